@@ -1,0 +1,23 @@
+# Resolves ZTRAIN_CUDA (AUTO|ON|OFF) into ZT_WITH_CUDA before project() runs.
+# AUTO builds the CUDA backend wherever nvcc exists, so CI compiles and links it even with no GPU.
+string(TOUPPER "${ZTRAIN_CUDA}" _zt_cuda)
+if(NOT _zt_cuda MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "ZTRAIN_CUDA=${ZTRAIN_CUDA} is not one of AUTO, ON, OFF")
+endif()
+set(ZT_WITH_CUDA OFF)
+if(NOT _zt_cuda STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(_zt_nvcc nvcc HINTS ENV CUDA_HOME ENV CUDA_PATH PATHS /usr/local/cuda/bin NO_CACHE)
+    if(_zt_nvcc)
+      set(CMAKE_CUDA_COMPILER "${_zt_nvcc}" CACHE FILEPATH "nvcc")
+    endif()
+  endif()
+  if(CMAKE_CUDA_COMPILER)
+    set(ZT_WITH_CUDA ON)
+  elseif(_zt_cuda STREQUAL "ON")
+    message(FATAL_ERROR "ZTRAIN_CUDA=ON but nvcc was not found: install the CUDA Toolkit, put nvcc on PATH, "
+                        "or configure with -DZTRAIN_CUDA=OFF (CPU backend only)")
+  else()
+    message(STATUS "ztrain: nvcc not found, building without the CUDA backend (ZTRAIN_CUDA=AUTO)")
+  endif()
+endif()
