@@ -1,0 +1,133 @@
+// The one backend interface: memory (allocate, copy, fill, synchronize) and the fixed op list GPT-2
+// training needs. CPU (cpu/) is the fp32 reference; CUDA (cuda/) is checked against it op by op.
+//
+// Shapes: B batch, T sequence, C channels, NH heads, V vocabulary (Vp padded), N = B*T rows.
+// Gradient rule, once for every op: parameter gradients ACCUMULATE (+=), because micro-batches of
+// one optimizer step add into the same flat gradient buffer; activation gradients are WRITTEN (=).
+// Pointers may alias only where an op says so.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/tensor.hpp"
+
+namespace zt::backend {
+
+struct MemoryStats {
+  std::size_t current_bytes = 0;  // held by this backend's allocator now
+  std::size_t peak_bytes = 0;     // the most it held since the last reset_peak()
+};
+
+enum class WeightLayout {
+  kInOut,  // weight [IC, OC]: out = inp @ W (Hugging Face GPT-2 Conv1D layout, c_attn/c_fc/c_proj)
+  kOutIn,  // weight [OC, IC]: out = inp @ W^T (the tied LM head reads wte [Vp, C] this way)
+};
+
+class Backend;
+
+// Owned backend memory; freed through its backend. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* owner, void* data, std::size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void reset();
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  // A view of this buffer (or of a part of it, from element offset) as a tensor.
+  Tensor view(DType dtype, std::initializer_list<std::int64_t> dims, std::int64_t offset = 0) const;
+
+ private:
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory -----------------------------------------------------------------------------------
+  virtual Buffer allocate(std::size_t bytes) = 0;
+  virtual void release(void* data, std::size_t bytes) = 0;   // called by Buffer only
+  virtual void copy_from_host(void* dst, const void* host_src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;  // device to device
+  virtual void fill_zero(Tensor t) = 0;
+  virtual void synchronize() = 0;
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void reset_peak() = 0;
+
+  // ---- embedding: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] --------------------------------------
+  // out [B,T,C], tokens [B,T] i32, wte [Vp,C], wpe [maxT,C]
+  virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) = 0;
+  // dwte += scatter of dout rows by token, dwpe += sum over b of dout[b,t,:]
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) = 0;
+
+  // ---- layernorm over the last dim, eps 1e-5: out = (x - mean) * rstd * weight + bias ---------------
+  // out, inp [N,C]; mean, rstd [N] f32 (saved for backward); weight, bias [C]
+  virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) = 0;
+  // dinp = (written), dweight += , dbias +=
+  virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                                  Tensor weight, Tensor mean, Tensor rstd) = 0;
+
+  // ---- matmul with optional bias: out[N,OC] = inp[N,IC] @ W (+ bias[OC]) -----------------------------
+  virtual void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) = 0;
+  // dinp = dout @ W^T (written; skipped if dinp is empty), dweight +=, dbias += (skipped if empty)
+  virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                               Tensor weight, WeightLayout layout) = 0;
+
+  // ---- causal multi-head self-attention, scale 1/sqrt(C/NH) ------------------------------------------
+  // qkv [B,T,3C] as (q | k | v), each head h taking columns [h*hs, (h+1)*hs) of its third; out [B,T,C];
+  // lse [B,NH,T] f32: the log-sum-exp of each softmax row, saved so backward can rebuild the
+  // probabilities without an O(T^2) tensor kept between passes (flash-attention style).
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) = 0;
+  // dqkv [B,T,3C] written
+  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) = 0;
+
+  // ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----------------------------
+  virtual void gelu_forward(Tensor out, Tensor inp) = 0;
+  virtual void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) = 0;  // dinp written; may alias dout
+
+  // ---- residual: out = a + b (out may alias a or b); accumulate: dst += src ---------------------------
+  virtual void add(Tensor out, Tensor a, Tensor b) = 0;
+  virtual void accumulate(Tensor dst, Tensor src) = 0;
+
+  // ---- fused softmax + cross-entropy over the first `vocab` columns of logits [N,Vp] ----------------
+  // losses [N] f32 = logsumexp(logits[n,:V]) - logits[n, targets[n]]; targets [N] i32 in [0, vocab).
+  virtual void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) = 0;
+  // dlogits [N,Vp] = dloss * (softmax(logits[n,:V]) - onehot(targets[n])); padded columns get 0.
+  // dlogits may alias logits (computed in place, as llm.c does, to save a [N,Vp] buffer).
+  virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) = 0;
+
+  // ---- optimizer ------------------------------------------------------------------------------------
+  struct AdamW {
+    float lr, beta1, beta2, eps, weight_decay;
+    int step;            // 1-based, for bias correction
+    float grad_scale;    // multiplies the gradient first (clipping factor, loss-scale inverse)
+  };
+  // torch.optim.AdamW over a contiguous span: param -= lr * (mhat / (sqrt(vhat) + eps) + wd * param),
+  // with decoupled decay applied as param *= (1 - lr*wd) before the Adam step (PyTorch's order).
+  // param, m, v f32 [n]; grad [n] (f32 here, bf16 where the backend keeps gradients in bf16).
+  virtual void adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& hp) = 0;
+  // sum of x^2 in double precision on the host (for the global gradient norm)
+  virtual double sum_of_squares(Tensor x) = 0;
+  // dst = src converted between dtypes (same numel); scale multiplies in place
+  virtual void cast(Tensor dst, Tensor src) = 0;
+  virtual void scale(Tensor x, float factor) = 0;
+};
+
+// The CPU reference backend (fp32, OpenBLAS GEMMs, OpenMP elsewhere; deterministic for a given
+// number of threads). threads = 0 uses OpenMP's default.
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace zt::backend

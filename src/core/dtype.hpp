@@ -1,0 +1,32 @@
+// Element types of tensors and buffers, with their sizes and names (for errors and file formats).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace zt {
+
+enum class DType : std::uint8_t { kF32, kBF16, kF16, kI32, kU16, kU32 };
+
+constexpr std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: case DType::kI32: case DType::kU32: return 4;
+    case DType::kBF16: case DType::kF16: case DType::kU16: return 2;
+  }
+  return 0;
+}
+
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
+    case DType::kI32: return "i32";
+    case DType::kU16: return "u16";
+    case DType::kU32: return "u32";
+  }
+  return "?";
+}
+
+}  // namespace zt
