@@ -1,0 +1,49 @@
+// Exception boundary shared by the programs' mains.
+#include "apps/boundary.hpp"
+
+#include <exception>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace zt::apps {
+namespace {
+// Runs f; returns its exit code (0) or the code and message of what it threw.
+int capture(const std::function<void()>& f, std::string& message) {
+  try {
+    f();
+    return kExitOk;
+  } catch (const Error& e) {
+    message = e.what();
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    message = "out of host memory (std::bad_alloc): see `ztrain --plan` for what this configuration needs";
+  } catch (const std::exception& e) {
+    message = cat("unexpected error: ", e.what());
+  }
+  return kExitRuntime;
+}
+}  // namespace
+
+int agree_on_startup(const dist::World& world, const std::function<void()>& startup) {
+  std::string message;
+  const int code = capture(startup, message);
+  const long long worst = world.max_over_ranks(code);
+  if (worst == kExitOk) return kExitOk;
+  // Every rank usually fails the same way (same config): print once, from the lowest failing rank.
+  const long long first = world.min_over_ranks(code != kExitOk ? world.rank() : world.size());
+  if (world.rank() == first) log::fatal(message);
+  return static_cast<int>(worst);
+}
+
+int run_or_abort(const dist::World& world, const std::function<int()>& work) {
+  std::string message;
+  int result = kExitOk;
+  const int code = capture([&] { result = work(); }, message);
+  if (code == kExitOk) return result;
+  log::fatal(message);
+  world.abort(code);
+}
+
+}  // namespace zt::apps

@@ -1,0 +1,19 @@
+// The one place exceptions are caught in a program (STYLE.md §5). Start-up errors are agreed on by
+// all ranks (so a bad config ends the job once, with exit 2, and rank 0's message); errors once work
+// has begun print "rank N: ..." and abort the whole job, so no peer hangs in a collective.
+#pragma once
+
+#include <functional>
+
+#include "dist/world.hpp"
+
+namespace zt::apps {
+
+// Runs `startup` on every rank and agrees on its outcome. Returns 0 if every rank succeeded; else
+// the largest exit code over ranks, after the lowest failing rank printed its message.
+int agree_on_startup(const dist::World& world, const std::function<void()>& startup);
+
+// Runs `work`; any exception prints "rank N: what" and ends every rank of the job with its code.
+int run_or_abort(const dist::World& world, const std::function<int()>& work);
+
+}  // namespace zt::apps

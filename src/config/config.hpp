@@ -1,0 +1,121 @@
+// The typed, immutable configuration every rank parses once. Each member's initializer is its default;
+// options.cpp gives each key its help text and check. Nothing looks a key up by string after parsing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zt::config {
+
+enum class Device { kAuto, kCpu, kCuda };
+enum class Precision { kFp32, kBf16, kFp16 };
+enum class Recompute { kNone, kFull, kSelective };
+enum class Offload { kNone, kOptimizer };
+enum class Schedule { kCosine, kConstant };
+enum class CommBackend { kAuto, kNccl, kMpi };
+
+struct ModelConfig {
+  std::int64_t n_layer = 4;
+  std::int64_t n_head = 4;
+  std::int64_t n_embd = 128;
+  std::int64_t vocab_size = 50257;
+  std::int64_t seq_len = 128;  // context length T
+};
+
+struct InitConfig {
+  std::string from;  // Hugging Face GPT-2 .safetensors; empty = GPT-2 random init from train.seed
+};
+
+struct TrainConfig {
+  Device device = Device::kAuto;
+  Precision precision = Precision::kFp32;
+  std::uint64_t seed = 1337;
+  std::int64_t max_steps = 100;
+  std::int64_t stop_at_step = 0;
+  std::int64_t global_batch = 8;   // sequences per optimizer step over all ranks
+  std::int64_t micro_batch = 4;    // sequences per rank per forward pass
+  std::int64_t zero_stage = 0;
+  Recompute recompute = Recompute::kNone;
+  Offload offload = Offload::kNone;
+  std::int64_t threads = 0;
+  double time_limit_min = 0;
+  std::string loss_scale = "dynamic";
+  double loss_scale_init = 65536;
+  std::int64_t loss_scale_window = 1000;
+  double loss_scale_min = 1;
+};
+
+struct ZeroConfig {
+  double bucket_mb = 25;
+};
+
+struct OptimConfig {
+  double lr = 6e-4;
+  double min_lr = 6e-5;
+  std::int64_t warmup_steps = 10;
+  Schedule schedule = Schedule::kCosine;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;
+};
+
+struct DataConfig {
+  std::string train;
+  std::string valid;
+  bool shuffle = true;
+  std::string vocab;
+};
+
+struct CkptConfig {
+  std::string dir = "checkpoints";
+  std::int64_t every = 0;
+  std::int64_t keep = 3;
+  std::string resume = "auto";
+  bool async = false;
+};
+
+struct LogConfig {
+  std::int64_t every = 1;
+  std::string metrics;
+  std::int64_t eval_every = 0;
+  std::int64_t eval_batches = 8;
+  std::int64_t sample_every = 0;
+  std::string sample_prompt = "The";
+  std::int64_t sample_tokens = 64;
+  bool all_ranks = false;
+};
+
+struct DistConfig {
+  CommBackend backend = CommBackend::kAuto;
+  double timeout_s = 600;
+};
+
+struct DebugConfig {
+  std::int64_t fail_at_step = 0;
+  std::int64_t hang_at_step = 0;
+  std::int64_t kill_at_step = 0;
+  std::int64_t rank = 0;
+};
+
+struct PlanConfig {
+  std::int64_t world_size = 0;      // 0 = the world this runs in
+  double device_memory_gb = 0;      // 0 = the device's own (or the host's, on the CPU backend)
+};
+
+struct Config {
+  ModelConfig model;
+  InitConfig init;
+  TrainConfig train;
+  ZeroConfig zero;
+  OptimConfig optim;
+  DataConfig data;
+  CkptConfig ckpt;
+  LogConfig log;
+  DistConfig dist;
+  DebugConfig debug;
+  PlanConfig plan;
+};
+
+}  // namespace zt::config

@@ -1,0 +1,197 @@
+// The option table. Adding a key: a field in config.hpp (its initializer is the default) and one line
+// here; --help, --print-config, the INI loader and the README reference all follow from it.
+#include "config/options.hpp"
+
+#include <algorithm>
+
+#include "config/value.hpp"
+
+namespace zt::config {
+namespace {
+using value::format_double;
+
+// A check returns "" when the value is fine, else what is wrong with it ("must be >= 1").
+template <typename T>
+using Check = std::function<std::string(const T&)>;
+
+template <typename T> struct Codec;
+template <> struct Codec<std::int64_t> {
+  static constexpr const char* kKind = "INT";
+  static std::int64_t parse(std::string_view k, std::string_view t) { return value::parse_int(k, t); }
+  static std::string format(std::int64_t v) { return std::to_string(v); }
+};
+template <> struct Codec<std::uint64_t> {
+  static constexpr const char* kKind = "INT";
+  static std::uint64_t parse(std::string_view k, std::string_view t) { return value::parse_uint(k, t); }
+  static std::string format(std::uint64_t v) { return std::to_string(v); }
+};
+template <> struct Codec<double> {
+  static constexpr const char* kKind = "NUM";
+  static double parse(std::string_view k, std::string_view t) { return value::parse_double(k, t); }
+  static std::string format(double v) { return format_double(v); }
+};
+template <> struct Codec<bool> {
+  static constexpr const char* kKind = "BOOL";
+  static bool parse(std::string_view k, std::string_view t) { return value::parse_bool(k, t); }
+  static std::string format(bool v) { return v ? "true" : "false"; }
+};
+template <> struct Codec<std::string> {
+  static constexpr const char* kKind = "STR";
+  static std::string parse(std::string_view, std::string_view t) { return std::string(t); }
+  static std::string format(const std::string& v) { return v; }
+};
+
+template <typename T>
+std::string kind_of() {
+  if constexpr (std::is_enum_v<T>) return value::enum_choices<T>();
+  else return Codec<T>::kKind;
+}
+
+template <typename S, typename T>
+Option opt(const char* key, S Config::*section, T S::*field, const char* help, Check<T> check = {}) {
+  Option o;
+  o.key = key;
+  o.value_kind = kind_of<T>();
+  o.help = help;
+  o.assign = [key, section, field, check](Config& c, const std::string& text) {
+    T v;
+    if constexpr (std::is_enum_v<T>) v = value::parse_enum<T>(key, text);
+    else v = Codec<T>::parse(key, text);
+    if (check) {
+      std::string problem = check(v);
+      if (!problem.empty()) value::reject(key, text, problem);
+    }
+    c.*section.*field = v;
+  };
+  o.format = [section, field](const Config& c) {
+    if constexpr (std::is_enum_v<T>) return value::enum_name(c.*section.*field);
+    else return Codec<T>::format(c.*section.*field);
+  };
+  return o;
+}
+
+template <typename T>
+Check<T> at_least(T lo) {
+  return [lo](const T& v) { return v >= lo ? std::string() : cat("must be >= ", lo); };
+}
+template <typename T>
+Check<T> between(T lo, T hi) {
+  return [lo, hi](const T& v) { return v >= lo && v <= hi ? std::string() : cat("must be in [", lo, ", ", hi, "]"); };
+}
+Check<double> positive() {
+  return [](const double& v) { return v > 0 ? std::string() : "must be > 0"; };
+}
+Check<double> in_unit_interval_open() {
+  return [](const double& v) { return v >= 0 && v < 1 ? std::string() : "must be in [0, 1)"; };
+}
+
+std::vector<Option> build_table() {
+  using C = Config;
+  return {
+      opt("model.n_layer", &C::model, &ModelConfig::n_layer, "transformer blocks L", at_least<std::int64_t>(1)),
+      opt("model.n_head", &C::model, &ModelConfig::n_head, "attention heads per block", at_least<std::int64_t>(1)),
+      opt("model.n_embd", &C::model, &ModelConfig::n_embd, "model width C (divisible by n_head)", at_least<std::int64_t>(1)),
+      opt("model.vocab_size", &C::model, &ModelConfig::vocab_size, "real vocabulary size (50257 for GPT-2)", at_least<std::int64_t>(2)),
+      opt("model.seq_len", &C::model, &ModelConfig::seq_len, "context length T in tokens", at_least<std::int64_t>(1)),
+      opt("init.from", &C::init, &InitConfig::from, "start from a Hugging Face GPT-2 .safetensors file (empty: random GPT-2 init from train.seed)"),
+      opt("train.device", &C::train, &TrainConfig::device, "where to compute: auto picks cuda when a GPU is visible"),
+      opt("train.precision", &C::train, &TrainConfig::precision, "compute precision (master weights and optimizer state are always fp32)"),
+      opt("train.seed", &C::train, &TrainConfig::seed, "seed everything random derives from (init, data shuffle)"),
+      opt("train.max_steps", &C::train, &TrainConfig::max_steps, "optimizer steps of the whole run (the schedule's length), counted across resumes", at_least<std::int64_t>(1)),
+      opt("train.stop_at_step", &C::train, &TrainConfig::stop_at_step, "stop this invocation after this step, with a checkpoint, schedule unchanged (0 = off)", at_least<std::int64_t>(0)),
+      opt("train.global_batch", &C::train, &TrainConfig::global_batch, "sequences per optimizer step over all ranks (= micro_batch x grad_accum x ranks)", at_least<std::int64_t>(1)),
+      opt("train.micro_batch", &C::train, &TrainConfig::micro_batch, "sequences per rank per forward pass", at_least<std::int64_t>(1)),
+      opt("train.zero_stage", &C::train, &TrainConfig::zero_stage, "ZeRO stage: 0 replicated, 1 optimizer state sharded, 2 +gradients, 3 +parameters", between<std::int64_t>(0, 3)),
+      opt("train.recompute", &C::train, &TrainConfig::recompute, "activation recomputation in the backward pass"),
+      opt("train.offload", &C::train, &TrainConfig::offload, "keep the optimizer state and fp32 master weights in host memory"),
+      opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", at_least<std::int64_t>(0)),
+      opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", at_least<double>(0)),
+      opt("train.loss_scale", &C::train, &TrainConfig::loss_scale, "fp16 only: 'dynamic' or a fixed positive number"),
+      opt("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16 dynamic scaling: initial scale", positive()),
+      opt("train.loss_scale_window", &C::train, &TrainConfig::loss_scale_window, "fp16 dynamic scaling: steps without overflow before the scale doubles", at_least<std::int64_t>(1)),
+      opt("train.loss_scale_min", &C::train, &TrainConfig::loss_scale_min, "fp16 dynamic scaling: the scale never drops below this", positive()),
+      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", positive()),
+      opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", at_least<double>(0)),
+      opt("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of the cosine schedule", at_least<double>(0)),
+      opt("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps: lr*(s+1)/warmup for step s < warmup", at_least<std::int64_t>(0)),
+      opt("optim.schedule", &C::optim, &OptimConfig::schedule, "learning-rate schedule after warm-up"),
+      opt("optim.weight_decay", &C::optim, &OptimConfig::weight_decay, "decoupled weight decay (AdamW) on 2-D weights, embeddings included", at_least<double>(0)),
+      opt("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1", in_unit_interval_open()),
+      opt("optim.beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2", in_unit_interval_open()),
+      opt("optim.eps", &C::optim, &OptimConfig::eps, "AdamW epsilon", positive()),
+      opt("optim.grad_clip", &C::optim, &OptimConfig::grad_clip, "clip the global gradient norm to this (0 = off)", at_least<double>(0)),
+      opt("data.train", &C::data, &DataConfig::train, "training shards written by ztok (a glob, e.g. data/tok/train_*.h5)"),
+      opt("data.valid", &C::data, &DataConfig::valid, "validation shards (a glob; empty = no evaluation)"),
+      opt("data.shuffle", &C::data, &DataConfig::shuffle, "seeded permutation of windows per epoch (false: the order contract in the README)"),
+      opt("data.vocab", &C::data, &DataConfig::vocab, "directory with encoder.json + vocab.bpe (text samples; checked against the shards' vocab_hash)"),
+      opt("ckpt.dir", &C::ckpt, &CkptConfig::dir, "checkpoint directory (holds step_NNNNNNNN/)"),
+      opt("ckpt.every", &C::ckpt, &CkptConfig::every, "checkpoint every N steps (0 = only at the end and on signals)", at_least<std::int64_t>(0)),
+      opt("ckpt.keep", &C::ckpt, &CkptConfig::keep, "checkpoints kept (the newest that verifies is never deleted; 0 = all)", at_least<std::int64_t>(0)),
+      opt("ckpt.resume", &C::ckpt, &CkptConfig::resume, "auto (newest that verifies) | none | a checkpoint directory"),
+      opt("ckpt.async", &C::ckpt, &CkptConfig::async, "write checkpoints from a background thread after a snapshot to host memory"),
+      opt("log.every", &C::log, &LogConfig::every, "log a metrics line every N steps", at_least<std::int64_t>(1)),
+      opt("log.metrics", &C::log, &LogConfig::metrics, "JSON Lines metrics file (empty = none)"),
+      opt("log.eval_every", &C::log, &LogConfig::eval_every, "evaluate on data.valid every N steps (0 = off)", at_least<std::int64_t>(0)),
+      opt("log.eval_batches", &C::log, &LogConfig::eval_batches, "global batches per evaluation", at_least<std::int64_t>(1)),
+      opt("log.sample_every", &C::log, &LogConfig::sample_every, "print a text sample every N steps (0 = off; needs data.vocab)", at_least<std::int64_t>(0)),
+      opt("log.sample_prompt", &C::log, &LogConfig::sample_prompt, "prompt the samples continue"),
+      opt("log.sample_tokens", &C::log, &LogConfig::sample_tokens, "tokens generated per sample", at_least<std::int64_t>(1)),
+      opt("log.all_ranks", &C::log, &LogConfig::all_ranks, "every rank logs, each line prefixed [rank r]"),
+      opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
+      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a collective or step longer than this aborts the job (loose until step 1 completes)", positive()),
+      opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
+      opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
+      opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
+      opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", at_least<std::int64_t>(0)),
+      opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", at_least<std::int64_t>(0)),
+      opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", at_least<double>(0)),
+  };
+}
+
+// Levenshtein distance, for "did you mean" on unknown keys.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> table = build_table();
+  return table;
+}
+
+const Option* find_option(std::string_view key) {
+  for (const Option& o : options())
+    if (o.key == key) return &o;
+  return nullptr;
+}
+
+std::string nearest_key(std::string_view key) {
+  std::string best;
+  std::size_t best_distance = 4;  // farther than 3 edits is not a typo
+  for (const Option& o : options()) {
+    std::size_t d = edit_distance(key, o.key);
+    if (d < best_distance) best_distance = d, best = o.key;
+    if (o.name() == key) return o.key;  // right name, missing or wrong section
+  }
+  return best;
+}
+
+std::string to_string(Device v) { return value::enum_name(v); }
+std::string to_string(Precision v) { return value::enum_name(v); }
+std::string to_string(Recompute v) { return value::enum_name(v); }
+std::string to_string(Offload v) { return value::enum_name(v); }
+std::string to_string(Schedule v) { return value::enum_name(v); }
+std::string to_string(CommBackend v) { return value::enum_name(v); }
+
+}  // namespace zt::config

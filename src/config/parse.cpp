@@ -1,0 +1,144 @@
+// Boost.Program_options front end: every key is read as text, then parsed and checked by the option
+// table, so a malformed value gets our message (key, value, allowed) rather than a bare bad_lexical_cast.
+#include "config/parse.hpp"
+
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "config/options.hpp"
+#include "config/value.hpp"
+
+namespace zt::config {
+namespace po = boost::program_options;
+namespace {
+
+po::options_description key_options() {
+  po::options_description desc("configuration keys");
+  for (const Option& o : options()) desc.add_options()(o.key.c_str(), po::value<std::string>(), o.help.c_str());
+  return desc;
+}
+
+po::options_description general_options() {
+  po::options_description desc("general");
+  desc.add_options()
+      ("help,h", "list every option with its default and meaning, then exit")
+      ("help-markdown", "the configuration reference as a Markdown table, then exit")
+      ("config", po::value<std::string>(), "INI configuration file")
+      ("print-config", "print the resolved configuration (INI) with the world layout, then exit")
+      ("plan", "print the per-rank memory plan, then exit (0 fits, 2 does not)")
+      ("force", "run a configuration the memory planner refuses")
+      ("version", "print the version and git revision, then exit");
+  return desc;
+}
+
+std::string did_you_mean(const std::string& key) {
+  std::string near = nearest_key(key);
+  return near.empty() ? "; see --help for every key" : cat("; did you mean ", near, "?");
+}
+
+// Turns Boost's exceptions into ConfigErrors that say what to do. `where` is "" or " in FILE".
+[[noreturn]] void rethrow_po_error(const po::error& e, const std::string& where) {
+  if (auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+    std::string key = u->get_option_name();
+    while (!key.empty() && key.front() == '-') key.erase(0, 1);
+    key = key.substr(0, key.find('='));  // "--optim.lrr=3" names the key "optim.lrr"
+    throw ConfigError(cat("unknown option '", key, "'", where, did_you_mean(key)));
+  }
+  if (dynamic_cast<const po::too_many_positional_options_error*>(&e))
+    throw ConfigError("unexpected argument: options are --section.key=value or --config FILE (see --help)");
+  if (auto* m = dynamic_cast<const po::multiple_occurrences*>(&e))
+    throw ConfigError(cat("option '", m->get_option_name(), "' given more than once", where));
+  throw ConfigError(cat(e.what(), where, " (see --help)"));
+}
+
+po::variables_map parse_arguments(int argc, const char* const* argv) {
+  po::options_description all;
+  all.add(general_options()).add(key_options());
+  po::variables_map vm;
+  try {
+    const int style = po::command_line_style::unix_style & ~po::command_line_style::allow_guessing;
+    po::positional_options_description none;  // no positional arguments: a stray word is an error
+    po::store(po::command_line_parser(argc, argv).options(all).positional(none).style(style).run(), vm);
+  } catch (const po::error& e) {
+    rethrow_po_error(e, "");
+  }
+  return vm;
+}
+
+void parse_config_file(const std::string& path, po::variables_map& vm) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(cat("cannot read config file '", path, "': no such file or not readable"));
+  try {
+    po::store(po::parse_config_file(in, key_options(), /*allow_unregistered=*/false), vm);
+  } catch (const po::error& e) {
+    rethrow_po_error(e, cat(" in config file '", path, "'"));
+  }
+}
+}  // namespace
+
+CommandLine parse_command_line(int argc, const char* const* argv) {
+  po::variables_map vm = parse_arguments(argc, argv);  // stored first, so the command line wins
+  CommandLine cl;
+  cl.help = vm.count("help") > 0;
+  cl.help_markdown = vm.count("help-markdown") > 0;
+  cl.print_config = vm.count("print-config") > 0;
+  cl.plan = vm.count("plan") > 0;
+  cl.force = vm.count("force") > 0;
+  cl.version = vm.count("version") > 0;
+  if (cl.help || cl.help_markdown || cl.version) return cl;
+  if (vm.count("config")) {
+    cl.config_file = vm["config"].as<std::string>();
+    parse_config_file(cl.config_file, vm);
+  }
+  for (const Option& o : options())
+    if (vm.count(o.key)) o.assign(cl.config, vm[o.key].as<std::string>());
+  validate(cl.config);
+  return cl;
+}
+
+std::string to_ini(const Config& config) {
+  std::ostringstream out;
+  std::string section;
+  for (const Option& o : options()) {
+    if (o.section() != section) {
+      section = o.section();
+      out << (out.tellp() > 0 ? "\n" : "") << "[" << section << "]\n";
+    }
+    out << o.name() << " = " << o.format(config) << "\n";
+  }
+  return out.str();
+}
+
+std::string help_text(const std::string& program) {
+  std::ostringstream out;
+  out << "Usage: mpirun -np N " << program << " [--config FILE] [--section.key=VALUE ...]\n"
+      << "       " << program << " --print-config | --plan | --help\n\n"
+      << "Trains a GPT-2-style model. Every key has a default; the INI file's [section] key=value is the\n"
+      << "option --section.key=VALUE, and the command line wins over the file.\n\n"
+      << "Exit codes: 0 done, 1 runtime error, 2 usage or configuration error (nothing started),\n"
+      << "75 checkpointed on a signal or time limit (requeue me).\n\n"
+      << general_options() << "\n";
+  std::string section;
+  for (const Option& o : options()) {
+    if (o.section() != section) out << "\n[" << (section = o.section()) << "]\n";
+    std::string def = o.format(Config{});
+    out << "  --" << o.key << "=" << o.value_kind << "  (default: " << (def.empty() ? "''" : def) << ")\n"
+        << "      " << o.help << "\n";
+  }
+  return out.str();
+}
+
+std::string reference_markdown() {
+  std::ostringstream out;
+  out << "| key | values | default | meaning |\n|---|---|---|---|\n";
+  for (const Option& o : options()) {
+    std::string def = o.format(Config{});
+    std::string kind = o.value_kind;  // a|b|c: escape the pipes inside a Markdown table cell
+    for (std::size_t i = kind.find('|'); i != std::string::npos; i = kind.find('|', i + 2)) kind.replace(i, 1, "\\|");
+    out << "| `" << o.key << "` | " << kind << " | `" << (def.empty() ? "''" : def) << "` | " << o.help << " |\n";
+  }
+  return out.str();
+}
+
+}  // namespace zt::config

@@ -1,0 +1,34 @@
+// ztrain's command line: --config FILE (INI, [section] key=value) plus --section.key=value overrides,
+// which win over the file. Every problem is a ConfigError naming the key, the value and the fix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.hpp"
+
+namespace zt::config {
+
+struct CommandLine {
+  Config config;
+  std::string config_file;
+  bool help = false;
+  bool help_markdown = false;  // the configuration reference as a Markdown table (README)
+  bool print_config = false;
+  bool plan = false;
+  bool force = false;
+  bool version = false;
+};
+
+CommandLine parse_command_line(int argc, const char* const* argv);
+
+// Checks between keys that need no knowledge of the world (divisibility, ordering, combinations).
+void validate(const Config& config);
+
+// The configuration as INI that parse_command_line loads back (--config) to the same Config.
+std::string to_ini(const Config& config);
+
+std::string help_text(const std::string& program);
+std::string reference_markdown();
+
+}  // namespace zt::config

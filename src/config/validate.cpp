@@ -1,0 +1,103 @@
+// Checks that involve more than one key, and the batch arithmetic that needs the world size.
+// Every message says the arithmetic and the nearest valid values, never a bare assertion.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "config/derived.hpp"
+#include "config/options.hpp"
+#include "config/parse.hpp"
+#include "config/value.hpp"
+
+namespace zt::config {
+namespace {
+
+std::string join(const std::vector<std::int64_t>& values) {
+  std::string out;
+  for (std::int64_t v : values) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(v);
+  }
+  return out;
+}
+
+// Divisors of n from 1 up to limit, for suggestions like "n_head in {1, 2, 4, 8}".
+std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 1; d <= n && d <= limit; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+void check_model(const ModelConfig& m) {
+  if (m.n_embd % m.n_head != 0)
+    throw ConfigError(cat("model.n_embd=", m.n_embd, " is not divisible by model.n_head=", m.n_head,
+                          ": every head needs n_embd/n_head channels; use model.n_head in {",
+                          join(divisors(m.n_embd, 64)), "} or model.n_embd=", (m.n_embd / m.n_head) * m.n_head,
+                          " or ", (m.n_embd / m.n_head + 1) * m.n_head));
+}
+
+void check_train(const Config& c) {
+  const TrainConfig& t = c.train;
+  if (t.stop_at_step > t.max_steps)
+    throw ConfigError(cat("train.stop_at_step=", t.stop_at_step, " is after train.max_steps=", t.max_steps,
+                          ": the run ends at max_steps; use stop_at_step <= ", t.max_steps, " (0 = off)"));
+  if (t.loss_scale != "dynamic") {
+    double scale = value::parse_double("train.loss_scale", t.loss_scale);
+    if (scale <= 0) value::reject("train.loss_scale", t.loss_scale, "must be 'dynamic' or a number > 0");
+  }
+  if (t.offload == Offload::kOptimizer && t.zero_stage == 0)
+    throw ConfigError("train.offload=optimizer needs train.zero_stage >= 1: offloaded optimizer state is "
+                      "the sharded ZeRO state (set train.zero_stage=1, 2 or 3, or train.offload=none)");
+  if (t.device == Device::kCpu && t.precision != Precision::kFp32)
+    throw ConfigError(cat("train.precision=", to_string(t.precision), " with train.device=cpu: the CPU backend "
+                          "computes in fp32; use train.precision=fp32 or train.device=cuda"));
+  if (c.train.loss_scale_min > c.train.loss_scale_init)
+    throw ConfigError(cat("train.loss_scale_min=", value::format_double(t.loss_scale_min),
+                          " is above train.loss_scale_init=", value::format_double(t.loss_scale_init)));
+}
+
+void check_optim(const OptimConfig& o) {
+  if (o.min_lr > o.lr)
+    throw ConfigError(cat("optim.min_lr=", value::format_double(o.min_lr), " is above optim.lr=",
+                          value::format_double(o.lr), ": the cosine schedule decays from lr to min_lr; use min_lr <= lr"));
+}
+
+void check_logging(const Config& c) {
+  if (c.log.eval_every > 0 && c.data.valid.empty())
+    throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs validation shards: set data.valid=GLOB "
+                          "(ztok --valid-fraction writes them) or log.eval_every=0"));
+  if (c.log.sample_every > 0 && c.data.vocab.empty())
+    throw ConfigError(cat("log.sample_every=", c.log.sample_every, " needs the tokenizer to decode samples: set "
+                          "data.vocab=DIR (encoder.json + vocab.bpe; tools/fetch-vocab.sh) or log.sample_every=0"));
+}
+}  // namespace
+
+void validate(const Config& config) {
+  check_model(config.model);
+  check_train(config);
+  check_optim(config.optim);
+  check_logging(config);
+}
+
+Derived derive(const Config& config, std::int64_t dp_size) {
+  const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
+  const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
+  if (global % per_step != 0) {
+    std::int64_t lower = (global / per_step) * per_step, upper = lower + per_step;
+    std::string fix = lower > 0 ? cat("train.global_batch=", lower, " or ", upper) : cat("train.global_batch=", upper);
+    std::vector<std::int64_t> micro_ok;
+    for (std::int64_t m : divisors(global, global))
+      if ((global / m) % dp_size == 0) micro_ok.push_back(m);
+    if (!micro_ok.empty()) fix += cat(", or train.micro_batch in {", join(micro_ok), "}");
+    throw ConfigError(cat("train.global_batch=", global, " is not divisible by train.micro_batch(", micro,
+                          ") x data-parallel ranks(", dp_size, ") = ", per_step, "; use ", fix));
+  }
+  Derived d;
+  d.dp_size = dp_size;
+  d.grad_accum = global / per_step;
+  d.tokens_per_step = global * config.model.seq_len;
+  return d;
+}
+
+}  // namespace zt::config

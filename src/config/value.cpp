@@ -1,0 +1,58 @@
+// Strict text-to-value parsing: the whole text must be the value ("3e-4x" is an error, not 3e-4).
+#include "config/value.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <system_error>
+
+namespace zt::config::value {
+namespace {
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+template <typename T>
+T parse_integer(std::string_view key, std::string_view raw, const char* what) {
+  std::string_view text = trim(raw);
+  T v{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) reject(key, raw, cat("out of range for ", what));
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) reject(key, raw, cat("not ", what));
+  return v;
+}
+}  // namespace
+
+std::int64_t parse_int(std::string_view key, std::string_view text) {
+  return parse_integer<std::int64_t>(key, text, "an integer");
+}
+
+std::uint64_t parse_uint(std::string_view key, std::string_view text) {
+  return parse_integer<std::uint64_t>(key, text, "a non-negative integer");
+}
+
+double parse_double(std::string_view key, std::string_view raw) {
+  std::string_view text = trim(raw);
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) reject(key, raw, "not a number");
+  if (!std::isfinite(v)) reject(key, raw, "not a finite number");
+  return v;
+}
+
+bool parse_bool(std::string_view key, std::string_view raw) {
+  std::string_view text = trim(raw);
+  if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+  if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+  reject(key, raw, "not a boolean (true|false)");
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
+  ZT_CHECK(ec == std::errc());
+  return std::string(buf, end);
+}
+
+}  // namespace zt::config::value

@@ -1,0 +1,76 @@
+// Text <-> typed value conversion for configuration keys, with errors that name the key and the value.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "config/config.hpp"
+#include "core/error.hpp"
+
+namespace zt::config::value {
+
+[[noreturn]] inline void reject(std::string_view key, std::string_view text, std::string_view why) {
+  throw ConfigError(cat(key, "=", text.empty() ? "''" : text, ": ", why));
+}
+
+std::int64_t parse_int(std::string_view key, std::string_view text);
+std::uint64_t parse_uint(std::string_view key, std::string_view text);
+double parse_double(std::string_view key, std::string_view text);
+bool parse_bool(std::string_view key, std::string_view text);
+std::string format_double(double v);  // shortest text that parses back to the same double
+
+// Enum names: one table per enum, used to parse, print and list the allowed values.
+template <typename E> struct EnumNames;
+template <> struct EnumNames<Device> {
+  static constexpr std::array<std::pair<Device, const char*>, 3> kNames{
+      {{Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}}};
+};
+template <> struct EnumNames<Precision> {
+  static constexpr std::array<std::pair<Precision, const char*>, 3> kNames{
+      {{Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}}};
+};
+template <> struct EnumNames<Recompute> {
+  static constexpr std::array<std::pair<Recompute, const char*>, 3> kNames{
+      {{Recompute::kNone, "none"}, {Recompute::kFull, "full"}, {Recompute::kSelective, "selective"}}};
+};
+template <> struct EnumNames<Offload> {
+  static constexpr std::array<std::pair<Offload, const char*>, 2> kNames{
+      {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}}};
+};
+template <> struct EnumNames<Schedule> {
+  static constexpr std::array<std::pair<Schedule, const char*>, 2> kNames{
+      {{Schedule::kCosine, "cosine"}, {Schedule::kConstant, "constant"}}};
+};
+template <> struct EnumNames<CommBackend> {
+  static constexpr std::array<std::pair<CommBackend, const char*>, 3> kNames{
+      {{CommBackend::kAuto, "auto"}, {CommBackend::kNccl, "nccl"}, {CommBackend::kMpi, "mpi"}}};
+};
+
+template <typename E>
+std::string enum_choices() {
+  std::string out;
+  for (const auto& [v, name] : EnumNames<E>::kNames) {
+    if (!out.empty()) out += '|';
+    out += name;
+  }
+  return out;
+}
+
+template <typename E>
+std::string enum_name(E v) {
+  for (const auto& [value, name] : EnumNames<E>::kNames)
+    if (value == v) return name;
+  return "?";
+}
+
+template <typename E>
+E parse_enum(std::string_view key, std::string_view text) {
+  for (const auto& [value, name] : EnumNames<E>::kNames)
+    if (text == name) return value;
+  reject(key, text, cat("not one of ", enum_choices<E>()));
+}
+
+}  // namespace zt::config::value

@@ -1,0 +1,53 @@
+// Rank placement rules: auto means CUDA when this binary has the backend and a GPU is visible.
+#include "dist/placement.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "config/options.hpp"
+#include "core/error.hpp"
+
+namespace zt::dist {
+using config::CommBackend;
+using config::Device;
+
+std::string Placement::device_name() const {
+  return device == Device::kCuda ? cat("cuda:", device_index) : std::string("cpu");
+}
+
+namespace {
+Device resolve_device(const World& world, Device requested, bool cuda_backend_built, int gpus) {
+  if (requested == Device::kAuto) return cuda_backend_built && gpus > 0 ? Device::kCuda : Device::kCpu;
+  if (requested == Device::kCuda && !cuda_backend_built)
+    throw ConfigError("train.device=cuda, but this ztrain binary has no CUDA backend: rebuild where nvcc is "
+                      "installed (tools/build.sh -DZTRAIN_CUDA=ON) or use train.device=cpu");
+  if (requested == Device::kCuda && gpus == 0)
+    throw ConfigError(cat("train.device=cuda, but no CUDA device is visible on host ", world.host(), " (rank ",
+                          world.rank(), "): check CUDA_VISIBLE_DEVICES and the driver, or use train.device=cpu"));
+  return requested;
+}
+}  // namespace
+
+Placement place_rank(const World& world, const config::Config& config, bool cuda_backend_built) {
+  const int gpus = cuda_device_count();
+  Placement p;
+  p.device = resolve_device(world, config.train.device, cuda_backend_built, gpus);
+  p.comm = config.dist.backend;
+  if (p.comm == CommBackend::kAuto) p.comm = p.device == Device::kCuda ? CommBackend::kNccl : CommBackend::kMpi;
+  if (p.device == Device::kCpu && p.comm == CommBackend::kNccl)
+    throw ConfigError("dist.backend=nccl needs GPUs, but this rank computes on the CPU (train.device): "
+                      "use dist.backend=mpi or auto");
+  if (p.device == Device::kCuda) {
+    if (world.local_size() > gpus && p.comm == CommBackend::kNccl)
+      throw ConfigError(cat(world.local_size(), " ranks on host ", world.host(), " share ", gpus,
+                            " GPU(s), and NCCL needs one GPU per rank: launch at most ", gpus,
+                            " ranks per node (mpirun --map-by ppr:", gpus, ":node) or set dist.backend=mpi"));
+    p.device_index = world.local_rank() % gpus;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  p.threads = config.train.threads > 0 ? static_cast<int>(config.train.threads)
+                                       : std::max(1, cores / world.local_size());
+  return p;
+}
+
+}  // namespace zt::dist

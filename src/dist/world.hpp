@@ -1,0 +1,53 @@
+// The MPI world this process runs in: rank, size, node-local rank (ranks sharing this host's memory)
+// and the host name. Works under mpirun, under srun --mpi=pmix, and as a single process with no
+// launcher. Plain C++ header: mpi.h stays inside world.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zt::dist {
+
+class World {
+ public:
+  // Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) and finds the node layout.
+  static std::unique_ptr<World> init(int& argc, char**& argv);
+  ~World();  // MPI_Finalize
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }  // rank among the processes on this host
+  int local_size() const { return local_size_; }
+  int n_nodes() const { return n_nodes_; }
+  const std::string& host() const { return host_; }
+  bool is_root() const { return rank_ == 0; }
+
+  // Collective agreement: every rank calls; returns the max (or min) over ranks.
+  long long max_over_ranks(long long value) const;
+  long long min_over_ranks(long long value) const;
+  // Gathers one string from every rank onto rank 0 (others get an empty vector).
+  std::vector<std::string> gather_to_root(const std::string& mine) const;
+  void barrier() const;
+  // Ends every rank of the job now with this exit code (MPI_Abort on the world): no peer is left
+  // waiting in a collective. A job of one rank just exits.
+  [[noreturn]] void abort(int exit_code) const;
+
+  // The MPI_Comm of the world, for dist/ internals that build communicators (opaque elsewhere).
+  const void* native_comm() const;
+
+ private:
+  World() = default;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, n_nodes_ = 1;
+  std::string host_;
+  struct Comms;
+  std::unique_ptr<Comms> comms_;
+};
+
+// Number of CUDA devices this process can use: 0 where the build has no CUDA backend, no driver is
+// loaded or no GPU is visible, so one binary runs on CPU-only machines too.
+int cuda_device_count();
+
+}  // namespace zt::dist

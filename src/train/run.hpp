@@ -1,0 +1,18 @@
+// The training entry point ztrain's main hands over to once the configuration and placement are agreed.
+#pragma once
+
+#include "config/derived.hpp"
+#include "config/parse.hpp"
+#include "dist/placement.hpp"
+#include "dist/world.hpp"
+
+namespace zt::train {
+
+// Whether this binary was built with the CUDA backend (train.device=auto picks it where GPUs exist).
+bool cuda_backend_built();
+
+// Trains as configured; returns the exit code (0 done, 75 checkpointed on a signal or time limit).
+int run(const dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
+        const dist::Placement& placement);
+
+}  // namespace zt::train

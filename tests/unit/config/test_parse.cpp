@@ -1,0 +1,119 @@
+// Parsing: INI sections become dotted keys, the command line wins, bad input names key and value.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/options.hpp"
+#include "config/parse.hpp"
+#include "core/error.hpp"
+
+namespace zt::config {
+namespace {
+
+std::string temp_ini(const std::string& text) {
+  char path[] = "/tmp/zt_config_XXXXXX.ini";
+  int fd = mkstemps(path, 4);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  std::ofstream(path) << text;
+  return path;
+}
+
+CommandLine parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ztrain");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+// Expects a ConfigError whose message contains every fragment.
+void expect_config_error(std::vector<std::string> args, std::vector<std::string> fragments) {
+  try {
+    parse(args);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+  }
+}
+
+TEST(Parse, DefaultsNeedNoConfigFile) {
+  CommandLine cl = parse({});
+  EXPECT_EQ(cl.config.model.n_layer, Config{}.model.n_layer);
+  EXPECT_DOUBLE_EQ(cl.config.optim.lr, Config{}.optim.lr);
+}
+
+TEST(Parse, IniSectionsBecomeDottedKeys) {
+  std::string ini = temp_ini("[optim]\nlr = 3e-4\n[model]\nn_layer=6 # inline comment\n[data]\nshuffle = false\n");
+  CommandLine cl = parse({"--config", ini});
+  EXPECT_DOUBLE_EQ(cl.config.optim.lr, 3e-4);
+  EXPECT_EQ(cl.config.model.n_layer, 6);
+  EXPECT_FALSE(cl.config.data.shuffle);
+  std::remove(ini.c_str());
+}
+
+TEST(Parse, CommandLineWinsOverFile) {
+  std::string ini = temp_ini("[optim]\nlr = 3e-4\n");
+  EXPECT_DOUBLE_EQ(parse({"--config", ini, "--optim.lr=1e-3"}).config.optim.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(parse({"--optim.lr", "2e-3", "--config", ini}).config.optim.lr, 2e-3);
+  std::remove(ini.c_str());
+}
+
+TEST(Parse, UnknownCommandLineKeySuggestsNearest) {
+  expect_config_error({"--optim.lrr=3"}, {"optim.lrr", "did you mean optim.lr"});
+  expect_config_error({"--lr=3"}, {"'lr'", "did you mean optim.lr"});
+}
+
+TEST(Parse, UnknownFileKeyNamesFileAndKey) {
+  std::string ini = temp_ini("[model]\nn_layers = 3\n");
+  expect_config_error({"--config", ini}, {"model.n_layers", ini, "did you mean model.n_layer"});
+  std::remove(ini.c_str());
+}
+
+TEST(Parse, AbbreviatedKeysAreNotGuessed) {
+  expect_config_error({"--optim.l=3"}, {"optim.l"});
+}
+
+TEST(Parse, MalformedValuesNameKeyValueAndAllowed) {
+  expect_config_error({"--optim.lr=abc"}, {"optim.lr=abc", "not a number"});
+  expect_config_error({"--optim.lr=3e-4x"}, {"optim.lr=3e-4x"});
+  expect_config_error({"--model.n_layer=2.5"}, {"model.n_layer=2.5", "not an integer"});
+  expect_config_error({"--train.device=gpu"}, {"train.device=gpu", "auto|cpu|cuda"});
+  expect_config_error({"--data.shuffle=maybe"}, {"data.shuffle=maybe", "true|false"});
+  expect_config_error({"--train.zero_stage=4"}, {"train.zero_stage=4", "[0, 3]"});
+  expect_config_error({"--train.micro_batch=0"}, {"train.micro_batch=0", ">= 1"});
+  expect_config_error({"--optim.beta2=1"}, {"optim.beta2=1"});
+}
+
+TEST(Parse, MissingConfigFileIsNamed) {
+  expect_config_error({"--config", "/nonexistent/x.ini"}, {"/nonexistent/x.ini"});
+}
+
+TEST(Parse, StrayArgumentIsRejected) {
+  expect_config_error({"train.ini"}, {"unexpected argument"});
+}
+
+TEST(Parse, PrintedConfigLoadsBackToTheSameValues) {
+  CommandLine cl = parse({"--optim.lr=0.00031", "--model.n_layer=7", "--log.sample_prompt=Once upon a time",
+                          "--train.precision=bf16", "--data.shuffle=false", "--optim.eps=1e-10"});
+  std::string ini = temp_ini(to_ini(cl.config));
+  CommandLine again = parse({"--config", ini});
+  EXPECT_EQ(to_ini(again.config), to_ini(cl.config));
+  EXPECT_EQ(again.config.log.sample_prompt, "Once upon a time");
+  EXPECT_DOUBLE_EQ(again.config.optim.eps, 1e-10);
+  std::remove(ini.c_str());
+}
+
+TEST(Help, ListsEveryKeyWithDefault) {
+  std::string help = help_text("ztrain");
+  for (const Option& o : options()) EXPECT_NE(help.find("--" + o.key + "="), std::string::npos) << o.key;
+  EXPECT_NE(help.find("(default: 0.0006)"), std::string::npos);
+  std::string md = reference_markdown();
+  EXPECT_NE(md.find("`train.device` | auto\\|cpu\\|cuda"), std::string::npos) << md.substr(0, 600);
+}
+
+}  // namespace
+}  // namespace zt::config

@@ -1,0 +1,84 @@
+// Cross-key checks and the batch arithmetic: each failure says the arithmetic and a valid fix.
+#include <gtest/gtest.h>
+
+#include "config/derived.hpp"
+#include "config/parse.hpp"
+#include "core/error.hpp"
+
+namespace zt::config {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Derive, GradAccumFollowsFromGlobalMicroAndRanks) {
+  Config c;
+  c.train.global_batch = 96;
+  c.train.micro_batch = 4;
+  c.model.seq_len = 1024;
+  Derived d = derive(c, 4);
+  EXPECT_EQ(d.grad_accum, 6);
+  EXPECT_EQ(d.tokens_per_step, 96 * 1024);
+  EXPECT_EQ(derive(c, 1).grad_accum, 24);
+}
+
+TEST(Derive, IndivisibleBatchSaysTheArithmeticAndTheNearestValues) {
+  Config c;
+  c.train.global_batch = 96;
+  c.train.micro_batch = 4;
+  std::string msg = error_of([&] { derive(c, 5); });
+  EXPECT_NE(msg.find("train.global_batch=96 is not divisible by train.micro_batch(4) x data-parallel ranks(5) = 20"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("use train.global_batch=80 or 100"), std::string::npos) << msg;
+}
+
+TEST(Derive, MicroLargerThanGlobalSuggestsValidMicroBatches) {
+  Config c;
+  c.train.global_batch = 8;
+  c.train.micro_batch = 16;
+  std::string msg = error_of([&] { derive(c, 2); });
+  EXPECT_NE(msg.find("train.global_batch=32"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.micro_batch in {1, 2, 4}"), std::string::npos) << msg;
+}
+
+TEST(Validate, HeadsMustDivideWidth) {
+  Config c;
+  c.model.n_embd = 100;
+  c.model.n_head = 3;
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("model.n_embd=100 is not divisible by model.n_head=3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model.n_embd=99 or 102"), std::string::npos) << msg;
+}
+
+TEST(Validate, Contradictions) {
+  Config c;
+  c.optim.min_lr = 1;
+  EXPECT_NE(error_of([&] { validate(c); }).find("optim.min_lr=1 is above optim.lr"), std::string::npos);
+  c = Config{};
+  c.train.stop_at_step = 500;
+  EXPECT_NE(error_of([&] { validate(c); }).find("train.stop_at_step=500"), std::string::npos);
+  c = Config{};
+  c.train.device = Device::kCpu;
+  c.train.precision = Precision::kBf16;
+  EXPECT_NE(error_of([&] { validate(c); }).find("CPU backend computes in fp32"), std::string::npos);
+  c = Config{};
+  c.log.eval_every = 10;
+  EXPECT_NE(error_of([&] { validate(c); }).find("data.valid"), std::string::npos);
+  c = Config{};
+  c.train.offload = Offload::kOptimizer;
+  EXPECT_NE(error_of([&] { validate(c); }).find("train.zero_stage >= 1"), std::string::npos);
+  c = Config{};
+  c.train.loss_scale = "big";
+  EXPECT_NE(error_of([&] { validate(c); }).find("train.loss_scale=big"), std::string::npos);
+}
+
+TEST(Validate, DefaultsAreValid) { EXPECT_NO_THROW(validate(Config{})); }
+
+}  // namespace
+}  // namespace zt::config
