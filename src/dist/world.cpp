@@ -1,19 +1,13 @@
 // MPI bootstrap. Every MPI call goes through ZT_MPI, so a failure names the call and the rank.
 #include "dist/world.hpp"
 
-#include <mpi.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-
-#define ZT_MPI(call)                                                                       \
-  do {                                                                                     \
-    int zt_mpi_rc_ = (call);                                                               \
-    if (zt_mpi_rc_ != MPI_SUCCESS) ::zt::dist::throw_mpi_error(#call, zt_mpi_rc_, __FILE__, __LINE__); \
-  } while (0)
+#include "dist/mpi_check.hpp"
 
 namespace zt::dist {
 

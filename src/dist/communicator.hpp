@@ -1,0 +1,75 @@
+// Collectives on spans of memory, one interface for MPI (host buffers) and NCCL (device buffers), so
+// ZeRO and the training loop are written once (STYLE.md §3). Every operation is asynchronous and
+// returns a handle; waiting on it is bounded by the watchdog deadline (dist.timeout_s): a collective
+// that does not complete in time throws CommError naming the operation and the current context.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.hpp"
+
+namespace zt::dist {
+
+class World;
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+// count elements of dtype at data (host memory for MPI, device memory for NCCL).
+struct Span {
+  void* data = nullptr;
+  std::size_t count = 0;
+  DType dtype = DType::kF32;
+};
+
+inline Span span_of(float* data, std::size_t count) { return {data, count, DType::kF32}; }
+inline Span span_of(std::int32_t* data, std::size_t count) { return {data, count, DType::kI32}; }
+inline Span span_of(std::uint32_t* data, std::size_t count) { return {data, count, DType::kU32}; }
+
+// An operation in flight. wait() blocks until it completes (or the watchdog fires).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool done() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+
+  // In place over every rank.
+  virtual std::unique_ptr<Work> all_reduce(Span buffer, ReduceOp op) = 0;
+  // send holds size() equal blocks of recv.count; rank r receives the reduction of block r.
+  virtual std::unique_ptr<Work> reduce_scatter(Span send, Span recv, ReduceOp op) = 0;
+  // recv holds size() blocks of send.count, block r from rank r.
+  virtual std::unique_ptr<Work> all_gather(Span send, Span recv) = 0;
+  virtual std::unique_ptr<Work> broadcast(Span buffer, int root) = 0;
+  virtual void barrier() = 0;
+
+  // What the job is doing, for watchdog messages ("step 17 backward"). Loose deadline until the
+  // first step completes (start-up, compilation, first touches), the configured one after.
+  void set_context(std::string context) { context_ = std::move(context); }
+  const std::string& context() const { return context_; }
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  double timeout_s() const { return timeout_s_; }
+
+  // Blocking reduction of one host value (loss sums, flags, norms), in double precision.
+  virtual double all_reduce_value(double value, ReduceOp op) = 0;
+
+ protected:
+  std::string context_ = "start-up";
+  double timeout_s_ = 600;
+};
+
+// MPI over host buffers: the CPU backend, and host-side work (optimizer offload, host-staged GPU
+// buffers with dist.backend=mpi). f32, f64, i32, u32 and i64-free types only: others are "unsupported".
+std::unique_ptr<Communicator> make_mpi_communicator(const World& world, double timeout_s);
+
+
+}  // namespace zt::dist

@@ -1,0 +1,142 @@
+// Communicator over MPI nonblocking collectives on host buffers. wait() polls MPI_Test with a short
+// back-off so a hung or dead peer becomes a CommError after dist.timeout_s instead of a silent hang.
+#include <chrono>
+#include <climits>
+#include <thread>
+
+#include "dist/communicator.hpp"
+#include "dist/mpi_check.hpp"
+#include "dist/world.hpp"
+
+namespace zt::dist {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+MPI_Datatype mpi_type(DType t, const char* op) {
+  switch (t) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kI32: return MPI_INT32_T;
+    case DType::kU32: return MPI_UINT32_T;
+    default: throw CommError(cat("mpi ", op, ": unsupported dtype ", dtype_name(t), " (host f32/i32/u32 only)"));
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return MPI_SUM;
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+int mpi_count(std::size_t count, const char* op) {
+  if (count > static_cast<std::size_t>(INT_MAX))
+    throw CommError(cat("mpi ", op, ": ", count, " elements exceed MPI's int count; use smaller buckets (zero.bucket_mb)"));
+  return static_cast<int>(count);
+}
+
+class MpiWork : public Work {
+ public:
+  MpiWork(const Communicator& comm, std::string what) : comm_(comm), what_(std::move(what)) {}
+  MPI_Request* request() { return &request_; }
+
+  bool done() override {
+    int flag = 0;
+    ZT_MPI(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }
+
+  void wait() override {
+    const auto start = Clock::now();
+    for (int polls = 0; !done(); ++polls) {
+      const double waited_s = std::chrono::duration<double>(Clock::now() - start).count();
+      if (waited_s > comm_.timeout_s())
+        throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
+                            "): a peer rank is hung, dead or far behind; aborting the job so it can resume from the "
+                            "last checkpoint"));
+      // Spin briefly (fast collectives), then back off so oversubscribed ranks leave the cores to peers.
+      if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1000 ? 1000 : 50));
+    }
+  }
+
+ private:
+  const Communicator& comm_;
+  std::string what_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(const World& world, double timeout_s) {
+    ZT_MPI(MPI_Comm_dup(*static_cast<const MPI_Comm*>(world.native_comm()), &comm_));
+    ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    ZT_MPI(MPI_Comm_rank(comm_, &rank_));
+    ZT_MPI(MPI_Comm_size(comm_, &size_));
+    timeout_s_ = timeout_s;
+  }
+  ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "mpi"; }
+
+  std::unique_ptr<Work> all_reduce(Span b, ReduceOp op) override {
+    auto w = start(cat("all_reduce of ", b.count, " ", dtype_name(b.dtype)));
+    ZT_MPI(MPI_Iallreduce(MPI_IN_PLACE, b.data, mpi_count(b.count, "all_reduce"), mpi_type(b.dtype, "all_reduce"),
+                          mpi_op(op), comm_, w->request()));
+    return w;
+  }
+
+  std::unique_ptr<Work> reduce_scatter(Span send, Span recv, ReduceOp op) override {
+    ZT_CHECK_EQ(send.count, recv.count * size_, "reduce_scatter: send must hold world-size blocks of recv");
+    ZT_CHECK(send.dtype == recv.dtype, "reduce_scatter: dtypes differ");
+    auto w = start(cat("reduce_scatter of ", send.count, " ", dtype_name(send.dtype)));
+    ZT_MPI(MPI_Ireduce_scatter_block(send.data, recv.data, mpi_count(recv.count, "reduce_scatter"),
+                                     mpi_type(send.dtype, "reduce_scatter"), mpi_op(op), comm_, w->request()));
+    return w;
+  }
+
+  std::unique_ptr<Work> all_gather(Span send, Span recv) override {
+    ZT_CHECK_EQ(recv.count, send.count * size_, "all_gather: recv must hold world-size blocks of send");
+    ZT_CHECK(send.dtype == recv.dtype, "all_gather: dtypes differ");
+    const MPI_Datatype t = mpi_type(send.dtype, "all_gather");
+    const int n = mpi_count(send.count, "all_gather");
+    auto w = start(cat("all_gather of ", recv.count, " ", dtype_name(send.dtype)));
+    ZT_MPI(MPI_Iallgather(send.data, n, t, recv.data, n, t, comm_, w->request()));
+    return w;
+  }
+
+  std::unique_ptr<Work> broadcast(Span b, int root) override {
+    auto w = start(cat("broadcast of ", b.count, " ", dtype_name(b.dtype), " from rank ", root));
+    ZT_MPI(MPI_Ibcast(b.data, mpi_count(b.count, "broadcast"), mpi_type(b.dtype, "broadcast"), root, comm_, w->request()));
+    return w;
+  }
+
+  void barrier() override {
+    auto w = start("barrier");
+    ZT_MPI(MPI_Ibarrier(comm_, w->request()));
+    w->wait();
+  }
+
+  double all_reduce_value(double value, ReduceOp op) override {
+    auto w = start(cat("all_reduce of one value"));
+    double out = 0;
+    ZT_MPI(MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, mpi_op(op), comm_, w->request()));
+    w->wait();
+    return out;
+  }
+
+ private:
+  std::unique_ptr<MpiWork> start(std::string what) { return std::make_unique<MpiWork>(*this, std::move(what)); }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(const World& world, double timeout_s) {
+  return std::make_unique<MpiCommunicator>(world, timeout_s);
+}
+
+}  // namespace zt::dist

@@ -1,0 +1,89 @@
+// The MPI communicator's collectives give the textbook results for 0, 1 and odd sizes, and its
+// watchdog turns a peer that does not arrive into a CommError naming the operation.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "dist/communicator.hpp"
+#include "tests/mpi/mpi_test_world.hpp"
+
+namespace zt::dist {
+namespace {
+
+class CommunicatorTest : public ::testing::TestWithParam<std::size_t> {
+ protected:
+  std::unique_ptr<Communicator> comm = make_mpi_communicator(test::world(), 60);
+  int r = comm->rank(), w = comm->size();
+};
+
+TEST_P(CommunicatorTest, AllReduceSumsEveryRank) {
+  const std::size_t n = GetParam();
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(r * 1000 + i);
+  comm->all_reduce(span_of(x.data(), n), ReduceOp::kSum)->wait();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(x[i], 1000.f * w * (w - 1) / 2 + w * static_cast<float>(i));
+}
+
+TEST_P(CommunicatorTest, ReduceScatterGivesEachRankItsBlock) {
+  const std::size_t n = GetParam();
+  std::vector<float> send(n * w), recv(n, -1.f);
+  for (std::size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(i + r);
+  comm->reduce_scatter(span_of(send.data(), send.size()), span_of(recv.data(), n), ReduceOp::kSum)->wait();
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_FLOAT_EQ(recv[i], w * static_cast<float>(r * n + i) + static_cast<float>(w * (w - 1) / 2));
+}
+
+TEST_P(CommunicatorTest, AllGatherConcatenatesInRankOrder) {
+  const std::size_t n = GetParam();
+  std::vector<std::int32_t> send(n), recv(n * w, -1);
+  for (std::size_t i = 0; i < n; ++i) send[i] = static_cast<std::int32_t>(r * 100 + i);
+  comm->all_gather(span_of(send.data(), n), span_of(recv.data(), recv.size()))->wait();
+  for (int q = 0; q < w; ++q)
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(recv[q * n + i], static_cast<std::int32_t>(q * 100 + i));
+}
+
+TEST_P(CommunicatorTest, BroadcastCopiesTheRootsBuffer) {
+  const std::size_t n = GetParam();
+  const int root = w - 1;
+  std::vector<float> x(n, static_cast<float>(r));
+  comm->broadcast(span_of(x.data(), n), root)->wait();
+  for (float v : x) ASSERT_EQ(v, static_cast<float>(root));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, CommunicatorTest, ::testing::Values(0, 1, 7, 4099));
+
+TEST(Communicator, ValueReductions) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  EXPECT_EQ(comm->all_reduce_value(comm->rank() + 1, ReduceOp::kMax), comm->size());
+  EXPECT_EQ(comm->all_reduce_value(1.5, ReduceOp::kSum), 1.5 * comm->size());
+}
+
+TEST(Communicator, WatchdogNamesTheLateCollective) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  if (comm->size() < 2) GTEST_SKIP() << "needs a peer";
+  comm->set_context("step 7 backward");
+  float x = 1;
+  if (comm->rank() == 0) {
+    comm->set_timeout(0.3);
+    auto work = comm->all_reduce(span_of(&x, 1), ReduceOp::kSum);
+    try {
+      work->wait();
+      ADD_FAILURE() << "no CommError although the peers were 2 s late";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("all_reduce of 1 f32 did not complete within dist.timeout_s=0.3 s (step 7 backward)"),
+                std::string::npos) << e.what();
+    }
+    comm->set_timeout(60);
+    work->wait();  // the late peers arrive; the collective completes
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    comm->all_reduce(span_of(&x, 1), ReduceOp::kSum)->wait();
+  }
+  EXPECT_EQ(x, static_cast<float>(comm->size()));
+}
+
+}  // namespace
+}  // namespace zt::dist
