@@ -1,0 +1,95 @@
+// Background prefetch of step batches: a bounded queue (depth steps ahead) filled by one thread.
+#include "data/batch_loader.hpp"
+
+#include <chrono>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace zt::data {
+
+void MemoryTokens::read(std::uint64_t start, std::uint64_t count, std::int32_t* out) const {
+  ZT_CHECK_LE(start + count, tokens_.size(), "read past the end of the token stream");
+  std::memcpy(out, tokens_.data() + start, count * sizeof(std::int32_t));
+}
+
+void StepBatch::split(std::int64_t micro, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const {
+  inputs.resize(micro_batch * seq_len);
+  targets.resize(micro_batch * seq_len);
+  for (std::int64_t j = 0; j < micro_batch; ++j) {
+    const std::int32_t* w = window(micro, j);
+    std::memcpy(inputs.data() + j * seq_len, w, seq_len * sizeof(std::int32_t));
+    std::memcpy(targets.data() + j * seq_len, w + 1, seq_len * sizeof(std::int32_t));
+  }
+}
+
+void read_window(const TokenSource& source, std::uint64_t start, std::int64_t seq_len, std::int32_t* out) {
+  // Windows are placed so that they never run past the end (WindowOrder), so one read suffices.
+  source.read(start, static_cast<std::uint64_t>(seq_len) + 1, out);
+}
+
+BatchLoader::BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
+                         std::int64_t grad_accum, std::uint64_t first_step, int depth)
+    : source_(std::move(source)), order_(order), slice_(slice), grad_accum_(grad_accum),
+      next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)),
+      thread_([this] { produce(); }) {}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+StepBatch BatchLoader::read_step(std::uint64_t step) const {
+  StepBatch b;
+  b.step = step;
+  b.grad_accum = grad_accum_;
+  b.micro_batch = slice_.micro_batch;
+  b.seq_len = order_.seq_len();
+  b.windows.resize(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
+  for (std::int64_t m = 0; m < grad_accum_; ++m)
+    for (std::int64_t j = 0; j < slice_.micro_batch; ++j)
+      read_window(*source_, order_.window_start(slice_.window(step, m, j)), b.seq_len,
+                  const_cast<std::int32_t*>(b.window(m, j)));
+  return b;
+}
+
+void BatchLoader::produce() {
+  try {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || ready_.size() < depth_; });
+        if (stopping_) return;
+      }
+      StepBatch b = read_step(next_step_to_read_++);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_.push_back(std::move(b));
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+StepBatch BatchLoader::next() {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !ready_.empty() || error_; });
+  wait_ms_total_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (ready_.empty()) std::rethrow_exception(error_);
+  StepBatch b = std::move(ready_.front());
+  ready_.pop_front();
+  lock.unlock();
+  changed_.notify_all();
+  return b;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,68 @@
+// Reads this rank's windows for the coming optimizer steps on a background thread, so the training
+// loop never waits on storage. A read error in the thread is rethrown in the training thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "data/token_source.hpp"
+#include "data/window_order.hpp"
+
+namespace zt::data {
+
+// One optimizer step's tokens for this rank: grad_accum micro-batches of [micro_batch, seq_len + 1]
+// (inputs are the first seq_len tokens of a window, targets the last seq_len).
+struct StepBatch {
+  std::uint64_t step = 0;
+  std::int64_t grad_accum = 0, micro_batch = 0, seq_len = 0;
+  std::vector<std::int32_t> windows;  // [grad_accum, micro_batch, seq_len + 1]
+
+  const std::int32_t* window(std::int64_t micro, std::int64_t j) const {
+    return windows.data() + ((micro * micro_batch + j) * (seq_len + 1));
+  }
+  // Inputs [micro_batch, seq_len] and targets [micro_batch, seq_len] of micro-batch m.
+  void split(std::int64_t micro, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const;
+};
+
+class BatchLoader {
+ public:
+  BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
+              std::int64_t grad_accum, std::uint64_t first_step, int depth = 2);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // The next step's batch (steps come in order from first_step). Rethrows a reader failure.
+  StepBatch next();
+  double wait_ms_total() const { return wait_ms_total_; }  // time the caller spent blocked in next()
+
+ private:
+  void produce();
+  StepBatch read_step(std::uint64_t step) const;
+
+  std::shared_ptr<const TokenSource> source_;
+  WindowOrder order_;
+  BatchSlice slice_;
+  std::int64_t grad_accum_;
+  std::uint64_t next_step_to_read_;
+  std::size_t depth_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<StepBatch> ready_;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+  double wait_ms_total_ = 0;
+  std::thread thread_;  // last: started once everything above is initialised
+};
+
+// Reads one window [start, start + seq_len + 1) of a token stream that wraps at its end.
+void read_window(const TokenSource& source, std::uint64_t start, std::int64_t seq_len, std::int32_t* out);
+
+}  // namespace zt::data

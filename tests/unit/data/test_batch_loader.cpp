@@ -1,0 +1,62 @@
+// The prefetching loader delivers exactly the contract's windows, in step order, and turns a reader
+// failure in its thread into an exception in the caller.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "core/error.hpp"
+#include "data/batch_loader.hpp"
+
+namespace zt::data {
+namespace {
+
+std::shared_ptr<const TokenSource> counting_tokens(std::size_t n) {
+  std::vector<std::int32_t> t(n);
+  std::iota(t.begin(), t.end(), 0);
+  return std::make_shared<MemoryTokens>(std::move(t));
+}
+
+TEST(BatchLoader, DeliversTheContractWindowsInOrder) {
+  auto source = counting_tokens(1000);
+  WindowOrder order(1000, 8, /*shuffle=*/false, 0);
+  BatchSlice slice{/*global=*/8, /*micro=*/2, /*dp=*/2, /*rank=*/1};
+  BatchLoader loader(source, order, slice, /*grad_accum=*/2, /*first_step=*/3);
+  for (std::uint64_t step = 3; step < 6; ++step) {
+    StepBatch b = loader.next();
+    ASSERT_EQ(b.step, step);
+    for (std::int64_t m = 0; m < 2; ++m)
+      for (std::int64_t j = 0; j < 2; ++j) {
+        const std::uint64_t g = step * 8 + 4 + m * 2 + j;  // rank 1 takes windows 4..7 of the step
+        const std::int32_t* w = b.window(m, j);
+        EXPECT_EQ(static_cast<std::uint64_t>(w[0]), order.window_start(g));
+        EXPECT_EQ(w[8], w[0] + 8);
+      }
+    std::vector<std::int32_t> in, tgt;
+    b.split(1, in, tgt);
+    EXPECT_EQ(in.size(), 16u);
+    EXPECT_EQ(tgt[0], in[0] + 1);
+    EXPECT_EQ(tgt[15], in[15] + 1);
+  }
+}
+
+class FailingSource : public TokenSource {
+ public:
+  std::uint64_t n_tokens() const override { return 100; }
+  void read(std::uint64_t, std::uint64_t, std::int32_t*) const override {
+    throw DataError("shard /data/train_000001.h5: truncated");
+  }
+  std::string describe() const override { return "failing"; }
+};
+
+TEST(BatchLoader, ReaderFailureReachesTheCaller) {
+  BatchLoader loader(std::make_shared<FailingSource>(), WindowOrder(100, 4, false, 0), BatchSlice{2, 2, 1, 0}, 1, 0);
+  try {
+    loader.next();
+    FAIL() << "no exception";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("train_000001.h5"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace zt::data
