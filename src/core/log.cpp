@@ -52,4 +52,8 @@ void fatal(const std::string& message) {
   emit(stderr, cat("rank ", state().rank.load(), ": ", message, "\n"));
 }
 
+void warn_any_rank(const std::string& message) {
+  emit(stderr, cat("rank ", state().rank.load(), ": warning: ", message, "\n"));
+}
+
 }  // namespace zt::log

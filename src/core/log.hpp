@@ -20,6 +20,8 @@ int rank();
 void write(Level level, const std::string& line);
 // Writes "rank N: message" to stderr from any rank, whatever the settings: for fatal errors.
 void fatal(const std::string& message);
+// Writes "rank N: warning: message" to stderr from any rank (events a test or operator must see).
+void warn_any_rank(const std::string& message);
 
 template <typename... Args> void debug(Args&&... args) { write(Level::kDebug, cat(args...)); }
 template <typename... Args> void info(Args&&... args) { write(Level::kInfo, cat(args...)); }

@@ -1,0 +1,57 @@
+// JSONL metrics and the console line.
+#include "train/metrics.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace zt::train {
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  file_.open(path, std::ios::app);
+  if (!file_) throw IoError(cat("cannot open the metrics file log.metrics='", path, "' for appending"));
+}
+
+void MetricsLog::write_line(const std::string& line) {
+  if (!file_.is_open()) return;
+  file_ << line << '\n';
+  file_.flush();
+  if (!file_) throw IoError(cat("writing the metrics file '", path_, "' failed (disk full?)"));
+}
+
+void MetricsLog::step(const StepMetrics& m) {
+  std::string line = cat("{\"step\": ", m.step, ", \"loss\": ", json_number(m.loss), ", \"lr\": ", json_number(m.lr),
+                         ", \"grad_norm\": ", json_number(m.grad_norm), ", \"tokens\": ", m.tokens,
+                         ", \"tokens_per_s\": ", json_number(m.tokens_per_s), ", \"step_ms\": ", json_number(m.step_ms),
+                         ", \"data_wait_ms\": ", json_number(m.data_wait_ms), ", \"mem_peak_bytes\": ", m.mem_peak_bytes);
+  if (m.mem_predicted_bytes) line += cat(", \"mem_predicted_bytes\": ", *m.mem_predicted_bytes);
+  if (m.mfu) line += cat(", \"mfu\": ", json_number(*m.mfu));
+  write_line(line + "}");
+  char console[256];
+  std::snprintf(console, sizeof console, "step %6lld | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tok/s | %.1f ms/step | mem %.1f MiB",
+                static_cast<long long>(m.step), m.loss, m.lr, m.grad_norm, m.tokens_per_s, m.step_ms,
+                static_cast<double>(m.mem_peak_bytes) / (1 << 20));
+  log::info(console);
+}
+
+void MetricsLog::eval(std::int64_t step, double val_loss) {
+  write_line(cat("{\"step\": ", step, ", \"val_loss\": ", json_number(val_loss), "}"));
+  log::info(cat("step ", step, " | val_loss ", json_number(val_loss)));
+}
+
+void MetricsLog::event(const std::string& json_object) { write_line(json_object); }
+
+}  // namespace zt::train

@@ -1,0 +1,43 @@
+// Metrics of a run: one JSON object per logged step in log.metrics (JSON Lines, INTERFACE.md), and the
+// matching console line on rank 0. Floats carry 9 significant digits (round-trip a float32).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace zt::train {
+
+struct StepMetrics {
+  std::int64_t step = 0;            // completed optimizer steps, 1-based
+  double loss = 0;                  // mean over the global batch
+  double lr = 0;
+  double grad_norm = 0;             // before clipping
+  std::uint64_t tokens = 0;         // cumulative
+  double tokens_per_s = 0;          // over the steps since the previous line
+  double step_ms = 0;               // mean over the steps since the previous line
+  std::uint64_t mem_peak_bytes = 0; // max over ranks of the backend allocator's peak
+  std::optional<std::uint64_t> mem_predicted_bytes;
+  std::optional<double> mfu;
+  double data_wait_ms = 0;          // mean per step: the loop blocked on the loader
+};
+
+class MetricsLog {
+ public:
+  // Opens path for appending ("" = console only). Only rank 0 constructs one with a path.
+  explicit MetricsLog(const std::string& path);
+  void step(const StepMetrics& m);
+  void eval(std::int64_t step, double val_loss);
+  void event(const std::string& json_object);  // a raw line such as {"event": "resume", ...}
+
+ private:
+  void write_line(const std::string& line);
+  std::ofstream file_;
+  std::string path_;
+};
+
+// A float as JSON with 9 significant digits (non-finite values become null).
+std::string json_number(double v);
+
+}  // namespace zt::train

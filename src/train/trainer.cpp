@@ -1,0 +1,182 @@
+// One rank's training loop (ZeRO stage 0: replicated state, gradients all-reduced).
+// Loss semantics: the loss is the mean token cross-entropy over the whole global batch, so each
+// token's loss enters the backward pass with weight 1 / (global_batch * seq_len) on every rank and
+// micro-batch, and the summed gradients over ranks equal those of one big batch.
+#include "train/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/log.hpp"
+#include "data/shard_set.hpp"
+#include "model/init.hpp"
+#include "model/safetensors.hpp"
+#include "optim/schedule.hpp"
+#include "train/faults.hpp"
+
+namespace zt::train {
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// Keys the loop does not implement yet are refused before any work, never silently ignored.
+void refuse_unimplemented(const config::Config& c) {
+  auto refuse = [](const std::string& what) { throw ConfigError(cat(what, " is not available in this version of ztrain")); };
+  if (c.train.zero_stage != 0) refuse(cat("train.zero_stage=", c.train.zero_stage, " (ZeRO stages 1-3)"));
+  if (c.train.recompute != config::Recompute::kNone) refuse("train.recompute=" + config::to_string(c.train.recompute));
+  if (c.train.offload != config::Offload::kNone) refuse("train.offload=optimizer");
+  if (c.log.sample_every > 0) refuse("log.sample_every (text samples)");
+}
+}  // namespace
+
+Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
+                 const dist::Placement& placement)
+    : world_(world), config_(config), derived_(derived), placement_(placement) {
+  refuse_unimplemented(config);
+  backend_ = backend::make_cpu_backend(placement.threads);
+  comm_ = dist::make_mpi_communicator(world, config.dist.timeout_s);
+  comm_->set_timeout(std::max(config.dist.timeout_s, 10 * config.dist.timeout_s));  // loose until step 1 completes
+  shape_ = model::make_shape(config.model.n_layer, config.model.n_head, config.model.n_embd, config.model.vocab_size,
+                             config.model.seq_len);
+  table_ = model::ParamTable(shape_);
+  model_ = std::make_unique<model::Gpt2>(*backend_, shape_, static_cast<int>(config.train.micro_batch));
+  const std::size_t bytes = table_.total_numel() * sizeof(float);
+  params_ = backend_->allocate(bytes);
+  grads_ = backend_->allocate(bytes);
+  exp_avg_ = backend_->allocate(bytes);
+  exp_avg_sq_ = backend_->allocate(bytes);
+  for (auto* b : {&grads_, &exp_avg_, &exp_avg_sq_})
+    backend_->fill_zero(b->view(DType::kF32, {static_cast<std::int64_t>(table_.total_numel())}));
+  init_parameters();
+  open_data();
+  if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
+  log::info(cat("model: GPT-2 L=", shape_.n_layer, " H=", shape_.n_head, " C=", shape_.n_embd, " V=", shape_.vocab_size,
+                " T=", shape_.seq_len, ", ", table_.real_numel(), " parameters; ", world.size(), " rank(s), grad_accum ",
+                derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
+  log::info(cat("memory per rank: parameters ", bytes, " B, gradients ", bytes, " B, optimizer state ", 2 * bytes,
+                " B, activations ", model_->activation_bytes(), " B"));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::init_parameters() {
+  const backend::Tensor flat = params_.view(DType::kF32, {static_cast<std::int64_t>(table_.total_numel())});
+  if (config_.init.from.empty()) {
+    model::init_gpt2(*backend_, table_, flat, config_.train.seed);
+  } else {
+    model::load_safetensors(config_.init.from, table_, *backend_, flat);
+    log::info(cat("initialised from ", config_.init.from));
+  }
+}
+
+void Trainer::open_data() {
+  if (config_.data.train.empty())
+    throw ConfigError("data.train is empty: give the training shards written by ztok (e.g. data.train=data/tok/train_*.h5)");
+  const data::ShardExpectations expect{config_.model.vocab_size, /*eot=*/50256};
+  train_tokens_ = data::open_shards(config_.data.train, expect);
+  if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, expect);
+  data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed);
+  data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
+  loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_);
+  log::info(cat("data: ", train_tokens_->describe(), ", ", order.windows_per_epoch(), " windows per epoch"));
+}
+
+Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
+  const auto n = static_cast<std::int64_t>(table_.total_numel());
+  const backend::Tensor grads = grads_.view(DType::kF32, {n});
+  backend_->fill_zero(grads);
+  model::FlatParams params(table_, params_.view(DType::kF32, {n}));
+  model::FlatGrads grad_sink(table_, grads);
+  const float dloss = 1.0f / static_cast<float>(derived_.tokens_per_step);
+  std::vector<std::int32_t> inputs, targets;
+  double loss_sum = 0;
+  for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
+    batch.split(m, inputs, targets);
+    loss_sum += model_->forward(inputs.data(), targets.data(), params);
+    model_->backward(params, grad_sink, dloss);
+  }
+  comm_->set_context(cat("step ", step_ + 1, " gradient all-reduce"));
+  comm_->all_reduce(dist::Span{grads.data, static_cast<std::size_t>(n), DType::kF32}, dist::ReduceOp::kSum)->wait();
+  StepResult r;
+  r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(derived_.tokens_per_step);
+  r.grad_norm = std::sqrt(backend_->sum_of_squares(grads));
+  r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
+  const double clip = optim::clip_factor(r.grad_norm, config_.optim.grad_clip);
+  const config::OptimConfig& o = config_.optim;
+  for (const model::ParamInfo& p : table_.params()) {
+    auto piece = [&](const backend::Buffer& b) { return b.view(DType::kF32, {p.numel}, p.offset); };
+    backend::Backend::AdamW hp{static_cast<float>(r.lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
+                               static_cast<float>(o.eps), p.decay ? static_cast<float>(o.weight_decay) : 0.0f,
+                               static_cast<int>(step_ + 1), static_cast<float>(clip)};
+    backend_->adamw_update(piece(params_), piece(grads_), piece(exp_avg_), piece(exp_avg_sq_), hp);
+  }
+  return r;
+}
+
+double Trainer::evaluate() {
+  const std::int64_t batches = config_.log.eval_batches;
+  data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0);
+  data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
+  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1);
+  const auto n = static_cast<std::int64_t>(table_.total_numel());
+  model::FlatParams params(table_, params_.view(DType::kF32, {n}));
+  std::vector<std::int32_t> inputs, targets;
+  double loss_sum = 0;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    const data::StepBatch batch = loader.next();
+    for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
+      batch.split(m, inputs, targets);
+      loss_sum += model_->forward(inputs.data(), targets.data(), params);
+    }
+  }
+  comm_->set_context(cat("evaluation after step ", step_));
+  return comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(batches * derived_.tokens_per_step);
+}
+
+void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window) {
+  const std::uint64_t peak = backend_->memory_stats().peak_bytes;
+  StepMetrics m;
+  m.step = step_;
+  m.loss = r.loss;
+  m.lr = r.lr;
+  m.grad_norm = r.grad_norm;
+  m.tokens = tokens_;
+  m.step_ms = elapsed_ms / static_cast<double>(steps_in_window);
+  m.tokens_per_s = static_cast<double>(derived_.tokens_per_step * steps_in_window) / (elapsed_ms / 1000.0);
+  m.data_wait_ms = wait_ms / static_cast<double>(steps_in_window);
+  m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
+  if (metrics_) metrics_->step(m);
+}
+
+int Trainer::run() {
+  const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
+  auto window_start = Clock::now();
+  double wait_before = loader_->wait_ms_total();
+  std::int64_t steps_in_window = 0;
+  while (step_ < last) {
+    const data::StepBatch batch = loader_->next();
+    const StepResult r = train_step(batch);
+    ++step_;
+    ++steps_in_window;
+    tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
+    last_loss_ = r.loss;
+    if (!std::isfinite(r.loss))
+      throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
+    if (step_ == 1) comm_->set_timeout(config_.dist.timeout_s);  // tight deadline from now on
+    if (step_ % config_.log.every == 0 || step_ == last) {
+      log_step(r, ms_since(window_start), loader_->wait_ms_total() - wait_before, steps_in_window);
+      window_start = Clock::now();
+      wait_before = loader_->wait_ms_total();
+      steps_in_window = 0;
+    }
+    if (valid_tokens_ && config_.log.eval_every > 0 && step_ % config_.log.eval_every == 0) {
+      const double val = evaluate();
+      if (metrics_) metrics_->eval(step_, val);
+    }
+    inject_faults(config_.debug, world_.rank(), step_);
+  }
+  log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
+  return kExitOk;
+}
+
+}  // namespace zt::train

@@ -1,0 +1,57 @@
+// The training loop: data -> forward/backward per micro-batch -> gradient reduction -> clip -> AdamW
+// -> metrics, for one rank of the job. Built once per invocation by train::run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/derived.hpp"
+#include "data/batch_loader.hpp"
+#include "dist/communicator.hpp"
+#include "dist/placement.hpp"
+#include "model/gpt2.hpp"
+#include "train/metrics.hpp"
+
+namespace zt::train {
+
+class Trainer {
+ public:
+  Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
+          const dist::Placement& placement);
+  ~Trainer();
+  int run();  // exit code
+
+  // The mean loss of the last completed step (tests).
+  double last_loss() const { return last_loss_; }
+
+ private:
+  struct StepResult {
+    double loss = 0, grad_norm = 0, lr = 0;
+  };
+  StepResult train_step(const data::StepBatch& batch);
+  double evaluate();
+  void log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window);
+  void init_parameters();
+  void open_data();
+
+  const dist::World& world_;
+  const config::Config& config_;
+  config::Derived derived_;
+  dist::Placement placement_;
+  std::unique_ptr<backend::Backend> backend_;
+  std::unique_ptr<dist::Communicator> comm_;
+  model::GptShape shape_;
+  model::ParamTable table_;
+  std::unique_ptr<model::Gpt2> model_;
+  backend::Buffer params_, grads_, exp_avg_, exp_avg_sq_;
+  std::shared_ptr<const data::TokenSource> train_tokens_, valid_tokens_;
+  std::unique_ptr<data::BatchLoader> loader_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::int64_t step_ = 0;        // completed optimizer steps
+  std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
+  double last_loss_ = 0;
+};
+
+}  // namespace zt::train
