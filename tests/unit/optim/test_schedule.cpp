@@ -1,0 +1,50 @@
+// The schedule and clipping follow the formulas users reproduce in PyTorch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+
+#include "optim/schedule.hpp"
+
+namespace zt::optim {
+namespace {
+
+TEST(Schedule, WarmupIsLinearFromLrOverWarmup) {
+  config::OptimConfig o;
+  o.lr = 1e-3;
+  o.min_lr = 1e-4;
+  o.warmup_steps = 10;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 100, 0), 1e-4);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 100, 4), 5e-4);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 100, 9), 1e-3);
+}
+
+TEST(Schedule, CosineRunsFromLrToMinLrOverTheRest) {
+  config::OptimConfig o;
+  o.lr = 1e-3;
+  o.min_lr = 1e-4;
+  o.warmup_steps = 10;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 110, 10), 1e-3);
+  EXPECT_NEAR(learning_rate(o, 110, 60), 0.55e-3, 1e-15);
+  const double s = 105;  // progress 0.95
+  EXPECT_NEAR(learning_rate(o, 110, s), 1e-4 + 0.5 * 0.9e-3 * (1 + std::cos(std::numbers::pi * 0.95)), 1e-15);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 110, 200), 1e-4);  // past max_steps: min_lr
+}
+
+TEST(Schedule, ConstantKeepsLrAndZeroWarmupStartsAtLr) {
+  config::OptimConfig o;
+  o.lr = 3e-4;
+  o.warmup_steps = 0;
+  o.schedule = config::Schedule::kConstant;
+  EXPECT_DOUBLE_EQ(learning_rate(o, 10, 0), 3e-4);
+  EXPECT_DOUBLE_EQ(learning_rate(o, 10, 9), 3e-4);
+}
+
+TEST(Clip, MatchesTorchClipGradNorm) {
+  EXPECT_DOUBLE_EQ(clip_factor(0.5, 1.0), 1.0);
+  EXPECT_DOUBLE_EQ(clip_factor(4.0, 1.0), 1.0 / (4.0 + 1e-6));
+  EXPECT_DOUBLE_EQ(clip_factor(1e9, 0.0), 1.0);  // 0 = off
+}
+
+}  // namespace
+}  // namespace zt::optim
