@@ -47,7 +47,8 @@ class Communicator {
   virtual std::unique_ptr<Work> all_reduce(Span buffer, ReduceOp op) = 0;
   // send holds size() equal blocks of recv.count; rank r receives the reduction of block r.
   virtual std::unique_ptr<Work> reduce_scatter(Span send, Span recv, ReduceOp op) = 0;
-  // recv holds size() blocks of send.count, block r from rank r.
+  // recv holds size() blocks of send.count, block r from rank r. In place when send is this rank's
+  // block of recv.
   virtual std::unique_ptr<Work> all_gather(Span send, Span recv) = 0;
   virtual std::unique_ptr<Work> broadcast(Span buffer, int root) = 0;
   virtual void barrier() = 0;

@@ -103,7 +103,9 @@ class MpiCommunicator : public Communicator {
     const MPI_Datatype t = mpi_type(send.dtype, "all_gather");
     const int n = mpi_count(send.count, "all_gather");
     auto w = start(cat("all_gather of ", recv.count, " ", dtype_name(send.dtype)));
-    ZT_MPI(MPI_Iallgather(send.data, n, t, recv.data, n, t, comm_, w->request()));
+    // In place when send is this rank's block of recv (as NCCL allows): MPI spells that MPI_IN_PLACE.
+    const bool in_place = send.data == static_cast<char*>(recv.data) + rank_ * send.count * dtype_size(send.dtype);
+    ZT_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : send.data, n, t, recv.data, n, t, comm_, w->request()));
     return w;
   }
 

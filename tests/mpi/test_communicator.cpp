@@ -87,3 +87,17 @@ TEST(Communicator, WatchdogNamesTheLateCollective) {
 
 }  // namespace
 }  // namespace zt::dist
+
+namespace zt::dist {
+namespace {
+TEST(Communicator, AllGatherInPlace) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  const int w = comm->size(), r = comm->rank();
+  std::vector<float> buf(3 * w, -1.f);
+  for (int i = 0; i < 3; ++i) buf[r * 3 + i] = static_cast<float>(r * 10 + i);
+  comm->all_gather(span_of(buf.data() + r * 3, 3), span_of(buf.data(), buf.size()))->wait();
+  for (int q = 0; q < w; ++q)
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(buf[q * 3 + i], static_cast<float>(q * 10 + i));
+}
+}  // namespace
+}  // namespace zt::dist

@@ -43,7 +43,7 @@ void Partition::build_pieces(const std::vector<ParamRange>& params) {
     for (const ParamRange& p : params) {
       const FlatRange overlap = intersect(mine, p.range);
       if (overlap.numel == 0) continue;
-      pieces_.push_back({shard_offset_[u] + (overlap.offset - slice_start), overlap.offset, overlap.numel, p.decay});
+      pieces_.push_back({shard_offset_[u] + (overlap.offset - slice_start), overlap.offset, overlap.numel, p.decay, u});
     }
   }
   std::sort(pieces_.begin(), pieces_.end(),

@@ -27,6 +27,7 @@ struct ParamRange {
 struct ShardPiece {
   std::int64_t shard_offset, flat_offset, numel;
   bool decay;
+  int unit;
 };
 
 class Partition {

@@ -1,0 +1,266 @@
+// ZeRO stages 0-3 over one Communicator. Ordering rules:
+// - a unit's gradient reduction starts when the backward pass reports the unit done, and runs while
+//   the pass continues (async Work); buffers a collective reads or writes live in its Pending entry
+//   until it completes;
+// - stages 2-3 drain a micro-batch's reductions before the next micro-batch reuses the buffers;
+// - stage 3 starts gathering the next unit of the expected access order when one is handed out.
+#include "optim/zero/engine.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace zt::optim {
+using backend::Buffer;
+using backend::Tensor;
+
+struct ZeroEngine::Pending {
+  std::unique_ptr<dist::Work> work;
+  Buffer send, recv;   // owned temporaries (stages 2-3); empty when the data lives in state buffers
+  int unit = -1;       // >= 0: accumulate recv into unit's gradient shard on completion
+};
+
+namespace {
+constexpr std::size_t kMaxInFlight = 2;  // overlap one unit's reduction with the next unit's backward
+dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
+}  // namespace
+
+ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
+                       std::vector<ParamRange> params, int stage, double bucket_mb)
+    : backend_(backend), comm_(comm), stage_(stage),
+      bucket_bytes_(static_cast<std::size_t>(bucket_mb * 1024 * 1024)),
+      part_(stage == 0 ? Partition(units, params, 1, 0) : Partition(units, params, comm.size(), comm.rank())) {
+  ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage ", stage);
+  const std::size_t full = part_.total_padded_numel() * sizeof(float);
+  const std::size_t shard = part_.total_shard_numel() * sizeof(float);
+  auto zeroed = [&](std::size_t bytes) {
+    Buffer b = backend_.allocate(bytes);
+    backend_.fill_zero(b.view(DType::kF32, {static_cast<std::int64_t>(bytes / sizeof(float))}));
+    return b;
+  };
+  if (stage_ <= 2) full_params_ = zeroed(full);
+  if (stage_ <= 1) full_grads_ = zeroed(full);
+  if (stage_ == 3) param_shard_ = zeroed(shard);
+  if (stage_ >= 1) grad_shard_ = zeroed(shard);
+  exp_avg_ = zeroed(shard);
+  exp_avg_sq_ = zeroed(shard);
+}
+
+ZeroEngine::~ZeroEngine() {
+  // Destructors never throw: a collective still in flight here means the job is failing anyway.
+  try {
+    drain(false);
+    for (auto& [u, work] : gathers_) work->wait();
+  } catch (...) {
+  }
+}
+
+Tensor ZeroEngine::view(const Buffer& b, std::int64_t offset, std::int64_t numel) const {
+  return b.view(DType::kF32, {numel}, offset);
+}
+
+std::int64_t ZeroEngine::full_offset(int u) const { return part_.padded_offset(u); }
+
+void ZeroEngine::load_params(const float* flat) {
+  for (int u = 0; u < part_.n_units(); ++u) {
+    const FlatRange& unit = part_.unit(u);
+    if (stage_ <= 2) {
+      backend_.copy_from_host(view(full_params_, full_offset(u), unit.numel).data, flat + unit.offset,
+                              unit.numel * sizeof(float));
+    } else {
+      const FlatRange mine = part_.owned(u, part_.rank());
+      if (mine.numel > 0)
+        backend_.copy_from_host(view(param_shard_, part_.shard_offset(u), mine.numel).data, flat + mine.offset,
+                                mine.numel * sizeof(float));
+    }
+  }
+}
+
+void ZeroEngine::gather_params(float* flat) {
+  for (int u = 0; u < part_.n_units(); ++u) {
+    const FlatRange& unit = part_.unit(u);
+    const Tensor t = param_unit(u);
+    backend_.copy_to_host(flat + unit.offset, t.data, unit.numel * sizeof(float));
+    release_param_unit(u);
+  }
+}
+
+void ZeroEngine::expect_access_order(std::vector<int> access_order) {
+  for (auto& [u, work] : gathers_) work->wait();  // an unused prefetch of the last pass
+  gathers_.clear();
+  for (auto& [u, b] : gathered_) give_buffer(std::move(b));
+  gathered_.clear();
+  access_order_ = std::move(access_order);
+  access_pos_ = 0;
+}
+
+void ZeroEngine::launch_gather(int u) {
+  Buffer full = take_buffer(part_.padded_numel(u));
+  const Tensor send = view(param_shard_, part_.shard_offset(u), part_.shard_numel(u));
+  gathers_[u] = comm_.all_gather(span(send), span(view(full, 0, part_.padded_numel(u))));
+  gathered_[u] = std::move(full);
+}
+
+Tensor ZeroEngine::param_unit(int u) {
+  if (stage_ <= 2) return view(full_params_, full_offset(u), part_.unit(u).numel);
+  if (!gathered_.count(u)) launch_gather(u);
+  if (access_pos_ < access_order_.size() && access_order_[access_pos_] == u) {
+    ++access_pos_;  // on the expected path: start gathering the next unit while this one is used
+    if (access_pos_ < access_order_.size() && !gathered_.count(access_order_[access_pos_]))
+      launch_gather(access_order_[access_pos_]);
+  }
+  if (auto it = gathers_.find(u); it != gathers_.end()) {
+    it->second->wait();
+    gathers_.erase(it);
+  }
+  return view(gathered_.at(u), 0, part_.unit(u).numel);
+}
+
+void ZeroEngine::release_param_unit(int u) {
+  if (stage_ <= 2) return;
+  auto it = gathered_.find(u);
+  if (it == gathered_.end() || gathers_.count(u)) return;  // not held, or a prefetch still in flight
+  give_buffer(std::move(it->second));
+  gathered_.erase(it);
+}
+
+Tensor ZeroEngine::grad_unit(int u) {
+  if (stage_ <= 1) return view(full_grads_, full_offset(u), part_.unit(u).numel);
+  auto it = grad_temp_.find(u);
+  if (it == grad_temp_.end()) {
+    Buffer b = take_buffer(part_.padded_numel(u));
+    backend_.fill_zero(view(b, 0, part_.padded_numel(u)));
+    it = grad_temp_.emplace(u, std::move(b)).first;
+  }
+  return view(it->second, 0, part_.unit(u).numel);
+}
+
+void ZeroEngine::zero_grads() {
+  if (stage_ <= 1) backend_.fill_zero(view(full_grads_, 0, part_.total_padded_numel()));
+  if (stage_ >= 1) backend_.fill_zero(view(grad_shard_, 0, part_.total_shard_numel()));
+}
+
+void ZeroEngine::begin_backward(bool last_micro_batch) { reducing_ = stage_ >= 2 || last_micro_batch; }
+
+void ZeroEngine::grad_unit_done(int u) {
+  if (!reducing_) return;
+  if (stage_ >= 1) return reduce_unit(u);
+  // Stage 0: units finish in descending flat order; a bucket is a run of adjacent units.
+  if (!bucket_units_.empty() && bucket_units_.back() != u + 1) flush_bucket();
+  bucket_units_.push_back(u);
+  bucket_pending_bytes_ += part_.unit(u).numel * sizeof(float);
+  if (bucket_pending_bytes_ >= bucket_bytes_) flush_bucket();
+}
+
+void ZeroEngine::flush_bucket() {
+  if (bucket_units_.empty()) return;
+  const int lo = bucket_units_.back(), hi = bucket_units_.front();
+  const std::int64_t begin = full_offset(lo), end = full_offset(hi) + part_.unit(hi).numel;
+  auto p = std::make_unique<Pending>();
+  p->work = comm_.all_reduce(span(view(full_grads_, begin, end - begin)), dist::ReduceOp::kSum);
+  in_flight_.push_back(std::move(p));
+  bucket_units_.clear();
+  bucket_pending_bytes_ = 0;
+}
+
+void ZeroEngine::reduce_unit(int u) {
+  const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
+  auto p = std::make_unique<Pending>();
+  if (stage_ == 1) {  // once per step, straight into the gradient shard
+    p->work = comm_.reduce_scatter(span(view(full_grads_, full_offset(u), padded)),
+                                   span(view(grad_shard_, part_.shard_offset(u), shard)), dist::ReduceOp::kSum);
+  } else {  // every micro-batch: reduce the unit's temporary, accumulate into the shard on completion
+    auto it = grad_temp_.find(u);
+    ZT_CHECK(it != grad_temp_.end(), "unit ", u, " reported done without gradients");
+    p->send = std::move(it->second);
+    grad_temp_.erase(it);
+    p->recv = take_buffer(shard);
+    p->unit = u;
+    p->work = comm_.reduce_scatter(span(view(p->send, 0, padded)), span(view(p->recv, 0, shard)), dist::ReduceOp::kSum);
+  }
+  in_flight_.push_back(std::move(p));
+  // Bound the unit-gradient temporaries alive at stages 2-3: at most kMaxInFlight reductions.
+  while (stage_ >= 2 && in_flight_.size() > kMaxInFlight) complete_oldest(true);
+}
+
+void ZeroEngine::complete_oldest(bool accumulate) {
+  std::unique_ptr<Pending> p = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  p->work->wait();
+  if (accumulate && p->unit >= 0) {
+    const std::int64_t shard = part_.shard_numel(p->unit);
+    backend_.accumulate(view(grad_shard_, part_.shard_offset(p->unit), shard), view(p->recv, 0, shard));
+  }
+  if (p->send.bytes() > 0) give_buffer(std::move(p->send));
+  if (p->recv.bytes() > 0) give_buffer(std::move(p->recv));
+}
+
+void ZeroEngine::drain(bool accumulate) {
+  while (!in_flight_.empty()) complete_oldest(accumulate);
+}
+
+void ZeroEngine::end_backward() {
+  if (stage_ == 0 && reducing_) flush_bucket();
+  if (stage_ >= 2) {
+    ZT_CHECK(grad_temp_.empty(), grad_temp_.size(), " unit gradient(s) were never reported done");
+    drain(true);
+  }
+}
+
+double ZeroEngine::finish_gradients() {
+  drain(true);
+  if (stage_ == 0) return std::sqrt(backend_.sum_of_squares(view(full_grads_, 0, part_.total_padded_numel())));
+  const double local = backend_.sum_of_squares(view(grad_shard_, 0, part_.total_shard_numel()));
+  return std::sqrt(comm_.all_reduce_value(local, dist::ReduceOp::kSum));
+}
+
+void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, double grad_scale) {
+  for (const ShardPiece& p : part_.pieces()) {
+    const std::int64_t in_full = full_offset(p.unit) + (p.flat_offset - part_.unit(p.unit).offset);
+    const Tensor param = stage_ <= 2 ? view(full_params_, in_full, p.numel) : view(param_shard_, p.shard_offset, p.numel);
+    const Tensor grad = stage_ == 0 ? view(full_grads_, in_full, p.numel) : view(grad_shard_, p.shard_offset, p.numel);
+    backend::Backend::AdamW hp{static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
+                               static_cast<float>(o.eps), p.decay ? static_cast<float>(o.weight_decay) : 0.0f, step,
+                               static_cast<float>(grad_scale)};
+    backend_.adamw_update(param, grad, view(exp_avg_, p.shard_offset, p.numel), view(exp_avg_sq_, p.shard_offset, p.numel), hp);
+  }
+  if (stage_ == 0 || stage_ == 3) return;
+  std::vector<std::unique_ptr<dist::Work>> works;
+  for (int u = 0; u < part_.n_units(); ++u) {
+    const std::int64_t shard = part_.shard_numel(u);
+    const Tensor mine = view(full_params_, full_offset(u) + part_.rank() * shard, shard);
+    works.push_back(comm_.all_gather(span(mine), span(view(full_params_, full_offset(u), part_.padded_numel(u)))));
+  }
+  for (auto& w : works) w->wait();
+}
+
+Buffer ZeroEngine::take_buffer(std::int64_t numel) {
+  const std::size_t bytes = std::max<std::size_t>(1, numel) * sizeof(float);
+  for (auto it = pool_.begin(); it != pool_.end(); ++it)
+    if (it->bytes() == bytes) {
+      Buffer b = std::move(*it);
+      pool_.erase(it);
+      comm_bytes_ += bytes;
+      comm_bytes_peak_ = std::max(comm_bytes_peak_, comm_bytes_);
+      return b;
+    }
+  comm_bytes_ += bytes;
+  comm_bytes_peak_ = std::max(comm_bytes_peak_, comm_bytes_);
+  return backend_.allocate(bytes);
+}
+
+void ZeroEngine::give_buffer(Buffer b) {
+  comm_bytes_ -= b.bytes();
+  pool_.push_back(std::move(b));
+}
+
+MemoryBreakdown ZeroEngine::memory() const {
+  MemoryBreakdown m;
+  m.params = full_params_.bytes() + param_shard_.bytes();
+  m.grads = full_grads_.bytes() + grad_shard_.bytes();
+  m.optimizer = exp_avg_.bytes() + exp_avg_sq_.bytes();
+  m.comm_buffers_peak = comm_bytes_peak_;
+  return m;
+}
+
+}  // namespace zt::optim

@@ -1,0 +1,98 @@
+// One rank's model state under ZeRO stage 0-3 (Rajbhandari et al. 2020), written once over the
+// Communicator for CPU+MPI and CUDA+NCCL alike:
+//   stage 0: parameters, gradients and AdamW state replicated; gradients all-reduced in buckets.
+//   stage 1: AdamW state (m, v; the fp32 master is this rank's slice of the parameters) sharded;
+//            gradients reduce-scattered after the last micro-batch; updated slices all-gathered.
+//   stage 2: gradients sharded too: each micro-batch's unit gradients are reduce-scattered as soon as
+//            the backward pass finishes the unit, accumulated into the shard, and freed.
+//   stage 3: parameters sharded too: each unit is all-gathered just before use (the next one
+//            prefetched) and freed after; no gather after the optimizer step.
+// Layout: stage 0 keeps the model's flat order; stages 1-3 pad every unit to a multiple of W
+// (partition.hpp), so a unit's reduce-scatter and all-gather are single balanced collectives.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/config.hpp"
+#include "dist/communicator.hpp"
+#include "optim/zero/partition.hpp"
+
+namespace zt::optim {
+
+// Bytes this rank holds for the model state, by kind (printed at start-up, checked by tests).
+struct MemoryBreakdown {
+  std::size_t params = 0, grads = 0, optimizer = 0, comm_buffers_peak = 0;
+  std::size_t model_state() const { return params + grads + optimizer; }
+};
+
+class ZeroEngine {
+ public:
+  ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
+             std::vector<ParamRange> params, int stage, double bucket_mb);
+  ~ZeroEngine();
+
+  int stage() const { return stage_; }
+  const Partition& partition() const { return part_; }
+
+  // Sets the parameters from a full flat copy in the model's order (host memory), e.g. after init.
+  void load_params(const float* flat_host);
+  // Copies the full parameters in the model's order to host memory (collective at stage 3).
+  void gather_params(float* flat_host);
+
+  // ---- what the model reads and writes, unit by unit -------------------------------------------
+  // access_order: the units in the order the next pass will ask for them (stage 3 prefetches).
+  void expect_access_order(std::vector<int> access_order);
+  backend::Tensor param_unit(int u);   // [unit numel] f32, valid until release_param_unit(u)
+  void release_param_unit(int u);
+  backend::Tensor grad_unit(int u);    // [unit numel] f32 to accumulate into (+=)
+  void grad_unit_done(int u);          // the backward pass has finished unit u
+
+  // ---- one optimizer step -----------------------------------------------------------------------
+  void zero_grads();
+  // Before each micro-batch's backward: whether it is the step's last (stages 0-1 reduce only then).
+  void begin_backward(bool last_micro_batch);
+  void end_backward();
+  // Waits for every reduction; returns the global gradient L2 norm (before clipping).
+  double finish_gradients();
+  // AdamW on this rank's shard (decay per parameter), then the all-gather of updated slices (1-2).
+  void adamw_step(const config::OptimConfig& optim, double lr, int step_1based, double grad_scale);
+
+  MemoryBreakdown memory() const;
+
+ private:
+  struct Pending;
+  backend::Tensor view(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;
+  std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout
+  void launch_gather(int u);
+  void flush_bucket();
+  void reduce_unit(int u);
+  void complete_oldest(bool accumulate);
+  void drain(bool accumulate);
+  backend::Buffer take_buffer(std::int64_t numel);
+  void give_buffer(backend::Buffer b);
+
+  backend::Backend& backend_;
+  dist::Communicator& comm_;
+  int stage_;
+  std::size_t bucket_bytes_;
+  Partition part_;  // W-rank partition (stage 0: a one-rank partition: nothing padded, all owned)
+  backend::Buffer full_params_, full_grads_;            // stages 0-2 / stages 0-1
+  backend::Buffer param_shard_, grad_shard_, exp_avg_, exp_avg_sq_;
+  bool reducing_ = false;
+  std::vector<int> bucket_units_;
+  std::size_t bucket_pending_bytes_ = 0;
+  std::deque<std::unique_ptr<Pending>> in_flight_;
+  std::map<int, backend::Buffer> gathered_, grad_temp_;  // stage 3 params / stage 2-3 unit gradients
+  std::map<int, std::unique_ptr<dist::Work>> gathers_;
+  std::vector<int> access_order_;
+  std::size_t access_pos_ = 0;
+  std::vector<backend::Buffer> pool_;
+  std::size_t comm_bytes_ = 0, comm_bytes_peak_ = 0;
+};
+
+}  // namespace zt::optim
