@@ -1,0 +1,180 @@
+// Causal multi-head self-attention, forward and backward, in the flash-attention style (Dao et al. 2022):
+// forward keeps only the log-sum-exp of each softmax row; backward rebuilds the probabilities from it.
+// Work is cut into query blocks of kBlockQ rows; every block's scores are two sgemms on one thread.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backend/cpu/checks.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/gemm.hpp"
+
+namespace zt::backend::cpu {
+namespace {
+
+// Query rows per block: a kBlockQ x T score tile per thread, and causal blocks skip the keys after them.
+constexpr std::int64_t kBlockQ = 64;
+
+struct Head {
+  std::int64_t T, C, hs;
+  float scale;       // 1/sqrt(hs)
+  const float* q;    // [T, hs] rows of stride 3C (k = q + C, v = q + 2C)
+  float* dq;         // same layout in dqkv (backward only)
+  const float* o;    // [T, hs] rows of stride C: out, and dout in backward
+  const float* dout;
+  float* lse;        // [T]
+};
+
+Head head_at(const Tensor& qkv, std::int64_t b, std::int64_t h, int n_head) {
+  Head d{};
+  d.T = qkv.dim(1);
+  d.C = qkv.dim(2) / 3;
+  d.hs = d.C / n_head;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
+  d.q = static_cast<const float*>(qkv.data) + b * d.T * 3 * d.C + h * d.hs;
+  return d;
+}
+
+// S[bq, nk] = scale * Q[i0:i0+bq] @ K[0:nk]^T (one sgemm on this thread).
+void scores(const Head& d, std::int64_t i0, std::int64_t bq, std::int64_t nk, float* S) {
+  Gemm g;
+  g.trans_b = true;
+  g.m = bq, g.n = nk, g.k = d.hs;
+  g.alpha = d.scale;
+  g.a = d.q + i0 * 3 * d.C, g.lda = 3 * d.C;
+  g.b = d.q + d.C, g.ldb = 3 * d.C;
+  g.c = S, g.ldc = nk;
+  gemm_serial(g);
+}
+
+// One query block of the forward: P = softmax over keys j <= i (causal), lse_i = log sum_j exp(s_ij),
+// out[i0:i1] = P @ V[0:nk].
+void forward_block(const Head& d, float* out, std::int64_t i0, std::int64_t i1, float* S) {
+  const std::int64_t bq = i1 - i0, nk = i1;
+  scores(d, i0, bq, nk, S);
+  for (std::int64_t r = 0; r < bq; ++r) {
+    float* row = S + r * nk;
+    const std::int64_t valid = i0 + r + 1;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+    float sum = 0.0f;
+    for (std::int64_t j = 0; j < valid; ++j) sum += (row[j] = std::exp(row[j] - mx));
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (std::int64_t j = 0; j < valid; ++j) row[j] *= inv;
+    for (std::int64_t j = valid; j < nk; ++j) row[j] = 0.0f;
+    d.lse[i0 + r] = mx + std::log(sum);
+  }
+  Gemm g;
+  g.m = bq, g.n = d.hs, g.k = nk;
+  g.a = S, g.lda = nk;
+  g.b = d.q + 2 * d.C, g.ldb = 3 * d.C;
+  g.c = out + i0 * d.C, g.ldc = d.C;
+  gemm_serial(g);
+}
+
+// One query block of the backward, P rebuilt from lse (p_ij = exp(s_ij - lse_i)) and D_i = dO_i . O_i:
+//   dP = dO V^T;  dS = P * (dP - D);  dQ = scale dS K (written);  dK += scale dS^T Q;  dV += P^T dO
+void backward_block(const Head& d, std::int64_t i0, std::int64_t i1, float* P, float* dS) {
+  const std::int64_t bq = i1 - i0, nk = i1, ld = 3 * d.C;
+  scores(d, i0, bq, nk, P);
+  Gemm g;
+  g.trans_b = true;
+  g.m = bq, g.n = nk, g.k = d.hs;
+  g.a = d.dout + i0 * d.C, g.lda = d.C;
+  g.b = d.q + 2 * d.C, g.ldb = ld;
+  g.c = dS, g.ldc = nk;
+  gemm_serial(g);
+  for (std::int64_t r = 0; r < bq; ++r) {
+    const std::int64_t i = i0 + r, valid = i + 1;
+    const float* dor = d.dout + i * d.C;
+    const float* orow = d.o + i * d.C;
+    float D = 0.0f;
+    for (std::int64_t c = 0; c < d.hs; ++c) D += dor[c] * orow[c];
+    float* pr = P + r * nk;
+    float* sr = dS + r * nk;
+    const float l = d.lse[i];
+    for (std::int64_t j = 0; j < valid; ++j) {
+      pr[j] = std::exp(pr[j] - l);
+      sr[j] = pr[j] * (sr[j] - D);
+    }
+    for (std::int64_t j = valid; j < nk; ++j) pr[j] = sr[j] = 0.0f;
+  }
+  const Gemm dq{false, false, bq, d.hs, nk, d.scale, dS, nk, d.q + d.C, ld, 0.0f, d.dq + i0 * ld, ld};
+  const Gemm dk{true, false, nk, d.hs, bq, d.scale, dS, nk, d.q + i0 * ld, ld, 1.0f, d.dq + d.C, ld};
+  const Gemm dv{true, false, nk, d.hs, bq, 1.0f, P, nk, d.dout + i0 * d.C, d.C, 1.0f, d.dq + 2 * d.C, ld};
+  gemm_serial(dq);
+  gemm_serial(dk);
+  gemm_serial(dv);
+}
+
+void check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
+  ZT_CHECK_EQ(qkv.rank, 3, op, ": qkv must be [B,T,3C], got ", qkv.shape_string());
+  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  ZT_CHECK_EQ(qkv.dim(2) % 3, 0, op, ": qkv's last dim must be 3C, got ", qkv.shape_string());
+  ZT_CHECK_GT(n_head, 0, op, ": n_head must be positive");
+  ZT_CHECK_EQ(C % n_head, 0, op, ": C=", C, " is not divisible by n_head=", n_head);
+  expect_shape(op, "out", out, {B, T, C});
+  expect_shape(op, "lse", lse, {B, n_head, T});
+}
+
+}  // namespace
+
+void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) {
+  const char* op = "attention_forward";
+  check_attention(op, qkv, out, lse, n_head);
+  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  qkv.f32(op);
+  float* o = out.f32(op);
+  float* l = lse.f32(op);
+  const std::int64_t n_blocks = (T + kBlockQ - 1) / kBlockQ, items = B * n_head * n_blocks;
+  float* ws = workspace(static_cast<std::size_t>(threads_) * kBlockQ * T);
+  // Items are independent (each owns rows of out and lse), so any schedule gives the same bits;
+  // round-robin balances the causal blocks' growing cost.
+#pragma omp parallel for num_threads(threads_) schedule(static, 1)
+  for (std::int64_t it = 0; it < items; ++it) {
+    const std::int64_t bh = it / n_blocks, blk = it % n_blocks, b = bh / n_head, h = bh % n_head;
+    Head d = head_at(qkv, b, h, n_head);
+    d.lse = l + bh * T;
+    const std::int64_t i0 = blk * kBlockQ, i1 = std::min(T, i0 + kBlockQ);
+    forward_block(d, o + b * T * C + h * d.hs, i0, i1, ws + omp_get_thread_num() * kBlockQ * T);
+  }
+}
+
+void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) {
+  const char* op = "attention_backward";
+  check_attention(op, qkv, out, lse, n_head);
+  expect_shape(op, "dqkv", dqkv, {qkv.dim(0), qkv.dim(1), qkv.dim(2)});
+  expect_shape(op, "dout", dout, {out.dim(0), out.dim(1), out.dim(2)});
+  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
+  qkv.f32(op);
+  float* dq = dqkv.f32(op);
+  const float* o = out.f32(op);
+  const float* dy = dout.f32(op);
+  float* l = lse.f32(op);
+  const std::int64_t n_blocks = (T + kBlockQ - 1) / kBlockQ;
+  float* ws = workspace(static_cast<std::size_t>(threads_) * 2 * kBlockQ * T);
+  // One (batch, head) per item: its query blocks run in order on one thread, because each adds into
+  // the same dK and dV rows; items are independent, so the bits do not depend on the schedule.
+#pragma omp parallel for num_threads(threads_) schedule(static, 1)
+  for (std::int64_t bh = 0; bh < B * n_head; ++bh) {
+    const std::int64_t b = bh / n_head, h = bh % n_head;
+    Head d = head_at(qkv, b, h, n_head);
+    d.dq = dq + b * T * 3 * C + h * d.hs;
+    d.o = o + b * T * C + h * d.hs;
+    d.dout = dy + b * T * C + h * d.hs;
+    d.lse = l + bh * T;
+    for (std::int64_t j = 0; j < T; ++j) {  // dK and dV are sums over query blocks: start them at zero
+      std::memset(d.dq + j * 3 * C + C, 0, d.hs * sizeof(float));
+      std::memset(d.dq + j * 3 * C + 2 * C, 0, d.hs * sizeof(float));
+    }
+    float* P = ws + omp_get_thread_num() * 2 * kBlockQ * T;
+    for (std::int64_t blk = 0; blk < n_blocks; ++blk)
+      backward_block(d, blk * kBlockQ, std::min(T, (blk + 1) * kBlockQ), P, P + kBlockQ * T);
+  }
+}
+
+}  // namespace zt::backend::cpu

@@ -1,0 +1,87 @@
+// The CPU backend's memory side: a counting allocator (64-byte aligned, exact requested bytes in
+// current/peak), host copies, and make_cpu_backend, which fixes the thread count for every op.
+#include "backend/cpu/cpu_backend.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace zt::backend {
+namespace cpu {
+namespace {
+constexpr std::size_t kAlignment = 64;  // a cache line, and enough for any SIMD load
+}
+
+CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_max_threads()) {
+  // GEMMs are split over our own OpenMP threads (gemm.cpp), so OpenBLAS must not start its own.
+  openblas_set_num_threads(1);
+}
+
+CpuBackend::~CpuBackend() { workspace_.reset(); }
+
+std::string CpuBackend::name() const { return cat("cpu (", threads_, " threads)"); }
+
+Buffer CpuBackend::allocate(std::size_t bytes) {
+  if (bytes == 0) return Buffer();
+  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* data = std::aligned_alloc(kAlignment, rounded);
+  if (data == nullptr) {
+    const MemoryStats s = memory_stats();
+    throw Error(cat("cpu backend: out of host memory allocating ", bytes, " bytes (held now ", s.current_bytes,
+                    ", peak ", s.peak_bytes, "); reduce train.micro_batch or the model size"));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.current_bytes += bytes;
+  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
+  return Buffer(this, data, bytes);
+}
+
+void CpuBackend::release(void* data, std::size_t bytes) {
+  std::free(data);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.current_bytes -= bytes;
+}
+
+void CpuBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+void CpuBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+void CpuBackend::copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes) std::memmove(dst, src, bytes);
+}
+
+void CpuBackend::fill_zero(Tensor t) {
+  if (t.bytes()) std::memset(t.data, 0, t.bytes());
+}
+
+MemoryStats CpuBackend::memory_stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void CpuBackend::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes = stats_.current_bytes;
+}
+
+float* CpuBackend::workspace(std::size_t n_floats) {
+  if (workspace_.bytes() < n_floats * sizeof(float)) {
+    workspace_.reset();  // free first, so the peak never holds the old and new workspace together
+    workspace_ = allocate(n_floats * sizeof(float));
+  }
+  return static_cast<float*>(workspace_.data());
+}
+
+}  // namespace cpu
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  ZT_CHECK_GE(threads, 0, "make_cpu_backend: threads must be >= 0 (0 = OpenMP's default)");
+  return std::make_unique<cpu::CpuBackend>(threads);
+}
+
+}  // namespace zt::backend

@@ -1,0 +1,60 @@
+// The CPU reference backend's class (internal to backend/cpu). Memory comes from a counting, 64-byte
+// aligned allocator; the ops are defined one family per file (embedding.cpp, layernorm.cpp, ...).
+#pragma once
+
+#include <mutex>
+
+#include "backend/backend.hpp"
+
+namespace zt::backend::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+  ~CpuBackend() override;
+  std::string name() const override;
+  int threads() const { return threads_; }
+
+  Buffer allocate(std::size_t bytes) override;
+  void release(void* data, std::size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+  void fill_zero(Tensor t) override;
+  void synchronize() override {}
+  MemoryStats memory_stats() const override;
+  void reset_peak() override;
+
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) override;
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                          Tensor mean, Tensor rstd) override;
+  void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) override;
+  void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                       WeightLayout layout) override;
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) override;
+  void gelu_forward(Tensor out, Tensor inp) override;
+  void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
+  void add(Tensor out, Tensor a, Tensor b) override;
+  void accumulate(Tensor dst, Tensor src) override;
+  void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) override;
+  void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) override;
+  void adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& hp) override;
+  double sum_of_squares(Tensor x) override;
+  void cast(Tensor dst, Tensor src) override;
+  void scale(Tensor x, float factor) override;
+
+ private:
+  // Scratch for ops (attention's per-thread score tiles): grown on demand, kept, and counted by the
+  // allocator like any buffer, so memory_stats() shows it.
+  float* workspace(std::size_t n_floats);
+
+  int threads_;
+  mutable std::mutex mutex_;  // guards stats_ (buffers may be freed from other threads)
+  MemoryStats stats_;
+  Buffer workspace_;
+};
+
+}  // namespace zt::backend::cpu
