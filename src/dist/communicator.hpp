@@ -45,7 +45,8 @@ class Communicator {
 
   // In place over every rank.
   virtual std::unique_ptr<Work> all_reduce(Span buffer, ReduceOp op) = 0;
-  // send holds size() equal blocks of recv.count; rank r receives the reduction of block r.
+  // send holds size() equal blocks of recv.count; rank r receives the reduction of block r. In place
+  // when recv is this rank's block of send.
   virtual std::unique_ptr<Work> reduce_scatter(Span send, Span recv, ReduceOp op) = 0;
   // recv holds size() blocks of send.count, block r from rank r. In place when send is this rank's
   // block of recv.

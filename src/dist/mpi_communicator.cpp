@@ -2,6 +2,9 @@
 // back-off so a hung or dead peer becomes a CommError after dist.timeout_s instead of a silent hang.
 #include <chrono>
 #include <climits>
+#include <cstring>
+#include <functional>
+#include <utility>
 #include <thread>
 
 #include "dist/communicator.hpp"
@@ -40,10 +43,13 @@ class MpiWork : public Work {
  public:
   MpiWork(const Communicator& comm, std::string what) : comm_(comm), what_(std::move(what)) {}
   MPI_Request* request() { return &request_; }
+  // Runs once, right after the operation completes (e.g. moving an in-place result).
+  void on_complete(std::function<void()> f) { on_complete_ = std::move(f); }
 
   bool done() override {
     int flag = 0;
     ZT_MPI(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+    if (flag && on_complete_) std::exchange(on_complete_, nullptr)();
     return flag != 0;
   }
 
@@ -64,6 +70,7 @@ class MpiWork : public Work {
   const Communicator& comm_;
   std::string what_;
   MPI_Request request_ = MPI_REQUEST_NULL;
+  std::function<void()> on_complete_;
 };
 
 class MpiCommunicator : public Communicator {
@@ -92,8 +99,15 @@ class MpiCommunicator : public Communicator {
     ZT_CHECK_EQ(send.count, recv.count * size_, "reduce_scatter: send must hold world-size blocks of recv");
     ZT_CHECK(send.dtype == recv.dtype, "reduce_scatter: dtypes differ");
     auto w = start(cat("reduce_scatter of ", send.count, " ", dtype_name(send.dtype)));
-    ZT_MPI(MPI_Ireduce_scatter_block(send.data, recv.data, mpi_count(recv.count, "reduce_scatter"),
-                                     mpi_type(send.dtype, "reduce_scatter"), mpi_op(op), comm_, w->request()));
+    const std::size_t block_bytes = recv.count * dtype_size(send.dtype);
+    const bool in_place = recv.data == static_cast<char*>(send.data) + rank_ * block_bytes;
+    // NCCL's in-place form leaves the result in this rank's block; MPI_IN_PLACE leaves it at the start
+    // of the buffer, so move it to the block once the operation completes.
+    ZT_MPI(MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : send.data, in_place ? send.data : recv.data,
+                                     mpi_count(recv.count, "reduce_scatter"), mpi_type(send.dtype, "reduce_scatter"),
+                                     mpi_op(op), comm_, w->request()));
+    if (in_place && rank_ != 0)
+      w->on_complete([=] { std::memmove(recv.data, send.data, block_bytes); });
     return w;
   }
 

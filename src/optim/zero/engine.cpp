@@ -41,7 +41,7 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
   if (stage_ <= 2) full_params_ = zeroed(full);
   if (stage_ <= 1) full_grads_ = zeroed(full);
   if (stage_ == 3) param_shard_ = zeroed(shard);
-  if (stage_ >= 1) grad_shard_ = zeroed(shard);
+  if (stage_ >= 2) grad_shard_ = zeroed(shard);  // stage 1 reduces in place into its block of full_grads_
   exp_avg_ = zeroed(shard);
   exp_avg_sq_ = zeroed(shard);
 }
@@ -137,7 +137,13 @@ Tensor ZeroEngine::grad_unit(int u) {
 
 void ZeroEngine::zero_grads() {
   if (stage_ <= 1) backend_.fill_zero(view(full_grads_, 0, part_.total_padded_numel()));
-  if (stage_ >= 1) backend_.fill_zero(view(grad_shard_, 0, part_.total_shard_numel()));
+  if (stage_ >= 2) backend_.fill_zero(view(grad_shard_, 0, part_.total_shard_numel()));
+}
+
+Tensor ZeroEngine::owned_grads(int u) const {
+  const std::int64_t shard = part_.shard_numel(u);
+  if (stage_ == 1) return view(full_grads_, full_offset(u) + part_.rank() * shard, shard);
+  return view(grad_shard_, part_.shard_offset(u), shard);
 }
 
 void ZeroEngine::begin_backward(bool last_micro_batch) { reducing_ = stage_ >= 2 || last_micro_batch; }
@@ -166,9 +172,10 @@ void ZeroEngine::flush_bucket() {
 void ZeroEngine::reduce_unit(int u) {
   const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
   auto p = std::make_unique<Pending>();
-  if (stage_ == 1) {  // once per step, straight into the gradient shard
+  if (stage_ == 1) {  // once per step, in place: this rank's block of the unit holds the reduced slice
     p->work = comm_.reduce_scatter(span(view(full_grads_, full_offset(u), padded)),
-                                   span(view(grad_shard_, part_.shard_offset(u), shard)), dist::ReduceOp::kSum);
+                                   span(view(full_grads_, full_offset(u) + part_.rank() * shard, shard)),
+                                   dist::ReduceOp::kSum);
   } else {  // every micro-batch: reduce the unit's temporary, accumulate into the shard on completion
     auto it = grad_temp_.find(u);
     ZT_CHECK(it != grad_temp_.end(), "unit ", u, " reported done without gradients");
@@ -210,7 +217,8 @@ void ZeroEngine::end_backward() {
 double ZeroEngine::finish_gradients() {
   drain(true);
   if (stage_ == 0) return std::sqrt(backend_.sum_of_squares(view(full_grads_, 0, part_.total_padded_numel())));
-  const double local = backend_.sum_of_squares(view(grad_shard_, 0, part_.total_shard_numel()));
+  double local = 0;
+  for (int u = 0; u < part_.n_units(); ++u) local += backend_.sum_of_squares(owned_grads(u));
   return std::sqrt(comm_.all_reduce_value(local, dist::ReduceOp::kSum));
 }
 
@@ -218,7 +226,8 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
   for (const ShardPiece& p : part_.pieces()) {
     const std::int64_t in_full = full_offset(p.unit) + (p.flat_offset - part_.unit(p.unit).offset);
     const Tensor param = stage_ <= 2 ? view(full_params_, in_full, p.numel) : view(param_shard_, p.shard_offset, p.numel);
-    const Tensor grad = stage_ == 0 ? view(full_grads_, in_full, p.numel) : view(grad_shard_, p.shard_offset, p.numel);
+    // Stage 1's reduced slice sits in place in full_grads_, where this piece's element is.
+    const Tensor grad = stage_ <= 1 ? view(full_grads_, in_full, p.numel) : view(grad_shard_, p.shard_offset, p.numel);
     backend::Backend::AdamW hp{static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
                                static_cast<float>(o.eps), p.decay ? static_cast<float>(o.weight_decay) : 0.0f, step,
                                static_cast<float>(grad_scale)};

@@ -67,7 +67,8 @@ class ZeroEngine {
  private:
   struct Pending;
   backend::Tensor view(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;
-  std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout
+  std::int64_t full_offset(int u) const;
+  backend::Tensor owned_grads(int u) const;  // this rank's reduced gradient slice of unit u (stages 1-3)  // where unit u starts in the full parameter/gradient layout
   void launch_gather(int u);
   void flush_bucket();
   void reduce_unit(int u);
