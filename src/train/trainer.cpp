@@ -1,4 +1,4 @@
-// One rank's training loop (ZeRO stage 0: replicated state, gradients all-reduced).
+// One rank's training loop over the ZeRO engine (stages 0-3).
 // Loss semantics: the loss is the mean token cross-entropy over the whole global batch, so each
 // token's loss enters the backward pass with weight 1 / (global_batch * seq_len) on every rank and
 // micro-batch, and the summed gradients over ranks equal those of one big batch.
@@ -22,51 +22,69 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 // Keys the loop does not implement yet are refused before any work, never silently ignored.
 void refuse_unimplemented(const config::Config& c) {
   auto refuse = [](const std::string& what) { throw ConfigError(cat(what, " is not available in this version of ztrain")); };
-  if (c.train.zero_stage != 0) refuse(cat("train.zero_stage=", c.train.zero_stage, " (ZeRO stages 1-3)"));
   if (c.train.recompute != config::Recompute::kNone) refuse("train.recompute=" + config::to_string(c.train.recompute));
   if (c.train.offload != config::Offload::kNone) refuse("train.offload=optimizer");
   if (c.log.sample_every > 0) refuse("log.sample_every (text samples)");
 }
+
+model::GptShape shape_of(const config::ModelConfig& m) {
+  return model::GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
+                               static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
+}
+
+std::vector<optim::FlatRange> units_of(const model::ParamTable& t) {
+  std::vector<optim::FlatRange> out;
+  for (const model::Unit& u : t.units())
+    out.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
+  return out;
+}
+
+std::vector<optim::ParamRange> params_of(const model::ParamTable& t) {
+  std::vector<optim::ParamRange> out;
+  for (const model::ParamInfo& p : t.params())
+    out.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
+  return out;
+}
+
+std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 }  // namespace
 
 Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
                  const dist::Placement& placement)
-    : world_(world), config_(config), derived_(derived), placement_(placement) {
+    : world_(world), config_(config), derived_(derived), placement_(placement), table_(shape_of(config.model)) {
   refuse_unimplemented(config);
   backend_ = backend::make_cpu_backend(placement.threads);
   comm_ = dist::make_mpi_communicator(world, config.dist.timeout_s);
-  comm_->set_timeout(std::max(config.dist.timeout_s, 10 * config.dist.timeout_s));  // loose until step 1 completes
-  shape_ = model::make_shape(config.model.n_layer, config.model.n_head, config.model.n_embd, config.model.vocab_size,
-                             config.model.seq_len);
-  table_ = model::ParamTable(shape_);
-  model_ = std::make_unique<model::Gpt2>(*backend_, shape_, static_cast<int>(config.train.micro_batch));
-  const std::size_t bytes = table_.total_numel() * sizeof(float);
-  params_ = backend_->allocate(bytes);
-  grads_ = backend_->allocate(bytes);
-  exp_avg_ = backend_->allocate(bytes);
-  exp_avg_sq_ = backend_->allocate(bytes);
-  for (auto* b : {&grads_, &exp_avg_, &exp_avg_sq_})
-    backend_->fill_zero(b->view(DType::kF32, {static_cast<std::int64_t>(table_.total_numel())}));
+  comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
+  model_ = std::make_unique<model::Gpt2>(*backend_, table_, static_cast<int>(config.train.micro_batch));
+  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(table_), params_of(table_),
+                                                static_cast<int>(config.train.zero_stage), config.zero.bucket_mb);
+  params_ = std::make_unique<ZeroParams>(*engine_);
+  grads_ = std::make_unique<ZeroGrads>(*engine_);
   init_parameters();
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
-  log::info(cat("model: GPT-2 L=", shape_.n_layer, " H=", shape_.n_head, " C=", shape_.n_embd, " V=", shape_.vocab_size,
-                " T=", shape_.seq_len, ", ", table_.real_numel(), " parameters; ", world.size(), " rank(s), grad_accum ",
+  const optim::MemoryBreakdown mem = engine_->memory();
+  log::info(cat("model: GPT-2 L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
+                " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
+                " parameters; ", world.size(), " rank(s), ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
-  log::info(cat("memory per rank: parameters ", bytes, " B, gradients ", bytes, " B, optimizer state ", 2 * bytes,
-                " B, activations ", model_->activation_bytes(), " B"));
+  log::info(cat("memory per rank: parameters ", mib(mem.params), ", gradients ", mib(mem.grads), ", optimizer state ",
+                mib(mem.optimizer), ", activations ", mib(model_->activation_bytes())));
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::init_parameters() {
-  const backend::Tensor flat = params_.view(DType::kF32, {static_cast<std::int64_t>(table_.total_numel())});
   if (config_.init.from.empty()) {
-    model::init_gpt2(*backend_, table_, flat, config_.train.seed);
-  } else {
-    model::load_safetensors(config_.init.from, table_, *backend_, flat);
-    log::info(cat("initialised from ", config_.init.from));
+    engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+      model::init_params_range(table_, config_.train.seed, offset, count, out);
+    });
+    return;
   }
+  const std::vector<float> flat = model::load_safetensors(config_.init.from, table_);
+  engine_->load_params(flat.data());
+  log::info(cat("initialised from ", config_.init.from));
 }
 
 void Trainer::open_data() {
@@ -82,34 +100,27 @@ void Trainer::open_data() {
 }
 
 Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
-  const auto n = static_cast<std::int64_t>(table_.total_numel());
-  const backend::Tensor grads = grads_.view(DType::kF32, {n});
-  backend_->fill_zero(grads);
-  model::FlatParams params(table_, params_.view(DType::kF32, {n}));
-  model::FlatGrads grad_sink(table_, grads);
   const float dloss = 1.0f / static_cast<float>(derived_.tokens_per_step);
+  const std::vector<int> order = forward_backward_order(static_cast<int>(config_.model.n_layer));
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
+  engine_->zero_grads();
   for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
     batch.split(m, inputs, targets);
-    loss_sum += model_->forward(inputs.data(), targets.data(), params);
-    model_->backward(params, grad_sink, dloss);
+    comm_->set_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
+    engine_->expect_access_order(order);
+    loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
+    engine_->begin_backward(m == batch.grad_accum - 1);
+    model_->backward(*params_, *grads_, dloss);
+    engine_->end_backward();
   }
-  comm_->set_context(cat("step ", step_ + 1, " gradient all-reduce"));
-  comm_->all_reduce(dist::Span{grads.data, static_cast<std::size_t>(n), DType::kF32}, dist::ReduceOp::kSum)->wait();
+  comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
   StepResult r;
+  r.grad_norm = engine_->finish_gradients();
   r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(derived_.tokens_per_step);
-  r.grad_norm = std::sqrt(backend_->sum_of_squares(grads));
   r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
-  const double clip = optim::clip_factor(r.grad_norm, config_.optim.grad_clip);
-  const config::OptimConfig& o = config_.optim;
-  for (const model::ParamInfo& p : table_.params()) {
-    auto piece = [&](const backend::Buffer& b) { return b.view(DType::kF32, {p.numel}, p.offset); };
-    backend::Backend::AdamW hp{static_cast<float>(r.lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
-                               static_cast<float>(o.eps), p.decay ? static_cast<float>(o.weight_decay) : 0.0f,
-                               static_cast<int>(step_ + 1), static_cast<float>(clip)};
-    backend_->adamw_update(piece(params_), piece(grads_), piece(exp_avg_), piece(exp_avg_sq_), hp);
-  }
+  comm_->set_context(cat("step ", step_ + 1, " optimizer"));
+  engine_->adamw_step(config_.optim, r.lr, static_cast<int>(step_ + 1), optim::clip_factor(r.grad_norm, config_.optim.grad_clip));
   return r;
 }
 
@@ -118,18 +129,17 @@ double Trainer::evaluate() {
   data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
   data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1);
-  const auto n = static_cast<std::int64_t>(table_.total_numel());
-  model::FlatParams params(table_, params_.view(DType::kF32, {n}));
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
+  comm_->set_context(cat("evaluation after step ", step_));
   for (std::int64_t b = 0; b < batches; ++b) {
     const data::StepBatch batch = loader.next();
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
-      loss_sum += model_->forward(inputs.data(), targets.data(), params);
+      engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer)));
+      loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     }
   }
-  comm_->set_context(cat("evaluation after step ", step_));
   return comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(batches * derived_.tokens_per_step);
 }
 

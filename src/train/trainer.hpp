@@ -12,7 +12,9 @@
 #include "dist/communicator.hpp"
 #include "dist/placement.hpp"
 #include "model/gpt2.hpp"
+#include "optim/zero/engine.hpp"
 #include "train/metrics.hpp"
+#include "train/zero_model.hpp"
 
 namespace zt::train {
 
@@ -42,10 +44,11 @@ class Trainer {
   dist::Placement placement_;
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<dist::Communicator> comm_;
-  model::GptShape shape_;
   model::ParamTable table_;
   std::unique_ptr<model::Gpt2> model_;
-  backend::Buffer params_, grads_, exp_avg_, exp_avg_sq_;
+  std::unique_ptr<optim::ZeroEngine> engine_;
+  std::unique_ptr<ZeroParams> params_;
+  std::unique_ptr<ZeroGrads> grads_;
   std::shared_ptr<const data::TokenSource> train_tokens_, valid_tokens_;
   std::unique_ptr<data::BatchLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;

@@ -6,6 +6,7 @@
 // - stage 3 starts gathering the next unit of the expected access order when one is handed out.
 #include "optim/zero/engine.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -62,17 +63,22 @@ Tensor ZeroEngine::view(const Buffer& b, std::int64_t offset, std::int64_t numel
 std::int64_t ZeroEngine::full_offset(int u) const { return part_.padded_offset(u); }
 
 void ZeroEngine::load_params(const float* flat) {
+  load_params([flat](std::int64_t offset, std::int64_t count, float* out) {
+    std::copy(flat + offset, flat + offset + count, out);
+  });
+}
+
+void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t, float*)>& fill) {
+  std::vector<float> host;
   for (int u = 0; u < part_.n_units(); ++u) {
-    const FlatRange& unit = part_.unit(u);
-    if (stage_ <= 2) {
-      backend_.copy_from_host(view(full_params_, full_offset(u), unit.numel).data, flat + unit.offset,
-                              unit.numel * sizeof(float));
-    } else {
-      const FlatRange mine = part_.owned(u, part_.rank());
-      if (mine.numel > 0)
-        backend_.copy_from_host(view(param_shard_, part_.shard_offset(u), mine.numel).data, flat + mine.offset,
-                                mine.numel * sizeof(float));
-    }
+    // Stages 0-2 hold whole units; stage 3 only this rank's slice of each.
+    const FlatRange range = stage_ <= 2 ? part_.unit(u) : part_.owned(u, part_.rank());
+    if (range.numel == 0) continue;
+    host.resize(range.numel);
+    fill(range.offset, range.numel, host.data());
+    const Tensor dst = stage_ <= 2 ? view(full_params_, full_offset(u), range.numel)
+                                   : view(param_shard_, part_.shard_offset(u), range.numel);
+    backend_.copy_from_host(dst.data, host.data(), range.numel * sizeof(float));
   }
 }
 
@@ -118,6 +124,7 @@ Tensor ZeroEngine::param_unit(int u) {
 
 void ZeroEngine::release_param_unit(int u) {
   if (stage_ <= 2) return;
+  if (access_pos_ < access_order_.size() && access_order_[access_pos_] == u) return;  // needed again next
   auto it = gathered_.find(u);
   if (it == gathered_.end() || gathers_.count(u)) return;  // not held, or a prefetch still in flight
   give_buffer(std::move(it->second));

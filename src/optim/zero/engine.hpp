@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -39,8 +40,11 @@ class ZeroEngine {
   int stage() const { return stage_; }
   const Partition& partition() const { return part_; }
 
-  // Sets the parameters from a full flat copy in the model's order (host memory), e.g. after init.
+  // Sets the parameters from a full flat copy in the model's order (host memory).
   void load_params(const float* flat_host);
+  // Sets the parameters range by range: fill(offset, count, out) writes flat elements
+  // [offset, offset + count) to out. Stage 3 asks only for this rank's slices (no full copy).
+  void load_params(const std::function<void(std::int64_t, std::int64_t, float*)>& fill);
   // Copies the full parameters in the model's order to host memory (collective at stage 3).
   void gather_params(float* flat_host);
 

@@ -1,0 +1,47 @@
+// Connects the model's parameter/gradient seam to the ZeRO engine: the model asks unit by unit, the
+// engine answers from replicated, sliced or gathered buffers depending on the stage.
+#pragma once
+
+#include <vector>
+
+#include "model/param_source.hpp"
+#include "optim/zero/engine.hpp"
+
+namespace zt::train {
+
+class ZeroParams final : public model::ParamSource {
+ public:
+  explicit ZeroParams(optim::ZeroEngine& engine) : engine_(engine) {}
+  backend::Tensor unit(int u) override { return engine_.param_unit(u); }
+  void release(int u) override { engine_.release_param_unit(u); }
+
+ private:
+  optim::ZeroEngine& engine_;
+};
+
+class ZeroGrads final : public model::GradSink {
+ public:
+  explicit ZeroGrads(optim::ZeroEngine& engine) : engine_(engine) {}
+  backend::Tensor unit(int u) override { return engine_.grad_unit(u); }
+  void unit_done(int u) override { engine_.grad_unit_done(u); }
+
+ private:
+  optim::ZeroEngine& engine_;
+};
+
+// The order the model asks for parameter units (param_source.hpp): forward 0, 1..L, L+1, 0; backward
+// 0, L+1, L..1. Stage 3 prefetches along it.
+inline std::vector<int> forward_order(int n_layer) {
+  std::vector<int> order{0};
+  for (int u = 1; u <= n_layer + 1; ++u) order.push_back(u);
+  order.push_back(0);
+  return order;
+}
+inline std::vector<int> forward_backward_order(int n_layer) {
+  std::vector<int> order = forward_order(n_layer);
+  order.push_back(0);
+  for (int u = n_layer + 1; u >= 1; --u) order.push_back(u);
+  return order;
+}
+
+}  // namespace zt::train
