@@ -32,3 +32,25 @@ expect_exit() {
 expect_in() {
   grep -Eq -- "$2" "$1" || { echo "--- $1"; tail -n 40 "$1"; fail "${3:-pattern '$2' not found in $1}"; }
 }
+
+# A tiny synthetic GPT-2 setup: shards in $ZT_WORK/data and the ztrain options that fit them.
+make_tiny_data() {
+  mkdir -p "$ZT_WORK/data"
+  "$ZT_BIN/../tests/make_test_shards" "$ZT_WORK/data/train" --tokens "${1:-40000}" --shard-tokens 15000 --vocab 97 --seed 3 ||
+    fail "make_test_shards failed"
+  "$ZT_BIN/../tests/make_test_shards" "$ZT_WORK/data/valid" --tokens 5000 --vocab 97 --seed 4 || fail "make_test_shards failed"
+}
+TINY_MODEL=(--model.n_layer=2 --model.n_head=2 --model.n_embd=32 --model.vocab_size=97 --model.seq_len=16
+            --train.device=cpu --train.threads=1 --optim.lr=3e-3 --optim.warmup_steps=2 --log.every=1)
+tiny_data_args() { echo "--data.train=$ZT_WORK/data/train_*.h5"; }
+
+# loss_column METRICS.jsonl: the "loss" of every step line, one per line, in step order.
+loss_column() {
+  /usr/bin/python3 -c '
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if "loss" in o: rows[o["step"]] = o["loss"]
+for s in sorted(rows): print(repr(rows[s]))' "$1"
+}

@@ -1,8 +1,16 @@
+// ztrain's training entry: build the trainer for this rank and run it.
 #include "train/run.hpp"
-#include "core/error.hpp"
+
+#include "train/trainer.hpp"
+
 namespace zt::train {
-bool cuda_backend_built() { return false; }
-int run(const dist::World&, const config::CommandLine&, const config::Derived&, const dist::Placement&) {
-  throw Error("TEMPORARY: training loop not wired yet");
+
+bool cuda_backend_built() { return false; }  // TODO(issue 9): true once the CUDA backend is in the build
+
+int run(const dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
+        const dist::Placement& placement) {
+  Trainer trainer(world, cl.config, derived, placement);
+  return trainer.run();
 }
+
 }  // namespace zt::train

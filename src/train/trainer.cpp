@@ -9,6 +9,7 @@
 
 #include "core/log.hpp"
 #include "data/shard_set.hpp"
+#include "tok/vocab.hpp"
 #include "model/init.hpp"
 #include "model/safetensors.hpp"
 #include "optim/schedule.hpp"
@@ -90,9 +91,15 @@ void Trainer::init_parameters() {
 void Trainer::open_data() {
   if (config_.data.train.empty())
     throw ConfigError("data.train is empty: give the training shards written by ztok (e.g. data.train=data/tok/train_*.h5)");
-  const data::ShardExpectations expect{config_.model.vocab_size, /*eot=*/50256};
-  train_tokens_ = data::open_shards(config_.data.train, expect);
-  if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, expect);
+  data::ShardExpectation expect;
+  expect.vocab_size = static_cast<std::uint64_t>(config_.model.vocab_size);
+  if (!config_.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
+    const tok::Vocab vocab = tok::Vocab::load(config_.data.vocab);
+    expect.vocab_hash = vocab.hash();
+    expect.eot = vocab.eot();
+  }
+  train_tokens_ = data::open_shards(config_.data.train, "data.train", expect);
+  if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, "data.valid", expect);
   data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
   loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_);

@@ -1,0 +1,38 @@
+// The token stream of a split: the shards a glob matches, concatenated in file-name (byte) order
+// (INTERFACE.md "Order contract"). Every shard is validated against what the model expects before any
+// token is read; a problem names the file and the fix.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/shard.hpp"
+#include "data/token_source.hpp"
+
+namespace zt::data {
+
+// Files matching a glob (or a comma-separated list of globs), each glob's matches sorted by byte
+// value, in the order given. No match is an InputError naming `key` (e.g. "data.train").
+std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key);
+
+class ShardSet final : public TokenSource {
+ public:
+  ShardSet(const std::vector<std::string>& paths, const ShardExpectation& expect);
+  ~ShardSet() override;
+  std::uint64_t n_tokens() const override { return total_; }
+  void read(std::uint64_t start, std::uint64_t count, std::int32_t* out) const override;
+  std::string describe() const override;
+  const ShardInfo& first_info() const;
+
+ private:
+  std::vector<ShardReader> shards_;
+  std::vector<std::uint64_t> starts_;  // first stream position of each shard, plus the total at the end
+  std::uint64_t total_ = 0;
+};
+
+std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
+                                               const ShardExpectation& expect);
+
+}  // namespace zt::data

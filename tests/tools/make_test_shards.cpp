@@ -1,0 +1,69 @@
+// Test tool: writes token shards in ztok's schema from a synthetic, learnable language (a sparse
+// random bigram chain), so trainer tests need no vocabulary or corpus download.
+//   make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S]
+// writes OUT_PREFIX_000000.h5, ... (e.g. OUT_PREFIX = dir/train). The last id (V-1) ends documents.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "data/shard.hpp"
+
+namespace {
+std::uint64_t next(std::uint64_t& s) {  // splitmix64
+  std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S]\n");
+    return 2;
+  }
+  std::string prefix = argv[1];
+  std::uint64_t n_tokens = 0, shard_tokens = 1 << 20, vocab = 97, seed = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
+    if (!std::strcmp(argv[i], "--tokens")) n_tokens = v;
+    else if (!std::strcmp(argv[i], "--shard-tokens")) shard_tokens = v;
+    else if (!std::strcmp(argv[i], "--vocab")) vocab = v;
+    else if (!std::strcmp(argv[i], "--seed")) seed = v;
+    else return std::fprintf(stderr, "unknown option %s\n", argv[i]), 2;
+  }
+  const std::uint64_t eot = vocab - 1;
+  // Each token has 3 likely successors: the language has about log(3) nats of entropy per token.
+  std::vector<std::uint32_t> successor(vocab * 3);
+  std::uint64_t s = seed;
+  for (auto& t : successor) t = static_cast<std::uint32_t>(next(s) % (vocab - 1));
+  std::vector<std::uint32_t> stream(n_tokens);
+  std::vector<std::uint64_t> doc_starts;
+  std::uint32_t prev = 0;
+  for (std::uint64_t i = 0; i < n_tokens; ++i) {
+    if (i == 0 || prev == eot) doc_starts.push_back(i);
+    const std::uint64_t r = next(s);
+    prev = (r % 50 == 0) ? static_cast<std::uint32_t>(eot) : successor[prev % (vocab - 1) * 3 + (r >> 8) % 3];
+    stream[i] = prev;
+  }
+  zt::data::TokenizerInfo info;
+  info.name = "synthetic-bigram";
+  info.vocab_hash = "synthetic";
+  info.vocab_size = vocab;
+  info.eot = eot;
+  for (std::uint64_t start = 0, index = 0; start < n_tokens; start += shard_tokens, ++index) {
+    const std::uint64_t n = std::min(shard_tokens, n_tokens - start);
+    std::vector<std::uint64_t> docs;
+    for (std::uint64_t d : doc_starts)
+      if (d >= start && d < start + n) docs.push_back(d - start);
+    char name[32];
+    std::snprintf(name, sizeof name, "_%06llu.h5", static_cast<unsigned long long>(index));
+    zt::data::ShardWriter w(prefix + name, info, n, docs.size(), {"synthetic"});
+    w.append_tokens(std::span<const std::uint32_t>(stream.data() + start, n));
+    w.append_doc_offsets(docs);
+    w.commit();
+  }
+  return 0;
+}
