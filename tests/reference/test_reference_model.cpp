@@ -56,6 +56,32 @@ void write_inputs(const std::string& path, const std::vector<std::int32_t>& tok,
   out.write(reinterpret_cast<const char*>(tok.data()), static_cast<std::streamsize>(bytes));
 }
 
+struct Result {
+  std::vector<float> logits, grads;  // [B, T, V]; the flat gradient buffer
+  double loss;                       // mean over the tokens
+};
+
+// ztrain's side: logits, then forward + backward of the mean loss, on the CPU backend.
+Result run_ztrain(const ParamTable& table, const std::vector<float>& w, const std::vector<std::int32_t>& tok,
+                  const std::vector<std::int32_t>& tgt, int B) {
+  auto be = backend::make_cpu_backend(3);
+  backend::Buffer pbuf = be->allocate(table.numel() * 4), gbuf = be->allocate(table.numel() * 4);
+  const auto numel = static_cast<std::int64_t>(table.numel());
+  backend::Tensor params = pbuf.view(DType::kF32, {numel}), grads = gbuf.view(DType::kF32, {numel});
+  be->copy_from_host(params.data, w.data(), params.bytes());
+  be->fill_zero(grads);
+  Gpt2 model(*be, table, B);
+  FlatParams src(table, params);
+  FlatGrads sink(table, grads);
+  Result r;
+  r.logits = model.forward_logits(tok.data(), src);
+  r.loss = model.forward(tok.data(), tgt.data(), src) / tok.size();
+  model.backward(src, sink, static_cast<float>(1.0 / tok.size()));
+  r.grads.resize(table.numel());
+  be->copy_to_host(r.grads.data(), grads.data, grads.bytes());
+  return r;
+}
+
 // Exports the model, runs the PyTorch reference on it, and compares everything named.
 void check_against_pytorch(const Config& c) {
   const ParamTable table(GptShape::make(c.L, c.NH, c.C, c.V, c.T));
@@ -76,19 +102,7 @@ void check_against_pytorch(const Config& c) {
   if (!reason.empty()) GTEST_SKIP() << reason;
   const Golden g = Golden::load((dir / "golden.safetensors").string());
 
-  auto be = backend::make_cpu_backend(3);
-  backend::Buffer pbuf = be->allocate(table.numel() * 4), gbuf = be->allocate(table.numel() * 4);
-  const auto numel = static_cast<std::int64_t>(table.numel());
-  backend::Tensor params = pbuf.view(DType::kF32, {numel}), grads = gbuf.view(DType::kF32, {numel});
-  be->copy_from_host(params.data, w.data(), params.bytes());
-  be->fill_zero(grads);
-  Gpt2 model(*be, table, c.B);
-  FlatParams src(table, params);
-  FlatGrads sink(table, grads);
-  const std::vector<float> logits = model.forward_logits(tok.data(), src);
-  const double loss = model.forward(tok.data(), tgt.data(), src) / tok.size();
-  model.backward(src, sink, static_cast<float>(1.0 / tok.size()));
-
+  const Result r = run_ztrain(table, w, tok, tgt, c.B);
   std::printf("  %-40s nerr\n", c.name().c_str());
   double worst = 0;
   auto compare = [&](const std::string& name, const std::vector<double>& got) {
@@ -97,9 +111,9 @@ void check_against_pytorch(const Config& c) {
     EXPECT_LT(err, kTolerance) << name;
     worst = std::max(worst, err);
   };
-  compare("logits", std::vector<double>(logits.begin(), logits.end()));
-  compare("loss", {loss});
-  const float* gp = grads.f32("test");
+  compare("logits", std::vector<double>(r.logits.begin(), r.logits.end()));
+  compare("loss", {r.loss});
+  const float* gp = r.grads.data();
   for (const ParamInfo& p : table.params()) {
     compare("grad." + p.name, std::vector<double>(gp + p.offset, gp + p.offset + p.hf_numel()));
     for (std::size_t i = p.hf_numel(); i < p.numel; ++i) ASSERT_EQ(gp[p.offset + i], 0.0f) << "padded row of " << p.name;
