@@ -1,16 +1,42 @@
 // The optimizer's element-wise step (AdamW, Loshchilov & Hutter 2019, in torch.optim.AdamW's exact
 // order of operations) and the sum of squares behind the global gradient norm.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace zt::backend::cpu {
 namespace {
 // sum_of_squares adds fixed blocks of this many elements, then the block sums in order: the same bits
 // for any thread count.
 constexpr std::int64_t kSumBlock = 1 << 14;
+constexpr std::int64_t kChunk = 1 << 14;  // elements per AdamW task
+
+struct AdamScalars {
+  float step_size, bc2_sqrt, decay, b1, b2, one_b1, one_b2, eps, grad_scale;
+};
+
+ZT_SIMD_CLONES void adamw_kernel(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamScalars k) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * k.grad_scale;
+    p[i] *= k.decay;
+    m[i] = m[i] * k.b1 + k.one_b1 * gi;
+    v[i] = v[i] * k.b2 + k.one_b2 * gi * gi;
+    p[i] -= k.step_size * (m[i] / (std::sqrt(v[i]) / k.bc2_sqrt + k.eps));
+  }
+}
+
+ZT_SIMD_CLONES double sum_squares_kernel(const float* x, std::int64_t n) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
 }  // namespace
 
 // torch.optim.AdamW (PyTorch 1.13, single-tensor path), with g = grad * grad_scale:
@@ -31,19 +57,11 @@ void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, con
   // Scalars in double as PyTorch computes them in Python, then used as float (its opmath type).
   const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), hp.step);
   const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), hp.step);
-  const float step_size = static_cast<float>(hp.lr / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(hp.lr) * hp.weight_decay);
-  const float b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps, gs = hp.grad_scale;
-  const float one_b1 = static_cast<float>(1.0 - hp.beta1), one_b2 = static_cast<float>(1.0 - hp.beta2);
-#pragma omp parallel for simd num_threads(threads_) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * gs;
-    p[i] *= decay;
-    m1[i] = m1[i] * b1 + one_b1 * gi;
-    m2[i] = m2[i] * b2 + one_b2 * gi * gi;
-    p[i] -= step_size * (m1[i] / (std::sqrt(m2[i]) / bc2_sqrt + eps));
-  }
+  const AdamScalars k{static_cast<float>(hp.lr / bc1), static_cast<float>(std::sqrt(bc2)),
+                      static_cast<float>(1.0 - static_cast<double>(hp.lr) * hp.weight_decay), hp.beta1, hp.beta2,
+                      static_cast<float>(1.0 - hp.beta1), static_cast<float>(1.0 - hp.beta2), hp.eps, hp.grad_scale};
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (std::int64_t i = 0; i < n; i += kChunk) adamw_kernel(p + i, g + i, m1 + i, m2 + i, std::min(kChunk, n - i), k);
 }
 
 double CpuBackend::sum_of_squares(Tensor x) {
@@ -52,10 +70,8 @@ double CpuBackend::sum_of_squares(Tensor x) {
   std::vector<double> partial(blocks, 0.0);
 #pragma omp parallel for num_threads(threads_) schedule(static)
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t end = std::min(n, (b + 1) * kSumBlock);
-    double s = 0.0;
-#pragma omp simd reduction(+ : s)
-    for (std::int64_t i = b * kSumBlock; i < end; ++i) s += static_cast<double>(p[i]) * p[i];
+    const std::int64_t begin = b * kSumBlock;
+    const double s = sum_squares_kernel(p + begin, std::min(n, begin + kSumBlock) - begin);
     partial[b] = s;
   }
   double total = 0.0;

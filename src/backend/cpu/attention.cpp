@@ -11,6 +11,7 @@
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/gemm.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace zt::backend::cpu {
 namespace {
@@ -50,24 +51,41 @@ void scores(const Head& d, std::int64_t i0, std::int64_t bq, std::int64_t nk, fl
   gemm_serial(g);
 }
 
+// Softmax of row[0, valid) in place (causal: keys j <= i), zeros in [valid, nk); returns the row's
+// log-sum-exp.
+ZT_SIMD_CLONES float softmax_row(float* row, std::int64_t valid, std::int64_t nk) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (std::int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (std::int64_t j = 0; j < valid; ++j) {
+    row[j] = fast_exp(row[j] - mx);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (std::int64_t j = 0; j < valid; ++j) row[j] *= inv;
+  for (std::int64_t j = valid; j < nk; ++j) row[j] = 0.0f;
+  return mx + std::log(sum);
+}
+
+// One backward row: p = exp(s - lse) over the causal keys, ds = p * (dp - D); zeros past them.
+ZT_SIMD_CLONES void grad_row(float* pr, float* sr, std::int64_t valid, std::int64_t nk, float lse, float D) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < valid; ++j) {
+    pr[j] = fast_exp(pr[j] - lse);
+    sr[j] = pr[j] * (sr[j] - D);
+  }
+  for (std::int64_t j = valid; j < nk; ++j) pr[j] = sr[j] = 0.0f;
+}
+
 // One query block of the forward: P = softmax over keys j <= i (causal), lse_i = log sum_j exp(s_ij),
 // out[i0:i1] = P @ V[0:nk].
 void forward_block(const Head& d, float* out, std::int64_t i0, std::int64_t i1, float* S) {
   const std::int64_t bq = i1 - i0, nk = i1;
   scores(d, i0, bq, nk, S);
-  for (std::int64_t r = 0; r < bq; ++r) {
-    float* row = S + r * nk;
-    const std::int64_t valid = i0 + r + 1;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (std::int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
-    float sum = 0.0f;
-    for (std::int64_t j = 0; j < valid; ++j) sum += (row[j] = std::exp(row[j] - mx));
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (std::int64_t j = 0; j < valid; ++j) row[j] *= inv;
-    for (std::int64_t j = valid; j < nk; ++j) row[j] = 0.0f;
-    d.lse[i0 + r] = mx + std::log(sum);
-  }
+  for (std::int64_t r = 0; r < bq; ++r) d.lse[i0 + r] = softmax_row(S + r * nk, i0 + r + 1, nk);
   Gemm g;
   g.m = bq, g.n = d.hs, g.k = nk;
   g.a = S, g.lda = nk;
@@ -94,14 +112,7 @@ void backward_block(const Head& d, std::int64_t i0, std::int64_t i1, float* P, f
     const float* orow = d.o + i * d.C;
     float D = 0.0f;
     for (std::int64_t c = 0; c < d.hs; ++c) D += dor[c] * orow[c];
-    float* pr = P + r * nk;
-    float* sr = dS + r * nk;
-    const float l = d.lse[i];
-    for (std::int64_t j = 0; j < valid; ++j) {
-      pr[j] = std::exp(pr[j] - l);
-      sr[j] = pr[j] * (sr[j] - D);
-    }
-    for (std::int64_t j = valid; j < nk; ++j) pr[j] = sr[j] = 0.0f;
+    grad_row(P + r * nk, dS + r * nk, valid, nk, d.lse[i], D);
   }
   const Gemm dq{false, false, bq, d.hs, nk, d.scale, dS, nk, d.q + d.C, ld, 0.0f, d.dq + i0 * ld, ld};
   const Gemm dk{true, false, nk, d.hs, bq, d.scale, dS, nk, d.q + i0 * ld, ld, 1.0f, d.dq + d.C, ld};

@@ -1,23 +1,32 @@
 // Fused softmax + cross-entropy over the first `vocab` columns of padded logits [N, Vp], forward and
 // backward. Padded columns [vocab, Vp) never enter the softmax and get zero gradient.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/vec_math.hpp"
 
 namespace zt::backend::cpu {
 namespace {
 
 // lse = max + log(sum_j exp(row[j] - max)) over j < vocab; the sum is kept in double so a 50k-wide row
 // loses no precision.
-float row_lse(const float* row, std::int64_t vocab) {
+ZT_SIMD_CLONES float row_lse(const float* row, std::int64_t vocab) {
   float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
   for (std::int64_t j = 0; j < vocab; ++j) mx = std::max(mx, row[j]);
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
-  for (std::int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - mx);
+  for (std::int64_t j = 0; j < vocab; ++j) sum += fast_exp(row[j] - mx);
   return mx + static_cast<float>(std::log(sum));
+}
+
+// drow[j] = dloss * exp(row[j] - lse) for j < vocab (drow may be row itself).
+ZT_SIMD_CLONES void row_softmax_scaled(float* drow, const float* row, std::int64_t vocab, float lse, float dloss) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < vocab; ++j) drow[j] = dloss * fast_exp(row[j] - lse);
 }
 
 void check_ce(const char* op, const Tensor& logits, const Tensor& targets, int vocab) {
@@ -65,8 +74,7 @@ void CpuBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor ta
     const float* row = x + n * Vp;
     float* drow = dx + n * Vp;
     const float lse = row_lse(row, vocab);
-#pragma omp simd
-    for (std::int64_t j = 0; j < vocab; ++j) drow[j] = dloss * std::exp(row[j] - lse);
+    row_softmax_scaled(drow, row, vocab, lse, dloss);
     drow[t[n]] -= dloss;
     for (std::int64_t j = vocab; j < Vp; ++j) drow[j] = 0.0f;
   }

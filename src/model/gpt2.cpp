@@ -1,0 +1,194 @@
+// GPT-2 forward and backward over the backend's ops (llm.c's train_gpt2.c structure): activations live in
+// one arena allocated at construction; parameters and gradients are taken unit by unit (param_source.hpp).
+#include "model/gpt2.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace zt::model {
+
+using backend::Tensor;
+using backend::WeightLayout;
+
+namespace {
+// Parameter order inside a block unit (param_table.cpp) and inside units 0 and L+1.
+enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
+enum EmbedParam { kWte, kWpe };
+enum FinalParam { kLnfW, kLnfB };
+
+// Hands out consecutive 64-byte-aligned f32 tensors from a base pointer (null: only counts).
+struct Carver {
+  float* base;
+  std::size_t used = 0;
+  Tensor take(std::initializer_list<std::int64_t> dims) {
+    Tensor t(base ? base + used : nullptr, DType::kF32, dims);
+    used += (static_cast<std::size_t>(t.numel()) + 15) / 16 * 16;
+    return t;
+  }
+};
+}  // namespace
+
+std::size_t Gpt2::layout(const GptShape& s, int B, float* floats, Acts* acts) {
+  Acts scratch;
+  Acts& a = acts ? *acts : scratch;
+  Carver c{floats};
+  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T;
+  a.encoded = c.take({B, T, C});
+  a.layers.resize(s.n_layer);
+  for (Layer& l : a.layers) {
+    l.ln1 = c.take({B, T, C}), l.ln1_mean = c.take({N}), l.ln1_rstd = c.take({N});
+    l.qkv = c.take({B, T, 3 * C}), l.atty = c.take({B, T, C}), l.lse = c.take({B, s.n_head, T});
+    l.res2 = c.take({B, T, C}), l.ln2 = c.take({B, T, C}), l.ln2_mean = c.take({N}), l.ln2_rstd = c.take({N});
+    l.fch = c.take({B, T, 4 * C}), l.fch_gelu = c.take({B, T, 4 * C}), l.res3 = c.take({B, T, C});
+  }
+  a.lnf = c.take({B, T, C}), a.lnf_mean = c.take({N}), a.lnf_rstd = c.take({N});
+  a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.take({N});
+  a.proj = c.take({B, T, C});
+  a.dres = c.take({B, T, C}), a.dtmp = c.take({B, T, C}), a.dln = c.take({B, T, C}), a.dbig = c.take({B, T, 4 * C});
+  return c.used;
+}
+
+std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch) {
+  return layout(shape, micro_batch, nullptr, nullptr) * sizeof(float) +
+         2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t);
+}
+
+Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch)
+    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch) {
+  ZT_CHECK_GT(micro_batch, 0, "Gpt2: micro_batch must be positive");
+  arena_ = be_.allocate(layout(s_, B_, nullptr, nullptr) * sizeof(float));
+  layout(s_, B_, static_cast<float*>(arena_.data()), &a_);
+  ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
+  a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
+  a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
+}
+
+Tensor Gpt2::param(const Tensor& unit, int u, int k) const {
+  return param_view(table_, unit, table_.first_param(u) + k);
+}
+
+void Gpt2::check_ids(const char* what, const std::int32_t* ids) const {
+  ZT_CHECK(ids != nullptr, "Gpt2: ", what, " must not be null");
+  for (std::int64_t i = 0; i < std::int64_t{B_} * s_.seq_len; ++i)
+    if (ids[i] < 0 || ids[i] >= s_.vocab_size)
+      throw DataError(cat("model: ", what, " id ", ids[i], " at position ", i, " of the micro-batch is outside [0, ",
+                          s_.vocab_size, "); check that the data was tokenized for this vocabulary"));
+}
+
+// x = layer input; ln1 = LN(x); qkv = ln1 Wqkv + b; atty = attn(qkv); res2 = x + atty Wproj + b;
+// ln2 = LN(res2); fch = ln2 Wfc + b; res3 = res2 + gelu(fch) Wfcproj + b.
+void Gpt2::block_forward(int l, const Tensor& w) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
+  be_.matmul_forward(L.qkv, L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
+  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+  be_.matmul_forward(a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB), WeightLayout::kInOut);
+  be_.add(L.res2, x, a_.proj);
+  be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
+  be_.matmul_forward(L.fch, L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
+  be_.gelu_forward(L.fch_gelu, L.fch);
+  be_.matmul_forward(a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB), WeightLayout::kInOut);
+  be_.add(L.res3, L.res2, a_.proj);
+}
+
+void Gpt2::run_forward(const std::int32_t* tokens, ParamSource& params) {
+  check_ids("token", tokens);
+  be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
+  const int last = s_.n_layer + 1;
+  Tensor emb = params.unit(0);
+  be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, kWte), param(emb, 0, kWpe));
+  params.release(0);
+  for (int l = 0; l < s_.n_layer; ++l) {
+    block_forward(l, params.unit(1 + l));
+    params.release(1 + l);
+  }
+  Tensor fin = params.unit(last);
+  const Tensor top = a_.layers.back().res3;
+  be_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, top, param(fin, last, kLnfW), param(fin, last, kLnfB));
+  params.release(last);
+  emb = params.unit(0);  // the tied LM head: logits = lnf @ wte^T over all Vp rows
+  be_.matmul_forward(a_.logits, a_.lnf, param(emb, 0, kWte), Tensor(), WeightLayout::kOutIn);
+  params.release(0);
+}
+
+double Gpt2::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
+  check_ids("target", targets);
+  run_forward(tokens, params);
+  be_.copy_from_host(a_.targets.data, targets, a_.targets.bytes());
+  be_.cross_entropy_forward(a_.losses, a_.logits, a_.targets, s_.vocab_size);
+  std::vector<float> losses(a_.losses.numel());
+  be_.copy_to_host(losses.data(), a_.losses.data, a_.losses.bytes());
+  double sum = 0.0;
+  for (float x : losses) sum += x;
+  ready_for_backward_ = true;
+  return sum;
+}
+
+std::vector<float> Gpt2::forward_logits(const std::int32_t* tokens, ParamSource& params) {
+  run_forward(tokens, params);
+  ready_for_backward_ = false;
+  const std::size_t rows = static_cast<std::size_t>(B_) * s_.seq_len, V = s_.vocab_size, Vp = s_.padded_vocab;
+  std::vector<float> padded(rows * Vp), out(rows * V);
+  be_.copy_to_host(padded.data(), a_.logits.data, a_.logits.bytes());
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(padded.begin() + r * Vp, V, out.begin() + r * V);
+  return out;
+}
+
+// dres holds d(block output) on entry and d(block input) on exit. Parameter grads accumulate (+=);
+// dres, dtmp, dln and dbig are reused from block to block.
+void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  const Tensor dfch = a_.dbig;  // [B,T,4C]
+  const Tensor dqkv(a_.dbig.data, DType::kF32, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd}});
+  // MLP: res3 = res2 + gelu(fch) Wfcproj + b
+  be_.matmul_backward(dfch, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu, param(w, u, kFcProjW),
+                      WeightLayout::kInOut);
+  be_.gelu_backward(dfch, L.fch, dfch);
+  be_.matmul_backward(a_.dln, param(g, u, kFcW), param(g, u, kFcB), dfch, L.ln2, param(w, u, kFcW),
+                      WeightLayout::kInOut);
+  be_.layernorm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W),
+                         L.ln2_mean, L.ln2_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);  // d res2 = d res3 (residual path) + through ln2
+  // attention: res2 = x + atty Wproj + b
+  be_.matmul_backward(a_.dln, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
+                      param(w, u, kAttnProjW), WeightLayout::kInOut);
+  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head);
+  be_.matmul_backward(a_.dln, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, L.ln1, param(w, u, kAttnW),
+                      WeightLayout::kInOut);
+  be_.layernorm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W),
+                         L.ln1_mean, L.ln1_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);  // d x = d res2 + through ln1
+}
+
+void Gpt2::backward(ParamSource& params, GradSink& grads, float dloss) {
+  ZT_CHECK(ready_for_backward_, "Gpt2::backward needs a forward() with targets first (and runs once per forward)");
+  ready_for_backward_ = false;
+  const int last = s_.n_layer + 1;
+  be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
+  Tensor w = params.unit(0), g = grads.unit(0);  // LM head: dlnf = dlogits wte, dwte += dlogits^T lnf
+  be_.matmul_backward(a_.dln, param(g, 0, kWte), Tensor(), a_.logits, a_.lnf, param(w, 0, kWte), WeightLayout::kOutIn);
+  params.release(0);
+  w = params.unit(last), g = grads.unit(last);
+  const Tensor top = a_.layers.back().res3;
+  be_.layernorm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, top, param(w, last, kLnfW),
+                         a_.lnf_mean, a_.lnf_rstd);
+  params.release(last);
+  grads.unit_done(last);
+  for (int l = s_.n_layer - 1; l >= 0; --l) {
+    w = params.unit(1 + l);  // separate statements: the ParamSource sees p before g, always
+    g = grads.unit(1 + l);
+    block_backward(l, w, g);
+    params.release(1 + l);
+    grads.unit_done(1 + l);
+  }
+  g = grads.unit(0);
+  be_.embedding_backward(param(g, 0, kWte), param(g, 0, kWpe), a_.dres, a_.tokens);
+  grads.unit_done(0);
+}
+
+}  // namespace zt::model

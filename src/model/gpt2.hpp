@@ -1,0 +1,71 @@
+// GPT-2 forward and backward for one micro-batch [B, T] on any backend: pre-LN blocks, final LayerNorm,
+// LM head tied to wte over Vp padded columns (loss over the first V), no dropout, GELU tanh, LN eps 1e-5.
+// Parameters come unit by unit from a ParamSource; gradients go unit by unit into a GradSink.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/param_source.hpp"
+#include "model/param_table.hpp"
+
+namespace zt::model {
+
+class Gpt2 {
+ public:
+  // Allocates every activation for micro-batches of `micro_batch` sequences of table.shape().seq_len.
+  // The table must outlive the model.
+  Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch);
+  Gpt2(const Gpt2&) = delete;
+  Gpt2& operator=(const Gpt2&) = delete;
+
+  // tokens, targets: host arrays [B*T] with ids in [0, vocab_size). Returns the SUM of the B*T token
+  // losses (the caller divides by the global token count). Keeps what backward needs.
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params);
+
+  // Gradients of sum_i dloss * loss_i, accumulated (+=) into `grads`; dloss = 1 / global tokens for a mean
+  // over the global batch. Needs the preceding forward() and the same parameters; runs once per forward.
+  void backward(ParamSource& params, GradSink& grads, float dloss);
+
+  // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
+  std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params);
+
+  const ParamTable& table() const { return table_; }
+  int micro_batch() const { return B_; }
+  // Bytes this model holds on the backend (activations, their gradients, tokens), as allocated.
+  std::size_t activation_bytes() const { return arena_.bytes() + ids_.bytes(); }
+  // The same number for any shape, allocating nothing (for the memory planner).
+  static std::size_t activation_bytes(const GptShape& shape, int micro_batch);
+
+ private:
+  struct Layer {  // saved for backward, per block
+    backend::Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
+  };
+  struct Acts {
+    backend::Tensor tokens, targets;                                 // [B,T] i32
+    backend::Tensor encoded, lnf, lnf_mean, lnf_rstd, logits, losses;  // logits [B,T,Vp] (dlogits in place)
+    backend::Tensor proj;                                             // [B,T,C] forward scratch
+    backend::Tensor dres, dtmp, dln, dbig;                            // gradient scratch, dbig [B,T,4C]
+    std::vector<Layer> layers;
+  };
+  // Carves every activation out of `floats` (null base: counts only); returns the floats used.
+  static std::size_t layout(const GptShape& s, int B, float* floats, Acts* acts);
+
+  void check_ids(const char* what, const std::int32_t* ids) const;
+  void run_forward(const std::int32_t* tokens, ParamSource& params);
+  void block_forward(int l, const backend::Tensor& unit);
+  void block_backward(int l, const backend::Tensor& unit, const backend::Tensor& grads);
+  backend::Tensor param(const backend::Tensor& unit, int u, int k) const;  // k-th parameter of unit u
+
+  backend::Backend& be_;
+  const ParamTable& table_;
+  GptShape s_;
+  int B_;
+  backend::Buffer arena_, ids_;
+  Acts a_;
+  bool ready_for_backward_ = false;
+};
+
+}  // namespace zt::model

@@ -1,0 +1,37 @@
+// Flat parameter/gradient sources and the views that cut units and parameters out of flat buffers.
+#include "model/param_source.hpp"
+
+#include "core/error.hpp"
+
+namespace zt::model {
+
+using backend::Tensor;
+
+Tensor unit_view(const ParamTable& table, const Tensor& flat, int u) {
+  ZT_CHECK(u >= 0 && u < table.n_units(), "unit ", u, " outside [0, ", table.n_units(), ")");
+  ZT_CHECK_EQ(static_cast<std::size_t>(flat.numel()), table.numel(), "flat buffer size does not match the model");
+  const Unit& unit = table.units()[u];
+  return Tensor(flat.f32("unit_view") + unit.offset, DType::kF32, {static_cast<std::int64_t>(unit.numel)});
+}
+
+Tensor param_view(const ParamTable& table, const Tensor& unit_flat, std::size_t p) {
+  const ParamInfo& info = table.params()[p];
+  const Unit& unit = table.units()[info.unit];
+  ZT_CHECK_EQ(static_cast<std::size_t>(unit_flat.numel()), unit.numel, "unit ", info.unit,
+              " view has the wrong size for ", info.name);
+  Tensor t(unit_flat.f32("param_view") + (info.offset - unit.offset), DType::kF32, {});
+  for (std::int64_t d : info.shape) t.shape[t.rank++] = d;
+  return t;
+}
+
+FlatParams::FlatParams(const ParamTable& table, Tensor flat) : table_(table), flat_(flat) {
+  ZT_CHECK_EQ(static_cast<std::size_t>(flat.numel()), table.numel(), "FlatParams: buffer size");
+}
+Tensor FlatParams::unit(int u) { return unit_view(table_, flat_, u); }
+
+FlatGrads::FlatGrads(const ParamTable& table, Tensor flat) : table_(table), flat_(flat) {
+  ZT_CHECK_EQ(static_cast<std::size_t>(flat.numel()), table.numel(), "FlatGrads: buffer size");
+}
+Tensor FlatGrads::unit(int u) { return unit_view(table_, flat_, u); }
+
+}  // namespace zt::model

@@ -1,0 +1,58 @@
+// The seam between the model and whoever holds its parameters and gradients. The model asks for one
+// unit at a time, in a fixed order, so ZeRO-3 can all-gather a unit just before use and free it after,
+// and reduce a unit's gradients as soon as they are final.
+#pragma once
+
+#include "backend/tensor.hpp"
+#include "model/param_table.hpp"
+
+namespace zt::model {
+
+// Parameters by unit. Forward asks for unit 0, blocks 1..L, unit L+1, then unit 0 again (tied LM head);
+// backward for unit 0 (LM head), L+1, L..1. Each unit(u) is followed by release(u) once the model is
+// done with it; the view must stay valid until then.
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  virtual backend::Tensor unit(int u) = 0;  // flat f32 view [units()[u].numel] of unit u's parameters
+  virtual void release(int /*u*/) {}
+};
+
+// Gradients by unit, accumulated into (+=): micro-batches of one step add into the same gradients.
+// Backward visits unit 0 (LM head into wte), L+1, L..1, then unit 0 again (embeddings); unit_done(u) says
+// unit u's gradients for this backward pass are final (unit 0 last).
+class GradSink {
+ public:
+  virtual ~GradSink() = default;
+  virtual backend::Tensor unit(int u) = 0;  // flat f32 view [units()[u].numel] of unit u's gradients
+  virtual void unit_done(int /*u*/) {}
+};
+
+// Both over one flat buffer of ParamTable::numel() floats (ZeRO-0, tests, sampling).
+class FlatParams final : public ParamSource {
+ public:
+  FlatParams(const ParamTable& table, backend::Tensor flat);
+  backend::Tensor unit(int u) override;
+
+ private:
+  const ParamTable& table_;
+  backend::Tensor flat_;
+};
+
+class FlatGrads final : public GradSink {
+ public:
+  FlatGrads(const ParamTable& table, backend::Tensor flat);
+  backend::Tensor unit(int u) override;
+
+ private:
+  const ParamTable& table_;
+  backend::Tensor flat_;
+};
+
+// Unit u's slice [offset, offset + numel) of a flat f32 buffer of table.numel() floats.
+backend::Tensor unit_view(const ParamTable& table, const backend::Tensor& flat, int u);
+
+// Parameter p's tensor (with its internal shape) inside the flat view of the unit that holds it.
+backend::Tensor param_view(const ParamTable& table, const backend::Tensor& unit_flat, std::size_t p);
+
+}  // namespace zt::model

@@ -1,0 +1,100 @@
+// The parameter table: GPT2LMHeadModel names in the fixed flat order, units and parameter counts.
+#include "model/param_table.hpp"
+
+#include "core/error.hpp"
+
+namespace zt::model {
+
+GptShape GptShape::make(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len) {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw ConfigError("model: " + what);
+  };
+  need(n_layer > 0, cat("n_layer=", n_layer, " must be positive"));
+  need(n_head > 0, cat("n_head=", n_head, " must be positive"));
+  need(n_embd > 0 && n_embd % n_head == 0,
+       cat("n_embd=", n_embd, " must be a positive multiple of n_head=", n_head, " (head size n_embd/n_head)"));
+  need(vocab_size > 0, cat("vocab_size=", vocab_size, " must be positive"));
+  need(seq_len > 0, cat("seq_len=", seq_len, " must be positive"));
+  GptShape s{n_layer, n_head, n_embd, vocab_size, 0, seq_len};
+  s.padded_vocab = (vocab_size + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
+  return s;
+}
+
+std::size_t ParamInfo::hf_numel() const {
+  std::size_t n = 1;
+  for (std::int64_t d : hf_shape) n *= static_cast<std::size_t>(d);
+  return n;
+}
+
+void ParamTable::add(const std::string& name, std::vector<std::int64_t> shape, int unit, bool decay) {
+  ParamInfo p;
+  p.name = name;
+  p.shape = shape;
+  p.hf_shape = std::move(shape);
+  p.numel = p.hf_numel();
+  p.offset = numel_;
+  p.unit = unit;
+  p.decay = decay;
+  numel_ += p.numel;
+  params_.push_back(std::move(p));
+}
+
+// Flat order: unit 0 = wte, wpe; unit 1+i = block i in HF's per-block order; unit L+1 = ln_f.
+ParamTable::ParamTable(const GptShape& s) : shape_(s) {
+  ZT_CHECK(s.padded_vocab >= s.vocab_size && s.n_layer > 0 && s.n_embd > 0, "use GptShape::make");
+  const std::int64_t C = s.n_embd;
+  add("transformer.wte.weight", {s.padded_vocab, C}, 0, true);
+  params_.back().hf_shape = {s.vocab_size, C};
+  add("transformer.wpe.weight", {s.seq_len, C}, 0, true);
+  for (int i = 0; i < s.n_layer; ++i) {
+    const std::string h = cat("transformer.h.", i, ".");
+    const int u = 1 + i;
+    add(h + "ln_1.weight", {C}, u, false);
+    add(h + "ln_1.bias", {C}, u, false);
+    add(h + "attn.c_attn.weight", {C, 3 * C}, u, true);
+    add(h + "attn.c_attn.bias", {3 * C}, u, false);
+    add(h + "attn.c_proj.weight", {C, C}, u, true);
+    add(h + "attn.c_proj.bias", {C}, u, false);
+    add(h + "ln_2.weight", {C}, u, false);
+    add(h + "ln_2.bias", {C}, u, false);
+    add(h + "mlp.c_fc.weight", {C, 4 * C}, u, true);
+    add(h + "mlp.c_fc.bias", {4 * C}, u, false);
+    add(h + "mlp.c_proj.weight", {4 * C, C}, u, true);
+    add(h + "mlp.c_proj.bias", {C}, u, false);
+  }
+  add("transformer.ln_f.weight", {C}, s.n_layer + 1, false);
+  add("transformer.ln_f.bias", {C}, s.n_layer + 1, false);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const int u = params_[i].unit;
+    if (u == static_cast<int>(units_.size())) {
+      units_.push_back({params_[i].offset, 0});
+      unit_first_.push_back(i);
+    }
+    units_[u].numel += params_[i].numel;
+  }
+  unit_first_.push_back(params_.size());
+}
+
+const ParamInfo* ParamTable::find_or_null(const std::string& name) const {
+  for (const ParamInfo& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const ParamInfo& ParamTable::find(const std::string& name) const {
+  const ParamInfo* p = find_or_null(name);
+  if (p == nullptr) throw Error(cat("model: no parameter named ", name));
+  return *p;
+}
+
+std::size_t ParamTable::n_params_real() const {
+  std::size_t n = 0;
+  for (const ParamInfo& p : params_) n += p.hf_numel();
+  return n;
+}
+
+std::size_t ParamTable::n_params_for_flops() const {
+  return n_params_real() - find("transformer.wpe.weight").numel;
+}
+
+}  // namespace zt::model

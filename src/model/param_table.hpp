@@ -1,0 +1,69 @@
+// GPT-2's parameters as one flat fp32 buffer: every tensor with its Hugging Face GPT2LMHeadModel name,
+// shape and flat offset, grouped in units (embeddings, each block, ln_f) that ZeRO shards and gathers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zt::model {
+
+struct GptShape {
+  int n_layer = 0, n_head = 0, n_embd = 0;
+  int vocab_size = 0;    // the real vocabulary V (50257 for GPT-2)
+  int padded_vocab = 0;  // Vp: V rounded up to a multiple of 64 (wte's rows inside; padded rows stay 0)
+  int seq_len = 0;       // T, the context length (wpe's rows)
+
+  // A checked shape with padded_vocab derived from vocab_size; throws ConfigError on a bad combination.
+  static GptShape make(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len);
+};
+
+constexpr int kVocabMultiple = 64;
+
+struct ParamInfo {
+  std::string name;                    // GPT2LMHeadModel name, e.g. "transformer.h.0.attn.c_attn.weight"
+  std::vector<std::int64_t> shape;     // as stored in the flat buffer (wte: [Vp, C])
+  std::vector<std::int64_t> hf_shape;  // as saved and exported (wte: [V, C]); equal to shape otherwise
+  std::size_t offset = 0;              // first element in the flat buffer
+  std::size_t numel = 0;               // elements in the flat buffer (prod(shape))
+  int unit = 0;                        // 0 embeddings, 1..L blocks, L+1 ln_f
+  bool decay = false;                  // weight decay applies: 2-D weights and embeddings, not biases/LN
+  std::size_t hf_numel() const;        // prod(hf_shape): the first hf_numel elements from offset are real
+};
+
+struct Unit {
+  std::size_t offset = 0;  // first element in the flat buffer
+  std::size_t numel = 0;
+};
+
+class ParamTable {
+ public:
+  explicit ParamTable(const GptShape& shape);
+
+  const GptShape& shape() const { return shape_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  const std::vector<Unit>& units() const { return units_; }
+  int n_units() const { return static_cast<int>(units_.size()); }  // L + 2
+  std::size_t numel() const { return numel_; }                   // the flat buffer, padded rows included
+  const ParamInfo& find(const std::string& name) const;           // throws on an unknown name
+  const ParamInfo* find_or_null(const std::string& name) const;
+
+  std::size_t n_params_real() const;       // without wte's padded rows: 124,439,808 for GPT-2 small
+  std::size_t n_params_for_flops() const;  // real params without wpe: N in 6N + 12 L C T (INTERFACE.md)
+
+  // Index of the first parameter of unit u and one past its last.
+  std::size_t first_param(int unit) const { return unit_first_[unit]; }
+  std::size_t end_param(int unit) const { return unit_first_[unit + 1]; }
+
+ private:
+  void add(const std::string& name, std::vector<std::int64_t> shape, int unit, bool decay);
+
+  GptShape shape_;
+  std::vector<ParamInfo> params_;
+  std::vector<Unit> units_;
+  std::vector<std::size_t> unit_first_;
+  std::size_t numel_ = 0;
+};
+
+}  // namespace zt::model

@@ -1,0 +1,246 @@
+// Safetensors reading and writing for GPT-2 weights (see safetensors.hpp). Format:
+// https://github.com/huggingface/safetensors — u64 header length, JSON header, then raw data.
+#include "model/safetensors.hpp"
+
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "backend/half.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace zt::model {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+const std::string kPrefix = "transformer.";
+
+struct Entry {
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0, end = 0;  // byte range within the data section
+};
+
+struct Header {
+  std::uint64_t data_start = 0;
+  std::map<std::string, Entry> entries;  // sorted by name: "first" mismatch is well defined
+};
+
+std::string shape_str(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string describe(const GptShape& s) {
+  return cat("n_layer=", s.n_layer, " n_head=", s.n_head, " n_embd=", s.n_embd, " vocab_size=", s.vocab_size,
+             " seq_len=", s.seq_len);
+}
+
+std::size_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  return 0;  // not loadable
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& info, std::uint64_t data_bytes) {
+  Entry e;
+  try {
+    e.dtype = info.at("dtype").get<std::string>();
+    e.shape = info.at("shape").get<std::vector<std::int64_t>>();
+    const auto off = info.at("data_offsets").get<std::vector<std::uint64_t>>();
+    if (off.size() != 2) throw InputError("data_offsets needs 2 numbers");
+    e.begin = off[0], e.end = off[1];
+  } catch (const std::exception& ex) {
+    throw InputError(cat(path, ": tensor ", name, " has a malformed header entry (", ex.what(), ")"));
+  }
+  if (e.begin > e.end || e.end > data_bytes)
+    throw InputError(cat(path, ": tensor ", name, " has data_offsets [", e.begin, ", ", e.end, ") outside the ",
+                         data_bytes, "-byte data section; the file is truncated or corrupt"));
+  return e;
+}
+
+Header read_header(const std::string& path, std::ifstream& in) {
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  std::uint64_t n = 0;
+  if (size < 8 || !in.read(reinterpret_cast<char*>(&n), 8))
+    throw InputError(cat(path, ": not a safetensors file (", size, " bytes, no header length)"));
+  if (n > kMaxHeaderBytes || n > size - 8)
+    throw InputError(cat(path, ": not a safetensors file (header length ", n, " in a ", size, "-byte file)"));
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& ex) {
+    throw InputError(cat(path, ": the safetensors header is not valid JSON (", ex.what(), ")"));
+  }
+  if (!json.is_object()) throw InputError(cat(path, ": the safetensors header is not a JSON object"));
+  Header h;
+  h.data_start = 8 + n;
+  for (const auto& [name, info] : json.items())
+    if (name != "__metadata__") h.entries[name] = parse_entry(path, name, info, size - h.data_start);
+  return h;
+}
+
+bool ignorable(const std::string& name) {
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
+}
+
+// The file's entry for parameter p: GPT2LMHeadModel name first, then the Hub's name without the prefix.
+const std::pair<const std::string, Entry>* lookup(const Header& h, const ParamInfo& p) {
+  auto it = h.entries.find(p.name);
+  if (it == h.entries.end() && p.name.starts_with(kPrefix)) it = h.entries.find(p.name.substr(kPrefix.size()));
+  return it == h.entries.end() ? nullptr : &*it;
+}
+
+// Refuses the file at its first tensor that does not fit: model parameters in table order, then any
+// tensor the model does not have.
+void validate(const std::string& path, const Header& h, const ParamTable& table) {
+  const GptShape& s = table.shape();
+  std::map<std::string, bool> used;
+  for (const ParamInfo& p : table.params()) {
+    const auto* found = lookup(h, p);
+    if (!found)
+      throw InputError(cat(path, ": tensor ", p.name, " is missing (expected ", shape_str(p.hf_shape),
+                           " for a model with ", describe(s), ")"));
+    const auto& [name, e] = *found;
+    used[name] = true;
+    if (dtype_bytes(e.dtype) == 0)
+      throw InputError(cat(path, ": tensor ", name, " has dtype ", e.dtype, "; expected F32, F16 or BF16"));
+    const bool wpe = p.name == "transformer.wpe.weight";  // more positions than seq_len may be cut
+    const bool fits = wpe ? e.shape.size() == 2 && e.shape[0] >= s.seq_len && e.shape[1] == s.n_embd
+                          : e.shape == p.hf_shape;
+    if (!fits)
+      throw InputError(cat(path, ": tensor ", name, " has shape ", shape_str(e.shape), ", expected ",
+                           shape_str(p.hf_shape), wpe ? " (or more rows)" : "", " for a model with ", describe(s)));
+    std::uint64_t numel = 1;
+    for (std::int64_t d : e.shape) numel *= static_cast<std::uint64_t>(d);
+    if (e.end - e.begin != numel * dtype_bytes(e.dtype))
+      throw InputError(cat(path, ": tensor ", name, " holds ", e.end - e.begin, " bytes, but ", shape_str(e.shape),
+                           " ", e.dtype, " needs ", numel * dtype_bytes(e.dtype)));
+  }
+  for (const auto& [name, e] : h.entries)
+    if (!used.count(name) && !ignorable(name))
+      throw InputError(cat(path, ": tensor ", name, " ", shape_str(e.shape), " is not a parameter of a model with ",
+                           describe(s)));
+}
+
+// The first `count` elements of entry e, widened to f32.
+void read_tensor(const std::string& path, std::ifstream& in, const Header& h, const std::string& name, const Entry& e,
+                 std::size_t count, float* out) {
+  const std::size_t width = dtype_bytes(e.dtype);
+  std::vector<char> raw(count * width);
+  in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
+  if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
+    throw InputError(cat(path, ": could not read tensor ", name, " (file truncated?)"));
+  if (e.dtype == "F32") return static_cast<void>(std::memcpy(out, raw.data(), raw.size()));
+  const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
+}
+
+// lm_head.weight, when a file carries it, must be wte itself: ztrain's LM head is tied.
+void check_lm_head(const std::string& path, std::ifstream& in, const Header& h, const ParamTable& table,
+                   const float* params) {
+  auto it = h.entries.find("lm_head.weight");
+  if (it == h.entries.end()) return;
+  const ParamInfo& wte = table.find("transformer.wte.weight");
+  if (it->second.shape != wte.hf_shape || dtype_bytes(it->second.dtype) == 0)
+    throw InputError(cat(path, ": tensor lm_head.weight has shape ", shape_str(it->second.shape), " ",
+                         it->second.dtype, ", expected ", shape_str(wte.hf_shape), " (tied to transformer.wte.weight)"));
+  std::vector<float> head(wte.hf_numel());
+  read_tensor(path, in, h, it->first, it->second, head.size(), head.data());
+  if (std::memcmp(head.data(), params + wte.offset, head.size() * sizeof(float)) != 0)
+    throw InputError(cat(path, ": lm_head.weight differs from transformer.wte.weight; ztrain ties the LM head to "
+                         "the token embedding and cannot load an untied head"));
+}
+
+// Writes path.tmp through `body`, then renames it over path, so a reader never sees half a file.
+void write_file_atomically(const std::string& path, const std::function<void(std::ofstream&)>& body) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    body(out);
+    out.flush();
+    if (!out) throw IoError(cat("cannot write ", tmp, ": ", std::strerror(errno), " (disk full or no permission?)"));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+}
+
+}  // namespace
+
+void load_safetensors(const std::string& path, const ParamTable& table, float* host_params) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(cat(path, ": cannot open (", std::strerror(errno), ")"));
+  const Header h = read_header(path, in);
+  validate(path, h, table);
+  std::fill(host_params, host_params + table.numel(), 0.0f);  // wte's padded rows stay 0
+  for (const ParamInfo& p : table.params()) {
+    const auto& [name, e] = *lookup(h, p);
+    read_tensor(path, in, h, name, e, p.hf_numel(), host_params + p.offset);
+    if (p.name == "transformer.wpe.weight" && e.shape[0] > table.shape().seq_len)
+      log::info(path, ": using the first ", table.shape().seq_len, " of ", e.shape[0], " positions of ", name);
+  }
+  check_lm_head(path, in, h, table, host_params);
+}
+
+void save_safetensors(const std::string& path, const ParamTable& table, const float* host_params) {
+  std::map<std::string, const ParamInfo*> sorted;  // the data follows the header's (sorted) name order
+  for (const ParamInfo& p : table.params()) sorted[p.name] = &p;
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t end = 0;
+  for (const auto& [name, p] : sorted) {
+    const std::size_t begin = end;
+    end += p->hf_numel() * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", p->hf_shape}, {"data_offsets", {begin, end}}};
+  }
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned, as the reference writer pads
+  std::string head(8, '\0');
+  const std::uint64_t n = text.size();
+  std::memcpy(head.data(), &n, 8);
+  write_file_atomically(path, [&](std::ofstream& out) {
+    out.write(head.data(), 8).write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto& [name, p] : sorted)  // wte: its first V rows only
+      out.write(reinterpret_cast<const char*>(host_params + p->offset),
+                static_cast<std::streamsize>(p->hf_numel() * sizeof(float)));
+  });
+}
+
+std::string hf_config_json(const GptShape& s) {
+  nlohmann::json c = {
+      {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
+      {"n_layer", s.n_layer},                 {"n_head", s.n_head},    {"n_embd", s.n_embd},
+      {"vocab_size", s.vocab_size},           {"n_positions", s.seq_len}, {"n_ctx", s.seq_len},
+      {"n_inner", nullptr},                   {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
+      {"attn_pdrop", 0.0},                    {"embd_pdrop", 0.0},     {"resid_pdrop", 0.0},  // trained without
+      {"scale_attn_weights", true},           {"tie_word_embeddings", true}, {"use_cache", true},
+      {"torch_dtype", "float32"}};
+  if (s.vocab_size > 50256) c["bos_token_id"] = c["eos_token_id"] = 50256;  // GPT-2's <|endoftext|>
+  return c.dump(2) + "\n";
+}
+
+void export_pretrained(const std::string& path, const ParamTable& table, const float* host_params) {
+  save_safetensors(path, table, host_params);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const std::string config = hf_config_json(table.shape());
+  write_file_atomically((dir.empty() ? std::filesystem::path("config.json") : dir / "config.json").string(),
+                        [&](std::ofstream& out) { out.write(config.data(), static_cast<std::streamsize>(config.size())); });
+}
+
+}  // namespace zt::model

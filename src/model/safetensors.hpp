@@ -1,0 +1,32 @@
+// GPT-2 weights in the safetensors format (an 8-byte header length, a JSON header, raw little-endian
+// data): loading Hugging Face files into the flat parameter buffer, and exporting ztrain's weights so
+// that transformers' GPT2LMHeadModel.from_pretrained loads them.
+#pragma once
+
+#include <string>
+
+#include "model/param_table.hpp"
+
+namespace zt::model {
+
+// Fills host_params (table.numel() floats) from a safetensors file. Accepts GPT2LMHeadModel names
+// (transformer.*) and the Hub's gpt2 names (no prefix); F32, F16 and BF16 (widened to f32). Ignores the
+// attn.bias / attn.masked_bias buffers; lm_head.weight must equal wte (ztrain ties them). A wpe with more
+// rows than seq_len is cut to its first seq_len rows (as nanoGPT's crop_block_size). wte's padded rows
+// are set to 0. Anything else that does not fit throws InputError naming the file, the first tensor that
+// does not fit, and what was expected vs found.
+void load_safetensors(const std::string& path, const ParamTable& table, float* host_params);
+
+// Writes every parameter under its GPT2LMHeadModel name with its HF shape (wte: V rows), fp32, names
+// sorted, metadata {"format": "pt"} and nothing time-dependent: identical weights give identical bytes.
+// Written to path.tmp, then renamed. Throws IoError.
+void save_safetensors(const std::string& path, const ParamTable& table, const float* host_params);
+
+// The config.json transformers needs for GPT2LMHeadModel (model_type gpt2, gelu_new, n_positions =
+// n_ctx = seq_len, layer_norm_epsilon 1e-5, tied embeddings), with sorted keys.
+std::string hf_config_json(const GptShape& shape);
+
+// save_safetensors(path) plus config.json in the same directory: a folder from_pretrained loads.
+void export_pretrained(const std::string& path, const ParamTable& table, const float* host_params);
+
+}  // namespace zt::model

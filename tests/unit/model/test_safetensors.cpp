@@ -1,0 +1,210 @@
+// Safetensors IO: byte-identical round trips, both Hugging Face name layouts and 16-bit dtypes accepted,
+// and every kind of misfit refused with the file and the first tensor that does not fit named.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/half.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "model/safetensors.hpp"
+
+namespace zt::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Tensor {
+  std::string name, dtype;
+  std::vector<std::int64_t> shape;
+  std::vector<char> raw;
+};
+
+// A safetensors file written independently of the code under test.
+void write_file(const std::string& path, const std::vector<Tensor>& tensors) {
+  nlohmann::json h = nlohmann::json::object();
+  std::size_t off = 0;
+  for (const Tensor& t : tensors) {
+    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.raw.size()}}};
+    off += t.raw.size();
+  }
+  const std::string text = h.dump();
+  const std::uint64_t n = text.size();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&n), 8).write(text.data(), static_cast<std::streamsize>(n));
+  for (const Tensor& t : tensors) out.write(t.raw.data(), static_cast<std::streamsize>(t.raw.size()));
+}
+
+std::vector<char> f32_bytes(const float* p, std::size_t n) {
+  std::vector<char> raw(n * 4);
+  std::memcpy(raw.data(), p, raw.size());
+  return raw;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class Safetensors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) / ("zt_st_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Random weights for `t`, padded rows 0.
+  static std::vector<float> weights(const ParamTable& t, std::uint64_t seed) {
+    std::vector<float> w(t.numel(), 0.0f);
+    for (const ParamInfo& p : t.params()) rng::fill_normal(seed, rng::purpose_id(p.name), 0, &w[p.offset], p.hf_numel(), 0, 1);
+    return w;
+  }
+  // The model's tensors as a file would hold them (HF shapes), under optional renaming.
+  static std::vector<Tensor> tensors(const ParamTable& t, const std::vector<float>& w, bool hub_names = false) {
+    std::vector<Tensor> out;
+    for (const ParamInfo& p : t.params())
+      out.push_back({hub_names ? p.name.substr(12) : p.name, "F32", p.hf_shape, f32_bytes(&w[p.offset], p.hf_numel())});
+    return out;
+  }
+  std::string load_error(const std::string& file, const ParamTable& t) {
+    std::vector<float> w(t.numel());
+    try {
+      load_safetensors(file, t, w.data());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "(loaded)";
+  }
+
+  fs::path dir_;
+  ParamTable small_{GptShape::make(2, 2, 24, 61, 8)};
+};
+
+TEST_F(Safetensors, SaveLoadSaveIsByteIdentical) {
+  const std::vector<float> w = weights(small_, 1);
+  save_safetensors(path("a.safetensors"), small_, w.data());
+  std::vector<float> back(small_.numel(), 5.0f);
+  load_safetensors(path("a.safetensors"), small_, back.data());
+  EXPECT_EQ(back, w);
+  save_safetensors(path("b.safetensors"), small_, back.data());
+  EXPECT_EQ(read_all(path("a.safetensors")), read_all(path("b.safetensors")));
+  EXPECT_FALSE(fs::exists(path("a.safetensors.tmp")));
+}
+
+TEST_F(Safetensors, SavedHeaderHasHfNamesUnpaddedWteAndPtMetadata) {
+  const std::vector<float> w = weights(small_, 1);
+  save_safetensors(path("m.safetensors"), small_, w.data());
+  const std::string bytes = read_all(path("m.safetensors"));
+  std::uint64_t n;
+  std::memcpy(&n, bytes.data(), 8);
+  EXPECT_EQ(n % 8, 0u);
+  const auto h = nlohmann::json::parse(bytes.substr(8, n));
+  EXPECT_EQ(h["__metadata__"]["format"], "pt");
+  EXPECT_EQ(h["transformer.wte.weight"]["shape"], nlohmann::json({61, 24}));
+  EXPECT_EQ(h["transformer.wte.weight"]["dtype"], "F32");
+  EXPECT_EQ(h.size(), small_.params().size() + 1);
+  EXPECT_EQ(bytes.size(), 8 + n + small_.n_params_real() * 4);
+}
+
+TEST_F(Safetensors, ExportWritesAConfigTransformersReads) {
+  const std::vector<float> w = weights(small_, 1);
+  export_pretrained(path("model.safetensors"), small_, w.data());
+  const auto c = nlohmann::json::parse(read_all(path("config.json")));
+  EXPECT_EQ(c["model_type"], "gpt2");
+  EXPECT_EQ(c["architectures"][0], "GPT2LMHeadModel");
+  EXPECT_EQ(c["activation_function"], "gelu_new");
+  EXPECT_EQ(c["n_layer"], 2);
+  EXPECT_EQ(c["n_head"], 2);
+  EXPECT_EQ(c["n_embd"], 24);
+  EXPECT_EQ(c["vocab_size"], 61);
+  EXPECT_EQ(c["n_positions"], 8);
+  EXPECT_EQ(c["n_ctx"], 8);
+  EXPECT_EQ(c["layer_norm_epsilon"], 1e-5);
+  EXPECT_EQ(c["tie_word_embeddings"], true);
+}
+
+TEST_F(Safetensors, HubNamesBuffersTiedHeadAnd16BitDtypesLoad) {
+  const std::vector<float> w = weights(small_, 2);
+  std::vector<Tensor> ts = tensors(small_, w, /*hub_names=*/true);
+  std::vector<float> want = w;
+  for (Tensor& t : ts) {  // ln_1 as F16, c_fc weights as BF16, widened on load
+    const ParamInfo& p = small_.find("transformer." + t.name);
+    if (!t.name.ends_with("ln_1.weight") && !t.name.ends_with("c_fc.weight")) continue;
+    const bool bf = t.name.ends_with("c_fc.weight");
+    t.dtype = bf ? "BF16" : "F16";
+    t.raw.resize(p.numel * 2);
+    auto* h = reinterpret_cast<std::uint16_t*>(t.raw.data());
+    for (std::size_t i = 0; i < p.numel; ++i) {
+      h[i] = bf ? backend::f32_to_bf16(w[p.offset + i]) : backend::f32_to_f16(w[p.offset + i]);
+      want[p.offset + i] = bf ? backend::bf16_to_f32(h[i]) : backend::f16_to_f32(h[i]);
+    }
+  }
+  const ParamInfo& wte = small_.find("transformer.wte.weight");
+  ts.push_back({"lm_head.weight", "F32", wte.hf_shape, f32_bytes(&w[wte.offset], wte.hf_numel())});
+  ts.push_back({"h.0.attn.bias", "F32", {1, 1, 8, 8}, std::vector<char>(64 * 4)});
+  ts.push_back({"h.1.attn.masked_bias", "F32", {}, std::vector<char>(4)});
+  write_file(path("hub.safetensors"), ts);
+  std::vector<float> got(small_.numel(), 9.0f);
+  load_safetensors(path("hub.safetensors"), small_, got.data());
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(Safetensors, LongerPositionTableIsCutToSeqLen) {
+  const ParamTable longer(GptShape::make(2, 2, 24, 61, 20));
+  const std::vector<float> w = weights(longer, 3);
+  write_file(path("long.safetensors"), tensors(longer, w));
+  std::vector<float> got(small_.numel());
+  load_safetensors(path("long.safetensors"), small_, got.data());
+  const ParamInfo& wpe = small_.find("transformer.wpe.weight");
+  const ParamInfo& wpe_long = longer.find("transformer.wpe.weight");
+  for (std::size_t i = 0; i < wpe.numel; ++i) ASSERT_EQ(got[wpe.offset + i], w[wpe_long.offset + i]);
+  const ParamTable shorter(GptShape::make(2, 2, 24, 61, 4));
+  write_file(path("short.safetensors"), tensors(shorter, weights(shorter, 3)));
+  EXPECT_NE(load_error(path("short.safetensors"), small_).find("transformer.wpe.weight has shape [4, 24]"), std::string::npos);
+}
+
+TEST_F(Safetensors, MisfitsAreRefusedNamingTheFirstOne) {
+  const ParamTable deeper(GptShape::make(3, 2, 24, 61, 8)), wider(GptShape::make(2, 2, 32, 61, 8));
+  write_file(path("deeper.safetensors"), tensors(deeper, weights(deeper, 1)));
+  write_file(path("small.safetensors"), tensors(small_, weights(small_, 1)));
+  write_file(path("wider.safetensors"), tensors(wider, weights(wider, 1)));
+  std::string e = load_error(path("deeper.safetensors"), small_);
+  EXPECT_NE(e.find("deeper.safetensors: tensor transformer.h.2.attn.c_attn.bias [72] is not a parameter"), std::string::npos) << e;
+  e = load_error(path("small.safetensors"), deeper);
+  EXPECT_NE(e.find("tensor transformer.h.2.ln_1.weight is missing (expected [24]"), std::string::npos) << e;
+  e = load_error(path("wider.safetensors"), small_);
+  EXPECT_NE(e.find("tensor transformer.wte.weight has shape [61, 32], expected [61, 24]"), std::string::npos) << e;
+  EXPECT_NE(e.find("n_embd=24"), std::string::npos) << e;
+}
+
+TEST_F(Safetensors, BadDtypesCorruptFilesAndUntiedHeadsAreRefused) {
+  std::vector<float> w = weights(small_, 1);
+  std::vector<Tensor> ts = tensors(small_, w);
+  ts[1].dtype = "F64";
+  ts[1].raw.resize(ts[1].raw.size() * 2);
+  write_file(path("f64.safetensors"), ts);
+  EXPECT_NE(load_error(path("f64.safetensors"), small_).find("transformer.wpe.weight has dtype F64"), std::string::npos);
+
+  write_file(path("ok.safetensors"), tensors(small_, w));
+  std::string bytes = read_all(path("ok.safetensors"));
+  std::ofstream(path("cut.safetensors"), std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 100));
+  EXPECT_NE(load_error(path("cut.safetensors"), small_).find("truncated or corrupt"), std::string::npos);
+  std::ofstream(path("junk.safetensors"), std::ios::binary) << "this is not a model";
+  EXPECT_NE(load_error(path("junk.safetensors"), small_).find("not a safetensors file"), std::string::npos);
+  EXPECT_NE(load_error(path("absent.safetensors"), small_).find("cannot open"), std::string::npos);
+
+  ts = tensors(small_, w);
+  std::vector<float> head(w.begin(), w.begin() + 61 * 24);
+  head[5] += 1.0f;
+  ts.push_back({"lm_head.weight", "F32", {61, 24}, f32_bytes(head.data(), head.size())});
+  write_file(path("untied.safetensors"), ts);
+  EXPECT_NE(load_error(path("untied.safetensors"), small_).find("lm_head.weight differs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zt::model
