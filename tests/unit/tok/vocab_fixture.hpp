@@ -1,5 +1,5 @@
-// Finds the GPT-2 vocabulary for tests: $ZT_VOCAB, else $ZT_SOURCE/data/vocab, fetched there with
-// tools/fetch-vocab.sh when missing. Tests that need it skip (with the reason) when it cannot be had.
+// Finds the GPT-2 vocabulary for tests: $ZT_VOCAB, else SOURCE/data/vocab (SOURCE: $ZT_SOURCE or the
+// ZT_SOURCE_DIR the test was compiled with), fetched there with tools/fetch-vocab.sh when missing. Tests that need it skip (with the reason) when it cannot be had.
 #pragma once
 
 #include <cstdlib>
@@ -15,6 +15,9 @@ inline std::string vocab_dir_or_empty() {
   namespace fs = std::filesystem;
   if (const char* v = std::getenv("ZT_VOCAB")) return v;
   const char* src = std::getenv("ZT_SOURCE");
+#ifdef ZT_SOURCE_DIR
+  if (!src) src = ZT_SOURCE_DIR;
+#endif
   if (!src) return "";
   const fs::path dir = fs::path(src) / "data" / "vocab";
   if (fs::exists(dir / "encoder.json") && fs::exists(dir / "vocab.bpe")) return dir.string();
