@@ -1,0 +1,91 @@
+// Token shards (INTERFACE.md "Shard schema"): one HDF5 file holding a run of token ids, the offsets of
+// the documents that start in it, and what the ids mean (tokenizer, vocabulary hash and size, eot).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace zt::data {
+
+inline constexpr const char* kShardFormat = "ztrain-tokens";
+inline constexpr std::uint64_t kShardFormatVersion = 1;
+// Elements per HDF5 chunk of `tokens`: 512 KiB of uint16, read whole on any access to it.
+inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 18;
+
+// What the ids in a shard mean.
+struct TokenizerInfo {
+  std::string name = "gpt2";  // attribute `tokenizer`
+  std::string vocab_hash;     // hex SHA-256 of encoder.json's bytes followed by vocab.bpe's
+  std::uint64_t vocab_size = 0;
+  std::uint64_t eot = 0;      // id of <|endoftext|>
+};
+
+// Writes one shard atomically (PATH.tmp, then rename). The token and document counts are declared up
+// front; tokens and offsets are appended in order, in blocks of any size (the bytes on disk do not
+// depend on the block sizes). Without commit() nothing appears at PATH.
+class ShardWriter {
+ public:
+  ShardWriter(const std::filesystem::path& path, const TokenizerInfo& tokenizer, std::uint64_t n_tokens,
+              std::uint64_t n_docs, const std::vector<std::string>& sources);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  void append_tokens(std::span<const std::uint32_t> tokens);  // each < vocab_size
+  void append_doc_offsets(std::span<const std::uint64_t> offsets);
+  // Checks that everything declared was appended, closes, fsyncs and renames into place.
+  void commit();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ShardInfo {
+  std::filesystem::path path;
+  TokenizerInfo tokenizer;
+  std::uint64_t n_tokens = 0;
+  std::uint64_t n_docs = 0;
+  bool wide_tokens = false;  // stored as uint32 (vocabularies above 65536)
+  std::vector<std::string> sources;
+};
+
+// What a reader requires of a shard; an unset field is not checked.
+struct ShardExpectation {
+  std::optional<std::string> vocab_hash;
+  std::optional<std::uint64_t> vocab_size;
+  std::optional<std::uint64_t> eot;
+};
+
+// Reads a shard after validating it. open() checks, before any token is read: the file is HDF5 with
+// format "ztrain-tokens" and format_version 1, the expected vocab_hash / vocab_size / eot, n_tokens
+// against the length of `tokens`, n_docs against `doc_offsets`, and the token type. Every problem
+// there (missing, truncated, corrupt, wrong schema, other vocabulary) is a zt::InputError naming the
+// file and the fix; a failure in a later read is a zt::DataError naming the file and range.
+class ShardReader {
+ public:
+  static ShardReader open(const std::filesystem::path& path, const ShardExpectation& expect = {});
+  ShardReader(ShardReader&&) noexcept;
+  ShardReader& operator=(ShardReader&&) noexcept;
+  ~ShardReader();
+
+  const ShardInfo& info() const;
+  // Tokens [start, start + out.size()); each is checked to be < vocab_size.
+  void read(std::uint64_t start, std::span<std::uint32_t> out) const;
+  void read(std::uint64_t start, std::span<std::int32_t> out) const;
+  // The document offsets, checked to be increasing and < n_tokens.
+  std::vector<std::uint64_t> doc_offsets() const;
+
+  struct Impl;  // opaque: HDF5 handles
+
+ private:
+  ShardReader();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zt::data

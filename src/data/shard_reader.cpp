@@ -1,0 +1,153 @@
+// Shard reader: validates the schema and the expectations before a single token is read, and turns
+// every HDF5 failure into an error that names the shard.
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "data/shard.hpp"
+#include "io/hdf5.hpp"
+
+namespace zt::data {
+
+struct ShardReader::Impl {
+  ShardInfo info;
+  io::H5File file;
+  io::H5Dataset tokens;
+  io::H5Dataset docs;
+};
+
+namespace {
+
+constexpr const char* kRewrite = "; write it again with ztok (or remove it from data.train / data.valid)";
+
+[[noreturn]] void invalid(const std::string& path, const std::string& what) {
+  throw InputError(cat("shard ", path, ": ", what, kRewrite));
+}
+
+std::uint64_t required_u64(const io::H5File& f, const char* name) {
+  if (!f.has_attr(name)) invalid(f.path(), cat("no attribute `", name, "`: not a ztrain token shard"));
+  return f.attr_u64(name);
+}
+std::string required_string(const io::H5File& f, const char* name) {
+  if (!f.has_attr(name)) invalid(f.path(), cat("no attribute `", name, "`: not a ztrain token shard"));
+  return f.attr_string(name);
+}
+
+ShardInfo read_info(const io::H5File& f) {
+  const std::string format = required_string(f, "format");
+  if (format != kShardFormat) invalid(f.path(), cat("format is \"", format, "\", expected \"", kShardFormat, "\""));
+  const std::uint64_t version = required_u64(f, "format_version");
+  if (version != kShardFormatVersion)
+    invalid(f.path(), cat("format_version ", version, " is not ", kShardFormatVersion, ", the one this build reads"));
+  ShardInfo info;
+  info.path = f.path();
+  info.tokenizer.name = required_string(f, "tokenizer");
+  info.tokenizer.vocab_hash = required_string(f, "vocab_hash");
+  info.tokenizer.vocab_size = required_u64(f, "vocab_size");
+  info.tokenizer.eot = required_u64(f, "eot");
+  info.n_tokens = required_u64(f, "n_tokens");
+  info.n_docs = required_u64(f, "n_docs");
+  if (!f.has_attr("sources")) invalid(f.path(), "no attribute `sources`");
+  info.sources = f.attr_strings("sources");
+  return info;
+}
+
+void check_expectation(const ShardInfo& info, const ShardExpectation& expect) {
+  const std::string path = info.path.string();
+  const TokenizerInfo& t = info.tokenizer;
+  if (expect.vocab_hash && *expect.vocab_hash != t.vocab_hash)
+    throw InputError(cat("shard ", path, " was tokenized with vocabulary ", t.vocab_hash, ", but data.vocab has ",
+                         *expect.vocab_hash, ": use the vocabulary it was made with, or re-run ztok"));
+  if (expect.vocab_size && *expect.vocab_size != t.vocab_size)
+    throw InputError(cat("shard ", path, " has vocab_size ", t.vocab_size, " but the model has ", *expect.vocab_size,
+                         ": set model.vocab_size=", t.vocab_size, " or re-run ztok"));
+  if (expect.eot && *expect.eot != t.eot)
+    throw InputError(cat("shard ", path, " has eot ", t.eot, ", expected ", *expect.eot, kRewrite));
+  if (t.eot >= t.vocab_size) invalid(path, cat("eot ", t.eot, " is not below vocab_size ", t.vocab_size));
+}
+
+void check_datasets(const ShardReader::Impl& s) {
+  const std::string path = s.info.path.string();
+  const std::uint64_t length = s.tokens.length();
+  if (length != s.info.n_tokens)
+    invalid(path, cat("n_tokens says ", s.info.n_tokens, " but dataset `tokens` holds ", length));
+  const io::H5Type type = s.tokens.type();
+  if (type != io::H5Type::kU16 && type != io::H5Type::kU32) invalid(path, "dataset `tokens` is not uint16 or uint32");
+  if (type == io::H5Type::kU16 && s.info.tokenizer.vocab_size > 65536)
+    invalid(path, cat("uint16 tokens cannot hold vocab_size ", s.info.tokenizer.vocab_size));
+  if (s.docs.length() != s.info.n_docs)
+    invalid(path, cat("n_docs says ", s.info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));
+  if (s.docs.type() != io::H5Type::kU64) invalid(path, "dataset `doc_offsets` is not uint64");
+}
+
+}  // namespace
+
+ShardReader::ShardReader() = default;
+ShardReader::ShardReader(ShardReader&&) noexcept = default;
+ShardReader& ShardReader::operator=(ShardReader&&) noexcept = default;
+ShardReader::~ShardReader() = default;
+const ShardInfo& ShardReader::info() const { return impl_->info; }
+
+ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpectation& expect) {
+  const std::string name = path.string();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputError(cat("shard ", name, " does not exist (or is not a file): check data.train / data.valid, or run ztok"));
+  try {
+    io::H5File file = io::H5File::open_read(name);
+    ShardInfo info = read_info(file);
+    check_expectation(info, expect);
+    for (const char* ds : {"tokens", "doc_offsets"})
+      if (!file.has(ds)) invalid(name, cat("no dataset `", ds, "`"));
+    io::H5Dataset tokens = file.open_dataset("tokens");
+    io::H5Dataset docs = file.open_dataset("doc_offsets");
+    ShardReader reader;
+    reader.impl_ = std::make_unique<Impl>(Impl{std::move(info), std::move(file), std::move(tokens), std::move(docs)});
+    check_datasets(*reader.impl_);
+    reader.impl_->info.wide_tokens = reader.impl_->tokens.type() == io::H5Type::kU32;
+    return reader;
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {
+    throw InputError(cat("shard ", name, " cannot be read (truncated or corrupt?): ", e.what(), kRewrite));
+  }
+}
+
+namespace {
+template <typename T>
+void read_checked(const ShardReader::Impl& s, std::uint64_t start, std::span<T> out) {
+  const std::string path = s.info.path.string();
+  if (start > s.info.n_tokens || out.size() > s.info.n_tokens - start)
+    throw DataError(cat("shard ", path, ": tokens [", start, ", ", start + out.size(), ") are outside its ",
+                        s.info.n_tokens));
+  try {
+    s.tokens.read(start, out);
+  } catch (const Error& e) {
+    throw DataError(cat("shard ", path, ": cannot read tokens [", start, ", ", start + out.size(), "): ", e.what()));
+  }
+  const auto limit = s.info.tokenizer.vocab_size;
+  for (const T t : out)
+    if (static_cast<std::uint64_t>(t) >= limit)
+      throw DataError(cat("shard ", path, ": token id ", t, " in [", start, ", ", start + out.size(),
+                          ") is not below vocab_size ", limit, " (corrupt shard)"));
+}
+}  // namespace
+
+void ShardReader::read(std::uint64_t start, std::span<std::uint32_t> out) const { read_checked(*impl_, start, out); }
+void ShardReader::read(std::uint64_t start, std::span<std::int32_t> out) const { read_checked(*impl_, start, out); }
+
+std::vector<std::uint64_t> ShardReader::doc_offsets() const {
+  const ShardInfo& info = impl_->info;
+  std::vector<std::uint64_t> offsets(info.n_docs);
+  try {
+    impl_->docs.read(0, std::span(offsets));
+  } catch (const Error& e) {
+    throw DataError(cat("shard ", info.path.string(), ": cannot read doc_offsets: ", e.what()));
+  }
+  for (std::size_t i = 0; i < offsets.size(); ++i)
+    if (offsets[i] >= info.n_tokens || (i > 0 && offsets[i] <= offsets[i - 1]))
+      throw DataError(cat("shard ", info.path.string(), ": doc_offsets[", i, "] = ", offsets[i],
+                          " is not increasing and below n_tokens ", info.n_tokens));
+  return offsets;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,99 @@
+// Shard writer over io/hdf5: fixed attribute and dataset order and whole-chunk writes, so equal
+// content gives byte-identical files; written under PATH.tmp and renamed when complete.
+#include "data/shard.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+#include "io/hdf5.hpp"
+
+namespace zt::data {
+
+// ------------------------------------------------------------------------------------------- writer
+
+struct ShardWriter::Impl {
+  io::AtomicFile atomic;
+  std::optional<io::H5File> file;
+  std::optional<io::H5Dataset> tokens, docs;
+  TokenizerInfo tokenizer;
+  std::uint64_t n_tokens, n_docs, tokens_done = 0, docs_done = 0;
+  bool wide;
+  std::vector<std::uint16_t> narrow_buffer;  // one chunk of tokens, written whole
+  std::vector<std::uint32_t> wide_buffer;
+
+  Impl(const std::filesystem::path& path, TokenizerInfo tok, std::uint64_t nt, std::uint64_t nd)
+      : atomic(path), tokenizer(std::move(tok)), n_tokens(nt), n_docs(nd), wide(tokenizer.vocab_size > 65536) {}
+
+  void flush_tokens() {
+    const std::uint64_t n = wide ? wide_buffer.size() : narrow_buffer.size();
+    if (n == 0) return;
+    const std::uint64_t offset = tokens_done - n;
+    if (wide) tokens->write(offset, std::span<const std::uint32_t>(wide_buffer));
+    else tokens->write(offset, std::span<const std::uint16_t>(narrow_buffer));
+    wide_buffer.clear();
+    narrow_buffer.clear();
+  }
+};
+
+ShardWriter::ShardWriter(const std::filesystem::path& path, const TokenizerInfo& tokenizer,
+                         std::uint64_t n_tokens, std::uint64_t n_docs, const std::vector<std::string>& sources)
+    : impl_(std::make_unique<Impl>(path, tokenizer, n_tokens, n_docs)) {
+  Impl& s = *impl_;
+  s.file.emplace(io::H5File::create(s.atomic.tmp_path().string()));
+  io::H5File& f = *s.file;
+  f.set_attr("format", std::string(kShardFormat));
+  f.set_attr("format_version", kShardFormatVersion);
+  f.set_attr("tokenizer", tokenizer.name);
+  f.set_attr("vocab_hash", tokenizer.vocab_hash);
+  f.set_attr("vocab_size", tokenizer.vocab_size);
+  f.set_attr("eot", tokenizer.eot);
+  f.set_attr("n_tokens", n_tokens);
+  f.set_attr("n_docs", n_docs);
+  f.set_attr("sources", sources);
+  s.tokens.emplace(f.create_dataset("tokens", s.wide ? io::H5Type::kU32 : io::H5Type::kU16, n_tokens,
+                                    {.chunk = kShardChunkTokens, .checksum = true}));
+  s.docs.emplace(f.create_dataset("doc_offsets", io::H5Type::kU64, n_docs, {.chunk = 1 << 16, .checksum = true}));
+}
+
+ShardWriter::~ShardWriter() = default;
+
+void ShardWriter::append_tokens(std::span<const std::uint32_t> tokens) {
+  Impl& s = *impl_;
+  ZT_CHECK_LE(tokens.size(), s.n_tokens - s.tokens_done, "more tokens than declared for ", s.atomic.path().string());
+  while (!tokens.empty()) {
+    const std::size_t room = kShardChunkTokens - (s.tokens_done % kShardChunkTokens);
+    const std::size_t take = std::min(room, tokens.size());
+    for (std::uint32_t t : tokens.first(take)) {
+      if (t >= s.tokenizer.vocab_size)
+        throw DataError(cat("token id ", t, " >= vocab_size ", s.tokenizer.vocab_size, " for ", s.atomic.path().string()));
+      if (s.wide) s.wide_buffer.push_back(t);
+      else s.narrow_buffer.push_back(static_cast<std::uint16_t>(t));
+    }
+    s.tokens_done += take;
+    tokens = tokens.subspan(take);
+    if (take == room) s.flush_tokens();
+  }
+}
+
+void ShardWriter::append_doc_offsets(std::span<const std::uint64_t> offsets) {
+  Impl& s = *impl_;
+  ZT_CHECK_LE(offsets.size(), s.n_docs - s.docs_done, "more documents than declared for ", s.atomic.path().string());
+  s.docs->write(s.docs_done, offsets);
+  s.docs_done += offsets.size();
+}
+
+void ShardWriter::commit() {
+  Impl& s = *impl_;
+  ZT_CHECK_EQ(s.tokens_done, s.n_tokens, "tokens appended to ", s.atomic.path().string());
+  ZT_CHECK_EQ(s.docs_done, s.n_docs, "document offsets appended to ", s.atomic.path().string());
+  s.flush_tokens();
+  s.tokens.reset();
+  s.docs.reset();
+  s.file->close();
+  s.file.reset();
+  s.atomic.commit();
+}
+
+}  // namespace zt::data

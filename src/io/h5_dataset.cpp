@@ -1,0 +1,106 @@
+// HDF5 files and 1-D datasets: deterministic creation, hyperslab reads and writes.
+#include <algorithm>
+
+#include "io/h5_check.hpp"
+#include "io/hdf5.hpp"
+
+namespace zt::io {
+
+H5File H5File::create(const std::string& path) {
+  silence_hdf5_errors();
+  const std::string w = "file " + path;
+  H5Handle fcpl(ZT_H5(H5Pcreate(H5P_FILE_CREATE), w), H5Kind::kPropList);
+  ZT_H5(H5Pset_obj_track_times(fcpl.get(), false), w);  // the root group: no timestamps
+  H5Handle fapl(ZT_H5(H5Pcreate(H5P_FILE_ACCESS), w), H5Kind::kPropList);
+  ZT_H5(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), w);
+  H5Handle file(ZT_H5(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), w), H5Kind::kFile);
+  return H5File(std::move(file), path);
+}
+
+H5File H5File::open_read(const std::string& path) {
+  silence_hdf5_errors();
+  H5Handle file(ZT_H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "file " + path), H5Kind::kFile);
+  return H5File(std::move(file), path);
+}
+
+bool H5File::has(const std::string& name) const {
+  return ZT_H5(H5Lexists(id(), name.c_str(), H5P_DEFAULT), cat(path_, ":/", name)) > 0;
+}
+
+H5Dataset H5File::create_dataset(const std::string& name, H5Type type, std::uint64_t length,
+                                 const H5DatasetOptions& options) {
+  const std::string w = cat(path_, ":/", name);
+  const hsize_t dims = length;
+  H5Handle space(ZT_H5(H5Screate_simple(1, &dims, nullptr), w), H5Kind::kDataspace);
+  H5Handle dcpl(ZT_H5(H5Pcreate(H5P_DATASET_CREATE), w), H5Kind::kPropList);
+  ZT_H5(H5Pset_obj_track_times(dcpl.get(), false), w);
+  ZT_H5(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), w);  // every element is written
+  if (options.chunk > 0 && length > 0) {  // a fixed-size dataset's chunk may not exceed it
+    const hsize_t chunk = std::min<std::uint64_t>(options.chunk, length);
+    ZT_H5(H5Pset_chunk(dcpl.get(), 1, &chunk), w);
+    if (options.checksum) ZT_H5(H5Pset_fletcher32(dcpl.get()), w);
+  }
+  H5Handle ds(ZT_H5(H5Dcreate2(id(), name.c_str(), file_type_of(type), space.get(), H5P_DEFAULT, dcpl.get(),
+                               H5P_DEFAULT), w),
+              H5Kind::kDataset);
+  return H5Dataset(std::move(ds), w);
+}
+
+H5Dataset H5File::open_dataset(const std::string& name) const {
+  const std::string w = cat(path_, ":/", name);
+  return H5Dataset(H5Handle(ZT_H5(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), w), H5Kind::kDataset), w);
+}
+
+std::uint64_t H5Dataset::length() const {
+  H5Handle space(ZT_H5(H5Dget_space(id()), where_), H5Kind::kDataspace);
+  if (ZT_H5(H5Sget_simple_extent_ndims(space.get()), where_) != 1)
+    throw IoError(cat(where_, " is not a 1-D dataset"));
+  hsize_t dims = 0;
+  ZT_H5(H5Sget_simple_extent_dims(space.get(), &dims, nullptr), where_);
+  return dims;
+}
+
+H5Type H5Dataset::type() const {
+  H5Handle t(ZT_H5(H5Dget_type(id()), where_), H5Kind::kDatatype);
+  for (H5Type candidate : {H5Type::kU16, H5Type::kU32, H5Type::kU64, H5Type::kI32, H5Type::kF32})
+    if (ZT_H5(H5Tequal(t.get(), file_type_of(candidate)), where_) > 0) return candidate;
+  throw IoError(cat(where_, " has an element type ztrain does not use"));
+}
+
+void H5Dataset::io(bool write, std::uint64_t offset, std::uint64_t n, H5Id mem_type, void* data) const {
+  if (n == 0) return;
+  silence_hdf5_errors();
+  const std::uint64_t len = length();
+  if (offset > len || n > len - offset)
+    throw IoError(cat(where_, ": elements [", offset, ", ", offset + n, ") are outside its ", len));
+  H5Handle file_space(ZT_H5(H5Dget_space(id()), where_), H5Kind::kDataspace);
+  const hsize_t start = offset, count = n;
+  ZT_H5(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), where_);
+  H5Handle mem_space(ZT_H5(H5Screate_simple(1, &count, nullptr), where_), H5Kind::kDataspace);
+  if (write) {
+    ZT_H5(H5Dwrite(id(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data), where_);
+  } else {
+    ZT_H5(H5Dread(id(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data), where_);
+  }
+}
+
+void H5Dataset::write(std::uint64_t offset, std::span<const std::uint16_t> v) {
+  io(true, offset, v.size(), H5T_NATIVE_UINT16, const_cast<std::uint16_t*>(v.data()));
+}
+void H5Dataset::write(std::uint64_t offset, std::span<const std::uint32_t> v) {
+  io(true, offset, v.size(), H5T_NATIVE_UINT32, const_cast<std::uint32_t*>(v.data()));
+}
+void H5Dataset::write(std::uint64_t offset, std::span<const std::uint64_t> v) {
+  io(true, offset, v.size(), H5T_NATIVE_UINT64, const_cast<std::uint64_t*>(v.data()));
+}
+void H5Dataset::read(std::uint64_t offset, std::span<std::uint32_t> out) const {
+  io(false, offset, out.size(), H5T_NATIVE_UINT32, out.data());
+}
+void H5Dataset::read(std::uint64_t offset, std::span<std::int32_t> out) const {
+  io(false, offset, out.size(), H5T_NATIVE_INT32, out.data());
+}
+void H5Dataset::read(std::uint64_t offset, std::span<std::uint64_t> out) const {
+  io(false, offset, out.size(), H5T_NATIVE_UINT64, out.data());
+}
+
+}  // namespace zt::io

@@ -1,0 +1,143 @@
+// Plain, gzip (zlib inflate, all members) and zstd (all frames) input, with truncation detected.
+#include "io/input_stream.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace zt::io {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The file descriptor every stream reads from.
+class RawFile {
+ public:
+  explicit RawFile(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) {
+      throw IoError(cat("cannot open input ", path, ": ", std::strerror(errno)));
+    }
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  }
+  ~RawFile() { ::close(fd_); }
+  RawFile(const RawFile&) = delete;
+  RawFile& operator=(const RawFile&) = delete;
+  std::size_t read(char* buffer, std::size_t n) {
+    for (;;) {
+      const ssize_t got = ::read(fd_, buffer, n);
+      if (got >= 0) return static_cast<std::size_t>(got);
+      if (errno != EINTR) throw IoError(cat("cannot read input ", path_, ": ", std::strerror(errno)));
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+class PlainStream : public InputStream {
+ public:
+  explicit PlainStream(const std::string& path) : InputStream(path), file_(path) {}
+  std::size_t read(char* buffer, std::size_t n) override {
+    const std::size_t got = file_.read(buffer, n);
+    file_bytes_read_ += got;
+    return got;
+  }
+
+ private:
+  RawFile file_;
+};
+
+constexpr std::size_t kInBytes = std::size_t{1} << 17;
+
+class GzipStream : public InputStream {
+ public:
+  explicit GzipStream(const std::string& path) : InputStream(path), file_(path), in_(kInBytes) {
+    if (inflateInit2(&z_, 15 + 32) != Z_OK) throw IoError(cat("zlib cannot start on ", path));  // gzip or zlib
+  }
+  ~GzipStream() override { inflateEnd(&z_); }
+  std::size_t read(char* buffer, std::size_t n) override {
+    z_.next_out = reinterpret_cast<Bytef*>(buffer);
+    z_.avail_out = static_cast<uInt>(n);
+    while (z_.avail_out == n) {
+      if (z_.avail_in == 0 && !refill()) {
+        if (in_member_) throw IoError(cat("input ", path_, " is truncated (gzip stream ends early)"));
+        break;
+      }
+      if (!in_member_) {  // a new member begins (gzip files may be concatenated)
+        if (inflateReset(&z_) != Z_OK) throw IoError(cat("zlib reset failed on ", path_));
+        in_member_ = true;
+      }
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) in_member_ = false;
+      else if (rc != Z_OK && rc != Z_BUF_ERROR)
+        throw IoError(cat("input ", path_, " is not valid gzip: ", z_.msg ? z_.msg : "corrupt data"));
+    }
+    return n - z_.avail_out;
+  }
+
+ private:
+  bool refill() {
+    const std::size_t got = file_.read(reinterpret_cast<char*>(in_.data()), in_.size());
+    file_bytes_read_ += got;
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(got);
+    return got > 0;
+  }
+  RawFile file_;
+  std::vector<Bytef> in_;
+  z_stream z_{};
+  bool in_member_ = false;
+};
+
+class ZstdStream : public InputStream {
+ public:
+  explicit ZstdStream(const std::string& path) : InputStream(path), file_(path), in_(kInBytes), ctx_(ZSTD_createDStream()) {
+    if (!ctx_) throw IoError(cat("zstd cannot start on ", path));
+  }
+  ~ZstdStream() override { ZSTD_freeDStream(ctx_); }
+  std::size_t read(char* buffer, std::size_t n) override {
+    ZSTD_outBuffer out{buffer, n, 0};
+    while (out.pos == 0) {
+      if (in_buf_.pos == in_buf_.size) {
+        const std::size_t got = file_.read(in_.data(), in_.size());
+        file_bytes_read_ += got;
+        if (got == 0) {
+          if (frame_open_) throw IoError(cat("input ", path_, " is truncated (zstd frame ends early)"));
+          break;
+        }
+        in_buf_ = ZSTD_inBuffer{in_.data(), got, 0};
+      }
+      const std::size_t rc = ZSTD_decompressStream(ctx_, &out, &in_buf_);
+      if (ZSTD_isError(rc)) throw IoError(cat("input ", path_, " is not valid zstd: ", ZSTD_getErrorName(rc)));
+      frame_open_ = rc != 0;
+    }
+    return out.pos;
+  }
+
+ private:
+  RawFile file_;
+  std::vector<char> in_;
+  ZSTD_DStream* ctx_;
+  ZSTD_inBuffer in_buf_{nullptr, 0, 0};
+  bool frame_open_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<InputStream> InputStream::open(const std::string& path) {
+  if (ends_with(path, ".gz")) return std::make_unique<GzipStream>(path);
+  if (ends_with(path, ".zst")) return std::make_unique<ZstdStream>(path);
+  return std::make_unique<PlainStream>(path);
+}
+
+}  // namespace zt::io

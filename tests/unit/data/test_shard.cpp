@@ -1,0 +1,142 @@
+// Shard writer and reader: the schema, round trips, determinism and every validation the reader does.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "io/hdf5.hpp"
+#include "shard_test_util.hpp"
+
+namespace zt::data {
+namespace {
+
+using namespace testing;
+
+std::vector<std::uint32_t> ramp(std::size_t n, std::uint32_t modulo = 50257) {
+  std::vector<std::uint32_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint32_t>((i * 7919) % modulo);
+  return v;
+}
+
+TEST(Shard, WritesTheSchemaAndReadsAnyRange) {
+  TempDir dir("shard");
+  const auto tokens = ramp(kShardChunkTokens + 12345);  // more than one chunk
+  write_shard(dir.path / "s.h5", tokens, {0, 10, 200000});
+  const ShardReader r = ShardReader::open(dir.path / "s.h5", {std::string(64, 'a'), 50257, 50256});
+  EXPECT_EQ(r.info().n_tokens, tokens.size());
+  EXPECT_EQ(r.info().n_docs, 3u);
+  EXPECT_FALSE(r.info().wide_tokens);
+  EXPECT_EQ(r.info().sources, (std::vector<std::string>{"a.txt", "b/c.txt"}));
+  EXPECT_EQ(r.doc_offsets(), (std::vector<std::uint64_t>{0, 10, 200000}));
+  std::vector<std::uint32_t> got(1025);
+  for (std::uint64_t start : {std::uint64_t{0}, kShardChunkTokens - 500, tokens.size() - 1025}) {
+    r.read(start, std::span(got));
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), tokens.begin() + start)) << start;
+  }
+  std::vector<std::int32_t> signed_ids(3);
+  r.read(5, std::span(signed_ids));
+  EXPECT_EQ(signed_ids[0], static_cast<std::int32_t>(tokens[5]));
+  EXPECT_THROW(r.read(tokens.size() - 2, std::span(signed_ids)), DataError);
+
+  io::H5File raw = io::H5File::open_read((dir.path / "s.h5").string());  // attributes per INTERFACE.md
+  EXPECT_EQ(raw.attr_string("format"), "ztrain-tokens");
+  EXPECT_EQ(raw.attr_u64("format_version"), 1u);
+  EXPECT_EQ(raw.attr_string("tokenizer"), "gpt2");
+  EXPECT_EQ(raw.open_dataset("tokens").type(), io::H5Type::kU16);
+  EXPECT_EQ(raw.open_dataset("doc_offsets").type(), io::H5Type::kU64);
+}
+
+TEST(Shard, LargeVocabulariesStoreUint32) {
+  TempDir dir("shard");
+  const TokenizerInfo big{"custom", "h", 100000, 99999};
+  write_shard(dir.path / "w.h5", {1, 70000, 99999}, {0}, big);
+  const ShardReader r = ShardReader::open(dir.path / "w.h5");
+  EXPECT_TRUE(r.info().wide_tokens);
+  std::vector<std::uint32_t> got(3);
+  r.read(0, std::span(got));
+  EXPECT_EQ(got, (std::vector<std::uint32_t>{1, 70000, 99999}));
+}
+
+TEST(Shard, EqualContentGivesByteIdenticalFilesWhateverTheBlockSize) {
+  TempDir dir("shard");
+  const auto tokens = ramp(3 * kShardChunkTokens + 7);
+  write_shard(dir.path / "a.h5", tokens, {0, 5}, gpt2_info(), 1);  // element by element... slow but tiny path
+  write_shard(dir.path / "b.h5", tokens, {0, 5}, gpt2_info(), 100003);
+  write_shard(dir.path / "c.h5", tokens, {0, 5}, gpt2_info(), tokens.size());
+  EXPECT_EQ(slurp(dir.path / "a.h5"), slurp(dir.path / "b.h5"));
+  EXPECT_EQ(slurp(dir.path / "a.h5"), slurp(dir.path / "c.h5"));
+  EXPECT_FALSE(fs::exists(dir.path / "a.h5.tmp"));
+}
+
+TEST(Shard, UncommittedWriterLeavesNothing) {
+  TempDir dir("shard");
+  {
+    ShardWriter w(dir.path / "x.h5", gpt2_info(), 10, 0, {});
+    w.append_tokens(std::vector<std::uint32_t>{1, 2, 3});
+  }
+  EXPECT_FALSE(fs::exists(dir.path / "x.h5"));
+  EXPECT_FALSE(fs::exists(dir.path / "x.h5.tmp"));
+  ShardWriter w(dir.path / "y.h5", gpt2_info(), 2, 0, {});
+  EXPECT_THROW(w.append_tokens(std::vector<std::uint32_t>{50257}), DataError);
+}
+
+void expect_input_error(const fs::path& path, const ShardExpectation& expect, const std::string& needle) {
+  try {
+    ShardReader::open(path, expect);
+    ADD_FAILURE() << path << " opened; expected an error containing " << needle;
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path.filename().string()), std::string::npos) << what;
+    EXPECT_NE(what.find(needle), std::string::npos) << what;
+  }
+}
+
+TEST(Shard, ReaderRefusesOtherVocabulariesAndSchemas) {
+  TempDir dir("shard");
+  const fs::path good = dir.path / "good.h5";
+  write_shard(good, ramp(100), {0});
+  expect_input_error(good, {.vocab_hash = std::string(64, 'b')}, "data.vocab");
+  expect_input_error(good, {.vocab_size = 50304}, "vocab_size");
+  expect_input_error(good, {.eot = 0}, "eot");
+  expect_input_error(dir.path / "missing.h5", {}, "does not exist");
+
+  auto forge = [&](const char* name, auto&& edit) {  // a shard with one thing wrong
+    io::H5File f = io::H5File::create((dir.path / name).string());
+    const std::vector<std::uint32_t> v = ramp(10);
+    f.set_attr("format", std::string("ztrain-tokens"));
+    f.set_attr("format_version", std::uint64_t{1});
+    for (const char* s : {"tokenizer", "vocab_hash"}) f.set_attr(s, std::string("gpt2"));
+    f.set_attr("vocab_size", std::uint64_t{50257});
+    f.set_attr("eot", std::uint64_t{50256});
+    f.set_attr("n_docs", std::uint64_t{0});
+    f.set_attr("sources", std::vector<std::string>{});
+    edit(f);
+    return dir.path / name;
+  };
+  auto tokens10 = [](io::H5File& f) {
+    f.create_dataset("tokens", io::H5Type::kU16, 10);
+    f.create_dataset("doc_offsets", io::H5Type::kU64, 0);
+  };
+  expect_input_error(forge("count.h5", [&](io::H5File& f) { f.set_attr("n_tokens", std::uint64_t{11}); tokens10(f); }),
+                     {}, "n_tokens says 11");
+  expect_input_error(forge("nods.h5", [&](io::H5File& f) { f.set_attr("n_tokens", std::uint64_t{10}); }), {},
+                     "no dataset `tokens`");
+  expect_input_error(forge("noattr.h5", [&](io::H5File& f) { tokens10(f); }), {}, "no attribute `n_tokens`");
+  expect_input_error(forge("type.h5", [&](io::H5File& f) {
+    f.set_attr("n_tokens", std::uint64_t{10});
+    f.create_dataset("tokens", io::H5Type::kF32, 10);
+    f.create_dataset("doc_offsets", io::H5Type::kU64, 0);
+  }), {}, "not uint16 or uint32");
+  put(dir.path / "text.h5", "hello");
+  expect_input_error(dir.path / "text.h5", {}, "cannot be read");
+}
+
+TEST(Shard, FormatVersionIsChecked) {
+  TempDir dir("shard");
+  io::H5File f = io::H5File::create((dir.path / "v2.h5").string());
+  f.set_attr("format", std::string("ztrain-tokens"));
+  f.set_attr("format_version", std::uint64_t{2});
+  f.close();
+  expect_input_error(dir.path / "v2.h5", {}, "format_version 2");
+}
+
+}  // namespace
+}  // namespace zt::data

@@ -1,0 +1,112 @@
+// HDF5 wrappers (attributes, hyperslabs, errors that name the file) and atomic file replacement.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+#include "io/hdf5.hpp"
+
+namespace zt::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("zt_h5_test_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(Hdf5, AttributesAndDatasetsRoundTrip) {
+  TempDir dir;
+  const std::string path = (dir.path / "a.h5").string();
+  std::vector<std::string> many;
+  for (int i = 0; i < 20000; ++i) many.push_back("corpus/part_" + std::to_string(i) + ".txt");  // > 64 KiB
+  {
+    H5File f = H5File::create(path);
+    f.set_attr("name", std::string("caf\xC3\xA9"));
+    f.set_attr("count", std::uint64_t{1} << 40);
+    f.set_attr("list", many);
+    f.set_attr("none", std::vector<std::string>{});
+    H5Dataset d = f.create_dataset("d", H5Type::kU16, 1000, {.chunk = 64, .checksum = true});
+    std::vector<std::uint16_t> v(1000);
+    for (int i = 0; i < 1000; ++i) v[i] = static_cast<std::uint16_t>(i * 37);
+    d.write(0, std::span<const std::uint16_t>(v).first(500));
+    d.write(500, std::span<const std::uint16_t>(v).subspan(500));
+    f.create_dataset("empty", H5Type::kU64, 0, {.chunk = 64});
+  }
+  H5File f = H5File::open_read(path);
+  EXPECT_EQ(f.attr_string("name"), "caf\xC3\xA9");
+  EXPECT_EQ(f.attr_u64("count"), std::uint64_t{1} << 40);
+  EXPECT_EQ(f.attr_strings("list"), many);
+  EXPECT_TRUE(f.attr_strings("none").empty());
+  EXPECT_FALSE(f.has_attr("absent"));
+  H5Dataset d = f.open_dataset("d");
+  EXPECT_EQ(d.length(), 1000u);
+  EXPECT_EQ(d.type(), H5Type::kU16);
+  std::vector<std::int32_t> got(10);
+  d.read(990, std::span(got));
+  EXPECT_EQ(got[9], 999 * 37 % 65536);
+  EXPECT_EQ(f.open_dataset("empty").length(), 0u);
+  EXPECT_THROW(d.read(995, std::span(got)), IoError);
+}
+
+TEST(Hdf5, FailuresNameTheFileAndObject) {
+  TempDir dir;
+  const fs::path junk = dir.path / "junk.h5";
+  std::ofstream(junk) << "not hdf5";
+  try {
+    H5File::open_read(junk.string());
+    FAIL() << "opened a non-HDF5 file";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("junk.h5"), std::string::npos) << e.what();
+  }
+  H5File f = H5File::create((dir.path / "b.h5").string());
+  try {
+    f.attr_u64("missing");
+    FAIL() << "read a missing attribute";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("b.h5 attribute missing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Hdf5, SameContentGivesIdenticalBytes) {
+  TempDir dir;
+  for (const char* name : {"1.h5", "2.h5"}) {
+    H5File f = H5File::create((dir.path / name).string());
+    f.set_attr("s", std::string("x"));
+    std::vector<std::uint32_t> v(100, 7);
+    f.create_dataset("d", H5Type::kU32, 100, {.chunk = 32, .checksum = true}).write(0, std::span<const std::uint32_t>(v));
+  }
+  EXPECT_EQ(slurp(dir.path / "1.h5"), slurp(dir.path / "2.h5"));
+}
+
+TEST(AtomicFile, ReplacesWholeOrLeavesTheOldFile) {
+  TempDir dir;
+  const fs::path p = dir.path / "state.json";
+  write_file_atomic(p, "one");
+  write_file_atomic(p, "two");
+  EXPECT_EQ(slurp(p), "two");
+  EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+  {
+    AtomicFile abandoned(p);
+    std::ofstream(abandoned.tmp_path()) << "half";
+  }  // no commit: the temporary goes, the old content stays
+  EXPECT_EQ(slurp(p), "two");
+  EXPECT_FALSE(fs::exists(p.string() + ".tmp"));
+  EXPECT_THROW(write_file_atomic(dir.path / "no" / "such" / "dir", "x"), IoError);
+}
+
+}  // namespace
+}  // namespace zt::io

@@ -1,0 +1,93 @@
+// Transparent .gz / .zst input: concatenated members and frames, truncation and corruption named.
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "io/input_stream.hpp"
+
+namespace zt::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("zt_io_test_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+void put(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+std::string gzip(const std::string& text) {
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, text.size()) + 64, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string zstd(const std::string& text) {
+  std::string out(ZSTD_compressBound(text.size()), '\0');
+  out.resize(ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3));
+  return out;
+}
+
+std::string read_all(const fs::path& p, std::size_t step = 4096) {
+  auto in = InputStream::open(p.string());
+  std::string out, buf(step, '\0');
+  while (std::size_t n = in->read(buf.data(), buf.size())) out.append(buf.data(), n);
+  return out;
+}
+
+std::string sample(std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; s.size() < n; ++i) s += "line " + std::to_string(i * 7919 % 1000) + " of text\n";
+  s.resize(n);
+  return s;
+}
+
+TEST(InputStream, ReadsPlainGzipAndZstdAlike) {
+  TempDir dir;
+  const std::string a = sample(300000), b = sample(1234);
+  put(dir.path / "x.txt", a + b);
+  put(dir.path / "x.txt.gz", gzip(a) + gzip(b));  // two members, as `cat a.gz b.gz`
+  put(dir.path / "x.txt.zst", zstd(a) + zstd(b)); // two frames
+  put(dir.path / "empty.gz", "");
+  for (const char* name : {"x.txt", "x.txt.gz", "x.txt.zst"}) {
+    EXPECT_EQ(read_all(dir.path / name), a + b) << name;
+    EXPECT_EQ(read_all(dir.path / name, 1), a + b) << name;
+  }
+  EXPECT_EQ(read_all(dir.path / "empty.gz"), "");
+}
+
+TEST(InputStream, TruncatedOrCorruptInputIsAnErrorNamingTheFile) {
+  TempDir dir;
+  const std::string text = sample(100000);
+  const std::string gz = gzip(text), zs = zstd(text);
+  put(dir.path / "cut.gz", gz.substr(0, gz.size() / 2));
+  put(dir.path / "cut.zst", zs.substr(0, zs.size() / 2));
+  put(dir.path / "bad.gz", "this is not gzip at all");
+  put(dir.path / "bad.zst", "this is not zstd at all");
+  for (const char* name : {"cut.gz", "cut.zst", "bad.gz", "bad.zst", "missing.txt"}) {
+    try {
+      read_all(dir.path / name);
+      ADD_FAILURE() << name << " was read without error";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zt::io
