@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "config/options.hpp"
 #include "core/log.hpp"
 #include "data/shard_set.hpp"
 #include "tok/vocab.hpp"
@@ -83,7 +84,8 @@ void Trainer::init_parameters() {
     });
     return;
   }
-  const std::vector<float> flat = model::load_safetensors(config_.init.from, table_);
+  std::vector<float> flat(table_.numel());
+  model::load_safetensors(config_.init.from, table_, flat.data());
   engine_->load_params(flat.data());
   log::info(cat("initialised from ", config_.init.from));
 }
