@@ -5,6 +5,7 @@ Each case `<case>.<tensor>` stores its inputs (float32 / int32, exactly what the
 the expected outputs and gradients (float64). Exits 77 (skip) when PyTorch is not installed.
 """
 import math
+import os
 import sys
 
 try:
@@ -14,7 +15,7 @@ except ImportError as e:  # the reference needs torch; without it the ctest case
     print(f"ops_reference.py: skipping, PyTorch is not available ({e})", file=sys.stderr)
     sys.exit(77)
 
-sys.path.insert(0, __import__("os").path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(__file__))
 import st_io  # noqa: E402
 
 rng = np.random.RandomState(1234)

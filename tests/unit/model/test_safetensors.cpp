@@ -17,17 +17,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Tensor {
+struct FileTensor {
   std::string name, dtype;
   std::vector<std::int64_t> shape;
   std::vector<char> raw;
 };
 
 // A safetensors file written independently of the code under test.
-void write_file(const std::string& path, const std::vector<Tensor>& tensors) {
+void write_file(const std::string& path, const std::vector<FileTensor>& tensors) {
   nlohmann::json h = nlohmann::json::object();
   std::size_t off = 0;
-  for (const Tensor& t : tensors) {
+  for (const FileTensor& t : tensors) {
     h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.raw.size()}}};
     off += t.raw.size();
   }
@@ -35,7 +35,7 @@ void write_file(const std::string& path, const std::vector<Tensor>& tensors) {
   const std::uint64_t n = text.size();
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(&n), 8).write(text.data(), static_cast<std::streamsize>(n));
-  for (const Tensor& t : tensors) out.write(t.raw.data(), static_cast<std::streamsize>(t.raw.size()));
+  for (const FileTensor& t : tensors) out.write(t.raw.data(), static_cast<std::streamsize>(t.raw.size()));
 }
 
 std::vector<char> f32_bytes(const float* p, std::size_t n) {
@@ -65,8 +65,8 @@ class Safetensors : public ::testing::Test {
     return w;
   }
   // The model's tensors as a file would hold them (HF shapes), under optional renaming.
-  static std::vector<Tensor> tensors(const ParamTable& t, const std::vector<float>& w, bool hub_names = false) {
-    std::vector<Tensor> out;
+  static std::vector<FileTensor> tensors(const ParamTable& t, const std::vector<float>& w, bool hub_names = false) {
+    std::vector<FileTensor> out;
     for (const ParamInfo& p : t.params())
       out.push_back({hub_names ? p.name.substr(12) : p.name, "F32", p.hf_shape, f32_bytes(&w[p.offset], p.hf_numel())});
     return out;
@@ -130,9 +130,9 @@ TEST_F(Safetensors, ExportWritesAConfigTransformersReads) {
 
 TEST_F(Safetensors, HubNamesBuffersTiedHeadAnd16BitDtypesLoad) {
   const std::vector<float> w = weights(small_, 2);
-  std::vector<Tensor> ts = tensors(small_, w, /*hub_names=*/true);
+  std::vector<FileTensor> ts = tensors(small_, w, /*hub_names=*/true);
   std::vector<float> want = w;
-  for (Tensor& t : ts) {  // ln_1 as F16, c_fc weights as BF16, widened on load
+  for (FileTensor& t : ts) {  // ln_1 as F16, c_fc weights as BF16, widened on load
     const ParamInfo& p = small_.find("transformer." + t.name);
     if (!t.name.ends_with("ln_1.weight") && !t.name.ends_with("c_fc.weight")) continue;
     const bool bf = t.name.ends_with("c_fc.weight");
@@ -184,7 +184,7 @@ TEST_F(Safetensors, MisfitsAreRefusedNamingTheFirstOne) {
 
 TEST_F(Safetensors, BadDtypesCorruptFilesAndUntiedHeadsAreRefused) {
   std::vector<float> w = weights(small_, 1);
-  std::vector<Tensor> ts = tensors(small_, w);
+  std::vector<FileTensor> ts = tensors(small_, w);
   ts[1].dtype = "F64";
   ts[1].raw.resize(ts[1].raw.size() * 2);
   write_file(path("f64.safetensors"), ts);
