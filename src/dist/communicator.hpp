@@ -36,6 +36,14 @@ class Work {
   virtual bool done() = 0;
 };
 
+// Payload bytes handed to each kind of collective since construction (the buffer a rank passes, as
+// nccl-tests' "size"; what crosses the network also depends on the algorithm: busbw factors).
+struct CommStats {
+  std::uint64_t all_reduce_bytes = 0, reduce_scatter_bytes = 0, all_gather_bytes = 0, broadcast_bytes = 0;
+  std::uint64_t calls = 0;
+  std::uint64_t total_bytes() const { return all_reduce_bytes + reduce_scatter_bytes + all_gather_bytes + broadcast_bytes; }
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -61,10 +69,13 @@ class Communicator {
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   double timeout_s() const { return timeout_s_; }
 
+  const CommStats& stats() const { return stats_; }
+
   // Blocking reduction of one host value (loss sums, flags, norms), in double precision.
   virtual double all_reduce_value(double value, ReduceOp op) = 0;
 
  protected:
+  CommStats stats_;
   std::string context_ = "start-up";
   double timeout_s_ = 600;
 };

@@ -90,6 +90,7 @@ class MpiCommunicator : public Communicator {
 
   std::unique_ptr<Work> all_reduce(Span b, ReduceOp op) override {
     auto w = start(cat("all_reduce of ", b.count, " ", dtype_name(b.dtype)));
+    stats_.all_reduce_bytes += b.count * dtype_size(b.dtype);
     ZT_MPI(MPI_Iallreduce(MPI_IN_PLACE, b.data, mpi_count(b.count, "all_reduce"), mpi_type(b.dtype, "all_reduce"),
                           mpi_op(op), comm_, w->request()));
     return w;
@@ -99,6 +100,7 @@ class MpiCommunicator : public Communicator {
     ZT_CHECK_EQ(send.count, recv.count * size_, "reduce_scatter: send must hold world-size blocks of recv");
     ZT_CHECK(send.dtype == recv.dtype, "reduce_scatter: dtypes differ");
     auto w = start(cat("reduce_scatter of ", send.count, " ", dtype_name(send.dtype)));
+    stats_.reduce_scatter_bytes += send.count * dtype_size(send.dtype);
     const std::size_t block_bytes = recv.count * dtype_size(send.dtype);
     const bool in_place = recv.data == static_cast<char*>(send.data) + rank_ * block_bytes;
     // NCCL's in-place form leaves the result in this rank's block; MPI_IN_PLACE leaves it at the start
@@ -117,6 +119,7 @@ class MpiCommunicator : public Communicator {
     const MPI_Datatype t = mpi_type(send.dtype, "all_gather");
     const int n = mpi_count(send.count, "all_gather");
     auto w = start(cat("all_gather of ", recv.count, " ", dtype_name(send.dtype)));
+    stats_.all_gather_bytes += recv.count * dtype_size(recv.dtype);
     // In place when send is this rank's block of recv (as NCCL allows): MPI spells that MPI_IN_PLACE.
     const bool in_place = send.data == static_cast<char*>(recv.data) + rank_ * send.count * dtype_size(send.dtype);
     ZT_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : send.data, n, t, recv.data, n, t, comm_, w->request()));
@@ -125,6 +128,7 @@ class MpiCommunicator : public Communicator {
 
   std::unique_ptr<Work> broadcast(Span b, int root) override {
     auto w = start(cat("broadcast of ", b.count, " ", dtype_name(b.dtype), " from rank ", root));
+    stats_.broadcast_bytes += b.count * dtype_size(b.dtype);
     ZT_MPI(MPI_Ibcast(b.data, mpi_count(b.count, "broadcast"), mpi_type(b.dtype, "broadcast"), root, comm_, w->request()));
     return w;
   }
@@ -144,7 +148,10 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
-  std::unique_ptr<MpiWork> start(std::string what) { return std::make_unique<MpiWork>(*this, std::move(what)); }
+  std::unique_ptr<MpiWork> start(std::string what) {
+    ++stats_.calls;
+    return std::make_unique<MpiWork>(*this, std::move(what));
+  }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;

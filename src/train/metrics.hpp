@@ -21,6 +21,7 @@ struct StepMetrics {
   std::optional<std::uint64_t> mem_predicted_bytes;
   std::optional<double> mfu;
   double data_wait_ms = 0;          // mean per step: the loop blocked on the loader
+  double comm_bytes = 0;            // mean per step: payload bytes this rank handed to collectives
 };
 
 class MetricsLog {

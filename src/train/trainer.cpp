@@ -163,6 +163,8 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.step_ms = elapsed_ms / static_cast<double>(steps_in_window);
   m.tokens_per_s = static_cast<double>(derived_.tokens_per_step * steps_in_window) / (elapsed_ms / 1000.0);
   m.data_wait_ms = wait_ms / static_cast<double>(steps_in_window);
+  m.comm_bytes = static_cast<double>(comm_->stats().total_bytes() - comm_bytes_logged_) / static_cast<double>(steps_in_window);
+  comm_bytes_logged_ = comm_->stats().total_bytes();
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
   if (metrics_) metrics_->step(m);
 }

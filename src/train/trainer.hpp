@@ -55,6 +55,7 @@ class Trainer {
   std::int64_t step_ = 0;        // completed optimizer steps
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
   double last_loss_ = 0;
+  std::uint64_t comm_bytes_logged_ = 0;  // communicator payload bytes at the last metrics line
 };
 
 }  // namespace zt::train
