@@ -7,6 +7,11 @@
 //   node encode.mjs FILE OUT.u32               whole file = one text; OUT: little-endian uint32 ids
 //   node encode.mjs --records IN OUT           IN: repeated [u32 LE byte count][bytes];
 //                                              OUT: repeated [u32 LE id count][ids]
+//   node encode.mjs --docs file|paragraph OUT FILE...
+//                                              what ztok must write: per file, its documents (the whole
+//                                              file, or the pieces between /\n[ \t]*\n/ matches, empty ones
+//                                              included, as shared/peers/tiktoken-encode.mjs cuts them),
+//                                              each document's ids followed by 50256 (<|endoftext|>)
 //   node encode.mjs --bench FILE [REPEAT]      one JSON line: encode-only MB/s on one thread (best, median)
 //   node encode.mjs --classes OUT.bin          one byte per code point 0..0x10FFFF from Unicode 16.0 data:
 //                                              0 other, 1 \p{L}, 2 \p{N}, 3 \s (White_Space)
@@ -50,6 +55,17 @@ if (args[0] === "--classes" && args.length === 2) {
     const n = data.readUInt32LE(o); o += 4;
     const ids = enc.encode_ordinary(decoder.decode(data.subarray(o, o + n))); o += n;
     chunks.push(new Uint32Array([ids.length]), ids);
+  }
+  writeU32(args[2], chunks);
+  enc.free();
+} else if (args[0] === "--docs" && args.length >= 4 && ["file", "paragraph"].includes(args[1])) {
+  const enc = await encoder();
+  const chunks = [];
+  for (const file of args.slice(3)) {
+    const text = decoder.decode(readFileSync(file));
+    for (const doc of args[1] === "paragraph" ? text.split(/\n[ \t]*\n/) : [text]) {
+      chunks.push(enc.encode_ordinary(doc), new Uint32Array([50256]));
+    }
   }
   writeU32(args[2], chunks);
   enc.free();

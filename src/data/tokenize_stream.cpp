@@ -1,0 +1,143 @@
+// The ordered tokenization pipeline. One mutex guards the queues; every wait is on changed_, and
+// every state change notifies all (few threads, coarse chunks: contention is negligible).
+#include "data/tokenize_stream.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "tok/utf8.hpp"
+
+namespace zt::data {
+namespace {
+
+// JSONL: the document text of one line (the line's ill-formed UTF-8 is replaced first).
+std::string jsonl_text(std::string_view line, const std::string& field, const std::string& where,
+                       std::uint64_t& replacements) {
+  std::string repaired;
+  replacements += tok::append_replacing_invalid(line, repaired);
+  nlohmann::json record;
+  try {
+    record = nlohmann::json::parse(repaired);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(cat(where, ": not valid JSON (", e.what(), ")"));
+  }
+  const auto it = record.is_object() ? record.find(field) : record.end();
+  if (!record.is_object() || it == record.end())
+    throw InputError(cat(where, ": no field \"", field, "\" (choose the text field with --field NAME)"));
+  if (!it->is_string()) throw InputError(cat(where, ": field \"", field, "\" is not a string"));
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+void tokenize_chunk(tok::Encoder& encoder, const tok::Vocab& vocab, const CorpusOptions& options,
+                    const std::vector<std::string>& inputs, Chunk&& chunk, TokenizedChunk& out) {
+  out.tokens.clear();
+  out.token_end.clear();
+  out.replacements = 0;
+  out.error = nullptr;
+  try {
+    for (const Segment& s : chunk.segments) {
+      const std::string_view text = std::string_view(chunk.text).substr(s.begin, s.end - s.begin);
+      if (options.format == InputFormat::kJsonl) {
+        const std::string where = cat(inputs[s.file], ":", s.line);
+        out.replacements += encoder.encode(jsonl_text(text, options.field, where, out.replacements), out.tokens);
+      } else {
+        out.replacements += encoder.encode(text, out.tokens);
+      }
+      if (s.doc_end) out.tokens.push_back(vocab.eot());
+      out.token_end.push_back(out.tokens.size());
+    }
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  chunk.text.clear();
+  chunk.text.shrink_to_fit();
+  out.chunk = std::move(chunk);
+}
+
+TokenizeStream::TokenizeStream(const tok::Tokenizer& tokenizer, CorpusReader& reader, const CorpusOptions& options,
+                               int threads, std::size_t max_in_flight)
+    : tokenizer_(tokenizer), reader_(reader), options_(options), max_in_flight_(std::max<std::size_t>(max_in_flight, 1)) {
+  ZT_CHECK_GE(threads, 1);
+  threads_.emplace_back(&TokenizeStream::read_loop, this);
+  for (int i = 0; i < threads; ++i) threads_.emplace_back(&TokenizeStream::work_loop, this);
+}
+
+TokenizeStream::~TokenizeStream() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void TokenizeStream::read_loop() {
+  try {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || produced_ - consumed_ < max_in_flight_; });
+        if (stop_) return;
+      }
+      Chunk chunk;  // read outside the lock
+      if (!reader_.next(chunk)) break;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        todo_.push_back(std::move(chunk));
+        ++produced_;
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    read_error_ = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reading_done_ = true;
+  }
+  changed_.notify_all();
+}
+
+void TokenizeStream::work_loop() {
+  tok::Encoder encoder(tokenizer_);
+  for (;;) {
+    Chunk chunk;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || !todo_.empty() || reading_done_; });
+      if (stop_ || (todo_.empty() && reading_done_)) return;
+      chunk = std::move(todo_.front());
+      todo_.pop_front();
+    }
+    TokenizedChunk result;
+    const std::uint64_t seq = chunk.seq;
+    tokenize_chunk(encoder, tokenizer_.vocab(), options_, reader_.inputs(), std::move(chunk), result);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.emplace(seq, std::move(result));
+    }
+    changed_.notify_all();
+  }
+}
+
+bool TokenizeStream::next(TokenizedChunk& out) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return done_.count(consumed_) > 0 || (reading_done_ && consumed_ == produced_); });
+  const auto it = done_.find(consumed_);
+  if (it == done_.end()) {  // everything produced was consumed and the reader stopped
+    if (read_error_) std::rethrow_exception(read_error_);
+    return false;
+  }
+  out = std::move(it->second);
+  done_.erase(it);
+  ++consumed_;
+  lock.unlock();
+  changed_.notify_all();
+  if (out.error) std::rethrow_exception(out.error);
+  return true;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,164 @@
+// CorpusReader: document boundaries per split mode and format, safe cuts, resume positions; and the
+// ordered tokenize stream for any thread count.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "data/corpus.hpp"
+#include "data/tokenize_stream.hpp"
+#include "shard_test_util.hpp"
+#include "../tok/vocab_fixture.hpp"
+
+namespace zt::data {
+namespace {
+
+using namespace testing;
+
+struct Doc {
+  std::string text;
+  std::uint64_t file, index;
+  bool operator==(const Doc&) const = default;
+};
+
+// Reads everything; joins each document's pieces (checking their flags) into one text.
+std::vector<Doc> documents(CorpusReader& reader, std::size_t* pieces = nullptr) {
+  std::vector<Doc> docs;
+  Chunk chunk;
+  bool open = false;
+  while (reader.next(chunk)) {
+    for (const Segment& s : chunk.segments) {
+      EXPECT_EQ(s.doc_start, !open);
+      if (s.doc_start) docs.push_back({"", s.file, s.doc});
+      docs.back().text += chunk.text.substr(s.begin, s.end - s.begin);
+      open = !s.doc_end;
+      if (pieces) ++*pieces;
+    }
+  }
+  EXPECT_FALSE(open);
+  return docs;
+}
+
+std::vector<std::string> texts(const std::vector<Doc>& docs) {
+  std::vector<std::string> out;
+  for (const Doc& d : docs) out.push_back(d.text);
+  return out;
+}
+
+TEST(Corpus, ParagraphsAreCutLikeTheTiktokenPeer) {
+  TempDir dir("corpus");
+  put(dir.path / "a.txt", "one\n\ntwo\n \t \nthree\r\n\r\nstill three\n\n\nfour\n\n");
+  put(dir.path / "empty.txt", "");
+  CorpusReader reader({(dir.path / "a.txt").string(), (dir.path / "empty.txt").string()},
+                      {InputFormat::kText, "text", SplitMode::kParagraph});
+  const auto docs = documents(reader);
+  // JavaScript's "...".split(/\n[ \t]*\n/): the third "\n" of "\n\n\n" starts the next piece.
+  EXPECT_EQ(texts(docs), (std::vector<std::string>{"one", "two", "three\r\n\r\nstill three", "\nfour", "", ""}));
+  EXPECT_EQ(docs[4].index, 4u);
+  EXPECT_EQ(docs[5].file, 1u);
+}
+
+TEST(Corpus, WholeFilesAndJsonlLines) {
+  TempDir dir("corpus");
+  put(dir.path / "a.txt", "x\n\ny");
+  put(dir.path / "b.jsonl", "{\"text\": 1}\n\n  \r\n{\"text\": 2}");
+  CorpusReader text({(dir.path / "a.txt").string()}, {});
+  EXPECT_EQ(texts(documents(text)), (std::vector<std::string>{"x\n\ny"}));
+  CorpusReader jsonl({(dir.path / "b.jsonl").string()}, {InputFormat::kJsonl, "text", SplitMode::kFile});
+  Chunk chunk;
+  ASSERT_TRUE(jsonl.next(chunk));
+  ASSERT_EQ(chunk.segments.size(), 2u);
+  EXPECT_EQ(chunk.segments[1].line, 4u);  // blank lines are skipped but counted
+  EXPECT_EQ(chunk.segments[1].doc, 1u);
+}
+
+TEST(Corpus, LongDocumentsAreCutOnlyBeforeSpacesAfterNonSpaces) {
+  TempDir dir("corpus");
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += (i % 7 ? "word" : "  \xC3\xA9t\xC3\xA9") + std::string(i % 5 ? " " : "\n\t ");
+  put(dir.path / "long.txt", text);
+  std::size_t pieces = 0;
+  CorpusReader reader({(dir.path / "long.txt").string()}, {}, {}, 64);
+  const auto docs = documents(reader, &pieces);
+  ASSERT_EQ(docs.size(), 1u);
+  EXPECT_EQ(docs[0].text, text);
+  EXPECT_GT(pieces, 100u);
+}
+
+TEST(Corpus, ResumingFromAChunkEndGivesTheSameRest) {
+  TempDir dir("corpus");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "para " + std::to_string(i) + (i % 3 ? " text text\n\n" : " more\n");
+  put(dir.path / "a.txt", text);
+  put(dir.path / "b.txt", text.substr(100));
+  const std::vector<std::string> inputs = {(dir.path / "a.txt").string(), (dir.path / "b.txt").string()};
+  const CorpusOptions options{InputFormat::kText, "text", SplitMode::kParagraph};
+  CorpusReader all(inputs, options, {}, 256);
+  std::vector<Chunk> chunks;
+  for (Chunk c; all.next(c);) chunks.push_back(c);
+  ASSERT_GT(chunks.size(), 20u);
+  for (std::size_t k : {std::size_t{0}, std::size_t{7}, chunks.size() / 2, chunks.size() - 2}) {
+    std::string rest_expected;
+    for (std::size_t i = k + 1; i < chunks.size(); ++i) rest_expected += chunks[i].text + "|";
+    CorpusReader resumed(inputs, options, chunks[k].end, 256);
+    std::string rest;
+    for (Chunk c; resumed.next(c);) rest += c.text + "|";
+    EXPECT_EQ(rest, rest_expected) << "resumed after chunk " << k;
+  }
+}
+
+TEST(Corpus, InputsExpandInByteOrderAndMissingOnesAreNamed) {
+  TempDir dir("corpus");
+  for (const char* n : {"b.txt", "B.txt", "a.txt", "a.md"}) put(dir.path / n, "x");
+  const std::string d = dir.path.string();
+  EXPECT_EQ(expand_inputs({d + "/*.txt", d + "/a.md"}),
+            (std::vector<std::string>{d + "/B.txt", d + "/a.txt", d + "/b.txt", d + "/a.md"}));
+  EXPECT_THROW(expand_inputs({d + "/nope.txt"}), InputError);
+  EXPECT_THROW(expand_inputs({d + "/*.nope"}), InputError);
+}
+
+TEST(TokenizeStream, AnyThreadCountGivesTheSameIdsInOrder) {
+  ZT_REQUIRE_VOCAB();
+  TempDir dir("corpus");
+  std::vector<std::string> inputs;
+  for (int f = 0; f < 5; ++f) {
+    std::string text;
+    for (int i = 0; i < 2000; ++i) text += "line " + std::to_string(i * (f + 3)) + (i % 4 ? " it's\n" : "\n\n");
+    put(dir.path / ("f" + std::to_string(f)), text);
+    inputs.push_back((dir.path / ("f" + std::to_string(f))).string());
+  }
+  const CorpusOptions options{InputFormat::kText, "text", SplitMode::kParagraph};
+  std::vector<std::vector<std::uint32_t>> results;
+  for (int threads : {1, 2, 3, 5}) {
+    CorpusReader reader(inputs, options, {}, 1000);
+    TokenizeStream stream(*tokenizer, reader, options, threads, 2 * threads + 2);
+    std::vector<std::uint32_t> all;
+    for (TokenizedChunk r; stream.next(r);) all.insert(all.end(), r.tokens.begin(), r.tokens.end());
+    results.push_back(all);
+  }
+  for (const auto& r : results) EXPECT_EQ(r, results[0]);
+  EXPECT_GT(results[0].size(), 10000u);
+}
+
+// Errors surface in input order: the first bad line is reported, whichever thread met it first.
+TEST(TokenizeStream, TheFirstBadJsonlLineIsReportedWhateverTheThreads) {
+  ZT_REQUIRE_VOCAB();
+  TempDir dir("corpus");
+  std::string lines;
+  for (int i = 1; i <= 300; ++i) lines += i == 120 || i == 250 ? "{\"oops\": 1}\n" : "{\"text\": \"fine line\"}\n";
+  put(dir.path / "x.jsonl", lines);
+  const CorpusOptions options{InputFormat::kJsonl, "text", SplitMode::kFile};
+  for (int threads : {1, 4}) {
+    CorpusReader reader({(dir.path / "x.jsonl").string()}, options, {}, 64);
+    TokenizeStream stream(*tokenizer, reader, options, threads, 2 * threads + 2);
+    std::size_t delivered = 0;
+    try {
+      for (TokenizedChunk r; stream.next(r);) delivered += r.chunk.segments.size();
+      ADD_FAILURE() << "no error";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("x.jsonl:120: no field"), std::string::npos) << e.what();
+      EXPECT_LT(delivered, 120u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zt::data

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# .gz and .zst inputs (also concatenated members / frames) give the same ids as the plain files;
+# a truncated compressed input is an error naming it.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+make_corpus "$work/plain" 3 3000
+mkdir -p "$work/gz" "$work/zst"
+for f in "$work/plain"/*.txt; do
+  n=$(basename "$f")
+  head -c 20000 "$f" | gzip -c >"$work/gz/$n.gz"; tail -c +20001 "$f" | gzip -c >>"$work/gz/$n.gz"  # two members
+  zstd -q -c "$f" >"$work/zst/$n.zst"
+done
+for kind in plain gz zst; do
+  "$ztok" --vocab "$vocab" --out "$work/out-$kind" --split paragraph -q "$work/$kind/*" >/dev/null
+  tokens_of "$work/$kind.u32" "$work/out-$kind"/train_*.h5
+done
+cmp "$work/plain.u32" "$work/gz.u32" || fail ".gz inputs give other ids than the plain files"
+cmp "$work/plain.u32" "$work/zst.u32" || fail ".zst inputs give other ids than the plain files"
+"$shard_dump" info "$work/out-gz/train_000000.h5" | grep -q 'part_001.txt.gz' || fail "sources should name the .gz inputs"
+echo "ok: plain, .gz (two members) and .zst give identical ids"
+head -c 5000 "$work/zst/part_002.txt.zst" >"$work/cut.zst"
+set +e; "$ztok" --vocab "$vocab" --out "$work/out-cut" -q "$work/cut.zst" >/dev/null 2>"$work/cut.log"; rc=$?; set -e
+[ $rc -eq 1 ] || fail "truncated .zst: exit $rc, expected 1"
+grep -q 'cut.zst is truncated' "$work/cut.log" || fail "truncated input not named: $(cat "$work/cut.log")"
+echo "ok: a truncated .zst input is named (exit 1)"

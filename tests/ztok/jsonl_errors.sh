@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# JSONL input: documents from a field; a line that is not JSON, lacks the field or holds a non-string
+# stops ztok with exit 2 naming the file and line; blank lines are skipped.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+printf '{"text": "Hello world", "id": 1}\n\n{"id": 2, "text": "caf\\u00e9 it'"'"'s\\n\\nfine"}\n  \n{"text": ""}\n' >"$work/good.jsonl"
+"$ztok" --vocab "$vocab" --out "$work/good" --format jsonl -q "$work/good.jsonl" >/dev/null
+"$shard_dump" docs "$work/good/train_000000.h5" | grep -q ': 0 3 ' || fail "document offsets of good.jsonl"
+"$shard_dump" info "$work/good/train_000000.h5" | grep -qx 'n_docs=3' || fail "good.jsonl should give 3 documents"
+"$ztok" --vocab "$vocab" --out "$work/body" --format jsonl --field body -q "$work/good.jsonl" >/dev/null 2>"$work/e.log" &&
+  fail "a missing --field was accepted"
+grep -q 'good.jsonl:1: no field "body"' "$work/e.log" || fail "missing field message: $(cat "$work/e.log")"
+
+expect_error() {  # NAME CONTENT LINE NEEDLE
+  printf "$2" >"$work/$1"
+  set +e
+  "$ztok" --vocab "$vocab" --out "$work/out-$1" --format jsonl -q "$work/$1" >/dev/null 2>"$work/$1.log"
+  local rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "$1: exit $rc, expected 2"
+  grep -q "$1:$3: .*$4" "$work/$1.log" || fail "$1: message lacks '$1:$3: ... $4': $(cat "$work/$1.log")"
+  echo "ok: $1 -> $(tail -n 1 "$work/$1.log")"
+}
+expect_error notjson.jsonl '{"text": "a"}\n{"text": "b"}\n{"text": oops}\n' 3 'not valid JSON'
+expect_error nofield.jsonl '{"text": "a"}\n\n{"content": "b"}\n' 3 'no field "text"'
+expect_error number.jsonl '{"text": 42}\n' 1 'not a string'
+expect_error array.jsonl '["text"]\n' 1 'no field "text"'
+expect_error truncated.jsonl '{"text": "a"}\n{"text": "unterminated' 2 'not valid JSON'
+set +e; "$ztok" --vocab "$vocab" --out "$work/x" --format jsonl --split paragraph "$work/good.jsonl" 2>/dev/null; rc=$?; set -e
+[ $rc -eq 2 ] || fail "--split with --format jsonl: exit $rc, expected 2"
+set +e; "$ztok" --vocab "$vocab" --out "$work/x" "$work/missing.txt" 2>/dev/null; rc=$?; set -e
+[ $rc -eq 2 ] || fail "a missing input: exit $rc, expected 2"
+set +e; "$ztok" --vocab "$work" --out "$work/x" "$work/good.jsonl" 2>/dev/null; rc=$?; set -e
+[ $rc -eq 2 ] || fail "a missing vocabulary: exit $rc, expected 2"
+echo "ok: usage errors exit 2"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A ztok run killed (SIGKILL) at any point and started again gives the same bytes as a straight run;
+# a rerun with other settings on the same --out is refused (exit 2); a complete run reruns as a no-op.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$work"  # relative input names: the validation split hashes them
+make_corpus in 9 4000
+args=(--vocab "$vocab" --split paragraph --shard-tokens 15000 --valid-fraction 0.2 --threads 2 -q
+      --debug-chunk-bytes 20000 "in/*.txt")
+"$ztok" --out "$work/straight" "${args[@]}" >/dev/null
+for kill_at in 1 4 9 23; do
+  out=$work/killed-$kill_at
+  set +e
+  "$ztok" --out "$out" --debug-kill-after-chunks "$kill_at" "${args[@]}" >/dev/null 2>&1
+  rc=$?
+  set -e
+  [ $rc -eq 137 ] || fail "kill after $kill_at chunks: exit $rc, expected 137 (SIGKILL)"
+  "$ztok" --out "$out" "${args[@]}" >"$work/resume.log"
+  grep -q resumed "$work/resume.log" || [ "$kill_at" -le 1 ] || fail "kill after $kill_at: the rerun did not resume"
+  for f in "$work/straight"/*.h5; do
+    cmp "$f" "$out/$(basename "$f")" || fail "kill after $kill_at chunks: $(basename "$f") differs from the straight run"
+  done
+  [ "$(ls "$out" | grep -c '\.h5$')" = "$(ls "$work/straight" | grep -c '\.h5$')" ] || fail "kill after $kill_at: shard count"
+  [ -z "$(ls -A "$out/.ztok")" ] || fail "kill after $kill_at: journals left behind: $(ls "$out/.ztok")"
+  echo "ok: killed after $kill_at chunks, resumed: identical shards"
+done
+# An external SIGKILL at an arbitrary moment, twice.
+out=$work/external
+for delay in 0.2 0.4; do
+  "$ztok" --out "$out" "${args[@]}" >/dev/null 2>&1 & pid=$!
+  sleep "$delay"; kill -9 $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+done
+"$ztok" --out "$out" "${args[@]}" >/dev/null
+for f in "$work/straight"/*.h5; do cmp "$f" "$out/$(basename "$f")" || fail "external kill: $(basename "$f") differs"; done
+echo "ok: external kills, resumed: identical shards"
+
+set +e
+"$ztok" --out "$work/straight" "${args[@]/15000/16000}" >/dev/null 2>"$work/refused.log"; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "a rerun with another --shard-tokens gave exit $rc, expected 2"
+grep -q -- '--shard-tokens 15000 vs 16000' "$work/refused.log" || fail "refusal does not name the setting: $(cat "$work/refused.log")"
+"$ztok" --out "$work/straight" "${args[@]}" >"$work/again.log"
+grep -q 'nothing to do' "$work/again.log" || fail "a complete run was not recognised: $(cat "$work/again.log")"
+mkdir -p "$work/foreign" && cp "$work/straight/train_000000.h5" "$work/foreign/"
+set +e; "$ztok" --out "$work/foreign" "${args[@]}" >/dev/null 2>&1; rc=$?; set -e
+[ $rc -eq 2 ] || fail "an --out with foreign shards gave exit $rc, expected 2"
+echo "ok: other settings refused (exit 2), complete run is a no-op, foreign shards refused"
