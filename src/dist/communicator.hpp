@@ -84,5 +84,11 @@ class Communicator {
 // buffers with dist.backend=mpi). f32, f64, i32, u32 and i64-free types only: others are "unsupported".
 std::unique_ptr<Communicator> make_mpi_communicator(const World& world, double timeout_s);
 
+// NCCL over device buffers on CUDA device `device` (one rank per GPU). compute_stream is the
+// cudaStream_t the backend computes on: collectives start after the work queued there. A build
+// without the CUDA backend throws ConfigError (use dist.backend=mpi).
+std::unique_ptr<Communicator> make_nccl_communicator(const World& world, int device, void* compute_stream,
+                                                     double timeout_s);
+
 
 }  // namespace zt::dist

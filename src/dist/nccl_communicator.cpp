@@ -1,0 +1,187 @@
+// Communicator over NCCL on device buffers (CUDA builds). The unique id travels from rank 0 by
+// MPI_Bcast; one communicator per rank on its node-local GPU. Collectives run on a stream of their
+// own after an event from the caller's stream (so they read finished data), and Work::wait polls a
+// completion event against the watchdog deadline; on timeout the communicator is aborted
+// (ncclCommAbort), since a hung NCCL kernel cannot be cancelled any other way.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <thread>
+
+#include "dist/communicator.hpp"
+#include "dist/mpi_check.hpp"
+#include "dist/world.hpp"
+
+#define ZT_CUDA(call)                                                                                 \
+  do {                                                                                                \
+    cudaError_t zt_cuda_rc_ = (call);                                                                 \
+    if (zt_cuda_rc_ != cudaSuccess)                                                                   \
+      throw ::zt::CommError(::zt::cat(#call, " failed: ", cudaGetErrorString(zt_cuda_rc_), " (", __FILE__, ":", __LINE__, ")")); \
+  } while (0)
+
+#define ZT_NCCL(call)                                                                                 \
+  do {                                                                                                \
+    ncclResult_t zt_nccl_rc_ = (call);                                                                \
+    if (zt_nccl_rc_ != ncclSuccess)                                                                   \
+      throw ::zt::CommError(::zt::cat(#call, " failed: ", ncclGetErrorString(zt_nccl_rc_), " (", __FILE__, ":", __LINE__, ")")); \
+  } while (0)
+
+namespace zt::dist {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kF16: return ncclFloat16;
+    case DType::kI32: return ncclInt32;
+    case DType::kU32: return ncclUint32;
+    default: throw CommError(cat("nccl: unsupported dtype ", dtype_name(t)));
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+  }
+  return ncclSum;
+}
+
+class NcclWork : public Work {
+ public:
+  NcclWork(const Communicator& comm, ncclComm_t nccl, cudaEvent_t done, std::string what)
+      : comm_(comm), nccl_(nccl), done_(done), what_(std::move(what)) {}
+  ~NcclWork() override { cudaEventDestroy(done_); }
+
+  bool done() override {
+    const cudaError_t rc = cudaEventQuery(done_);
+    if (rc == cudaSuccess) return true;
+    if (rc != cudaErrorNotReady) ZT_CUDA(rc);
+    ncclResult_t async = ncclSuccess;
+    ZT_NCCL(ncclCommGetAsyncError(nccl_, &async));
+    if (async != ncclSuccess) throw CommError(cat(what_, " failed in NCCL: ", ncclGetErrorString(async), " (", comm_.context(), ")"));
+    return false;
+  }
+
+  void wait() override {
+    const auto start = Clock::now();
+    for (int polls = 0; !done(); ++polls) {
+      if (std::chrono::duration<double>(Clock::now() - start).count() > comm_.timeout_s()) {
+        ncclCommAbort(nccl_);  // the only way to free a rank stuck in an NCCL kernel
+        throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
+                            "): a peer rank is hung, dead or far behind; aborting the job so it can resume from the "
+                            "last checkpoint"));
+      }
+      if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1000 ? 1000 : 50));
+    }
+  }
+
+ private:
+  const Communicator& comm_;
+  ncclComm_t nccl_;
+  cudaEvent_t done_;
+  std::string what_;
+};
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(const World& world, int device, void* compute_stream, double timeout_s)
+      : rank_(world.rank()), size_(world.size()), compute_(static_cast<cudaStream_t>(compute_stream)) {
+    timeout_s_ = timeout_s;
+    ZT_CUDA(cudaSetDevice(device));
+    ncclUniqueId id{};
+    if (rank_ == 0) ZT_NCCL(ncclGetUniqueId(&id));
+    ZT_MPI(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *static_cast<const MPI_Comm*>(world.native_comm())));
+    ZT_NCCL(ncclCommInitRank(&comm_, size_, id, rank_));
+    ZT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ZT_CUDA(cudaMalloc(&scalar_, sizeof(double)));
+  }
+  ~NcclCommunicator() override {
+    cudaFree(scalar_);
+    cudaStreamDestroy(stream_);
+    ncclCommDestroy(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl"; }
+
+  std::unique_ptr<Work> all_reduce(Span b, ReduceOp op) override {
+    stats_.all_reduce_bytes += b.count * dtype_size(b.dtype);
+    return launch(cat("all_reduce of ", b.count, " ", dtype_name(b.dtype)), [&] {
+      ZT_NCCL(ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), nccl_op(op), comm_, stream_));
+    });
+  }
+
+  std::unique_ptr<Work> reduce_scatter(Span send, Span recv, ReduceOp op) override {
+    ZT_CHECK_EQ(send.count, recv.count * size_, "reduce_scatter: send must hold world-size blocks of recv");
+    stats_.reduce_scatter_bytes += send.count * dtype_size(send.dtype);
+    return launch(cat("reduce_scatter of ", send.count, " ", dtype_name(send.dtype)), [&] {
+      ZT_NCCL(ncclReduceScatter(send.data, recv.data, recv.count, nccl_type(send.dtype), nccl_op(op), comm_, stream_));
+    });
+  }
+
+  std::unique_ptr<Work> all_gather(Span send, Span recv) override {
+    ZT_CHECK_EQ(recv.count, send.count * size_, "all_gather: recv must hold world-size blocks of send");
+    stats_.all_gather_bytes += recv.count * dtype_size(recv.dtype);
+    return launch(cat("all_gather of ", recv.count, " ", dtype_name(send.dtype)), [&] {
+      ZT_NCCL(ncclAllGather(send.data, recv.data, send.count, nccl_type(send.dtype), comm_, stream_));
+    });
+  }
+
+  std::unique_ptr<Work> broadcast(Span b, int root) override {
+    stats_.broadcast_bytes += b.count * dtype_size(b.dtype);
+    return launch(cat("broadcast of ", b.count, " ", dtype_name(b.dtype), " from rank ", root), [&] {
+      ZT_NCCL(ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_, stream_));
+    });
+  }
+
+  void barrier() override {
+    double zero = 0;
+    all_reduce_value(zero, ReduceOp::kSum);
+  }
+
+  double all_reduce_value(double value, ReduceOp op) override {
+    ZT_CUDA(cudaMemcpyAsync(scalar_, &value, sizeof value, cudaMemcpyHostToDevice, stream_));
+    launch("all_reduce of one value", [&] {
+      ZT_NCCL(ncclAllReduce(scalar_, scalar_, 1, ncclFloat64, nccl_op(op), comm_, stream_));
+    })->wait();
+    ZT_CUDA(cudaMemcpyAsync(&value, scalar_, sizeof value, cudaMemcpyDeviceToHost, stream_));
+    ZT_CUDA(cudaStreamSynchronize(stream_));
+    return value;
+  }
+
+ private:
+  // Orders the collective after the caller's stream, enqueues it, and returns its completion event.
+  template <typename Enqueue>
+  std::unique_ptr<Work> launch(std::string what, Enqueue enqueue) {
+    ++stats_.calls;
+    cudaEvent_t ready = nullptr, done = nullptr;
+    ZT_CUDA(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    ZT_CUDA(cudaEventRecord(ready, compute_));
+    ZT_CUDA(cudaStreamWaitEvent(stream_, ready, 0));
+    cudaEventDestroy(ready);  // safe: destruction is deferred until the event completes
+    enqueue();
+    ZT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    ZT_CUDA(cudaEventRecord(done, stream_));
+    return std::make_unique<NcclWork>(*this, comm_, done, std::move(what));
+  }
+
+  int rank_, size_;
+  cudaStream_t compute_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* scalar_ = nullptr;
+};
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const World& world, int device, void* compute_stream,
+                                                     double timeout_s) {
+  return std::make_unique<NcclCommunicator>(world, device, compute_stream, timeout_s);
+}
+
+}  // namespace zt::dist

@@ -1,0 +1,64 @@
+// The NCCL communicator on device buffers, one rank (NCCL cannot put two ranks on one GPU): every
+// collective gives the textbook result, in place where the interface allows it.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "dist/communicator.hpp"
+#include "tests/mpi/mpi_test_world.hpp"
+
+namespace zt::dist {
+namespace {
+
+class NcclTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible: the NCCL communicator runs on a lent GPU";
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    comm_ = make_nccl_communicator(test::world(), 0, stream_, 60);
+  }
+  void TearDown() override {
+    comm_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  float* device(const std::vector<float>& host) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(float)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    allocations_.push_back(p);
+    return static_cast<float*>(p);
+  }
+  std::vector<float> host(const float* p, std::size_t n) {
+    std::vector<float> out(n);
+    EXPECT_EQ(cudaMemcpy(out.data(), p, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+  ~NcclTest() override {
+    for (void* p : allocations_) cudaFree(p);
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Communicator> comm_;
+  std::vector<void*> allocations_;
+};
+
+TEST_F(NcclTest, CollectivesOnOneRank) {
+  const std::vector<float> values = {1, -2, 3.5f, 4, 5, 6, 7};
+  float* a = device(values);
+  comm_->all_reduce({a, values.size(), DType::kF32}, ReduceOp::kSum)->wait();
+  EXPECT_EQ(host(a, values.size()), values);
+  float* b = device(values);
+  comm_->all_gather({b, values.size(), DType::kF32}, {b, values.size(), DType::kF32})->wait();  // in place
+  EXPECT_EQ(host(b, values.size()), values);
+  float* c = device(std::vector<float>(values.size(), 0));
+  comm_->reduce_scatter({a, values.size(), DType::kF32}, {c, values.size(), DType::kF32}, ReduceOp::kSum)->wait();
+  EXPECT_EQ(host(c, values.size()), values);
+  comm_->broadcast({c, values.size(), DType::kF32}, 0)->wait();
+  EXPECT_EQ(host(c, values.size()), values);
+  EXPECT_EQ(comm_->all_reduce_value(2.5, ReduceOp::kMax), 2.5);
+  EXPECT_EQ(comm_->stats().calls, 5u);
+}
+
+}  // namespace
+}  // namespace zt::dist
