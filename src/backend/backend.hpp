@@ -129,5 +129,8 @@ class Backend {
 // The CPU reference backend (fp32, OpenBLAS GEMMs, OpenMP elsewhere; deterministic for a given
 // number of threads). threads = 0 uses OpenMP's default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+// The largest scratch the CPU backend allocates for itself (attention backward) at sequence length T:
+// the memory planner adds it to its prediction.
+std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len);
 
 }  // namespace zt::backend

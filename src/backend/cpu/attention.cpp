@@ -189,3 +189,9 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor
 }
 
 }  // namespace zt::backend::cpu
+
+namespace zt::backend {
+std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len) {
+  return static_cast<std::size_t>(threads) * 2 * cpu::kBlockQ * static_cast<std::size_t>(seq_len) * sizeof(float);
+}
+}  // namespace zt::backend

@@ -1,0 +1,135 @@
+// Byte counts per rank, term by term (fp32 CPU backend; the CUDA backend adds its own terms):
+//   model state  from the ZeRO partition: stage 0 replicates 4 x psi (params, grads, m, v), stage 1
+//                shards m and v, stage 2 also the gradients, stage 3 also the parameters (W-padded);
+//   transients   stages 2-3 keep unit-gradient temporaries (unit 0 through the whole backward plus at
+//                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
+//                and prefetches the next;
+//   activations  the model's own layout for one micro-batch (Gpt2::activation_bytes);
+//   workspace    the backend's attention scratch.
+#include "plan/memory_plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "model/gpt2.hpp"
+#include "optim/zero/partition.hpp"
+
+namespace zt::plan {
+namespace {
+
+model::GptShape shape_of(const config::ModelConfig& m) {
+  return model::GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
+                               static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
+}
+
+optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, int stage) {
+  std::vector<optim::FlatRange> units;
+  for (const model::Unit& u : t.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
+  const std::int64_t w = stage == 0 ? 1 : world;  // stage 0 replicates: no padding
+  return optim::Partition(units, {}, static_cast<int>(w), 0);
+}
+
+std::string mib(std::uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers.
+void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t world, int stage) {
+  const optim::Partition part = partition_of(table, world, stage);
+  const std::uint64_t full = part.total_padded_numel() * sizeof(float), shard = part.total_shard_numel() * sizeof(float);
+  p.rows.push_back({"parameters", stage <= 2 ? full : shard, stage <= 2 ? "fp32, replicated" : "fp32, 1/W slice of each unit"});
+  p.rows.push_back({"gradients", stage <= 1 ? full : shard, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
+  p.rows.push_back({"optimizer state", 2 * shard, stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
+  if (stage < 2) return;
+  std::uint64_t unit0 = part.padded_numel(0) * sizeof(float), block = 0, block_shard = 0;
+  for (int u = 1; u < part.n_units(); ++u) {
+    block = std::max<std::uint64_t>(block, part.padded_numel(u) * sizeof(float));
+    block_shard = std::max<std::uint64_t>(block_shard, part.shard_numel(u) * sizeof(float));
+  }
+  std::uint64_t transient = unit0 + 3 * block + 3 * block_shard + part.shard_numel(0) * sizeof(float);
+  std::string note = "unit gradients in flight and their reduced slices";
+  if (stage == 3) {
+    transient += unit0 + std::max(unit0, block);  // the unit in use and the prefetched next
+    note += "; gathered parameter units";
+  }
+  p.rows.push_back({"communication buffers", transient, note});
+}
+}  // namespace
+
+MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity) {
+  const model::GptShape shape = shape_of(config.model);
+  const model::ParamTable table(shape);
+  MemoryPlan p;
+  p.world_size = world_size;
+  p.zero_stage = config.train.zero_stage;
+  p.micro_batch = config.train.micro_batch;
+  p.capacity_bytes = capacity;
+  add_model_state(p, table, world_size, static_cast<int>(config.train.zero_stage));
+  const int micro = static_cast<int>(config.train.micro_batch);
+  p.rows.push_back({"activations", model::Gpt2::activation_bytes(shape, micro),
+                    "one micro-batch of " + std::to_string(micro) + " x " + std::to_string(shape.seq_len) + " tokens"});
+  p.rows.push_back({"workspace", backend::cpu_workspace_bytes(threads, shape.seq_len), "attention scratch"});
+  for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
+  return p;
+}
+
+std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity) {
+  std::vector<std::string> out;
+  config::Config c = config;
+  // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
+  // train.global_batch).
+  for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
+    c.train.zero_stage = s;
+    for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
+      c.train.micro_batch = m;
+      if (!plan_memory(c, world, threads, capacity).fits()) continue;
+      out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
+                        m == config.train.micro_batch ? "" : " (the largest that fits at this stage)"));
+      break;
+    }
+  }
+  c = config;
+  c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
+  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
+    if (plan_memory(c, w, threads, capacity).fits()) {
+      out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
+      break;
+    }
+  if (out.empty()) out.push_back("nothing up to ZeRO-3, micro_batch 1 and 64x the ranks fits: use a smaller model");
+  return out;
+}
+
+std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fixes) {
+  std::ostringstream out;
+  out << "memory plan per rank (" << p.world_size << " rank(s), ZeRO stage " << p.zero_stage << ", micro_batch "
+      << p.micro_batch << "):\n";
+  for (const PlanRow& r : p.rows) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-22s %12s  %s\n", r.what.c_str(), mib(r.bytes).c_str(), r.note.c_str());
+    out << line;
+  }
+  char total[160];
+  std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",
+                mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",
+                p.fits() ? "fits" : "DOES NOT FIT");
+  out << total;
+  if (!p.fits())
+    for (const std::string& f : fixes) out << "  would fit with: " << f << "\n";
+  return out.str();
+}
+
+std::uint64_t host_memory_per_rank(int ranks_on_node) {
+  std::ifstream meminfo("/proc/meminfo");
+  unsigned long long kib = 0;
+  for (std::string line; std::getline(meminfo, line);)
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) break;
+  return kib * 1024 / static_cast<std::uint64_t>(std::max(1, ranks_on_node));
+}
+
+}  // namespace zt::plan

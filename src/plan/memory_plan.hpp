@@ -1,0 +1,42 @@
+// The memory planner: predicted bytes per rank for a configuration on a world size and device,
+// computed from the same size functions the run uses (parameter table, ZeRO partition, the model's
+// activation layout), allocating nothing, so it plans a 7B model on 64 ranks from a laptop.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace zt::plan {
+
+struct PlanRow {
+  std::string what;    // "parameters", "gradients", ...
+  std::uint64_t bytes; // per rank
+  std::string note;    // how it was counted
+};
+
+struct MemoryPlan {
+  std::vector<PlanRow> rows;
+  std::uint64_t total_bytes = 0;      // predicted peak of the backend allocator on one rank
+  std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
+  std::int64_t world_size = 1, zero_stage = 0, micro_batch = 1;
+  bool fits() const { return capacity_bytes == 0 || total_bytes <= capacity_bytes; }
+};
+
+// Predicts one rank's peak for `config` on `world_size` ranks with `threads` CPU threads per rank.
+MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads,
+                       std::uint64_t capacity_bytes);
+
+// What would make a plan that does not fit fit: the largest micro-batch, other ZeRO stages, more ranks.
+std::vector<std::string> suggestions(const config::Config& config, std::int64_t world_size, int threads,
+                                     std::uint64_t capacity_bytes);
+
+// The plan as a table (and the suggestions when it does not fit).
+std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& fixes);
+
+// Memory one CPU rank may use: the host's available memory divided by the ranks on the node.
+std::uint64_t host_memory_per_rank(int ranks_on_node);
+
+}  // namespace zt::plan
