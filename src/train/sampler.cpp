@@ -1,0 +1,55 @@
+// Autoregressive sampling with the training model's fixed [B, T] shape: the sequence sits in row 0,
+// positions after the last real token hold token 0 (causal attention: they cannot affect the logits
+// read at the last real position). Each new token costs one forward pass; past T tokens the window
+// slides.
+#include "train/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace zt::train {
+namespace {
+// Draws from the top-k of logits at `temperature` with a uniform u in [0, 1).
+std::uint32_t draw(const float* logits, int vocab, const SampleOptions& o, double u) {
+  std::vector<int> ids(vocab);
+  std::iota(ids.begin(), ids.end(), 0);
+  const int k = std::min(o.top_k > 0 ? o.top_k : vocab, vocab);
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  std::vector<double> p(k);
+  const double top = logits[ids[0]];
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += p[i] = std::exp((logits[ids[i]] - top) / std::max(1e-3f, o.temperature));
+  double acc = 0;
+  for (int i = 0; i < k; ++i)
+    if ((acc += p[i] / sum) > u) return static_cast<std::uint32_t>(ids[i]);
+  return static_cast<std::uint32_t>(ids[k - 1]);
+}
+}  // namespace
+
+std::string sample_text(model::Gpt2& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
+                        const std::string& prompt, const SampleOptions& o, const std::function<void()>& before) {
+  const model::GptShape& s = gpt.table().shape();
+  const int T = s.seq_len, B = gpt.micro_batch();
+  std::vector<std::uint32_t> ids;
+  tok::Encoder(tokenizer).encode(prompt, ids);
+  if (ids.empty()) ids.push_back(tokenizer.vocab().eot());  // an empty prompt starts a new document
+  const std::uint64_t purpose = rng::purpose_id("sample");
+  std::vector<std::int32_t> window(static_cast<std::size_t>(B) * T, 0);
+  for (int i = 0; i < o.n_tokens; ++i) {
+    const std::size_t start = ids.size() > static_cast<std::size_t>(T) ? ids.size() - T : 0;
+    const int n = static_cast<int>(ids.size() - start);
+    std::fill(window.begin(), window.end(), 0);
+    std::copy(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end(), window.begin());
+    if (before) before();
+    const std::vector<float> logits = gpt.forward_logits(window.data(), params);  // [B, T, V]
+    const double u = rng::uniform(o.seed, purpose, o.step * 1'000'003ull + static_cast<std::uint64_t>(i));
+    ids.push_back(draw(logits.data() + static_cast<std::size_t>(n - 1) * s.vocab_size, s.vocab_size, o, u));
+  }
+  return tokenizer.decode(std::span<const std::uint32_t>(ids.data(), ids.size()));
+}
+
+}  // namespace zt::train
