@@ -23,8 +23,9 @@ constexpr const char* kAbout =
     "OUT/ztok-progress.json); other arguments on the same OUT are refused.\n"
     "Memory does not grow with the corpus: about 45 MiB fixed (vocabulary, HDF5) + 2 MiB per thread\n"
     "(piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids (4 bytes\n"
-    "per id); measured peak RSS 48-64 MB for 1-2 threads on 11 MB and on 108 MB. Only a single\n"
-    "pre-token (a run without a break) or JSONL line longer than 1 MiB is held whole.\n"
+    "per id); measured peak RSS 48-64 MB for 1-2 threads on 11 MB and on 108 MB. Long documents are\n"
+    "cut before an ASCII space/tab/newline that follows a non-space; only a stretch of more than\n"
+    "1 MiB without such a place, or a JSONL line longer than 1 MiB, is held whole.\n"
     "Exit: 0 done, 1 runtime error, 2 usage or bad input (named).\n\nOptions";
 
 // Command-line values that are checked and converted after parsing.
