@@ -23,6 +23,20 @@ for kill_at in 1 4 9 23; do
   [ ! -e "$out/.ztok" ] || fail "kill after $kill_at: journals left behind: $(ls -A "$out/.ztok")"
   echo "ok: killed after $kill_at chunks, resumed: identical shards"
 done
+# --split file: documents of ~100 kB span many 20 kB chunks, so resumes start inside a document.
+file_args=("${args[@]/paragraph/file}")
+"$ztok" --out "$work/straight-file" "${file_args[@]}" >/dev/null
+for kill_at in 5 13; do
+  out=$work/killed-file-$kill_at
+  "$ztok" --out "$out" --debug-kill-after-chunks "$kill_at" "${file_args[@]}" >/dev/null 2>&1 && fail "no kill"
+  grep -q '"mid_doc": true' "$out/ztok-progress.json" || fail "kill after $kill_at: expected a mid-document position"
+  "$ztok" --out "$out" "${file_args[@]}" >/dev/null
+  for f in "$work/straight-file"/*.h5; do
+    cmp "$f" "$out/$(basename "$f")" || fail "--split file, kill after $kill_at: $(basename "$f") differs"
+  done
+  echo "ok: --split file, killed inside a document after $kill_at chunks, resumed: identical shards"
+done
+
 # An external SIGKILL at an arbitrary moment, twice.
 out=$work/external
 for delay in 0.2 0.4; do
