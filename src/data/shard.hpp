@@ -70,6 +70,10 @@ struct ShardExpectation {
 class ShardReader {
  public:
   static ShardReader open(const std::filesystem::path& path, const ShardExpectation& expect = {});
+  // open() + info() + close: checks a shard (e.g. every shard of a glob before training starts).
+  static ShardInfo validate(const std::filesystem::path& path, const ShardExpectation& expect = {}) {
+    return open(path, expect).info();
+  }
   ShardReader(ShardReader&&) noexcept;
   ShardReader& operator=(ShardReader&&) noexcept;
   ~ShardReader();

@@ -191,6 +191,8 @@ ZtokSummary run_ztok(const ZtokOptions& o) {
     }
   }
   job.finish();
+  std::error_code ignored;
+  std::filesystem::remove(o.out_dir / ".ztok", ignored);  // the journal folder, now empty
   meter.update(input_bytes, job.tokens(), true);
   ZtokSummary s = summary_of(job.progress(), input_bytes);
   s.resumed = resumed;

@@ -12,7 +12,8 @@
 //                                              file, or the pieces between /\n[ \t]*\n/ matches, empty ones
 //                                              included, as shared/peers/tiktoken-encode.mjs cuts them),
 //                                              each document's ids followed by 50256 (<|endoftext|>)
-//   node encode.mjs --bench FILE [REPEAT]      one JSON line: encode-only MB/s on one thread (best, median)
+//   node encode.mjs --bench FILE [REPEAT]      one JSON line: encode-only MB/s on one thread (best, median,
+//                                              slowest of REPEAT runs after one warm-up run)
 //   node encode.mjs --classes OUT.bin          one byte per code point 0..0x10FFFF from Unicode 16.0 data:
 //                                              0 other, 1 \p{L}, 2 \p{N}, 3 \s (White_Space)
 import { readFileSync, writeFileSync } from "node:fs";
@@ -75,7 +76,7 @@ if (args[0] === "--classes" && args.length === 2) {
   const text = decoder.decode(bytes);
   const repeat = Number(args[2] ?? 5);
   const times = [];
-  let n = 0;
+  let n = enc.encode_ordinary(text).length;  // warm-up (WebAssembly compilation, caches), not timed
   for (let r = 0; r < repeat; r++) {
     const t0 = process.hrtime.bigint();
     n = enc.encode_ordinary(text).length;

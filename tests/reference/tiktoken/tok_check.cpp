@@ -3,8 +3,12 @@
 //   tok_check classes UNICODE16.bin             every code point's class vs Unicode 16.0 data
 //   tok_check file VOCAB TEXT EXPECTED.u32      one text
 //   tok_check records VOCAB RECORDS EXPECTED    many texts ([u32 n][bytes]... / [u32 n][ids]...)
+//   tok_check bench VOCAB TEXT REPEAT [IDS_OUT]  encode-only MB/s on one thread (one JSON line), as
+//                                               encode.mjs --bench measures the peer; ids to IDS_OUT
 // Prints one line per input: "ok NAME bytes=B tokens=T replaced=R" or "MISMATCH NAME ...". Exit 1 on
 // any mismatch, 2 on usage.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -123,6 +127,35 @@ int check_texts(const std::string& mode, const std::string& vocab, const std::st
   return bad == 0 ? 0 : 1;
 }
 
+// Times Encoder::encode on the whole text, REPEAT times after one warm-up (a fresh Encoder each
+// time, so the piece cache starts empty as tiktoken's does); best and median MB/s (1 MB = 1e6 bytes).
+int bench(const std::string& vocab, const std::string& input, int repeat, const std::string& ids_out) {
+  const zt::tok::Tokenizer tok = zt::tok::Tokenizer::load(vocab);
+  const std::string data = slurp(input);
+  Ids ids;
+  ids.reserve(data.size() / 2);
+  std::vector<double> seconds;
+  for (int r = 0; r <= repeat; ++r) {
+    ids.clear();
+    zt::tok::Encoder enc(tok);
+    const auto t0 = std::chrono::steady_clock::now();
+    enc.encode(data, ids);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) seconds.push_back(s);  // run 0 warms up the page cache and allocator
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const double mb = data.size() / 1e6;
+  std::cout << "{\"impl\": \"ztok-encoder\", \"bytes\": " << data.size() << ", \"tokens\": " << ids.size()
+            << ", \"repeat\": " << repeat << ", \"best_mb_per_s\": " << mb / seconds.front()
+            << ", \"median_mb_per_s\": " << mb / seconds[(seconds.size() - 1) / 2]
+            << ", \"min_mb_per_s\": " << mb / seconds.back() << "}\n";
+  if (!ids_out.empty()) {
+    std::ofstream out(ids_out, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 4));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,7 +163,9 @@ int main(int argc, char** argv) {
     const std::vector<std::string> a(argv + 1, argv + argc);
     if (a.size() == 2 && a[0] == "classes") return check_classes(a[1]);
     if (a.size() == 4 && (a[0] == "file" || a[0] == "records")) return check_texts(a[0], a[1], a[2], a[3]);
-    std::cerr << "usage: tok_check classes FILE | file VOCAB TEXT IDS | records VOCAB RECORDS IDS\n";
+    if ((a.size() == 4 || a.size() == 5) && a[0] == "bench")
+      return bench(a[1], a[2], std::stoi(a[3]), a.size() == 5 ? a[4] : "");
+    std::cerr << "usage: tok_check classes FILE | file VOCAB TEXT IDS | records VOCAB RECORDS IDS | bench VOCAB TEXT N [IDS]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "tok_check: " << e.what() << "\n";

@@ -97,6 +97,7 @@ TEST(Shard, ReaderRefusesOtherVocabulariesAndSchemas) {
   expect_input_error(good, {.vocab_size = 50304}, "vocab_size");
   expect_input_error(good, {.eot = 0}, "eot");
   expect_input_error(dir.path / "missing.h5", {}, "does not exist");
+  EXPECT_EQ(ShardReader::validate(good, {.vocab_size = 50257}).n_tokens, 100u);
 
   auto forge = [&](const char* name, auto&& edit) {  // a shard with one thing wrong
     io::H5File f = io::H5File::create((dir.path / name).string());
