@@ -14,8 +14,11 @@ namespace zt::data {
 
 inline constexpr const char* kShardFormat = "ztrain-tokens";
 inline constexpr std::uint64_t kShardFormatVersion = 1;
-// Elements per HDF5 chunk of `tokens`: 512 KiB of uint16, read whole on any access to it.
-inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 18;
+// Elements per HDF5 chunk of `tokens`: 32 KiB of uint16, read (and checksummed) whole on any access.
+// Small enough that a shuffled 1025-token window reads at most 64 KiB (256K-token chunks cost 512 KiB
+// per window and 6x the loader's throughput: tools/bench/loader, BENCHMARKS.md); large enough that a
+// 100M-token shard's chunk index stays small.
+inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 14;
 
 // What the ids in a shard mean.
 struct TokenizerInfo {
