@@ -54,3 +54,5 @@ tps = sorted(r["tokens_per_s"] for r in train[1:] or train)
 print(f"tokens/s         {tps[len(tps) // 2]:.0f} (median over logged steps, all ranks)")
 print(f"metrics          {sys.argv[1]}")
 PY
+"$root/tools/plot-metrics" "$metrics" --labels quickstart --out "$run/metrics.png" >/dev/null
+echo "plot             $run/metrics.png"
