@@ -29,18 +29,35 @@ struct Carver {
 };
 }  // namespace
 
-std::size_t Gpt2::layout(const GptShape& s, int B, float* floats, Acts* acts) {
+std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, float* floats, Acts* acts) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
   Carver c{floats};
   const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T;
   a.encoded = c.take({B, T, C});
+  // One working set of block activations, shared by every block where the mode recomputes them.
+  Layer work;
+  const bool full = r == Recompute::kFull, selective = r != Recompute::kNone;
+  auto per_layer_or_shared = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims) {
+    if (!shared) return c.take(dims);
+    if (shared_t.rank == 0) shared_t = c.take(dims);  // first block: carve the shared buffer
+    return shared_t;
+  };
   a.layers.resize(s.n_layer);
   for (Layer& l : a.layers) {
-    l.ln1 = c.take({B, T, C}), l.ln1_mean = c.take({N}), l.ln1_rstd = c.take({N});
-    l.qkv = c.take({B, T, 3 * C}), l.atty = c.take({B, T, C}), l.lse = c.take({B, s.n_head, T});
-    l.res2 = c.take({B, T, C}), l.ln2 = c.take({B, T, C}), l.ln2_mean = c.take({N}), l.ln2_rstd = c.take({N});
-    l.fch = c.take({B, T, 4 * C}), l.fch_gelu = c.take({B, T, 4 * C}), l.res3 = c.take({B, T, C});
+    l.ln1 = per_layer_or_shared(full, work.ln1, {B, T, C});
+    l.ln1_mean = per_layer_or_shared(full, work.ln1_mean, {N});
+    l.ln1_rstd = per_layer_or_shared(full, work.ln1_rstd, {N});
+    l.qkv = per_layer_or_shared(full, work.qkv, {B, T, 3 * C});
+    l.atty = per_layer_or_shared(selective, work.atty, {B, T, C});
+    l.lse = per_layer_or_shared(full, work.lse, {B, s.n_head, T});
+    l.res2 = per_layer_or_shared(full, work.res2, {B, T, C});
+    l.ln2 = per_layer_or_shared(full, work.ln2, {B, T, C});
+    l.ln2_mean = per_layer_or_shared(full, work.ln2_mean, {N});
+    l.ln2_rstd = per_layer_or_shared(full, work.ln2_rstd, {N});
+    l.fch = per_layer_or_shared(full, work.fch, {B, T, 4 * C});
+    l.fch_gelu = per_layer_or_shared(selective, work.fch_gelu, {B, T, 4 * C});
+    l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
   }
   a.lnf = c.take({B, T, C}), a.lnf_mean = c.take({N}), a.lnf_rstd = c.take({N});
   a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.take({N});
@@ -49,16 +66,16 @@ std::size_t Gpt2::layout(const GptShape& s, int B, float* floats, Acts* acts) {
   return c.used;
 }
 
-std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch) {
-  return layout(shape, micro_batch, nullptr, nullptr) * sizeof(float) +
+std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute) {
+  return layout(shape, micro_batch, recompute, nullptr, nullptr) * sizeof(float) +
          2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t);
 }
 
-Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch)
-    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch) {
+Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute)
+    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute) {
   ZT_CHECK_GT(micro_batch, 0, "Gpt2: micro_batch must be positive");
-  arena_ = be_.allocate(layout(s_, B_, nullptr, nullptr) * sizeof(float));
-  layout(s_, B_, static_cast<float*>(arena_.data()), &a_);
+  arena_ = be_.allocate(layout(s_, B_, recompute_, nullptr, nullptr) * sizeof(float));
+  layout(s_, B_, recompute_, static_cast<float*>(arena_.data()), &a_);
   ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
   a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
   a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
@@ -165,6 +182,18 @@ void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.accumulate(a_.dres, a_.dtmp);  // d x = d res2 + through ln1
 }
 
+// Rebuilds what block l's backward reads and the mode did not keep. Full: the whole block forward
+// again (its output res3 comes out bit-identical to the kept one). Selective: the attention output
+// from the kept qkv, and GELU of the kept fc pre-activation.
+void Gpt2::recompute_block(int l, const Tensor& w) {
+  if (recompute_ == Recompute::kFull) return block_forward(l, w);
+  if (recompute_ == Recompute::kSelective) {
+    Layer& L = a_.layers[l];
+    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+    be_.gelu_forward(L.fch_gelu, L.fch);
+  }
+}
+
 void Gpt2::backward(ParamSource& params, GradSink& grads, float dloss) {
   ZT_CHECK(ready_for_backward_, "Gpt2::backward needs a forward() with targets first (and runs once per forward)");
   ready_for_backward_ = false;
@@ -182,6 +211,7 @@ void Gpt2::backward(ParamSource& params, GradSink& grads, float dloss) {
   for (int l = s_.n_layer - 1; l >= 0; --l) {
     w = params.unit(1 + l);  // separate statements: the ParamSource sees p before g, always
     g = grads.unit(1 + l);
+    recompute_block(l, w);
     block_backward(l, w, g);
     params.release(1 + l);
     grads.unit_done(1 + l);

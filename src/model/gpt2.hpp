@@ -13,11 +13,20 @@
 
 namespace zt::model {
 
+// Activation recomputation (train.recompute): trade forward FLOPs in the backward pass for memory.
+//   kNone       every block keeps all its activations (about 16 C floats per token);
+//   kSelective  the attention output and the GELU output (5 C) are recomputed from what is kept
+//               (cheap ops: one attention forward and one GELU per block);
+//   kFull       only each block's output (C) is kept; a block's forward runs again inside its backward,
+//               on working buffers shared by all blocks.
+// Gradients are bit-identical in every mode (the same ops on the same inputs).
+enum class Recompute { kNone, kSelective, kFull };
+
 class Gpt2 {
  public:
   // Allocates every activation for micro-batches of `micro_batch` sequences of table.shape().seq_len.
   // The table must outlive the model.
-  Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch);
+  Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute = Recompute::kNone);
   Gpt2(const Gpt2&) = delete;
   Gpt2& operator=(const Gpt2&) = delete;
 
@@ -37,7 +46,7 @@ class Gpt2 {
   // Bytes this model holds on the backend (activations, their gradients, tokens), as allocated.
   std::size_t activation_bytes() const { return arena_.bytes() + ids_.bytes(); }
   // The same number for any shape, allocating nothing (for the memory planner).
-  static std::size_t activation_bytes(const GptShape& shape, int micro_batch);
+  static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone);
 
  private:
   struct Layer {  // saved for backward, per block
@@ -51,18 +60,20 @@ class Gpt2 {
     std::vector<Layer> layers;
   };
   // Carves every activation out of `floats` (null base: counts only); returns the floats used.
-  static std::size_t layout(const GptShape& s, int B, float* floats, Acts* acts);
+  static std::size_t layout(const GptShape& s, int B, Recompute r, float* floats, Acts* acts);
 
   void check_ids(const char* what, const std::int32_t* ids) const;
   void run_forward(const std::int32_t* tokens, ParamSource& params);
   void block_forward(int l, const backend::Tensor& unit);
   void block_backward(int l, const backend::Tensor& unit, const backend::Tensor& grads);
+  void recompute_block(int l, const backend::Tensor& unit);  // what backward needs, per the Recompute mode
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;  // k-th parameter of unit u
 
   backend::Backend& be_;
   const ParamTable& table_;
   GptShape s_;
   int B_;
+  Recompute recompute_;
   backend::Buffer arena_, ids_;
   Acts a_;
   bool ready_for_backward_ = false;

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "backend/backend.hpp"
+#include "config/options.hpp"
 #include "core/error.hpp"
 #include "model/gpt2.hpp"
 #include "optim/zero/partition.hpp"
@@ -62,6 +63,15 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 }
 }  // namespace
 
+model::Recompute recompute_mode(config::Recompute r) {
+  switch (r) {
+    case config::Recompute::kNone: return model::Recompute::kNone;
+    case config::Recompute::kSelective: return model::Recompute::kSelective;
+    case config::Recompute::kFull: return model::Recompute::kFull;
+  }
+  return model::Recompute::kNone;
+}
+
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity) {
   const model::GptShape shape = shape_of(config.model);
   const model::ParamTable table(shape);
@@ -72,8 +82,10 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   p.capacity_bytes = capacity;
   add_model_state(p, table, world_size, static_cast<int>(config.train.zero_stage));
   const int micro = static_cast<int>(config.train.micro_batch);
-  p.rows.push_back({"activations", model::Gpt2::activation_bytes(shape, micro),
-                    "one micro-batch of " + std::to_string(micro) + " x " + std::to_string(shape.seq_len) + " tokens"});
+  const model::Recompute recompute = recompute_mode(config.train.recompute);
+  p.rows.push_back({"activations", model::Gpt2::activation_bytes(shape, micro, recompute),
+                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, recompute=",
+                        config::to_string(config.train.recompute))});
   p.rows.push_back({"workspace", backend::cpu_workspace_bytes(threads, shape.seq_len), "attention scratch"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
   return p;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/gpt2.hpp"
 
 namespace zt::plan {
 
@@ -35,6 +36,9 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
 
 // The plan as a table (and the suggestions when it does not fit).
 std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& fixes);
+
+// The model's recomputation mode for train.recompute.
+model::Recompute recompute_mode(config::Recompute r);
 
 // Memory one CPU rank may use: the host's available memory divided by the ranks on the node.
 std::uint64_t host_memory_per_rank(int ranks_on_node);
