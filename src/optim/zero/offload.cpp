@@ -29,6 +29,8 @@ void HostOptimizer::step(const std::vector<DevicePiece>& pieces, const config::O
   for (const DevicePiece& d : pieces) {
     const std::int64_t at = d.piece.shard_offset, n = d.piece.numel;
     ZT_CHECK_EQ(d.grad.numel(), n);
+    // TODO(issue 9): bf16 device parameters need the fp32 master cast on the way back.
+    ZT_CHECK(d.param.dtype == DType::kF32 && d.grad.dtype == DType::kF32, "offload: fp32 device state only so far");
     device_.copy_to_host(view(grad_, at, n).data, d.grad.data, d.grad.bytes());
     backend::Backend::AdamW hp{static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
                                static_cast<float>(o.eps), d.piece.decay ? static_cast<float>(o.weight_decay) : 0.0f, step,
