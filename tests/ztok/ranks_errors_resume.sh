@@ -35,6 +35,19 @@ for kill_at in 2 6; do
   same_shards single "killed-$kill_at" "rank 1 killed after $kill_at chunks, resumed"
   echo "ok: rank 1 killed after $kill_at chunks; -np 2 refused; -np 3 resumed to identical shards"
 done
+# SIGKILL of a random rank at arbitrary moments (start-up, tokenizing, writing shards), then a rerun.
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+for delay in 0.4 0.6 0.8 1.0; do
+  on_ranks 3 "$ztok" --out external "${args[@]}" >/dev/null 2>&1 & pid=$!
+  sleep "$delay"
+  victim=$(descendants "$pid" | xargs -r ps -o pid=,comm= -p | awk '$2 == "ztok" { print $1 }' | shuf -n 1) || true
+  [ -z "$victim" ] || kill -9 "$victim" 2>/dev/null || true
+  wait "$pid" || true
+done
+on_ranks 3 "$ztok" --out external "${args[@]}" >/dev/null 2>&1 || fail "rerun after external kills failed"
+same_shards single external "random ranks killed, resumed"
+echo "ok: random ranks killed at arbitrary moments, resumed: identical shards"
+
 set +e; "$ztok" --out killed-2 "${args[@]}" >"$work/single.log" 2>&1; rc=$?; set -e
 [ $rc -eq 0 ] && grep -q 'nothing to do' "$work/single.log" || fail "a complete 3-rank output should be a no-op for plain ztok"
 echo "ok: complete output is a no-op for any number of ranks"
