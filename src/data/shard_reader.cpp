@@ -115,18 +115,26 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
 namespace {
 template <typename T>
 void read_checked(const ShardReader::Impl& s, std::uint64_t start, std::span<T> out) {
+  static_assert(sizeof(T) == 4, "ids are read as 32-bit values");
   const std::string path = s.info.path.string();
   if (start > s.info.n_tokens || out.size() > s.info.n_tokens - start)
     throw DataError(cat("shard ", path, ": tokens [", start, ", ", start + out.size(), ") are outside its ",
                         s.info.n_tokens));
   try {
-    s.tokens.read(start, out);
+    // In the stored type (no HDF5 conversion: its 1 MiB buffer is zeroed on every read), widened here.
+    if (s.info.wide_tokens) {
+      s.tokens.read(start, std::span(reinterpret_cast<std::uint32_t*>(out.data()), out.size()));
+    } else {
+      std::vector<std::uint16_t> narrow(out.size());
+      s.tokens.read(start, std::span(narrow));
+      std::copy(narrow.begin(), narrow.end(), out.begin());
+    }
   } catch (const Error& e) {
     throw DataError(cat("shard ", path, ": cannot read tokens [", start, ", ", start + out.size(), "): ", e.what()));
   }
   const auto limit = s.info.tokenizer.vocab_size;
   for (const T t : out)
-    if (static_cast<std::uint64_t>(t) >= limit)
+    if (static_cast<std::uint64_t>(static_cast<std::uint32_t>(t)) >= limit)
       throw DataError(cat("shard ", path, ": token id ", t, " in [", start, ", ", start + out.size(),
                           ") is not below vocab_size ", limit, " (corrupt shard)"));
 }

@@ -93,6 +93,9 @@ void H5Dataset::write(std::uint64_t offset, std::span<const std::uint32_t> v) {
 void H5Dataset::write(std::uint64_t offset, std::span<const std::uint64_t> v) {
   io(true, offset, v.size(), H5T_NATIVE_UINT64, const_cast<std::uint64_t*>(v.data()));
 }
+void H5Dataset::read(std::uint64_t offset, std::span<std::uint16_t> out) const {
+  io(false, offset, out.size(), H5T_NATIVE_UINT16, out.data());
+}
 void H5Dataset::read(std::uint64_t offset, std::span<std::uint32_t> out) const {
   io(false, offset, out.size(), H5T_NATIVE_UINT32, out.data());
 }

@@ -68,6 +68,8 @@ class H5Dataset : public H5Object {
   void write(std::uint64_t offset, std::span<const std::uint16_t> values);
   void write(std::uint64_t offset, std::span<const std::uint32_t> values);
   void write(std::uint64_t offset, std::span<const std::uint64_t> values);
+  // Reading in the stored type skips HDF5's conversion and its buffer (1 MiB, zeroed on every read).
+  void read(std::uint64_t offset, std::span<std::uint16_t> out) const;
   void read(std::uint64_t offset, std::span<std::uint32_t> out) const;
   void read(std::uint64_t offset, std::span<std::int32_t> out) const;
   void read(std::uint64_t offset, std::span<std::uint64_t> out) const;
