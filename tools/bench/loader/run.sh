@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Loader benchmark: tokens/s one rank's prefetching loader delivers from HDF5 shards (in order and
-# shuffled; GPT-2 windows of 1025 tokens, micro 16 x accum 4 per step, rank 4 of 8), REPEAT runs of
-# bench_loader (each verifies one window per step against a direct read: #wrong), median and spread.
+# shuffled from freshly opened shards; shuffled once every chunk was read and verified; GPT-2 windows
+# of 1025 tokens, micro 16 x accum 4 per step, rank 4 of 8), REPEAT runs of bench_loader (each checks
+# one window per step against a direct read: #wrong), median and spread.
 #   tools/bench/loader/run.sh [REPEAT]      (default 3; needs a build: tools/build.sh)
 # Data: 50M random tokens in 5 shards of 10M (make_test_shards, vocab 50257), made once under
 # build/bench/loader/data (1.1 GB in the page cache: the numbers are for shards already cached).
@@ -22,10 +23,12 @@ for i in $(seq 1 "$repeat"); do runs+=("$("$build/bench/bench_loader" "$data/tra
 printf '%s\n' "${runs[@]}" | python3 -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin]
-print("%-10s %14s %24s %7s" % ("order", "median tok/s", "spread (min..max)", "#wrong"))
+print("%-19s %14s %24s %7s" % ("order", "median tok/s", "spread (min..max)", "#wrong"))
 out = {"bench": "loader", "repeat": len(rows), "wrong": sum(r["wrong"] for r in rows)}
-for key, name in (("tokens_per_s_in_order", "in-order"), ("tokens_per_s_shuffled", "shuffled")):
+for key, name in (("tokens_per_s_in_order", "in-order"), ("tokens_per_s_shuffled", "shuffled"),
+                  ("tokens_per_s_shuffled_verified", "shuffled, verified")):
+    if key not in rows[0]: continue
     v = [r[key] for r in rows]
-    print("%-10s %14.3e %11.3e..%-11.3e %7d" % (name, statistics.median(v), min(v), max(v), out["wrong"]))
+    print("%-19s %14.3e %11.3e..%-11.3e %7d" % (name, statistics.median(v), min(v), max(v), out["wrong"]))
     out[key + "_median"] = float(f"{statistics.median(v):.4g}")
 print(json.dumps(out))'
