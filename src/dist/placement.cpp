@@ -32,10 +32,6 @@ Placement place_rank(const World& world, const config::Config& config, bool cuda
   const int gpus = cuda_device_count();
   Placement p;
   p.device = resolve_device(world, config.train.device, cuda_backend_built, gpus);
-  if (p.device == Device::kCpu && config.train.precision != config::Precision::kFp32)
-    throw ConfigError(cat("train.precision=", config::to_string(config.train.precision), " but this rank computes on the CPU",
-                          config.train.device == Device::kAuto ? " (train.device=auto found no usable GPU)" : "",
-                          ": the CPU backend computes in fp32; use train.precision=fp32 or run where GPUs are"));
   p.comm = config.dist.backend;
   if (p.comm == CommBackend::kAuto) p.comm = p.device == Device::kCuda ? CommBackend::kNccl : CommBackend::kMpi;
   if (p.device == Device::kCpu && p.comm == CommBackend::kNccl)
