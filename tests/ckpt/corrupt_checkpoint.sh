@@ -3,8 +3,9 @@
 # .tmp directory a dead job left): `zckpt verify` exits 1 naming the problem; ckpt.resume=auto skips
 # it, says which and why, and resumes from the previous one; naming it as ckpt.resume=PATH is a
 # start-up error (exit 2) that names the problem.
-source "$(dirname "$0")/../lib.sh"
-source "$(dirname "$0")/ckpt_lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
+source "$here/../lib.sh"
+source "$here/ckpt_lib.sh"
 
 train 2 --ckpt.dir="$ZT_WORK/good" --ckpt.every=2 --train.stop_at_step=4 --log.metrics="$ZT_WORK/good.jsonl"
 expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/good/step_00000004"

@@ -2,8 +2,9 @@
 # For every ZeRO stage on 2 ranks with gradient accumulation and shuffled data: 8 steps straight vs
 # 4 steps (train.stop_at_step, exit 0) + resume + 4 give bit-identical losses and final weights; the
 # same with asynchronous checkpoints every 2 steps. The resumed run logs a resume event.
-source "$(dirname "$0")/../lib.sh"
-source "$(dirname "$0")/ckpt_lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
+source "$here/../lib.sh"
+source "$here/ckpt_lib.sh"
 
 for stage in 0 1 2 3; do
   train 2 --train.zero_stage=$stage --ckpt.dir="$ZT_WORK/s$stage/straight" --log.metrics="$ZT_WORK/s$stage/straight.jsonl"

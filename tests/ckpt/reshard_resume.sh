@@ -4,8 +4,9 @@
 # expected: the reduction order changes with the world size). `zckpt reshard` (the same intersection
 # code, offline) gives a checkpoint that resumes bit-identically to resharding on load, and a reshard
 # round trip 2 -> 3 -> 2 reproduces the optimizer shards byte for byte.
-source "$(dirname "$0")/../lib.sh"
-source "$(dirname "$0")/ckpt_lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
+source "$here/../lib.sh"
+source "$here/ckpt_lib.sh"
 
 train 2 --train.zero_stage=1 --ckpt.dir="$ZT_WORK/straight" --log.metrics="$ZT_WORK/straight.jsonl"
 
