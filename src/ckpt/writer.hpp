@@ -18,11 +18,11 @@ namespace fs = std::filesystem;
 // failed attempt left there). Returns the .tmp directory.
 fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step);
 
-// This rank's optimizer shard: 1-D fp32 `master`, `exp_avg`, `exp_avg_sq` (Fletcher-32 per chunk) and
+// This rank's optimizer shard: 1-D fp32 `master`, `exp_avg`, `exp_avg_sq` and
 // `ranges` [n, 2] u64 (flat offset, numel), closed and fsynced. Throws IoError naming the file.
 FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step);
-// Rank 0: model.h5, every parameter under its HF name with its HF shape, from the full flat fp32
-// parameters (model.flat_numel floats).
+// Rank 0: model.h5, every parameter under its HF name with its HF shape (Fletcher-32 per chunk), from
+// the full flat fp32 parameters (model.flat_numel floats).
 FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat);
 FileRecord write_state(const fs::path& dir, const TrainState& state);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "ckpt/layout.hpp"
 #include "ckpt/manifest.hpp"
@@ -58,7 +59,8 @@ std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, i
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
                            optim::ZeroEngine& engine)
     : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
-      ranges_(checkpoint_ranges(table, world.size(), world.rank())), async_(config.ckpt.async) {
+      ranges_(checkpoint_ranges(table, world.size(), world.rank())), async_(config.ckpt.async),
+      shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()) {
   if (async_ && !io::hdf5_is_threadsafe()) {
     log::warn("ckpt.async=true needs an HDF5 library built thread-safe (the data loader reads shards on its own "
               "thread); this one is not, so checkpoints are written synchronously");
@@ -70,8 +72,13 @@ Checkpointer::~Checkpointer() = default;  // a write still in flight is joined b
 
 bool Checkpointer::idle() const { return !pending_ || !pending_->job || pending_->job->done(); }
 
-ckpt::RankShard Checkpointer::snapshot(std::vector<float>& full_params) {
-  ckpt::RankShard shard{world_.rank(), world_.size(), ranges_, {}, {}, {}};
+void Checkpointer::snapshot() {
+  // The host buffers are reused from save to save (the previous write has finished: save() called
+  // finish()), so only the first snapshot pays for allocating and first-touching them.
+  ckpt::RankShard& shard = *shard_;
+  shard.rank = world_.rank();
+  shard.world_size = world_.size();
+  shard.ranges = ranges_;
   for (ckpt::StateKind kind : ckpt::kStateKinds) {
     std::vector<float>& values = shard.of(kind);
     values.resize(static_cast<std::size_t>(shard.numel()));
@@ -83,35 +90,37 @@ ckpt::RankShard Checkpointer::snapshot(std::vector<float>& full_params) {
   }
   // model.h5 comes from rank 0's full copy: a collective gather at stage 3, a local copy below.
   if (world_.is_root() || engine_.stage() == 3) {
-    full_params.resize(static_cast<std::size_t>(desc_.flat_numel));
-    engine_.gather_params(full_params.data());
+    full_->resize(static_cast<std::size_t>(desc_.flat_numel));
+    engine_.gather_params(full_->data());
   }
-  if (!world_.is_root()) full_params.clear();
-  return shard;
+  if (!world_.is_root()) *full_ = {};
 }
 
-void Checkpointer::save(const ckpt::TrainState& state) {
-  finish();
-  const auto start = Clock::now();
+std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
   auto p = std::make_unique<Pending>();
-  p->step = state.step;
-  p->started = start;
-  p->final = fs::path(config_.ckpt.dir) / ckpt::step_dir_name(state.step);
-  p->tmp = fs::path(config_.ckpt.dir) / (ckpt::step_dir_name(state.step) + ckpt::kTmpSuffix);
+  p->step = step;
+  p->started = Clock::now();
+  p->final = fs::path(config_.ckpt.dir) / ckpt::step_dir_name(step);
+  p->tmp = fs::path(config_.ckpt.dir) / (ckpt::step_dir_name(step) + ckpt::kTmpSuffix);
   std::string error;
   if (world_.is_root()) {
     try {
-      ckpt::prepare_tmp_dir(config_.ckpt.dir, state.step);
+      ckpt::prepare_tmp_dir(config_.ckpt.dir, step);
     } catch (const Error& e) {
       error = e.what();
       log::fatal(error);
     }
   }
   if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);  // also: the directory exists now
-  auto full = std::make_shared<std::vector<float>>();
-  auto shard = std::make_shared<ckpt::RankShard>(snapshot(*full));
+  return p;
+}
+
+void Checkpointer::save(const ckpt::TrainState& state) {
+  finish();
+  std::unique_ptr<Pending> p = begin(state.step);
+  snapshot();
   const bool in_thread = async_;
-  auto work = [tmp = p->tmp, shard, full, state, desc = desc_, root = world_.is_root(), in_thread] {
+  auto work = [tmp = p->tmp, shard = shard_, full = full_, state, desc = desc_, root = world_.is_root(), in_thread] {
     if (in_thread) block_stop_signals_in_this_thread();
     const auto t = Clock::now();
     ckpt::RankRecord rec{shard->rank, shard->ranges, {}, 0};
@@ -124,14 +133,14 @@ void Checkpointer::save(const ckpt::TrainState& state) {
     return rec;
   };
   if (in_thread) {
-    p->stall_ms = ms_since(start);
+    p->stall_ms = ms_since(p->started);
     p->job = std::make_unique<ckpt::WriteJob>(std::move(work));
     pending_ = std::move(p);
     return;
   }
   try {
     p->record = work();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // agreed on in finish(), as a background failure would be
     p->error = e.what();
   }
   pending_ = std::move(p);
@@ -157,7 +166,7 @@ void Checkpointer::finish() {
   if (world_.is_root()) {
     try {
       // Synchronous: the loop stalled for the whole save. Asynchronous: for the snapshot, then here.
-      commit_on_root(*p, records, p->job ? p->stall_ms + ms_since(start) : ms_since(p->started));
+      commit_on_root(*p, records, p->job ? ms_since(start) : ms_since(p->started));
     } catch (const std::exception& e) {
       error = e.what();
       log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", error));
@@ -166,7 +175,7 @@ void Checkpointer::finish() {
   if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);
 }
 
-void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& records, double stall_ms) const {
+void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) const {
   ckpt::Manifest m;
   m.step = p.step;
   m.world_size = world_.size();
@@ -184,8 +193,12 @@ void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::strin
   ckpt::commit(p.tmp, p.final, m);
   const double mib = static_cast<double>(m.total_bytes()) / (1 << 20);
   char line[256];
-  std::snprintf(line, sizeof line, ": %.2f MiB written in %.3f s (%.1f MiB/s), training stalled %.1f ms%s", mib,
-                write_s, write_s > 0 ? mib / write_s : 0.0, stall_ms, p.job ? " (async)" : "");
+  std::snprintf(line, sizeof line, ": %.2f MiB written in %.3f s (%.1f MiB/s), training stalled %.1f ms", mib, write_s,
+                write_s > 0 ? mib / write_s : 0.0, p.stall_ms + finish_ms);
+  if (p.job) {  // async: the snapshot, then the wait for the write and the commit at a later boundary
+    const std::size_t n = std::strlen(line);
+    std::snprintf(line + n, sizeof line - n, " (async: snapshot %.1f ms, wait and commit %.1f ms)", p.stall_ms, finish_ms);
+  }
   log::info(cat("checkpoint ", p.final.string(), line));
   for (const fs::path& gone : ckpt::prune(config_.ckpt.dir, config_.ckpt.keep, p.final))
     log::info(cat("checkpoint ", gone.string(), " deleted (ckpt.keep=", config_.ckpt.keep, ")"));

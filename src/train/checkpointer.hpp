@@ -52,8 +52,9 @@ class Checkpointer {
     std::chrono::steady_clock::time_point started;
     double stall_ms = 0;                  // asynchronous: the snapshot
   };
-  ckpt::RankShard snapshot(std::vector<float>& full_params);
-  void commit_on_root(const Pending& p, const std::vector<std::string>& records, double stall_ms) const;
+  std::unique_ptr<Pending> begin(std::int64_t step);  // collective: step_N.tmp/ exists on return
+  void snapshot();  // this rank's state into shard_ (and, on rank 0, the full parameters into full_)
+  void commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) const;
   [[noreturn]] void fail(const Pending& p, const std::string& error) const;
 
   const dist::World& world_;
@@ -62,6 +63,8 @@ class Checkpointer {
   ckpt::ModelDesc desc_;
   std::vector<ckpt::FlatRange> ranges_;
   bool async_;
+  std::shared_ptr<ckpt::RankShard> shard_;     // host copies the writer reads; reused across saves
+  std::shared_ptr<std::vector<float>> full_;   // rank 0: the full parameters for model.h5
   std::unique_ptr<Pending> pending_;
 };
 
