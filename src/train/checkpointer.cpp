@@ -161,6 +161,10 @@ void Checkpointer::finish() {
   // A failing rank prints its reason before the agreement, so the message is out before any abort.
   if (!p->error.empty()) log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", p->error));
   if (world_.max_over_ranks(p->error.empty() ? 0 : 1) != 0) fail(*p, p->error);
+  if (!async_) {  // synchronous: free the host copies between saves; asynchronous keeps them for the next
+    *shard_ = {};
+    *full_ = {};
+  }
   const std::vector<std::string> records = world_.gather_to_root(ckpt::rank_record_json(p->record));
   std::string error;
   if (world_.is_root()) {

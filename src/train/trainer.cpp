@@ -202,7 +202,7 @@ bool Trainer::stop_requested_here() const {
 // commit needs every rank's files).
 bool Trainer::at_step_boundary(std::int64_t last) {
   std::int32_t flags[2] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1};
-  comm_->set_context(cat("step ", step_, " boundary (stop and checkpoint agreement)"));
+  comm_->set_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
   comm_->all_reduce(dist::span_of(flags, 2), dist::ReduceOp::kMax)->wait();
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
   const bool stop = flags[0] != 0 && step_ < last;

@@ -22,7 +22,7 @@ done
 # Asynchronous writes (every 2 steps, stage 2), resumed from the newest: still bit-identical.
 train 2 --train.zero_stage=2 --ckpt.async=true --ckpt.every=2 --ckpt.keep=2 --ckpt.dir="$ZT_WORK/async" \
   --log.metrics="$ZT_WORK/async.jsonl" --train.stop_at_step=6
-expect_in "$ZT_WORK/out" "checkpoint .*step_00000006: .*\(async\)"
+expect_in "$ZT_WORK/out" "checkpoint .*step_00000006: .*\(async: snapshot [0-9.]+ ms"
 [ "$(ls "$ZT_WORK/async")" = "$(printf 'step_00000004\nstep_00000006')" ] || fail "ckpt.keep=2 kept: $(ls "$ZT_WORK/async")"
 train 2 --train.zero_stage=2 --ckpt.async=true --ckpt.every=2 --ckpt.dir="$ZT_WORK/async" --log.metrics="$ZT_WORK/async.jsonl"
 same_losses "$ZT_WORK/s2/straight.jsonl" "$ZT_WORK/async.jsonl"
