@@ -191,10 +191,17 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   if (metrics_) metrics_->step(m);
 }
 
-bool Trainer::stop_requested_here() const {
+bool Trainer::time_is_up() const {
   const double limit_min = config_.train.time_limit_min;
-  return stop_signal_received() != 0 ||
-         (limit_min > 0 && std::chrono::duration<double>(Clock::now() - started_).count() >= limit_min * 60);
+  return limit_min > 0 && std::chrono::duration<double>(Clock::now() - started_).count() >= limit_min * 60;
+}
+
+bool Trainer::stop_requested_here() const { return stop_signal_received() != 0 || time_is_up(); }
+
+std::string Trainer::stop_reason() const {
+  if (const int sig = stop_signal_received()) return signal_name(sig);
+  if (time_is_up()) return cat("train.time_limit_min=", config_.train.time_limit_min);
+  return "a stop request on another rank";
 }
 
 // One all-reduce (max) per step agrees on two flags over all ranks: a stop requested on any rank (a
@@ -244,9 +251,8 @@ int Trainer::run() {
     inject_faults(config_.debug, world_.rank(), step_);
     if (at_step_boundary(last)) {
       checkpointer_->finish();
-      const int sig = stop_signal_received();
-      log::info(cat("stopped after step ", step_, " on ", sig ? signal_name(sig) : "a signal to another rank or train.time_limit_min",
-                    ", checkpointed: exit ", kExitRequeue, " (requeue; ckpt.resume=auto continues from here)"));
+      log::info(cat("stopped after step ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
+                    " (requeue; ckpt.resume=auto continues from here)"));
       return kExitRequeue;
     }
   }

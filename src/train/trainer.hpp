@@ -43,6 +43,8 @@ class Trainer {
   void open_data();
   bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)
   bool stop_requested_here() const;          // a signal or the time limit, on this rank
+  bool time_is_up() const;                   // train.time_limit_min has passed
+  std::string stop_reason() const;
   ckpt::TrainState train_state() const;
 
   const dist::World& world_;
