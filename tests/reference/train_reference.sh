@@ -19,7 +19,8 @@ expect_exit 0 "$PY" "$here/train_reference.py" init "$ini" "$ZT_WORK/init.safete
 run() {  # run NP ZERO_STAGE -> metrics file path
   local m="$ZT_WORK/metrics_np${1}_zero${2}.jsonl"
   expect_exit 0 zt_mpirun "$1" "$ZT_BIN/ztrain" --config "$ini" --data.train="$ZT_WORK/data/train_*.h5" \
-    --init.from="$ZT_WORK/init.safetensors" --train.threads=1 --train.zero_stage="$2" --log.metrics="$m"
+    --init.from="$ZT_WORK/init.safetensors" --train.threads=1 --train.zero_stage="$2" --log.metrics="$m" \
+    --ckpt.resume=none --ckpt.dir="$ZT_WORK/ckpt_np${1}_zero${2}"
   echo "$m"
 }
 metrics=("$(run 1 0)" "$(run 2 1)" "$(run 2 3)")
