@@ -12,6 +12,7 @@
 #include "core/version.hpp"
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
+#include "plan/memory_plan.hpp"
 #include "train/run.hpp"
 
 namespace zt::apps {
@@ -42,6 +43,35 @@ void print_config(const dist::World& world, const Startup& s) {
             << config::to_ini(c) << std::flush;
 }
 
+struct MemoryCheck {
+  plan::MemoryPlan plan;
+  std::vector<std::string> fixes;
+};
+
+// The memory plan for this run, or for plan.world_size ranks with plan.device_memory_gb each.
+MemoryCheck check_memory(const dist::World& world, const Startup& s) {
+  const config::Config& c = s.cl.config;
+  const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
+  const std::uint64_t capacity = c.plan.device_memory_gb > 0
+                                     ? static_cast<std::uint64_t>(c.plan.device_memory_gb * (1ull << 30))
+                                     : plan::host_memory_per_rank(world.local_size());
+  MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity), {}};
+  if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity);
+  return m;
+}
+
+// --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
+int print_plan(const dist::World& world, const Startup& s) {
+  if (s.cl.config.plan.world_size > 0) config::derive(s.cl.config, s.cl.config.plan.world_size);  // batch split
+  const MemoryCheck m = check_memory(world, s);
+  if (world.is_root())
+    std::cout << plan::format_plan(m.plan, m.fixes)
+              << "  (CPU backend, fp32: the CUDA backend's bf16 terms come with it; capacity from "
+              << (s.cl.config.plan.device_memory_gb > 0 ? "plan.device_memory_gb" : "this host's available memory")
+              << ")\n";
+  return m.plan.fits() ? kExitOk : kExitUsage;
+}
+
 int run(dist::World& world, int argc, char** argv) {
   Startup s;
   const int code = agree_on_startup(world, [&] {
@@ -63,6 +93,19 @@ int run(dist::World& world, int argc, char** argv) {
     print_config(world, s);
     return kExitOk;
   }
+  if (s.cl.plan) {  // inside the boundary: a batch that does not split over plan.world_size is exit 2
+    int result = kExitOk;
+    const int code = agree_on_startup(world, [&] { result = print_plan(world, s); });
+    return code != kExitOk ? code : result;
+  }
+  // A run predicted not to fit stops here, before any work, with the table and the fixes (--force runs it).
+  const int fit_code = agree_on_startup(world, [&] {
+    const MemoryCheck m = check_memory(world, s);
+    if (!m.plan.fits() && !s.cl.force)
+      throw ConfigError(cat("this configuration is predicted not to fit in memory (--force runs it anyway):\n",
+                            plan::format_plan(m.plan, m.fixes)));
+  });
+  if (fit_code != kExitOk) return fit_code;
   // The checkpoint to resume from is a start-up decision too: one that does not verify is exit 2.
   train::ResumePoint resume;
   const int resume_code = agree_on_startup(world, [&] {

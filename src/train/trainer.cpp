@@ -16,7 +16,9 @@
 #include "model/init.hpp"
 #include "model/safetensors.hpp"
 #include "optim/schedule.hpp"
+#include "plan/memory_plan.hpp"
 #include "train/faults.hpp"
+#include "train/sampler.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
@@ -24,12 +26,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// Keys the loop does not implement yet are refused before any work, never silently ignored.
-void refuse_unimplemented(const config::Config& c) {
-  auto refuse = [](const std::string& what) { throw ConfigError(cat(what, " is not available in this version of ztrain")); };
-  if (c.train.recompute != config::Recompute::kNone) refuse("train.recompute=" + config::to_string(c.train.recompute));
-  if (c.train.offload != config::Offload::kNone) refuse("train.offload=optimizer");
-  if (c.log.sample_every > 0) refuse("log.sample_every (text samples)");
+// What this build cannot run is refused before any work, never silently computed another way.
+void refuse_unsupported(const config::Config& c, const dist::Placement& placement) {
+  if (placement.device == config::Device::kCpu && c.train.precision != config::Precision::kFp32)
+    throw ConfigError(cat("train.precision=", config::to_string(c.train.precision), " but this rank computes on the CPU",
+                          c.train.device == config::Device::kAuto ? " (train.device=auto found no usable GPU)" : "",
+                          ": the CPU backend computes in fp32; use train.precision=fp32 or run where GPUs are"));
 }
 
 model::GptShape shape_of(const config::ModelConfig& m) {
@@ -44,14 +46,19 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                  const dist::Placement& placement, const ResumePoint& resume)
     : world_(world), config_(config), derived_(derived), placement_(placement), table_(shape_of(config.model)),
       started_(Clock::now()) {
-  refuse_unimplemented(config);
+  refuse_unsupported(config, placement);
   install_stop_signal_handlers();
   backend_ = backend::make_cpu_backend(placement.threads);
   comm_ = dist::make_mpi_communicator(world, config.dist.timeout_s);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
-  model_ = std::make_unique<model::Gpt2>(*backend_, table_, static_cast<int>(config.train.micro_batch));
+  model_ = std::make_unique<model::Gpt2>(*backend_, table_, static_cast<int>(config.train.micro_batch),
+                                         plan::recompute_mode(config.train.recompute));
+  const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(table_), params_of(table_),
-                                                static_cast<int>(config.train.zero_stage), config.zero.bucket_mb);
+                                                static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
+                                                offload_threads);
+  predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0).total_bytes;
+  if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
   checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_);
@@ -67,7 +74,9 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                 " parameters; ", world.size(), " rank(s), ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   log::info(cat("memory per rank: parameters ", mib(mem.params), ", gradients ", mib(mem.grads), ", optimizer state ",
-                mib(mem.optimizer), ", activations ", mib(model_->activation_bytes())));
+                mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host: offload)") : "",
+                ", activations ", mib(model_->activation_bytes()), " (recompute=",
+                config::to_string(config.train.recompute), "); predicted peak ", mib(predicted_peak_)));
 }
 
 Trainer::~Trainer() = default;
@@ -188,6 +197,7 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.comm_bytes = static_cast<double>(comm_->stats().total_bytes() - comm_bytes_logged_) / static_cast<double>(steps_in_window);
   comm_bytes_logged_ = comm_->stats().total_bytes();
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
+  m.mem_predicted_bytes = predicted_peak_;
   if (metrics_) metrics_->step(m);
 }
 
@@ -248,6 +258,7 @@ int Trainer::run() {
       const double val = evaluate();
       if (metrics_) metrics_->eval(step_, val);
     }
+    if (config_.log.sample_every > 0 && (step_ % config_.log.sample_every == 0 || step_ == last)) sample();
     inject_faults(config_.debug, world_.rank(), step_);
     if (at_step_boundary(last)) {
       checkpointer_->finish();
@@ -259,6 +270,21 @@ int Trainer::run() {
   checkpointer_->finish();
   log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
   return kExitOk;
+}
+
+// A text sample on every rank (ZeRO-3 gathers need all of them); rank 0 logs it and writes it to the
+// metrics file as {"step": S, "sample": "..."}.
+void Trainer::sample() {
+  SampleOptions o;
+  o.n_tokens = static_cast<int>(config_.log.sample_tokens);
+  o.seed = config_.train.seed;
+  o.step = static_cast<std::uint64_t>(step_);
+  comm_->set_context(cat("text sample after step ", step_));
+  const int n_layer = static_cast<int>(config_.model.n_layer);
+  const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,
+                                       [&] { engine_->expect_access_order(forward_order(n_layer)); });
+  log::info(cat("step ", step_, " | sample: ", text));
+  if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
 }
 
 }  // namespace zt::train

@@ -18,6 +18,7 @@
 #include "train/metrics.hpp"
 #include "train/resume.hpp"
 #include "train/zero_model.hpp"
+#include "tok/tokenizer.hpp"
 
 namespace zt::train {
 
@@ -45,6 +46,7 @@ class Trainer {
   bool stop_requested_here() const;          // a signal or the time limit, on this rank
   bool time_is_up() const;                   // train.time_limit_min has passed
   std::string stop_reason() const;
+  void sample();
   ckpt::TrainState train_state() const;
 
   const dist::World& world_;
@@ -68,6 +70,8 @@ class Trainer {
   std::uint64_t windows_per_epoch_ = 0;
   double last_loss_ = 0;
   std::uint64_t comm_bytes_logged_ = 0;  // communicator payload bytes at the last metrics line
+  std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
+  std::unique_ptr<tok::Tokenizer> tokenizer_;  // for text samples (log.sample_every)
 };
 
 }  // namespace zt::train

@@ -27,7 +27,7 @@ dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.nu
 }  // namespace
 
 ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-                       std::vector<ParamRange> params, int stage, double bucket_mb)
+                       std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads)
     : backend_(backend), comm_(comm), stage_(stage),
       bucket_bytes_(static_cast<std::size_t>(bucket_mb * 1024 * 1024)),
       part_(stage == 0 ? Partition(units, params, 1, 0) : Partition(units, params, comm.size(), comm.rank())) {
@@ -43,8 +43,12 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
   if (stage_ <= 1) full_grads_ = zeroed(full);
   if (stage_ == 3) param_shard_ = zeroed(shard);
   if (stage_ >= 2) grad_shard_ = zeroed(shard);  // stage 1 reduces in place into its block of full_grads_
-  exp_avg_ = zeroed(shard);
-  exp_avg_sq_ = zeroed(shard);
+  if (offload_threads > 0) {
+    offload_ = std::make_unique<HostOptimizer>(backend_, part_.total_shard_numel(), offload_threads);
+  } else {
+    exp_avg_ = zeroed(shard);
+    exp_avg_sq_ = zeroed(shard);
+  }
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -80,6 +84,7 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
                                    : view(param_shard_, part_.shard_offset(u), range.numel);
     backend_.copy_from_host(dst.data, host.data(), range.numel * sizeof(float));
   }
+  if (offload_) offload_->load_master(device_pieces());
 }
 
 void ZeroEngine::gather_params(float* flat) {
@@ -116,13 +121,19 @@ Tensor ZeroEngine::state_view(State state, const FlatRange& range) const {
   if (state == State::kMaster && stage_ <= 2) return view(full_params_, full_offset(u) + in_unit, range.numel);
   // Position inside this rank's slice of unit u, in the shard buffers.
   const std::int64_t in_shard = part_.shard_offset(u) + in_unit - part_.rank() * part_.shard_numel(u);
+  if (offload_ && state != State::kMaster) {  // moments live on the host (a CPU backend's buffers)
+    const Tensor all = state == State::kExpAvg ? offload_->exp_avg() : offload_->exp_avg_sq();
+    return Tensor(static_cast<float*>(all.data) + in_shard, DType::kF32, {range.numel});
+  }
   const Buffer& b = state == State::kMaster ? param_shard_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
   return view(b, in_shard, range.numel);
 }
 
 void ZeroEngine::copy_state_to_host(State state, const FlatRange& range, float* out) const {
   if (range.numel == 0) return;
-  backend_.copy_to_host(out, state_view(state, range).data, range.numel * sizeof(float));
+  const Tensor t = state_view(state, range);
+  if (offload_ && state != State::kMaster) std::copy_n(static_cast<const float*>(t.data), range.numel, out);
+  else backend_.copy_to_host(out, t.data, range.numel * sizeof(float));
 }
 
 void ZeroEngine::load_moments(const std::function<void(State, std::int64_t, std::int64_t, float*)>& fill) {
@@ -133,7 +144,9 @@ void ZeroEngine::load_moments(const std::function<void(State, std::int64_t, std:
     host.resize(mine.numel);
     for (State s : {State::kExpAvg, State::kExpAvgSq}) {
       fill(s, mine.offset, mine.numel, host.data());
-      backend_.copy_from_host(state_view(s, mine).data, host.data(), mine.numel * sizeof(float));
+      const Tensor t = state_view(s, mine);
+      if (offload_) std::copy_n(host.data(), mine.numel, static_cast<float*>(t.data));
+      else backend_.copy_from_host(t.data, host.data(), mine.numel * sizeof(float));
     }
   }
 }
@@ -276,16 +289,30 @@ double ZeroEngine::finish_gradients() {
   return std::sqrt(comm_.all_reduce_value(local, dist::ReduceOp::kSum));
 }
 
-void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, double grad_scale) {
+std::vector<HostOptimizer::DevicePiece> ZeroEngine::device_pieces() const {
+  std::vector<HostOptimizer::DevicePiece> out;
   for (const ShardPiece& p : part_.pieces()) {
     const std::int64_t in_full = full_offset(p.unit) + (p.flat_offset - part_.unit(p.unit).offset);
     const Tensor param = stage_ <= 2 ? view(full_params_, in_full, p.numel) : view(param_shard_, p.shard_offset, p.numel);
     // Stage 1's reduced slice sits in place in full_grads_, where this piece's element is.
     const Tensor grad = stage_ <= 1 ? view(full_grads_, in_full, p.numel) : view(grad_shard_, p.shard_offset, p.numel);
-    backend::Backend::AdamW hp{static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
-                               static_cast<float>(o.eps), p.decay ? static_cast<float>(o.weight_decay) : 0.0f, step,
-                               static_cast<float>(grad_scale)};
-    backend_.adamw_update(param, grad, view(exp_avg_, p.shard_offset, p.numel), view(exp_avg_sq_, p.shard_offset, p.numel), hp);
+    out.push_back({p, param, grad});
+  }
+  return out;
+}
+
+void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, double grad_scale) {
+  if (offload_) {
+    offload_->step(device_pieces(), o, lr, step, grad_scale);
+  } else {
+    for (const HostOptimizer::DevicePiece& d : device_pieces()) {
+      const ShardPiece& p = d.piece;
+      backend::Backend::AdamW hp{static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
+                                 static_cast<float>(o.eps), p.decay ? static_cast<float>(o.weight_decay) : 0.0f, step,
+                                 static_cast<float>(grad_scale)};
+      backend_.adamw_update(d.param, d.grad, view(exp_avg_, p.shard_offset, p.numel),
+                            view(exp_avg_sq_, p.shard_offset, p.numel), hp);
+    }
   }
   if (stage_ == 0 || stage_ == 3) return;
   std::vector<std::unique_ptr<dist::Work>> works;
@@ -322,6 +349,7 @@ MemoryBreakdown ZeroEngine::memory() const {
   m.params = full_params_.bytes() + param_shard_.bytes();
   m.grads = full_grads_.bytes() + grad_shard_.bytes();
   m.optimizer = exp_avg_.bytes() + exp_avg_sq_.bytes();
+  m.host_optimizer = offload_ ? offload_->host_bytes() : 0;
   m.comm_buffers_peak = comm_bytes_peak_;
   return m;
 }

@@ -21,6 +21,7 @@
 #include "backend/backend.hpp"
 #include "config/config.hpp"
 #include "dist/communicator.hpp"
+#include "optim/zero/offload.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::optim {
@@ -28,13 +29,16 @@ namespace zt::optim {
 // Bytes this rank holds for the model state, by kind (printed at start-up, checked by tests).
 struct MemoryBreakdown {
   std::size_t params = 0, grads = 0, optimizer = 0, comm_buffers_peak = 0;
+  std::size_t host_optimizer = 0;  // ZeRO-Offload: master + moments in host memory
   std::size_t model_state() const { return params + grads + optimizer; }
 };
 
 class ZeroEngine {
  public:
+  // offload_threads > 0: ZeRO-Offload (offload.hpp): the AdamW moments and the optimizer step live
+  // on the host, run by that many threads; the device holds no optimizer state.
   ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-             std::vector<ParamRange> params, int stage, double bucket_mb);
+             std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads = 0);
   ~ZeroEngine();
 
   int stage() const { return stage_; }
@@ -102,6 +106,8 @@ class ZeroEngine {
   Partition part_;  // W-rank partition (stage 0: a one-rank partition: nothing padded, all owned)
   backend::Buffer full_params_, full_grads_;            // stages 0-2 / stages 0-1
   backend::Buffer param_shard_, grad_shard_, exp_avg_, exp_avg_sq_;
+  std::unique_ptr<HostOptimizer> offload_;  // ZeRO-Offload; then exp_avg_/exp_avg_sq_ stay empty
+  std::vector<HostOptimizer::DevicePiece> device_pieces() const;
   bool reducing_ = false;
   std::vector<int> bucket_units_;
   std::size_t bucket_pending_bytes_ = 0;
