@@ -27,32 +27,45 @@ say "3/4 pre-tokenizing 233 State of the Union addresses with ztok"
 "$bin/ztok" --vocab "$work/data/vocab" --out "$work/data/tok/sotu" --valid-fraction 0.02 --shard-tokens 1000000 \
   --threads "$(nproc)" "$work/data/corpus/sotu/*.txt"
 
-say "4/4 training GPT-2 (4 layers, 128 wide) with mpirun -np $np, ZeRO-1, $steps steps"
+say "4/4 training GPT-2 (4 layers, 128 wide) with mpirun -np $np, ZeRO-1, $steps steps: stop halfway with a checkpoint, then resume"
 run="$work/runs/quickstart"
+rm -rf "$run"  # a fresh run each time (the data and the build above are reused)
 mkdir -p "$run"
 metrics="$run/metrics.jsonl"
-rm -f "$metrics"
+train() {
+  mpirun --oversubscribe -np "$np" "$bin/ztrain" --config "$root/inputs/configs/cpu-tiny.ini" \
+    --data.train="$work/data/tok/sotu/train_*.h5" --data.valid="$work/data/tok/sotu/valid_*.h5" \
+    --data.vocab="$work/data/vocab" --train.max_steps="$steps" --optim.warmup_steps=$((steps / 20 + 1)) \
+    --log.every=$((steps / 20 + 1)) --log.eval_every=$((steps / 4)) --log.metrics="$metrics" \
+    --log.sample_every="$steps" --log.sample_prompt="The United States" --ckpt.dir="$run/checkpoints" \
+    --ckpt.every=$((steps / 4)) --ckpt.resume=auto "$@"
+}
 start=$(date +%s)
-mpirun --oversubscribe -np "$np" "$bin/ztrain" --config "$root/inputs/configs/cpu-tiny.ini" \
-  --data.train="$work/data/tok/sotu/train_*.h5" --data.valid="$work/data/tok/sotu/valid_*.h5" \
-  --data.vocab="$work/data/vocab" --train.max_steps="$steps" --optim.warmup_steps=$((steps / 20 + 1)) \
-  --log.every=$((steps / 20 + 1)) --log.eval_every=$((steps / 4)) --log.metrics="$metrics" \
-  --ckpt.dir="$run/checkpoints"
+train --train.stop_at_step=$((steps / 2))
+say "resuming from the newest checkpoint (ckpt.resume=auto)"
+train
 elapsed=$(($(date +%s) - start))
 
 say "summary"
-/usr/bin/python3 - "$metrics" "$elapsed" <<'PY'
+/usr/bin/python3 - "$metrics" "$elapsed" "$run/checkpoints" <<'PY'
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
-train = [r for r in rows if "loss" in r]
+train = {r["step"]: r for r in rows if "loss" in r}  # a resumed run's repeated steps supersede
+train = [train[s] for s in sorted(train)]
 val = [r for r in rows if "val_loss" in r]
-print(f"steps            {train[-1]['step']}  ({sys.argv[2]} s of training)")
+resumes = [r for r in rows if r.get("event") == "resume"]
+samples = [r for r in rows if "sample" in r]
+print(f"steps            {train[-1]['step']}  ({sys.argv[2]} s of training, resumed {len(resumes)}x"
+      + (f" from {resumes[0]['from']}" if resumes else "") + ")")
 print(f"train loss       {train[0]['loss']:.3f} (step {train[0]['step']}) -> {train[-1]['loss']:.3f} (step {train[-1]['step']})")
 if val:
     print(f"val loss         {val[0]['val_loss']:.3f} (step {val[0]['step']}) -> {val[-1]['val_loss']:.3f} (step {val[-1]['step']})")
 tps = sorted(r["tokens_per_s"] for r in train[1:] or train)
 print(f"tokens/s         {tps[len(tps) // 2]:.0f} (median over logged steps, all ranks)")
+print(f"checkpoints      {sys.argv[3]}")
 print(f"metrics          {sys.argv[1]}")
+if samples:
+    print(f"sample           {samples[-1]['sample']!r}")
 PY
 "$root/tools/plot-metrics" "$metrics" --labels quickstart --out "$run/metrics.png" >/dev/null
 echo "plot             $run/metrics.png"
