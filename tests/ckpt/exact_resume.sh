@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # For every ZeRO stage on 2 ranks with gradient accumulation and shuffled data: 8 steps straight vs
 # 4 steps (train.stop_at_step, exit 0) + resume + 4 give bit-identical losses and final weights; the
-# same with asynchronous checkpoints every 2 steps. The resumed run logs a resume event.
+# same with asynchronous checkpoints every 2 steps. The resumed run logs a resume event; the exported
+# weights load with init.from.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/ckpt_lib.sh"
@@ -18,6 +19,12 @@ for stage in 0 1 2 3; do
   expect_in "$ZT_WORK/s$stage/split.jsonl" "^\{\"event\": \"resume\", \"step\": 4, \"from\": \".*/step_00000004\"\}$"
   echo "stage $stage: resume at step 4 is bit-identical"
 done
+
+# `zckpt export` writes what init.from loads (HF GPT2LMHeadModel layout, config.json beside it).
+[ -f "$ZT_WORK/export_b/config.json" ] || fail "zckpt export wrote no config.json"
+train 1 --init.from="$ZT_WORK/export_b/model.safetensors" --ckpt.resume=none --ckpt.dir="$ZT_WORK/from_export" \
+  --train.stop_at_step=1
+expect_in "$ZT_WORK/out" "initialised from .*export_b/model.safetensors"
 
 # Asynchronous writes (every 2 steps, stage 2), resumed from the newest: still bit-identical.
 train 2 --train.zero_stage=2 --ckpt.async=true --ckpt.every=2 --ckpt.keep=2 --ckpt.dir="$ZT_WORK/async" \
