@@ -10,6 +10,7 @@
 # and build/tests/make_test_shards; the peer needs PyTorch (ZT_TORCH_PYTHON, default /usr/bin/python3).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+source "$root/tools/bench/wait_quiet.sh"  # ZT_BENCH_MAX_LOAD=1: wait for a quiet machine before each run
 here="$root/tools/bench/cpu_train"
 build=${ZT_BUILD_DIR:-$root/build}
 py=${ZT_TORCH_PYTHON:-/usr/bin/python3}
@@ -51,7 +52,7 @@ mkdir -p "$out/data"
 runs=()
 for n in $threads_list; do
   echo "threads $n: ztrain ($warmup + $steps steps) ..." >&2
-  loadavg=$(cut -d' ' -f1 /proc/loadavg)
+  loadavg=$(wait_quiet)
   "$build/bin/ztrain" --train.device=cpu --train.threads="$n" --model.n_layer="$L" --model.n_embd="$C" \
     --model.n_head="$H" --model.seq_len="$T" --model.vocab_size="$V" --train.micro_batch="$B" \
     --train.global_batch="$B" --train.max_steps=$((warmup + steps)) \
@@ -60,7 +61,7 @@ for n in $threads_list; do
   runs+=(--ztrain "$n:$loadavg:$out/ztrain_t$n.jsonl:$out/ztrain_t$n.log")
   $have_peer || continue
   echo "threads $n: PyTorch peer ($warmup + $steps steps) ..." >&2
-  loadavg=$(cut -d' ' -f1 /proc/loadavg)
+  loadavg=$(wait_quiet)
   "$py" "$peer" --device cpu --threads "$n" --n-layer "$L" --n-embd "$C" --n-head "$H" --seq-len "$T" \
     --vocab "$V" --micro-batch "$B" --warmup "$warmup" --steps "$steps" >"$out/peer_t$n.json" 2>"$out/peer_t$n.log" ||
     { tail -n 20 "$out/peer_t$n.log" >&2; echo "run.sh: the peer failed (threads $n)" >&2; exit 1; }

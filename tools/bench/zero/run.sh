@@ -9,6 +9,7 @@
 # build/tests/make_test_shards (tools/build.sh) and mpirun.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+source "$root/tools/bench/wait_quiet.sh"  # ZT_BENCH_MAX_LOAD=1: wait for a quiet machine before each run
 here="$root/tools/bench/zero"
 build=${ZT_BUILD_DIR:-$root/build}
 py=${ZT_PYTHON:-/usr/bin/python3}
@@ -42,7 +43,7 @@ mkdir -p "$out/data"
 args=()
 for stage in 0 1 2 3; do
   echo "ZeRO stage $stage on $np ranks ($warmup + $steps steps) ..." >&2
-  loadavg=$(cut -d' ' -f1 /proc/loadavg)
+  loadavg=$(wait_quiet)
   "${MPIEXEC:-mpirun}" --oversubscribe -np "$np" "$build/bin/ztrain" --train.device=cpu --train.threads="$threads" \
     --model.n_layer="$L" --model.n_embd="$C" --model.n_head="$H" --model.seq_len="$T" --model.vocab_size="$V" \
     --train.micro_batch="$B" --train.global_batch=$((B * accum * np)) --train.zero_stage="$stage" \
