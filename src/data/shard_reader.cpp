@@ -117,14 +117,24 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
 }
 
 namespace {
-// Tokens [start, start + ids.size()): from chunks verified before (no HDF5 call), else through HDF5
-// when `hdf5` allows it (which verifies their chunks); false when neither was possible.
+// Tokens [start, start + ids.size()): by pread from located chunks (checked on first touch, no HDF5
+// call), else, when `hdf5` allows it, after locating the chunks (HDF5) or through HDF5's own read
+// (which checks them too); false when `hdf5` is not allowed and the chunks are not located.
 bool read_ids(const ShardReader::Impl& s, std::uint64_t start, std::span<std::uint32_t> ids, bool hdf5) {
   const std::string path = s.info.path.string();
   if (start > s.info.n_tokens || ids.size() > s.info.n_tokens - start)
     throw DataError(cat("shard ", path, ": tokens [", start, ", ", start + ids.size(), ") are outside its ",
                         s.info.n_tokens));
   if (!(s.chunks && s.chunks->read(start, ids))) {
+    if (!hdf5) return false;
+    try {
+      if (s.chunks) s.chunks->locate(s.tokens, start, ids.size());  // first touch: where the chunks lie
+    } catch (const Error& e) {
+      throw DataError(cat("shard ", path, ": cannot find the chunks of tokens [", start, ", ", start + ids.size(),
+                          "): ", e.what()));
+    }
+  }
+  if (!(s.chunks && s.chunks->read(start, ids))) {  // not located, or a checksum mismatch: HDF5 decides
     if (!hdf5) return false;
     try {
       // In the stored type (no HDF5 conversion: its 1 MiB buffer is zeroed on every read), widened here.
@@ -135,7 +145,7 @@ bool read_ids(const ShardReader::Impl& s, std::uint64_t start, std::span<std::ui
         s.tokens.read(start, std::span(narrow));
         std::copy(narrow.begin(), narrow.end(), ids.begin());
       }
-      if (s.chunks) s.chunks->mark_verified(s.tokens, start, ids.size());
+      if (s.chunks) s.chunks->mark_verified(start, ids.size());
     } catch (const Error& e) {
       throw DataError(cat("shard ", path, ": cannot read tokens [", start, ", ", start + ids.size(), "): ", e.what()));
     }

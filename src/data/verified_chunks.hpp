@@ -1,10 +1,11 @@
-// Token reads without HDF5 for chunks that HDF5 has already verified. A shard's `tokens` chunks carry
-// a Fletcher-32 checksum that HDF5 checks whenever it reads a chunk, which for a 1025-token window
-// means reading and checksumming a whole 32 KiB chunk, plus the per-call overhead of HDF5. Here the
-// first read that touches a chunk goes through HDF5 (verifying it) and records where the chunk lies
-// in the file; later reads of that chunk are a plain pread of just the bytes asked for, with no lock.
-// A chunk is thus verified once per process, on first touch: corruption present then is an error,
-// as before (the bytes are not checked again, as HDF5's own chunk cache does not check them again).
+// Token reads that bypass HDF5 while keeping its checksums. A shard's `tokens` chunks carry a
+// Fletcher-32 checksum, which HDF5 checks by reading and summing the whole 32 KiB chunk on every read
+// that misses its small chunk cache, plus its per-call overhead: for a 1025-token window, most of the
+// cost. Here a chunk's file offset is looked up once (HDF5, the caller's lock), the first read that
+// touches the chunk reads it whole with pread and checks the stored Fletcher-32 (HDF5's algorithm),
+// and later reads are a pread of just the bytes asked for. No lock: pread needs none. A chunk whose
+// sum does not match goes back to HDF5, which reports the damage (or accepts HDF5 1.6's byte order).
+// A chunk is verified once per process, on first touch, as HDF5's chunk cache holds a chunk it checked.
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,10 @@ class H5Dataset;
 
 namespace zt::data {
 
+// HDF5's Fletcher-32 (H5_checksum_fletcher32: 16-bit big-endian words, sums folded every 360 words),
+// bit for bit.
+std::uint32_t hdf5_fletcher32(std::span<const std::uint8_t> bytes);
+
 class VerifiedChunks {
  public:
   // nullptr when the dataset does not allow it: not chunked with Fletcher-32 as its only filter, or
@@ -29,22 +34,29 @@ class VerifiedChunks {
   VerifiedChunks(const VerifiedChunks&) = delete;
   VerifiedChunks& operator=(const VerifiedChunks&) = delete;
 
-  // After HDF5 read elements [start, start + n) without error: their chunks are verified. Records
-  // where each lies (HDF5 calls: the caller serialises them as it does its reads).
-  void mark_verified(const io::H5Dataset& tokens, std::uint64_t start, std::uint64_t n);
-  // Elements [start, start + out.size()) as uint32 when every chunk they lie in is verified, else
-  // false with nothing read. Thread-safe; no HDF5 call. A failing pread is a zt::DataError.
+  // Looks up where the chunks of elements [start, start + n) are stored (HDF5 calls: the caller
+  // serialises them as it does its reads). A chunk stored otherwise (filter skipped, another size)
+  // stays with HDF5.
+  void locate(const io::H5Dataset& tokens, std::uint64_t start, std::uint64_t n);
+  // After HDF5 read elements [start, start + n) without error: their located chunks are verified.
+  void mark_verified(std::uint64_t start, std::uint64_t n);
+  // Elements [start, start + out.size()) as uint32, verifying chunks read for the first time; false
+  // (out unspecified) when a chunk is not located or its checksum does not match. Thread-safe, no
+  // HDF5 call. A failing pread is a zt::DataError.
   bool read(std::uint64_t start, std::span<std::uint32_t> out) const;
 
  private:
   VerifiedChunks() = default;
-  bool verified(std::uint64_t chunk) const { return offsets_[chunk].load(std::memory_order_acquire) != 0; }
+  bool verify(std::uint64_t chunk) const;  // reads the whole chunk and checks its sum
 
   std::filesystem::path path_;
   int fd_ = -1;
   std::uint64_t chunk_elements_ = 0, element_bytes_ = 0, n_chunks_ = 0;
-  // Per chunk: 1 + the file offset of its stored bytes once verified, 0 before (release/acquire).
+  std::uint64_t base_ = 0;  // HDF5's address 0 in the file
+  // Per chunk, 0 until located, then 1 + the file offset of its stored bytes; and whether its sum was
+  // checked. Written with release, read with acquire: readers on other threads see complete values.
   std::unique_ptr<std::atomic<std::uint64_t>[]> offsets_;
+  std::unique_ptr<std::atomic<bool>[]> verified_;
 };
 
 }  // namespace zt::data
