@@ -100,55 +100,77 @@ VerifiedChunks::~VerifiedChunks() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void VerifiedChunks::locate(const io::H5Dataset& tokens, std::uint64_t start, std::uint64_t n) {
-  if (n == 0) return;
-  const std::uint64_t stored_bytes = chunk_elements_ * element_bytes_ + 4;  // + the Fletcher-32 sum
-  for (std::uint64_t c = start / chunk_elements_; c <= (start + n - 1) / chunk_elements_ && c < n_chunks_; ++c) {
-    if (offsets_[c].load(std::memory_order_acquire) != 0) continue;
-    if (const std::optional<std::uint64_t> at = tokens.chunk_file_offset(c * chunk_elements_, stored_bytes, base_))
-      offsets_[c].store(*at + 1, std::memory_order_release);
-  }
-}
-
 void VerifiedChunks::mark_verified(std::uint64_t start, std::uint64_t n) {
   if (n == 0) return;
-  for (std::uint64_t c = start / chunk_elements_; c <= (start + n - 1) / chunk_elements_ && c < n_chunks_; ++c)
-    if (offsets_[c].load(std::memory_order_acquire) != 0) verified_[c].store(true, std::memory_order_release);
+  for (std::uint64_t c = chunk_of(start); c <= chunk_of(start + n - 1) && c < n_chunks_; ++c)
+    verified_[c].store(true, std::memory_order_release);
 }
 
-bool VerifiedChunks::verify(std::uint64_t c) const {
-  const std::uint64_t data_bytes = chunk_elements_ * element_bytes_;
-  const std::unique_ptr<std::uint8_t[]> stored(new std::uint8_t[data_bytes + 4]);  // not zeroed: read over
-  const std::uint64_t offset = offsets_[c].load(std::memory_order_acquire) - 1;
-  if (!pread_all(fd_, stored.get(), data_bytes + 4, offset))
-    throw DataError(cat("shard ", path_.string(), ": cannot read chunk ", c, " at byte ", offset, ": ",
-                        errno ? std::strerror(errno) : "the file is shorter than its chunk index says"));
-  const std::uint32_t sum = std::uint32_t{stored[data_bytes]} | std::uint32_t{stored[data_bytes + 1]} << 8 |
-                            std::uint32_t{stored[data_bytes + 2]} << 16 | std::uint32_t{stored[data_bytes + 3]} << 24;
-  if (hdf5_fletcher32(std::span<const std::uint8_t>(stored.get(), data_bytes)) != sum) return false;  // HDF5 decides
-  verified_[c].store(true, std::memory_order_release);
-  return true;
+void VerifiedChunks::copy_out(std::uint64_t c, std::uint64_t at, std::uint64_t n, const std::uint8_t* stored,
+                              std::uint32_t* dest) const {
+  const std::uint64_t within = (at - c * chunk_elements_) * element_bytes_;  // bytes into the chunk
+  if (stored != nullptr) {  // little-endian elements
+    if (element_bytes_ == 4) std::memcpy(dest, stored + within, n * 4);
+    else for (std::uint64_t i = 0; i < n; ++i) dest[i] = stored[within + 2 * i] | stored[within + 2 * i + 1] << 8;
+    return;
+  }
+  std::uint16_t narrow[kBlockElements];
+  for (std::uint64_t done = 0; done < n;) {
+    const std::uint64_t m = std::min<std::uint64_t>(n - done, kBlockElements);
+    void* buffer = element_bytes_ == 4 ? static_cast<void*>(dest + done) : static_cast<void*>(narrow);
+    const std::uint64_t offset = offsets_[c].load(std::memory_order_acquire) - 1 + within + done * element_bytes_;
+    if (!pread_all(fd_, buffer, static_cast<std::size_t>(m * element_bytes_), offset))
+      throw DataError(cat("shard ", path_.string(), ": cannot read tokens [", at + done, ", ", at + done + m,
+                          ") at byte ", offset, ": ",
+                          errno ? std::strerror(errno) : "the file is shorter than its chunk index says"));
+    if (element_bytes_ == 2) std::copy(narrow, narrow + m, dest + done);
+    done += m;
+  }
 }
 
 bool VerifiedChunks::read(std::uint64_t start, std::span<std::uint32_t> out) const {
   if (out.empty()) return true;
   const std::uint64_t end = start + out.size();
-  for (std::uint64_t c = start / chunk_elements_; c <= (end - 1) / chunk_elements_; ++c) {
-    if (c >= n_chunks_ || offsets_[c].load(std::memory_order_acquire) == 0) return false;
-    if (!verified_[c].load(std::memory_order_acquire) && !verify(c)) return false;
+  for (std::uint64_t c = chunk_of(start); c <= chunk_of(end - 1); ++c) {
+    if (c >= n_chunks_ || !verified_[c].load(std::memory_order_acquire)) return false;
+    const std::uint64_t offset = offsets_[c].load(std::memory_order_acquire);
+    if (offset == kNoOffset || offset == kUnlocatable) return false;
   }
-  std::uint16_t narrow[kBlockElements];
   for (std::uint64_t at = start; at < end;) {
-    const std::uint64_t c = at / chunk_elements_;
-    const std::uint64_t n = std::min({end, (c + 1) * chunk_elements_, at + kBlockElements}) - at;
-    std::uint32_t* dest = out.data() + (at - start);
-    void* buffer = element_bytes_ == 4 ? static_cast<void*>(dest) : static_cast<void*>(narrow);
-    const std::uint64_t offset = offsets_[c].load(std::memory_order_acquire) - 1 + (at - c * chunk_elements_) * element_bytes_;
-    if (!pread_all(fd_, buffer, static_cast<std::size_t>(n * element_bytes_), offset))
-      throw DataError(cat("shard ", path_.string(), ": cannot read tokens [", at, ", ", at + n, ") at byte ", offset, ": ",
-                          errno ? std::strerror(errno) : "the file is shorter than its chunk index says"));
-    if (element_bytes_ == 2) std::copy(narrow, narrow + n, dest);
+    const std::uint64_t c = chunk_of(at), n = std::min(end, (c + 1) * chunk_elements_) - at;
+    copy_out(c, at, n, nullptr, out.data() + (at - start));
     at += n;
+  }
+  return true;
+}
+
+bool VerifiedChunks::read_touching(const io::H5Dataset& tokens, std::uint64_t start, std::span<std::uint32_t> out) {
+  const std::uint64_t end = start + out.size();
+  if (end > n_chunks_ * chunk_elements_) return false;
+  for (std::uint64_t at = start; at < end;) {
+    const std::uint64_t c = chunk_of(at), n = std::min(end, (c + 1) * chunk_elements_) - at;
+    std::uint32_t* dest = out.data() + (at - start);
+    at += n;
+    const bool verified = verified_[c].load(std::memory_order_acquire);
+    std::uint64_t offset = offsets_[c].load(std::memory_order_acquire);
+    if (verified && offset == kNoOffset) {  // the second read of the chunk: worth a lookup now
+      const std::optional<std::uint64_t> found = tokens.chunk_file_offset(c * chunk_elements_, data_bytes() + 4, base_);
+      offset = found ? *found + 1 : kUnlocatable;
+      offsets_[c].store(offset, std::memory_order_release);
+    }
+    if (verified && offset != kUnlocatable) {
+      copy_out(c, at - n, n, nullptr, dest);
+      continue;
+    }
+    // The first read (or a chunk that cannot be located): its stored bytes, the sum checked here.
+    if (!stored_) stored_.reset(new std::uint8_t[data_bytes() + 4]);  // not zeroed: read over
+    const std::uint8_t* stored = stored_.get();
+    if (!tokens.read_stored_chunk(c * chunk_elements_, std::span(stored_.get(), data_bytes() + 4))) return false;
+    const std::uint8_t* sum = stored + data_bytes();  // little-endian, after the data
+    const std::uint32_t expected = sum[0] | sum[1] << 8 | sum[2] << 16 | static_cast<std::uint32_t>(sum[3]) << 24;
+    if (hdf5_fletcher32(std::span(stored, data_bytes())) != expected) return false;
+    verified_[c].store(true, std::memory_order_release);
+    copy_out(c, at - n, n, stored, dest);
   }
   return true;
 }

@@ -1,11 +1,14 @@
 // Token reads that bypass HDF5 while keeping its checksums. A shard's `tokens` chunks carry a
 // Fletcher-32 checksum, which HDF5 checks by reading and summing the whole 32 KiB chunk on every read
 // that misses its small chunk cache, plus its per-call overhead: for a 1025-token window, most of the
-// cost. Here a chunk's file offset is looked up once (HDF5, the caller's lock), the first read that
-// touches the chunk reads it whole with pread and checks the stored Fletcher-32 (HDF5's algorithm),
-// and later reads are a pread of just the bytes asked for. No lock: pread needs none. A chunk whose
-// sum does not match goes back to HDF5, which reports the damage (or accepts HDF5 1.6's byte order).
-// A chunk is verified once per process, on first touch, as HDF5's chunk cache holds a chunk it checked.
+// cost. Here the first read that touches a chunk fetches its stored bytes (HDF5's direct chunk read)
+// and checks the stored Fletcher-32 itself (HDF5's algorithm, faster); the second looks up where the
+// chunk lies in the file; every later read is a pread of just the bytes asked for, with no HDF5 call
+// and no lock. The lookup waits for the second read because HDF5 1.10 finds a chunk's address by
+// scanning the chunk index (cost ~ chunk number: ~70 us deep in a 100M-token shard), which a chunk
+// read only once would not repay. A chunk whose sum does not match goes back to HDF5's own read,
+// which reports the damage. A chunk is verified once per process, on first touch, as HDF5's chunk
+// cache holds a chunk it checked.
 #pragma once
 
 #include <atomic>
@@ -34,29 +37,36 @@ class VerifiedChunks {
   VerifiedChunks(const VerifiedChunks&) = delete;
   VerifiedChunks& operator=(const VerifiedChunks&) = delete;
 
-  // Looks up where the chunks of elements [start, start + n) are stored (HDF5 calls: the caller
-  // serialises them as it does its reads). A chunk stored otherwise (filter skipped, another size)
-  // stays with HDF5.
-  void locate(const io::H5Dataset& tokens, std::uint64_t start, std::uint64_t n);
-  // After HDF5 read elements [start, start + n) without error: their located chunks are verified.
-  void mark_verified(std::uint64_t start, std::uint64_t n);
-  // Elements [start, start + out.size()) as uint32, verifying chunks read for the first time; false
-  // (out unspecified) when a chunk is not located or its checksum does not match. Thread-safe, no
-  // HDF5 call. A failing pread is a zt::DataError.
+  // Elements [start, start + out.size()) as uint32 once their chunks are verified and located; else
+  // false (out unspecified). Thread-safe, no HDF5 call. A failing pread is a zt::DataError.
   bool read(std::uint64_t start, std::span<std::uint32_t> out) const;
+  // The same for any chunks: verifies the ones read for the first time, locates the ones read for the
+  // second (HDF5 calls: the caller serialises them as it does its reads). False (out unspecified)
+  // when a chunk's stored sum does not match or it is stored otherwise (filter skipped, another
+  // size): HDF5's own read must decide.
+  bool read_touching(const io::H5Dataset& tokens, std::uint64_t start, std::span<std::uint32_t> out);
+  // After HDF5's own read of elements [start, start + n) succeeded: their chunks are verified.
+  void mark_verified(std::uint64_t start, std::uint64_t n);
 
  private:
+  static constexpr std::uint64_t kNoOffset = 0, kUnlocatable = ~std::uint64_t{0};
+
   VerifiedChunks() = default;
-  bool verify(std::uint64_t chunk) const;  // reads the whole chunk and checks its sum
+  std::uint64_t chunk_of(std::uint64_t element) const { return element / chunk_elements_; }
+  std::uint64_t data_bytes() const { return chunk_elements_ * element_bytes_; }
+  // Copies elements [at, at + n) of chunk c, as uint32, from `stored` (the chunk's bytes) or, when
+  // null, from the file at its offset.
+  void copy_out(std::uint64_t c, std::uint64_t at, std::uint64_t n, const std::uint8_t* stored, std::uint32_t* dest) const;
 
   std::filesystem::path path_;
   int fd_ = -1;
   std::uint64_t chunk_elements_ = 0, element_bytes_ = 0, n_chunks_ = 0;
   std::uint64_t base_ = 0;  // HDF5's address 0 in the file
-  // Per chunk, 0 until located, then 1 + the file offset of its stored bytes; and whether its sum was
-  // checked. Written with release, read with acquire: readers on other threads see complete values.
+  // Per chunk: kNoOffset until looked up, then 1 + the file offset of its stored bytes, or
+  // kUnlocatable; and whether its sum was checked. Written with release, read with acquire.
   std::unique_ptr<std::atomic<std::uint64_t>[]> offsets_;
   std::unique_ptr<std::atomic<bool>[]> verified_;
+  std::unique_ptr<std::uint8_t[]> stored_;  // one chunk's stored bytes (read_touching: under the lock)
 };
 
 }  // namespace zt::data

@@ -128,6 +128,16 @@ std::optional<std::uint64_t> H5Dataset::chunk_file_offset(std::uint64_t first, s
   return base + address;
 }
 
+bool H5Dataset::read_stored_chunk(std::uint64_t first, std::span<std::uint8_t> out) const {
+  const hsize_t offset = first;
+  hsize_t size = 0;
+  ZT_H5(H5Dget_chunk_storage_size(id(), &offset, &size), where_);
+  if (size != out.size()) return false;
+  std::uint32_t filter_mask = 0;
+  ZT_H5(H5Dread_chunk(id(), H5P_DEFAULT, &offset, &filter_mask, out.data()), where_);
+  return filter_mask == 0;
+}
+
 std::uint64_t H5Dataset::file_base_offset() const {
   H5Handle file(ZT_H5(H5Iget_file_id(id()), where_), H5Kind::kFile);
   H5Handle fcpl(ZT_H5(H5Fget_create_plist(file.get()), where_), H5Kind::kPropList);

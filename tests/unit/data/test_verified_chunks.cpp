@@ -1,6 +1,6 @@
-// Reads of verified chunks (verified_chunks.hpp): the first read of a chunk goes through HDF5 and its
-// Fletcher-32, so a damaged chunk is an error on first touch and stays one; later reads of verified
-// chunks return the same ids without HDF5, for uint16 and uint32 shards.
+// Reads of verified chunks (verified_chunks.hpp): the first read of a chunk checks its Fletcher-32
+// (ours, equal to HDF5's), so a damaged chunk is an error on first touch and stays one; the second
+// locates it, and later reads return the same ids without HDF5, for uint16 and uint32 shards.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -100,7 +100,10 @@ TEST(ShardChunks, AFlippedByteInsideAChunkIsCaughtOnFirstRead) {
   const ShardReader r = ShardReader::open(p);
   std::vector<std::int32_t> w(1025);
   EXPECT_FALSE(r.read_verified(0, std::span(w))) << "nothing is verified before a first read";
-  r.read(0, std::span(w));  // chunk 0 through HDF5: verified
+  r.read(0, std::span(w));  // chunk 0's first read: its checksum checked
+  EXPECT_TRUE(equal_at(w, tokens, 0));
+  EXPECT_FALSE(r.read_verified(100, std::span(w))) << "located only on its second read";
+  r.read(50, std::span(w));  // the second: located
   ASSERT_TRUE(r.read_verified(100, std::span(w)));
   EXPECT_TRUE(equal_at(w, tokens, 100));
   for (int attempt = 0; attempt < 2; ++attempt) {  // a failed chunk is never marked verified
@@ -115,6 +118,8 @@ TEST(ShardChunks, AFlippedByteInsideAChunkIsCaughtOnFirstRead) {
   }
   EXPECT_THROW(r.read(k - 10, std::span(w)), DataError);  // a window from chunk 0 into chunk 1
   r.read(2 * k + 7, std::span(w));
+  EXPECT_TRUE(equal_at(w, tokens, 2 * k + 7));
+  r.read(2 * k + 7, std::span(w));
   ASSERT_TRUE(r.read_verified(2 * k + 7, std::span(w)));
   EXPECT_TRUE(equal_at(w, tokens, 2 * k + 7));
 }
@@ -128,7 +133,10 @@ TEST(ShardChunks, VerifiedReadsEqualHdf5ReadsForEveryRangeShape) {
     write_shard(p, tokens, {0}, info);
     const ShardReader r = ShardReader::open(p);
     std::vector<std::int32_t> all(tokens.size());
-    r.read(0, std::span(all));  // every chunk verified
+    r.read(0, std::span(all));  // every chunk verified (from its stored bytes)
+    EXPECT_TRUE(equal_at(all, tokens, 0)) << info.name;
+    r.read(0, std::span(all));  // and located
+    EXPECT_TRUE(equal_at(all, tokens, 0)) << info.name;
     for (const auto& [start, n] : std::vector<std::pair<std::uint64_t, std::size_t>>{
              {0, 1}, {k - 1, 2}, {k - 600, 1025}, {5, 2 * k}, {2 * k, 1234}, {tokens.size() - 1, 1}, {0, tokens.size()}}) {
       std::vector<std::int32_t> got(n);
