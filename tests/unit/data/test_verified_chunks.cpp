@@ -46,7 +46,8 @@ std::uint32_t reference_fletcher32(const std::uint8_t* data, std::size_t len) {
 
 std::string le16(const std::vector<std::uint32_t>& tokens, std::size_t first, std::size_t n) {
   std::string bytes;
-  for (std::size_t i = first; i < first + n; ++i) bytes += {static_cast<char>(tokens[i] & 0xff), static_cast<char>(tokens[i] >> 8)};
+  for (std::size_t i = first; i < first + n; ++i)
+    bytes += {static_cast<char>(tokens[i] & 0xff), static_cast<char>(tokens[i] >> 8)};
   return bytes;
 }
 
