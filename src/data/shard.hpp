@@ -82,13 +82,14 @@ class ShardReader {
   ~ShardReader();
 
   const ShardInfo& info() const;
-  // Tokens [start, start + out.size()); each is checked to be < vocab_size. The first read of a
-  // chunk goes through HDF5 (its Fletcher-32 checked); later ones may be a plain pread (see
-  // verified_chunks.hpp). Calls into HDF5: callers on several threads serialise them.
+  // Tokens [start, start + out.size()); each is checked to be < vocab_size, and each chunk's
+  // Fletcher-32 on its first read (a damaged chunk is a DataError). Chunks are read with pread once
+  // HDF5 has said where they lie (verified_chunks.hpp). May call into HDF5: callers on several
+  // threads serialise their calls.
   void read(std::uint64_t start, std::span<std::uint32_t> out) const;
   void read(std::uint64_t start, std::span<std::int32_t> out) const;
-  // As read() when every chunk of the range was verified before; else false, nothing read. Makes no
-  // HDF5 call: safe on any thread without the callers' HDF5 lock.
+  // As read() when every chunk of the range was read before (its place known); else false, `out`
+  // unspecified. Makes no HDF5 call: safe on any thread without the callers' HDF5 lock.
   bool read_verified(std::uint64_t start, std::span<std::int32_t> out) const;
   // The document offsets, checked to be increasing and < n_tokens.
   std::vector<std::uint64_t> doc_offsets() const;

@@ -117,8 +117,9 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
 }
 
 namespace {
-// Tokens [start, start + ids.size()): from chunks verified before (no HDF5 call), else through HDF5
-// when `hdf5` allows it (which verifies their chunks); false when neither was possible.
+// Tokens [start, start + ids.size()): by pread from chunks verified and located before (no HDF5 call),
+// else, when `hdf5` allows it, verifying or locating them (verified_chunks.hpp) or through HDF5's own
+// read; false when `hdf5` is not allowed and that would be needed.
 bool read_ids(const ShardReader::Impl& s, std::uint64_t start, std::span<std::uint32_t> ids, bool hdf5) {
   const std::string path = s.info.path.string();
   if (start > s.info.n_tokens || ids.size() > s.info.n_tokens - start)
@@ -127,15 +128,20 @@ bool read_ids(const ShardReader::Impl& s, std::uint64_t start, std::span<std::ui
   if (!(s.chunks && s.chunks->read(start, ids))) {
     if (!hdf5) return false;
     try {
-      // In the stored type (no HDF5 conversion: its 1 MiB buffer is zeroed on every read), widened here.
-      if (s.info.wide_tokens) {
-        s.tokens.read(start, ids);
-      } else {
-        std::vector<std::uint16_t> narrow(ids.size());
-        s.tokens.read(start, std::span(narrow));
-        std::copy(narrow.begin(), narrow.end(), ids.begin());
+      if (!(s.chunks && s.chunks->read_touching(s.tokens, start, ids))) {
+        // HDF5's own read decides (checksum, layout); in the stored type: no HDF5 conversion, whose
+        // 1 MiB buffer it zeroes on every read.
+        if (s.info.wide_tokens) {
+          s.tokens.read(start, ids);
+        } else {
+          std::vector<std::uint16_t> narrow(ids.size());
+          s.tokens.read(start, std::span(narrow));
+          std::copy(narrow.begin(), narrow.end(), ids.begin());
+        }
+        if (s.chunks) s.chunks->mark_verified(start, ids.size());
       }
-      if (s.chunks) s.chunks->mark_verified(s.tokens, start, ids.size());
+    } catch (const DataError&) {
+      throw;
     } catch (const Error& e) {
       throw DataError(cat("shard ", path, ": cannot read tokens [", start, ", ", start + ids.size(), "): ", e.what()));
     }

@@ -63,7 +63,8 @@ JournalWriter::~JournalWriter() {
 }
 
 void JournalWriter::write(int file, const void* data, std::size_t bytes) {
-  if (bytes > 0 && std::fwrite(data, 1, bytes, files_[file]) != bytes) fail("cannot write journal", journal_file(stem_, file));
+  if (bytes > 0 && std::fwrite(data, 1, bytes, files_[file]) != bytes)
+    fail("cannot write journal", journal_file(stem_, file));
 }
 
 void JournalWriter::begin_document() { pending_doc_ = true; }
@@ -93,7 +94,8 @@ void JournalWriter::append(std::span<const std::uint32_t> ids, std::uint64_t inp
 JournalCounts JournalWriter::sync() {
   ZT_CHECK(!pending_doc_, "a document was begun but received no ids");
   for (int i = 0; i < 3; ++i)
-    if (std::fflush(files_[i]) != 0 || ::fsync(::fileno(files_[i])) != 0) fail("cannot sync journal", journal_file(stem_, i));
+    if (std::fflush(files_[i]) != 0 || ::fsync(::fileno(files_[i])) != 0)
+      fail("cannot sync journal", journal_file(stem_, i));
   return counts_;
 }
 

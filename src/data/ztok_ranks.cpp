@@ -153,9 +153,11 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
   const std::vector<std::string> block(inputs_.begin() + static_cast<std::ptrdiff_t>(p.first_input),
                                        inputs_.begin() + static_cast<std::ptrdiff_t>(p.end_input));
   std::uint64_t base = 0;  // bytes of the block's inputs before the one reading resumes in
-  for (std::uint64_t i = 0; i < p.position.file && i < block.size(); ++i) base += settings_.inputs[p.first_input + i].second;
+  for (std::uint64_t i = 0; i < p.position.file && i < block.size(); ++i)
+    base += settings_.inputs[p.first_input + i].second;
   CorpusReader reader(block, options_.corpus, p.position, options_.chunk_bytes);
-  TokenizeStream stream(*tokenizer_, reader, options_.corpus, options_.threads, 2 * static_cast<std::size_t>(options_.threads) + 2);
+  TokenizeStream stream(*tokenizer_, reader, options_.corpus, options_.threads,
+                        2 * static_cast<std::size_t>(options_.threads) + 2);
   Clock::time_point saved_at = Clock::now();
   auto save = [&] {
     p.train = train.sync();

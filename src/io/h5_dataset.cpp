@@ -157,19 +157,33 @@ std::optional<std::uint64_t> H5Dataset::checksummed_chunk_elements() const {
   return chunk;
 }
 
-std::optional<std::uint64_t> H5Dataset::chunk_file_offset(std::uint64_t first, std::uint64_t stored_bytes) const {
+std::optional<std::uint64_t> H5Dataset::chunk_file_offset(std::uint64_t first, std::uint64_t stored_bytes,
+                                                          std::uint64_t base) const {
   const hsize_t offset = first;
   unsigned filter_mask = 0;
   haddr_t address = HADDR_UNDEF;
   hsize_t size = 0;
   ZT_H5(H5Dget_chunk_info_by_coord(id(), &offset, &filter_mask, &address, &size), where_);
   if (address == HADDR_UNDEF || size != stored_bytes || filter_mask != 0) return std::nullopt;
-  // Addresses count from the file's base address: after a user block, if the file has one.
+  return base + address;
+}
+
+bool H5Dataset::read_stored_chunk(std::uint64_t first, std::span<std::uint8_t> out) const {
+  const hsize_t offset = first;
+  hsize_t size = 0;
+  ZT_H5(H5Dget_chunk_storage_size(id(), &offset, &size), where_);
+  if (size != out.size()) return false;
+  std::uint32_t filter_mask = 0;
+  ZT_H5(H5Dread_chunk(id(), H5P_DEFAULT, &offset, &filter_mask, out.data()), where_);
+  return filter_mask == 0;
+}
+
+std::uint64_t H5Dataset::file_base_offset() const {
   H5Handle file(ZT_H5(H5Iget_file_id(id()), where_), H5Kind::kFile);
   H5Handle fcpl(ZT_H5(H5Fget_create_plist(file.get()), where_), H5Kind::kPropList);
   hsize_t user_block = 0;
   ZT_H5(H5Pget_userblock(fcpl.get(), &user_block), where_);
-  return user_block + address;
+  return user_block;
 }
 
 }  // namespace zt::io

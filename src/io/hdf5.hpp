@@ -90,8 +90,15 @@ class H5Dataset : public H5Object {
   std::optional<std::uint64_t> checksummed_chunk_elements() const;
   // Byte offset in the file of the stored chunk that starts at element `first`, when it is stored
   // with its filter applied and is `stored_bytes` long; nullopt otherwise (not allocated, filter
-  // skipped, another size).
-  std::optional<std::uint64_t> chunk_file_offset(std::uint64_t first, std::uint64_t stored_bytes) const;
+  // skipped, another size). `base` is file_base_offset().
+  std::optional<std::uint64_t> chunk_file_offset(std::uint64_t first, std::uint64_t stored_bytes,
+                                                 std::uint64_t base) const;
+  // Where HDF5's addresses start in the file: after the user block, if the file has one.
+  std::uint64_t file_base_offset() const;
+  // The stored bytes of the chunk that starts at element `first` (filtered: data then checksum),
+  // when they fill `out` exactly and the filter was applied; false otherwise (nothing read). Unlike
+  // chunk_file_offset, a B-tree lookup, not a scan of the chunk index.
+  bool read_stored_chunk(std::uint64_t first, std::span<std::uint8_t> out) const;
 
  private:
   void io(bool write, std::uint64_t offset, std::uint64_t n, H5Id mem_type, void* data) const;

@@ -16,7 +16,7 @@ namespace {
 
 using namespace testing;
 
-TEST(SplitInputs, ContiguousBlocksBalancedByBytes) {
+TEST(ShardAssembly, InputsSplitIntoContiguousBlocksBalancedByBytes) {
   EXPECT_EQ(split_inputs({10, 10, 10, 10}, 2), (std::vector<std::size_t>{0, 2, 4}));
   EXPECT_EQ(split_inputs({10, 10, 10, 10}, 1), (std::vector<std::size_t>{0, 4}));
   EXPECT_EQ(split_inputs({100, 1, 1, 1, 1}, 2), (std::vector<std::size_t>{0, 1, 5}));  // the big file alone
