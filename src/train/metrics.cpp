@@ -51,6 +51,11 @@ void MetricsLog::step(const StepMetrics& m) {
                          ", \"tokens_per_s\": ", json_number(m.tokens_per_s), ", \"step_ms\": ", json_number(m.step_ms),
                          ", \"data_wait_ms\": ", json_number(m.data_wait_ms), ", \"comm_bytes\": ", json_number(m.comm_bytes), ", \"mem_peak_bytes\": ", m.mem_peak_bytes);
   if (m.mem_predicted_bytes) line += cat(", \"mem_predicted_bytes\": ", *m.mem_predicted_bytes);
+  line += cat(", \"tokens_per_s_per_rank\": ", json_number(m.tokens_per_s_per_rank), ", \"forward_ms\": ",
+              json_number(m.forward_ms), ", \"backward_ms\": ", json_number(m.backward_ms), ", \"comm_ms\": ",
+              json_number(m.comm_ms), ", \"optimizer_ms\": ", json_number(m.optimizer_ms));
+  if (m.gpu_power_w) line += cat(", \"gpu_power_w\": ", json_number(*m.gpu_power_w));
+  if (m.gpu_temp_c) line += cat(", \"gpu_temp_c\": ", json_number(*m.gpu_temp_c));
   if (m.mfu) line += cat(", \"mfu\": ", json_number(*m.mfu));
   write_line(line + "}");
   char console[256];

@@ -22,6 +22,9 @@ struct StepMetrics {
   std::optional<double> mfu;
   double data_wait_ms = 0;          // mean per step: the loop blocked on the loader
   double comm_bytes = 0;            // mean per step: payload bytes this rank handed to collectives
+  double tokens_per_s_per_rank = 0; // tokens_per_s / ranks: throughput per device
+  double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;  // mean per step, by phase
+  std::optional<double> gpu_power_w, gpu_temp_c;  // NVML, max over ranks, where a GPU is used
 };
 
 class MetricsLog {

@@ -57,6 +57,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(table_), params_of(table_),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads);
+  if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
@@ -145,22 +146,36 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   engine_->zero_grads();
+  // Phases are timed on the host: exact for the synchronous CPU backend. Backward includes launching
+  // the overlapped gradient reductions (and, at stages 2-3, draining them per micro-batch);
+  // communication is what is left to wait for after the last backward, plus the loss all-reduce;
+  // optimizer includes the stage 1-2 parameter all-gather.
+  auto t = Clock::now();
+  auto lap = [&t](double& into) {
+    into += ms_since(t);
+    t = Clock::now();
+  };
   for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
     batch.split(m, inputs, targets);
     comm_->set_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
     engine_->expect_access_order(order);
+    t = Clock::now();
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
+    lap(phases_.forward_ms);
     engine_->begin_backward(m == batch.grad_accum - 1);
     model_->backward(*params_, *grads_, dloss);
     engine_->end_backward();
+    lap(phases_.backward_ms);
   }
   comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
   StepResult r;
   r.grad_norm = engine_->finish_gradients();
   r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(derived_.tokens_per_step);
+  lap(phases_.comm_ms);
   r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
   comm_->set_context(cat("step ", step_ + 1, " optimizer"));
   engine_->adamw_step(config_.optim, r.lr, static_cast<int>(step_ + 1), optim::clip_factor(r.grad_norm, config_.optim.grad_clip));
+  lap(phases_.optimizer_ms);
   return r;
 }
 
@@ -198,6 +213,16 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   comm_bytes_logged_ = comm_->stats().total_bytes();
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
   m.mem_predicted_bytes = predicted_peak_;
+  m.tokens_per_s_per_rank = m.tokens_per_s / static_cast<double>(world_.size());
+  const double n = static_cast<double>(steps_in_window);
+  m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
+  m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
+  phases_ = {};
+  if (gpu_monitor_.available()) {  // max over ranks: the hottest, hungriest device of the job
+    const GpuReading g = gpu_monitor_.read();
+    m.gpu_power_w = comm_->all_reduce_value(g.power_w, dist::ReduceOp::kMax);
+    m.gpu_temp_c = comm_->all_reduce_value(g.temp_c, dist::ReduceOp::kMax);
+  }
   if (metrics_) metrics_->step(m);
 }
 

@@ -19,6 +19,7 @@
 #include "train/resume.hpp"
 #include "train/zero_model.hpp"
 #include "tok/tokenizer.hpp"
+#include "train/gpu_monitor.hpp"
 
 namespace zt::train {
 
@@ -70,6 +71,10 @@ class Trainer {
   std::uint64_t windows_per_epoch_ = 0;
   double last_loss_ = 0;
   std::uint64_t comm_bytes_logged_ = 0;  // communicator payload bytes at the last metrics line
+  struct PhaseTimes {
+    double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
+  } phases_;  // accumulated since the last metrics line
+  GpuMonitor gpu_monitor_;
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   std::unique_ptr<tok::Tokenizer> tokenizer_;  // for text samples (log.sample_every)
 };

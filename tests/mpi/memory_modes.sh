@@ -27,7 +27,8 @@ done
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l]
 for r in rows:
-    for k in ("step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms", "mem_peak_bytes", "mem_predicted_bytes"):
+    for k in ("step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "step_ms", "mem_peak_bytes", "mem_predicted_bytes",
+              "tokens_per_s_per_rank", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "data_wait_ms", "comm_bytes"):
         assert k in r, f"metrics line lacks {k}: {r}"
 ratio = rows[-1]["mem_predicted_bytes"] / rows[-1]["mem_peak_bytes"]
 print(f"predicted/measured peak = {ratio:.3f}")
