@@ -260,6 +260,7 @@ int Trainer::run() {
                   " (train.max_steps / train.stop_at_step)"));
     return kExitOk;
   }
+  const std::int64_t first = step_ + 1;  // this invocation's first step (after a resume: not step 1)
   auto window_start = Clock::now();
   double wait_before = loader_->wait_ms_total();
   std::int64_t steps_in_window = 0;
@@ -272,7 +273,7 @@ int Trainer::run() {
     last_loss_ = r.loss;
     if (!std::isfinite(r.loss))
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
-    if (step_ == 1) comm_->set_timeout(config_.dist.timeout_s);  // tight deadline from now on
+    if (step_ == first) comm_->set_timeout(config_.dist.timeout_s);  // tight deadline from now on
     if (step_ % config_.log.every == 0 || step_ == last) {
       log_step(r, ms_since(window_start), loader_->wait_ms_total() - wait_before, steps_in_window);
       window_start = Clock::now();
