@@ -88,8 +88,9 @@ class ShardReader {
   // threads serialise their calls.
   void read(std::uint64_t start, std::span<std::uint32_t> out) const;
   void read(std::uint64_t start, std::span<std::int32_t> out) const;
-  // As read() when every chunk of the range was read before (its place known); else false, `out`
-  // unspecified. Makes no HDF5 call: safe on any thread without the callers' HDF5 lock.
+  // As read() when every chunk of the range was checked and located before (a chunk is located on
+  // its second read); else false, `out` unspecified. Makes no HDF5 call: safe on any thread without
+  // the callers' HDF5 lock.
   bool read_verified(std::uint64_t start, std::span<std::int32_t> out) const;
   // The document offsets, checked to be increasing and < n_tokens.
   std::vector<std::uint64_t> doc_offsets() const;
