@@ -15,7 +15,13 @@ t0=$SECONDS
 phase() { echo "== [$((SECONDS - t0)) s] $*"; }
 
 [ -x "$ZT_BIN/zckpt" ] || skip "no $ZT_BIN/zckpt: this build has no checkpointing, which requeue needs"
-trap 'slurm_stop; rm -rf "$ZT_WORK"' EXIT
+# Cleanup on every exit. ctest's timeout kills with SIGKILL (no trap runs), so a watchdog of our own
+# ends the test first (TERM -> exit -> the EXIT trap stops the cluster).
+trap 'kill "$watchdog" 2>/dev/null; slurm_stop; rm -rf "$ZT_WORK"' EXIT
+trap 'echo "FAIL: stopped by a signal or the 240 s watchdog"; exit 1' TERM INT
+# shellcheck disable=SC2016  # expanded in the subshell
+(sleep 240 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$) &
+watchdog=$!
 chmod 711 "$ZT_WORK"  # munged (user munge) reaches its socket below it
 slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
 cd "$ZT_WORK" || fail "cd $ZT_WORK"
@@ -102,11 +108,12 @@ echo "USR1 sent at step $signal_step"
 state=$(wait_job "$job" 150)
 phase "job $job: $state, restarts $(slurm_job_field "$job" Restarts), exit $(slurm_job_field "$job" ExitCode)"
 [ "$state" = COMPLETED ] || { show_log "$log"; fail "job $job ended $state (expected COMPLETED after a requeue)"; }
-[ "$(slurm_job_field "$job" Restarts)" = 1 ] || { show_log "$log"; fail "job $job was not requeued exactly once"; }
+[ "$(slurm_job_field "$job" Restarts)" = 1 ] || { show_log "$log"; fail "job $job was not requeued exactly once (did it end before USR1 arrived?)"; }
+grep "job: " "$log"
 
 # The log: a header with the binary's revision and the resolved configuration, for each start.
 expect_in "$log" "start 1 \(requeues so far: 0\)" "the first start's header"
-expect_in "$log" "binary: .*ztrain .*\(git [0-9a-f]+" "the binary's git revision in the header"
+expect_in "$log" "binary: .*ztrain .*\(git [^)]+\)" "the binary's git revision in the header"
 expect_in "$log" "^# world_size = 2 " "the resolved configuration (--print-config) in the log"
 expect_in "$log" "time: train.time_limit_min=[0-9.]+ \([0-9]+ min left - 4 min margin\)" "the time limit from the job's"
 expect_in "$log" "launch: mpirun -np 2 " "the mpirun launch line"

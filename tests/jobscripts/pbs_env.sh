@@ -61,7 +61,7 @@ log=$w/work/ztest.1234.log
 expect_in "$w/job.out" "log in $log" "the job's output names its log"
 expect_in "$log" "ztrain job 1234.pbs0 \(ztest\), job 1 of the chain" "the header names the job"
 expect_in "$log" "nodes: 1 \(localhost\), ranks: 2, work dir: $w/work" "nodes and ranks from PBS_NODEFILE"
-expect_in "$log" "binary: .*ztrain .*\(git [0-9a-f]+" "the binary's git revision"
+expect_in "$log" "binary: .*ztrain .*\(git [^)]+\)" "the binary's git revision"
 expect_in "$log" "time: train.time_limit_min=25.00 \(walltime 00:30:00, 29 min left - 4 min margin\)" "the time limit from qstat -f"
 expect_in "$log" "^# world_size = 2 " "the resolved configuration"
 expect_in "$log" "launch: mpirun -np 2 --hostfile $w/nodefile --map-by slot --bind-to none -x PATH " "the launch line"
