@@ -71,6 +71,7 @@ launcher_pid="" asked=""
 forward() {  # first signal: every rank checkpoints and exits 75; a second Ctrl-C: stop at once
   if [ -n "$asked" ] && [ "$1" = INT ]; then
     say "second SIGINT: stopping without waiting for the checkpoint"
+    asked=INT2
     [ -z "$launcher_pid" ] || kill -TERM "$launcher_pid" 2>/dev/null
     return
   fi
@@ -106,7 +107,7 @@ done
 case $rc in
   0) say "ztrain finished (exit 0) after $restarts restarts" ;;
   75) say "checkpointed and stopped (exit 75); run the same command again to resume" ;;
-  *) say "ztrain failed (exit $rc)" ;;
+  *) if [ "$asked" = INT2 ]; then say "stopped at once (exit $rc)"; else say "ztrain failed (exit $rc)"; fi ;;
 esac
 if [ -n "${tee_pid:-}" ]; then exec >&- 2>&-; wait "$tee_pid"; fi  # the log is complete on return
 exit "$rc"
