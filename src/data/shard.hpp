@@ -82,9 +82,14 @@ class ShardReader {
   ~ShardReader();
 
   const ShardInfo& info() const;
-  // Tokens [start, start + out.size()); each is checked to be < vocab_size.
+  // Tokens [start, start + out.size()); each is checked to be < vocab_size. The first read of a
+  // chunk goes through HDF5 (its Fletcher-32 checked); later ones may be a plain pread (see
+  // verified_chunks.hpp). Calls into HDF5: callers on several threads serialise them.
   void read(std::uint64_t start, std::span<std::uint32_t> out) const;
   void read(std::uint64_t start, std::span<std::int32_t> out) const;
+  // As read() when every chunk of the range was verified before; else false, nothing read. Makes no
+  // HDF5 call: safe on any thread without the callers' HDF5 lock.
+  bool read_verified(std::uint64_t start, std::span<std::int32_t> out) const;
   // The document offsets, checked to be increasing and < n_tokens.
   std::vector<std::uint64_t> doc_offsets() const;
 

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "data/shard.hpp"
+#include "data/verified_chunks.hpp"
 #include "io/hdf5.hpp"
 
 namespace zt::data {
@@ -13,6 +14,7 @@ struct ShardReader::Impl {
   io::H5File file;
   io::H5Dataset tokens;
   io::H5Dataset docs;
+  std::unique_ptr<VerifiedChunks> chunks;  // reads of chunks HDF5 verified before; null: HDF5 only
 };
 
 namespace {
@@ -101,9 +103,11 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
     io::H5Dataset tokens = file.open_dataset("tokens");
     io::H5Dataset docs = file.open_dataset("doc_offsets");
     ShardReader reader;
-    reader.impl_ = std::make_unique<Impl>(Impl{std::move(info), std::move(file), std::move(tokens), std::move(docs)});
-    check_datasets(*reader.impl_);
-    reader.impl_->info.wide_tokens = reader.impl_->tokens.type() == io::H5Type::kU32;
+    reader.impl_ = std::make_unique<Impl>(Impl{std::move(info), std::move(file), std::move(tokens), std::move(docs), {}});
+    Impl& s = *reader.impl_;
+    check_datasets(s);
+    s.info.wide_tokens = s.tokens.type() == io::H5Type::kU32;
+    s.chunks = VerifiedChunks::open(path, s.tokens, s.info.n_tokens, s.info.wide_tokens);
     return reader;
   } catch (const InputError&) {
     throw;
@@ -113,27 +117,50 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
 }
 
 namespace {
-template <typename T>
-void read_checked(const ShardReader::Impl& s, std::uint64_t start, std::span<T> out) {
+// Tokens [start, start + ids.size()): from chunks verified before (no HDF5 call), else through HDF5
+// when `hdf5` allows it (which verifies their chunks); false when neither was possible.
+bool read_ids(const ShardReader::Impl& s, std::uint64_t start, std::span<std::uint32_t> ids, bool hdf5) {
   const std::string path = s.info.path.string();
-  if (start > s.info.n_tokens || out.size() > s.info.n_tokens - start)
-    throw DataError(cat("shard ", path, ": tokens [", start, ", ", start + out.size(), ") are outside its ",
+  if (start > s.info.n_tokens || ids.size() > s.info.n_tokens - start)
+    throw DataError(cat("shard ", path, ": tokens [", start, ", ", start + ids.size(), ") are outside its ",
                         s.info.n_tokens));
-  try {
-    s.tokens.read(start, out);
-  } catch (const Error& e) {
-    throw DataError(cat("shard ", path, ": cannot read tokens [", start, ", ", start + out.size(), "): ", e.what()));
+  if (!(s.chunks && s.chunks->read(start, ids))) {
+    if (!hdf5) return false;
+    try {
+      // In the stored type (no HDF5 conversion: its 1 MiB buffer is zeroed on every read), widened here.
+      if (s.info.wide_tokens) {
+        s.tokens.read(start, ids);
+      } else {
+        std::vector<std::uint16_t> narrow(ids.size());
+        s.tokens.read(start, std::span(narrow));
+        std::copy(narrow.begin(), narrow.end(), ids.begin());
+      }
+      if (s.chunks) s.chunks->mark_verified(s.tokens, start, ids.size());
+    } catch (const Error& e) {
+      throw DataError(cat("shard ", path, ": cannot read tokens [", start, ", ", start + ids.size(), "): ", e.what()));
+    }
   }
   const auto limit = s.info.tokenizer.vocab_size;
-  for (const T t : out)
-    if (static_cast<std::uint64_t>(t) >= limit)
-      throw DataError(cat("shard ", path, ": token id ", t, " in [", start, ", ", start + out.size(),
+  for (const std::uint32_t t : ids)
+    if (t >= limit)
+      throw DataError(cat("shard ", path, ": token id ", t, " in [", start, ", ", start + ids.size(),
                           ") is not below vocab_size ", limit, " (corrupt shard)"));
+  return true;
+}
+
+// int32 and uint32 ids share a representation for ids below 2^31 (any vocab_size ztrain trains).
+std::span<std::uint32_t> as_u32(std::span<std::int32_t> out) {
+  return {reinterpret_cast<std::uint32_t*>(out.data()), out.size()};
 }
 }  // namespace
 
-void ShardReader::read(std::uint64_t start, std::span<std::uint32_t> out) const { read_checked(*impl_, start, out); }
-void ShardReader::read(std::uint64_t start, std::span<std::int32_t> out) const { read_checked(*impl_, start, out); }
+void ShardReader::read(std::uint64_t start, std::span<std::uint32_t> out) const { read_ids(*impl_, start, out, true); }
+void ShardReader::read(std::uint64_t start, std::span<std::int32_t> out) const {
+  read_ids(*impl_, start, as_u32(out), true);
+}
+bool ShardReader::read_verified(std::uint64_t start, std::span<std::int32_t> out) const {
+  return read_ids(*impl_, start, as_u32(out), false);
+}
 
 std::vector<std::uint64_t> ShardReader::doc_offsets() const {
   const ShardInfo& info = impl_->info;

@@ -12,7 +12,7 @@
 namespace zt::data {
 namespace {
 // HDF5 may be built without thread safety; the training and evaluation loaders read from their own
-// threads, so every read of a shard set goes through one lock.
+// threads, so every HDF5 call of a shard set goes through one lock (reads of verified chunks make none).
 std::mutex& hdf5_read_mutex() {
   static std::mutex m;
   return m;
@@ -53,13 +53,16 @@ const ShardInfo& ShardSet::first_info() const { return shards_.front().info(); }
 
 void ShardSet::read(std::uint64_t start, std::uint64_t count, std::int32_t* out) const {
   ZT_CHECK_LE(start + count, total_, "read past the end of the token stream");
-  std::lock_guard<std::mutex> lock(hdf5_read_mutex());
   // The shard holding `start`, then forward across shard boundaries.
   std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
   while (count > 0) {
     const std::uint64_t offset = start - starts_[s];
     const std::uint64_t n = std::min(count, starts_[s + 1] - start);
-    shards_[s].read(offset, std::span<std::int32_t>(out, n));
+    const std::span<std::int32_t> piece(out, n);
+    if (!shards_[s].read_verified(offset, piece)) {  // chunks read before: plain pread, no lock
+      std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+      shards_[s].read(offset, piece);
+    }
     out += n;
     start += n;
     count -= n;

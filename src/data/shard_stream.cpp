@@ -51,6 +51,8 @@ void replay(const std::filesystem::path& path, std::uint64_t count, Sink&& sink)
 
 }  // namespace
 
+std::string shard_file_name(const std::string& prefix, std::uint64_t index) { return numbered(prefix, index) + ".h5"; }
+
 ShardStream::ShardStream(std::filesystem::path dir, std::string prefix, TokenizerInfo tokenizer,
                          std::uint64_t shard_tokens, const State& resume)
     : dir_(std::move(dir)), prefix_(std::move(prefix)), tokenizer_(std::move(tokenizer)), shard_tokens_(shard_tokens),
@@ -65,7 +67,7 @@ ShardStream::ShardStream(std::filesystem::path dir, std::string prefix, Tokenize
 ShardStream::~ShardStream() { close_journal(); }
 
 std::filesystem::path ShardStream::shard_path(std::uint64_t index) const {
-  return dir_ / (numbered(prefix_, index) + ".h5");
+  return dir_ / shard_file_name(prefix_, index);
 }
 
 std::filesystem::path ShardStream::journal_path(std::uint64_t index, const char* kind) const {

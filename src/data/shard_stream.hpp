@@ -15,6 +15,9 @@
 
 namespace zt::data {
 
+// "train", 3 -> "train_000003.h5": a split's shard file names, in token order as bytes.
+std::string shard_file_name(const std::string& prefix, std::uint64_t index);
+
 class ShardStream {
  public:
   struct State {  // what ztok-progress.json records for a split

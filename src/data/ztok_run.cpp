@@ -2,12 +2,9 @@
 // and the progress line.
 #include "data/ztok_run.hpp"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <optional>
 
 #include "core/error.hpp"
 #include "core/sha256.hpp"
@@ -21,64 +18,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// One line on stderr, redrawn in place on a terminal, else printed every 30 s.
-class ProgressMeter {
- public:
-  ProgressMeter(bool enabled, std::uint64_t total_bytes) : enabled_(enabled), total_(total_bytes), tty_(::isatty(2)) {}
-  void update(std::uint64_t bytes, std::uint64_t tokens, bool last = false) {
-    const double elapsed = seconds_since(start_);
-    if (!enabled_ || (!last && elapsed - shown_ < (tty_ ? 1.0 : 30.0))) return;
-    shown_ = elapsed;
-    const double mb_per_s = (bytes - first_bytes_) / 1e6 / std::max(elapsed, 1e-9);
-    const double eta = mb_per_s > 0 ? (total_ - std::min(bytes, total_)) / 1e6 / mb_per_s : 0;
-    std::fprintf(stderr, "%sztok: %5.1f%%  %.1f / %.1f MB  %.1f MB/s  %.2fM tokens  ETA %d:%02d:%02d%s",
-                 tty_ ? "\r" : "", total_ ? 100.0 * bytes / total_ : 100.0, bytes / 1e6, total_ / 1e6, mb_per_s,
-                 tokens / 1e6, int(eta) / 3600, int(eta) / 60 % 60, int(eta) % 60, tty_ && !last ? "" : "\n");
-  }
-  void start_at(std::uint64_t bytes) { first_bytes_ = bytes; }
-
- private:
-  bool enabled_;
-  std::uint64_t total_, first_bytes_ = 0;
-  bool tty_;
-  Clock::time_point start_ = Clock::now();
-  double shown_ = 0;
-};
-
-ZtokSettings settings_of(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash) {
-  ZtokSettings s;
-  s.vocab_hash = vocab_hash;
-  s.format = o.corpus.format == InputFormat::kJsonl ? "jsonl" : "text";
-  s.field = o.corpus.format == InputFormat::kJsonl ? o.corpus.field : "";
-  s.split = o.corpus.split == SplitMode::kParagraph ? "paragraph" : "file";
-  s.shard_tokens = o.shard_tokens;
-  s.valid_fraction = o.valid_fraction;
-  for (const std::string& in : inputs) s.inputs.emplace_back(in, std::filesystem::file_size(in));
-  return s;
-}
-
-// The state to start from: a matching interrupted run's, or a fresh one in a directory without shards.
-ZtokProgress starting_point(const std::filesystem::path& out, const ZtokSettings& settings) {
-  std::filesystem::create_directories(out);
-  if (std::optional<ZtokProgress> saved = load_progress(out)) {
-    const std::string diff = settings_difference(saved->settings, settings);
-    if (!diff.empty())
-      throw InputError(cat("--out ", out.string(), " holds a ztok run with other settings (", diff,
-                           "); shards made two ways must not mix: use another --out, or delete it to start over"));
-    return *saved;
-  }
-  for (const auto& entry : std::filesystem::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if ((name.rfind("train_", 0) == 0 || name.rfind("valid_", 0) == 0) && entry.path().extension() == ".h5")
-      throw InputError(cat("--out ", out.string(), " already holds shards (", name, ") but no ", kProgressFile,
-                           ": use an empty --out directory"));
-  }
-  ZtokProgress fresh;
-  fresh.settings = settings;
-  save_progress(out, fresh);  // before any shard exists: a killed first run is resumable, not "foreign"
-  return fresh;
-}
-
 // Routes each tokenized chunk to the train or valid stream and saves checkpoints.
 class Job {
  public:
@@ -89,18 +28,16 @@ class Job {
 
   void add(const TokenizedChunk& r) {
     const std::uint64_t shards = train_.shards_completed() + valid_.shards_completed();
-    for (std::size_t i = 0; i < r.chunk.segments.size(); ++i) {
-      const Segment& s = r.chunk.segments[i];
-      const std::string& source = inputs_[s.file];
-      ShardStream& out = is_validation_document(source, s.doc, options_.valid_fraction) ? valid_ : train_;
+    route_chunk(r, inputs_, options_.valid_fraction, [&](const RoutedSegment& s) {
+      ShardStream& out = s.valid ? valid_ : train_;
       if (s.doc_start) out.begin_document();
-      const std::uint64_t begin = i == 0 ? 0 : r.token_end[i - 1];
-      out.append(std::span(r.tokens).subspan(begin, r.token_end[i] - begin), source);
+      out.append(s.ids, inputs_[s.file]);
       progress_.documents += s.doc_end;
-    }
+    });
     progress_.replacements += r.replacements;
     progress_.position = r.chunk.end;
-    if (options_.debug_kill_after_chunks > 0 && ++chunks_ == options_.debug_kill_after_chunks) std::raise(SIGKILL);
+    if (options_.debug_kill_after_chunks > 0 && options_.debug_kill_rank == 0 && ++chunks_ == options_.debug_kill_after_chunks)
+      std::raise(SIGKILL);
     if (shards != train_.shards_completed() + valid_.shards_completed() ||
         seconds_since(last_save_) >= options_.checkpoint_seconds)
       checkpoint(false);
@@ -133,6 +70,25 @@ class Job {
   std::uint64_t chunks_ = 0;
 };
 
+}  // namespace
+
+void check_options(const ZtokOptions& o) {
+  if (o.shard_tokens == 0) throw InputError("--shard-tokens must be at least 1");
+  if (!(o.valid_fraction >= 0 && o.valid_fraction <= 1)) throw InputError("--valid-fraction must be within [0, 1]");
+}
+
+ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash) {
+  ZtokSettings s;
+  s.vocab_hash = vocab_hash;
+  s.format = o.corpus.format == InputFormat::kJsonl ? "jsonl" : "text";
+  s.field = o.corpus.format == InputFormat::kJsonl ? o.corpus.field : "";
+  s.split = o.corpus.split == SplitMode::kParagraph ? "paragraph" : "file";
+  s.shard_tokens = o.shard_tokens;
+  s.valid_fraction = o.valid_fraction;
+  for (const std::string& in : inputs) s.inputs.emplace_back(in, std::filesystem::file_size(in));
+  return s;
+}
+
 ZtokSummary summary_of(const ZtokProgress& p, std::uint64_t input_bytes) {
   ZtokSummary s;
   s.documents = p.documents;
@@ -145,7 +101,15 @@ ZtokSummary summary_of(const ZtokProgress& p, std::uint64_t input_bytes) {
   return s;
 }
 
-}  // namespace
+void route_chunk(const TokenizedChunk& r, const std::vector<std::string>& inputs, double valid_fraction,
+                 const std::function<void(const RoutedSegment&)>& sink) {
+  for (std::size_t i = 0; i < r.chunk.segments.size(); ++i) {
+    const Segment& s = r.chunk.segments[i];
+    const std::uint64_t begin = i == 0 ? 0 : r.token_end[i - 1];
+    sink({is_validation_document(inputs[s.file], s.doc, valid_fraction), s.doc_start, s.doc_end, s.file,
+          std::span(r.tokens).subspan(begin, r.token_end[i] - begin)});
+  }
+}
 
 bool is_validation_document(const std::string& source, std::uint64_t doc, double fraction) {
   if (fraction <= 0) return false;
@@ -163,14 +127,13 @@ bool is_validation_document(const std::string& source, std::uint64_t doc, double
 
 ZtokSummary run_ztok(const ZtokOptions& o) {
   const Clock::time_point start = Clock::now();
-  if (o.shard_tokens == 0) throw InputError("--shard-tokens must be at least 1");
-  if (!(o.valid_fraction >= 0 && o.valid_fraction <= 1)) throw InputError("--valid-fraction must be within [0, 1]");
+  check_options(o);
   const tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir);
   const std::vector<std::string> inputs = expand_inputs(o.inputs);
-  const ZtokSettings settings = settings_of(o, inputs, tokenizer.vocab().hash());
+  const ZtokSettings settings = ztok_settings(o, inputs, tokenizer.vocab().hash());
   std::uint64_t input_bytes = 0;
   for (const auto& in : settings.inputs) input_bytes += in.second;
-  ZtokProgress progress = starting_point(o.out_dir, settings);
+  ZtokProgress progress = start_or_resume(o.out_dir, settings, 1);
   const bool resumed = progress.position != InputPosition{} || progress.complete;
   if (progress.complete) {
     ZtokSummary s = summary_of(progress, input_bytes);

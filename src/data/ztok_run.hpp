@@ -8,10 +8,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "data/corpus.hpp"
+#include "data/ztok_progress.hpp"
 
 namespace zt::data {
 
@@ -26,8 +29,10 @@ struct ZtokOptions {
   bool show_progress = true;         // a progress line on stderr
   double checkpoint_seconds = 10;    // save progress at least this often (and after every shard)
   std::size_t chunk_bytes = CorpusReader::kDefaultChunkBytes;
-  // Fault injection for tests only: SIGKILL this process after that many chunks (0 = off).
+  // Fault injection for tests only: SIGKILL the process of rank debug_kill_rank (0 without mpirun)
+  // after that many chunks (0 = off).
   std::uint64_t debug_kill_after_chunks = 0;
+  int debug_kill_rank = 0;
 };
 
 struct ZtokSummary {
@@ -42,6 +47,25 @@ struct ZtokSummary {
 // failure a zt::Error. The output bytes depend on the inputs and settings only, not on `threads` or
 // on how often the run was interrupted and resumed.
 ZtokSummary run_ztok(const ZtokOptions& options);
+
+// Checks the options run_ztok does not leave to the parser (zt::InputError).
+void check_options(const ZtokOptions& o);
+
+// Everything about a run that decides its output bytes (inputs expanded, vocabulary hashed).
+ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash);
+ZtokSummary summary_of(const ZtokProgress& progress, std::uint64_t input_bytes);
+
+struct TokenizedChunk;
+// One segment of a tokenized chunk, routed: its split (by is_validation_document), its ids
+// (<|endoftext|> included at a document's end) and its input (an index into the chunk's inputs).
+struct RoutedSegment {
+  bool valid, doc_start, doc_end;
+  std::uint64_t file;
+  std::span<const std::uint32_t> ids;
+};
+// Calls `sink` for each segment of `r` in order; `inputs` are the reader's (names hash the split).
+void route_chunk(const TokenizedChunk& r, const std::vector<std::string>& inputs, double valid_fraction,
+                 const std::function<void(const RoutedSegment&)>& sink);
 
 // Whether document `doc` of input `source` goes to the validation split: the first 8 bytes of
 // SHA-256(source + "\n" + decimal doc), read big-endian, as a fraction of 2^64, are below `fraction`.

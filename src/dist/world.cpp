@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -94,7 +96,25 @@ std::vector<std::string> World::gather_to_root(const std::string& mine) const {
   return out;
 }
 
+std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& mine) const {
+  std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(size_));
+  ZT_MPI(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+                       static_cast<int>(mine.size()), MPI_UINT64_T, comms_->world));
+  return all;
+}
+
 void World::barrier() const { ZT_MPI(MPI_Barrier(comms_->world)); }
+
+void World::wait_for_all(double poll_seconds, const std::function<void()>& idle) const {
+  MPI_Request request = MPI_REQUEST_NULL;
+  ZT_MPI(MPI_Ibarrier(comms_->world, &request));
+  for (int done = 0;;) {
+    ZT_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    idle();
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
+  }
+}
 
 void World::abort(int exit_code) const {
   if (size_ == 1) {

@@ -3,6 +3,8 @@
 // launcher. Plain C++ header: mpi.h stays inside world.cpp.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,7 +32,12 @@ class World {
   long long min_over_ranks(long long value) const;
   // Gathers one string from every rank onto rank 0 (others get an empty vector).
   std::vector<std::string> gather_to_root(const std::string& mine) const;
+  // Every rank's `mine` (the same length on every rank), concatenated in rank order, on every rank.
+  std::vector<std::uint64_t> all_gather(const std::vector<std::uint64_t>& mine) const;
   void barrier() const;
+  // A barrier that sleeps between polls, calling `idle` about every `poll_seconds` until every rank
+  // has arrived: MPI's blocking barrier spins a core, which ranks done early should leave to others.
+  void wait_for_all(double poll_seconds, const std::function<void()>& idle) const;
   // Ends every rank of the job now with this exit code (MPI_Abort on the world): no peer is left
   // waiting in a collective. A job of one rank just exits.
   [[noreturn]] void abort(int exit_code) const;

@@ -93,6 +93,9 @@ void H5Dataset::write(std::uint64_t offset, std::span<const std::uint32_t> v) {
 void H5Dataset::write(std::uint64_t offset, std::span<const std::uint64_t> v) {
   io(true, offset, v.size(), H5T_NATIVE_UINT64, const_cast<std::uint64_t*>(v.data()));
 }
+void H5Dataset::read(std::uint64_t offset, std::span<std::uint16_t> out) const {
+  io(false, offset, out.size(), H5T_NATIVE_UINT16, out.data());
+}
 void H5Dataset::read(std::uint64_t offset, std::span<std::uint32_t> out) const {
   io(false, offset, out.size(), H5T_NATIVE_UINT32, out.data());
 }
@@ -101,6 +104,32 @@ void H5Dataset::read(std::uint64_t offset, std::span<std::int32_t> out) const {
 }
 void H5Dataset::read(std::uint64_t offset, std::span<std::uint64_t> out) const {
   io(false, offset, out.size(), H5T_NATIVE_UINT64, out.data());
+}
+
+std::optional<std::uint64_t> H5Dataset::checksummed_chunk_elements() const {
+  H5Handle dcpl(ZT_H5(H5Dget_create_plist(id()), where_), H5Kind::kPropList);
+  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED || ZT_H5(H5Pget_nfilters(dcpl.get()), where_) != 1) return std::nullopt;
+  unsigned flags = 0;
+  std::size_t n_values = 0;
+  const H5Z_filter_t filter = H5Pget_filter2(dcpl.get(), 0, &flags, &n_values, nullptr, 0, nullptr, nullptr);
+  hsize_t chunk = 0;
+  if (filter != H5Z_FILTER_FLETCHER32 || ZT_H5(H5Pget_chunk(dcpl.get(), 1, &chunk), where_) != 1) return std::nullopt;
+  return chunk;
+}
+
+std::optional<std::uint64_t> H5Dataset::chunk_file_offset(std::uint64_t first, std::uint64_t stored_bytes) const {
+  const hsize_t offset = first;
+  unsigned filter_mask = 0;
+  haddr_t address = HADDR_UNDEF;
+  hsize_t size = 0;
+  ZT_H5(H5Dget_chunk_info_by_coord(id(), &offset, &filter_mask, &address, &size), where_);
+  if (address == HADDR_UNDEF || size != stored_bytes || filter_mask != 0) return std::nullopt;
+  // Addresses count from the file's base address: after a user block, if the file has one.
+  H5Handle file(ZT_H5(H5Iget_file_id(id()), where_), H5Kind::kFile);
+  H5Handle fcpl(ZT_H5(H5Fget_create_plist(file.get()), where_), H5Kind::kPropList);
+  hsize_t user_block = 0;
+  ZT_H5(H5Pget_userblock(fcpl.get(), &user_block), where_);
+  return user_block + address;
 }
 
 }  // namespace zt::io

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,9 +69,20 @@ class H5Dataset : public H5Object {
   void write(std::uint64_t offset, std::span<const std::uint16_t> values);
   void write(std::uint64_t offset, std::span<const std::uint32_t> values);
   void write(std::uint64_t offset, std::span<const std::uint64_t> values);
+  // Reading in the stored type skips HDF5's conversion and its buffer (1 MiB, zeroed on every read).
+  void read(std::uint64_t offset, std::span<std::uint16_t> out) const;
   void read(std::uint64_t offset, std::span<std::uint32_t> out) const;
   void read(std::uint64_t offset, std::span<std::int32_t> out) const;
   void read(std::uint64_t offset, std::span<std::uint64_t> out) const;
+
+  // For reading chunks without HDF5 (plain pread) once it has verified them. The elements per chunk
+  // when this dataset is chunked with Fletcher-32 as its only filter, so that a stored chunk is its
+  // raw little-endian elements followed by the 4-byte checksum; nullopt for any other layout.
+  std::optional<std::uint64_t> checksummed_chunk_elements() const;
+  // Byte offset in the file of the stored chunk that starts at element `first`, when it is stored
+  // with its filter applied and is `stored_bytes` long; nullopt otherwise (not allocated, filter
+  // skipped, another size).
+  std::optional<std::uint64_t> chunk_file_offset(std::uint64_t first, std::uint64_t stored_bytes) const;
 
  private:
   void io(bool write, std::uint64_t offset, std::uint64_t n, H5Id mem_type, void* data) const;

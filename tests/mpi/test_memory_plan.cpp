@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "backend/backend.hpp"
+#include "config/options.hpp"
 #include "model/gpt2.hpp"
 #include "model/init.hpp"
 #include "optim/zero/engine.hpp"
@@ -32,7 +33,7 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
   auto backend = backend::make_cpu_backend(threads);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
   const model::ParamTable table(model::GptShape::make(3, 4, 64, 500, 64));
-  model::Gpt2 gpt(*backend, table, static_cast<int>(c.train.micro_batch));
+  model::Gpt2 gpt(*backend, table, static_cast<int>(c.train.micro_batch), recompute_mode(c.train.recompute));
   std::vector<optim::FlatRange> units;
   for (const auto& u : table.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
   std::vector<optim::ParamRange> params;
@@ -70,6 +71,17 @@ TEST(MemoryPlan, PredictsTheMeasuredPeakWithinTenPercent) {
           << "stage " << stage << " micro " << micro << " world " << world << ": predicted " << predicted
           << " measured " << measured;
     }
+}
+
+TEST(MemoryPlan, PredictsRecomputationSavings) {
+  for (config::Recompute r : {config::Recompute::kSelective, config::Recompute::kFull}) {
+    config::Config c = small_config(1, 4);
+    c.train.recompute = r;
+    const double measured = static_cast<double>(measured_peak(c, 1));
+    const double predicted = static_cast<double>(plan_memory(c, test::world().size(), 1, 0).total_bytes);
+    EXPECT_NEAR(predicted / measured, 1.0, 0.10) << config::to_string(r);
+    EXPECT_LT(predicted, plan_memory(small_config(1, 4), test::world().size(), 1, 0).total_bytes);
+  }
 }
 
 TEST(MemoryPlan, AConfigThatDoesNotFitNamesFixes) {

@@ -132,3 +132,43 @@ TEST(ZeroMemory, ModelStateShrinksWithTheStage) {
 
 }  // namespace
 }  // namespace zt::optim
+
+namespace zt::optim {
+namespace {
+// Gradient reductions start while the backward pass is still running: right after a unit (stages
+// 1-3) or a full bucket (stage 0) is reported done, not at the end of the pass.
+std::uint64_t reduced_bytes(const dist::Communicator& c) {
+  return c.stats().all_reduce_bytes + c.stats().reduce_scatter_bytes;
+}
+
+TEST(ZeroOverlap, ReductionsStartAsUnitsComplete) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    auto backend = backend::make_cpu_backend(1);
+    auto comm = dist::make_mpi_communicator(test::world(), 60);
+    // A 10-float bucket: at stage 0, units 3 and 2 (5 + 3 floats) wait; unit 1 (13) fills it.
+    ZeroEngine engine(*backend, *comm, units(), params(), stage, /*bucket_mb=*/40.0 / (1 << 20));
+    engine.zero_grads();
+    engine.expect_access_order({3, 2, 1, 0});
+    engine.begin_backward(true);
+    std::vector<std::uint64_t> after;  // reduced bytes after each unit is reported done
+    for (int u : {3, 2, 1}) {
+      (void)engine.param_unit(u);
+      (void)engine.grad_unit(u);
+      engine.grad_unit_done(u);
+      after.push_back(reduced_bytes(*comm));
+    }
+    if (stage == 0) {
+      EXPECT_EQ(after[1], 0u) << "stage 0 launched a bucket before it was full";
+      EXPECT_GT(after[2], 0u) << "stage 0 did not launch the full bucket during the pass";
+    } else {
+      EXPECT_GT(after[0], 0u) << "stage " << stage << ": unit 3 was not reduced as soon as it was done";
+      EXPECT_GT(after[2], after[1]) << "stage " << stage;
+    }
+    (void)engine.grad_unit(0);
+    engine.grad_unit_done(0);
+    engine.end_backward();
+    engine.finish_gradients();
+  }
+}
+}  // namespace
+}  // namespace zt::optim

@@ -88,4 +88,5 @@ def main():
     print(f"model_reference.py: loss {loss.item():.6f}, {len(P)} gradients written to {out_path}")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,10 @@
 // Test tool: writes token shards in ztok's schema from a synthetic, learnable language (a sparse
 // random bigram chain), so trainer tests need no vocabulary or corpus download.
-//   make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S]
+//   make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S] [--raw FILE]
 // writes OUT_PREFIX_000000.h5, ... (e.g. OUT_PREFIX = dir/train). The last id (V-1) ends documents.
+// --raw FILE also writes the whole token stream (the shards' concatenation in file-name order) as
+// little-endian uint32, so a reference script reads exactly the tokens ztrain reads, without HDF5.
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,16 +20,29 @@ std::uint64_t next(std::uint64_t& s) {  // splitmix64
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+// The stream as little-endian uint32 (the host order must be little-endian to write it as is).
+int write_raw(const std::string& path, const std::vector<std::uint32_t>& stream) {
+  static_assert(std::endian::native == std::endian::little, "--raw writes the host's bytes as little-endian");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return std::fprintf(stderr, "cannot open %s for writing\n", path.c_str()), 1;
+  const bool ok = std::fwrite(stream.data(), sizeof(std::uint32_t), stream.size(), f) == stream.size();
+  if (std::fclose(f) != 0 || !ok) return std::fprintf(stderr, "writing %s failed\n", path.c_str()), 1;
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S]\n");
+    std::fprintf(stderr, "usage: make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S] [--raw FILE]\n");
     return 2;
   }
-  std::string prefix = argv[1];
+  std::string prefix = argv[1], raw_path;
   std::uint64_t n_tokens = 0, shard_tokens = 1 << 20, vocab = 97, seed = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--raw")) {
+      raw_path = argv[i + 1];
+      continue;
+    }
     const std::uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--tokens")) n_tokens = v;
     else if (!std::strcmp(argv[i], "--shard-tokens")) shard_tokens = v;
@@ -65,5 +81,6 @@ int main(int argc, char** argv) {
     w.append_doc_offsets(docs);
     w.commit();
   }
+  if (!raw_path.empty()) return write_raw(raw_path, stream);
   return 0;
 }

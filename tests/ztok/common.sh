@@ -43,3 +43,18 @@ make_corpus() {
 
 # tokens_of OUT.u32 SHARD...: the ids of the shards back to back
 tokens_of() { "$shard_dump" tokens "$@"; }
+
+# on_ranks NP PROGRAM ARGS...: mpirun with a hang guard (exit 124 after 120 s). Tests run as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+on_ranks() {
+  local np=$1; shift
+  timeout --kill-after=10 120 "${MPIEXEC:-mpirun}" --oversubscribe -np "$np" "$@"
+}
+
+# same_shards REF_DIR DIR WHAT: DIR holds exactly REF_DIR's shards, byte for byte, and no journals.
+same_shards() {
+  local f
+  for f in "$1"/*.h5; do cmp "$f" "$2/$(basename "$f")" || fail "$3: $(basename "$f") differs"; done
+  [ "$(ls "$1" | grep -c '\.h5$')" = "$(ls "$2" | grep -c '\.h5$')" ] || fail "$3: shard count differs"
+  [ ! -e "$2/.ztok" ] || fail "$3: journals left behind: $(ls -A "$2/.ztok")"
+}
