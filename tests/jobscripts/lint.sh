@@ -22,7 +22,7 @@ done
 has jobscripts/slurm/train.sbatch '^#SBATCH --gpus-per-node='
 has jobscripts/slurm/train.sbatch 'scontrol requeue "\$SLURM_JOB_ID"'
 has jobscripts/slurm/train.sbatch "^trap 'forward USR1' USR1"
-has jobscripts/slurm/tokenize.sbatch '^#SBATCH --array='
+has jobscripts/slurm/tokenize.sbatch 'launch=\(mpirun -np "\$ntasks"'
 for f in jobscripts/pbs/train.pbs jobscripts/pbs/train-cpu.pbs; do
   has "$f" '^#PBS -l select=[0-9]+:ncpus=[0-9]+:.*mpiprocs=[0-9]+'
   has "$f" '^#PBS -l walltime='
@@ -30,7 +30,7 @@ done
 has jobscripts/pbs/train.pbs 'depend=afterany:\$jobid'
 has jobscripts/pbs/train.pbs 'mpirun -np "\$np" --hostfile "\$PBS_NODEFILE"'
 has jobscripts/pbs/train.pbs '^##PBS -q rt_HF'
-has jobscripts/pbs/tokenize.pbs '^#PBS -J '
+has jobscripts/pbs/tokenize.pbs 'mpirun -np "\$np" --hostfile "\$PBS_NODEFILE"'
 echo "ok: the batch scripts declare the signal, requeue, log and resource lines"
 
 command -v shellcheck >/dev/null || skip "shellcheck not installed (tools/install-deps.sh installs it); bash -n passed"

@@ -14,13 +14,22 @@ local_train=$ZT_SOURCE/jobscripts/local/train.sh
 ZT_TIMEOUT=120 zt_mpirun 2 "$ZT_BIN/ztrain" "${train[@]}" --data.train="$ZT_DATA" --ckpt.dir=ref/ckpt \
   --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
 loss_column ref/metrics.jsonl >ref.loss
+# A quarter of the uninterrupted run's training time (its steps' step_ms), in minutes: a time limit
+# that stops a start well before the end whatever this machine's speed.
+quarter_min() {
+  /usr/bin/python3 -c '
+import json, sys
+ms = sum(json.loads(line).get("step_ms", 0) for line in open(sys.argv[1]))
+print(f"{max(ms / 4 / 60000, 0.002):.4f}")' "$1"
+}
+segment_min=$(quarter_min ref/metrics.jsonl)
 same_losses() {  # same_losses RUN_DIR: every step's loss equals the uninterrupted run's
   loss_column "$1/metrics.jsonl" >"$1.loss"
   cmp -s ref.loss "$1.loss" || fail "$1: the step losses differ from the uninterrupted run's"
 }
 
-# ---- segments: each start stops itself after 0.05 min (3 s) --------------------------------------
-ZT_RUN_DIR=seg ZT_SEGMENT_MIN=0.05 timeout 300 "$local_train" "${train[@]}" >seg.out 2>&1
+# ---- segments: each start stops itself after a quarter of the run's time -------------------------
+ZT_RUN_DIR=seg ZT_SEGMENT_MIN=$segment_min timeout 300 "$local_train" "${train[@]}" >seg.out 2>&1
 rc=$?
 [ "$rc" -eq 0 ] || { tail -n 30 seg.out; fail "segments: exit $rc"; }
 restarts=$(grep -c "local: restart [0-9]*: resuming" seg.out)
@@ -29,7 +38,7 @@ restarts=$(grep -c "local: restart [0-9]*: resuming" seg.out)
 expect_in seg.out "ztrain finished \(exit 0\) after $restarts restarts"
 cmp -s seg.out seg/train.log || fail "segments: seg/train.log (ZT_LOG) is not a copy of the output"
 same_losses seg
-echo "ok: $restarts restarts at the time limit, then the end; losses bit-identical to the uninterrupted run"
+echo "ok: $restarts restarts at the time limit (ZT_SEGMENT_MIN=$segment_min), then the end; losses bit-identical to the uninterrupted run"
 
 # ---- USR1: checkpoint and stop, then the same command resumes ------------------------------------
 # Not under `timeout`: the signal must reach the script itself. The EXIT trap ends it if we fail.
