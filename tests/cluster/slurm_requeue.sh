@@ -5,7 +5,8 @@
 #  2. train-cpu.sbatch (2 ranks, mpirun) gets the pre-limit USR1 mid-run (scancel --signal=USR1
 #     --batch): it checkpoints, exits 75, requeues itself, resumes (a "resume" event in the metrics)
 #     and ends with the loss of an uninterrupted run;
-#  3. the srun --mpi=pmix launcher: USR2 checkpoints and stops without a requeue.
+#  3. the srun --mpi=pmix launcher: USR2 checkpoints and stops without a requeue;
+#  4. that run, submitted again with 1 rank instead of 2, resumes its checkpoint (another world size).
 # Skips (77), saying why, where Slurm cannot start (not root, packages missing).
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/slurm_local.sh"
@@ -167,4 +168,27 @@ stop_step=$(last_step run-srun/metrics.jsonl)
 [ "$stop_step" -lt "$steps" ] || fail "the srun job ran to the end; USR2 did not stop it"
 [ -d "run-srun/checkpoints/step_$(printf %08d "$stop_step")" ] || fail "no checkpoint at the step it stopped ($stop_step)"
 echo "ok: srun job stopped at step $stop_step with a checkpoint, exit 75, not requeued"
+
+# ---- 4. another world size: the stopped run goes on with 1 rank instead of 2 ------------------------
+phase "train-cpu.sbatch again on 1 rank: resumes the 2-rank checkpoint, 20 steps (train.stop_at_step)"
+job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-srun timeout 120 sbatch --wait --parsable --nodes=1 \
+  --ntasks-per-node=1 --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}" \
+  "--train.stop_at_step=$((stop_step + 20))") || { show_log "ztrain-cpu-${job:-?}.log"; fail "the 1-rank job failed"; }
+log=ztrain-cpu-$job.log
+expect_in "$log" "^# world_size = 1 " "the resumed job runs 1 rank"
+grep -q "\"event\": *\"resume\", *\"step\": *$stop_step," run-srun/metrics.jsonl || fail "the 1-rank job did not resume from step $stop_step"
+/usr/bin/python3 - ref.loss run-srun/metrics.jsonl "$stop_step" <<'PY' || fail "the 1-rank continuation's losses differ from the uninterrupted 2-rank run's"
+import json, sys
+ref = [float(x) for x in open(sys.argv[1]).read().split()]
+start = int(sys.argv[3])
+run = {}
+for line in open(sys.argv[2]):
+    o = json.loads(line)
+    if "loss" in o: run[o["step"]] = o["loss"]
+steps = range(start + 1, start + 21)
+worst = max(abs(run[s] - ref[s - 1]) / abs(ref[s - 1]) for s in steps)
+# Not bit-identical: the gradient reduction order changes with the world size.
+print(f"steps {steps[0]}-{steps[-1]} on 1 rank vs the 2-rank run: largest relative loss difference {worst:.1e}")
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
 phase "PASS"
