@@ -6,6 +6,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 
 ZT_WORK=$(mktemp -d /tmp/zt_test.XXXXXX)
 trap 'rm -rf "$ZT_WORK"' EXIT
+# Relative outputs (ztrain's default ckpt.dir=checkpoints, with ckpt.resume=auto) stay in this test's
+# own directory: a run never resumes from what another test, or an earlier ctest, left behind.
+cd "$ZT_WORK" || exit 1
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }

@@ -1,4 +1,5 @@
-// ztrain: parse -> place ranks -> (print config | train) -> exit code (INTERFACE.md).
+// ztrain: parse -> place ranks -> (print config | pick the checkpoint to resume from, train) -> exit code
+// (INTERFACE.md).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -62,7 +63,14 @@ int run(dist::World& world, int argc, char** argv) {
     print_config(world, s);
     return kExitOk;
   }
-  return run_or_abort(world, [&] { return train::run(world, s.cl, s.derived, s.placement); });
+  // The checkpoint to resume from is a start-up decision too: one that does not verify is exit 2.
+  train::ResumePoint resume;
+  const int resume_code = agree_on_startup(world, [&] {
+    if (world.is_root()) resume = train::pick_resume(s.cl.config);
+  });
+  if (resume_code != kExitOk) return resume_code;
+  resume = train::share_resume(world, s.cl.config, resume);
+  return run_or_abort(world, [&] { return train::run(world, s.cl, s.derived, s.placement, resume); });
 }
 
 }  // namespace

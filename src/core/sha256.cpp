@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/sha256_hw.hpp"
+
 namespace zt {
 namespace {
 
@@ -21,6 +23,11 @@ constexpr std::array<std::uint32_t, 8> kInit = {0x6a09e667, 0xbb67ae85, 0x3c6ef3
                                                 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
 constexpr std::uint32_t rotr(std::uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+bool hardware() {
+  static const bool available = detail::sha256_hw_available();
+  return available;
+}
 
 }  // namespace
 
@@ -58,8 +65,14 @@ void Sha256::update(const void* data, std::size_t n_bytes) {
     std::memcpy(block_.data() + block_bytes_, p, take);
     block_bytes_ += take; p += take; n_bytes -= take;
     if (block_bytes_ < block_.size()) return;
-    compress(block_.data());
+    if (hardware()) detail::sha256_hw_compress(state_.data(), block_.data(), 1);
+    else compress(block_.data());
     block_bytes_ = 0;
+  }
+  if (hardware() && n_bytes >= 64) {
+    detail::sha256_hw_compress(state_.data(), p, n_bytes / 64);
+    p += n_bytes / 64 * 64;
+    n_bytes %= 64;
   }
   for (; n_bytes >= 64; p += 64, n_bytes -= 64) compress(p);
   std::memcpy(block_.data(), p, n_bytes);

@@ -29,15 +29,24 @@ bool H5File::has(const std::string& name) const {
 
 H5Dataset H5File::create_dataset(const std::string& name, H5Type type, std::uint64_t length,
                                  const H5DatasetOptions& options) {
+  return create_dataset(name, type, std::vector<std::uint64_t>{length}, options);
+}
+
+H5Dataset H5File::create_dataset(const std::string& name, H5Type type, const std::vector<std::uint64_t>& dims,
+                                 const H5DatasetOptions& options) {
   const std::string w = cat(path_, ":/", name);
-  const hsize_t dims = length;
-  H5Handle space(ZT_H5(H5Screate_simple(1, &dims, nullptr), w), H5Kind::kDataspace);
+  const std::vector<hsize_t> shape(dims.begin(), dims.end());
+  H5Handle space(ZT_H5(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), w), H5Kind::kDataspace);
   H5Handle dcpl(ZT_H5(H5Pcreate(H5P_DATASET_CREATE), w), H5Kind::kPropList);
   ZT_H5(H5Pset_obj_track_times(dcpl.get(), false), w);
   ZT_H5(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), w);  // every element is written
-  if (options.chunk > 0 && length > 0) {  // a fixed-size dataset's chunk may not exceed it
-    const hsize_t chunk = std::min<std::uint64_t>(options.chunk, length);
-    ZT_H5(H5Pset_chunk(dcpl.get(), 1, &chunk), w);
+  hsize_t row = 1;  // elements per index of the first dimension
+  for (std::size_t d = 1; d < shape.size(); ++d) row *= shape[d];
+  if (options.chunk > 0 && !shape.empty() && shape[0] > 0 && row > 0) {
+    // A fixed-size dataset's chunk may not exceed it; chunk whole rows along the first dimension.
+    std::vector<hsize_t> chunk = shape;
+    chunk[0] = std::clamp<hsize_t>(options.chunk / row, 1, shape[0]);
+    ZT_H5(H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), w);
     if (options.checksum) ZT_H5(H5Pset_fletcher32(dcpl.get()), w);
   }
   H5Handle ds(ZT_H5(H5Dcreate2(id(), name.c_str(), file_type_of(type), space.get(), H5P_DEFAULT, dcpl.get(),
@@ -58,6 +67,14 @@ std::uint64_t H5Dataset::length() const {
   hsize_t dims = 0;
   ZT_H5(H5Sget_simple_extent_dims(space.get(), &dims, nullptr), where_);
   return dims;
+}
+
+std::vector<std::uint64_t> H5Dataset::dims() const {
+  H5Handle space(ZT_H5(H5Dget_space(id()), where_), H5Kind::kDataspace);
+  const int rank = ZT_H5(H5Sget_simple_extent_ndims(space.get()), where_);
+  std::vector<hsize_t> d(static_cast<std::size_t>(rank));
+  ZT_H5(H5Sget_simple_extent_dims(space.get(), d.data(), nullptr), where_);
+  return {d.begin(), d.end()};
 }
 
 H5Type H5Dataset::type() const {
@@ -83,6 +100,29 @@ void H5Dataset::io(bool write, std::uint64_t offset, std::uint64_t n, H5Id mem_t
     ZT_H5(H5Dread(id(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data), where_);
   }
 }
+
+void H5Dataset::io_all(bool write, std::uint64_t n, H5Id mem_type, void* data) const {
+  silence_hdf5_errors();
+  std::uint64_t numel = 1;
+  for (std::uint64_t d : dims()) numel *= d;
+  if (n != numel) throw IoError(cat(where_, " holds ", numel, " elements, not the ", n, write ? " given" : " asked for"));
+  if (n == 0) return;
+  if (write) ZT_H5(H5Dwrite(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where_);
+  else ZT_H5(H5Dread(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), where_);
+}
+
+void H5Dataset::write(std::uint64_t offset, std::span<const float> v) {
+  io(true, offset, v.size(), H5T_NATIVE_FLOAT, const_cast<float*>(v.data()));
+}
+void H5Dataset::read(std::uint64_t offset, std::span<float> out) const {
+  io(false, offset, out.size(), H5T_NATIVE_FLOAT, out.data());
+}
+void H5Dataset::write_all(std::span<const float> v) { io_all(true, v.size(), H5T_NATIVE_FLOAT, const_cast<float*>(v.data())); }
+void H5Dataset::write_all(std::span<const std::uint64_t> v) {
+  io_all(true, v.size(), H5T_NATIVE_UINT64, const_cast<std::uint64_t*>(v.data()));
+}
+void H5Dataset::read_all(std::span<float> out) const { io_all(false, out.size(), H5T_NATIVE_FLOAT, out.data()); }
+void H5Dataset::read_all(std::span<std::uint64_t> out) const { io_all(false, out.size(), H5T_NATIVE_UINT64, out.data()); }
 
 void H5Dataset::write(std::uint64_t offset, std::span<const std::uint16_t> v) {
   io(true, offset, v.size(), H5T_NATIVE_UINT16, const_cast<std::uint16_t*>(v.data()));

@@ -120,6 +120,11 @@ void H5Handle::close(const std::string& where) {
   else H5Handle(id, kind_).release();
 }
 
+bool hdf5_is_threadsafe() {
+  hbool_t safe = 0;
+  return H5is_library_threadsafe(&safe) >= 0 && safe;
+}
+
 void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }  // per thread
 
 // --- attributes -------------------------------------------------------------------------------------

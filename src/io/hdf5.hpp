@@ -60,12 +60,21 @@ class H5Object {
   std::string where_;
 };
 
-// A 1-D dataset. Reads convert from the stored type to the requested one (HDF5 conversion).
+// A dataset: 1-D ones are read and written by hyperslab (offset, count); any rank whole. Reads
+// convert from the stored type to the requested one (HDF5 conversion).
 class H5Dataset : public H5Object {
  public:
   using H5Object::H5Object;
   std::uint64_t length() const;  // throws unless the dataset is 1-D
+  std::vector<std::uint64_t> dims() const;
   H5Type type() const;           // throws for a type ztrain never writes
+  void write(std::uint64_t offset, std::span<const float> values);
+  void read(std::uint64_t offset, std::span<float> out) const;
+  // The whole dataset, any rank, row-major; the span's size must equal the element count.
+  void write_all(std::span<const float> values);
+  void write_all(std::span<const std::uint64_t> values);
+  void read_all(std::span<float> out) const;
+  void read_all(std::span<std::uint64_t> out) const;
   void write(std::uint64_t offset, std::span<const std::uint16_t> values);
   void write(std::uint64_t offset, std::span<const std::uint32_t> values);
   void write(std::uint64_t offset, std::span<const std::uint64_t> values);
@@ -86,6 +95,7 @@ class H5Dataset : public H5Object {
 
  private:
   void io(bool write, std::uint64_t offset, std::uint64_t n, H5Id mem_type, void* data) const;
+  void io_all(bool write, std::uint64_t n, H5Id mem_type, void* data) const;
 };
 
 struct H5DatasetOptions {
@@ -104,6 +114,10 @@ class H5File : public H5Object {
   bool has(const std::string& name) const;
   H5Dataset create_dataset(const std::string& name, H5Type type, std::uint64_t length,
                            const H5DatasetOptions& options = {});
+  // N-D (row-major dims); a chunked one is chunked along its first dimension only, options.chunk
+  // elements per chunk at most (at least one row).
+  H5Dataset create_dataset(const std::string& name, H5Type type, const std::vector<std::uint64_t>& dims,
+                           const H5DatasetOptions& options = {});
   H5Dataset open_dataset(const std::string& name) const;
   void close() { handle_.close(where_); }
 
@@ -111,6 +125,9 @@ class H5File : public H5Object {
   H5File(H5Handle handle, std::string path) : H5Object(std::move(handle), path), path_(std::move(path)) {}
   std::string path_;
 };
+
+// Whether the HDF5 library serialises its own calls (built thread-safe), so two threads may use it.
+bool hdf5_is_threadsafe();
 
 // Turns off HDF5's printing of its error stack to stderr (errors still become exceptions). Idempotent.
 void silence_hdf5_errors();

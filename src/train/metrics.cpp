@@ -17,6 +17,19 @@ std::string json_number(double v) {
   return buf;
 }
 
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += cat('\\', c);
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\u%04x", c);
+      out += esc;
+    } else out += c;
+  }
+  return out + "\"";
+}
+
 MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   if (path.empty()) return;
   const std::filesystem::path p(path);

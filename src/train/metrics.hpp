@@ -40,5 +40,7 @@ class MetricsLog {
 
 // A float as JSON with 9 significant digits (non-finite values become null).
 std::string json_number(double v);
+// A string as a JSON string literal (quotes, backslashes and control characters escaped).
+std::string json_string(const std::string& s);
 
 }  // namespace zt::train

@@ -8,8 +8,8 @@ namespace zt::train {
 bool cuda_backend_built() { return false; }  // TODO(issue 9): true once the CUDA backend is in the build
 
 int run(const dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
-        const dist::Placement& placement) {
-  Trainer trainer(world, cl.config, derived, placement);
+        const dist::Placement& placement, const ResumePoint& resume) {
+  Trainer trainer(world, cl.config, derived, placement, resume);
   return trainer.run();
 }
 

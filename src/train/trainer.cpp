@@ -8,6 +8,8 @@
 #include <cmath>
 
 #include "config/options.hpp"
+#include "config/parse.hpp"
+#include "core/version.hpp"
 #include "core/log.hpp"
 #include "data/shard_set.hpp"
 #include "tok/vocab.hpp"
@@ -15,6 +17,7 @@
 #include "model/safetensors.hpp"
 #include "optim/schedule.hpp"
 #include "train/faults.hpp"
+#include "train/signals.hpp"
 
 namespace zt::train {
 namespace {
@@ -34,27 +37,15 @@ model::GptShape shape_of(const config::ModelConfig& m) {
                                static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
 }
 
-std::vector<optim::FlatRange> units_of(const model::ParamTable& t) {
-  std::vector<optim::FlatRange> out;
-  for (const model::Unit& u : t.units())
-    out.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
-  return out;
-}
-
-std::vector<optim::ParamRange> params_of(const model::ParamTable& t) {
-  std::vector<optim::ParamRange> out;
-  for (const model::ParamInfo& p : t.params())
-    out.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
-  return out;
-}
-
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 }  // namespace
 
 Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
-                 const dist::Placement& placement)
-    : world_(world), config_(config), derived_(derived), placement_(placement), table_(shape_of(config.model)) {
+                 const dist::Placement& placement, const ResumePoint& resume)
+    : world_(world), config_(config), derived_(derived), placement_(placement), table_(shape_of(config.model)),
+      started_(Clock::now()) {
   refuse_unimplemented(config);
+  install_stop_signal_handlers();
   backend_ = backend::make_cpu_backend(placement.threads);
   comm_ = dist::make_mpi_communicator(world, config.dist.timeout_s);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
@@ -63,9 +54,13 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb);
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
-  init_parameters();
+  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_);
+  if (resume.empty()) init_parameters();
+  else resume_from(resume);  // before open_data: the loader starts at the restored step
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
+  if (metrics_ && !resume.empty())
+    metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
   log::info(cat("model: GPT-2 L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
@@ -90,6 +85,32 @@ void Trainer::init_parameters() {
   log::info(cat("initialised from ", config_.init.from));
 }
 
+void Trainer::resume_from(const ResumePoint& resume) {
+  const ckpt::TrainState s = checkpointer_->load(resume.dir);
+  step_ = s.step;
+  tokens_ = s.tokens;
+  // The cursor counts global windows; the loader derives it from the step (same global_batch, checked
+  // by pick_resume), so the next batch is the one the interrupted run would have taken.
+  ZT_CHECK_EQ(s.windows_consumed, static_cast<std::uint64_t>(step_ * config_.train.global_batch), "data cursor of ",
+              resume.dir.string());
+  log::info(cat("resumed from ", resume.dir.string(), ": step ", step_, ", ", tokens_, " tokens, data cursor at window ",
+                s.windows_consumed));
+}
+
+ckpt::TrainState Trainer::train_state() const {
+  ckpt::TrainState s;
+  s.step = step_;
+  s.tokens = tokens_;
+  s.global_batch = static_cast<std::uint64_t>(config_.train.global_batch);
+  s.seq_len = static_cast<std::uint64_t>(config_.model.seq_len);
+  s.windows_consumed = static_cast<std::uint64_t>(step_) * s.global_batch;
+  s.windows_per_epoch = windows_per_epoch_;
+  s.seed = config_.train.seed;
+  s.config_ini = config::to_ini(config_);
+  s.git_revision = git_revision();
+  return s;
+}
+
 void Trainer::open_data() {
   if (config_.data.train.empty())
     throw ConfigError("data.train is empty: give the training shards written by ztok (e.g. data.train=data/tok/train_*.h5)");
@@ -103,6 +124,7 @@ void Trainer::open_data() {
   train_tokens_ = data::open_shards(config_.data.train, "data.train", expect);
   if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, "data.valid", expect);
   data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed);
+  windows_per_epoch_ = order.windows_per_epoch();
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
   loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_);
   log::info(cat("data: ", train_tokens_->describe(), ", ", order.windows_per_epoch(), " windows per epoch"));
@@ -169,8 +191,40 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   if (metrics_) metrics_->step(m);
 }
 
+bool Trainer::time_is_up() const {
+  const double limit_min = config_.train.time_limit_min;
+  return limit_min > 0 && std::chrono::duration<double>(Clock::now() - started_).count() >= limit_min * 60;
+}
+
+bool Trainer::stop_requested_here() const { return stop_signal_received() != 0 || time_is_up(); }
+
+std::string Trainer::stop_reason() const {
+  if (const int sig = stop_signal_received()) return signal_name(sig);
+  if (time_is_up()) return cat("train.time_limit_min=", config_.train.time_limit_min);
+  return "a stop request on another rank";
+}
+
+// One all-reduce (max) per step agrees on two flags over all ranks: a stop requested on any rank (a
+// signal may reach only some), and a background checkpoint write still running on any rank (the
+// commit needs every rank's files).
+bool Trainer::at_step_boundary(std::int64_t last) {
+  std::int32_t flags[2] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1};
+  comm_->set_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
+  comm_->all_reduce(dist::span_of(flags, 2), dist::ReduceOp::kMax)->wait();
+  if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
+  const bool stop = flags[0] != 0 && step_ < last;
+  const std::int64_t every = config_.ckpt.every;
+  if (step_ == last || stop || (every > 0 && step_ % every == 0)) checkpointer_->save(train_state());
+  return stop;
+}
+
 int Trainer::run() {
   const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
+  if (step_ >= last) {
+    log::info(cat("nothing to train: the run is at step ", step_, " and stops at step ", last,
+                  " (train.max_steps / train.stop_at_step)"));
+    return kExitOk;
+  }
   auto window_start = Clock::now();
   double wait_before = loader_->wait_ms_total();
   std::int64_t steps_in_window = 0;
@@ -195,7 +249,14 @@ int Trainer::run() {
       if (metrics_) metrics_->eval(step_, val);
     }
     inject_faults(config_.debug, world_.rank(), step_);
+    if (at_step_boundary(last)) {
+      checkpointer_->finish();
+      log::info(cat("stopped after step ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
+                    " (requeue; ckpt.resume=auto continues from here)"));
+      return kExitRequeue;
+    }
   }
+  checkpointer_->finish();
   log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
   return kExitOk;
 }

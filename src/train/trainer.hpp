@@ -2,6 +2,7 @@
 // -> metrics, for one rank of the job. Built once per invocation by train::run.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -13,7 +14,9 @@
 #include "dist/placement.hpp"
 #include "model/gpt2.hpp"
 #include "optim/zero/engine.hpp"
+#include "train/checkpointer.hpp"
 #include "train/metrics.hpp"
+#include "train/resume.hpp"
 #include "train/zero_model.hpp"
 
 namespace zt::train {
@@ -21,9 +24,9 @@ namespace zt::train {
 class Trainer {
  public:
   Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
-          const dist::Placement& placement);
+          const dist::Placement& placement, const ResumePoint& resume = {});
   ~Trainer();
-  int run();  // exit code
+  int run();  // exit code: 0 done, 75 checkpointed and stopped on a signal or the time limit
 
   // The mean loss of the last completed step (tests).
   double last_loss() const { return last_loss_; }
@@ -36,7 +39,13 @@ class Trainer {
   double evaluate();
   void log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window);
   void init_parameters();
+  void resume_from(const ResumePoint& resume);
   void open_data();
+  bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)
+  bool stop_requested_here() const;          // a signal or the time limit, on this rank
+  bool time_is_up() const;                   // train.time_limit_min has passed
+  std::string stop_reason() const;
+  ckpt::TrainState train_state() const;
 
   const dist::World& world_;
   const config::Config& config_;
@@ -52,8 +61,11 @@ class Trainer {
   std::shared_ptr<const data::TokenSource> train_tokens_, valid_tokens_;
   std::unique_ptr<data::BatchLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::chrono::steady_clock::time_point started_;  // for train.time_limit_min
   std::int64_t step_ = 0;        // completed optimizer steps
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
+  std::uint64_t windows_per_epoch_ = 0;
   double last_loss_ = 0;
   std::uint64_t comm_bytes_logged_ = 0;  // communicator payload bytes at the last metrics line
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/param_source.hpp"
+#include "model/param_table.hpp"
 #include "optim/zero/engine.hpp"
 
 namespace zt::train {
@@ -28,6 +29,20 @@ class ZeroGrads final : public model::GradSink {
  private:
   optim::ZeroEngine& engine_;
 };
+
+// The parameter table's units and parameters (with their decay flags) as the partition sees them.
+inline std::vector<optim::FlatRange> units_of(const model::ParamTable& t) {
+  std::vector<optim::FlatRange> out;
+  for (const model::Unit& u : t.units())
+    out.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
+  return out;
+}
+inline std::vector<optim::ParamRange> params_of(const model::ParamTable& t) {
+  std::vector<optim::ParamRange> out;
+  for (const model::ParamInfo& p : t.params())
+    out.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
+  return out;
+}
 
 // The order the model asks for parameter units (param_source.hpp): forward 0, 1..L, L+1, 0; backward
 // 0, L+1, L..1. Stage 3 prefetches along it.

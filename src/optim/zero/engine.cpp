@@ -91,6 +91,53 @@ void ZeroEngine::gather_params(float* flat) {
   }
 }
 
+int ZeroEngine::unit_of(const FlatRange& range) const {
+  for (int u = 0; u < part_.n_units(); ++u) {
+    const FlatRange& unit = part_.unit(u);
+    if (range.offset >= unit.offset && range.offset < unit.offset + unit.numel)
+      return range.numel >= 0 && range.offset + range.numel <= unit.offset + unit.numel ? u : -1;
+  }
+  return -1;
+}
+
+bool ZeroEngine::holds(State state, const FlatRange& range) const {
+  const int u = unit_of(range);
+  if (u < 0) return false;
+  if (state == State::kMaster && stage_ <= 2) return true;  // full (replicated) parameters
+  const FlatRange mine = part_.owned(u, part_.rank());  // stage 0: the whole unit (1-rank partition)
+  return intersect(mine, range).numel == range.numel;
+}
+
+Tensor ZeroEngine::state_view(State state, const FlatRange& range) const {
+  ZT_CHECK(holds(state, range), "rank ", part_.rank(), " at stage ", stage_, " does not hold elements [",
+           range.offset, ", +", range.numel, ")");
+  const int u = unit_of(range);
+  const std::int64_t in_unit = range.offset - part_.unit(u).offset;
+  if (state == State::kMaster && stage_ <= 2) return view(full_params_, full_offset(u) + in_unit, range.numel);
+  // Position inside this rank's slice of unit u, in the shard buffers.
+  const std::int64_t in_shard = part_.shard_offset(u) + in_unit - part_.rank() * part_.shard_numel(u);
+  const Buffer& b = state == State::kMaster ? param_shard_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
+  return view(b, in_shard, range.numel);
+}
+
+void ZeroEngine::copy_state_to_host(State state, const FlatRange& range, float* out) const {
+  if (range.numel == 0) return;
+  backend_.copy_to_host(out, state_view(state, range).data, range.numel * sizeof(float));
+}
+
+void ZeroEngine::load_moments(const std::function<void(State, std::int64_t, std::int64_t, float*)>& fill) {
+  std::vector<float> host;
+  for (int u = 0; u < part_.n_units(); ++u) {
+    const FlatRange mine = part_.owned(u, part_.rank());
+    if (mine.numel == 0) continue;
+    host.resize(mine.numel);
+    for (State s : {State::kExpAvg, State::kExpAvgSq}) {
+      fill(s, mine.offset, mine.numel, host.data());
+      backend_.copy_from_host(state_view(s, mine).data, host.data(), mine.numel * sizeof(float));
+    }
+  }
+}
+
 void ZeroEngine::expect_access_order(std::vector<int> access_order) {
   for (auto& [u, work] : gathers_) work->wait();  // an unused prefetch of the last pass
   gathers_.clear();

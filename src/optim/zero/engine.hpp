@@ -48,6 +48,18 @@ class ZeroEngine {
   // Copies the full parameters in the model's order to host memory (collective at stage 3).
   void gather_params(float* flat_host);
 
+  // ---- checkpoint state: the fp32 master weights and AdamW moments by flat range ----------------
+  enum class State { kMaster, kExpAvg, kExpAvgSq };
+  // Whether this rank holds `state` for flat elements [range): the master of any range at stages
+  // 0-2, the moments of any range at stage 0; otherwise only inside this rank's own slices. Every
+  // range the W-rank partition gives this rank qualifies, whatever the stage. range: inside one unit.
+  bool holds(State state, const FlatRange& range) const;
+  // Copies `state` over range (which this rank holds) to host memory: range.numel floats.
+  void copy_state_to_host(State state, const FlatRange& range, float* out) const;
+  // Sets the AdamW moments this rank holds, range by range as load_params: fill(state, offset,
+  // count, out) writes elements [offset, offset + count) of exp_avg or exp_avg_sq to out.
+  void load_moments(const std::function<void(State, std::int64_t, std::int64_t, float*)>& fill);
+
   // ---- what the model reads and writes, unit by unit -------------------------------------------
   // access_order: the units in the order the next pass will ask for them (stage 3 prefetches).
   void expect_access_order(std::vector<int> access_order);
@@ -71,8 +83,10 @@ class ZeroEngine {
  private:
   struct Pending;
   backend::Tensor view(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;
-  std::int64_t full_offset(int u) const;
-  backend::Tensor owned_grads(int u) const;  // this rank's reduced gradient slice of unit u (stages 1-3)  // where unit u starts in the full parameter/gradient layout
+  std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout
+  backend::Tensor owned_grads(int u) const;  // this rank's reduced gradient slice of unit u (stages 1-3)
+  int unit_of(const FlatRange& range) const;  // the unit holding range, or -1 if it spans units
+  backend::Tensor state_view(State state, const FlatRange& range) const;  // checked by holds()
   void launch_gather(int u);
   void flush_bucket();
   void reduce_unit(int u);

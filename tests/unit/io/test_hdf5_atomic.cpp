@@ -92,6 +92,38 @@ TEST(Hdf5, SameContentGivesIdenticalBytes) {
   EXPECT_EQ(slurp(dir.path / "1.h5"), slurp(dir.path / "2.h5"));
 }
 
+TEST(Hdf5, NdFloatDatasetsRoundTripAndChecksumsCatchDamage) {
+  TempDir dir;
+  const std::string path = (dir.path / "f.h5").string();
+  std::vector<float> m(3 * 5000);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = 0.5f * static_cast<float>(i) - 7;
+  {
+    H5File f = H5File::create(path);
+    f.create_dataset("m", H5Type::kF32, {3, 5000}, {.chunk = 4096, .checksum = true}).write_all(m);
+    f.create_dataset("v", H5Type::kF32, m.size(), {.chunk = 4096, .checksum = true}).write(0, m);
+    f.create_dataset("r", H5Type::kU64, {0, 2}).write_all(std::vector<std::uint64_t>{});
+  }
+  {
+    const H5File f = H5File::open_read(path);
+    EXPECT_EQ(f.open_dataset("m").dims(), (std::vector<std::uint64_t>{3, 5000}));
+    std::vector<float> back(m.size()), part(10);
+    f.open_dataset("m").read_all(back);
+    EXPECT_EQ(back, m);
+    f.open_dataset("v").read(9000, part);
+    EXPECT_EQ(part[3], m[9003]);
+    EXPECT_THROW(f.open_dataset("m").read_all(part), IoError);  // wrong element count
+    EXPECT_EQ(f.open_dataset("r").dims(), (std::vector<std::uint64_t>{0, 2}));
+  }
+  std::string bytes = slurp(path);  // flip one byte of the data: the chunk's Fletcher-32 fails
+  const std::size_t at = bytes.find(std::string(reinterpret_cast<const char*>(&m[2000]), sizeof(float)));
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] ^= 0x10;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const H5File f = H5File::open_read(path);
+  std::vector<float> back(m.size());
+  EXPECT_THROW(f.open_dataset("m").read_all(back), IoError);
+}
+
 TEST(AtomicFile, ReplacesWholeOrLeavesTheOldFile) {
   TempDir dir;
   const fs::path p = dir.path / "state.json";

@@ -1,0 +1,144 @@
+// zckpt: inspect, verify, export and reshard ztrain checkpoints offline, without mpirun
+// (INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
+// a failure, 2 usage.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ckpt/layout.hpp"
+#include "ckpt/reader.hpp"
+#include "ckpt/reshard.hpp"
+#include "ckpt/verify.hpp"
+#include "core/error.hpp"
+#include "model/safetensors.hpp"
+#include "train/checkpointer.hpp"
+
+namespace zt::apps {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage =
+    "usage: zckpt info DIR                              step, world size, ZeRO stage, files, config\n"
+    "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem\n"
+    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel weights (+ config.json)\n"
+    "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
+
+struct Args {
+  std::string command, dir, out;
+  int world = 0;
+};
+
+Args parse_args(int argc, char** argv) {
+  if (argc < 3) throw ConfigError(cat("missing arguments\n", kUsage));
+  Args a{argv[1], argv[2], "", 0};
+  for (int i = 3; i < argc; ++i) {
+    const std::string key = argv[i];
+    if (i + 1 >= argc) throw ConfigError(cat(key, " needs a value\n", kUsage));
+    const std::string value = argv[++i];
+    if (key == "--out") a.out = value;
+    else if (key == "--world") a.world = std::atoi(value.c_str());
+    else throw ConfigError(cat("unknown option ", key, "\n", kUsage));
+  }
+  const bool needs_out = a.command == "export" || a.command == "reshard";
+  if (needs_out && a.out.empty()) throw ConfigError(cat("zckpt ", a.command, " needs --out\n", kUsage));
+  if (a.command == "reshard" && a.world < 1) throw ConfigError(cat("zckpt reshard needs --world N with N >= 1\n", kUsage));
+  if (a.command != "info" && a.command != "verify" && !needs_out) throw ConfigError(cat("unknown command '", a.command, "'\n", kUsage));
+  return a;
+}
+
+// The parameter table the checkpoint's manifest describes, checked against it.
+model::ParamTable table_of(const ckpt::Checkpoint& c) {
+  const ckpt::ModelDesc& m = c.manifest().model;
+  auto get = [&](const char* key) { return static_cast<int>(m.hyper_value(key)); };
+  model::ParamTable table(model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"), get("vocab_size"), get("seq_len")));
+  if (train::describe_model(table).params != m.params)
+    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not GPT-2's for its model shape"));
+  return table;
+}
+
+// A checkpoint to read from: it must verify first (never export or reshard damaged state).
+ckpt::Checkpoint open_sound(const std::string& dir) {
+  const std::vector<std::string> problems = ckpt::verify(dir);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += "\n  " + p;
+    throw CheckpointError(cat(dir, " does not verify (zckpt verify ", dir, "):", all));
+  }
+  return ckpt::Checkpoint(dir);
+}
+
+int info(const std::string& dir) {
+  const ckpt::Checkpoint c(dir);
+  const ckpt::Manifest& m = c.manifest();
+  const ckpt::TrainState s = c.state();
+  std::cout << "checkpoint " << dir << "\n  format " << ckpt::kFormat << " v" << m.format_version << "\n  step "
+            << m.step << ", " << s.tokens << " tokens, data cursor " << s.windows_consumed << " windows (epoch "
+            << (s.windows_per_epoch ? s.windows_consumed / s.windows_per_epoch : 0) << ")\n  world_size "
+            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  model";
+  for (const auto& [k, v] : m.model.hyper) std::cout << " " << k << "=" << v;
+  std::cout << ", " << m.model.params.size() << " tensors, " << m.model.flat_numel << " flat fp32 elements\n  "
+            << m.files.size() << " files, " << m.total_bytes() << " bytes:\n";
+  for (const ckpt::FileRecord& f : m.files) std::cout << "    " << f.path << "  " << f.bytes << " bytes  sha256 " << f.sha256 << "\n";
+  std::cout << "config:\n" << s.config_ini;
+  return kExitOk;
+}
+
+int verify(const std::string& dir) {
+  const std::vector<std::string> problems = ckpt::verify(dir);
+  for (const std::string& p : problems) std::cout << dir << ": " << p << "\n";
+  if (!problems.empty()) return kExitRuntime;
+  const ckpt::Checkpoint c(dir);
+  std::cout << dir << ": sound (step " << c.manifest().step << ", " << c.manifest().files.size() << " files, "
+            << c.manifest().total_bytes() << " bytes)\n";
+  return kExitOk;
+}
+
+int export_weights(const std::string& dir, const std::string& out) {
+  const ckpt::Checkpoint c = open_sound(dir);
+  const model::ParamTable table = table_of(c);
+  const std::vector<float> master = c.read_master();  // exact fp32 master weights, not model.h5
+  const fs::path path(out);
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  model::export_pretrained(out, table, master.data());
+  std::cout << "exported step " << c.manifest().step << " of " << dir << " to " << out << " (+ config.json)\n";
+  return kExitOk;
+}
+
+int reshard(const std::string& dir, int world, const std::string& out) {
+  if (fs::exists(out)) throw ConfigError(cat("--out ", out, " exists: give a new directory"));
+  const ckpt::Checkpoint c = open_sound(dir);
+  const model::ParamTable table = table_of(c);
+  const ckpt::Manifest m = ckpt::reshard(c, world, [&](int r) { return train::checkpoint_ranges(table, world, r); }, out);
+  std::cout << "resharded " << dir << " (" << c.manifest().world_size << " ranks) to " << out << " (" << world
+            << " ranks, " << m.total_bytes() << " bytes)\n";
+  return kExitOk;
+}
+
+int run(int argc, char** argv) {
+  const Args a = parse_args(argc, argv);
+  if (a.command == "info") return info(a.dir);
+  if (a.command == "verify") return verify(a.dir);
+  if (a.command == "export") return export_weights(a.dir, a.out);
+  return reshard(a.dir, a.world, a.out);
+}
+
+}  // namespace
+}  // namespace zt::apps
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::cout << zt::apps::kUsage;
+    return zt::kExitOk;
+  }
+  try {
+    return zt::apps::run(argc, argv);
+  } catch (const zt::Error& e) {
+    std::fprintf(stderr, "zckpt: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zckpt: unexpected error: %s\n", e.what());
+    return zt::kExitRuntime;
+  }
+}

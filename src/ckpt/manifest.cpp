@@ -1,0 +1,170 @@
+// JSON for the checkpoint's manifest and training state (nlohmann::json: keys sorted, so the same
+// checkpoint gives the same bytes).
+#include "ckpt/manifest.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "ckpt/layout.hpp"
+#include "core/error.hpp"
+
+namespace zt::ckpt {
+using nlohmann::json;
+
+namespace {
+
+json ranges_json(const std::vector<FlatRange>& ranges) {
+  json out = json::array();
+  for (const FlatRange& r : ranges) out.push_back({r.offset, r.numel});
+  return out;
+}
+
+std::vector<FlatRange> parse_ranges(const json& j) {
+  std::vector<FlatRange> out;
+  for (const json& r : j) {
+    if (!r.is_array() || r.size() != 2) throw std::invalid_argument("a range must be [offset, numel]");
+    out.push_back({r[0].get<std::int64_t>(), r[1].get<std::int64_t>()});
+  }
+  return out;
+}
+
+json files_json(const std::vector<FileRecord>& files) {
+  json out = json::array();
+  for (const FileRecord& f : files) out.push_back({{"path", f.path}, {"bytes", f.bytes}, {"sha256", f.sha256}});
+  return out;
+}
+
+std::vector<FileRecord> parse_files(const json& j) {
+  std::vector<FileRecord> out;
+  for (const json& f : j)
+    out.push_back({f.at("path").get<std::string>(), f.at("bytes").get<std::uint64_t>(), f.at("sha256").get<std::string>()});
+  return out;
+}
+
+json model_json(const ModelDesc& m) {
+  json hyper = json::object(), params = json::array(), units = json::array();
+  for (const auto& [k, v] : m.hyper) hyper[k] = v;
+  for (const ParamDesc& p : m.params)
+    params.push_back({{"name", p.name}, {"shape", p.shape}, {"hf_shape", p.hf_shape}, {"flat_offset", p.flat_offset}});
+  return {{"model", hyper}, {"params", params}, {"zero_units", ranges_json(m.units)}, {"flat_numel", m.flat_numel}};
+}
+
+ModelDesc parse_model(const json& j) {
+  ModelDesc m;
+  for (const auto& [k, v] : j.at("model").items()) m.hyper.emplace_back(k, v.get<std::int64_t>());
+  for (const json& p : j.at("params"))
+    m.params.push_back({p.at("name").get<std::string>(), p.at("shape").get<std::vector<std::int64_t>>(),
+                        p.at("hf_shape").get<std::vector<std::int64_t>>(), p.at("flat_offset").get<std::int64_t>()});
+  m.units = parse_ranges(j.at("zero_units"));
+  m.flat_numel = j.at("flat_numel").get<std::int64_t>();
+  return m;
+}
+
+// Parses `text` with `body`, turning any JSON error into a CheckpointError that names the file.
+template <typename T, typename F>
+T parse_with(const std::string& text, const std::string& where, F body) {
+  try {
+    return body(json::parse(text));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CheckpointError(cat(where, ": not a valid file of this kind (", e.what(), ")"));
+  }
+}
+
+}  // namespace
+
+std::string manifest_json(const Manifest& m) {
+  json j = model_json(m.model);
+  j["format"] = kFormat;
+  j["format_version"] = m.format_version;
+  j["step"] = m.step;
+  j["world_size"] = m.world_size;
+  j["zero_stage"] = m.zero_stage;
+  j["dtypes"] = {{"model.h5", "f32"}, {"master", "f32"}, {"exp_avg", "f32"}, {"exp_avg_sq", "f32"}};
+  j["units"] = {{"flat_offset", "elements of the flat fp32 parameter buffer"}, {"numel", "elements"},
+                {"ranges", "[flat_offset, numel] in elements"}, {"bytes", "bytes"}};
+  json ranks = json::array();
+  for (std::size_t r = 0; r < m.rank_ranges.size(); ++r)
+    ranks.push_back({{"rank", r}, {"file", optim_file_name(static_cast<int>(r), m.world_size)},
+                     {"ranges", ranges_json(m.rank_ranges[r])}});
+  j["ranks"] = ranks;
+  j["files"] = files_json(m.files);
+  return j.dump(1) + "\n";
+}
+
+Manifest parse_manifest(const std::string& text, const std::string& where) {
+  return parse_with<Manifest>(text, where, [&](const json& j) {
+    if (j.at("format").get<std::string>() != kFormat)
+      throw CheckpointError(cat(where, ": format is '", j.at("format").get<std::string>(), "', not '", kFormat, "'"));
+    Manifest m;
+    m.format_version = j.at("format_version").get<int>();
+    if (m.format_version > kFormatVersion)
+      throw CheckpointError(cat(where, ": format_version ", m.format_version, " is newer than this ztrain reads (",
+                                kFormatVersion, "): use a newer ztrain"));
+    m.step = j.at("step").get<std::int64_t>();
+    m.world_size = j.at("world_size").get<int>();
+    m.zero_stage = j.at("zero_stage").get<int>();
+    m.model = parse_model(j);
+    for (const json& r : j.at("ranks")) {
+      if (r.at("rank").get<std::size_t>() != m.rank_ranges.size())
+        throw CheckpointError(cat(where, ": the ranks are not listed in order 0..", m.world_size - 1));
+      m.rank_ranges.push_back(parse_ranges(r.at("ranges")));
+    }
+    m.files = parse_files(j.at("files"));
+    return m;
+  });
+}
+
+std::string state_json(const TrainState& s) {
+  const std::uint64_t wpe = s.windows_per_epoch;
+  json j = {{"format", "ztrain-train-state"}, {"format_version", kFormatVersion}, {"step", s.step},
+            {"tokens", s.tokens}, {"global_batch", s.global_batch}, {"seq_len", s.seq_len},
+            {"data_cursor", {{"windows_consumed", s.windows_consumed}, {"windows_per_epoch", wpe},
+                             {"epoch", wpe ? s.windows_consumed / wpe : 0}, {"window_in_epoch", wpe ? s.windows_consumed % wpe : 0}}},
+            {"rng", {{"seed", s.seed}, {"kind", "counter-based (seed, step, purpose, index): no other state"}}},
+            {"loss_scale", {{"enabled", s.loss_scale.enabled}, {"scale", s.loss_scale.scale}, {"good_steps", s.loss_scale.good_steps}}},
+            {"config", s.config_ini}, {"git_revision", s.git_revision}};
+  return j.dump(1) + "\n";
+}
+
+TrainState parse_state(const std::string& text, const std::string& where) {
+  return parse_with<TrainState>(text, where, [](const json& j) {
+    TrainState s;
+    s.step = j.at("step").get<std::int64_t>();
+    s.tokens = j.at("tokens").get<std::uint64_t>();
+    s.global_batch = j.at("global_batch").get<std::uint64_t>();
+    s.seq_len = j.at("seq_len").get<std::uint64_t>();
+    s.windows_consumed = j.at("data_cursor").at("windows_consumed").get<std::uint64_t>();
+    s.windows_per_epoch = j.at("data_cursor").at("windows_per_epoch").get<std::uint64_t>();
+    s.seed = j.at("rng").at("seed").get<std::uint64_t>();
+    const json& ls = j.at("loss_scale");
+    s.loss_scale = {ls.at("enabled").get<bool>(), ls.at("scale").get<double>(), ls.at("good_steps").get<std::int64_t>()};
+    s.config_ini = j.at("config").get<std::string>();
+    s.git_revision = j.at("git_revision").get<std::string>();
+    return s;
+  });
+}
+
+std::string rank_record_json(const RankRecord& r) {
+  return json{{"rank", r.rank}, {"ranges", ranges_json(r.ranges)}, {"files", files_json(r.files)}, {"write_s", r.write_s}}.dump();
+}
+
+RankRecord parse_rank_record(const std::string& text) {
+  return parse_with<RankRecord>(text, "a rank's checkpoint record", [](const json& j) {
+    return RankRecord{j.at("rank").get<int>(), parse_ranges(j.at("ranges")), parse_files(j.at("files")),
+                      j.at("write_s").get<double>()};
+  });
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(cat(path.string(), " cannot be opened"));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace zt::ckpt

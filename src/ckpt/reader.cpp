@@ -1,0 +1,86 @@
+// Range intersection reads over the rank files of a checkpoint.
+#include "ckpt/reader.hpp"
+
+#include "ckpt/layout.hpp"
+#include "ckpt/manifest.hpp"
+#include "core/error.hpp"
+#include "io/hdf5.hpp"
+
+namespace zt::ckpt {
+
+Checkpoint::Checkpoint(std::filesystem::path dir)
+    : dir_(std::move(dir)), manifest_(parse_manifest(read_text(dir_ / kManifestFile), (dir_ / kManifestFile).string())) {}
+
+Checkpoint::~Checkpoint() = default;
+Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
+
+TrainState Checkpoint::state() const {
+  const std::filesystem::path path = dir_ / kStateFile;
+  return parse_state(read_text(path), path.string());
+}
+
+const io::H5File& Checkpoint::rank_file(int rank) const {
+  auto it = files_.find(rank);
+  if (it != files_.end()) return *it->second;
+  const std::string path = (dir_ / optim_file_name(rank, manifest_.world_size)).string();
+  auto file = std::make_unique<io::H5File>(io::H5File::open_read(path));
+  const std::vector<FlatRange>& ranges = manifest_.rank_ranges.at(rank);
+  std::vector<std::uint64_t> table(2 * ranges.size());
+  io::H5Dataset saved = file->open_dataset("ranges");
+  if (saved.dims() != std::vector<std::uint64_t>{ranges.size(), 2})
+    throw CheckpointError(cat(path, ": its ranges differ from the manifest's (", ranges.size(), " expected)"));
+  saved.read_all(table);
+  std::uint64_t numel = 0;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (table[2 * i] != static_cast<std::uint64_t>(ranges[i].offset) || table[2 * i + 1] != static_cast<std::uint64_t>(ranges[i].numel))
+      throw CheckpointError(cat(path, ": range ", i, " differs from the manifest's"));
+    numel += table[2 * i + 1];
+  }
+  for (StateKind kind : kStateKinds)
+    if (file->open_dataset(dataset_name(kind)).length() != numel)
+      throw CheckpointError(cat(path, ": dataset ", dataset_name(kind), " does not hold the ", numel, " elements its ranges cover"));
+  return *files_.emplace(rank, std::move(file)).first->second;
+}
+
+void Checkpoint::read(StateKind kind, const FlatRange& want, float* out) const {
+  std::int64_t covered = 0;
+  for (int r = 0; r < manifest_.world_size; ++r) {
+    std::int64_t position = 0;  // where the current range starts in rank r's datasets
+    for (const FlatRange& saved : manifest_.rank_ranges[r]) {
+      const FlatRange both = intersect(saved, want);
+      if (both.numel > 0) {
+        io::H5Dataset ds = rank_file(r).open_dataset(dataset_name(kind));
+        ds.read(static_cast<std::uint64_t>(position + both.offset - saved.offset),
+                std::span<float>(out + (both.offset - want.offset), static_cast<std::size_t>(both.numel)));
+        covered += both.numel;
+      }
+      position += saved.numel;
+    }
+  }
+  // Saved ranges never overlap (verify() checks), so the count tells whether `want` is covered.
+  if (covered != want.numel)
+    throw CheckpointError(cat(dir_.string(), ": the saved ranges cover ", covered, " of the ", want.numel,
+                              " elements [", want.offset, ", +", want.numel, ") of ", dataset_name(kind)));
+}
+
+RankShard Checkpoint::read_shard(int rank, int world_size, const std::vector<FlatRange>& ranges) const {
+  RankShard shard{rank, world_size, ranges, {}, {}, {}};
+  for (StateKind kind : kStateKinds) {
+    std::vector<float>& values = shard.of(kind);
+    values.resize(static_cast<std::size_t>(shard.numel()));
+    std::int64_t at = 0;
+    for (const FlatRange& r : ranges) {
+      read(kind, r, values.data() + at);
+      at += r.numel;
+    }
+  }
+  return shard;
+}
+
+std::vector<float> Checkpoint::read_master() const {
+  std::vector<float> flat(static_cast<std::size_t>(manifest_.model.flat_numel));
+  read(StateKind::kMaster, {0, manifest_.model.flat_numel}, flat.data());
+  return flat;
+}
+
+}  // namespace zt::ckpt

@@ -1,0 +1,48 @@
+// Reading a committed checkpoint. Any range of the flat state is read from whichever rank files
+// cover it (the intersection of saved and wanted ranges), so a checkpoint written by W ranks at any
+// ZeRO stage loads on W' ranks at any stage: resume and `zckpt reshard` both read through here.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "ckpt/state.hpp"
+
+namespace zt::io {
+class H5File;
+}
+
+namespace zt::ckpt {
+
+class Checkpoint {
+ public:
+  // Parses dir/MANIFEST.json (verify() checks the files first). Throws CheckpointError.
+  explicit Checkpoint(std::filesystem::path dir);
+  ~Checkpoint();
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint(const Checkpoint&) = delete;
+  Checkpoint& operator=(const Checkpoint&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const Manifest& manifest() const { return manifest_; }
+  TrainState state() const;  // state.json
+
+  // Reads `kind` over flat elements [want) into out (want.numel floats) from the rank files that
+  // hold them. Throws CheckpointError if the saved ranges do not cover `want`.
+  void read(StateKind kind, const FlatRange& want, float* out) const;
+  // Every rank's shard for a new partition: `ranges` of the new rank, all three kinds.
+  RankShard read_shard(int rank, int world_size, const std::vector<FlatRange>& ranges) const;
+  // The full flat master weights (model.flat_numel floats): exact, unlike a rounded model copy.
+  std::vector<float> read_master() const;
+
+ private:
+  const io::H5File& rank_file(int rank) const;  // opened once, its ranges checked against the manifest
+
+  std::filesystem::path dir_;
+  Manifest manifest_;
+  mutable std::map<int, std::unique_ptr<io::H5File>> files_;
+};
+
+}  // namespace zt::ckpt

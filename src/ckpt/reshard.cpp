@@ -1,0 +1,41 @@
+// Offline resharding: one new rank at a time, so memory stays at one shard.
+#include "ckpt/reshard.hpp"
+
+#include <algorithm>
+
+#include "ckpt/layout.hpp"
+#include "ckpt/writer.hpp"
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+
+namespace zt::ckpt {
+namespace fs = std::filesystem;
+
+Manifest reshard(const Checkpoint& src, int world_size, const std::function<std::vector<FlatRange>(int)>& ranges_of,
+                 const fs::path& out_dir) {
+  ZT_CHECK_GE(world_size, 1);
+  const fs::path tmp = out_dir.string() + kTmpSuffix;
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!ec) fs::create_directories(tmp / "optim", ec);
+  if (ec) throw IoError(cat("cannot create ", (tmp / "optim").string(), ": ", ec.message()));
+  Manifest m = src.manifest();
+  m.world_size = world_size;
+  m.rank_ranges.clear();
+  m.files.clear();
+  for (int r = 0; r < world_size; ++r) {
+    m.rank_ranges.push_back(ranges_of(r));
+    m.files.push_back(write_rank_shard(tmp, src.read_shard(r, world_size, m.rank_ranges.back()), m.step));
+  }
+  for (const char* name : {kModelFile, kStateFile}) {
+    fs::copy_file(src.dir() / name, tmp / name, ec);
+    if (ec) throw IoError(cat("cannot copy ", (src.dir() / name).string(), ": ", ec.message()));
+    io::fsync_path(tmp / name);
+    m.files.push_back(file_record(tmp, name));
+  }
+  std::sort(m.files.begin(), m.files.end(), [](const FileRecord& a, const FileRecord& b) { return a.path < b.path; });
+  commit(tmp, out_dir, m);
+  return m;
+}
+
+}  // namespace zt::ckpt

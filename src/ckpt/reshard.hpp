@@ -1,0 +1,20 @@
+// Offline resharding (`zckpt reshard`): the same checkpoint for another world size, read through
+// Checkpoint::read, the intersection code resume uses.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <vector>
+
+#include "ckpt/reader.hpp"
+
+namespace zt::ckpt {
+
+// Writes src as a checkpoint of `world_size` ranks at out_dir (built in out_dir.tmp, then committed):
+// rank r's optimizer shard covers ranges_of(r) (the caller's partition); model.h5 and state.json are
+// copied. Returns the new manifest.
+Manifest reshard(const Checkpoint& src, int world_size,
+                 const std::function<std::vector<FlatRange>(int rank)>& ranges_of,
+                 const std::filesystem::path& out_dir);
+
+}  // namespace zt::ckpt

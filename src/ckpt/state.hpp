@@ -1,0 +1,104 @@
+// What a checkpoint holds, as plain descriptors: the model and optimizer hand ckpt names, shapes,
+// flat ranges and host copies of their state (Megatron's ShardedTensor idea); ckpt never sees the
+// classes themselves, so the format depends only on the parameter table and the world size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zt::ckpt {
+
+// Elements [offset, offset + numel) of the model's flat fp32 parameter buffer.
+struct FlatRange {
+  std::int64_t offset = 0;
+  std::int64_t numel = 0;
+  bool operator==(const FlatRange&) const = default;
+};
+
+// The intersection of two ranges (numel 0 if they do not overlap): resharding's primitive.
+FlatRange intersect(const FlatRange& a, const FlatRange& b);
+
+struct ParamDesc {
+  std::string name;                    // Hugging Face GPT2LMHeadModel name
+  std::vector<std::int64_t> shape;     // in the flat buffer (wte: padded rows included)
+  std::vector<std::int64_t> hf_shape;  // as saved in model.h5 (wte: the real vocabulary's rows)
+  std::int64_t flat_offset = 0;
+  std::int64_t numel() const;          // prod(shape)
+  std::int64_t hf_numel() const;       // prod(hf_shape): the first hf_numel elements are real
+  bool operator==(const ParamDesc&) const = default;
+};
+
+struct ModelDesc {
+  // The hyper-parameters a reader needs to rebuild the parameter table (n_layer, n_embd, ...).
+  std::vector<std::pair<std::string, std::int64_t>> hyper;
+  std::vector<ParamDesc> params;  // in flat order
+  std::vector<FlatRange> units;   // what ZeRO shards: each unit is split evenly over the ranks
+  std::int64_t flat_numel = 0;
+  std::int64_t hyper_value(const std::string& key) const;  // throws CheckpointError if absent
+};
+
+enum class StateKind { kMaster, kExpAvg, kExpAvgSq };
+constexpr StateKind kStateKinds[] = {StateKind::kMaster, StateKind::kExpAvg, StateKind::kExpAvgSq};
+const char* dataset_name(StateKind kind);  // "master", "exp_avg", "exp_avg_sq"
+
+// One rank's fp32 optimizer state in host memory: each vector holds the ranges' elements back to back.
+struct RankShard {
+  int rank = 0, world_size = 1;
+  std::vector<FlatRange> ranges;
+  std::vector<float> master, exp_avg, exp_avg_sq;
+  std::vector<float>& of(StateKind kind);
+  const std::vector<float>& of(StateKind kind) const;
+  std::int64_t numel() const;  // the sum of the ranges' numel
+};
+
+// fp16 dynamic loss scaling (DeepSpeed's fields); stored as placeholders until fp16 exists.
+struct LossScaleState {
+  bool enabled = false;
+  double scale = 1;
+  std::int64_t good_steps = 0;  // steps since the last overflow
+};
+
+struct TrainState {
+  std::int64_t step = 0;                 // completed optimizer steps
+  std::uint64_t tokens = 0;              // trained on, cumulative
+  std::uint64_t windows_consumed = 0;    // the global data cursor (all ranks together)
+  std::uint64_t windows_per_epoch = 0;   // to report the cursor as (epoch, window)
+  std::uint64_t global_batch = 0, seq_len = 0;
+  std::uint64_t seed = 0;                // every random stream is counter-based on it: no other RNG state
+  LossScaleState loss_scale;
+  std::string config_ini;                // the resolved configuration of the run that wrote it
+  std::string git_revision;
+};
+
+// A file of a checkpoint: its path relative to the checkpoint directory, size and SHA-256 (hex).
+struct FileRecord {
+  std::string path;
+  std::uint64_t bytes = 0;
+  std::string sha256;
+};
+
+// What one rank wrote: its ranges and files, and the seconds the write took (for the bandwidth).
+struct RankRecord {
+  int rank = 0;
+  std::vector<FlatRange> ranges;
+  std::vector<FileRecord> files;
+  double write_s = 0;
+};
+
+constexpr int kFormatVersion = 1;
+inline const char* const kFormat = "ztrain-checkpoint";
+
+struct Manifest {
+  int format_version = kFormatVersion;
+  std::int64_t step = 0;
+  int world_size = 1;
+  int zero_stage = 0;
+  ModelDesc model;
+  std::vector<std::vector<FlatRange>> rank_ranges;  // [world_size]
+  std::vector<FileRecord> files;                    // every file but the manifest itself
+  std::uint64_t total_bytes() const;
+};
+
+}  // namespace zt::ckpt

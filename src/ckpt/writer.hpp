@@ -1,0 +1,42 @@
+// Writing a checkpoint (ARCHITECTURE.md "Checkpoint", commit protocol): rank 0 prepares
+// step_N.tmp/; every rank writes and fsyncs its files there (write_rank_shard; rank 0 also
+// write_model and write_state); once all are done (the caller's barrier), rank 0 writes the manifest
+// last and renames the directory (commit). Nothing here is collective: the caller (train/) owns MPI.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "ckpt/state.hpp"
+
+namespace zt::ckpt {
+
+namespace fs = std::filesystem;
+
+// Rank 0, before any rank writes: an empty ckpt_dir/step_N.tmp/optim/ (removing what an earlier,
+// failed attempt left there). Returns the .tmp directory.
+fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step);
+
+// This rank's optimizer shard: 1-D fp32 `master`, `exp_avg`, `exp_avg_sq` and
+// `ranges` [n, 2] u64 (flat offset, numel), closed and fsynced. Throws IoError naming the file.
+FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step);
+// Rank 0: model.h5, every parameter under its HF name with its HF shape (Fletcher-32 per chunk), from
+// the full flat fp32 parameters (model.flat_numel floats).
+FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat);
+FileRecord write_state(const fs::path& dir, const TrainState& state);
+
+// Size and SHA-256 of dir/relative.
+FileRecord file_record(const fs::path& dir, const std::string& relative);
+
+// Rank 0, once every rank's files are in tmp_dir and fsynced: MANIFEST.json (fsynced), the rename of
+// tmp_dir to final_dir and an fsync of the parent. A directory already at final_dir (a checkpoint of
+// the same step being replaced, e.g. one that failed to verify) is removed first.
+void commit(const fs::path& tmp_dir, const fs::path& final_dir, const Manifest& manifest);
+
+// Rank 0, after a commit: deletes all but the `keep` newest committed checkpoints (0 = keep all) and
+// the .tmp directories of failed attempts; `protect` (the checkpoint just committed, the newest that
+// verifies) is never deleted. Returns what it deleted.
+std::vector<fs::path> prune(const fs::path& ckpt_dir, std::int64_t keep, const fs::path& protect);
+
+}  // namespace zt::ckpt

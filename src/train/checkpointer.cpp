@@ -1,0 +1,236 @@
+// Checkpoint save (snapshot -> write -> collective commit) and load, over the ZeRO engine.
+// Collectives (World) run only on the training thread: MPI is initialised FUNNELED.
+#include "train/checkpointer.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "ckpt/layout.hpp"
+#include "ckpt/manifest.hpp"
+#include "ckpt/reader.hpp"
+#include "ckpt/writer.hpp"
+#include "core/log.hpp"
+#include "io/hdf5.hpp"
+#include "optim/zero/partition.hpp"
+#include "train/signals.hpp"
+#include "train/zero_model.hpp"
+
+namespace zt::train {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+optim::ZeroEngine::State engine_state(ckpt::StateKind kind) {
+  switch (kind) {
+    case ckpt::StateKind::kMaster: return optim::ZeroEngine::State::kMaster;
+    case ckpt::StateKind::kExpAvg: return optim::ZeroEngine::State::kExpAvg;
+    case ckpt::StateKind::kExpAvgSq: return optim::ZeroEngine::State::kExpAvgSq;
+  }
+  return optim::ZeroEngine::State::kMaster;
+}
+}  // namespace
+
+ckpt::ModelDesc describe_model(const model::ParamTable& table) {
+  ckpt::ModelDesc d;
+  const model::GptShape& s = table.shape();
+  d.hyper = {{"n_layer", s.n_layer}, {"n_head", s.n_head}, {"n_embd", s.n_embd}, {"vocab_size", s.vocab_size},
+             {"padded_vocab", s.padded_vocab}, {"seq_len", s.seq_len}};
+  for (const model::ParamInfo& p : table.params())
+    d.params.push_back({p.name, p.shape, p.hf_shape, static_cast<std::int64_t>(p.offset)});
+  for (const model::Unit& u : table.units())
+    d.units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
+  d.flat_numel = static_cast<std::int64_t>(table.numel());
+  return d;
+}
+
+std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank) {
+  const optim::Partition part(units_of(table), params_of(table), world_size, rank);
+  std::vector<ckpt::FlatRange> out;
+  for (int u = 0; u < part.n_units(); ++u) {
+    const optim::FlatRange r = part.owned(u, rank);
+    if (r.numel > 0) out.push_back({r.offset, r.numel});
+  }
+  return out;
+}
+
+Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
+                           optim::ZeroEngine& engine)
+    : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
+      ranges_(checkpoint_ranges(table, world.size(), world.rank())), async_(config.ckpt.async),
+      shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()) {
+  if (async_ && !io::hdf5_is_threadsafe()) {
+    log::warn("ckpt.async=true needs an HDF5 library built thread-safe (the data loader reads shards on its own "
+              "thread); this one is not, so checkpoints are written synchronously");
+    async_ = false;
+  }
+}
+
+Checkpointer::~Checkpointer() = default;  // a write still in flight is joined by ~WriteJob, not committed
+
+bool Checkpointer::idle() const { return !pending_ || !pending_->job || pending_->job->done(); }
+
+void Checkpointer::snapshot() {
+  // The host buffers are reused from save to save (the previous write has finished: save() called
+  // finish()), so only the first snapshot pays for allocating and first-touching them.
+  ckpt::RankShard& shard = *shard_;
+  shard.rank = world_.rank();
+  shard.world_size = world_.size();
+  shard.ranges = ranges_;
+  for (ckpt::StateKind kind : ckpt::kStateKinds) {
+    std::vector<float>& values = shard.of(kind);
+    values.resize(static_cast<std::size_t>(shard.numel()));
+    std::int64_t at = 0;
+    for (const ckpt::FlatRange& r : ranges_) {
+      engine_.copy_state_to_host(engine_state(kind), {r.offset, r.numel}, values.data() + at);
+      at += r.numel;
+    }
+  }
+  // model.h5 comes from rank 0's full copy: a collective gather at stage 3, a local copy below.
+  if (world_.is_root() || engine_.stage() == 3) {
+    full_->resize(static_cast<std::size_t>(desc_.flat_numel));
+    engine_.gather_params(full_->data());
+  }
+  if (!world_.is_root()) *full_ = {};
+}
+
+std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
+  auto p = std::make_unique<Pending>();
+  p->step = step;
+  p->started = Clock::now();
+  p->final = fs::path(config_.ckpt.dir) / ckpt::step_dir_name(step);
+  p->tmp = fs::path(config_.ckpt.dir) / (ckpt::step_dir_name(step) + ckpt::kTmpSuffix);
+  std::string error;
+  if (world_.is_root()) {
+    try {
+      ckpt::prepare_tmp_dir(config_.ckpt.dir, step);
+    } catch (const Error& e) {
+      error = e.what();
+      log::fatal(error);
+    }
+  }
+  if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);  // also: the directory exists now
+  return p;
+}
+
+void Checkpointer::save(const ckpt::TrainState& state) {
+  finish();
+  std::unique_ptr<Pending> p = begin(state.step);
+  snapshot();
+  const bool in_thread = async_;
+  auto work = [tmp = p->tmp, shard = shard_, full = full_, state, desc = desc_, root = world_.is_root(), in_thread] {
+    if (in_thread) block_stop_signals_in_this_thread();
+    const auto t = Clock::now();
+    ckpt::RankRecord rec{shard->rank, shard->ranges, {}, 0};
+    rec.files.push_back(ckpt::write_rank_shard(tmp, *shard, state.step));
+    if (root) {
+      rec.files.push_back(ckpt::write_model(tmp, desc, full->data()));
+      rec.files.push_back(ckpt::write_state(tmp, state));
+    }
+    rec.write_s = ms_since(t) / 1000;
+    return rec;
+  };
+  if (in_thread) {
+    p->stall_ms = ms_since(p->started);
+    p->job = std::make_unique<ckpt::WriteJob>(std::move(work));
+    pending_ = std::move(p);
+    return;
+  }
+  try {
+    p->record = work();
+  } catch (const std::exception& e) {  // agreed on in finish(), as a background failure would be
+    p->error = e.what();
+  }
+  pending_ = std::move(p);
+  finish();
+}
+
+void Checkpointer::finish() {
+  if (!pending_) return;
+  const auto start = Clock::now();
+  std::unique_ptr<Pending> p = std::move(pending_);
+  if (p->job) {
+    try {
+      p->record = p->job->wait();
+    } catch (const std::exception& e) {
+      p->error = e.what();
+    }
+  }
+  // A failing rank prints its reason before the agreement, so the message is out before any abort.
+  if (!p->error.empty()) log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", p->error));
+  if (world_.max_over_ranks(p->error.empty() ? 0 : 1) != 0) fail(*p, p->error);
+  if (!async_) {  // synchronous: free the host copies between saves; asynchronous keeps them for the next
+    *shard_ = {};
+    *full_ = {};
+  }
+  const std::vector<std::string> records = world_.gather_to_root(ckpt::rank_record_json(p->record));
+  std::string error;
+  if (world_.is_root()) {
+    try {
+      // Synchronous: the loop stalled for the whole save. Asynchronous: for the snapshot, then here.
+      commit_on_root(*p, records, p->job ? ms_since(start) : ms_since(p->started));
+    } catch (const std::exception& e) {
+      error = e.what();
+      log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", error));
+    }
+  }
+  if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);
+}
+
+void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) const {
+  ckpt::Manifest m;
+  m.step = p.step;
+  m.world_size = world_.size();
+  m.zero_stage = engine_.stage();
+  m.model = desc_;
+  m.rank_ranges.resize(static_cast<std::size_t>(world_.size()));
+  double write_s = 0;
+  for (const std::string& text : records) {
+    ckpt::RankRecord rec = ckpt::parse_rank_record(text);
+    m.rank_ranges.at(static_cast<std::size_t>(rec.rank)) = rec.ranges;
+    m.files.insert(m.files.end(), rec.files.begin(), rec.files.end());
+    write_s = std::max(write_s, rec.write_s);
+  }
+  std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  ckpt::commit(p.tmp, p.final, m);
+  const double mib = static_cast<double>(m.total_bytes()) / (1 << 20);
+  char line[256];
+  std::snprintf(line, sizeof line, ": %.2f MiB written in %.3f s (%.1f MiB/s), training stalled %.1f ms", mib, write_s,
+                write_s > 0 ? mib / write_s : 0.0, p.stall_ms + finish_ms);
+  if (p.job) {  // async: the snapshot, then the wait for the write and the commit at a later boundary
+    const std::size_t n = std::strlen(line);
+    std::snprintf(line + n, sizeof line - n, " (async: snapshot %.1f ms, wait and commit %.1f ms)", p.stall_ms, finish_ms);
+  }
+  log::info(cat("checkpoint ", p.final.string(), line));
+  for (const fs::path& gone : ckpt::prune(config_.ckpt.dir, config_.ckpt.keep, p.final))
+    log::info(cat("checkpoint ", gone.string(), " deleted (ckpt.keep=", config_.ckpt.keep, ")"));
+}
+
+void Checkpointer::fail(const Pending& p, const std::string& error) const {
+  if (world_.is_root()) {
+    std::error_code ignored;
+    fs::remove_all(p.tmp, ignored);  // never leave a half-written checkpoint behind
+  }
+  throw CheckpointError(cat("checkpoint ", ckpt::step_dir_name(p.step), " was not written",
+                            error.empty() ? " (another rank failed: see its message)" : "",
+                            "; the checkpoints before it are intact. Free space in ckpt.dir=", config_.ckpt.dir,
+                            " (or lower ckpt.keep) and rerun with ckpt.resume=auto"));
+}
+
+ckpt::TrainState Checkpointer::load(const fs::path& dir) {
+  const ckpt::Checkpoint c(dir);
+  if (c.manifest().model.params != desc_.params)
+    throw CheckpointError(cat(dir.string(), " holds another model's parameters than this run's"));
+  engine_.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+    c.read(ckpt::StateKind::kMaster, {offset, count}, out);
+  });
+  engine_.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
+    c.read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq,
+           {offset, count}, out);
+  });
+  return c.state();
+}
+
+}  // namespace zt::train

@@ -1,0 +1,71 @@
+// Connects the ZeRO engine's state to the checkpoint format (ckpt/): which flat ranges this rank
+// saves (its slices of the W-rank partition, at every stage), the snapshot to host memory, the write
+// (here or on a background thread, ckpt.async), the collective commit and pruning; and resume, which
+// loads any checkpoint's master weights and moments into this run's partition.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "ckpt/state.hpp"
+#include "ckpt/write_job.hpp"
+#include "config/config.hpp"
+#include "dist/world.hpp"
+#include "model/param_table.hpp"
+#include "optim/zero/engine.hpp"
+
+namespace zt::train {
+
+// The parameter table as the checkpoint describes it.
+ckpt::ModelDesc describe_model(const model::ParamTable& table);
+// The flat ranges rank `rank` of `world_size` saves: its slice of every unit (partition.hpp).
+std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank);
+
+class Checkpointer {
+ public:
+  Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
+               optim::ZeroEngine& engine);
+  ~Checkpointer();
+
+  // Collective. Checkpoints the state after state.step steps into ckpt.dir. Synchronous: written and
+  // committed on return. Asynchronous: returns once the state is in host memory (the stall); the
+  // commit follows in finish(). Waits for (and commits) the previous write first.
+  void save(const ckpt::TrainState& state);
+  // Whether this rank has no write in flight (the loop agrees on it over ranks before finish()).
+  bool idle() const;
+  // Collective: waits for the write in flight, if any, and commits it. Throws CheckpointError if a
+  // rank's write or the commit failed (the .tmp directory is removed; older checkpoints stay).
+  void finish();
+  // Every rank: sets master weights and moments from the checkpoint at dir (any world size or stage)
+  // and returns its training state.
+  ckpt::TrainState load(const std::filesystem::path& dir);
+
+ private:
+  struct Pending {
+    std::int64_t step = 0;
+    std::filesystem::path tmp, final;
+    std::unique_ptr<ckpt::WriteJob> job;  // asynchronous
+    ckpt::RankRecord record;              // synchronous: already written
+    std::string error;                    // synchronous: what failed
+    std::chrono::steady_clock::time_point started;
+    double stall_ms = 0;                  // asynchronous: the snapshot
+  };
+  std::unique_ptr<Pending> begin(std::int64_t step);  // collective: step_N.tmp/ exists on return
+  void snapshot();  // this rank's state into shard_ (and, on rank 0, the full parameters into full_)
+  void commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) const;
+  [[noreturn]] void fail(const Pending& p, const std::string& error) const;
+
+  const dist::World& world_;
+  const config::Config& config_;
+  optim::ZeroEngine& engine_;
+  ckpt::ModelDesc desc_;
+  std::vector<ckpt::FlatRange> ranges_;
+  bool async_;
+  std::shared_ptr<ckpt::RankShard> shard_;     // host copies the writer reads; reused across saves
+  std::shared_ptr<std::vector<float>> full_;   // rank 0: the full parameters for model.h5
+  std::unique_ptr<Pending> pending_;
+};
+
+}  // namespace zt::train

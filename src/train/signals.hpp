@@ -1,0 +1,19 @@
+// Stop requests by signal (INTERFACE.md "Signals and stopping"): SIGUSR1 (what `sbatch
+// --signal=B:USR1@N` sends and mpirun forwards) and SIGTERM only set a flag; the loop reads it at step
+// boundaries, agrees on it over all ranks, checkpoints and exits 75. The only place that knows signals.
+#pragma once
+
+namespace zt::train {
+
+// Installs the handlers (idempotent). They stay installed for the rest of the process: a second
+// signal arriving while the process checkpoints or shuts down must not kill it half-way.
+void install_stop_signal_handlers();
+// The last stop signal received (SIGUSR1 or SIGTERM), or 0 if none.
+int stop_signal_received();
+// Blocks the stop signals in the calling thread, so they are delivered to the training thread and
+// never interrupt a background writer's system calls.
+void block_stop_signals_in_this_thread();
+// "SIGUSR1", "SIGTERM", ...
+const char* signal_name(int signal);
+
+}  // namespace zt::train

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# SIGUSR1 to mpirun (forwarded to every rank), SIGUSR1 to one rank only, SIGTERM to a single-process
+# ztrain, and train.time_limit_min: each stops the run at a step boundary with a checkpoint and exit
+# 75, also when a second signal follows during the save; resuming with ckpt.resume=auto then finishes
+# with exactly the losses of an uninterrupted run.
+here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
+source "$here/../lib.sh"
+mkdir -p "$ZT_WORK/data"
+"$ZT_BIN/../tests/make_test_shards" "$ZT_WORK/data/train" --tokens 200000 --shard-tokens 100000 --vocab 97 --seed 3 ||
+  fail "make_test_shards failed"
+# Steps of ~30 ms, so a signal sent once step 2 is logged lands well before step 40.
+args=(--model.n_layer=2 --model.n_head=4 --model.n_embd=128 --model.vocab_size=97 --model.seq_len=64
+      --train.device=cpu --train.threads=1 --log.every=1 --data.train="$ZT_WORK/data/train_*.h5" --data.shuffle=true
+      --train.global_batch=8 --train.micro_batch=2 --train.max_steps=40)
+
+# interrupt NAME TARGET SIGNAL CMD...: starts CMD with NAME's checkpoint directory and metrics, sends
+# SIGNAL twice (30 ms apart) to TARGET (mpirun | rank | self) once step 2 is logged; sets $rc.
+interrupt() {
+  local name=$1 target=$2 sig=$3; shift 3
+  "$@" "${args[@]}" --ckpt.dir="$ZT_WORK/$name" --log.metrics="$ZT_WORK/$name.jsonl" >"$ZT_WORK/out" 2>"$ZT_WORK/err" &
+  local pid=$! i to=$!
+  for i in $(seq 1200); do grep -qs '"step": 2,' "$ZT_WORK/$name.jsonl" && break; sleep 0.05; done
+  [ "$target" = rank ] && to=$(pgrep -P "$pid" -f ztrain | head -n 1)
+  kill -s "$sig" "$to"; sleep 0.03; kill -s "$sig" "$to" 2>/dev/null
+  for i in $(seq 1200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  kill -0 "$pid" 2>/dev/null && { kill -9 "$pid"; fail "$name: still running 60 s after $sig"; }
+  wait "$pid"; rc=$?
+}
+
+# check_stopped_then_resume NAME NP: exit 75, a checkpoint at the last logged step, and a resume that
+# reproduces the uninterrupted run.
+check_stopped_then_resume() {
+  local name=$1 np=$2 last
+  [ "$rc" -eq 75 ] || { tail -n 20 "$ZT_WORK/err"; fail "$name: exit $rc, expected 75"; }
+  last=$(loss_column "$ZT_WORK/$name.jsonl" | wc -l)
+  [ "$last" -lt 40 ] || fail "$name: the run finished before the stop request"
+  expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/$name/$(printf 'step_%08d' "$last")"
+  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${args[@]}" --ckpt.dir="$ZT_WORK/$name" --log.metrics="$ZT_WORK/$name.jsonl"
+  expect_in "$ZT_WORK/out" "resuming from .*step_0*$last \(step $last\)"
+  diff <(loss_column "$ZT_WORK/ref$np.jsonl") <(loss_column "$ZT_WORK/$name.jsonl") >/dev/null ||
+    fail "$name: the resumed run's losses differ from the uninterrupted run's"
+  echo "$name: stopped after step $last with exit 75; the resumed run matches the uninterrupted one"
+}
+
+for np in 1 2; do
+  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${args[@]}" --ckpt.dir="$ZT_WORK/ref$np" --log.metrics="$ZT_WORK/ref$np.jsonl"
+done
+
+interrupt usr1_mpirun mpirun USR1 "$MPIEXEC" --oversubscribe -np 2 "$ZT_BIN/ztrain"
+expect_in "$ZT_WORK/out" "stopped after step [0-9]+ on SIGUSR1, checkpointed: exit 75"
+check_stopped_then_resume usr1_mpirun 2
+
+interrupt usr1_one_rank rank USR1 "$MPIEXEC" --oversubscribe -np 2 "$ZT_BIN/ztrain"
+expect_in "$ZT_WORK/out" "stopped after step [0-9]+ on (SIGUSR1|a stop request on another rank), checkpointed: exit 75"
+check_stopped_then_resume usr1_one_rank 2
+
+interrupt term_single self TERM "$ZT_BIN/ztrain"
+expect_in "$ZT_WORK/out" "stopped after step [0-9]+ on SIGTERM, checkpointed: exit 75"
+check_stopped_then_resume term_single 1
+
+# train.time_limit_min: 0.6 s of wall time, no signal.
+expect_exit 75 zt_mpirun 2 "$ZT_BIN/ztrain" "${args[@]}" --train.time_limit_min=0.01 --ckpt.dir="$ZT_WORK/limit" \
+  --log.metrics="$ZT_WORK/limit.jsonl"
+expect_in "$ZT_WORK/out" "stopped after step [0-9]+ on train.time_limit_min=0.01, checkpointed: exit 75"
+rc=75
+check_stopped_then_resume limit 2
+echo "PASS"

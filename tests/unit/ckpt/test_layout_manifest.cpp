@@ -1,0 +1,101 @@
+// Checkpoint names, the JSON of the manifest and training state, and the background write job.
+#include <gtest/gtest.h>
+
+#include "ckpt/layout.hpp"
+#include "ckpt/manifest.hpp"
+#include "ckpt/write_job.hpp"
+#include "core/error.hpp"
+#include "ckpt_fixture.hpp"
+
+namespace zt::ckpt {
+namespace {
+
+TEST(CkptLayout, NamesRoundTrip) {
+  EXPECT_EQ(step_dir_name(12), "step_00000012");
+  EXPECT_EQ(step_dir_name(123456789), "step_123456789");
+  EXPECT_EQ(optim_file_name(3, 4), "optim/rank_00003_of_00004.h5");
+  EXPECT_EQ(parse_step_dir("step_00000012"), 12);
+  EXPECT_EQ(parse_step_dir("step_00000012.tmp", true), 12);
+  EXPECT_FALSE(parse_step_dir("step_00000012.tmp"));
+  EXPECT_FALSE(parse_step_dir("step_"));
+  EXPECT_FALSE(parse_step_dir("step_12a"));
+  EXPECT_FALSE(parse_step_dir("latest"));
+}
+
+TEST(CkptLayout, IntersectIsEmptyWithoutOverlap) {
+  EXPECT_EQ(intersect({0, 10}, {5, 10}), (FlatRange{5, 5}));
+  EXPECT_EQ(intersect({0, 10}, {10, 3}).numel, 0);
+  EXPECT_EQ(intersect({4, 2}, {0, 100}), (FlatRange{4, 2}));
+}
+
+TEST(CkptManifest, JsonRoundTrip) {
+  Manifest m{kFormatVersion, 7, 2, 3, test::tiny_model(), {}, {{"model.h5", 123, "ab"}, {"state.json", 9, "cd"}}};
+  m.rank_ranges = {test::ranges_for(m.model, 2, 0), test::ranges_for(m.model, 2, 1)};
+  const Manifest back = parse_manifest(manifest_json(m), "test");
+  EXPECT_EQ(back.step, 7);
+  EXPECT_EQ(back.world_size, 2);
+  EXPECT_EQ(back.zero_stage, 3);
+  EXPECT_EQ(back.model.params, m.model.params);
+  EXPECT_EQ(back.model.units, m.model.units);
+  EXPECT_EQ(back.model.hyper_value("n_layer"), 1);
+  EXPECT_EQ(back.rank_ranges, m.rank_ranges);
+  ASSERT_EQ(back.files.size(), 2u);
+  EXPECT_EQ(back.files[1].path, "state.json");
+  EXPECT_EQ(back.total_bytes(), 132u);
+  EXPECT_EQ(manifest_json(back), manifest_json(m));
+}
+
+TEST(CkptManifest, RejectsOtherFormatsAndNewerVersionsByName) {
+  Manifest m{kFormatVersion, 1, 1, 0, test::tiny_model(), {{{0, 17}}}, {}};
+  std::string text = manifest_json(m);
+  std::string newer = text;
+  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 9");
+  EXPECT_THROW(
+      {
+        try {
+          parse_manifest(newer, "x/MANIFEST.json");
+        } catch (const CheckpointError& e) {
+          EXPECT_NE(std::string(e.what()).find("x/MANIFEST.json: format_version 9 is newer"), std::string::npos);
+          throw;
+        }
+      },
+      CheckpointError);
+  EXPECT_THROW(parse_manifest("{\"format\": \"ztrain-checkpoint\"", "x"), CheckpointError);
+  EXPECT_THROW(parse_manifest("{\"format\": \"other\"}", "x"), CheckpointError);
+}
+
+TEST(CkptManifest, StateRoundTrip) {
+  TrainState s;
+  s.step = 5;
+  s.tokens = 640;
+  s.windows_consumed = 40;
+  s.windows_per_epoch = 30;
+  s.global_batch = 8;
+  s.seq_len = 16;
+  s.seed = 1337;
+  s.loss_scale = {true, 1024, 17};
+  s.config_ini = "[train]\nseed = 1337\n";
+  s.git_revision = "abc";
+  const TrainState b = parse_state(state_json(s), "state.json");
+  EXPECT_EQ(b.step, 5);
+  EXPECT_EQ(b.tokens, 640u);
+  EXPECT_EQ(b.windows_consumed, 40u);
+  EXPECT_EQ(b.windows_per_epoch, 30u);
+  EXPECT_EQ(b.seed, 1337u);
+  EXPECT_TRUE(b.loss_scale.enabled);
+  EXPECT_EQ(b.loss_scale.scale, 1024);
+  EXPECT_EQ(b.loss_scale.good_steps, 17);
+  EXPECT_EQ(b.config_ini, s.config_ini);
+  EXPECT_NE(state_json(s).find("\"epoch\": 1"), std::string::npos);
+}
+
+TEST(CkptWriteJob, HandsBackTheRecordOrTheException) {
+  WriteJob ok([] { return RankRecord{3, {{0, 1}}, {}, 0.5}; });
+  EXPECT_EQ(ok.wait().rank, 3);
+  EXPECT_TRUE(ok.done());
+  WriteJob bad([]() -> RankRecord { throw IoError("disk full"); });
+  EXPECT_THROW(bad.wait(), IoError);
+}
+
+}  // namespace
+}  // namespace zt::ckpt

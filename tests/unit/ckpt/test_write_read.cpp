@@ -1,0 +1,127 @@
+// Writing a checkpoint for W ranks and reading it back for any other partition (the intersection of
+// saved and wanted ranges), offline resharding, verification of damage, resume selection and pruning.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "ckpt/reader.hpp"
+#include "ckpt/reshard.hpp"
+#include "ckpt/verify.hpp"
+#include "ckpt_fixture.hpp"
+#include "io/hdf5.hpp"
+
+namespace zt::ckpt {
+namespace {
+using test::TempDir;
+
+bool mentions(const std::vector<std::string>& problems, const std::string& text) {
+  for (const std::string& p : problems)
+    if (p.find(text) != std::string::npos) return true;
+  return false;
+}
+
+TEST(CkptWriteRead, AnyRangeReadsBackFromAnyWorldSize) {
+  for (int world : {1, 2, 3, 5, 20}) {  // 20 ranks: some own nothing of the smaller units
+    TempDir tmp;
+    const fs::path dir = test::write_checkpoint(tmp.path, 4, world);
+    EXPECT_TRUE(verify(dir).empty()) << "world " << world;
+    const Checkpoint c(dir);
+    for (StateKind kind : kStateKinds)
+      for (FlatRange want : {FlatRange{0, 17}, FlatRange{5, 3}, FlatRange{12, 2}, FlatRange{16, 1}}) {
+        std::vector<float> got(want.numel);
+        c.read(kind, want, got.data());
+        for (std::int64_t i = 0; i < want.numel; ++i)
+          ASSERT_EQ(got[i], test::value_of(kind, want.offset + i)) << "world " << world << " element " << want.offset + i;
+      }
+    EXPECT_EQ(c.state().tokens, 400u);
+  }
+}
+
+TEST(CkptWriteRead, ModelFileHoldsHfShapesWithoutPaddedRows) {
+  TempDir tmp;
+  const fs::path dir = test::write_checkpoint(tmp.path, 1, 2);
+  const io::H5File f = io::H5File::open_read((dir / kModelFile).string());
+  EXPECT_EQ(f.open_dataset("a.weight").dims(), (std::vector<std::uint64_t>{2, 3}));
+  std::vector<float> b(5);  // b.weight: 7 flat elements, 5 real
+  const io::H5Dataset ds = f.open_dataset("b.weight");
+  ASSERT_EQ(ds.dims(), std::vector<std::uint64_t>{5});
+  ds.read_all(b);
+  EXPECT_EQ(b[4], test::value_of(StateKind::kMaster, 10));
+}
+
+TEST(CkptWriteRead, ReshardRoundTripIsByteIdentical) {
+  TempDir tmp;
+  const fs::path dir = test::write_checkpoint(tmp.path, 3, 2);
+  const ModelDesc m = test::tiny_model();
+  reshard(Checkpoint(dir), 3, [&](int r) { return test::ranges_for(m, 3, r); }, tmp.path / "w3");
+  EXPECT_TRUE(verify(tmp.path / "w3").empty());
+  reshard(Checkpoint(tmp.path / "w3"), 2, [&](int r) { return test::ranges_for(m, 2, r); }, tmp.path / "w2");
+  for (int r = 0; r < 2; ++r) {
+    const std::string name = optim_file_name(r, 2);
+    EXPECT_EQ(file_record(dir, name).sha256, file_record(tmp.path / "w2", name).sha256) << name;
+  }
+}
+
+TEST(CkptVerify, NamesEveryKindOfDamage) {
+  TempDir tmp;
+  const fs::path dir = test::write_checkpoint(tmp.path, 2, 2);
+  const fs::path shard = dir / optim_file_name(1, 2);
+  fs::resize_file(shard, fs::file_size(shard) - 10);
+  {
+    std::fstream f(dir / kModelFile, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(dir / kModelFile) / 2));
+    f.put('\x7f');
+  }
+  const std::vector<std::string> problems = verify(dir);
+  EXPECT_TRUE(mentions(problems, "optim/rank_00001_of_00002.h5: ")) << problems.size();
+  EXPECT_TRUE(mentions(problems, "(truncated)"));
+  EXPECT_TRUE(mentions(problems, "model.h5: SHA-256 differs"));
+  fs::remove(dir / kStateFile);
+  EXPECT_TRUE(mentions(verify(dir), "state.json: missing"));
+  fs::remove(dir / kManifestFile);
+  EXPECT_TRUE(mentions(verify(dir), "MANIFEST.json: missing"));
+  EXPECT_TRUE(mentions(verify(tmp.path / "nothing"), "not a directory"));
+}
+
+TEST(CkptVerify, NewestSoundSkipsDamagedAndUncommitted) {
+  TempDir tmp;
+  test::write_checkpoint(tmp.path, 2, 1);
+  test::write_checkpoint(tmp.path, 4, 1);
+  const fs::path bad = test::write_checkpoint(tmp.path, 6, 1);
+  fs::remove(bad / kModelFile);
+  fs::create_directories(tmp.path / "step_00000008.tmp");
+  fs::create_directories(tmp.path / "unrelated");
+  const ResumeSearch s = find_newest_sound(tmp.path);
+  EXPECT_EQ(s.step, 4);
+  EXPECT_EQ(s.chosen.filename(), "step_00000004");
+  ASSERT_EQ(s.skipped.size(), 2u);
+  EXPECT_EQ(s.skipped[0].path.filename(), "step_00000008.tmp");
+  EXPECT_TRUE(mentions(s.skipped[0].problems, "never committed"));
+  EXPECT_TRUE(mentions(s.skipped[1].problems, "model.h5: missing"));
+  EXPECT_TRUE(find_newest_sound(tmp.path / "none").chosen.empty());
+}
+
+TEST(CkptPrune, KeepsTheNewestAndNeverTheOneJustWritten) {
+  TempDir tmp;
+  for (int step : {1, 2, 3, 4, 5}) test::write_checkpoint(tmp.path, step, 1);
+  fs::create_directories(tmp.path / "step_00000009.tmp");
+  // The one just written (step 3: a run resumed from an older checkpoint) is kept whatever its age.
+  const std::vector<fs::path> gone = prune(tmp.path, 2, tmp.path / "step_00000003");
+  EXPECT_EQ(gone.size(), 4u);
+  std::vector<std::string> left;
+  for (const StepDir& d : list_step_dirs(tmp.path)) left.push_back(d.path.filename().string());
+  EXPECT_EQ(left, (std::vector<std::string>{"step_00000005", "step_00000003"}));
+  EXPECT_TRUE(prune(tmp.path, 0, tmp.path / "step_00000005").empty());  // keep=0: keep all
+}
+
+TEST(CkptWriteRead, CommitReplacesAnOlderDirectoryOfTheSameStep) {
+  TempDir tmp;
+  const fs::path dir = test::write_checkpoint(tmp.path, 2, 2);
+  fs::remove(dir / kManifestFile);  // a damaged step_2, e.g. from a run that resumed before it
+  test::write_checkpoint(tmp.path, 2, 3);
+  EXPECT_TRUE(verify(dir).empty());
+  EXPECT_EQ(Checkpoint(dir).manifest().world_size, 3);
+}
+
+}  // namespace
+}  // namespace zt::ckpt
