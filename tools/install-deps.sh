@@ -13,6 +13,8 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev python3 python3-torch python3-numpy nodejs npm shellcheck
   # tools: metrics plots, job-script tests
   python3-matplotlib procps
+  # the cluster test: a real single-node Slurm on localhost (tests/cluster/slurm_requeue.sh)
+  slurm-wlm munge
 )
 
 have_node=false

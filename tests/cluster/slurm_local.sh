@@ -1,0 +1,160 @@
+# A real single-node Slurm on this machine for the job-script tests (sourced): munged, slurmctld and
+# slurmd on localhost, with their key, socket, config, state, logs and ports in a scratch directory of
+# their own, so that nothing on the host (/etc/slurm, /run/munge, a running Slurm) is used or touched
+# and two of these can run side by side. Needs root and Debian's slurm-wlm + munge.
+#   slurm_start DIR   start it (exports SLURM_CONF; the cluster's one partition is the default)
+#                     or print why not and return 1
+#   slurm_stop        cancel every job, stop the daemons, end anything left that they started
+#   slurm_job_field JOBID KEY   one field of `scontrol show job` (JobState, Restarts, ExitCode, ...)
+# slurm_stop must run on every exit: `trap slurm_stop EXIT` (after lib.sh's trap, which it keeps).
+
+SLURM_DIR=""
+
+# Two free TCP ports for slurmctld and slurmd (the kernel's choice, released just before use).
+_slurm_free_ports() {
+  /usr/bin/python3 -c '
+import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))'
+}
+
+# _slurm_wait SECONDS CMD...: retry CMD every 0.5 s until it succeeds or the time is up.
+_slurm_wait() {
+  local end=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 0.5
+  done
+}
+
+_slurm_no_job_running() { [ -z "$(squeue -h -t running,completing -o %i 2>/dev/null)" ]; }
+_slurm_node_idle() { [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]; }
+
+slurm_start() {
+  local dir=$1 host ports
+  local cmd
+  for cmd in munged mungekey munge slurmctld slurmd sbatch scontrol squeue scancel sinfo; do
+    command -v "$cmd" >/dev/null || { echo "slurm: '$cmd' not found (Debian: slurm-wlm munge; tools/install-deps.sh)"; return 1; }
+  done
+  [ "$(id -u)" -eq 0 ] || { echo "slurm: slurmd and munged need root here (running as $(id -un))"; return 1; }
+  id munge >/dev/null 2>&1 || { echo "slurm: no 'munge' user (the munge package creates it)"; return 1; }
+  SLURM_DIR=$dir
+  # A marker every daemon, step and job process inherits, so slurm_stop can find what is left.
+  export ZT_SLURM_DIR=$dir
+  host=$(hostname -s)
+  mkdir -p "$dir"/{state,spool,log,munge}
+  # munged wants its socket directory reachable by everyone, owned by munge, writable by no one else.
+  chmod 755 "$dir" "$dir/munge"
+  local d=$dir
+  while [ "$d" != / ]; do
+    d=$(dirname "$d")
+    [ "$(stat -c %A "$d" | cut -c10)" != - ] ||
+      { echo "slurm: munged cannot reach $dir: $d is not searchable by others (chmod o+x it)"; return 1; }
+  done
+  chown munge:munge "$dir/munge"
+  runuser -u munge -- mungekey -c -k "$dir/munge/munge.key" >/dev/null 2>&1 ||
+    { echo "slurm: mungekey -c failed"; return 1; }
+  runuser -u munge -- munged --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
+    --seed-file="$dir/munge/munged.seed" 2>"$dir/log/munged.err" ||
+    { echo "slurm: munged did not start: $(tail -n 2 "$dir/log/munged.err" "$dir/munge/munged.log" 2>/dev/null)"; return 1; }
+  _slurm_wait 10 sh -c "munge -S '$dir/munge/munge.sock' -n | unmunge -S '$dir/munge/munge.sock'" ||
+    { echo "slurm: munge credentials do not round-trip (munge -n | unmunge)"; return 1; }
+
+  read -r -a ports < <(_slurm_free_ports)
+  : >"$dir/plugstack.conf"
+  # cred_expire=10: Slurm holds a requeued job back for cred_expire seconds (120 by default);
+  # sched_interval=2: the main scheduler looks at pending jobs every 2 s (60 by default).
+  cat >"$dir/slurm.conf" <<EOF
+ClusterName=zttest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=${ports[0]}
+SlurmdPort=${ports[1]}
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+PlugStackConfig=$dir/plugstack.conf
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=2
+MpiDefault=none
+ReturnToService=2
+JobRequeue=1
+MinJobAge=600
+KillWait=5
+SlurmctldDebug=info
+SlurmdDebug=info
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=zt Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+EOF
+  export SLURM_CONF=$dir/slurm.conf
+  # No cgroup.conf beside slurm.conf: with these plugins slurmd needs none (22.05 has no
+  # CgroupPlugin=disabled and refuses to start with it).
+  slurmctld -f "$SLURM_CONF" 2>"$dir/log/slurmctld.err" ||
+    { echo "slurm: slurmctld did not start: $(tail -n 3 "$dir/log/slurmctld.err" "$dir/log/slurmctld.log" 2>/dev/null)"; return 1; }
+  slurmd -f "$SLURM_CONF" 2>"$dir/log/slurmd.err" ||
+    { echo "slurm: slurmd did not start: $(tail -n 3 "$dir/log/slurmd.err" "$dir/log/slurmd.log" 2>/dev/null)"; return 1; }
+  _slurm_wait 30 _slurm_node_idle || {
+    echo "slurm: node $host is not idle after 30 s: $(sinfo -N 2>&1 | tail -n 1)"
+    tail -n 5 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" 2>/dev/null
+    return 1
+  }
+  echo "slurm: up on $host (slurmctld port ${ports[0]}, slurmd port ${ports[1]}), SLURM_CONF=$SLURM_CONF"
+}
+
+slurm_job_field() {
+  scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+}
+
+# The processes that carry our marker but are not this test's own (its session): daemons, steps, jobs.
+_slurm_session() {  # the session id of a process (/proc/PID/stat, field 6; comm may hold spaces)
+  local stat f
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  read -r -a f <<<"${stat##*) }"
+  echo "${f[3]}"
+}
+_slurm_leftovers() {
+  local own p sid
+  own=$(_slurm_session $$)
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    if ! sid=$(_slurm_session "$p") || [ "$sid" = "$own" ]; then continue; fi
+    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "ZT_SLURM_DIR=$SLURM_DIR" && echo "$p"
+  done
+}
+
+slurm_stop() {
+  [ -n "$SLURM_DIR" ] || return 0
+  local dir=$SLURM_DIR f pid left
+  if [ -f "$dir/slurmctld.pid" ]; then
+    scancel --quiet --user=root 2>/dev/null
+    _slurm_wait 15 _slurm_no_job_running
+  fi
+  for f in slurmd.pid slurmctld.pid munge/munged.pid; do
+    [ -f "$dir/$f" ] || continue
+    pid=$(cat "$dir/$f")
+    kill "$pid" 2>/dev/null || continue
+    _slurm_wait 10 sh -c "! kill -0 $pid" || kill -KILL "$pid" 2>/dev/null
+  done
+  left=$(_slurm_leftovers)
+  if [ -n "$left" ]; then
+    echo "slurm: ending processes left by the test cluster: $(echo "$left" | paste -sd ' ')"
+    # shellcheck disable=SC2086  # a list of pids
+    kill -KILL $left 2>/dev/null
+  fi
+  echo "slurm: stopped"
+  SLURM_DIR=""
+}
