@@ -39,6 +39,15 @@ model::GptShape shape_of(const config::ModelConfig& m) {
                                static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
 }
 
+// The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
+tok::Vocab load_vocab(const std::string& dir) {
+  try {
+    return tok::Vocab::load(dir);
+  } catch (const InputError& e) {
+    throw InputError(cat("data.vocab=", dir, ": ", e.what()));
+  }
+}
+
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 }  // namespace
 
@@ -59,7 +68,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                                                 offload_threads);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0).total_bytes;
-  if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(config.data.vocab));
+  if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_vocab(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
   checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_);
@@ -127,7 +136,7 @@ void Trainer::open_data() {
   data::ShardExpectation expect;
   expect.vocab_size = static_cast<std::uint64_t>(config_.model.vocab_size);
   if (!config_.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
-    const tok::Vocab vocab = tok::Vocab::load(config_.data.vocab);
+    const tok::Vocab vocab = load_vocab(config_.data.vocab);
     expect.vocab_hash = vocab.hash();
     expect.eot = vocab.eot();
   }
