@@ -22,11 +22,6 @@
 namespace zt::plan {
 namespace {
 
-model::GptShape shape_of(const config::ModelConfig& m) {
-  return model::GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
-                               static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
-}
-
 optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, int stage) {
   std::vector<optim::FlatRange> units;
   for (const model::Unit& u : t.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
@@ -63,6 +58,11 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 }
 }  // namespace
 
+model::GptShape model_shape(const config::ModelConfig& m) {
+  return model::GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
+                               static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
+}
+
 model::Recompute recompute_mode(config::Recompute r) {
   switch (r) {
     case config::Recompute::kNone: return model::Recompute::kNone;
@@ -73,7 +73,7 @@ model::Recompute recompute_mode(config::Recompute r) {
 }
 
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity) {
-  const model::GptShape shape = shape_of(config.model);
+  const model::GptShape shape = model_shape(config.model);
   const model::ParamTable table(shape);
   MemoryPlan p;
   p.world_size = world_size;

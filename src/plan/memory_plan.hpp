@@ -37,6 +37,9 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
 // The plan as a table (and the suggestions when it does not fit).
 std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& fixes);
 
+// The model shape of a [model] section (checked; the vocabulary padded as the model pads it).
+model::GptShape model_shape(const config::ModelConfig& m);
+
 // The model's recomputation mode for train.recompute.
 model::Recompute recompute_mode(config::Recompute r);
 

@@ -34,11 +34,6 @@ void refuse_unsupported(const config::Config& c, const dist::Placement& placemen
                           ": the CPU backend computes in fp32; use train.precision=fp32 or run where GPUs are"));
 }
 
-model::GptShape shape_of(const config::ModelConfig& m) {
-  return model::GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
-                               static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
-}
-
 // The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
 tok::Vocab load_vocab(const std::string& dir) {
   try {
@@ -53,7 +48,7 @@ std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 
 
 Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
                  const dist::Placement& placement, const ResumePoint& resume)
-    : world_(world), config_(config), derived_(derived), placement_(placement), table_(shape_of(config.model)),
+    : world_(world), config_(config), derived_(derived), placement_(placement), table_(plan::model_shape(config.model)),
       started_(Clock::now()) {
   refuse_unsupported(config, placement);
   install_stop_signal_handlers();

@@ -307,11 +307,9 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
   } else {
     for (const HostOptimizer::DevicePiece& d : device_pieces()) {
       const ShardPiece& p = d.piece;
-      backend::Backend::AdamW hp{static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
-                                 static_cast<float>(o.eps), p.decay ? static_cast<float>(o.weight_decay) : 0.0f, step,
-                                 static_cast<float>(grad_scale)};
       backend_.adamw_update(d.param, d.grad, view(exp_avg_, p.shard_offset, p.numel),
-                            view(exp_avg_sq_, p.shard_offset, p.numel), hp);
+                            view(exp_avg_sq_, p.shard_offset, p.numel),
+                            adamw_hyperparams(o, lr, step, grad_scale, p.decay));
     }
   }
   if (stage_ == 0 || stage_ == 3) return;

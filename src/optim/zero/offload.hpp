@@ -15,6 +15,13 @@
 
 namespace zt::optim {
 
+// The backend's AdamW arguments for one piece: weight decay only where the piece decays.
+inline backend::Backend::AdamW adamw_hyperparams(const config::OptimConfig& o, double lr, int step_1based,
+                                                 double grad_scale, bool decay) {
+  return {static_cast<float>(lr), static_cast<float>(o.beta1), static_cast<float>(o.beta2), static_cast<float>(o.eps),
+          decay ? static_cast<float>(o.weight_decay) : 0.0f, step_1based, static_cast<float>(grad_scale)};
+}
+
 class HostOptimizer {
  public:
   // shard_numel: this rank's shard buffer length; threads: host threads for the update.
