@@ -5,6 +5,16 @@
 // Gradient rule, once for every op: parameter gradients ACCUMULATE (+=), because micro-batches of
 // one optimizer step add into the same flat gradient buffer; activation gradients are WRITTEN (=).
 // Pointers may alias only where an op says so.
+//
+// Precision, once for every op. A run computes in fp32 (train.precision=fp32: every tensor f32) or in
+// a 16-bit compute dtype X (bf16, or f16 for train.precision=fp16):
+//   X    activations, activation gradients, and the weights/biases an op reads;
+//   f32  LayerNorm statistics (mean, rstd), attention lse, per-token losses, and PARAMETER GRADIENTS
+//        (dweight, dbias, dwte, dwpe): fp32 accumulators whatever X is, so that micro-batches and ranks
+//        add without 16-bit rounding; the optimizer's master weights and moments.
+// Math inside every op is fp32 (GEMMs accumulate in fp32). The CPU backend follows the same rules
+// (converting on load, rounding to nearest even on store), so it is the reference for the CUDA
+// backend in every precision. An op given a dtype combination outside these rules throws.
 #pragma once
 
 #include <cstddef>
@@ -117,11 +127,15 @@ class Backend {
   };
   // torch.optim.AdamW over a contiguous span: param -= lr * (mhat / (sqrt(vhat) + eps) + wd * param),
   // with decoupled decay applied as param *= (1 - lr*wd) before the Adam step (PyTorch's order).
-  // param, m, v f32 [n]; grad [n] (f32 here, bf16 where the backend keeps gradients in bf16).
-  virtual void adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& hp) = 0;
-  // sum of x^2 in double precision on the host (for the global gradient norm)
+  // param (the fp32 master), grad, m, v f32 [n]. param_copy: empty, or [n] in the compute dtype X,
+  // written with the updated parameter rounded to X (the working copy the model reads), in the same
+  // pass so mixed precision reads the master once.
+  virtual void adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Tensor param_copy, const AdamW& hp) = 0;
+  // sum of x^2 (x f32 or X) accumulated in double precision, returned on the host (gradient norm);
+  // a non-finite element makes the result non-finite (fp16 overflow detection relies on it).
   virtual double sum_of_squares(Tensor x) = 0;
-  // dst = src converted between dtypes (same numel); scale multiplies in place
+  // dst = src converted between f32, bf16 and f16 (same numel; round to nearest even); scale
+  // multiplies x (f32 or X) in place.
   virtual void cast(Tensor dst, Tensor src) = 0;
   virtual void scale(Tensor x, float factor) = 0;
 };

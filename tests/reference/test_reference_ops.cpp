@@ -155,7 +155,7 @@ TEST_F(ReferenceOps, AdamWMatchesTorchOptimAdamW) {
     Tensor g = grads;
     g.rank = 1, g.shape[0] = n, g.data = grads.f32("t") + (step - 1) * n;
     Backend::AdamW a{float(hp[0]), float(hp[1]), float(hp[2]), float(hp[3]), float(hp[4]), step, float(hp[5])};
-    be_->adamw_update(p, g, m, v, a);
+    be_->adamw_update(p, g, m, v, Tensor(), a);
   }
   check(p, "adamw.param");
   check(m, "adamw.exp_avg");

@@ -43,7 +43,7 @@ ZT_SIMD_CLONES double sum_squares_kernel(const float* x, std::int64_t n) {
 //   p *= 1 - lr * wd
 //   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
 //   p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, const AdamW& hp) {
+void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Tensor param_copy, const AdamW& hp) {
   const char* op = "adamw_update";
   expect_same_numel(op, param, grad);
   expect_same_numel(op, param, m);
@@ -62,6 +62,7 @@ void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, con
                       static_cast<float>(1.0 - hp.beta1), static_cast<float>(1.0 - hp.beta2), hp.eps, hp.grad_scale};
 #pragma omp parallel for num_threads(threads_) schedule(static)
   for (std::int64_t i = 0; i < n; i += kChunk) adamw_kernel(p + i, g + i, m1 + i, m2 + i, std::min(kChunk, n - i), k);
+  if (!param_copy.empty()) cast(param_copy, param);
 }
 
 double CpuBackend::sum_of_squares(Tensor x) {

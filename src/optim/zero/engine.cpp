@@ -308,7 +308,7 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
     for (const HostOptimizer::DevicePiece& d : device_pieces()) {
       const ShardPiece& p = d.piece;
       backend_.adamw_update(d.param, d.grad, view(exp_avg_, p.shard_offset, p.numel),
-                            view(exp_avg_sq_, p.shard_offset, p.numel),
+                            view(exp_avg_sq_, p.shard_offset, p.numel), Tensor(),
                             adamw_hyperparams(o, lr, step, grad_scale, p.decay));
     }
   }

@@ -32,7 +32,7 @@ void HostOptimizer::step(const std::vector<DevicePiece>& pieces, const config::O
     // TODO(issue 9): bf16 device parameters need the fp32 master cast on the way back.
     ZT_CHECK(d.param.dtype == DType::kF32 && d.grad.dtype == DType::kF32, "offload: fp32 device state only so far");
     device_.copy_to_host(view(grad_, at, n).data, d.grad.data, d.grad.bytes());
-    host_->adamw_update(view(master_, at, n), view(grad_, at, n), view(exp_avg_, at, n), view(exp_avg_sq_, at, n),
+    host_->adamw_update(view(master_, at, n), view(grad_, at, n), view(exp_avg_, at, n), view(exp_avg_sq_, at, n), backend::Tensor(),
                         adamw_hyperparams(o, lr, step, grad_scale, d.piece.decay));
     device_.copy_from_host(d.param.data, view(master_, at, n).data, d.param.bytes());
   }

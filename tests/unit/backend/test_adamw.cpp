@@ -17,7 +17,7 @@ TEST(AdamW, TwoStepsMatchThePyTorchFormula) {
   Backend::AdamW hp{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0, 0.5f};
   for (int step = 1; step <= 2; ++step) {
     hp.step = step;
-    be->adamw_update(p, g, m, v, hp);
+    be->adamw_update(p, g, m, v, Tensor(), hp);
     const double bc1 = 1 - std::pow(double(hp.beta1), step), bc2 = 1 - std::pow(double(hp.beta2), step);
     for (std::int64_t i = 0; i < n; ++i) {
       const double gi = double(Tensors::f(g)[i]) * hp.grad_scale;
