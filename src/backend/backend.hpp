@@ -76,6 +76,9 @@ class Backend {
   virtual void synchronize() = 0;
   virtual MemoryStats memory_stats() const = 0;
   virtual void reset_peak() = 0;
+  // The device stream every op is queued on (a cudaStream_t for CUDA), so collectives can start after
+  // the work before them; null where ops complete on return (the CPU).
+  virtual void* stream() const { return nullptr; }
 
   // ---- embedding: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] --------------------------------------
   // out [B,T,C], tokens [B,T] i32, wte [Vp,C], wpe [maxT,C]
