@@ -22,7 +22,18 @@ struct Startup {
   config::CommandLine cl;
   config::Derived derived;
   dist::Placement placement;
+  config::Device plan_device = config::Device::kCpu;  // what the memory plan is for
 };
+
+// Places this rank. --plan with train.device=cuda plans for GPUs even where none is visible (a login
+// node), so there the placement falls back to what is here and only the plan speaks of CUDA.
+void place(dist::World& world, Startup& s) {
+  config::Config c = s.cl.config;
+  const bool plan_for_cuda = s.cl.plan && c.train.device == config::Device::kCuda;
+  if (plan_for_cuda) c.train.device = config::Device::kAuto;
+  s.placement = dist::place_rank(world, c, train::cuda_backend_built());
+  s.plan_device = plan_for_cuda ? config::Device::kCuda : s.placement.device;
+}
 
 // The resolved configuration as INI, preceded by '#' lines with the world layout and derived values.
 void print_config(const dist::World& world, const Startup& s) {
@@ -52,11 +63,12 @@ struct MemoryCheck {
 MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   const config::Config& c = s.cl.config;
   const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
-  const std::uint64_t capacity = c.plan.device_memory_gb > 0
-                                     ? static_cast<std::uint64_t>(c.plan.device_memory_gb * (1ull << 30))
-                                     : plan::host_memory_per_rank(world.local_size());
-  MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity), {}};
-  if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity);
+  std::uint64_t capacity = 0;  // unknown: a GPU plan made where no GPU is (set plan.device_memory_gb)
+  if (c.plan.device_memory_gb > 0) capacity = static_cast<std::uint64_t>(c.plan.device_memory_gb * (1ull << 30));
+  else if (s.placement.device == config::Device::kCuda) capacity = dist::cuda_device_memory_bytes(s.placement.device_index);
+  else if (s.plan_device == config::Device::kCpu) capacity = plan::host_memory_per_rank(world.local_size());
+  MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device), {}};
+  if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device);
   return m;
 }
 
@@ -65,9 +77,12 @@ int print_plan(const dist::World& world, const Startup& s) {
   if (s.cl.config.plan.world_size > 0) config::derive(s.cl.config, s.cl.config.plan.world_size);  // batch split
   const MemoryCheck m = check_memory(world, s);
   if (world.is_root())
-    std::cout << plan::format_plan(m.plan, m.fixes)
-              << "  (CPU backend, fp32: the CUDA backend's bf16 terms come with it; capacity from "
-              << (s.cl.config.plan.device_memory_gb > 0 ? "plan.device_memory_gb" : "this host's available memory")
+    std::cout << plan::format_plan(m.plan, m.fixes) << "  (" << (s.plan_device == config::Device::kCuda ? "CUDA" : "CPU")
+              << " backend, " << config::to_string(s.cl.config.train.precision) << "; capacity from "
+              << (s.cl.config.plan.device_memory_gb > 0             ? "plan.device_memory_gb"
+                  : s.placement.device == config::Device::kCuda     ? "the GPU's total memory"
+                  : s.plan_device == config::Device::kCuda          ? "nowhere: no GPU here, set plan.device_memory_gb"
+                                                                    : "this host's available memory")
               << ")\n";
   return m.plan.fits() ? kExitOk : kExitUsage;
 }
@@ -78,7 +93,7 @@ int run(dist::World& world, int argc, char** argv) {
     s.cl = config::parse_command_line(argc, argv);
     if (s.cl.help || s.cl.help_markdown || s.cl.version) return;
     log::set_all_ranks(s.cl.config.log.all_ranks);
-    s.placement = dist::place_rank(world, s.cl.config, train::cuda_backend_built());
+    place(world, s);
     s.derived = config::derive(s.cl.config, world.size());
   });
   if (code != kExitOk) return code;

@@ -125,7 +125,8 @@ std::string state_json(const TrainState& s) {
             {"data_cursor", {{"windows_consumed", s.windows_consumed}, {"windows_per_epoch", wpe},
                              {"epoch", wpe ? s.windows_consumed / wpe : 0}, {"window_in_epoch", wpe ? s.windows_consumed % wpe : 0}}},
             {"rng", {{"seed", s.seed}, {"kind", "counter-based (seed, step, purpose, index): no other state"}}},
-            {"loss_scale", {{"enabled", s.loss_scale.enabled}, {"scale", s.loss_scale.scale}, {"good_steps", s.loss_scale.good_steps}}},
+            {"loss_scale", {{"enabled", s.loss_scale.enabled}, {"scale", s.loss_scale.scale}, {"good_steps", s.loss_scale.good_steps},
+                            {"skipped_steps", s.loss_scale.skipped_steps}}},
             {"config", s.config_ini}, {"git_revision", s.git_revision}};
   return j.dump(1) + "\n";
 }
@@ -141,7 +142,8 @@ TrainState parse_state(const std::string& text, const std::string& where) {
     s.windows_per_epoch = j.at("data_cursor").at("windows_per_epoch").get<std::uint64_t>();
     s.seed = j.at("rng").at("seed").get<std::uint64_t>();
     const json& ls = j.at("loss_scale");
-    s.loss_scale = {ls.at("enabled").get<bool>(), ls.at("scale").get<double>(), ls.at("good_steps").get<std::int64_t>()};
+    s.loss_scale = {ls.at("enabled").get<bool>(), ls.at("scale").get<double>(), ls.at("good_steps").get<std::int64_t>(),
+                    ls.value("skipped_steps", std::int64_t{0})};  // absent before fp16 existed
     s.config_ini = j.at("config").get<std::string>();
     s.git_revision = j.at("git_revision").get<std::string>();
     return s;

@@ -53,11 +53,12 @@ struct RankShard {
   std::int64_t numel() const;  // the sum of the ranges' numel
 };
 
-// fp16 dynamic loss scaling (DeepSpeed's fields); stored as placeholders until fp16 exists.
+// fp16 loss scaling (DeepSpeed's fields; train/loss_scaler.hpp): disabled with scale 1 otherwise.
 struct LossScaleState {
   bool enabled = false;
   double scale = 1;
-  std::int64_t good_steps = 0;  // steps since the last overflow
+  std::int64_t good_steps = 0;     // steps since the last overflow
+  std::int64_t skipped_steps = 0;  // overflowed steps so far: AdamW's own step count is step - skipped
 };
 
 struct TrainState {

@@ -95,7 +95,7 @@ std::vector<Option> build_table() {
       opt("model.seq_len", &C::model, &ModelConfig::seq_len, "context length T in tokens", at_least<std::int64_t>(1)),
       opt("init.from", &C::init, &InitConfig::from, "start from a Hugging Face GPT-2 .safetensors file (empty: random GPT-2 init from train.seed)"),
       opt("train.device", &C::train, &TrainConfig::device, "where to compute: auto picks cuda when a GPU is visible"),
-      opt("train.precision", &C::train, &TrainConfig::precision, "compute precision (master weights and optimizer state are always fp32)"),
+      opt("train.precision", &C::train, &TrainConfig::precision, "compute precision: bf16/fp16 keep activations and working weights in 16 bits; master weights, gradients and optimizer state are always fp32 (on the CPU backend 16-bit storage is emulated, for checking)"),
       opt("train.seed", &C::train, &TrainConfig::seed, "seed everything random derives from (init, data shuffle)"),
       opt("train.max_steps", &C::train, &TrainConfig::max_steps, "optimizer steps of the whole run (the schedule's length), counted across resumes", at_least<std::int64_t>(1)),
       opt("train.stop_at_step", &C::train, &TrainConfig::stop_at_step, "stop this invocation after this step, with a checkpoint, schedule unchanged (0 = off)", at_least<std::int64_t>(0)),

@@ -49,9 +49,6 @@ void check_train(const Config& c) {
   if (t.offload == Offload::kOptimizer && t.zero_stage == 0)
     throw ConfigError("train.offload=optimizer needs train.zero_stage >= 1: offloaded optimizer state is "
                       "the sharded ZeRO state (set train.zero_stage=1, 2 or 3, or train.offload=none)");
-  if (t.device == Device::kCpu && t.precision != Precision::kFp32)
-    throw ConfigError(cat("train.precision=", to_string(t.precision), " with train.device=cpu: the CPU backend "
-                          "computes in fp32; use train.precision=fp32 or train.device=cuda"));
   if (c.train.loss_scale_min > c.train.loss_scale_init)
     throw ConfigError(cat("train.loss_scale_min=", value::format_double(t.loss_scale_min),
                           " is above train.loss_scale_init=", value::format_double(t.loss_scale_init)));

@@ -15,4 +15,13 @@ int cuda_device_count() {
   return count;
 }
 
+std::uint64_t cuda_device_memory_bytes(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return prop.totalGlobalMem;
+}
+
 }  // namespace zt::dist

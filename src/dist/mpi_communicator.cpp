@@ -25,6 +25,13 @@ MPI_Datatype mpi_type(DType t, const char* op) {
   }
 }
 
+// Collectives that only move data (all_gather, broadcast) take 16-bit floats too, as raw 16-bit words:
+// mixed precision gathers bf16/f16 parameters; reductions stay f32 (backend.hpp's precision rules).
+MPI_Datatype mpi_copy_type(DType t, const char* op) {
+  if (t == DType::kBF16 || t == DType::kF16 || t == DType::kU16) return MPI_UINT16_T;
+  return mpi_type(t, op);
+}
+
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return MPI_SUM;
@@ -121,7 +128,7 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Work> all_gather(Span send, Span recv) override {
     ZT_CHECK_EQ(recv.count, send.count * size_, "all_gather: recv must hold world-size blocks of send");
     ZT_CHECK(send.dtype == recv.dtype, "all_gather: dtypes differ");
-    const MPI_Datatype t = mpi_type(send.dtype, "all_gather");
+    const MPI_Datatype t = mpi_copy_type(send.dtype, "all_gather");
     const int n = mpi_count(send.count, "all_gather");
     auto w = start(cat("all_gather of ", recv.count, " ", dtype_name(send.dtype)));
     stats_.all_gather_bytes += recv.count * dtype_size(recv.dtype);
@@ -134,7 +141,7 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Work> broadcast(Span b, int root) override {
     auto w = start(cat("broadcast of ", b.count, " ", dtype_name(b.dtype), " from rank ", root));
     stats_.broadcast_bytes += b.count * dtype_size(b.dtype);
-    ZT_MPI(MPI_Ibcast(b.data, mpi_count(b.count, "broadcast"), mpi_type(b.dtype, "broadcast"), root, comm_, w->request()));
+    ZT_MPI(MPI_Ibcast(b.data, mpi_count(b.count, "broadcast"), mpi_copy_type(b.dtype, "broadcast"), root, comm_, w->request()));
     return w;
   }
 

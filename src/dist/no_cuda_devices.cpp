@@ -6,6 +6,7 @@
 namespace zt::dist {
 
 int cuda_device_count() { return 0; }
+std::uint64_t cuda_device_memory_bytes(int) { return 0; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const World&, int, void*, double) {
   throw ConfigError("dist.backend=nccl, but this ztrain binary was built without CUDA and NCCL: rebuild with "

@@ -56,5 +56,7 @@ class World {
 // Number of CUDA devices this process can use: 0 where the build has no CUDA backend, no driver is
 // loaded or no GPU is visible, so one binary runs on CPU-only machines too.
 int cuda_device_count();
+// Total memory of CUDA device `device` in bytes (0 where there is none or no CUDA backend).
+std::uint64_t cuda_device_memory_bytes(int device);
 
 }  // namespace zt::dist

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/host_convert.hpp"
 #include "core/error.hpp"
 
 namespace zt::model {
@@ -17,65 +18,73 @@ enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, k
 enum EmbedParam { kWte, kWpe };
 enum FinalParam { kLnfW, kLnfB };
 
-// Hands out consecutive 64-byte-aligned f32 tensors from a base pointer (null: only counts).
+// Hands out consecutive 64-byte-aligned tensors from a base pointer (null: only counts): activations
+// in the compute dtype, statistics (mean, rstd, lse, losses) in f32.
 struct Carver {
-  float* base;
+  std::byte* base;
+  DType act;
   std::size_t used = 0;
-  Tensor take(std::initializer_list<std::int64_t> dims) {
-    Tensor t(base ? base + used : nullptr, DType::kF32, dims);
-    used += (static_cast<std::size_t>(t.numel()) + 15) / 16 * 16;
+  Tensor take(std::initializer_list<std::int64_t> dims) { return take_as(act, dims); }
+  Tensor stat(std::initializer_list<std::int64_t> dims) { return take_as(DType::kF32, dims); }
+  Tensor take_as(DType dtype, std::initializer_list<std::int64_t> dims) {
+    Tensor t(base ? base + used : nullptr, dtype, dims);
+    used += (t.bytes() + 63) / 64 * 64;
     return t;
   }
 };
 }  // namespace
 
-std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, float* floats, Acts* acts) {
+std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
-  Carver c{floats};
+  Carver c{base, compute};
   const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T;
   a.encoded = c.take({B, T, C});
   // One working set of block activations, shared by every block where the mode recomputes them.
   Layer work;
   const bool full = r == Recompute::kFull, selective = r != Recompute::kNone;
-  auto per_layer_or_shared = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims) {
-    if (!shared) return c.take(dims);
-    if (shared_t.rank == 0) shared_t = c.take(dims);  // first block: carve the shared buffer
+  auto per_layer_or_shared = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims,
+                                 bool statistic = false) {
+    const DType dtype = statistic ? DType::kF32 : compute;
+    if (!shared) return c.take_as(dtype, dims);
+    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
     return shared_t;
   };
   a.layers.resize(s.n_layer);
   for (Layer& l : a.layers) {
     l.ln1 = per_layer_or_shared(full, work.ln1, {B, T, C});
-    l.ln1_mean = per_layer_or_shared(full, work.ln1_mean, {N});
-    l.ln1_rstd = per_layer_or_shared(full, work.ln1_rstd, {N});
+    l.ln1_mean = per_layer_or_shared(full, work.ln1_mean, {N}, true);
+    l.ln1_rstd = per_layer_or_shared(full, work.ln1_rstd, {N}, true);
     l.qkv = per_layer_or_shared(full, work.qkv, {B, T, 3 * C});
     l.atty = per_layer_or_shared(selective, work.atty, {B, T, C});
-    l.lse = per_layer_or_shared(full, work.lse, {B, s.n_head, T});
+    l.lse = per_layer_or_shared(full, work.lse, {B, s.n_head, T}, true);
     l.res2 = per_layer_or_shared(full, work.res2, {B, T, C});
     l.ln2 = per_layer_or_shared(full, work.ln2, {B, T, C});
-    l.ln2_mean = per_layer_or_shared(full, work.ln2_mean, {N});
-    l.ln2_rstd = per_layer_or_shared(full, work.ln2_rstd, {N});
+    l.ln2_mean = per_layer_or_shared(full, work.ln2_mean, {N}, true);
+    l.ln2_rstd = per_layer_or_shared(full, work.ln2_rstd, {N}, true);
     l.fch = per_layer_or_shared(full, work.fch, {B, T, 4 * C});
     l.fch_gelu = per_layer_or_shared(selective, work.fch_gelu, {B, T, 4 * C});
     l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
   }
-  a.lnf = c.take({B, T, C}), a.lnf_mean = c.take({N}), a.lnf_rstd = c.take({N});
-  a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.take({N});
+  a.lnf = c.take({B, T, C}), a.lnf_mean = c.stat({N}), a.lnf_rstd = c.stat({N});
+  a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
   a.proj = c.take({B, T, C});
   a.dres = c.take({B, T, C}), a.dtmp = c.take({B, T, C}), a.dln = c.take({B, T, C}), a.dbig = c.take({B, T, 4 * C});
   return c.used;
 }
 
-std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute) {
-  return layout(shape, micro_batch, recompute, nullptr, nullptr) * sizeof(float) +
+std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute) {
+  return layout(shape, micro_batch, recompute, compute, nullptr, nullptr) +
          2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t);
 }
 
-Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute)
-    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute) {
+Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute)
+    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute) {
   ZT_CHECK_GT(micro_batch, 0, "Gpt2: micro_batch must be positive");
-  arena_ = be_.allocate(layout(s_, B_, recompute_, nullptr, nullptr) * sizeof(float));
-  layout(s_, B_, recompute_, static_cast<float*>(arena_.data()), &a_);
+  ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+           "Gpt2: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
+  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr));
+  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
   ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
   a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
   a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
@@ -149,7 +158,7 @@ std::vector<float> Gpt2::forward_logits(const std::int32_t* tokens, ParamSource&
   ready_for_backward_ = false;
   const std::size_t rows = static_cast<std::size_t>(B_) * s_.seq_len, V = s_.vocab_size, Vp = s_.padded_vocab;
   std::vector<float> padded(rows * Vp), out(rows * V);
-  be_.copy_to_host(padded.data(), a_.logits.data, a_.logits.bytes());
+  backend::copy_to_host_as_f32(be_, padded.data(), a_.logits);
   for (std::size_t r = 0; r < rows; ++r) std::copy_n(padded.begin() + r * Vp, V, out.begin() + r * V);
   return out;
 }
@@ -161,7 +170,7 @@ void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   const Tensor dfch = a_.dbig;  // [B,T,4C]
-  const Tensor dqkv(a_.dbig.data, DType::kF32, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd}});
+  const Tensor dqkv(a_.dbig.data, dtype_, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd}});
   // MLP: res3 = res2 + gelu(fch) Wfcproj + b
   be_.matmul_backward(dfch, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu, param(w, u, kFcProjW),
                       WeightLayout::kInOut);

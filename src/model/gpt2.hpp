@@ -25,8 +25,10 @@ enum class Recompute { kNone, kSelective, kFull };
 class Gpt2 {
  public:
   // Allocates every activation for micro-batches of `micro_batch` sequences of table.shape().seq_len.
-  // The table must outlive the model.
-  Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute = Recompute::kNone);
+  // compute: the dtype of activations and of the parameters the ParamSource hands out (f32, bf16 or
+  // f16; backend.hpp's precision rules); gradients are f32 whatever it is. The table must outlive the model.
+  Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute = Recompute::kNone,
+       DType compute = DType::kF32);
   Gpt2(const Gpt2&) = delete;
   Gpt2& operator=(const Gpt2&) = delete;
 
@@ -43,10 +45,12 @@ class Gpt2 {
 
   const ParamTable& table() const { return table_; }
   int micro_batch() const { return B_; }
+  DType compute_dtype() const { return dtype_; }
   // Bytes this model holds on the backend (activations, their gradients, tokens), as allocated.
   std::size_t activation_bytes() const { return arena_.bytes() + ids_.bytes(); }
   // The same number for any shape, allocating nothing (for the memory planner).
-  static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone);
+  static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
+                                      DType compute = DType::kF32);
 
  private:
   struct Layer {  // saved for backward, per block
@@ -59,8 +63,8 @@ class Gpt2 {
     backend::Tensor dres, dtmp, dln, dbig;                            // gradient scratch, dbig [B,T,4C]
     std::vector<Layer> layers;
   };
-  // Carves every activation out of `floats` (null base: counts only); returns the floats used.
-  static std::size_t layout(const GptShape& s, int B, Recompute r, float* floats, Acts* acts);
+  // Carves every activation out of `base` (null: counts only); returns the bytes used.
+  static std::size_t layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts);
 
   void check_ids(const char* what, const std::int32_t* ids) const;
   void run_forward(const std::int32_t* tokens, ParamSource& params);
@@ -74,6 +78,7 @@ class Gpt2 {
   GptShape s_;
   int B_;
   Recompute recompute_;
+  DType dtype_;
   backend::Buffer arena_, ids_;
   Acts a_;
   bool ready_for_backward_ = false;

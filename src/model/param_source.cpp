@@ -1,6 +1,8 @@
 // Flat parameter/gradient sources and the views that cut units and parameters out of flat buffers.
 #include "model/param_source.hpp"
 
+#include <cstddef>
+
 #include "core/error.hpp"
 
 namespace zt::model {
@@ -11,7 +13,8 @@ Tensor unit_view(const ParamTable& table, const Tensor& flat, int u) {
   ZT_CHECK(u >= 0 && u < table.n_units(), "unit ", u, " outside [0, ", table.n_units(), ")");
   ZT_CHECK_EQ(static_cast<std::size_t>(flat.numel()), table.numel(), "flat buffer size does not match the model");
   const Unit& unit = table.units()[u];
-  return Tensor(flat.f32("unit_view") + unit.offset, DType::kF32, {static_cast<std::int64_t>(unit.numel)});
+  return Tensor(static_cast<std::byte*>(flat.data) + unit.offset * dtype_size(flat.dtype), flat.dtype,
+                {static_cast<std::int64_t>(unit.numel)});
 }
 
 Tensor param_view(const ParamTable& table, const Tensor& unit_flat, std::size_t p) {
@@ -19,7 +22,8 @@ Tensor param_view(const ParamTable& table, const Tensor& unit_flat, std::size_t 
   const Unit& unit = table.units()[info.unit];
   ZT_CHECK_EQ(static_cast<std::size_t>(unit_flat.numel()), unit.numel, "unit ", info.unit,
               " view has the wrong size for ", info.name);
-  Tensor t(unit_flat.f32("param_view") + (info.offset - unit.offset), DType::kF32, {});
+  Tensor t(static_cast<std::byte*>(unit_flat.data) + (info.offset - unit.offset) * dtype_size(unit_flat.dtype),
+           unit_flat.dtype, {});
   for (std::int64_t d : info.shape) t.shape[t.rank++] = d;
   return t;
 }

@@ -14,7 +14,7 @@ namespace zt::model {
 class ParamSource {
  public:
   virtual ~ParamSource() = default;
-  virtual backend::Tensor unit(int u) = 0;  // flat f32 view [units()[u].numel] of unit u's parameters
+  virtual backend::Tensor unit(int u) = 0;  // flat view [units()[u].numel] of unit u's parameters (compute dtype)
   virtual void release(int /*u*/) {}
 };
 
@@ -49,7 +49,7 @@ class FlatGrads final : public GradSink {
   backend::Tensor flat_;
 };
 
-// Unit u's slice [offset, offset + numel) of a flat f32 buffer of table.numel() floats.
+// Unit u's slice [offset, offset + numel) of a flat buffer of table.numel() elements (any dtype).
 backend::Tensor unit_view(const ParamTable& table, const backend::Tensor& flat, int u);
 
 // Parameter p's tensor (with its internal shape) inside the flat view of the unit that holds it.

@@ -1,11 +1,14 @@
-// Byte counts per rank, term by term (fp32 CPU backend; the CUDA backend adds its own terms):
+// Byte counts per rank, term by term:
 //   model state  from the ZeRO partition: stage 0 replicates 4 x psi (params, grads, m, v), stage 1
 //                shards m and v, stage 2 also the gradients, stage 3 also the parameters (W-padded);
+//                mixed precision keeps 16-bit working parameters plus an fp32 master of the rank's
+//                slice (gradients stay fp32); offload moves m, v (and the master) to the host;
 //   transients   stages 2-3 keep unit-gradient temporaries (unit 0 through the whole backward plus at
 //                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
 //                and prefetches the next;
 //   activations  the model's own layout for one micro-batch (Gpt2::activation_bytes);
-//   workspace    the backend's attention scratch.
+//   workspace    the backend's scratch (CPU: attention; CUDA: cuBLASLt workspace and the flash-attention
+//                backward's row terms and fp32 dQ accumulator).
 #include "plan/memory_plan.hpp"
 
 #include <algorithm>
@@ -36,31 +39,52 @@ std::string mib(std::uint64_t bytes) {
 }
 
 // Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers.
-void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t world, int stage) {
+void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t world, int stage, DType compute,
+                     bool offload) {
   const optim::Partition part = partition_of(table, world, stage);
-  const std::uint64_t full = part.total_padded_numel() * sizeof(float), shard = part.total_shard_numel() * sizeof(float);
-  p.rows.push_back({"parameters", stage <= 2 ? full : shard, stage <= 2 ? "fp32, replicated" : "fp32, 1/W slice of each unit"});
-  p.rows.push_back({"gradients", stage <= 1 ? full : shard, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
-  p.rows.push_back({"optimizer state", 2 * shard, stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
+  const std::uint64_t x = dtype_size(compute), f = sizeof(float);
+  const std::uint64_t full = part.total_padded_numel(), shard = part.total_shard_numel();
+  const bool mixed = compute != DType::kF32;
+  const std::string xs(dtype_name(compute));
+  std::uint64_t params = (stage <= 2 ? full : shard) * x;
+  std::string note = stage <= 2 ? xs + ", replicated" : xs + ", 1/W slice of each unit";
+  if (mixed && !offload) {
+    params += shard * f;
+    note += stage == 0 ? " + fp32 master, replicated" : " + fp32 master of the 1/W slice";
+  }
+  p.rows.push_back({"parameters", params, note});
+  p.rows.push_back({"gradients", (stage <= 1 ? full : shard) * f, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
+  p.rows.push_back({"optimizer state", offload ? 0 : 2 * shard * f,
+                    offload ? cat("offloaded: ", mib((mixed ? 3 : 2) * shard * f), " on the host")
+                            : stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
   if (stage < 2) return;
-  std::uint64_t unit0 = part.padded_numel(0) * sizeof(float), block = 0, block_shard = 0;
+  std::uint64_t unit0 = part.padded_numel(0), block = 0, block_shard = 0;
   for (int u = 1; u < part.n_units(); ++u) {
-    block = std::max<std::uint64_t>(block, part.padded_numel(u) * sizeof(float));
-    block_shard = std::max<std::uint64_t>(block_shard, part.shard_numel(u) * sizeof(float));
+    block = std::max<std::uint64_t>(block, part.padded_numel(u));
+    block_shard = std::max<std::uint64_t>(block_shard, part.shard_numel(u));
   }
-  std::uint64_t transient = unit0 + 3 * block + 3 * block_shard + part.shard_numel(0) * sizeof(float);
-  std::string note = "unit gradients in flight and their reduced slices";
+  std::uint64_t transient = (unit0 + 3 * block + 3 * block_shard + part.shard_numel(0)) * f;
+  std::string what = "unit gradients in flight and their reduced slices";
   if (stage == 3) {
-    transient += unit0 + std::max(unit0, block);  // the unit in use and the prefetched next
-    note += "; gathered parameter units";
+    transient += (unit0 + std::max(unit0, block)) * x;  // the unit in use and the prefetched next
+    what += "; gathered parameter units";
   }
-  p.rows.push_back({"communication buffers", transient, note});
+  p.rows.push_back({"communication buffers", transient, what});
 }
 }  // namespace
 
 model::GptShape model_shape(const config::ModelConfig& m) {
   return model::GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
                                static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
+}
+
+DType compute_dtype(config::Precision p) {
+  switch (p) {
+    case config::Precision::kFp32: return DType::kF32;
+    case config::Precision::kBf16: return DType::kBF16;
+    case config::Precision::kFp16: return DType::kF16;
+  }
+  return DType::kF32;
 }
 
 model::Recompute recompute_mode(config::Recompute r) {
@@ -72,7 +96,15 @@ model::Recompute recompute_mode(config::Recompute r) {
   return model::Recompute::kNone;
 }
 
-MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity) {
+std::uint64_t cuda_workspace_bytes(const model::GptShape& s, int micro_batch) {
+  const std::uint64_t rows = static_cast<std::uint64_t>(micro_batch) * s.seq_len;
+  const std::uint64_t cublaslt = 32ull << 20;
+  const std::uint64_t attention = rows * s.n_head * sizeof(float) + rows * s.n_embd * sizeof(float);
+  return cublaslt + attention;
+}
+
+MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
+                       config::Device device) {
   const model::GptShape shape = model_shape(config.model);
   const model::ParamTable table(shape);
   MemoryPlan p;
@@ -80,18 +112,24 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   p.zero_stage = config.train.zero_stage;
   p.micro_batch = config.train.micro_batch;
   p.capacity_bytes = capacity;
-  add_model_state(p, table, world_size, static_cast<int>(config.train.zero_stage));
+  const DType compute = compute_dtype(config.train.precision);
+  add_model_state(p, table, world_size, static_cast<int>(config.train.zero_stage), compute,
+                  config.train.offload == config::Offload::kOptimizer);
   const int micro = static_cast<int>(config.train.micro_batch);
   const model::Recompute recompute = recompute_mode(config.train.recompute);
-  p.rows.push_back({"activations", model::Gpt2::activation_bytes(shape, micro, recompute),
-                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, recompute=",
-                        config::to_string(config.train.recompute))});
-  p.rows.push_back({"workspace", backend::cpu_workspace_bytes(threads, shape.seq_len), "attention scratch"});
+  p.rows.push_back({"activations", model::Gpt2::activation_bytes(shape, micro, recompute, compute),
+                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
+                        ", recompute=", config::to_string(config.train.recompute))});
+  if (device == config::Device::kCuda)
+    p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
+  else
+    p.rows.push_back({"workspace", backend::cpu_workspace_bytes(threads, shape.seq_len), "attention scratch"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
   return p;
 }
 
-std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity) {
+std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                                     config::Device device) {
   std::vector<std::string> out;
   config::Config c = config;
   // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
@@ -100,7 +138,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
     c.train.zero_stage = s;
     for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
       c.train.micro_batch = m;
-      if (!plan_memory(c, world, threads, capacity).fits()) continue;
+      if (!plan_memory(c, world, threads, capacity, device).fits()) continue;
       out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
                         m == config.train.micro_batch ? "" : " (the largest that fits at this stage)"));
       break;
@@ -109,7 +147,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   c = config;
   c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (plan_memory(c, w, threads, capacity).fits()) {
+    if (plan_memory(c, w, threads, capacity, device).fits()) {
       out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
       break;
     }

@@ -26,19 +26,27 @@ struct MemoryPlan {
   bool fits() const { return capacity_bytes == 0 || total_bytes <= capacity_bytes; }
 };
 
-// Predicts one rank's peak for `config` on `world_size` ranks with `threads` CPU threads per rank.
+// Predicts one rank's peak for `config` on `world_size` ranks with `threads` CPU threads per rank, on
+// `device` (resolved: cpu or cuda; the backends' workspaces differ).
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads,
-                       std::uint64_t capacity_bytes);
+                       std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu);
 
 // What would make a plan that does not fit fit: the largest micro-batch, other ZeRO stages, more ranks.
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world_size, int threads,
-                                     std::uint64_t capacity_bytes);
+                                     std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu);
+
+// The CUDA backend's own scratch at this shape: the cuBLASLt workspace (32 MiB) and the flash-attention
+// backward's per-row terms (B*NH*T f32) and fp32 dQ accumulator (B*T*C f32).
+std::uint64_t cuda_workspace_bytes(const model::GptShape& shape, int micro_batch);
 
 // The plan as a table (and the suggestions when it does not fit).
 std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& fixes);
 
 // The model shape of a [model] section (checked; the vocabulary padded as the model pads it).
 model::GptShape model_shape(const config::ModelConfig& m);
+
+// The compute dtype of train.precision (f32, bf16, f16).
+DType compute_dtype(config::Precision p);
 
 // The model's recomputation mode for train.recompute.
 model::Recompute recompute_mode(config::Recompute r);

@@ -88,8 +88,9 @@ void Checkpointer::snapshot() {
       at += r.numel;
     }
   }
-  // model.h5 comes from rank 0's full copy: a collective gather at stage 3, a local copy below.
-  if (world_.is_root() || engine_.stage() == 3) {
+  // model.h5 comes from rank 0's full fp32 copy: a collective gather at stage 3 and wherever the
+  // master is sharded apart from 16-bit working weights (mixed precision, stages 1-3); a local copy else.
+  if (world_.is_root() || engine_.gather_is_collective()) {
     full_->resize(static_cast<std::size_t>(desc_.flat_numel));
     engine_.gather_params(full_->data());
   }

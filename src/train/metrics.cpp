@@ -57,6 +57,8 @@ void MetricsLog::step(const StepMetrics& m) {
   if (m.gpu_power_w) line += cat(", \"gpu_power_w\": ", json_number(*m.gpu_power_w));
   if (m.gpu_temp_c) line += cat(", \"gpu_temp_c\": ", json_number(*m.gpu_temp_c));
   if (m.mfu) line += cat(", \"mfu\": ", json_number(*m.mfu));
+  if (m.loss_scale) line += cat(", \"loss_scale\": ", json_number(*m.loss_scale));
+  if (m.skipped) line += ", \"skipped\": true";
   write_line(line + "}");
   char console[256];
   std::snprintf(console, sizeof console, "step %6lld | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tok/s | %.1f ms/step | mem %.1f MiB",

@@ -25,6 +25,8 @@ struct StepMetrics {
   double tokens_per_s_per_rank = 0; // tokens_per_s / ranks: throughput per device
   double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;  // mean per step, by phase
   std::optional<double> gpu_power_w, gpu_temp_c;  // NVML, max over ranks, where a GPU is used
+  std::optional<double> loss_scale;  // fp16: the scale the logged step used
+  bool skipped = false;              // fp16: the logged step overflowed and made no update
 };
 
 class MetricsLog {

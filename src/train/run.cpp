@@ -1,11 +1,12 @@
 // ztrain's training entry: build the trainer for this rank and run it.
 #include "train/run.hpp"
 
+#include "backend/cuda/cuda_backend.hpp"
 #include "train/trainer.hpp"
 
 namespace zt::train {
 
-bool cuda_backend_built() { return false; }  // TODO(issue 9): true once the CUDA backend is in the build
+bool cuda_backend_built() { return backend::cuda_backend_built(); }
 
 int run(const dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
         const dist::Placement& placement, const ResumePoint& resume) {

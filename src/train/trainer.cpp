@@ -18,7 +18,9 @@
 #include "optim/schedule.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/faults.hpp"
+#include "backend/cuda/cuda_backend.hpp"
 #include "train/sampler.hpp"
+#include "train/staged_communicator.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
@@ -26,12 +28,23 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// What this build cannot run is refused before any work, never silently computed another way.
-void refuse_unsupported(const config::Config& c, const dist::Placement& placement) {
-  if (placement.device == config::Device::kCpu && c.train.precision != config::Precision::kFp32)
-    throw ConfigError(cat("train.precision=", config::to_string(c.train.precision), " but this rank computes on the CPU",
-                          c.train.device == config::Device::kAuto ? " (train.device=auto found no usable GPU)" : "",
-                          ": the CPU backend computes in fp32; use train.precision=fp32 or run where GPUs are"));
+std::unique_ptr<backend::Backend> make_backend(const config::Config& c, const dist::Placement& placement) {
+  if (placement.device == config::Device::kCuda) return backend::make_cuda_backend(placement.device_index);
+  if (c.train.precision != config::Precision::kFp32)
+    log::warn(cat("train.precision=", config::to_string(c.train.precision), " on the CPU backend is emulated (fp32 math, ",
+                  "16-bit storage, as the CUDA backend's reference): slower than fp32 there, for checking"));
+  return backend::make_cpu_backend(placement.threads);
+}
+
+// NCCL orders its collectives after the backend's compute stream; MPI on device memory stages through
+// the host (several ranks sharing one GPU); MPI on the CPU backend works on its buffers directly.
+std::unique_ptr<dist::Communicator> make_communicator(const dist::World& world, const config::Config& c,
+                                                      const dist::Placement& placement, backend::Backend& be) {
+  if (placement.comm == config::CommBackend::kNccl)
+    return dist::make_nccl_communicator(world, placement.device_index, be.stream(), c.dist.timeout_s);
+  std::unique_ptr<dist::Communicator> mpi = dist::make_mpi_communicator(world, c.dist.timeout_s);
+  if (placement.device == config::Device::kCpu) return mpi;
+  return std::make_unique<StagedCommunicator>(std::move(mpi), be);
 }
 
 // The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
@@ -49,20 +62,20 @@ std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 
 Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
                  const dist::Placement& placement, const ResumePoint& resume)
     : world_(world), config_(config), derived_(derived), placement_(placement), table_(plan::model_shape(config.model)),
-      started_(Clock::now()) {
-  refuse_unsupported(config, placement);
+      started_(Clock::now()), scaler_(config.train) {
   install_stop_signal_handlers();
-  backend_ = backend::make_cpu_backend(placement.threads);
-  comm_ = dist::make_mpi_communicator(world, config.dist.timeout_s);
+  backend_ = make_backend(config, placement);
+  comm_ = make_communicator(world, config, placement, *backend_);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
+  const DType compute = plan::compute_dtype(config.train.precision);
   model_ = std::make_unique<model::Gpt2>(*backend_, table_, static_cast<int>(config.train.micro_batch),
-                                         plan::recompute_mode(config.train.recompute));
+                                         plan::recompute_mode(config.train.recompute), compute);
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(table_), params_of(table_),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
-                                                offload_threads);
+                                                offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
-  predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0).total_bytes;
+  predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_vocab(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
@@ -76,7 +89,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   const optim::MemoryBreakdown mem = engine_->memory();
   log::info(cat("model: GPT-2 L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
-                " parameters; ", world.size(), " rank(s), ZeRO stage ", config.train.zero_stage, ", grad_accum ",
+                " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
+                world.size(), " rank(s), ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   log::info(cat("memory per rank: parameters ", mib(mem.params), ", gradients ", mib(mem.grads), ", optimizer state ",
                 mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host: offload)") : "",
@@ -103,6 +117,7 @@ void Trainer::resume_from(const ResumePoint& resume) {
   const ckpt::TrainState s = checkpointer_->load(resume.dir);
   step_ = s.step;
   tokens_ = s.tokens;
+  scaler_.restore(s.loss_scale);
   // The cursor counts global windows; the loader derives it from the step (same global_batch, checked
   // by pick_resume), so the next batch is the one the interrupted run would have taken.
   ZT_CHECK_EQ(s.windows_consumed, static_cast<std::uint64_t>(step_ * config_.train.global_batch), "data cursor of ",
@@ -120,6 +135,7 @@ ckpt::TrainState Trainer::train_state() const {
   s.windows_consumed = static_cast<std::uint64_t>(step_) * s.global_batch;
   s.windows_per_epoch = windows_per_epoch_;
   s.seed = config_.train.seed;
+  s.loss_scale = scaler_.state();
   s.config_ini = config::to_ini(config_);
   s.git_revision = git_revision();
   return s;
@@ -145,7 +161,10 @@ void Trainer::open_data() {
 }
 
 Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
-  const float dloss = 1.0f / static_cast<float>(derived_.tokens_per_step);
+  // fp16: the loss gradient is scaled up (loss_scaler.hpp) and the scale divided out of the norm and
+  // the update; 1 otherwise.
+  const double loss_scale = scaler_.scale();
+  const float dloss = static_cast<float>(loss_scale / static_cast<double>(derived_.tokens_per_step));
   const std::vector<int> order = forward_backward_order(static_cast<int>(config_.model.n_layer));
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
@@ -154,8 +173,11 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   // the overlapped gradient reductions (and, at stages 2-3, draining them per micro-batch);
   // communication is what is left to wait for after the last backward, plus the loss all-reduce;
   // optimizer includes the stage 1-2 parameter all-gather.
+  // On a device backend the phases end with a stream synchronisation so that they time the work, not
+  // its launch (a handful per step: the launch queue drains only at phase ends).
   auto t = Clock::now();
-  auto lap = [&t](double& into) {
+  auto lap = [&t, this](double& into) {
+    if (placement_.device == config::Device::kCuda) backend_->synchronize();
     into += ms_since(t);
     t = Clock::now();
   };
@@ -173,12 +195,17 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   }
   comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
   StepResult r;
-  r.grad_norm = engine_->finish_gradients();
+  r.grad_norm = engine_->finish_gradients() / loss_scale;
   r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(derived_.tokens_per_step);
   lap(phases_.comm_ms);
   r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
+  r.loss_scale = loss_scale;
+  // Every rank sees the same global norm, so every rank skips the same steps.
+  r.skipped = !scaler_.update(std::isfinite(r.grad_norm));
+  if (r.skipped) return r;
   comm_->set_context(cat("step ", step_ + 1, " optimizer"));
-  engine_->adamw_step(config_.optim, r.lr, static_cast<int>(step_ + 1), optim::clip_factor(r.grad_norm, config_.optim.grad_clip));
+  const int adam_step = static_cast<int>(step_ + 1 - scaler_.skipped_steps());  // as torch's GradScaler: skips do not count
+  engine_->adamw_step(config_.optim, r.lr, adam_step, optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
   lap(phases_.optimizer_ms);
   return r;
 }
@@ -218,6 +245,8 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
   m.mem_predicted_bytes = predicted_peak_;
   m.tokens_per_s_per_rank = m.tokens_per_s / static_cast<double>(world_.size());
+  if (scaler_.enabled()) m.loss_scale = r.loss_scale;
+  m.skipped = r.skipped;
   const double n = static_cast<double>(steps_in_window);
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
   m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
@@ -278,7 +307,10 @@ int Trainer::run() {
     if (!std::isfinite(r.loss))
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
     if (step_ == first) comm_->set_timeout(config_.dist.timeout_s);  // tight deadline from now on
-    if (step_ % config_.log.every == 0 || step_ == last) {
+    if (r.skipped)
+      log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", json_number(r.loss_scale),
+                    "; the update is skipped (the batch still counts), scale now ", json_number(scaler_.scale())));
+    if (step_ % config_.log.every == 0 || step_ == last || r.skipped) {
       log_step(r, ms_since(window_start), loader_->wait_ms_total() - wait_before, steps_in_window);
       window_start = Clock::now();
       wait_before = loader_->wait_ms_total();

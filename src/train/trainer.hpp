@@ -20,6 +20,7 @@
 #include "train/zero_model.hpp"
 #include "tok/tokenizer.hpp"
 #include "train/gpu_monitor.hpp"
+#include "train/loss_scaler.hpp"
 
 namespace zt::train {
 
@@ -35,7 +36,8 @@ class Trainer {
 
  private:
   struct StepResult {
-    double loss = 0, grad_norm = 0, lr = 0;
+    double loss = 0, grad_norm = 0, lr = 0, loss_scale = 1;
+    bool skipped = false;  // fp16 overflow: no update
   };
   StepResult train_step(const data::StepBatch& batch);
   double evaluate();
@@ -66,6 +68,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::chrono::steady_clock::time_point started_;  // for train.time_limit_min
+  LossScaler scaler_;
   std::int64_t step_ = 0;        // completed optimizer steps
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
   std::uint64_t windows_per_epoch_ = 0;

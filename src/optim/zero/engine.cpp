@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/host_convert.hpp"
 #include "core/error.hpp"
 
 namespace zt::optim {
@@ -27,27 +28,29 @@ dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.nu
 }  // namespace
 
 ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-                       std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads)
-    : backend_(backend), comm_(comm), stage_(stage),
+                       std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads, DType compute)
+    : backend_(backend), comm_(comm), stage_(stage), dtype_(compute),
       bucket_bytes_(static_cast<std::size_t>(bucket_mb * 1024 * 1024)),
       part_(stage == 0 ? Partition(units, params, 1, 0) : Partition(units, params, comm.size(), comm.rank())) {
   ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage ", stage);
-  const std::size_t full = part_.total_padded_numel() * sizeof(float);
-  const std::size_t shard = part_.total_shard_numel() * sizeof(float);
-  auto zeroed = [&](std::size_t bytes) {
-    Buffer b = backend_.allocate(bytes);
-    backend_.fill_zero(b.view(DType::kF32, {static_cast<std::int64_t>(bytes / sizeof(float))}));
+  ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+           "ZeRO engine: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
+  const std::int64_t full = part_.total_padded_numel(), shard = part_.total_shard_numel();
+  auto zeroed = [&](std::int64_t numel, DType dtype) {
+    Buffer b = backend_.allocate(static_cast<std::size_t>(std::max<std::int64_t>(1, numel)) * dtype_size(dtype));
+    backend_.fill_zero(b.view(dtype, {numel}));
     return b;
   };
-  if (stage_ <= 2) full_params_ = zeroed(full);
-  if (stage_ <= 1) full_grads_ = zeroed(full);
-  if (stage_ == 3) param_shard_ = zeroed(shard);
-  if (stage_ >= 2) grad_shard_ = zeroed(shard);  // stage 1 reduces in place into its block of full_grads_
+  if (stage_ <= 2) full_params_ = zeroed(full, dtype_);
+  if (stage_ <= 1) full_grads_ = zeroed(full, DType::kF32);
+  if (stage_ == 3) param_shard_ = zeroed(shard, dtype_);
+  if (stage_ >= 2) grad_shard_ = zeroed(shard, DType::kF32);  // stage 1 reduces in place into its block of full_grads_
   if (offload_threads > 0) {
-    offload_ = std::make_unique<HostOptimizer>(backend_, part_.total_shard_numel(), offload_threads);
+    offload_ = std::make_unique<HostOptimizer>(backend_, shard, offload_threads);
   } else {
-    exp_avg_ = zeroed(shard);
-    exp_avg_sq_ = zeroed(shard);
+    exp_avg_ = zeroed(shard, DType::kF32);
+    exp_avg_sq_ = zeroed(shard, DType::kF32);
+    if (mixed()) master_ = zeroed(shard, DType::kF32);
   }
 }
 
@@ -60,8 +63,22 @@ ZeroEngine::~ZeroEngine() {
   }
 }
 
-Tensor ZeroEngine::view(const Buffer& b, std::int64_t offset, std::int64_t numel) const {
+Tensor ZeroEngine::fview(const Buffer& b, std::int64_t offset, std::int64_t numel) const {
   return b.view(DType::kF32, {numel}, offset);
+}
+
+Tensor ZeroEngine::pview(const Buffer& b, std::int64_t offset, std::int64_t numel) const {
+  return b.view(dtype_, {numel}, offset);
+}
+
+std::int64_t ZeroEngine::shard_position(int u, const FlatRange& range) const {
+  return part_.shard_offset(u) + (range.offset - part_.unit(u).offset) - part_.rank() * part_.shard_numel(u);
+}
+
+Tensor ZeroEngine::master_slice(int u, const FlatRange& range) const {
+  const std::int64_t at = shard_position(u, range);
+  if (offload_) return Tensor(static_cast<float*>(offload_->master().data) + at, DType::kF32, {range.numel});
+  return fview(master_, at, range.numel);
 }
 
 std::int64_t ZeroEngine::full_offset(int u) const { return part_.padded_offset(u); }
@@ -80,19 +97,48 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
     if (range.numel == 0) continue;
     host.resize(range.numel);
     fill(range.offset, range.numel, host.data());
-    const Tensor dst = stage_ <= 2 ? view(full_params_, full_offset(u), range.numel)
-                                   : view(param_shard_, part_.shard_offset(u), range.numel);
-    backend_.copy_from_host(dst.data, host.data(), range.numel * sizeof(float));
+    const Tensor dst = stage_ <= 2 ? pview(full_params_, full_offset(u), range.numel)
+                                   : pview(param_shard_, part_.shard_offset(u), range.numel);
+    backend::copy_from_host_f32(backend_, dst, host.data());
+    if (!separate_master()) continue;
+    const FlatRange mine = intersect(part_.owned(u, part_.rank()), range);  // the whole range at stage 3
+    if (mine.numel == 0) continue;
+    const Tensor master = master_slice(u, mine);
+    const float* src = host.data() + (mine.offset - range.offset);
+    if (offload_) std::copy_n(src, mine.numel, static_cast<float*>(master.data));
+    else backend_.copy_from_host(master.data, src, master.bytes());
   }
-  if (offload_) offload_->load_master(device_pieces());
 }
 
 void ZeroEngine::gather_params(float* flat) {
+  if (mixed()) return gather_master(flat);
   for (int u = 0; u < part_.n_units(); ++u) {
     const FlatRange& unit = part_.unit(u);
     const Tensor t = param_unit(u);
     backend_.copy_to_host(flat + unit.offset, t.data, unit.numel * sizeof(float));
     release_param_unit(u);
+  }
+}
+
+// The fp32 master, not the rounded working copy: what a checkpoint's model.h5 and an export hold.
+// Stage 0 holds all of it; stages 1-3 all-gather each unit's slices (padding included) in fp32.
+void ZeroEngine::gather_master(float* flat) {
+  for (int u = 0; u < part_.n_units(); ++u) {
+    const FlatRange& unit = part_.unit(u);
+    if (stage_ == 0) {
+      const Tensor m = master_slice(u, unit);
+      if (offload_) std::copy_n(static_cast<const float*>(m.data), unit.numel, flat + unit.offset);
+      else backend_.copy_to_host(flat + unit.offset, m.data, m.bytes());
+      continue;
+    }
+    const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
+    Buffer full = take_buffer(padded, DType::kF32);
+    const Tensor mine = fview(full, part_.rank() * shard, shard);
+    if (offload_) backend_.copy_from_host(mine.data, static_cast<const float*>(offload_->master().data) + part_.shard_offset(u), mine.bytes());
+    else backend_.copy(mine.data, fview(master_, part_.shard_offset(u), shard).data, mine.bytes());
+    comm_.all_gather(span(mine), span(fview(full, 0, padded)))->wait();
+    backend_.copy_to_host(flat + unit.offset, full.data(), unit.numel * sizeof(float));
+    give_buffer(std::move(full));
   }
 }
 
@@ -108,7 +154,7 @@ int ZeroEngine::unit_of(const FlatRange& range) const {
 bool ZeroEngine::holds(State state, const FlatRange& range) const {
   const int u = unit_of(range);
   if (u < 0) return false;
-  if (state == State::kMaster && stage_ <= 2) return true;  // full (replicated) parameters
+  if (state == State::kMaster && stage_ <= 2 && !separate_master()) return true;  // full fp32 parameters
   const FlatRange mine = part_.owned(u, part_.rank());  // stage 0: the whole unit (1-rank partition)
   return intersect(mine, range).numel == range.numel;
 }
@@ -117,22 +163,22 @@ Tensor ZeroEngine::state_view(State state, const FlatRange& range) const {
   ZT_CHECK(holds(state, range), "rank ", part_.rank(), " at stage ", stage_, " does not hold elements [",
            range.offset, ", +", range.numel, ")");
   const int u = unit_of(range);
+  if (state == State::kMaster && separate_master()) return master_slice(u, range);
   const std::int64_t in_unit = range.offset - part_.unit(u).offset;
-  if (state == State::kMaster && stage_ <= 2) return view(full_params_, full_offset(u) + in_unit, range.numel);
-  // Position inside this rank's slice of unit u, in the shard buffers.
-  const std::int64_t in_shard = part_.shard_offset(u) + in_unit - part_.rank() * part_.shard_numel(u);
+  if (state == State::kMaster && stage_ <= 2) return fview(full_params_, full_offset(u) + in_unit, range.numel);
+  const std::int64_t in_shard = shard_position(u, range);
   if (offload_ && state != State::kMaster) {  // moments live on the host (a CPU backend's buffers)
     const Tensor all = state == State::kExpAvg ? offload_->exp_avg() : offload_->exp_avg_sq();
     return Tensor(static_cast<float*>(all.data) + in_shard, DType::kF32, {range.numel});
   }
   const Buffer& b = state == State::kMaster ? param_shard_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
-  return view(b, in_shard, range.numel);
+  return fview(b, in_shard, range.numel);
 }
 
 void ZeroEngine::copy_state_to_host(State state, const FlatRange& range, float* out) const {
   if (range.numel == 0) return;
   const Tensor t = state_view(state, range);
-  if (offload_ && state != State::kMaster) std::copy_n(static_cast<const float*>(t.data), range.numel, out);
+  if (offload_) std::copy_n(static_cast<const float*>(t.data), range.numel, out);  // all of it is on the host
   else backend_.copy_to_host(out, t.data, range.numel * sizeof(float));
 }
 
@@ -161,14 +207,14 @@ void ZeroEngine::expect_access_order(std::vector<int> access_order) {
 }
 
 void ZeroEngine::launch_gather(int u) {
-  Buffer full = take_buffer(part_.padded_numel(u));
-  const Tensor send = view(param_shard_, part_.shard_offset(u), part_.shard_numel(u));
-  gathers_[u] = comm_.all_gather(span(send), span(view(full, 0, part_.padded_numel(u))));
+  Buffer full = take_buffer(part_.padded_numel(u), dtype_);
+  const Tensor send = pview(param_shard_, part_.shard_offset(u), part_.shard_numel(u));
+  gathers_[u] = comm_.all_gather(span(send), span(pview(full, 0, part_.padded_numel(u))));
   gathered_[u] = std::move(full);
 }
 
 Tensor ZeroEngine::param_unit(int u) {
-  if (stage_ <= 2) return view(full_params_, full_offset(u), part_.unit(u).numel);
+  if (stage_ <= 2) return pview(full_params_, full_offset(u), part_.unit(u).numel);
   if (!gathered_.count(u)) launch_gather(u);
   if (access_pos_ < access_order_.size() && access_order_[access_pos_] == u) {
     ++access_pos_;  // on the expected path: start gathering the next unit while this one is used
@@ -179,7 +225,7 @@ Tensor ZeroEngine::param_unit(int u) {
     it->second->wait();
     gathers_.erase(it);
   }
-  return view(gathered_.at(u), 0, part_.unit(u).numel);
+  return pview(gathered_.at(u), 0, part_.unit(u).numel);
 }
 
 void ZeroEngine::release_param_unit(int u) {
@@ -192,25 +238,25 @@ void ZeroEngine::release_param_unit(int u) {
 }
 
 Tensor ZeroEngine::grad_unit(int u) {
-  if (stage_ <= 1) return view(full_grads_, full_offset(u), part_.unit(u).numel);
+  if (stage_ <= 1) return fview(full_grads_, full_offset(u), part_.unit(u).numel);
   auto it = grad_temp_.find(u);
   if (it == grad_temp_.end()) {
-    Buffer b = take_buffer(part_.padded_numel(u));
-    backend_.fill_zero(view(b, 0, part_.padded_numel(u)));
+    Buffer b = take_buffer(part_.padded_numel(u), DType::kF32);
+    backend_.fill_zero(fview(b, 0, part_.padded_numel(u)));
     it = grad_temp_.emplace(u, std::move(b)).first;
   }
-  return view(it->second, 0, part_.unit(u).numel);
+  return fview(it->second, 0, part_.unit(u).numel);
 }
 
 void ZeroEngine::zero_grads() {
-  if (stage_ <= 1) backend_.fill_zero(view(full_grads_, 0, part_.total_padded_numel()));
-  if (stage_ >= 2) backend_.fill_zero(view(grad_shard_, 0, part_.total_shard_numel()));
+  if (stage_ <= 1) backend_.fill_zero(fview(full_grads_, 0, part_.total_padded_numel()));
+  if (stage_ >= 2) backend_.fill_zero(fview(grad_shard_, 0, part_.total_shard_numel()));
 }
 
 Tensor ZeroEngine::owned_grads(int u) const {
   const std::int64_t shard = part_.shard_numel(u);
-  if (stage_ == 1) return view(full_grads_, full_offset(u) + part_.rank() * shard, shard);
-  return view(grad_shard_, part_.shard_offset(u), shard);
+  if (stage_ == 1) return fview(full_grads_, full_offset(u) + part_.rank() * shard, shard);
+  return fview(grad_shard_, part_.shard_offset(u), shard);
 }
 
 void ZeroEngine::begin_backward(bool last_micro_batch) { reducing_ = stage_ >= 2 || last_micro_batch; }
@@ -230,7 +276,7 @@ void ZeroEngine::flush_bucket() {
   const int lo = bucket_units_.back(), hi = bucket_units_.front();
   const std::int64_t begin = full_offset(lo), end = full_offset(hi) + part_.unit(hi).numel;
   auto p = std::make_unique<Pending>();
-  p->work = comm_.all_reduce(span(view(full_grads_, begin, end - begin)), dist::ReduceOp::kSum);
+  p->work = comm_.all_reduce(span(fview(full_grads_, begin, end - begin)), dist::ReduceOp::kSum);
   in_flight_.push_back(std::move(p));
   bucket_units_.clear();
   bucket_pending_bytes_ = 0;
@@ -240,17 +286,17 @@ void ZeroEngine::reduce_unit(int u) {
   const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
   auto p = std::make_unique<Pending>();
   if (stage_ == 1) {  // once per step, in place: this rank's block of the unit holds the reduced slice
-    p->work = comm_.reduce_scatter(span(view(full_grads_, full_offset(u), padded)),
-                                   span(view(full_grads_, full_offset(u) + part_.rank() * shard, shard)),
+    p->work = comm_.reduce_scatter(span(fview(full_grads_, full_offset(u), padded)),
+                                   span(fview(full_grads_, full_offset(u) + part_.rank() * shard, shard)),
                                    dist::ReduceOp::kSum);
   } else {  // every micro-batch: reduce the unit's temporary, accumulate into the shard on completion
     auto it = grad_temp_.find(u);
     ZT_CHECK(it != grad_temp_.end(), "unit ", u, " reported done without gradients");
     p->send = std::move(it->second);
     grad_temp_.erase(it);
-    p->recv = take_buffer(shard);
+    p->recv = take_buffer(shard, DType::kF32);
     p->unit = u;
-    p->work = comm_.reduce_scatter(span(view(p->send, 0, padded)), span(view(p->recv, 0, shard)), dist::ReduceOp::kSum);
+    p->work = comm_.reduce_scatter(span(fview(p->send, 0, padded)), span(fview(p->recv, 0, shard)), dist::ReduceOp::kSum);
   }
   in_flight_.push_back(std::move(p));
   // Bound the unit-gradient temporaries alive at stages 2-3: at most kMaxInFlight reductions.
@@ -263,7 +309,7 @@ void ZeroEngine::complete_oldest(bool accumulate) {
   p->work->wait();
   if (accumulate && p->unit >= 0) {
     const std::int64_t shard = part_.shard_numel(p->unit);
-    backend_.accumulate(view(grad_shard_, part_.shard_offset(p->unit), shard), view(p->recv, 0, shard));
+    backend_.accumulate(fview(grad_shard_, part_.shard_offset(p->unit), shard), fview(p->recv, 0, shard));
   }
   if (p->send.bytes() > 0) give_buffer(std::move(p->send));
   if (p->recv.bytes() > 0) give_buffer(std::move(p->recv));
@@ -283,32 +329,36 @@ void ZeroEngine::end_backward() {
 
 double ZeroEngine::finish_gradients() {
   drain(true);
-  if (stage_ == 0) return std::sqrt(backend_.sum_of_squares(view(full_grads_, 0, part_.total_padded_numel())));
+  if (stage_ == 0) return std::sqrt(backend_.sum_of_squares(fview(full_grads_, 0, part_.total_padded_numel())));
   double local = 0;
   for (int u = 0; u < part_.n_units(); ++u) local += backend_.sum_of_squares(owned_grads(u));
   return std::sqrt(comm_.all_reduce_value(local, dist::ReduceOp::kSum));
 }
 
-std::vector<HostOptimizer::DevicePiece> ZeroEngine::device_pieces() const {
-  std::vector<HostOptimizer::DevicePiece> out;
+std::vector<ZeroEngine::Piece> ZeroEngine::pieces() const {
+  std::vector<Piece> out;
   for (const ShardPiece& p : part_.pieces()) {
     const std::int64_t in_full = full_offset(p.unit) + (p.flat_offset - part_.unit(p.unit).offset);
-    const Tensor param = stage_ <= 2 ? view(full_params_, in_full, p.numel) : view(param_shard_, p.shard_offset, p.numel);
+    const Tensor param = stage_ <= 2 ? pview(full_params_, in_full, p.numel) : pview(param_shard_, p.shard_offset, p.numel);
     // Stage 1's reduced slice sits in place in full_grads_, where this piece's element is.
-    const Tensor grad = stage_ <= 1 ? view(full_grads_, in_full, p.numel) : view(grad_shard_, p.shard_offset, p.numel);
-    out.push_back({p, param, grad});
+    const Tensor grad = stage_ <= 1 ? fview(full_grads_, in_full, p.numel) : fview(grad_shard_, p.shard_offset, p.numel);
+    const Tensor master = mixed() && !offload_ ? fview(master_, p.shard_offset, p.numel) : param;
+    out.push_back({p, param, grad, master});
   }
   return out;
 }
 
 void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, double grad_scale) {
+  const std::vector<Piece> all = pieces();
   if (offload_) {
-    offload_->step(device_pieces(), o, lr, step, grad_scale);
+    std::vector<HostOptimizer::DevicePiece> device;
+    for (const Piece& p : all) device.push_back({p.piece, p.param, p.grad});
+    offload_->step(device, o, lr, step, grad_scale);
   } else {
-    for (const HostOptimizer::DevicePiece& d : device_pieces()) {
+    for (const Piece& d : all) {
       const ShardPiece& p = d.piece;
-      backend_.adamw_update(d.param, d.grad, view(exp_avg_, p.shard_offset, p.numel),
-                            view(exp_avg_sq_, p.shard_offset, p.numel), Tensor(),
+      backend_.adamw_update(d.master, d.grad, fview(exp_avg_, p.shard_offset, p.numel),
+                            fview(exp_avg_sq_, p.shard_offset, p.numel), mixed() ? d.param : Tensor(),
                             adamw_hyperparams(o, lr, step, grad_scale, p.decay));
     }
   }
@@ -316,14 +366,14 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
   std::vector<std::unique_ptr<dist::Work>> works;
   for (int u = 0; u < part_.n_units(); ++u) {
     const std::int64_t shard = part_.shard_numel(u);
-    const Tensor mine = view(full_params_, full_offset(u) + part_.rank() * shard, shard);
-    works.push_back(comm_.all_gather(span(mine), span(view(full_params_, full_offset(u), part_.padded_numel(u)))));
+    const Tensor mine = pview(full_params_, full_offset(u) + part_.rank() * shard, shard);
+    works.push_back(comm_.all_gather(span(mine), span(pview(full_params_, full_offset(u), part_.padded_numel(u)))));
   }
   for (auto& w : works) w->wait();
 }
 
-Buffer ZeroEngine::take_buffer(std::int64_t numel) {
-  const std::size_t bytes = std::max<std::size_t>(1, numel) * sizeof(float);
+Buffer ZeroEngine::take_buffer(std::int64_t numel, DType dtype) {
+  const std::size_t bytes = std::max<std::size_t>(1, numel) * dtype_size(dtype);
   for (auto it = pool_.begin(); it != pool_.end(); ++it)
     if (it->bytes() == bytes) {
       Buffer b = std::move(*it);
@@ -344,7 +394,7 @@ void ZeroEngine::give_buffer(Buffer b) {
 
 MemoryBreakdown ZeroEngine::memory() const {
   MemoryBreakdown m;
-  m.params = full_params_.bytes() + param_shard_.bytes();
+  m.params = full_params_.bytes() + param_shard_.bytes() + master_.bytes();
   m.grads = full_grads_.bytes() + grad_shard_.bytes();
   m.optimizer = exp_avg_.bytes() + exp_avg_sq_.bytes();
   m.host_optimizer = offload_ ? offload_->host_bytes() : 0;

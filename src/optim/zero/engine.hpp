@@ -9,6 +9,10 @@
 //            prefetched) and freed after; no gather after the optimizer step.
 // Layout: stage 0 keeps the model's flat order; stages 1-3 pad every unit to a multiple of W
 // (partition.hpp), so a unit's reduce-scatter and all-gather are single balanced collectives.
+// Mixed precision (compute dtype X = bf16/f16): the parameters the model reads (replicated, gathered
+// or sliced as above) are X working copies; the fp32 master of this rank's slice is a separate shard
+// (or lives on the host with offload), which AdamW updates while writing the X copy in the same pass;
+// gradients are fp32 everywhere (reduced in fp32); all-gathers move X (half the bytes of fp32).
 #pragma once
 
 #include <cstdint>
@@ -35,13 +39,16 @@ struct MemoryBreakdown {
 
 class ZeroEngine {
  public:
-  // offload_threads > 0: ZeRO-Offload (offload.hpp): the AdamW moments and the optimizer step live
-  // on the host, run by that many threads; the device holds no optimizer state.
+  // offload_threads > 0: ZeRO-Offload (offload.hpp): the fp32 master, the AdamW moments and the
+  // optimizer step live on the host, run by that many threads; the device holds no optimizer state.
+  // compute: the dtype of the parameters handed to the model (f32, bf16 or f16).
   ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-             std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads = 0);
+             std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads = 0,
+             DType compute = DType::kF32);
   ~ZeroEngine();
 
   int stage() const { return stage_; }
+  DType compute_dtype() const { return dtype_; }
   const Partition& partition() const { return part_; }
 
   // Sets the parameters from a full flat copy in the model's order (host memory).
@@ -49,14 +56,17 @@ class ZeroEngine {
   // Sets the parameters range by range: fill(offset, count, out) writes flat elements
   // [offset, offset + count) to out. Stage 3 asks only for this rank's slices (no full copy).
   void load_params(const std::function<void(std::int64_t, std::int64_t, float*)>& fill);
-  // Copies the full parameters in the model's order to host memory (collective at stage 3).
+  // Copies the full fp32 parameters (the master where it is separate) in the model's order to host
+  // memory; a collective where gather_is_collective(): every rank calls it then.
   void gather_params(float* flat_host);
+  bool gather_is_collective() const { return stage_ == 3 || (mixed() && stage_ >= 1); }
 
   // ---- checkpoint state: the fp32 master weights and AdamW moments by flat range ----------------
   enum class State { kMaster, kExpAvg, kExpAvgSq };
   // Whether this rank holds `state` for flat elements [range): the master of any range at stages
-  // 0-2, the moments of any range at stage 0; otherwise only inside this rank's own slices. Every
-  // range the W-rank partition gives this rank qualifies, whatever the stage. range: inside one unit.
+  // 0-2 in fp32 without offload, the moments of any range at stage 0; otherwise only inside this rank's
+  // own slices. Every range the W-rank partition gives this rank qualifies, whatever the stage and
+  // precision. range: inside one unit.
   bool holds(State state, const FlatRange& range) const;
   // Copies `state` over range (which this rank holds) to host memory: range.numel floats.
   void copy_state_to_host(State state, const FlatRange& range, float* out) const;
@@ -67,7 +77,7 @@ class ZeroEngine {
   // ---- what the model reads and writes, unit by unit -------------------------------------------
   // access_order: the units in the order the next pass will ask for them (stage 3 prefetches).
   void expect_access_order(std::vector<int> access_order);
-  backend::Tensor param_unit(int u);   // [unit numel] f32, valid until release_param_unit(u)
+  backend::Tensor param_unit(int u);   // [unit numel] in the compute dtype, valid until release_param_unit(u)
   void release_param_unit(int u);
   backend::Tensor grad_unit(int u);    // [unit numel] f32 to accumulate into (+=)
   void grad_unit_done(int u);          // the backward pass has finished unit u
@@ -86,7 +96,21 @@ class ZeroEngine {
 
  private:
   struct Pending;
-  backend::Tensor view(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;
+  // One owned piece with its device views: the working parameters (X), gradients and master (f32).
+  struct Piece {
+    ShardPiece piece;
+    backend::Tensor param, grad, master;
+  };
+  bool mixed() const { return dtype_ != DType::kF32; }
+  backend::Tensor fview(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;  // f32
+  backend::Tensor pview(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;  // compute dtype
+  // Where elements [range) of unit u (inside this rank's slice) sit in the shard buffers.
+  std::int64_t shard_position(int u, const FlatRange& range) const;
+  // The separate fp32 master of [range) inside this rank's slice of unit u (device master_ or the
+  // offload optimizer's host shard); only when the master is separate from the working parameters.
+  backend::Tensor master_slice(int u, const FlatRange& range) const;
+  bool separate_master() const { return mixed() || offload_ != nullptr; }
+  void gather_master(float* flat_host);
   std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout
   backend::Tensor owned_grads(int u) const;  // this rank's reduced gradient slice of unit u (stages 1-3)
   int unit_of(const FlatRange& range) const;  // the unit holding range, or -1 if it spans units
@@ -96,18 +120,20 @@ class ZeroEngine {
   void reduce_unit(int u);
   void complete_oldest(bool accumulate);
   void drain(bool accumulate);
-  backend::Buffer take_buffer(std::int64_t numel);
+  backend::Buffer take_buffer(std::int64_t numel, DType dtype);
   void give_buffer(backend::Buffer b);
 
   backend::Backend& backend_;
   dist::Communicator& comm_;
   int stage_;
+  DType dtype_;
   std::size_t bucket_bytes_;
   Partition part_;  // W-rank partition (stage 0: a one-rank partition: nothing padded, all owned)
   backend::Buffer full_params_, full_grads_;            // stages 0-2 / stages 0-1
   backend::Buffer param_shard_, grad_shard_, exp_avg_, exp_avg_sq_;
-  std::unique_ptr<HostOptimizer> offload_;  // ZeRO-Offload; then exp_avg_/exp_avg_sq_ stay empty
-  std::vector<HostOptimizer::DevicePiece> device_pieces() const;
+  backend::Buffer master_;  // mixed precision without offload: this rank's fp32 master (shard layout)
+  std::unique_ptr<HostOptimizer> offload_;  // ZeRO-Offload; then exp_avg_/exp_avg_sq_/master_ stay empty
+  std::vector<Piece> pieces() const;
   bool reducing_ = false;
   std::vector<int> bucket_units_;
   std::size_t bucket_pending_bytes_ = 0;

@@ -2,6 +2,7 @@
 // computes bit-for-bit what the same run without offload computes on the CPU backend.
 #include "optim/zero/offload.hpp"
 
+#include "backend/host_convert.hpp"
 #include "core/error.hpp"
 
 namespace zt::optim {
@@ -19,22 +20,16 @@ backend::Tensor HostOptimizer::view(const backend::Buffer& b, std::int64_t offse
   return b.view(DType::kF32, {numel < 0 ? numel_ : numel}, offset);
 }
 
-void HostOptimizer::load_master(const std::vector<DevicePiece>& pieces) {
-  for (const DevicePiece& d : pieces)
-    device_.copy_to_host(view(master_, d.piece.shard_offset, d.piece.numel).data, d.param.data, d.param.bytes());
-}
-
 void HostOptimizer::step(const std::vector<DevicePiece>& pieces, const config::OptimConfig& o, double lr, int step,
                          double grad_scale) {
   for (const DevicePiece& d : pieces) {
     const std::int64_t at = d.piece.shard_offset, n = d.piece.numel;
     ZT_CHECK_EQ(d.grad.numel(), n);
-    // TODO(issue 9): bf16 device parameters need the fp32 master cast on the way back.
-    ZT_CHECK(d.param.dtype == DType::kF32 && d.grad.dtype == DType::kF32, "offload: fp32 device state only so far");
+    ZT_CHECK(d.grad.dtype == DType::kF32, "offload: gradients are fp32 (backend.hpp's precision rules)");
     device_.copy_to_host(view(grad_, at, n).data, d.grad.data, d.grad.bytes());
     host_->adamw_update(view(master_, at, n), view(grad_, at, n), view(exp_avg_, at, n), view(exp_avg_sq_, at, n), backend::Tensor(),
                         adamw_hyperparams(o, lr, step, grad_scale, d.piece.decay));
-    device_.copy_from_host(d.param.data, view(master_, at, n).data, d.param.bytes());
+    backend::copy_from_host_f32(device_, d.param, static_cast<const float*>(view(master_, at, n).data));
   }
 }
 

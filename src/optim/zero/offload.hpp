@@ -1,8 +1,9 @@
 // ZeRO-Offload (Ren et al. 2021) for train.offload=optimizer: this rank's fp32 master weights and
 // AdamW moments live in host memory, not on the device. Each step the reduced gradient slice comes to
 // the host, a multithreaded vectorised AdamW (the CPU backend's) updates the master there, and the
-// updated parameters go back to the device. The device then holds only parameters, gradients and
-// activations; the host holds 12 bytes per owned parameter.
+// updated parameters go back to the device (rounded to the compute dtype on the host, so bf16 moves
+// half the bytes). The device then holds only parameters, gradients and activations; the host holds
+// 12 bytes per owned parameter. The engine writes the master directly (master()) on load and resume.
 #pragma once
 
 #include <cstdint>
@@ -27,13 +28,12 @@ class HostOptimizer {
   // shard_numel: this rank's shard buffer length; threads: host threads for the update.
   HostOptimizer(backend::Backend& device, std::int64_t shard_numel, int threads);
 
-  // One owned piece: where its parameters and reduced gradients are on the device.
+  // One owned piece: where its working parameters (compute dtype) and reduced fp32 gradients are on
+  // the device.
   struct DevicePiece {
     ShardPiece piece;
     backend::Tensor param, grad;
   };
-  // Copies the device parameters of every piece into the host master (after init, load or resume).
-  void load_master(const std::vector<DevicePiece>& pieces);
   // AdamW on the host for every piece, then the updated parameters back to the device.
   void step(const std::vector<DevicePiece>& pieces, const config::OptimConfig& o, double lr, int step_1based,
             double grad_scale);

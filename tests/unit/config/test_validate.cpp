@@ -64,9 +64,9 @@ TEST(Validate, Contradictions) {
   c.train.stop_at_step = 500;
   EXPECT_NE(error_of([&] { validate(c); }).find("train.stop_at_step=500"), std::string::npos);
   c = Config{};
-  c.train.device = Device::kCpu;
+  c.train.device = Device::kCpu;  // the CPU backend emulates 16-bit storage: the CUDA backend's reference
   c.train.precision = Precision::kBf16;
-  EXPECT_NE(error_of([&] { validate(c); }).find("CPU backend computes in fp32"), std::string::npos);
+  EXPECT_NO_THROW(validate(c));
   c = Config{};
   c.log.eval_every = 10;
   EXPECT_NE(error_of([&] { validate(c); }).find("data.valid"), std::string::npos);

@@ -1,0 +1,41 @@
+// dist.backend=mpi on a device backend: each collective copies its device spans to host memory, runs
+// the MPI communicator there, and copies the result back. Slow (two PCIe copies per collective, no
+// overlap) but it lets several ranks share one GPU, which NCCL refuses: how the multi-rank CUDA ZeRO
+// paths run on a machine with one GPU (ARCHITECTURE.md). With the CPU backend no staging is needed.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+
+namespace zt::train {
+
+class StagedCommunicator final : public dist::Communicator {
+ public:
+  StagedCommunicator(std::unique_ptr<dist::Communicator> host, backend::Backend& device);
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  std::string name() const override { return host_->name() + " (host-staged)"; }
+
+  std::unique_ptr<dist::Work> all_reduce(dist::Span buffer, dist::ReduceOp op) override;
+  std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
+  std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
+  std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
+  void barrier() override;
+  double all_reduce_value(double value, dist::ReduceOp op) override;
+
+ private:
+  dist::Span to_host(const dist::Span& device, std::vector<std::byte>& host);  // copies the data too
+  void from_host(const dist::Span& device, const std::vector<std::byte>& host);
+  void sync_settings();  // the host communicator reports this one's context and deadline
+  void finish(std::unique_ptr<dist::Work> work);
+
+  std::unique_ptr<dist::Communicator> host_;
+  backend::Backend& device_;
+  std::vector<std::byte> send_, recv_;
+};
+
+}  // namespace zt::train
