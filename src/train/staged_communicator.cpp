@@ -71,11 +71,14 @@ std::unique_ptr<dist::Work> StagedCommunicator::broadcast(dist::Span buffer, int
 void StagedCommunicator::barrier() {
   sync_settings();
   host_->barrier();
+  stats_ = host_->stats();
 }
 
 double StagedCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
   sync_settings();
-  return host_->all_reduce_value(value, op);
+  const double out = host_->all_reduce_value(value, op);
+  stats_ = host_->stats();
+  return out;
 }
 
 }  // namespace zt::train

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/half.hpp"
+#include "backend/host_convert.hpp"
 #include "optim/zero/engine.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 
@@ -33,11 +35,13 @@ config::OptimConfig optim_config() {
   return o;
 }
 
-// Runs `steps` optimizer steps; returns the full parameters in flat order.
-std::vector<float> train(int stage, int steps, int grad_accum, double* norm_out) {
+// Runs `steps` optimizer steps; returns the full (master) parameters in flat order, and in `working`
+// (if given) the compute-dtype parameters the model would read, as floats.
+std::vector<float> train(int stage, int steps, int grad_accum, double* norm_out, DType compute = DType::kF32,
+                         int offload_threads = 0, std::vector<float>* working = nullptr) {
   auto backend = backend::make_cpu_backend(1);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
-  ZeroEngine engine(*backend, *comm, units(), params(), stage, /*bucket_mb=*/0.00005);
+  ZeroEngine engine(*backend, *comm, units(), params(), stage, /*bucket_mb=*/0.00005, offload_threads, compute);
   std::vector<float> init(kParams);
   for (int i = 0; i < kParams; ++i) init[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
   engine.load_params(init.data());
@@ -65,6 +69,16 @@ std::vector<float> train(int stage, int steps, int grad_accum, double* norm_out)
   }
   std::vector<float> out(kParams);
   engine.gather_params(out.data());
+  if (working) {
+    working->assign(kParams, 0);
+    engine.expect_access_order({});
+    for (int u = 0; u < static_cast<int>(units().size()); ++u) {
+      const backend::Tensor t = engine.param_unit(u);
+      EXPECT_EQ(t.dtype, compute);
+      backend::copy_to_host_as_f32(*backend, working->data() + units()[u].offset, t);
+      engine.release_param_unit(u);
+    }
+  }
   return out;
 }
 
@@ -110,6 +124,30 @@ TEST_P(ZeroStages, MatchSummedGradientAdamW) {
     for (int i = 0; i < kParams; ++i)
       ASSERT_NEAR(got[i], want[i], 2e-6 + 1e-5 * std::abs(want[i])) << "element " << i << " stage " << stage;
   }
+}
+
+// Mixed precision changes what the model reads, not the optimizer: with the same fp32 gradients the
+// fp32 master comes out bit-identical to an fp32 run (with and without offload), and the working
+// copy is exactly its rounding to the compute dtype, at every stage and world size.
+TEST_P(ZeroStages, MixedPrecisionKeepsAnExactFp32Master) {
+  const int stage = GetParam();
+  double norm32 = 0;
+  const std::vector<float> want = train(stage, 3, 2, &norm32);
+  for (DType compute : {DType::kBF16, DType::kF16})
+    for (int offload : {0, 2}) {
+      if (offload && stage == 0) continue;  // train.offload needs stage >= 1
+      double norm = 0;
+      std::vector<float> working;
+      const std::vector<float> got = train(stage, 3, 2, &norm, compute, offload, &working);
+      EXPECT_EQ(norm, norm32);
+      for (int i = 0; i < kParams; ++i) {
+        ASSERT_EQ(got[i], want[i]) << "master element " << i << " " << dtype_name(compute) << " offload " << offload;
+        float rounded = 0;
+        const std::uint16_t bits = compute == DType::kBF16 ? backend::f32_to_bf16(want[i]) : backend::f32_to_f16(want[i]);
+        backend::host_to_f32(&bits, compute, &rounded, 1);
+        ASSERT_EQ(working[i], rounded) << "working element " << i << " " << dtype_name(compute);
+      }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stage, ZeroStages, ::testing::Values(0, 1, 2, 3));
