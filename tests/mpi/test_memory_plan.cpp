@@ -33,12 +33,13 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
   auto backend = backend::make_cpu_backend(threads);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
   const model::ParamTable table(model::GptShape::make(3, 4, 64, 500, 64));
-  model::Gpt2 gpt(*backend, table, static_cast<int>(c.train.micro_batch), recompute_mode(c.train.recompute));
+  const DType compute = compute_dtype(c.train.precision);
+  model::Gpt2 gpt(*backend, table, static_cast<int>(c.train.micro_batch), recompute_mode(c.train.recompute), compute);
   std::vector<optim::FlatRange> units;
   for (const auto& u : table.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
   std::vector<optim::ParamRange> params;
   for (const auto& p : table.params()) params.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
-  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25);
+  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25, 0, compute);
   engine.load_params([&](std::int64_t o, std::int64_t n, float* out) { model::init_params_range(table, 1, o, n, out); });
   train::ZeroParams source(engine);
   train::ZeroGrads sink(engine);
@@ -82,6 +83,18 @@ TEST(MemoryPlan, PredictsRecomputationSavings) {
     EXPECT_NEAR(predicted / measured, 1.0, 0.10) << config::to_string(r);
     EXPECT_LT(predicted, plan_memory(small_config(1, 4), test::world().size(), 1, 0).total_bytes);
   }
+}
+
+TEST(MemoryPlan, PredictsMixedPrecisionWithinTenPercentAndBelowFp32) {
+  for (config::Precision p : {config::Precision::kBf16, config::Precision::kFp16})
+    for (int stage : {0, 3}) {
+      config::Config c = small_config(stage, 4);
+      c.train.precision = p;
+      const double measured = static_cast<double>(measured_peak(c, 1));
+      const double predicted = static_cast<double>(plan_memory(c, test::world().size(), 1, 0).total_bytes);
+      EXPECT_NEAR(predicted / measured, 1.0, 0.10) << config::to_string(p) << " stage " << stage;
+      EXPECT_LT(predicted, plan_memory(small_config(stage, 4), test::world().size(), 1, 0).total_bytes);
+    }
 }
 
 TEST(MemoryPlan, AConfigThatDoesNotFitNamesFixes) {
