@@ -57,6 +57,16 @@ tok::Vocab load_vocab(const std::string& dir) {
 }
 
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
+
+// Model FLOPs utilisation, as llm.c and the PaLM paper count it: 6 N per token for the parameter GEMMs
+// (forward + backward) plus 6 L C T for causal attention (QK^T and PV, half of the full square),
+// against the dense bf16 peak of an H100/H200 SXM (989 TFLOP/s). Recomputation is not counted: MFU
+// measures useful work. Reported for 16-bit runs on GPUs only.
+constexpr double kPeakBf16Flops = 989e12;
+double flops_per_token(const config::ModelConfig& m, std::uint64_t n_params) {
+  return 6.0 * static_cast<double>(n_params) +
+         6.0 * static_cast<double>(m.n_layer) * static_cast<double>(m.n_embd) * static_cast<double>(m.seq_len);
+}
 }  // namespace
 
 Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
@@ -246,6 +256,8 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.mem_predicted_bytes = predicted_peak_;
   m.tokens_per_s_per_rank = m.tokens_per_s / static_cast<double>(world_.size());
   if (scaler_.enabled()) m.loss_scale = r.loss_scale;
+  if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)
+    m.mfu = flops_per_token(config_.model, table_.n_params_real()) * m.tokens_per_s_per_rank / kPeakBf16Flops;
   m.skipped = r.skipped;
   const double n = static_cast<double>(steps_in_window);
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
