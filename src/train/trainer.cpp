@@ -58,14 +58,15 @@ tok::Vocab load_vocab(const std::string& dir) {
 
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 
-// Model FLOPs utilisation, as llm.c and the PaLM paper count it: 6 N per token for the parameter GEMMs
-// (forward + backward) plus 6 L C T for causal attention (QK^T and PV, half of the full square),
-// against the dense bf16 peak of an H100/H200 SXM (989 TFLOP/s). Recomputation is not counted: MFU
-// measures useful work. Reported for 16-bit runs on GPUs only.
+// Model FLOPs utilisation as the PaLM paper (and the PyTorch peer the benchmark compares with) count it:
+// 6 N per token for the parameter GEMMs, forward + backward, with N the parameters without the position
+// table, plus 12 L C T for attention (QK^T and PV over all T keys, not halved for causality), against
+// the dense bf16 peak of an H100/H200 SXM (989 TFLOP/s). Recomputation is not counted: MFU measures
+// useful work. Reported for 16-bit runs on GPUs only.
 constexpr double kPeakBf16Flops = 989e12;
 double flops_per_token(const config::ModelConfig& m, std::uint64_t n_params) {
-  return 6.0 * static_cast<double>(n_params) +
-         6.0 * static_cast<double>(m.n_layer) * static_cast<double>(m.n_embd) * static_cast<double>(m.seq_len);
+  const double L = static_cast<double>(m.n_layer), C = static_cast<double>(m.n_embd), T = static_cast<double>(m.seq_len);
+  return 6.0 * (static_cast<double>(n_params) - T * C) + 12.0 * L * C * T;
 }
 }  // namespace
 
