@@ -3,8 +3,8 @@
 # (ctest -L gpu), printing the elapsed time of each phase. Run ON the device from the repository root,
 # after tools/device/prepare.sh on the development machine, with carry [".devdeps", ".peers"]:
 #   tools/device/gpu-check.sh [CTEST_ARGS...]     e.g. -R CudaOps to run some of the GPU tests only
-# Everything printed also goes to $OUT/gpu-check.log; the build log, ctest's output and its LastTest.log
-# go to $OUT/gpu-check-logs.tar.gz (2 files of the 8 the device returns). ZT_DEVICE_BUDGET_S (default 570)
+# Everything printed also goes to $OUT/gpu-check.log, the build's output to $OUT/gpu-check-build.log, and
+# ctest's output and its LastTest.log to $OUT/gpu-check-logs.tar.gz (3 of the 8 files the device returns). ZT_DEVICE_BUDGET_S (default 570)
 # is the wall time it plans within: ctest gets what the build left of it, so the summary prints before
 # the run tool's 600 s limit kills the call. Exit: ctest's status, or 1 if the build failed.
 set -uo pipefail
@@ -33,6 +33,9 @@ finish() {
   if [ -n "${OUT:-}" ]; then
     [ -f "$build_dir/Testing/Temporary/LastTest.log" ] && cp "$build_dir/Testing/Temporary/LastTest.log" "$work/"
     tar -C "$work" -czf "$OUT/gpu-check-logs.tar.gz" . && echo "logs: \$OUT/gpu-check-logs.tar.gz"
+  fi
+  rm -rf "$work"
+  if [ -n "${OUT:-}" ]; then
     exec >&- 2>&-
     wait "$tee_pid"  # gpu-check.log complete before the device collects $OUT
   fi
@@ -54,16 +57,20 @@ nvidia-smi || echo "gpu-check: nvidia-smi failed"
 nvcc --version | tail -n 2
 phase smi
 
-echo "=== build ($build_dir)"
-if ! tools/device/build.sh >"$work/build.log" 2>&1; then
+# The build log goes straight to $OUT: it comes back even if the call is killed mid-build.
+build_log=${OUT:+$OUT/gpu-check-build.log}
+build_log=${build_log:-$work/build.log}
+build_s=$((budget_s - (SECONDS - start_s) - 30))
+echo "=== build ($build_dir, at most $build_s s; log: $build_log)"
+if ! timeout --kill-after=10 "$build_s" tools/device/build.sh >"$build_log" 2>&1; then
   phase build
-  echo "gpu-check: the build FAILED; its last lines (whole log in the tarball):"
-  grep -E 'error|Error|FAILED' "$work/build.log" | head -n 40
-  tail -n 30 "$work/build.log"
+  echo "gpu-check: the build FAILED or ran out of time; its errors and last lines:"
+  grep -E 'error|FAILED' "$build_log" | head -n 40
+  tail -n 30 "$build_log"
   finish 1
 fi
-tail -n 3 "$work/build.log"
-echo "warnings in the build log: $(grep -c 'warning' "$work/build.log")"
+tail -n 3 "$build_log"
+echo "warnings in the build log: $(grep -c 'warning' "$build_log")"
 phase build
 
 left=$((budget_s - (SECONDS - start_s)))

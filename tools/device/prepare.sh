@@ -34,7 +34,10 @@ elif [ "$shared/device/pack-deps.sh" -nt .devdeps/MANIFEST ]; then
 fi
 if [ -n "$stale" ]; then
   echo "prepare.sh: .devdeps is $stale: running pack-deps.sh (about 1.5 min)"
-  "$shared/device/pack-deps.sh" .devdeps
+  # From a scratch directory: its `nvcc -M ... -o -` writes a file named '-' into the current directory.
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/prepare.XXXXXX")
+  (cd "$scratch" && "$shared/device/pack-deps.sh" "$root/.devdeps")
+  rm -rf "$scratch"
 else
   echo "prepare.sh: .devdeps is current ($(sed -n 's/^created=//p' .devdeps/MANIFEST))"
 fi

@@ -46,13 +46,18 @@
 # train.device=cpu, fp32, micro-batches "16 8 4", 2 + 4 steps, ztrain from ZT_BUILD_DIR (default
 # build/, not built here), the peer on the CPU (eager, 2 threads) if python can import torch, else
 # skipped. MFU is then meaningless (still against 989 TFLOP/s) and says so.
-# Environment: OUT (default output directory; else a new /tmp/zt_gpu_train.*), ZT_BUILD_DIR,
-# ZT_TORCH_PYTHON (default python3, else /usr/bin/python3), ZT_GPU_BENCH_ZTRAIN_ARGS (extra ztrain
-# options, e.g. "--train.zero_stage=1"), ZT_GPU_BENCH_PEAK_TFLOPS (989), ZT_DEVICE_BUDGET_S (570): the
-# wall time the script plans within, so that its report is written before the run tool's 600 s limit
-# kills the call. Each ztrain run gets at most ZT_GPU_BENCH_TIME_LIMIT_MIN (3) minutes and what the budget
-# leaves after ZT_GPU_BENCH_PEER_RESERVE_S (240: torch.compile takes a minute or two) for the peer, as
-# train.time_limit_min (it checkpoints and exits 75 at the limit: the steps it logged still count).
+# Environment:
+#   OUT                     output directory (default: a new /tmp/zt_gpu_train.*); ZT_BUILD_DIR
+#   ZT_TORCH_PYTHON         the peer's python (default python3, else /usr/bin/python3)
+#   ZT_GPU_BENCH_ZTRAIN_ARGS extra ztrain options, e.g. "--train.zero_stage=1"
+#   ZT_GPU_BENCH_LAUNCH     a launcher before ztrain, e.g. "mpirun -np 1" (default: an MPI singleton)
+#   ZT_GPU_BENCH_PEAK_TFLOPS the MFU denominator (989)
+#   ZT_DEVICE_BUDGET_S      the wall time the script plans within (570), so that its report is written
+#                           before the run tool's 600 s limit ends the call. Each ztrain run gets at most
+#                           ZT_GPU_BENCH_TIME_LIMIT_MIN (3) minutes, and no more than the budget leaves
+#                           after ZT_GPU_BENCH_PEER_RESERVE_S (240; torch.compile takes a minute or two),
+#                           as train.time_limit_min: it checkpoints and exits 75 at the limit, and the
+#                           steps it logged still count.
 # Exit: 0 when ztrain and the peer were both measured (in a dry run without torch: ztrain alone), 1
 # otherwise (the report says which failed and why), 2 on a usage error.
 set -uo pipefail
@@ -71,7 +76,7 @@ while [ $# -gt 0 ]; do
     --peer) peer=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-build) build=false; shift ;;
-    -h|--help) sed -n '2,55p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -89,6 +94,7 @@ fi
 start_s=$SECONDS budget_s=${ZT_DEVICE_BUDGET_S:-570} peer_reserve_s=${ZT_GPU_BENCH_PEER_RESERVE_S:-240}
 seconds_left() { echo $((budget_s - (SECONDS - start_s))); }
 read -ra extra_args <<<"${ZT_GPU_BENCH_ZTRAIN_ARGS:-}"
+read -ra launch <<<"${ZT_GPU_BENCH_LAUNCH:-}"
 
 # The model: [model] of the config file, passed key by key (ztrain's --config would also bring its
 # data, checkpoint and sampling paths, which cannot be emptied on the command line).
@@ -123,7 +129,9 @@ build_status=ok
 if $build; then
   echo "gpu_train: building ztrain and make_test_shards in $build_dir ..."
   t0=$SECONDS
-  ZT_BUILD_DIR=$build_dir "$root/tools/device/build.sh" ztrain make_test_shards >"$logs/build.log" 2>&1 || build_status=failed
+  # Bounded so that the peer still runs (and the report is written) when the build takes too long.
+  ZT_BUILD_DIR=$build_dir timeout --kill-after=10 $(($(seconds_left) - peer_reserve_s - 30)) \
+    "$root/tools/device/build.sh" ztrain make_test_shards >"$logs/build.log" 2>&1 || build_status=failed
   echo "gpu_train: build $build_status in $((SECONDS - t0)) s"
   [ "$build_status" = ok ] || tail -n 30 "$logs/build.log"
 fi
@@ -139,7 +147,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && have_smi=tr
   if $have_smi; then
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   else
-    echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores (no GPU: CPU dry run)"
+    echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores (no GPU visible)"
   fi
 } >"$logs/machine.txt" 2>&1
 smi_pid=""
@@ -193,7 +201,7 @@ for mb in $mbs; do
   echo "gpu_train: ztrain micro-batch $mb (time limit $time_limit_min min) ..."
   t0=$SECONDS
   smi_start "$smi"
-  timeout --kill-after=15 "$run_s" "$ztrain" "${model_args[@]}" --train.device="$device" \
+  timeout --kill-after=15 "$run_s" "${launch[@]}" "$ztrain" "${model_args[@]}" --train.device="$device" \
     --train.precision="$precision" --train.micro_batch="$mb" --train.global_batch="$mb" --train.zero_stage=0 \
     --train.max_steps=$((warmup + steps)) --train.time_limit_min="$time_limit_min" "${threads[@]}" \
     --data.train="$work/data/train_*.h5" --log.every=1 --log.metrics="$metrics" \
@@ -211,6 +219,7 @@ for mb in $mbs; do
   [ "$status" = error ] && tail -n 5 "$log"
   printf 'ztrain\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mb" "$rc" "$status" "$log" "$metrics" "$smi" $((SECONDS - t0)) >>"$runs"
   if [ "$status" = ok ] || [ "$status" = time_limit ]; then chosen=$mb; break; fi
+  [ "$rc" -eq 2 ] && [ "$status" = error ] && break  # a configuration error: no micro-batch changes it
 done
 
 # --- the peer, at ztrain's micro-batch (or smaller if it runs out of memory) ---------------------------
