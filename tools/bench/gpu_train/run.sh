@@ -131,14 +131,14 @@ if $build; then
   t0=$SECONDS
   # Bounded so that the peer still runs (and the report is written) when the build takes too long.
   ZT_BUILD_DIR=$build_dir timeout --kill-after=10 $(($(seconds_left) - peer_reserve_s - 30)) \
-    "$root/tools/device/build.sh" ztrain make_test_shards >"$logs/build.log" 2>&1 || build_status=failed
-  echo "gpu_train: build $build_status in $((SECONDS - t0)) s"
+    "$root/tools/device/build.sh" ztrain make_test_shards >"$logs/build.log" 2>&1 || build_status="build failed"
+  echo "gpu_train: build: $build_status ($((SECONDS - t0)) s)"
   [ "$build_status" = ok ] || tail -n 30 "$logs/build.log"
 fi
 ztrain=$build_dir/bin/ztrain shards=$build_dir/tests/make_test_shards
 if [ "$build_status" = ok ] && { [ ! -x "$ztrain" ] || [ ! -x "$shards" ]; }; then
   echo "run.sh: $ztrain or $shards is missing (build them: cmake --build $build_dir --target ztrain make_test_shards)" >&2
-  build_status=missing
+  build_status="not built: no $ztrain or make_test_shards"
 fi
 
 have_smi=false
@@ -185,7 +185,7 @@ if [ "$build_status" = ok ]; then
     { cat "$logs/shards.log"; build_status="make_test_shards failed"; }
 fi
 for mb in $mbs; do
-  [ "$build_status" = ok ] || { printf 'ztrain\t-\t-\t%s\t%s\t-\t-\t0\n' "build $build_status" "$logs/build.log" >>"$runs"; break; }
+  [ "$build_status" = ok ] || { printf 'ztrain\t-\t-\t%s\t%s\t-\t-\t0\n' "$build_status" "$logs/build.log" >>"$runs"; break; }
   log=$logs/ztrain_mb$mb.log metrics=$logs/ztrain_mb$mb.jsonl smi=$logs/ztrain_mb$mb.smi
   threads=()
   $dry_run && threads=(--train.threads="${ZT_THREADS:-2}")

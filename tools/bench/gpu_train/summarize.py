@@ -166,7 +166,8 @@ def main():
     seen = set()
     for r in failed:
         why = last_lines(r["log"])
-        problems.append(f"ztrain micro-batch {r['micro_batch']}: {r['status']} (exit {r['exit']})"
+        which = f"micro-batch {r['micro_batch']}" if r["micro_batch"] else "before any run"
+        problems.append(f"ztrain {which}: {r['status']} (exit {r['exit']})"
                         + (": the same error" if why in seen else f": {why}"))
         seen.add(why)
     if z and any(r["status"] not in ("oom", "plan") for r in zruns if r is not zok[0] and r["micro_batch"]):
