@@ -143,8 +143,8 @@ class Backend {
   virtual void scale(Tensor x, float factor) = 0;
 };
 
-// The CPU reference backend (fp32, OpenBLAS GEMMs, OpenMP elsewhere; deterministic for a given
-// number of threads). threads = 0 uses OpenMP's default.
+// The CPU reference backend (fp32 math in every precision, OpenBLAS GEMMs, OpenMP elsewhere;
+// deterministic for a given number of threads). threads = 0 uses OpenMP's default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The largest scratch the CPU backend allocates for itself (attention backward) at sequence length T:
 // the memory planner adds it to its prediction. This is the fp32 figure.
