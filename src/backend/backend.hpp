@@ -143,11 +143,16 @@ class Backend {
   virtual void scale(Tensor x, float factor) = 0;
 };
 
-// The CPU reference backend (fp32, OpenBLAS GEMMs, OpenMP elsewhere; deterministic for a given
-// number of threads). threads = 0 uses OpenMP's default.
+// The CPU reference backend (fp32 math in every precision, OpenBLAS GEMMs, OpenMP elsewhere;
+// deterministic for a given number of threads). threads = 0 uses OpenMP's default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 // The largest scratch the CPU backend allocates for itself (attention backward) at sequence length T:
-// the memory planner adds it to its prediction.
+// the memory planner adds it to its prediction. This is the fp32 figure.
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len);
+// The same for GPT-2 training in compute dtype `compute`, with rows = micro_batch * seq_len tokens,
+// `channels` = C and the padded vocabulary Vp. A 16-bit X adds the fp32 copies the ops widen their
+// operands into; the tied LM head's GEMM is the largest (rows*C + Vp*C + rows*Vp floats).
+std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute, std::int64_t rows,
+                                std::int64_t channels, std::int64_t padded_vocab);
 
 }  // namespace zt::backend

@@ -1,11 +1,13 @@
 // The optimizer's element-wise step (AdamW, Loshchilov & Hutter 2019, in torch.optim.AdamW's exact
-// order of operations) and the sum of squares behind the global gradient norm.
+// order of operations) and the sum of squares behind the global gradient norm. In mixed precision the
+// step also writes the compute-dtype working copy of the parameters, in the same pass over the master.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/precision.hpp"
 #include "backend/cpu/vec_math.hpp"
 
 namespace zt::backend::cpu {
@@ -30,10 +32,21 @@ ZT_SIMD_CLONES void adamw_kernel(float* p, const float* g, float* m, float* v, s
   }
 }
 
-ZT_SIMD_CLONES double sum_squares_kernel(const float* x, std::int64_t n) {
+// copy[i] = p[i] rounded to the copy's dtype.
+template <typename T>
+ZT_SIMD_CLONES void round_kernel(T* copy, const float* p, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) copy[i] = store<T>(p[i]);
+}
+
+template <typename T>
+ZT_SIMD_CLONES double sum_squares_kernel(const T* x, std::int64_t n) {
   double s = 0.0;
 #pragma omp simd reduction(+ : s)
-  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float xi = load(x[i]);
+    s += static_cast<double>(xi) * xi;
+  }
   return s;
 }
 
@@ -45,9 +58,12 @@ ZT_SIMD_CLONES double sum_squares_kernel(const float* x, std::int64_t n) {
 //   p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Tensor param_copy, const AdamW& hp) {
   const char* op = "adamw_update";
+  compute_dtype(op, {{"param", param, Role::kF32}, {"grad", grad, Role::kF32}, {"m", m, Role::kF32},
+                     {"v", v, Role::kF32}, {"param_copy", param_copy, Role::kCompute}});
   expect_same_numel(op, param, grad);
   expect_same_numel(op, param, m);
   expect_same_numel(op, param, v);
+  if (!param_copy.empty()) expect_same_numel(op, param, param_copy);
   ZT_CHECK_GE(hp.step, 1, op, ": step is 1-based");
   float* p = param.f32(op);
   const float* g = grad.f32(op);
@@ -60,21 +76,36 @@ void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Ten
   const AdamScalars k{static_cast<float>(hp.lr / bc1), static_cast<float>(std::sqrt(bc2)),
                       static_cast<float>(1.0 - static_cast<double>(hp.lr) * hp.weight_decay), hp.beta1, hp.beta2,
                       static_cast<float>(1.0 - hp.beta1), static_cast<float>(1.0 - hp.beta2), hp.eps, hp.grad_scale};
+  // The copy is written chunk by chunk right after the chunk's update, while it is still in cache: one
+  // pass over the master. It is a second loop rather than a store in the update loop because GCC forms
+  // FMAs after vectorising, differently for a different loop body, and the master must get the same
+  // bits whether or not a copy is written.
+  const auto run = [&](auto* copy) {
 #pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t i = 0; i < n; i += kChunk) adamw_kernel(p + i, g + i, m1 + i, m2 + i, std::min(kChunk, n - i), k);
-  if (!param_copy.empty()) cast(param_copy, param);
+    for (std::int64_t i = 0; i < n; i += kChunk) {
+      const std::int64_t len = std::min(kChunk, n - i);
+      adamw_kernel(p + i, g + i, m1 + i, m2 + i, len, k);
+      if (copy != nullptr) round_kernel(copy + i, p + i, len);
+    }
+  };
+  if (param_copy.empty()) return run(static_cast<float*>(nullptr));
+  with_storage(param_copy.dtype, [&](auto tag) { run(data_as<decltype(tag)>(param_copy)); });
 }
 
+// sum of x^2, x f32 or X (each element widened exactly, squared and added in double).
 double CpuBackend::sum_of_squares(Tensor x) {
-  const float* p = x.f32("sum_of_squares");
+  const DType dtype = compute_dtype("sum_of_squares", {{"x", x, Role::kCompute}});
   const std::int64_t n = x.numel(), blocks = (n + kSumBlock - 1) / kSumBlock;
   std::vector<double> partial(blocks, 0.0);
+  with_storage(dtype, [&](auto tag) {
+    const auto* p = data_as<decltype(tag)>(x);
 #pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t begin = b * kSumBlock;
-    const double s = sum_squares_kernel(p + begin, std::min(n, begin + kSumBlock) - begin);
-    partial[b] = s;
-  }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t begin = b * kSumBlock;
+      const double s = sum_squares_kernel(p + begin, std::min(n, begin + kSumBlock) - begin);
+      partial[b] = s;
+    }
+  });
   double total = 0.0;
   for (double s : partial) total += s;
   return total;

@@ -1,6 +1,8 @@
 // Causal multi-head self-attention, forward and backward, in the flash-attention style (Dao et al. 2022):
 // forward keeps only the log-sum-exp of each softmax row; backward rebuilds the probabilities from it.
 // Work is cut into query blocks of kBlockQ rows; every block's scores are two sgemms on one thread.
+// In mixed precision qkv, out and dout are widened into fp32 scratch (scratch.hpp), the fp32 path runs,
+// and out or dqkv is rounded once; lse is f32 in every precision.
 #include <omp.h>
 
 #include <algorithm>
@@ -11,13 +13,20 @@
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/gemm.hpp"
+#include "backend/cpu/precision.hpp"
+#include "backend/cpu/scratch.hpp"
 #include "backend/cpu/vec_math.hpp"
 
 namespace zt::backend::cpu {
 namespace {
 
 // Query rows per block: a kBlockQ x T score tile per thread, and causal blocks skip the keys after them.
-constexpr std::int64_t kBlockQ = 64;
+constexpr std::int64_t kBlockQ = kAttentionBlockQ;
+
+struct Shape {
+  std::int64_t B, T, C;
+  int n_head;
+};
 
 struct Head {
   std::int64_t T, C, hs;
@@ -29,13 +38,13 @@ struct Head {
   float* lse;        // [T]
 };
 
-Head head_at(const Tensor& qkv, std::int64_t b, std::int64_t h, int n_head) {
+Head head_at(const float* qkv, const Shape& s, std::int64_t b, std::int64_t h) {
   Head d{};
-  d.T = qkv.dim(1);
-  d.C = qkv.dim(2) / 3;
-  d.hs = d.C / n_head;
+  d.T = s.T;
+  d.C = s.C;
+  d.hs = d.C / s.n_head;
   d.scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
-  d.q = static_cast<const float*>(qkv.data) + b * d.T * 3 * d.C + h * d.hs;
+  d.q = qkv + b * d.T * 3 * d.C + h * d.hs;
   return d;
 }
 
@@ -122,7 +131,7 @@ void backward_block(const Head& d, std::int64_t i0, std::int64_t i1, float* P, f
   gemm_serial(dv);
 }
 
-void check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
+Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
   ZT_CHECK_EQ(qkv.rank, 3, op, ": qkv must be [B,T,3C], got ", qkv.shape_string());
   const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
   ZT_CHECK_EQ(qkv.dim(2) % 3, 0, op, ": qkv's last dim must be 3C, got ", qkv.shape_string());
@@ -130,50 +139,36 @@ void check_attention(const char* op, const Tensor& qkv, const Tensor& out, const
   ZT_CHECK_EQ(C % n_head, 0, op, ": C=", C, " is not divisible by n_head=", n_head);
   expect_shape(op, "out", out, {B, T, C});
   expect_shape(op, "lse", lse, {B, n_head, T});
+  return {B, T, C, n_head};
 }
 
-}  // namespace
-
-void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) {
-  const char* op = "attention_forward";
-  check_attention(op, qkv, out, lse, n_head);
-  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
-  qkv.f32(op);
-  float* o = out.f32(op);
-  float* l = lse.f32(op);
-  const std::int64_t n_blocks = (T + kBlockQ - 1) / kBlockQ, items = B * n_head * n_blocks;
-  float* ws = workspace(static_cast<std::size_t>(threads_) * kBlockQ * T);
+// out [B,T,C] and lse [B,NH,T] from qkv [B,T,3C], all fp32; tiles: threads * kBlockQ * T floats.
+void forward_f32(float* o, float* l, const float* qkv, const Shape& s, float* tiles, int threads) {
+  const std::int64_t T = s.T, C = s.C, n_head = s.n_head;
+  const std::int64_t n_blocks = (T + kBlockQ - 1) / kBlockQ, items = s.B * n_head * n_blocks;
   // Items are independent (each owns rows of out and lse), so any schedule gives the same bits;
   // round-robin balances the causal blocks' growing cost.
-#pragma omp parallel for num_threads(threads_) schedule(static, 1)
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
   for (std::int64_t it = 0; it < items; ++it) {
     const std::int64_t bh = it / n_blocks, blk = it % n_blocks, b = bh / n_head, h = bh % n_head;
-    Head d = head_at(qkv, b, h, n_head);
+    Head d = head_at(qkv, s, b, h);
     d.lse = l + bh * T;
     const std::int64_t i0 = blk * kBlockQ, i1 = std::min(T, i0 + kBlockQ);
-    forward_block(d, o + b * T * C + h * d.hs, i0, i1, ws + omp_get_thread_num() * kBlockQ * T);
+    forward_block(d, o + b * T * C + h * d.hs, i0, i1, tiles + omp_get_thread_num() * kBlockQ * T);
   }
 }
 
-void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) {
-  const char* op = "attention_backward";
-  check_attention(op, qkv, out, lse, n_head);
-  expect_shape(op, "dqkv", dqkv, {qkv.dim(0), qkv.dim(1), qkv.dim(2)});
-  expect_shape(op, "dout", dout, {out.dim(0), out.dim(1), out.dim(2)});
-  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
-  qkv.f32(op);
-  float* dq = dqkv.f32(op);
-  const float* o = out.f32(op);
-  const float* dy = dout.f32(op);
-  float* l = lse.f32(op);
+// dqkv [B,T,3C] (written) from dout, qkv, out and lse, all fp32; tiles: threads * 2 * kBlockQ * T floats.
+void backward_f32(float* dq, const float* dy, const float* qkv, const float* o, float* l, const Shape& s,
+                  float* tiles, int threads) {
+  const std::int64_t T = s.T, C = s.C, n_head = s.n_head;
   const std::int64_t n_blocks = (T + kBlockQ - 1) / kBlockQ;
-  float* ws = workspace(static_cast<std::size_t>(threads_) * 2 * kBlockQ * T);
   // One (batch, head) per item: its query blocks run in order on one thread, because each adds into
   // the same dK and dV rows; items are independent, so the bits do not depend on the schedule.
-#pragma omp parallel for num_threads(threads_) schedule(static, 1)
-  for (std::int64_t bh = 0; bh < B * n_head; ++bh) {
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+  for (std::int64_t bh = 0; bh < s.B * n_head; ++bh) {
     const std::int64_t b = bh / n_head, h = bh % n_head;
-    Head d = head_at(qkv, b, h, n_head);
+    Head d = head_at(qkv, s, b, h);
     d.dq = dq + b * T * 3 * C + h * d.hs;
     d.o = o + b * T * C + h * d.hs;
     d.dout = dy + b * T * C + h * d.hs;
@@ -182,16 +177,56 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor
       std::memset(d.dq + j * 3 * C + C, 0, d.hs * sizeof(float));
       std::memset(d.dq + j * 3 * C + 2 * C, 0, d.hs * sizeof(float));
     }
-    float* P = ws + omp_get_thread_num() * 2 * kBlockQ * T;
+    float* P = tiles + omp_get_thread_num() * 2 * kBlockQ * T;
     for (std::int64_t blk = 0; blk < n_blocks; ++blk)
       backward_block(d, blk * kBlockQ, std::min(T, (blk + 1) * kBlockQ), P, P + kBlockQ * T);
   }
 }
 
+}  // namespace
+
+void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) {
+  const char* op = "attention_forward";
+  const Shape s = check_attention(op, qkv, out, lse, n_head);
+  const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"qkv", qkv, Role::kCompute},
+                                     {"lse", lse, Role::kF32}});
+  if (x == DType::kF32)
+    return forward_f32(out.f32(op), lse.f32(op), qkv.f32(op), s, workspace(attention_tile_floats(threads_, s.T, false)),
+                       threads_);
+  const std::int64_t N = s.B * s.T;
+  ScratchParts parts(workspace(attention_x_floats(threads_, N, s.T, s.C, false)));
+  float* tiles = parts.take(attention_tile_floats(threads_, s.T, false));
+  float* qkvf = parts.take(N * 3 * s.C);
+  float* of = parts.take(N * s.C);
+  to_f32(qkvf, qkv, threads_);
+  forward_f32(of, lse.f32(op), qkvf, s, tiles, threads_);
+  from_f32(out, of, threads_);
+}
+
+void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) {
+  const char* op = "attention_backward";
+  const Shape s = check_attention(op, qkv, out, lse, n_head);
+  expect_shape(op, "dqkv", dqkv, {qkv.dim(0), qkv.dim(1), qkv.dim(2)});
+  expect_shape(op, "dout", dout, {out.dim(0), out.dim(1), out.dim(2)});
+  const DType x = compute_dtype(op, {{"dqkv", dqkv, Role::kCompute}, {"dout", dout, Role::kCompute},
+                                     {"qkv", qkv, Role::kCompute}, {"out", out, Role::kCompute},
+                                     {"lse", lse, Role::kF32}});
+  if (x == DType::kF32)
+    return backward_f32(dqkv.f32(op), dout.f32(op), qkv.f32(op), out.f32(op), lse.f32(op), s,
+                        workspace(attention_tile_floats(threads_, s.T, true)), threads_);
+  const std::int64_t N = s.B * s.T;
+  ScratchParts parts(workspace(attention_x_floats(threads_, N, s.T, s.C, true)));
+  float* tiles = parts.take(attention_tile_floats(threads_, s.T, true));
+  float* qkvf = parts.take(N * 3 * s.C);
+  float* dqf = parts.take(N * 3 * s.C);
+  float* of = parts.take(N * s.C);
+  float* dyf = parts.take(N * s.C);
+  to_f32(qkvf, qkv, threads_);
+  to_f32(of, out, threads_);
+  to_f32(dyf, dout, threads_);
+  backward_f32(dqf, dyf, qkvf, of, lse.f32(op), s, tiles, threads_);
+  from_f32(dqkv, dqf, threads_);
+}
+
 }  // namespace zt::backend::cpu
 
-namespace zt::backend {
-std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len) {
-  return static_cast<std::size_t>(threads) * 2 * cpu::kBlockQ * static_cast<std::size_t>(seq_len) * sizeof(float);
-}
-}  // namespace zt::backend

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+
+#include "backend/cpu/scratch.hpp"
 
 namespace zt::backend {
 namespace cpu {
@@ -78,6 +81,23 @@ float* CpuBackend::workspace(std::size_t n_floats) {
 }
 
 }  // namespace cpu
+
+std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len) {
+  return cpu::attention_tile_floats(threads, seq_len, true) * sizeof(float);
+}
+
+// The maximum over the ops of one GPT-2 step (scratch.hpp lists what each op takes).
+std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute, std::int64_t rows,
+                                std::int64_t channels, std::int64_t padded_vocab) {
+  if (compute == DType::kF32) return cpu_workspace_bytes(threads, seq_len);
+  const std::int64_t N = rows, C = channels;
+  std::size_t floats = cpu::attention_x_floats(threads, N, seq_len, C, true);
+  // The GEMMs of a block (qkv, attention projection, MLP up and down) and the LM head.
+  for (const auto& [ic, oc] : {std::pair{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, padded_vocab}})
+    floats = std::max(floats, cpu::matmul_x_floats(N, ic, oc));
+  floats = std::max(floats, cpu::cross_entropy_x_floats(threads, padded_vocab));
+  return floats * sizeof(float);
+}
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
   ZT_CHECK_GE(threads, 0, "make_cpu_backend: threads must be >= 0 (0 = OpenMP's default)");

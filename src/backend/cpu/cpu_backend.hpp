@@ -47,8 +47,9 @@ class CpuBackend final : public Backend {
   void scale(Tensor x, float factor) override;
 
  private:
-  // Scratch for ops (attention's per-thread score tiles): grown on demand, kept, and counted by the
-  // allocator like any buffer, so memory_stats() shows it.
+  // Scratch for ops (attention's per-thread score tiles; in mixed precision the fp32 copies listed in
+  // scratch.hpp): grown on demand, kept, and counted by the allocator like any buffer, so
+  // memory_stats() shows it. One op uses it at a time, so its size is the largest op's need.
   float* workspace(std::size_t n_floats);
 
   int threads_;

@@ -1,11 +1,17 @@
 // Fused softmax + cross-entropy over the first `vocab` columns of padded logits [N, Vp], forward and
-// backward. Padded columns [vocab, Vp) never enter the softmax and get zero gradient.
+// backward. Padded columns [vocab, Vp) never enter the softmax and get zero gradient. In mixed
+// precision each X row is widened into a per-thread fp32 row, the fp32 row kernels run on it, and the
+// gradient row is rounded once: the target's p - 1 is formed in fp32 before any rounding.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/precision.hpp"
+#include "backend/cpu/scratch.hpp"
 #include "backend/cpu/vec_math.hpp"
 
 namespace zt::backend::cpu {
@@ -41,6 +47,48 @@ void check_ce(const char* op, const Tensor& logits, const Tensor& targets, int v
       throw Error(cat(op, ": target ", t[n], " at row ", n, " is outside the vocabulary [0, ", vocab, ")"));
 }
 
+// Row n of X logits [N, Vp], its first `cols` columns widened into this thread's fp32 row of `rows`
+// (cross_entropy_x_floats floats in all).
+template <typename T>
+float* widened_row(const T* x, std::int64_t n, std::int64_t Vp, std::int64_t cols, float* rows) {
+  float* buf = rows + omp_get_thread_num() * line_floats(Vp);
+  const T* row = x + n * Vp;
+  for (std::int64_t j = 0; j < cols; ++j) buf[j] = load(row[j]);
+  return buf;
+}
+
+template <typename T>
+void ce_forward_rows(float* loss, const T* x, const std::int32_t* t, std::int64_t N, std::int64_t Vp, int vocab,
+                     float* rows, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* row;
+    if constexpr (kIsF32<T>) row = x + n * Vp;
+    else row = widened_row(x, n, Vp, vocab, rows);
+    loss[n] = row_lse(row, vocab) - row[t[n]];
+  }
+}
+
+// dx may be x itself: row n is read (widened, for X) before any of it is written. For X the gradient
+// row is built in the thread's fp32 row and rounded once at the end.
+template <typename T>
+void ce_backward_rows(T* dx, const T* x, const std::int32_t* t, float dloss, std::int64_t N, std::int64_t Vp,
+                      int vocab, float* rows, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* row;
+    float* drow;
+    if constexpr (kIsF32<T>) row = x + n * Vp, drow = dx + n * Vp;
+    else row = drow = widened_row(x, n, Vp, vocab, rows);
+    const float lse = row_lse(row, vocab);
+    row_softmax_scaled(drow, row, vocab, lse, dloss);
+    drow[t[n]] -= dloss;
+    for (std::int64_t j = vocab; j < Vp; ++j) drow[j] = 0.0f;
+    if constexpr (!kIsF32<T>)
+      for (std::int64_t j = 0; j < Vp; ++j) dx[n * Vp + j] = store<T>(drow[j]);
+  }
+}
+
 }  // namespace
 
 // losses[n] = logsumexp(logits[n, :V]) - logits[n, targets[n]]
@@ -49,14 +97,11 @@ void CpuBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor targ
   check_ce(op, logits, targets, vocab);
   const std::int64_t N = rows_of(logits), Vp = logits.dim(-1);
   ZT_CHECK_EQ(losses.numel(), N, op, ": losses ", losses.shape_string(), " needs one per row");
-  const float* x = logits.f32(op);
-  const std::int32_t* t = targets.i32(op);
-  float* loss = losses.f32(op);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t n = 0; n < N; ++n) {
-    const float* row = x + n * Vp;
-    loss[n] = row_lse(row, vocab) - row[t[n]];
-  }
+  const DType x = compute_dtype(op, {{"logits", logits, Role::kCompute}, {"losses", losses, Role::kF32}});
+  float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vp));
+  with_storage(x, [&](auto tag) {
+    ce_forward_rows(losses.f32(op), data_as<decltype(tag)>(logits), targets.i32(op), N, Vp, vocab, rows, threads_);
+  });
 }
 
 // dlogits[n, j] = dloss * (softmax(logits[n, :V])_j - [j == target]) for j < V, 0 for padded j.
@@ -66,18 +111,12 @@ void CpuBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor ta
   check_ce(op, logits, targets, vocab);
   const std::int64_t N = rows_of(logits), Vp = logits.dim(-1);
   expect_rows(op, "dlogits", dlogits, N, Vp);
-  const float* x = logits.f32(op);
-  const std::int32_t* t = targets.i32(op);
-  float* dx = dlogits.f32(op);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t n = 0; n < N; ++n) {
-    const float* row = x + n * Vp;
-    float* drow = dx + n * Vp;
-    const float lse = row_lse(row, vocab);
-    row_softmax_scaled(drow, row, vocab, lse, dloss);
-    drow[t[n]] -= dloss;
-    for (std::int64_t j = vocab; j < Vp; ++j) drow[j] = 0.0f;
-  }
+  const DType x = compute_dtype(op, {{"dlogits", dlogits, Role::kCompute}, {"logits", logits, Role::kCompute}});
+  float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vp));
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    ce_backward_rows(data_as<T>(dlogits), data_as<T>(logits), targets.i32(op), dloss, N, Vp, vocab, rows, threads_);
+  });
 }
 
 }  // namespace zt::backend::cpu

@@ -1,67 +1,83 @@
 // Element-wise ops: the residual add, gradient accumulation, scaling and dtype casts. Each element is
 // independent, so any thread split gives the same bits; aliasing is allowed where backend.hpp says so.
+// In a 16-bit compute dtype each element is widened, combined in fp32 and rounded once.
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/half.hpp"
+#include "backend/cpu/precision.hpp"
 
 namespace zt::backend::cpu {
+namespace {
 
-// out = a + b (out may alias a or b)
+template <typename T>
+void add_kernel(T* z, const T* x, const T* y, std::int64_t n, int threads) {
+#pragma omp parallel for simd num_threads(threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) z[i] = store<T>(load(x[i]) + load(y[i]));
+}
+
+template <typename T>
+void accumulate_kernel(T* d, const T* s, std::int64_t n, int threads) {
+#pragma omp parallel for simd num_threads(threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) d[i] = store<T>(load(d[i]) + load(s[i]));
+}
+
+template <typename T>
+void scale_kernel(T* p, float factor, std::int64_t n, int threads) {
+#pragma omp parallel for simd num_threads(threads) schedule(static)
+  for (std::int64_t i = 0; i < n; ++i) p[i] = store<T>(load(p[i]) * factor);
+}
+
+}  // namespace
+
+// out = a + b (out may alias a or b: each element is read before it is written)
 void CpuBackend::add(Tensor out, Tensor a, Tensor b) {
   const char* op = "add";
+  const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"a", a, Role::kCompute}, {"b", b, Role::kCompute}});
   expect_same_numel(op, out, a);
   expect_same_numel(op, out, b);
-  const float* x = a.f32(op);
-  const float* y = b.f32(op);
-  float* z = out.f32(op);
-  const std::int64_t n = out.numel();
-#pragma omp parallel for simd num_threads(threads_) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    add_kernel(data_as<T>(out), data_as<T>(a), data_as<T>(b), out.numel(), threads_);
+  });
 }
 
-// dst += src
+// dst += src (both f32, or both X)
 void CpuBackend::accumulate(Tensor dst, Tensor src) {
   const char* op = "accumulate";
+  const DType x = compute_dtype(op, {{"dst", dst, Role::kCompute}, {"src", src, Role::kCompute}});
   expect_same_numel(op, dst, src);
-  const float* s = src.f32(op);
-  float* d = dst.f32(op);
-  const std::int64_t n = dst.numel();
-#pragma omp parallel for simd num_threads(threads_) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    accumulate_kernel(data_as<T>(dst), data_as<T>(src), dst.numel(), threads_);
+  });
 }
 
-// x *= factor
+// x *= factor (f32 or X)
 void CpuBackend::scale(Tensor x, float factor) {
-  float* p = x.f32("scale");
-  const std::int64_t n = x.numel();
-#pragma omp parallel for simd num_threads(threads_) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) p[i] *= factor;
+  const DType dtype = compute_dtype("scale", {{"x", x, Role::kCompute}});
+  with_storage(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    scale_kernel(data_as<T>(x), factor, x.numel(), threads_);
+  });
 }
 
-// dst = src converted: f32 -> f32 | bf16 | f16, and bf16 | f16 -> f32 (round to nearest even).
+// dst = src converted between any two of f32, bf16 and f16. Widening to fp32 is exact, so a 16-bit to
+// 16-bit cast rounds once (nearest even), like any other.
 void CpuBackend::cast(Tensor dst, Tensor src) {
   const char* op = "cast";
+  compute_dtype(op, {{"dst", dst, Role::kFloat}, {"src", src, Role::kFloat}});
   expect_same_numel(op, dst, src);
+  if (src.dtype == dst.dtype) return copy(dst.data, src.data, src.bytes());
   const std::int64_t n = src.numel();
-  if (src.dtype == dst.dtype && src.dtype == DType::kF32) return copy(dst.data, src.data, src.bytes());
-  if (src.dtype == DType::kF32 && (dst.dtype == DType::kBF16 || dst.dtype == DType::kF16)) {
-    const float* s = src.f32(op);
-    auto* d = static_cast<std::uint16_t*>(dst.data);
-    const bool bf = dst.dtype == DType::kBF16;
+  with_storage(src.dtype, [&](auto src_tag) {
+    with_storage(dst.dtype, [&](auto dst_tag) {
+      using S = decltype(src_tag);
+      using D = decltype(dst_tag);
+      const S* s = data_as<S>(src);
+      D* d = data_as<D>(dst);
 #pragma omp parallel for num_threads(threads_) schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) d[i] = bf ? f32_to_bf16(s[i]) : f32_to_f16(s[i]);
-    return;
-  }
-  if (dst.dtype == DType::kF32 && (src.dtype == DType::kBF16 || src.dtype == DType::kF16)) {
-    const auto* s = static_cast<const std::uint16_t*>(src.data);
-    float* d = dst.f32(op);
-    const bool bf = src.dtype == DType::kBF16;
-#pragma omp parallel for num_threads(threads_) schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) d[i] = bf ? bf16_to_f32(s[i]) : f16_to_f32(s[i]);
-    return;
-  }
-  throw Error(cat(op, ": unsupported conversion ", dtype_name(src.dtype), " -> ", dtype_name(dst.dtype),
-                  " on the cpu backend"));
+      for (std::int64_t i = 0; i < n; ++i) d[i] = store<D>(load(s[i]));
+    });
+  });
 }
 
 }  // namespace zt::backend::cpu

@@ -1,9 +1,11 @@
 // Token + position embedding, forward and backward (GPT-2: h0 = wte[token] + wpe[position]).
 // The backward scatter is race-free and order-fixed: each thread owns a strip of columns and walks
-// every row in order, so dwte is the same for any thread count.
+// every row in order, so dwte is the same for any thread count. In mixed precision out, wte, wpe and
+// dout are X (the sum rounded once); dwte and dwpe stay f32 accumulators.
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/partition.hpp"
+#include "backend/cpu/precision.hpp"
 
 namespace zt::backend::cpu {
 namespace {
@@ -13,6 +15,48 @@ void check_tokens(const char* op, const std::int32_t* tokens, std::int64_t n, st
   for (std::int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= n_rows)
       throw Error(cat(op, ": token ", tokens[i], " at position ", i, " is outside wte's ", n_rows, " rows"));
+}
+
+// out [BT, C] = e[tok] + p[t], T the storage type of out, wte and wpe.
+template <typename T>
+void embed(T* o, const std::int32_t* tok, const T* e, const T* p, std::int64_t BT, std::int64_t T_len,
+           std::int64_t C, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t bt = 0; bt < BT; ++bt) {
+    const T* er = e + tok[bt] * C;
+    const T* pr = p + (bt % T_len) * C;
+    T* orow = o + bt * C;
+#pragma omp simd
+    for (std::int64_t c = 0; c < C; ++c) orow[c] = store<T>(load(er[c]) + load(pr[c]));
+  }
+}
+
+// dwte[tok] += dout rows (column strip per thread, rows in order); dwpe[t] += sum_b dout[b,t]. T is dout's
+// storage type.
+template <typename T>
+void embed_grads(float* dw, float* dp, const T* d, const std::int32_t* tok, std::int64_t B, std::int64_t T_len,
+                 std::int64_t C, int threads) {
+  const int parts = threads;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int s = 0; s < parts; ++s) {
+    std::int64_t c0, c1;
+    column_strip(C, parts, s, c0, c1);
+    for (std::int64_t bt = 0; bt < B * T_len; ++bt) {  // rows in order: a fixed summation order per column
+      float* wr = dw + tok[bt] * C;
+      const T* dr = d + bt * C;
+#pragma omp simd
+      for (std::int64_t c = c0; c < c1; ++c) wr[c] += load(dr[c]);
+    }
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t t = 0; t < T_len; ++t) {
+    float* pr = dp + t * C;
+    for (std::int64_t b = 0; b < B; ++b) {
+      const T* dr = d + (b * T_len + t) * C;
+#pragma omp simd
+      for (std::int64_t c = 0; c < C; ++c) pr[c] += load(dr[c]);
+    }
+  }
 }
 
 }  // namespace
@@ -27,19 +71,14 @@ void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor
   ZT_CHECK_EQ(wpe.rank, 2, op, ": wpe must be [maxT,C]");
   ZT_CHECK_EQ(wpe.dim(1), C, op, ": wpe and wte widths differ");
   ZT_CHECK_LE(T, wpe.dim(0), op, ": sequence longer than the position table");
-  float* o = out.f32(op);
+  const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"wte", wte, Role::kCompute},
+                                     {"wpe", wpe, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);
-  const float* e = wte.f32(op);
-  const float* p = wpe.f32(op);
   check_tokens(op, tok, B * T, wte.dim(0));
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t bt = 0; bt < B * T; ++bt) {
-    const float* er = e + tok[bt] * C;
-    const float* pr = p + (bt % T) * C;
-    float* orow = o + bt * C;
-#pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c) orow[c] = er[c] + pr[c];
-  }
+  with_storage(x, [&](auto tag) {
+    using S = decltype(tag);
+    embed(data_as<S>(out), tok, data_as<S>(wte), data_as<S>(wpe), B * T, T, C, threads_);
+  });
 }
 
 // dwte[tokens[b,t],:] += dout[b,t,:];  dwpe[t,:] += sum_b dout[b,t,:]
@@ -50,32 +89,13 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tenso
   expect_shape(op, "dout", dout, {B, T, C});
   ZT_CHECK_EQ(dwpe.dim(-1), C, op, ": dwpe and dwte widths differ");
   ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
-  float* dw = dwte.f32(op);
-  float* dp = dwpe.f32(op);
-  const float* d = dout.f32(op);
+  const DType x = compute_dtype(op, {{"dwte", dwte, Role::kF32}, {"dwpe", dwpe, Role::kF32},
+                                     {"dout", dout, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);
   check_tokens(op, tok, B * T, dwte.dim(0));
-  const int parts = threads_;
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (int s = 0; s < parts; ++s) {
-    std::int64_t c0, c1;
-    column_strip(C, parts, s, c0, c1);
-    for (std::int64_t bt = 0; bt < B * T; ++bt) {  // rows in order: a fixed summation order per column
-      float* wr = dw + tok[bt] * C;
-      const float* dr = d + bt * C;
-#pragma omp simd
-      for (std::int64_t c = c0; c < c1; ++c) wr[c] += dr[c];
-    }
-  }
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t t = 0; t < T; ++t) {
-    float* pr = dp + t * C;
-    for (std::int64_t b = 0; b < B; ++b) {
-      const float* dr = d + (b * T + t) * C;
-#pragma omp simd
-      for (std::int64_t c = 0; c < C; ++c) pr[c] += dr[c];
-    }
-  }
+  with_storage(x, [&](auto tag) {
+    embed_grads(dwte.f32(op), dwpe.f32(op), data_as<decltype(tag)>(dout), tok, B, T, C, threads_);
+  });
 }
 
 }  // namespace zt::backend::cpu

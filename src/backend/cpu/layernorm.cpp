@@ -1,11 +1,14 @@
 // LayerNorm over the last dim (Ba et al. 2016), eps 1e-5, forward and backward, as llm.c's
 // train_gpt2.c. Rows run in parallel; the weight/bias gradients are column sums, one strip per thread.
+// The loops are instantiated per storage type T of the activations and weights (f32, or X in mixed
+// precision, widened on load and rounded once on store); mean, rstd and the parameter gradients are f32.
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/partition.hpp"
+#include "backend/cpu/precision.hpp"
 
 namespace zt::backend::cpu {
 namespace {
@@ -23,8 +26,9 @@ void check_layernorm(const char* op, const Tensor& x, const Tensor& y, const Ten
 
 // dweight += sum_rows dout * xhat; dbias += sum_rows dout. Each thread owns a strip of columns and adds
 // the rows in order into a local sum, then adds that sum once: a fixed order for any thread count.
-void param_grads(float* dw, float* db, const float* dy, const float* x, const float* mu, const float* rs,
-                 std::int64_t N, std::int64_t C, int threads) {
+template <typename T>
+void param_grads(float* dw, float* db, const T* dy, const T* x, const float* mu, const float* rs, std::int64_t N,
+                 std::int64_t C, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int s = 0; s < threads; ++s) {
     std::int64_t c0, c1;
@@ -35,16 +39,65 @@ void param_grads(float* dw, float* db, const float* dy, const float* x, const fl
     float* aw = acc_w.data();
     float* ab = acc_b.data();
     for (std::int64_t n = 0; n < N; ++n) {
-      const float* xr = x + n * C + c0;
-      const float* dr = dy + n * C + c0;
+      const T* xr = x + n * C + c0;
+      const T* dr = dy + n * C + c0;
       const float m = mu[n], r = rs[n];
 #pragma omp simd
       for (std::int64_t j = 0; j < width; ++j) {
-        aw[j] += dr[j] * ((xr[j] - m) * r);
-        ab[j] += dr[j];
+        const float d = load(dr[j]);
+        aw[j] += d * ((load(xr[j]) - m) * r);
+        ab[j] += d;
       }
     }
     for (std::int64_t j = 0; j < width; ++j) dw[c0 + j] += aw[j], db[c0 + j] += ab[j];
+  }
+}
+
+// One row per iteration: mean, rstd, then out = (x - mean) * rstd * weight + bias.
+template <typename T>
+void normalize_rows(T* y, float* mu, float* rs, const T* x, const T* w, const T* b, std::int64_t N, std::int64_t C,
+                    int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* xr = x + n * C;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t c = 0; c < C; ++c) sum += load(xr[c]);
+    const float m = sum / static_cast<float>(C);
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (std::int64_t c = 0; c < C; ++c) sq += (load(xr[c]) - m) * (load(xr[c]) - m);
+    const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + kEps);
+    T* yr = y + n * C;
+#pragma omp simd
+    for (std::int64_t c = 0; c < C; ++c) yr[c] = store<T>((load(xr[c]) - m) * s * load(w[c]) + load(b[c]));
+    mu[n] = m;
+    rs[n] = s;
+  }
+}
+
+// dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)) row by row, g = dout * weight.
+template <typename T>
+void input_grads(T* dx, const T* dy, const T* x, const T* w, const float* mu, const float* rs, std::int64_t N,
+                 std::int64_t C, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* xr = x + n * C;
+    const T* dr = dy + n * C;
+    const float m = mu[n], r = rs[n];
+    float g_mean = 0.0f, gx_mean = 0.0f;
+#pragma omp simd reduction(+ : g_mean, gx_mean)
+    for (std::int64_t c = 0; c < C; ++c) {
+      const float g = load(dr[c]) * load(w[c]);
+      g_mean += g;
+      gx_mean += g * ((load(xr[c]) - m) * r);
+    }
+    g_mean /= static_cast<float>(C);
+    gx_mean /= static_cast<float>(C);
+    T* dxr = dx + n * C;
+#pragma omp simd
+    for (std::int64_t c = 0; c < C; ++c)
+      dxr[c] = store<T>(r * (load(dr[c]) * load(w[c]) - g_mean - ((load(xr[c]) - m) * r) * gx_mean));
   }
 }
 
@@ -57,29 +110,14 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
   check_layernorm(op, inp, out, mean, rstd, weight);
   const std::int64_t C = inp.dim(-1), N = rows_of(inp);
   expect_shape(op, "bias", bias, {C});
-  const float* x = inp.f32(op);
-  const float* w = weight.f32(op);
-  const float* b = bias.f32(op);
-  float* y = out.f32(op);
-  float* mu = mean.f32(op);
-  float* rs = rstd.f32(op);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * C;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (std::int64_t c = 0; c < C; ++c) sum += xr[c];
-    const float m = sum / static_cast<float>(C);
-    float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-    for (std::int64_t c = 0; c < C; ++c) sq += (xr[c] - m) * (xr[c] - m);
-    const float s = 1.0f / std::sqrt(sq / static_cast<float>(C) + kEps);
-    float* yr = y + n * C;
-#pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - m) * s * w[c] + b[c];
-    mu[n] = m;
-    rs[n] = s;
-  }
+  const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"inp", inp, Role::kCompute},
+                                     {"weight", weight, Role::kCompute}, {"bias", bias, Role::kCompute},
+                                     {"mean", mean, Role::kF32}, {"rstd", rstd, Role::kF32}});
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    normalize_rows(data_as<T>(out), mean.f32(op), rstd.f32(op), data_as<T>(inp), data_as<T>(weight),
+                   data_as<T>(bias), N, C, threads_);
+  });
 }
 
 // With xhat = (x - mean) * rstd and g = dout * weight:
@@ -93,34 +131,20 @@ void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, T
   expect_rows(op, "dinp", dinp, N, C);
   expect_shape(op, "dweight", dweight, {C});
   expect_shape(op, "dbias", dbias, {C});
-  const float* x = inp.f32(op);
-  const float* w = weight.f32(op);
-  const float* dy = dout.f32(op);
+  const DType x = compute_dtype(op, {{"dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
+                                     {"inp", inp, Role::kCompute}, {"weight", weight, Role::kCompute},
+                                     {"dweight", dweight, Role::kF32}, {"dbias", dbias, Role::kF32},
+                                     {"mean", mean, Role::kF32}, {"rstd", rstd, Role::kF32}});
   const float* mu = mean.f32(op);
   const float* rs = rstd.f32(op);
-  float* dx = dinp.f32(op);
-  float* dw = dweight.f32(op);
-  float* db = dbias.f32(op);
-  // Column sums first, so dinp may even overwrite dout afterwards.
-  param_grads(dw, db, dy, x, mu, rs, N, C, threads_);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (std::int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * C;
-    const float* dr = dy + n * C;
-    const float m = mu[n], r = rs[n];
-    float g_mean = 0.0f, gx_mean = 0.0f;
-#pragma omp simd reduction(+ : g_mean, gx_mean)
-    for (std::int64_t c = 0; c < C; ++c) {
-      const float g = dr[c] * w[c];
-      g_mean += g;
-      gx_mean += g * ((xr[c] - m) * r);
-    }
-    g_mean /= static_cast<float>(C);
-    gx_mean /= static_cast<float>(C);
-    float* dxr = dx + n * C;
-#pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c) dxr[c] = r * (dr[c] * w[c] - g_mean - ((xr[c] - m) * r) * gx_mean);
-  }
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = data_as<T>(inp);
+    const T* dy = data_as<T>(dout);
+    // Column sums first, so dinp may even overwrite dout afterwards.
+    param_grads(dweight.f32(op), dbias.f32(op), dy, xs, mu, rs, N, C, threads_);
+    input_grads(data_as<T>(dinp), dy, xs, data_as<T>(weight), mu, rs, N, C, threads_);
+  });
 }
 
 }  // namespace zt::backend::cpu

@@ -1,11 +1,15 @@
 // Matmul with optional bias (GPT-2's Conv1D layers and the tied LM head), forward and backward, every
 // product a thread-split OpenBLAS sgemm (gemm.cpp). Bias gradients are column sums, one strip per thread.
+// In mixed precision the X operands are widened into fp32 scratch (scratch.hpp gives the cost), the same
+// sgemm path runs, and X outputs are rounded once; dweight and dbias accumulate in f32 directly.
 #include <vector>
 
 #include "backend/cpu/checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/partition.hpp"
+#include "backend/cpu/precision.hpp"
+#include "backend/cpu/scratch.hpp"
 
 namespace zt::backend::cpu {
 namespace {
@@ -26,6 +30,49 @@ Dims check_matmul(const char* op, const Tensor& out, const Tensor& inp, const Te
   expect_rows(op, "out", out, d.n, d.oc);
   if (!bias.empty()) expect_shape(op, "bias", bias, {d.oc});
   return d;
+}
+
+// y = x @ W (+ b): the bias is written into y first and the product added onto it (beta = 1).
+void forward_f32(float* y, const float* x, const float* w, const float* b, const Dims& d, bool in_out, int threads) {
+  if (b != nullptr) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::int64_t n = 0; n < d.n; ++n) {
+      float* yr = y + n * d.oc;
+#pragma omp simd
+      for (std::int64_t c = 0; c < d.oc; ++c) yr[c] = b[c];
+    }
+  }
+  Gemm g;
+  g.trans_b = !in_out;
+  g.m = d.n, g.n = d.oc, g.k = d.ic;
+  g.a = x, g.lda = d.ic;
+  g.b = w, g.ldb = in_out ? d.oc : d.ic;
+  g.beta = b == nullptr ? 0.0f : 1.0f;
+  g.c = y, g.ldc = d.oc;
+  gemm_parallel(g, threads);
+}
+
+// dx = dy @ W^T (written).
+void input_grad_f32(float* dx, const float* dy, const float* w, const Dims& d, bool in_out, int threads) {
+  Gemm g;
+  g.trans_b = in_out;  // W [IC,OC] is read transposed; W [OC,IC] as it is
+  g.m = d.n, g.n = d.ic, g.k = d.oc;
+  g.a = dy, g.lda = d.oc;
+  g.b = w, g.ldb = in_out ? d.oc : d.ic;
+  g.c = dx, g.ldc = d.ic;
+  gemm_parallel(g, threads);
+}
+
+// dw += x^T @ dy (kInOut) or dy^T @ x (kOutIn).
+void weight_grad_f32(float* dw, const float* dy, const float* x, const Dims& d, bool in_out, int threads) {
+  Gemm g;
+  g.trans_a = true;
+  g.m = in_out ? d.ic : d.oc, g.n = in_out ? d.oc : d.ic, g.k = d.n;
+  g.a = in_out ? x : dy, g.lda = in_out ? d.ic : d.oc;
+  g.b = in_out ? dy : x, g.ldb = in_out ? d.oc : d.ic;
+  g.beta = 1.0f;
+  g.c = dw, g.ldc = g.n;
+  gemm_parallel(g, threads);
 }
 
 // dbias[c] += sum_n dout[n,c]: thread s owns column strip s and adds the rows in order.
@@ -50,29 +97,26 @@ void bias_grad(float* db, const float* dy, std::int64_t N, std::int64_t OC, int 
 }  // namespace
 
 // out = inp @ W + bias: kInOut multiplies by W [IC,OC], kOutIn by the transpose of W [OC,IC].
-// The bias is written into out first and the product added onto it (beta = 1).
 void CpuBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) {
   const char* op = "matmul_forward";
   const Dims d = check_matmul(op, out, inp, weight, bias, layout);
-  float* y = out.f32(op);
+  const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"inp", inp, Role::kCompute},
+                                     {"weight", weight, Role::kCompute}, {"bias", bias, Role::kCompute}});
   const bool in_out = layout == WeightLayout::kInOut;
-  if (!bias.empty()) {
-    const float* b = bias.f32(op);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      float* yr = y + n * d.oc;
-#pragma omp simd
-      for (std::int64_t c = 0; c < d.oc; ++c) yr[c] = b[c];
-    }
-  }
-  Gemm g;
-  g.trans_b = !in_out;
-  g.m = d.n, g.n = d.oc, g.k = d.ic;
-  g.a = inp.f32(op), g.lda = d.ic;
-  g.b = weight.f32(op), g.ldb = in_out ? d.oc : d.ic;
-  g.beta = bias.empty() ? 0.0f : 1.0f;
-  g.c = y, g.ldc = d.oc;
-  gemm_parallel(g, threads_);
+  if (x == DType::kF32)
+    return forward_f32(out.f32(op), inp.f32(op), weight.f32(op), bias.empty() ? nullptr : bias.f32(op), d, in_out,
+                       threads_);
+  // X: inp, weight and bias widened, out built in fp32 (bias added before the one rounding).
+  ScratchParts parts(workspace(matmul_x_floats(d.n, d.ic, d.oc)));
+  float* xf = parts.take(d.n * d.ic);
+  float* wf = parts.take(d.ic * d.oc);
+  float* yf = parts.take(d.n * d.oc);
+  float* bf = bias.empty() ? nullptr : parts.take(d.oc);
+  to_f32(xf, inp, threads_);
+  to_f32(wf, weight, threads_);
+  if (bf != nullptr) to_f32(bf, bias, threads_);
+  forward_f32(yf, xf, wf, bf, d, in_out, threads_);
+  from_f32(out, yf, threads_);
 }
 
 // dinp = dout @ W^T (written, skipped if empty); dweight += inp^T @ dout (kInOut) or dout^T @ inp
@@ -82,28 +126,34 @@ void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tens
   const char* op = "matmul_backward";
   const Dims d = check_matmul(op, dout, inp, weight, dbias, layout);
   expect_shape(op, "dweight", dweight, {weight.dim(0), weight.dim(1)});
+  if (!dinp.empty()) expect_rows(op, "dinp", dinp, d.n, d.ic);
+  const DType x = compute_dtype(op, {{"dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
+                                     {"inp", inp, Role::kCompute}, {"weight", weight, Role::kCompute},
+                                     {"dweight", dweight, Role::kF32}, {"dbias", dbias, Role::kF32}});
   const bool in_out = layout == WeightLayout::kInOut;
-  const float* dy = dout.f32(op);
-  const float* x = inp.f32(op);
-  if (!dinp.empty()) {
-    expect_rows(op, "dinp", dinp, d.n, d.ic);
-    Gemm g;
-    g.trans_b = in_out;  // W [IC,OC] is read transposed; W [OC,IC] as it is
-    g.m = d.n, g.n = d.ic, g.k = d.oc;
-    g.a = dy, g.lda = d.oc;
-    g.b = weight.f32(op), g.ldb = in_out ? d.oc : d.ic;
-    g.c = dinp.f32(op), g.ldc = d.ic;
-    gemm_parallel(g, threads_);
+  float* dw = dweight.f32(op);
+  float* db = dbias.empty() ? nullptr : dbias.f32(op);
+  if (x == DType::kF32) {
+    const float* dy = dout.f32(op);
+    if (!dinp.empty()) input_grad_f32(dinp.f32(op), dy, weight.f32(op), d, in_out, threads_);
+    weight_grad_f32(dw, dy, inp.f32(op), d, in_out, threads_);
+    if (db != nullptr) bias_grad(db, dy, d.n, d.oc, threads_);
+    return;
   }
-  Gemm g;
-  g.trans_a = true;
-  g.m = in_out ? d.ic : d.oc, g.n = in_out ? d.oc : d.ic, g.k = d.n;
-  g.a = in_out ? x : dy, g.lda = in_out ? d.ic : d.oc;
-  g.b = in_out ? dy : x, g.ldb = in_out ? d.oc : d.ic;
-  g.beta = 1.0f;
-  g.c = dweight.f32(op), g.ldc = g.n;
-  gemm_parallel(g, threads_);
-  if (!dbias.empty()) bias_grad(dbias.f32(op), dy, d.n, d.oc, threads_);
+  // X: dout widened once; the [N,IC] part holds fp32 dinp first, then the widened inp for dweight.
+  ScratchParts parts(workspace(matmul_x_floats(d.n, d.ic, d.oc)));
+  float* dyf = parts.take(d.n * d.oc);
+  float* wf = parts.take(d.ic * d.oc);
+  float* nic = parts.take(d.n * d.ic);
+  to_f32(dyf, dout, threads_);
+  if (!dinp.empty()) {
+    to_f32(wf, weight, threads_);
+    input_grad_f32(nic, dyf, wf, d, in_out, threads_);
+    from_f32(dinp, nic, threads_);
+  }
+  to_f32(nic, inp, threads_);
+  weight_grad_f32(dw, dyf, nic, d, in_out, threads_);
+  if (db != nullptr) bias_grad(db, dyf, d.n, d.oc, threads_);
 }
 
 }  // namespace zt::backend::cpu
