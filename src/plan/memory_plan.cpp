@@ -123,7 +123,10 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else
-    p.rows.push_back({"workspace", backend::cpu_workspace_bytes(threads, shape.seq_len), "attention scratch"});
+    p.rows.push_back({"workspace",
+                      backend::cpu_workspace_bytes(threads, shape.seq_len, compute, std::int64_t{micro} * shape.seq_len,
+                                                   shape.n_embd, shape.padded_vocab),
+                      compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
   return p;
 }
