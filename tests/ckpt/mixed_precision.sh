@@ -60,5 +60,5 @@ for s in range(1, 40):  # halved after each overflow, unchanged otherwise (windo
 assert len(skipped) < 30 and steps[-1]["step"] == 40
 assert steps[-1]["loss"] < by_step[lead + 1]["loss"], "no learning after the scale settled"
 PY
-expect_in "$ZT_WORK/out" "fp16 gradients overflowed at loss scale"
+expect_in "$ZT_WORK/err" "fp16 gradients overflowed at loss scale"
 echo "PASS"
