@@ -263,6 +263,7 @@ void ZeroEngine::begin_backward(bool last_micro_batch) { reducing_ = stage_ >= 2
 
 void ZeroEngine::grad_unit_done(int u) {
   if (!reducing_) return;
+  if (stage_ <= 1 && comm_.size() == 1) return;  // one rank: the reduction would be an in-place identity
   if (stage_ >= 1) return reduce_unit(u);
   // Stage 0: units finish in descending flat order; a bucket is a run of adjacent units.
   if (!bucket_units_.empty() && bucket_units_.back() != u + 1) flush_bucket();
@@ -362,7 +363,7 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
                             adamw_hyperparams(o, lr, step, grad_scale, p.decay));
     }
   }
-  if (stage_ == 0 || stage_ == 3) return;
+  if (stage_ == 0 || stage_ == 3 || comm_.size() == 1) return;  // one rank: nothing to gather
   std::vector<std::unique_ptr<dist::Work>> works;
   for (int u = 0; u < part_.n_units(); ++u) {
     const std::int64_t shard = part_.shard_numel(u);
