@@ -2,6 +2,7 @@
 // matmul (both weight layouts, with and without bias), cross-entropy and attention. Shapes are not
 // multiples of the block sizes (C=96, N=7 or 300 rows, V=101 padded to 128); parameter gradients start
 // from non-zero values, so the += rule is checked; in-place use is checked where backend.hpp allows it.
+#include <functional>
 #include <tuple>
 #include <utility>
 
@@ -48,7 +49,8 @@ TEST_F(CudaOps, LayerNormForwardAndBackwardMatchCpu) {
       const auto dw0 = randn(C, 14), db0 = randn(C, 15);
 
       Tensor g_out = gpu(std::vector<float>(N * C), {N, C}, p.x);
-      Tensor g_mean = gpu(std::vector<float>(N), {N}, DType::kF32), g_rstd = gpu(std::vector<float>(N), {N}, DType::kF32);
+      Tensor g_mean = gpu(std::vector<float>(N), {N}, DType::kF32);
+      Tensor g_rstd = gpu(std::vector<float>(N), {N}, DType::kF32);
       gpu_->layernorm_forward(g_out, g_mean, g_rstd, gpu(x, {N, C}, p.x), gpu(w, {C}, p.x), gpu(b, {C}, p.x));
       Tensor c_out = cpu(std::vector<float>(N * C), {N, C});
       Tensor c_mean = cpu(std::vector<float>(N), {N}), c_rstd = cpu(std::vector<float>(N), {N});
@@ -119,22 +121,22 @@ TEST_F(CudaOps, MatmulForwardAndBackwardMatchCpuInBothLayouts) {
   }
 }
 
-// A bias at an odd element offset (parameters live in one flat buffer): cuBLASLt must be told the
-// operands' real alignment.
-TEST_F(CudaOps, MatmulHandlesOperandsAtUnalignedOffsets) {
-  const std::int64_t N = 9, IC = 40, OC = 24;
+// Weight and bias 8 elements into their buffers (16 bytes in bf16/f16, 32 in f32), as parameters sit in
+// one flat buffer: below cuBLASLt's default 256-byte assumption, so it must be told the real alignment.
+TEST_F(CudaOps, MatmulHandlesOperandsBelowDefaultAlignment) {
+  const std::int64_t N = 9, IC = 40, OC = 24, off = 8;
   for (const Precision& p : kPrecisions) {
     SCOPED_TRACE(std::string(dtype_name(p.x)));
-    const auto x = rounded(randn(N * IC, 30), p.x), w = rounded(randn(IC * OC + 1, 31, 0.1f), p.x);
-    const auto b = rounded(randn(OC + 1, 32), p.x);
-    Tensor flat_w = gpu(w, {IC * OC + 1}, p.x), flat_b = gpu(b, {OC + 1}, p.x);
-    Tensor g_w(static_cast<char*>(flat_w.data) + dtype_size(p.x), p.x, {IC, OC});
-    Tensor g_b(static_cast<char*>(flat_b.data) + dtype_size(p.x), p.x, {OC});
+    const auto x = rounded(randn(N * IC, 30), p.x), w = rounded(randn(IC * OC + off, 31, 0.1f), p.x);
+    const auto b = rounded(randn(OC + off, 32), p.x);
+    Tensor flat_w = gpu(w, {IC * OC + off}, p.x), flat_b = gpu(b, {OC + off}, p.x);
+    Tensor g_w(static_cast<char*>(flat_w.data) + off * dtype_size(p.x), p.x, {IC, OC});
+    Tensor g_b(static_cast<char*>(flat_b.data) + off * dtype_size(p.x), p.x, {OC});
     Tensor g_out = gpu(std::vector<float>(N * OC), {N, OC}, p.x);
     gpu_->matmul_forward(g_out, gpu(x, {N, IC}, p.x), g_w, g_b, WeightLayout::kInOut);
     Tensor c_out = cpu(std::vector<float>(N * OC), {N, OC});
-    cpu_->matmul_forward(c_out, cpu(x, {N, IC}), cpu(std::vector<float>(w.begin() + 1, w.end()), {IC, OC}),
-                         cpu(std::vector<float>(b.begin() + 1, b.end()), {OC}), WeightLayout::kInOut);
+    cpu_->matmul_forward(c_out, cpu(x, {N, IC}), cpu(std::vector<float>(w.begin() + off, w.end()), {IC, OC}),
+                         cpu(std::vector<float>(b.begin() + off, b.end()), {OC}), WeightLayout::kInOut);
     ZT_EXPECT_CLOSE(read(g_out), cpu_values(c_out), p.tol);
   }
 }
@@ -194,6 +196,33 @@ TEST_F(CudaOps, AttentionForwardAndBackwardMatchCpu) {
     cpu_->attention_backward(c_dqkv, cpu(dout, {B, T, C}), c_qkv, cpu(out, {B, T, C}), c_lse, NH);
     ZT_EXPECT_CLOSE(read(g_dqkv), cpu_values(c_dqkv), p.tol);
   }
+}
+
+// Combinations outside backend.hpp's precision rules throw, naming the op and the argument, before any
+// kernel runs.
+TEST_F(CudaOps, DtypesOutsideThePrecisionRulesThrow) {
+  const std::int64_t N = 4, C = 32;
+  const DType X = DType::kBF16;
+  const std::vector<float> z(N * C);
+  Tensor x = gpu(z, {N, C}, X), w = gpu(std::vector<float>(C * C), {C, C}, X);
+  Tensor stat = gpu(std::vector<float>(N), {N}, DType::kF32), stat16 = gpu(std::vector<float>(N), {N}, X);
+  Tensor p16 = gpu(std::vector<float>(C), {C}, X), p32 = gpu(std::vector<float>(C), {C}, DType::kF32);
+  auto throws_naming = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "expected an error naming " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  throws_naming([&] { gpu_->layernorm_forward(x, stat16, stat, x, p16, p16); }, "mean");
+  throws_naming([&] { gpu_->layernorm_backward(x, p16, p32, x, x, p16, stat, stat); }, "dweight");
+  throws_naming([&] { gpu_->matmul_forward(x, x, gpu(std::vector<float>(C * C), {C, C}, DType::kF16), Tensor(),
+                                           WeightLayout::kInOut); }, "weight");
+  throws_naming([&] { gpu_->matmul_backward(x, w, Tensor(), x, x, w, WeightLayout::kInOut); }, "dweight");
+  throws_naming([&] { gpu_->add(x, x, gpu(z, {N, C}, DType::kF32)); }, "add");
+  const Backend::AdamW hp{1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1, 1.0f};
+  throws_naming([&] { gpu_->adamw_update(p16, p32, p32, p32, Tensor(), hp); }, "param");
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ struct MaxSum {
 
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.max, b.max);
-  if (m == -CUDART_INF_F) return {m, 0.0f};  // both empty: avoid -inf - -inf
+  // Both without a finite column: -inf - -inf would be NaN; the sums are 0 (or NaN, which must survive).
+  if (m == -CUDART_INF_F) return {m, a.sum + b.sum};
   return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
 }
 
@@ -45,7 +46,8 @@ __device__ float row_lse(const T* row, int vocab) {
   MaxSum acc{-CUDART_INF_F, 0.0f};
   for (int j = threadIdx.x; j < vocab; j += blockDim.x) acc = fold(acc, to_f32(row[j]));
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    acc = merge(acc, MaxSum{__shfl_xor_sync(0xffffffffu, acc.max, offset), __shfl_xor_sync(0xffffffffu, acc.sum, offset)});
+    acc = merge(acc, MaxSum{__shfl_xor_sync(0xffffffffu, acc.max, offset),
+                            __shfl_xor_sync(0xffffffffu, acc.sum, offset)});
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   if (lane == 0) partial[warp] = acc;
   __syncthreads();

@@ -43,6 +43,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   // Non-blocking: the legacy default stream (used by any library call we do not control) must not
   // serialise with our work.
   ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  stream_owner_.reset(stream_);
   allocator_ = std::make_unique<CachingAllocator>(cuda_raw_allocator(), cat("cuda:", device));
   lt_workspace_ = allocate(kLtWorkspaceBytes);
   lt_ = std::make_unique<LtMatmul>(lt_workspace_.data(), lt_workspace_.bytes());
@@ -54,7 +55,6 @@ CudaBackend::~CudaBackend() {
   lt_.reset();
   lt_workspace_.reset();
   allocator_.reset();
-  if (stream_) cudaStreamDestroy(stream_);
 }
 
 std::string CudaBackend::name() const { return device_name_; }
@@ -68,7 +68,9 @@ void CudaBackend::release(void* data, std::size_t) { allocator_->release(data); 
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
   if (bytes == 0) return;
-  // Pageable host memory: the call returns once the source has been staged, so the caller may reuse it.
+  // From pageable memory (every caller today) the call returns once the source has been staged, so the
+  // caller may reuse it at once, while the device copy stays ordered on the stream without a host sync.
+  // A pinned source is read later, when the stream gets there: keep it unchanged until synchronize().
   ZT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
 }
 

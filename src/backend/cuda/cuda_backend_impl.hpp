@@ -57,9 +57,14 @@ class CudaBackend final : public Backend {
   void scale(Tensor x, float factor) override;
 
  private:
+  struct StreamDeleter {
+    void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
+  };
+
   int device_;
   std::string device_name_;  // "cuda:0 (NVIDIA H100 80GB HBM3)"
-  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<CUstream_st, StreamDeleter> stream_owner_;
+  cudaStream_t stream_ = nullptr;  // stream_owner_'s stream, the one every op and copy is queued on
   std::unique_ptr<CachingAllocator> allocator_;
   Buffer lt_workspace_;           // cuBLASLt's scratch, from the allocator so memory_stats counts it
   std::unique_ptr<LtMatmul> lt_;  // cuBLASLt handle and cached matmul plans

@@ -26,6 +26,10 @@ std::int64_t alignment(const void* p) {
   return a;
 }
 
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreference_t p) const { cublasLtMatmulPreferenceDestroy(p); }
+};
+
 }  // namespace
 
 struct LtMatmul::Plan {
@@ -71,28 +75,25 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
   ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
   ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, dt, g.m, g.n, g.ldd));
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const std::uint64_t ws = workspace_bytes_;
+  // The search preference lives only for this heuristic call (owned, so a failed check cannot leak it).
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter> pref(raw_pref);
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& value) {
+    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &value, sizeof(value)));
+  };
   const std::uint32_t align_a = static_cast<std::uint32_t>(alignment(g.a));
   const std::uint32_t align_b = static_cast<std::uint32_t>(alignment(g.b));
   const std::uint32_t align_d = static_cast<std::uint32_t>(alignment(g.d));
+  prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<std::uint64_t>(workspace_bytes_));
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d));
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result,
-                                            &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  ZT_CUBLAS_CHECK(status);
+  ZT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref.get(),
+                                                 1, &result, &found));
   if (found == 0)
     throw Error(cat(op, ": cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k, " (A/B ",
                     dtype_name(g.ab_type), ", D ", dtype_name(g.d_type), g.bias ? ", bias epilogue" : "",
