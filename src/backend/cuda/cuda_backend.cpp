@@ -15,8 +15,14 @@ namespace {
 // GEMMs on Hopper (NVIDIA recommends at least 32 MiB there).
 constexpr std::size_t kLtWorkspaceBytes = std::size_t{32} << 20;
 
-RawAllocator cuda_raw_allocator() {
-  return RawAllocator{[](std::size_t bytes) -> void* {
+// The current device is per host thread: memory calls may come from other threads than the one that
+// built the backend (a checkpoint writer freeing or copying buffers), so they select the device first.
+// cudaSetDevice is a cheap no-op when it is already current.
+void use_device(int device) { ZT_CUDA_CHECK(cudaSetDevice(device)); }
+
+RawAllocator cuda_raw_allocator(int device) {
+  return RawAllocator{[device](std::size_t bytes) -> void* {
+                        use_device(device);
                         void* p = nullptr;
                         const cudaError_t rc = cudaMalloc(&p, bytes);
                         if (rc == cudaErrorMemoryAllocation) {
@@ -26,10 +32,10 @@ RawAllocator cuda_raw_allocator() {
                         ZT_CUDA_CHECK(rc);
                         return p;
                       },
-                      [](void* p) {
+                      [device](void* p) {
                         // Fails only when the context is already broken, which an earlier call reported;
                         // this runs in destructors, which must not throw.
-                        if (cudaFree(p) != cudaSuccess) cudaGetLastError();
+                        if (cudaSetDevice(device) != cudaSuccess || cudaFree(p) != cudaSuccess) cudaGetLastError();
                       }};
 }
 
@@ -44,7 +50,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   // serialise with our work.
   ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   stream_owner_.reset(stream_);
-  allocator_ = std::make_unique<CachingAllocator>(cuda_raw_allocator(), cat("cuda:", device));
+  allocator_ = std::make_unique<CachingAllocator>(cuda_raw_allocator(device), cat("cuda:", device));
   lt_workspace_ = allocate(kLtWorkspaceBytes);
   lt_ = std::make_unique<LtMatmul>(lt_workspace_.data(), lt_workspace_.bytes());
 }
@@ -68,6 +74,7 @@ void CudaBackend::release(void* data, std::size_t) { allocator_->release(data); 
 
 void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
   if (bytes == 0) return;
+  use_device(device_);
   // From pageable memory (every caller today) the call returns once the source has been staged, so the
   // caller may reuse it at once, while the device copy stays ordered on the stream without a host sync.
   // A pinned source is read later, when the stream gets there: keep it unchanged until synchronize().
@@ -76,21 +83,27 @@ void CudaBackend::copy_from_host(void* dst, const void* host_src, std::size_t by
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
+  use_device(device_);
   ZT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
   ZT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller reads host_dst on return
 }
 
 void CudaBackend::copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0 || dst == src) return;
+  use_device(device_);
   ZT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
 void CudaBackend::fill_zero(Tensor t) {
   if (t.bytes() == 0) return;
+  use_device(device_);
   ZT_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));
 }
 
-void CudaBackend::synchronize() { ZT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  use_device(device_);
+  ZT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 MemoryStats CudaBackend::memory_stats() const {
   const AllocatorStats s = allocator_->stats();

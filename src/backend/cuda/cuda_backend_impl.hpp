@@ -1,6 +1,9 @@
 // The CUDA backend's class (internal to backend/cuda): one device, one non-blocking compute stream that
 // every op and copy is queued on, a cuBLASLt handle with its workspace, and the caching allocator. The
 // ops are defined one family per file (embedding.cu, layernorm.cu, matmul.cu, ...), as on the CPU.
+// Ops launch on the calling thread's current device, which the constructor set: call them from the
+// thread that built the backend. Memory calls (allocate, release, copies) select the device
+// themselves and may come from any thread.
 #pragma once
 
 #include <cublasLt.h>
