@@ -1,0 +1,76 @@
+// The CUDA backend's class (internal to backend/cuda): one device, one non-blocking compute stream that
+// every op and copy is queued on, a cuBLASLt handle with its workspace, and the caching allocator. The
+// ops are defined one family per file (embedding.cu, layernorm.cu, matmul.cu, ...), as on the CPU.
+// Ops launch on the calling thread's current device, which the constructor set: call them from the
+// thread that built the backend. Memory calls (allocate, release, copies) select the device
+// themselves and may come from any thread.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/caching_allocator.hpp"
+#include "backend/cuda/lt_matmul.hpp"
+
+namespace zt::backend::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  std::string name() const override;
+
+  Buffer allocate(std::size_t bytes) override;
+  void release(void* data, std::size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, std::size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+  void fill_zero(Tensor t) override;
+  void synchronize() override;
+  MemoryStats memory_stats() const override;
+  void reset_peak() override;
+  void* stream() const override { return stream_; }
+
+  // The allocator's own numbers (reserved and cached bytes, raw allocation count) and its cache flush.
+  AllocatorStats allocator_stats() const { return allocator_->stats(); }
+  void empty_cache() { allocator_->empty_cache(); }
+
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) override;
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                          Tensor mean, Tensor rstd) override;
+  void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) override;
+  void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                       WeightLayout layout) override;
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) override;
+  void gelu_forward(Tensor out, Tensor inp) override;
+  void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
+  void add(Tensor out, Tensor a, Tensor b) override;
+  void accumulate(Tensor dst, Tensor src) override;
+  void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) override;
+  void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) override;
+  void adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Tensor param_copy, const AdamW& hp) override;
+  double sum_of_squares(Tensor x) override;
+  void cast(Tensor dst, Tensor src) override;
+  void scale(Tensor x, float factor) override;
+
+ private:
+  struct StreamDeleter {
+    void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
+  };
+
+  int device_;
+  std::string device_name_;  // "cuda:0 (NVIDIA H100 80GB HBM3)"
+  std::unique_ptr<CUstream_st, StreamDeleter> stream_owner_;
+  cudaStream_t stream_ = nullptr;  // stream_owner_'s stream, the one every op and copy is queued on
+  std::unique_ptr<CachingAllocator> allocator_;
+  Buffer lt_workspace_;           // cuBLASLt's scratch, from the allocator so memory_stats counts it
+  std::unique_ptr<LtMatmul> lt_;  // cuBLASLt handle and cached matmul plans
+};
+
+}  // namespace zt::backend::cuda

@@ -1,0 +1,101 @@
+// Element-wise ops on the GPU: the residual add, gradient accumulation, scaling and dtype casts. One
+// thread per element in a grid-stride loop, math in fp32, rounded to nearest even on store. Each
+// element is read before it is written by the same thread, so the aliasing backend.hpp allows is safe.
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/checks.hpp"
+#include "backend/cuda/cuda_backend_impl.hpp"
+#include "backend/cuda/dtype_io.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace zt::backend::cuda {
+namespace {
+
+// out = a + b
+template <typename T>
+__global__ void add_kernel(T* out, const T* a, const T* b, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_step())
+    out[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+// dst += src
+template <typename T>
+__global__ void accumulate_kernel(T* dst, const T* src, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_step())
+    dst[i] = from_f32<T>(to_f32(dst[i]) + to_f32(src[i]));
+}
+
+// x *= factor
+template <typename T>
+__global__ void scale_kernel(T* x, float factor, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_step())
+    x[i] = from_f32<T>(to_f32(x[i]) * factor);
+}
+
+// dst = src converted through fp32 (exact for every source type, so one rounding on store)
+template <typename TD, typename TS>
+__global__ void cast_kernel(TD* dst, const TS* src, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_step())
+    dst[i] = from_f32<TD>(to_f32(src[i]));
+}
+
+}  // namespace
+
+void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
+  const char* op = "add";
+  expect_same_numel(op, out, a);
+  expect_same_numel(op, out, b);
+  expect_compute(op, "a", a, out.dtype);
+  expect_compute(op, "b", b, out.dtype);
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  dispatch_float(out.dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    add_kernel<T><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(
+        static_cast<T*>(out.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::accumulate(Tensor dst, Tensor src) {
+  const char* op = "accumulate";
+  expect_same_numel(op, dst, src);
+  expect_compute(op, "src", src, dst.dtype);
+  const std::int64_t n = dst.numel();
+  if (n == 0) return;
+  dispatch_float(dst.dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    accumulate_kernel<T><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(static_cast<T*>(dst.data),
+                                                                             static_cast<const T*>(src.data), n);
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::scale(Tensor x, float factor) {
+  const std::int64_t n = x.numel();
+  if (n == 0) return;
+  dispatch_float(x.dtype, "scale", [&](auto tag) {
+    using T = decltype(tag);
+    scale_kernel<T><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(static_cast<T*>(x.data), factor, n);
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+// Any direction between f32, bf16 and f16; same dtype is a copy.
+void CudaBackend::cast(Tensor dst, Tensor src) {
+  const char* op = "cast";
+  expect_same_numel(op, dst, src);
+  const std::int64_t n = src.numel();
+  if (src.dtype == dst.dtype && is_float(src.dtype)) return copy(dst.data, src.data, src.bytes());
+  if (n == 0) return;
+  dispatch_float(dst.dtype, op, [&](auto dst_tag) {
+    dispatch_float(src.dtype, op, [&](auto src_tag) {
+      using TD = decltype(dst_tag);
+      using TS = decltype(src_tag);
+      cast_kernel<TD, TS><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(static_cast<TD*>(dst.data),
+                                                                              static_cast<const TS*>(src.data), n);
+    });
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace zt::backend::cuda

@@ -1,0 +1,149 @@
+// LayerNorm over the last dim (Ba et al. 2016), eps 1e-5, forward and backward on the GPU. One warp
+// per row for the row-wise parts (statistics, output, dinp), fp32 math; the weight/bias gradients are
+// deterministic two-pass column sums (column_sums.cuh) rather than atomics, so they repeat bit for bit.
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/checks.hpp"
+#include "backend/cuda/column_sums.cuh"
+#include "backend/cuda/cuda_backend_impl.hpp"
+#include "backend/cuda/dtype_io.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace zt::backend::cuda {
+namespace {
+
+constexpr float kEps = 1e-5f;
+
+// Warp w of the block owns row blockIdx.x * 8 + w; lane l reads columns l, l+32, ... The two-pass
+// variance (sum of squared deviations) matches the CPU twin and has no cancellation.
+//   mean = sum(x)/C;  rstd = 1/sqrt(sum((x-mean)^2)/C + eps);  out = (x-mean)*rstd*weight + bias
+template <typename T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                                         const T* bias, std::int64_t N, int C) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= N) return;  // whole warps leave together, so the shuffles below stay full-warp
+  const T* x = inp + row * C;
+  float sum = 0.0f;
+  for (int c = lane; c < C; c += kWarp) sum += to_f32(x[c]);
+  const float m = warp_sum(sum) / static_cast<float>(C);
+  float sq = 0.0f;
+  for (int c = lane; c < C; c += kWarp) {
+    const float d = to_f32(x[c]) - m;
+    sq += d * d;
+  }
+  const float s = 1.0f / sqrtf(warp_sum(sq) / static_cast<float>(C) + kEps);  // IEEE, as the CPU
+  T* y = out + row * C;
+  for (int c = lane; c < C; c += kWarp)
+    y[c] = from_f32<T>((to_f32(x[c]) - m) * s * to_f32(weight[c]) + to_f32(bias[c]));
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = s;
+  }
+}
+
+// With xhat = (x - mean) * rstd and g = dout * weight, one warp per row:
+//   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// A lane writes only the columns it read, after the row's sums, so dinp may alias dout.
+template <typename T>
+__global__ void layernorm_dinp_kernel(T* dinp, const T* dout, const T* inp, const T* weight, const float* mean,
+                                      const float* rstd, std::int64_t N, int C) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= N) return;
+  const T* x = inp + row * C;
+  const T* dy = dout + row * C;
+  const float m = mean[row], r = rstd[row];
+  float g_sum = 0.0f, gx_sum = 0.0f;
+  for (int c = lane; c < C; c += kWarp) {
+    const float g = to_f32(dy[c]) * to_f32(weight[c]);
+    g_sum += g;
+    gx_sum += g * ((to_f32(x[c]) - m) * r);
+  }
+  const float g_mean = warp_sum(g_sum) / static_cast<float>(C);
+  const float gx_mean = warp_sum(gx_sum) / static_cast<float>(C);
+  T* dx = dinp + row * C;
+  for (int c = lane; c < C; c += kWarp) {
+    const float g = to_f32(dy[c]) * to_f32(weight[c]);
+    dx[c] = from_f32<T>(r * (g - g_mean - ((to_f32(x[c]) - m) * r) * gx_mean));
+  }
+}
+
+// Row n's contribution to dweight (dout * xhat) and dbias (dout) at column c.
+template <typename T>
+struct LayerNormParamTerm {
+  const T* dout;
+  const T* inp;
+  const float* mean;
+  const float* rstd;
+  std::int64_t C;
+  __device__ void operator()(std::int64_t n, std::int64_t c, float (&acc)[2]) const {
+    const float dy = to_f32(dout[n * C + c]);
+    acc[0] += dy * ((to_f32(inp[n * C + c]) - mean[n]) * rstd[n]);
+    acc[1] += dy;
+  }
+};
+
+void check_layernorm(const char* op, const Tensor& x, const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                     const Tensor& weight) {
+  const std::int64_t C = x.dim(-1), N = rows_of(x);
+  expect_rows(op, "output", y, N, C);
+  expect_shape(op, "weight", weight, {C});
+  ZT_CHECK_EQ(mean.numel(), N, op, ": mean needs one value per row of ", x.shape_string());
+  ZT_CHECK_EQ(rstd.numel(), N, op, ": rstd needs one value per row of ", x.shape_string());
+  expect_dtype(op, "mean", mean, DType::kF32);
+  expect_dtype(op, "rstd", rstd, DType::kF32);
+  expect_compute(op, "output", y, x.dtype);
+  expect_compute(op, "weight", weight, x.dtype);
+}
+
+}  // namespace
+
+void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) {
+  const char* op = "layernorm_forward";
+  check_layernorm(op, inp, out, mean, rstd, weight);
+  const std::int64_t N = rows_of(inp);
+  const int C = to_int(op, "C", inp.dim(-1));
+  expect_shape(op, "bias", bias, {C});
+  expect_compute(op, "bias", bias, inp.dtype);
+  if (N == 0) return;
+  dispatch_float(inp.dtype, op, [&](auto tag) {
+    using X = decltype(tag);
+    layernorm_forward_kernel<X><<<warp_per_row_blocks(N), kBlockThreads, 0, stream_>>>(
+        static_cast<X*>(out.data), static_cast<float*>(mean.data), static_cast<float*>(rstd.data),
+        static_cast<const X*>(inp.data), static_cast<const X*>(weight.data), static_cast<const X*>(bias.data), N, C);
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+// dinp = (written), dweight += , dbias += (f32). The column sums are queued first, so dinp may even
+// overwrite dout.
+void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                                     Tensor weight, Tensor mean, Tensor rstd) {
+  const char* op = "layernorm_backward";
+  check_layernorm(op, inp, dout, mean, rstd, weight);
+  const std::int64_t N = rows_of(inp);
+  const int C = to_int(op, "C", inp.dim(-1));
+  expect_rows(op, "dinp", dinp, N, C);
+  expect_compute(op, "dinp", dinp, inp.dtype);
+  expect_shape(op, "dweight", dweight, {C});
+  expect_shape(op, "dbias", dbias, {C});
+  expect_dtype(op, "dweight", dweight, DType::kF32);
+  expect_dtype(op, "dbias", dbias, DType::kF32);
+  if (N == 0) return;
+  Buffer scratch = allocate(column_sums_scratch_bytes(N, C, 2));
+  dispatch_float(inp.dtype, op, [&](auto tag) {
+    using X = decltype(tag);
+    const X* dy = static_cast<const X*>(dout.data);
+    const X* x = static_cast<const X*>(inp.data);
+    const float* mu = static_cast<const float*>(mean.data);
+    const float* rs = static_cast<const float*>(rstd.data);
+    column_sums_accumulate<2>(LayerNormParamTerm<X>{dy, x, mu, rs, C}, N, C,
+                              ColumnOutputs<2>{{static_cast<float*>(dweight.data), static_cast<float*>(dbias.data)}},
+                              static_cast<float*>(scratch.data()), stream_);
+    layernorm_dinp_kernel<X><<<warp_per_row_blocks(N), kBlockThreads, 0, stream_>>>(
+        static_cast<X*>(dinp.data), dy, x, static_cast<const X*>(weight.data), mu, rs, N, C);
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace zt::backend::cuda
