@@ -78,7 +78,7 @@ void dispatch_tile(int hs, F&& f) {
 }
 
 // One 64-row-tile kernel launch: grid (B*NH, tiles), opting into more than 48 KB of dynamic shared
-// memory (H100 allows up to 227 KB a block; the largest here is 170 KB, f32 dK/dV at hs 128).
+// memory (H100 allows up to 227 KiB a block; the largest here is 166.5 KiB, f32 dK/dV at hs 128).
 template <typename Kernel, typename A>
 void launch_tiles(Kernel kernel, std::size_t smem_bytes, const Shape& s, const A& args, cudaStream_t stream) {
   ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
@@ -100,6 +100,8 @@ template <typename M>
 constexpr std::size_t dkdv_smem_bytes() {
   return dq_smem_bytes<M>() + 2 * attn::kTile * sizeof(float);
 }
+// The largest block (sm_90: 227 KiB of opt-in shared memory a block).
+static_assert(dkdv_smem_bytes<attn::SimtTile<128>>() <= 227 * 1024, "f32 hs 128 dK/dV tiles fit an H100 block");
 
 }  // namespace
 

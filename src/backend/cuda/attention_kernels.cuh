@@ -35,7 +35,7 @@ struct Args {
 // owns row r, key columns [32 half, 32 half + 32); the row's two lanes combine with one shuffle.
 // out = acc / l (rounded to T), lse = m ln2 + ln l (fp32).
 // Shared memory: Q, K, V tiles [64][HSP + 16B] of T, 4 warp score tiles [16][68] f32, 4 x 16 row
-// factors: 45.3 KB for bf16 hs 64 (4 blocks/SM), 79 KB for hs 128.
+// factors: 44.3 KiB for bf16/f16 hs 64 (4 blocks/SM), 68.3 KiB at hs 128, 68.3 / 116.3 KiB f32.
 template <typename M>
 __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typename M::Elem> a) {
   using T = typename M::Elem;
@@ -162,7 +162,8 @@ __device__ __forceinline__ void probabilities_and_grads(float* sS, float* sDP, b
 // up to the diagonal (recomputing S and dP, which the dK/dV kernel also computes: the price of
 // writing dQ once, in a fixed order, with no atomics; the backward is deterministic).
 //   dQ = scale * sum_k dS K,  dS = P * (dO V^T - D),  P = exp(scale Q K^T - lse)
-// Shared memory: Q, dO, K, V tiles + 4 warps x (S, dP) fp32: 71.7 KB bf16 hs 64, 105 KB hs 128.
+// Shared memory: Q, dO, K, V tiles + 4 warps x (S, dP) fp32: 70 KiB bf16/f16 hs 64 (3 blocks/SM),
+// 102 KiB at hs 128, 102 / 166 KiB f32.
 template <typename M>
 __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<typename M::Elem> a) {
   using T = typename M::Elem;
@@ -219,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
 //   S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(scale S^T - lse),  dS^T = P^T * (dP^T - D)
 //   dV = sum_q P^T dO,  dK = scale * sum_q dS^T Q
 // Shared memory: K, V, Q, dO tiles + 4 warps x (S^T, dP^T) fp32 + lse, D of the query tile:
-// 72.2 KB bf16 hs 64, 105 KB hs 128.
+// 70.5 KiB bf16/f16 hs 64 (3 blocks/SM), 102.5 KiB at hs 128, 102.5 / 166.5 KiB f32.
 template <typename M>
 __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Args<typename M::Elem> a) {
   using T = typename M::Elem;
