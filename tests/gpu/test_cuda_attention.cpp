@@ -106,7 +106,8 @@ class DeviceArray {
     EXPECT_EQ(cudaMalloc(&base_, bytes + offset_bytes + 1), cudaSuccess);
     ptr_ = static_cast<std::uint8_t*>(base_) + offset_bytes;
   }
-  DeviceArray(const std::vector<std::uint8_t>& host, std::size_t offset_bytes = 0) : DeviceArray(host.size(), offset_bytes) {
+  DeviceArray(const std::vector<std::uint8_t>& host, std::size_t offset_bytes = 0)
+      : DeviceArray(host.size(), offset_bytes) {
     EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
   }
   DeviceArray(const DeviceArray&) = delete;
@@ -151,8 +152,8 @@ Reference cpu_reference(const Case& k, DType dtype, std::uint32_t seed) {
   r.lse.assign(pl, pl + k.B * k.NH * k.T);
   const std::vector<float> out_stored = rounded(dtype, r.out);
   std::memcpy(out.data(), out_stored.data(), out_stored.size() * 4);
-  cpu->attention_backward(dqkv.view(DType::kF32, {k.B, k.T, 3 * C}), dout.view(DType::kF32, {k.B, k.T, C}), tq, to,
-                          tl, k.NH);
+  cpu->attention_backward(dqkv.view(DType::kF32, {k.B, k.T, 3 * C}), dout.view(DType::kF32, {k.B, k.T, C}), tq, to, tl,
+                          k.NH);
   const float* pd = static_cast<const float*>(dqkv.data());
   r.dqkv.assign(pd, pd + r.qkv.size());
   return r;
@@ -206,7 +207,7 @@ void expect_matches_cpu(const Case& k, DType dtype, std::uint32_t seed, std::siz
 // T around the 64-row tile (1, 7, 63, 64, 65, 257), each head-size step (16, 32, 64, 128) and the
 // padded ones between (24, 40, 72: multiples of 8 run in the next step with zero columns), 1..12 heads.
 const Case kCases[] = {
-    {1, 1, 1, 16},  {2, 7, 3, 16},  {1, 63, 2, 32}, {2, 64, 1, 64}, {1, 65, 4, 64}, {2, 257, 2, 64},
+    {1, 1, 1, 16},    {2, 7, 3, 16},    {1, 63, 2, 32},  {2, 64, 1, 64},  {1, 65, 4, 64},  {2, 257, 2, 64},
     {1, 130, 12, 32}, {1, 257, 1, 128}, {2, 65, 3, 128}, {1, 100, 2, 24}, {1, 129, 5, 40}, {1, 70, 2, 72},
 };
 
@@ -240,7 +241,9 @@ TEST_P(CudaAttention, BackwardIsBitwiseRepeatable) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
-                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 // Host-side checks: these run without a device (nothing is launched before they throw).
 TEST(CudaAttentionChecks, UnsupportedHeadSizesThrowNamingOpAndValue) {
@@ -263,7 +266,8 @@ TEST(CudaAttentionChecks, UnsupportedHeadSizesThrowNamingOpAndValue) {
 
 TEST(CudaAttentionChecks, MixedDtypesAndShortScratchThrow) {
   const Tensor qkv(nullptr, DType::kBF16, {2, 8, 3 * 64}), out(nullptr, DType::kBF16, {2, 8, 64}),
-      out32(nullptr, DType::kF32, {2, 8, 64}), lse(nullptr, DType::kF32, {2, 1, 8}), lse16(nullptr, DType::kBF16, {2, 1, 8});
+      out32(nullptr, DType::kF32, {2, 8, 64}), lse(nullptr, DType::kF32, {2, 1, 8}),
+      lse16(nullptr, DType::kBF16, {2, 1, 8});
   EXPECT_THROW(attention_forward(out32, lse, qkv, 1, nullptr), Error);
   EXPECT_THROW(attention_forward(out, lse16, qkv, 1, nullptr), Error);
   EXPECT_THROW(attention_forward(out, Tensor(nullptr, DType::kF32, {2, 2, 8}), qkv, 1, nullptr), Error);
@@ -278,7 +282,7 @@ TEST(CudaAttentionChecks, BackwardScratchGrowsWithTNotTSquared) {
   const std::size_t at_1024 = attention_backward_scratch_bytes(B, 1024, C, NH);
   EXPECT_GT(at_1024, 0u);
   EXPECT_LE(at_1024, static_cast<std::size_t>(B * NH * 1024 * hs) * sizeof(float));  // O(B*NH*T*hs)
-  EXPECT_EQ(attention_backward_scratch_bytes(B, 8192, C, NH), 8 * at_1024);            // linear in T
+  EXPECT_EQ(attention_backward_scratch_bytes(B, 8192, C, NH), 8 * at_1024);          // linear in T
 }
 
 }  // namespace

@@ -40,11 +40,11 @@ Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, cons
   if (lse.dtype != DType::kF32) throw Error(cat(op, ": lse must be f32, got ", dtype_name(lse.dtype)));
   const std::int64_t hs = s.C / n_head;
   if (hs % 8 != 0 || hs > attn::kMaxHeadSize)
-    throw Error(cat(op, ": head size hs=C/n_head=", s.C, "/", n_head, "=", hs, " is not supported (needs a multiple of 8 up to ",
-                    attn::kMaxHeadSize, ")"));
+    throw Error(cat(op, ": head size hs=C/n_head=", s.C, "/", n_head, "=", hs,
+                    " is not supported (needs a multiple of 8 up to ", attn::kMaxHeadSize, ")"));
   // Grids: b*NH on x (2^31 - 1), 64-row tiles on y (65535); row offsets in int are 3C-wide.
-  ZT_CHECK(s.T <= 65535LL * attn::kTile && 3 * s.C <= INT_MAX && s.B * n_head <= INT_MAX, op,
-           ": shape ", qkv.shape_string(), " with n_head=", n_head, " exceeds the kernels' grid limits");
+  ZT_CHECK(s.T <= 65535LL * attn::kTile && 3 * s.C <= INT_MAX && s.B * n_head <= INT_MAX, op, ": shape ",
+           qkv.shape_string(), " with n_head=", n_head, " exceeds the kernels' grid limits");
   return {s.B, s.T, s.C, n_head, static_cast<int>(hs)};
 }
 
@@ -81,7 +81,8 @@ void dispatch_tile(int hs, F&& f) {
 // memory (H100 allows up to 227 KiB a block; the largest here is 166.5 KiB, f32 dK/dV at hs 128).
 template <typename Kernel, typename A>
 void launch_tiles(Kernel kernel, std::size_t smem_bytes, const Shape& s, const A& args, cudaStream_t stream) {
-  ZT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
+  ZT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
   const dim3 grid(static_cast<unsigned>(s.B * s.NH), static_cast<unsigned>((s.T + attn::kTile - 1) / attn::kTile));
   kernel<<<grid, attn::kThreads, smem_bytes, stream>>>(args);
   ZT_CUDA_LAUNCH_CHECK();
@@ -128,9 +129,8 @@ std::size_t attention_backward_scratch_bytes(std::int64_t B, std::int64_t T, std
   return static_cast<std::size_t>(B) * static_cast<std::size_t>(n_head) * static_cast<std::size_t>(T) * sizeof(float);
 }
 
-void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                        const Tensor& lse, int n_head, void* scratch, std::size_t scratch_bytes,
-                        cudaStream_t stream) {
+void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                        int n_head, void* scratch, std::size_t scratch_bytes, cudaStream_t stream) {
   const char* op = "attention_backward";
   const Shape s = check_attention(op, qkv, out, lse, n_head);
   cpu::expect_shape(op, "dqkv", dqkv, {s.B, s.T, 3 * s.C});

@@ -23,10 +23,10 @@ struct Args {
   T* dqkv;        // backward: written
   float* lse;     // [B,NH,T]
   const float* lse_in;
-  float* D;       // [B,NH,T] scratch: rowsum(dO * O)
+  float* D;  // [B,NH,T] scratch: rowsum(dO * O)
   int B, T_, C, NH, hs;
-  float scale;    // 1/sqrt(hs)
-  bool vec;       // every row start 16-byte aligned: tiles load with 16-byte vectors
+  float scale;  // 1/sqrt(hs)
+  bool vec;     // every row start 16-byte aligned: tiles load with 16-byte vectors
 };
 
 // Forward, one block per (query tile, b*NH + h). Online softmax per query row (running max m and sum
@@ -276,7 +276,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Args<
 
   T* dk_out = a.dqkv + b * T_ * 3 * static_cast<std::int64_t>(C) + C + h * a.hs;
   M::write(dk, sS, [&](int rr, int cc, float v) {
-    if (row0 + rr < T_ && cc < a.hs) dk_out[(row0 + rr) * 3 * static_cast<std::int64_t>(C) + cc] = from_f32<T>(v * a.scale);
+    if (row0 + rr < T_ && cc < a.hs)
+      dk_out[(row0 + rr) * 3 * static_cast<std::int64_t>(C) + cc] = from_f32<T>(v * a.scale);
   });
   M::write(dv, sS, [&](int rr, int cc, float v) {
     if (row0 + rr < T_ && cc < a.hs) dk_out[(row0 + rr) * 3 * static_cast<std::int64_t>(C) + C + cc] = from_f32<T>(v);

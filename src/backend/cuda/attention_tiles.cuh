@@ -31,15 +31,21 @@ constexpr std::size_t kWarpScoreBytes = kWarpRows * kLdS * sizeof(float);
 // Head sizes are compiled in steps (16, 32, 64, 128); a head of hs columns runs in the smallest step
 // >= hs with the columns past hs zero in shared memory (they add nothing to Q K^T, and the outputs
 // past hs are not stored). hs must be a multiple of 8 so that 16-byte chunks never straddle hs.
-__host__ __device__ constexpr int padded_head_size(int hs) { return hs <= 16 ? 16 : hs <= 32 ? 32 : hs <= 64 ? 64 : 128; }
+__host__ __device__ constexpr int padded_head_size(int hs) {
+  return hs <= 16 ? 16 : hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+}
 constexpr int kMaxHeadSize = 128;
 
 // Tile row stride in elements: 16 bytes past the padded head (row starts stay 16-byte aligned for the
 // vector loads and 32-byte aligned every 16 rows for wmma, and rows fall 4 banks apart).
 template <typename T, int HSP>
-__host__ __device__ constexpr int tile_ld() { return HSP + static_cast<int>(16 / sizeof(T)); }
+__host__ __device__ constexpr int tile_ld() {
+  return HSP + static_cast<int>(16 / sizeof(T));
+}
 template <typename T, int HSP>
-__host__ __device__ constexpr std::size_t tile_bytes() { return static_cast<std::size_t>(kTile) * tile_ld<T, HSP>() * sizeof(T); }
+__host__ __device__ constexpr std::size_t tile_bytes() {
+  return static_cast<std::size_t>(kTile) * tile_ld<T, HSP>() * sizeof(T);
+}
 
 // ---- global -> shared ------------------------------------------------------------------------------
 
@@ -233,7 +239,8 @@ struct WmmaTile {
       for (int n = 0; n < kCols / 16; ++n)
         nvcuda::wmma::store_matrix_sync(staging + n * 16, acc.f[c0 / 16 + n], kLdS, nvcuda::wmma::mem_row_major);
       __syncwarp();
-      for (int i = lane; i < 16 * kCols; i += 32) fn(i / kCols, c0 + i % kCols, staging[(i / kCols) * kLdS + i % kCols]);
+      for (int i = lane; i < 16 * kCols; i += 32)
+        fn(i / kCols, c0 + i % kCols, staging[(i / kCols) * kLdS + i % kCols]);
     }
     __syncwarp();
   }

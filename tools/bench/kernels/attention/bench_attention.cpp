@@ -34,7 +34,8 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], v = argv[i + 1];
-    if (key == "--dtype") o.dtype = v == "f32" ? DType::kF32 : v == "f16" ? DType::kF16 : DType::kBF16;
+    if (key == "--dtype")
+      o.dtype = v == "f32" ? DType::kF32 : v == "f16" ? DType::kF16 : DType::kBF16;
     else if (key == "--batches") {
       o.batches.clear();
       for (std::size_t at = 0; at < v.size();) {
@@ -42,10 +43,14 @@ Options parse(int argc, char** argv) {
         o.batches.push_back(std::atol(v.substr(at, comma - at).c_str()));
         at = comma + 1;
       }
-    } else if (key == "--T") o.T = std::atol(v.c_str());
-    else if (key == "--heads") o.heads = std::atol(v.c_str());
-    else if (key == "--hs") o.hs = std::atol(v.c_str());
-    else if (key == "--reps") o.reps = std::atol(v.c_str());
+    } else if (key == "--T")
+      o.T = std::atol(v.c_str());
+    else if (key == "--heads")
+      o.heads = std::atol(v.c_str());
+    else if (key == "--hs")
+      o.hs = std::atol(v.c_str());
+    else if (key == "--reps")
+      o.reps = std::atol(v.c_str());
   }
   return o;
 }
@@ -66,15 +71,19 @@ std::vector<float> decode(DType t, const std::uint8_t* p, std::size_t n) {
   std::vector<float> v(n);
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t h = 0;
-    if (t == DType::kF32) std::memcpy(&v[i], p + 4 * i, 4);
-    else std::memcpy(&h, p + 2 * i, 2), v[i] = t == DType::kBF16 ? zt::backend::bf16_to_f32(h) : zt::backend::f16_to_f32(h);
+    if (t == DType::kF32)
+      std::memcpy(&v[i], p + 4 * i, 4);
+    else
+      std::memcpy(&h, p + 2 * i, 2),
+          v[i] = t == DType::kBF16 ? zt::backend::bf16_to_f32(h) : zt::backend::f16_to_f32(h);
   }
   return v;
 }
 
 double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * double(got[i] - want[i]), den += want[i] * double(want[i]);
+  for (std::size_t i = 0; i < want.size(); ++i)
+    num += (got[i] - want[i]) * double(got[i] - want[i]), den += want[i] * double(want[i]);
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
@@ -92,7 +101,8 @@ void cpu_batch0(long T, long C, int NH, const std::vector<float>& qkv, const std
                       bd = cpu->allocate(T * C * 4), bg = cpu->allocate(T * 3 * C * 4);
   std::memcpy(bq.data(), qkv.data(), T * 3 * C * 4);
   std::memcpy(bd.data(), dout.data(), T * C * 4);
-  const Tensor q = bq.view(DType::kF32, {1, T, 3 * C}), o = bo.view(DType::kF32, {1, T, C}), l = bl.view(DType::kF32, {1, NH, T});
+  const Tensor q = bq.view(DType::kF32, {1, T, 3 * C}), o = bo.view(DType::kF32, {1, T, C}),
+               l = bl.view(DType::kF32, {1, NH, T});
   cpu->attention_forward(o, l, q, NH);
   out.assign(static_cast<float*>(bo.data()), static_cast<float*>(bo.data()) + T * C);
   const std::vector<float> stored = decode(t, encode(t, out).data(), out.size());  // what the GPU stored
@@ -117,7 +127,8 @@ void run(const Options& o, long B) {
   for (float& x : dout) x = dist(gen);
   qkv = decode(t, encode(t, qkv).data(), qkv.size());
   dout = decode(t, encode(t, dout).data(), dout.size());
-  const std::size_t es = zt::dtype_size(t), scratch_bytes = zt::backend::cuda::attention_backward_scratch_bytes(B, T, C, NH);
+  const std::size_t es = zt::dtype_size(t),
+                    scratch_bytes = zt::backend::cuda::attention_backward_scratch_bytes(B, T, C, NH);
   Device dq(B * T * 3 * C * es), dO(B * T * C * es), dl(B * NH * T * 4), ddo(B * T * C * es), dg(B * T * 3 * C * es),
       ds(std::max<std::size_t>(scratch_bytes, 1));
   ZT_CUDA_CHECK(cudaMemcpy(dq.p, encode(t, qkv).data(), qkv.size() * es, cudaMemcpyHostToDevice));
@@ -158,11 +169,12 @@ void run(const Options& o, long B) {
   std::printf("%-5s %3ld %5ld %3d %3ld | %8.3f (%.3f-%.3f) %7.1f | %8.3f (%.3f-%.3f) %7.1f | %7.1f | %.1e %.1e %s\n",
               std::string(zt::dtype_name(t)).c_str(), B, T, NH, o.hs, f, *fmin, *fmax, fwd_flop / f / 1e9, b, *bmin,
               *bmax, bwd_flop / b / 1e9, (fwd_flop + bwd_flop) / (f + b) / 1e9, err_out, err_g, ok ? "ok" : "WRONG");
-  std::printf("{\"bench\":\"attention\",\"dtype\":\"%s\",\"B\":%ld,\"T\":%ld,\"NH\":%d,\"hs\":%ld,\"fwd_ms\":%.4f,"
-              "\"bwd_ms\":%.4f,\"fwd_tflops\":%.2f,\"bwd_tflops\":%.2f,\"total_tflops\":%.2f,\"nmse_out\":%.2e,"
-              "\"nmse_dqkv\":%.2e,\"ok\":%s}\n",
-              std::string(zt::dtype_name(t)).c_str(), B, T, NH, o.hs, f, b, fwd_flop / f / 1e9, bwd_flop / b / 1e9,
-              (fwd_flop + bwd_flop) / (f + b) / 1e9, err_out, err_g, ok ? "true" : "false");
+  std::printf(
+      "{\"bench\":\"attention\",\"dtype\":\"%s\",\"B\":%ld,\"T\":%ld,\"NH\":%d,\"hs\":%ld,\"fwd_ms\":%.4f,"
+      "\"bwd_ms\":%.4f,\"fwd_tflops\":%.2f,\"bwd_tflops\":%.2f,\"total_tflops\":%.2f,\"nmse_out\":%.2e,"
+      "\"nmse_dqkv\":%.2e,\"ok\":%s}\n",
+      std::string(zt::dtype_name(t)).c_str(), B, T, NH, o.hs, f, b, fwd_flop / f / 1e9, bwd_flop / b / 1e9,
+      (fwd_flop + bwd_flop) / (f + b) / 1e9, err_out, err_g, ok ? "true" : "false");
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   cudaEventDestroy(e2);
@@ -181,7 +193,9 @@ int main(int argc, char** argv) {
   ZT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs; median of %ld runs after 3 warm-up; TFLOP/s causal (bwd = 2.5 x fwd FLOPs)\n", prop.name,
               prop.multiProcessorCount, o.reps);
-  std::printf("dtype   B     T  NH  hs |   fwd ms (min-max)      TF/s |   bwd ms (min-max)      TF/s | fwd+bwd | nmse out dqkv\n");
+  std::printf(
+      "dtype   B     T  NH  hs |   fwd ms (min-max)      TF/s |   bwd ms (min-max)      TF/s | fwd+bwd | nmse out "
+      "dqkv\n");
   for (long B : o.batches) run(o, B);
   return 0;
 }
