@@ -7,8 +7,8 @@
 //                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
 //                and prefetches the next;
 //   activations  the model's own layout for one micro-batch (Gpt2::activation_bytes);
-//   workspace    the backend's scratch (CPU: attention; CUDA: cuBLASLt workspace and the flash-attention
-//                backward's row terms and fp32 dQ accumulator).
+//   workspace    the backend's scratch (CPU: attention, fp32 copies of 16-bit operands; CUDA: the
+//                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
 
 #include <algorithm>
@@ -99,7 +99,7 @@ model::Recompute recompute_mode(config::Recompute r) {
 std::uint64_t cuda_workspace_bytes(const model::GptShape& s, int micro_batch) {
   const std::uint64_t rows = static_cast<std::uint64_t>(micro_batch) * s.seq_len;
   const std::uint64_t cublaslt = 32ull << 20;
-  const std::uint64_t attention = rows * s.n_head * sizeof(float) + rows * s.n_embd * sizeof(float);
+  const std::uint64_t attention = rows * s.n_head * sizeof(float);  // D = rowsum(dO * O): the only scratch
   return cublaslt + attention;
 }
 

@@ -36,7 +36,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
                                      std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu);
 
 // The CUDA backend's own scratch at this shape: the cuBLASLt workspace (32 MiB) and the flash-attention
-// backward's per-row terms (B*NH*T f32) and fp32 dQ accumulator (B*T*C f32).
+// backward's per-row terms D (B*NH*T f32; its dQ pass writes dqkv directly, with no accumulator).
 std::uint64_t cuda_workspace_bytes(const model::GptShape& shape, int micro_batch);
 
 // The plan as a table (and the suggestions when it does not fit).
