@@ -55,7 +55,7 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
   p.rows.push_back({"parameters", params, note});
   p.rows.push_back({"gradients", (stage <= 1 ? full : shard) * f, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
   p.rows.push_back({"optimizer state", offload ? 0 : 2 * shard * f,
-                    offload ? cat("offloaded: ", mib((mixed ? 3 : 2) * shard * f), " on the host")
+                    offload ? cat("offloaded: ", mib(4 * shard * f), " on the host (master, m, v, gradient staging)")
                             : stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
   if (stage < 2) return;
   std::uint64_t unit0 = part.padded_numel(0), block = 0, block_shard = 0;

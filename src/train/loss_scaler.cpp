@@ -20,6 +20,11 @@ LossScaler::LossScaler(const config::TrainConfig& t) {
 bool LossScaler::update(bool finite) {
   if (!state_.enabled) return true;  // bf16/fp32: a non-finite norm is the loss check's business
   if (!finite) {
+    // DeepSpeed's rule too: an overflow at the floor cannot be fixed by scaling, the run has diverged.
+    if (dynamic_ && state_.scale <= min_scale_)
+      throw Error(cat("fp16: the gradients overflowed at the minimum loss scale (train.loss_scale_min=", min_scale_,
+                      "): the run diverged or its values exceed fp16's range; lower optim.lr, raise "
+                      "optim.warmup_steps, or use train.precision=bf16"));
     if (dynamic_) state_.scale = std::max(min_scale_, state_.scale / 2);
     state_.good_steps = 0;
     ++state_.skipped_steps;

@@ -23,7 +23,8 @@ class LossScaler {
   std::int64_t skipped_steps() const { return state_.skipped_steps; }
 
   // After the gradients of a step are reduced: `finite` says whether the global gradient norm (of
-  // the scaled gradients) is finite. Returns whether the step is applied; adjusts the scale.
+  // the scaled gradients) is finite. Returns whether the step is applied; adjusts the scale. Throws
+  // when a dynamic scale overflows at loss_scale_min (DeepSpeed stops there too).
   bool update(bool finite);
 
   // The state a checkpoint keeps, so that a resumed run scales exactly as the uninterrupted one.

@@ -317,7 +317,7 @@ int Trainer::run() {
     ++steps_in_window;
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
     last_loss_ = r.loss;
-    if (!std::isfinite(r.loss))
+    if (!std::isfinite(r.loss) && !r.skipped)  // fp16: an overflowing step is the scaler's business
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
     if (step_ == first) comm_->set_timeout(config_.dist.timeout_s);  // tight deadline from now on
     if (r.skipped)

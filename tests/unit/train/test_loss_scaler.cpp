@@ -2,6 +2,7 @@
 // good steps, never below the minimum), a fixed scale, and no scaling at all outside fp16.
 #include <gtest/gtest.h>
 
+#include "core/error.hpp"
 #include "train/loss_scaler.hpp"
 
 namespace zt::train {
@@ -40,15 +41,19 @@ TEST(LossScaler, DynamicHalvesOnOverflowDoublesAfterWindowStopsAtMin) {
   EXPECT_TRUE(s.update(true));
   EXPECT_EQ(s.scale(), 1024);     // three in a row: doubled
   EXPECT_FALSE(s.update(false));
-  EXPECT_FALSE(s.update(false));
-  EXPECT_FALSE(s.update(false));
-  EXPECT_EQ(s.scale(), 256);      // clamped at loss_scale_min
+  EXPECT_TRUE(s.update(true));
   EXPECT_TRUE(s.update(true));
   EXPECT_FALSE(s.update(false));  // an overflow resets the run of good steps
   EXPECT_TRUE(s.update(true));
   EXPECT_TRUE(s.update(true));
-  EXPECT_EQ(s.scale(), 256);
-  EXPECT_EQ(s.skipped_steps(), 5);  // AdamW's step count leaves these out
+  EXPECT_EQ(s.scale(), 256);      // at loss_scale_min, not doubled: the run of good steps restarted
+  EXPECT_EQ(s.skipped_steps(), 3);  // AdamW's step count leaves these out
+  try {
+    s.update(false);  // overflowing at the floor: diverged
+    FAIL() << "no error at the minimum scale";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.loss_scale_min=256"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LossScaler, FixedScaleSkipsButNeverChanges) {
