@@ -39,9 +39,10 @@ Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, cons
                     " (activations share one dtype)"));
   if (lse.dtype != DType::kF32) throw Error(cat(op, ": lse must be f32, got ", dtype_name(lse.dtype)));
   const std::int64_t hs = s.C / n_head;
-  if (hs % 8 != 0 || hs > attn::kMaxHeadSize)
+  // hs = 0 (C = 0) would pass the multiple-of-8 test and give scale = 1/sqrt(0): NaN lse.
+  if (hs <= 0 || hs % 8 != 0 || hs > attn::kMaxHeadSize)
     throw Error(cat(op, ": head size hs=C/n_head=", s.C, "/", n_head, "=", hs,
-                    " is not supported (needs a multiple of 8 up to ", attn::kMaxHeadSize, ")"));
+                    " is not supported (needs a positive multiple of 8 up to ", attn::kMaxHeadSize, ")"));
   // Grids: b*NH on x (2^31 - 1), 64-row tiles on y (65535); row offsets in int are 3C-wide.
   ZT_CHECK(s.T <= 65535LL * attn::kTile && 3 * s.C <= INT_MAX && s.B * n_head <= INT_MAX, op, ": shape ",
            qkv.shape_string(), " with n_head=", n_head, " exceeds the kernels' grid limits");
@@ -155,8 +156,9 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
 
     const std::int64_t rows = s.B * s.NH * s.T;
     constexpr int kRowsPerBlock = attn::kRowDotThreads / 32;
-    const auto blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    attn::attention_row_dot_kernel<T><<<blocks, attn::kRowDotThreads, 0, stream>>>(a);
+    const std::int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    ZT_CHECK(blocks <= INT_MAX, op, ": B*NH*T=", rows, " rows exceed the row-dot kernel's grid");
+    attn::attention_row_dot_kernel<T><<<static_cast<unsigned>(blocks), attn::kRowDotThreads, 0, stream>>>(a);
     ZT_CUDA_LAUNCH_CHECK();
     dispatch_tile<T>(s.hs, [&](auto tile) {
       using M = decltype(tile);
