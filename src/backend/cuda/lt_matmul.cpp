@@ -67,7 +67,7 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
     ZT_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof(dt)));
-    // The heuristic reads the bias pointer's alignment (not its data) from here.
+    // Set for the heuristic too, though it does not filter on the bias's alignment (see kLtBiasAlignment).
     ZT_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
@@ -104,6 +104,9 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
 
 void LtMatmul::run(const LtGemm& g, cudaStream_t stream, const char* op) {
   if (g.m == 0 || g.n == 0) return;
+  if (g.bias != nullptr && reinterpret_cast<std::uintptr_t>(g.bias) % kLtBiasAlignment != 0)
+    throw Error(cat(op, ": cuBLASLt bias epilogue needs a ", kLtBiasAlignment, "-byte aligned bias, got ", g.bias,
+                    " (stage it into an aligned block first)"));
   const Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldd, static_cast<std::int64_t>(g.ab_type),
                 static_cast<std::int64_t>(g.d_type), g.bias != nullptr, alignment(g.a), alignment(g.b),
                 alignment(g.d), g.bias ? alignment(g.bias) : 0, 0};
