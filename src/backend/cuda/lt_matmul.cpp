@@ -92,9 +92,12 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  ZT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref.get(),
-                                                 1, &result, &found));
-  if (found == 0)
+  // "No algorithm" comes back either as success with no result or as CUBLAS_STATUS_NOT_SUPPORTED: both
+  // get the message with the shape; other statuses are real failures.
+  const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
+                                                           pref.get(), 1, &result, &found);
+  if (rc != CUBLAS_STATUS_NOT_SUPPORTED) ZT_CUBLAS_CHECK(rc);
+  if (rc == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
     throw Error(cat(op, ": cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k, " (A/B ",
                     dtype_name(g.ab_type), ", D ", dtype_name(g.d_type), g.bias ? ", bias epilogue" : "",
                     ", alignments ", align_a, "/", align_b, "/", align_d, " bytes)"));
