@@ -121,23 +121,47 @@ TEST_F(CudaOps, MatmulForwardAndBackwardMatchCpuInBothLayouts) {
   }
 }
 
-// Weight and bias 8 elements into their buffers (16 bytes in bf16/f16, 32 in f32), as parameters sit in
-// one flat buffer: below cuBLASLt's default 256-byte assumption, so it must be told the real alignment.
+// Operands at element offsets into flat buffers, as parameters (and their f32 gradients) sit in one flat
+// buffer: 8 elements (16 bytes in bf16/f16, 32 in f32), below cuBLASLt's default 256-byte assumption,
+// so it must be told the real alignment; and 1 element (2 or 4 bytes), below the 16 bytes the bias
+// epilogue's kernels may load at once, so the bias must be staged (a misaligned-address fault otherwise).
+// Forward and backward, every operand offset; both layouts.
 TEST_F(CudaOps, MatmulHandlesOperandsBelowDefaultAlignment) {
-  const std::int64_t N = 9, IC = 40, OC = 24, off = 8;
-  for (const Precision& p : kPrecisions) {
-    SCOPED_TRACE(std::string(dtype_name(p.x)));
-    const auto x = rounded(randn(N * IC, 30), p.x), w = rounded(randn(IC * OC + off, 31, 0.1f), p.x);
-    const auto b = rounded(randn(OC + off, 32), p.x);
-    Tensor flat_w = gpu(w, {IC * OC + off}, p.x), flat_b = gpu(b, {OC + off}, p.x);
-    Tensor g_w(static_cast<char*>(flat_w.data) + off * dtype_size(p.x), p.x, {IC, OC});
-    Tensor g_b(static_cast<char*>(flat_b.data) + off * dtype_size(p.x), p.x, {OC});
-    Tensor g_out = gpu(std::vector<float>(N * OC), {N, OC}, p.x);
-    gpu_->matmul_forward(g_out, gpu(x, {N, IC}, p.x), g_w, g_b, WeightLayout::kInOut);
-    Tensor c_out = cpu(std::vector<float>(N * OC), {N, OC});
-    cpu_->matmul_forward(c_out, cpu(x, {N, IC}), cpu(std::vector<float>(w.begin() + off, w.end()), {IC, OC}),
-                         cpu(std::vector<float>(b.begin() + off, b.end()), {OC}), WeightLayout::kInOut);
-    ZT_EXPECT_CLOSE(read(g_out), cpu_values(c_out), p.tol);
+  const std::int64_t N = 9, IC = 40, OC = 24;
+  // A view `off` elements into a fresh buffer of off + numel elements holding `v` from there on.
+  auto gpu_at = [&](const std::vector<float>& v, std::int64_t off, std::initializer_list<std::int64_t> dims,
+                    DType t) {
+    std::vector<float> padded(static_cast<std::size_t>(off), 0.0f);
+    padded.insert(padded.end(), v.begin(), v.end());
+    Tensor flat = gpu(padded, {static_cast<std::int64_t>(padded.size())}, t);
+    return Tensor(static_cast<char*>(flat.data) + off * dtype_size(t), t, dims);
+  };
+  for (const std::int64_t off : {1, 8}) {
+    for (const WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
+      const bool in_out = layout == WeightLayout::kInOut;
+      const std::int64_t W0 = in_out ? IC : OC, W1 = in_out ? OC : IC;
+      for (const Precision& p : kPrecisions) {
+        SCOPED_TRACE(cat(dtype_name(p.x), " offset ", off, in_out ? " [IC,OC]" : " [OC,IC]"));
+        const auto x = rounded(randn(N * IC, 30), p.x), w = rounded(randn(W0 * W1, 31, 0.1f), p.x);
+        const auto b = rounded(randn(OC, 32), p.x), dy = rounded(randn(N * OC, 33), p.x);
+        const auto dw0 = randn(W0 * W1, 34), db0 = randn(OC, 35);
+        Tensor g_x = gpu_at(x, off, {N, IC}, p.x), g_w = gpu_at(w, off, {W0, W1}, p.x);
+        Tensor g_out = gpu_at(std::vector<float>(N * OC), off, {N, OC}, p.x);
+        gpu_->matmul_forward(g_out, g_x, g_w, gpu_at(b, off, {OC}, p.x), layout);
+        Tensor c_out = cpu(std::vector<float>(N * OC), {N, OC});
+        cpu_->matmul_forward(c_out, cpu(x, {N, IC}), cpu(w, {W0, W1}), cpu(b, {OC}), layout);
+        ZT_EXPECT_CLOSE(read(g_out), cpu_values(c_out), p.tol);
+
+        Tensor g_dx = gpu_at(std::vector<float>(N * IC), off, {N, IC}, p.x);
+        Tensor g_dw = gpu_at(dw0, off, {W0, W1}, DType::kF32), g_db = gpu_at(db0, off, {OC}, DType::kF32);
+        gpu_->matmul_backward(g_dx, g_dw, g_db, gpu_at(dy, off, {N, OC}, p.x), g_x, g_w, layout);
+        Tensor c_dx = cpu(std::vector<float>(N * IC), {N, IC}), c_dw = cpu(dw0, {W0, W1}), c_db = cpu(db0, {OC});
+        cpu_->matmul_backward(c_dx, c_dw, c_db, cpu(dy, {N, OC}), cpu(x, {N, IC}), cpu(w, {W0, W1}), layout);
+        ZT_EXPECT_CLOSE(read(g_dx), cpu_values(c_dx), p.tol);
+        ZT_EXPECT_CLOSE(read(g_dw), cpu_values(c_dw), 1e-5);
+        ZT_EXPECT_CLOSE(read(g_db), cpu_values(c_db), 1e-5);
+      }
+    }
   }
 }
 

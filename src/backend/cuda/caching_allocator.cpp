@@ -27,6 +27,11 @@ std::size_t CachingAllocator::size_class(std::size_t bytes) {
 
 void* CachingAllocator::allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
+  // Rounding up to the class would wrap around past this and hand out a tiny block for a huge request
+  // (typically a negative size computed in unsigned arithmetic).
+  if (bytes > kMaxRequestBytes)
+    throw Error(cat("CachingAllocator on ", device_name_, ": requested ", bytes,
+                    " bytes, more than any device holds (a negative size computed as unsigned?)"));
   const std::size_t block = size_class(bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   void* ptr = nullptr;

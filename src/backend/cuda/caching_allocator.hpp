@@ -40,8 +40,12 @@ struct AllocatorStats {
 class CachingAllocator {
  public:
   static constexpr std::size_t kSmallLimit = std::size_t{1} << 20;  // classes in 512 B steps up to here
-  static constexpr std::size_t kSmallStep = 512;   // keeps every block 512-byte aligned for vector loads
+  // Every block is its own raw allocation, so its alignment is the raw allocator's (cudaMalloc: at
+  // least 256 bytes, what cuBLASLt and vector loads want); the steps only bound the rounding waste.
+  static constexpr std::size_t kSmallStep = 512;
   static constexpr std::size_t kLargeStep = std::size_t{2} << 20;   // 2 MiB: the driver's large page
+  // The largest request: rounding it up to its class cannot overflow (allocate() throws above it).
+  static constexpr std::size_t kMaxRequestBytes = std::size_t{1} << 60;
 
   // `device_name` goes into out-of-memory messages ("cuda:0").
   CachingAllocator(RawAllocator raw, std::string device_name);

@@ -67,7 +67,7 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
     ZT_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof(dt)));
-    // The heuristic reads the bias pointer's alignment (not its data) from here.
+    // Set for the heuristic too, though it does not filter on the bias's alignment (see kLtBiasAlignment).
     ZT_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
@@ -92,9 +92,12 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  ZT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref.get(),
-                                                 1, &result, &found));
-  if (found == 0)
+  // "No algorithm" comes back either as success with no result or as CUBLAS_STATUS_NOT_SUPPORTED: both
+  // get the message with the shape; other statuses are real failures.
+  const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
+                                                           pref.get(), 1, &result, &found);
+  if (rc != CUBLAS_STATUS_NOT_SUPPORTED) ZT_CUBLAS_CHECK(rc);
+  if (rc == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
     throw Error(cat(op, ": cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k, " (A/B ",
                     dtype_name(g.ab_type), ", D ", dtype_name(g.d_type), g.bias ? ", bias epilogue" : "",
                     ", alignments ", align_a, "/", align_b, "/", align_d, " bytes)"));
@@ -104,6 +107,9 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
 
 void LtMatmul::run(const LtGemm& g, cudaStream_t stream, const char* op) {
   if (g.m == 0 || g.n == 0) return;
+  if (g.bias != nullptr && reinterpret_cast<std::uintptr_t>(g.bias) % kLtBiasAlignment != 0)
+    throw Error(cat(op, ": cuBLASLt bias epilogue needs a ", kLtBiasAlignment, "-byte aligned bias, got ", g.bias,
+                    " (stage it into an aligned block first)"));
   const Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldd, static_cast<std::int64_t>(g.ab_type),
                 static_cast<std::int64_t>(g.d_type), g.bias != nullptr, alignment(g.a), alignment(g.b),
                 alignment(g.d), g.bias ? alignment(g.bias) : 0, 0};

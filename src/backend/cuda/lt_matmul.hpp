@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,6 +16,12 @@
 #include "core/dtype.hpp"
 
 namespace zt::backend::cuda {
+
+// The bias epilogue's pointer must be aligned to this many bytes. cuBLASLt's alignment preferences
+// cover A, B, C and D but not the bias, so the heuristic may pick a kernel that loads the bias 16 bytes
+// at a time, which faults with "misaligned address" on a less aligned bias (PyTorch falls back to an
+// unfused add below 16 bytes for the same reason). run() refuses such a bias; matmul.cu stages it.
+constexpr std::size_t kLtBiasAlignment = 16;
 
 // Column-major operands: A is m x k (k x m stored when trans_a), B is k x n (n x k when trans_b), D is
 // m x n; ld* are the stored leading dimensions (elements). C is D itself (beta = 1 accumulates).
@@ -30,7 +37,8 @@ struct LtGemm {
   std::int64_t ldd = 0;
   DType d_type = DType::kF32;
   float alpha = 1.0f, beta = 0.0f;
-  const void* bias = nullptr;  // [m] in d_type, added to every column of D (CUBLASLT_EPILOGUE_BIAS); optional
+  const void* bias = nullptr;  // [m] in d_type, added to every column of D (CUBLASLT_EPILOGUE_BIAS); optional;
+                               // kLtBiasAlignment-aligned
 };
 
 class LtMatmul {

@@ -6,6 +6,8 @@
 // (its transpose) with leading dimension C. So a row-major product Y = P Q is computed as the
 // column-major Y^T = Q^T P^T, each transpose being the operand as stored. The four products below are
 // written in that form, with the shapes as cuBLASLt sees them.
+#include <cstdint>
+
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/checks.hpp"
 #include "backend/cuda/column_sums.cuh"
@@ -39,7 +41,7 @@ Dims check_matmul(const char* op, const Tensor& out, const Tensor& inp, const Te
 // Y[N,OC] = inp[N,IC] @ W (+ bias): column-major Y^T [OC,N] = W' [OC,IC] * inp^T [IC,N], where the
 // stored kInOut W [IC,OC] reads as [OC,IC] (ld OC) as it is, and the stored kOutIn W [OC,IC] reads as
 // [IC,OC] (ld IC) and is transposed. The bias runs along Y^T's rows: cuBLASLt's bias epilogue.
-LtGemm forward_gemm(const Dims& d, const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+LtGemm forward_gemm(const Dims& d, const Tensor& out, const Tensor& inp, const Tensor& weight, const void* bias,
                     bool in_out) {
   LtGemm g;
   g.m = d.oc, g.n = d.n, g.k = d.ic;
@@ -48,7 +50,7 @@ LtGemm forward_gemm(const Dims& d, const Tensor& out, const Tensor& inp, const T
   g.b = inp.data, g.ldb = d.ic;
   g.ab_type = inp.dtype;
   g.d = out.data, g.ldd = d.oc, g.d_type = out.dtype;
-  g.bias = bias.empty() ? nullptr : bias.data;
+  g.bias = bias;
   return g;
 }
 
@@ -100,7 +102,18 @@ void CudaBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   if (!bias.empty()) expect_compute(op, "bias", bias, inp.dtype);
   if (d.n == 0 || d.oc == 0) return;
   ZT_CHECK_GT(d.ic, 0, op, ": inp ", inp.shape_string(), " has no columns");
-  lt_->run(forward_gemm(d, out, inp, weight, bias, layout == WeightLayout::kInOut), stream_, op);
+  // A bias viewed at an offset into a flat parameter buffer may sit below the epilogue's alignment
+  // (lt_matmul.hpp: the kernel would fault): copy it, on the stream, into a fresh allocator block,
+  // which cudaMalloc aligns to 256 bytes. GPT-2's biases start at multiples of 64 elements and never
+  // need it; odd shapes pay one [OC] device copy.
+  Buffer staged_bias;
+  const void* bias_ptr = bias.empty() ? nullptr : bias.data;
+  if (bias_ptr != nullptr && reinterpret_cast<std::uintptr_t>(bias_ptr) % kLtBiasAlignment != 0) {
+    staged_bias = allocate(bias.bytes());
+    copy(staged_bias.data(), bias_ptr, bias.bytes());
+    bias_ptr = staged_bias.data();
+  }
+  lt_->run(forward_gemm(d, out, inp, weight, bias_ptr, layout == WeightLayout::kInOut), stream_, op);
 }
 
 // dinp = dout @ W^T (written, skipped if empty); dweight += (f32); dbias += column sums of dout (f32,

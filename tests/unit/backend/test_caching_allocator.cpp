@@ -3,6 +3,7 @@
 // the out-of-memory path (empty the cache, retry once, then an error with the numbers).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -180,6 +181,18 @@ TEST(CachingAllocator, DoubleFreeThrows) {
   void* p = a.allocate(64);
   a.release(p);
   EXPECT_THROW(a.release(p), Error);
+}
+
+// A "negative" size (unsigned wrap-around) must not round to a tiny class and succeed.
+TEST(CachingAllocator, HugeRequestThrowsInsteadOfWrappingToATinyBlock) {
+  FakeDevice dev;
+  CachingAllocator a(dev.raw(), "fake:0");
+  for (const std::size_t bytes : {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX - (std::size_t{2} << 20) + 2,
+                                  CachingAllocator::kMaxRequestBytes + 1}) {
+    EXPECT_THROW(a.allocate(bytes), Error) << bytes;
+  }
+  EXPECT_EQ(dev.attempts, 0);
+  EXPECT_EQ(a.stats().current_bytes, 0u);
 }
 
 TEST(CachingAllocator, DestructorReturnsLiveAndCachedBlocks) {
