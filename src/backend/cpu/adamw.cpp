@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/precision.hpp"
 #include "backend/cpu/vec_math.hpp"
@@ -16,10 +16,6 @@ namespace {
 // for any thread count.
 constexpr std::int64_t kSumBlock = 1 << 14;
 constexpr std::int64_t kChunk = 1 << 14;  // elements per AdamW task
-
-struct AdamScalars {
-  float step_size, bc2_sqrt, decay, b1, b2, one_b1, one_b2, eps, grad_scale;
-};
 
 ZT_SIMD_CLONES void adamw_kernel(float* p, const float* g, float* m, float* v, std::int64_t n, const AdamScalars k) {
 #pragma omp simd
@@ -70,12 +66,7 @@ void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Ten
   float* m1 = m.f32(op);
   float* m2 = v.f32(op);
   const std::int64_t n = param.numel();
-  // Scalars in double as PyTorch computes them in Python, then used as float (its opmath type).
-  const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), hp.step);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), hp.step);
-  const AdamScalars k{static_cast<float>(hp.lr / bc1), static_cast<float>(std::sqrt(bc2)),
-                      static_cast<float>(1.0 - static_cast<double>(hp.lr) * hp.weight_decay), hp.beta1, hp.beta2,
-                      static_cast<float>(1.0 - hp.beta1), static_cast<float>(1.0 - hp.beta2), hp.eps, hp.grad_scale};
+  const AdamScalars k = adamw_scalars(hp);
   // The copy is written chunk by chunk right after the chunk's update, while it is still in cache: one
   // pass over the master. It is a second loop rather than a store in the update loop because GCC forms
   // FMAs after vectorising, differently for a different loop body, and the master must get the same

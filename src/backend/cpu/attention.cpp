@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/precision.hpp"

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/precision.hpp"
 #include "backend/cpu/scratch.hpp"

@@ -1,7 +1,7 @@
 // Element-wise ops: the residual add, gradient accumulation, scaling and dtype casts. Each element is
 // independent, so any thread split gives the same bits; aliasing is allowed where backend.hpp says so.
 // In a 16-bit compute dtype each element is widened, combined in fp32 and rounded once.
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/precision.hpp"
 

@@ -2,7 +2,7 @@
 // The backward scatter is race-free and order-fixed: each thread owns a strip of columns and walks
 // every row in order, so dwte is the same for any thread count. In mixed precision out, wte, wpe and
 // dout are X (the sum rounded once); dwte and dwpe stay f32 accumulators.
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/partition.hpp"
 #include "backend/cpu/precision.hpp"

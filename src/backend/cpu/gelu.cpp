@@ -2,7 +2,7 @@
 // identity 1 + tanh(u) = 2 sigmoid(2u), which avoids the cancellation of 1 + tanh(u) near u << 0 and
 // needs one vectorisable exp per element instead of a scalar tanhf call. The kernels are instantiated per
 // storage type: in mixed precision each element is widened, computed in fp32 and rounded once.
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/precision.hpp"
 #include "backend/cpu/vec_math.hpp"

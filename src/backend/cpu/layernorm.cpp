@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/partition.hpp"
 #include "backend/cpu/precision.hpp"
@@ -14,15 +14,6 @@ namespace zt::backend::cpu {
 namespace {
 
 constexpr float kEps = 1e-5f;
-
-void check_layernorm(const char* op, const Tensor& x, const Tensor& y, const Tensor& mean, const Tensor& rstd,
-                     const Tensor& weight) {
-  const std::int64_t C = x.dim(-1), N = rows_of(x);
-  expect_rows(op, "output", y, N, C);
-  expect_shape(op, "weight", weight, {C});
-  ZT_CHECK_EQ(mean.numel(), N, op, ": mean needs one value per row of ", x.shape_string());
-  ZT_CHECK_EQ(rstd.numel(), N, op, ": rstd needs one value per row of ", x.shape_string());
-}
 
 // dweight += sum_rows dout * xhat; dbias += sum_rows dout. Each thread owns a strip of columns and adds
 // the rows in order into a local sum, then adds that sum once: a fixed order for any thread count.
@@ -107,7 +98,7 @@ void input_grads(T* dx, const T* dy, const T* x, const T* w, const float* mu, co
 // out = (x - mean) * rstd * weight + bias
 void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) {
   const char* op = "layernorm_forward";
-  check_layernorm(op, inp, out, mean, rstd, weight);
+  check_layernorm_shapes(op, inp, out, mean, rstd, weight);
   const std::int64_t C = inp.dim(-1), N = rows_of(inp);
   expect_shape(op, "bias", bias, {C});
   const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"inp", inp, Role::kCompute},
@@ -126,7 +117,7 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
 void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                     Tensor weight, Tensor mean, Tensor rstd) {
   const char* op = "layernorm_backward";
-  check_layernorm(op, inp, dout, mean, rstd, weight);
+  check_layernorm_shapes(op, inp, dout, mean, rstd, weight);
   const std::int64_t C = inp.dim(-1), N = rows_of(inp);
   expect_rows(op, "dinp", dinp, N, C);
   expect_shape(op, "dweight", dweight, {C});

@@ -4,7 +4,7 @@
 // sgemm path runs, and X outputs are rounded once; dweight and dbias accumulate in f32 directly.
 #include <vector>
 
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/cpu/partition.hpp"
@@ -14,24 +14,7 @@
 namespace zt::backend::cpu {
 namespace {
 
-struct Dims {
-  std::int64_t n, ic, oc;
-};
-
-// inp [N,IC], weight [IC,OC] (kInOut) or [OC,IC] (kOutIn), out/dout [N,OC], bias [OC] or empty.
-Dims check_matmul(const char* op, const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                  WeightLayout layout) {
-  ZT_CHECK_EQ(weight.rank, 2, op, ": weight must be 2-D, got ", weight.shape_string());
-  const bool in_out = layout == WeightLayout::kInOut;
-  const Dims d{rows_of(inp), inp.dim(-1), in_out ? weight.dim(1) : weight.dim(0)};
-  if ((in_out ? weight.dim(0) : weight.dim(1)) != d.ic)
-    throw Error(cat(op, ": weight ", weight.shape_string(), " does not fit inp ", inp.shape_string(), " (layout ",
-                    in_out ? "[IC,OC]" : "[OC,IC]", ")"));
-  expect_rows(op, "out", out, d.n, d.oc);
-  if (!bias.empty()) expect_shape(op, "bias", bias, {d.oc});
-  return d;
-}
-
+using Dims = MatmulDims;
 // y = x @ W (+ b): the bias is written into y first and the product added onto it (beta = 1).
 void forward_f32(float* y, const float* x, const float* w, const float* b, const Dims& d, bool in_out, int threads) {
   if (b != nullptr) {
@@ -99,7 +82,7 @@ void bias_grad(float* db, const float* dy, std::int64_t N, std::int64_t OC, int 
 // out = inp @ W + bias: kInOut multiplies by W [IC,OC], kOutIn by the transpose of W [OC,IC].
 void CpuBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) {
   const char* op = "matmul_forward";
-  const Dims d = check_matmul(op, out, inp, weight, bias, layout);
+  const Dims d = check_matmul_shapes(op, out, inp, weight, bias, layout);
   const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"inp", inp, Role::kCompute},
                                      {"weight", weight, Role::kCompute}, {"bias", bias, Role::kCompute}});
   const bool in_out = layout == WeightLayout::kInOut;
@@ -124,7 +107,7 @@ void CpuBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bi
 void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                  WeightLayout layout) {
   const char* op = "matmul_backward";
-  const Dims d = check_matmul(op, dout, inp, weight, dbias, layout);
+  const Dims d = check_matmul_shapes(op, dout, inp, weight, dbias, layout);
   expect_shape(op, "dweight", dweight, {weight.dim(0), weight.dim(1)});
   if (!dinp.empty()) expect_rows(op, "dinp", dinp, d.n, d.ic);
   const DType x = compute_dtype(op, {{"dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},

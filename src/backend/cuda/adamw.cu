@@ -17,10 +17,6 @@ namespace {
 // block order, so the result depends only on the size (not on timing or the GPU model).
 constexpr unsigned kSumBlocks = 1024;
 
-struct AdamScalars {
-  float step_size, bc2_sqrt, decay, b1, b2, one_b1, one_b2, eps, grad_scale;
-};
-
 // g = grad * grad_scale;  p *= 1 - lr*wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 // p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps);  copy = p rounded to X (if given).
 // Master, moments and gradient are read once and written once in the same pass.
@@ -67,12 +63,7 @@ void CudaBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Te
   if (!param_copy.empty()) expect_same_numel(op, param, param_copy);
   ZT_CHECK_GE(hp.step, 1, op, ": step is 1-based");
   const std::int64_t n = param.numel();
-  // Scalars in double as PyTorch computes them in Python, then used as float (its opmath type).
-  const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), hp.step);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), hp.step);
-  const AdamScalars k{static_cast<float>(hp.lr / bc1), static_cast<float>(std::sqrt(bc2)),
-                      static_cast<float>(1.0 - static_cast<double>(hp.lr) * hp.weight_decay), hp.beta1, hp.beta2,
-                      static_cast<float>(1.0 - hp.beta1), static_cast<float>(1.0 - hp.beta2), hp.eps, hp.grad_scale};
+  const AdamScalars k = adamw_scalars(hp);
   if (n == 0) return;
   const DType copy_type = param_copy.empty() ? DType::kF32 : param_copy.dtype;
   dispatch_float(copy_type, op, [&](auto tag) {

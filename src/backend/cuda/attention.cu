@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/cuda/attention.hpp"
 #include "backend/cuda/attention_kernels.cuh"
 #include "backend/cuda/check.hpp"
@@ -32,8 +32,8 @@ Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, cons
   ZT_CHECK_GT(n_head, 0, op, ": n_head must be positive");
   const Shape s{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, n_head, 0};
   ZT_CHECK_EQ(s.C % n_head, 0, op, ": C=", s.C, " is not divisible by n_head=", n_head);
-  cpu::expect_shape(op, "out", out, {s.B, s.T, s.C});
-  cpu::expect_shape(op, "lse", lse, {s.B, n_head, s.T});
+  expect_shape(op, "out", out, {s.B, s.T, s.C});
+  expect_shape(op, "lse", lse, {s.B, n_head, s.T});
   if (out.dtype != qkv.dtype)
     throw Error(cat(op, ": out is ", dtype_name(out.dtype), " but qkv is ", dtype_name(qkv.dtype),
                     " (activations share one dtype)"));
@@ -134,8 +134,8 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
                         int n_head, void* scratch, std::size_t scratch_bytes, cudaStream_t stream) {
   const char* op = "attention_backward";
   const Shape s = check_attention(op, qkv, out, lse, n_head);
-  cpu::expect_shape(op, "dqkv", dqkv, {s.B, s.T, 3 * s.C});
-  cpu::expect_shape(op, "dout", dout, {s.B, s.T, s.C});
+  expect_shape(op, "dqkv", dqkv, {s.B, s.T, 3 * s.C});
+  expect_shape(op, "dout", dout, {s.B, s.T, s.C});
   if (dqkv.dtype != qkv.dtype || dout.dtype != qkv.dtype)
     throw Error(cat(op, ": dqkv is ", dtype_name(dqkv.dtype), " and dout ", dtype_name(dout.dtype), " but qkv is ",
                     dtype_name(qkv.dtype), " (activations and their gradients share one dtype)"));

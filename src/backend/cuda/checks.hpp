@@ -1,20 +1,16 @@
-// Shape and dtype checks for the CUDA ops. Shapes use the CPU backend's checks (same messages for the
-// same mistake on either backend); the dtype checks enforce backend.hpp's precision rules, naming the
+// Shape and dtype checks for the CUDA ops. Shapes use the checks both backends share (op_checks.hpp: same
+// messages for the same mistake on either backend); the dtype checks enforce backend.hpp's precision rules, naming the
 // op, the argument and what it needed.
 #pragma once
 
 #include <cstdint>
 #include <limits>
 
-#include "backend/cpu/checks.hpp"
+#include "backend/op_checks.hpp"
 #include "backend/tensor.hpp"
 
 namespace zt::backend::cuda {
 
-using cpu::expect_rows;
-using cpu::expect_same_numel;
-using cpu::expect_shape;
-using cpu::rows_of;
 
 inline bool is_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
 

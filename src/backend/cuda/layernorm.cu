@@ -85,11 +85,7 @@ struct LayerNormParamTerm {
 
 void check_layernorm(const char* op, const Tensor& x, const Tensor& y, const Tensor& mean, const Tensor& rstd,
                      const Tensor& weight) {
-  const std::int64_t C = x.dim(-1), N = rows_of(x);
-  expect_rows(op, "output", y, N, C);
-  expect_shape(op, "weight", weight, {C});
-  ZT_CHECK_EQ(mean.numel(), N, op, ": mean needs one value per row of ", x.shape_string());
-  ZT_CHECK_EQ(rstd.numel(), N, op, ": rstd needs one value per row of ", x.shape_string());
+  check_layernorm_shapes(op, x, y, mean, rstd, weight);
   expect_dtype(op, "mean", mean, DType::kF32);
   expect_dtype(op, "rstd", rstd, DType::kF32);
   expect_compute(op, "output", y, x.dtype);

@@ -17,24 +17,14 @@
 namespace zt::backend::cuda {
 namespace {
 
-struct Dims {
-  std::int64_t n, ic, oc;
-};
+using Dims = MatmulDims;
 
-// inp [N,IC], weight [IC,OC] (kInOut) or [OC,IC] (kOutIn), out/dout [N,OC], bias [OC] or empty; all in
-// inp's compute dtype.
+// The shared shape checks (op_checks.hpp), and out and weight in inp's compute dtype.
 Dims check_matmul(const char* op, const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                   WeightLayout layout) {
-  ZT_CHECK_EQ(weight.rank, 2, op, ": weight must be 2-D, got ", weight.shape_string());
-  const bool in_out = layout == WeightLayout::kInOut;
-  const Dims d{rows_of(inp), inp.dim(-1), in_out ? weight.dim(1) : weight.dim(0)};
-  if ((in_out ? weight.dim(0) : weight.dim(1)) != d.ic)
-    throw Error(cat(op, ": weight ", weight.shape_string(), " does not fit inp ", inp.shape_string(), " (layout ",
-                    in_out ? "[IC,OC]" : "[OC,IC]", ")"));
-  expect_rows(op, "out", out, d.n, d.oc);
+  const Dims d = check_matmul_shapes(op, out, inp, weight, bias, layout);
   expect_compute(op, "out", out, inp.dtype);
   expect_compute(op, "weight", weight, inp.dtype);
-  if (!bias.empty()) expect_shape(op, "bias", bias, {d.oc});
   return d;
 }
 
