@@ -61,6 +61,18 @@ inline void check_layernorm_shapes(const char* op, const Tensor& x, const Tensor
   ZT_CHECK_EQ(rstd.numel(), N, op, ": rstd needs one value per row of ", x.shape_string());
 }
 
+// embedding_forward: tokens [B,T], out [B,T,C], wte [Vp,C], wpe [maxT,C] with T <= maxT.
+inline void check_embedding_shapes(const char* op, const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                   const Tensor& wpe) {
+  ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
+  const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
+  expect_shape(op, "out", out, {B, T, C});
+  ZT_CHECK_EQ(wte.rank, 2, op, ": wte must be [Vp,C]");
+  ZT_CHECK_EQ(wpe.rank, 2, op, ": wpe must be [maxT,C]");
+  ZT_CHECK_EQ(wpe.dim(1), C, op, ": wpe and wte widths differ");
+  ZT_CHECK_LE(T, wpe.dim(0), op, ": sequence longer than the position table");
+}
+
 // AdamW's scalars for one step, in double as PyTorch computes them in Python, then used as float (its
 // opmath type), so both backends' kernels do the same float arithmetic:
 //   g = grad * grad_scale;  p *= decay;  m = b1 m + one_b1 g;  v = b2 v + one_b2 g^2;

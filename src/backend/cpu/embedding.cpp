@@ -64,13 +64,8 @@ void embed_grads(float* dw, float* dp, const T* d, const std::int32_t* tok, std:
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
 void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
   const char* op = "embedding_forward";
-  ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
+  check_embedding_shapes(op, out, tokens, wte, wpe);
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
-  expect_shape(op, "out", out, {B, T, C});
-  ZT_CHECK_EQ(wte.rank, 2, op, ": wte must be [Vp,C]");
-  ZT_CHECK_EQ(wpe.rank, 2, op, ": wpe must be [maxT,C]");
-  ZT_CHECK_EQ(wpe.dim(1), C, op, ": wpe and wte widths differ");
-  ZT_CHECK_LE(T, wpe.dim(0), op, ": sequence longer than the position table");
   const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"wte", wte, Role::kCompute},
                                      {"wpe", wpe, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);

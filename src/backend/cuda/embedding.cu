@@ -54,14 +54,9 @@ __global__ void embedding_dwpe_kernel(float* dwpe, const T* dout, std::int64_t B
 
 void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
   const char* op = "embedding_forward";
-  ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
+  check_embedding_shapes(op, out, tokens, wte, wpe);
   expect_dtype(op, "tokens", tokens, DType::kI32);
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
-  expect_shape(op, "out", out, {B, T, C});
-  ZT_CHECK_EQ(wte.rank, 2, op, ": wte must be [Vp,C]");
-  ZT_CHECK_EQ(wpe.rank, 2, op, ": wpe must be [maxT,C]");
-  ZT_CHECK_EQ(wpe.dim(1), C, op, ": wpe and wte widths differ");
-  ZT_CHECK_LE(T, wpe.dim(0), op, ": sequence longer than the position table");
   expect_compute(op, "wte", wte, out.dtype);
   expect_compute(op, "wpe", wpe, out.dtype);
   if (B * T * C == 0) return;
