@@ -75,10 +75,26 @@ std::int64_t ZeroEngine::shard_position(int u, const FlatRange& range) const {
   return part_.shard_offset(u) + (range.offset - part_.unit(u).offset) - part_.rank() * part_.shard_numel(u);
 }
 
+Tensor ZeroEngine::master_shard(int u) const {
+  const std::int64_t at = part_.shard_offset(u), n = part_.shard_numel(u);
+  if (offload_) return Tensor(static_cast<float*>(offload_->master().data) + at, DType::kF32, {n});
+  return fview(master_, at, n);
+}
+
 Tensor ZeroEngine::master_slice(int u, const FlatRange& range) const {
-  const std::int64_t at = shard_position(u, range);
-  if (offload_) return Tensor(static_cast<float*>(offload_->master().data) + at, DType::kF32, {range.numel});
-  return fview(master_, at, range.numel);
+  const Tensor shard = master_shard(u);
+  const std::int64_t in_shard = shard_position(u, range) - part_.shard_offset(u);
+  return Tensor(static_cast<float*>(shard.data) + in_shard, DType::kF32, {range.numel});
+}
+
+void ZeroEngine::state_to_host(const Tensor& state, float* out) const {
+  if (offload_) std::copy_n(static_cast<const float*>(state.data), state.numel(), out);
+  else backend_.copy_to_host(out, state.data, state.bytes());
+}
+
+void ZeroEngine::host_to_state(const float* src, const Tensor& state) {
+  if (offload_) std::copy_n(src, state.numel(), static_cast<float*>(state.data));
+  else backend_.copy_from_host(state.data, src, state.bytes());
 }
 
 std::int64_t ZeroEngine::full_offset(int u) const { return part_.padded_offset(u); }
@@ -103,10 +119,7 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
     if (!separate_master()) continue;
     const FlatRange mine = intersect(part_.owned(u, part_.rank()), range);  // the whole range at stage 3
     if (mine.numel == 0) continue;
-    const Tensor master = master_slice(u, mine);
-    const float* src = host.data() + (mine.offset - range.offset);
-    if (offload_) std::copy_n(src, mine.numel, static_cast<float*>(master.data));
-    else backend_.copy_from_host(master.data, src, master.bytes());
+    host_to_state(host.data() + (mine.offset - range.offset), master_slice(u, mine));
   }
 }
 
@@ -126,16 +139,14 @@ void ZeroEngine::gather_master(float* flat) {
   for (int u = 0; u < part_.n_units(); ++u) {
     const FlatRange& unit = part_.unit(u);
     if (stage_ == 0) {
-      const Tensor m = master_slice(u, unit);
-      if (offload_) std::copy_n(static_cast<const float*>(m.data), unit.numel, flat + unit.offset);
-      else backend_.copy_to_host(flat + unit.offset, m.data, m.bytes());
+      state_to_host(master_slice(u, unit), flat + unit.offset);
       continue;
     }
     const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
     Buffer full = take_buffer(padded, DType::kF32);
-    const Tensor mine = fview(full, part_.rank() * shard, shard);
-    if (offload_) backend_.copy_from_host(mine.data, static_cast<const float*>(offload_->master().data) + part_.shard_offset(u), mine.bytes());
-    else backend_.copy(mine.data, fview(master_, part_.shard_offset(u), shard).data, mine.bytes());
+    const Tensor mine = fview(full, part_.rank() * shard, shard), master = master_shard(u);
+    if (offload_) backend_.copy_from_host(mine.data, master.data, mine.bytes());
+    else backend_.copy(mine.data, master.data, mine.bytes());
     comm_.all_gather(span(mine), span(fview(full, 0, padded)))->wait();
     backend_.copy_to_host(flat + unit.offset, full.data(), unit.numel * sizeof(float));
     give_buffer(std::move(full));
@@ -177,9 +188,7 @@ Tensor ZeroEngine::state_view(State state, const FlatRange& range) const {
 
 void ZeroEngine::copy_state_to_host(State state, const FlatRange& range, float* out) const {
   if (range.numel == 0) return;
-  const Tensor t = state_view(state, range);
-  if (offload_) std::copy_n(static_cast<const float*>(t.data), range.numel, out);  // all of it is on the host
-  else backend_.copy_to_host(out, t.data, range.numel * sizeof(float));
+  state_to_host(state_view(state, range), out);
 }
 
 void ZeroEngine::load_moments(const std::function<void(State, std::int64_t, std::int64_t, float*)>& fill) {
@@ -190,9 +199,7 @@ void ZeroEngine::load_moments(const std::function<void(State, std::int64_t, std:
     host.resize(mine.numel);
     for (State s : {State::kExpAvg, State::kExpAvgSq}) {
       fill(s, mine.offset, mine.numel, host.data());
-      const Tensor t = state_view(s, mine);
-      if (offload_) std::copy_n(host.data(), mine.numel, static_cast<float*>(t.data));
-      else backend_.copy_from_host(t.data, host.data(), mine.numel * sizeof(float));
+      host_to_state(host.data(), state_view(s, mine));
     }
   }
 }

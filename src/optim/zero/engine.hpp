@@ -106,9 +106,15 @@ class ZeroEngine {
   backend::Tensor pview(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;  // compute dtype
   // Where elements [range) of unit u (inside this rank's slice) sit in the shard buffers.
   std::int64_t shard_position(int u, const FlatRange& range) const;
-  // The separate fp32 master of [range) inside this rank's slice of unit u (device master_ or the
-  // offload optimizer's host shard); only when the master is separate from the working parameters.
+  // The separate fp32 master of this rank's whole (padded) slice of unit u, and of [range) inside it:
+  // device master_ or the offload optimizer's host shard; only when the master is separate from the
+  // working parameters.
+  backend::Tensor master_shard(int u) const;
   backend::Tensor master_slice(int u, const FlatRange& range) const;
+  // Copies between host floats and optimizer state (the master or a moment), which lives on the host
+  // with offload and on the device otherwise.
+  void state_to_host(const backend::Tensor& state, float* out) const;
+  void host_to_state(const float* src, const backend::Tensor& state);
   bool separate_master() const { return mixed() || offload_ != nullptr; }
   void gather_master(float* flat_host);
   std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout
