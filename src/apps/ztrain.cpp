@@ -57,17 +57,26 @@ void print_config(const dist::World& world, const Startup& s) {
 struct MemoryCheck {
   plan::MemoryPlan plan;
   std::vector<std::string> fixes;
+  std::string capacity_from;  // where the capacity came from, for --plan's footer
 };
 
 // The memory plan for this run, or for plan.world_size ranks with plan.device_memory_gb each.
 MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   const config::Config& c = s.cl.config;
   const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
-  std::uint64_t capacity = 0;  // unknown: a GPU plan made where no GPU is (set plan.device_memory_gb)
-  if (c.plan.device_memory_gb > 0) capacity = static_cast<std::uint64_t>(c.plan.device_memory_gb * (1ull << 30));
-  else if (s.placement.device == config::Device::kCuda) capacity = dist::cuda_device_memory_bytes(s.placement.device_index);
-  else if (s.plan_device == config::Device::kCpu) capacity = plan::host_memory_per_rank(world.local_size());
-  MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device), {}};
+  std::uint64_t capacity = 0;  // unknown: a GPU plan made where no GPU is
+  std::string from = "nowhere: no GPU here, set plan.device_memory_gb";
+  if (c.plan.device_memory_gb > 0) {
+    capacity = static_cast<std::uint64_t>(c.plan.device_memory_gb * (1ull << 30));
+    from = "plan.device_memory_gb";
+  } else if (s.placement.device == config::Device::kCuda) {
+    capacity = dist::cuda_device_memory_bytes(s.placement.device_index);
+    from = "the GPU's total memory";
+  } else if (s.plan_device == config::Device::kCpu) {
+    capacity = plan::host_memory_per_rank(world.local_size());
+    from = "this host's available memory";
+  }
+  MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device), {}, from};
   if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device);
   return m;
 }
@@ -79,11 +88,7 @@ int print_plan(const dist::World& world, const Startup& s) {
   if (world.is_root())
     std::cout << plan::format_plan(m.plan, m.fixes) << "  (" << (s.plan_device == config::Device::kCuda ? "CUDA" : "CPU")
               << " backend, " << config::to_string(s.cl.config.train.precision) << "; capacity from "
-              << (s.cl.config.plan.device_memory_gb > 0             ? "plan.device_memory_gb"
-                  : s.placement.device == config::Device::kCuda     ? "the GPU's total memory"
-                  : s.plan_device == config::Device::kCuda          ? "nowhere: no GPU here, set plan.device_memory_gb"
-                                                                    : "this host's available memory")
-              << ")\n";
+              << m.capacity_from << ")\n";
   return m.plan.fits() ? kExitOk : kExitUsage;
 }
 
