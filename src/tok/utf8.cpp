@@ -7,25 +7,32 @@
 namespace zt::tok {
 namespace {
 
+// What Table 3-7 says of a lead byte: the sequence length it starts (0: it never starts one: 80..C1,
+// F5..FF) and the allowed range of the second byte (later bytes are always 80..BF).
+struct LeadByte {
+  std::size_t length;
+  unsigned lo = 0x80, hi = 0xBF;
+};
+LeadByte lead_byte(unsigned b0) {
+  if (b0 >= 0xC2 && b0 <= 0xDF) return {2};
+  if (b0 == 0xE0) return {3, 0xA0};
+  if (b0 >= 0xE1 && b0 <= 0xEF) return {3, 0x80, b0 == 0xED ? 0x9Fu : 0xBFu};
+  if (b0 == 0xF0) return {4, 0x90};
+  if (b0 >= 0xF1 && b0 <= 0xF3) return {4};
+  if (b0 == 0xF4) return {4, 0x80, 0x8F};
+  return {0};
+}
+
 // Number of bytes of a well-formed sequence starting at p (1..4), or 0 when it is ill-formed there.
 // `left` is the number of bytes available from p (>= 1).
 std::size_t well_formed_length(const unsigned char* p, std::size_t left) {
-  const unsigned b0 = p[0];
-  if (b0 < 0x80) return 1;
-  unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte (Table 3-7)
-  std::size_t need;
-  if (b0 >= 0xC2 && b0 <= 0xDF) { need = 2; }
-  else if (b0 == 0xE0) { need = 3; lo = 0xA0; }
-  else if (b0 >= 0xE1 && b0 <= 0xEF) { need = 3; if (b0 == 0xED) hi = 0x9F; }
-  else if (b0 == 0xF0) { need = 4; lo = 0x90; }
-  else if (b0 >= 0xF1 && b0 <= 0xF3) { need = 4; }
-  else if (b0 == 0xF4) { need = 4; hi = 0x8F; }
-  else { return 0; }
-  if (left < need) return 0;
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (std::size_t k = 2; k < need; ++k)
+  if (p[0] < 0x80) return 1;
+  const LeadByte lead = lead_byte(p[0]);
+  if (lead.length == 0 || left < lead.length) return 0;
+  if (p[1] < lead.lo || p[1] > lead.hi) return 0;
+  for (std::size_t k = 2; k < lead.length; ++k)
     if (p[k] < 0x80 || p[k] > 0xBF) return 0;
-  return need;
+  return lead.length;
 }
 
 }  // namespace
@@ -51,21 +58,13 @@ std::size_t first_invalid_utf8(std::string_view bytes) {
 std::size_t invalid_subpart_length(std::string_view bytes, std::size_t pos) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data()) + pos;
   const std::size_t left = bytes.size() - pos;
-  const unsigned b0 = p[0];
-  unsigned lo = 0x80, hi = 0xBF;
-  std::size_t need;
-  if (b0 >= 0xC2 && b0 <= 0xDF) { need = 2; }
-  else if (b0 == 0xE0) { need = 3; lo = 0xA0; }
-  else if (b0 >= 0xE1 && b0 <= 0xEF) { need = 3; if (b0 == 0xED) hi = 0x9F; }
-  else if (b0 == 0xF0) { need = 4; lo = 0x90; }
-  else if (b0 >= 0xF1 && b0 <= 0xF3) { need = 4; }
-  else if (b0 == 0xF4) { need = 4; hi = 0x8F; }
-  else { return 1; }  // 80..C1, F5..FF: never start a sequence
+  const LeadByte lead = lead_byte(p[0]);
+  if (lead.length == 0) return 1;  // 80..C1, F5..FF: never start a sequence
   // The maximal subpart is the lead byte plus the continuation bytes that were still acceptable.
   std::size_t k = 1;
-  if (k < left && p[1] >= lo && p[1] <= hi) {
+  if (k < left && p[1] >= lead.lo && p[1] <= lead.hi) {
     k = 2;
-    while (k < need && k < left && p[k] >= 0x80 && p[k] <= 0xBF) ++k;
+    while (k < lead.length && k < left && p[k] >= 0x80 && p[k] <= 0xBF) ++k;
   }
   return k;
 }
