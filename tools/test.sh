@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, runs the whole suite with ctest.
 #   tools/test.sh                 everything that runs on this machine (GPU tests skip without a GPU)
-#   tools/test.sh -L unit         only one label (unit, mpi, reference, fault, gpu, ...); args go to ctest
+#   tools/test.sh -L unit         only one label (unit, mpi, reference, faults, gpu, ...); args go to ctest
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/tools/build.sh"
