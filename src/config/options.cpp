@@ -129,6 +129,7 @@ std::vector<Option> build_table() {
       opt("ckpt.keep", &C::ckpt, &CkptConfig::keep, "checkpoints kept (the newest that verifies is never deleted; 0 = all)", at_least<std::int64_t>(0)),
       opt("ckpt.resume", &C::ckpt, &CkptConfig::resume, "auto (newest that verifies) | none | a checkpoint directory"),
       opt("ckpt.async", &C::ckpt, &CkptConfig::async, "write checkpoints from a background thread after a snapshot to host memory"),
+      opt("ckpt.overwrite", &C::ckpt, &CkptConfig::overwrite, "let a new run (resume=none, or auto finding none that verifies) start in a ckpt.dir holding other runs' checkpoints, replacing those of the steps it saves"),
       opt("log.every", &C::log, &LogConfig::every, "log a metrics line every N steps", at_least<std::int64_t>(1)),
       opt("log.metrics", &C::log, &LogConfig::metrics, "JSON Lines metrics file (empty = none)"),
       opt("log.eval_every", &C::log, &LogConfig::eval_every, "evaluate on data.valid every N steps (0 = off)", at_least<std::int64_t>(0)),
