@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: zckpt info DIR                              step, world size, ZeRO stage, files, config\n"
+    "usage: zckpt info DIR                              step, world size, ZeRO stage, run id, files, config\n"
     "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem\n"
     "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel weights (+ config.json)\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
