@@ -126,7 +126,7 @@ std::vector<Option> build_table() {
       opt("data.vocab", &C::data, &DataConfig::vocab, "directory with encoder.json + vocab.bpe (text samples; checked against the shards' vocab_hash)"),
       opt("ckpt.dir", &C::ckpt, &CkptConfig::dir, "checkpoint directory (holds step_NNNNNNNN/)"),
       opt("ckpt.every", &C::ckpt, &CkptConfig::every, "checkpoint every N steps (0 = only at the end and on signals)", at_least<std::int64_t>(0)),
-      opt("ckpt.keep", &C::ckpt, &CkptConfig::keep, "checkpoints kept (the newest that verifies is never deleted; 0 = all)", at_least<std::int64_t>(0)),
+      opt("ckpt.keep", &C::ckpt, &CkptConfig::keep, "this run's checkpoints kept (the newest that verifies, and other runs' checkpoints, are never deleted; 0 = all)", at_least<std::int64_t>(0)),
       opt("ckpt.resume", &C::ckpt, &CkptConfig::resume, "auto (newest that verifies) | none | a checkpoint directory"),
       opt("ckpt.async", &C::ckpt, &CkptConfig::async, "write checkpoints from a background thread after a snapshot to host memory"),
       opt("ckpt.overwrite", &C::ckpt, &CkptConfig::overwrite, "let a new run (resume=none, or auto finding none that verifies) start in a ckpt.dir holding other runs' checkpoints, replacing those of the steps it saves"),
