@@ -52,8 +52,16 @@ std::string pid_namespace() {
   return n > 0 ? std::string(link, static_cast<std::size_t>(n)) : "";
 }
 
-// kill(pid, 0) probes without signalling: EPERM means it exists (another user's).
-bool pid_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+// kill(pid, 0) probes without signalling: EPERM means it exists (another user's). A zombie (killed,
+// not yet reaped: common where PID 1 reaps slowly) answers too, but is gone: /proc says 'Z'.
+bool pid_alive(long pid) {
+  if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM)) return false;
+  std::ifstream stat(cat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  const std::size_t paren = line.rfind(')');    // "pid (comm) S ...": comm may hold spaces
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
 
 std::string read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -190,7 +198,8 @@ std::string LockHolder::describe() const {
              since.empty() ? "?" : since);
 }
 
-DirLock DirLock::acquire(const fs::path& ckpt_dir, const LockHolder& me, double stale_after_s, double heartbeat_s) {
+DirLock DirLock::acquire(const fs::path& ckpt_dir, const LockHolder& me, double stale_after_s, double heartbeat_s,
+                         double dying_grace_s) {
   std::error_code ec;
   fs::create_directories(ckpt_dir, ec);
   if (ec) throw ConfigError(cat("cannot create ckpt.dir=", ckpt_dir.string(), ": ", ec.message(), " (give a writable directory)"));
@@ -201,6 +210,7 @@ DirLock DirLock::acquire(const fs::path& ckpt_dir, const LockHolder& me, double 
     const fs::path& p;
     ~Unlink() { ::unlink(p.c_str()); }
   } unlink_mine{mine};
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(dying_grace_s);
   for (int attempt = 0; attempt < 50; ++attempt) {
     if (try_link(mine, lock, text)) return DirLock(lock, me, heartbeat_s);
     Found held{read_all(lock), {}, 0};
@@ -209,6 +219,14 @@ DirLock DirLock::acquire(const fs::path& ckpt_dir, const LockHolder& me, double 
     const auto now = mtime_of(mine), then = mtime_of(lock);
     if (now && then) held.heartbeat_age_s = std::max(0.0, seconds_between(*now, *then));
     const std::string why = stale_reason(held, me, stale_after_s);
+    // A holder here that is alive may be dying: mpirun returns once a job failed, while its rank 0
+    // (which catches SIGTERM to checkpoint) lives on until the SIGKILL that follows.
+    const bool here = held.holder.host == me.host && held.holder.pid_ns == me.pid_ns;
+    if (why.empty() && here && std::chrono::steady_clock::now() < give_up) {
+      --attempt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     if (why.empty())
       throw ConfigError(cat("ckpt.dir=", ckpt_dir.string(), " is in use by another job: ", held.holder.describe(),
                             " (lock file ", lock.string(), ", heartbeat ", static_cast<long>(held.heartbeat_age_s),

@@ -25,6 +25,9 @@ constexpr double kHeartbeatS = 15;
 // Many heartbeats: NFS attribute caches may show another client an mtime up to 60 s old, and a
 // scheduler may suspend (SIGSTOP) a job for a while without it being gone.
 constexpr double kStaleAfterS = 300;
+// mpirun returns when a job fails while its ranks are still being killed (SIGTERM, then SIGKILL about
+// a second later), so a rerun started at once may find the old holder alive for a moment.
+constexpr double kDyingGraceS = 10;
 
 // Who holds (or wants) the lock; written into the lock file as `key=value` lines.
 struct LockHolder {
@@ -43,9 +46,11 @@ class DirLock {
  public:
   // Takes ckpt_dir/ztrain.lock for `me` (creating ckpt_dir), taking over a stale one with a warning
   // naming the old holder. Throws ConfigError (exit 2) naming the holder if another job holds it.
-  // heartbeat_s <= 0: no heartbeat thread (tests call heartbeat() themselves).
+  // heartbeat_s <= 0: no heartbeat thread (tests call heartbeat() themselves). A live holder on this
+  // host is watched for dying_grace_s before the refusal: a job that just failed may still be dying.
   static DirLock acquire(const std::filesystem::path& ckpt_dir, const LockHolder& me,
-                         double stale_after_s = kStaleAfterS, double heartbeat_s = kHeartbeatS);
+                         double stale_after_s = kStaleAfterS, double heartbeat_s = kHeartbeatS,
+                         double dying_grace_s = kDyingGraceS);
   DirLock(DirLock&& other) noexcept;
   DirLock& operator=(DirLock&&) = delete;
   DirLock(const DirLock&) = delete;

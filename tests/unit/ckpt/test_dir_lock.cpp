@@ -54,7 +54,7 @@ long dead_pid() {
 
 std::string refusal(const fs::path& dir, const LockHolder& me) {
   try {
-    DirLock::acquire(dir, me, kStaleAfterS, 0);
+    DirLock::acquire(dir, me, kStaleAfterS, 0, 0);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -90,6 +90,20 @@ TEST(DirLock, TakesOverAHolderWhosePidIsGoneOnThisHost) {
   const LockHolder me = LockHolder::this_process();
   const DirLock lock = DirLock::acquire(tmp.path, me, kStaleAfterS, 0);
   EXPECT_EQ(read_file(tmp.path / kLockFile), me.text());
+}
+
+TEST(DirLock, AZombieHolderIsGone) {
+  // Killed but not yet reaped (where PID 1 reaps slowly): kill(pid, 0) still answers; /proc says 'Z'.
+  TempDir tmp;
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+  LockHolder zombie = LockHolder::this_process();
+  zombie.pid = child;
+  plant(tmp.path, zombie.text(), 0);
+  EXPECT_NO_THROW(DirLock::acquire(tmp.path, LockHolder::this_process(), kStaleAfterS, 0, 0));
+  waitpid(child, nullptr, 0);
 }
 
 TEST(DirLock, AnotherHostIsGoneOnlyWithoutHeartbeat) {
