@@ -3,7 +3,8 @@
 # and one from before run ids (step 1, owner unknown).
 #  - ckpt.resume=none there refuses (exit 2), naming each with its owner and the fix; with
 #    ckpt.overwrite=true a new run B starts, and its ckpt.keep=1 rotation deletes only B's;
-#  - ckpt.resume=auto continues B (the newest) under B's run id and again rotates only B's;
+#  - ckpt.resume=auto continues B (the newest) under B's run id and again rotates only B's; one
+#    resuming the checkpoint without a run id goes on under a new id and never rotates that one;
 #  - ckpt.resume=auto over checkpoints none of which verifies refuses (exit 2), naming each and why.
 # Every checkpoint not B's still verifies at the end.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
@@ -53,6 +54,15 @@ left=$(cd "$D" && echo step_*)
 [ "$left" = "step_00000001 step_00000002 step_00000004 step_00000008" ] || fail "left in ckpt.dir: $left"
 verify_all "${before[@]}" "$D/step_00000008"
 echo "ok: resume=auto continued run B and rotated only B's checkpoints"
+
+# ---- resuming a checkpoint from before run ids: a new id, and that checkpoint is never rotated -----
+G=$ZT_WORK/legacy
+mkdir -p "$G" && cp -r "$D/step_00000001" "$G/"
+train 2 --ckpt.dir="$G" --ckpt.every=1 --ckpt.keep=1 --train.stop_at_step=3
+expect_in "$ZT_WORK/err" "step_00000001 has no run id \(written before run ids\): this run goes on as run [0-9]{8}T[0-9]{6}Z-"
+[ "$(cd "$G" && echo step_*)" = "step_00000001 step_00000003" ] || fail "left in $G: $(ls "$G")"
+verify_all "$G/step_00000001"
+echo "ok: a checkpoint without a run id resumed under a new id and was kept by rotation"
 
 # ---- resume=auto where none verifies: refused, each named with why --------------------------------
 C=$ZT_WORK/corrupt
