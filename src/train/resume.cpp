@@ -116,6 +116,19 @@ ResumePoint none_verifies(const config::Config& c, const ckpt::ResumeSearch& fou
   return fresh_start("ckpt.resume=auto");
 }
 
+// A skipped step_N of another run (or none readable) would be replaced when this run saves step N;
+// a save refuses that (exit 1) unless ckpt.overwrite, so say so before training rather than then.
+void warn_in_the_way(const config::Config& c, const ckpt::ResumeSearch& found, const std::string& run_id) {
+  if (c.ckpt.overwrite) return;
+  for (const ckpt::Skipped& s : found.skipped) {
+    if (s.path.string().ends_with(ckpt::kTmpSuffix)) continue;
+    const std::string owner = ckpt::run_id_of(s.path);
+    if (owner == run_id) continue;
+    log::warn(cat(s.path.string(), " (", ckpt::describe_owner(owner), ") is not this run's: if this run saves that "
+                  "step it stops there (exit 1) rather than replace it; move it away or set ckpt.overwrite=true"));
+  }
+}
+
 // Rank 0's text on every rank (up to 255 bytes), over the one collective World has for it.
 std::string text_from_root(const dist::World& world, const std::string& text) {
   constexpr std::size_t kWords = 32;
@@ -147,7 +160,9 @@ ResumePoint pick_resume(const config::Config& c) {
   if (found.chosen.empty()) return none_verifies(c, found);
   check_fits(found.chosen, c);
   log::info(cat("resuming from ", found.chosen.string(), " (step ", found.step, "), the newest checkpoint that verifies"));
-  return resumed(found.chosen, found.step);
+  const ResumePoint p = resumed(found.chosen, found.step);
+  warn_in_the_way(c, found, p.run_id);
+  return p;
 }
 
 ResumePoint share_resume(const dist::World& world, const config::Config& c, const ResumePoint& root_choice) {

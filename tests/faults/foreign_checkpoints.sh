@@ -5,7 +5,9 @@
 #    ckpt.overwrite=true a new run B starts, and its ckpt.keep=1 rotation deletes only B's;
 #  - ckpt.resume=auto continues B (the newest) under B's run id and again rotates only B's; one
 #    resuming the checkpoint without a run id goes on under a new id and never rotates that one;
-#  - ckpt.resume=auto over checkpoints none of which verifies refuses (exit 2), naming each and why.
+#  - ckpt.resume=auto over checkpoints none of which verifies refuses (exit 2), naming each and why;
+#  - another run's damaged step_N newer than the one resumed is named at start-up, and the save of
+#    that step refuses to replace it (exit 1).
 # Every checkpoint not B's still verifies at the end.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
@@ -81,4 +83,15 @@ expect_in "$ZT_WORK/out" "starting at step 0 as the new run"
 [ -d "$C/step_00000004" ] && [ -d "$C/step_00000002" ] || fail "ckpt.overwrite=true deleted checkpoints of steps it did not save"
 verify_all "${before[@]}"
 echo "ok: resume=auto over only unverifiable checkpoints refused, each named"
+
+# ---- a newer step_N of another run in the way: named at start-up, and a save refuses to replace it -
+W=$ZT_WORK/in_the_way
+mkdir -p "$W" && cp -r "$G/step_00000001" "$D/step_00000004" "$W/"  # owner unknown; run A's
+truncate -s 1000 "$W/step_00000004/model.h5"  # A's step 4 damaged: resume=auto takes step 1
+train_expect 1 2 --ckpt.dir="$W" --ckpt.every=2 --train.stop_at_step=4
+expect_in "$ZT_WORK/err" "step_00000004 \(run $run_a\) is not this run's: if this run saves that step it stops there"
+expect_in "$ZT_WORK/err" "in_the_way/step_00000004 belongs to run $run_a, not to this run .*: it is not replaced"
+[ "$(stat -c %s "$W/step_00000004/model.h5")" -eq 1000 ] || fail "run A's damaged step_4 was replaced"
+verify_all "$W/step_00000001" "$W/step_00000002"
+echo "ok: another run's damaged step_4 in the way was named at start-up and not replaced (exit 1 at that save)"
 echo "PASS"
