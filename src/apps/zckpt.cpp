@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ckpt/layout.hpp"
+#include "ckpt/ownership.hpp"
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: zckpt info DIR                              step, world size, ZeRO stage, files, config\n"
+    "usage: zckpt info DIR                              step, world size, ZeRO stage, run id, files, config\n"
     "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem\n"
     "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel weights (+ config.json)\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
@@ -76,7 +77,8 @@ int info(const std::string& dir) {
   std::cout << "checkpoint " << dir << "\n  format " << ckpt::kFormat << " v" << m.format_version << "\n  step "
             << m.step << ", " << s.tokens << " tokens, data cursor " << s.windows_consumed << " windows (epoch "
             << (s.windows_per_epoch ? s.windows_consumed / s.windows_per_epoch : 0) << ")\n  world_size "
-            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  model";
+            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  "
+            << ckpt::describe_owner(m.run_id) << "\n  model";
   for (const auto& [k, v] : m.model.hyper) std::cout << " " << k << "=" << v;
   std::cout << ", " << m.model.params.size() << " tensors, " << m.model.flat_numel << " flat fp32 elements\n  "
             << m.files.size() << " files, " << m.total_bytes() << " bytes:\n";
@@ -91,7 +93,7 @@ int verify(const std::string& dir) {
   if (!problems.empty()) return kExitRuntime;
   const ckpt::Checkpoint c(dir);
   std::cout << dir << ": sound (step " << c.manifest().step << ", " << c.manifest().files.size() << " files, "
-            << c.manifest().total_bytes() << " bytes)\n";
+            << c.manifest().total_bytes() << " bytes, " << ckpt::describe_owner(c.manifest().run_id) << ")\n";
   return kExitOk;
 }
 

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "apps/boundary.hpp"
+#include "ckpt/dir_lock.hpp"
 #include "config/derived.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
@@ -126,14 +128,24 @@ int run(dist::World& world, int argc, char** argv) {
                             plan::format_plan(m.plan, m.fixes)));
   });
   if (fit_code != kExitOk) return fit_code;
-  // The checkpoint to resume from is a start-up decision too: one that does not verify is exit 2.
+  // One job per ckpt.dir: rank 0 takes its lock (another job holding it is exit 2, naming it) before
+  // any checkpoint is read or written. Then the checkpoint to resume from, a start-up decision too:
+  // one that does not verify, or a fresh start over other runs' checkpoints, is exit 2.
+  std::optional<ckpt::DirLock> lock;
   train::ResumePoint resume;
   const int resume_code = agree_on_startup(world, [&] {
-    if (world.is_root()) resume = train::pick_resume(s.cl.config);
+    if (!world.is_root()) return;
+    lock.emplace(ckpt::DirLock::acquire(s.cl.config.ckpt.dir, ckpt::LockHolder::this_process()));
+    resume = train::pick_resume(s.cl.config);
   });
   if (resume_code != kExitOk) return resume_code;
   resume = train::share_resume(world, s.cl.config, resume);
-  return run_or_abort(world, [&] { return train::run(world, s.cl, s.derived, s.placement, resume); });
+  return run_or_abort(world, [&] {
+    // Held in this frame: an error unwinding out of training releases the lock before run_or_abort
+    // ends the job (MPI_Abort runs no destructors). A killed rank 0 leaves it for the next run to take over.
+    const std::optional<ckpt::DirLock> held = std::move(lock);
+    return train::run(world, s.cl, s.derived, s.placement, resume);
+  });
 }
 
 }  // namespace

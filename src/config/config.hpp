@@ -74,6 +74,7 @@ struct CkptConfig {
   std::int64_t keep = 3;
   std::string resume = "auto";
   bool async = false;
+  bool overwrite = false;  // resume=none may start over another run's checkpoints (same steps replaced)
 };
 
 struct LogConfig {

@@ -90,7 +90,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_vocab(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
-  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_);
+  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_, resume.run_id);
   if (resume.empty()) init_parameters();
   else resume_from(resume);  // before open_data: the loader starts at the restored step
   open_data();
