@@ -285,15 +285,17 @@ std::string Trainer::stop_reason() const {
   return "a stop request on another rank";
 }
 
-// One all-reduce (max) per step agrees on two flags over all ranks: a stop requested on any rank (a
-// signal may reach only some), and a background checkpoint write still running on any rank (the
-// commit needs every rank's files).
+// One all-reduce (max) per step agrees on three flags over all ranks: a stop requested on any rank (a
+// signal may reach only some), a background checkpoint write still running on any rank (the
+// commit needs every rank's files), and a next batch that some rank cannot read (a corrupt chunk is
+// found by the rank whose windows touch it): that stops every rank here, with a checkpoint.
 bool Trainer::at_step_boundary(std::int64_t last) {
-  std::int32_t flags[2] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1};
+  std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
   comm_->set_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
-  comm_->all_reduce(dist::span_of(flags, 2), dist::ReduceOp::kMax)->wait();
+  comm_->all_reduce(dist::span_of(flags, 3), dist::ReduceOp::kMax)->wait();
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
-  const bool stop = flags[0] != 0 && step_ < last;
+  data_failed_ = flags[2] != 0;
+  const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
   const std::int64_t every = config_.ckpt.every;
   if (step_ == last || stop || (every > 0 && step_ % every == 0)) checkpointer_->save(train_state());
   return stop;
@@ -310,9 +312,10 @@ int Trainer::run() {
   auto window_start = Clock::now();
   double wait_before = loader_->wait_ms_total();
   std::int64_t steps_in_window = 0;
+  std::optional<data::StepBatch> batch = read_next_batch();
+  if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
   while (step_ < last) {
-    const data::StepBatch batch = loader_->next();
-    const StepResult r = train_step(batch);
+    const StepResult r = train_step(*batch);
     ++step_;
     ++steps_in_window;
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
@@ -335,8 +338,10 @@ int Trainer::run() {
     }
     if (config_.log.sample_every > 0 && (step_ % config_.log.sample_every == 0 || step_ == last)) sample();
     inject_faults(config_.debug, world_.rank(), step_);
+    if (step_ < last) batch = read_next_batch();  // before the boundary, which agrees on a data error
     if (at_step_boundary(last)) {
       checkpointer_->finish();
+      if (data_failed_) return stop_on_data_error();
       log::info(cat("stopped after step ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
                     " (requeue; ckpt.resume=auto continues from here)"));
       return kExitRequeue;
@@ -345,6 +350,36 @@ int Trainer::run() {
   checkpointer_->finish();
   log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
   return kExitOk;
+}
+
+std::optional<data::StepBatch> Trainer::read_next_batch() {
+  try {
+    return loader_->next();
+  } catch (const DataError& e) {
+    data_error_ = e.what();
+    return std::nullopt;
+  }
+}
+
+bool Trainer::data_error_anywhere() {
+  std::int32_t flag = data_error_.empty() ? 0 : 1;
+  comm_->set_context(cat("step ", step_ + 1, " start (agreeing that every rank read its first batch)"));
+  comm_->all_reduce(dist::span_of(&flag, 1), dist::ReduceOp::kMax)->wait();
+  return flag != 0;
+}
+
+// Every rank gets here together (the failure was agreed on), so the gather is no per-rank collective.
+// The checkpoint of the last completed step is already committed (at_step_boundary saved it).
+int Trainer::stop_on_data_error() {
+  const std::vector<std::string> errors = world_.gather_to_root(data_error_);
+  for (std::size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) log::error(cat("rank ", r, ": ", errors[r]));
+  const std::string kept = step_ > 0 ? cat("the state after step ", step_, " is checkpointed (", config_.ckpt.dir,
+                                           "; a rerun with ckpt.resume=auto continues from it)")
+                                     : std::string("no step was trained");
+  log::error(cat("stopped after step ", step_, ": the data of step ", step_ + 1, " is unreadable (above); ", kept,
+                 ": replace the shard, then rerun; exit ", kExitRuntime));
+  return kExitRuntime;
 }
 
 // A text sample on every rank (ZeRO-3 gathers need all of them); rank 0 logs it and writes it to the
