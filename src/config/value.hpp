@@ -50,6 +50,11 @@ template <> struct EnumNames<CommBackend> {
       {{CommBackend::kAuto, "auto"}, {CommBackend::kNccl, "nccl"}, {CommBackend::kMpi, "mpi"}}};
 };
 
+template <> struct EnumNames<DataVerify> {
+  static constexpr std::array<std::pair<DataVerify, const char*>, 2> kNames{
+      {{DataVerify::kOnRead, "on_read"}, {DataVerify::kFull, "full"}}};
+};
+
 template <typename E>
 std::string enum_choices() {
   std::string out;

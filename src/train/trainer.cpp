@@ -17,6 +17,7 @@
 #include "model/safetensors.hpp"
 #include "optim/schedule.hpp"
 #include "plan/memory_plan.hpp"
+#include "train/data_check.hpp"
 #include "train/faults.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "train/sampler.hpp"
@@ -153,15 +154,8 @@ ckpt::TrainState Trainer::train_state() const {
 }
 
 void Trainer::open_data() {
-  if (config_.data.train.empty())
-    throw ConfigError("data.train is empty: give the training shards written by ztok (e.g. data.train=data/tok/train_*.h5)");
-  data::ShardExpectation expect;
-  expect.vocab_size = static_cast<std::uint64_t>(config_.model.vocab_size);
-  if (!config_.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
-    const tok::Vocab vocab = load_vocab(config_.data.vocab);
-    expect.vocab_hash = vocab.hash();
-    expect.eot = vocab.eot();
-  }
+  // Checked before (check_data, at start-up): here the trainer's own readers.
+  const data::ShardExpectation expect = expected_shards(config_);
   train_tokens_ = data::open_shards(config_.data.train, "data.train", expect);
   if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, "data.valid", expect);
   data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed);
