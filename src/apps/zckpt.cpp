@@ -21,7 +21,8 @@ namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
     "usage: zckpt info DIR                              step, world size, ZeRO stage, files, config\n"
-    "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem\n"
+    "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
+    "                                                   interrupted save too), 2 if DIR is no checkpoint\n"
     "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel weights (+ config.json)\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
 
@@ -85,7 +86,58 @@ int info(const std::string& dir) {
   return kExitOk;
 }
 
+// "use step_M": the newest checkpoint beside `dir` that verifies, for a save that never committed.
+std::string newest_sound_beside(const fs::path& dir) {
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  const ckpt::ResumeSearch found = ckpt::find_newest_sound(parent);
+  if (found.chosen.empty()) return cat("no checkpoint in ", parent.string(), " verifies");
+  return cat("use ", found.chosen.filename().string(), " (", found.chosen.string(), " verifies)");
+}
+
+// A directory without a manifest that a save began: named step_N or step_N.tmp, or holding its files.
+bool begun_save(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  std::error_code ec;
+  return ckpt::parse_step_dir(name) || ckpt::parse_step_dir(name, /*tmp=*/true) ||
+         fs::exists(dir / ckpt::kModelFile, ec) || fs::exists(dir / ckpt::kStateFile, ec) || fs::exists(dir / "optim", ec);
+}
+
+// What DIR is when it is not a committed checkpoint: nothing there, or not a checkpoint (usage: exit
+// 2), or a save interrupted before its commit (a problem found: exit 1, naming the one to use).
+// Returns 0 when DIR has a manifest (verify it).
+int classify_uncommitted(const std::string& text) {
+  fs::path path = fs::path(text).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "step_00000004/"
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    fs::path tmp = path;
+    tmp += ckpt::kTmpSuffix;
+    if (fs::is_directory(tmp, ec))
+      throw ConfigError(cat(text, ": no such checkpoint: it was never committed (", tmp.string(),
+                            " holds a save that was interrupted before commit); this checkpoint is incomplete; ",
+                            newest_sound_beside(path)));
+    throw ConfigError(cat(text, ": no such file or directory: not a checkpoint (never written here)"));
+  }
+  if (!fs::is_directory(path, ec))
+    throw ConfigError(cat(text, ": not a directory: a checkpoint is a directory ckpt.dir/step_NNNNNNNN/"));
+  // step_N.tmp is uncommitted even with a manifest inside: the rename to step_N is the commit.
+  const bool tmp = ckpt::parse_step_dir(path.filename().string(), /*tmp=*/true).has_value();
+  if (!tmp && fs::exists(path / ckpt::kManifestFile, ec)) return kExitOk;
+  if (tmp || begun_save(path)) {
+    std::cout << text << ": " << (tmp ? "never renamed into place" : cat(ckpt::kManifestFile, ": missing"))
+              << ": the save was interrupted before commit; this checkpoint is incomplete; " << newest_sound_beside(path)
+              << "\n";
+    return kExitRuntime;
+  }
+  const std::vector<ckpt::StepDir> inside = ckpt::list_step_dirs(path);
+  if (!inside.empty())
+    throw ConfigError(cat(text, " is a checkpoint directory (ckpt.dir), not a checkpoint: verify one of its steps, e.g. "
+                          "zckpt verify ", inside.front().path.string()));
+  throw ConfigError(cat(text, ": not a checkpoint: no ", ckpt::kManifestFile, " and none of a checkpoint's files"));
+}
+
 int verify(const std::string& dir) {
+  if (const int code = classify_uncommitted(dir); code != kExitOk) return code;
   const std::vector<std::string> problems = ckpt::verify(dir);
   for (const std::string& p : problems) std::cout << dir << ": " << p << "\n";
   if (!problems.empty()) return kExitRuntime;
