@@ -37,7 +37,7 @@ expect_exit 1 zt_mpirun 2 "$ZT_BIN/ztrain" "${args[@]}" --data.train="$shard" --
 expect_in "$ZT_WORK/err" "^(error: )?rank 1: shard .*/data/train_000000.h5: tokens \[16384, 32768\) are unreadable .*re-run ztok for its input \(synthetic\)"
 [ "$(grep -c 'are unreadable' "$ZT_WORK/err")" -eq 1 ] || fail "the bad chunk should be reported once (by rank 1)"
 expect_in "$ZT_WORK/err" "stopped after step 127: the data of step 128 is unreadable .*checkpointed"
-! grep -q "^step +128 " "$ZT_WORK/out" || fail "trained step 128 on unreadable data"
+! grep -Eq "^step +128 " "$ZT_WORK/out" || fail "trained step 128 on unreadable data"
 for step in 00000050 00000100 00000127; do
   expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/split/step_$step"
 done
