@@ -215,7 +215,9 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   return r;
 }
 
-double Trainer::evaluate() {
+// Each batch's read is agreed on (one all-reduce of a flag) before its forward pass, so a bad chunk in
+// data.valid on one rank stops every rank at the step boundary (checkpointed), not between collectives.
+std::optional<double> Trainer::evaluate() {
   const std::int64_t batches = config_.log.eval_batches;
   data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
@@ -224,7 +226,16 @@ double Trainer::evaluate() {
   double loss_sum = 0;
   comm_->set_context(cat("evaluation after step ", step_));
   for (std::int64_t b = 0; b < batches; ++b) {
-    const data::StepBatch batch = loader.next();
+    std::optional<data::StepBatch> read;
+    try {
+      read = loader.next();
+    } catch (const DataError& e) {
+      data_error_ = e.what();
+    }
+    std::int32_t failed = read ? 0 : 1;
+    comm_->all_reduce(dist::span_of(&failed, 1), dist::ReduceOp::kMax)->wait();
+    if (failed != 0) return std::nullopt;
+    const data::StepBatch& batch = *read;
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
       engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer)));
@@ -327,8 +338,8 @@ int Trainer::run() {
       steps_in_window = 0;
     }
     if (valid_tokens_ && config_.log.eval_every > 0 && step_ % config_.log.eval_every == 0) {
-      const double val = evaluate();
-      if (metrics_) metrics_->eval(step_, val);
+      const std::optional<double> val = evaluate();
+      if (metrics_ && val) metrics_->eval(step_, *val);
     }
     if (config_.log.sample_every > 0 && (step_ % config_.log.sample_every == 0 || step_ == last)) sample();
     inject_faults(config_.debug, world_.rank(), step_);
@@ -371,7 +382,7 @@ int Trainer::stop_on_data_error() {
   const std::string kept = step_ > 0 ? cat("the state after step ", step_, " is checkpointed (", config_.ckpt.dir,
                                            "; a rerun with ckpt.resume=auto continues from it)")
                                      : std::string("no step was trained");
-  log::error(cat("stopped after step ", step_, ": the data of step ", step_ + 1, " is unreadable (above); ", kept,
+  log::error(cat("stopped after step ", step_, " on unreadable data (above); ", kept,
                  ": replace the shard, then rerun; exit ", kExitRuntime));
   return kExitRuntime;
 }

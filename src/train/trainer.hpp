@@ -42,7 +42,7 @@ class Trainer {
     bool skipped = false;  // fp16 overflow: no update
   };
   StepResult train_step(const data::StepBatch& batch);
-  double evaluate();
+  std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
   void log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window);
   void init_parameters();
   void resume_from(const ResumePoint& resume);

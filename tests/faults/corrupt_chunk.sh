@@ -3,7 +3,8 @@
 # every rank agrees at the step boundary, the last completed step is checkpointed, the job exits 1
 # naming the shard, the chunk's token range and the fix; earlier checkpoints still verify. With the
 # shard restored, ckpt.resume=auto continues bit-identically with a straight run. data.verify=full
-# finds the same chunk at start-up instead (exit 2, printed once).
+# finds the same chunk at start-up instead (exit 2, printed once). A damaged data.valid chunk found by
+# an evaluation stops the same way.
 source "$(dirname "$0")/../lib.sh"
 mkdir -p "$ZT_WORK/data" "$ZT_WORK/good"
 # One shard of 50000 tokens: chunks of 16384 tokens, so chunk 1 holds tokens [16384, 32768).
@@ -36,7 +37,7 @@ expect_exit 1 zt_mpirun 2 "$ZT_BIN/ztrain" "${args[@]}" --data.train="$shard" --
   --ckpt.dir="$ZT_WORK/split" --log.metrics="$ZT_WORK/split.jsonl"
 expect_in "$ZT_WORK/err" "^(error: )?rank 1: shard .*/data/train_000000.h5: tokens \[16384, 32768\) are unreadable .*re-run ztok for its input \(synthetic\)"
 [ "$(grep -c 'are unreadable' "$ZT_WORK/err")" -eq 1 ] || fail "the bad chunk should be reported once (by rank 1)"
-expect_in "$ZT_WORK/err" "stopped after step 127: the data of step 128 is unreadable .*checkpointed"
+expect_in "$ZT_WORK/err" "stopped after step 127 on unreadable data .*checkpointed"
 ! grep -Eq "^step +128 " "$ZT_WORK/out" || fail "trained step 128 on unreadable data"
 for step in 00000050 00000100 00000127; do
   expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/split/step_$step"
@@ -73,4 +74,22 @@ expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${args[@]}" --data.train="$shard" --
 expect_in "$ZT_WORK/err" "^rank 1: data.verify=full: data.train: shard .*train_000000.h5: tokens \[16384, 32768\) are unreadable"
 [ "$(grep -c 'are unreadable' "$ZT_WORK/err")" -eq 1 ] || fail "the start-up error should be printed once"
 [ ! -e "$ZT_WORK/full" ] || ! ls "$ZT_WORK/full" | grep -q step_ || fail "data.verify=full failed after training began"
+# The same in data.valid, found by the first evaluation (after step 5): checkpointed, exit 1.
+"$ZT_BIN/../tests/make_test_shards" "$ZT_WORK/valid" --tokens 5000 --vocab 97 --seed 4 --raw "$ZT_WORK/valid.bin" ||
+  fail "make_test_shards failed"
+/usr/bin/python3 - "$ZT_WORK/valid.bin" "$ZT_WORK/valid_000000.h5" <<'PY' || fail "could not corrupt the valid shard"
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+ids = struct.unpack("<%dI" % (len(raw) // 4), raw)
+b = bytearray(open(sys.argv[2], "rb").read())
+at = b.find(struct.pack("<64H", *ids[:64]))
+assert at > 0
+b[at + 2 * 100] ^= 0x01
+open(sys.argv[2], "wb").write(b)
+PY
+expect_exit 1 zt_mpirun 2 "$ZT_BIN/ztrain" "${args[@]}" --data.train="$ZT_WORK/good/train_*.h5" \
+  --data.valid="$ZT_WORK/valid_000000.h5" --log.eval_every=5 --log.eval_batches=2 --ckpt.dir="$ZT_WORK/eval"
+expect_in "$ZT_WORK/err" "^(error: )?rank [01]: shard .*valid_000000.h5: tokens \[0, 5000\) are unreadable"
+expect_in "$ZT_WORK/err" "stopped after step 5 on unreadable data .*checkpointed"
+expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/eval/step_00000005"
 echo "PASS"
