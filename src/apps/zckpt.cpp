@@ -1,6 +1,7 @@
 // zckpt: inspect, verify, export and reshard ztrain checkpoints offline, without mpirun
 // (INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
 // a failure, 2 usage.
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -31,6 +32,16 @@ struct Args {
   int world = 0;
 };
 
+// --world N: the whole text a number in [1, 2^20] (as plan.world_size), never wrapped or half-read.
+int parse_world(const std::string& text) {
+  constexpr long long kMaxWorld = 1 << 20;
+  long long n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxWorld)
+    throw ConfigError(cat("--world ", text, ": must be an integer in [1, ", kMaxWorld, "]\n", kUsage));
+  return static_cast<int>(n);
+}
+
 Args parse_args(int argc, char** argv) {
   if (argc < 3) throw ConfigError(cat("missing arguments\n", kUsage));
   Args a{argv[1], argv[2], "", 0};
@@ -39,7 +50,7 @@ Args parse_args(int argc, char** argv) {
     if (i + 1 >= argc) throw ConfigError(cat(key, " needs a value\n", kUsage));
     const std::string value = argv[++i];
     if (key == "--out") a.out = value;
-    else if (key == "--world") a.world = std::atoi(value.c_str());
+    else if (key == "--world") a.world = parse_world(value);
     else throw ConfigError(cat("unknown option ", key, "\n", kUsage));
   }
   const bool needs_out = a.command == "export" || a.command == "reshard";

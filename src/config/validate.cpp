@@ -81,6 +81,8 @@ void check_products(const Config& c) {
   const TrainConfig& t = c.train;
   check_product({{"train.max_steps", t.max_steps}, {"train.global_batch", t.global_batch}, {"model.seq_len", m.seq_len}},
                 "tokens over the run");
+  check_product({{"log.eval_batches", c.log.eval_batches}, {"train.global_batch", t.global_batch}, {"model.seq_len", m.seq_len}},
+                "tokens per evaluation");
   check_product({{"train.micro_batch", t.micro_batch}, {"model.seq_len", m.seq_len}, {"model.n_layer", m.n_layer},
                  {"model.n_embd", m.n_embd}, {"activations per channel", 16}},
                 "activation elements per rank");

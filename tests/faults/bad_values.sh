@@ -35,6 +35,11 @@ refused 4 "^rank 0: --config $ZT_WORK/data is a directory: give the INI file" --
 refused 2 "^rank 0: debug.rank=2 is outside the world of 2 rank\(s\): use debug.rank in \[0, 1\]$" \
   --debug.rank=2 --debug.fail_at_step=1
 
+# zckpt's integer argument too: 2^32 + 2 ranks is not 2 ranks.
+expect_exit 2 "$ZT_BIN/zckpt" reshard "$ZT_WORK/ckpt/step_00000002" --world 4294967298 --out "$ZT_WORK/resharded"
+expect_in "$ZT_WORK/err" "^zckpt: --world 4294967298: must be an integer in \[1, 1048576\]"
+[ ! -e "$ZT_WORK/resharded" ] || fail "zckpt reshard wrote a checkpoint for a wrapped --world"
+
 # Data problems found at start-up, on 4 ranks: printed once, exit 2.
 refused 4 "^rank 0: data.train='$ZT_WORK/nowhere/\*.h5' matches no file" --data.train="$ZT_WORK/nowhere/*.h5"
 cp "$ZT_WORK/data/train_000000.h5" "$ZT_WORK/header.h5" && truncate -s 1000 "$ZT_WORK/header.h5"

@@ -72,6 +72,13 @@ TEST(Validate, ProductsOfKeysThatWouldOverflowAreRejected) {
   wide.train.micro_batch = 1 << 10;  // 2^4 x 2^10 x 2^20 x 2^12 x 2^16 activation elements
   msg = error_of([&] { validate(wide); });
   EXPECT_NE(msg.find("(activation elements per rank) exceeds 2^60"), std::string::npos) << msg;
+  Config eval;
+  eval.log.eval_batches = 1'000'000;
+  eval.train.global_batch = 1 << 24;
+  eval.model.seq_len = 1 << 20;
+  eval.train.max_steps = 1;
+  msg = error_of([&] { validate(eval); });
+  EXPECT_NE(msg.find("(tokens per evaluation) exceeds 2^60"), std::string::npos) << msg;
   EXPECT_EQ(error_of([&] { validate(Config{}); }), "");
 }
 
