@@ -70,33 +70,6 @@ model::ParamTable table_of(const ckpt::Checkpoint& c) {
   return table;
 }
 
-// A checkpoint to read from: it must verify first (never export or reshard damaged state).
-ckpt::Checkpoint open_sound(const std::string& dir) {
-  const std::vector<std::string> problems = ckpt::verify(dir);
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += "\n  " + p;
-    throw CheckpointError(cat(dir, " does not verify (zckpt verify ", dir, "):", all));
-  }
-  return ckpt::Checkpoint(dir);
-}
-
-int info(const std::string& dir) {
-  const ckpt::Checkpoint c(dir);
-  const ckpt::Manifest& m = c.manifest();
-  const ckpt::TrainState s = c.state();
-  std::cout << "checkpoint " << dir << "\n  format " << ckpt::kFormat << " v" << m.format_version << "\n  step "
-            << m.step << ", " << s.tokens << " tokens, data cursor " << s.windows_consumed << " windows (epoch "
-            << (s.windows_per_epoch ? s.windows_consumed / s.windows_per_epoch : 0) << ")\n  world_size "
-            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  model";
-  for (const auto& [k, v] : m.model.hyper) std::cout << " " << k << "=" << v;
-  std::cout << ", " << m.model.params.size() << " tensors, " << m.model.flat_numel << " flat fp32 elements\n  "
-            << m.files.size() << " files, " << m.total_bytes() << " bytes:\n";
-  for (const ckpt::FileRecord& f : m.files) std::cout << "    " << f.path << "  " << f.bytes << " bytes  sha256 " << f.sha256 << "\n";
-  std::cout << "config:\n" << s.config_ini;
-  return kExitOk;
-}
-
 // "use step_M": the newest checkpoint beside `dir` that verifies, for a save that never committed.
 std::string newest_sound_beside(const fs::path& dir) {
   const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
@@ -113,10 +86,10 @@ bool begun_save(const fs::path& dir) {
          fs::exists(dir / ckpt::kModelFile, ec) || fs::exists(dir / ckpt::kStateFile, ec) || fs::exists(dir / "optim", ec);
 }
 
-// What DIR is when it is not a committed checkpoint: nothing there, or not a checkpoint (usage: exit
-// 2), or a save interrupted before its commit (a problem found: exit 1, naming the one to use).
-// Returns 0 when DIR has a manifest (verify it).
-int classify_uncommitted(const std::string& text) {
+// What DIR is when it is not a committed checkpoint: nothing there, or not a checkpoint (usage: a
+// ConfigError, exit 2), or a save interrupted before its commit (returned: a problem found, exit 1,
+// naming the one to use). "" when DIR has a manifest: verify it.
+std::string uncommitted_problem(const std::string& text) {
   fs::path path = fs::path(text).lexically_normal();
   if (path.filename().empty()) path = path.parent_path();  // "step_00000004/"
   std::error_code ec;
@@ -133,13 +106,10 @@ int classify_uncommitted(const std::string& text) {
     throw ConfigError(cat(text, ": not a directory: a checkpoint is a directory ckpt.dir/step_NNNNNNNN/"));
   // step_N.tmp is uncommitted even with a manifest inside: the rename to step_N is the commit.
   const bool tmp = ckpt::parse_step_dir(path.filename().string(), /*tmp=*/true).has_value();
-  if (!tmp && fs::exists(path / ckpt::kManifestFile, ec)) return kExitOk;
-  if (tmp || begun_save(path)) {
-    std::cout << text << ": " << (tmp ? "never renamed into place" : cat(ckpt::kManifestFile, ": missing"))
-              << ": the save was interrupted before commit; this checkpoint is incomplete; " << newest_sound_beside(path)
-              << "\n";
-    return kExitRuntime;
-  }
+  if (!tmp && fs::exists(path / ckpt::kManifestFile, ec)) return "";
+  if (tmp || begun_save(path))
+    return cat(tmp ? "never renamed into place" : cat(ckpt::kManifestFile, ": missing"),
+               ": the save was interrupted before commit; this checkpoint is incomplete; ", newest_sound_beside(path));
   const std::vector<ckpt::StepDir> inside = ckpt::list_step_dirs(path);
   if (!inside.empty())
     throw ConfigError(cat(text, " is a checkpoint directory (ckpt.dir), not a checkpoint: verify one of its steps, e.g. "
@@ -147,8 +117,46 @@ int classify_uncommitted(const std::string& text) {
   throw ConfigError(cat(text, ": not a checkpoint: no ", ckpt::kManifestFile, " and none of a checkpoint's files"));
 }
 
+// A committed checkpoint directory, or the error that says what DIR is instead.
+void require_committed(const std::string& dir) {
+  const std::string problem = uncommitted_problem(dir);
+  if (!problem.empty()) throw CheckpointError(cat(dir, ": ", problem));
+}
+
+// A checkpoint to read from: it must verify first (never export or reshard damaged state).
+ckpt::Checkpoint open_sound(const std::string& dir) {
+  require_committed(dir);
+  const std::vector<std::string> problems = ckpt::verify(dir);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += "\n  " + p;
+    throw CheckpointError(cat(dir, " does not verify (zckpt verify ", dir, "):", all));
+  }
+  return ckpt::Checkpoint(dir);
+}
+
+int info(const std::string& dir) {
+  require_committed(dir);
+  const ckpt::Checkpoint c(dir);
+  const ckpt::Manifest& m = c.manifest();
+  const ckpt::TrainState s = c.state();
+  std::cout << "checkpoint " << dir << "\n  format " << ckpt::kFormat << " v" << m.format_version << "\n  step "
+            << m.step << ", " << s.tokens << " tokens, data cursor " << s.windows_consumed << " windows (epoch "
+            << (s.windows_per_epoch ? s.windows_consumed / s.windows_per_epoch : 0) << ")\n  world_size "
+            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  model";
+  for (const auto& [k, v] : m.model.hyper) std::cout << " " << k << "=" << v;
+  std::cout << ", " << m.model.params.size() << " tensors, " << m.model.flat_numel << " flat fp32 elements\n  "
+            << m.files.size() << " files, " << m.total_bytes() << " bytes:\n";
+  for (const ckpt::FileRecord& f : m.files) std::cout << "    " << f.path << "  " << f.bytes << " bytes  sha256 " << f.sha256 << "\n";
+  std::cout << "config:\n" << s.config_ini;
+  return kExitOk;
+}
+
 int verify(const std::string& dir) {
-  if (const int code = classify_uncommitted(dir); code != kExitOk) return code;
+  if (const std::string problem = uncommitted_problem(dir); !problem.empty()) {
+    std::cout << dir << ": " << problem << "\n";
+    return kExitRuntime;
+  }
   const std::vector<std::string> problems = ckpt::verify(dir);
   for (const std::string& p : problems) std::cout << dir << ": " << p << "\n";
   if (!problems.empty()) return kExitRuntime;
