@@ -3,6 +3,7 @@
 #include "config/options.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "config/value.hpp"
 
@@ -101,20 +102,27 @@ constexpr std::int64_t kMaxRanks = 1 << 20;        // world sizes (plan.world_si
 constexpr std::int64_t kMaxThreads = 4096;
 constexpr std::int64_t kMaxCount = 1'000'000;      // checkpoints kept, eval batches, sampled tokens
 
+// A bound as the user would write it (1048576, not 1.04858e+06).
+std::string bound(double v) {
+  return v == std::floor(v) && std::fabs(v) < 1e15 ? std::to_string(static_cast<std::int64_t>(v)) : format_double(v);
+}
+
 template <typename T>
 Check<T> at_least(T lo) {
-  return [lo](const T& v) { return v >= lo ? std::string() : cat("must be >= ", lo); };
+  return [lo](const T& v) { return v >= lo ? std::string() : cat("must be >= ", bound(lo)); };
 }
 template <typename T>
 Check<T> between(T lo, T hi) {
-  return [lo, hi](const T& v) { return v >= lo && v <= hi ? std::string() : cat("must be in [", lo, ", ", hi, "]"); };
+  return [lo, hi](const T& v) {
+    return v >= lo && v <= hi ? std::string() : cat("must be in [", bound(lo), ", ", bound(hi), "]");
+  };
 }
 Check<double> positive() {
   return [](const double& v) { return v > 0 ? std::string() : "must be > 0"; };
 }
 // For NUM keys converted to a byte count: past the bound the conversion would overflow.
 Check<double> positive_at_most(double hi) {
-  return [hi](const double& v) { return v > 0 && v <= hi ? std::string() : cat("must be in (0, ", hi, "]"); };
+  return [hi](const double& v) { return v > 0 && v <= hi ? std::string() : cat("must be in (0, ", bound(hi), "]"); };
 }
 Check<double> in_unit_interval_open() {
   return [](const double& v) { return v >= 0 && v < 1 ? std::string() : "must be in [0, 1)"; };

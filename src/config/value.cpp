@@ -44,6 +44,8 @@ double parse_double(std::string_view key, std::string_view raw) {
   std::string_view text = trim(raw);
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range && end == text.data() + text.size())
+    reject(key, raw, "out of range for a 64-bit float");
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) reject(key, raw, "not a number");
   if (!std::isfinite(v)) reject(key, raw, "not a finite number");
   return v;
