@@ -7,7 +7,6 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/shard_set.hpp"
-#include "tok/vocab.hpp"
 
 namespace zt::train {
 namespace {
@@ -41,17 +40,19 @@ void verify_all(const std::string& key, const data::TokenSource& tokens, int ran
 }
 }  // namespace
 
+tok::Vocab load_vocab(const std::string& dir) {
+  try {
+    return tok::Vocab::load(dir);
+  } catch (const InputError& e) {
+    throw InputError(cat("data.vocab=", dir, ": ", e.what()));
+  }
+}
+
 data::ShardExpectation expected_shards(const config::Config& c) {
   data::ShardExpectation expect;
   expect.vocab_size = static_cast<std::uint64_t>(c.model.vocab_size);
   if (!c.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
-    tok::Vocab vocab = [&] {
-      try {
-        return tok::Vocab::load(c.data.vocab);
-      } catch (const InputError& e) {  // the loader speaks of ztok's --vocab
-        throw InputError(cat("data.vocab=", c.data.vocab, ": ", e.what()));
-      }
-    }();
+    const tok::Vocab vocab = load_vocab(c.data.vocab);
     expect.vocab_hash = vocab.hash();
     expect.eot = vocab.eot();
   }

@@ -48,15 +48,6 @@ std::unique_ptr<dist::Communicator> make_communicator(const dist::World& world, 
   return std::make_unique<StagedCommunicator>(std::move(mpi), be);
 }
 
-// The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
-tok::Vocab load_vocab(const std::string& dir) {
-  try {
-    return tok::Vocab::load(dir);
-  } catch (const InputError& e) {
-    throw InputError(cat("data.vocab=", dir, ": ", e.what()));
-  }
-}
-
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 
 // Model FLOPs utilisation as the PaLM paper (and the PyTorch peer the benchmark compares with) count it:
@@ -353,6 +344,7 @@ int Trainer::run() {
     }
   }
   checkpointer_->finish();
+  if (data_failed_) return stop_on_data_error();  // the last step's evaluation: trained, but not done
   log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
   return kExitOk;
 }
