@@ -101,6 +101,7 @@ constexpr std::int64_t kMaxBatch = 1 << 24;        // sequences per step
 constexpr std::int64_t kMaxRanks = 1 << 20;        // world sizes (plan.world_size, debug.rank)
 constexpr std::int64_t kMaxThreads = 4096;
 constexpr std::int64_t kMaxCount = 1'000'000;      // checkpoints kept, eval batches, sampled tokens
+constexpr double kMaxBucketMb = 8192;              // one collective; MPI counts in int: 2^31 fp32 = 8 GiB
 
 // A bound as the user would write it (1048576, not 1.04858e+06).
 std::string bound(double v) {
@@ -154,7 +155,7 @@ std::vector<Option> build_table() {
       opt("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16 dynamic scaling: initial scale", positive()),
       opt("train.loss_scale_window", &C::train, &TrainConfig::loss_scale_window, "fp16 dynamic scaling: steps without overflow before the scale doubles", I64{1, kMaxSteps}),
       opt("train.loss_scale_min", &C::train, &TrainConfig::loss_scale_min, "fp16 dynamic scaling: the scale never drops below this", positive()),
-      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", positive_at_most(1 << 20)),
+      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", positive_at_most(kMaxBucketMb)),
       opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", at_least<double>(0)),
       opt("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of the cosine schedule", at_least<double>(0)),
       opt("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps: lr*(s+1)/warmup for step s < warmup", I64{0, kMaxSteps}),

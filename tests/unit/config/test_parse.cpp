@@ -108,7 +108,7 @@ TEST(Parse, IntegersParseAs64BitAndAreRangeChecked) {
   EXPECT_EQ(parse({"--train.seed=18446744073709551615"}).config.train.seed, ~std::uint64_t{0});
   expect_config_error({"--model.n_embd=0x10"}, {"model.n_embd=0x10", "not an integer"});
   expect_config_error({"--optim.lr=1e400"}, {"optim.lr=1e400", "out of range"});
-  expect_config_error({"--zero.bucket_mb=1e300"}, {"zero.bucket_mb=1e300", "must be in (0, 1048576]"});
+  expect_config_error({"--zero.bucket_mb=1e300"}, {"zero.bucket_mb=1e300", "must be in (0, 8192]"});
   std::string ini = temp_ini("[train]\nthreads = 5000\n");
   expect_config_error({"--config", ini}, {"train.threads=5000", "must be in [0, 4096]"});
   std::remove(ini.c_str());
