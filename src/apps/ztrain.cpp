@@ -15,6 +15,7 @@
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
 #include "plan/memory_plan.hpp"
+#include "train/data_check.hpp"
 #include "train/run.hpp"
 
 namespace zt::apps {
@@ -140,6 +141,10 @@ int run(dist::World& world, int argc, char** argv) {
   });
   if (resume_code != kExitOk) return resume_code;
   resume = train::share_resume(world, s.cl.config, resume);
+  // Bad data (no shard, a damaged header, another vocabulary; with data.verify=full a bad chunk) is a
+  // start-up error like a bad config: found before any work, printed once.
+  const int data_code = agree_on_startup(world, [&] { train::check_data(s.cl.config, world.rank(), world.size()); });
+  if (data_code != kExitOk) return data_code;
   return run_or_abort(world, [&] {
     // Held in this frame: an error unwinding out of training releases the lock before run_or_abort
     // ends the job (MPI_Abort runs no destructors). A killed rank 0 leaves it for the next run to take over.

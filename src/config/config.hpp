@@ -13,6 +13,7 @@ enum class Recompute { kNone, kFull, kSelective };
 enum class Offload { kNone, kOptimizer };
 enum class Schedule { kCosine, kConstant };
 enum class CommBackend { kAuto, kNccl, kMpi };
+enum class DataVerify { kOnRead, kFull };
 
 struct ModelConfig {
   std::int64_t n_layer = 4;
@@ -66,6 +67,7 @@ struct DataConfig {
   std::string valid;
   bool shuffle = true;
   std::string vocab;
+  DataVerify verify = DataVerify::kOnRead;  // when token chunks' checksums are checked
 };
 
 struct CkptConfig {

@@ -16,8 +16,9 @@ namespace zt::config::value {
   throw ConfigError(cat(key, "=", text.empty() ? "''" : text, ": ", why));
 }
 
-std::int64_t parse_int(std::string_view key, std::string_view text);
-std::uint64_t parse_uint(std::string_view key, std::string_view text);
+// An integer in [lo, hi]: one outside it, or beyond 64 bits, is rejected naming the range.
+std::int64_t parse_int(std::string_view key, std::string_view text, std::int64_t lo, std::int64_t hi);
+std::uint64_t parse_uint(std::string_view key, std::string_view text, std::uint64_t lo, std::uint64_t hi);
 double parse_double(std::string_view key, std::string_view text);
 bool parse_bool(std::string_view key, std::string_view text);
 std::string format_double(double v);  // shortest text that parses back to the same double
@@ -47,6 +48,11 @@ template <> struct EnumNames<Schedule> {
 template <> struct EnumNames<CommBackend> {
   static constexpr std::array<std::pair<CommBackend, const char*>, 3> kNames{
       {{CommBackend::kAuto, "auto"}, {CommBackend::kNccl, "nccl"}, {CommBackend::kMpi, "mpi"}}};
+};
+
+template <> struct EnumNames<DataVerify> {
+  static constexpr std::array<std::pair<DataVerify, const char*>, 2> kNames{
+      {{DataVerify::kOnRead, "on_read"}, {DataVerify::kFull, "full"}}};
 };
 
 template <typename E>
