@@ -143,6 +143,8 @@ std::vector<Option> build_table() {
       opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", at_least<std::int64_t>(0)),
+      opt("debug.hang_phase", &C::debug, &DebugConfig::hang_phase, "TEST ONLY: where debug.hang_at_step hits: after the step (step_end), in that step's phase, in its checkpoint's write (some files written) or commit, or while resuming from the checkpoint of that step"),
+      opt("debug.hang_mode", &C::debug, &DebugConfig::hang_mode, "TEST ONLY: how debug.hang_at_step stops the rank: sleep forever, raise SIGSTOP, or SIGKILL"),
       opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", at_least<std::int64_t>(0)),
       opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", at_least<double>(0)),
   };
