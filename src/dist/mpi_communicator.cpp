@@ -75,11 +75,14 @@ class MpiWork : public Work {
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator(const World& world, double timeout_s) {
-    ZT_MPI(MPI_Comm_dup(*static_cast<const MPI_Comm*>(world.native_comm()), &comm_));
+    timeout_s_ = timeout_s;
+    // Collective too: nonblocking, so a rank that never gets here ends the job by the deadline.
+    MpiWork dup(*this, "creating the MPI communicator (MPI_Comm_idup)");
+    ZT_MPI(MPI_Comm_idup(*static_cast<const MPI_Comm*>(world.native_comm()), &comm_, dup.request()));
+    dup.wait();
     ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ZT_MPI(MPI_Comm_rank(comm_, &rank_));
     ZT_MPI(MPI_Comm_size(comm_, &size_));
-    timeout_s_ = timeout_s;
   }
   ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 
@@ -126,6 +127,7 @@ struct Agreement {
 
 // Rank 0: every rank's `mine`, in rank order; the others send theirs and get {}.
 std::vector<std::string> collect(const Agreement& a, const std::string& mine) {
+  ZT_CHECK(mine.size() <= static_cast<std::size_t>(INT_MAX), a.what, ": ", mine.size(), " bytes exceed MPI's int count");
   if (a.rank != 0) {
     std::uint64_t len = mine.size();
     std::vector<MPI_Request> sends(2, MPI_REQUEST_NULL);
