@@ -29,6 +29,14 @@ expect_fault_end write_async $T
 expect_in "$ZT_WORK/write_async.err" "^rank [0-2]: .*(did not complete|did not arrive) within dist.timeout_s=$T s"
 after_checkpoint_fault write_async
 
+# Asynchronous write, only the writer thread of rank 2 hangs: its training thread goes on until the
+# next save waits for that write, while the others wait for rank 2 in the write's agreement.
+run_fault write_async_thread 4 "debug.hang_phase=ckpt_write" "" -- $(ckpt_args write_async_thread) --ckpt.async=true \
+  --debug.rank=2 --debug.hang_phase=ckpt_write
+expect_fault_end write_async_thread $((T + 2))  # plus the two steps before the next save
+expect_in "$ZT_WORK/write_async_thread.err" "^rank 0: step 4 checkpoint write \(every rank's files\): rank 2 did not arrive within dist.timeout_s=$T s"
+after_checkpoint_fault write_async_thread
+
 # SIGSTOP from outside: rank 1 is held inside its write, then stopped by kill -STOP.
 stop_rank_1() {
   local victim
