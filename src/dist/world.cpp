@@ -221,6 +221,12 @@ void World::barrier(std::string_view what) const {
   spread(a, {});
 }
 
+std::string World::broadcast_from_root(const std::string& payload, std::string_view what) const {
+  const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
+  collect(a, {});
+  return spread(a, rank_ == 0 ? payload : std::string());
+}
+
 void World::wait_for_all(double poll_seconds, const std::function<void()>& idle) const {
   MPI_Request request = MPI_REQUEST_NULL;
   ZT_MPI(MPI_Ibarrier(comms_->world, &request));

@@ -48,6 +48,8 @@ class World {
   std::vector<std::uint64_t> all_gather(const std::vector<std::uint64_t>& mine,
                                         std::string_view what = "an all-gather over ranks") const;
   void barrier(std::string_view what = "a barrier") const;
+  // Rank 0's `payload` on every rank (the others' argument is ignored), once every rank has arrived.
+  std::string broadcast_from_root(const std::string& payload, std::string_view what) const;
   // A barrier that sleeps between polls, calling `idle` about every `poll_seconds` until every rank
   // has arrived: MPI's blocking barrier spins a core, which ranks done early should leave to others.
   // Bounded by the watchdog like the agreements above (ztok sets none: its ranks' work is unbounded).

@@ -26,6 +26,7 @@ TEST(World, AgreementsGiveTheExtremesAndEveryRanksData) {
     EXPECT_EQ(both[2 * i], static_cast<std::uint64_t>(i));
     EXPECT_EQ(both[2 * i + 1], 7u);
   }
+  EXPECT_EQ(w.broadcast_from_root(w.is_root() ? "from rank 0" : "ignored", "test broadcast"), "from rank 0");
   w.barrier("test barrier");
 }
 
