@@ -138,7 +138,7 @@ std::vector<Option> build_table() {
       opt("log.sample_tokens", &C::log, &LogConfig::sample_tokens, "tokens generated per sample", at_least<std::int64_t>(1)),
       opt("log.all_ranks", &C::log, &LogConfig::all_ranks, "every rank logs, each line prefixed [rank r]"),
       opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
-      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a collective or step longer than this aborts the job (loose until step 1 completes)", positive()),
+      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (collectives: 10x until step 1 completes)", positive()),
       opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
