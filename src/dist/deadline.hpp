@@ -16,9 +16,11 @@ inline Clock::time_point deadline_after(Clock::time_point start, double seconds)
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// How a waiter spends the time between polls. Open MPI progresses nonblocking operations only inside
-// MPI calls, so a waiter that sleeps stalls its peers' pipelines too: poll, yielding the core, for
-// spin_s; after that sleep sleep_s between polls (a peer is then clearly late), calling between().
+// How a waiter spends the time between polls. Open MPI progresses nonblocking operations (libnbc
+// schedules, shared-memory fragments) only inside MPI calls, so a waiter that sleeps stalls its peers'
+// pipelines too: with a 1 ms back-off a 29 MB all-reduce on 4 oversubscribed ranks took 7x as long as
+// MPI_Wait. So poll, yielding the core, for spin_s; after that sleep sleep_s between polls (a peer is
+// then clearly late), calling between().
 struct Pacing {
   double spin_s = 1.0;
   double sleep_s = 0.001;
