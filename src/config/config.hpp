@@ -11,6 +11,9 @@ enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class Recompute { kNone, kFull, kSelective };
 enum class Offload { kNone, kOptimizer };
+// TEST ONLY (debug.*): where debug.hang_at_step hits, and how the rank stops responding there.
+enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume };
+enum class HangMode { kSleep, kSigstop, kSigkill };
 enum class Schedule { kCosine, kConstant };
 enum class CommBackend { kAuto, kNccl, kMpi };
 enum class DataVerify { kOnRead, kFull };
@@ -100,6 +103,8 @@ struct DebugConfig {
   std::int64_t hang_at_step = 0;
   std::int64_t kill_at_step = 0;
   std::int64_t rank = 0;
+  HangPhase hang_phase = HangPhase::kStepEnd;
+  HangMode hang_mode = HangMode::kSleep;
 };
 
 struct PlanConfig {

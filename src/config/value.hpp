@@ -41,6 +41,16 @@ template <> struct EnumNames<Offload> {
   static constexpr std::array<std::pair<Offload, const char*>, 2> kNames{
       {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}}};
 };
+template <> struct EnumNames<HangPhase> {
+  static constexpr std::array<std::pair<HangPhase, const char*>, 8> kNames{
+      {{HangPhase::kStepEnd, "step_end"}, {HangPhase::kForward, "forward"}, {HangPhase::kBackward, "backward"},
+       {HangPhase::kReduce, "reduce"}, {HangPhase::kOptimizer, "optimizer"}, {HangPhase::kCkptWrite, "ckpt_write"},
+       {HangPhase::kCkptCommit, "ckpt_commit"}, {HangPhase::kResume, "resume"}}};
+};
+template <> struct EnumNames<HangMode> {
+  static constexpr std::array<std::pair<HangMode, const char*>, 3> kNames{
+      {{HangMode::kSleep, "sleep"}, {HangMode::kSigstop, "sigstop"}, {HangMode::kSigkill, "sigkill"}}};
+};
 template <> struct EnumNames<Schedule> {
   static constexpr std::array<std::pair<Schedule, const char*>, 2> kNames{
       {{Schedule::kCosine, "cosine"}, {Schedule::kConstant, "constant"}}};

@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "io/hdf5.hpp"
 #include "optim/zero/partition.hpp"
+#include "train/faults.hpp"
 #include "train/signals.hpp"
 #include "train/zero_model.hpp"
 
@@ -69,6 +70,9 @@ Checkpointer::Checkpointer(const dist::World& world, const config::Config& confi
               "thread); this one is not, so checkpoints are written synchronously");
     async_ = false;
   }
+  // save() and finish() run different agreements for a synchronous and an asynchronous write, so every
+  // rank must write the same way: asynchronous only where every rank can (decided once, here).
+  async_ = world.min_over_ranks(async_ ? 1 : 0, "start-up: whether every rank writes checkpoints asynchronously") != 0;
 }
 
 Checkpointer::~Checkpointer() = default;  // a write still in flight is joined by ~WriteJob, not committed
@@ -122,7 +126,9 @@ std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
       log::fatal(error);
     }
   }
-  if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);  // also: the directory exists now
+  if (world_.max_over_ranks(error.empty() ? 0 : 1, cat("step ", step, " checkpoint start (rank 0 preparing ",
+                                                        p->tmp.string(), ")")) != 0)
+    fail(*p, error);  // also: the directory exists now
   return p;
 }
 
@@ -131,11 +137,13 @@ void Checkpointer::save(const ckpt::TrainState& state) {
   std::unique_ptr<Pending> p = begin(state.step);
   snapshot();
   const bool in_thread = async_;
-  auto work = [tmp = p->tmp, shard = shard_, full = full_, state, desc = desc_, root = world_.is_root(), in_thread] {
+  auto work = [tmp = p->tmp, shard = shard_, full = full_, state, desc = desc_, root = world_.is_root(), in_thread,
+               debug = config_.debug] {
     if (in_thread) block_stop_signals_in_this_thread();
     const auto t = Clock::now();
     ckpt::RankRecord rec{shard->rank, shard->ranges, {}, 0};
     rec.files.push_back(ckpt::write_rank_shard(tmp, *shard, state.step));
+    hang_point(debug, shard->rank, config::HangPhase::kCkptWrite, state.step);  // TEST ONLY: some files written
     if (root) {
       rec.files.push_back(ckpt::write_model(tmp, desc, full->data()));
       rec.files.push_back(ckpt::write_state(tmp, state));
@@ -171,12 +179,15 @@ void Checkpointer::finish() {
   }
   // A failing rank prints its reason before the agreement, so the message is out before any abort.
   if (!p->error.empty()) log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", p->error));
-  if (world_.max_over_ranks(p->error.empty() ? 0 : 1) != 0) fail(*p, p->error);
+  if (world_.max_over_ranks(p->error.empty() ? 0 : 1, cat("step ", p->step, " checkpoint write (every rank's files)")) != 0)
+    fail(*p, p->error);
   if (!async_) {  // synchronous: free the host copies between saves; asynchronous keeps them for the next
     *shard_ = {};
     *full_ = {};
   }
-  const std::vector<std::string> records = world_.gather_to_root(ckpt::rank_record_json(p->record));
+  hang_point(config_.debug, world_.rank(), config::HangPhase::kCkptCommit, p->step);
+  const std::vector<std::string> records =
+      world_.gather_to_root(ckpt::rank_record_json(p->record), cat("step ", p->step, " checkpoint commit (file records)"));
   std::string error;
   if (world_.is_root()) {
     try {
@@ -187,7 +198,7 @@ void Checkpointer::finish() {
       log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", error));
     }
   }
-  if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);
+  if (world_.max_over_ranks(error.empty() ? 0 : 1, cat("step ", p->step, " checkpoint commit")) != 0) fail(*p, error);
 }
 
 void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) {
@@ -268,9 +279,13 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
     c.read(ckpt::StateKind::kMaster, {offset, count}, out);
   });
   engine_.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
+    hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
     c.read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq,
            {offset, count}, out);
   });
+  // Peers that finish loading first wait here under the watchdog, not in step 1's collectives, whose
+  // deadline is still the loose start-up one.
+  world_.barrier(cat("resume from ", dir.string(), " (every rank loaded)"));
   return c.state();
 }
 

@@ -40,7 +40,7 @@ class Checkpointer {
   // Collective: waits for the write in flight, if any, and commits it. Throws CheckpointError if a
   // rank's write or the commit failed (the .tmp directory is removed; older checkpoints stay).
   void finish();
-  // Every rank: sets master weights and moments from the checkpoint at dir (any world size or stage)
+  // Collective: sets master weights and moments from the checkpoint at dir (any world size or stage)
   // and returns its training state.
   ckpt::TrainState load(const std::filesystem::path& dir);
 

@@ -167,7 +167,8 @@ ResumePoint pick_resume(const config::Config& c) {
 
 ResumePoint share_resume(const dist::World& world, const config::Config& c, const ResumePoint& root_choice) {
   const std::string run_id = text_from_root(world, root_choice.run_id);
-  const long long step = world.max_over_ranks(world.is_root() && !root_choice.empty() ? root_choice.step : -1);
+  const long long step = world.max_over_ranks(world.is_root() && !root_choice.empty() ? root_choice.step : -1,
+                                              "start-up: sharing the checkpoint to resume from");
   if (step < 0) return {{}, 0, run_id};
   if (world.is_root()) return root_choice;
   // Every rank sees the same ckpt.dir (it must be shared): the path follows from the step.

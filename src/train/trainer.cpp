@@ -78,6 +78,9 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
+  // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
+  // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
+  gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_vocab(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
@@ -182,15 +185,18 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     comm_->set_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
     engine_->expect_access_order(order);
     t = Clock::now();
+    hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     lap(phases_.forward_ms);
     engine_->begin_backward(m == batch.grad_accum - 1);
+    hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
     model_->backward(*params_, *grads_, dloss);
     engine_->end_backward();
     lap(phases_.backward_ms);
   }
   comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
   StepResult r;
+  hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   r.grad_norm = engine_->finish_gradients() / loss_scale;
   r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(derived_.tokens_per_step);
   lap(phases_.comm_ms);
@@ -200,6 +206,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   r.skipped = !scaler_.update(std::isfinite(r.grad_norm));
   if (r.skipped) return r;
   comm_->set_context(cat("step ", step_ + 1, " optimizer"));
+  hang_point(config_.debug, world_.rank(), config::HangPhase::kOptimizer, step_ + 1);
   const int adam_step = static_cast<int>(step_ + 1 - scaler_.skipped_steps());  // as torch's GradScaler: skips do not count
   engine_->adamw_step(config_.optim, r.lr, adam_step, optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
   lap(phases_.optimizer_ms);
@@ -260,8 +267,8 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
   m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
   phases_ = {};
-  if (gpu_monitor_.available()) {  // max over ranks: the hottest, hungriest device of the job
-    const GpuReading g = gpu_monitor_.read();
+  if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
+    const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};
     m.gpu_power_w = comm_->all_reduce_value(g.power_w, dist::ReduceOp::kMax);
     m.gpu_temp_c = comm_->all_reduce_value(g.temp_c, dist::ReduceOp::kMax);
   }
