@@ -52,9 +52,16 @@ Args parse_args(int argc, char** argv) {
 model::ParamTable table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
   auto get = [&](const char* key) { return static_cast<int>(m.hyper_value(key)); };
-  model::ParamTable table(model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"), get("vocab_size"), get("seq_len")));
+  bool llama = false;
+  for (const auto& [k, v] : m.hyper) llama = llama || (k == "llama" && v == 1);
+  model::GptShape s = model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"), get("vocab_size"), get("seq_len"));
+  if (llama)  // rope and norm_eps do not change the parameter table (the manifest does not keep them)
+    s = model::GptShape::make_llama(s.n_layer, s.n_head, s.n_embd, s.vocab_size, s.seq_len, get("n_kv_head"),
+                                    get("ffn_hidden"), get("tie_embeddings") != 0, 1e-5f, model::RopeParams{});
+  model::ParamTable table(s);
   if (train::describe_model(table).params != m.params)
-    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not GPT-2's for its model shape"));
+    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ", llama ? "Llama" : "GPT-2",
+                              "'s for its model shape"));
   return table;
 }
 
@@ -98,6 +105,9 @@ int verify(const std::string& dir) {
 int export_weights(const std::string& dir, const std::string& out) {
   const ckpt::Checkpoint c = open_sound(dir);
   const model::ParamTable table = table_of(c);
+  if (table.shape().arch != model::Arch::kGpt2)
+    throw ConfigError(cat("zckpt export: ", dir, " holds a Llama model; exporting Llama to a Hugging Face directory is "
+                          "not implemented yet (issue 17); zckpt info, verify and reshard work"));
   const std::vector<float> master = c.read_master();  // exact fp32 master weights, not model.h5
   const fs::path path(out);
   if (path.has_parent_path()) fs::create_directories(path.parent_path());

@@ -176,7 +176,9 @@ std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len);
 // The same for GPT-2 training in compute dtype `compute`, with rows = micro_batch * seq_len tokens,
 // `channels` = C and the padded vocabulary Vp. A 16-bit X adds the fp32 copies the ops widen their
 // operands into; the tied LM head's GEMM is the largest (rows*C + Vp*C + rows*Vp floats).
+// Llama: qkv_width = C + 2 NKV hs, mlp_up = 2F (gate|up), mlp_down = F; 0 = GPT-2's 3C, 4C, 4C.
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute, std::int64_t rows,
-                                std::int64_t channels, std::int64_t padded_vocab);
+                                std::int64_t channels, std::int64_t padded_vocab, std::int64_t qkv_width = 0,
+                                std::int64_t mlp_up = 0, std::int64_t mlp_down = 0);
 
 }  // namespace zt::backend
