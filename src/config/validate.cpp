@@ -83,9 +83,6 @@ void check_llama_keys(const Config& c) {
     throw ConfigError(cat("model.rope_high_freq_factor=", value::format_double(m.rope_high_freq_factor),
                           " must be above model.rope_low_freq_factor=", value::format_double(m.rope_low_freq_factor),
                           " (Llama 3.1: 4 and 1)"));
-  if (!c.init.from.empty())
-    throw ConfigError(cat("init.from=", c.init.from, " with model.arch=llama: loading Hugging Face Llama weights is "
-                          "not implemented yet (issue 17); leave init.from empty for a random init"));
 }
 
 void check_train(const Config& c) {

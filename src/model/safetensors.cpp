@@ -151,20 +151,21 @@ void read_tensor(const std::string& path, std::ifstream& in, const Header& h, co
     out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
 }
 
-// lm_head.weight, when a file carries it, must be wte itself: ztrain's LM head is tied.
+// lm_head.weight, when a file carries it and the model's head is tied, must be the token embedding
+// itself (an untied head is a parameter of the table and was loaded like any other).
 void check_lm_head(const std::string& path, std::ifstream& in, const Header& h, const ParamTable& table,
                    const float* params) {
   auto it = h.entries.find("lm_head.weight");
-  if (it == h.entries.end()) return;
-  const ParamInfo& wte = table.find("transformer.wte.weight");
+  if (it == h.entries.end() || table.find_or_null("lm_head.weight") != nullptr) return;
+  const ParamInfo& wte = table.params().front();  // the token embedding opens unit 0 in both families
   if (it->second.shape != wte.hf_shape || dtype_bytes(it->second.dtype) == 0)
     throw InputError(cat(path, ": tensor lm_head.weight has shape ", shape_str(it->second.shape), " ",
-                         it->second.dtype, ", expected ", shape_str(wte.hf_shape), " (tied to transformer.wte.weight)"));
+                         it->second.dtype, ", expected ", shape_str(wte.hf_shape), " (tied to ", wte.name, ")"));
   std::vector<float> head(wte.hf_numel());
   read_tensor(path, in, h, it->first, it->second, head.size(), head.data());
   if (std::memcmp(head.data(), params + wte.offset, head.size() * sizeof(float)) != 0)
-    throw InputError(cat(path, ": lm_head.weight differs from transformer.wte.weight; ztrain ties the LM head to "
-                         "the token embedding and cannot load an untied head"));
+    throw InputError(cat(path, ": lm_head.weight differs from ", wte.name, "; this model ties the LM head to the "
+                         "token embedding (model.tie_embeddings) and cannot load an untied head"));
 }
 
 // Writes path.tmp through `body`, then renames it over path, so a reader never sees half a file.

@@ -17,6 +17,7 @@ except ImportError as e:  # the reference needs torch; without it the ctest case
 
 sys.path.insert(0, os.path.dirname(__file__))
 import st_io  # noqa: E402
+from llama_reference import inv_freq as llama3_inv_freq  # noqa: E402
 
 rng = np.random.RandomState(1234)
 out = {}
@@ -131,22 +132,6 @@ def rmsnorm(case, N, C, eps):
     y = wt * (xt * rstd)
     y.backward(torch.from_numpy(dout.astype(np.float64)))
     put(case, inp=x, weight=w, dout=dout, out=y, rstd=rstd.reshape(N), dinp=xt.grad, dweight=wt.grad)
-
-
-def llama3_inv_freq(hs, theta, scaling):
-    """HF modeling_rope_utils: _compute_default_rope_parameters, then _compute_llama3_parameters (fp32)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=torch.int64).float() / hs))
-    if scaling is None:
-        return inv_freq
-    factor, low_freq_factor, high_freq_factor, old_context_len = scaling
-    low_freq_wavelen = old_context_len / low_freq_factor
-    high_freq_wavelen = old_context_len / high_freq_factor
-    wavelen = 2 * math.pi / inv_freq
-    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
-    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
-    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
 
 
 def rope(case, B, T, n_rot, hs, extra, theta, scaling):
