@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,10 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
+#include "config/parse.hpp"
 #include "core/error.hpp"
 #include "model/safetensors.hpp"
+#include "plan/memory_plan.hpp"
 #include "train/checkpointer.hpp"
 
 namespace zt::apps {
@@ -22,7 +25,7 @@ namespace fs = std::filesystem;
 constexpr const char* kUsage =
     "usage: zckpt info DIR                              step, world size, ZeRO stage, files, config\n"
     "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem\n"
-    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel weights (+ config.json)\n"
+    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights (+ config.json)\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
 
 struct Args {
@@ -48,17 +51,32 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
+// The [model] keys of the run that wrote checkpoint c: its state.json keeps the resolved INI. Llama's RoPE
+// and norm settings are not in the manifest (they do not change the parameter table), config.json needs them.
+config::ModelConfig model_config_of(const ckpt::Checkpoint& c) {
+  std::istringstream ini(c.state().config_ini);
+  std::vector<std::string> args{"zckpt"};
+  std::string line, section;
+  while (std::getline(ini, line)) {
+    if (line.starts_with("[")) section = line.substr(1, line.find(']') - 1);
+    const std::size_t eq = line.find(" = ");
+    if (section == "model" && eq != std::string::npos)
+      args.push_back(cat("--model.", line.substr(0, eq), "=", line.substr(eq + 3)));
+  }
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return config::parse_command_line(static_cast<int>(argv.size()), argv.data()).config.model;
+}
+
 // The parameter table the checkpoint's manifest describes, checked against it.
 model::ParamTable table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
   auto get = [&](const char* key) { return static_cast<int>(m.hyper_value(key)); };
   bool llama = false;
   for (const auto& [k, v] : m.hyper) llama = llama || (k == "llama" && v == 1);
-  model::GptShape s = model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"), get("vocab_size"), get("seq_len"));
-  if (llama)  // rope and norm_eps do not change the parameter table (the manifest does not keep them)
-    s = model::GptShape::make_llama(s.n_layer, s.n_head, s.n_embd, s.vocab_size, s.seq_len, get("n_kv_head"),
-                                    get("ffn_hidden"), get("tie_embeddings") != 0, 1e-5f, model::RopeParams{});
-  model::ParamTable table(s);
+  model::ParamTable table(llama ? plan::model_shape(model_config_of(c))
+                                : model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"),
+                                                        get("vocab_size"), get("seq_len")));
   if (train::describe_model(table).params != m.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ", llama ? "Llama" : "GPT-2",
                               "'s for its model shape"));
@@ -105,9 +123,6 @@ int verify(const std::string& dir) {
 int export_weights(const std::string& dir, const std::string& out) {
   const ckpt::Checkpoint c = open_sound(dir);
   const model::ParamTable table = table_of(c);
-  if (table.shape().arch != model::Arch::kGpt2)
-    throw ConfigError(cat("zckpt export: ", dir, " holds a Llama model; exporting Llama to a Hugging Face directory is "
-                          "not implemented yet (issue 17); zckpt info, verify and reshard work"));
   const std::vector<float> master = c.read_master();  // exact fp32 master weights, not model.h5
   const fs::path path(out);
   if (path.has_parent_path()) fs::create_directories(path.parent_path());

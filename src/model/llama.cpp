@@ -106,13 +106,13 @@ void Llama::block_forward(int l, const Tensor& w) {
   const int u = 1 + l;
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
-  be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), s_.norm_eps);
+  be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
   be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), Tensor(), kOutIn);
   be_.rope_forward(L.qkv, inv_freq_, s_.n_head + s_.n_kv_head);  // q's heads, then k's
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
   be_.matmul_forward(a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
   be_.add(L.res2, x, a_.proj);
-  be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), s_.norm_eps);
+  be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
   be_.matmul_forward(L.gu, L.ln2, fused(w, u, kGate, 2 * std::int64_t{s_.ffn_hidden}), Tensor(), kOutIn);
   be_.swiglu_forward(L.act, L.gu);
   be_.matmul_forward(a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
@@ -131,7 +131,7 @@ void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
     params.release(1 + l);
   }
   Tensor fin = params.unit(last);
-  be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), s_.norm_eps);
+  be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), static_cast<float>(s_.norm_eps));
   if (s_.tie_embeddings) {
     params.release(last);
     fin = params.unit(0);

@@ -24,7 +24,7 @@ GptShape GptShape::make(int n_layer, int n_head, int n_embd, int vocab_size, int
 }
 
 GptShape GptShape::make_llama(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len, int n_kv_head,
-                             int ffn_hidden, bool tie_embeddings, float norm_eps, const RopeParams& rope) {
+                             int ffn_hidden, bool tie_embeddings, double norm_eps, const RopeParams& rope) {
   GptShape s = make(n_layer, n_head, n_embd, vocab_size, seq_len);
   auto need = [](bool ok, const std::string& what) {
     if (!ok) throw ConfigError("model: " + what);

@@ -24,14 +24,14 @@ struct GptShape {
   int n_kv_head = 0;            // K/V heads (n_head for GPT-2)
   int ffn_hidden = 0;           // MLP width (4C for GPT-2)
   bool tie_embeddings = true;   // the LM head reads the token embedding (always for GPT-2)
-  float norm_eps = 1e-5f;       // Llama's RMSNorm epsilon (GPT-2's LayerNorm: 1e-5 in the op)
+  double norm_eps = 1e-5;       // Llama's RMSNorm epsilon (GPT-2's LayerNorm: 1e-5 in the op)
   RopeParams rope;              // Llama only
 
   // A checked shape with padded_vocab derived from vocab_size; throws ConfigError on a bad combination.
   static GptShape make(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len);
   // The same for Llama: rope, norm_eps and the K/V heads, FFN width and head tying given.
   static GptShape make_llama(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len, int n_kv_head,
-                             int ffn_hidden, bool tie_embeddings, float norm_eps, const RopeParams& rope);
+                             int ffn_hidden, bool tie_embeddings, double norm_eps, const RopeParams& rope);
   int head_size() const { return n_embd / n_head; }
   int qkv_width() const { return n_embd + 2 * n_kv_head * head_size(); }  // the fused q|k|v projection's output
 };

@@ -223,7 +223,29 @@ void save_safetensors(const std::string& path, const ParamTable& table, const fl
   });
 }
 
+namespace {
+// LlamaForCausalLM's config.json (transformers' LlamaConfig fields), rope settings included.
+std::string llama_config_json(const GptShape& s) {
+  nlohmann::json c = {
+      {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},     {"hidden_act", "silu"},
+      {"hidden_size", s.n_embd},               {"intermediate_size", s.ffn_hidden},
+      {"num_hidden_layers", s.n_layer},        {"num_attention_heads", s.n_head},
+      {"num_key_value_heads", s.n_kv_head},    {"head_dim", s.head_size()},
+      {"vocab_size", s.vocab_size},            {"max_position_embeddings", s.seq_len},
+      {"rms_norm_eps", s.norm_eps},            {"rope_theta", s.rope.theta},  {"rope_scaling", nullptr},
+      {"tie_word_embeddings", s.tie_embeddings}, {"attention_bias", false}, {"mlp_bias", false},
+      {"attention_dropout", 0.0},              {"initializer_range", 0.02}, {"pretraining_tp", 1},
+      {"use_cache", true},                     {"torch_dtype", "float32"}};
+  if (s.rope.llama3)
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.rope.factor}, {"low_freq_factor", s.rope.low_freq_factor},
+                         {"high_freq_factor", s.rope.high_freq_factor},
+                         {"original_max_position_embeddings", s.rope.original_max_position}};
+  return c.dump(2) + "\n";
+}
+}  // namespace
+
 std::string hf_config_json(const GptShape& s) {
+  if (s.arch == Arch::kLlama) return llama_config_json(s);
   nlohmann::json c = {
       {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
       {"n_layer", s.n_layer},                 {"n_head", s.n_head},    {"n_embd", s.n_embd},

@@ -82,7 +82,7 @@ model::GptShape model_shape(const config::ModelConfig& m) {
   const int ffn = m.ffn_hidden > 0 ? static_cast<int>(m.ffn_hidden)
                                    : model::llama_ffn_hidden(C, m.ffn_multiplier, static_cast<int>(m.ffn_multiple_of));
   return model::GptShape::make_llama(L, H, C, V, T, m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H, ffn,
-                                     m.tie_embeddings == config::TieEmbeddings::kTrue, static_cast<float>(m.norm_eps),
+                                     m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps,
                                      rope);
 }
 
