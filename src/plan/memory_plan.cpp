@@ -140,6 +140,29 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   return p;
 }
 
+namespace {
+// Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
+// are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
+void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                         config::Device device, std::vector<std::string>& out) {
+  if (config.train.recompute == config::Recompute::kFull) return;
+  config::Config c = config;
+  c.train.recompute = config::Recompute::kFull;
+  for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
+    c.train.zero_stage = s;
+    if (!plan_memory(c, world, threads, capacity, device).fits()) continue;
+    out.push_back(cat("train.recompute=full with train.zero_stage=", s));
+    return;
+  }
+  c.train.zero_stage = 3;
+  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
+    if (plan_memory(c, w, threads, capacity, device).fits()) {
+      out.push_back(cat(w, " ranks at train.zero_stage=3 with train.recompute=full"));
+      return;
+    }
+}
+}  // namespace
+
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
                                      config::Device device) {
   std::vector<std::string> out;
@@ -163,7 +186,8 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
       out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
       break;
     }
-  if (out.empty()) out.push_back("nothing up to ZeRO-3, micro_batch 1 and 64x the ranks fits: use a smaller model");
+  add_recompute_fixes(config, world, threads, capacity, device, out);
+  if (out.empty()) out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
   return out;
 }
 
