@@ -187,7 +187,8 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
       break;
     }
   add_recompute_fixes(config, world, threads, capacity, device, out);
-  if (out.empty()) out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
+  if (out.empty())
+    out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
   return out;
 }
 
