@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,10 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
+#include "config/parse.hpp"
 #include "core/error.hpp"
 #include "model/safetensors.hpp"
+#include "plan/memory_plan.hpp"
 #include "train/checkpointer.hpp"
 
 namespace zt::apps {
@@ -25,7 +28,7 @@ constexpr const char* kUsage =
     "usage: zckpt info DIR                              step, world size, ZeRO stage, run id, files, config\n"
     "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
     "                                                   interrupted save too), 2 if DIR is no checkpoint\n"
-    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel weights (+ config.json)\n"
+    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights (+ config.json)\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
 
 struct Args {
@@ -61,13 +64,35 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
+// The [model] keys of the run that wrote checkpoint c: its state.json keeps the resolved INI. Llama's RoPE
+// and norm settings are not in the manifest (they do not change the parameter table), config.json needs them.
+config::ModelConfig model_config_of(const ckpt::Checkpoint& c) {
+  std::istringstream ini(c.state().config_ini);
+  std::vector<std::string> args{"zckpt"};
+  std::string line, section;
+  while (std::getline(ini, line)) {
+    if (line.starts_with("[")) section = line.substr(1, line.find(']') - 1);
+    const std::size_t eq = line.find(" = ");
+    if (section == "model" && eq != std::string::npos)
+      args.push_back(cat("--model.", line.substr(0, eq), "=", line.substr(eq + 3)));
+  }
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return config::parse_command_line(static_cast<int>(argv.size()), argv.data()).config.model;
+}
+
 // The parameter table the checkpoint's manifest describes, checked against it.
 model::ParamTable table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
   auto get = [&](const char* key) { return static_cast<int>(m.hyper_value(key)); };
-  model::ParamTable table(model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"), get("vocab_size"), get("seq_len")));
+  bool llama = false;
+  for (const auto& [k, v] : m.hyper) llama = llama || (k == "llama" && v == 1);
+  model::ParamTable table(llama ? plan::model_shape(model_config_of(c))
+                                : model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"),
+                                                        get("vocab_size"), get("seq_len")));
   if (train::describe_model(table).params != m.params)
-    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not GPT-2's for its model shape"));
+    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ", llama ? "Llama" : "GPT-2",
+                              "'s for its model shape"));
   return table;
 }
 

@@ -1,5 +1,5 @@
-// The one backend interface: memory (allocate, copy, fill, synchronize) and the fixed op list GPT-2
-// training needs. CPU (cpu/) is the fp32 reference; CUDA (cuda/) is checked against it op by op.
+// The one backend interface: memory (allocate, copy, fill, synchronize) and the fixed op list GPT-2 and
+// Llama training need. CPU (cpu/) is the fp32 reference; CUDA (cuda/) is checked against it op by op.
 //
 // Shapes: B batch, T sequence, C channels, NH heads, V vocabulary (Vp padded), N = B*T rows.
 // Gradient rule, once for every op: parameter gradients ACCUMULATE (+=), because micro-batches of
@@ -81,7 +81,8 @@ class Backend {
   virtual void* stream() const { return nullptr; }
 
   // ---- embedding: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] --------------------------------------
-  // out [B,T,C], tokens [B,T] i32, wte [Vp,C], wpe [maxT,C]
+  // out [B,T,C], tokens [B,T] i32, wte [Vp,C], wpe [maxT,C] or empty (no position table: Llama; dwpe
+  // empty too)
   virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) = 0;
   // dwte += scatter of dout rows by token, dwpe += sum over b of dout[b,t,:]
   virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) = 0;
@@ -100,16 +101,39 @@ class Backend {
                                Tensor weight, WeightLayout layout) = 0;
 
   // ---- causal multi-head self-attention, scale 1/sqrt(C/NH) ------------------------------------------
-  // qkv [B,T,3C] as (q | k | v), each head h taking columns [h*hs, (h+1)*hs) of its third; out [B,T,C];
+  // qkv [B,T,3C] as (q | k | v), each head h taking columns [h*hs, (h+1)*hs) of its third; out [B,T,C].
+  // Grouped-query attention: qkv [B,T,C + 2*NKV*hs] holds NKV K/V heads (NKV divides NH, read off the
+  // width); query head h uses K/V head h / (NH/NKV) (Hugging Face repeat_kv); NKV = 1 is multi-query.
   // lse [B,NH,T] f32: the log-sum-exp of each softmax row, saved so backward can rebuild the
   // probabilities without an O(T^2) tensor kept between passes (flash-attention style).
   virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) = 0;
-  // dqkv [B,T,3C] written
+  // dqkv, the shape of qkv, written (dK, dV summed over the query heads sharing them)
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) = 0;
 
   // ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----------------------------
   virtual void gelu_forward(Tensor out, Tensor inp) = 0;
   virtual void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) = 0;  // dinp written; may alias dout
+
+  // ---- RMSNorm over the last dim (Llama): out = x * rstd * weight, rstd = 1/sqrt(mean(x^2) + eps) ----
+  // out, inp [N,C]; rstd [N] f32 (saved for backward; fp32 statistics as HF LlamaRMSNorm); weight [C]
+  virtual void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) = 0;
+  // dinp = rstd * (g - xhat * mean(g * xhat)), g = dout * weight, xhat = x * rstd (written); dweight +=
+  virtual void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) = 0;
+
+  // ---- rotary position embedding, rotate-half form (Hugging Face Llama's q/k layout) -----------------
+  // In place on x [B,T,W]: each of the first n_rot_heads heads of hs = 2*inv_freq.numel() columns, at
+  // position t, with a = t * inv_freq[i] (f32 [hs/2]) for i < hs/2:
+  //   (x_i, x_{i+hs/2}) <- (x_i cos a - x_{i+hs/2} sin a, x_{i+hs/2} cos a + x_i sin a).
+  // Columns past the rotated heads (v in a qkv row) are untouched.
+  virtual void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads) = 0;
+  // The gradient, in place: the transposed rotation (angle -a).
+  virtual void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) = 0;
+
+  // ---- SwiGLU (Shazeer 2020), Llama's MLP: out[n,j] = silu(inp[n,j]) * inp[n,F+j] ---------------------
+  // inp [N,2F] as (gate | up) (one GEMM over the adjacent gate_proj and up_proj weights), out [N,F]
+  virtual void swiglu_forward(Tensor out, Tensor inp) = 0;
+  // dinp [N,2F] written: (dout * up * silu'(gate) | dout * silu(gate))
+  virtual void swiglu_backward(Tensor dinp, Tensor inp, Tensor dout) = 0;
 
   // ---- residual: out = a + b (out may alias a or b); accumulate: dst += src ---------------------------
   virtual void add(Tensor out, Tensor a, Tensor b) = 0;
@@ -152,7 +176,9 @@ std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len);
 // The same for GPT-2 training in compute dtype `compute`, with rows = micro_batch * seq_len tokens,
 // `channels` = C and the padded vocabulary Vp. A 16-bit X adds the fp32 copies the ops widen their
 // operands into; the tied LM head's GEMM is the largest (rows*C + Vp*C + rows*Vp floats).
+// Llama: qkv_width = C + 2 NKV hs, mlp_up = 2F (gate|up), mlp_down = F; 0 = GPT-2's 3C, 4C, 4C.
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute, std::int64_t rows,
-                                std::int64_t channels, std::int64_t padded_vocab);
+                                std::int64_t channels, std::int64_t padded_vocab, std::int64_t qkv_width = 0,
+                                std::int64_t mlp_up = 0, std::int64_t mlp_down = 0);
 
 }  // namespace zt::backend

@@ -61,16 +61,69 @@ inline void check_layernorm_shapes(const char* op, const Tensor& x, const Tensor
   ZT_CHECK_EQ(rstd.numel(), N, op, ": rstd needs one value per row of ", x.shape_string());
 }
 
-// embedding_forward: tokens [B,T], out [B,T,C], wte [Vp,C], wpe [maxT,C] with T <= maxT.
+// embedding_forward: tokens [B,T], out [B,T,C], wte [Vp,C], wpe [maxT,C] with T <= maxT, or empty (Llama:
+// positions come from RoPE).
 inline void check_embedding_shapes(const char* op, const Tensor& out, const Tensor& tokens, const Tensor& wte,
                                    const Tensor& wpe) {
   ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
   expect_shape(op, "out", out, {B, T, C});
   ZT_CHECK_EQ(wte.rank, 2, op, ": wte must be [Vp,C]");
+  if (wpe.empty()) return;
   ZT_CHECK_EQ(wpe.rank, 2, op, ": wpe must be [maxT,C]");
   ZT_CHECK_EQ(wpe.dim(1), C, op, ": wpe and wte widths differ");
   ZT_CHECK_LE(T, wpe.dim(0), op, ": sequence longer than the position table");
+}
+
+// attention: qkv [B,T,W] as (q | k | v) with q C = NH*hs columns and k, v NKV*hs each (W = 3C for
+// multi-head attention), out [B,T,C], lse [B,NH,T]. NKV is read off the widths and must divide NH.
+struct AttentionDims {
+  std::int64_t B, T, C, W;
+  int n_kv_head;
+};
+inline AttentionDims check_attention_shapes(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse,
+                                            int n_head) {
+  ZT_CHECK_EQ(qkv.rank, 3, op, ": qkv must be [B,T,W], got ", qkv.shape_string());
+  ZT_CHECK_EQ(out.rank, 3, op, ": out must be [B,T,C], got ", out.shape_string());
+  ZT_CHECK_GT(n_head, 0, op, ": n_head must be positive");
+  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), W = qkv.dim(2), C = out.dim(2);
+  ZT_CHECK(C > 0 && C % n_head == 0, op, ": C=", C, " is not divisible by n_head=", n_head);
+  const std::int64_t hs = C / n_head, kv_cols = W - C;
+  if (kv_cols <= 0 || kv_cols % (2 * hs) != 0 || n_head % (kv_cols / (2 * hs)) != 0)
+    throw Error(cat(op, ": qkv ", qkv.shape_string(), " does not hold q (", C, " columns) then k and v of NKV heads of ",
+                    hs, " with NKV dividing n_head=", n_head, " (out ", out.shape_string(), ")"));
+  expect_shape(op, "out", out, {B, T, C});
+  expect_shape(op, "lse", lse, {B, n_head, T});
+  return {B, T, C, W, static_cast<int>(kv_cols / (2 * hs))};
+}
+
+// rmsnorm: x, y [N,C]; rstd [N]; weight [C].
+inline void check_rmsnorm_shapes(const char* op, const Tensor& x, const Tensor& y, const Tensor& rstd,
+                                 const Tensor& weight) {
+  const std::int64_t C = x.dim(-1), N = rows_of(x);
+  expect_rows(op, "output", y, N, C);
+  expect_shape(op, "weight", weight, {C});
+  ZT_CHECK_EQ(rstd.numel(), N, op, ": rstd needs one value per row of ", x.shape_string());
+}
+
+// rope: x [B,T,W] whose first n_rot_heads heads of hs = 2 * inv_freq.numel() columns are rotated.
+struct RopeDims {
+  std::int64_t B, T, W, half;
+};
+inline RopeDims check_rope_shapes(const char* op, const Tensor& x, const Tensor& inv_freq, int n_rot_heads) {
+  ZT_CHECK_EQ(x.rank, 3, op, ": x must be [B,T,W], got ", x.shape_string());
+  ZT_CHECK_EQ(inv_freq.rank, 1, op, ": inv_freq must be [hs/2], got ", inv_freq.shape_string());
+  const std::int64_t half = inv_freq.dim(0);
+  ZT_CHECK(half > 0 && n_rot_heads > 0 && n_rot_heads * 2 * half <= x.dim(2), op, ": ", n_rot_heads,
+           " heads of ", 2 * half, " columns do not fit x ", x.shape_string());
+  return {x.dim(0), x.dim(1), x.dim(2), half};
+}
+
+// swiglu: inp [N,2F] as (gate | up), out [N,F].
+inline std::int64_t check_swiglu_shapes(const char* op, const Tensor& out, const Tensor& inp) {
+  const std::int64_t F = out.dim(-1), N = rows_of(out);
+  expect_rows(op, "inp", inp, N, 2 * F);
+  return F;
 }
 
 // AdamW's scalars for one step, in double as PyTorch computes them in Python, then used as float (its

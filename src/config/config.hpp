@@ -17,6 +17,9 @@ enum class HangMode { kSleep, kSigstop, kSigkill };
 enum class Schedule { kCosine, kConstant };
 enum class CommBackend { kAuto, kNccl, kMpi };
 enum class DataVerify { kOnRead, kFull };
+enum class Arch { kGpt2, kLlama };
+enum class RopeScaling { kNone, kLlama3 };
+enum class TieEmbeddings { kAuto, kTrue, kFalse };  // auto: tied for gpt2, untied for llama
 
 struct ModelConfig {
   std::int64_t n_layer = 4;
@@ -24,6 +27,20 @@ struct ModelConfig {
   std::int64_t n_embd = 128;
   std::int64_t vocab_size = 50257;
   std::int64_t seq_len = 128;  // context length T
+  // The family, and the Llama-only shape and numerics (issue 17; Hugging Face LlamaConfig's fields).
+  Arch arch = Arch::kGpt2;
+  std::int64_t n_kv_head = 0;        // K/V heads (GQA); 0 = n_head
+  std::int64_t ffn_hidden = 0;       // SwiGLU width; 0 = Llama's rule from n_embd, multiplier, multiple_of
+  double ffn_multiplier = 1.0;
+  std::int64_t ffn_multiple_of = 256;
+  double rope_theta = 500000;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  double rope_factor = 8;            // rope_scaling's fields, as in Llama 3.1's config.json
+  double rope_low_freq_factor = 1;
+  double rope_high_freq_factor = 4;
+  std::int64_t rope_original_max_position = 8192;
+  double norm_eps = 1e-5;
+  TieEmbeddings tie_embeddings = TieEmbeddings::kAuto;
 };
 
 struct InitConfig {

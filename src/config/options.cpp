@@ -137,7 +137,20 @@ std::vector<Option> build_table() {
       opt("model.n_embd", &C::model, &ModelConfig::n_embd, "model width C (divisible by n_head)", I64{1, kMaxWidth}),
       opt("model.vocab_size", &C::model, &ModelConfig::vocab_size, "real vocabulary size (50257 for GPT-2)", I64{2, kMaxVocab}),
       opt("model.seq_len", &C::model, &ModelConfig::seq_len, "context length T in tokens", I64{1, kMaxSeqLen}),
-      opt("init.from", &C::init, &InitConfig::from, "start from a Hugging Face GPT-2 .safetensors file (empty: random GPT-2 init from train.seed)"),
+      opt("model.arch", &C::model, &ModelConfig::arch, "model family: gpt2 (LayerNorm, GELU, learned positions) or llama (RMSNorm, SwiGLU, RoPE, GQA, no biases)"),
+      opt("model.n_kv_head", &C::model, &ModelConfig::n_kv_head, "llama: K/V heads for grouped-query attention, dividing n_head (0 = n_head; 1 = multi-query)", I64{0, kMaxWidth}),
+      opt("model.ffn_hidden", &C::model, &ModelConfig::ffn_hidden, "llama: SwiGLU hidden width (0 = Llama's rule: int(8 n_embd/3) x ffn_multiplier, rounded up to ffn_multiple_of)", I64{0, 1 << 24}),
+      opt("model.ffn_multiplier", &C::model, &ModelConfig::ffn_multiplier, "llama: ffn_dim_multiplier of Llama's rule (used when ffn_hidden=0)", positive()),
+      opt("model.ffn_multiple_of", &C::model, &ModelConfig::ffn_multiple_of, "llama: Llama's rule rounds the hidden width up to a multiple of this", I64{1, 1 << 20}),
+      opt("model.rope_theta", &C::model, &ModelConfig::rope_theta, "llama: RoPE base frequency theta", positive()),
+      opt("model.rope_scaling", &C::model, &ModelConfig::rope_scaling, "llama: RoPE frequency scaling (llama3: Llama 3.1's long-context rule, rope_* keys below)"),
+      opt("model.rope_factor", &C::model, &ModelConfig::rope_factor, "llama, rope_scaling=llama3: factor (8 for Llama 3.1, 32 for Llama 3.2)", positive()),
+      opt("model.rope_low_freq_factor", &C::model, &ModelConfig::rope_low_freq_factor, "llama, rope_scaling=llama3: low_freq_factor", positive()),
+      opt("model.rope_high_freq_factor", &C::model, &ModelConfig::rope_high_freq_factor, "llama, rope_scaling=llama3: high_freq_factor (> low_freq_factor)", positive()),
+      opt("model.rope_original_max_position", &C::model, &ModelConfig::rope_original_max_position, "llama, rope_scaling=llama3: original_max_position_embeddings", I64{1, std::int64_t{1} << 32}),
+      opt("model.norm_eps", &C::model, &ModelConfig::norm_eps, "llama: RMSNorm epsilon (rms_norm_eps)", positive()),
+      opt("model.tie_embeddings", &C::model, &ModelConfig::tie_embeddings, "LM head shares the token embedding (auto: true for gpt2, false for llama; gpt2 is always tied)"),
+      opt("init.from", &C::init, &InitConfig::from, "start from a Hugging Face .safetensors file of the model family (GPT2LMHeadModel or LlamaForCausalLM names; empty: random init from train.seed)"),
       opt("train.device", &C::train, &TrainConfig::device, "where to compute: auto picks cuda when a GPU is visible"),
       opt("train.precision", &C::train, &TrainConfig::precision, "compute precision: bf16/fp16 keep activations and working weights in 16 bits; master weights, gradients and optimizer state are always fp32 (on the CPU backend 16-bit storage is emulated, for checking)"),
       opt("train.seed", &C::train, &TrainConfig::seed, "seed everything random derives from (init, data shuffle)",
@@ -242,5 +255,6 @@ std::string to_string(Recompute v) { return value::enum_name(v); }
 std::string to_string(Offload v) { return value::enum_name(v); }
 std::string to_string(Schedule v) { return value::enum_name(v); }
 std::string to_string(CommBackend v) { return value::enum_name(v); }
+std::string to_string(Arch v) { return value::enum_name(v); }
 
 }  // namespace zt::config

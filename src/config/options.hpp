@@ -36,5 +36,6 @@ std::string to_string(Recompute v);
 std::string to_string(Offload v);
 std::string to_string(Schedule v);
 std::string to_string(CommBackend v);
+std::string to_string(Arch v);
 
 }  // namespace zt::config

@@ -38,6 +38,54 @@ void check_model(const ModelConfig& m) {
                           " or ", (m.n_embd / m.n_head + 1) * m.n_head));
 }
 
+// A key only one family reads, given to the other: "model.X=V applies to model.arch=llama only".
+void reject_for_gpt2(bool given, const std::string& key_value) {
+  if (given)
+    throw ConfigError(cat(key_value, " applies to model.arch=llama only; this run has model.arch=gpt2: set "
+                          "model.arch=llama or leave the key at its default"));
+}
+
+void check_gpt2_keys(const ModelConfig& m) {
+  const ModelConfig d;
+  reject_for_gpt2(m.n_kv_head != 0 && m.n_kv_head != m.n_head, cat("model.n_kv_head=", m.n_kv_head));
+  reject_for_gpt2(m.ffn_hidden != 0, cat("model.ffn_hidden=", m.ffn_hidden));
+  reject_for_gpt2(m.ffn_multiplier != d.ffn_multiplier, cat("model.ffn_multiplier=", value::format_double(m.ffn_multiplier)));
+  reject_for_gpt2(m.ffn_multiple_of != d.ffn_multiple_of, cat("model.ffn_multiple_of=", m.ffn_multiple_of));
+  reject_for_gpt2(m.rope_theta != d.rope_theta, cat("model.rope_theta=", value::format_double(m.rope_theta)));
+  reject_for_gpt2(m.rope_scaling != RopeScaling::kNone, "model.rope_scaling=llama3");
+  reject_for_gpt2(m.norm_eps != d.norm_eps, cat("model.norm_eps=", value::format_double(m.norm_eps)));
+  if (m.tie_embeddings == TieEmbeddings::kFalse)
+    throw ConfigError("model.tie_embeddings=false: GPT-2's LM head is always the token embedding; use "
+                      "model.tie_embeddings=auto or true, or model.arch=llama for an untied head");
+}
+
+void check_llama_keys(const Config& c) {
+  const ModelConfig& m = c.model;
+  const ModelConfig d;
+  const std::int64_t kv = m.n_kv_head == 0 ? m.n_head : m.n_kv_head;
+  if (kv > m.n_head || m.n_head % kv != 0)
+    throw ConfigError(cat("model.n_kv_head=", m.n_kv_head, " does not divide model.n_head=", m.n_head,
+                          ": each K/V head serves n_head/n_kv_head query heads; use model.n_kv_head in {",
+                          join(divisors(m.n_head, m.n_head)), "}"));
+  if ((m.n_embd / m.n_head) % 2 != 0)
+    throw ConfigError(cat("model.n_embd=", m.n_embd, " / model.n_head=", m.n_head, " = ", m.n_embd / m.n_head,
+                          " is odd: RoPE rotates pairs of channels, so the head size must be even; change "
+                          "model.n_embd or model.n_head"));
+  if (m.ffn_hidden != 0 && (m.ffn_multiplier != d.ffn_multiplier || m.ffn_multiple_of != d.ffn_multiple_of))
+    throw ConfigError(cat("model.ffn_hidden=", m.ffn_hidden, " is given, so model.ffn_multiplier and "
+                          "model.ffn_multiple_of (Llama's rule for ffn_hidden=0) would be ignored: give one or the other"));
+  const bool rope_keys = m.rope_factor != d.rope_factor || m.rope_low_freq_factor != d.rope_low_freq_factor ||
+                         m.rope_high_freq_factor != d.rope_high_freq_factor ||
+                         m.rope_original_max_position != d.rope_original_max_position;
+  if (m.rope_scaling == RopeScaling::kNone && rope_keys)
+    throw ConfigError("model.rope_factor / rope_low_freq_factor / rope_high_freq_factor / rope_original_max_position "
+                      "are given but model.rope_scaling=none ignores them: set model.rope_scaling=llama3 or drop them");
+  if (m.rope_scaling == RopeScaling::kLlama3 && m.rope_high_freq_factor <= m.rope_low_freq_factor)
+    throw ConfigError(cat("model.rope_high_freq_factor=", value::format_double(m.rope_high_freq_factor),
+                          " must be above model.rope_low_freq_factor=", value::format_double(m.rope_low_freq_factor),
+                          " (Llama 3.1: 4 and 1)"));
+}
+
 void check_train(const Config& c) {
   const TrainConfig& t = c.train;
   if (t.stop_at_step > t.max_steps)
@@ -104,6 +152,8 @@ void check_logging(const Config& c) {
 
 void validate(const Config& config) {
   check_model(config.model);
+  if (config.model.arch == Arch::kGpt2) check_gpt2_keys(config.model);
+  else check_llama_keys(config);
   check_products(config);
   check_train(config);
   check_optim(config.optim);

@@ -64,6 +64,17 @@ template <> struct EnumNames<DataVerify> {
   static constexpr std::array<std::pair<DataVerify, const char*>, 2> kNames{
       {{DataVerify::kOnRead, "on_read"}, {DataVerify::kFull, "full"}}};
 };
+template <> struct EnumNames<Arch> {
+  static constexpr std::array<std::pair<Arch, const char*>, 2> kNames{{{Arch::kGpt2, "gpt2"}, {Arch::kLlama, "llama"}}};
+};
+template <> struct EnumNames<RopeScaling> {
+  static constexpr std::array<std::pair<RopeScaling, const char*>, 2> kNames{
+      {{RopeScaling::kNone, "none"}, {RopeScaling::kLlama3, "llama3"}}};
+};
+template <> struct EnumNames<TieEmbeddings> {
+  static constexpr std::array<std::pair<TieEmbeddings, const char*>, 3> kNames{
+      {{TieEmbeddings::kAuto, "auto"}, {TieEmbeddings::kTrue, "true"}, {TieEmbeddings::kFalse, "false"}}};
+};
 
 template <typename E>
 std::string enum_choices() {

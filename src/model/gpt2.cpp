@@ -6,6 +6,7 @@
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
+#include "model/carver.hpp"
 
 namespace zt::model {
 
@@ -18,20 +19,6 @@ enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, k
 enum EmbedParam { kWte, kWpe };
 enum FinalParam { kLnfW, kLnfB };
 
-// Hands out consecutive 64-byte-aligned tensors from a base pointer (null: only counts): activations
-// in the compute dtype, statistics (mean, rstd, lse, losses) in f32.
-struct Carver {
-  std::byte* base;
-  DType act;
-  std::size_t used = 0;
-  Tensor take(std::initializer_list<std::int64_t> dims) { return take_as(act, dims); }
-  Tensor stat(std::initializer_list<std::int64_t> dims) { return take_as(DType::kF32, dims); }
-  Tensor take_as(DType dtype, std::initializer_list<std::int64_t> dims) {
-    Tensor t(base ? base + used : nullptr, dtype, dims);
-    used += (t.bytes() + 63) / 64 * 64;
-    return t;
-  }
-};
 }  // namespace
 
 std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts) {
@@ -81,6 +68,7 @@ std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch, Recom
 Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute)
     : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute) {
   ZT_CHECK_GT(micro_batch, 0, "Gpt2: micro_batch must be positive");
+  ZT_CHECK(s_.arch == Arch::kGpt2, "Gpt2: the parameter table is not GPT-2's (use make_model)");
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
            "Gpt2: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
   arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr));

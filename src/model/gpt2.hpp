@@ -8,21 +8,15 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "model/model.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
 
 namespace zt::model {
 
-// Activation recomputation (train.recompute): trade forward FLOPs in the backward pass for memory.
-//   kNone       every block keeps all its activations (about 16 C floats per token);
-//   kSelective  the attention output and the GELU output (5 C) are recomputed from what is kept
-//               (cheap ops: one attention forward and one GELU per block);
-//   kFull       only each block's output (C) is kept; a block's forward runs again inside its backward,
-//               on working buffers shared by all blocks.
-// Gradients are bit-identical in every mode (the same ops on the same inputs).
-enum class Recompute { kNone, kSelective, kFull };
-
-class Gpt2 {
+// Recompute (model.hpp): kNone keeps about 16 C floats per token and block; kSelective recomputes the
+// attention output and the GELU output (5 C of them).
+class Gpt2 final : public Model {
  public:
   // Allocates every activation for micro-batches of `micro_batch` sequences of table.shape().seq_len.
   // compute: the dtype of activations and of the parameters the ParamSource hands out (f32, bf16 or
@@ -34,20 +28,20 @@ class Gpt2 {
 
   // tokens, targets: host arrays [B*T] with ids in [0, vocab_size). Returns the SUM of the B*T token
   // losses (the caller divides by the global token count). Keeps what backward needs.
-  double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params);
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) override;
 
   // Gradients of sum_i dloss * loss_i, accumulated (+=) into `grads`; dloss = 1 / global tokens for a mean
   // over the global batch. Needs the preceding forward() and the same parameters; runs once per forward.
-  void backward(ParamSource& params, GradSink& grads, float dloss);
+  void backward(ParamSource& params, GradSink& grads, float dloss) override;
 
   // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
-  std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params);
+  std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
 
-  const ParamTable& table() const { return table_; }
-  int micro_batch() const { return B_; }
-  DType compute_dtype() const { return dtype_; }
+  const ParamTable& table() const override { return table_; }
+  int micro_batch() const override { return B_; }
+  DType compute_dtype() const override { return dtype_; }
   // Bytes this model holds on the backend (activations, their gradients, tokens), as allocated.
-  std::size_t activation_bytes() const { return arena_.bytes() + ids_.bytes(); }
+  std::size_t activation_bytes() const override { return arena_.bytes() + ids_.bytes(); }
   // The same number for any shape, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
                                       DType compute = DType::kF32);

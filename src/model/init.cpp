@@ -12,9 +12,12 @@
 namespace zt::model {
 namespace {
 
-// Parameters without a std start constant: LayerNorm weights at 1, biases at 0.
+// Parameters without a std start constant: norm weights (GPT-2's ln_*, Llama's *layernorm and norm) at 1,
+// biases at 0.
 float constant_init(const ParamInfo& p) {
-  return p.name.find(".ln_") != std::string::npos && p.name.ends_with(".weight") ? 1.0f : 0.0f;
+  const bool norm = p.name.find(".ln_") != std::string::npos || p.name.find("layernorm") != std::string::npos ||
+                    p.name == "model.norm.weight";
+  return norm && p.name.ends_with(".weight") ? 1.0f : 0.0f;
 }
 
 // Elements [begin, end) of parameter p (indices within p), written to out.

@@ -13,7 +13,8 @@ constexpr float kInitStd = 0.02f;
 
 // The std of parameter p's initial values (0 for biases and LayerNorm, which start at 0 and 1):
 // 0.02 for wte, wpe, c_attn and c_fc weights; 0.02/sqrt(2 L) for the residual projections
-// (attn.c_proj.weight, mlp.c_proj.weight).
+// (attn.c_proj.weight, mlp.c_proj.weight). Llama (HF LlamaPreTrainedModel._init_weights): 0.02 for every
+// weight matrix and the embedding, norms at 1.
 float init_std(const ParamTable& table, const ParamInfo& p);
 
 // out[i] = the initial value of flat element first + i, for i < count: any slice of the buffer (a ZeRO

@@ -1,4 +1,5 @@
-// The parameter table: GPT2LMHeadModel names in the fixed flat order, units and parameter counts.
+// The parameter table: GPT2LMHeadModel or LlamaForCausalLM names in the fixed flat order, units and
+// parameter counts.
 #include "model/param_table.hpp"
 
 #include "core/error.hpp"
@@ -16,8 +17,34 @@ GptShape GptShape::make(int n_layer, int n_head, int n_embd, int vocab_size, int
   need(vocab_size > 0, cat("vocab_size=", vocab_size, " must be positive"));
   need(seq_len > 0, cat("seq_len=", seq_len, " must be positive"));
   GptShape s{n_layer, n_head, n_embd, vocab_size, 0, seq_len};
+  s.n_kv_head = n_head;
+  s.ffn_hidden = 4 * n_embd;
   s.padded_vocab = (vocab_size + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
   return s;
+}
+
+GptShape GptShape::make_llama(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len, int n_kv_head,
+                             int ffn_hidden, bool tie_embeddings, double norm_eps, const RopeParams& rope) {
+  GptShape s = make(n_layer, n_head, n_embd, vocab_size, seq_len);
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw ConfigError("model: " + what);
+  };
+  need(n_kv_head > 0 && n_head % n_kv_head == 0, cat("n_kv_head=", n_kv_head, " must divide n_head=", n_head));
+  need(s.head_size() % 2 == 0, cat("head size ", s.head_size(), " must be even for RoPE"));
+  need(ffn_hidden > 0, cat("ffn_hidden=", ffn_hidden, " must be positive"));
+  s.arch = Arch::kLlama;
+  s.n_kv_head = n_kv_head;
+  s.ffn_hidden = ffn_hidden;
+  s.tie_embeddings = tie_embeddings;
+  s.norm_eps = norm_eps;
+  s.rope = rope;
+  return s;
+}
+
+int llama_ffn_hidden(int n_embd, double multiplier, int multiple_of) {
+  std::int64_t hidden = 2 * (4 * std::int64_t{n_embd}) / 3;  // int(2 * 4C / 3)
+  hidden = static_cast<std::int64_t>(multiplier * static_cast<double>(hidden));
+  return static_cast<int>((hidden + multiple_of - 1) / multiple_of * multiple_of);
 }
 
 std::size_t ParamInfo::hf_numel() const {
@@ -39,9 +66,24 @@ void ParamTable::add(const std::string& name, std::vector<std::int64_t> shape, i
   params_.push_back(std::move(p));
 }
 
-// Flat order: unit 0 = wte, wpe; unit 1+i = block i in HF's per-block order; unit L+1 = ln_f.
 ParamTable::ParamTable(const GptShape& s) : shape_(s) {
   ZT_CHECK(s.padded_vocab >= s.vocab_size && s.n_layer > 0 && s.n_embd > 0, "use GptShape::make");
+  if (s.arch == Arch::kGpt2) add_gpt2_params();
+  else add_llama_params();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const int u = params_[i].unit;
+    if (u == static_cast<int>(units_.size())) {
+      units_.push_back({params_[i].offset, 0});
+      unit_first_.push_back(i);
+    }
+    units_[u].numel += params_[i].numel;
+  }
+  unit_first_.push_back(params_.size());
+}
+
+// Flat order: unit 0 = wte, wpe; unit 1+i = block i in HF's per-block order; unit L+1 = ln_f.
+void ParamTable::add_gpt2_params() {
+  const GptShape& s = shape_;
   const std::int64_t C = s.n_embd;
   add("transformer.wte.weight", {s.padded_vocab, C}, 0, true);
   params_.back().hf_shape = {s.vocab_size, C};
@@ -64,15 +106,32 @@ ParamTable::ParamTable(const GptShape& s) : shape_(s) {
   }
   add("transformer.ln_f.weight", {C}, s.n_layer + 1, false);
   add("transformer.ln_f.bias", {C}, s.n_layer + 1, false);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const int u = params_[i].unit;
-    if (u == static_cast<int>(units_.size())) {
-      units_.push_back({params_[i].offset, 0});
-      unit_first_.push_back(i);
-    }
-    units_[u].numel += params_[i].numel;
+}
+
+// Flat order: unit 0 = embed_tokens; unit 1+i = block i; unit L+1 = norm, then lm_head unless tied. Inside
+// a block q, k, v are adjacent (one [C + 2 NKV hs, C] projection for the model) and so are gate, up ([2F, C]).
+void ParamTable::add_llama_params() {
+  const GptShape& s = shape_;
+  const std::int64_t C = s.n_embd, KV = std::int64_t{s.n_kv_head} * s.head_size(), F = s.ffn_hidden;
+  add("model.embed_tokens.weight", {s.padded_vocab, C}, 0, true);
+  params_.back().hf_shape = {s.vocab_size, C};
+  for (int i = 0; i < s.n_layer; ++i) {
+    const std::string h = cat("model.layers.", i, ".");
+    const int u = 1 + i;
+    add(h + "input_layernorm.weight", {C}, u, false);
+    add(h + "self_attn.q_proj.weight", {C, C}, u, true);
+    add(h + "self_attn.k_proj.weight", {KV, C}, u, true);
+    add(h + "self_attn.v_proj.weight", {KV, C}, u, true);
+    add(h + "self_attn.o_proj.weight", {C, C}, u, true);
+    add(h + "post_attention_layernorm.weight", {C}, u, false);
+    add(h + "mlp.gate_proj.weight", {F, C}, u, true);
+    add(h + "mlp.up_proj.weight", {F, C}, u, true);
+    add(h + "mlp.down_proj.weight", {C, F}, u, true);
   }
-  unit_first_.push_back(params_.size());
+  add("model.norm.weight", {C}, s.n_layer + 1, false);
+  if (s.tie_embeddings) return;
+  add("lm_head.weight", {s.padded_vocab, C}, s.n_layer + 1, true);
+  params_.back().hf_shape = {s.vocab_size, C};
 }
 
 const ParamInfo* ParamTable::find_or_null(const std::string& name) const {
@@ -94,7 +153,8 @@ std::size_t ParamTable::n_params_real() const {
 }
 
 std::size_t ParamTable::n_params_for_flops() const {
-  return n_params_real() - find("transformer.wpe.weight").numel;
+  if (shape_.arch == Arch::kGpt2) return n_params_real() - find("transformer.wpe.weight").numel;
+  return n_params_real() - (shape_.tie_embeddings ? 0 : find("model.embed_tokens.weight").hf_numel());
 }
 
 }  // namespace zt::model

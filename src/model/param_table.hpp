@@ -1,5 +1,6 @@
-// GPT-2's parameters as one flat fp32 buffer: every tensor with its Hugging Face GPT2LMHeadModel name,
-// shape and flat offset, grouped in units (embeddings, each block, ln_f) that ZeRO shards and gathers.
+// The model's parameters as one flat fp32 buffer: every tensor with its Hugging Face name (GPT2LMHeadModel
+// or LlamaForCausalLM), shape and flat offset, grouped in units (embeddings, each block, the final norm
+// and an untied LM head) that ZeRO shards and gathers.
 #pragma once
 
 #include <cstddef>
@@ -7,17 +8,36 @@
 #include <string>
 #include <vector>
 
+#include "model/rope.hpp"
+
 namespace zt::model {
 
+enum class Arch { kGpt2, kLlama };
+
+// The shape of either family (named for the first one). Llama's fields keep GPT-2's values for GPT-2.
 struct GptShape {
   int n_layer = 0, n_head = 0, n_embd = 0;
   int vocab_size = 0;    // the real vocabulary V (50257 for GPT-2)
   int padded_vocab = 0;  // Vp: V rounded up to a multiple of 64 (wte's rows inside; padded rows stay 0)
   int seq_len = 0;       // T, the context length (wpe's rows)
+  Arch arch = Arch::kGpt2;
+  int n_kv_head = 0;            // K/V heads (n_head for GPT-2)
+  int ffn_hidden = 0;           // MLP width (4C for GPT-2)
+  bool tie_embeddings = true;   // the LM head reads the token embedding (always for GPT-2)
+  double norm_eps = 1e-5;       // Llama's RMSNorm epsilon (GPT-2's LayerNorm: 1e-5 in the op)
+  RopeParams rope;              // Llama only
 
   // A checked shape with padded_vocab derived from vocab_size; throws ConfigError on a bad combination.
   static GptShape make(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len);
+  // The same for Llama: rope, norm_eps and the K/V heads, FFN width and head tying given.
+  static GptShape make_llama(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len, int n_kv_head,
+                             int ffn_hidden, bool tie_embeddings, double norm_eps, const RopeParams& rope);
+  int head_size() const { return n_embd / n_head; }
+  int qkv_width() const { return n_embd + 2 * n_kv_head * head_size(); }  // the fused q|k|v projection's output
 };
+
+// Llama's SwiGLU width rule (Meta's llama/model.py): int(8C/3), times the multiplier, rounded up to a multiple.
+int llama_ffn_hidden(int n_embd, double multiplier, int multiple_of);
 
 constexpr int kVocabMultiple = 64;
 
@@ -27,7 +47,7 @@ struct ParamInfo {
   std::vector<std::int64_t> hf_shape;  // as saved and exported (wte: [V, C]); equal to shape otherwise
   std::size_t offset = 0;              // first element in the flat buffer
   std::size_t numel = 0;               // elements in the flat buffer (prod(shape))
-  int unit = 0;                        // 0 embeddings, 1..L blocks, L+1 ln_f
+  int unit = 0;                        // 0 embeddings, 1..L blocks, L+1 final norm (and untied LM head)
   bool decay = false;                  // weight decay applies: 2-D weights and embeddings, not biases/LN
   std::size_t hf_numel() const;        // prod(hf_shape): the first hf_numel elements from offset are real
 };
@@ -50,7 +70,9 @@ class ParamTable {
   const ParamInfo* find_or_null(const std::string& name) const;
 
   std::size_t n_params_real() const;       // without wte's padded rows: 124,439,808 for GPT-2 small
-  std::size_t n_params_for_flops() const;  // real params without wpe: N in 6N + 12 L C T (INTERFACE.md)
+  // N in 6N + 12 L C T (INTERFACE.md): the real parameters less those no matmul reads (GPT-2's wpe; the
+  // token embedding when an untied LM head does the vocabulary matmul).
+  std::size_t n_params_for_flops() const;
 
   // Index of the first parameter of unit u and one past its last.
   std::size_t first_param(int unit) const { return unit_first_[unit]; }
@@ -58,6 +80,8 @@ class ParamTable {
 
  private:
   void add(const std::string& name, std::vector<std::int64_t> shape, int unit, bool decay);
+  void add_gpt2_params();
+  void add_llama_params();
 
   GptShape shape_;
   std::vector<ParamInfo> params_;

@@ -151,20 +151,21 @@ void read_tensor(const std::string& path, std::ifstream& in, const Header& h, co
     out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
 }
 
-// lm_head.weight, when a file carries it, must be wte itself: ztrain's LM head is tied.
+// lm_head.weight, when a file carries it and the model's head is tied, must be the token embedding
+// itself (an untied head is a parameter of the table and was loaded like any other).
 void check_lm_head(const std::string& path, std::ifstream& in, const Header& h, const ParamTable& table,
                    const float* params) {
   auto it = h.entries.find("lm_head.weight");
-  if (it == h.entries.end()) return;
-  const ParamInfo& wte = table.find("transformer.wte.weight");
+  if (it == h.entries.end() || table.find_or_null("lm_head.weight") != nullptr) return;
+  const ParamInfo& wte = table.params().front();  // the token embedding opens unit 0 in both families
   if (it->second.shape != wte.hf_shape || dtype_bytes(it->second.dtype) == 0)
     throw InputError(cat(path, ": tensor lm_head.weight has shape ", shape_str(it->second.shape), " ",
-                         it->second.dtype, ", expected ", shape_str(wte.hf_shape), " (tied to transformer.wte.weight)"));
+                         it->second.dtype, ", expected ", shape_str(wte.hf_shape), " (tied to ", wte.name, ")"));
   std::vector<float> head(wte.hf_numel());
   read_tensor(path, in, h, it->first, it->second, head.size(), head.data());
   if (std::memcmp(head.data(), params + wte.offset, head.size() * sizeof(float)) != 0)
-    throw InputError(cat(path, ": lm_head.weight differs from transformer.wte.weight; ztrain ties the LM head to "
-                         "the token embedding and cannot load an untied head"));
+    throw InputError(cat(path, ": lm_head.weight differs from ", wte.name, "; this model ties the LM head to the "
+                         "token embedding (model.tie_embeddings) and cannot load an untied head"));
 }
 
 // Writes path.tmp through `body`, then renames it over path, so a reader never sees half a file.
@@ -222,7 +223,29 @@ void save_safetensors(const std::string& path, const ParamTable& table, const fl
   });
 }
 
+namespace {
+// LlamaForCausalLM's config.json (transformers' LlamaConfig fields), rope settings included.
+std::string llama_config_json(const GptShape& s) {
+  nlohmann::json c = {
+      {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},     {"hidden_act", "silu"},
+      {"hidden_size", s.n_embd},               {"intermediate_size", s.ffn_hidden},
+      {"num_hidden_layers", s.n_layer},        {"num_attention_heads", s.n_head},
+      {"num_key_value_heads", s.n_kv_head},    {"head_dim", s.head_size()},
+      {"vocab_size", s.vocab_size},            {"max_position_embeddings", s.seq_len},
+      {"rms_norm_eps", s.norm_eps},            {"rope_theta", s.rope.theta},  {"rope_scaling", nullptr},
+      {"tie_word_embeddings", s.tie_embeddings}, {"attention_bias", false}, {"mlp_bias", false},
+      {"attention_dropout", 0.0},              {"initializer_range", 0.02}, {"pretraining_tp", 1},
+      {"use_cache", true},                     {"torch_dtype", "float32"}};
+  if (s.rope.llama3)
+    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.rope.factor}, {"low_freq_factor", s.rope.low_freq_factor},
+                         {"high_freq_factor", s.rope.high_freq_factor},
+                         {"original_max_position_embeddings", s.rope.original_max_position}};
+  return c.dump(2) + "\n";
+}
+}  // namespace
+
 std::string hf_config_json(const GptShape& s) {
+  if (s.arch == Arch::kLlama) return llama_config_json(s);
   nlohmann::json c = {
       {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
       {"n_layer", s.n_layer},                 {"n_head", s.n_head},    {"n_embd", s.n_embd},

@@ -17,13 +17,14 @@ namespace zt::model {
 // does not fit, and what was expected vs found.
 void load_safetensors(const std::string& path, const ParamTable& table, float* host_params);
 
-// Writes every parameter under its GPT2LMHeadModel name with its HF shape (wte: V rows), fp32, names
-// sorted, metadata {"format": "pt"} and nothing time-dependent: identical weights give identical bytes.
+// Writes every parameter under its Hugging Face name with its HF shape (wte, embed_tokens, lm_head: V
+// rows), fp32, names sorted, metadata {"format": "pt"} and nothing time-dependent: identical weights give identical bytes.
 // Written to path.tmp, then renamed. Throws IoError.
 void save_safetensors(const std::string& path, const ParamTable& table, const float* host_params);
 
 // The config.json transformers needs for GPT2LMHeadModel (model_type gpt2, gelu_new, n_positions =
-// n_ctx = seq_len, layer_norm_epsilon 1e-5, tied embeddings), with sorted keys.
+// n_ctx = seq_len, layer_norm_epsilon 1e-5, tied embeddings), or for LlamaForCausalLM (the shape fields,
+// rms_norm_eps, rope_theta, rope_scaling, tie_word_embeddings), with sorted keys.
 std::string hf_config_json(const GptShape& shape);
 
 // save_safetensors(path) plus config.json in the same directory: a folder from_pretrained loads.

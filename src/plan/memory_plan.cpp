@@ -6,7 +6,7 @@
 //   transients   stages 2-3 keep unit-gradient temporaries (unit 0 through the whole backward plus at
 //                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
 //                and prefetches the next;
-//   activations  the model's own layout for one micro-batch (Gpt2::activation_bytes);
+//   activations  the model's own layout for one micro-batch (Gpt2/Llama::activation_bytes);
 //   workspace    the backend's scratch (CPU: attention, fp32 copies of 16-bit operands; CUDA: the
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
@@ -19,7 +19,7 @@
 #include "backend/backend.hpp"
 #include "config/options.hpp"
 #include "core/error.hpp"
-#include "model/gpt2.hpp"
+#include "model/model.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::plan {
@@ -74,8 +74,16 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 }  // namespace
 
 model::GptShape model_shape(const config::ModelConfig& m) {
-  return model::GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
-                               static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
+  const int L = static_cast<int>(m.n_layer), H = static_cast<int>(m.n_head), C = static_cast<int>(m.n_embd);
+  const int V = static_cast<int>(m.vocab_size), T = static_cast<int>(m.seq_len);
+  if (m.arch == config::Arch::kGpt2) return model::GptShape::make(L, H, C, V, T);
+  model::RopeParams rope{m.rope_theta, m.rope_scaling == config::RopeScaling::kLlama3, m.rope_factor,
+                         m.rope_low_freq_factor, m.rope_high_freq_factor, m.rope_original_max_position};
+  const int ffn = m.ffn_hidden > 0 ? static_cast<int>(m.ffn_hidden)
+                                   : model::llama_ffn_hidden(C, m.ffn_multiplier, static_cast<int>(m.ffn_multiple_of));
+  return model::GptShape::make_llama(L, H, C, V, T, m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H, ffn,
+                                     m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps,
+                                     rope);
 }
 
 DType compute_dtype(config::Precision p) {
@@ -117,7 +125,7 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
                   config.train.offload == config::Offload::kOptimizer);
   const int micro = static_cast<int>(config.train.micro_batch);
   const model::Recompute recompute = recompute_mode(config.train.recompute);
-  p.rows.push_back({"activations", model::Gpt2::activation_bytes(shape, micro, recompute, compute),
+  p.rows.push_back({"activations", model::model_activation_bytes(shape, micro, recompute, compute),
                     cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
                         ", recompute=", config::to_string(config.train.recompute))});
   if (device == config::Device::kCuda)
@@ -125,11 +133,35 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   else
     p.rows.push_back({"workspace",
                       backend::cpu_workspace_bytes(threads, shape.seq_len, compute, std::int64_t{micro} * shape.seq_len,
-                                                   shape.n_embd, shape.padded_vocab),
+                                                   shape.n_embd, shape.padded_vocab, shape.qkv_width(),
+                                                   2 * std::int64_t{shape.ffn_hidden}, shape.ffn_hidden),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
   return p;
 }
+
+namespace {
+// Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
+// are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
+void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                         config::Device device, std::vector<std::string>& out) {
+  if (config.train.recompute == config::Recompute::kFull) return;
+  config::Config c = config;
+  c.train.recompute = config::Recompute::kFull;
+  for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
+    c.train.zero_stage = s;
+    if (!plan_memory(c, world, threads, capacity, device).fits()) continue;
+    out.push_back(cat("train.recompute=full with train.zero_stage=", s));
+    return;
+  }
+  c.train.zero_stage = 3;
+  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
+    if (plan_memory(c, w, threads, capacity, device).fits()) {
+      out.push_back(cat(w, " ranks at train.zero_stage=3 with train.recompute=full"));
+      return;
+    }
+}
+}  // namespace
 
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
                                      config::Device device) {
@@ -154,7 +186,9 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
       out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
       break;
     }
-  if (out.empty()) out.push_back("nothing up to ZeRO-3, micro_batch 1 and 64x the ranks fits: use a smaller model");
+  add_recompute_fixes(config, world, threads, capacity, device, out);
+  if (out.empty())
+    out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
   return out;
 }
 

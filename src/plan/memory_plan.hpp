@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "model/gpt2.hpp"
+#include "model/model.hpp"
 
 namespace zt::plan {
 

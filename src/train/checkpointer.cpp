@@ -41,6 +41,9 @@ ckpt::ModelDesc describe_model(const model::ParamTable& table) {
   const model::GptShape& s = table.shape();
   d.hyper = {{"n_layer", s.n_layer}, {"n_head", s.n_head}, {"n_embd", s.n_embd}, {"vocab_size", s.vocab_size},
              {"padded_vocab", s.padded_vocab}, {"seq_len", s.seq_len}};
+  if (s.arch == model::Arch::kLlama)  // what the parameter table needs beyond GPT-2's fields (zckpt rebuilds it)
+    d.hyper.insert(d.hyper.end(), {{"llama", 1}, {"n_kv_head", s.n_kv_head}, {"ffn_hidden", s.ffn_hidden},
+                                   {"tie_embeddings", s.tie_embeddings ? 1 : 0}});
   for (const model::ParamInfo& p : table.params())
     d.params.push_back({p.name, p.shape, p.hf_shape, static_cast<std::int64_t>(p.offset)});
   for (const model::Unit& u : table.units())

@@ -8,6 +8,7 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/verify.hpp"
 #include "core/log.hpp"
+#include "plan/memory_plan.hpp"
 #include "train/checkpointer.hpp"
 
 namespace zt::train {
@@ -30,9 +31,7 @@ std::string describe(const ckpt::ModelDesc& m) {
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
-  const model::ParamTable table(model::GptShape::make(static_cast<int>(c.model.n_layer), static_cast<int>(c.model.n_head),
-                                                      static_cast<int>(c.model.n_embd), static_cast<int>(c.model.vocab_size),
-                                                      static_cast<int>(c.model.seq_len)));
+  const model::ParamTable table(plan::model_shape(c.model));
   const ckpt::ModelDesc mine = describe_model(table);
   const std::string fix = " (ckpt.resume=none starts afresh; another ckpt.dir keeps both runs)";
   if (cp.manifest().model.params != mine.params)

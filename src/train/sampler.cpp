@@ -30,7 +30,7 @@ std::uint32_t draw(const float* logits, int vocab, const SampleOptions& o, doubl
 }
 }  // namespace
 
-std::string sample_text(model::Gpt2& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
+std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
                         const std::string& prompt, const SampleOptions& o, const std::function<void()>& before) {
   const model::GptShape& s = gpt.table().shape();
   const int T = s.seq_len, B = gpt.micro_batch();

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "model/gpt2.hpp"
+#include "model/model.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace zt::train {
@@ -22,7 +22,7 @@ struct SampleOptions {
 };
 
 // `before_each_forward` runs before every forward pass (ZeRO-3 sets its gather order there).
-std::string sample_text(model::Gpt2& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
+std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
                         const std::string& prompt, const SampleOptions& options,
                         const std::function<void()>& before_each_forward = {});
 

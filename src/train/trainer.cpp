@@ -51,14 +51,14 @@ std::unique_ptr<dist::Communicator> make_communicator(const dist::World& world, 
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 
 // Model FLOPs utilisation as the PaLM paper (and the PyTorch peer the benchmark compares with) count it:
-// 6 N per token for the parameter GEMMs, forward + backward, with N the parameters without the position
-// table, plus 12 L C T for attention (QK^T and PV over all T keys, not halved for causality), against
+// 6 N per token for the parameter GEMMs, forward + backward, with N the parameters a matmul reads
+// (ParamTable::n_params_for_flops: without GPT-2's position table or an untied input embedding), plus 12 L C T for attention (QK^T and PV over all T keys, not halved for causality), against
 // the dense bf16 peak of an H100/H200 SXM (989 TFLOP/s). Recomputation is not counted: MFU measures
 // useful work. Reported for 16-bit runs on GPUs only.
 constexpr double kPeakBf16Flops = 989e12;
 double flops_per_token(const config::ModelConfig& m, std::uint64_t n_params) {
   const double L = static_cast<double>(m.n_layer), C = static_cast<double>(m.n_embd), T = static_cast<double>(m.seq_len);
-  return 6.0 * (static_cast<double>(n_params) - T * C) + 12.0 * L * C * T;
+  return 6.0 * static_cast<double>(n_params) + 12.0 * L * C * T;
 }
 }  // namespace
 
@@ -71,8 +71,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   comm_ = make_communicator(world, config, placement, *backend_);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = plan::compute_dtype(config.train.precision);
-  model_ = std::make_unique<model::Gpt2>(*backend_, table_, static_cast<int>(config.train.micro_batch),
-                                         plan::recompute_mode(config.train.recompute), compute);
+  model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
+                             plan::recompute_mode(config.train.recompute), compute);
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(table_), params_of(table_),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
@@ -93,7 +93,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
-  log::info(cat("model: GPT-2 L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
+  const char* family = config.model.arch == config::Arch::kLlama ? "Llama" : "GPT-2";
+  log::info(cat("model: ", family, " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
                 " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
                 world.size(), " rank(s), ZeRO stage ", config.train.zero_stage, ", grad_accum ",
@@ -164,7 +165,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   // the update; 1 otherwise.
   const double loss_scale = scaler_.scale();
   const float dloss = static_cast<float>(loss_scale / static_cast<double>(derived_.tokens_per_step));
-  const std::vector<int> order = forward_backward_order(static_cast<int>(config_.model.n_layer));
+  const std::vector<int> order = forward_backward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   engine_->zero_grads();
@@ -236,7 +237,7 @@ std::optional<double> Trainer::evaluate() {
     const data::StepBatch& batch = *read;
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
-      engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer)));
+      engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings));
       loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     }
   }
@@ -261,7 +262,7 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.tokens_per_s_per_rank = m.tokens_per_s / static_cast<double>(world_.size());
   if (scaler_.enabled()) m.loss_scale = r.loss_scale;
   if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)
-    m.mfu = flops_per_token(config_.model, table_.n_params_real()) * m.tokens_per_s_per_rank / kPeakBf16Flops;
+    m.mfu = flops_per_token(config_.model, table_.n_params_for_flops()) * m.tokens_per_s_per_rank / kPeakBf16Flops;
   m.skipped = r.skipped;
   const double n = static_cast<double>(steps_in_window);
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
@@ -395,8 +396,9 @@ void Trainer::sample() {
   o.step = static_cast<std::uint64_t>(step_);
   comm_->set_context(cat("text sample after step ", step_));
   const int n_layer = static_cast<int>(config_.model.n_layer);
+  const bool tied = table_.shape().tie_embeddings;
   const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,
-                                       [&] { engine_->expect_access_order(forward_order(n_layer)); });
+                                       [&] { engine_->expect_access_order(forward_order(n_layer, tied)); });
   log::info(cat("step ", step_, " | sample: ", text));
   if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
 }

@@ -14,7 +14,7 @@
 #include "data/batch_loader.hpp"
 #include "dist/communicator.hpp"
 #include "dist/placement.hpp"
-#include "model/gpt2.hpp"
+#include "model/model.hpp"
 #include "optim/zero/engine.hpp"
 #include "train/checkpointer.hpp"
 #include "train/metrics.hpp"
@@ -65,7 +65,7 @@ class Trainer {
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<dist::Communicator> comm_;
   model::ParamTable table_;
-  std::unique_ptr<model::Gpt2> model_;
+  std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;
   std::unique_ptr<ZeroParams> params_;
   std::unique_ptr<ZeroGrads> grads_;

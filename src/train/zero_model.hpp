@@ -45,16 +45,17 @@ inline std::vector<optim::ParamRange> params_of(const model::ParamTable& t) {
 }
 
 // The order the model asks for parameter units (param_source.hpp): forward 0, 1..L, L+1, 0; backward
-// 0, L+1, L..1. Stage 3 prefetches along it.
-inline std::vector<int> forward_order(int n_layer) {
+// 0, L+1, L..1. An untied LM head (Llama) lives in unit L+1, so unit 0 is not asked for again. Stage 3
+// prefetches along it.
+inline std::vector<int> forward_order(int n_layer, bool tied_head = true) {
   std::vector<int> order{0};
   for (int u = 1; u <= n_layer + 1; ++u) order.push_back(u);
-  order.push_back(0);
+  if (tied_head) order.push_back(0);
   return order;
 }
-inline std::vector<int> forward_backward_order(int n_layer) {
-  std::vector<int> order = forward_order(n_layer);
-  order.push_back(0);
+inline std::vector<int> forward_backward_order(int n_layer, bool tied_head = true) {
+  std::vector<int> order = forward_order(n_layer, tied_head);
+  if (tied_head) order.push_back(0);
   for (int u = n_layer + 1; u >= 1; --u) order.push_back(u);
   return order;
 }

@@ -6,7 +6,7 @@
 
 #include "backend/backend.hpp"
 #include "config/options.hpp"
-#include "model/gpt2.hpp"
+#include "model/model.hpp"
 #include "model/init.hpp"
 #include "optim/zero/engine.hpp"
 #include "plan/memory_plan.hpp"
@@ -28,13 +28,23 @@ config::Config small_config(int stage, int micro) {
   return c;
 }
 
+// The same size as a Llama: 2 K/V heads for 4 query heads, SwiGLU 160 wide, an untied head.
+config::Config small_llama(int stage, int micro) {
+  config::Config c = small_config(stage, micro);
+  c.model.arch = config::Arch::kLlama;
+  c.model.n_kv_head = 2;
+  c.model.ffn_hidden = 160;
+  return c;
+}
+
 // Two optimizer steps of two micro-batches each; returns the backend's peak bytes.
 std::uint64_t measured_peak(const config::Config& c, int threads) {
   auto backend = backend::make_cpu_backend(threads);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
-  const model::ParamTable table(model::GptShape::make(3, 4, 64, 500, 64));
+  const model::ParamTable table(model_shape(c.model));
   const DType compute = compute_dtype(c.train.precision);
-  model::Gpt2 gpt(*backend, table, static_cast<int>(c.train.micro_batch), recompute_mode(c.train.recompute), compute);
+  const auto model = model::make_model(*backend, table, static_cast<int>(c.train.micro_batch),
+                                       recompute_mode(c.train.recompute), compute);
   std::vector<optim::FlatRange> units;
   for (const auto& u : table.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
   std::vector<optim::ParamRange> params;
@@ -49,10 +59,10 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
   for (int step = 0; step < 2; ++step) {
     engine.zero_grads();
     for (int m = 0; m < 2; ++m) {
-      engine.expect_access_order(train::forward_backward_order(3));
-      gpt.forward(tokens.data(), tokens.data(), source);
+      engine.expect_access_order(train::forward_backward_order(3, table.shape().tie_embeddings));
+      model->forward(tokens.data(), tokens.data(), source);
       engine.begin_backward(m == 1);
-      gpt.backward(source, sink, 1e-3f);
+      model->backward(source, sink, 1e-3f);
       engine.end_backward();
     }
     engine.finish_gradients();
@@ -94,6 +104,17 @@ TEST(MemoryPlan, PredictsMixedPrecisionWithinTenPercentAndBelowFp32) {
       const double predicted = static_cast<double>(plan_memory(c, test::world().size(), 1, 0).total_bytes);
       EXPECT_NEAR(predicted / measured, 1.0, 0.10) << config::to_string(p) << " stage " << stage;
       EXPECT_LT(predicted, plan_memory(small_config(stage, 4), test::world().size(), 1, 0).total_bytes);
+    }
+}
+
+TEST(MemoryPlan, PredictsLlamaWithinTenPercent) {
+  for (config::Precision p : {config::Precision::kFp32, config::Precision::kBf16})
+    for (int stage : {0, 3}) {
+      config::Config c = small_llama(stage, 4);
+      c.train.precision = p;
+      const double measured = static_cast<double>(measured_peak(c, 1));
+      const double predicted = static_cast<double>(plan_memory(c, test::world().size(), 1, 0).total_bytes);
+      EXPECT_NEAR(predicted / measured, 1.0, 0.10) << config::to_string(p) << " stage " << stage;
     }
 }
 

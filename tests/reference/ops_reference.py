@@ -17,6 +17,7 @@ except ImportError as e:  # the reference needs torch; without it the ctest case
 
 sys.path.insert(0, os.path.dirname(__file__))
 import st_io  # noqa: E402
+from llama_reference import inv_freq as llama3_inv_freq  # noqa: E402
 
 rng = np.random.RandomState(1234)
 out = {}
@@ -124,6 +125,59 @@ def sum_of_squares(case, n):
     put(case, x=x, sum=np.array([np.sum(x.astype(np.float64) ** 2)]))
 
 
+def rmsnorm(case, N, C, eps):
+    x, w, dout = f32(N, C, scale=2.0), f32(C), f32(N, C)
+    xt, wt = t64(x), t64(w)
+    rstd = torch.rsqrt(xt.pow(2).mean(-1, keepdim=True) + eps)  # HF LlamaRMSNorm
+    y = wt * (xt * rstd)
+    y.backward(torch.from_numpy(dout.astype(np.float64)))
+    put(case, inp=x, weight=w, dout=dout, out=y, rstd=rstd.reshape(N), dinp=xt.grad, dweight=wt.grad)
+
+
+def rope(case, B, T, n_rot, hs, extra, theta, scaling):
+    """HF apply_rotary_pos_emb (rotate_half) on the first n_rot heads of [B, T, W] rows; the rest untouched."""
+    W = n_rot * hs + extra
+    x, dout = f32(B, T, W), f32(B, T, W)
+    inv = llama3_inv_freq(hs, theta, scaling)
+    freqs = torch.arange(T).float()[:, None] * inv[None, :]  # fp32 angles, as LlamaRotaryEmbedding
+    emb = torch.cat((freqs, freqs), -1).double()
+    cos, sin = emb.cos(), emb.sin()
+    xt = t64(x)
+    heads = xt[..., :n_rot * hs].reshape(B, T, n_rot, hs)
+    rot = torch.cat((-heads[..., hs // 2:], heads[..., :hs // 2]), -1)
+    y = torch.cat(((heads * cos[None, :, None] + rot * sin[None, :, None]).reshape(B, T, n_rot * hs),
+                   xt[..., n_rot * hs:]), -1)
+    y.backward(torch.from_numpy(dout.astype(np.float64)))
+    sc = scaling if scaling is not None else (0, 0, 0, 0)
+    put(case, x=x, dout=dout, out=y, dx=xt.grad, inv_freq=inv.double(),
+        params=np.array([n_rot, hs, theta, scaling is not None, *sc], np.float64))
+
+
+def swiglu(case, N, F):
+    x, dout = f32(N, 2 * F, scale=2.0), f32(N, F)
+    xt = t64(x)
+    y = torch.nn.functional.silu(xt[:, :F]) * xt[:, F:]
+    y.backward(torch.from_numpy(dout.astype(np.float64)))
+    put(case, inp=x, dout=dout, out=y, dinp=xt.grad)
+
+
+def gqa_attention(case, B, T, NH, NKV, hs):
+    """Causal attention with K/V heads shared as HF's repeat_kv."""
+    C = NH * hs
+    qkv, dout = f32(B, T, C + 2 * NKV * hs), f32(B, T, C)
+    t = t64(qkv)
+    q = t[..., :C].reshape(B, T, NH, hs).transpose(1, 2)
+    k, v = (t[..., C + i * NKV * hs:C + (i + 1) * NKV * hs].reshape(B, T, NKV, hs).transpose(1, 2) for i in range(2))
+    n_rep = NH // NKV
+    k, v = (x[:, :, None].expand(B, NKV, n_rep, T, hs).reshape(B, NH, T, hs) for x in (k, v))
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
+    s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    y = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, C)
+    y.backward(torch.from_numpy(dout.astype(np.float64)))
+    put(case, qkv=qkv, dout=dout, out=y, lse=lse, dqkv=t.grad, heads=np.array([NH], np.int32))
+
+
 embedding("embedding", 2, 7, 5, 16, 9)
 layernorm("layernorm_small", 7, 5)
 layernorm("layernorm_wide", 4, 768)
@@ -140,6 +194,14 @@ cross_entropy("cross_entropy", 7, 61, 64, 0.37)
 cross_entropy("cross_entropy_n1", 1, 97, 128, 1.0)
 adamw("adamw", 100, 3, 1e-2, 0.9, 0.95, 1e-8, 0.1, 0.5)
 sum_of_squares("sum_of_squares", 50000)
+rmsnorm("rmsnorm_small", 7, 5, 1e-5)
+rmsnorm("rmsnorm_wide", 4, 768, 1e-6)
+rope("rope_plain", 2, 9, 3, 8, 16, 10000.0, None)
+rope("rope_llama3", 1, 40, 2, 64, 64, 500000.0, (8.0, 1.0, 4.0, 8192))
+rope("rope_llama3_short", 1, 7, 1, 128, 0, 500000.0, (32.0, 1.0, 4.0, 64))
+swiglu("swiglu", 9, 37)
+gqa_attention("gqa", 2, 9, 4, 2, 4)
+gqa_attention("mqa", 1, 70, 3, 1, 8)
 
 st_io.save(sys.argv[1], out)
 print(f"ops_reference.py: wrote {len(out)} arrays to {sys.argv[1]}")

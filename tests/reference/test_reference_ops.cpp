@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/backend.hpp"
+#include "model/rope.hpp"
 #include "golden.hpp"
 
 namespace zt::reference {
@@ -167,6 +168,56 @@ TEST_F(ReferenceOps, SumOfSquaresMatchesFloat64) {
   const double want = g_->f64("sum_of_squares.sum")[0];
   std::printf("  sum_of_squares                  rel %.3e\n", std::fabs(got - want) / want);
   EXPECT_LT(std::fabs(got - want) / want, 1e-12);
+}
+
+TEST_F(ReferenceOps, RmsNormMatchesHuggingFaceLlama) {
+  for (auto [name, eps] : {std::pair{"rmsnorm_small.", 1e-5f}, {"rmsnorm_wide.", 1e-6f}}) {
+    const std::string c = name;
+    Tensor x = input(c + "inp"), w = input(c + "weight");
+    Tensor y = zeros_like(c + "out"), rstd = zeros_like(c + "rstd"), dx = zeros_like(c + "inp"), dw = zeros_like(c + "weight");
+    be_->rmsnorm_forward(y, rstd, x, w, eps);
+    be_->rmsnorm_backward(dx, dw, input(c + "dout"), x, w, rstd);
+    for (auto [t, n] : {std::pair{y, "out"}, {rstd, "rstd"}, {dx, "dinp"}, {dw, "dweight"}}) check(t, c + n);
+  }
+}
+
+// The inverse frequencies (HF's fp32 computation, llama3 scaling included) and the rotation.
+TEST_F(ReferenceOps, RopeMatchesHuggingFaceRotateHalfAndLlama3Frequencies) {
+  for (std::string c : {"rope_plain.", "rope_llama3.", "rope_llama3_short."}) {
+    const std::vector<double> p = g_->f64(c + "params");
+    const model::RopeParams rp{p[2], p[3] != 0, p[4], p[5], p[6], static_cast<std::int64_t>(p[7])};
+    const int n_rot = static_cast<int>(p[0]), hs = static_cast<int>(p[1]);
+    const std::vector<float> inv = model::rope_inv_freq(hs, rp);
+    Tensor freq = zeros({hs / 2});
+    std::memcpy(freq.data, inv.data(), inv.size() * sizeof(float));
+    check(freq, c + "inv_freq");
+    Tensor x = input(c + "x"), dx = input(c + "dout");
+    be_->rope_forward(x, freq, n_rot);
+    be_->rope_backward(dx, freq, n_rot);
+    check(x, c + "out");
+    check(dx, c + "dx");
+  }
+}
+
+TEST_F(ReferenceOps, SwiGluMatchesPyTorch) {
+  Tensor x = input("swiglu.inp"), y = zeros_like("swiglu.out"), dx = zeros_like("swiglu.inp");
+  be_->swiglu_forward(y, x);
+  be_->swiglu_backward(dx, x, input("swiglu.dout"));
+  check(y, "swiglu.out");
+  check(dx, "swiglu.dinp");
+}
+
+TEST_F(ReferenceOps, GroupedQueryAttentionMatchesRepeatKv) {
+  for (std::string c : {"gqa.", "mqa."}) {
+    const int nh = g_->i32(c + "heads")[0];
+    Tensor qkv = input(c + "qkv"), out = zeros_like(c + "out"), lse = zeros_like(c + "lse");
+    Tensor dqkv = zeros_like(c + "qkv");
+    be_->attention_forward(out, lse, qkv, nh);
+    be_->attention_backward(dqkv, input(c + "dout"), qkv, out, lse, nh);
+    check(out, c + "out");
+    check(lse, c + "lse");
+    check(dqkv, c + "dqkv");
+  }
 }
 
 }  // namespace

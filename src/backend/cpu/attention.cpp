@@ -1,5 +1,7 @@
 // Causal multi-head self-attention, forward and backward, in the flash-attention style (Dao et al. 2022):
 // forward keeps only the log-sum-exp of each softmax row; backward rebuilds the probabilities from it.
+// Grouped-query attention (Ainslie et al. 2023) reads K/V head h / (NH/NKV) for query head h, as
+// Hugging Face's repeat_kv; NKV = NH is GPT-2's multi-head attention.
 // Work is cut into query blocks of kBlockQ rows; every block's scores are two sgemms on one thread.
 // In mixed precision qkv, out and dout are widened into fp32 scratch (scratch.hpp), the fp32 path runs,
 // and out or dqkv is rounded once; lse is f32 in every precision.
@@ -24,28 +26,44 @@ namespace {
 constexpr std::int64_t kBlockQ = kAttentionBlockQ;
 
 struct Shape {
-  std::int64_t B, T, C;
-  int n_head;
+  std::int64_t B, T, C, W;  // W = C + 2 NKV hs: the width of a qkv row
+  int n_head, n_kv_head;
 };
 
 struct Head {
-  std::int64_t T, C, hs;
-  float scale;       // 1/sqrt(hs)
-  const float* q;    // [T, hs] rows of stride 3C (k = q + C, v = q + 2C)
-  float* dq;         // same layout in dqkv (backward only)
-  const float* o;    // [T, hs] rows of stride C: out, and dout in backward
+  std::int64_t T, C, hs, ld;  // ld = W, the stride of q, k and v rows
+  float scale;                // 1/sqrt(hs)
+  const float* q;             // [T, hs] rows of stride ld; k and v: this head's K/V head
+  const float* k;
+  const float* v;
+  float* dq;                  // the same places in dqkv (backward only)
+  float* dk;
+  float* dv;
+  const float* o;             // [T, hs] rows of stride C: out, and dout in backward
   const float* dout;
-  float* lse;        // [T]
+  float* lse;                 // [T]
 };
 
+// Query head h of batch b; its K/V head is h / (NH/NKV). Offsets are returned for dqkv to share.
 Head head_at(const float* qkv, const Shape& s, std::int64_t b, std::int64_t h) {
   Head d{};
   d.T = s.T;
   d.C = s.C;
+  d.ld = s.W;
   d.hs = d.C / s.n_head;
   d.scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
-  d.q = qkv + b * d.T * 3 * d.C + h * d.hs;
+  const std::int64_t row0 = b * d.T * s.W, kvh = h / (s.n_head / s.n_kv_head);
+  d.q = qkv + row0 + h * d.hs;
+  d.k = qkv + row0 + d.C + kvh * d.hs;
+  d.v = d.k + s.n_kv_head * d.hs;
   return d;
+}
+
+// The same head's places in dqkv (same layout as qkv).
+void grads_at(Head& d, float* dqkv, const float* qkv) {
+  d.dq = dqkv + (d.q - qkv);
+  d.dk = dqkv + (d.k - qkv);
+  d.dv = dqkv + (d.v - qkv);
 }
 
 // S[bq, nk] = scale * Q[i0:i0+bq] @ K[0:nk]^T (one sgemm on this thread).
@@ -54,8 +72,8 @@ void scores(const Head& d, std::int64_t i0, std::int64_t bq, std::int64_t nk, fl
   g.trans_b = true;
   g.m = bq, g.n = nk, g.k = d.hs;
   g.alpha = d.scale;
-  g.a = d.q + i0 * 3 * d.C, g.lda = 3 * d.C;
-  g.b = d.q + d.C, g.ldb = 3 * d.C;
+  g.a = d.q + i0 * d.ld, g.lda = d.ld;
+  g.b = d.k, g.ldb = d.ld;
   g.c = S, g.ldc = nk;
   gemm_serial(g);
 }
@@ -98,7 +116,7 @@ void forward_block(const Head& d, float* out, std::int64_t i0, std::int64_t i1, 
   Gemm g;
   g.m = bq, g.n = d.hs, g.k = nk;
   g.a = S, g.lda = nk;
-  g.b = d.q + 2 * d.C, g.ldb = 3 * d.C;
+  g.b = d.v, g.ldb = d.ld;
   g.c = out + i0 * d.C, g.ldc = d.C;
   gemm_serial(g);
 }
@@ -106,13 +124,13 @@ void forward_block(const Head& d, float* out, std::int64_t i0, std::int64_t i1, 
 // One query block of the backward, P rebuilt from lse (p_ij = exp(s_ij - lse_i)) and D_i = dO_i . O_i:
 //   dP = dO V^T;  dS = P * (dP - D);  dQ = scale dS K (written);  dK += scale dS^T Q;  dV += P^T dO
 void backward_block(const Head& d, std::int64_t i0, std::int64_t i1, float* P, float* dS) {
-  const std::int64_t bq = i1 - i0, nk = i1, ld = 3 * d.C;
+  const std::int64_t bq = i1 - i0, nk = i1, ld = d.ld;
   scores(d, i0, bq, nk, P);
   Gemm g;
   g.trans_b = true;
   g.m = bq, g.n = nk, g.k = d.hs;
   g.a = d.dout + i0 * d.C, g.lda = d.C;
-  g.b = d.q + 2 * d.C, g.ldb = ld;
+  g.b = d.v, g.ldb = ld;
   g.c = dS, g.ldc = nk;
   gemm_serial(g);
   for (std::int64_t r = 0; r < bq; ++r) {
@@ -123,23 +141,17 @@ void backward_block(const Head& d, std::int64_t i0, std::int64_t i1, float* P, f
     for (std::int64_t c = 0; c < d.hs; ++c) D += dor[c] * orow[c];
     grad_row(P + r * nk, dS + r * nk, valid, nk, d.lse[i], D);
   }
-  const Gemm dq{false, false, bq, d.hs, nk, d.scale, dS, nk, d.q + d.C, ld, 0.0f, d.dq + i0 * ld, ld};
-  const Gemm dk{true, false, nk, d.hs, bq, d.scale, dS, nk, d.q + i0 * ld, ld, 1.0f, d.dq + d.C, ld};
-  const Gemm dv{true, false, nk, d.hs, bq, 1.0f, P, nk, d.dout + i0 * d.C, d.C, 1.0f, d.dq + 2 * d.C, ld};
+  const Gemm dq{false, false, bq, d.hs, nk, d.scale, dS, nk, d.k, ld, 0.0f, d.dq + i0 * ld, ld};
+  const Gemm dk{true, false, nk, d.hs, bq, d.scale, dS, nk, d.q + i0 * ld, ld, 1.0f, d.dk, ld};
+  const Gemm dv{true, false, nk, d.hs, bq, 1.0f, P, nk, d.dout + i0 * d.C, d.C, 1.0f, d.dv, ld};
   gemm_serial(dq);
   gemm_serial(dk);
   gemm_serial(dv);
 }
 
 Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
-  ZT_CHECK_EQ(qkv.rank, 3, op, ": qkv must be [B,T,3C], got ", qkv.shape_string());
-  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
-  ZT_CHECK_EQ(qkv.dim(2) % 3, 0, op, ": qkv's last dim must be 3C, got ", qkv.shape_string());
-  ZT_CHECK_GT(n_head, 0, op, ": n_head must be positive");
-  ZT_CHECK_EQ(C % n_head, 0, op, ": C=", C, " is not divisible by n_head=", n_head);
-  expect_shape(op, "out", out, {B, T, C});
-  expect_shape(op, "lse", lse, {B, n_head, T});
-  return {B, T, C, n_head};
+  const AttentionDims a = check_attention_shapes(op, qkv, out, lse, n_head);
+  return {a.B, a.T, a.C, a.W, n_head, a.n_kv_head};
 }
 
 // out [B,T,C] and lse [B,NH,T] from qkv [B,T,3C], all fp32; tiles: threads * kBlockQ * T floats.
@@ -158,28 +170,32 @@ void forward_f32(float* o, float* l, const float* qkv, const Shape& s, float* ti
   }
 }
 
-// dqkv [B,T,3C] (written) from dout, qkv, out and lse, all fp32; tiles: threads * 2 * kBlockQ * T floats.
-void backward_f32(float* dq, const float* dy, const float* qkv, const float* o, float* l, const Shape& s,
+// dqkv [B,T,W] (written) from dout, qkv, out and lse, all fp32; tiles: threads * 2 * kBlockQ * T floats.
+void backward_f32(float* dqkv, const float* dy, const float* qkv, const float* o, float* l, const Shape& s,
                   float* tiles, int threads) {
-  const std::int64_t T = s.T, C = s.C, n_head = s.n_head;
+  const std::int64_t T = s.T, C = s.C, n_head = s.n_head, n_kv = s.n_kv_head, group = n_head / n_kv;
   const std::int64_t n_blocks = (T + kBlockQ - 1) / kBlockQ;
-  // One (batch, head) per item: its query blocks run in order on one thread, because each adds into
-  // the same dK and dV rows; items are independent, so the bits do not depend on the schedule.
+  // One (batch, K/V head) per item: its query heads and their query blocks run in order on one thread,
+  // because each adds into the same dK and dV rows; items are independent, so the bits do not depend
+  // on the schedule.
 #pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (std::int64_t bh = 0; bh < s.B * n_head; ++bh) {
-    const std::int64_t b = bh / n_head, h = bh % n_head;
-    Head d = head_at(qkv, s, b, h);
-    d.dq = dq + b * T * 3 * C + h * d.hs;
-    d.o = o + b * T * C + h * d.hs;
-    d.dout = dy + b * T * C + h * d.hs;
-    d.lse = l + bh * T;
-    for (std::int64_t j = 0; j < T; ++j) {  // dK and dV are sums over query blocks: start them at zero
-      std::memset(d.dq + j * 3 * C + C, 0, d.hs * sizeof(float));
-      std::memset(d.dq + j * 3 * C + 2 * C, 0, d.hs * sizeof(float));
-    }
+  for (std::int64_t bk = 0; bk < s.B * n_kv; ++bk) {
+    const std::int64_t b = bk / n_kv, h0 = (bk % n_kv) * group;
     float* P = tiles + omp_get_thread_num() * 2 * kBlockQ * T;
-    for (std::int64_t blk = 0; blk < n_blocks; ++blk)
-      backward_block(d, blk * kBlockQ, std::min(T, (blk + 1) * kBlockQ), P, P + kBlockQ * T);
+    for (std::int64_t h = h0; h < h0 + group; ++h) {
+      Head d = head_at(qkv, s, b, h);
+      grads_at(d, dqkv, qkv);
+      d.o = o + b * T * C + h * d.hs;
+      d.dout = dy + b * T * C + h * d.hs;
+      d.lse = l + (b * n_head + h) * T;
+      if (h == h0)
+        for (std::int64_t j = 0; j < T; ++j) {  // dK and dV are sums over query heads and blocks: start at zero
+          std::memset(d.dk + j * d.ld, 0, d.hs * sizeof(float));
+          std::memset(d.dv + j * d.ld, 0, d.hs * sizeof(float));
+        }
+      for (std::int64_t blk = 0; blk < n_blocks; ++blk)
+        backward_block(d, blk * kBlockQ, std::min(T, (blk + 1) * kBlockQ), P, P + kBlockQ * T);
+    }
   }
 }
 
@@ -194,9 +210,9 @@ void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_hea
     return forward_f32(out.f32(op), lse.f32(op), qkv.f32(op), s, workspace(attention_tile_floats(threads_, s.T, false)),
                        threads_);
   const std::int64_t N = s.B * s.T;
-  ScratchParts parts(workspace(attention_x_floats(threads_, N, s.T, s.C, false)));
+  ScratchParts parts(workspace(attention_x_floats(threads_, N, s.T, s.C, false, s.W)));
   float* tiles = parts.take(attention_tile_floats(threads_, s.T, false));
-  float* qkvf = parts.take(N * 3 * s.C);
+  float* qkvf = parts.take(N * s.W);
   float* of = parts.take(N * s.C);
   to_f32(qkvf, qkv, threads_);
   forward_f32(of, lse.f32(op), qkvf, s, tiles, threads_);
@@ -215,10 +231,10 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor
     return backward_f32(dqkv.f32(op), dout.f32(op), qkv.f32(op), out.f32(op), lse.f32(op), s,
                         workspace(attention_tile_floats(threads_, s.T, true)), threads_);
   const std::int64_t N = s.B * s.T;
-  ScratchParts parts(workspace(attention_x_floats(threads_, N, s.T, s.C, true)));
+  ScratchParts parts(workspace(attention_x_floats(threads_, N, s.T, s.C, true, s.W)));
   float* tiles = parts.take(attention_tile_floats(threads_, s.T, true));
-  float* qkvf = parts.take(N * 3 * s.C);
-  float* dqf = parts.take(N * 3 * s.C);
+  float* qkvf = parts.take(N * s.W);
+  float* dqf = parts.take(N * s.W);
   float* of = parts.take(N * s.C);
   float* dyf = parts.take(N * s.C);
   to_f32(qkvf, qkv, threads_);

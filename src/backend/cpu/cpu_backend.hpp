@@ -37,6 +37,12 @@ class CpuBackend final : public Backend {
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) override;
   void gelu_forward(Tensor out, Tensor inp) override;
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
+  void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
+  void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
+  void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads) override;
+  void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) override;
+  void swiglu_forward(Tensor out, Tensor inp) override;
+  void swiglu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   void add(Tensor out, Tensor a, Tensor b) override;
   void accumulate(Tensor dst, Tensor src) override;
   void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) override;

@@ -2,6 +2,8 @@
 // The backward scatter is race-free and order-fixed: each thread owns a strip of columns and walks
 // every row in order, so dwte is the same for any thread count. In mixed precision out, wte, wpe and
 // dout are X (the sum rounded once); dwte and dwpe stay f32 accumulators.
+#include <algorithm>
+
 #include "backend/op_checks.hpp"
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/partition.hpp"
@@ -17,22 +19,26 @@ void check_tokens(const char* op, const std::int32_t* tokens, std::int64_t n, st
       throw Error(cat(op, ": token ", tokens[i], " at position ", i, " is outside wte's ", n_rows, " rows"));
 }
 
-// out [BT, C] = e[tok] + p[t], T the storage type of out, wte and wpe.
+// out [BT, C] = e[tok] + p[t] (p null: e[tok] alone), T the storage type of out, wte and wpe.
 template <typename T>
 void embed(T* o, const std::int32_t* tok, const T* e, const T* p, std::int64_t BT, std::int64_t T_len,
            std::int64_t C, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t bt = 0; bt < BT; ++bt) {
     const T* er = e + tok[bt] * C;
-    const T* pr = p + (bt % T_len) * C;
     T* orow = o + bt * C;
+    if (p == nullptr) {
+      std::copy_n(er, C, orow);
+      continue;
+    }
+    const T* pr = p + (bt % T_len) * C;
 #pragma omp simd
     for (std::int64_t c = 0; c < C; ++c) orow[c] = store<T>(load(er[c]) + load(pr[c]));
   }
 }
 
-// dwte[tok] += dout rows (column strip per thread, rows in order); dwpe[t] += sum_b dout[b,t]. T is dout's
-// storage type.
+// dwte[tok] += dout rows (column strip per thread, rows in order); dwpe[t] += sum_b dout[b,t] (dp null:
+// none). T is dout's storage type.
 template <typename T>
 void embed_grads(float* dw, float* dp, const T* d, const std::int32_t* tok, std::int64_t B, std::int64_t T_len,
                  std::int64_t C, int threads) {
@@ -48,6 +54,7 @@ void embed_grads(float* dw, float* dp, const T* d, const std::int32_t* tok, std:
       for (std::int64_t c = c0; c < c1; ++c) wr[c] += load(dr[c]);
     }
   }
+  if (dp == nullptr) return;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t t = 0; t < T_len; ++t) {
     float* pr = dp + t * C;
@@ -72,7 +79,7 @@ void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor
   check_tokens(op, tok, B * T, wte.dim(0));
   with_storage(x, [&](auto tag) {
     using S = decltype(tag);
-    embed(data_as<S>(out), tok, data_as<S>(wte), data_as<S>(wpe), B * T, T, C, threads_);
+    embed(data_as<S>(out), tok, data_as<S>(wte), wpe.empty() ? nullptr : data_as<S>(wpe), B * T, T, C, threads_);
   });
 }
 
@@ -82,14 +89,17 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tenso
   ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(-1);
   expect_shape(op, "dout", dout, {B, T, C});
-  ZT_CHECK_EQ(dwpe.dim(-1), C, op, ": dwpe and dwte widths differ");
-  ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
+  if (!dwpe.empty()) {
+    ZT_CHECK_EQ(dwpe.dim(-1), C, op, ": dwpe and dwte widths differ");
+    ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
+  }
   const DType x = compute_dtype(op, {{"dwte", dwte, Role::kF32}, {"dwpe", dwpe, Role::kF32},
                                      {"dout", dout, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);
   check_tokens(op, tok, B * T, dwte.dim(0));
   with_storage(x, [&](auto tag) {
-    embed_grads(dwte.f32(op), dwpe.f32(op), data_as<decltype(tag)>(dout), tok, B, T, C, threads_);
+    float* dp = dwpe.empty() ? nullptr : dwpe.f32(op);
+    embed_grads(dwte.f32(op), dp, data_as<decltype(tag)>(dout), tok, B, T, C, threads_);
   });
 }
 

@@ -6,7 +6,9 @@
 //   matmul     inp, weight, out (forward) or dout, weight, inp (backward), whole: N*IC + IC*OC + N*OC
 //              floats (+ OC for the bias). The tied LM head is the largest: N*C + Vp*C + N*Vp, about
 //              the bytes of fp32 logits; a price the reference backend pays for reusing the sgemm path.
-//   attention  qkv, out (forward) and also dout, dqkv (backward), whole: 8*N*C floats plus the tiles.
+//   attention  qkv, out (forward) and also dout, dqkv (backward), whole: 8*N*C floats plus the tiles
+//              (qkv narrower under grouped-query attention).
+//   RMSNorm, RoPE and SwiGLU convert as they load and store, as LayerNorm does.
 //   cross-entropy  one fp32 row of Vp per thread.
 // LayerNorm, GELU, embedding and the element-wise ops convert as they load and store: no scratch.
 #pragma once
@@ -26,8 +28,10 @@ constexpr std::int64_t kAttentionBlockQ = 64;
 constexpr std::size_t attention_tile_floats(int threads, std::int64_t T, bool backward) {
   return line_floats(static_cast<std::int64_t>(threads) * (backward ? 2 : 1) * kAttentionBlockQ * T);
 }
-constexpr std::size_t attention_x_floats(int threads, std::int64_t N, std::int64_t T, std::int64_t C, bool backward) {
-  const std::size_t qkv = line_floats(N * 3 * C), out = line_floats(N * C);
+// W: the width of a qkv row, 3C for multi-head attention, C + 2 NKV hs for grouped-query attention.
+constexpr std::size_t attention_x_floats(int threads, std::int64_t N, std::int64_t T, std::int64_t C, bool backward,
+                                         std::int64_t W = 0) {
+  const std::size_t qkv = line_floats(N * (W > 0 ? W : 3 * C)), out = line_floats(N * C);
   return attention_tile_floats(threads, T, backward) + (backward ? 2 * (qkv + out) : qkv + out);
 }
 constexpr std::size_t matmul_x_floats(std::int64_t N, std::int64_t IC, std::int64_t OC) {

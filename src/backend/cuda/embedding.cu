@@ -54,6 +54,7 @@ __global__ void embedding_dwpe_kernel(float* dwpe, const T* dout, std::int64_t B
 
 void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
   const char* op = "embedding_forward";
+  if (wpe.empty()) not_on_cuda("embedding_forward without a position table");
   check_embedding_shapes(op, out, tokens, wte, wpe);
   expect_dtype(op, "tokens", tokens, DType::kI32);
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
@@ -71,6 +72,7 @@ void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tenso
 
 void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
   const char* op = "embedding_backward";
+  if (dwpe.empty()) not_on_cuda("embedding_backward without a position table");
   ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
   expect_dtype(op, "tokens", tokens, DType::kI32);
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(-1);

@@ -115,5 +115,65 @@ TEST(Validate, Contradictions) {
 
 TEST(Validate, DefaultsAreValid) { EXPECT_NO_THROW(validate(Config{})); }
 
+TEST(Validate, LlamaKeysGivenToGpt2NameTheKeyAndTheFix) {
+  Config c;
+  c.model.n_kv_head = 2;
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("model.n_kv_head=2 applies to model.arch=llama only"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("set model.arch=llama"), std::string::npos) << msg;
+  c.model.n_kv_head = c.model.n_head;  // the same as MHA: harmless
+  EXPECT_NO_THROW(validate(c));
+  c.model.rope_scaling = RopeScaling::kLlama3;
+  EXPECT_NE(error_of([&] { validate(c); }).find("model.rope_scaling=llama3 applies"), std::string::npos);
+  c.model.rope_scaling = RopeScaling::kNone;
+  c.model.tie_embeddings = TieEmbeddings::kFalse;
+  EXPECT_NE(error_of([&] { validate(c); }).find("model.tie_embeddings=false"), std::string::npos);
+}
+
+TEST(Validate, LlamaKvHeadsMustDivideHeads) {
+  Config c;
+  c.model.arch = Arch::kLlama;
+  c.model.n_head = 6;
+  c.model.n_embd = 96;
+  c.model.n_kv_head = 4;
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("model.n_kv_head=4 does not divide model.n_head=6"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("{1, 2, 3, 6}"), std::string::npos) << msg;
+  for (int kv : {0, 1, 2, 3, 6}) {
+    c.model.n_kv_head = kv;
+    EXPECT_NO_THROW(validate(c)) << kv;
+  }
+  c.model.n_kv_head = 12;
+  EXPECT_FALSE(error_of([&] { validate(c); }).empty());
+}
+
+TEST(Validate, LlamaHeadSizeMustBeEvenForRope) {
+  Config c;
+  c.model.arch = Arch::kLlama;
+  c.model.n_head = 4;
+  c.model.n_embd = 36;  // head size 9
+  EXPECT_NE(error_of([&] { validate(c); }).find("is odd: RoPE rotates pairs"), std::string::npos);
+}
+
+TEST(Validate, LlamaRopeScalingKeysNeedLlama3AndOrderedFactors) {
+  Config c;
+  c.model.arch = Arch::kLlama;
+  c.model.rope_factor = 32;
+  EXPECT_NE(error_of([&] { validate(c); }).find("model.rope_scaling=none ignores them"), std::string::npos);
+  c.model.rope_scaling = RopeScaling::kLlama3;
+  EXPECT_NO_THROW(validate(c));
+  c.model.rope_high_freq_factor = 1;
+  EXPECT_NE(error_of([&] { validate(c); }).find("model.rope_high_freq_factor=1 must be above"), std::string::npos);
+}
+
+TEST(Validate, LlamaFfnWidthComesFromOneRule) {
+  Config c;
+  c.model.arch = Arch::kLlama;
+  c.model.ffn_hidden = 300;
+  EXPECT_NO_THROW(validate(c));
+  c.model.ffn_multiplier = 1.3;
+  EXPECT_NE(error_of([&] { validate(c); }).find("give one or the other"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace zt::config

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "model/gpt2.hpp"
 #include "model/init.hpp"
 #include "tests/unit/tok/vocab_fixture.hpp"
 #include "train/sampler.hpp"

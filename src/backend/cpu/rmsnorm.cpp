@@ -1,0 +1,104 @@
+// RMSNorm over the last dim (Zhang & Sennrich 2019), Llama's norm, as Hugging Face LlamaRMSNorm computes
+// it: the statistic in fp32, x * rstd rounded to the activation dtype, then times the weight. Rows run in
+// parallel; the weight gradient is a column sum, one strip per thread (a fixed order for any thread count).
+#include <cmath>
+#include <vector>
+
+#include "backend/op_checks.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/partition.hpp"
+#include "backend/cpu/precision.hpp"
+
+namespace zt::backend::cpu {
+namespace {
+
+// rstd = 1/sqrt(mean(x^2) + eps);  y = weight * X(x * rstd)  (X: the storage type, exact for f32)
+template <typename T>
+void rms_rows(T* y, float* rs, const T* x, const T* w, std::int64_t N, std::int64_t C, float eps, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* xr = x + n * C;
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (std::int64_t c = 0; c < C; ++c) sq += load(xr[c]) * load(xr[c]);
+    const float r = 1.0f / std::sqrt(sq / static_cast<float>(C) + eps);
+    T* yr = y + n * C;
+#pragma omp simd
+    for (std::int64_t c = 0; c < C; ++c) yr[c] = store<T>(load(w[c]) * load(store<T>(load(xr[c]) * r)));
+    rs[n] = r;
+  }
+}
+
+// dweight += sum_rows dout * x * rstd: each thread owns a strip of columns and adds the rows in order.
+template <typename T>
+void rms_weight_grads(float* dw, const T* dy, const T* x, const float* rs, std::int64_t N, std::int64_t C,
+                      int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int s = 0; s < threads; ++s) {
+    std::int64_t c0, c1;
+    column_strip(C, threads, s, c0, c1);
+    if (c0 >= c1) continue;
+    std::vector<float> acc(c1 - c0, 0.0f);
+    for (std::int64_t n = 0; n < N; ++n) {
+      const T* xr = x + n * C + c0;
+      const T* dr = dy + n * C + c0;
+      const float r = rs[n];
+      for (std::int64_t j = 0; j < c1 - c0; ++j) acc[j] += load(dr[j]) * (load(xr[j]) * r);
+    }
+    for (std::int64_t j = 0; j < c1 - c0; ++j) dw[c0 + j] += acc[j];
+  }
+}
+
+// dinp = rstd * (g - xhat * mean(g * xhat)), g = dout * weight, xhat = x * rstd, row by row.
+template <typename T>
+void rms_input_grads(T* dx, const T* dy, const T* x, const T* w, const float* rs, std::int64_t N, std::int64_t C,
+                     int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const T* xr = x + n * C;
+    const T* dr = dy + n * C;
+    const float r = rs[n];
+    float gx_mean = 0.0f;
+#pragma omp simd reduction(+ : gx_mean)
+    for (std::int64_t c = 0; c < C; ++c) gx_mean += load(dr[c]) * load(w[c]) * (load(xr[c]) * r);
+    gx_mean /= static_cast<float>(C);
+    T* dxr = dx + n * C;
+#pragma omp simd
+    for (std::int64_t c = 0; c < C; ++c)
+      dxr[c] = store<T>(r * (load(dr[c]) * load(w[c]) - load(xr[c]) * r * gx_mean));
+  }
+}
+
+}  // namespace
+
+void CpuBackend::rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
+  const char* op = "rmsnorm_forward";
+  check_rmsnorm_shapes(op, inp, out, rstd, weight);
+  const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"inp", inp, Role::kCompute},
+                                     {"weight", weight, Role::kCompute}, {"rstd", rstd, Role::kF32}});
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    rms_rows(data_as<T>(out), rstd.f32(op), data_as<T>(inp), data_as<T>(weight), rows_of(inp), inp.dim(-1), eps,
+             threads_);
+  });
+}
+
+void CpuBackend::rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
+  const char* op = "rmsnorm_backward";
+  check_rmsnorm_shapes(op, inp, dout, rstd, weight);
+  const std::int64_t C = inp.dim(-1), N = rows_of(inp);
+  expect_rows(op, "dinp", dinp, N, C);
+  expect_shape(op, "dweight", dweight, {C});
+  const DType x = compute_dtype(op, {{"dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
+                                     {"inp", inp, Role::kCompute}, {"weight", weight, Role::kCompute},
+                                     {"dweight", dweight, Role::kF32}, {"rstd", rstd, Role::kF32}});
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    // The column sums first, so dinp may overwrite dout afterwards.
+    rms_weight_grads(dweight.f32(op), data_as<T>(dout), data_as<T>(inp), rstd.f32(op), N, C, threads_);
+    rms_input_grads(data_as<T>(dinp), data_as<T>(dout), data_as<T>(inp), data_as<T>(weight), rstd.f32(op), N, C,
+                    threads_);
+  });
+}
+
+}  // namespace zt::backend::cpu

@@ -1,0 +1,26 @@
+// Carves a model's activations out of one arena: consecutive 64-byte-aligned tensors from a base pointer
+// (null: only counts the bytes, for the planner), activations in the compute dtype, statistics in f32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+#include "backend/tensor.hpp"
+
+namespace zt::model {
+
+struct Carver {
+  std::byte* base;
+  DType act;
+  std::size_t used = 0;
+  backend::Tensor take(std::initializer_list<std::int64_t> dims) { return take_as(act, dims); }
+  backend::Tensor stat(std::initializer_list<std::int64_t> dims) { return take_as(DType::kF32, dims); }
+  backend::Tensor take_as(DType dtype, std::initializer_list<std::int64_t> dims) {
+    backend::Tensor t(base ? base + used : nullptr, dtype, dims);
+    used += (t.bytes() + 63) / 64 * 64;
+    return t;
+  }
+};
+
+}  // namespace zt::model

@@ -1,0 +1,232 @@
+// Llama forward and backward over the backend's ops, in the structure of gpt2.cpp: activations in one
+// arena allocated at construction, parameters and gradients unit by unit (param_source.hpp). The q|k|v
+// and gate|up projections are single GEMMs over adjacent weights (param_table.cpp's order).
+#include "model/llama.hpp"
+
+#include <algorithm>
+
+#include "backend/host_convert.hpp"
+#include "core/error.hpp"
+#include "model/carver.hpp"
+
+namespace zt::model {
+
+using backend::Tensor;
+using backend::WeightLayout;
+
+namespace {
+// Parameter order inside a block unit and inside unit L+1 (param_table.cpp); unit 0 holds embed_tokens only.
+enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown };
+enum FinalParam { kNormF, kHead };
+constexpr WeightLayout kOutIn = WeightLayout::kOutIn;  // HF nn.Linear weights are [out, in]
+}  // namespace
+
+std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts) {
+  Acts scratch;
+  Acts& a = acts ? *acts : scratch;
+  Carver c{base, compute};
+  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, W = s.qkv_width(), F = s.ffn_hidden;
+  a.encoded = c.take({B, T, C});
+  Layer work;  // one working set shared by every block where the mode recomputes it
+  const bool full = r == Recompute::kFull, selective = r != Recompute::kNone;
+  auto keep = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims, bool statistic = false) {
+    const DType dtype = statistic ? DType::kF32 : compute;
+    if (!shared) return c.take_as(dtype, dims);
+    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);
+    return shared_t;
+  };
+  a.layers.resize(s.n_layer);
+  for (Layer& l : a.layers) {
+    l.ln1 = keep(full, work.ln1, {B, T, C});
+    l.ln1_rstd = keep(full, work.ln1_rstd, {N}, true);
+    l.qkv = keep(full, work.qkv, {B, T, W});
+    l.atty = keep(selective, work.atty, {B, T, C});
+    l.lse = keep(full, work.lse, {B, s.n_head, T}, true);
+    l.res2 = keep(full, work.res2, {B, T, C});
+    l.ln2 = keep(full, work.ln2, {B, T, C});
+    l.ln2_rstd = keep(full, work.ln2_rstd, {N}, true);
+    l.gu = keep(full, work.gu, {B, T, 2 * F});
+    l.act = keep(selective, work.act, {B, T, F});
+    l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
+  }
+  a.lnf = c.take({B, T, C}), a.lnf_rstd = c.stat({N});
+  a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
+  a.proj = c.take({B, T, C});
+  a.dres = c.take({B, T, C}), a.dtmp = c.take({B, T, C}), a.dln = c.take({B, T, C});
+  a.dbig = c.take({B, T, std::max(W, 2 * F)}), a.dact = c.take({B, T, F});
+  return c.used;
+}
+
+std::size_t Llama::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute) {
+  return layout(shape, micro_batch, recompute, compute, nullptr, nullptr) +
+         2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t) +
+         static_cast<std::size_t>(shape.head_size() / 2) * sizeof(float);
+}
+
+Llama::Llama(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute)
+    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute) {
+  ZT_CHECK_GT(micro_batch, 0, "Llama: micro_batch must be positive");
+  ZT_CHECK(s_.arch == Arch::kLlama, "Llama: the parameter table is not Llama's (use make_model)");
+  ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+           "Llama: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
+  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr));
+  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
+  ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
+  a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
+  a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
+  const std::vector<float> inv = rope_inv_freq(s_.head_size(), s_.rope);
+  freq_ = be_.allocate(inv.size() * sizeof(float));
+  inv_freq_ = freq_.view(DType::kF32, {static_cast<std::int64_t>(inv.size())});
+  be_.copy_from_host(freq_.data(), inv.data(), freq_.bytes());
+}
+
+Tensor Llama::param(const Tensor& unit, int u, int k) const {
+  return param_view(table_, unit, table_.first_param(u) + k);
+}
+
+Tensor Llama::fused(const Tensor& unit, int u, int k, std::int64_t rows) const {
+  return Tensor(param(unit, u, k).data, unit.dtype, {rows, s_.n_embd});
+}
+
+Tensor Llama::head_weight(const Tensor& unit) const {
+  return s_.tie_embeddings ? param(unit, 0, 0) : param(unit, s_.n_layer + 1, kHead);
+}
+
+void Llama::check_ids(const char* what, const std::int32_t* ids) const {
+  ZT_CHECK(ids != nullptr, "Llama: ", what, " must not be null");
+  for (std::int64_t i = 0; i < std::int64_t{B_} * s_.seq_len; ++i)
+    if (ids[i] < 0 || ids[i] >= s_.vocab_size)
+      throw DataError(cat("model: ", what, " id ", ids[i], " at position ", i, " of the micro-batch is outside [0, ",
+                          s_.vocab_size, "); check that the data was tokenized for this vocabulary"));
+}
+
+// x = block input; ln1 = RMSNorm(x); qkv = RoPE(ln1 [Wq|Wk|Wv]^T); atty = attn(qkv); res2 = x + atty Wo^T;
+// ln2 = RMSNorm(res2); gu = ln2 [Wgate|Wup]^T; act = silu(gate) * up; res3 = res2 + act Wdown^T.
+void Llama::block_forward(int l, const Tensor& w) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
+  be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), Tensor(), kOutIn);
+  be_.rope_forward(L.qkv, inv_freq_, s_.n_head + s_.n_kv_head);  // q's heads, then k's
+  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+  be_.matmul_forward(a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
+  be_.add(L.res2, x, a_.proj);
+  be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
+  be_.matmul_forward(L.gu, L.ln2, fused(w, u, kGate, 2 * std::int64_t{s_.ffn_hidden}), Tensor(), kOutIn);
+  be_.swiglu_forward(L.act, L.gu);
+  be_.matmul_forward(a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
+  be_.add(L.res3, L.res2, a_.proj);
+}
+
+void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
+  check_ids("token", tokens);
+  be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
+  const int last = s_.n_layer + 1;
+  Tensor emb = params.unit(0);
+  be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, 0), Tensor());
+  params.release(0);
+  for (int l = 0; l < s_.n_layer; ++l) {
+    block_forward(l, params.unit(1 + l));
+    params.release(1 + l);
+  }
+  Tensor fin = params.unit(last);
+  be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), static_cast<float>(s_.norm_eps));
+  if (s_.tie_embeddings) {
+    params.release(last);
+    fin = params.unit(0);
+  }
+  be_.matmul_forward(a_.logits, a_.lnf, head_weight(fin), Tensor(), kOutIn);  // logits over all Vp rows
+  params.release(s_.tie_embeddings ? 0 : last);
+}
+
+double Llama::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
+  check_ids("target", targets);
+  run_forward(tokens, params);
+  be_.copy_from_host(a_.targets.data, targets, a_.targets.bytes());
+  be_.cross_entropy_forward(a_.losses, a_.logits, a_.targets, s_.vocab_size);
+  std::vector<float> losses(a_.losses.numel());
+  be_.copy_to_host(losses.data(), a_.losses.data, a_.losses.bytes());
+  double sum = 0.0;
+  for (float x : losses) sum += x;
+  ready_for_backward_ = true;
+  return sum;
+}
+
+std::vector<float> Llama::forward_logits(const std::int32_t* tokens, ParamSource& params) {
+  run_forward(tokens, params);
+  ready_for_backward_ = false;
+  const std::size_t rows = static_cast<std::size_t>(B_) * s_.seq_len, V = s_.vocab_size, Vp = s_.padded_vocab;
+  std::vector<float> padded(rows * Vp), out(rows * V);
+  backend::copy_to_host_as_f32(be_, padded.data(), a_.logits);
+  for (std::size_t r = 0; r < rows; ++r) std::copy_n(padded.begin() + r * Vp, V, out.begin() + r * V);
+  return out;
+}
+
+// dres holds d(block output) on entry and d(block input) on exit; parameter grads accumulate (+=).
+void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  const std::int64_t T = s_.seq_len, W = s_.qkv_width(), F2 = 2 * std::int64_t{s_.ffn_hidden};
+  const Tensor dgu(a_.dbig.data, dtype_, {B_, T, F2}), dqkv(a_.dbig.data, dtype_, {B_, T, W});
+  // MLP: res3 = res2 + swiglu(ln2 [Wgate|Wup]^T) Wdown^T
+  be_.matmul_backward(a_.dact, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
+  be_.swiglu_backward(dgu, L.gu, a_.dact);
+  be_.matmul_backward(a_.dln, fused(g, u, kGate, F2), Tensor(), dgu, L.ln2, fused(w, u, kGate, F2), kOutIn);
+  be_.rmsnorm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);  // d res2 = d res3 (residual path) + through the norm
+  // attention: res2 = x + attn(RoPE(ln1 [Wq|Wk|Wv]^T)) Wo^T
+  be_.matmul_backward(a_.dln, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
+  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head);
+  be_.rope_backward(dqkv, inv_freq_, s_.n_head + s_.n_kv_head);
+  be_.matmul_backward(a_.dln, fused(g, u, kQ, W), Tensor(), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
+  be_.rmsnorm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);  // d x = d res2 + through the norm
+}
+
+// Full: the whole block forward again (bit-identical). Selective: attention from the kept (rotated) qkv,
+// SwiGLU from the kept gate|up.
+void Llama::recompute_block(int l, const Tensor& w) {
+  if (recompute_ == Recompute::kFull) return block_forward(l, w);
+  if (recompute_ == Recompute::kSelective) {
+    Layer& L = a_.layers[l];
+    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+    be_.swiglu_forward(L.act, L.gu);
+  }
+}
+
+void Llama::backward(ParamSource& params, GradSink& grads, float dloss) {
+  ZT_CHECK(ready_for_backward_, "Llama::backward needs a forward() with targets first (and runs once per forward)");
+  ready_for_backward_ = false;
+  const int last = s_.n_layer + 1;
+  const Tensor top = a_.layers.back().res3;
+  be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
+  Tensor w, g;
+  if (s_.tie_embeddings) {  // the head is embed_tokens: dlnf = dlogits E, dE += dlogits^T lnf
+    w = params.unit(0);
+    g = grads.unit(0);
+    be_.matmul_backward(a_.dln, head_weight(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
+    params.release(0);
+  }
+  w = params.unit(last);  // separate statements: the ParamSource sees p before g, always
+  g = grads.unit(last);
+  if (!s_.tie_embeddings)
+    be_.matmul_backward(a_.dln, head_weight(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
+  be_.rmsnorm_backward(a_.dres, param(g, last, kNormF), a_.dln, top, param(w, last, kNormF), a_.lnf_rstd);
+  params.release(last);
+  grads.unit_done(last);
+  for (int l = s_.n_layer - 1; l >= 0; --l) {
+    w = params.unit(1 + l);
+    g = grads.unit(1 + l);
+    recompute_block(l, w);
+    block_backward(l, w, g);
+    params.release(1 + l);
+    grads.unit_done(1 + l);
+  }
+  g = grads.unit(0);
+  be_.embedding_backward(param(g, 0, 0), Tensor(), a_.dres, a_.tokens);
+  grads.unit_done(0);
+}
+
+}  // namespace zt::model

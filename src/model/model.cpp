@@ -1,0 +1,24 @@
+// The model factory: the family comes from the parameter table's shape.
+#include "model/model.hpp"
+
+#include "core/error.hpp"
+#include "model/gpt2.hpp"
+#include "model/llama.hpp"
+
+namespace zt::model {
+
+std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
+                                  Recompute recompute, DType compute) {
+  if (table.shape().arch == Arch::kLlama && backend.name().starts_with("cuda"))
+    throw ConfigError("model.arch=llama: not yet implemented on CUDA: use train.device=cpu (issue 17)");
+  if (table.shape().arch == Arch::kLlama)
+    return std::make_unique<Llama>(backend, table, micro_batch, recompute, compute);
+  return std::make_unique<Gpt2>(backend, table, micro_batch, recompute, compute);
+}
+
+std::size_t model_activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute) {
+  if (shape.arch == Arch::kLlama) return Llama::activation_bytes(shape, micro_batch, recompute, compute);
+  return Gpt2::activation_bytes(shape, micro_batch, recompute, compute);
+}
+
+}  // namespace zt::model

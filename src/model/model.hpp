@@ -1,0 +1,52 @@
+// The interface both model families implement (gpt2.hpp, llama.hpp) and the trainer, sampler and planner
+// use: forward and backward of one micro-batch over a ParamSource/GradSink, logits for sampling, and the
+// activation bytes; make_model picks the family from the parameter table's shape.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/param_source.hpp"
+#include "model/param_table.hpp"
+
+namespace zt::model {
+
+// Activation recomputation (train.recompute): trade forward FLOPs in the backward pass for memory.
+//   kNone       every block keeps all its activations;
+//   kSelective  the attention output and the MLP activation (GELU or SwiGLU output) are recomputed from
+//               what is kept (cheap ops: one attention forward and one pointwise op per block);
+//   kFull       only each block's output (C) is kept; a block's forward runs again inside its backward,
+//               on working buffers shared by all blocks.
+// Gradients are bit-identical in every mode (the same ops on the same inputs).
+enum class Recompute { kNone, kSelective, kFull };
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // tokens, targets: host arrays [B*T] with ids in [0, vocab_size). Returns the SUM of the B*T token
+  // losses (the caller divides by the global token count). Keeps what backward needs.
+  virtual double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) = 0;
+  // Gradients of sum_i dloss * loss_i, accumulated (+=) into `grads`; needs the preceding forward() and the
+  // same parameters; runs once per forward.
+  virtual void backward(ParamSource& params, GradSink& grads, float dloss) = 0;
+  // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
+  virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
+  virtual const ParamTable& table() const = 0;
+  virtual int micro_batch() const = 0;
+  virtual DType compute_dtype() const = 0;
+  // Bytes this model holds on the backend (activations, their gradients, tokens), as allocated.
+  virtual std::size_t activation_bytes() const = 0;
+};
+
+// The model of the table's family, for micro-batches of `micro_batch` sequences of table.shape().seq_len,
+// activations in `compute` (f32, bf16 or f16). The table must outlive the model.
+std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
+                                  Recompute recompute = Recompute::kNone, DType compute = DType::kF32);
+// Model::activation_bytes for any shape, allocating nothing (for the memory planner).
+std::size_t model_activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
+                                   DType compute = DType::kF32);
+
+}  // namespace zt::model

@@ -1,0 +1,192 @@
+"""PyTorch reference Llama for ztrain's training loop, written as Hugging Face LlamaForCausalLM computes it
+(no transformers needed): RMSNorm with fp32 statistics, rotate-half RoPE on the q/k layout with the
+llama3 frequency rule of modeling_rope_utils.py, K/V heads repeated for GQA (repeat_kv), causal softmax
+attention, down(silu(gate(x)) * up(x)), final norm, an untied or tied LM head; no biases.
+
+  llama_reference.py init CONFIG.ini OUT.safetensors
+      seeded random weights under LlamaForCausalLM names (for ztrain's init.from)
+  llama_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 METRICS.jsonl...
+      trains the same run in PyTorch (fp32; train_reference.py's AdamW, clipping, schedule, accumulation
+      and data order) and compares every step's loss and grad_norm with each ztrain metrics file (within
+      1e-4 relative), and every later file with the first (within 1e-5: ZeRO stages and rank counts)
+
+Exits 77 (skip) when PyTorch is not installed.
+"""
+import configparser
+import math
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:
+    print(f"llama_reference.py: skipping, PyTorch is not available ({e})", file=sys.stderr)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(__file__))
+import st_io  # noqa: E402
+
+
+def inv_freq(hs, theta, scaling):
+    """HF modeling_rope_utils: _compute_default_rope_parameters, then _compute_llama3_parameters (fp32).
+    scaling: None or (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings)."""
+    inv = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=torch.int64).float() / hs))
+    if scaling is None:
+        return inv
+    factor, low_freq_factor, high_freq_factor, old_context_len = scaling
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv / factor, inv)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def read_config(path):
+    """train_reference.py's keys plus the Llama ones, with ztrain's defaults where the file is silent."""
+    from train_reference import read_config as read_common
+    c = read_common(path)
+    ini = configparser.ConfigParser()
+    ini.read(path)
+    g = lambda key, default: ini.get("model", key, fallback=default)  # noqa: E731
+    assert g("arch", "gpt2") == "llama", f"{path}: model.arch must be llama"
+    c["n_kv_head"] = int(g("n_kv_head", 0)) or c["n_head"]
+    c["ffn_hidden"] = int(g("ffn_hidden", 0))
+    assert c["ffn_hidden"] > 0, "the reference needs model.ffn_hidden given"
+    c["rope_theta"] = float(g("rope_theta", 500000))
+    c["norm_eps"] = float(g("norm_eps", 1e-5))
+    c["tie"] = g("tie_embeddings", "auto") == "true"
+    c["scaling"] = None
+    if g("rope_scaling", "none") == "llama3":
+        c["scaling"] = (float(g("rope_factor", 8)), float(g("rope_low_freq_factor", 1)),
+                        float(g("rope_high_freq_factor", 4)), int(g("rope_original_max_position", 8192)))
+    return c
+
+
+def param_shapes(c):
+    C, F, hs = c["n_embd"], c["ffn_hidden"], c["n_embd"] // c["n_head"]
+    KV = c["n_kv_head"] * hs
+    shapes = {"model.embed_tokens.weight": (c["vocab_size"], C)}
+    for i in range(c["n_layer"]):
+        h = f"model.layers.{i}."
+        shapes.update({h + "input_layernorm.weight": (C,), h + "self_attn.q_proj.weight": (C, C),
+                       h + "self_attn.k_proj.weight": (KV, C), h + "self_attn.v_proj.weight": (KV, C),
+                       h + "self_attn.o_proj.weight": (C, C), h + "post_attention_layernorm.weight": (C,),
+                       h + "mlp.gate_proj.weight": (F, C), h + "mlp.up_proj.weight": (F, C),
+                       h + "mlp.down_proj.weight": (C, F)})
+    shapes["model.norm.weight"] = (C,)
+    if not c["tie"]:
+        shapes["lm_head.weight"] = (c["vocab_size"], C)
+    return shapes
+
+
+def init_weights(c, out_path):
+    """N(0, 0.02) matrices (HF's initializer_range); norms 1 + N(0, 0.1), so they carry signal too."""
+    rng = np.random.default_rng(c["seed"])
+    weights = {}
+    for name, shape in param_shapes(c).items():
+        w = rng.normal(0.0, 0.02, shape) if len(shape) == 2 else 1.0 + rng.normal(0.0, 0.1, shape)
+        weights[name] = w.astype(np.float32)
+    st_io.save(out_path, weights, {"format": "pt"})
+
+
+def rms_norm(x, w, eps):
+    """LlamaRMSNorm: statistics in fp32, x * rsqrt(mean(x^2) + eps), then the weight."""
+    variance = x.float().pow(2).mean(-1, keepdim=True)
+    return w * (x.float() * torch.rsqrt(variance + eps)).to(x.dtype)
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def forward(P, c, idx):
+    """Logits [B, T, V] of LlamaForCausalLM on token ids idx [B, T]."""
+    B, T = idx.shape
+    C, NH, NKV = c["n_embd"], c["n_head"], c["n_kv_head"]
+    hs = C // NH
+    freqs = torch.arange(T).float()[:, None] * inv_freq(hs, c["rope_theta"], c["scaling"])[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+    x = P["model.embed_tokens.weight"][idx]
+    for i in range(c["n_layer"]):
+        p = lambda n: P[f"model.layers.{i}.{n}.weight"]  # noqa: E731
+        h = rms_norm(x, p("input_layernorm"), c["norm_eps"])
+        q = (h @ p("self_attn.q_proj").T).view(B, T, NH, hs).transpose(1, 2)
+        k = (h @ p("self_attn.k_proj").T).view(B, T, NKV, hs).transpose(1, 2)
+        v = (h @ p("self_attn.v_proj").T).view(B, T, NKV, hs).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = (t[:, :, None].expand(B, NKV, NH // NKV, T, hs).reshape(B, NH, T, hs) for t in (k, v))  # repeat_kv
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
+        y = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+        x = x + y.transpose(1, 2).reshape(B, T, C) @ p("self_attn.o_proj").T
+        h = rms_norm(x, p("post_attention_layernorm"), c["norm_eps"])
+        x = x + (torch.nn.functional.silu(h @ p("mlp.gate_proj").T) * (h @ p("mlp.up_proj").T)) @ p("mlp.down_proj").T
+    x = rms_norm(x, P["model.norm.weight"], c["norm_eps"])
+    head = P["model.embed_tokens.weight"] if c["tie"] else P["lm_head.weight"]
+    return x @ head.T
+
+
+def train(c, init, tokens):
+    """max_steps AdamW steps as train_reference.train does them; returns [(loss, grad_norm, lr)] per step."""
+    from train_reference import learning_rate, step_windows
+    P = {n: torch.from_numpy(w.copy()).requires_grad_() for n, w in init.items()}
+    decay = [p for p in P.values() if p.dim() == 2]  # every matrix, the embedding and the head included
+    other = [p for p in P.values() if p.dim() != 2]
+    groups = [{"params": decay, "weight_decay": c["weight_decay"]}, {"params": other, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=c["lr"], betas=(c["beta1"], c["beta2"]), eps=c["eps"])
+    accum = c["global_batch"] // c["micro_batch"]
+    history = []
+    for step in range(c["max_steps"]):
+        lr = learning_rate(c, step)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        windows = torch.from_numpy(step_windows(c, tokens, step)).long()
+        opt.zero_grad(set_to_none=True)
+        loss_total = 0.0
+        for m in range(accum):
+            w = windows[m * c["micro_batch"]:(m + 1) * c["micro_batch"]]
+            logits = forward(P, c, w[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, c["vocab_size"]), w[:, 1:].reshape(-1)) / accum
+            loss.backward()
+            loss_total += loss.item()
+        max_norm = c["grad_clip"] if c["grad_clip"] > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(list(P.values()), max_norm).item()
+        opt.step()
+        history.append((loss_total, grad_norm, lr))
+    return history
+
+
+def main():
+    from train_reference import compare, read_metrics, rel
+    torch.set_num_threads(1)
+    cmd, cfg_path = sys.argv[1], sys.argv[2]
+    c = read_config(cfg_path)
+    if cmd == "init":
+        init_weights(c, sys.argv[3])
+        return 0
+    init, _ = st_io.load(sys.argv[3])
+    tokens = np.fromfile(sys.argv[4], dtype=np.uint32).astype(np.int64)
+    ref = train(c, init, tokens)
+    ok = True
+    for path in sys.argv[5:]:
+        worst = compare(c, ref, path, 1e-4)
+        ok &= max(worst) <= 1e-4
+    first = read_metrics(sys.argv[5])
+    for path in sys.argv[6:]:
+        rows = read_metrics(path)
+        d = max(max(rel(rows[s]["loss"], first[s]["loss"]), rel(rows[s]["grad_norm"], first[s]["grad_norm"]))
+                for s in first)
+        print(f"{os.path.basename(path)} vs {os.path.basename(sys.argv[5])}: max relative difference {d:.2e} (tolerance 1e-5)")
+        ok &= d <= 1e-5
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
