@@ -143,8 +143,15 @@ std::vector<Option> build_table() {
       opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", at_least<std::int64_t>(0)),
+      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: --preflight: debug.rank sleeps so its GEMM, collectives and node links take this many times as long (1 = off)", at_least<double>(1)),
+      opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", at_least<std::int64_t>(0)),
       opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", at_least<std::int64_t>(0)),
       opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", at_least<double>(0)),
+      opt("preflight.min_fraction", &C::preflight, &PreflightConfig::min_fraction, "--preflight flags a rank's GEMM rate or a node pair's bandwidth below this fraction of the median", between<double>(0, 1)),
+      opt("preflight.max_mb", &C::preflight, &PreflightConfig::max_mb, "--preflight: largest collective and node-pair message in MiB (sizes max/64, max/8, max)", between<std::int64_t>(1, 4096)),
+      opt("preflight.iters", &C::preflight, &PreflightConfig::iters, "--preflight: timed iterations per measurement, after 2 warm-up ones (the median is reported)", between<std::int64_t>(1, 1000)),
+      opt("preflight.gemm_n", &C::preflight, &PreflightConfig::gemm_n, "--preflight: square GEMM size n (0 = 8192 on GPUs, 1024 on CPUs)", between<std::int64_t>(0, 65536)),
+      opt("preflight.out", &C::preflight, &PreflightConfig::out, "--preflight: also write the JSON summary to this file (empty = stdout only)"),
   };
 }
 
