@@ -26,8 +26,8 @@ std::string rank_device(const Placement& placement) {
 void log_rank_table(const World& world, const Placement& placement, const std::string& comm_name) {
   const std::string net = network_environment();
   const std::string mine =
-      cat("rank ", world.rank(), ": host ", world.host(), ", local rank ", world.local_rank(), "/", world.local_size(),
-          ", ", rank_device(placement), ", ", placement.threads,
+      cat("rank ", world.rank(), " on ", world.host(), " (local rank ", world.local_rank(), " of ", world.local_size(),
+          "): ", rank_device(placement), ", ", placement.threads,
           " thread(s), collectives ", comm_name, net.empty() ? "" : cat(", ", net));
   const std::vector<std::string> lines = world.gather_to_root(mine);
   if (!world.is_root()) return;

@@ -81,18 +81,22 @@ class Preflight {
     return seconds_since(start);
   }
 
-  // A barrier whose waiters sleep: between pair rounds, ranks spinning in MPI_Barrier would take
-  // cores from the pairs still measuring where ranks share cores (the test's 4 ranks on 2).
+  // A barrier whose waiters sleep: ranks spinning in MPI_Barrier would take cores from those still
+  // measuring where ranks share cores (the test's 4 ranks on 2).
   void idle_barrier() const { world_.wait_for_all(1e-4, [] {}); }
 
-  // Median over the timed iterations; before each, `prepare` (untimed) and a barrier.
-  double median_time(const std::function<void()>& prepare, const std::function<void()>& op, bool slowest_rank) {
+  // Median over the timed iterations; before each, `prepare` (untimed) and a barrier. A collective
+  // (`together`) starts after a spinning barrier, so every rank enters at once, and takes the slowest
+  // rank's time; a local op (GEMM) after a sleeping one, whose waiters leave the cores to ranks still
+  // computing where ranks share cores.
+  double median_time(const std::function<void()>& prepare, const std::function<void()>& op, bool together) {
     std::vector<double> times;
     for (int i = 0; i < kWarmup + c_.preflight.iters; ++i) {
       prepare();
-      world_.barrier();  // spinning: every rank starts the iteration together
+      if (together) world_.barrier();
+      else idle_barrier();
       double t = timed(op);
-      if (slowest_rank) t = static_cast<double>(world_.max_over_ranks(static_cast<long long>(t * 1e9))) / 1e9;
+      if (together) t = static_cast<double>(world_.max_over_ranks(static_cast<long long>(t * 1e9))) / 1e9;
       if (i >= kWarmup) times.push_back(t);
     }
     return median(times);
