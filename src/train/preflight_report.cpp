@@ -52,7 +52,8 @@ void add_node(Verdict& v, const std::string& node) {
 }
 
 // A slow link is blamed on a node when half or more of that node's links are slow: one bad NIC slows
-// every pair it is in, while one bad cable or switch port slows one pair (with 2 nodes, both are named).
+// every pair it is in, while one bad cable or switch port slows one pair. (Two nodes have one link: its
+// own median, never below it.)
 void judge_links(const PreflightResults& r, double min_fraction, Verdict& v) {
   const double med = link_reference(r);
   std::map<std::string, int> links, slow;
