@@ -97,7 +97,7 @@ struct DebugConfig {
   std::int64_t hang_at_step = 0;
   std::int64_t kill_at_step = 0;
   std::int64_t rank = 0;
-  double slow_rank_factor = 1;   // preflight: debug.rank's GEMM, collectives and links take this many times as long
+  double slow_rank_factor = 1;   // preflight: debug.rank's GEMM and node-pair exchanges take this many times as long
   std::int64_t ranks_per_node = 0;  // preflight: consecutive ranks grouped as one node (0 = the real hosts)
 };
 

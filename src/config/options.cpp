@@ -143,7 +143,7 @@ std::vector<Option> build_table() {
       opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
       opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", at_least<std::int64_t>(0)),
-      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: --preflight: debug.rank sleeps so its GEMM, collectives and node links take this many times as long (1 = off)", at_least<double>(1)),
+      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: --preflight: debug.rank sleeps so its GEMM and node-pair exchanges take this many times as long (1 = off)", at_least<double>(1)),
       opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", at_least<std::int64_t>(0)),
       opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", at_least<std::int64_t>(0)),
       opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", at_least<double>(0)),

@@ -72,12 +72,15 @@ class Preflight {
   bool gpu() const { return placement_.device == config::Device::kCuda; }
   std::int64_t gemm_n() const { return c_.preflight.gemm_n > 0 ? c_.preflight.gemm_n : gpu() ? 8192 : 1024; }
 
-  // Runs op and returns its wall time; under debug.slow_rank_factor, debug.rank then sleeps so that
-  // the time is that factor times the real one (TEST ONLY: a straggler on one machine).
-  double timed(const std::function<void()>& op) {
+  // Runs op and returns its wall time. With `slowed`, under debug.slow_rank_factor, debug.rank then
+  // sleeps so that the time is that factor times the real one (TEST ONLY: a slow GPU or NIC on one
+  // machine). Only what is judged is slowed (GEMM, pair exchanges): the all-rank collectives would
+  // only take longer for every rank.
+  double timed(const std::function<void()>& op, bool slowed) {
     const auto start = Clock::now();
     op();
-    if (slow_) std::this_thread::sleep_for(std::chrono::duration<double>((c_.debug.slow_rank_factor - 1) * seconds_since(start)));
+    if (slowed && slow_)
+      std::this_thread::sleep_for(std::chrono::duration<double>((c_.debug.slow_rank_factor - 1) * seconds_since(start)));
     return seconds_since(start);
   }
 
@@ -95,7 +98,7 @@ class Preflight {
       prepare();
       if (together) world_.barrier();
       else idle_barrier();
-      double t = timed(op);
+      double t = timed(op, !together);
       if (together) t = static_cast<double>(world_.max_over_ranks(static_cast<long long>(t * 1e9))) / 1e9;
       if (i >= kWarmup) times.push_back(t);
     }
@@ -220,7 +223,7 @@ std::vector<PairRow> Preflight::node_pairs(const std::vector<GemmRate>& ranks, i
       const int peer = leaders[partner];
       std::vector<double> times;
       for (int i = 0; i < kWarmup + c_.preflight.iters; ++i) {
-        const double t = timed([&] { dist::exchange_with(world_, peer, send.data(), recv.data(), send.size(), c_.dist.timeout_s); });
+        const double t = timed([&] { dist::exchange_with(world_, peer, send.data(), recv.data(), send.size(), c_.dist.timeout_s); }, true);
         if (i >= kWarmup) times.push_back(t);
       }
       std::uint64_t wrong = 0;

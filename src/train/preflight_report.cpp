@@ -51,9 +51,9 @@ void add_node(Verdict& v, const std::string& node) {
   if (std::find(v.bad_nodes.begin(), v.bad_nodes.end(), node) == v.bad_nodes.end()) v.bad_nodes.push_back(node);
 }
 
-// A slow link is blamed on a node when half or more of that node's links are slow: one bad NIC slows
-// every pair it is in, while one bad cable or switch port slows one pair. (Two nodes have one link: its
-// own median, never below it.)
+// A slow link is blamed on a node when more than half of that node's links are slow: one bad NIC slows
+// every pair it is in, while one bad cable or switch port slows one pair, which is flagged but blames
+// neither end. (Two nodes have one link: its own median, never below it.)
 void judge_links(const PreflightResults& r, double min_fraction, Verdict& v) {
   const double med = link_reference(r);
   std::map<std::string, int> links, slow;
@@ -66,7 +66,7 @@ void judge_links(const PreflightResults& r, double min_fraction, Verdict& v) {
                             " of the median ", gbs(med), " GB/s of the nodes' median links (preflight.min_fraction=", min_fraction, ")"));
   }
   for (const auto& [node, n] : links)
-    if (slow[node] > 0 && 2 * slow[node] >= n) add_node(v, node);
+    if (2 * slow[node] > n) add_node(v, node);
 }
 }  // namespace
 

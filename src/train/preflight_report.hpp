@@ -47,7 +47,7 @@ struct PreflightResults {
 struct Verdict {
   std::vector<int> slow_ranks;           // GEMM below min_fraction of the median
   std::vector<std::string> slow_links;   // "a <-> b"
-  std::vector<std::string> bad_nodes;    // to exclude: a slow rank's node, or half or more of its links slow
+  std::vector<std::string> bad_nodes;    // to exclude: a slow rank's node, or more than half of its links slow
   std::vector<std::string> reasons;      // one sentence per finding
   bool wrong_results = false;            // any #wrong > 0
   bool ok() const { return reasons.empty(); }

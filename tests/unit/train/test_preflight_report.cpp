@@ -48,13 +48,24 @@ TEST(PreflightVerdict, SlowGemmRankIsNamedWithItsHostAndNode) {
   EXPECT_NE(to_json(r, v, 0.8).find("\"flagged_ranks\": [2], \"flagged_nodes\": [\"n2\"]"), std::string::npos);
 }
 
-TEST(PreflightVerdict, ANodeWithHalfItsLinksSlowIsBlamedNotItsPeers) {
+TEST(PreflightVerdict, ANodeWithMostLinksSlowIsBlamedNotItsPeers) {
   PreflightResults r = four_ranks(100e9);
   add_pairs(r, "n3", 10e-3);  // n3's three links at a tenth of the others' bandwidth
   const Verdict v = judge(r, 0.8);
   EXPECT_EQ(v.slow_links.size(), 3u);
   EXPECT_EQ(v.bad_nodes, std::vector<std::string>{"n3"});  // n0-n2 have 1 slow link of 3 each
   EXPECT_FALSE(v.ok());
+}
+
+TEST(PreflightVerdict, OneSlowLinkIsFlaggedButBlamesNeitherEnd) {
+  PreflightResults r = four_ranks(100e9);
+  add_pairs(r, "", 0);
+  r.pairs[0].seconds = 10e-3;  // n0 <-> n1 only: a cable or switch port
+  const Verdict v = judge(r, 0.8);
+  EXPECT_EQ(v.slow_links, std::vector<std::string>{"n0 <-> n1"});
+  EXPECT_TRUE(v.bad_nodes.empty());
+  EXPECT_FALSE(v.ok());
+  EXPECT_NE(format_table(r, v, 0.8).find("preflight: nodes to exclude: none identified"), std::string::npos);
 }
 
 TEST(PreflightVerdict, TwoNodesHaveNoMedianToFallBelow) {
