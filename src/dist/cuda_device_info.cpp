@@ -31,11 +31,14 @@ std::string device_description(int device) {
   }
   char pci[32];
   std::snprintf(pci, sizeof pci, "%04x:%02x:%02x.0", prop.pciDomainID, prop.pciBusID, prop.pciDeviceID);
+  return cat(prop.name, " (", pci, ")");
+}
+
+std::string cuda_versions() {
   int driver = 0, runtime = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) cudaGetLastError();
   if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) cudaGetLastError();
-  return cat(prop.name, " (", pci, "), driver CUDA ", cuda_version(driver), ", runtime ", cuda_version(runtime), ", NCCL ",
-             nccl_version());
+  return cat("driver CUDA ", cuda_version(driver), ", runtime ", cuda_version(runtime), ", NCCL ", nccl_version());
 }
 
 }  // namespace zt::dist

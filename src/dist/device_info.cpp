@@ -25,9 +25,10 @@ std::string rank_device(const Placement& placement) {
 
 void log_rank_table(const World& world, const Placement& placement, const std::string& comm_name) {
   const std::string net = network_environment();
+  const std::string versions = placement.device == config::Device::kCuda ? cuda_versions() : "";
   const std::string mine =
       cat("rank ", world.rank(), " on ", world.host(), " (local rank ", world.local_rank(), " of ", world.local_size(),
-          "): ", rank_device(placement), ", ", placement.threads,
+          "): ", rank_device(placement), versions.empty() ? "" : cat(", ", versions), ", ", placement.threads,
           " thread(s), collectives ", comm_name, net.empty() ? "" : cat(", ", net));
   const std::vector<std::string> lines = world.gather_to_root(mine);
   if (!world.is_root()) return;

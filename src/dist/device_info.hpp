@@ -9,9 +9,11 @@
 
 namespace zt::dist {
 
-// The CUDA device `device` as "NVIDIA H100 80GB HBM3 (0000:1b:00.0), driver CUDA 12.4, runtime 12.4,
-// NCCL 2.21.5"; "cpu" where device < 0 or the build has no CUDA backend.
+// The CUDA device `device` as "NVIDIA H100 80GB HBM3 (0000:1b:00.0)" (name and PCI address); "cpu"
+// where device < 0 or the build has no CUDA backend.
 std::string device_description(int device);
+// "driver CUDA 12.4, runtime 12.4, NCCL 2.21.5" (the CUDA version the driver supports); "" without CUDA.
+std::string cuda_versions();
 
 // "cpu", or "cuda:N " + device_description(N): what a rank computes on, for tables.
 std::string rank_device(const Placement& placement);

@@ -4,5 +4,6 @@
 namespace zt::dist {
 
 std::string device_description(int) { return "cpu"; }
+std::string cuda_versions() { return ""; }
 
 }  // namespace zt::dist
