@@ -40,7 +40,7 @@ read -r -a user_args <<<"$ZT_ARGS"
 user_args+=("$@")
 args=()
 [ -z "$ZT_CONFIG" ] || args+=(--config "$ZT_CONFIG")
-opt() {  # opt KEY VALUE: --KEY=VALUE unless the user gives --KEY (ztrain refuses a key twice)
+opt() {  # opt KEY VALUE: --KEY=VALUE unless the user gives --KEY (ztrain would take the last one anyway)
   local a
   for a in "${user_args[@]}"; do [[ $a == "--$1" || $a == "--$1="* ]] && return; done
   args+=("--$1=$2")

@@ -26,13 +26,18 @@ int capture(const std::function<void()>& f, std::string& message) {
 }
 }  // namespace
 
-int agree_on_startup(const dist::World& world, const std::function<void()>& startup) {
+int agree_on_startup(const dist::World& world, const std::function<void()>& startup, std::string_view what) {
   std::string message;
   const int code = capture(startup, message);
-  const long long worst = world.max_over_ranks(code);
+  const std::string context = cat("start-up: ", what);
+  long long worst = kExitOk, first = 0;
+  run_or_abort(world, [&] {  // a rank that never arrives (watchdog) ends the job here
+    worst = world.max_over_ranks(code, context);
+    // Every rank usually fails the same way (same config): print once, from the lowest failing rank.
+    if (worst != kExitOk) first = world.min_over_ranks(code != kExitOk ? world.rank() : world.size(), context);
+    return kExitOk;
+  });
   if (worst == kExitOk) return kExitOk;
-  // Every rank usually fails the same way (same config): print once, from the lowest failing rank.
-  const long long first = world.min_over_ranks(code != kExitOk ? world.rank() : world.size());
   if (world.rank() == first) log::fatal(message);
   return static_cast<int>(worst);
 }

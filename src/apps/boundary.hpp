@@ -4,14 +4,17 @@
 #pragma once
 
 #include <functional>
+#include <string_view>
 
 #include "dist/world.hpp"
 
 namespace zt::apps {
 
 // Runs `startup` on every rank and agrees on its outcome. Returns 0 if every rank succeeded; else
-// the largest exit code over ranks, after the lowest failing rank printed its message.
-int agree_on_startup(const dist::World& world, const std::function<void()>& startup);
+// the largest exit code over ranks, after the lowest failing rank printed its message. The agreement
+// is under the world's watchdog: a rank that never arrives ends the job (exit 1) naming `what`.
+int agree_on_startup(const dist::World& world, const std::function<void()>& startup,
+                     std::string_view what = "configuration and checks");
 
 // Runs `work`; any exception prints "rank N: what" and ends every rank of the job with its code.
 int run_or_abort(const dist::World& world, const std::function<int()>& work);

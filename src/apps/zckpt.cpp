@@ -1,6 +1,7 @@
 // zckpt: inspect, verify, export and reshard ztrain checkpoints offline, without mpirun
 // (INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
 // a failure, 2 usage.
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/layout.hpp"
+#include "ckpt/ownership.hpp"
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
@@ -20,8 +22,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
-    "usage: zckpt info DIR                              step, world size, ZeRO stage, files, config\n"
-    "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem\n"
+    "usage: zckpt info DIR                              step, world size, ZeRO stage, run id, files, config\n"
+    "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
+    "                                                   interrupted save too), 2 if DIR is no checkpoint\n"
     "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel weights (+ config.json)\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
 
@@ -29,6 +32,16 @@ struct Args {
   std::string command, dir, out;
   int world = 0;
 };
+
+// --world N: the whole text a number in [1, 2^20] (as plan.world_size), never wrapped or half-read.
+int parse_world(const std::string& text) {
+  constexpr long long kMaxWorld = 1 << 20;
+  long long n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxWorld)
+    throw ConfigError(cat("--world ", text, ": must be an integer in [1, ", kMaxWorld, "]\n", kUsage));
+  return static_cast<int>(n);
+}
 
 Args parse_args(int argc, char** argv) {
   if (argc < 3) throw ConfigError(cat("missing arguments\n", kUsage));
@@ -38,7 +51,7 @@ Args parse_args(int argc, char** argv) {
     if (i + 1 >= argc) throw ConfigError(cat(key, " needs a value\n", kUsage));
     const std::string value = argv[++i];
     if (key == "--out") a.out = value;
-    else if (key == "--world") a.world = std::atoi(value.c_str());
+    else if (key == "--world") a.world = parse_world(value);
     else throw ConfigError(cat("unknown option ", key, "\n", kUsage));
   }
   const bool needs_out = a.command == "export" || a.command == "reshard";
@@ -58,8 +71,62 @@ model::ParamTable table_of(const ckpt::Checkpoint& c) {
   return table;
 }
 
+// "use step_M": the newest checkpoint beside `dir` that verifies, for a save that never committed.
+std::string newest_sound_beside(const fs::path& dir) {
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  const ckpt::ResumeSearch found = ckpt::find_newest_sound(parent);
+  if (found.chosen.empty()) return cat("no checkpoint in ", parent.string(), " verifies");
+  return cat("use ", found.chosen.filename().string(), " (", found.chosen.string(), " verifies)");
+}
+
+// A directory without a manifest that a save began: named step_N or step_N.tmp, or holding its files.
+bool begun_save(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  std::error_code ec;
+  return ckpt::parse_step_dir(name) || ckpt::parse_step_dir(name, /*tmp=*/true) ||
+         fs::exists(dir / ckpt::kModelFile, ec) || fs::exists(dir / ckpt::kStateFile, ec) || fs::exists(dir / "optim", ec);
+}
+
+// What DIR is when it is not a committed checkpoint: nothing there, or not a checkpoint (usage: a
+// ConfigError, exit 2), or a save interrupted before its commit (returned: a problem found, exit 1,
+// naming the one to use). "" when DIR has a manifest: verify it.
+std::string uncommitted_problem(const std::string& text) {
+  fs::path path = fs::path(text).lexically_normal();
+  if (path.filename().empty()) path = path.parent_path();  // "step_00000004/"
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    fs::path tmp = path;
+    tmp += ckpt::kTmpSuffix;
+    if (fs::is_directory(tmp, ec))
+      throw ConfigError(cat(text, ": no such checkpoint: it was never committed (", tmp.string(),
+                            " holds a save that was interrupted before commit); this checkpoint is incomplete; ",
+                            newest_sound_beside(path)));
+    throw ConfigError(cat(text, ": no such file or directory: not a checkpoint (never written here)"));
+  }
+  if (!fs::is_directory(path, ec))
+    throw ConfigError(cat(text, ": not a directory: a checkpoint is a directory ckpt.dir/step_NNNNNNNN/"));
+  // step_N.tmp is uncommitted even with a manifest inside: the rename to step_N is the commit.
+  const bool tmp = ckpt::parse_step_dir(path.filename().string(), /*tmp=*/true).has_value();
+  if (!tmp && fs::exists(path / ckpt::kManifestFile, ec)) return "";
+  if (tmp || begun_save(path))
+    return cat(tmp ? "never renamed into place" : cat(ckpt::kManifestFile, ": missing"),
+               ": the save was interrupted before commit; this checkpoint is incomplete; ", newest_sound_beside(path));
+  const std::vector<ckpt::StepDir> inside = ckpt::list_step_dirs(path);
+  if (!inside.empty())
+    throw ConfigError(cat(text, " is a checkpoint directory (ckpt.dir), not a checkpoint: verify one of its steps, e.g. "
+                          "zckpt verify ", inside.front().path.string()));
+  throw ConfigError(cat(text, ": not a checkpoint: no ", ckpt::kManifestFile, " and none of a checkpoint's files"));
+}
+
+// A committed checkpoint directory, or the error that says what DIR is instead.
+void require_committed(const std::string& dir) {
+  const std::string problem = uncommitted_problem(dir);
+  if (!problem.empty()) throw CheckpointError(cat(dir, ": ", problem));
+}
+
 // A checkpoint to read from: it must verify first (never export or reshard damaged state).
 ckpt::Checkpoint open_sound(const std::string& dir) {
+  require_committed(dir);
   const std::vector<std::string> problems = ckpt::verify(dir);
   if (!problems.empty()) {
     std::string all;
@@ -70,13 +137,15 @@ ckpt::Checkpoint open_sound(const std::string& dir) {
 }
 
 int info(const std::string& dir) {
+  require_committed(dir);
   const ckpt::Checkpoint c(dir);
   const ckpt::Manifest& m = c.manifest();
   const ckpt::TrainState s = c.state();
   std::cout << "checkpoint " << dir << "\n  format " << ckpt::kFormat << " v" << m.format_version << "\n  step "
             << m.step << ", " << s.tokens << " tokens, data cursor " << s.windows_consumed << " windows (epoch "
             << (s.windows_per_epoch ? s.windows_consumed / s.windows_per_epoch : 0) << ")\n  world_size "
-            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  model";
+            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  "
+            << ckpt::describe_owner(m.run_id) << "\n  model";
   for (const auto& [k, v] : m.model.hyper) std::cout << " " << k << "=" << v;
   std::cout << ", " << m.model.params.size() << " tensors, " << m.model.flat_numel << " flat fp32 elements\n  "
             << m.files.size() << " files, " << m.total_bytes() << " bytes:\n";
@@ -86,12 +155,16 @@ int info(const std::string& dir) {
 }
 
 int verify(const std::string& dir) {
+  if (const std::string problem = uncommitted_problem(dir); !problem.empty()) {
+    std::cout << dir << ": " << problem << "\n";
+    return kExitRuntime;
+  }
   const std::vector<std::string> problems = ckpt::verify(dir);
   for (const std::string& p : problems) std::cout << dir << ": " << p << "\n";
   if (!problems.empty()) return kExitRuntime;
   const ckpt::Checkpoint c(dir);
   std::cout << dir << ": sound (step " << c.manifest().step << ", " << c.manifest().files.size() << " files, "
-            << c.manifest().total_bytes() << " bytes)\n";
+            << c.manifest().total_bytes() << " bytes, " << ckpt::describe_owner(c.manifest().run_id) << ")\n";
   return kExitOk;
 }
 

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "apps/boundary.hpp"
+#include "ckpt/dir_lock.hpp"
 #include "config/derived.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
@@ -14,6 +16,7 @@
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
 #include "plan/memory_plan.hpp"
+#include "train/data_check.hpp"
 #include "train/preflight.hpp"
 #include "train/run.hpp"
 
@@ -42,7 +45,7 @@ void print_config(const dist::World& world, const Startup& s) {
   const std::string mine = cat("# rank ", world.rank(), ": host=", world.host(), " local_rank=", world.local_rank(),
                                " local_size=", world.local_size(), " device=", s.placement.device_name(),
                                " threads=", s.placement.threads);
-  const std::vector<std::string> ranks = world.gather_to_root(mine);
+  const std::vector<std::string> ranks = world.gather_to_root(mine, "--print-config: collecting the ranks' layout");
   if (!world.is_root()) return;
   const config::Config& c = s.cl.config;
   std::cout << "# ztrain " << version() << " (git " << git_revision() << "): resolved configuration; loads again with --config\n"
@@ -96,14 +99,16 @@ int print_plan(const dist::World& world, const Startup& s) {
 
 int run(dist::World& world, int argc, char** argv) {
   Startup s;
+  world.set_timeout(config::Config{}.dist.timeout_s);  // the watchdog's default until the config is read
   const int code = agree_on_startup(world, [&] {
     s.cl = config::parse_command_line(argc, argv);
     if (s.cl.help || s.cl.help_markdown || s.cl.version) return;
     log::set_all_ranks(s.cl.config.log.all_ranks);
     place(world, s);
     s.derived = config::derive(s.cl.config, world.size());
-  });
+  }, "parsing the configuration");
   if (code != kExitOk) return code;
+  world.set_timeout(s.cl.config.dist.timeout_s);
   if (s.cl.help || s.cl.help_markdown || s.cl.version) {
     if (!world.is_root()) return kExitOk;
     if (s.cl.help) std::cout << config::help_text("ztrain");
@@ -112,12 +117,14 @@ int run(dist::World& world, int argc, char** argv) {
     return kExitOk;
   }
   if (s.cl.print_config) {
-    print_config(world, s);
-    return kExitOk;
+    return run_or_abort(world, [&] {
+      print_config(world, s);
+      return kExitOk;
+    });
   }
   if (s.cl.plan) {  // inside the boundary: a batch that does not split over plan.world_size is exit 2
     int result = kExitOk;
-    const int code = agree_on_startup(world, [&] { result = print_plan(world, s); });
+    const int code = agree_on_startup(world, [&] { result = print_plan(world, s); }, "the memory plan");
     return code != kExitOk ? code : result;
   }
   // Where every rank runs (host, device, driver, NCCL, network variables), as one table on rank 0.
@@ -130,16 +137,35 @@ int run(dist::World& world, int argc, char** argv) {
     if (!m.plan.fits() && !s.cl.force)
       throw ConfigError(cat("this configuration is predicted not to fit in memory (--force runs it anyway):\n",
                             plan::format_plan(m.plan, m.fixes)));
-  });
+  }, "checking the memory plan");
   if (fit_code != kExitOk) return fit_code;
-  // The checkpoint to resume from is a start-up decision too: one that does not verify is exit 2.
+  // One job per ckpt.dir: rank 0 takes its lock (another job holding it is exit 2, naming it) before
+  // any checkpoint is read or written. Then the checkpoint to resume from, a start-up decision too:
+  // one that does not verify, or a fresh start over other runs' checkpoints, is exit 2.
+  std::optional<ckpt::DirLock> lock;
   train::ResumePoint resume;
+  // Rank 0 hashes every file of the checkpoint it picks (minutes for a multi-GB model) and may watch a
+  // dying lock holder for seconds, while the others wait: the loose start-up deadline, as for step 1.
+  world.set_timeout(10 * s.cl.config.dist.timeout_s);
   const int resume_code = agree_on_startup(world, [&] {
-    if (world.is_root()) resume = train::pick_resume(s.cl.config);
-  });
+    if (!world.is_root()) return;
+    lock.emplace(ckpt::DirLock::acquire(s.cl.config.ckpt.dir, ckpt::LockHolder::this_process()));
+    resume = train::pick_resume(s.cl.config);
+  }, "taking the ckpt.dir lock and choosing the checkpoint to resume from (rank 0 verifies it)");
   if (resume_code != kExitOk) return resume_code;
-  resume = train::share_resume(world, s.cl.config, resume);
-  return run_or_abort(world, [&] { return train::run(world, s.cl, s.derived, s.placement, resume); });
+  world.set_timeout(s.cl.config.dist.timeout_s);
+  // Bad data (no shard, a damaged header, another vocabulary; with data.verify=full a bad chunk) is a
+  // start-up error like a bad config: found before any work, printed once.
+  const int data_code = agree_on_startup(world, [&] { train::check_data(s.cl.config, world.rank(), world.size()); },
+                                         "checking the data shards");
+  if (data_code != kExitOk) return data_code;
+  return run_or_abort(world, [&] {
+    // Held in this frame: an error unwinding out of training releases the lock before run_or_abort
+    // ends the job (MPI_Abort runs no destructors). A killed rank 0 leaves it for the next run to take over.
+    const std::optional<ckpt::DirLock> held = std::move(lock);
+    resume = train::share_resume(world, s.cl.config, resume);
+    return train::run(world, s.cl, s.derived, s.placement, resume);
+  });
 }
 
 }  // namespace

@@ -92,6 +92,9 @@ std::string manifest_json(const Manifest& m) {
                      {"ranges", ranges_json(m.rank_ranges[r])}});
   j["ranks"] = ranks;
   j["files"] = files_json(m.files);
+  // An optional field within format_version 1: older readers ignore it, and its absence (an older
+  // writer) reads as "owner unknown".
+  if (!m.run_id.empty()) j["run_id"] = m.run_id;
   return j.dump(1) + "\n";
 }
 
@@ -114,6 +117,7 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
       m.rank_ranges.push_back(parse_ranges(r.at("ranges")));
     }
     m.files = parse_files(j.at("files"));
+    m.run_id = j.value("run_id", std::string());
     return m;
   });
 }

@@ -99,6 +99,7 @@ struct Manifest {
   ModelDesc model;
   std::vector<std::vector<FlatRange>> rank_ranges;  // [world_size]
   std::vector<FileRecord> files;                    // every file but the manifest itself
+  std::string run_id;  // the run that wrote it (ownership.hpp); "" in checkpoints made before run ids
   std::uint64_t total_bytes() const;
 };
 

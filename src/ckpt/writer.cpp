@@ -118,21 +118,4 @@ void commit(const fs::path& tmp_dir, const fs::path& final_dir, const Manifest& 
   io::fsync_path(final_dir.parent_path().empty() ? fs::path(".") : final_dir.parent_path());
 }
 
-std::vector<fs::path> prune(const fs::path& ckpt_dir, std::int64_t keep, const fs::path& protect) {
-  std::vector<fs::path> deleted;
-  std::int64_t kept = 1;  // `protect` counts as one of the kept
-  for (const StepDir& d : list_step_dirs(ckpt_dir)) {
-    std::error_code same_ec;
-    if (fs::equivalent(d.path, protect, same_ec)) continue;
-    if (!d.tmp && (keep == 0 || kept < keep)) {
-      ++kept;
-      continue;
-    }
-    std::error_code ec;
-    fs::remove_all(d.path, ec);  // best effort: a checkpoint left behind wastes space, nothing more
-    if (!ec) deleted.push_back(d.path);
-  }
-  return deleted;
-}
-
 }  // namespace zt::ckpt

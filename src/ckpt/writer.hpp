@@ -34,9 +34,4 @@ FileRecord file_record(const fs::path& dir, const std::string& relative);
 // the same step being replaced, e.g. one that failed to verify) is removed first.
 void commit(const fs::path& tmp_dir, const fs::path& final_dir, const Manifest& manifest);
 
-// Rank 0, after a commit: deletes all but the `keep` newest committed checkpoints (0 = keep all) and
-// the .tmp directories of failed attempts; `protect` (the checkpoint just committed, the newest that
-// verifies) is never deleted. Returns what it deleted.
-std::vector<fs::path> prune(const fs::path& ckpt_dir, std::int64_t keep, const fs::path& protect);
-
 }  // namespace zt::ckpt

@@ -11,8 +11,12 @@ enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class Recompute { kNone, kFull, kSelective };
 enum class Offload { kNone, kOptimizer };
+// TEST ONLY (debug.*): where debug.hang_at_step hits, and how the rank stops responding there.
+enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume };
+enum class HangMode { kSleep, kSigstop, kSigkill };
 enum class Schedule { kCosine, kConstant };
 enum class CommBackend { kAuto, kNccl, kMpi };
+enum class DataVerify { kOnRead, kFull };
 
 struct ModelConfig {
   std::int64_t n_layer = 4;
@@ -66,6 +70,7 @@ struct DataConfig {
   std::string valid;
   bool shuffle = true;
   std::string vocab;
+  DataVerify verify = DataVerify::kOnRead;  // when token chunks' checksums are checked
 };
 
 struct CkptConfig {
@@ -74,6 +79,7 @@ struct CkptConfig {
   std::int64_t keep = 3;
   std::string resume = "auto";
   bool async = false;
+  bool overwrite = false;  // resume=none may start over another run's checkpoints (same steps replaced)
 };
 
 struct LogConfig {
@@ -97,6 +103,8 @@ struct DebugConfig {
   std::int64_t hang_at_step = 0;
   std::int64_t kill_at_step = 0;
   std::int64_t rank = 0;
+  HangPhase hang_phase = HangPhase::kStepEnd;
+  HangMode hang_mode = HangMode::kSleep;
   double slow_rank_factor = 1;   // preflight: debug.rank's GEMM and node-pair exchanges take this many times as long
   std::int64_t ranks_per_node = 0;  // preflight: consecutive ranks grouped as one node (0 = the real hosts)
 };

@@ -3,6 +3,7 @@
 #include "config/options.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "config/value.hpp"
 
@@ -15,16 +16,6 @@ template <typename T>
 using Check = std::function<std::string(const T&)>;
 
 template <typename T> struct Codec;
-template <> struct Codec<std::int64_t> {
-  static constexpr const char* kKind = "INT";
-  static std::int64_t parse(std::string_view k, std::string_view t) { return value::parse_int(k, t); }
-  static std::string format(std::int64_t v) { return std::to_string(v); }
-};
-template <> struct Codec<std::uint64_t> {
-  static constexpr const char* kKind = "INT";
-  static std::uint64_t parse(std::string_view k, std::string_view t) { return value::parse_uint(k, t); }
-  static std::string format(std::uint64_t v) { return std::to_string(v); }
-};
 template <> struct Codec<double> {
   static constexpr const char* kKind = "NUM";
   static double parse(std::string_view k, std::string_view t) { return value::parse_double(k, t); }
@@ -47,13 +38,23 @@ std::string kind_of() {
   else return Codec<T>::kKind;
 }
 
-template <typename S, typename T>
-Option opt(const char* key, S Config::*section, T S::*field, const char* help, Check<T> check = {}) {
+// The option for `field`, its text read by `parse` (which checks it) and written back by `format`.
+template <typename S, typename T, typename Parse, typename Format>
+Option field_option(const char* key, S Config::*section, T S::*field, const char* help, std::string kind,
+                    Parse parse, Format format) {
   Option o;
   o.key = key;
-  o.value_kind = kind_of<T>();
+  o.value_kind = std::move(kind);
   o.help = help;
-  o.assign = [key, section, field, check](Config& c, const std::string& text) {
+  o.assign = [section, field, parse](Config& c, const std::string& text) { c.*section.*field = parse(text); };
+  o.format = [section, field, format](const Config& c) { return format(c.*section.*field); };
+  return o;
+}
+
+template <typename S, typename T>
+Option opt(const char* key, S Config::*section, T S::*field, const char* help, Check<T> check = {}) {
+  static_assert(!std::is_integral_v<T> || std::is_same_v<T, bool>, "an integer key states its Range");
+  auto parse = [key, check](const std::string& text) {
     T v;
     if constexpr (std::is_enum_v<T>) v = value::parse_enum<T>(key, text);
     else v = Codec<T>::parse(key, text);
@@ -61,25 +62,68 @@ Option opt(const char* key, S Config::*section, T S::*field, const char* help, C
       std::string problem = check(v);
       if (!problem.empty()) value::reject(key, text, problem);
     }
-    c.*section.*field = v;
+    return v;
   };
-  o.format = [section, field](const Config& c) {
-    if constexpr (std::is_enum_v<T>) return value::enum_name(c.*section.*field);
-    else return Codec<T>::format(c.*section.*field);
+  auto format = [](const T& v) {
+    if constexpr (std::is_enum_v<T>) return value::enum_name(v);
+    else return Codec<T>::format(v);
   };
-  return o;
+  return field_option(key, section, field, help, kind_of<T>(), parse, format);
+}
+
+// Every integer key states its allowed values, shown in --help and the README: a value outside them,
+// or one that does not fit 64 bits, is a ConfigError naming the range, never wrapped where it is used.
+template <typename T>
+struct Range {
+  T lo, hi;
+};
+template <typename S, typename T>
+Option opt(const char* key, S Config::*section, T S::*field, const char* help, Range<T> r) {
+  static_assert(std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint64_t>);
+  auto parse = [key, r](const std::string& text) -> T {
+    if constexpr (std::is_signed_v<T>) return value::parse_int(key, text, r.lo, r.hi);
+    else return value::parse_uint(key, text, r.lo, r.hi);
+  };
+  return field_option(key, section, field, help, cat("INT [", r.lo, ", ", r.hi, "]"), parse,
+                      [](T v) { return std::to_string(v); });
+}
+
+// Upper bounds, generous for any model this trainer builds, and small enough that what the code forms
+// from them fits its type: shapes are cast to int, and steps x global_batch x seq_len counts tokens in
+// 64 bits (validate.cpp checks the products that span keys).
+using I64 = Range<std::int64_t>;
+constexpr std::int64_t kMaxSteps = 1'000'000'000;  // optimizer steps (and step numbers: every, at_step)
+constexpr std::int64_t kMaxLayers = 4096;
+constexpr std::int64_t kMaxWidth = 65536;          // n_embd, n_head
+constexpr std::int64_t kMaxVocab = 1 << 24;        // ids are int32; padded to a multiple of 64 as int
+constexpr std::int64_t kMaxSeqLen = 1 << 20;
+constexpr std::int64_t kMaxBatch = 1 << 24;        // sequences per step
+constexpr std::int64_t kMaxRanks = 1 << 20;        // world sizes (plan.world_size, debug.rank)
+constexpr std::int64_t kMaxThreads = 4096;
+constexpr std::int64_t kMaxCount = 1'000'000;      // checkpoints kept, eval batches, sampled tokens
+constexpr double kMaxBucketMb = 8192;              // one collective; MPI counts in int: 2^31 fp32 = 8 GiB
+
+// A bound as the user would write it (1048576, not 1.04858e+06).
+std::string bound(double v) {
+  return v == std::floor(v) && std::fabs(v) < 1e15 ? std::to_string(static_cast<std::int64_t>(v)) : format_double(v);
 }
 
 template <typename T>
 Check<T> at_least(T lo) {
-  return [lo](const T& v) { return v >= lo ? std::string() : cat("must be >= ", lo); };
+  return [lo](const T& v) { return v >= lo ? std::string() : cat("must be >= ", bound(lo)); };
 }
 template <typename T>
 Check<T> between(T lo, T hi) {
-  return [lo, hi](const T& v) { return v >= lo && v <= hi ? std::string() : cat("must be in [", lo, ", ", hi, "]"); };
+  return [lo, hi](const T& v) {
+    return v >= lo && v <= hi ? std::string() : cat("must be in [", bound(lo), ", ", bound(hi), "]");
+  };
 }
 Check<double> positive() {
   return [](const double& v) { return v > 0 ? std::string() : "must be > 0"; };
+}
+// For NUM keys converted to a byte count: past the bound the conversion would overflow.
+Check<double> positive_at_most(double hi) {
+  return [hi](const double& v) { return v > 0 && v <= hi ? std::string() : cat("must be in (0, ", bound(hi), "]"); };
 }
 Check<double> in_unit_interval_open() {
   return [](const double& v) { return v >= 0 && v < 1 ? std::string() : "must be in [0, 1)"; };
@@ -88,32 +132,33 @@ Check<double> in_unit_interval_open() {
 std::vector<Option> build_table() {
   using C = Config;
   return {
-      opt("model.n_layer", &C::model, &ModelConfig::n_layer, "transformer blocks L", at_least<std::int64_t>(1)),
-      opt("model.n_head", &C::model, &ModelConfig::n_head, "attention heads per block", at_least<std::int64_t>(1)),
-      opt("model.n_embd", &C::model, &ModelConfig::n_embd, "model width C (divisible by n_head)", at_least<std::int64_t>(1)),
-      opt("model.vocab_size", &C::model, &ModelConfig::vocab_size, "real vocabulary size (50257 for GPT-2)", at_least<std::int64_t>(2)),
-      opt("model.seq_len", &C::model, &ModelConfig::seq_len, "context length T in tokens", at_least<std::int64_t>(1)),
+      opt("model.n_layer", &C::model, &ModelConfig::n_layer, "transformer blocks L", I64{1, kMaxLayers}),
+      opt("model.n_head", &C::model, &ModelConfig::n_head, "attention heads per block", I64{1, kMaxWidth}),
+      opt("model.n_embd", &C::model, &ModelConfig::n_embd, "model width C (divisible by n_head)", I64{1, kMaxWidth}),
+      opt("model.vocab_size", &C::model, &ModelConfig::vocab_size, "real vocabulary size (50257 for GPT-2)", I64{2, kMaxVocab}),
+      opt("model.seq_len", &C::model, &ModelConfig::seq_len, "context length T in tokens", I64{1, kMaxSeqLen}),
       opt("init.from", &C::init, &InitConfig::from, "start from a Hugging Face GPT-2 .safetensors file (empty: random GPT-2 init from train.seed)"),
       opt("train.device", &C::train, &TrainConfig::device, "where to compute: auto picks cuda when a GPU is visible"),
       opt("train.precision", &C::train, &TrainConfig::precision, "compute precision: bf16/fp16 keep activations and working weights in 16 bits; master weights, gradients and optimizer state are always fp32 (on the CPU backend 16-bit storage is emulated, for checking)"),
-      opt("train.seed", &C::train, &TrainConfig::seed, "seed everything random derives from (init, data shuffle)"),
-      opt("train.max_steps", &C::train, &TrainConfig::max_steps, "optimizer steps of the whole run (the schedule's length), counted across resumes", at_least<std::int64_t>(1)),
-      opt("train.stop_at_step", &C::train, &TrainConfig::stop_at_step, "stop this invocation after this step, with a checkpoint, schedule unchanged (0 = off)", at_least<std::int64_t>(0)),
-      opt("train.global_batch", &C::train, &TrainConfig::global_batch, "sequences per optimizer step over all ranks (= micro_batch x grad_accum x ranks)", at_least<std::int64_t>(1)),
-      opt("train.micro_batch", &C::train, &TrainConfig::micro_batch, "sequences per rank per forward pass", at_least<std::int64_t>(1)),
-      opt("train.zero_stage", &C::train, &TrainConfig::zero_stage, "ZeRO stage: 0 replicated, 1 optimizer state sharded, 2 +gradients, 3 +parameters", between<std::int64_t>(0, 3)),
+      opt("train.seed", &C::train, &TrainConfig::seed, "seed everything random derives from (init, data shuffle)",
+          Range<std::uint64_t>{0, ~std::uint64_t{0}}),
+      opt("train.max_steps", &C::train, &TrainConfig::max_steps, "optimizer steps of the whole run (the schedule's length), counted across resumes", I64{1, kMaxSteps}),
+      opt("train.stop_at_step", &C::train, &TrainConfig::stop_at_step, "stop this invocation after this step, with a checkpoint, schedule unchanged (0 = off)", I64{0, kMaxSteps}),
+      opt("train.global_batch", &C::train, &TrainConfig::global_batch, "sequences per optimizer step over all ranks (= micro_batch x grad_accum x ranks)", I64{1, kMaxBatch}),
+      opt("train.micro_batch", &C::train, &TrainConfig::micro_batch, "sequences per rank per forward pass", I64{1, kMaxBatch}),
+      opt("train.zero_stage", &C::train, &TrainConfig::zero_stage, "ZeRO stage: 0 replicated, 1 optimizer state sharded, 2 +gradients, 3 +parameters", I64{0, 3}),
       opt("train.recompute", &C::train, &TrainConfig::recompute, "activation recomputation in the backward pass"),
       opt("train.offload", &C::train, &TrainConfig::offload, "keep the optimizer state and fp32 master weights in host memory"),
-      opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", at_least<std::int64_t>(0)),
+      opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", I64{0, kMaxThreads}),
       opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", at_least<double>(0)),
       opt("train.loss_scale", &C::train, &TrainConfig::loss_scale, "fp16 only: 'dynamic' or a fixed positive number"),
       opt("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16 dynamic scaling: initial scale", positive()),
-      opt("train.loss_scale_window", &C::train, &TrainConfig::loss_scale_window, "fp16 dynamic scaling: steps without overflow before the scale doubles", at_least<std::int64_t>(1)),
+      opt("train.loss_scale_window", &C::train, &TrainConfig::loss_scale_window, "fp16 dynamic scaling: steps without overflow before the scale doubles", I64{1, kMaxSteps}),
       opt("train.loss_scale_min", &C::train, &TrainConfig::loss_scale_min, "fp16 dynamic scaling: the scale never drops below this", positive()),
-      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", positive()),
+      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", positive_at_most(kMaxBucketMb)),
       opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", at_least<double>(0)),
       opt("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of the cosine schedule", at_least<double>(0)),
-      opt("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps: lr*(s+1)/warmup for step s < warmup", at_least<std::int64_t>(0)),
+      opt("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps: lr*(s+1)/warmup for step s < warmup", I64{0, kMaxSteps}),
       opt("optim.schedule", &C::optim, &OptimConfig::schedule, "learning-rate schedule after warm-up"),
       opt("optim.weight_decay", &C::optim, &OptimConfig::weight_decay, "decoupled weight decay (AdamW) on 2-D weights, embeddings included", at_least<double>(0)),
       opt("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1", in_unit_interval_open()),
@@ -124,33 +169,37 @@ std::vector<Option> build_table() {
       opt("data.valid", &C::data, &DataConfig::valid, "validation shards (a glob; empty = no evaluation)"),
       opt("data.shuffle", &C::data, &DataConfig::shuffle, "seeded permutation of windows per epoch (false: the order contract in the README)"),
       opt("data.vocab", &C::data, &DataConfig::vocab, "directory with encoder.json + vocab.bpe (text samples; checked against the shards' vocab_hash)"),
+      opt("data.verify", &C::data, &DataConfig::verify, "token chunk checksums: on_read checks each chunk when first read (a bad one checkpoints the last step and stops, exit 1); full also reads every chunk at start-up (exit 2)"),
       opt("ckpt.dir", &C::ckpt, &CkptConfig::dir, "checkpoint directory (holds step_NNNNNNNN/)"),
-      opt("ckpt.every", &C::ckpt, &CkptConfig::every, "checkpoint every N steps (0 = only at the end and on signals)", at_least<std::int64_t>(0)),
-      opt("ckpt.keep", &C::ckpt, &CkptConfig::keep, "checkpoints kept (the newest that verifies is never deleted; 0 = all)", at_least<std::int64_t>(0)),
+      opt("ckpt.every", &C::ckpt, &CkptConfig::every, "checkpoint every N steps (0 = only at the end and on signals)", I64{0, kMaxSteps}),
+      opt("ckpt.keep", &C::ckpt, &CkptConfig::keep, "this run's checkpoints kept (the newest that verifies, and other runs' checkpoints, are never deleted; 0 = all)", I64{0, kMaxCount}),
       opt("ckpt.resume", &C::ckpt, &CkptConfig::resume, "auto (newest that verifies) | none | a checkpoint directory"),
       opt("ckpt.async", &C::ckpt, &CkptConfig::async, "write checkpoints from a background thread after a snapshot to host memory"),
-      opt("log.every", &C::log, &LogConfig::every, "log a metrics line every N steps", at_least<std::int64_t>(1)),
+      opt("ckpt.overwrite", &C::ckpt, &CkptConfig::overwrite, "let a new run (resume=none, or auto finding none that verifies) start in a ckpt.dir holding other runs' checkpoints, replacing those of the steps it saves"),
+      opt("log.every", &C::log, &LogConfig::every, "log a metrics line every N steps", I64{1, kMaxSteps}),
       opt("log.metrics", &C::log, &LogConfig::metrics, "JSON Lines metrics file (empty = none)"),
-      opt("log.eval_every", &C::log, &LogConfig::eval_every, "evaluate on data.valid every N steps (0 = off)", at_least<std::int64_t>(0)),
-      opt("log.eval_batches", &C::log, &LogConfig::eval_batches, "global batches per evaluation", at_least<std::int64_t>(1)),
-      opt("log.sample_every", &C::log, &LogConfig::sample_every, "print a text sample every N steps (0 = off; needs data.vocab)", at_least<std::int64_t>(0)),
+      opt("log.eval_every", &C::log, &LogConfig::eval_every, "evaluate on data.valid every N steps (0 = off)", I64{0, kMaxSteps}),
+      opt("log.eval_batches", &C::log, &LogConfig::eval_batches, "global batches per evaluation", I64{1, kMaxCount}),
+      opt("log.sample_every", &C::log, &LogConfig::sample_every, "print a text sample every N steps (0 = off; needs data.vocab)", I64{0, kMaxSteps}),
       opt("log.sample_prompt", &C::log, &LogConfig::sample_prompt, "prompt the samples continue"),
-      opt("log.sample_tokens", &C::log, &LogConfig::sample_tokens, "tokens generated per sample", at_least<std::int64_t>(1)),
+      opt("log.sample_tokens", &C::log, &LogConfig::sample_tokens, "tokens generated per sample", I64{1, kMaxCount}),
       opt("log.all_ranks", &C::log, &LogConfig::all_ranks, "every rank logs, each line prefixed [rank r]"),
       opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
-      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a collective or step longer than this aborts the job (loose until step 1 completes)", positive()),
-      opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
-      opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
-      opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", at_least<std::int64_t>(0)),
-      opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", at_least<std::int64_t>(0)),
-      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: --preflight: debug.rank sleeps so its GEMM and node-pair exchanges take this many times as long (1 = off)", at_least<double>(1)),
-      opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", at_least<std::int64_t>(0)),
-      opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", at_least<std::int64_t>(0)),
-      opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", at_least<double>(0)),
+      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (collectives: 10x until step 1 completes)", positive()),
+      opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
+      opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
+      opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
+      opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", I64{0, kMaxRanks - 1}),
+      opt("debug.hang_phase", &C::debug, &DebugConfig::hang_phase, "TEST ONLY: where debug.hang_at_step hits: after the step (step_end), in that step's phase, in its checkpoint's write (some files written) or commit, or while resuming from the checkpoint of that step"),
+      opt("debug.hang_mode", &C::debug, &DebugConfig::hang_mode, "TEST ONLY: how debug.hang_at_step stops the rank: sleep forever, raise SIGSTOP, or SIGKILL"),
+      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: --preflight: debug.rank sleeps so its GEMM and node-pair exchanges take this many times as long (1 = off)", between<double>(1, 1e6)),
+      opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", I64{0, kMaxRanks}),
+      opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", I64{0, kMaxRanks}),
+      opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", between<double>(0, 1 << 20)),
       opt("preflight.min_fraction", &C::preflight, &PreflightConfig::min_fraction, "--preflight flags a rank's GEMM rate or a node pair's bandwidth below this fraction of the median", between<double>(0, 1)),
-      opt("preflight.max_mb", &C::preflight, &PreflightConfig::max_mb, "--preflight: largest collective and node-pair message in MiB (sizes max/64, max/8, max)", between<std::int64_t>(1, 4096)),
-      opt("preflight.iters", &C::preflight, &PreflightConfig::iters, "--preflight: timed iterations per measurement, after 2 warm-up ones (the median is reported)", between<std::int64_t>(1, 1000)),
-      opt("preflight.gemm_n", &C::preflight, &PreflightConfig::gemm_n, "--preflight: square GEMM size n (0 = 8192 on GPUs, 1024 on CPUs)", between<std::int64_t>(0, 65536)),
+      opt("preflight.max_mb", &C::preflight, &PreflightConfig::max_mb, "--preflight: largest collective and node-pair message in MiB (sizes max/64, max/8, max)", I64{1, 4096}),
+      opt("preflight.iters", &C::preflight, &PreflightConfig::iters, "--preflight: timed iterations per measurement, after 2 warm-up ones (the median is reported)", I64{1, 1000}),
+      opt("preflight.gemm_n", &C::preflight, &PreflightConfig::gemm_n, "--preflight: square GEMM size n (0 = 8192 on GPUs, 1024 on CPUs)", I64{0, kMaxWidth}),
       opt("preflight.out", &C::preflight, &PreflightConfig::out, "--preflight: also write the JSON summary to this file (empty = stdout only)"),
   };
 }

@@ -3,8 +3,12 @@
 #include "config/parse.hpp"
 
 #include <boost/program_options.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "config/options.hpp"
 #include "config/value.hpp"
@@ -15,7 +19,10 @@ namespace {
 
 po::options_description key_options() {
   po::options_description desc("configuration keys");
-  for (const Option& o : options()) desc.add_options()(o.key.c_str(), po::value<std::string>(), o.help.c_str());
+  // Every occurrence is kept (in order): on the command line the last one wins, as job scripts append
+  // overrides; in a file a key given twice is an error.
+  for (const Option& o : options())
+    desc.add_options()(o.key.c_str(), po::value<std::vector<std::string>>(), o.help.c_str());
   return desc;
 }
 
@@ -67,19 +74,38 @@ po::variables_map parse_arguments(int argc, const char* const* argv) {
   return vm;
 }
 
-void parse_config_file(const std::string& path, po::variables_map& vm) {
+// The file's values, each key once. A directory or unreadable path is named, not read as empty.
+po::variables_map parse_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(cat("--config ", path, " is a directory: give the INI file (e.g. inputs/configs/cpu-tiny.ini)"));
   std::ifstream in(path);
-  if (!in) throw ConfigError(cat("cannot read config file '", path, "': no such file or not readable"));
+  if (!in) {
+    const bool exists = std::filesystem::exists(path, ec);
+    throw ConfigError(cat("cannot read config file '", path, "': ",
+                          exists ? cat("not readable (", std::strerror(errno), ")") : "no such file"));
+  }
+  po::variables_map vm;
   try {
     po::store(po::parse_config_file(in, key_options(), /*allow_unregistered=*/false), vm);
   } catch (const po::error& e) {
     rethrow_po_error(e, cat(" in config file '", path, "'"));
   }
+  if (in.bad()) throw ConfigError(cat("cannot read config file '", path, "': ", std::strerror(errno)));
+  for (const auto& [key, v] : vm)
+    if (v.as<std::vector<std::string>>().size() > 1)
+      throw ConfigError(cat("option '", key, "' given more than once in config file '", path, "'"));
+  return vm;
+}
+
+// The values given for `key`, in the order they take effect (empty: not given).
+std::vector<std::string> values_of(const po::variables_map& vm, const std::string& key) {
+  return vm.count(key) ? vm[key].as<std::vector<std::string>>() : std::vector<std::string>{};
 }
 }  // namespace
 
 CommandLine parse_command_line(int argc, const char* const* argv) {
-  po::variables_map vm = parse_arguments(argc, argv);  // stored first, so the command line wins
+  po::variables_map vm = parse_arguments(argc, argv);
   CommandLine cl;
   cl.help = vm.count("help") > 0;
   cl.help_markdown = vm.count("help-markdown") > 0;
@@ -89,12 +115,16 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   cl.force = vm.count("force") > 0;
   cl.version = vm.count("version") > 0;
   if (cl.help || cl.help_markdown || cl.version) return cl;
+  po::variables_map file;
   if (vm.count("config")) {
     cl.config_file = vm["config"].as<std::string>();
-    parse_config_file(cl.config_file, vm);
+    file = parse_config_file(cl.config_file);
   }
-  for (const Option& o : options())
-    if (vm.count(o.key)) o.assign(cl.config, vm[o.key].as<std::string>());
+  // File first, then each command-line occurrence in order: every value is checked, the last stays.
+  for (const Option& o : options()) {
+    for (const std::string& text : values_of(file, o.key)) o.assign(cl.config, text);
+    for (const std::string& text : values_of(vm, o.key)) o.assign(cl.config, text);
+  }
   validate(cl.config);
   return cl;
 }

@@ -1,5 +1,6 @@
 // ztrain's command line: --config FILE (INI, [section] key=value) plus --section.key=value overrides,
-// which win over the file. Every problem is a ConfigError naming the key, the value and the fix.
+// which win over the file; a key given twice on the command line takes the last value. Every problem
+// is a ConfigError naming the key, the value and the fix.
 #pragma once
 
 #include <cstdint>

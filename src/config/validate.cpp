@@ -2,6 +2,7 @@
 // Every message says the arithmetic and the nearest valid values, never a bare assertion.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/derived.hpp"
@@ -60,6 +61,37 @@ void check_optim(const OptimConfig& o) {
                           value::format_double(o.lr), ": the cosine schedule decays from lr to min_lr; use min_lr <= lr"));
 }
 
+// Products of keys that the trainer forms in 64 bits (token counts, activation and logit elements,
+// times 4 bytes). Each key's own range is generous, so their products are checked here; the limit is
+// far beyond any memory or corpus.
+constexpr std::int64_t kMaxProduct = std::int64_t{1} << 60;
+void check_product(const std::vector<std::pair<const char*, std::int64_t>>& factors, const char* what) {
+  std::int64_t product = 1;
+  std::string terms;
+  bool overflow = false;
+  for (const auto& [name, v] : factors) {
+    terms += cat(terms.empty() ? "" : " x ", name, "=", v);
+    overflow = overflow || __builtin_mul_overflow(product, v, &product) || product > kMaxProduct;
+  }
+  if (overflow) throw ConfigError(cat(terms, " (", what, ") exceeds 2^60: lower one of them"));
+}
+
+void check_products(const Config& c) {
+  const ModelConfig& m = c.model;
+  const TrainConfig& t = c.train;
+  check_product({{"train.max_steps", t.max_steps}, {"train.global_batch", t.global_batch}, {"model.seq_len", m.seq_len}},
+                "tokens over the run");
+  check_product({{"log.eval_batches", c.log.eval_batches}, {"train.global_batch", t.global_batch}, {"model.seq_len", m.seq_len}},
+                "tokens per evaluation");
+  check_product({{"train.micro_batch", t.micro_batch}, {"model.seq_len", m.seq_len}, {"model.n_layer", m.n_layer},
+                 {"model.n_embd", m.n_embd}, {"activations per channel", 16}},
+                "activation elements per rank");
+  check_product({{"train.micro_batch", t.micro_batch}, {"model.seq_len", m.seq_len}, {"model.vocab_size", m.vocab_size}},
+                "logit elements per rank");
+  check_product({{"model.n_layer", m.n_layer}, {"model.n_embd", m.n_embd}, {"model.n_embd", m.n_embd}, {"weights per C^2", 12}},
+                "parameters");
+}
+
 void check_logging(const Config& c) {
   if (c.log.eval_every > 0 && c.data.valid.empty())
     throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs validation shards: set data.valid=GLOB "
@@ -72,12 +104,16 @@ void check_logging(const Config& c) {
 
 void validate(const Config& config) {
   check_model(config.model);
+  check_products(config);
   check_train(config);
   check_optim(config.optim);
   check_logging(config);
 }
 
 Derived derive(const Config& config, std::int64_t dp_size) {
+  if (config.debug.rank >= dp_size)
+    throw ConfigError(cat("debug.rank=", config.debug.rank, " is outside the world of ", dp_size,
+                          " rank(s): use debug.rank in [0, ", dp_size - 1, "]"));
   const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
   const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
   if (global % per_step != 0) {

@@ -2,7 +2,9 @@
 #include "config/value.hpp"
 
 #include <charconv>
+#include <cctype>
 #include <cmath>
+#include <type_traits>
 #include <system_error>
 
 namespace zt::config::value {
@@ -13,29 +15,37 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// 64-bit parsing, then the range: "4294967298" is out of range for a layer count, never 2 layers.
 template <typename T>
-T parse_integer(std::string_view key, std::string_view raw, const char* what) {
+T parse_integer(std::string_view key, std::string_view raw, const char* what, T lo, T hi) {
   std::string_view text = trim(raw);
+  const std::string range = cat("must be in [", lo, ", ", hi, "]");
   T v{};
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range) reject(key, raw, cat("out of range for ", what));
+  const bool negative_unsigned = std::is_unsigned_v<T> && !text.empty() && text.front() == '-';
+  if (ec == std::errc::result_out_of_range) reject(key, raw, cat("out of range: ", range));
+  if (negative_unsigned && text.size() > 1 && std::isdigit(static_cast<unsigned char>(text[1])))
+    reject(key, raw, range);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) reject(key, raw, cat("not ", what));
+  if (v < lo || v > hi) reject(key, raw, range);
   return v;
 }
 }  // namespace
 
-std::int64_t parse_int(std::string_view key, std::string_view text) {
-  return parse_integer<std::int64_t>(key, text, "an integer");
+std::int64_t parse_int(std::string_view key, std::string_view text, std::int64_t lo, std::int64_t hi) {
+  return parse_integer<std::int64_t>(key, text, "an integer", lo, hi);
 }
 
-std::uint64_t parse_uint(std::string_view key, std::string_view text) {
-  return parse_integer<std::uint64_t>(key, text, "a non-negative integer");
+std::uint64_t parse_uint(std::string_view key, std::string_view text, std::uint64_t lo, std::uint64_t hi) {
+  return parse_integer<std::uint64_t>(key, text, "a non-negative integer", lo, hi);
 }
 
 double parse_double(std::string_view key, std::string_view raw) {
   std::string_view text = trim(raw);
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range && end == text.data() + text.size())
+    reject(key, raw, "out of range for a 64-bit float");
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) reject(key, raw, "not a number");
   if (!std::isfinite(v)) reject(key, raw, "not a finite number");
   return v;

@@ -16,8 +16,9 @@ namespace zt::config::value {
   throw ConfigError(cat(key, "=", text.empty() ? "''" : text, ": ", why));
 }
 
-std::int64_t parse_int(std::string_view key, std::string_view text);
-std::uint64_t parse_uint(std::string_view key, std::string_view text);
+// An integer in [lo, hi]: one outside it, or beyond 64 bits, is rejected naming the range.
+std::int64_t parse_int(std::string_view key, std::string_view text, std::int64_t lo, std::int64_t hi);
+std::uint64_t parse_uint(std::string_view key, std::string_view text, std::uint64_t lo, std::uint64_t hi);
 double parse_double(std::string_view key, std::string_view text);
 bool parse_bool(std::string_view key, std::string_view text);
 std::string format_double(double v);  // shortest text that parses back to the same double
@@ -40,6 +41,16 @@ template <> struct EnumNames<Offload> {
   static constexpr std::array<std::pair<Offload, const char*>, 2> kNames{
       {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}}};
 };
+template <> struct EnumNames<HangPhase> {
+  static constexpr std::array<std::pair<HangPhase, const char*>, 8> kNames{
+      {{HangPhase::kStepEnd, "step_end"}, {HangPhase::kForward, "forward"}, {HangPhase::kBackward, "backward"},
+       {HangPhase::kReduce, "reduce"}, {HangPhase::kOptimizer, "optimizer"}, {HangPhase::kCkptWrite, "ckpt_write"},
+       {HangPhase::kCkptCommit, "ckpt_commit"}, {HangPhase::kResume, "resume"}}};
+};
+template <> struct EnumNames<HangMode> {
+  static constexpr std::array<std::pair<HangMode, const char*>, 3> kNames{
+      {{HangMode::kSleep, "sleep"}, {HangMode::kSigstop, "sigstop"}, {HangMode::kSigkill, "sigkill"}}};
+};
 template <> struct EnumNames<Schedule> {
   static constexpr std::array<std::pair<Schedule, const char*>, 2> kNames{
       {{Schedule::kCosine, "cosine"}, {Schedule::kConstant, "constant"}}};
@@ -47,6 +58,11 @@ template <> struct EnumNames<Schedule> {
 template <> struct EnumNames<CommBackend> {
   static constexpr std::array<std::pair<CommBackend, const char*>, 3> kNames{
       {{CommBackend::kAuto, "auto"}, {CommBackend::kNccl, "nccl"}, {CommBackend::kMpi, "mpi"}}};
+};
+
+template <> struct EnumNames<DataVerify> {
+  static constexpr std::array<std::pair<DataVerify, const char*>, 2> kNames{
+      {{DataVerify::kOnRead, "on_read"}, {DataVerify::kFull, "full"}}};
 };
 
 template <typename E>

@@ -117,6 +117,41 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
 }
 
 namespace {
+bool reads_cleanly(const ShardReader::Impl& s, std::uint64_t start, std::uint64_t n) {
+  try {
+    if (s.info.wide_tokens) {
+      std::vector<std::uint32_t> ids(n);
+      s.tokens.read(start, std::span(ids));
+    } else {
+      std::vector<std::uint16_t> ids(n);
+      s.tokens.read(start, std::span(ids));
+    }
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// HDF5 refused tokens [start, start + n) (a chunk's checksum, or the file): names the chunk that fails
+// on its own (a window may span two), the inputs whose tokens it holds, and the fix.
+[[noreturn]] void throw_unreadable(const ShardReader::Impl& s, std::uint64_t start, std::uint64_t n, const Error& e) {
+  std::uint64_t lo = start, hi = start + n;
+  if (const std::optional<std::uint64_t> chunk = s.tokens.checksummed_chunk_elements(); chunk && *chunk > 0)
+    for (std::uint64_t first = start / *chunk * *chunk; first < start + n; first += *chunk) {
+      const std::uint64_t end = std::min(first + *chunk, s.info.n_tokens);
+      if (!reads_cleanly(s, first, end - first)) {
+        lo = first, hi = end;
+        break;
+      }
+    }
+  std::string inputs;
+  for (std::size_t i = 0; i < s.info.sources.size() && i < 3; ++i) inputs += cat(i ? ", " : "", s.info.sources[i]);
+  if (s.info.sources.size() > 3) inputs += cat(" and ", s.info.sources.size() - 3, " more");
+  throw DataError(cat("shard ", s.info.path.string(), ": tokens [", lo, ", ", hi, ") are unreadable (", e.what(),
+                      "): the file is damaged; re-run ztok for its input (", inputs,
+                      ") with the same options to write it again, or restore it from a copy"));
+}
+
 // Tokens [start, start + ids.size()): by pread from chunks verified and located before (no HDF5 call),
 // else, when `hdf5` allows it, verifying or locating them (verified_chunks.hpp) or through HDF5's own
 // read; false when `hdf5` is not allowed and that would be needed.
@@ -143,7 +178,7 @@ bool read_ids(const ShardReader::Impl& s, std::uint64_t start, std::span<std::ui
     } catch (const DataError&) {
       throw;
     } catch (const Error& e) {
-      throw DataError(cat("shard ", path, ": cannot read tokens [", start, ", ", start + ids.size(), "): ", e.what()));
+      throw_unreadable(s, start, ids.size(), e);
     }
   }
   const auto limit = s.info.tokenizer.vocab_size;

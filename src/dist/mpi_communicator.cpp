@@ -1,20 +1,17 @@
-// Communicator over MPI nonblocking collectives on host buffers. wait() polls MPI_Test (yielding the
-// core between polls) so a hung or dead peer becomes a CommError after dist.timeout_s instead of a silent hang.
-#include <chrono>
+// Communicator over MPI nonblocking collectives on host buffers. wait() polls MPI_Test (deadline.hpp)
+// so a hung or dead peer becomes a CommError after dist.timeout_s instead of a silent hang.
 #include <climits>
 #include <cstring>
 #include <functional>
 #include <utility>
-#include <thread>
 
 #include "dist/communicator.hpp"
+#include "dist/deadline.hpp"
 #include "dist/mpi_check.hpp"
 #include "dist/world.hpp"
 
 namespace zt::dist {
 namespace {
-using Clock = std::chrono::steady_clock;
-constexpr double kSpinS = 1.0;  // MpiWork::wait polls without sleeping for this long
 
 MPI_Datatype mpi_type(DType t, const char* op) {
   switch (t) {
@@ -62,20 +59,10 @@ class MpiWork : public Work {
   }
 
   void wait() override {
-    const auto start = Clock::now();
-    while (!done()) {
-      const double waited_s = std::chrono::duration<double>(Clock::now() - start).count();
-      if (waited_s > comm_.timeout_s())
-        throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
-                            "): a peer rank is hung, dead or far behind; aborting the job so it can resume from the "
-                            "last checkpoint"));
-      // Open MPI progresses nonblocking collectives (libnbc schedules, shared-memory fragments) only
-      // inside MPI calls, so a waiter that sleeps stalls its peers' pipelines too: with a 1 ms back-off
-      // a 29 MB all-reduce on 4 oversubscribed ranks took 7x as long as MPI_Wait. So poll, yielding the
-      // core to peers between polls; sleep only once a peer is clearly late (hung, dead or far behind).
-      if (waited_s < kSpinS) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    if (poll_until(deadline_after(Clock::now(), comm_.timeout_s()), [this] { return done(); })) return;
+    throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
+                        "): a peer rank is hung, stopped, dead or far behind; aborting the job so it can resume from "
+                        "the last checkpoint"));
   }
 
  private:
@@ -88,11 +75,14 @@ class MpiWork : public Work {
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator(const World& world, double timeout_s) {
-    ZT_MPI(MPI_Comm_dup(*static_cast<const MPI_Comm*>(world.native_comm()), &comm_));
+    timeout_s_ = timeout_s;
+    // Collective too: nonblocking, so a rank that never gets here ends the job by the deadline.
+    MpiWork dup(*this, "creating the MPI communicator (MPI_Comm_idup)");
+    ZT_MPI(MPI_Comm_idup(*static_cast<const MPI_Comm*>(world.native_comm()), &comm_, dup.request()));
+    dup.wait();
     ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ZT_MPI(MPI_Comm_rank(comm_, &rank_));
     ZT_MPI(MPI_Comm_size(comm_, &size_));
-    timeout_s_ = timeout_s;
   }
   ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
 

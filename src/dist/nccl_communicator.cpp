@@ -6,10 +6,10 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <chrono>
-#include <thread>
+#include <cstring>
 
 #include "dist/communicator.hpp"
+#include "dist/deadline.hpp"
 #include "dist/mpi_check.hpp"
 #include "dist/world.hpp"
 
@@ -29,7 +29,6 @@
 
 namespace zt::dist {
 namespace {
-using Clock = std::chrono::steady_clock;
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
@@ -68,16 +67,13 @@ class NcclWork : public Work {
   }
 
   void wait() override {
-    const auto start = Clock::now();
-    for (int polls = 0; !done(); ++polls) {
-      if (std::chrono::duration<double>(Clock::now() - start).count() > comm_.timeout_s()) {
-        ncclCommAbort(nccl_);  // the only way to free a rank stuck in an NCCL kernel
-        throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
-                            "): a peer rank is hung, dead or far behind; aborting the job so it can resume from the "
-                            "last checkpoint"));
-      }
-      if (polls > 64) std::this_thread::sleep_for(std::chrono::microseconds(polls > 1000 ? 1000 : 50));
-    }
+    // Spin (yielding) through the first 50 ms: most collectives finish within it, and a sleep would
+    // add its granularity to each; past it, 1 ms sleeps.
+    if (poll_until(deadline_after(Clock::now(), comm_.timeout_s()), [this] { return done(); }, {0.05, 0.001, {}})) return;
+    ncclCommAbort(nccl_);  // the only way to free a rank stuck in an NCCL kernel
+    throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
+                        "): a peer rank is hung, stopped, dead or far behind; aborting the job so it can resume from "
+                        "the last checkpoint"));
   }
 
  private:
@@ -95,7 +91,11 @@ class NcclCommunicator : public Communicator {
     ZT_CUDA(cudaSetDevice(device));
     ncclUniqueId id{};
     if (rank_ == 0) ZT_NCCL(ncclGetUniqueId(&id));
-    ZT_MPI(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, *static_cast<const MPI_Comm*>(world.native_comm())));
+    // Under the world's watchdog (rank 0 names a rank that never arrives), not a blocking MPI_Bcast.
+    const std::string got = world.broadcast_from_root(std::string(reinterpret_cast<const char*>(&id), sizeof id),
+                                                      "creating the NCCL communicator (its id from rank 0)");
+    ZT_CHECK_EQ(got.size(), sizeof id, "NCCL unique id from rank 0");
+    std::memcpy(&id, got.data(), sizeof id);
     ZT_NCCL(ncclCommInitRank(&comm_, size_, id, rank_));
     ZT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ZT_CUDA(cudaMalloc(&scalar_, sizeof(double)));

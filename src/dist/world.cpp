@@ -3,12 +3,14 @@
 
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
-#include <thread>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "dist/deadline.hpp"
 #include "dist/mpi_check.hpp"
 
 namespace zt::dist {
@@ -67,53 +69,175 @@ World::~World() {
   if (!finalized) MPI_Finalize();
 }
 
-long long World::max_over_ranks(long long value) const {
-  long long out = 0;
-  ZT_MPI(MPI_Allreduce(&value, &out, 1, MPI_LONG_LONG, MPI_MAX, comms_->world));
-  return out;
-}
+// The agreements: rank 0 collects every rank's bytes point to point (so it knows who never arrived),
+// decides, and broadcasts the answer; nonblocking operations polled against one deadline per agreement.
+namespace {
+constexpr int kTagLength = 7101, kTagData = 7102;
 
-long long World::min_over_ranks(long long value) const {
-  long long out = 0;
-  ZT_MPI(MPI_Allreduce(&value, &out, 1, MPI_LONG_LONG, MPI_MIN, comms_->world));
-  return out;
-}
+struct Agreement {
+  MPI_Comm comm;
+  int rank, size;
+  double timeout_s;
+  std::string_view what;
+  Clock::time_point deadline;
 
-std::vector<std::string> World::gather_to_root(const std::string& mine) const {
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(is_root() ? size_ : 0), offsets(is_root() ? size_ : 0);
-  ZT_MPI(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comms_->world));
-  std::string all;
-  if (is_root()) {
-    int total = 0;
-    for (int r = 0; r < size_; ++r) offsets[r] = total, total += lens[r];
-    all.resize(total);
+  Agreement(MPI_Comm c, int r, int s, double t, std::string_view w)
+      : comm(c), rank(r), size(s), timeout_s(t), what(w),
+        deadline(deadline_after(Clock::now(), r == 0 ? t : t + World::kPeerGraceS)) {}
+
+  // Polls `requests` to completion or the deadline; returns the indices still pending (empty: all done).
+  std::vector<int> poll(std::vector<MPI_Request>& requests) const {
+    auto all_done = [&] {
+      bool done = true;
+      for (MPI_Request& r : requests) {
+        int flag = 0;
+        ZT_MPI(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+        done = done && flag;
+      }
+      return done;
+    };
+    std::vector<int> pending;
+    if (poll_until(deadline, all_done)) return pending;
+    for (int i = 0; i < static_cast<int>(requests.size()); ++i)
+      if (requests[i] != MPI_REQUEST_NULL) pending.push_back(i);
+    return pending;
   }
-  ZT_MPI(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
-                     comms_->world));
-  std::vector<std::string> out;
-  for (int r = 0; r < static_cast<int>(lens.size()); ++r) out.push_back(all.substr(offsets[r], lens[r]));
-  return out;
-}
 
-std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& mine) const {
-  std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(size_));
-  ZT_MPI(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
-                       static_cast<int>(mine.size()), MPI_UINT64_T, comms_->world));
+  [[noreturn]] void missing_ranks(const std::vector<int>& ranks, const char* how) const {
+    std::string list;
+    for (int r : ranks) list += cat(list.empty() ? "" : ", ", r);
+    throw CommError(cat(what, ": rank", ranks.size() > 1 ? "s " : " ", list, " ", how, " within dist.timeout_s=",
+                        timeout_s, " s (stopped, hung, dead or far behind); aborting the job, which can resume "
+                        "from the last checkpoint (ckpt.resume=auto)"));
+  }
+
+  // Rank 0's broadcast of the answer did not complete (a rank left between collecting and answering).
+  [[noreturn]] void unanswered() const {
+    if (rank != 0) no_answer();
+    throw CommError(cat(what, ": a rank did not take rank 0's answer within dist.timeout_s=", timeout_s,
+                        " s (stopped, hung, dead or far behind); aborting the job"));
+  }
+
+  [[noreturn]] void no_answer() const {
+    throw CommError(cat(what, ": no answer from rank 0 within dist.timeout_s=", timeout_s, " s + ", World::kPeerGraceS,
+                        " s: rank 0, or a rank it waits for, is stopped, hung, dead or far behind; aborting the job, "
+                        "which can resume from the last checkpoint (ckpt.resume=auto)"));
+  }
+};
+
+// Rank 0: every rank's `mine`, in rank order; the others send theirs and get {}.
+std::vector<std::string> collect(const Agreement& a, const std::string& mine) {
+  ZT_CHECK(mine.size() <= static_cast<std::size_t>(INT_MAX), a.what, ": ", mine.size(), " bytes exceed MPI's int count");
+  if (a.rank != 0) {
+    std::uint64_t len = mine.size();
+    std::vector<MPI_Request> sends(2, MPI_REQUEST_NULL);
+    ZT_MPI(MPI_Isend(&len, 1, MPI_UINT64_T, 0, kTagLength, a.comm, &sends[0]));
+    if (len > 0)
+      ZT_MPI(MPI_Isend(mine.data(), static_cast<int>(len), MPI_CHAR, 0, kTagData, a.comm, &sends[1]));
+    if (!a.poll(sends).empty()) a.no_answer();
+    return {};
+  }
+  std::vector<std::uint64_t> lens(static_cast<std::size_t>(a.size));
+  std::vector<MPI_Request> requests(static_cast<std::size_t>(a.size), MPI_REQUEST_NULL);
+  for (int r = 1; r < a.size; ++r)
+    ZT_MPI(MPI_Irecv(&lens[r], 1, MPI_UINT64_T, r, kTagLength, a.comm, &requests[r]));
+  if (std::vector<int> late = a.poll(requests); !late.empty()) a.missing_ranks(late, "did not arrive");
+  std::vector<std::string> all(static_cast<std::size_t>(a.size));
+  all[0] = mine;
+  for (int r = 1; r < a.size; ++r) {
+    all[r].resize(lens[r]);
+    if (lens[r] > 0)
+      ZT_MPI(MPI_Irecv(all[r].data(), static_cast<int>(lens[r]), MPI_CHAR, r, kTagData, a.comm, &requests[r]));
+  }
+  if (std::vector<int> late = a.poll(requests); !late.empty()) a.missing_ranks(late, "did not finish sending");
   return all;
 }
 
-void World::barrier() const { ZT_MPI(MPI_Barrier(comms_->world)); }
+// Rank 0's `payload` on every rank.
+std::string spread(const Agreement& a, std::string payload) {
+  std::uint64_t len = payload.size();
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  ZT_MPI(MPI_Ibcast(&len, 1, MPI_UINT64_T, 0, a.comm, &request[0]));
+  if (!a.poll(request).empty()) a.unanswered();
+  if (len == 0) return {};
+  payload.resize(len);
+  ZT_MPI(MPI_Ibcast(payload.data(), static_cast<int>(len), MPI_CHAR, 0, a.comm, &request[0]));
+  if (!a.poll(request).empty()) a.unanswered();
+  return payload;
+}
+
+std::string bytes_of(long long v) { return std::string(reinterpret_cast<const char*>(&v), sizeof v); }
+long long value_of(const std::string& b) {
+  long long v = 0;
+  std::memcpy(&v, b.data(), sizeof v);
+  return v;
+}
+
+// max (or min) of the ranks' values, on every rank.
+long long extreme(const Agreement& a, long long value, bool max) {
+  std::string answer;
+  if (a.rank == 0) {
+    for (const std::string& b : collect(a, bytes_of(value)))
+      value = max ? std::max(value, value_of(b)) : std::min(value, value_of(b));
+    answer = bytes_of(value);
+  } else {
+    collect(a, bytes_of(value));
+  }
+  return value_of(spread(a, answer));
+}
+}  // namespace
+
+long long World::max_over_ranks(long long value, std::string_view what) const {
+  return extreme({comms_->world, rank_, size_, timeout_s_, what}, value, true);
+}
+
+long long World::min_over_ranks(long long value, std::string_view what) const {
+  return extreme({comms_->world, rank_, size_, timeout_s_, what}, value, false);
+}
+
+std::vector<std::string> World::gather_to_root(const std::string& mine, std::string_view what) const {
+  return collect({comms_->world, rank_, size_, timeout_s_, what}, mine);
+}
+
+std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& mine, std::string_view what) const {
+  const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
+  std::string joined;
+  const std::string own(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(std::uint64_t));
+  for (const std::string& b : collect(a, own)) {
+    if (b.size() != own.size())
+      throw CommError(cat(what, ": ranks contributed different lengths (", b.size(), " and ", own.size(), " bytes)"));
+    joined += b;
+  }
+  joined = spread(a, std::move(joined));
+  std::vector<std::uint64_t> all(mine.size() * static_cast<std::size_t>(size_));
+  ZT_CHECK_EQ(joined.size(), all.size() * sizeof(std::uint64_t), what);
+  std::memcpy(all.data(), joined.data(), joined.size());
+  return all;
+}
+
+void World::barrier(std::string_view what) const {
+  const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
+  collect(a, {});
+  spread(a, {});
+}
+
+std::string World::broadcast_from_root(const std::string& payload, std::string_view what) const {
+  const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
+  collect(a, {});
+  return spread(a, rank_ == 0 ? payload : std::string());
+}
 
 void World::wait_for_all(double poll_seconds, const std::function<void()>& idle) const {
   MPI_Request request = MPI_REQUEST_NULL;
   ZT_MPI(MPI_Ibarrier(comms_->world, &request));
-  for (int done = 0;;) {
-    ZT_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    idle();
-    std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
-  }
+  auto done = [&] {
+    int flag = 0;
+    ZT_MPI(MPI_Test(&request, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  };
+  if (!poll_until(deadline_after(Clock::now(), timeout_s_), done, {0, poll_seconds, idle}))
+    throw CommError(cat("waiting for every rank to finish: a rank did not arrive within the timeout of ", timeout_s_,
+                        " s (stopped, hung, dead or far behind)"));
 }
 
 void World::abort(int exit_code) const {

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zt::dist {
@@ -27,16 +29,30 @@ class World {
   const std::string& host() const { return host_; }
   bool is_root() const { return rank_ == 0; }
 
+  // The watchdog of the agreements below (dist.timeout_s; infinite until set). Each agreement is one
+  // deadline, `timeout_s` after this rank arrives, whatever number of MPI operations it takes. Rank 0
+  // collects every agreement point to point, so when its deadline passes it names the ranks that
+  // never arrived; the others wait kPeerGraceS longer for rank 0's answer, so rank 0's message (with
+  // the names) is normally the one printed. Expiry throws CommError naming `what` ("step 12
+  // checkpoint commit"); the boundary (apps/boundary.hpp) then ends every rank with MPI_Abort.
+  static constexpr double kPeerGraceS = 1.0;
+  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  double timeout_s() const { return timeout_s_; }
+
   // Collective agreement: every rank calls; returns the max (or min) over ranks.
-  long long max_over_ranks(long long value) const;
-  long long min_over_ranks(long long value) const;
+  long long max_over_ranks(long long value, std::string_view what = "an agreement over ranks") const;
+  long long min_over_ranks(long long value, std::string_view what = "an agreement over ranks") const;
   // Gathers one string from every rank onto rank 0 (others get an empty vector).
-  std::vector<std::string> gather_to_root(const std::string& mine) const;
+  std::vector<std::string> gather_to_root(const std::string& mine, std::string_view what = "a gather onto rank 0") const;
   // Every rank's `mine` (the same length on every rank), concatenated in rank order, on every rank.
-  std::vector<std::uint64_t> all_gather(const std::vector<std::uint64_t>& mine) const;
-  void barrier() const;
+  std::vector<std::uint64_t> all_gather(const std::vector<std::uint64_t>& mine,
+                                        std::string_view what = "an all-gather over ranks") const;
+  void barrier(std::string_view what = "a barrier") const;
+  // Rank 0's `payload` on every rank (the others' argument is ignored), once every rank has arrived.
+  std::string broadcast_from_root(const std::string& payload, std::string_view what) const;
   // A barrier that sleeps between polls, calling `idle` about every `poll_seconds` until every rank
   // has arrived: MPI's blocking barrier spins a core, which ranks done early should leave to others.
+  // Bounded by the watchdog like the agreements above (ztok sets none: its ranks' work is unbounded).
   void wait_for_all(double poll_seconds, const std::function<void()>& idle) const;
   // Ends every rank of the job now with this exit code (MPI_Abort on the world): no peer is left
   // waiting in a collective. A job of one rank just exits.
@@ -49,6 +65,7 @@ class World {
   World() = default;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, n_nodes_ = 1;
   std::string host_;
+  double timeout_s_ = std::numeric_limits<double>::infinity();
   struct Comms;
   std::unique_ptr<Comms> comms_;
 };

@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ckpt/dir_lock.hpp"
 #include "ckpt/layout.hpp"
 #include "ckpt/manifest.hpp"
+#include "ckpt/ownership.hpp"
 #include "ckpt/reader.hpp"
 #include "ckpt/writer.hpp"
 #include "core/log.hpp"
 #include "io/hdf5.hpp"
 #include "optim/zero/partition.hpp"
+#include "train/faults.hpp"
 #include "train/signals.hpp"
 #include "train/zero_model.hpp"
 
@@ -57,15 +60,19 @@ std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, i
 }
 
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
-                           optim::ZeroEngine& engine)
+                           optim::ZeroEngine& engine, std::string run_id)
     : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
       ranges_(checkpoint_ranges(table, world.size(), world.rank())), async_(config.ckpt.async),
-      shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()) {
+      shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()),
+      run_id_(std::move(run_id)) {
   if (async_ && !io::hdf5_is_threadsafe()) {
     log::warn("ckpt.async=true needs an HDF5 library built thread-safe (the data loader reads shards on its own "
               "thread); this one is not, so checkpoints are written synchronously");
     async_ = false;
   }
+  // save() and finish() run different agreements for a synchronous and an asynchronous write, so every
+  // rank must write the same way: asynchronous only where every rank can (decided once, here).
+  async_ = world.min_over_ranks(async_ ? 1 : 0, "start-up: whether every rank writes checkpoints asynchronously") != 0;
 }
 
 Checkpointer::~Checkpointer() = default;  // a write still in flight is joined by ~WriteJob, not committed
@@ -106,13 +113,22 @@ std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
   std::string error;
   if (world_.is_root()) {
     try {
-      ckpt::prepare_tmp_dir(config_.ckpt.dir, step);
+      check_ownership_on_root(*p);
+    } catch (const Error& e) {
+      error = e.what();
+      p->tmp.clear();  // not ours to remove: it may be another job's write in progress
+      log::fatal(error);
+    }
+    try {
+      if (error.empty()) ckpt::prepare_tmp_dir(config_.ckpt.dir, step);
     } catch (const Error& e) {
       error = e.what();
       log::fatal(error);
     }
   }
-  if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);  // also: the directory exists now
+  if (world_.max_over_ranks(error.empty() ? 0 : 1, cat("step ", step, " checkpoint start (rank 0 preparing ",
+                                                        p->tmp.string(), ")")) != 0)
+    fail(*p, error);  // also: the directory exists now
   return p;
 }
 
@@ -121,11 +137,13 @@ void Checkpointer::save(const ckpt::TrainState& state) {
   std::unique_ptr<Pending> p = begin(state.step);
   snapshot();
   const bool in_thread = async_;
-  auto work = [tmp = p->tmp, shard = shard_, full = full_, state, desc = desc_, root = world_.is_root(), in_thread] {
+  auto work = [tmp = p->tmp, shard = shard_, full = full_, state, desc = desc_, root = world_.is_root(), in_thread,
+               debug = config_.debug] {
     if (in_thread) block_stop_signals_in_this_thread();
     const auto t = Clock::now();
     ckpt::RankRecord rec{shard->rank, shard->ranges, {}, 0};
     rec.files.push_back(ckpt::write_rank_shard(tmp, *shard, state.step));
+    hang_point(debug, shard->rank, config::HangPhase::kCkptWrite, state.step);  // TEST ONLY: some files written
     if (root) {
       rec.files.push_back(ckpt::write_model(tmp, desc, full->data()));
       rec.files.push_back(ckpt::write_state(tmp, state));
@@ -161,12 +179,15 @@ void Checkpointer::finish() {
   }
   // A failing rank prints its reason before the agreement, so the message is out before any abort.
   if (!p->error.empty()) log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", p->error));
-  if (world_.max_over_ranks(p->error.empty() ? 0 : 1) != 0) fail(*p, p->error);
+  if (world_.max_over_ranks(p->error.empty() ? 0 : 1, cat("step ", p->step, " checkpoint write (every rank's files)")) != 0)
+    fail(*p, p->error);
   if (!async_) {  // synchronous: free the host copies between saves; asynchronous keeps them for the next
     *shard_ = {};
     *full_ = {};
   }
-  const std::vector<std::string> records = world_.gather_to_root(ckpt::rank_record_json(p->record));
+  hang_point(config_.debug, world_.rank(), config::HangPhase::kCkptCommit, p->step);
+  const std::vector<std::string> records =
+      world_.gather_to_root(ckpt::rank_record_json(p->record), cat("step ", p->step, " checkpoint commit (file records)"));
   std::string error;
   if (world_.is_root()) {
     try {
@@ -177,11 +198,12 @@ void Checkpointer::finish() {
       log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", error));
     }
   }
-  if (world_.max_over_ranks(error.empty() ? 0 : 1) != 0) fail(*p, error);
+  if (world_.max_over_ranks(error.empty() ? 0 : 1, cat("step ", p->step, " checkpoint commit")) != 0) fail(*p, error);
 }
 
-void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) const {
+void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) {
   ckpt::Manifest m;
+  m.run_id = run_id_;
   m.step = p.step;
   m.world_size = world_.size();
   m.zero_stage = engine_.stage();
@@ -205,12 +227,41 @@ void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::strin
     std::snprintf(line + n, sizeof line - n, " (async: snapshot %.1f ms, wait and commit %.1f ms)", p.stall_ms, finish_ms);
   }
   log::info(cat("checkpoint ", p.final.string(), line));
-  for (const fs::path& gone : ckpt::prune(config_.ckpt.dir, config_.ckpt.keep, p.final))
+  rotate_on_root(p);
+}
+
+// Before anything is written: ztrain's lock on ckpt.dir is still this process's (a job whose lock was
+// taken over, e.g. after being stopped for long, must not write beside the job that took it), and a
+// step_N already there is this run's (or ckpt.overwrite allows replacing it).
+void Checkpointer::check_ownership_on_root(const Pending& p) const {
+  const std::string lost = ckpt::DirLock::lost_reason(config_.ckpt.dir);
+  if (!lost.empty())
+    throw CheckpointError(cat("this job no longer holds ckpt.dir=", config_.ckpt.dir, ": ", lost,
+                              "; it stops without writing, so as not to destroy that job's checkpoints"));
+  std::error_code ec;
+  if (!fs::exists(p.final, ec) || config_.ckpt.overwrite) return;
+  const std::string owner = ckpt::run_id_of(p.final);
+  if (owner != run_id_)
+    throw CheckpointError(cat(p.final.string(), " belongs to ", ckpt::describe_owner(owner), ", not to this run (",
+                              run_id_, "): it is not replaced. Move it away or set ckpt.overwrite=true"));
+}
+
+// ckpt.keep counts and deletes this run's checkpoints only; other runs' are kept, and said so once.
+void Checkpointer::rotate_on_root(const Pending& p) {
+  const ckpt::Pruned pruned = ckpt::prune(config_.ckpt.dir, config_.ckpt.keep, p.final, run_id_);
+  for (const fs::path& gone : pruned.deleted)
     log::info(cat("checkpoint ", gone.string(), " deleted (ckpt.keep=", config_.ckpt.keep, ")"));
+  if (pruned.foreign.empty() || pruned.foreign == foreign_noted_) return;
+  foreign_noted_ = pruned.foreign;
+  std::string list;
+  for (const fs::path& d : pruned.foreign)
+    list += cat(list.empty() ? "" : ", ", d.filename().string(), " (", ckpt::describe_owner(ckpt::run_id_of(d)), ")");
+  log::info(cat("ckpt.keep=", config_.ckpt.keep, " rotates only this run's checkpoints (run ", run_id_, "); kept ",
+                pruned.foreign.size(), " of other runs in ", config_.ckpt.dir, ": ", list));
 }
 
 void Checkpointer::fail(const Pending& p, const std::string& error) const {
-  if (world_.is_root()) {
+  if (world_.is_root() && !p.tmp.empty()) {
     std::error_code ignored;
     fs::remove_all(p.tmp, ignored);  // never leave a half-written checkpoint behind
   }
@@ -228,9 +279,13 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
     c.read(ckpt::StateKind::kMaster, {offset, count}, out);
   });
   engine_.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
+    hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
     c.read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq,
            {offset, count}, out);
   });
+  // Peers that finish loading first wait here under the watchdog, not in step 1's collectives, whose
+  // deadline is still the loose start-up one.
+  world_.barrier(cat("resume from ", dir.string(), " (every rank loaded)"));
   return c.state();
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ckpt/state.hpp"
@@ -25,8 +26,9 @@ std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, i
 
 class Checkpointer {
  public:
+  // run_id: this run's identity, recorded in every manifest; rotation deletes only its checkpoints.
   Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
-               optim::ZeroEngine& engine);
+               optim::ZeroEngine& engine, std::string run_id);
   ~Checkpointer();
 
   // Collective. Checkpoints the state after state.step steps into ckpt.dir. Synchronous: written and
@@ -38,7 +40,7 @@ class Checkpointer {
   // Collective: waits for the write in flight, if any, and commits it. Throws CheckpointError if a
   // rank's write or the commit failed (the .tmp directory is removed; older checkpoints stay).
   void finish();
-  // Every rank: sets master weights and moments from the checkpoint at dir (any world size or stage)
+  // Collective: sets master weights and moments from the checkpoint at dir (any world size or stage)
   // and returns its training state.
   ckpt::TrainState load(const std::filesystem::path& dir);
 
@@ -54,7 +56,9 @@ class Checkpointer {
   };
   std::unique_ptr<Pending> begin(std::int64_t step);  // collective: step_N.tmp/ exists on return
   void snapshot();  // this rank's state into shard_ (and, on rank 0, the full parameters into full_)
-  void commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) const;
+  void commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms);
+  void check_ownership_on_root(const Pending& p) const;  // the lock is ours; step_N is not another run's
+  void rotate_on_root(const Pending& p);
   [[noreturn]] void fail(const Pending& p, const std::string& error) const;
 
   const dist::World& world_;
@@ -66,6 +70,8 @@ class Checkpointer {
   std::shared_ptr<ckpt::RankShard> shard_;     // host copies the writer reads; reused across saves
   std::shared_ptr<std::vector<float>> full_;   // rank 0: the full parameters for model.h5
   std::unique_ptr<Pending> pending_;
+  std::string run_id_;
+  std::vector<std::filesystem::path> foreign_noted_;  // other runs' checkpoints rotation last said it kept
 };
 
 }  // namespace zt::train

@@ -1,5 +1,6 @@
-// TEST ONLY fault injection (debug.* keys): after completing step k on rank debug.rank, throw, hang,
-// or SIGKILL this process, so tests can check that a job never hangs and that resume recovers.
+// TEST ONLY fault injection (debug.* keys): on rank debug.rank, throw, hang, stop (SIGSTOP) or
+// SIGKILL this process after a step or inside one phase of it, so tests can check that a job never
+// hangs and that resume recovers.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,13 @@
 
 namespace zt::train {
 
+// After completing step `completed_step`: debug.fail_at_step, debug.kill_at_step, and
+// debug.hang_at_step with debug.hang_phase=step_end.
 void inject_faults(const config::DebugConfig& debug, int rank, std::int64_t completed_step);
+
+// The fault point of `phase` in step `step` (for resume: the step of the checkpoint loaded): on
+// debug.rank, when debug.hang_at_step == step and debug.hang_phase == phase, stops responding as
+// debug.hang_mode says. Any thread (a checkpoint write may run on the writer thread).
+void hang_point(const config::DebugConfig& debug, int rank, config::HangPhase phase, std::int64_t step);
 
 }  // namespace zt::train

@@ -1,7 +1,10 @@
 // ckpt.resume: auto | none | PATH.
 #include "train/resume.hpp"
 
+#include <cstring>
+
 #include "ckpt/layout.hpp"
+#include "ckpt/ownership.hpp"
 #include "ckpt/reader.hpp"
 #include "ckpt/verify.hpp"
 #include "core/log.hpp"
@@ -45,40 +48,132 @@ void check_fits(const fs::path& dir, const config::Config& c) {
                   ": the shuffled data order from here on differs from the original run's"));
 }
 
+// "step_00000004 (run ...), step_00000006 (owner unknown ...)": the committed step_N in ckpt_dir.
+std::string owned_list(const std::vector<fs::path>& dirs) {
+  std::string out;
+  for (const fs::path& d : dirs)
+    out += cat(out.empty() ? "" : ", ", d.filename().string(), " (", ckpt::describe_owner(ckpt::run_id_of(d)), ")");
+  return out;
+}
+
+std::vector<fs::path> committed_dirs(const fs::path& ckpt_dir) {
+  std::vector<fs::path> out;
+  for (const ckpt::StepDir& d : ckpt::list_step_dirs(ckpt_dir))
+    if (!d.tmp) out.push_back(d.path);  // a .tmp directory is nobody's checkpoint: never resumable
+  return out;
+}
+
+// A run that starts at step 0 is a new run: a new id.
+ResumePoint fresh_start(const std::string& why) {
+  ResumePoint p;
+  p.run_id = ckpt::new_run_id();
+  log::info(cat(why, ": starting at step 0 as the new run ", p.run_id));
+  return p;
+}
+
+// A resumed run is the run that wrote the checkpoint, going on: it keeps its id (so a requeued job
+// rotates its own older checkpoints). One written before run ids gets a new id for what follows.
+ResumePoint resumed(const fs::path& dir, std::int64_t step) {
+  ResumePoint p{dir, step, ckpt::Checkpoint(dir).manifest().run_id};
+  if (p.run_id.empty()) {
+    p.run_id = ckpt::new_run_id();
+    log::warn(cat(dir.string(), " has no run id (written before run ids): this run goes on as run ", p.run_id,
+                  "; the checkpoints without one stay, never rotated (delete them yourself once unneeded)"));
+  } else {
+    log::info(cat("run ", p.run_id, " goes on"));
+  }
+  return p;
+}
+
+// ckpt.resume=none is a new run: over other runs' checkpoints only with ckpt.overwrite.
+ResumePoint start_afresh(const config::Config& c) {
+  const std::vector<fs::path> others = committed_dirs(c.ckpt.dir);
+  if (!others.empty() && !c.ckpt.overwrite)
+    throw InputError(cat("ckpt.resume=none starts a new run, but ckpt.dir=", c.ckpt.dir, " holds ", others.size(),
+                         " checkpoint(s) of other runs: ", owned_list(others), ". A new run there would replace those of "
+                         "the steps it saves: give another ckpt.dir, ckpt.resume=auto to continue the newest, or "
+                         "ckpt.overwrite=true to start over them anyway"));
+  if (!others.empty())
+    log::warn(cat("ckpt.overwrite=true: a new run in ckpt.dir=", c.ckpt.dir, " over ", others.size(),
+                  " checkpoint(s) of other runs (", owned_list(others), "); those of the steps it saves are replaced, "
+                  "the others kept"));
+  return fresh_start("ckpt.resume=none");
+}
+
+// ckpt.resume=auto that found step_N directories of which none verifies: starting at step 0 over
+// them would replace them one by one, so it is refused (unless ckpt.overwrite), each named with why.
+ResumePoint none_verifies(const config::Config& c, const ckpt::ResumeSearch& found) {
+  std::string list;
+  for (const ckpt::Skipped& s : found.skipped)
+    if (!s.path.string().ends_with(ckpt::kTmpSuffix)) list += cat("\n  ", s.path.string(), ": ", joined(s.problems));
+  if (list.empty()) return fresh_start(cat("no checkpoint to resume from in ckpt.dir=", c.ckpt.dir));
+  if (!c.ckpt.overwrite)
+    throw InputError(cat("ckpt.resume=auto: no checkpoint in ckpt.dir=", c.ckpt.dir, " verifies:", list,
+                         "\nStarting at step 0 would write over them. Repair or move them (zckpt verify DIR names each "
+                         "problem), resume one with ckpt.resume=PATH, give another ckpt.dir, or set ckpt.overwrite=true "
+                         "to start at step 0 anyway"));
+  log::warn(cat("ckpt.overwrite=true: no checkpoint in ckpt.dir=", c.ckpt.dir, " verifies; starting over them"));
+  return fresh_start("ckpt.resume=auto");
+}
+
+// A skipped step_N of another run (or none readable) would be replaced when this run saves step N;
+// a save refuses that (exit 1) unless ckpt.overwrite, so say so before training rather than then.
+void warn_in_the_way(const config::Config& c, const ckpt::ResumeSearch& found, const std::string& run_id) {
+  if (c.ckpt.overwrite) return;
+  for (const ckpt::Skipped& s : found.skipped) {
+    if (s.path.string().ends_with(ckpt::kTmpSuffix)) continue;
+    const std::string owner = ckpt::run_id_of(s.path);
+    if (owner == run_id) continue;
+    log::warn(cat(s.path.string(), " (", ckpt::describe_owner(owner), ") is not this run's: if this run saves that "
+                  "step it stops there (exit 1) rather than replace it; move it away or set ckpt.overwrite=true"));
+  }
+}
+
+// Rank 0's text on every rank (up to 255 bytes), over the one collective World has for it.
+std::string text_from_root(const dist::World& world, const std::string& text) {
+  constexpr std::size_t kWords = 32;
+  ZT_CHECK_LE(text.size(), kWords * 8 - 1);
+  std::vector<std::uint64_t> mine(kWords, 0);
+  if (world.is_root()) std::memcpy(mine.data(), text.data(), text.size());
+  const std::vector<std::uint64_t> all = world.all_gather(mine);
+  return std::string(reinterpret_cast<const char*>(all.data()));  // rank 0's block comes first, 0-terminated
+}
+
 }  // namespace
 
 ResumePoint pick_resume(const config::Config& c) {
   const std::string& how = c.ckpt.resume;
-  if (how == "none") return {};
+  if (how == "none") return start_afresh(c);
   if (how != "auto") {
     const std::vector<std::string> problems = ckpt::verify(how);
     if (!problems.empty())
       throw InputError(cat("ckpt.resume=", how, " does not verify: ", joined(problems),
                            ". Give a sound checkpoint, or ckpt.resume=auto to take the newest that verifies"));
     check_fits(how, c);
-    const ResumePoint p{how, ckpt::Checkpoint(how).manifest().step};
-    log::info(cat("resuming from ", how, " (step ", p.step, ")"));
-    return p;
+    const std::int64_t step = ckpt::Checkpoint(how).manifest().step;
+    log::info(cat("resuming from ", how, " (step ", step, ")"));
+    return resumed(how, step);
   }
   const ckpt::ResumeSearch found = ckpt::find_newest_sound(c.ckpt.dir);
   for (const ckpt::Skipped& s : found.skipped)
     log::warn(cat("skipping checkpoint ", s.path.string(), ": ", joined(s.problems)));
-  if (found.chosen.empty()) {
-    log::info(cat("no checkpoint to resume from in ckpt.dir=", c.ckpt.dir, ": starting at step 0"));
-    return {};
-  }
+  if (found.chosen.empty()) return none_verifies(c, found);
   check_fits(found.chosen, c);
   log::info(cat("resuming from ", found.chosen.string(), " (step ", found.step, "), the newest checkpoint that verifies"));
-  return {found.chosen, found.step};
+  const ResumePoint p = resumed(found.chosen, found.step);
+  warn_in_the_way(c, found, p.run_id);
+  return p;
 }
 
 ResumePoint share_resume(const dist::World& world, const config::Config& c, const ResumePoint& root_choice) {
-  const long long step = world.max_over_ranks(world.is_root() && !root_choice.empty() ? root_choice.step : -1);
-  if (step < 0) return {};
+  const std::string run_id = text_from_root(world, root_choice.run_id);
+  const long long step = world.max_over_ranks(world.is_root() && !root_choice.empty() ? root_choice.step : -1,
+                                              "start-up: sharing the checkpoint to resume from");
+  if (step < 0) return {{}, 0, run_id};
   if (world.is_root()) return root_choice;
   // Every rank sees the same ckpt.dir (it must be shared): the path follows from the step.
   const fs::path dir = c.ckpt.resume == "auto" ? fs::path(c.ckpt.dir) / ckpt::step_dir_name(step) : fs::path(c.ckpt.resume);
-  return {dir, step};
+  return {dir, step, run_id};
 }
 
 }  // namespace zt::train

@@ -17,6 +17,7 @@
 #include "model/safetensors.hpp"
 #include "optim/schedule.hpp"
 #include "plan/memory_plan.hpp"
+#include "train/data_check.hpp"
 #include "train/faults.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "train/sampler.hpp"
@@ -45,15 +46,6 @@ std::unique_ptr<dist::Communicator> make_communicator(const dist::World& world, 
   std::unique_ptr<dist::Communicator> mpi = dist::make_mpi_communicator(world, c.dist.timeout_s);
   if (placement.device == config::Device::kCpu) return mpi;
   return std::make_unique<StagedCommunicator>(std::move(mpi), be);
-}
-
-// The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
-tok::Vocab load_vocab(const std::string& dir) {
-  try {
-    return tok::Vocab::load(dir);
-  } catch (const InputError& e) {
-    throw InputError(cat("data.vocab=", dir, ": ", e.what()));
-  }
 }
 
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
@@ -86,11 +78,14 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
+  // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
+  // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
+  gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_vocab(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
-  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_);
+  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_, resume.run_id);
   if (resume.empty()) init_parameters();
   else resume_from(resume);  // before open_data: the loader starts at the restored step
   open_data();
@@ -153,15 +148,8 @@ ckpt::TrainState Trainer::train_state() const {
 }
 
 void Trainer::open_data() {
-  if (config_.data.train.empty())
-    throw ConfigError("data.train is empty: give the training shards written by ztok (e.g. data.train=data/tok/train_*.h5)");
-  data::ShardExpectation expect;
-  expect.vocab_size = static_cast<std::uint64_t>(config_.model.vocab_size);
-  if (!config_.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
-    const tok::Vocab vocab = load_vocab(config_.data.vocab);
-    expect.vocab_hash = vocab.hash();
-    expect.eot = vocab.eot();
-  }
+  // Checked before (check_data, at start-up): here the trainer's own readers.
+  const data::ShardExpectation expect = expected_shards(config_);
   train_tokens_ = data::open_shards(config_.data.train, "data.train", expect);
   if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, "data.valid", expect);
   data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed);
@@ -197,15 +185,18 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     comm_->set_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
     engine_->expect_access_order(order);
     t = Clock::now();
+    hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     lap(phases_.forward_ms);
     engine_->begin_backward(m == batch.grad_accum - 1);
+    hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
     model_->backward(*params_, *grads_, dloss);
     engine_->end_backward();
     lap(phases_.backward_ms);
   }
   comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
   StepResult r;
+  hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   r.grad_norm = engine_->finish_gradients() / loss_scale;
   r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(derived_.tokens_per_step);
   lap(phases_.comm_ms);
@@ -215,13 +206,16 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   r.skipped = !scaler_.update(std::isfinite(r.grad_norm));
   if (r.skipped) return r;
   comm_->set_context(cat("step ", step_ + 1, " optimizer"));
+  hang_point(config_.debug, world_.rank(), config::HangPhase::kOptimizer, step_ + 1);
   const int adam_step = static_cast<int>(step_ + 1 - scaler_.skipped_steps());  // as torch's GradScaler: skips do not count
   engine_->adamw_step(config_.optim, r.lr, adam_step, optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
   lap(phases_.optimizer_ms);
   return r;
 }
 
-double Trainer::evaluate() {
+// Each batch's read is agreed on (one all-reduce of a flag) before its forward pass, so a bad chunk in
+// data.valid on one rank stops every rank at the step boundary (checkpointed), not between collectives.
+std::optional<double> Trainer::evaluate() {
   const std::int64_t batches = config_.log.eval_batches;
   data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
@@ -230,7 +224,16 @@ double Trainer::evaluate() {
   double loss_sum = 0;
   comm_->set_context(cat("evaluation after step ", step_));
   for (std::int64_t b = 0; b < batches; ++b) {
-    const data::StepBatch batch = loader.next();
+    std::optional<data::StepBatch> read;
+    try {
+      read = loader.next();
+    } catch (const DataError& e) {
+      data_error_ = e.what();
+    }
+    std::int32_t failed = read ? 0 : 1;
+    comm_->all_reduce(dist::span_of(&failed, 1), dist::ReduceOp::kMax)->wait();
+    if (failed != 0) return std::nullopt;
+    const data::StepBatch& batch = *read;
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
       engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer)));
@@ -264,8 +267,8 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
   m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
   phases_ = {};
-  if (gpu_monitor_.available()) {  // max over ranks: the hottest, hungriest device of the job
-    const GpuReading g = gpu_monitor_.read();
+  if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
+    const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};
     m.gpu_power_w = comm_->all_reduce_value(g.power_w, dist::ReduceOp::kMax);
     m.gpu_temp_c = comm_->all_reduce_value(g.temp_c, dist::ReduceOp::kMax);
   }
@@ -285,15 +288,17 @@ std::string Trainer::stop_reason() const {
   return "a stop request on another rank";
 }
 
-// One all-reduce (max) per step agrees on two flags over all ranks: a stop requested on any rank (a
-// signal may reach only some), and a background checkpoint write still running on any rank (the
-// commit needs every rank's files).
+// One all-reduce (max) per step agrees on three flags over all ranks: a stop requested on any rank (a
+// signal may reach only some), a background checkpoint write still running on any rank (the
+// commit needs every rank's files), and a next batch that some rank cannot read (a corrupt chunk is
+// found by the rank whose windows touch it): that stops every rank here, with a checkpoint.
 bool Trainer::at_step_boundary(std::int64_t last) {
-  std::int32_t flags[2] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1};
+  std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
   comm_->set_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
-  comm_->all_reduce(dist::span_of(flags, 2), dist::ReduceOp::kMax)->wait();
+  comm_->all_reduce(dist::span_of(flags, 3), dist::ReduceOp::kMax)->wait();
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
-  const bool stop = flags[0] != 0 && step_ < last;
+  data_failed_ = flags[2] != 0;
+  const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
   const std::int64_t every = config_.ckpt.every;
   if (step_ == last || stop || (every > 0 && step_ % every == 0)) checkpointer_->save(train_state());
   return stop;
@@ -310,9 +315,10 @@ int Trainer::run() {
   auto window_start = Clock::now();
   double wait_before = loader_->wait_ms_total();
   std::int64_t steps_in_window = 0;
+  std::optional<data::StepBatch> batch = read_next_batch();
+  if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
   while (step_ < last) {
-    const data::StepBatch batch = loader_->next();
-    const StepResult r = train_step(batch);
+    const StepResult r = train_step(*batch);
     ++step_;
     ++steps_in_window;
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
@@ -330,21 +336,54 @@ int Trainer::run() {
       steps_in_window = 0;
     }
     if (valid_tokens_ && config_.log.eval_every > 0 && step_ % config_.log.eval_every == 0) {
-      const double val = evaluate();
-      if (metrics_) metrics_->eval(step_, val);
+      const std::optional<double> val = evaluate();
+      if (metrics_ && val) metrics_->eval(step_, *val);
     }
     if (config_.log.sample_every > 0 && (step_ % config_.log.sample_every == 0 || step_ == last)) sample();
     inject_faults(config_.debug, world_.rank(), step_);
+    if (step_ < last) batch = read_next_batch();  // before the boundary, which agrees on a data error
     if (at_step_boundary(last)) {
       checkpointer_->finish();
+      if (data_failed_) return stop_on_data_error();
       log::info(cat("stopped after step ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
                     " (requeue; ckpt.resume=auto continues from here)"));
       return kExitRequeue;
     }
   }
   checkpointer_->finish();
+  if (data_failed_) return stop_on_data_error();  // the last step's evaluation: trained, but not done
   log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
   return kExitOk;
+}
+
+std::optional<data::StepBatch> Trainer::read_next_batch() {
+  try {
+    return loader_->next();
+  } catch (const DataError& e) {
+    data_error_ = e.what();
+    return std::nullopt;
+  }
+}
+
+bool Trainer::data_error_anywhere() {
+  std::int32_t flag = data_error_.empty() ? 0 : 1;
+  comm_->set_context(cat("step ", step_ + 1, " start (agreeing that every rank read its first batch)"));
+  comm_->all_reduce(dist::span_of(&flag, 1), dist::ReduceOp::kMax)->wait();
+  return flag != 0;
+}
+
+// Every rank gets here together (the failure was agreed on), so the gather is no per-rank collective.
+// The checkpoint of the last completed step is already committed (at_step_boundary saved it).
+int Trainer::stop_on_data_error() {
+  const std::vector<std::string> errors = world_.gather_to_root(data_error_);
+  for (std::size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) log::error(cat("rank ", r, ": ", errors[r]));
+  const std::string kept = step_ > 0 ? cat("the state after step ", step_, " is checkpointed (", config_.ckpt.dir,
+                                           "; a rerun with ckpt.resume=auto continues from it)")
+                                     : std::string("no step was trained");
+  log::error(cat("stopped after step ", step_, " on unreadable data (above); ", kept,
+                 ": replace the shard, then rerun; exit ", kExitRuntime));
+  return kExitRuntime;
 }
 
 // A text sample on every rank (ZeRO-3 gathers need all of them); rank 0 logs it and writes it to the

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -40,12 +42,16 @@ class Trainer {
     bool skipped = false;  // fp16 overflow: no update
   };
   StepResult train_step(const data::StepBatch& batch);
-  double evaluate();
+  std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
   void log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window);
   void init_parameters();
   void resume_from(const ResumePoint& resume);
   void open_data();
   bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)
+  // The next step's batch, read before the step boundary; nullopt: a DataError here (data_error_).
+  std::optional<data::StepBatch> read_next_batch();
+  bool data_error_anywhere();  // collective: the first batch of this invocation is unreadable somewhere
+  int stop_on_data_error();    // collective: rank 0 names each failing rank's shard and range; exit 1
   bool stop_requested_here() const;          // a signal or the time limit, on this rank
   bool time_is_up() const;                   // train.time_limit_min has passed
   std::string stop_reason() const;
@@ -73,11 +79,14 @@ class Trainer {
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
   std::uint64_t windows_per_epoch_ = 0;
   double last_loss_ = 0;
+  std::string data_error_;    // a bad chunk (or read) this rank's loader hit, for the next step's batch
+  bool data_failed_ = false;  // agreed at the step boundary: some rank cannot read its next batch
   std::uint64_t comm_bytes_logged_ = 0;  // communicator payload bytes at the last metrics line
   struct PhaseTimes {
     double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
   } phases_;  // accumulated since the last metrics line
   GpuMonitor gpu_monitor_;
+  bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   std::unique_ptr<tok::Tokenizer> tokenizer_;  // for text samples (log.sample_every)
 };

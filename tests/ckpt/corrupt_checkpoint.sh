@@ -52,7 +52,7 @@ expect_in "$ZT_WORK/err" "does not verify: model.h5: SHA-256 differs"
 expect_exit 2 "$ZT_BIN/ztrain" "${CKPT_COMMON[@]}" --ckpt.resume="$ZT_WORK/nowhere"
 expect_in "$ZT_WORK/err" "ckpt.resume=.*nowhere does not verify: .*not a directory"
 
-# ckpt.resume=none ignores what is there.
-train 2 --ckpt.dir="$ZT_WORK/good" --ckpt.resume=none --train.stop_at_step=1 --log.metrics="$ZT_WORK/none.jsonl"
+# ckpt.resume=none with ckpt.overwrite=true ignores what is there (without it: tests/faults/foreign_checkpoints.sh).
+train 2 --ckpt.dir="$ZT_WORK/good" --ckpt.resume=none --ckpt.overwrite=true --train.stop_at_step=1 --log.metrics="$ZT_WORK/none.jsonl"
 ! grep -q '"event"' "$ZT_WORK/none.jsonl" || fail "ckpt.resume=none resumed"
 echo "PASS"

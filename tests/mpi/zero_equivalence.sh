@@ -4,7 +4,7 @@
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=2 --train.max_steps=12
-        --data.shuffle=true --optim.grad_clip=1.0 --ckpt.resume=none)  # every run starts at step 0
+        --data.shuffle=true --optim.grad_clip=1.0 --ckpt.resume=none --ckpt.overwrite=true)  # every run starts at step 0
 
 run() {  # run NP STAGE -> metrics file path
   local np=$1 stage=$2 m="$ZT_WORK/m_${1}_${2}.jsonl"

@@ -7,6 +7,7 @@
 #include "optim/zero/engine.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <cmath>
 
 #include "backend/host_convert.hpp"
@@ -55,6 +56,10 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
 }
 
 ZeroEngine::~ZeroEngine() {
+  // Unwinding from an error (most often the watchdog's CommError): the boundary aborts the job next.
+  // Waiting here for the reductions still in flight, which a stopped peer never joins, would add a
+  // full dist.timeout_s per wait before that abort (ZeRO-2 ended in twice the timeout).
+  if (std::uncaught_exceptions() > 0) return;
   // Destructors never throw: a collective still in flight here means the job is failing anyway.
   try {
     drain(false);

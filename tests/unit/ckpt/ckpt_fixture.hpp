@@ -52,11 +52,12 @@ inline RankShard shard_for(const ModelDesc& m, int world, int rank) {
   return s;
 }
 
-// Writes and commits ckpt_dir/step_N for `world` ranks; returns its directory.
-inline fs::path write_checkpoint(const fs::path& ckpt_dir, std::int64_t step, int world) {
+// Writes and commits ckpt_dir/step_N for `world` ranks, owned by run_id ("": owner unknown); returns
+// its directory.
+inline fs::path write_checkpoint(const fs::path& ckpt_dir, std::int64_t step, int world, const std::string& run_id = "") {
   const ModelDesc m = tiny_model();
   const fs::path tmp = prepare_tmp_dir(ckpt_dir, step);
-  Manifest man{kFormatVersion, step, world, 1, m, {}, {}};
+  Manifest man{kFormatVersion, step, world, 1, m, {}, {}, run_id};
   for (int r = 0; r < world; ++r) {
     man.rank_ranges.push_back(ranges_for(m, world, r));
     man.files.push_back(write_rank_shard(tmp, shard_for(m, world, r), step));

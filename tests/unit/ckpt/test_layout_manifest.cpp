@@ -45,6 +45,18 @@ TEST(CkptManifest, JsonRoundTrip) {
   EXPECT_EQ(manifest_json(back), manifest_json(m));
 }
 
+TEST(CkptManifest, RunIdRoundTripsAndIsOptional) {
+  Manifest m{kFormatVersion, 3, 1, 0, test::tiny_model(), {{{0, 17}}}, {}, "20261124T161410Z-node7-4242-9f3a06c1"};
+  const std::string text = manifest_json(m);
+  EXPECT_NE(text.find("\"run_id\": \"20261124T161410Z-node7-4242-9f3a06c1\""), std::string::npos);
+  EXPECT_EQ(parse_manifest(text, "test").run_id, m.run_id);
+  // A manifest from before run ids (no such field) still loads: owner unknown.
+  m.run_id.clear();
+  const std::string old_text = manifest_json(m);
+  EXPECT_EQ(old_text.find("run_id"), std::string::npos);
+  EXPECT_EQ(parse_manifest(old_text, "test").run_id, "");
+}
+
 TEST(CkptManifest, RejectsOtherFormatsAndNewerVersionsByName) {
   Manifest m{kFormatVersion, 1, 1, 0, test::tiny_model(), {{{0, 17}}}, {}};
   std::string text = manifest_json(m);

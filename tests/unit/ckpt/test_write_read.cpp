@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "ckpt/reader.hpp"
+#include "ckpt/ownership.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
 #include "ckpt_fixture.hpp"
@@ -101,17 +102,40 @@ TEST(CkptVerify, NewestSoundSkipsDamagedAndUncommitted) {
   EXPECT_TRUE(find_newest_sound(tmp.path / "none").chosen.empty());
 }
 
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const StepDir& d : list_step_dirs(dir)) out.push_back(d.path.filename().string());
+  return out;
+}
+
 TEST(CkptPrune, KeepsTheNewestAndNeverTheOneJustWritten) {
   TempDir tmp;
-  for (int step : {1, 2, 3, 4, 5}) test::write_checkpoint(tmp.path, step, 1);
+  for (int step : {1, 2, 3, 4, 5}) test::write_checkpoint(tmp.path, step, 1, "run-a");
   fs::create_directories(tmp.path / "step_00000009.tmp");
   // The one just written (step 3: a run resumed from an older checkpoint) is kept whatever its age.
-  const std::vector<fs::path> gone = prune(tmp.path, 2, tmp.path / "step_00000003");
-  EXPECT_EQ(gone.size(), 4u);
-  std::vector<std::string> left;
-  for (const StepDir& d : list_step_dirs(tmp.path)) left.push_back(d.path.filename().string());
-  EXPECT_EQ(left, (std::vector<std::string>{"step_00000005", "step_00000003"}));
-  EXPECT_TRUE(prune(tmp.path, 0, tmp.path / "step_00000005").empty());  // keep=0: keep all
+  const Pruned gone = prune(tmp.path, 2, tmp.path / "step_00000003", "run-a");
+  EXPECT_EQ(gone.deleted.size(), 4u);
+  EXPECT_TRUE(gone.foreign.empty());
+  EXPECT_EQ(names_in(tmp.path), (std::vector<std::string>{"step_00000005", "step_00000003"}));
+  EXPECT_TRUE(prune(tmp.path, 0, tmp.path / "step_00000005", "run-a").deleted.empty());  // keep=0: keep all
+}
+
+TEST(CkptPrune, DeletesOnlyTheCurrentRunsCheckpoints) {
+  TempDir tmp;
+  test::write_checkpoint(tmp.path, 1, 1, "run-b");
+  test::write_checkpoint(tmp.path, 2, 1);  // before run ids: owner unknown
+  for (int step : {3, 4, 5, 6}) test::write_checkpoint(tmp.path, step, 1, "run-a");
+  test::write_checkpoint(tmp.path, 7, 1, "run-b");
+  const Pruned p = prune(tmp.path, 2, tmp.path / "step_00000006", "run-a");
+  EXPECT_EQ(p.deleted.size(), 2u);  // steps 3 and 4: run-a's beyond the 2 newest
+  ASSERT_EQ(p.foreign.size(), 3u);  // steps 7, 2 and 1, whatever their age
+  EXPECT_EQ(p.foreign[0].filename(), "step_00000007");
+  EXPECT_EQ(names_in(tmp.path),
+            (std::vector<std::string>{"step_00000007", "step_00000006", "step_00000005", "step_00000002", "step_00000001"}));
+  for (const char* kept : {"step_00000001", "step_00000002", "step_00000007"}) EXPECT_TRUE(verify(tmp.path / kept).empty());
+  EXPECT_EQ(run_id_of(tmp.path / "step_00000007"), "run-b");
+  EXPECT_EQ(run_id_of(tmp.path / "step_00000002"), "");
+  EXPECT_EQ(run_id_of(tmp.path / "missing"), "");
 }
 
 TEST(CkptWriteRead, CommitReplacesAnOlderDirectoryOfTheSameStep) {

@@ -84,12 +84,76 @@ TEST(Parse, MalformedValuesNameKeyValueAndAllowed) {
   expect_config_error({"--train.device=gpu"}, {"train.device=gpu", "auto|cpu|cuda"});
   expect_config_error({"--data.shuffle=maybe"}, {"data.shuffle=maybe", "true|false"});
   expect_config_error({"--train.zero_stage=4"}, {"train.zero_stage=4", "[0, 3]"});
-  expect_config_error({"--train.micro_batch=0"}, {"train.micro_batch=0", ">= 1"});
+  expect_config_error({"--train.micro_batch=0"}, {"train.micro_batch=0", "must be in [1, 16777216]"});
   expect_config_error({"--optim.beta2=1"}, {"optim.beta2=1"});
 }
 
 TEST(Parse, MissingConfigFileIsNamed) {
-  expect_config_error({"--config", "/nonexistent/x.ini"}, {"/nonexistent/x.ini"});
+  expect_config_error({"--config", "/nonexistent/x.ini"}, {"/nonexistent/x.ini", "no such file"});
+}
+
+TEST(Parse, ConfigDirectoryIsNamedNotReadAsEmpty) {
+  expect_config_error({"--config", "/tmp"}, {"--config /tmp is a directory", "give the INI file"});
+  expect_config_error({"--config=/tmp/", "--model.n_layer=2"}, {"/tmp/ is a directory"});
+}
+
+TEST(Parse, IntegersParseAs64BitAndAreRangeChecked) {
+  // 2^32 + 2 once wrapped to a 2-layer model; now it is out of n_layer's range.
+  expect_config_error({"--model.n_layer=4294967298"}, {"model.n_layer=4294967298", "must be in [1, 4096]"});
+  expect_config_error({"--model.n_layer=99999999999999999999"},
+                      {"model.n_layer=99999999999999999999", "out of range", "[1, 4096]"});
+  expect_config_error({"--train.max_steps=-1"}, {"train.max_steps=-1", "must be in [1, 1000000000]"});
+  expect_config_error({"--train.seed=-1"}, {"train.seed=-1", "must be in [0, 18446744073709551615]"});
+  expect_config_error({"--train.seed=18446744073709551616"}, {"train.seed=18446744073709551616", "out of range"});
+  EXPECT_EQ(parse({"--train.seed=18446744073709551615"}).config.train.seed, ~std::uint64_t{0});
+  expect_config_error({"--model.n_embd=0x10"}, {"model.n_embd=0x10", "not an integer"});
+  expect_config_error({"--optim.lr=1e400"}, {"optim.lr=1e400", "out of range"});
+  expect_config_error({"--zero.bucket_mb=1e300"}, {"zero.bucket_mb=1e300", "must be in (0, 8192]"});
+  std::string ini = temp_ini("[train]\nthreads = 5000\n");
+  expect_config_error({"--config", ini}, {"train.threads=5000", "must be in [0, 4096]"});
+  std::remove(ini.c_str());
+}
+
+// Every INT key states [lo, hi] in --help; lo and hi are accepted, one beyond either is refused.
+TEST(Parse, EveryIntegerKeyStatesItsRangeAndEnforcesIt) {
+  int n_int = 0;
+  for (const Option& o : options()) {
+    if (o.value_kind.rfind("INT", 0) != 0) continue;
+    ++n_int;
+    unsigned long long lo = 0, hi = 0;
+    long long lo_signed = 0;
+    ASSERT_EQ(std::sscanf(o.value_kind.c_str(), "INT [%lld, %llu]", &lo_signed, &hi), 2) << o.key << ": " << o.value_kind;
+    lo = static_cast<unsigned long long>(lo_signed);
+    Config c;
+    EXPECT_NO_THROW(o.assign(c, std::to_string(lo_signed))) << o.key;
+    EXPECT_NO_THROW(o.assign(c, std::to_string(hi))) << o.key;
+    EXPECT_EQ(o.format(c), std::to_string(hi)) << o.key;
+    const std::string above = hi == ~0ull ? "18446744073709551616" : std::to_string(hi + 1);
+    EXPECT_THROW(o.assign(c, above), ConfigError) << o.key;
+    if (lo_signed > 0) {
+      EXPECT_THROW(o.assign(c, std::to_string(lo - 1)), ConfigError) << o.key;
+    }
+    EXPECT_THROW(o.assign(c, "-1"), ConfigError) << o.key;  // every range starts at 0 or above
+  }
+  EXPECT_GE(n_int, 25);
+}
+
+TEST(Parse, KeyGivenTwiceOnTheCommandLineTakesTheLastValue) {
+  EXPECT_DOUBLE_EQ(parse({"--optim.lr=1e-3", "--optim.lr=2e-3"}).config.optim.lr, 2e-3);
+  EXPECT_EQ(parse({"--model.n_layer", "3", "--model.n_layer=5", "--model.n_layer", "6"}).config.model.n_layer, 6);
+  // File < command line is unchanged: the file's value loses to any command-line one, wherever given.
+  std::string ini = temp_ini("[optim]\nlr = 3e-4\n");
+  EXPECT_DOUBLE_EQ(parse({"--optim.lr=1e-3", "--config", ini, "--optim.lr=5e-3"}).config.optim.lr, 5e-3);
+  EXPECT_DOUBLE_EQ(parse({"--config", ini}).config.optim.lr, 3e-4);
+  std::remove(ini.c_str());
+  // Each occurrence is still checked, as argparse converts every one.
+  expect_config_error({"--optim.lr=abc", "--optim.lr=1e-3"}, {"optim.lr=abc", "not a number"});
+}
+
+TEST(Parse, KeyGivenTwiceInOneFileIsAnError) {
+  std::string ini = temp_ini("[optim]\nlr = 3e-4\nlr = 1e-3\n");
+  expect_config_error({"--config", ini}, {"optim.lr", "more than once", ini});
+  std::remove(ini.c_str());
 }
 
 TEST(Parse, StrayArgumentIsRejected) {

@@ -47,6 +47,41 @@ TEST(Derive, MicroLargerThanGlobalSuggestsValidMicroBatches) {
   EXPECT_NE(msg.find("train.micro_batch in {1, 2, 4}"), std::string::npos) << msg;
 }
 
+TEST(Derive, DebugRankOutsideTheWorldIsRejected) {
+  Config c;
+  c.debug.rank = 4;
+  c.train.global_batch = 40;
+  std::string msg = error_of([&] { derive(c, 4); });
+  EXPECT_NE(msg.find("debug.rank=4 is outside the world of 4 rank(s): use debug.rank in [0, 3]"), std::string::npos) << msg;
+  EXPECT_EQ(derive(c, 5).dp_size, 5);
+}
+
+TEST(Validate, ProductsOfKeysThatWouldOverflowAreRejected) {
+  Config c;
+  c.train.max_steps = 1'000'000'000;
+  c.train.global_batch = 1 << 24;
+  c.model.seq_len = 1 << 20;  // 2^74 tokens over the run
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("train.max_steps=1000000000 x train.global_batch=16777216 x model.seq_len=1048576 (tokens over the run)"),
+            std::string::npos) << msg;
+  Config wide;
+  wide.model.n_layer = 4096;
+  wide.model.n_embd = 65536;
+  wide.model.n_head = 64;
+  wide.model.seq_len = 1 << 20;
+  wide.train.micro_batch = 1 << 10;  // 2^4 x 2^10 x 2^20 x 2^12 x 2^16 activation elements
+  msg = error_of([&] { validate(wide); });
+  EXPECT_NE(msg.find("(activation elements per rank) exceeds 2^60"), std::string::npos) << msg;
+  Config eval;
+  eval.log.eval_batches = 1'000'000;
+  eval.train.global_batch = 1 << 24;
+  eval.model.seq_len = 1 << 20;
+  eval.train.max_steps = 1;
+  msg = error_of([&] { validate(eval); });
+  EXPECT_NE(msg.find("(tokens per evaluation) exceeds 2^60"), std::string::npos) << msg;
+  EXPECT_EQ(error_of([&] { validate(Config{}); }), "");
+}
+
 TEST(Validate, HeadsMustDivideWidth) {
   Config c;
   c.model.n_embd = 100;

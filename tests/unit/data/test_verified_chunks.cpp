@@ -117,7 +117,16 @@ TEST(ShardChunks, AFlippedByteInsideAChunkIsCaughtOnFirstRead) {
       EXPECT_NE(std::string(e.what()).find("Fletcher32"), std::string::npos) << e.what();
     }
   }
-  EXPECT_THROW(r.read(k - 10, std::span(w)), DataError);  // a window from chunk 0 into chunk 1
+  // A window from chunk 0 into chunk 1: the error names chunk 1's range (the one that fails alone),
+  // the inputs whose tokens it holds and the fix.
+  try {
+    r.read(k - 10, std::span(w));
+    FAIL() << "a window into a damaged chunk was read without error";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(cat("tokens [", k, ", ", 2 * k, ") are unreadable")), std::string::npos) << what;
+    EXPECT_NE(what.find("re-run ztok for its input (a.txt, b/c.txt)"), std::string::npos) << what;
+  }
   r.read(2 * k + 7, std::span(w));
   EXPECT_TRUE(equal_at(w, tokens, 2 * k + 7));
   r.read(2 * k + 7, std::span(w));

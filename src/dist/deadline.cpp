@@ -1,0 +1,24 @@
+// The polling loop of deadline.hpp.
+#include "dist/deadline.hpp"
+
+#include <thread>
+
+namespace zt::dist {
+
+bool poll_until(Clock::time_point deadline, const std::function<bool()>& done, const Pacing& pacing) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point spin_until = deadline_after(start, pacing.spin_s);
+  for (;;) {
+    if (done()) return true;
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    if (now < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (pacing.between) pacing.between();
+    std::this_thread::sleep_for(std::chrono::duration<double>(pacing.sleep_s));
+  }
+}
+
+}  // namespace zt::dist

@@ -1,0 +1,73 @@
+// Start-up data checks: headers on every rank; data.verify=full spreads the chunk reads over ranks.
+#include "train/data_check.hpp"
+
+#include <chrono>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "data/shard_set.hpp"
+
+namespace zt::train {
+namespace {
+// Reads tokens [b K, (b + 1) K) for every block b = rank mod world_size: each chunk's Fletcher-32 and
+// each id's range are checked on the way (shard.hpp), as the first training read would.
+std::uint64_t verify_blocks(const data::TokenSource& tokens, int rank, int world_size) {
+  constexpr std::uint64_t kBlock = data::kShardChunkTokens;
+  std::vector<std::int32_t> buffer(kBlock);
+  std::uint64_t checked = 0;
+  const std::uint64_t n = tokens.n_tokens();
+  for (std::uint64_t start = kBlock * static_cast<std::uint64_t>(rank); start < n;
+       start += kBlock * static_cast<std::uint64_t>(world_size)) {
+    const std::uint64_t count = std::min(kBlock, n - start);
+    tokens.read(start, count, buffer.data());
+    checked += count;
+  }
+  return checked;
+}
+
+void verify_all(const std::string& key, const data::TokenSource& tokens, int rank, int world_size) {
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t checked = 0;
+  try {
+    checked = verify_blocks(tokens, rank, world_size);
+  } catch (const DataError& e) {
+    throw InputError(cat("data.verify=full: ", key, ": ", e.what()));
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  log::info(cat("data.verify=full: ", key, ": every chunk of ", tokens.describe(), " checked (rank 0: ", checked,
+                " tokens in ", s, " s)"));
+}
+}  // namespace
+
+tok::Vocab load_vocab(const std::string& dir) {
+  try {
+    return tok::Vocab::load(dir);
+  } catch (const InputError& e) {
+    throw InputError(cat("data.vocab=", dir, ": ", e.what()));
+  }
+}
+
+data::ShardExpectation expected_shards(const config::Config& c) {
+  data::ShardExpectation expect;
+  expect.vocab_size = static_cast<std::uint64_t>(c.model.vocab_size);
+  if (!c.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
+    const tok::Vocab vocab = load_vocab(c.data.vocab);
+    expect.vocab_hash = vocab.hash();
+    expect.eot = vocab.eot();
+  }
+  return expect;
+}
+
+void check_data(const config::Config& c, int rank, int world_size) {
+  if (c.data.train.empty())
+    throw ConfigError("data.train is empty: give the training shards written by ztok (e.g. data.train=data/tok/train_*.h5)");
+  const data::ShardExpectation expect = expected_shards(c);
+  const auto train = data::open_shards(c.data.train, "data.train", expect);
+  const auto valid = c.data.valid.empty() ? nullptr : data::open_shards(c.data.valid, "data.valid", expect);
+  if (c.data.verify != config::DataVerify::kFull) return;
+  verify_all("data.train", *train, rank, world_size);
+  if (valid) verify_all("data.valid", *valid, rank, world_size);
+}
+
+}  // namespace zt::train

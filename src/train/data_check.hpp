@@ -1,0 +1,25 @@
+// The training data as a start-up check: every shard's header against the model (and data.vocab),
+// and with data.verify=full every token chunk's checksum, before any work, so a bad shard is a
+// start-up error (exit 2, printed once) rather than a failure on every rank once training runs.
+#pragma once
+
+#include <string>
+
+#include "config/config.hpp"
+#include "data/shard.hpp"
+#include "tok/vocab.hpp"
+
+namespace zt::train {
+
+// The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
+tok::Vocab load_vocab(const std::string& dir);
+
+// What every shard must say about its ids: the model's vocab_size, and data.vocab's hash and eot.
+data::ShardExpectation expected_shards(const config::Config& c);
+
+// Opens data.train (and data.valid) as the trainer will; with data.verify=full, reads this rank's
+// share of every chunk (blocks of the stream round robin over `world_size` ranks). Throws InputError
+// (or ConfigError) naming the shard, the token range and the fix.
+void check_data(const config::Config& c, int rank, int world_size);
+
+}  // namespace zt::train

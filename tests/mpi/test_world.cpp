@@ -1,0 +1,56 @@
+// World's agreements give the textbook results on 1, 2 and 4 ranks, and their watchdog turns a rank
+// that does not arrive into a CommError that, on rank 0 (which collects), names that rank.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "tests/mpi/mpi_test_world.hpp"
+
+namespace zt::dist {
+namespace {
+
+TEST(World, AgreementsGiveTheExtremesAndEveryRanksData) {
+  const World& w = test::world();
+  const int r = w.rank(), n = w.size();
+  EXPECT_EQ(w.max_over_ranks(r * 10 - 5, "test max"), (n - 1) * 10 - 5);
+  EXPECT_EQ(w.min_over_ranks(r * 10 - 5, "test min"), -5);
+  const std::vector<std::string> all = w.gather_to_root(std::string(static_cast<std::size_t>(r), 'x'), "test gather");
+  ASSERT_EQ(all.size(), w.is_root() ? static_cast<std::size_t>(n) : 0u);
+  for (int i = 0; i < static_cast<int>(all.size()); ++i) EXPECT_EQ(all[i], std::string(static_cast<std::size_t>(i), 'x'));
+  const std::vector<std::uint64_t> both = w.all_gather({static_cast<std::uint64_t>(r), 7}, "test all-gather");
+  ASSERT_EQ(both.size(), 2u * static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(both[2 * i], static_cast<std::uint64_t>(i));
+    EXPECT_EQ(both[2 * i + 1], 7u);
+  }
+  EXPECT_EQ(w.broadcast_from_root(w.is_root() ? "from rank 0" : "ignored", "test broadcast"), "from rank 0");
+  w.barrier("test barrier");
+}
+
+TEST(World, WatchdogOnRootNamesTheRankThatDidNotArrive) {
+  World& w = *test::g_world;
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer";
+  const int late = w.size() - 1;
+  if (w.rank() == 0) {
+    w.set_timeout(0.3);
+    try {
+      w.gather_to_root("", "step 7 checkpoint commit");  // empty: nothing of it is left in flight after
+      ADD_FAILURE() << "no CommError although rank " << late << " was 2 s late";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find(cat("step 7 checkpoint commit: rank ", late,
+                                               " did not arrive within dist.timeout_s=0.3 s")),
+                std::string::npos) << e.what();
+    }
+  } else {
+    if (w.rank() == late) std::this_thread::sleep_for(std::chrono::seconds(2));
+    w.gather_to_root("", "step 7 checkpoint commit");
+  }
+  w.set_timeout(60);
+  w.barrier("test barrier after the late rank");  // the late rank's message went to the abandoned receive
+}
+
+}  // namespace
+}  // namespace zt::dist
