@@ -12,10 +12,12 @@
 #include "config/parse.hpp"
 #include "core/log.hpp"
 #include "core/version.hpp"
+#include "dist/device_info.hpp"
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
+#include "train/preflight.hpp"
 #include "train/run.hpp"
 
 namespace zt::apps {
@@ -125,6 +127,10 @@ int run(dist::World& world, int argc, char** argv) {
     const int code = agree_on_startup(world, [&] { result = print_plan(world, s); }, "the memory plan");
     return code != kExitOk ? code : result;
   }
+  // Where every rank runs (host, device, driver, NCCL, network variables), as one table on rank 0.
+  dist::log_rank_table(world, s.placement, config::to_string(s.placement.comm));
+  if (s.cl.preflight)
+    return run_or_abort(world, [&] { return train::run_preflight(world, s.cl.config, s.placement); });
   // A run predicted not to fit stops here, before any work, with the table and the fixes (--force runs it).
   const int fit_code = agree_on_startup(world, [&] {
     const MemoryCheck m = check_memory(world, s);

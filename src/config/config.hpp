@@ -122,6 +122,16 @@ struct DebugConfig {
   std::int64_t rank = 0;
   HangPhase hang_phase = HangPhase::kStepEnd;
   HangMode hang_mode = HangMode::kSleep;
+  double slow_rank_factor = 1;   // preflight: debug.rank's GEMM and node-pair exchanges take this many times as long
+  std::int64_t ranks_per_node = 0;  // preflight: consecutive ranks grouped as one node (0 = the real hosts)
+};
+
+struct PreflightConfig {
+  double min_fraction = 0.8;  // flag a rank or node link below this fraction of the median
+  std::int64_t max_mb = 64;   // largest collective / link message in MiB
+  std::int64_t iters = 5;     // timed iterations per measurement (after 2 warm-up ones); the median is reported
+  std::int64_t gemm_n = 0;    // square GEMM size (0 = 8192 on GPUs, 1024 on CPUs)
+  std::string out;            // JSON summary file (empty = none; the JSON line is printed either way)
 };
 
 struct PlanConfig {
@@ -141,6 +151,7 @@ struct Config {
   DistConfig dist;
   DebugConfig debug;
   PlanConfig plan;
+  PreflightConfig preflight;
 };
 
 }  // namespace zt::config

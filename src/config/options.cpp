@@ -205,8 +205,15 @@ std::vector<Option> build_table() {
       opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", I64{0, kMaxRanks - 1}),
       opt("debug.hang_phase", &C::debug, &DebugConfig::hang_phase, "TEST ONLY: where debug.hang_at_step hits: after the step (step_end), in that step's phase, in its checkpoint's write (some files written) or commit, or while resuming from the checkpoint of that step"),
       opt("debug.hang_mode", &C::debug, &DebugConfig::hang_mode, "TEST ONLY: how debug.hang_at_step stops the rank: sleep forever, raise SIGSTOP, or SIGKILL"),
+      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: --preflight: debug.rank sleeps so its GEMM and node-pair exchanges take this many times as long (1 = off)", between<double>(1, 1e6)),
+      opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", I64{0, kMaxRanks}),
       opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", I64{0, kMaxRanks}),
       opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", between<double>(0, 1 << 20)),
+      opt("preflight.min_fraction", &C::preflight, &PreflightConfig::min_fraction, "--preflight flags a rank's GEMM rate or a node pair's bandwidth below this fraction of the median", between<double>(0, 1)),
+      opt("preflight.max_mb", &C::preflight, &PreflightConfig::max_mb, "--preflight: largest collective and node-pair message in MiB (sizes max/64, max/8, max)", I64{1, 4096}),
+      opt("preflight.iters", &C::preflight, &PreflightConfig::iters, "--preflight: timed iterations per measurement, after 2 warm-up ones (the median is reported)", I64{1, 1000}),
+      opt("preflight.gemm_n", &C::preflight, &PreflightConfig::gemm_n, "--preflight: square GEMM size n (0 = 8192 on GPUs, 1024 on CPUs)", I64{0, kMaxWidth}),
+      opt("preflight.out", &C::preflight, &PreflightConfig::out, "--preflight: also write the JSON summary to this file (empty = stdout only)"),
   };
 }
 

@@ -34,6 +34,7 @@ po::options_description general_options() {
       ("config", po::value<std::string>(), "INI configuration file")
       ("print-config", "print the resolved configuration (INI) with the world layout, then exit")
       ("plan", "print the per-rank memory plan, then exit (0 fits, 2 does not)")
+      ("preflight", "measure GEMM rates, collective and node-pair bandwidth over the job's ranks, then exit (0 all fine, 1 flagged)")
       ("force", "run a configuration the memory planner refuses")
       ("version", "print the version and git revision, then exit");
   return desc;
@@ -110,6 +111,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   cl.help_markdown = vm.count("help-markdown") > 0;
   cl.print_config = vm.count("print-config") > 0;
   cl.plan = vm.count("plan") > 0;
+  cl.preflight = vm.count("preflight") > 0;
   cl.force = vm.count("force") > 0;
   cl.version = vm.count("version") > 0;
   if (cl.help || cl.help_markdown || cl.version) return cl;
@@ -143,7 +145,7 @@ std::string to_ini(const Config& config) {
 std::string help_text(const std::string& program) {
   std::ostringstream out;
   out << "Usage: mpirun -np N " << program << " [--config FILE] [--section.key=VALUE ...]\n"
-      << "       " << program << " --print-config | --plan | --help\n\n"
+      << "       " << program << " --print-config | --plan | --preflight | --help\n\n"
       << "Trains a GPT-2-style model. Every key has a default; the INI file's [section] key=value is the\n"
       << "option --section.key=VALUE, and the command line wins over the file.\n\n"
       << "Exit codes: 0 done, 1 runtime error, 2 usage or configuration error (nothing started),\n"

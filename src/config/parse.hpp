@@ -17,6 +17,7 @@ struct CommandLine {
   bool help_markdown = false;  // the configuration reference as a Markdown table (README)
   bool print_config = false;
   bool plan = false;
+  bool preflight = false;
   bool force = false;
   bool version = false;
 };

@@ -1,0 +1,39 @@
+// The start-up table of ranks: the parts every build has (host, threads, network environment).
+#include "dist/device_info.hpp"
+
+#include <cstdlib>
+
+#include "core/log.hpp"
+
+namespace zt::dist {
+
+std::string network_environment() {
+  // The variables that choose an interface or transport (README, "Running on a cluster").
+  static const char* const kNames[] = {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA",     "NCCL_NET",       "NCCL_IB_DISABLE",
+                                       "NCCL_P2P_DISABLE",   "NCCL_DEBUG",      "UCX_NET_DEVICES", "UCX_TLS",
+                                       "OMPI_MCA_pml",       "OMPI_MCA_btl",    "OMPI_MCA_btl_tcp_if_include"};
+  std::string out;
+  for (const char* name : kNames)
+    if (const char* v = std::getenv(name)) out += cat(out.empty() ? "" : " ", name, "=", v);
+  return out;
+}
+
+std::string rank_device(const Placement& placement) {
+  if (placement.device == config::Device::kCpu) return "cpu";
+  return cat(placement.device_name(), " ", device_description(placement.device_index));
+}
+
+void log_rank_table(const World& world, const Placement& placement, const std::string& comm_name) {
+  const std::string net = network_environment();
+  const std::string versions = placement.device == config::Device::kCuda ? cuda_versions() : "";
+  const std::string mine =
+      cat("rank ", world.rank(), " on ", world.host(), " (local rank ", world.local_rank(), " of ", world.local_size(),
+          "): ", rank_device(placement), versions.empty() ? "" : cat(", ", versions), ", ", placement.threads,
+          " thread(s), collectives ", comm_name, net.empty() ? "" : cat(", ", net));
+  const std::vector<std::string> lines = world.gather_to_root(mine);
+  if (!world.is_root()) return;
+  log::info(cat("ranks: ", world.size(), " on ", world.n_nodes(), " node(s)"));
+  for (const std::string& line : lines) log::info(line);
+}
+
+}  // namespace zt::dist

@@ -1,0 +1,19 @@
+// ztrain --preflight: before a job trains, measure what it will lean on, over the same ranks and
+// launch: each rank's GEMM rate through the backend's matmul (bf16 on GPUs, fp32 on CPUs), the
+// all-reduce, all-gather and reduce-scatter bus bandwidth over all ranks through the job's
+// Communicator (NCCL on GPUs, MPI on CPUs), and every node pair's point-to-point bandwidth; each
+// result is checked (nccl-tests' #wrong). Rank 0 prints a table and one JSON line (also written to
+// preflight.out) and flags ranks and links below preflight.min_fraction of the median.
+#pragma once
+
+#include "config/config.hpp"
+#include "dist/placement.hpp"
+#include "dist/world.hpp"
+
+namespace zt::train {
+
+// Every rank calls. Returns the job's exit code on every rank: 0 nothing flagged, 1 a rank, link or
+// result flagged (a finding about the hardware, as `zckpt verify` returns 1 for a problem found).
+int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement);
+
+}  // namespace zt::train
