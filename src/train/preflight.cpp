@@ -11,7 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "backend/cuda/cuda_backend.hpp"
 #include "backend/host_convert.hpp"
 #include "core/log.hpp"
 #include "dist/communicator.hpp"
@@ -19,7 +18,7 @@
 #include "dist/pair_exchange.hpp"
 #include "io/atomic_file.hpp"
 #include "train/preflight_report.hpp"
-#include "train/staged_communicator.hpp"
+#include "train/wiring.hpp"
 
 namespace zt::train {
 namespace {
@@ -31,21 +30,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // The value rank r puts at element i: small integers, so every sum over ranks is exact in fp32.
 float pattern(int r, std::size_t i) { return static_cast<float>(r % 5 + static_cast<int>(i % 7)); }
-
-std::unique_ptr<backend::Backend> make_backend(const dist::Placement& p) {
-  if (p.device == config::Device::kCuda) return backend::make_cuda_backend(p.device_index);
-  return backend::make_cpu_backend(p.threads);
-}
-
-// The job's communicator, as the trainer builds it: NCCL, MPI on host buffers, or MPI host-staged.
-std::unique_ptr<dist::Communicator> make_comm(const dist::World& world, const config::Config& c,
-                                              const dist::Placement& p, backend::Backend& be) {
-  if (p.comm == config::CommBackend::kNccl)
-    return dist::make_nccl_communicator(world, p.device_index, be.stream(), c.dist.timeout_s);
-  std::unique_ptr<dist::Communicator> mpi = dist::make_mpi_communicator(world, c.dist.timeout_s);
-  if (p.device == config::Device::kCpu) return mpi;
-  return std::make_unique<StagedCommunicator>(std::move(mpi), be);
-}
 
 class Preflight {
  public:
@@ -249,8 +233,8 @@ std::vector<PairRow> Preflight::node_pairs(const std::vector<GemmRate>& ranks, i
 }  // namespace
 
 int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement) {
-  std::unique_ptr<backend::Backend> be = make_backend(placement);
-  std::unique_ptr<dist::Communicator> comm = make_comm(world, config, placement, *be);
+  std::unique_ptr<backend::Backend> be = make_backend(config, placement);
+  std::unique_ptr<dist::Communicator> comm = make_communicator(world, config, placement, *be);
   comm->set_context("preflight");
   comm->set_timeout(config.dist.timeout_s);
   const PreflightResults r = Preflight(world, config, placement, *be, *comm).measure();

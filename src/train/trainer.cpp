@@ -19,34 +19,14 @@
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
 #include "train/faults.hpp"
-#include "backend/cuda/cuda_backend.hpp"
 #include "train/sampler.hpp"
-#include "train/staged_communicator.hpp"
+#include "train/wiring.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
 namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
-std::unique_ptr<backend::Backend> make_backend(const config::Config& c, const dist::Placement& placement) {
-  if (placement.device == config::Device::kCuda) return backend::make_cuda_backend(placement.device_index);
-  if (c.train.precision != config::Precision::kFp32)
-    log::warn(cat("train.precision=", config::to_string(c.train.precision), " on the CPU backend is emulated (fp32 math, ",
-                  "16-bit storage, as the CUDA backend's reference): slower than fp32 there, for checking"));
-  return backend::make_cpu_backend(placement.threads);
-}
-
-// NCCL orders its collectives after the backend's compute stream; MPI on device memory stages through
-// the host (several ranks sharing one GPU); MPI on the CPU backend works on its buffers directly.
-std::unique_ptr<dist::Communicator> make_communicator(const dist::World& world, const config::Config& c,
-                                                      const dist::Placement& placement, backend::Backend& be) {
-  if (placement.comm == config::CommBackend::kNccl)
-    return dist::make_nccl_communicator(world, placement.device_index, be.stream(), c.dist.timeout_s);
-  std::unique_ptr<dist::Communicator> mpi = dist::make_mpi_communicator(world, c.dist.timeout_s);
-  if (placement.device == config::Device::kCpu) return mpi;
-  return std::make_unique<StagedCommunicator>(std::move(mpi), be);
-}
 
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 
