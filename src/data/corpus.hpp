@@ -1,7 +1,8 @@
 // Reading a corpus for ztok: input files in order, cut into documents (a whole file, blank-line
 // separated paragraphs, or JSONL records) and into chunks of about chunk_bytes for tokenizer threads.
-// A long document is cut only where GPT-2's pre-tokenizer is certain to break (an ASCII non-space
-// byte followed by an ASCII space byte), so the pieces tokenize exactly as the whole would.
+// A long document is cut only where GPT-2's pre-tokenizer is certain to break (a non-space character
+// followed by an ASCII space, or two ASCII characters of different classes), so the pieces tokenize
+// exactly as the whole would; only one pre-token longer than a chunk is read whole.
 #pragma once
 
 #include <cstdint>
