@@ -68,6 +68,9 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
        "share of documents for valid_*.h5, chosen by a hash of (input name, document index)")
       ("threads", po::value(&o.threads)->default_value(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
                       ->value_name("N"), "tokenizer threads (the output does not depend on it)")
+      ("strict-utf8", po::bool_switch(&o.corpus.strict_utf8),
+       "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
+       "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about")
       ("quiet,q", po::bool_switch(&raw.quiet), "no progress line on stderr");
   return named;
 }

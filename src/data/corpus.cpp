@@ -150,6 +150,7 @@ void CorpusReader::emit(Chunk& chunk, std::size_t length, bool doc_end, std::siz
   s.file = pos_.file;
   s.doc = pos_.doc;
   s.line = pos_.line;
+  s.offset = pos_.offset;
   s.doc_start = !pos_.mid_doc;
   s.doc_end = doc_end;
   chunk.text.append(buf_, head_, length);

@@ -23,6 +23,7 @@ struct CorpusOptions {
   InputFormat format = InputFormat::kText;
   std::string field = "text";         // jsonl: the string field holding a document
   SplitMode split = SplitMode::kFile; // text: one document per file, or per paragraph
+  bool strict_utf8 = false;           // ill-formed UTF-8 is an InputError (file, byte offset), not U+FFFD
 };
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without
@@ -45,6 +46,7 @@ struct Segment {
   std::uint64_t file = 0;   // input index
   std::uint64_t doc = 0;    // document index within the file
   std::uint64_t line = 0;   // jsonl: line number of the record
+  std::uint64_t offset = 0; // byte offset of `begin` in the file's (decompressed) content
   bool doc_start = false;   // the document's first piece: a document offset is recorded here
   bool doc_end = false;     // its last piece: <|endoftext|> follows
 };

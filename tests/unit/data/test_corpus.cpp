@@ -113,7 +113,9 @@ TEST(Corpus, CutsInsideLongDocumentsTokenizeExactlyAsTheWhole) {
         }
       }
       EXPECT_EQ(by_segment, whole) << "text " << t << ", chunks of " << chunk_bytes;
-      if (t < 3) EXPECT_GT(segments, texts[t].size() / 100) << "text " << t << " was hardly cut";
+      if (t < 3) {
+        EXPECT_GT(segments, texts[t].size() / 100) << "text " << t << " was hardly cut";
+      }
     }
   }
 }
