@@ -45,6 +45,8 @@ class ShardWriter {
   void commit();
 
  private:
+  void create(const TokenizerInfo& tokenizer, const std::vector<std::string>& sources);
+  void append_tokens_unchecked(std::span<const std::uint32_t> tokens);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
