@@ -117,15 +117,22 @@ void BpeMerger::merge_heap(std::string_view piece, std::vector<std::uint32_t>& o
   }
   std::uint32_t parts = 0;  // the parts' ids, moved to the front (in place: parts <= byte index)
   for (std::uint32_t i = 0; i < n; i = part_end(i)) ids_[parts++] = ids_[i];
-  if (heap_.capacity() * sizeof(HeapEntry) > kKeepScratchBytes) heap_ = {};  // empty now: before `out` grows
+  if (heap_.capacity() * sizeof(HeapEntry) > kKeepScratchBytes) {  // empty now: free it before `out` grows
+    heap_.clear();
+    heap_.shrink_to_fit();
+  }
+  // Room for what callers append next (<|endoftext|>, later pieces) without doubling a huge vector.
+  if (out.capacity() < out.size() + parts) out.reserve(out.size() + parts + parts / 16);
   out.insert(out.end(), ids_.begin(), ids_.begin() + parts);
   release_large_scratch();
 }
 
 void BpeMerger::release_large_scratch() {
   if (ids_.capacity() * sizeof(std::uint32_t) + heap_.capacity() * sizeof(HeapEntry) <= kKeepScratchBytes) return;
-  ids_ = {};
-  heap_ = {};
+  ids_.clear();  // clear + shrink_to_fit: `ids_ = {}` would keep the capacity (initializer-list assignment)
+  ids_.shrink_to_fit();
+  heap_.clear();
+  heap_.shrink_to_fit();
 }
 
 }  // namespace zt::tok
