@@ -36,7 +36,8 @@ constexpr const char* kAbout =
     "thread (piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids (4\n"
     "bytes per id). Long documents are cut where the pre-tokenizer must break (a non-space before an\n"
     "ASCII space, or two ASCII characters of different classes); only one pre-token longer than 1 MiB\n"
-    "is held whole, at most 16 bytes of memory per byte of it, and a JSONL line is parsed whole.\n"
+    "is held whole, at most 16 bytes of memory per byte of it (an ill-formed byte counts as the 3 of its\n"
+    "U+FFFD), and a JSONL line is parsed whole.\n"
     "Ill-formed UTF-8 becomes U+FFFD; a file with over 1% of its bytes ill-formed is warned about.\n"
     "Exit: 0 done, 1 runtime error, 2 usage or bad input (named).\n\nOptions";
 

@@ -121,8 +121,9 @@ void BpeMerger::merge_heap(std::string_view piece, std::vector<std::uint32_t>& o
     heap_.clear();
     heap_.shrink_to_fit();
   }
-  // Room for what callers append next (<|endoftext|>, later pieces) without doubling a huge vector.
-  if (out.capacity() < out.size() + parts) out.reserve(out.size() + parts + parts / 16);
+  // A huge piece: room for what callers append next (<|endoftext|>, later pieces) without doubling
+  // the vector; smaller ones keep the vector's geometric growth.
+  if (parts >= (1u << 20) && out.capacity() < out.size() + parts) out.reserve(out.size() + parts + parts / 16);
   out.insert(out.end(), ids_.begin(), ids_.begin() + parts);
   release_large_scratch();
 }
