@@ -17,11 +17,7 @@ constexpr std::size_t kBlock = std::size_t{1} << 20;
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
   const int err = errno;
-  std::string fix;
-  if (err == ENOSPC || err == EDQUOT) fix = "; free space there (or give another --out)";
-  if (err == EFBIG) fix = "; a file size limit was reached (ulimit -f): raise it or give a smaller --shard-tokens";
-  if (!fix.empty()) fix += " and run the same command again: ztok resumes from its last saved state";
-  throw IoError(cat(what, " ", path.string(), ": ", std::strerror(err), fix));
+  throw IoError(cat(what, " ", path.string(), ": ", std::strerror(err), output_write_fix(err)));
 }
 
 void write_bytes(std::FILE* f, const void* data, std::size_t bytes, const std::filesystem::path& path) {

@@ -3,6 +3,7 @@
 #include "data/shard.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 
 #include "core/error.hpp"
@@ -36,6 +37,14 @@ constexpr std::uintmax_t kNearlyFullBytes = std::uintmax_t{4} << 20;
 }
 
 }  // namespace
+
+std::string output_write_fix(int err) {
+  std::string fix;
+  if (err == ENOSPC || err == EDQUOT) fix = "; free space there (or give another --out)";
+  if (err == EFBIG) fix = "; a file size limit was reached (ulimit -f): raise it or give a smaller --shard-tokens";
+  if (!fix.empty()) fix += " and run the same command again: ztok resumes from its last saved state";
+  return fix;
+}
 
 // ------------------------------------------------------------------------------------------- writer
 
