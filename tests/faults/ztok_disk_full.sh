@@ -10,7 +10,8 @@ source "$here/../ztok/common.sh"
 make_corpus "$work/in" 4 4000
 args=(--vocab "$vocab" -q --threads 2 --shard-tokens 30000 "$work/in/*.txt")
 "$ztok" --out "$work/ref" "${args[@]}" >/dev/null || fail "reference run failed"
-[ "$(ls "$work/ref" | grep -c '\.h5$')" -ge 4 ] || fail "the corpus should give several shards"
+shards() { find "$1" -maxdepth 1 -name '*.h5' | wc -l; }
+[ "$(shards "$work/ref")" -ge 4 ] || fail "the corpus should give several shards"
 
 limit=()
 cases=()
@@ -29,7 +30,7 @@ fi
 
 for size in "${cases[@]}"; do
   if [ "$size" != fsize ]; then
-    umount "$work/small" && mount -t tmpfs -o size="$size" tmpfs "$work/small" || fail "remount $size"
+    if ! umount "$work/small" || ! mount -t tmpfs -o size="$size" tmpfs "$work/small"; then fail "remount $size"; fi
   fi
   rm -rf "$work/small/out"
   rc=0
@@ -51,6 +52,6 @@ for size in "${cases[@]}"; do
   cp -r "$work/small/out" "$work/roomy-$size"
   "$ztok" --out "$work/roomy-$size" "${args[@]}" >"$work/out.txt" 2>&1 || { cat "$work/out.txt"; fail "$size: resume failed"; }
   same_shards "$work/ref" "$work/roomy-$size" "$size: resumed after a full disk"
-  echo "$size: exit 1, $(grep -o 'cannot write [a-z]*' "$work/err.txt"), $(ls "$work/small/out" | grep -c '\.h5$') shard(s) kept; resume identical"
+  echo "$size: exit 1, $(grep -o 'cannot write [a-z]*' "$work/err.txt"), $(shards "$work/small/out") shard(s) kept; resume identical"
 done
 echo "PASS"

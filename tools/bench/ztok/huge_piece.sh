@@ -65,7 +65,6 @@ for mb in $sizes; do
     row=$(printf '%-11s %6s %7d MB %9s %8s %8s %8s' "$class" "$mb" $((peak_kb / 1024)) "$per" "$user_s" "$wall_s" "$rate")
     json+="$sep{\"class\": \"$class\", \"mb\": $mb, \"peak_kb\": $peak_kb, \"rss_per_byte\": $per, \"user_s\": $user_s, \"wall_s\": $wall_s"
     if [ -n "$other" ]; then
-      mine_peak=$peak_kb mine_user=$user_s
       run "$other" "$work/in.txt" "$work/out-other"
       wrong=0
       for f in "$work/out"/*.h5; do cmp -s "$f" "$work/out-other/$(basename "$f")" || wrong=$((wrong + 1)); done
