@@ -32,11 +32,13 @@ constexpr const char* kAbout =
     "into journals under OUT/.ztok (2 bytes per token until the shards are written; OUT must be on a\n"
     "file system every rank sees), then the ranks write the shards round robin. Resume with as many\n"
     "ranks. --threads defaults to the cores divided by the ranks on the node.\n"
-    "Memory (per rank) does not grow with the corpus: about 45 MiB fixed (vocabulary, HDF5) + 2 MiB per thread\n"
-    "(piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids (4 bytes\n"
-    "per id); measured peak RSS 48-64 MB for 1-2 threads on 11 MB and on 108 MB. Long documents are\n"
-    "cut before an ASCII space/tab/newline that follows a non-space; only a stretch of more than\n"
-    "1 MiB without such a place, or a JSONL line longer than 1 MiB, is held whole.\n"
+    "Memory (per rank) does not grow with the corpus: about 56 MB fixed (vocabulary, HDF5, MPI) + 2 MiB per\n"
+    "thread (piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids (4\n"
+    "bytes per id). Long documents are cut where the pre-tokenizer must break (a non-space before an\n"
+    "ASCII space, or two ASCII characters of different classes); only one pre-token longer than 1 MiB\n"
+    "is held whole, at most 16 bytes of memory per byte of it (an ill-formed byte counts as the 3 of its\n"
+    "U+FFFD), and a JSONL line is parsed whole.\n"
+    "Ill-formed UTF-8 becomes U+FFFD; a file with over 1% of its bytes ill-formed is warned about.\n"
     "Exit: 0 done, 1 runtime error, 2 usage or bad input (named).\n\nOptions";
 
 // Command-line values that are checked and converted after parsing.
@@ -68,6 +70,9 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
        "share of documents for valid_*.h5, chosen by a hash of (input name, document index)")
       ("threads", po::value(&o.threads)->default_value(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
                       ->value_name("N"), "tokenizer threads (the output does not depend on it)")
+      ("strict-utf8", po::bool_switch(&o.corpus.strict_utf8),
+       "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
+       "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about")
       ("quiet,q", po::bool_switch(&raw.quiet), "no progress line on stderr");
   return named;
 }

@@ -10,6 +10,8 @@
 
 #include "core/error.hpp"
 #include "io/input_stream.hpp"
+#include "tok/unicode.hpp"
+#include "tok/utf8.hpp"
 
 namespace zt::data {
 namespace {
@@ -18,6 +20,25 @@ constexpr std::size_t kNone = std::string::npos;
 constexpr std::size_t kReadBytes = std::size_t{1} << 20;
 
 bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+
+// GPT-2's classes of an ASCII byte that is not white space: letter, digit, anything else.
+int ascii_class(unsigned char c) {
+  if (static_cast<unsigned char>((c | 0x20) - 'a') < 26) return 1;
+  return c >= '0' && c <= '9' ? 2 : 0;
+}
+
+// Whether a well-formed character that is not White_Space ends at byte c (c >= 1). Its lead byte is
+// the nearest byte before c that is no continuation byte; no ill-formed subpart can include a lead
+// byte it does not start, so the character decodes the same whether or not the text is cut at c.
+bool nonspace_char_ends_at(const char* text, std::size_t c) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text);
+  std::size_t k = 1;
+  while (k < 4 && k < c && (p[c - k] & 0xC0) == 0x80) ++k;
+  if (tok::first_invalid_utf8(std::string_view(text + c - k, k)) != k) return false;
+  std::size_t length = 0;
+  const char32_t cp = tok::decode_valid_utf8(p + c - k, length);
+  return length == k && !tok::is_white_space(cp);
+}
 
 std::vector<std::string> glob_files(const std::string& pattern) {
   glob_t g{};
@@ -92,8 +113,11 @@ void CorpusReader::fill(std::size_t bytes) {
     if (head_ >= kReadBytes && head_ * 2 >= buf_.size()) {  // drop consumed bytes (offsets are relative to head_)
       buf_.erase(0, head_);
       head_ = 0;
+      // A huge piece grew the buffer: give it back rather than keep it for the rest of the file.
+      if (buf_.capacity() > 16 * kReadBytes && buf_.size() * 4 < buf_.capacity()) buf_.shrink_to_fit();
     }
-    const std::size_t want = std::max(bytes - buffered(), kReadBytes);
+    // Read in steps: resize() writes every byte it adds, so a step past the file's end would cost memory.
+    const std::size_t want = std::clamp(bytes - buffered(), kReadBytes, 16 * kReadBytes);
     const std::size_t old = buf_.size();
     buf_.resize(old + want);
     const std::size_t n = stream_->read(buf_.data() + old, want);
@@ -126,6 +150,7 @@ void CorpusReader::emit(Chunk& chunk, std::size_t length, bool doc_end, std::siz
   s.file = pos_.file;
   s.doc = pos_.doc;
   s.line = pos_.line;
+  s.offset = pos_.offset;
   s.doc_start = !pos_.mid_doc;
   s.doc_end = doc_end;
   chunk.text.append(buf_, head_, length);
@@ -184,13 +209,21 @@ std::size_t CorpusReader::document_end(std::size_t limit, std::size_t& sep) {
   return kNone;
 }
 
-// Largest c <= limit with byte c-1 an ASCII non-space and byte c an ASCII space: no pre-token spans
-// it (a piece never holds a non-space followed by a space), and no ill-formed UTF-8 subpart does.
+// Largest c <= limit where no piece of GPT-2's pattern can span the cut, judged from the bytes around
+// it alone, or npos: (a) byte c is an ASCII space and a non-space character ends at c (a piece never
+// holds a non-space followed by white space), or (b) bytes c-1 and c are ASCII non-space of different
+// classes (letter, digit, other) and c-1 is no apostrophe, which may begin a contraction ('s): runs of
+// one class end there. Both sides of such a cut decode and pre-tokenize exactly as the whole does.
 std::size_t CorpusReader::safe_cut(std::size_t limit) const {
   const char* p = buf_.data() + head_;
   for (std::size_t c = std::min(limit, buffered() - 1); c >= 1 && c != kNone; --c) {
-    const auto before = static_cast<unsigned char>(p[c - 1]);
-    if (is_ascii_space(p[c]) && before < 0x80 && !is_ascii_space(p[c - 1])) return c;
+    const auto at = static_cast<unsigned char>(p[c]), before = static_cast<unsigned char>(p[c - 1]);
+    if (is_ascii_space(p[c])) {
+      if (nonspace_char_ends_at(p, c)) return c;
+    } else if (at < 0x80 && before < 0x80 && before != '\'' && !is_ascii_space(p[c - 1]) &&
+               ascii_class(at) != ascii_class(before)) {
+      return c;
+    }
   }
   return kNone;
 }

@@ -1,7 +1,8 @@
 // Reading a corpus for ztok: input files in order, cut into documents (a whole file, blank-line
 // separated paragraphs, or JSONL records) and into chunks of about chunk_bytes for tokenizer threads.
-// A long document is cut only where GPT-2's pre-tokenizer is certain to break (an ASCII non-space
-// byte followed by an ASCII space byte), so the pieces tokenize exactly as the whole would.
+// A long document is cut only where GPT-2's pre-tokenizer is certain to break (a non-space character
+// followed by an ASCII space, or two ASCII characters of different classes), so the pieces tokenize
+// exactly as the whole would; only one pre-token longer than a chunk is read whole.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@ struct CorpusOptions {
   InputFormat format = InputFormat::kText;
   std::string field = "text";         // jsonl: the string field holding a document
   SplitMode split = SplitMode::kFile; // text: one document per file, or per paragraph
+  bool strict_utf8 = false;           // ill-formed UTF-8 is an InputError (file, byte offset), not U+FFFD
 };
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without
@@ -44,6 +46,7 @@ struct Segment {
   std::uint64_t file = 0;   // input index
   std::uint64_t doc = 0;    // document index within the file
   std::uint64_t line = 0;   // jsonl: line number of the record
+  std::uint64_t offset = 0; // byte offset of `begin` in the file's (decompressed) content
   bool doc_start = false;   // the document's first piece: a document offset is recorded here
   bool doc_end = false;     // its last piece: <|endoftext|> follows
 };

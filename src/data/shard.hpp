@@ -31,6 +31,10 @@ struct TokenizerInfo {
 // Writes one shard atomically (PATH.tmp, then rename). The token and document counts are declared up
 // front; tokens and offsets are appended in order, in blocks of any size (the bytes on disk do not
 // depend on the block sizes). Without commit() nothing appears at PATH.
+// The fix to print after a write under ztok's --out failed with errno `err`: free space (ENOSPC,
+// EDQUOT) or raise the file size limit (EFBIG), then run the same command to resume; "" otherwise.
+std::string output_write_fix(int err);
+
 class ShardWriter {
  public:
   ShardWriter(const std::filesystem::path& path, const TokenizerInfo& tokenizer, std::uint64_t n_tokens,
@@ -45,6 +49,8 @@ class ShardWriter {
   void commit();
 
  private:
+  void create(const TokenizerInfo& tokenizer, const std::vector<std::string>& sources);
+  void append_tokens_unchecked(std::span<const std::uint32_t> tokens);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -16,7 +16,8 @@ namespace {
 constexpr std::size_t kBlock = std::size_t{1} << 20;
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
-  throw IoError(cat(what, " ", path.string(), ": ", std::strerror(errno)));
+  const int err = errno;
+  throw IoError(cat(what, " ", path.string(), ": ", std::strerror(err), output_write_fix(err)));
 }
 
 void write_bytes(std::FILE* f, const void* data, std::size_t bytes, const std::filesystem::path& path) {

@@ -3,6 +3,7 @@
 #include "data/shard.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 
 #include "core/error.hpp"
@@ -10,6 +11,40 @@
 #include "io/hdf5.hpp"
 
 namespace zt::data {
+namespace {
+
+// Below this much free space a failed write is taken for a full file system.
+constexpr std::uintmax_t kNearlyFullBytes = std::uintmax_t{4} << 20;
+
+// A shard that could not be written: its name, the cause and the fix. HDF5's own text buries errno
+// in a long line, so a full file system is also told from the free space where the shard goes.
+[[noreturn]] void write_failed(const std::filesystem::path& path, const IoError& e) {
+  const std::string what = e.what();
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  const bool full = what.find("No space left on device") != std::string::npos ||
+                    what.find("Disk quota exceeded") != std::string::npos || (!ec && space.available < kNearlyFullBytes);
+  if (what.find("File too large") != std::string::npos)
+    throw IoError(cat("cannot write shard ", path.string(), ": a file size limit was reached (ulimit -f; ", what,
+                      "); raise it or give a smaller --shard-tokens and run the same command again: ztok resumes "
+                      "from its last saved state"));
+  if (!full) throw IoError(cat("cannot write shard ", path.string(), ": ", what));
+  throw IoError(cat("cannot write shard ", path.string(), ": the file system is full (",
+                    ec ? std::string("free space unknown") : cat(space.available, " bytes free in ", dir.string()),
+                    "); nothing of this shard was kept. Free space there (or give another --out) and run the same "
+                    "command again: ztok resumes from its last saved state"));
+}
+
+}  // namespace
+
+std::string output_write_fix(int err) {
+  std::string fix;
+  if (err == ENOSPC || err == EDQUOT) fix = "; free space there (or give another --out)";
+  if (err == EFBIG) fix = "; a file size limit was reached (ulimit -f): raise it or give a smaller --shard-tokens";
+  if (!fix.empty()) fix += " and run the same command again: ztok resumes from its last saved state";
+  return fix;
+}
 
 // ------------------------------------------------------------------------------------------- writer
 
@@ -40,6 +75,14 @@ struct ShardWriter::Impl {
 ShardWriter::ShardWriter(const std::filesystem::path& path, const TokenizerInfo& tokenizer,
                          std::uint64_t n_tokens, std::uint64_t n_docs, const std::vector<std::string>& sources)
     : impl_(std::make_unique<Impl>(path, tokenizer, n_tokens, n_docs)) {
+  try {
+    create(tokenizer, sources);
+  } catch (const IoError& e) {
+    write_failed(path, e);
+  }
+}
+
+void ShardWriter::create(const TokenizerInfo& tokenizer, const std::vector<std::string>& sources) {
   Impl& s = *impl_;
   s.file.emplace(io::H5File::create(s.atomic.tmp_path().string()));
   io::H5File& f = *s.file;
@@ -49,17 +92,25 @@ ShardWriter::ShardWriter(const std::filesystem::path& path, const TokenizerInfo&
   f.set_attr("vocab_hash", tokenizer.vocab_hash);
   f.set_attr("vocab_size", tokenizer.vocab_size);
   f.set_attr("eot", tokenizer.eot);
-  f.set_attr("n_tokens", n_tokens);
-  f.set_attr("n_docs", n_docs);
+  f.set_attr("n_tokens", s.n_tokens);
+  f.set_attr("n_docs", s.n_docs);
   f.set_attr("sources", sources);
-  s.tokens.emplace(f.create_dataset("tokens", s.wide ? io::H5Type::kU32 : io::H5Type::kU16, n_tokens,
+  s.tokens.emplace(f.create_dataset("tokens", s.wide ? io::H5Type::kU32 : io::H5Type::kU16, s.n_tokens,
                                     {.chunk = kShardChunkTokens, .checksum = true}));
-  s.docs.emplace(f.create_dataset("doc_offsets", io::H5Type::kU64, n_docs, {.chunk = 1 << 16, .checksum = true}));
+  s.docs.emplace(f.create_dataset("doc_offsets", io::H5Type::kU64, s.n_docs, {.chunk = 1 << 16, .checksum = true}));
 }
 
 ShardWriter::~ShardWriter() = default;
 
 void ShardWriter::append_tokens(std::span<const std::uint32_t> tokens) {
+  try {
+    append_tokens_unchecked(tokens);
+  } catch (const IoError& e) {
+    write_failed(impl_->atomic.path(), e);
+  }
+}
+
+void ShardWriter::append_tokens_unchecked(std::span<const std::uint32_t> tokens) {
   Impl& s = *impl_;
   ZT_CHECK_LE(tokens.size(), s.n_tokens - s.tokens_done, "more tokens than declared for ", s.atomic.path().string());
   while (!tokens.empty()) {
@@ -80,7 +131,11 @@ void ShardWriter::append_tokens(std::span<const std::uint32_t> tokens) {
 void ShardWriter::append_doc_offsets(std::span<const std::uint64_t> offsets) {
   Impl& s = *impl_;
   ZT_CHECK_LE(offsets.size(), s.n_docs - s.docs_done, "more documents than declared for ", s.atomic.path().string());
-  s.docs->write(s.docs_done, offsets);
+  try {
+    s.docs->write(s.docs_done, offsets);
+  } catch (const IoError& e) {
+    write_failed(s.atomic.path(), e);
+  }
   s.docs_done += offsets.size();
 }
 
@@ -88,12 +143,16 @@ void ShardWriter::commit() {
   Impl& s = *impl_;
   ZT_CHECK_EQ(s.tokens_done, s.n_tokens, "tokens appended to ", s.atomic.path().string());
   ZT_CHECK_EQ(s.docs_done, s.n_docs, "document offsets appended to ", s.atomic.path().string());
-  s.flush_tokens();
-  s.tokens.reset();
-  s.docs.reset();
-  s.file->close();
-  s.file.reset();
-  s.atomic.commit();
+  try {
+    s.flush_tokens();
+    s.tokens.reset();
+    s.docs.reset();
+    s.file->close();  // where HDF5 writes its metadata: the usual place to meet a full disk
+    s.file.reset();
+    s.atomic.commit();
+  } catch (const IoError& e) {
+    write_failed(s.atomic.path(), e);
+  }
 }
 
 }  // namespace zt::data

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "data/shard.hpp"
 
 namespace zt::data {
 namespace {
@@ -17,7 +18,8 @@ namespace {
 constexpr const char* kKinds[3] = {"tokens", "docs", "runs"};
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path) {
-  throw IoError(cat(what, " ", path.string(), ": ", std::strerror(errno)));
+  const int err = errno;
+  throw IoError(cat(what, " ", path.string(), ": ", std::strerror(err), output_write_fix(err)));
 }
 
 // Bytes per entry of each file.

@@ -2,6 +2,8 @@
 // every state change notifies all (few threads, coarse chunks: contention is negligible).
 #include "data/tokenize_stream.hpp"
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
@@ -28,23 +30,38 @@ std::string jsonl_text(std::string_view line, const std::string& field, const st
   return it->get<std::string>();
 }
 
+// --strict-utf8: the first ill-formed byte stops the run (exit 2) with its file and offset.
+void refuse_invalid_utf8(std::string_view text, const std::string& file, std::uint64_t offset) {
+  const std::size_t bad = tok::first_invalid_utf8(text);
+  if (bad == text.size()) return;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
+  throw InputError(cat(file, ": not valid UTF-8 at byte offset ", offset + bad, " (byte ", byte,
+                       "); --strict-utf8 refuses it: convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8), "
+                       "remove it if it is binary, or leave out --strict-utf8 to replace ill-formed bytes by U+FFFD"));
+}
+
 }  // namespace
 
 void tokenize_chunk(tok::Encoder& encoder, const tok::Vocab& vocab, const CorpusOptions& options,
                     const std::vector<std::string>& inputs, Chunk&& chunk, TokenizedChunk& out) {
   out.tokens.clear();
   out.token_end.clear();
+  out.replaced_bytes.clear();
   out.replacements = 0;
   out.error = nullptr;
   try {
     for (const Segment& s : chunk.segments) {
       const std::string_view text = std::string_view(chunk.text).substr(s.begin, s.end - s.begin);
+      if (options.strict_utf8) refuse_invalid_utf8(text, inputs[s.file], s.offset);
+      const std::uint64_t before = out.replacements;
       if (options.format == InputFormat::kJsonl) {
         const std::string where = cat(inputs[s.file], ":", s.line);
         out.replacements += encoder.encode(jsonl_text(text, options.field, where, out.replacements), out.tokens);
       } else {
         out.replacements += encoder.encode(text, out.tokens);
       }
+      out.replaced_bytes.push_back(out.replacements == before ? 0 : tok::invalid_utf8_bytes(text));
       if (s.doc_end) out.tokens.push_back(vocab.eot());
       out.token_end.push_back(out.tokens.size());
     }

@@ -22,6 +22,7 @@ struct TokenizedChunk {
   std::vector<std::uint32_t> tokens;    // all segments' ids, <|endoftext|> after each document's end
   std::vector<std::uint64_t> token_end; // per segment: end of its ids in `tokens`
   std::uint64_t replacements = 0;       // U+FFFD substitutions for ill-formed UTF-8
+  std::vector<std::uint64_t> replaced_bytes;  // per segment: bytes of it that were ill-formed UTF-8
   std::exception_ptr error;             // this chunk failed (e.g. a bad JSONL line): raised in order
 };
 

@@ -17,6 +17,18 @@
 namespace zt::data {
 namespace {
 
+// A progress file that cannot be saved (a full disk) leaves the previous one: say how to go on.
+void write_progress_file(const std::filesystem::path& path, const std::string& text) {
+  try {
+    io::write_file_atomic(path, text);
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    if (what.find("No space left on device") == std::string::npos && what.find("Disk quota") == std::string::npos) throw;
+    throw IoError(cat(what, "; free space there (or give another --out) and run the same command again: ztok "
+                            "resumes from its last saved state"));
+  }
+}
+
 using nlohmann::json;
 
 json to_json(const ShardStream::State& s) {
@@ -86,7 +98,7 @@ void save_progress(const std::filesystem::path& dir, const ZtokProgress& p) {
                   {"position", to_json(p.position)}, {"train", to_json(p.train)}, {"valid", to_json(p.valid)},
                   {"documents", p.documents}, {"replacements", p.replacements}, {"complete", p.complete},
                   {"ranks", p.ranks}, {"run_id", p.run_id}};
-  io::write_file_atomic(dir / kProgressFile, j.dump(1) + "\n");
+  write_progress_file(dir / kProgressFile, j.dump(1) + "\n");
 }
 
 std::optional<ZtokProgress> load_progress(const std::filesystem::path& dir) {
@@ -169,7 +181,7 @@ void save_rank_progress(const std::filesystem::path& out, const RankProgress& p)
                   {"inputs", {p.first_input, p.end_input}}, {"position", to_json(p.position)},
                   {"train", to_json(p.train)}, {"valid", to_json(p.valid)}, {"documents", p.documents},
                   {"replacements", p.replacements}, {"input_bytes", p.input_bytes}, {"done", p.done}};
-  io::write_file_atomic(rank_progress_path(out, p.rank), j.dump(1) + "\n");
+  write_progress_file(rank_progress_path(out, p.rank), j.dump(1) + "\n");
 }
 
 std::optional<RankProgress> load_rank_progress(const std::filesystem::path& out, std::uint64_t rank) {

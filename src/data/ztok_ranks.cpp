@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "data/shard_assembly.hpp"
 #include "data/tokenize_stream.hpp"
+#include "data/ztok_utf8_report.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace zt::data {
@@ -166,7 +167,9 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
     saved_at = Clock::now();
   };
   std::uint64_t chunks = 0;
+  InvalidUtf8Report utf8(block, true);
   for (TokenizedChunk c; stream.next(c);) {
+    utf8.add(c);
     route_chunk(c, block, options_.valid_fraction, [&](const RoutedSegment& s) {
       JournalWriter& journal = s.valid ? valid : train;
       if (s.doc_start) journal.begin_document();
@@ -182,6 +185,7 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
     if (seconds_since(saved_at) >= options_.checkpoint_seconds) save();
     line(p.input_bytes, train.counts().tokens + valid.counts().tokens);
   }
+  utf8.finish();
   p.done = true;
   save();
   return p;

@@ -10,6 +10,7 @@
 #include "core/sha256.hpp"
 #include "data/tokenize_stream.hpp"
 #include "data/ztok_progress.hpp"
+#include "data/ztok_utf8_report.hpp"
 
 namespace zt::data {
 namespace {
@@ -24,7 +25,7 @@ class Job {
   Job(const ZtokOptions& o, const std::vector<std::string>& inputs, const TokenizerInfo& info, ZtokProgress progress)
       : options_(o), inputs_(inputs), progress_(std::move(progress)),
         train_(o.out_dir, "train", info, o.shard_tokens, progress_.train),
-        valid_(o.out_dir, "valid", info, o.shard_tokens, progress_.valid) {}
+        valid_(o.out_dir, "valid", info, o.shard_tokens, progress_.valid), utf8_(inputs, false) {}
 
   void add(const TokenizedChunk& r) {
     const std::uint64_t shards = train_.shards_completed() + valid_.shards_completed();
@@ -35,6 +36,7 @@ class Job {
       progress_.documents += s.doc_end;
     });
     progress_.replacements += r.replacements;
+    utf8_.add(r);
     progress_.position = r.chunk.end;
     if (options_.debug_kill_after_chunks > 0 && options_.debug_kill_rank == 0 && ++chunks_ == options_.debug_kill_after_chunks)
       std::raise(SIGKILL);
@@ -54,6 +56,7 @@ class Job {
   }
 
   void finish() {
+    utf8_.finish();
     train_.finish();
     valid_.finish();
     checkpoint(true);
@@ -66,6 +69,7 @@ class Job {
   const std::vector<std::string>& inputs_;
   ZtokProgress progress_;
   ShardStream train_, valid_;
+  InvalidUtf8Report utf8_;
   Clock::time_point last_save_ = Clock::now();
   std::uint64_t chunks_ = 0;
 };

@@ -2,8 +2,8 @@
 // Memory stays bounded whatever the corpus size: about 45 MiB fixed (vocabulary tables, HDF5), a
 // piece cache of at most 32768 pieces (~2 MiB) per thread, at most 2 * threads + 2 chunks of about
 // 1 MiB of text plus their ids (4 bytes each) in flight, and shards are assembled from journals on
-// disk. Only a stretch of a document longer than a chunk with no safe cut in it (an ASCII space, tab
-// or newline after a non-space byte) or a JSONL line longer than a chunk is held whole.
+// disk. Only a single pre-token longer than a chunk (no safe cut in it: corpus.hpp) is held whole,
+// at most 16 bytes per byte of it (bpe.hpp), and a JSONL line longer than a chunk.
 #pragma once
 
 #include <cstdint>

@@ -10,6 +10,15 @@ namespace zt::io {
 
 static_assert(std::is_same_v<H5Id, hid_t>, "H5Id must be hid_t");
 
+namespace {
+// HDF5 closes what is still open from an atexit handler; after an H5Fclose that failed (a full disk
+// while the file's metadata is flushed) that handler dereferences the half-closed file and the
+// process dies with SIGSEGV instead of its exit code. Every handle here is closed by its owner, so
+// the handler has nothing to do: it is not installed (H5dont_atexit must precede any other call,
+// hence a static initializer).
+[[maybe_unused]] const bool kHdf5AtexitDisabled = H5dont_atexit() >= 0;
+}  // namespace
+
 namespace detail {
 
 std::string h5_error_stack() {

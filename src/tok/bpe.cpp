@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "core/error.hpp"
+
 namespace zt::tok {
 namespace {
 constexpr std::uint32_t kNone = Vocab::kNone;  // also the largest rank: "no merge"
@@ -43,45 +45,95 @@ void BpeMerger::merge_scan(std::string_view piece, std::vector<std::uint32_t>& o
   out.insert(out.end(), ids_.begin(), ids_.begin() + m);
 }
 
-// Parts are identified by the byte index where they start; ids_[start] is the part's token,
-// next_/prev_ link live parts. A heap entry is live when its pair still exists with that rank.
+// Parts are identified by the byte index where they start: ids_[start] is the part's token and ids_
+// is kNone at every other byte, so a part ends where its token's bytes end and the part before it is
+// found by stepping back over kNone (at most the longest token's length). No links: 4 bytes per byte.
+std::uint32_t BpeMerger::part_end(std::uint32_t left) const {
+  return left + static_cast<std::uint32_t>(vocab_->token_bytes(ids_[left]).size());
+}
+
+std::uint32_t BpeMerger::part_before(std::uint32_t left) const {
+  if (left == 0) return kNone;
+  std::uint32_t i = left - 1;
+  while (ids_[i] == kNone) --i;  // byte 0 always starts a part
+  return i;
+}
+
+// Rank of the pair that starts at part `left` now: kNone when it is the last part or the two parts'
+// bytes form no token.
+std::uint32_t BpeMerger::live_rank(std::uint32_t left) const {
+  const std::uint32_t right = part_end(left);
+  return right < ids_.size() ? vocab_->merged(ids_[left], ids_[right]) : kNone;
+}
+
+// An entry is valid while the pair at its `left` has its rank. A pair that changes is pushed again,
+// so every live pair has a valid entry and the valid minimum is tiktoken's next merge; the others are
+// skipped when popped, or dropped here when the heap reaches its reserved size (n + n/8): then at most
+// n - 1 valid entries remain, so dropping runs O(1) times per piece and the heap never reallocates.
+void BpeMerger::drop_stale_entries() {
+  std::vector<bool> seen(ids_.size());  // a pair pushed twice with the same rank is kept once
+  std::erase_if(heap_, [&](HeapEntry e) {
+    const auto left = static_cast<std::uint32_t>(e);
+    if (ids_[left] == kNone || live_rank(left) != e >> 32 || seen[left]) return true;
+    seen[left] = true;
+    return false;
+  });
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<>{});
+}
+
 void BpeMerger::push_pair(std::uint32_t left) {
-  const std::uint32_t right = next_[left];
-  if (right == kNone) return;
-  const std::uint32_t rank = vocab_->merged(ids_[left], ids_[right]);
+  const std::uint32_t rank = live_rank(left);
   if (rank == kNone) return;
-  heap_.push_back({rank, left, right});
+  if (heap_.size() == heap_.capacity()) drop_stale_entries();
+  heap_.push_back((HeapEntry{rank} << 32) | left);
   std::push_heap(heap_.begin(), heap_.end(), std::greater<>{});
 }
 
 void BpeMerger::merge_heap(std::string_view piece, std::vector<std::uint32_t>& out) {
+  if (piece.size() >= kNone)
+    throw Error(cat("a single pre-token of ", piece.size(), " bytes (4 GiB or more) cannot be merged; "
+                    "break the input with white space or newlines"));
   const auto n = static_cast<std::uint32_t>(piece.size());
   ids_.resize(n);
-  next_.resize(n);
-  prev_.resize(n);
+  for (std::uint32_t i = 0; i < n; ++i) ids_[i] = vocab_->byte_token(static_cast<unsigned char>(piece[i]));
   heap_.clear();
-  for (std::uint32_t i = 0; i < n; ++i) {
-    ids_[i] = vocab_->byte_token(static_cast<unsigned char>(piece[i]));
-    next_[i] = i + 1 < n ? i + 1 : kNone;
-    prev_[i] = i > 0 ? i - 1 : kNone;
+  heap_.reserve(std::size_t{n} + n / 8);  // untouched until used: the heap peaks at 9 bytes per byte
+  for (std::uint32_t i = 0; i + 1 < n; ++i) {
+    const std::uint32_t rank = vocab_->merged(ids_[i], ids_[i + 1]);
+    if (rank != kNone) heap_.push_back((HeapEntry{rank} << 32) | i);
   }
-  for (std::uint32_t i = 0; i + 1 < n; ++i) push_pair(i);
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<>{});
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), std::greater<>{});
     const HeapEntry e = heap_.back();
     heap_.pop_back();
-    if (next_[e.left] != e.right || ids_[e.left] == kNone ||
-        vocab_->merged(ids_[e.left], ids_[e.right]) != e.rank) {
-      continue;  // stale: one side has merged since this entry was pushed
-    }
-    ids_[e.left] = e.rank;
-    ids_[e.right] = kNone;  // dead
-    next_[e.left] = next_[e.right];
-    if (next_[e.left] != kNone) prev_[next_[e.left]] = e.left;
-    push_pair(e.left);
-    if (prev_[e.left] != kNone) push_pair(prev_[e.left]);
+    const auto left = static_cast<std::uint32_t>(e), rank = static_cast<std::uint32_t>(e >> 32);
+    if (ids_[left] == kNone || live_rank(left) != rank) continue;  // stale: the pair has changed
+    ids_[part_end(left)] = kNone;
+    ids_[left] = rank;
+    push_pair(left);
+    const std::uint32_t before = part_before(left);
+    if (before != kNone) push_pair(before);
   }
-  for (std::uint32_t i = 0; i != kNone; i = next_[i]) out.push_back(ids_[i]);
+  std::uint32_t parts = 0;  // the parts' ids, moved to the front (in place: parts <= byte index)
+  for (std::uint32_t i = 0; i < n; i = part_end(i)) ids_[parts++] = ids_[i];
+  if (heap_.capacity() * sizeof(HeapEntry) > kKeepScratchBytes) {  // empty now: free it before `out` grows
+    heap_.clear();
+    heap_.shrink_to_fit();
+  }
+  // A huge piece: room for what callers append next (<|endoftext|>, later pieces) without doubling
+  // the vector; smaller ones keep the vector's geometric growth.
+  if (parts >= (1u << 20) && out.capacity() < out.size() + parts) out.reserve(out.size() + parts + parts / 16);
+  out.insert(out.end(), ids_.begin(), ids_.begin() + parts);
+  release_large_scratch();
+}
+
+void BpeMerger::release_large_scratch() {
+  if (ids_.capacity() * sizeof(std::uint32_t) + heap_.capacity() * sizeof(HeapEntry) <= kKeepScratchBytes) return;
+  ids_.clear();  // clear + shrink_to_fit: `ids_ = {}` would keep the capacity (initializer-list assignment)
+  ids_.shrink_to_fit();
+  heap_.clear();
+  heap_.shrink_to_fit();
 }
 
 }  // namespace zt::tok

@@ -16,6 +16,9 @@ class BpeMerger {
   // Pieces up to this many bytes use tiktoken's O(n^2) array scan; longer ones a heap (O(n log n)),
   // so a pathological multi-megabyte "word" cannot stall a worker. Both give the same tokens.
   static constexpr std::size_t kHeapFromBytes = 192;
+  // The heap path holds 4 bytes of ids plus at most 9 bytes of heap per byte of the piece; scratch
+  // grown past this many bytes for one huge piece is given back after it, not kept by the thread.
+  static constexpr std::size_t kKeepScratchBytes = std::size_t{16} << 20;
 
   explicit BpeMerger(const Vocab& vocab) : vocab_(&vocab) {}
 
@@ -26,18 +29,18 @@ class BpeMerger {
   void merge_heap(std::string_view piece, std::vector<std::uint32_t>& out);
 
  private:
-  struct HeapEntry {
-    std::uint32_t rank;   // merged token id
-    std::uint32_t left;   // byte index where the left part starts
-    std::uint32_t right;  // byte index where the right part starts
-    bool operator>(const HeapEntry& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
-  };
+  // (rank, left) in one word, so the heap orders by rank, then leftmost: tiktoken's tie rule.
+  using HeapEntry = std::uint64_t;
+  std::uint32_t part_end(std::uint32_t left) const;
+  std::uint32_t part_before(std::uint32_t left) const;
+  std::uint32_t live_rank(std::uint32_t left) const;
   void push_pair(std::uint32_t left);
+  void drop_stale_entries();
+  void release_large_scratch();
 
   const Vocab* vocab_;
-  std::vector<std::uint32_t> ids_, ranks_;      // scan: one entry per part
-  std::vector<std::uint32_t> next_, prev_;      // heap: linked list over byte positions
-  std::vector<HeapEntry> heap_;
+  std::vector<std::uint32_t> ids_, ranks_;  // scan: one entry per part; heap: ids_ per byte, kNone inside a part
+  std::vector<HeapEntry> heap_;             // min-heap; entries whose pair has gone are skipped
 };
 
 }  // namespace zt::tok

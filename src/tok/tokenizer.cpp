@@ -28,6 +28,10 @@ std::size_t Encoder::encode(std::string_view text, std::vector<std::uint32_t>& o
   repaired_.clear();
   const std::size_t replacements = append_replacing_invalid(text, repaired_);
   encode_valid(repaired_, out);
+  if (repaired_.capacity() > BpeMerger::kKeepScratchBytes) {  // one huge text: not kept
+    repaired_.clear();
+    repaired_.shrink_to_fit();
+  }
   return replacements;
 }
 

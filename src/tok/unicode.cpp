@@ -9,13 +9,6 @@
 namespace zt::tok {
 namespace {
 
-// White_Space (PropList.txt, unchanged from Unicode 6.3 to 16.0): what Rust regex's \s matches.
-bool is_white_space(char32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
-         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
-         cp == 0x205F || cp == 0x3000;
-}
-
 CharClass class_from_utf8proc(char32_t cp) {
   if (is_white_space(cp)) return CharClass::kSpace;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
@@ -30,6 +23,12 @@ CharClass class_from_utf8proc(char32_t cp) {
 }
 
 }  // namespace
+
+bool is_white_space(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
+}
 
 // Code points whose \p{L} / \p{N} membership differs between utf8proc 2.8.0 (Unicode 15.0) and
 // Unicode 16.0 (regenerate-unicode-properties@10.2.0). All are new assignments: Cn -> L or N.

@@ -20,6 +20,9 @@ enum class CharClass : std::uint8_t {
 
 inline constexpr char32_t kMaxCodePoint = 0x10FFFF;
 
+// White_Space (PropList.txt, unchanged from Unicode 6.3 to 16.0): what Rust regex's \s matches.
+bool is_white_space(char32_t cp);
+
 // Class of each code point: utf8proc's general categories (Unicode 15.0 in Debian 12) plus the
 // letters and numbers Unicode 16.0 added (the version of tiktoken 1.0.22's regex tables).
 class CharClassTable {

@@ -69,6 +69,16 @@ std::size_t invalid_subpart_length(std::string_view bytes, std::size_t pos) {
   return k;
 }
 
+std::size_t invalid_utf8_bytes(std::string_view bytes) {
+  std::size_t invalid = 0;
+  for (std::size_t bad = first_invalid_utf8(bytes); bad != bytes.size(); bad = first_invalid_utf8(bytes)) {
+    const std::size_t length = invalid_subpart_length(bytes, bad);
+    invalid += length;
+    bytes.remove_prefix(bad + length);
+  }
+  return invalid;
+}
+
 std::size_t append_replacing_invalid(std::string_view bytes, std::string& out) {
   std::size_t replacements = 0;
   while (!bytes.empty()) {

@@ -15,6 +15,9 @@ std::size_t first_invalid_utf8(std::string_view bytes);
 // (first_invalid_utf8 points at such a place).
 std::size_t invalid_subpart_length(std::string_view bytes, std::size_t pos);
 
+// Number of bytes in ill-formed subparts (what append_replacing_invalid replaces).
+std::size_t invalid_utf8_bytes(std::string_view bytes);
+
 // Appends bytes to out with every maximal ill-formed subpart replaced by U+FFFD (EF BF BD);
 // returns the number of replacements.
 std::size_t append_replacing_invalid(std::string_view bytes, std::string& out);

@@ -83,6 +83,43 @@ TEST(Corpus, LongDocumentsAreCutOnlyBeforeSpacesAfterNonSpaces) {
   EXPECT_GT(pieces, 100u);
 }
 
+// Texts with no ASCII space after an ASCII non-space (base64, CJK lines ending in full-width
+// punctuation, glued punctuation) are still cut, so they are not read whole; and every cut, including
+// next to apostrophes, digits, non-ASCII white space and ill-formed UTF-8, tokenizes exactly as the
+// whole text does.
+TEST(Corpus, CutsInsideLongDocumentsTokenizeExactlyAsTheWhole) {
+  ZT_REQUIRE_VOCAB();
+  std::string cjk, mixed, base64;
+  for (int i = 0; i < 400; ++i) {
+    cjk += i % 9 ? "\xE6\x96\x87\xE5\xAD\x97\xEF\xBC\x8C" : "\xE3\x80\x82\n\xE3\x80\x80";  // 文字， / 。\n U+3000
+    mixed += std::string(i % 2 ? "it's'" : "A1b-2") + (i % 5 ? "\xC2\xA0 " : "\xFF\xE2\x82 ") + "x''y'll,9";
+    base64 += "QUJD+/9z" + std::to_string(i * 7919) + "=";
+  }
+  const std::vector<std::string> texts = {cjk, mixed, base64, std::string(3000, 'a') + ",b"};  // last: one piece
+  tok::Encoder encoder(*tokenizer);
+  TempDir dir("corpus");
+  for (std::size_t t = 0; t < texts.size(); ++t) {
+    put(dir.path / "doc.txt", texts[t]);
+    std::vector<std::uint32_t> whole;
+    encoder.encode(texts[t], whole);
+    for (std::size_t chunk_bytes = 16; chunk_bytes < 80; chunk_bytes += 3) {  // cuts land everywhere
+      CorpusReader reader({(dir.path / "doc.txt").string()}, {}, {}, chunk_bytes);
+      std::vector<std::uint32_t> by_segment;
+      std::size_t segments = 0;
+      for (Chunk c; reader.next(c);) {
+        for (const Segment& s : c.segments) {
+          encoder.encode(std::string_view(c.text).substr(s.begin, s.end - s.begin), by_segment);
+          ++segments;
+        }
+      }
+      EXPECT_EQ(by_segment, whole) << "text " << t << ", chunks of " << chunk_bytes;
+      if (t < 3) {
+        EXPECT_GT(segments, texts[t].size() / 100) << "text " << t << " was hardly cut";
+      }
+    }
+  }
+}
+
 TEST(Corpus, ResumingFromAChunkEndGivesTheSameRest) {
   TempDir dir("corpus");
   std::string text;

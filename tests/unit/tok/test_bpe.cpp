@@ -2,7 +2,9 @@
 // strategies against each other on the real one.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,6 +94,72 @@ TEST(Bpe, ScanAndHeapAgreeOnLongRandomPiecesOfTheRealVocabulary) {
     for (char& c : piece) c = alphabet[std::min<std::size_t>(rng() % 40, alphabet.size() - 1)];
     if (trial % 3 == 0) piece[rng() % piece.size()] = static_cast<char>(0x80 + rng() % 64);
     EXPECT_EQ(merge(tokenizer->vocab(), piece, false), merge(tokenizer->vocab(), piece, true)) << piece;
+  }
+}
+
+// The merge rule written the obvious way: the parts in an ordered map, every live pair in an ordered
+// set keyed (rank, start), each pair erased and inserted as the parts change. Slow, and plainly right.
+Ids reference_merge(const Vocab& v, std::string_view piece) {
+  std::map<std::size_t, std::uint32_t> parts;  // start byte -> token
+  std::set<std::pair<std::uint32_t, std::size_t>> pairs;
+  for (std::size_t i = 0; i < piece.size(); ++i) parts[i] = v.byte_token(static_cast<unsigned char>(piece[i]));
+  auto pair_at = [&](std::map<std::size_t, std::uint32_t>::iterator it) {
+    const auto next = std::next(it);
+    const std::uint32_t rank = next == parts.end() ? Vocab::kNone : v.merged(it->second, next->second);
+    return std::make_pair(rank, it->first);
+  };
+  for (auto it = parts.begin(); it != parts.end(); ++it) pairs.insert(pair_at(it));
+  while (!pairs.empty() && pairs.begin()->first != Vocab::kNone) {
+    const auto [rank, start] = *pairs.begin();
+    auto it = parts.find(start);
+    const auto right = std::next(it);
+    if (it != parts.begin()) pairs.erase(pair_at(std::prev(it)));
+    pairs.erase(pair_at(it));
+    pairs.erase(pair_at(right));
+    it->second = rank;
+    parts.erase(right);
+    pairs.insert(pair_at(it));
+    if (it != parts.begin()) pairs.insert(pair_at(std::prev(it)));
+  }
+  Ids out;
+  for (const auto& part : parts) out.push_back(part.second);
+  return out;
+}
+
+// Pieces of 0.4-1 MB of every kind the pre-tokenizer can make arbitrarily long (letters, digits,
+// punctuation, white space, non-ASCII letters, U+FFFD from binary input, one repeated letter)
+// against the obvious implementation. The heap path compacts its entries on pieces this long.
+TEST(Bpe, HeapMatchesTheObviousMergeOnHugePiecesOfEveryClass) {
+  ZT_REQUIRE_VOCAB();
+  const Vocab& v = tokenizer->vocab();
+  std::mt19937 rng(23);
+  auto random_of = [&](const std::string& alphabet, std::size_t n) {
+    std::string s(n, ' ');
+    for (char& c : s) c = alphabet[rng() % alphabet.size()];
+    return s;
+  };
+  std::string cjk, replacement;
+  while (cjk.size() < 400'000) append_utf8(0x4E00 + rng() % 20000, cjk);
+  while (replacement.size() < 400'000) append_utf8(rng() % 8 ? 0xFFFD : '?', replacement);
+  const std::vector<std::pair<const char*, std::string>> pieces = {
+      {"letters", random_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", 1'000'000)},
+      {"english-like", random_of("etaoinshrdlucmfwypvbgkqjxzeeettaaoo", 400'000)},
+      {"digits", random_of("0123456789", 400'000)},
+      {"punctuation", random_of("!\"#$%&()*+,-./:;<=>?@[\\]^_`{|}~", 400'000)},
+      {"white space", random_of(" \t\n\r", 400'000)},
+      {"spaces", std::string(400'000, ' ')},
+      {"one letter", std::string(400'001, 'a')},
+      {"cjk", cjk},
+      {"replacement characters", replacement},
+  };
+  BpeMerger merger(v);
+  for (const auto& [name, piece] : pieces) {
+    Ids heap;
+    merger.merge_heap(piece, heap);
+    const Ids want = reference_merge(v, piece);
+    ASSERT_EQ(heap.size(), want.size()) << name;
+    EXPECT_TRUE(heap == want) << name << ": first difference at token "
+                              << std::mismatch(heap.begin(), heap.end(), want.begin()).first - heap.begin();
   }
 }
 

@@ -72,5 +72,12 @@ TEST(Utf8, InvalidBytePositionIsFoundPastLongAsciiRuns) {
   EXPECT_EQ(repaired(text), std::string(1000, 'a') + kFffd + std::string(17, 'b'));
 }
 
+// ztok's per-file warning counts the bytes that became U+FFFD, not the replacements.
+TEST(Utf8, InvalidBytesAreCountedPerMaximalSubpart) {
+  EXPECT_EQ(invalid_utf8_bytes("plain \xC3\xA9 text"), 0u);
+  EXPECT_EQ(invalid_utf8_bytes("\xFF\xE2\x82" "a\xF0\x9F\x98"), 6u);  // FF | E2 82 | a | F0 9F 98
+  EXPECT_EQ(invalid_utf8_bytes(std::string(1000, '\x80')), 1000u);
+}
+
 }  // namespace
 }  // namespace zt::tok
