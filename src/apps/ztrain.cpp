@@ -13,6 +13,7 @@
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
 #include "plan/memory_plan.hpp"
+#include "train/output_check.hpp"
 #include "train/run.hpp"
 
 namespace zt::apps {
@@ -126,6 +127,9 @@ int run(dist::World& world, int argc, char** argv) {
                             plan::format_plan(m.plan, m.fixes)));
   });
   if (fit_code != kExitOk) return fit_code;
+  // ckpt.dir and log.metrics writable, with room for the checkpoints, before any step (else exit 2).
+  const int output_code = agree_on_startup(world, [&] { train::check_outputs(world, s.cl.config, s.cl.force); });
+  if (output_code != kExitOk) return output_code;
   // The checkpoint to resume from is a start-up decision too: one that does not verify is exit 2.
   train::ResumePoint resume;
   const int resume_code = agree_on_startup(world, [&] {
