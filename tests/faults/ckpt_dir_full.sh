@@ -22,7 +22,13 @@ rc=$?
 [ "$rc" -eq 2 ] || { tail -n 20 "$ZT_WORK/err"; fail "exit $rc on a full ckpt.dir, expected 2 at start-up"; }
 [ $((SECONDS - start)) -le 60 ] || fail "took $((SECONDS - start)) s"
 expect_in "$ZT_WORK/err" "^rank 0: ckpt.dir=$small/ckpt has [0-9.]+ MiB free on host [^ ]+; this run needs [0-9.]+ MiB \([0-9.]+ MiB per checkpoint x 3 more checkpoint\(s\): ckpt.keep=3 plus the one being written, 1 already in ckpt.dir\)\. Fix: .*lower ckpt.keep" "needed vs free, and the fix"
+message=$(grep -m1 '^rank' "$ZT_WORK/err")
+predicted=$(grep -Eo '[0-9.]+ MiB per checkpoint' <<<"$message" | grep -Eo '^[0-9.]+')
 if grep -q '"loss"' "$ZT_WORK/m.jsonl" 2>/dev/null; then fail "a step was trained"; fi
 expect_exit 0 "$ZT_BIN/zckpt" verify "$small/ckpt/step_00000002"
-echo "ok: full ckpt.dir refused after $((SECONDS - start)) s: $(grep -m1 '^rank' "$ZT_WORK/err")"
+# The prediction covers the real checkpoint, without doubling it.
+real=$(du -sb "$small/ckpt/step_00000002" | cut -f1)
+/usr/bin/python3 -c "import sys; p, r = float('$predicted') * 2**20, $real; print(f'checkpoint: predicted {p:.0f} B, on disk {r} B'); sys.exit(0 if r <= p <= 2 * r else 1)" ||
+  fail "the predicted checkpoint size ($predicted MiB) is not between the real one ($real B) and twice it"
+echo "ok: full ckpt.dir refused after $((SECONDS - start)) s: $message"
 echo "PASS"
