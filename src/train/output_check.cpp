@@ -1,6 +1,7 @@
 // Start-up probes of ckpt.dir and log.metrics (output_check.hpp).
 #include "train/output_check.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "ckpt/layout.hpp"
