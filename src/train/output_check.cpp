@@ -37,14 +37,15 @@ std::uint64_t copies_needed(const config::CkptConfig& c, std::string& why) {
 void check_ckpt_dir(const dist::World& world, const config::Config& c, bool force) {
   const std::string fix = " Fix: make ckpt.dir writable by every rank (a directory on a shared, writable file "
                           "system), or point ckpt.dir elsewhere.";
-  const std::string error = io::probe_writable_dir(c.ckpt.dir, world.host());
+  const fs::path dir = c.ckpt.dir.empty() ? fs::path(".") : fs::path(c.ckpt.dir);  // '' writes step_N/ here
+  const std::string error = io::probe_writable_dir(dir, world.host());
   if (!error.empty())
     throw ConfigError(cat("ckpt.dir=", c.ckpt.dir, " is not writable on host ", world.host(), " (rank ", world.rank(),
                           "): ", error, ". Every checkpoint would be lost.", fix));
   std::string why;
   const std::uint64_t one = predicted_checkpoint_bytes(c, world.size());
   const std::uint64_t need = one * copies_needed(c.ckpt, why);
-  const std::uint64_t free = io::free_bytes(c.ckpt.dir);
+  const std::uint64_t free = io::free_bytes(dir);
   if (free < need && !force)
     throw ConfigError(cat("ckpt.dir=", c.ckpt.dir, " has ", mib(free), " free on host ", world.host(), "; this run needs ",
                           mib(need), " (", mib(one), " per checkpoint x ", why, "). Fix: free space there, lower "
