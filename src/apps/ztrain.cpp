@@ -18,6 +18,7 @@
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
 #include "train/preflight.hpp"
+#include "train/output_check.hpp"
 #include "train/run.hpp"
 
 namespace zt::apps {
@@ -139,6 +140,11 @@ int run(dist::World& world, int argc, char** argv) {
                             plan::format_plan(m.plan, m.fixes)));
   }, "checking the memory plan");
   if (fit_code != kExitOk) return fit_code;
+  // ckpt.dir and log.metrics writable, with room for the checkpoints, before any step (else exit 2); probed
+  // before the lock is taken, so that a read-only directory is reported as such.
+  const int output_code = agree_on_startup(world, [&] { train::check_outputs(world, s.cl.config, s.cl.force); },
+                                           "probing ckpt.dir and log.metrics");
+  if (output_code != kExitOk) return output_code;
   // One job per ckpt.dir: rank 0 takes its lock (another job holding it is exit 2, naming it) before
   // any checkpoint is read or written. Then the checkpoint to resume from, a start-up decision too:
   // one that does not verify, or a fresh start over other runs' checkpoints, is exit 2.

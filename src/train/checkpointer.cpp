@@ -137,6 +137,7 @@ std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
 
 void Checkpointer::save(const ckpt::TrainState& state) {
   finish();
+  const SaveNotice notice(world_.rank(), ckpt::step_dir_name(state.step));
   std::unique_ptr<Pending> p = begin(state.step);
   snapshot();
   const bool in_thread = async_;
@@ -171,6 +172,7 @@ void Checkpointer::save(const ckpt::TrainState& state) {
 
 void Checkpointer::finish() {
   if (!pending_) return;
+  const SaveNotice notice(world_.rank(), ckpt::step_dir_name(pending_->step));
   const auto start = Clock::now();
   std::unique_ptr<Pending> p = std::move(pending_);
   if (p->job) {

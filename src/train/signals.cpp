@@ -3,7 +3,11 @@
 
 #include <pthread.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -13,7 +17,30 @@ namespace {
 // A process-wide flag is the one thing a signal handler may touch (hence a global, STYLE.md §6).
 volatile std::sig_atomic_t g_stop_signal = 0;
 
-extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+// The report a signal during a save prints, formatted before the save (a handler may not format).
+volatile std::sig_atomic_t g_saving = 0;
+char g_save_prefix[160], g_save_suffix[320];
+
+void write_all(const char* text) {
+  std::size_t n = std::strlen(text);
+  while (n > 0) {
+    const ssize_t w = ::write(STDERR_FILENO, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+extern "C" void on_stop_signal(int signal) {
+  const int saved_errno = errno;  // write(2) must not disturb the interrupted code's errno
+  g_stop_signal = signal;
+  if (g_saving) {
+    write_all(g_save_prefix);
+    write_all(signal == SIGTERM ? "SIGTERM" : signal == SIGUSR1 ? "SIGUSR1" : "a stop signal");
+    write_all(g_save_suffix);
+  }
+  errno = saved_errno;
+}
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -40,6 +67,17 @@ void block_stop_signals_in_this_thread() {
   const sigset_t set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
+
+SaveNotice::SaveNotice(int rank, const std::string& checkpoint) {
+  std::snprintf(g_save_prefix, sizeof g_save_prefix, "rank %d: ", rank);
+  std::snprintf(g_save_suffix, sizeof g_save_suffix,
+                " during the save of checkpoint %s: finishing it, then the job stops (exit 75). A SIGKILL "
+                "before it is committed loses only this checkpoint; the earlier ones stay\n",
+                checkpoint.c_str());
+  g_saving = 1;
+}
+
+SaveNotice::~SaveNotice() { g_saving = 0; }
 
 const char* signal_name(int signal) {
   switch (signal) {

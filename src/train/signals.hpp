@@ -3,6 +3,8 @@
 // boundaries, agrees on it over all ranks, checkpoints and exits 75. The only place that knows signals.
 #pragma once
 
+#include <string>
+
 namespace zt::train {
 
 // Installs the handlers (idempotent). They stay installed for the rest of the process: a second
@@ -15,5 +17,16 @@ int stop_signal_received();
 void block_stop_signals_in_this_thread();
 // "SIGUSR1", "SIGTERM", ...
 const char* signal_name(int signal);
+
+// While one exists, a stop signal is reported at once on stderr (write(2), from the handler): a save
+// is not interrupted, but a launcher may follow its SIGTERM with SIGKILL (mpirun after 2 x
+// odls_base_sigkill_timeout, Slurm after KillWait), and a save killed then must not die silently.
+class SaveNotice {
+ public:
+  SaveNotice(int rank, const std::string& checkpoint);
+  ~SaveNotice();
+  SaveNotice(const SaveNotice&) = delete;
+  SaveNotice& operator=(const SaveNotice&) = delete;
+};
 
 }  // namespace zt::train

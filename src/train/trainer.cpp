@@ -328,13 +328,21 @@ int Trainer::run() {
       if (data_failed_) return stop_on_data_error();
       log::info(cat("stopped after step ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
                     " (requeue; ckpt.resume=auto continues from here)"));
-      return kExitRequeue;
+      return record_exit(kExitRequeue, stop_reason());
     }
   }
   checkpointer_->finish();
   if (data_failed_) return stop_on_data_error();  // the last step's evaluation: trained, but not done
   log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
-  return kExitOk;
+  return record_exit(kExitOk, "done");
+}
+
+// The job scripts read the exit code here: mpirun reports 1 after a SIGTERM whatever the ranks return.
+int Trainer::record_exit(int code, const std::string& reason) {
+  if (metrics_)
+    metrics_->event(cat("{\"event\": \"exit\", \"step\": ", step_, ", \"code\": ", code, ", \"reason\": ",
+                        json_string(reason), "}"));
+  return code;
 }
 
 std::optional<data::StepBatch> Trainer::read_next_batch() {

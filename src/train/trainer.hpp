@@ -55,6 +55,7 @@ class Trainer {
   bool stop_requested_here() const;          // a signal or the time limit, on this rank
   bool time_is_up() const;                   // train.time_limit_min has passed
   std::string stop_reason() const;
+  int record_exit(int code, const std::string& reason);  // the metrics exit event; returns code
   void sample();
   ckpt::TrainState train_state() const;
 

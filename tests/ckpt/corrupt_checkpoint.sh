@@ -54,5 +54,5 @@ expect_in "$ZT_WORK/err" "ckpt.resume=.*nowhere does not verify: .*not a directo
 
 # ckpt.resume=none with ckpt.overwrite=true ignores what is there (without it: tests/faults/foreign_checkpoints.sh).
 train 2 --ckpt.dir="$ZT_WORK/good" --ckpt.resume=none --ckpt.overwrite=true --train.stop_at_step=1 --log.metrics="$ZT_WORK/none.jsonl"
-! grep -q '"event"' "$ZT_WORK/none.jsonl" || fail "ckpt.resume=none resumed"
+! grep -q '"event": "resume"' "$ZT_WORK/none.jsonl" || fail "ckpt.resume=none resumed"
 echo "PASS"

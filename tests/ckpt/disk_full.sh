@@ -22,11 +22,12 @@ else
 fi
 
 train 2 --ckpt.dir="$ZT_WORK/ref" --log.metrics="$ZT_WORK/ref.jsonl"
-train 2 --ckpt.dir="$small/ckpt" --log.metrics="$ZT_WORK/full.jsonl" --train.stop_at_step=4
+# --force: the start-up check would refuse this small disk (tests/faults/ckpt_dir_full.sh); here it fills mid-save.
+train 2 --ckpt.dir="$small/ckpt" --log.metrics="$ZT_WORK/full.jsonl" --train.stop_at_step=4 --force
 expect_exit 0 "$ZT_BIN/zckpt" verify "$small/ckpt/step_00000004"
 
 timeout 60 "$MPIEXEC" --oversubscribe -np 2 "${limit[@]}" "$ZT_BIN/ztrain" "${CKPT_COMMON[@]}" --ckpt.dir="$small/ckpt" \
-  --log.metrics="$ZT_WORK/full.jsonl" >"$ZT_WORK/out" 2>"$ZT_WORK/err"
+  --log.metrics="$ZT_WORK/full.jsonl" --force >"$ZT_WORK/out" 2>"$ZT_WORK/err"
 rc=$?
 [ "$rc" -eq 1 ] || { tail -n 20 "$ZT_WORK/err"; fail "expected exit 1 on a full disk, got $rc"; }
 expect_in "$ZT_WORK/err" "checkpoint step_00000008: .*(No space left on device|File too large|HDF5 failed)" "the cause is not named"

@@ -35,6 +35,9 @@ check_stopped_then_resume() {
   last=$(loss_column "$ZT_WORK/$name.jsonl" | wc -l)
   [ "$last" -lt 40 ] || fail "$name: the run finished before the stop request"
   expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/$name/$(printf 'step_%08d' "$last")"
+  # The exit record the job scripts read (mpirun itself reports 1 after a SIGTERM).
+  [ "$(tail -n 1 "$ZT_WORK/$name.jsonl" | grep -Ec "^\{\"event\": \"exit\", \"step\": $last, \"code\": 75, ")" -eq 1 ] ||
+    fail "$name: the metrics do not end with an exit record of step $last, code 75"
   expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${args[@]}" --ckpt.dir="$ZT_WORK/$name" --log.metrics="$ZT_WORK/$name.jsonl"
   expect_in "$ZT_WORK/out" "resuming from .*step_0*$last \(step $last\)"
   diff <(loss_column "$ZT_WORK/ref$np.jsonl") <(loss_column "$ZT_WORK/$name.jsonl") >/dev/null ||

@@ -6,7 +6,9 @@
 #     --batch): it checkpoints, exits 75, requeues itself, resumes (a "resume" event in the metrics)
 #     and ends with the loss of an uninterrupted run;
 #  3. the srun --mpi=pmix launcher: USR2 checkpoints and stops without a requeue;
-#  4. that run, submitted again with 1 rank instead of 2, resumes its checkpoint (another world size).
+#  4. that run, submitted again with 1 rank instead of 2, resumes its checkpoint (another world size);
+#  5. SIGTERM to every process of the job: `scancel JOBID` -> checkpoint, ExitCode 75:0 although mpirun
+#     reports 1, not requeued; the time limit (no USR1, no train.time_limit_min) -> checkpoint, requeued.
 # Skips (77), saying why, where Slurm cannot start (not root, packages missing).
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/slurm_local.sh"
@@ -18,9 +20,9 @@ phase() { echo "== [$((SECONDS - t0)) s] $*"; }
 # Cleanup on every exit. ctest's timeout kills with SIGKILL (no trap runs), so a watchdog of our own
 # ends the test first (TERM -> exit -> the EXIT trap stops the cluster).
 trap 'kill "$watchdog" 2>/dev/null; slurm_stop; rm -rf "$ZT_WORK"' EXIT
-trap 'echo "FAIL: stopped by a signal or the 240 s watchdog"; exit 1' TERM INT
+trap 'echo "FAIL: stopped by a signal or the 330 s watchdog"; exit 1' TERM INT
 # shellcheck disable=SC2016  # expanded in the subshell
-(sleep 240 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$) &
+(sleep 330 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$) &
 watchdog=$!
 chmod 711 "$ZT_WORK"  # munged (user munge) reaches its socket below it
 slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
@@ -191,4 +193,38 @@ worst = max(abs(run[s] - ref[s - 1]) / abs(ref[s - 1]) for s in steps)
 print(f"steps {steps[0]}-{steps[-1]} on 1 rank vs the 2-rank run: largest relative loss difference {worst:.1e}")
 sys.exit(0 if worst <= 1e-5 else 1)
 PY
+# ---- 5. SIGTERM to the whole job: scancel (stop) and the time limit (requeue) -----------------------
+# log.every=200: mpirun stops reading the ranks' output once it has a SIGTERM (README).
+term_args=("${TINY_MODEL[@]/--log.every=1/--log.every=200}" --train.global_batch=8 --train.micro_batch=2
+           --train.max_steps=100000000)
+phase "SIGTERM: a job that reaches its 1 min time limit (no USR1: B:CONT; no time_limit_min) and one scancel'ed"
+tl_job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-tl ZT_TIME_LIMIT_MIN=0 sbatch --parsable --signal=B:CONT@1 \
+  --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=1 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (time limit)"
+job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-term sbatch --parsable --nodes=1 --ntasks-per-node=2 \
+  --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (scancel)"
+log=ztrain-cpu-$job.log
+wait_step run-term/metrics.jsonl 400 90 || { show_log "$log"; fail "job $job did not reach step 400"; }
+scancel "$job" || fail "scancel $job"
+state=$(wait_job "$job" 60)
+phase "job $job after scancel: $state, exit $(slurm_job_field "$job" ExitCode), restarts $(slurm_job_field "$job" Restarts)"
+grep "job: " "$log" | tail -n 3
+[ "$(slurm_job_field "$job" ExitCode)" = 75:0 ] || { show_log "$log"; fail "job $job: exit $(slurm_job_field "$job" ExitCode) after scancel, expected 75:0"; }
+[ "$(slurm_job_field "$job" Restarts)" = 0 ] || fail "job $job was requeued after scancel"
+expect_in "$log" "the launcher reported exit 1, but ztrain exited 75: \{\"event\": \"exit\", \"step\": [0-9]+, \"code\": 75, \"reason\": \"SIGTERM\"\}" "exit 75 read from the exit record"
+expect_in "$log" "checkpointed and stopped \(exit 75\) as asked \(SIGTERM\)" "stopped, not requeued"
+term_step=$(grep -o '"event": "exit", "step": [0-9]*' run-term/metrics.jsonl | grep -o '[0-9]*$')
+"$ZT_BIN/zckpt" verify "run-term/checkpoints/step_$(printf %08d "$term_step")" >/dev/null || fail "the checkpoint at step $term_step does not verify"
+echo "ok: scancel: checkpoint at step $term_step verifies, ExitCode 75:0, not requeued"
+
+log=ztrain-cpu-$tl_job.log
+end=$((SECONDS + 120))
+until grep -q "job: requeued" "$log" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; do sleep 1; done
+grep "job: " "$log" | tail -n 4
+expect_in "$log" "got SIGTERM at the time limit" "the time limit's SIGTERM"
+expect_in "$log" "the launcher reported exit 1, but ztrain exited 75" "exit 75 read from the exit record"
+expect_in "$log" "job: requeued" "requeued at the time limit"
+tl_step=$(grep -o '"event": "exit", "step": [0-9]*' run-tl/metrics.jsonl | head -n 1 | grep -o '[0-9]*$')
+"$ZT_BIN/zckpt" verify "run-tl/checkpoints/step_$(printf %08d "$tl_step")" >/dev/null || fail "the checkpoint at step $tl_step does not verify"
+scancel "$tl_job"  # the requeued start would train to the next time limit
+echo "ok: time limit: checkpoint at step $tl_step verifies, exit 75, requeued"
 phase "PASS"

@@ -34,6 +34,8 @@ cat >"$w/fakebin/mpirun" <<EOF
 # mpirun, recorded; ZT_FAKE_RC=N: the training launch (not --print-config) exits N instead of running
 printf '%s ' "\$@" >>"$w/mpirun.calls"; echo >>"$w/mpirun.calls"
 case " \$* " in *" --print-config "*) exec "$real_mpirun" "\$@" ;; esac
+# ZT_FAKE_RECORD=LINE: appended to the metrics first, as ztrain's exit record (mpirun then reports 1 after a SIGTERM)
+[ -z "\${ZT_FAKE_RECORD:-}" ] || echo "\$ZT_FAKE_RECORD" >>"$w/work/runs/ztest/metrics.jsonl"
 [ -z "\${ZT_FAKE_RC:-}" ] || exit "\$ZT_FAKE_RC"
 exec "$real_mpirun" "\$@"
 EOF
@@ -109,6 +111,16 @@ no_successor 1 "ztrain failing" 2003.pbs0 ZT_FAKE_RC=1
 no_successor 2 "bad configuration" 2004.pbs0 ZT_ARGS="--train.max_steps=-3"
 expect_in ztest.2004.log "--print-config failed \(exit 2\): nothing started, no successor"
 echo "ok: exit 75 submits the successor (depend=afterany, name, queue, settings); not at ZT_MAX_CHAIN, with STOP, on 1 or 2"
+
+# mpirun reports 1 after a SIGTERM although the ranks checkpointed: the exit record of this start says 75.
+pbs_job 2005.pbs0 "$cpu_pbs" "${base[@]}" ZT_FAKE_RC=1 \
+  ZT_FAKE_RECORD='{"event": "exit", "step": 7, "code": 75, "reason": "SIGTERM"}'
+rc=$?
+[ "$rc" -eq 75 ] || { tail -n 20 ztest.2005.log; fail "exit record 75 behind mpirun's 1: script exit $rc"; }
+expect_in ztest.2005.log "the launcher reported exit 1, but ztrain exited 75: " "the exit record read"
+[ "$(wc -l <"$w/qsub.calls")" -eq 1 ] || fail "exit 75 from the record: expected one successor"
+: >"$w/qsub.calls"
+echo "ok: mpirun's exit 1 with this start's exit record of 75 is exit 75 (a successor); an older record is not read"
 
 # ---- the chain, each job stopped by train.time_limit_min ------------------------------------------
 # A quarter of the uninterrupted run's training time (its steps' step_ms), in minutes: a time limit

@@ -1,0 +1,84 @@
+// Start-up probes of ckpt.dir and log.metrics (output_check.hpp).
+#include "train/output_check.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "ckpt/layout.hpp"
+#include "core/error.hpp"
+#include "io/dir_probe.hpp"
+#include "plan/memory_plan.hpp"
+#include "train/checkpointer.hpp"
+
+namespace zt::train {
+namespace fs = std::filesystem;
+
+namespace {
+// HDF5's superblock, object headers and chunk index per file, generously (measured: about 6 KiB).
+constexpr std::uint64_t kFileOverheadBytes = 64 << 10;
+
+std::string mib(std::uint64_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
+
+// Checkpoints on disk at once: ckpt.keep committed ones plus the one being written (a save is
+// committed before the oldest is pruned), less those already there. keep=0 keeps all: the next one.
+std::uint64_t copies_needed(const config::CkptConfig& c, std::string& why) {
+  if (c.keep == 0) {
+    why = "the next checkpoint (ckpt.keep=0 keeps all: later ones need more)";
+    return 1;
+  }
+  std::int64_t existing = 0;
+  for (const ckpt::StepDir& d : ckpt::list_step_dirs(c.dir)) existing += d.tmp ? 0 : 1;
+  const std::int64_t copies = std::max<std::int64_t>(1, c.keep + 1 - existing);
+  why = cat(copies, " more checkpoint(s): ckpt.keep=", c.keep, " plus the one being written, ", existing,
+            " already in ckpt.dir");
+  return static_cast<std::uint64_t>(copies);
+}
+
+void check_ckpt_dir(const dist::World& world, const config::Config& c, bool force) {
+  const std::string fix = " Fix: make ckpt.dir writable by every rank (a directory on a shared, writable file "
+                          "system), or point ckpt.dir elsewhere.";
+  const fs::path dir = c.ckpt.dir.empty() ? fs::path(".") : fs::path(c.ckpt.dir);  // '' writes step_N/ here
+  const std::string error = io::probe_writable_dir(dir, world.host());
+  if (!error.empty())
+    throw ConfigError(cat("ckpt.dir=", c.ckpt.dir, " is not writable on host ", world.host(), " (rank ", world.rank(),
+                          "): ", error, ". Every checkpoint would be lost.", fix));
+  std::string why;
+  const std::uint64_t one = predicted_checkpoint_bytes(c, world.size());
+  const std::uint64_t need = one * copies_needed(c.ckpt, why);
+  const std::uint64_t free = io::free_bytes(dir);
+  if (free < need && !force)
+    throw ConfigError(cat("ckpt.dir=", c.ckpt.dir, " has ", mib(free), " free on host ", world.host(), "; this run needs ",
+                          mib(need), " (", mib(one), " per checkpoint x ", why, "). Fix: free space there, lower "
+                          "ckpt.keep, or point ckpt.dir at a larger file system (--force runs it anyway)."));
+}
+
+void check_metrics(const dist::World& world, const config::Config& c) {
+  const fs::path file(c.log.metrics);
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  std::string error = io::probe_writable_dir(dir, world.host());
+  std::error_code ec;
+  if (error.empty() && fs::exists(file, ec)) error = io::probe_appendable_file(file);
+  if (!error.empty())
+    throw ConfigError(cat("log.metrics=", c.log.metrics, " cannot be written: ", error,
+                          ". Fix: make its directory writable, or set log.metrics to another path (empty = none)."));
+}
+}  // namespace
+
+std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world_size) {
+  const model::ParamTable table(plan::model_shape(config.model));
+  std::uint64_t shard_floats = 0;
+  for (int r = 0; r < world_size; ++r)
+    for (const ckpt::FlatRange& range : checkpoint_ranges(table, world_size, r))
+      shard_floats += static_cast<std::uint64_t>(range.numel);
+  std::uint64_t model_floats = 0;
+  for (const model::ParamInfo& p : table.params()) model_floats += p.hf_numel();
+  const std::uint64_t files = static_cast<std::uint64_t>(world_size) + 3;  // shards, model.h5, state, manifest
+  return 3 * sizeof(float) * shard_floats + sizeof(float) * model_floats + files * kFileOverheadBytes;
+}
+
+void check_outputs(const dist::World& world, const config::Config& config, bool force) {
+  if (world.local_rank() == 0) check_ckpt_dir(world, config, force);  // every node writes its ranks' shards
+  if (world.is_root() && !config.log.metrics.empty()) check_metrics(world, config);
+}
+
+}  // namespace zt::train
