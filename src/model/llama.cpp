@@ -8,6 +8,7 @@
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
 #include "model/carver.hpp"
+#include "model/lm_head.hpp"
 
 namespace zt::model {
 
@@ -93,11 +94,7 @@ Tensor Llama::head_weight(const Tensor& unit) const {
 }
 
 void Llama::check_ids(const char* what, const std::int32_t* ids) const {
-  ZT_CHECK(ids != nullptr, "Llama: ", what, " must not be null");
-  for (std::int64_t i = 0; i < std::int64_t{B_} * s_.seq_len; ++i)
-    if (ids[i] < 0 || ids[i] >= s_.vocab_size)
-      throw DataError(cat("model: ", what, " id ", ids[i], " at position ", i, " of the micro-batch is outside [0, ",
-                          s_.vocab_size, "); check that the data was tokenized for this vocabulary"));
+  check_token_ids(what, ids, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
 }
 
 // x = block input; ln1 = RMSNorm(x); qkv = RoPE(ln1 [Wq|Wk|Wv]^T); atty = attn(qkv); res2 = x + atty Wo^T;
@@ -143,12 +140,7 @@ void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
 double Llama::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
   check_ids("target", targets);
   run_forward(tokens, params);
-  be_.copy_from_host(a_.targets.data, targets, a_.targets.bytes());
-  be_.cross_entropy_forward(a_.losses, a_.logits, a_.targets, s_.vocab_size);
-  std::vector<float> losses(a_.losses.numel());
-  be_.copy_to_host(losses.data(), a_.losses.data, a_.losses.bytes());
-  double sum = 0.0;
-  for (float x : losses) sum += x;
+  const double sum = sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size);
   ready_for_backward_ = true;
   return sum;
 }
@@ -156,11 +148,7 @@ double Llama::forward(const std::int32_t* tokens, const std::int32_t* targets, P
 std::vector<float> Llama::forward_logits(const std::int32_t* tokens, ParamSource& params) {
   run_forward(tokens, params);
   ready_for_backward_ = false;
-  const std::size_t rows = static_cast<std::size_t>(B_) * s_.seq_len, V = s_.vocab_size, Vp = s_.padded_vocab;
-  std::vector<float> padded(rows * Vp), out(rows * V);
-  backend::copy_to_host_as_f32(be_, padded.data(), a_.logits);
-  for (std::size_t r = 0; r < rows; ++r) std::copy_n(padded.begin() + r * Vp, V, out.begin() + r * V);
-  return out;
+  return unpadded_logits(be_, a_.logits, s_.vocab_size);
 }
 
 // dres holds d(block output) on entry and d(block input) on exit; parameter grads accumulate (+=).
