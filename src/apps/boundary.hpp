@@ -1,4 +1,4 @@
-// The one place exceptions are caught in a program (STYLE.md §5). Start-up errors are agreed on by
+// The one place exceptions are caught in a program (docs/STYLE.md §5). Start-up errors are agreed on by
 // all ranks (so a bad config ends the job once, with exit 2, and rank 0's message); errors once work
 // has begun print "rank N: ..." and abort the whole job, so no peer hangs in a collective.
 #pragma once

@@ -1,5 +1,5 @@
 // zckpt: inspect, verify, export and reshard ztrain checkpoints offline, without mpirun
-// (INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
+// (docs/INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
 // a failure, 2 usage.
 #include <charconv>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // ztrain: parse -> place ranks -> (print config | pick the checkpoint to resume from, train) -> exit code
-// (INTERFACE.md).
+// (docs/INTERFACE.md).
 #include <cstdio>
 #include <iostream>
 #include <memory>

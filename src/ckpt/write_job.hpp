@@ -1,6 +1,6 @@
 // One background write at a time (ckpt.async): the work runs on its own thread; the owner polls
 // done() at step boundaries and wait()s before the commit. An exception in the thread is handed to
-// the waiting thread (STYLE.md §5). The work does file I/O only: MPI stays on the main thread.
+// the waiting thread (docs/STYLE.md §5). The work does file I/O only: MPI stays on the main thread.
 #pragma once
 
 #include <atomic>

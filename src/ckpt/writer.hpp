@@ -1,4 +1,4 @@
-// Writing a checkpoint (ARCHITECTURE.md "Checkpoint", commit protocol): rank 0 prepares
+// Writing a checkpoint (docs/ARCHITECTURE.md "Checkpoint", commit protocol): rank 0 prepares
 // step_N.tmp/; every rank writes and fsyncs its files there (write_rank_shard; rank 0 also
 // write_model and write_state); once all are done (the caller's barrier), rank 0 writes the manifest
 // last and renames the directory (commit). Nothing here is collective: the caller (train/) owns MPI.

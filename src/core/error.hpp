@@ -1,5 +1,5 @@
 // Errors are exceptions with context: what failed, where (file, key, step, rank) and what to do.
-// Each class maps to a process exit code (INTERFACE.md): ConfigError -> 2, everything else -> 1.
+// Each class maps to a process exit code (docs/INTERFACE.md): ConfigError -> 2, everything else -> 1.
 #pragma once
 
 #include <sstream>
@@ -9,7 +9,7 @@
 
 namespace zt {
 
-// Process exit codes of every ztrain program (INTERFACE.md, "Programs and build").
+// Process exit codes of every ztrain program (docs/INTERFACE.md, "Programs and build").
 enum ExitCode : int {
   kExitOk = 0,
   kExitRuntime = 1,    // anything that goes wrong once training (or the tool's work) has begun

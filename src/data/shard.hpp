@@ -1,4 +1,4 @@
-// Token shards (INTERFACE.md "Shard schema"): one HDF5 file holding a run of token ids, the offsets of
+// Token shards (docs/INTERFACE.md "Shard schema"): one HDF5 file holding a run of token ids, the offsets of
 // the documents that start in it, and what the ids mean (tokenizer, vocabulary hash and size, eot).
 #pragma once
 

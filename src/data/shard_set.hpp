@@ -1,5 +1,5 @@
 // The token stream of a split: the shards a glob matches, concatenated in file-name (byte) order
-// (INTERFACE.md "Order contract"). Every shard is validated against what the model expects before any
+// (docs/INTERFACE.md "Order contract"). Every shard is validated against what the model expects before any
 // token is read; a problem names the file and the fix.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The order contract (INTERFACE.md): which training window comes next. Window g (counted from the
+// The order contract (docs/INTERFACE.md): which training window comes next. Window g (counted from the
 // start of training, across epochs and resumes) is a function of (seed, number of tokens, seq_len)
 // only, so 1, 2 or 4 ranks see the same global batches and a checkpoint resumes on another world size
 // with the same next batch. The cursor is one number: windows consumed.
@@ -32,7 +32,7 @@ class WindowOrder {
 // position is computed directly (exact resume from a cursor).
 std::uint64_t permute(std::uint64_t index, std::uint64_t n, std::uint64_t key);
 
-// Which global windows a rank's micro-batch takes (INTERFACE.md): rank r takes the r-th contiguous
+// Which global windows a rank's micro-batch takes (docs/INTERFACE.md): rank r takes the r-th contiguous
 // slice of the step's global batch, and within a rank, micro-batches in order.
 struct BatchSlice {
   std::int64_t global_batch, micro_batch, dp_size, dp_rank;

@@ -1,4 +1,4 @@
-// The ztok job: tokenize input files into train/valid shards (INTERFACE.md "ztok"), resumably.
+// The ztok job: tokenize input files into train/valid shards (docs/INTERFACE.md "ztok"), resumably.
 // Memory stays bounded whatever the corpus size: about 45 MiB fixed (vocabulary tables, HDF5), a
 // piece cache of at most 32768 pieces (~2 MiB) per thread, at most 2 * threads + 2 chunks of about
 // 1 MiB of text plus their ids (4 bytes each) in flight, and shards are assembled from journals on

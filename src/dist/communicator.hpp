@@ -1,5 +1,5 @@
 // Collectives on spans of memory, one interface for MPI (host buffers) and NCCL (device buffers), so
-// ZeRO and the training loop are written once (STYLE.md §3). Every operation is asynchronous and
+// ZeRO and the training loop are written once (docs/STYLE.md §3). Every operation is asynchronous and
 // returns a handle; waiting on it is bounded by the watchdog deadline (dist.timeout_s): a collective
 // that does not complete in time throws CommError naming the operation and the current context.
 #pragma once

@@ -70,7 +70,7 @@ class ParamTable {
   const ParamInfo* find_or_null(const std::string& name) const;
 
   std::size_t n_params_real() const;       // without wte's padded rows: 124,439,808 for GPT-2 small
-  // N in 6N + 12 L C T (INTERFACE.md): the real parameters less those no matmul reads (GPT-2's wpe; the
+  // N in 6N + 12 L C T (docs/INTERFACE.md): the real parameters less those no matmul reads (GPT-2's wpe; the
   // token embedding when an untied LM head does the vocabulary matmul).
   std::size_t n_params_for_flops() const;
 

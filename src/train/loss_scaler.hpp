@@ -2,7 +2,7 @@
 // block): the loss gradient is multiplied by the scale before the backward pass so that small fp16
 // activation gradients do not flush to zero; the optimizer divides it out again. A step whose
 // gradients overflowed (a non-finite global norm) is skipped: no update, the batch still consumed,
-// the step still counted (INTERFACE.md). Dynamic scaling halves the scale on overflow (not below
+// the step still counted (docs/INTERFACE.md). Dynamic scaling halves the scale on overflow (not below
 // loss_scale_min) and doubles it after loss_scale_window steps in a row without one. bf16 and fp32 need
 // no scaling: the scaler is then disabled with scale 1 and never skips.
 #pragma once

@@ -1,4 +1,4 @@
-// Metrics of a run: one JSON object per logged step in log.metrics (JSON Lines, INTERFACE.md), and the
+// Metrics of a run: one JSON object per logged step in log.metrics (JSON Lines, docs/INTERFACE.md), and the
 // matching console line on rank 0. Floats carry 9 significant digits (round-trip a float32).
 #pragma once
 

@@ -14,7 +14,7 @@
 
 namespace zt::train {
 namespace {
-// A process-wide flag is the one thing a signal handler may touch (hence a global, STYLE.md §6).
+// A process-wide flag is the one thing a signal handler may touch (hence a global, docs/STYLE.md §6).
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 // The report a signal during a save prints, formatted before the save (a handler may not format).

@@ -1,4 +1,4 @@
-// Stop requests by signal (INTERFACE.md "Signals and stopping"): SIGUSR1 (what `sbatch
+// Stop requests by signal (docs/INTERFACE.md "Signals and stopping"): SIGUSR1 (what `sbatch
 // --signal=B:USR1@N` sends and mpirun forwards) and SIGTERM only set a flag; the loop reads it at step
 // boundaries, agrees on it over all ranks, checkpoints and exits 75. The only place that knows signals.
 #pragma once

@@ -1,7 +1,7 @@
 // dist.backend=mpi on a device backend: each collective copies its device spans to host memory, runs
 // the MPI communicator there, and copies the result back. Slow (two PCIe copies per collective, no
 // overlap) but it lets several ranks share one GPU, which NCCL refuses: how the multi-rank CUDA ZeRO
-// paths run on a machine with one GPU (ARCHITECTURE.md). With the CPU backend no staging is needed.
+// paths run on a machine with one GPU (docs/ARCHITECTURE.md). With the CPU backend no staging is needed.
 #pragma once
 
 #include <memory>

@@ -36,7 +36,7 @@ TEST(Shard, WritesTheSchemaAndReadsAnyRange) {
   EXPECT_EQ(signed_ids[0], static_cast<std::int32_t>(tokens[5]));
   EXPECT_THROW(r.read(tokens.size() - 2, std::span(signed_ids)), DataError);
 
-  io::H5File raw = io::H5File::open_read((dir.path / "s.h5").string());  // attributes per INTERFACE.md
+  io::H5File raw = io::H5File::open_read((dir.path / "s.h5").string());  // attributes per docs/INTERFACE.md
   EXPECT_EQ(raw.attr_string("format"), "ztrain-tokens");
   EXPECT_EQ(raw.attr_u64("format_version"), 1u);
   EXPECT_EQ(raw.attr_string("tokenizer"), "gpt2");
