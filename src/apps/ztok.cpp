@@ -92,7 +92,8 @@ void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data
   if (raw.format == "jsonl" && !vm["split"].defaulted())
     throw zt::ConfigError("--split applies to --format text (each JSONL line is one document)");
   if (o.threads < 1) throw zt::ConfigError("--threads must be at least 1");
-  if (!(o.timeout_s >= 1)) throw zt::ConfigError(zt::cat("--timeout-s must be at least 1 (seconds), not ", o.timeout_s));
+  if (!(o.timeout_s >= 1))
+    throw zt::ConfigError(zt::cat("--timeout-s must be at least 1 (seconds), not ", o.timeout_s));
   if (o.chunk_bytes < 16) throw zt::ConfigError("--debug-chunk-bytes must be at least 16");
   o.corpus.format = raw.format == "jsonl" ? zt::data::InputFormat::kJsonl : zt::data::InputFormat::kText;
   o.corpus.split = raw.split == "paragraph" ? zt::data::SplitMode::kParagraph : zt::data::SplitMode::kFile;
