@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# ztok's progress deadline: 3 ranks, --timeout-s=3. One rank SIGSTOPped while it tokenizes ends the
-# job (exit 1) within the timeout + a margin, the message naming it and what it was doing, and Open
-# MPI kills the stopped rank too. A run whose waiting ranks wait longer than the timeout for a rank
+# ztok's progress deadline: 3 ranks, --timeout-s=3. One rank SIGSTOPped (while it tokenizes, or while
+# it waits for the others) ends the job (exit 1) within the timeout + a margin, the message naming it
+# and what it was doing, and Open MPI kills the stopped rank too. A run whose waiting ranks wait longer than the timeout for a rank
 # that progresses succeeds: progress counts, not time.
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../ztok/common.sh"
@@ -37,29 +37,34 @@ awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s > t + 1) }' ||
 same_shards "$work/single" "$work/ok" "the normal 3-rank run"
 echo "ok: a 3-rank run of ${secs} s with --timeout-s=$timeout_s succeeds (ranks 0 and 2 wait for rank 1 most of it)"
 
-# 2. Rank 1 stopped while it tokenizes.
-timeout --kill-after=10 120 "${MPIEXEC:-mpirun}" --oversubscribe -np 3 "$ztok" --out "$work/stop" "${args[@]}" \
-  >"$work/stop.log" 2>&1 &
-launcher=$!
-for _ in $(seq 600); do
-  grep -qs tokenizing "$work/stop/.ztok/alive.1" && break
-  kill -0 "$launcher" 2>/dev/null || { cat "$work/stop.log"; fail "the job ended before rank 1 began tokenizing"; }
-  sleep 0.05
-done
-sleep 0.5
-mpirun_pid=$(pgrep -P "$launcher" | head -n 1)
-victim=$(rank_pid "$mpirun_pid" 1)
-[ -n "$victim" ] || { kill -9 "$launcher"; fail "found no process of rank 1"; }
-kill -STOP "$victim"
-t0=$(now)
-rc=0
-wait "$launcher" || rc=$?
-secs=$(elapsed "$t0")
-for _ in $(seq 100); do kill -0 "$victim" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$victim" 2>/dev/null; then kill -9 "$victim"; fail "the stopped rank 1 (pid $victim) outlived the job"; fi
-[ "$rc" = 1 ] || { cat "$work/stop.log"; fail "exit $rc, expected 1 (124: the job hung)"; }
-grep -Eq 'rank [02]: ztok: no heartbeat .* from rank 1 \(tokenizing\) for [0-9.]+ s, over --timeout-s=3' "$work/stop.log" ||
-  { cat "$work/stop.log"; fail "the message should name rank 1, what it was doing and for how long"; }
-awk -v s="$secs" -v t="$timeout_s" -v m="$margin_s" 'BEGIN { exit !(s <= t + m) }' ||
-  fail "the job took ${secs} s to end after the stop, over --timeout-s=$timeout_s + ${margin_s} s"
-echo "ok: rank 1 stopped while tokenizing ends the job (exit 1) ${secs} s later, named: $(grep -m1 'no heartbeat' "$work/stop.log")"
+# stop_rank RANK DOING: starts the job, SIGSTOPs RANK once its heartbeat file says DOING, and checks
+# that the job ends with exit 1 in time, naming RANK and DOING, and that the stopped rank is gone.
+stop_rank() {
+  local rank=$1 doing=$2 out="$work/stop$1" launcher victim rc=0 t0 secs
+  timeout --kill-after=10 120 "${MPIEXEC:-mpirun}" --oversubscribe -np 3 "$ztok" --out "$out" "${args[@]}" \
+    >"$out.log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 600); do
+    grep -qs "$doing" "$out/.ztok/alive.$rank" && break
+    kill -0 "$launcher" 2>/dev/null || { cat "$out.log"; fail "the job ended before rank $rank was $doing"; }
+    sleep 0.05
+  done
+  sleep 0.5
+  victim=$(rank_pid "$(pgrep -P "$launcher" | head -n 1)" "$rank")  # the launcher's child is mpirun
+  [ -n "$victim" ] || { kill -9 "$launcher"; fail "found no process of rank $rank"; }
+  kill -STOP "$victim"
+  t0=$(now)
+  wait "$launcher" || rc=$?
+  secs=$(elapsed "$t0")
+  for _ in $(seq 100); do kill -0 "$victim" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$victim" 2>/dev/null; then kill -9 "$victim"; fail "the stopped rank $rank (pid $victim) outlived the job"; fi
+  [ "$rc" = 1 ] || { cat "$out.log"; fail "rank $rank stopped: exit $rc, expected 1 (124: the job hung)"; }
+  grep -Eq "rank [0-2]: ztok: no heartbeat .* from rank $rank \\($doing[^)]*\\) for [0-9.]+ s, over --timeout-s=3" \
+    "$out.log" || { cat "$out.log"; fail "the message should name rank $rank, what it was doing and for how long"; }
+  awk -v s="$secs" -v t="$timeout_s" -v m="$margin_s" 'BEGIN { exit !(s <= t + m) }' ||
+    fail "rank $rank stopped: the job took ${secs} s to end, over --timeout-s=$timeout_s + ${margin_s} s"
+  echo "ok: rank $rank stopped while $doing ends the job (exit 1) ${secs} s later: $(grep -m1 'no heartbeat' "$out.log")"
+}
+
+stop_rank 1 tokenizing                   # found by the waiting ranks 0 and 2
+stop_rank 0 "done tokenizing, waiting"   # a waiter stopped: found by rank 2, which waits too
