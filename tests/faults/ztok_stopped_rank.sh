@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ztok's progress deadline: 3 ranks, --timeout-s=3. One rank SIGSTOPped (while it tokenizes, or while
 # it waits for the others) ends the job (exit 1) within the timeout + a margin, the message naming it
-# and what it was doing, and Open MPI kills the stopped rank too. A run whose waiting ranks wait longer than the timeout for a rank
-# that progresses succeeds: progress counts, not time.
+# and what it was doing, and Open MPI kills the stopped rank too. A run whose waiting ranks wait
+# longer than the timeout for a rank that progresses succeeds: progress counts, not time.
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../ztok/common.sh"
 timeout_s=3
