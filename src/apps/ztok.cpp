@@ -73,6 +73,11 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
       ("strict-utf8", po::bool_switch(&o.corpus.strict_utf8),
        "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
        "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about")
+      ("timeout-s", po::value(&o.timeout_s)->default_value(o.timeout_s)->value_name("S"),
+       "under mpirun: a rank that shows no progress for S seconds (stopped, hung, dead; each rank rewrites "
+       "OUT/.ztok/alive.RANK while it works or waits) ends the job with exit 1 naming it; also the deadline of "
+       "the ranks' small exchanges. Slow ranks are fine: progress counts, not time. Keep it above the file "
+       "system's attribute cache time (NFS actimeo)")
       ("quiet,q", po::bool_switch(&raw.quiet), "no progress line on stderr");
   return named;
 }
@@ -87,6 +92,8 @@ void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data
   if (raw.format == "jsonl" && !vm["split"].defaulted())
     throw zt::ConfigError("--split applies to --format text (each JSONL line is one document)");
   if (o.threads < 1) throw zt::ConfigError("--threads must be at least 1");
+  if (!(o.timeout_s >= 1))
+    throw zt::ConfigError(zt::cat("--timeout-s must be at least 1 (seconds), not ", o.timeout_s));
   if (o.chunk_bytes < 16) throw zt::ConfigError("--debug-chunk-bytes must be at least 16");
   o.corpus.format = raw.format == "jsonl" ? zt::data::InputFormat::kJsonl : zt::data::InputFormat::kText;
   o.corpus.split = raw.split == "paragraph" ? zt::data::SplitMode::kParagraph : zt::data::SplitMode::kFile;
@@ -181,10 +188,10 @@ class WorldGroup final : public zt::data::RankGroup {
   int rank() const override { return world_.rank(); }
   int size() const override { return world_.size(); }
   std::vector<std::uint64_t> all_gather(const std::vector<std::uint64_t>& mine) const override {
-    return world_.all_gather(mine);
+    return world_.all_gather(mine, "ztok's exchange of the ranks' counts (--timeout-s)");
   }
   void wait_for_all(double poll_seconds, const std::function<void()>& idle) const override {
-    world_.wait_for_all(poll_seconds, idle);
+    world_.wait_for_all(poll_seconds, idle, false);  // `idle` holds the progress deadline
   }
 
  private:
@@ -193,7 +200,7 @@ class WorldGroup final : public zt::data::RankGroup {
 
 // Under mpirun: start-up agreed by every rank (bad input or usage is exit 2, printed once), then the
 // work, where an error on any rank ends every rank with its code (apps/boundary.hpp).
-int run_ranks(const zt::dist::World& world, int argc, char** argv) {
+int run_ranks(zt::dist::World& world, int argc, char** argv) {
   const WorldGroup group(world);
   Parsed p;
   std::unique_ptr<zt::data::RankedZtok> job;
@@ -205,6 +212,7 @@ int run_ranks(const zt::dist::World& world, int argc, char** argv) {
     job = std::make_unique<zt::data::RankedZtok>(p.options, group);
   }));
   if (code != zt::kExitOk || p.help) return code;
+  world.set_timeout(p.options.timeout_s);  // the small agreements from here on; waits use heartbeats
   code = zt::apps::agree_on_startup(world, as_ztok([&] { job->check_shared_view(); }));
   if (code != zt::kExitOk) return code;
   return zt::apps::run_or_abort(world, [&] {

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "data/shard_assembly.hpp"
 #include "data/tokenize_stream.hpp"
+#include "data/ztok_heartbeat.hpp"
 #include "data/ztok_utf8_report.hpp"
 #include "tok/tokenizer.hpp"
 
@@ -213,7 +214,7 @@ RankedZtok::Totals RankedZtok::exchange(const RankProgress& mine, bool resumed) 
   return t;
 }
 
-void RankedZtok::write_shards(const Totals& t) const {
+void RankedZtok::write_shards(const Totals& t, Heartbeat& heartbeat) const {
   const tok::Vocab& vocab = tokenizer_->vocab();
   const TokenizerInfo info{"gpt2", vocab.hash(), vocab.size(), vocab.eot()};
   const std::uint64_t n_train = shard_count(split_tokens(t.train), options_.shard_tokens);
@@ -222,7 +223,9 @@ void RankedZtok::write_shards(const Totals& t) const {
        j += static_cast<std::uint64_t>(group_.size())) {
     const bool valid = j >= n_train;
     const std::uint64_t index = valid ? j - n_train : j;
-    assemble_shard(options_.out_dir / shard_file_name(valid ? "valid" : "train", index), info, options_.shard_tokens,
+    const std::string name = shard_file_name(valid ? "valid" : "train", index);
+    heartbeat.beat("writing shard " + name);
+    assemble_shard(options_.out_dir / name, info, options_.shard_tokens,
                    index, valid ? t.valid : t.train, inputs_);
   }
 }
@@ -252,15 +255,24 @@ ZtokSummary RankedZtok::run() {
     return s;
   }
   SharedLine line(group_.rank() == 0 && options_.show_progress, options_.out_dir, group_.size(), input_bytes_);
+  fs::create_directories(options_.out_dir / ".ztok");
+  Heartbeat heartbeat(options_.out_dir, group_.rank(), group_.size(), options_.timeout_s);
   bool resumed = false;
   const RankProgress mine = tokenize_block(
-      [&](std::uint64_t bytes, std::uint64_t tokens) { line.update(bytes, tokens); }, resumed);
+      [&](std::uint64_t bytes, std::uint64_t tokens) {
+        line.update(bytes, tokens);
+        heartbeat.beat("tokenizing");
+      },
+      resumed);
   const std::uint64_t my_tokens = mine.train.tokens + mine.valid.tokens;
-  group_.wait_for_all(0.1, [&] { line.update(mine.input_bytes, my_tokens); });  // sleeps while others tokenize
-  const Totals totals = exchange(mine, resumed);
+  group_.wait_for_all(0.1, [&] {  // sleeps while others tokenize
+    line.update(mine.input_bytes, my_tokens);
+    heartbeat.check("done tokenizing, waiting for the others");
+  });
+  const Totals totals = exchange(mine, resumed);  // small: under the world's fixed deadline (--timeout-s)
   line.finish(input_bytes_, split_tokens(totals.train) + split_tokens(totals.valid));
-  write_shards(totals);
-  group_.wait_for_all(0.1, [] {});
+  write_shards(totals, heartbeat);
+  group_.wait_for_all(0.1, [&] { heartbeat.check("done writing shards, waiting for the others"); });
   if (group_.rank() == 0) finish(totals);
   ZtokSummary s = summary_of(progress_, input_bytes_);
   if (group_.rank() != 0) s = {};  // rank 0 reports

@@ -18,6 +18,8 @@ class Tokenizer;
 
 namespace zt::data {
 
+class Heartbeat;
+
 // What a multi-rank ztok needs from the job's ranks. apps/ztok.cpp adapts dist::World (MPI stays in
 // dist/); only the main thread calls these.
 class RankGroup {
@@ -28,7 +30,8 @@ class RankGroup {
   // Every rank's `mine` (the same length on every rank), concatenated in rank order.
   virtual std::vector<std::uint64_t> all_gather(const std::vector<std::uint64_t>& mine) const = 0;
   // Returns once every rank has called it; calls `idle` about every `poll_seconds` meanwhile,
-  // sleeping in between (ranks that finish early leave their cores to the others).
+  // sleeping in between (ranks that finish early leave their cores to the others). No deadline of
+  // its own: `idle` enforces the progress deadline (ztok_heartbeat.hpp) by throwing.
   virtual void wait_for_all(double poll_seconds, const std::function<void()>& idle) const = 0;
 };
 
@@ -56,7 +59,7 @@ class RankedZtok {
   // input bytes and tokens after each chunk. `resumed`: a saved state was found.
   RankProgress tokenize_block(const std::function<void(std::uint64_t, std::uint64_t)>& line, bool& resumed) const;
   Totals exchange(const RankProgress& mine, bool resumed) const;
-  void write_shards(const Totals& totals) const;
+  void write_shards(const Totals& totals, Heartbeat& heartbeat) const;
   void finish(const Totals& totals);
 
   const ZtokOptions& options_;

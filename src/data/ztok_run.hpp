@@ -29,6 +29,7 @@ struct ZtokOptions {
   bool show_progress = true;         // a progress line on stderr
   double checkpoint_seconds = 10;    // save progress at least this often (and after every shard)
   std::size_t chunk_bytes = CorpusReader::kDefaultChunkBytes;
+  double timeout_s = 600;            // ranks: a peer with no heartbeat this long ends the job (ztok_heartbeat.hpp)
   // Fault injection for tests only: SIGKILL the process of rank debug_kill_rank (0 without mpirun)
   // after that many chunks (0 = off).
   std::uint64_t debug_kill_after_chunks = 0;

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -227,7 +228,7 @@ std::string World::broadcast_from_root(const std::string& payload, std::string_v
   return spread(a, rank_ == 0 ? payload : std::string());
 }
 
-void World::wait_for_all(double poll_seconds, const std::function<void()>& idle) const {
+void World::wait_for_all(double poll_seconds, const std::function<void()>& idle, bool under_watchdog) const {
   MPI_Request request = MPI_REQUEST_NULL;
   ZT_MPI(MPI_Ibarrier(comms_->world, &request));
   auto done = [&] {
@@ -235,7 +236,8 @@ void World::wait_for_all(double poll_seconds, const std::function<void()>& idle)
     ZT_MPI(MPI_Test(&request, &flag, MPI_STATUS_IGNORE));
     return flag != 0;
   };
-  if (!poll_until(deadline_after(Clock::now(), timeout_s_), done, {0, poll_seconds, idle}))
+  const double limit_s = under_watchdog ? timeout_s_ : std::numeric_limits<double>::infinity();
+  if (!poll_until(deadline_after(Clock::now(), limit_s), done, {0, poll_seconds, idle}))
     throw CommError(cat("waiting for every rank to finish: a rank did not arrive within the timeout of ", timeout_s_,
                         " s (stopped, hung, dead or far behind)"));
 }

@@ -52,8 +52,9 @@ class World {
   std::string broadcast_from_root(const std::string& payload, std::string_view what) const;
   // A barrier that sleeps between polls, calling `idle` about every `poll_seconds` until every rank
   // has arrived: MPI's blocking barrier spins a core, which ranks done early should leave to others.
-  // Bounded by the watchdog like the agreements above (ztok sets none: its ranks' work is unbounded).
-  void wait_for_all(double poll_seconds, const std::function<void()>& idle) const;
+  // Bounded by the watchdog like the agreements above, unless `under_watchdog` is false: ztok's ranks'
+  // work has no bound, so its `idle` enforces a progress deadline instead (data/ztok_heartbeat.hpp).
+  void wait_for_all(double poll_seconds, const std::function<void()>& idle, bool under_watchdog = true) const;
   // Ends every rank of the job now with this exit code (MPI_Abort on the world): no peer is left
   // waiting in a collective. A job of one rank just exits.
   [[noreturn]] void abort(int exit_code) const;
