@@ -54,7 +54,11 @@ for arch in llama gpt2; do
   echo "$arch: fp32 / sharded ($n shards) round trips byte-identical, bf16 within rounding"
 done
 
-# config.json is what transformers reads: the shape fields and the rope settings.
+# config.json is what transformers reads: the shape fields and the rope settings; each Llama export
+# holds the tensors config.json implies (PyTorch reference's names and shapes), where the index says.
+for d in hf32 shards hf16; do
+  /usr/bin/python3 "$here/hf_dir_check.py" "$W/llama/$d" || fail "llama/$d does not match its config.json"
+done
 for k in '"num_key_value_heads": 1' '"intermediate_size": 48' '"rope_type": "llama3"' '"tie_word_embeddings": false'; do
   expect_in "$W/llama/hf32/config.json" "$k"
 done
