@@ -40,6 +40,7 @@ struct Args {
   int world = 0;
   std::string dtype;                          // export: "" = fp32 for a .safetensors file, bf16 for a directory
   std::uint64_t max_shard = 5'000'000'000;    // export to a directory: transformers' default "5GB"
+  bool max_shard_given = false;
 };
 
 // --world N: the whole text a number in [1, 2^20] (as plan.world_size), never wrapped or half-read.
@@ -63,7 +64,7 @@ Args parse_args(int argc, char** argv) {
     else if (key == "--world") a.world = parse_world(value);
     else if (key == "--dtype" && (value == "bf16" || value == "fp32")) a.dtype = value;
     else if (key == "--dtype") throw ConfigError(cat("--dtype ", value, ": give bf16 or fp32\n", kUsage));
-    else if (key == "--max-shard-size") a.max_shard = model::parse_shard_size(value);
+    else if (key == "--max-shard-size") a.max_shard = model::parse_shard_size(value), a.max_shard_given = true;
     else throw ConfigError(cat("unknown option ", key, "\n", kUsage));
   }
   const bool needs_out = a.command == "export" || a.command == "reshard";
@@ -207,8 +208,9 @@ int verify(const std::string& dir) {
 // keeps it); --dtype fp32 writes the exact master weights.
 int export_weights(const Args& a) {
   const bool file = a.out.ends_with(".safetensors");
-  if (file && a.dtype == "bf16")
-    throw ConfigError(cat("--dtype bf16 needs --out DIR (a Hugging Face directory); ", a.out, " is written in fp32"));
+  if (file && (a.dtype == "bf16" || a.max_shard_given))
+    throw ConfigError(cat(a.dtype == "bf16" ? "--dtype bf16" : "--max-shard-size", " needs --out DIR (a Hugging Face ",
+                          "directory); ", a.out, " is one fp32 file"));
   const ckpt::Checkpoint c = open_sound(a.dir);
   const model::ParamTable table = table_of(c);
   const std::vector<float> master = c.read_master();  // exact fp32 master weights, not model.h5

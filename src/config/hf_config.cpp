@@ -47,6 +47,24 @@ std::vector<Field> rope_fields(const nlohmann::json& c, const std::string& file)
            value(r, file, "original_max_position_embeddings")}};
 }
 
+// What ztrain's Llama and GPT-2 blocks cannot compute: refused by name rather than loaded wrong.
+void check_supported(const nlohmann::json& c, const std::string& file, bool llama) {
+  auto refuse = [&](const std::string& what) {
+    throw ConfigError(cat(file, ": ", what, "; ztrain's ", llama ? "Llama" : "GPT-2", " block cannot load this model"));
+  };
+  if (llama) {
+    if (value(c, file, "hidden_act", "silu") != "silu") refuse("hidden_act is " + value(c, file, "hidden_act"));
+    for (const char* bias : {"attention_bias", "mlp_bias"})
+      if (value(c, file, bias, "false") != "false") refuse(cat(bias, " is true"));
+    const std::int64_t width = std::stoll(value(c, file, "hidden_size")), heads = std::stoll(value(c, file, "num_attention_heads"));
+    if (heads > 0 && c.contains("head_dim") && !c["head_dim"].is_null() && c["head_dim"].get<std::int64_t>() * heads != width)
+      refuse(cat("head_dim=", c["head_dim"].dump(), " is not hidden_size/num_attention_heads"));
+  } else if (c.contains("n_inner") && !c["n_inner"].is_null() &&
+             c["n_inner"].get<std::int64_t>() != 4 * std::stoll(value(c, file, "n_embd"))) {
+    refuse(cat("n_inner=", c["n_inner"].dump(), " is not 4 n_embd"));
+  }
+}
+
 std::vector<Field> llama_fields(const nlohmann::json& c, const std::string& file) {
   const std::string heads = value(c, file, "num_attention_heads");
   std::vector<Field> f = {
@@ -123,6 +141,7 @@ void apply_hf_config(Config& config, const std::set<std::string>& given) {
   const bool llama = arch == "LlamaForCausalLM";
   if (!llama && arch != "GPT2LMHeadModel")
     throw ConfigError(cat(file, ": architecture ", arch, " is not supported; ztrain loads LlamaForCausalLM or GPT2LMHeadModel"));
+  check_supported(c, file, llama);
   for (const Field& f : llama ? llama_fields(c, file) : gpt2_fields(c, file)) apply(config, given, f, file);
   const std::string positions = llama ? "max_position_embeddings" : "n_positions";
   const std::int64_t max_len = std::stoll(value(c, file, positions, llama ? "2048" : "1024"));

@@ -66,6 +66,16 @@ std::vector<std::vector<const ParamInfo*>> split(const ParamTable& table, std::s
   return shards;
 }
 
+// An earlier export's weights in dir (model.safetensors, the index, model-*-of-*.safetensors shards) go
+// first, as save_pretrained cleans them: no file of an older export is left to mislead a reader.
+void remove_stale_weights(const fs::path& dir) {
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    const bool shard = name.starts_with("model-") && name.find("-of-") != std::string::npos && name.ends_with(".safetensors");
+    if (shard || name == kSingle || name == kIndex) fs::remove(e.path());
+  }
+}
+
 }  // namespace
 
 void load_pretrained(const std::string& path, const ParamTable& table, float* host_params) {
@@ -99,7 +109,7 @@ void export_hf_directory(const std::string& dir, const ParamTable& table, const 
   fs::create_directories(out);
   const std::size_t width = bf16 ? 2 : 4;
   const auto shards = split(table, width, max_shard_bytes);
-  for (const char* stale : {kSingle, kIndex}) fs::remove(out / stale);  // no file of an older export misleads
+  remove_stale_weights(out);
   if (shards.size() == 1) {
     save_tensors((out / kSingle).string(), shards[0], host_params, bf16);
   } else {

@@ -64,6 +64,13 @@ for k in '"num_key_value_heads": 1' '"intermediate_size": 48' '"rope_type": "lla
 done
 expect_in "$W/gpt2/hf32/config.json" '"GPT2LMHeadModel"'
 
+# Exporting again over a sharded directory leaves no shard of the older export; a single file takes no shard size.
+cp -r "$W/llama/shards" "$W/again"
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/again" --dtype fp32
+[ "$(ls "$W/again")" = "$(printf 'config.json\nmodel.safetensors')" ] || fail "stale files: $(ls "$W/again")"
+expect_exit 2 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/one.safetensors" --max-shard-size 1MB
+expect_in "$W/err" "--max-shard-size needs --out DIR"
+
 # A given key that contradicts config.json: exit 2 with both values.
 expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/llama/hf32" --model.n_kv_head=2 --ckpt.dir="$W/x"
 expect_in "$W/err" "model.n_kv_head=2 disagrees with num_key_value_heads=1 in .*hf32/config.json"

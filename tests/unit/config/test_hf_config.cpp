@@ -96,6 +96,11 @@ TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
   const std::string other = model_dir(R"({"architectures": ["MistralForCausalLM"]})");
   EXPECT_NE(error_of({"--init.from=" + other}).find("architecture MistralForCausalLM is not supported"),
             std::string::npos);
+  const std::string biased = model_dir(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+    "num_hidden_layers": 1, "intermediate_size": 128, "vocab_size": 100, "attention_bias": true})");
+  EXPECT_NE(error_of({"--init.from=" + biased}).find("attention_bias is true; ztrain's Llama block cannot load"),
+            std::string::npos);
+  std::filesystem::remove_all(biased);
   const std::string empty = model_dir("");
   std::filesystem::remove(empty + "/config.json");
   EXPECT_NE(error_of({"--init.from=" + empty}).find(empty + "/config.json cannot be read"), std::string::npos);
