@@ -16,6 +16,7 @@
 #include "ckpt/verify.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
+#include "model/hf_dir.hpp"
 #include "model/safetensors.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/checkpointer.hpp"
@@ -28,12 +29,18 @@ constexpr const char* kUsage =
     "usage: zckpt info DIR                              step, world size, ZeRO stage, run id, files, config\n"
     "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
     "                                                   interrupted save too), 2 if DIR is no checkpoint\n"
-    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights (+ config.json)\n"
+    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights, fp32 (+ config.json)\n"
+    "       zckpt export DIR --out HFDIR [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
+    "                                                   a directory from_pretrained loads: config.json, weights\n"
+    "                                                   (default bf16), shards + index past --max-shard-size\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
 
 struct Args {
   std::string command, dir, out;
   int world = 0;
+  std::string dtype;                          // export: "" = fp32 for a .safetensors file, bf16 for a directory
+  std::uint64_t max_shard = 5'000'000'000;    // export to a directory: transformers' default "5GB"
+  bool max_shard_given = false;
 };
 
 // --world N: the whole text a number in [1, 2^20] (as plan.world_size), never wrapped or half-read.
@@ -55,6 +62,9 @@ Args parse_args(int argc, char** argv) {
     const std::string value = argv[++i];
     if (key == "--out") a.out = value;
     else if (key == "--world") a.world = parse_world(value);
+    else if (key == "--dtype" && (value == "bf16" || value == "fp32")) a.dtype = value;
+    else if (key == "--dtype") throw ConfigError(cat("--dtype ", value, ": give bf16 or fp32\n", kUsage));
+    else if (key == "--max-shard-size") a.max_shard = model::parse_shard_size(value), a.max_shard_given = true;
     else throw ConfigError(cat("unknown option ", key, "\n", kUsage));
   }
   const bool needs_out = a.command == "export" || a.command == "reshard";
@@ -193,14 +203,26 @@ int verify(const std::string& dir) {
   return kExitOk;
 }
 
-int export_weights(const std::string& dir, const std::string& out) {
-  const ckpt::Checkpoint c = open_sound(dir);
+// --out FILE.safetensors: one fp32 file + config.json beside it (--dtype fp32 only). --out DIR: a Hugging
+// Face directory, bf16 by default as published Llama checkpoints are (half the bytes; from_pretrained
+// keeps it); --dtype fp32 writes the exact master weights.
+int export_weights(const Args& a) {
+  const bool file = a.out.ends_with(".safetensors");
+  if (file && (a.dtype == "bf16" || a.max_shard_given))
+    throw ConfigError(cat(a.dtype == "bf16" ? "--dtype bf16" : "--max-shard-size", " needs --out DIR (a Hugging Face ",
+                          "directory); ", a.out, " is one fp32 file"));
+  const ckpt::Checkpoint c = open_sound(a.dir);
   const model::ParamTable table = table_of(c);
   const std::vector<float> master = c.read_master();  // exact fp32 master weights, not model.h5
-  const fs::path path(out);
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  model::export_pretrained(out, table, master.data());
-  std::cout << "exported step " << c.manifest().step << " of " << dir << " to " << out << " (+ config.json)\n";
+  const fs::path path(a.out);
+  if (file) {
+    if (path.has_parent_path()) fs::create_directories(path.parent_path());
+    model::export_pretrained(a.out, table, master.data());
+  } else {
+    model::export_hf_directory(a.out, table, master.data(), a.dtype != "fp32", a.max_shard);
+  }
+  std::cout << "exported step " << c.manifest().step << " of " << a.dir << " to " << a.out
+            << (file ? " (+ config.json)" : cat(" (", a.dtype == "fp32" ? "fp32" : "bf16", ", config.json)")) << "\n";
   return kExitOk;
 }
 
@@ -218,7 +240,7 @@ int run(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
   if (a.command == "info") return info(a.dir);
   if (a.command == "verify") return verify(a.dir);
-  if (a.command == "export") return export_weights(a.dir, a.out);
+  if (a.command == "export") return export_weights(a);
   return reshard(a.dir, a.world, a.out);
 }
 

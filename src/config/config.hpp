@@ -44,7 +44,7 @@ struct ModelConfig {
 };
 
 struct InitConfig {
-  std::string from;  // Hugging Face GPT-2 .safetensors; empty = GPT-2 random init from train.seed
+  std::string from;  // Hugging Face .safetensors file or model directory; empty = random init from train.seed
 };
 
 struct TrainConfig {

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "config/hf_config.hpp"
 #include "config/options.hpp"
 #include "config/value.hpp"
 
@@ -124,7 +125,9 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   for (const Option& o : options()) {
     for (const std::string& text : values_of(file, o.key)) o.assign(cl.config, text);
     for (const std::string& text : values_of(vm, o.key)) o.assign(cl.config, text);
+    if (file.count(o.key) || vm.count(o.key)) cl.given.insert(o.key);
   }
+  if (is_hf_directory(cl.config.init.from)) apply_hf_config(cl.config, cl.given);  // before the checks
   validate(cl.config);
   return cl;
 }

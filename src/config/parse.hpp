@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "config/config.hpp"
@@ -13,6 +14,7 @@ namespace zt::config {
 struct CommandLine {
   Config config;
   std::string config_file;
+  std::set<std::string> given;  // keys set by the file or the command line (the rest are defaults)
   bool help = false;
   bool help_markdown = false;  // the configuration reference as a Markdown table (README)
   bool print_config = false;

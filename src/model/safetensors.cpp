@@ -35,6 +35,14 @@ struct Header {
   std::map<std::string, Entry> entries;  // sorted by name: "first" mismatch is well defined
 };
 
+// A tensor of one of the files loaded together (a sharded directory): where its bytes are.
+struct Located {
+  std::string file;
+  std::uint64_t data_start = 0;
+  Entry e;
+};
+using Tensors = std::map<std::string, Located>;
+
 std::string shape_str(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -99,23 +107,40 @@ bool ignorable(const std::string& name) {
 }
 
 // The file's entry for parameter p: GPT2LMHeadModel name first, then the Hub's name without the prefix.
-const std::pair<const std::string, Entry>* lookup(const Header& h, const ParamInfo& p) {
-  auto it = h.entries.find(p.name);
-  if (it == h.entries.end() && p.name.starts_with(kPrefix)) it = h.entries.find(p.name.substr(kPrefix.size()));
-  return it == h.entries.end() ? nullptr : &*it;
+const std::pair<const std::string, Located>* lookup(const Tensors& t, const ParamInfo& p) {
+  auto it = t.find(p.name);
+  if (it == t.end() && p.name.starts_with(kPrefix)) it = t.find(p.name.substr(kPrefix.size()));
+  return it == t.end() ? nullptr : &*it;
+}
+
+// Every tensor of every file; a name in two files is ambiguous.
+Tensors read_all(const std::vector<std::string>& files) {
+  Tensors t;
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(cat(path, ": cannot open (", std::strerror(errno), ")"));
+    const Header h = read_header(path, in);
+    for (const auto& [name, e] : h.entries) {
+      if (t.count(name)) throw InputError(cat(path, ": tensor ", name, " is also in ", t[name].file));
+      t[name] = Located{path, h.data_start, e};
+    }
+  }
+  return t;
 }
 
 // Refuses the file at its first tensor that does not fit: model parameters in table order, then any
 // tensor the model does not have.
-void validate(const std::string& path, const Header& h, const ParamTable& table) {
+void validate(const std::string& where, const Tensors& t, const ParamTable& table) {
   const GptShape& s = table.shape();
   std::map<std::string, bool> used;
   for (const ParamInfo& p : table.params()) {
-    const auto* found = lookup(h, p);
+    const auto* found = lookup(t, p);
     if (!found)
-      throw InputError(cat(path, ": tensor ", p.name, " is missing (expected ", shape_str(p.hf_shape),
+      throw InputError(cat(where, ": tensor ", p.name, " is missing (expected ", shape_str(p.hf_shape),
                            " for a model with ", describe(s), ")"));
-    const auto& [name, e] = *found;
+    const auto& [name, loc] = *found;
+    const Entry& e = loc.e;
+    const std::string& path = loc.file;
     used[name] = true;
     if (dtype_bytes(e.dtype) == 0)
       throw InputError(cat(path, ": tensor ", name, " has dtype ", e.dtype, "; expected F32, F16 or BF16"));
@@ -131,18 +156,20 @@ void validate(const std::string& path, const Header& h, const ParamTable& table)
       throw InputError(cat(path, ": tensor ", name, " holds ", e.end - e.begin, " bytes, but ", shape_str(e.shape),
                            " ", e.dtype, " needs ", numel * dtype_bytes(e.dtype)));
   }
-  for (const auto& [name, e] : h.entries)
+  for (const auto& [name, loc] : t)
     if (!used.count(name) && !ignorable(name))
-      throw InputError(cat(path, ": tensor ", name, " ", shape_str(e.shape), " is not a parameter of a model with ",
-                           describe(s)));
+      throw InputError(cat(loc.file, ": tensor ", name, " ", shape_str(loc.e.shape),
+                           " is not a parameter of a model with ", describe(s)));
 }
 
 // The first `count` elements of entry e, widened to f32.
-void read_tensor(const std::string& path, std::ifstream& in, const Header& h, const std::string& name, const Entry& e,
-                 std::size_t count, float* out) {
+void read_tensor(const std::string& name, const Located& loc, std::size_t count, float* out) {
+  const std::string& path = loc.file;
+  const Entry& e = loc.e;
+  std::ifstream in(path, std::ios::binary);
   const std::size_t width = dtype_bytes(e.dtype);
   std::vector<char> raw(count * width);
-  in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
+  in.seekg(static_cast<std::streamoff>(loc.data_start + e.begin));
   if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
     throw InputError(cat(path, ": could not read tensor ", name, " (file truncated?)"));
   if (e.dtype == "F32") return static_cast<void>(std::memcpy(out, raw.data(), raw.size()));
@@ -153,16 +180,17 @@ void read_tensor(const std::string& path, std::ifstream& in, const Header& h, co
 
 // lm_head.weight, when a file carries it and the model's head is tied, must be the token embedding
 // itself (an untied head is a parameter of the table and was loaded like any other).
-void check_lm_head(const std::string& path, std::ifstream& in, const Header& h, const ParamTable& table,
-                   const float* params) {
-  auto it = h.entries.find("lm_head.weight");
-  if (it == h.entries.end() || table.find_or_null("lm_head.weight") != nullptr) return;
+void check_lm_head(const Tensors& t, const ParamTable& table, const float* params) {
+  auto it = t.find("lm_head.weight");
+  if (it == t.end() || table.find_or_null("lm_head.weight") != nullptr) return;
   const ParamInfo& wte = table.params().front();  // the token embedding opens unit 0 in both families
-  if (it->second.shape != wte.hf_shape || dtype_bytes(it->second.dtype) == 0)
-    throw InputError(cat(path, ": tensor lm_head.weight has shape ", shape_str(it->second.shape), " ",
-                         it->second.dtype, ", expected ", shape_str(wte.hf_shape), " (tied to ", wte.name, ")"));
+  const Entry& e = it->second.e;
+  const std::string& path = it->second.file;
+  if (e.shape != wte.hf_shape || dtype_bytes(e.dtype) == 0)
+    throw InputError(cat(path, ": tensor lm_head.weight has shape ", shape_str(e.shape), " ", e.dtype,
+                         ", expected ", shape_str(wte.hf_shape), " (tied to ", wte.name, ")"));
   std::vector<float> head(wte.hf_numel());
-  read_tensor(path, in, h, it->first, it->second, head.size(), head.data());
+  read_tensor(it->first, it->second, head.size(), head.data());
   if (std::memcmp(head.data(), params + wte.offset, head.size() * sizeof(float)) != 0)
     throw InputError(cat(path, ": lm_head.weight differs from ", wte.name, "; this model ties the LM head to the "
                          "token embedding (model.tie_embeddings) and cannot load an untied head"));
@@ -182,32 +210,51 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   if (ec) throw IoError(cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
 }
 
+// count floats as F32, or rounded to nearest-even BF16 (wte: its first V rows only).
+void write_tensor(std::ofstream& out, const float* data, std::size_t count, bool bf16) {
+  if (!bf16) return static_cast<void>(out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * 4)));
+  std::vector<std::uint16_t> half(count);
+  for (std::size_t i = 0; i < count; ++i) half[i] = backend::f32_to_bf16(data[i]);
+  out.write(reinterpret_cast<const char*>(half.data()), static_cast<std::streamsize>(count * 2));
+}
+
 }  // namespace
 
 void load_safetensors(const std::string& path, const ParamTable& table, float* host_params) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(cat(path, ": cannot open (", std::strerror(errno), ")"));
-  const Header h = read_header(path, in);
-  validate(path, h, table);
+  load_safetensors_files({path}, path, table, host_params);
+}
+
+void load_safetensors_files(const std::vector<std::string>& files, const std::string& where, const ParamTable& table,
+                            float* host_params) {
+  const Tensors t = read_all(files);
+  validate(where, t, table);
   std::fill(host_params, host_params + table.numel(), 0.0f);  // wte's padded rows stay 0
   for (const ParamInfo& p : table.params()) {
-    const auto& [name, e] = *lookup(h, p);
-    read_tensor(path, in, h, name, e, p.hf_numel(), host_params + p.offset);
-    if (p.name == "transformer.wpe.weight" && e.shape[0] > table.shape().seq_len)
-      log::info(path, ": using the first ", table.shape().seq_len, " of ", e.shape[0], " positions of ", name);
+    const auto& [name, loc] = *lookup(t, p);
+    read_tensor(name, loc, p.hf_numel(), host_params + p.offset);
+    if (p.name == "transformer.wpe.weight" && loc.e.shape[0] > table.shape().seq_len)
+      log::info(loc.file, ": using the first ", table.shape().seq_len, " of ", loc.e.shape[0], " positions of ", name);
   }
-  check_lm_head(path, in, h, table, host_params);
+  check_lm_head(t, table, host_params);
 }
 
 void save_safetensors(const std::string& path, const ParamTable& table, const float* host_params) {
+  std::vector<const ParamInfo*> all;
+  for (const ParamInfo& p : table.params()) all.push_back(&p);
+  save_tensors(path, all, host_params, /*bf16=*/false);
+}
+
+void save_tensors(const std::string& path, const std::vector<const ParamInfo*>& params, const float* host_params,
+                  bool bf16) {
   std::map<std::string, const ParamInfo*> sorted;  // the data follows the header's (sorted) name order
-  for (const ParamInfo& p : table.params()) sorted[p.name] = &p;
+  for (const ParamInfo* p : params) sorted[p->name] = p;
+  const std::size_t width = bf16 ? 2 : 4;
   nlohmann::json header = nlohmann::json::object();
   std::size_t end = 0;
   for (const auto& [name, p] : sorted) {
     const std::size_t begin = end;
-    end += p->hf_numel() * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", p->hf_shape}, {"data_offsets", {begin, end}}};
+    end += p->hf_numel() * width;
+    header[name] = {{"dtype", bf16 ? "BF16" : "F32"}, {"shape", p->hf_shape}, {"data_offsets", {begin, end}}};
   }
   header["__metadata__"] = {{"format", "pt"}};
   std::string text = header.dump();
@@ -217,15 +264,13 @@ void save_safetensors(const std::string& path, const ParamTable& table, const fl
   std::memcpy(head.data(), &n, 8);
   write_file_atomically(path, [&](std::ofstream& out) {
     out.write(head.data(), 8).write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, p] : sorted)  // wte: its first V rows only
-      out.write(reinterpret_cast<const char*>(host_params + p->offset),
-                static_cast<std::streamsize>(p->hf_numel() * sizeof(float)));
+    for (const auto& [name, p] : sorted) write_tensor(out, host_params + p->offset, p->hf_numel(), bf16);
   });
 }
 
 namespace {
 // LlamaForCausalLM's config.json (transformers' LlamaConfig fields), rope settings included.
-std::string llama_config_json(const GptShape& s) {
+std::string llama_config_json(const GptShape& s, const std::string& torch_dtype) {
   nlohmann::json c = {
       {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},     {"hidden_act", "silu"},
       {"hidden_size", s.n_embd},               {"intermediate_size", s.ffn_hidden},
@@ -235,7 +280,7 @@ std::string llama_config_json(const GptShape& s) {
       {"rms_norm_eps", s.norm_eps},            {"rope_theta", s.rope.theta},  {"rope_scaling", nullptr},
       {"tie_word_embeddings", s.tie_embeddings}, {"attention_bias", false}, {"mlp_bias", false},
       {"attention_dropout", 0.0},              {"initializer_range", 0.02}, {"pretraining_tp", 1},
-      {"use_cache", true},                     {"torch_dtype", "float32"}};
+      {"use_cache", true},                     {"torch_dtype", torch_dtype}};
   if (s.rope.llama3)
     c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.rope.factor}, {"low_freq_factor", s.rope.low_freq_factor},
                          {"high_freq_factor", s.rope.high_freq_factor},
@@ -244,8 +289,8 @@ std::string llama_config_json(const GptShape& s) {
 }
 }  // namespace
 
-std::string hf_config_json(const GptShape& s) {
-  if (s.arch == Arch::kLlama) return llama_config_json(s);
+std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) {
+  if (s.arch == Arch::kLlama) return llama_config_json(s, torch_dtype);
   nlohmann::json c = {
       {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
       {"n_layer", s.n_layer},                 {"n_head", s.n_head},    {"n_embd", s.n_embd},
@@ -253,9 +298,13 @@ std::string hf_config_json(const GptShape& s) {
       {"n_inner", nullptr},                   {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
       {"attn_pdrop", 0.0},                    {"embd_pdrop", 0.0},     {"resid_pdrop", 0.0},  // trained without
       {"scale_attn_weights", true},           {"tie_word_embeddings", true}, {"use_cache", true},
-      {"torch_dtype", "float32"}};
+      {"torch_dtype", torch_dtype}};
   if (s.vocab_size > 50256) c["bos_token_id"] = c["eos_token_id"] = 50256;  // GPT-2's <|endoftext|>
   return c.dump(2) + "\n";
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  write_file_atomically(path, [&](std::ofstream& out) { out.write(text.data(), static_cast<std::streamsize>(text.size())); });
 }
 
 void export_pretrained(const std::string& path, const ParamTable& table, const float* host_params) {

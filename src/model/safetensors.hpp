@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/param_table.hpp"
 
@@ -17,15 +18,28 @@ namespace zt::model {
 // does not fit, and what was expected vs found.
 void load_safetensors(const std::string& path, const ParamTable& table, float* host_params);
 
+// The same from the shards of one model (a Hugging Face directory): each tensor in exactly one file;
+// a missing tensor is reported against `where` (the index or the directory), any other misfit against
+// the file that holds it.
+void load_safetensors_files(const std::vector<std::string>& files, const std::string& where, const ParamTable& table,
+                            float* host_params);
+
 // Writes every parameter under its Hugging Face name with its HF shape (wte, embed_tokens, lm_head: V
 // rows), fp32, names sorted, metadata {"format": "pt"} and nothing time-dependent: identical weights give identical bytes.
 // Written to path.tmp, then renamed. Throws IoError.
 void save_safetensors(const std::string& path, const ParamTable& table, const float* host_params);
 
+// The same for a subset of the parameters (one shard), in F32 or BF16 (rounded to nearest even).
+void save_tensors(const std::string& path, const std::vector<const ParamInfo*>& params, const float* host_params,
+                  bool bf16);
+
 // The config.json transformers needs for GPT2LMHeadModel (model_type gpt2, gelu_new, n_positions =
 // n_ctx = seq_len, layer_norm_epsilon 1e-5, tied embeddings), or for LlamaForCausalLM (the shape fields,
 // rms_norm_eps, rope_theta, rope_scaling, tie_word_embeddings), with sorted keys.
-std::string hf_config_json(const GptShape& shape);
+std::string hf_config_json(const GptShape& shape, const std::string& torch_dtype = "float32");
+
+// Writes text to path.tmp, then renames it over path. Throws IoError.
+void write_text_file(const std::string& path, const std::string& text);
 
 // save_safetensors(path) plus config.json in the same directory: a folder from_pretrained loads.
 void export_pretrained(const std::string& path, const ParamTable& table, const float* host_params);

@@ -14,7 +14,7 @@
 #include "data/shard_set.hpp"
 #include "tok/vocab.hpp"
 #include "model/init.hpp"
-#include "model/safetensors.hpp"
+#include "model/hf_dir.hpp"
 #include "optim/schedule.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
@@ -95,7 +95,7 @@ void Trainer::init_parameters() {
     return;
   }
   std::vector<float> flat(table_.numel());
-  model::load_safetensors(config_.init.from, table_, flat.data());
+  model::load_pretrained(config_.init.from, table_, flat.data());
   engine_->load_params(flat.data());
   log::info(cat("initialised from ", config_.init.from));
 }

@@ -10,6 +10,7 @@
 #include "backend/half.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "model/hf_dir.hpp"
 #include "model/safetensors.hpp"
 
 namespace zt::model {
@@ -204,6 +205,23 @@ TEST_F(Safetensors, BadDtypesCorruptFilesAndUntiedHeadsAreRefused) {
   ts.push_back({"lm_head.weight", "F32", {61, 24}, f32_bytes(head.data(), head.size())});
   write_file(path("untied.safetensors"), ts);
   EXPECT_NE(load_error(path("untied.safetensors"), small_).find("lm_head.weight differs"), std::string::npos);
+}
+
+// --max-shard-size as transformers reads it: GB/MB/KB decimal, GiB/MiB/KiB binary, plain bytes.
+TEST(ShardSize, UnitsAsTransformersAndBadTextNamed) {
+  EXPECT_EQ(parse_shard_size("5GB"), 5000000000ull);
+  EXPECT_EQ(parse_shard_size("500MB"), 500000000ull);
+  EXPECT_EQ(parse_shard_size("20kb"), 20000ull);
+  EXPECT_EQ(parse_shard_size("2GiB"), 2ull << 30);
+  EXPECT_EQ(parse_shard_size("1000"), 1000ull);
+  for (const char* bad : {"", "0GB", "5 GB", "5TB", "GB", "-1MB", "99999999999999999999GB"}) {
+    try {
+      parse_shard_size(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(cat("--max-shard-size ", bad, ":")), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

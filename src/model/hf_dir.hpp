@@ -1,0 +1,28 @@
+// Hugging Face model directories, as transformers' from_pretrained reads and save_pretrained writes
+// them: config.json beside model.safetensors, or beside model-0000i-of-0000N.safetensors shards listed
+// by model.safetensors.index.json ({"metadata": {"total_size"}, "weight_map": {tensor: file}}).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/param_table.hpp"
+
+namespace zt::model {
+
+// init.from: a .safetensors file, or a directory (its config.json was applied to the configuration by
+// config::apply_hf_config; here only the weights are read). Throws InputError naming the file.
+void load_pretrained(const std::string& path, const ParamTable& table, float* host_params);
+
+// "5GB", "500MB", "2GiB", "1000" (bytes) as transformers' max_shard_size: GB/MB/KB are powers of 1000,
+// GiB/MiB/KiB powers of 1024. Throws ConfigError naming the text.
+std::uint64_t parse_shard_size(const std::string& text);
+
+// Writes dir/config.json (torch_dtype bfloat16 or float32) and the weights, F32 or BF16: one
+// model.safetensors when they fit in max_shard_bytes, else shards of at most that size (a tensor larger
+// than it gets a shard of its own, as transformers does) plus the index. Names sorted; identical weights
+// give identical bytes. Throws IoError.
+void export_hf_directory(const std::string& dir, const ParamTable& table, const float* host_params, bool bf16,
+                         std::uint64_t max_shard_bytes);
+
+}  // namespace zt::model

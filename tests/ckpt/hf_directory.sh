@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Hugging Face model directories both ways, for Llama (GQA, untied head, llama3 RoPE) and GPT-2:
+# zckpt export --out DIR (config.json + model.safetensors, or shards + model.safetensors.index.json
+# past --max-shard-size) loaded by init.from=DIR with the model keys read from config.json. With
+# optim.lr=0 the run's checkpoint holds exactly the weights it started from, so export -> init.from ->
+# export must reproduce the fp32 file byte for byte (bf16: within bf16 rounding). A given key that
+# disagrees with config.json, and a tensor missing from the file, stop the run with exit 2 naming them.
+here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
+source "$here/../lib.sh"
+source "$here/ckpt_lib.sh"
+W="$ZT_WORK"
+LLAMA=(--model.arch=llama --model.n_kv_head=1 --model.ffn_hidden=48 --model.rope_theta=10000
+       --model.rope_scaling=llama3 --model.rope_original_max_position=8)
+# Only the data, the batch and seq_len: every other model key comes from config.json.
+FROM=("$(tiny_data_args)" --model.seq_len=16 --train.global_batch=2 --train.micro_batch=2 --train.max_steps=1
+      --optim.lr=0 --optim.min_lr=0 --ckpt.resume=none --dist.timeout_s=30)
+
+# from_dir NAME DIR ARGS...: one step at lr 0 from init.from=DIR, checkpointed in $W/NAME, exported fp32.
+from_dir() {
+  local name=$1 dir=$2; shift 2
+  expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$dir" --ckpt.dir="$W/$name" "$@"
+  expect_in "$W/out" "initialised from $dir"
+  expect_exit 0 "$ZT_BIN/zckpt" export "$W/$name/step_00000001" --out "$W/$name.safetensors"
+}
+
+for arch in llama gpt2; do
+  extra=(); [ $arch = llama ] && extra=("${LLAMA[@]}")
+  train 1 "${extra[@]}" --train.max_steps=2 --ckpt.dir="$W/$arch/run"
+  ckpt="$W/$arch/run/step_00000002"
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ckpt" --out "$W/$arch/ref.safetensors"
+
+  # fp32, one file: the round trip is byte-identical.
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ckpt" --out "$W/$arch/hf32" --dtype fp32
+  expect_in "$W/$arch/hf32/config.json" '"torch_dtype": "float32"'
+  [ -f "$W/$arch/hf32/model.safetensors" ] || fail "$arch: no model.safetensors in the fp32 export"
+  from_dir $arch/b32 "$W/$arch/hf32"
+  cmp "$W/$arch/ref.safetensors" "$W/$arch/b32.safetensors" || fail "$arch: fp32 directory round trip differs"
+
+  # fp32, sharded at 20 kB: several shards and the index, the same weights.
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ckpt" --out "$W/$arch/shards" --dtype fp32 --max-shard-size 20KB
+  n=$(ls "$W/$arch/shards"/model-*-of-*.safetensors | wc -l)
+  [ "$n" -ge 3 ] || fail "$arch: expected >= 3 shards at 20KB, found $n"
+  expect_in "$W/$arch/shards/model.safetensors.index.json" '"weight_map"'
+  [ ! -e "$W/$arch/shards/model.safetensors" ] || fail "$arch: a sharded export also wrote model.safetensors"
+  from_dir $arch/bsh "$W/$arch/shards"
+  cmp "$W/$arch/ref.safetensors" "$W/$arch/bsh.safetensors" || fail "$arch: sharded round trip differs"
+
+  # bf16 (the directory default): loads, every weight within bf16 rounding of the master.
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ckpt" --out "$W/$arch/hf16"
+  expect_in "$W/$arch/hf16/config.json" '"torch_dtype": "bfloat16"'
+  from_dir $arch/b16 "$W/$arch/hf16"
+  /usr/bin/python3 "$here/safetensors_close.py" "$W/$arch/ref.safetensors" "$W/$arch/b16.safetensors" 0.00391 ||
+    fail "$arch: bf16 round trip beyond bf16 rounding"
+  echo "$arch: fp32 / sharded ($n shards) round trips byte-identical, bf16 within rounding"
+done
+
+# config.json is what transformers reads: the shape fields and the rope settings; each Llama export
+# holds the tensors config.json implies (PyTorch reference's names and shapes), where the index says.
+for d in hf32 shards hf16; do
+  /usr/bin/python3 "$here/hf_dir_check.py" "$W/llama/$d" || fail "llama/$d does not match its config.json"
+done
+for k in '"num_key_value_heads": 1' '"intermediate_size": 48' '"rope_type": "llama3"' '"tie_word_embeddings": false'; do
+  expect_in "$W/llama/hf32/config.json" "$k"
+done
+expect_in "$W/gpt2/hf32/config.json" '"GPT2LMHeadModel"'
+
+# Exporting again over a sharded directory leaves no shard of the older export; a single file takes no shard size.
+cp -r "$W/llama/shards" "$W/again"
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/again" --dtype fp32
+[ "$(ls "$W/again")" = "$(printf 'config.json\nmodel.safetensors')" ] || fail "stale files: $(ls "$W/again")"
+expect_exit 2 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/one.safetensors" --max-shard-size 1MB
+expect_in "$W/err" "--max-shard-size needs --out DIR"
+
+# A given key that contradicts config.json: exit 2 with both values.
+expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/llama/hf32" --model.n_kv_head=2 --ckpt.dir="$W/x"
+expect_in "$W/err" "model.n_kv_head=2 disagrees with num_key_value_heads=1 in .*hf32/config.json"
+expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/gpt2/hf32" --model.arch=llama --ckpt.dir="$W/x"
+expect_in "$W/err" "model.arch=llama disagrees with architectures=gpt2"
+expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/gpt2/hf32" --model.seq_len=32 --ckpt.dir="$W/x"
+expect_in "$W/err" "model.seq_len=32 exceeds n_positions=16"
+
+# A tensor missing from a shard: named, with the index it should be listed in; an extra one with its file.
+cp -r "$W/llama/shards" "$W/cut"
+shard=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["weight_map"]["model.embed_tokens.weight"])' \
+        "$W/cut/model.safetensors.index.json") || fail "no model.embed_tokens.weight in the index"
+/usr/bin/python3 "$here/safetensors_close.py" --drop "$W/cut/$shard" model.embed_tokens.weight || fail "cannot cut $shard"
+expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/cut" --ckpt.dir="$W/x"
+expect_in "$W/err" "cut/model.safetensors.index.json: tensor model.embed_tokens.weight is missing"
+cp "$W/gpt2/hf32/model.safetensors" "$W/llama/hf32/model.safetensors"
+expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/llama/hf32" --ckpt.dir="$W/x"
+expect_in "$W/err" "hf32/model.safetensors: tensor .* is (missing|not a parameter)"
+echo "PASS"

@@ -1,0 +1,111 @@
+// init.from=DIR: config.json fills the [model] keys not given, and a given key that disagrees is a
+// ConfigError naming both values (Hugging Face LlamaConfig / GPT2Config field names).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config/options.hpp"
+#include "config/parse.hpp"
+#include "core/error.hpp"
+
+namespace zt::config {
+namespace {
+
+// Llama 3.2 1B's published config.json (the fields ztrain reads).
+const char* kLlama32_1b = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+  "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+  "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16"})";
+
+// The Hub's gpt2 config.json (model_type and shape fields).
+const char* kGpt2 = R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768,
+  "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257})";
+
+std::string model_dir(const std::string& config_json) {
+  char path[] = "/tmp/zt_hfdir_XXXXXX";
+  EXPECT_NE(mkdtemp(path), nullptr);
+  std::ofstream(std::string(path) + "/config.json") << config_json;
+  return path;
+}
+
+CommandLine parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ztrain");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse(args);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no ConfigError";
+}
+
+TEST(HfConfig, LlamaKeysNotGivenComeFromConfigJson) {
+  const std::string dir = model_dir(kLlama32_1b);
+  const CommandLine cl = parse({"--init.from=" + dir, "--model.seq_len=256"});
+  const ModelConfig& m = cl.config.model;
+  EXPECT_EQ(m.arch, Arch::kLlama);
+  EXPECT_EQ(m.n_layer, 16);
+  EXPECT_EQ(m.n_head, 32);
+  EXPECT_EQ(m.n_kv_head, 8);
+  EXPECT_EQ(m.n_embd, 2048);
+  EXPECT_EQ(m.ffn_hidden, 8192);
+  EXPECT_EQ(m.vocab_size, 128256);
+  EXPECT_EQ(m.seq_len, 256);  // a shorter context than the model's is the run's choice
+  EXPECT_EQ(m.rope_theta, 500000.0);
+  EXPECT_EQ(m.rope_scaling, RopeScaling::kLlama3);
+  EXPECT_EQ(m.rope_factor, 32.0);
+  EXPECT_EQ(m.rope_original_max_position, 8192);
+  EXPECT_EQ(m.norm_eps, 1e-5);
+  EXPECT_EQ(find_option("model.tie_embeddings")->format(cl.config), "true");
+  EXPECT_EQ(cl.given, (std::set<std::string>{"init.from", "model.seq_len"}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HfConfig, GivenKeysMustAgreeFromCommandLineOrFile) {
+  const std::string dir = model_dir(kLlama32_1b);
+  EXPECT_EQ(parse({"--init.from=" + dir, "--model.n_kv_head=8", "--model.arch=llama"}).config.model.n_kv_head, 8);
+  const std::string msg = error_of({"--init.from=" + dir, "--model.n_head=16"});
+  EXPECT_NE(msg.find("model.n_head=16 disagrees with num_attention_heads=32 in " + dir + "/config.json"),
+            std::string::npos) << msg;
+  const std::string ini = dir + "/run.ini";
+  std::ofstream(ini) << "[model]\nrope_theta = 10000\n";
+  const std::string from_file = error_of({"--config", ini, "--init.from=" + dir});
+  EXPECT_NE(from_file.find("model.rope_theta=10000 disagrees with rope_theta=500000.0"), std::string::npos) << from_file;
+  const std::string too_long = error_of({"--init.from=" + dir, "--model.seq_len=200000"});
+  EXPECT_NE(too_long.find("model.seq_len=200000 exceeds max_position_embeddings=131072"), std::string::npos) << too_long;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
+  const std::string dir = model_dir(kGpt2);
+  const ModelConfig m = parse({"--init.from=" + dir}).config.model;
+  EXPECT_EQ(m.arch, Arch::kGpt2);
+  EXPECT_EQ(m.n_layer, 12);
+  EXPECT_EQ(m.n_embd, 768);
+  EXPECT_EQ(m.vocab_size, 50257);
+  const std::string other = model_dir(R"({"architectures": ["MistralForCausalLM"]})");
+  EXPECT_NE(error_of({"--init.from=" + other}).find("architecture MistralForCausalLM is not supported"),
+            std::string::npos);
+  const std::string biased = model_dir(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+    "num_hidden_layers": 1, "intermediate_size": 128, "vocab_size": 100, "attention_bias": true})");
+  EXPECT_NE(error_of({"--init.from=" + biased}).find("attention_bias is true; ztrain's Llama block cannot load"),
+            std::string::npos);
+  std::filesystem::remove_all(biased);
+  const std::string empty = model_dir("");
+  std::filesystem::remove(empty + "/config.json");
+  EXPECT_NE(error_of({"--init.from=" + empty}).find(empty + "/config.json cannot be read"), std::string::npos);
+  for (const std::string& d : {dir, other, empty}) std::filesystem::remove_all(d);
+}
+
+}  // namespace
+}  // namespace zt::config
