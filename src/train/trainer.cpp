@@ -70,6 +70,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   else resume_from(resume);  // before open_data: the loader starts at the restored step
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
+  stragglers_ = std::make_unique<StragglerWatch>(world, config.log);
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
@@ -168,6 +169,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
+    slow_point(config_.debug, world_.rank(), ms_since(t));
     lap(phases_.forward_ms);
     engine_->begin_backward(m == batch.grad_accum - 1);
     hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
@@ -247,6 +249,8 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   const double n = static_cast<double>(steps_in_window);
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
   m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
+  stragglers_->observe(*comm_, step_ - steps_in_window + 1, step_, m.forward_ms + m.backward_ms + m.optimizer_ms,
+                       m.comm_ms + m.data_wait_ms, m);
   phases_ = {};
   if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
     const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};

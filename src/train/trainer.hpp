@@ -23,6 +23,7 @@
 #include "tok/tokenizer.hpp"
 #include "train/gpu_monitor.hpp"
 #include "train/loss_scaler.hpp"
+#include "train/stragglers.hpp"
 
 namespace zt::train {
 
@@ -87,6 +88,7 @@ class Trainer {
     double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
   } phases_;  // accumulated since the last metrics line
   GpuMonitor gpu_monitor_;
+  std::unique_ptr<StragglerWatch> stragglers_;  // per logged window: the slowest rank (stragglers.hpp)
   bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   std::unique_ptr<tok::Tokenizer> tokenizer_;  // for text samples (log.sample_every)
