@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -63,23 +64,23 @@ std::string straggler_message(const StragglerEpisode& e, const std::string& host
 }
 
 StragglerWatch::StragglerWatch(const dist::World& world, const config::LogConfig& log)
-    : rank_(world.rank()), size_(world.size()),
-      hosts_(world.gather_to_root(world.host(), "start-up: the host of every rank")),
+    : world_(world), hosts_(world.gather_to_root(world.host(), "start-up: the host of every rank")),
       rule_(world.size(), log.straggler_fraction, log.straggler_windows) {}
 
-void StragglerWatch::observe(dist::Communicator& comm, std::int64_t first_step, std::int64_t last_step,
-                             double compute_ms, double wait_ms, StepMetrics& m) {
-  if (size_ == 1) return;  // the same on every rank: all join the all-reduce below or none
-  std::vector<float> slots(2 * static_cast<std::size_t>(size_), 0.0f);
-  slots[2 * static_cast<std::size_t>(rank_)] = static_cast<float>(compute_ms);
-  slots[2 * static_cast<std::size_t>(rank_) + 1] = static_cast<float>(wait_ms);
-  comm.set_context(cat("step ", last_step, " straggler times"));
-  comm.all_reduce(dist::span_of(slots.data(), slots.size()), dist::ReduceOp::kSum)->wait();
-  if (rank_ != 0) return;
+void StragglerWatch::observe(std::int64_t first_step, std::int64_t last_step, double compute_ms, double wait_ms,
+                             StepMetrics& m) {
+  if (world_.size() == 1) return;  // the same on every rank: all join the gather below or none
+  const double mine[2] = {compute_ms, wait_ms};
+  const std::vector<std::string> all = world_.gather_to_root(
+      std::string(reinterpret_cast<const char*>(mine), sizeof mine), cat("step ", last_step, ": gathering straggler times"));
+  if (!world_.is_root()) return;
   WindowTimes times;
-  for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) {
-    times.compute_ms.push_back(slots[2 * r]);
-    times.wait_ms.push_back(slots[2 * r + 1]);
+  for (const std::string& bytes : all) {
+    ZT_CHECK_EQ(bytes.size(), sizeof mine, "straggler times from a rank");
+    double theirs[2];
+    std::memcpy(theirs, bytes.data(), sizeof theirs);
+    times.compute_ms.push_back(theirs[0]);
+    times.wait_ms.push_back(theirs[1]);
   }
   const WindowSummary s = summarize(times);
   m.slowest_rank = s.slowest_rank;

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/communicator.hpp"
 #include "dist/world.hpp"
 #include "train/metrics.hpp"
 
@@ -66,18 +65,19 @@ class StragglerRule {
 // The console warning for an episode, naming the rank and its host.
 std::string straggler_message(const StragglerEpisode& e, const std::string& host);
 
-// The trainer's side: the hosts of all ranks (gathered once, at construction: a collective on every
-// rank) and, per logged window, one all-reduce of 2 x ranks floats on every rank (each rank fills its
-// own slots), then on rank 0 the summary into the metrics and the warnings.
+// The trainer's side: the hosts of all ranks (gathered once, at construction) and, per logged window,
+// each rank's two times gathered onto rank 0, which summarises them into the metrics and warns. The
+// gather goes over the World (MPI, host memory, under its watchdog, which names a rank that never
+// arrives), not the training communicator: no device buffer, nothing queued behind the step's work.
+// One small message per rank per logged window.
 class StragglerWatch {
  public:
-  StragglerWatch(const dist::World& world, const config::LogConfig& log);
+  StragglerWatch(const dist::World& world, const config::LogConfig& log);  // every rank: a collective
   // Every rank calls, every logged window (steps first_step..last_step), with its mean per-step times.
-  void observe(dist::Communicator& comm, std::int64_t first_step, std::int64_t last_step, double compute_ms,
-               double wait_ms, StepMetrics& m);
+  void observe(std::int64_t first_step, std::int64_t last_step, double compute_ms, double wait_ms, StepMetrics& m);
 
  private:
-  int rank_, size_;
+  const dist::World& world_;
   std::vector<std::string> hosts_;  // rank 0 only
   StragglerRule rule_;
 };

@@ -249,7 +249,7 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   const double n = static_cast<double>(steps_in_window);
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
   m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
-  stragglers_->observe(*comm_, step_ - steps_in_window + 1, step_, m.forward_ms + m.backward_ms + m.optimizer_ms,
+  stragglers_->observe(step_ - steps_in_window + 1, step_, m.forward_ms + m.backward_ms + m.optimizer_ms,
                        m.comm_ms + m.data_wait_ms, m);
   phases_ = {};
   if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
