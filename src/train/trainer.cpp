@@ -48,7 +48,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
       started_(Clock::now()), scaler_(config.train) {
   install_stop_signal_handlers();
   backend_ = make_backend(config, placement);
-  comm_ = make_communicator(world, config, placement, *backend_);
+  auto timed = std::make_unique<TimedCommunicator>(make_communicator(world, config, placement, *backend_));
+  timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = plan::compute_dtype(config.train.precision);
   model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
@@ -249,8 +250,9 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   const double n = static_cast<double>(steps_in_window);
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
   m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
-  stragglers_->observe(step_ - steps_in_window + 1, step_, m.forward_ms + m.backward_ms + m.optimizer_ms,
-                       m.comm_ms + m.data_wait_ms, m);
+  const double blocked = phases_.blocked_ms / n;  // compute: the phases less the collectives' waits
+  stragglers_->observe(step_ - steps_in_window + 1, step_, m.forward_ms + m.backward_ms + m.comm_ms + m.optimizer_ms - blocked,
+                       blocked + m.data_wait_ms, m);
   phases_ = {};
   if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
     const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};
@@ -303,7 +305,9 @@ int Trainer::run() {
   std::optional<data::StepBatch> batch = read_next_batch();
   if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
   while (step_ < last) {
+    const double blocked_before = timed_comm_->blocked_ms();
     const StepResult r = train_step(*batch);
+    phases_.blocked_ms += timed_comm_->blocked_ms() - blocked_before;
     ++step_;
     ++steps_in_window;
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
