@@ -28,14 +28,16 @@ class TimedCommunicator final : public dist::Communicator {
   double all_reduce_value(double value, dist::ReduceOp op) override;
 
   // Milliseconds blocked in collectives since construction.
-  double blocked_ms() const { return *blocked_ms_; }
+  double blocked_ms() const { return blocked_ms_; }
 
  private:
+  class TimedWork;
+  void pass_settings();  // this communicator's context and deadline to the inner one
   template <typename F>
   auto timed(F f);  // runs f with this communicator's settings on the inner one, counting its time
 
   std::unique_ptr<dist::Communicator> inner_;
-  std::shared_ptr<double> blocked_ms_ = std::make_shared<double>(0);  // shared with Work still in flight
+  double blocked_ms_ = 0;
 };
 
 }  // namespace zt::train
