@@ -108,6 +108,8 @@ struct LogConfig {
   std::string sample_prompt = "The";
   std::int64_t sample_tokens = 64;
   bool all_ranks = false;
+  double straggler_fraction = 0.15;   // a rank this much slower in compute than the median is slow
+  std::int64_t straggler_windows = 3; // for this many consecutive logged windows: warned
 };
 
 struct DistConfig {
@@ -122,7 +124,7 @@ struct DebugConfig {
   std::int64_t rank = 0;
   HangPhase hang_phase = HangPhase::kStepEnd;
   HangMode hang_mode = HangMode::kSleep;
-  double slow_rank_factor = 1;   // preflight: debug.rank's GEMM and node-pair exchanges take this many times as long
+  double slow_rank_factor = 1;   // debug.rank's preflight GEMM and node-pair exchanges, and its training forward passes, take this many times as long
   std::int64_t ranks_per_node = 0;  // preflight: consecutive ranks grouped as one node (0 = the real hosts)
 };
 

@@ -36,4 +36,9 @@ void hang_point(const config::DebugConfig& debug, int rank, config::HangPhase ph
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // after SIGCONT too: still hung
 }
 
+void slow_point(const config::DebugConfig& debug, int rank, double elapsed_ms) {
+  if (rank != debug.rank || debug.slow_rank_factor <= 1) return;
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((debug.slow_rank_factor - 1) * elapsed_ms));
+}
+
 }  // namespace zt::train

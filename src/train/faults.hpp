@@ -18,4 +18,8 @@ void inject_faults(const config::DebugConfig& debug, int rank, std::int64_t comp
 // debug.hang_mode says. Any thread (a checkpoint write may run on the writer thread).
 void hang_point(const config::DebugConfig& debug, int rank, config::HangPhase phase, std::int64_t step);
 
+// debug.slow_rank_factor on debug.rank: after a phase that took elapsed_ms, sleeps so that it takes
+// factor x as long (a straggler for the straggler test).
+void slow_point(const config::DebugConfig& debug, int rank, double elapsed_ms);
+
 }  // namespace zt::train

@@ -59,6 +59,11 @@ void MetricsLog::step(const StepMetrics& m) {
   if (m.mfu) line += cat(", \"mfu\": ", json_number(*m.mfu));
   if (m.loss_scale) line += cat(", \"loss_scale\": ", json_number(*m.loss_scale));
   if (m.skipped) line += ", \"skipped\": true";
+  if (m.slowest_rank)
+    line += cat(", \"slowest_rank\": ", *m.slowest_rank, ", \"slowest_host\": ", json_string(m.slowest_host),
+                ", \"slowest_compute_ms\": ", json_number(m.slowest_compute_ms), ", \"median_compute_ms\": ",
+                json_number(m.median_compute_ms), ", \"slowest_wait_ms\": ", json_number(m.slowest_wait_ms),
+                ", \"median_wait_ms\": ", json_number(m.median_wait_ms));
   write_line(line + "}");
   char console[256];
   std::snprintf(console, sizeof console, "step %6lld | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tok/s | %.1f ms/step | mem %.1f MiB",

@@ -27,6 +27,11 @@ struct StepMetrics {
   std::optional<double> gpu_power_w, gpu_temp_c;  // NVML, max over ranks, where a GPU is used
   std::optional<double> loss_scale;  // fp16: the scale the logged step used
   bool skipped = false;              // fp16: the logged step overflowed and made no update
+  // More than one rank: the rank with the most compute per step, its host, and its and the median
+  // rank's compute and wait ms per step (stragglers.hpp).
+  std::optional<int> slowest_rank;
+  std::string slowest_host;
+  double slowest_compute_ms = 0, median_compute_ms = 0, slowest_wait_ms = 0, median_wait_ms = 0;
 };
 
 class MetricsLog {

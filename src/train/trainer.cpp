@@ -48,7 +48,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
       started_(Clock::now()), scaler_(config.train) {
   install_stop_signal_handlers();
   backend_ = make_backend(config, placement);
-  comm_ = make_communicator(world, config, placement, *backend_);
+  auto timed = std::make_unique<TimedCommunicator>(make_communicator(world, config, placement, *backend_));
+  timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = plan::compute_dtype(config.train.precision);
   model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
@@ -70,6 +71,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   else resume_from(resume);  // before open_data: the loader starts at the restored step
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
+  stragglers_ = std::make_unique<StragglerWatch>(world, config.log);
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
@@ -168,6 +170,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
+    slow_point(config_.debug, world_.rank(), ms_since(t));
     lap(phases_.forward_ms);
     engine_->begin_backward(m == batch.grad_accum - 1);
     hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
@@ -247,6 +250,9 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   const double n = static_cast<double>(steps_in_window);
   m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
   m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
+  const double blocked = phases_.blocked_ms / n;  // compute: the phases less the collectives' waits
+  stragglers_->observe(step_ - steps_in_window + 1, step_, m.forward_ms + m.backward_ms + m.comm_ms + m.optimizer_ms - blocked,
+                       blocked + m.data_wait_ms, m);
   phases_ = {};
   if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
     const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};
@@ -299,7 +305,9 @@ int Trainer::run() {
   std::optional<data::StepBatch> batch = read_next_batch();
   if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
   while (step_ < last) {
+    const double blocked_before = timed_comm_->blocked_ms();
     const StepResult r = train_step(*batch);
+    phases_.blocked_ms += timed_comm_->blocked_ms() - blocked_before;
     ++step_;
     ++steps_in_window;
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);

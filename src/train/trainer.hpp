@@ -23,6 +23,8 @@
 #include "tok/tokenizer.hpp"
 #include "train/gpu_monitor.hpp"
 #include "train/loss_scaler.hpp"
+#include "train/stragglers.hpp"
+#include "train/timed_communicator.hpp"
 
 namespace zt::train {
 
@@ -85,8 +87,11 @@ class Trainer {
   std::uint64_t comm_bytes_logged_ = 0;  // communicator payload bytes at the last metrics line
   struct PhaseTimes {
     double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
+    double blocked_ms = 0;  // of these, blocked in collectives (timed_comm_)
   } phases_;  // accumulated since the last metrics line
   GpuMonitor gpu_monitor_;
+  std::unique_ptr<StragglerWatch> stragglers_;
+  TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives  // per logged window: the slowest rank (stragglers.hpp)
   bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   std::unique_ptr<tok::Tokenizer> tokenizer_;  // for text samples (log.sample_every)

@@ -1,0 +1,85 @@
+// Straggler detection. Every logged window, each rank's compute time (the step's phases less the time
+// blocked in collectives, timed_communicator.hpp) and wait time (that blocked time + data wait) are
+// gathered; rank 0 finds the slowest rank and the median. Compute time, not step time: every rank
+// waits for the slowest one in the collectives, so all step times are equal and only the compute shows
+// who is slow (the others' extra wait is the mirror image).
+// "Persistently" slower: the same rank's compute time above (1 + log.straggler_fraction) x the median
+// in log.straggler_windows consecutive logged windows. Warned once per episode; the episode ends when
+// that rank is back under the threshold for a window.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "dist/world.hpp"
+#include "train/metrics.hpp"
+
+namespace zt::train {
+
+// One logged window of per-rank times, as rank 0 sees it after the gather.
+struct WindowTimes {
+  std::vector<double> compute_ms;  // per rank, mean per step
+  std::vector<double> wait_ms;     // per rank, mean per step
+};
+
+struct WindowSummary {
+  int slowest_rank = 0;
+  double slowest_compute_ms = 0, median_compute_ms = 0;
+  double slowest_wait_ms = 0, median_wait_ms = 0;
+};
+
+// Slowest rank by compute time (the lowest rank among equals) and the medians (of an even count: the
+// mean of the middle two). times must hold at least one rank.
+WindowSummary summarize(const WindowTimes& times);
+
+// A warning due: `rank` has been slower than the threshold for `windows` consecutive windows covering
+// steps first_step..last_step, on average `slower_fraction` above the median (0.23 = 23% slower).
+struct StragglerEpisode {
+  int rank = 0;
+  std::int64_t windows = 0, first_step = 0, last_step = 0;
+  double slower_fraction = 0;
+};
+
+// The "persistently slower" rule over consecutive windows: a pure state machine (no clocks, no MPI),
+// fed on rank 0 once per logged window.
+class StragglerRule {
+ public:
+  StragglerRule(int n_ranks, double fraction, std::int64_t windows);
+  // The window covering steps first_step..last_step; returns the episodes that reach `windows`
+  // consecutive slow windows now (each rank's episode is reported once).
+  std::vector<StragglerEpisode> observe(std::int64_t first_step, std::int64_t last_step,
+                                        const std::vector<double>& compute_ms);
+
+ private:
+  struct Run {
+    std::int64_t windows = 0, first_step = 0;
+    double ratio_sum = 0;  // sum over the run's windows of compute / median
+  };
+  double fraction_;
+  std::int64_t windows_;
+  std::vector<Run> runs_;
+};
+
+// The console warning for an episode, naming the rank and its host.
+std::string straggler_message(const StragglerEpisode& e, const std::string& host);
+
+// The trainer's side: the hosts of all ranks (gathered once, at construction) and, per logged window,
+// each rank's two times gathered onto rank 0, which summarises them into the metrics and warns. The
+// gather goes over the World (MPI, host memory, under its watchdog, which names a rank that never
+// arrives), not the training communicator: no device buffer, nothing queued behind the step's work.
+// One small message per rank per logged window.
+class StragglerWatch {
+ public:
+  StragglerWatch(const dist::World& world, const config::LogConfig& log);  // every rank: a collective
+  // Every rank calls, every logged window (steps first_step..last_step), with its mean per-step times.
+  void observe(std::int64_t first_step, std::int64_t last_step, double compute_ms, double wait_ms, StepMetrics& m);
+
+ private:
+  const dist::World& world_;
+  std::vector<std::string> hosts_;  // rank 0 only
+  StragglerRule rule_;
+};
+
+}  // namespace zt::train

@@ -1,0 +1,78 @@
+// Blocked-time accounting around a communicator (see timed_communicator.hpp).
+#include "train/timed_communicator.hpp"
+
+#include <chrono>
+
+namespace zt::train {
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+}  // namespace
+
+// The inner Work reports the inner communicator's context if its deadline passes, so the settings
+// are passed on again at the wait: the trainer may have moved on ("gradient reduction") since the issue.
+class TimedCommunicator::TimedWork final : public dist::Work {
+ public:
+  TimedWork(std::unique_ptr<dist::Work> inner, TimedCommunicator& owner) : inner_(std::move(inner)), owner_(owner) {}
+  void wait() override {
+    owner_.pass_settings();
+    const auto t = Clock::now();
+    inner_->wait();
+    owner_.blocked_ms_ += ms_since(t);
+  }
+  bool done() override { return inner_->done(); }
+
+ private:
+  std::unique_ptr<dist::Work> inner_;
+  TimedCommunicator& owner_;
+};
+
+TimedCommunicator::TimedCommunicator(std::unique_ptr<dist::Communicator> inner) : inner_(std::move(inner)) {
+  set_timeout(inner_->timeout_s());
+}
+
+void TimedCommunicator::pass_settings() {
+  inner_->set_context(context());
+  inner_->set_timeout(timeout_s());
+}
+
+template <typename F>
+auto TimedCommunicator::timed(F f) {
+  pass_settings();
+  const auto t = Clock::now();
+  struct Count {  // also when f throws (a watchdog expiry): the stats stay current
+    TimedCommunicator& self;
+    Clock::time_point t;
+    ~Count() {
+      self.blocked_ms_ += ms_since(t);
+      self.stats_ = self.inner_->stats();
+    }
+  } count{*this, t};
+  return f(*inner_);
+}
+
+std::unique_ptr<dist::Work> TimedCommunicator::all_reduce(dist::Span buffer, dist::ReduceOp op) {
+  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.all_reduce(buffer, op); }), *this);
+}
+
+std::unique_ptr<dist::Work> TimedCommunicator::reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) {
+  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.reduce_scatter(send, recv, op); }), *this);
+}
+
+std::unique_ptr<dist::Work> TimedCommunicator::all_gather(dist::Span send, dist::Span recv) {
+  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.all_gather(send, recv); }), *this);
+}
+
+std::unique_ptr<dist::Work> TimedCommunicator::broadcast(dist::Span buffer, int root) {
+  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.broadcast(buffer, root); }), *this);
+}
+
+void TimedCommunicator::barrier() {
+  timed([](dist::Communicator& c) { c.barrier(); });
+}
+
+double TimedCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
+  return timed([&](dist::Communicator& c) { return c.all_reduce_value(value, op); });
+}
+
+}  // namespace zt::train

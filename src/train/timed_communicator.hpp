@@ -1,0 +1,43 @@
+// A communicator that counts the wall time this rank spends blocked in collectives (issuing them and
+// waiting for them), around any other. The straggler metrics subtract it from the phases' times:
+// at ZeRO stages 2-3 the forward and backward passes contain collectives, where a fast rank waits for
+// the slowest, so without it every rank's "compute" would look as slow as the straggler's.
+// Host time only: on a device backend whose collectives complete on a stream (NCCL), the waiting
+// happens in the phase's stream synchronisation and is not counted here.
+#pragma once
+
+#include <memory>
+
+#include "dist/communicator.hpp"
+
+namespace zt::train {
+
+class TimedCommunicator final : public dist::Communicator {
+ public:
+  explicit TimedCommunicator(std::unique_ptr<dist::Communicator> inner);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return inner_->name(); }
+
+  std::unique_ptr<dist::Work> all_reduce(dist::Span buffer, dist::ReduceOp op) override;
+  std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
+  std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
+  std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
+  void barrier() override;
+  double all_reduce_value(double value, dist::ReduceOp op) override;
+
+  // Milliseconds blocked in collectives since construction.
+  double blocked_ms() const { return blocked_ms_; }
+
+ private:
+  class TimedWork;
+  void pass_settings();  // this communicator's context and deadline to the inner one
+  template <typename F>
+  auto timed(F f);  // runs f with this communicator's settings on the inner one, counting its time
+
+  std::unique_ptr<dist::Communicator> inner_;
+  double blocked_ms_ = 0;
+};
+
+}  // namespace zt::train
