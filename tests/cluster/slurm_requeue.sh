@@ -20,9 +20,9 @@ phase() { echo "== [$((SECONDS - t0)) s] $*"; }
 # Cleanup on every exit. ctest's timeout kills with SIGKILL (no trap runs), so a watchdog of our own
 # ends the test first (TERM -> exit -> the EXIT trap stops the cluster).
 trap 'kill "$watchdog" 2>/dev/null; slurm_stop; rm -rf "$ZT_WORK"' EXIT
-trap 'echo "FAIL: stopped by a signal or the 330 s watchdog"; exit 1' TERM INT
+trap 'echo "FAIL: stopped by a signal or the 420 s watchdog"; exit 1' TERM INT
 # shellcheck disable=SC2016  # expanded in the subshell
-(sleep 330 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$) &
+(sleep 420 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$) &
 watchdog=$!
 chmod 711 "$ZT_WORK"  # munged (user munge) reaches its socket below it
 slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
@@ -95,18 +95,21 @@ fi
 
 # ---- 2. train-cpu.sbatch: USR1 mid-run -> checkpoint, exit 75, requeue, resume, same loss -------------
 make_tiny_data 40000
-steps=1000
+# Long enough that a signal sent at step $signal_at reaches the ranks before the end even on an idle
+# machine (about 2 ms a step: 1000 steps once ended before USR1 arrived).
+steps=4000
+signal_at=200
 train_args=("${TINY_MODEL[@]}" --train.global_batch=64 --train.micro_batch=8 "--train.max_steps=$steps")
 data="$ZT_WORK/data/train_*.h5"
 phase "reference: an uninterrupted 2-rank run of $steps steps"
 ZT_TIMEOUT=120 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$data" \
   --ckpt.dir=ref/checkpoints --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
 
-phase "train-cpu.sbatch, 2 ranks with mpirun; USR1 once it is past step $((steps / 5))"
+phase "train-cpu.sbatch, 2 ranks with mpirun; USR1 once it is past step $signal_at"
 job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run sbatch --parsable --nodes=1 --ntasks-per-node=2 \
   --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}") || fail "sbatch train-cpu.sbatch"
 log=ztrain-cpu-$job.log
-wait_step run/metrics.jsonl $((steps / 5)) 90 || { show_log "$log"; fail "job $job did not reach step $((steps / 5))"; }
+wait_step run/metrics.jsonl "$signal_at" 90 || { show_log "$log"; fail "job $job did not reach step $signal_at"; }
 scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
 signal_step=$(last_step run/metrics.jsonl)
 echo "USR1 sent at step $signal_step"
@@ -203,9 +206,10 @@ tl_job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-tl ZT_TIME_LIMIT_MIN=0 sbatch
 job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-term sbatch --parsable --nodes=1 --ntasks-per-node=2 \
   --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (scancel)"
 log=ztrain-cpu-$job.log
-wait_step run-term/metrics.jsonl 400 90 || { show_log "$log"; fail "job $job did not reach step 400"; }
+# 150 s: it may start only once the time-limit job beside it has been scheduled (2 cores).
+wait_step run-term/metrics.jsonl 400 150 || { show_log "$log"; fail "job $job did not reach step 400"; }
 scancel "$job" || fail "scancel $job"
-state=$(wait_job "$job" 60)
+state=$(wait_job "$job" 90)
 phase "job $job after scancel: $state, exit $(slurm_job_field "$job" ExitCode), restarts $(slurm_job_field "$job" Restarts)"
 grep "job: " "$log" | tail -n 3
 [ "$(slurm_job_field "$job" ExitCode)" = 75:0 ] || { show_log "$log"; fail "job $job: exit $(slurm_job_field "$job" ExitCode) after scancel, expected 75:0"; }
