@@ -43,6 +43,9 @@ expect_in "$ZT_WORK/err" "wait for that job to end or give this run another ckpt
 kill -0 "$first" 2>/dev/null || fail "the first job did not survive the second's start"
 [ "$(sed -n 's/^pid=//p' "$L")" = "$holder_pid" ] || fail "the second job changed the first's lock"
 kill -USR1 "$first"
+end=$((SECONDS + 90))  # a checkpoint and exit 75 take seconds: never wait on it forever
+while kill -0 "$first" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.5; done
+kill -0 "$first" 2>/dev/null && { tail -n 20 "$ZT_WORK/first.err"; fail "the first job did not stop within 90 s of USR1"; }
 wait "$first"
 rc=$?
 trap 'rm -rf "$ZT_WORK"' EXIT
