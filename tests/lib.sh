@@ -57,3 +57,19 @@ for line in open(sys.argv[1]):
     if "loss" in o: rows[o["step"]] = o["loss"]
 for s in sorted(rows): print(repr(rows[s]))' "$1"
 }
+
+# verify_checkpoints DIR...: each checkpoint directory still verifies (zckpt verify exits 0).
+verify_checkpoints() {
+  local d
+  for d in "$@"; do
+    "$ZT_BIN/zckpt" verify "$d" >"$ZT_WORK/verify" 2>&1 || { cat "$ZT_WORK/verify"; fail "$d no longer verifies"; }
+  done
+}
+
+# rank_pid LAUNCHER_PID RANK: the pid of that rank among the launcher's children (from its environment).
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
+  done
+}

@@ -14,10 +14,6 @@ source "$here/../ckpt/ckpt_lib.sh"
 D=$ZT_WORK/ckpt
 L=$D/ztrain.lock
 
-verify_all() {  # every checkpoint in DIR is sound
-  local d
-  for d in "$1"/step_*; do "$ZT_BIN/zckpt" verify "$d" >"$ZT_WORK/verify" 2>&1 || { cat "$ZT_WORK/verify"; fail "$d no longer verifies"; }; done
-}
 released() { [ ! -e "$L" ] || { cat "$L"; fail "the lock was not released after $1"; }; }
 last_step() { grep -o '"step": [0-9]*' "$1" 2>/dev/null | tail -n 1 | grep -o '[0-9]*$'; }
 
@@ -51,7 +47,7 @@ rc=$?
 trap 'rm -rf "$ZT_WORK"' EXIT
 [ "$rc" -eq 75 ] || { tail -n 20 "$ZT_WORK/first.err"; fail "the first job: exit $rc after USR1, expected 75"; }
 released "exit 75"
-verify_all "$D"
+verify_checkpoints "$D"/step_*
 echo "ok: a second job on the same ckpt.dir exited 2 naming the holder (pid $holder_pid); the first checkpointed on USR1 (exit 75)"
 
 # ---- released on exit 1; a SIGKILLed holder's lock is taken over ----------------------------------
@@ -66,13 +62,13 @@ rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the SIGKILLed job: exit $rc"
 dead=$(sed -n 's/^pid=//p' "$L")
 [ -n "$dead" ] || fail "a SIGKILLed holder should leave its lock behind"
-verify_all "$D"
+verify_checkpoints "$D"/step_*
 train 2 --ckpt.dir="$D" --ckpt.every=2 --ckpt.keep=0
 expect_in "$ZT_WORK/err" "warning: taking over the lock of ckpt.dir=.*ckpt from job none, host $(hostname), pid $dead, since .*: its process $dead on this host is gone"
 expect_in "$ZT_WORK/out" "resuming from .*step_00000004 \(step 4\)"
 expect_in "$ZT_WORK/out" "done: 8 steps"
 released "the takeover run"
-verify_all "$D"
+verify_checkpoints "$D"/step_*
 echo "ok: released on exit 0 and 1; the lock of a SIGKILLed holder (pid $dead) was taken over and the run resumed"
 
 # ---- a requeued job (same SLURM_JOB_ID) takes over its own lock and goes on as the same run --------
@@ -90,6 +86,6 @@ expect_in "$ZT_WORK/out" "run $run goes on"
 expect_in "$ZT_WORK/out" "checkpoint .*step_00000004 deleted \(ckpt.keep=1\)"
 [ "$(cd "$D" && echo step_*)" = "step_00000008" ] || fail "the requeued run did not rotate its own checkpoints: $(ls "$D")"
 released "the requeued run"
-verify_all "$D"
+verify_checkpoints "$D"/step_*
 echo "ok: the requeued job 4711 took over its own lock, went on as run $run and rotated its own checkpoints"
 echo "PASS"

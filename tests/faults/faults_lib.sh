@@ -6,14 +6,6 @@ FAULT_ARGS=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --trai
 # peers' grace for rank 0's answer, MPI_Abort's tear-down), with room for this loaded 2-core machine.
 WATCHDOG_MARGIN_S=${WATCHDOG_MARGIN_S:-5}
 
-# rank_pid LAUNCHER_PID RANK: the pid of that rank among the launcher's children (from its environment).
-rank_pid() {
-  local p
-  for p in $(pgrep -P "$1"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
-  done
-}
-
 # run_fault NAME NP FAULT_REGEX [HOOK] -- ztrain args...: runs the job in the background with stdout and
 # stderr in $ZT_WORK/NAME.out and .err; once FAULT_REGEX appears in stderr (the fault happened), calls
 # HOOK LAUNCHER_PID (if given) and measures until the job ends on its own. Sets $rc and $secs (fault to
@@ -48,8 +40,3 @@ expect_fault_end() {
   echo "$name: exit $rc, $secs s after the fault (bound $2 + $WATCHDOG_MARGIN_S s)"
 }
 
-# verifies DIR...: each checkpoint directory still verifies.
-verifies() {
-  local d
-  for d in "$@"; do expect_exit 0 "$ZT_BIN/zckpt" verify "$d"; done
-}

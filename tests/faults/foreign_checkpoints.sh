@@ -15,9 +15,6 @@ source "$here/../ckpt/ckpt_lib.sh"
 D=$ZT_WORK/shared
 
 run_of() { "$ZT_BIN/zckpt" info "$1" | sed -n 's/^  run \([^ ]*\)$/\1/p'; }
-verify_all() {  # verify_all DIR...: every one is sound
-  for d in "$@"; do "$ZT_BIN/zckpt" verify "$d" >"$ZT_WORK/verify" 2>&1 || { cat "$ZT_WORK/verify"; fail "$d no longer verifies"; }; done
-}
 no_training() { ! grep -q "^step " "$ZT_WORK/out" || fail "$1: it trained"; }
 
 train 2 --ckpt.dir="$D" --ckpt.every=2 --train.stop_at_step=4 --ckpt.keep=0
@@ -36,7 +33,7 @@ expect_in "$ZT_WORK/err" "ckpt.resume=none starts a new run, but ckpt.dir=.*shar
 expect_in "$ZT_WORK/err" "ckpt.overwrite=true to start over them"
 no_training "resume=none"
 [ ! -e "$D/ztrain.lock" ] || fail "the lock was not released on exit 2"
-verify_all "${before[@]}"
+verify_checkpoints "${before[@]}"
 
 train 2 --ckpt.dir="$D" --ckpt.resume=none --ckpt.overwrite=true --ckpt.every=3 --train.stop_at_step=6 --ckpt.keep=1
 expect_in "$ZT_WORK/err" "ckpt.overwrite=true: a new run in ckpt.dir=.* over 3 checkpoint\(s\) of other runs"
@@ -44,7 +41,7 @@ run_b=$(run_of "$D/step_00000006")
 [ -n "$run_b" ] && [ "$run_b" != "$run_a" ] || fail "run B has no new run id ('$run_b' vs A's '$run_a')"
 expect_in "$ZT_WORK/out" "checkpoint .*step_00000003 deleted \(ckpt.keep=1\)"
 expect_in "$ZT_WORK/out" "ckpt.keep=1 rotates only this run's checkpoints \(run $run_b\); kept 3 of other runs in .*: step_00000004 \(run $run_a\), step_00000002 \(run $run_a\), step_00000001 \(owner unknown"
-verify_all "${before[@]}"
+verify_checkpoints "${before[@]}"
 echo "ok: resume=none refused over other runs' checkpoints; with ckpt.overwrite=true run B rotated only its own"
 
 # ---- resume=auto continues B (its id), rotating B's own only --------------------------------------
@@ -54,7 +51,7 @@ expect_in "$ZT_WORK/out" "run $run_b goes on"
 [ "$(run_of "$D/step_00000008")" = "$run_b" ] || fail "the resumed run did not keep run B's id"
 left=$(cd "$D" && echo step_*)
 [ "$left" = "step_00000001 step_00000002 step_00000004 step_00000008" ] || fail "left in ckpt.dir: $left"
-verify_all "${before[@]}" "$D/step_00000008"
+verify_checkpoints "${before[@]}" "$D/step_00000008"
 echo "ok: resume=auto continued run B and rotated only B's checkpoints"
 
 # ---- resuming a checkpoint from before run ids: a new id, and that checkpoint is never rotated -----
@@ -63,7 +60,7 @@ mkdir -p "$G" && cp -r "$D/step_00000001" "$G/"
 train 2 --ckpt.dir="$G" --ckpt.every=1 --ckpt.keep=1 --train.stop_at_step=3
 expect_in "$ZT_WORK/err" "step_00000001 has no run id \(written before run ids\): this run goes on as run [0-9]{8}T[0-9]{6}Z-"
 [ "$(cd "$G" && echo step_*)" = "step_00000001 step_00000003" ] || fail "left in $G: $(ls "$G")"
-verify_all "$G/step_00000001"
+verify_checkpoints "$G/step_00000001"
 echo "ok: a checkpoint without a run id resumed under a new id and was kept by rotation"
 
 # ---- resume=auto where none verifies: refused, each named with why --------------------------------
@@ -81,7 +78,7 @@ no_training "resume=auto over corrupt checkpoints"
 train 2 --ckpt.dir="$C" --ckpt.overwrite=true --train.stop_at_step=1
 expect_in "$ZT_WORK/out" "starting at step 0 as the new run"
 [ -d "$C/step_00000004" ] && [ -d "$C/step_00000002" ] || fail "ckpt.overwrite=true deleted checkpoints of steps it did not save"
-verify_all "${before[@]}"
+verify_checkpoints "${before[@]}"
 echo "ok: resume=auto over only unverifiable checkpoints refused, each named"
 
 # ---- a newer step_N of another run in the way: named at start-up, and a save refuses to replace it -
@@ -92,6 +89,6 @@ train_expect 1 2 --ckpt.dir="$W" --ckpt.every=2 --train.stop_at_step=4
 expect_in "$ZT_WORK/err" "step_00000004 \(run $run_a\) is not this run's: if this run saves that step it stops there"
 expect_in "$ZT_WORK/err" "in_the_way/step_00000004 belongs to run $run_a, not to this run .*: it is not replaced"
 [ "$(stat -c %s "$W/step_00000004/model.h5")" -eq 1000 ] || fail "run A's damaged step_4 was replaced"
-verify_all "$W/step_00000001" "$W/step_00000002"
+verify_checkpoints "$W/step_00000001" "$W/step_00000002"
 echo "ok: another run's damaged step_4 in the way was named at start-up and not replaced (exit 1 at that save)"
 echo "PASS"

@@ -12,7 +12,7 @@ ckpt_args() { echo "--ckpt.dir=$ZT_WORK/$1 --ckpt.every=2 --dist.timeout_s=$T --
 
 # after_checkpoint_fault NAME: step_2 (written before the fault) verifies; step_4 was never committed.
 after_checkpoint_fault() {
-  verifies "$ZT_WORK/$1/step_00000002"
+  verify_checkpoints "$ZT_WORK/$1/step_00000002"
   [ ! -e "$ZT_WORK/$1/step_00000004" ] || fail "$1: step_00000004 was committed despite the fault"
 }
 
@@ -78,5 +78,5 @@ run_fault resume 4 "debug.hang_phase=resume" "" -- --ckpt.dir="$ZT_WORK/resume" 
   --debug.hang_at_step=4 --debug.hang_phase=resume
 expect_fault_end resume $T
 expect_in "$ZT_WORK/resume.err" "^rank 0: resume from .*step_00000004 \(every rank loaded\): rank 2 did not arrive within dist.timeout_s=$T s"
-verifies "$ZT_WORK/resume/step_00000004"
+verify_checkpoints "$ZT_WORK/resume/step_00000004"
 echo "PASS"
