@@ -121,6 +121,7 @@ struct DebugConfig {
   std::int64_t fail_at_step = 0;
   std::int64_t hang_at_step = 0;
   std::int64_t kill_at_step = 0;
+  std::int64_t skip_collective_at_step = 0;  // debug.rank leaves out the step boundary's all-reduce after this step
   std::int64_t rank = 0;
   HangPhase hang_phase = HangPhase::kStepEnd;
   HangMode hang_mode = HangMode::kSleep;

@@ -204,6 +204,7 @@ std::vector<Option> build_table() {
       opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
       opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
       opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
+      opt("debug.skip_collective_at_step", &C::debug, &DebugConfig::skip_collective_at_step, "TEST ONLY: debug.rank leaves out the step boundary's all-reduce after this step, a checkpoint step (0 = off); the hang report names the skip", I64{0, kMaxSteps}),
       opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", I64{0, kMaxRanks - 1}),
       opt("debug.hang_phase", &C::debug, &DebugConfig::hang_phase, "TEST ONLY: where debug.hang_at_step hits: after the step (step_end), in that step's phase, in its checkpoint's write (some files written) or commit, or while resuming from the checkpoint of that step"),
       opt("debug.hang_mode", &C::debug, &DebugConfig::hang_mode, "TEST ONLY: how debug.hang_at_step stops the rank: sleep forever, raise SIGSTOP, or SIGKILL"),

@@ -148,6 +148,15 @@ void check_logging(const Config& c) {
     throw ConfigError(cat("log.sample_every=", c.log.sample_every, " needs the tokenizer to decode samples: set "
                           "data.vocab=DIR (encoder.json + vocab.bpe; tools/fetch-vocab.sh) or log.sample_every=0"));
 }
+// The skipping rank's next collective must be the checkpoint's agreement on the world, not the next
+// step's on the same communicator: MPI would match that one with the skipped one (a mismatched
+// collective: wrong sizes, undefined behaviour) instead of leaving the others waiting.
+void check_debug(const Config& config) {
+  const std::int64_t s = config.debug.skip_collective_at_step, every = config.ckpt.every;
+  if (s > 0 && s != config.train.max_steps && s != config.train.stop_at_step && (every <= 0 || s % every != 0))
+    throw ConfigError(cat("debug.skip_collective_at_step=", s, " is not a step that saves a checkpoint: use a multiple "
+                          "of ckpt.every=", every, ", train.stop_at_step or train.max_steps=", config.train.max_steps));
+}
 }  // namespace
 
 void validate(const Config& config) {
@@ -158,6 +167,7 @@ void validate(const Config& config) {
   check_train(config);
   check_optim(config.optim);
   check_logging(config);
+  check_debug(config);
 }
 
 Derived derive(const Config& config, std::int64_t dp_size) {

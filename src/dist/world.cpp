@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "dist/collective_ring.hpp"
 #include "dist/deadline.hpp"
 #include "dist/mpi_check.hpp"
 
@@ -189,18 +190,22 @@ long long extreme(const Agreement& a, long long value, bool max) {
 }  // namespace
 
 long long World::max_over_ranks(long long value, std::string_view what) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kAgreement, sizeof value, what);
   return extreme({comms_->world, rank_, size_, timeout_s_, what}, value, true);
 }
 
 long long World::min_over_ranks(long long value, std::string_view what) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kAgreement, sizeof value, what);
   return extreme({comms_->world, rank_, size_, timeout_s_, what}, value, false);
 }
 
 std::vector<std::string> World::gather_to_root(const std::string& mine, std::string_view what) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kGather, mine.size(), what);
   return collect({comms_->world, rank_, size_, timeout_s_, what}, mine);
 }
 
 std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& mine, std::string_view what) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kAllGather, mine.size() * sizeof(std::uint64_t), what);
   const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
   std::string joined;
   const std::string own(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(std::uint64_t));
@@ -217,18 +222,21 @@ std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& m
 }
 
 void World::barrier(std::string_view what) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kBarrier, 0, what);
   const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
   collect(a, {});
   spread(a, {});
 }
 
 std::string World::broadcast_from_root(const std::string& payload, std::string_view what) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kBroadcast, payload.size(), what);
   const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
   collect(a, {});
   return spread(a, rank_ == 0 ? payload : std::string());
 }
 
 void World::wait_for_all(double poll_seconds, const std::function<void()>& idle, bool under_watchdog) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kBarrier, 0, "waiting for every rank to finish");
   MPI_Request request = MPI_REQUEST_NULL;
   ZT_MPI(MPI_Ibarrier(comms_->world, &request));
   auto done = [&] {

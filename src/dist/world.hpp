@@ -13,6 +13,8 @@
 
 namespace zt::dist {
 
+class CollectiveRing;
+
 class World {
  public:
   // Initialises MPI (MPI_THREAD_FUNNELED: only the main thread calls MPI) and finds the node layout.
@@ -55,6 +57,11 @@ class World {
   // Bounded by the watchdog like the agreements above, unless `under_watchdog` is false: ztok's ranks'
   // work has no bound, so its `idle` enforces a progress deadline instead (data/ztok_heartbeat.hpp).
   void wait_for_all(double poll_seconds, const std::function<void()>& idle, bool under_watchdog = true) const;
+  // The flight recorder each agreement above records into as group "world" (collective_ring.hpp), or
+  // none (nullptr). An observer, not part of the world's state: the trainer attaches its ring for
+  // its lifetime, so a hang report sees the host agreements beside the communicator's collectives.
+  void record_into(CollectiveRing* ring) const { ring_ = ring; }
+
   // Ends every rank of the job now with this exit code (MPI_Abort on the world): no peer is left
   // waiting in a collective. A job of one rank just exits.
   [[noreturn]] void abort(int exit_code) const;
@@ -69,6 +76,7 @@ class World {
   double timeout_s_ = std::numeric_limits<double>::infinity();
   struct Comms;
   std::unique_ptr<Comms> comms_;
+  mutable CollectiveRing* ring_ = nullptr;
 };
 
 // Number of CUDA devices this process can use: 0 where the build has no CUDA backend, no driver is

@@ -36,6 +36,14 @@ void hang_point(const config::DebugConfig& debug, int rank, config::HangPhase ph
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // after SIGCONT too: still hung
 }
 
+bool skip_collective(const config::DebugConfig& debug, int rank, std::int64_t completed_step) {
+  if (rank != debug.rank || debug.skip_collective_at_step <= 0 || completed_step != debug.skip_collective_at_step)
+    return false;
+  log::warn_any_rank(cat("debug.skip_collective_at_step=", completed_step,
+                         ": leaving out the step boundary's all-reduce on purpose (TEST ONLY)"));
+  return true;
+}
+
 void slow_point(const config::DebugConfig& debug, int rank, double elapsed_ms) {
   if (rank != debug.rank || debug.slow_rank_factor <= 1) return;
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((debug.slow_rank_factor - 1) * elapsed_ms));

@@ -18,6 +18,10 @@ void inject_faults(const config::DebugConfig& debug, int rank, std::int64_t comp
 // debug.hang_mode says. Any thread (a checkpoint write may run on the writer thread).
 void hang_point(const config::DebugConfig& debug, int rank, config::HangPhase phase, std::int64_t step);
 
+// debug.skip_collective_at_step on debug.rank: true at the step boundary after that step, whose
+// all-reduce this rank then leaves out (a collective skipped on one rank, for the hang report's test).
+bool skip_collective(const config::DebugConfig& debug, int rank, std::int64_t completed_step);
+
 // debug.slow_rank_factor on debug.rank: after a phase that took elapsed_ms, sleeps so that it takes
 // factor x as long (a straggler for the straggler test).
 void slow_point(const config::DebugConfig& debug, int rank, double elapsed_ms);

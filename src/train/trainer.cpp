@@ -19,6 +19,7 @@
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
 #include "train/faults.hpp"
+#include "train/recording_communicator.hpp"
 #include "train/sampler.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
@@ -48,7 +49,10 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
       started_(Clock::now()), scaler_(config.train) {
   install_stop_signal_handlers();
   backend_ = make_backend(config, placement);
-  auto timed = std::make_unique<TimedCommunicator>(make_communicator(world, config, placement, *backend_));
+  ring_ = std::make_unique<dist::CollectiveRing>();
+  world.record_into(ring_.get());
+  auto timed = std::make_unique<TimedCommunicator>(
+      std::make_unique<RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
   timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = plan::compute_dtype(config.train.precision);
@@ -59,6 +63,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
+  hang_notes_ = std::make_unique<HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
   // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
@@ -87,7 +92,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                 config::to_string(config.train.recompute), "); predicted peak ", mib(predicted_peak_)));
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() { world_.record_into(nullptr); }
 
 void Trainer::init_parameters() {
   if (config_.init.from.empty()) {
@@ -282,7 +287,8 @@ std::string Trainer::stop_reason() const {
 bool Trainer::at_step_boundary(std::int64_t last) {
   std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
   comm_->set_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
-  comm_->all_reduce(dist::span_of(flags, 3), dist::ReduceOp::kMax)->wait();
+  if (!skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
+    comm_->all_reduce(dist::span_of(flags, 3), dist::ReduceOp::kMax)->wait();
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
   data_failed_ = flags[2] != 0;
   const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
@@ -291,7 +297,18 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   return stop;
 }
 
+// A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
+// before the boundary ends the job.
 int Trainer::run() {
+  try {
+    return train_loop();
+  } catch (const CommError& e) {
+    hang_notes_->report(e.what());
+    throw;
+  }
+}
+
+int Trainer::train_loop() {
   const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
   if (step_ >= last) {
     log::info(cat("nothing to train: the run is at step ", step_, " and stops at step ", last,

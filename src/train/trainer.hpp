@@ -12,6 +12,7 @@
 #include "backend/backend.hpp"
 #include "config/derived.hpp"
 #include "data/batch_loader.hpp"
+#include "dist/collective_ring.hpp"
 #include "dist/communicator.hpp"
 #include "dist/placement.hpp"
 #include "model/model.hpp"
@@ -22,6 +23,7 @@
 #include "train/zero_model.hpp"
 #include "tok/tokenizer.hpp"
 #include "train/gpu_monitor.hpp"
+#include "train/hang_notes.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/stragglers.hpp"
 #include "train/timed_communicator.hpp"
@@ -43,6 +45,7 @@ class Trainer {
     double loss = 0, grad_norm = 0, lr = 0, loss_scale = 1;
     bool skipped = false;  // fp16 overflow: no update
   };
+  int train_loop();  // run() without the hang report
   StepResult train_step(const data::StepBatch& batch);
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
   void log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window);
@@ -65,6 +68,7 @@ class Trainer {
   const config::Config& config_;
   config::Derived derived_;
   dist::Placement placement_;
+  std::unique_ptr<dist::CollectiveRing> ring_;  // this rank's last collectives, for hang reports (before comm_)
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<dist::Communicator> comm_;
   model::ParamTable table_;
@@ -95,6 +99,7 @@ class Trainer {
   bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   std::unique_ptr<tok::Tokenizer> tokenizer_;  // for text samples (log.sample_every)
+  std::unique_ptr<HangNotes> hang_notes_;      // answers and reports hangs from ring_ (ckpt.dir/diag/)
 };
 
 }  // namespace zt::train

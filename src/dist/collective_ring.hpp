@@ -1,0 +1,87 @@
+// A rank's flight recorder: the last kCapacity collectives it entered (the training communicator's and
+// the world's host agreements), each with its per-group sequence number, kind, payload bytes, what the
+// job was doing (the communicator's context: "step 3 micro-batch 1/2"), its call number within that
+// context, and enter and leave times. When the watchdog fires, the ranks' rings, compared, name the
+// rank that never entered (or skipped, or is ahead in) a collective (train/hang_report.hpp).
+//
+// Recording is cheap and never allocates: fixed slots, the context copied into a fixed buffer, one
+// uncontended mutex (the watcher thread that snapshots the ring is its only other user).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+#include <vector>
+
+namespace zt::dist {
+
+enum class CollGroup : std::uint8_t {
+  kDp,     // the training communicator: gradients, parameters, loss and flag reductions
+  kWorld,  // the world's host agreements: start-up checks, checkpoint save, commit and resume
+};
+enum class CollKind : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier, kAgreement, kGather };
+enum class CollState : std::uint8_t { kOpen, kDone, kTimedOut };
+
+const char* group_name(CollGroup g);
+const char* kind_name(CollKind k);
+const char* state_name(CollState s);
+
+struct CollRecord {
+  static constexpr std::size_t kContextChars = 95;
+  std::uint64_t seq = 0;   // per group, from 1: the n-th collective of this group this rank entered
+  std::uint64_t call = 0;  // from 1: the n-th collective (any group) within the same context
+  std::uint64_t bytes = 0;
+  double enter_s = 0, leave_s = 0;  // wall-clock seconds since the epoch (comparable across nodes via NTP)
+  CollKind kind = CollKind::kAllReduce;
+  CollGroup group = CollGroup::kDp;
+  CollState state = CollState::kOpen;
+  char context[kContextChars + 1] = {};
+};
+
+class CollectiveRing {
+ public:
+  static constexpr std::size_t kCapacity = 1024;
+
+  // Which entry leave() closes: the slot and its record's sequence (a slot reused since is left alone).
+  struct Ticket {
+    std::size_t slot = 0;
+    std::uint64_t seq = 0;
+    CollGroup group = CollGroup::kDp;
+  };
+
+  CollectiveRing();
+  Ticket enter(CollGroup group, CollKind kind, std::uint64_t bytes, std::string_view context);
+  void leave(const Ticket& t, CollState how = CollState::kDone);
+
+  // The records in the order entered, oldest first (the watcher thread's copy; allocates).
+  std::vector<CollRecord> snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<CollRecord> slots_;  // kCapacity, allocated once
+  std::uint64_t entered_ = 0;      // records ever entered
+  std::array<std::uint64_t, 2> seq_{};
+  std::uint64_t call_ = 0;
+  std::array<char, CollRecord::kContextChars + 1> last_context_{};
+};
+
+double wall_seconds();  // now, as CollRecord's times
+
+// The RAII form for blocking operations: enters at construction; leaves at destruction, as timed out
+// when an exception (the deadline's CommError) unwinds it. A null ring records nothing.
+class RingScope {
+ public:
+  RingScope(CollectiveRing* ring, CollGroup group, CollKind kind, std::uint64_t bytes, std::string_view context);
+  ~RingScope();
+  RingScope(const RingScope&) = delete;
+  RingScope& operator=(const RingScope&) = delete;
+
+ private:
+  CollectiveRing* ring_;
+  CollectiveRing::Ticket ticket_;
+  int exceptions_;
+};
+
+}  // namespace zt::dist

@@ -1,0 +1,161 @@
+// The file exchange of hang_notes.hpp.
+#include "train/hang_notes.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "core/log.hpp"
+#include "train/hang_report.hpp"
+
+namespace zt::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return in ? s.str() : std::string();
+}
+
+// NAME.tmp.PID, then rename: a reader sees the old file or the whole new one. No fsync: the notes must
+// be visible to the other ranks within seconds, not survive a crash of the node.
+bool write_atomic(const fs::path& p, const std::string& text) {
+  const fs::path tmp = cat(p.string(), ".tmp.", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) return false;
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  return !ec;
+}
+
+fs::path rank_file(const fs::path& dir, int r) { return dir / cat("rank-", r, ".txt"); }
+
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+}  // namespace
+
+HangNotes::HangNotes(const dist::World& world, fs::path dir, const dist::CollectiveRing& ring)
+    : rank_(world.rank()), size_(world.size()), host_(world.host()), dir_(std::move(dir)), ring_(ring) {
+  if (size_ == 1) return;
+  if (rank_ == 0) {  // a previous job's incident must not look like this one's
+    std::error_code ec;
+    fs::remove(dir_ / "request", ec);
+    fs::remove(dir_ / "summary.txt", ec);
+  }
+  const std::string mine = cat("node ", host_, " (pid ", ::getpid(), ")");
+  std::string joined;
+  for (const std::string& k : world.gather_to_root(mine, "start-up: the host and pid of every rank")) joined += k + "\n";
+  std::istringstream lines(world.broadcast_from_root(joined, "start-up: the host and pid of every rank"));
+  for (std::string line; std::getline(lines, line);) known_.push_back(line);
+  known_.resize(static_cast<std::size_t>(size_));
+  watcher_ = std::thread([this] { watch(); });
+}
+
+HangNotes::~HangNotes() {
+  if (!watcher_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  watcher_.join();
+}
+
+std::string HangNotes::pending_request() const {
+  std::string token = read_text(dir_ / "request");
+  while (!token.empty() && token.back() == '\n') token.pop_back();
+  return token;
+}
+
+void HangNotes::write_notes(const std::string& incident, bool failed, const std::string& failure) {
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  if (failed_written_ && !failed) return;
+  RankNotes n;
+  n.incident = incident;
+  n.rank = rank_, n.world_size = size_;
+  n.host = host_;
+  n.pid = ::getpid();
+  n.written_s = dist::wall_seconds();
+  n.failed = failed;
+  n.failure = failure;
+  n.ring = ring_.snapshot();
+  write_atomic(rank_file(dir_, rank_), format_notes(n));
+  if (failed) failed_written_ = true;
+}
+
+// The watcher thread: answers each new request once with this rank's notes. No MPI here.
+void HangNotes::watch() {
+  std::unique_lock<std::mutex> lock(stop_mutex_);
+  while (!stop_cv_.wait_for(lock, std::chrono::duration<double>(kPollS), [this] { return stop_; })) {
+    const std::string token = pending_request();
+    if (token.empty() || token == answered_) continue;
+    write_notes(token, false, "");
+    answered_ = token;
+  }
+}
+
+void HangNotes::report(const std::string& failure) {
+  if (size_ == 1) return;
+  try {
+    // link() is atomic and exclusive: the first failing rank becomes the reporter, the others answer it.
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    const std::string mine = cat("rank ", rank_, " pid ", ::getpid(), " at ", std::to_string(dist::wall_seconds()));
+    const fs::path tmp = dir_ / cat("request.tmp.", rank_);
+    const bool reporter = write_atomic(tmp, mine + "\n") && ::link(tmp.c_str(), (dir_ / "request").c_str()) == 0;
+    fs::remove(tmp, ec);
+    const std::string incident = reporter ? mine : pending_request();
+    if (incident.empty()) return;  // diag/ is unwritable: the error message alone must do
+    write_notes(incident, true, failure);
+    if (reporter) summarize(incident);
+    else wait_for_summary(incident);
+  } catch (const std::exception& e) {
+    log::fatal(cat("hang report: not written (", e.what(), ")"));
+  }
+}
+
+void HangNotes::summarize(const std::string& incident) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::optional<RankNotes>> notes(static_cast<std::size_t>(size_));
+  std::vector<std::string> known = known_;
+  double waited = 0;
+  for (;;) {
+    int answered = 0;
+    for (int r = 0; r < size_; ++r) {
+      std::optional<RankNotes> n = parse_notes(read_text(rank_file(dir_, r)));
+      if (!n || n->rank != r) continue;
+      known[static_cast<std::size_t>(r)] = cat("node ", n->host, " (pid ", n->pid, ")");
+      if (n->incident == incident) notes[static_cast<std::size_t>(r)] = std::move(n), ++answered;
+    }
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (answered == size_ || waited >= kNotesWaitS) break;
+    sleep_s(0.05);
+  }
+  const HangSummary s = summarize_hang(notes, known, waited);
+  std::string text = cat("incident ", incident, "\n", s.headline, "\n");
+  for (const std::string& line : s.lines) text += line + "\n";
+  log::fatal(cat("hang report: ", s.headline));
+  for (const std::string& line : s.lines) log::fatal(cat("hang report: ", line));
+  log::fatal(cat("hang report: every rank's last collectives are in ", (dir_ / "rank-N.txt").string(),
+                 ", this report in ", (dir_ / "summary.txt").string()));
+  write_atomic(dir_ / "summary.txt", text);
+}
+
+void HangNotes::wait_for_summary(const std::string& incident) const {
+  const std::string first = cat("incident ", incident, "\n");
+  for (double t = 0; t < kNotesWaitS + 1; t += 0.05) {
+    if (read_text(dir_ / "summary.txt").rfind(first, 0) == 0) return;
+    sleep_s(0.05);
+  }
+}
+
+}  // namespace zt::train

@@ -1,0 +1,266 @@
+// Notes files and their comparison (hang_report.hpp).
+#include "train/hang_report.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace zt::train {
+namespace {
+using dist::CollGroup;
+using dist::CollKind;
+using dist::CollRecord;
+using dist::CollState;
+
+constexpr const char* kMagic = "ztrain hang notes v1";
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+template <typename E, std::size_t N>
+std::optional<E> enum_of(const std::string& name, const std::array<E, N>& all, const char* (*namer)(E)) {
+  for (E e : all)
+    if (name == namer(e)) return e;
+  return std::nullopt;
+}
+constexpr std::array kGroups{CollGroup::kDp, CollGroup::kWorld};
+constexpr std::array kKinds{CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kBroadcast,
+                            CollKind::kBarrier,   CollKind::kAgreement,     CollKind::kGather};
+constexpr std::array kStates{CollState::kOpen, CollState::kDone, CollState::kTimedOut};
+
+// "all_reduce #10 (step 3 micro-batch 1/1, call 1; 120320 B)"; the world's agreements say so.
+std::string describe(const CollRecord& r) {
+  return cat(r.group == CollGroup::kWorld ? "world " : "", dist::kind_name(r.kind), " #", r.seq, " (", r.context,
+             ", call ", r.call, "; ", r.bytes, " B)");
+}
+
+bool same_call(const CollRecord& a, const CollRecord& b) {
+  return a.group == b.group && a.seq == b.seq && a.kind == b.kind && a.bytes == b.bytes;
+}
+
+// One rank's notes, digested: the collective it is in (the oldest not completed: with several in
+// flight, the one it waits on first) and the last sequence number it entered per group.
+struct View {
+  const RankNotes* notes = nullptr;
+  std::optional<CollRecord> current;
+  std::array<std::uint64_t, 2> last_seq{};
+
+  explicit View(const RankNotes* n) : notes(n) {
+    if (!n) return;
+    for (const CollRecord& r : n->ring) {
+      std::uint64_t& last = last_seq[static_cast<std::size_t>(r.group)];
+      last = std::max(last, r.seq);
+      if (r.state != CollState::kDone && (!current || r.enter_s < current->enter_s)) current = r;
+    }
+  }
+  const CollRecord* find(CollGroup g, std::uint64_t seq) const {
+    for (const CollRecord& r : notes->ring)
+      if (r.group == g && r.seq == seq) return &r;
+    return nullptr;
+  }
+  const CollRecord* last_done() const {
+    const CollRecord* out = nullptr;
+    for (const CollRecord& r : notes->ring)
+      if (r.state == CollState::kDone && (!out || r.leave_s > out->leave_s)) out = &r;
+    return out;
+  }
+  // Until the deadline threw, or (still waiting) until the notes were written.
+  double waited_s() const { return (current->state == CollState::kTimedOut ? current->leave_s : notes->written_s) - current->enter_s; }
+};
+
+std::string who(int rank, const std::vector<std::string>& known) {
+  const std::string& k = known[static_cast<std::size_t>(rank)];
+  return k.empty() ? cat("rank ", rank) : cat("rank ", rank, " on ", k);
+}
+
+// One rank that does not wait where the others do: {headline clause, detail line}.
+std::pair<std::string, std::string> diagnose(int r, const std::vector<View>& views, const CollRecord& b,
+                                             const std::vector<int>& waiters, const std::vector<std::string>& known,
+                                             double waited_s) {
+  const std::string name = who(r, known);
+  const View& v = views[static_cast<std::size_t>(r)];
+  if (!v.notes) {
+    std::string s = cat(name, " sent no notes within ", fixed(waited_s, 1),
+                        " s: it is stopped (SIGSTOP), dead, or cannot write ckpt.dir/diag/");
+    return {s, s};
+  }
+  const std::string waits = cat(waiters.size() == 1 ? "rank " : "ranks ", rank_list(waiters), " wait");
+  const std::size_t g = static_cast<std::size_t>(b.group);
+  if (const CollRecord* mine = v.find(b.group, b.seq)) {
+    if (!same_call(*mine, b)) {
+      std::string s = cat("ranks disagree on ", dist::group_name(b.group), " collective #", b.seq, ": ", name,
+                          " entered ", dist::kind_name(mine->kind), " #", mine->seq, " (", mine->context, ", call ",
+                          mine->call, "; ", mine->bytes, " B) while ", waits, " in ", describe(b));
+      return {s, s};
+    }
+    std::string s = cat(name, " left ", describe(b), " while ", waits, " in it");
+    if (v.current) s += cat("; it is now in ", describe(*v.current));
+    return {s, s};
+  }
+  if (v.last_seq[g] > b.seq) {
+    const std::uint64_t ahead = v.last_seq[g] - b.seq;
+    std::string s = cat(name, " is ", ahead, " collective", ahead == 1 ? "" : "s", " ahead: it entered ",
+                        v.current ? describe(*v.current) : cat(dist::group_name(b.group), " #", v.last_seq[g]), " while ",
+                        waits, " in ", describe(b));
+    return {s, s};
+  }
+  const std::string never = cat(name, " never entered ", describe(b));
+  if (v.current) {
+    const CollRecord& e = *v.current;
+    bool first = true;  // did any other rank enter e?
+    for (const View& o : views)
+      if (o.notes && o.notes != v.notes && o.last_seq[static_cast<std::size_t>(e.group)] >= e.seq) first = false;
+    if (first)
+      return {cat(name, " skipped ", describe(b), ": it went on to ", describe(e), ", which no other rank entered"),
+              cat(never, ": it went on to ", describe(e), " (", fixed(v.waited_s(), 1),
+                  " s), which no other rank entered: a collective skipped on one rank, e.g. a collective behind a "
+                  "condition that differs between ranks")};
+    return {cat(never, ": it waits in ", describe(e)), cat(never, ": it waits in ", describe(e), " since ",
+                                                            fixed(v.waited_s(), 1), " s")};
+  }
+  std::string detail = never;
+  if (const CollRecord* last = v.last_done())
+    detail += cat(": it last left ", describe(*last), " ", fixed(v.notes->written_s - last->leave_s, 1), " s before its notes");
+  detail += cat(" (stuck or slow outside collectives: compute, I/O, a data read; `gdb -p ", v.notes->pid, "` on ",
+                v.notes->host, " shows where)");
+  return {never, detail};
+}
+}  // namespace
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += cat(out.empty() ? "" : ", ", ranks[i]);
+    if (j >= i + 2) out += cat("-", ranks[j]);
+    else if (j == i + 1) out += cat(", ", ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string format_notes(const RankNotes& n) {
+  std::ostringstream out;
+  out << kMagic << "\nincident " << n.incident << "\nrank " << n.rank << " of " << n.world_size << "\nhost " << n.host
+      << "\npid " << n.pid << "\nwritten " << fixed(n.written_s, 3) << "\nfailed " << (n.failed ? 1 : 0)
+      << "\nfailure " << one_line(n.failure) << "\nrecords " << n.ring.size()
+      << "\n# seq group kind bytes call enter_s leave_s state context (oldest first)\n";
+  for (const CollRecord& r : n.ring)
+    out << r.seq << ' ' << dist::group_name(r.group) << ' ' << dist::kind_name(r.kind) << ' ' << r.bytes << ' ' << r.call
+        << ' ' << fixed(r.enter_s, 6) << ' ' << fixed(r.leave_s, 6) << ' ' << dist::state_name(r.state) << ' '
+        << r.context << '\n';
+  out << "end\n";
+  return out.str();
+}
+
+std::optional<RankNotes> parse_notes(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, key;
+  if (!std::getline(in, line) || line != kMagic) return std::nullopt;
+  RankNotes n;
+  std::size_t records = 0;
+  auto rest = [](std::istringstream& s) {  // the rest of the line, possibly empty
+    std::string r;
+    if (!std::getline(s >> std::ws, r)) s.clear(std::ios::eofbit);
+    return r;
+  };
+  while (std::getline(in, line) && line.rfind("#", 0) != 0) {
+    std::istringstream f(line);
+    f >> key;
+    if (key == "incident") n.incident = rest(f);
+    else if (key == "rank") f >> n.rank >> key >> n.world_size;
+    else if (key == "host") n.host = rest(f);
+    else if (key == "pid") f >> n.pid;
+    else if (key == "written") f >> n.written_s;
+    else if (key == "failed") { int v = 0; f >> v; n.failed = v != 0; }
+    else if (key == "failure") n.failure = rest(f);
+    else if (key == "records") f >> records;
+    if (f.fail()) return std::nullopt;
+  }
+  while (std::getline(in, line) && line != "end") {
+    std::istringstream f(line);
+    CollRecord r;
+    std::string group, kind, state;
+    f >> r.seq >> group >> kind >> r.bytes >> r.call >> r.enter_s >> r.leave_s >> state;
+    const auto g = enum_of(group, kGroups, dist::group_name);
+    const auto k = enum_of(kind, kKinds, dist::kind_name);
+    const auto s = enum_of(state, kStates, dist::state_name);
+    if (f.fail() || !g || !k || !s) return std::nullopt;
+    r.group = *g, r.kind = *k, r.state = *s;
+    const std::string context = rest(f);
+    std::strncpy(r.context, context.c_str(), CollRecord::kContextChars);
+    n.ring.push_back(r);
+  }
+  if (line != "end" || n.ring.size() != records) return std::nullopt;  // cut short: still being written
+  return n;
+}
+
+HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, const std::vector<std::string>& known,
+                           double waited_s) {
+  std::vector<View> views;
+  for (const auto& n : notes) views.emplace_back(n ? &*n : nullptr);
+  // The collective most ranks are in (ties: the earlier one) is where the job stopped.
+  std::map<std::pair<int, std::uint64_t>, int> tally;
+  for (const View& v : views)
+    if (v.current) ++tally[{static_cast<int>(v.current->group), v.current->seq}];
+  HangSummary out;
+  if (tally.empty()) {
+    out.headline = "no rank is waiting in a collective (the deadline passed in a wait that is not recorded)";
+    for (std::size_t r = 0; r < views.size(); ++r)
+      if (!views[r].notes) out.lines.push_back(diagnose(static_cast<int>(r), views, {}, {}, known, waited_s).second);
+    return out;
+  }
+  auto best = std::max_element(tally.begin(), tally.end(), [](const auto& a, const auto& b) {
+    return a.second < b.second || (a.second == b.second && a.first.second > b.first.second);
+  });
+  std::optional<CollRecord> b;
+  std::vector<int> waiters, others;
+  double waited = 0;
+  for (std::size_t r = 0; r < views.size(); ++r) {
+    const View& v = views[r];
+    const bool in_it = v.current && static_cast<int>(v.current->group) == best->first.first &&
+                       v.current->seq == best->first.second && (!b || same_call(*v.current, *b));
+    if (!in_it) {
+      others.push_back(static_cast<int>(r));
+      continue;
+    }
+    if (!b) b = v.current;
+    waiters.push_back(static_cast<int>(r));
+    waited = std::max(waited, v.waited_s());
+  }
+  std::vector<std::string> clauses;
+  for (int r : others) {
+    auto [clause, detail] = diagnose(r, views, *b, waiters, known, waited_s);
+    clauses.push_back(clause);
+    out.lines.push_back(detail);
+  }
+  const std::string waiting = cat(waiters.size(), waiters.size() == 1 ? " rank (" : " ranks (", rank_list(waiters),
+                                  ") waited ", fixed(waited, 1), " s in ", describe(*b));
+  if (clauses.empty()) {
+    out.headline = cat("every rank is in ", describe(*b), " and it did not complete: ", waiting);
+  } else {
+    for (const std::string& c : clauses) out.headline += c + "; ";
+    // "... never entered all_reduce #10 (...); 3 ranks (0, 2, 3) waited 3.0 s in it"
+    const std::string in_b = cat(" in ", describe(*b)), tail = describe(*b) + "; ";
+    const bool named = out.headline.size() >= tail.size() &&
+                       out.headline.compare(out.headline.size() - tail.size(), tail.size(), tail) == 0;
+    out.headline += named ? waiting.substr(0, waiting.size() - in_b.size()) + " in it" : waiting;
+  }
+  return out;
+}
+
+}  // namespace zt::train

@@ -1,0 +1,95 @@
+// Flight recording around a communicator (recording_communicator.hpp).
+#include "train/recording_communicator.hpp"
+
+namespace zt::train {
+namespace {
+std::size_t bytes_of(const dist::Span& s) { return s.count * dtype_size(s.dtype); }
+}  // namespace
+
+// Leaves the ring entry once the inner operation is seen complete; a wait that throws (the deadline)
+// marks it timed out, so the notes show where this rank gave up.
+class RecordingCommunicator::RecordedWork final : public dist::Work {
+ public:
+  RecordedWork(std::unique_ptr<dist::Work> inner, RecordingCommunicator& owner, dist::CollectiveRing::Ticket ticket)
+      : inner_(std::move(inner)), owner_(owner), ticket_(ticket) {}
+  void wait() override {
+    owner_.pass_settings();
+    try {
+      inner_->wait();
+    } catch (...) {
+      owner_.ring_.leave(ticket_, dist::CollState::kTimedOut);
+      throw;
+    }
+    owner_.ring_.leave(ticket_);
+  }
+  bool done() override {
+    if (!inner_->done()) return false;
+    owner_.ring_.leave(ticket_);
+    return true;
+  }
+
+ private:
+  std::unique_ptr<dist::Work> inner_;
+  RecordingCommunicator& owner_;
+  dist::CollectiveRing::Ticket ticket_;
+};
+
+RecordingCommunicator::RecordingCommunicator(std::unique_ptr<dist::Communicator> inner, dist::CollectiveRing& ring)
+    : inner_(std::move(inner)), ring_(ring) {
+  set_timeout(inner_->timeout_s());
+}
+
+void RecordingCommunicator::pass_settings() {
+  inner_->set_context(context());
+  inner_->set_timeout(timeout_s());
+}
+
+template <typename F>
+std::unique_ptr<dist::Work> RecordingCommunicator::recorded(dist::CollKind kind, std::size_t bytes, F issue) {
+  pass_settings();
+  const dist::CollectiveRing::Ticket ticket = ring_.enter(dist::CollGroup::kDp, kind, bytes, context());
+  std::unique_ptr<dist::Work> work;
+  try {
+    work = issue(*inner_);
+  } catch (...) {
+    ring_.leave(ticket, dist::CollState::kTimedOut);
+    throw;
+  }
+  stats_ = inner_->stats();
+  return std::make_unique<RecordedWork>(std::move(work), *this, ticket);
+}
+
+std::unique_ptr<dist::Work> RecordingCommunicator::all_reduce(dist::Span buffer, dist::ReduceOp op) {
+  return recorded(dist::CollKind::kAllReduce, bytes_of(buffer), [&](dist::Communicator& c) { return c.all_reduce(buffer, op); });
+}
+
+std::unique_ptr<dist::Work> RecordingCommunicator::reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) {
+  return recorded(dist::CollKind::kReduceScatter, bytes_of(send),
+                  [&](dist::Communicator& c) { return c.reduce_scatter(send, recv, op); });
+}
+
+std::unique_ptr<dist::Work> RecordingCommunicator::all_gather(dist::Span send, dist::Span recv) {
+  return recorded(dist::CollKind::kAllGather, bytes_of(recv), [&](dist::Communicator& c) { return c.all_gather(send, recv); });
+}
+
+std::unique_ptr<dist::Work> RecordingCommunicator::broadcast(dist::Span buffer, int root) {
+  return recorded(dist::CollKind::kBroadcast, bytes_of(buffer), [&](dist::Communicator& c) { return c.broadcast(buffer, root); });
+}
+
+// The blocking ones complete (or throw) before they return: one scope each.
+void RecordingCommunicator::barrier() {
+  pass_settings();
+  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context());
+  inner_->barrier();
+  stats_ = inner_->stats();
+}
+
+double RecordingCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
+  pass_settings();
+  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kAllReduce, sizeof value, context());
+  const double out = inner_->all_reduce_value(value, op);
+  stats_ = inner_->stats();
+  return out;
+}
+
+}  // namespace zt::train

@@ -1,0 +1,40 @@
+// A communicator that records every collective it passes on into this rank's flight recorder
+// (dist/collective_ring.hpp), as group "dp": entered when issued, left when its wait (or a done()
+// poll) sees it complete, marked timed out when the wait throws. Around any other communicator, so no
+// collective path of the training loop is missed; the world's agreements record themselves
+// (World::record_into).
+#pragma once
+
+#include <memory>
+
+#include "dist/collective_ring.hpp"
+#include "dist/communicator.hpp"
+
+namespace zt::train {
+
+class RecordingCommunicator final : public dist::Communicator {
+ public:
+  RecordingCommunicator(std::unique_ptr<dist::Communicator> inner, dist::CollectiveRing& ring);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return inner_->name(); }
+
+  std::unique_ptr<dist::Work> all_reduce(dist::Span buffer, dist::ReduceOp op) override;
+  std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
+  std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
+  std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
+  void barrier() override;
+  double all_reduce_value(double value, dist::ReduceOp op) override;
+
+ private:
+  class RecordedWork;
+  void pass_settings();  // this communicator's context and deadline to the inner one
+  template <typename F>
+  std::unique_ptr<dist::Work> recorded(dist::CollKind kind, std::size_t bytes, F issue);
+
+  std::unique_ptr<dist::Communicator> inner_;
+  dist::CollectiveRing& ring_;
+};
+
+}  // namespace zt::train

@@ -1,0 +1,147 @@
+// The flight recorder (dist/collective_ring.hpp) and the hang report's comparison of the ranks' notes
+// (train/hang_report.hpp): which rank never entered, skipped, is ahead of or disagrees on the
+// collective the others wait in, and which sent no notes.
+#include <gtest/gtest.h>
+
+#include "dist/collective_ring.hpp"
+#include "train/hang_report.hpp"
+
+namespace zt::train {
+namespace {
+using dist::CollGroup;
+using dist::CollKind;
+using dist::CollState;
+
+TEST(CollectiveRing, NumbersPerGroupAndCallsPerContextKeepsTheLast) {
+  dist::CollectiveRing ring;
+  auto a = ring.enter(CollGroup::kDp, CollKind::kAllReduce, 40, "step 1 micro-batch 1/1");
+  ring.enter(CollGroup::kWorld, CollKind::kAgreement, 8, "step 1 micro-batch 1/1");
+  ring.enter(CollGroup::kDp, CollKind::kAllGather, 16, "step 1 optimizer");
+  ring.leave(a);
+  ring.leave(a, CollState::kTimedOut);  // already left: unchanged
+  const auto r = ring.snapshot();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].seq, 1u);
+  EXPECT_EQ(r[0].state, CollState::kDone);
+  EXPECT_GE(r[0].leave_s, r[0].enter_s);
+  EXPECT_EQ(r[1].seq, 1u);  // the world's own numbering
+  EXPECT_EQ(r[1].call, 2u);
+  EXPECT_EQ(r[2].seq, 2u);
+  EXPECT_EQ(r[2].call, 1u);  // a new context
+  EXPECT_EQ(r[2].state, CollState::kOpen);
+  EXPECT_STREQ(r[2].context, "step 1 optimizer");
+  for (int i = 0; i < 2000; ++i) ring.enter(CollGroup::kDp, CollKind::kBroadcast, 4, std::string(300, 'x'));
+  const auto full = ring.snapshot();
+  ASSERT_EQ(full.size(), dist::CollectiveRing::kCapacity);
+  EXPECT_EQ(full.back().seq, 2002u);
+  EXPECT_EQ(full.front().seq, 2002u - dist::CollectiveRing::kCapacity + 1);
+  EXPECT_EQ(std::string(full.back().context).size(), dist::CollRecord::kContextChars);
+}
+
+// Rank notes from a script of collectives: each {group, kind, bytes, context, left?}.
+struct Step {
+  CollGroup group;
+  CollKind kind;
+  std::uint64_t bytes;
+  const char* context;
+  bool left;
+};
+RankNotes notes_of(int rank, const std::vector<Step>& steps) {
+  dist::CollectiveRing ring;
+  for (const Step& s : steps) {
+    auto t = ring.enter(s.group, s.kind, s.bytes, s.context);
+    if (s.left) ring.leave(t);
+  }
+  RankNotes n;
+  n.incident = "rank 0 pid 1 at 5";
+  n.rank = rank, n.world_size = 4, n.host = "n0" + std::to_string(rank), n.pid = 100 + rank;
+  n.written_s = dist::wall_seconds();
+  n.ring = ring.snapshot();
+  return n;
+}
+
+const Step kBoundary{CollGroup::kDp, CollKind::kAllReduce, 12, "step 3 start", true};
+const Step kBucket{CollGroup::kDp, CollKind::kAllReduce, 4096, "step 3 micro-batch 1/1", false};
+const Step kLoss{CollGroup::kDp, CollKind::kAllReduce, 8, "step 3 gradient reduction", false};
+const Step kCommit{CollGroup::kWorld, CollKind::kAgreement, 8, "step 3 checkpoint start", false};
+
+std::vector<std::string> known() { return {"node n00", "node n01", "node n02", "node n03"}; }
+
+TEST(HangReport, NotesSurviveTheirFile) {
+  RankNotes n = notes_of(2, {kBoundary, kBucket});
+  n.failed = true;
+  n.failure = "all_reduce did not complete\nwithin 3 s";
+  const auto back = parse_notes(format_notes(n));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->incident, n.incident);
+  EXPECT_EQ(back->rank, 2);
+  EXPECT_EQ(back->host, "n02");
+  EXPECT_TRUE(back->failed);
+  EXPECT_EQ(back->failure, "all_reduce did not complete within 3 s");
+  ASSERT_EQ(back->ring.size(), 2u);
+  EXPECT_EQ(back->ring[1].bytes, 4096u);
+  EXPECT_EQ(back->ring[1].state, CollState::kOpen);
+  EXPECT_STREQ(back->ring[1].context, "step 3 micro-batch 1/1");
+  const std::string text = format_notes(n);
+  EXPECT_FALSE(parse_notes(text.substr(0, text.size() - 10)));  // cut short while written
+  RankNotes empty = notes_of(1, {});
+  EXPECT_TRUE(parse_notes(format_notes(empty)));
+}
+
+TEST(HangReport, NamesTheRankThatNeverEntered) {
+  std::vector<std::optional<RankNotes>> n;
+  for (int r = 0; r < 4; ++r) n.push_back(notes_of(r, r == 1 ? std::vector<Step>{kBoundary} : std::vector<Step>{kBoundary, kBucket}));
+  const HangSummary s = summarize_hang(n, known(), 0.2);
+  EXPECT_NE(s.headline.find("rank 1 on node n01 never entered all_reduce #2 (step 3 micro-batch 1/1, call 1; 4096 B); "
+                            "3 ranks (0, 2, 3) waited"),
+            std::string::npos)
+      << s.headline;
+  ASSERT_EQ(s.lines.size(), 1u);
+  EXPECT_NE(s.lines[0].find("it last left all_reduce #1 (step 3 start"), std::string::npos) << s.lines[0];
+}
+
+TEST(HangReport, NamesARankWithoutNotes) {
+  std::vector<std::optional<RankNotes>> n;
+  for (int r = 0; r < 4; ++r) n.push_back(notes_of(r, {kBoundary, kBucket}));
+  n[3].reset();
+  const HangSummary s = summarize_hang(n, known(), 2.0);
+  EXPECT_NE(s.headline.find("rank 3 on node n03 sent no notes within 2.0 s"), std::string::npos) << s.headline;
+  EXPECT_NE(s.headline.find("3 ranks (0-2) waited"), std::string::npos) << s.headline;
+}
+
+TEST(HangReport, NamesASkippedCollectiveAndARankAhead) {
+  Step done_bucket = kBucket;
+  done_bucket.left = true;
+  std::vector<std::optional<RankNotes>> n;
+  n.push_back(notes_of(0, {kBoundary, kCommit}));              // skipped #2, went on to the world's #1
+  n.push_back(notes_of(1, {kBoundary, kBucket}));
+  n.push_back(notes_of(2, {kBoundary, kBucket}));
+  n.push_back(notes_of(3, {kBoundary, done_bucket, kLoss}));   // left #2 (a mismatched partner), in #3
+  const HangSummary s = summarize_hang(n, known(), 0.1);
+  EXPECT_NE(s.headline.find("rank 0 on node n00 skipped all_reduce #2 (step 3 micro-batch 1/1, call 1; 4096 B): it "
+                            "went on to world agreement #1 (step 3 checkpoint start, call 1; 8 B), which no other rank entered"),
+            std::string::npos)
+      << s.headline;
+  EXPECT_NE(s.headline.find("rank 3 on node n03 left all_reduce #2"), std::string::npos) << s.headline;
+  EXPECT_NE(s.headline.find("2 ranks (1, 2) waited"), std::string::npos) << s.headline;
+}
+
+TEST(HangReport, NamesDisagreeingCollectives) {
+  const Step other{CollGroup::kDp, CollKind::kReduceScatter, 4096, "step 3 micro-batch 1/1", false};
+  std::vector<std::optional<RankNotes>> n;
+  for (int r = 0; r < 4; ++r) n.push_back(notes_of(r, {kBoundary, r == 2 ? other : kBucket}));
+  const HangSummary s = summarize_hang(n, known(), 0.1);
+  EXPECT_NE(s.headline.find("ranks disagree on dp collective #2: rank 2 on node n02 entered reduce_scatter #2"),
+            std::string::npos)
+      << s.headline;
+  EXPECT_NE(s.headline.find("while ranks 0, 1, 3 wait in all_reduce #2"), std::string::npos) << s.headline;
+}
+
+TEST(HangReport, ListsRanksAsRanges) {
+  EXPECT_EQ(rank_list({0, 2, 3}), "0, 2, 3");
+  EXPECT_EQ(rank_list({1, 2, 3, 7}), "1-3, 7");
+  EXPECT_EQ(rank_list({5}), "5");
+}
+
+}  // namespace
+}  // namespace zt::train
