@@ -1,7 +1,11 @@
 // The start-up table of ranks: the parts every build has (host, threads, network environment).
 #include "dist/device_info.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <string_view>
+#include <vector>
 
 #include "core/log.hpp"
 
@@ -18,6 +22,21 @@ std::string network_environment() {
   return out;
 }
 
+std::string nccl_expected_transport() {
+  if (const char* net = std::getenv("NCCL_NET"); net && *net) return cat(net, " (NCCL_NET)");
+  if (const char* off = std::getenv("NCCL_IB_DISABLE"); off && std::string_view(off) == "1")
+    return "sockets (NCCL_IB_DISABLE=1)";
+  std::vector<std::string> adapters;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/infiniband", ec))
+    adapters.push_back(e.path().filename().string());
+  if (adapters.empty()) return "sockets (no /sys/class/infiniband adapters)";
+  std::sort(adapters.begin(), adapters.end());
+  std::string list;
+  for (const std::string& a : adapters) list += cat(list.empty() ? "" : ", ", a);
+  return cat("InfiniBand/RoCE (", list, ")");
+}
+
 std::string rank_device(const Placement& placement) {
   if (placement.device == config::Device::kCpu) return "cpu";
   return cat(placement.device_name(), " ", device_description(placement.device_index));
@@ -29,7 +48,11 @@ void log_rank_table(const World& world, const Placement& placement, const std::s
   const std::string mine =
       cat("rank ", world.rank(), " on ", world.host(), " (local rank ", world.local_rank(), " of ", world.local_size(),
           "): ", rank_device(placement), versions.empty() ? "" : cat(", ", versions), ", ", placement.threads,
-          " thread(s), collectives ", comm_name, net.empty() ? "" : cat(", ", net));
+          " thread(s), collectives ", comm_name,
+          comm_name == "nccl" ? cat(" (expected inter-node transport ", nccl_expected_transport(),
+                                    "; NCCL_DEBUG=INFO shows the real choice)")
+                              : "",
+          net.empty() ? "" : cat(", ", net));
   const std::vector<std::string> lines = world.gather_to_root(mine);
   if (!world.is_root()) return;
   log::info(cat("ranks: ", world.size(), " on ", world.n_nodes(), " node(s)"));

@@ -22,6 +22,11 @@ std::string rank_device(const Placement& placement);
 // UCX_NET_DEVICES=mlx5_0:1"), or "" when none is: these pick the transport.
 std::string network_environment();
 
+// The inter-node transport NCCL is expected to pick on this rank, from NCCL_NET, NCCL_IB_DISABLE and
+// the adapters in /sys/class/infiniband ("InfiniBand/RoCE (mlx5_0, mlx5_1)", "sockets (NCCL_IB_DISABLE=1)"):
+// a guess from the same inputs NCCL reads first; only NCCL_DEBUG=INFO shows its real choice.
+std::string nccl_expected_transport();
+
 // Every rank calls (a gather on the world, whatever this rank's device): rank 0 logs one line per rank.
 void log_rank_table(const World& world, const Placement& placement, const std::string& comm_name);
 
