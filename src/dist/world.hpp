@@ -79,6 +79,18 @@ class World {
   mutable CollectiveRing* ring_ = nullptr;
 };
 
+// World::record_into(ring) for this object's lifetime (also when a constructor after it throws).
+class WorldRecording {
+ public:
+  WorldRecording(const World& world, CollectiveRing* ring) : world_(world) { world_.record_into(ring); }
+  ~WorldRecording() { world_.record_into(nullptr); }
+  WorldRecording(const WorldRecording&) = delete;
+  WorldRecording& operator=(const WorldRecording&) = delete;
+
+ private:
+  const World& world_;
+};
+
 // Number of CUDA devices this process can use: 0 where the build has no CUDA backend, no driver is
 // loaded or no GPU is visible, so one binary runs on CPU-only machines too.
 int cuda_device_count();

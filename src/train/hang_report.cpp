@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
-#include <map>
+#include <cstdint>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -47,8 +47,10 @@ std::string describe(const CollRecord& r) {
              ", call ", r.call, "; ", r.bytes, " B)");
 }
 
+// The same collective on two ranks. The world's agreements carry each rank's own payload (a gather's
+// part, an empty one to a broadcast from rank 0): their sizes differ by design.
 bool same_call(const CollRecord& a, const CollRecord& b) {
-  return a.group == b.group && a.seq == b.seq && a.kind == b.kind && a.bytes == b.bytes;
+  return a.group == b.group && a.seq == b.seq && a.kind == b.kind && (a.group == CollGroup::kWorld || a.bytes == b.bytes);
 }
 
 // One rank's notes, digested: the collective it is in (the oldest not completed: with several in
@@ -97,7 +99,7 @@ std::pair<std::string, std::string> diagnose(int r, const std::vector<View>& vie
                         " s: it is stopped (SIGSTOP), dead, or cannot write ckpt.dir/diag/");
     return {s, s};
   }
-  const std::string waits = cat(waiters.size() == 1 ? "rank " : "ranks ", rank_list(waiters), " wait");
+  const std::string waits = cat(waiters.size() == 1 ? "rank " : "ranks ", rank_list(waiters), waiters.size() == 1 ? " waits" : " wait");
   const std::size_t g = static_cast<std::size_t>(b.group);
   if (const CollRecord* mine = v.find(b.group, b.seq)) {
     if (!same_call(*mine, b)) {
@@ -213,27 +215,29 @@ HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, c
                            double waited_s) {
   std::vector<View> views;
   for (const auto& n : notes) views.emplace_back(n ? &*n : nullptr);
-  // The collective most ranks are in (ties: the earlier one) is where the job stopped.
-  std::map<std::pair<int, std::uint64_t>, int> tally;
+  // Where the job stopped: in the group most ranks wait in, the earliest collective one waits in. (At
+  // the world's agreements rank 0 collects: the others may leave one and wait in the next.)
+  std::array<int, 2> in_group{};
   for (const View& v : views)
-    if (v.current) ++tally[{static_cast<int>(v.current->group), v.current->seq}];
+    if (v.current) ++in_group[static_cast<std::size_t>(v.current->group)];
   HangSummary out;
-  if (tally.empty()) {
+  if (in_group[0] + in_group[1] == 0) {
     out.headline = "no rank is waiting in a collective (the deadline passed in a wait that is not recorded)";
     for (std::size_t r = 0; r < views.size(); ++r)
       if (!views[r].notes) out.lines.push_back(diagnose(static_cast<int>(r), views, {}, {}, known, waited_s).second);
     return out;
   }
-  auto best = std::max_element(tally.begin(), tally.end(), [](const auto& a, const auto& b) {
-    return a.second < b.second || (a.second == b.second && a.first.second > b.first.second);
-  });
+  const CollGroup group = in_group[1] > in_group[0] ? CollGroup::kWorld : CollGroup::kDp;
+  std::uint64_t first_seq = UINT64_MAX;
+  for (const View& v : views)
+    if (v.current && v.current->group == group) first_seq = std::min(first_seq, v.current->seq);
   std::optional<CollRecord> b;
-  std::vector<int> waiters, others;
+  std::vector<int> waiters, others, went_on;
   double waited = 0;
   for (std::size_t r = 0; r < views.size(); ++r) {
     const View& v = views[r];
-    const bool in_it = v.current && static_cast<int>(v.current->group) == best->first.first &&
-                       v.current->seq == best->first.second && (!b || same_call(*v.current, *b));
+    const bool in_it = v.current && v.current->group == group && v.current->seq == first_seq &&
+                       (!b || same_call(*v.current, *b));
     if (!in_it) {
       others.push_back(static_cast<int>(r));
       continue;
@@ -244,6 +248,12 @@ HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, c
   }
   std::vector<std::string> clauses;
   for (int r : others) {
+    const View& v = views[static_cast<std::size_t>(r)];
+    const CollRecord* mine = v.notes ? v.find(b->group, b->seq) : nullptr;
+    if (group == CollGroup::kWorld && mine && same_call(*mine, *b) && mine->state == CollState::kDone) {
+      went_on.push_back(r);  // gave rank 0 its part and waits for the next agreement: not a cause
+      continue;
+    }
     auto [clause, detail] = diagnose(r, views, *b, waiters, known, waited_s);
     clauses.push_back(clause);
     out.lines.push_back(detail);
@@ -251,7 +261,7 @@ HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, c
   const std::string waiting = cat(waiters.size(), waiters.size() == 1 ? " rank (" : " ranks (", rank_list(waiters),
                                   ") waited ", fixed(waited, 1), " s in ", describe(*b));
   if (clauses.empty()) {
-    out.headline = cat("every rank is in ", describe(*b), " and it did not complete: ", waiting);
+    out.headline = cat(describe(*b), " did not complete though no rank stays out of it: ", waiting);
   } else {
     for (const std::string& c : clauses) out.headline += c + "; ";
     // "... never entered all_reduce #10 (...); 3 ranks (0, 2, 3) waited 3.0 s in it"
@@ -259,6 +269,10 @@ HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, c
     const bool named = out.headline.size() >= tail.size() &&
                        out.headline.compare(out.headline.size() - tail.size(), tail.size(), tail) == 0;
     out.headline += named ? waiting.substr(0, waiting.size() - in_b.size()) + " in it" : waiting;
+  }
+  if (!went_on.empty()) {
+    out.headline += cat("; ", went_on.size() == 1 ? "rank " : "ranks ", rank_list(went_on),
+                        " gave rank 0 their part of it and wait in the next agreement");
   }
   return out;
 }

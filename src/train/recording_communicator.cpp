@@ -40,7 +40,7 @@ RecordingCommunicator::RecordingCommunicator(std::unique_ptr<dist::Communicator>
 }
 
 void RecordingCommunicator::pass_settings() {
-  inner_->set_context(context());
+  if (inner_->context() != context()) inner_->set_context(context());  // no copy per call within a context
   inner_->set_timeout(timeout_s());
 }
 

@@ -50,7 +50,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   install_stop_signal_handlers();
   backend_ = make_backend(config, placement);
   ring_ = std::make_unique<dist::CollectiveRing>();
-  world.record_into(ring_.get());
+  world_recording_.emplace(world, ring_.get());
   auto timed = std::make_unique<TimedCommunicator>(
       std::make_unique<RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
   timed_comm_ = timed.get(), comm_ = std::move(timed);
@@ -92,7 +92,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                 config::to_string(config.train.recompute), "); predicted peak ", mib(predicted_peak_)));
 }
 
-Trainer::~Trainer() { world_.record_into(nullptr); }
+Trainer::~Trainer() = default;
 
 void Trainer::init_parameters() {
   if (config_.init.from.empty()) {

@@ -69,6 +69,7 @@ class Trainer {
   config::Derived derived_;
   dist::Placement placement_;
   std::unique_ptr<dist::CollectiveRing> ring_;  // this rank's last collectives, for hang reports (before comm_)
+  std::optional<dist::WorldRecording> world_recording_;  // the world's agreements into ring_ while this lives
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<dist::Communicator> comm_;
   model::ParamTable table_;

@@ -2,8 +2,8 @@
 # Hang diagnosis on 4 CPU ranks (dist.timeout_s=3): when the watchdog fires, the ranks compare their
 # last collectives through ckpt.dir/diag/ and the job prints one report naming the cause, then ends
 # (exit 1) within dist.timeout_s + 7 s of the fault. Checked: a rank hanging (sleep) in a step's
-# forward pass at ZeRO-0 and in its optimizer at ZeRO-1 is named as never entering the collective
-# the other 3 ranks waited in (kind, number, step context, bytes); a rank stopped by SIGSTOP is named
+# forward pass at ZeRO-0, in its optimizer at ZeRO-1 and in its checkpoint's commit is named as never
+# entering the collective the others waited in (kind, number, step context, bytes); a rank stopped by SIGSTOP is named
 # as sending no notes; a rank that leaves out the step boundary's all-reduce (TEST ONLY
 # debug.skip_collective_at_step) is named as having skipped it and gone on to a collective no other
 # rank entered; diag/ holds every rank's ring and the summary.
@@ -38,20 +38,29 @@ answered() {
   done
 }
 
-hang() {  # hang NAME STAGE PHASE MODE
-  case_run "$1" "debug.hang_phase=$3: .* on purpose" --train.zero_stage="$2" --debug.rank=1 --debug.hang_at_step=3 \
-    --debug.hang_phase="$3" --debug.hang_mode="$4"
+hang() {  # hang NAME STAGE PHASE MODE [ztrain-args...]
+  local name=$1 stage=$2 phase=$3 mode=$4; shift 4
+  case_run "$name" "debug.hang_phase=$phase: .* on purpose" --train.zero_stage="$stage" --debug.rank=1 \
+    --debug.hang_at_step=3 --debug.hang_phase="$phase" --debug.hang_mode="$mode" "$@"
 }
 
 hang forward 0 forward sleep
 grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered all_reduce #[0-9]+ \(step 3 micro-batch 1/1, call 1; [0-9]+ B\); 3 ranks \(0, 2, 3\) waited [0-9.]+ s in" <<<"$report" ||
   fail "forward: the report does not name rank 1 and the all-reduce"
 answered forward 0 1 2 3
+waited=$(sed -nE 's/.*3 ranks \(0, 2, 3\) waited ([0-9.]+) s in it.*/\1/p' <<<"$report" | head -n 1)
+awk -v w="$waited" -v t=$T 'BEGIN { exit !(w >= t && w < t + 1.5) }' || fail "forward: the ranks waited '$waited' s, expected about $T"
 
 hang optimizer 1 optimizer sleep
 grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered all_gather #[0-9]+ \(step 3 optimizer, call 1; [0-9]+ B\); 3 ranks \(0, 2, 3\) waited" <<<"$report" ||
   fail "optimizer: the report does not name rank 1 and the all-gather"
 answered optimizer 0 1 2 3
+
+# At the world's agreements rank 0 collects: ranks 2 and 3 gave it their part and wait in the next one.
+hang commit 0 ckpt_commit sleep --ckpt.every=3
+grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered world gather #[0-9]+ \(step 3 checkpoint commit \(file records\), call 1; [0-9]+ B\); 1 rank \(0\) waited [0-9.]+ s in it; ranks 2, 3 gave rank 0 their part" <<<"$report" ||
+  fail "commit: the report does not name rank 1 and the commit's gather"
+answered commit 0 1 2 3
 
 hang stopped 0 backward sigstop
 grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) sent no notes within [0-9.]+ s: it is stopped \(SIGSTOP\), dead" <<<"$report" ||

@@ -126,6 +126,27 @@ TEST(HangReport, NamesASkippedCollectiveAndARankAhead) {
   EXPECT_NE(s.headline.find("2 ranks (1, 2) waited"), std::string::npos) << s.headline;
 }
 
+// Rank 0 collects the world's agreements: the ranks that gave it their part wait in the next one,
+// and are not the cause; rank 0 waits in the earlier one for the rank that never entered it.
+TEST(HangReport, AtTheWorldsAgreementsNamesWhoRankZeroWaitsFor) {
+  const Step records{CollGroup::kWorld, CollKind::kGather, 400, "step 2 checkpoint commit (file records)", false};
+  Step sent = records;
+  sent.left = true;
+  const Step commit{CollGroup::kWorld, CollKind::kAgreement, 8, "step 2 checkpoint commit", false};
+  std::vector<std::optional<RankNotes>> n;
+  n.push_back(notes_of(0, {kBoundary, records}));
+  n.push_back(notes_of(1, {kBoundary}));
+  n.push_back(notes_of(2, {kBoundary, sent, commit}));
+  n.push_back(notes_of(3, {kBoundary, sent, commit}));
+  const HangSummary s = summarize_hang(n, known(), 0.1);
+  EXPECT_EQ(s.headline.rfind("rank 1 on node n01 never entered world gather #1 (step 2 checkpoint commit (file records), "
+                             "call 1; 400 B); 1 rank (0) waited ", 0), 0u)
+      << s.headline;
+  EXPECT_NE(s.headline.find("; ranks 2, 3 gave rank 0 their part of it and wait in the next agreement"), std::string::npos)
+      << s.headline;
+  EXPECT_EQ(s.lines.size(), 1u);
+}
+
 TEST(HangReport, NamesDisagreeingCollectives) {
   const Step other{CollGroup::kDp, CollKind::kReduceScatter, 4096, "step 3 micro-batch 1/1", false};
   std::vector<std::optional<RankNotes>> n;
