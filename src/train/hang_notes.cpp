@@ -46,10 +46,12 @@ void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<doubl
 HangNotes::HangNotes(const dist::World& world, fs::path dir, const dist::CollectiveRing& ring)
     : rank_(world.rank()), size_(world.size()), host_(world.host()), dir_(std::move(dir)), ring_(ring) {
   if (size_ == 1) return;
-  if (rank_ == 0) {  // a previous job's incident must not look like this one's
+  if (rank_ == 0 && fs::exists(dir_)) {  // a previous job's incident: kept aside, never mistaken for this one's
+    const fs::path previous = dir_.string() + ".previous";
     std::error_code ec;
-    fs::remove(dir_ / "request", ec);
-    fs::remove(dir_ / "summary.txt", ec);
+    fs::remove_all(previous, ec);
+    fs::rename(dir_, previous, ec);
+    if (ec) fs::remove(dir_ / "request", ec);  // at least no stale request
   }
   const std::string mine = cat("node ", host_, " (pid ", ::getpid(), ")");
   std::string joined;

@@ -5,7 +5,7 @@
 //
 // The exchange, all in ckpt.dir/diag/ (docs/INTERFACE.md):
 //   - at start-up the ranks agree on every rank's host and pid (so a rank that later stops is named
-//     with its node), and rank 0 removes a previous job's request and summary;
+//     with its node), and rank 0 moves a previous job's diag/ to diag.previous/;
 //   - the first rank whose deadline fires creates `request` (O_EXCL: exactly one reporter) holding an
 //     incident token, writes its notes, and waits up to kNotesWaitS for every rank's;
 //   - every rank's watcher thread polls for `request` (every kPollS) and answers with its notes: this
@@ -34,7 +34,7 @@ class HangNotes {
   static constexpr double kNotesWaitS = 2.0;  // the reporter waits this long for the others' notes
   static constexpr double kPollS = 0.1;       // how often the watcher looks for a request
 
-  // Collective (two world agreements): rank 0 removes a previous job's request and summary, every rank
+  // Collective (two world agreements): rank 0 moves a previous job's diag/ aside, every rank
   // learns every rank's host and pid. Starts the watcher thread. Creates no file: diag/ appears only
   // when a hang is reported.
   HangNotes(const dist::World& world, std::filesystem::path dir, const dist::CollectiveRing& ring);

@@ -6,7 +6,7 @@
 # entering the collective the others waited in (kind, number, step context, bytes); a rank stopped by SIGSTOP is named
 # as sending no notes; a rank that leaves out the step boundary's all-reduce (TEST ONLY
 # debug.skip_collective_at_step) is named as having skipped it and gone on to a collective no other
-# rank entered; diag/ holds every rank's ring and the summary.
+# rank entered; diag/ holds every rank's ring and the summary, which the next job moves to diag.previous/.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/faults_lib.sh"
@@ -50,6 +50,11 @@ grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered all_red
 answered forward 0 1 2 3
 waited=$(sed -nE 's/.*3 ranks \(0, 2, 3\) waited ([0-9.]+) s in it.*/\1/p' <<<"$report" | head -n 1)
 awk -v w="$waited" -v t=$T 'BEGIN { exit !(w >= t && w < t + 1.5) }' || fail "forward: the ranks waited '$waited' s, expected about $T"
+
+# The next job of that ckpt.dir (a requeue) keeps the report aside in diag.previous/; diag/ starts clean.
+expect_exit 0 zt_mpirun 4 "$ZT_BIN/ztrain" "${FAULT_ARGS[@]}" --ckpt.dir="$ZT_WORK/forward.ckpt" --train.max_steps=1
+[ -s "$ZT_WORK/forward.ckpt/diag.previous/summary.txt" ] && [ ! -e "$ZT_WORK/forward.ckpt/diag" ] ||
+  fail "the next job did not move diag/ to diag.previous/: $(ls "$ZT_WORK/forward.ckpt")"
 
 hang optimizer 1 optimizer sleep
 grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered all_gather #[0-9]+ \(step 3 optimizer, call 1; [0-9]+ B\); 3 ranks \(0, 2, 3\) waited" <<<"$report" ||
