@@ -1,6 +1,8 @@
 // Flight recording around a communicator (recording_communicator.hpp).
 #include "train/recording_communicator.hpp"
 
+#include <exception>
+
 namespace zt::train {
 namespace {
 std::size_t bytes_of(const dist::Span& s) { return s.count * dtype_size(s.dtype); }
@@ -12,6 +14,10 @@ class RecordingCommunicator::RecordedWork final : public dist::Work {
  public:
   RecordedWork(std::unique_ptr<dist::Work> inner, RecordingCommunicator& owner, dist::CollectiveRing::Ticket ticket)
       : inner_(std::move(inner)), owner_(owner), ticket_(ticket) {}
+  // Dropped unwaited in normal flow: nobody waits in it any more (unwinding keeps it open, as it is).
+  ~RecordedWork() override {
+    if (std::uncaught_exceptions() == 0) owner_.ring_.leave(ticket_);
+  }
   void wait() override {
     owner_.pass_settings();
     try {
