@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.hpp"
 #include "dist/collective_ring.hpp"
 #include "dist/world.hpp"
 
@@ -45,6 +46,16 @@ class HangNotes {
   // On the main thread, when `failure` (a deadline, a communication error) ends this rank: the
   // exchange above. Returns within kNotesWaitS + 1 s; never throws.
   void report(const std::string& failure);
+  // Runs f; a CommError from it (a deadline) is reported as above, then rethrown.
+  template <typename F>
+  auto reporting(F f) {
+    try {
+      return f();
+    } catch (const CommError& e) {
+      report(e.what());
+      throw;
+    }
+  }
 
  private:
   void watch();

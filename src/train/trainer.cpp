@@ -72,8 +72,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
   checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_, resume.run_id);
-  if (resume.empty()) init_parameters();
-  else resume_from(resume);  // before open_data: the loader starts at the restored step
+  // Before open_data: the loader starts at the restored step.
+  hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
   stragglers_ = std::make_unique<StragglerWatch>(world, config.log);
@@ -299,14 +299,7 @@ bool Trainer::at_step_boundary(std::int64_t last) {
 
 // A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
 // before the boundary ends the job.
-int Trainer::run() {
-  try {
-    return train_loop();
-  } catch (const CommError& e) {
-    hang_notes_->report(e.what());
-    throw;
-  }
-}
+int Trainer::run() { return hang_notes_->reporting([this] { return train_loop(); }); }
 
 int Trainer::train_loop() {
   const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;

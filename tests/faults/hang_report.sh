@@ -2,11 +2,12 @@
 # Hang diagnosis on 4 CPU ranks (dist.timeout_s=3): when the watchdog fires, the ranks compare their
 # last collectives through ckpt.dir/diag/ and the job prints one report naming the cause, then ends
 # (exit 1) within dist.timeout_s + 7 s of the fault. Checked: a rank hanging (sleep) in a step's
-# forward pass at ZeRO-0, in its optimizer at ZeRO-1 and in its checkpoint's commit is named as never
-# entering the collective the others waited in (kind, number, step context, bytes); a rank stopped by SIGSTOP is named
-# as sending no notes; a rank that leaves out the step boundary's all-reduce (TEST ONLY
-# debug.skip_collective_at_step) is named as having skipped it and gone on to a collective no other
-# rank entered; diag/ holds every rank's ring and the summary, which the next job moves to diag.previous/.
+# forward pass at ZeRO-0, in its optimizer at ZeRO-1, in its checkpoint's commit and while resuming
+# is named as never entering the collective the others waited in (kind, number, step context,
+# bytes); a rank stopped by SIGSTOP is named as sending no notes; a rank that leaves out the step
+# boundary's all-reduce (TEST ONLY debug.skip_collective_at_step) is named as having skipped it and
+# gone on to a collective no other rank entered; diag/ holds every rank's ring and the summary, which
+# the next job moves to diag.previous/.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/faults_lib.sh"
@@ -55,6 +56,12 @@ awk -v w="$waited" -v t=$T 'BEGIN { exit !(w >= t && w < t + 1.5) }' || fail "fo
 expect_exit 0 zt_mpirun 4 "$ZT_BIN/ztrain" "${FAULT_ARGS[@]}" --ckpt.dir="$ZT_WORK/forward.ckpt" --train.max_steps=1
 [ -s "$ZT_WORK/forward.ckpt/diag.previous/summary.txt" ] && [ ! -e "$ZT_WORK/forward.ckpt/diag" ] ||
   fail "the next job did not move diag/ to diag.previous/: $(ls "$ZT_WORK/forward.ckpt")"
+
+# Resuming from that job's checkpoint (step 1), rank 1 hangs while loading: named at the world's barrier.
+cp -r "$ZT_WORK/forward.ckpt" "$ZT_WORK/resume.ckpt"
+case_run resume "debug.hang_phase=resume: .* on purpose" --debug.rank=1 --debug.hang_at_step=1 --debug.hang_phase=resume
+grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered world barrier #[0-9]+ \(resume from .*step_00000001 \(every rank loaded\), call 1; 0 B\); 3 ranks \(0, 2, 3\) waited [0-9.]+ s in it" <<<"$report" ||
+  fail "resume: the report does not name rank 1 and the resume's barrier"
 
 hang optimizer 1 optimizer sleep
 grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered all_gather #[0-9]+ \(step 3 optimizer, call 1; [0-9]+ B\); 3 ranks \(0, 2, 3\) waited" <<<"$report" ||
