@@ -15,6 +15,7 @@
 #include "dist/device_info.hpp"
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
+#include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
 #include "train/preflight.hpp"
@@ -87,6 +88,19 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   return m;
 }
 
+// parallel.tp > 1 (issue 20): the process grid, its sub-communicators, Megatron's parameter split and
+// the tensor-parallel layers are built and tested, but the models and the trainer do not run them yet,
+// so such a run stops at start-up (exit 2) rather than half-running. The model's own split errors
+// (heads, K/V heads, MLP width that tp does not divide) come first: they hold once it does run.
+void refuse_tensor_parallel(const config::Config& c) {
+  if (c.parallel.tp == 1) return;
+  model::check_tp_degree(plan::model_shape(c.model), static_cast<int>(c.parallel.tp));
+  throw ConfigError(cat("parallel.tp=", c.parallel.tp, ": tensor parallelism is not wired into training yet (its "
+                        "process grid, split parameters and layers exist and are tested; the models, trainer, "
+                        "checkpoints and --plan do not use them): use parallel.tp=1 (data parallelism with "
+                        "train.zero_stage 0-3 over every rank)"));
+}
+
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
 int print_plan(const dist::World& world, const Startup& s) {
   if (s.cl.config.plan.world_size > 0) config::derive(s.cl.config, s.cl.config.plan.world_size);  // batch split
@@ -107,6 +121,7 @@ int run(dist::World& world, int argc, char** argv) {
     log::set_all_ranks(s.cl.config.log.all_ranks);
     place(world, s);
     s.derived = config::derive(s.cl.config, world.size());
+    refuse_tensor_parallel(s.cl.config);
   }, "parsing the configuration");
   if (code != kExitOk) return code;
   world.set_timeout(s.cl.config.dist.timeout_s);
