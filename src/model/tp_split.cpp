@@ -145,4 +145,34 @@ void tp_place(float* global, const float* shard, const std::vector<std::int64_t>
   });
 }
 
+ParamTable tp_local_table(const ParamTable& global, int tp) {
+  check_tp_degree(global.shape(), tp);
+  std::vector<ParamInfo> params = global.params();
+  for (ParamInfo& p : params) {
+    const TpSplit split = tp_split_of(p, global.shape());
+    p.shape = tp_shard_shape(p.shape, split, tp);
+    if (split.kind == TpSplit::Kind::kVocab) p.shape[0] += 1;  // the zero row
+    p.hf_shape = p.shape;
+  }
+  return ParamTable(global.shape(), params);
+}
+
+std::vector<float> tp_cut_flat(const ParamTable& global, const ParamTable& local, const float* global_flat, int tp, int r) {
+  std::vector<float> out(local.numel(), 0.f);
+  for (std::size_t i = 0; i < global.params().size(); ++i) {
+    const ParamInfo& g = global.params()[i];
+    const std::vector<float> shard = tp_cut(global_flat + g.offset, g.shape, tp_split_of(g, global.shape()), tp, r);
+    std::copy(shard.begin(), shard.end(), out.begin() + static_cast<std::ptrdiff_t>(local.params()[i].offset));
+  }
+  return out;
+}
+
+void tp_place_flat(const ParamTable& global, const ParamTable& local, const float* local_flat, float* global_flat, int tp,
+                   int r) {
+  for (std::size_t i = 0; i < global.params().size(); ++i) {
+    const ParamInfo& g = global.params()[i];
+    tp_place(global_flat + g.offset, local_flat + local.params()[i].offset, g.shape, tp_split_of(g, global.shape()), tp, r);
+  }
+}
+
 }  // namespace zt::model

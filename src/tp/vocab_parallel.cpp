@@ -30,7 +30,7 @@ void vocab_parallel_embedding_forward(const TpContext& ctx, Tensor out, Tensor p
 void vocab_parallel_embedding_backward(const TpContext& ctx, Tensor dwte_ext, Tensor dwpe, Tensor dout, Tensor dfull,
                                        Tensor rows) {
   if (ctx.sequence_parallel) gather_rows(ctx, dout, dfull);
-  ctx.be.embedding_backward(dwte_ext, ctx.group.rank() == 0 ? dwpe : Tensor{}, ctx.sequence_parallel ? dfull : dout, rows);
+  ctx.be.embedding_backward(dwte_ext, dwpe, ctx.sequence_parallel ? dfull : dout, rows);
   const std::int64_t Vs = dwte_ext.dim(0) - 1, C = dwte_ext.dim(1);
   // The zero row collected the tokens of other ranks' blocks: not a parameter's gradient.
   Tensor zero_row = dwte_ext;

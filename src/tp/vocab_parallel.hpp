@@ -30,8 +30,9 @@ std::vector<std::int32_t> local_token_rows(const std::int32_t* tokens, std::int6
 // the device, i32 [N]. wte_ext [Vs + 1, C].
 void vocab_parallel_embedding_forward(const TpContext& ctx, backend::Tensor out, backend::Tensor partial,
                                       backend::Tensor rows, backend::Tensor wte_ext, backend::Tensor wpe);
-// dwte_ext +=, dwpe += (TP rank 0; empty for Llama). dout as out; under SP dfull [N, C] scratch for the
-// gathered dout (empty otherwise). The zero row's gradient is cleared.
+// dwte_ext +=, dwpe += (empty for Llama). dout as out; under SP dfull [N, C] scratch for the gathered
+// dout (empty otherwise). The zero row's gradient is cleared. Every rank gets the whole dwpe: the
+// position table is replicated, so each rank's copy takes the same update.
 void vocab_parallel_embedding_backward(const TpContext& ctx, backend::Tensor dwte_ext, backend::Tensor dwpe,
                                        backend::Tensor dout, backend::Tensor dfull, backend::Tensor rows);
 

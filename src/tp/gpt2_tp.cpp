@@ -1,0 +1,185 @@
+// GPT-2 over a tensor-parallel group (gpt2_tp.hpp): model::Gpt2's structure with Megatron's layers.
+#include "tp/gpt2_tp.hpp"
+
+#include "core/error.hpp"
+#include "model/carver.hpp"
+#include "model/lm_head.hpp"
+#include "model/tp_split.hpp"
+
+namespace zt::tp {
+
+using backend::Tensor;
+using backend::WeightLayout;
+
+namespace {
+// Parameter order inside a block unit and units 0 and L+1 (model/param_table.cpp).
+enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
+enum EmbedParam { kWte, kWpe };
+enum FinalParam { kLnfW, kLnfB };
+}  // namespace
+
+Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch)
+    : be_(backend), ctx_{backend, group, false}, table_(local), s_(local.shape()), B_(micro_batch), tp_(group.size()),
+      r_(group.rank()), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()) {
+  ZT_CHECK(s_.arch == model::Arch::kGpt2, "Gpt2Tp: the table is not GPT-2's");
+  ZT_CHECK_EQ(local.find("transformer.wte.weight").shape[0], Vs_ + 1, "Gpt2Tp: table is not tp_local_table(.., ",
+              tp_, ")");
+  arena_ = be_.allocate(layout(nullptr));
+  layout(static_cast<std::byte*>(arena_.data()));
+}
+
+std::size_t Gpt2Tp::layout(std::byte* base) {
+  model::Carver c{base, DType::kF32};
+  const std::int64_t T = s_.seq_len, C = s_.n_embd, N = std::int64_t{B_} * T, Cr = C / tp_;
+  a_.rows = c.take_as(DType::kI32, {B_, T});
+  a_.encoded = c.take({B_, T, C});
+  a_.layers.resize(s_.n_layer);
+  for (Layer& l : a_.layers) {
+    l.ln1 = c.take({B_, T, C}), l.ln1_mean = c.stat({N}), l.ln1_rstd = c.stat({N});
+    l.qkv = c.take({B_, T, 3 * Cr}), l.atty = c.take({B_, T, Cr}), l.lse = c.stat({B_, s_.n_head / tp_, T});
+    l.res2 = c.take({B_, T, C});
+    l.ln2 = c.take({B_, T, C}), l.ln2_mean = c.stat({N}), l.ln2_rstd = c.stat({N});
+    l.fch = c.take({B_, T, 4 * Cr}), l.fch_gelu = c.take({B_, T, 4 * Cr});
+    l.res3 = c.take({B_, T, C});
+  }
+  a_.lnf = c.take({B_, T, C}), a_.lnf_mean = c.stat({N}), a_.lnf_rstd = c.stat({N});
+  a_.logits = c.take({B_, T, Vs_});
+  a_.proj = c.take({B_, T, C}), a_.dres = c.take({B_, T, C}), a_.dtmp = c.take({B_, T, C}), a_.dln = c.take({B_, T, C});
+  a_.datty = c.take({B_, T, Cr}), a_.dbig = c.take({B_, T, 4 * Cr});
+  return c.used;
+}
+
+Tensor Gpt2Tp::param(const Tensor& unit, int u, int k) const {
+  return model::param_view(table_, unit, table_.first_param(u) + k);
+}
+
+Tensor Gpt2Tp::head(const Tensor& unit) const {
+  Tensor t = param(unit, 0, kWte);
+  t.shape[0] = Vs_;
+  return t;
+}
+
+// As model::Gpt2::block_forward, with qkv and fch column-parallel (this rank's heads and MLP units)
+// and both projections row-parallel (summed over the group, bias once).
+void Gpt2Tp::block_forward(int l, const Tensor& w) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
+  column_parallel_forward(ctx_, L.qkv, L.ln1, L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
+  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_);
+  row_parallel_forward(ctx_, a_.proj, a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB), WeightLayout::kInOut);
+  be_.add(L.res2, x, a_.proj);
+  be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
+  column_parallel_forward(ctx_, L.fch, L.ln2, L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
+  be_.gelu_forward(L.fch_gelu, L.fch);
+  row_parallel_forward(ctx_, a_.proj, a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB), WeightLayout::kInOut);
+  be_.add(L.res3, L.res2, a_.proj);
+}
+
+void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params) {
+  const std::int64_t N = std::int64_t{B_} * s_.seq_len;
+  model::check_token_ids("token", tokens, N, s_.vocab_size);
+  const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
+  be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
+  const int last = s_.n_layer + 1;
+  Tensor emb = params.unit(0);
+  vocab_parallel_embedding_forward(ctx_, a_.encoded, a_.encoded, a_.rows, param(emb, 0, kWte), param(emb, 0, kWpe));
+  params.release(0);
+  for (int l = 0; l < s_.n_layer; ++l) {
+    block_forward(l, params.unit(1 + l));
+    params.release(1 + l);
+  }
+  Tensor fin = params.unit(last);
+  be_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kLnfW),
+                        param(fin, last, kLnfB));
+  params.release(last);
+  emb = params.unit(0);  // the tied LM head, column-parallel over this rank's vocabulary rows
+  column_parallel_forward(ctx_, a_.logits, a_.lnf, a_.lnf, head(emb), Tensor(), WeightLayout::kOutIn);
+  params.release(0);
+}
+
+double Gpt2Tp::forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) {
+  model::check_token_ids("target", targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
+  run_forward(tokens, params);
+  double sum = 0.0;
+  for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;
+  ready_for_backward_ = true;
+  return sum;
+}
+
+std::vector<float> Gpt2Tp::forward_logits(const std::int32_t* tokens, model::ParamSource& params) {
+  run_forward(tokens, params);
+  ready_for_backward_ = false;
+  const std::int64_t N = std::int64_t{B_} * s_.seq_len, V = s_.vocab_size;
+  std::vector<float> mine(static_cast<std::size_t>(N * Vs_)), all(mine.size() * tp_), out(static_cast<std::size_t>(N * V));
+  be_.copy_to_host(mine.data(), a_.logits.data, a_.logits.bytes());
+  ctx_.group.all_gather(dist::span_of(mine.data(), mine.size()), dist::span_of(all.data(), all.size()))->wait();
+  for (std::int64_t n = 0; n < N; ++n)  // rank q's block [N, Vs] holds ids q*Vs ...
+    for (std::int64_t v = 0; v < V; ++v) out[n * V + v] = all[(v / Vs_) * N * Vs_ + n * Vs_ + v % Vs_];
+  return out;
+}
+
+// As model::Gpt2::block_backward; the column-parallel layers' input gradients are summed over the group.
+void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  const Tensor dfch = a_.dbig;
+  const Tensor dqkv(a_.dbig.data, DType::kF32, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd} / tp_});
+  row_parallel_backward(ctx_, dfch, Tensor(), param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
+                        param(w, u, kFcProjW), WeightLayout::kInOut);
+  be_.gelu_backward(dfch, L.fch, dfch);
+  column_parallel_backward(ctx_, a_.dln, Tensor(), param(g, u, kFcW), param(g, u, kFcB), dfch, L.ln2, param(w, u, kFcW),
+                           WeightLayout::kInOut);
+  be_.layernorm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W),
+                         L.ln2_mean, L.ln2_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);
+  row_parallel_backward(ctx_, a_.datty, Tensor(), param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
+                        param(w, u, kAttnProjW), WeightLayout::kInOut);
+  be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_);
+  column_parallel_backward(ctx_, a_.dln, Tensor(), param(g, u, kAttnW), param(g, u, kAttnB), dqkv, L.ln1,
+                           param(w, u, kAttnW), WeightLayout::kInOut);
+  be_.layernorm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean,
+                         L.ln1_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);
+}
+
+void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
+  ZT_CHECK(ready_for_backward_, "Gpt2Tp::backward needs a forward() with targets first (and runs once per forward)");
+  ready_for_backward_ = false;
+  const int last = s_.n_layer + 1;
+  ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
+  Tensor w = params.unit(0), g = grads.unit(0);
+  column_parallel_backward(ctx_, a_.dln, Tensor(), head(g), Tensor(), a_.logits, a_.lnf, head(w), WeightLayout::kOutIn);
+  params.release(0);
+  w = params.unit(last), g = grads.unit(last);
+  be_.layernorm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,
+                         param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
+  params.release(last);
+  grads.unit_done(last);
+  for (int l = s_.n_layer - 1; l >= 0; --l) {
+    w = params.unit(1 + l);
+    g = grads.unit(1 + l);
+    block_backward(l, w, g);
+    params.release(1 + l);
+    grads.unit_done(1 + l);
+  }
+  g = grads.unit(0);
+  vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), a_.dres, Tensor(), a_.rows);
+  grads.unit_done(0);
+}
+
+double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const model::ParamTable& local,
+                         const Tensor& grads) {
+  double split = 0, replicated = 0;
+  for (std::size_t p = 0; p < local.params().size(); ++p) {
+    const model::ParamInfo& info = local.params()[p];
+    const Tensor t(static_cast<float*>(grads.data) + info.offset, DType::kF32, {static_cast<std::int64_t>(info.numel)});
+    const bool is_split = model::tp_split_of(info, local.shape()).kind != model::TpSplit::Kind::kReplicated;
+    (is_split ? split : replicated) += be.sum_of_squares(t);
+  }
+  return group.all_reduce_value(split, dist::ReduceOp::kSum) + replicated;
+}
+
+}  // namespace zt::tp
