@@ -4,7 +4,6 @@
 #include "core/error.hpp"
 #include "model/carver.hpp"
 #include "model/lm_head.hpp"
-#include "model/tp_split.hpp"
 
 namespace zt::tp {
 
@@ -111,13 +110,7 @@ double Gpt2Tp::forward(const std::int32_t* tokens, const std::int32_t* targets, 
 std::vector<float> Gpt2Tp::forward_logits(const std::int32_t* tokens, model::ParamSource& params) {
   run_forward(tokens, params);
   ready_for_backward_ = false;
-  const std::int64_t N = std::int64_t{B_} * s_.seq_len, V = s_.vocab_size;
-  std::vector<float> mine(static_cast<std::size_t>(N * Vs_)), all(mine.size() * tp_), out(static_cast<std::size_t>(N * V));
-  be_.copy_to_host(mine.data(), a_.logits.data, a_.logits.bytes());
-  ctx_.group.all_gather(dist::span_of(mine.data(), mine.size()), dist::span_of(all.data(), all.size()))->wait();
-  for (std::int64_t n = 0; n < N; ++n)  // rank q's block [N, Vs] holds ids q*Vs ...
-    for (std::int64_t v = 0; v < V; ++v) out[n * V + v] = all[(v / Vs_) * N * Vs_ + n * Vs_ + v % Vs_];
-  return out;
+  return gather_logits(ctx_, a_.logits, s_.vocab_size);
 }
 
 // As model::Gpt2::block_backward; the column-parallel layers' input gradients are summed over the group.
@@ -168,18 +161,6 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
   g = grads.unit(0);
   vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), a_.dres, Tensor(), a_.rows);
   grads.unit_done(0);
-}
-
-double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const model::ParamTable& local,
-                         const Tensor& grads) {
-  double split = 0, replicated = 0;
-  for (std::size_t p = 0; p < local.params().size(); ++p) {
-    const model::ParamInfo& info = local.params()[p];
-    const Tensor t(static_cast<float*>(grads.data) + info.offset, DType::kF32, {static_cast<std::int64_t>(info.numel)});
-    const bool is_split = model::tp_split_of(info, local.shape()).kind != model::TpSplit::Kind::kReplicated;
-    (is_split ? split : replicated) += be.sum_of_squares(t);
-  }
-  return group.all_reduce_value(split, dist::ReduceOp::kSum) + replicated;
 }
 
 }  // namespace zt::tp

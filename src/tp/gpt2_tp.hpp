@@ -61,9 +61,4 @@ class Gpt2Tp final : public model::Model {
   bool ready_for_backward_ = false;
 };
 
-// The squared L2 norm of the whole model's gradient from each rank's shard (grads: the local table's
-// flat f32 buffer): split parameters summed over the group, replicated ones counted once.
-double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const model::ParamTable& local,
-                         const backend::Tensor& grads);
-
 }  // namespace zt::tp

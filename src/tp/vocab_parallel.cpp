@@ -40,6 +40,17 @@ void vocab_parallel_embedding_backward(const TpContext& ctx, Tensor dwte_ext, Te
   ctx.be.fill_zero(zero_row);
 }
 
+std::vector<float> gather_logits(const TpContext& ctx, Tensor logits, std::int64_t vocab) {
+  const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
+  std::vector<float> mine(static_cast<std::size_t>(N * Vs)), all(mine.size() * ctx.group.size());
+  std::vector<float> out(static_cast<std::size_t>(N * vocab));
+  backend::copy_to_host_as_f32(ctx.be, mine.data(), logits);
+  ctx.group.all_gather(dist::span_of(mine.data(), mine.size()), dist::span_of(all.data(), all.size()))->wait();
+  for (std::int64_t n = 0; n < N; ++n)  // rank q's block [N, Vs] holds ids q*Vs ...
+    for (std::int64_t v = 0; v < vocab; ++v) out[n * vocab + v] = all[(v / Vs) * N * Vs + n * Vs + v % Vs];
+  return out;
+}
+
 std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tensor logits, const std::int32_t* targets,
                                                       std::int64_t lo, std::int64_t vocab) {
   const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;

@@ -36,6 +36,10 @@ void vocab_parallel_embedding_forward(const TpContext& ctx, backend::Tensor out,
 void vocab_parallel_embedding_backward(const TpContext& ctx, backend::Tensor dwte_ext, backend::Tensor dwpe,
                                        backend::Tensor dout, backend::Tensor dfull, backend::Tensor rows);
 
+// The whole logits [N, vocab] on the host of every rank, gathered from each rank's [N, Vs] block
+// (for tests and sampling only: the one place the full logits exist).
+std::vector<float> gather_logits(const TpContext& ctx, backend::Tensor logits, std::int64_t vocab);
+
 class VocabParallelCrossEntropy {
  public:
   // logits [N, Vs]: vocabulary ids lo.. lo + Vs - 1 (those >= vocab are padding); targets (host, N).

@@ -1,7 +1,8 @@
-// GPT-2 split over tensor-parallel ranks computes what one rank computes: the loss, every parameter's
-// gradient (each rank's shard of one rank's), the logits, the global gradient norm, and 10 AdamW steps
-// of losses within 1e-5, for every grid of 1, 2 and 4 ranks (tp = 1, 2, 4 and tp=2 x dp=2, the
-// data-parallel ranks summing their gradients as ZeRO's reduction does).
+// GPT-2 and Llama (grouped-query attention, untied and tied heads) split over tensor-parallel ranks
+// compute what one rank computes: the loss, every parameter's gradient (each rank's shard of one
+// rank's), the logits, the global gradient norm, and 10 AdamW steps of losses within 1e-5, for every
+// grid of 1, 2 and 4 ranks (tp = 1, 2, 4 and tp=2 x dp=2, the data-parallel ranks summing their
+// gradients as ZeRO's reduction does).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,11 +11,10 @@
 
 #include "backend/backend.hpp"
 #include "dist/grid.hpp"
-#include "model/gpt2.hpp"
 #include "model/init.hpp"
 #include "model/tp_split.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "tp/gpt2_tp.hpp"
+#include "tp/tp_model.hpp"
 
 namespace zt::tp {
 namespace {
@@ -22,7 +22,18 @@ namespace {
 using backend::Tensor;
 
 constexpr int kSeqs = 4;  // sequences per optimizer step, one per micro-batch
-const model::GptShape kShape = model::GptShape::make(2, 4, 16, 100, 8);  // Vp = 128
+constexpr int kVocab = 100, kSeqLen = 8;  // Vp = 128
+
+struct Family {
+  const char* name;
+  model::GptShape shape;
+};
+const Family kFamilies[] = {
+    {"gpt2", model::GptShape::make(2, 4, 16, kVocab, kSeqLen)},
+    // 8 query heads sharing 4 K/V heads (2 each), head size 4, SwiGLU width 48, untied LM head
+    {"llama_gqa_untied", model::GptShape::make_llama(2, 8, 32, kVocab, kSeqLen, 4, 48, false, 1e-5, {})},
+    {"llama_tied", model::GptShape::make_llama(2, 4, 16, kVocab, kSeqLen, 4, 32, true, 1e-5, {})},
+};
 
 // Sequence i of step s: tokens and next-token targets, the same on every rank. Every step sees the same
 // 4 sequences (of 12 symbols spread over the vocabulary, so every rank's block of the embedding is
@@ -30,8 +41,8 @@ const model::GptShape kShape = model::GptShape::make(2, 4, 16, 100, 8);  // Vp =
 std::vector<std::int32_t> sequence(int /*step*/, int i) {
   std::mt19937 gen(static_cast<unsigned>(1000 + i));
   std::uniform_int_distribution<int> id(0, 11);
-  std::vector<std::int32_t> v(kShape.seq_len + 1);
-  for (auto& t : v) t = id(gen) * 37 % kShape.vocab_size;  // 0, 37, 74, 11, 48, 85, ...
+  std::vector<std::int32_t> v(kSeqLen + 1);
+  for (auto& t : v) t = id(gen) * 37 % kVocab;  // 0, 37, 74, 11, 48, 85, ...
   return v;
 }
 
@@ -51,7 +62,7 @@ double accumulate(model::Model& model, const model::ParamTable& table, Trainee& 
   for (int i = first; i < first + count; ++i) {
     const std::vector<std::int32_t> seq = sequence(step, i);
     loss += model.forward(seq.data(), seq.data() + 1, params);
-    model.backward(params, grads, 1.0f / (kSeqs * kShape.seq_len));
+    model.backward(params, grads, 1.0f / (kSeqs * kSeqLen));
   }
   return loss;
 }
@@ -63,11 +74,11 @@ void adamw_step(backend::Backend& be, Trainee& t, int step, double norm) {
   std::fill(t.grads.begin(), t.grads.end(), 0.f);
 }
 
-class Gpt2TpTest : public ::testing::Test {
+class ModelTp : public ::testing::TestWithParam<Family> {
  protected:
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
   std::unique_ptr<dist::Communicator> world_comm = dist::make_mpi_communicator(test::world(), 60);
-  model::ParamTable table{kShape};
+  model::ParamTable table{GetParam().shape};
   std::vector<float> init = [this] {
     std::vector<float> p(table.numel());
     model::init_params(table, 7, p.data());
@@ -88,8 +99,9 @@ class Gpt2TpTest : public ::testing::Test {
   }
 };
 
-TEST_F(Gpt2TpTest, LossLogitsAndGradientsAreOneRanksShards) {
-  model::Gpt2 one(*be, table, 1);
+TEST_P(ModelTp, LossLogitsAndGradientsAreOneRanksShards) {
+  const auto one_ptr = model::make_model(*be, table, 1);
+  model::Model& one = *one_ptr;
   Trainee ref(init);
   const double want_loss = accumulate(one, table, ref, 0, 0, 1);
   model::FlatParams ref_params(table, flat_view(ref.params));
@@ -97,9 +109,10 @@ TEST_F(Gpt2TpTest, LossLogitsAndGradientsAreOneRanksShards) {
   const std::vector<float> want_logits = one.forward_logits(seq.data(), ref_params);
   const double want_norm = be->sum_of_squares(flat_view(ref.grads));
   for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    Gpt2Tp model(*be, *comms.tp, local, 1);
+    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1);
+    model::Model& model = *model_ptr;
     Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
-    EXPECT_NEAR(accumulate(model, local, mine, 0, 0, 1), want_loss, 1e-5 * kShape.seq_len);
+    EXPECT_NEAR(accumulate(model, local, mine, 0, 0, 1), want_loss, 1e-5 * kSeqLen);
     const std::vector<float> want = model::tp_cut_flat(table, local, ref.grads.data(), g.tp, g.tp_rank());
     for (const model::ParamInfo& p : local.params())
       for (std::size_t i = p.offset; i < p.offset + p.numel; ++i)
@@ -114,28 +127,33 @@ TEST_F(Gpt2TpTest, LossLogitsAndGradientsAreOneRanksShards) {
 
 // 10 steps of 4 sequences: one rank accumulates all 4; each data-parallel rank of a grid takes its
 // share, and the DP group sums the gradients and the losses.
-TEST_F(Gpt2TpTest, TenStepsOfLossesEqualOneRanks) {
-  model::Gpt2 one(*be, table, 1);
+TEST_P(ModelTp, TenStepsOfLossesEqualOneRanks) {
+  const auto one_ptr = model::make_model(*be, table, 1);
+  model::Model& one = *one_ptr;
   Trainee ref(init);
   std::vector<double> want;
   for (int s = 0; s < 10; ++s) {
-    want.push_back(accumulate(one, table, ref, s, 0, kSeqs) / (kSeqs * kShape.seq_len));
+    want.push_back(accumulate(one, table, ref, s, 0, kSeqs) / (kSeqs * kSeqLen));
     adamw_step(*be, ref, s, std::sqrt(be->sum_of_squares(flat_view(ref.grads))));
   }
   EXPECT_LT(want.back(), want.front());  // it learns: the comparison is not between two flat curves
   for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    Gpt2Tp model(*be, *comms.tp, local, 1);
+    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1);
+    model::Model& model = *model_ptr;
     Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     const int share = kSeqs / g.dp;
     for (int s = 0; s < 10; ++s) {
       double loss = accumulate(model, local, mine, s, g.dp_rank() * share, share);
       comms.dp->all_reduce(dist::span_of(mine.grads.data(), mine.grads.size()), dist::ReduceOp::kSum)->wait();
-      loss = comms.dp->all_reduce_value(loss, dist::ReduceOp::kSum) / (kSeqs * kShape.seq_len);
+      loss = comms.dp->all_reduce_value(loss, dist::ReduceOp::kSum) / (kSeqs * kSeqLen);
       EXPECT_NEAR(loss, want[s], 1e-5) << "step " << s;
       adamw_step(*be, mine, s, std::sqrt(grad_norm_squared(*be, *comms.tp, local, flat_view(mine.grads))));
     }
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelTp, ::testing::ValuesIn(kFamilies),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace zt::tp
