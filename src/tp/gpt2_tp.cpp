@@ -17,10 +17,12 @@ enum EmbedParam { kWte, kWpe };
 enum FinalParam { kLnfW, kLnfB };
 }  // namespace
 
-Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch)
-    : be_(backend), ctx_{backend, group, false}, table_(local), s_(local.shape()), B_(micro_batch), tp_(group.size()),
-      r_(group.rank()), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()) {
+Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+               bool sequence_parallel)
+    : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
+      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), Vs_(std::int64_t{local.shape().padded_vocab} / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kGpt2, "Gpt2Tp: the table is not GPT-2's");
+  ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "Gpt2Tp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK_EQ(local.find("transformer.wte.weight").shape[0], Vs_ + 1, "Gpt2Tp: table is not tp_local_table(.., ",
               tp_, ")");
   arena_ = be_.allocate(layout(nullptr));
@@ -29,23 +31,41 @@ Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model
 
 std::size_t Gpt2Tp::layout(std::byte* base) {
   model::Carver c{base, DType::kF32};
-  const std::int64_t T = s_.seq_len, C = s_.n_embd, N = std::int64_t{B_} * T, Cr = C / tp_;
+  const std::int64_t T = s_.seq_len, C = s_.n_embd, N = std::int64_t{B_} * T, Cr = C / tp_, R = sp_ ? N / tp_ : N;
+  auto gathered = [&](const Tensor& mine) { return sp_ ? c.take({N, C}) : mine; };
   a_.rows = c.take_as(DType::kI32, {B_, T});
-  a_.encoded = c.take({B_, T, C});
+  a_.encoded = c.take({R, C});
   a_.layers.resize(s_.n_layer);
   for (Layer& l : a_.layers) {
-    l.ln1 = c.take({B_, T, C}), l.ln1_mean = c.stat({N}), l.ln1_rstd = c.stat({N});
+    l.ln1 = c.take({R, C}), l.ln1_mean = c.stat({R}), l.ln1_rstd = c.stat({R}), l.ln1_full = gathered(l.ln1);
     l.qkv = c.take({B_, T, 3 * Cr}), l.atty = c.take({B_, T, Cr}), l.lse = c.stat({B_, s_.n_head / tp_, T});
-    l.res2 = c.take({B_, T, C});
-    l.ln2 = c.take({B_, T, C}), l.ln2_mean = c.stat({N}), l.ln2_rstd = c.stat({N});
+    l.res2 = c.take({R, C});
+    l.ln2 = c.take({R, C}), l.ln2_mean = c.stat({R}), l.ln2_rstd = c.stat({R}), l.ln2_full = gathered(l.ln2);
     l.fch = c.take({B_, T, 4 * Cr}), l.fch_gelu = c.take({B_, T, 4 * Cr});
-    l.res3 = c.take({B_, T, C});
+    l.res3 = c.take({R, C});
   }
-  a_.lnf = c.take({B_, T, C}), a_.lnf_mean = c.stat({N}), a_.lnf_rstd = c.stat({N});
+  a_.lnf = c.take({R, C}), a_.lnf_mean = c.stat({R}), a_.lnf_rstd = c.stat({R}), a_.lnf_full = gathered(a_.lnf);
   a_.logits = c.take({B_, T, Vs_});
-  a_.proj = c.take({B_, T, C}), a_.dres = c.take({B_, T, C}), a_.dtmp = c.take({B_, T, C}), a_.dln = c.take({B_, T, C});
+  a_.proj = c.take({R, C}), a_.dres = c.take({R, C}), a_.dtmp = c.take({R, C}), a_.dln = c.take({R, C});
   a_.datty = c.take({B_, T, Cr}), a_.dbig = c.take({B_, T, 4 * Cr});
+  if (sp_) a_.full = c.take({N, C}), a_.dfull = c.take({N, C}), a_.dnorm = c.stat({2 * C});
   return c.used;
+}
+
+Tensor Gpt2Tp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
+
+// Under SP each rank's norm sees its rows only, so its weight and bias gradients are partial: they are
+// computed into scratch, summed over the group, then added (+=) to the micro-batches' gradients.
+void Gpt2Tp::norm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                           const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+  if (!sp_) return be_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+  const std::int64_t C = s_.n_embd;
+  const Tensor dw(a_.dnorm.data, DType::kF32, {C}), db(static_cast<float*>(a_.dnorm.data) + C, DType::kF32, {C});
+  be_.fill_zero(a_.dnorm);
+  be_.layernorm_backward(dinp, dw, db, dout, inp, weight, mean, rstd);
+  all_reduce_sum(ctx_, a_.dnorm);
+  be_.accumulate(dweight, dw);
+  be_.accumulate(dbias, db);
 }
 
 Tensor Gpt2Tp::param(const Tensor& unit, int u, int k) const {
@@ -65,14 +85,16 @@ void Gpt2Tp::block_forward(int l, const Tensor& w) {
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
-  column_parallel_forward(ctx_, L.qkv, L.ln1, L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
+  column_parallel_forward(ctx_, L.qkv, L.ln1, L.ln1_full, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_);
-  row_parallel_forward(ctx_, a_.proj, a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB), WeightLayout::kInOut);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB),
+                       WeightLayout::kInOut);
   be_.add(L.res2, x, a_.proj);
   be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
-  column_parallel_forward(ctx_, L.fch, L.ln2, L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
+  column_parallel_forward(ctx_, L.fch, L.ln2, L.ln2_full, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
   be_.gelu_forward(L.fch_gelu, L.fch);
-  row_parallel_forward(ctx_, a_.proj, a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB), WeightLayout::kInOut);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB),
+                       WeightLayout::kInOut);
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -83,7 +105,8 @@ void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params)
   be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
   const int last = s_.n_layer + 1;
   Tensor emb = params.unit(0);
-  vocab_parallel_embedding_forward(ctx_, a_.encoded, a_.encoded, a_.rows, param(emb, 0, kWte), param(emb, 0, kWpe));
+  vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), a_.rows,
+                                   param(emb, 0, kWte), param(emb, 0, kWpe));
   params.release(0);
   for (int l = 0; l < s_.n_layer; ++l) {
     block_forward(l, params.unit(1 + l));
@@ -94,7 +117,7 @@ void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params)
                         param(fin, last, kLnfB));
   params.release(last);
   emb = params.unit(0);  // the tied LM head, column-parallel over this rank's vocabulary rows
-  column_parallel_forward(ctx_, a_.logits, a_.lnf, a_.lnf, head(emb), Tensor(), WeightLayout::kOutIn);
+  column_parallel_forward(ctx_, a_.logits, a_.lnf, a_.lnf_full, head(emb), Tensor(), WeightLayout::kOutIn);
   params.release(0);
 }
 
@@ -120,21 +143,20 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   const Tensor dfch = a_.dbig;
   const Tensor dqkv(a_.dbig.data, DType::kF32, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd} / tp_});
-  row_parallel_backward(ctx_, dfch, Tensor(), param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
+  row_parallel_backward(ctx_, dfch, a_.dfull, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
                         param(w, u, kFcProjW), WeightLayout::kInOut);
   be_.gelu_backward(dfch, L.fch, dfch);
-  column_parallel_backward(ctx_, a_.dln, Tensor(), param(g, u, kFcW), param(g, u, kFcB), dfch, L.ln2, param(w, u, kFcW),
-                           WeightLayout::kInOut);
-  be_.layernorm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W),
-                         L.ln2_mean, L.ln2_rstd);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kFcW), param(g, u, kFcB), dfch, L.ln2_full,
+                           param(w, u, kFcW), WeightLayout::kInOut);
+  norm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W), L.ln2_mean,
+                L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
-  row_parallel_backward(ctx_, a_.datty, Tensor(), param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
+  row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
                         param(w, u, kAttnProjW), WeightLayout::kInOut);
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_);
-  column_parallel_backward(ctx_, a_.dln, Tensor(), param(g, u, kAttnW), param(g, u, kAttnB), dqkv, L.ln1,
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, L.ln1_full,
                            param(w, u, kAttnW), WeightLayout::kInOut);
-  be_.layernorm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean,
-                         L.ln1_rstd);
+  norm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
 }
 
@@ -144,11 +166,11 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
   const int last = s_.n_layer + 1;
   ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
   Tensor w = params.unit(0), g = grads.unit(0);
-  column_parallel_backward(ctx_, a_.dln, Tensor(), head(g), Tensor(), a_.logits, a_.lnf, head(w), WeightLayout::kOutIn);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, a_.lnf_full, head(w), WeightLayout::kOutIn);
   params.release(0);
   w = params.unit(last), g = grads.unit(last);
-  be_.layernorm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,
-                         param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
+  norm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,
+                param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
   params.release(last);
   grads.unit_done(last);
   for (int l = s_.n_layer - 1; l >= 0; --l) {
@@ -159,7 +181,8 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
     grads.unit_done(1 + l);
   }
   g = grads.unit(0);
-  vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), a_.dres, Tensor(), a_.rows);
+  vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), sp_ ? a_.dres : btc(a_.dres),
+                                    sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
   grads.unit_done(0);
 }
 

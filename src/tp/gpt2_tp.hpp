@@ -3,7 +3,9 @@
 // LayerNorms, residuals and the position table are replicated. The same model::Model interface as
 // model::Gpt2, over the rank's shard table (tp_local_table), so the trainer's seam (ParamSource,
 // GradSink, ZeRO over the data-parallel group) is unchanged. Equal to one rank's Gpt2 (tests/mpi).
-// fp32 activations (MPI's reductions are f32 only), no recomputation, no sequence parallelism yet.
+// Sequence parallel: the residual stream and the LayerNorms hold each rank's block of the B*T rows
+// (linear.hpp); the norms' weight gradients, partial then, are summed over the group per micro-batch.
+// fp32 activations (MPI's reductions are f32 only), no recomputation.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,8 @@ namespace zt::tp {
 class Gpt2Tp final : public model::Model {
  public:
   // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
-  Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch);
+  Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+         bool sequence_parallel = false);
   Gpt2Tp(const Gpt2Tp&) = delete;
   Gpt2Tp& operator=(const Gpt2Tp&) = delete;
 
@@ -34,14 +37,23 @@ class Gpt2Tp final : public model::Model {
   std::size_t activation_bytes() const override { return arena_.bytes(); }
 
  private:
-  struct Layer {  // saved for backward, per block; widths divided by tp where the layer is split
-    backend::Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, res3;
+  // Saved for backward, per block; widths divided by tp where the layer is split. The residual stream
+  // (x, res2, res3, ln*) is [R, C] with R = B*T, or B*T/tp under SP, where ln*_full [B*T, C] is the
+  // gathered norm output the column-parallel layer read (without SP: ln* itself).
+  struct Layer {
+    backend::Tensor ln1, ln1_mean, ln1_rstd, ln1_full, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, ln2_full, fch,
+        fch_gelu, res3;
   };
   struct Acts {
-    backend::Tensor rows, encoded, lnf, lnf_mean, lnf_rstd, logits;  // rows: local_token_rows; logits [B,T,Vs]
+    backend::Tensor rows, encoded, lnf, lnf_mean, lnf_rstd, lnf_full, logits;  // logits [B,T,Vs]
     backend::Tensor proj, dres, dtmp, dln, datty, dbig;
+    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch (sums, gathers) and [2C] norm gradients
     std::vector<Layer> layers;
   };
+  void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dbias,
+                     const backend::Tensor& dout, const backend::Tensor& inp, const backend::Tensor& weight,
+                     const backend::Tensor& mean, const backend::Tensor& rstd);
+  backend::Tensor btc(backend::Tensor rows_by_c) const;  // [B*T, C] seen as [B, T, C]
   std::size_t layout(std::byte* base);  // carves a_ from base (null: counts); returns the bytes
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
@@ -54,6 +66,7 @@ class Gpt2Tp final : public model::Model {
   const model::ParamTable& table_;
   model::GptShape s_;
   int B_, tp_, r_;
+  bool sp_;
   std::int64_t Vs_;  // vocabulary rows per rank
   backend::Buffer arena_;
   Acts a_;

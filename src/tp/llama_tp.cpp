@@ -18,11 +18,13 @@ enum FinalParam { kNormF, kHead };
 constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;
 }  // namespace
 
-LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch)
-    : be_(backend), ctx_{backend, group, false}, table_(local), s_(local.shape()), B_(micro_batch), tp_(group.size()),
-      r_(group.rank()), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()), heads_(s_.n_head / tp_),
+LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+                 bool sequence_parallel)
+    : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
+      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()), heads_(s_.n_head / tp_),
       kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_), ffn_(s_.ffn_hidden / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kLlama, "LlamaTp: the table is not Llama's");
+  ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "LlamaTp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK_EQ(local.find("model.embed_tokens.weight").shape[0], Vs_ + 1, "LlamaTp: table is not tp_local_table(.., ",
               tp_, ")");
   arena_ = be_.allocate(layout(nullptr));
@@ -33,24 +35,38 @@ LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const mod
 
 std::size_t LlamaTp::layout(std::byte* base) {
   model::Carver c{base, DType::kF32};
-  const std::int64_t T = s_.seq_len, C = s_.n_embd, N = std::int64_t{B_} * T;
+  const std::int64_t T = s_.seq_len, C = s_.n_embd, N = std::int64_t{B_} * T, R = sp_ ? N / tp_ : N;
+  auto gathered = [&](const Tensor& mine) { return sp_ ? c.take({N, C}) : mine; };
   a_.rows = c.take_as(DType::kI32, {B_, T});
   a_.inv_freq = c.stat({s_.head_size() / 2});
-  a_.encoded = c.take({B_, T, C});
+  a_.encoded = c.take({R, C});
   a_.layers.resize(s_.n_layer);
   for (Layer& l : a_.layers) {
-    l.ln1 = c.take({B_, T, C}), l.ln1_rstd = c.stat({N});
+    l.ln1 = c.take({R, C}), l.ln1_rstd = c.stat({R}), l.ln1_full = gathered(l.ln1);
     l.qkv = c.take({B_, T, qkv_width_}), l.atty = c.take({B_, T, C / tp_}), l.lse = c.stat({B_, heads_, T});
-    l.res2 = c.take({B_, T, C});
-    l.ln2 = c.take({B_, T, C}), l.ln2_rstd = c.stat({N});
+    l.res2 = c.take({R, C});
+    l.ln2 = c.take({R, C}), l.ln2_rstd = c.stat({R}), l.ln2_full = gathered(l.ln2);
     l.gu = c.take({B_, T, 2 * ffn_}), l.act = c.take({B_, T, ffn_});
-    l.res3 = c.take({B_, T, C});
+    l.res3 = c.take({R, C});
   }
-  a_.lnf = c.take({B_, T, C}), a_.lnf_rstd = c.stat({N});
+  a_.lnf = c.take({R, C}), a_.lnf_rstd = c.stat({R}), a_.lnf_full = gathered(a_.lnf);
   a_.logits = c.take({B_, T, Vs_});
-  a_.proj = c.take({B_, T, C}), a_.dres = c.take({B_, T, C}), a_.dtmp = c.take({B_, T, C}), a_.dln = c.take({B_, T, C});
+  a_.proj = c.take({R, C}), a_.dres = c.take({R, C}), a_.dtmp = c.take({R, C}), a_.dln = c.take({R, C});
   a_.datty = c.take({B_, T, C / tp_}), a_.dbig = c.take({B_, T, std::max(qkv_width_, 2 * ffn_)}), a_.dact = c.take({B_, T, ffn_});
+  if (sp_) a_.full = c.take({N, C}), a_.dfull = c.take({N, C}), a_.dnorm = c.stat({C});
   return c.used;
+}
+
+Tensor LlamaTp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
+
+// Under SP the norm's weight gradient from this rank's rows is partial: summed over the group first.
+void LlamaTp::norm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                            const Tensor& weight, const Tensor& rstd) {
+  if (!sp_) return be_.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
+  be_.fill_zero(a_.dnorm);
+  be_.rmsnorm_backward(dinp, a_.dnorm, dout, inp, weight, rstd);
+  all_reduce_sum(ctx_, a_.dnorm);
+  be_.accumulate(dweight, a_.dnorm);
 }
 
 Tensor LlamaTp::param(const Tensor& unit, int u, int k) const {
@@ -77,15 +93,15 @@ void LlamaTp::block_forward(int l, const Tensor& w) {
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
-  column_parallel_forward(ctx_, L.qkv, L.ln1, L.ln1, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
+  column_parallel_forward(ctx_, L.qkv, L.ln1, L.ln1_full, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
   be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
   be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_));
-  row_parallel_forward(ctx_, a_.proj, a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
   be_.add(L.res2, x, a_.proj);
   be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
-  column_parallel_forward(ctx_, L.gu, L.ln2, L.ln2, fused(w, u, kGate, 2 * ffn_), Tensor(), kOutIn);
+  column_parallel_forward(ctx_, L.gu, L.ln2, L.ln2_full, fused(w, u, kGate, 2 * ffn_), Tensor(), kOutIn);
   be_.swiglu_forward(L.act, L.gu);
-  row_parallel_forward(ctx_, a_.proj, a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -96,7 +112,8 @@ void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params
   be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
   const int last = s_.n_layer + 1;
   Tensor emb = params.unit(0);
-  vocab_parallel_embedding_forward(ctx_, a_.encoded, a_.encoded, a_.rows, param(emb, 0, 0), Tensor());
+  vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), a_.rows,
+                                   param(emb, 0, 0), Tensor());
   params.release(0);
   for (int l = 0; l < s_.n_layer; ++l) {
     block_forward(l, params.unit(1 + l));
@@ -108,7 +125,7 @@ void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params
     params.release(last);
     fin = params.unit(0);
   }
-  column_parallel_forward(ctx_, a_.logits, a_.lnf, a_.lnf, head(fin), Tensor(), kOutIn);
+  column_parallel_forward(ctx_, a_.logits, a_.lnf, a_.lnf_full, head(fin), Tensor(), kOutIn);
   params.release(head_unit());
 }
 
@@ -133,18 +150,18 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   const std::int64_t T = s_.seq_len;
   const Tensor dgu(a_.dbig.data, DType::kF32, {B_, T, 2 * ffn_}), dqkv(a_.dbig.data, DType::kF32, {B_, T, qkv_width_});
-  row_parallel_backward(ctx_, a_.dact, Tensor(), param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
+  row_parallel_backward(ctx_, a_.dact, a_.dfull, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
   be_.swiglu_backward(dgu, L.gu, a_.dact);
-  column_parallel_backward(ctx_, a_.dln, Tensor(), fused(g, u, kGate, 2 * ffn_), Tensor(), dgu, L.ln2,
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kGate, 2 * ffn_), Tensor(), dgu, L.ln2_full,
                            fused(w, u, kGate, 2 * ffn_), kOutIn);
-  be_.rmsnorm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
+  norm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
-  row_parallel_backward(ctx_, a_.datty, Tensor(), param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
+  row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, static_cast<int>(heads_));
   be_.rope_backward(dqkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
-  column_parallel_backward(ctx_, a_.dln, Tensor(), fused(g, u, kQ, qkv_width_), Tensor(), dqkv, L.ln1,
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), Tensor(), dqkv, L.ln1_full,
                            fused(w, u, kQ, qkv_width_), kOutIn);
-  be_.rmsnorm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
+  norm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
 }
 
@@ -157,15 +174,14 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
   if (s_.tie_embeddings) {
     w = params.unit(0);
     g = grads.unit(0);
-    column_parallel_backward(ctx_, a_.dln, Tensor(), head(g), Tensor(), a_.logits, a_.lnf, head(w), kOutIn);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, a_.lnf_full, head(w), kOutIn);
     params.release(0);
   }
   w = params.unit(last);
   g = grads.unit(last);
   if (!s_.tie_embeddings)
-    column_parallel_backward(ctx_, a_.dln, Tensor(), head(g), Tensor(), a_.logits, a_.lnf, head(w), kOutIn);
-  be_.rmsnorm_backward(a_.dres, param(g, last, kNormF), a_.dln, a_.layers.back().res3, param(w, last, kNormF),
-                       a_.lnf_rstd);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, a_.lnf_full, head(w), kOutIn);
+  norm_backward(a_.dres, param(g, last, kNormF), a_.dln, a_.layers.back().res3, param(w, last, kNormF), a_.lnf_rstd);
   params.release(last);
   grads.unit_done(last);
   for (int l = s_.n_layer - 1; l >= 0; --l) {
@@ -176,7 +192,8 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
     grads.unit_done(1 + l);
   }
   g = grads.unit(0);
-  vocab_parallel_embedding_backward(ctx_, param(g, 0, 0), Tensor(), a_.dres, Tensor(), a_.rows);
+  vocab_parallel_embedding_backward(ctx_, param(g, 0, 0), Tensor(), sp_ ? a_.dres : btc(a_.dres),
+                                    sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
   grads.unit_done(0);
 }
 

@@ -2,8 +2,9 @@
 // n_head/tp query heads with their n_kv_head/tp K/V heads (grouped-query attention stays within a
 // rank), F/tp SwiGLU units, and its block of the vocabulary in the token embedding and the (tied or
 // untied) LM head; RMSNorms and residuals are replicated. The model::Model interface over the rank's
-// shard table (tp_local_table), as tp::Gpt2Tp; equal to one rank's model::Llama (tests/mpi).
-// fp32 activations, no recomputation, no sequence parallelism yet.
+// shard table (tp_local_table), as tp::Gpt2Tp; equal to one rank's model::Llama (tests/mpi). Sequence
+// parallel as tp::Gpt2Tp: the residual stream and RMSNorms hold a block of the rows each.
+// fp32 activations, no recomputation.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,8 @@ namespace zt::tp {
 class LlamaTp final : public model::Model {
  public:
   // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
-  LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch);
+  LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+          bool sequence_parallel = false);
   LlamaTp(const LlamaTp&) = delete;
   LlamaTp& operator=(const LlamaTp&) = delete;
 
@@ -33,14 +35,18 @@ class LlamaTp final : public model::Model {
   std::size_t activation_bytes() const override { return arena_.bytes(); }
 
  private:
-  struct Layer {  // saved for backward, per block
-    backend::Tensor ln1, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_rstd, gu, act, res3;
+  struct Layer {  // saved for backward, per block; the residual stream as in gpt2_tp.hpp
+    backend::Tensor ln1, ln1_rstd, ln1_full, qkv, atty, lse, res2, ln2, ln2_rstd, ln2_full, gu, act, res3;
   };
   struct Acts {
-    backend::Tensor rows, inv_freq, encoded, lnf, lnf_rstd, logits;
+    backend::Tensor rows, inv_freq, encoded, lnf, lnf_rstd, lnf_full, logits;
     backend::Tensor proj, dres, dtmp, dln, datty, dbig, dact;
+    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch and [C] norm gradient
     std::vector<Layer> layers;
   };
+  void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dout,
+                     const backend::Tensor& inp, const backend::Tensor& weight, const backend::Tensor& rstd);
+  backend::Tensor btc(backend::Tensor rows_by_c) const;
   std::size_t layout(std::byte* base);
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
@@ -56,6 +62,7 @@ class LlamaTp final : public model::Model {
   const model::ParamTable& table_;
   model::GptShape s_;
   int B_, tp_, r_;
+  bool sp_;
   std::int64_t Vs_, heads_, kv_heads_, qkv_width_, ffn_;  // this rank's share of each
   backend::Buffer arena_;
   Acts a_;

@@ -10,9 +10,19 @@ namespace zt::tp {
 using backend::Tensor;
 
 std::unique_ptr<model::Model> make_tp_model(backend::Backend& backend, dist::Communicator& group,
-                                            const model::ParamTable& local, int micro_batch) {
-  if (local.shape().arch == model::Arch::kGpt2) return std::make_unique<Gpt2Tp>(backend, group, local, micro_batch);
-  return std::make_unique<LlamaTp>(backend, group, local, micro_batch);
+                                            const model::ParamTable& local, int micro_batch, bool sequence_parallel) {
+  if (local.shape().arch == model::Arch::kGpt2)
+    return std::make_unique<Gpt2Tp>(backend, group, local, micro_batch, sequence_parallel);
+  return std::make_unique<LlamaTp>(backend, group, local, micro_batch, sequence_parallel);
+}
+
+TpCommBytes tp_comm_bytes(const model::GptShape& s, int micro_batch, int tp, bool sequence_parallel) {
+  if (tp == 1) return {};
+  const std::uint64_t N = std::uint64_t(micro_batch) * s.seq_len, C = s.n_embd, L = s.n_layer, f32 = 4;
+  const std::uint64_t activations = (4 * L + 2) * N * C, ce = 3 * N;
+  if (!sequence_parallel) return {f32 * (activations + ce), 0, 0};
+  const std::uint64_t norm_kinds = s.arch == model::Arch::kGpt2 ? 2 : 1;  // LayerNorm weight + bias; RMSNorm weight
+  return {f32 * (ce + norm_kinds * (2 * L + 1) * C), f32 * activations, f32 * activations};
 }
 
 double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const model::ParamTable& local,

@@ -61,7 +61,8 @@ std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tens
   std::vector<float> max(static_cast<std::size_t>(N), -std::numeric_limits<float>::infinity());
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t j = 0; j < real; ++j) max[n] = std::max(max[n], l[n * Vs + j]);
-  ctx.group.all_reduce(dist::span_of(max.data(), max.size()), dist::ReduceOp::kMax)->wait();
+  const bool alone = ctx.group.size() == 1;  // tp = 1: nothing to combine
+  if (!alone) ctx.group.all_reduce(dist::span_of(max.data(), max.size()), dist::ReduceOp::kMax)->wait();
   std::vector<float> sums(static_cast<std::size_t>(2 * N), 0.f);  // [sum exp | target logit]
   for (std::int64_t n = 0; n < N; ++n) {
     double s = 0;
@@ -70,7 +71,7 @@ std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tens
     const std::int64_t t = targets[n] - lo;
     if (t >= 0 && t < real) sums[N + n] = l[n * Vs + t];
   }
-  ctx.group.all_reduce(dist::span_of(sums.data(), sums.size()), dist::ReduceOp::kSum)->wait();
+  if (!alone) ctx.group.all_reduce(dist::span_of(sums.data(), sums.size()), dist::ReduceOp::kSum)->wait();
   lse_.resize(static_cast<std::size_t>(N));
   std::vector<float> losses(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) {

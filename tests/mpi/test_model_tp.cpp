@@ -2,11 +2,13 @@
 // compute what one rank computes: the loss, every parameter's gradient (each rank's shard of one
 // rank's), the logits, the global gradient norm, and 10 AdamW steps of losses within 1e-5, for every
 // grid of 1, 2 and 4 ranks (tp = 1, 2, 4 and tp=2 x dp=2, the data-parallel ranks summing their
-// gradients as ZeRO's reduction does).
+// gradients as ZeRO's reduction does), with and without sequence parallelism; and the bytes each rank
+// hands its TP group per micro-batch equal tp_comm_bytes' theory exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -74,11 +76,12 @@ void adamw_step(backend::Backend& be, Trainee& t, int step, double norm) {
   std::fill(t.grads.begin(), t.grads.end(), 0.f);
 }
 
-class ModelTp : public ::testing::TestWithParam<Family> {
+class ModelTp : public ::testing::TestWithParam<std::tuple<Family, bool>> {
  protected:
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
   std::unique_ptr<dist::Communicator> world_comm = dist::make_mpi_communicator(test::world(), 60);
-  model::ParamTable table{GetParam().shape};
+  model::ParamTable table{std::get<0>(GetParam()).shape};
+  bool sp = std::get<1>(GetParam());
   std::vector<float> init = [this] {
     std::vector<float> p(table.numel());
     model::init_params(table, 7, p.data());
@@ -88,12 +91,13 @@ class ModelTp : public ::testing::TestWithParam<Family> {
   template <typename F>
   void for_each_grid(F f) {
     const auto& w = test::world();
+    if (sp && w.size() == 1) GTEST_SKIP() << "sequence parallelism needs tp > 1: it runs at 2 and 4 ranks";
     for (int tp = 1; tp <= w.size(); ++tp) {
-      if (w.size() % tp != 0 || kSeqs % (w.size() / tp) != 0) continue;
+      if (w.size() % tp != 0 || kSeqs % (w.size() / tp) != 0 || (sp && tp == 1)) continue;  // SP needs tp > 1
       const dist::Grid grid = dist::Grid::make(w.size(), tp, w.rank());
       dist::GridComms comms = dist::split_grid(*world_comm, grid);
       const model::ParamTable local = model::tp_local_table(table, tp);
-      SCOPED_TRACE(cat("tp=", tp, " dp=", grid.dp));
+      SCOPED_TRACE(cat("tp=", tp, " dp=", grid.dp, sp ? " sequence parallel" : ""));
       f(grid, comms, local);
     }
   }
@@ -109,7 +113,7 @@ TEST_P(ModelTp, LossLogitsAndGradientsAreOneRanksShards) {
   const std::vector<float> want_logits = one.forward_logits(seq.data(), ref_params);
   const double want_norm = be->sum_of_squares(flat_view(ref.grads));
   for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1);
+    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1, sp);
     model::Model& model = *model_ptr;
     Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     EXPECT_NEAR(accumulate(model, local, mine, 0, 0, 1), want_loss, 1e-5 * kSeqLen);
@@ -138,7 +142,7 @@ TEST_P(ModelTp, TenStepsOfLossesEqualOneRanks) {
   }
   EXPECT_LT(want.back(), want.front());  // it learns: the comparison is not between two flat curves
   for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1);
+    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1, sp);
     model::Model& model = *model_ptr;
     Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     const int share = kSeqs / g.dp;
@@ -152,8 +156,25 @@ TEST_P(ModelTp, TenStepsOfLossesEqualOneRanks) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ModelTp, ::testing::ValuesIn(kFamilies),
-                         [](const auto& info) { return std::string(info.param.name); });
+TEST_P(ModelTp, TensorGroupBytesEqualTheTheory) {
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
+    const auto model = make_tp_model(*be, *comms.tp, local, 1, sp);
+    Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
+    const dist::CommStats before = comms.tp->stats();
+    accumulate(*model, local, mine, 0, 0, 1);
+    const dist::CommStats& after = comms.tp->stats();
+    const TpCommBytes want = tp_comm_bytes(table.shape(), 1, g.tp, sp);
+    EXPECT_EQ(after.all_reduce_bytes - before.all_reduce_bytes, want.all_reduce);
+    EXPECT_EQ(after.all_gather_bytes - before.all_gather_bytes, want.all_gather);
+    EXPECT_EQ(after.reduce_scatter_bytes - before.reduce_scatter_bytes, want.reduce_scatter);
+    EXPECT_EQ(after.broadcast_bytes, before.broadcast_bytes);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelTp, ::testing::Combine(::testing::ValuesIn(kFamilies), ::testing::Bool()),
+                         [](const auto& info) {
+                           return cat(std::get<0>(info.param).name, std::get<1>(info.param) ? "_sp" : "");
+                         });
 
 }  // namespace
 }  // namespace zt::tp
