@@ -88,17 +88,19 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   return m;
 }
 
-// parallel.tp > 1 (issue 20): the process grid, its sub-communicators, Megatron's parameter split and
-// the tensor-parallel layers are built and tested, but the models and the trainer do not run them yet,
-// so such a run stops at start-up (exit 2) rather than half-running. The model's own split errors
-// (heads, K/V heads, MLP width that tp does not divide) come first: they hold once it does run.
-void refuse_tensor_parallel(const config::Config& c) {
+// parallel.tp > 1 (issue 20): the process grid, its sub-communicators, Megatron's parameter split,
+// the tensor-parallel layers and both models (with sequence parallelism) are built and tested, and
+// --plan plans them, but the trainer does not run them yet, so such a run stops at start-up (exit 2)
+// rather than half-running. The model's own split errors (heads, K/V heads, MLP width that tp does
+// not divide) come first: they hold for --plan too.
+void refuse_tensor_parallel(const config::Config& c, bool plan_only) {
   if (c.parallel.tp == 1) return;
   model::check_tp_degree(plan::model_shape(c.model), static_cast<int>(c.parallel.tp));
+  if (plan_only) return;
   throw ConfigError(cat("parallel.tp=", c.parallel.tp, ": tensor parallelism is not wired into training yet (its "
-                        "process grid, split parameters and layers exist and are tested; the models, trainer, "
-                        "checkpoints and --plan do not use them): use parallel.tp=1 (data parallelism with "
-                        "train.zero_stage 0-3 over every rank)"));
+                        "process grid, split parameters, layers and models exist and are tested, and --plan plans "
+                        "it; the trainer and checkpoints do not use them): use parallel.tp=1 (data parallelism "
+                        "with train.zero_stage 0-3 over every rank)"));
 }
 
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
@@ -120,8 +122,10 @@ int run(dist::World& world, int argc, char** argv) {
     if (s.cl.help || s.cl.help_markdown || s.cl.version) return;
     log::set_all_ranks(s.cl.config.log.all_ranks);
     place(world, s);
-    s.derived = config::derive(s.cl.config, world.size());
-    refuse_tensor_parallel(s.cl.config);
+    // --plan for plan.world_size ranks splits the batch (and the grid) over those, not over this world.
+    const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;
+    s.derived = config::derive(s.cl.config, planning_elsewhere ? s.cl.config.plan.world_size : world.size());
+    refuse_tensor_parallel(s.cl.config, s.cl.plan);
   }, "parsing the configuration");
   if (code != kExitOk) return code;
   world.set_timeout(s.cl.config.dist.timeout_s);

@@ -25,31 +25,46 @@ Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "Gpt2Tp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK_EQ(local.find("transformer.wte.weight").shape[0], Vs_ + 1, "Gpt2Tp: table is not tp_local_table(.., ",
               tp_, ")");
-  arena_ = be_.allocate(layout(nullptr));
-  layout(static_cast<std::byte*>(arena_.data()));
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, static_cast<std::byte*>(arena_.data()), &a_);
 }
 
-std::size_t Gpt2Tp::layout(std::byte* base) {
+std::size_t Gpt2Tp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel) {
+  return layout(shape, micro_batch, tp, sequence_parallel, nullptr, nullptr);
+}
+
+std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts) {
+  Acts scratch;
+  Acts& a = acts ? *acts : scratch;
   model::Carver c{base, DType::kF32};
-  const std::int64_t T = s_.seq_len, C = s_.n_embd, N = std::int64_t{B_} * T, Cr = C / tp_, R = sp_ ? N / tp_ : N;
-  auto gathered = [&](const Tensor& mine) { return sp_ ? c.take({N, C}) : mine; };
-  a_.rows = c.take_as(DType::kI32, {B_, T});
-  a_.encoded = c.take({R, C});
-  a_.layers.resize(s_.n_layer);
-  for (Layer& l : a_.layers) {
-    l.ln1 = c.take({R, C}), l.ln1_mean = c.stat({R}), l.ln1_rstd = c.stat({R}), l.ln1_full = gathered(l.ln1);
-    l.qkv = c.take({B_, T, 3 * Cr}), l.atty = c.take({B_, T, Cr}), l.lse = c.stat({B_, s_.n_head / tp_, T});
+  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, Cr = C / tp, R = sp ? N / tp : N;
+  const std::int64_t Vs = s.padded_vocab / tp;
+  a.rows = c.take_as(DType::kI32, {B, T});
+  a.encoded = c.take({R, C});
+  a.layers.resize(s.n_layer);
+  for (Layer& l : a.layers) {
+    l.ln1 = c.take({R, C}), l.ln1_mean = c.stat({R}), l.ln1_rstd = c.stat({R});
+    l.qkv = c.take({B, T, 3 * Cr}), l.atty = c.take({B, T, Cr}), l.lse = c.stat({B, s.n_head / tp, T});
     l.res2 = c.take({R, C});
-    l.ln2 = c.take({R, C}), l.ln2_mean = c.stat({R}), l.ln2_rstd = c.stat({R}), l.ln2_full = gathered(l.ln2);
-    l.fch = c.take({B_, T, 4 * Cr}), l.fch_gelu = c.take({B_, T, 4 * Cr});
+    l.ln2 = c.take({R, C}), l.ln2_mean = c.stat({R}), l.ln2_rstd = c.stat({R});
+    l.fch = c.take({B, T, 4 * Cr}), l.fch_gelu = c.take({B, T, 4 * Cr});
     l.res3 = c.take({R, C});
   }
-  a_.lnf = c.take({R, C}), a_.lnf_mean = c.stat({R}), a_.lnf_rstd = c.stat({R}), a_.lnf_full = gathered(a_.lnf);
-  a_.logits = c.take({B_, T, Vs_});
-  a_.proj = c.take({R, C}), a_.dres = c.take({R, C}), a_.dtmp = c.take({R, C}), a_.dln = c.take({R, C});
-  a_.datty = c.take({B_, T, Cr}), a_.dbig = c.take({B_, T, 4 * Cr});
-  if (sp_) a_.full = c.take({N, C}), a_.dfull = c.take({N, C}), a_.dnorm = c.stat({2 * C});
+  a.lnf = c.take({R, C}), a.lnf_mean = c.stat({R}), a.lnf_rstd = c.stat({R});
+  a.logits = c.take({B, T, Vs});
+  a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
+  a.datty = c.take({B, T, Cr}), a.dbig = c.take({B, T, 4 * Cr});
+  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({2 * C});
   return c.used;
+}
+
+// A column-parallel layer's input for its backward: under SP gathered again from this rank's rows into
+// the shared scratch (Megatron-SP keeps only the rows and re-gathers, so the full [B*T, C] inputs are
+// never stored per block), else the kept tensor itself.
+Tensor Gpt2Tp::input_of(const Tensor& mine) {
+  if (!sp_) return mine;
+  gather_rows(ctx_, mine, a_.full);
+  return a_.full;
 }
 
 Tensor Gpt2Tp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
@@ -85,13 +100,13 @@ void Gpt2Tp::block_forward(int l, const Tensor& w) {
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
-  column_parallel_forward(ctx_, L.qkv, L.ln1, L.ln1_full, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
+  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_);
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB),
                        WeightLayout::kInOut);
   be_.add(L.res2, x, a_.proj);
   be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
-  column_parallel_forward(ctx_, L.fch, L.ln2, L.ln2_full, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
+  column_parallel_forward(ctx_, L.fch, L.ln2, sp_ ? a_.full : L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
   be_.gelu_forward(L.fch_gelu, L.fch);
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB),
                        WeightLayout::kInOut);
@@ -117,7 +132,7 @@ void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params)
                         param(fin, last, kLnfB));
   params.release(last);
   emb = params.unit(0);  // the tied LM head, column-parallel over this rank's vocabulary rows
-  column_parallel_forward(ctx_, a_.logits, a_.lnf, a_.lnf_full, head(emb), Tensor(), WeightLayout::kOutIn);
+  column_parallel_forward(ctx_, a_.logits, a_.lnf, sp_ ? a_.full : a_.lnf, head(emb), Tensor(), WeightLayout::kOutIn);
   params.release(0);
 }
 
@@ -146,7 +161,7 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   row_parallel_backward(ctx_, dfch, a_.dfull, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
                         param(w, u, kFcProjW), WeightLayout::kInOut);
   be_.gelu_backward(dfch, L.fch, dfch);
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kFcW), param(g, u, kFcB), dfch, L.ln2_full,
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kFcW), param(g, u, kFcB), dfch, input_of(L.ln2),
                            param(w, u, kFcW), WeightLayout::kInOut);
   norm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W), L.ln2_mean,
                 L.ln2_rstd);
@@ -154,7 +169,7 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
                         param(w, u, kAttnProjW), WeightLayout::kInOut);
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_);
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, L.ln1_full,
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, input_of(L.ln1),
                            param(w, u, kAttnW), WeightLayout::kInOut);
   norm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
@@ -166,7 +181,7 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
   const int last = s_.n_layer + 1;
   ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
   Tensor w = params.unit(0), g = grads.unit(0);
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, a_.lnf_full, head(w), WeightLayout::kOutIn);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), WeightLayout::kOutIn);
   params.release(0);
   w = params.unit(last), g = grads.unit(last);
   norm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,

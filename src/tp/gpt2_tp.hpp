@@ -35,26 +35,29 @@ class Gpt2Tp final : public model::Model {
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return DType::kF32; }
   std::size_t activation_bytes() const override { return arena_.bytes(); }
+  // The same for any shape and degree, allocating nothing (for the memory planner).
+  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
 
  private:
   // Saved for backward, per block; widths divided by tp where the layer is split. The residual stream
-  // (x, res2, res3, ln*) is [R, C] with R = B*T, or B*T/tp under SP, where ln*_full [B*T, C] is the
-  // gathered norm output the column-parallel layer read (without SP: ln* itself).
+  // (x, res2, res3, ln*) is [R, C] with R = B*T, or B*T/tp under SP.
   struct Layer {
-    backend::Tensor ln1, ln1_mean, ln1_rstd, ln1_full, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, ln2_full, fch,
+    backend::Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch,
         fch_gelu, res3;
   };
   struct Acts {
-    backend::Tensor rows, encoded, lnf, lnf_mean, lnf_rstd, lnf_full, logits;  // logits [B,T,Vs]
+    backend::Tensor rows, encoded, lnf, lnf_mean, lnf_rstd, logits;  // logits [B,T,Vs]
     backend::Tensor proj, dres, dtmp, dln, datty, dbig;
-    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch (sums, gathers) and [2C] norm gradients
+    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch (gathered inputs, sums) and [2C] norm gradients
     std::vector<Layer> layers;
   };
   void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dbias,
                      const backend::Tensor& dout, const backend::Tensor& inp, const backend::Tensor& weight,
                      const backend::Tensor& mean, const backend::Tensor& rstd);
   backend::Tensor btc(backend::Tensor rows_by_c) const;  // [B*T, C] seen as [B, T, C]
-  std::size_t layout(std::byte* base);  // carves a_ from base (null: counts); returns the bytes
+  backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
+  // Carves every activation out of `base` (null: counts only); returns the bytes used.
+  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts);
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
   void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);

@@ -27,34 +27,50 @@ LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const mod
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "LlamaTp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK_EQ(local.find("model.embed_tokens.weight").shape[0], Vs_ + 1, "LlamaTp: table is not tp_local_table(.., ",
               tp_, ")");
-  arena_ = be_.allocate(layout(nullptr));
-  layout(static_cast<std::byte*>(arena_.data()));
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, static_cast<std::byte*>(arena_.data()), &a_);
   const std::vector<float> inv = model::rope_inv_freq(s_.head_size(), s_.rope);
   be_.copy_from_host(a_.inv_freq.data, inv.data(), a_.inv_freq.bytes());
 }
 
-std::size_t LlamaTp::layout(std::byte* base) {
+std::size_t LlamaTp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel) {
+  return layout(shape, micro_batch, tp, sequence_parallel, nullptr, nullptr);
+}
+
+std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts) {
+  Acts scratch;
+  Acts& a = acts ? *acts : scratch;
   model::Carver c{base, DType::kF32};
-  const std::int64_t T = s_.seq_len, C = s_.n_embd, N = std::int64_t{B_} * T, R = sp_ ? N / tp_ : N;
-  auto gathered = [&](const Tensor& mine) { return sp_ ? c.take({N, C}) : mine; };
-  a_.rows = c.take_as(DType::kI32, {B_, T});
-  a_.inv_freq = c.stat({s_.head_size() / 2});
-  a_.encoded = c.take({R, C});
-  a_.layers.resize(s_.n_layer);
-  for (Layer& l : a_.layers) {
-    l.ln1 = c.take({R, C}), l.ln1_rstd = c.stat({R}), l.ln1_full = gathered(l.ln1);
-    l.qkv = c.take({B_, T, qkv_width_}), l.atty = c.take({B_, T, C / tp_}), l.lse = c.stat({B_, heads_, T});
+  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, R = sp ? N / tp : N;
+  const std::int64_t Vs = s.padded_vocab / tp, heads = s.n_head / tp, qkv_width = std::int64_t{s.qkv_width()} / tp;
+  const std::int64_t ffn = s.ffn_hidden / tp;
+  a.rows = c.take_as(DType::kI32, {B, T});
+  a.inv_freq = c.stat({s.head_size() / 2});
+  a.encoded = c.take({R, C});
+  a.layers.resize(s.n_layer);
+  for (Layer& l : a.layers) {
+    l.ln1 = c.take({R, C}), l.ln1_rstd = c.stat({R});
+    l.qkv = c.take({B, T, qkv_width}), l.atty = c.take({B, T, C / tp}), l.lse = c.stat({B, heads, T});
     l.res2 = c.take({R, C});
-    l.ln2 = c.take({R, C}), l.ln2_rstd = c.stat({R}), l.ln2_full = gathered(l.ln2);
-    l.gu = c.take({B_, T, 2 * ffn_}), l.act = c.take({B_, T, ffn_});
+    l.ln2 = c.take({R, C}), l.ln2_rstd = c.stat({R});
+    l.gu = c.take({B, T, 2 * ffn}), l.act = c.take({B, T, ffn});
     l.res3 = c.take({R, C});
   }
-  a_.lnf = c.take({R, C}), a_.lnf_rstd = c.stat({R}), a_.lnf_full = gathered(a_.lnf);
-  a_.logits = c.take({B_, T, Vs_});
-  a_.proj = c.take({R, C}), a_.dres = c.take({R, C}), a_.dtmp = c.take({R, C}), a_.dln = c.take({R, C});
-  a_.datty = c.take({B_, T, C / tp_}), a_.dbig = c.take({B_, T, std::max(qkv_width_, 2 * ffn_)}), a_.dact = c.take({B_, T, ffn_});
-  if (sp_) a_.full = c.take({N, C}), a_.dfull = c.take({N, C}), a_.dnorm = c.stat({C});
+  a.lnf = c.take({R, C}), a.lnf_rstd = c.stat({R});
+  a.logits = c.take({B, T, Vs});
+  a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
+  a.datty = c.take({B, T, C / tp}), a.dbig = c.take({B, T, std::max(qkv_width, 2 * ffn)}), a.dact = c.take({B, T, ffn});
+  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({C});
   return c.used;
+}
+
+// A column-parallel layer's input for its backward: under SP gathered again from this rank's rows into
+// the shared scratch (Megatron-SP keeps only the rows and re-gathers, so the full [B*T, C] inputs are
+// never stored per block), else the kept tensor itself.
+Tensor LlamaTp::input_of(const Tensor& mine) {
+  if (!sp_) return mine;
+  gather_rows(ctx_, mine, a_.full);
+  return a_.full;
 }
 
 Tensor LlamaTp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
@@ -93,13 +109,13 @@ void LlamaTp::block_forward(int l, const Tensor& w) {
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
-  column_parallel_forward(ctx_, L.qkv, L.ln1, L.ln1_full, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
+  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
   be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
   be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_));
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
   be_.add(L.res2, x, a_.proj);
   be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
-  column_parallel_forward(ctx_, L.gu, L.ln2, L.ln2_full, fused(w, u, kGate, 2 * ffn_), Tensor(), kOutIn);
+  column_parallel_forward(ctx_, L.gu, L.ln2, sp_ ? a_.full : L.ln2, fused(w, u, kGate, 2 * ffn_), Tensor(), kOutIn);
   be_.swiglu_forward(L.act, L.gu);
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
   be_.add(L.res3, L.res2, a_.proj);
@@ -125,7 +141,7 @@ void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params
     params.release(last);
     fin = params.unit(0);
   }
-  column_parallel_forward(ctx_, a_.logits, a_.lnf, a_.lnf_full, head(fin), Tensor(), kOutIn);
+  column_parallel_forward(ctx_, a_.logits, a_.lnf, sp_ ? a_.full : a_.lnf, head(fin), Tensor(), kOutIn);
   params.release(head_unit());
 }
 
@@ -152,14 +168,14 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   const Tensor dgu(a_.dbig.data, DType::kF32, {B_, T, 2 * ffn_}), dqkv(a_.dbig.data, DType::kF32, {B_, T, qkv_width_});
   row_parallel_backward(ctx_, a_.dact, a_.dfull, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
   be_.swiglu_backward(dgu, L.gu, a_.dact);
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kGate, 2 * ffn_), Tensor(), dgu, L.ln2_full,
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kGate, 2 * ffn_), Tensor(), dgu, input_of(L.ln2),
                            fused(w, u, kGate, 2 * ffn_), kOutIn);
   norm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
   row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, static_cast<int>(heads_));
   be_.rope_backward(dqkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), Tensor(), dqkv, L.ln1_full,
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), Tensor(), dqkv, input_of(L.ln1),
                            fused(w, u, kQ, qkv_width_), kOutIn);
   norm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
@@ -174,13 +190,13 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
   if (s_.tie_embeddings) {
     w = params.unit(0);
     g = grads.unit(0);
-    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, a_.lnf_full, head(w), kOutIn);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), kOutIn);
     params.release(0);
   }
   w = params.unit(last);
   g = grads.unit(last);
   if (!s_.tie_embeddings)
-    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, a_.lnf_full, head(w), kOutIn);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), kOutIn);
   norm_backward(a_.dres, param(g, last, kNormF), a_.dln, a_.layers.back().res3, param(w, last, kNormF), a_.lnf_rstd);
   params.release(last);
   grads.unit_done(last);

@@ -33,13 +33,15 @@ class LlamaTp final : public model::Model {
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return DType::kF32; }
   std::size_t activation_bytes() const override { return arena_.bytes(); }
+  // The same for any shape and degree, allocating nothing (for the memory planner).
+  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
 
  private:
   struct Layer {  // saved for backward, per block; the residual stream as in gpt2_tp.hpp
-    backend::Tensor ln1, ln1_rstd, ln1_full, qkv, atty, lse, res2, ln2, ln2_rstd, ln2_full, gu, act, res3;
+    backend::Tensor ln1, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_rstd, gu, act, res3;
   };
   struct Acts {
-    backend::Tensor rows, inv_freq, encoded, lnf, lnf_rstd, lnf_full, logits;
+    backend::Tensor rows, inv_freq, encoded, lnf, lnf_rstd, logits;
     backend::Tensor proj, dres, dtmp, dln, datty, dbig, dact;
     backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch and [C] norm gradient
     std::vector<Layer> layers;
@@ -47,7 +49,8 @@ class LlamaTp final : public model::Model {
   void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dout,
                      const backend::Tensor& inp, const backend::Tensor& weight, const backend::Tensor& rstd);
   backend::Tensor btc(backend::Tensor rows_by_c) const;
-  std::size_t layout(std::byte* base);
+  backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
+  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts);
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
   void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);

@@ -16,13 +16,19 @@ std::unique_ptr<model::Model> make_tp_model(backend::Backend& backend, dist::Com
   return std::make_unique<LlamaTp>(backend, group, local, micro_batch, sequence_parallel);
 }
 
+std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel) {
+  if (shape.arch == model::Arch::kGpt2) return Gpt2Tp::activation_bytes(shape, micro_batch, tp, sequence_parallel);
+  return LlamaTp::activation_bytes(shape, micro_batch, tp, sequence_parallel);
+}
+
 TpCommBytes tp_comm_bytes(const model::GptShape& s, int micro_batch, int tp, bool sequence_parallel) {
   if (tp == 1) return {};
   const std::uint64_t N = std::uint64_t(micro_batch) * s.seq_len, C = s.n_embd, L = s.n_layer, f32 = 4;
   const std::uint64_t activations = (4 * L + 2) * N * C, ce = 3 * N;
   if (!sequence_parallel) return {f32 * (activations + ce), 0, 0};
   const std::uint64_t norm_kinds = s.arch == model::Arch::kGpt2 ? 2 : 1;  // LayerNorm weight + bias; RMSNorm weight
-  return {f32 * (ce + norm_kinds * (2 * L + 1) * C), f32 * activations, f32 * activations};
+  const std::uint64_t regathered = (2 * L + 1) * N * C;  // backward's column-parallel inputs
+  return {f32 * (ce + norm_kinds * (2 * L + 1) * C), f32 * (activations + regathered), f32 * activations};
 }
 
 double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const model::ParamTable& local,
