@@ -175,4 +175,29 @@ void tp_place_flat(const ParamTable& global, const ParamTable& local, const floa
   }
 }
 
+std::vector<TpRun> tp_global_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
+                                  std::int64_t numel) {
+  std::vector<TpRun> runs;
+  const std::int64_t end = offset + numel;
+  for (std::size_t i = 0; i < local.params().size(); ++i) {
+    const ParamInfo& lp = local.params()[i];
+    const ParamInfo& gp = global.params()[i];
+    const std::int64_t p_lo = static_cast<std::int64_t>(lp.offset), p_hi = p_lo + static_cast<std::int64_t>(lp.numel);
+    if (p_hi <= offset || p_lo >= end) continue;
+    // [lo, hi): the query's part of this parameter, as offsets inside the shard
+    const std::int64_t lo = std::max(offset, p_lo) - p_lo, hi = std::min(end, p_hi) - p_lo;
+    const TpSplit split = tp_split_of(gp, global.shape());
+    auto emit = [&](std::int64_t global_at, std::int64_t shard_at, std::int64_t n) {
+      const std::int64_t a = std::max(lo, shard_at), b = std::min(hi, shard_at + n);
+      if (a < b) runs.push_back({p_lo + a, static_cast<std::int64_t>(gp.offset) + global_at + (a - shard_at), b - a});
+    };
+    if (split.kind == TpSplit::Kind::kReplicated) {
+      if (r == 0) emit(0, 0, static_cast<std::int64_t>(gp.numel));
+    } else {
+      for_each_run(gp.shape, split, tp, r, emit);
+    }
+  }
+  return runs;
+}
+
 }  // namespace zt::model

@@ -53,4 +53,16 @@ std::vector<float> tp_cut_flat(const ParamTable& global, const ParamTable& local
 void tp_place_flat(const ParamTable& global, const ParamTable& local, const float* local_flat, float* global_flat, int tp,
                    int r);
 
+// Where the local flat elements [offset, offset + numel) of rank r's shard table sit in the global flat
+// buffer: runs in local order, so state copied from the local range lines up with them (what a
+// checkpoint in global shape writes per rank, and what a resume on another layout reads). Replicated
+// parameters belong to TP rank 0 only (other ranks get no run for them, so the runs of all ranks cover
+// the global buffer exactly once), and a vocabulary table's zero row maps nowhere.
+struct TpRun {
+  std::int64_t local_offset = 0, global_offset = 0, numel = 0;
+  bool operator==(const TpRun&) const = default;
+};
+std::vector<TpRun> tp_global_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
+                                  std::int64_t numel);
+
 }  // namespace zt::model

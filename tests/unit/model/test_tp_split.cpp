@@ -93,6 +93,30 @@ TEST(TpSplit, FusedQkvShardHoldsTheSameHeadsOfQKAndV) {
       EXPECT_EQ(shard[row * 24 + part * 8 + j], global[row * 3 * C + part * C + C / 2 + j]);
 }
 
+// The runs of every rank's whole shard table cover the global buffer exactly once, and any local range's
+// values (cut from a global buffer of distinct values) are the global values at its runs.
+TEST(TpSplit, GlobalRunsCoverTheModelOnceAndLineUpWithTheShards) {
+  for (const GptShape& shape : {small_gpt2(), small_llama(4)}) {
+    const ParamTable global(shape);
+    std::vector<float> values(global.numel());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+    for (int tp : {1, 2, 4}) {
+      const ParamTable local = tp_local_table(global, tp);
+      std::vector<int> covered(global.numel(), 0);
+      for (int r = 0; r < tp; ++r) {
+        const std::vector<float> shard = tp_cut_flat(global, local, values.data(), tp, r);
+        for (const TpRun& run : tp_global_runs(global, local, tp, r, 0, static_cast<std::int64_t>(local.numel())))
+          for (std::int64_t k = 0; k < run.numel; ++k) ++covered[run.global_offset + k];
+        for (std::int64_t at = 0; at < static_cast<std::int64_t>(local.numel()); at += 37)  // ranges across params
+          for (const TpRun& run : tp_global_runs(global, local, tp, r, at, 37))
+            for (std::int64_t k = 0; k < run.numel; ++k)
+              ASSERT_EQ(shard[run.local_offset + k], values[run.global_offset + k]) << "tp=" << tp << " r=" << r;
+      }
+      for (std::size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "global element " << i << " tp=" << tp;
+    }
+  }
+}
+
 TEST(TpSplit, DegreeNotDividingTheKvHeadsNamesTheValidDegrees) {
   // 8 query heads, 2 K/V heads: tp 4 would split a K/V head.
   const std::string msg = error_of([] { check_tp_degree(small_llama(2), 4); });
