@@ -13,8 +13,10 @@
 #include "core/log.hpp"
 #include "core/version.hpp"
 #include "dist/device_info.hpp"
+#include "dist/grid.hpp"
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
+#include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
 #include "train/preflight.hpp"
@@ -87,6 +89,19 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   return m;
 }
 
+// parallel.tp > 1 (issue 20): the process grid, its sub-communicators, Megatron's parameter split,
+// the tensor-parallel layers and both models (with sequence parallelism) are built and tested, and
+// --plan plans them, but the trainer does not run them yet, so such a run stops at start-up (exit 2)
+// rather than half-running. What would be wrong with the grid itself is said first: a degree the
+// model cannot split (heads, K/V heads, MLP width), or TP groups spanning hosts.
+void refuse_tensor_parallel(const dist::World& world, const config::Config& c) {
+  dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank()), world);
+  throw ConfigError(cat("parallel.tp=", c.parallel.tp, ": tensor parallelism is not wired into training yet (its "
+                        "process grid, split parameters, layers and models exist and are tested, and --plan plans "
+                        "it; the trainer and checkpoints do not use them): use parallel.tp=1 (data parallelism "
+                        "with train.zero_stage 0-3 over every rank)"));
+}
+
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
 int print_plan(const dist::World& world, const Startup& s) {
   if (s.cl.config.plan.world_size > 0) config::derive(s.cl.config, s.cl.config.plan.world_size);  // batch split
@@ -106,7 +121,10 @@ int run(dist::World& world, int argc, char** argv) {
     if (s.cl.help || s.cl.help_markdown || s.cl.version) return;
     log::set_all_ranks(s.cl.config.log.all_ranks);
     place(world, s);
-    s.derived = config::derive(s.cl.config, world.size());
+    // --plan for plan.world_size ranks splits the batch (and the grid) over those, not over this world.
+    const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;
+    s.derived = config::derive(s.cl.config, planning_elsewhere ? s.cl.config.plan.world_size : world.size());
+    model::check_tp_degree(plan::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp));
   }, "parsing the configuration");
   if (code != kExitOk) return code;
   world.set_timeout(s.cl.config.dist.timeout_s);
@@ -117,6 +135,8 @@ int run(dist::World& world, int argc, char** argv) {
     if (s.cl.version) std::cout << "ztrain " << version() << " (git " << git_revision() << ")\n";
     return kExitOk;
   }
+  if (s.cl.config.parallel.tp > 1 && !s.cl.plan)  // its own agreement: the host check is collective
+    return agree_on_startup(world, [&] { refuse_tensor_parallel(world, s.cl.config); }, "checking the tensor-parallel grid");
   if (s.cl.print_config) {
     return run_or_abort(world, [&] {
       print_config(world, s);

@@ -14,12 +14,6 @@ std::int64_t product(const std::vector<std::int64_t>& dims) {
 }
 }  // namespace
 
-FlatRange intersect(const FlatRange& a, const FlatRange& b) {
-  const std::int64_t lo = std::max(a.offset, b.offset);
-  const std::int64_t hi = std::min(a.offset + a.numel, b.offset + b.numel);
-  return hi > lo ? FlatRange{lo, hi - lo} : FlatRange{lo, 0};
-}
-
 std::int64_t ParamDesc::numel() const { return product(shape); }
 std::int64_t ParamDesc::hf_numel() const { return product(hf_shape); }
 

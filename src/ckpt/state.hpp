@@ -8,17 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/flat_range.hpp"
+
 namespace zt::ckpt {
 
-// Elements [offset, offset + numel) of the model's flat fp32 parameter buffer.
-struct FlatRange {
-  std::int64_t offset = 0;
-  std::int64_t numel = 0;
-  bool operator==(const FlatRange&) const = default;
-};
-
-// The intersection of two ranges (numel 0 if they do not overlap): resharding's primitive.
-FlatRange intersect(const FlatRange& a, const FlatRange& b);
+// Elements [offset, offset + numel) of the model's flat fp32 parameter buffer, and their intersection
+// (resharding's primitive): the one type optim/ uses too (core/flat_range.hpp).
+using zt::FlatRange;
+using zt::intersect;
 
 struct ParamDesc {
   std::string name;                    // Hugging Face GPT2LMHeadModel name

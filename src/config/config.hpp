@@ -117,6 +117,12 @@ struct DistConfig {
   double timeout_s = 600;
 };
 
+// The process grid (dist/grid.hpp): world = tp x data-parallel ranks.
+struct ParallelConfig {
+  std::int64_t tp = 1;             // tensor-parallel degree: ranks splitting each layer (consecutive, one node)
+  bool sequence_parallel = false;  // shard the norm and residual regions along the sequence inside a TP group
+};
+
 struct DebugConfig {
   std::int64_t fail_at_step = 0;
   std::int64_t hang_at_step = 0;
@@ -152,6 +158,7 @@ struct Config {
   CkptConfig ckpt;
   LogConfig log;
   DistConfig dist;
+  ParallelConfig parallel;
   DebugConfig debug;
   PlanConfig plan;
   PreflightConfig preflight;

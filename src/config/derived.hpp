@@ -8,12 +8,14 @@
 namespace zt::config {
 
 struct Derived {
-  std::int64_t dp_size = 1;          // data-parallel ranks
+  std::int64_t dp_size = 1;          // data-parallel ranks: world_size / parallel.tp
   std::int64_t grad_accum = 1;       // global_batch = micro_batch x grad_accum x dp_size
   std::int64_t tokens_per_step = 0;  // global_batch x seq_len
 };
 
-// Throws ConfigError with the arithmetic and the nearest valid values if the batch does not split.
-Derived derive(const Config& config, std::int64_t dp_size);
+// Throws ConfigError with the arithmetic and the nearest valid values if parallel.tp does not divide
+// the world or the batch does not split over the data-parallel ranks (the ranks of one tensor-parallel
+// group read the same sequences, so they count once).
+Derived derive(const Config& config, std::int64_t world_size);
 
 }  // namespace zt::config

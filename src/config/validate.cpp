@@ -140,6 +140,12 @@ void check_products(const Config& c) {
                 "parameters");
 }
 
+void check_parallel(const ParallelConfig& p) {
+  if (p.sequence_parallel && p.tp == 1)
+    throw ConfigError("parallel.sequence_parallel=true shards activations inside a tensor-parallel group, and "
+                      "parallel.tp=1 has none: set parallel.tp > 1 or parallel.sequence_parallel=false");
+}
+
 void check_logging(const Config& c) {
   if (c.log.eval_every > 0 && c.data.valid.empty())
     throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs validation shards: set data.valid=GLOB "
@@ -166,14 +172,21 @@ void validate(const Config& config) {
   check_products(config);
   check_train(config);
   check_optim(config.optim);
+  check_parallel(config.parallel);
   check_logging(config);
   check_debug(config);
 }
 
-Derived derive(const Config& config, std::int64_t dp_size) {
-  if (config.debug.rank >= dp_size)
-    throw ConfigError(cat("debug.rank=", config.debug.rank, " is outside the world of ", dp_size,
-                          " rank(s): use debug.rank in [0, ", dp_size - 1, "]"));
+Derived derive(const Config& config, std::int64_t world_size) {
+  if (config.debug.rank >= world_size)
+    throw ConfigError(cat("debug.rank=", config.debug.rank, " is outside the world of ", world_size,
+                          " rank(s): use debug.rank in [0, ", world_size - 1, "]"));
+  const std::int64_t tp = config.parallel.tp;
+  if (world_size % tp != 0)
+    throw ConfigError(cat("parallel.tp=", tp, " does not divide the world of ", world_size,
+                          " rank(s): the world is tp x data-parallel ranks; use parallel.tp in {",
+                          join(divisors(world_size, world_size)), "} or a multiple of ", tp, " ranks"));
+  const std::int64_t dp_size = world_size / tp;
   const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
   const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
   if (global % per_step != 0) {
@@ -184,7 +197,8 @@ Derived derive(const Config& config, std::int64_t dp_size) {
       if ((global / m) % dp_size == 0) micro_ok.push_back(m);
     if (!micro_ok.empty()) fix += cat(", or train.micro_batch in {", join(micro_ok), "}");
     throw ConfigError(cat("train.global_batch=", global, " is not divisible by train.micro_batch(", micro,
-                          ") x data-parallel ranks(", dp_size, ") = ", per_step, "; use ", fix));
+                          ") x data-parallel ranks(", dp_size, tp > 1 ? cat(" = ", world_size, " ranks / parallel.tp=", tp) : "",
+                          ") = ", per_step, "; use ", fix));
   }
   Derived d;
   d.dp_size = dp_size;

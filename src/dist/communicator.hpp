@@ -74,6 +74,12 @@ class Communicator {
   // Blocking reduction of one host value (loss sums, flags, norms), in double precision.
   virtual double all_reduce_value(double value, ReduceOp op) = 0;
 
+  // A sub-communicator (MPI_Comm_split's rule): collective over this one; the ranks passing the same
+  // color >= 0 form one group, ordered by key, then by rank here. The process grid (dist/grid.hpp)
+  // builds its tensor- and data-parallel groups this way. The child starts with this one's context
+  // and deadline, and is bounded by the deadline while it forms (a rank that never calls is a CommError).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
  protected:
   CommStats stats_;
   std::string context_ = "start-up";

@@ -80,9 +80,13 @@ class MpiCommunicator : public Communicator {
     MpiWork dup(*this, "creating the MPI communicator (MPI_Comm_idup)");
     ZT_MPI(MPI_Comm_idup(*static_cast<const MPI_Comm*>(world.native_comm()), &comm_, dup.request()));
     dup.wait();
-    ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-    ZT_MPI(MPI_Comm_rank(comm_, &rank_));
-    ZT_MPI(MPI_Comm_size(comm_, &size_));
+    adopt();
+  }
+  // Takes ownership of `comm`, a communicator split from `parent`, and inherits its settings.
+  MpiCommunicator(MPI_Comm comm, const Communicator& parent) : comm_(comm) {
+    timeout_s_ = parent.timeout_s();
+    context_ = parent.context();
+    adopt();
   }
   ~MpiCommunicator() override { MPI_Comm_free(&comm_); }
 
@@ -149,7 +153,25 @@ class MpiCommunicator : public Communicator {
     return out;
   }
 
+  // MPI has no nonblocking MPI_Comm_split, so the ranks first meet in a nonblocking barrier under
+  // the deadline; once every rank has arrived the blocking split cannot wait on a missing peer.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    if (color < 0) throw CommError(cat("split: color ", color, " must be >= 0 (every rank joins a group)"));
+    auto w = start(cat("splitting the communicator (color ", color, ", key ", key, ")"));
+    ZT_MPI(MPI_Ibarrier(comm_, w->request()));
+    w->wait();
+    MPI_Comm child = MPI_COMM_NULL;
+    ZT_MPI(MPI_Comm_split(comm_, color, key, &child));
+    return std::make_unique<MpiCommunicator>(child, *this);
+  }
+
  private:
+  void adopt() {
+    ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    ZT_MPI(MPI_Comm_rank(comm_, &rank_));
+    ZT_MPI(MPI_Comm_size(comm_, &size_));
+  }
+
   std::unique_ptr<MpiWork> start(std::string what) {
     ++stats_.calls;
     return std::make_unique<MpiWork>(*this, std::move(what));

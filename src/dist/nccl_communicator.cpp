@@ -100,6 +100,15 @@ class NcclCommunicator : public Communicator {
     ZT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ZT_CUDA(cudaMalloc(&scalar_, sizeof(double)));
   }
+  // Takes ownership of `comm`, split from `parent` (same device and compute stream; its settings).
+  NcclCommunicator(ncclComm_t comm, const NcclCommunicator& parent) : compute_(parent.compute_), comm_(comm) {
+    timeout_s_ = parent.timeout_s();
+    context_ = parent.context();
+    ZT_NCCL(ncclCommUserRank(comm_, &rank_));
+    ZT_NCCL(ncclCommCount(comm_, &size_));
+    ZT_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    ZT_CUDA(cudaMalloc(&scalar_, sizeof(double)));
+  }
   ~NcclCommunicator() override {
     cudaFree(scalar_);
     cudaStreamDestroy(stream_);
@@ -153,6 +162,21 @@ class NcclCommunicator : public Communicator {
     ZT_CUDA(cudaMemcpyAsync(&value, scalar_, sizeof value, cudaMemcpyDeviceToHost, stream_));
     ZT_CUDA(cudaStreamSynchronize(stream_));
     return value;
+  }
+
+  // The ranks first meet in a barrier under the deadline (a rank that never calls is a CommError
+  // naming the split), so the blocking ncclCommSplit after it cannot wait on a missing peer. A
+  // nonblocking split would make the child nonblocking too, where every collective may return
+  // ncclInProgress.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    if (color < 0) throw CommError(cat("split: color ", color, " must be >= 0 (every rank joins a group)"));
+    const std::string context = context_;
+    context_ = cat(context, ", splitting the communicator");
+    barrier();
+    context_ = context;
+    ncclComm_t child = nullptr;
+    ZT_NCCL(ncclCommSplit(comm_, color, key, &child, nullptr));
+    return std::make_unique<NcclCommunicator>(child, *this);
   }
 
  private:

@@ -70,6 +70,18 @@ ParamTable::ParamTable(const GptShape& s) : shape_(s) {
   ZT_CHECK(s.padded_vocab >= s.vocab_size && s.n_layer > 0 && s.n_embd > 0, "use GptShape::make");
   if (s.arch == Arch::kGpt2) add_gpt2_params();
   else add_llama_params();
+  index_units();
+}
+
+ParamTable::ParamTable(const GptShape& s, const std::vector<ParamInfo>& params) : shape_(s) {
+  for (const ParamInfo& p : params) {
+    add(p.name, p.shape, p.unit, p.decay);
+    params_.back().hf_shape = p.hf_shape;
+  }
+  index_units();
+}
+
+void ParamTable::index_units() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const int u = params_[i].unit;
     if (u == static_cast<int>(units_.size())) {

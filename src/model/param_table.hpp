@@ -60,6 +60,9 @@ struct Unit {
 class ParamTable {
  public:
   explicit ParamTable(const GptShape& shape);
+  // A table of these parameters in this order, offsets and units recomputed from their names, shapes,
+  // units and decay flags: a tensor-parallel rank's shard of the model (tp_split.hpp).
+  ParamTable(const GptShape& shape, const std::vector<ParamInfo>& params);
 
   const GptShape& shape() const { return shape_; }
   const std::vector<ParamInfo>& params() const { return params_; }
@@ -82,6 +85,7 @@ class ParamTable {
   void add(const std::string& name, std::vector<std::int64_t> shape, int unit, bool decay);
   void add_gpt2_params();
   void add_llama_params();
+  void index_units();  // units_ and unit_first_ from params_
 
   GptShape shape_;
   std::vector<ParamInfo> params_;

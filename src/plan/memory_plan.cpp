@@ -6,7 +6,10 @@
 //   transients   stages 2-3 keep unit-gradient temporaries (unit 0 through the whole backward plus at
 //                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
 //                and prefetches the next;
-//   activations  the model's own layout for one micro-batch (Gpt2/Llama::activation_bytes);
+//   activations  the model's own layout for one micro-batch (Gpt2/Llama::activation_bytes; under
+//                parallel.tp the tensor-parallel models', tp::tp_activation_bytes);
+//   parallel.tp  the model state above is the rank's TP shard (model::tp_local_table), ZeRO-sharded
+//                over the world/tp data-parallel ranks;
 //   workspace    the backend's scratch (CPU: attention, fp32 copies of 16-bit operands; CUDA: the
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
@@ -20,7 +23,9 @@
 #include "config/options.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "model/tp_split.hpp"
 #include "optim/zero/partition.hpp"
+#include "tp/tp_model.hpp"
 
 namespace zt::plan {
 namespace {
@@ -114,27 +119,36 @@ std::uint64_t cuda_workspace_bytes(const model::GptShape& s, int micro_batch) {
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device) {
   const model::GptShape shape = model_shape(config.model);
-  const model::ParamTable table(shape);
+  const int tp = static_cast<int>(config.parallel.tp);
+  const bool sp = config.parallel.sequence_parallel;
+  const model::ParamTable global(shape);
+  const model::ParamTable table = tp == 1 ? global : model::tp_local_table(global, tp);
   MemoryPlan p;
   p.world_size = world_size;
+  p.tp = tp;
   p.zero_stage = config.train.zero_stage;
   p.micro_batch = config.train.micro_batch;
   p.capacity_bytes = capacity;
   const DType compute = compute_dtype(config.train.precision);
-  add_model_state(p, table, world_size, static_cast<int>(config.train.zero_stage), compute,
+  add_model_state(p, table, world_size / tp, static_cast<int>(config.train.zero_stage), compute,
                   config.train.offload == config::Offload::kOptimizer);
   const int micro = static_cast<int>(config.train.micro_batch);
   const model::Recompute recompute = recompute_mode(config.train.recompute);
-  p.rows.push_back({"activations", model::model_activation_bytes(shape, micro, recompute, compute),
-                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
-                        ", recompute=", config::to_string(config.train.recompute))});
+  if (tp == 1)
+    p.rows.push_back({"activations", model::model_activation_bytes(shape, micro, recompute, compute),
+                      cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
+                          ", recompute=", config::to_string(config.train.recompute))});
+  else
+    p.rows.push_back({"activations", tp::tp_activation_bytes(shape, micro, tp, sp),
+                      cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, fp32; 1/", tp,
+                          " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "")});
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else
     p.rows.push_back({"workspace",
                       backend::cpu_workspace_bytes(threads, shape.seq_len, compute, std::int64_t{micro} * shape.seq_len,
-                                                   shape.n_embd, shape.padded_vocab, shape.qkv_width(),
-                                                   2 * std::int64_t{shape.ffn_hidden}, shape.ffn_hidden),
+                                                   shape.n_embd, shape.padded_vocab / tp, shape.qkv_width() / tp,
+                                                   2 * std::int64_t{shape.ffn_hidden} / tp, shape.ffn_hidden / tp),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
   return p;
@@ -194,8 +208,9 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
 
 std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fixes) {
   std::ostringstream out;
-  out << "memory plan per rank (" << p.world_size << " rank(s), ZeRO stage " << p.zero_stage << ", micro_batch "
-      << p.micro_batch << "):\n";
+  out << "memory plan per rank (" << p.world_size << " rank(s)"
+      << (p.tp > 1 ? cat(" = parallel.tp ", p.tp, " x ", p.world_size / p.tp, " data-parallel") : "") << ", ZeRO stage "
+      << p.zero_stage << ", micro_batch " << p.micro_batch << "):\n";
   for (const PlanRow& r : p.rows) {
     char line[160];
     std::snprintf(line, sizeof line, "  %-22s %12s  %s\n", r.what.c_str(), mib(r.bytes).c_str(), r.note.c_str());

@@ -23,6 +23,7 @@ struct MemoryPlan {
   std::uint64_t total_bytes = 0;      // predicted peak of the backend allocator on one rank
   std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
   std::int64_t world_size = 1, zero_stage = 0, micro_batch = 1;
+  std::int64_t tp = 1;                // parallel.tp: the model state is the TP shard's, sharded over world/tp
   bool fits() const { return capacity_bytes == 0 || total_bytes <= capacity_bytes; }
 };
 

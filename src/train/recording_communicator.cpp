@@ -98,4 +98,10 @@ double RecordingCommunicator::all_reduce_value(double value, dist::ReduceOp op) 
   return out;
 }
 
+std::unique_ptr<dist::Communicator> RecordingCommunicator::split(int color, int key) {
+  pass_settings();
+  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context());
+  return inner_->split(color, key);
+}
+
 }  // namespace zt::train

@@ -26,6 +26,10 @@ class RecordingCommunicator final : public dist::Communicator {
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   void barrier() override;
   double all_reduce_value(double value, dist::ReduceOp op) override;
+  // The split itself is recorded (a barrier over this group); the child is the inner one's, unrecorded:
+  // the hang report compares per-group numbers across all ranks, which a TP or DP sub-group does not
+  // share. Recording sub-groups comes with the trainer's TP wiring (issue 20).
+  std::unique_ptr<dist::Communicator> split(int color, int key) override;
 
  private:
   class RecordedWork;

@@ -81,4 +81,9 @@ double StagedCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
   return out;
 }
 
+std::unique_ptr<dist::Communicator> StagedCommunicator::split(int color, int key) {
+  sync_settings();
+  return std::make_unique<StagedCommunicator>(host_->split(color, key), device_);
+}
+
 }  // namespace zt::train

@@ -26,6 +26,8 @@ class StagedCommunicator final : public dist::Communicator {
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   void barrier() override;
   double all_reduce_value(double value, dist::ReduceOp op) override;
+  // The host communicator's split, staged through the same device backend.
+  std::unique_ptr<dist::Communicator> split(int color, int key) override;
 
  private:
   dist::Span to_host(const dist::Span& device, std::vector<std::byte>& host);  // copies the data too

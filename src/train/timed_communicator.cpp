@@ -75,4 +75,11 @@ double TimedCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
   return timed([&](dist::Communicator& c) { return c.all_reduce_value(value, op); });
 }
 
+std::unique_ptr<dist::Communicator> TimedCommunicator::split(int color, int key) {
+  auto child = std::make_unique<TimedCommunicator>(timed([&](dist::Communicator& c) { return c.split(color, key); }));
+  child->set_context(context());
+  child->set_timeout(timeout_s());
+  return child;
+}
+
 }  // namespace zt::train

@@ -26,6 +26,9 @@ class TimedCommunicator final : public dist::Communicator {
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   void barrier() override;
   double all_reduce_value(double value, dist::ReduceOp op) override;
+  // A timed child of the inner communicator's split; it counts its own blocked time (a caller timing
+  // a step over several groups adds their blocked_ms()).
+  std::unique_ptr<dist::Communicator> split(int color, int key) override;
 
   // Milliseconds blocked in collectives since construction.
   double blocked_ms() const { return blocked_ms_; }

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "core/error.hpp"
 #include "dist/communicator.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 
@@ -58,6 +59,22 @@ TEST_F(NcclTest, CollectivesOnOneRank) {
   EXPECT_EQ(host(c, values.size()), values);
   EXPECT_EQ(comm_->all_reduce_value(2.5, ReduceOp::kMax), 2.5);
   EXPECT_EQ(comm_->stats().calls, 5u);
+}
+
+// ncclCommSplit (the process grid's TP and DP groups): a one-rank child that keeps the parent's
+// watchdog settings and reduces on the same device buffers.
+TEST_F(NcclTest, SplitGivesAWorkingChild) {
+  comm_->set_context("grid");
+  auto child = comm_->split(0, 0);
+  EXPECT_EQ(child->size(), 1);
+  EXPECT_EQ(child->rank(), 0);
+  EXPECT_EQ(child->context(), "grid");
+  EXPECT_EQ(child->timeout_s(), comm_->timeout_s());
+  const std::vector<float> values = {1, 2, 3};
+  float* a = device(values);
+  child->all_reduce({a, values.size(), DType::kF32}, ReduceOp::kMax)->wait();
+  EXPECT_EQ(host(a, values.size()), values);
+  EXPECT_THROW(comm_->split(-1, 0), CommError);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "dist/communicator.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "train/staged_communicator.hpp"
+#include "train/timed_communicator.hpp"
 
 namespace zt::train {
 namespace {
@@ -82,6 +83,23 @@ TEST_F(Staged, SixteenBitWordsGatherAndBroadcastBitExactly) {
 TEST_F(Staged, SixteenBitReductionsAreRefusedNotComputedWrongly) {
   std::vector<std::uint16_t> x(4, 0x3f80);
   EXPECT_THROW(staged.all_reduce({x.data(), x.size(), DType::kBF16}, ReduceOp::kSum), CommError);
+}
+
+// The process grid's groups come from split: through both decorators, a child reduces over its group
+// only, still host-staged, and keeps the parent's context for the watchdog.
+TEST_F(Staged, SplitChildrenOfBothDecoratorsReduceOverTheirGroupOnly) {
+  TimedCommunicator timed{std::make_unique<StagedCommunicator>(dist::make_mpi_communicator(test::world(), 60), *be)};
+  timed.set_context("tp groups");
+  auto child = timed.split(r % 2, r);  // even ranks, odd ranks
+  EXPECT_EQ(child->size(), (w + 1 - r % 2) / 2);
+  EXPECT_EQ(child->rank(), r / 2);
+  EXPECT_EQ(child->context(), "tp groups");
+  EXPECT_NE(child->name().find("host-staged"), std::string::npos);
+  std::vector<float> x{static_cast<float>(r)};
+  child->all_reduce(dist::span_of(x.data(), 1), ReduceOp::kSum)->wait();
+  float want = 0;
+  for (int q = r % 2; q < w; q += 2) want += static_cast<float>(q);
+  EXPECT_EQ(x[0], want);
 }
 
 }  // namespace

@@ -7,12 +7,6 @@
 
 namespace zt::optim {
 
-FlatRange intersect(const FlatRange& a, const FlatRange& b) {
-  const std::int64_t lo = std::max(a.offset, b.offset);
-  const std::int64_t hi = std::min(a.offset + a.numel, b.offset + b.numel);
-  return hi > lo ? FlatRange{lo, hi - lo} : FlatRange{lo, 0};
-}
-
 Partition::Partition(std::vector<FlatRange> units, std::vector<ParamRange> params, int world_size, int rank)
     : units_(std::move(units)), world_(world_size), rank_(rank) {
   ZT_CHECK_GE(world_size, 1);

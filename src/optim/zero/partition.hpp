@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/flat_range.hpp"
+
 namespace zt::optim {
 
-// A contiguous range of the model's (unpadded) flat parameter space.
-struct FlatRange {
-  std::int64_t offset = 0;
-  std::int64_t numel = 0;
-};
+// A range of the model's (unpadded) flat parameter space and the intersection of two (numel 0 if they
+// do not overlap): one type with ckpt/ (core/flat_range.hpp).
+using zt::FlatRange;
+using zt::intersect;
 
 // One parameter's range and whether weight decay applies to it (2-D weights).
 struct ParamRange {
@@ -63,8 +64,5 @@ class Partition {
   int world_ = 1, rank_ = 0;
   std::vector<ShardPiece> pieces_;
 };
-
-// The intersection of two flat ranges (numel 0 if they do not overlap): resharding's primitive.
-FlatRange intersect(const FlatRange& a, const FlatRange& b);
 
 }  // namespace zt::optim

@@ -56,6 +56,47 @@ TEST(Derive, DebugRankOutsideTheWorldIsRejected) {
   EXPECT_EQ(derive(c, 5).dp_size, 5);
 }
 
+TEST(Derive, TensorParallelRanksCountOnceInTheBatch) {
+  Config c;
+  c.train.global_batch = 8;
+  c.train.micro_batch = 2;
+  c.parallel.tp = 2;
+  const Derived d = derive(c, 4);  // 2 TP groups of 2: two data-parallel ranks
+  EXPECT_EQ(d.dp_size, 2);
+  EXPECT_EQ(d.grad_accum, 2);
+  c.parallel.tp = 4;
+  EXPECT_EQ(derive(c, 4).dp_size, 1);
+  EXPECT_EQ(derive(c, 4).grad_accum, 4);
+}
+
+TEST(Derive, TensorParallelDegreeThatDoesNotDivideTheWorldNamesTheValidDegrees) {
+  Config c;
+  c.parallel.tp = 4;
+  std::string msg = error_of([&] { derive(c, 6); });
+  EXPECT_NE(msg.find("parallel.tp=4 does not divide the world of 6 rank(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parallel.tp in {1, 2, 3, 6}"), std::string::npos) << msg;
+}
+
+TEST(Derive, BatchErrorUnderTensorParallelismSaysOnlyDataParallelRanksCount) {
+  Config c;
+  c.train.global_batch = 6;
+  c.train.micro_batch = 1;
+  c.parallel.tp = 2;
+  std::string msg = error_of([&] { derive(c, 8); });  // 4 data-parallel ranks
+  EXPECT_NE(msg.find("data-parallel ranks(4 = 8 ranks / parallel.tp=2) = 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("use train.global_batch=4 or 8"), std::string::npos) << msg;
+}
+
+TEST(Validate, SequenceParallelWithoutTensorParallelismIsRejected) {
+  Config c;
+  c.parallel.sequence_parallel = true;
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("parallel.sequence_parallel=true"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parallel.tp > 1"), std::string::npos) << msg;
+  c.parallel.tp = 2;
+  EXPECT_EQ(error_of([&] { validate(c); }), "");
+}
+
 TEST(Validate, ProductsOfKeysThatWouldOverflowAreRejected) {
   Config c;
   c.train.max_steps = 1'000'000'000;

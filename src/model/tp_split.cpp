@@ -1,0 +1,203 @@
+// Megatron's split by parameter name, and cutting/placing shards in the global row-major tensor.
+#include "model/tp_split.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace zt::model {
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+TpSplit split(TpSplit::Kind kind, int dim, std::vector<std::int64_t> segments) { return {kind, dim, std::move(segments)}; }
+
+// GPT-2 (Conv1D weights [in, out]): c_attn and c_fc cut their outputs (dim 1; biases dim 0), the two
+// c_proj their inputs (dim 0); c_proj biases are added once, after the row-parallel sum.
+TpSplit gpt2_split(const ParamInfo& p, const GptShape& s) {
+  using K = TpSplit::Kind;
+  const std::int64_t C = s.n_embd;
+  if (p.name == "transformer.wte.weight") return split(K::kVocab, 0, {s.padded_vocab});
+  if (ends_with(p.name, "attn.c_attn.weight")) return split(K::kColumn, 1, {C, C, C});
+  if (ends_with(p.name, "attn.c_attn.bias")) return split(K::kColumn, 0, {C, C, C});
+  if (ends_with(p.name, "mlp.c_fc.weight")) return split(K::kColumn, 1, {4 * C});
+  if (ends_with(p.name, "mlp.c_fc.bias")) return split(K::kColumn, 0, {4 * C});
+  if (ends_with(p.name, "attn.c_proj.weight")) return split(K::kRow, 0, {C});
+  if (ends_with(p.name, "mlp.c_proj.weight")) return split(K::kRow, 0, {4 * C});
+  return {};
+}
+
+// Llama (nn.Linear weights [out, in]): q, k, v, gate and up cut their outputs (dim 0); each is its own
+// parameter, adjacent in the flat order, so rank r's q_r | k_r | v_r and gate_r | up_r stay adjacent
+// as the model's fused projections read them. o_proj and down_proj cut their inputs (dim 1).
+TpSplit llama_split(const ParamInfo& p, const GptShape& s) {
+  using K = TpSplit::Kind;
+  if (p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight") return split(K::kVocab, 0, {s.padded_vocab});
+  for (const char* column : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight"})
+    if (ends_with(p.name, column)) return split(K::kColumn, 0, {p.shape[0]});
+  if (ends_with(p.name, "o_proj.weight") || ends_with(p.name, "down_proj.weight")) return split(K::kRow, 1, {p.shape[1]});
+  return {};
+}
+
+std::string divisors_of_all(const std::vector<std::int64_t>& values) {
+  std::string out;
+  for (std::int64_t d = 1; d <= values.front(); ++d)
+    if (std::all_of(values.begin(), values.end(), [d](std::int64_t v) { return v % d == 0; }))
+      out += cat(out.empty() ? "" : ", ", d);
+  return out;
+}
+
+// Visits, for every index before `dim` and every segment, the run of elements rank r holds: its
+// offset in the global tensor and in the shard, and its length.
+template <typename Visit>
+void for_each_run(const std::vector<std::int64_t>& shape, const TpSplit& split, int tp, int r, Visit visit) {
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < split.dim; ++i) outer *= shape[i];
+  for (std::size_t i = split.dim + 1; i < shape.size(); ++i) inner *= shape[i];
+  const std::int64_t along = shape[split.dim];
+  std::int64_t shard_at = 0;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    std::int64_t segment_start = 0;
+    for (std::int64_t seg : split.segments) {
+      const std::int64_t block = seg / tp;
+      visit((o * along + segment_start + r * block) * inner, shard_at, block * inner);
+      shard_at += block * inner;
+      segment_start += seg;
+    }
+  }
+}
+
+std::int64_t numel(const std::vector<std::int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+void check_cuttable(const std::vector<std::int64_t>& shape, const TpSplit& split, int tp) {
+  ZT_CHECK(split.dim >= 0 && static_cast<std::size_t>(split.dim) < shape.size(), "tp split: axis outside the shape");
+  ZT_CHECK_EQ(std::accumulate(split.segments.begin(), split.segments.end(), std::int64_t{0}), shape[split.dim],
+              "tp split: segments do not cover the axis");
+  for (std::int64_t seg : split.segments) ZT_CHECK_EQ(seg % tp, 0, "tp split: a segment tp does not divide");
+}
+
+}  // namespace
+
+const char* tp_kind_name(TpSplit::Kind kind) {
+  switch (kind) {
+    case TpSplit::Kind::kReplicated: return "replicated";
+    case TpSplit::Kind::kColumn: return "column";
+    case TpSplit::Kind::kRow: return "row";
+    case TpSplit::Kind::kVocab: return "vocab";
+  }
+  return "?";
+}
+
+TpSplit tp_split_of(const ParamInfo& p, const GptShape& s) {
+  return s.arch == Arch::kGpt2 ? gpt2_split(p, s) : llama_split(p, s);
+}
+
+void check_tp_degree(const GptShape& s, int tp) {
+  if (tp == 1) return;
+  const std::string valid = divisors_of_all({s.n_head, s.n_kv_head, s.ffn_hidden, s.padded_vocab});
+  auto need = [&](std::int64_t value, const char* what, const char* why) {
+    if (value % tp != 0)
+      throw ConfigError(cat("parallel.tp=", tp, " does not divide ", what, "=", value, ": ", why,
+                            "; use parallel.tp in {", valid, "}"));
+  };
+  need(s.n_head, "model.n_head", "each tensor-parallel rank computes whole attention heads");
+  need(s.n_kv_head, "the K/V heads (model.n_kv_head)",
+       "grouped-query attention keeps each K/V head with the query heads it serves, whole on one rank");
+  need(s.ffn_hidden, "the MLP width", "each rank holds an equal block of the MLP's hidden units");
+  need(s.padded_vocab, "the padded vocabulary", "each rank holds an equal block of the embedding's rows");
+}
+
+std::vector<std::int64_t> tp_shard_shape(const std::vector<std::int64_t>& shape, const TpSplit& split, int tp) {
+  if (split.kind == TpSplit::Kind::kReplicated) return shape;
+  check_cuttable(shape, split, tp);
+  std::vector<std::int64_t> out = shape;
+  out[split.dim] /= tp;
+  return out;
+}
+
+std::vector<float> tp_cut(const float* global, const std::vector<std::int64_t>& shape, const TpSplit& split, int tp,
+                          int r) {
+  if (split.kind == TpSplit::Kind::kReplicated) return {global, global + numel(shape)};
+  std::vector<float> shard(static_cast<std::size_t>(numel(tp_shard_shape(shape, split, tp))));
+  for_each_run(shape, split, tp, r, [&](std::int64_t at, std::int64_t shard_at, std::int64_t n) {
+    std::copy_n(global + at, n, shard.data() + shard_at);
+  });
+  return shard;
+}
+
+void tp_place(float* global, const float* shard, const std::vector<std::int64_t>& shape, const TpSplit& split, int tp,
+              int r) {
+  if (split.kind == TpSplit::Kind::kReplicated) {
+    std::copy_n(shard, numel(shape), global);
+    return;
+  }
+  check_cuttable(shape, split, tp);
+  for_each_run(shape, split, tp, r, [&](std::int64_t at, std::int64_t shard_at, std::int64_t n) {
+    std::copy_n(shard + shard_at, n, global + at);
+  });
+}
+
+ParamTable tp_local_table(const ParamTable& global, int tp) {
+  check_tp_degree(global.shape(), tp);
+  std::vector<ParamInfo> params = global.params();
+  for (ParamInfo& p : params) {
+    const TpSplit split = tp_split_of(p, global.shape());
+    p.shape = tp_shard_shape(p.shape, split, tp);
+    if (split.kind == TpSplit::Kind::kVocab) p.shape[0] += 1;  // the zero row
+    p.hf_shape = p.shape;
+  }
+  return ParamTable(global.shape(), params);
+}
+
+std::vector<float> tp_cut_flat(const ParamTable& global, const ParamTable& local, const float* global_flat, int tp, int r) {
+  std::vector<float> out(local.numel(), 0.f);
+  for (std::size_t i = 0; i < global.params().size(); ++i) {
+    const ParamInfo& g = global.params()[i];
+    const std::vector<float> shard = tp_cut(global_flat + g.offset, g.shape, tp_split_of(g, global.shape()), tp, r);
+    std::copy(shard.begin(), shard.end(), out.begin() + static_cast<std::ptrdiff_t>(local.params()[i].offset));
+  }
+  return out;
+}
+
+void tp_place_flat(const ParamTable& global, const ParamTable& local, const float* local_flat, float* global_flat, int tp,
+                   int r) {
+  for (std::size_t i = 0; i < global.params().size(); ++i) {
+    const ParamInfo& g = global.params()[i];
+    tp_place(global_flat + g.offset, local_flat + local.params()[i].offset, g.shape, tp_split_of(g, global.shape()), tp, r);
+  }
+}
+
+std::vector<TpRun> tp_global_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
+                                  std::int64_t numel) {
+  std::vector<TpRun> runs;
+  const std::int64_t end = offset + numel;
+  for (std::size_t i = 0; i < local.params().size(); ++i) {
+    const ParamInfo& lp = local.params()[i];
+    const ParamInfo& gp = global.params()[i];
+    const std::int64_t p_lo = static_cast<std::int64_t>(lp.offset), p_hi = p_lo + static_cast<std::int64_t>(lp.numel);
+    if (p_hi <= offset || p_lo >= end) continue;
+    // [lo, hi): the query's part of this parameter, as offsets inside the shard
+    const std::int64_t lo = std::max(offset, p_lo) - p_lo, hi = std::min(end, p_hi) - p_lo;
+    const TpSplit split = tp_split_of(gp, global.shape());
+    auto emit = [&](std::int64_t global_at, std::int64_t shard_at, std::int64_t n) {
+      const std::int64_t a = std::max(lo, shard_at), b = std::min(hi, shard_at + n);
+      if (a < b) runs.push_back({p_lo + a, static_cast<std::int64_t>(gp.offset) + global_at + (a - shard_at), b - a});
+    };
+    if (split.kind == TpSplit::Kind::kReplicated) {
+      if (r == 0) emit(0, 0, static_cast<std::int64_t>(gp.numel));
+    } else {
+      for_each_run(gp.shape, split, tp, r, emit);
+    }
+  }
+  return runs;
+}
+
+}  // namespace zt::model

@@ -1,0 +1,204 @@
+// GPT-2 over a tensor-parallel group (gpt2_tp.hpp): model::Gpt2's structure with Megatron's layers.
+#include "tp/gpt2_tp.hpp"
+
+#include "core/error.hpp"
+#include "model/carver.hpp"
+#include "model/lm_head.hpp"
+
+namespace zt::tp {
+
+using backend::Tensor;
+using backend::WeightLayout;
+
+namespace {
+// Parameter order inside a block unit and units 0 and L+1 (model/param_table.cpp).
+enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
+enum EmbedParam { kWte, kWpe };
+enum FinalParam { kLnfW, kLnfB };
+}  // namespace
+
+Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+               bool sequence_parallel)
+    : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
+      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), Vs_(std::int64_t{local.shape().padded_vocab} / tp_) {
+  ZT_CHECK(s_.arch == model::Arch::kGpt2, "Gpt2Tp: the table is not GPT-2's");
+  ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "Gpt2Tp: sequence parallelism needs tp to divide B*T");
+  ZT_CHECK_EQ(local.find("transformer.wte.weight").shape[0], Vs_ + 1, "Gpt2Tp: table is not tp_local_table(.., ",
+              tp_, ")");
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, static_cast<std::byte*>(arena_.data()), &a_);
+}
+
+std::size_t Gpt2Tp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel) {
+  return layout(shape, micro_batch, tp, sequence_parallel, nullptr, nullptr);
+}
+
+std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts) {
+  Acts scratch;
+  Acts& a = acts ? *acts : scratch;
+  model::Carver c{base, DType::kF32};
+  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, Cr = C / tp, R = sp ? N / tp : N;
+  const std::int64_t Vs = s.padded_vocab / tp;
+  a.rows = c.take_as(DType::kI32, {B, T});
+  a.encoded = c.take({R, C});
+  a.layers.resize(s.n_layer);
+  for (Layer& l : a.layers) {
+    l.ln1 = c.take({R, C}), l.ln1_mean = c.stat({R}), l.ln1_rstd = c.stat({R});
+    l.qkv = c.take({B, T, 3 * Cr}), l.atty = c.take({B, T, Cr}), l.lse = c.stat({B, s.n_head / tp, T});
+    l.res2 = c.take({R, C});
+    l.ln2 = c.take({R, C}), l.ln2_mean = c.stat({R}), l.ln2_rstd = c.stat({R});
+    l.fch = c.take({B, T, 4 * Cr}), l.fch_gelu = c.take({B, T, 4 * Cr});
+    l.res3 = c.take({R, C});
+  }
+  a.lnf = c.take({R, C}), a.lnf_mean = c.stat({R}), a.lnf_rstd = c.stat({R});
+  a.logits = c.take({B, T, Vs});
+  a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
+  a.datty = c.take({B, T, Cr}), a.dbig = c.take({B, T, 4 * Cr});
+  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({2 * C});
+  return c.used;
+}
+
+// A column-parallel layer's input for its backward: under SP gathered again from this rank's rows into
+// the shared scratch (Megatron-SP keeps only the rows and re-gathers, so the full [B*T, C] inputs are
+// never stored per block), else the kept tensor itself.
+Tensor Gpt2Tp::input_of(const Tensor& mine) {
+  if (!sp_) return mine;
+  gather_rows(ctx_, mine, a_.full);
+  return a_.full;
+}
+
+Tensor Gpt2Tp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
+
+// Under SP each rank's norm sees its rows only, so its weight and bias gradients are partial: they are
+// computed into scratch, summed over the group, then added (+=) to the micro-batches' gradients.
+void Gpt2Tp::norm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
+                           const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
+  if (!sp_) return be_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+  const std::int64_t C = s_.n_embd;
+  const Tensor dw(a_.dnorm.data, DType::kF32, {C}), db(static_cast<float*>(a_.dnorm.data) + C, DType::kF32, {C});
+  be_.fill_zero(a_.dnorm);
+  be_.layernorm_backward(dinp, dw, db, dout, inp, weight, mean, rstd);
+  all_reduce_sum(ctx_, a_.dnorm);
+  be_.accumulate(dweight, dw);
+  be_.accumulate(dbias, db);
+}
+
+Tensor Gpt2Tp::param(const Tensor& unit, int u, int k) const {
+  return model::param_view(table_, unit, table_.first_param(u) + k);
+}
+
+Tensor Gpt2Tp::head(const Tensor& unit) const {
+  Tensor t = param(unit, 0, kWte);
+  t.shape[0] = Vs_;
+  return t;
+}
+
+// As model::Gpt2::block_forward, with qkv and fch column-parallel (this rank's heads and MLP units)
+// and both projections row-parallel (summed over the group, bias once).
+void Gpt2Tp::block_forward(int l, const Tensor& w) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
+  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
+  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB),
+                       WeightLayout::kInOut);
+  be_.add(L.res2, x, a_.proj);
+  be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
+  column_parallel_forward(ctx_, L.fch, L.ln2, sp_ ? a_.full : L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
+  be_.gelu_forward(L.fch_gelu, L.fch);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB),
+                       WeightLayout::kInOut);
+  be_.add(L.res3, L.res2, a_.proj);
+}
+
+void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params) {
+  const std::int64_t N = std::int64_t{B_} * s_.seq_len;
+  model::check_token_ids("token", tokens, N, s_.vocab_size);
+  const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
+  be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
+  const int last = s_.n_layer + 1;
+  Tensor emb = params.unit(0);
+  vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), a_.rows,
+                                   param(emb, 0, kWte), param(emb, 0, kWpe));
+  params.release(0);
+  for (int l = 0; l < s_.n_layer; ++l) {
+    block_forward(l, params.unit(1 + l));
+    params.release(1 + l);
+  }
+  Tensor fin = params.unit(last);
+  be_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kLnfW),
+                        param(fin, last, kLnfB));
+  params.release(last);
+  emb = params.unit(0);  // the tied LM head, column-parallel over this rank's vocabulary rows
+  column_parallel_forward(ctx_, a_.logits, a_.lnf, sp_ ? a_.full : a_.lnf, head(emb), Tensor(), WeightLayout::kOutIn);
+  params.release(0);
+}
+
+double Gpt2Tp::forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) {
+  model::check_token_ids("target", targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
+  run_forward(tokens, params);
+  double sum = 0.0;
+  for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;
+  ready_for_backward_ = true;
+  return sum;
+}
+
+std::vector<float> Gpt2Tp::forward_logits(const std::int32_t* tokens, model::ParamSource& params) {
+  run_forward(tokens, params);
+  ready_for_backward_ = false;
+  return gather_logits(ctx_, a_.logits, s_.vocab_size);
+}
+
+// As model::Gpt2::block_backward; the column-parallel layers' input gradients are summed over the group.
+void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  const Tensor dfch = a_.dbig;
+  const Tensor dqkv(a_.dbig.data, DType::kF32, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd} / tp_});
+  row_parallel_backward(ctx_, dfch, a_.dfull, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
+                        param(w, u, kFcProjW), WeightLayout::kInOut);
+  be_.gelu_backward(dfch, L.fch, dfch);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kFcW), param(g, u, kFcB), dfch, input_of(L.ln2),
+                           param(w, u, kFcW), WeightLayout::kInOut);
+  norm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W), L.ln2_mean,
+                L.ln2_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);
+  row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
+                        param(w, u, kAttnProjW), WeightLayout::kInOut);
+  be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, input_of(L.ln1),
+                           param(w, u, kAttnW), WeightLayout::kInOut);
+  norm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);
+}
+
+void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
+  ZT_CHECK(ready_for_backward_, "Gpt2Tp::backward needs a forward() with targets first (and runs once per forward)");
+  ready_for_backward_ = false;
+  const int last = s_.n_layer + 1;
+  ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
+  Tensor w = params.unit(0), g = grads.unit(0);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), WeightLayout::kOutIn);
+  params.release(0);
+  w = params.unit(last), g = grads.unit(last);
+  norm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,
+                param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
+  params.release(last);
+  grads.unit_done(last);
+  for (int l = s_.n_layer - 1; l >= 0; --l) {
+    w = params.unit(1 + l);
+    g = grads.unit(1 + l);
+    block_backward(l, w, g);
+    params.release(1 + l);
+    grads.unit_done(1 + l);
+  }
+  g = grads.unit(0);
+  vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), sp_ ? a_.dres : btc(a_.dres),
+                                    sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
+  grads.unit_done(0);
+}
+
+}  // namespace zt::tp

@@ -1,0 +1,80 @@
+// GPT-2 split over a tensor-parallel group, Megatron's layout (model/tp_split.hpp): each rank computes
+// n_head/tp heads and 4C/tp MLP units of every block and the logits of its block of the vocabulary;
+// LayerNorms, residuals and the position table are replicated. The same model::Model interface as
+// model::Gpt2, over the rank's shard table (tp_local_table), so the trainer's seam (ParamSource,
+// GradSink, ZeRO over the data-parallel group) is unchanged. Equal to one rank's Gpt2 (tests/mpi).
+// Sequence parallel: the residual stream and the LayerNorms hold each rank's block of the B*T rows
+// (linear.hpp); the norms' weight gradients, partial then, are summed over the group per micro-batch.
+// fp32 activations (MPI's reductions are f32 only), no recomputation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+#include "model/model.hpp"
+#include "tp/linear.hpp"
+#include "tp/vocab_parallel.hpp"
+
+namespace zt::tp {
+
+class Gpt2Tp final : public model::Model {
+ public:
+  // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
+  Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+         bool sequence_parallel = false);
+  Gpt2Tp(const Gpt2Tp&) = delete;
+  Gpt2Tp& operator=(const Gpt2Tp&) = delete;
+
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) override;
+  void backward(model::ParamSource& params, model::GradSink& grads, float dloss) override;
+  // The whole [B, T, V] logits, gathered from the group (for tests and sampling only).
+  std::vector<float> forward_logits(const std::int32_t* tokens, model::ParamSource& params) override;
+  const model::ParamTable& table() const override { return table_; }
+  int micro_batch() const override { return B_; }
+  DType compute_dtype() const override { return DType::kF32; }
+  std::size_t activation_bytes() const override { return arena_.bytes(); }
+  // The same for any shape and degree, allocating nothing (for the memory planner).
+  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+
+ private:
+  // Saved for backward, per block; widths divided by tp where the layer is split. The residual stream
+  // (x, res2, res3, ln*) is [R, C] with R = B*T, or B*T/tp under SP.
+  struct Layer {
+    backend::Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu, res3;
+  };
+  struct Acts {
+    backend::Tensor rows, encoded, lnf, lnf_mean, lnf_rstd, logits;  // logits [B,T,Vs]
+    backend::Tensor proj, dres, dtmp, dln, datty, dbig;
+    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch (gathered inputs, sums) and [2C] norm gradients
+    std::vector<Layer> layers;
+  };
+  void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dbias,
+                     const backend::Tensor& dout, const backend::Tensor& inp, const backend::Tensor& weight,
+                     const backend::Tensor& mean, const backend::Tensor& rstd);
+  backend::Tensor btc(backend::Tensor rows_by_c) const;  // [B*T, C] seen as [B, T, C]
+  backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
+  // Carves every activation out of `base` (null: counts only); returns the bytes used.
+  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts);
+  void run_forward(const std::int32_t* tokens, model::ParamSource& params);
+  void block_forward(int l, const backend::Tensor& w);
+  void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);
+  backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
+  backend::Tensor head(const backend::Tensor& unit) const;  // wte's own Vs rows, without the zero row
+
+  backend::Backend& be_;
+  TpContext ctx_;
+  const model::ParamTable& table_;
+  model::GptShape s_;
+  int B_, tp_, r_;
+  bool sp_;
+  std::int64_t Vs_;  // vocabulary rows per rank
+  backend::Buffer arena_;
+  Acts a_;
+  VocabParallelCrossEntropy ce_;
+  bool ready_for_backward_ = false;
+};
+
+}  // namespace zt::tp

@@ -1,0 +1,52 @@
+// Megatron's tensor-parallel linear layers (Shoeybi et al. 2019, §3: its f and g operators) over the
+// backend's matmul and the TP group's communicator. N rows (B*T tokens), tp ranks in the group.
+//   column-parallel: out_r [N, OC/tp] = inp [N, IC] @ W_r (+ b_r); the input is whole on every rank, so
+//     backward's dinp is the sum over the group of each rank's dout_r @ W_r^T (all-reduce).
+//   row-parallel: out [N, OC] = sum_r inp_r [N, IC/tp] @ W_r (all-reduce), + b once; backward needs no
+//     communication: dinp_r = dout @ W_r^T, and every rank's dbias is the whole (replicated) gradient.
+// Sequence parallel (Korthikanti et al. 2022): outside these layers each rank holds a block of rows,
+// [N/tp, C] (rank r: rows r*N/tp ...); column-parallel all-gathers its input first and reduce-scatters
+// dinp, row-parallel reduce-scatters its output instead of all-reducing and all-gathers dout first.
+// Collectives need f32 activations on MPI (its reductions are f32 only); NCCL takes bf16/f16 too.
+#pragma once
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+
+namespace zt::tp {
+
+struct TpContext {
+  backend::Backend& be;
+  dist::Communicator& group;  // this rank's tensor-parallel group
+  bool sequence_parallel = false;
+};
+
+// inp: the layer input as this rank holds it ([N, IC]; under SP [N/tp, IC]). full [N, IC]: under SP the
+// scratch the gathered input is written to (backward reads it as `full`); otherwise pass inp again.
+void column_parallel_forward(const TpContext& ctx, backend::Tensor out, backend::Tensor inp, backend::Tensor full,
+                             backend::Tensor weight, backend::Tensor bias, backend::WeightLayout layout);
+// dinp shaped as inp (written). dfull [N, IC]: scratch under SP (empty otherwise). full: as forward
+// left it. dweight, dbias +=.
+void column_parallel_backward(const TpContext& ctx, backend::Tensor dinp, backend::Tensor dfull, backend::Tensor dweight,
+                              backend::Tensor dbias, backend::Tensor dout, backend::Tensor full, backend::Tensor weight,
+                              backend::WeightLayout layout);
+
+// out [N, OC] (under SP [N/tp, OC], with partial [N, OC] scratch for the sum before it is scattered;
+// otherwise pass out again). inp [N, IC/tp]. The bias (replicated) is added by TP rank 0 only, so the
+// sum holds it once.
+void row_parallel_forward(const TpContext& ctx, backend::Tensor out, backend::Tensor partial, backend::Tensor inp,
+                          backend::Tensor weight, backend::Tensor bias, backend::WeightLayout layout);
+// dinp [N, IC/tp] (written). dout as out; under SP dfull [N, OC] is scratch for the gathered dout
+// (empty otherwise). dweight, dbias +=.
+void row_parallel_backward(const TpContext& ctx, backend::Tensor dinp, backend::Tensor dfull, backend::Tensor dweight,
+                           backend::Tensor dbias, backend::Tensor dout, backend::Tensor inp, backend::Tensor weight,
+                           backend::WeightLayout layout);
+
+// The SP collectives on rows, also what the model's norm/residual regions use: all-gather of each rank's
+// block of rows into full [N, C]; reduce-scatter of full [N, C] (summed over the group) into the blocks.
+void gather_rows(const TpContext& ctx, backend::Tensor block, backend::Tensor full);
+void reduce_scatter_rows(const TpContext& ctx, backend::Tensor full, backend::Tensor block);
+// In-place sum over the group.
+void all_reduce_sum(const TpContext& ctx, backend::Tensor t);
+
+}  // namespace zt::tp

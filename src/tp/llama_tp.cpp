@@ -1,0 +1,216 @@
+// Llama over a tensor-parallel group (llama_tp.hpp): model::Llama's structure with Megatron's layers.
+#include "tp/llama_tp.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "model/carver.hpp"
+#include "model/lm_head.hpp"
+#include "model/rope.hpp"
+
+namespace zt::tp {
+
+using backend::Tensor;
+
+namespace {
+enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown };  // model/param_table.cpp's order
+enum FinalParam { kNormF, kHead };
+constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;
+}  // namespace
+
+LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+                 bool sequence_parallel)
+    : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
+      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()), heads_(s_.n_head / tp_),
+      kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_), ffn_(s_.ffn_hidden / tp_) {
+  ZT_CHECK(s_.arch == model::Arch::kLlama, "LlamaTp: the table is not Llama's");
+  ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "LlamaTp: sequence parallelism needs tp to divide B*T");
+  ZT_CHECK_EQ(local.find("model.embed_tokens.weight").shape[0], Vs_ + 1, "LlamaTp: table is not tp_local_table(.., ",
+              tp_, ")");
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, static_cast<std::byte*>(arena_.data()), &a_);
+  const std::vector<float> inv = model::rope_inv_freq(s_.head_size(), s_.rope);
+  be_.copy_from_host(a_.inv_freq.data, inv.data(), a_.inv_freq.bytes());
+}
+
+std::size_t LlamaTp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel) {
+  return layout(shape, micro_batch, tp, sequence_parallel, nullptr, nullptr);
+}
+
+std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts) {
+  Acts scratch;
+  Acts& a = acts ? *acts : scratch;
+  model::Carver c{base, DType::kF32};
+  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, R = sp ? N / tp : N;
+  const std::int64_t Vs = s.padded_vocab / tp, heads = s.n_head / tp, qkv_width = std::int64_t{s.qkv_width()} / tp;
+  const std::int64_t ffn = s.ffn_hidden / tp;
+  a.rows = c.take_as(DType::kI32, {B, T});
+  a.inv_freq = c.stat({s.head_size() / 2});
+  a.encoded = c.take({R, C});
+  a.layers.resize(s.n_layer);
+  for (Layer& l : a.layers) {
+    l.ln1 = c.take({R, C}), l.ln1_rstd = c.stat({R});
+    l.qkv = c.take({B, T, qkv_width}), l.atty = c.take({B, T, C / tp}), l.lse = c.stat({B, heads, T});
+    l.res2 = c.take({R, C});
+    l.ln2 = c.take({R, C}), l.ln2_rstd = c.stat({R});
+    l.gu = c.take({B, T, 2 * ffn}), l.act = c.take({B, T, ffn});
+    l.res3 = c.take({R, C});
+  }
+  a.lnf = c.take({R, C}), a.lnf_rstd = c.stat({R});
+  a.logits = c.take({B, T, Vs});
+  a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
+  a.datty = c.take({B, T, C / tp}), a.dbig = c.take({B, T, std::max(qkv_width, 2 * ffn)}), a.dact = c.take({B, T, ffn});
+  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({C});
+  return c.used;
+}
+
+// A column-parallel layer's input for its backward: under SP gathered again from this rank's rows into
+// the shared scratch (Megatron-SP keeps only the rows and re-gathers, so the full [B*T, C] inputs are
+// never stored per block), else the kept tensor itself.
+Tensor LlamaTp::input_of(const Tensor& mine) {
+  if (!sp_) return mine;
+  gather_rows(ctx_, mine, a_.full);
+  return a_.full;
+}
+
+Tensor LlamaTp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
+
+// Under SP the norm's weight gradient from this rank's rows is partial: summed over the group first.
+void LlamaTp::norm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                            const Tensor& weight, const Tensor& rstd) {
+  if (!sp_) return be_.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
+  be_.fill_zero(a_.dnorm);
+  be_.rmsnorm_backward(dinp, a_.dnorm, dout, inp, weight, rstd);
+  all_reduce_sum(ctx_, a_.dnorm);
+  be_.accumulate(dweight, a_.dnorm);
+}
+
+Tensor LlamaTp::param(const Tensor& unit, int u, int k) const {
+  return model::param_view(table_, unit, table_.first_param(u) + k);
+}
+
+Tensor LlamaTp::fused(const Tensor& unit, int u, int k, std::int64_t rows) const {
+  return Tensor(param(unit, u, k).data, unit.dtype, {rows, s_.n_embd});
+}
+
+Tensor LlamaTp::vocab_rows(Tensor table) const {
+  table.shape[0] = Vs_;
+  return table;
+}
+
+Tensor LlamaTp::head(const Tensor& unit) const {
+  return vocab_rows(s_.tie_embeddings ? param(unit, 0, 0) : param(unit, s_.n_layer + 1, kHead));
+}
+
+// As model::Llama::block_forward: q_r|k_r|v_r and gate_r|up_r column-parallel (this rank's heads and
+// units, adjacent in its shard), o and down row-parallel.
+void LlamaTp::block_forward(int l, const Tensor& w) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
+  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
+  be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
+  be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_));
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
+  be_.add(L.res2, x, a_.proj);
+  be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
+  column_parallel_forward(ctx_, L.gu, L.ln2, sp_ ? a_.full : L.ln2, fused(w, u, kGate, 2 * ffn_), Tensor(), kOutIn);
+  be_.swiglu_forward(L.act, L.gu);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
+  be_.add(L.res3, L.res2, a_.proj);
+}
+
+void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params) {
+  const std::int64_t N = std::int64_t{B_} * s_.seq_len;
+  model::check_token_ids("token", tokens, N, s_.vocab_size);
+  const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
+  be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
+  const int last = s_.n_layer + 1;
+  Tensor emb = params.unit(0);
+  vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), a_.rows,
+                                   param(emb, 0, 0), Tensor());
+  params.release(0);
+  for (int l = 0; l < s_.n_layer; ++l) {
+    block_forward(l, params.unit(1 + l));
+    params.release(1 + l);
+  }
+  Tensor fin = params.unit(last);
+  be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), static_cast<float>(s_.norm_eps));
+  if (s_.tie_embeddings) {
+    params.release(last);
+    fin = params.unit(0);
+  }
+  column_parallel_forward(ctx_, a_.logits, a_.lnf, sp_ ? a_.full : a_.lnf, head(fin), Tensor(), kOutIn);
+  params.release(head_unit());
+}
+
+double LlamaTp::forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) {
+  model::check_token_ids("target", targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
+  run_forward(tokens, params);
+  double sum = 0.0;
+  for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;
+  ready_for_backward_ = true;
+  return sum;
+}
+
+std::vector<float> LlamaTp::forward_logits(const std::int32_t* tokens, model::ParamSource& params) {
+  run_forward(tokens, params);
+  ready_for_backward_ = false;
+  return gather_logits(ctx_, a_.logits, s_.vocab_size);
+}
+
+void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
+  const int u = 1 + l;
+  Layer& L = a_.layers[l];
+  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  const std::int64_t T = s_.seq_len;
+  const Tensor dgu(a_.dbig.data, DType::kF32, {B_, T, 2 * ffn_}), dqkv(a_.dbig.data, DType::kF32, {B_, T, qkv_width_});
+  row_parallel_backward(ctx_, a_.dact, a_.dfull, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
+  be_.swiglu_backward(dgu, L.gu, a_.dact);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kGate, 2 * ffn_), Tensor(), dgu, input_of(L.ln2),
+                           fused(w, u, kGate, 2 * ffn_), kOutIn);
+  norm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);
+  row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
+  be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, static_cast<int>(heads_));
+  be_.rope_backward(dqkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), Tensor(), dqkv, input_of(L.ln1),
+                           fused(w, u, kQ, qkv_width_), kOutIn);
+  norm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
+  be_.accumulate(a_.dres, a_.dtmp);
+}
+
+void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
+  ZT_CHECK(ready_for_backward_, "LlamaTp::backward needs a forward() with targets first (and runs once per forward)");
+  ready_for_backward_ = false;
+  const int last = s_.n_layer + 1;
+  ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
+  Tensor w, g;
+  if (s_.tie_embeddings) {
+    w = params.unit(0);
+    g = grads.unit(0);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), kOutIn);
+    params.release(0);
+  }
+  w = params.unit(last);
+  g = grads.unit(last);
+  if (!s_.tie_embeddings)
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), kOutIn);
+  norm_backward(a_.dres, param(g, last, kNormF), a_.dln, a_.layers.back().res3, param(w, last, kNormF), a_.lnf_rstd);
+  params.release(last);
+  grads.unit_done(last);
+  for (int l = s_.n_layer - 1; l >= 0; --l) {
+    w = params.unit(1 + l);
+    g = grads.unit(1 + l);
+    block_backward(l, w, g);
+    params.release(1 + l);
+    grads.unit_done(1 + l);
+  }
+  g = grads.unit(0);
+  vocab_parallel_embedding_backward(ctx_, param(g, 0, 0), Tensor(), sp_ ? a_.dres : btc(a_.dres),
+                                    sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
+  grads.unit_done(0);
+}
+
+}  // namespace zt::tp

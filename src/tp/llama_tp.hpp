@@ -1,0 +1,76 @@
+// Llama split over a tensor-parallel group, Megatron's layout (model/tp_split.hpp): each rank holds
+// n_head/tp query heads with their n_kv_head/tp K/V heads (grouped-query attention stays within a
+// rank), F/tp SwiGLU units, and its block of the vocabulary in the token embedding and the (tied or
+// untied) LM head; RMSNorms and residuals are replicated. The model::Model interface over the rank's
+// shard table (tp_local_table), as tp::Gpt2Tp; equal to one rank's model::Llama (tests/mpi). Sequence
+// parallel as tp::Gpt2Tp: the residual stream and RMSNorms hold a block of the rows each.
+// fp32 activations, no recomputation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+#include "model/model.hpp"
+#include "tp/linear.hpp"
+#include "tp/vocab_parallel.hpp"
+
+namespace zt::tp {
+
+class LlamaTp final : public model::Model {
+ public:
+  // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
+  LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
+          bool sequence_parallel = false);
+  LlamaTp(const LlamaTp&) = delete;
+  LlamaTp& operator=(const LlamaTp&) = delete;
+
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) override;
+  void backward(model::ParamSource& params, model::GradSink& grads, float dloss) override;
+  std::vector<float> forward_logits(const std::int32_t* tokens, model::ParamSource& params) override;
+  const model::ParamTable& table() const override { return table_; }
+  int micro_batch() const override { return B_; }
+  DType compute_dtype() const override { return DType::kF32; }
+  std::size_t activation_bytes() const override { return arena_.bytes(); }
+  // The same for any shape and degree, allocating nothing (for the memory planner).
+  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+
+ private:
+  struct Layer {  // saved for backward, per block; the residual stream as in gpt2_tp.hpp
+    backend::Tensor ln1, ln1_rstd, qkv, atty, lse, res2, ln2, ln2_rstd, gu, act, res3;
+  };
+  struct Acts {
+    backend::Tensor rows, inv_freq, encoded, lnf, lnf_rstd, logits;
+    backend::Tensor proj, dres, dtmp, dln, datty, dbig, dact;
+    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch and [C] norm gradient
+    std::vector<Layer> layers;
+  };
+  void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dout,
+                     const backend::Tensor& inp, const backend::Tensor& weight, const backend::Tensor& rstd);
+  backend::Tensor btc(backend::Tensor rows_by_c) const;
+  backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
+  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts);
+  void run_forward(const std::int32_t* tokens, model::ParamSource& params);
+  void block_forward(int l, const backend::Tensor& w);
+  void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);
+  backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
+  backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows) const;  // adjacent weights
+  backend::Tensor vocab_rows(backend::Tensor table) const;  // a vocabulary table's Vs rows, without the zero row
+  int head_unit() const { return s_.tie_embeddings ? 0 : s_.n_layer + 1; }
+  backend::Tensor head(const backend::Tensor& unit) const;
+
+  backend::Backend& be_;
+  TpContext ctx_;
+  const model::ParamTable& table_;
+  model::GptShape s_;
+  int B_, tp_, r_;
+  bool sp_;
+  std::int64_t Vs_, heads_, kv_heads_, qkv_width_, ffn_;  // this rank's share of each
+  backend::Buffer arena_;
+  Acts a_;
+  VocabParallelCrossEntropy ce_;
+  bool ready_for_backward_ = false;
+};
+
+}  // namespace zt::tp

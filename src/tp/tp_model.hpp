@@ -1,0 +1,45 @@
+// Either family over a tensor-parallel group (gpt2_tp.hpp, llama_tp.hpp), and what the optimizer needs
+// of a split model beyond model::Model: the global gradient norm from the shards.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+#include "model/model.hpp"
+
+namespace zt::tp {
+
+// The model of local.shape()'s family; local = model::tp_local_table(global, group.size()).
+std::unique_ptr<model::Model> make_tp_model(backend::Backend& backend, dist::Communicator& group,
+                                            const model::ParamTable& local, int micro_batch,
+                                            bool sequence_parallel = false);
+
+// Model::activation_bytes of make_tp_model's model for any shape and degree, allocating nothing (the
+// memory planner's activations row under parallel.tp).
+std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+
+// The theory of what a rank hands its TP group per micro-batch (forward + backward, fp32 activations),
+// in dist::CommStats' payload bytes (the buffer passed; gathers and scatters count the whole [N, C]).
+// With N = B*T rows, L blocks, C channels:
+//   without SP: all-reduce of [N, C] after the embedding and each row-parallel layer (2L) forward, and
+//     after each column-parallel layer's dinp (2L) and the LM head's backward: (4L + 2) N C; plus the
+//     cross-entropy's per-row max, sum-exp and target logit: 3N.
+//   with SP: each of those all-reduces becomes an all-gather plus a reduce-scatter of [N, C]:
+//     (4L + 2) N C each, and backward gathers the 2L + 1 column-parallel inputs again (Megatron-SP
+//     keeps only each rank's rows): all-gathers (6L + 3) N C in all. The all-reduces left are the
+//     cross-entropy's 3N and the norms' weight (and GPT-2's bias) gradients: (2L + 1) C per kind.
+// tp = 1 communicates nothing.
+struct TpCommBytes {
+  std::uint64_t all_reduce = 0, all_gather = 0, reduce_scatter = 0;
+};
+TpCommBytes tp_comm_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+
+// The squared L2 norm of the whole model's gradient from each rank's shard (grads: the local table's
+// flat f32 buffer): split parameters summed over the group, replicated ones counted once.
+double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const model::ParamTable& local,
+                         const backend::Tensor& grads);
+
+}  // namespace zt::tp

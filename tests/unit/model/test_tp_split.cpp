@@ -1,0 +1,133 @@
+// Megatron's split of every parameter: the kind each GPT-2 and Llama parameter gets, shards that cover
+// the global tensor exactly once (cut then place = identity, for tp 1, 2, 4), fused q|k|v shards holding
+// whole heads of each, and degrees that cannot split the model refused naming the ones that can.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/error.hpp"
+#include "model/param_table.hpp"
+#include "model/tp_split.hpp"
+
+namespace zt::model {
+namespace {
+
+using Kind = TpSplit::Kind;
+
+GptShape small_gpt2() { return GptShape::make(2, 4, 16, 100, 8); }
+GptShape small_llama(int n_kv_head) { return GptShape::make_llama(2, 8, 32, 100, 8, n_kv_head, 48, false, 1e-5, {}); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TpSplit, EveryGpt2ParameterGetsMegatronsKind) {
+  const std::map<std::string, Kind> want{
+      {"transformer.wte.weight", Kind::kVocab},          {"transformer.wpe.weight", Kind::kReplicated},
+      {"transformer.h.1.ln_1.weight", Kind::kReplicated}, {"transformer.h.1.attn.c_attn.weight", Kind::kColumn},
+      {"transformer.h.1.attn.c_attn.bias", Kind::kColumn}, {"transformer.h.1.attn.c_proj.weight", Kind::kRow},
+      {"transformer.h.1.attn.c_proj.bias", Kind::kReplicated}, {"transformer.h.1.mlp.c_fc.weight", Kind::kColumn},
+      {"transformer.h.1.mlp.c_fc.bias", Kind::kColumn},   {"transformer.h.1.mlp.c_proj.weight", Kind::kRow},
+      {"transformer.h.1.mlp.c_proj.bias", Kind::kReplicated}, {"transformer.ln_f.bias", Kind::kReplicated}};
+  const ParamTable table(small_gpt2());
+  for (const auto& [name, kind] : want)
+    EXPECT_EQ(tp_kind_name(tp_split_of(table.find(name), table.shape()).kind), std::string(tp_kind_name(kind))) << name;
+}
+
+TEST(TpSplit, EveryLlamaParameterGetsMegatronsKind) {
+  const std::map<std::string, Kind> want{
+      {"model.embed_tokens.weight", Kind::kVocab},         {"lm_head.weight", Kind::kVocab},
+      {"model.layers.0.self_attn.q_proj.weight", Kind::kColumn}, {"model.layers.0.self_attn.k_proj.weight", Kind::kColumn},
+      {"model.layers.0.self_attn.v_proj.weight", Kind::kColumn}, {"model.layers.0.self_attn.o_proj.weight", Kind::kRow},
+      {"model.layers.0.mlp.gate_proj.weight", Kind::kColumn}, {"model.layers.0.mlp.up_proj.weight", Kind::kColumn},
+      {"model.layers.0.mlp.down_proj.weight", Kind::kRow},  {"model.layers.0.input_layernorm.weight", Kind::kReplicated},
+      {"model.norm.weight", Kind::kReplicated}};
+  const ParamTable table(small_llama(4));
+  for (const auto& [name, kind] : want)
+    EXPECT_EQ(tp_kind_name(tp_split_of(table.find(name), table.shape()).kind), std::string(tp_kind_name(kind))) << name;
+}
+
+// Every parameter of both families: the tp shards, placed back, rebuild the tensor, and together hold
+// exactly its elements (a split parameter's shards are disjoint: 1/tp each).
+TEST(TpSplit, ShardsCoverEveryParameterExactlyOnce) {
+  for (const GptShape& shape : {small_gpt2(), small_llama(4)}) {
+    const ParamTable table(shape);
+    for (const ParamInfo& p : table.params()) {
+      std::vector<float> global(p.numel);
+      for (std::size_t i = 0; i < global.size(); ++i) global[i] = static_cast<float>(i) + 0.5f;
+      const TpSplit split = tp_split_of(p, shape);
+      for (int tp : {1, 2, 4}) {
+        std::vector<float> rebuilt(p.numel, -1.f);
+        std::size_t held = 0;
+        for (int r = 0; r < tp; ++r) {
+          const std::vector<float> shard = tp_cut(global.data(), p.shape, split, tp, r);
+          std::size_t want = 1;
+          for (std::int64_t d : tp_shard_shape(p.shape, split, tp)) want *= static_cast<std::size_t>(d);
+          ASSERT_EQ(shard.size(), want) << p.name;
+          held += shard.size();
+          tp_place(rebuilt.data(), shard.data(), p.shape, split, tp, r);
+        }
+        EXPECT_EQ(rebuilt, global) << p.name << " tp=" << tp;
+        EXPECT_EQ(held, split.kind == Kind::kReplicated ? p.numel * tp : p.numel) << p.name << " tp=" << tp;
+      }
+    }
+  }
+}
+
+// GPT-2's fused c_attn [C, 3C] = q | k | v: rank r's row is its block of q, then of k, then of v.
+TEST(TpSplit, FusedQkvShardHoldsTheSameHeadsOfQKAndV) {
+  const ParamTable table(small_gpt2());  // C = 16, 4 heads of 4
+  const ParamInfo& p = table.find("transformer.h.0.attn.c_attn.weight");
+  std::vector<float> global(p.numel);
+  for (std::size_t i = 0; i < global.size(); ++i) global[i] = static_cast<float>(i);
+  const std::vector<float> shard = tp_cut(global.data(), p.shape, tp_split_of(p, table.shape()), 2, 1);
+  ASSERT_EQ(shard.size(), 16u * 24u);  // [C, 3C/2]
+  const int C = 16, row = 3;
+  for (int part = 0; part < 3; ++part)      // q, k, v
+    for (int j = 0; j < C / 2; ++j)         // heads 2 and 3 of each
+      EXPECT_EQ(shard[row * 24 + part * 8 + j], global[row * 3 * C + part * C + C / 2 + j]);
+}
+
+// The runs of every rank's whole shard table cover the global buffer exactly once, and any local range's
+// values (cut from a global buffer of distinct values) are the global values at its runs.
+TEST(TpSplit, GlobalRunsCoverTheModelOnceAndLineUpWithTheShards) {
+  for (const GptShape& shape : {small_gpt2(), small_llama(4)}) {
+    const ParamTable global(shape);
+    std::vector<float> values(global.numel());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+    for (int tp : {1, 2, 4}) {
+      const ParamTable local = tp_local_table(global, tp);
+      std::vector<int> covered(global.numel(), 0);
+      for (int r = 0; r < tp; ++r) {
+        const std::vector<float> shard = tp_cut_flat(global, local, values.data(), tp, r);
+        for (const TpRun& run : tp_global_runs(global, local, tp, r, 0, static_cast<std::int64_t>(local.numel())))
+          for (std::int64_t k = 0; k < run.numel; ++k) ++covered[run.global_offset + k];
+        for (std::int64_t at = 0; at < static_cast<std::int64_t>(local.numel()); at += 37)  // ranges across params
+          for (const TpRun& run : tp_global_runs(global, local, tp, r, at, 37))
+            for (std::int64_t k = 0; k < run.numel; ++k)
+              ASSERT_EQ(shard[run.local_offset + k], values[run.global_offset + k]) << "tp=" << tp << " r=" << r;
+      }
+      for (std::size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "global element " << i << " tp=" << tp;
+    }
+  }
+}
+
+TEST(TpSplit, DegreeNotDividingTheKvHeadsNamesTheValidDegrees) {
+  // 8 query heads, 2 K/V heads: tp 4 would split a K/V head.
+  const std::string msg = error_of([] { check_tp_degree(small_llama(2), 4); });
+  EXPECT_NE(msg.find("parallel.tp=4 does not divide the K/V heads (model.n_kv_head)=2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("use parallel.tp in {1, 2}"), std::string::npos) << msg;
+  EXPECT_EQ(error_of([] { check_tp_degree(small_llama(2), 2); }), "");
+  EXPECT_EQ(error_of([] { check_tp_degree(small_llama(8), 8); }), "");
+  const std::string heads = error_of([] { check_tp_degree(small_gpt2(), 8); });  // 4 heads
+  EXPECT_NE(heads.find("does not divide model.n_head=4"), std::string::npos) << heads;
+  EXPECT_NE(heads.find("{1, 2, 4}"), std::string::npos) << heads;
+}
+
+}  // namespace
+}  // namespace zt::model
