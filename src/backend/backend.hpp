@@ -26,6 +26,9 @@
 
 namespace zt::backend {
 
+// A target id the cross-entropy skips (loss 0, gradient 0), as PyTorch's ignore_index, set to -1 here.
+inline constexpr std::int32_t kIgnoreTarget = -1;
+
 struct MemoryStats {
   std::size_t current_bytes = 0;  // held by this backend's allocator now
   std::size_t peak_bytes = 0;     // the most it held since the last reset_peak()
@@ -140,7 +143,8 @@ class Backend {
   virtual void accumulate(Tensor dst, Tensor src) = 0;
 
   // ---- fused softmax + cross-entropy over the first `vocab` columns of logits [N,Vp] ----------------
-  // losses [N] f32 = logsumexp(logits[n,:V]) - logits[n, targets[n]]; targets [N] i32 in [0, vocab).
+  // losses [N] f32 = logsumexp(logits[n,:V]) - logits[n, targets[n]]; targets [N] i32 in [0, vocab), or
+  // kIgnoreTarget: that row's loss is 0 and its dlogits row 0 (tokens outside the loss mask).
   virtual void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) = 0;
   // dlogits [N,Vp] = dloss * (softmax(logits[n,:V]) - onehot(targets[n])); padded columns get 0.
   // dlogits may alias logits (computed in place, as llm.c does, to save a [N,Vp] buffer).

@@ -13,6 +13,15 @@ void MemoryTokens::read(std::uint64_t start, std::uint64_t count, std::int32_t* 
   std::memcpy(out, tokens_.data() + start, count * sizeof(std::int32_t));
 }
 
+void TokenSource::read_loss_mask(std::uint64_t, std::uint64_t, std::uint8_t*) const {
+  ZT_CHECK(false, describe(), " has no loss mask");
+}
+
+void MemoryTokens::read_loss_mask(std::uint64_t start, std::uint64_t count, std::uint8_t* out) const {
+  ZT_CHECK_LE(start + count, loss_mask_.size(), "read past the end of the loss mask");
+  std::memcpy(out, loss_mask_.data() + start, count);
+}
+
 void StepBatch::split(std::int64_t micro, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const {
   inputs.resize(micro_batch * seq_len);
   targets.resize(micro_batch * seq_len);
@@ -20,7 +29,19 @@ void StepBatch::split(std::int64_t micro, std::vector<std::int32_t>& inputs, std
     const std::int32_t* w = window(micro, j);
     std::memcpy(inputs.data() + j * seq_len, w, seq_len * sizeof(std::int32_t));
     std::memcpy(targets.data() + j * seq_len, w + 1, seq_len * sizeof(std::int32_t));
+    if (loss_mask.empty()) continue;
+    const std::uint8_t* mask = loss_mask.data() + (w - windows.data());
+    for (std::int64_t i = 0; i < seq_len; ++i)
+      if (mask[i + 1] == 0) targets[j * seq_len + i] = kMaskedTarget;
   }
+}
+
+std::uint64_t StepBatch::trained_targets() const {
+  if (loss_mask.empty()) return static_cast<std::uint64_t>(grad_accum * micro_batch * seq_len);
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < loss_mask.size(); ++i)
+    if (i % static_cast<std::size_t>(seq_len + 1) != 0) n += loss_mask[i];  // a window's first token is no target
+  return n;
 }
 
 void read_window(const TokenSource& source, std::uint64_t start, std::int64_t seq_len, std::int32_t* out) {
@@ -49,11 +70,17 @@ StepBatch BatchLoader::read_step(std::uint64_t step) const {
   b.grad_accum = grad_accum_;
   b.micro_batch = slice_.micro_batch;
   b.seq_len = order_.seq_len();
-  b.windows.resize(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
+  const std::size_t n = static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
+  b.windows.resize(n);
+  if (source_->has_loss_mask()) b.loss_mask.resize(n);
   for (std::int64_t m = 0; m < grad_accum_; ++m)
-    for (std::int64_t j = 0; j < slice_.micro_batch; ++j)
-      read_window(*source_, order_.window_start(slice_.window(step, m, j)), b.seq_len,
-                  const_cast<std::int32_t*>(b.window(m, j)));
+    for (std::int64_t j = 0; j < slice_.micro_batch; ++j) {
+      const std::uint64_t start = order_.window_start(slice_.window(step, m, j));
+      std::int32_t* out = const_cast<std::int32_t*>(b.window(m, j));
+      read_window(*source_, start, b.seq_len, out);
+      if (!b.loss_mask.empty())
+        source_->read_loss_mask(start, static_cast<std::uint64_t>(b.seq_len) + 1, b.loss_mask.data() + (out - b.windows.data()));
+    }
   return b;
 }
 

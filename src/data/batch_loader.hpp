@@ -16,18 +16,26 @@
 
 namespace zt::data {
 
+// A target the loss leaves out (outside the loss mask): the backends' kIgnoreTarget.
+inline constexpr std::int32_t kMaskedTarget = -1;
+
 // One optimizer step's tokens for this rank: grad_accum micro-batches of [micro_batch, seq_len + 1]
 // (inputs are the first seq_len tokens of a window, targets the last seq_len).
 struct StepBatch {
   std::uint64_t step = 0;
   std::int64_t grad_accum = 0, micro_batch = 0, seq_len = 0;
   std::vector<std::int32_t> windows;  // [grad_accum, micro_batch, seq_len + 1]
+  std::vector<std::uint8_t> loss_mask;  // as windows, for instruction data; empty: every token a target
 
   const std::int32_t* window(std::int64_t micro, std::int64_t j) const {
     return windows.data() + ((micro * micro_batch + j) * (seq_len + 1));
   }
-  // Inputs [micro_batch, seq_len] and targets [micro_batch, seq_len] of micro-batch m.
+  // Inputs [micro_batch, seq_len] and targets [micro_batch, seq_len] of micro-batch m; a target whose
+  // loss_mask is 0 is kMaskedTarget.
   void split(std::int64_t micro, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const;
+  // The targets of all micro-batches that enter the loss: grad_accum * micro_batch * seq_len without a
+  // mask, else the 1s of the mask at target positions.
+  std::uint64_t trained_targets() const;
 };
 
 class BatchLoader {

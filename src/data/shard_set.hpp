@@ -17,6 +17,7 @@ namespace zt::data {
 // value, in the order given. No match is an InputError naming `key` (e.g. "data.train").
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key);
 
+// The shards of a set must agree on having a loss mask and on the packing window (InputError).
 class ShardSet final : public TokenSource {
  public:
   ShardSet(const std::vector<std::string>& paths, const ShardExpectation& expect);
@@ -24,6 +25,9 @@ class ShardSet final : public TokenSource {
   std::uint64_t n_tokens() const override { return total_; }
   void read(std::uint64_t start, std::uint64_t count, std::int32_t* out) const override;
   std::string describe() const override;
+  bool has_loss_mask() const override { return shards_.front().info().has_loss_mask; }
+  void read_loss_mask(std::uint64_t start, std::uint64_t count, std::uint8_t* out) const override;
+  std::uint64_t packed_window() const override { return shards_.front().info().window; }
   const ShardInfo& first_info() const;
 
  private:

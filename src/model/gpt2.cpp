@@ -126,7 +126,7 @@ void Gpt2::run_forward(const std::int32_t* tokens, ParamSource& params) {
 }
 
 double Gpt2::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  check_ids("target", targets);
+  check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
   run_forward(tokens, params);
   const double sum = sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size);
   ready_for_backward_ = true;

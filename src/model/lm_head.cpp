@@ -16,6 +16,15 @@ void check_token_ids(const char* what, const std::int32_t* ids, std::int64_t n, 
                           vocab_size, "); check that the data was tokenized for this vocabulary"));
 }
 
+void check_target_ids(const std::int32_t* ids, std::int64_t n, std::int64_t vocab_size) {
+  ZT_CHECK(ids != nullptr, "model: target ids must not be null");
+  for (std::int64_t i = 0; i < n; ++i)
+    if ((ids[i] < 0 || ids[i] >= vocab_size) && ids[i] != backend::kIgnoreTarget)
+      throw DataError(cat("model: target id ", ids[i], " at position ", i, " of the micro-batch is outside [0, ",
+                          vocab_size, ") and is not ", backend::kIgnoreTarget,
+                          " (ignored); check that the data was tokenized for this vocabulary"));
+}
+
 double sum_token_losses(backend::Backend& be, const backend::Tensor& losses, const backend::Tensor& logits,
                         const backend::Tensor& targets_dev, const std::int32_t* targets, std::int64_t vocab_size) {
   be.copy_from_host(targets_dev.data, targets, targets_dev.bytes());

@@ -11,6 +11,8 @@ namespace zt::model {
 
 // Throws DataError naming the first id outside [0, vocab_size) and its position ("token" or "target").
 void check_token_ids(const char* what, const std::int32_t* ids, std::int64_t n, std::int64_t vocab_size);
+// The same for targets, which may also be backend::kIgnoreTarget (outside the loss mask).
+void check_target_ids(const std::int32_t* ids, std::int64_t n, std::int64_t vocab_size);
 
 // Copies `targets` (host, one per row of `logits`) to `targets_dev`, computes the per-token losses (fp32)
 // over the first vocab_size columns of logits [rows, Vp] (dlogits kept in place for backward, as the

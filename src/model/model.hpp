@@ -26,8 +26,9 @@ enum class Recompute { kNone, kSelective, kFull };
 class Model {
  public:
   virtual ~Model() = default;
-  // tokens, targets: host arrays [B*T] with ids in [0, vocab_size). Returns the SUM of the B*T token
-  // losses (the caller divides by the global token count). Keeps what backward needs.
+  // tokens, targets: host arrays [B*T] with ids in [0, vocab_size); a target may be
+  // backend::kIgnoreTarget (outside the loss mask: no loss, no gradient). Returns the SUM of the token
+  // losses (the caller divides by the global count of trained targets). Keeps what backward needs.
   virtual double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) = 0;
   // Gradients of sum_i dloss * loss_i, accumulated (+=) into `grads`; needs the preceding forward() and the
   // same parameters; runs once per forward.

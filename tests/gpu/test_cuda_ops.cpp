@@ -192,6 +192,35 @@ TEST_F(CudaOps, CrossEntropyForwardAndBackwardMatchCpuInPlace) {
   }
 }
 
+// Rows whose target is kIgnoreTarget (the loss mask's 0s) give loss 0 and an all-zero gradient row on
+// both backends; the other rows match the CPU as in the test above.
+TEST_F(CudaOps, CrossEntropyIgnoredTargetsGiveZeroLossAndGradient) {
+  const std::int64_t N = 6, Vp = 128;
+  const int V = 101;
+  std::vector<std::int32_t> targets = random_ints(N, 42, V);
+  targets[1] = targets[4] = backend::kIgnoreTarget;
+  for (const Precision& p : kPrecisions) {
+    SCOPED_TRACE(dtype_name(p.x));
+    const auto logits = rounded(randn(N * Vp, 43, 3.0f), p.x);
+    Tensor g_logits = gpu(logits, {N, Vp}, p.x), g_targets = gpu_ints(targets, {N});
+    Tensor g_loss = gpu(std::vector<float>(N, 7.0f), {N}, DType::kF32);
+    gpu_->cross_entropy_forward(g_loss, g_logits, g_targets, V);
+    Tensor c_logits = cpu(logits, {N, Vp}), c_targets = cpu_ints(targets, {N});
+    Tensor c_loss = cpu(std::vector<float>(N, 7.0f), {N});
+    cpu_->cross_entropy_forward(c_loss, c_logits, c_targets, V);
+    const std::vector<float> losses = read(g_loss);
+    ZT_EXPECT_CLOSE(losses, cpu_values(c_loss), 1e-5);
+    EXPECT_EQ(losses[1], 0.0f);
+    EXPECT_EQ(losses[4], 0.0f);
+    gpu_->cross_entropy_backward(g_logits, g_logits, g_targets, 0.25f, V);
+    cpu_->cross_entropy_backward(c_logits, c_logits, c_targets, 0.25f, V);
+    const std::vector<float> got = read(g_logits);
+    ZT_EXPECT_CLOSE(got, cpu_values(c_logits), p.tol);
+    for (std::int64_t n : {1, 4})
+      for (std::int64_t j = 0; j < Vp; ++j) ASSERT_EQ(got[n * Vp + j], 0.0f) << "ignored row " << n << " column " << j;
+  }
+}
+
 // Through the backend (attention.cu's kernels): T=37 is not a multiple of any tile; head size 64 as in
 // GPT-2. lse is fp32 in every precision.
 TEST_F(CudaOps, AttentionForwardAndBackwardMatchCpu) {
