@@ -66,6 +66,13 @@ grep -q 'were longer than a window' "$work/llama3.log" && fail "no sample is lon
   -q "$work/set.jsonl" 2>"$work/cut.log" || fail "ztok --seq-len 20: $(cat "$work/cut.log")"
 grep -q '1 sample(s) were longer than a window' "$work/cut.log" || fail "the cut sample is not reported: $(cat "$work/cut.log")"
 
+# The bundled example (README "Fine-tuning") is what its script generates, and tokenizes as documented.
+/usr/bin/python3 "$root/inputs/instruct/make_instruct_set.py" | cmp -s - "$root/inputs/instruct/instruct.jsonl" ||
+  fail "inputs/instruct/instruct.jsonl differs from what make_instruct_set.py writes"
+"$ztok" --vocab "$vocab" --out "$work/example" --format instruct --chat-template chatml "${chatml[@]}" --pack --seq-len 128 \
+  --valid-fraction 0.1 -q "$root/inputs/instruct/instruct.jsonl" >"$work/example.log" 2>&1 || fail "the example: $(cat "$work/example.log")"
+grep -q '200 instruction records' "$work/example.log" && [ -f "$work/example/valid_000000.h5" ] || fail "the example: $(cat "$work/example.log")"
+
 expect_exit2() {  # NEEDLE ARGS...: ztok exits 2 with NEEDLE in its message
   local needle=$1; shift
   set +e
