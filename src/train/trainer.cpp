@@ -213,7 +213,8 @@ double Trainer::global_trained_targets(std::uint64_t here, const data::TokenSour
 // data.valid on one rank stops every rank at the step boundary (checkpointed), not between collectives.
 std::optional<double> Trainer::evaluate() {
   const std::int64_t batches = config_.log.eval_batches;
-  data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0);
+  data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0,
+                          valid_tokens_->packed_window() != 0);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
   data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1);
   std::vector<std::int32_t> inputs, targets;
