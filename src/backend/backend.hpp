@@ -109,9 +109,12 @@ class Backend {
   // width); query head h uses K/V head h / (NH/NKV) (Hugging Face repeat_kv); NKV = 1 is multi-query.
   // lse [B,NH,T] f32: the log-sum-exp of each softmax row, saved so backward can rebuild the
   // probabilities without an O(T^2) tensor kept between passes (flash-attention style).
-  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) = 0;
+  // segment_starts [B,T] i32 (data.document_mask), optional: query t of row b attends keys
+  // [segment_starts[b,t], t] only, the start of its packed sample (0 <= start <= t); empty: keys [0, t].
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts = Tensor()) = 0;
   // dqkv, the shape of qkv, written (dK, dV summed over the query heads sharing them)
-  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) = 0;
+  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
+                                  Tensor segment_starts = Tensor()) = 0;
 
   // ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----------------------------
   virtual void gelu_forward(Tensor out, Tensor inp) = 0;

@@ -22,6 +22,26 @@ void MemoryTokens::read_loss_mask(std::uint64_t start, std::uint64_t count, std:
   std::memcpy(out, loss_mask_.data() + start, count);
 }
 
+std::vector<std::uint64_t> TokenSource::document_starts(std::uint64_t, std::uint64_t) const { return {}; }
+
+std::vector<std::uint64_t> MemoryTokens::document_starts(std::uint64_t start, std::uint64_t count) const {
+  std::vector<std::uint64_t> out;
+  for (const std::uint64_t d : doc_starts_)
+    if (d >= start && d < start + count) out.push_back(d);
+  return out;
+}
+
+void window_segment_starts(const TokenSource& source, std::uint64_t start, std::int64_t seq_len, std::int32_t* out) {
+  std::int32_t current = 0;
+  const std::vector<std::uint64_t> starts = source.document_starts(start, static_cast<std::uint64_t>(seq_len));
+  auto next = starts.begin();
+  for (std::int64_t i = 0; i < seq_len; ++i) {
+    while (next != starts.end() && *next <= start + static_cast<std::uint64_t>(i))
+      current = static_cast<std::int32_t>(*next++ - start);
+    out[i] = current;
+  }
+}
+
 void StepBatch::split(std::int64_t micro, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const {
   inputs.resize(micro_batch * seq_len);
   targets.resize(micro_batch * seq_len);
@@ -50,9 +70,9 @@ void read_window(const TokenSource& source, std::uint64_t start, std::int64_t se
 }
 
 BatchLoader::BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
-                         std::int64_t grad_accum, std::uint64_t first_step, int depth)
+                         std::int64_t grad_accum, std::uint64_t first_step, int depth, bool document_mask)
     : source_(std::move(source)), order_(order), slice_(slice), grad_accum_(grad_accum),
-      next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)),
+      next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)), document_mask_(document_mask),
       thread_([this] { produce(); }) {}
 
 BatchLoader::~BatchLoader() {
@@ -73,6 +93,7 @@ StepBatch BatchLoader::read_step(std::uint64_t step) const {
   const std::size_t n = static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
   b.windows.resize(n);
   if (source_->has_loss_mask()) b.loss_mask.resize(n);
+  if (document_mask_) b.segment_starts.resize(static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * b.seq_len));
   for (std::int64_t m = 0; m < grad_accum_; ++m)
     for (std::int64_t j = 0; j < slice_.micro_batch; ++j) {
       const std::uint64_t start = order_.window_start(slice_.window(step, m, j));
@@ -80,6 +101,8 @@ StepBatch BatchLoader::read_step(std::uint64_t step) const {
       read_window(*source_, start, b.seq_len, out);
       if (!b.loss_mask.empty())
         source_->read_loss_mask(start, static_cast<std::uint64_t>(b.seq_len) + 1, b.loss_mask.data() + (out - b.windows.data()));
+      if (document_mask_)
+        window_segment_starts(*source_, start, b.seq_len, b.segment_starts.data() + (m * slice_.micro_batch + j) * b.seq_len);
     }
   return b;
 }

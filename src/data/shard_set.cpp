@@ -97,6 +97,19 @@ void ShardSet::read_loss_mask(std::uint64_t start, std::uint64_t count, std::uin
   }
 }
 
+std::vector<std::uint64_t> ShardSet::document_starts(std::uint64_t start, std::uint64_t count) const {
+  {
+    std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+    if (!doc_starts_loaded_) {
+      for (std::size_t s = 0; s < shards_.size(); ++s)
+        for (const std::uint64_t d : shards_[s].doc_offsets()) doc_starts_.push_back(starts_[s] + d);
+      doc_starts_loaded_ = true;
+    }
+  }
+  const auto first = std::lower_bound(doc_starts_.begin(), doc_starts_.end(), start);
+  return {first, std::lower_bound(first, doc_starts_.end(), start + count)};
+}
+
 std::string ShardSet::describe() const {
   const ShardInfo& first = shards_.front().info();
   return cat(total_, " tokens in ", shards_.size(), " shard(s) starting with ", first.path.string(),

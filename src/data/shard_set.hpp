@@ -28,12 +28,16 @@ class ShardSet final : public TokenSource {
   bool has_loss_mask() const override { return shards_.front().info().has_loss_mask; }
   void read_loss_mask(std::uint64_t start, std::uint64_t count, std::uint8_t* out) const override;
   std::uint64_t packed_window() const override { return shards_.front().info().window; }
+  // From every shard's doc_offsets, read (and checked) on the first call.
+  std::vector<std::uint64_t> document_starts(std::uint64_t start, std::uint64_t count) const override;
   const ShardInfo& first_info() const;
 
  private:
   std::vector<ShardReader> shards_;
   std::vector<std::uint64_t> starts_;  // first stream position of each shard, plus the total at the end
   std::uint64_t total_ = 0;
+  mutable std::vector<std::uint64_t> doc_starts_;  // stream positions; loaded once (doc_starts_loaded_)
+  mutable bool doc_starts_loaded_ = false;
 };
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,

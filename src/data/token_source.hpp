@@ -24,6 +24,8 @@ class TokenSource {
   // Packed instruction data: windows of this many tokens laid end to end, each read whole; 0 for a
   // plain stream (windows overlap by one token).
   virtual std::uint64_t packed_window() const { return 0; }
+  // Where documents (samples) start in [start, start + count), ascending (data.document_mask).
+  virtual std::vector<std::uint64_t> document_starts(std::uint64_t start, std::uint64_t count) const;
 };
 
 class MemoryTokens : public TokenSource {
@@ -38,11 +40,15 @@ class MemoryTokens : public TokenSource {
   bool has_loss_mask() const override { return !loss_mask_.empty(); }
   void read_loss_mask(std::uint64_t start, std::uint64_t count, std::uint8_t* out) const override;
   std::uint64_t packed_window() const override { return window_; }
+  // Tests: documents starting at these positions (ascending).
+  void set_document_starts(std::vector<std::uint64_t> starts) { doc_starts_ = std::move(starts); }
+  std::vector<std::uint64_t> document_starts(std::uint64_t start, std::uint64_t count) const override;
 
  private:
   std::vector<std::int32_t> tokens_;
   std::vector<std::uint8_t> loss_mask_;
   std::uint64_t window_ = 0;
+  std::vector<std::uint64_t> doc_starts_;
 };
 
 }  // namespace zt::data

@@ -36,6 +36,17 @@ double sum_token_losses(backend::Backend& be, const backend::Tensor& losses, con
   return sum;
 }
 
+void SegmentStarts::set(backend::Backend& be, const std::int32_t* starts, int B, std::int64_t T) {
+  on_ = starts != nullptr;
+  if (!on_) return;
+  const std::size_t bytes = static_cast<std::size_t>(B) * static_cast<std::size_t>(T) * sizeof(std::int32_t);
+  if (buffer_.bytes() != bytes) {
+    buffer_ = be.allocate(bytes);
+    view_ = buffer_.view(DType::kI32, {B, T});
+  }
+  be.copy_from_host(buffer_.data(), starts, bytes);
+}
+
 std::vector<float> unpadded_logits(backend::Backend& be, const backend::Tensor& logits, std::int64_t vocab_size) {
   const std::size_t Vp = static_cast<std::size_t>(logits.dim(-1)), V = static_cast<std::size_t>(vocab_size);
   const std::size_t rows = static_cast<std::size_t>(logits.numel()) / Vp;

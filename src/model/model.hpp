@@ -33,6 +33,9 @@ class Model {
   // Gradients of sum_i dloss * loss_i, accumulated (+=) into `grads`; needs the preceding forward() and the
   // same parameters; runs once per forward.
   virtual void backward(ParamSource& params, GradSink& grads, float dloss) = 0;
+  // Document mask (data.document_mask): host [B*T] i32, the first key each position attends (the start
+  // of its packed sample) in the forward and backward passes from here on; nullptr: all earlier keys.
+  virtual void set_segment_starts(const std::int32_t* starts) = 0;
   // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
   virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
   virtual const ParamTable& table() const = 0;

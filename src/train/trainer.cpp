@@ -141,7 +141,8 @@ void Trainer::open_data() {
                           train_tokens_->packed_window() != 0);
   windows_per_epoch_ = order.windows_per_epoch();
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
-  loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_);
+  loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_, 2,
+                                                config_.data.document_mask);
   log::info(cat("data: ", train_tokens_->describe(), ", ", order.windows_per_epoch(), " windows per epoch"));
 }
 
@@ -175,6 +176,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     engine_->expect_access_order(order);
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
+    model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     slow_point(config_.debug, world_.rank(), ms_since(t));
     lap(phases_.forward_ms);
@@ -216,7 +218,7 @@ std::optional<double> Trainer::evaluate() {
   data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0,
                           valid_tokens_->packed_window() != 0);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
-  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1);
+  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1, config_.data.document_mask);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   std::uint64_t targets_here = 0;
@@ -236,6 +238,7 @@ std::optional<double> Trainer::evaluate() {
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
       engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings));
+      model_->set_segment_starts(batch.segments(m));
       loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     }
   }
@@ -410,6 +413,7 @@ void Trainer::sample() {
   o.seed = config_.train.seed;
   o.step = static_cast<std::uint64_t>(step_);
   comm_->set_context(cat("text sample after step ", step_));
+  model_->set_segment_starts(nullptr);  // one prompt: no document mask
   const int n_layer = static_cast<int>(config_.model.n_layer);
   const bool tied = table_.shape().tie_embeddings;
   const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,

@@ -139,7 +139,11 @@ def train(c, init, tokens, variant=""):
         loss_total = 0.0
         for m in range(accum):
             rows = slice(m * c["micro_batch"], (m + 1) * c["micro_batch"])
-            logits = forward(P, cfg, windows[rows, :-1]).reshape(-1, c["vocab_size"])
+            sample = None
+            if c.get("doc_starts") is not None and variant != "no_document_mask":
+                sample = torch.from_numpy(step_windows(c, c["doc_starts"], step, shift)[rows, :-1])
+                sample = torch.cumsum(sample, 1)  # the sample index of each position within its window
+            logits = forward(P, cfg, windows[rows, :-1], sample).reshape(-1, c["vocab_size"])
             if c.get("mask") is None:
                 loss = torch.nn.functional.cross_entropy(logits, targets[rows].reshape(-1))
                 scaled = loss if variant == "sum_of_means" else loss / accum
@@ -211,7 +215,10 @@ MASKED_VARIANTS = ("no_clip", "no_warmup", "micro_batch_means", "next_windows")
 def sensitivity(c, init, tokens, ztrain_rows, tolerance):
     """Each wrong variant must miss ztrain's losses or grad norms by more than 10x the tolerance."""
     ok = True
-    for v in (VARIANTS if c.get("mask") is None else MASKED_VARIANTS):
+    variants = VARIANTS if c.get("mask") is None else MASKED_VARIANTS
+    if c.get("doc_starts") is not None:
+        variants += ("no_document_mask",)
+    for v in variants:
         hist = train(c, init, tokens, v)
         miss = max(max(rel(ztrain_rows[s]["loss"], l), rel(ztrain_rows[s]["grad_norm"], g))
                    for s, (l, g, _) in enumerate(hist, start=1))
@@ -235,6 +242,7 @@ def main():
     pc.add_argument("--tolerance", type=float, default=1e-4)
     pc.add_argument("--mask", help="instruction data: the loss mask, one uint8 per token")
     pc.add_argument("--packed", action="store_true", help="windows of seq_len+1 laid end to end (ztok --pack)")
+    pc.add_argument("--doc-starts", help="data.document_mask: the sample starts, little-endian uint64 positions")
     a = p.parse_args()
     c = read_config(a.config)
     torch.manual_seed(c["seed"])
@@ -248,6 +256,9 @@ def main():
     if a.mask:
         c["mask"] = np.fromfile(a.mask, dtype="u1")
         assert len(c["mask"]) == len(tokens), "one mask value per token"
+    if a.doc_starts:  # as a 0/1 flag per token, so windows of it are read like the tokens
+        c["doc_starts"] = np.zeros(len(tokens), dtype=np.int64)
+        c["doc_starts"][np.fromfile(a.doc_starts, dtype="<u8")] = 1
     ref = train(c, init, tokens)
     ok = check_exercised(c, ref)
     worst = [compare(c, ref, m, a.tolerance) for m in a.metrics]

@@ -6,7 +6,8 @@
 // little-endian uint32, so a reference script reads exactly the tokens ztrain reads, without HDF5.
 // --instruct 1 writes instruction shards instead: the stream is cut into samples of 3 to 14 tokens whose
 // first third (at least one token) is a prompt (loss mask 0) and the rest a response (1); --window W packs
-// them as ztok --pack does (data/sample_packing.hpp). --raw-mask FILE writes the mask as uint8.
+// them as ztok --pack does (data/sample_packing.hpp). --raw-mask FILE writes the mask as uint8, and
+// --raw-docs FILE the documents' (samples') start positions in the stream as little-endian uint64.
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -42,11 +43,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S] [--raw FILE]\n");
     return 2;
   }
-  std::string prefix = argv[1], raw_path, raw_mask_path;
+  std::string prefix = argv[1], raw_path, raw_mask_path, raw_docs_path;
   std::uint64_t n_tokens = 0, shard_tokens = 1 << 20, vocab = 97, seed = 1, instruct = 0, window = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--raw") || !std::strcmp(argv[i], "--raw-mask")) {
-      (argv[i][5] == '-' ? raw_mask_path : raw_path) = argv[i + 1];
+    if (!std::strcmp(argv[i], "--raw") || !std::strcmp(argv[i], "--raw-mask") || !std::strcmp(argv[i], "--raw-docs")) {
+      (argv[i][5] == 0 ? raw_path : argv[i][6] == 'm' ? raw_mask_path : raw_docs_path) = argv[i + 1];
       continue;
     }
     const std::uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
     w.commit();
   }
   if (!raw_mask_path.empty() && write_raw(raw_mask_path, mask) != 0) return 1;
+  if (!raw_docs_path.empty() && write_raw(raw_docs_path, doc_starts) != 0) return 1;
   if (!raw_path.empty()) return write_raw(raw_path, stream);
   return 0;
 }
