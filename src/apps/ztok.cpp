@@ -7,11 +7,13 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "apps/boundary.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "data/instruct_run.hpp"
 #include "data/ztok_ranks.hpp"
 #include "data/ztok_run.hpp"
 #include "dist/world.hpp"
@@ -39,16 +41,25 @@ constexpr const char* kAbout =
     "is held whole, at most 16 bytes of memory per byte of it (an ill-formed byte counts as the 3 of its\n"
     "U+FFFD), and a JSONL line is parsed whole.\n"
     "Ill-formed UTF-8 becomes U+FFFD; a file with over 1% of its bytes ill-formed is warned about.\n"
+    "--format instruct: instruction JSON Lines ({\"prompt\",\"response\"} or {\"messages\":[{\"role\",\"content\"},...]})\n"
+    "rendered with --chat-template (chatml: Qwen2's ChatML; llama3: Llama 3's), the template's special\n"
+    "tokens as single ids (--special NAME=ID for those the vocabulary lacks); the shards gain a loss_mask\n"
+    "(1 on the assistant messages and their end token). --pack --seq-len N packs the samples into windows\n"
+    "of N+1 tokens (train with model.seq_len=N), a sample split only when longer than a window. One\n"
+    "process, not resumable; --out must hold no shards.\n"
     "Exit: 0 done, 1 runtime error, 2 usage or bad input (named).\n\nOptions";
 
 // Command-line values that are checked and converted after parsing.
 struct RawArgs {
-  std::string format = "text", split = "file", vocab, out;
-  bool quiet = false;
+  std::string format = "text", split = "file", vocab, out, chat_template;
+  std::vector<std::string> specials;
+  std::uint64_t seq_len = 0;
+  bool quiet = false, pack = false;
 };
 
 struct Parsed {
   zt::data::ZtokOptions options;
+  std::optional<zt::data::InstructOptions> instruct;  // --format instruct
   bool help = false;
   bool threads_given = false;  // else the default: every core (divided by the ranks on the node)
 };
@@ -59,7 +70,13 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
       ("help,h", "show this help")
       ("vocab", po::value(&raw.vocab)->value_name("DIR"), "directory with encoder.json and vocab.bpe (tools/fetch-vocab.sh)")
       ("out", po::value(&raw.out)->value_name("DIR"), "output directory for the shards")
-      ("format", po::value(&raw.format)->default_value(raw.format)->value_name("text|jsonl"), "input format")
+      ("format", po::value(&raw.format)->default_value(raw.format)->value_name("text|jsonl|instruct"), "input format")
+      ("chat-template", po::value(&raw.chat_template)->value_name("chatml|llama3"),
+       "instruct: how conversations are rendered (required with --format instruct)")
+      ("special", po::value(&raw.specials)->composing()->value_name("NAME=ID"),
+       "instruct: the id of a special token the template writes and the vocabulary lacks (repeatable)")
+      ("pack", po::bool_switch(&raw.pack), "instruct: pack samples into windows of --seq-len + 1 tokens")
+      ("seq-len", po::value(&raw.seq_len)->value_name("N"), "instruct with --pack: the model.seq_len to train with")
       ("field", po::value(&o.corpus.field)->default_value(o.corpus.field)->value_name("NAME"),
        "jsonl: the string field holding the document")
       ("split", po::value(&raw.split)->default_value(raw.split)->value_name("file|paragraph"),
@@ -82,14 +99,31 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
   return named;
 }
 
+// --format instruct's options, checked; nullopt (and none of them given) for the other formats.
+std::optional<zt::data::InstructOptions> instruct_options(const RawArgs& raw) {
+  if (raw.format != "instruct") {
+    if (!raw.chat_template.empty() || !raw.specials.empty() || raw.pack || raw.seq_len > 0)
+      throw zt::ConfigError("--chat-template, --special, --pack and --seq-len apply to --format instruct");
+    return std::nullopt;
+  }
+  if (raw.chat_template.empty()) throw zt::ConfigError("--format instruct needs --chat-template chatml|llama3");
+  if (raw.pack != (raw.seq_len > 0))
+    throw zt::ConfigError("--pack and --seq-len N (N >= 1, the model.seq_len to train with) go together");
+  zt::data::InstructOptions in;
+  in.chat_template = zt::data::parse_chat_template(raw.chat_template);
+  in.pack_seq_len = raw.seq_len;
+  for (const std::string& arg : raw.specials) in.specials.push_back(zt::data::parse_special(arg));
+  return in;
+}
+
 void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data::ZtokOptions& o) {
   if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab DIR and --out DIR are required (see --help)");
   if (o.inputs.empty()) throw zt::ConfigError("no INPUT given (see --help)");
-  if (raw.format != "text" && raw.format != "jsonl")
-    throw zt::ConfigError("--format must be text or jsonl, not " + raw.format);
+  if (raw.format != "text" && raw.format != "jsonl" && raw.format != "instruct")
+    throw zt::ConfigError("--format must be text, jsonl or instruct, not " + raw.format);
   if (raw.split != "file" && raw.split != "paragraph")
     throw zt::ConfigError("--split must be file or paragraph, not " + raw.split);
-  if (raw.format == "jsonl" && !vm["split"].defaulted())
+  if (raw.format != "text" && !vm["split"].defaulted())
     throw zt::ConfigError("--split applies to --format text (each JSONL line is one document)");
   if (o.threads < 1) throw zt::ConfigError("--threads must be at least 1");
   if (!(o.timeout_s >= 1))
@@ -126,6 +160,7 @@ Parsed parse(int argc, char** argv, bool print_help) {
     return p;
   }
   check_and_convert(raw, vm, o);
+  p.instruct = instruct_options(raw);
   p.threads_given = !vm["threads"].defaulted();
   return p;
 }
@@ -143,6 +178,15 @@ void report(const zt::data::ZtokSummary& s, const zt::data::ZtokOptions& o, int 
                   ranks > 1 ? zt::cat(ranks, " ranks x ") : "", o.threads, " thread(s)");
 }
 
+void report_instruct(const zt::data::InstructSummary& s, const zt::data::ZtokOptions& o) {
+  zt::log::info("ztok: ", s.records, " instruction records -> ", s.train_tokens, " train tokens in ", s.train_shards,
+                " shard(s), ", s.valid_tokens, " valid tokens in ", s.valid_shards, " shard(s) under ", o.out_dir.string(),
+                "; ", s.masked_in_tokens, " tokens in the loss mask, ", s.padding_tokens, " padding tokens");
+  if (s.samples_cut > 0)
+    zt::log::warn("ztok: ", s.samples_cut, " sample(s) were longer than a window (--seq-len + 1) and were cut across "
+                  "windows; a larger --seq-len keeps them whole");
+}
+
 // One process, no launcher (or mpirun -np 1): the streaming path, journals for the open shards only.
 int run_single(int argc, char** argv) {
   Parsed p;
@@ -157,7 +201,8 @@ int run_single(int argc, char** argv) {
     return e.exit_code();
   }
   try {
-    report(zt::data::run_ztok(p.options), p.options, 1);
+    if (p.instruct) report_instruct(zt::data::run_instruct(p.options, *p.instruct), p.options);
+    else report(zt::data::run_ztok(p.options), p.options, 1);
     return zt::kExitOk;
   } catch (const zt::Error& e) {
     zt::log::fatal(std::string("ztok: ") + e.what());
@@ -207,6 +252,7 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
   int code = zt::apps::agree_on_startup(world, as_ztok([&] {
     p = parse(argc, argv, world.is_root());
     if (p.help) return;
+    if (p.instruct) throw zt::ConfigError("--format instruct runs as one process: start it without mpirun (or with -np 1)");
     if (!p.threads_given)
       p.options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_size());
     job = std::make_unique<zt::data::RankedZtok>(p.options, group);

@@ -26,6 +26,9 @@
 
 namespace zt::backend {
 
+// A target id the cross-entropy skips (loss 0, gradient 0), as PyTorch's ignore_index, set to -1 here.
+inline constexpr std::int32_t kIgnoreTarget = -1;
+
 struct MemoryStats {
   std::size_t current_bytes = 0;  // held by this backend's allocator now
   std::size_t peak_bytes = 0;     // the most it held since the last reset_peak()
@@ -106,9 +109,12 @@ class Backend {
   // width); query head h uses K/V head h / (NH/NKV) (Hugging Face repeat_kv); NKV = 1 is multi-query.
   // lse [B,NH,T] f32: the log-sum-exp of each softmax row, saved so backward can rebuild the
   // probabilities without an O(T^2) tensor kept between passes (flash-attention style).
-  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) = 0;
+  // segment_starts [B,T] i32 (data.document_mask), optional: query t of row b attends keys
+  // [segment_starts[b,t], t] only, the start of its packed sample (0 <= start <= t); empty: keys [0, t].
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts = Tensor()) = 0;
   // dqkv, the shape of qkv, written (dK, dV summed over the query heads sharing them)
-  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) = 0;
+  virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
+                                  Tensor segment_starts = Tensor()) = 0;
 
   // ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----------------------------
   virtual void gelu_forward(Tensor out, Tensor inp) = 0;
@@ -140,7 +146,8 @@ class Backend {
   virtual void accumulate(Tensor dst, Tensor src) = 0;
 
   // ---- fused softmax + cross-entropy over the first `vocab` columns of logits [N,Vp] ----------------
-  // losses [N] f32 = logsumexp(logits[n,:V]) - logits[n, targets[n]]; targets [N] i32 in [0, vocab).
+  // losses [N] f32 = logsumexp(logits[n,:V]) - logits[n, targets[n]]; targets [N] i32 in [0, vocab), or
+  // kIgnoreTarget: that row's loss is 0 and its dlogits row 0 (tokens outside the loss mask).
   virtual void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) = 0;
   // dlogits [N,Vp] = dloss * (softmax(logits[n,:V]) - onehot(targets[n])); padded columns get 0.
   // dlogits may alias logits (computed in place, as llm.c does, to save a [N,Vp] buffer).

@@ -97,6 +97,21 @@ inline AttentionDims check_attention_shapes(const char* op, const Tensor& qkv, c
   return {B, T, C, W, static_cast<int>(kv_cols / (2 * hs))};
 }
 
+// segment_starts (attention's document mask), when given: [B,T] i32 on the host-readable backend, each
+// start in [0, t] for its query t. Returns the data, or nullptr when empty.
+inline const std::int32_t* check_segment_starts(const char* op, const Tensor& starts, std::int64_t B, std::int64_t T,
+                                                bool host_readable) {
+  if (starts.data == nullptr) return nullptr;
+  expect_shape(op, "segment_starts", starts, {B, T});
+  ZT_CHECK(starts.dtype == DType::kI32, op, ": segment_starts must be i32");
+  const auto* s = static_cast<const std::int32_t*>(starts.data);
+  if (host_readable)
+    for (std::int64_t i = 0; i < B * T; ++i)
+      ZT_CHECK(s[i] >= 0 && s[i] <= i % T, op, ": segment_starts[", i / T, ", ", i % T, "] = ", s[i],
+               " is outside [0, ", i % T, "]");
+  return s;
+}
+
 // rmsnorm: x, y [N,C]; rstd [N]; weight [C].
 inline void check_rmsnorm_shapes(const char* op, const Tensor& x, const Tensor& y, const Tensor& rstd,
                                  const Tensor& weight) {

@@ -88,6 +88,7 @@ struct DataConfig {
   bool shuffle = true;
   std::string vocab;
   DataVerify verify = DataVerify::kOnRead;  // when token chunks' checksums are checked
+  bool document_mask = false;  // attention stays inside each document / packed sample (doc_offsets)
 };
 
 struct CkptConfig {

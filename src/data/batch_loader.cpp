@@ -13,6 +13,35 @@ void MemoryTokens::read(std::uint64_t start, std::uint64_t count, std::int32_t* 
   std::memcpy(out, tokens_.data() + start, count * sizeof(std::int32_t));
 }
 
+void TokenSource::read_loss_mask(std::uint64_t, std::uint64_t, std::uint8_t*) const {
+  ZT_CHECK(false, describe(), " has no loss mask");
+}
+
+void MemoryTokens::read_loss_mask(std::uint64_t start, std::uint64_t count, std::uint8_t* out) const {
+  ZT_CHECK_LE(start + count, loss_mask_.size(), "read past the end of the loss mask");
+  std::memcpy(out, loss_mask_.data() + start, count);
+}
+
+std::vector<std::uint64_t> TokenSource::document_starts(std::uint64_t, std::uint64_t) const { return {}; }
+
+std::vector<std::uint64_t> MemoryTokens::document_starts(std::uint64_t start, std::uint64_t count) const {
+  std::vector<std::uint64_t> out;
+  for (const std::uint64_t d : doc_starts_)
+    if (d >= start && d < start + count) out.push_back(d);
+  return out;
+}
+
+void window_segment_starts(const TokenSource& source, std::uint64_t start, std::int64_t seq_len, std::int32_t* out) {
+  std::int32_t current = 0;
+  const std::vector<std::uint64_t> starts = source.document_starts(start, static_cast<std::uint64_t>(seq_len));
+  auto next = starts.begin();
+  for (std::int64_t i = 0; i < seq_len; ++i) {
+    while (next != starts.end() && *next <= start + static_cast<std::uint64_t>(i))
+      current = static_cast<std::int32_t>(*next++ - start);
+    out[i] = current;
+  }
+}
+
 void StepBatch::split(std::int64_t micro, std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets) const {
   inputs.resize(micro_batch * seq_len);
   targets.resize(micro_batch * seq_len);
@@ -20,7 +49,19 @@ void StepBatch::split(std::int64_t micro, std::vector<std::int32_t>& inputs, std
     const std::int32_t* w = window(micro, j);
     std::memcpy(inputs.data() + j * seq_len, w, seq_len * sizeof(std::int32_t));
     std::memcpy(targets.data() + j * seq_len, w + 1, seq_len * sizeof(std::int32_t));
+    if (loss_mask.empty()) continue;
+    const std::uint8_t* mask = loss_mask.data() + (w - windows.data());
+    for (std::int64_t i = 0; i < seq_len; ++i)
+      if (mask[i + 1] == 0) targets[j * seq_len + i] = kMaskedTarget;
   }
+}
+
+std::uint64_t StepBatch::trained_targets() const {
+  if (loss_mask.empty()) return static_cast<std::uint64_t>(grad_accum * micro_batch * seq_len);
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < loss_mask.size(); ++i)
+    if (i % static_cast<std::size_t>(seq_len + 1) != 0) n += loss_mask[i];  // a window's first token is no target
+  return n;
 }
 
 void read_window(const TokenSource& source, std::uint64_t start, std::int64_t seq_len, std::int32_t* out) {
@@ -29,9 +70,9 @@ void read_window(const TokenSource& source, std::uint64_t start, std::int64_t se
 }
 
 BatchLoader::BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
-                         std::int64_t grad_accum, std::uint64_t first_step, int depth)
+                         std::int64_t grad_accum, std::uint64_t first_step, int depth, bool document_mask)
     : source_(std::move(source)), order_(order), slice_(slice), grad_accum_(grad_accum),
-      next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)),
+      next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)), document_mask_(document_mask),
       thread_([this] { produce(); }) {}
 
 BatchLoader::~BatchLoader() {
@@ -49,11 +90,20 @@ StepBatch BatchLoader::read_step(std::uint64_t step) const {
   b.grad_accum = grad_accum_;
   b.micro_batch = slice_.micro_batch;
   b.seq_len = order_.seq_len();
-  b.windows.resize(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
+  const std::size_t n = static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
+  b.windows.resize(n);
+  if (source_->has_loss_mask()) b.loss_mask.resize(n);
+  if (document_mask_) b.segment_starts.resize(static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * b.seq_len));
   for (std::int64_t m = 0; m < grad_accum_; ++m)
-    for (std::int64_t j = 0; j < slice_.micro_batch; ++j)
-      read_window(*source_, order_.window_start(slice_.window(step, m, j)), b.seq_len,
-                  const_cast<std::int32_t*>(b.window(m, j)));
+    for (std::int64_t j = 0; j < slice_.micro_batch; ++j) {
+      const std::uint64_t start = order_.window_start(slice_.window(step, m, j));
+      std::int32_t* out = const_cast<std::int32_t*>(b.window(m, j));
+      read_window(*source_, start, b.seq_len, out);
+      if (!b.loss_mask.empty())
+        source_->read_loss_mask(start, static_cast<std::uint64_t>(b.seq_len) + 1, b.loss_mask.data() + (out - b.windows.data()));
+      if (document_mask_)
+        window_segment_starts(*source_, start, b.seq_len, b.segment_starts.data() + (m * slice_.micro_batch + j) * b.seq_len);
+    }
   return b;
 }
 

@@ -35,21 +35,32 @@ struct TokenizerInfo {
 // EDQUOT) or raise the file size limit (EFBIG), then run the same command to resume; "" otherwise.
 std::string output_write_fix(int err);
 
+// Instruction data (ztok --format instruct): a `loss_mask` dataset (uint8 per token, 1 where the token
+// is a training target, chunked and Fletcher-32 checksummed as `tokens`), the chat template's name,
+// and for packed shards the window length (model.seq_len + 1) its samples were packed into.
+struct InstructLayout {
+  bool loss_mask = false;
+  std::string chat_template;  // attribute `chat_template`
+  std::uint64_t window = 0;   // attribute `window`; 0: not packed (no attribute)
+};
+
 class ShardWriter {
  public:
   ShardWriter(const std::filesystem::path& path, const TokenizerInfo& tokenizer, std::uint64_t n_tokens,
-              std::uint64_t n_docs, const std::vector<std::string>& sources);
+              std::uint64_t n_docs, const std::vector<std::string>& sources, const InstructLayout& instruct = {});
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   void append_tokens(std::span<const std::uint32_t> tokens);  // each < vocab_size
   void append_doc_offsets(std::span<const std::uint64_t> offsets);
+  // Instruction shards only: the mask of the tokens appended so far and next (each 0 or 1).
+  void append_loss_mask(std::span<const std::uint8_t> mask);
   // Checks that everything declared was appended, closes, fsyncs and renames into place.
   void commit();
 
  private:
-  void create(const TokenizerInfo& tokenizer, const std::vector<std::string>& sources);
+  void create(const TokenizerInfo& tokenizer, const std::vector<std::string>& sources, const InstructLayout& instruct);
   void append_tokens_unchecked(std::span<const std::uint32_t> tokens);
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -62,6 +73,8 @@ struct ShardInfo {
   std::uint64_t n_docs = 0;
   bool wide_tokens = false;  // stored as uint32 (vocabularies above 65536)
   std::vector<std::string> sources;
+  bool has_loss_mask = false;   // instruction data: dataset `loss_mask`
+  std::uint64_t window = 0;     // packed instruction data: windows of this many tokens, end to end
 };
 
 // What a reader requires of a shard; an unset field is not checked.
@@ -100,6 +113,9 @@ class ShardReader {
   bool read_verified(std::uint64_t start, std::span<std::int32_t> out) const;
   // The document offsets, checked to be increasing and < n_tokens.
   std::vector<std::uint64_t> doc_offsets() const;
+  // loss_mask [start, start + out.size()) of an instruction shard (info().has_loss_mask), each checked
+  // to be 0 or 1; a checksum failure is a DataError naming the file and range. Calls into HDF5.
+  void read_loss_mask(std::uint64_t start, std::span<std::uint8_t> out) const;
 
   struct Impl;  // opaque: HDF5 handles
 

@@ -14,6 +14,7 @@ struct ShardReader::Impl {
   io::H5File file;
   io::H5Dataset tokens;
   io::H5Dataset docs;
+  std::optional<io::H5Dataset> loss_mask;  // instruction shards only
   std::unique_ptr<VerifiedChunks> chunks;  // reads of chunks HDF5 verified before; null: HDF5 only
 };
 
@@ -50,6 +51,12 @@ ShardInfo read_info(const io::H5File& f) {
   info.n_docs = required_u64(f, "n_docs");
   if (!f.has_attr("sources")) invalid(f.path(), "no attribute `sources`");
   info.sources = f.attr_strings("sources");
+  info.has_loss_mask = f.has("loss_mask");
+  if (f.has_attr("window")) {
+    info.window = f.attr_u64("window");
+    if (info.window < 2 || info.n_tokens % info.window != 0)
+      invalid(f.path(), cat("window ", info.window, " is below 2 or does not divide n_tokens ", info.n_tokens));
+  }
   return info;
 }
 
@@ -79,6 +86,8 @@ void check_datasets(const ShardReader::Impl& s) {
   if (s.docs.length() != s.info.n_docs)
     invalid(path, cat("n_docs says ", s.info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));
   if (s.docs.type() != io::H5Type::kU64) invalid(path, "dataset `doc_offsets` is not uint64");
+  if (s.loss_mask && (s.loss_mask->type() != io::H5Type::kU8 || s.loss_mask->length() != s.info.n_tokens))
+    invalid(path, cat("dataset `loss_mask` is not uint8 with one value per token (", s.info.n_tokens, ")"));
 }
 
 }  // namespace
@@ -103,7 +112,10 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
     io::H5Dataset tokens = file.open_dataset("tokens");
     io::H5Dataset docs = file.open_dataset("doc_offsets");
     ShardReader reader;
-    reader.impl_ = std::make_unique<Impl>(Impl{std::move(info), std::move(file), std::move(tokens), std::move(docs), {}});
+    std::optional<io::H5Dataset> loss_mask;
+    if (info.has_loss_mask) loss_mask.emplace(file.open_dataset("loss_mask"));
+    reader.impl_ = std::make_unique<Impl>(
+        Impl{std::move(info), std::move(file), std::move(tokens), std::move(docs), std::move(loss_mask), {}});
     Impl& s = *reader.impl_;
     check_datasets(s);
     s.info.wide_tokens = s.tokens.type() == io::H5Type::kU32;
@@ -216,6 +228,25 @@ std::vector<std::uint64_t> ShardReader::doc_offsets() const {
       throw DataError(cat("shard ", info.path.string(), ": doc_offsets[", i, "] = ", offsets[i],
                           " is not increasing and below n_tokens ", info.n_tokens));
   return offsets;
+}
+
+void ShardReader::read_loss_mask(std::uint64_t start, std::span<std::uint8_t> out) const {
+  const Impl& s = *impl_;
+  const std::string path = s.info.path.string();
+  ZT_CHECK(s.loss_mask.has_value(), "shard ", path, " has no loss_mask");
+  if (start > s.info.n_tokens || out.size() > s.info.n_tokens - start)
+    throw DataError(cat("shard ", path, ": loss_mask [", start, ", ", start + out.size(), ") is outside its ",
+                        s.info.n_tokens));
+  try {
+    s.loss_mask->read(start, out);
+  } catch (const Error& e) {
+    throw DataError(cat("shard ", path, ": loss_mask [", start, ", ", start + out.size(), ") is unreadable (", e.what(),
+                        "): the file is damaged; run ztok again for its input (", s.info.sources.empty() ? "" : s.info.sources[0],
+                        ") or restore it from a copy"));
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i] > 1)
+      throw DataError(cat("shard ", path, ": loss_mask[", start + i, "] is ", int{out[i]}, ", not 0 or 1 (corrupt shard)"));
 }
 
 }  // namespace zt::data

@@ -17,6 +17,18 @@ std::mutex& hdf5_read_mutex() {
   static std::mutex m;
   return m;
 }
+// Plain and instruction shards, or shards packed for different windows, do not mix in one stream.
+void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
+  if (first.has_loss_mask != other.has_loss_mask)
+    throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(), " are of different kinds (",
+                         first.has_loss_mask ? "instruction data with" : "plain text without", " a loss_mask, then ",
+                         other.has_loss_mask ? "one with" : "one without",
+                         "): give instruction shards and plain shards in separate runs"));
+  if (first.window != other.window)
+    throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(),
+                         " were packed for different windows (", first.window, " and ", other.window,
+                         " tokens; 0: not packed): write them with the same ztok --pack --seq-len"));
+}
 }  // namespace
 
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key) {
@@ -43,6 +55,7 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation
     shards_.push_back(ShardReader::open(p, expect));
     starts_.push_back(total_);
     total_ += shards_.back().info().n_tokens;
+    check_same_kind(shards_.front().info(), shards_.back().info());
   }
   starts_.push_back(total_);
 }
@@ -70,8 +83,37 @@ void ShardSet::read(std::uint64_t start, std::uint64_t count, std::int32_t* out)
   }
 }
 
+void ShardSet::read_loss_mask(std::uint64_t start, std::uint64_t count, std::uint8_t* out) const {
+  ZT_CHECK_LE(start + count, total_, "read past the end of the token stream");
+  std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+  std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
+  while (count > 0) {
+    const std::uint64_t n = std::min(count, starts_[s + 1] - start);
+    shards_[s].read_loss_mask(start - starts_[s], std::span<std::uint8_t>(out, n));
+    out += n;
+    start += n;
+    count -= n;
+    ++s;
+  }
+}
+
+std::vector<std::uint64_t> ShardSet::document_starts(std::uint64_t start, std::uint64_t count) const {
+  {
+    std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+    if (!doc_starts_loaded_) {
+      for (std::size_t s = 0; s < shards_.size(); ++s)
+        for (const std::uint64_t d : shards_[s].doc_offsets()) doc_starts_.push_back(starts_[s] + d);
+      doc_starts_loaded_ = true;
+    }
+  }
+  const auto first = std::lower_bound(doc_starts_.begin(), doc_starts_.end(), start);
+  return {first, std::lower_bound(first, doc_starts_.end(), start + count)};
+}
+
 std::string ShardSet::describe() const {
-  return cat(total_, " tokens in ", shards_.size(), " shard(s) starting with ", shards_.front().info().path.string());
+  const ShardInfo& first = shards_.front().info();
+  return cat(total_, " tokens in ", shards_.size(), " shard(s) starting with ", first.path.string(),
+             first.has_loss_mask ? cat(" (instruction data, loss mask", first.window ? cat(", packed in windows of ", first.window) : "", ")") : "");
 }
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,

@@ -17,6 +17,7 @@ namespace zt::data {
 // value, in the order given. No match is an InputError naming `key` (e.g. "data.train").
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key);
 
+// The shards of a set must agree on having a loss mask and on the packing window (InputError).
 class ShardSet final : public TokenSource {
  public:
   ShardSet(const std::vector<std::string>& paths, const ShardExpectation& expect);
@@ -24,12 +25,19 @@ class ShardSet final : public TokenSource {
   std::uint64_t n_tokens() const override { return total_; }
   void read(std::uint64_t start, std::uint64_t count, std::int32_t* out) const override;
   std::string describe() const override;
+  bool has_loss_mask() const override { return shards_.front().info().has_loss_mask; }
+  void read_loss_mask(std::uint64_t start, std::uint64_t count, std::uint8_t* out) const override;
+  std::uint64_t packed_window() const override { return shards_.front().info().window; }
+  // From every shard's doc_offsets, read (and checked) on the first call.
+  std::vector<std::uint64_t> document_starts(std::uint64_t start, std::uint64_t count) const override;
   const ShardInfo& first_info() const;
 
  private:
   std::vector<ShardReader> shards_;
   std::vector<std::uint64_t> starts_;  // first stream position of each shard, plus the total at the end
   std::uint64_t total_ = 0;
+  mutable std::vector<std::uint64_t> doc_starts_;  // stream positions; loaded once (doc_starts_loaded_)
+  mutable bool doc_starts_loaded_ = false;
 };
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,

@@ -51,9 +51,10 @@ std::string output_write_fix(int err) {
 struct ShardWriter::Impl {
   io::AtomicFile atomic;
   std::optional<io::H5File> file;
-  std::optional<io::H5Dataset> tokens, docs;
+  std::optional<io::H5Dataset> tokens, docs, loss_mask;
   TokenizerInfo tokenizer;
-  std::uint64_t n_tokens, n_docs, tokens_done = 0, docs_done = 0;
+  std::uint64_t n_tokens, n_docs, tokens_done = 0, docs_done = 0, mask_done = 0;
+  std::vector<std::uint8_t> mask_buffer;  // one chunk of loss_mask, written whole
   bool wide;
   std::vector<std::uint16_t> narrow_buffer;  // one chunk of tokens, written whole
   std::vector<std::uint32_t> wide_buffer;
@@ -70,19 +71,26 @@ struct ShardWriter::Impl {
     wide_buffer.clear();
     narrow_buffer.clear();
   }
+  void flush_mask() {
+    if (mask_buffer.empty()) return;
+    loss_mask->write(mask_done - mask_buffer.size(), std::span<const std::uint8_t>(mask_buffer));
+    mask_buffer.clear();
+  }
 };
 
 ShardWriter::ShardWriter(const std::filesystem::path& path, const TokenizerInfo& tokenizer,
-                         std::uint64_t n_tokens, std::uint64_t n_docs, const std::vector<std::string>& sources)
+                         std::uint64_t n_tokens, std::uint64_t n_docs, const std::vector<std::string>& sources,
+                         const InstructLayout& instruct)
     : impl_(std::make_unique<Impl>(path, tokenizer, n_tokens, n_docs)) {
   try {
-    create(tokenizer, sources);
+    create(tokenizer, sources, instruct);
   } catch (const IoError& e) {
     write_failed(path, e);
   }
 }
 
-void ShardWriter::create(const TokenizerInfo& tokenizer, const std::vector<std::string>& sources) {
+void ShardWriter::create(const TokenizerInfo& tokenizer, const std::vector<std::string>& sources,
+                         const InstructLayout& instruct) {
   Impl& s = *impl_;
   s.file.emplace(io::H5File::create(s.atomic.tmp_path().string()));
   io::H5File& f = *s.file;
@@ -95,9 +103,14 @@ void ShardWriter::create(const TokenizerInfo& tokenizer, const std::vector<std::
   f.set_attr("n_tokens", s.n_tokens);
   f.set_attr("n_docs", s.n_docs);
   f.set_attr("sources", sources);
+  if (instruct.loss_mask) f.set_attr("chat_template", instruct.chat_template);
+  if (instruct.window > 0) f.set_attr("window", instruct.window);
   s.tokens.emplace(f.create_dataset("tokens", s.wide ? io::H5Type::kU32 : io::H5Type::kU16, s.n_tokens,
                                     {.chunk = kShardChunkTokens, .checksum = true}));
   s.docs.emplace(f.create_dataset("doc_offsets", io::H5Type::kU64, s.n_docs, {.chunk = 1 << 16, .checksum = true}));
+  if (instruct.loss_mask)
+    s.loss_mask.emplace(f.create_dataset("loss_mask", io::H5Type::kU8, s.n_tokens,
+                                         {.chunk = kShardChunkTokens, .checksum = true}));
 }
 
 ShardWriter::~ShardWriter() = default;
@@ -139,12 +152,30 @@ void ShardWriter::append_doc_offsets(std::span<const std::uint64_t> offsets) {
   s.docs_done += offsets.size();
 }
 
+void ShardWriter::append_loss_mask(std::span<const std::uint8_t> mask) {
+  Impl& s = *impl_;
+  ZT_CHECK(s.loss_mask.has_value(), "append_loss_mask: ", s.atomic.path().string(), " was not made an instruction shard");
+  ZT_CHECK_LE(mask.size(), s.n_tokens - s.mask_done, "more loss_mask values than tokens for ", s.atomic.path().string());
+  try {
+    for (const std::uint8_t m : mask) {
+      ZT_CHECK_LE(m, 1, "loss_mask values are 0 or 1");
+      s.mask_buffer.push_back(m);
+      if (++s.mask_done % kShardChunkTokens == 0) s.flush_mask();
+    }
+  } catch (const IoError& e) {
+    write_failed(s.atomic.path(), e);
+  }
+}
+
 void ShardWriter::commit() {
   Impl& s = *impl_;
+  if (s.loss_mask) ZT_CHECK_EQ(s.mask_done, s.n_tokens, "loss_mask values appended to ", s.atomic.path().string());
   ZT_CHECK_EQ(s.tokens_done, s.n_tokens, "tokens appended to ", s.atomic.path().string());
   ZT_CHECK_EQ(s.docs_done, s.n_docs, "document offsets appended to ", s.atomic.path().string());
   try {
     s.flush_tokens();
+    if (s.loss_mask) s.flush_mask();
+    s.loss_mask.reset();
     s.tokens.reset();
     s.docs.reset();
     s.file->close();  // where HDF5 writes its metadata: the usual place to meet a full disk

@@ -34,19 +34,20 @@ std::uint64_t permute(std::uint64_t index, std::uint64_t n, std::uint64_t key) {
   return x;
 }
 
-WindowOrder::WindowOrder(std::uint64_t n_tokens, std::int64_t seq_len, bool shuffle, std::uint64_t seed)
-    : windows_per_epoch_(0), seq_len_(seq_len), shuffle_(shuffle), seed_(seed) {
+WindowOrder::WindowOrder(std::uint64_t n_tokens, std::int64_t seq_len, bool shuffle, std::uint64_t seed, bool packed)
+    : windows_per_epoch_(0), seq_len_(seq_len), stride_(static_cast<std::uint64_t>(seq_len) + (packed ? 1 : 0)),
+      shuffle_(shuffle), seed_(seed) {
   ZT_CHECK_GE(seq_len, 1);
   if (n_tokens < static_cast<std::uint64_t>(seq_len) + 1)
     throw DataError(cat("the training data holds ", n_tokens, " tokens, fewer than one window of model.seq_len+1 = ",
                         seq_len + 1, ": give more data (data.train) or a shorter model.seq_len"));
-  windows_per_epoch_ = (n_tokens - 1) / static_cast<std::uint64_t>(seq_len);
+  windows_per_epoch_ = packed ? n_tokens / stride_ : (n_tokens - 1) / stride_;
 }
 
 std::uint64_t WindowOrder::window_start(std::uint64_t g) const {
   const std::uint64_t epoch = g / windows_per_epoch_, k = g % windows_per_epoch_;
   const std::uint64_t slot = shuffle_ ? permute(k, windows_per_epoch_, mix(seed_ ^ mix(epoch))) : k;
-  return slot * static_cast<std::uint64_t>(seq_len_);
+  return slot * stride_;
 }
 
 }  // namespace zt::data

@@ -11,9 +11,10 @@ namespace zt::data {
 class WindowOrder {
  public:
   // Windows hold seq_len + 1 tokens and start seq_len apart; an epoch has floor((n-1)/seq_len) of
-  // them (the stream wraps when fewer than seq_len + 1 tokens remain). Throws DataError when the
-  // stream is shorter than one window.
-  WindowOrder(std::uint64_t n_tokens, std::int64_t seq_len, bool shuffle, std::uint64_t seed);
+  // them (the stream wraps when fewer than seq_len + 1 tokens remain). Packed data (`packed`, ztok
+  // --pack) is windows of seq_len + 1 laid end to end: they start seq_len + 1 apart and an epoch has
+  // floor(n/(seq_len+1)). Throws DataError when the stream is shorter than one window.
+  WindowOrder(std::uint64_t n_tokens, std::int64_t seq_len, bool shuffle, std::uint64_t seed, bool packed = false);
 
   std::uint64_t windows_per_epoch() const { return windows_per_epoch_; }
   std::int64_t seq_len() const { return seq_len_; }
@@ -23,6 +24,7 @@ class WindowOrder {
  private:
   std::uint64_t windows_per_epoch_;
   std::int64_t seq_len_;
+  std::uint64_t stride_;  // tokens between window starts
   bool shuffle_;
   std::uint64_t seed_;
 };

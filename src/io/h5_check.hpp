@@ -21,6 +21,7 @@ namespace zt::io {
 // The little-endian file type of each H5Type.
 inline hid_t file_type_of(H5Type t) {
   switch (t) {
+    case H5Type::kU8: return H5T_STD_U8LE;
     case H5Type::kU16: return H5T_STD_U16LE;
     case H5Type::kU32: return H5T_STD_U32LE;
     case H5Type::kU64: return H5T_STD_U64LE;

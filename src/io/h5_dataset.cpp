@@ -79,7 +79,7 @@ std::vector<std::uint64_t> H5Dataset::dims() const {
 
 H5Type H5Dataset::type() const {
   H5Handle t(ZT_H5(H5Dget_type(id()), where_), H5Kind::kDatatype);
-  for (H5Type candidate : {H5Type::kU16, H5Type::kU32, H5Type::kU64, H5Type::kI32, H5Type::kF32})
+  for (H5Type candidate : {H5Type::kU8, H5Type::kU16, H5Type::kU32, H5Type::kU64, H5Type::kI32, H5Type::kF32})
     if (ZT_H5(H5Tequal(t.get(), file_type_of(candidate)), where_) > 0) return candidate;
   throw IoError(cat(where_, " has an element type ztrain does not use"));
 }
@@ -124,6 +124,12 @@ void H5Dataset::write_all(std::span<const std::uint64_t> v) {
 void H5Dataset::read_all(std::span<float> out) const { io_all(false, out.size(), H5T_NATIVE_FLOAT, out.data()); }
 void H5Dataset::read_all(std::span<std::uint64_t> out) const { io_all(false, out.size(), H5T_NATIVE_UINT64, out.data()); }
 
+void H5Dataset::write(std::uint64_t offset, std::span<const std::uint8_t> v) {
+  io(true, offset, v.size(), H5T_NATIVE_UINT8, const_cast<std::uint8_t*>(v.data()));
+}
+void H5Dataset::read(std::uint64_t offset, std::span<std::uint8_t> out) const {
+  io(false, offset, out.size(), H5T_NATIVE_UINT8, out.data());
+}
 void H5Dataset::write(std::uint64_t offset, std::span<const std::uint16_t> v) {
   io(true, offset, v.size(), H5T_NATIVE_UINT16, const_cast<std::uint16_t*>(v.data()));
 }

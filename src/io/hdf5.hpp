@@ -38,7 +38,7 @@ class H5Handle {
 };
 
 // Element types of the 1-D datasets ztrain stores (little-endian on disk).
-enum class H5Type : std::uint8_t { kU16, kU32, kU64, kI32, kF32 };
+enum class H5Type : std::uint8_t { kU16, kU32, kU64, kI32, kF32, kU8 };
 
 // A file or group, or a dataset: something that carries attributes. `where` names it in errors.
 class H5Object {
@@ -75,10 +75,12 @@ class H5Dataset : public H5Object {
   void write_all(std::span<const std::uint64_t> values);
   void read_all(std::span<float> out) const;
   void read_all(std::span<std::uint64_t> out) const;
+  void write(std::uint64_t offset, std::span<const std::uint8_t> values);
   void write(std::uint64_t offset, std::span<const std::uint16_t> values);
   void write(std::uint64_t offset, std::span<const std::uint32_t> values);
   void write(std::uint64_t offset, std::span<const std::uint64_t> values);
   // Reading in the stored type skips HDF5's conversion and its buffer (1 MiB, zeroed on every read).
+  void read(std::uint64_t offset, std::span<std::uint8_t> out) const;
   void read(std::uint64_t offset, std::span<std::uint16_t> out) const;
   void read(std::uint64_t offset, std::span<std::uint32_t> out) const;
   void read(std::uint64_t offset, std::span<std::int32_t> out) const;

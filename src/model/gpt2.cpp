@@ -95,7 +95,7 @@ void Gpt2::block_forward(int l, const Tensor& w) {
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
   be_.matmul_forward(L.qkv, L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
-  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
   be_.matmul_forward(a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB), WeightLayout::kInOut);
   be_.add(L.res2, x, a_.proj);
   be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
@@ -126,7 +126,7 @@ void Gpt2::run_forward(const std::int32_t* tokens, ParamSource& params) {
 }
 
 double Gpt2::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  check_ids("target", targets);
+  check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
   run_forward(tokens, params);
   const double sum = sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size);
   ready_for_backward_ = true;
@@ -159,7 +159,7 @@ void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
   // attention: res2 = x + atty Wproj + b
   be_.matmul_backward(a_.dln, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
                       param(w, u, kAttnProjW), WeightLayout::kInOut);
-  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head);
+  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
   be_.matmul_backward(a_.dln, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, L.ln1, param(w, u, kAttnW),
                       WeightLayout::kInOut);
   be_.layernorm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W),
@@ -174,7 +174,7 @@ void Gpt2::recompute_block(int l, const Tensor& w) {
   if (recompute_ == Recompute::kFull) return block_forward(l, w);
   if (recompute_ == Recompute::kSelective) {
     Layer& L = a_.layers[l];
-    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
     be_.gelu_forward(L.fch_gelu, L.fch);
   }
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "model/lm_head.hpp"
 #include "model/model.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
@@ -36,12 +37,13 @@ class Gpt2 final : public Model {
 
   // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
   std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
+  void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
 
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
   // Bytes this model holds on the backend (activations, their gradients, tokens), as allocated.
-  std::size_t activation_bytes() const override { return arena_.bytes() + ids_.bytes(); }
+  std::size_t activation_bytes() const override { return arena_.bytes() + ids_.bytes() + segments_.bytes(); }
   // The same number for any shape, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
                                       DType compute = DType::kF32);
@@ -75,6 +77,7 @@ class Gpt2 final : public Model {
   DType dtype_;
   backend::Buffer arena_, ids_;
   Acts a_;
+  SegmentStarts segments_;  // data.document_mask
   bool ready_for_backward_ = false;
 };
 

@@ -106,7 +106,7 @@ void Llama::block_forward(int l, const Tensor& w) {
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
   be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), Tensor(), kOutIn);
   be_.rope_forward(L.qkv, inv_freq_, s_.n_head + s_.n_kv_head);  // q's heads, then k's
-  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
   be_.matmul_forward(a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
   be_.add(L.res2, x, a_.proj);
   be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
@@ -138,7 +138,7 @@ void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
 }
 
 double Llama::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  check_ids("target", targets);
+  check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
   run_forward(tokens, params);
   const double sum = sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size);
   ready_for_backward_ = true;
@@ -166,7 +166,7 @@ void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.accumulate(a_.dres, a_.dtmp);  // d res2 = d res3 (residual path) + through the norm
   // attention: res2 = x + attn(RoPE(ln1 [Wq|Wk|Wv]^T)) Wo^T
   be_.matmul_backward(a_.dln, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
-  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head);
+  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
   be_.rope_backward(dqkv, inv_freq_, s_.n_head + s_.n_kv_head);
   be_.matmul_backward(a_.dln, fused(g, u, kQ, W), Tensor(), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
   be_.rmsnorm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
@@ -179,7 +179,7 @@ void Llama::recompute_block(int l, const Tensor& w) {
   if (recompute_ == Recompute::kFull) return block_forward(l, w);
   if (recompute_ == Recompute::kSelective) {
     Layer& L = a_.layers[l];
-    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head);
+    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
     be_.swiglu_forward(L.act, L.gu);
   }
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "model/lm_head.hpp"
 #include "model/model.hpp"
 
 namespace zt::model {
@@ -25,11 +26,12 @@ class Llama final : public Model {
   double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) override;
   void backward(ParamSource& params, GradSink& grads, float dloss) override;
   std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
+  void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
 
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
-  std::size_t activation_bytes() const override { return arena_.bytes() + ids_.bytes() + freq_.bytes(); }
+  std::size_t activation_bytes() const override { return arena_.bytes() + ids_.bytes() + freq_.bytes() + segments_.bytes(); }
   static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
                                       DType compute = DType::kF32);
 
@@ -65,6 +67,7 @@ class Llama final : public Model {
   backend::Buffer arena_, ids_, freq_;
   backend::Tensor inv_freq_;  // [hs/2] f32
   Acts a_;
+  SegmentStarts segments_;  // data.document_mask
   bool ready_for_backward_ = false;
 };
 

@@ -16,6 +16,15 @@ void check_token_ids(const char* what, const std::int32_t* ids, std::int64_t n, 
                           vocab_size, "); check that the data was tokenized for this vocabulary"));
 }
 
+void check_target_ids(const std::int32_t* ids, std::int64_t n, std::int64_t vocab_size) {
+  ZT_CHECK(ids != nullptr, "model: target ids must not be null");
+  for (std::int64_t i = 0; i < n; ++i)
+    if ((ids[i] < 0 || ids[i] >= vocab_size) && ids[i] != backend::kIgnoreTarget)
+      throw DataError(cat("model: target id ", ids[i], " at position ", i, " of the micro-batch is outside [0, ",
+                          vocab_size, ") and is not ", backend::kIgnoreTarget,
+                          " (ignored); check that the data was tokenized for this vocabulary"));
+}
+
 double sum_token_losses(backend::Backend& be, const backend::Tensor& losses, const backend::Tensor& logits,
                         const backend::Tensor& targets_dev, const std::int32_t* targets, std::int64_t vocab_size) {
   be.copy_from_host(targets_dev.data, targets, targets_dev.bytes());
@@ -25,6 +34,17 @@ double sum_token_losses(backend::Backend& be, const backend::Tensor& losses, con
   double sum = 0.0;
   for (float x : host) sum += x;
   return sum;
+}
+
+void SegmentStarts::set(backend::Backend& be, const std::int32_t* starts, int B, std::int64_t T) {
+  on_ = starts != nullptr;
+  if (!on_) return;
+  const std::size_t bytes = static_cast<std::size_t>(B) * static_cast<std::size_t>(T) * sizeof(std::int32_t);
+  if (buffer_.bytes() != bytes) {
+    buffer_ = be.allocate(bytes);
+    view_ = buffer_.view(DType::kI32, {B, T});
+  }
+  be.copy_from_host(buffer_.data(), starts, bytes);
 }
 
 std::vector<float> unpadded_logits(backend::Backend& be, const backend::Tensor& logits, std::int64_t vocab_size) {

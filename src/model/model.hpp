@@ -26,12 +26,16 @@ enum class Recompute { kNone, kSelective, kFull };
 class Model {
  public:
   virtual ~Model() = default;
-  // tokens, targets: host arrays [B*T] with ids in [0, vocab_size). Returns the SUM of the B*T token
-  // losses (the caller divides by the global token count). Keeps what backward needs.
+  // tokens, targets: host arrays [B*T] with ids in [0, vocab_size); a target may be
+  // backend::kIgnoreTarget (outside the loss mask: no loss, no gradient). Returns the SUM of the token
+  // losses (the caller divides by the global count of trained targets). Keeps what backward needs.
   virtual double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) = 0;
   // Gradients of sum_i dloss * loss_i, accumulated (+=) into `grads`; needs the preceding forward() and the
   // same parameters; runs once per forward.
   virtual void backward(ParamSource& params, GradSink& grads, float dloss) = 0;
+  // Document mask (data.document_mask): host [B*T] i32, the first key each position attends (the start
+  // of its packed sample) in the forward and backward passes from here on; nullptr: all earlier keys.
+  virtual void set_segment_starts(const std::int32_t* starts) = 0;
   // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
   virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
   virtual const ParamTable& table() const = 0;

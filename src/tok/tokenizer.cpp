@@ -2,6 +2,8 @@
 // (tiktoken's order: a piece that is itself a token is never merged from bytes).
 #include "tok/tokenizer.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "tok/utf8.hpp"
 
@@ -13,6 +15,30 @@ void Tokenizer::decode(std::span<const std::uint32_t> ids, std::string& out) con
       throw Error(cat("token id ", id, " is outside the vocabulary (size ", vocab_.size(), ")"));
     out += vocab_.token_bytes(id);
   }
+}
+
+std::uint32_t Tokenizer::special_id(std::string_view name) const {
+  if (name == "<|endoftext|>") return vocab_.eot();
+  const auto it = specials_.find(name);
+  return it == specials_.end() ? Vocab::kNone : it->second;
+}
+
+void Tokenizer::add_special(const std::string& name, std::uint32_t id) {
+  if (id < vocab_.size() && !(name == "<|endoftext|>" && id == vocab_.eot()))
+    throw InputError(cat("special token ", name, "=", id, ": id ", id, " is an ordinary token of the vocabulary (",
+                         vocab_.size(), " ids); give an id of ", vocab_.size(), " or more"));
+  const std::uint32_t known = special_id(name);
+  if (known != Vocab::kNone && known != id)
+    throw InputError(cat("special token ", name, " is already id ", known, ", not ", id));
+  for (const auto& [other, other_id] : specials_)
+    if (other_id == id && other != name) throw InputError(cat("special tokens ", other, " and ", name, " share id ", id));
+  if (name != "<|endoftext|>") specials_.emplace(name, id);
+}
+
+std::uint64_t Tokenizer::n_ids() const {
+  std::uint64_t n = vocab_.size();
+  for (const auto& entry : specials_) n = std::max<std::uint64_t>(n, std::uint64_t{entry.second} + 1);
+  return n;
 }
 
 Encoder::Encoder(const Tokenizer& tokenizer, std::size_t cache_entries)

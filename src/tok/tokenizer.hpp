@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,9 +24,20 @@ class Tokenizer {
   Tokenizer(const Tokenizer&) = delete;  // the pre-tokenizer points into this object
   Tokenizer& operator=(const Tokenizer&) = delete;
   Tokenizer(Tokenizer&& other) noexcept
-      : vocab_(std::move(other.vocab_)), classes_(std::move(other.classes_)), pretokenizer_(classes_) {}
+      : vocab_(std::move(other.vocab_)), classes_(std::move(other.classes_)), pretokenizer_(classes_),
+        specials_(std::move(other.specials_)) {}
 
   const Vocab& vocab() const { return vocab_; }
+
+  // The single id of special token `name` ("<|endoftext|>", "<|im_start|>", ...), or Vocab::kNone.
+  // GPT-2's vocabulary holds only <|endoftext|>; others are declared with add_special (ztok's
+  // --special NAME=ID). The one lookup chat templates use, whatever file the specials come from.
+  std::uint32_t special_id(std::string_view name) const;
+  // Declares a special token before the tokenizer is shared. An id of an ordinary token, or a name or
+  // id already declared differently, is a zt::InputError.
+  void add_special(const std::string& name, std::uint32_t id);
+  // Ids in use: the vocabulary's and every special's (what a shard's vocab_size must cover).
+  std::uint64_t n_ids() const;
   const PreTokenizer& pretokenizer() const { return pretokenizer_; }
   const CharClassTable& classes() const { return classes_; }
 
@@ -42,6 +54,7 @@ class Tokenizer {
   Vocab vocab_;
   CharClassTable classes_;
   PreTokenizer pretokenizer_;
+  std::map<std::string, std::uint32_t, std::less<>> specials_;  // added by add_special
 };
 
 // Per-thread encoding state: the piece cache and BPE scratch, so encoding allocates nothing per piece.

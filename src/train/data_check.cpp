@@ -15,12 +15,14 @@ namespace {
 std::uint64_t verify_blocks(const data::TokenSource& tokens, int rank, int world_size) {
   constexpr std::uint64_t kBlock = data::kShardChunkTokens;
   std::vector<std::int32_t> buffer(kBlock);
+  std::vector<std::uint8_t> mask(tokens.has_loss_mask() ? kBlock : 0);
   std::uint64_t checked = 0;
   const std::uint64_t n = tokens.n_tokens();
   for (std::uint64_t start = kBlock * static_cast<std::uint64_t>(rank); start < n;
        start += kBlock * static_cast<std::uint64_t>(world_size)) {
     const std::uint64_t count = std::min(kBlock, n - start);
     tokens.read(start, count, buffer.data());
+    if (!mask.empty()) tokens.read_loss_mask(start, count, mask.data());
     checked += count;
   }
   return checked;
@@ -37,6 +39,15 @@ void verify_all(const std::string& key, const data::TokenSource& tokens, int ran
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log::info(cat("data.verify=full: ", key, ": every chunk of ", tokens.describe(), " checked (rank 0: ", checked,
                 " tokens in ", s, " s)"));
+}
+// Packed shards hold windows of exactly model.seq_len + 1 tokens: any other length would cut samples.
+void check_packing(const std::string& key, const data::TokenSource& tokens, std::int64_t seq_len) {
+  const std::uint64_t window = tokens.packed_window();
+  if (window != 0 && window != static_cast<std::uint64_t>(seq_len) + 1)
+    throw InputError(cat(key, ": ", tokens.describe(), " were packed for windows of ", window,
+                         " tokens (ztok --pack --seq-len ", window - 1, "), but model.seq_len=", seq_len,
+                         " trains on windows of ", seq_len + 1, ": set model.seq_len=", window - 1,
+                         " or run ztok again with --seq-len ", seq_len));
 }
 }  // namespace
 
@@ -65,6 +76,8 @@ void check_data(const config::Config& c, int rank, int world_size) {
   const data::ShardExpectation expect = expected_shards(c);
   const auto train = data::open_shards(c.data.train, "data.train", expect);
   const auto valid = c.data.valid.empty() ? nullptr : data::open_shards(c.data.valid, "data.valid", expect);
+  check_packing("data.train", *train, c.model.seq_len);
+  if (valid) check_packing("data.valid", *valid, c.model.seq_len);
   if (c.data.verify != config::DataVerify::kFull) return;
   verify_all("data.train", *train, rank, world_size);
   if (valid) verify_all("data.valid", *valid, rank, world_size);

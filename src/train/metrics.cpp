@@ -48,6 +48,7 @@ void MetricsLog::write_line(const std::string& line) {
 void MetricsLog::step(const StepMetrics& m) {
   std::string line = cat("{\"step\": ", m.step, ", \"loss\": ", json_number(m.loss), ", \"lr\": ", json_number(m.lr),
                          ", \"grad_norm\": ", json_number(m.grad_norm), ", \"tokens\": ", m.tokens,
+                         ", \"trained_tokens\": ", m.trained_tokens,
                          ", \"tokens_per_s\": ", json_number(m.tokens_per_s), ", \"step_ms\": ", json_number(m.step_ms),
                          ", \"data_wait_ms\": ", json_number(m.data_wait_ms), ", \"comm_bytes\": ", json_number(m.comm_bytes), ", \"mem_peak_bytes\": ", m.mem_peak_bytes);
   if (m.mem_predicted_bytes) line += cat(", \"mem_predicted_bytes\": ", *m.mem_predicted_bytes);

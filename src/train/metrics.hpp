@@ -15,6 +15,7 @@ struct StepMetrics {
   double lr = 0;
   double grad_norm = 0;             // before clipping
   std::uint64_t tokens = 0;         // cumulative
+  std::uint64_t trained_tokens = 0; // targets that entered the loss (the loss mask's 1s) since the previous line
   double tokens_per_s = 0;          // over the steps since the previous line
   double step_ms = 0;               // mean over the steps since the previous line
   std::uint64_t mem_peak_bytes = 0; // max over ranks of the backend allocator's peak

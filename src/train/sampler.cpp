@@ -47,7 +47,10 @@ std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok
     if (before) before();
     const std::vector<float> logits = gpt.forward_logits(window.data(), params);  // [B, T, V]
     const double u = rng::uniform(o.seed, purpose, o.step * 1'000'003ull + static_cast<std::uint64_t>(i));
-    ids.push_back(draw(logits.data() + static_cast<std::size_t>(n - 1) * s.vocab_size, s.vocab_size, o, u));
+    // Only ids the tokenizer can write out: a fine-tuned model's specials above the vocabulary (ztok
+    // --special, model.vocab_size covering them) are never drawn.
+    const int drawable = std::min(s.vocab_size, static_cast<int>(tokenizer.vocab().size()));
+    ids.push_back(draw(logits.data() + static_cast<std::size_t>(n - 1) * s.vocab_size, drawable, o, u));
   }
   return tokenizer.decode(std::span<const std::uint32_t>(ids.data(), ids.size()));
 }

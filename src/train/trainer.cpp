@@ -1,9 +1,11 @@
 // One rank's training loop over the ZeRO engine (stages 0-3).
-// Loss semantics: the loss is the mean token cross-entropy over the whole global batch, so each
-// token's loss enters the backward pass with weight 1 / (global_batch * seq_len) on every rank and
-// micro-batch, and the summed gradients over ranks equal those of one big batch.
+// Loss semantics: the loss is the mean token cross-entropy over the targets of the whole global batch
+// that enter it (all of them, or the 1s of an instruction set's loss mask), so each such token's loss
+// enters the backward pass with weight 1 / (their global count) on every rank and micro-batch, and the
+// summed gradients over ranks equal those of one big batch, whatever the world size or accumulation.
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -140,10 +142,12 @@ void Trainer::open_data() {
   const data::ShardExpectation expect = expected_shards(config_);
   train_tokens_ = data::open_shards(config_.data.train, "data.train", expect);
   if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, "data.valid", expect);
-  data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed);
+  data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed,
+                          train_tokens_->packed_window() != 0);
   windows_per_epoch_ = order.windows_per_epoch();
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
-  loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_);
+  loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_, 2,
+                                                config_.data.document_mask);
   log::info(cat("data: ", train_tokens_->describe(), ", ", order.windows_per_epoch(), " windows per epoch"));
 }
 
@@ -151,7 +155,10 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   // fp16: the loss gradient is scaled up (loss_scaler.hpp) and the scale divided out of the norm and
   // the update; 1 otherwise.
   const double loss_scale = scaler_.scale();
-  const float dloss = static_cast<float>(loss_scale / static_cast<double>(derived_.tokens_per_step));
+  StepResult r;
+  r.trained_targets = global_trained_targets(batch.trained_targets(), *train_tokens_);
+  const double denominator = std::max(1.0, r.trained_targets);  // a step with no trained target: loss 0
+  const float dloss = static_cast<float>(loss_scale / denominator);
   const std::vector<int> order = forward_backward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
@@ -174,6 +181,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     engine_->expect_access_order(order);
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
+    model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     slow_point(config_.debug, world_.rank(), ms_since(t));
     lap(phases_.forward_ms);
@@ -184,10 +192,9 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     lap(phases_.backward_ms);
   }
   comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
-  StepResult r;
   hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   r.grad_norm = engine_->finish_gradients() / loss_scale;
-  r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(derived_.tokens_per_step);
+  r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / denominator;
   lap(phases_.comm_ms);
   r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
   r.loss_scale = loss_scale;
@@ -202,15 +209,24 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   return r;
 }
 
+// The targets entering the loss over all ranks: known without a loss mask (every target of every
+// rank's windows), else summed over the ranks in one all-reduce (exact: integers below 2^53).
+double Trainer::global_trained_targets(std::uint64_t here, const data::TokenSource& source) {
+  if (!source.has_loss_mask()) return static_cast<double>(here) * static_cast<double>(derived_.dp_size);
+  return comm_->all_reduce_value(static_cast<double>(here), dist::ReduceOp::kSum);
+}
+
 // Each batch's read is agreed on (one all-reduce of a flag) before its forward pass, so a bad chunk in
 // data.valid on one rank stops every rank at the step boundary (checkpointed), not between collectives.
 std::optional<double> Trainer::evaluate() {
   const std::int64_t batches = config_.log.eval_batches;
-  data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0);
+  data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0,
+                          valid_tokens_->packed_window() != 0);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
-  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1);
+  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1, config_.data.document_mask);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
+  std::uint64_t targets_here = 0;
   comm_->set_context(cat("evaluation after step ", step_));
   for (std::int64_t b = 0; b < batches; ++b) {
     std::optional<data::StepBatch> read;
@@ -223,13 +239,16 @@ std::optional<double> Trainer::evaluate() {
     comm_->all_reduce(dist::span_of(&failed, 1), dist::ReduceOp::kMax)->wait();
     if (failed != 0) return std::nullopt;
     const data::StepBatch& batch = *read;
+    targets_here += batch.trained_targets();
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
       engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings));
+      model_->set_segment_starts(batch.segments(m));
       loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     }
   }
-  return comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / static_cast<double>(batches * derived_.tokens_per_step);
+  const double count = global_trained_targets(targets_here, *valid_tokens_);
+  return comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / std::max(1.0, count);
 }
 
 void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window) {
@@ -240,6 +259,8 @@ void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, s
   m.lr = r.lr;
   m.grad_norm = r.grad_norm;
   m.tokens = tokens_;
+  m.trained_tokens = static_cast<std::uint64_t>(trained_in_window_);
+  trained_in_window_ = 0;
   m.step_ms = elapsed_ms / static_cast<double>(steps_in_window);
   m.tokens_per_s = static_cast<double>(derived_.tokens_per_step * steps_in_window) / (elapsed_ms / 1000.0);
   m.data_wait_ms = wait_ms / static_cast<double>(steps_in_window);
@@ -321,6 +342,7 @@ int Trainer::train_loop() {
     ++step_;
     ++steps_in_window;
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
+    trained_in_window_ += r.trained_targets;
     last_loss_ = r.loss;
     if (!std::isfinite(r.loss) && !r.skipped)  // fp16: an overflowing step is the scaler's business
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
@@ -401,6 +423,7 @@ void Trainer::sample() {
   o.seed = config_.train.seed;
   o.step = static_cast<std::uint64_t>(step_);
   comm_->set_context(cat("text sample after step ", step_));
+  model_->set_segment_starts(nullptr);  // one prompt: no document mask
   const int n_layer = static_cast<int>(config_.model.n_layer);
   const bool tied = table_.shape().tie_embeddings;
   const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,

@@ -43,10 +43,14 @@ class Trainer {
  private:
   struct StepResult {
     double loss = 0, grad_norm = 0, lr = 0, loss_scale = 1;
+    double trained_targets = 0;  // over all ranks: the loss's denominator
     bool skipped = false;  // fp16 overflow: no update
   };
   int train_loop();  // run() without the hang report
   StepResult train_step(const data::StepBatch& batch);
+  // Collective when `source` has a loss mask: the global count of targets entering the loss, given
+  // this rank's (`here`); without a mask every rank has the same count, so no communication.
+  double global_trained_targets(std::uint64_t here, const data::TokenSource& source);
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
   void log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window);
   void init_parameters();
@@ -85,6 +89,7 @@ class Trainer {
   LossScaler scaler_;
   std::int64_t step_ = 0;        // completed optimizer steps
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
+  double trained_in_window_ = 0; // targets entering the loss since the last metrics line (all ranks)
   std::uint64_t windows_per_epoch_ = 0;
   double last_loss_ = 0;
   std::string data_error_;    // a bad chunk (or read) this rank's loader hit, for the next step's batch

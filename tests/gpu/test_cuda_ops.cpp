@@ -192,6 +192,35 @@ TEST_F(CudaOps, CrossEntropyForwardAndBackwardMatchCpuInPlace) {
   }
 }
 
+// Rows whose target is kIgnoreTarget (the loss mask's 0s) give loss 0 and an all-zero gradient row on
+// both backends; the other rows match the CPU as in the test above.
+TEST_F(CudaOps, CrossEntropyIgnoredTargetsGiveZeroLossAndGradient) {
+  const std::int64_t N = 6, Vp = 128;
+  const int V = 101;
+  std::vector<std::int32_t> targets = random_ints(N, 42, V);
+  targets[1] = targets[4] = backend::kIgnoreTarget;
+  for (const Precision& p : kPrecisions) {
+    SCOPED_TRACE(dtype_name(p.x));
+    const auto logits = rounded(randn(N * Vp, 43, 3.0f), p.x);
+    Tensor g_logits = gpu(logits, {N, Vp}, p.x), g_targets = gpu_ints(targets, {N});
+    Tensor g_loss = gpu(std::vector<float>(N, 7.0f), {N}, DType::kF32);
+    gpu_->cross_entropy_forward(g_loss, g_logits, g_targets, V);
+    Tensor c_logits = cpu(logits, {N, Vp}), c_targets = cpu_ints(targets, {N});
+    Tensor c_loss = cpu(std::vector<float>(N, 7.0f), {N});
+    cpu_->cross_entropy_forward(c_loss, c_logits, c_targets, V);
+    const std::vector<float> losses = read(g_loss);
+    ZT_EXPECT_CLOSE(losses, cpu_values(c_loss), 1e-5);
+    EXPECT_EQ(losses[1], 0.0f);
+    EXPECT_EQ(losses[4], 0.0f);
+    gpu_->cross_entropy_backward(g_logits, g_logits, g_targets, 0.25f, V);
+    cpu_->cross_entropy_backward(c_logits, c_logits, c_targets, 0.25f, V);
+    const std::vector<float> got = read(g_logits);
+    ZT_EXPECT_CLOSE(got, cpu_values(c_logits), p.tol);
+    for (std::int64_t n : {1, 4})
+      for (std::int64_t j = 0; j < Vp; ++j) ASSERT_EQ(got[n * Vp + j], 0.0f) << "ignored row " << n << " column " << j;
+  }
+}
+
 // Through the backend (attention.cu's kernels): T=37 is not a multiple of any tile; head size 64 as in
 // GPT-2. lse is fp32 in every precision.
 TEST_F(CudaOps, AttentionForwardAndBackwardMatchCpu) {
@@ -218,6 +247,41 @@ TEST_F(CudaOps, AttentionForwardAndBackwardMatchCpu) {
                              gpu(cpu_values(c_lse), {B, NH, T}, DType::kF32), NH);
     Tensor c_dqkv = cpu(std::vector<float>(B * T * 3 * C), {B, T, 3 * C});
     cpu_->attention_backward(c_dqkv, cpu(dout, {B, T, C}), c_qkv, cpu(out, {B, T, C}), c_lse, NH);
+    ZT_EXPECT_CLOSE(read(g_dqkv), cpu_values(c_dqkv), p.tol);
+  }
+}
+
+// The document mask (segment starts): samples start at 0, 20, 70 and 90 of row 0 (one spans the 64-row
+// tile boundary, so whole key tiles lie before a query's sample) and at 0 and 3 of row 1; T=100.
+TEST_F(CudaOps, AttentionWithSegmentStartsMatchesCpu) {
+  const std::int64_t B = 2, T = 100, C = 128;
+  const int NH = 2;
+  const std::vector<std::vector<std::int32_t>> samples = {{0, 20, 70, 90}, {0, 3}};
+  std::vector<std::int32_t> starts(B * T);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (const std::int32_t s0 : samples[b])
+        if (s0 <= t) starts[b * T + t] = s0;
+  for (const Precision& p : kPrecisions) {
+    SCOPED_TRACE(std::string(dtype_name(p.x)));
+    const auto qkv = rounded(randn(B * T * 3 * C, 52), p.x), dout = rounded(randn(B * T * C, 53), p.x);
+    Tensor g_qkv = gpu(qkv, {B, T, 3 * C}, p.x), g_seg = gpu_ints(starts, {B, T});
+    Tensor g_out = gpu(std::vector<float>(B * T * C), {B, T, C}, p.x);
+    Tensor g_lse = gpu(std::vector<float>(B * NH * T), {B, NH, T}, DType::kF32);
+    gpu_->attention_forward(g_out, g_lse, g_qkv, NH, g_seg);
+    Tensor c_qkv = cpu(qkv, {B, T, 3 * C}), c_seg = cpu_ints(starts, {B, T});
+    Tensor c_out = cpu(std::vector<float>(B * T * C), {B, T, C});
+    Tensor c_lse = cpu(std::vector<float>(B * NH * T), {B, NH, T});
+    cpu_->attention_forward(c_out, c_lse, c_qkv, NH, c_seg);
+    ZT_EXPECT_CLOSE(read(g_out), cpu_values(c_out), p.tol);
+    ZT_EXPECT_CLOSE(read(g_lse), cpu_values(c_lse), p.x == DType::kF32 ? 1e-5 : p.tol);
+
+    const auto out = rounded(cpu_values(c_out), p.x);
+    Tensor g_dqkv = gpu(std::vector<float>(B * T * 3 * C), {B, T, 3 * C}, p.x);
+    gpu_->attention_backward(g_dqkv, gpu(dout, {B, T, C}, p.x), g_qkv, gpu(out, {B, T, C}, p.x),
+                             gpu(cpu_values(c_lse), {B, NH, T}, DType::kF32), NH, g_seg);
+    Tensor c_dqkv = cpu(std::vector<float>(B * T * 3 * C), {B, T, 3 * C});
+    cpu_->attention_backward(c_dqkv, cpu(dout, {B, T, C}), c_qkv, cpu(out, {B, T, C}), c_lse, NH, c_seg);
     ZT_EXPECT_CLOSE(read(g_dqkv), cpu_values(c_dqkv), p.tol);
   }
 }

@@ -33,23 +33,27 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-def attention(qkv, n_head):
+def attention(qkv, n_head, sample=None):
+    """Causal attention; with `sample` [B, T] (an id per position) also block-diagonal: a query attends
+    only keys of its own sample (the document mask)."""
     B, T, C3 = qkv.shape
     C = C3 // 3
     hs = C // n_head
     q, k, v = (qkv[..., i * C:(i + 1) * C].reshape(B, T, n_head, hs).transpose(1, 2) for i in range(3))
     s = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
     s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+    if sample is not None:
+        s = s.masked_fill((sample[:, :, None] != sample[:, None, :])[:, None], float("-inf"))
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, C)
 
 
-def forward(P, cfg, tokens):
+def forward(P, cfg, tokens, sample=None):
     T = tokens.shape[1]
     x = P["transformer.wte.weight"][tokens] + P["transformer.wpe.weight"][:T]
     for i in range(cfg["n_layer"]):
         h = lambda n: P[f"transformer.h.{i}.{n}"]  # noqa: E731
         a = layernorm(x, h("ln_1.weight"), h("ln_1.bias"))
-        a = attention(a @ h("attn.c_attn.weight") + h("attn.c_attn.bias"), cfg["n_head"])
+        a = attention(a @ h("attn.c_attn.weight") + h("attn.c_attn.bias"), cfg["n_head"], sample)
         x = x + a @ h("attn.c_proj.weight") + h("attn.c_proj.bias")
         m = layernorm(x, h("ln_2.weight"), h("ln_2.bias"))
         m = gelu_tanh(m @ h("mlp.c_fc.weight") + h("mlp.c_fc.bias"))

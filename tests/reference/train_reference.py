@@ -3,9 +3,11 @@ the tokens ztrain reads, from the weights ztrain starts from, with the hyper-par
 
   train_reference.py init CONFIG.ini OUT.safetensors
       seeded random GPT-2 weights in the Hugging Face GPT2LMHeadModel layout (for ztrain's init.from)
-  train_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 METRICS.jsonl...
+  train_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 METRICS.jsonl... [--mask MASK.u8 [--packed]]
       trains the same run in PyTorch (fp32) and compares each step's loss and grad_norm with every
-      ztrain metrics file; exit 0 when all agree within --tolerance (relative), 1 otherwise
+      ztrain metrics file; exit 0 when all agree within --tolerance (relative), 1 otherwise. With
+      --mask (instruction data: one uint8 per token), only targets whose mask is 1 enter the loss, which is
+      their mean over the whole global batch; --packed reads windows of seq_len+1 laid end to end.
 
 The PyTorch side: model_reference.py's explicit GPT-2 (pre-LN, tied head, GELU tanh, LN eps 1e-5,
 causal attention), torch.optim.AdamW with weight decay on the 2-D weights (embeddings included),
@@ -94,11 +96,14 @@ def learning_rate(c, step, warmup=True):
 
 
 def step_windows(c, tokens, step, shift=0):
-    """The order contract (data.shuffle=false): [global_batch, seq_len+1] windows of optimizer step `step`."""
+    """The order contract (data.shuffle=false): [global_batch, seq_len+1] windows of optimizer step `step`;
+    packed data: windows laid end to end (seq_len+1 apart), else seq_len apart."""
     T = c["seq_len"]
-    per_epoch = (len(tokens) - 1) // T
+    stride = T + 1 if c.get("packed") else T
+    per_epoch = len(tokens) // stride if c.get("packed") else (len(tokens) - 1) // T
     first = step * c["global_batch"] + shift
-    return np.stack([tokens[(g % per_epoch) * T:(g % per_epoch) * T + T + 1] for g in range(first, first + c["global_batch"])])
+    return np.stack([tokens[(g % per_epoch) * stride:(g % per_epoch) * stride + T + 1]
+                     for g in range(first, first + c["global_batch"])])
 
 
 def train(c, init, tokens, variant=""):
@@ -123,14 +128,31 @@ def train(c, init, tokens, variant=""):
         lr = learning_rate(c, step, warmup=variant != "no_warmup")
         for group in opt.param_groups:
             group["lr"] = lr
-        windows = torch.from_numpy(step_windows(c, tokens, step, shift=1 if variant == "next_windows" else 0)).long()
+        shift = 1 if variant == "next_windows" else 0
+        windows = torch.from_numpy(step_windows(c, tokens, step, shift)).long()
+        targets = windows[:, 1:].clone()
+        if c.get("mask") is not None:  # instruction data: targets outside the mask are ignored
+            trained = torch.from_numpy(step_windows(c, c["mask"], step, shift)[:, 1:] == 1)
+            targets[~trained] = -100
+            count = int(trained.sum())  # over the whole global batch: every rank and micro-batch
         opt.zero_grad(set_to_none=True)
         loss_total = 0.0
         for m in range(accum):
-            w = windows[m * c["micro_batch"]:(m + 1) * c["micro_batch"]]
-            logits = forward(P, cfg, w[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, c["vocab_size"]), w[:, 1:].reshape(-1))
-            scaled = loss if variant == "sum_of_means" else loss / accum
+            rows = slice(m * c["micro_batch"], (m + 1) * c["micro_batch"])
+            sample = None
+            if c.get("doc_starts") is not None and variant != "no_document_mask":
+                sample = torch.from_numpy(step_windows(c, c["doc_starts"], step, shift)[rows, :-1])
+                sample = torch.cumsum(sample, 1)  # the sample index of each position within its window
+            logits = forward(P, cfg, windows[rows, :-1], sample).reshape(-1, c["vocab_size"])
+            if c.get("mask") is None:
+                loss = torch.nn.functional.cross_entropy(logits, targets[rows].reshape(-1))
+                scaled = loss if variant == "sum_of_means" else loss / accum
+            elif variant == "micro_batch_means":  # each micro-batch's own masked mean, averaged
+                scaled = torch.nn.functional.cross_entropy(logits, targets[rows].reshape(-1), ignore_index=-100) / accum
+            else:
+                loss_sum = torch.nn.functional.cross_entropy(logits, targets[rows].reshape(-1), ignore_index=-100,
+                                                             reduction="sum")
+                scaled = loss_sum / max(count, 1)
             scaled.backward()
             loss_total += scaled.item()
         max_norm = c["grad_clip"] if c["grad_clip"] > 0 and variant != "no_clip" else float("inf")
@@ -187,12 +209,16 @@ def check_exercised(c, ref):
 
 
 VARIANTS = ("no_clip", "decay_all", "embeddings_not_decayed", "no_warmup", "sum_of_means", "next_windows")
+MASKED_VARIANTS = ("no_clip", "no_warmup", "micro_batch_means", "next_windows")
 
 
 def sensitivity(c, init, tokens, ztrain_rows, tolerance):
     """Each wrong variant must miss ztrain's losses or grad norms by more than 10x the tolerance."""
     ok = True
-    for v in VARIANTS:
+    variants = VARIANTS if c.get("mask") is None else MASKED_VARIANTS
+    if c.get("doc_starts") is not None:
+        variants += ("no_document_mask",)
+    for v in variants:
         hist = train(c, init, tokens, v)
         miss = max(max(rel(ztrain_rows[s]["loss"], l), rel(ztrain_rows[s]["grad_norm"], g))
                    for s, (l, g, _) in enumerate(hist, start=1))
@@ -214,6 +240,9 @@ def main():
     pc.add_argument("tokens")
     pc.add_argument("metrics", nargs="+")
     pc.add_argument("--tolerance", type=float, default=1e-4)
+    pc.add_argument("--mask", help="instruction data: the loss mask, one uint8 per token")
+    pc.add_argument("--packed", action="store_true", help="windows of seq_len+1 laid end to end (ztok --pack)")
+    pc.add_argument("--doc-starts", help="data.document_mask: the sample starts, little-endian uint64 positions")
     a = p.parse_args()
     c = read_config(a.config)
     torch.manual_seed(c["seed"])
@@ -223,6 +252,13 @@ def main():
     init, _ = st_io.load(a.init)
     tokens = np.fromfile(a.tokens, dtype="<u4").astype(np.int64)
     assert tokens.max() < c["vocab_size"], "token ids beyond model.vocab_size"
+    c["packed"] = a.packed
+    if a.mask:
+        c["mask"] = np.fromfile(a.mask, dtype="u1")
+        assert len(c["mask"]) == len(tokens), "one mask value per token"
+    if a.doc_starts:  # as a 0/1 flag per token, so windows of it are read like the tokens
+        c["doc_starts"] = np.zeros(len(tokens), dtype=np.int64)
+        c["doc_starts"][np.fromfile(a.doc_starts, dtype="<u8")] = 1
     ref = train(c, init, tokens)
     ok = check_exercised(c, ref)
     worst = [compare(c, ref, m, a.tolerance) for m in a.metrics]

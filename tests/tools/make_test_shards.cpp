@@ -4,6 +4,11 @@
 // writes OUT_PREFIX_000000.h5, ... (e.g. OUT_PREFIX = dir/train). The last id (V-1) ends documents.
 // --raw FILE also writes the whole token stream (the shards' concatenation in file-name order) as
 // little-endian uint32, so a reference script reads exactly the tokens ztrain reads, without HDF5.
+// --instruct 1 writes instruction shards instead: the stream is cut into samples of 3 to 14 tokens whose
+// first third (at least one token) is a prompt (loss mask 0) and the rest a response (1); --window W packs
+// them as ztok --pack does (data/sample_packing.hpp). --raw-mask FILE writes the mask as uint8, and
+// --raw-docs FILE the documents' (samples') start positions in the stream as little-endian uint64.
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "data/sample_packing.hpp"
 #include "data/shard.hpp"
 
 namespace {
@@ -21,11 +27,12 @@ std::uint64_t next(std::uint64_t& s) {  // splitmix64
   return z ^ (z >> 31);
 }
 // The stream as little-endian uint32 (the host order must be little-endian to write it as is).
-int write_raw(const std::string& path, const std::vector<std::uint32_t>& stream) {
+template <typename T>
+int write_raw(const std::string& path, const std::vector<T>& stream) {
   static_assert(std::endian::native == std::endian::little, "--raw writes the host's bytes as little-endian");
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return std::fprintf(stderr, "cannot open %s for writing\n", path.c_str()), 1;
-  const bool ok = std::fwrite(stream.data(), sizeof(std::uint32_t), stream.size(), f) == stream.size();
+  const bool ok = std::fwrite(stream.data(), sizeof(T), stream.size(), f) == stream.size();
   if (std::fclose(f) != 0 || !ok) return std::fprintf(stderr, "writing %s failed\n", path.c_str()), 1;
   return 0;
 }
@@ -36,11 +43,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S] [--raw FILE]\n");
     return 2;
   }
-  std::string prefix = argv[1], raw_path;
-  std::uint64_t n_tokens = 0, shard_tokens = 1 << 20, vocab = 97, seed = 1;
+  std::string prefix = argv[1], raw_path, raw_mask_path, raw_docs_path;
+  std::uint64_t n_tokens = 0, shard_tokens = 1 << 20, vocab = 97, seed = 1, instruct = 0, window = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--raw")) {
-      raw_path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--raw") || !std::strcmp(argv[i], "--raw-mask") || !std::strcmp(argv[i], "--raw-docs")) {
+      (argv[i][5] == 0 ? raw_path : argv[i][6] == 'm' ? raw_mask_path : raw_docs_path) = argv[i + 1];
       continue;
     }
     const std::uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
@@ -48,6 +55,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--shard-tokens")) shard_tokens = v;
     else if (!std::strcmp(argv[i], "--vocab")) vocab = v;
     else if (!std::strcmp(argv[i], "--seed")) seed = v;
+    else if (!std::strcmp(argv[i], "--instruct")) instruct = v;
+    else if (!std::strcmp(argv[i], "--window")) window = v;
     else return std::fprintf(stderr, "unknown option %s\n", argv[i]), 2;
   }
   const std::uint64_t eot = vocab - 1;
@@ -64,6 +73,26 @@ int main(int argc, char** argv) {
     prev = (r % 50 == 0) ? static_cast<std::uint32_t>(eot) : successor[prev % (vocab - 1) * 3 + (r >> 8) % 3];
     stream[i] = prev;
   }
+  std::vector<std::uint8_t> mask;
+  if (instruct != 0) {
+    if (window == 1) return std::fprintf(stderr, "--window must be at least 2\n"), 2;
+    zt::data::SampleLayout layout(window, static_cast<std::uint32_t>(eot));
+    for (std::uint64_t begin = 0, length = 0; begin < n_tokens; begin += length) {
+      length = std::min<std::uint64_t>(3 + next(s) % 12, n_tokens - begin);  // 3..14 tokens
+      zt::data::TokenizedSample sample;
+      sample.ids.assign(stream.begin() + static_cast<std::ptrdiff_t>(begin),
+                        stream.begin() + static_cast<std::ptrdiff_t>(begin + length));
+      const std::size_t prompt = std::max<std::size_t>(1, sample.ids.size() / 3);
+      for (std::size_t i = 0; i < sample.ids.size(); ++i) sample.loss_mask.push_back(i < prompt ? 0 : 1);
+      layout.add(sample);
+    }
+    layout.finish();
+    stream = layout.tokens();
+    mask = layout.loss_mask();
+    doc_starts = layout.sample_starts();
+    n_tokens = stream.size();
+    if (window > 0) shard_tokens = std::max<std::uint64_t>(1, shard_tokens / window) * window;
+  }
   zt::data::TokenizerInfo info;
   info.name = "synthetic-bigram";
   info.vocab_hash = "synthetic";
@@ -76,11 +105,15 @@ int main(int argc, char** argv) {
       if (d >= start && d < start + n) docs.push_back(d - start);
     char name[32];
     std::snprintf(name, sizeof name, "_%06llu.h5", static_cast<unsigned long long>(index));
-    zt::data::ShardWriter w(prefix + name, info, n, docs.size(), {"synthetic"});
+    const zt::data::InstructLayout layout{instruct != 0, "synthetic", window};
+    zt::data::ShardWriter w(prefix + name, info, n, docs.size(), {"synthetic"}, layout);
     w.append_tokens(std::span<const std::uint32_t>(stream.data() + start, n));
+    if (instruct != 0) w.append_loss_mask(std::span<const std::uint8_t>(mask.data() + start, n));
     w.append_doc_offsets(docs);
     w.commit();
   }
+  if (!raw_mask_path.empty() && write_raw(raw_mask_path, mask) != 0) return 1;
+  if (!raw_docs_path.empty() && write_raw(raw_docs_path, doc_starts) != 0) return 1;
   if (!raw_path.empty()) return write_raw(raw_path, stream);
   return 0;
 }

@@ -4,7 +4,9 @@
 // Hugging Face's repeat_kv; NKV = NH is GPT-2's multi-head attention.
 // Work is cut into query blocks of kBlockQ rows; every block's scores are two sgemms on one thread.
 // In mixed precision qkv, out and dout are widened into fp32 scratch (scratch.hpp), the fp32 path runs,
-// and out or dqkv is rounded once; lse is f32 in every precision.
+// and out or dqkv is rounded once; lse is f32 in every precision. With segment starts (document mask)
+// query i attends keys [first_i, i]: the scores left of first_i are computed and then zeroed like the
+// causal ones right of i.
 #include <omp.h>
 
 #include <algorithm>
@@ -28,6 +30,7 @@ constexpr std::int64_t kBlockQ = kAttentionBlockQ;
 struct Shape {
   std::int64_t B, T, C, W;  // W = C + 2 NKV hs: the width of a qkv row
   int n_head, n_kv_head;
+  const std::int32_t* starts = nullptr;  // [B,T] segment starts, or null
 };
 
 struct Head {
@@ -42,6 +45,7 @@ struct Head {
   const float* o;             // [T, hs] rows of stride C: out, and dout in backward
   const float* dout;
   float* lse;                 // [T]
+  const std::int32_t* first;  // [T] the first key each query attends (segment starts), or null: 0
 };
 
 // Query head h of batch b; its K/V head is h / (NH/NKV). Offsets are returned for dqkv to share.
@@ -56,6 +60,7 @@ Head head_at(const float* qkv, const Shape& s, std::int64_t b, std::int64_t h) {
   d.q = qkv + row0 + h * d.hs;
   d.k = qkv + row0 + d.C + kvh * d.hs;
   d.v = d.k + s.n_kv_head * d.hs;
+  d.first = s.starts ? s.starts + b * d.T : nullptr;
   return d;
 }
 
@@ -78,41 +83,46 @@ void scores(const Head& d, std::int64_t i0, std::int64_t bq, std::int64_t nk, fl
   gemm_serial(g);
 }
 
-// Softmax of row[0, valid) in place (causal: keys j <= i), zeros in [valid, nk); returns the row's
-// log-sum-exp.
-ZT_SIMD_CLONES float softmax_row(float* row, std::int64_t valid, std::int64_t nk) {
+// Softmax of row[first, valid) in place (causal: keys j <= i; document mask: j >= first), zeros in
+// [0, first) and [valid, nk); returns the row's log-sum-exp.
+ZT_SIMD_CLONES float softmax_row(float* row, std::int64_t first, std::int64_t valid, std::int64_t nk) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (std::int64_t j = 0; j < valid; ++j) mx = std::max(mx, row[j]);
+  for (std::int64_t j = first; j < valid; ++j) mx = std::max(mx, row[j]);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (std::int64_t j = 0; j < valid; ++j) {
+  for (std::int64_t j = first; j < valid; ++j) {
     row[j] = fast_exp(row[j] - mx);
     sum += row[j];
   }
   const float inv = 1.0f / sum;
 #pragma omp simd
-  for (std::int64_t j = 0; j < valid; ++j) row[j] *= inv;
+  for (std::int64_t j = first; j < valid; ++j) row[j] *= inv;
+  for (std::int64_t j = 0; j < first; ++j) row[j] = 0.0f;
   for (std::int64_t j = valid; j < nk; ++j) row[j] = 0.0f;
   return mx + std::log(sum);
 }
 
-// One backward row: p = exp(s - lse) over the causal keys, ds = p * (dp - D); zeros past them.
-ZT_SIMD_CLONES void grad_row(float* pr, float* sr, std::int64_t valid, std::int64_t nk, float lse, float D) {
+// One backward row: p = exp(s - lse) over the keys [first, valid), ds = p * (dp - D); zeros elsewhere.
+ZT_SIMD_CLONES void grad_row(float* pr, float* sr, std::int64_t first, std::int64_t valid, std::int64_t nk, float lse,
+                             float D) {
 #pragma omp simd
-  for (std::int64_t j = 0; j < valid; ++j) {
+  for (std::int64_t j = first; j < valid; ++j) {
     pr[j] = fast_exp(pr[j] - lse);
     sr[j] = pr[j] * (sr[j] - D);
   }
+  for (std::int64_t j = 0; j < first; ++j) pr[j] = sr[j] = 0.0f;
   for (std::int64_t j = valid; j < nk; ++j) pr[j] = sr[j] = 0.0f;
 }
+
+std::int64_t first_key(const Head& d, std::int64_t i) { return d.first ? d.first[i] : 0; }
 
 // One query block of the forward: P = softmax over keys j <= i (causal), lse_i = log sum_j exp(s_ij),
 // out[i0:i1] = P @ V[0:nk].
 void forward_block(const Head& d, float* out, std::int64_t i0, std::int64_t i1, float* S) {
   const std::int64_t bq = i1 - i0, nk = i1;
   scores(d, i0, bq, nk, S);
-  for (std::int64_t r = 0; r < bq; ++r) d.lse[i0 + r] = softmax_row(S + r * nk, i0 + r + 1, nk);
+  for (std::int64_t r = 0; r < bq; ++r) d.lse[i0 + r] = softmax_row(S + r * nk, first_key(d, i0 + r), i0 + r + 1, nk);
   Gemm g;
   g.m = bq, g.n = d.hs, g.k = nk;
   g.a = S, g.lda = nk;
@@ -139,7 +149,7 @@ void backward_block(const Head& d, std::int64_t i0, std::int64_t i1, float* P, f
     const float* orow = d.o + i * d.C;
     float D = 0.0f;
     for (std::int64_t c = 0; c < d.hs; ++c) D += dor[c] * orow[c];
-    grad_row(P + r * nk, dS + r * nk, valid, nk, d.lse[i], D);
+    grad_row(P + r * nk, dS + r * nk, first_key(d, i), valid, nk, d.lse[i], D);
   }
   const Gemm dq{false, false, bq, d.hs, nk, d.scale, dS, nk, d.k, ld, 0.0f, d.dq + i0 * ld, ld};
   const Gemm dk{true, false, nk, d.hs, bq, d.scale, dS, nk, d.q + i0 * ld, ld, 1.0f, d.dk, ld};
@@ -149,9 +159,10 @@ void backward_block(const Head& d, std::int64_t i0, std::int64_t i1, float* P, f
   gemm_serial(dv);
 }
 
-Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
+Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head,
+                      const Tensor& segment_starts) {
   const AttentionDims a = check_attention_shapes(op, qkv, out, lse, n_head);
-  return {a.B, a.T, a.C, a.W, n_head, a.n_kv_head};
+  return {a.B, a.T, a.C, a.W, n_head, a.n_kv_head, check_segment_starts(op, segment_starts, a.B, a.T, true)};
 }
 
 // out [B,T,C] and lse [B,NH,T] from qkv [B,T,3C], all fp32; tiles: threads * kBlockQ * T floats.
@@ -201,9 +212,9 @@ void backward_f32(float* dqkv, const float* dy, const float* qkv, const float* o
 
 }  // namespace
 
-void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) {
+void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts) {
   const char* op = "attention_forward";
-  const Shape s = check_attention(op, qkv, out, lse, n_head);
+  const Shape s = check_attention(op, qkv, out, lse, n_head, segment_starts);
   const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"qkv", qkv, Role::kCompute},
                                      {"lse", lse, Role::kF32}});
   if (x == DType::kF32)
@@ -219,9 +230,10 @@ void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_hea
   from_f32(out, of, threads_);
 }
 
-void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) {
+void CpuBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
+                                    Tensor segment_starts) {
   const char* op = "attention_backward";
-  const Shape s = check_attention(op, qkv, out, lse, n_head);
+  const Shape s = check_attention(op, qkv, out, lse, n_head, segment_starts);
   expect_shape(op, "dqkv", dqkv, {qkv.dim(0), qkv.dim(1), qkv.dim(2)});
   expect_shape(op, "dout", dout, {out.dim(0), out.dim(1), out.dim(2)});
   const DType x = compute_dtype(op, {{"dqkv", dqkv, Role::kCompute}, {"dout", dout, Role::kCompute},

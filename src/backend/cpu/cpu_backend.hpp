@@ -33,8 +33,9 @@ class CpuBackend final : public Backend {
   void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                        WeightLayout layout) override;
-  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) override;
-  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) override;
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts = Tensor()) override;
+  void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
+                          Tensor segment_starts = Tensor()) override;
   void gelu_forward(Tensor out, Tensor inp) override;
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;

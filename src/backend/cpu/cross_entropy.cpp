@@ -2,6 +2,7 @@
 // backward. Padded columns [vocab, Vp) never enter the softmax and get zero gradient. In mixed
 // precision each X row is widened into a per-thread fp32 row, the fp32 row kernels run on it, and the
 // gradient row is rounded once: the target's p - 1 is formed in fp32 before any rounding.
+// A target of kIgnoreTarget (-1: a token the loss mask leaves out) gives loss 0 and a zero gradient row.
 #include <omp.h>
 
 #include <algorithm>
@@ -43,8 +44,9 @@ void check_ce(const char* op, const Tensor& logits, const Tensor& targets, int v
               logits.shape_string());
   const std::int32_t* t = targets.i32(op);
   for (std::int64_t n = 0; n < N; ++n)
-    if (t[n] < 0 || t[n] >= vocab)
-      throw Error(cat(op, ": target ", t[n], " at row ", n, " is outside the vocabulary [0, ", vocab, ")"));
+    if ((t[n] < 0 || t[n] >= vocab) && t[n] != kIgnoreTarget)
+      throw Error(cat(op, ": target ", t[n], " at row ", n, " is outside the vocabulary [0, ", vocab, ") and is not ",
+                      kIgnoreTarget, " (ignored)"));
 }
 
 // Row n of X logits [N, Vp], its first `cols` columns widened into this thread's fp32 row of `rows`
@@ -62,6 +64,10 @@ void ce_forward_rows(float* loss, const T* x, const std::int32_t* t, std::int64_
                      float* rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t n = 0; n < N; ++n) {
+    if (t[n] == kIgnoreTarget) {
+      loss[n] = 0.0f;
+      continue;
+    }
     const float* row;
     if constexpr (kIsF32<T>) row = x + n * Vp;
     else row = widened_row(x, n, Vp, vocab, rows);
@@ -76,6 +82,10 @@ void ce_backward_rows(T* dx, const T* x, const std::int32_t* t, float dloss, std
                       int vocab, float* rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t n = 0; n < N; ++n) {
+    if (t[n] == kIgnoreTarget) {
+      std::fill_n(dx + n * Vp, Vp, store<T>(0.0f));
+      continue;
+    }
     const float* row;
     float* drow;
     if constexpr (kIsF32<T>) row = x + n * Vp, drow = dx + n * Vp;

@@ -107,9 +107,11 @@ static_assert(dkdv_smem_bytes<attn::SimtTile<128>>() <= 227 * 1024, "f32 hs 128 
 
 }  // namespace
 
-void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head, cudaStream_t stream) {
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head, cudaStream_t stream,
+                       const Tensor& segment_starts) {
   const char* op = "attention_forward";
   const Shape s = check_attention(op, qkv, out, lse, n_head);
+  const std::int32_t* starts = check_segment_starts(op, segment_starts, s.B, s.T, false);
   if (s.B == 0 || s.T == 0) return;
   dispatch_float(qkv.dtype, op, [&](auto tag) {
     using T = decltype(tag);
@@ -117,6 +119,7 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
     a.qkv = static_cast<const T*>(qkv.data);
     a.o = static_cast<T*>(out.data);
     a.lse = static_cast<float*>(lse.data);
+    a.starts = starts;
     a.vec = aligned16(a.qkv);  // hs % 8 == 0, so 3C is a whole number of 16-byte vectors too
     dispatch_tile<T>(s.hs, [&](auto tile) {
       using M = decltype(tile);
@@ -131,9 +134,11 @@ std::size_t attention_backward_scratch_bytes(std::int64_t B, std::int64_t T, std
 }
 
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                        int n_head, void* scratch, std::size_t scratch_bytes, cudaStream_t stream) {
+                        int n_head, void* scratch, std::size_t scratch_bytes, cudaStream_t stream,
+                        const Tensor& segment_starts) {
   const char* op = "attention_backward";
   const Shape s = check_attention(op, qkv, out, lse, n_head);
+  const std::int32_t* starts = check_segment_starts(op, segment_starts, s.B, s.T, false);
   expect_shape(op, "dqkv", dqkv, {s.B, s.T, 3 * s.C});
   expect_shape(op, "dout", dout, {s.B, s.T, s.C});
   if (dqkv.dtype != qkv.dtype || dout.dtype != qkv.dtype)
@@ -152,6 +157,7 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
     a.dqkv = static_cast<T*>(dqkv.data);
     a.lse_in = static_cast<const float*>(lse.data);
     a.D = static_cast<float*>(scratch);
+    a.starts = starts;
     a.vec = aligned16(a.qkv) && aligned16(a.dout);
 
     const std::int64_t rows = s.B * s.NH * s.T;

@@ -12,7 +12,9 @@
 
 namespace zt::backend::cuda {
 
-void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head, cudaStream_t stream);
+// segment_starts: [B,T] i32 on the device (backend.hpp's document mask), or empty.
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head, cudaStream_t stream,
+                       const Tensor& segment_starts = Tensor());
 
 // Scratch the backward pass needs (row terms D = rowsum(dO * O), fp32 dQ accumulators, ...), in bytes,
 // for these shapes; the backend allocates it from its caching allocator and passes it in.
@@ -21,6 +23,6 @@ std::size_t attention_backward_scratch_bytes(std::int64_t B, std::int64_t T, std
 // dqkv [B,T,3C] written (same dtype as qkv).
 void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                         const Tensor& lse, int n_head, void* scratch, std::size_t scratch_bytes,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const Tensor& segment_starts = Tensor());
 
 }  // namespace zt::backend::cuda

@@ -2,6 +2,8 @@
 // tile flavour M from attention_tiles.cuh (tensor cores for bf16/f16, CUDA cores for f32).
 // Blocks: kThreads threads on one (batch, head) and one 64-row tile; each warp owns 16 of the rows.
 // Scores live in the log2 domain: s2 = s * scale * log2(e), so every exponential is one exp2f.
+// With segment starts (the document mask) a query's keys before its sample start are masked like the
+// causal ones after it; the tile loops are unchanged (a masked tile costs its scores, adds nothing).
 #pragma once
 
 #include <cmath>
@@ -24,6 +26,7 @@ struct Args {
   float* lse;     // [B,NH,T]
   const float* lse_in;
   float* D;  // [B,NH,T] scratch: rowsum(dO * O)
+  const std::int32_t* starts;  // [B,T] first key of each query (document mask), or null: 0
   int B, T_, C, NH, hs;
   float scale;  // 1/sqrt(hs)
   bool vec;     // every row start 16-byte aligned: tiles load with 16-byte vectors
@@ -60,6 +63,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typena
   const int r = lane % 16, half = lane / 16;
   const int qrow = q0 + warp * kWarpRows + r;
   const int last_key = min(qrow, T_ - 1);  // causal; padding rows past T see the real keys only
+  const int first_key = a.starts ? a.starts[b * T_ + last_key] : 0;  // document mask: the row's sample
   const float c = a.scale * kLog2e;
   float m = -INFINITY, l = 0.0f;  // l: this lane's half of the row sum, scaled to the running max
 
@@ -78,16 +82,19 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typena
     float tile_max = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-      s[j] = key0 + j <= last_key ? s[j] * c : -INFINITY;
+      s[j] = key0 + j <= last_key && key0 + j >= first_key ? s[j] * c : -INFINITY;
       tile_max = fmaxf(tile_max, s[j]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
-    const float m_new = fmaxf(m, tile_max);  // finite: key k0 <= q0 <= last_key is always valid
-    const float alpha = exp2f(m - m_new);    // 0 on the first tile (m = -inf)
+    // -inf only while every key so far lies before the row's sample (document mask): then nothing is
+    // accumulated yet, and exp2f(-inf - -inf) would be NaN.
+    const float m_new = fmaxf(m, tile_max);
+    const bool none_yet = m_new == -INFINITY;
+    const float alpha = none_yet ? 1.0f : exp2f(m - m_new);  // 0 on the first tile with a valid key
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-      s[j] = exp2f(s[j] - m_new);
+      s[j] = none_yet ? 0.0f : exp2f(s[j] - m_new);
       sum += s[j];
     }
     l = l * alpha + sum;
@@ -192,6 +199,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
   const float c = a.scale * kLog2e;
   const float lse2 = qrow < T_ ? a.lse_in[bh * T_ + qrow] * kLog2e : 0.0f;
   const float D = qrow < T_ ? a.D[bh * T_ + qrow] : 0.0f;
+  const int first_key = a.starts && qrow < T_ ? a.starts[b * T_ + qrow] : 0;
 
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
@@ -203,7 +211,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
     M::scores(sDP, sdO + warp * kWarpRows * M::kLd, sV);
     __syncwarp();
     probabilities_and_grads<M>(
-        sS, sDP, false, c, [&](int, int col) { return qrow < T_ && k0 + col <= qrow; },
+        sS, sDP, false, c, [&](int, int col) { return qrow < T_ && k0 + col <= qrow && k0 + col >= first_key; },
         [&](int, int, float& l2, float& d) { l2 = lse2, d = D; });
     M::accumulate(acc, reinterpret_cast<const T*>(sDP), sK);
   }
@@ -268,7 +276,10 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Args<
     M::scores(sDP, sV + warp * kWarpRows * M::kLd, sdO);
     __syncwarp();
     probabilities_and_grads<M>(
-        sS, sDP, true, c, [&](int, int col) { return q0 + col < T_ && q0 + col >= krow; },
+        sS, sDP, true, c,
+        [&](int, int col) {
+          return q0 + col < T_ && q0 + col >= krow && (!a.starts || krow >= a.starts[b * T_ + q0 + col]);
+        },
         [&](int, int col, float& l2, float& d) { l2 = sLse2[col], d = sD[col]; });
     M::accumulate(dv, reinterpret_cast<const T*>(sS), sdO);
     M::accumulate(dk, reinterpret_cast<const T*>(sDP), sQ);

@@ -56,11 +56,17 @@ __device__ float row_lse(const T* row, int vocab) {
   return total.max + logf(total.sum);
 }
 
-// losses[n] = lse(logits[n, :vocab]) - logits[n, targets[n]]; a target outside [0, vocab) gives NaN.
+// losses[n] = lse(logits[n, :vocab]) - logits[n, targets[n]]; an ignored target (kIgnoreTarget) gives 0
+// without reading the row, any other target outside [0, vocab) NaN. The test is block-uniform (one row
+// per block), so the early return skips row_lse's barrier for the whole block or for none of it.
 template <typename T>
 __global__ void cross_entropy_forward_kernel(float* losses, const T* logits, const std::int32_t* targets, int Vp,
                                              int vocab) {
   const std::int64_t n = blockIdx.x;
+  if (targets[n] == kIgnoreTarget) {
+    if (threadIdx.x == 0) losses[n] = 0.0f;
+    return;
+  }
   const T* row = logits + n * Vp;
   const float lse = row_lse(row, vocab);
   if (threadIdx.x == 0) {
@@ -70,16 +76,21 @@ __global__ void cross_entropy_forward_kernel(float* losses, const T* logits, con
 }
 
 // dlogits[n, j] = dloss * (exp(logits[n, j] - lse) - [j == target]) for j < vocab, 0 for padded j.
-// In place is safe: each thread rewrites only the columns it reads, after row_lse's barrier.
+// In place is safe: each thread rewrites only the columns it reads, after row_lse's barrier. An ignored
+// target's row is all zeros (block-uniform branch, as in forward).
 template <typename T>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets, float dloss,
                                               int Vp, int vocab) {
   const std::int64_t n = blockIdx.x;
+  T* drow = dlogits + n * Vp;
+  if (targets[n] == kIgnoreTarget) {
+    for (int j = threadIdx.x; j < Vp; j += blockDim.x) drow[j] = from_f32<T>(0.0f);
+    return;
+  }
   const T* row = logits + n * Vp;
   const float lse = row_lse(row, vocab);
   const std::int32_t t = targets[n];
   const bool valid = t >= 0 && t < vocab;
-  T* drow = dlogits + n * Vp;
   for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
     float d = 0.0f;
     if (j < vocab) d = valid ? dloss * expf(to_f32(row[j]) - lse) - (j == t ? dloss : 0.0f) : CUDART_NAN_F;

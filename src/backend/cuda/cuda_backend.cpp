@@ -119,18 +119,19 @@ static void refuse_gqa(const char* op, const Tensor& qkv, const Tensor& out) {
 
 // Attention kernels live in attention.cu; the backward scratch comes from the caching allocator and
 // goes back right after the launch, which is safe on the single stream (caching_allocator.hpp).
-void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head) {
+void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts) {
   refuse_gqa("attention_forward (grouped-query)", qkv, out);
-  cuda::attention_forward(out, lse, qkv, n_head, stream_);
+  cuda::attention_forward(out, lse, qkv, n_head, stream_, segment_starts);
 }
 
-void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head) {
+void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
+                                     Tensor segment_starts) {
   refuse_gqa("attention_backward (grouped-query)", qkv, out);
   ZT_CHECK_EQ(qkv.rank, 3, "attention_backward: qkv must be [B,T,3C], got ", qkv.shape_string());
   const std::size_t scratch_bytes =
       attention_backward_scratch_bytes(qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, n_head);
   Buffer scratch = allocate(scratch_bytes);
-  cuda::attention_backward(dqkv, dout, qkv, out, lse, n_head, scratch.data(), scratch_bytes, stream_);
+  cuda::attention_backward(dqkv, dout, qkv, out, lse, n_head, scratch.data(), scratch_bytes, stream_, segment_starts);
 }
 
 }  // namespace cuda

@@ -88,6 +88,45 @@ TEST(Attention, OutputAtTDependsOnlyOnPositionsUpToT) {
   EXPECT_TRUE(later_changed);
 }
 
+// Document mask: attention over packed samples with segment starts equals attention run on each sample
+// alone (its own sequence), forward (out, lse) and backward (dqkv), with the row spanning two 64-row
+// query blocks; a start past its query is refused.
+TEST(Attention, SegmentStartsMatchEachSampleAlone) {
+  auto be = make_cpu_backend(3);
+  Tensors ts(*be);
+  const std::int64_t B = 2, T = 70, C = 6;
+  const int NH = 3;
+  const std::vector<std::vector<std::int64_t>> samples = {{0, 5, 9, 66}, {0, 3}};  // sample starts per row
+  std::vector<std::int32_t> starts(B * T);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (const std::int64_t s0 : samples[b])
+        if (s0 <= t) starts[b * T + t] = static_cast<std::int32_t>(s0);
+  Tensor qkv = ts.randn({B, T, 3 * C}, 1), out = ts.zeros({B, T, C}), lse = ts.zeros({B, NH, T});
+  Tensor R = ts.randn({B, T, C}, 2), dqkv = ts.filled({B, T, 3 * C}, nan()), seg = ts.ints({B, T}, starts);
+  be->attention_forward(out, lse, qkv, NH, seg);
+  be->attention_backward(dqkv, R, qkv, out, lse, NH, seg);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::size_t k = 0; k < samples[b].size(); ++k) {
+      const std::int64_t s0 = samples[b][k], n = (k + 1 < samples[b].size() ? samples[b][k + 1] : T) - s0;
+      Tensor q1 = ts.zeros({1, n, 3 * C}), o1 = ts.zeros({1, n, C}), l1 = ts.zeros({1, NH, n}), r1 = ts.zeros({1, n, C});
+      Tensor d1 = ts.zeros({1, n, 3 * C});
+      std::copy_n(Tensors::f(qkv) + (b * T + s0) * 3 * C, n * 3 * C, Tensors::f(q1));
+      std::copy_n(Tensors::f(R) + (b * T + s0) * C, n * C, Tensors::f(r1));
+      be->attention_forward(o1, l1, q1, NH);
+      be->attention_backward(d1, r1, q1, o1, l1, NH);
+      for (std::int64_t i = 0; i < n * C; ++i)
+        ASSERT_NEAR(Tensors::f(out)[(b * T + s0) * C + i], Tensors::f(o1)[i], 1e-6) << "b=" << b << " sample " << k;
+      for (int h = 0; h < NH; ++h)
+        for (std::int64_t i = 0; i < n; ++i)
+          ASSERT_NEAR(Tensors::f(lse)[(b * NH + h) * T + s0 + i], Tensors::f(l1)[h * n + i], 1e-5);
+      for (std::int64_t i = 0; i < n * 3 * C; ++i)
+        ASSERT_NEAR(Tensors::f(dqkv)[(b * T + s0) * 3 * C + i], Tensors::f(d1)[i], 1e-5) << "b=" << b << " sample " << k;
+    }
+  starts[3] = 4;  // position 3 cannot start at 4
+  EXPECT_THROW(be->attention_forward(out, lse, qkv, NH, ts.ints({B, T}, starts)), Error);
+}
+
 TEST(Attention, HeadsThatDoNotDivideCAreRefused) {
   auto be = make_cpu_backend(1);
   Tensors ts(*be);

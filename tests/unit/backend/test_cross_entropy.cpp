@@ -52,6 +52,26 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferencesWithZeroPaddedColumns) {
   }
 }
 
+// kIgnoreTarget rows (outside the loss mask): loss 0 and a zero gradient row; the other rows as without them.
+TEST(CrossEntropy, IgnoredTargetsGiveZeroLossAndZeroGradient) {
+  auto be = make_cpu_backend(2);
+  Tensors ts(*be);
+  const std::int64_t N = 4, V = 11, Vp = 16;
+  Tensor logits = ts.randn({N, Vp}, 3), losses = ts.filled({N}, 5.0f), plain = ts.zeros({N});
+  be->cross_entropy_forward(losses, logits, ts.ints({N}, {2, kIgnoreTarget, 7, kIgnoreTarget}), V);
+  be->cross_entropy_forward(plain, logits, ts.ints({N}, {2, 0, 7, 0}), V);
+  EXPECT_EQ(Tensors::f(losses)[0], Tensors::f(plain)[0]);
+  EXPECT_EQ(Tensors::f(losses)[1], 0.0f);
+  EXPECT_EQ(Tensors::f(losses)[2], Tensors::f(plain)[2]);
+  EXPECT_EQ(Tensors::f(losses)[3], 0.0f);
+  Tensor dlogits = ts.filled({N, Vp}, nan());
+  be->cross_entropy_backward(dlogits, logits, ts.ints({N}, {2, kIgnoreTarget, 7, kIgnoreTarget}), 0.5f, V);
+  for (std::int64_t n : {1, 3})
+    for (std::int64_t j = 0; j < Vp; ++j) EXPECT_EQ(Tensors::f(dlogits)[n * Vp + j], 0.0f);
+  EXPECT_NE(Tensors::f(dlogits)[0], 0.0f);
+  EXPECT_THROW(be->cross_entropy_forward(losses, logits, ts.ints({N}, {2, -2, 7, 0}), V), Error);  // only -1 is ignored
+}
+
 TEST(CrossEntropy, TargetOutsideTheVocabularyIsRefused) {
   auto be = make_cpu_backend(1);
   Tensors ts(*be);

@@ -48,6 +48,18 @@ class FailingSource : public TokenSource {
   std::string describe() const override { return "failing"; }
 };
 
+// data.document_mask: each input's segment start is where its document began inside the window (0 when
+// before it); a document starting at the window's last token (a target only) changes no input.
+TEST(BatchLoader, SegmentStartsFollowTheDocumentsInsideEachWindow) {
+  MemoryTokens source(std::vector<std::int32_t>(40), std::vector<std::uint8_t>(40, 1));
+  source.set_document_starts({0, 3, 12, 15, 18, 30});
+  std::vector<std::int32_t> got(8);
+  window_segment_starts(source, 10, 8, got.data());
+  EXPECT_EQ(got, (std::vector<std::int32_t>{0, 0, 2, 2, 2, 5, 5, 5}));
+  window_segment_starts(source, 0, 8, got.data());
+  EXPECT_EQ(got, (std::vector<std::int32_t>{0, 0, 0, 3, 3, 3, 3, 3}));
+}
+
 TEST(BatchLoader, ReaderFailureReachesTheCaller) {
   BatchLoader loader(std::make_shared<FailingSource>(), WindowOrder(100, 4, false, 0), BatchSlice{2, 2, 1, 0}, 1, 0);
   try {

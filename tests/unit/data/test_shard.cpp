@@ -1,7 +1,10 @@
 // Shard writer and reader: the schema, round trips, determinism and every validation the reader does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
+#include "data/shard_set.hpp"
 #include "io/hdf5.hpp"
 #include "shard_test_util.hpp"
 
@@ -137,6 +140,44 @@ TEST(Shard, FormatVersionIsChecked) {
   f.set_attr("format_version", std::uint64_t{2});
   f.close();
   expect_input_error(dir.path / "v2.h5", {}, "format_version 2");
+}
+
+}  // namespace
+}  // namespace zt::data
+
+namespace zt::data {
+namespace {
+
+// Instruction shards: the loss mask and window come back as written (mask across a chunk boundary), a
+// stream does not mix them with plain shards or other windows, and a mask value other than 0/1 is refused.
+TEST(Shard, InstructionShardsCarryTheLossMaskAndWindow) {
+  testing::TempDir dir("instruct_shard");
+  const std::uint64_t n = kShardChunkTokens + 17 * 3 - kShardChunkTokens % 17;  // whole windows of 17
+  std::vector<std::uint32_t> tokens(n);
+  std::vector<std::uint8_t> mask(n);
+  for (std::uint64_t i = 0; i < n; ++i) tokens[i] = static_cast<std::uint32_t>(i % 50000), mask[i] = (i / 5) % 2;
+  auto write = [&](const fs::path& path, std::uint64_t window) {
+    ShardWriter w(path, testing::gpt2_info(), n, 1, {"set.jsonl"}, InstructLayout{true, "chatml", window});
+    w.append_tokens(tokens);
+    w.append_loss_mask(mask);
+    const std::uint64_t docs[] = {0};
+    w.append_doc_offsets(docs);
+    w.commit();
+  };
+  write(dir.path / "a.h5", 17);
+  const ShardReader r = ShardReader::open(dir.path / "a.h5");
+  EXPECT_TRUE(r.info().has_loss_mask);
+  EXPECT_EQ(r.info().window, 17u);
+  std::vector<std::uint8_t> got(40);
+  r.read_loss_mask(kShardChunkTokens - 20, got);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), mask.begin() + static_cast<std::ptrdiff_t>(kShardChunkTokens - 20)));
+  testing::write_shard(dir.path / "plain.h5", {1, 2, 3}, {0});
+  EXPECT_THROW(ShardSet({(dir.path / "a.h5").string(), (dir.path / "plain.h5").string()}, {}), InputError);
+  write(dir.path / "b.h5", 0);
+  EXPECT_THROW(ShardSet({(dir.path / "a.h5").string(), (dir.path / "b.h5").string()}, {}), InputError);
+  ShardWriter w(dir.path / "bad.h5", testing::gpt2_info(), 1, 0, {}, InstructLayout{true, "chatml", 0});
+  const std::uint8_t two[] = {2};
+  EXPECT_THROW(w.append_loss_mask(two), Error);
 }
 
 }  // namespace

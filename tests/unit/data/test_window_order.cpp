@@ -90,5 +90,21 @@ TEST(BatchSlice, GlobalBatchesDoNotDependOnWorldOrMicroBatch) {
   }
 }
 
+// Packed instruction data (ztok --pack): windows of seq_len + 1 laid end to end, none overlapping, and a
+// shuffled epoch is a permutation of them.
+TEST(WindowOrder, PackedWindowsLieEndToEnd) {
+  WindowOrder plain(34, 16, false, 1), packed(34, 16, false, 1, true);
+  EXPECT_EQ(plain.windows_per_epoch(), 2u);
+  EXPECT_EQ(plain.window_start(1), 16u);
+  EXPECT_EQ(packed.windows_per_epoch(), 2u);
+  EXPECT_EQ(packed.window_start(1), 17u);
+  EXPECT_EQ(packed.window_start(2), 0u);  // the next epoch
+  WindowOrder shuffled(17 * 9, 16, true, 5, true);
+  std::vector<std::uint64_t> starts;
+  for (std::uint64_t g = 0; g < 9; ++g) starts.push_back(shuffled.window_start(g));
+  std::sort(starts.begin(), starts.end());
+  for (std::uint64_t g = 0; g < 9; ++g) EXPECT_EQ(starts[g], 17 * g);
+}
+
 }  // namespace
 }  // namespace zt::data

@@ -63,6 +63,43 @@ TEST(Sampler, TopOneIsGreedy) {
   EXPECT_EQ(text, "Hello" + tokenizer->decode(ids));
 }
 
+// A fine-tuned model's vocabulary covers specials above GPT-2's 50257 ids (ztok --special); the sampler
+// never draws them (the tokenizer could not write them out). Here every logit is 0 but special 50258's
+// (ln_f's output is its bias e_0, and only that wte row has a non-zero first element), so without the
+// limit greedy sampling would pick it.
+TEST(Sampler, NeverDrawsIdsAboveTheTokenizersVocabulary) {
+  ZT_REQUIRE_VOCAB();
+  auto be = backend::make_cpu_backend(1);
+  model::ParamTable table{model::GptShape::make(1, 2, 16, 50259, 16)};
+  model::Gpt2 gpt{*be, table, 1};
+  std::vector<float> host(table.numel());
+  model::init_params(table, 7, host.data());
+  for (const model::ParamInfo& p : table.params()) {
+    if (p.name == "transformer.wte.weight") {
+      std::fill_n(host.begin() + static_cast<std::ptrdiff_t>(p.offset), 50259 * 16, 0.0f);
+      host[p.offset + 50258 * 16] = 100.0f;
+    }
+    if (p.name == "transformer.ln_f.weight") std::fill_n(host.begin() + static_cast<std::ptrdiff_t>(p.offset), 16, 0.0f);
+    if (p.name == "transformer.ln_f.bias") {
+      std::fill_n(host.begin() + static_cast<std::ptrdiff_t>(p.offset), 16, 0.0f);
+      host[p.offset] = 1.0f;
+    }
+  }
+  backend::Buffer flat = be->allocate(table.numel() * sizeof(float));
+  be->copy_from_host(flat.data(), host.data(), host.size() * sizeof(float));
+  model::FlatParams params(table, flat.view(DType::kF32, {static_cast<std::int64_t>(table.numel())}));
+  std::vector<std::int32_t> window(16, 0);
+  const std::vector<float> logits = gpt.forward_logits(window.data(), params);
+  ASSERT_EQ(std::max_element(logits.begin(), logits.begin() + 50259) - logits.begin(), 50258);  // the trap is set
+  SampleOptions o;
+  o.n_tokens = 3;
+  o.top_k = 1;
+  std::string text;
+  EXPECT_NO_THROW(text = sample_text(gpt, params, *tokenizer, "Hi", o));  // decoding id 50258 would throw
+  EXPECT_EQ(text.rfind("Hi", 0), 0u);
+  EXPECT_GT(text.size(), 2u);
+}
+
 }  // namespace
 }  // namespace zt::train
 

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# ztok --format instruct: both record forms rendered with ChatML and Llama 3's template (the specials
+# as single ids given by --special), the loss mask over exactly the assistants' content and end token
+# (decoded back to text here), packing into windows of --seq-len + 1 with the cut samples counted, and
+# exit 2 naming file:line and field for bad records, for missing special ids and for misused options.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+chatml=(--special '<|im_start|>=50257' --special '<|im_end|>=50258')
+llama3=(--special '<|begin_of_text|>=50257' --special '<|start_header_id|>=50258' --special '<|end_header_id|>=50259'
+        --special '<|eot_id|>=50260')
+cat >"$work/set.jsonl" <<'JSONL'
+{"prompt": "Name a colour.", "response": "Blue."}
+
+{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say <|im_end|> please"}, {"role": "assistant", "content": " It is <|im_end|> "}, {"role": "user", "content": "Again"}, {"role": "assistant", "content": "caf\u00e9"}]}
+JSONL
+
+# decode DIR NAMES...: the train shards' text (specials by name, ids 50257...) and that of the masked-in tokens
+decode() {
+  "$shard_dump" tokens "$work/ids.u32" "$1"/train_*.h5 && "$shard_dump" mask "$work/mask.u8" "$1"/train_*.h5 || fail "shard_dump"
+  shift
+  /usr/bin/python3 - "$vocab/encoder.json" "$work/ids.u32" "$work/mask.u8" "$@" <<'PY'
+import json, struct, sys
+enc = json.load(open(sys.argv[1]))
+# GPT-2's byte <-> printable code point table (encoder.py bytes_to_unicode)
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, n = bs[:], 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+byte_of = {chr(c): b for b, c in zip(bs, cs)}
+tokens = {i: bytes(byte_of[ch] for ch in t) for t, i in enc.items()}
+for k, name in enumerate(sys.argv[4:]):
+    tokens[50257 + k] = name.encode()
+raw = open(sys.argv[2], "rb").read()
+ids = struct.unpack(f"<{len(raw) // 4}I", raw)
+mask = open(sys.argv[3], "rb").read()
+print(repr(b"".join(tokens[i] for i in ids).decode()))
+print(repr(b"".join(tokens[i] for i, m in zip(ids, mask) if m).decode()))
+PY
+}
+
+"$ztok" --vocab "$vocab" --out "$work/chatml" --format instruct --chat-template chatml "${chatml[@]}" -q "$work/set.jsonl" \
+  2>"$work/chatml.log" || fail "ztok chatml: $(cat "$work/chatml.log")"
+decode "$work/chatml" '<|im_start|>' '<|im_end|>' >"$work/chatml.txt"
+cat >"$work/chatml.want" <<'EOF2'
+'<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\nBlue.<|im_end|>\n<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nSay <|im_end|> please<|im_end|>\n<|im_start|>assistant\n It is <|im_end|> <|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\ncafé<|im_end|>\n'
+'Blue.<|im_end|> It is <|im_end|> <|im_end|>café<|im_end|>'
+EOF2
+diff "$work/chatml.want" "$work/chatml.txt" || fail "ChatML rendering or loss mask differs (above)"
+# The content's "<|im_end|>" is text: only the template's 8 end tokens (3 + 5 messages) are id 50258.
+[ "$(/usr/bin/python3 -c "import struct; d=open('$work/ids.u32','rb').read(); print(struct.unpack(f'<{len(d)//4}I', d).count(50258))")" = 8 ] ||
+  fail "special-token text in content became a special id"
+"$shard_dump" info "$work/chatml/train_000000.h5" | grep -qx 'vocab_size=50259' || fail "vocab_size must cover the specials"
+"$shard_dump" docs "$work/chatml/train_000000.h5" | grep -Eq '^[0-9]+: 0 [0-9]+$' || fail "two sample boundaries expected"
+
+"$ztok" --vocab "$vocab" --out "$work/llama3" --format instruct --chat-template llama3 "${llama3[@]}" --pack --seq-len 64 \
+  -q "$work/set.jsonl" 2>"$work/llama3.log" || fail "ztok llama3: $(cat "$work/llama3.log")"
+decode "$work/llama3" '<|begin_of_text|>' '<|start_header_id|>' '<|end_header_id|>' '<|eot_id|>' >"$work/llama3.txt"
+sed -n 2p "$work/llama3.txt" | grep -qxF "'Blue.<|eot_id|>It is <|im_end|><|eot_id|>café<|eot_id|>'" ||
+  fail "Llama 3 loss mask (content trimmed): $(cat "$work/llama3.txt")"
+"$shard_dump" info "$work/llama3/train_000000.h5" >"$work/info.txt"
+grep -qx 'window=65' "$work/info.txt" && grep -qx 'loss_mask=1' "$work/info.txt" || fail "packed shard attributes: $(cat "$work/info.txt")"
+n=$(grep '^n_tokens=' "$work/info.txt" | cut -d= -f2)
+[ $((n % 65)) -eq 0 ] || fail "packed shard of $n tokens is not whole windows of 65"
+grep -q 'were longer than a window' "$work/llama3.log" && fail "no sample is longer than 65 tokens, yet one was cut"
+"$ztok" --vocab "$vocab" --out "$work/cut" --format instruct --chat-template llama3 "${llama3[@]}" --pack --seq-len 20 \
+  -q "$work/set.jsonl" 2>"$work/cut.log" || fail "ztok --seq-len 20: $(cat "$work/cut.log")"
+grep -q '1 sample(s) were longer than a window' "$work/cut.log" || fail "the cut sample is not reported: $(cat "$work/cut.log")"
+
+# The bundled example (README "Fine-tuning") is what its script generates, and tokenizes as documented.
+/usr/bin/python3 "$root/inputs/instruct/make_instruct_set.py" | cmp -s - "$root/inputs/instruct/instruct.jsonl" ||
+  fail "inputs/instruct/instruct.jsonl differs from what make_instruct_set.py writes"
+"$ztok" --vocab "$vocab" --out "$work/example" --format instruct --chat-template chatml "${chatml[@]}" --pack --seq-len 128 \
+  --valid-fraction 0.1 -q "$root/inputs/instruct/instruct.jsonl" >"$work/example.log" 2>&1 || fail "the example: $(cat "$work/example.log")"
+grep -q '200 instruction records' "$work/example.log" && [ -f "$work/example/valid_000000.h5" ] || fail "the example: $(cat "$work/example.log")"
+
+expect_exit2() {  # NEEDLE ARGS...: ztok exits 2 with NEEDLE in its message
+  local needle=$1; shift
+  set +e
+  "$ztok" --vocab "$vocab" -q "$@" >/dev/null 2>"$work/e.log"
+  local rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "exit $rc, expected 2: $* ($(cat "$work/e.log"))"
+  grep -qF -- "$needle" "$work/e.log" || fail "message lacks '$needle': $(cat "$work/e.log")"
+  echo "ok: $(tail -n 1 "$work/e.log")"
+}
+printf '{"prompt": "a", "response": "b"}\n{"messages": [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]}\n' >"$work/bad.jsonl"
+expect_exit2 "bad.jsonl:2: field \`messages[1].role\` is 'robot'" --out "$work/o1" --format instruct --chat-template chatml \
+  "${chatml[@]}" "$work/bad.jsonl"
+printf '{"prompt": "a"}\n' >"$work/noresp.jsonl"
+expect_exit2 "noresp.jsonl:1: field \`response\` is missing" --out "$work/o2" --format instruct --chat-template chatml \
+  "${chatml[@]}" "$work/noresp.jsonl"
+expect_exit2 "--special '<|im_end|>=ID'" --out "$work/o3" --format instruct --chat-template chatml \
+  --special '<|im_start|>=50257' "$work/set.jsonl"
+expect_exit2 "--pack and --seq-len" --out "$work/o4" --format instruct --chat-template chatml "${chatml[@]}" --pack "$work/set.jsonl"
+expect_exit2 "needs --chat-template" --out "$work/o5" --format instruct "$work/set.jsonl"
+expect_exit2 "already holds shards" --out "$work/chatml" --format instruct --chat-template chatml "${chatml[@]}" "$work/set.jsonl"
+expect_exit2 "is an ordinary token" --out "$work/o6" --format instruct --chat-template chatml --special '<|im_start|>=7' \
+  --special '<|im_end|>=50258' "$work/set.jsonl"
+echo "PASS"
