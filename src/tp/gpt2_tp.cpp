@@ -101,7 +101,7 @@ void Gpt2Tp::block_forward(int l, const Tensor& w) {
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
   column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
-  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_);
+  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_, segments_.tensor());
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB),
                        WeightLayout::kInOut);
   be_.add(L.res2, x, a_.proj);
@@ -168,7 +168,7 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.accumulate(a_.dres, a_.dtmp);
   row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
                         param(w, u, kAttnProjW), WeightLayout::kInOut);
-  be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_);
+  be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_, segments_.tensor());
   column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, input_of(L.ln1),
                            param(w, u, kAttnW), WeightLayout::kInOut);
   norm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);

@@ -111,7 +111,7 @@ void LlamaTp::block_forward(int l, const Tensor& w) {
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
   column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
   be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
-  be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_));
+  be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_), segments_.tensor());
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
   be_.add(L.res2, x, a_.proj);
   be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
@@ -173,7 +173,7 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   norm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
   row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
-  be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, static_cast<int>(heads_));
+  be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, static_cast<int>(heads_), segments_.tensor());
   be_.rope_backward(dqkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
   column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), Tensor(), dqkv, input_of(L.ln1),
                            fused(w, u, kQ, qkv_width_), kOutIn);

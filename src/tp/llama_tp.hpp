@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/lm_head.hpp"
 #include "backend/backend.hpp"
 #include "dist/communicator.hpp"
 #include "model/model.hpp"
@@ -32,7 +33,9 @@ class LlamaTp final : public model::Model {
   const model::ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return DType::kF32; }
-  std::size_t activation_bytes() const override { return arena_.bytes(); }
+  // data.document_mask: the same starts on every TP rank (all hold the whole sequence in attention).
+  void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
+  std::size_t activation_bytes() const override { return arena_.bytes() + segments_.bytes(); }
   // The same for any shape and degree, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
 
@@ -65,6 +68,7 @@ class LlamaTp final : public model::Model {
   const model::ParamTable& table_;
   model::GptShape s_;
   int B_, tp_, r_;
+  model::SegmentStarts segments_;
   bool sp_;
   std::int64_t Vs_, heads_, kv_heads_, qkv_width_, ffn_;  // this rank's share of each
   backend::Buffer arena_;
