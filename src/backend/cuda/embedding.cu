@@ -1,9 +1,10 @@
 // Token (+ position) embedding on the GPU, forward and backward (GPT-2: h0 = wte[token] + wpe[position];
 // Llama: no position table, h0 = wte[token]). Forward: one thread per output element. Backward, both
-// deterministic (the same bits on every run, and the CPU twin's bits): dwpe is a fixed-order sum over
-// the batch, one thread per (t, c); for dwte, whose rows of one token collide, a stable radix sort of
-// (token, row) pairs (CUB) groups each token's rows in row order, then one block per token adds them
-// into dwte in that order: the CPU's summation order exactly, with no atomics.
+// deterministic (the same bits on every run, and the CPU twin's bits: the same fp32 additions in the
+// same order): dwpe adds the batch in order, one thread per (t, c); for dwte, whose rows of one token
+// collide, a stable radix sort of (token, row) pairs (CUB) groups each token's rows in row order, then
+// one block per token adds them into dwte in that order, with no atomics. A very frequent token makes
+// its block long (its rows are added one after another), the price of the fixed order.
 #include <math_constants.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -18,8 +19,9 @@
 namespace zt::backend::cuda {
 namespace {
 
-// out[bt, c] = wte[tokens[bt], c] + wpe[bt % T, c] (wpe null: + 0, exact); out, wte, wpe in T_. A token outside wte's rows
-// (a data bug the loader should have caught) yields NaN rather than a read out of bounds.
+// out[bt, c] = wte[tokens[bt], c] + wpe[bt % T, c] (wpe null: the wte row copied exactly, as the CPU);
+// out, wte, wpe in T_. A token outside wte's rows (a data bug the loader should have caught) yields NaN
+// rather than a read out of bounds.
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* wte, const T* wpe,
                                          std::int64_t BT, std::int64_t T_len, std::int64_t C, std::int64_t Vp) {
@@ -27,8 +29,8 @@ __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, con
     const std::int64_t bt = i / C, c = i % C;
     const std::int32_t tok = tokens[bt];
     const bool valid = tok >= 0 && tok < Vp;
-    const float pos = wpe == nullptr ? 0.0f : to_f32(wpe[(bt % T_len) * C + c]);
-    out[i] = from_f32<T>(valid ? to_f32(wte[tok * C + c]) + pos : CUDART_NAN_F);
+    const float e = valid ? to_f32(wte[tok * C + c]) : CUDART_NAN_F;
+    out[i] = from_f32<T>(wpe == nullptr ? e : e + to_f32(wpe[(bt % T_len) * C + c]));
   }
 }
 
@@ -55,14 +57,15 @@ __global__ void embedding_dwte_runs_kernel(float* dwte, const T* dout, const std
   }
 }
 
-// dwpe[t, c] += sum_b dout[b, t, c], b in order. One thread per (t, c); dwpe f32.
+// dwpe[t, c] = ((dwpe[t, c] + dout[0, t, c]) + dout[1, t, c]) + ..., b in order (the CPU's order).
+// One thread per (t, c); dwpe f32.
 template <typename T>
 __global__ void embedding_dwpe_kernel(float* dwpe, const T* dout, std::int64_t B, std::int64_t T_len,
                                       std::int64_t C) {
   for (std::int64_t i = grid_start(); i < T_len * C; i += grid_step()) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < B; ++b) sum += to_f32(dout[b * T_len * C + i]);
-    dwpe[i] += sum;
+    float acc = dwpe[i];
+    for (std::int64_t b = 0; b < B; ++b) acc += to_f32(dout[b * T_len * C + i]);
+    dwpe[i] = acc;
   }
 }
 
