@@ -2,11 +2,12 @@
 // registered case (its arguments' shapes, roles and values, and the calls that run it), and one driver
 // runs every case on both backends in f32, bf16 and f16 and compares the outputs; a second driver runs
 // every case twice on the GPU and wants the same bytes (the backward passes are deterministic: no
-// atomics). Cases: RMSNorm (forward + backward, in place too), RoPE with llama3-scaled frequencies
-// (forward, backward), SwiGLU, the embedding without a position table (its dwte bit-identical to the
-// CPU's: same inputs, same summation order), and grouped-query / multi-query attention through the
-// backend interface. Shapes are not multiples of the block sizes; parameter gradients start non-zero
-// (the += rule). Skips, saying why, where no GPU is visible.
+// atomics). Cases: RMSNorm (forward + backward, in place too, fused with the residual add and with the
+// residual gradient's accumulation), RoPE with llama3-scaled frequencies (forward, backward), SwiGLU,
+// the embedding without a position table (its dwte bit-identical to the CPU's: same inputs, same
+// summation order), and grouped-query / multi-query attention through the backend interface. Shapes are
+// not multiples of the block sizes; parameter gradients start non-zero (the += rule). Skips, saying why,
+// where no GPU is visible.
 #include <cstring>
 #include <functional>
 #include <string>
@@ -95,6 +96,17 @@ std::vector<OpCase> registry() {
                    [](Backend& be, const std::vector<Tensor>& a) {
                      be.rmsnorm_forward(a[5], a[2], a[0], a[1], 1e-6f);
                      be.rmsnorm_backward(a[3], a[4], a[3], a[0], a[1], a[2]);
+                   }});
+  // Llama's block fusions: res = a + b with the norm after it (res over a, as the model may), and the
+  // input gradient added into a non-zero residual gradient.
+  cases.push_back({"add_rmsnorm_forward, rmsnorm_backward_accumulate",
+                   {{{300, 96}, Kind::kX, normal(50, 2.0f), true}, {{300, 96}, Kind::kX, normal(51)},
+                    {{96}, Kind::kX, normal(52)}, out({300, 96}), out({300}, Kind::kF32),
+                    {{300, 96}, Kind::kX, normal(53)}, {{300, 96}, Kind::kX, normal(54), true},
+                    {{96}, Kind::kF32, normal(55), true}},
+                   [](Backend& be, const std::vector<Tensor>& a) {
+                     be.add_rmsnorm_forward(a[0], a[3], a[4], a[0], a[1], a[2], 1e-5f);
+                     be.rmsnorm_backward_accumulate(a[6], a[7], a[5], a[0], a[2], a[4]);
                    }});
   // q and k heads of a GQA qkv row (NH 4 + NKV 2 heads of 16) rotated, v untouched; T = 300 makes
   // angles of hundreds of radians.
