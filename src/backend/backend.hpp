@@ -125,6 +125,15 @@ class Backend {
   virtual void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) = 0;
   // dinp = rstd * (g - xhat * mean(g * xhat)), g = dout * weight, xhat = x * rstd (written); dweight +=
   virtual void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) = 0;
+  // The residual add fused with the RMSNorm after it (Llama's block): res = a + b (rounded to X, as add),
+  // then rmsnorm_forward(out, rstd, res, weight, eps); the same values as the two ops, without reading res
+  // back from memory. res may alias a or b.
+  virtual void add_rmsnorm_forward(Tensor res, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor weight,
+                                   float eps) = 0;
+  // rmsnorm_backward with its input gradient added into the residual stream's: dres += dinp (dinp rounded
+  // to X, then the sum, as rmsnorm_backward then accumulate compute it), dweight +=; no [N,C] dinp kept.
+  virtual void rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
+                                           Tensor rstd) = 0;
 
   // ---- rotary position embedding, rotate-half form (Hugging Face Llama's q/k layout) -----------------
   // In place on x [B,T,W]: each of the first n_rot_heads heads of hs = 2*inv_freq.numel() columns, at

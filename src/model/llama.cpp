@@ -53,7 +53,7 @@ std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, 
   a.lnf = c.take({B, T, C}), a.lnf_rstd = c.stat({N});
   a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
   a.proj = c.take({B, T, C});
-  a.dres = c.take({B, T, C}), a.dtmp = c.take({B, T, C}), a.dln = c.take({B, T, C});
+  a.dres = c.take({B, T, C}), a.dln = c.take({B, T, C});
   a.dbig = c.take({B, T, std::max(W, 2 * F)}), a.dact = c.take({B, T, F});
   return c.used;
 }
@@ -98,7 +98,8 @@ void Llama::check_ids(const char* what, const std::int32_t* ids) const {
 }
 
 // x = block input; ln1 = RMSNorm(x); qkv = RoPE(ln1 [Wq|Wk|Wv]^T); atty = attn(qkv); res2 = x + atty Wo^T;
-// ln2 = RMSNorm(res2); gu = ln2 [Wgate|Wup]^T; act = silu(gate) * up; res3 = res2 + act Wdown^T.
+// ln2 = RMSNorm(res2) (one fused op with the add); gu = ln2 [Wgate|Wup]^T; act = silu(gate) * up;
+// res3 = res2 + act Wdown^T.
 void Llama::block_forward(int l, const Tensor& w) {
   const int u = 1 + l;
   Layer& L = a_.layers[l];
@@ -108,8 +109,7 @@ void Llama::block_forward(int l, const Tensor& w) {
   be_.rope_forward(L.qkv, inv_freq_, s_.n_head + s_.n_kv_head);  // q's heads, then k's
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
   be_.matmul_forward(a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
-  be_.add(L.res2, x, a_.proj);
-  be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
+  be_.add_rmsnorm_forward(L.res2, L.ln2, L.ln2_rstd, x, a_.proj, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
   be_.matmul_forward(L.gu, L.ln2, fused(w, u, kGate, 2 * std::int64_t{s_.ffn_hidden}), Tensor(), kOutIn);
   be_.swiglu_forward(L.act, L.gu);
   be_.matmul_forward(a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
@@ -162,15 +162,15 @@ void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.matmul_backward(a_.dact, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
   be_.swiglu_backward(dgu, L.gu, a_.dact);
   be_.matmul_backward(a_.dln, fused(g, u, kGate, F2), Tensor(), dgu, L.ln2, fused(w, u, kGate, F2), kOutIn);
-  be_.rmsnorm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
-  be_.accumulate(a_.dres, a_.dtmp);  // d res2 = d res3 (residual path) + through the norm
+  // d res2 = d res3 (residual path) + through the norm
+  be_.rmsnorm_backward_accumulate(a_.dres, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
   // attention: res2 = x + attn(RoPE(ln1 [Wq|Wk|Wv]^T)) Wo^T
   be_.matmul_backward(a_.dln, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
   be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
   be_.rope_backward(dqkv, inv_freq_, s_.n_head + s_.n_kv_head);
   be_.matmul_backward(a_.dln, fused(g, u, kQ, W), Tensor(), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
-  be_.rmsnorm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
-  be_.accumulate(a_.dres, a_.dtmp);  // d x = d res2 + through the norm
+  // d x = d res2 + through the norm
+  be_.rmsnorm_backward_accumulate(a_.dres, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
 }
 
 // Full: the whole block forward again (bit-identical). Selective: attention from the kept (rotated) qkv,

@@ -43,7 +43,7 @@ class Llama final : public Model {
     backend::Tensor tokens, targets;                       // [B,T] i32
     backend::Tensor encoded, lnf, lnf_rstd, logits, losses;  // logits [B,T,Vp] (dlogits in place)
     backend::Tensor proj;                                   // [B,T,C] forward scratch
-    backend::Tensor dres, dtmp, dln, dbig, dact;            // gradient scratch: dbig [B,T,max(W,2F)], dact [B,T,F]
+    backend::Tensor dres, dln, dbig, dact;                  // gradient scratch: dbig [B,T,max(W,2F)], dact [B,T,F]
     std::vector<Layer> layers;
   };
   static std::size_t layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts);

@@ -9,8 +9,6 @@ namespace zt::model {
 
 std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
                                   Recompute recompute, DType compute) {
-  if (table.shape().arch == Arch::kLlama && backend.name().starts_with("cuda"))
-    throw ConfigError("model.arch=llama: not yet implemented on CUDA: use train.device=cpu (issue 17)");
   if (table.shape().arch == Arch::kLlama)
     return std::make_unique<Llama>(backend, table, micro_batch, recompute, compute);
   return std::make_unique<Gpt2>(backend, table, micro_batch, recompute, compute);

@@ -1,10 +1,10 @@
 // The CUDA flash attention (backend/cuda/attention.hpp) against the CPU reference backend, case by
 // case: forward out and lse, backward dqkv, in f32, bf16 and f16 (the CPU runs in fp32 on the same
 // rounded inputs), at sequence lengths that are not multiples of the 64-row tile and every head-size
-// step. Also: the backward on the GPU's own forward outputs, every output element written (outputs
-// start as NaN) and nothing past them (guard bytes), bitwise-repeatable backward, the scalar
-// (unaligned) load path, the shape errors, and a scratch that grows with T, not T^2. Cases needing a
-// device skip, saying why, where none is visible.
+// step, for multi-head, grouped-query and multi-query attention. Also: the backward on the GPU's own
+// forward outputs, every output element written (outputs start as NaN) and nothing past them (guard
+// bytes), bitwise-repeatable backward, the scalar (unaligned) load path, the shape errors, and a
+// scratch that grows with T, not T^2. Cases needing a device skip, saying why, where none is visible.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -45,11 +45,14 @@ bool gpu_visible() {
 struct Case {
   std::int64_t B, T;
   int NH, hs;
+  int NKV = 0;  // K/V heads (grouped-query attention); 0: NH, multi-head attention
+  int kv() const { return NKV == 0 ? NH : NKV; }
   std::int64_t C() const { return static_cast<std::int64_t>(NH) * hs; }
+  std::int64_t W() const { return C() + 2 * static_cast<std::int64_t>(kv()) * hs; }  // qkv row width
 };
 
 std::string describe(const Case& k, DType dtype) {
-  return cat(dtype_name(dtype), " B=", k.B, " T=", k.T, " NH=", k.NH, " hs=", k.hs);
+  return cat(dtype_name(dtype), " B=", k.B, " T=", k.T, " NH=", k.NH, " NKV=", k.kv(), " hs=", k.hs);
 }
 
 // Host values as they are stored in dtype (encode) and read back (decode), round to nearest even.
@@ -154,7 +157,7 @@ struct Reference {
 Reference cpu_reference(const Case& k, DType dtype, std::uint32_t seed, float qkv_stddev = 1.0f) {
   const std::int64_t C = k.C();
   Reference r;
-  r.qkv = rounded(dtype, randn(k.B * k.T * 3 * C, seed, qkv_stddev));
+  r.qkv = rounded(dtype, randn(k.B * k.T * k.W(), seed, qkv_stddev));
   r.dout = rounded(dtype, randn(k.B * k.T * C, seed + 1));
   auto cpu = make_cpu_backend(0);
   Buffer qkv = cpu->allocate(r.qkv.size() * 4), out = cpu->allocate(k.B * k.T * C * 4),
@@ -162,7 +165,7 @@ Reference cpu_reference(const Case& k, DType dtype, std::uint32_t seed, float qk
          dqkv = cpu->allocate(r.qkv.size() * 4);
   std::memcpy(qkv.data(), r.qkv.data(), r.qkv.size() * 4);
   std::memcpy(dout.data(), r.dout.data(), r.dout.size() * 4);
-  const Tensor tq = qkv.view(DType::kF32, {k.B, k.T, 3 * C}), to = out.view(DType::kF32, {k.B, k.T, C}),
+  const Tensor tq = qkv.view(DType::kF32, {k.B, k.T, k.W()}), to = out.view(DType::kF32, {k.B, k.T, C}),
                tl = lse.view(DType::kF32, {k.B, k.NH, k.T});
   cpu->attention_forward(to, tl, tq, k.NH);
   const float* po = static_cast<const float*>(out.data());
@@ -171,7 +174,7 @@ Reference cpu_reference(const Case& k, DType dtype, std::uint32_t seed, float qk
   r.lse.assign(pl, pl + k.B * k.NH * k.T);
   const std::vector<float> out_stored = rounded(dtype, r.out);
   std::memcpy(out.data(), out_stored.data(), out_stored.size() * 4);
-  cpu->attention_backward(dqkv.view(DType::kF32, {k.B, k.T, 3 * C}), dout.view(DType::kF32, {k.B, k.T, C}), tq, to, tl,
+  cpu->attention_backward(dqkv.view(DType::kF32, {k.B, k.T, k.W()}), dout.view(DType::kF32, {k.B, k.T, C}), tq, to, tl,
                           k.NH);
   const float* pd = static_cast<const float*>(dqkv.data());
   r.dqkv.assign(pd, pd + r.qkv.size());
@@ -196,7 +199,7 @@ GpuResult run_gpu(const Case& k, DType dtype, const Reference& r, std::size_t of
   DeviceArray qkv(encode(dtype, r.qkv), offset_bytes), out(k.B * k.T * C * dtype_size(dtype), offset_bytes),
       lse(k.B * k.NH * k.T * 4);
   attention_forward(Tensor(out.get(), dtype, {k.B, k.T, C}), Tensor(lse.get(), DType::kF32, {k.B, k.NH, k.T}),
-                    Tensor(qkv.get(), dtype, {k.B, k.T, 3 * C}), k.NH, nullptr);
+                    Tensor(qkv.get(), dtype, {k.B, k.T, k.W()}), k.NH, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   GpuResult g;
   g.out = decode(dtype, out.host());
@@ -209,8 +212,8 @@ GpuResult run_gpu(const Case& k, DType dtype, const Reference& r, std::size_t of
   const bool own = inputs == BackwardInputs::kGpuForward;
   const std::size_t scratch_bytes = attention_backward_scratch_bytes(k.B, k.T, C, k.NH);
   DeviceArray scratch(scratch_bytes);
-  attention_backward(Tensor(dqkv.get(), dtype, {k.B, k.T, 3 * C}), Tensor(dout.get(), dtype, {k.B, k.T, C}),
-                     Tensor(qkv.get(), dtype, {k.B, k.T, 3 * C}),
+  attention_backward(Tensor(dqkv.get(), dtype, {k.B, k.T, k.W()}), Tensor(dout.get(), dtype, {k.B, k.T, C}),
+                     Tensor(qkv.get(), dtype, {k.B, k.T, k.W()}),
                      Tensor(own ? out.get() : out_in.get(), dtype, {k.B, k.T, C}),
                      Tensor(own ? lse.get() : lse_in.get(), DType::kF32, {k.B, k.NH, k.T}), k.NH, scratch.get(),
                      scratch_bytes, nullptr);
@@ -238,18 +241,18 @@ void expect_matches_cpu(const Case& k, DType dtype, std::uint32_t seed, std::siz
   const Reference r = cpu_reference(k, dtype, seed, qkv_stddev);
   const GpuResult g = run_gpu(k, dtype, r, offset_bytes, inputs);
   const double tol = tolerance(dtype);
-  const std::int64_t C = k.C();
+  const std::int64_t C = k.C(), W = k.W(), KV = static_cast<std::int64_t>(k.kv()) * k.hs;
   EXPECT_LT(norm_error(g.out, r.out), tol) << "out " << describe(k, dtype);
   EXPECT_LT(norm_error(g.lse, r.lse), tol) << "lse " << describe(k, dtype);
   if (k.T == 1) {
     // One key: P = 1 and dS = dP - D = 0, so dq and dk are exactly zero and both sides hold only
     // rounding noise (the CPU's f32 dq is ~5e-8, not 0): a relative error of noise means nothing.
-    EXPECT_LT(max_abs(g.dqkv, 3 * C, 0, 2 * C), 1e-4) << "dq, dk " << describe(k, dtype);
+    EXPECT_LT(max_abs(g.dqkv, W, 0, C + KV), 1e-4) << "dq, dk " << describe(k, dtype);
   } else {
-    EXPECT_LT(norm_error(g.dqkv, r.dqkv, 3 * C, 0, C), tol) << "dq " << describe(k, dtype);
-    EXPECT_LT(norm_error(g.dqkv, r.dqkv, 3 * C, C, 2 * C), tol) << "dk " << describe(k, dtype);
+    EXPECT_LT(norm_error(g.dqkv, r.dqkv, W, 0, C), tol) << "dq " << describe(k, dtype);
+    EXPECT_LT(norm_error(g.dqkv, r.dqkv, W, C, C + KV), tol) << "dk " << describe(k, dtype);
   }
-  EXPECT_LT(norm_error(g.dqkv, r.dqkv, 3 * C, 2 * C, 3 * C), tol) << "dv " << describe(k, dtype);
+  EXPECT_LT(norm_error(g.dqkv, r.dqkv, W, C + KV, W), tol) << "dv " << describe(k, dtype);
 }
 
 // T around the 64-row tile (1, 7, 63, 64, 65, 257), each head-size step (16, 32, 64, 128) and the
@@ -262,7 +265,22 @@ const Case kCases[] = {
     {16, 65, 48, 16},
 };
 
+// Grouped-query (NKV dividing NH) and multi-query (NKV = 1) attention: query head h reads K/V head
+// h / (NH/NKV); dK/dV sum the group. Odd T, every head-size step, groups of 2 to 12.
+const Case kGqaCases[] = {
+    {2, 65, 4, 64, 2}, {1, 130, 6, 32, 3}, {2, 70, 4, 16, 1}, {1, 257, 8, 128, 2}, {1, 100, 12, 64, 1},
+    {2, 7, 2, 40, 1},
+};
+
 class CudaAttention : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaAttention, GroupedAndMultiQueryAttentionMatchTheCpuBackend) {
+  ZT_REQUIRE_GPU();
+  std::uint32_t seed = 101;
+  for (const Case& k : kGqaCases) expect_matches_cpu(k, GetParam(), seed += 7);
+  expect_matches_cpu({2, 129, 6, 64, 2}, GetParam(), 17, 0, 1.0f, BackwardInputs::kGpuForward);
+  expect_matches_cpu({1, 90, 4, 64, 2}, GetParam(), 19, dtype_size(GetParam()));  // scalar load path
+}
 
 TEST_P(CudaAttention, MatchesTheCpuBackendAtOddLengthsAndEveryHeadSize) {
   ZT_REQUIRE_GPU();
@@ -298,12 +316,13 @@ TEST_P(CudaAttention, MisalignedTensorsTakeTheScalarLoadPath) {
 
 TEST_P(CudaAttention, BackwardIsBitwiseRepeatable) {
   ZT_REQUIRE_GPU();
-  const Case k{2, 200, 4, 64};
-  const Reference r = cpu_reference(k, GetParam(), 9);
-  const GpuResult a = run_gpu(k, GetParam(), r), b = run_gpu(k, GetParam(), r);
-  EXPECT_EQ(a.out, b.out);
-  EXPECT_EQ(a.lse, b.lse);
-  EXPECT_EQ(a.dqkv, b.dqkv);
+  for (const Case& k : {Case{2, 200, 4, 64}, Case{2, 200, 4, 64, 2}, Case{1, 150, 6, 32, 1}}) {
+    const Reference r = cpu_reference(k, GetParam(), 9);
+    const GpuResult a = run_gpu(k, GetParam(), r), b = run_gpu(k, GetParam(), r);
+    EXPECT_EQ(a.out, b.out) << describe(k, GetParam());
+    EXPECT_EQ(a.lse, b.lse) << describe(k, GetParam());
+    EXPECT_EQ(a.dqkv, b.dqkv) << describe(k, GetParam());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaAttention, ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
@@ -341,6 +360,19 @@ TEST(CudaAttentionChecks, MixedDtypesAndShortScratchThrow) {
   const std::size_t need = attention_backward_scratch_bytes(2, 8, 64, 1);
   int fake = 0;  // never dereferenced: the size check fails first
   EXPECT_THROW(attention_backward(qkv, out, qkv, out, lse, 1, &fake, need - 1, nullptr), Error);
+}
+
+// qkv must hold q then k and v of NKV heads with NKV dividing n_head: 3 K/V heads for 4 query heads,
+// or a width that is not whole heads, are refused before any launch.
+TEST(CudaAttentionChecks, KvHeadsThatDoNotDivideTheQueryHeadsThrow) {
+  const int NH = 4;
+  const std::int64_t hs = 16, C = NH * hs;
+  const Tensor out(nullptr, DType::kBF16, {1, 8, C}), lse(nullptr, DType::kF32, {1, NH, 8});
+  for (const std::int64_t W : {C + 2 * 3 * hs, C + 2 * hs + 8, C}) {
+    const Tensor qkv(nullptr, DType::kBF16, {1, 8, W});
+    EXPECT_THROW(attention_forward(out, lse, qkv, NH, nullptr), Error) << "W=" << W;
+    EXPECT_THROW(attention_backward(qkv, out, qkv, out, lse, NH, nullptr, 0, nullptr), Error) << "W=" << W;
+  }
 }
 
 TEST(CudaAttentionChecks, BackwardScratchGrowsWithTNotTSquared) {

@@ -40,6 +40,9 @@ class CpuBackend final : public Backend {
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
   void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
+  void add_rmsnorm_forward(Tensor res, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor weight, float eps) override;
+  void rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
+                                   Tensor rstd) override;
   void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads) override;
   void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) override;
   void swiglu_forward(Tensor out, Tensor inp) override;

@@ -49,8 +49,9 @@ void rms_weight_grads(float* dw, const T* dy, const T* x, const float* rs, std::
   }
 }
 
-// dinp = rstd * (g - xhat * mean(g * xhat)), g = dout * weight, xhat = x * rstd, row by row.
-template <typename T>
+// dinp = rstd * (g - xhat * mean(g * xhat)), g = dout * weight, xhat = x * rstd, row by row; kAdd: added
+// into dx instead (dx += X(dinp), the sum rounded to X: rmsnorm_backward then accumulate, in one pass).
+template <bool kAdd, typename T>
 void rms_input_grads(T* dx, const T* dy, const T* x, const T* w, const float* rs, std::int64_t N, std::int64_t C,
                      int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -64,8 +65,10 @@ void rms_input_grads(T* dx, const T* dy, const T* x, const T* w, const float* rs
     gx_mean /= static_cast<float>(C);
     T* dxr = dx + n * C;
 #pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c)
-      dxr[c] = store<T>(r * (load(dr[c]) * load(w[c]) - load(xr[c]) * r * gx_mean));
+    for (std::int64_t c = 0; c < C; ++c) {
+      const T d = store<T>(r * (load(dr[c]) * load(w[c]) - load(xr[c]) * r * gx_mean));
+      dxr[c] = kAdd ? store<T>(load(dxr[c]) + load(d)) : d;
+    }
   }
 }
 
@@ -83,22 +86,46 @@ void CpuBackend::rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor wei
   });
 }
 
-void CpuBackend::rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
-  const char* op = "rmsnorm_backward";
+namespace {
+
+// rmsnorm_backward's checks and both passes; kAdd: dinp += the input gradient.
+template <bool kAdd>
+void rms_backward(const char* op, Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd,
+                  int threads) {
   check_rmsnorm_shapes(op, inp, dout, rstd, weight);
   const std::int64_t C = inp.dim(-1), N = rows_of(inp);
-  expect_rows(op, "dinp", dinp, N, C);
+  expect_rows(op, kAdd ? "dres" : "dinp", dinp, N, C);
   expect_shape(op, "dweight", dweight, {C});
-  const DType x = compute_dtype(op, {{"dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
+  const DType x = compute_dtype(op, {{kAdd ? "dres" : "dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
                                      {"inp", inp, Role::kCompute}, {"weight", weight, Role::kCompute},
                                      {"dweight", dweight, Role::kF32}, {"rstd", rstd, Role::kF32}});
+  if (kAdd) ZT_CHECK(dinp.data != dout.data && dinp.data != inp.data, op, ": dres must not alias dout or inp");
   with_storage(x, [&](auto tag) {
     using T = decltype(tag);
     // The column sums first, so dinp may overwrite dout afterwards.
-    rms_weight_grads(dweight.f32(op), data_as<T>(dout), data_as<T>(inp), rstd.f32(op), N, C, threads_);
-    rms_input_grads(data_as<T>(dinp), data_as<T>(dout), data_as<T>(inp), data_as<T>(weight), rstd.f32(op), N, C,
-                    threads_);
+    rms_weight_grads(dweight.f32(op), data_as<T>(dout), data_as<T>(inp), rstd.f32(op), N, C, threads);
+    rms_input_grads<kAdd>(data_as<T>(dinp), data_as<T>(dout), data_as<T>(inp), data_as<T>(weight), rstd.f32(op), N,
+                          C, threads);
   });
+}
+
+}  // namespace
+
+void CpuBackend::rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
+  rms_backward<false>("rmsnorm_backward", dinp, dweight, dout, inp, weight, rstd, threads_);
+}
+
+void CpuBackend::rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
+                                             Tensor rstd) {
+  rms_backward<true>("rmsnorm_backward_accumulate", dres, dweight, dout, inp, weight, rstd, threads_);
+}
+
+// The reference is the two ops in turn (the CPU gains nothing from the fusion; the CUDA kernel saves
+// reading res back).
+void CpuBackend::add_rmsnorm_forward(Tensor res, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor weight,
+                                     float eps) {
+  add(res, a, b);
+  rmsnorm_forward(out, rstd, res, weight, eps);
 }
 
 }  // namespace zt::backend::cpu

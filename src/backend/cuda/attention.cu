@@ -2,6 +2,10 @@
 // kernel flavour (tensor cores for bf16/f16, CUDA cores for f32) and head-size step, and the launches.
 // Kernels: attention_kernels.cuh; tiles and warp products: attention_tiles.cuh.
 //
+// Grouped-query attention (NKV K/V heads shared by NH/NKV query heads each) runs in the same kernels:
+// forward and dQ index the K/V head of their query head; the dK/dV kernel runs one block per K/V head
+// and key tile and sums its query group in head order.
+//
 // Backward is deterministic: dK/dV come from a kernel parallel over key tiles and dQ from a second
 // kernel parallel over query tiles, each output written once by one warp in a fixed order (no atomics;
 // S and dP are computed twice, ~1.4x the matmul work of an atomic dQ). The only scratch is
@@ -22,31 +26,28 @@ namespace {
 using attn::Args;
 
 struct Shape {
-  std::int64_t B, T, C;
-  int NH, hs;
+  std::int64_t B, T, C, W;  // W: the qkv row width, C + 2 NKV hs
+  int NH, NKV, hs;
 };
 
 Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, const Tensor& lse, int n_head) {
-  ZT_CHECK_EQ(qkv.rank, 3, op, ": qkv must be [B,T,3C], got ", qkv.shape_string());
-  ZT_CHECK_EQ(qkv.dim(2) % 3, 0, op, ": qkv's last dim must be 3C, got ", qkv.shape_string());
+  ZT_CHECK_EQ(out.rank, 3, op, ": out must be [B,T,C], got ", out.shape_string());
   ZT_CHECK_GT(n_head, 0, op, ": n_head must be positive");
-  const Shape s{qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, n_head, 0};
-  ZT_CHECK_EQ(s.C % n_head, 0, op, ": C=", s.C, " is not divisible by n_head=", n_head);
-  expect_shape(op, "out", out, {s.B, s.T, s.C});
-  expect_shape(op, "lse", lse, {s.B, n_head, s.T});
+  ZT_CHECK_EQ(out.dim(2) % n_head, 0, op, ": C=", out.dim(2), " is not divisible by n_head=", n_head);
+  const std::int64_t hs = out.dim(2) / n_head;
+  // hs = 0 (C = 0) would pass the multiple-of-8 test and give scale = 1/sqrt(0): NaN lse.
+  if (hs <= 0 || hs % 8 != 0 || hs > attn::kMaxHeadSize)
+    throw Error(cat(op, ": head size hs=C/n_head=", out.dim(2), "/", n_head, "=", hs,
+                    " is not supported (needs a positive multiple of 8 up to ", attn::kMaxHeadSize, ")"));
+  const AttentionDims d = check_attention_shapes(op, qkv, out, lse, n_head);
   if (out.dtype != qkv.dtype)
     throw Error(cat(op, ": out is ", dtype_name(out.dtype), " but qkv is ", dtype_name(qkv.dtype),
                     " (activations share one dtype)"));
   if (lse.dtype != DType::kF32) throw Error(cat(op, ": lse must be f32, got ", dtype_name(lse.dtype)));
-  const std::int64_t hs = s.C / n_head;
-  // hs = 0 (C = 0) would pass the multiple-of-8 test and give scale = 1/sqrt(0): NaN lse.
-  if (hs <= 0 || hs % 8 != 0 || hs > attn::kMaxHeadSize)
-    throw Error(cat(op, ": head size hs=C/n_head=", s.C, "/", n_head, "=", hs,
-                    " is not supported (needs a positive multiple of 8 up to ", attn::kMaxHeadSize, ")"));
-  // Grids: b*NH on x (2^31 - 1), 64-row tiles on y (65535); row offsets in int are 3C-wide.
-  ZT_CHECK(s.T <= 65535LL * attn::kTile && 3 * s.C <= INT_MAX && s.B * n_head <= INT_MAX, op, ": shape ",
+  // Grids: b*NH on x (2^31 - 1), 64-row tiles on y (65535); row offsets in int are W-wide.
+  ZT_CHECK(d.T <= 65535LL * attn::kTile && d.W <= INT_MAX && d.B * n_head <= INT_MAX, op, ": shape ",
            qkv.shape_string(), " with n_head=", n_head, " exceeds the kernels' grid limits");
-  return {s.B, s.T, s.C, n_head, static_cast<int>(hs)};
+  return {d.B, d.T, d.C, d.W, n_head, d.n_kv_head, static_cast<int>(hs)};
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
@@ -56,6 +57,7 @@ Args<T> make_args(const Shape& s) {
   Args<T> a{};
   a.B = static_cast<int>(s.B), a.T_ = static_cast<int>(s.T), a.C = static_cast<int>(s.C);
   a.NH = s.NH, a.hs = s.hs;
+  a.NKV = s.NKV, a.W = static_cast<int>(s.W);
   a.scale = 1.0f / std::sqrt(static_cast<float>(s.hs));
   return a;
 }
@@ -78,13 +80,14 @@ void dispatch_tile(int hs, F&& f) {
   }
 }
 
-// One 64-row-tile kernel launch: grid (B*NH, tiles), opting into more than 48 KB of dynamic shared
+// One 64-row-tile kernel launch: grid (B*heads, tiles) (heads: NH for forward and dQ, NKV for dK/dV), opting into more than 48 KB of dynamic shared
 // memory (H100 allows up to 227 KiB a block; the largest here is 166.5 KiB, f32 dK/dV at hs 128).
 template <typename Kernel, typename A>
-void launch_tiles(Kernel kernel, std::size_t smem_bytes, const Shape& s, const A& args, cudaStream_t stream) {
+void launch_tiles(Kernel kernel, std::size_t smem_bytes, const Shape& s, int heads, const A& args,
+                  cudaStream_t stream) {
   ZT_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
-  const dim3 grid(static_cast<unsigned>(s.B * s.NH), static_cast<unsigned>((s.T + attn::kTile - 1) / attn::kTile));
+  const dim3 grid(static_cast<unsigned>(s.B * heads), static_cast<unsigned>((s.T + attn::kTile - 1) / attn::kTile));
   kernel<<<grid, attn::kThreads, smem_bytes, stream>>>(args);
   ZT_CUDA_LAUNCH_CHECK();
 }
@@ -120,10 +123,10 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
     a.o = static_cast<T*>(out.data);
     a.lse = static_cast<float*>(lse.data);
     a.starts = starts;
-    a.vec = aligned16(a.qkv);  // hs % 8 == 0, so 3C is a whole number of 16-byte vectors too
+    a.vec = aligned16(a.qkv);  // hs % 8 == 0, so W = C + 2 NKV hs is a whole number of 16-byte vectors too
     dispatch_tile<T>(s.hs, [&](auto tile) {
       using M = decltype(tile);
-      launch_tiles(attn::attention_forward_kernel<M>, forward_smem_bytes<M>(), s, a, stream);
+      launch_tiles(attn::attention_forward_kernel<M>, forward_smem_bytes<M>(), s, s.NH, a, stream);
     });
   });
 }
@@ -139,7 +142,7 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
   const char* op = "attention_backward";
   const Shape s = check_attention(op, qkv, out, lse, n_head);
   const std::int32_t* starts = check_segment_starts(op, segment_starts, s.B, s.T, false);
-  expect_shape(op, "dqkv", dqkv, {s.B, s.T, 3 * s.C});
+  expect_shape(op, "dqkv", dqkv, {s.B, s.T, s.W});
   expect_shape(op, "dout", dout, {s.B, s.T, s.C});
   if (dqkv.dtype != qkv.dtype || dout.dtype != qkv.dtype)
     throw Error(cat(op, ": dqkv is ", dtype_name(dqkv.dtype), " and dout ", dtype_name(dout.dtype), " but qkv is ",
@@ -168,8 +171,8 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
     ZT_CUDA_LAUNCH_CHECK();
     dispatch_tile<T>(s.hs, [&](auto tile) {
       using M = decltype(tile);
-      launch_tiles(attn::attention_backward_dkdv_kernel<M>, dkdv_smem_bytes<M>(), s, a, stream);
-      launch_tiles(attn::attention_backward_dq_kernel<M>, dq_smem_bytes<M>(), s, a, stream);
+      launch_tiles(attn::attention_backward_dkdv_kernel<M>, dkdv_smem_bytes<M>(), s, s.NKV, a, stream);
+      launch_tiles(attn::attention_backward_dq_kernel<M>, dq_smem_bytes<M>(), s, s.NH, a, stream);
     });
   });
 }

@@ -15,7 +15,7 @@ namespace zt::backend::cuda::attn {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// One attention call's pointers and sizes. qkv, out and dqkv rows: [B,T,3C], [B,T,C], [B,T,3C].
+// One attention call's pointers and sizes. qkv, out and dqkv rows: [B,T,W], [B,T,C], [B,T,W].
 template <typename T>
 struct Args {
   const T* qkv;
@@ -28,9 +28,22 @@ struct Args {
   float* D;  // [B,NH,T] scratch: rowsum(dO * O)
   const std::int32_t* starts;  // [B,T] first key of each query (document mask), or null: 0
   int B, T_, C, NH, hs;
+  int NKV;      // K/V heads (NKV divides NH; NKV = NH is multi-head attention)
+  int W;        // qkv and dqkv row width: C + 2 NKV hs
   float scale;  // 1/sqrt(hs)
   bool vec;     // every row start 16-byte aligned: tiles load with 16-byte vectors
 };
+
+// Column offsets in a qkv (or dqkv) row of query head h's q, and of K/V head kvh's k and v.
+template <typename T>
+__device__ __forceinline__ int q_col(const Args<T>& a, int h) { return h * a.hs; }
+template <typename T>
+__device__ __forceinline__ int k_col(const Args<T>& a, int kvh) { return a.C + kvh * a.hs; }
+template <typename T>
+__device__ __forceinline__ int v_col(const Args<T>& a, int kvh) { return a.C + (a.NKV + kvh) * a.hs; }
+// The K/V head query head h reads (Hugging Face repeat_kv: consecutive query heads share one).
+template <typename T>
+__device__ __forceinline__ int kv_head_of(const Args<T>& a, int h) { return h / (a.NH / a.NKV); }
 
 // Forward, one block per (query tile, b*NH + h). Online softmax per query row (running max m and sum
 // l, both fp32) over key tiles 0..the diagonal; tiles past the diagonal are fully masked and skipped.
@@ -51,12 +64,16 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typena
   float* sRow = reinterpret_cast<float*>(sV + kTile * M::kLd) + kWarps * kWarpRows * kLdS + warp * kWarpRows;
   T* sP = reinterpret_cast<T*>(sS);
 
-  const int T_ = a.T_, C = a.C;
-  const std::int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+  const int T_ = a.T_, C = a.C, W = a.W;
+  const std::int64_t bh = blockIdx.x, b = bh / a.NH;
+  const int h = static_cast<int>(bh % a.NH), kvh = kv_head_of(a, h);
   const int qt = gridDim.y - 1 - blockIdx.y;  // the longest rows (most key tiles) start first
   const int q0 = qt * kTile;
-  const T* q_base = a.qkv + b * T_ * 3 * static_cast<std::int64_t>(C) + h * a.hs;
-  load_tile<T, M::kHsp>(sQ, q_base + q0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - q0, a.hs, a.vec);
+  const T* row_base = a.qkv + b * T_ * static_cast<std::int64_t>(W);
+  const T* q_base = row_base + q_col(a, h);
+  const T* k_base = row_base + k_col(a, kvh);
+  const T* v_base = row_base + v_col(a, kvh);
+  load_tile<T, M::kHsp>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
 
   typename M::Acc acc;
   M::init(acc, sS);
@@ -70,8 +87,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typena
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();  // the previous tile's K, V (and this warp's P) are no longer read
-    load_tile<T, M::kHsp>(sK, q_base + C + k0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - k0, a.hs, a.vec);
-    load_tile<T, M::kHsp>(sV, q_base + 2 * C + k0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - k0, a.hs, a.vec);
+    load_tile<T, M::kHsp>(sK, k_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+    load_tile<T, M::kHsp>(sV, v_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
     __syncthreads();
     M::scores(sS, sQ + warp * kWarpRows * M::kLd, sK);
     __syncwarp();
@@ -183,13 +200,17 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
   float* sS = reinterpret_cast<float*>(sV + kTile * M::kLd) + warp * kWarpRows * kLdS;
   float* sDP = sS + kWarps * kWarpRows * kLdS;
 
-  const int T_ = a.T_, C = a.C;
-  const std::int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+  const int T_ = a.T_, C = a.C, W = a.W;
+  const std::int64_t bh = blockIdx.x, b = bh / a.NH;
+  const int h = static_cast<int>(bh % a.NH), kvh = kv_head_of(a, h);
   const int qt = gridDim.y - 1 - blockIdx.y;
   const int q0 = qt * kTile;
-  const T* q_base = a.qkv + b * T_ * 3 * static_cast<std::int64_t>(C) + h * a.hs;
+  const T* row_base = a.qkv + b * T_ * static_cast<std::int64_t>(W);
+  const T* q_base = row_base + q_col(a, h);
+  const T* k_base = row_base + k_col(a, kvh);
+  const T* v_base = row_base + v_col(a, kvh);
   const T* do_base = a.dout + b * T_ * static_cast<std::int64_t>(C) + h * a.hs;
-  load_tile<T, M::kHsp>(sQ, q_base + q0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - q0, a.hs, a.vec);
+  load_tile<T, M::kHsp>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
   load_tile<T, M::kHsp>(sdO, do_base + q0 * static_cast<std::int64_t>(C), C, T_ - q0, a.hs, a.vec);
 
   typename M::Acc acc;
@@ -204,8 +225,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * kTile;
     __syncthreads();
-    load_tile<T, M::kHsp>(sK, q_base + C + k0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - k0, a.hs, a.vec);
-    load_tile<T, M::kHsp>(sV, q_base + 2 * C + k0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - k0, a.hs, a.vec);
+    load_tile<T, M::kHsp>(sK, k_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+    load_tile<T, M::kHsp>(sV, v_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
     __syncthreads();
     M::scores(sS, sQ + warp * kWarpRows * M::kLd, sK);
     M::scores(sDP, sdO + warp * kWarpRows * M::kLd, sV);
@@ -216,17 +237,20 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
     M::accumulate(acc, reinterpret_cast<const T*>(sDP), sK);
   }
 
-  T* dq = a.dqkv + b * T_ * 3 * static_cast<std::int64_t>(C) + h * a.hs;
+  T* dq = a.dqkv + b * T_ * static_cast<std::int64_t>(W) + q_col(a, h);
   M::write(acc, sS, [&](int rr, int cc, float v) {
-    if (row0 + rr < T_ && cc < a.hs) dq[(row0 + rr) * 3 * static_cast<std::int64_t>(C) + cc] = from_f32<T>(v * a.scale);
+    if (row0 + rr < T_ && cc < a.hs) dq[(row0 + rr) * static_cast<std::int64_t>(W) + cc] = from_f32<T>(v * a.scale);
   });
 }
 
-// dK and dV, one block per (key tile, b*NH + h), looping over the query tiles from the diagonal on;
-// each warp owns 16 keys and works on transposed tiles (keys x queries), so its products are again
+// dK and dV, one block per (key tile, b*NKV + K/V head), looping over the query heads that share the
+// K/V head (in head order) and, for each, over the query tiles from the diagonal on. A K/V head's
+// gradient is the sum over its query group, so one block owning it sums the group in a fixed order:
+// deterministic without atomics (for NKV = NH, a group of one is multi-head attention's loop).
+// Each warp owns 16 keys and works on transposed tiles (keys x queries), so its products are again
 // [16][64] . [64][HSP]:
 //   S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(scale S^T - lse),  dS^T = P^T * (dP^T - D)
-//   dV = sum_q P^T dO,  dK = scale * sum_q dS^T Q
+//   dV = sum_h sum_q P^T dO,  dK = scale * sum_h sum_q dS^T Q
 // Shared memory: K, V, Q, dO tiles + 4 warps x (S^T, dP^T) fp32 + lse, D of the query tile:
 // 70.5 KiB bf16/f16 hs 64 (3 blocks/SM), 102.5 KiB at hs 128, 102.5 / 166.5 KiB f32.
 template <typename M>
@@ -244,14 +268,14 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Args<
   float* sLse2 = sScores + 2 * kWarps * kWarpRows * kLdS;
   float* sD = sLse2 + kTile;
 
-  const int T_ = a.T_, C = a.C;
-  const std::int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
+  const int T_ = a.T_, C = a.C, W = a.W, group = a.NH / a.NKV;
+  const std::int64_t bkv = blockIdx.x, b = bkv / a.NKV;
+  const int kvh = static_cast<int>(bkv % a.NKV);
   const int kt = blockIdx.y;  // the first key tiles meet the most queries: they start first
   const int k0 = kt * kTile;
-  const T* q_base = a.qkv + b * T_ * 3 * static_cast<std::int64_t>(C) + h * a.hs;
-  const T* do_base = a.dout + b * T_ * static_cast<std::int64_t>(C) + h * a.hs;
-  load_tile<T, M::kHsp>(sK, q_base + C + k0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - k0, a.hs, a.vec);
-  load_tile<T, M::kHsp>(sV, q_base + 2 * C + k0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - k0, a.hs, a.vec);
+  const T* row_base = a.qkv + b * T_ * static_cast<std::int64_t>(W);
+  load_tile<T, M::kHsp>(sK, row_base + k_col(a, kvh) + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+  load_tile<T, M::kHsp>(sV, row_base + v_col(a, kvh) + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
 
   typename M::Acc dk, dv;
   M::init(dk, sS);
@@ -261,37 +285,43 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Args<
   const float c = a.scale * kLog2e;
   const int n_tiles = (T_ + kTile - 1) / kTile;
 
-  for (int qt = kt; qt < n_tiles; ++qt) {
-    const int q0 = qt * kTile;
-    __syncthreads();
-    load_tile<T, M::kHsp>(sQ, q_base + q0 * 3 * static_cast<std::int64_t>(C), 3 * C, T_ - q0, a.hs, a.vec);
-    load_tile<T, M::kHsp>(sdO, do_base + q0 * static_cast<std::int64_t>(C), C, T_ - q0, a.hs, a.vec);
-    for (int i = threadIdx.x; i < kTile; i += kThreads) {
-      const bool in = q0 + i < T_;
-      sLse2[i] = in ? a.lse_in[bh * T_ + q0 + i] * kLog2e : 0.0f;
-      sD[i] = in ? a.D[bh * T_ + q0 + i] : 0.0f;
+  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+    const std::int64_t bh = b * a.NH + h;
+    const T* q_base = row_base + q_col(a, h);
+    const T* do_base = a.dout + b * T_ * static_cast<std::int64_t>(C) + h * a.hs;
+    for (int qt = kt; qt < n_tiles; ++qt) {
+      const int q0 = qt * kTile;
+      __syncthreads();
+      load_tile<T, M::kHsp>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
+      load_tile<T, M::kHsp>(sdO, do_base + q0 * static_cast<std::int64_t>(C), C, T_ - q0, a.hs, a.vec);
+      for (int i = threadIdx.x; i < kTile; i += kThreads) {
+        const bool in = q0 + i < T_;
+        sLse2[i] = in ? a.lse_in[bh * T_ + q0 + i] * kLog2e : 0.0f;
+        sD[i] = in ? a.D[bh * T_ + q0 + i] : 0.0f;
+      }
+      __syncthreads();
+      M::scores(sS, sK + warp * kWarpRows * M::kLd, sQ);
+      M::scores(sDP, sV + warp * kWarpRows * M::kLd, sdO);
+      __syncwarp();
+      probabilities_and_grads<M>(
+          sS, sDP, true, c,
+          [&](int, int col) {
+            return q0 + col < T_ && q0 + col >= krow && (!a.starts || krow >= a.starts[b * T_ + q0 + col]);
+          },
+          [&](int, int col, float& l2, float& d) { l2 = sLse2[col], d = sD[col]; });
+      M::accumulate(dv, reinterpret_cast<const T*>(sS), sdO);
+      M::accumulate(dk, reinterpret_cast<const T*>(sDP), sQ);
     }
-    __syncthreads();
-    M::scores(sS, sK + warp * kWarpRows * M::kLd, sQ);
-    M::scores(sDP, sV + warp * kWarpRows * M::kLd, sdO);
-    __syncwarp();
-    probabilities_and_grads<M>(
-        sS, sDP, true, c,
-        [&](int, int col) {
-          return q0 + col < T_ && q0 + col >= krow && (!a.starts || krow >= a.starts[b * T_ + q0 + col]);
-        },
-        [&](int, int col, float& l2, float& d) { l2 = sLse2[col], d = sD[col]; });
-    M::accumulate(dv, reinterpret_cast<const T*>(sS), sdO);
-    M::accumulate(dk, reinterpret_cast<const T*>(sDP), sQ);
   }
 
-  T* dk_out = a.dqkv + b * T_ * 3 * static_cast<std::int64_t>(C) + C + h * a.hs;
+  T* dkv_rows = a.dqkv + b * T_ * static_cast<std::int64_t>(W);
+  T* dk_out = dkv_rows + k_col(a, kvh);
+  T* dv_out = dkv_rows + v_col(a, kvh);
   M::write(dk, sS, [&](int rr, int cc, float v) {
-    if (row0 + rr < T_ && cc < a.hs)
-      dk_out[(row0 + rr) * 3 * static_cast<std::int64_t>(C) + cc] = from_f32<T>(v * a.scale);
+    if (row0 + rr < T_ && cc < a.hs) dk_out[(row0 + rr) * static_cast<std::int64_t>(W) + cc] = from_f32<T>(v * a.scale);
   });
   M::write(dv, sS, [&](int rr, int cc, float v) {
-    if (row0 + rr < T_ && cc < a.hs) dk_out[(row0 + rr) * 3 * static_cast<std::int64_t>(C) + C + cc] = from_f32<T>(v);
+    if (row0 + rr < T_ && cc < a.hs) dv_out[(row0 + rr) * static_cast<std::int64_t>(W) + cc] = from_f32<T>(v);
   });
 }
 

@@ -112,24 +112,17 @@ MemoryStats CudaBackend::memory_stats() const {
 
 void CudaBackend::reset_peak() { allocator_->reset_peak(); }
 
-// Grouped-query attention (qkv narrower than 3C) has no CUDA kernel yet.
-static void refuse_gqa(const char* op, const Tensor& qkv, const Tensor& out) {
-  if (qkv.rank == 3 && out.rank == 3 && qkv.dim(2) != 3 * out.dim(2)) not_on_cuda(op);
-}
-
 // Attention kernels live in attention.cu; the backward scratch comes from the caching allocator and
 // goes back right after the launch, which is safe on the single stream (caching_allocator.hpp).
 void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts) {
-  refuse_gqa("attention_forward (grouped-query)", qkv, out);
   cuda::attention_forward(out, lse, qkv, n_head, stream_, segment_starts);
 }
 
 void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
                                      Tensor segment_starts) {
-  refuse_gqa("attention_backward (grouped-query)", qkv, out);
-  ZT_CHECK_EQ(qkv.rank, 3, "attention_backward: qkv must be [B,T,3C], got ", qkv.shape_string());
-  const std::size_t scratch_bytes =
-      attention_backward_scratch_bytes(qkv.dim(0), qkv.dim(1), qkv.dim(2) / 3, n_head);
+  ZT_CHECK(qkv.rank == 3 && out.rank == 3, "attention_backward: qkv [B,T,W] and out [B,T,C] must be 3-D, got ",
+           qkv.shape_string(), " and ", out.shape_string());
+  const std::size_t scratch_bytes = attention_backward_scratch_bytes(qkv.dim(0), qkv.dim(1), out.dim(2), n_head);
   Buffer scratch = allocate(scratch_bytes);
   cuda::attention_backward(dqkv, dout, qkv, out, lse, n_head, scratch.data(), scratch_bytes, stream_, segment_starts);
 }

@@ -17,9 +17,6 @@
 
 namespace zt::backend::cuda {
 
-// Throws ConfigError: "OP: not yet implemented on CUDA: use train.device=cpu (issue 17)".
-[[noreturn]] void not_on_cuda(const char* op);
-
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device);
@@ -54,9 +51,12 @@ class CudaBackend final : public Backend {
                           Tensor segment_starts = Tensor()) override;
   void gelu_forward(Tensor out, Tensor inp) override;
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
-  // Llama's ops: not yet implemented on CUDA (llama_ops.cpp; issue 17).
+  // Llama's ops: rmsnorm.cu, rope.cu, swiglu.cu (grouped-query attention is in attention.cu).
   void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
   void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
+  void add_rmsnorm_forward(Tensor res, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor weight, float eps) override;
+  void rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
+                                   Tensor rstd) override;
   void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads) override;
   void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) override;
   void swiglu_forward(Tensor out, Tensor inp) override;

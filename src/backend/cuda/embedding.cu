@@ -1,10 +1,14 @@
-// Token + position embedding on the GPU, forward and backward (h0 = wte[token] + wpe[position]).
-// Forward: one thread per output element. Backward: dwpe is a fixed-order sum over the batch (one
-// thread per (t, c), deterministic); dwte is scattered with fp32 atomicAdd, because rows of the same
-// token collide and a race-free order would need a sort by token. Atomic order varies run to run, so
-// dwte may differ in the last bits between runs (bitwise GPU determinism is not a goal; the CPU
-// backend is the deterministic reference).
+// Token (+ position) embedding on the GPU, forward and backward (GPT-2: h0 = wte[token] + wpe[position];
+// Llama: no position table, h0 = wte[token]). Forward: one thread per output element. Backward, both
+// deterministic (the same bits on every run, and the CPU twin's bits: the same fp32 additions in the
+// same order): dwpe adds the batch in order, one thread per (t, c); for dwte, whose rows of one token
+// collide, a stable radix sort of (token, row) pairs (CUB) groups each token's rows in row order, then
+// one block per token adds them into dwte in that order, with no atomics. A very frequent token makes
+// its block long (its rows are added one after another), the price of the fixed order.
 #include <math_constants.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <limits>
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/checks.hpp"
@@ -15,8 +19,9 @@
 namespace zt::backend::cuda {
 namespace {
 
-// out[bt, c] = wte[tokens[bt], c] + wpe[bt % T, c]; out, wte, wpe in T_. A token outside wte's rows
-// (a data bug the loader should have caught) yields NaN rather than a read out of bounds.
+// out[bt, c] = wte[tokens[bt], c] + wpe[bt % T, c] (wpe null: the wte row copied exactly, as the CPU);
+// out, wte, wpe in T_. A token outside wte's rows (a data bug the loader should have caught) yields NaN
+// rather than a read out of bounds.
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* wte, const T* wpe,
                                          std::int64_t BT, std::int64_t T_len, std::int64_t C, std::int64_t Vp) {
@@ -24,29 +29,43 @@ __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, con
     const std::int64_t bt = i / C, c = i % C;
     const std::int32_t tok = tokens[bt];
     const bool valid = tok >= 0 && tok < Vp;
-    out[i] = from_f32<T>(valid ? to_f32(wte[tok * C + c]) + to_f32(wpe[(bt % T_len) * C + c]) : CUDART_NAN_F);
+    const float e = valid ? to_f32(wte[tok * C + c]) : CUDART_NAN_F;
+    out[i] = from_f32<T>(wpe == nullptr ? e : e + to_f32(wpe[(bt % T_len) * C + c]));
   }
 }
 
-// dwte[tokens[bt], c] += dout[bt, c] (atomic: rows of one token collide). dwte f32.
+__global__ void iota_kernel(std::int32_t* rows, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_step()) rows[i] = static_cast<std::int32_t>(i);
+}
+
+// After the stable sort: tok[i] the i-th smallest token, row[i] its row (rows of one token ascending).
+// Block i starts a run when tok[i] differs from tok[i-1] and then owns that token's dwte row:
+//   dwte[tok, c] = (((dwte[tok, c] + dout[r0, c]) + dout[r1, c]) + ...), rows in order (the CPU's order).
+// Other blocks leave at once; tokens outside wte's rows (NaN in forward) add nothing. dwte f32.
 template <typename T>
-__global__ void embedding_dwte_kernel(float* dwte, const T* dout, const std::int32_t* tokens, std::int64_t BT,
-                                      std::int64_t C, std::int64_t Vp) {
-  for (std::int64_t i = grid_start(); i < BT * C; i += grid_step()) {
-    const std::int64_t bt = i / C, c = i % C;
-    const std::int32_t tok = tokens[bt];
-    if (tok >= 0 && tok < Vp) atomicAdd(&dwte[tok * C + c], to_f32(dout[i]));
+__global__ void embedding_dwte_runs_kernel(float* dwte, const T* dout, const std::int32_t* tok,
+                                           const std::int32_t* row, std::int64_t n, std::int64_t C, std::int64_t Vp) {
+  const std::int64_t i = blockIdx.x;
+  const std::int32_t t = tok[i];
+  if ((i > 0 && tok[i - 1] == t) || t < 0 || t >= Vp) return;
+  std::int64_t end = i + 1;
+  while (end < n && tok[end] == t) ++end;
+  for (std::int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    float acc = dwte[t * C + c];
+    for (std::int64_t j = i; j < end; ++j) acc += to_f32(dout[static_cast<std::int64_t>(row[j]) * C + c]);
+    dwte[t * C + c] = acc;
   }
 }
 
-// dwpe[t, c] += sum_b dout[b, t, c], b in order. One thread per (t, c); dwpe f32.
+// dwpe[t, c] = ((dwpe[t, c] + dout[0, t, c]) + dout[1, t, c]) + ..., b in order (the CPU's order).
+// One thread per (t, c); dwpe f32.
 template <typename T>
 __global__ void embedding_dwpe_kernel(float* dwpe, const T* dout, std::int64_t B, std::int64_t T_len,
                                       std::int64_t C) {
   for (std::int64_t i = grid_start(); i < T_len * C; i += grid_step()) {
-    float sum = 0.0f;
-    for (std::int64_t b = 0; b < B; ++b) sum += to_f32(dout[b * T_len * C + i]);
-    dwpe[i] += sum;
+    float acc = dwpe[i];
+    for (std::int64_t b = 0; b < B; ++b) acc += to_f32(dout[b * T_len * C + i]);
+    dwpe[i] = acc;
   }
 }
 
@@ -54,45 +73,71 @@ __global__ void embedding_dwpe_kernel(float* dwpe, const T* dout, std::int64_t B
 
 void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
   const char* op = "embedding_forward";
-  if (wpe.empty()) not_on_cuda("embedding_forward without a position table");
   check_embedding_shapes(op, out, tokens, wte, wpe);
   expect_dtype(op, "tokens", tokens, DType::kI32);
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
   expect_compute(op, "wte", wte, out.dtype);
-  expect_compute(op, "wpe", wpe, out.dtype);
+  if (!wpe.empty()) expect_compute(op, "wpe", wpe, out.dtype);
   if (B * T * C == 0) return;
   dispatch_float(out.dtype, op, [&](auto tag) {
     using X = decltype(tag);
     embedding_forward_kernel<X><<<grid_stride_blocks(B * T * C), kBlockThreads, 0, stream_>>>(
         static_cast<X*>(out.data), static_cast<const std::int32_t*>(tokens.data), static_cast<const X*>(wte.data),
-        static_cast<const X*>(wpe.data), B * T, T, C, wte.dim(0));
+        wpe.empty() ? nullptr : static_cast<const X*>(wpe.data), B * T, T, C, wte.dim(0));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }
 
+// Bytes of n int32 rounded up to 256, so the parts carved from one scratch buffer stay aligned for CUB.
+static std::size_t int_array_bytes(std::int64_t n) {
+  return (static_cast<std::size_t>(n) * sizeof(std::int32_t) + 255) / 256 * 256;
+}
+
 void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
   const char* op = "embedding_backward";
-  if (dwpe.empty()) not_on_cuda("embedding_backward without a position table");
   ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
   expect_dtype(op, "tokens", tokens, DType::kI32);
-  const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(-1);
+  const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(-1), n = B * T;
   expect_shape(op, "dout", dout, {B, T, C});
   ZT_CHECK_EQ(dwte.rank, 2, op, ": dwte must be [Vp,C]");
-  ZT_CHECK_EQ(dwpe.dim(-1), C, op, ": dwpe and dwte widths differ");
-  ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
   expect_dtype(op, "dwte", dwte, DType::kF32);
-  expect_dtype(op, "dwpe", dwpe, DType::kF32);
-  if (B * T * C == 0) return;
+  if (!dwpe.empty()) {
+    ZT_CHECK_EQ(dwpe.dim(-1), C, op, ": dwpe and dwte widths differ");
+    ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
+    expect_dtype(op, "dwpe", dwpe, DType::kF32);
+  }
+  if (n * C == 0) return;
+  ZT_CHECK_LE(n, std::numeric_limits<std::int32_t>::max(), op, ": ", n, " rows exceed the sort's int32 row ids");
+  const std::int32_t* tok = static_cast<const std::int32_t*>(tokens.data);
+
+  // Scratch: rows (0..n-1), sorted tokens, sorted rows, then CUB's temporary storage.
+  const std::size_t ints = int_array_bytes(n);
+  std::size_t cub_bytes = 0;
+  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, tok, static_cast<std::int32_t*>(nullptr),
+                                                static_cast<const std::int32_t*>(nullptr),
+                                                static_cast<std::int32_t*>(nullptr), n, 0, 32, stream_));
+  Buffer scratch = allocate(3 * ints + cub_bytes);
+  unsigned char* base = static_cast<unsigned char*>(scratch.data());
+  auto* rows = reinterpret_cast<std::int32_t*>(base);
+  auto* sorted_tok = reinterpret_cast<std::int32_t*>(base + ints);
+  auto* sorted_rows = reinterpret_cast<std::int32_t*>(base + 2 * ints);
+  void* cub_temp = base + 3 * ints;
+  iota_kernel<<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(rows, n);
+  ZT_CUDA_LAUNCH_CHECK();
+  // All 32 bits: LSD radix sort is stable, so each token's rows stay in ascending order.
+  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_temp, cub_bytes, tok, sorted_tok, rows, sorted_rows, n, 0, 32,
+                                                stream_));
   dispatch_float(dout.dtype, op, [&](auto tag) {
     using X = decltype(tag);
     const X* d = static_cast<const X*>(dout.data);
-    embedding_dwte_kernel<X><<<grid_stride_blocks(B * T * C), kBlockThreads, 0, stream_>>>(
-        static_cast<float*>(dwte.data), d, static_cast<const std::int32_t*>(tokens.data), B * T, C, dwte.dim(0));
+    embedding_dwte_runs_kernel<X><<<static_cast<unsigned>(n), kBlockThreads, 0, stream_>>>(
+        static_cast<float*>(dwte.data), d, sorted_tok, sorted_rows, n, C, dwte.dim(0));
     ZT_CUDA_LAUNCH_CHECK();
+    if (dwpe.empty()) return;
     embedding_dwpe_kernel<X><<<grid_stride_blocks(T * C), kBlockThreads, 0, stream_>>>(
         static_cast<float*>(dwpe.data), d, B, T, C);
+    ZT_CUDA_LAUNCH_CHECK();
   });
-  ZT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace zt::backend::cuda

@@ -1,6 +1,9 @@
 // Llama's CPU ops in bf16/f16 compute against the same op in f32 (backend.hpp's precision rules): X
 // activations, f32 statistics and parameter gradients. RMSNorm and SwiGLU round twice in X as Hugging
-// Face does (x*rstd before the weight, silu(gate) before the product), so their forward allows 2u.
+// Face does (x*rstd before the weight, silu(gate) before the product), so their forward allows 2u. The
+// fused residual + RMSNorm ops give the bytes of the op pairs they replace, in f32 and in X.
+#include <cstring>
+
 #include "mixed_test_util.hpp"
 #include "model/rope.hpp"
 
@@ -60,6 +63,37 @@ TEST_P(LlamaMixedPrecision, GroupedQueryAttentionKeepsLseF32) {
   be->attention_backward(dqkv.x, dout.x, qkv.x, out.x, lse.x, NH);
   be->attention_backward(dqkv.f, dout.f, qkv.f, out_rounded, lse.x, NH);
   expect_close(dqkv.x, dqkv.f, x_tol(), "dqkv");
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.bytes() == b.bytes() && std::memcmp(a.data, b.data, a.bytes()) == 0;
+}
+
+// add_rmsnorm_forward = add then rmsnorm_forward; rmsnorm_backward_accumulate = rmsnorm_backward into a
+// temporary then accumulate: bit for bit, in X (.x) and in f32 (.f).
+TEST_P(LlamaMixedPrecision, FusedResidualNormOpsGiveTheBytesOfTheOpPairs) {
+  const std::int64_t N = 5, C = 48;
+  Pair a = randn({N, C}, 1, 2.0f), b = randn({N, C}, 2), w = randn({C}, 3);
+  Pair res = unwritten({N, C}), y = unwritten({N, C}), rstd = f32_pair({N});
+  Pair res2 = unwritten({N, C}), y2 = unwritten({N, C}), rstd2 = f32_pair({N});
+  Pair dout = randn({N, C}, 4), dres = randn({N, C}, 5), dres2 = randn({N, C}, 5), dtmp = unwritten({N, C});
+  Pair dw = grads({C}, 6), dw2 = grads({C}, 6);
+  for (bool x : {true, false}) {
+    auto pick = [x](Pair& p) { return x ? p.x : p.f; };
+    const char* where = x ? "in X" : "in f32";
+    be->add_rmsnorm_forward(pick(res), pick(y), pick(rstd), pick(a), pick(b), pick(w), 1e-5f);
+    be->add(pick(res2), pick(a), pick(b));
+    be->rmsnorm_forward(pick(y2), pick(rstd2), pick(res2), pick(w), 1e-5f);
+    EXPECT_TRUE(same_bytes(pick(res), pick(res2))) << "res " << where;
+    EXPECT_TRUE(same_bytes(pick(y), pick(y2))) << "out " << where;
+    EXPECT_TRUE(same_bytes(pick(rstd), pick(rstd2))) << "rstd " << where;
+    be->rmsnorm_backward_accumulate(pick(dres), pick(dw), pick(dout), pick(res), pick(w), pick(rstd));
+    be->rmsnorm_backward(pick(dtmp), pick(dw2), pick(dout), pick(res), pick(w), pick(rstd));
+    be->accumulate(pick(dres2), pick(dtmp));
+    EXPECT_TRUE(same_bytes(pick(dres), pick(dres2))) << "dres " << where;
+    EXPECT_TRUE(same_bytes(pick(dw), pick(dw2))) << "dweight " << where;
+  }
+  EXPECT_THROW(be->rmsnorm_backward_accumulate(dout.x, dw.x, dout.x, res.x, w.x, rstd.x), Error);  // dres = dout
 }
 
 INSTANTIATE_TEST_SUITE_P(ComputeDtype, LlamaMixedPrecision, ::testing::Values(DType::kBF16, DType::kF16),

@@ -3,7 +3,7 @@ count -> a fixed table and one JSON line. Checks what was timed (the same parame
 step on both sides, every timed step present, finite losses, the thread count the peer really used) and
 exits 1 when a check fails, naming it in the table's last column.
 
-  summarize.py --warmup W --steps N --tokens-per-step K --ztrain THREADS:LOAD:METRICS:LOG [--peer THREADS:LOAD:JSON] ...
+  summarize.py [--arch gpt2|llama] --warmup W --steps N --tokens-per-step K --ztrain THREADS:LOAD:METRICS:LOG [--peer THREADS:LOAD:JSON] ...
 """
 import argparse
 import json
@@ -58,6 +58,7 @@ def spread(r):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", default="gpt2", choices=["gpt2", "llama"])
     ap.add_argument("--warmup", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--tokens-per-step", type=int, required=True)
@@ -69,7 +70,7 @@ def main():
         t, load, path = spec.split(":", 2)
         peers[int(t)] = (float(load), path)
     rows, ok = [], True
-    print(f"CPU training throughput, tokens/s: median (min-max) over {a.steps} steps after {a.warmup} warm-up steps, "
+    print(f"CPU training throughput ({a.arch}), tokens/s: median (min-max) over {a.steps} steps after {a.warmup} warm-up steps, "
           f"{a.tokens_per_step} tokens/step, 1 rank")
     print(f"{'threads':>7} | {'ztrain':>22} | {'PyTorch':>22} | {'ztrain/PyTorch':>14} | check")
     for spec in a.ztrain:
@@ -89,7 +90,7 @@ def main():
         peer_col = spread(row["pytorch"]) if row["pytorch"] else f"{'(peer missing)':>22}"
         ratio = f"{row['speedup']:14.2f}" if row["speedup"] else f"{'-':>14}"
         print(f"{t:>7} | {spread(z):>22} | {peer_col:>22} | {ratio} | {row['check']}")
-    print(json.dumps({"bench": "cpu_train", "unit": "tokens/s", "warmup_steps": a.warmup, "timed_steps": a.steps,
+    print(json.dumps({"bench": "cpu_train", "arch": a.arch, "unit": "tokens/s", "warmup_steps": a.warmup, "timed_steps": a.steps,
                       "tokens_per_step": a.tokens_per_step, "rows": rows}))
     return 0 if ok else 1
 
