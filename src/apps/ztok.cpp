@@ -21,9 +21,11 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kAbout =
-    "usage: ztok --vocab DIR --out DIR [options] INPUT...\n"
-    "Tokenizes text with GPT-2's BPE (token-for-token as tiktoken's gpt2 encode_ordinary) into HDF5\n"
-    "shards OUT/train_NNNNNN.h5 (and OUT/valid_NNNNNN.h5), <|endoftext|> after every document.\n"
+    "usage: ztok --vocab DIR|tokenizer.json --out DIR [options] INPUT...\n"
+    "Tokenizes text with GPT-2's BPE (token-for-token as tiktoken's gpt2 encode_ordinary), or a Hugging\n"
+    "Face byte-level BPE tokenizer.json (as HF tokenizers, a special token's text read as ordinary text),\n"
+    "into HDF5 shards OUT/train_NNNNNN.h5 (and OUT/valid_NNNNNN.h5): the end-of-text token after every\n"
+    "document, and the BOS before it where the tokenizer.json's post-processor adds one.\n"
     "INPUT: files or globs (quoted), read in command-line order, each glob's matches sorted by byte\n"
     "value; NAME.gz and NAME.zst are decompressed on the fly. The shards are byte-identical for any\n"
     "--threads and any number of ranks. An interrupted run resumes when started again with the same\n"
@@ -57,7 +59,7 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
   po::options_description named(kAbout);
   named.add_options()
       ("help,h", "show this help")
-      ("vocab", po::value(&raw.vocab)->value_name("DIR"), "directory with encoder.json and vocab.bpe (tools/fetch-vocab.sh)")
+      ("vocab", po::value(&raw.vocab)->value_name("DIR"), "directory with GPT-2's encoder.json and vocab.bpe (tools/fetch-vocab.sh), or a byte-level BPE tokenizer.json")
       ("out", po::value(&raw.out)->value_name("DIR"), "output directory for the shards")
       ("format", po::value(&raw.format)->default_value(raw.format)->value_name("text|jsonl"), "input format")
       ("field", po::value(&o.corpus.field)->default_value(o.corpus.field)->value_name("NAME"),
@@ -83,7 +85,8 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
 }
 
 void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data::ZtokOptions& o) {
-  if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab DIR and --out DIR are required (see --help)");
+  if (raw.vocab.empty() || raw.out.empty())
+    throw zt::ConfigError("--vocab DIR|tokenizer.json and --out DIR are required (see --help)");
   if (o.inputs.empty()) throw zt::ConfigError("no INPUT given (see --help)");
   if (raw.format != "text" && raw.format != "jsonl")
     throw zt::ConfigError("--format must be text or jsonl, not " + raw.format);

@@ -73,9 +73,20 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns)
   return inputs;
 }
 
+CorpusOptions keeping_added_tokens_whole(CorpusOptions options, const tok::TextRules& rules) {
+  for (const auto* list : {&rules.raw_added, &rules.normalized_added})
+    for (const tok::AddedTokenMatcher::Token& t : *list) options.unsplittable.push_back(t.text);
+  return options;
+}
+
 CorpusReader::CorpusReader(std::vector<std::string> inputs, CorpusOptions options, InputPosition start,
                            std::size_t chunk_bytes)
-    : inputs_(std::move(inputs)), options_(std::move(options)), chunk_bytes_(chunk_bytes), pos_(start) {}
+    : inputs_(std::move(inputs)), options_(std::move(options)), chunk_bytes_(chunk_bytes), pos_(start) {
+  std::vector<tok::AddedTokenMatcher::Token> tokens;
+  for (const std::string& text : options_.unsplittable)
+    if (!text.empty()) tokens.push_back({text, 0});
+  unsplittable_ = tok::AddedTokenMatcher(std::move(tokens));
+}
 
 CorpusReader::~CorpusReader() = default;
 
@@ -219,13 +230,18 @@ std::size_t CorpusReader::safe_cut(std::size_t limit) const {
   for (std::size_t c = std::min(limit, buffered() - 1); c >= 1 && c != kNone; --c) {
     const auto at = static_cast<unsigned char>(p[c]), before = static_cast<unsigned char>(p[c - 1]);
     if (is_ascii_space(p[c])) {
-      if (nonspace_char_ends_at(p, c)) return c;
+      if (nonspace_char_ends_at(p, c) && !splits_added_token(c)) return c;
     } else if (at < 0x80 && before < 0x80 && before != '\'' && !is_ascii_space(p[c - 1]) &&
-               ascii_class(at) != ascii_class(before)) {
+               ascii_class(at) != ascii_class(before) && !splits_added_token(c)) {
       return c;
     }
   }
   return kNone;
+}
+
+// Added tokens are matched before pre-tokenisation: a cut inside one would lose the match.
+bool CorpusReader::splits_added_token(std::size_t cut) const {
+  return !unsplittable_.empty() && unsplittable_.spans(std::string_view(buf_).substr(head_), cut);
 }
 
 // JSONL: the next non-blank line, whole (its JSON is parsed by the tokenizer threads).

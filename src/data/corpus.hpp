@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "tok/added_tokens.hpp"
+#include "tok/text_rules.hpp"
+
 namespace zt::io {
 class InputStream;
 }
@@ -24,7 +27,11 @@ struct CorpusOptions {
   std::string field = "text";         // jsonl: the string field holding a document
   SplitMode split = SplitMode::kFile; // text: one document per file, or per paragraph
   bool strict_utf8 = false;           // ill-formed UTF-8 is an InputError (file, byte offset), not U+FFFD
+  std::vector<std::string> unsplittable;  // texts no cut may fall inside: the tokenizer's added tokens
 };
+
+// `options` for reading text a tokenizer with these rules encodes: cuts keep its added tokens whole.
+CorpusOptions keeping_added_tokens_whole(CorpusOptions options, const tok::TextRules& rules);
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without
 // glob characters must exist; a glob must match at least one file. Otherwise a zt::InputError.
@@ -83,9 +90,11 @@ class CorpusReader {
   // length in sep), or npos.
   std::size_t document_end(std::size_t limit, std::size_t& sep);
   std::size_t safe_cut(std::size_t limit) const;
+  bool splits_added_token(std::size_t cut) const;
 
   std::vector<std::string> inputs_;
   CorpusOptions options_;
+  tok::AddedTokenMatcher unsplittable_;
   std::size_t chunk_bytes_;
   InputPosition pos_;
   std::unique_ptr<io::InputStream> stream_;

@@ -22,11 +22,16 @@ inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 14;
 
 // What the ids in a shard mean.
 struct TokenizerInfo {
-  std::string name = "gpt2";  // attribute `tokenizer`
-  std::string vocab_hash;     // hex SHA-256 of encoder.json's bytes followed by vocab.bpe's
+  std::string name = "gpt2";  // attribute `tokenizer`: the kind, "gpt2" (encoder.json + vocab.bpe) or "hf-bpe"
+  std::string vocab_hash;     // identifies the tokenizer: hex SHA-256 of encoder.json + vocab.bpe, or of tokenizer.json
   std::uint64_t vocab_size = 0;
-  std::uint64_t eot = 0;      // id of <|endoftext|>
+  std::uint64_t eot = 0;      // the end-of-text id after every document
+  std::optional<std::uint64_t> bos;  // attribute `bos`, present when every document starts with this id
 };
+
+// The one rule for the width of stored ids (shards and ztok's journals): uint16 when every id of the
+// vocabulary fits, uint32 above that.
+inline bool shard_ids_are_wide(std::uint64_t vocab_size) { return vocab_size > 65536; }
 
 // Writes one shard atomically (PATH.tmp, then rename). The token and document counts are declared up
 // front; tokens and offsets are appended in order, in blocks of any size (the bytes on disk do not
@@ -67,12 +72,13 @@ struct ShardInfo {
 // What a reader requires of a shard; an unset field is not checked.
 struct ShardExpectation {
   std::optional<std::string> vocab_hash;
-  std::optional<std::uint64_t> vocab_size;
+  std::optional<std::uint64_t> vocab_size;  // the model's: the shard's vocab_size may not exceed it (padding is fine)
   std::optional<std::uint64_t> eot;
 };
 
 // Reads a shard after validating it. open() checks, before any token is read: the file is HDF5 with
-// format "ztrain-tokens" and format_version 1, the expected vocab_hash / vocab_size / eot, n_tokens
+// format "ztrain-tokens" and format_version 1, the expected vocab_hash / eot, vocab_size at most the
+// expected one, n_tokens
 // against the length of `tokens`, n_docs against `doc_offsets`, and the token type. Every problem
 // there (missing, truncated, corrupt, wrong schema, other vocabulary) is a zt::InputError naming the
 // file and the fix; a failure in a later read is a zt::DataError naming the file and range.

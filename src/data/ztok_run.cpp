@@ -144,9 +144,9 @@ ZtokSummary run_ztok(const ZtokOptions& o) {
     s.already_complete = s.resumed = true;
     return s;
   }
-  const TokenizerInfo info{"gpt2", tokenizer.vocab().hash(), tokenizer.vocab().size(), tokenizer.vocab().eot()};
+  const TokenizerInfo info = shard_tokenizer_info(tokenizer);
   Job job(o, inputs, info, progress);
-  CorpusReader reader(inputs, o.corpus, progress.position, o.chunk_bytes);
+  CorpusReader reader(inputs, keeping_added_tokens_whole(o.corpus, tokenizer.rules()), progress.position, o.chunk_bytes);
   ProgressMeter meter(o.show_progress, input_bytes);
   {
     TokenizeStream stream(tokenizer, reader, o.corpus, o.threads, 2 * static_cast<std::size_t>(o.threads) + 2);

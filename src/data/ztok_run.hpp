@@ -19,7 +19,7 @@
 namespace zt::data {
 
 struct ZtokOptions {
-  std::filesystem::path vocab_dir;   // encoder.json + vocab.bpe
+  std::filesystem::path vocab_dir;   // encoder.json + vocab.bpe, or a tokenizer.json file
   std::filesystem::path out_dir;
   std::vector<std::string> inputs;   // files or globs, command-line order
   CorpusOptions corpus;

@@ -3,9 +3,27 @@
 #include "tok/tokenizer.hpp"
 
 #include "core/error.hpp"
+#include "tok/hf_tokenizer_json.hpp"
+#include "tok/nfc.hpp"
 #include "tok/utf8.hpp"
 
 namespace zt::tok {
+
+Tokenizer::Tokenizer(Vocab vocab, TextRules rules)
+    : vocab_(std::move(vocab)), rules_(std::move(rules)), pretokenizer_(classes_),
+      raw_added_(rules_.raw_added), normalized_added_(rules_.normalized_added) {
+  // The pattern table (hf_tokenizer_json.cpp) names only kinds PreTokenizer implements.
+  ZT_CHECK(rules_.pretokenizer == "gpt2", "pre-tokenizer kind ", rules_.pretokenizer);
+}
+
+Tokenizer Tokenizer::load(const std::filesystem::path& vocab) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(vocab, ec)) {
+    HfTokenizerSpec spec = load_hf_tokenizer_json(vocab);
+    return Tokenizer(std::move(spec.vocab), std::move(spec.rules));
+  }
+  return Tokenizer(Vocab::load(vocab));
+}
 
 void Tokenizer::decode(std::span<const std::uint32_t> ids, std::string& out) const {
   for (const std::uint32_t id : ids) {
@@ -36,6 +54,37 @@ std::size_t Encoder::encode(std::string_view text, std::vector<std::uint32_t>& o
 }
 
 void Encoder::encode_valid(std::string_view text, std::vector<std::uint32_t>& out) {
+  if (tokenizer_->has_text_rules()) {
+    encode_between_added(text, tokenizer_->raw_added(), tokenizer_->rules().nfc, out);
+  } else {
+    encode_pieces(text, out);
+  }
+}
+
+// HF tokenizers' order: split at the raw added tokens, normalise each part between them, split that at
+// the normalised added tokens, then pre-tokenise and merge each part on its own.
+void Encoder::encode_between_added(std::string_view text, const AddedTokenMatcher& added, bool normalize,
+                                   std::vector<std::uint32_t>& out) {
+  for (std::size_t pos = 0;;) {
+    const AddedTokenMatcher::Match m = added.empty() ? AddedTokenMatcher::Match{AddedTokenMatcher::kNoMatch, 0, 0}
+                                                     : added.find(text, pos);
+    const std::size_t end = m.begin == AddedTokenMatcher::kNoMatch ? text.size() : m.begin;
+    if (end > pos) {
+      const std::string_view part = text.substr(pos, end - pos);
+      if (normalize) {
+        to_nfc(part, normalized_);
+        encode_between_added(normalized_, tokenizer_->normalized_added(), false, out);
+      } else {
+        encode_pieces(part, out);
+      }
+    }
+    if (m.begin == AddedTokenMatcher::kNoMatch) return;
+    out.push_back(m.id);
+    pos = m.begin + m.length;
+  }
+}
+
+void Encoder::encode_pieces(std::string_view text, std::vector<std::uint32_t>& out) {
   const PreTokenizer& pre = tokenizer_->pretokenizer();
   for (std::size_t pos = 0; pos < text.size();) {
     const std::size_t end = pre.piece_end(text, pos);
@@ -55,7 +104,7 @@ void Encoder::encode_piece(std::string_view piece, std::vector<std::uint32_t>& o
     }
   }
   const std::size_t first = out.size();
-  const std::uint32_t whole = tokenizer_->vocab().find(piece);
+  const std::uint32_t whole = tokenizer_->rules().whole_token_first ? tokenizer_->vocab().find(piece) : Vocab::kNone;
   if (whole != Vocab::kNone) {
     out.push_back(whole);
   } else {

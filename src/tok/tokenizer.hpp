@@ -1,4 +1,5 @@
-// GPT-2 byte-level BPE, token-for-token identical to tiktoken's `gpt2` encode_ordinary.
+// Byte-level BPE: GPT-2's (token-for-token identical to tiktoken's `gpt2` encode_ordinary), or a
+// Hugging Face tokenizer.json's (HF tokenizers' encode without special-token matching: TextRules).
 // Tokenizer is immutable and shared by threads; each thread encodes with its own Encoder.
 #pragma once
 
@@ -9,8 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "tok/added_tokens.hpp"
 #include "tok/bpe.hpp"
 #include "tok/pretokenizer.hpp"
+#include "tok/text_rules.hpp"
 #include "tok/unicode.hpp"
 #include "tok/vocab.hpp"
 
@@ -18,14 +21,24 @@ namespace zt::tok {
 
 class Tokenizer {
  public:
-  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)), pretokenizer_(classes_) {}
-  static Tokenizer load(const std::filesystem::path& vocab_dir) { return Tokenizer(Vocab::load(vocab_dir)); }
+  explicit Tokenizer(Vocab vocab, TextRules rules = {});
+  // `vocab`: a directory with GPT-2's encoder.json + vocab.bpe, or a Hugging Face tokenizer.json file.
+  static Tokenizer load(const std::filesystem::path& vocab);
   Tokenizer(const Tokenizer&) = delete;  // the pre-tokenizer points into this object
   Tokenizer& operator=(const Tokenizer&) = delete;
   Tokenizer(Tokenizer&& other) noexcept
-      : vocab_(std::move(other.vocab_)), classes_(std::move(other.classes_)), pretokenizer_(classes_) {}
+      : vocab_(std::move(other.vocab_)), rules_(std::move(other.rules_)), classes_(std::move(other.classes_)),
+        pretokenizer_(classes_), raw_added_(std::move(other.raw_added_)),
+        normalized_added_(std::move(other.normalized_added_)) {}
 
   const Vocab& vocab() const { return vocab_; }
+  const TextRules& rules() const { return rules_; }
+  std::uint32_t eot() const { return vocab_.eot(); }  // after every document
+  std::uint32_t bos() const { return rules_.bos; }    // before every document, or Vocab::kNone
+  const AddedTokenMatcher& raw_added() const { return raw_added_; }
+  const AddedTokenMatcher& normalized_added() const { return normalized_added_; }
+  // Whether encoding does more than pre-tokenise and merge (normalise, match added tokens).
+  bool has_text_rules() const { return rules_.nfc || !raw_added_.empty() || !normalized_added_.empty(); }
   const PreTokenizer& pretokenizer() const { return pretokenizer_; }
   const CharClassTable& classes() const { return classes_; }
 
@@ -40,8 +53,10 @@ class Tokenizer {
 
  private:
   Vocab vocab_;
+  TextRules rules_;
   CharClassTable classes_;
   PreTokenizer pretokenizer_;
+  AddedTokenMatcher raw_added_, normalized_added_;
 };
 
 // Per-thread encoding state: the piece cache and BPE scratch, so encoding allocates nothing per piece.
@@ -53,7 +68,8 @@ class Encoder {
   explicit Encoder(const Tokenizer& tokenizer, std::size_t cache_entries = std::size_t{1} << 15);
 
   // Appends the ids of `text` to out. Ill-formed UTF-8 is first replaced (one U+FFFD per maximal
-  // subpart, Python's errors="replace"); returns the number of replacements.
+  // subpart, Python's errors="replace"); returns the number of replacements. The text of a special
+  // token is ordinary text (tiktoken's encode_ordinary); non-special added tokens are matched.
   std::size_t encode(std::string_view text, std::vector<std::uint32_t>& out);
   // Same for text known to be valid UTF-8.
   void encode_valid(std::string_view text, std::vector<std::uint32_t>& out);
@@ -61,12 +77,17 @@ class Encoder {
   void encode_piece(std::string_view piece, std::vector<std::uint32_t>& out);
 
  private:
+  void encode_pieces(std::string_view text, std::vector<std::uint32_t>& out);
+  void encode_between_added(std::string_view text, const AddedTokenMatcher& added, bool normalize,
+                            std::vector<std::uint32_t>& out);
+
   const Tokenizer* tokenizer_;
   BpeMerger merger_;
   BytesMap cache_;                        // piece -> offset in cache_ids_: [count, ids...]
   std::vector<std::uint32_t> cache_ids_;
   std::size_t cache_limit_;
   std::string repaired_;                  // scratch for text with ill-formed UTF-8
+  std::string normalized_;                // scratch: NFC of the text between two raw added tokens
 };
 
 }  // namespace zt::tok

@@ -95,6 +95,7 @@ Entries parse_encoder(std::string_view json_text, const std::string& where, std:
 }  // namespace
 
 const std::array<char32_t, 256>& byte_to_unicode() { return byte_order().to_unicode; }
+bool byte_level_to_bytes(std::string_view text, std::string& bytes) { return unicode_to_bytes(text, bytes); }
 
 Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, const std::string& where) {
   Vocab v;
@@ -106,11 +107,7 @@ Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, co
     seen[id] = true;
     by_id[id] = std::move(bytes);
   }
-  v.token_offsets_.push_back(0);
-  for (const std::string& bytes : by_id) {
-    v.token_bytes_ += bytes;
-    v.token_offsets_.push_back(static_cast<std::uint32_t>(v.token_bytes_.size()));
-  }
+  v.set_tokens(by_id);
   v.index_tokens(where);
   // vocab.bpe: "#version" line, then merge n (0-based) "A B" must be the token with id 256 + n.
   std::istringstream lines{std::string(vocab_bpe)};
@@ -134,6 +131,48 @@ Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, co
   hasher.update(encoder_json);
   hasher.update(vocab_bpe);
   v.hash_ = to_hex(hasher.finish());
+  return v;
+}
+
+void Vocab::set_tokens(const std::vector<std::string>& by_id) {
+  token_bytes_.clear();
+  token_offsets_.assign(1, 0);
+  for (const std::string& bytes : by_id) {
+    token_bytes_ += bytes;
+    token_offsets_.push_back(static_cast<std::uint32_t>(token_bytes_.size()));
+  }
+}
+
+Vocab Vocab::from_merge_list(MergeListParts parts, const std::string& where) {
+  Vocab v;
+  v.set_tokens(parts.tokens);
+  v.eot_ = parts.eot;
+  v.hash_ = std::move(parts.hash);
+  std::vector<bool> added(v.size(), false);
+  for (const std::uint32_t id : parts.added) added.at(id) = true;
+  v.ordinary_ = BytesMap(v.size());
+  for (std::uint32_t id = 0; id < v.size(); ++id)
+    if (!added[id] && !v.ordinary_.insert(v.token_bytes(id), id))
+      throw InputError(cat(where, ": two ordinary tokens have the same bytes (ids ", v.find(v.token_bytes(id)), " and ", id, ")"));
+  for (unsigned b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    v.byte_tokens_[b] = v.find(std::string_view(&c, 1));
+    if (v.byte_tokens_[b] == kNone)
+      throw InputError(cat(where, ": byte ", b, " has no token of its own: not a byte-level vocabulary (all 256 bytes are needed)"));
+  }
+  v.pairs_ = PairMap(parts.merges.size());
+  v.merge_ids_.reserve(parts.merges.size());
+  for (std::size_t rank = 0; rank < parts.merges.size(); ++rank) {
+    const auto [left, right] = parts.merges[rank];
+    const std::uint32_t made = v.find(cat(v.token_bytes(left), v.token_bytes(right)));
+    if (made == kNone)
+      throw InputError(cat(where, ": merge ", rank, " makes a token that is not in the vocabulary"));
+    if (v.pairs_.find(left, right) != PairMap::kMissing)
+      throw InputError(cat(where, ": merge ", rank, " repeats merge ", v.pairs_.find(left, right)));
+    v.pairs_.insert(left, right, static_cast<std::uint32_t>(rank));
+    v.merge_ids_.push_back(made);
+  }
+  v.n_merges_ = parts.merges.size();
   return v;
 }
 

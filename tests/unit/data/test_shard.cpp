@@ -94,10 +94,11 @@ TEST(Shard, ReaderRefusesOtherVocabulariesAndSchemas) {
   const fs::path good = dir.path / "good.h5";
   write_shard(good, ramp(100), {0});
   expect_input_error(good, {.vocab_hash = std::string(64, 'b')}, "data.vocab");
-  expect_input_error(good, {.vocab_size = 50304}, "vocab_size");
+  expect_input_error(good, {.vocab_size = 50000}, "model.vocab_size to at least 50257");
   expect_input_error(good, {.eot = 0}, "eot");
   expect_input_error(dir.path / "missing.h5", {}, "does not exist");
   EXPECT_EQ(ShardReader::validate(good, {.vocab_size = 50257}).n_tokens, 100u);
+  EXPECT_EQ(ShardReader::validate(good, {.vocab_size = 50304}).n_tokens, 100u);  // a padded model vocabulary
 
   auto forge = [&](const char* name, auto&& edit) {  // a shard with one thing wrong
     io::H5File f = io::H5File::create((dir.path / name).string());
