@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
                 << "\nn_docs=" << i.n_docs << "\nsources=";
       for (const auto& s : i.sources) std::cout << s << ";";
       std::cout << "\n";
+      if (i.tokenizer.bos) std::cout << "bos=" << *i.tokenizer.bos << "\n";
+      std::cout << "ids=" << (i.wide_tokens ? "uint32" : "uint16") << "\n";
       return 0;
     }
     std::cerr << "usage: shard_dump tokens OUT.u32 SHARD... | docs SHARD... | info SHARD\n";
