@@ -85,6 +85,14 @@ else
   say "note: GPT-2's encoder.json + vocab.bpe unavailable ($(tail -n 1 "$work/vocab.log")); the --vocab DIR comparison is left out"
 fi
 
+# expected_shard IDS.bin OUT.u32 EOT [BOS]: what a shard of these documents holds.
+expected_shard() {
+  node -e 'const fs=require("fs"); const b=fs.readFileSync(process.argv[1]); const eot=+process.argv[3], bos=process.argv[4];
+    const out=[]; for (let at=0; at<b.length;) { const n=b.readUInt32LE(at); at+=4; if (bos!=="") out.push(+bos);
+    for (let k=0;k<n;k++,at+=4) out.push(b.readUInt32LE(at)); out.push(eot); }
+    fs.writeFileSync(process.argv[2], Buffer.from(new Uint32Array(out).buffer))' "$1" "$2" "$3" "${4:-}"
+}
+
 # ztok end to end: each edge case a JSONL document; the shards must hold [BOS] ids EOT per document.
 node -e 'const fs=require("fs"); const t=JSON.parse(fs.readFileSync(process.argv[1],"utf8")).filter(s=>s.length);
   fs.writeFileSync(process.argv[2], t.map(s=>JSON.stringify({text:s})).join("\n")+"\n"); fs.writeFileSync(process.argv[3], JSON.stringify(t))' \
@@ -98,14 +106,22 @@ for name in llama3-gpt2-pattern qwen2-gpt2-pattern; do
   eot=$(sed -n 's/^eot=//p' "$work/$name.info")
   bos=$(sed -n 's/^bos=//p' "$work/$name.info")
   node "$work/node/hf-encode.mjs" "$work/tok/$name.json" "$work/tok/$name.config.json" "$work/cases/docs.json" "$work/$name.docs.ids"
-  node -e 'const fs=require("fs"); const b=fs.readFileSync(process.argv[1]); const eot=+process.argv[3], bos=process.argv[4];
-    const out=[]; for (let at=0; at<b.length;) { const n=b.readUInt32LE(at); at+=4; if (bos!=="") out.push(+bos);
-    for (let k=0;k<n;k++,at+=4) out.push(b.readUInt32LE(at)); out.push(eot); }
-    fs.writeFileSync(process.argv[2], Buffer.from(new Uint32Array(out).buffer))' \
-    "$work/$name.docs.ids" "$work/$name.want.u32" "$eot" "$bos"
+  expected_shard "$work/$name.docs.ids" "$work/$name.want.u32" "$eot" "$bos"
   "$shard_dump" tokens "$work/$name.got.u32" "$work/out-$name"/train_*.h5
   cmp "$work/$name.want.u32" "$work/$name.got.u32" || { say "FAIL: ztok's $name shard differs from BOS + reference ids + EOT per document"; exit 1; }
   say "$name: ztok shard = ${bos:+BOS $bos + }reference ids + EOT $eot for each of $(grep -c . "$work/docs.jsonl") documents"
 done
+# A long document cut into 64-byte chunks: no cut falls inside an added token (Qwen2 has non-special ones).
+node -e 'const fs=require("fs"); const t=[...JSON.parse(fs.readFileSync(process.argv[1],"utf8")), ...JSON.parse(fs.readFileSync(process.argv[2],"utf8"))].join(" ");
+  fs.writeFileSync(process.argv[3], t); fs.writeFileSync(process.argv[4], JSON.stringify([t]))' \
+  "$work/cases/edge.json" "$work/cases/random.json" "$work/long.txt" "$work/cases/long.json"
+name=qwen2-gpt2-pattern
+rm -rf "$work/out-long"
+"$ztok" -q --threads 2 --debug-chunk-bytes 64 --vocab "$work/tok/$name.json" --out "$work/out-long" "$work/long.txt"
+node "$work/node/hf-encode.mjs" "$work/tok/$name.json" "$work/tok/$name.config.json" "$work/cases/long.json" "$work/long.ids"
+expected_shard "$work/long.ids" "$work/long.want.u32" 151643
+"$shard_dump" tokens "$work/long.got.u32" "$work/out-long"/train_*.h5
+cmp "$work/long.want.u32" "$work/long.got.u32" || { say "FAIL: $name: a document cut into 64-byte chunks differs from the whole"; exit 1; }
+say "$name: a $(stat -c %s "$work/long.txt")-byte document read in 64-byte chunks = the reference's ids of the whole + EOT"
 [ "$(sed -n 's/^bos=//p' "$work/llama3-gpt2-pattern.info")" = 128000 ] || { say "FAIL: Llama 3.1's shard does not record BOS 128000"; exit 1; }
 say "all equal"
