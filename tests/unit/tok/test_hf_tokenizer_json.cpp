@@ -5,13 +5,17 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "tok/bpe.hpp"
 #include "tok/hf_tokenizer_json.hpp"
+#include "tok/nfc.hpp"
 #include "tok/tokenizer.hpp"
+#include "tok/utf8.hpp"
 
 namespace zt::tok {
 namespace {
@@ -170,6 +174,65 @@ TEST(HfTokenizerJson, SplitWithGpt2PatternIsGpt2) {
   const Tokenizer t = tokenizer_of(j.dump());
   EXPECT_EQ(t.rules().pretokenizer, "gpt2");
   EXPECT_EQ(encode(t, "abcd xyz"), (Ids{258, 257, ' ', 'x', 259}));  // " xyz": no " x" merge
+}
+
+// The text HF tokenizers encode: NFC applies between the raw added tokens, which are matched first
+// (so "<t>" + U+0338 keeps its ">" and does not become "<t" + U+226F).
+std::string nfc_between_raw_added(const Tokenizer& t, std::string_view text) {
+  std::string out, part;
+  for (std::size_t pos = 0;;) {
+    const AddedTokenMatcher::Match m = t.raw_added().find(text, pos);
+    const std::size_t end = m.begin == AddedTokenMatcher::kNoMatch ? text.size() : m.begin;
+    to_nfc(text.substr(pos, end - pos), part);
+    out += part;
+    if (m.begin == AddedTokenMatcher::kNoMatch) return out;
+    out += text.substr(m.begin, m.length);
+    pos = m.begin + m.length;
+  }
+}
+
+// Fuzz: fragments around the added tokens and NFC, raw bytes, truncations. Nothing crashes, every id
+// is in the vocabulary, and decoding gives the repaired text back, NFC-normalised between raw added tokens.
+TEST(HfTokenizerJson, FuzzNeverCrashesAndRoundTripsToNfc) {
+  const std::vector<std::string> fragments = {
+      "a", "b", "c", "d", "x", "y", "z", "ab", "xyz", " ", "  ", " w", "or", "\n", "\r\n", "<t>", "<t>x", "<t", "<",
+      ">", "\xC3\xA9", "e\xCC\x81", "!", "\xC3\xA9!", "\xCC\x81", "\xCC\xB8", "<|endoftext|>", "<s>", "\xE1\x84\x80",
+      "\xE1\x85\xA1", "\xEA\xB0\x80", "\xF0\x9F\x98\x80", "\xFF", "\xC3", "\xE2\x82", "\xED\xA0\x80", std::string(1, '\0')};
+  const Tokenizer t = tokenizer_of(tiny_text());
+  Encoder enc(t, 64);
+  std::mt19937 rng(20261127);
+  std::string repaired;
+  for (int trial = 0; trial < 4000; ++trial) {
+    std::string text;
+    const std::size_t n = rng() % 40;
+    const bool raw_bytes = trial % 4 == 0;
+    for (std::size_t i = 0; i < n; ++i)
+      text += raw_bytes ? std::string(1, static_cast<char>(rng() & 0xFF)) : fragments[rng() % fragments.size()];
+    if (trial % 4 == 1 && !text.empty()) text.resize(rng() % text.size());
+    repaired.clear();
+    const std::size_t replaced = append_replacing_invalid(text, repaired);
+    Ids ids;
+    ASSERT_EQ(enc.encode(text, ids), replaced) << trial;
+    for (const std::uint32_t id : ids) ASSERT_LT(id, t.vocab().size());
+    ASSERT_EQ(t.decode(ids), nfc_between_raw_added(t, repaired)) << "trial " << trial;
+  }
+}
+
+// Merge-list ranks through both merge strategies: long words take the heap path in encoding.
+TEST(HfTokenizerJson, ScanAndHeapMergeAgreeOnMergeListRanks) {
+  const Tokenizer t = tokenizer_of(tiny_text());
+  BpeMerger merger(t.vocab());
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string word;
+    const std::size_t n = 2 + rng() % 400;
+    for (std::size_t i = 0; i < n; ++i) word += "abcdxyz"[rng() % 7];
+    Ids scan, heap;
+    merger.merge_scan(word, scan);
+    merger.merge_heap(word, heap);
+    ASSERT_EQ(scan, heap) << word;
+    ASSERT_EQ(t.decode(scan), word);
+  }
 }
 
 }  // namespace
