@@ -55,6 +55,22 @@ TEST(Shard, LargeVocabulariesStoreUint32) {
   EXPECT_EQ(got, (std::vector<std::uint32_t>{1, 70000, 99999}));
 }
 
+// The width rule, and what a tokenizer.json shard records: its kind and the BOS every document starts with.
+TEST(Shard, RecordsTokenizerKindAndBos) {
+  EXPECT_FALSE(shard_ids_are_wide(65536));  // ids 0..65535 fit uint16
+  EXPECT_TRUE(shard_ids_are_wide(65537));
+  TempDir dir("shard");
+  const TokenizerInfo llama{"hf-bpe", std::string(64, 'c'), 128256, 128001, 128000};
+  write_shard(dir.path / "l.h5", {128000, 9906, 128001}, {0}, llama);
+  const ShardInfo info = ShardReader::validate(dir.path / "l.h5", {.vocab_size = 128256});
+  EXPECT_EQ(info.tokenizer.name, "hf-bpe");
+  EXPECT_EQ(info.tokenizer.bos, std::optional<std::uint64_t>(128000));
+  EXPECT_TRUE(info.wide_tokens);
+  EXPECT_FALSE(ShardReader::validate(dir.path / "l.h5", {.vocab_size = 128512}).tokenizer.name.empty());  // padded
+  write_shard(dir.path / "g.h5", {1, 2}, {0});
+  EXPECT_FALSE(ShardReader::validate(dir.path / "g.h5").tokenizer.bos.has_value());  // GPT-2: no BOS
+}
+
 TEST(Shard, EqualContentGivesByteIdenticalFilesWhateverTheBlockSize) {
   TempDir dir("shard");
   const auto tokens = ramp(3 * kShardChunkTokens + 7);
