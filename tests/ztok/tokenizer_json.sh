@@ -28,7 +28,7 @@ refused() {
     "$tiny" "$1" "$ZT_WORK/bad.json"
   expect_exit 2 "$ZT_BIN/ztok" -q --vocab "$ZT_WORK/bad.json" --out "$ZT_WORK/bad" "$ZT_WORK/two.txt"
   expect_in "$ZT_WORK/err" "$2"
-  echo "refused: $(grep -o "$2.\{0,60\}" "$ZT_WORK/err" | head -n 1)"
+  echo "refused: $(grep -Eo "$2.{0,60}" "$ZT_WORK/err" | head -n 1)"
 }
 refused 'd["model"]["type"]="Unigram"' 'model.type is "Unigram"'
 refused 'd["pre_tokenizer"]={"type":"Metaspace"}' 'pre_tokenizer is a Metaspace pre-tokenizer'
