@@ -18,11 +18,12 @@ Tokenizer::Tokenizer(Vocab vocab, TextRules rules)
 
 Tokenizer Tokenizer::load(const std::filesystem::path& vocab) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(vocab, ec)) {
-    HfTokenizerSpec spec = load_hf_tokenizer_json(vocab);
-    return Tokenizer(std::move(spec.vocab), std::move(spec.rules));
-  }
-  return Tokenizer(Vocab::load(vocab));
+  if (!std::filesystem::is_regular_file(vocab, ec)) return Tokenizer(Vocab::load(vocab));  // GPT-2's two files
+  if (vocab.extension() != ".json")
+    throw InputError(cat("vocabulary ", vocab.string(), " is a file but not a .json: give a directory with GPT-2's "
+                         "encoder.json + vocab.bpe, or a Hugging Face tokenizer.json"));
+  HfTokenizerSpec spec = load_hf_tokenizer_json(vocab);
+  return Tokenizer(std::move(spec.vocab), std::move(spec.rules));
 }
 
 void Tokenizer::decode(std::span<const std::uint32_t> ids, std::string& out) const {
