@@ -83,6 +83,33 @@ TEST(Corpus, LongDocumentsAreCutOnlyBeforeSpacesAfterNonSpaces) {
   EXPECT_GT(pieces, 100u);
 }
 
+// A tokenizer's added tokens (matched before pre-tokenisation) are never cut, at any chunk size.
+TEST(Corpus, CutsNeverFallInsideAddedTokens) {
+  TempDir dir("corpus");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += i % 3 ? "a<tool_call>b " : "x </tool_call>\n<|fim_prefix|>y ";
+  put(dir.path / "doc.txt", text);
+  CorpusOptions options;
+  options.unsplittable = {"<tool_call>", "</tool_call>", "<|fim_prefix|>"};
+  for (std::size_t chunk_bytes = 16; chunk_bytes < 60; chunk_bytes += 5) {
+    CorpusReader reader({(dir.path / "doc.txt").string()}, options, {}, chunk_bytes);
+    Chunk chunk;
+    std::size_t offset = 0, cuts = 0;
+    while (reader.next(chunk)) {
+      for (const Segment& s : chunk.segments) {
+        offset += s.end - s.begin;
+        if (s.doc_end) continue;
+        ++cuts;
+        for (const std::string& t : options.unsplittable)
+          for (std::size_t at = text.find(t); at != std::string::npos; at = text.find(t, at + 1))
+            ASSERT_FALSE(at < offset && offset < at + t.size()) << "cut at " << offset << " inside " << t;
+      }
+    }
+    EXPECT_EQ(offset, text.size());
+    EXPECT_GT(cuts, text.size() / 200) << "chunks of " << chunk_bytes << " were hardly cut";
+  }
+}
+
 // Texts with no ASCII space after an ASCII non-space (base64, CJK lines ending in full-width
 // punctuation, glued punctuation) are still cut, so they are not read whole; and every cut, including
 // next to apostrophes, digits, non-ASCII white space and ill-formed UTF-8, tokenizes exactly as the
