@@ -58,8 +58,9 @@ void check_expectation(const ShardInfo& info, const ShardExpectation& expect) {
   const std::string path = info.path.string();
   const TokenizerInfo& t = info.tokenizer;
   if (expect.vocab_hash && *expect.vocab_hash != t.vocab_hash)
-    throw InputError(cat("shard ", path, " was tokenized with vocabulary ", t.vocab_hash, ", but data.vocab has ",
-                         *expect.vocab_hash, ": use the vocabulary it was made with, or re-run ztok"));
+    throw InputError(cat("shard ", path, " was tokenized with vocabulary ", t.vocab_hash, " (", t.name,
+                         " tokenizer), but data.vocab has ", *expect.vocab_hash,
+                         ": set data.vocab to the tokenizer it was made with, or re-run ztok with --vocab set to data.vocab"));
   if (expect.vocab_size && *expect.vocab_size < t.vocab_size)
     throw InputError(cat("shard ", path, " has vocab_size ", t.vocab_size, " (", t.name, " tokenizer) but the model has only ",
                          *expect.vocab_size, ": set model.vocab_size to at least ", t.vocab_size,
