@@ -8,6 +8,7 @@
 #   then ztok end to end (JSONL documents: BOS + ids + end of text; uint32 shards above 65536 ids).
 # WHICH llama3 | qwen2: the files as shipped, with their own patterns; exit 77 (skipped), naming the
 #   pattern, while ztok refuses it.
+#   Two ranks under mpirun (when present) write the shards of one process.
 # Inputs: hand-made edge cases, 2,000 random texts (make-inputs.mjs), Moby-Dick (npm) with LF and CRLF.
 # Everything downloaded stays in WORK_DIR. Exit 0 all equal, 1 a mismatch, 77 skipped.
 set -euo pipefail
@@ -122,5 +123,18 @@ expected_shard "$work/long.ids" "$work/long.want.u32" 151643
 "$shard_dump" tokens "$work/long.got.u32" "$work/out-long"/train_*.h5
 cmp "$work/long.want.u32" "$work/long.got.u32" || { say "FAIL: $name: a document cut into 64-byte chunks differs from the whole"; exit 1; }
 say "$name: a $(stat -c %s "$work/long.txt")-byte document read in 64-byte chunks = the reference's ids of the whole + EOT"
+# Two ranks (journals of uint32 ids, BOS) write the shards of one process byte for byte.
+if command -v mpirun >/dev/null; then
+  name=llama3-gpt2-pattern
+  split -n 3 -d "$work/long.txt" "$work/long_part_"
+  rm -rf "$work/ranks-1" "$work/ranks-2"
+  "$ztok" -q --threads 1 --debug-chunk-bytes 64 --shard-tokens 20000 --vocab "$work/tok/$name.json" --out "$work/ranks-1" "$work"/long_part_*
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun --oversubscribe -np 2 \
+    "$ztok" -q --threads 1 --debug-chunk-bytes 64 --shard-tokens 20000 --vocab "$work/tok/$name.json" --out "$work/ranks-2" "$work"/long_part_*
+  for f in "$work/ranks-1"/*.h5; do
+    cmp "$f" "$work/ranks-2/$(basename "$f")" || { say "FAIL: $name: 2 ranks wrote another $(basename "$f") than 1 process"; exit 1; }
+  done
+  say "$name: 2 ranks write the same $(ls "$work/ranks-1"/*.h5 | wc -l) shards as 1 process"
+fi
 [ "$(sed -n 's/^bos=//p' "$work/llama3-gpt2-pattern.info")" = 128000 ] || { say "FAIL: Llama 3.1's shard does not record BOS 128000"; exit 1; }
 say "all equal"
