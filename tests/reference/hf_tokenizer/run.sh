@@ -5,10 +5,10 @@
 # WHICH main: GPT-2's tokenizer.json (and its ids equal ztok's --vocab DIR ids, i.e. tiktoken's), and
 #   Llama 3.1's and Qwen3's (Qwen2's tokenizer) with GPT-2's pattern swapped into their Split, which
 #   checks merges in list order, ignore_merges, added tokens, NFC, BOS and 128k-152k vocabularies;
-#   then ztok end to end (JSONL documents: BOS + ids + end of text; uint32 shards above 65536 ids).
+#   then ztok end to end (JSONL documents: BOS + ids + end of text; uint32 shards above 65536 ids; a
+#   long document in 64-byte chunks; two ranks under mpirun, when present, as one process).
 # WHICH llama3 | qwen2: the files as shipped, with their own patterns; exit 77 (skipped), naming the
 #   pattern, while ztok refuses it.
-#   Two ranks under mpirun (when present) write the shards of one process.
 # Inputs: hand-made edge cases, 2,000 random texts (make-inputs.mjs), Moby-Dick (npm) with LF and CRLF.
 # Everything downloaded stays in WORK_DIR. Exit 0 all equal, 1 a mismatch, 77 skipped.
 set -euo pipefail
