@@ -101,13 +101,14 @@ void check_model(const Context& c, const Json& m) {
 
 // Ids 0..n-1 of model.vocab and added_tokens, dense; model.vocab keys in the byte-level alphabet.
 struct Tokens {
+  std::size_t max_ids = 0;  // entries in model.vocab and added_tokens: dense ids stay below
   std::vector<std::string> bytes;
   std::vector<bool> present;
   std::unordered_map<std::string, std::uint32_t> by_string;  // model.vocab
 };
 
 void set_token(const Context& c, Tokens& t, std::uint64_t id, std::string bytes, const std::string& path) {
-  if (id >= (std::uint64_t{1} << 31)) c.refuse(path, cat("the id ", id));
+  if (id >= t.max_ids) c.refuse(path, cat("the id ", id, " (the ids must be 0..n-1, n <= ", t.max_ids, " entries)"));
   if (id >= t.bytes.size()) {
     t.bytes.resize(id + 1);
     t.present.resize(id + 1, false);
@@ -119,19 +120,18 @@ void set_token(const Context& c, Tokens& t, std::uint64_t id, std::string bytes,
 Tokens read_vocab(const Context& c, const Json& vocab, const Json& added) {
   if (!vocab.is_object()) c.refuse("model.vocab", "not an object of token -> id");
   Tokens t;
+  t.max_ids = vocab.size() + (added.is_array() ? added.size() : 0);
   t.by_string.reserve(vocab.size());
-  std::vector<bool> is_added;
-  for (const Json& a : added) {
-    const std::uint64_t id = a.value("id", std::uint64_t{0});
-    if (id >= is_added.size()) is_added.resize(id + 1, false);
-    is_added[id] = true;
-  }
+  std::vector<bool> is_added(t.max_ids, false);
+  for (const Json& a : added)
+    if (a.is_object() && a.contains("id") && a["id"].is_number_unsigned() && a["id"].get<std::uint64_t>() < t.max_ids)
+      is_added[a["id"].get<std::uint64_t>()] = true;
   std::string bytes;
   for (const auto& [key, value] : vocab.items()) {
     const std::string path = cat("model.vocab[", Json(key).dump(), "]");
     if (!value.is_number_unsigned()) c.refuse(path, cat("the id ", value.dump()));
     const auto id = value.get<std::uint64_t>();
-    if (!byte_level_to_bytes(key, bytes) && !(id < is_added.size() && is_added[id]))
+    if (!byte_level_to_bytes(key, bytes) && !(id < t.max_ids && is_added[id]))
       c.refuse(path, "a token outside the byte-level alphabet (a non-byte-level BPE)");
     if (id < t.present.size() && t.present[id]) c.refuse(path, cat("a second token with id ", id));
     set_token(c, t, id, bytes, path);
@@ -228,27 +228,8 @@ std::uint32_t end_of_text(const Context& c, const TextRules& spec) {
                        "<|end_of_text|>, </s>; its special tokens are: ", names.empty() ? "none" : names, ")"));
 }
 
-}  // namespace
-
-const std::vector<KnownPattern>& known_pretokenizer_patterns() {
-  // Exact pattern strings only: a scanner is exact for one pattern. GPT-2's is also ByteLevel's built-in.
-  static const std::vector<KnownPattern> kPatterns = {{kGpt2Regex, "gpt2"}};
-  return kPatterns;
-}
-
-const std::vector<std::string_view>& end_of_text_names() {
-  static const std::vector<std::string_view> kNames = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
-  return kNames;
-}
-
-HfTokenizerSpec parse_hf_tokenizer_json(std::string_view json_text, const std::string& where) {
+HfTokenizerSpec parse_root(const Json& root, std::string_view json_text, const std::string& where) {
   const Context c{where};
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::exception& e) {
-    throw InputError(cat(where, " is not valid JSON: ", e.what()));
-  }
   if (!root.is_object() || !root.contains("model")) throw InputError(cat(where, " is not a tokenizer.json (no \"model\")"));
   const Json& model = root["model"];
   check_model(c, model);
@@ -274,6 +255,33 @@ HfTokenizerSpec parse_hf_tokenizer_json(std::string_view json_text, const std::s
   hasher.update(json_text);
   parts.hash = to_hex(hasher.finish());
   return HfTokenizerSpec{Vocab::from_merge_list(std::move(parts), where), std::move(spec)};
+}
+
+}  // namespace
+
+const std::vector<KnownPattern>& known_pretokenizer_patterns() {
+  // Exact pattern strings only: a scanner is exact for one pattern. GPT-2's is also ByteLevel's built-in.
+  static const std::vector<KnownPattern> kPatterns = {{kGpt2Regex, "gpt2"}};
+  return kPatterns;
+}
+
+const std::vector<std::string_view>& end_of_text_names() {
+  static const std::vector<std::string_view> kNames = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
+  return kNames;
+}
+
+HfTokenizerSpec parse_hf_tokenizer_json(std::string_view json_text, const std::string& where) {
+  Json root;
+  try {
+    root = Json::parse(json_text);
+  } catch (const Json::exception& e) {
+    throw InputError(cat(where, " is not valid JSON: ", e.what()));
+  }
+  try {
+    return parse_root(root, json_text, where);
+  } catch (const Json::exception& e) {  // a value of an unexpected JSON type somewhere not checked above
+    throw InputError(cat(where, ": unexpected structure (", e.what(), "); ", kSupported));
+  }
 }
 
 HfTokenizerSpec load_hf_tokenizer_json(const std::filesystem::path& path) {

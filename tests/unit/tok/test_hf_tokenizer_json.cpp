@@ -142,7 +142,7 @@ TEST(HfTokenizerJson, RefusesWhatItDoesNotRead) {
   expect_refused([](Json& j) { j["model"]["vocab"].erase("xyz"); j["model"]["vocab"]["xyq"] = 261; },
                  {"merge 5 makes a token that is not in the vocabulary"});
   expect_refused([](Json& j) { j["model"]["merges"].push_back("qq r"); }, {"model.merges[10]", "not in model.vocab"});
-  expect_refused([](Json& j) { j["model"]["vocab"].erase("or"); }, {"id 264", "missing"});
+  expect_refused([](Json& j) { j["model"]["vocab"].erase("or"); }, {"the ids must be 0..n-1"});  // a hole at 264
   expect_refused([](Json& j) { j["normalizer"] = Json{{"type", "NFKC"}}; }, {"normalizer", "NFKC"});
   expect_refused([](Json& j) { j["pre_tokenizer"] = Json{{"type", "Metaspace"}}; }, {"pre_tokenizer", "Metaspace"});
   expect_refused([](Json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; }, {"pre_tokenizer.add_prefix_space"});
@@ -157,6 +157,9 @@ TEST(HfTokenizerJson, RefusesWhatItDoesNotRead) {
   expect_refused([](Json& j) { j["post_processor"] = Json{{"type", "RobertaProcessing"}}; }, {"post_processor", "RobertaProcessing"});
   expect_refused([](Json& j) { j["post_processor"]["single"].push_back(j["post_processor"]["single"][0]); },
                  {"post_processor.single"});
+  expect_refused([](Json& j) { j["model"]["vocab"]["xyz"] = 1000000000; }, {"the id 1000000000", "0..n-1"});
+  expect_refused([](Json& j) { j["post_processor"] = Json{{"type", "Sequence"}, {"processors", 3}}; }, {"unexpected structure"});
+  expect_refused([](Json& j) { j["added_tokens"] = Json{{"x", 1}}; }, {"added_tokens"});
   expect_refused([](Json& j) { j["added_tokens"][0]["content"] = "<|eos|>"; },
                  {"no end-of-text special token", "<|eos|>, <s>"});
 }
