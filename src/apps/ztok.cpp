@@ -21,9 +21,13 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kAbout =
-    "usage: ztok --vocab DIR --out DIR [options] INPUT...\n"
-    "Tokenizes text with GPT-2's BPE (token-for-token as tiktoken's gpt2 encode_ordinary) into HDF5\n"
+    "usage: ztok --vocab PATH --out DIR [options] INPUT...\n"
+    "Tokenizes text with byte-level BPE (token-for-token as tiktoken's encode_ordinary) into HDF5\n"
     "shards OUT/train_NNNNNN.h5 (and OUT/valid_NNNNNN.h5), <|endoftext|> after every document.\n"
+    "--vocab PATH: a directory with GPT-2's encoder.json + vocab.bpe, or a tiktoken rank file\n"
+    "(*.tiktoken); gpt2, cl100k_base and o200k_base are recognised by content (tools/fetch-vocab.sh\n"
+    "--encoding NAME writes data/NAME.tiktoken); another rank file needs --pattern and --special.\n"
+    "Ids are stored as uint16 when the vocabulary has at most 65536 ids, else uint32.\n"
     "INPUT: files or globs (quoted), read in command-line order, each glob's matches sorted by byte\n"
     "value; NAME.gz and NAME.zst are decompressed on the fly. The shards are byte-identical for any\n"
     "--threads and any number of ranks. An interrupted run resumes when started again with the same\n"
@@ -43,7 +47,7 @@ constexpr const char* kAbout =
 
 // Command-line values that are checked and converted after parsing.
 struct RawArgs {
-  std::string format = "text", split = "file", vocab, out;
+  std::string format = "text", split = "file", vocab, out, encoding, pattern, special;
   bool quiet = false;
 };
 
@@ -57,7 +61,14 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
   po::options_description named(kAbout);
   named.add_options()
       ("help,h", "show this help")
-      ("vocab", po::value(&raw.vocab)->value_name("DIR"), "directory with encoder.json and vocab.bpe (tools/fetch-vocab.sh)")
+      ("vocab", po::value(&raw.vocab)->value_name("PATH"),
+       "GPT-2's encoder.json + vocab.bpe directory, or a tiktoken rank file (tools/fetch-vocab.sh)")
+      ("encoding", po::value(&raw.encoding)->value_name("NAME"),
+       "gpt2|cl100k_base|o200k_base: the rank file must be that encoding (checked by its SHA-256)")
+      ("pattern", po::value(&raw.pattern)->value_name("gpt2|cl100k|o200k"),
+       "pre-tokenisation of a rank file that is no known encoding (the regex of that encoding)")
+      ("special", po::value(&raw.special)->value_name("NAME=ID[,..]"),
+       "special tokens of a rank file that is no known encoding; must include <|endoftext|>")
       ("out", po::value(&raw.out)->value_name("DIR"), "output directory for the shards")
       ("format", po::value(&raw.format)->default_value(raw.format)->value_name("text|jsonl"), "input format")
       ("field", po::value(&o.corpus.field)->default_value(o.corpus.field)->value_name("NAME"),
@@ -83,7 +94,7 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
 }
 
 void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data::ZtokOptions& o) {
-  if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab DIR and --out DIR are required (see --help)");
+  if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab PATH and --out DIR are required (see --help)");
   if (o.inputs.empty()) throw zt::ConfigError("no INPUT given (see --help)");
   if (raw.format != "text" && raw.format != "jsonl")
     throw zt::ConfigError("--format must be text or jsonl, not " + raw.format);
@@ -98,6 +109,13 @@ void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data
   o.corpus.format = raw.format == "jsonl" ? zt::data::InputFormat::kJsonl : zt::data::InputFormat::kText;
   o.corpus.split = raw.split == "paragraph" ? zt::data::SplitMode::kParagraph : zt::data::SplitMode::kFile;
   o.vocab_dir = raw.vocab;
+  o.vocabulary.encoding = raw.encoding;
+  if (!raw.pattern.empty()) {
+    o.vocabulary.pattern = zt::tok::pattern_by_name(raw.pattern);
+    if (!o.vocabulary.pattern || raw.pattern.find('_') != std::string::npos)
+      throw zt::ConfigError("--pattern must be gpt2, cl100k or o200k, not " + raw.pattern);
+  }
+  if (vm.count("special")) o.vocabulary.specials = zt::tok::parse_special_tokens(raw.special);
   o.out_dir = raw.out;
   o.show_progress = !raw.quiet;
 }

@@ -1,14 +1,17 @@
 // Reading a corpus for ztok: input files in order, cut into documents (a whole file, blank-line
 // separated paragraphs, or JSONL records) and into chunks of about chunk_bytes for tokenizer threads.
-// A long document is cut only where GPT-2's pre-tokenizer is certain to break (a non-space character
-// followed by an ASCII space, or two ASCII characters of different classes), so the pieces tokenize
-// exactly as the whole would; only one pre-token longer than a chunk is read whole.
+// A long document is cut only where its pre-tokenizer (CorpusOptions::pattern) is certain to break
+// (e.g. a non-space character followed by an ASCII space, or two ASCII characters of different
+// classes: corpus.cpp safe_cut), so the pieces tokenize exactly as the whole would; only one
+// pre-token longer than a chunk is read whole.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "tok/pattern.hpp"
 
 namespace zt::io {
 class InputStream;
@@ -24,6 +27,7 @@ struct CorpusOptions {
   std::string field = "text";         // jsonl: the string field holding a document
   SplitMode split = SplitMode::kFile; // text: one document per file, or per paragraph
   bool strict_utf8 = false;           // ill-formed UTF-8 is an InputError (file, byte offset), not U+FFFD
+  tok::PatternKind pattern = tok::PatternKind::kGpt2;  // the pre-tokenizer, whose pieces no cut may split
 };
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without

@@ -1,4 +1,5 @@
-// GPT-2 byte-level BPE, token-for-token identical to tiktoken's `gpt2` encode_ordinary.
+// Byte-level BPE, token-for-token identical to tiktoken's encode_ordinary for gpt2, cl100k_base and
+// o200k_base (and any rank file with one of their patterns).
 // Tokenizer is immutable and shared by threads; each thread encodes with its own Encoder.
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "tok/bpe.hpp"
+#include "tok/encoding.hpp"
 #include "tok/pretokenizer.hpp"
 #include "tok/unicode.hpp"
 #include "tok/vocab.hpp"
@@ -18,14 +20,23 @@ namespace zt::tok {
 
 class Tokenizer {
  public:
+  // GPT-2's vocabulary and pattern.
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)), pretokenizer_(classes_) {}
-  static Tokenizer load(const std::filesystem::path& vocab_dir) { return Tokenizer(Vocab::load(vocab_dir)); }
+  explicit Tokenizer(LoadedVocabulary loaded)
+      : vocab_(std::move(loaded.vocab)), name_(std::move(loaded.name)), pretokenizer_(classes_, loaded.pattern) {}
+  // `--vocab PATH` with ztok's --encoding / --pattern / --special (encoding.hpp).
+  static Tokenizer load(const std::filesystem::path& path, const VocabularyOptions& options = {}) {
+    return Tokenizer(load_vocabulary(path, options));
+  }
   Tokenizer(const Tokenizer&) = delete;  // the pre-tokenizer points into this object
   Tokenizer& operator=(const Tokenizer&) = delete;
   Tokenizer(Tokenizer&& other) noexcept
-      : vocab_(std::move(other.vocab_)), classes_(std::move(other.classes_)), pretokenizer_(classes_) {}
+      : vocab_(std::move(other.vocab_)), name_(std::move(other.name_)), classes_(std::move(other.classes_)),
+        pretokenizer_(classes_, other.pretokenizer_.pattern()) {}
 
   const Vocab& vocab() const { return vocab_; }
+  // "gpt2", "cl100k_base", "o200k_base" or "tiktoken-ranks/PATTERN": the shards' `tokenizer`.
+  const std::string& name() const { return name_; }
   const PreTokenizer& pretokenizer() const { return pretokenizer_; }
   const CharClassTable& classes() const { return classes_; }
 
@@ -40,6 +51,7 @@ class Tokenizer {
 
  private:
   Vocab vocab_;
+  std::string name_ = "gpt2";
   CharClassTable classes_;
   PreTokenizer pretokenizer_;
 };

@@ -111,7 +111,9 @@ Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, co
     v.token_bytes_ += bytes;
     v.token_offsets_.push_back(static_cast<std::uint32_t>(v.token_bytes_.size()));
   }
-  v.index_tokens(where);
+  v.specials_ = {{kEndOfText, v.eot_}};
+  v.index_tokens(where + "/encoder.json");
+  v.check_gpt2_byte_order(where);
   // vocab.bpe: "#version" line, then merge n (0-based) "A B" must be the token with id 256 + n.
   std::istringstream lines{std::string(vocab_bpe)};
   std::string line, a, b;
@@ -137,20 +139,34 @@ Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, co
   return v;
 }
 
-// Byte tokens must be ids 0..255 in tiktoken's order; builds the lookup maps.
-void Vocab::index_tokens(const std::string& where) {
-  ordinary_ = BytesMap(size());
-  for (std::uint32_t id = 0; id < size(); ++id)
-    if (id != eot_) ordinary_.insert(token_bytes(id), id);
+// GPT-2: byte tokens must be ids 0..255 in tiktoken's order.
+void Vocab::check_gpt2_byte_order(const std::string& where) {
   for (unsigned rank = 0; rank < 256; ++rank) {
     const unsigned char b = byte_order().rank_to_byte[rank];
     if (find(std::string_view(reinterpret_cast<const char*>(&b), 1)) != rank)
       throw InputError(cat(where, "/encoder.json: single-byte token ", unsigned{b}, " must have id ", rank));
-    byte_tokens_[b] = rank;
+  }
+}
+
+// Builds the lookup maps: ordinary tokens (not special, not empty), every byte's token, merge pairs.
+void Vocab::index_tokens(const std::string& where) {
+  ordinary_ = BytesMap(size());
+  std::vector<bool> special(size(), false);
+  for (const SpecialToken& s : specials_) special[s.id] = true;
+  for (std::uint32_t id = 0; id < size(); ++id) {
+    if (special[id] || token_bytes(id).empty()) continue;
+    if (!ordinary_.insert(token_bytes(id), id))
+      throw InputError(cat(where, ": token ", id, " has the same bytes as token ", find(token_bytes(id))));
+  }
+  for (unsigned b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    byte_tokens_[b] = find(std::string_view(&c, 1));
+    if (byte_tokens_[b] == kNone)
+      throw InputError(cat(where, ": no token for the single byte ", b, " (a byte-level BPE needs all 256)"));
   }
   std::vector<std::array<std::uint32_t, 3>> pairs;  // every split of every token into two tokens
-  for (std::uint32_t id = 256; id < size(); ++id) {
-    if (id == eot_) continue;
+  for (std::uint32_t id = 0; id < size(); ++id) {
+    if (special[id]) continue;
     const std::string_view t = token_bytes(id);
     for (std::size_t k = 1; k < t.size(); ++k) {
       const std::uint32_t left = find(t.substr(0, k)), right = find(t.substr(k));

@@ -1,5 +1,6 @@
-// GPT-2's byte-level BPE vocabulary: encoder.json (token string -> id) and vocab.bpe (merge list),
-// loaded and cross-checked the way tiktoken builds its `gpt2` ranks (rank of a token = its id).
+// A byte-level BPE vocabulary (rank of a token = its id), from GPT-2's encoder.json (token string ->
+// id) + vocab.bpe (merge list), cross-checked the way tiktoken builds its `gpt2` ranks, or from a
+// tiktoken rank file (`*.tiktoken`: one "BASE64 RANK" line per token) with its special tokens.
 #pragma once
 
 #include <array>
@@ -13,6 +14,13 @@
 
 namespace zt::tok {
 
+// A special token: never produced from text (encode_ordinary), only added (end of text).
+struct SpecialToken {
+  std::string text;
+  std::uint32_t id;
+  friend bool operator==(const SpecialToken&, const SpecialToken&) = default;
+};
+
 // GPT-2's printable stand-in for each byte (encoder.py bytes_to_unicode): byte -> code point.
 const std::array<char32_t, 256>& byte_to_unicode();
 
@@ -20,14 +28,21 @@ class Vocab {
  public:
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
 
-  // Reads DIR/encoder.json and DIR/vocab.bpe; any problem is an InputError naming the file.
+  // Reads DIR/encoder.json and DIR/vocab.bpe; any problem is an InputError naming the file. For a
+  // rank file and more choices, see load_vocabulary (encoding.hpp).
   static Vocab load(const std::filesystem::path& dir);
   // The same from the two files' bytes; `where` names them in errors.
   static Vocab parse(std::string_view encoder_json, std::string_view vocab_bpe, const std::string& where);
+  // A tiktoken rank file's bytes and its special tokens, one of them "<|endoftext|>"; `hash` is what
+  // hash() returns (encoding.hpp decides it). Ids without a token (o200k_base has one) decode to "".
+  static Vocab parse_ranks(std::string_view rank_file, const std::vector<SpecialToken>& specials,
+                           const std::string& hash, const std::string& where);
 
   std::size_t size() const { return token_offsets_.size() - 1; }  // ids 0..size()-1 (50257)
   std::uint32_t eot() const { return eot_; }                        // <|endoftext|> (50256)
-  const std::string& hash() const { return hash_; }  // hex SHA-256 of encoder.json + vocab.bpe bytes
+  // GPT-2 files: hex SHA-256 of encoder.json + vocab.bpe bytes; rank files: see encoding.hpp.
+  const std::string& hash() const { return hash_; }
+  const std::vector<SpecialToken>& specials() const { return specials_; }
   std::size_t n_merges() const { return n_merges_; }
 
   std::string_view token_bytes(std::uint32_t id) const {
@@ -43,6 +58,7 @@ class Vocab {
  private:
   Vocab() = default;
   void index_tokens(const std::string& where);
+  void check_gpt2_byte_order(const std::string& where);
 
   std::string token_bytes_;                  // all tokens' bytes, back to back
   std::vector<std::uint32_t> token_offsets_; // [size + 1]
@@ -50,6 +66,7 @@ class Vocab {
   BytesMap ordinary_;
   PairMap pairs_;
   std::uint32_t eot_ = kNone;
+  std::vector<SpecialToken> specials_;
   std::size_t n_merges_ = 0;
   std::string hash_;
 };

@@ -40,9 +40,9 @@ void verify_all(const std::string& key, const data::TokenSource& tokens, int ran
 }
 }  // namespace
 
-tok::Vocab load_vocab(const std::string& dir) {
+tok::LoadedVocabulary load_vocab(const std::string& dir) {
   try {
-    return tok::Vocab::load(dir);
+    return tok::load_vocabulary(dir);
   } catch (const InputError& e) {
     throw InputError(cat("data.vocab=", dir, ": ", e.what()));
   }
@@ -52,7 +52,7 @@ data::ShardExpectation expected_shards(const config::Config& c) {
   data::ShardExpectation expect;
   expect.vocab_size = static_cast<std::uint64_t>(c.model.vocab_size);
   if (!c.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
-    const tok::Vocab vocab = load_vocab(c.data.vocab);
+    const tok::Vocab vocab = load_vocab(c.data.vocab).vocab;
     expect.vocab_hash = vocab.hash();
     expect.eot = vocab.eot();
   }

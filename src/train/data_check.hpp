@@ -7,12 +7,12 @@
 
 #include "config/config.hpp"
 #include "data/shard.hpp"
-#include "tok/vocab.hpp"
+#include "tok/encoding.hpp"
 
 namespace zt::train {
 
 // The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
-tok::Vocab load_vocab(const std::string& dir);
+tok::LoadedVocabulary load_vocab(const std::string& dir);
 
 // What every shard must say about its ids: the model's vocab_size, and data.vocab's hash and eot.
 data::ShardExpectation expected_shards(const config::Config& c);
