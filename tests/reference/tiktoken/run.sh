@@ -154,7 +154,7 @@ if [ $# -ge 4 ]; then  # ztok itself: documents, <|endoftext|>, shards, threads
     [ "$split" = file ] && files=("$c"/*.txt)
     chunks=()  # cl100k/o200k: small chunks, so that many cuts (corpus.cpp safe_cut) are checked
     if [ "$encoding" != gpt2 ]; then
-      files=("$c"/en-moby-dick-crlf.txt "$c"/en-moby-dick-runs.txt "$c"/ar-*.txt "${codepoints[0]}")
+      files=("$c"/en-moby-dick-crlf.txt "$c"/ar-*.txt "${codepoints[0]}")
       chunks=(--debug-chunk-bytes 65536)
     fi
     rm -rf "$work/ztok-$split"
