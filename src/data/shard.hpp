@@ -20,6 +20,11 @@ inline constexpr std::uint64_t kShardFormatVersion = 1;
 // 100M-token shard's chunk index stays small.
 inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 14;
 
+// Shard ids are uint16 when vocab_size <= 65536, else uint32: the one rule the shard writer, ztok's
+// journals and the reader follow (GPT-2's 50257 ids fit; cl100k_base's 100277 and o200k_base's 200019
+// do not).
+inline constexpr bool shard_ids_are_wide(std::uint64_t vocab_size) { return vocab_size > 65536; }
+
 // What the ids in a shard mean.
 struct TokenizerInfo {
   std::string name = "gpt2";  // attribute `tokenizer`

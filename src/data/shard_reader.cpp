@@ -74,7 +74,7 @@ void check_datasets(const ShardReader::Impl& s) {
     invalid(path, cat("n_tokens says ", s.info.n_tokens, " but dataset `tokens` holds ", length));
   const io::H5Type type = s.tokens.type();
   if (type != io::H5Type::kU16 && type != io::H5Type::kU32) invalid(path, "dataset `tokens` is not uint16 or uint32");
-  if (type == io::H5Type::kU16 && s.info.tokenizer.vocab_size > 65536)
+  if (type == io::H5Type::kU16 && shard_ids_are_wide(s.info.tokenizer.vocab_size))
     invalid(path, cat("uint16 tokens cannot hold vocab_size ", s.info.tokenizer.vocab_size));
   if (s.docs.length() != s.info.n_docs)
     invalid(path, cat("n_docs says ", s.info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));

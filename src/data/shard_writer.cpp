@@ -59,7 +59,7 @@ struct ShardWriter::Impl {
   std::vector<std::uint32_t> wide_buffer;
 
   Impl(const std::filesystem::path& path, TokenizerInfo tok, std::uint64_t nt, std::uint64_t nd)
-      : atomic(path), tokenizer(std::move(tok)), n_tokens(nt), n_docs(nd), wide(tokenizer.vocab_size > 65536) {}
+      : atomic(path), tokenizer(std::move(tok)), n_tokens(nt), n_docs(nd), wide(shard_ids_are_wide(tokenizer.vocab_size)) {}
 
   void flush_tokens() {
     const std::uint64_t n = wide ? wide_buffer.size() : narrow_buffer.size();

@@ -150,7 +150,7 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
   RankProgress p = block_start(resumed);
   if (p.done) return p;
   fs::create_directories(out / ".ztok");
-  const bool wide = tokenizer_->vocab().size() > 65536;
+  const bool wide = shard_ids_are_wide(tokenizer_->vocab().size());
   JournalWriter train(journal_stem(out, r, "train"), wide, p.train), valid(journal_stem(out, r, "valid"), wide, p.valid);
   const std::vector<std::string> block(inputs_.begin() + static_cast<std::ptrdiff_t>(p.first_input),
                                        inputs_.begin() + static_cast<std::ptrdiff_t>(p.end_input));
