@@ -42,7 +42,7 @@ inline constexpr char32_t kMaxCodePoint = 0x10FFFF;
 bool is_white_space(char32_t cp);
 
 // Class of each code point: utf8proc's general categories (Unicode 15.0 in Debian 12) plus the
-// letters and numbers Unicode 16.0 added (the version of tiktoken 1.0.22's regex tables).
+// letters, numbers and marks Unicode 16.0 added (the version of tiktoken 1.0.22's regex tables).
 class CharClassTable {
  public:
   CharClassTable();
