@@ -1,8 +1,9 @@
 // Reading a corpus for ztok: input files in order, cut into documents (a whole file, blank-line
 // separated paragraphs, or JSONL records) and into chunks of about chunk_bytes for tokenizer threads.
-// A long document is cut only where GPT-2's pre-tokenizer is certain to break (a non-space character
-// followed by an ASCII space, or two ASCII characters of different classes), so the pieces tokenize
-// exactly as the whole would; only one pre-token longer than a chunk is read whole.
+// A long document is cut only where its pre-tokenizer (CorpusOptions::pattern) is certain to break
+// (e.g. a non-space character followed by an ASCII space, or two ASCII characters of different
+// classes: corpus.cpp safe_cut), so the pieces tokenize exactly as the whole would; only one
+// pre-token longer than a chunk is read whole.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "tok/added_tokens.hpp"
+#include "tok/pattern.hpp"
 #include "tok/text_rules.hpp"
 
 namespace zt::io {
@@ -27,11 +29,9 @@ struct CorpusOptions {
   std::string field = "text";         // jsonl: the string field holding a document
   SplitMode split = SplitMode::kFile; // text: one document per file, or per paragraph
   bool strict_utf8 = false;           // ill-formed UTF-8 is an InputError (file, byte offset), not U+FFFD
+  tok::PatternKind pattern = tok::PatternKind::kGpt2;  // the pre-tokenizer, whose pieces no cut may split
   std::vector<std::string> unsplittable;  // texts no cut may fall inside: the tokenizer's added tokens
 };
-
-// `options` for reading text a tokenizer with these rules encodes: cuts keep its added tokens whole.
-CorpusOptions keeping_added_tokens_whole(CorpusOptions options, const tok::TextRules& rules);
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without
 // glob characters must exist; a glob must match at least one file. Otherwise a zt::InputError.

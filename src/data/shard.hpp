@@ -20,18 +20,19 @@ inline constexpr std::uint64_t kShardFormatVersion = 1;
 // 100M-token shard's chunk index stays small.
 inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 14;
 
+// Shard ids are uint16 when vocab_size <= 65536, else uint32: the one rule the shard writer, ztok's
+// journals and the reader follow (GPT-2's 50257 ids fit; cl100k_base's 100277 and o200k_base's 200019
+// do not).
+inline constexpr bool shard_ids_are_wide(std::uint64_t vocab_size) { return vocab_size > 65536; }
+
 // What the ids in a shard mean.
 struct TokenizerInfo {
-  std::string name = "gpt2";  // attribute `tokenizer`: the kind, "gpt2" (encoder.json + vocab.bpe) or "hf-bpe"
-  std::string vocab_hash;     // identifies the tokenizer: hex SHA-256 of encoder.json + vocab.bpe, or of tokenizer.json
+  std::string name = "gpt2";  // attribute `tokenizer`: Tokenizer::name(), e.g. "gpt2", "cl100k_base", "hf-bpe"
+  std::string vocab_hash;     // identifies the vocabulary: Vocab::hash() (tok/encoding.hpp says what it hashes)
   std::uint64_t vocab_size = 0;
   std::uint64_t eot = 0;      // the end-of-text id after every document
   std::optional<std::uint64_t> bos;  // attribute `bos`, present when every document starts with this id
 };
-
-// The one rule for the width of stored ids (shards and ztok's journals): uint16 when every id of the
-// vocabulary fits, uint32 above that.
-inline bool shard_ids_are_wide(std::uint64_t vocab_size) { return vocab_size > 65536; }
 
 // Writes one shard atomically (PATH.tmp, then rename). The token and document counts are declared up
 // front; tokens and offsets are appended in order, in blocks of any size (the bytes on disk do not

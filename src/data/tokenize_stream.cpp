@@ -44,9 +44,18 @@ void refuse_invalid_utf8(std::string_view text, const std::string& file, std::ui
 }  // namespace
 
 TokenizerInfo shard_tokenizer_info(const tok::Tokenizer& tokenizer) {
-  TokenizerInfo info{tokenizer.rules().tokenizer, tokenizer.vocab().hash(), tokenizer.vocab().size(), tokenizer.eot(), {}};
+  TokenizerInfo info{tokenizer.name(), tokenizer.vocab().hash(), tokenizer.vocab().size(), tokenizer.eot(), {}};
   if (tokenizer.bos() != tok::Vocab::kNone) info.bos = tokenizer.bos();
   return info;
+}
+
+CorpusOptions cutting_safely_for(CorpusOptions options, const tok::Tokenizer& tokenizer) {
+  options.pattern = tokenizer.pattern().kind;
+  options.unsplittable.clear();
+  const tok::TextRules& rules = tokenizer.rules();
+  for (const auto* list : {&rules.raw_added, &rules.normalized_added})
+    for (const tok::AddedTokenMatcher::Token& t : *list) options.unsplittable.push_back(t.text);
+  return options;
 }
 
 void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, const CorpusOptions& options,

@@ -30,6 +30,9 @@ struct TokenizedChunk {
 
 // What the shards written with `tokenizer` record about it.
 TokenizerInfo shard_tokenizer_info(const tok::Tokenizer& tokenizer);
+// `options` for reading text `tokenizer` encodes: long documents are cut only where no piece of its
+// pattern and none of its added tokens can span the cut.
+CorpusOptions cutting_safely_for(CorpusOptions options, const tok::Tokenizer& tokenizer);
 
 // Tokenizes one chunk (what a worker does); errors are stored in the result, not thrown.
 void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, const CorpusOptions& options,

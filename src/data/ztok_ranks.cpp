@@ -97,7 +97,7 @@ struct RankedZtok::Totals {
 
 RankedZtok::RankedZtok(const ZtokOptions& o, const RankGroup& group) : options_(o), group_(group) {
   check_options(o);
-  tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(o.vocab_dir));
+  tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(o.vocab_dir, o.vocabulary));
   inputs_ = expand_inputs(o.inputs);
   settings_ = ztok_settings(o, inputs_, tokenizer_->vocab().hash());
   std::vector<std::uint64_t> sizes;
@@ -157,8 +157,9 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
   std::uint64_t base = 0;  // bytes of the block's inputs before the one reading resumes in
   for (std::uint64_t i = 0; i < p.position.file && i < block.size(); ++i)
     base += settings_.inputs[p.first_input + i].second;
-  CorpusReader reader(block, keeping_added_tokens_whole(options_.corpus, tokenizer_->rules()), p.position, options_.chunk_bytes);
-  TokenizeStream stream(*tokenizer_, reader, options_.corpus, options_.threads,
+  const CorpusOptions corpus = cutting_safely_for(options_.corpus, *tokenizer_);
+  CorpusReader reader(block, corpus, p.position, options_.chunk_bytes);
+  TokenizeStream stream(*tokenizer_, reader, corpus, options_.threads,
                         2 * static_cast<std::size_t>(options_.threads) + 2);
   Clock::time_point saved_at = Clock::now();
   auto save = [&] {

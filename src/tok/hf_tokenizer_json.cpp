@@ -1,4 +1,4 @@
-// tokenizer.json -> HfTokenizerSpec. Each part of the file is checked where it is read; a refusal
+// tokenizer.json -> LoadedVocabulary. Each part of the file is checked where it is read; a refusal
 // names the JSON path, what is there, and what ztok supports.
 #include "tok/hf_tokenizer_json.hpp"
 
@@ -16,7 +16,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr std::string_view kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr const char* kSupported =
     "ztok supports model.type BPE over the byte-level alphabet; pre_tokenizer ByteLevel (use_regex true) or a "
     "Sequence of Split (a known Regex, behavior Isolated) and ByteLevel (use_regex false), add_prefix_space false; "
@@ -45,11 +44,11 @@ bool null_or_empty(const Json& object, const char* name) {
   return !object.contains(name) || object[name].is_null() || (object[name].is_string() && object[name].get<std::string>().empty());
 }
 
-std::string pattern_kind(const Context& c, std::string_view regex, const std::string& path) {
-  for (const KnownPattern& known : known_pretokenizer_patterns())
-    if (known.regex == regex) return std::string(known.kind);
+Pattern known_pattern(const Context& c, std::string_view regex, const std::string& path) {
+  if (const std::optional<Pattern> pattern = pattern_from_regex(regex)) return *pattern;
   throw InputError(cat(c.where, ": ", path, " is the pre-tokenizer pattern \"", regex,
-                       "\", for which ztok has no exact scanner (known: GPT-2's \"", kGpt2Regex,
+                       "\", for which ztok has no exact scanner (known: GPT-2's, cl100k_base's (Llama 3), o200k_base's, "
+                       "with digit runs \\p{N}{1,K} or \\p{N} (Qwen2), e.g. \"", pattern_regex({PatternKind::kCl100k, 3}),
                        "\"); tokenizers with this pattern are not supported yet"));
 }
 
@@ -70,10 +69,10 @@ void check_byte_level(const Context& c, const Json& b, const std::string& path, 
   if (flag(b, "use_regex") != use_regex) c.refuse(cat(path, ".use_regex"), use_regex ? "false" : "true (after a Split)");
 }
 
-std::string parse_pretokenizer(const Context& c, const Json& p) {
-  if (type_of(p) == "ByteLevel") {
+Pattern parse_pretokenizer(const Context& c, const Json& p) {
+  if (type_of(p) == "ByteLevel") {  // its built-in regex is GPT-2's
     check_byte_level(c, p, "pre_tokenizer", true);
-    return pattern_kind(c, kGpt2Regex, "pre_tokenizer (ByteLevel's built-in regex)");
+    return Pattern{PatternKind::kGpt2, 3};
   }
   if (type_of(p) != "Sequence") c.refuse("pre_tokenizer", cat("a ", type_of(p), " pre-tokenizer (not byte-level)"));
   const Json& steps = c.field(p, "pre_tokenizer", "pretokenizers");
@@ -87,7 +86,7 @@ std::string parse_pretokenizer(const Context& c, const Json& p) {
     c.refuse("pre_tokenizer.pretokenizers[0].behavior", split.value("behavior", Json()).dump());
   if (flag(split, "invert")) c.refuse("pre_tokenizer.pretokenizers[0].invert", "true");
   check_byte_level(c, steps[1], "pre_tokenizer.pretokenizers[1]", false);
-  return pattern_kind(c, pattern["Regex"].get<std::string>(), "pre_tokenizer.pretokenizers[0].pattern.Regex");
+  return known_pattern(c, pattern["Regex"].get<std::string>(), "pre_tokenizer.pretokenizers[0].pattern.Regex");
 }
 
 void check_model(const Context& c, const Json& m) {
@@ -228,7 +227,7 @@ std::uint32_t end_of_text(const Context& c, const TextRules& spec) {
                        "<|end_of_text|>, </s>; its special tokens are: ", names.empty() ? "none" : names, ")"));
 }
 
-HfTokenizerSpec parse_root(const Json& root, std::string_view json_text, const std::string& where) {
+LoadedVocabulary parse_root(const Json& root, std::string_view json_text, const std::string& where) {
   const Context c{where};
   if (!root.is_object() || !root.contains("model")) throw InputError(cat(where, " is not a tokenizer.json (no \"model\")"));
   const Json& model = root["model"];
@@ -236,9 +235,8 @@ HfTokenizerSpec parse_root(const Json& root, std::string_view json_text, const s
   const Json no_added = Json::array();
   const Json& added = root.contains("added_tokens") ? root["added_tokens"] : no_added;
   TextRules spec;
-  spec.tokenizer = "hf-bpe";
   spec.nfc = parse_normalizer(c, root.value("normalizer", Json()));
-  spec.pretokenizer = parse_pretokenizer(c, root.value("pre_tokenizer", Json()));
+  const Pattern pattern = parse_pretokenizer(c, root.value("pre_tokenizer", Json()));
   Tokens tokens = read_vocab(c, c.field(model, "model", "vocab"), added);
   Vocab::MergeListParts parts;
   parts.merges = read_merges(c, c.field(model, "model", "merges"), tokens);
@@ -254,23 +252,17 @@ HfTokenizerSpec parse_root(const Json& root, std::string_view json_text, const s
   Sha256 hasher;
   hasher.update(json_text);
   parts.hash = to_hex(hasher.finish());
-  return HfTokenizerSpec{Vocab::from_merge_list(std::move(parts), where), std::move(spec)};
+  return LoadedVocabulary{Vocab::from_merge_list(std::move(parts), where), pattern, "hf-bpe", std::move(spec)};
 }
 
 }  // namespace
-
-const std::vector<KnownPattern>& known_pretokenizer_patterns() {
-  // Exact pattern strings only: a scanner is exact for one pattern. GPT-2's is also ByteLevel's built-in.
-  static const std::vector<KnownPattern> kPatterns = {{kGpt2Regex, "gpt2"}};
-  return kPatterns;
-}
 
 const std::vector<std::string_view>& end_of_text_names() {
   static const std::vector<std::string_view> kNames = {"<|endoftext|>", "<|end_of_text|>", "</s>"};
   return kNames;
 }
 
-HfTokenizerSpec parse_hf_tokenizer_json(std::string_view json_text, const std::string& where) {
+LoadedVocabulary parse_hf_tokenizer_json(std::string_view json_text, const std::string& where) {
   Json root;
   try {
     root = Json::parse(json_text);
@@ -284,7 +276,7 @@ HfTokenizerSpec parse_hf_tokenizer_json(std::string_view json_text, const std::s
   }
 }
 
-HfTokenizerSpec load_hf_tokenizer_json(const std::filesystem::path& path) {
+LoadedVocabulary load_hf_tokenizer_json(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(cat("cannot read tokenizer file ", path.string()));
   std::ostringstream buffer;

@@ -3,39 +3,25 @@
 // is supported.
 #pragma once
 
-#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "tok/text_rules.hpp"
-#include "tok/vocab.hpp"
+#include "tok/encoding.hpp"
 
 namespace zt::tok {
 
-// vocab.hash(): hex SHA-256 of the file's bytes; vocab.eot(): the end-of-text special token.
-// rules.tokenizer is "hf-bpe"; whole_token_first is model.ignore_merges; non-special added tokens are
-// matched in the raw text unless normalized: true under an NFC normalizer; bos is the post-processor's
-// leading special token.
-struct HfTokenizerSpec {
-  Vocab vocab;
-  TextRules rules;
-};
-
-// The exact Split regex (or ByteLevel's built-in GPT-2 regex) -> pre-tokenizer kind. A pattern not in
-// the table is refused with the pattern in the message.
-struct KnownPattern {
-  std::string_view regex;
-  std::string_view kind;
-};
-const std::vector<KnownPattern>& known_pretokenizer_patterns();
+// The file's vocabulary (vocab.hash(): hex SHA-256 of the file's bytes; vocab.eot(): the end-of-text
+// special token), its pattern (the Split regex, or ByteLevel's built-in GPT-2 regex, through
+// pattern_from_regex: any other regex is refused), name "hf-bpe", and its rules: whole_token_first
+// is model.ignore_merges; non-special added tokens are matched in the raw text unless normalized: true
+// under an NFC normalizer; bos is the post-processor's leading special token.
+LoadedVocabulary parse_hf_tokenizer_json(std::string_view json_text, const std::string& where);
+LoadedVocabulary load_hf_tokenizer_json(const std::filesystem::path& path);
 
 // The special token that ends a document, by name, first found: <|endoftext|> (GPT-2, Qwen2),
 // <|end_of_text|> (Llama 3), </s>.
 const std::vector<std::string_view>& end_of_text_names();
-
-HfTokenizerSpec parse_hf_tokenizer_json(std::string_view json_text, const std::string& where);
-HfTokenizerSpec load_hf_tokenizer_json(const std::filesystem::path& path);
 
 }  // namespace zt::tok

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "tok/added_tokens.hpp"
@@ -11,8 +10,6 @@
 namespace zt::tok {
 
 struct TextRules {
-  std::string tokenizer = "gpt2";    // the kind recorded in shards: "gpt2" (encoder.json + vocab.bpe), "hf-bpe"
-  std::string pretokenizer = "gpt2"; // the pre-tokenizer kind (hf_tokenizer_json.hpp's pattern table)
   bool nfc = false;                  // NFC-normalise the text between raw added tokens
   bool whole_token_first = true;     // a piece that is a token is that token (tiktoken; HF ignore_merges)
   std::vector<AddedTokenMatcher::Token> raw_added;         // matched in the raw text

@@ -3,28 +3,15 @@
 #include "tok/tokenizer.hpp"
 
 #include "core/error.hpp"
-#include "tok/hf_tokenizer_json.hpp"
 #include "tok/nfc.hpp"
 #include "tok/utf8.hpp"
 
 namespace zt::tok {
 
-Tokenizer::Tokenizer(Vocab vocab, TextRules rules)
-    : vocab_(std::move(vocab)), rules_(std::move(rules)), pretokenizer_(classes_),
-      raw_added_(rules_.raw_added), normalized_added_(rules_.normalized_added) {
-  // The pattern table (hf_tokenizer_json.cpp) names only kinds PreTokenizer implements.
-  ZT_CHECK(rules_.pretokenizer == "gpt2", "pre-tokenizer kind ", rules_.pretokenizer);
-}
-
-Tokenizer Tokenizer::load(const std::filesystem::path& vocab) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(vocab, ec)) return Tokenizer(Vocab::load(vocab));  // GPT-2's two files
-  if (vocab.extension() != ".json")
-    throw InputError(cat("vocabulary ", vocab.string(), " is a file but not a .json: give a directory with GPT-2's "
-                         "encoder.json + vocab.bpe, or a Hugging Face tokenizer.json"));
-  HfTokenizerSpec spec = load_hf_tokenizer_json(vocab);
-  return Tokenizer(std::move(spec.vocab), std::move(spec.rules));
-}
+Tokenizer::Tokenizer(LoadedVocabulary loaded)
+    : vocab_(std::move(loaded.vocab)), name_(std::move(loaded.name)), rules_(std::move(loaded.rules)),
+      pretokenizer_(classes_, loaded.pattern), raw_added_(rules_.raw_added),
+      normalized_added_(rules_.normalized_added) {}
 
 void Tokenizer::decode(std::span<const std::uint32_t> ids, std::string& out) const {
   for (const std::uint32_t id : ids) {

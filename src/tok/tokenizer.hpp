@@ -1,5 +1,6 @@
-// Byte-level BPE: GPT-2's (token-for-token identical to tiktoken's `gpt2` encode_ordinary), or a
-// Hugging Face tokenizer.json's (HF tokenizers' encode without special-token matching: TextRules).
+// Byte-level BPE: token-for-token identical to tiktoken's encode_ordinary for gpt2, cl100k_base and
+// o200k_base (and any rank file with one of their patterns), and to HF tokenizers' encode (without
+// special-token matching) for a Hugging Face tokenizer.json with one of those patterns (TextRules).
 // Tokenizer is immutable and shared by threads; each thread encodes with its own Encoder.
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include "tok/added_tokens.hpp"
 #include "tok/bpe.hpp"
+#include "tok/encoding.hpp"
 #include "tok/pretokenizer.hpp"
 #include "tok/text_rules.hpp"
 #include "tok/unicode.hpp"
@@ -21,18 +23,26 @@ namespace zt::tok {
 
 class Tokenizer {
  public:
-  explicit Tokenizer(Vocab vocab, TextRules rules = {});
-  // `vocab`: a directory with GPT-2's encoder.json + vocab.bpe, or a Hugging Face tokenizer.json file.
-  static Tokenizer load(const std::filesystem::path& vocab);
+  // GPT-2's vocabulary and pattern.
+  explicit Tokenizer(Vocab vocab) : Tokenizer(LoadedVocabulary{std::move(vocab), Pattern{}, "gpt2", {}}) {}
+  explicit Tokenizer(LoadedVocabulary loaded);
+  // `--vocab PATH` with ztok's --encoding / --pattern / --special: a GPT-2 directory, a tiktoken rank
+  // file or a tokenizer.json (encoding.hpp).
+  static Tokenizer load(const std::filesystem::path& path, const VocabularyOptions& options = {}) {
+    return Tokenizer(load_vocabulary(path, options));
+  }
   Tokenizer(const Tokenizer&) = delete;  // the pre-tokenizer points into this object
   Tokenizer& operator=(const Tokenizer&) = delete;
   Tokenizer(Tokenizer&& other) noexcept
-      : vocab_(std::move(other.vocab_)), rules_(std::move(other.rules_)), classes_(std::move(other.classes_)),
-        pretokenizer_(classes_), raw_added_(std::move(other.raw_added_)),
-        normalized_added_(std::move(other.normalized_added_)) {}
+      : vocab_(std::move(other.vocab_)), name_(std::move(other.name_)), rules_(std::move(other.rules_)),
+        classes_(std::move(other.classes_)), pretokenizer_(classes_, other.pretokenizer_.pattern()),
+        raw_added_(std::move(other.raw_added_)), normalized_added_(std::move(other.normalized_added_)) {}
 
   const Vocab& vocab() const { return vocab_; }
+  // "gpt2", "cl100k_base", "o200k_base", "tiktoken-ranks/PATTERN" or "hf-bpe": the shards' `tokenizer`.
+  const std::string& name() const { return name_; }
   const TextRules& rules() const { return rules_; }
+  const Pattern& pattern() const { return pretokenizer_.pattern(); }
   std::uint32_t eot() const { return vocab_.eot(); }  // after every document
   std::uint32_t bos() const { return rules_.bos; }    // before every document, or Vocab::kNone
   const AddedTokenMatcher& raw_added() const { return raw_added_; }
@@ -53,6 +63,7 @@ class Tokenizer {
 
  private:
   Vocab vocab_;
+  std::string name_;
   TextRules rules_;
   CharClassTable classes_;
   PreTokenizer pretokenizer_;

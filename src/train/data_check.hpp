@@ -11,8 +11,8 @@
 
 namespace zt::train {
 
-// The tokenizer of data.vocab (a GPT-2 vocabulary directory or a tokenizer.json), its errors naming
-// that key (the loader speaks of ztok's --vocab).
+// The tokenizer of data.vocab (a GPT-2 vocabulary directory, a tiktoken rank file of a known encoding
+// or a tokenizer.json), its errors naming that key (the loader speaks of ztok's --vocab).
 tok::Tokenizer load_tokenizer(const std::string& vocab);
 
 // What every shard must say about its ids: the model's vocab_size, and data.vocab's hash and eot.

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
       const auto& i = r.info();
       std::cout << "tokenizer=" << i.tokenizer.name << "\nvocab_hash=" << i.tokenizer.vocab_hash
                 << "\nvocab_size=" << i.tokenizer.vocab_size << "\neot=" << i.tokenizer.eot << "\nn_tokens=" << i.n_tokens
-                << "\nn_docs=" << i.n_docs << "\nsources=";
+                << "\nn_docs=" << i.n_docs << "\nwide_tokens=" << (i.wide_tokens ? 1 : 0) << "\nsources=";
       for (const auto& s : i.sources) std::cout << s << ";";
       std::cout << "\n";
       if (i.tokenizer.bos) std::cout << "bos=" << *i.tokenizer.bos << "\n";

@@ -34,8 +34,7 @@ const std::string& tiny_text() {
 }
 
 Tokenizer tokenizer_of(const std::string& json_text) {
-  HfTokenizerSpec spec = parse_hf_tokenizer_json(json_text, "tiny.json");
-  return Tokenizer(std::move(spec.vocab), std::move(spec.rules));
+  return Tokenizer(parse_hf_tokenizer_json(json_text, "tiny.json"));
 }
 
 Ids encode(const Tokenizer& t, std::string_view text) {
@@ -51,7 +50,7 @@ TEST(HfTokenizerJson, ReadsVocabularySpecialsAndBos) {
   EXPECT_EQ(t.vocab().size(), 271u);
   EXPECT_EQ(t.eot(), 266u);  // <|endoftext|>
   EXPECT_EQ(t.bos(), 267u);  // the template's leading <s>
-  EXPECT_EQ(t.rules().tokenizer, "hf-bpe");
+  EXPECT_EQ(t.name(), "hf-bpe");
   EXPECT_EQ(t.vocab().hash().size(), 64u);
   EXPECT_EQ(t.decode(Ids{258, 257, 266, 268}), "abcd<|endoftext|><t>");
 }
@@ -164,19 +163,38 @@ TEST(HfTokenizerJson, RefusesWhatItDoesNotRead) {
                  {"no end-of-text special token", "<|eos|>, <s>"});
 }
 
+Json split_pretokenizer(const std::string& regex) {
+  return Json{{"type", "Sequence"},
+              {"pretokenizers",
+               Json::array({Json{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+                            Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+}
+
 // A split that is already GPT-2's pattern maps to the same kind as ByteLevel's built-in regex.
 TEST(HfTokenizerJson, SplitWithGpt2PatternIsGpt2) {
   Json j = tiny_json();
-  j["pre_tokenizer"] = Json{{"type", "Sequence"},
-                            {"pretokenizers",
-                             Json::array({Json{{"type", "Split"},
-                                               {"pattern", {{"Regex", std::string(known_pretokenizer_patterns()[0].regex)}}},
-                                               {"behavior", "Isolated"},
-                                               {"invert", false}},
-                                          Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  j["pre_tokenizer"] = split_pretokenizer(pattern_regex(Pattern{PatternKind::kGpt2, 3}));
   const Tokenizer t = tokenizer_of(j.dump());
-  EXPECT_EQ(t.rules().pretokenizer, "gpt2");
+  EXPECT_EQ(t.pattern(), (Pattern{PatternKind::kGpt2, 3}));
   EXPECT_EQ(encode(t, "abcd xyz"), (Ids{258, 257, ' ', 'x', 259}));  // " xyz": no " x" merge
+}
+
+// Llama 3's Split regex (cl100k_base's) and Qwen2's (the same with \p{N}: single digits) select the
+// cl100k scanner with their digit run; the pieces, not just the kind, follow it.
+TEST(HfTokenizerJson, SplitWithLlama3OrQwen2PatternIsCl100k) {
+  const std::string llama3 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const std::string qwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  for (const auto& [regex, digits] : {std::pair{llama3, 3u}, std::pair{qwen2, 1u}}) {
+    Json j = tiny_json();
+    j["pre_tokenizer"] = split_pretokenizer(regex);
+    const Tokenizer t = tokenizer_of(j.dump());
+    EXPECT_EQ(t.pattern(), (Pattern{PatternKind::kCl100k, digits})) << regex;
+    std::vector<std::string> pieces;
+    t.pretokenizer().for_each_piece("1234", [&](std::string_view p) { pieces.emplace_back(p); });
+    EXPECT_EQ(pieces.size(), digits == 3 ? 2u : 4u) << regex;  // "123" "4" / "1" "2" "3" "4"
+  }
 }
 
 // The text HF tokenizers encode: NFC applies between the raw added tokens, which are matched first
