@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ztok --vocab tokenizer.json end to end on the hand-written tests/unit/tok/data/tiny_tokenizer.json:
 # BOS before and end of text after every document, the shard records kind and BOS; files ztok does not
-# read are refused with exit 2 naming the JSON path; ztrain checks the shards against data.vocab and
+# read are refused with exit 2 naming the JSON path, and so are --encoding/--pattern/--special; ztrain checks the shards against data.vocab and
 # model.vocab_size (padding allowed) and decodes its text samples with the tokenizer.json.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,6 +34,9 @@ refused 'd["model"]["type"]="Unigram"' 'model.type is "Unigram"'
 refused 'd["pre_tokenizer"]={"type":"Metaspace"}' 'pre_tokenizer is a Metaspace pre-tokenizer'
 refused 'd["pre_tokenizer"]={"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"\\p{N}{1,3}"},"behavior":"Isolated","invert":False},{"type":"ByteLevel","use_regex":False}]}' \
   'pattern "\\p\{N\}\{1,3\}", for which ztok has no exact scanner'
+# The rank-file options do not apply to a tokenizer.json (it brings its own pattern and special tokens).
+expect_exit 2 "$ZT_BIN/ztok" -q --vocab "$tiny" --pattern cl100k --out "$ZT_WORK/bad" "$ZT_WORK/two.txt"
+expect_in "$ZT_WORK/err" "is a tokenizer.json, which brings its own pattern and special tokens"
 
 # ztrain: the shards against data.vocab and the model's vocabulary, samples decoded with the tokenizer.json.
 train=(--model.n_layer=1 --model.n_head=2 --model.n_embd=16 --model.seq_len=4 --train.device=cpu --train.threads=1
