@@ -23,23 +23,33 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kAbout =
-    "usage: ztok --vocab DIR --out DIR [options] INPUT...\n"
-    "Tokenizes text with GPT-2's BPE (token-for-token as tiktoken's gpt2 encode_ordinary) into HDF5\n"
-    "shards OUT/train_NNNNNN.h5 (and OUT/valid_NNNNNN.h5), <|endoftext|> after every document.\n"
+    "usage: ztok --vocab PATH --out DIR [options] INPUT...\n"
+    "Tokenizes text with byte-level BPE into HDF5 shards OUT/train_NNNNNN.h5 (and OUT/valid_NNNNNN.h5):\n"
+    "the end-of-text token after every document, and the BOS before it where a tokenizer.json's\n"
+    "post-processor adds one. --vocab PATH is one of:\n"
+    "  a directory with GPT-2's encoder.json + vocab.bpe (as tiktoken's gpt2 encode_ordinary);\n"
+    "  a Hugging Face byte-level BPE tokenizer.json (*.json; as HF tokenizers, a special token's text read\n"
+    "  as ordinary text), whose pre-tokenizer regex is GPT-2's, cl100k's (Llama 3) or o200k's, with any\n"
+    "  digit run (Qwen2);\n"
+    "  a tiktoken rank file (any other file, e.g. NAME.tiktoken; as tiktoken's encode_ordinary): gpt2,\n"
+    "  cl100k_base and o200k_base are recognised by content (tools/fetch-vocab.sh --encoding NAME writes\n"
+    "  data/NAME.tiktoken), another rank file needs --pattern and --special.\n"
+    "Ids are stored as uint16 when the vocabulary has at most 65536 ids, else uint32.\n"
     "INPUT: files or globs (quoted), read in command-line order, each glob's matches sorted by byte\n"
     "value; NAME.gz and NAME.zst are decompressed on the fly. The shards are byte-identical for any\n"
     "--threads and any number of ranks. An interrupted run resumes when started again with the same\n"
     "arguments (state in OUT/ztok-progress.json); other arguments on the same OUT are refused.\n"
     "Under mpirun -np N, rank r tokenizes the r-th contiguous block of the inputs (balanced by bytes)\n"
-    "into journals under OUT/.ztok (2 bytes per token until the shards are written; OUT must be on a\n"
-    "file system every rank sees), then the ranks write the shards round robin. Resume with as many\n"
-    "ranks. --threads defaults to the cores divided by the ranks on the node.\n"
-    "Memory (per rank) does not grow with the corpus: about 56 MB fixed (vocabulary, HDF5, MPI) + 2 MiB per\n"
-    "thread (piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids (4\n"
-    "bytes per id). Long documents are cut where the pre-tokenizer must break (a non-space before an\n"
-    "ASCII space, or two ASCII characters of different classes); only one pre-token longer than 1 MiB\n"
-    "is held whole, at most 16 bytes of memory per byte of it (an ill-formed byte counts as the 3 of its\n"
-    "U+FFFD), and a JSONL line is parsed whole.\n"
+    "into journals under OUT/.ztok (2 bytes per token, 4 above 65536 ids, until the shards are written;\n"
+    "OUT must be on a file system every rank sees), then the ranks write the shards round robin. Resume\n"
+    "with as many ranks. --threads defaults to the cores divided by the ranks on the node.\n"
+    "Memory (per rank) does not grow with the corpus: about 56 MB fixed (vocabulary, HDF5, MPI; 62 MB\n"
+    "with cl100k_base, 78 MB with o200k_base, about 115 MB with a 152k-id tokenizer.json) + 2 MiB per\n"
+    "thread (piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids\n"
+    "(4 bytes per id). Long documents are cut where the pattern's pre-tokenizer must break (e.g. a\n"
+    "non-space before an ASCII space, or two ASCII characters of different classes), never inside an\n"
+    "added token; only one pre-token longer than 1 MiB is held whole, at most 16 bytes of memory per\n"
+    "byte of it (an ill-formed byte counts as the 3 of its U+FFFD), and a JSONL line is parsed whole.\n"
     "Ill-formed UTF-8 becomes U+FFFD; a file with over 1% of its bytes ill-formed is warned about.\n"
     "--format instruct: instruction JSON Lines ({\"prompt\",\"response\"} or {\"messages\":[{\"role\",\"content\"},...]})\n"
     "rendered with --chat-template (chatml: Qwen2's ChatML; llama3: Llama 3's), the template's special\n"
@@ -51,8 +61,8 @@ constexpr const char* kAbout =
 
 // Command-line values that are checked and converted after parsing.
 struct RawArgs {
-  std::string format = "text", split = "file", vocab, out, chat_template;
-  std::vector<std::string> specials;
+  std::string format = "text", split = "file", vocab, out, encoding, pattern, chat_template;
+  std::vector<std::string> specials;  // --special, each NAME=ID[,NAME=ID...]
   std::uint64_t seq_len = 0;
   bool quiet = false, pack = false;
 };
@@ -68,13 +78,20 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
   po::options_description named(kAbout);
   named.add_options()
       ("help,h", "show this help")
-      ("vocab", po::value(&raw.vocab)->value_name("DIR"), "directory with encoder.json and vocab.bpe (tools/fetch-vocab.sh)")
+      ("vocab", po::value(&raw.vocab)->value_name("PATH"),
+       "GPT-2's encoder.json + vocab.bpe directory, a tiktoken rank file (tools/fetch-vocab.sh), or a "
+       "byte-level BPE tokenizer.json")
+      ("encoding", po::value(&raw.encoding)->value_name("NAME"),
+       "gpt2|cl100k_base|o200k_base: the rank file must be that encoding (checked by its SHA-256)")
+      ("pattern", po::value(&raw.pattern)->value_name("gpt2|cl100k|o200k"),
+       "pre-tokenisation of a rank file that is no known encoding (the regex of that encoding)")
+      ("special", po::value(&raw.specials)->composing()->value_name("NAME=ID[,..]"),
+       "special tokens (repeatable): of a rank file that is no known encoding (must include <|endoftext|>); "
+       "with --format instruct also the template's tokens any vocabulary lacks (ids past it)")
       ("out", po::value(&raw.out)->value_name("DIR"), "output directory for the shards")
       ("format", po::value(&raw.format)->default_value(raw.format)->value_name("text|jsonl|instruct"), "input format")
       ("chat-template", po::value(&raw.chat_template)->value_name("chatml|llama3"),
        "instruct: how conversations are rendered (required with --format instruct)")
-      ("special", po::value(&raw.specials)->composing()->value_name("NAME=ID"),
-       "instruct: the id of a special token the template writes and the vocabulary lacks (repeatable)")
       ("pack", po::bool_switch(&raw.pack), "instruct: pack samples into windows of --seq-len + 1 tokens")
       ("seq-len", po::value(&raw.seq_len)->value_name("N"), "instruct with --pack: the model.seq_len to train with")
       ("field", po::value(&o.corpus.field)->default_value(o.corpus.field)->value_name("NAME"),
@@ -102,8 +119,8 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
 // --format instruct's options, checked; nullopt (and none of them given) for the other formats.
 std::optional<zt::data::InstructOptions> instruct_options(const RawArgs& raw) {
   if (raw.format != "instruct") {
-    if (!raw.chat_template.empty() || !raw.specials.empty() || raw.pack || raw.seq_len > 0)
-      throw zt::ConfigError("--chat-template, --special, --pack and --seq-len apply to --format instruct");
+    if (!raw.chat_template.empty() || raw.pack || raw.seq_len > 0)
+      throw zt::ConfigError("--chat-template, --pack and --seq-len apply to --format instruct");
     return std::nullopt;
   }
   if (raw.chat_template.empty()) throw zt::ConfigError("--format instruct needs --chat-template chatml|llama3");
@@ -112,12 +129,11 @@ std::optional<zt::data::InstructOptions> instruct_options(const RawArgs& raw) {
   zt::data::InstructOptions in;
   in.chat_template = zt::data::parse_chat_template(raw.chat_template);
   in.pack_seq_len = raw.seq_len;
-  for (const std::string& arg : raw.specials) in.specials.push_back(zt::data::parse_special(arg));
   return in;
 }
 
 void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data::ZtokOptions& o) {
-  if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab DIR and --out DIR are required (see --help)");
+  if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab PATH and --out DIR are required (see --help)");
   if (o.inputs.empty()) throw zt::ConfigError("no INPUT given (see --help)");
   if (raw.format != "text" && raw.format != "jsonl" && raw.format != "instruct")
     throw zt::ConfigError("--format must be text, jsonl or instruct, not " + raw.format);
@@ -132,6 +148,16 @@ void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data
   o.corpus.format = raw.format == "jsonl" ? zt::data::InputFormat::kJsonl : zt::data::InputFormat::kText;
   o.corpus.split = raw.split == "paragraph" ? zt::data::SplitMode::kParagraph : zt::data::SplitMode::kFile;
   o.vocab_dir = raw.vocab;
+  o.vocabulary.encoding = raw.encoding;
+  if (!raw.pattern.empty()) {
+    o.vocabulary.pattern = zt::tok::pattern_by_name(raw.pattern);
+    if (!o.vocabulary.pattern || raw.pattern.find('_') != std::string::npos)
+      throw zt::ConfigError("--pattern must be gpt2, cl100k or o200k, not " + raw.pattern);
+  }
+  std::string specials;  // every --special as one list, so a name or id given twice is refused
+  for (const std::string& s : raw.specials) specials += (specials.empty() ? "" : ",") + s;
+  if (!raw.specials.empty()) o.vocabulary.specials = zt::tok::parse_special_tokens(specials);
+  o.vocabulary.extra_specials = raw.format == "instruct";
   o.out_dir = raw.out;
   o.show_progress = !raw.quiet;
 }

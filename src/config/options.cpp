@@ -181,7 +181,7 @@ std::vector<Option> build_table() {
       opt("data.train", &C::data, &DataConfig::train, "training shards written by ztok (a glob, e.g. data/tok/train_*.h5)"),
       opt("data.valid", &C::data, &DataConfig::valid, "validation shards (a glob; empty = no evaluation)"),
       opt("data.shuffle", &C::data, &DataConfig::shuffle, "seeded permutation of windows per epoch (false: the order contract in the README)"),
-      opt("data.vocab", &C::data, &DataConfig::vocab, "directory with encoder.json + vocab.bpe (text samples; checked against the shards' vocab_hash)"),
+      opt("data.vocab", &C::data, &DataConfig::vocab, "GPT-2 directory (encoder.json + vocab.bpe), a gpt2/cl100k_base/o200k_base .tiktoken rank file, or a byte-level BPE tokenizer.json (text samples; checked against the shards' vocab_hash)"),
       opt("data.document_mask", &C::data, &DataConfig::document_mask, "attention stays inside each document or packed sample (the shards' doc_offsets): a token attends only earlier tokens of its own sample"),
       opt("data.verify", &C::data, &DataConfig::verify, "token chunk checksums: on_read checks each chunk when first read (a bad one checkpoints the last step and stops, exit 1); full also reads every chunk at start-up (exit 2)"),
       opt("ckpt.dir", &C::ckpt, &CkptConfig::dir, "checkpoint directory (holds step_NNNNNNNN/)"),

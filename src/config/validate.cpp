@@ -152,7 +152,7 @@ void check_logging(const Config& c) {
                           "(ztok --valid-fraction writes them) or log.eval_every=0"));
   if (c.log.sample_every > 0 && c.data.vocab.empty())
     throw ConfigError(cat("log.sample_every=", c.log.sample_every, " needs the tokenizer to decode samples: set "
-                          "data.vocab=DIR (encoder.json + vocab.bpe; tools/fetch-vocab.sh) or log.sample_every=0"));
+                          "data.vocab=DIR (encoder.json + vocab.bpe; tools/fetch-vocab.sh) or data.vocab=tokenizer.json, or log.sample_every=0"));
 }
 // The skipping rank's next collective must be the checkpoint's agreement on the world, not the next
 // step's on the same communicator: MPI would match that one with the skipped one (a mismatched

@@ -21,10 +21,11 @@ constexpr std::size_t kReadBytes = std::size_t{1} << 20;
 
 bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
-// GPT-2's classes of an ASCII byte that is not white space: letter, digit, anything else.
+// The classes of an ASCII byte that is not white space: letter, digit, anything else.
+constexpr int kAsciiOther = 0, kAsciiLetter = 1, kAsciiDigit = 2;
 int ascii_class(unsigned char c) {
-  if (static_cast<unsigned char>((c | 0x20) - 'a') < 26) return 1;
-  return c >= '0' && c <= '9' ? 2 : 0;
+  if (static_cast<unsigned char>((c | 0x20) - 'a') < 26) return kAsciiLetter;
+  return c >= '0' && c <= '9' ? kAsciiDigit : kAsciiOther;
 }
 
 // Whether a well-formed character that is not White_Space ends at byte c (c >= 1). Its lead byte is
@@ -75,7 +76,12 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns)
 
 CorpusReader::CorpusReader(std::vector<std::string> inputs, CorpusOptions options, InputPosition start,
                            std::size_t chunk_bytes)
-    : inputs_(std::move(inputs)), options_(std::move(options)), chunk_bytes_(chunk_bytes), pos_(start) {}
+    : inputs_(std::move(inputs)), options_(std::move(options)), chunk_bytes_(chunk_bytes), pos_(start) {
+  std::vector<tok::AddedTokenMatcher::Token> tokens;
+  for (const std::string& text : options_.unsplittable)
+    if (!text.empty()) tokens.push_back({text, 0});
+  unsplittable_ = tok::AddedTokenMatcher(std::move(tokens));
+}
 
 CorpusReader::~CorpusReader() = default;
 
@@ -209,23 +215,48 @@ std::size_t CorpusReader::document_end(std::size_t limit, std::size_t& sep) {
   return kNone;
 }
 
-// Largest c <= limit where no piece of GPT-2's pattern can span the cut, judged from the bytes around
-// it alone, or npos: (a) byte c is an ASCII space and a non-space character ends at c (a piece never
-// holds a non-space followed by white space), or (b) bytes c-1 and c are ASCII non-space of different
-// classes (letter, digit, other) and c-1 is no apostrophe, which may begin a contraction ('s): runs of
-// one class end there. Both sides of such a cut decode and pre-tokenize exactly as the whole does.
+// GPT-2: (a) byte c is an ASCII space and a non-space character ends at c (a piece never holds a
+// non-space followed by white space), or (b) bytes c-1 and c are ASCII non-space of different classes
+// (letter, digit, other) and c-1 is no apostrophe, which may begin a contraction ('s): runs of one
+// class end there.
+static bool gpt2_cuts(const char* p, std::size_t c) {
+  const auto at = static_cast<unsigned char>(p[c]), before = static_cast<unsigned char>(p[c - 1]);
+  if (is_ascii_space(p[c])) return nonspace_char_ends_at(p, c);
+  return at < 0x80 && before < 0x80 && before != '\'' && !is_ascii_space(p[c - 1]) &&
+         ascii_class(at) != ascii_class(before);
+}
+
+// cl100k and o200k, where punctuation takes the line breaks after it ([\r\n]*, o200k [\r\n/]*), an
+// "other" character or white space but a line break may lead a word, and o200k's words take their
+// contraction: (a) byte c is an ASCII space but no line break, after a non-space character; (b) byte c
+// is a line break after an ASCII letter or digit; (c) byte c-1 is a line break and c is ASCII
+// non-space but '/' (white space with a line break ends after its last one); (d) bytes c-1 and c are
+// ASCII non-space of different classes, neither an apostrophe, and not "other" before a letter.
+static bool cl100k_o200k_cuts(const char* p, std::size_t c) {
+  const auto at = static_cast<unsigned char>(p[c]), before = static_cast<unsigned char>(p[c - 1]);
+  const bool at_break = at == '\r' || at == '\n';
+  if (at_break) return before < 0x80 && ascii_class(before) != kAsciiOther && !is_ascii_space(p[c - 1]);
+  if (is_ascii_space(p[c])) return nonspace_char_ends_at(p, c);
+  if (at >= 0x80 || at == '/') return false;
+  if (before == '\r' || before == '\n') return true;
+  if (before >= 0x80 || is_ascii_space(p[c - 1]) || before == '\'' || at == '\'') return false;
+  const int b = ascii_class(before), a = ascii_class(at);
+  return b != a && !(b == kAsciiOther && a == kAsciiLetter);
+}
+
+// Largest c <= limit where no piece of the pattern can span the cut, judged from the bytes around it
+// alone, and no added token (options_.unsplittable) spans it, or npos. Both sides of such a cut decode and pre-tokenize exactly as the whole does.
 std::size_t CorpusReader::safe_cut(std::size_t limit) const {
   const char* p = buf_.data() + head_;
-  for (std::size_t c = std::min(limit, buffered() - 1); c >= 1 && c != kNone; --c) {
-    const auto at = static_cast<unsigned char>(p[c]), before = static_cast<unsigned char>(p[c - 1]);
-    if (is_ascii_space(p[c])) {
-      if (nonspace_char_ends_at(p, c)) return c;
-    } else if (at < 0x80 && before < 0x80 && before != '\'' && !is_ascii_space(p[c - 1]) &&
-               ascii_class(at) != ascii_class(before)) {
-      return c;
-    }
-  }
+  const bool gpt2 = options_.pattern == tok::PatternKind::kGpt2;
+  for (std::size_t c = std::min(limit, buffered() - 1); c >= 1 && c != kNone; --c)
+    if ((gpt2 ? gpt2_cuts(p, c) : cl100k_o200k_cuts(p, c)) && !splits_added_token(c)) return c;
   return kNone;
+}
+
+// Added tokens are matched before pre-tokenisation: a cut inside one would lose the match.
+bool CorpusReader::splits_added_token(std::size_t cut) const {
+  return !unsplittable_.empty() && unsplittable_.spans(std::string_view(buf_).substr(head_), cut);
 }
 
 // JSONL: the next non-blank line, whole (its JSON is parsed by the tokenizer threads).

@@ -1,14 +1,19 @@
 // Reading a corpus for ztok: input files in order, cut into documents (a whole file, blank-line
 // separated paragraphs, or JSONL records) and into chunks of about chunk_bytes for tokenizer threads.
-// A long document is cut only where GPT-2's pre-tokenizer is certain to break (a non-space character
-// followed by an ASCII space, or two ASCII characters of different classes), so the pieces tokenize
-// exactly as the whole would; only one pre-token longer than a chunk is read whole.
+// A long document is cut only where its pre-tokenizer (CorpusOptions::pattern) is certain to break
+// (e.g. a non-space character followed by an ASCII space, or two ASCII characters of different
+// classes: corpus.cpp safe_cut), so the pieces tokenize exactly as the whole would; only one
+// pre-token longer than a chunk is read whole.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "tok/added_tokens.hpp"
+#include "tok/pattern.hpp"
+#include "tok/text_rules.hpp"
 
 namespace zt::io {
 class InputStream;
@@ -24,6 +29,8 @@ struct CorpusOptions {
   std::string field = "text";         // jsonl: the string field holding a document
   SplitMode split = SplitMode::kFile; // text: one document per file, or per paragraph
   bool strict_utf8 = false;           // ill-formed UTF-8 is an InputError (file, byte offset), not U+FFFD
+  tok::PatternKind pattern = tok::PatternKind::kGpt2;  // the pre-tokenizer, whose pieces no cut may split
+  std::vector<std::string> unsplittable;  // texts no cut may fall inside: the tokenizer's added tokens
 };
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without
@@ -83,9 +90,11 @@ class CorpusReader {
   // length in sep), or npos.
   std::size_t document_end(std::size_t limit, std::size_t& sep);
   std::size_t safe_cut(std::size_t limit) const;
+  bool splits_added_token(std::size_t cut) const;
 
   std::vector<std::string> inputs_;
   CorpusOptions options_;
+  tok::AddedTokenMatcher unsplittable_;
   std::size_t chunk_bytes_;
   InputPosition pos_;
   std::unique_ptr<io::InputStream> stream_;

@@ -3,7 +3,6 @@
 #include "data/instruct_run.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include "core/error.hpp"
 #include "data/corpus.hpp"
@@ -48,21 +47,9 @@ std::uint64_t write_split(const std::filesystem::path& out, const char* prefix, 
 
 }  // namespace
 
-std::pair<std::string, std::uint32_t> parse_special(const std::string& arg) {
-  const std::size_t eq = arg.rfind('=');
-  std::uint32_t id = 0;
-  const char* end = arg.data() + arg.size();
-  const bool shaped = eq != std::string::npos && eq > 0 && eq + 1 < arg.size();
-  const auto parsed = shaped ? std::from_chars(arg.data() + eq + 1, end, id) : std::from_chars_result{};
-  if (!shaped || parsed.ec != std::errc() || parsed.ptr != end)
-    throw ConfigError(cat("--special must be NAME=ID (e.g. --special '<|im_start|>=50257'), not '", arg, "'"));
-  return {arg.substr(0, eq), id};
-}
-
 InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instruct) {
   check_options(o);
-  tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir);
-  for (const auto& [name, id] : instruct.specials) tokenizer.add_special(name, id);
+  const tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir, o.vocabulary);  // --special declared past it
   check_template_specials(instruct.chat_template, tokenizer);
   const std::vector<std::string> inputs = expand_inputs(o.inputs);
   refuse_used_out_dir(o.out_dir);

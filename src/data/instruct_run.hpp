@@ -18,7 +18,6 @@ namespace zt::data {
 struct InstructOptions {
   ChatTemplate chat_template = ChatTemplate::kChatml;
   std::uint64_t pack_seq_len = 0;  // --pack --seq-len N: windows of N + 1 tokens; 0: not packed
-  std::vector<std::pair<std::string, std::uint32_t>> specials;  // --special NAME=ID
 };
 
 struct InstructSummary {
@@ -27,9 +26,6 @@ struct InstructSummary {
   std::uint64_t samples_cut = 0;       // longer than a window: continued in the next one
   std::uint64_t padding_tokens = 0;
 };
-
-// "NAME=ID" -> (NAME, ID); ConfigError otherwise.
-std::pair<std::string, std::uint32_t> parse_special(const std::string& arg);
 
 // Does the job. Refuses (ConfigError) an --out that already holds shards; a bad record is an InputError
 // naming file:line and the field. The output depends on the inputs and options only.

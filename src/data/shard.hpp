@@ -20,12 +20,18 @@ inline constexpr std::uint64_t kShardFormatVersion = 1;
 // 100M-token shard's chunk index stays small.
 inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 14;
 
+// Shard ids are uint16 when vocab_size <= 65536, else uint32: the one rule the shard writer, ztok's
+// journals and the reader follow (GPT-2's 50257 ids fit; cl100k_base's 100277 and o200k_base's 200019
+// do not).
+inline constexpr bool shard_ids_are_wide(std::uint64_t vocab_size) { return vocab_size > 65536; }
+
 // What the ids in a shard mean.
 struct TokenizerInfo {
-  std::string name = "gpt2";  // attribute `tokenizer`
-  std::string vocab_hash;     // hex SHA-256 of encoder.json's bytes followed by vocab.bpe's
+  std::string name = "gpt2";  // attribute `tokenizer`: Tokenizer::name(), e.g. "gpt2", "cl100k_base", "hf-bpe"
+  std::string vocab_hash;     // identifies the vocabulary: Vocab::hash() (tok/encoding.hpp says what it hashes)
   std::uint64_t vocab_size = 0;
-  std::uint64_t eot = 0;      // id of <|endoftext|>
+  std::uint64_t eot = 0;      // the end-of-text id after every document
+  std::optional<std::uint64_t> bos;  // attribute `bos`, present when every document starts with this id
 };
 
 // Writes one shard atomically (PATH.tmp, then rename). The token and document counts are declared up
@@ -80,12 +86,13 @@ struct ShardInfo {
 // What a reader requires of a shard; an unset field is not checked.
 struct ShardExpectation {
   std::optional<std::string> vocab_hash;
-  std::optional<std::uint64_t> vocab_size;
+  std::optional<std::uint64_t> vocab_size;  // the model's: the shard's vocab_size may not exceed it (padding is fine)
   std::optional<std::uint64_t> eot;
 };
 
 // Reads a shard after validating it. open() checks, before any token is read: the file is HDF5 with
-// format "ztrain-tokens" and format_version 1, the expected vocab_hash / vocab_size / eot, n_tokens
+// format "ztrain-tokens" and format_version 1, the expected vocab_hash / eot, vocab_size at most the
+// expected one, n_tokens
 // against the length of `tokens`, n_docs against `doc_offsets`, and the token type. Every problem
 // there (missing, truncated, corrupt, wrong schema, other vocabulary) is a zt::InputError naming the
 // file and the fix; a failure in a later read is a zt::DataError naming the file and range.

@@ -61,7 +61,7 @@ void assemble_shard(const std::filesystem::path& path, const TokenizerInfo& toke
   const std::uint64_t total = parts.back().first + parts.back().counts.tokens;
   const std::uint64_t begin = index * shard_tokens, end = std::min(begin + shard_tokens, total);
   ZT_CHECK_LT(begin, end, "shard ", path.string(), " lies past the split's ", total, " ids");
-  const std::vector<Piece> pieces = pieces_of(parts, begin, end, tokenizer.vocab_size > 65536);
+  const std::vector<Piece> pieces = pieces_of(parts, begin, end, shard_ids_are_wide(tokenizer.vocab_size));
   std::uint64_t n_docs = 0;
   for (const Piece& p : pieces) n_docs += p.doc_hi - p.doc_lo;
   ShardWriter writer(path, tokenizer, end - begin, n_docs, sources_of(pieces, inputs));

@@ -47,6 +47,7 @@ ShardInfo read_info(const io::H5File& f) {
   info.tokenizer.vocab_hash = required_string(f, "vocab_hash");
   info.tokenizer.vocab_size = required_u64(f, "vocab_size");
   info.tokenizer.eot = required_u64(f, "eot");
+  if (f.has_attr("bos")) info.tokenizer.bos = f.attr_u64("bos");
   info.n_tokens = required_u64(f, "n_tokens");
   info.n_docs = required_u64(f, "n_docs");
   if (!f.has_attr("sources")) invalid(f.path(), "no attribute `sources`");
@@ -64,14 +65,17 @@ void check_expectation(const ShardInfo& info, const ShardExpectation& expect) {
   const std::string path = info.path.string();
   const TokenizerInfo& t = info.tokenizer;
   if (expect.vocab_hash && *expect.vocab_hash != t.vocab_hash)
-    throw InputError(cat("shard ", path, " was tokenized with vocabulary ", t.vocab_hash, ", but data.vocab has ",
-                         *expect.vocab_hash, ": use the vocabulary it was made with, or re-run ztok"));
-  if (expect.vocab_size && *expect.vocab_size != t.vocab_size)
-    throw InputError(cat("shard ", path, " has vocab_size ", t.vocab_size, " but the model has ", *expect.vocab_size,
-                         ": set model.vocab_size=", t.vocab_size, " or re-run ztok"));
+    throw InputError(cat("shard ", path, " was tokenized with vocabulary ", t.vocab_hash, " (", t.name,
+                         " tokenizer), but data.vocab has ", *expect.vocab_hash,
+                         ": set data.vocab to the tokenizer it was made with, or re-run ztok with --vocab set to data.vocab"));
+  if (expect.vocab_size && *expect.vocab_size < t.vocab_size)
+    throw InputError(cat("shard ", path, " has vocab_size ", t.vocab_size, " (", t.name, " tokenizer) but the model has only ",
+                         *expect.vocab_size, ": set model.vocab_size to at least ", t.vocab_size,
+                         " (a padded vocabulary is fine) or re-run ztok with the model's tokenizer"));
   if (expect.eot && *expect.eot != t.eot)
     throw InputError(cat("shard ", path, " has eot ", t.eot, ", expected ", *expect.eot, kRewrite));
   if (t.eot >= t.vocab_size) invalid(path, cat("eot ", t.eot, " is not below vocab_size ", t.vocab_size));
+  if (t.bos && *t.bos >= t.vocab_size) invalid(path, cat("bos ", *t.bos, " is not below vocab_size ", t.vocab_size));
 }
 
 void check_datasets(const ShardReader::Impl& s) {
@@ -81,7 +85,7 @@ void check_datasets(const ShardReader::Impl& s) {
     invalid(path, cat("n_tokens says ", s.info.n_tokens, " but dataset `tokens` holds ", length));
   const io::H5Type type = s.tokens.type();
   if (type != io::H5Type::kU16 && type != io::H5Type::kU32) invalid(path, "dataset `tokens` is not uint16 or uint32");
-  if (type == io::H5Type::kU16 && s.info.tokenizer.vocab_size > 65536)
+  if (type == io::H5Type::kU16 && shard_ids_are_wide(s.info.tokenizer.vocab_size))
     invalid(path, cat("uint16 tokens cannot hold vocab_size ", s.info.tokenizer.vocab_size));
   if (s.docs.length() != s.info.n_docs)
     invalid(path, cat("n_docs says ", s.info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));

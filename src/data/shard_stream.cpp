@@ -57,7 +57,7 @@ std::string shard_file_name(const std::string& prefix, std::uint64_t index) { re
 ShardStream::ShardStream(std::filesystem::path dir, std::string prefix, TokenizerInfo tokenizer,
                          std::uint64_t shard_tokens, const State& resume)
     : dir_(std::move(dir)), prefix_(std::move(prefix)), tokenizer_(std::move(tokenizer)), shard_tokens_(shard_tokens),
-      wide_(tokenizer_.vocab_size > 65536), state_(resume) {
+      wide_(shard_ids_are_wide(tokenizer_.vocab_size)), state_(resume) {
   ZT_CHECK_GT(shard_tokens_, 0u);
   std::filesystem::create_directories(dir_ / ".ztok");
   for (std::uint64_t old = 0; old < state_.shard; ++old)  // left behind by a run killed before saved()

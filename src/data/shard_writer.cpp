@@ -60,7 +60,7 @@ struct ShardWriter::Impl {
   std::vector<std::uint32_t> wide_buffer;
 
   Impl(const std::filesystem::path& path, TokenizerInfo tok, std::uint64_t nt, std::uint64_t nd)
-      : atomic(path), tokenizer(std::move(tok)), n_tokens(nt), n_docs(nd), wide(tokenizer.vocab_size > 65536) {}
+      : atomic(path), tokenizer(std::move(tok)), n_tokens(nt), n_docs(nd), wide(shard_ids_are_wide(tokenizer.vocab_size)) {}
 
   void flush_tokens() {
     const std::uint64_t n = wide ? wide_buffer.size() : narrow_buffer.size();
@@ -100,6 +100,7 @@ void ShardWriter::create(const TokenizerInfo& tokenizer, const std::vector<std::
   f.set_attr("vocab_hash", tokenizer.vocab_hash);
   f.set_attr("vocab_size", tokenizer.vocab_size);
   f.set_attr("eot", tokenizer.eot);
+  if (tokenizer.bos) f.set_attr("bos", *tokenizer.bos);
   f.set_attr("n_tokens", s.n_tokens);
   f.set_attr("n_docs", s.n_docs);
   f.set_attr("sources", sources);

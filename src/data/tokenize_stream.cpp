@@ -43,7 +43,22 @@ void refuse_invalid_utf8(std::string_view text, const std::string& file, std::ui
 
 }  // namespace
 
-void tokenize_chunk(tok::Encoder& encoder, const tok::Vocab& vocab, const CorpusOptions& options,
+TokenizerInfo shard_tokenizer_info(const tok::Tokenizer& tokenizer) {
+  TokenizerInfo info{tokenizer.name(), tokenizer.vocab().hash(), tokenizer.vocab().size(), tokenizer.eot(), {}};
+  if (tokenizer.bos() != tok::Vocab::kNone) info.bos = tokenizer.bos();
+  return info;
+}
+
+CorpusOptions cutting_safely_for(CorpusOptions options, const tok::Tokenizer& tokenizer) {
+  options.pattern = tokenizer.pattern().kind;
+  options.unsplittable.clear();
+  const tok::TextRules& rules = tokenizer.rules();
+  for (const auto* list : {&rules.raw_added, &rules.normalized_added})
+    for (const tok::AddedTokenMatcher::Token& t : *list) options.unsplittable.push_back(t.text);
+  return options;
+}
+
+void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, const CorpusOptions& options,
                     const std::vector<std::string>& inputs, Chunk&& chunk, TokenizedChunk& out) {
   out.tokens.clear();
   out.token_end.clear();
@@ -55,6 +70,7 @@ void tokenize_chunk(tok::Encoder& encoder, const tok::Vocab& vocab, const Corpus
       const std::string_view text = std::string_view(chunk.text).substr(s.begin, s.end - s.begin);
       if (options.strict_utf8) refuse_invalid_utf8(text, inputs[s.file], s.offset);
       const std::uint64_t before = out.replacements;
+      if (s.doc_start && tokenizer.bos() != tok::Vocab::kNone) out.tokens.push_back(tokenizer.bos());
       if (options.format == InputFormat::kJsonl) {
         const std::string where = cat(inputs[s.file], ":", s.line);
         out.replacements += encoder.encode(jsonl_text(text, options.field, where, out.replacements), out.tokens);
@@ -62,7 +78,7 @@ void tokenize_chunk(tok::Encoder& encoder, const tok::Vocab& vocab, const Corpus
         out.replacements += encoder.encode(text, out.tokens);
       }
       out.replaced_bytes.push_back(out.replacements == before ? 0 : tok::invalid_utf8_bytes(text));
-      if (s.doc_end) out.tokens.push_back(vocab.eot());
+      if (s.doc_end) out.tokens.push_back(tokenizer.eot());
       out.token_end.push_back(out.tokens.size());
     }
   } catch (...) {
@@ -131,7 +147,7 @@ void TokenizeStream::work_loop() {
     }
     TokenizedChunk result;
     const std::uint64_t seq = chunk.seq;
-    tokenize_chunk(encoder, tokenizer_.vocab(), options_, reader_.inputs(), std::move(chunk), result);
+    tokenize_chunk(encoder, tokenizer_, options_, reader_.inputs(), std::move(chunk), result);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       done_.emplace(seq, std::move(result));

@@ -13,21 +13,29 @@
 #include <vector>
 
 #include "data/corpus.hpp"
+#include "data/shard.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace zt::data {
 
 struct TokenizedChunk {
   Chunk chunk;                          // its segments and end position (text already released)
-  std::vector<std::uint32_t> tokens;    // all segments' ids, <|endoftext|> after each document's end
+  std::vector<std::uint32_t> tokens;    // all segments' ids: the tokenizer's BOS (if any) before each document,
+                                        // its end-of-text id after each document's end
   std::vector<std::uint64_t> token_end; // per segment: end of its ids in `tokens`
   std::uint64_t replacements = 0;       // U+FFFD substitutions for ill-formed UTF-8
   std::vector<std::uint64_t> replaced_bytes;  // per segment: bytes of it that were ill-formed UTF-8
   std::exception_ptr error;             // this chunk failed (e.g. a bad JSONL line): raised in order
 };
 
+// What the shards written with `tokenizer` record about it.
+TokenizerInfo shard_tokenizer_info(const tok::Tokenizer& tokenizer);
+// `options` for reading text `tokenizer` encodes: long documents are cut only where no piece of its
+// pattern and none of its added tokens can span the cut.
+CorpusOptions cutting_safely_for(CorpusOptions options, const tok::Tokenizer& tokenizer);
+
 // Tokenizes one chunk (what a worker does); errors are stored in the result, not thrown.
-void tokenize_chunk(tok::Encoder& encoder, const tok::Vocab& vocab, const CorpusOptions& options,
+void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, const CorpusOptions& options,
                     const std::vector<std::string>& inputs, Chunk&& chunk, TokenizedChunk& out);
 
 class TokenizeStream {

@@ -97,7 +97,7 @@ struct RankedZtok::Totals {
 
 RankedZtok::RankedZtok(const ZtokOptions& o, const RankGroup& group) : options_(o), group_(group) {
   check_options(o);
-  tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(o.vocab_dir));
+  tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(o.vocab_dir, o.vocabulary));
   inputs_ = expand_inputs(o.inputs);
   settings_ = ztok_settings(o, inputs_, tokenizer_->vocab().hash());
   std::vector<std::uint64_t> sizes;
@@ -150,15 +150,16 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
   RankProgress p = block_start(resumed);
   if (p.done) return p;
   fs::create_directories(out / ".ztok");
-  const bool wide = tokenizer_->vocab().size() > 65536;
+  const bool wide = shard_ids_are_wide(tokenizer_->vocab().size());
   JournalWriter train(journal_stem(out, r, "train"), wide, p.train), valid(journal_stem(out, r, "valid"), wide, p.valid);
   const std::vector<std::string> block(inputs_.begin() + static_cast<std::ptrdiff_t>(p.first_input),
                                        inputs_.begin() + static_cast<std::ptrdiff_t>(p.end_input));
   std::uint64_t base = 0;  // bytes of the block's inputs before the one reading resumes in
   for (std::uint64_t i = 0; i < p.position.file && i < block.size(); ++i)
     base += settings_.inputs[p.first_input + i].second;
-  CorpusReader reader(block, options_.corpus, p.position, options_.chunk_bytes);
-  TokenizeStream stream(*tokenizer_, reader, options_.corpus, options_.threads,
+  const CorpusOptions corpus = cutting_safely_for(options_.corpus, *tokenizer_);
+  CorpusReader reader(block, corpus, p.position, options_.chunk_bytes);
+  TokenizeStream stream(*tokenizer_, reader, corpus, options_.threads,
                         2 * static_cast<std::size_t>(options_.threads) + 2);
   Clock::time_point saved_at = Clock::now();
   auto save = [&] {
@@ -215,8 +216,7 @@ RankedZtok::Totals RankedZtok::exchange(const RankProgress& mine, bool resumed) 
 }
 
 void RankedZtok::write_shards(const Totals& t, Heartbeat& heartbeat) const {
-  const tok::Vocab& vocab = tokenizer_->vocab();
-  const TokenizerInfo info{"gpt2", vocab.hash(), vocab.size(), vocab.eot()};
+  const TokenizerInfo info = shard_tokenizer_info(*tokenizer_);
   const std::uint64_t n_train = shard_count(split_tokens(t.train), options_.shard_tokens);
   const std::uint64_t n_valid = shard_count(split_tokens(t.valid), options_.shard_tokens);
   for (auto j = static_cast<std::uint64_t>(group_.rank()); j < n_train + n_valid;

@@ -132,7 +132,7 @@ bool is_validation_document(const std::string& source, std::uint64_t doc, double
 ZtokSummary run_ztok(const ZtokOptions& o) {
   const Clock::time_point start = Clock::now();
   check_options(o);
-  const tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir);
+  const tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir, o.vocabulary);
   const std::vector<std::string> inputs = expand_inputs(o.inputs);
   const ZtokSettings settings = ztok_settings(o, inputs, tokenizer.vocab().hash());
   std::uint64_t input_bytes = 0;
@@ -144,12 +144,13 @@ ZtokSummary run_ztok(const ZtokOptions& o) {
     s.already_complete = s.resumed = true;
     return s;
   }
-  const TokenizerInfo info{"gpt2", tokenizer.vocab().hash(), tokenizer.vocab().size(), tokenizer.vocab().eot()};
+  const TokenizerInfo info = shard_tokenizer_info(tokenizer);
   Job job(o, inputs, info, progress);
-  CorpusReader reader(inputs, o.corpus, progress.position, o.chunk_bytes);
+  const CorpusOptions corpus = cutting_safely_for(o.corpus, tokenizer);
+  CorpusReader reader(inputs, corpus, progress.position, o.chunk_bytes);
   ProgressMeter meter(o.show_progress, input_bytes);
   {
-    TokenizeStream stream(tokenizer, reader, o.corpus, o.threads, 2 * static_cast<std::size_t>(o.threads) + 2);
+    TokenizeStream stream(tokenizer, reader, corpus, o.threads, 2 * static_cast<std::size_t>(o.threads) + 2);
     TokenizedChunk result;
     for (bool first = true; stream.next(result); first = false) {
       if (first) meter.start_at(result.chunk.file_bytes);

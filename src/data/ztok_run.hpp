@@ -15,11 +15,13 @@
 
 #include "data/corpus.hpp"
 #include "data/ztok_progress.hpp"
+#include "tok/encoding.hpp"
 
 namespace zt::data {
 
 struct ZtokOptions {
-  std::filesystem::path vocab_dir;   // encoder.json + vocab.bpe
+  std::filesystem::path vocab_dir;   // GPT-2's directory, a tiktoken rank file or a tokenizer.json (tok/encoding.hpp)
+  tok::VocabularyOptions vocabulary; // --encoding, --pattern, --special
   std::filesystem::path out_dir;
   std::vector<std::string> inputs;   // files or globs, command-line order
   CorpusOptions corpus;

@@ -35,7 +35,7 @@ void BpeMerger::merge_scan(std::string_view piece, std::vector<std::uint32_t>& o
     for (std::size_t i = 1; i + 1 < m; ++i)
       if (ranks_[i] < ranks_[best]) best = i;
     if (m < 2 || ranks_[best] == kNone) break;
-    ids_[best] = ranks_[best];
+    ids_[best] = vocab_->merge_result(ranks_[best]);
     std::copy(ids_.begin() + best + 2, ids_.begin() + m, ids_.begin() + best + 1);
     std::copy(ranks_.begin() + best + 2, ranks_.begin() + m, ranks_.begin() + best + 1);
     --m;
@@ -110,7 +110,7 @@ void BpeMerger::merge_heap(std::string_view piece, std::vector<std::uint32_t>& o
     const auto left = static_cast<std::uint32_t>(e), rank = static_cast<std::uint32_t>(e >> 32);
     if (ids_[left] == kNone || live_rank(left) != rank) continue;  // stale: the pair has changed
     ids_[part_end(left)] = kNone;
-    ids_[left] = rank;
+    ids_[left] = vocab_->merge_result(rank);
     push_pair(left);
     const std::uint32_t before = part_before(left);
     if (before != kNone) push_pair(before);

@@ -1,6 +1,7 @@
-// Byte-pair merging of one pre-token piece, with tiktoken's rule: start from single bytes, then
-// repeatedly merge the adjacent pair whose concatenation has the lowest rank (= token id in `gpt2`),
-// the leftmost such pair on ties, until no adjacent pair forms a token.
+// Byte-pair merging of one pre-token piece: start from single bytes, then repeatedly merge the adjacent
+// pair of lowest rank (Vocab::merged: tiktoken's rule, the id of the concatenation in `gpt2`; or HF
+// tokenizers' rule, the pair's index in a merge list), the leftmost such pair on ties, until no
+// adjacent pair merges.
 #pragma once
 
 #include <cstdint>

@@ -5,9 +5,17 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "tok/nfc.hpp"
 #include "tok/utf8.hpp"
 
 namespace zt::tok {
+
+Tokenizer::Tokenizer(LoadedVocabulary loaded)
+    : vocab_(std::move(loaded.vocab)), name_(std::move(loaded.name)), rules_(std::move(loaded.rules)),
+      pretokenizer_(classes_, loaded.pattern), raw_added_(rules_.raw_added),
+      normalized_added_(rules_.normalized_added) {
+  for (const SpecialToken& t : loaded.declared) add_special(t.text, t.id);
+}
 
 void Tokenizer::decode(std::span<const std::uint32_t> ids, std::string& out) const {
   for (const std::uint32_t id : ids) {
@@ -18,21 +26,25 @@ void Tokenizer::decode(std::span<const std::uint32_t> ids, std::string& out) con
 }
 
 std::uint32_t Tokenizer::special_id(std::string_view name) const {
-  if (name == "<|endoftext|>") return vocab_.eot();
+  for (const SpecialToken& t : vocab_.specials())
+    if (t.text == name) return t.id;
+  for (const AddedTokenMatcher::Token& t : rules_.specials)
+    if (t.text == name) return t.id;
   const auto it = specials_.find(name);
   return it == specials_.end() ? Vocab::kNone : it->second;
 }
 
 void Tokenizer::add_special(const std::string& name, std::uint32_t id) {
-  if (id < vocab_.size() && !(name == "<|endoftext|>" && id == vocab_.eot()))
-    throw InputError(cat("special token ", name, "=", id, ": id ", id, " is an ordinary token of the vocabulary (",
-                         vocab_.size(), " ids); give an id of ", vocab_.size(), " or more"));
   const std::uint32_t known = special_id(name);
-  if (known != Vocab::kNone && known != id)
+  if (known == id) return;  // the vocabulary's own special, or one declared before, given again
+  if (known != Vocab::kNone)
     throw InputError(cat("special token ", name, " is already id ", known, ", not ", id));
+  if (id < vocab_.size())
+    throw InputError(cat("special token ", name, "=", id, ": id ", id, " is a token of the vocabulary (",
+                         vocab_.size(), " ids); give an id of ", vocab_.size(), " or more"));
   for (const auto& [other, other_id] : specials_)
-    if (other_id == id && other != name) throw InputError(cat("special tokens ", other, " and ", name, " share id ", id));
-  if (name != "<|endoftext|>") specials_.emplace(name, id);
+    if (other_id == id) throw InputError(cat("special tokens ", other, " and ", name, " share id ", id));
+  specials_.emplace(name, id);
 }
 
 std::uint64_t Tokenizer::n_ids() const {
@@ -62,6 +74,37 @@ std::size_t Encoder::encode(std::string_view text, std::vector<std::uint32_t>& o
 }
 
 void Encoder::encode_valid(std::string_view text, std::vector<std::uint32_t>& out) {
+  if (tokenizer_->has_text_rules()) {
+    encode_between_added(text, tokenizer_->raw_added(), tokenizer_->rules().nfc, out);
+  } else {
+    encode_pieces(text, out);
+  }
+}
+
+// HF tokenizers' order: split at the raw added tokens, normalise each part between them, split that at
+// the normalised added tokens, then pre-tokenise and merge each part on its own.
+void Encoder::encode_between_added(std::string_view text, const AddedTokenMatcher& added, bool normalize,
+                                   std::vector<std::uint32_t>& out) {
+  for (std::size_t pos = 0;;) {
+    const AddedTokenMatcher::Match m = added.empty() ? AddedTokenMatcher::Match{AddedTokenMatcher::kNoMatch, 0, 0}
+                                                     : added.find(text, pos);
+    const std::size_t end = m.begin == AddedTokenMatcher::kNoMatch ? text.size() : m.begin;
+    if (end > pos) {
+      const std::string_view part = text.substr(pos, end - pos);
+      if (normalize) {
+        to_nfc(part, normalized_);
+        encode_between_added(normalized_, tokenizer_->normalized_added(), false, out);
+      } else {
+        encode_pieces(part, out);
+      }
+    }
+    if (m.begin == AddedTokenMatcher::kNoMatch) return;
+    out.push_back(m.id);
+    pos = m.begin + m.length;
+  }
+}
+
+void Encoder::encode_pieces(std::string_view text, std::vector<std::uint32_t>& out) {
   const PreTokenizer& pre = tokenizer_->pretokenizer();
   for (std::size_t pos = 0; pos < text.size();) {
     const std::size_t end = pre.piece_end(text, pos);
@@ -81,7 +124,7 @@ void Encoder::encode_piece(std::string_view piece, std::vector<std::uint32_t>& o
     }
   }
   const std::size_t first = out.size();
-  const std::uint32_t whole = tokenizer_->vocab().find(piece);
+  const std::uint32_t whole = tokenizer_->rules().whole_token_first ? tokenizer_->vocab().find(piece) : Vocab::kNone;
   if (whole != Vocab::kNone) {
     out.push_back(whole);
   } else {

@@ -1,4 +1,6 @@
-// GPT-2 byte-level BPE, token-for-token identical to tiktoken's `gpt2` encode_ordinary.
+// Byte-level BPE: token-for-token identical to tiktoken's encode_ordinary for gpt2, cl100k_base and
+// o200k_base (and any rank file with one of their patterns), and to HF tokenizers' encode (without
+// special-token matching) for a Hugging Face tokenizer.json with one of those patterns (TextRules).
 // Tokenizer is immutable and shared by threads; each thread encodes with its own Encoder.
 #pragma once
 
@@ -10,8 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "tok/added_tokens.hpp"
 #include "tok/bpe.hpp"
+#include "tok/encoding.hpp"
 #include "tok/pretokenizer.hpp"
+#include "tok/text_rules.hpp"
 #include "tok/unicode.hpp"
 #include "tok/vocab.hpp"
 
@@ -19,24 +24,44 @@ namespace zt::tok {
 
 class Tokenizer {
  public:
-  explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)), pretokenizer_(classes_) {}
-  static Tokenizer load(const std::filesystem::path& vocab_dir) { return Tokenizer(Vocab::load(vocab_dir)); }
+  // GPT-2's vocabulary and pattern.
+  explicit Tokenizer(Vocab vocab) : Tokenizer(LoadedVocabulary{std::move(vocab), Pattern{}, "gpt2", {}}) {}
+  explicit Tokenizer(LoadedVocabulary loaded);
+  // `--vocab PATH` with ztok's --encoding / --pattern / --special: a GPT-2 directory, a tiktoken rank
+  // file or a tokenizer.json (encoding.hpp).
+  static Tokenizer load(const std::filesystem::path& path, const VocabularyOptions& options = {}) {
+    return Tokenizer(load_vocabulary(path, options));
+  }
   Tokenizer(const Tokenizer&) = delete;  // the pre-tokenizer points into this object
   Tokenizer& operator=(const Tokenizer&) = delete;
   Tokenizer(Tokenizer&& other) noexcept
-      : vocab_(std::move(other.vocab_)), classes_(std::move(other.classes_)), pretokenizer_(classes_),
+      : vocab_(std::move(other.vocab_)), name_(std::move(other.name_)), rules_(std::move(other.rules_)),
+        classes_(std::move(other.classes_)), pretokenizer_(classes_, other.pretokenizer_.pattern()),
+        raw_added_(std::move(other.raw_added_)), normalized_added_(std::move(other.normalized_added_)),
         specials_(std::move(other.specials_)) {}
 
   const Vocab& vocab() const { return vocab_; }
+  // "gpt2", "cl100k_base", "o200k_base", "tiktoken-ranks/PATTERN" or "hf-bpe": the shards' `tokenizer`.
+  const std::string& name() const { return name_; }
+  const TextRules& rules() const { return rules_; }
+  const Pattern& pattern() const { return pretokenizer_.pattern(); }
+  std::uint32_t eot() const { return vocab_.eot(); }  // after every document
+  std::uint32_t bos() const { return rules_.bos; }    // before every document, or Vocab::kNone
+  const AddedTokenMatcher& raw_added() const { return raw_added_; }
+  const AddedTokenMatcher& normalized_added() const { return normalized_added_; }
+  // Whether encoding does more than pre-tokenise and merge (normalise, match added tokens).
+  bool has_text_rules() const { return rules_.nfc || !raw_added_.empty() || !normalized_added_.empty(); }
 
-  // The single id of special token `name` ("<|endoftext|>", "<|im_start|>", ...), or Vocab::kNone.
-  // GPT-2's vocabulary holds only <|endoftext|>; others are declared with add_special (ztok's
-  // --special NAME=ID). The one lookup chat templates use, whatever file the specials come from.
+  // The single id of special token `name` ("<|endoftext|>", "<|im_start|>", "<|eot_id|>", ...), or
+  // Vocab::kNone: the vocabulary's own specials (a rank file's, a tokenizer.json's special added
+  // tokens, GPT-2's <|endoftext|>), then those declared with add_special (ztok's --special NAME=ID).
+  // The one lookup chat templates use, whatever file the specials come from.
   std::uint32_t special_id(std::string_view name) const;
-  // Declares a special token before the tokenizer is shared. An id of an ordinary token, or a name or
-  // id already declared differently, is a zt::InputError.
+  // Declares a special token before the tokenizer is shared. The vocabulary's own special given again
+  // with its id is accepted; an id of an ordinary token, or a name or id already taken differently, is
+  // a zt::InputError.
   void add_special(const std::string& name, std::uint32_t id);
-  // Ids in use: the vocabulary's and every special's (what a shard's vocab_size must cover).
+  // Ids in use: the vocabulary's and every declared special's (what a shard's vocab_size must cover).
   std::uint64_t n_ids() const;
   const PreTokenizer& pretokenizer() const { return pretokenizer_; }
   const CharClassTable& classes() const { return classes_; }
@@ -52,9 +77,12 @@ class Tokenizer {
 
  private:
   Vocab vocab_;
+  std::string name_;
+  TextRules rules_;
   CharClassTable classes_;
   PreTokenizer pretokenizer_;
-  std::map<std::string, std::uint32_t, std::less<>> specials_;  // added by add_special
+  AddedTokenMatcher raw_added_, normalized_added_;
+  std::map<std::string, std::uint32_t, std::less<>> specials_;  // declared by add_special
 };
 
 // Per-thread encoding state: the piece cache and BPE scratch, so encoding allocates nothing per piece.
@@ -66,7 +94,8 @@ class Encoder {
   explicit Encoder(const Tokenizer& tokenizer, std::size_t cache_entries = std::size_t{1} << 15);
 
   // Appends the ids of `text` to out. Ill-formed UTF-8 is first replaced (one U+FFFD per maximal
-  // subpart, Python's errors="replace"); returns the number of replacements.
+  // subpart, Python's errors="replace"); returns the number of replacements. The text of a special
+  // token is ordinary text (tiktoken's encode_ordinary); non-special added tokens are matched.
   std::size_t encode(std::string_view text, std::vector<std::uint32_t>& out);
   // Same for text known to be valid UTF-8.
   void encode_valid(std::string_view text, std::vector<std::uint32_t>& out);
@@ -74,12 +103,17 @@ class Encoder {
   void encode_piece(std::string_view piece, std::vector<std::uint32_t>& out);
 
  private:
+  void encode_pieces(std::string_view text, std::vector<std::uint32_t>& out);
+  void encode_between_added(std::string_view text, const AddedTokenMatcher& added, bool normalize,
+                            std::vector<std::uint32_t>& out);
+
   const Tokenizer* tokenizer_;
   BpeMerger merger_;
   BytesMap cache_;                        // piece -> offset in cache_ids_: [count, ids...]
   std::vector<std::uint32_t> cache_ids_;
   std::size_t cache_limit_;
   std::string repaired_;                  // scratch for text with ill-formed UTF-8
+  std::string normalized_;                // scratch: NFC of the text between two raw added tokens
 };
 
 }  // namespace zt::tok

@@ -95,6 +95,7 @@ Entries parse_encoder(std::string_view json_text, const std::string& where, std:
 }  // namespace
 
 const std::array<char32_t, 256>& byte_to_unicode() { return byte_order().to_unicode; }
+bool byte_level_to_bytes(std::string_view text, std::string& bytes) { return unicode_to_bytes(text, bytes); }
 
 Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, const std::string& where) {
   Vocab v;
@@ -106,12 +107,12 @@ Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, co
     seen[id] = true;
     by_id[id] = std::move(bytes);
   }
-  v.token_offsets_.push_back(0);
-  for (const std::string& bytes : by_id) {
-    v.token_bytes_ += bytes;
-    v.token_offsets_.push_back(static_cast<std::uint32_t>(v.token_bytes_.size()));
-  }
-  v.index_tokens(where);
+  v.set_tokens(by_id);
+  v.specials_ = {{kEndOfText, v.eot_}};
+  const std::vector<bool> special = v.special_ids();
+  v.index_tokens(special, where + "/encoder.json");
+  v.check_gpt2_byte_order(where);
+  v.index_merges_by_id(special);
   // vocab.bpe: "#version" line, then merge n (0-based) "A B" must be the token with id 256 + n.
   std::istringstream lines{std::string(vocab_bpe)};
   std::string line, a, b;
@@ -137,20 +138,77 @@ Vocab Vocab::parse(std::string_view encoder_json, std::string_view vocab_bpe, co
   return v;
 }
 
-// Byte tokens must be ids 0..255 in tiktoken's order; builds the lookup maps.
-void Vocab::index_tokens(const std::string& where) {
-  ordinary_ = BytesMap(size());
-  for (std::uint32_t id = 0; id < size(); ++id)
-    if (id != eot_) ordinary_.insert(token_bytes(id), id);
+void Vocab::set_tokens(const std::vector<std::string>& by_id) {
+  token_bytes_.clear();
+  token_offsets_.assign(1, 0);
+  for (const std::string& bytes : by_id) {
+    token_bytes_ += bytes;
+    token_offsets_.push_back(static_cast<std::uint32_t>(token_bytes_.size()));
+  }
+}
+
+std::vector<bool> Vocab::special_ids() const {
+  std::vector<bool> special(size(), false);
+  for (const SpecialToken& s : specials_) special[s.id] = true;
+  return special;
+}
+
+Vocab Vocab::from_merge_list(MergeListParts parts, const std::string& where) {
+  Vocab v;
+  v.set_tokens(parts.tokens);
+  v.eot_ = parts.eot;
+  v.hash_ = std::move(parts.hash);
+  std::vector<bool> added(v.size(), false);
+  for (const std::uint32_t id : parts.added) added.at(id) = true;
+  v.index_tokens(added, where);
+  v.pairs_ = PairMap(parts.merges.size());
+  v.merge_ids_.reserve(parts.merges.size());
+  for (std::size_t rank = 0; rank < parts.merges.size(); ++rank) {
+    const auto [left, right] = parts.merges[rank];
+    const std::uint32_t made = v.find(cat(v.token_bytes(left), v.token_bytes(right)));
+    if (made == kNone)
+      throw InputError(cat(where, ": merge ", rank, " makes a token that is not in the vocabulary"));
+    if (v.pairs_.find(left, right) != PairMap::kMissing)
+      throw InputError(cat(where, ": merge ", rank, " repeats merge ", v.pairs_.find(left, right)));
+    v.pairs_.insert(left, right, static_cast<std::uint32_t>(rank));
+    v.merge_ids_.push_back(made);
+  }
+  v.n_merges_ = parts.merges.size();
+  return v;
+}
+
+// GPT-2: byte tokens must be ids 0..255 in tiktoken's order.
+void Vocab::check_gpt2_byte_order(const std::string& where) {
   for (unsigned rank = 0; rank < 256; ++rank) {
     const unsigned char b = byte_order().rank_to_byte[rank];
     if (find(std::string_view(reinterpret_cast<const char*>(&b), 1)) != rank)
       throw InputError(cat(where, "/encoder.json: single-byte token ", unsigned{b}, " must have id ", rank));
-    byte_tokens_[b] = rank;
   }
-  std::vector<std::array<std::uint32_t, 3>> pairs;  // every split of every token into two tokens
-  for (std::uint32_t id = 256; id < size(); ++id) {
-    if (id == eot_) continue;
+}
+
+// The ordinary tokens (not special or added, not empty: o200k_base has an id without a token) and
+// every byte's token.
+void Vocab::index_tokens(const std::vector<bool>& not_ordinary, const std::string& where) {
+  ordinary_ = BytesMap(size());
+  for (std::uint32_t id = 0; id < size(); ++id) {
+    if (not_ordinary[id] || token_bytes(id).empty()) continue;
+    if (!ordinary_.insert(token_bytes(id), id))
+      throw InputError(cat(where, ": token ", id, " has the same bytes as token ", find(token_bytes(id))));
+  }
+  for (unsigned b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    byte_tokens_[b] = find(std::string_view(&c, 1));
+    if (byte_tokens_[b] == kNone)
+      throw InputError(cat(where, ": no token for the single byte ", b, " (a byte-level BPE needs all 256)"));
+  }
+}
+
+// tiktoken's merge rule: a pair merges at the rank (id) of the token it makes, for every split of
+// every ordinary token into two ordinary tokens.
+void Vocab::index_merges_by_id(const std::vector<bool>& not_ordinary) {
+  std::vector<std::array<std::uint32_t, 3>> pairs;
+  for (std::uint32_t id = 0; id < size(); ++id) {
+    if (not_ordinary[id]) continue;
     const std::string_view t = token_bytes(id);
     for (std::size_t k = 1; k < t.size(); ++k) {
       const std::uint32_t left = find(t.substr(0, k)), right = find(t.substr(k));

@@ -51,11 +51,11 @@ void check_packing(const std::string& key, const data::TokenSource& tokens, std:
 }
 }  // namespace
 
-tok::Vocab load_vocab(const std::string& dir) {
+tok::Tokenizer load_tokenizer(const std::string& vocab) {
   try {
-    return tok::Vocab::load(dir);
+    return tok::Tokenizer::load(vocab);
   } catch (const InputError& e) {
-    throw InputError(cat("data.vocab=", dir, ": ", e.what()));
+    throw InputError(cat("data.vocab=", vocab, ": ", e.what()));
   }
 }
 
@@ -63,9 +63,9 @@ data::ShardExpectation expected_shards(const config::Config& c) {
   data::ShardExpectation expect;
   expect.vocab_size = static_cast<std::uint64_t>(c.model.vocab_size);
   if (!c.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
-    const tok::Vocab vocab = load_vocab(c.data.vocab);
-    expect.vocab_hash = vocab.hash();
-    expect.eot = vocab.eot();
+    const tok::Tokenizer tokenizer = load_tokenizer(c.data.vocab);
+    expect.vocab_hash = tokenizer.vocab().hash();
+    expect.eot = tokenizer.eot();
   }
   return expect;
 }

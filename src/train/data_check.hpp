@@ -7,12 +7,13 @@
 
 #include "config/config.hpp"
 #include "data/shard.hpp"
-#include "tok/vocab.hpp"
+#include "tok/tokenizer.hpp"
 
 namespace zt::train {
 
-// The vocabulary of data.vocab, its errors naming that key (the loader speaks of ztok's --vocab).
-tok::Vocab load_vocab(const std::string& dir);
+// The tokenizer of data.vocab (a GPT-2 vocabulary directory, a tiktoken rank file of a known encoding
+// or a tokenizer.json), its errors naming that key (the loader speaks of ztok's --vocab).
+tok::Tokenizer load_tokenizer(const std::string& vocab);
 
 // What every shard must say about its ids: the model's vocab_size, and data.vocab's hash and eot.
 data::ShardExpectation expected_shards(const config::Config& c);

@@ -35,8 +35,12 @@ std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok
   const model::GptShape& s = gpt.table().shape();
   const int T = s.seq_len, B = gpt.micro_batch();
   std::vector<std::uint32_t> ids;
+  if (tokenizer.bos() != tok::Vocab::kNone) ids.push_back(tokenizer.bos());  // documents start with it
   tok::Encoder(tokenizer).encode(prompt, ids);
-  if (ids.empty()) ids.push_back(tokenizer.vocab().eot());  // an empty prompt starts a new document
+  if (ids.empty()) ids.push_back(tokenizer.eot());  // an empty prompt starts a new document
+  // Only ids the tokenizer can write out are drawn: a padded model vocabulary's, and a fine-tuned
+  // model's specials above the vocabulary (ztok --special, model.vocab_size covering them), are not.
+  const int drawable = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(s.vocab_size), tokenizer.vocab().size()));
   const std::uint64_t purpose = rng::purpose_id("sample");
   std::vector<std::int32_t> window(static_cast<std::size_t>(B) * T, 0);
   for (int i = 0; i < o.n_tokens; ++i) {
@@ -47,9 +51,6 @@ std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok
     if (before) before();
     const std::vector<float> logits = gpt.forward_logits(window.data(), params);  // [B, T, V]
     const double u = rng::uniform(o.seed, purpose, o.step * 1'000'003ull + static_cast<std::uint64_t>(i));
-    // Only ids the tokenizer can write out: a fine-tuned model's specials above the vocabulary (ztok
-    // --special, model.vocab_size covering them) are never drawn.
-    const int drawable = std::min(s.vocab_size, static_cast<int>(tokenizer.vocab().size()));
     ids.push_back(draw(logits.data() + static_cast<std::size_t>(n - 1) * s.vocab_size, drawable, o, u));
   }
   return tokenizer.decode(std::span<const std::uint32_t>(ids.data(), ids.size()));

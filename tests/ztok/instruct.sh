@@ -94,6 +94,6 @@ expect_exit2 "--special '<|im_end|>=ID'" --out "$work/o3" --format instruct --ch
 expect_exit2 "--pack and --seq-len" --out "$work/o4" --format instruct --chat-template chatml "${chatml[@]}" --pack "$work/set.jsonl"
 expect_exit2 "needs --chat-template" --out "$work/o5" --format instruct "$work/set.jsonl"
 expect_exit2 "already holds shards" --out "$work/chatml" --format instruct --chat-template chatml "${chatml[@]}" "$work/set.jsonl"
-expect_exit2 "is an ordinary token" --out "$work/o6" --format instruct --chat-template chatml --special '<|im_start|>=7' \
+expect_exit2 "is a token of the vocabulary" --out "$work/o6" --format instruct --chat-template chatml --special '<|im_start|>=7' \
   --special '<|im_end|>=50258' "$work/set.jsonl"
 echo "PASS"

@@ -61,10 +61,12 @@ int main(int argc, char** argv) {
       const auto& i = r.info();
       std::cout << "tokenizer=" << i.tokenizer.name << "\nvocab_hash=" << i.tokenizer.vocab_hash
                 << "\nvocab_size=" << i.tokenizer.vocab_size << "\neot=" << i.tokenizer.eot << "\nn_tokens=" << i.n_tokens
-                << "\nn_docs=" << i.n_docs << "\nsources=";
+                << "\nn_docs=" << i.n_docs << "\nwide_tokens=" << (i.wide_tokens ? 1 : 0) << "\nsources=";
       for (const auto& s : i.sources) std::cout << s << ";";
       std::cout << "\n";
       if (i.has_loss_mask) std::cout << "loss_mask=1\nwindow=" << i.window << "\n";
+      if (i.tokenizer.bos) std::cout << "bos=" << *i.tokenizer.bos << "\n";
+      std::cout << "ids=" << (i.wide_tokens ? "uint32" : "uint16") << "\n";
       return 0;
     }
     std::cerr << "usage: shard_dump tokens OUT.u32 SHARD... | mask OUT.u8 SHARD... | docs SHARD... | info SHARD\n";

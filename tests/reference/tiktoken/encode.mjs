@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The reference side of ztok's tokenizer tests: OpenAI's tiktoken (npm tiktoken, Rust core compiled to
-// WebAssembly), `gpt2` encoding, encode_ordinary. Bytes become text the way Python's
+// WebAssembly), encode_ordinary of the encoding named by $ZT_ENCODING (default `gpt2`; also cl100k_base,
+// o200k_base). Bytes become text the way Python's
 // bytes.decode("utf-8", errors="replace") does it: each maximal ill-formed subpart -> one U+FFFD, and a
 // leading BOM is kept as U+FEFF (TextDecoder with ignoreBOM: true).
 //
@@ -16,18 +17,21 @@
 //                                              slowest of REPEAT runs after one warm-up run)
 //   node encode.mjs --classes OUT.bin          one byte per code point 0..0x10FFFF from Unicode 16.0 data:
 //                                              0 other, 1 \p{L}, 2 \p{N}, 3 \s (White_Space)
+//   node encode.mjs --categories OUT.bin       the same with the classes o200k needs (tok::Category):
+//                                              0 other, 1 Lu, 2 \p{N}, 3 \s, 4 \p{M}, 5 Ll, 9 Lt, 13 Lm, 17 Lo
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
 const args = process.argv.slice(2);
-const usage = () => { console.error("usage: encode.mjs FILE OUT | --records IN OUT | --bench FILE [N] | --classes OUT"); process.exit(2); };
+const usage = () => { console.error("usage: encode.mjs FILE OUT | --records IN OUT | --bench FILE [N] | --classes OUT | --categories OUT"); process.exit(2); };
 const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 const le32 = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+const encoding = process.env.ZT_ENCODING || "gpt2";
 if (!le32) { console.error("encode.mjs: big-endian hosts are not supported"); process.exit(1); }
 
 async function encoder() {
   const { get_encoding } = await import("tiktoken");
-  return get_encoding("gpt2");
+  return get_encoding(encoding);
 }
 
 function writeU32(path, chunks) {
@@ -48,6 +52,20 @@ if (args[0] === "--classes" && args.length === 2) {
   for (let c = 0; c < 0x110000; c++) out[c] = S.contains(c) ? 3 : L.contains(c) ? 1 : N.contains(c) ? 2 : 0;
   writeFileSync(args[1], out);
   console.log(`Unicode ${version} classes of ${out.length} code points -> ${args[1]}`);
+} else if (args[0] === "--categories" && args.length === 2) {
+  const require = createRequire(import.meta.url);
+  const set = (p) => require(`regenerate-unicode-properties/${p}.js`).characters;
+  const S = set("Binary_Property/White_Space"), N = set("General_Category/Number"), M = set("General_Category/Mark");
+  const letters = [["Uppercase_Letter", 1], ["Lowercase_Letter", 5], ["Titlecase_Letter", 9],
+    ["Modifier_Letter", 13], ["Other_Letter", 17]].map(([p, v]) => [set(`General_Category/${p}`), v]);
+  const out = Buffer.alloc(0x110000);
+  for (let c = 0; c < 0x110000; c++) {
+    if (S.contains(c)) out[c] = 3;
+    else if (N.contains(c)) out[c] = 2;
+    else if (M.contains(c)) out[c] = 4;
+    else for (const [L, v] of letters) if (L.contains(c)) { out[c] = v; break; }
+  }
+  writeFileSync(args[1], out);
 } else if (args[0] === "--records" && args.length === 3) {
   const enc = await encoder();
   const data = readFileSync(args[1]);
@@ -61,11 +79,12 @@ if (args[0] === "--classes" && args.length === 2) {
   enc.free();
 } else if (args[0] === "--docs" && args.length >= 4 && ["file", "paragraph"].includes(args[1])) {
   const enc = await encoder();
+  const eot = enc.encode("<|endoftext|>", "all")[0];
   const chunks = [];
   for (const file of args.slice(3)) {
     const text = decoder.decode(readFileSync(file));
     for (const doc of args[1] === "paragraph" ? text.split(/\n[ \t]*\n/) : [text]) {
-      chunks.push(enc.encode_ordinary(doc), new Uint32Array([50256]));
+      chunks.push(enc.encode_ordinary(doc), new Uint32Array([eot]));
     }
   }
   writeU32(args[2], chunks);
@@ -84,7 +103,7 @@ if (args[0] === "--classes" && args.length === 2) {
   }
   times.sort((a, b) => a - b);
   const median = times[Math.floor((times.length - 1) / 2)];
-  console.log(JSON.stringify({ peer: "tiktoken-npm-1.0.22", bytes: bytes.length, tokens: n, repeat,
+  console.log(JSON.stringify({ peer: "tiktoken-npm-1.0.22", encoding, bytes: bytes.length, tokens: n, repeat,
     best_mb_per_s: bytes.length / 1e6 / times[0], median_mb_per_s: bytes.length / 1e6 / median,
     min_mb_per_s: bytes.length / 1e6 / times[times.length - 1] }));
   enc.free();

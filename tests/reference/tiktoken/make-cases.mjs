@@ -4,12 +4,15 @@
 //                   ZWJ emoji, CJK, Arabic, U+0085/U+00A0/U+3000/U+FEFF, ill-formed UTF-8, "<|endoftext|>")
 //   random.rec      N random texts glued from those fragments and random bytes (seeded, reproducible)
 //   codepoints.txt  every Unicode scalar value U+0000..U+10FFFF in contexts that expose its class
-// .rec files are repeated [u32 LE byte count][bytes].        node make-cases.mjs DIR [N]
+//   codepoints-cased.txt (with --cased) every assigned code point, and every 61st unassigned or private-
+//                   use one, in contexts that expose the classes o200k tells apart (Lu/Lt, Ll, Lm/Lo, M)
+//                   and the case folding of contractions ('S, U+017F)
+// .rec files are repeated [u32 LE byte count][bytes].        node make-cases.mjs DIR [N] [--cased]
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [dir, nArg] = process.argv.slice(2);
-if (!dir) { console.error("usage: make-cases.mjs DIR [N]"); process.exit(2); }
+const [dir, nArg, casedArg] = process.argv.slice(2);
+if (!dir || (casedArg !== undefined && casedArg !== "--cased")) { console.error("usage: make-cases.mjs DIR [N] [--cased]"); process.exit(2); }
 const nRandom = Number(nArg ?? 5000);
 
 const B = (x) => (typeof x === "string" ? Buffer.from(x, "utf8") : Buffer.from(x));
@@ -81,6 +84,20 @@ for (let cp = 0; cp <= 0x10FFFF; cp++) {
   lines.push(`a${c}'s ${c}1${c}${c}\n`);
 }
 
+if (casedArg) {
+  const { createRequire } = await import("node:module");
+  const require = createRequire(import.meta.url);
+  const set = (p) => require(`regenerate-unicode-properties/General_Category/${p}.js`).characters;
+  const unassigned = set("Unassigned"), privateUse = set("Private_Use");
+  const cased = [];
+  for (let cp = 0; cp <= 0x10FFFF; cp++) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    if ((unassigned.contains(cp) || privateUse.contains(cp)) && cp % 61 !== 0) continue;
+    const c = String.fromCodePoint(cp);
+    cased.push(`a${c}b ${c}Ab !!${c}'${c}1${c}${c}\n`);
+  }
+  writeFileSync(join(dir, "codepoints-cased.txt"), cased.join(""));
+}
 writeFileSync(join(dir, "cases.rec"), records(cases));
 writeFileSync(join(dir, "random.rec"), records(randomTexts));
 writeFileSync(join(dir, "codepoints.txt"), lines.join(""));

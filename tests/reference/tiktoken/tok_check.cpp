@@ -1,6 +1,9 @@
 // ztok's side of the tiktoken reference test: encodes the same bytes and compares with the ids the
 // reference wrote (encode.mjs), reporting the first difference with its context.
 //   tok_check classes UNICODE16.bin             every code point's class vs Unicode 16.0 data
+//   tok_check categories CATEGORIES16.bin       every code point's Category (o200k's classes) vs Unicode
+//                                               16.0 data; lists differing ranges as unicode.cpp's overlay
+// VOCAB is --vocab's PATH: GPT-2's directory or a tiktoken rank file (tok/encoding.hpp).
 //   tok_check file VOCAB TEXT EXPECTED.u32      one text
 //   tok_check records VOCAB RECORDS EXPECTED    many texts ([u32 n][bytes]... / [u32 n][ids]...)
 //   tok_check bench VOCAB TEXT REPEAT [IDS_OUT]  encode-only MB/s on one thread (one JSON line), as
@@ -94,10 +97,32 @@ int check_classes(const std::string& path) {
     if (++differ <= 10) std::cout << "class of U+" << std::hex << unsigned(cp) << std::dec << " differs\n";
   }
   std::size_t overlaid = 0;
-  for (const auto& o : zt::tok::unicode16_overrides()) overlaid += o.last - o.first + 1;
+  for (const auto& o : zt::tok::unicode16_overrides())  // marks are class "other" before and after
+    if (zt::tok::category_class(o.category) != CharClass::kOther) overlaid += o.last - o.first + 1;
   std::cout << (differ ? "MISMATCH" : "ok") << " classes: " << data.size() << " code points, " << differ
             << " differ from Unicode 16.0 (utf8proc's Unicode 15.0 gave " << overlaid
             << " of them wrongly before the overlay)\n";
+  return differ == 0 ? 0 : 1;
+}
+
+int check_categories(const std::string& path) {
+  const std::string data = slurp(path);
+  const zt::tok::CharClassTable table;
+  std::size_t differ = 0;
+  for (char32_t cp = 0; cp < data.size();) {
+    const auto expected = static_cast<std::uint8_t>(data[cp]);
+    if (static_cast<std::uint8_t>(table.category(cp)) == expected) { ++cp; continue; }
+    char32_t last = cp;
+    while (last + 1 < data.size() && static_cast<std::uint8_t>(data[last + 1]) == expected &&
+           static_cast<std::uint8_t>(table.category(last + 1)) != expected)
+      ++last;
+    std::printf("  differs: {0x%X, 0x%X, Category(%u)}, ztok says %u\n", unsigned(cp), unsigned(last), unsigned(expected),
+                unsigned(table.category(cp)));
+    differ += last - cp + 1;
+    cp = last + 1;
+  }
+  std::cout << (differ ? "MISMATCH" : "ok") << " categories: " << data.size() << " code points, " << differ
+            << " differ from Unicode 16.0 (Lu Ll Lt Lm Lo M N White_Space)\n";
   return differ == 0 ? 0 : 1;
 }
 
@@ -162,10 +187,11 @@ int main(int argc, char** argv) {
   try {
     const std::vector<std::string> a(argv + 1, argv + argc);
     if (a.size() == 2 && a[0] == "classes") return check_classes(a[1]);
+    if (a.size() == 2 && a[0] == "categories") return check_categories(a[1]);
     if (a.size() == 4 && (a[0] == "file" || a[0] == "records")) return check_texts(a[0], a[1], a[2], a[3]);
     if ((a.size() == 4 || a.size() == 5) && a[0] == "bench")
       return bench(a[1], a[2], std::stoi(a[3]), a.size() == 5 ? a[4] : "");
-    std::cerr << "usage: tok_check classes FILE | file VOCAB TEXT IDS | records VOCAB RECORDS IDS | bench VOCAB TEXT N [IDS]\n";
+    std::cerr << "usage: tok_check classes FILE | categories FILE | file VOCAB TEXT IDS | records VOCAB RECORDS IDS | bench VOCAB TEXT N [IDS]\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "tok_check: " << e.what() << "\n";

@@ -83,6 +83,67 @@ TEST(Corpus, LongDocumentsAreCutOnlyBeforeSpacesAfterNonSpaces) {
   EXPECT_GT(pieces, 100u);
 }
 
+// A tokenizer's added tokens (matched before pre-tokenisation) are never cut, at any chunk size, under
+// every pattern's cut rule.
+TEST(Corpus, CutsNeverFallInsideAddedTokens) {
+  TempDir dir("corpus");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += i % 3 ? "a<tool_call>b " : "x </tool_call>\n<|fim_prefix|>y ";
+  put(dir.path / "doc.txt", text);
+  CorpusOptions options;
+  options.unsplittable = {"<tool_call>", "</tool_call>", "<|fim_prefix|>"};
+  for (const tok::PatternKind pattern : {tok::PatternKind::kGpt2, tok::PatternKind::kCl100k, tok::PatternKind::kO200k}) {
+    for (std::size_t chunk_bytes = 16; chunk_bytes < 60; chunk_bytes += 5) {
+      options.pattern = pattern;
+      CorpusReader reader({(dir.path / "doc.txt").string()}, options, {}, chunk_bytes);
+      Chunk chunk;
+      std::size_t offset = 0, cuts = 0;
+      while (reader.next(chunk)) {
+        for (const Segment& s : chunk.segments) {
+          offset += s.end - s.begin;
+          if (s.doc_end) continue;
+          ++cuts;
+          for (const std::string& t : options.unsplittable)
+            for (std::size_t at = text.find(t); at != std::string::npos; at = text.find(t, at + 1))
+              ASSERT_FALSE(at < offset && offset < at + t.size())
+                  << "pattern " << int(pattern) << ": cut at " << offset << " inside " << t;
+        }
+      }
+      EXPECT_EQ(offset, text.size());
+      EXPECT_GT(cuts, text.size() / 200) << "pattern " << int(pattern) << ", chunks of " << chunk_bytes << " were hardly cut";
+    }
+  }
+}
+
+// Cuts every text at chunks of 16..79 bytes and checks that the segments tokenize exactly as the whole
+// text does; the first `cut_texts` texts must be cut often (not read whole).
+void expect_cuts_tokenize_as_whole(const tok::Tokenizer& tokenizer, const std::vector<std::string>& texts,
+                                   std::size_t cut_texts) {
+  tok::Encoder encoder(tokenizer);
+  const CorpusOptions options = cutting_safely_for({}, tokenizer);
+  TempDir dir("corpus");
+  for (std::size_t t = 0; t < texts.size(); ++t) {
+    put(dir.path / "doc.txt", texts[t]);
+    std::vector<std::uint32_t> whole;
+    encoder.encode(texts[t], whole);
+    for (std::size_t chunk_bytes = 16; chunk_bytes < 80; chunk_bytes += 3) {  // cuts land everywhere
+      CorpusReader reader({(dir.path / "doc.txt").string()}, options, {}, chunk_bytes);
+      std::vector<std::uint32_t> by_segment;
+      std::size_t segments = 0;
+      for (Chunk c; reader.next(c);) {
+        for (const Segment& s : c.segments) {
+          encoder.encode(std::string_view(c.text).substr(s.begin, s.end - s.begin), by_segment);
+          ++segments;
+        }
+      }
+      EXPECT_EQ(by_segment, whole) << tokenizer.name() << " text " << t << ", chunks of " << chunk_bytes;
+      if (t < cut_texts) {
+        EXPECT_GT(segments, texts[t].size() / 100) << tokenizer.name() << " text " << t << " was hardly cut";
+      }
+    }
+  }
+}
+
 // Texts with no ASCII space after an ASCII non-space (base64, CJK lines ending in full-width
 // punctuation, glued punctuation) are still cut, so they are not read whole; and every cut, including
 // next to apostrophes, digits, non-ASCII white space and ill-formed UTF-8, tokenizes exactly as the
@@ -95,28 +156,24 @@ TEST(Corpus, CutsInsideLongDocumentsTokenizeExactlyAsTheWhole) {
     mixed += std::string(i % 2 ? "it's'" : "A1b-2") + (i % 5 ? "\xC2\xA0 " : "\xFF\xE2\x82 ") + "x''y'll,9";
     base64 += "QUJD+/9z" + std::to_string(i * 7919) + "=";
   }
-  const std::vector<std::string> texts = {cjk, mixed, base64, std::string(3000, 'a') + ",b"};  // last: one piece
-  tok::Encoder encoder(*tokenizer);
-  TempDir dir("corpus");
-  for (std::size_t t = 0; t < texts.size(); ++t) {
-    put(dir.path / "doc.txt", texts[t]);
-    std::vector<std::uint32_t> whole;
-    encoder.encode(texts[t], whole);
-    for (std::size_t chunk_bytes = 16; chunk_bytes < 80; chunk_bytes += 3) {  // cuts land everywhere
-      CorpusReader reader({(dir.path / "doc.txt").string()}, {}, {}, chunk_bytes);
-      std::vector<std::uint32_t> by_segment;
-      std::size_t segments = 0;
-      for (Chunk c; reader.next(c);) {
-        for (const Segment& s : c.segments) {
-          encoder.encode(std::string_view(c.text).substr(s.begin, s.end - s.begin), by_segment);
-          ++segments;
-        }
-      }
-      EXPECT_EQ(by_segment, whole) << "text " << t << ", chunks of " << chunk_bytes;
-      if (t < 3) {
-        EXPECT_GT(segments, texts[t].size() / 100) << "text " << t << " was hardly cut";
-      }
-    }
+  expect_cuts_tokenize_as_whole(*tokenizer, {cjk, mixed, base64, std::string(3000, 'a') + ",b"}, 3);  // last: one piece
+}
+
+// cl100k and o200k keep line breaks after punctuation ("!\n\n", o200k also "/"), let any other
+// character lead a word ("(abc"), and o200k keeps a word's contraction ("it's"): their cuts differ
+// from GPT-2's and must still tokenize as the whole.
+TEST(Corpus, CutsTokenizeAsTheWholeForCl100kAndO200k) {
+  std::string lines, mixed, base64, code;
+  for (int i = 0; i < 400; ++i) {
+    lines += i % 3 ? "word" + std::to_string(i) + "\r\n" : "Done!\n\n  \n";
+    mixed += std::string(i % 2 ? "IT'S'" : "A1b-2") + (i % 5 ? "\xC2\xA0 " : "\xFF\xE2\x82 ") + "x''y'll,9(ab/\ncd";
+    base64 += "QUJD+/9z" + std::to_string(i * 7919) + "=";
+    code += "if(x){return a/b;}\n\t// it's \xCC\x81" "Caps\n";
+  }
+  for (const char* name : {"cl100k_base", "o200k_base"}) {
+    const tok::Tokenizer* tokenizer = zt::tok::testing::rank_file_tokenizer(name);
+    if (tokenizer == nullptr) GTEST_SKIP() << name << " unavailable: run tools/fetch-vocab.sh --encoding " << name;
+    expect_cuts_tokenize_as_whole(*tokenizer, {lines, mixed, base64, code}, 4);
   }
 }
 

@@ -58,6 +58,22 @@ TEST(Shard, LargeVocabulariesStoreUint32) {
   EXPECT_EQ(got, (std::vector<std::uint32_t>{1, 70000, 99999}));
 }
 
+// The width rule, and what a tokenizer.json shard records: its kind and the BOS every document starts with.
+TEST(Shard, RecordsTokenizerKindAndBos) {
+  EXPECT_FALSE(shard_ids_are_wide(65536));  // ids 0..65535 fit uint16
+  EXPECT_TRUE(shard_ids_are_wide(65537));
+  TempDir dir("shard");
+  const TokenizerInfo llama{"hf-bpe", std::string(64, 'c'), 128256, 128001, 128000};
+  write_shard(dir.path / "l.h5", {128000, 9906, 128001}, {0}, llama);
+  const ShardInfo info = ShardReader::validate(dir.path / "l.h5", {.vocab_size = 128256});
+  EXPECT_EQ(info.tokenizer.name, "hf-bpe");
+  EXPECT_EQ(info.tokenizer.bos, std::optional<std::uint64_t>(128000));
+  EXPECT_TRUE(info.wide_tokens);
+  EXPECT_FALSE(ShardReader::validate(dir.path / "l.h5", {.vocab_size = 128512}).tokenizer.name.empty());  // padded
+  write_shard(dir.path / "g.h5", {1, 2}, {0});
+  EXPECT_FALSE(ShardReader::validate(dir.path / "g.h5").tokenizer.bos.has_value());  // GPT-2: no BOS
+}
+
 TEST(Shard, EqualContentGivesByteIdenticalFilesWhateverTheBlockSize) {
   TempDir dir("shard");
   const auto tokens = ramp(3 * kShardChunkTokens + 7);
@@ -97,10 +113,11 @@ TEST(Shard, ReaderRefusesOtherVocabulariesAndSchemas) {
   const fs::path good = dir.path / "good.h5";
   write_shard(good, ramp(100), {0});
   expect_input_error(good, {.vocab_hash = std::string(64, 'b')}, "data.vocab");
-  expect_input_error(good, {.vocab_size = 50304}, "vocab_size");
+  expect_input_error(good, {.vocab_size = 50000}, "model.vocab_size to at least 50257");
   expect_input_error(good, {.eot = 0}, "eot");
   expect_input_error(dir.path / "missing.h5", {}, "does not exist");
   EXPECT_EQ(ShardReader::validate(good, {.vocab_size = 50257}).n_tokens, 100u);
+  EXPECT_EQ(ShardReader::validate(good, {.vocab_size = 50304}).n_tokens, 100u);  // a padded model vocabulary
 
   auto forge = [&](const char* name, auto&& edit) {  // a shard with one thing wrong
     io::H5File f = io::H5File::create((dir.path / name).string());

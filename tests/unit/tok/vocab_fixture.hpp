@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,25 @@ inline const Tokenizer* shared_tokenizer() {
     return std::make_unique<Tokenizer>(Vocab::load(dir));
   }();
   return kTokenizer.get();
+}
+
+// The tokenizer of a tiktoken rank-file encoding (cl100k_base, o200k_base): SOURCE/data/NAME.tiktoken,
+// fetched there with tools/fetch-vocab.sh --encoding NAME when missing; nullptr when it cannot be had.
+inline const Tokenizer* rank_file_tokenizer(const std::string& name) {
+  namespace fs = std::filesystem;
+  static std::map<std::string, std::unique_ptr<Tokenizer>> loaded;
+  if (auto it = loaded.find(name); it != loaded.end()) return it->second.get();
+  const char* src = std::getenv("ZT_SOURCE");
+#ifdef ZT_SOURCE_DIR
+  if (!src) src = ZT_SOURCE_DIR;
+#endif
+  std::unique_ptr<Tokenizer>& slot = loaded[name];
+  if (!src) return nullptr;
+  const fs::path file = fs::path(src) / "data" / (name + ".tiktoken");
+  const std::string fetch = (fs::path(src) / "tools" / "fetch-vocab.sh").string() + " --encoding " + name + " >/dev/null";
+  if (!fs::exists(file) && std::system(fetch.c_str()) != 0) return nullptr;
+  slot = std::make_unique<Tokenizer>(Tokenizer::load(file));
+  return slot.get();
 }
 
 }  // namespace zt::tok::testing

