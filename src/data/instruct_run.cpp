@@ -10,6 +10,7 @@
 #include "data/sample_packing.hpp"
 #include "data/shard.hpp"
 #include "data/shard_stream.hpp"
+#include "data/tokenize_stream.hpp"
 
 namespace zt::data {
 namespace {
@@ -69,7 +70,11 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   train.finish();
   valid.finish();
   std::filesystem::create_directories(o.out_dir);
-  const TokenizerInfo info{"gpt2", tokenizer.vocab().hash(), tokenizer.n_ids(), tokenizer.vocab().eot()};
+  // The template writes its own BOS where it has one, so no `bos` attribute; vocab_size covers the
+  // specials declared past the vocabulary.
+  TokenizerInfo info = shard_tokenizer_info(tokenizer);
+  info.vocab_size = tokenizer.n_ids();
+  info.bos.reset();
   const InstructLayout shape{true, to_string(instruct.chat_template), window};
   s.train_shards = write_split(o.out_dir, "train", train, info, shape, o.shard_tokens, inputs);
   s.valid_shards = write_split(o.out_dir, "valid", valid, info, shape, o.shard_tokens, inputs);
