@@ -61,6 +61,22 @@ std::string did_you_mean(const std::string& key) {
   throw ConfigError(cat(e.what(), where, " (see --help)"));
 }
 
+// `--section.key=` gives the key an empty value (e.g. `--data.valid=` turns evaluation off over a
+// file's value), as `--section.key ''` does; Boost refuses an empty value after '=' on its own.
+std::vector<std::string> with_empty_values(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.size() > 3 && a.starts_with("--") && a.ends_with('=') && a.find('=') == a.size() - 1) {
+      args.emplace_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+    } else {
+      args.emplace_back(a);
+    }
+  }
+  return args;
+}
+
 po::variables_map parse_arguments(int argc, const char* const* argv) {
   po::options_description all;
   all.add(general_options()).add(key_options());
@@ -68,7 +84,7 @@ po::variables_map parse_arguments(int argc, const char* const* argv) {
   try {
     const int style = po::command_line_style::unix_style & ~po::command_line_style::allow_guessing;
     po::positional_options_description none;  // no positional arguments: a stray word is an error
-    po::store(po::command_line_parser(argc, argv).options(all).positional(none).style(style).run(), vm);
+    po::store(po::command_line_parser(with_empty_values(argc, argv)).options(all).positional(none).style(style).run(), vm);
   } catch (const po::error& e) {
     rethrow_po_error(e, "");
   }

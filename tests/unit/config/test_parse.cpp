@@ -62,6 +62,15 @@ TEST(Parse, CommandLineWinsOverFile) {
   std::remove(ini.c_str());
 }
 
+TEST(Parse, EmptyValueAfterEqualsClearsAFileValue) {
+  std::string ini = temp_ini("[data]\nvalid = data/tok/x/valid_*.h5\n");
+  EXPECT_EQ(parse({"--config", ini, "--data.valid="}).config.data.valid, "");
+  EXPECT_EQ(parse({"--config", ini, "--data.valid", ""}).config.data.valid, "");
+  EXPECT_EQ(parse({"--config", ini}).config.data.valid, "data/tok/x/valid_*.h5");
+  expect_config_error({"--model.n_layer="}, {"model.n_layer"});  // an empty number is still refused
+  std::remove(ini.c_str());
+}
+
 TEST(Parse, UnknownCommandLineKeySuggestsNearest) {
   expect_config_error({"--optim.lrr=3"}, {"optim.lrr", "did you mean optim.lr"});
   expect_config_error({"--lr=3"}, {"'lr'", "did you mean optim.lr"});
