@@ -32,17 +32,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
-
-// Model FLOPs utilisation as the PaLM paper (and the PyTorch peer the benchmark compares with) count it:
-// 6 N per token for the parameter GEMMs, forward + backward, with N the parameters a matmul reads
-// (ParamTable::n_params_for_flops: without GPT-2's position table or an untied input embedding), plus 12 L C T for attention (QK^T and PV over all T keys, not halved for causality), against
-// the dense bf16 peak of an H100/H200 SXM (989 TFLOP/s). Recomputation is not counted: MFU measures
-// useful work. Reported for 16-bit runs on GPUs only.
-constexpr double kPeakBf16Flops = 989e12;
-double flops_per_token(const config::ModelConfig& m, std::uint64_t n_params) {
-  const double L = static_cast<double>(m.n_layer), C = static_cast<double>(m.n_embd), T = static_cast<double>(m.seq_len);
-  return 6.0 * static_cast<double>(n_params) + 12.0 * L * C * T;
-}
 }  // namespace
 
 Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
@@ -184,18 +173,18 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     slow_point(config_.debug, world_.rank(), ms_since(t));
-    lap(phases_.forward_ms);
+    lap(window_->phases.forward_ms);
     engine_->begin_backward(m == batch.grad_accum - 1);
     hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
     model_->backward(*params_, *grads_, dloss);
     engine_->end_backward();
-    lap(phases_.backward_ms);
+    lap(window_->phases.backward_ms);
   }
   comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
   hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   r.grad_norm = engine_->finish_gradients() / loss_scale;
   r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / denominator;
-  lap(phases_.comm_ms);
+  lap(window_->phases.comm_ms);
   r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
   r.loss_scale = loss_scale;
   // Every rank sees the same global norm, so every rank skips the same steps.
@@ -205,7 +194,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   hang_point(config_.debug, world_.rank(), config::HangPhase::kOptimizer, step_ + 1);
   const int adam_step = static_cast<int>(step_ + 1 - scaler_.skipped_steps());  // as torch's GradScaler: skips do not count
   engine_->adamw_step(config_.optim, r.lr, adam_step, optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
-  lap(phases_.optimizer_ms);
+  lap(window_->phases.optimizer_ms);
   return r;
 }
 
@@ -251,35 +240,26 @@ std::optional<double> Trainer::evaluate() {
   return comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / std::max(1.0, count);
 }
 
-void Trainer::log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window) {
-  const std::uint64_t peak = backend_->memory_stats().peak_bytes;
+void Trainer::log_step(const StepResult& r) {
   StepMetrics m;
   m.step = step_;
   m.loss = r.loss;
   m.lr = r.lr;
   m.grad_norm = r.grad_norm;
   m.tokens = tokens_;
-  m.trained_tokens = static_cast<std::uint64_t>(trained_in_window_);
-  trained_in_window_ = 0;
-  m.step_ms = elapsed_ms / static_cast<double>(steps_in_window);
-  m.tokens_per_s = static_cast<double>(derived_.tokens_per_step * steps_in_window) / (elapsed_ms / 1000.0);
-  m.data_wait_ms = wait_ms / static_cast<double>(steps_in_window);
-  m.comm_bytes = static_cast<double>(comm_->stats().total_bytes() - comm_bytes_logged_) / static_cast<double>(steps_in_window);
-  comm_bytes_logged_ = comm_->stats().total_bytes();
+  m.skipped = r.skipped;
+  const MetricsWindow::Closed w =
+      window_->close(m, loader_->wait_ms_total(), comm_->stats().total_bytes(), derived_.tokens_per_step, world_.size());
+  const std::uint64_t peak = backend_->memory_stats().peak_bytes;
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
   m.mem_predicted_bytes = predicted_peak_;
-  m.tokens_per_s_per_rank = m.tokens_per_s / static_cast<double>(world_.size());
   if (scaler_.enabled()) m.loss_scale = r.loss_scale;
-  if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)
-    m.mfu = flops_per_token(config_.model, table_.n_params_for_flops()) * m.tokens_per_s_per_rank / kPeakBf16Flops;
-  m.skipped = r.skipped;
-  const double n = static_cast<double>(steps_in_window);
-  m.forward_ms = phases_.forward_ms / n, m.backward_ms = phases_.backward_ms / n;
-  m.comm_ms = phases_.comm_ms / n, m.optimizer_ms = phases_.optimizer_ms / n;
-  const double blocked = phases_.blocked_ms / n;  // compute: the phases less the collectives' waits
-  stragglers_->observe(step_ - steps_in_window + 1, step_, m.forward_ms + m.backward_ms + m.comm_ms + m.optimizer_ms - blocked,
-                       blocked + m.data_wait_ms, m);
-  phases_ = {};
+  if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)  // MFU: 16-bit GPU runs
+    m.mfu = flops_per_token(config_.model.n_layer, config_.model.n_embd, config_.model.seq_len, table_.n_params_for_flops()) *
+            m.tokens_per_s_per_rank / kPeakBf16Flops;
+  // compute: the phases less the collectives' waits
+  const double compute = m.forward_ms + m.backward_ms + m.comm_ms + m.optimizer_ms - w.blocked_ms_per_step;
+  stragglers_->observe(step_ - w.steps + 1, step_, compute, w.blocked_ms_per_step + m.data_wait_ms, m);
   if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
     const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};
     m.gpu_power_w = comm_->all_reduce_value(g.power_w, dist::ReduceOp::kMax);
@@ -330,19 +310,16 @@ int Trainer::train_loop() {
     return kExitOk;
   }
   const std::int64_t first = step_ + 1;  // this invocation's first step (after a resume: not step 1)
-  auto window_start = Clock::now();
-  double wait_before = loader_->wait_ms_total();
-  std::int64_t steps_in_window = 0;
+  window_.emplace(loader_->wait_ms_total(), comm_->stats().total_bytes());
   std::optional<data::StepBatch> batch = read_next_batch();
   if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
   while (step_ < last) {
     const double blocked_before = timed_comm_->blocked_ms();
     const StepResult r = train_step(*batch);
-    phases_.blocked_ms += timed_comm_->blocked_ms() - blocked_before;
+    window_->phases.blocked_ms += timed_comm_->blocked_ms() - blocked_before;
     ++step_;
-    ++steps_in_window;
+    window_->add_step(r.trained_targets);
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
-    trained_in_window_ += r.trained_targets;
     last_loss_ = r.loss;
     if (!std::isfinite(r.loss) && !r.skipped)  // fp16: an overflowing step is the scaler's business
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
@@ -350,12 +327,7 @@ int Trainer::train_loop() {
     if (r.skipped)
       log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", json_number(r.loss_scale),
                     "; the update is skipped (the batch still counts), scale now ", json_number(scaler_.scale())));
-    if (step_ % config_.log.every == 0 || step_ == last || r.skipped) {
-      log_step(r, ms_since(window_start), loader_->wait_ms_total() - wait_before, steps_in_window);
-      window_start = Clock::now();
-      wait_before = loader_->wait_ms_total();
-      steps_in_window = 0;
-    }
+    if (step_ % config_.log.every == 0 || step_ == last || r.skipped) log_step(r);
     if (valid_tokens_ && config_.log.eval_every > 0 && step_ % config_.log.eval_every == 0) {
       const std::optional<double> val = evaluate();
       if (metrics_ && val) metrics_->eval(step_, *val);

@@ -19,6 +19,7 @@
 #include "optim/zero/engine.hpp"
 #include "train/checkpointer.hpp"
 #include "train/metrics.hpp"
+#include "train/metrics_window.hpp"
 #include "train/resume.hpp"
 #include "train/zero_model.hpp"
 #include "tok/tokenizer.hpp"
@@ -52,7 +53,7 @@ class Trainer {
   // this rank's (`here`); without a mask every rank has the same count, so no communication.
   double global_trained_targets(std::uint64_t here, const data::TokenSource& source);
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
-  void log_step(const StepResult& r, double elapsed_ms, double wait_ms, std::int64_t steps_in_window);
+  void log_step(const StepResult& r);  // closes window_ into one metrics line (collective)
   void init_parameters();
   void resume_from(const ResumePoint& resume);
   void open_data();
@@ -89,16 +90,11 @@ class Trainer {
   LossScaler scaler_;
   std::int64_t step_ = 0;        // completed optimizer steps
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
-  double trained_in_window_ = 0; // targets entering the loss since the last metrics line (all ranks)
   std::uint64_t windows_per_epoch_ = 0;
   double last_loss_ = 0;
   std::string data_error_;    // a bad chunk (or read) this rank's loader hit, for the next step's batch
   bool data_failed_ = false;  // agreed at the step boundary: some rank cannot read its next batch
-  std::uint64_t comm_bytes_logged_ = 0;  // communicator payload bytes at the last metrics line
-  struct PhaseTimes {
-    double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
-    double blocked_ms = 0;  // of these, blocked in collectives (timed_comm_)
-  } phases_;  // accumulated since the last metrics line
+  std::optional<MetricsWindow> window_;  // the steps since the last metrics line (from run())
   GpuMonitor gpu_monitor_;
   std::unique_ptr<StragglerWatch> stragglers_;
   TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives  // per logged window: the slowest rank (stragglers.hpp)
