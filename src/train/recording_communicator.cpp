@@ -41,14 +41,7 @@ class RecordingCommunicator::RecordedWork final : public dist::Work {
 };
 
 RecordingCommunicator::RecordingCommunicator(std::unique_ptr<dist::Communicator> inner, dist::CollectiveRing& ring)
-    : inner_(std::move(inner)), ring_(ring) {
-  set_timeout(inner_->timeout_s());
-}
-
-void RecordingCommunicator::pass_settings() {
-  if (inner_->context() != context()) inner_->set_context(context());  // no copy per call within a context
-  inner_->set_timeout(timeout_s());
-}
+    : ForwardingCommunicator(std::move(inner)), ring_(ring) {}
 
 template <typename F>
 std::unique_ptr<dist::Work> RecordingCommunicator::recorded(dist::CollKind kind, std::size_t bytes, F issue) {
@@ -56,12 +49,12 @@ std::unique_ptr<dist::Work> RecordingCommunicator::recorded(dist::CollKind kind,
   const dist::CollectiveRing::Ticket ticket = ring_.enter(dist::CollGroup::kDp, kind, bytes, context());
   std::unique_ptr<dist::Work> work;
   try {
-    work = issue(*inner_);
+    work = issue(inner());
   } catch (...) {
     ring_.leave(ticket, dist::CollState::kTimedOut);
     throw;
   }
-  stats_ = inner_->stats();
+  copy_stats();
   return std::make_unique<RecordedWork>(std::move(work), *this, ticket);
 }
 
@@ -86,22 +79,22 @@ std::unique_ptr<dist::Work> RecordingCommunicator::broadcast(dist::Span buffer, 
 void RecordingCommunicator::barrier() {
   pass_settings();
   const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context());
-  inner_->barrier();
-  stats_ = inner_->stats();
+  inner().barrier();
+  copy_stats();
 }
 
 double RecordingCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
   pass_settings();
   const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kAllReduce, sizeof value, context());
-  const double out = inner_->all_reduce_value(value, op);
-  stats_ = inner_->stats();
+  const double out = inner().all_reduce_value(value, op);
+  copy_stats();
   return out;
 }
 
 std::unique_ptr<dist::Communicator> RecordingCommunicator::split(int color, int key) {
   pass_settings();
   const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context());
-  return inner_->split(color, key);
+  return inner().split(color, key);
 }
 
 }  // namespace zt::train

@@ -8,17 +8,14 @@
 #include <memory>
 
 #include "dist/collective_ring.hpp"
-#include "dist/communicator.hpp"
+#include "dist/forwarding_communicator.hpp"
 
 namespace zt::train {
 
-class RecordingCommunicator final : public dist::Communicator {
+class RecordingCommunicator final : public dist::ForwardingCommunicator {
  public:
   RecordingCommunicator(std::unique_ptr<dist::Communicator> inner, dist::CollectiveRing& ring);
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string name() const override { return inner_->name(); }
 
   std::unique_ptr<dist::Work> all_reduce(dist::Span buffer, dist::ReduceOp op) override;
   std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
@@ -33,11 +30,9 @@ class RecordingCommunicator final : public dist::Communicator {
 
  private:
   class RecordedWork;
-  void pass_settings();  // this communicator's context and deadline to the inner one
   template <typename F>
   std::unique_ptr<dist::Work> recorded(dist::CollKind kind, std::size_t bytes, F issue);
 
-  std::unique_ptr<dist::Communicator> inner_;
   dist::CollectiveRing& ring_;
 };
 

@@ -14,7 +14,7 @@ std::size_t bytes_of(const dist::Span& s) { return s.count * dtype_size(s.dtype)
 }  // namespace
 
 StagedCommunicator::StagedCommunicator(std::unique_ptr<dist::Communicator> host, backend::Backend& device)
-    : host_(std::move(host)), device_(device) {}
+    : ForwardingCommunicator(std::move(host)), device_(device) {}
 
 dist::Span StagedCommunicator::to_host(const dist::Span& device, std::vector<std::byte>& host) {
   host.resize(bytes_of(device));
@@ -26,64 +26,59 @@ void StagedCommunicator::from_host(const dist::Span& device, const std::vector<s
   if (!host.empty()) device_.copy_from_host(device.data, host.data(), bytes_of(device));
 }
 
-void StagedCommunicator::sync_settings() {
-  host_->set_context(context());
-  host_->set_timeout(timeout_s());
-}
-
 void StagedCommunicator::finish(std::unique_ptr<dist::Work> work) {
   work->wait();
-  stats_ = host_->stats();
+  copy_stats();
 }
 
 std::unique_ptr<dist::Work> StagedCommunicator::all_reduce(dist::Span buffer, dist::ReduceOp op) {
-  sync_settings();
-  finish(host_->all_reduce(to_host(buffer, send_), op));
+  pass_settings();
+  finish(inner().all_reduce(to_host(buffer, send_), op));
   from_host(buffer, send_);
   return std::make_unique<DoneWork>();
 }
 
 std::unique_ptr<dist::Work> StagedCommunicator::reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) {
-  sync_settings();
+  pass_settings();
   const dist::Span host_send = to_host(send, send_);
   recv_.resize(bytes_of(recv));  // separate even when recv aliases send on the device: MPI_IN_PLACE is not needed
-  finish(host_->reduce_scatter(host_send, {recv_.data(), recv.count, recv.dtype}, op));
+  finish(inner().reduce_scatter(host_send, {recv_.data(), recv.count, recv.dtype}, op));
   from_host(recv, recv_);
   return std::make_unique<DoneWork>();
 }
 
 std::unique_ptr<dist::Work> StagedCommunicator::all_gather(dist::Span send, dist::Span recv) {
-  sync_settings();
+  pass_settings();
   const dist::Span host_send = to_host(send, send_);
   recv_.resize(bytes_of(recv));
-  finish(host_->all_gather(host_send, {recv_.data(), recv.count, recv.dtype}));
+  finish(inner().all_gather(host_send, {recv_.data(), recv.count, recv.dtype}));
   from_host(recv, recv_);
   return std::make_unique<DoneWork>();
 }
 
 std::unique_ptr<dist::Work> StagedCommunicator::broadcast(dist::Span buffer, int root) {
-  sync_settings();
-  finish(host_->broadcast(to_host(buffer, send_), root));
+  pass_settings();
+  finish(inner().broadcast(to_host(buffer, send_), root));
   from_host(buffer, send_);
   return std::make_unique<DoneWork>();
 }
 
 void StagedCommunicator::barrier() {
-  sync_settings();
-  host_->barrier();
-  stats_ = host_->stats();
+  pass_settings();
+  inner().barrier();
+  copy_stats();
 }
 
 double StagedCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
-  sync_settings();
-  const double out = host_->all_reduce_value(value, op);
-  stats_ = host_->stats();
+  pass_settings();
+  const double out = inner().all_reduce_value(value, op);
+  copy_stats();
   return out;
 }
 
 std::unique_ptr<dist::Communicator> StagedCommunicator::split(int color, int key) {
-  sync_settings();
-  return std::make_unique<StagedCommunicator>(host_->split(color, key), device_);
+  pass_settings();
+  return std::make_unique<StagedCommunicator>(inner().split(color, key), device_);
 }
 
 }  // namespace zt::train

@@ -8,17 +8,15 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "dist/communicator.hpp"
+#include "dist/forwarding_communicator.hpp"
 
 namespace zt::train {
 
-class StagedCommunicator final : public dist::Communicator {
+class StagedCommunicator final : public dist::ForwardingCommunicator {
  public:
   StagedCommunicator(std::unique_ptr<dist::Communicator> host, backend::Backend& device);
 
-  int rank() const override { return host_->rank(); }
-  int size() const override { return host_->size(); }
-  std::string name() const override { return host_->name() + " (host-staged)"; }
+  std::string name() const override { return inner().name() + " (host-staged)"; }
 
   std::unique_ptr<dist::Work> all_reduce(dist::Span buffer, dist::ReduceOp op) override;
   std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
@@ -32,10 +30,8 @@ class StagedCommunicator final : public dist::Communicator {
  private:
   dist::Span to_host(const dist::Span& device, std::vector<std::byte>& host);  // copies the data too
   void from_host(const dist::Span& device, const std::vector<std::byte>& host);
-  void sync_settings();  // the host communicator reports this one's context and deadline
   void finish(std::unique_ptr<dist::Work> work);
 
-  std::unique_ptr<dist::Communicator> host_;
   backend::Backend& device_;
   std::vector<std::byte> send_, recv_;
 };

@@ -27,14 +27,8 @@ class TimedCommunicator::TimedWork final : public dist::Work {
   TimedCommunicator& owner_;
 };
 
-TimedCommunicator::TimedCommunicator(std::unique_ptr<dist::Communicator> inner) : inner_(std::move(inner)) {
-  set_timeout(inner_->timeout_s());
-}
-
-void TimedCommunicator::pass_settings() {
-  inner_->set_context(context());
-  inner_->set_timeout(timeout_s());
-}
+TimedCommunicator::TimedCommunicator(std::unique_ptr<dist::Communicator> inner)
+    : ForwardingCommunicator(std::move(inner)) {}
 
 template <typename F>
 auto TimedCommunicator::timed(F f) {
@@ -45,10 +39,10 @@ auto TimedCommunicator::timed(F f) {
     Clock::time_point t;
     ~Count() {
       self.blocked_ms_ += ms_since(t);
-      self.stats_ = self.inner_->stats();
+      self.copy_stats();
     }
   } count{*this, t};
-  return f(*inner_);
+  return f(inner());
 }
 
 std::unique_ptr<dist::Work> TimedCommunicator::all_reduce(dist::Span buffer, dist::ReduceOp op) {

@@ -8,17 +8,14 @@
 
 #include <memory>
 
-#include "dist/communicator.hpp"
+#include "dist/forwarding_communicator.hpp"
 
 namespace zt::train {
 
-class TimedCommunicator final : public dist::Communicator {
+class TimedCommunicator final : public dist::ForwardingCommunicator {
  public:
   explicit TimedCommunicator(std::unique_ptr<dist::Communicator> inner);
 
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string name() const override { return inner_->name(); }
 
   std::unique_ptr<dist::Work> all_reduce(dist::Span buffer, dist::ReduceOp op) override;
   std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
@@ -35,11 +32,9 @@ class TimedCommunicator final : public dist::Communicator {
 
  private:
   class TimedWork;
-  void pass_settings();  // this communicator's context and deadline to the inner one
   template <typename F>
   auto timed(F f);  // runs f with this communicator's settings on the inner one, counting its time
 
-  std::unique_ptr<dist::Communicator> inner_;
   double blocked_ms_ = 0;
 };
 
