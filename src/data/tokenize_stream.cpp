@@ -2,6 +2,10 @@
 // every state change notifies all (few threads, coarse chunks: contention is negligible).
 #include "data/tokenize_stream.hpp"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -89,6 +93,12 @@ void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, cons
   out.chunk = std::move(chunk);
 }
 
+void return_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 TokenizeStream::TokenizeStream(const tok::Tokenizer& tokenizer, CorpusReader& reader, const CorpusOptions& options,
                                int threads, std::size_t max_in_flight)
     : tokenizer_(tokenizer), reader_(reader), options_(options), max_in_flight_(std::max<std::size_t>(max_in_flight, 1)) {
@@ -146,6 +156,13 @@ void TokenizeStream::work_loop() {
       todo_.pop_front();
     }
     TokenizedChunk result;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!spare_.empty()) {
+        result = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
     const std::uint64_t seq = chunk.seq;
     tokenize_chunk(encoder, tokenizer_, options_, reader_.inputs(), std::move(chunk), result);
     {
@@ -164,6 +181,7 @@ bool TokenizeStream::next(TokenizedChunk& out) {
     if (read_error_) std::rethrow_exception(read_error_);
     return false;
   }
+  if (out.tokens.capacity() > 0 && out.tokens.capacity() <= kSpareIds) spare_.push_back(std::move(out));
   out = std::move(it->second);
   done_.erase(it);
   ++consumed_;

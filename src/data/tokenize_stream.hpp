@@ -38,6 +38,10 @@ CorpusOptions cutting_safely_for(CorpusOptions options, const tok::Tokenizer& to
 void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, const CorpusOptions& options,
                     const std::vector<std::string>& inputs, Chunk&& chunk, TokenizedChunk& out);
 
+// Gives the pages that a finished TokenizeStream freed back to the system: its threads' malloc arenas
+// keep them (glibc; elsewhere a no-op), and the shard writing that follows would stack on them.
+void return_freed_memory();
+
 class TokenizeStream {
  public:
   // `reader` must outlive the stream. threads >= 1 tokenizer threads.
@@ -64,6 +68,11 @@ class TokenizeStream {
   std::condition_variable changed_;
   std::deque<Chunk> todo_;                            // read, waiting for a worker (oldest first)
   std::map<std::uint64_t, TokenizedChunk> done_;      // tokenized, waiting for next()
+  // Results next() replaced, whose buffers the workers reuse: a fresh id vector per chunk, grown by
+  // doubling on one thread and freed on another, left fragments in malloc's thread arenas that made
+  // the peak RSS grow with the input. Buffers above kSpareIds ids (a huge piece's) are freed.
+  static constexpr std::size_t kSpareIds = std::size_t{1} << 21;
+  std::vector<TokenizedChunk> spare_;
   std::uint64_t produced_ = 0, consumed_ = 0;
   bool reading_done_ = false, stop_ = false;
   std::exception_ptr read_error_;

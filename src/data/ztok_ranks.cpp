@@ -264,6 +264,7 @@ ZtokSummary RankedZtok::run() {
         heartbeat.beat("tokenizing");
       },
       resumed);
+  return_freed_memory();  // before the shards are cut
   const std::uint64_t my_tokens = mine.train.tokens + mine.valid.tokens;
   group_.wait_for_all(0.1, [&] {  // sleeps while others tokenize
     line.update(mine.input_bytes, my_tokens);

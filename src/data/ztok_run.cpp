@@ -158,6 +158,7 @@ ZtokSummary run_ztok(const ZtokOptions& o) {
       meter.update(result.chunk.file_bytes, job.tokens());
     }
   }
+  return_freed_memory();  // before the last shards are written
   job.finish();
   std::error_code ignored;
   std::filesystem::remove(o.out_dir / ".ztok", ignored);  // the journal folder, now empty
