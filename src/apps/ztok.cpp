@@ -13,9 +13,9 @@
 #include "apps/boundary.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "data/instruct_run.hpp"
-#include "data/ztok_ranks.hpp"
-#include "data/ztok_run.hpp"
+#include "ztok/instruct_run.hpp"
+#include "ztok/ranks.hpp"
+#include "ztok/run.hpp"
 #include "dist/world.hpp"
 
 namespace po = boost::program_options;
@@ -68,13 +68,13 @@ struct RawArgs {
 };
 
 struct Parsed {
-  zt::data::ZtokOptions options;
-  std::optional<zt::data::InstructOptions> instruct;  // --format instruct
+  zt::ztok::ZtokOptions options;
+  std::optional<zt::ztok::InstructOptions> instruct;  // --format instruct
   bool help = false;
   bool threads_given = false;  // else the default: every core (divided by the ranks on the node)
 };
 
-po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
+po::options_description named_options(zt::ztok::ZtokOptions& o, RawArgs& raw) {
   po::options_description named(kAbout);
   named.add_options()
       ("help,h", "show this help")
@@ -117,7 +117,7 @@ po::options_description named_options(zt::data::ZtokOptions& o, RawArgs& raw) {
 }
 
 // --format instruct's options, checked; nullopt (and none of them given) for the other formats.
-std::optional<zt::data::InstructOptions> instruct_options(const RawArgs& raw) {
+std::optional<zt::ztok::InstructOptions> instruct_options(const RawArgs& raw) {
   if (raw.format != "instruct") {
     if (!raw.chat_template.empty() || raw.pack || raw.seq_len > 0)
       throw zt::ConfigError("--chat-template, --pack and --seq-len apply to --format instruct");
@@ -126,13 +126,13 @@ std::optional<zt::data::InstructOptions> instruct_options(const RawArgs& raw) {
   if (raw.chat_template.empty()) throw zt::ConfigError("--format instruct needs --chat-template chatml|llama3");
   if (raw.pack != (raw.seq_len > 0))
     throw zt::ConfigError("--pack and --seq-len N (N >= 1, the model.seq_len to train with) go together");
-  zt::data::InstructOptions in;
-  in.chat_template = zt::data::parse_chat_template(raw.chat_template);
+  zt::ztok::InstructOptions in;
+  in.chat_template = zt::ztok::parse_chat_template(raw.chat_template);
   in.pack_seq_len = raw.seq_len;
   return in;
 }
 
-void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data::ZtokOptions& o) {
+void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::ztok::ZtokOptions& o) {
   if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab PATH and --out DIR are required (see --help)");
   if (o.inputs.empty()) throw zt::ConfigError("no INPUT given (see --help)");
   if (raw.format != "text" && raw.format != "jsonl" && raw.format != "instruct")
@@ -145,8 +145,8 @@ void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data
   if (!(o.timeout_s >= 1))
     throw zt::ConfigError(zt::cat("--timeout-s must be at least 1 (seconds), not ", o.timeout_s));
   if (o.chunk_bytes < 16) throw zt::ConfigError("--debug-chunk-bytes must be at least 16");
-  o.corpus.format = raw.format == "jsonl" ? zt::data::InputFormat::kJsonl : zt::data::InputFormat::kText;
-  o.corpus.split = raw.split == "paragraph" ? zt::data::SplitMode::kParagraph : zt::data::SplitMode::kFile;
+  o.corpus.format = raw.format == "jsonl" ? zt::ztok::InputFormat::kJsonl : zt::ztok::InputFormat::kText;
+  o.corpus.split = raw.split == "paragraph" ? zt::ztok::SplitMode::kParagraph : zt::ztok::SplitMode::kFile;
   o.vocab_dir = raw.vocab;
   o.vocabulary.encoding = raw.encoding;
   if (!raw.pattern.empty()) {
@@ -164,7 +164,7 @@ void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::data
 
 Parsed parse(int argc, char** argv, bool print_help) {
   Parsed p;
-  zt::data::ZtokOptions& o = p.options;
+  zt::ztok::ZtokOptions& o = p.options;
   RawArgs raw;
   const po::options_description named = named_options(o, raw);
   po::options_description hidden;  // tests only: small chunks, frequent saves, a SIGKILL at a chosen point
@@ -191,7 +191,7 @@ Parsed parse(int argc, char** argv, bool print_help) {
   return p;
 }
 
-void report(const zt::data::ZtokSummary& s, const zt::data::ZtokOptions& o, int ranks) {
+void report(const zt::ztok::ZtokSummary& s, const zt::ztok::ZtokOptions& o, int ranks) {
   if (s.already_complete) {
     zt::log::info("ztok: ", o.out_dir.string(), " already holds this run's complete output; nothing to do");
   }
@@ -204,7 +204,7 @@ void report(const zt::data::ZtokSummary& s, const zt::data::ZtokOptions& o, int 
                   ranks > 1 ? zt::cat(ranks, " ranks x ") : "", o.threads, " thread(s)");
 }
 
-void report_instruct(const zt::data::InstructSummary& s, const zt::data::ZtokOptions& o) {
+void report_instruct(const zt::ztok::InstructSummary& s, const zt::ztok::ZtokOptions& o) {
   zt::log::info("ztok: ", s.records, " instruction records -> ", s.train_tokens, " train tokens in ", s.train_shards,
                 " shard(s), ", s.valid_tokens, " valid tokens in ", s.valid_shards, " shard(s) under ", o.out_dir.string(),
                 "; ", s.masked_in_tokens, " tokens in the loss mask, ", s.padding_tokens, " padding tokens");
@@ -227,8 +227,8 @@ int run_single(int argc, char** argv) {
     return e.exit_code();
   }
   try {
-    if (p.instruct) report_instruct(zt::data::run_instruct(p.options, *p.instruct), p.options);
-    else report(zt::data::run_ztok(p.options), p.options, 1);
+    if (p.instruct) report_instruct(zt::ztok::run_instruct(p.options, *p.instruct), p.options);
+    else report(zt::ztok::run_ztok(p.options), p.options, 1);
     return zt::kExitOk;
   } catch (const zt::Error& e) {
     zt::log::fatal(std::string("ztok: ") + e.what());
@@ -253,7 +253,7 @@ std::function<void()> as_ztok(const std::function<void()>& f) {
 }
 
 // dist::World as the collectives a multi-rank ztok needs.
-class WorldGroup final : public zt::data::RankGroup {
+class WorldGroup final : public zt::ztok::RankGroup {
  public:
   explicit WorldGroup(const zt::dist::World& world) : world_(world) {}
   int rank() const override { return world_.rank(); }
@@ -274,14 +274,14 @@ class WorldGroup final : public zt::data::RankGroup {
 int run_ranks(zt::dist::World& world, int argc, char** argv) {
   const WorldGroup group(world);
   Parsed p;
-  std::unique_ptr<zt::data::RankedZtok> job;
+  std::unique_ptr<zt::ztok::RankedZtok> job;
   int code = zt::apps::agree_on_startup(world, as_ztok([&] {
     p = parse(argc, argv, world.is_root());
     if (p.help) return;
     if (p.instruct) throw zt::ConfigError("--format instruct runs as one process: start it without mpirun (or with -np 1)");
     if (!p.threads_given)
       p.options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_size());
-    job = std::make_unique<zt::data::RankedZtok>(p.options, group);
+    job = std::make_unique<zt::ztok::RankedZtok>(p.options, group);
   }));
   if (code != zt::kExitOk || p.help) return code;
   world.set_timeout(p.options.timeout_s);  // the small agreements from here on; waits use heartbeats

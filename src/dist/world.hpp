@@ -55,7 +55,7 @@ class World {
   // A barrier that sleeps between polls, calling `idle` about every `poll_seconds` until every rank
   // has arrived: MPI's blocking barrier spins a core, which ranks done early should leave to others.
   // Bounded by the watchdog like the agreements above, unless `under_watchdog` is false: ztok's ranks'
-  // work has no bound, so its `idle` enforces a progress deadline instead (data/ztok_heartbeat.hpp).
+  // work has no bound, so its `idle` enforces a progress deadline instead (ztok/heartbeat.hpp).
   void wait_for_all(double poll_seconds, const std::function<void()>& idle, bool under_watchdog = true) const;
   // The flight recorder each agreement above records into as group "world" (collective_ring.hpp), or
   // none (nullptr). An observer, not part of the world's state: the trainer attaches its ring for

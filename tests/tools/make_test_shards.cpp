@@ -6,7 +6,7 @@
 // little-endian uint32, so a reference script reads exactly the tokens ztrain reads, without HDF5.
 // --instruct 1 writes instruction shards instead: the stream is cut into samples of 3 to 14 tokens whose
 // first third (at least one token) is a prompt (loss mask 0) and the rest a response (1); --window W packs
-// them as ztok --pack does (data/sample_packing.hpp). --raw-mask FILE writes the mask as uint8, and
+// them as ztok --pack does (ztok/sample_packing.hpp). --raw-mask FILE writes the mask as uint8, and
 // --raw-docs FILE the documents' (samples') start positions in the stream as little-endian uint64.
 #include <algorithm>
 #include <bit>
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "data/sample_packing.hpp"
+#include "ztok/sample_packing.hpp"
 #include "data/shard.hpp"
 
 namespace {
@@ -76,10 +76,10 @@ int main(int argc, char** argv) {
   std::vector<std::uint8_t> mask;
   if (instruct != 0) {
     if (window == 1) return std::fprintf(stderr, "--window must be at least 2\n"), 2;
-    zt::data::SampleLayout layout(window, static_cast<std::uint32_t>(eot));
+    zt::ztok::SampleLayout layout(window, static_cast<std::uint32_t>(eot));
     for (std::uint64_t begin = 0, length = 0; begin < n_tokens; begin += length) {
       length = std::min<std::uint64_t>(3 + next(s) % 12, n_tokens - begin);  // 3..14 tokens
-      zt::data::TokenizedSample sample;
+      zt::ztok::TokenizedSample sample;
       sample.ids.assign(stream.begin() + static_cast<std::ptrdiff_t>(begin),
                         stream.begin() + static_cast<std::ptrdiff_t>(begin + length));
       const std::size_t prompt = std::max<std::size_t>(1, sample.ids.size() / 3);

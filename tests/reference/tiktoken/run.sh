@@ -152,7 +152,7 @@ if [ $# -ge 4 ]; then  # ztok itself: documents, <|endoftext|>, shards, threads
   for split in file paragraph; do
     files=("$c"/en-moby-dick.txt "$c"/en-moby-dick-crlf.txt "$c"/*-iso8859-7.txt "$c"/ar-quran.txt "$work/cases/codepoints.txt")
     [ "$split" = file ] && files=("$c"/*.txt)
-    chunks=()  # cl100k/o200k: small chunks, so that many cuts (corpus.cpp safe_cut) are checked
+    chunks=()  # cl100k/o200k: small chunks, so that many cuts (ztok/corpus.cpp safe_cut) are checked
     if [ "$encoding" != gpt2 ]; then
       files=("$c"/en-moby-dick-crlf.txt "$c"/ar-*.txt "${codepoints[0]}")
       chunks=(--debug-chunk-bytes 65536)

@@ -1,0 +1,53 @@
+// Chat templates for instruction data (ztok --format instruct): messages rendered exactly as the
+// models' own Jinja chat templates render them, tokenized with the template's special tokens as single
+// ids, with the loss mask over what the model is trained to produce.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tok/tokenizer.hpp"
+
+namespace zt::ztok {
+
+enum class ChatTemplate {
+  // Qwen2's ChatML: "<|im_start|>" role "\n" content "<|im_end|>" "\n" per message, and first the
+  // system message "You are a helpful assistant." when the conversation does not open with one.
+  kChatml,
+  // Llama 3's: "<|begin_of_text|>", then "<|start_header_id|>" role "<|end_header_id|>" "\n\n"
+  // content.strip() "<|eot_id|>" per message (Jinja's trim: Python's str.strip()).
+  kLlama3,
+};
+
+// "chatml" or "llama3"; anything else is a ConfigError listing both.
+ChatTemplate parse_chat_template(const std::string& name);
+std::string to_string(ChatTemplate t);
+
+struct ChatMessage {
+  std::string role;     // system, user or assistant
+  std::string content;  // plain text: a special token's text in it is ordinary text
+};
+
+// The special tokens the template writes; each must have an id (tok::Tokenizer::special_id).
+std::vector<std::string> template_specials(ChatTemplate t);
+// Throws InputError naming the specials without an id and how to give them (--special NAME=ID).
+void check_template_specials(ChatTemplate t, const tok::Tokenizer& tokenizer);
+
+// One conversation as ids and its loss mask: 1 on every token of an assistant message's content and on
+// its end token (<|im_end|> / <|eot_id|>), 0 elsewhere (the template's headers, the other roles).
+struct TokenizedSample {
+  std::vector<std::uint32_t> ids;
+  std::vector<std::uint8_t> loss_mask;
+};
+
+// Renders and tokenizes `messages` (valid UTF-8). Text between specials is encoded as one string, as a
+// Hugging Face tokenizer encodes the rendered template; a token holding bytes of an assistant's content
+// is trained on. The template's specials must have ids (check_template_specials).
+TokenizedSample render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, const tok::Tokenizer& tokenizer,
+                            tok::Encoder& encoder);
+
+// Python's str.strip(): leading and trailing Unicode white space (str.isspace) removed.
+std::string strip_unicode_space(const std::string& text);
+
+}  // namespace zt::ztok

@@ -1,0 +1,82 @@
+// Parsing instruction JSONL records (nlohmann::json) into chat messages, with errors that name the
+// file, the line and the field.
+#include "ztok/instruct_records.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "io/input_stream.hpp"
+
+namespace zt::ztok {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& where, const std::string& field, const std::string& what) {
+  throw InputError(cat(where, ": field `", field, "` ", what,
+                       " (an instruction record is {\"prompt\", \"response\"} or {\"messages\": [{\"role\", \"content\"}, ...]})"));
+}
+
+std::string string_field(const json& object, const char* name, const std::string& field, const std::string& where) {
+  const auto it = object.find(name);
+  if (it == object.end()) bad(where, field, "is missing");
+  if (!it->is_string()) bad(where, field, cat("must be a string, not ", it->type_name()));
+  return it->get<std::string>();
+}
+
+std::vector<ChatMessage> messages_of(const json& list, const std::string& where) {
+  if (!list.is_array()) bad(where, "messages", cat("must be an array, not ", list.type_name()));
+  if (list.empty()) bad(where, "messages", "is empty");
+  std::vector<ChatMessage> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string field = cat("messages[", i, "]");
+    if (!list[i].is_object()) bad(where, field, cat("must be an object, not ", list[i].type_name()));
+    ChatMessage m{string_field(list[i], "role", field + ".role", where),
+                  string_field(list[i], "content", field + ".content", where)};
+    if (m.role != "system" && m.role != "user" && m.role != "assistant")
+      bad(where, field + ".role", cat("is '", m.role, "': it must be system, user or assistant"));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<ChatMessage> parse_instruct_record(std::string_view line, const std::string& where) {
+  json record;
+  try {
+    record = json::parse(line);
+  } catch (const json::exception& e) {
+    throw InputError(cat(where, ": not a JSON object (", e.what(), ")"));
+  }
+  if (!record.is_object()) throw InputError(cat(where, ": a ", record.type_name(), ", not a JSON object"));
+  const bool chat = record.contains("messages"), pair = record.contains("prompt") || record.contains("response");
+  if (chat && pair) bad(where, "messages", "comes with prompt/response: give one form or the other");
+  std::vector<ChatMessage> messages;
+  if (chat) {
+    messages = messages_of(record["messages"], where);
+  } else {
+    messages.push_back({"user", string_field(record, "prompt", "prompt", where)});
+    messages.push_back({"assistant", string_field(record, "response", "response", where)});
+  }
+  for (const ChatMessage& m : messages)
+    if (m.role == "assistant") return messages;
+  bad(where, "messages", "has no assistant message: nothing to train on");
+}
+
+void for_each_line(const std::string& path, const std::function<void(std::string_view, std::uint64_t)>& f) {
+  const std::unique_ptr<io::InputStream> in = io::InputStream::open(path);
+  std::string pending;
+  std::vector<char> buffer(1 << 16);
+  std::uint64_t line = 0;
+  for (std::size_t n; (n = in->read(buffer.data(), buffer.size())) > 0;) {
+    pending.append(buffer.data(), n);
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
+      f(std::string_view(pending).substr(start, nl - start), ++line);
+    pending.erase(0, start);
+  }
+  if (!pending.empty()) f(pending, ++line);
+}
+
+}  // namespace zt::ztok

@@ -1,0 +1,232 @@
+// ztok-progress.json and the ranks' files as JSON (nlohmann), written through io::write_file_atomic;
+// the start-or-resume decision; the progress line.
+#include "ztok/progress.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+
+namespace zt::ztok {
+namespace {
+
+// A progress file that cannot be saved (a full disk) leaves the previous one: say how to go on.
+void write_progress_file(const std::filesystem::path& path, const std::string& text) {
+  try {
+    io::write_file_atomic(path, text);
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    if (what.find("No space left on device") == std::string::npos && what.find("Disk quota") == std::string::npos) throw;
+    throw IoError(cat(what, "; free space there (or give another --out) and run the same command again: ztok "
+                            "resumes from its last saved state"));
+  }
+}
+
+using nlohmann::json;
+
+json to_json(const ShardStream::State& s) {
+  return {{"shard", s.shard}, {"tokens", s.tokens}, {"docs", s.docs}, {"sources", s.sources},
+          {"total_tokens", s.total_tokens}, {"total_docs", s.total_docs}};
+}
+
+ShardStream::State state_from(const json& j) {
+  ShardStream::State s;
+  s.shard = j.at("shard").get<std::uint64_t>();
+  s.tokens = j.at("tokens").get<std::uint64_t>();
+  s.docs = j.at("docs").get<std::uint64_t>();
+  s.sources = j.at("sources").get<std::vector<std::string>>();
+  s.total_tokens = j.at("total_tokens").get<std::uint64_t>();
+  s.total_docs = j.at("total_docs").get<std::uint64_t>();
+  return s;
+}
+
+json to_json(const ZtokSettings& s) {
+  json inputs = json::array();
+  for (const auto& [name, bytes] : s.inputs) inputs.push_back({{"name", name}, {"bytes", bytes}});
+  return {{"vocab_hash", s.vocab_hash}, {"format", s.format}, {"field", s.field}, {"split", s.split},
+          {"shard_tokens", s.shard_tokens}, {"valid_fraction", s.valid_fraction}, {"inputs", inputs}};
+}
+
+json to_json(const InputPosition& at) {
+  return {{"file", at.file}, {"offset", at.offset}, {"doc", at.doc}, {"line", at.line}, {"mid_doc", at.mid_doc}};
+}
+
+InputPosition position_from(const json& at) {
+  return InputPosition{at.at("file").get<std::uint64_t>(), at.at("offset").get<std::uint64_t>(),
+                       at.at("doc").get<std::uint64_t>(), at.at("line").get<std::uint64_t>(),
+                       at.at("mid_doc").get<bool>()};
+}
+
+json to_json(const JournalCounts& c) { return {{"tokens", c.tokens}, {"docs", c.docs}, {"runs", c.runs}}; }
+
+JournalCounts counts_from(const json& j) {
+  return {j.at("tokens").get<std::uint64_t>(), j.at("docs").get<std::uint64_t>(), j.at("runs").get<std::uint64_t>()};
+}
+
+// The file's JSON, or null when it does not exist.
+json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return nullptr;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+ZtokSettings settings_from(const json& j) {
+  ZtokSettings s;
+  s.vocab_hash = j.at("vocab_hash").get<std::string>();
+  s.format = j.at("format").get<std::string>();
+  s.field = j.at("field").get<std::string>();
+  s.split = j.at("split").get<std::string>();
+  s.shard_tokens = j.at("shard_tokens").get<std::uint64_t>();
+  s.valid_fraction = j.at("valid_fraction").get<double>();
+  for (const json& in : j.at("inputs")) s.inputs.emplace_back(in.at("name").get<std::string>(), in.at("bytes").get<std::uint64_t>());
+  return s;
+}
+
+}  // namespace
+
+void save_progress(const std::filesystem::path& dir, const ZtokProgress& p) {
+  const json j = {{"format", "ztok-progress"}, {"version", 1}, {"settings", to_json(p.settings)},
+                  {"position", to_json(p.position)}, {"train", to_json(p.train)}, {"valid", to_json(p.valid)},
+                  {"documents", p.documents}, {"replacements", p.replacements}, {"complete", p.complete},
+                  {"ranks", p.ranks}, {"run_id", p.run_id}};
+  write_progress_file(dir / kProgressFile, j.dump(1) + "\n");
+}
+
+std::optional<ZtokProgress> load_progress(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / kProgressFile;
+  try {
+    const json j = read_json(path);
+    if (j.is_null()) return std::nullopt;
+    if (j.at("format") != "ztok-progress" || j.at("version") != 1) throw InputError("not a ztok progress file, version 1");
+    ZtokProgress p;
+    p.settings = settings_from(j.at("settings"));
+    p.position = position_from(j.at("position"));
+    p.train = state_from(j.at("train"));
+    p.valid = state_from(j.at("valid"));
+    p.documents = j.at("documents").get<std::uint64_t>();
+    p.replacements = j.at("replacements").get<std::uint64_t>();
+    p.complete = j.at("complete").get<bool>();
+    p.ranks = j.value("ranks", std::uint64_t{1});  // absent before multi-rank runs existed
+    p.run_id = j.value("run_id", std::uint64_t{0});
+    return p;
+  } catch (const std::exception& e) {
+    throw InputError(cat(path.string(), " is damaged (", e.what(), "): start over in an empty --out directory"));
+  }
+}
+
+std::string settings_difference(const ZtokSettings& a, const ZtokSettings& b) {
+  if (a.vocab_hash != b.vocab_hash) return cat("vocabulary ", a.vocab_hash, " vs ", b.vocab_hash);
+  if (a.format != b.format) return cat("--format ", a.format, " vs ", b.format);
+  if (a.field != b.field) return cat("--field ", a.field, " vs ", b.field);
+  if (a.split != b.split) return cat("--split ", a.split, " vs ", b.split);
+  if (a.shard_tokens != b.shard_tokens) return cat("--shard-tokens ", a.shard_tokens, " vs ", b.shard_tokens);
+  if (a.valid_fraction != b.valid_fraction) return cat("--valid-fraction ", a.valid_fraction, " vs ", b.valid_fraction);
+  if (a.inputs.size() != b.inputs.size()) return cat(a.inputs.size(), " inputs vs ", b.inputs.size());
+  for (std::size_t i = 0; i < a.inputs.size(); ++i)
+    if (a.inputs[i] != b.inputs[i])
+      return cat("input ", i + 1, ": ", a.inputs[i].first, " (", a.inputs[i].second, " bytes) vs ", b.inputs[i].first,
+                 " (", b.inputs[i].second, " bytes)");
+  return "";
+}
+
+ZtokProgress start_or_resume(const std::filesystem::path& out, const ZtokSettings& settings, std::uint64_t ranks) {
+  std::filesystem::create_directories(out);
+  if (std::optional<ZtokProgress> saved = load_progress(out)) {
+    const std::string diff = settings_difference(saved->settings, settings);
+    if (!diff.empty())
+      throw InputError(cat("--out ", out.string(), " holds a ztok run with other settings (", diff,
+                           "); shards made two ways must not mix: use another --out, or delete it to start over"));
+    if (!saved->complete && saved->ranks != ranks)
+      throw InputError(cat("--out ", out.string(), " holds an interrupted ztok run on ", saved->ranks, " rank(s), not ",
+                           ranks, ": resume it on as many (",
+                           saved->ranks == 1 ? std::string("plain ztok, no mpirun") : cat("mpirun -np ", saved->ranks),
+                           "), or delete ", out.string(), " to start over"));
+    return *saved;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if ((name.rfind("train_", 0) == 0 || name.rfind("valid_", 0) == 0) && entry.path().extension() == ".h5")
+      throw InputError(cat("--out ", out.string(), " already holds shards (", name, ") but no ", kProgressFile,
+                           ": use an empty --out directory"));
+  }
+  std::filesystem::remove_all(out / ".ztok");  // journals of a run whose progress file is gone
+  ZtokProgress fresh;
+  fresh.settings = settings;
+  fresh.ranks = ranks;
+  fresh.run_id = (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}() ^
+                 static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  save_progress(out, fresh);  // before any shard exists: a killed first run is resumable, not "foreign"
+  return fresh;
+}
+
+// --- ranks ------------------------------------------------------------------------------------------
+
+std::filesystem::path rank_progress_path(const std::filesystem::path& out, std::uint64_t rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank_%05llu.json", static_cast<unsigned long long>(rank));
+  return out / ".ztok" / name;
+}
+
+void save_rank_progress(const std::filesystem::path& out, const RankProgress& p) {
+  const json j = {{"format", "ztok-rank-progress"}, {"version", 1}, {"rank", p.rank},
+                  {"inputs", {p.first_input, p.end_input}}, {"position", to_json(p.position)},
+                  {"train", to_json(p.train)}, {"valid", to_json(p.valid)}, {"documents", p.documents},
+                  {"replacements", p.replacements}, {"input_bytes", p.input_bytes}, {"done", p.done}};
+  write_progress_file(rank_progress_path(out, p.rank), j.dump(1) + "\n");
+}
+
+std::optional<RankProgress> load_rank_progress(const std::filesystem::path& out, std::uint64_t rank) {
+  const std::filesystem::path path = rank_progress_path(out, rank);
+  try {
+    const json j = read_json(path);
+    if (j.is_null()) return std::nullopt;
+    if (j.at("format") != "ztok-rank-progress" || j.at("version") != 1 || j.at("rank") != rank)
+      throw InputError(cat("not rank ", rank, "'s ztok progress file, version 1"));
+    RankProgress p;
+    p.rank = rank;
+    p.first_input = j.at("inputs").at(0).get<std::uint64_t>();
+    p.end_input = j.at("inputs").at(1).get<std::uint64_t>();
+    p.position = position_from(j.at("position"));
+    p.train = counts_from(j.at("train"));
+    p.valid = counts_from(j.at("valid"));
+    p.documents = j.at("documents").get<std::uint64_t>();
+    p.replacements = j.at("replacements").get<std::uint64_t>();
+    p.input_bytes = j.at("input_bytes").get<std::uint64_t>();
+    p.done = j.at("done").get<bool>();
+    return p;
+  } catch (const std::exception& e) {
+    throw InputError(cat(path.string(), " is damaged (", e.what(), "): delete ", out.string(), " and start over"));
+  }
+}
+
+// --- progress line ----------------------------------------------------------------------------------
+
+ProgressMeter::ProgressMeter(bool enabled, std::uint64_t total_bytes)
+    : enabled_(enabled), tty_(::isatty(2)), total_(total_bytes) {}
+
+bool ProgressMeter::due() const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return enabled_ && elapsed - shown_ >= (tty_ ? 1.0 : 30.0);
+}
+
+void ProgressMeter::update(std::uint64_t bytes, std::uint64_t tokens, bool last) {
+  if (!enabled_ || (!last && !due())) return;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  shown_ = elapsed;
+  const double mb_per_s = (bytes - std::min(first_bytes_, bytes)) / 1e6 / std::max(elapsed, 1e-9);
+  const double eta = mb_per_s > 0 ? (total_ - std::min(bytes, total_)) / 1e6 / mb_per_s : 0;
+  std::fprintf(stderr, "%sztok: %5.1f%%  %.1f / %.1f MB  %.1f MB/s  %.2fM tokens  ETA %d:%02d:%02d%s",
+               tty_ ? "\r" : "", total_ ? 100.0 * bytes / total_ : 100.0, bytes / 1e6, total_ / 1e6, mb_per_s,
+               tokens / 1e6, int(eta) / 3600, int(eta) / 60 % 60, int(eta) % 60, tty_ && !last ? "" : "\n");
+}
+
+}  // namespace zt::ztok

@@ -1,0 +1,93 @@
+// OUT/ztok-progress.json: what a ztok run has durably done, written atomically at checkpoints. A rerun
+// with the same settings resumes from it; one with other settings is refused rather than mixing
+// shards made two ways. A multi-rank run adds one OUT/.ztok/rank_NNNNN.json per rank, and the
+// progress line shared by both kinds of run lives here too.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ztok/corpus.hpp"
+#include "ztok/shard_stream.hpp"
+#include "ztok/token_journal.hpp"
+
+namespace zt::ztok {
+
+// Everything that decides the output bytes (the thread count does not).
+struct ZtokSettings {
+  std::string vocab_hash;
+  std::string format;  // text | jsonl
+  std::string field;
+  std::string split;   // file | paragraph
+  std::uint64_t shard_tokens = 0;
+  double valid_fraction = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> inputs;  // name as given, size in bytes
+  bool operator==(const ZtokSettings&) const = default;
+};
+
+struct ZtokProgress {
+  ZtokSettings settings;
+  InputPosition position;  // input read and written up to here
+  ShardStream::State train, valid;
+  std::uint64_t documents = 0;
+  std::uint64_t replacements = 0;
+  bool complete = false;
+  // Ranks the run was started on. A multi-rank run records here only settings, ranks and, once
+  // complete, its totals (the shard count in train/valid.shard); its ranks' state is in RankProgress.
+  std::uint64_t ranks = 1;
+  // Drawn at random when a run starts: the ranks of a multi-rank run check that they all read the
+  // same file (OUT must be shared by every rank).
+  std::uint64_t run_id = 0;
+};
+
+// One rank's part of a multi-rank run (OUT/.ztok/rank_NNNNN.json): its block of the input list and
+// how far it has tokenized it into its journals.
+struct RankProgress {
+  std::uint64_t rank = 0;
+  std::uint64_t first_input = 0, end_input = 0;  // its inputs [first_input, end_input)
+  InputPosition position;                        // within the block (file 0 = first_input)
+  JournalCounts train, valid;                    // durable journal entries
+  std::uint64_t documents = 0, replacements = 0;
+  std::uint64_t input_bytes = 0;                 // of its inputs read (compressed): for the progress line
+  bool done = false;                             // its block is tokenized
+};
+
+inline constexpr const char* kProgressFile = "ztok-progress.json";
+
+// Reads DIR/ztok-progress.json; nullopt when absent. A damaged file is a zt::InputError.
+std::optional<ZtokProgress> load_progress(const std::filesystem::path& dir);
+void save_progress(const std::filesystem::path& dir, const ZtokProgress& progress);
+// "" when equal, else which setting differs and how (for the refusal message).
+std::string settings_difference(const ZtokSettings& saved, const ZtokSettings& now);
+
+// The state a run on `ranks` ranks starts from in `out`: the saved one when it has these settings and
+// is complete or was started on as many ranks; a fresh one (saved at once, after removing journals of
+// older runs) when `out` holds no shards. Anything else is a zt::InputError naming what to delete.
+ZtokProgress start_or_resume(const std::filesystem::path& out, const ZtokSettings& settings, std::uint64_t ranks);
+
+std::filesystem::path rank_progress_path(const std::filesystem::path& out, std::uint64_t rank);
+std::optional<RankProgress> load_rank_progress(const std::filesystem::path& out, std::uint64_t rank);
+void save_rank_progress(const std::filesystem::path& out, const RankProgress& progress);
+
+// One line on stderr, redrawn in place on a terminal, else printed every 30 s: input read (MB, MB/s),
+// tokens, ETA.
+class ProgressMeter {
+ public:
+  ProgressMeter(bool enabled, std::uint64_t total_bytes);
+  void start_at(std::uint64_t bytes) { first_bytes_ = bytes; }  // bytes read before this invocation
+  bool due() const;  // whether update() would print now
+  void update(std::uint64_t bytes, std::uint64_t tokens, bool last = false);
+
+ private:
+  bool enabled_, tty_;
+  std::uint64_t total_, first_bytes_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double shown_ = 0;
+};
+
+}  // namespace zt::ztok

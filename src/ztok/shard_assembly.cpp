@@ -1,0 +1,86 @@
+// Shard assembly from journals: the parts overlapping the shard's range, read in blocks (memory stays
+// at one block whatever the shard size).
+#include "ztok/shard_assembly.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/error.hpp"
+
+namespace zt::ztok {
+namespace {
+
+constexpr std::uint64_t kBlock = std::uint64_t{1} << 20;  // ids or offsets per read
+
+// The slice of one rank's journal that falls into the shard (positions local to the journal).
+struct Piece {
+  const JournalPart* part;
+  std::unique_ptr<JournalReader> reader;
+  std::uint64_t from, to;          // ids [from, to)
+  std::uint64_t doc_lo, doc_hi;    // document starts [doc_lo, doc_hi) lie in [from, to)
+};
+
+std::vector<Piece> pieces_of(const std::vector<JournalPart>& parts, std::uint64_t begin, std::uint64_t end, bool wide) {
+  std::vector<Piece> pieces;
+  for (const JournalPart& part : parts) {
+    const std::uint64_t lo = std::max(begin, part.first), hi = std::min(end, part.first + part.counts.tokens);
+    if (lo >= hi) continue;
+    Piece p{&part, std::make_unique<JournalReader>(part.stem, wide, part.counts), lo - part.first, hi - part.first, 0, 0};
+    p.doc_lo = p.reader->docs_before(p.from);
+    p.doc_hi = p.reader->docs_before(p.to);
+    pieces.push_back(std::move(p));
+  }
+  return pieces;
+}
+
+// The names of the inputs whose ids lie in the pieces, in order, a name repeated only after another.
+std::vector<std::string> sources_of(const std::vector<Piece>& pieces, const std::vector<std::string>& inputs) {
+  std::vector<std::string> names;
+  for (const Piece& p : pieces) {
+    const std::vector<JournalRun> runs = p.reader->runs();
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const std::uint64_t run_end = i + 1 < runs.size() ? runs[i + 1].first : p.part->counts.tokens;
+      if (run_end <= p.from || runs[i].first >= p.to) continue;
+      ZT_CHECK_LT(runs[i].input, inputs.size(), "journal ", p.part->stem.string());
+      const std::string& name = inputs[runs[i].input];
+      if (names.empty() || names.back() != name) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
+std::uint64_t shard_count(std::uint64_t split_tokens, std::uint64_t shard_tokens) {
+  return (split_tokens + shard_tokens - 1) / shard_tokens;
+}
+
+void assemble_shard(const std::filesystem::path& path, const data::TokenizerInfo& tokenizer, std::uint64_t shard_tokens,
+                    std::uint64_t index, const std::vector<JournalPart>& parts, const std::vector<std::string>& inputs) {
+  ZT_CHECK(!parts.empty());
+  const std::uint64_t total = parts.back().first + parts.back().counts.tokens;
+  const std::uint64_t begin = index * shard_tokens, end = std::min(begin + shard_tokens, total);
+  ZT_CHECK_LT(begin, end, "shard ", path.string(), " lies past the split's ", total, " ids");
+  const std::vector<Piece> pieces = pieces_of(parts, begin, end, data::shard_ids_are_wide(tokenizer.vocab_size));
+  std::uint64_t n_docs = 0;
+  for (const Piece& p : pieces) n_docs += p.doc_hi - p.doc_lo;
+  data::ShardWriter writer(path, tokenizer, end - begin, n_docs, sources_of(pieces, inputs));
+  std::vector<std::uint32_t> ids;
+  for (const Piece& p : pieces)
+    for (std::uint64_t at = p.from; at < p.to; at += kBlock) {
+      ids.resize(std::min(kBlock, p.to - at));
+      p.reader->tokens(at, std::span(ids));
+      writer.append_tokens(ids);
+    }
+  std::vector<std::uint64_t> docs;
+  for (const Piece& p : pieces)
+    for (std::uint64_t at = p.doc_lo; at < p.doc_hi; at += kBlock) {
+      docs.resize(std::min(kBlock, p.doc_hi - at));
+      p.reader->docs(at, std::span(docs));
+      for (std::uint64_t& d : docs) d = p.part->first + d - begin;  // journal position -> shard offset
+      writer.append_doc_offsets(docs);
+    }
+  writer.commit();
+}
+
+}  // namespace zt::ztok

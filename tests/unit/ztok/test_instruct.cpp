@@ -1,0 +1,202 @@
+// Instruction data: chat templates rendered as Qwen2's ChatML and Llama 3's Jinja templates render them
+// (the expected strings are those templates' output, written out), the loss mask over the assistant's
+// content and end token, record errors naming file:line and field, and packing into windows.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "ztok/chat_template.hpp"
+#include "ztok/instruct_records.hpp"
+#include "ztok/sample_packing.hpp"
+#include "../tok/vocab_fixture.hpp"
+
+namespace zt::ztok {
+namespace {
+
+using Ids = std::vector<std::uint32_t>;
+
+// The GPT-2 vocabulary with the specials of both templates declared above its 50257 ids.
+const std::map<std::string, std::uint32_t> kSpecials = {
+    {"<|im_start|>", 50257}, {"<|im_end|>", 50258}, {"<|begin_of_text|>", 50259},
+    {"<|start_header_id|>", 50260}, {"<|end_header_id|>", 50261}, {"<|eot_id|>", 50262}};
+
+std::unique_ptr<tok::Tokenizer> tokenizer_with_specials() {
+  const std::string dir = tok::testing::vocab_dir_or_empty();
+  if (dir.empty()) return nullptr;
+  auto t = std::make_unique<tok::Tokenizer>(tok::Vocab::load(dir));
+  for (const auto& [name, id] : kSpecials) t->add_special(name, id);
+  return t;
+}
+
+#define ZT_REQUIRE_SPECIALS_TOKENIZER()                  \
+  static const auto tokenizer = tokenizer_with_specials(); \
+  if (!tokenizer) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh"
+
+// The text of ids (only those with mask 1 when `masked_in`), specials by name.
+std::string decode(const tok::Tokenizer& t, const TokenizedSample& s, bool masked_in = false) {
+  std::string out;
+  for (std::size_t i = 0; i < s.ids.size(); ++i) {
+    if (masked_in && s.loss_mask[i] == 0) continue;
+    bool special = false;
+    for (const auto& [name, id] : kSpecials)
+      if (id == s.ids[i]) out += name, special = true;
+    if (!special) out += t.decode(std::span(&s.ids[i], 1));
+  }
+  return out;
+}
+
+TokenizedSample render(ChatTemplate tmpl, const tok::Tokenizer& t, const std::vector<ChatMessage>& messages) {
+  tok::Encoder enc(t);
+  return render_chat(tmpl, messages, t, enc);
+}
+
+TEST(ChatTemplate, ChatmlRendersAsQwen2WithItsDefaultSystemMessage) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  const TokenizedSample s = render(ChatTemplate::kChatml, *tokenizer, {{"user", "What is 2+2?"}, {"assistant", "It is 4."}});
+  EXPECT_EQ(decode(*tokenizer, s),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+            "<|im_start|>assistant\nIt is 4.<|im_end|>\n");
+  EXPECT_EQ(decode(*tokenizer, s, true), "It is 4.<|im_end|>");
+  // Text between specials is encoded as one string (as a Hugging Face tokenizer encodes the rendering).
+  tok::Encoder enc(*tokenizer);
+  Ids want{50257};
+  enc.encode("system\nYou are a helpful assistant.", want);
+  want.push_back(50258);
+  enc.encode("\n", want);
+  want.push_back(50257);
+  enc.encode("user\nWhat is 2+2?", want);
+  want.push_back(50258);
+  enc.encode("\n", want);
+  want.push_back(50257);
+  enc.encode("assistant\nIt is 4.", want);
+  want.push_back(50258);
+  enc.encode("\n", want);
+  EXPECT_EQ(s.ids, want);
+}
+
+TEST(ChatTemplate, ChatmlKeepsAGivenSystemMessageAndTrainsEveryAssistantTurn) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  const TokenizedSample s = render(ChatTemplate::kChatml, *tokenizer,
+                                   {{"system", "Be terse."}, {"user", "Hi"}, {"assistant", " Hello"}, {"user", "Bye"},
+                                    {"assistant", "Bye."}});
+  EXPECT_EQ(decode(*tokenizer, s),
+            "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n Hello"
+            "<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\nBye.<|im_end|>\n");
+  EXPECT_EQ(decode(*tokenizer, s, true), " Hello<|im_end|>Bye.<|im_end|>");
+}
+
+TEST(ChatTemplate, Llama3RendersAsMetaLlama3WithContentTrimmed) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  const TokenizedSample s = render(ChatTemplate::kLlama3, *tokenizer,
+                                   {{"system", "Be brief. "}, {"user", "\n Hi\t"}, {"assistant", "Hello!\xc2\xa0"}});
+  EXPECT_EQ(decode(*tokenizer, s),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
+            "\n\nHello!<|eot_id|>");
+  EXPECT_EQ(decode(*tokenizer, s, true), "Hello!<|eot_id|>");
+}
+
+TEST(ChatTemplate, SpecialTokenTextInContentIsPlainText) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  const TokenizedSample s = render(ChatTemplate::kChatml, *tokenizer,
+                                   {{"user", "say <|im_end|>"}, {"assistant", "<|im_start|>no"}});
+  std::size_t starts = 0, ends = 0;
+  for (const std::uint32_t id : s.ids) starts += id == 50257, ends += id == 50258;
+  EXPECT_EQ(starts, 3u);  // system, user, assistant: the template's own, none from the content
+  EXPECT_EQ(ends, 3u);
+  EXPECT_EQ(decode(*tokenizer, s, true), "<|im_start|>no<|im_end|>");
+}
+
+TEST(ChatTemplate, MissingSpecialIdsAreRefusedWithTheFix) {
+  const std::string dir = tok::testing::vocab_dir_or_empty();
+  if (dir.empty()) GTEST_SKIP() << "GPT-2 vocabulary unavailable";
+  tok::Tokenizer t(tok::Vocab::load(dir));
+  try {
+    check_template_specials(ChatTemplate::kLlama3, t);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--special '<|eot_id|>=ID'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(t.add_special("<|im_start|>", 100), InputError);  // an ordinary token's id
+  t.add_special("<|im_start|>", 50300);
+  EXPECT_THROW(t.add_special("<|im_end|>", 50300), InputError);  // shared id
+  EXPECT_EQ(t.special_id("<|im_start|>"), 50300u);
+  EXPECT_EQ(t.special_id("<|endoftext|>"), 50256u);
+  EXPECT_EQ(t.n_ids(), 50301u);
+}
+
+TEST(ChatTemplate, StripIsPythonsStrStrip) {
+  EXPECT_EQ(strip_unicode_space(" \t\n a b \r\x0b\x0c"), "a b");
+  EXPECT_EQ(strip_unicode_space("\xe3\x80\x80x\xe2\x80\x83"), "x");  // U+3000, U+2003
+  EXPECT_EQ(strip_unicode_space("\xe2\x80\x8bx"), "\xe2\x80\x8bx");   // U+200B is not white space
+  EXPECT_EQ(strip_unicode_space("  "), "");
+}
+
+std::string error_of(const std::string& line) {
+  try {
+    parse_instruct_record(line, "set.jsonl:7");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(InstructRecords, BadRecordsNameFileLineAndField) {
+  EXPECT_NE(error_of("{\"prompt\": 1, \"response\": \"x\"}").find("set.jsonl:7: field `prompt` must be a string"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"prompt\": \"x\"}").find("set.jsonl:7: field `response` is missing"), std::string::npos);
+  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"bot\", \"content\": \"b\"}]}")
+                .find("field `messages[1].role` is 'bot'"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"user\"}]}").find("field `messages[0].content` is missing"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}").find("no assistant message"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"messages\": [").find("set.jsonl:7: not a JSON object"), std::string::npos);
+  EXPECT_EQ(error_of("{\"prompt\": \"p\", \"response\": \"r\"}"), "");
+  const auto m = parse_instruct_record("{\"prompt\": \"p\", \"response\": \"r\"}", "x");
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].role, "user");
+  EXPECT_EQ(m[1].content, "r");
+}
+
+TokenizedSample sample(std::uint32_t first, std::size_t n) {
+  TokenizedSample s;
+  for (std::size_t i = 0; i < n; ++i) s.ids.push_back(first + static_cast<std::uint32_t>(i)), s.loss_mask.push_back(i % 2);
+  return s;
+}
+
+TEST(SamplePacking, SamplesStayWholeInTheirWindowAndLongOnesAreCut) {
+  SampleLayout packed(8, 0);
+  for (const auto& [first, n] : std::vector<std::pair<std::uint32_t, std::size_t>>{{10, 3}, {20, 4}, {30, 2}, {40, 8},
+                                                                                      {50, 11}, {70, 1}})
+    packed.add(sample(first, n));
+  packed.finish();
+  // [10 11 12 20 21 22 23 p] [30 31 p..] [40..47] [50..57] [58 59 60 70 p p p p]
+  const std::vector<std::uint32_t>& t = packed.tokens();
+  ASSERT_EQ(t.size(), 40u);
+  EXPECT_EQ((std::vector<std::uint32_t>(t.begin(), t.begin() + 8)), (std::vector<std::uint32_t>{10, 11, 12, 20, 21, 22, 23, 0}));
+  EXPECT_EQ(t[8], 30u);
+  EXPECT_EQ(t[10], 0u);
+  EXPECT_EQ(t[16], 40u);
+  EXPECT_EQ(t[24], 50u);
+  EXPECT_EQ(t[32], 58u);
+  EXPECT_EQ(t[35], 70u);
+  EXPECT_EQ(packed.loss_mask()[7], 0);  // padding is never trained
+  EXPECT_EQ(packed.samples_cut(), 1u);
+  EXPECT_EQ(packed.padding_tokens(), 1u + 6u + 4u);
+  EXPECT_EQ(packed.sample_starts(), (std::vector<std::uint64_t>{0, 3, 8, 16, 24, 32, 35}));
+
+  SampleLayout plain(0, 0);
+  plain.add(sample(10, 3));
+  plain.add(sample(20, 4));
+  plain.finish();
+  EXPECT_EQ(plain.tokens().size(), 7u);
+  EXPECT_EQ(plain.sample_starts(), (std::vector<std::uint64_t>{0, 3}));
+}
+
+}  // namespace
+}  // namespace zt::ztok

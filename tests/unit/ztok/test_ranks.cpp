@@ -1,0 +1,128 @@
+// Multi-rank ztok without MPI: how inputs are split across ranks, and shards cut from several ranks'
+// journals are byte-identical to the ones ShardStream writes from the whole stream in one process.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "core/error.hpp"
+#include "ztok/shard_assembly.hpp"
+#include "ztok/shard_stream.hpp"
+#include "ztok/ranks.hpp"
+#include "../data/shard_test_util.hpp"
+
+namespace zt::ztok {
+using namespace zt::data;  // the shard types (data/shard.hpp)
+namespace {
+
+using namespace data::testing;
+
+TEST(ShardAssembly, InputsSplitIntoContiguousBlocksBalancedByBytes) {
+  EXPECT_EQ(split_inputs({10, 10, 10, 10}, 2), (std::vector<std::size_t>{0, 2, 4}));
+  EXPECT_EQ(split_inputs({10, 10, 10, 10}, 1), (std::vector<std::size_t>{0, 4}));
+  EXPECT_EQ(split_inputs({100, 1, 1, 1, 1}, 2), (std::vector<std::size_t>{0, 1, 5}));  // the big file alone
+  EXPECT_EQ(split_inputs({5, 5}, 4), (std::vector<std::size_t>{0, 0, 1, 1, 2}));      // ranks without inputs
+  EXPECT_EQ(split_inputs({0, 0, 0}, 3), (std::vector<std::size_t>{0, 3, 3, 3}));       // no bytes: rank 0
+  EXPECT_EQ(split_inputs({}, 2), (std::vector<std::size_t>{0, 0, 0}));
+  std::mt19937_64 rng(7);
+  for (int ranks : {1, 2, 3, 8, 50}) {
+    std::vector<std::uint64_t> sizes(37);
+    for (auto& s : sizes) s = rng() % 1000;
+    const std::vector<std::size_t> first = split_inputs(sizes, ranks);
+    ASSERT_EQ(first.size(), static_cast<std::size_t>(ranks) + 1);
+    EXPECT_EQ(first.front(), 0u);
+    EXPECT_EQ(first.back(), sizes.size());
+    EXPECT_TRUE(std::is_sorted(first.begin(), first.end())) << ranks;
+    const std::uint64_t total = std::accumulate(sizes.begin(), sizes.end(), std::uint64_t{0});
+    for (int r = 0; r < ranks; ++r) {  // a rank's share overshoots by less than one input
+      const std::uint64_t mine = std::accumulate(sizes.begin() + first[r], sizes.begin() + first[r + 1], std::uint64_t{0});
+      EXPECT_LE(mine, total / ranks + 1000) << "rank " << r << " of " << ranks;
+    }
+  }
+}
+
+// A split's stream: documents of random length from a few inputs, as ztok routes them.
+struct Doc {
+  std::uint64_t input;
+  std::vector<std::uint32_t> ids;
+};
+
+std::vector<Doc> random_docs(std::mt19937_64& rng, std::size_t n) {
+  std::vector<Doc> docs(n);
+  std::uint64_t input = 0;
+  for (Doc& d : docs) {
+    input += rng() % 3 == 0;  // several documents per input
+    d.input = input;
+    d.ids.resize(1 + rng() % 900);
+    for (auto& id : d.ids) id = static_cast<std::uint32_t>(rng() % 50257);
+  }
+  return docs;
+}
+
+TEST(ShardAssembly, ShardsFromRanksJournalsEqualOneProcessShards) {
+  TempDir dir("ztok_ranks");
+  std::mt19937_64 rng(11);
+  const std::vector<Doc> docs = random_docs(rng, 300);
+  std::vector<std::string> names;
+  for (std::uint64_t i = 0; i <= docs.back().input; ++i) names.push_back(cat("in/part_", i, ".txt"));
+  const TokenizerInfo info = gpt2_info();
+  const std::uint64_t shard_tokens = 7001;
+  {  // one process: each document in pieces, as chunks cut it
+    ShardStream one(dir.path / "one", "train", info, shard_tokens, {});
+    for (const Doc& d : docs) {
+      one.begin_document();
+      for (std::size_t at = 0; at < d.ids.size(); at += 250)
+        one.append(std::span(d.ids).subspan(at, std::min<std::size_t>(250, d.ids.size() - at)), names[d.input]);
+    }
+    one.finish();
+  }
+  // Three ranks: documents [0, 90), [90, 91), [91, 300); rank 1 resumes once from a saved state.
+  const std::size_t cuts[4] = {0, 90, 91, docs.size()};
+  std::vector<JournalPart> parts;
+  std::uint64_t first = 0;
+  fs::create_directories(dir.path / "ranks");
+  for (int r = 0; r < 3; ++r) {
+    const fs::path stem = dir.path / "ranks" / cat("rank_", r, ".train");
+    JournalCounts counts;
+    {
+      auto journal = std::make_unique<JournalWriter>(stem, false, JournalCounts{});
+      for (std::size_t i = cuts[r]; i < cuts[r + 1]; ++i) {
+        if (i == cuts[r] + 1) journal = std::make_unique<JournalWriter>(stem, false, journal->sync());  // resume
+        journal->begin_document();
+        journal->append(docs[i].ids, docs[i].input);
+      }
+      counts = journal->sync();
+    }
+    parts.push_back({stem, counts, first});
+    first += counts.tokens;
+  }
+  const std::uint64_t n = shard_count(first, shard_tokens);
+  ASSERT_GE(n, 10u);
+  for (std::uint64_t k = 0; k < n; ++k) {
+    const fs::path path = dir.path / "ranks" / shard_file_name("train", k);
+    assemble_shard(path, info, shard_tokens, k, parts, names);
+    EXPECT_EQ(slurp(path), slurp(dir.path / "one" / shard_file_name("train", k))) << "shard " << k;
+  }
+  EXPECT_FALSE(fs::exists(dir.path / "one" / shard_file_name("train", n)));
+}
+
+TEST(ShardAssembly, ShortJournalIsNamed) {
+  TempDir dir("ztok_ranks");
+  const fs::path stem = dir.path / "r.train";
+  {
+    JournalWriter w(stem, false, {});
+    w.begin_document();
+    w.append(std::vector<std::uint32_t>{1, 2, 3}, 0);
+    w.sync();
+  }
+  try {
+    JournalReader r(stem, false, {10, 1, 1});
+    FAIL() << "a journal shorter than its counts was accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("r.train.tokens"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(JournalWriter(stem, false, {10, 1, 1}), InputError);
+}
+
+}  // namespace
+}  // namespace zt::ztok
