@@ -3,8 +3,6 @@
 #include "tok/encoding.hpp"
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.hpp"
 #include "core/sha256.hpp"
@@ -14,14 +12,6 @@ namespace zt::tok {
 namespace {
 
 constexpr const char* kFetchHint = "tools/fetch-vocab.sh --encoding gpt2|cl100k_base|o200k_base writes data/NAME.tiktoken";
-
-std::string read_rank_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(cat("cannot read vocabulary file ", path.string(), ": ", kFetchHint));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 std::string specials_text(const std::vector<SpecialToken>& specials) {
   std::string out;
@@ -86,7 +76,7 @@ LoadedVocabulary load_vocabulary(const std::filesystem::path& path, const Vocabu
     loaded.declared = declared;
     return loaded;
   }
-  const std::string bytes = read_rank_file(path);
+  const std::string bytes = read_vocabulary_file(path, "vocabulary file", cat(": ", kFetchHint));
   Sha256 hasher;
   hasher.update(bytes);
   const std::string sha = to_hex(hasher.finish());

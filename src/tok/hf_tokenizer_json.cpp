@@ -2,8 +2,6 @@
 // names the JSON path, what is there, and what ztok supports.
 #include "tok/hf_tokenizer_json.hpp"
 
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -277,11 +275,7 @@ LoadedVocabulary parse_hf_tokenizer_json(std::string_view json_text, const std::
 }
 
 LoadedVocabulary load_hf_tokenizer_json(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(cat("cannot read tokenizer file ", path.string()));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parse_hf_tokenizer_json(buffer.str(), path.string());
+  return parse_hf_tokenizer_json(read_vocabulary_file(path, "tokenizer file"), path.string());
 }
 
 }  // namespace zt::tok

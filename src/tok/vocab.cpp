@@ -37,16 +37,8 @@ const ByteOrder& byte_order() {
   return kOrder;
 }
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(cat("cannot read vocabulary file ", path.string(),
-                         ": run tools/fetch-vocab.sh DIR and pass --vocab DIR (DIR holds encoder.json and vocab.bpe)"));
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+constexpr const char* kGpt2FetchHint =
+    ": run tools/fetch-vocab.sh DIR and pass --vocab DIR (DIR holds encoder.json and vocab.bpe)";
 
 // Turns a GPT-2 token string (UTF-8 of the byte stand-ins) into its bytes; false if a code point is
 // not a stand-in.
@@ -220,9 +212,17 @@ void Vocab::index_merges_by_id(const std::vector<bool>& not_ordinary) {
 }
 
 Vocab Vocab::load(const std::filesystem::path& dir) {
-  const std::string encoder = read_file(dir / "encoder.json");
-  const std::string merges = read_file(dir / "vocab.bpe");
+  const std::string encoder = read_vocabulary_file(dir / "encoder.json", "vocabulary file", kGpt2FetchHint);
+  const std::string merges = read_vocabulary_file(dir / "vocab.bpe", "vocabulary file", kGpt2FetchHint);
   return parse(encoder, merges, dir.string());
+}
+
+std::string read_vocabulary_file(const std::filesystem::path& path, std::string_view what, std::string_view fix) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(cat("cannot read ", what, " ", path.string(), fix));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
 }
 
 }  // namespace zt::tok

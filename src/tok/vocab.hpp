@@ -23,6 +23,10 @@ struct SpecialToken {
   friend bool operator==(const SpecialToken&, const SpecialToken&) = default;
 };
 
+// A vocabulary file's bytes (encoder.json, vocab.bpe, a rank file, tokenizer.json); when it cannot be
+// opened, an InputError "cannot read WHAT PATH" followed by `fix` (e.g. ": run tools/fetch-vocab.sh").
+std::string read_vocabulary_file(const std::filesystem::path& path, std::string_view what, std::string_view fix = "");
+
 // GPT-2's printable stand-in for each byte (encoder.py bytes_to_unicode): byte -> code point.
 const std::array<char32_t, 256>& byte_to_unicode();
 // The bytes of a token written in that alphabet (vocab.bpe, tokenizer.json); false if a code point is
