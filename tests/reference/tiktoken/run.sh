@@ -25,14 +25,9 @@ mkdir -p "$work/node" "$work/cases" "$work/corpora" "$work/downloads"
 say() { echo "reference: $*"; }
 
 # --- the reference tokenizer -------------------------------------------------------------------------
-command -v node >/dev/null && command -v npm >/dev/null || { say "SKIP: node/npm not installed"; exit 77; }
-if ! cmp -s "$here/package-lock.json" "$work/node/package-lock.json" || [ ! -d "$work/node/node_modules/tiktoken" ]; then
-  cp "$here/package.json" "$here/package-lock.json" "$work/node/"
-  if ! (cd "$work/node" && npm ci --ignore-scripts --no-audit --no-fund >"$work/npm-ci.log" 2>&1); then
-    if ! npm ping >/dev/null 2>&1; then say "SKIP: npm cannot reach its registry (npm ci failed: $(tail -n 2 "$work/npm-ci.log"))"; exit 77; fi
-    cat "$work/npm-ci.log"; say "npm ci failed although the registry answers"; exit 1
-  fi
-fi
+# shellcheck source=tests/reference/npm_pinned.sh
+source "$here/../npm_pinned.sh"
+npm_ci_pinned "$here" "$work/node" tiktoken
 cp "$here/encode.mjs" "$here/make-cases.mjs" "$work/node/"
 
 encoding=${ZT_ENCODING:-gpt2}
