@@ -34,9 +34,10 @@ std::uint64_t write_split(const std::filesystem::path& out, const char* prefix, 
   std::uint64_t index = 0;
   for (std::uint64_t start = 0; start < tokens.size(); start += per_shard, ++index) {
     const std::uint64_t n = std::min<std::uint64_t>(per_shard, tokens.size() - start);
+    const std::vector<std::uint64_t>& starts = layout.sample_starts();  // ascending
     std::vector<std::uint64_t> docs;
-    for (const std::uint64_t s : layout.sample_starts())
-      if (s >= start && s < start + n) docs.push_back(s - start);
+    for (auto it = std::lower_bound(starts.begin(), starts.end(), start); it != starts.end() && *it < start + n; ++it)
+      docs.push_back(*it - start);
     data::ShardWriter w(out / shard_file_name(prefix, index), info, n, docs.size(), sources, shape);
     w.append_tokens(std::span(tokens).subspan(start, n));
     w.append_loss_mask(std::span(layout.loss_mask()).subspan(start, n));
