@@ -2,7 +2,9 @@
 # One device call that builds ztrain with the CUDA backend on the lent GPU and runs the GPU tests
 # (ctest -L gpu), printing the elapsed time of each phase. Run ON the device from the repository root,
 # after tools/device/prepare.sh on the development machine, with carry [".devdeps", ".peers"]:
-#   tools/device/gpu-check.sh [CTEST_ARGS...]     e.g. -R CudaOps to run some of the GPU tests only
+#   tools/device/gpu-check.sh [--prebuilt] [--memcheck] [CTEST_ARGS...]   e.g. -R CudaOps -j8
+#   --prebuilt  no nvcc there: use the build packed here by tools/device/pack-build.sh (carry .devbuild too)
+#   --memcheck  also runs each gpu test binary under compute-sanitizer's memcheck, beside ctest
 # Everything printed also goes to $OUT/gpu-check.log, the build's output to $OUT/gpu-check-build.log, and
 # ctest's output and its LastTest.log to $OUT/gpu-check-logs.tar.gz (3 of the 8 files the device returns). ZT_DEVICE_BUDGET_S (default 570)
 # is the wall time it plans within: ctest gets what the build left of it, so the summary prints before
@@ -12,6 +14,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
 build_dir=${ZT_BUILD_DIR:-$root/build-device}
 budget_s=${ZT_DEVICE_BUDGET_S:-570}
+prebuilt=false memcheck=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) prebuilt=true; shift ;;
+    --memcheck) memcheck=true; shift ;;
+    *) break ;;
+  esac
+done
 start_s=$SECONDS
 work=$(mktemp -d /tmp/zt_gpu_check.XXXXXX)
 if [ -n "${OUT:-}" ]; then
@@ -42,6 +52,65 @@ finish() {
   exit "$1"
 }
 
+# use_prebuilt: unpacks .devbuild/build.tar.xz where its ctest files expect it (BUILD_DIR), with the
+# source path they name (SOURCE_DIR) linked to this copy of the repository.
+use_prebuilt() {
+  [ -f .devbuild/build.tar.xz ] || { echo "gpu-check: --prebuilt needs .devbuild (tools/device/pack-build.sh, carry it)"; return 1; }
+  local source_dir
+  source_dir=$(cat .devbuild/SOURCE_DIR) build_dir=$(cat .devbuild/BUILD_DIR)
+  if [ "$source_dir" != "$root" ]; then
+    if [ -e "$source_dir" ] && [ ! -L "$source_dir" ]; then
+      echo "gpu-check: $source_dir exists on this machine and is no link: the prebuilt ctest files cannot point here"
+      return 1
+    fi
+    mkdir -p "$(dirname "$source_dir")" && ln -sfn "$root" "$source_dir"
+  fi
+  rm -rf "$build_dir" && mkdir -p "$build_dir" && tar -C "$build_dir" -xJf .devbuild/build.tar.xz || return 1
+  echo "=== prebuilt build of commit $(cat .devbuild/COMMIT) in $build_dir (source $source_dir -> $root)"
+  phase unpack
+}
+# libraries_found: every shared library ztrain and the gpu tests need resolves (cuBLAS and NCCL may live
+# only in the python wheels on the device: their lib folders are added when the toolkit lacks them).
+libraries_found() {
+  local missing
+  missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* 2>&1 | awk '/not found/ {print $1}' | sort -u)
+  if [ -n "$missing" ]; then
+    local dir
+    for dir in $(python3 -c 'import glob, site; print(" ".join(sorted(set(p.rsplit("/", 1)[0] for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/*/lib/lib*.so*")))))' 2>/dev/null); do
+      LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH
+    done
+    export LD_LIBRARY_PATH
+    missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* 2>&1 | awk '/not found/ {print $1}' | sort -u)
+  fi
+  [ -z "$missing" ] && return 0
+  echo "gpu-check: shared libraries not found: $missing"
+  return 1
+}
+# start_memcheck: each gpu test binary under compute-sanitizer memcheck, in the background (the GPU is
+# shared with ctest; memcheck checks accesses, not timings), each for at most ZT_MEMCHECK_S (240) s.
+# Logs in $work/memcheck-*.log.
+memcheck_pids=()
+start_memcheck() {
+  local t limit_s=$((budget_s - (SECONDS - start_s) - 20))
+  [ "$limit_s" -gt "${ZT_MEMCHECK_S:-240}" ] && limit_s=${ZT_MEMCHECK_S:-240}
+  command -v compute-sanitizer >/dev/null || PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
+  for t in "$build_dir"/tests/test_cuda_* ; do
+    ( timeout --kill-after=10 "$limit_s" compute-sanitizer --tool memcheck \
+        --leak-check no --error-exitcode 3 "$t" >"$work/memcheck-${t##*/}.log" 2>&1
+      echo "exit $?" >>"$work/memcheck-${t##*/}.log" ) &
+    memcheck_pids+=($!)
+  done
+}
+report_memcheck() {
+  [ ${#memcheck_pids[@]} -gt 0 ] || return 0
+  wait "${memcheck_pids[@]}"
+  local f
+  for f in "$work"/memcheck-*.log; do
+    echo "=== ${f##*/}: $(grep -m1 'ERROR SUMMARY' "$f") $(tail -n 1 "$f")"
+    grep -B2 -A12 -m3 'Invalid\|Error' "$f" | head -n 60
+  done
+}
+
 echo "=== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root"
 if [ ! -f .devdeps/env.sh ]; then
   echo "gpu-check: .devdeps/env.sh is missing: run tools/device/prepare.sh on the development machine, carry .devdeps" >&2
@@ -57,21 +126,27 @@ nvidia-smi || echo "gpu-check: nvidia-smi failed"
 nvcc --version | tail -n 2
 phase smi
 
-# The build log goes straight to $OUT: it comes back even if the call is killed mid-build.
-build_log=${OUT:+$OUT/gpu-check-build.log}
-build_log=${build_log:-$work/build.log}
-build_s=$((budget_s - (SECONDS - start_s) - 30))
-echo "=== build ($build_dir, at most $build_s s; log: $build_log)"
-if ! timeout --kill-after=10 "$build_s" tools/device/build.sh >"$build_log" 2>&1; then
+if $prebuilt; then
+  use_prebuilt || finish 1
+else
+  # The build log goes straight to $OUT: it comes back even if the call is killed mid-build.
+  build_log=${OUT:+$OUT/gpu-check-build.log}
+  build_log=${build_log:-$work/build.log}
+  build_s=$((budget_s - (SECONDS - start_s) - 30))
+  echo "=== build ($build_dir, at most $build_s s; log: $build_log)"
+  if ! timeout --kill-after=10 "$build_s" tools/device/build.sh >"$build_log" 2>&1; then
+    phase build
+    echo "gpu-check: the build FAILED or ran out of time; its errors and last lines:"
+    grep -E 'error|FAILED' "$build_log" | head -n 40
+    tail -n 30 "$build_log"
+    finish 1
+  fi
+  tail -n 3 "$build_log"
+  echo "warnings in the build log: $(grep -c 'warning' "$build_log")"
   phase build
-  echo "gpu-check: the build FAILED or ran out of time; its errors and last lines:"
-  grep -E 'error|FAILED' "$build_log" | head -n 40
-  tail -n 30 "$build_log"
-  finish 1
 fi
-tail -n 3 "$build_log"
-echo "warnings in the build log: $(grep -c 'warning' "$build_log")"
-phase build
+libraries_found || finish 1
+$memcheck && start_memcheck
 
 left=$((budget_s - (SECONDS - start_s)))
 echo "=== ctest -L gpu (${left} s left of the ${budget_s} s budget)"
@@ -83,4 +158,6 @@ timeout --kill-after=10 "$left" ctest --test-dir "$build_dir" -L gpu --output-on
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 124 ] && echo "gpu-check: ctest was stopped at the time budget"
 phase ctest
+report_memcheck
+phase memcheck
 finish "$rc"
