@@ -225,7 +225,7 @@ std::optional<double> Trainer::evaluate() {
       data_error_ = e.what();
     }
     std::int32_t failed = read ? 0 : 1;
-    comm_->all_reduce(dist::span_of(&failed, 1), dist::ReduceOp::kMax)->wait();
+    agree_max(&failed, 1);
     if (failed != 0) return std::nullopt;
     const data::StepBatch& batch = *read;
     targets_here += batch.trained_targets();
@@ -289,7 +289,7 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
   comm_->set_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
   if (!skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
-    comm_->all_reduce(dist::span_of(flags, 3), dist::ReduceOp::kMax)->wait();
+    agree_max(flags, 3);
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
   data_failed_ = flags[2] != 0;
   const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
@@ -369,8 +369,19 @@ std::optional<data::StepBatch> Trainer::read_next_batch() {
 bool Trainer::data_error_anywhere() {
   std::int32_t flag = data_error_.empty() ? 0 : 1;
   comm_->set_context(cat("step ", step_ + 1, " start (agreeing that every rank read its first batch)"));
-  comm_->all_reduce(dist::span_of(&flag, 1), dist::ReduceOp::kMax)->wait();
+  agree_max(&flag, 1);
   return flag != 0;
+}
+
+// comm_'s collectives read and write device memory (NCCL takes device pointers; the host-staged MPI
+// path copies from the device), so host flags travel through a small device buffer of this rank's own.
+void Trainer::agree_max(std::int32_t* flags, std::size_t n) {
+  const std::size_t bytes = n * sizeof(std::int32_t);
+  if (flags_on_device_.bytes() < bytes) flags_on_device_ = backend_->allocate(bytes);
+  auto* on_device = static_cast<std::int32_t*>(flags_on_device_.data());
+  backend_->copy_from_host(on_device, flags, bytes);
+  comm_->all_reduce(dist::span_of(on_device, n), dist::ReduceOp::kMax)->wait();
+  backend_->copy_to_host(flags, on_device, bytes);
 }
 
 // Every rank gets here together (the failure was agreed on), so the gather is no per-rank collective.

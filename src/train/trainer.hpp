@@ -60,6 +60,7 @@ class Trainer {
   bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)
   // The next step's batch, read before the step boundary; nullopt: a DataError here (data_error_).
   std::optional<data::StepBatch> read_next_batch();
+  void agree_max(std::int32_t* flags, std::size_t n);  // collective: each flag's maximum over ranks
   bool data_error_anywhere();  // collective: the first batch of this invocation is unreadable somewhere
   int stop_on_data_error();    // collective: rank 0 names each failing rank's shard and range; exit 1
   bool stop_requested_here() const;          // a signal or the time limit, on this rank
@@ -77,6 +78,7 @@ class Trainer {
   std::optional<dist::WorldRecording> world_recording_;  // the world's agreements into ring_ while this lives
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<dist::Communicator> comm_;
+  backend::Buffer flags_on_device_;  // agree_max's staging (after backend_: released before it)
   model::ParamTable table_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;

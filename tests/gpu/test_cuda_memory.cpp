@@ -85,7 +85,8 @@ TEST_F(CudaMemory, WarmStepLoopMakesNoNewDeviceAllocations) {
   EXPECT_EQ(cuda->allocator_stats().raw_allocations, warm);
   std::size_t free_after = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  EXPECT_EQ(free_after, free_before) << "device memory was allocated outside the caching allocator";
+  // Device-wide: ctest runs this binary alone (RUN_SERIAL) so that no other process moves the number.
+  EXPECT_EQ(free_after, free_before) << "device memory was allocated or freed outside the caching allocator";
   cuda->empty_cache();
   EXPECT_EQ(cuda->allocator_stats().cached_bytes, 0u);
 }

@@ -22,8 +22,9 @@ cmake --build "$build" -j "$(nproc)" >/dev/null
 rm -rf "$dst" && mkdir -p "$dst"
 stage=$(mktemp -d "${TMPDIR:-/tmp}/pack-build.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-programs=(bin/ztrain bin/zckpt bin/ztok tests/make_test_shards tests/test_cuda_ops tests/test_cuda_attention
-          tests/test_cuda_llama_ops tests/test_nccl_communicator bench/bench_attention bench/bench_tp)
+programs=(bin/ztrain bin/zckpt bin/ztok tests/make_test_shards tests/test_nccl_communicator bench/bench_attention
+          bench/bench_tp)
+for t in "$build"/tests/test_cuda_*; do programs+=("tests/${t##*/}"); done
 for p in "${programs[@]}"; do
   mkdir -p "$stage/$(dirname "$p")"
   strip -o "$stage/$p" "$build/$p"
