@@ -167,9 +167,12 @@ TEST_F(CudaOps, MatmulHandlesOperandsBelowDefaultAlignment) {
 }
 
 // V=101 of Vp=128 (padded columns hold garbage that must not enter the softmax and get zero gradient),
-// and a wide row (V=5000) where every thread folds many columns. Backward runs in place.
+// a wide row (V=5000) where every thread folds many columns, both read in 16-byte packs (the last one
+// straddling V), and rows of Vp=101 whose starts are not 16-byte aligned (the scalar path). Backward
+// runs in place.
 TEST_F(CudaOps, CrossEntropyForwardAndBackwardMatchCpuInPlace) {
-  for (const auto& [N, V, Vp] : {std::tuple<std::int64_t, int, std::int64_t>{7, 101, 128}, {4, 5000, 5056}}) {
+  for (const auto& [N, V, Vp] :
+       {std::tuple<std::int64_t, int, std::int64_t>{7, 101, 128}, {4, 5000, 5056}, {3, 97, 101}}) {
     const std::vector<std::int32_t> targets = random_ints(N, 40, V);
     for (const Precision& p : kPrecisions) {
       SCOPED_TRACE(cat(dtype_name(p.x), " N=", N, " V=", V, " Vp=", Vp));

@@ -67,6 +67,30 @@ TEST_F(CudaPointwise, AddWithAliasedOutputAccumulateAndScaleMatchCpu) {
   }
 }
 
+// Views one element past a 16-byte boundary take the scalar loop of the packed element-wise kernels
+// (vector_map.cuh); an aligned output with a misaligned input must not take the packed one either.
+TEST_F(CudaPointwise, MisalignedViewsTakeTheScalarPathAndMatchCpu) {
+  for (const Precision& p : kPrecisions) {
+    SCOPED_TRACE(std::string(dtype_name(p.x)));
+    const auto a = rounded(randn(kN + 1, 80), p.x), b = rounded(randn(kN + 1, 81), p.x);
+    const auto past_first = [&](const Tensor& t) {
+      return Tensor(static_cast<char*>(t.data) + dtype_size(p.x), p.x, {kN});
+    };
+    const auto tail = [](const std::vector<float>& v) { return std::vector<float>(v.begin() + 1, v.end()); };
+    Tensor g_a = gpu(a, {kN + 1}, p.x), g_b = gpu(b, {kN + 1}, p.x);
+    Tensor g_out = gpu(std::vector<float>(kN), {kN}, p.x);  // aligned, inputs not
+    gpu_->add(g_out, past_first(g_a), past_first(g_b));
+    std::vector<float> want(kN);
+    for (std::int64_t i = 0; i < kN; ++i) want[i] = a[i + 1] + b[i + 1];
+    ZT_EXPECT_CLOSE(read(g_out), want, p.tol);
+
+    Tensor c_x = cpu(tail(a), {kN}), c_y = cpu(std::vector<float>(kN), {kN});
+    cpu_->gelu_forward(c_y, c_x);
+    gpu_->gelu_forward(past_first(g_b), past_first(g_a));  // both misaligned
+    ZT_EXPECT_CLOSE(tail(read(g_b)), cpu_values(c_y), p.tol);
+  }
+}
+
 // Every direction between f32, bf16 and f16, exactly: one rounding to nearest even of the fp32 value.
 TEST_F(CudaPointwise, CastRoundsToNearestEvenInEveryDirection) {
   auto values = randn(kN, 80, 10.0f);

@@ -1,7 +1,9 @@
 // Fused softmax + cross-entropy over the first `vocab` columns of padded logits [N, Vp] on the GPU,
 // forward and backward. One block per row; each thread keeps an online (max, sum of exp) over its
 // strided columns (Milakov & Gimelshein 2018), merged across the block, so the row is read once for
-// the log-sum-exp and the probabilities are formed once, only where backward writes them.
+// the log-sum-exp and the probabilities are formed once, only where backward writes them. Rows are
+// read and written in 16-byte packs where aligned: on the H200 the 2-byte loads made forward 1.65 ms
+// and backward 3.8 ms at GPT-2 124M, micro-batch 16 (16384 rows of 50304), ~1 TB/s.
 #include <math_constants.h>
 
 #include "backend/cuda/check.hpp"
@@ -9,6 +11,7 @@
 #include "backend/cuda/cuda_backend_impl.hpp"
 #include "backend/cuda/dtype_io.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/vector_map.cuh"
 
 namespace zt::backend::cuda {
 namespace {
@@ -37,14 +40,26 @@ __device__ __forceinline__ MaxSum fold(MaxSum a, float x) {
   return {a.max, a.sum + expf(x - a.max)};
 }
 
-// The row's log-sum-exp over columns [0, vocab): each thread folds its columns online, then warps and
-// the block merge their (max, sum) pairs. Every thread returns the same value; the block-wide
-// __syncthreads inside orders all reads of the row before any later write to it.
-template <typename T>
-__device__ float row_lse(const T* row, int vocab) {
+// A group of columns (one 16-byte pack) into a running pair: one max, then one exp per column. A -inf
+// column adds nothing (and two -inf maxima are not subtracted: -inf - -inf is NaN); a NaN column
+// propagates (fmaxf skips it in the max, but its exp term is NaN).
+template <int K>
+__device__ __forceinline__ MaxSum fold_group(MaxSum a, const float (&x)[K]) {
+  float m = a.max;
+#pragma unroll
+  for (int k = 0; k < K; ++k) m = fmaxf(m, x[k]);
+  float sum = a.max == m ? a.sum : a.sum * expf(a.max - m);
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (x[k] != -CUDART_INF_F) sum += expf(x[k] - m);
+  return {m, sum};
+}
+
+// Every thread's pair merged over warps and then the block, in a fixed order; every thread gets the
+// row's log-sum-exp. The block-wide __syncthreads inside orders all reads of the row before any later
+// write to it.
+__device__ float block_lse(MaxSum acc) {
   __shared__ MaxSum partial[kRowThreads / kWarp];
-  MaxSum acc{-CUDART_INF_F, 0.0f};
-  for (int j = threadIdx.x; j < vocab; j += blockDim.x) acc = fold(acc, to_f32(row[j]));
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     acc = merge(acc, MaxSum{__shfl_xor_sync(0xffffffffu, acc.max, offset),
                             __shfl_xor_sync(0xffffffffu, acc.sum, offset)});
@@ -56,19 +71,42 @@ __device__ float row_lse(const T* row, int vocab) {
   return total.max + logf(total.sum);
 }
 
+// The row's log-sum-exp over columns [0, vocab), each thread folding its columns online. Packed: the
+// row is read in 16-byte packs (row start 16-byte aligned, Vp a multiple of the pack, so the last pack
+// over vocab stays inside the padded row; its columns past vocab count as -inf). Scalar otherwise.
+template <typename T>
+__device__ float row_lse(const T* row, int vocab, bool packed) {
+  MaxSum acc{-CUDART_INF_F, 0.0f};
+  if (packed) {
+    constexpr int K = kPackElems<T>;
+    const int packs = (vocab + K - 1) / K;
+#pragma unroll 4
+    for (int q = threadIdx.x; q < packs; q += blockDim.x) {
+      const Pack<T> p = reinterpret_cast<const Pack<T>*>(row)[q];
+      float x[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) x[k] = q * K + k < vocab ? to_f32(p.v[k]) : -CUDART_INF_F;
+      acc = fold_group(acc, x);
+    }
+  } else {
+    for (int j = threadIdx.x; j < vocab; j += blockDim.x) acc = fold(acc, to_f32(row[j]));
+  }
+  return block_lse(acc);
+}
+
 // losses[n] = lse(logits[n, :vocab]) - logits[n, targets[n]]; an ignored target (kIgnoreTarget) gives 0
 // without reading the row, any other target outside [0, vocab) NaN. The test is block-uniform (one row
 // per block), so the early return skips row_lse's barrier for the whole block or for none of it.
 template <typename T>
 __global__ void cross_entropy_forward_kernel(float* losses, const T* logits, const std::int32_t* targets, int Vp,
-                                             int vocab) {
+                                             int vocab, bool packed) {
   const std::int64_t n = blockIdx.x;
   if (targets[n] == kIgnoreTarget) {
     if (threadIdx.x == 0) losses[n] = 0.0f;
     return;
   }
   const T* row = logits + n * Vp;
-  const float lse = row_lse(row, vocab);
+  const float lse = row_lse(row, vocab, packed);
   if (threadIdx.x == 0) {
     const std::int32_t t = targets[n];
     losses[n] = t >= 0 && t < vocab ? lse - to_f32(row[t]) : CUDART_NAN_F;
@@ -76,11 +114,17 @@ __global__ void cross_entropy_forward_kernel(float* losses, const T* logits, con
 }
 
 // dlogits[n, j] = dloss * (exp(logits[n, j] - lse) - [j == target]) for j < vocab, 0 for padded j.
-// In place is safe: each thread rewrites only the columns it reads, after row_lse's barrier. An ignored
-// target's row is all zeros (block-uniform branch, as in forward).
+__device__ __forceinline__ float ce_grad(float x, int j, int vocab, std::int32_t t, bool valid, float dloss,
+                                         float lse) {
+  if (j >= vocab) return 0.0f;
+  return valid ? dloss * expf(x - lse) - (j == t ? dloss : 0.0f) : CUDART_NAN_F;
+}
+
+// In place is safe: each thread rewrites only the columns (packs) it reads, after row_lse's barrier.
+// An ignored target's row is all zeros (block-uniform branch, as in forward).
 template <typename T>
 __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets, float dloss,
-                                              int Vp, int vocab) {
+                                              int Vp, int vocab, bool packed) {
   const std::int64_t n = blockIdx.x;
   T* drow = dlogits + n * Vp;
   if (targets[n] == kIgnoreTarget) {
@@ -88,14 +132,29 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
     return;
   }
   const T* row = logits + n * Vp;
-  const float lse = row_lse(row, vocab);
+  const float lse = row_lse(row, vocab, packed);
   const std::int32_t t = targets[n];
   const bool valid = t >= 0 && t < vocab;
-  for (int j = threadIdx.x; j < Vp; j += blockDim.x) {
-    float d = 0.0f;
-    if (j < vocab) d = valid ? dloss * expf(to_f32(row[j]) - lse) - (j == t ? dloss : 0.0f) : CUDART_NAN_F;
-    drow[j] = from_f32<T>(d);
+  if (packed) {
+    constexpr int K = kPackElems<T>;
+#pragma unroll 4
+    for (int q = threadIdx.x; q < Vp / K; q += blockDim.x) {
+      const Pack<T> p = reinterpret_cast<const Pack<T>*>(row)[q];
+      Pack<T> d;
+#pragma unroll
+      for (int k = 0; k < K; ++k) d.v[k] = from_f32<T>(ce_grad(to_f32(p.v[k]), q * K + k, vocab, t, valid, dloss, lse));
+      reinterpret_cast<Pack<T>*>(drow)[q] = d;
+    }
+  } else {
+    for (int j = threadIdx.x; j < Vp; j += blockDim.x)
+      drow[j] = from_f32<T>(ce_grad(to_f32(row[j]), j, vocab, t, valid, dloss, lse));
   }
+}
+
+// Rows read in 16-byte packs: every row start 16-byte aligned (base and row stride).
+template <typename T>
+bool rows_packed(const void* logits, const void* dlogits, std::int64_t Vp) {
+  return aligned16(logits) && aligned16(dlogits) && Vp % kPackElems<T> == 0;
 }
 
 // Returns the row count; checks shapes and dtypes shared by forward and backward.
@@ -124,7 +183,7 @@ void CudaBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor tar
     using X = decltype(tag);
     cross_entropy_forward_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
         static_cast<float*>(losses.data), static_cast<const X*>(logits.data),
-        static_cast<const std::int32_t*>(targets.data), Vp, vocab);
+        static_cast<const std::int32_t*>(targets.data), Vp, vocab, rows_packed<X>(logits.data, logits.data, Vp));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }
@@ -140,7 +199,8 @@ void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor t
     using X = decltype(tag);
     cross_entropy_backward_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
         static_cast<X*>(dlogits.data), static_cast<const X*>(logits.data),
-        static_cast<const std::int32_t*>(targets.data), dloss, Vp, vocab);
+        static_cast<const std::int32_t*>(targets.data), dloss, Vp, vocab,
+        rows_packed<X>(logits.data, dlogits.data, Vp));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }

@@ -1,35 +1,27 @@
-// Element-wise ops on the GPU: the residual add, gradient accumulation, scaling and dtype casts. One
-// thread per element in a grid-stride loop, math in fp32, rounded to nearest even on store. Each
-// element is read before it is written by the same thread, so the aliasing backend.hpp allows is safe.
+// Element-wise ops on the GPU: the residual add, gradient accumulation, scaling and dtype casts, math
+// in fp32, rounded to nearest even on store. Add, accumulate and scale run in 16-byte packs
+// (vector_map.cuh); casts one element per thread in a grid-stride loop. Each element is read before
+// it is written by the same thread, so the aliasing backend.hpp allows is safe.
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/checks.hpp"
 #include "backend/cuda/cuda_backend_impl.hpp"
 #include "backend/cuda/dtype_io.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/vector_map.cuh"
 
 namespace zt::backend::cuda {
 namespace {
 
-// out = a + b
-template <typename T>
-__global__ void add_kernel(T* out, const T* a, const T* b, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_step())
-    out[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
-}
-
-// dst += src
-template <typename T>
-__global__ void accumulate_kernel(T* dst, const T* src, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_step())
-    dst[i] = from_f32<T>(to_f32(dst[i]) + to_f32(src[i]));
-}
+// out = a + b (also dst += src, as dst = dst + src)
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
 
 // x *= factor
-template <typename T>
-__global__ void scale_kernel(T* x, float factor, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_step())
-    x[i] = from_f32<T>(to_f32(x[i]) * factor);
-}
+struct Scaled {
+  float factor;
+  __device__ float operator()(float x) const { return x * factor; }
+};
 
 // dst = src converted through fp32 (exact for every source type, so one rounding on store)
 template <typename TD, typename TS>
@@ -50,8 +42,8 @@ void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
   if (n == 0) return;
   dispatch_float(out.dtype, op, [&](auto tag) {
     using T = decltype(tag);
-    add_kernel<T><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(
-        static_cast<T*>(out.data), static_cast<const T*>(a.data), static_cast<const T*>(b.data), n);
+    launch_map<T, 2>(stream_, static_cast<T*>(out.data), {static_cast<const T*>(a.data), static_cast<const T*>(b.data)},
+                     n, Sum{});
   });
   ZT_CUDA_LAUNCH_CHECK();
 }
@@ -64,8 +56,8 @@ void CudaBackend::accumulate(Tensor dst, Tensor src) {
   if (n == 0) return;
   dispatch_float(dst.dtype, op, [&](auto tag) {
     using T = decltype(tag);
-    accumulate_kernel<T><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(static_cast<T*>(dst.data),
-                                                                             static_cast<const T*>(src.data), n);
+    launch_map<T, 2>(stream_, static_cast<T*>(dst.data), {static_cast<const T*>(dst.data), static_cast<const T*>(src.data)},
+                     n, Sum{});
   });
   ZT_CUDA_LAUNCH_CHECK();
 }
@@ -75,7 +67,7 @@ void CudaBackend::scale(Tensor x, float factor) {
   if (n == 0) return;
   dispatch_float(x.dtype, "scale", [&](auto tag) {
     using T = decltype(tag);
-    scale_kernel<T><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(static_cast<T*>(x.data), factor, n);
+    launch_map<T, 1>(stream_, static_cast<T*>(x.data), {static_cast<const T*>(x.data)}, n, Scaled{factor});
   });
   ZT_CUDA_LAUNCH_CHECK();
 }
