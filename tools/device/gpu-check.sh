@@ -2,9 +2,10 @@
 # One device call that builds ztrain with the CUDA backend on the lent GPU and runs the GPU tests
 # (ctest -L gpu), printing the elapsed time of each phase. Run ON the device from the repository root,
 # after tools/device/prepare.sh on the development machine, with carry [".devdeps", ".peers"]:
-#   tools/device/gpu-check.sh [--prebuilt] [--memcheck] [CTEST_ARGS...]   e.g. -R CudaOps -j8
+#   tools/device/gpu-check.sh [--prebuilt] [--sanitize] [CTEST_ARGS...]   e.g. -R CudaOps -j8
 #   --prebuilt  no nvcc there: use the build packed here by tools/device/pack-build.sh (carry .devbuild too)
-#   --memcheck  also runs each gpu test binary under compute-sanitizer's memcheck, after ctest
+#   --sanitize  after ctest: each gpu test binary under compute-sanitizer memcheck, and the attention and
+#               Llama-op binaries under racecheck
 # Everything printed also goes to $OUT/gpu-check.log, the build's output to $OUT/gpu-check-build.log, and
 # ctest's output and its LastTest.log to $OUT/gpu-check-logs.tar.gz (3 of the 8 files the device returns). ZT_DEVICE_BUDGET_S (default 570)
 # is the wall time it plans within: ctest gets what the build left of it, so the summary prints before
@@ -14,11 +15,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
 build_dir=${ZT_BUILD_DIR:-$root/build-device}
 budget_s=${ZT_DEVICE_BUDGET_S:-570}
-prebuilt=false memcheck=false
+prebuilt=false sanitize=false
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=true; shift ;;
-    --memcheck) memcheck=true; shift ;;
+    --sanitize) sanitize=true; shift ;;
     *) break ;;
   esac
 done
@@ -86,29 +87,38 @@ libraries_found() {
   echo "gpu-check: shared libraries not found: $missing"
   return 1
 }
-# start_memcheck: each gpu test binary under compute-sanitizer memcheck, after ctest, the binaries side
-# by side, each for at most ZT_MEMCHECK_S (240) s. The free-memory check is left out: the sanitizer's
-# own device allocations, and the other binaries', change what it reads.
-# Logs in $work/memcheck-*.log.
-memcheck_pids=()
-start_memcheck() {
+# start_sanitizers: after ctest, each gpu test binary under compute-sanitizer's memcheck and the
+# attention and Llama-op binaries (the kernels with shared-memory tiles) under racecheck, all side by
+# side, each for at most ZT_MEMCHECK_S (240) s. The free-memory check is left out: the sanitizer's own
+# device allocations, and the other binaries', change what it reads. Logs in $work/<tool>-*.log.
+sanitizer_pids=()
+start_sanitizers() {
   local t limit_s=$((budget_s - (SECONDS - start_s) - 20))
   [ "$limit_s" -gt "${ZT_MEMCHECK_S:-240}" ] && limit_s=${ZT_MEMCHECK_S:-240}
   command -v compute-sanitizer >/dev/null || PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
-  for t in "$build_dir"/tests/test_cuda_* ; do
-    ( timeout --kill-after=10 "$limit_s" compute-sanitizer --tool memcheck \
-        --leak-check no --error-exitcode 3 "$t" --gtest_filter=-CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations >"$work/memcheck-${t##*/}.log" 2>&1
-      echo "exit $?" >>"$work/memcheck-${t##*/}.log" ) &
-    memcheck_pids+=($!)
+  for t in "$build_dir"/tests/test_cuda_*; do
+    sanitize memcheck "$t" "$limit_s" --leak-check no
+  done
+  for t in "$build_dir"/tests/test_cuda_attention "$build_dir"/tests/test_cuda_llama_ops; do
+    sanitize racecheck "$t" "$limit_s"
   done
 }
-report_memcheck() {
-  [ ${#memcheck_pids[@]} -gt 0 ] || return 0
-  wait "${memcheck_pids[@]}"
+sanitize() {  # sanitize TOOL BINARY LIMIT_S [TOOL_ARGS...]: in the background
+  local tool=$1 t=$2 limit_s=$3 log="$work/$1-${2##*/}.log"
+  shift 3
+  ( timeout --kill-after=10 "$limit_s" compute-sanitizer --tool "$tool" "$@" --error-exitcode 3 "$t" \
+      --gtest_filter=-CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations >"$log" 2>&1
+    echo "exit $?" >>"$log" ) &
+  sanitizer_pids+=($!)
+}
+report_sanitizers() {
+  [ ${#sanitizer_pids[@]} -gt 0 ] || return 0
+  wait "${sanitizer_pids[@]}"
   local f
-  for f in "$work"/memcheck-*.log; do
-    echo "=== ${f##*/}: $(grep -m1 'ERROR SUMMARY' "$f") $(tail -n 1 "$f")"
-    grep -B2 -A12 -m3 'Invalid\|Error' "$f" | head -n 60
+  for f in "$work"/memcheck-*.log "$work"/racecheck-*.log; do
+    [ -f "$f" ] || continue
+    echo "=== ${f##*/}: $(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$f") $(tail -n 1 "$f")"
+    grep -B2 -A12 -m3 'Invalid\|Race reported\|Error:\|hazard' "$f" | head -n 60
   done
 }
 
@@ -158,7 +168,7 @@ timeout --kill-after=10 "$left" ctest --test-dir "$build_dir" -L gpu --output-on
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 124 ] && echo "gpu-check: ctest was stopped at the time budget"
 phase ctest
-$memcheck && start_memcheck
-report_memcheck
-phase memcheck
+$sanitize && start_sanitizers
+report_sanitizers
+phase sanitizers
 finish "$rc"
