@@ -1,6 +1,7 @@
 // Checkpoint files: HDF5 for tensors (checksummed chunks), JSON for the rest, fsync before commit.
 #include "ckpt/writer.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include "ckpt/layout.hpp"
@@ -19,6 +20,19 @@ namespace {
 constexpr std::uint64_t kChunkElements = 1 << 20;
 const io::H5DatasetOptions kChecked{.chunk = kChunkElements, .checksum = true};
 const io::H5DatasetOptions kPlain{.chunk = kChunkElements, .checksum = false};
+
+// An asynchronous checkpoint writes from its own thread while the data loader reads shards, and a
+// thread-safe HDF5 serializes every call behind one library lock: one H5Dwrite of a whole optimizer
+// state (500 MB for GPT-2 124M on one rank) kept the loader waiting ~1 s. Slices of 64 MiB (whole
+// chunks) bound that wait to ~0.1 s at the 600 MiB/s measured on the H200 machine's disk.
+constexpr std::uint64_t kSliceElements = 16 * kChunkElements;
+
+void write_in_slices(io::H5Dataset&& ds, const std::vector<float>& values) {
+  for (std::uint64_t at = 0; at < values.size(); at += kSliceElements) {
+    const std::uint64_t n = std::min<std::uint64_t>(kSliceElements, values.size() - at);
+    ds.write(at, std::span<const float>(values.data() + at, n));
+  }
+}
 
 std::vector<std::uint64_t> ranges_table(const std::vector<FlatRange>& ranges) {
   std::vector<std::uint64_t> out;
@@ -56,7 +70,7 @@ FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::in
     for (StateKind kind : kStateKinds) {
       const std::vector<float>& values = shard.of(kind);
       ZT_CHECK_EQ(values.size(), n, dataset_name(kind), " of rank ", shard.rank);
-      f.create_dataset(dataset_name(kind), io::H5Type::kF32, n, kPlain).write_all(values);
+      write_in_slices(f.create_dataset(dataset_name(kind), io::H5Type::kF32, n, kPlain), values);
     }
     const std::vector<std::uint64_t> table = ranges_table(shard.ranges);
     f.create_dataset("ranges", io::H5Type::kU64, {shard.ranges.size(), 2}).write_all(table);
