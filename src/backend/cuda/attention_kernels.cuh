@@ -107,9 +107,10 @@ struct ForwardSmem {
   static constexpr std::size_t kRowFactors = kScores + G::kWarps * kWarpScoreBytes;
   static constexpr std::size_t kBytes = kRowFactors + G::kWarps * kWarpRows * sizeof(float);
 };
-// 8 warps: each K/V tile serves 128 query rows. bf16/f16: 88.5 KiB at hs 64 (two buffers, 2 blocks/SM,
-// so at most 128 registers a thread), 102.5 KiB at hs 128 (one buffer; ~190 registers: 1 block/SM);
-// f32: 102.5 KiB at hs 64 (one buffer), 166.5 KiB at hs 128 (one, 1 block/SM), registers unbounded.
+// 8 warps: each K/V tile serves 128 query rows. bf16/f16: 88.5 KiB at hs 64 (two buffers; 2 blocks/SM,
+// so at most 128 registers a thread: 16 warps an SM, was 12), 102.5 KiB at hs 128 (one buffer; ~190
+// registers: 1 block/SM, 8 warps as before); f32: 102.5 KiB at hs 64 (one buffer), 166.5 KiB at hs 128
+// (one; 1 block/SM), registers unbounded.
 template <typename M>
 using ForwardBlocking = std::conditional_t<ForwardSmem<M, Blocking<8, 2, 0>>::kBytes <= kTwoBlocksPerSmBytes,
                                            Blocking<8, 2, sizeof(typename M::Elem) == 2 ? 2 : 0>, Blocking<8, 1, 0>>;
@@ -274,7 +275,8 @@ struct DqSmem {
   static constexpr std::size_t kBytes = kScores + 2 * G::kWarps * kWarpScoreBytes;
 };
 // 4 warps (8 would need 140 KiB at hs 64: 1 block/SM). bf16/f16: 88 KiB at hs 64 (two buffers, 2
-// blocks/SM), 102 KiB at hs 128 (one buffer, 2 blocks/SM); f32: 102 / 166 KiB (one; 2 / 1 blocks/SM).
+// blocks/SM, was 3; ~108 registers), 102 KiB at hs 128 (one buffer, 2 blocks/SM); f32: 102 / 166 KiB
+// (one; 2 / 1 blocks/SM).
 template <typename M>
 using DqBlocking = std::conditional_t<DqSmem<M, Blocking<4, 2, 0>>::kBytes <= kTwoBlocksPerSmBytes, Blocking<4, 2, 0>,
                                       Blocking<4, 1, 0>>;
@@ -363,7 +365,8 @@ struct DkdvSmem {
   static constexpr std::size_t kBytes = kD + G::kStages * kTile * sizeof(float);
 };
 // 4 warps (8 would need 141 KiB at hs 64: 1 block/SM). bf16/f16: 89 KiB at hs 64 (two buffers, 2
-// blocks/SM), 102.5 KiB at hs 128 (one buffer, 2 blocks/SM); f32: 102.5 / 166.5 KiB (one; 2 / 1).
+// blocks/SM; ~250 registers allow 2 anyway), 102.5 KiB at hs 128 (one buffer; 255 registers: 2
+// blocks/SM); f32: 102.5 / 166.5 KiB (one; 2 / 1).
 template <typename M>
 using DkdvBlocking = std::conditional_t<DkdvSmem<M, Blocking<4, 2, 0>>::kBytes <= kTwoBlocksPerSmBytes,
                                         Blocking<4, 2, 0>, Blocking<4, 1, 0>>;
