@@ -288,6 +288,18 @@ TEST_P(CudaAttention, MatchesTheCpuBackendAtOddLengthsAndEveryHeadSize) {
   for (const Case& k : kCases) expect_matches_cpu(k, GetParam(), seed += 7);
 }
 
+// Forward blocks hold 128 query rows (8 warps) over 64-key tiles: T short of one tile, just under and
+// over the 128-row block (the block's second half partly or wholly past T), and a GQA group summed by
+// the dK/dV blocks, at head sizes 64 and 128; one case on the GPU forward's own outputs.
+TEST_P(CudaAttention, MatchesTheCpuBackendAroundThe128RowBlock) {
+  ZT_REQUIRE_GPU();
+  std::uint32_t seed = 201;
+  for (const Case& k : {Case{1, 33, 2, 64}, Case{2, 127, 3, 64}, Case{1, 129, 2, 64}, Case{2, 200, 4, 64, 1},
+                        Case{1, 255, 4, 64, 2}, Case{1, 65, 2, 128, 1}, Case{1, 200, 4, 128, 2}})
+    expect_matches_cpu(k, GetParam(), seed += 7);
+  expect_matches_cpu({2, 191, 4, 64, 2}, GetParam(), 23, 0, 1.0f, BackwardInputs::kGpuForward);
+}
+
 TEST_P(CudaAttention, MatchesTheCpuBackendAtGpt2ShapeT1024) {
   ZT_REQUIRE_GPU();
   expect_matches_cpu({4, 1024, 12, 64}, GetParam(), 42);
@@ -316,7 +328,7 @@ TEST_P(CudaAttention, MisalignedTensorsTakeTheScalarLoadPath) {
 
 TEST_P(CudaAttention, BackwardIsBitwiseRepeatable) {
   ZT_REQUIRE_GPU();
-  for (const Case& k : {Case{2, 200, 4, 64}, Case{2, 200, 4, 64, 2}, Case{1, 150, 6, 32, 1}}) {
+  for (const Case& k : {Case{2, 200, 4, 64}, Case{2, 200, 4, 64, 2}, Case{1, 150, 6, 32, 1}, Case{1, 129, 2, 128, 1}}) {
     const Reference r = cpu_reference(k, GetParam(), 9);
     const GpuResult a = run_gpu(k, GetParam(), r), b = run_gpu(k, GetParam(), r);
     EXPECT_EQ(a.out, b.out) << describe(k, GetParam());

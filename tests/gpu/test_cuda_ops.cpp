@@ -255,12 +255,13 @@ TEST_F(CudaOps, AttentionForwardAndBackwardMatchCpu) {
   }
 }
 
-// The document mask (segment starts): samples start at 0, 20, 70 and 90 of row 0 (one spans the 64-row
-// tile boundary, so whole key tiles lie before a query's sample) and at 0 and 3 of row 1; T=100.
+// The document mask (segment starts): samples start at 0, 20, 70, 90 and 150 of row 0 (70 spans the
+// 64-row tile boundary, so whole key tiles lie before a query's sample; 90 and 150 lie mid 128-row
+// forward block) and at 0, 3 and 127 of row 1 (127 straddles the block boundary); T=200, hs 64.
 TEST_F(CudaOps, AttentionWithSegmentStartsMatchesCpu) {
-  const std::int64_t B = 2, T = 100, C = 128;
+  const std::int64_t B = 2, T = 200, C = 128;
   const int NH = 2;
-  const std::vector<std::vector<std::int32_t>> samples = {{0, 20, 70, 90}, {0, 3}};
+  const std::vector<std::vector<std::int32_t>> samples = {{0, 20, 70, 90, 150}, {0, 3, 127}};
   std::vector<std::int32_t> starts(B * T);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < T; ++t)

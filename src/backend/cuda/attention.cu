@@ -44,7 +44,7 @@ Shape check_attention(const char* op, const Tensor& qkv, const Tensor& out, cons
     throw Error(cat(op, ": out is ", dtype_name(out.dtype), " but qkv is ", dtype_name(qkv.dtype),
                     " (activations share one dtype)"));
   if (lse.dtype != DType::kF32) throw Error(cat(op, ": lse must be f32, got ", dtype_name(lse.dtype)));
-  // Grids: b*NH on x (2^31 - 1), 64-row tiles on y (65535); row offsets in int are W-wide.
+  // Grids: b*NH on x (2^31 - 1), blocks of 64 or more rows on y (65535); row offsets in int are W-wide.
   ZT_CHECK(d.T <= 65535LL * attn::kTile && d.W <= INT_MAX && d.B * n_head <= INT_MAX, op, ": shape ",
            qkv.shape_string(), " with n_head=", n_head, " exceeds the kernels' grid limits");
   return {d.B, d.T, d.C, d.W, n_head, d.n_kv_head, static_cast<int>(hs)};
@@ -80,33 +80,39 @@ void dispatch_tile(int hs, F&& f) {
   }
 }
 
-// One 64-row-tile kernel launch: grid (B*heads, tiles) (heads: NH for forward and dQ, NKV for dK/dV), opting into more than 48 KB of dynamic shared
-// memory (H100 allows up to 227 KiB a block; the largest here is 166.5 KiB, f32 dK/dV at hs 128).
-template <typename Kernel, typename A>
-void launch_tiles(Kernel kernel, std::size_t smem_bytes, const Shape& s, int heads, const A& args,
-                  cudaStream_t stream) {
+// One kernel launch with Blocking G: grid (B*heads, blocks of G::kRows rows) (heads: NH for forward and
+// dQ, NKV for dK/dV), opting into more than 48 KB of dynamic shared memory (H100 allows up to 227 KiB a
+// block; the largest here is 166.5 KiB, f32 dK/dV at hs 128).
+template <typename G, typename Kernel, typename A>
+void launch_blocks(Kernel kernel, std::size_t smem_bytes, const Shape& s, int heads, const A& args,
+                   cudaStream_t stream) {
   ZT_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
-  const dim3 grid(static_cast<unsigned>(s.B * heads), static_cast<unsigned>((s.T + attn::kTile - 1) / attn::kTile));
-  kernel<<<grid, attn::kThreads, smem_bytes, stream>>>(args);
+  const dim3 grid(static_cast<unsigned>(s.B * heads), static_cast<unsigned>((s.T + G::kRows - 1) / G::kRows));
+  kernel<<<grid, G::kThreads, smem_bytes, stream>>>(args);
   ZT_CUDA_LAUNCH_CHECK();
 }
 
 template <typename M>
-constexpr std::size_t forward_smem_bytes() {
-  return 3 * attn::tile_bytes<typename M::Elem, M::kHsp>() + attn::kWarps * attn::kWarpScoreBytes +
-         attn::kWarps * attn::kWarpRows * sizeof(float);
+void launch_forward(const Shape& s, const Args<typename M::Elem>& a, cudaStream_t stream) {
+  using G = attn::ForwardBlocking<M>;
+  launch_blocks<G>(attn::attention_forward_kernel<M, G>, attn::ForwardSmem<M, G>::kBytes, s, s.NH, a, stream);
 }
 template <typename M>
-constexpr std::size_t dq_smem_bytes() {
-  return 4 * attn::tile_bytes<typename M::Elem, M::kHsp>() + 2 * attn::kWarps * attn::kWarpScoreBytes;
+void launch_backward(const Shape& s, const Args<typename M::Elem>& a, cudaStream_t stream) {
+  using Gkv = attn::DkdvBlocking<M>;
+  using Gq = attn::DqBlocking<M>;
+  launch_blocks<Gkv>(attn::attention_backward_dkdv_kernel<M, Gkv>, attn::DkdvSmem<M, Gkv>::kBytes, s, s.NKV, a,
+                     stream);
+  launch_blocks<Gq>(attn::attention_backward_dq_kernel<M, Gq>, attn::DqSmem<M, Gq>::kBytes, s, s.NH, a, stream);
 }
-template <typename M>
-constexpr std::size_t dkdv_smem_bytes() {
-  return dq_smem_bytes<M>() + 2 * attn::kTile * sizeof(float);
-}
+
 // The largest block (sm_90: 227 KiB of opt-in shared memory a block).
-static_assert(dkdv_smem_bytes<attn::SimtTile<128>>() <= 227 * 1024, "f32 hs 128 dK/dV tiles fit an H100 block");
+static_assert(attn::DkdvSmem<attn::SimtTile<128>, attn::DkdvBlocking<attn::SimtTile<128>>>::kBytes <= 227 * 1024,
+              "f32 hs 128 dK/dV tiles fit an H100 block");
+static_assert(attn::ForwardSmem<attn::SimtTile<128>, attn::ForwardBlocking<attn::SimtTile<128>>>::kBytes <=
+                  227 * 1024,
+              "f32 hs 128 forward tiles fit an H100 block");
 
 }  // namespace
 
@@ -126,7 +132,7 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& qkv, 
     a.vec = aligned16(a.qkv);  // hs % 8 == 0, so W = C + 2 NKV hs is a whole number of 16-byte vectors too
     dispatch_tile<T>(s.hs, [&](auto tile) {
       using M = decltype(tile);
-      launch_tiles(attn::attention_forward_kernel<M>, forward_smem_bytes<M>(), s, s.NH, a, stream);
+      launch_forward<M>(s, a, stream);
     });
   });
 }
@@ -171,8 +177,7 @@ void attention_backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qk
     ZT_CUDA_LAUNCH_CHECK();
     dispatch_tile<T>(s.hs, [&](auto tile) {
       using M = decltype(tile);
-      launch_tiles(attn::attention_backward_dkdv_kernel<M>, dkdv_smem_bytes<M>(), s, s.NKV, a, stream);
-      launch_tiles(attn::attention_backward_dq_kernel<M>, dq_smem_bytes<M>(), s, s.NH, a, stream);
+      launch_backward<M>(s, a, stream);
     });
   });
 }

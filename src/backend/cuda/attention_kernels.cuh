@@ -1,12 +1,17 @@
 // The causal flash-attention kernels (FlashAttention-2 loop order, Dao 2023), templated on a warp
 // tile flavour M from attention_tiles.cuh (tensor cores for bf16/f16, CUDA cores for f32).
-// Blocks: kThreads threads on one (batch, head) and one 64-row tile; each warp owns 16 of the rows.
+// Blocks: G::kThreads threads on one (batch, head) and G::kRows rows of its own side; each warp owns
+// 16 of the rows and walks the 64-row tiles of the other side in the same order as every other
+// geometry would (a row's arithmetic does not depend on the block it sits in: results are bitwise
+// the same for any Blocking). The streamed tiles arrive by cp.async into G::kStages buffers: with 2,
+// tile i+1 is copied while tile i is computed on.
 // Scores live in the log2 domain: s2 = s * scale * log2(e), so every exponential is one exp2f.
 // With segment starts (the document mask) a query's keys before its sample start are masked like the
 // causal ones after it; the tile loops are unchanged (a masked tile costs its scores, adds nothing).
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/attention_tiles.cuh"
 
@@ -45,52 +50,124 @@ __device__ __forceinline__ int v_col(const Args<T>& a, int kvh) { return a.C + (
 template <typename T>
 __device__ __forceinline__ int kv_head_of(const Args<T>& a, int h) { return h / (a.NH / a.NKV); }
 
-// Forward, one block per (query tile, b*NH + h). Online softmax per query row (running max m and sum
-// l, both fp32) over key tiles 0..the diagonal; tiles past the diagonal are fully masked and skipped.
+// A kernel's block: Warps warps over 16 Warps rows, cycling through Stages buffers (1 or 2) of the
+// streamed tiles; MinBlocks blocks an SM bound the registers a thread (__launch_bounds__; 0: no bound).
+template <int Warps, int Stages, int MinBlocks>
+struct Blocking {
+  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kWarps = Warps;
+  static constexpr int kThreads = Warps * 32;
+  static constexpr int kRows = Warps * kWarpRows;
+  static constexpr int kStages = Stages;
+  static_assert(Stages == 1 || Stages == 2, "one buffer, or two in turn");
+};
+
+// Two blocks fit an SM (sm_90: 228 KiB of shared memory an SM, 1 KiB of it reserved per block) up to
+// this size; the kernels double-buffer only where that still holds (else one buffer, as before).
+constexpr std::size_t kTwoBlocksPerSmBytes = 113 * 1024;
+
+// The pipeline of the streamed tiles, the same in every kernel. issue(i, buffer) starts step i's
+// copies into a buffer; compute(i, buffer) works on them. With two buffers, the barrier at the top of
+// step i both publishes step i's tile and tells that every warp is done with step i-1's buffer, which
+// step i+1's copies then overwrite. With one, a second barrier guards the single buffer.
+// Copies the caller issued before (its own side's tiles) join step 0's commit group.
+template <typename G, typename Issue, typename Compute>
+__device__ __forceinline__ void stream_tiles(int steps, Issue issue, Compute compute) {
+  issue(0, 0);
+  cp_async_commit();
+  for (int i = 0; i < steps; ++i) {
+    if constexpr (G::kStages == 1) {
+      if (i > 0) {
+        __syncthreads();  // every warp is done with step i-1's tile
+        issue(i, 0);
+        cp_async_commit();
+      }
+    }
+    cp_async_wait_all();  // this thread's copies of step i (the only group in flight) have landed
+    __syncthreads();      // everyone's have; step i-1's buffer is no longer read
+    if constexpr (G::kStages == 2) {
+      if (i + 1 < steps) {
+        issue(i + 1, (i + 1) % 2);
+        cp_async_commit();
+      }
+    }
+    compute(i, i % G::kStages);
+  }
+}
+
+// Forward shared memory: Q [kRows][ld], kStages x (K, V) [64][ld] of T, one [16][68] f32 score tile
+// and 16 row factors a warp.
+template <typename M, typename G>
+struct ForwardSmem {
+  using T = typename M::Elem;
+  static constexpr std::size_t kTileBytes = tile_bytes<T, M::kHsp>();
+  static constexpr std::size_t kK = tile_bytes<T, M::kHsp>(G::kRows);
+  static constexpr std::size_t kV = kK + G::kStages * kTileBytes;
+  static constexpr std::size_t kScores = kV + G::kStages * kTileBytes;
+  static constexpr std::size_t kRowFactors = kScores + G::kWarps * kWarpScoreBytes;
+  static constexpr std::size_t kBytes = kRowFactors + G::kWarps * kWarpRows * sizeof(float);
+};
+// 8 warps: each K/V tile serves 128 query rows. bf16/f16: 88.5 KiB at hs 64 (two buffers; 2 blocks/SM,
+// so at most 128 registers a thread: 16 warps an SM, was 12), 102.5 KiB at hs 128 (one buffer; ~190
+// registers: 1 block/SM, 8 warps as before); f32: 102.5 KiB at hs 64 (one buffer), 166.5 KiB at hs 128
+// (one; 1 block/SM), registers unbounded.
+template <typename M>
+using ForwardBlocking = std::conditional_t<ForwardSmem<M, Blocking<8, 2, 0>>::kBytes <= kTwoBlocksPerSmBytes,
+                                           Blocking<8, 2, sizeof(typename M::Elem) == 2 ? 2 : 0>, Blocking<8, 1, 0>>;
+
+// Forward, one block per (query block, b*NH + h). Online softmax per query row (running max m and sum
+// l, both fp32) over key tiles 0..the diagonal; tiles past a warp's diagonal are fully masked and
+// skipped by that warp (the block loads them for its later warps).
 // The softmax works on the warp's shared-memory score tile: lane (r = lane % 16, half = lane / 16)
 // owns row r, key columns [32 half, 32 half + 32); the row's two lanes combine with one shuffle.
 // out = acc / l (rounded to T), lse = m ln2 + ln l (fp32).
-// Shared memory: Q, K, V tiles [64][HSP + 16B] of T, 4 warp score tiles [16][68] f32, 4 x 16 row
-// factors: 44.3 KiB for bf16/f16 hs 64 (4 blocks/SM), 68.3 KiB at hs 128, 68.3 / 116.3 KiB f32.
-template <typename M>
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typename M::Elem> a) {
+template <typename M, typename G>
+__global__ void __launch_bounds__(G::kThreads, G::kMinBlocks) attention_forward_kernel(Args<typename M::Elem> a) {
   using T = typename M::Elem;
+  using L = ForwardSmem<M, G>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
-  T* sK = sQ + kTile * M::kLd;
-  T* sV = sK + kTile * M::kLd;
+  T* sK = reinterpret_cast<T*>(smem + L::kK);
+  T* sV = reinterpret_cast<T*>(smem + L::kV);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* sS = reinterpret_cast<float*>(sV + kTile * M::kLd) + warp * kWarpRows * kLdS;
-  float* sRow = reinterpret_cast<float*>(sV + kTile * M::kLd) + kWarps * kWarpRows * kLdS + warp * kWarpRows;
+  float* sS = reinterpret_cast<float*>(smem + L::kScores) + warp * kWarpRows * kLdS;
+  float* sRow = reinterpret_cast<float*>(smem + L::kRowFactors) + warp * kWarpRows;
   T* sP = reinterpret_cast<T*>(sS);
 
   const int T_ = a.T_, C = a.C, W = a.W;
   const std::int64_t bh = blockIdx.x, b = bh / a.NH;
   const int h = static_cast<int>(bh % a.NH), kvh = kv_head_of(a, h);
-  const int qt = gridDim.y - 1 - blockIdx.y;  // the longest rows (most key tiles) start first
-  const int q0 = qt * kTile;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * G::kRows;  // the longest rows (most key tiles) start first
   const T* row_base = a.qkv + b * T_ * static_cast<std::int64_t>(W);
   const T* q_base = row_base + q_col(a, h);
   const T* k_base = row_base + k_col(a, kvh);
   const T* v_base = row_base + v_col(a, kvh);
-  load_tile<T, M::kHsp>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
 
   typename M::Acc acc;
   M::init(acc, sS);
   const int r = lane % 16, half = lane / 16;
-  const int qrow = q0 + warp * kWarpRows + r;
+  const int row0 = q0 + warp * kWarpRows;
+  const int qrow = row0 + r;
   const int last_key = min(qrow, T_ - 1);  // causal; padding rows past T see the real keys only
   const int first_key = a.starts ? a.starts[b * T_ + last_key] : 0;  // document mask: the row's sample
   const float c = a.scale * kLog2e;
   float m = -INFINITY, l = 0.0f;  // l: this lane's half of the row sum, scaled to the running max
 
-  for (int kt = 0; kt <= qt; ++kt) {
+  // Key tiles up to the block's last row's diagonal (or the last real row's).
+  const int n_tiles = min(q0 + G::kRows - 1, T_ - 1) / kTile + 1;
+  // Q joins the first key tile's commit group.
+  issue_tile<T, M::kHsp, G::kRows, G::kThreads>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
+  auto issue = [&](int kt, int buf) {
     const int k0 = kt * kTile;
-    __syncthreads();  // the previous tile's K, V (and this warp's P) are no longer read
-    load_tile<T, M::kHsp>(sK, k_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
-    load_tile<T, M::kHsp>(sV, v_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
-    __syncthreads();
-    M::scores(sS, sQ + warp * kWarpRows * M::kLd, sK);
+    issue_tile<T, M::kHsp, kTile, G::kThreads>(sK + buf * kTile * M::kLd, k_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+    issue_tile<T, M::kHsp, kTile, G::kThreads>(sV + buf * kTile * M::kLd, v_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+  };
+  auto compute = [&](int kt, int buf) {
+    const int k0 = kt * kTile;
+    if (k0 > row0) return;  // past this warp's diagonal: every key masked (warp-uniform)
+    const T* tK = sK + buf * kTile * M::kLd;
+    const T* tV = sV + buf * kTile * M::kLd;
+    M::scores(sS, sQ + warp * kWarpRows * M::kLd, tK);
     __syncwarp();
 
     float s[32];
@@ -121,8 +198,9 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typena
     if (half == 0) sRow[r] = alpha;
     __syncwarp();
     M::scale_rows(acc, sRow);
-    M::accumulate(acc, sP, sV);
-  }
+    M::accumulate(acc, sP, tV);
+  };
+  stream_tiles<G>(n_tiles, issue, compute);
 
   l += __shfl_xor_sync(0xffffffffu, l, 16);
   __syncwarp();  // sRow and the P tile are no longer read
@@ -133,7 +211,6 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(Args<typena
   __syncwarp();
   M::scale_rows(acc, sRow);
   T* o = a.o + b * T_ * static_cast<std::int64_t>(C) + h * a.hs;
-  const int row0 = q0 + warp * kWarpRows;
   M::write(acc, sS, [&](int rr, int cc, float v) {
     if (row0 + rr < T_ && cc < a.hs) o[(row0 + rr) * static_cast<std::int64_t>(C) + cc] = from_f32<T>(v);
   });
@@ -182,36 +259,50 @@ __device__ __forceinline__ void probabilities_and_grads(float* sS, float* sDP, b
   __syncwarp();
 }
 
-// dQ, one block per (query tile, b*NH + h), parallel over query tiles and looping over the key tiles
-// up to the diagonal (recomputing S and dP, which the dK/dV kernel also computes: the price of
+// dQ, one block per (query block, b*NH + h), parallel over query blocks and looping over the key
+// tiles up to the diagonal (recomputing S and dP, which the dK/dV kernel also computes: the price of
 // writing dQ once, in a fixed order, with no atomics; the backward is deterministic).
 //   dQ = scale * sum_k dS K,  dS = P * (dO V^T - D),  P = exp(scale Q K^T - lse)
-// Shared memory: Q, dO, K, V tiles + 4 warps x (S, dP) fp32: 70 KiB bf16/f16 hs 64 (3 blocks/SM),
-// 102 KiB at hs 128, 102 / 166 KiB f32.
-template <typename M>
-__global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<typename M::Elem> a) {
+// Shared memory: Q, dO [kRows][ld], kStages x (K, V) [64][ld] of T, and each warp's S, dP tiles f32.
+template <typename M, typename G>
+struct DqSmem {
   using T = typename M::Elem;
+  static constexpr std::size_t kTileBytes = tile_bytes<T, M::kHsp>();
+  static constexpr std::size_t kdO = tile_bytes<T, M::kHsp>(G::kRows);
+  static constexpr std::size_t kK = 2 * kdO;
+  static constexpr std::size_t kV = kK + G::kStages * kTileBytes;
+  static constexpr std::size_t kScores = kV + G::kStages * kTileBytes;
+  static constexpr std::size_t kBytes = kScores + 2 * G::kWarps * kWarpScoreBytes;
+};
+// 4 warps (8 would need 140 KiB at hs 64: 1 block/SM). bf16/f16: 88 KiB at hs 64 (two buffers, 2
+// blocks/SM, was 3; ~108 registers), 102 KiB at hs 128 (one buffer, 2 blocks/SM); f32: 102 / 166 KiB
+// (one; 2 / 1 blocks/SM).
+template <typename M>
+using DqBlocking = std::conditional_t<DqSmem<M, Blocking<4, 2, 0>>::kBytes <= kTwoBlocksPerSmBytes, Blocking<4, 2, 0>,
+                                      Blocking<4, 1, 0>>;
+
+template <typename M, typename G>
+__global__ void __launch_bounds__(G::kThreads, G::kMinBlocks) attention_backward_dq_kernel(Args<typename M::Elem> a) {
+  using T = typename M::Elem;
+  using L = DqSmem<M, G>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
-  T* sdO = sQ + kTile * M::kLd;
-  T* sK = sdO + kTile * M::kLd;
-  T* sV = sK + kTile * M::kLd;
+  T* sdO = reinterpret_cast<T*>(smem + L::kdO);
+  T* sK = reinterpret_cast<T*>(smem + L::kK);
+  T* sV = reinterpret_cast<T*>(smem + L::kV);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* sS = reinterpret_cast<float*>(sV + kTile * M::kLd) + warp * kWarpRows * kLdS;
-  float* sDP = sS + kWarps * kWarpRows * kLdS;
+  float* sS = reinterpret_cast<float*>(smem + L::kScores) + warp * kWarpRows * kLdS;
+  float* sDP = sS + G::kWarps * kWarpRows * kLdS;
 
   const int T_ = a.T_, C = a.C, W = a.W;
   const std::int64_t bh = blockIdx.x, b = bh / a.NH;
   const int h = static_cast<int>(bh % a.NH), kvh = kv_head_of(a, h);
-  const int qt = gridDim.y - 1 - blockIdx.y;
-  const int q0 = qt * kTile;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * G::kRows;
   const T* row_base = a.qkv + b * T_ * static_cast<std::int64_t>(W);
   const T* q_base = row_base + q_col(a, h);
   const T* k_base = row_base + k_col(a, kvh);
   const T* v_base = row_base + v_col(a, kvh);
   const T* do_base = a.dout + b * T_ * static_cast<std::int64_t>(C) + h * a.hs;
-  load_tile<T, M::kHsp>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
-  load_tile<T, M::kHsp>(sdO, do_base + q0 * static_cast<std::int64_t>(C), C, T_ - q0, a.hs, a.vec);
 
   typename M::Acc acc;
   M::init(acc, sS);
@@ -222,20 +313,28 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
   const float D = qrow < T_ ? a.D[bh * T_ + qrow] : 0.0f;
   const int first_key = a.starts && qrow < T_ ? a.starts[b * T_ + qrow] : 0;
 
-  for (int kt = 0; kt <= qt; ++kt) {
+  const int n_tiles = min(q0 + G::kRows - 1, T_ - 1) / kTile + 1;  // to the last real row's diagonal
+  // Q and dO join the first key tile's commit group.
+  issue_tile<T, M::kHsp, G::kRows, G::kThreads>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
+  issue_tile<T, M::kHsp, G::kRows, G::kThreads>(sdO, do_base + q0 * static_cast<std::int64_t>(C), C, T_ - q0, a.hs, a.vec);
+  auto issue = [&](int kt, int buf) {
     const int k0 = kt * kTile;
-    __syncthreads();
-    load_tile<T, M::kHsp>(sK, k_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
-    load_tile<T, M::kHsp>(sV, v_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
-    __syncthreads();
-    M::scores(sS, sQ + warp * kWarpRows * M::kLd, sK);
-    M::scores(sDP, sdO + warp * kWarpRows * M::kLd, sV);
+    issue_tile<T, M::kHsp, kTile, G::kThreads>(sK + buf * kTile * M::kLd, k_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+    issue_tile<T, M::kHsp, kTile, G::kThreads>(sV + buf * kTile * M::kLd, v_base + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+  };
+  auto compute = [&](int kt, int buf) {
+    const int k0 = kt * kTile;
+    if (k0 > row0) return;  // past this warp's diagonal (warp-uniform)
+    const T* tK = sK + buf * kTile * M::kLd;
+    M::scores(sS, sQ + warp * kWarpRows * M::kLd, tK);
+    M::scores(sDP, sdO + warp * kWarpRows * M::kLd, sV + buf * kTile * M::kLd);
     __syncwarp();
     probabilities_and_grads<M>(
         sS, sDP, false, c, [&](int, int col) { return qrow < T_ && k0 + col <= qrow && k0 + col >= first_key; },
         [&](int, int, float& l2, float& d) { l2 = lse2, d = D; });
-    M::accumulate(acc, reinterpret_cast<const T*>(sDP), sK);
-  }
+    M::accumulate(acc, reinterpret_cast<const T*>(sDP), tK);
+  };
+  stream_tiles<G>(n_tiles, issue, compute);
 
   T* dq = a.dqkv + b * T_ * static_cast<std::int64_t>(W) + q_col(a, h);
   M::write(acc, sS, [&](int rr, int cc, float v) {
@@ -243,39 +342,55 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dq_kernel(Args<ty
   });
 }
 
-// dK and dV, one block per (key tile, b*NKV + K/V head), looping over the query heads that share the
-// K/V head (in head order) and, for each, over the query tiles from the diagonal on. A K/V head's
-// gradient is the sum over its query group, so one block owning it sums the group in a fixed order:
-// deterministic without atomics (for NKV = NH, a group of one is multi-head attention's loop).
-// Each warp owns 16 keys and works on transposed tiles (keys x queries), so its products are again
-// [16][64] . [64][HSP]:
+// dK and dV, one block per (key block, b*NKV + K/V head), looping over the query heads that share the
+// K/V head (in head order) and, for each, over the query tiles from the block's first diagonal on. A
+// K/V head's gradient is the sum over its query group, so one block owning it sums the group in a
+// fixed order: deterministic without atomics (for NKV = NH, a group of one is multi-head attention's
+// loop). Each warp owns 16 keys, skips the query tiles before its own diagonal, and works on
+// transposed tiles (keys x queries), so its products are again [16][64] . [64][HSP]:
 //   S^T = K Q^T,  dP^T = V dO^T,  P^T = exp(scale S^T - lse),  dS^T = P^T * (dP^T - D)
 //   dV = sum_h sum_q P^T dO,  dK = scale * sum_h sum_q dS^T Q
-// Shared memory: K, V, Q, dO tiles + 4 warps x (S^T, dP^T) fp32 + lse, D of the query tile:
-// 70.5 KiB bf16/f16 hs 64 (3 blocks/SM), 102.5 KiB at hs 128, 102.5 / 166.5 KiB f32.
-template <typename M>
-__global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Args<typename M::Elem> a) {
+// Shared memory: K, V [kRows][ld], kStages x (Q, dO [64][ld] of T, lse, D of the query tile f32), and
+// each warp's S^T, dP^T tiles f32.
+template <typename M, typename G>
+struct DkdvSmem {
   using T = typename M::Elem;
+  static constexpr std::size_t kTileBytes = tile_bytes<T, M::kHsp>();
+  static constexpr std::size_t kV = tile_bytes<T, M::kHsp>(G::kRows);
+  static constexpr std::size_t kQ = 2 * kV;
+  static constexpr std::size_t kdO = kQ + G::kStages * kTileBytes;
+  static constexpr std::size_t kScores = kdO + G::kStages * kTileBytes;
+  static constexpr std::size_t kLse = kScores + 2 * G::kWarps * kWarpScoreBytes;
+  static constexpr std::size_t kD = kLse + G::kStages * kTile * sizeof(float);
+  static constexpr std::size_t kBytes = kD + G::kStages * kTile * sizeof(float);
+};
+// 4 warps (8 would need 141 KiB at hs 64: 1 block/SM). bf16/f16: 89 KiB at hs 64 (two buffers, 2
+// blocks/SM; ~250 registers allow 2 anyway), 102.5 KiB at hs 128 (one buffer; 255 registers: 2
+// blocks/SM); f32: 102.5 / 166.5 KiB (one; 2 / 1).
+template <typename M>
+using DkdvBlocking = std::conditional_t<DkdvSmem<M, Blocking<4, 2, 0>>::kBytes <= kTwoBlocksPerSmBytes,
+                                        Blocking<4, 2, 0>, Blocking<4, 1, 0>>;
+
+template <typename M, typename G>
+__global__ void __launch_bounds__(G::kThreads, G::kMinBlocks) attention_backward_dkdv_kernel(Args<typename M::Elem> a) {
+  using T = typename M::Elem;
+  using L = DkdvSmem<M, G>;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sK = reinterpret_cast<T*>(smem);
-  T* sV = sK + kTile * M::kLd;
-  T* sQ = sV + kTile * M::kLd;
-  T* sdO = sQ + kTile * M::kLd;
+  T* sV = reinterpret_cast<T*>(smem + L::kV);
+  T* sQ = reinterpret_cast<T*>(smem + L::kQ);
+  T* sdO = reinterpret_cast<T*>(smem + L::kdO);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* sScores = reinterpret_cast<float*>(sdO + kTile * M::kLd);
-  float* sS = sScores + warp * kWarpRows * kLdS;
-  float* sDP = sS + kWarps * kWarpRows * kLdS;
-  float* sLse2 = sScores + 2 * kWarps * kWarpRows * kLdS;
-  float* sD = sLse2 + kTile;
+  float* sS = reinterpret_cast<float*>(smem + L::kScores) + warp * kWarpRows * kLdS;
+  float* sDP = sS + G::kWarps * kWarpRows * kLdS;
+  float* sLse = reinterpret_cast<float*>(smem + L::kLse);  // raw lse; the log2 domain at use
+  float* sD = reinterpret_cast<float*>(smem + L::kD);
 
   const int T_ = a.T_, C = a.C, W = a.W, group = a.NH / a.NKV;
   const std::int64_t bkv = blockIdx.x, b = bkv / a.NKV;
   const int kvh = static_cast<int>(bkv % a.NKV);
-  const int kt = blockIdx.y;  // the first key tiles meet the most queries: they start first
-  const int k0 = kt * kTile;
+  const int k0 = blockIdx.y * G::kRows;  // the first key blocks meet the most queries: they start first
   const T* row_base = a.qkv + b * T_ * static_cast<std::int64_t>(W);
-  load_tile<T, M::kHsp>(sK, row_base + k_col(a, kvh) + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
-  load_tile<T, M::kHsp>(sV, row_base + v_col(a, kvh) + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
 
   typename M::Acc dk, dv;
   M::init(dk, sS);
@@ -284,35 +399,48 @@ __global__ void __launch_bounds__(kThreads) attention_backward_dkdv_kernel(Args<
   const int krow = row0 + lane % 16;
   const float c = a.scale * kLog2e;
   const int n_tiles = (T_ + kTile - 1) / kTile;
+  const int first_qt = k0 / kTile;  // the block's first diagonal
+  const int per_head = n_tiles - first_qt;
 
-  for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+  // K and V join the first step's commit group.
+  issue_tile<T, M::kHsp, G::kRows, G::kThreads>(sK, row_base + k_col(a, kvh) + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+  issue_tile<T, M::kHsp, G::kRows, G::kThreads>(sV, row_base + v_col(a, kvh) + k0 * static_cast<std::int64_t>(W), W, T_ - k0, a.hs, a.vec);
+  // Step i: query head kvh * group + i / per_head, query tile first_qt + i % per_head.
+  auto issue = [&](int i, int buf) {
+    const int h = kvh * group + i / per_head, q0 = (first_qt + i % per_head) * kTile;
     const std::int64_t bh = b * a.NH + h;
-    const T* q_base = row_base + q_col(a, h);
-    const T* do_base = a.dout + b * T_ * static_cast<std::int64_t>(C) + h * a.hs;
-    for (int qt = kt; qt < n_tiles; ++qt) {
-      const int q0 = qt * kTile;
-      __syncthreads();
-      load_tile<T, M::kHsp>(sQ, q_base + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
-      load_tile<T, M::kHsp>(sdO, do_base + q0 * static_cast<std::int64_t>(C), C, T_ - q0, a.hs, a.vec);
-      for (int i = threadIdx.x; i < kTile; i += kThreads) {
-        const bool in = q0 + i < T_;
-        sLse2[i] = in ? a.lse_in[bh * T_ + q0 + i] * kLog2e : 0.0f;
-        sD[i] = in ? a.D[bh * T_ + q0 + i] : 0.0f;
-      }
-      __syncthreads();
-      M::scores(sS, sK + warp * kWarpRows * M::kLd, sQ);
-      M::scores(sDP, sV + warp * kWarpRows * M::kLd, sdO);
-      __syncwarp();
-      probabilities_and_grads<M>(
-          sS, sDP, true, c,
-          [&](int, int col) {
-            return q0 + col < T_ && q0 + col >= krow && (!a.starts || krow >= a.starts[b * T_ + q0 + col]);
-          },
-          [&](int, int col, float& l2, float& d) { l2 = sLse2[col], d = sD[col]; });
-      M::accumulate(dv, reinterpret_cast<const T*>(sS), sdO);
-      M::accumulate(dk, reinterpret_cast<const T*>(sDP), sQ);
+    issue_tile<T, M::kHsp, kTile, G::kThreads>(sQ + buf * kTile * M::kLd, row_base + q_col(a, h) + q0 * static_cast<std::int64_t>(W), W, T_ - q0, a.hs, a.vec);
+    issue_tile<T, M::kHsp, kTile, G::kThreads>(sdO + buf * kTile * M::kLd, a.dout + b * T_ * static_cast<std::int64_t>(C) + h * a.hs + q0 * static_cast<std::int64_t>(C), C, T_ - q0, a.hs, a.vec);
+    for (int j = threadIdx.x; j < 2 * kTile; j += G::kThreads) {
+      const int col = j % kTile;
+      float* dst = (j < kTile ? sLse : sD) + buf * kTile + col;
+      if (q0 + col < T_)
+        cp_async4(dst, (j < kTile ? a.lse_in : a.D) + bh * T_ + q0 + col);
+      else
+        *dst = 0.0f;
     }
-  }
+  };
+  auto compute = [&](int i, int buf) {
+    const int q0 = (first_qt + i % per_head) * kTile;
+    if (q0 / kTile < row0 / kTile) return;  // before this warp's diagonal tile (warp-uniform)
+    const T* tQ = sQ + buf * kTile * M::kLd;
+    const T* tdO = sdO + buf * kTile * M::kLd;
+    const float* tLse = sLse + buf * kTile;
+    const float* tD = sD + buf * kTile;
+    M::scores(sS, sK + warp * kWarpRows * M::kLd, tQ);
+    M::scores(sDP, sV + warp * kWarpRows * M::kLd, tdO);
+    __syncwarp();
+    probabilities_and_grads<M>(
+        sS, sDP, true, c,
+        [&](int, int col) {
+          return q0 + col < T_ && q0 + col >= krow && (!a.starts || krow >= a.starts[b * T_ + q0 + col]);
+        },
+        // __fmul_rn: the one rounded product the lse tile held before, never fused into the caller's
+        [&](int, int col, float& l2, float& d) { l2 = __fmul_rn(tLse[col], kLog2e), d = tD[col]; });
+    M::accumulate(dv, reinterpret_cast<const T*>(sS), tdO);
+    M::accumulate(dk, reinterpret_cast<const T*>(sDP), tQ);
+  };
+  stream_tiles<G>(group * per_head, issue, compute);
 
   T* dkv_rows = a.dqkv + b * T_ * static_cast<std::int64_t>(W);
   T* dk_out = dkv_rows + k_col(a, kvh);

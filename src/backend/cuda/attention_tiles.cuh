@@ -12,15 +12,13 @@
 
 namespace zt::backend::cuda::attn {
 
-// A block works on 64 rows (queries in forward and dQ, keys in dK/dV) against tiles of 64 rows of
-// the other side: 4 warps, each owning 16 rows (one wmma row of fragments). 64 x 64 is the tile
-// FlashAttention-2 uses for head size 64; with 16 rows a warp its fp32 accumulators for hs=128 stay
-// at 64 registers a thread.
+// Every product works on tiles of 64 rows of the streamed side (keys in forward and dQ, queries in
+// dK/dV): 64 x 64 is the tile FlashAttention-2 uses for head size 64. A warp owns 16 rows of the
+// block's own side (one wmma row of fragments); with 16 rows a warp its fp32 accumulators for hs=128
+// stay at 64 registers a thread. How many warps a block has, and how many buffers of the streamed
+// tiles it cycles through, is the kernel's Blocking (attention_kernels.cuh).
 constexpr int kTile = 64;
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = 16;
-static_assert(kWarps * kWarpRows == kTile, "the warps' rows cover the tile");
 
 // Score tiles [16][kTile] fp32, one per warp. The row stride is 4 floats past the width: wmma needs a
 // multiple of 4 floats (16 bytes), and +4 puts consecutive rows 4 banks apart, so the float4 row reads
@@ -43,29 +41,48 @@ __host__ __device__ constexpr int tile_ld() {
   return HSP + static_cast<int>(16 / sizeof(T));
 }
 template <typename T, int HSP>
-__host__ __device__ constexpr std::size_t tile_bytes() {
-  return static_cast<std::size_t>(kTile) * tile_ld<T, HSP>() * sizeof(T);
+__host__ __device__ constexpr std::size_t tile_bytes(int rows = kTile) {
+  return static_cast<std::size_t>(rows) * tile_ld<T, HSP>() * sizeof(T);
 }
 
 // ---- global -> shared ------------------------------------------------------------------------------
 
-// dst[r][c] (row stride tile_ld) = src[r * src_ld + c] for r < rows, c < hs; zero elsewhere up to HSP
-// (zeros matter: padded keys meet masked probabilities, and 0 * garbage could be NaN). vec: src and
-// src_ld allow 16-byte loads (decided once on the host); otherwise element by element.
-template <typename T, int HSP>
-__device__ __forceinline__ void load_tile(T* dst, const T* src, std::int64_t src_ld, int rows, int hs, bool vec) {
+// cp.async (sm_80+): 16 or 4 bytes global -> shared without passing through registers, so a block
+// issues the next tile's copies and computes on the current one while they fly. A thread's copies
+// complete in commit groups: wait_group<N> waits until at most N of its groups are pending; a
+// __syncthreads after it makes every thread's copies visible to the block.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Starts dst[r][c] (row stride tile_ld) = src[r * src_ld + c] for r < rows, c < hs; zero elsewhere up
+// to Rows x HSP (zeros matter: padded keys meet masked probabilities, and 0 * garbage could be NaN).
+// vec: src and src_ld allow 16-byte copies (decided once on the host), issued as cp.async; otherwise
+// element by element through registers. Either way the tile is complete for the block after this
+// thread's cp_async_commit + cp_async_wait_all and a __syncthreads (the zeros and the element path
+// are plain shared stores, which that barrier publishes too).
+template <typename T, int HSP, int Rows, int Threads>
+__device__ __forceinline__ void issue_tile(T* dst, const T* src, std::int64_t src_ld, int rows, int hs, bool vec) {
   constexpr int kLd = tile_ld<T, HSP>();
   constexpr int kChunk = 16 / sizeof(T);  // elements a 16-byte vector
   constexpr int kChunksPerRow = HSP / kChunk;
   if (vec) {
-    for (int i = threadIdx.x; i < kTile * kChunksPerRow; i += kThreads) {
+    for (int i = threadIdx.x; i < Rows * kChunksPerRow; i += Threads) {
       const int r = i / kChunksPerRow, c = (i % kChunksPerRow) * kChunk;
-      int4 v = make_int4(0, 0, 0, 0);
-      if (r < rows && c < hs) v = __ldg(reinterpret_cast<const int4*>(src + r * src_ld + c));
-      *reinterpret_cast<int4*>(dst + r * kLd + c) = v;
+      if (r < rows && c < hs)
+        cp_async16(dst + r * kLd + c, src + r * src_ld + c);
+      else
+        *reinterpret_cast<int4*>(dst + r * kLd + c) = make_int4(0, 0, 0, 0);
     }
   } else {
-    for (int i = threadIdx.x; i < kTile * HSP; i += kThreads) {
+    for (int i = threadIdx.x; i < Rows * HSP; i += Threads) {
       const int r = i / HSP, c = i % HSP;
       dst[r * kLd + c] = (r < rows && c < hs) ? src[r * src_ld + c] : from_f32<T>(0.0f);
     }
