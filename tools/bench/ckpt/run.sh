@@ -22,15 +22,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 
 if [ "$device" = cuda ]; then
   ranks=1 tokens_per_step=$((8 * 1024)) vocab=50257 steps=600 every=150
-  args=(--model.n_layer=12 --model.n_head=12 --model.n_embd=768 --model.vocab_size=$vocab --model.seq_len=1024
+  args=(--model.n_layer=12 --model.n_head=12 --model.n_embd=768 --model.vocab_size="$vocab" --model.seq_len=1024
         --train.device=cuda --train.precision=bf16 --train.global_batch=8 --train.micro_batch=8)
 else
   ranks=2 tokens_per_step=$((4 * 32)) vocab=97 steps=12 every=3
-  args=(--model.n_layer=8 --model.n_head=12 --model.n_embd=768 --model.vocab_size=$vocab --model.seq_len=32
+  args=(--model.n_layer=8 --model.n_head=12 --model.n_embd=768 --model.vocab_size="$vocab" --model.seq_len=32
         --train.device=cpu --train.threads=1 --train.global_batch=4 --train.micro_batch=2)
 fi
 "$build/tests/make_test_shards" "$work/data/train" --tokens 200000 --vocab $vocab --seed 1 >/dev/null
-args+=(--train.max_steps=$steps --train.zero_stage=1 --data.train="$work/data/train_*.h5" --log.every=1 --ckpt.resume=none)
+args+=(--train.max_steps="$steps" --train.zero_stage=1 --data.train="$work/data/train_*.h5" --log.every=1 --ckpt.resume=none)
 
 run_mode() {  # run_mode NAME EXTRA_ARGS... -> $work/NAME.log, $work/NAME.jsonl
   local name=$1; shift

@@ -40,7 +40,7 @@ args+=(--train.zero_stage=1 --train.max_steps="$steps" --log.every=1 --data.trai
 for variant in $variants; do
   extra=(--train.recompute=none)
   case $variant in
-    selective | full) extra=(--train.recompute=$variant) ;;
+    selective | full) extra=(--train.recompute="$variant") ;;
     offload) extra+=(--train.offload=optimizer) ;;
     stage*) extra+=(--train.zero_stage="${variant#stage}") ;;
   esac
