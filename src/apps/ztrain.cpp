@@ -22,6 +22,7 @@
 #include "train/preflight.hpp"
 #include "train/output_check.hpp"
 #include "train/run.hpp"
+#include "train/tp_shards.hpp"
 
 namespace zt::apps {
 namespace {
@@ -89,17 +90,11 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   return m;
 }
 
-// parallel.tp > 1 (issue 20): the process grid, its sub-communicators, Megatron's parameter split,
-// the tensor-parallel layers and both models (with sequence parallelism) are built and tested, and
-// --plan plans them, but the trainer does not run them yet, so such a run stops at start-up (exit 2)
-// rather than half-running. What would be wrong with the grid itself is said first: a degree the
-// model cannot split (heads, K/V heads, MLP width), or TP groups spanning hosts.
-void refuse_tensor_parallel(const dist::World& world, const config::Config& c) {
+// parallel.tp > 1 (issue 20): TP groups must share a node (said before any work), and what the trainer
+// does not run under tensor parallelism yet (16-bit precision, recomputation) is refused (exit 2).
+void check_tensor_parallel(const dist::World& world, const config::Config& c) {
   dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank()), world);
-  throw ConfigError(cat("parallel.tp=", c.parallel.tp, ": tensor parallelism is not wired into training yet (its "
-                        "process grid, split parameters, layers and models exist and are tested, and --plan plans "
-                        "it; the trainer and checkpoints do not use them): use parallel.tp=1 (data parallelism "
-                        "with train.zero_stage 0-3 over every rank)"));
+  train::check_tensor_parallel_config(c);
 }
 
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
@@ -136,7 +131,10 @@ int run(dist::World& world, int argc, char** argv) {
     return kExitOk;
   }
   if (s.cl.config.parallel.tp > 1 && !s.cl.plan)  // its own agreement: the host check is collective
-    return agree_on_startup(world, [&] { refuse_tensor_parallel(world, s.cl.config); }, "checking the tensor-parallel grid");
+    if (const int tp_code = agree_on_startup(world, [&] { check_tensor_parallel(world, s.cl.config); },
+                                             "checking the tensor-parallel grid");
+        tp_code != kExitOk)
+      return tp_code;
   if (s.cl.print_config) {
     return run_or_abort(world, [&] {
       print_config(world, s);

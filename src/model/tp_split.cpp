@@ -175,8 +175,10 @@ void tp_place_flat(const ParamTable& global, const ParamTable& local, const floa
   }
 }
 
-std::vector<TpRun> tp_global_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
-                                  std::int64_t numel) {
+namespace {
+// tp_global_runs (replicated parameters from TP rank 0 only) and tp_source_runs (from every rank).
+std::vector<TpRun> runs_of(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
+                           std::int64_t numel, bool replicated_everywhere) {
   std::vector<TpRun> runs;
   const std::int64_t end = offset + numel;
   for (std::size_t i = 0; i < local.params().size(); ++i) {
@@ -192,12 +194,24 @@ std::vector<TpRun> tp_global_runs(const ParamTable& global, const ParamTable& lo
       if (a < b) runs.push_back({p_lo + a, static_cast<std::int64_t>(gp.offset) + global_at + (a - shard_at), b - a});
     };
     if (split.kind == TpSplit::Kind::kReplicated) {
-      if (r == 0) emit(0, 0, static_cast<std::int64_t>(gp.numel));
+      if (r == 0 || replicated_everywhere) emit(0, 0, static_cast<std::int64_t>(gp.numel));
     } else {
       for_each_run(gp.shape, split, tp, r, emit);
     }
   }
   return runs;
+}
+
+}  // namespace
+
+std::vector<TpRun> tp_global_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
+                                  std::int64_t numel) {
+  return runs_of(global, local, tp, r, offset, numel, false);
+}
+
+std::vector<TpRun> tp_source_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
+                                  std::int64_t numel) {
+  return runs_of(global, local, tp, r, offset, numel, true);
 }
 
 }  // namespace zt::model

@@ -64,5 +64,9 @@ struct TpRun {
 };
 std::vector<TpRun> tp_global_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
                                   std::int64_t numel);
+// The same for reading a shard from global state (initialisation, resume): replicated parameters are
+// read by every TP rank; the zero row still maps nowhere (the reader fills it with 0).
+std::vector<TpRun> tp_source_runs(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
+                                  std::int64_t numel);
 
 }  // namespace zt::model

@@ -63,11 +63,18 @@ std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, i
 }
 
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
-                           optim::ZeroEngine& engine, std::string run_id)
+                           optim::ZeroEngine& engine, std::string run_id, const TpShards* tp)
     : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
-      ranges_(checkpoint_ranges(table, world.size(), world.rank())), async_(config.ckpt.async),
+      ranges_(checkpoint_ranges(table, world.size(), world.rank())), tp_(tp), async_(config.ckpt.async),
       shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()),
       run_id_(std::move(run_id)) {
+  if (tp_) {  // the global runs of this rank's DP slice of its TP shard
+    runs_ = tp_->saved_runs();
+    ranges_.clear();
+    for (const model::TpRun& r : runs_) ranges_.push_back({r.global_offset, r.numel});
+  } else {
+    for (const ckpt::FlatRange& r : ranges_) runs_.push_back({r.offset, r.offset, r.numel});
+  }
   if (async_ && !io::hdf5_is_threadsafe()) {
     log::warn("ckpt.async=true needs an HDF5 library built thread-safe (the data loader reads shards on its own "
               "thread); this one is not, so checkpoints are written synchronously");
@@ -93,10 +100,22 @@ void Checkpointer::snapshot() {
     std::vector<float>& values = shard.of(kind);
     values.resize(static_cast<std::size_t>(shard.numel()));
     std::int64_t at = 0;
-    for (const ckpt::FlatRange& r : ranges_) {
-      engine_.copy_state_to_host(engine_state(kind), {r.offset, r.numel}, values.data() + at);
+    for (const model::TpRun& r : runs_) {
+      engine_.copy_state_to_host(engine_state(kind), {r.local_offset, r.numel}, values.data() + at);
       at += r.numel;
     }
+  }
+  if (tp_) {  // model.h5 in global shape: TP ranks 0..tp-1 (DP slice 0) send rank 0 their whole shards
+    std::vector<float> local;
+    if (tp_->grid.dp_rank() == 0 || engine_.gather_is_collective()) {
+      local.resize(tp_->local.numel());
+      engine_.gather_params(local.data());
+    }
+    if (world_.is_root()) full_->resize(static_cast<std::size_t>(desc_.flat_numel));
+    if (tp_->grid.dp_rank() != 0) local = {};
+    tp_->gather_on_root(world_, local, world_.is_root() ? full_->data() : nullptr);
+    if (!world_.is_root()) *full_ = {};
+    return;
   }
   // model.h5 comes from rank 0's full fp32 copy: a collective gather at stage 3 and wherever the
   // master is sharded apart from 16-bit working weights (mixed precision, stages 1-3); a local copy else.
@@ -280,13 +299,18 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
   const ckpt::Checkpoint c(dir);
   if (c.manifest().model.params != desc_.params)
     throw CheckpointError(cat(dir.string(), " holds another model's parameters than this run's"));
+  // The engine asks by its own (local) offsets; a TP shard reads its runs of the global state.
+  auto read = [&](ckpt::StateKind kind, std::int64_t offset, std::int64_t count, float* out) {
+    const ReadGlobal global = [&](std::int64_t o, std::int64_t n, float* into) { c.read(kind, {o, n}, into); };
+    tp_ ? tp_->read_local(offset, count, out, global) : global(offset, count, out);
+  };
   engine_.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-    c.read(ckpt::StateKind::kMaster, {offset, count}, out);
+    read(ckpt::StateKind::kMaster, offset, count, out);
   });
   engine_.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
     hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
-    c.read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq,
-           {offset, count}, out);
+    read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq, offset,
+         count, out);
   });
   // Peers that finish loading first wait here under the watchdog, not in step 1's collectives, whose
   // deadline is still the loose start-up one.

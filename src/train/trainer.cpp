@@ -25,6 +25,7 @@
 #include "train/sampler.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
+#include "tp/tp_model.hpp"
 
 namespace zt::train {
 namespace {
@@ -47,10 +48,19 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = plan::compute_dtype(config.train.precision);
-  model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
-                             plan::recompute_mode(config.train.recompute), compute);
+  grid_ = dist::Grid::make(world.size(), static_cast<int>(config.parallel.tp), world.rank());
+  if (grid_.tp > 1) {  // the TP model on its group's shard table; ZeRO over the DP group (tp_shards.hpp)
+    grid_comms_ = dist::split_grid(*comm_, grid_);
+    local_table_.emplace(model::tp_local_table(table_, grid_.tp));
+    tp_shards_.emplace(TpShards{table_, *local_table_, grid_});
+    model_ = tp::make_tp_model(*backend_, *grid_comms_.tp, *local_table_, static_cast<int>(config.train.micro_batch),
+                               config.parallel.sequence_parallel);
+  } else {
+    model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
+                               plan::recompute_mode(config.train.recompute), compute);
+  }
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
-  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(table_), params_of(table_),
+  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), units_of(shard_table()), params_of(shard_table()),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
@@ -62,7 +72,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_tokenizer(config.data.vocab));
   params_ = std::make_unique<ZeroParams>(*engine_);
   grads_ = std::make_unique<ZeroGrads>(*engine_);
-  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_, resume.run_id);
+  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_, resume.run_id,
+                                                 tp_shards_ ? &*tp_shards_ : nullptr);
   // Before open_data: the loader starts at the restored step.
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
@@ -75,7 +86,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   log::info(cat("model: ", family, " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
                 " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
-                world.size(), " rank(s), ZeRO stage ", config.train.zero_stage, ", grad_accum ",
+                world.size(), " rank(s)", grid_.tp > 1 ? cat(" = parallel.tp ", grid_.tp, " x ", grid_.dp, " data-parallel") : "",
+                ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   log::info(cat("memory per rank: parameters ", mib(mem.params), ", gradients ", mib(mem.grads), ", optimizer state ",
                 mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host: offload)") : "",
@@ -86,14 +98,19 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
 Trainer::~Trainer() = default;
 
 void Trainer::init_parameters() {
+  // The global model's initial values whatever the grid: a TP rank reads its shard's runs of them.
   if (config_.init.from.empty()) {
-    engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+    const ReadGlobal init = [&](std::int64_t offset, std::int64_t count, float* out) {
       model::init_params_range(table_, config_.train.seed, offset, count, out);
+    };
+    engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+      tp_shards_ ? tp_shards_->read_local(offset, count, out, init) : init(offset, count, out);
     });
     return;
   }
   std::vector<float> flat(table_.numel());
   model::load_pretrained(config_.init.from, table_, flat.data());
+  if (tp_shards_) flat = model::tp_cut_flat(table_, *local_table_, flat.data(), grid_.tp, grid_.tp_rank());
   engine_->load_params(flat.data());
   log::info(cat("initialised from ", config_.init.from));
 }
@@ -134,7 +151,8 @@ void Trainer::open_data() {
   data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed,
                           train_tokens_->packed_window() != 0);
   windows_per_epoch_ = order.windows_per_epoch();
-  data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
+  // Ranks of one TP group read the same slice: the grid's DP rank picks it.
+  data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
   loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_, 2,
                                                 config_.data.document_mask);
   log::info(cat("data: ", train_tokens_->describe(), ", ", order.windows_per_epoch(), " windows per epoch"));
@@ -182,8 +200,11 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   }
   comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
   hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
-  r.grad_norm = engine_->finish_gradients() / loss_scale;
-  r.loss = comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / denominator;
+  r.grad_norm = engine_->finish_gradients();
+  if (tp_shards_) r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, *grid_comms_.tp, tp_shards_->replicated_ranges());
+  r.grad_norm /= loss_scale;
+  // Every TP rank of a slice holds the slice's loss: summed over the DP group only.
+  r.loss = dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum) / denominator;
   lap(window_->phases.comm_ms);
   r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
   r.loss_scale = loss_scale;
@@ -202,7 +223,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
 // rank's windows), else summed over the ranks in one all-reduce (exact: integers below 2^53).
 double Trainer::global_trained_targets(std::uint64_t here, const data::TokenSource& source) {
   if (!source.has_loss_mask()) return static_cast<double>(here) * static_cast<double>(derived_.dp_size);
-  return comm_->all_reduce_value(static_cast<double>(here), dist::ReduceOp::kSum);
+  return dp_comm().all_reduce_value(static_cast<double>(here), dist::ReduceOp::kSum);  // TP ranks share a slice's
 }
 
 // Each batch's read is agreed on (one all-reduce of a flag) before its forward pass, so a bad chunk in
@@ -211,7 +232,7 @@ std::optional<double> Trainer::evaluate() {
   const std::int64_t batches = config_.log.eval_batches;
   data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0,
                           valid_tokens_->packed_window() != 0);
-  data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
+  data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
   data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1, config_.data.document_mask);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
@@ -237,7 +258,7 @@ std::optional<double> Trainer::evaluate() {
     }
   }
   const double count = global_trained_targets(targets_here, *valid_tokens_);
-  return comm_->all_reduce_value(loss_sum, dist::ReduceOp::kSum) / std::max(1.0, count);
+  return dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum) / std::max(1.0, count);
 }
 
 void Trainer::log_step(const StepResult& r) {
@@ -249,7 +270,7 @@ void Trainer::log_step(const StepResult& r) {
   m.tokens = tokens_;
   m.skipped = r.skipped;
   const MetricsWindow::Closed w =
-      window_->close(m, loader_->wait_ms_total(), comm_->stats().total_bytes(), derived_.tokens_per_step, world_.size());
+      window_->close(m, loader_->wait_ms_total(), comm_bytes(), derived_.tokens_per_step, world_.size());
   const std::uint64_t peak = backend_->memory_stats().peak_bytes;
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
   m.mem_predicted_bytes = predicted_peak_;
@@ -298,6 +319,22 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   return stop;
 }
 
+// The world's traffic and waits, and under parallel.tp those of the TP and DP groups (split from comm_:
+// timed children that count their own).
+std::uint64_t Trainer::comm_bytes() const {
+  std::uint64_t bytes = comm_->stats().total_bytes();
+  for (const auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
+    if (group) bytes += group->stats().total_bytes();
+  return bytes;
+}
+
+double Trainer::blocked_ms() const {
+  double ms = timed_comm_->blocked_ms();
+  for (const auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
+    if (const auto* timed = dynamic_cast<const TimedCommunicator*>(group)) ms += timed->blocked_ms();
+  return ms;
+}
+
 // A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
 // before the boundary ends the job.
 int Trainer::run() { return hang_notes_->reporting([this] { return train_loop(); }); }
@@ -310,13 +347,13 @@ int Trainer::train_loop() {
     return kExitOk;
   }
   const std::int64_t first = step_ + 1;  // this invocation's first step (after a resume: not step 1)
-  window_.emplace(loader_->wait_ms_total(), comm_->stats().total_bytes());
+  window_.emplace(loader_->wait_ms_total(), comm_bytes());
   std::optional<data::StepBatch> batch = read_next_batch();
   if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
   while (step_ < last) {
-    const double blocked_before = timed_comm_->blocked_ms();
+    const double blocked_before = blocked_ms();
     const StepResult r = train_step(*batch);
-    window_->phases.blocked_ms += timed_comm_->blocked_ms() - blocked_before;
+    window_->phases.blocked_ms += blocked_ms() - blocked_before;
     ++step_;
     window_->add_step(r.trained_targets);
     tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);

@@ -28,6 +28,8 @@
 #include "train/loss_scaler.hpp"
 #include "train/stragglers.hpp"
 #include "train/timed_communicator.hpp"
+#include "train/tp_shards.hpp"
+#include "dist/grid.hpp"
 
 namespace zt::train {
 
@@ -69,6 +71,12 @@ class Trainer {
   int record_exit(int code, const std::string& reason);  // the metrics exit event; returns code
   void sample();
   ckpt::TrainState train_state() const;
+  // parallel.tp > 1: the engine and the loss reductions run over the DP group, the model on the TP
+  // group's shard table (tp_shards.hpp); tp = 1: the world and the whole table.
+  dist::Communicator& dp_comm() { return grid_comms_.dp ? *grid_comms_.dp : *comm_; }
+  const model::ParamTable& shard_table() const { return local_table_ ? *local_table_ : table_; }
+  std::uint64_t comm_bytes() const;  // payload bytes over every group this rank communicates in
+  double blocked_ms() const;         // time blocked in their collectives
 
   const dist::World& world_;
   const config::Config& config_;
@@ -80,6 +88,10 @@ class Trainer {
   std::unique_ptr<dist::Communicator> comm_;
   backend::Buffer flags_on_device_;  // agree_max's staging (after backend_: released before it)
   model::ParamTable table_;
+  dist::Grid grid_;                               // world = parallel.tp x data-parallel ranks
+  dist::GridComms grid_comms_;                    // tp > 1: this rank's TP and DP groups (split from comm_)
+  std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard of table_
+  std::optional<TpShards> tp_shards_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;
   std::unique_ptr<ZeroParams> params_;

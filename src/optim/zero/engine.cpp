@@ -348,6 +348,17 @@ double ZeroEngine::finish_gradients() {
   return std::sqrt(comm_.all_reduce_value(local, dist::ReduceOp::kSum));
 }
 
+double ZeroEngine::grad_sum_of_squares(const std::vector<FlatRange>& ranges) {
+  double local = 0;
+  for (const Piece& p : pieces())  // stage 0's one-rank partition: every element is a piece
+    for (const FlatRange& r : ranges) {
+      const std::int64_t lo = std::max(r.offset, p.piece.flat_offset);
+      const std::int64_t hi = std::min(r.offset + r.numel, p.piece.flat_offset + p.piece.numel);
+      if (lo < hi) local += backend_.sum_of_squares(Tensor(static_cast<float*>(p.grad.data) + (lo - p.piece.flat_offset), DType::kF32, {hi - lo}));
+    }
+  return stage_ == 0 ? local : comm_.all_reduce_value(local, dist::ReduceOp::kSum);
+}
+
 std::vector<ZeroEngine::Piece> ZeroEngine::pieces() const {
   std::vector<Piece> out;
   for (const ShardPiece& p : part_.pieces()) {

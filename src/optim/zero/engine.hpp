@@ -89,6 +89,10 @@ class ZeroEngine {
   void end_backward();
   // Waits for every reduction; returns the global gradient L2 norm (before clipping).
   double finish_gradients();
+  // After finish_gradients: the squared L2 norm of the reduced gradients over the flat elements of
+  // `ranges` (model order), summed over the group. Tensor parallelism counts its replicated
+  // parameters once over the TP group with it (train/tp_wiring.hpp).
+  double grad_sum_of_squares(const std::vector<FlatRange>& ranges);
   // AdamW on this rank's shard (decay per parameter), then the all-gather of updated slices (1-2).
   void adamw_step(const config::OptimConfig& optim, double lr, int step_1based, double grad_scale);
 

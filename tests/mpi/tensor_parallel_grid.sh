@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
-# parallel.tp > 1 is refused at start-up (exit 2, once, saying what works) until the trainer runs it;
-# before that refusal, the grid and the model's split say what is wrong with the degree itself.
-# --plan plans the grid: the rank's shard of the model state and the TP models' activations.
+# The grid and the model's split say what is wrong with a tensor-parallel degree itself (exit 2): a
+# degree that does not divide the world, the heads or the K/V heads, and batch arithmetic over the
+# data-parallel ranks only. --plan plans the grid: the rank's shard of the model state and the TP
+# models' activations. (Training under parallel.tp: tp_training.sh.)
 source "$(dirname "$0")/../lib.sh"
 cfg="$ZT_SOURCE/inputs/configs/cpu-tiny.ini"
-
-expect_exit 2 zt_mpirun 4 "$ZT_BIN/ztrain" --config "$cfg" --parallel.tp=2
-expect_in "$ZT_WORK/err" "parallel.tp=2: tensor parallelism is not wired into training yet"
-expect_in "$ZT_WORK/err" "use parallel.tp=1"
-[ "$(grep -c "not wired into training" "$ZT_WORK/err")" -eq 1 ] || fail "the refusal should be printed once, not per rank"
 
 expect_exit 2 zt_mpirun 4 "$ZT_BIN/ztrain" --config "$cfg" --parallel.tp=3
 expect_in "$ZT_WORK/err" "parallel.tp=3 does not divide the world of 4 rank\(s\)"

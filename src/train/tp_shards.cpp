@@ -1,0 +1,79 @@
+// The trainer's view of a tensor-parallel shard (tp_shards.hpp).
+#include "train/tp_shards.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "config/options.hpp"
+#include "core/error.hpp"
+#include "optim/zero/partition.hpp"
+#include "train/zero_model.hpp"
+
+namespace zt::train {
+
+// The TP models compute in fp32 without recomputation (tp/gpt2_tp.hpp); the rest of the trainer (ZeRO
+// 0-3, offload, masks, checkpoints) runs on their shard tables as on a whole model.
+void check_tensor_parallel_config(const config::Config& c) {
+  if (c.parallel.tp == 1) return;
+  if (c.train.precision != config::Precision::kFp32)
+    throw ConfigError(cat("parallel.tp=", c.parallel.tp, " with train.precision=", config::to_string(c.train.precision),
+                          ": the tensor-parallel models compute in fp32 only so far; set train.precision=fp32 "
+                          "(or parallel.tp=1 for 16-bit training)"));
+  if (c.train.recompute != config::Recompute::kNone)
+    throw ConfigError(cat("parallel.tp=", c.parallel.tp, " with train.recompute=", config::to_string(c.train.recompute),
+                          ": the tensor-parallel models keep every activation (no recomputation yet); set "
+                          "train.recompute=none (parallel.tp already divides the activations) or parallel.tp=1"));
+}
+
+std::vector<model::TpRun> TpShards::saved_runs() const {
+  const optim::Partition part(units_of(local), params_of(local), grid.dp, grid.dp_rank());
+  std::vector<model::TpRun> runs;
+  for (int u = 0; u < part.n_units(); ++u) {
+    const FlatRange r = part.owned(u, grid.dp_rank());
+    if (r.numel == 0) continue;
+    for (const model::TpRun& run : model::tp_global_runs(global, local, grid.tp, grid.tp_rank(), r.offset, r.numel))
+      runs.push_back(run);
+  }
+  return runs;
+}
+
+void TpShards::read_local(std::int64_t offset, std::int64_t count, float* out, const ReadGlobal& read) const {
+  std::fill(out, out + count, 0.f);  // the zero rows, which map nowhere
+  for (const model::TpRun& run : model::tp_source_runs(global, local, grid.tp, grid.tp_rank(), offset, count))
+    read(run.global_offset, run.numel, out + (run.local_offset - offset));
+}
+
+void TpShards::gather_on_root(const dist::World& world, const std::vector<float>& local_full, float* global_full) const {
+  const bool sends = grid.dp_rank() == 0;
+  ZT_CHECK(!sends || local_full.size() == local.numel(), "tp checkpoint: the local parameters of TP rank ",
+           grid.tp_rank(), " hold ", local_full.size(), " of ", local.numel(), " elements");
+  const std::string mine = sends ? std::string(reinterpret_cast<const char*>(local_full.data()), local_full.size() * sizeof(float))
+                                 : std::string();
+  const std::vector<std::string> all = world.gather_to_root(mine, "gathering the TP shards' parameters for model.h5");
+  if (!world.is_root()) return;
+  std::vector<float> shard(local.numel());
+  for (int r = 0; r < grid.tp; ++r) {  // DP slice 0 is world ranks 0..tp-1
+    const std::string& bytes = all.at(static_cast<std::size_t>(grid.rank_of(0, r)));
+    ZT_CHECK_EQ(bytes.size(), shard.size() * sizeof(float), "tp checkpoint: TP rank ", r, "'s parameters");
+    std::memcpy(shard.data(), bytes.data(), bytes.size());
+    model::tp_place_flat(global, local, shard.data(), global_full, grid.tp, r);
+  }
+}
+
+std::vector<FlatRange> TpShards::replicated_ranges() const {
+  std::vector<FlatRange> out;
+  for (const model::ParamInfo& p : local.params())
+    if (model::tp_split_of(p, local.shape()).kind == model::TpSplit::Kind::kReplicated)
+      out.push_back({static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)});
+  return out;
+}
+
+double grid_grad_norm(double engine_norm, optim::ZeroEngine& engine, dist::Communicator& tp_group,
+                      const std::vector<FlatRange>& replicated) {
+  const double replicated_sq = engine.grad_sum_of_squares(replicated);  // the same on every TP rank
+  const double split_sq = tp_group.all_reduce_value(engine_norm * engine_norm - replicated_sq, dist::ReduceOp::kSum);
+  return std::sqrt(std::max(0.0, split_sq) + replicated_sq);
+}
+
+}  // namespace zt::train

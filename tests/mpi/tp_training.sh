@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# ztrain with parallel.tp=2 x 2 data-parallel ranks follows one rank's loss curve (1e-5 relative, 10
+# steps, gradient clipping active: the norm is the whole grid's) for GPT-2 and Llama (grouped-query
+# attention, untied head) at ZeRO 0 and 3, with sequence parallelism at one of them. Its checkpoints are
+# in the global shape: a tp=2 x dp=2 run checkpointed at step 5 resumes as tp=1 x dp=4, and a tp=1
+# checkpoint as tp=2 x dp=2, and both continue the uninterrupted curve. What is not wired yet is refused.
+source "$(dirname "$0")/../lib.sh"
+make_tiny_data
+# optim.eps=1e-6: GPT-2's K bias has a gradient that is zero up to rounding (softmax ignores it), and
+# AdamW's early steps move such a weight by +-lr whatever its size; eps above that noise keeps them small.
+llama=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
+common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=4 --train.micro_batch=1 --train.max_steps=10
+        --data.shuffle=true --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=5 --ckpt.keep=3 --ckpt.overwrite=true)
+
+run() {  # run NAME NP ARGS... -> trains; metrics in $ZT_WORK/NAME.jsonl, checkpoints in $ZT_WORK/NAME.ckpt
+  local name=$1 np=$2; shift 2
+  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${common[@]}" --log.metrics="$ZT_WORK/$name.jsonl" \
+    --ckpt.dir="$ZT_WORK/$name.ckpt" "$@"
+}
+same_curve() {  # same_curve BASE GOT [FIRST_STEP]: GOT's steps' losses and gradient norms equal BASE's (1e-5 relative)
+  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$ZT_WORK/$2.jsonl" "$2" "${3:-1}" <<'PY' || fail "$2 left $1's loss curve"
+import json, sys
+def steps(path):
+    return {o["step"]: (o["loss"], o["grad_norm"]) for o in map(json.loads, open(path)) if "loss" in o}
+base, got = steps(sys.argv[1]), steps(sys.argv[2])
+want = [s for s in sorted(base) if s >= int(sys.argv[4])]
+assert sorted(got) == want, f"steps {sorted(got)} vs {want}"
+assert any(base[s][1] > 0.5 for s in want), "the gradient clipping (optim.grad_clip=0.5) never acted"
+worst = max(abs(a - b) / abs(a) for s in want for a, b in zip(base[s], got[s]))
+print(f"{sys.argv[3]}: {len(want)} steps, max relative loss / gradient-norm difference {worst:.2e}")
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+}
+
+run gpt2_ref 1 --ckpt.resume=none
+first=$(loss_column "$ZT_WORK/gpt2_ref.jsonl" | head -n 1) last=$(loss_column "$ZT_WORK/gpt2_ref.jsonl" | tail -n 1)
+/usr/bin/python3 -c "import sys; sys.exit(0 if $last < $first - 0.1 else 1)" || fail "loss did not fall: $first -> $last"
+run gpt2_tp2_z0 4 --ckpt.resume=none --parallel.tp=2 --train.zero_stage=0
+expect_in "$ZT_WORK/out" "4 rank\(s\) = parallel.tp 2 x 2 data-parallel"
+same_curve gpt2_ref gpt2_tp2_z0
+run gpt2_tp2_z3 4 --ckpt.resume=none --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
+same_curve gpt2_ref gpt2_tp2_z3
+
+run llama_ref 1 --ckpt.resume=none "${llama[@]}"
+run llama_tp2_z0 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=0 --parallel.sequence_parallel=true
+same_curve llama_ref llama_tp2_z0
+run llama_tp2_z3 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=3
+same_curve llama_ref llama_tp2_z3
+
+# Resharding through the checkpoint: tp=2 x dp=2 (ZeRO 3) at step 5 -> tp=1 x dp=4 (ZeRO 1) ...
+mkdir -p "$ZT_WORK/to_tp1.ckpt" && cp -r "$ZT_WORK/gpt2_tp2_z3.ckpt/step_00000005" "$ZT_WORK/to_tp1.ckpt/"
+run to_tp1 4 --ckpt.resume=auto --train.zero_stage=1
+expect_in "$ZT_WORK/out" "resumed from .*step_00000005: step 5"
+same_curve gpt2_ref to_tp1 6
+# ... and tp=1 (one rank) at step 5 -> tp=2 x dp=2 (ZeRO 2).
+mkdir -p "$ZT_WORK/to_tp2.ckpt" && cp -r "$ZT_WORK/gpt2_ref.ckpt/step_00000005" "$ZT_WORK/to_tp2.ckpt/"
+run to_tp2 4 --ckpt.resume=auto --parallel.tp=2 --train.zero_stage=2
+same_curve gpt2_ref to_tp2 6
+# model.h5 holds the global model: exported, a tp=2 run's final weights equal the one-rank run's (1e-4).
+for r in gpt2_ref gpt2_tp2_z0; do
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$r.ckpt/step_00000010" --out "$ZT_WORK/$r.safetensors"
+done
+/usr/bin/python3 - "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_tp2_z0.safetensors" <<'PY' ||
+import json, struct, sys, numpy as np
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]], dtype=np.float32).reshape(t["shape"])
+            for k, t in head.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a and sorted(a) == sorted(b), f"tensors differ: {sorted(a)} vs {sorted(b)}"
+for k in a:
+    assert a[k].shape == b[k].shape, f"{k}: {a[k].shape} vs {b[k].shape}"
+    worst = np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)
+    assert worst <= 1e-4, f"{k}: relative difference {worst:.2e}"
+print(f"model.h5: {len(a)} tensors in the same global shapes and values")
+PY
+  fail "the tp=2 model.h5 differs from the one-rank one"
+
+# Not wired yet: 16-bit precision and recomputation under tensor parallelism (exit 2, once, saying the fix).
+expect_exit 2 zt_mpirun 4 "$ZT_BIN/ztrain" "${common[@]}" --parallel.tp=2 --train.precision=bf16
+expect_in "$ZT_WORK/err" "parallel.tp=2 with train.precision=bf16: .*set train.precision=fp32"
+[ "$(grep -c "with train.precision=bf16" "$ZT_WORK/err")" -eq 1 ] || fail "the refusal should be printed once, not per rank"
+expect_exit 2 zt_mpirun 4 "$ZT_BIN/ztrain" "${common[@]}" --parallel.tp=2 --train.recompute=full
+expect_in "$ZT_WORK/err" "parallel.tp=2 with train.recompute=full: .*set train.recompute=none"
+echo "PASS"
