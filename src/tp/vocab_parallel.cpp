@@ -12,6 +12,33 @@ namespace zt::tp {
 
 using backend::Tensor;
 
+namespace {
+// The group's communicator reads and writes device memory (NCCL takes device pointers; the host-staged
+// MPI one copies from the device), so the host values the cross-entropy and the logits gather combine
+// travel through a device buffer of this rank's own (`staging`, grown as needed). On the CPU backend the
+// copies are memcpy: the same values as handing over the host vectors.
+float* staged(backend::Backend& be, backend::Buffer& staging, std::size_t count) {
+  if (staging.bytes() < count * sizeof(float)) staging = be.allocate(count * sizeof(float));
+  return static_cast<float*>(staging.data());
+}
+
+void all_reduce_host(const TpContext& ctx, backend::Buffer& staging, std::vector<float>& values, dist::ReduceOp op) {
+  float* on_device = staged(ctx.be, staging, values.size());
+  ctx.be.copy_from_host(on_device, values.data(), values.size() * sizeof(float));
+  ctx.group.all_reduce(dist::span_of(on_device, values.size()), op)->wait();
+  ctx.be.copy_to_host(values.data(), on_device, values.size() * sizeof(float));
+}
+
+// all = every rank's `mine`, in group rank order.
+void all_gather_host(const TpContext& ctx, const std::vector<float>& mine, std::vector<float>& all) {
+  backend::Buffer staging;
+  float* on_device = staged(ctx.be, staging, mine.size() + all.size());  // [mine | all]
+  ctx.be.copy_from_host(on_device, mine.data(), mine.size() * sizeof(float));
+  ctx.group.all_gather(dist::span_of(on_device, mine.size()), dist::span_of(on_device + mine.size(), all.size()))->wait();
+  ctx.be.copy_to_host(all.data(), on_device + mine.size(), all.size() * sizeof(float));
+}
+}  // namespace
+
 std::vector<std::int32_t> local_token_rows(const std::int32_t* tokens, std::int64_t n, std::int64_t lo, std::int64_t Vs) {
   std::vector<std::int32_t> rows(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i)
@@ -45,7 +72,7 @@ std::vector<float> gather_logits(const TpContext& ctx, Tensor logits, std::int64
   std::vector<float> mine(static_cast<std::size_t>(N * Vs)), all(mine.size() * ctx.group.size());
   std::vector<float> out(static_cast<std::size_t>(N * vocab));
   backend::copy_to_host_as_f32(ctx.be, mine.data(), logits);
-  ctx.group.all_gather(dist::span_of(mine.data(), mine.size()), dist::span_of(all.data(), all.size()))->wait();
+  all_gather_host(ctx, mine, all);
   for (std::int64_t n = 0; n < N; ++n)  // rank q's block [N, Vs] holds ids q*Vs ...
     for (std::int64_t v = 0; v < vocab; ++v) out[n * vocab + v] = all[(v / Vs) * N * Vs + n * Vs + v % Vs];
   return out;
@@ -62,7 +89,7 @@ std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tens
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t j = 0; j < real; ++j) max[n] = std::max(max[n], l[n * Vs + j]);
   const bool alone = ctx.group.size() == 1;  // tp = 1: nothing to combine
-  if (!alone) ctx.group.all_reduce(dist::span_of(max.data(), max.size()), dist::ReduceOp::kMax)->wait();
+  if (!alone) all_reduce_host(ctx, staging_, max, dist::ReduceOp::kMax);
   std::vector<float> sums(static_cast<std::size_t>(2 * N), 0.f);  // [sum exp | target logit]
   for (std::int64_t n = 0; n < N; ++n) {
     double s = 0;
@@ -71,7 +98,7 @@ std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tens
     const std::int64_t t = targets[n] - lo;
     if (t >= 0 && t < real) sums[N + n] = l[n * Vs + t];
   }
-  if (!alone) ctx.group.all_reduce(dist::span_of(sums.data(), sums.size()), dist::ReduceOp::kSum)->wait();
+  if (!alone) all_reduce_host(ctx, staging_, sums, dist::ReduceOp::kSum);
   lse_.resize(static_cast<std::size_t>(N));
   std::vector<float> losses(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) {

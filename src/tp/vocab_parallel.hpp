@@ -11,7 +11,8 @@
 // group's sum of exp(l - M), z = the target's logit from the rank holding it (0 elsewhere, summed):
 // loss = M + log S - z, and dlogits_r = dloss * (exp(l - M - log S) - onehot) on each rank's columns.
 // Three collectives of [N] values instead of [N, Vp]. Computed on the host from this rank's logits
-// (copied as f32); a device kernel for it is left for when the trainer runs tensor parallelism (issue 20).
+// (copied as f32; the [N] reductions staged through a small device buffer, as the group's communicator
+// takes device memory); a device kernel for it is left for later (issue 20).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,7 @@ class VocabParallelCrossEntropy {
   std::vector<float> lse_;              // [N] log-sum-exp over the whole vocabulary, from forward
   std::vector<std::int32_t> targets_;   // [N]
   std::int64_t lo_ = 0, vocab_ = 0;
+  backend::Buffer staging_;             // the group's reductions go through device memory (vocab_parallel.cpp)
 };
 
 }  // namespace zt::tp
