@@ -2,7 +2,8 @@
 // rank's shard table over its DP group exactly as it shards the whole model over the world, and the
 // losses of 10 steps equal one rank's (the same engine on a one-rank communicator) within 1e-5, for
 // GPT-2 and Llama (grouped-query attention, untied head), with and without sequence parallelism; the
-// memory planner's prediction for the grid (parallel.tp) is within 10% of the measured peak.
+// memory planner's prediction for the grid (parallel.tp) is within 10% of the measured peak. And the
+// engine's gradient sum of squares over flat ranges, which the trainer's grid norm is built on.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -121,6 +122,44 @@ TEST_P(ZeroOverTensorParallel, EveryStageMatchesOneRankAndThePlan) {
             << "predicted " << predicted << " measured " << got.peak_bytes;
       }
     }
+  }
+}
+
+// The engine's sum of squares over chosen flat ranges (what the trainer counts the replicated parameters
+// with, train/tp_shards.hpp): over every parameter it is the squared norm finish_gradients returns, and
+// over two halves of them it adds up to it, at every stage (the ranges cross the ranks' slices).
+TEST(ZeroGradSumOfSquares, RangesAddUpToTheNormAtEveryStage) {
+  const auto& w = test::world();
+  auto comm = dist::make_mpi_communicator(w, 60);
+  for (int stage = 0; stage <= 3; ++stage) {
+    SCOPED_TRACE(cat("stage ", stage));
+    const config::Config c = small_config(stage, config::Arch::kGpt2);
+    const model::ParamTable table(plan::model_shape(c.model));
+    std::vector<float> init(table.numel());
+    model::init_params(table, 3, init.data());
+    auto be = backend::make_cpu_backend(1);
+    const auto m = model::make_model(*be, table, 1);
+    optim::ZeroEngine engine(*be, *comm, train::units_of(table), train::params_of(table), stage, 25);
+    engine.load_params(init.data());
+    train::ZeroParams params(engine);
+    train::ZeroGrads grads(engine);
+    engine.zero_grads();
+    engine.expect_access_order(train::forward_backward_order(c.model.n_layer));
+    const std::vector<std::int32_t> seq = sequence(w.rank());
+    m->forward(seq.data(), seq.data() + 1, params);
+    engine.begin_backward(true);
+    m->backward(params, grads, 1.0f / kSeqLen);
+    engine.end_backward();
+    const double norm = engine.finish_gradients();
+    std::vector<FlatRange> even, odd;
+    for (std::size_t p = 0; p < table.params().size(); ++p)
+      (p % 2 ? odd : even).push_back({static_cast<std::int64_t>(table.params()[p].offset), static_cast<std::int64_t>(table.params()[p].numel)});
+    std::vector<FlatRange> all = even;
+    all.insert(all.end(), odd.begin(), odd.end());
+    const double whole = engine.grad_sum_of_squares(all);
+    EXPECT_GT(whole, 0);
+    EXPECT_NEAR(whole, norm * norm, 1e-9 * whole);
+    EXPECT_NEAR(engine.grad_sum_of_squares(even) + engine.grad_sum_of_squares(odd), whole, 1e-9 * whole);
   }
 }
 

@@ -3,6 +3,7 @@
 // whole heads of each, and degrees that cannot split the model refused naming the ones that can.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/error.hpp"
@@ -113,6 +114,36 @@ TEST(TpSplit, GlobalRunsCoverTheModelOnceAndLineUpWithTheShards) {
               ASSERT_EQ(shard[run.local_offset + k], values[run.global_offset + k]) << "tp=" << tp << " r=" << r;
       }
       for (std::size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "global element " << i << " tp=" << tp;
+    }
+  }
+}
+
+// What a resume or initialisation reads: every local element once (replicated parameters on every
+// rank), the value tp_cut_flat puts there, except the vocabulary tables' zero rows, which map nowhere.
+TEST(TpSplit, SourceRunsFillEveryShardElementButTheZeroRows) {
+  for (const GptShape& shape : {small_gpt2(), small_llama(4)}) {
+    const ParamTable global(shape);
+    std::vector<float> values(global.numel());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i + 1);
+    for (int tp : {1, 2, 4}) {
+      const ParamTable local = tp_local_table(global, tp);
+      std::size_t zero_rows = 0;
+      for (const ParamInfo& p : local.params())
+        if (tp_split_of(p, shape).kind == Kind::kVocab) zero_rows += static_cast<std::size_t>(p.shape[1]);
+      for (int r = 0; r < tp; ++r) {
+        const std::vector<float> shard = tp_cut_flat(global, local, values.data(), tp, r);
+        std::vector<float> read(local.numel(), 0.f);
+        std::vector<int> covered(local.numel(), 0);
+        for (std::int64_t at = 0; at < static_cast<std::int64_t>(local.numel()); at += 41)  // ranges across params
+          for (const TpRun& run : tp_source_runs(global, local, tp, r, at, 41))
+            for (std::int64_t k = 0; k < run.numel; ++k) {
+              ++covered[run.local_offset + k];
+              read[run.local_offset + k] = values[run.global_offset + k];
+            }
+        EXPECT_EQ(read, shard) << "tp=" << tp << " r=" << r;  // zero rows: 0 in both
+        EXPECT_EQ(static_cast<std::size_t>(std::count(covered.begin(), covered.end(), 0)), zero_rows);
+        EXPECT_EQ(std::count_if(covered.begin(), covered.end(), [](int c) { return c > 1; }), 0);
+      }
     }
   }
 }
