@@ -1,6 +1,8 @@
 // Range intersection reads over the rank files of a checkpoint.
 #include "ckpt/reader.hpp"
 
+#include <algorithm>
+
 #include "ckpt/layout.hpp"
 #include "ckpt/manifest.hpp"
 #include "core/error.hpp"
@@ -42,20 +44,33 @@ const io::H5File& Checkpoint::rank_file(int rank) const {
   return *files_.emplace(rank, std::move(file)).first->second;
 }
 
-void Checkpoint::read(StateKind kind, const FlatRange& want, float* out) const {
-  std::int64_t covered = 0;
+const std::vector<Checkpoint::Saved>& Checkpoint::saved_index() const {
+  if (!index_.empty()) return index_;
   for (int r = 0; r < manifest_.world_size; ++r) {
     std::int64_t position = 0;  // where the current range starts in rank r's datasets
     for (const FlatRange& saved : manifest_.rank_ranges[r]) {
-      const FlatRange both = intersect(saved, want);
-      if (both.numel > 0) {
-        io::H5Dataset ds = rank_file(r).open_dataset(dataset_name(kind));
-        ds.read(static_cast<std::uint64_t>(position + both.offset - saved.offset),
-                std::span<float>(out + (both.offset - want.offset), static_cast<std::size_t>(both.numel)));
-        covered += both.numel;
-      }
+      if (saved.numel > 0) index_.push_back({saved, r, position});
       position += saved.numel;
     }
+  }
+  std::sort(index_.begin(), index_.end(), [](const Saved& a, const Saved& b) { return a.range.offset < b.range.offset; });
+  return index_;
+}
+
+void Checkpoint::read(StateKind kind, const FlatRange& want, float* out) const {
+  std::int64_t covered = 0;
+  const std::vector<Saved>& index = saved_index();
+  // The last saved range starting at or before want, then those after it that start inside want.
+  auto it = std::upper_bound(index.begin(), index.end(), want.offset,
+                             [](std::int64_t at, const Saved& s) { return at < s.range.offset; });
+  if (it != index.begin()) --it;
+  for (; it != index.end() && it->range.offset < want.offset + want.numel; ++it) {
+    const FlatRange both = intersect(it->range, want);
+    if (both.numel <= 0) continue;
+    io::H5Dataset ds = rank_file(it->rank).open_dataset(dataset_name(kind));
+    ds.read(static_cast<std::uint64_t>(it->position + both.offset - it->range.offset),
+            std::span<float>(out + (both.offset - want.offset), static_cast<std::size_t>(both.numel)));
+    covered += both.numel;
   }
   // Saved ranges never overlap (verify() checks), so the count tells whether `want` is covered.
   if (covered != want.numel)

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ckpt/state.hpp"
 
@@ -39,10 +40,19 @@ class Checkpoint {
 
  private:
   const io::H5File& rank_file(int rank) const;  // opened once, its ranges checked against the manifest
+  // Every rank's saved ranges sorted by offset, with where each starts in its rank's datasets: a read
+  // looks up the few it needs (a tensor-parallel checkpoint saves a run per matrix row: many ranges).
+  struct Saved {
+    FlatRange range;
+    int rank = 0;
+    std::int64_t position = 0;
+  };
+  const std::vector<Saved>& saved_index() const;
 
   std::filesystem::path dir_;
   Manifest manifest_;
   mutable std::map<int, std::unique_ptr<io::H5File>> files_;
+  mutable std::vector<Saved> index_;
 };
 
 }  // namespace zt::ckpt
