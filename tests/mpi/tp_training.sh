@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ztrain with parallel.tp=2 x 2 data-parallel ranks follows one rank's loss curve (1e-5 relative, 10
-# steps, gradient clipping active: the norm is the whole grid's) for GPT-2 and Llama (grouped-query
+# steps, gradient clipping active: the norm is the whole grid's; validation losses too) for GPT-2 and Llama (grouped-query
 # attention, untied head) at ZeRO 0 and 3, with sequence parallelism at one of them. Its checkpoints are
 # in the global shape: a tp=2 x dp=2 run checkpointed at step 5 resumes as tp=1 x dp=4, and a tp=1
 # checkpoint as tp=2 x dp=2, and both continue the uninterrupted curve (1e-5; bit-identical when resumed on
@@ -10,7 +10,8 @@ make_tiny_data
 # optim.eps=1e-6: GPT-2's K bias has a gradient that is zero up to rounding (softmax ignores it), and
 # AdamW's early steps move such a weight by +-lr whatever its size; eps above that noise keeps them small.
 llama=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
-common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=4 --train.micro_batch=1 --train.max_steps=10
+common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid_*.h5" --log.eval_every=5
+        --log.eval_batches=2 --train.global_batch=4 --train.micro_batch=1 --train.max_steps=10
         --data.shuffle=true --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=5 --ckpt.keep=3 --ckpt.overwrite=true)
 
 run() {  # run NAME NP ARGS... -> trains; metrics in $ZT_WORK/NAME.jsonl, checkpoints in $ZT_WORK/NAME.ckpt
@@ -23,14 +24,18 @@ run() {  # run NAME NP ARGS... -> trains; metrics in $ZT_WORK/NAME.jsonl, checkp
 same_curve() {
   /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$ZT_WORK/$2.jsonl" "$2" "${3:-1}" "${4:-1e-5}" <<'PY' || fail "$2 left $1's loss curve"
 import json, sys
-def steps(path):
-    return {o["step"]: (o["loss"], o["grad_norm"]) for o in map(json.loads, open(path)) if "loss" in o}
-base, got = steps(sys.argv[1]), steps(sys.argv[2])
+def steps(path, key="loss"):
+    rows = [o for o in map(json.loads, open(path))]
+    return ({o["step"]: (o["loss"], o["grad_norm"]) for o in rows if "loss" in o},
+            {o["step"]: (o["val_loss"],) for o in rows if "val_loss" in o})
+(base, base_val), (got, got_val) = steps(sys.argv[1]), steps(sys.argv[2])
 want = [s for s in sorted(base) if s >= int(sys.argv[4])]
 assert sorted(got) == want, f"steps {sorted(got)} vs {want}"
 assert any(base[s][1] > 0.5 for s in want), "the gradient clipping (optim.grad_clip=0.5) never acted"
-worst = max(abs(a - b) / abs(a) for s in want for a, b in zip(base[s], got[s]))
-print(f"{sys.argv[3]}: {len(want)} steps, max relative loss / gradient-norm difference {worst:.2e}")
+assert sorted(got_val) == [s for s in sorted(base_val) if s in want] and got_val, f"evaluations {sorted(got_val)}"
+for s in got_val: base[-s], got[-s] = base_val[s], got_val[s]  # compared alike
+worst = max(abs(a - b) / abs(a) for s in got for a, b in zip(base[s], got[s]))
+print(f"{sys.argv[3]}: {len(want)} steps, max relative loss / gradient-norm / validation-loss difference {worst:.2e}")
 sys.exit(0 if worst <= float(sys.argv[5]) else 1)
 PY
 }
