@@ -184,7 +184,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   };
   for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
     batch.split(m, inputs, targets);
-    comm_->set_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
+    set_comm_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
     engine_->expect_access_order(order);
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
@@ -198,7 +198,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     engine_->end_backward();
     lap(window_->phases.backward_ms);
   }
-  comm_->set_context(cat("step ", step_ + 1, " gradient reduction"));
+  set_comm_context(cat("step ", step_ + 1, " gradient reduction"));
   hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   r.grad_norm = engine_->finish_gradients();
   if (tp_shards_) r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, *grid_comms_.tp, tp_shards_->replicated_ranges());
@@ -211,7 +211,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   // Every rank sees the same global norm, so every rank skips the same steps.
   r.skipped = !scaler_.update(std::isfinite(r.grad_norm));
   if (r.skipped) return r;
-  comm_->set_context(cat("step ", step_ + 1, " optimizer"));
+  set_comm_context(cat("step ", step_ + 1, " optimizer"));
   hang_point(config_.debug, world_.rank(), config::HangPhase::kOptimizer, step_ + 1);
   const int adam_step = static_cast<int>(step_ + 1 - scaler_.skipped_steps());  // as torch's GradScaler: skips do not count
   engine_->adamw_step(config_.optim, r.lr, adam_step, optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
@@ -237,7 +237,7 @@ std::optional<double> Trainer::evaluate() {
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   std::uint64_t targets_here = 0;
-  comm_->set_context(cat("evaluation after step ", step_));
+  set_comm_context(cat("evaluation after step ", step_));
   for (std::int64_t b = 0; b < batches; ++b) {
     std::optional<data::StepBatch> read;
     try {
@@ -308,7 +308,7 @@ std::string Trainer::stop_reason() const {
 // found by the rank whose windows touch it): that stops every rank here, with a checkpoint.
 bool Trainer::at_step_boundary(std::int64_t last) {
   std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
-  comm_->set_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
+  set_comm_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
   if (!skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
     agree_max(flags, 3);
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
@@ -326,6 +326,19 @@ std::uint64_t Trainer::comm_bytes() const {
   for (const auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
     if (group) bytes += group->stats().total_bytes();
   return bytes;
+}
+
+// The TP and DP groups took comm_'s context and deadline when split; they follow its changes.
+void Trainer::set_comm_context(const std::string& context) {
+  comm_->set_context(context);
+  for (auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
+    if (group) group->set_context(context);
+}
+
+void Trainer::set_comm_timeout(double seconds) {
+  comm_->set_timeout(seconds);
+  for (auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
+    if (group) group->set_timeout(seconds);
 }
 
 double Trainer::blocked_ms() const {
@@ -360,7 +373,7 @@ int Trainer::train_loop() {
     last_loss_ = r.loss;
     if (!std::isfinite(r.loss) && !r.skipped)  // fp16: an overflowing step is the scaler's business
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
-    if (step_ == first) comm_->set_timeout(config_.dist.timeout_s);  // tight deadline from now on
+    if (step_ == first) set_comm_timeout(config_.dist.timeout_s);  // tight deadline from now on
     if (r.skipped)
       log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", json_number(r.loss_scale),
                     "; the update is skipped (the batch still counts), scale now ", json_number(scaler_.scale())));
@@ -405,7 +418,7 @@ std::optional<data::StepBatch> Trainer::read_next_batch() {
 
 bool Trainer::data_error_anywhere() {
   std::int32_t flag = data_error_.empty() ? 0 : 1;
-  comm_->set_context(cat("step ", step_ + 1, " start (agreeing that every rank read its first batch)"));
+  set_comm_context(cat("step ", step_ + 1, " start (agreeing that every rank read its first batch)"));
   agree_max(&flag, 1);
   return flag != 0;
 }
@@ -442,7 +455,7 @@ void Trainer::sample() {
   o.n_tokens = static_cast<int>(config_.log.sample_tokens);
   o.seed = config_.train.seed;
   o.step = static_cast<std::uint64_t>(step_);
-  comm_->set_context(cat("text sample after step ", step_));
+  set_comm_context(cat("text sample after step ", step_));
   model_->set_segment_starts(nullptr);  // one prompt: no document mask
   const int n_layer = static_cast<int>(config_.model.n_layer);
   const bool tied = table_.shape().tie_embeddings;

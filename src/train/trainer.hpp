@@ -77,6 +77,8 @@ class Trainer {
   const model::ParamTable& shard_table() const { return local_table_ ? *local_table_ : table_; }
   std::uint64_t comm_bytes() const;  // payload bytes over every group this rank communicates in
   double blocked_ms() const;         // time blocked in their collectives
+  void set_comm_context(const std::string& context);  // on every group (watchdog messages)
+  void set_comm_timeout(double seconds);
 
   const dist::World& world_;
   const config::Config& config_;
