@@ -137,7 +137,7 @@ void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params)
 }
 
 double Gpt2Tp::forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) {
-  model::check_token_ids("target", targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
+  model::check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);  // -1: outside the loss mask
   run_forward(tokens, params);
   double sum = 0.0;
   for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;

@@ -103,7 +103,7 @@ std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tens
   std::vector<float> losses(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) {
     lse_[n] = max[n] + std::log(sums[n]);
-    losses[n] = lse_[n] - sums[N + n];
+    losses[n] = targets[n] == backend::kIgnoreTarget ? 0.f : lse_[n] - sums[N + n];  // outside the loss mask
   }
   targets_.assign(targets, targets + N);
   lo_ = lo, vocab_ = vocab;
@@ -119,6 +119,10 @@ void VocabParallelCrossEntropy::backward(const TpContext& ctx, Tensor dlogits, T
   backend::copy_to_host_as_f32(ctx.be, g.data(), logits);
   for (std::int64_t n = 0; n < N; ++n) {
     float* row = g.data() + n * Vs;
+    if (targets_[n] == backend::kIgnoreTarget) {  // outside the loss mask: no gradient
+      std::fill(row, row + Vs, 0.f);
+      continue;
+    }
     for (std::int64_t j = 0; j < Vs; ++j)
       row[j] = j < real ? dloss * (std::exp(row[j] - lse_[n]) - (targets_[n] - lo_ == j ? 1.f : 0.f)) : 0.f;
   }

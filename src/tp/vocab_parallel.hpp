@@ -43,8 +43,9 @@ std::vector<float> gather_logits(const TpContext& ctx, backend::Tensor logits, s
 
 class VocabParallelCrossEntropy {
  public:
-  // logits [N, Vs]: vocabulary ids lo.. lo + Vs - 1 (those >= vocab are padding); targets (host, N).
-  // Returns the per-row losses (the same on every rank of the group).
+  // logits [N, Vs]: vocabulary ids lo.. lo + Vs - 1 (those >= vocab are padding); targets (host, N),
+  // backend::kIgnoreTarget where the loss mask leaves a row out (loss 0, no gradient, as the one-rank
+  // cross-entropy). Returns the per-row losses (the same on every rank of the group).
   std::vector<float> forward(const TpContext& ctx, backend::Tensor logits, const std::int32_t* targets, std::int64_t lo,
                              std::int64_t vocab);
   // dlogits [N, Vs] (may alias logits; padding columns 0) for the rows forward saw, times dloss.
