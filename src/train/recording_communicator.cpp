@@ -94,7 +94,7 @@ double RecordingCommunicator::all_reduce_value(double value, dist::ReduceOp op) 
 std::unique_ptr<dist::Communicator> RecordingCommunicator::split(int color, int key) {
   pass_settings();
   const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context());
-  return inner().split(color, key);
+  return std::make_unique<RecordingCommunicator>(inner().split(color, key), ring_);
 }
 
 }  // namespace zt::train

@@ -23,9 +23,10 @@ class RecordingCommunicator final : public dist::ForwardingCommunicator {
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   void barrier() override;
   double all_reduce_value(double value, dist::ReduceOp op) override;
-  // The split itself is recorded (a barrier over this group); the child is the inner one's, unrecorded:
-  // the hang report compares per-group numbers across all ranks, which a TP or DP sub-group does not
-  // share. Recording sub-groups comes with the trainer's TP wiring (issue 20).
+  // The split itself is recorded (a barrier over this group), and the child records into the same ring
+  // and sequence: the trainer's TP and DP groups (parallel.tp) run the same program on every rank, so
+  // collective #n is the same call on every rank (its own group's), and the hang report compares the
+  // numbers across all ranks as for one group.
   std::unique_ptr<dist::Communicator> split(int color, int key) override;
 
  private:
