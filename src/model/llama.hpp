@@ -28,6 +28,7 @@ class Llama final : public Model {
   std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
 
+  void set_lora(Lora* lora) override { lora_ = lora; }
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
@@ -69,6 +70,7 @@ class Llama final : public Model {
   Acts a_;
   SegmentStarts segments_;  // data.document_mask
   bool ready_for_backward_ = false;
+  Lora* lora_ = nullptr;  // LoRA adapters (lora.hpp), or none
 };
 
 }  // namespace zt::model

@@ -50,7 +50,9 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
                              plan::recompute_mode(config.train.recompute), compute);
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
-  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(table_), params_of(table_),
+  if (config.lora.rank > 0) lora_ = std::make_unique<LoraBase>(*backend_, *comm_, config, table_, compute);
+  const model::ParamTable& trained = lora_ ? lora_->adapter_table() : table_;  // what engine_ optimises
+  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, *comm_, units_of(trained), params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
@@ -60,9 +62,15 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_tokenizer(config.data.vocab));
-  params_ = std::make_unique<ZeroParams>(*engine_);
-  grads_ = std::make_unique<ZeroGrads>(*engine_);
-  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_, resume.run_id);
+  if (lora_) {
+    params_ = std::make_unique<ZeroParams>(lora_->base_engine());
+    grads_ = std::make_unique<DiscardGrads>(*backend_, table_);
+    lora_->attach(*model_, *engine_, static_cast<int>(config.train.micro_batch));
+  } else {
+    params_ = std::make_unique<ZeroParams>(*engine_);
+    grads_ = std::make_unique<ZeroGrads>(*engine_);
+  }
+  checkpointer_ = std::make_unique<Checkpointer>(world, config, trained, *engine_, resume.run_id);
   // Before open_data: the loader starts at the restored step.
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
@@ -86,6 +94,16 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
 Trainer::~Trainer() = default;
 
 void Trainer::init_parameters() {
+  if (lora_) {
+    lora_base_sha256_ = lora_->load_base(config_.init.from, config_.train.seed);
+    engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+      model::init_lora_range(lora_->adapter_table(), config_.train.seed, offset, count, out);
+    });
+    log::info(cat("LoRA: rank ", config_.lora.rank, " on ", config_.lora.targets.empty() ? "the default modules" : config_.lora.targets,
+                  ", ", lora_->adapter_table().n_params_real(), " trainable parameters; frozen base ",
+                  config_.init.from.empty() ? "from train.seed" : config_.init.from, " (sha256 ", lora_base_sha256_, ")"));
+    return;
+  }
   if (config_.init.from.empty()) {
     engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
       model::init_params_range(table_, config_.train.seed, offset, count, out);
@@ -100,6 +118,14 @@ void Trainer::init_parameters() {
 
 void Trainer::resume_from(const ResumePoint& resume) {
   const ckpt::TrainState s = checkpointer_->load(resume.dir);
+  if (lora_) {  // the checkpoint holds the adapters; the base comes from init.from again, checked by its hash
+    lora_base_sha256_ = lora_->load_base(config_.init.from, config_.train.seed);
+    if (s.lora_base_sha256 != lora_base_sha256_)
+      throw InputError(cat(resume.dir.string(), ": this LoRA checkpoint was trained on a base with sha256 ",
+                           s.lora_base_sha256.empty() ? std::string("(none: not a LoRA checkpoint)") : s.lora_base_sha256,
+                           ", but init.from=", config_.init.from, " has sha256 ", lora_base_sha256_,
+                           ": set init.from to the run's base, or ckpt.resume=none to start over"));
+  }
   step_ = s.step;
   tokens_ = s.tokens;
   scaler_.restore(s.loss_scale);
@@ -123,6 +149,7 @@ ckpt::TrainState Trainer::train_state() const {
   s.loss_scale = scaler_.state();
   s.config_ini = config::to_ini(config_);
   s.git_revision = git_revision();
+  s.lora_base_sha256 = lora_base_sha256_;
   return s;
 }
 
@@ -148,7 +175,6 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   r.trained_targets = global_trained_targets(batch.trained_targets(), *train_tokens_);
   const double denominator = std::max(1.0, r.trained_targets);  // a step with no trained target: loss 0
   const float dloss = static_cast<float>(loss_scale / denominator);
-  const std::vector<int> order = forward_backward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   engine_->zero_grads();
@@ -167,7 +193,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
     batch.split(m, inputs, targets);
     comm_->set_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
-    engine_->expect_access_order(order);
+    expect_access_order(true);
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
@@ -231,7 +257,7 @@ std::optional<double> Trainer::evaluate() {
     targets_here += batch.trained_targets();
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
-      engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings));
+      expect_access_order(false);
       model_->set_segment_starts(batch.segments(m));
       loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     }
@@ -296,6 +322,13 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   const std::int64_t every = config_.ckpt.every;
   if (step_ == last || stop || (every > 0 && step_ % every == 0)) checkpointer_->save(train_state());
   return stop;
+}
+
+void Trainer::expect_access_order(bool backward) {
+  if (lora_) return lora_->expect_access_order(*engine_, backward);
+  const int n_layer = static_cast<int>(config_.model.n_layer);
+  const bool tied = table_.shape().tie_embeddings;
+  engine_->expect_access_order(backward ? forward_backward_order(n_layer, tied) : forward_order(n_layer, tied));
 }
 
 // A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
@@ -407,10 +440,8 @@ void Trainer::sample() {
   o.step = static_cast<std::uint64_t>(step_);
   comm_->set_context(cat("text sample after step ", step_));
   model_->set_segment_starts(nullptr);  // one prompt: no document mask
-  const int n_layer = static_cast<int>(config_.model.n_layer);
-  const bool tied = table_.shape().tie_embeddings;
   const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,
-                                       [&] { engine_->expect_access_order(forward_order(n_layer, tied)); });
+                                       [&] { expect_access_order(false); });
   log::info(cat("step ", step_, " | sample: ", text));
   if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
 }

@@ -26,6 +26,7 @@
 #include "train/gpu_monitor.hpp"
 #include "train/hang_notes.hpp"
 #include "train/loss_scaler.hpp"
+#include "train/lora_base.hpp"
 #include "train/stragglers.hpp"
 #include "train/timed_communicator.hpp"
 
@@ -55,6 +56,7 @@ class Trainer {
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
   void log_step(const StepResult& r);  // closes window_ into one metrics line (collective)
   void init_parameters();
+  void expect_access_order(bool backward);  // the next pass's unit order, for the engine(s)
   void resume_from(const ResumePoint& resume);
   void open_data();
   bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)
@@ -82,8 +84,10 @@ class Trainer {
   model::ParamTable table_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;
-  std::unique_ptr<ZeroParams> params_;
-  std::unique_ptr<ZeroGrads> grads_;
+  std::unique_ptr<LoraBase> lora_;             // lora.rank > 0: the frozen base and the adapters engine_ trains
+  std::string lora_base_sha256_;               // LoRA: the loaded base's hash (the checkpoint's reference)
+  std::unique_ptr<model::ParamSource> params_;  // the model's parameters (LoRA: the frozen base)
+  std::unique_ptr<model::GradSink> grads_;
   std::shared_ptr<const data::TokenSource> train_tokens_, valid_tokens_;
   std::unique_ptr<data::BatchLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;

@@ -1,0 +1,74 @@
+// The frozen base and the adapters of a LoRA run (lora_base.hpp).
+#include "train/lora_base.hpp"
+
+#include <algorithm>
+
+#include "config/lora.hpp"
+#include "core/sha256.hpp"
+#include "model/hf_dir.hpp"
+#include "model/init.hpp"
+
+namespace zt::train {
+
+DiscardGrads::DiscardGrads(backend::Backend& backend, const model::ParamTable& table) : table_(table) {
+  std::size_t largest = 0;
+  for (const model::Unit& u : table.units()) largest = std::max(largest, u.numel);
+  scratch_ = backend.allocate(largest * sizeof(float));
+}
+
+backend::Tensor DiscardGrads::unit(int u) {
+  return scratch_.view(DType::kF32, {static_cast<std::int64_t>(table_.units()[u].numel)});
+}
+
+model::LoraSpec lora_spec(const config::Config& config) {
+  model::LoraSpec s;
+  s.rank = static_cast<int>(config.lora.rank);
+  s.alpha = config.lora.alpha;
+  s.rslora = config.lora.rslora;
+  s.targets = config::lora_target_modules(config);
+  return s;
+}
+
+std::vector<int> lora_access_order(int n_layer, bool backward) {
+  std::vector<int> order;
+  for (int l = 0; l < n_layer; ++l) order.push_back(l);
+  if (backward)
+    for (int l = n_layer - 1; l >= 0; --l) order.push_back(l);
+  return order;
+}
+
+LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
+                   const model::ParamTable& base, DType compute)
+    : backend_(backend), base_(base), spec_(lora_spec(config)), adapters_(model::lora_table(base.shape(), spec_)),
+      compute_(compute) {
+  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds the whole base
+  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, units_of(base), params_of(base), stage,
+                                                     config.zero.bucket_mb, 0, compute, /*frozen=*/true);
+}
+
+void LoraBase::attach(model::Model& model, optim::ZeroEngine& adapter_engine, int micro_batch) {
+  lora_ = std::make_unique<model::Lora>(backend_, adapters_, spec_, micro_batch, compute_);
+  adapter_params_ = std::make_unique<ZeroParams>(adapter_engine);
+  adapter_grads_ = std::make_unique<ZeroGrads>(adapter_engine);
+  lora_->bind(adapter_params_.get(), adapter_grads_.get());
+  model.set_lora(lora_.get());
+}
+
+std::string LoraBase::load_base(const std::string& from, std::uint64_t seed) {
+  std::vector<float> flat(base_.numel());
+  if (from.empty()) model::init_params(base_, seed, flat.data());
+  else model::load_pretrained(from, base_, flat.data());
+  base_engine_->load_params(flat.data());
+  Sha256 hash;
+  hash.update(flat.data(), flat.size() * sizeof(float));
+  return to_hex(hash.finish());
+}
+
+void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {
+  const int n_layer = base_.shape().n_layer;
+  const bool tied = base_.shape().tie_embeddings;
+  base_engine_->expect_access_order(backward ? forward_backward_order(n_layer, tied) : forward_order(n_layer, tied));
+  adapter_engine.expect_access_order(lora_access_order(n_layer, backward));
+}
+
+}  // namespace zt::train
