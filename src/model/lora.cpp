@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "model/carver.hpp"
@@ -86,6 +88,49 @@ void init_lora_range(const ParamTable& adapters, std::uint64_t seed, std::size_t
     for (std::size_t i = begin; i < end; ++i)
       dst[i - begin] = static_cast<float>((2 * rng::uniform(seed, purpose, i - p.offset) - 1) * bound);
   }
+}
+
+std::string lora_base_weight(const std::string& adapter_name) {
+  const std::string prefix = "base_model.model.", suffix = ".lora_A.weight";
+  ZT_CHECK(adapter_name.starts_with(prefix) && adapter_name.ends_with(suffix), "not a lora_A name: ", adapter_name);
+  return adapter_name.substr(prefix.size(), adapter_name.size() - prefix.size() - suffix.size()) + ".weight";
+}
+
+void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
+                double scale) {
+  const bool conv1d = base.shape().arch == Arch::kGpt2;  // GPT-2 stores [in, out]
+  const std::vector<ParamInfo>& ps = adapters.params();
+  for (std::size_t i = 0; i + 1 < ps.size(); i += 2) {
+    const ParamInfo &a = ps[i], &b = ps[i + 1];
+    const ParamInfo& w = base.find(lora_base_weight(a.name));
+    const std::int64_t r = a.shape[0], in = a.shape[1], out = b.shape[0];
+    ZT_CHECK(w.numel == static_cast<std::size_t>(in * out) && b.shape[1] == r, "merge_lora: ", a.name, " does not fit ", w.name);
+    const float* A = adapter_flat + a.offset;
+    const float* B = adapter_flat + b.offset;
+    float* W = base_flat + w.offset;
+    for (std::int64_t o = 0; o < out; ++o)
+      for (std::int64_t j = 0; j < in; ++j) {
+        double d = 0;
+        for (std::int64_t k = 0; k < r; ++k) d += static_cast<double>(B[o * r + k]) * A[k * in + j];
+        float& target = conv1d ? W[j * out + o] : W[o * in + j];
+        target = static_cast<float>(target + scale * d);
+      }
+  }
+}
+
+std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path) {
+  const nlohmann::json j = {{"base_model_name_or_path", base_path},
+                            {"bias", "none"},
+                            {"fan_in_fan_out", shape.arch == Arch::kGpt2},
+                            {"inference_mode", true},
+                            {"lora_alpha", spec.alpha},
+                            {"lora_dropout", 0.0},
+                            {"peft_type", "LORA"},
+                            {"r", spec.rank},
+                            {"target_modules", spec.targets},
+                            {"task_type", "CAUSAL_LM"},
+                            {"use_rslora", spec.rslora}};
+  return j.dump(2) + "\n";
 }
 
 std::size_t Lora::layout(const GptShape& s, int rank, int B, DType compute, std::byte* base, Scratch* out) {

@@ -48,6 +48,19 @@ ParamTable lora_table(const GptShape& shape, const LoraSpec& spec);
 // values the whole buffer would (as init_params_range).
 void init_lora_range(const ParamTable& adapters, std::uint64_t seed, std::size_t first, std::size_t count, float* out);
 
+// The base weight an adapter pair belongs to: "base_model.model.X.lora_A.weight" -> "X.weight".
+std::string lora_base_weight(const std::string& adapter_name);
+
+// Merges the adapters into the base weights (PEFT's merge_and_unload): W += scale * dW for every adapted
+// module, dW = B A for Llama's [out, in] weights and (B A)^T for GPT-2's Conv1D [in, out], summed in
+// double. base_flat: base.numel() floats; adapter_flat: adapters.numel() floats.
+void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
+                double scale);
+
+// PEFT's adapter_config.json for these adapters (peft_type LORA, r, lora_alpha, use_rslora,
+// target_modules, base_model_name_or_path, fan_in_fan_out for GPT-2's Conv1D), sorted keys.
+std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path);
+
 // Applies and differentiates the adapters inside a model's blocks. The model calls begin_block(l) before
 // using block l in a pass, forward/backward after each adaptable matmul, and end_block(l) after.
 class Lora {
