@@ -44,9 +44,9 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
     return b;
   };
   if (stage_ <= 2) full_params_ = zeroed(full, dtype_);
-  if (stage_ <= 1) full_grads_ = zeroed(full, DType::kF32);
   if (stage_ == 3) param_shard_ = zeroed(shard, dtype_);
   if (frozen_) return;  // no gradients, master or optimizer state
+  if (stage_ <= 1) full_grads_ = zeroed(full, DType::kF32);
   if (stage_ >= 2) grad_shard_ = zeroed(shard, DType::kF32);  // stage 1 reduces in place into its block of full_grads_
   if (offload_threads > 0) {
     offload_ = std::make_unique<HostOptimizer>(backend_, shard, offload_threads);
