@@ -14,6 +14,7 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
+#include "config/lora.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
 #include "core/sha256.hpp"
@@ -274,9 +275,9 @@ int export_adapter(const Args& a) {
   fs::create_directories(a.adapter);
   model::save_safetensors((fs::path(a.adapter) / "adapter_model.safetensors").string(), adapters, master.data());
   model::write_text_file((fs::path(a.adapter) / "adapter_config.json").string(),
-                         model::peft_adapter_config(train::lora_spec(config), adapters.shape(), config.init.from));
+                         model::peft_adapter_config(train::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
   std::cout << "exported the LoRA adapters of step " << c.manifest().step << " of " << a.dir << " to " << a.adapter
-            << " (adapter_model.safetensors, adapter_config.json; base " << config.init.from << ")\n";
+            << " (adapter_model.safetensors, adapter_config.json; base " << config::lora_base_path(config) << ")\n";
   return kExitOk;
 }
 
@@ -285,7 +286,7 @@ std::vector<float> merged_weights(const ckpt::Checkpoint& c, const model::ParamT
   const config::Config config = lora_config_of(c);
   if (config.lora.rank == 0)
     throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
-  const std::string& from = config.init.from;
+  const std::string from = config::lora_base_path(config);
   std::vector<float> weights(base.numel());
   if (from.empty()) model::init_params(base, std::stoull(ini_value(c, "train", "seed")), weights.data());
   else model::load_pretrained(from, base, weights.data());

@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "config/value.hpp"
 #include "core/error.hpp"
@@ -50,6 +54,61 @@ std::vector<std::string> lora_target_modules(const Config& c) {
   return out;
 }
 
+std::string peft_adapter_config_path(const Config& c) {
+  if (c.init.from.empty()) return "";
+  const std::filesystem::path file = std::filesystem::path(c.init.from) / "adapter_config.json";
+  std::error_code ec;
+  return std::filesystem::is_regular_file(file, ec) ? file.string() : "";
+}
+
+namespace {
+nlohmann::json read_adapter_config(const std::string& file) {
+  std::ifstream in(file);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(cat("init.from: ", file, " is not valid JSON (", e.what(), ")"));
+  }
+}
+
+template <typename T>
+T field(const nlohmann::json& j, const std::string& file, const char* name) {
+  try {
+    return j.at(name).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw ConfigError(cat("init.from: ", file, " has no valid \"", name, "\"; it is not a PEFT LoRA adapter_config.json"));
+  }
+}
+
+// The adapter directory's r, lora_alpha, use_rslora and target_modules must be this run's lora.* keys.
+void check_adapter_config(const Config& c, const std::string& file) {
+  const nlohmann::json j = read_adapter_config(file);
+  if (field<std::string>(j, file, "peft_type") != "LORA")
+    throw ConfigError(cat("init.from: ", file, " is not a LoRA adapter (peft_type ", j.at("peft_type").dump(), ")"));
+  if (c.lora.rank == 0)
+    throw ConfigError(cat("init.from=", c.init.from, " is a PEFT LoRA adapter: set lora.rank=", j.value("r", 0),
+                          " (and lora.alpha, lora.targets as its adapter_config.json says) to go on training it"));
+  auto differ = [&](const std::string& key, const std::string& mine, const std::string& theirs, const char* name) {
+    if (mine != theirs)
+      throw ConfigError(cat(key, "=", mine, " disagrees with ", name, "=", theirs, " in ", file, ": set ", key, "=", theirs));
+  };
+  differ("lora.rank", std::to_string(c.lora.rank), std::to_string(field<std::int64_t>(j, file, "r")), "r");
+  differ("lora.alpha", value::format_double(c.lora.alpha), value::format_double(field<double>(j, file, "lora_alpha")), "lora_alpha");
+  differ("lora.rslora", c.lora.rslora ? "true" : "false", j.value("use_rslora", false) ? "true" : "false", "use_rslora");
+  std::string theirs;
+  for (const std::string& t : field<std::vector<std::string>>(j, file, "target_modules")) theirs += (theirs.empty() ? "" : ",") + t;
+  Config as_theirs = c;
+  as_theirs.lora.targets = theirs;
+  differ("lora.targets", list(lora_target_modules(c)), list(lora_target_modules(as_theirs)), "target_modules");
+}
+}  // namespace
+
+std::string lora_base_path(const Config& c) {
+  const std::string file = peft_adapter_config_path(c);
+  if (file.empty()) return c.init.from;
+  return field<std::string>(read_adapter_config(file), file, "base_model_name_or_path");
+}
+
 double lora_scale(const LoraConfig& l) {
   const double r = static_cast<double>(l.rank);
   return l.rslora ? l.alpha / std::sqrt(r) : l.alpha / r;
@@ -58,6 +117,7 @@ double lora_scale(const LoraConfig& l) {
 void check_lora(const Config& c) {
   const LoraConfig& l = c.lora;
   const LoraConfig d;
+  if (const std::string file = peft_adapter_config_path(c); !file.empty()) check_adapter_config(c, file);
   if (l.rank == 0) {
     if (!l.targets.empty() || l.alpha != d.alpha || l.rslora)
       throw ConfigError("lora.targets / lora.alpha / lora.rslora are given but lora.rank=0 turns LoRA off: set "

@@ -3,7 +3,8 @@
 # bit-identical losses and adapters to a straight run; the checkpoint holds the adapters only and records
 # its base's SHA-256, so resuming on another base, or with other targets, is exit 2 naming the fix;
 # zckpt export --adapter writes PEFT's layout and --merge the base plus scale * dW (lora_export_check.py),
-# while exporting a LoRA checkpoint as plain weights is refused.
+# while exporting a LoRA checkpoint as plain weights is refused; init.from a PEFT adapter directory
+# continues training it (its adapters re-read identical), lora.* keys that disagree with it are exit 2.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/ckpt_lib.sh"
@@ -49,4 +50,17 @@ expect_exit 0 /usr/bin/python3 "$here/lora_export_check.py" "$base" "$ZT_WORK/ad
 cat "$ZT_WORK/out"
 expect_exit 2 "$ZT_BIN/zckpt" export "$ZT_WORK/straight/step_00000008" --out "$ZT_WORK/plain.safetensors"
 expect_in "$ZT_WORK/err" "is a LoRA checkpoint \(its adapters only\): export them with --adapter DIR"
+
+# init.from a PEFT adapter directory goes on training it: its adapters re-read are identical (one step at
+# lr 0 exports the same bytes), and lora.* keys that disagree with its adapter_config.json are exit 2.
+ADAPTER=(--init.from="$ZT_WORK/adapter_straight" --lora.rank=4 --lora.alpha=8 --lora.targets=c_attn,c_proj)
+train 2 "${ADAPTER[@]}" --train.zero_stage=1 --train.max_steps=1 --optim.lr=0 --optim.min_lr=0 --ckpt.dir="$ZT_WORK/again"
+expect_in "$ZT_WORK/out" "trainable parameters from .*adapter_straight; frozen base .*base/model.safetensors"
+expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/again/step_00000001" --adapter "$ZT_WORK/adapter_again"
+for f in adapter_model.safetensors adapter_config.json; do
+  cmp "$ZT_WORK/adapter_straight/$f" "$ZT_WORK/adapter_again/$f" || fail "$f re-read from the adapter directory differs"
+done
+train_expect 2 1 "${ADAPTER[@]}" --lora.rank=8 --ckpt.dir="$ZT_WORK/again2"
+expect_in "$ZT_WORK/err" "lora.rank=8 disagrees with r=4 in .*adapter_config.json: set lora.rank=4"
+echo "a PEFT adapter directory in init.from continues training, its adapters re-read identical"
 echo "PASS"
