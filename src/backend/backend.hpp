@@ -99,7 +99,8 @@ class Backend {
 
   // ---- matmul with optional bias: out[N,OC] = inp[N,IC] @ W (+ bias[OC]) -----------------------------
   virtual void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) = 0;
-  // dinp = dout @ W^T (written; skipped if dinp is empty), dweight +=, dbias += (skipped if empty)
+  // dinp = dout @ W^T (written; skipped if dinp is empty), dweight +=, dbias += (each skipped if empty:
+  // a frozen weight has no gradient)
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                Tensor weight, WeightLayout layout) = 0;
 

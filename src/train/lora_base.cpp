@@ -10,16 +10,6 @@
 
 namespace zt::train {
 
-DiscardGrads::DiscardGrads(backend::Backend& backend, const model::ParamTable& table) : table_(table) {
-  std::size_t largest = 0;
-  for (const model::Unit& u : table.units()) largest = std::max(largest, u.numel);
-  scratch_ = backend.allocate(largest * sizeof(float));
-}
-
-backend::Tensor DiscardGrads::unit(int u) {
-  return scratch_.view(DType::kF32, {static_cast<std::int64_t>(table_.units()[u].numel)});
-}
-
 model::LoraSpec lora_spec(const config::Config& config) {
   model::LoraSpec s;
   s.rank = static_cast<int>(config.lora.rank);

@@ -17,17 +17,11 @@
 
 namespace zt::train {
 
-// Gradients nobody keeps: the base's weight gradients, which the backward pass still computes (its ops
-// always write a weight gradient; TODO(issue 19): skip them), land in one scratch the size of the
-// largest unit, overwritten unit after unit.
-class DiscardGrads final : public model::GradSink {
+// The frozen base's gradient sink: every unit is frozen (an empty view), so the model computes no weight
+// gradient for the base (its matmuls pass none; its norms write a [C] scratch the model keeps).
+class FrozenGrads final : public model::GradSink {
  public:
-  DiscardGrads(backend::Backend& backend, const model::ParamTable& table);
-  backend::Tensor unit(int u) override;
-
- private:
-  const model::ParamTable& table_;
-  backend::Buffer scratch_;
+  backend::Tensor unit(int /*u*/) override { return {}; }
 };
 
 class LoraBase {

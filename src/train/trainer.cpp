@@ -66,7 +66,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_tokenizer(config.data.vocab));
   if (lora_) {
     params_ = std::make_unique<ZeroParams>(lora_->base_engine());
-    grads_ = std::make_unique<DiscardGrads>(*backend_, table_);
+    grads_ = std::make_unique<FrozenGrads>();
     lora_->attach(*model_, *engine_, static_cast<int>(config.train.micro_batch));
   } else {
     params_ = std::make_unique<ZeroParams>(*engine_);
