@@ -145,7 +145,7 @@ model::ParamTable base_table_of(const ckpt::Checkpoint& c);
 model::ParamTable table_of(const ckpt::Checkpoint& c) {
   const config::Config config = lora_config_of(c);
   if (config.lora.rank == 0) return base_table_of(c);
-  model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), train::lora_spec(config));
+  model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), plan::lora_spec(config));
   if (train::describe_model(adapters).params != c.manifest().model.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not the adapters its lora.* keys give"));
   return adapters;
@@ -275,7 +275,7 @@ int export_adapter(const Args& a) {
   fs::create_directories(a.adapter);
   model::save_safetensors((fs::path(a.adapter) / "adapter_model.safetensors").string(), adapters, master.data());
   model::write_text_file((fs::path(a.adapter) / "adapter_config.json").string(),
-                         model::peft_adapter_config(train::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
+                         model::peft_adapter_config(plan::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
   std::cout << "exported the LoRA adapters of step " << c.manifest().step << " of " << a.dir << " to " << a.adapter
             << " (adapter_model.safetensors, adapter_config.json; base " << config::lora_base_path(config) << ")\n";
   return kExitOk;
@@ -295,7 +295,7 @@ std::vector<float> merged_weights(const ckpt::Checkpoint& c, const model::ParamT
   if (to_hex(hash.finish()) != c.state().lora_base_sha256)
     throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
                          from, " now has another: the merge needs the run's base there"));
-  const model::LoraSpec spec = train::lora_spec(config);
+  const model::LoraSpec spec = plan::lora_spec(config);
   model::merge_lora(base, weights.data(), table_of(c), c.read_master().data(), spec.scale());
   return weights;
 }

@@ -3,21 +3,12 @@
 
 #include <algorithm>
 
-#include "config/lora.hpp"
+#include "plan/memory_plan.hpp"
 #include "core/sha256.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 
 namespace zt::train {
-
-model::LoraSpec lora_spec(const config::Config& config) {
-  model::LoraSpec s;
-  s.rank = static_cast<int>(config.lora.rank);
-  s.alpha = config.lora.alpha;
-  s.rslora = config.lora.rslora;
-  s.targets = config::lora_target_modules(config);
-  return s;
-}
 
 std::vector<int> lora_access_order(int n_layer, bool backward) {
   std::vector<int> order;
@@ -29,7 +20,7 @@ std::vector<int> lora_access_order(int n_layer, bool backward) {
 
 LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
                    const model::ParamTable& base, DType compute)
-    : backend_(backend), base_(base), spec_(lora_spec(config)), adapters_(model::lora_table(base.shape(), spec_)),
+    : backend_(backend), base_(base), spec_(plan::lora_spec(config)), adapters_(model::lora_table(base.shape(), spec_)),
       compute_(compute) {
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds the whole base
   base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, units_of(base), params_of(base), stage,

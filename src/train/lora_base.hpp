@@ -57,6 +57,4 @@ class LoraBase {
 // The block order of the adapter units (unit l = block l) in a pass: forward 0..L-1, then backward L-1..0.
 std::vector<int> lora_access_order(int n_layer, bool backward);
 
-model::LoraSpec lora_spec(const config::Config& config);
-
 }  // namespace zt::train

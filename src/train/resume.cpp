@@ -35,7 +35,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
   const model::ParamTable base(plan::model_shape(c.model));
   // A LoRA run's checkpoint holds its adapters (lora_base.hpp): their table is what must match.
   const ckpt::ModelDesc mine =
-      describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), lora_spec(c)) : base);
+      describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), plan::lora_spec(c)) : base);
   const std::string fix = " (ckpt.resume=none starts afresh; another ckpt.dir keeps both runs)";
   if (cp.manifest().model.params != mine.params)
     throw InputError(cat("checkpoint ", dir.string(), " holds a model with ", describe(cp.manifest().model),
