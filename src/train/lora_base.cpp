@@ -2,11 +2,15 @@
 #include "train/lora_base.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "plan/memory_plan.hpp"
+#include "config/lora.hpp"
+#include "core/log.hpp"
 #include "core/sha256.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
+#include "model/safetensors.hpp"
 
 namespace zt::train {
 
@@ -43,6 +47,33 @@ std::string LoraBase::load_base(const std::string& from, std::uint64_t seed) {
   Sha256 hash;
   hash.update(flat.data(), flat.size() * sizeof(float));
   return to_hex(hash.finish());
+}
+
+void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine) {
+  const std::string base = config::lora_base_path(c), peft = config::peft_adapter_config_path(c);
+  base_sha256_ = load_base(base, c.train.seed);
+  if (peft.empty()) {
+    adapter_engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+      model::init_lora_range(adapters_, c.train.seed, offset, count, out);
+    });
+  } else {  // a PEFT adapter directory: go on training its adapters
+    std::vector<float> weights(adapters_.numel());
+    model::load_safetensors((std::filesystem::path(c.init.from) / "adapter_model.safetensors").string(), adapters_,
+                            weights.data());
+    adapter_engine.load_params(weights.data());
+  }
+  log::info(cat("LoRA: rank ", c.lora.rank, " on ", c.lora.targets.empty() ? "the default modules" : c.lora.targets, ", ",
+                adapters_.n_params_real(), " trainable parameters", peft.empty() ? "" : cat(" from ", c.init.from),
+                "; frozen base ", base.empty() ? "from train.seed" : base, " (sha256 ", base_sha256_, ")"));
+}
+
+void LoraBase::reload_base(const config::Config& c, const std::string& checkpoint_sha256, const std::string& checkpoint) {
+  base_sha256_ = load_base(config::lora_base_path(c), c.train.seed);
+  if (checkpoint_sha256 != base_sha256_)
+    throw InputError(cat(checkpoint, ": this LoRA checkpoint was trained on a base with sha256 ",
+                         checkpoint_sha256.empty() ? std::string("(none: not a LoRA checkpoint)") : checkpoint_sha256,
+                         ", but init.from=", c.init.from, " has sha256 ", base_sha256_,
+                         ": set init.from to the run's base, or ckpt.resume=none to start over"));
 }
 
 void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {

@@ -38,6 +38,13 @@ class LoraBase {
   // Loads the base from init.from (or the seed's random init when empty); returns the SHA-256 of its
   // fp32 weights (the checkpoint's reference to its base).
   std::string load_base(const std::string& from, std::uint64_t seed);
+  // A new run: the base (init.from, or the base a PEFT adapter directory there names) and the adapters
+  // (that directory's, else PEFT's init from train.seed) into the engine that trains them.
+  void init(const config::Config& config, optim::ZeroEngine& adapter_engine);
+  // A resumed run (the adapters come from the checkpoint): the base again, refused (InputError) unless its
+  // hash is the checkpoint's.
+  void reload_base(const config::Config& config, const std::string& checkpoint_sha256, const std::string& checkpoint);
+  const std::string& base_sha256() const { return base_sha256_; }  // of the loaded base
   // The order of the next pass's unit requests, for both engines (stage 3 prefetches along it).
   void expect_access_order(optim::ZeroEngine& adapter_engine, bool backward);
   std::size_t base_bytes() const { return base_engine_->memory().params; }
@@ -52,6 +59,7 @@ class LoraBase {
   std::unique_ptr<ZeroParams> adapter_params_;
   std::unique_ptr<ZeroGrads> adapter_grads_;
   DType compute_;
+  std::string base_sha256_;
 };
 
 // The block order of the adapter units (unit l = block l) in a pass: forward 0..L-1, then backward L-1..0.

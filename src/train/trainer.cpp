@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cmath>
 
-#include "config/lora.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
 #include "core/version.hpp"
@@ -18,7 +17,6 @@
 #include "tok/vocab.hpp"
 #include "model/init.hpp"
 #include "model/hf_dir.hpp"
-#include "model/safetensors.hpp"
 #include "optim/schedule.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
@@ -97,24 +95,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
 Trainer::~Trainer() = default;
 
 void Trainer::init_parameters() {
-  if (lora_) {
-    const std::string base = config::lora_base_path(config_), peft = config::peft_adapter_config_path(config_);
-    lora_base_sha256_ = lora_->load_base(base, config_.train.seed);
-    if (peft.empty()) {
-      engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-        model::init_lora_range(lora_->adapter_table(), config_.train.seed, offset, count, out);
-      });
-    } else {  // a PEFT adapter directory: go on training its adapters
-      std::vector<float> adapters(lora_->adapter_table().numel());
-      model::load_safetensors((std::filesystem::path(config_.init.from) / "adapter_model.safetensors").string(),
-                              lora_->adapter_table(), adapters.data());
-      engine_->load_params(adapters.data());
-    }
-    log::info(cat("LoRA: rank ", config_.lora.rank, " on ", config_.lora.targets.empty() ? "the default modules" : config_.lora.targets,
-                  ", ", lora_->adapter_table().n_params_real(), " trainable parameters", peft.empty() ? "" : cat(" from ", config_.init.from),
-                  "; frozen base ", base.empty() ? "from train.seed" : base, " (sha256 ", lora_base_sha256_, ")"));
-    return;
-  }
+  if (lora_) return lora_->init(config_, *engine_);
   if (config_.init.from.empty()) {
     engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
       model::init_params_range(table_, config_.train.seed, offset, count, out);
@@ -129,14 +110,7 @@ void Trainer::init_parameters() {
 
 void Trainer::resume_from(const ResumePoint& resume) {
   const ckpt::TrainState s = checkpointer_->load(resume.dir);
-  if (lora_) {  // the checkpoint holds the adapters; the base comes from init.from again, checked by its hash
-    lora_base_sha256_ = lora_->load_base(config::lora_base_path(config_), config_.train.seed);
-    if (s.lora_base_sha256 != lora_base_sha256_)
-      throw InputError(cat(resume.dir.string(), ": this LoRA checkpoint was trained on a base with sha256 ",
-                           s.lora_base_sha256.empty() ? std::string("(none: not a LoRA checkpoint)") : s.lora_base_sha256,
-                           ", but init.from=", config_.init.from, " has sha256 ", lora_base_sha256_,
-                           ": set init.from to the run's base, or ckpt.resume=none to start over"));
-  }
+  if (lora_) lora_->reload_base(config_, s.lora_base_sha256, resume.dir.string());  // the adapters came with s
   step_ = s.step;
   tokens_ = s.tokens;
   scaler_.restore(s.loss_scale);
@@ -160,7 +134,7 @@ ckpt::TrainState Trainer::train_state() const {
   s.loss_scale = scaler_.state();
   s.config_ini = config::to_ini(config_);
   s.git_revision = git_revision();
-  s.lora_base_sha256 = lora_base_sha256_;
+  if (lora_) s.lora_base_sha256 = lora_->base_sha256();
   return s;
 }
 

@@ -85,7 +85,6 @@ class Trainer {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;
   std::unique_ptr<LoraBase> lora_;             // lora.rank > 0: the frozen base and the adapters engine_ trains
-  std::string lora_base_sha256_;               // LoRA: the loaded base's hash (the checkpoint's reference)
   std::unique_ptr<model::ParamSource> params_;  // the model's parameters (LoRA: the frozen base)
   std::unique_ptr<model::GradSink> grads_;
   std::shared_ptr<const data::TokenSource> train_tokens_, valid_tokens_;
