@@ -129,13 +129,6 @@ Check<double> in_unit_interval_open() {
   return [](const double& v) { return v >= 0 && v < 1 ? std::string() : "must be in [0, 1)"; };
 }
 
-// Dropout needs a counter-based mask replayed in the backward pass; until then only 0 is accepted.
-Check<double> no_lora_dropout() {
-  return [](const double& v) {
-    return v == 0 ? std::string() : "must be 0: LoRA dropout is not implemented (issue 19); set lora.dropout=0";
-  };
-}
-
 std::vector<Option> build_table() {
   using C = Config;
   return {
@@ -180,7 +173,7 @@ std::vector<Option> build_table() {
       opt("lora.alpha", &C::lora, &LoraConfig::alpha, "LoRA alpha: the adapter output is scaled by alpha/rank (alpha/sqrt(rank) with lora.rslora)", positive()),
       opt("lora.rslora", &C::lora, &LoraConfig::rslora, "rank-stabilised LoRA scaling alpha/sqrt(rank) (PEFT use_rslora)"),
       opt("lora.targets", &C::lora, &LoraConfig::targets, "comma-separated modules to adapt, PEFT target_modules names: llama q,k,v,o,gate,up,down; gpt2 c_attn,c_proj (attention and MLP output),c_fc (empty: q,v for llama, c_attn for gpt2)"),
-      opt("lora.dropout", &C::lora, &LoraConfig::dropout, "dropout on the adapters' input (PEFT lora_dropout); only 0 is supported", no_lora_dropout()),
+      opt("lora.dropout", &C::lora, &LoraConfig::dropout, "dropout probability on the adapters' input in training passes (PEFT lora_dropout; counter-based masks from train.seed: the same on any world size)", in_unit_interval_open()),
       opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", at_least<double>(0)),
       opt("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate at the end of the cosine schedule", at_least<double>(0)),
       opt("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps: lr*(s+1)/warmup for step s < warmup", I64{0, kMaxSteps}),

@@ -124,7 +124,7 @@ std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, con
                             {"fan_in_fan_out", shape.arch == Arch::kGpt2},
                             {"inference_mode", true},
                             {"lora_alpha", spec.alpha},
-                            {"lora_dropout", 0.0},
+                            {"lora_dropout", spec.dropout},
                             {"peft_type", "LORA"},
                             {"r", spec.rank},
                             {"target_modules", spec.targets},
@@ -143,6 +143,7 @@ std::size_t Lora::layout(const GptShape& s, int rank, int B, DType compute, std:
   sc.h = c.take({N, r}), sc.dh = c.take({N, r});
   sc.delta = c.take({N, w_max}), sc.dx = c.take({N, in_max});
   sc.e = c.take({w_max, r}), sc.de = c.stat({w_max, r});
+  sc.xd = c.take({N, in_max});
   return c.used;
 }
 
@@ -151,7 +152,8 @@ std::size_t Lora::scratch_bytes(const GptShape& shape, int rank, int micro_batch
 }
 
 Lora::Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute)
-    : be_(backend), table_(adapters), rank_(spec.rank), scale_(spec.scale()), dtype_(compute),
+    : be_(backend), table_(adapters), rank_(spec.rank), scale_(spec.scale()),
+      dropout_(static_cast<float>(spec.dropout)), seed_(spec.seed), dtype_(compute),
       n_rows_(std::int64_t{micro_batch} * adapters.shape().seq_len) {
   const GptShape& s = adapters.shape();
   std::size_t local = 0;
@@ -195,6 +197,21 @@ Tensor Lora::expanded_b(const Site& site, const Tensor& b) {
   return e;
 }
 
+// The mask of (layer, module): Philox stream from the adapter's name, counter = the element's global
+// index (first_row_ + row) * in + column.
+void Lora::drop(const Site& site, const Tensor& t) {
+  const std::string& name = table_.params()[table_.first_param(block_) + site.a_param].name;
+  be_.dropout(t, t, dropout_, seed_, rng::purpose_id("lora_dropout/" + name), first_row_ * site.module.in);
+}
+
+Tensor Lora::adapter_input(const Site& site, const Tensor& x) {
+  if (!dropout_on_ || dropout_ == 0.0f) return x;
+  const Tensor xd(s_.xd.data, dtype_, {n_rows_, site.module.in});
+  be_.copy(xd.data, x.data, xd.bytes());
+  drop(site, xd);
+  return xd;
+}
+
 void Lora::forward(BlockMatmul matmul, const Tensor& x, const Tensor& y) {
   ZT_CHECK(block_ >= 0, "lora: forward outside begin_block/end_block");
   for (const Site& site : sites_) {
@@ -203,7 +220,7 @@ void Lora::forward(BlockMatmul matmul, const Tensor& x, const Tensor& y) {
     const Tensor a = view(w_, site.a_param, rank_, m.in), b = view(w_, site.a_param + 1, m.width, rank_);
     const Tensor x2(x.data, x.dtype, {n_rows_, m.in}), h(s_.h.data, dtype_, {n_rows_, rank_});
     const Tensor delta(s_.delta.data, dtype_, {n_rows_, m.out_total}), y2(y.data, y.dtype, {n_rows_, m.out_total});
-    be_.matmul_forward(h, x2, a, Tensor(), WeightLayout::kOutIn);
+    be_.matmul_forward(h, adapter_input(site, x2), a, Tensor(), WeightLayout::kOutIn);
     be_.scale(h, scale_);
     be_.matmul_forward(delta, h, expanded_b(site, b), Tensor(), WeightLayout::kOutIn);
     be_.accumulate(y2, delta);
@@ -219,7 +236,8 @@ void Lora::backward(BlockMatmul matmul, const Tensor& x, const Tensor& dy, const
     const Tensor da = view(g_, site.a_param, rank_, m.in), db = view(g_, site.a_param + 1, m.width, rank_);
     const Tensor x2(x.data, x.dtype, {n_rows_, m.in}), dy2(dy.data, dy.dtype, {n_rows_, m.out_total});
     const Tensor h(s_.h.data, dtype_, {n_rows_, rank_}), dh(s_.dh.data, dtype_, {n_rows_, rank_});
-    be_.matmul_forward(h, x2, a, Tensor(), WeightLayout::kOutIn);
+    const Tensor xa = adapter_input(site, x2);  // the forward's dropped input again (same mask)
+    be_.matmul_forward(h, xa, a, Tensor(), WeightLayout::kOutIn);
     be_.scale(h, scale_);
     if (m.width == m.out_total) {
       be_.matmul_backward(dh, db, Tensor(), dy2, h, b, WeightLayout::kOutIn);
@@ -232,7 +250,8 @@ void Lora::backward(BlockMatmul matmul, const Tensor& x, const Tensor& dy, const
     }
     be_.scale(dh, scale_);
     const Tensor dxl(s_.dx.data, dtype_, {n_rows_, m.in}), dx2(dx.data, dx.dtype, {n_rows_, m.in});
-    be_.matmul_backward(dxl, da, Tensor(), dh, x2, a, WeightLayout::kOutIn);
+    be_.matmul_backward(dxl, da, Tensor(), dh, xa, a, WeightLayout::kOutIn);
+    if (xa.data != x2.data) drop(site, dxl);  // through the dropout: the same mask, the same 1/(1-p)
     be_.accumulate(dx2, dxl);
   }
 }

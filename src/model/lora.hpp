@@ -36,6 +36,8 @@ struct LoraSpec {
   double alpha = 16;
   bool rslora = false;
   std::vector<std::string> targets;  // PEFT names (config::lora_target_modules)
+  double dropout = 0;                // PEFT's lora_dropout on the adapters' input, in training passes
+  std::uint64_t seed = 0;            // the dropout masks' (train.seed)
   float scale() const;
 };
 
@@ -57,7 +59,7 @@ std::string lora_base_weight(const std::string& adapter_name);
 void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
                 double scale);
 
-// PEFT's adapter_config.json for these adapters (peft_type LORA, r, lora_alpha, use_rslora,
+// PEFT's adapter_config.json for these adapters (peft_type LORA, r, lora_alpha, lora_dropout, use_rslora,
 // target_modules, base_model_name_or_path, fan_in_fan_out for GPT-2's Conv1D), sorted keys.
 std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path);
 
@@ -70,6 +72,10 @@ class Lora {
 
   // Where the adapters and their gradients come from for the next passes (grads null: forward only).
   void bind(ParamSource* params, GradSink* grads) { params_ = params, grads_ = grads; }
+  // Dropout (spec.dropout > 0) in the passes from here on: on for a training micro-batch whose first
+  // token is global token `first_row` of the run's window order (so the masks do not depend on the world
+  // size or the accumulation), off for evaluation and sampling.
+  void set_dropout(bool on, std::uint64_t first_row = 0) { dropout_on_ = on, first_row_ = first_row; }
   void begin_block(int l, bool backward);
   void end_block(int l, bool backward);
   // y [N, out_total] += the adapters of matmul m on x [N, in].
@@ -88,7 +94,11 @@ class Lora {
   };
   struct Scratch {
     backend::Tensor h, dh, delta, dx, e, de;  // h, dh [N,r]; delta [N,Wmax]; dx [N,Imax]; e [Wmax,r] X; de f32
+    backend::Tensor xd;                       // [N,Imax]: the input after dropout
   };
+  // The adapters' input: x, or x after this site's dropout mask (the same mask in forward and backward).
+  backend::Tensor adapter_input(const Site& site, const backend::Tensor& x);
+  void drop(const Site& site, const backend::Tensor& t);  // t [N, in] *= this site's mask / (1-p)
   static std::size_t layout(const GptShape& s, int rank, int B, DType compute, std::byte* base, Scratch* out);
   backend::Tensor view(const backend::Tensor& unit, std::size_t p, std::int64_t rows, std::int64_t cols) const;
   // B itself when the module is its matmul's whole output, else B placed at its rows of a zeroed [out_total, r].
@@ -98,6 +108,10 @@ class Lora {
   const ParamTable& table_;
   int rank_;
   float scale_;
+  float dropout_;
+  std::uint64_t seed_;
+  bool dropout_on_ = false;
+  std::uint64_t first_row_ = 0;
   DType dtype_;
   std::int64_t n_rows_;
   std::vector<Site> sites_;

@@ -114,7 +114,8 @@ model::GptShape model_shape(const config::ModelConfig& m) {
 }
 
 model::LoraSpec lora_spec(const config::Config& c) {
-  return {static_cast<int>(c.lora.rank), c.lora.alpha, c.lora.rslora, config::lora_target_modules(c)};
+  return {static_cast<int>(c.lora.rank), c.lora.alpha, c.lora.rslora, config::lora_target_modules(c), c.lora.dropout,
+          c.train.seed};
 }
 
 DType compute_dtype(config::Precision p) {

@@ -47,6 +47,8 @@ class LoraBase {
   const std::string& base_sha256() const { return base_sha256_; }  // of the loaded base
   // The order of the next pass's unit requests, for both engines (stage 3 prefetches along it).
   void expect_access_order(optim::ZeroEngine& adapter_engine, bool backward);
+  // Dropout (lora.dropout) on for a training micro-batch starting at global token first_row, or off.
+  void set_dropout(bool on, std::uint64_t first_row = 0) { lora_->set_dropout(on, first_row); }
   std::size_t base_bytes() const { return base_engine_->memory().params; }
 
  private:

@@ -182,6 +182,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
+    if (lora_) lora_->set_dropout(true, first_token(m));
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     slow_point(config_.debug, world_.rank(), ms_since(t));
     lap(window_->phases.forward_ms);
@@ -227,6 +228,7 @@ std::optional<double> Trainer::evaluate() {
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   std::uint64_t targets_here = 0;
+  if (lora_) lora_->set_dropout(false);
   comm_->set_context(cat("evaluation after step ", step_));
   for (std::int64_t b = 0; b < batches; ++b) {
     std::optional<data::StepBatch> read;
@@ -307,6 +309,12 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   const std::int64_t every = config_.ckpt.every;
   if (step_ == last || stop || (every > 0 && step_ % every == 0)) checkpointer_->save(train_state());
   return stop;
+}
+
+// The global index of micro-batch m's first token in this step (the window order's), for LoRA's dropout masks.
+std::uint64_t Trainer::first_token(std::int64_t m) const {
+  const data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, world_.rank()};
+  return slice.window(static_cast<std::uint64_t>(step_), m, 0) * static_cast<std::uint64_t>(config_.model.seq_len);
 }
 
 void Trainer::expect_access_order(bool backward) {
@@ -425,6 +433,7 @@ void Trainer::sample() {
   o.step = static_cast<std::uint64_t>(step_);
   comm_->set_context(cat("text sample after step ", step_));
   model_->set_segment_starts(nullptr);  // one prompt: no document mask
+  if (lora_) lora_->set_dropout(false);
   const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,
                                        [&] { expect_access_order(false); });
   log::info(cat("step ", step_, " | sample: ", text));

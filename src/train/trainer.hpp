@@ -57,6 +57,7 @@ class Trainer {
   void log_step(const StepResult& r);  // closes window_ into one metrics line (collective)
   void init_parameters();
   void expect_access_order(bool backward);  // the next pass's unit order, for the engine(s)
+  std::uint64_t first_token(std::int64_t micro) const;  // LoRA dropout: micro-batch's first global token
   void resume_from(const ResumePoint& resume);
   void open_data();
   bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# LoRA checkpoints (ZeRO-3 on 2 ranks, the base sharded): a run stopped at step 4 and resumed gives
+# LoRA checkpoints (ZeRO-3 on 2 ranks, the base sharded, dropout 0.1): a run stopped at step 4 and resumed gives
 # bit-identical losses and adapters to a straight run; the checkpoint holds the adapters only and records
 # its base's SHA-256, so resuming on another base, or with other targets, is exit 2 naming the fix;
 # zckpt export --adapter writes PEFT's layout and --merge the base plus scale * dW (lora_export_check.py),
@@ -14,7 +14,7 @@ source "$here/ckpt_lib.sh"
 train 1 --train.max_steps=2 --ckpt.dir="$ZT_WORK/pre"
 expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/pre/step_00000002" --out "$ZT_WORK/base/model.safetensors"
 base="$ZT_WORK/base/model.safetensors"
-LORA=(--init.from="$base" --lora.rank=4 --lora.alpha=8 --lora.targets=c_attn,c_proj --train.zero_stage=3)
+LORA=(--init.from="$base" --lora.rank=4 --lora.alpha=8 --lora.targets=c_attn,c_proj --lora.dropout=0.1 --train.zero_stage=3)
 
 train 2 "${LORA[@]}" --ckpt.dir="$ZT_WORK/straight" --log.metrics="$ZT_WORK/straight.jsonl"
 train 2 "${LORA[@]}" --ckpt.dir="$ZT_WORK/split" --log.metrics="$ZT_WORK/split.jsonl" --train.stop_at_step=4
@@ -53,7 +53,7 @@ expect_in "$ZT_WORK/err" "is a LoRA checkpoint \(its adapters only\): export the
 
 # init.from a PEFT adapter directory goes on training it: its adapters re-read are identical (one step at
 # lr 0 exports the same bytes), and lora.* keys that disagree with its adapter_config.json are exit 2.
-ADAPTER=(--init.from="$ZT_WORK/adapter_straight" --lora.rank=4 --lora.alpha=8 --lora.targets=c_attn,c_proj)
+ADAPTER=(--init.from="$ZT_WORK/adapter_straight" --lora.rank=4 --lora.alpha=8 --lora.targets=c_attn,c_proj --lora.dropout=0.1)
 train 2 "${ADAPTER[@]}" --train.zero_stage=1 --train.max_steps=1 --optim.lr=0 --optim.min_lr=0 --ckpt.dir="$ZT_WORK/again"
 expect_in "$ZT_WORK/out" "trainable parameters from .*adapter_straight; frozen base .*base/model.safetensors"
 expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/again/step_00000001" --adapter "$ZT_WORK/adapter_again"

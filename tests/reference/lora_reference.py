@@ -4,14 +4,16 @@ and llama_reference.py compute them) with PEFT's LoRA on the targeted modules, w
 B A for Llama's nn.Linear [out, in], s = alpha/r (alpha/sqrt(r) with rsLoRA). Only A and B train
 (torch.optim.AdamW with decay on both, clip_grad_norm_ over them); the base never changes.
 
-  lora_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 RANK ALPHA RSLORA TARGETS METRICS.jsonl...
+  lora_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 RANK ALPHA RSLORA TARGETS DROPOUT METRICS.jsonl...
       trains 10 steps and compares every step's loss and grad_norm with each ztrain metrics file (1e-4
       relative), and each later file with the first (1e-5: ZeRO stages and rank counts). TARGETS are PEFT
-      names (c_attn,c_proj,c_fc or q_proj,...); RSLORA is true or false.
+      names (c_attn,c_proj,c_fc or q_proj,...); RSLORA is true or false; DROPOUT is lora.dropout: PEFT's
+      nn.Dropout on each adapter's input, here with ztrain's counter-based mask (Philox at the element's
+      global index (token of the run's window order x in + column), stream "lora_dropout/" + lora_A's name).
 
 A starts as ztrain draws it (Kaiming-uniform bound 1/sqrt(in) from Philox4x32-10 on (seed, "lora/" + name,
-index), reimplemented here), B at zero. A variant with the other scaling rule must miss ztrain by far more
-than the tolerance, so a pass means the scale is applied. Exits 77 (skip) when PyTorch is not installed.
+index), reimplemented here), B at zero. A variant with the other scaling rule (and, with dropout, one
+without it) must miss ztrain by far more than the tolerance, so a pass means each is applied. Exits 77 (skip) when PyTorch is not installed.
 """
 import configparser
 import math
@@ -59,6 +61,32 @@ def lora_a(seed, name, r, fan_in):
     return ((2 * (words.astype(np.float64) * 2.0**-32) - 1) * bound).astype(np.float32).reshape(r, fan_in)
 
 
+class Adapted:
+    """A weight with its adapter: x @ W (GPT-2's Conv1D [in, out]; Llama's .T of [out, in]) plus
+    s * dropout(x) A^T B^T, for the explicit forward functions' `x @ weight` (and `x @ weight.T`)."""
+
+    def __init__(self, W, A, B, scale, drop, llama, transposed=False):
+        self.W, self.A, self.B, self.scale, self.drop, self.llama, self.transposed = W, A, B, scale, drop, llama, transposed
+
+    @property
+    def T(self):
+        return Adapted(self.W, self.A, self.B, self.scale, self.drop, self.llama, not self.transposed)
+
+    def __rmatmul__(self, x):
+        base = x @ (self.W.T if self.transposed else self.W)
+        return base + self.scale * ((self.drop(x) @ self.A.T) @ self.B.T)
+
+
+def dropout_mask(c, p, stream, first_row, rows, fan_in):
+    """ztrain's keep mask * 1/(1-p) for `rows` tokens from global token first_row: [rows, fan_in] float32."""
+    p32 = np.float32(p)
+    threshold = np.uint64(math.floor(float(p32) * 2.0**32))
+    k = np.uint64(first_row * fan_in) + np.arange(rows * fan_in, dtype=np.uint64)
+    keep = philox_first_word(c["seed"], stream, k) >= threshold
+    scale = np.float32(1) / (np.float32(1) - p32)
+    return torch.from_numpy(np.where(keep, scale, np.float32(0)).astype(np.float32).reshape(rows, fan_in))
+
+
 def modules(c, llama):
     """(PEFT name, base weight name, in, out) per block module."""
     C = c["n_embd"]
@@ -80,7 +108,8 @@ def train(c, llama, init, tokens, lora, variant=""):
         from model_reference import forward as gpt2_forward
         forward = lambda P, idx: gpt2_forward(P, {"n_layer": c["n_layer"], "n_head": c["n_head"]}, idx)  # noqa: E731
     base = {n: torch.from_numpy(w.copy()) for n, w in init.items() if not (n == "lm_head.weight" and not llama)}
-    r, alpha, rslora, targets = lora
+    r, alpha, rslora, targets, p = lora
+    p = 0.0 if variant == "no_dropout" else p
     scale = alpha / math.sqrt(r) if rslora != (variant == "other_scaling") else alpha / r
     prefix = "model.layers" if llama else "transformer.h"
     adapters = {}  # base weight name -> (A, B)
@@ -91,8 +120,8 @@ def train(c, llama, init, tokens, lora, variant=""):
             name = f"base_model.model.{prefix}.{i}.{path}"
             A = torch.from_numpy(lora_a(c["seed"], name + ".lora_A.weight", r, fan_in)).requires_grad_()
             B = torch.zeros(fan_out, r, requires_grad=True)
-            adapters[f"{prefix}.{i}.{path}.weight"] = (A, B)
-    trained = [t for ab in adapters.values() for t in ab]
+            adapters[f"{prefix}.{i}.{path}.weight"] = (A, B, purpose_id("lora_dropout/" + name + ".lora_A.weight"), fan_in)
+    trained = [t for ab in adapters.values() for t in ab[:2]]
     opt = torch.optim.AdamW([{"params": trained, "weight_decay": c["weight_decay"]}], lr=c["lr"],
                             betas=(c["beta1"], c["beta2"]), eps=c["eps"])
     accum = c["global_batch"] // c["micro_batch"]
@@ -106,8 +135,14 @@ def train(c, llama, init, tokens, lora, variant=""):
         loss_total = 0.0
         for m in range(accum):
             P = dict(base)
-            for n, (A, B) in adapters.items():  # Conv1D [in, out]: + s A^T B^T; nn.Linear [out, in]: + s B A
-                P[n] = base[n] + scale * ((B @ A) if llama else (A.T @ B.T))
+            first_row = (step * c["global_batch"] + m * c["micro_batch"]) * c["seq_len"]
+            for n, (A, B, stream, fan_in) in adapters.items():
+                if p == 0:  # Conv1D [in, out]: + s A^T B^T; nn.Linear [out, in]: + s B A
+                    P[n] = base[n] + scale * ((B @ A) if llama else (A.T @ B.T))
+                    continue
+                mask = dropout_mask(c, p, stream, first_row, c["micro_batch"] * c["seq_len"], fan_in)
+                drop = lambda x, mask=mask: x * mask.reshape(x.shape)  # noqa: E731
+                P[n] = Adapted(base[n], A, B, scale, drop, llama)
             rows = slice(m * c["micro_batch"], (m + 1) * c["micro_batch"])
             logits = forward(P, windows[rows, :-1]).reshape(-1, c["vocab_size"])
             loss = torch.nn.functional.cross_entropy(logits, windows[rows, 1:].reshape(-1)) / accum
@@ -122,11 +157,11 @@ def train(c, llama, init, tokens, lora, variant=""):
 
 
 def main():
-    if len(sys.argv) < 10 or sys.argv[1] != "check":
+    if len(sys.argv) < 11 or sys.argv[1] != "check":
         print(__doc__, file=sys.stderr)
         return 2
-    config, init_path, tokens_path, rank, alpha, rslora, targets = sys.argv[2:9]
-    metrics = sys.argv[9:]
+    config, init_path, tokens_path, rank, alpha, rslora, targets, dropout = sys.argv[2:10]
+    metrics = sys.argv[10:]
     ini = configparser.ConfigParser()
     ini.read(config)
     llama = ini.get("model", "arch", fallback="gpt2") == "llama"
@@ -138,7 +173,7 @@ def main():
     torch.set_num_threads(1)
     init, _ = st_io.load(init_path)
     tokens = np.fromfile(tokens_path, dtype="<u4").astype(np.int64)
-    lora = (int(rank), float(alpha), rslora == "true", targets.split(","))
+    lora = (int(rank), float(alpha), rslora == "true", targets.split(","), float(dropout))
     ref = train(c, llama, init, tokens, lora)
     tolerance = 1e-4
     worst = [compare(c, ref, m, tolerance) for m in metrics]
@@ -149,10 +184,11 @@ def main():
         d = max(max(rel(rows[s]["loss"], first[s]["loss"]), rel(rows[s]["grad_norm"], first[s]["grad_norm"])) for s in first)
         print(f"{os.path.basename(m)} vs {os.path.basename(metrics[0])}: max relative difference {d:.2e} (tolerance 1e-5)")
         ok &= d <= 1e-5
-    wrong = train(c, llama, init, tokens, lora, "other_scaling")
-    miss = max(max(rel(first[s]["loss"], l), rel(first[s]["grad_norm"], g)) for s, (l, g, _) in enumerate(wrong, start=1))
-    print(f"sensitivity: the other scaling rule misses ztrain by {miss:.2e} relative")
-    ok &= miss > 10 * tolerance
+    for variant in ("other_scaling", "no_dropout") if lora[4] > 0 else ("other_scaling",):
+        wrong = train(c, llama, init, tokens, lora, variant)
+        miss = max(max(rel(first[s]["loss"], l), rel(first[s]["grad_norm"], g)) for s, (l, g, _) in enumerate(wrong, start=1))
+        print(f"sensitivity: variant {variant} misses ztrain by {miss:.2e} relative")
+        ok &= miss > 10 * tolerance
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -251,12 +251,13 @@ TEST(Validate, LoraScaleAndTheKeysItNeeds) {
   EXPECT_NE(error_of([&] { validate(off); }).find("lora.rank=0 turns LoRA off"), std::string::npos);
 }
 
-TEST(Validate, LoraDropoutOtherThanZeroIsRefusedWithTheReason) {
+TEST(Validate, LoraDropoutIsAProbabilityBelowOne) {
   Config c;
   const Option* o = find_option("lora.dropout");
   ASSERT_NE(o, nullptr);
-  EXPECT_NO_THROW(o->assign(c, "0"));
-  EXPECT_NE(error_of([&] { o->assign(c, "0.05"); }).find("LoRA dropout is not implemented"), std::string::npos);
+  EXPECT_NO_THROW(o->assign(c, "0.05"));
+  EXPECT_DOUBLE_EQ(c.lora.dropout, 0.05);
+  EXPECT_NE(error_of([&] { o->assign(c, "1"); }).find("must be in [0, 1)"), std::string::npos);
 }
 
 }  // namespace
