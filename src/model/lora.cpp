@@ -4,7 +4,8 @@
 // where Bx is B itself, or, for a module inside a fused matmul (Llama's q|k|v and gate|up), B placed at
 // its output rows of a zeroed [out_total, r] matrix: one GEMM then adds exactly the module's columns, and
 // the module's rows of dBx are B's gradient. h is recomputed in backward (r columns: cheap), so no
-// activation is kept per block.
+// activation is kept per block. With lora.dropout, x is the input after the site's counter-based mask
+// in both passes, and dx goes back through the same mask.
 #include "model/lora.hpp"
 
 #include <algorithm>

@@ -83,8 +83,8 @@ for kv in 2 1; do
 done
 
 # LoRA (issue 19): adapters on every Llama module (q, k, v inside the fused q|k|v GEMM), dropout 0.1 (the
-# same Philox masks on both backends), over the frozen
-# base, whose weight gradients the GPU skips (matmul_backward without dweight), sharded at ZeRO-3.
+# same Philox masks on both backends), over the frozen base, whose weight gradients the GPU skips
+# (matmul_backward without dweight), sharded at ZeRO-3.
 MODEL=(--model.arch=llama --model.n_layer=2 --model.n_head=4 --model.n_kv_head=2 --model.n_embd=128
        --model.rope_theta=10000 --lora.rank=8 --lora.alpha=16 --lora.targets=q,k,v,o,gate,up,down --lora.dropout=0.1)
 for precision in fp32 bf16; do
