@@ -14,12 +14,17 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
+#include "config/lora.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
+#include "core/sha256.hpp"
 #include "model/hf_dir.hpp"
+#include "model/init.hpp"
+#include "model/lora.hpp"
 #include "model/safetensors.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/checkpointer.hpp"
+#include "train/lora_base.hpp"
 
 namespace zt::apps {
 namespace {
@@ -33,10 +38,17 @@ constexpr const char* kUsage =
     "       zckpt export DIR --out HFDIR [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
     "                                                   a directory from_pretrained loads: config.json, weights\n"
     "                                                   (default bf16), shards + index past --max-shard-size\n"
+    "       zckpt export DIR --adapter ADIR             a LoRA checkpoint's adapters in PEFT's layout\n"
+    "                                                   (adapter_model.safetensors + adapter_config.json)\n"
+    "       zckpt export DIR --merge --out OUT [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
+    "                                                   a LoRA checkpoint merged into its base (init.from): the\n"
+    "                                                   fine-tuned model, written as export --out writes one\n"
     "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
 
 struct Args {
   std::string command, dir, out;
+  std::string adapter;  // export --adapter DIR (LoRA)
+  bool merge = false;   // export --merge (LoRA)
   int world = 0;
   std::string dtype;                          // export: "" = fp32 for a .safetensors file, bf16 for a directory
   std::uint64_t max_shard = 5'000'000'000;    // export to a directory: transformers' default "5GB"
@@ -55,22 +67,33 @@ int parse_world(const std::string& text) {
 
 Args parse_args(int argc, char** argv) {
   if (argc < 3) throw ConfigError(cat("missing arguments\n", kUsage));
-  Args a{argv[1], argv[2], "", 0};
+  Args a;
+  a.command = argv[1];
+  a.dir = argv[2];
   for (int i = 3; i < argc; ++i) {
     const std::string key = argv[i];
+    if (key == "--merge") {
+      a.merge = true;
+      continue;
+    }
     if (i + 1 >= argc) throw ConfigError(cat(key, " needs a value\n", kUsage));
     const std::string value = argv[++i];
     if (key == "--out") a.out = value;
+    else if (key == "--adapter") a.adapter = value;
     else if (key == "--world") a.world = parse_world(value);
     else if (key == "--dtype" && (value == "bf16" || value == "fp32")) a.dtype = value;
     else if (key == "--dtype") throw ConfigError(cat("--dtype ", value, ": give bf16 or fp32\n", kUsage));
     else if (key == "--max-shard-size") a.max_shard = model::parse_shard_size(value), a.max_shard_given = true;
     else throw ConfigError(cat("unknown option ", key, "\n", kUsage));
   }
-  const bool needs_out = a.command == "export" || a.command == "reshard";
+  if ((a.merge || !a.adapter.empty()) && a.command != "export")
+    throw ConfigError(cat("--merge and --adapter belong to zckpt export\n", kUsage));
+  if (!a.adapter.empty() && (a.merge || !a.out.empty()))
+    throw ConfigError(cat("zckpt export --adapter DIR writes the adapters alone: give it without --out and --merge\n", kUsage));
+  const bool needs_out = (a.command == "export" && a.adapter.empty()) || a.command == "reshard";
   if (needs_out && a.out.empty()) throw ConfigError(cat("zckpt ", a.command, " needs --out\n", kUsage));
   if (a.command == "reshard" && a.world < 1) throw ConfigError(cat("zckpt reshard needs --world N with N >= 1\n", kUsage));
-  if (a.command != "info" && a.command != "verify" && !needs_out) throw ConfigError(cat("unknown command '", a.command, "'\n", kUsage));
+  if (a.command != "info" && a.command != "verify" && a.command != "export" && !needs_out) throw ConfigError(cat("unknown command '", a.command, "'\n", kUsage));
   return a;
 }
 
@@ -91,8 +114,45 @@ config::ModelConfig model_config_of(const ckpt::Checkpoint& c) {
   return config::parse_command_line(static_cast<int>(argv.size()), argv.data()).config.model;
 }
 
-// The parameter table the checkpoint's manifest describes, checked against it.
+// A key of the checkpoint's resolved INI ("" when absent).
+std::string ini_value(const ckpt::Checkpoint& c, const std::string& section, const std::string& key) {
+  std::istringstream ini(c.state().config_ini);
+  std::string line, in;
+  while (std::getline(ini, line)) {
+    if (line.starts_with("[")) in = line.substr(1, line.find(']') - 1);
+    if (in == section && line.starts_with(key + " = ")) return line.substr(key.size() + 3);
+  }
+  return "";
+}
+
+// The lora.* keys of the run that wrote c (rank 0: not a LoRA checkpoint), with its model keys.
+config::Config lora_config_of(const ckpt::Checkpoint& c) {
+  config::Config config;
+  config.model = model_config_of(c);
+  const std::string rank = ini_value(c, "lora", "rank");
+  config.lora.rank = rank.empty() ? 0 : std::stoll(rank);
+  if (config.lora.rank == 0) return config;
+  config.lora.alpha = std::stod(ini_value(c, "lora", "alpha"));
+  config.lora.rslora = ini_value(c, "lora", "rslora") == "true";
+  config.lora.targets = ini_value(c, "lora", "targets");
+  config.init.from = ini_value(c, "init", "from");
+  return config;
+}
+
+model::ParamTable base_table_of(const ckpt::Checkpoint& c);
+
+// The parameter table the checkpoint's manifest describes, checked against it: a LoRA checkpoint's adapters.
 model::ParamTable table_of(const ckpt::Checkpoint& c) {
+  const config::Config config = lora_config_of(c);
+  if (config.lora.rank == 0) return base_table_of(c);
+  model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), plan::lora_spec(config));
+  if (train::describe_model(adapters).params != c.manifest().model.params)
+    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not the adapters its lora.* keys give"));
+  return adapters;
+}
+
+// The base model's table (for a LoRA checkpoint: the model its adapters sit on).
+model::ParamTable base_table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
   auto get = [&](const char* key) { return static_cast<int>(m.hyper_value(key)); };
   bool llama = false;
@@ -100,7 +160,7 @@ model::ParamTable table_of(const ckpt::Checkpoint& c) {
   model::ParamTable table(llama ? plan::model_shape(model_config_of(c))
                                 : model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"),
                                                         get("vocab_size"), get("seq_len")));
-  if (train::describe_model(table).params != m.params)
+  if (lora_config_of(c).lora.rank == 0 && train::describe_model(table).params != m.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ", llama ? "Llama" : "GPT-2",
                               "'s for its model shape"));
   return table;
@@ -203,6 +263,43 @@ int verify(const std::string& dir) {
   return kExitOk;
 }
 
+// --adapter DIR: PEFT's layout, what PeftModel.from_pretrained(base, DIR) loads: the adapters' fp32 master
+// weights under their PEFT names, and adapter_config.json naming the base (the run's init.from).
+int export_adapter(const Args& a) {
+  const ckpt::Checkpoint c = open_sound(a.dir);
+  const config::Config config = lora_config_of(c);
+  if (config.lora.rank == 0)
+    throw ConfigError(cat(a.dir, " is not a LoRA checkpoint (lora.rank=0): export its weights with --out"));
+  const model::ParamTable adapters = table_of(c);
+  const std::vector<float> master = c.read_master();
+  fs::create_directories(a.adapter);
+  model::save_safetensors((fs::path(a.adapter) / "adapter_model.safetensors").string(), adapters, master.data());
+  model::write_text_file((fs::path(a.adapter) / "adapter_config.json").string(),
+                         model::peft_adapter_config(plan::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
+  std::cout << "exported the LoRA adapters of step " << c.manifest().step << " of " << a.dir << " to " << a.adapter
+            << " (adapter_model.safetensors, adapter_config.json; base " << config::lora_base_path(config) << ")\n";
+  return kExitOk;
+}
+
+// --merge: the base (init.from, checked against the checkpoint's hash of it) with the adapters merged in.
+std::vector<float> merged_weights(const ckpt::Checkpoint& c, const model::ParamTable& base) {
+  const config::Config config = lora_config_of(c);
+  if (config.lora.rank == 0)
+    throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
+  const std::string from = config::lora_base_path(config);
+  std::vector<float> weights(base.numel());
+  if (from.empty()) model::init_params(base, std::stoull(ini_value(c, "train", "seed")), weights.data());
+  else model::load_pretrained(from, base, weights.data());
+  Sha256 hash;
+  hash.update(weights.data(), weights.size() * sizeof(float));
+  if (to_hex(hash.finish()) != c.state().lora_base_sha256)
+    throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
+                         from, " now has another: the merge needs the run's base there"));
+  const model::LoraSpec spec = plan::lora_spec(config);
+  model::merge_lora(base, weights.data(), table_of(c), c.read_master().data(), spec.scale());
+  return weights;
+}
+
 // --out FILE.safetensors: one fp32 file + config.json beside it (--dtype fp32 only). --out DIR: a Hugging
 // Face directory, bf16 by default as published Llama checkpoints are (half the bytes; from_pretrained
 // keeps it); --dtype fp32 writes the exact master weights.
@@ -211,9 +308,14 @@ int export_weights(const Args& a) {
   if (file && (a.dtype == "bf16" || a.max_shard_given))
     throw ConfigError(cat(a.dtype == "bf16" ? "--dtype bf16" : "--max-shard-size", " needs --out DIR (a Hugging Face ",
                           "directory); ", a.out, " is one fp32 file"));
+  if (!a.adapter.empty()) return export_adapter(a);
   const ckpt::Checkpoint c = open_sound(a.dir);
-  const model::ParamTable table = table_of(c);
-  const std::vector<float> master = c.read_master();  // exact fp32 master weights, not model.h5
+  if (!a.merge && lora_config_of(c).lora.rank > 0)
+    throw ConfigError(cat(a.dir, " is a LoRA checkpoint (its adapters only): export them with --adapter DIR, or the "
+                          "merged model with --merge --out ", a.out));
+  const model::ParamTable table = a.merge ? base_table_of(c) : table_of(c);
+  // exact fp32 master weights, not model.h5; with --merge the base plus the adapters
+  const std::vector<float> master = a.merge ? merged_weights(c, table) : c.read_master();
   const fs::path path(a.out);
   if (file) {
     if (path.has_parent_path()) fs::create_directories(path.parent_path());

@@ -99,7 +99,8 @@ class Backend {
 
   // ---- matmul with optional bias: out[N,OC] = inp[N,IC] @ W (+ bias[OC]) -----------------------------
   virtual void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) = 0;
-  // dinp = dout @ W^T (written; skipped if dinp is empty), dweight +=, dbias += (skipped if empty)
+  // dinp = dout @ W^T (written; skipped if dinp is empty), dweight +=, dbias += (each skipped if empty:
+  // a frozen weight has no gradient)
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                Tensor weight, WeightLayout layout) = 0;
 
@@ -181,6 +182,14 @@ class Backend {
   // multiplies x (f32 or X) in place.
   virtual void cast(Tensor dst, Tensor src) = 0;
   virtual void scale(Tensor x, float factor) = 0;
+
+  // ---- dropout with a counter-based mask (LoRA's lora_dropout) ---------------------------------------
+  // out[i] = keep(first + i) ? inp[i] / (1 - p) : 0 (f32 or X; out may alias inp), where keep(k) is
+  // word 0 of Philox4x32-10 at counter (k, stream), key seed (core/rng.hpp) being >= p * 2^32 (the
+  // threshold rounded down, p in [0, 1)). The mask depends on (seed, stream, first + i) only: the same
+  // arguments drop the same elements in the backward pass, on any backend and thread split.
+  virtual void dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream,
+                       std::uint64_t first) = 0;
 };
 
 // The CPU reference backend (fp32 math in every precision, OpenBLAS GEMMs, OpenMP elsewhere;

@@ -12,6 +12,12 @@
 
 namespace zt::backend {
 
+// dropout's keep threshold: a Philox word >= it keeps the element (p * 2^32 rounded down; p in [0, 1)).
+inline std::uint32_t dropout_threshold(const char* op, float p) {
+  if (!(p >= 0.0f && p < 1.0f)) throw Error(cat(op, ": p=", p, " must be in [0, 1)"));
+  return static_cast<std::uint32_t>(std::floor(static_cast<double>(p) * 4294967296.0));
+}
+
 // Rows of a tensor read as [rows, last dim] (a [B,T,C] activation is N = B*T rows of C).
 inline std::int64_t rows_of(const Tensor& t) { return t.rank == 0 ? 0 : t.numel() / t.dim(-1); }
 

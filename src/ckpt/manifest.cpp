@@ -132,6 +132,7 @@ std::string state_json(const TrainState& s) {
             {"loss_scale", {{"enabled", s.loss_scale.enabled}, {"scale", s.loss_scale.scale}, {"good_steps", s.loss_scale.good_steps},
                             {"skipped_steps", s.loss_scale.skipped_steps}}},
             {"config", s.config_ini}, {"git_revision", s.git_revision}};
+  if (!s.lora_base_sha256.empty()) j["lora"] = {{"base_sha256", s.lora_base_sha256}};
   return j.dump(1) + "\n";
 }
 
@@ -150,6 +151,7 @@ TrainState parse_state(const std::string& text, const std::string& where) {
                     ls.value("skipped_steps", std::int64_t{0})};  // absent before fp16 existed
     s.config_ini = j.at("config").get<std::string>();
     s.git_revision = j.at("git_revision").get<std::string>();
+    if (j.contains("lora")) s.lora_base_sha256 = j.at("lora").at("base_sha256").get<std::string>();
     return s;
   });
 }

@@ -68,6 +68,9 @@ struct TrainState {
   LossScaleState loss_scale;
   std::string config_ini;                // the resolved configuration of the run that wrote it
   std::string git_revision;
+  // LoRA runs: the checkpoint holds the adapters only; its base is init.from (in config_ini) with the
+  // SHA-256 of its fp32 weights here (resume refuses another base). Empty for other runs.
+  std::string lora_base_sha256;
 };
 
 // A file of a checkpoint: its path relative to the checkpoint directory, size and SHA-256 (hex).

@@ -70,6 +70,16 @@ struct ZeroConfig {
   double bucket_mb = 25;
 };
 
+// LoRA (Hu et al. 2021) as PEFT defines it: y = x W + scale * (x A^T) B^T on the targeted linear layers,
+// the base frozen. rank 0 = off (every parameter trains).
+struct LoraConfig {
+  std::int64_t rank = 0;
+  double alpha = 16;                 // scale = alpha / rank (alpha / sqrt(rank) with rslora)
+  bool rslora = false;
+  std::string targets = "";          // comma-separated module names; empty: the family's attention projections
+  double dropout = 0;                // only 0 (dropout on the adapter input is not implemented)
+};
+
 struct OptimConfig {
   double lr = 6e-4;
   double min_lr = 6e-5;
@@ -154,6 +164,7 @@ struct Config {
   InitConfig init;
   TrainConfig train;
   ZeroConfig zero;
+  LoraConfig lora;
   OptimConfig optim;
   DataConfig data;
   CkptConfig ckpt;

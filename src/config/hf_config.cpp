@@ -1,6 +1,7 @@
 // config.json -> [model] keys (see hf_config.hpp). Field names and defaults are transformers'
 // LlamaConfig and GPT2Config: a field the file leaves out takes the value transformers would give it.
 #include "config/hf_config.hpp"
+#include "config/lora.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -135,7 +136,8 @@ bool is_hf_directory(const std::string& path) {
 }
 
 void apply_hf_config(Config& config, const std::set<std::string>& given) {
-  const std::string file = (std::filesystem::path(config.init.from) / "config.json").string();
+  // A PEFT adapter directory in init.from: the model is its base's (config/lora.hpp).
+  const std::string file = (std::filesystem::path(lora_base_path(config)) / "config.json").string();
   const nlohmann::json c = read_json(file);
   const std::string arch = architecture(c, file);
   const bool llama = arch == "LlamaForCausalLM";

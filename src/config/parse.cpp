@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/hf_config.hpp"
+#include "config/lora.hpp"
 #include "config/options.hpp"
 #include "config/value.hpp"
 
@@ -143,7 +144,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     for (const std::string& text : values_of(vm, o.key)) o.assign(cl.config, text);
     if (file.count(o.key) || vm.count(o.key)) cl.given.insert(o.key);
   }
-  if (is_hf_directory(cl.config.init.from)) apply_hf_config(cl.config, cl.given);  // before the checks
+  if (is_hf_directory(lora_base_path(cl.config))) apply_hf_config(cl.config, cl.given);  // before the checks
   validate(cl.config);
   return cl;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config/derived.hpp"
+#include "config/lora.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
 #include "config/value.hpp"
@@ -173,6 +174,7 @@ void validate(const Config& config) {
   check_train(config);
   check_optim(config.optim);
   check_parallel(config.parallel);
+  check_lora(config);
   check_logging(config);
   check_debug(config);
 }

@@ -58,6 +58,7 @@ std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, s
   a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
   a.proj = c.take({B, T, C});
   a.dres = c.take({B, T, C}), a.dtmp = c.take({B, T, C}), a.dln = c.take({B, T, C}), a.dbig = c.take({B, T, 4 * C});
+  a.dnorm_w = c.stat({C}), a.dnorm_b = c.stat({C});
   return c.used;
 }
 
@@ -83,6 +84,13 @@ Tensor Gpt2::param(const Tensor& unit, int u, int k) const {
   return param_view(table_, unit, table_.first_param(u) + k);
 }
 
+Tensor Gpt2::grad(const Tensor& g, int u, int k) const { return g.empty() ? Tensor() : param(g, u, k); }
+
+Tensor Gpt2::norm_grad(const Tensor& g, int u, int k, bool bias) const {
+  if (!g.empty()) return param(g, u, k);
+  return bias ? a_.dnorm_b : a_.dnorm_w;
+}
+
 void Gpt2::check_ids(const char* what, const std::int32_t* ids) const {
   check_token_ids(what, ids, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
 }
@@ -95,13 +103,17 @@ void Gpt2::block_forward(int l, const Tensor& w) {
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
   be_.matmul_forward(L.qkv, L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
+  if (lora_) lora_->forward(BlockMatmul::kQkv, L.ln1, L.qkv);
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
   be_.matmul_forward(a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB), WeightLayout::kInOut);
+  if (lora_) lora_->forward(BlockMatmul::kAttnOut, L.atty, a_.proj);
   be_.add(L.res2, x, a_.proj);
   be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
   be_.matmul_forward(L.fch, L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
+  if (lora_) lora_->forward(BlockMatmul::kMlpUp, L.ln2, L.fch);
   be_.gelu_forward(L.fch_gelu, L.fch);
   be_.matmul_forward(a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB), WeightLayout::kInOut);
+  if (lora_) lora_->forward(BlockMatmul::kMlpDown, L.fch_gelu, a_.proj);
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -113,8 +125,10 @@ void Gpt2::run_forward(const std::int32_t* tokens, ParamSource& params) {
   be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, kWte), param(emb, 0, kWpe));
   params.release(0);
   for (int l = 0; l < s_.n_layer; ++l) {
+    if (lora_) lora_->begin_block(l, false);
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
+    if (lora_) lora_->end_block(l, false);
   }
   Tensor fin = params.unit(last);
   const Tensor top = a_.layers.back().res3;
@@ -148,21 +162,25 @@ void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
   const Tensor dfch = a_.dbig;  // [B,T,4C]
   const Tensor dqkv(a_.dbig.data, dtype_, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd}});
   // MLP: res3 = res2 + gelu(fch) Wfcproj + b
-  be_.matmul_backward(dfch, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu, param(w, u, kFcProjW),
+  be_.matmul_backward(dfch, grad(g, u, kFcProjW), grad(g, u, kFcProjB), a_.dres, L.fch_gelu, param(w, u, kFcProjW),
                       WeightLayout::kInOut);
+  if (lora_) lora_->backward(BlockMatmul::kMlpDown, L.fch_gelu, a_.dres, dfch);
   be_.gelu_backward(dfch, L.fch, dfch);
-  be_.matmul_backward(a_.dln, param(g, u, kFcW), param(g, u, kFcB), dfch, L.ln2, param(w, u, kFcW),
+  be_.matmul_backward(a_.dln, grad(g, u, kFcW), grad(g, u, kFcB), dfch, L.ln2, param(w, u, kFcW),
                       WeightLayout::kInOut);
-  be_.layernorm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W),
+  if (lora_) lora_->backward(BlockMatmul::kMlpUp, L.ln2, dfch, a_.dln);
+  be_.layernorm_backward(a_.dtmp, norm_grad(g, u, kLn2W, false), norm_grad(g, u, kLn2B, true), a_.dln, L.res2, param(w, u, kLn2W),
                          L.ln2_mean, L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);  // d res2 = d res3 (residual path) + through ln2
   // attention: res2 = x + atty Wproj + b
-  be_.matmul_backward(a_.dln, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
+  be_.matmul_backward(a_.dln, grad(g, u, kAttnProjW), grad(g, u, kAttnProjB), a_.dres, L.atty,
                       param(w, u, kAttnProjW), WeightLayout::kInOut);
+  if (lora_) lora_->backward(BlockMatmul::kAttnOut, L.atty, a_.dres, a_.dln);
   be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
-  be_.matmul_backward(a_.dln, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, L.ln1, param(w, u, kAttnW),
+  be_.matmul_backward(a_.dln, grad(g, u, kAttnW), grad(g, u, kAttnB), dqkv, L.ln1, param(w, u, kAttnW),
                       WeightLayout::kInOut);
-  be_.layernorm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W),
+  if (lora_) lora_->backward(BlockMatmul::kQkv, L.ln1, dqkv, a_.dln);
+  be_.layernorm_backward(a_.dtmp, norm_grad(g, u, kLn1W, false), norm_grad(g, u, kLn1B, true), a_.dln, x, param(w, u, kLn1W),
                          L.ln1_mean, L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);  // d x = d res2 + through ln1
 }
@@ -185,24 +203,26 @@ void Gpt2::backward(ParamSource& params, GradSink& grads, float dloss) {
   const int last = s_.n_layer + 1;
   be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
   Tensor w = params.unit(0), g = grads.unit(0);  // LM head: dlnf = dlogits wte, dwte += dlogits^T lnf
-  be_.matmul_backward(a_.dln, param(g, 0, kWte), Tensor(), a_.logits, a_.lnf, param(w, 0, kWte), WeightLayout::kOutIn);
+  be_.matmul_backward(a_.dln, grad(g, 0, kWte), Tensor(), a_.logits, a_.lnf, param(w, 0, kWte), WeightLayout::kOutIn);
   params.release(0);
   w = params.unit(last), g = grads.unit(last);
   const Tensor top = a_.layers.back().res3;
-  be_.layernorm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, top, param(w, last, kLnfW),
+  be_.layernorm_backward(a_.dres, norm_grad(g, last, kLnfW, false), norm_grad(g, last, kLnfB, true), a_.dln, top, param(w, last, kLnfW),
                          a_.lnf_mean, a_.lnf_rstd);
   params.release(last);
   grads.unit_done(last);
   for (int l = s_.n_layer - 1; l >= 0; --l) {
     w = params.unit(1 + l);  // separate statements: the ParamSource sees p before g, always
     g = grads.unit(1 + l);
+    if (lora_) lora_->begin_block(l, true);
     recompute_block(l, w);
     block_backward(l, w, g);
     params.release(1 + l);
     grads.unit_done(1 + l);
+    if (lora_) lora_->end_block(l, true);
   }
   g = grads.unit(0);
-  be_.embedding_backward(param(g, 0, kWte), param(g, 0, kWpe), a_.dres, a_.tokens);
+  if (!g.empty()) be_.embedding_backward(param(g, 0, kWte), param(g, 0, kWpe), a_.dres, a_.tokens);
   grads.unit_done(0);
 }
 

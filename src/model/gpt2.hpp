@@ -39,6 +39,7 @@ class Gpt2 final : public Model {
   std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
 
+  void set_lora(Lora* lora) override { lora_ = lora; }
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
@@ -57,6 +58,7 @@ class Gpt2 final : public Model {
     backend::Tensor encoded, lnf, lnf_mean, lnf_rstd, logits, losses;  // logits [B,T,Vp] (dlogits in place)
     backend::Tensor proj;                                             // [B,T,C] forward scratch
     backend::Tensor dres, dtmp, dln, dbig;                            // gradient scratch, dbig [B,T,4C]
+    backend::Tensor dnorm_w, dnorm_b;  // [C] f32: a frozen model's LayerNorm gradients, written and dropped
     std::vector<Layer> layers;
   };
   // Carves every activation out of `base` (null: counts only); returns the bytes used.
@@ -68,6 +70,10 @@ class Gpt2 final : public Model {
   void block_backward(int l, const backend::Tensor& unit, const backend::Tensor& grads);
   void recompute_block(int l, const backend::Tensor& unit);  // what backward needs, per the Recompute mode
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;  // k-th parameter of unit u
+  // Gradients of a matmul's weight or bias (none when the unit is frozen: an empty gradient view), and of
+  // a LayerNorm's weight or bias (a scratch when frozen: the op always writes one).
+  backend::Tensor grad(const backend::Tensor& unit_grads, int u, int k) const;
+  backend::Tensor norm_grad(const backend::Tensor& unit_grads, int u, int k, bool bias) const;
 
   backend::Backend& be_;
   const ParamTable& table_;
@@ -79,6 +85,7 @@ class Gpt2 final : public Model {
   Acts a_;
   SegmentStarts segments_;  // data.document_mask
   bool ready_for_backward_ = false;
+  Lora* lora_ = nullptr;  // LoRA adapters (lora.hpp), or none
 };
 
 }  // namespace zt::model

@@ -54,6 +54,7 @@ std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, 
   a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
   a.proj = c.take({B, T, C});
   a.dres = c.take({B, T, C}), a.dln = c.take({B, T, C});
+  a.dnorm = c.stat({C});
   a.dbig = c.take({B, T, std::max(W, 2 * F)}), a.dact = c.take({B, T, F});
   return c.used;
 }
@@ -93,6 +94,13 @@ Tensor Llama::head_weight(const Tensor& unit) const {
   return s_.tie_embeddings ? param(unit, 0, 0) : param(unit, s_.n_layer + 1, kHead);
 }
 
+Tensor Llama::grad(const Tensor& g, int u, int k) const { return g.empty() ? Tensor() : param(g, u, k); }
+Tensor Llama::fused_grad(const Tensor& g, int u, int k, std::int64_t rows) const {
+  return g.empty() ? Tensor() : fused(g, u, k, rows);
+}
+Tensor Llama::head_grad(const Tensor& g) const { return g.empty() ? Tensor() : head_weight(g); }
+Tensor Llama::norm_grad(const Tensor& g, int u, int k) const { return g.empty() ? a_.dnorm : param(g, u, k); }
+
 void Llama::check_ids(const char* what, const std::int32_t* ids) const {
   check_token_ids(what, ids, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
 }
@@ -106,13 +114,17 @@ void Llama::block_forward(int l, const Tensor& w) {
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
   be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), Tensor(), kOutIn);
+  if (lora_) lora_->forward(BlockMatmul::kQkv, L.ln1, L.qkv);  // before RoPE, as PEFT's q_proj/k_proj output
   be_.rope_forward(L.qkv, inv_freq_, s_.n_head + s_.n_kv_head);  // q's heads, then k's
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
   be_.matmul_forward(a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
+  if (lora_) lora_->forward(BlockMatmul::kAttnOut, L.atty, a_.proj);
   be_.add_rmsnorm_forward(L.res2, L.ln2, L.ln2_rstd, x, a_.proj, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
   be_.matmul_forward(L.gu, L.ln2, fused(w, u, kGate, 2 * std::int64_t{s_.ffn_hidden}), Tensor(), kOutIn);
+  if (lora_) lora_->forward(BlockMatmul::kMlpUp, L.ln2, L.gu);
   be_.swiglu_forward(L.act, L.gu);
   be_.matmul_forward(a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
+  if (lora_) lora_->forward(BlockMatmul::kMlpDown, L.act, a_.proj);
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -124,8 +136,10 @@ void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
   be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, 0), Tensor());
   params.release(0);
   for (int l = 0; l < s_.n_layer; ++l) {
+    if (lora_) lora_->begin_block(l, false);
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
+    if (lora_) lora_->end_block(l, false);
   }
   Tensor fin = params.unit(last);
   be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), static_cast<float>(s_.norm_eps));
@@ -159,18 +173,22 @@ void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
   const std::int64_t T = s_.seq_len, W = s_.qkv_width(), F2 = 2 * std::int64_t{s_.ffn_hidden};
   const Tensor dgu(a_.dbig.data, dtype_, {B_, T, F2}), dqkv(a_.dbig.data, dtype_, {B_, T, W});
   // MLP: res3 = res2 + swiglu(ln2 [Wgate|Wup]^T) Wdown^T
-  be_.matmul_backward(a_.dact, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
+  be_.matmul_backward(a_.dact, grad(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
+  if (lora_) lora_->backward(BlockMatmul::kMlpDown, L.act, a_.dres, a_.dact);
   be_.swiglu_backward(dgu, L.gu, a_.dact);
-  be_.matmul_backward(a_.dln, fused(g, u, kGate, F2), Tensor(), dgu, L.ln2, fused(w, u, kGate, F2), kOutIn);
+  be_.matmul_backward(a_.dln, fused_grad(g, u, kGate, F2), Tensor(), dgu, L.ln2, fused(w, u, kGate, F2), kOutIn);
+  if (lora_) lora_->backward(BlockMatmul::kMlpUp, L.ln2, dgu, a_.dln);
   // d res2 = d res3 (residual path) + through the norm
-  be_.rmsnorm_backward_accumulate(a_.dres, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
+  be_.rmsnorm_backward_accumulate(a_.dres, norm_grad(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
   // attention: res2 = x + attn(RoPE(ln1 [Wq|Wk|Wv]^T)) Wo^T
-  be_.matmul_backward(a_.dln, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
+  be_.matmul_backward(a_.dln, grad(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
+  if (lora_) lora_->backward(BlockMatmul::kAttnOut, L.atty, a_.dres, a_.dln);
   be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
   be_.rope_backward(dqkv, inv_freq_, s_.n_head + s_.n_kv_head);
-  be_.matmul_backward(a_.dln, fused(g, u, kQ, W), Tensor(), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
+  be_.matmul_backward(a_.dln, fused_grad(g, u, kQ, W), Tensor(), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
+  if (lora_) lora_->backward(BlockMatmul::kQkv, L.ln1, dqkv, a_.dln);
   // d x = d res2 + through the norm
-  be_.rmsnorm_backward_accumulate(a_.dres, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
+  be_.rmsnorm_backward_accumulate(a_.dres, norm_grad(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
 }
 
 // Full: the whole block forward again (bit-identical). Selective: attention from the kept (rotated) qkv,
@@ -194,26 +212,28 @@ void Llama::backward(ParamSource& params, GradSink& grads, float dloss) {
   if (s_.tie_embeddings) {  // the head is embed_tokens: dlnf = dlogits E, dE += dlogits^T lnf
     w = params.unit(0);
     g = grads.unit(0);
-    be_.matmul_backward(a_.dln, head_weight(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
+    be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
     params.release(0);
   }
   w = params.unit(last);  // separate statements: the ParamSource sees p before g, always
   g = grads.unit(last);
   if (!s_.tie_embeddings)
-    be_.matmul_backward(a_.dln, head_weight(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
-  be_.rmsnorm_backward(a_.dres, param(g, last, kNormF), a_.dln, top, param(w, last, kNormF), a_.lnf_rstd);
+    be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
+  be_.rmsnorm_backward(a_.dres, norm_grad(g, last, kNormF), a_.dln, top, param(w, last, kNormF), a_.lnf_rstd);
   params.release(last);
   grads.unit_done(last);
   for (int l = s_.n_layer - 1; l >= 0; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
+    if (lora_) lora_->begin_block(l, true);
     recompute_block(l, w);
     block_backward(l, w, g);
     params.release(1 + l);
     grads.unit_done(1 + l);
+    if (lora_) lora_->end_block(l, true);
   }
   g = grads.unit(0);
-  be_.embedding_backward(param(g, 0, 0), Tensor(), a_.dres, a_.tokens);
+  if (!g.empty()) be_.embedding_backward(param(g, 0, 0), Tensor(), a_.dres, a_.tokens);
   grads.unit_done(0);
 }
 

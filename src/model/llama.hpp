@@ -28,6 +28,7 @@ class Llama final : public Model {
   std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
 
+  void set_lora(Lora* lora) override { lora_ = lora; }
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
@@ -44,6 +45,7 @@ class Llama final : public Model {
     backend::Tensor encoded, lnf, lnf_rstd, logits, losses;  // logits [B,T,Vp] (dlogits in place)
     backend::Tensor proj;                                   // [B,T,C] forward scratch
     backend::Tensor dres, dln, dbig, dact;                  // gradient scratch: dbig [B,T,max(W,2F)], dact [B,T,F]
+    backend::Tensor dnorm;  // [C] f32: a frozen model's RMSNorm weight gradients, written and dropped
     std::vector<Layer> layers;
   };
   static std::size_t layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts);
@@ -57,6 +59,12 @@ class Llama final : public Model {
   // The adjacent projections read as one [rows, C] weight (q|k|v, or gate|up) starting at parameter k.
   backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows) const;
   backend::Tensor head_weight(const backend::Tensor& unit) const;  // lm_head, or embed_tokens when tied
+  // Weight gradients: none for a matmul of a frozen unit (an empty gradient view); a scratch for its
+  // norms (the op always writes one).
+  backend::Tensor grad(const backend::Tensor& unit_grads, int u, int k) const;
+  backend::Tensor fused_grad(const backend::Tensor& unit_grads, int u, int k, std::int64_t rows) const;
+  backend::Tensor head_grad(const backend::Tensor& unit_grads) const;
+  backend::Tensor norm_grad(const backend::Tensor& unit_grads, int u, int k) const;
 
   backend::Backend& be_;
   const ParamTable& table_;
@@ -69,6 +77,7 @@ class Llama final : public Model {
   Acts a_;
   SegmentStarts segments_;  // data.document_mask
   bool ready_for_backward_ = false;
+  Lora* lora_ = nullptr;  // LoRA adapters (lora.hpp), or none
 };
 
 }  // namespace zt::model

@@ -7,6 +7,10 @@
 
 namespace zt::model {
 
+void Model::set_lora(Lora* lora) {
+  ZT_CHECK(lora == nullptr, "LoRA adapters are not supported by this model (tensor parallelism)");
+}
+
 std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
                                   Recompute recompute, DType compute) {
   if (table.shape().arch == Arch::kLlama)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "model/lora.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
 
@@ -38,6 +39,9 @@ class Model {
   virtual void set_segment_starts(const std::int32_t* starts) = 0;
   // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
   virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
+  // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
+  // model does not own it. Models without LoRA support (the tensor-parallel ones) refuse a non-null one.
+  virtual void set_lora(Lora* lora);
   virtual const ParamTable& table() const = 0;
   virtual int micro_batch() const = 0;
   virtual DType compute_dtype() const = 0;

@@ -24,7 +24,9 @@ class ParamSource {
 class GradSink {
  public:
   virtual ~GradSink() = default;
-  virtual backend::Tensor unit(int u) = 0;  // flat f32 view [units()[u].numel] of unit u's gradients
+  // Flat f32 view [units()[u].numel] of unit u's gradients; an empty tensor: the unit is frozen (LoRA's
+  // base), the model computes no weight gradient for it.
+  virtual backend::Tensor unit(int u) = 0;
   virtual void unit_done(int /*u*/) {}
 };
 

@@ -10,6 +10,10 @@
 //                parallel.tp the tensor-parallel models', tp::tp_activation_bytes);
 //   parallel.tp  the model state above is the rank's TP shard (model::tp_local_table), ZeRO-sharded
 //                over the world/tp data-parallel ranks;
+//   lora         with lora.rank > 0 the rows above are the adapters' (their own ZeRO state), and the base is
+//                one frozen row: its weights in the compute dtype, replicated at stages 0-2 and a 1/W slice
+//                at stage 3 (which gathers the unit in use and the next), no gradient, master or optimizer
+//                state; the adapters add their scratch to the activations (model::Lora::scratch_bytes);
 //   workspace    the backend's scratch (CPU: attention, fp32 copies of 16-bit operands; CUDA: the
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
@@ -20,6 +24,7 @@
 #include <sstream>
 
 #include "backend/backend.hpp"
+#include "config/lora.hpp"
 #include "config/options.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
@@ -44,8 +49,9 @@ std::string mib(std::uint64_t bytes) {
 }
 
 // Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers.
+// prefix names the rows ("adapter " for LoRA's).
 void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t world, int stage, DType compute,
-                     bool offload) {
+                     bool offload, const std::string& prefix = "") {
   const optim::Partition part = partition_of(table, world, stage);
   const std::uint64_t x = dtype_size(compute), f = sizeof(float);
   const std::uint64_t full = part.total_padded_numel(), shard = part.total_shard_numel();
@@ -57,9 +63,9 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
     params += shard * f;
     note += stage == 0 ? " + fp32 master, replicated" : " + fp32 master of the 1/W slice";
   }
-  p.rows.push_back({"parameters", params, note});
-  p.rows.push_back({"gradients", (stage <= 1 ? full : shard) * f, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
-  p.rows.push_back({"optimizer state", offload ? 0 : 2 * shard * f,
+  p.rows.push_back({prefix + "parameters", params, note});
+  p.rows.push_back({prefix + "gradients", (stage <= 1 ? full : shard) * f, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
+  p.rows.push_back({prefix + "optimizer state", offload ? 0 : 2 * shard * f,
                     offload ? cat("offloaded: ", mib(4 * shard * f), " on the host (master, m, v, gradient staging)")
                             : stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
   if (stage < 2) return;
@@ -74,7 +80,23 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
     transient += (unit0 + std::max(unit0, block)) * x;  // the unit in use and the prefetched next
     what += "; gathered parameter units";
   }
-  p.rows.push_back({"communication buffers", transient, what});
+  p.rows.push_back({prefix + (prefix.empty() ? "communication buffers" : "comm buffers"), transient, what});
+}
+
+// LoRA's frozen base: its compute-dtype weights (a 1/W slice at stage 3, which also holds the gathered
+// unit in use and the prefetched next one).
+void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute) {
+  const optim::Partition part = partition_of(base, world, stage == 3 ? 3 : 0);
+  const std::uint64_t x = dtype_size(compute);
+  const std::string xs(dtype_name(compute));
+  if (stage < 3) {
+    p.rows.push_back({"frozen base", part.total_padded_numel() * x, xs + ", replicated; no gradient, master or optimizer state"});
+    return;
+  }
+  std::uint64_t unit0 = part.padded_numel(0), block = 0;
+  for (int u = 1; u < part.n_units(); ++u) block = std::max<std::uint64_t>(block, part.padded_numel(u));
+  p.rows.push_back({"frozen base", part.total_shard_numel() * x, xs + ", 1/W slice of each unit; no gradient, master or optimizer state"});
+  p.rows.push_back({"gathered base units", (unit0 + std::max(unit0, block)) * x, "the unit in use and the prefetched next"});
 }
 }  // namespace
 
@@ -89,6 +111,11 @@ model::GptShape model_shape(const config::ModelConfig& m) {
   return model::GptShape::make_llama(L, H, C, V, T, m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H, ffn,
                                      m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps,
                                      rope);
+}
+
+model::LoraSpec lora_spec(const config::Config& c) {
+  return {static_cast<int>(c.lora.rank), c.lora.alpha, c.lora.rslora, config::lora_target_modules(c), c.lora.dropout,
+          c.train.seed};
 }
 
 DType compute_dtype(config::Precision p) {
@@ -130,14 +157,23 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   p.micro_batch = config.train.micro_batch;
   p.capacity_bytes = capacity;
   const DType compute = compute_dtype(config.train.precision);
-  add_model_state(p, table, world_size / tp, static_cast<int>(config.train.zero_stage), compute,
-                  config.train.offload == config::Offload::kOptimizer);
+  const int stage = static_cast<int>(config.train.zero_stage);
+  const bool offload = config.train.offload == config::Offload::kOptimizer;
+  const bool lora = config.lora.rank > 0 && tp == 1;  // LoRA with tp > 1 is refused at validation
+  if (lora) {
+    add_frozen_base(p, table, world_size, stage, compute);
+    add_model_state(p, model::lora_table(shape, lora_spec(config)), world_size, stage, compute, offload, "adapter ");
+  } else {
+    add_model_state(p, table, world_size / tp, stage, compute, offload);
+  }
   const int micro = static_cast<int>(config.train.micro_batch);
   const model::Recompute recompute = recompute_mode(config.train.recompute);
   if (tp == 1)
-    p.rows.push_back({"activations", model::model_activation_bytes(shape, micro, recompute, compute),
+    p.rows.push_back({"activations",
+                      model::model_activation_bytes(shape, micro, recompute, compute) +
+                          (lora ? model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute) : 0),
                       cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
-                          ", recompute=", config::to_string(config.train.recompute))});
+                          ", recompute=", config::to_string(config.train.recompute), lora ? " (+ LoRA scratch)" : "")});
   else
     p.rows.push_back({"activations", tp::tp_activation_bytes(shape, micro, tp, sp),
                       cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, fp32; 1/", tp,

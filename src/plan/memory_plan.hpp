@@ -46,6 +46,9 @@ std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& 
 // The model shape of a [model] section (checked; the vocabulary padded as the model pads it).
 model::GptShape model_shape(const config::ModelConfig& m);
 
+// The LoRA adapters of the lora.* keys (lora.rank > 0).
+model::LoraSpec lora_spec(const config::Config& c);
+
 // The compute dtype of train.precision (f32, bf16, f16).
 DType compute_dtype(config::Precision p);
 

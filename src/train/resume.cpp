@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/checkpointer.hpp"
+#include "train/lora_base.hpp"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -31,12 +32,16 @@ std::string describe(const ckpt::ModelDesc& m) {
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
-  const model::ParamTable table(plan::model_shape(c.model));
-  const ckpt::ModelDesc mine = describe_model(table);
+  const model::ParamTable base(plan::model_shape(c.model));
+  // A LoRA run's checkpoint holds its adapters (lora_base.hpp): their table is what must match.
+  const ckpt::ModelDesc mine =
+      describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), plan::lora_spec(c)) : base);
   const std::string fix = " (ckpt.resume=none starts afresh; another ckpt.dir keeps both runs)";
   if (cp.manifest().model.params != mine.params)
     throw InputError(cat("checkpoint ", dir.string(), " holds a model with ", describe(cp.manifest().model),
-                         "; this run's is ", describe(mine), ": use the same model.* keys", fix));
+                         "; this run's is ", describe(mine), ": use the same model.* keys",
+                         c.lora.rank > 0 ? " and the same lora.rank and lora.targets (a LoRA checkpoint holds its adapters)" : "",
+                         fix));
   const ckpt::TrainState s = cp.state();
   if (s.global_batch != static_cast<std::uint64_t>(c.train.global_batch))
     throw InputError(cat("checkpoint ", dir.string(), " was trained with train.global_batch=", s.global_batch,

@@ -60,7 +60,11 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                                plan::recompute_mode(config.train.recompute), compute);
   }
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
-  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), units_of(shard_table()), params_of(shard_table()),
+  // LoRA: the adapters are what the engine optimises and the checkpoint holds (parallel.tp = 1: LoRA
+  // with tensor parallelism is refused at start-up).
+  if (config.lora.rank > 0) lora_ = std::make_unique<LoraBase>(*backend_, *comm_, config, table_, compute);
+  const model::ParamTable& trained = lora_ ? lora_->adapter_table() : shard_table();
+  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), units_of(trained), params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
@@ -70,10 +74,16 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_tokenizer(config.data.vocab));
-  params_ = std::make_unique<ZeroParams>(*engine_);
-  grads_ = std::make_unique<ZeroGrads>(*engine_);
-  checkpointer_ = std::make_unique<Checkpointer>(world, config, table_, *engine_, resume.run_id,
-                                                 tp_shards_ ? &*tp_shards_ : nullptr);
+  if (lora_) {
+    params_ = std::make_unique<ZeroParams>(lora_->base_engine());
+    grads_ = std::make_unique<FrozenGrads>();
+    lora_->attach(*model_, *engine_, static_cast<int>(config.train.micro_batch));
+  } else {
+    params_ = std::make_unique<ZeroParams>(*engine_);
+    grads_ = std::make_unique<ZeroGrads>(*engine_);
+  }
+  checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
+                                                 resume.run_id, tp_shards_ ? &*tp_shards_ : nullptr);
   // Before open_data: the loader starts at the restored step.
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
@@ -89,7 +99,8 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
                 world.size(), " rank(s)", grid_.tp > 1 ? cat(" = parallel.tp ", grid_.tp, " x ", grid_.dp, " data-parallel") : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
-  log::info(cat("memory per rank: parameters ", mib(mem.params), ", gradients ", mib(mem.grads), ", optimizer state ",
+  log::info(cat("memory per rank: parameters ", mib(mem.params), lora_ ? cat(" (LoRA adapters; frozen base ", mib(lora_->base_bytes()), ")") : "",
+                ", gradients ", mib(mem.grads), ", optimizer state ",
                 mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host: offload)") : "",
                 ", activations ", mib(model_->activation_bytes()), " (recompute=",
                 config::to_string(config.train.recompute), "); predicted peak ", mib(predicted_peak_)));
@@ -98,6 +109,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
 Trainer::~Trainer() = default;
 
 void Trainer::init_parameters() {
+  if (lora_) return lora_->init(config_, *engine_);
   // The global model's initial values whatever the grid: a TP rank reads its shard's runs of them.
   if (config_.init.from.empty()) {
     const ReadGlobal init = [&](std::int64_t offset, std::int64_t count, float* out) {
@@ -117,6 +129,7 @@ void Trainer::init_parameters() {
 
 void Trainer::resume_from(const ResumePoint& resume) {
   const ckpt::TrainState s = checkpointer_->load(resume.dir);
+  if (lora_) lora_->reload_base(config_, s.lora_base_sha256, resume.dir.string());  // the adapters came with s
   step_ = s.step;
   tokens_ = s.tokens;
   scaler_.restore(s.loss_scale);
@@ -140,6 +153,7 @@ ckpt::TrainState Trainer::train_state() const {
   s.loss_scale = scaler_.state();
   s.config_ini = config::to_ini(config_);
   s.git_revision = git_revision();
+  if (lora_) s.lora_base_sha256 = lora_->base_sha256();
   return s;
 }
 
@@ -166,7 +180,6 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   r.trained_targets = global_trained_targets(batch.trained_targets(), *train_tokens_);
   const double denominator = std::max(1.0, r.trained_targets);  // a step with no trained target: loss 0
   const float dloss = static_cast<float>(loss_scale / denominator);
-  const std::vector<int> order = forward_backward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   engine_->zero_grads();
@@ -185,10 +198,11 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
     batch.split(m, inputs, targets);
     set_comm_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
-    engine_->expect_access_order(order);
+    expect_access_order(true);
     t = Clock::now();
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
+    if (lora_) lora_->set_dropout(true, first_token(m));
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     slow_point(config_.debug, world_.rank(), ms_since(t));
     lap(window_->phases.forward_ms);
@@ -237,6 +251,7 @@ std::optional<double> Trainer::evaluate() {
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   std::uint64_t targets_here = 0;
+  if (lora_) lora_->set_dropout(false);
   set_comm_context(cat("evaluation after step ", step_));
   for (std::int64_t b = 0; b < batches; ++b) {
     std::optional<data::StepBatch> read;
@@ -252,7 +267,7 @@ std::optional<double> Trainer::evaluate() {
     targets_here += batch.trained_targets();
     for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
-      engine_->expect_access_order(forward_order(static_cast<int>(config_.model.n_layer), table_.shape().tie_embeddings));
+      expect_access_order(false);
       model_->set_segment_starts(batch.segments(m));
       loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     }
@@ -346,6 +361,19 @@ double Trainer::blocked_ms() const {
   for (const auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
     if (const auto* timed = dynamic_cast<const TimedCommunicator*>(group)) ms += timed->blocked_ms();
   return ms;
+}
+
+// The global index of micro-batch m's first token in this step (the window order's), for LoRA's dropout masks.
+std::uint64_t Trainer::first_token(std::int64_t m) const {
+  const data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
+  return slice.window(static_cast<std::uint64_t>(step_), m, 0) * static_cast<std::uint64_t>(config_.model.seq_len);
+}
+
+void Trainer::expect_access_order(bool backward) {
+  if (lora_) return lora_->expect_access_order(*engine_, backward);
+  const int n_layer = static_cast<int>(config_.model.n_layer);
+  const bool tied = table_.shape().tie_embeddings;
+  engine_->expect_access_order(backward ? forward_backward_order(n_layer, tied) : forward_order(n_layer, tied));
 }
 
 // A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
@@ -457,10 +485,9 @@ void Trainer::sample() {
   o.step = static_cast<std::uint64_t>(step_);
   set_comm_context(cat("text sample after step ", step_));
   model_->set_segment_starts(nullptr);  // one prompt: no document mask
-  const int n_layer = static_cast<int>(config_.model.n_layer);
-  const bool tied = table_.shape().tie_embeddings;
+  if (lora_) lora_->set_dropout(false);
   const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,
-                                       [&] { engine_->expect_access_order(forward_order(n_layer, tied)); });
+                                       [&] { expect_access_order(false); });
   log::info(cat("step ", step_, " | sample: ", text));
   if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
 }

@@ -26,6 +26,7 @@
 #include "train/gpu_monitor.hpp"
 #include "train/hang_notes.hpp"
 #include "train/loss_scaler.hpp"
+#include "train/lora_base.hpp"
 #include "train/stragglers.hpp"
 #include "train/timed_communicator.hpp"
 #include "train/tp_shards.hpp"
@@ -57,6 +58,8 @@ class Trainer {
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
   void log_step(const StepResult& r);  // closes window_ into one metrics line (collective)
   void init_parameters();
+  void expect_access_order(bool backward);  // the next pass's unit order, for the engine(s)
+  std::uint64_t first_token(std::int64_t micro) const;  // LoRA dropout: micro-batch's first global token
   void resume_from(const ResumePoint& resume);
   void open_data();
   bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)
@@ -96,8 +99,9 @@ class Trainer {
   std::optional<TpShards> tp_shards_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;
-  std::unique_ptr<ZeroParams> params_;
-  std::unique_ptr<ZeroGrads> grads_;
+  std::unique_ptr<LoraBase> lora_;             // lora.rank > 0: the frozen base and the adapters engine_ trains
+  std::unique_ptr<model::ParamSource> params_;  // the model's parameters (LoRA: the frozen base)
+  std::unique_ptr<model::GradSink> grads_;
   std::shared_ptr<const data::TokenSource> train_tokens_, valid_tokens_;
   std::unique_ptr<data::BatchLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;

@@ -122,6 +122,26 @@ TEST_F(CudaOps, MatmulForwardAndBackwardMatchCpuInBothLayouts) {
   }
 }
 
+// A frozen weight (LoRA's base): backward without dweight gives the CPU's dinp and dbias.
+TEST_F(CudaOps, MatmulBackwardWithoutWeightGradientMatchesCpu) {
+  const std::int64_t N = 37, IC = 64, OC = 96;
+  for (WeightLayout layout : {WeightLayout::kInOut, WeightLayout::kOutIn}) {
+    const bool in_out = layout == WeightLayout::kInOut;
+    const std::int64_t W0 = in_out ? IC : OC, W1 = in_out ? OC : IC;
+    for (const Precision& p : kPrecisions) {
+      SCOPED_TRACE(cat(dtype_name(p.x), in_out ? " [IC,OC]" : " [OC,IC]"));
+      const auto x = rounded(randn(N * IC, 30), p.x), w = rounded(randn(W0 * W1, 31, 0.1f), p.x);
+      const auto dy = rounded(randn(N * OC, 32), p.x), db0 = randn(OC, 33);
+      Tensor g_dx = gpu(std::vector<float>(N * IC), {N, IC}, p.x), g_db = gpu(db0, {OC}, DType::kF32);
+      gpu_->matmul_backward(g_dx, Tensor(), g_db, gpu(dy, {N, OC}, p.x), gpu(x, {N, IC}, p.x), gpu(w, {W0, W1}, p.x), layout);
+      Tensor c_dx = cpu(std::vector<float>(N * IC), {N, IC}), c_db = cpu(db0, {OC});
+      cpu_->matmul_backward(c_dx, Tensor(), c_db, cpu(dy, {N, OC}), cpu(x, {N, IC}), cpu(w, {W0, W1}), layout);
+      ZT_EXPECT_CLOSE(read(g_dx), cpu_values(c_dx), p.tol);
+      ZT_EXPECT_CLOSE(read(g_db), cpu_values(c_db), 1e-5);
+    }
+  }
+}
+
 // Operands at element offsets into flat buffers, as parameters (and their f32 gradients) sit in one flat
 // buffer: 8 elements (16 bytes in bf16/f16, 32 in f32), below cuBLASLt's default 256-byte assumption,
 // so it must be told the real alignment; and 1 element (2 or 4 bytes), below the 16 bytes the bias

@@ -12,6 +12,26 @@ namespace {
 using CudaPointwise = CudaVsCpu;
 constexpr std::int64_t kN = 1000 + 37;
 
+// LoRA's dropout: the GPU's Philox mask is the CPU's bit for bit (the same elements zero), the kept
+// values scaled by 1/(1-p) within the dtype's rounding; in place too; a counter offset past 2^32.
+TEST_F(CudaPointwise, DropoutDropsTheCpusElements) {
+  for (const Precision& p : kPrecisions) {
+    SCOPED_TRACE(std::string(dtype_name(p.x)));
+    const auto x = rounded(randn(kN, 70), p.x);
+    for (const std::uint64_t first : {std::uint64_t{0}, (std::uint64_t{1} << 32) - 5}) {
+      Tensor g_x = gpu(x, {kN}, p.x), g_y = gpu(std::vector<float>(kN), {kN}, p.x);
+      gpu_->dropout(g_y, g_x, 0.3f, 1234, 99, first);
+      Tensor c_x = cpu(x, {kN}), c_y = cpu(std::vector<float>(kN), {kN});
+      cpu_->dropout(c_y, c_x, 0.3f, 1234, 99, first);
+      const std::vector<float> g = read(g_y), c = cpu_values(c_y);
+      for (std::int64_t i = 0; i < kN; ++i) ASSERT_EQ(g[i] == 0.0f, c[i] == 0.0f) << "element " << i;
+      ZT_EXPECT_CLOSE(g, c, p.tol);
+      gpu_->dropout(g_x, g_x, 0.3f, 1234, 99, first);  // in place: the same mask
+      ZT_EXPECT_CLOSE(read(g_x), g, 0.0);
+    }
+  }
+}
+
 TEST_F(CudaPointwise, GeluForwardAndInPlaceBackwardMatchCpu) {
   for (const Precision& p : kPrecisions) {
     SCOPED_TRACE(std::string(dtype_name(p.x)));

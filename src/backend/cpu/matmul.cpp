@@ -103,23 +103,23 @@ void CpuBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bi
 }
 
 // dinp = dout @ W^T (written, skipped if empty); dweight += inp^T @ dout (kInOut) or dout^T @ inp
-// (kOutIn); dbias += column sums of dout (skipped if empty).
+// (kOutIn), skipped if empty (a frozen weight); dbias += column sums of dout (skipped if empty).
 void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                  WeightLayout layout) {
   const char* op = "matmul_backward";
   const Dims d = check_matmul_shapes(op, dout, inp, weight, dbias, layout);
-  expect_shape(op, "dweight", dweight, {weight.dim(0), weight.dim(1)});
+  if (!dweight.empty()) expect_shape(op, "dweight", dweight, {weight.dim(0), weight.dim(1)});
   if (!dinp.empty()) expect_rows(op, "dinp", dinp, d.n, d.ic);
   const DType x = compute_dtype(op, {{"dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
                                      {"inp", inp, Role::kCompute}, {"weight", weight, Role::kCompute},
                                      {"dweight", dweight, Role::kF32}, {"dbias", dbias, Role::kF32}});
   const bool in_out = layout == WeightLayout::kInOut;
-  float* dw = dweight.f32(op);
+  float* dw = dweight.empty() ? nullptr : dweight.f32(op);
   float* db = dbias.empty() ? nullptr : dbias.f32(op);
   if (x == DType::kF32) {
     const float* dy = dout.f32(op);
     if (!dinp.empty()) input_grad_f32(dinp.f32(op), dy, weight.f32(op), d, in_out, threads_);
-    weight_grad_f32(dw, dy, inp.f32(op), d, in_out, threads_);
+    if (dw != nullptr) weight_grad_f32(dw, dy, inp.f32(op), d, in_out, threads_);
     if (db != nullptr) bias_grad(db, dy, d.n, d.oc, threads_);
     return;
   }
@@ -134,8 +134,10 @@ void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tens
     input_grad_f32(nic, dyf, wf, d, in_out, threads_);
     from_f32(dinp, nic, threads_);
   }
-  to_f32(nic, inp, threads_);
-  weight_grad_f32(dw, dyf, nic, d, in_out, threads_);
+  if (dw != nullptr) {
+    to_f32(nic, inp, threads_);
+    weight_grad_f32(dw, dyf, nic, d, in_out, threads_);
+  }
   if (db != nullptr) bias_grad(db, dyf, d.n, d.oc, threads_);
 }
 

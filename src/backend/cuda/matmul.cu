@@ -106,14 +106,16 @@ void CudaBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   lt_->run(forward_gemm(d, out, inp, weight, bias_ptr, layout == WeightLayout::kInOut), stream_, op);
 }
 
-// dinp = dout @ W^T (written, skipped if empty); dweight += (f32); dbias += column sums of dout (f32,
-// skipped if empty).
+// dinp = dout @ W^T (written, skipped if empty); dweight += (f32, skipped if empty: a frozen weight);
+// dbias += column sums of dout (f32, skipped if empty).
 void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                   WeightLayout layout) {
   const char* op = "matmul_backward";
   const Dims d = check_matmul(op, dout, inp, weight, dbias, layout);
-  expect_shape(op, "dweight", dweight, {weight.dim(0), weight.dim(1)});
-  expect_dtype(op, "dweight", dweight, DType::kF32);
+  if (!dweight.empty()) {  // empty: a frozen weight, no gradient
+    expect_shape(op, "dweight", dweight, {weight.dim(0), weight.dim(1)});
+    expect_dtype(op, "dweight", dweight, DType::kF32);
+  }
   if (!dbias.empty()) expect_dtype(op, "dbias", dbias, DType::kF32);
   const bool in_out = layout == WeightLayout::kInOut;
   if (!dinp.empty()) {
@@ -125,7 +127,7 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
     if (d.oc > 0) lt_->run(dinp_gemm(d, dinp, dout, weight, in_out), stream_, op);
     else fill_zero(dinp);  // a sum over no output columns
   }
-  if (d.ic > 0 && d.oc > 0) lt_->run(dweight_gemm(d, dweight, dout, inp, in_out), stream_, op);
+  if (!dweight.empty() && d.ic > 0 && d.oc > 0) lt_->run(dweight_gemm(d, dweight, dout, inp, in_out), stream_, op);
   if (!dbias.empty() && d.oc > 0) {
     Buffer scratch = allocate(column_sums_scratch_bytes(d.n, d.oc, 1));
     dispatch_float(dout.dtype, op, [&](auto tag) {

@@ -29,8 +29,9 @@ dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.nu
 }  // namespace
 
 ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-                       std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads, DType compute)
-    : backend_(backend), comm_(comm), stage_(stage), dtype_(compute),
+                       std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads, DType compute,
+                       bool frozen)
+    : backend_(backend), comm_(comm), stage_(stage), dtype_(compute), frozen_(frozen),
       bucket_bytes_(static_cast<std::size_t>(bucket_mb * 1024 * 1024)),
       part_(stage == 0 ? Partition(units, params, 1, 0) : Partition(units, params, comm.size(), comm.rank())) {
   ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage ", stage);
@@ -43,8 +44,9 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
     return b;
   };
   if (stage_ <= 2) full_params_ = zeroed(full, dtype_);
-  if (stage_ <= 1) full_grads_ = zeroed(full, DType::kF32);
   if (stage_ == 3) param_shard_ = zeroed(shard, dtype_);
+  if (frozen_) return;  // no gradients, master or optimizer state
+  if (stage_ <= 1) full_grads_ = zeroed(full, DType::kF32);
   if (stage_ >= 2) grad_shard_ = zeroed(shard, DType::kF32);  // stage 1 reduces in place into its block of full_grads_
   if (offload_threads > 0) {
     offload_ = std::make_unique<HostOptimizer>(backend_, shard, offload_threads);
@@ -121,7 +123,7 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
     const Tensor dst = stage_ <= 2 ? pview(full_params_, full_offset(u), range.numel)
                                    : pview(param_shard_, part_.shard_offset(u), range.numel);
     backend::copy_from_host_f32(backend_, dst, host.data());
-    if (!separate_master()) continue;
+    if (!separate_master() || frozen_) continue;
     const FlatRange mine = intersect(part_.owned(u, part_.rank()), range);  // the whole range at stage 3
     if (mine.numel == 0) continue;
     host_to_state(host.data() + (mine.offset - range.offset), master_slice(u, mine));
@@ -129,6 +131,7 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
 }
 
 void ZeroEngine::gather_params(float* flat) {
+  ZT_CHECK(!frozen_ || !mixed(), "ZeroEngine: a frozen 16-bit engine has no fp32 parameters to gather");
   if (mixed()) return gather_master(flat);
   for (int u = 0; u < part_.n_units(); ++u) {
     const FlatRange& unit = part_.unit(u);
@@ -250,6 +253,7 @@ void ZeroEngine::release_param_unit(int u) {
 }
 
 Tensor ZeroEngine::grad_unit(int u) {
+  ZT_CHECK(!frozen_, "ZeroEngine: a frozen engine has no gradients");
   if (stage_ <= 1) return fview(full_grads_, full_offset(u), part_.unit(u).numel);
   auto it = grad_temp_.find(u);
   if (it == grad_temp_.end()) {
@@ -373,6 +377,7 @@ std::vector<ZeroEngine::Piece> ZeroEngine::pieces() const {
 }
 
 void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, double grad_scale) {
+  ZT_CHECK(!frozen_, "ZeroEngine: a frozen engine takes no optimizer step");
   const std::vector<Piece> all = pieces();
   if (offload_) {
     std::vector<HostOptimizer::DevicePiece> device;

@@ -42,12 +42,16 @@ class ZeroEngine {
   // offload_threads > 0: ZeRO-Offload (offload.hpp): the fp32 master, the AdamW moments and the
   // optimizer step live on the host, run by that many threads; the device holds no optimizer state.
   // compute: the dtype of the parameters handed to the model (f32, bf16 or f16).
+  // frozen: parameters only (LoRA's base): held in the compute dtype, replicated at stages 0-2 and
+  // sharded and gathered per unit at stage 3 as any parameter, with no gradient, master or optimizer
+  // state; load_params sets them, and asking for gradients or a step is an error.
   ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
              std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads = 0,
-             DType compute = DType::kF32);
+             DType compute = DType::kF32, bool frozen = false);
   ~ZeroEngine();
 
   int stage() const { return stage_; }
+  bool frozen() const { return frozen_; }
   DType compute_dtype() const { return dtype_; }
   const Partition& partition() const { return part_; }
 
@@ -137,6 +141,7 @@ class ZeroEngine {
   dist::Communicator& comm_;
   int stage_;
   DType dtype_;
+  bool frozen_ = false;
   std::size_t bucket_bytes_;
   Partition part_;  // W-rank partition (stage 0: a one-rank partition: nothing padded, all owned)
   backend::Buffer full_params_, full_grads_;            // stages 0-2 / stages 0-1

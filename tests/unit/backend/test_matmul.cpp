@@ -2,6 +2,9 @@
 // gradient rule, and thread-split GEMMs (shapes past the serial threshold) against a double-precision loop.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "op_test_util.hpp"
 
 namespace zt::backend::test {
@@ -52,6 +55,25 @@ TEST(Matmul, ParameterGradsAccumulateAndEmptyOutputsAreSkipped) {
   be->matmul_backward(Tensor(), dw2, Tensor(), dy, x, w, WeightLayout::kInOut);  // no dbias: db2 unchanged
   for (std::int64_t i = 0; i < dw1.numel(); ++i) EXPECT_FLOAT_EQ(Tensors::f(dw2)[i], 3 * Tensors::f(dw1)[i]);
   for (std::int64_t i = 0; i < OC; ++i) EXPECT_FLOAT_EQ(Tensors::f(db2)[i], 2 * Tensors::f(db1)[i]);
+}
+
+// A frozen weight (LoRA's base): no dweight, the same dinp and dbias, in fp32 and bf16.
+TEST(Matmul, BackwardWithoutWeightGradientGivesTheSameInputGradient) {
+  auto be = make_cpu_backend(2);
+  for (DType x : {DType::kF32, DType::kBF16})
+    for (WeightLayout layout : kLayouts) {
+      Tensors ts(*be);
+      const std::int64_t N = 6, IC = 5, OC = 7;
+      Tensor xin = ts.randn({N, IC}, 1), w = make_weight(ts, layout, IC, OC, 2), dy = ts.randn({N, OC}, 3);
+      xin = ts.as(xin, x), w = ts.as(w, x), dy = ts.as(dy, x);
+      Tensor dx1 = ts.filled({N, IC}, nan(), x), dx2 = ts.filled({N, IC}, nan(), x);
+      Tensor dw = ts.zeros({w.dim(0), w.dim(1)}), db1 = ts.zeros({OC}), db2 = ts.zeros({OC});
+      be->matmul_backward(dx1, dw, db1, dy, xin, w, layout);
+      be->matmul_backward(dx2, Tensor(), db2, dy, xin, w, layout);
+      EXPECT_EQ(std::memcmp(dx1.data, dx2.data, dx1.bytes()), 0);
+      EXPECT_EQ(std::memcmp(db1.data, db2.data, db1.bytes()), 0);
+      EXPECT_GT(std::fabs(Tensors::f(dw)[0]), 0.0f);  // the reference call did compute a weight gradient
+    }
 }
 
 TEST(Matmul, NoBiasForwardIsThePlainProduct) {

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "config/derived.hpp"
+#include "config/lora.hpp"
+#include "config/options.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
 
@@ -214,6 +216,48 @@ TEST(Validate, LlamaFfnWidthComesFromOneRule) {
   EXPECT_NO_THROW(validate(c));
   c.model.ffn_multiplier = 1.3;
   EXPECT_NE(error_of([&] { validate(c); }).find("give one or the other"), std::string::npos);
+}
+
+TEST(Validate, LoraTargetsAreEitherFamilysModuleNames) {
+  Config c;
+  c.lora.rank = 8;
+  EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"c_attn"}));  // PEFT's GPT-2 default
+  c.lora.targets = "c_fc, c_attn,c_proj";
+  EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"c_attn", "c_proj", "c_fc"}));  // family order
+  c.lora.targets = "q,v";
+  EXPECT_NE(error_of([&] { validate(c); }).find("model.arch=gpt2 has no module 'q'; use a comma-separated subset of c_attn,c_proj,c_fc"),
+            std::string::npos);
+  c.model.arch = Arch::kLlama;
+  EXPECT_NO_THROW(validate(c));
+  c.lora.targets = "q,k_proj,down";
+  EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "k_proj", "down_proj"}));
+  c.lora.targets = "";
+  EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "v_proj"}));
+  c.lora.targets = "c_attn";
+  EXPECT_NE(error_of([&] { validate(c); }).find("model.arch=llama has no module 'c_attn_proj'"), std::string::npos);
+}
+
+TEST(Validate, LoraScaleAndTheKeysItNeeds) {
+  Config c;
+  c.lora.rank = 16;
+  c.lora.alpha = 32;
+  EXPECT_DOUBLE_EQ(lora_scale(c.lora), 2.0);
+  c.lora.rslora = true;
+  EXPECT_DOUBLE_EQ(lora_scale(c.lora), 8.0);
+  c.parallel.tp = 2;
+  EXPECT_NE(error_of([&] { validate(c); }).find("use parallel.tp=1"), std::string::npos);
+  Config off;
+  off.lora.targets = "c_attn";  // rank 0: LoRA is off, a target is a mistake
+  EXPECT_NE(error_of([&] { validate(off); }).find("lora.rank=0 turns LoRA off"), std::string::npos);
+}
+
+TEST(Validate, LoraDropoutIsAProbabilityBelowOne) {
+  Config c;
+  const Option* o = find_option("lora.dropout");
+  ASSERT_NE(o, nullptr);
+  EXPECT_NO_THROW(o->assign(c, "0.05"));
+  EXPECT_DOUBLE_EQ(c.lora.dropout, 0.05);
+  EXPECT_NE(error_of([&] { o->assign(c, "1"); }).find("must be in [0, 1)"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,260 @@
+// LoRA adapters inside the blocks (lora.hpp). Per targeted module, with s the scale:
+//   forward   h = s (x A^T) [N,r];  y += h Bx^T
+//   backward  dh = s (dy Bx) ;  dBx += dy^T h ;  dA += dh^T x ;  dx += dh A
+// where Bx is B itself, or, for a module inside a fused matmul (Llama's q|k|v and gate|up), B placed at
+// its output rows of a zeroed [out_total, r] matrix: one GEMM then adds exactly the module's columns, and
+// the module's rows of dBx are B's gradient. h is recomputed in backward (r columns: cheap), so no
+// activation is kept per block. With lora.dropout, x is the input after the site's counter-based mask
+// in both passes, and dx goes back through the same mask.
+#include "model/lora.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "model/carver.hpp"
+
+namespace zt::model {
+
+using backend::Tensor;
+using backend::WeightLayout;
+
+std::vector<LoraModule> lora_modules(const GptShape& s) {
+  const std::int64_t C = s.n_embd, F = s.ffn_hidden;
+  if (s.arch == Arch::kGpt2)
+    return {{"c_attn", "attn.c_attn", BlockMatmul::kQkv, C, 3 * C, 0, 3 * C},
+            {"c_proj", "attn.c_proj", BlockMatmul::kAttnOut, C, C, 0, C},
+            {"c_fc", "mlp.c_fc", BlockMatmul::kMlpUp, C, 4 * C, 0, 4 * C},
+            {"c_proj", "mlp.c_proj", BlockMatmul::kMlpDown, 4 * C, C, 0, C}};
+  const std::int64_t W = s.qkv_width(), KV = std::int64_t{s.n_kv_head} * s.head_size();
+  return {{"q_proj", "self_attn.q_proj", BlockMatmul::kQkv, C, W, 0, C},
+          {"k_proj", "self_attn.k_proj", BlockMatmul::kQkv, C, W, C, KV},
+          {"v_proj", "self_attn.v_proj", BlockMatmul::kQkv, C, W, C + KV, KV},
+          {"o_proj", "self_attn.o_proj", BlockMatmul::kAttnOut, C, C, 0, C},
+          {"gate_proj", "mlp.gate_proj", BlockMatmul::kMlpUp, C, 2 * F, 0, F},
+          {"up_proj", "mlp.up_proj", BlockMatmul::kMlpUp, C, 2 * F, F, F},
+          {"down_proj", "mlp.down_proj", BlockMatmul::kMlpDown, F, C, 0, C}};
+}
+
+float LoraSpec::scale() const {
+  const double r = static_cast<double>(rank);
+  return static_cast<float>(rslora ? alpha / std::sqrt(r) : alpha / r);
+}
+
+namespace {
+bool targeted(const LoraSpec& spec, const LoraModule& m) {
+  return std::find(spec.targets.begin(), spec.targets.end(), m.name) != spec.targets.end();
+}
+std::string block_prefix(const GptShape& s, int l) {
+  return s.arch == Arch::kGpt2 ? cat("base_model.model.transformer.h.", l, ".") : cat("base_model.model.model.layers.", l, ".");
+}
+}  // namespace
+
+ParamTable lora_table(const GptShape& shape, const LoraSpec& spec) {
+  ZT_CHECK(spec.rank > 0, "lora_table: rank must be positive");
+  std::vector<ParamInfo> params;
+  auto add = [&](std::string name, std::vector<std::int64_t> dims, int unit) {
+    ParamInfo p;
+    p.name = std::move(name);
+    p.shape = p.hf_shape = std::move(dims);
+    p.unit = unit;
+    p.decay = true;
+    params.push_back(std::move(p));
+  };
+  for (int l = 0; l < shape.n_layer; ++l)
+    for (const LoraModule& m : lora_modules(shape)) {
+      if (!targeted(spec, m)) continue;
+      add(block_prefix(shape, l) + m.path + ".lora_A.weight", {spec.rank, m.in}, l);
+      add(block_prefix(shape, l) + m.path + ".lora_B.weight", {m.width, spec.rank}, l);
+    }
+  ZT_CHECK(!params.empty(), "lora_table: no module of this family is targeted");
+  return ParamTable(shape, params);
+}
+
+void init_lora_range(const ParamTable& adapters, std::uint64_t seed, std::size_t first, std::size_t count, float* out) {
+  ZT_CHECK_LE(first + count, adapters.numel(), "init_lora_range: range past the adapter buffer");
+  for (const ParamInfo& p : adapters.params()) {
+    const std::size_t begin = std::max(first, p.offset), end = std::min(first + count, p.offset + p.numel);
+    if (begin >= end) continue;
+    float* dst = out + (begin - first);
+    if (p.name.ends_with(".lora_B.weight")) {
+      std::fill(dst, dst + (end - begin), 0.0f);
+      continue;
+    }
+    const double bound = 1.0 / std::sqrt(static_cast<double>(p.shape[1]));  // kaiming_uniform_(a=sqrt(5)): 1/sqrt(fan_in)
+    const std::uint64_t purpose = rng::purpose_id("lora/" + p.name);
+    for (std::size_t i = begin; i < end; ++i)
+      dst[i - begin] = static_cast<float>((2 * rng::uniform(seed, purpose, i - p.offset) - 1) * bound);
+  }
+}
+
+std::string lora_base_weight(const std::string& adapter_name) {
+  const std::string prefix = "base_model.model.", suffix = ".lora_A.weight";
+  ZT_CHECK(adapter_name.starts_with(prefix) && adapter_name.ends_with(suffix), "not a lora_A name: ", adapter_name);
+  return adapter_name.substr(prefix.size(), adapter_name.size() - prefix.size() - suffix.size()) + ".weight";
+}
+
+void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
+                double scale) {
+  const bool conv1d = base.shape().arch == Arch::kGpt2;  // GPT-2 stores [in, out]
+  const std::vector<ParamInfo>& ps = adapters.params();
+  for (std::size_t i = 0; i + 1 < ps.size(); i += 2) {
+    const ParamInfo &a = ps[i], &b = ps[i + 1];
+    const ParamInfo& w = base.find(lora_base_weight(a.name));
+    const std::int64_t r = a.shape[0], in = a.shape[1], out = b.shape[0];
+    ZT_CHECK(w.numel == static_cast<std::size_t>(in * out) && b.shape[1] == r, "merge_lora: ", a.name, " does not fit ", w.name);
+    const float* A = adapter_flat + a.offset;
+    const float* B = adapter_flat + b.offset;
+    float* W = base_flat + w.offset;
+    for (std::int64_t o = 0; o < out; ++o)
+      for (std::int64_t j = 0; j < in; ++j) {
+        double d = 0;
+        for (std::int64_t k = 0; k < r; ++k) d += static_cast<double>(B[o * r + k]) * A[k * in + j];
+        float& target = conv1d ? W[j * out + o] : W[o * in + j];
+        target = static_cast<float>(target + scale * d);
+      }
+  }
+}
+
+std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path) {
+  const nlohmann::json j = {{"base_model_name_or_path", base_path},
+                            {"bias", "none"},
+                            {"fan_in_fan_out", shape.arch == Arch::kGpt2},
+                            {"inference_mode", true},
+                            {"lora_alpha", spec.alpha},
+                            {"lora_dropout", spec.dropout},
+                            {"peft_type", "LORA"},
+                            {"r", spec.rank},
+                            {"target_modules", spec.targets},
+                            {"task_type", "CAUSAL_LM"},
+                            {"use_rslora", spec.rslora}};
+  return j.dump(2) + "\n";
+}
+
+std::size_t Lora::layout(const GptShape& s, int rank, int B, DType compute, std::byte* base, Scratch* out) {
+  Scratch unused;
+  Scratch& sc = out ? *out : unused;
+  std::int64_t w_max = 0, in_max = 0;
+  for (const LoraModule& m : lora_modules(s)) w_max = std::max(w_max, m.out_total), in_max = std::max(in_max, m.in);
+  const std::int64_t N = std::int64_t{B} * s.seq_len, r = rank;
+  Carver c{base, compute};
+  sc.h = c.take({N, r}), sc.dh = c.take({N, r});
+  sc.delta = c.take({N, w_max}), sc.dx = c.take({N, in_max});
+  sc.e = c.take({w_max, r}), sc.de = c.stat({w_max, r});
+  sc.xd = c.take({N, in_max});
+  return c.used;
+}
+
+std::size_t Lora::scratch_bytes(const GptShape& shape, int rank, int micro_batch, DType compute) {
+  return layout(shape, rank, micro_batch, compute, nullptr, nullptr);
+}
+
+Lora::Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute)
+    : be_(backend), table_(adapters), rank_(spec.rank), scale_(spec.scale()),
+      dropout_(static_cast<float>(spec.dropout)), seed_(spec.seed), dtype_(compute),
+      n_rows_(std::int64_t{micro_batch} * adapters.shape().seq_len) {
+  const GptShape& s = adapters.shape();
+  std::size_t local = 0;
+  for (const LoraModule& m : lora_modules(s)) {
+    if (!targeted(spec, m)) continue;
+    sites_.push_back({m, local});
+    local += 2;
+  }
+  ZT_CHECK_EQ(static_cast<std::size_t>(table_.end_param(0) - table_.first_param(0)), local, "lora: adapter table");
+  arena_ = be_.allocate(layout(s, rank_, micro_batch, dtype_, nullptr, nullptr));
+  layout(s, rank_, micro_batch, dtype_, static_cast<std::byte*>(arena_.data()), &s_);
+}
+
+void Lora::begin_block(int l, bool backward) {
+  ZT_CHECK(params_ != nullptr && (!backward || grads_ != nullptr), "lora: adapters not bound");
+  block_ = l;
+  w_ = params_->unit(l);  // separate statements: the ParamSource sees p before g, always
+  if (backward) g_ = grads_->unit(l);
+}
+
+void Lora::end_block(int l, bool backward) {
+  params_->release(l);
+  if (backward) grads_->unit_done(l);
+  block_ = -1;
+}
+
+Tensor Lora::view(const Tensor& unit, std::size_t p, std::int64_t rows, std::int64_t cols) const {
+  const std::size_t index = table_.first_param(block_) + p;
+  Tensor t = param_view(table_, unit, index);
+  ZT_CHECK(t.rank == 2 && t.shape[0] == rows && t.shape[1] == cols, "lora: ", table_.params()[index].name, " shape");
+  return t;
+}
+
+Tensor Lora::expanded_b(const Site& site, const Tensor& b) {
+  const LoraModule& m = site.module;
+  if (m.width == m.out_total) return b;
+  const Tensor e(s_.e.data, dtype_, {m.out_total, rank_});
+  be_.fill_zero(e);
+  const std::size_t row_bytes = static_cast<std::size_t>(rank_) * dtype_size(dtype_);
+  be_.copy(static_cast<std::byte*>(e.data) + m.col * row_bytes, b.data, b.bytes());
+  return e;
+}
+
+// The mask of (layer, module): Philox stream from the adapter's name, counter = the element's global
+// index (first_row_ + row) * in + column.
+void Lora::drop(const Site& site, const Tensor& t) {
+  const std::string& name = table_.params()[table_.first_param(block_) + site.a_param].name;
+  be_.dropout(t, t, dropout_, seed_, rng::purpose_id("lora_dropout/" + name), first_row_ * site.module.in);
+}
+
+Tensor Lora::adapter_input(const Site& site, const Tensor& x) {
+  if (!dropout_on_ || dropout_ == 0.0f) return x;
+  const Tensor xd(s_.xd.data, dtype_, {n_rows_, site.module.in});
+  be_.copy(xd.data, x.data, xd.bytes());
+  drop(site, xd);
+  return xd;
+}
+
+void Lora::forward(BlockMatmul matmul, const Tensor& x, const Tensor& y) {
+  ZT_CHECK(block_ >= 0, "lora: forward outside begin_block/end_block");
+  for (const Site& site : sites_) {
+    const LoraModule& m = site.module;
+    if (m.matmul != matmul) continue;
+    const Tensor a = view(w_, site.a_param, rank_, m.in), b = view(w_, site.a_param + 1, m.width, rank_);
+    const Tensor x2(x.data, x.dtype, {n_rows_, m.in}), h(s_.h.data, dtype_, {n_rows_, rank_});
+    const Tensor delta(s_.delta.data, dtype_, {n_rows_, m.out_total}), y2(y.data, y.dtype, {n_rows_, m.out_total});
+    be_.matmul_forward(h, adapter_input(site, x2), a, Tensor(), WeightLayout::kOutIn);
+    be_.scale(h, scale_);
+    be_.matmul_forward(delta, h, expanded_b(site, b), Tensor(), WeightLayout::kOutIn);
+    be_.accumulate(y2, delta);
+  }
+}
+
+void Lora::backward(BlockMatmul matmul, const Tensor& x, const Tensor& dy, const Tensor& dx) {
+  ZT_CHECK(block_ >= 0 && g_.data != nullptr, "lora: backward outside begin_block/end_block");
+  for (const Site& site : sites_) {
+    const LoraModule& m = site.module;
+    if (m.matmul != matmul) continue;
+    const Tensor a = view(w_, site.a_param, rank_, m.in), b = view(w_, site.a_param + 1, m.width, rank_);
+    const Tensor da = view(g_, site.a_param, rank_, m.in), db = view(g_, site.a_param + 1, m.width, rank_);
+    const Tensor x2(x.data, x.dtype, {n_rows_, m.in}), dy2(dy.data, dy.dtype, {n_rows_, m.out_total});
+    const Tensor h(s_.h.data, dtype_, {n_rows_, rank_}), dh(s_.dh.data, dtype_, {n_rows_, rank_});
+    const Tensor xa = adapter_input(site, x2);  // the forward's dropped input again (same mask)
+    be_.matmul_forward(h, xa, a, Tensor(), WeightLayout::kOutIn);
+    be_.scale(h, scale_);
+    if (m.width == m.out_total) {
+      be_.matmul_backward(dh, db, Tensor(), dy2, h, b, WeightLayout::kOutIn);
+    } else {  // the module's rows of the expanded matrix's gradient are B's
+      const Tensor de(s_.de.data, DType::kF32, {m.out_total, rank_});
+      be_.fill_zero(de);
+      be_.matmul_backward(dh, de, Tensor(), dy2, h, expanded_b(site, b), WeightLayout::kOutIn);
+      const Tensor rows(static_cast<float*>(de.data) + m.col * rank_, DType::kF32, {m.width, rank_});
+      be_.accumulate(db, rows);
+    }
+    be_.scale(dh, scale_);
+    const Tensor dxl(s_.dx.data, dtype_, {n_rows_, m.in}), dx2(dx.data, dx.dtype, {n_rows_, m.in});
+    be_.matmul_backward(dxl, da, Tensor(), dh, xa, a, WeightLayout::kOutIn);
+    if (xa.data != x2.data) drop(site, dxl);  // through the dropout: the same mask, the same 1/(1-p)
+    be_.accumulate(dx2, dxl);
+  }
+}
+
+}  // namespace zt::model

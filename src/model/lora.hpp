@@ -1,0 +1,126 @@
+// LoRA adapters (Hu et al. 2021, as PEFT's LoraLayer): on each targeted linear layer of a block,
+// y = x W (+ b) + s * (x A^T) B^T with A [r, in], B [out, r] and s = alpha/r (alpha/sqrt(r) with rsLoRA);
+// the base W stays frozen, only A and B train. The adapters live in their own parameter table, one unit
+// per block, named as PEFT saves them (base_model.model.<HF module>.lora_A.weight), so the ZeRO engine,
+// the checkpoints and the safetensors writer treat them like any parameter table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "model/param_source.hpp"
+#include "model/param_table.hpp"
+
+namespace zt::model {
+
+// The matmuls of a block that LoRA can adapt; a fused matmul (Llama's q|k|v, gate|up) holds several modules.
+enum class BlockMatmul { kQkv, kAttnOut, kMlpUp, kMlpDown };
+
+// One adaptable module: where its output sits in its matmul's output columns.
+struct LoraModule {
+  std::string name;         // PEFT target_modules name: q_proj, c_attn, ...
+  std::string path;         // inside block l: "attn.c_attn" (GPT-2) or "self_attn.q_proj" (Llama)
+  BlockMatmul matmul;
+  std::int64_t in = 0;      // input features
+  std::int64_t out_total = 0, col = 0, width = 0;  // the matmul's output width; this module's columns [col, col+width)
+};
+
+// The adaptable modules of the shape's family, in the family's order (GPT-2's c_proj is two modules,
+// attn.c_proj and mlp.c_proj, as PEFT matches the name on both).
+std::vector<LoraModule> lora_modules(const GptShape& shape);
+
+struct LoraSpec {
+  int rank = 0;
+  double alpha = 16;
+  bool rslora = false;
+  std::vector<std::string> targets;  // PEFT names (config::lora_target_modules)
+  double dropout = 0;                // PEFT's lora_dropout on the adapters' input, in training passes
+  std::uint64_t seed = 0;            // the dropout masks' (train.seed)
+  float scale() const;
+};
+
+// The adapter table: per block l (unit l), per targeted module in family order, lora_A [r, in] then
+// lora_B [width, r], both with weight decay (PEFT trains them with the optimizer's decay).
+ParamTable lora_table(const GptShape& shape, const LoraSpec& spec);
+
+// PEFT's initialisation: A Kaiming-uniform with a = sqrt(5) (nn.Linear's default: U(-1/sqrt(in),
+// 1/sqrt(in))) from the counter-based RNG (seed, "lora/" + name, index); B zeros. Any slice gets the
+// values the whole buffer would (as init_params_range).
+void init_lora_range(const ParamTable& adapters, std::uint64_t seed, std::size_t first, std::size_t count, float* out);
+
+// The base weight an adapter pair belongs to: "base_model.model.X.lora_A.weight" -> "X.weight".
+std::string lora_base_weight(const std::string& adapter_name);
+
+// Merges the adapters into the base weights (PEFT's merge_and_unload): W += scale * dW for every adapted
+// module, dW = B A for Llama's [out, in] weights and (B A)^T for GPT-2's Conv1D [in, out], summed in
+// double. base_flat: base.numel() floats; adapter_flat: adapters.numel() floats.
+void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
+                double scale);
+
+// PEFT's adapter_config.json for these adapters (peft_type LORA, r, lora_alpha, lora_dropout, use_rslora,
+// target_modules, base_model_name_or_path, fan_in_fan_out for GPT-2's Conv1D), sorted keys.
+std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path);
+
+// Applies and differentiates the adapters inside a model's blocks. The model calls begin_block(l) before
+// using block l in a pass, forward/backward after each adaptable matmul, and end_block(l) after.
+class Lora {
+ public:
+  // micro_batch x seq_len rows; compute: the activations' dtype. The table must outlive this.
+  Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute);
+
+  // Where the adapters and their gradients come from for the next passes (grads null: forward only).
+  void bind(ParamSource* params, GradSink* grads) { params_ = params, grads_ = grads; }
+  // Dropout (spec.dropout > 0) in the passes from here on: on for a training micro-batch whose first
+  // token is global token `first_row` of the run's window order (so the masks do not depend on the world
+  // size or the accumulation), off for evaluation and sampling.
+  void set_dropout(bool on, std::uint64_t first_row = 0) { dropout_on_ = on, first_row_ = first_row; }
+  void begin_block(int l, bool backward);
+  void end_block(int l, bool backward);
+  // y [N, out_total] += the adapters of matmul m on x [N, in].
+  void forward(BlockMatmul m, const backend::Tensor& x, const backend::Tensor& y);
+  // Given dy [N, out_total] and the same x: dA, dB +=, and dx [N, in] += the adapters' input gradient
+  // (dx already holds the base matmul's).
+  void backward(BlockMatmul m, const backend::Tensor& x, const backend::Tensor& dy, const backend::Tensor& dx);
+
+  std::size_t scratch_bytes() const { return arena_.bytes(); }
+  static std::size_t scratch_bytes(const GptShape& shape, int rank, int micro_batch, DType compute);
+
+ private:
+  struct Site {
+    LoraModule module;
+    std::size_t a_param = 0;  // index of lora_A in block 0's unit (lora_B follows); per block the same offsets
+  };
+  struct Scratch {
+    backend::Tensor h, dh, delta, dx, e, de;  // h, dh [N,r]; delta [N,Wmax]; dx [N,Imax]; e [Wmax,r] X; de f32
+    backend::Tensor xd;                       // [N,Imax]: the input after dropout
+  };
+  // The adapters' input: x, or x after this site's dropout mask (the same mask in forward and backward).
+  backend::Tensor adapter_input(const Site& site, const backend::Tensor& x);
+  void drop(const Site& site, const backend::Tensor& t);  // t [N, in] *= this site's mask / (1-p)
+  static std::size_t layout(const GptShape& s, int rank, int B, DType compute, std::byte* base, Scratch* out);
+  backend::Tensor view(const backend::Tensor& unit, std::size_t p, std::int64_t rows, std::int64_t cols) const;
+  // B itself when the module is its matmul's whole output, else B placed at its rows of a zeroed [out_total, r].
+  backend::Tensor expanded_b(const Site& site, const backend::Tensor& b);
+
+  backend::Backend& be_;
+  const ParamTable& table_;
+  int rank_;
+  float scale_;
+  float dropout_;
+  std::uint64_t seed_;
+  bool dropout_on_ = false;
+  std::uint64_t first_row_ = 0;
+  DType dtype_;
+  std::int64_t n_rows_;
+  std::vector<Site> sites_;
+  backend::Buffer arena_;
+  Scratch s_;
+  ParamSource* params_ = nullptr;
+  GradSink* grads_ = nullptr;
+  int block_ = -1;
+  backend::Tensor w_, g_;  // block_'s adapters and gradients (flat unit views)
+};
+
+}  // namespace zt::model

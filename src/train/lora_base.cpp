@@ -1,0 +1,86 @@
+// The frozen base and the adapters of a LoRA run (lora_base.hpp).
+#include "train/lora_base.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "plan/memory_plan.hpp"
+#include "config/lora.hpp"
+#include "core/log.hpp"
+#include "core/sha256.hpp"
+#include "model/hf_dir.hpp"
+#include "model/init.hpp"
+#include "model/safetensors.hpp"
+
+namespace zt::train {
+
+std::vector<int> lora_access_order(int n_layer, bool backward) {
+  std::vector<int> order;
+  for (int l = 0; l < n_layer; ++l) order.push_back(l);
+  if (backward)
+    for (int l = n_layer - 1; l >= 0; --l) order.push_back(l);
+  return order;
+}
+
+LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
+                   const model::ParamTable& base, DType compute)
+    : backend_(backend), base_(base), spec_(plan::lora_spec(config)), adapters_(model::lora_table(base.shape(), spec_)),
+      compute_(compute) {
+  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds the whole base
+  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, units_of(base), params_of(base), stage,
+                                                     config.zero.bucket_mb, 0, compute, /*frozen=*/true);
+}
+
+void LoraBase::attach(model::Model& model, optim::ZeroEngine& adapter_engine, int micro_batch) {
+  lora_ = std::make_unique<model::Lora>(backend_, adapters_, spec_, micro_batch, compute_);
+  adapter_params_ = std::make_unique<ZeroParams>(adapter_engine);
+  adapter_grads_ = std::make_unique<ZeroGrads>(adapter_engine);
+  lora_->bind(adapter_params_.get(), adapter_grads_.get());
+  model.set_lora(lora_.get());
+}
+
+std::string LoraBase::load_base(const std::string& from, std::uint64_t seed) {
+  std::vector<float> flat(base_.numel());
+  if (from.empty()) model::init_params(base_, seed, flat.data());
+  else model::load_pretrained(from, base_, flat.data());
+  base_engine_->load_params(flat.data());
+  Sha256 hash;
+  hash.update(flat.data(), flat.size() * sizeof(float));
+  return to_hex(hash.finish());
+}
+
+void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine) {
+  const std::string base = config::lora_base_path(c), peft = config::peft_adapter_config_path(c);
+  base_sha256_ = load_base(base, c.train.seed);
+  if (peft.empty()) {
+    adapter_engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+      model::init_lora_range(adapters_, c.train.seed, offset, count, out);
+    });
+  } else {  // a PEFT adapter directory: go on training its adapters
+    std::vector<float> weights(adapters_.numel());
+    model::load_safetensors((std::filesystem::path(c.init.from) / "adapter_model.safetensors").string(), adapters_,
+                            weights.data());
+    adapter_engine.load_params(weights.data());
+  }
+  log::info(cat("LoRA: rank ", c.lora.rank, " on ", c.lora.targets.empty() ? "the default modules" : c.lora.targets, ", ",
+                adapters_.n_params_real(), " trainable parameters", peft.empty() ? "" : cat(" from ", c.init.from),
+                "; frozen base ", base.empty() ? "from train.seed" : base, " (sha256 ", base_sha256_, ")"));
+}
+
+void LoraBase::reload_base(const config::Config& c, const std::string& checkpoint_sha256, const std::string& checkpoint) {
+  base_sha256_ = load_base(config::lora_base_path(c), c.train.seed);
+  if (checkpoint_sha256 != base_sha256_)
+    throw InputError(cat(checkpoint, ": this LoRA checkpoint was trained on a base with sha256 ",
+                         checkpoint_sha256.empty() ? std::string("(none: not a LoRA checkpoint)") : checkpoint_sha256,
+                         ", but init.from=", c.init.from, " has sha256 ", base_sha256_,
+                         ": set init.from to the run's base, or ckpt.resume=none to start over"));
+}
+
+void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {
+  const int n_layer = base_.shape().n_layer;
+  const bool tied = base_.shape().tie_embeddings;
+  base_engine_->expect_access_order(backward ? forward_backward_order(n_layer, tied) : forward_order(n_layer, tied));
+  adapter_engine.expect_access_order(lora_access_order(n_layer, backward));
+}
+
+}  // namespace zt::train
