@@ -35,15 +35,19 @@ slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
 cd "$ZT_WORK" || fail "cd $ZT_WORK"
 export ZT_ROOT=$ZT_SOURCE ZT_BIN  # the job scripts find the checkout and binaries through these
 
-# wait_job JOBID SECONDS: until the job has ended for good; prints its state.
+# wait_job JOBID SECONDS [PROGRESS_FILE]: until the job has ended for good; prints its state. It gives
+# up after SECONDS in which neither the job's state nor PROGRESS_FILE (its metrics) changed: a loaded
+# machine slows a training job down several-fold, which is no reason to fail it.
 wait_job() {
-  local end=$((SECONDS + $2)) state
+  local end=$((SECONDS + $2)) state seen="" now
   while :; do
     state=$(slurm_job_field "$1" JobState)
     case $state in
       COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) break ;;
     esac
-    [ "$SECONDS" -lt "$end" ] || { state="$state (still, after $2 s)"; break; }
+    now="$state $(stat -c %s "${3:-/dev/null}" 2>/dev/null)"
+    [ "$now" = "$seen" ] || { seen=$now; end=$((SECONDS + $2)); }
+    [ "$SECONDS" -lt "$end" ] || { state="$state (still, after $2 s without progress)"; break; }
     sleep 1
   done
   echo "$state"
@@ -119,7 +123,7 @@ wait_step run/metrics.jsonl "$signal_at" 90 || { show_log "$log"; fail "job $job
 slurm_cmd scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
 signal_step=$(last_step run/metrics.jsonl)
 echo "USR1 sent at step $signal_step"
-state=$(wait_job "$job" 150)
+state=$(wait_job "$job" 90 run/metrics.jsonl)
 phase "job $job: $state, restarts $(slurm_job_field "$job" Restarts), exit $(slurm_job_field "$job" ExitCode)"
 [ "$state" = COMPLETED ] || { show_log "$log"; fail "job $job ended $state (expected COMPLETED after a requeue)"; }
 [ "$(slurm_job_field "$job" Restarts)" = 1 ] || { show_log "$log"; fail "job $job was not requeued exactly once (did it end before USR1 arrived?)"; }
