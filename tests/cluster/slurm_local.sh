@@ -84,12 +84,12 @@ slurm_start() {
   # sched_interval=2: the main scheduler looks at pending jobs every 2 s (60 by default).
   # Timeouts sized for a loaded 2-core CI machine, where a process that is ready to run can wait
   # 20-50 s for a core (measured: load 20-40, a 0.2 s heartbeat 52 s late, slurmctld silent for 28 s):
-  # MessageTimeout=60 (10 by default): slurmctld drops a connection whose request has not arrived
-  # within it, and a client starved between connect and send then fails ("Unexpected missing socket
-  # error" from scancel, a failed `scontrol show job` in the job script's trap);
-  # KillWait=60 (30 by default): SIGTERM -> SIGKILL; slurmd stops waiting as soon as the job's
-  # processes are gone, so it costs nothing when they end in time, and the job script still gets to
-  # read the exit record and requeue after a stall (at 5 s, a stall killed it first).
+  # MessageTimeout=100 (10 by default): slurmctld drops a connection whose request has not arrived
+  # within it, and a client starved between connect and send then fails (scancel: "slurm_msg_sendto:
+  # ... msg_type=5032: Unexpected missing socket error", reproduced by delaying scancel's connect 12 s);
+  # KillWait=120 (30 by default): SIGTERM -> SIGKILL. slurmd stops waiting once the job's processes are
+  # gone, so it costs nothing when they end in time; but a job script's trap ran 51 s after the time
+  # limit's SIGTERM and requeued at 58 s (KillWait=5 means SIGKILL long before: never requeued).
   cat >"$dir/slurm.conf" <<EOF
 ClusterName=zttest
 SlurmctldHost=$host(127.0.0.1)
@@ -118,8 +118,8 @@ MpiDefault=none
 ReturnToService=2
 JobRequeue=1
 MinJobAge=600
-KillWait=60
-MessageTimeout=60
+KillWait=120
+MessageTimeout=100
 SlurmctldDebug=info
 SlurmdDebug=info
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN

@@ -34,6 +34,11 @@ chmod 711 "$ZT_WORK"  # munged (user munge) reaches its socket below it
 slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
 cd "$ZT_WORK" || fail "cd $ZT_WORK"
 export ZT_ROOT=$ZT_SOURCE ZT_BIN  # the job scripts find the checkout and binaries through these
+# mpirun's grace (odls_base_sigkill_timeout): 3 s to its own TERM to the ranks, 3 more to SIGKILL,
+# well inside this cluster's KillWait of 120 s, which leaves the job scripts time to read the exit
+# record and requeue on a loaded machine. mpirun waits both out even when the ranks are done, also
+# when they exit 75 after USR1: the default, (KillWait - 3) / 2, would hold every job 2 min here.
+export ZT_TERM_GRACE_S=3
 
 # wait_job JOBID SECONDS [PROGRESS_FILE]: until the job has ended for good; prints its state. It gives
 # up after SECONDS in which neither the job's state nor PROGRESS_FILE (its metrics) changed: a loaded
@@ -210,11 +215,6 @@ PY
 # log.every=200: mpirun stops reading the ranks' output once it has a SIGTERM (README).
 term_args=("${TINY_MODEL[@]/--log.every=1/--log.every=200}" --train.global_batch=8 --train.micro_batch=2
            --train.max_steps=100000000)
-# mpirun's grace: 4 s to its own TERM to the ranks, 4 more to SIGKILL (it waits them out even when the
-# ranks are done), well inside this cluster's KillWait of 60 s, which leaves the job script time to
-# read the exit record and requeue on a loaded machine. The default, (KillWait - 3) / 2, would hold
-# every SIGTERM'ed job 56 s here.
-export ZT_TERM_GRACE_S=4
 phase "SIGTERM: a job that reaches its 1 min time limit (no USR1: B:CONT; no time_limit_min) and one scancel'ed"
 tl_job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-tl ZT_TIME_LIMIT_MIN=0 sbatch --parsable --signal=B:CONT@1 \
   --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=1 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (time limit)"
