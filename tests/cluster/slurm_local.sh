@@ -2,7 +2,8 @@
 # slurmd on localhost, with their key, socket, config, state, logs and ports in a scratch directory of
 # their own, so that nothing on the host (/etc/slurm, /run/munge, a running Slurm) is used or touched
 # and two of these can run side by side. Needs root and Debian's slurm-wlm + munge.
-#   slurm_start DIR   start it (exports SLURM_CONF; the cluster's one partition is the default)
+#   slurm_start DIR   start it (exports SLURM_CONF, and ZT_TERM_GRACE_S for the job scripts; the
+#                     cluster's one partition is the default)
 #                     or print why not and return 1
 #   slurm_stop        cancel every job, stop the daemons, end anything left that they started
 #   slurm_job_field JOBID KEY   one field of `scontrol show job` (JobState, Restarts, ExitCode, ...)
@@ -126,6 +127,12 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=zt Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
   export SLURM_CONF=$dir/slurm.conf
+  # The job scripts' mpirun grace (odls_base_sigkill_timeout): 3 s to its own TERM to the ranks, 3 more
+  # to SIGKILL, well inside KillWait, which leaves the scripts time to read the exit record and
+  # requeue on a loaded machine. mpirun waits both out even when the ranks are done, also when they
+  # exit 75 after USR1 or 1 in a flagged preflight: the default, (KillWait - 3) / 2, would hold every
+  # such job 2 min here.
+  export ZT_TERM_GRACE_S=3
   # No cgroup.conf beside slurm.conf: with these plugins slurmd needs none (22.05 has no
   # CgroupPlugin=disabled and refuses to start with it).
   slurmctld -f "$SLURM_CONF" 2>"$dir/log/slurmctld.err" ||

@@ -34,11 +34,6 @@ chmod 711 "$ZT_WORK"  # munged (user munge) reaches its socket below it
 slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
 cd "$ZT_WORK" || fail "cd $ZT_WORK"
 export ZT_ROOT=$ZT_SOURCE ZT_BIN  # the job scripts find the checkout and binaries through these
-# mpirun's grace (odls_base_sigkill_timeout): 3 s to its own TERM to the ranks, 3 more to SIGKILL,
-# well inside this cluster's KillWait of 120 s, which leaves the job scripts time to read the exit
-# record and requeue on a loaded machine. mpirun waits both out even when the ranks are done, also
-# when they exit 75 after USR1: the default, (KillWait - 3) / 2, would hold every job 2 min here.
-export ZT_TERM_GRACE_S=3
 
 # wait_job JOBID SECONDS [PROGRESS_FILE]: until the job has ended for good; prints its state. It gives
 # up after SECONDS in which neither the job's state nor PROGRESS_FILE (its metrics) changed: a loaded
