@@ -149,7 +149,7 @@ EOF
 
 # slurm_cmd CMD ARGS...: a Slurm client command (scancel, scontrol), tried again (3 tries, 5 s apart)
 # when it failed to reach slurmctld: on a loaded machine a request can still time out (see
-# MessageTimeout above). A retried scancel whose first try got through finds the job completing: done.
+# MessageTimeout above), and so can the client's munge credential ("Zero Bytes" in slurmctld's log). A retried scancel whose first try got through finds the job completing: done.
 slurm_cmd() {
   local try rc err=$SLURM_DIR/cmd.err
   for try in 1 2 3; do
@@ -158,15 +158,20 @@ slurm_cmd() {
     cat "$err" >&2
     [ "$rc" -ne 0 ] || return 0
     if [ "$try" -gt 1 ] && grep -q "already completing or completed" "$err"; then return 0; fi
-    grep -Eqi "socket|unable to contact|timed out|zero bytes|connection" "$err" || return "$rc"
+    grep -Eqi "socket|unable to contact|timed out|zero bytes|connection|authentication|munge" "$err" || return "$rc"
     echo "slurm: '$*' failed to reach slurmctld (try $try of 3)" >&2
     sleep 5
   done
   return "$rc"
 }
 
-slurm_job_field() {
-  scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+slurm_job_field() {  # asked again when scontrol fails (a loaded machine can time out munge or slurmctld)
+  local try info
+  for try in 1 2 3; do
+    info=$(scontrol show job "$1" 2>/dev/null) && break
+    sleep 2
+  done
+  tr ' ' '\n' <<<"$info" | sed -n "s/^$2=//p" | head -n 1
 }
 
 slurm_show_logs() {

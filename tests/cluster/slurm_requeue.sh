@@ -35,19 +35,21 @@ slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
 cd "$ZT_WORK" || fail "cd $ZT_WORK"
 export ZT_ROOT=$ZT_SOURCE ZT_BIN  # the job scripts find the checkout and binaries through these
 
-# wait_job JOBID SECONDS [PROGRESS_FILE]: until the job has ended for good; prints its state. It gives
-# up after SECONDS in which neither the job's state nor PROGRESS_FILE (its metrics) changed: a loaded
-# machine slows a training job down several-fold, which is no reason to fail it.
+# wait_job JOBID POLLS [PROGRESS_FILE]: until the job has ended for good; prints its state. It gives
+# up after POLLS polls (1 s apart, or more) in which neither the job's state nor PROGRESS_FILE (its
+# metrics) changed: a loaded machine slows a training job down several-fold, which is no reason to
+# fail it, and counting polls rather than seconds lets a stall of the whole machine (164 s once, in
+# which this loop did not run either) pass without counting against the job.
 wait_job() {
-  local end=$((SECONDS + $2)) state seen="" now
+  local idle=0 state seen="" now
   while :; do
     state=$(slurm_job_field "$1" JobState)
     case $state in
       COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) break ;;
     esac
     now="$state $(stat -c %s "${3:-/dev/null}" 2>/dev/null)"
-    [ "$now" = "$seen" ] || { seen=$now; end=$((SECONDS + $2)); }
-    [ "$SECONDS" -lt "$end" ] || { state="$state (still, after $2 s without progress)"; break; }
+    if [ "$now" = "$seen" ]; then idle=$((idle + 1)); else seen=$now idle=0; fi
+    [ "$idle" -lt "$2" ] || { state="$state (still, after $2 polls without progress)"; break; }
     sleep 1
   done
   echo "$state"
