@@ -2,13 +2,16 @@
 # slurmd on localhost, with their key, socket, config, state, logs and ports in a scratch directory of
 # their own, so that nothing on the host (/etc/slurm, /run/munge, a running Slurm) is used or touched
 # and two of these can run side by side. Needs root and Debian's slurm-wlm + munge.
-#   slurm_start DIR   start it (exports SLURM_CONF; the cluster's one partition is the default)
+#   slurm_start DIR   start it (exports SLURM_CONF, and ZT_TERM_GRACE_S for the job scripts; the
+#                     cluster's one partition is the default)
 #                     or print why not and return 1
 #   slurm_stop        cancel every job, stop the daemons, end anything left that they started
 #   slurm_job_field JOBID KEY   one field of `scontrol show job` (JobState, Restarts, ExitCode, ...)
+#   slurm_cmd CMD ARGS...       a client command, retried when it could not reach slurmctld
+#   slurm_show_logs             the daemons' logs (tails), for a failed test
 # slurm_stop must run on every exit: `trap slurm_stop EXIT` (after lib.sh's trap, which it keeps).
 
-SLURM_DIR=""
+SLURM_DIR="" SLURM_MUNGE_DIR=""
 
 # Two free TCP ports for slurmctld and slurmd (the kernel's choice, released just before use).
 _slurm_free_ports() {
@@ -28,6 +31,15 @@ _slurm_wait() {
   done
 }
 
+# _slurm_reachable DIR: every directory above DIR is searchable by others (munged runs as munge).
+_slurm_reachable() {
+  local d=$1
+  while [ "$d" != / ]; do
+    d=$(dirname "$d")
+    [ "$(stat -c %A "$d" | cut -c10)" != - ] || return 1
+  done
+}
+
 _slurm_no_job_running() { [ -z "$(squeue -h -t running,completing -o %i 2>/dev/null)" ]; }
 _slurm_node_idle() { [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]; }
 
@@ -43,29 +55,42 @@ slurm_start() {
   # A marker every daemon, step and job process inherits, so slurm_stop can find what is left.
   export ZT_SLURM_DIR=$dir
   host=$(hostname -s)
-  mkdir -p "$dir"/{state,spool,log,munge}
+  mkdir -p "$dir"/{state,spool,log}
+  chmod 755 "$dir"
+  # munged (user munge) must reach its socket directory; where a directory above ours is closed to
+  # others (a /tmp of mode 700 on some machines), its files go to a directory of their own in /var/tmp.
+  SLURM_MUNGE_DIR=$dir/munge
+  if ! _slurm_reachable "$dir"; then
+    SLURM_MUNGE_DIR=$(mktemp -d /var/tmp/zt_munge.XXXXXX) || { echo "slurm: mktemp in /var/tmp failed"; return 1; }
+    _slurm_reachable "$SLURM_MUNGE_DIR" ||
+      { echo "slurm: munged can reach neither $dir nor $SLURM_MUNGE_DIR (chmod o+x the directories above)"; return 1; }
+  fi
+  local m=$SLURM_MUNGE_DIR
+  mkdir -p "$m"
   # munged wants its socket directory reachable by everyone, owned by munge, writable by no one else.
-  chmod 755 "$dir" "$dir/munge"
-  local d=$dir
-  while [ "$d" != / ]; do
-    d=$(dirname "$d")
-    [ "$(stat -c %A "$d" | cut -c10)" != - ] ||
-      { echo "slurm: munged cannot reach $dir: $d is not searchable by others (chmod o+x it)"; return 1; }
-  done
-  chown munge:munge "$dir/munge"
-  runuser -u munge -- mungekey -c -k "$dir/munge/munge.key" >/dev/null 2>&1 ||
+  chmod 755 "$m"
+  chown munge:munge "$m"
+  runuser -u munge -- mungekey -c -k "$m/munge.key" >/dev/null 2>&1 ||
     { echo "slurm: mungekey -c failed"; return 1; }
-  runuser -u munge -- munged --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
-    --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" \
-    --seed-file="$dir/munge/munged.seed" 2>"$dir/log/munged.err" ||
-    { echo "slurm: munged did not start: $(tail -n 2 "$dir/log/munged.err" "$dir/munge/munged.log" 2>/dev/null)"; return 1; }
-  _slurm_wait 10 sh -c "munge -S '$dir/munge/munge.sock' -n | unmunge -S '$dir/munge/munge.sock'" ||
+  runuser -u munge -- munged --socket="$m/munge.sock" --key-file="$m/munge.key" \
+    --pid-file="$m/munged.pid" --log-file="$m/munged.log" \
+    --seed-file="$m/munged.seed" 2>"$dir/log/munged.err" ||
+    { echo "slurm: munged did not start: $(tail -n 2 "$dir/log/munged.err" "$m/munged.log" 2>/dev/null)"; return 1; }
+  _slurm_wait 10 sh -c "munge -S '$m/munge.sock' -n | unmunge -S '$m/munge.sock'" ||
     { echo "slurm: munge credentials do not round-trip (munge -n | unmunge)"; return 1; }
 
   read -r -a ports < <(_slurm_free_ports)
   : >"$dir/plugstack.conf"
   # cred_expire=10: Slurm holds a requeued job back for cred_expire seconds (120 by default);
   # sched_interval=2: the main scheduler looks at pending jobs every 2 s (60 by default).
+  # Timeouts sized for a loaded 2-core CI machine, where a process that is ready to run can wait
+  # 20-50 s for a core (measured: load 20-40, a 0.2 s heartbeat 52 s late, slurmctld silent for 28 s):
+  # MessageTimeout=100 (10 by default): slurmctld drops a connection whose request has not arrived
+  # within it, and a client starved between connect and send then fails (scancel: "slurm_msg_sendto:
+  # ... msg_type=5032: Unexpected missing socket error", reproduced by delaying scancel's connect 12 s);
+  # KillWait=120 (30 by default): SIGTERM -> SIGKILL. slurmd stops waiting once the job's processes are
+  # gone, so it costs nothing when they end in time; but a job script's trap ran 51 s after the time
+  # limit's SIGTERM and requeued at 58 s (KillWait=5 means SIGKILL long before: never requeued).
   cat >"$dir/slurm.conf" <<EOF
 ClusterName=zttest
 SlurmctldHost=$host(127.0.0.1)
@@ -73,7 +98,7 @@ SlurmctldPort=${ports[0]}
 SlurmdPort=${ports[1]}
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
+AuthInfo=socket=$SLURM_MUNGE_DIR/munge.sock,cred_expire=10
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$dir/state
@@ -94,13 +119,20 @@ MpiDefault=none
 ReturnToService=2
 JobRequeue=1
 MinJobAge=600
-KillWait=5
+KillWait=120
+MessageTimeout=100
 SlurmctldDebug=info
 SlurmdDebug=info
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
 PartitionName=zt Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
   export SLURM_CONF=$dir/slurm.conf
+  # The job scripts' mpirun grace (odls_base_sigkill_timeout): 3 s to its own TERM to the ranks, 3 more
+  # to SIGKILL, well inside KillWait, which leaves the scripts time to read the exit record and
+  # requeue on a loaded machine. mpirun waits both out even when the ranks are done, also when they
+  # exit 75 after USR1 or 1 in a flagged preflight: the default, (KillWait - 3) / 2, would hold every
+  # such job 2 min here.
+  export ZT_TERM_GRACE_S=3
   # No cgroup.conf beside slurm.conf: with these plugins slurmd needs none (22.05 has no
   # CgroupPlugin=disabled and refuses to start with it).
   slurmctld -f "$SLURM_CONF" 2>"$dir/log/slurmctld.err" ||
@@ -115,8 +147,42 @@ EOF
   echo "slurm: up on $host (slurmctld port ${ports[0]}, slurmd port ${ports[1]}), SLURM_CONF=$SLURM_CONF"
 }
 
-slurm_job_field() {
-  scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
+# slurm_cmd CMD ARGS...: a Slurm client command (scancel, scontrol), tried again (3 tries, 5 s apart)
+# when it failed to reach slurmctld: on a loaded machine a request can still time out (see
+# MessageTimeout above), and so can the client's munge credential ("Zero Bytes" in slurmctld's log). A retried scancel whose first try got through finds the job completing: done.
+slurm_cmd() {
+  local try rc err=$SLURM_DIR/cmd.err
+  for try in 1 2 3; do
+    "$@" 2>"$err"
+    rc=$?
+    cat "$err" >&2
+    [ "$rc" -ne 0 ] || return 0
+    if [ "$try" -gt 1 ] && grep -q "already completing or completed" "$err"; then return 0; fi
+    grep -Eqi "socket|unable to contact|timed out|zero bytes|connection|authentication|munge" "$err" || return "$rc"
+    echo "slurm: '$*' failed to reach slurmctld (try $try of 3)" >&2
+    sleep 5
+  done
+  return "$rc"
+}
+
+slurm_job_field() {  # asked again when scontrol fails (a loaded machine can time out munge or slurmctld)
+  local try info
+  for try in 1 2 3; do
+    info=$(scontrol show job "$1" 2>/dev/null) && break
+    sleep 2
+  done
+  tr ' ' '\n' <<<"$info" | sed -n "s/^$2=//p" | head -n 1
+}
+
+slurm_show_logs() {
+  [ -n "$SLURM_DIR" ] || return 0
+  local f
+  for f in "$SLURM_DIR/log/slurmctld.log" "$SLURM_DIR/log/slurmd.log"; do
+    echo "--- $f (errors, job events; last 40)"
+    grep -Ev "state file|NOTE: Trying backup" "$f" 2>/dev/null |
+      grep -Ei "error|Time limit|requeu|kill|Allocate|Launching|CANCELLED|drain|not responding" | tail -n 40
+  done
+  echo "--- uptime: $(uptime)"
 }
 
 # The processes that carry our marker but are not this test's own (its session): daemons, steps, jobs.
@@ -143,9 +209,9 @@ slurm_stop() {
     scancel --quiet --user=root 2>/dev/null
     _slurm_wait 15 _slurm_no_job_running
   fi
-  for f in slurmd.pid slurmctld.pid munge/munged.pid; do
-    [ -f "$dir/$f" ] || continue
-    pid=$(cat "$dir/$f")
+  for f in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$SLURM_MUNGE_DIR/munged.pid"; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
     kill "$pid" 2>/dev/null || continue
     _slurm_wait 10 sh -c "! kill -0 $pid" || kill -KILL "$pid" 2>/dev/null
   done
@@ -155,6 +221,7 @@ slurm_stop() {
     # shellcheck disable=SC2086  # a list of pids
     kill -KILL $left 2>/dev/null
   fi
+  [ "$SLURM_MUNGE_DIR" = "$dir/munge" ] || rm -rf "$SLURM_MUNGE_DIR"
   echo "slurm: stopped"
-  SLURM_DIR=""
+  SLURM_DIR="" SLURM_MUNGE_DIR=""
 }
