@@ -27,59 +27,58 @@ run() {  # run NAME NP ARGS...
     --log.metrics="$ZT_WORK/$name.jsonl" "$@"
 }
 
-for precision in fp32 bf16; do
-  run "cpu_$precision" 1 --train.device=cpu --train.threads=4 --train.precision=$precision
-  tol=$([ $precision = fp32 ] && echo 1e-4 || echo 2e-2)
-  for stage in 0 1 2 3; do
-    run "cuda_${precision}_s$stage" 1 --train.device=cuda --dist.backend=nccl --train.precision=$precision \
-      --train.zero_stage=$stage
-    expect_in "$ZT_WORK/out" "cuda"
-    close_losses "$ZT_WORK/cpu_$precision.jsonl" "$ZT_WORK/cuda_${precision}_s$stage.jsonl" "$tol"
-    echo "$precision stage $stage: the CUDA backend follows the CPU reference within $tol"
+# follows_cpu NAME LABEL PATTERN STAGES...: in fp32 and bf16, the CPU backend's run NAME_cpu_P, then one
+# CUDA run NAME_cuda_P_sS per ZeRO stage, whose output shows PATTERN and whose losses follow the CPU's
+# (fp32 within 1e-4, bf16 2e-2).
+follows_cpu() {
+  local name=$1 label=$2 pattern=$3 precision stage tol
+  shift 3
+  for precision in fp32 bf16; do
+    run "${name}_cpu_$precision" 1 --train.device=cpu --train.threads=4 --train.precision=$precision
+    tol=$([ $precision = fp32 ] && echo 1e-4 || echo 2e-2)
+    for stage in "$@"; do
+      run "${name}_cuda_${precision}_s$stage" 1 --train.device=cuda --dist.backend=nccl --train.precision=$precision \
+        --train.zero_stage="$stage"
+      expect_in "$ZT_WORK/out" "$pattern"
+      close_losses "$ZT_WORK/${name}_cpu_$precision.jsonl" "$ZT_WORK/${name}_cuda_${precision}_s$stage.jsonl" "$tol"
+      echo "$label $precision stage $stage: the CUDA backend follows the CPU reference within $tol"
+    done
   done
-done
+}
+
+follows_cpu gpt2 GPT-2 "cuda" 0 1 2 3
 
 run cuda_fp16 1 --train.device=cuda --train.precision=fp16
-close_losses "$ZT_WORK/cpu_bf16.jsonl" "$ZT_WORK/cuda_fp16.jsonl" 5e-2
+close_losses "$ZT_WORK/gpt2_cpu_bf16.jsonl" "$ZT_WORK/cuda_fp16.jsonl" 5e-2
 
 run cuda_bf16_mpi2 2 --train.device=cuda --dist.backend=mpi --train.precision=bf16 --train.zero_stage=3
-close_losses "$ZT_WORK/cuda_bf16_s3.jsonl" "$ZT_WORK/cuda_bf16_mpi2.jsonl" 1e-2
+close_losses "$ZT_WORK/gpt2_cuda_bf16_s3.jsonl" "$ZT_WORK/cuda_bf16_mpi2.jsonl" 1e-2
 
 # Beyond the curve: the kernels are deterministic (no atomics feed the weights), so the same seed gives
 # the same bits, full recomputation reruns the same kernels on the same inputs (the same bits again),
 # and a checkpoint written from the GPU resumes to the uninterrupted run's bits. Optimizer offload runs
 # AdamW on the host: the same curve up to fp32 rounding of the update.
 run cuda_bf16_again 1 --train.device=cuda --train.precision=bf16
-same_losses "$ZT_WORK/cuda_bf16_s0.jsonl" "$ZT_WORK/cuda_bf16_again.jsonl"
+same_losses "$ZT_WORK/gpt2_cuda_bf16_s0.jsonl" "$ZT_WORK/cuda_bf16_again.jsonl"
 run cuda_bf16_recompute 1 --train.device=cuda --train.precision=bf16 --train.recompute=full
-same_losses "$ZT_WORK/cuda_bf16_s0.jsonl" "$ZT_WORK/cuda_bf16_recompute.jsonl"
+same_losses "$ZT_WORK/gpt2_cuda_bf16_s0.jsonl" "$ZT_WORK/cuda_bf16_recompute.jsonl"
 echo "bf16: the same seed and full recomputation give bit-identical losses"
 run cuda_bf16_split 1 --train.device=cuda --train.precision=bf16 --train.zero_stage=1 --train.stop_at_step=10
 run cuda_bf16_resumed 1 --train.device=cuda --train.precision=bf16 --train.zero_stage=1 --ckpt.resume=auto \
   --ckpt.dir="$ZT_WORK/ck_cuda_bf16_split"
 expect_in "$ZT_WORK/out" "resum"
 cat "$ZT_WORK/cuda_bf16_split.jsonl" "$ZT_WORK/cuda_bf16_resumed.jsonl" >"$ZT_WORK/cuda_bf16_joined.jsonl"
-same_losses "$ZT_WORK/cuda_bf16_s1.jsonl" "$ZT_WORK/cuda_bf16_joined.jsonl"
+same_losses "$ZT_WORK/gpt2_cuda_bf16_s1.jsonl" "$ZT_WORK/cuda_bf16_joined.jsonl"
 echo "bf16: stopped at step 10 with a checkpoint and resumed, bit-identical to the uninterrupted run"
 run cuda_bf16_offload 1 --train.device=cuda --train.precision=bf16 --train.zero_stage=1 --train.offload=optimizer
-close_losses "$ZT_WORK/cuda_bf16_s1.jsonl" "$ZT_WORK/cuda_bf16_offload.jsonl" 1e-3
+close_losses "$ZT_WORK/gpt2_cuda_bf16_s1.jsonl" "$ZT_WORK/cuda_bf16_offload.jsonl" 1e-3
 echo "bf16: optimizer offload follows the on-GPU optimizer within 1e-3"
 
 # Llama: hs=32 (not a multiple of the 64-row tiles' head step), Llama's SwiGLU width rule, untied head.
 for kv in 2 1; do
   MODEL=(--model.arch=llama --model.n_layer=2 --model.n_head=4 --model.n_kv_head=$kv --model.n_embd=128
          --model.rope_theta=10000 --model.rope_scaling=llama3 --model.rope_original_max_position=8)
-  for precision in fp32 bf16; do
-    run "llama${kv}_cpu_$precision" 1 --train.device=cpu --train.threads=4 --train.precision=$precision
-    tol=$([ $precision = fp32 ] && echo 1e-4 || echo 2e-2)
-    for stage in 0 3; do
-      name="llama${kv}_cuda_${precision}_s$stage"
-      run "$name" 1 --train.device=cuda --dist.backend=nccl --train.precision=$precision --train.zero_stage=$stage
-      expect_in "$ZT_WORK/out" "model: Llama"
-      close_losses "$ZT_WORK/llama${kv}_cpu_$precision.jsonl" "$ZT_WORK/$name.jsonl" "$tol"
-      echo "Llama n_kv_head=$kv $precision stage $stage: the CUDA backend follows the CPU reference within $tol"
-    done
-  done
+  follows_cpu "llama$kv" "Llama n_kv_head=$kv" "model: Llama" 0 3
 done
 
 # LoRA (issue 19): adapters on every Llama module (q, k, v inside the fused q|k|v GEMM), dropout 0.1 (the
@@ -87,15 +86,5 @@ done
 # (matmul_backward without dweight), sharded at ZeRO-3.
 MODEL=(--model.arch=llama --model.n_layer=2 --model.n_head=4 --model.n_kv_head=2 --model.n_embd=128
        --model.rope_theta=10000 --lora.rank=8 --lora.alpha=16 --lora.targets=q,k,v,o,gate,up,down --lora.dropout=0.1)
-for precision in fp32 bf16; do
-  run "lora_cpu_$precision" 1 --train.device=cpu --train.threads=4 --train.precision=$precision
-  tol=$([ $precision = fp32 ] && echo 1e-4 || echo 2e-2)
-  for stage in 0 3; do
-    run "lora_cuda_${precision}_s$stage" 1 --train.device=cuda --dist.backend=nccl --train.precision=$precision \
-      --train.zero_stage=$stage
-    expect_in "$ZT_WORK/out" "LoRA: rank 8"
-    close_losses "$ZT_WORK/lora_cpu_$precision.jsonl" "$ZT_WORK/lora_cuda_${precision}_s$stage.jsonl" "$tol"
-    echo "LoRA $precision stage $stage: the CUDA backend follows the CPU reference within $tol"
-  done
-done
+follows_cpu lora LoRA "LoRA: rank 8" 0 3
 echo "PASS"
