@@ -12,6 +12,7 @@
 #include "config/parse.hpp"
 #include "core/log.hpp"
 #include "core/version.hpp"
+#include "dist/deadline.hpp"
 #include "dist/device_info.hpp"
 #include "dist/grid.hpp"
 #include "dist/placement.hpp"
@@ -168,16 +169,18 @@ int run(dist::World& world, int argc, char** argv) {
   // one that does not verify, or a fresh start over other runs' checkpoints, is exit 2.
   std::optional<ckpt::DirLock> lock;
   train::ResumePoint resume;
-  // Rank 0 hashes every file of the checkpoint it picks (minutes for a multi-GB model) and may watch a
-  // dying lock holder for seconds, while the others wait: the loose start-up deadline, as for step 1.
-  world.set_timeout(10 * s.cl.config.dist.timeout_s);
+  // From here to step 1 the ranks' work differs (rank 0 hashes every file of the checkpoint it picks,
+  // minutes for a multi-GB model, and may watch a dying lock holder; each rank loads its part, reads
+  // its shards, builds the model): the loose start-up deadline (dist/deadline.hpp). The trainer
+  // tightens it once step 1 completes.
+  const double timeout_s = s.cl.config.dist.timeout_s;
+  world.set_timeout(dist::kStartUpFactor * timeout_s, dist::start_up_limit_words(timeout_s));
   const int resume_code = agree_on_startup(world, [&] {
     if (!world.is_root()) return;
     lock.emplace(ckpt::DirLock::acquire(s.cl.config.ckpt.dir, ckpt::LockHolder::this_process()));
     resume = train::pick_resume(s.cl.config);
   }, "taking the ckpt.dir lock and choosing the checkpoint to resume from (rank 0 verifies it)");
   if (resume_code != kExitOk) return resume_code;
-  world.set_timeout(s.cl.config.dist.timeout_s);
   // Bad data (no shard, a damaged header, another vocabulary; with data.verify=full a bad chunk) is a
   // start-up error like a bad config: found before any work, printed once.
   const int data_code = agree_on_startup(world, [&] { train::check_data(s.cl.config, world.rank(), world.size()); },

@@ -206,7 +206,7 @@ std::vector<Option> build_table() {
       opt("log.straggler_fraction", &C::log, &LogConfig::straggler_fraction, "warn about a rank whose compute time per step is this fraction above the median rank's ...", between<double>(0.01, 100)),
       opt("log.straggler_windows", &C::log, &LogConfig::straggler_windows, "... in this many consecutive logged windows (log.every steps each)", I64{1, kMaxCount}),
       opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
-      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (collectives: 10x until step 1 completes)", positive()),
+      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (10x through start-up, until step 1 completes)", positive()),
       opt("parallel.tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel degree: each run of tp consecutive ranks (on one node) splits every layer Megatron-style; the world is tp x data-parallel ranks (1 = data parallel only)", I64{1, 1024}),
       opt("parallel.sequence_parallel", &C::parallel, &ParallelConfig::sequence_parallel, "with parallel.tp > 1: shard the norm and residual activations along the sequence inside each TP group"),
       opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),

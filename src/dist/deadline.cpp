@@ -3,7 +3,14 @@
 
 #include <thread>
 
+#include "core/error.hpp"
+
 namespace zt::dist {
+
+std::string start_up_limit_words(double timeout_s) {
+  return cat(kStartUpFactor * timeout_s, " s (start-up, until step 1 completes: ", kStartUpFactor, " x dist.timeout_s=",
+             timeout_s, " s)");
+}
 
 bool poll_until(Clock::time_point deadline, const std::function<bool()>& done, const Pacing& pacing) {
   const Clock::time_point start = Clock::now();

@@ -5,10 +5,19 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <string>
 
 namespace zt::dist {
 
 using Clock = std::chrono::steady_clock;
+
+// Start-up, until step 1 completes, waits kStartUpFactor x dist.timeout_s on other ranks: its
+// agreements and first collectives follow work that differs per rank (rank 0 verifying the checkpoint
+// to resume, every rank loading its part of it, reading and checking its shards, building the model,
+// CUDA and NCCL set-up), and a loaded machine stretches it (4 ranks on 2 busy cores arrived 3 s apart).
+constexpr double kStartUpFactor = 10;
+// That limit in words for the watchdog's messages: "30 s (start-up: 10 x dist.timeout_s=3 s)".
+std::string start_up_limit_words(double timeout_s);
 
 // `seconds` after `start`; never, for an infinite (or NaN) timeout.
 inline Clock::time_point deadline_after(Clock::time_point start, double seconds) {

@@ -62,6 +62,11 @@ std::unique_ptr<World> World::init(int& argc, char**& argv) {
   return w;
 }
 
+void World::set_timeout(double seconds, std::string words) {
+  timeout_s_ = seconds;
+  timeout_words_ = words.empty() ? cat("dist.timeout_s=", seconds, " s") : std::move(words);
+}
+
 World::~World() {
   if (!comms_) return;
   MPI_Comm_free(&comms_->node);
@@ -80,11 +85,12 @@ struct Agreement {
   MPI_Comm comm;
   int rank, size;
   double timeout_s;
+  std::string_view limit;  // the deadline in words ("dist.timeout_s=3 s")
   std::string_view what;
   Clock::time_point deadline;
 
-  Agreement(MPI_Comm c, int r, int s, double t, std::string_view w)
-      : comm(c), rank(r), size(s), timeout_s(t), what(w),
+  Agreement(MPI_Comm c, int r, int s, double t, std::string_view l, std::string_view w)
+      : comm(c), rank(r), size(s), timeout_s(t), limit(l), what(w),
         deadline(deadline_after(Clock::now(), r == 0 ? t : t + World::kPeerGraceS)) {}
 
   // Polls `requests` to completion or the deadline; returns the indices still pending (empty: all done).
@@ -108,20 +114,20 @@ struct Agreement {
   [[noreturn]] void missing_ranks(const std::vector<int>& ranks, const char* how) const {
     std::string list;
     for (int r : ranks) list += cat(list.empty() ? "" : ", ", r);
-    throw CommError(cat(what, ": rank", ranks.size() > 1 ? "s " : " ", list, " ", how, " within dist.timeout_s=",
-                        timeout_s, " s (stopped, hung, dead or far behind); aborting the job, which can resume "
+    throw CommError(cat(what, ": rank", ranks.size() > 1 ? "s " : " ", list, " ", how, " within ", limit,
+                        " (stopped, hung, dead or far behind); aborting the job, which can resume "
                         "from the last checkpoint (ckpt.resume=auto)"));
   }
 
   // Rank 0's broadcast of the answer did not complete (a rank left between collecting and answering).
   [[noreturn]] void unanswered() const {
     if (rank != 0) no_answer();
-    throw CommError(cat(what, ": a rank did not take rank 0's answer within dist.timeout_s=", timeout_s,
-                        " s (stopped, hung, dead or far behind); aborting the job"));
+    throw CommError(cat(what, ": a rank did not take rank 0's answer within ", limit,
+                        " (stopped, hung, dead or far behind); aborting the job"));
   }
 
   [[noreturn]] void no_answer() const {
-    throw CommError(cat(what, ": no answer from rank 0 within dist.timeout_s=", timeout_s, " s + ", World::kPeerGraceS,
+    throw CommError(cat(what, ": no answer from rank 0 within ", limit, " + ", World::kPeerGraceS,
                         " s: rank 0, or a rank it waits for, is stopped, hung, dead or far behind; aborting the job, "
                         "which can resume from the last checkpoint (ckpt.resume=auto)"));
   }
@@ -191,22 +197,22 @@ long long extreme(const Agreement& a, long long value, bool max) {
 
 long long World::max_over_ranks(long long value, std::string_view what) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kAgreement, sizeof value, what);
-  return extreme({comms_->world, rank_, size_, timeout_s_, what}, value, true);
+  return extreme({comms_->world, rank_, size_, timeout_s_, timeout_words_, what}, value, true);
 }
 
 long long World::min_over_ranks(long long value, std::string_view what) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kAgreement, sizeof value, what);
-  return extreme({comms_->world, rank_, size_, timeout_s_, what}, value, false);
+  return extreme({comms_->world, rank_, size_, timeout_s_, timeout_words_, what}, value, false);
 }
 
 std::vector<std::string> World::gather_to_root(const std::string& mine, std::string_view what) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kGather, mine.size(), what);
-  return collect({comms_->world, rank_, size_, timeout_s_, what}, mine);
+  return collect({comms_->world, rank_, size_, timeout_s_, timeout_words_, what}, mine);
 }
 
 std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& mine, std::string_view what) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kAllGather, mine.size() * sizeof(std::uint64_t), what);
-  const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
+  const Agreement a(comms_->world, rank_, size_, timeout_s_, timeout_words_, what);
   std::string joined;
   const std::string own(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(std::uint64_t));
   for (const std::string& b : collect(a, own)) {
@@ -223,14 +229,14 @@ std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& m
 
 void World::barrier(std::string_view what) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kBarrier, 0, what);
-  const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
+  const Agreement a(comms_->world, rank_, size_, timeout_s_, timeout_words_, what);
   collect(a, {});
   spread(a, {});
 }
 
 std::string World::broadcast_from_root(const std::string& payload, std::string_view what) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kBroadcast, payload.size(), what);
-  const Agreement a(comms_->world, rank_, size_, timeout_s_, what);
+  const Agreement a(comms_->world, rank_, size_, timeout_s_, timeout_words_, what);
   collect(a, {});
   return spread(a, rank_ == 0 ? payload : std::string());
 }
@@ -246,8 +252,8 @@ void World::wait_for_all(double poll_seconds, const std::function<void()>& idle,
   };
   const double limit_s = under_watchdog ? timeout_s_ : std::numeric_limits<double>::infinity();
   if (!poll_until(deadline_after(Clock::now(), limit_s), done, {0, poll_seconds, idle}))
-    throw CommError(cat("waiting for every rank to finish: a rank did not arrive within the timeout of ", timeout_s_,
-                        " s (stopped, hung, dead or far behind)"));
+    throw CommError(cat("waiting for every rank to finish: a rank did not arrive within ", timeout_words_,
+                        " (stopped, hung, dead or far behind)"));
 }
 
 void World::abort(int exit_code) const {

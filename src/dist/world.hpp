@@ -37,8 +37,10 @@ class World {
   // never arrived; the others wait kPeerGraceS longer for rank 0's answer, so rank 0's message (with
   // the names) is normally the one printed. Expiry throws CommError naming `what` ("step 12
   // checkpoint commit"); the boundary (apps/boundary.hpp) then ends every rank with MPI_Abort.
+  // `words` say what the limit is in those messages (start_up_limit_words); by default
+  // "dist.timeout_s=<seconds> s".
   static constexpr double kPeerGraceS = 1.0;
-  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  void set_timeout(double seconds, std::string words = {});
   double timeout_s() const { return timeout_s_; }
 
   // Collective agreement: every rank calls; returns the max (or min) over ranks.
@@ -74,6 +76,7 @@ class World {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, n_nodes_ = 1;
   std::string host_;
   double timeout_s_ = std::numeric_limits<double>::infinity();
+  std::string timeout_words_ = "no deadline";
   struct Comms;
   std::unique_ptr<Comms> comms_;
   mutable CollectiveRing* ring_ = nullptr;

@@ -8,7 +8,7 @@ namespace zt::train {
 
 bool cuda_backend_built() { return backend::cuda_backend_built(); }
 
-int run(const dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
+int run(dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
         const dist::Placement& placement, const ResumePoint& resume) {
   Trainer trainer(world, cl.config, derived, placement, resume);
   return trainer.run();

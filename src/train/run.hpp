@@ -14,7 +14,7 @@ bool cuda_backend_built();
 
 // Trains as configured, from `resume` (share_resume) if it names a checkpoint; returns the exit code
 // (0 done, 75 checkpointed on a signal or the time limit).
-int run(const dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
+int run(dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
         const dist::Placement& placement, const ResumePoint& resume);
 
 }  // namespace zt::train

@@ -14,6 +14,7 @@
 #include "core/version.hpp"
 #include "core/log.hpp"
 #include "data/shard_set.hpp"
+#include "dist/deadline.hpp"
 #include "tok/vocab.hpp"
 #include "model/init.hpp"
 #include "model/hf_dir.hpp"
@@ -35,7 +36,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 }  // namespace
 
-Trainer::Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
+Trainer::Trainer(dist::World& world, const config::Config& config, const config::Derived& derived,
                  const dist::Placement& placement, const ResumePoint& resume)
     : world_(world), config_(config), derived_(derived), placement_(placement), table_(plan::model_shape(config.model)),
       started_(Clock::now()), scaler_(config.train) {
@@ -46,7 +47,7 @@ Trainer::Trainer(const dist::World& world, const config::Config& config, const c
   auto timed = std::make_unique<TimedCommunicator>(
       std::make_unique<RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
   timed_comm_ = timed.get(), comm_ = std::move(timed);
-  comm_->set_timeout(10 * config.dist.timeout_s);  // loose until step 1 completes
+  comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = plan::compute_dtype(config.train.precision);
   grid_ = dist::Grid::make(world.size(), static_cast<int>(config.parallel.tp), world.rank());
   if (grid_.tp > 1) {  // the TP model on its group's shard table; ZeRO over the DP group (tp_shards.hpp)
@@ -401,7 +402,10 @@ int Trainer::train_loop() {
     last_loss_ = r.loss;
     if (!std::isfinite(r.loss) && !r.skipped)  // fp16: an overflowing step is the scaler's business
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
-    if (step_ == first) set_comm_timeout(config_.dist.timeout_s);  // tight deadline from now on
+    if (step_ == first) {  // start-up is over: the tight deadline from now on (dist/deadline.hpp)
+      set_comm_timeout(config_.dist.timeout_s);
+      world_.set_timeout(config_.dist.timeout_s);
+    }
     if (r.skipped)
       log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", json_number(r.loss_scale),
                     "; the update is skipped (the batch still counts), scale now ", json_number(scaler_.scale())));

@@ -36,7 +36,7 @@ namespace zt::train {
 
 class Trainer {
  public:
-  Trainer(const dist::World& world, const config::Config& config, const config::Derived& derived,
+  Trainer(dist::World& world, const config::Config& config, const config::Derived& derived,
           const dist::Placement& placement, const ResumePoint& resume = {});
   ~Trainer();
   int run();  // exit code: 0 done, 75 checkpointed and stopped on a signal or the time limit
@@ -83,7 +83,7 @@ class Trainer {
   void set_comm_context(const std::string& context);  // on every group (watchdog messages)
   void set_comm_timeout(double seconds);
 
-  const dist::World& world_;
+  dist::World& world_;  // non-const: the trainer tightens its deadline after step 1
   const config::Config& config_;
   config::Derived derived_;
   dist::Placement placement_;

@@ -8,7 +8,8 @@
 #  3. the srun --mpi=pmix launcher: USR2 checkpoints and stops without a requeue;
 #  4. that run, submitted again with 1 rank instead of 2, resumes its checkpoint (another world size);
 #  5. SIGTERM to every process of the job: `scancel JOBID` -> checkpoint, ExitCode 75:0 although mpirun
-#     reports 1, not requeued; the time limit (no USR1, no train.time_limit_min) -> checkpoint, requeued.
+#     reports 1, not requeued; then (one job at a time) the time limit (no USR1, no
+#     train.time_limit_min) -> checkpoint, requeued.
 #     The waits follow slurmctld's state, not a clock: on a loaded CI machine the time limit's SIGTERM
 #     reached the job script 76 s after its EndTime (slurmctld's 30 s sweep, then starved daemons).
 # Skips (77), saying why, where Slurm cannot start (not root, packages missing). On failure it prints the
@@ -212,13 +213,13 @@ PY
 # log.every=200: mpirun stops reading the ranks' output once it has a SIGTERM (README).
 term_args=("${TINY_MODEL[@]/--log.every=1/--log.every=200}" --train.global_batch=8 --train.micro_batch=2
            --train.max_steps=100000000)
-phase "SIGTERM: a job that reaches its 1 min time limit (no USR1: B:CONT; no time_limit_min) and one scancel'ed"
-tl_job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-tl ZT_TIME_LIMIT_MIN=0 sbatch --parsable --signal=B:CONT@1 \
-  --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=1 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (time limit)"
+# One job at a time: two of these 2-rank jobs, each spinning both cores, starved one another (a
+# time-limit job once did not finish its start-up in 170 s beside the other, so SIGTERM found no step
+# to checkpoint at).
+phase "SIGTERM: a job scancel'ed, then one that reaches its 1 min time limit (no USR1: B:CONT; no time_limit_min)"
 job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-term sbatch --parsable --nodes=1 --ntasks-per-node=2 \
   --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (scancel)"
 log=ztrain-cpu-$job.log
-# 150 s: it may start only once the time-limit job beside it has been scheduled (2 cores).
 wait_step run-term/metrics.jsonl 400 150 || { show_log "$log"; fail "job $job did not reach step 400"; }
 slurm_cmd scancel "$job" || fail "scancel $job"
 state=$(wait_job "$job" 90)
@@ -231,6 +232,9 @@ expect_in "$log" "checkpointed and stopped \(exit 75\) as asked \(SIGTERM\)" "st
 term_step=$(grep -o '"event": "exit", "step": [0-9]*' run-term/metrics.jsonl | grep -o '[0-9]*$')
 "$ZT_BIN/zckpt" verify "run-term/checkpoints/step_$(printf %08d "$term_step")" >/dev/null || fail "the checkpoint at step $term_step does not verify"
 echo "ok: scancel: checkpoint at step $term_step verifies, ExitCode 75:0, not requeued"
+
+tl_job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-tl ZT_TIME_LIMIT_MIN=0 sbatch --parsable --signal=B:CONT@1 \
+  --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=1 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (time limit)"
 
 # The time limit is slurmctld's to enforce: it looks every 30 s (PERIODIC_TIMEOUT), later when the
 # machine is loaded (111 s after the start, once, for this 60 s limit). So wait on slurmctld's state,

@@ -74,9 +74,10 @@ after_checkpoint_fault commit_root
 
 # Resume: rank 2 hangs while loading step_4 of a finished run.
 expect_exit 0 zt_mpirun 4 "$ZT_BIN/ztrain" "${FAULT_ARGS[@]}" --ckpt.dir="$ZT_WORK/resume" --train.stop_at_step=4
-run_fault resume 4 "debug.hang_phase=resume" "" -- --ckpt.dir="$ZT_WORK/resume" --dist.timeout_s=$T --debug.rank=2 \
+# Loading is start-up, whose deadline is 10 x dist.timeout_s (dist/deadline.hpp): dist.timeout_s=1 here.
+run_fault resume 4 "debug.hang_phase=resume" "" -- --ckpt.dir="$ZT_WORK/resume" --dist.timeout_s=1 --debug.rank=2 \
   --debug.hang_at_step=4 --debug.hang_phase=resume
-expect_fault_end resume $T
-expect_in "$ZT_WORK/resume.err" "^rank 0: resume from .*step_00000004 \(every rank loaded\): rank 2 did not arrive within dist.timeout_s=$T s"
+expect_fault_end resume 10
+expect_in "$ZT_WORK/resume.err" "^rank 0: resume from .*step_00000004 \(every rank loaded\): rank 2 did not arrive within 10 s \(start-up, until step 1 completes: 10 x dist.timeout_s=1 s\)"
 verify_checkpoints "$ZT_WORK/resume/step_00000004"
 echo "PASS"
