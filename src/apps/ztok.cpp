@@ -275,6 +275,9 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
   const WorldGroup group(world);
   Parsed p;
   std::unique_ptr<zt::ztok::RankedZtok> job;
+  // Every wait on a peer has a deadline, named by ztok's option: the default until the options are read.
+  const auto set_deadline = [&](double s) { world.set_timeout(s, zt::cat("--timeout-s=", s, " s")); };
+  set_deadline(zt::ztok::ZtokOptions{}.timeout_s);
   int code = zt::apps::agree_on_startup(world, as_ztok([&] {
     p = parse(argc, argv, world.is_root());
     if (p.help) return;
@@ -284,7 +287,7 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
     job = std::make_unique<zt::ztok::RankedZtok>(p.options, group);
   }));
   if (code != zt::kExitOk || p.help) return code;
-  world.set_timeout(p.options.timeout_s);  // the small agreements from here on; waits use heartbeats
+  set_deadline(p.options.timeout_s);  // the small agreements from here on; waits use heartbeats
   code = zt::apps::agree_on_startup(world, as_ztok([&] { job->check_shared_view(); }));
   if (code != zt::kExitOk) return code;
   return zt::apps::run_or_abort(world, [&] {

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/read_file.hpp"
 #include "core/log.hpp"
 
 namespace zt::ckpt {
@@ -63,13 +64,7 @@ bool pid_alive(long pid) {
   return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
 }
 
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_all(const fs::path& path) { return read_file(path).value_or(std::string()); }
 
 std::optional<struct timespec> mtime_of(const fs::path& path) {
   struct stat st {};

@@ -2,13 +2,12 @@
 // checkpoint gives the same bytes).
 #include "ckpt/manifest.hpp"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
 #include "ckpt/layout.hpp"
 #include "core/error.hpp"
+#include "core/read_file.hpp"
 
 namespace zt::ckpt {
 using nlohmann::json;
@@ -168,11 +167,9 @@ RankRecord parse_rank_record(const std::string& text) {
 }
 
 std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(cat(path.string(), " cannot be opened"));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::optional<std::string> text = read_file(path);
+  if (!text) throw CheckpointError(cat(path.string(), " cannot be opened"));
+  return std::move(*text);
 }
 
 }  // namespace zt::ckpt

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/read_file.hpp"
 #include "core/sha256.hpp"
 #include "tok/unicode.hpp"
 
@@ -218,11 +219,9 @@ Vocab Vocab::load(const std::filesystem::path& dir) {
 }
 
 std::string read_vocabulary_file(const std::filesystem::path& path, std::string_view what, std::string_view fix) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(cat("cannot read ", what, " ", path.string(), fix));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  std::optional<std::string> bytes = read_file(path);
+  if (!bytes) throw InputError(cat("cannot read ", what, " ", path.string(), fix));
+  return std::move(*bytes);
 }
 
 }  // namespace zt::tok

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "core/read_file.hpp"
 #include "train/hang_report.hpp"
 
 namespace zt::train {
@@ -17,12 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return in ? s.str() : std::string();
-}
+std::string read_text(const fs::path& p) { return read_file(p).value_or(std::string()); }
 
 // NAME.tmp.PID, then rename: a reader sees the old file or the whole new one. No fsync: the notes must
 // be visible to the other ranks within seconds, not survive a crash of the node.

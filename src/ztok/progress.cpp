@@ -5,13 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/read_file.hpp"
 #include "io/atomic_file.hpp"
 
 namespace zt::ztok {
@@ -72,11 +71,8 @@ JournalCounts counts_from(const json& j) {
 
 // The file's JSON, or null when it does not exist.
 json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return nullptr;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return json::parse(text.str());
+  const std::optional<std::string> text = read_file(path);
+  return text ? json::parse(*text) : json(nullptr);
 }
 
 ZtokSettings settings_from(const json& j) {
