@@ -133,15 +133,24 @@ struct Agreement {
   }
 };
 
+// MPI counts are ints: a payload travels as messages of at most World::max_message_bytes, in order
+// (MPI keeps the order of one sender's messages with one tag, and of collectives on one communicator).
+// `post(offset, bytes)` starts one piece's nonblocking operation.
+template <typename Post>
+void in_pieces(std::uint64_t len, const Post& post) {
+  const std::uint64_t piece = std::max<std::uint64_t>(1, std::min<std::uint64_t>(World::max_message_bytes, INT_MAX));
+  for (std::uint64_t at = 0; at < len; at += piece) post(at, static_cast<int>(std::min(piece, len - at)));
+}
+
 // Rank 0: every rank's `mine`, in rank order; the others send theirs and get {}.
 std::vector<std::string> collect(const Agreement& a, const std::string& mine) {
-  ZT_CHECK(mine.size() <= static_cast<std::size_t>(INT_MAX), a.what, ": ", mine.size(), " bytes exceed MPI's int count");
   if (a.rank != 0) {
     std::uint64_t len = mine.size();
-    std::vector<MPI_Request> sends(2, MPI_REQUEST_NULL);
+    std::vector<MPI_Request> sends(1, MPI_REQUEST_NULL);
     ZT_MPI(MPI_Isend(&len, 1, MPI_UINT64_T, 0, kTagLength, a.comm, &sends[0]));
-    if (len > 0)
-      ZT_MPI(MPI_Isend(mine.data(), static_cast<int>(len), MPI_CHAR, 0, kTagData, a.comm, &sends[1]));
+    in_pieces(len, [&](std::uint64_t at, int n) {
+      ZT_MPI(MPI_Isend(mine.data() + at, n, MPI_CHAR, 0, kTagData, a.comm, &sends.emplace_back(MPI_REQUEST_NULL)));
+    });
     if (!a.poll(sends).empty()) a.no_answer();
     return {};
   }
@@ -152,25 +161,36 @@ std::vector<std::string> collect(const Agreement& a, const std::string& mine) {
   if (std::vector<int> late = a.poll(requests); !late.empty()) a.missing_ranks(late, "did not arrive");
   std::vector<std::string> all(static_cast<std::size_t>(a.size));
   all[0] = mine;
+  std::vector<MPI_Request> pieces;
+  std::vector<int> sender;  // the rank of each piece, to name a rank that stops sending
   for (int r = 1; r < a.size; ++r) {
     all[r].resize(lens[r]);
-    if (lens[r] > 0)
-      ZT_MPI(MPI_Irecv(all[r].data(), static_cast<int>(lens[r]), MPI_CHAR, r, kTagData, a.comm, &requests[r]));
+    in_pieces(lens[r], [&](std::uint64_t at, int n) {
+      ZT_MPI(MPI_Irecv(all[r].data() + at, n, MPI_CHAR, r, kTagData, a.comm, &pieces.emplace_back(MPI_REQUEST_NULL)));
+      sender.push_back(r);
+    });
   }
-  if (std::vector<int> late = a.poll(requests); !late.empty()) a.missing_ranks(late, "did not finish sending");
+  if (std::vector<int> late = a.poll(pieces); !late.empty()) {
+    std::vector<int> ranks;
+    for (int i : late)
+      if (ranks.empty() || ranks.back() != sender[i]) ranks.push_back(sender[i]);
+    a.missing_ranks(ranks, "did not finish sending");
+  }
   return all;
 }
 
 // Rank 0's `payload` on every rank.
 std::string spread(const Agreement& a, std::string payload) {
   std::uint64_t len = payload.size();
-  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
-  ZT_MPI(MPI_Ibcast(&len, 1, MPI_UINT64_T, 0, a.comm, &request[0]));
-  if (!a.poll(request).empty()) a.unanswered();
-  if (len == 0) return {};
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  ZT_MPI(MPI_Ibcast(&len, 1, MPI_UINT64_T, 0, a.comm, &requests[0]));
+  if (!a.poll(requests).empty()) a.unanswered();
   payload.resize(len);
-  ZT_MPI(MPI_Ibcast(payload.data(), static_cast<int>(len), MPI_CHAR, 0, a.comm, &request[0]));
-  if (!a.poll(request).empty()) a.unanswered();
+  requests.clear();
+  in_pieces(len, [&](std::uint64_t at, int n) {
+    ZT_MPI(MPI_Ibcast(payload.data() + at, n, MPI_CHAR, 0, a.comm, &requests.emplace_back(MPI_REQUEST_NULL)));
+  });
+  if (!a.poll(requests).empty()) a.unanswered();
   return payload;
 }
 

@@ -43,6 +43,10 @@ class World {
   void set_timeout(double seconds, std::string words = {});
   double timeout_s() const { return timeout_s_; }
 
+  // Payloads of any size: they travel as messages of at most this many bytes (MPI counts are ints;
+  // a tensor-parallel shard gathered for model.h5 is GBs). A variable for the tests' sake only.
+  static inline std::size_t max_message_bytes = std::size_t{1} << 30;
+
   // Collective agreement: every rank calls; returns the max (or min) over ranks.
   long long max_over_ranks(long long value, std::string_view what = "an agreement over ranks") const;
   long long min_over_ranks(long long value, std::string_view what = "an agreement over ranks") const;

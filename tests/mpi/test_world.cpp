@@ -31,6 +31,28 @@ TEST(World, AgreementsGiveTheExtremesAndEveryRanksData) {
   w.barrier("test barrier");
 }
 
+// Payloads over MPI's int count (a TP shard for model.h5) travel in pieces: here pieces of 7 bytes,
+// so every payload below crosses several, one ends exactly on a piece and one is empty.
+TEST(World, PayloadsLargerThanOneMessageArriveWhole) {
+  const World& w = test::world();
+  const std::size_t saved = World::max_message_bytes;
+  World::max_message_bytes = 7;
+  auto text = [](int r, std::size_t n) {
+    std::string t(n, ' ');
+    for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<char>('a' + (static_cast<std::size_t>(r) * 7 + i) % 26);
+    return t;
+  };
+  auto length = [](int r) { return r == 1 ? std::size_t{0} : static_cast<std::size_t>(r) * 10 + 14; };  // 14 = 2 pieces
+  const std::vector<std::string> all = w.gather_to_root(text(w.rank(), length(w.rank())), "test pieces");
+  ASSERT_EQ(all.size(), w.is_root() ? static_cast<std::size_t>(w.size()) : 0u);
+  for (int i = 0; i < static_cast<int>(all.size()); ++i) EXPECT_EQ(all[i], text(i, length(i))) << "rank " << i;
+  EXPECT_EQ(w.broadcast_from_root(w.is_root() ? text(5, 100) : "ignored", "test pieces"), text(5, 100));
+  const std::vector<std::uint64_t> both = w.all_gather({static_cast<std::uint64_t>(w.rank()), 1, 2}, "test pieces");
+  ASSERT_EQ(both.size(), 3u * static_cast<std::size_t>(w.size()));
+  for (int i = 0; i < w.size(); ++i) EXPECT_EQ(both[3 * i], static_cast<std::uint64_t>(i));
+  World::max_message_bytes = saved;
+}
+
 TEST(World, WatchdogOnRootNamesTheRankThatDidNotArrive) {
   World& w = *test::g_world;
   if (w.size() < 2) GTEST_SKIP() << "needs a peer";
