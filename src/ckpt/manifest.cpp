@@ -14,17 +14,52 @@ using nlohmann::json;
 
 namespace {
 
-json ranges_json(const std::vector<FlatRange>& ranges) {
+// How many ranges from `at` on form one strided group: equal numel, equal steps between offsets.
+std::size_t group_length(const std::vector<FlatRange>& ranges, std::size_t at) {
+  if (at + 1 >= ranges.size()) return 1;
+  const std::int64_t numel = ranges[at].numel, stride = ranges[at + 1].offset - ranges[at].offset;
+  if (stride <= 0) return 1;
+  std::size_t end = at + 1;
+  while (end < ranges.size() && ranges[end].numel == numel && ranges[end].offset - ranges[end - 1].offset == stride) ++end;
+  return end - at;
+}
+
+// [offset, numel] per range, or [offset, numel, stride, count] for a run of at least kMinGroup ranges
+// of one numel at equal strides: a row-parallel matrix's TP shard is one range per row, which would
+// make a Llama-8B manifest hundreds of MB.
+constexpr std::size_t kMinGroup = 3;
+constexpr std::int64_t kMaxRangesPerRank = std::int64_t{1} << 26;
+
+json ranges_json(const std::vector<FlatRange>& ranges, bool* grouped = nullptr) {
   json out = json::array();
-  for (const FlatRange& r : ranges) out.push_back({r.offset, r.numel});
+  for (std::size_t i = 0; i < ranges.size();) {
+    const std::size_t n = group_length(ranges, i);
+    if (n >= kMinGroup) {
+      out.push_back({ranges[i].offset, ranges[i].numel, ranges[i + 1].offset - ranges[i].offset, n});
+      if (grouped) *grouped = true;
+      i += n;
+    } else {
+      out.push_back({ranges[i].offset, ranges[i].numel});
+      ++i;
+    }
+  }
   return out;
 }
 
 std::vector<FlatRange> parse_ranges(const json& j) {
   std::vector<FlatRange> out;
   for (const json& r : j) {
-    if (!r.is_array() || r.size() != 2) throw std::invalid_argument("a range must be [offset, numel]");
-    out.push_back({r[0].get<std::int64_t>(), r[1].get<std::int64_t>()});
+    if (!r.is_array() || (r.size() != 2 && r.size() != 4))
+      throw std::invalid_argument("a range must be [offset, numel] or [offset, numel, stride, count]");
+    const std::int64_t offset = r[0].get<std::int64_t>(), numel = r[1].get<std::int64_t>();
+    const std::int64_t stride = r.size() == 4 ? r[2].get<std::int64_t>() : 0, count = r.size() == 4 ? r[3].get<std::int64_t>() : 1;
+    if (count < 1 || (r.size() == 4 && stride < numel))
+      throw std::invalid_argument("a strided group needs count >= 1 and stride >= numel (no overlap)");
+    // A damaged count must not allocate without bound: no real rank holds this many ranges (a Llama-8B
+    // TP shard: ~300 thousand).
+    if (count > kMaxRangesPerRank - static_cast<std::int64_t>(out.size()))
+      throw std::invalid_argument(cat("over ", kMaxRangesPerRank, " ranges for one rank"));
+    for (std::int64_t k = 0; k < count; ++k) out.push_back({offset + k * stride, numel});
   }
   return out;
 }
@@ -78,7 +113,6 @@ T parse_with(const std::string& text, const std::string& where, F body) {
 std::string manifest_json(const Manifest& m) {
   json j = model_json(m.model);
   j["format"] = kFormat;
-  j["format_version"] = m.format_version;
   j["step"] = m.step;
   j["world_size"] = m.world_size;
   j["zero_stage"] = m.zero_stage;
@@ -86,9 +120,12 @@ std::string manifest_json(const Manifest& m) {
   j["units"] = {{"flat_offset", "elements of the flat fp32 parameter buffer"}, {"numel", "elements"},
                 {"ranges", "[flat_offset, numel] in elements"}, {"bytes", "bytes"}};
   json ranks = json::array();
+  bool grouped = false;
   for (std::size_t r = 0; r < m.rank_ranges.size(); ++r)
     ranks.push_back({{"rank", r}, {"file", optim_file_name(static_cast<int>(r), m.world_size)},
-                     {"ranges", ranges_json(m.rank_ranges[r])}});
+                     {"ranges", ranges_json(m.rank_ranges[r], &grouped)}});
+  // Version 2 only where a strided group is written (kManifestFormatVersion).
+  j["format_version"] = grouped ? kManifestFormatVersion : kFormatVersion;
   j["ranks"] = ranks;
   j["files"] = files_json(m.files);
   // An optional field within format_version 1: older readers ignore it, and its absence (an older
@@ -103,9 +140,9 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
       throw CheckpointError(cat(where, ": format is '", j.at("format").get<std::string>(), "', not '", kFormat, "'"));
     Manifest m;
     m.format_version = j.at("format_version").get<int>();
-    if (m.format_version > kFormatVersion)
+    if (m.format_version > kManifestFormatVersion)
       throw CheckpointError(cat(where, ": format_version ", m.format_version, " is newer than this ztrain reads (",
-                                kFormatVersion, "): use a newer ztrain"));
+                                kManifestFormatVersion, "): use a newer ztrain"));
     m.step = j.at("step").get<std::int64_t>();
     m.world_size = j.at("world_size").get<int>();
     m.zero_stage = j.at("zero_stage").get<int>();

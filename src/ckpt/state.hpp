@@ -89,6 +89,10 @@ struct RankRecord {
 };
 
 constexpr int kFormatVersion = 1;
+// MANIFEST.json may be version 2: a rank's ranges then hold strided groups [offset, numel, stride,
+// count] (ranges_json). Written only when a group occurs (tensor-parallel shards: one run per matrix
+// row), so checkpoints without one stay readable by version-1 readers.
+constexpr int kManifestFormatVersion = 2;
 inline const char* const kFormat = "ztrain-checkpoint";
 
 struct Manifest {

@@ -1,6 +1,8 @@
 // Checkpoint names, the JSON of the manifest and training state, and the background write job.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "ckpt/layout.hpp"
 #include "ckpt/manifest.hpp"
 #include "ckpt/write_job.hpp"
@@ -43,6 +45,35 @@ TEST(CkptManifest, JsonRoundTrip) {
   EXPECT_EQ(back.files[1].path, "state.json");
   EXPECT_EQ(back.total_bytes(), 132u);
   EXPECT_EQ(manifest_json(back), manifest_json(m));
+}
+
+// A tensor-parallel shard of a row-parallel matrix is one range per row: the manifest writes each run
+// of equal ranges at equal strides as one [offset, numel, stride, count] group (format_version 2), and
+// a manifest without such a run stays version 1, range for range.
+TEST(CkptManifest, StridedRunsOfRangesAreWrittenAsOneGroup) {
+  Manifest m{kFormatVersion, 5, 2, 1, test::tiny_model(), {}, {}};
+  std::vector<FlatRange> rows;
+  for (std::int64_t row = 0; row < 1000; ++row) rows.push_back({100 + row * 64, 32});  // the left half of each row
+  rows.push_back({64100, 7});
+  m.rank_ranges = {rows, {{0, 50}, {60, 10}}};
+  const std::string text = manifest_json(m);
+  EXPECT_NE(text.find("\"format_version\": 2"), std::string::npos);
+  EXPECT_LT(text.size(), 2000u) << "1000 rows should take one group, not 1000 entries";
+  const Manifest back = parse_manifest(text, "test");
+  EXPECT_EQ(back.rank_ranges, m.rank_ranges);
+  EXPECT_EQ(manifest_json(back), text);
+
+  m.rank_ranges = {{{0, 50}, {60, 10}, {70, 10}}, {{100, 4}}};  // only two at one stride: no group
+  const std::string plain = manifest_json(m);
+  EXPECT_NE(plain.find("\"format_version\": 1"), std::string::npos);
+  EXPECT_EQ(parse_manifest(plain, "test").rank_ranges, m.rank_ranges);
+
+  std::string overlapping = text;  // stride below numel: the group would overlap itself
+  const std::size_t stride_at = overlapping.find("64,", overlapping.find("\"ranks\""));
+  ASSERT_NE(stride_at, std::string::npos);
+  overlapping.replace(stride_at, 3, "16,");
+  EXPECT_EQ(nlohmann::json::parse(overlapping)["ranks"][0]["ranges"][0][2], 16);  // the group's stride, nothing else
+  EXPECT_THROW(parse_manifest(overlapping, "x/MANIFEST.json"), CheckpointError);
 }
 
 TEST(CkptManifest, RunIdRoundTripsAndIsOptional) {
