@@ -28,6 +28,8 @@ namespace zt::backend {
 
 // A target id the cross-entropy skips (loss 0, gradient 0), as PyTorch's ignore_index, set to -1 here.
 inline constexpr std::int32_t kIgnoreTarget = -1;
+// A target the vocabulary-parallel cross-entropy's slice does not hold (another TP rank's columns).
+inline constexpr std::int32_t kTargetInOtherSlice = -2;
 
 struct MemoryStats {
   std::size_t current_bytes = 0;  // held by this backend's allocator now
@@ -162,6 +164,19 @@ class Backend {
   // dlogits [N,Vp] = dloss * (softmax(logits[n,:V]) - onehot(targets[n])); padded columns get 0.
   // dlogits may alias logits (computed in place, as llm.c does, to save a [N,Vp] buffer).
   virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) = 0;
+
+  // ---- cross-entropy over one slice of the vocabulary (tp/vocab_parallel.hpp: TP rank r holds the
+  // logits of ids [r*Vs, (r+1)*Vs), and the ranks combine the slices' row statistics, N floats each) --
+  // logits [N,Vs]: only the first `real` columns are ids (0 <= real <= Vs; the rest is padding: outside
+  // the softmax, zero gradient). targets [N] i32: the target's column in this slice (< real),
+  // kTargetInOtherSlice, or kIgnoreTarget.
+  // stats [N,3] f32 = (m = max_{j<real} x[n,j], sum_{j<real} exp(x[n,j] - m), x[n,target] or 0 when the
+  // slice does not hold it); a slice without ids (real = 0) gives (-inf, 0, 0).
+  virtual void cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) = 0;
+  // dlogits [N,Vs] = dloss * (exp(x[n,j] - lse[n]) - [j == target]) for j < real; 0 for padding and for
+  // kIgnoreTarget rows. lse [N] f32: the whole vocabulary's log-sum-exp. dlogits may alias logits.
+  virtual void cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
+                                            int real) = 0;
 
   // ---- optimizer ------------------------------------------------------------------------------------
   struct AdamW {

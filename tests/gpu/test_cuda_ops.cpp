@@ -245,6 +245,41 @@ TEST_F(CudaOps, CrossEntropyIgnoredTargetsGiveZeroLossAndGradient) {
   }
 }
 
+// The vocabulary-parallel slice ops (one TP rank's columns): stats and the backward from a given lse
+// match the CPU backend for a slice full of ids, one whose ids end inside it (101 of 128, and an odd
+// width that takes the scalar path) and one that holds none, with targets here, elsewhere and ignored.
+TEST_F(CudaOps, CrossEntropySliceOpsMatchCpu) {
+  const std::int64_t N = 6;
+  for (const auto& [Vs, real] : {std::pair<std::int64_t, int>{128, 128}, {128, 101}, {101, 37}, {128, 0}}) {
+    std::vector<std::int32_t> targets = random_ints(N, 44, std::max(real, 1));
+    targets[1] = backend::kIgnoreTarget;
+    targets[2] = targets[5] = backend::kTargetInOtherSlice;
+    if (real == 0) std::fill(targets.begin(), targets.end(), backend::kTargetInOtherSlice);
+    std::vector<float> lse(N);
+    for (std::int64_t n = 0; n < N; ++n) lse[n] = 4.0f + 0.25f * static_cast<float>(n);
+    for (const Precision& p : kPrecisions) {
+      SCOPED_TRACE(cat(dtype_name(p.x), " Vs=", Vs, " real=", real));
+      const auto logits = rounded(randn(N * Vs, 45, 3.0f), p.x);
+      Tensor g_logits = gpu(logits, {N, Vs}, p.x), g_targets = gpu_ints(targets, {N});
+      Tensor g_stats = gpu(std::vector<float>(3 * N), {N, 3}, DType::kF32);
+      gpu_->cross_entropy_slice_stats(g_stats, g_logits, g_targets, real);
+      Tensor c_logits = cpu(logits, {N, Vs}), c_targets = cpu_ints(targets, {N});
+      Tensor c_stats = cpu(std::vector<float>(3 * N), {N, 3});
+      cpu_->cross_entropy_slice_stats(c_stats, c_logits, c_targets, real);
+      if (real == 0) EXPECT_EQ(read(g_stats), cpu_values(c_stats));  // (-inf, 0, 0) per row
+      else ZT_EXPECT_CLOSE(read(g_stats), cpu_values(c_stats), 1e-5);  // f32 statistics from identical logits
+
+      Tensor g_lse = gpu(lse, {N}, DType::kF32), c_lse = cpu(lse, {N});
+      gpu_->cross_entropy_slice_backward(g_logits, g_logits, g_targets, g_lse, 0.5f, real);
+      cpu_->cross_entropy_slice_backward(c_logits, c_logits, c_targets, c_lse, 0.5f, real);
+      const std::vector<float> got = read(g_logits);
+      ZT_EXPECT_CLOSE(got, cpu_values(c_logits), p.tol);
+      for (std::int64_t j = 0; j < Vs; ++j) ASSERT_EQ(got[1 * Vs + j], 0.0f) << "ignored row, column " << j;
+      for (std::int64_t j = real; j < Vs; ++j) ASSERT_EQ(got[j], 0.0f) << "padded column " << j;
+    }
+  }
+}
+
 // Through the backend (attention.cu's kernels): T=37 is not a multiple of any tile; head size 64 as in
 // GPT-2. lse is fp32 in every precision.
 TEST_F(CudaOps, AttentionForwardAndBackwardMatchCpu) {

@@ -99,7 +99,91 @@ void ce_backward_rows(T* dx, const T* x, const std::int32_t* t, float dloss, std
   }
 }
 
+// ---- one slice of the vocabulary (backend.hpp: cross_entropy_slice_*) ----------------------------
+void check_slice(const char* op, const Tensor& logits, const Tensor& targets, int real) {
+  const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
+  ZT_CHECK(real >= 0 && real <= Vs, op, ": real=", real, " must be in [0, ", Vs, "] (logits ", logits.shape_string(), ")");
+  ZT_CHECK_EQ(targets.numel(), N, op, ": targets ", targets.shape_string(), " needs one per row of logits ",
+              logits.shape_string());
+  const std::int32_t* t = targets.i32(op);
+  for (std::int64_t n = 0; n < N; ++n)
+    if ((t[n] < 0 || t[n] >= real) && t[n] != kTargetInOtherSlice && t[n] != kIgnoreTarget)
+      throw Error(cat(op, ": target column ", t[n], " at row ", n, " is outside the slice's ids [0, ", real, ") and is not ",
+                      kTargetInOtherSlice, " (another slice's) or ", kIgnoreTarget, " (ignored)"));
+}
+
+template <typename T>
+void slice_stats_rows(float* stats, const T* x, const std::int32_t* t, std::int64_t N, std::int64_t Vs, int real,
+                      float* rows, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* row;
+    if constexpr (kIsF32<T>) row = x + n * Vs;
+    else row = widened_row(x, n, Vs, real, rows);
+    float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+    for (std::int64_t j = 0; j < real; ++j) mx = std::max(mx, row[j]);
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (std::int64_t j = 0; j < real; ++j) sum += fast_exp(row[j] - mx);
+    stats[3 * n] = mx;
+    stats[3 * n + 1] = static_cast<float>(sum);
+    stats[3 * n + 2] = t[n] >= 0 ? row[t[n]] : 0.0f;  // check_slice: a column >= 0 is < real
+  }
+}
+
+// As ce_backward_rows with the whole vocabulary's lse given and the target possibly elsewhere.
+template <typename T>
+void slice_backward_rows(T* dx, const T* x, const std::int32_t* t, const float* lse, float dloss, std::int64_t N,
+                         std::int64_t Vs, int real, float* rows, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (t[n] == kIgnoreTarget) {
+      std::fill_n(dx + n * Vs, Vs, store<T>(0.0f));
+      continue;
+    }
+    const float* row;
+    float* drow;
+    if constexpr (kIsF32<T>) row = x + n * Vs, drow = dx + n * Vs;
+    else row = drow = widened_row(x, n, Vs, real, rows);
+    row_softmax_scaled(drow, row, real, lse[n], dloss);
+    if (t[n] >= 0) drow[t[n]] -= dloss;
+    for (std::int64_t j = real; j < Vs; ++j) drow[j] = 0.0f;
+    if constexpr (!kIsF32<T>)
+      for (std::int64_t j = 0; j < Vs; ++j) dx[n * Vs + j] = store<T>(drow[j]);
+  }
+}
+
 }  // namespace
+
+void CpuBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) {
+  const char* op = "cross_entropy_slice_stats";
+  check_slice(op, logits, targets, real);
+  const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
+  ZT_CHECK_EQ(stats.numel(), 3 * N, op, ": stats ", stats.shape_string(), " needs 3 per row");
+  const DType x = compute_dtype(op, {{"logits", logits, Role::kCompute}, {"stats", stats, Role::kF32}});
+  float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vs));
+  with_storage(x, [&](auto tag) {
+    slice_stats_rows(stats.f32(op), data_as<decltype(tag)>(logits), targets.i32(op), N, Vs, real, rows, threads_);
+  });
+}
+
+void CpuBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
+                                              int real) {
+  const char* op = "cross_entropy_slice_backward";
+  check_slice(op, logits, targets, real);
+  const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
+  expect_rows(op, "dlogits", dlogits, N, Vs);
+  ZT_CHECK_EQ(lse.numel(), N, op, ": lse ", lse.shape_string(), " needs one per row");
+  const DType x = compute_dtype(op, {{"dlogits", dlogits, Role::kCompute}, {"logits", logits, Role::kCompute},
+                                     {"lse", lse, Role::kF32}});
+  float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vs));
+  with_storage(x, [&](auto tag) {
+    using T = decltype(tag);
+    slice_backward_rows(data_as<T>(dlogits), data_as<T>(logits), targets.i32(op), lse.f32(op), dloss, N, Vs, real, rows,
+                        threads_);
+  });
+}
 
 // losses[n] = logsumexp(logits[n, :V]) - logits[n, targets[n]]
 void CpuBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) {

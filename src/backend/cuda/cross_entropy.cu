@@ -56,9 +56,9 @@ __device__ __forceinline__ MaxSum fold_group(MaxSum a, const float (&x)[K]) {
 }
 
 // Every thread's pair merged over warps and then the block, in a fixed order; every thread gets the
-// row's log-sum-exp. The block-wide __syncthreads inside orders all reads of the row before any later
+// row's (max, sum). The block-wide __syncthreads inside orders all reads of the row before any later
 // write to it.
-__device__ float block_lse(MaxSum acc) {
+__device__ MaxSum block_max_sum(MaxSum acc) {
   __shared__ MaxSum partial[kRowThreads / kWarp];
   for (int offset = kWarp / 2; offset > 0; offset /= 2)
     acc = merge(acc, MaxSum{__shfl_xor_sync(0xffffffffu, acc.max, offset),
@@ -68,14 +68,14 @@ __device__ float block_lse(MaxSum acc) {
   __syncthreads();
   MaxSum total{-CUDART_INF_F, 0.0f};
   for (int w = 0; w < static_cast<int>(blockDim.x / kWarp); ++w) total = merge(total, partial[w]);  // fixed order
-  return total.max + logf(total.sum);
+  return total;
 }
 
-// The row's log-sum-exp over columns [0, vocab), each thread folding its columns online. Packed: the
-// row is read in 16-byte packs (row start 16-byte aligned, Vp a multiple of the pack, so the last pack
-// over vocab stays inside the padded row; its columns past vocab count as -inf). Scalar otherwise.
+// The row's (max, sum of exp(x - max)) over columns [0, vocab), each thread folding its columns online.
+// Packed: the row is read in 16-byte packs (row start 16-byte aligned, Vp a multiple of the pack, so the
+// last pack over vocab stays inside the padded row; its columns past vocab count as -inf). Scalar otherwise.
 template <typename T>
-__device__ float row_lse(const T* row, int vocab, bool packed) {
+__device__ MaxSum row_max_sum(const T* row, int vocab, bool packed) {
   MaxSum acc{-CUDART_INF_F, 0.0f};
   if (packed) {
     constexpr int K = kPackElems<T>;
@@ -91,7 +91,13 @@ __device__ float row_lse(const T* row, int vocab, bool packed) {
   } else {
     for (int j = threadIdx.x; j < vocab; j += blockDim.x) acc = fold(acc, to_f32(row[j]));
   }
-  return block_lse(acc);
+  return block_max_sum(acc);
+}
+
+template <typename T>
+__device__ float row_lse(const T* row, int vocab, bool packed) {
+  const MaxSum total = row_max_sum(row, vocab, packed);
+  return total.max + logf(total.sum);
 }
 
 // losses[n] = lse(logits[n, :vocab]) - logits[n, targets[n]]; an ignored target (kIgnoreTarget) gives 0
@@ -151,6 +157,53 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
   }
 }
 
+// One slice of the vocabulary (backend.hpp): stats[n] = (max, sum of exp(x - max), target logit or 0)
+// over the slice's `real` id columns. Every row is read (no early return), so the barrier is uniform.
+template <typename T>
+__global__ void cross_entropy_slice_stats_kernel(float* stats, const T* logits, const std::int32_t* targets, int Vs,
+                                                 int real, bool packed) {
+  const std::int64_t n = blockIdx.x;
+  const T* row = logits + n * Vs;
+  const MaxSum total = row_max_sum(row, real, packed);
+  if (threadIdx.x == 0) {
+    const std::int32_t t = targets[n];
+    stats[3 * n] = total.max;
+    stats[3 * n + 1] = total.sum;
+    stats[3 * n + 2] = t >= 0 && t < real ? to_f32(row[t]) : 0.0f;
+  }
+}
+
+// dlogits[n, j] = dloss * (exp(x - lse[n]) - [j == target]) for j < real, 0 for padding; an ignored
+// row is all zeros. In place is safe: each thread rewrites only the columns (packs) it reads.
+template <typename T>
+__global__ void cross_entropy_slice_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets,
+                                                    const float* lse, float dloss, int Vs, int real, bool packed) {
+  const std::int64_t n = blockIdx.x;
+  T* drow = dlogits + n * Vs;
+  const std::int32_t t = targets[n];
+  if (t == kIgnoreTarget) {
+    for (int j = threadIdx.x; j < Vs; j += blockDim.x) drow[j] = from_f32<T>(0.0f);
+    return;
+  }
+  const T* row = logits + n * Vs;
+  const float row_lse_n = lse[n];
+  if (packed) {
+    constexpr int K = kPackElems<T>;
+#pragma unroll 4
+    for (int q = threadIdx.x; q < Vs / K; q += blockDim.x) {
+      const Pack<T> p = reinterpret_cast<const Pack<T>*>(row)[q];
+      Pack<T> d;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        d.v[k] = from_f32<T>(ce_grad(to_f32(p.v[k]), q * K + k, real, t, true, dloss, row_lse_n));
+      reinterpret_cast<Pack<T>*>(drow)[q] = d;
+    }
+  } else {
+    for (int j = threadIdx.x; j < Vs; j += blockDim.x)
+      drow[j] = from_f32<T>(ce_grad(to_f32(row[j]), j, real, t, true, dloss, row_lse_n));
+  }
+}
+
 // Rows read in 16-byte packs: every row start 16-byte aligned (base and row stride).
 template <typename T>
 bool rows_packed(const void* logits, const void* dlogits, std::int64_t Vp) {
@@ -201,6 +254,57 @@ void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor t
         static_cast<X*>(dlogits.data), static_cast<const X*>(logits.data),
         static_cast<const std::int32_t*>(targets.data), dloss, Vp, vocab,
         rows_packed<X>(logits.data, dlogits.data, Vp));
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+namespace {
+// Shapes and dtypes of the slice ops; returns the row count. Target columns are checked by the CPU
+// backend only (they are on the device here); one outside the slice reads as another slice's.
+std::int64_t check_slice(const char* op, const Tensor& logits, const Tensor& targets, int real) {
+  const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
+  ZT_CHECK(real >= 0 && real <= Vs, op, ": real=", real, " must be in [0, ", Vs, "] (logits ", logits.shape_string(), ")");
+  ZT_CHECK_EQ(targets.numel(), N, op, ": targets ", targets.shape_string(), " needs one per row of logits ",
+              logits.shape_string());
+  expect_dtype(op, "targets", targets, DType::kI32);
+  to_int(op, "Vs", Vs);
+  ZT_CHECK_LE(N, std::int64_t{0x7fffffff}, op, ": ", N, " rows exceed the grid limit");
+  return N;
+}
+}  // namespace
+
+void CudaBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) {
+  const char* op = "cross_entropy_slice_stats";
+  const std::int64_t N = check_slice(op, logits, targets, real);
+  ZT_CHECK_EQ(stats.numel(), 3 * N, op, ": stats ", stats.shape_string(), " needs 3 per row");
+  expect_dtype(op, "stats", stats, DType::kF32);
+  if (N == 0) return;
+  const int Vs = static_cast<int>(logits.dim(-1));
+  dispatch_float(logits.dtype, op, [&](auto tag) {
+    using X = decltype(tag);
+    cross_entropy_slice_stats_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
+        static_cast<float*>(stats.data), static_cast<const X*>(logits.data),
+        static_cast<const std::int32_t*>(targets.data), Vs, real, rows_packed<X>(logits.data, logits.data, Vs));
+  });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
+                                               int real) {
+  const char* op = "cross_entropy_slice_backward";
+  const std::int64_t N = check_slice(op, logits, targets, real);
+  const int Vs = static_cast<int>(logits.dim(-1));
+  expect_rows(op, "dlogits", dlogits, N, Vs);
+  expect_compute(op, "dlogits", dlogits, logits.dtype);
+  expect_dtype(op, "lse", lse, DType::kF32);
+  ZT_CHECK_EQ(lse.numel(), N, op, ": lse ", lse.shape_string(), " needs one per row");
+  if (N == 0) return;
+  dispatch_float(logits.dtype, op, [&](auto tag) {
+    using X = decltype(tag);
+    cross_entropy_slice_backward_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
+        static_cast<X*>(dlogits.data), static_cast<const X*>(logits.data),
+        static_cast<const std::int32_t*>(targets.data), static_cast<const float*>(lse.data), dloss, Vs, real,
+        rows_packed<X>(logits.data, dlogits.data, Vs));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }

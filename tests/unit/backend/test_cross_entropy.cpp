@@ -2,6 +2,9 @@
 // differences and in place, and padded vocabulary columns that neither enter the loss nor get gradient.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "op_test_util.hpp"
 
 namespace zt::backend::test {
@@ -78,6 +81,74 @@ TEST(CrossEntropy, TargetOutsideTheVocabularyIsRefused) {
   Tensor logits = ts.zeros({2, 8}), losses = ts.zeros({2});
   EXPECT_THROW(be->cross_entropy_forward(losses, logits, ts.ints({2}, {0, 6}), 6), Error);  // a padded column
   EXPECT_THROW(be->cross_entropy_forward(losses, logits, ts.ints({2}, {0, 1}), 9), Error);  // vocab > Vp
+}
+
+// The vocabulary-parallel pieces: the logits cut into slices of Vs columns (as TP ranks hold them),
+// each slice's (max, sum of exp, target logit) combined as tp/vocab_parallel.cpp does give the whole
+// row's loss, and each slice's backward with that lse is the whole row's gradient, columns for columns:
+// for a vocabulary that ends inside the last slice, and one whose last slice holds no id at all.
+TEST(CrossEntropy, SlicesOfTheVocabularyCombineToTheWholeRow) {
+  auto be = make_cpu_backend(2);
+  for (const int V : {13, 9}) {
+    Tensors ts(*be);
+    const std::int64_t N = 5, Vs = 5, slices = 3, Vp = Vs * slices;
+    const float dloss = 0.3f;
+    Tensor logits = ts.randn({N, Vp}, 11, 2.0f);
+    const std::vector<std::int32_t> t{0, static_cast<std::int32_t>(V - 1), 6, kIgnoreTarget, 4};
+    Tensor targets = ts.ints({N}, t), whole_loss = ts.zeros({N}), whole_grad = ts.filled({N, Vp}, nan());
+    be->cross_entropy_forward(whole_loss, logits, targets, V);
+    be->cross_entropy_backward(whole_grad, logits, targets, dloss, V);
+
+    std::vector<Tensor> part, part_targets;
+    std::vector<int> real;
+    std::vector<double> max(N, -INFINITY), sum(N, 0.0), target_logit(N, 0.0);
+    std::vector<std::vector<float>> stats;
+    for (std::int64_t r = 0; r < slices; ++r) {
+      part.push_back(ts.zeros({N, Vs}));
+      std::vector<std::int32_t> local(N);
+      for (std::int64_t n = 0; n < N; ++n) {
+        for (std::int64_t j = 0; j < Vs; ++j) Tensors::f(part[r])[n * Vs + j] = Tensors::f(logits)[n * Vp + r * Vs + j];
+        const std::int64_t c = t[n] - r * Vs;
+        local[n] = t[n] == kIgnoreTarget ? kIgnoreTarget : c >= 0 && c < Vs ? static_cast<std::int32_t>(c) : kTargetInOtherSlice;
+      }
+      part_targets.push_back(ts.ints({N}, local));
+      real.push_back(static_cast<int>(std::clamp<std::int64_t>(V - r * Vs, 0, Vs)));
+      Tensor st = ts.filled({N, 3}, nan());
+      be->cross_entropy_slice_stats(st, part[r], part_targets[r], real[r]);
+      stats.push_back(values(st));
+      for (std::int64_t n = 0; n < N; ++n) max[n] = std::max(max[n], double(stats[r][3 * n]));
+    }
+    if (V == 9) {
+      EXPECT_EQ(stats[2][0], -INFINITY) << "a slice without ids has max -inf";
+    }
+    Tensor lse = ts.zeros({N});
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (std::int64_t r = 0; r < slices; ++r) {
+        if (real[r] > 0) sum[n] += stats[r][3 * n + 1] * std::exp(stats[r][3 * n] - max[n]);
+        target_logit[n] += stats[r][3 * n + 2];
+      }
+      Tensors::f(lse)[n] = static_cast<float>(max[n] + std::log(sum[n]));
+      const double loss = t[n] == kIgnoreTarget ? 0.0 : Tensors::f(lse)[n] - target_logit[n];
+      EXPECT_NEAR(loss, Tensors::f(whole_loss)[n], 1e-5) << "V=" << V << " row " << n;
+    }
+    for (std::int64_t r = 0; r < slices; ++r) {
+      be->cross_entropy_slice_backward(part[r], part[r], part_targets[r], lse, dloss, real[r]);  // in place
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t j = 0; j < Vs; ++j)
+          EXPECT_NEAR(Tensors::f(part[r])[n * Vs + j], Tensors::f(whole_grad)[n * Vp + r * Vs + j], 1e-6)
+              << "V=" << V << " row " << n << " column " << r * Vs + j;
+    }
+  }
+}
+
+TEST(CrossEntropy, SliceTargetsOutsideTheSliceAreRefused) {
+  auto be = make_cpu_backend(1);
+  Tensors ts(*be);
+  Tensor logits = ts.zeros({2, 8}), stats = ts.zeros({2, 3});
+  EXPECT_NO_THROW(be->cross_entropy_slice_stats(stats, logits, ts.ints({2}, {kTargetInOtherSlice, kIgnoreTarget}), 6));
+  EXPECT_THROW(be->cross_entropy_slice_stats(stats, logits, ts.ints({2}, {0, 6}), 6), Error);  // a padded column
+  EXPECT_THROW(be->cross_entropy_slice_stats(stats, logits, ts.ints({2}, {0, -3}), 6), Error);
+  EXPECT_THROW(be->cross_entropy_slice_stats(stats, logits, ts.ints({2}, {0, 1}), 9), Error);  // real > Vs
 }
 
 }  // namespace
