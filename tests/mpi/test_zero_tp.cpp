@@ -7,6 +7,8 @@
 // engine's gradient sum of squares over flat ranges, which the trainer's grid norm is built on.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "tp/tp_model.hpp"
+#include "train/tp_shards.hpp"
 #include "train/zero_model.hpp"
 
 namespace zt::tp {
@@ -158,6 +161,26 @@ TEST_P(ZeroOverTensorParallel, Bf16WithRecomputationMatchesThePlan) {
     const double predicted = static_cast<double>(plan::plan_memory(c, w.size(), 1, 0).total_bytes);
     EXPECT_NEAR(predicted / static_cast<double>(got.peak_bytes), 1.0, 0.10)
         << "predicted " << predicted << " measured " << got.peak_bytes;
+  }
+}
+
+// The grid norm (train/tp_shards.hpp) sums the TP ranks' split shards; an fp16 overflow (inf or NaN)
+// in one rank's shard gives every rank a non-finite norm, so the loss scaler skips the step everywhere.
+TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
+  const auto& w = test::world();
+  if (w.size() % 2 != 0) GTEST_SKIP() << "needs an even world for tp=2";
+  auto world_comm = dist::make_mpi_communicator(w, 60);
+  const dist::Grid g = dist::Grid::make(w.size(), 2, w.rank());
+  dist::GridComms comms = dist::split_grid(*world_comm, g);
+  const config::Config c = small_config(0, config::Arch::kGpt2);
+  const model::ParamTable local = model::tp_local_table(model::ParamTable(plan::model_shape(c.model)), 2);
+  auto be = backend::make_cpu_backend(1);
+  optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
+  engine.zero_grads();
+  EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, *comms.tp, {}), std::sqrt(18.0));  // 3 on each TP rank
+  for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    const double norm = train::grid_grad_norm(g.tp_rank() == 1 ? bad : 3.0, engine, *comms.tp, {});
+    EXPECT_FALSE(std::isfinite(norm)) << "TP rank " << g.tp_rank() << " got " << norm << " from " << bad << " on rank 1";
   }
 }
 
