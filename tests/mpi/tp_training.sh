@@ -6,7 +6,8 @@
 # checkpoint as tp=2 x dp=2, and both continue the uninterrupted curve (1e-5; bit-identical when resumed on
 # the same grid); init.from loads a Hugging Face directory into the shards; instruction data's loss and
 # document masks train alike. bf16 and fp16 follow the one-rank run of their precision, and selective
-# and full recomputation give bit-identical curves and checkpoints (both described below).
+# and full recomputation give bit-identical curves and checkpoints (both described below); a bf16 tp=2
+# checkpoint resumes on its grid bit-identically and at tp=1 on the bf16 curve.
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 # optim.eps=1e-6: GPT-2's K bias has a gradient that is zero up to rounding (softmax ignores it), and
@@ -132,6 +133,15 @@ same_curve llama_bf16_ref llama_bf16_tp2 1 5e-3
 run gpt2_fp16_ref 1 --ckpt.resume=none --train.precision=fp16
 run gpt2_fp16_tp2 2 --ckpt.resume=none --train.precision=fp16 --parallel.tp=2
 same_curve gpt2_fp16_ref gpt2_fp16_tp2 1 1e-3
+# A bf16 tp=2 checkpoint (the fp32 master in the global shape) resumes on the same grid bit-identically
+# (the working bf16 shards are the master's rounding), and at tp=1 within the bf16 tolerance above.
+mkdir -p "$ZT_WORK/bf16_same.ckpt" "$ZT_WORK/bf16_tp1.ckpt"
+cp -r "$ZT_WORK/gpt2_bf16_tp2.ckpt/step_00000005" "$ZT_WORK/bf16_same.ckpt/"
+cp -r "$ZT_WORK/gpt2_bf16_tp2.ckpt/step_00000005" "$ZT_WORK/bf16_tp1.ckpt/"
+run bf16_same 2 --ckpt.resume=auto --train.precision=bf16 --parallel.tp=2
+same_curve gpt2_bf16_tp2 bf16_same 6 0
+run bf16_tp1 1 --ckpt.resume=auto --train.precision=bf16
+same_curve gpt2_bf16_ref bf16_tp1 6 5e-3
 
 # Recomputation under TP: the same losses and gradient norms as printed and byte-identical checkpoints
 # (model.h5 and every optimizer shard) as recompute=none at the same grid, selective and full, with and
