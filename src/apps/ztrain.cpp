@@ -23,7 +23,6 @@
 #include "train/preflight.hpp"
 #include "train/output_check.hpp"
 #include "train/run.hpp"
-#include "train/tp_shards.hpp"
 
 namespace zt::apps {
 namespace {
@@ -91,11 +90,9 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   return m;
 }
 
-// parallel.tp > 1 (issue 20): TP groups must share a node (said before any work), and what the trainer
-// does not run under tensor parallelism yet (16-bit precision, recomputation) is refused (exit 2).
+// parallel.tp > 1 (issue 20): TP groups must share a node (said before any work, exit 2).
 void check_tensor_parallel(const dist::World& world, const config::Config& c) {
   dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank()), world);
-  train::check_tensor_parallel_config(c);
 }
 
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.

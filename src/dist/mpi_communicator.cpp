@@ -3,8 +3,11 @@
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <utility>
+#include <vector>
 
+#include "backend/half.hpp"
 #include "dist/communicator.hpp"
 #include "dist/deadline.hpp"
 #include "dist/mpi_check.hpp"
@@ -18,15 +21,38 @@ MPI_Datatype mpi_type(DType t, const char* op) {
     case DType::kF32: return MPI_FLOAT;
     case DType::kI32: return MPI_INT32_T;
     case DType::kU32: return MPI_UINT32_T;
-    default: throw CommError(cat("mpi ", op, ": unsupported dtype ", dtype_name(t), " (host f32/i32/u32 only)"));
+    default:
+      throw CommError(cat("mpi ", op, ": unsupported dtype ", dtype_name(t), " (host f32/i32/u32; bf16/f16 go through "
+                          "the 16-bit paths below)"));
   }
 }
 
 // Collectives that only move data (all_gather, broadcast) take 16-bit floats too, as raw 16-bit words:
-// mixed precision gathers bf16/f16 parameters; reductions stay f32 (backend.hpp's precision rules).
+// mixed precision gathers bf16/f16 parameters.
 MPI_Datatype mpi_copy_type(DType t, const char* op) {
   if (t == DType::kBF16 || t == DType::kF16 || t == DType::kU16) return MPI_UINT16_T;
   return mpi_type(t, op);
+}
+
+// Reductions of bf16/f16 (tensor parallelism's activations in a 16-bit compute dtype) run in fp32:
+// the span is widened into an f32 copy, MPI reduces that, and the result is rounded once (nearest
+// even) into the 16-bit span. So each element is accumulated over the ranks in fp32 and rounded once
+// (NCCL's ring rounds its partial sums to 16 bits at every hop: this is as close or closer), and the
+// result is the same on every rank. The copies are host work: this communicator reads host memory.
+bool is_half(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
+std::vector<float> widened(const Span& s) {
+  std::vector<float> out(s.count);
+  const auto* h = static_cast<const std::uint16_t*>(s.data);
+  for (std::size_t i = 0; i < s.count; ++i)
+    out[i] = s.dtype == DType::kBF16 ? backend::bf16_to_f32(h[i]) : backend::f16_to_f32(h[i]);
+  return out;
+}
+
+void narrow_into(const Span& s, const float* values) {
+  auto* h = static_cast<std::uint16_t*>(s.data);
+  for (std::size_t i = 0; i < s.count; ++i)
+    h[i] = s.dtype == DType::kBF16 ? backend::f32_to_bf16(values[i]) : backend::f32_to_f16(values[i]);
 }
 
 MPI_Op mpi_op(ReduceOp op) {
@@ -97,6 +123,13 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Work> all_reduce(Span b, ReduceOp op) override {
     auto w = start(cat("all_reduce of ", b.count, " ", dtype_name(b.dtype)));
     stats_.all_reduce_bytes += b.count * dtype_size(b.dtype);
+    if (is_half(b.dtype)) {  // in fp32 on a widened copy, rounded back once it completes
+      auto wide = std::make_shared<std::vector<float>>(widened(b));
+      ZT_MPI(MPI_Iallreduce(MPI_IN_PLACE, wide->data(), mpi_count(b.count, "all_reduce"), MPI_FLOAT, mpi_op(op), comm_,
+                            w->request()));
+      w->on_complete([b, wide] { narrow_into(b, wide->data()); });
+      return w;
+    }
     ZT_MPI(MPI_Iallreduce(MPI_IN_PLACE, b.data, mpi_count(b.count, "all_reduce"), mpi_type(b.dtype, "all_reduce"),
                           mpi_op(op), comm_, w->request()));
     return w;
@@ -107,6 +140,13 @@ class MpiCommunicator : public Communicator {
     ZT_CHECK(send.dtype == recv.dtype, "reduce_scatter: dtypes differ");
     auto w = start(cat("reduce_scatter of ", send.count, " ", dtype_name(send.dtype)));
     stats_.reduce_scatter_bytes += send.count * dtype_size(send.dtype);
+    if (is_half(send.dtype)) {  // in fp32 on widened copies, this rank's block rounded back once it completes
+      auto wide = std::make_shared<std::vector<float>>(widened(send));
+      ZT_MPI(MPI_Ireduce_scatter_block(MPI_IN_PLACE, wide->data(), mpi_count(recv.count, "reduce_scatter"), MPI_FLOAT,
+                                       mpi_op(op), comm_, w->request()));
+      w->on_complete([recv, wide] { narrow_into(recv, wide->data()); });  // MPI_IN_PLACE: the result comes first
+      return w;
+    }
     const std::size_t block_bytes = recv.count * dtype_size(send.dtype);
     const bool in_place = recv.data == static_cast<char*>(send.data) + rank_ * block_bytes;
     // NCCL's in-place form leaves the result in this rank's block; MPI_IN_PLACE leaves it at the start

@@ -175,8 +175,9 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
                       cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
                           ", recompute=", config::to_string(config.train.recompute), lora ? " (+ LoRA scratch)" : "")});
   else
-    p.rows.push_back({"activations", tp::tp_activation_bytes(shape, micro, tp, sp),
-                      cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, fp32; 1/", tp,
+    p.rows.push_back({"activations", tp::tp_activation_bytes(shape, micro, tp, sp, recompute, compute),
+                      cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
+                          ", recompute=", config::to_string(config.train.recompute), "; 1/", tp,
                           " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "")});
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});

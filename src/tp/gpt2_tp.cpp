@@ -18,37 +18,58 @@ enum FinalParam { kLnfW, kLnfB };
 }  // namespace
 
 Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
-               bool sequence_parallel)
+               bool sequence_parallel, model::Recompute recompute, DType compute)
     : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
-      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), Vs_(std::int64_t{local.shape().padded_vocab} / tp_) {
+      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), recompute_(recompute), dtype_(compute),
+      Vs_(std::int64_t{local.shape().padded_vocab} / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kGpt2, "Gpt2Tp: the table is not GPT-2's");
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "Gpt2Tp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK_EQ(local.find("transformer.wte.weight").shape[0], Vs_ + 1, "Gpt2Tp: table is not tp_local_table(.., ",
               tp_, ")");
-  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, nullptr, nullptr));
-  layout(s_, B_, tp_, sp_, static_cast<std::byte*>(arena_.data()), &a_);
+  ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+           "Gpt2Tp: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, recompute_, dtype_, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
 }
 
-std::size_t Gpt2Tp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel) {
-  return layout(shape, micro_batch, tp, sequence_parallel, nullptr, nullptr);
+std::size_t Gpt2Tp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
+                                     model::Recompute recompute, DType compute) {
+  return layout(shape, micro_batch, tp, sequence_parallel, recompute, compute, nullptr, nullptr);
 }
 
-std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts) {
+// As model::Gpt2::layout: activations in the compute dtype, statistics in f32; what the Recompute mode
+// rebuilds in backward is one working set shared by every block. Under kFull each block keeps only
+// its output res3 (the next block's input), which under SP is this rank's rows.
+std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
+                           std::byte* base, Acts* acts) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
-  model::Carver c{base, DType::kF32};
+  model::Carver c{base, compute};
   const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, Cr = C / tp, R = sp ? N / tp : N;
   const std::int64_t Vs = s.padded_vocab / tp;
+  const bool full = r == model::Recompute::kFull, selective = r != model::Recompute::kNone;
+  Layer work;
+  auto keep = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims, bool statistic = false) {
+    const DType dtype = statistic ? DType::kF32 : compute;
+    if (!shared) return c.take_as(dtype, dims);
+    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
+    return shared_t;
+  };
   a.rows = c.take_as(DType::kI32, {B, T});
   a.encoded = c.take({R, C});
   a.layers.resize(s.n_layer);
   for (Layer& l : a.layers) {
-    l.ln1 = c.take({R, C}), l.ln1_mean = c.stat({R}), l.ln1_rstd = c.stat({R});
-    l.qkv = c.take({B, T, 3 * Cr}), l.atty = c.take({B, T, Cr}), l.lse = c.stat({B, s.n_head / tp, T});
-    l.res2 = c.take({R, C});
-    l.ln2 = c.take({R, C}), l.ln2_mean = c.stat({R}), l.ln2_rstd = c.stat({R});
-    l.fch = c.take({B, T, 4 * Cr}), l.fch_gelu = c.take({B, T, 4 * Cr});
-    l.res3 = c.take({R, C});
+    l.ln1 = keep(full, work.ln1, {R, C});
+    l.ln1_mean = keep(full, work.ln1_mean, {R}, true), l.ln1_rstd = keep(full, work.ln1_rstd, {R}, true);
+    l.qkv = keep(full, work.qkv, {B, T, 3 * Cr});
+    l.atty = keep(selective, work.atty, {B, T, Cr});
+    l.lse = keep(full, work.lse, {B, s.n_head / tp, T}, true);
+    l.res2 = keep(full, work.res2, {R, C});
+    l.ln2 = keep(full, work.ln2, {R, C});
+    l.ln2_mean = keep(full, work.ln2_mean, {R}, true), l.ln2_rstd = keep(full, work.ln2_rstd, {R}, true);
+    l.fch = keep(full, work.fch, {B, T, 4 * Cr});
+    l.fch_gelu = keep(selective, work.fch_gelu, {B, T, 4 * Cr});
+    l.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
   a.lnf = c.take({R, C}), a.lnf_mean = c.stat({R}), a.lnf_rstd = c.stat({R});
   a.logits = c.take({B, T, Vs});
@@ -58,9 +79,6 @@ std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, std
   return c.used;
 }
 
-// A column-parallel layer's input for its backward: under SP gathered again from this rank's rows into
-// the shared scratch (Megatron-SP keeps only the rows and re-gathers, so the full [B*T, C] inputs are
-// never stored per block), else the kept tensor itself.
 Tensor Gpt2Tp::input_of(const Tensor& mine) {
   if (!sp_) return mine;
   gather_rows(ctx_, mine, a_.full);
@@ -157,7 +175,7 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   const Tensor dfch = a_.dbig;
-  const Tensor dqkv(a_.dbig.data, DType::kF32, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd} / tp_});
+  const Tensor dqkv(a_.dbig.data, dtype_, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd} / tp_});
   row_parallel_backward(ctx_, dfch, a_.dfull, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
                         param(w, u, kFcProjW), WeightLayout::kInOut);
   be_.gelu_backward(dfch, L.fch, dfch);
@@ -173,6 +191,19 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
                            param(w, u, kAttnW), WeightLayout::kInOut);
   norm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
+}
+
+// What block l's backward reads and the mode did not keep, as model::Gpt2::recompute_block. Full: the
+// whole block forward again, its collectives included (the same sums of the same values: res3 comes
+// out bit-identical to the kept one). Selective: attention from the kept qkv (this rank's heads, no
+// communication) and GELU of the kept fc pre-activation.
+void Gpt2Tp::recompute_block(int l, const Tensor& w) {
+  if (recompute_ == model::Recompute::kFull) return block_forward(l, w);
+  if (recompute_ == model::Recompute::kSelective) {
+    Layer& L = a_.layers[l];
+    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_, segments_.tensor());
+    be_.gelu_forward(L.fch_gelu, L.fch);
+  }
 }
 
 void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
@@ -191,6 +222,7 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
   for (int l = s_.n_layer - 1; l >= 0; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
+    recompute_block(l, w);
     block_backward(l, w, g);
     params.release(1 + l);
     grads.unit_done(1 + l);

@@ -5,7 +5,10 @@
 // GradSink, ZeRO over the data-parallel group) is unchanged. Equal to one rank's Gpt2 (tests/mpi).
 // Sequence parallel: the residual stream and the LayerNorms hold each rank's block of the B*T rows
 // (linear.hpp); the norms' weight gradients, partial then, are summed over the group per micro-batch.
-// fp32 activations (MPI's reductions are f32 only), no recomputation.
+// Activations in the compute dtype (f32, bf16 or f16; statistics and parameter gradients f32, as
+// model::Gpt2), and the group's collectives on them in that dtype (Megatron's choice; the MPI
+// communicator sums 16-bit spans in fp32, rounded once). Recompute modes as model::Gpt2's, gradients
+// bit-identical in every mode at the same tp.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +27,8 @@ class Gpt2Tp final : public model::Model {
  public:
   // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
   Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
-         bool sequence_parallel = false);
+         bool sequence_parallel = false, model::Recompute recompute = model::Recompute::kNone,
+         DType compute = DType::kF32);
   Gpt2Tp(const Gpt2Tp&) = delete;
   Gpt2Tp& operator=(const Gpt2Tp&) = delete;
 
@@ -34,12 +38,13 @@ class Gpt2Tp final : public model::Model {
   std::vector<float> forward_logits(const std::int32_t* tokens, model::ParamSource& params) override;
   const model::ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
-  DType compute_dtype() const override { return DType::kF32; }
+  DType compute_dtype() const override { return dtype_; }
   // data.document_mask: the same starts on every TP rank (all hold the whole sequence in attention).
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
   std::size_t activation_bytes() const override { return arena_.bytes() + segments_.bytes(); }
   // The same for any shape and degree, allocating nothing (for the memory planner).
-  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
+                                      model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32);
 
  private:
   // Saved for backward, per block; widths divided by tp where the layer is split. The residual stream
@@ -60,10 +65,12 @@ class Gpt2Tp final : public model::Model {
   backend::Tensor btc(backend::Tensor rows_by_c) const;  // [B*T, C] seen as [B, T, C]
   backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
   // Carves every activation out of `base` (null: counts only); returns the bytes used.
-  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts);
+  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
+                            std::byte* base, Acts* acts);
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
   void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);
+  void recompute_block(int l, const backend::Tensor& w);  // what backward needs, per the Recompute mode
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
   backend::Tensor head(const backend::Tensor& unit) const;  // wte's own Vs rows, without the zero row
 
@@ -74,6 +81,8 @@ class Gpt2Tp final : public model::Model {
   int B_, tp_, r_;
   model::SegmentStarts segments_;
   bool sp_;
+  model::Recompute recompute_;
+  DType dtype_;
   std::int64_t Vs_;  // vocabulary rows per rank
   backend::Buffer arena_;
   Acts a_;

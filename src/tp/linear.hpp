@@ -7,7 +7,8 @@
 // Sequence parallel (Korthikanti et al. 2022): outside these layers each rank holds a block of rows,
 // [N/tp, C] (rank r: rows r*N/tp ...); column-parallel all-gathers its input first and reduce-scatters
 // dinp, row-parallel reduce-scatters its output instead of all-reducing and all-gathers dout first.
-// Collectives need f32 activations on MPI (its reductions are f32 only); NCCL takes bf16/f16 too.
+// The collectives run in the activations' dtype (f32, bf16 or f16): NCCL sums 16 bits natively, the MPI
+// communicator widens each element to fp32, sums and rounds once.
 #pragma once
 
 #include "backend/backend.hpp"

@@ -19,42 +19,60 @@ constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;
 }  // namespace
 
 LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
-                 bool sequence_parallel)
+                 bool sequence_parallel, model::Recompute recompute, DType compute)
     : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
-      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()), heads_(s_.n_head / tp_),
+      tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), recompute_(recompute), dtype_(compute),
+      Vs_(std::int64_t{local.shape().padded_vocab} / group.size()), heads_(s_.n_head / tp_),
       kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_), ffn_(s_.ffn_hidden / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kLlama, "LlamaTp: the table is not Llama's");
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "LlamaTp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK_EQ(local.find("model.embed_tokens.weight").shape[0], Vs_ + 1, "LlamaTp: table is not tp_local_table(.., ",
               tp_, ")");
-  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, nullptr, nullptr));
-  layout(s_, B_, tp_, sp_, static_cast<std::byte*>(arena_.data()), &a_);
+  ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+           "LlamaTp: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, recompute_, dtype_, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
   const std::vector<float> inv = model::rope_inv_freq(s_.head_size(), s_.rope);
   be_.copy_from_host(a_.inv_freq.data, inv.data(), a_.inv_freq.bytes());
 }
 
-std::size_t LlamaTp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel) {
-  return layout(shape, micro_batch, tp, sequence_parallel, nullptr, nullptr);
+std::size_t LlamaTp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
+                                      model::Recompute recompute, DType compute) {
+  return layout(shape, micro_batch, tp, sequence_parallel, recompute, compute, nullptr, nullptr);
 }
 
-std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts) {
+// As model::Llama::layout (and Gpt2Tp::layout): activations in the compute dtype, statistics and the
+// RoPE frequencies in f32, what the Recompute mode rebuilds shared by every block.
+std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
+                            std::byte* base, Acts* acts) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
-  model::Carver c{base, DType::kF32};
+  model::Carver c{base, compute};
   const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, R = sp ? N / tp : N;
   const std::int64_t Vs = s.padded_vocab / tp, heads = s.n_head / tp, qkv_width = std::int64_t{s.qkv_width()} / tp;
   const std::int64_t ffn = s.ffn_hidden / tp;
+  const bool full = r == model::Recompute::kFull, selective = r != model::Recompute::kNone;
+  Layer work;
+  auto keep = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims, bool statistic = false) {
+    const DType dtype = statistic ? DType::kF32 : compute;
+    if (!shared) return c.take_as(dtype, dims);
+    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
+    return shared_t;
+  };
   a.rows = c.take_as(DType::kI32, {B, T});
   a.inv_freq = c.stat({s.head_size() / 2});
   a.encoded = c.take({R, C});
   a.layers.resize(s.n_layer);
   for (Layer& l : a.layers) {
-    l.ln1 = c.take({R, C}), l.ln1_rstd = c.stat({R});
-    l.qkv = c.take({B, T, qkv_width}), l.atty = c.take({B, T, C / tp}), l.lse = c.stat({B, heads, T});
-    l.res2 = c.take({R, C});
-    l.ln2 = c.take({R, C}), l.ln2_rstd = c.stat({R});
-    l.gu = c.take({B, T, 2 * ffn}), l.act = c.take({B, T, ffn});
-    l.res3 = c.take({R, C});
+    l.ln1 = keep(full, work.ln1, {R, C}), l.ln1_rstd = keep(full, work.ln1_rstd, {R}, true);
+    l.qkv = keep(full, work.qkv, {B, T, qkv_width});
+    l.atty = keep(selective, work.atty, {B, T, C / tp});
+    l.lse = keep(full, work.lse, {B, heads, T}, true);
+    l.res2 = keep(full, work.res2, {R, C});
+    l.ln2 = keep(full, work.ln2, {R, C}), l.ln2_rstd = keep(full, work.ln2_rstd, {R}, true);
+    l.gu = keep(full, work.gu, {B, T, 2 * ffn});
+    l.act = keep(selective, work.act, {B, T, ffn});
+    l.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
   a.lnf = c.take({R, C}), a.lnf_rstd = c.stat({R});
   a.logits = c.take({B, T, Vs});
@@ -165,7 +183,7 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   Layer& L = a_.layers[l];
   const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
   const std::int64_t T = s_.seq_len;
-  const Tensor dgu(a_.dbig.data, DType::kF32, {B_, T, 2 * ffn_}), dqkv(a_.dbig.data, DType::kF32, {B_, T, qkv_width_});
+  const Tensor dgu(a_.dbig.data, dtype_, {B_, T, 2 * ffn_}), dqkv(a_.dbig.data, dtype_, {B_, T, qkv_width_});
   row_parallel_backward(ctx_, a_.dact, a_.dfull, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
   be_.swiglu_backward(dgu, L.gu, a_.dact);
   column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kGate, 2 * ffn_), Tensor(), dgu, input_of(L.ln2),
@@ -179,6 +197,17 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
                            fused(w, u, kQ, qkv_width_), kOutIn);
   norm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
+}
+
+// As Gpt2Tp::recompute_block: full reruns the block forward (its collectives included); selective
+// rebuilds attention from the kept qkv (RoPE already applied) and SwiGLU from the kept gate|up.
+void LlamaTp::recompute_block(int l, const Tensor& w) {
+  if (recompute_ == model::Recompute::kFull) return block_forward(l, w);
+  if (recompute_ == model::Recompute::kSelective) {
+    Layer& L = a_.layers[l];
+    be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_), segments_.tensor());
+    be_.swiglu_forward(L.act, L.gu);
+  }
 }
 
 void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
@@ -203,6 +232,7 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
   for (int l = s_.n_layer - 1; l >= 0; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
+    recompute_block(l, w);
     block_backward(l, w, g);
     params.release(1 + l);
     grads.unit_done(1 + l);

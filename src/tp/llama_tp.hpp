@@ -4,7 +4,8 @@
 // untied) LM head; RMSNorms and residuals are replicated. The model::Model interface over the rank's
 // shard table (tp_local_table), as tp::Gpt2Tp; equal to one rank's model::Llama (tests/mpi). Sequence
 // parallel as tp::Gpt2Tp: the residual stream and RMSNorms hold a block of the rows each.
-// fp32 activations, no recomputation.
+// Compute dtype and recompute modes as tp::Gpt2Tp (activations and their collectives in the compute
+// dtype, statistics and gradients f32; gradients bit-identical in every recompute mode).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,8 @@ class LlamaTp final : public model::Model {
  public:
   // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
   LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
-          bool sequence_parallel = false);
+          bool sequence_parallel = false, model::Recompute recompute = model::Recompute::kNone,
+          DType compute = DType::kF32);
   LlamaTp(const LlamaTp&) = delete;
   LlamaTp& operator=(const LlamaTp&) = delete;
 
@@ -32,12 +34,13 @@ class LlamaTp final : public model::Model {
   std::vector<float> forward_logits(const std::int32_t* tokens, model::ParamSource& params) override;
   const model::ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
-  DType compute_dtype() const override { return DType::kF32; }
+  DType compute_dtype() const override { return dtype_; }
   // data.document_mask: the same starts on every TP rank (all hold the whole sequence in attention).
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
   std::size_t activation_bytes() const override { return arena_.bytes() + segments_.bytes(); }
   // The same for any shape and degree, allocating nothing (for the memory planner).
-  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+  static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
+                                      model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32);
 
  private:
   struct Layer {  // saved for backward, per block; the residual stream as in gpt2_tp.hpp
@@ -53,10 +56,12 @@ class LlamaTp final : public model::Model {
                      const backend::Tensor& inp, const backend::Tensor& weight, const backend::Tensor& rstd);
   backend::Tensor btc(backend::Tensor rows_by_c) const;
   backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
-  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, std::byte* base, Acts* acts);
+  static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
+                            std::byte* base, Acts* acts);
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
   void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);
+  void recompute_block(int l, const backend::Tensor& w);  // what backward needs, per the Recompute mode
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
   backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows) const;  // adjacent weights
   backend::Tensor vocab_rows(backend::Tensor table) const;  // a vocabulary table's Vs rows, without the zero row
@@ -70,6 +75,8 @@ class LlamaTp final : public model::Model {
   int B_, tp_, r_;
   model::SegmentStarts segments_;
   bool sp_;
+  model::Recompute recompute_;
+  DType dtype_;
   std::int64_t Vs_, heads_, kv_heads_, qkv_width_, ffn_;  // this rank's share of each
   backend::Buffer arena_;
   Acts a_;

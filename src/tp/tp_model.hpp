@@ -15,14 +15,20 @@ namespace zt::tp {
 // The model of local.shape()'s family; local = model::tp_local_table(global, group.size()).
 std::unique_ptr<model::Model> make_tp_model(backend::Backend& backend, dist::Communicator& group,
                                             const model::ParamTable& local, int micro_batch,
-                                            bool sequence_parallel = false);
+                                            bool sequence_parallel = false,
+                                            model::Recompute recompute = model::Recompute::kNone,
+                                            DType compute = DType::kF32);
 
 // Model::activation_bytes of make_tp_model's model for any shape and degree, allocating nothing (the
 // memory planner's activations row under parallel.tp).
-std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
+                                model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32);
 
-// The theory of what a rank hands its TP group per micro-batch (forward + backward, fp32 activations),
-// in dist::CommStats' payload bytes (the buffer passed; gathers and scatters count the whole [N, C]).
+// The theory of what a rank hands its TP group per micro-batch (forward + backward, recompute=none;
+// full recomputation repeats each block's forward collectives in backward), in dist::CommStats'
+// payload bytes (the buffer passed; gathers and scatters count the whole [N, C]). The [N, C]
+// activations travel in the compute dtype (its bytes below, f32 = 4), the cross-entropy's statistics
+// and the norms' weight gradients in f32.
 // With N = B*T rows, L blocks, C channels:
 //   without SP: all-reduce of [N, C] after the embedding and each row-parallel layer (2L) forward, and
 //     after each column-parallel layer's dinp (2L) and the LM head's backward: (4L + 2) N C; plus the
@@ -35,7 +41,8 @@ std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, i
 struct TpCommBytes {
   std::uint64_t all_reduce = 0, all_gather = 0, reduce_scatter = 0;
 };
-TpCommBytes tp_comm_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel);
+TpCommBytes tp_comm_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
+                          DType compute = DType::kF32);
 
 // The squared L2 norm of the whole model's gradient from each rank's shard (grads: the local table's
 // flat f32 buffer): split parameters summed over the group, replicated ones counted once.

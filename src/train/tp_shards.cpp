@@ -5,26 +5,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "config/options.hpp"
 #include "core/error.hpp"
 #include "optim/zero/partition.hpp"
 #include "train/zero_model.hpp"
 
 namespace zt::train {
-
-// The TP models compute in fp32 without recomputation (tp/gpt2_tp.hpp); the rest of the trainer (ZeRO
-// 0-3, offload, masks, checkpoints) runs on their shard tables as on a whole model.
-void check_tensor_parallel_config(const config::Config& c) {
-  if (c.parallel.tp == 1) return;
-  if (c.train.precision != config::Precision::kFp32)
-    throw ConfigError(cat("parallel.tp=", c.parallel.tp, " with train.precision=", config::to_string(c.train.precision),
-                          ": the tensor-parallel models compute in fp32 only so far; set train.precision=fp32 "
-                          "(or parallel.tp=1 for 16-bit training)"));
-  if (c.train.recompute != config::Recompute::kNone)
-    throw ConfigError(cat("parallel.tp=", c.parallel.tp, " with train.recompute=", config::to_string(c.train.recompute),
-                          ": the tensor-parallel models keep every activation (no recomputation yet); set "
-                          "train.recompute=none (parallel.tp already divides the activations) or parallel.tp=1"));
-}
 
 std::vector<model::TpRun> TpShards::saved_runs() const {
   const optim::Partition part(units_of(local), params_of(local), grid.dp, grid.dp_rank());
@@ -73,6 +58,9 @@ double grid_grad_norm(double engine_norm, optim::ZeroEngine& engine, dist::Commu
                       const std::vector<FlatRange>& replicated) {
   const double replicated_sq = engine.grad_sum_of_squares(replicated);  // the same on every TP rank
   const double split_sq = tp_group.all_reduce_value(engine_norm * engine_norm - replicated_sq, dist::ReduceOp::kSum);
+  // fp16 overflow in any rank's shard makes the sum inf or NaN on every rank of the group: returned as
+  // such (max(0, NaN) would be 0, a finite norm), so every rank sees it and the loss scaler skips the step.
+  if (!std::isfinite(split_sq + replicated_sq)) return split_sq + replicated_sq;
   return std::sqrt(std::max(0.0, split_sq) + replicated_sq);
 }
 

@@ -21,9 +21,6 @@
 
 namespace zt::train {
 
-// What the trainer does not run under parallel.tp > 1 yet: throws ConfigError naming the key and the fix.
-void check_tensor_parallel_config(const config::Config& c);
-
 // Reads global flat elements [offset, offset + count) into out.
 using ReadGlobal = std::function<void(std::int64_t offset, std::int64_t count, float* out)>;
 

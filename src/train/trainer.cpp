@@ -55,7 +55,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
     local_table_.emplace(model::tp_local_table(table_, grid_.tp));
     tp_shards_.emplace(TpShards{table_, *local_table_, grid_});
     model_ = tp::make_tp_model(*backend_, *grid_comms_.tp, *local_table_, static_cast<int>(config.train.micro_batch),
-                               config.parallel.sequence_parallel);
+                               config.parallel.sequence_parallel, plan::recompute_mode(config.train.recompute), compute);
   } else {
     model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
                                plan::recompute_mode(config.train.recompute), compute);

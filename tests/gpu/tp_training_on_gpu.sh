@@ -4,7 +4,10 @@
 # sequence parallelism), following the CPU backend's one-rank curve within 1e-4 relative over 10 steps
 # (fp32; other summation orders). This is the path whose TP-group collectives must see device memory
 # (tp/vocab_parallel.cpp stages its host values through a device buffer). The tp=2 checkpoint resumes
-# on one GPU rank at tp=1 on the same curve. Skips (exit 77) without a CUDA backend or a visible GPU.
+# on one GPU rank at tp=1 on the same curve. bf16 at tp=2 (its 16-bit activation sums staged to the MPI
+# communicator's fp32 accumulation) follows the CPU's one-rank bf16 curve within 2e-2 (as
+# training_matches_cpu.sh: the CPU emulates bf16 with the same rounding points, other summation orders),
+# and full recomputation repeats it bit for bit. Skips (exit 77) without a CUDA backend or a visible GPU.
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/../ckpt/ckpt_lib.sh"  # make_tiny_data, close_losses
@@ -31,6 +34,14 @@ for family in gpt2 llama; do
   close_losses "$ZT_WORK/${family}_cpu.jsonl" "$ZT_WORK/${family}_tp2_s3.jsonl" 1e-4
   echo "$family: tp=2 on the GPU follows the CPU's one-rank curve within 1e-4 (ZeRO 0; ZeRO 3 with SP)"
 done
+run gpt2_cpu_bf16 1 --train.precision=bf16
+run gpt2_tp2_bf16 2 --train.device=cuda --dist.backend=mpi --parallel.tp=2 --train.precision=bf16 \
+  --parallel.sequence_parallel=true
+close_losses "$ZT_WORK/gpt2_cpu_bf16.jsonl" "$ZT_WORK/gpt2_tp2_bf16.jsonl" 2e-2
+run gpt2_tp2_bf16_full 2 --train.device=cuda --dist.backend=mpi --parallel.tp=2 --train.precision=bf16 \
+  --parallel.sequence_parallel=true --train.recompute=full
+same_losses "$ZT_WORK/gpt2_tp2_bf16.jsonl" "$ZT_WORK/gpt2_tp2_bf16_full.jsonl"
+echo "bf16 at tp=2 on the GPU follows the CPU's bf16 curve; full recomputation is bit-identical"
 mkdir -p "$ZT_WORK/ck_resumed" && cp -r "$ZT_WORK/ck_gpt2_tp2_s3/step_00000005" "$ZT_WORK/ck_resumed/"
 expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${common[@]}" --train.device=cuda --ckpt.resume=auto \
   --ckpt.dir="$ZT_WORK/ck_resumed" --log.metrics="$ZT_WORK/resumed.jsonl"

@@ -1,11 +1,13 @@
-// The MPI communicator's collectives give the textbook results for 0, 1 and odd sizes, and its
-// watchdog turns a peer that does not arrive into a CommError naming the operation.
+// The MPI communicator's collectives give the textbook results for 0, 1 and odd sizes, bf16/f16 sums
+// are accumulated in fp32 and rounded once, and its watchdog turns a peer that does not arrive into a
+// CommError naming the operation.
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <thread>
 #include <vector>
 
+#include "backend/half.hpp"
 #include "core/error.hpp"
 #include "dist/communicator.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
@@ -98,6 +100,48 @@ TEST(Communicator, AllGatherInPlace) {
   comm->all_gather(span_of(buf.data() + r * 3, 3), span_of(buf.data(), buf.size()))->wait();
   for (int q = 0; q < w; ++q)
     for (int i = 0; i < 3; ++i) ASSERT_EQ(buf[q * 3 + i], static_cast<float>(q * 10 + i));
+}
+}  // namespace
+}  // namespace zt::dist
+
+namespace zt::dist {
+namespace {
+// bf16/f16 sums (tensor parallelism's activations): each element widened, summed over the ranks in fp32
+// and rounded once. Rank 0 gives 256 + 4i (bf16 steps are 2 there) and every other rank 1 + i/64: at 4
+// ranks 256 + 3 rounds to 260 once, where 16-bit partial sums would stay at 256 (each +1 is a tie).
+std::uint16_t to16(DType t, float v) { return t == DType::kBF16 ? backend::f32_to_bf16(v) : backend::f32_to_f16(v); }
+float from16(DType t, std::uint16_t h) { return t == DType::kBF16 ? backend::bf16_to_f32(h) : backend::f16_to_f32(h); }
+
+TEST(Communicator, SixteenBitSumsAccumulateInFp32AndRoundOnce) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  const int w = comm->size(), r = comm->rank();
+  const std::size_t n = 5;
+  auto mine = [](DType t, int rank, std::size_t i) {
+    return from16(t, to16(t, rank == 0 ? 256.f + 4.f * static_cast<float>(i) : 1.f + static_cast<float>(i) / 64.f));
+  };
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    auto want = [&](std::size_t i) {
+      float sum = 0;
+      for (int q = 0; q < w; ++q) sum += mine(t, q, i);  // exact in fp32 for these values
+      return to16(t, sum);
+    };
+    std::vector<std::uint16_t> x(n);
+    for (std::size_t i = 0; i < n; ++i) x[i] = to16(t, mine(t, r, i));
+    comm->all_reduce({x.data(), n, t}, ReduceOp::kSum)->wait();
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], want(i)) << "all_reduce [" << i << "]";
+    // reduce_scatter: block q of every rank's send holds elements q*n ... (the i above is the index in
+    // the block), out of place and in place (the result in this rank's block).
+    for (bool in_place : {false, true}) {
+      std::vector<std::uint16_t> send(n * w), recv(n, 0xffff);
+      for (int q = 0; q < w; ++q)
+        for (std::size_t i = 0; i < n; ++i) send[q * n + i] = to16(t, mine(t, r, i));
+      std::uint16_t* out = in_place ? send.data() + r * n : recv.data();
+      comm->reduce_scatter({send.data(), send.size(), t}, {out, n, t}, ReduceOp::kSum)->wait();
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], want(i)) << "reduce_scatter [" << i << "] in place " << in_place;
+    }
+  }
+  EXPECT_EQ(comm->stats().all_reduce_bytes, 2 * n * sizeof(std::uint16_t));  // the 16-bit payload is what is counted
 }
 }  // namespace
 }  // namespace zt::dist

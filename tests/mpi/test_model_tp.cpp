@@ -3,15 +3,20 @@
 // rank's), the logits, the global gradient norm, and 10 AdamW steps of losses within 1e-5, for every
 // grid of 1, 2 and 4 ranks (tp = 1, 2, 4 and tp=2 x dp=2, the data-parallel ranks summing their
 // gradients as ZeRO's reduction does), with and without sequence parallelism; and the bytes each rank
-// hands its TP group per micro-batch equal tp_comm_bytes' theory exactly.
+// hands its TP group per micro-batch equal tp_comm_bytes' theory exactly, in fp32 and bf16. In bf16 the
+// loss and gradients follow one rank's bf16 model within bf16 noise; in bf16 and fp32 the recompute
+// modes give bit-identical losses and gradients at the same tp, and the planner's tp_activation_bytes
+// is what each (precision, recompute) model allocates.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <tuple>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/host_convert.hpp"
 #include "dist/grid.hpp"
 #include "model/init.hpp"
 #include "model/tp_split.hpp"
@@ -49,6 +54,14 @@ std::vector<std::int32_t> sequence(int /*step*/, int i) {
 }
 
 Tensor flat_view(std::vector<float>& v) { return {v.data(), DType::kF32, {static_cast<std::int64_t>(v.size())}}; }
+
+// The parameters as a 16-bit run's working copy holds them (rounded from the fp32 master).
+std::vector<std::uint16_t> rounded(const std::vector<float>& v, DType dtype) {
+  ZT_CHECK(dtype_size(dtype) == 2, "rounded: a 16-bit dtype");
+  std::vector<std::uint16_t> out(v.size());
+  backend::host_from_f32(v.data(), dtype, out.data(), v.size());
+  return out;
+}
 
 // One rank's training state: parameters, gradients and AdamW moments over a flat buffer.
 struct Trainee {
@@ -168,6 +181,121 @@ TEST_P(ModelTp, TensorGroupBytesEqualTheTheory) {
     EXPECT_EQ(after.all_gather_bytes - before.all_gather_bytes, want.all_gather);
     EXPECT_EQ(after.reduce_scatter_bytes - before.reduce_scatter_bytes, want.reduce_scatter);
     EXPECT_EQ(after.broadcast_bytes, before.broadcast_bytes);
+  });
+}
+
+// bf16 (working parameters rounded from the same fp32 init, activations and the group's sums in bf16):
+// the loss of one micro-batch within 2e-3 relative of one rank's bf16 model and every gradient within
+// 5e-2 of its parameter's largest one-rank gradient. The TP ranks round partial sums to bf16 before
+// the group adds them (one rank rounds the whole sum once), so the two differ by bf16 noise: measured
+// here up to 2.4e-2 (the norms' weight and bias gradients, sums over the rows with cancellation),
+// where one rank's bf16 and fp32 gradients differ by up to 2.2e-2 on the same parameters.
+TEST_P(ModelTp, Bf16LossAndGradientsFollowOneRanks) {
+  const auto one = model::make_model(*be, table, 1, model::Recompute::kNone, DType::kBF16);
+  std::vector<std::uint16_t> ref_params = rounded(init, DType::kBF16);
+  model::FlatParams ref_source(table, Tensor(ref_params.data(), DType::kBF16, {static_cast<std::int64_t>(ref_params.size())}));
+  std::vector<float> ref_grads(table.numel());
+  model::FlatGrads ref_sink(table, flat_view(ref_grads));
+  const std::vector<std::int32_t> seq = sequence(0, 0);
+  const double want_loss = one->forward(seq.data(), seq.data() + 1, ref_source);
+  one->backward(ref_source, ref_sink, 1.0f / kSeqLen);
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
+    const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, model::Recompute::kNone, DType::kBF16);
+    std::vector<std::uint16_t> params = rounded(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()), DType::kBF16);
+    model::FlatParams source(local, Tensor(params.data(), DType::kBF16, {static_cast<std::int64_t>(params.size())}));
+    std::vector<float> grads(local.numel());
+    model::FlatGrads sink(local, flat_view(grads));
+    EXPECT_NEAR(model->forward(seq.data(), seq.data() + 1, source), want_loss, 2e-3 * want_loss);
+    model->backward(source, sink, 1.0f / kSeqLen);
+    const std::vector<float> want = model::tp_cut_flat(table, local, ref_grads.data(), g.tp, g.tp_rank());
+    for (const model::ParamInfo& p : local.params()) {
+      float largest = 0;
+      for (std::size_t i = p.offset; i < p.offset + p.numel; ++i) largest = std::max(largest, std::fabs(want[i]));
+      for (std::size_t i = p.offset; i < p.offset + p.numel; ++i)
+        ASSERT_NEAR(grads[i], want[i], 5e-2 * largest) << p.name << " [" << i - p.offset << "]";
+    }
+  });
+}
+
+// 16-bit collectives: the [N, C] activations travel in bf16 (half the bytes), the cross-entropy's
+// statistics and the norms' weight gradients in f32.
+TEST_P(ModelTp, TensorGroupBytesInBf16EqualTheTheory) {
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
+    const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, model::Recompute::kNone, DType::kBF16);
+    std::vector<std::uint16_t> params = rounded(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()), DType::kBF16);
+    model::FlatParams source(local, Tensor(params.data(), DType::kBF16, {static_cast<std::int64_t>(params.size())}));
+    std::vector<float> grads(local.numel());
+    model::FlatGrads sink(local, flat_view(grads));
+    const dist::CommStats before = comms.tp->stats();
+    const std::vector<std::int32_t> seq = sequence(0, 0);
+    model->forward(seq.data(), seq.data() + 1, source);
+    model->backward(source, sink, 1.0f / kSeqLen);
+    const dist::CommStats& after = comms.tp->stats();
+    const TpCommBytes want = tp_comm_bytes(table.shape(), 1, g.tp, sp, DType::kBF16);
+    EXPECT_EQ(after.all_reduce_bytes - before.all_reduce_bytes, want.all_reduce);
+    EXPECT_EQ(after.all_gather_bytes - before.all_gather_bytes, want.all_gather);
+    EXPECT_EQ(after.reduce_scatter_bytes - before.reduce_scatter_bytes, want.reduce_scatter);
+  });
+}
+
+// Selective and full recomputation rebuild what backward reads with the same ops (and, for full, the
+// same collectives) on the same inputs: two micro-batches' losses and accumulated gradients are
+// bit-identical to recompute=none's at the same tp, in fp32 and in bf16 (bf16 working parameters).
+TEST_P(ModelTp, RecomputeModesGiveBitIdenticalLossesAndGradients) {
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
+    const std::vector<float> mine = model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank());
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      std::vector<std::uint16_t> half = dtype == DType::kF32 ? std::vector<std::uint16_t>() : rounded(mine, dtype);
+      std::vector<float> full_precision = mine;
+      const Tensor flat = dtype == DType::kF32
+                              ? flat_view(full_precision)
+                              : Tensor(half.data(), dtype, {static_cast<std::int64_t>(half.size())});
+      std::vector<double> want_losses;
+      std::vector<float> want_grads;
+      for (model::Recompute r : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+        SCOPED_TRACE(cat(dtype_name(dtype), " recompute ", static_cast<int>(r)));
+        const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, r, dtype);
+        model::FlatParams source(local, flat);
+        std::vector<float> grads(local.numel());
+        model::FlatGrads sink(local, flat_view(grads));
+        std::vector<double> losses;
+        for (int i = 0; i < 2; ++i) {
+          const std::vector<std::int32_t> seq = sequence(0, i);
+          losses.push_back(model->forward(seq.data(), seq.data() + 1, source));
+          model->backward(source, sink, 1.0f / (2 * kSeqLen));
+        }
+        if (r == model::Recompute::kNone) {
+          want_losses = losses, want_grads = grads;
+          continue;
+        }
+        EXPECT_EQ(losses, want_losses);
+        for (std::size_t i = 0; i < grads.size(); ++i) ASSERT_EQ(grads[i], want_grads[i]) << "gradient element " << i;
+      }
+    }
+  });
+}
+
+// The memory planner's activations row under parallel.tp (tp_activation_bytes) is what the model of
+// each precision and recompute mode allocates; bf16 and recomputation shrink it.
+TEST_P(ModelTp, PlannedActivationBytesAreWhatTheModelAllocates) {
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      std::size_t previous = 0;
+      for (model::Recompute r : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+        SCOPED_TRACE(cat(dtype_name(dtype), " recompute ", static_cast<int>(r)));
+        const auto model = make_tp_model(*be, *comms.tp, local, 2, sp, r, dtype);
+        const std::size_t planned = tp_activation_bytes(table.shape(), 2, g.tp, sp, r, dtype);
+        EXPECT_EQ(planned, model->activation_bytes());
+        EXPECT_EQ(model->compute_dtype(), dtype);
+        if (previous != 0) {
+          EXPECT_LT(planned, previous);  // none > selective > full
+        }
+        previous = planned;
+        if (dtype != DType::kF32) {
+          EXPECT_LT(planned, tp_activation_bytes(table.shape(), 2, g.tp, sp, r, DType::kF32));
+        }
+      }
+    }
   });
 }
 

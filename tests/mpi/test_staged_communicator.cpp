@@ -1,12 +1,14 @@
 // Host staging (dist.backend=mpi on a device backend) gives what the MPI communicator gives on the same
 // data, in place or not, for every collective; and 16-bit words (bf16 working weights) all-gather and
-// broadcast bit-exactly. The CPU backend stands in for the device: its copies are the staging copies.
+// broadcast bit-exactly, and 16-bit sums pass through. The CPU backend stands in for the device: its
+// copies are the staging copies.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/half.hpp"
 #include "dist/communicator.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "train/staged_communicator.hpp"
@@ -80,9 +82,11 @@ TEST_F(Staged, SixteenBitWordsGatherAndBroadcastBitExactly) {
   }
 }
 
-TEST_F(Staged, SixteenBitReductionsAreRefusedNotComputedWrongly) {
-  std::vector<std::uint16_t> x(4, 0x3f80);
-  EXPECT_THROW(staged.all_reduce({x.data(), x.size(), DType::kBF16}, ReduceOp::kSum), CommError);
+// 16-bit sums pass through the staging to the MPI communicator's fp32 accumulation (test_communicator).
+TEST_F(Staged, SixteenBitSumsGoThroughTheStaging) {
+  std::vector<std::uint16_t> x(4, 0x3f80);  // bf16 1.0
+  staged.all_reduce({x.data(), x.size(), DType::kBF16}, ReduceOp::kSum)->wait();
+  for (std::uint16_t h : x) ASSERT_EQ(h, backend::f32_to_bf16(static_cast<float>(w)));
 }
 
 // The process grid's groups come from split: through both decorators, a child reduces over its group

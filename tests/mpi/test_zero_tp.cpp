@@ -2,15 +2,19 @@
 // rank's shard table over its DP group exactly as it shards the whole model over the world, and the
 // losses of 10 steps equal one rank's (the same engine on a one-rank communicator) within 1e-5, for
 // GPT-2 and Llama (grouped-query attention, untied head), with and without sequence parallelism; the
-// memory planner's prediction for the grid (parallel.tp) is within 10% of the measured peak. And the
+// memory planner's prediction for the grid (parallel.tp) is within 10% of the measured peak, also in
+// bf16 with selective and full recomputation (which then also train on the same curve). And the
 // engine's gradient sum of squares over flat ranges, which the trainer's grid norm is built on.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "config/config.hpp"
+#include "config/options.hpp"
 #include "dist/grid.hpp"
 #include "model/init.hpp"
 #include "model/tp_split.hpp"
@@ -18,6 +22,7 @@
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "tp/tp_model.hpp"
+#include "train/tp_shards.hpp"
 #include "train/zero_model.hpp"
 
 namespace zt::tp {
@@ -63,7 +68,8 @@ struct Outcome {
 // kSteps optimizer steps; this rank's DP group takes micro-batches [dp_rank * share, ...).
 Outcome train(const config::Config& c, model::Model& model, const model::ParamTable& table, dist::Communicator& dp,
           const std::vector<float>& init, backend::Backend& be) {
-  optim::ZeroEngine engine(be, dp, train::units_of(table), train::params_of(table), static_cast<int>(c.train.zero_stage), 25);
+  optim::ZeroEngine engine(be, dp, train::units_of(table), train::params_of(table), static_cast<int>(c.train.zero_stage), 25,
+                           0, plan::compute_dtype(c.train.precision));
   engine.load_params(init.data());
   train::ZeroParams params(engine);
   train::ZeroGrads grads(engine);
@@ -122,6 +128,59 @@ TEST_P(ZeroOverTensorParallel, EveryStageMatchesOneRankAndThePlan) {
             << "predicted " << predicted << " measured " << got.peak_bytes;
       }
     }
+  }
+}
+
+// bf16 under tp=2 with SP at ZeRO 3: the plan (16-bit activations, the recompute mode's working set)
+// is within 10% of the measured peak, and selective and full recomputation give the same losses as
+// recompute=none bit for bit.
+TEST_P(ZeroOverTensorParallel, Bf16WithRecomputationMatchesThePlan) {
+  const auto& w = test::world();
+  if (w.size() % 2 != 0) GTEST_SKIP() << "needs an even world for tp=2";
+  auto world_comm = dist::make_mpi_communicator(w, 60);
+  config::Config c = small_config(3, GetParam());
+  c.train.precision = config::Precision::kBf16;
+  c.parallel.tp = 2;
+  c.parallel.sequence_parallel = true;
+  const model::ParamTable table(plan::model_shape(c.model));
+  std::vector<float> init(table.numel());
+  model::init_params(table, 3, init.data());
+  const dist::Grid g = dist::Grid::make(w.size(), 2, w.rank());
+  dist::GridComms comms = dist::split_grid(*world_comm, g);
+  const model::ParamTable local = model::tp_local_table(table, 2);
+  std::vector<double> want;
+  for (config::Recompute r : {config::Recompute::kNone, config::Recompute::kSelective, config::Recompute::kFull}) {
+    c.train.recompute = r;
+    SCOPED_TRACE(cat("recompute=", config::to_string(r)));
+    auto be = backend::make_cpu_backend(1);
+    const auto model = make_tp_model(*be, *comms.tp, local, 1, true, plan::recompute_mode(r), DType::kBF16);
+    const Outcome got = train(c, *model, local, *comms.dp, model::tp_cut_flat(table, local, init.data(), 2, g.tp_rank()), *be);
+    if (want.empty()) want = got.losses;
+    EXPECT_EQ(got.losses, want);
+    EXPECT_LT(got.losses.back(), got.losses.front());
+    const double predicted = static_cast<double>(plan::plan_memory(c, w.size(), 1, 0).total_bytes);
+    EXPECT_NEAR(predicted / static_cast<double>(got.peak_bytes), 1.0, 0.10)
+        << "predicted " << predicted << " measured " << got.peak_bytes;
+  }
+}
+
+// The grid norm (train/tp_shards.hpp) sums the TP ranks' split shards; an fp16 overflow (inf or NaN)
+// in one rank's shard gives every rank a non-finite norm, so the loss scaler skips the step everywhere.
+TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
+  const auto& w = test::world();
+  if (w.size() % 2 != 0) GTEST_SKIP() << "needs an even world for tp=2";
+  auto world_comm = dist::make_mpi_communicator(w, 60);
+  const dist::Grid g = dist::Grid::make(w.size(), 2, w.rank());
+  dist::GridComms comms = dist::split_grid(*world_comm, g);
+  const config::Config c = small_config(0, config::Arch::kGpt2);
+  const model::ParamTable local = model::tp_local_table(model::ParamTable(plan::model_shape(c.model)), 2);
+  auto be = backend::make_cpu_backend(1);
+  optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
+  engine.zero_grads();
+  EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, *comms.tp, {}), std::sqrt(18.0));  // 3 on each TP rank
+  for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    const double norm = train::grid_grad_norm(g.tp_rank() == 1 ? bad : 3.0, engine, *comms.tp, {});
+    EXPECT_FALSE(std::isfinite(norm)) << "TP rank " << g.tp_rank() << " got " << norm << " from " << bad << " on rank 1";
   }
 }
 
