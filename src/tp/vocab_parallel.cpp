@@ -78,55 +78,57 @@ std::vector<float> gather_logits(const TpContext& ctx, Tensor logits, std::int64
   return out;
 }
 
+// The device holds [N] lse f32 | [N] target columns i32 | [3N] slice statistics f32 (grown as needed).
+void VocabParallelCrossEntropy::bind(backend::Backend& be, std::int64_t N) {
+  const std::size_t bytes = static_cast<std::size_t>(5 * N) * sizeof(float);
+  if (device_.bytes() < bytes) device_ = be.allocate(bytes);
+  float* base = static_cast<float*>(device_.data());
+  lse_ = Tensor(base, DType::kF32, {N});
+  targets_ = Tensor(base + N, DType::kI32, {N});
+  stats_ = Tensor(base + 2 * N, DType::kF32, {N, 3});
+}
+
 std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tensor logits, const std::int32_t* targets,
                                                       std::int64_t lo, std::int64_t vocab) {
   const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
-  const std::int64_t real = std::clamp<std::int64_t>(vocab - lo, 0, Vs);  // columns that are real ids
-  std::vector<float> l(static_cast<std::size_t>(N * Vs));
-  backend::copy_to_host_as_f32(ctx.be, l.data(), logits);
-  // Per row: the group's max logit, then the sum of exp(l - max) and the target's logit.
-  std::vector<float> max(static_cast<std::size_t>(N), -std::numeric_limits<float>::infinity());
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t j = 0; j < real; ++j) max[n] = std::max(max[n], l[n * Vs + j]);
+  real_ = static_cast<int>(std::clamp<std::int64_t>(vocab - lo, 0, Vs));  // columns that are real ids
+  bind(ctx.be, N);
+  std::vector<std::int32_t> columns(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::int64_t c = targets[n] - lo;
+    columns[n] = targets[n] == backend::kIgnoreTarget ? backend::kIgnoreTarget
+                 : c >= 0 && c < real_              ? static_cast<std::int32_t>(c)
+                                                    : backend::kTargetInOtherSlice;
+  }
+  ctx.be.copy_from_host(targets_.data, columns.data(), columns.size() * sizeof(std::int32_t));
+  // This slice's (max, sum of exp(l - max), target logit) per row, on the device; 3N floats come back.
+  ctx.be.cross_entropy_slice_stats(stats_, logits, targets_, real_);
+  std::vector<float> stats(static_cast<std::size_t>(3 * N));
+  ctx.be.copy_to_host(stats.data(), stats_.data, stats.size() * sizeof(float));
+  std::vector<float> max(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) max[n] = stats[3 * n];
   const bool alone = ctx.group.size() == 1;  // tp = 1: nothing to combine
   if (!alone) all_reduce_host(ctx, staging_, max, dist::ReduceOp::kMax);
-  std::vector<float> sums(static_cast<std::size_t>(2 * N), 0.f);  // [sum exp | target logit]
+  std::vector<float> sums(static_cast<std::size_t>(2 * N), 0.f);  // [sum exp(l - M) | target logit]
   for (std::int64_t n = 0; n < N; ++n) {
-    double s = 0;
-    for (std::int64_t j = 0; j < real; ++j) s += std::exp(static_cast<double>(l[n * Vs + j]) - max[n]);
-    sums[n] = static_cast<float>(s);
-    const std::int64_t t = targets[n] - lo;
-    if (t >= 0 && t < real) sums[N + n] = l[n * Vs + t];
+    if (real_ > 0) sums[n] = static_cast<float>(stats[3 * n + 1] * std::exp(static_cast<double>(stats[3 * n]) - max[n]));
+    sums[N + n] = stats[3 * n + 2];
   }
   if (!alone) all_reduce_host(ctx, staging_, sums, dist::ReduceOp::kSum);
-  lse_.resize(static_cast<std::size_t>(N));
-  std::vector<float> losses(static_cast<std::size_t>(N));
+  std::vector<float> lse(static_cast<std::size_t>(N)), losses(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) {
-    lse_[n] = max[n] + std::log(sums[n]);
-    losses[n] = targets[n] == backend::kIgnoreTarget ? 0.f : lse_[n] - sums[N + n];  // outside the loss mask
+    lse[n] = max[n] + std::log(sums[n]);
+    losses[n] = targets[n] == backend::kIgnoreTarget ? 0.f : lse[n] - sums[N + n];  // outside the loss mask
   }
-  targets_.assign(targets, targets + N);
-  lo_ = lo, vocab_ = vocab;
+  ctx.be.copy_from_host(lse_.data, lse.data(), lse.size() * sizeof(float));
+  rows_ = N;
   return losses;
 }
 
 void VocabParallelCrossEntropy::backward(const TpContext& ctx, Tensor dlogits, Tensor logits, float dloss) {
   const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
-  ZT_CHECK_EQ(static_cast<std::size_t>(N), lse_.size(), "vocab-parallel cross-entropy: backward without forward");
-  ZT_CHECK_EQ(dlogits.numel(), logits.numel(), "vocab-parallel cross-entropy: dlogits must be shaped as logits");
-  const std::int64_t real = std::clamp<std::int64_t>(vocab_ - lo_, 0, Vs);
-  std::vector<float> g(static_cast<std::size_t>(N * Vs));
-  backend::copy_to_host_as_f32(ctx.be, g.data(), logits);
-  for (std::int64_t n = 0; n < N; ++n) {
-    float* row = g.data() + n * Vs;
-    if (targets_[n] == backend::kIgnoreTarget) {  // outside the loss mask: no gradient
-      std::fill(row, row + Vs, 0.f);
-      continue;
-    }
-    for (std::int64_t j = 0; j < Vs; ++j)
-      row[j] = j < real ? dloss * (std::exp(row[j] - lse_[n]) - (targets_[n] - lo_ == j ? 1.f : 0.f)) : 0.f;
-  }
-  backend::copy_from_host_f32(ctx.be, dlogits, g.data());
+  ZT_CHECK_EQ(N, rows_, "vocab-parallel cross-entropy: backward without forward");
+  ctx.be.cross_entropy_slice_backward(dlogits, logits, targets_, lse_, dloss, real_);
 }
 
 }  // namespace zt::tp

@@ -10,9 +10,10 @@
 // The cross-entropy (per row n, V real ids): M = max over the group of each rank's max logit, S = the
 // group's sum of exp(l - M), z = the target's logit from the rank holding it (0 elsewhere, summed):
 // loss = M + log S - z, and dlogits_r = dloss * (exp(l - M - log S) - onehot) on each rank's columns.
-// Three collectives of [N] values instead of [N, Vp]. Computed on the host from this rank's logits
-// (copied as f32; the [N] reductions staged through a small device buffer, as the group's communicator
-// takes device memory); a device kernel for it is left for later (issue 20).
+// Three collectives of [N] values instead of [N, Vp]. Each rank's slice statistics and its gradient
+// are the backend's (cross_entropy_slice_*, on the device); only [N]-sized values visit the host, where
+// they are combined (the reductions staged through a small device buffer, as the group's communicator
+// takes device memory).
 #pragma once
 
 #include <cstdint>
@@ -52,10 +53,14 @@ class VocabParallelCrossEntropy {
   void backward(const TpContext& ctx, backend::Tensor dlogits, backend::Tensor logits, float dloss);
 
  private:
-  std::vector<float> lse_;              // [N] log-sum-exp over the whole vocabulary, from forward
-  std::vector<std::int32_t> targets_;   // [N]
-  std::int64_t lo_ = 0, vocab_ = 0;
-  backend::Buffer staging_;             // the group's reductions go through device memory (vocab_parallel.cpp)
+  void bind(backend::Backend& be, std::int64_t rows);  // the device views below, for `rows` rows
+  backend::Buffer device_;    // holds the three views below
+  backend::Tensor lse_;       // [N] f32: log-sum-exp over the whole vocabulary, from forward
+  backend::Tensor targets_;   // [N] i32: the target's column in this slice, kTargetInOtherSlice or kIgnoreTarget
+  backend::Tensor stats_;     // [N, 3] f32: this slice's statistics (backend.hpp)
+  std::int64_t rows_ = -1;    // N of the last forward
+  int real_ = 0;              // columns of this slice that are real ids
+  backend::Buffer staging_;   // the group's reductions go through device memory (vocab_parallel.cpp)
 };
 
 }  // namespace zt::tp
