@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/dtype.hpp"
@@ -71,8 +72,14 @@ class Communicator {
 
   const CommStats& stats() const { return stats_; }
 
-  // Blocking reduction of one host value (loss sums, flags, norms), in double precision.
-  virtual double all_reduce_value(double value, ReduceOp op) = 0;
+  // Blocking reduction of host values (loss sums, flags, norms, the vocabulary-parallel loss's row
+  // statistics), in double precision, in place: each communicator stages them as its buffers must be
+  // (NCCL through a device buffer of its own), so callers never hand host memory to a device collective.
+  virtual void all_reduce_values(std::span<double> values, ReduceOp op) = 0;
+  double all_reduce_value(double value, ReduceOp op) {
+    all_reduce_values({&value, 1}, op);
+    return value;
+  }
 
   // A sub-communicator (MPI_Comm_split's rule): collective over this one; the ranks passing the same
   // color >= 0 form one group, ordered by key, then by rank here. The process grid (dist/grid.hpp)

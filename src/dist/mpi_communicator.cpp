@@ -185,12 +185,12 @@ class MpiCommunicator : public Communicator {
     w->wait();
   }
 
-  double all_reduce_value(double value, ReduceOp op) override {
-    auto w = start(cat("all_reduce of one value"));
-    double out = 0;
-    ZT_MPI(MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, mpi_op(op), comm_, w->request()));
+  void all_reduce_values(std::span<double> values, ReduceOp op) override {
+    auto w = start(cat("all_reduce of ", values.size(), " host value(s)"));
+    stats_.all_reduce_bytes += values.size_bytes();
+    ZT_MPI(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, mpi_op(op), comm_,
+                          w->request()));
     w->wait();
-    return out;
   }
 
   // MPI has no nonblocking MPI_Comm_split, so the ranks first meet in a nonblocking barrier under

@@ -149,19 +149,26 @@ class NcclCommunicator : public Communicator {
     });
   }
 
-  void barrier() override {
-    double zero = 0;
-    all_reduce_value(zero, ReduceOp::kSum);
-  }
+  void barrier() override { all_reduce_value(0, ReduceOp::kSum); }
 
-  double all_reduce_value(double value, ReduceOp op) override {
-    ZT_CUDA(cudaMemcpyAsync(scalar_, &value, sizeof value, cudaMemcpyHostToDevice, stream_));
-    launch("all_reduce of one value", [&] {
-      ZT_NCCL(ncclAllReduce(scalar_, scalar_, 1, ncclFloat64, nccl_op(op), comm_, stream_));
+  // Through this communicator's own device buffer (grown as needed; NCCL takes device memory only).
+  void all_reduce_values(std::span<double> values, ReduceOp op) override {
+    const std::size_t bytes = values.size_bytes();
+    if (bytes == 0) return;
+    if (bytes > scalar_bytes_) {
+      ZT_CUDA(cudaStreamSynchronize(stream_));
+      ZT_CUDA(cudaFree(scalar_));
+      scalar_ = nullptr;
+      ZT_CUDA(cudaMalloc(&scalar_, bytes));
+      scalar_bytes_ = bytes;
+    }
+    stats_.all_reduce_bytes += bytes;
+    ZT_CUDA(cudaMemcpyAsync(scalar_, values.data(), bytes, cudaMemcpyHostToDevice, stream_));
+    launch(cat("all_reduce of ", values.size(), " host value(s)"), [&] {
+      ZT_NCCL(ncclAllReduce(scalar_, scalar_, values.size(), ncclFloat64, nccl_op(op), comm_, stream_));
     })->wait();
-    ZT_CUDA(cudaMemcpyAsync(&value, scalar_, sizeof value, cudaMemcpyDeviceToHost, stream_));
+    ZT_CUDA(cudaMemcpyAsync(values.data(), scalar_, bytes, cudaMemcpyDeviceToHost, stream_));
     ZT_CUDA(cudaStreamSynchronize(stream_));
-    return value;
   }
 
   // The ranks first meet in a barrier under the deadline (a rank that never calls is a CommError
@@ -199,7 +206,8 @@ class NcclCommunicator : public Communicator {
   cudaStream_t compute_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  void* scalar_ = nullptr;
+  void* scalar_ = nullptr;  // all_reduce_values' staging, scalar_bytes_ long
+  std::size_t scalar_bytes_ = sizeof(double);
 };
 }  // namespace
 

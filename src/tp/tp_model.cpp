@@ -26,13 +26,13 @@ std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, i
 
 TpCommBytes tp_comm_bytes(const model::GptShape& s, int micro_batch, int tp, bool sequence_parallel, DType compute) {
   if (tp == 1) return {};
-  const std::uint64_t N = std::uint64_t(micro_batch) * s.seq_len, C = s.n_embd, L = s.n_layer, f32 = 4;
+  const std::uint64_t N = std::uint64_t(micro_batch) * s.seq_len, C = s.n_embd, L = s.n_layer, f32 = 4, f64 = 8;
   const std::uint64_t act = dtype_size(compute);
   const std::uint64_t activations = (4 * L + 2) * N * C, ce = 3 * N;
-  if (!sequence_parallel) return {act * activations + f32 * ce, 0, 0};
+  if (!sequence_parallel) return {act * activations + f64 * ce, 0, 0};
   const std::uint64_t norm_kinds = s.arch == model::Arch::kGpt2 ? 2 : 1;  // LayerNorm weight + bias; RMSNorm weight
   const std::uint64_t regathered = (2 * L + 1) * N * C;  // backward's column-parallel inputs
-  return {f32 * (ce + norm_kinds * (2 * L + 1) * C), act * (activations + regathered), act * activations};
+  return {f64 * ce + f32 * norm_kinds * (2 * L + 1) * C, act * (activations + regathered), act * activations};
 }
 
 double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const model::ParamTable& local,

@@ -28,7 +28,7 @@ std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, i
 // full recomputation repeats each block's forward collectives in backward), in dist::CommStats'
 // payload bytes (the buffer passed; gathers and scatters count the whole [N, C]). The [N, C]
 // activations travel in the compute dtype (its bytes below, f32 = 4), the cross-entropy's statistics
-// and the norms' weight gradients in f32.
+// in f64 (host values: Communicator::all_reduce_values) and the norms' weight gradients in f32.
 // With N = B*T rows, L blocks, C channels:
 //   without SP: all-reduce of [N, C] after the embedding and each row-parallel layer (2L) forward, and
 //     after each column-parallel layer's dinp (2L) and the LM head's backward: (4L + 2) N C; plus the

@@ -13,26 +13,12 @@ namespace zt::tp {
 using backend::Tensor;
 
 namespace {
-// The group's communicator reads and writes device memory (NCCL takes device pointers; the host-staged
-// MPI one copies from the device), so the host values the cross-entropy and the logits gather combine
-// travel through a device buffer of this rank's own (`staging`, grown as needed). On the CPU backend the
-// copies are memcpy: the same values as handing over the host vectors.
-float* staged(backend::Backend& be, backend::Buffer& staging, std::size_t count) {
-  if (staging.bytes() < count * sizeof(float)) staging = be.allocate(count * sizeof(float));
-  return static_cast<float*>(staging.data());
-}
-
-void all_reduce_host(const TpContext& ctx, backend::Buffer& staging, std::vector<float>& values, dist::ReduceOp op) {
-  float* on_device = staged(ctx.be, staging, values.size());
-  ctx.be.copy_from_host(on_device, values.data(), values.size() * sizeof(float));
-  ctx.group.all_reduce(dist::span_of(on_device, values.size()), op)->wait();
-  ctx.be.copy_to_host(values.data(), on_device, values.size() * sizeof(float));
-}
-
-// all = every rank's `mine`, in group rank order.
+// all = every rank's `mine`, in group rank order. The group's communicator takes device memory (NCCL
+// takes device pointers; the host-staged MPI one copies from the device), so the host values travel
+// through a device buffer (on the CPU backend the copies are memcpy).
 void all_gather_host(const TpContext& ctx, const std::vector<float>& mine, std::vector<float>& all) {
-  backend::Buffer staging;
-  float* on_device = staged(ctx.be, staging, mine.size() + all.size());  // [mine | all]
+  backend::Buffer staging = ctx.be.allocate((mine.size() + all.size()) * sizeof(float));
+  float* on_device = static_cast<float*>(staging.data());  // [mine | all]
   ctx.be.copy_from_host(on_device, mine.data(), mine.size() * sizeof(float));
   ctx.group.all_gather(dist::span_of(on_device, mine.size()), dist::span_of(on_device + mine.size(), all.size()))->wait();
   ctx.be.copy_to_host(all.data(), on_device + mine.size(), all.size() * sizeof(float));
@@ -105,20 +91,21 @@ std::vector<float> VocabParallelCrossEntropy::forward(const TpContext& ctx, Tens
   ctx.be.cross_entropy_slice_stats(stats_, logits, targets_, real_);
   std::vector<float> stats(static_cast<std::size_t>(3 * N));
   ctx.be.copy_to_host(stats.data(), stats_.data, stats.size() * sizeof(float));
-  std::vector<float> max(static_cast<std::size_t>(N));
+  std::vector<double> max(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) max[n] = stats[3 * n];
   const bool alone = ctx.group.size() == 1;  // tp = 1: nothing to combine
-  if (!alone) all_reduce_host(ctx, staging_, max, dist::ReduceOp::kMax);
-  std::vector<float> sums(static_cast<std::size_t>(2 * N), 0.f);  // [sum exp(l - M) | target logit]
+  if (!alone) ctx.group.all_reduce_values(max, dist::ReduceOp::kMax);
+  std::vector<double> sums(static_cast<std::size_t>(2 * N), 0.0);  // [sum exp(l - M) | target logit]
   for (std::int64_t n = 0; n < N; ++n) {
-    if (real_ > 0) sums[n] = static_cast<float>(stats[3 * n + 1] * std::exp(static_cast<double>(stats[3 * n]) - max[n]));
+    if (real_ > 0) sums[n] = stats[3 * n + 1] * std::exp(stats[3 * n] - max[n]);
     sums[N + n] = stats[3 * n + 2];
   }
-  if (!alone) all_reduce_host(ctx, staging_, sums, dist::ReduceOp::kSum);
+  if (!alone) ctx.group.all_reduce_values(sums, dist::ReduceOp::kSum);
   std::vector<float> lse(static_cast<std::size_t>(N)), losses(static_cast<std::size_t>(N));
   for (std::int64_t n = 0; n < N; ++n) {
-    lse[n] = max[n] + std::log(sums[n]);
-    losses[n] = targets[n] == backend::kIgnoreTarget ? 0.f : lse[n] - sums[N + n];  // outside the loss mask
+    const double row_lse = max[n] + std::log(sums[n]);
+    lse[n] = static_cast<float>(row_lse);
+    losses[n] = targets[n] == backend::kIgnoreTarget ? 0.f : static_cast<float>(row_lse - sums[N + n]);  // mask
   }
   ctx.be.copy_from_host(lse_.data, lse.data(), lse.size() * sizeof(float));
   rows_ = N;

@@ -10,10 +10,9 @@
 // The cross-entropy (per row n, V real ids): M = max over the group of each rank's max logit, S = the
 // group's sum of exp(l - M), z = the target's logit from the rank holding it (0 elsewhere, summed):
 // loss = M + log S - z, and dlogits_r = dloss * (exp(l - M - log S) - onehot) on each rank's columns.
-// Three collectives of [N] values instead of [N, Vp]. Each rank's slice statistics and its gradient
-// are the backend's (cross_entropy_slice_*, on the device); only [N]-sized values visit the host, where
-// they are combined (the reductions staged through a small device buffer, as the group's communicator
-// takes device memory).
+// Two reductions of [N] and [2N] host values (Communicator::all_reduce_values) instead of [N, Vp]
+// logits: each rank's slice statistics and its gradient are the backend's (cross_entropy_slice_*, on the
+// device), and only those row values visit the host.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +59,6 @@ class VocabParallelCrossEntropy {
   backend::Tensor stats_;     // [N, 3] f32: this slice's statistics (backend.hpp)
   std::int64_t rows_ = -1;    // N of the last forward
   int real_ = 0;              // columns of this slice that are real ids
-  backend::Buffer staging_;   // the group's reductions go through device memory (vocab_parallel.cpp)
 };
 
 }  // namespace zt::tp

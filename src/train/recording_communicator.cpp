@@ -83,12 +83,11 @@ void RecordingCommunicator::barrier() {
   copy_stats();
 }
 
-double RecordingCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
+void RecordingCommunicator::all_reduce_values(std::span<double> values, dist::ReduceOp op) {
   pass_settings();
-  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kAllReduce, sizeof value, context());
-  const double out = inner().all_reduce_value(value, op);
+  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kAllReduce, values.size_bytes(), context());
+  inner().all_reduce_values(values, op);
   copy_stats();
-  return out;
 }
 
 std::unique_ptr<dist::Communicator> RecordingCommunicator::split(int color, int key) {

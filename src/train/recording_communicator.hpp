@@ -22,7 +22,7 @@ class RecordingCommunicator final : public dist::ForwardingCommunicator {
   std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   void barrier() override;
-  double all_reduce_value(double value, dist::ReduceOp op) override;
+  void all_reduce_values(std::span<double> values, dist::ReduceOp op) override;
   // The split itself is recorded (a barrier over this group), and the child records into the same ring
   // and sequence: the trainer's TP and DP groups (parallel.tp) run the same program on every rank, so
   // collective #n is the same call on every rank (its own group's), and the hang report compares the

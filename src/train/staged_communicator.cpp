@@ -69,11 +69,10 @@ void StagedCommunicator::barrier() {
   copy_stats();
 }
 
-double StagedCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
+void StagedCommunicator::all_reduce_values(std::span<double> values, dist::ReduceOp op) {
   pass_settings();
-  const double out = inner().all_reduce_value(value, op);
+  inner().all_reduce_values(values, op);  // host values: the host communicator takes them as they are
   copy_stats();
-  return out;
 }
 
 std::unique_ptr<dist::Communicator> StagedCommunicator::split(int color, int key) {

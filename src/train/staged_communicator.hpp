@@ -23,7 +23,7 @@ class StagedCommunicator final : public dist::ForwardingCommunicator {
   std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   void barrier() override;
-  double all_reduce_value(double value, dist::ReduceOp op) override;
+  void all_reduce_values(std::span<double> values, dist::ReduceOp op) override;
   // The host communicator's split, staged through the same device backend.
   std::unique_ptr<dist::Communicator> split(int color, int key) override;
 

@@ -65,8 +65,8 @@ void TimedCommunicator::barrier() {
   timed([](dist::Communicator& c) { c.barrier(); });
 }
 
-double TimedCommunicator::all_reduce_value(double value, dist::ReduceOp op) {
-  return timed([&](dist::Communicator& c) { return c.all_reduce_value(value, op); });
+void TimedCommunicator::all_reduce_values(std::span<double> values, dist::ReduceOp op) {
+  timed([&](dist::Communicator& c) { c.all_reduce_values(values, op); });
 }
 
 std::unique_ptr<dist::Communicator> TimedCommunicator::split(int color, int key) {

@@ -22,7 +22,7 @@ class TimedCommunicator final : public dist::ForwardingCommunicator {
   std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   void barrier() override;
-  double all_reduce_value(double value, dist::ReduceOp op) override;
+  void all_reduce_values(std::span<double> values, dist::ReduceOp op) override;
   // A timed child of the inner communicator's split; it counts its own blocked time (a caller timing
   // a step over several groups adds their blocked_ms()).
   std::unique_ptr<dist::Communicator> split(int color, int key) override;

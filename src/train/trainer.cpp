@@ -458,12 +458,9 @@ bool Trainer::data_error_anywhere() {
 // comm_'s collectives read and write device memory (NCCL takes device pointers; the host-staged MPI
 // path copies from the device), so host flags travel through a small device buffer of this rank's own.
 void Trainer::agree_max(std::int32_t* flags, std::size_t n) {
-  const std::size_t bytes = n * sizeof(std::int32_t);
-  if (flags_on_device_.bytes() < bytes) flags_on_device_ = backend_->allocate(bytes);
-  auto* on_device = static_cast<std::int32_t*>(flags_on_device_.data());
-  backend_->copy_from_host(on_device, flags, bytes);
-  comm_->all_reduce(dist::span_of(on_device, n), dist::ReduceOp::kMax)->wait();
-  backend_->copy_to_host(flags, on_device, bytes);
+  std::vector<double> values(flags, flags + n);  // exact: small integers
+  comm_->all_reduce_values(values, dist::ReduceOp::kMax);
+  for (std::size_t i = 0; i < n; ++i) flags[i] = static_cast<std::int32_t>(values[i]);
 }
 
 // Every rank gets here together (the failure was agreed on), so the gather is no per-rank collective.

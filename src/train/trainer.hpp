@@ -91,7 +91,6 @@ class Trainer {
   std::optional<dist::WorldRecording> world_recording_;  // the world's agreements into ring_ while this lives
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<dist::Communicator> comm_;
-  backend::Buffer flags_on_device_;  // agree_max's staging (after backend_: released before it)
   model::ParamTable table_;
   dist::Grid grid_;                               // world = parallel.tp x data-parallel ranks
   dist::GridComms grid_comms_;                    // tp > 1: this rank's TP and DP groups (split from comm_)

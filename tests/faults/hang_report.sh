@@ -81,7 +81,7 @@ grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) sent no notes within 
 answered stopped 0 2 3
 
 case_run skipped "debug.skip_collective_at_step=4: leaving out" --ckpt.every=4 --debug.rank=2 --debug.skip_collective_at_step=4
-grep -Eq "hang report: rank 2 on node $host \(pid [0-9]+\) skipped all_reduce #[0-9]+ \(step 5 start [^;]*; 12 B\): it went on to world agreement #[0-9]+ \(step 4 checkpoint start" <<<"$report" ||
+grep -Eq "hang report: rank 2 on node $host \(pid [0-9]+\) skipped all_reduce #[0-9]+ \(step 5 start [^;]*; 24 B\): it went on to world agreement #[0-9]+ \(step 4 checkpoint start" <<<"$report" ||
   fail "skipped: the report does not name rank 2's skipped all-reduce"
 answered skipped 0 1 2 3
 
