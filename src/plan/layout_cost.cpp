@@ -11,7 +11,13 @@
 //   DP comm    the ZeRO engine's traffic (tools/bench/zero/report.py): stage 0 an all-reduce of Psi, 1 a
 //              reduce-scatter + all-gather of Psi, 2 a reduce-scatters (one per micro-batch) + an
 //              all-gather, 3 2a all-gathers + a reduce-scatters, Psi = 4 bytes x the stage's TP-local
-//              parameters; ring collectives, exposed (no overlap with backward assumed: conservative);
+//              parameters (gathers move the compute dtype's bytes: half of that in bf16); ring collectives. The engine starts each unit's reduction while the backward
+//              goes on (optim/zero/engine.cpp), so on GPUs (plan's overlap) traffic hides behind compute:
+//              stage 0's all-reduce and stage 1's reduce-scatter behind the last micro-batch's backward
+//              (2/3 of its compute), stage 2's reduce-scatters behind every backward, stage 3's gathers
+//              and reduce-scatters behind the whole forward and backward; the all-gather of updated
+//              slices after the optimizer (stages 1-2) and the per-message latency stay exposed. On the
+//              CPU backend nothing hides (the same cores compute and reduce);
 //   PP comm    each micro-batch sends its activation [B, T, C] forward and its gradient back over every
 //              boundary (v times with the interleaved schedule), exposed;
 //   bubble     (p-1)/v idle micro-batch slots: fraction (p-1)/(v m + p-1) of the pipeline's time.
@@ -32,7 +38,7 @@ bool pipeline_available(int pp) { return pp >= 1; }
 Machine machine_of(const config::PlanConfig& p, std::int64_t world, std::uint64_t capacity, config::Device device,
                    int threads) {
   return {world, p.gpus_per_node, p.intra_node_gbps, p.inter_node_gbps, p.gpu_tflops, p.compute_efficiency,
-          p.link_latency_us * 1e-6, capacity, device, threads};
+          p.link_latency_us * 1e-6, capacity, device, threads, device == config::Device::kCuda};
 }
 
 double bubble_fraction(int pp, int micro_batches, int vpp) {
@@ -132,14 +138,19 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     const model::ParamTable global(stage);
     const double psi = 4.0 * static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel());
     const double bw = std::int64_t{l.tp} * l.dp <= m.gpus_per_node ? intra : inter;
-    const double units = lp + 2;
-    const double a = micro;
-    switch (l.zero_stage) {
-      case 0: t.dp_comm = ring_s(psi, l.dp, bw, 2) + std::ceil(psi / (25 << 20)) * m.latency_s; break;
-      case 1: t.dp_comm = ring_s(psi, l.dp, bw, 2) + 2 * units * m.latency_s; break;
-      case 2: t.dp_comm = ring_s(psi, l.dp, bw, a + 1) + (a + 1) * units * m.latency_s; break;
-      default: t.dp_comm = ring_s(psi, l.dp, bw, 3 * a) + 3 * a * units * m.latency_s; break;
-    }
+    const double units = lp + 2, a = micro;
+    const double last_backward = t.compute / micro * 2 / 3;
+    struct Traffic {
+      double hideable, behind, exposed;  // seconds of traffic that may hide, of compute it hides behind, after it
+    };
+    // Gradients reduce in fp32; parameters gather in the compute dtype (the engine's working copy).
+    const double pass = ring_s(psi, l.dp, bw, 1), gather = pass * static_cast<double>(dtype_size(compute_dtype(
+                                                                       l.tp > 1 ? config::Precision::kFp32 : c.train.precision))) / 4;
+    const Traffic tr = l.zero_stage == 0 ? Traffic{2 * pass, last_backward, std::ceil(psi / (25 << 20)) * m.latency_s}
+                     : l.zero_stage == 1 ? Traffic{pass, last_backward, gather + 2 * units * m.latency_s}
+                     : l.zero_stage == 2 ? Traffic{a * pass, t.compute * 2 / 3, gather + (a + 1) * units * m.latency_s}
+                                         : Traffic{a * (pass + 2 * gather), t.compute, 3 * a * units * m.latency_s};
+    t.dp_comm = tr.exposed + (m.overlap ? std::max(0.0, tr.hideable - tr.behind) : tr.hideable);
   }
   if (l.pp > 1) {
     const bool fp32 = l.tp > 1 || c.train.precision == config::Precision::kFp32;

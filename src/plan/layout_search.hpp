@@ -28,6 +28,8 @@ struct Machine {
   std::uint64_t capacity_bytes = 0;          // per device (0 = unbounded)
   config::Device device = config::Device::kCuda;
   int threads = 1;                           // CPU threads per rank (the CPU workspace depends on it)
+  bool overlap = true;                       // DP traffic hides behind compute (GPUs: NCCL on its own
+                                             // stream); not on the CPU backend, whose cores do both
 };
 Machine machine_of(const config::PlanConfig& p, std::int64_t world, std::uint64_t capacity, config::Device device,
                    int threads);
@@ -49,7 +51,7 @@ double bubble_fraction(int pp, int micro_batches, int vpp);
 
 // Seconds per optimizer step on the critical path of one device.
 struct StepTime {
-  double compute = 0, tp_comm = 0, dp_comm = 0, pp_comm = 0, bubble = 0;
+  double compute = 0, tp_comm = 0, dp_comm = 0, pp_comm = 0, bubble = 0;  // dp_comm: what is not hidden
   double total() const { return compute + tp_comm + dp_comm + pp_comm + bubble; }
 };
 

@@ -2,7 +2,7 @@
 # The layout planner's predicted step time (`ztrain --plan --plan.search`, the "configured" line) against
 # measured ms/step on CPU ranks (mpirun --oversubscribe), for layouts ztrain runs today: data parallel on
 # 1, 2 and 4 ranks, parallel.tp 2 and 2 x 2, ZeRO stages, recompute, micro-batch sizes. Prints the table.
-#   tools/bench/plan_search_vs_measured.sh [--warmup 2] [--steps 8] [--out DIR]
+#   tools/bench/plan_search_vs_measured.sh [--warmup 2] [--steps 12] [--out DIR]
 # Calibration, all measured here by this script with `ztrain --preflight` on the same number of ranks
 # (all ranks at once, 1 thread each, so oversubscription, 4 ranks on 2 cores, and the machine's other
 # load are in the numbers rather than modelled as cores / ranks):
@@ -11,13 +11,15 @@
 #                         that on 1 (plan.compute_efficiency stays 1: the fit is the achieved rate);
 #   plan.intra_node_gbps  the all-reduce bus bandwidth at 4 MiB (the MPI host path; 1 rank: unused);
 #   plan.link_latency_us  the time of the 64 KiB all-reduce (an upper bound on the per-message cost);
+# Measured: the fastest step after the warm-up (this machine is shared: the fastest step is the one the
+# other load disturbed least; the median is printed beside it).
 # Model: GPT-2 n_layer 4, n_embd 128, n_head 4, seq_len 128, vocab 4096, global batch 16, fp32, 1 thread
 # a rank. ZT_BENCH_MAX_LOAD=1 waits for a quiet machine before each run (tools/bench/wait_quiet.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 source "$root/tools/bench/wait_quiet.sh"
 build=${ZT_BUILD_DIR:-$root/build}
-warmup=2 steps=8 out=""
+warmup=2 steps=12 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --warmup) warmup=$2; shift 2 ;;
@@ -95,7 +97,8 @@ measure() {  # name np flags...
   python3 -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(statistics.median(r["step_ms"] for r in rows if "step_ms" in r and r["step"] > int(sys.argv[2])))' \
+ms = [r["step_ms"] for r in rows if "step_ms" in r and r["step"] > int(sys.argv[2])]
+print(min(ms), statistics.median(ms))' \
     "$out/$tag.jsonl" "$warmup"
 }
 
@@ -106,17 +109,17 @@ for entry in "${layouts[@]}"; do
   read -ra f <<<"$flags"
   load=$(wait_quiet)
   echo "measuring $name on $np rank(s) ..." >&2
-  ms=$(measure "$name" "$np" "${f[@]}")
+  read -r ms med < <(measure "$name" "$np" "${f[@]}")
   if [ -z "$rate" ]; then  # the first layout fits the rate: at 1 TFLOP/s it is predicted p ms, so rate = p / measured
     p1=$(predict "$np" 1 "${f[@]}")
     rate=$(python3 -c "import sys; print(float(sys.argv[1]) / float(sys.argv[2]))" "$p1" "$ms")
   fi
   pred=$(predict "$np" "$rate" "${f[@]}")
-  rows+=("$name|$np|$pred|$ms|$load")
+  rows+=("$name|$np|$pred|$ms|$load|$med")
 done
 
-printf 'plan search vs measured: GPT-2 L=4 C=128 H=4 T=128 V=4096, global batch 16, fp32, 1 thread/rank, %s cores, %s + %s steps (median)\n' \
-  "$cores" "$warmup" "$steps"
+printf 'plan search vs measured: GPT-2 L=4 C=128 H=4 T=128 V=4096, global batch 16, fp32, 1 thread/rank, %s cores, fastest of %s steps after %s warm-up\n' \
+  "$cores" "$steps" "$warmup"
 for np in 1 2 4; do
   python3 -c '
 import sys
@@ -127,14 +130,15 @@ print(f"calibration on {np} rank(s){over}: GEMM {float(g) / 1e9:.1f} GFLOP/s a r
     "$np" "${gemm[$np]}" "${bw[$np]}" "${lat[$np]}" "$cores"
 done
 python3 -c "import sys; print(f'fitted rate of one rank alone: {float(sys.argv[1]) * 1e3:.1f} GFLOP/s (the first row: its FLOPs over its measured time)')" "$rate"
-printf '%-24s %5s %13s %12s %8s %6s\n' layout ranks "predicted ms" "measured ms" error load
+printf '%-24s %5s %13s %12s %8s %11s %6s\n' layout ranks "predicted ms" "measured ms" error "(median)" load
 for r in "${rows[@]}"; do
-  IFS='|' read -r name np pred ms load <<<"$r"
+  IFS='|' read -r name np pred ms load med <<<"$r"
   python3 -c '
 import sys
-name, np, pred, ms, load = sys.argv[1:]
+name, np, pred, ms, load, med = sys.argv[1:]
 p, m = float(pred), float(ms)
-print(f"{name:<24} {np:>5} {p:13.1f} {m:12.1f} {100 * (p - m) / m:+7.1f}% {load:>6}")' "$name" "$np" "$pred" "$ms" "$load"
+print(f"{name:<24} {np:>5} {p:13.1f} {m:12.1f} {100 * (p - m) / m:+7.1f}% {float(med):11.1f} {load:>6}")' \
+    "$name" "$np" "$pred" "$ms" "$load" "$med"
 done
 python3 -c '
 import sys

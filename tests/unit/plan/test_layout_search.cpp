@@ -134,6 +134,7 @@ TEST(LayoutSearch, StepTermsFollowTheirFormulas) {
   const config::Config c = gpt2_small();
   Machine m = gpus(8, 4, 80);
   m.latency_s = 0;
+  m.overlap = false;  // the bytes alone (the CPU backend's model)
   // Compute splits evenly over the world; full recompute adds a forward (less than the x4/3 of 6N+attn
   // for the head, which is not recomputed).
   const StepTime dp8 = predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, m);
@@ -152,6 +153,7 @@ TEST(LayoutSearch, StepTermsFollowTheirFormulas) {
   // DP inside a node (tp*dp <= gpus_per_node) rides the faster link.
   Machine one_node = gpus(8, 8, 80);
   one_node.latency_s = 0;
+  one_node.overlap = false;
   EXPECT_NEAR(predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, m).dp_comm /
                   predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, one_node).dp_comm,
               m.intra_gbps / m.inter_gbps, 1e-9);
@@ -159,6 +161,25 @@ TEST(LayoutSearch, StepTermsFollowTheirFormulas) {
   const StepTime tp2 = predict_step(c, {2, 1, 1, 4, 1, 8, config::Recompute::kNone, 0}, m);
   EXPECT_GT(tp2.tp_comm, 0);
   EXPECT_EQ(predict_step(c, {4, 1, 1, 1, 1, 32, config::Recompute::kNone, 0}, gpus(4, 4, 80)).dp_comm, 0);
+}
+
+TEST(LayoutSearch, OverlapHidesTrafficBehindComputeButNotTheAllGatherAfterTheOptimizer) {
+  const config::Config c = gpt2_small();
+  Machine m = gpus(8, 4, 80), serial = m;
+  m.latency_s = serial.latency_s = 0;
+  serial.overlap = false;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const Layout l{1, 1, 1, 8, 1, 4, config::Recompute::kNone, stage};
+    const double hidden = predict_step(c, l, m).dp_comm, bytes = predict_step(c, l, serial).dp_comm;
+    EXPECT_LE(hidden, bytes) << "stage " << stage;
+    if (stage == 1) {
+      EXPECT_GE(hidden, bytes / 2 * (1 - 1e-12));  // the all-gather half stays
+    }
+  }
+  // Slow links: the traffic outgrows the compute and shows again.
+  Machine slow = m;
+  slow.inter_gbps = 0.001;
+  EXPECT_GT(predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, slow).dp_comm, 0);
 }
 
 TEST(LayoutSearch, StageZeroHoldsAtMostPpMicroBatchesOfActivations) {
