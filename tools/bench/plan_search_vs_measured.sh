@@ -3,14 +3,16 @@
 # measured ms/step on CPU ranks (mpirun --oversubscribe), for layouts ztrain runs today: data parallel on
 # 1, 2 and 4 ranks, parallel.tp 2 and 2 x 2, ZeRO stages, recompute, micro-batch sizes. Prints the table.
 #   tools/bench/plan_search_vs_measured.sh [--warmup 2] [--steps 12] [--out DIR]
-# Calibration, all measured here by this script with `ztrain --preflight` on the same number of ranks
-# (all ranks at once, 1 thread each, so oversubscription, 4 ranks on 2 cores, and the machine's other
-# load are in the numbers rather than modelled as cores / ranks):
-#   plan.gpu_tflops       fitted on the first layout (1 rank, compute only: its FLOPs over its measured time),
-#                         and on n ranks scaled by the median rank's fp32 GEMM rate (n=1024) on n ranks over
-#                         that on 1 (plan.compute_efficiency stays 1: the fit is the achieved rate);
-#   plan.intra_node_gbps  the all-reduce bus bandwidth at 4 MiB (the MPI host path; 1 rank: unused);
-#   plan.link_latency_us  the time of the 64 KiB all-reduce (an upper bound on the per-message cost);
+# Two predictions per layout, from the planner's own formulas (ztrain --plan --plan.search, predicted at
+# two rates to split its compute term F / rate from its communication term):
+#   A  one fit: plan.gpu_tflops fitted on the first layout (1 rank, compute only: its FLOPs over its
+#      measured time), shared as cores / ranks when the ranks outnumber the cores (4 ranks on 2 cores get
+#      half a core each: the planner's honest model of oversubscription);
+#   B  one fit per rank count: the rate fitted on the first layout of each count (so the machine's share
+#      for that many ranks is measured), which checks the communication, ZeRO, TP, recompute and
+#      micro-batch terms on the others;
+# links from `ztrain --preflight` on 2 and 4 ranks: plan.intra_node_gbps the all-reduce bus bandwidth at
+# 4 MiB (the MPI host path), plan.link_latency_us the 64 KiB all-reduce's time (an upper bound).
 # Measured: the fastest step after the warm-up (this machine is shared: the fastest step is the one the
 # other load disturbed least; the median is printed beside it).
 # Model: GPT-2 n_layer 4, n_embd 128, n_head 4, seq_len 128, vocab 4096, global batch 16, fp32, 1 thread
@@ -43,8 +45,7 @@ cores=$(nproc)
 model=(--train.device=cpu --train.threads=1 --model.n_layer=4 --model.n_embd=128 --model.n_head=4 --model.seq_len=128
        --model.vocab_size=4096 --train.global_batch=16)
 
-# A --preflight JSON field: the median rank's GEMM flops, or the all-reduce's bus bandwidth at 4 MiB
-# (bw) or time at 64 KiB (lat).
+# A --preflight JSON field: the all-reduce's bus bandwidth at 4 MiB (bw) or time at 64 KiB (lat).
 preflight() {  # np
   mpirun --oversubscribe -np "$1" "$build/bin/ztrain" "${model[@]}" --preflight --preflight.iters=5 \
     --preflight.max_mb=4 --preflight.min_fraction=0 2>/dev/null | grep '^{"event": "preflight"' || true
@@ -54,16 +55,15 @@ field() {  # json what
 import json, statistics, sys
 o = json.loads(sys.argv[1]); what = sys.argv[2]
 ar = {c["bytes"]: c for c in o["collectives"] if c["op"] == "all_reduce"}
-if what == "gemm": print(statistics.median(g["flops"] for g in o["gemm"]))
-elif what == "bw": print(max(1e-3, ar[max(ar)]["busbw_gbs"]) if ar else 1)
+if what == "bw": print(max(1e-3, ar[max(ar)]["busbw_gbs"]) if ar else 1)
 else: print(max(1.0, ar[min(ar)]["time_us"]) if ar else 1)' "$1" "$2"
 }
-echo "calibrating (ztrain --preflight on 1, 2 and 4 ranks) ..." >&2
-declare -A gemm bw lat
-for np in 1 2 4; do
+echo "calibrating the links (ztrain --preflight on 2 and 4 ranks) ..." >&2
+declare -A bw lat
+bw[1]=1 lat[1]=1  # one rank: no link
+for np in 2 4; do
   j=$(preflight "$np")
-  [ -n "$j" ] || { echo "plan_search_vs_measured.sh: ztrain --preflight on $np rank(s) printed no summary" >&2; exit 1; }
-  gemm[$np]=$(field "$j" gemm)
+  [ -n "$j" ] || { echo "plan_search_vs_measured.sh: ztrain --preflight on $np ranks printed no summary" >&2; exit 1; }
   bw[$np]=$(field "$j" bw)
   lat[$np]=$(field "$j" lat)
 done
@@ -80,12 +80,12 @@ layouts=(
   "tp2 x dp2 mb2 zero1    |4|--parallel.tp=2 --train.micro_batch=2 --train.zero_stage=1"
 )
 
-predict() {  # np rate flags... (rate: the fitted TFLOP/s of one rank alone)
+predict() {  # np rate flags...: the planner's ms/step at plan.gpu_tflops=rate
   local np=$1 rate=$2; shift 2
   "$build/bin/ztrain" "${model[@]}" "$@" --plan --plan.search --plan.world_size="$np" --plan.gpus_per_node="$np" \
-    --plan.gpu_tflops="$(python3 -c "import sys; r, g, g1 = map(float, sys.argv[1:]); print(r * g / g1)" "$rate" "${gemm[$np]}" "${gemm[1]}")" \
-    --plan.compute_efficiency=1 --plan.intra_node_gbps="${bw[$np]}" --plan.inter_node_gbps="${bw[$np]}" \
-    --plan.link_latency_us="${lat[$np]}" | sed -n 's/.*configured (.*): predicted \([0-9.]*\) ms\/step.*/\1/p'
+    --plan.gpu_tflops="$rate" --plan.compute_efficiency=1 --plan.intra_node_gbps="${bw[$np]}" \
+    --plan.inter_node_gbps="${bw[$np]}" --plan.link_latency_us="${lat[$np]}" |
+    sed -n 's/.*configured (.*): predicted \([0-9.]*\) ms\/step.*/\1/p'
 }
 measure() {  # name np flags...
   local name=$1 np=$2; shift 2
@@ -102,7 +102,6 @@ print(min(ms), statistics.median(ms))' \
     "$out/$tag.jsonl" "$warmup"
 }
 
-rate=""
 rows=()
 for entry in "${layouts[@]}"; do
   IFS='|' read -r name np flags <<<"$entry"
@@ -110,37 +109,48 @@ for entry in "${layouts[@]}"; do
   load=$(wait_quiet)
   echo "measuring $name on $np rank(s) ..." >&2
   read -r ms med < <(measure "$name" "$np" "${f[@]}")
-  if [ -z "$rate" ]; then  # the first layout fits the rate: at 1 TFLOP/s it is predicted p ms, so rate = p / measured
-    p1=$(predict "$np" 1 "${f[@]}")
-    rate=$(python3 -c "import sys; print(float(sys.argv[1]) / float(sys.argv[2]))" "$p1" "$ms")
-  fi
-  pred=$(predict "$np" "$rate" "${f[@]}")
-  rows+=("$name|$np|$pred|$ms|$load|$med")
+  p1=$(predict "$np" 1 "${f[@]}")
+  p2=$(predict "$np" 2 "${f[@]}")
+  rows+=("$name|$np|$p1|$p2|$ms|$med|$load")
 done
 
 printf 'plan search vs measured: GPT-2 L=4 C=128 H=4 T=128 V=4096, global batch 16, fp32, 1 thread/rank, %s cores, fastest of %s steps after %s warm-up\n' \
   "$cores" "$steps" "$warmup"
-for np in 1 2 4; do
-  python3 -c '
-import sys
-np, g, bw, lat, cores = sys.argv[1:]
-link = f", all-reduce {float(bw):.3f} GB/s, {float(lat):.0f} us at 64 KiB" if np != "1" else ""
-over = f" (oversubscribed: {np} ranks on {cores} cores)" if int(np) > int(cores) else ""
-print(f"calibration on {np} rank(s){over}: GEMM {float(g) / 1e9:.1f} GFLOP/s a rank{link} (--preflight)")' \
-    "$np" "${gemm[$np]}" "${bw[$np]}" "${lat[$np]}" "$cores"
+for np in 2 4; do
+  printf 'links on %s ranks (--preflight): all-reduce %.3f GB/s at 4 MiB, %.0f us at 64 KiB\n' "$np" "${bw[$np]}" "${lat[$np]}"
 done
-python3 -c "import sys; print(f'fitted rate of one rank alone: {float(sys.argv[1]) * 1e3:.1f} GFLOP/s (the first row: its FLOPs over its measured time)')" "$rate"
-printf '%-24s %5s %13s %12s %8s %11s %6s\n' layout ranks "predicted ms" "measured ms" error "(median)" load
-for r in "${rows[@]}"; do
-  IFS='|' read -r name np pred ms load med <<<"$r"
-  python3 -c '
+python3 - "$cores" "${rows[@]}" <<'PY'
 import sys
-name, np, pred, ms, load, med = sys.argv[1:]
-p, m = float(pred), float(ms)
-print(f"{name:<24} {np:>5} {p:13.1f} {m:12.1f} {100 * (p - m) / m:+7.1f}% {float(med):11.1f} {load:>6}")' \
-    "$name" "$np" "$pred" "$ms" "$load" "$med"
-done
-python3 -c '
-import sys
-errs = [abs(float(p) - float(m)) / float(m) for p, m in (r.split("|")[2:4] for r in sys.argv[1:])]
-print(f"mean |error| {100 * sum(errs) / len(errs):.1f}% over {len(errs)} layouts (the first fits the rate), max {100 * max(errs):.1f}%")' "${rows[@]}"
+cores = int(sys.argv[1])
+rows = []
+for r in sys.argv[2:]:
+    name, np, p1, p2, ms, med, load = r.split("|")
+    p1, p2 = float(p1), float(p2)
+    f = 2 * (p1 - p2)  # compute ms at 1 TFLOP/s; the rest does not scale with the rate
+    rows.append(dict(name=name, np=int(np), f=f, comm=p1 - f, ms=float(ms), med=float(med), load=load))
+first = rows[0]
+rate1 = first["f"] / (first["ms"] - first["comm"])
+fit = {}
+for r in rows:
+    if r["np"] not in fit:
+        fit[r["np"]] = r["f"] / max(1e-9, r["ms"] - r["comm"])
+        r["fit"] = True
+print(f"A: {rate1 * 1e3:.1f} GFLOP/s a rank fitted on the first row, x min(1, {cores} cores / ranks);"
+      " B: fitted per rank count on its first row (fit), " +
+      ", ".join(f"{n} rank(s) {v * 1e3:.1f} GFLOP/s" for n, v in fit.items()))
+print(f"{'layout':<24} {'ranks':>5} {'A ms':>8} {'A err':>7} {'B ms':>8} {'B err':>7} {'measured':>9} {'median':>8} {'load':>5}")
+ea, eb = [], []
+for i, r in enumerate(rows):
+    a = r["f"] / (rate1 * min(1.0, cores / r["np"])) + r["comm"]
+    b = r["f"] / fit[r["np"]] + r["comm"]
+    da, db = (a - r["ms"]) / r["ms"], (b - r["ms"]) / r["ms"]
+    if i > 0:
+        ea.append(abs(da))
+    if not r.get("fit"):
+        eb.append(abs(db))
+    bs = "(fit)" if r.get("fit") else f"{100 * db:+6.1f}%"
+    as_ = "(fit)" if i == 0 else f"{100 * da:+6.1f}%"
+    print(f"{r['name']:<24} {r['np']:>5} {a:8.1f} {as_:>7} {b:8.1f} {bs:>7} {r['ms']:9.1f} {r['med']:8.1f} {r['load']:>5}")
+print(f"mean |error| A {100 * sum(ea) / len(ea):.1f}% (max {100 * max(ea):.1f}%) over {len(ea)} predicted layouts; "
+      f"B {100 * sum(eb) / len(eb):.1f}% (max {100 * max(eb):.1f}%) over {len(eb)}")
+PY
