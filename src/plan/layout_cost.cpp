@@ -23,6 +23,7 @@
 //   bubble     (p-1)/v idle micro-batch slots: fraction (p-1)/(v m + p-1) of the pipeline's time.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/error.hpp"
 #include "model/model.hpp"

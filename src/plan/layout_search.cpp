@@ -169,7 +169,8 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
   const double params = static_cast<double>(model::ParamTable(s).numel());
   const std::int64_t nodes = (m.world + m.gpus_per_node - 1) / m.gpus_per_node;
   out << "layout search: " << (s.arch == model::Arch::kGpt2 ? "GPT-2" : "Llama") << " L=" << s.n_layer << " C=" << s.n_embd
-      << " H=" << s.n_head << " T=" << s.seq_len << " (" << fixed(params / 1e9, 2) << " B parameters), global batch "
+      << " H=" << s.n_head << " T=" << s.seq_len << " ("
+      << (params >= 1e9 ? fixed(params / 1e9, 2) + " B" : fixed(params / 1e6, 1) + " M") << " parameters), global batch "
       << c.train.global_batch << " x " << s.seq_len << " tokens, " << config::to_string(c.train.precision) << ", on "
       << m.world << " " << (m.device == config::Device::kCuda ? "GPUs" : "CPU ranks") << " (" << nodes << " node(s) x "
       << std::min(m.world, m.gpus_per_node) << ")\n"
@@ -177,6 +178,8 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
       << " efficiency per device, links " << fixed(m.intra_gbps, 1) << " GB/s in a node, " << fixed(m.inter_gbps, 1)
       << " GB/s between nodes, " << fixed(m.latency_s * 1e6, 0) << " us a message, "
       << (m.capacity_bytes ? gib(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << " per device\n"
+      << (m.device == config::Device::kCpu ? "  (CPU ranks: set plan.gpu_tflops and the plan.*_gbps links to this machine's; "
+                                             "tools/bench/plan_search_vs_measured.sh measures them)\n" : "")
       << "  " << r.tried << " layouts: " << r.ranked.size() << " fit, " << r.out_of_memory << " need more memory, "
       << r.unsupported << " not run by ztrain yet\n";
   for (const auto& [why, count] : r.unsupported_why) out << "    " << count << ": " << why << "\n";
