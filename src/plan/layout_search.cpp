@@ -193,7 +193,10 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
     out << "  (times in ms per step; flags to run each:)\n";
     for (std::size_t i = 0; i < top.size(); ++i) out << "  " << (i + 1) << ": " << layout_flags(top[i].layout) << "\n";
   }
-  if (r.best_rejected)
+  if (!r.best_rejected)
+    out << "  best rejected: none for memory (every layout ztrain runs fits in "
+        << (m.capacity_bytes ? gib(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << ")\n";
+  else
     out << "  best rejected: " << describe(r.best_rejected->layout) << ": " << r.best_rejected->rejected << " (would run "
         << fixed(r.best_rejected->time.total() * 1e3, 1) << " ms/step, " << grouped(r.best_rejected->tokens_per_s)
         << " tokens/s)\n";
