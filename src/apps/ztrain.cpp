@@ -133,6 +133,9 @@ int run(dist::World& world, int argc, char** argv) {
     s.cl = config::parse_command_line(argc, argv);
     if (s.cl.help || s.cl.help_markdown || s.cl.version) return;
     log::set_all_ranks(s.cl.config.log.all_ranks);
+    if (s.cl.config.plan.search && !s.cl.plan && !s.cl.print_config)
+      throw ConfigError("plan.search=true ranks layouts and exits, it does not train: add --plan (ztrain --plan "
+                        "--plan.search ...), or drop plan.search to train");
     place(world, s);
     // --plan for plan.world_size ranks splits the batch (and the grid) over those, not over this world.
     const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;
