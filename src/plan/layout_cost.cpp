@@ -5,7 +5,8 @@
 //   compute    (6 N + 12 L C T) FLOPs a token (PaLM's count, as the README's mfu; N without the position
 //              table or an untied embedding's lookup), plus a forward again under recompute: full
 //              2 N_blocks + 4 L C T, selective the attention forward 4 L C T; over gpu_tflops x efficiency,
-//              split evenly over the world;
+//              split evenly over TP and DP; with PP the last stage (L/pp blocks and the head's 6 V C) paces
+//              the pipeline;
 //   TP comm    tp::tp_comm_bytes per micro-batch (fp32, the TP models' dtype), ring collectives on the
 //              intra-node link, on the critical path (not overlapped);
 //   DP comm    the ZeRO engine's traffic (tools/bench/zero/report.py): stage 0 an all-reduce of Psi, 1 a
@@ -117,13 +118,14 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
   const double numel = static_cast<double>(model::ParamTable(shape).numel());
   const double lookup_only = (shape.arch == model::Arch::kGpt2 ? T * C : 0) + (shape.tie_embeddings ? 0 : V * C);
   const double n = numel - lookup_only, n_blocks = n - V * C;
-  double per_token = 6 * n + 12 * L * C * T;
-  if (l.recompute == config::Recompute::kFull) per_token += 2 * n_blocks + 4 * L * C * T;
-  if (l.recompute == config::Recompute::kSelective) per_token += 4 * L * C * T;
+  double blocks = 6 * n_blocks + 12 * L * C * T;  // a token's FLOPs in the blocks; the head's: 6 V C
+  if (l.recompute == config::Recompute::kFull) blocks += 2 * n_blocks + 4 * L * C * T;
+  if (l.recompute == config::Recompute::kSelective) blocks += 4 * L * C * T;
   const double tokens = static_cast<double>(c.train.global_batch) * T;
-  const double world = static_cast<double>(l.tp) * l.pp * l.dp;
+  // The slowest pipeline stage sets the pace: the last, with its L/pp blocks and the LM head.
+  const double slowest_stage = blocks / l.pp + 6 * V * C;
   StepTime t;
-  t.compute = tokens * per_token / world / (m.tflops * 1e12 * m.efficiency);
+  t.compute = tokens * slowest_stage / (static_cast<double>(l.tp) * l.dp) / (m.tflops * 1e12 * m.efficiency);
 
   const double intra = m.intra_gbps * 1e9, inter = m.inter_gbps * 1e9;
   const int lp = shape.n_layer / l.pp, micro = l.grad_accum;

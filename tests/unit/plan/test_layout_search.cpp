@@ -143,6 +143,10 @@ TEST(LayoutSearch, StepTermsFollowTheirFormulas) {
   const StepTime full = predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kFull, 0}, m);
   EXPECT_GT(full.compute / dp8.compute, 1.2);
   EXPECT_LT(full.compute / dp8.compute, 4.0 / 3.0 + 1e-12);
+  // A pipeline splits the blocks but not the LM head: its last stage is slower than 1/pp of the model.
+  const StepTime pp2 = predict_step(c, {1, 2, 1, 4, 1, 8, config::Recompute::kNone, 0}, m);
+  EXPECT_GT(pp2.compute, dp8.compute);
+  EXPECT_LT(pp2.compute, 2 * dp8.compute);
   // ZeRO traffic (tools/bench/zero/report.py): stage 3 moves 3a Psi in RS/AG against stage 0's all-reduce
   // (2 Psi through the ring): the ratio is 3a/2; stage 2 (a+1)/2.
   const int a = 4;
