@@ -18,6 +18,7 @@
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
 #include "model/tp_split.hpp"
+#include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
 #include "train/preflight.hpp"
@@ -95,10 +96,26 @@ void check_tensor_parallel(const dist::World& world, const config::Config& c) {
   dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank()), world);
 }
 
+// --plan --plan.search: rank 0 prints the layouts ranked by predicted tokens/s; exit 0 if one fits, 2 if none.
+int print_search(const dist::World& world, const Startup& s, const MemoryCheck& m) {
+  const config::Config& c = s.cl.config;
+  if (c.lora.rank > 0)
+    throw ConfigError("plan.search with lora.rank > 0: the search models full training; plan LoRA with --plan alone");
+  const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
+  const plan::Machine machine = plan::machine_of(c.plan, ranks, m.plan.capacity_bytes, s.plan_device, s.placement.threads);
+  const plan::SearchResult r = plan::search_layouts(c, machine);
+  const plan::Candidate mine = plan::evaluate(c, plan::configured_layout(c, ranks), machine);
+  if (world.is_root())
+    std::cout << plan::format_search(c, machine, r, mine) << "  (" << (s.plan_device == config::Device::kCuda ? "CUDA" : "CPU")
+              << " backend; memory from the memory plan, capacity from " << m.capacity_from << ")\n";
+  return r.ranked.empty() ? kExitUsage : kExitOk;
+}
+
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
 int print_plan(const dist::World& world, const Startup& s) {
   if (s.cl.config.plan.world_size > 0) config::derive(s.cl.config, s.cl.config.plan.world_size);  // batch split
   const MemoryCheck m = check_memory(world, s);
+  if (s.cl.config.plan.search) return print_search(world, s, m);
   if (world.is_root())
     std::cout << plan::format_plan(m.plan, m.fixes) << "  (" << (s.plan_device == config::Device::kCuda ? "CUDA" : "CPU")
               << " backend, " << config::to_string(s.cl.config.train.precision) << "; capacity from "
@@ -113,6 +130,9 @@ int run(dist::World& world, int argc, char** argv) {
     s.cl = config::parse_command_line(argc, argv);
     if (s.cl.help || s.cl.help_markdown || s.cl.version) return;
     log::set_all_ranks(s.cl.config.log.all_ranks);
+    if (s.cl.config.plan.search && !s.cl.plan && !s.cl.print_config)
+      throw ConfigError("plan.search=true ranks layouts and exits, it does not train: add --plan (ztrain --plan "
+                        "--plan.search ...), or drop plan.search to train");
     place(world, s);
     // --plan for plan.world_size ranks splits the batch (and the grid) over those, not over this world.
     const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;

@@ -62,13 +62,22 @@ std::string did_you_mean(const std::string& key) {
   throw ConfigError(cat(e.what(), where, " (see --help)"));
 }
 
+// A BOOL key given bare, last or before another option (`--plan --plan.search`), means true.
+bool bare_bool_flag(std::string_view a, int i, int argc, const char* const* argv) {
+  if (!a.starts_with("--") || a.find('=') != std::string_view::npos) return false;
+  const Option* o = find_option(a.substr(2));
+  return o && o->value_kind == "BOOL" && (i + 1 == argc || std::string_view(argv[i + 1]).starts_with("--"));
+}
+
 // `--section.key=` gives the key an empty value (e.g. `--data.valid=` turns evaluation off over a
 // file's value), as `--section.key ''` does; Boost refuses an empty value after '=' on its own.
 std::vector<std::string> with_empty_values(int argc, const char* const* argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (a.size() > 3 && a.starts_with("--") && a.ends_with('=') && a.find('=') == a.size() - 1) {
+    if (bare_bool_flag(a, i, argc, argv)) {
+      args.emplace_back(std::string(a) + "=true");
+    } else if (a.size() > 3 && a.starts_with("--") && a.ends_with('=') && a.find('=') == a.size() - 1) {
       args.emplace_back(a.substr(0, a.size() - 1));
       args.emplace_back();
     } else {

@@ -71,6 +71,16 @@ TEST(Parse, EmptyValueAfterEqualsClearsAFileValue) {
   std::remove(ini.c_str());
 }
 
+TEST(Parse, BareBoolKeyMeansTrue) {
+  const CommandLine cl = parse({"--plan", "--plan.search"});
+  EXPECT_TRUE(cl.plan);
+  EXPECT_TRUE(cl.config.plan.search);
+  EXPECT_TRUE(parse({"--log.all_ranks", "--plan"}).config.log.all_ranks);
+  EXPECT_FALSE(parse({"--plan.search", "false"}).config.plan.search);  // a value after it is still its value
+  EXPECT_FALSE(parse({"--plan.search=false"}).config.plan.search);
+  expect_config_error({"--model.n_layer", "--plan"}, {"model.n_layer"});  // only BOOL keys go bare
+}
+
 TEST(Parse, UnknownCommandLineKeySuggestsNearest) {
   expect_config_error({"--optim.lrr=3"}, {"optim.lrr", "did you mean optim.lr"});
   expect_config_error({"--lr=3"}, {"'lr'", "did you mean optim.lr"});

@@ -1,0 +1,213 @@
+// Enumerating the layouts, ranking them, and the table --plan --plan.search prints.
+#include "plan/layout_search.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "config/options.hpp"
+#include "core/error.hpp"
+#include "model/tp_split.hpp"
+#include "plan/memory_plan.hpp"
+
+namespace zt::plan {
+namespace {
+
+std::vector<int> divisors(std::int64_t n) {
+  std::vector<int> out;
+  for (std::int64_t d = 1; d <= n && d <= (1 << 20); ++d)
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  return out;
+}
+
+bool tp_splits_model(const config::Config& c, int tp) {
+  try {
+    model::check_tp_degree(model_shape(c.model), tp);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+constexpr config::Recompute kRecomputes[] = {config::Recompute::kNone, config::Recompute::kSelective,
+                                             config::Recompute::kFull};
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// 1234567 -> "1,234,567"
+std::string grouped(double v) {
+  std::string s = fixed(v, 0), out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
+
+std::string row(const std::string& rank, const Candidate& k) {
+  const Layout& l = k.layout;
+  char line[256];
+  const double ms = 1e3;
+  std::snprintf(line, sizeof line, "  %4s %3d %3d %3d %4d %5d %5d %-9s %4d %7s %9s %11s %8s %8s %8s %8s %8s\n",
+                rank.c_str(), l.tp, l.pp, l.vpp, l.dp, l.micro_batch, l.grad_accum, config::to_string(l.recompute).c_str(),
+                l.zero_stage, gib(k.memory_bytes).c_str(), fixed(k.time.total() * ms, 1).c_str(),
+                grouped(k.tokens_per_s).c_str(), fixed(k.time.compute * ms, 1).c_str(), fixed(k.time.tp_comm * ms, 1).c_str(),
+                fixed(k.time.dp_comm * ms, 1).c_str(), fixed(k.time.pp_comm * ms, 1).c_str(),
+                fixed(k.time.bubble * ms, 1).c_str());
+  return line;
+}
+
+std::string describe(const Layout& l) {
+  return cat("tp ", l.tp, " x pp ", l.pp, l.vpp > 1 ? cat(" (vpp ", l.vpp, ")") : "", " x dp ", l.dp, ", micro_batch ",
+             l.micro_batch, " x ", l.grad_accum, ", recompute ", config::to_string(l.recompute), ", ZeRO ", l.zero_stage);
+}
+
+// The first `show` of `ranked`, skipping a layout that differs from one already taken only in its ZeRO
+// stage (stages 0 and 1 often time alike: the table would say the same thing twice).
+std::vector<Candidate> best_distinct(const std::vector<Candidate>& ranked, int show) {
+  std::vector<Candidate> top;
+  for (const Candidate& k : ranked) {
+    if (static_cast<int>(top.size()) == show) break;
+    const bool seen = std::any_of(top.begin(), top.end(), [&](const Candidate& t) {
+      Layout a = t.layout;
+      a.zero_stage = k.layout.zero_stage;
+      return a == k.layout;
+    });
+    if (!seen) top.push_back(k);
+  }
+  return top;
+}
+
+}  // namespace
+
+std::string layout_flags(const Layout& l) {
+  std::string f = cat("--parallel.tp=", l.tp);
+  if (l.pp > 1) {
+    f += cat(" --parallel.pp=", l.pp);
+    f += l.vpp > 1 ? cat(" --parallel.vpp=", l.vpp, " --parallel.schedule=interleaved") : " --parallel.schedule=1f1b";
+  }
+  return f + cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
+                 " --train.zero_stage=", l.zero_stage);
+}
+
+Layout configured_layout(const config::Config& c, std::int64_t world) {
+  Layout l;
+  l.tp = static_cast<int>(c.parallel.tp);
+  l.dp = static_cast<int>(world / l.tp);
+  l.micro_batch = static_cast<int>(c.train.micro_batch);
+  l.grad_accum = static_cast<int>(c.train.global_batch / (std::int64_t{l.dp} * l.micro_batch));
+  l.recompute = c.train.recompute;
+  l.zero_stage = static_cast<int>(c.train.zero_stage);
+  return l;
+}
+
+// TP divides the node and the model (whole heads, K/V heads, MLP and vocabulary blocks); PP divides the
+// layers; DP is what is left of the world and must split train.global_batch; the micro-batch divides
+// each DP rank's share, the rest is gradient accumulation (= the pipeline's micro-batches). The
+// interleaved schedule (vpp = 2) needs an even split of a stage's blocks and micro-batches a multiple of pp.
+std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m) {
+  std::vector<Layout> out;
+  const int layers = static_cast<int>(c.model.n_layer);
+  for (int tp : divisors(std::min(m.gpus_per_node, m.world))) {
+    if (m.world % tp != 0 || !tp_splits_model(c, tp)) continue;
+    for (int pp : divisors(layers)) {
+      if (!pipeline_available(pp) || m.world % (std::int64_t{tp} * pp) != 0) continue;
+      const std::int64_t dp = m.world / (std::int64_t{tp} * pp);
+      if (c.train.global_batch % dp != 0) continue;
+      const std::int64_t per_rank = c.train.global_batch / dp;
+      for (int mb : divisors(per_rank)) {
+        const int accum = static_cast<int>(per_rank / mb);
+        for (int vpp : {1, 2}) {
+          if (vpp > 1 && (pp == 1 || (layers / pp) % vpp != 0 || accum % pp != 0)) continue;
+          for (config::Recompute rc : kRecomputes)
+            for (int zero = 0; zero <= 3; ++zero)
+              out.push_back({tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+SearchResult search_layouts(const config::Config& c, const Machine& m) {
+  SearchResult r;
+  for (const Layout& l : enumerate_layouts(c, m)) {
+    ++r.tried;
+    Candidate k = evaluate(c, l, m);
+    if (k.rejected.empty()) {
+      r.ranked.push_back(std::move(k));
+    } else if (k.out_of_memory) {
+      ++r.out_of_memory;
+      if (!r.best_rejected || k.tokens_per_s > r.best_rejected->tokens_per_s) r.best_rejected = std::move(k);
+    } else {
+      ++r.unsupported;
+      auto it = std::find_if(r.unsupported_why.begin(), r.unsupported_why.end(),
+                             [&](const auto& w) { return w.first == k.rejected; });
+      if (it == r.unsupported_why.end()) r.unsupported_why.emplace_back(k.rejected, 1);
+      else ++it->second;
+    }
+  }
+  // Fastest first; among equals the smaller memory (ZeRO 1 before 0 when they time alike).
+  std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
+    const double ta = a.time.total(), tb = b.time.total();
+    if (std::abs(ta - tb) > 1e-9 * std::max(ta, tb)) return ta < tb;
+    return a.memory_bytes < b.memory_bytes;
+  });
+  return r;
+}
+
+std::string format_search(const config::Config& c, const Machine& m, const SearchResult& r, const Candidate& configured,
+                          int show) {
+  std::ostringstream out;
+  const model::GptShape s = model_shape(c.model);
+  const double params = static_cast<double>(model::ParamTable(s).numel());
+  const std::int64_t nodes = (m.world + m.gpus_per_node - 1) / m.gpus_per_node;
+  out << "layout search: " << (s.arch == model::Arch::kGpt2 ? "GPT-2" : "Llama") << " L=" << s.n_layer << " C=" << s.n_embd
+      << " H=" << s.n_head << " T=" << s.seq_len << " ("
+      << (params >= 1e9 ? fixed(params / 1e9, 2) + " B" : fixed(params / 1e6, 1) + " M") << " parameters), global batch "
+      << c.train.global_batch << " x " << s.seq_len << " tokens, " << config::to_string(c.train.precision) << ", on "
+      << m.world << " " << (m.device == config::Device::kCuda ? "GPUs" : "CPU ranks") << " (" << nodes << " node(s) x "
+      << std::min(m.world, m.gpus_per_node) << ")\n"
+      << "  machine: " << fixed(m.tflops, m.tflops < 10 ? 3 : 0) << " TFLOP/s x " << fixed(m.efficiency, 2)
+      << " efficiency per device, links " << fixed(m.intra_gbps, 1) << " GB/s in a node, " << fixed(m.inter_gbps, 1)
+      << " GB/s between nodes, " << fixed(m.latency_s * 1e6, 0) << " us a message, "
+      << (m.capacity_bytes ? gib(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << " per device\n"
+      << (m.device == config::Device::kCpu ? "  (CPU ranks: set plan.gpu_tflops and the plan.*_gbps links to this machine's; "
+                                             "tools/bench/plan_search_vs_measured.sh measures them)\n" : "")
+      << "  " << r.tried << " layouts: " << r.ranked.size() << " fit, " << r.out_of_memory << " need more memory, "
+      << r.unsupported << " not run by ztrain yet\n";
+  for (const auto& [why, count] : r.unsupported_why) out << "    " << count << ": " << why << "\n";
+  if (r.ranked.empty()) {
+    out << "  no layout fits: more devices, more memory per device, or a smaller model\n";
+  } else {
+    out << "  rank  tp  pp vpp   dp micro accum recompute zero mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
+           "  pp comm   bubble\n";
+    const std::vector<Candidate> top = best_distinct(r.ranked, show);
+    for (std::size_t i = 0; i < top.size(); ++i) out << row(std::to_string(i + 1), top[i]);
+    out << "  (times in ms per step; flags to run each:)\n";
+    for (std::size_t i = 0; i < top.size(); ++i) out << "  " << (i + 1) << ": " << layout_flags(top[i].layout) << "\n";
+  }
+  if (!r.best_rejected)
+    out << "  best rejected: none for memory (every layout ztrain runs fits in "
+        << (m.capacity_bytes ? gib(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << ")\n";
+  else
+    out << "  best rejected: " << describe(r.best_rejected->layout) << ": " << r.best_rejected->rejected << " (would run "
+        << fixed(r.best_rejected->time.total() * 1e3, 1) << " ms/step, " << grouped(r.best_rejected->tokens_per_s)
+        << " tokens/s)\n";
+  out << "  configured (" << describe(configured.layout) << "): ";
+  if (configured.rejected.empty() || configured.out_of_memory)
+    out << "predicted " << fixed(configured.time.total() * 1e3, 3) << " ms/step, " << grouped(configured.tokens_per_s)
+        << " tokens/s, " << gib(configured.memory_bytes) << " GiB"
+        << (configured.out_of_memory ? cat(" (", configured.rejected, ")") : "") << "\n";
+  else
+    out << configured.rejected << "\n";
+  return out.str();
+}
+
+}  // namespace zt::plan

@@ -1,0 +1,95 @@
+// The layout planner (`ztrain --plan --plan.search`): for a model, a world and a machine (plan.* keys),
+// every TP x PP x DP x micro-batch x recompute x ZeRO-stage layout, its memory per device from the
+// memory planner (memory_plan.hpp, extended to pipeline stages) and its predicted step time from FLOPs,
+// the bytes each link carries and the pipeline bubble; the layouts ranked by predicted tokens/s.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace zt::plan {
+
+// The pipeline degrees the search may try. Pipeline parallelism (parallel.pp, parallel.vpp,
+// parallel.schedule) is another branch's work; if it does not land, make this return false for pp > 1
+// and the search is TP x DP only.
+bool pipeline_available(int pp);
+
+// The machine the layouts are ranked for (plan.* keys; on the CPU backend the bench measures them).
+struct Machine {
+  std::int64_t world = 1, gpus_per_node = 8;
+  double intra_gbps = 360, inter_gbps = 45;  // GB/s per device
+  double tflops = 989, efficiency = 0.5;     // peak dense TFLOP/s per device, fraction reached
+  double latency_s = 10e-6;                  // per collective or send
+  std::uint64_t capacity_bytes = 0;          // per device (0 = unbounded)
+  config::Device device = config::Device::kCuda;
+  int threads = 1;                           // CPU threads per rank (the CPU workspace depends on it)
+  bool overlap = true;                       // DP traffic hides behind compute (GPUs: NCCL on its own
+                                             // stream); not on the CPU backend, whose cores do both
+};
+Machine machine_of(const config::PlanConfig& p, std::int64_t world, std::uint64_t capacity, config::Device device,
+                   int threads);
+
+struct Layout {
+  int tp = 1, pp = 1, vpp = 1, dp = 1;  // vpp > 1: the interleaved schedule with vpp chunks per rank
+  int micro_batch = 1, grad_accum = 1;  // grad_accum = the pipeline's micro-batches per step
+  config::Recompute recompute = config::Recompute::kNone;
+  int zero_stage = 0;
+  bool operator==(const Layout&) const = default;
+};
+
+// The command-line flags that run `layout` (parallel.pp/vpp/schedule only when pp > 1).
+std::string layout_flags(const Layout& l);
+
+// Idle fraction of the pipeline: (p-1)/(m+p-1) for 1F1B with m micro-batches, (p-1)/(v*m+p-1) for
+// the interleaved schedule with v chunks per rank (each bubble slot is 1/v of a stage's work).
+double bubble_fraction(int pp, int micro_batches, int vpp);
+
+// Seconds per optimizer step on the critical path of one device.
+struct StepTime {
+  double compute = 0, tp_comm = 0, dp_comm = 0, pp_comm = 0, bubble = 0;  // dp_comm: what is not hidden
+  double total() const { return compute + tp_comm + dp_comm + pp_comm + bubble; }
+};
+
+// One layout's verdict: memory per device (the busiest pipeline stage), step time, and why it cannot
+// run ("" when it can).
+struct Candidate {
+  Layout layout;
+  std::uint64_t memory_bytes = 0;
+  StepTime time;
+  double tokens_per_s = 0;
+  std::string rejected;
+  bool out_of_memory = false;
+};
+
+// The peak bytes on one device of the busiest stage (formulas beside the code).
+std::uint64_t layout_memory(const config::Config& c, const Layout& l, const Machine& m);
+StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m);
+// Memory, time and the reason it cannot run, for one layout.
+Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m);
+
+struct SearchResult {
+  std::vector<Candidate> ranked;          // runnable, fastest first
+  std::optional<Candidate> best_rejected; // the fastest that does not fit in memory
+  std::int64_t tried = 0, out_of_memory = 0, unsupported = 0;
+  std::vector<std::pair<std::string, std::int64_t>> unsupported_why;  // each reason and its count
+};
+
+// Every layout of plan.world_size ranks with train.global_batch fixed (grad accumulation follows).
+std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m);
+SearchResult search_layouts(const config::Config& c, const Machine& m);
+
+// The ranked table (top `show` rows, each with its flags; of layouts that differ only in the ZeRO stage
+// the fastest), the best rejected layout and why, and the
+// configured layout's own prediction.
+std::string format_search(const config::Config& c, const Machine& m, const SearchResult& r, const Candidate& configured,
+                          int show = 5);
+
+// The layout the configuration itself names (parallel.tp, train.micro_batch, ...; pp = 1).
+Layout configured_layout(const config::Config& c, std::int64_t world);
+
+}  // namespace zt::plan

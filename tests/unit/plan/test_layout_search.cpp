@@ -1,0 +1,210 @@
+// The layout planner: the enumerator's factors, what it ranks (fits, runs today), the rejected layout's
+// reason, the pipeline bubble and memory per stage, and the step-time terms against their formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "config/config.hpp"
+#include "plan/layout_search.hpp"
+
+namespace zt::plan {
+namespace {
+
+// Llama 3.1 8B (inputs/configs/llama3.1-8b.ini's shape) in bf16, global batch 64.
+config::Config llama_8b() {
+  config::Config c;
+  c.model.arch = config::Arch::kLlama;
+  c.model.n_layer = 32;
+  c.model.n_head = 32;
+  c.model.n_kv_head = 8;
+  c.model.n_embd = 4096;
+  c.model.ffn_hidden = 14336;
+  c.model.vocab_size = 128256;
+  c.model.seq_len = 8192;
+  c.model.tie_embeddings = config::TieEmbeddings::kFalse;
+  c.train.precision = config::Precision::kBf16;
+  c.train.global_batch = 64;
+  c.train.micro_batch = 1;
+  return c;
+}
+
+// A small GPT-2 in fp32 (tensor parallelism runs there today).
+config::Config gpt2_small() {
+  config::Config c;
+  c.model.n_layer = 8;
+  c.model.n_head = 8;
+  c.model.n_embd = 256;
+  c.model.vocab_size = 4096;
+  c.model.seq_len = 256;
+  c.train.global_batch = 32;
+  return c;
+}
+
+Machine gpus(std::int64_t world, std::int64_t per_node, double gib) {
+  config::PlanConfig p;
+  p.gpus_per_node = per_node;
+  return machine_of(p, world, static_cast<std::uint64_t>(gib * (1ull << 30)), config::Device::kCuda, 1);
+}
+
+TEST(LayoutSearch, EveryLayoutFillsTheWorldWithTpInsideANodeAndTheBatchSplit) {
+  const config::Config c = llama_8b();
+  const Machine m = gpus(32, 4, 80);
+  const std::vector<Layout> all = enumerate_layouts(c, m);
+  ASSERT_FALSE(all.empty());
+  bool saw_pp = false, saw_tp = false, saw_interleaved = false;
+  for (const Layout& l : all) {
+    EXPECT_EQ(std::int64_t{l.tp} * l.pp * l.dp, 32) << layout_flags(l);
+    EXPECT_EQ(4 % l.tp, 0) << "TP leaves the node: " << layout_flags(l);
+    EXPECT_EQ(8 % l.tp, 0) << "TP splits a K/V head: " << layout_flags(l);
+    EXPECT_EQ(32 % l.pp, 0) << layout_flags(l);
+    EXPECT_EQ(std::int64_t{l.micro_batch} * l.grad_accum * l.dp, c.train.global_batch) << layout_flags(l);
+    if (l.vpp > 1) {
+      EXPECT_EQ(l.grad_accum % l.pp, 0) << layout_flags(l);
+    }
+    saw_pp |= l.pp > 1;
+    saw_tp |= l.tp > 1;
+    saw_interleaved |= l.vpp > 1;
+  }
+  EXPECT_EQ(saw_pp, pipeline_available(2));
+  EXPECT_TRUE(saw_tp);
+  EXPECT_EQ(saw_interleaved, pipeline_available(2));
+}
+
+TEST(LayoutSearch, RanksOnlyWhatFitsAndRunsAndNamesWhyTheBestRejectedDoesNot) {
+  const config::Config c = llama_8b();
+  const Machine m = gpus(32, 4, 80);
+  const SearchResult r = search_layouts(c, m);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_EQ(r.tried, static_cast<std::int64_t>(r.ranked.size()) + r.out_of_memory + r.unsupported);
+  for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+    const Candidate& k = r.ranked[i];
+    EXPECT_LE(k.memory_bytes, m.capacity_bytes) << layout_flags(k.layout);
+    EXPECT_EQ(std::int64_t{k.layout.tp} * k.layout.pp * k.layout.dp, 32);
+    EXPECT_EQ(k.layout.tp, 1) << "bf16 under parallel.tp > 1 does not run yet: " << layout_flags(k.layout);
+    if (i > 0) {
+      EXPECT_GE(k.time.total(), r.ranked[i - 1].time.total() * (1 - 1e-9));
+    }
+  }
+  // Llama 8B at T=8192 without recompute on 4 pipeline stages overflows 80 GiB (its activations).
+  ASSERT_TRUE(r.best_rejected.has_value());
+  const Candidate& bad = *r.best_rejected;
+  EXPECT_TRUE(bad.out_of_memory);
+  EXPECT_GT(bad.memory_bytes, m.capacity_bytes);
+  char want[64];
+  std::snprintf(want, sizeof want, "needs %.1f GiB of 80.0", static_cast<double>(bad.memory_bytes) / (1ull << 30));
+  EXPECT_EQ(bad.rejected, want);
+  for (const Candidate& k : r.ranked) EXPECT_TRUE(k.rejected.empty());
+  // Full recomputation keeps less than none on the same layout.
+  Layout l = r.ranked.front().layout;
+  l.recompute = config::Recompute::kNone;
+  const std::uint64_t none = layout_memory(c, l, m);
+  l.recompute = config::Recompute::kFull;
+  EXPECT_LT(layout_memory(c, l, m), none);
+}
+
+TEST(LayoutSearch, NothingFitsOneDeviceForLlama8B) {
+  const SearchResult r = search_layouts(llama_8b(), gpus(1, 4, 80));
+  EXPECT_TRUE(r.ranked.empty());
+  ASSERT_TRUE(r.best_rejected.has_value());
+  EXPECT_NE(r.best_rejected->rejected.find("needs "), std::string::npos);
+}
+
+TEST(LayoutSearch, BubbleFraction) {
+  EXPECT_DOUBLE_EQ(bubble_fraction(1, 8, 1), 0.0);
+  EXPECT_DOUBLE_EQ(bubble_fraction(4, 8, 1), 3.0 / 11.0);   // (p-1)/(m+p-1)
+  EXPECT_DOUBLE_EQ(bubble_fraction(4, 8, 2), 3.0 / 19.0);   // (p-1)/(v m+p-1)
+  EXPECT_DOUBLE_EQ(bubble_fraction(2, 1, 1), 0.5);
+}
+
+TEST(LayoutSearch, PredictedBubbleIsThatFractionOfThePipelinesTime) {
+  const config::Config c = gpt2_small();
+  Machine m = gpus(8, 8, 80);
+  for (int vpp : {1, 2}) {
+    const Layout l{1, 4, vpp, 2, 2, 8, config::Recompute::kNone, 1};
+    const StepTime t = predict_step(c, l, m);
+    const double pipeline = t.compute + t.tp_comm + t.pp_comm + t.bubble;
+    EXPECT_NEAR(t.bubble / pipeline, bubble_fraction(4, 8, vpp), 1e-12) << "vpp " << vpp;
+    EXPECT_GT(t.pp_comm, 0);
+    EXPECT_EQ(t.tp_comm, 0);
+  }
+}
+
+TEST(LayoutSearch, StepTermsFollowTheirFormulas) {
+  const config::Config c = gpt2_small();
+  Machine m = gpus(8, 4, 80);
+  m.latency_s = 0;
+  m.overlap = false;  // the bytes alone (the CPU backend's model)
+  // Compute splits evenly over the world; full recompute adds a forward (less than the x4/3 of 6N+attn
+  // for the head, which is not recomputed).
+  const StepTime dp8 = predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, m);
+  const StepTime dp4 = predict_step(c, {1, 1, 1, 4, 1, 8, config::Recompute::kNone, 0}, m);
+  EXPECT_NEAR(dp4.compute / dp8.compute, 2.0, 1e-12);
+  const StepTime full = predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kFull, 0}, m);
+  EXPECT_GT(full.compute / dp8.compute, 1.2);
+  EXPECT_LT(full.compute / dp8.compute, 4.0 / 3.0 + 1e-12);
+  // A pipeline splits the blocks but not the LM head: its last stage is slower than 1/pp of the model.
+  const StepTime pp2 = predict_step(c, {1, 2, 1, 4, 1, 8, config::Recompute::kNone, 0}, m);
+  EXPECT_GT(pp2.compute, dp8.compute);
+  EXPECT_LT(pp2.compute, 2 * dp8.compute);
+  // ZeRO traffic (tools/bench/zero/report.py): stage 3 moves 3a Psi in RS/AG against stage 0's all-reduce
+  // (2 Psi through the ring): the ratio is 3a/2; stage 2 (a+1)/2.
+  const int a = 4;
+  const auto dp = [&](int stage) { return predict_step(c, {1, 1, 1, 8, 1, a, config::Recompute::kNone, stage}, m).dp_comm; };
+  EXPECT_NEAR(dp(3) / dp(0), 3.0 * a / 2, 1e-9);
+  EXPECT_NEAR(dp(2) / dp(0), (a + 1) / 2.0, 1e-9);
+  EXPECT_NEAR(dp(1) / dp(0), 1.0, 1e-9);
+  // DP inside a node (tp*dp <= gpus_per_node) rides the faster link.
+  Machine one_node = gpus(8, 8, 80);
+  one_node.latency_s = 0;
+  one_node.overlap = false;
+  EXPECT_NEAR(predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, m).dp_comm /
+                  predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, one_node).dp_comm,
+              m.intra_gbps / m.inter_gbps, 1e-9);
+  // TP talks, one rank per TP group computes 1/tp; no DP, no talk.
+  const StepTime tp2 = predict_step(c, {2, 1, 1, 4, 1, 8, config::Recompute::kNone, 0}, m);
+  EXPECT_GT(tp2.tp_comm, 0);
+  EXPECT_EQ(predict_step(c, {4, 1, 1, 1, 1, 32, config::Recompute::kNone, 0}, gpus(4, 4, 80)).dp_comm, 0);
+}
+
+TEST(LayoutSearch, OverlapHidesTrafficBehindComputeButNotTheAllGatherAfterTheOptimizer) {
+  const config::Config c = gpt2_small();
+  Machine m = gpus(8, 4, 80), serial = m;
+  m.latency_s = serial.latency_s = 0;
+  serial.overlap = false;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const Layout l{1, 1, 1, 8, 1, 4, config::Recompute::kNone, stage};
+    const double hidden = predict_step(c, l, m).dp_comm, bytes = predict_step(c, l, serial).dp_comm;
+    EXPECT_LE(hidden, bytes) << "stage " << stage;
+    if (stage == 1) {
+      EXPECT_GE(hidden, bytes / 2 * (1 - 1e-12));  // the all-gather half stays
+    }
+  }
+  // Slow links: the traffic outgrows the compute and shows again.
+  Machine slow = m;
+  slow.inter_gbps = 0.001;
+  EXPECT_GT(predict_step(c, {1, 1, 1, 8, 1, 4, config::Recompute::kNone, 0}, slow).dp_comm, 0);
+}
+
+TEST(LayoutSearch, StageZeroHoldsAtMostPpMicroBatchesOfActivations) {
+  const config::Config c = gpt2_small();
+  const Machine m = gpus(8, 8, 80);
+  const auto mem = [&](int pp, int accum) {
+    return layout_memory(c, {1, pp, 1, 8 / pp, 1, accum, config::Recompute::kNone, 1}, m);
+  };
+  EXPECT_LT(mem(4, 1), mem(4, 2));   // 1 in flight, then 2
+  EXPECT_LT(mem(4, 2), mem(4, 4));   // ... 4 = pp
+  EXPECT_EQ(mem(4, 4), mem(4, 16));  // capped at pp under 1F1B
+  EXPECT_LT(mem(2, 8), mem(1, 8));   // half the layers' state per stage
+}
+
+TEST(LayoutSearch, FlagsNameEveryAxis) {
+  EXPECT_EQ(layout_flags({2, 4, 2, 4, 1, 8, config::Recompute::kSelective, 1}),
+            "--parallel.tp=2 --parallel.pp=4 --parallel.vpp=2 --parallel.schedule=interleaved --train.micro_batch=1 "
+            "--train.recompute=selective --train.zero_stage=1");
+  EXPECT_EQ(layout_flags({4, 1, 1, 8, 2, 4, config::Recompute::kNone, 3}),
+            "--parallel.tp=4 --train.micro_batch=2 --train.recompute=none --train.zero_stage=3");
+}
+
+}  // namespace
+}  // namespace zt::plan
