@@ -7,7 +7,8 @@
 //              2 N_blocks + 4 L C T, selective the attention forward 4 L C T; over gpu_tflops x efficiency,
 //              split evenly over TP and DP; with PP the last stage (L/pp blocks and the head's 6 V C) paces
 //              the pipeline;
-//   TP comm    tp::tp_comm_bytes per micro-batch (fp32, the TP models' dtype), ring collectives on the
+//   TP comm    tp::tp_comm_bytes per micro-batch (activations in the compute dtype; full recompute repeats
+//              the blocks' forward collectives), ring collectives on the
 //              intra-node link, on the critical path (not overlapped);
 //   DP comm    the ZeRO engine's traffic (tools/bench/zero/report.py): stage 0 an all-reduce of Psi, 1 a
 //              reduce-scatter + all-gather of Psi, 2 a reduce-scatters (one per micro-batch) + an
@@ -74,7 +75,9 @@ model::GptShape with_layers(const config::Config& c, int layers) {
 std::uint64_t activation_bytes(const config::Config& s, int layers) {
   const model::GptShape shape = with_layers(s, layers);
   const int mb = static_cast<int>(s.train.micro_batch), tp = static_cast<int>(s.parallel.tp);
-  if (tp > 1) return tp::tp_activation_bytes(shape, mb, tp, s.parallel.sequence_parallel);
+  if (tp > 1)
+    return tp::tp_activation_bytes(shape, mb, tp, s.parallel.sequence_parallel, recompute_mode(s.train.recompute),
+                                   compute_dtype(s.train.precision));
   return model::model_activation_bytes(shape, mb, recompute_mode(s.train.recompute), compute_dtype(s.train.precision));
 }
 
@@ -132,10 +135,14 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
   const model::GptShape stage = with_layers(c, lp);
   if (l.tp > 1) {
     const bool sp = c.parallel.sequence_parallel;
-    const tp::TpCommBytes b = tp::tp_comm_bytes(stage, l.micro_batch, l.tp, sp);
-    const double ops = sp ? 10.0 * lp + 6 : 4.0 * lp + 3;  // collectives per micro-batch
-    t.tp_comm = micro * (ring_s(static_cast<double>(b.all_reduce), l.tp, intra, 2) +
-                         ring_s(static_cast<double>(b.all_gather + b.reduce_scatter), l.tp, intra, 1) + ops * m.latency_s);
+    const tp::TpCommBytes b = tp::tp_comm_bytes(stage, l.micro_batch, l.tp, sp, compute_dtype(c.train.precision));
+    // Full recomputation runs each block's forward collectives again in backward: 2 more of its 4 (or,
+    // under SP, of its 10) [N, C] transfers a block.
+    const double again = l.recompute == config::Recompute::kFull ? (sp ? 1.2 : 1.5) : 1.0;
+    const double ops = (sp ? 10.0 * lp + 6 : 4.0 * lp + 3) * again;  // collectives per micro-batch
+    t.tp_comm = micro * (again * (ring_s(static_cast<double>(b.all_reduce), l.tp, intra, 2) +
+                                  ring_s(static_cast<double>(b.all_gather + b.reduce_scatter), l.tp, intra, 1)) +
+                         ops * m.latency_s);
   }
   if (l.dp > 1) {
     const model::ParamTable global(stage);
@@ -168,11 +175,7 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
 
 namespace {
 // What the trainer (and the pipeline branch) runs today; the planner ranks nothing else.
-std::string unsupported_reason(const config::Config& c, const Layout& l) {
-  if (l.tp > 1 && c.train.precision != config::Precision::kFp32)
-    return "parallel.tp > 1 computes in fp32 only so far (issue 20)";
-  if (l.tp > 1 && l.recompute != config::Recompute::kNone)
-    return "parallel.tp > 1 recomputes nothing yet (issue 20)";
+std::string unsupported_reason(const Layout& l) {
   if (l.pp > 1 && l.zero_stage >= 2)
     return "pipeline stages pair with ZeRO 0-1 here (stages 2-3 would reduce-scatter every micro-batch)";
   return "";
@@ -188,7 +191,7 @@ std::string gib(std::uint64_t bytes) {
 Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   Candidate k;
   k.layout = l;
-  k.rejected = unsupported_reason(c, l);
+  k.rejected = unsupported_reason(l);
   if (!k.rejected.empty()) return k;
   k.memory_bytes = layout_memory(c, l, m);
   k.time = predict_step(c, l, m);
