@@ -207,9 +207,17 @@ class Backend {
                        std::uint64_t first) = 0;
 };
 
+// The backends: every caller makes them here, so nothing outside backend/ includes cpu/ or cuda/.
 // The CPU reference backend (fp32 math in every precision, OpenBLAS GEMMs, OpenMP elsewhere;
 // deterministic for a given number of threads). threads = 0 uses OpenMP's default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+// The CUDA backend (cuda/: every op on device buffers of one GPU, GEMMs through cuBLASLt, a caching
+// allocator, one compute stream) on device `device` (the node-local rank's GPU): selects the device
+// for the calling thread, creates the stream, the cuBLASLt handle and the allocator. Throws ConfigError
+// naming the device when it cannot (no such device, no driver, or a build without CUDA).
+std::unique_ptr<Backend> make_cuda_backend(int device);
+// Whether this build has the CUDA backend (ZTRAIN_CUDA found nvcc); without it make_cuda_backend throws.
+bool cuda_backend_built();
 // The largest scratch the CPU backend allocates for itself (attention backward) at sequence length T:
 // the memory planner adds it to its prediction. This is the fp32 figure.
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len);

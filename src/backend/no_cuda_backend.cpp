@@ -1,5 +1,5 @@
 // Builds without the CUDA backend (ZTRAIN_CUDA=OFF or no nvcc): the CPU backend only.
-#include "backend/cuda/cuda_backend.hpp"
+#include "backend/backend.hpp"
 
 #include "core/error.hpp"
 

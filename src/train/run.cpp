@@ -1,7 +1,7 @@
 // ztrain's training entry: build the trainer for this rank and run it.
 #include "train/run.hpp"
 
-#include "backend/cuda/cuda_backend.hpp"
+#include "backend/backend.hpp"
 #include "train/trainer.hpp"
 
 namespace zt::train {

@@ -1,7 +1,7 @@
-// Backend and communicator factories (wiring.hpp): the only file of train/ that names the CUDA backend.
+// Backend and communicator factories (wiring.hpp): a rank's backend and communicator from its placement.
 #include "train/wiring.hpp"
 
-#include "backend/cuda/cuda_backend.hpp"
+#include "backend/backend.hpp"
 #include "config/options.hpp"
 #include "core/log.hpp"
 #include "train/staged_communicator.hpp"

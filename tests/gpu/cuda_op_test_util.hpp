@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/cuda/cuda_backend.hpp"
+#include "backend/backend.hpp"
 #include "backend/half.hpp"
 
 namespace zt::backend::test {

@@ -4,7 +4,7 @@
 
 #include "backend/cuda/attention.hpp"
 #include "backend/cuda/check.hpp"
-#include "backend/cuda/cuda_backend.hpp"
+#include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend_impl.hpp"
 
 namespace zt::backend {
