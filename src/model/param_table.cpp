@@ -81,15 +81,22 @@ ParamTable::ParamTable(const GptShape& s, const std::vector<ParamInfo>& params) 
   index_units();
 }
 
+// Units missing from the parameters (a pipeline stage's table holds only its own) are empty, so unit u
+// is always the model's unit u: L + 2 of them.
 void ParamTable::index_units() {
+  auto open_units_to = [&](int u, std::size_t param, std::size_t offset) {
+    while (static_cast<int>(units_.size()) <= u) {
+      units_.push_back({offset, 0});
+      unit_first_.push_back(param);
+    }
+  };
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const int u = params_[i].unit;
-    if (u == static_cast<int>(units_.size())) {
-      units_.push_back({params_[i].offset, 0});
-      unit_first_.push_back(i);
-    }
+    ZT_CHECK(u >= static_cast<int>(units_.size()) - 1, "parameter table: ", params_[i].name, " is out of unit order");
+    open_units_to(u, i, params_[i].offset);
     units_[u].numel += params_[i].numel;
   }
+  open_units_to(shape_.n_layer + 1, params_.size(), numel_);
   unit_first_.push_back(params_.size());
 }
 
