@@ -23,6 +23,7 @@
 #include "train/preflight.hpp"
 #include "train/output_check.hpp"
 #include "train/run.hpp"
+#include "train/pipeline_stage.hpp"
 #include "train/tp_shards.hpp"
 
 namespace zt::apps {
@@ -93,9 +94,12 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
 
 // parallel.tp > 1 (issue 20): TP groups must share a node (said before any work), and what the trainer
 // does not run under tensor parallelism yet (16-bit precision, recomputation) is refused (exit 2).
-void check_tensor_parallel(const dist::World& world, const config::Config& c) {
-  dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank()), world);
+// parallel.pp > 1 (issue 21): what the pipeline does not run yet is refused the same way.
+void check_tensor_parallel(const dist::World& world, const config::Config& c, const dist::Placement& placement) {
+  dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank(),
+                                                     static_cast<int>(c.parallel.pp)), world);
   train::check_tensor_parallel_config(c);
+  train::check_pipeline_config(c, placement.comm == config::CommBackend::kNccl);
 }
 
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
@@ -132,7 +136,7 @@ int run(dist::World& world, int argc, char** argv) {
     return kExitOk;
   }
   if (s.cl.config.parallel.tp > 1 && !s.cl.plan)  // its own agreement: the host check is collective
-    if (const int tp_code = agree_on_startup(world, [&] { check_tensor_parallel(world, s.cl.config); },
+    if (const int tp_code = agree_on_startup(world, [&] { check_tensor_parallel(world, s.cl.config, s.placement); },
                                              "checking the tensor-parallel grid");
         tp_code != kExitOk)
       return tp_code;
