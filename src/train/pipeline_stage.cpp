@@ -2,6 +2,7 @@
 #include "train/pipeline_stage.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "config/options.hpp"
@@ -56,6 +57,17 @@ void PipelineStage::connect(dist::Communicator& pipeline, dist::Communicator* em
   embedding_ = embedding;
 }
 
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+}  // namespace
+
+void PipelineStage::timed_wait(dist::Work& work) {
+  const auto t = Clock::now();
+  work.wait();
+  wait_ms_ += ms_since(t);
+}
+
 dist::Span PipelineStage::span(const backend::Tensor& t) const {
   return {t.data, static_cast<std::size_t>(t.numel()), t.dtype};
 }
@@ -63,7 +75,7 @@ dist::Span PipelineStage::span(const backend::Tensor& t) const {
 void PipelineStage::receive(const PipeOp& op, model::Model& m) {
   if (op.recv_from < 0) return;
   const backend::Tensor into = op.kind == PipeOp::Kind::kForward ? m.stage_input() : m.stage_output_grad();
-  pipeline_->recv(span(into), op.recv_from)->wait();
+  timed_wait(*pipeline_->recv(span(into), op.recv_from));
 }
 
 void PipelineStage::send(const PipeOp& op, model::Model& m) {
@@ -75,12 +87,12 @@ void PipelineStage::send(const PipeOp& op, model::Model& m) {
 
 void PipelineStage::wait_sends(int slot) {
   for (Pending& p : sends_)
-    if (p.slot == slot && p.work) std::exchange(p.work, nullptr)->wait();
+    if (p.slot == slot && p.work) timed_wait(*std::exchange(p.work, nullptr));
   std::erase_if(sends_, [](const Pending& p) { return !p.work; });
 }
 
 void PipelineStage::wait_all_sends() {
-  for (Pending& p : sends_) p.work->wait();
+  for (Pending& p : sends_) timed_wait(*p.work);
   sends_.clear();
 }
 
@@ -88,6 +100,7 @@ double PipelineStage::train(const data::StepBatch& batch, model::ParamSource& pa
                             float dloss, const std::string& context) {
   ZT_CHECK(pipeline_, "pipeline: connect() first");
   ZT_CHECK_EQ(batch.grad_accum, micro_batches_, "pipeline: micro-batches per step");
+  const auto started = Clock::now();
   double loss = 0;
   for (const PipeOp& op : one_f_one_b(grid_.pp, grid_.pp_rank(), static_cast<int>(micro_batches_))) {
     const bool forward = op.kind == PipeOp::Kind::kForward;
@@ -106,6 +119,7 @@ double PipelineStage::train(const data::StepBatch& batch, model::ParamSource& pa
     send(op, m);
   }
   wait_all_sends();
+  run_ms_ += ms_since(started);
   return loss;
 }
 

@@ -64,6 +64,12 @@ class PipelineStage {
   // over the pipeline group (and the last stage's DP group).
   double grad_norm(double engine_norm, optim::ZeroEngine& engine);
 
+  // Milliseconds since construction spent in train() and, within it, waiting in transfers (the
+  // bubble's idle time plus the transfers themselves); with equal stages the ratio tends to the theory's.
+  double run_ms() const { return run_ms_; }
+  double wait_ms() const { return wait_ms_; }
+  double bubble_theory() const { return bubble_fraction(grid_.pp, static_cast<int>(micro_batches_)); }
+
  private:
   struct Pending {  // a send in flight from a slot's buffer
     int slot;
@@ -87,6 +93,8 @@ class PipelineStage {
   dist::Communicator* pipeline_ = nullptr;
   dist::Communicator* embedding_ = nullptr;
   std::vector<Pending> sends_;
+  double run_ms_ = 0, wait_ms_ = 0;
+  void timed_wait(dist::Work& work);  // counted into wait_ms_
   std::vector<std::int32_t> inputs_, targets_;
 };
 

@@ -333,6 +333,12 @@ void Trainer::log_step(const StepResult& r) {
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
   m.mem_predicted_bytes = predicted_peak_;
   if (scaler_.enabled()) m.loss_scale = r.loss_scale;
+  if (pipeline_) {  // the window's share of waiting in transfers, averaged over the ranks (collective)
+    const double run = pipeline_->run_ms() - pipeline_run_ms_, wait = pipeline_->wait_ms() - pipeline_wait_ms_;
+    pipeline_run_ms_ = pipeline_->run_ms(), pipeline_wait_ms_ = pipeline_->wait_ms();
+    m.pipeline_bubble = comm_->all_reduce_value(run > 0 ? wait / run : 0.0, dist::ReduceOp::kSum) / world_.size();
+    m.pipeline_bubble_theory = pipeline_->bubble_theory();
+  }
   if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)  // MFU: 16-bit GPU runs
     m.mfu = flops_per_token(config_.model.n_layer, config_.model.n_embd, config_.model.seq_len, table_.n_params_for_flops()) *
             m.tokens_per_s_per_rank / kPeakBf16Flops;

@@ -103,6 +103,7 @@ class Trainer {
   std::optional<TpShards> tp_shards_;
   std::unique_ptr<PipelineStage> pipeline_;     // parallel.pp > 1: this rank's stage (its table is local_table_)
   std::optional<StageShards> stage_shards_;
+  double pipeline_run_ms_ = 0, pipeline_wait_ms_ = 0;  // the pipeline's times at the last metrics line
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;
   std::unique_ptr<LoraBase> lora_;             // lora.rank > 0: the frozen base and the adapters engine_ trains

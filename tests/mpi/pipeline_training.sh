@@ -42,6 +42,11 @@ run gpt2_pp2 2 --ckpt.resume=none --parallel.pp=2
 expect_in "$ZT_WORK/out" "2 rank\(s\) = parallel.pp 2 x 1 data-parallel"
 expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2, 1F1B over 4 micro-batches \(bubble 0.2 in theory\); stage 0: embedding \+ blocks 0-1; stage 1: blocks 2-3 \+ head \(tied copy\) and loss"
 same_curve gpt2_ref gpt2_pp2
+/usr/bin/python3 - "$ZT_WORK/gpt2_pp2.jsonl" <<'PY' || fail "the metrics do not carry the pipeline's bubble"
+import json, sys
+rows = [o for o in map(json.loads, open(sys.argv[1])) if "loss" in o]
+assert all(0 <= o["pipeline_bubble"] < 1 and o["pipeline_bubble_theory"] == 0.2 for o in rows), rows[-1]
+PY
 run gpt2_pp4 4 --ckpt.resume=none --parallel.pp=4 --train.zero_stage=0
 same_curve gpt2_ref gpt2_pp4
 run gpt2_pp2_dp2 4 --ckpt.resume=none --parallel.pp=2 --train.zero_stage=1
