@@ -73,17 +73,17 @@ ParamTable::ParamTable(const GptShape& s) : shape_(s) {
   index_units();
 }
 
-ParamTable::ParamTable(const GptShape& s, const std::vector<ParamInfo>& params) : shape_(s) {
+ParamTable::ParamTable(const GptShape& s, const std::vector<ParamInfo>& params, int n_units) : shape_(s) {
   for (const ParamInfo& p : params) {
     add(p.name, p.shape, p.unit, p.decay);
     params_.back().hf_shape = p.hf_shape;
   }
-  index_units();
+  index_units(n_units);
 }
 
 // Units missing from the parameters (a pipeline stage's table holds only its own) are empty, so unit u
-// is always the model's unit u: L + 2 of them.
-void ParamTable::index_units() {
+// keeps its number.
+void ParamTable::index_units(int n_units) {
   auto open_units_to = [&](int u, std::size_t param, std::size_t offset) {
     while (static_cast<int>(units_.size()) <= u) {
       units_.push_back({offset, 0});
@@ -96,7 +96,10 @@ void ParamTable::index_units() {
     open_units_to(u, i, params_[i].offset);
     units_[u].numel += params_[i].numel;
   }
-  open_units_to(shape_.n_layer + 1, params_.size(), numel_);
+  if (n_units > 0) {
+    ZT_CHECK(static_cast<int>(units_.size()) <= n_units, "parameter table: ", units_.size(), " units, at most ", n_units);
+    open_units_to(n_units - 1, params_.size(), numel_);
+  }
   unit_first_.push_back(params_.size());
 }
 

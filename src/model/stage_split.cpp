@@ -47,7 +47,7 @@ ParamTable stage_table(const ParamTable& global, const Stage& stage, int stages)
                       (u >= 1 + stage.first_block && u <= end) || (u == s.n_layer + 1 && stage.has_head(s.n_layer));
     if (keep) mine.push_back(info);
   }
-  return ParamTable(s, mine);
+  return ParamTable(s, mine, s.n_layer + 2);
 }
 
 }  // namespace zt::model
