@@ -4,7 +4,9 @@
 # too): GPT-2 (tied head: the last stage's copy of wte, summed over the embedding group) on pp=2 and pp=4,
 # pp=2 x 2 data-parallel ranks at ZeRO 1, and Llama (GQA, untied head) on pp=2 with full recomputation.
 # Its checkpoints are in the global shape: a pp=2 checkpoint at step 5 resumes on pp=1 (2 data-parallel
-# ranks) and continues the uninterrupted curve. The split is said at start-up; what is not wired is refused.
+# ranks) and continues the uninterrupted curve; model.h5, gathered from the stages, exports the one-rank
+# weights; init.from loads a Hugging Face directory into the stages. The split is said at start-up; what
+# is not wired is refused.
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 llama=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
@@ -62,6 +64,36 @@ mkdir -p "$ZT_WORK/to_pp1.ckpt" && cp -r "$ZT_WORK/gpt2_pp2.ckpt/step_00000005" 
 run to_pp1 2 --ckpt.resume=auto --train.zero_stage=1
 expect_in "$ZT_WORK/out" "resumed from .*step_00000005: step 5"
 same_curve gpt2_ref to_pp1 6
+
+# model.h5 holds the global model, gathered from the stages: exported, a pp=4 run's final weights equal
+# the one-rank run's (1e-4; the tied wte once).
+for r in gpt2_ref gpt2_pp4; do
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$r.ckpt/step_00000010" --out "$ZT_WORK/$r.safetensors"
+done
+/usr/bin/python3 - "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_pp4.safetensors" <<'PY' ||
+import json, struct, sys, numpy as np
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]], dtype=np.float32).reshape(t["shape"])
+            for k, t in head.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a and sorted(a) == sorted(b), f"tensors differ: {sorted(a)} vs {sorted(b)}"
+for k in a:
+    assert a[k].shape == b[k].shape, f"{k}: {a[k].shape} vs {b[k].shape}"
+    worst = np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)
+    assert worst <= 1e-4, f"{k}: relative difference {worst:.2e}"
+print(f"model.h5: {len(a)} tensors in the same global shapes and values")
+PY
+  fail "the pp=4 model.h5 differs from the one-rank one"
+
+# init.from a Hugging Face directory: each stage reads its parameters (the tied copy too) from it.
+expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/gpt2_ref.ckpt/step_00000010" --out "$ZT_WORK/hf" --dtype fp32
+run init_ref 1 --ckpt.resume=none --init.from="$ZT_WORK/hf" --train.max_steps=3 --log.eval_every=0
+run init_pp2 2 --ckpt.resume=none --init.from="$ZT_WORK/hf" --train.max_steps=3 --log.eval_every=0 --parallel.pp=2
+expect_in "$ZT_WORK/out" "initialised from"
+same_curve init_ref init_pp2
 
 # Refused before any work (exit 2), naming the key, the reason and the fix.
 expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=2 --train.zero_stage=2 --ckpt.dir="$ZT_WORK/no.ckpt"
