@@ -82,6 +82,8 @@ class Trainer {
   const model::ParamTable& shard_table() const { return local_table_ ? *local_table_ : table_; }
   std::uint64_t comm_bytes() const;  // payload bytes over every group this rank communicates in
   double blocked_ms() const;         // time blocked in their collectives
+  void make_pipeline_stage();                         // parallel.pp > 1: the stage, its table and groups
+  std::vector<dist::Communicator*> groups() const;    // the groups split from comm_ (the grid's)
   void set_comm_context(const std::string& context);  // on every group (watchdog messages)
   void set_comm_timeout(double seconds);
 
@@ -98,8 +100,6 @@ class Trainer {
   dist::Grid grid_;                               // world = parallel.pp x data-parallel x parallel.tp ranks
   dist::GridComms grid_comms_;                    // tp > 1 or pp > 1: this rank's groups (split from comm_)
   std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard of table_; pp > 1: its stage's
-  void make_pipeline_stage();                     // parallel.pp > 1: the stage, its table and model groups
-  std::vector<dist::Communicator*> groups() const;  // the groups split from comm_ (the grid's)
   std::optional<TpShards> tp_shards_;
   std::unique_ptr<PipelineStage> pipeline_;     // parallel.pp > 1: this rank's stage (its table is local_table_)
   std::optional<StageShards> stage_shards_;
