@@ -24,6 +24,7 @@
 #include "train/preflight.hpp"
 #include "train/output_check.hpp"
 #include "train/run.hpp"
+#include "train/pipeline_stage.hpp"
 
 namespace zt::apps {
 namespace {
@@ -92,8 +93,11 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
 }
 
 // parallel.tp > 1 (issue 20): TP groups must share a node (said before any work, exit 2).
-void check_tensor_parallel(const dist::World& world, const config::Config& c) {
-  dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank()), world);
+// parallel.pp > 1 (issue 21): what the pipeline does not run yet is refused the same way.
+void check_tensor_parallel(const dist::World& world, const config::Config& c, const dist::Placement& placement) {
+  dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank(),
+                                                     static_cast<int>(c.parallel.pp)), world);
+  train::check_pipeline_config(c, placement.comm == config::CommBackend::kNccl);
 }
 
 // --plan --plan.search: rank 0 prints the layouts ranked by predicted tokens/s; exit 0 if one fits, 2 if none.
@@ -148,9 +152,10 @@ int run(dist::World& world, int argc, char** argv) {
     if (s.cl.version) std::cout << "ztrain " << version() << " (git " << git_revision() << ")\n";
     return kExitOk;
   }
-  if (s.cl.config.parallel.tp > 1 && !s.cl.plan)  // its own agreement: the host check is collective
-    if (const int tp_code = agree_on_startup(world, [&] { check_tensor_parallel(world, s.cl.config); },
-                                             "checking the tensor-parallel grid");
+  const bool grid = s.cl.config.parallel.tp > 1 || s.cl.config.parallel.pp > 1;
+  if (grid && !s.cl.plan)  // its own agreement: the host check is collective
+    if (const int tp_code = agree_on_startup(world, [&] { check_tensor_parallel(world, s.cl.config, s.placement); },
+                                             "checking the tensor- and pipeline-parallel grid");
         tp_code != kExitOk)
       return tp_code;
   if (s.cl.print_config) {

@@ -128,9 +128,10 @@ struct DistConfig {
   double timeout_s = 600;
 };
 
-// The process grid (dist/grid.hpp): world = tp x data-parallel ranks.
+// The process grid (dist/grid.hpp): world = pp x data-parallel x tp ranks.
 struct ParallelConfig {
   std::int64_t tp = 1;             // tensor-parallel degree: ranks splitting each layer (consecutive, one node)
+  std::int64_t pp = 1;             // pipeline stages: each runs a contiguous range of blocks (1F1B schedule)
   bool sequence_parallel = false;  // shard the norm and residual regions along the sequence inside a TP group
 };
 

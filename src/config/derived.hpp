@@ -8,7 +8,7 @@
 namespace zt::config {
 
 struct Derived {
-  std::int64_t dp_size = 1;          // data-parallel ranks: world_size / parallel.tp
+  std::int64_t dp_size = 1;          // data-parallel ranks: world_size / (parallel.pp x parallel.tp)
   std::int64_t grad_accum = 1;       // global_batch = micro_batch x grad_accum x dp_size
   std::int64_t tokens_per_step = 0;  // global_batch x seq_len
 };

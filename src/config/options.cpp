@@ -208,6 +208,7 @@ std::vector<Option> build_table() {
       opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
       opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (10x through start-up, until step 1 completes)", positive()),
       opt("parallel.tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel degree: each run of tp consecutive ranks (on one node) splits every layer Megatron-style; the world is tp x data-parallel ranks (1 = data parallel only)", I64{1, 1024}),
+      opt("parallel.pp", &C::parallel, &ParallelConfig::pp, "pipeline stages: each runs a contiguous range of blocks (embedding on the first, head and loss on the last), micro-batches flow through them on the 1F1B schedule; the world is pp x data-parallel x tp ranks, stages outermost (1 = no pipeline)", I64{1, 1024}),
       opt("parallel.sequence_parallel", &C::parallel, &ParallelConfig::sequence_parallel, "with parallel.tp > 1: shard the norm and residual activations along the sequence inside each TP group"),
       opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
       opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),

@@ -183,12 +183,19 @@ Derived derive(const Config& config, std::int64_t world_size) {
   if (config.debug.rank >= world_size)
     throw ConfigError(cat("debug.rank=", config.debug.rank, " is outside the world of ", world_size,
                           " rank(s): use debug.rank in [0, ", world_size - 1, "]"));
-  const std::int64_t tp = config.parallel.tp;
-  if (world_size % tp != 0)
+  const std::int64_t tp = config.parallel.tp, pp = config.parallel.pp;
+  if (pp == 1 && world_size % tp != 0)
     throw ConfigError(cat("parallel.tp=", tp, " does not divide the world of ", world_size,
                           " rank(s): the world is tp x data-parallel ranks; use parallel.tp in {",
                           join(divisors(world_size, world_size)), "} or a multiple of ", tp, " ranks"));
-  const std::int64_t dp_size = world_size / tp;
+  if (world_size % (tp * pp) != 0)
+    throw ConfigError(cat("parallel.pp=", pp, " x parallel.tp=", tp, " = ", pp * tp, " does not divide the world of ",
+                          world_size, " rank(s): the world is pp x data-parallel x tp ranks; use pp x tp in {",
+                          join(divisors(world_size, world_size)), "} or a multiple of ", pp * tp, " ranks"));
+  if (pp > config.model.n_layer)
+    throw ConfigError(cat("parallel.pp=", pp, " stages for model.n_layer=", config.model.n_layer,
+                          " blocks: every stage needs at least one block; use parallel.pp <= ", config.model.n_layer));
+  const std::int64_t dp_size = world_size / (tp * pp);
   const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
   const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
   if (global % per_step != 0) {
@@ -198,9 +205,11 @@ Derived derive(const Config& config, std::int64_t world_size) {
     for (std::int64_t m : divisors(global, global))
       if ((global / m) % dp_size == 0) micro_ok.push_back(m);
     if (!micro_ok.empty()) fix += cat(", or train.micro_batch in {", join(micro_ok), "}");
+    std::string ranks;  // how the data-parallel ranks come out of the world
+    if (pp > 1) ranks = cat(" = ", world_size, " ranks / (parallel.pp=", pp, " x parallel.tp=", tp, ")");
+    else if (tp > 1) ranks = cat(" = ", world_size, " ranks / parallel.tp=", tp);
     throw ConfigError(cat("train.global_batch=", global, " is not divisible by train.micro_batch(", micro,
-                          ") x data-parallel ranks(", dp_size, tp > 1 ? cat(" = ", world_size, " ranks / parallel.tp=", tp) : "",
-                          ") = ", per_step, "; use ", fix));
+                          ") x data-parallel ranks(", dp_size, ranks, ") = ", per_step, "; use ", fix));
   }
   Derived d;
   d.dp_size = dp_size;

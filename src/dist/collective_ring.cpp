@@ -8,7 +8,14 @@
 
 namespace zt::dist {
 
-const char* group_name(CollGroup g) { return g == CollGroup::kDp ? "dp" : "world"; }
+const char* group_name(CollGroup g) {
+  switch (g) {
+    case CollGroup::kDp: return "dp";
+    case CollGroup::kWorld: return "world";
+    case CollGroup::kP2p: return "p2p";
+  }
+  return "?";
+}
 
 const char* kind_name(CollKind k) {
   switch (k) {
@@ -19,6 +26,8 @@ const char* kind_name(CollKind k) {
     case CollKind::kBarrier: return "barrier";
     case CollKind::kAgreement: return "agreement";
     case CollKind::kGather: return "gather";
+    case CollKind::kSend: return "send";
+    case CollKind::kRecv: return "recv";
   }
   return "?";
 }

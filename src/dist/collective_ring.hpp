@@ -20,8 +20,10 @@ namespace zt::dist {
 enum class CollGroup : std::uint8_t {
   kDp,     // the training communicator: gradients, parameters, loss and flag reductions
   kWorld,  // the world's host agreements: start-up checks, checkpoint save, commit and resume
+  kP2p,    // point-to-point sends and receives between pipeline stages (each stage its own program)
 };
-enum class CollKind : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier, kAgreement, kGather };
+enum class CollKind : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier, kAgreement, kGather,
+                                     kSend, kRecv };
 enum class CollState : std::uint8_t { kOpen, kDone, kTimedOut };
 
 const char* group_name(CollGroup g);
@@ -62,7 +64,7 @@ class CollectiveRing {
   mutable std::mutex mutex_;
   std::vector<CollRecord> slots_;  // kCapacity, allocated once
   std::uint64_t entered_ = 0;      // records ever entered
-  std::array<std::uint64_t, 2> seq_{};
+  std::array<std::uint64_t, 3> seq_{};
   std::uint64_t call_ = 0;
   std::array<char, CollRecord::kContextChars + 1> last_context_{};
 };

@@ -41,8 +41,11 @@ class Work {
 // nccl-tests' "size"; what crosses the network also depends on the algorithm: busbw factors).
 struct CommStats {
   std::uint64_t all_reduce_bytes = 0, reduce_scatter_bytes = 0, all_gather_bytes = 0, broadcast_bytes = 0;
+  std::uint64_t send_bytes = 0;  // point-to-point (pipeline stages): what this rank sent
   std::uint64_t calls = 0;
-  std::uint64_t total_bytes() const { return all_reduce_bytes + reduce_scatter_bytes + all_gather_bytes + broadcast_bytes; }
+  std::uint64_t total_bytes() const {
+    return all_reduce_bytes + reduce_scatter_bytes + all_gather_bytes + broadcast_bytes + send_bytes;
+  }
 };
 
 class Communicator {
@@ -62,6 +65,11 @@ class Communicator {
   virtual std::unique_ptr<Work> all_gather(Span send, Span recv) = 0;
   virtual std::unique_ptr<Work> broadcast(Span buffer, int root) = 0;
   virtual void barrier() = 0;
+  // Point-to-point (pipeline stages' activations and their gradients): buffer to / from rank `peer` of
+  // this communicator. Messages between two ranks arrive in the order sent; a send may complete
+  // before its receive is posted (or not: wait on both sides). Same deadline as the collectives.
+  virtual std::unique_ptr<Work> send(Span buffer, int peer) = 0;
+  virtual std::unique_ptr<Work> recv(Span buffer, int peer) = 0;
 
   // What the job is doing, for watchdog messages ("step 17 backward"). Loose deadline until the
   // first step completes (start-up, compilation, first touches), the configured one after.

@@ -6,16 +6,19 @@
 
 namespace zt::dist {
 
-Grid Grid::make(int world, int tp, int rank) {
+Grid Grid::make(int world, int tp, int rank, int pp) {
   ZT_CHECK(world >= 1 && rank >= 0 && rank < world, "grid: rank outside the world");
-  if (tp < 1 || world % tp != 0) {
+  if (tp < 1 || pp < 1 || world % (tp * pp) != 0) {
     std::string valid;
     for (int d = 1; d <= world; ++d)
       if (world % d == 0) valid += cat(valid.empty() ? "" : ", ", d);
-    throw ConfigError(cat("parallel.tp=", tp, " does not divide the world of ", world,
-                          " rank(s): the world is tp x data-parallel ranks; use parallel.tp in {", valid, "}"));
+    if (pp == 1)
+      throw ConfigError(cat("parallel.tp=", tp, " does not divide the world of ", world,
+                            " rank(s): the world is tp x data-parallel ranks; use parallel.tp in {", valid, "}"));
+    throw ConfigError(cat("parallel.pp=", pp, " x parallel.tp=", tp, " = ", tp * pp, " does not divide the world of ",
+                          world, " rank(s): the world is pp x data-parallel x tp ranks; use pp x tp in {", valid, "}"));
   }
-  return Grid{world, tp, world / tp, rank};
+  return Grid{world, tp, world / (tp * pp), rank, pp};
 }
 
 std::string tp_groups_off_node(const Grid& grid, const std::vector<std::string>& hosts) {
@@ -46,8 +49,14 @@ void check_tp_groups_share_nodes(const Grid& grid, const World& world) {
 GridComms split_grid(Communicator& world_comm, const Grid& grid) {
   ZT_CHECK(world_comm.size() == grid.world && world_comm.rank() == grid.rank, "grid: communicator is not the grid's world");
   GridComms c;
-  c.tp = world_comm.split(grid.dp_rank(), grid.tp_rank());
-  c.dp = world_comm.split(grid.tp_rank(), grid.dp_rank());
+  const int pipeline = grid.dp_rank() * grid.tp + grid.tp_rank();  // which pipeline: the same in every stage
+  c.tp = world_comm.split(grid.rank / grid.tp, grid.tp_rank());
+  c.dp = world_comm.split(grid.pp_rank() * grid.tp + grid.tp_rank(), grid.dp_rank());
+  if (grid.pp == 1) return c;
+  c.pp = world_comm.split(pipeline, grid.pp_rank());
+  const bool ends = grid.pp_rank() == 0 || grid.pp_rank() == grid.pp - 1;
+  const int pipelines = grid.dp * grid.tp;
+  c.embedding = world_comm.split(ends ? pipeline : pipelines * grid.pp_rank() + pipeline, grid.pp_rank());
   return c;
 }
 

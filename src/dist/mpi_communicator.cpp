@@ -100,6 +100,7 @@ class MpiWork : public Work {
 
 class MpiCommunicator : public Communicator {
  public:
+  static constexpr int kP2pTag = 21;  // the one point-to-point stream per pair of ranks (MPI keeps its order)
   MpiCommunicator(const World& world, double timeout_s) {
     timeout_s_ = timeout_s;
     // Collective too: nonblocking, so a rank that never gets here ends the job by the deadline.
@@ -179,6 +180,22 @@ class MpiCommunicator : public Communicator {
     return w;
   }
 
+  // Raw bytes: any dtype travels (bf16 activations too), nothing is reduced.
+  std::unique_ptr<Work> send(Span b, int peer) override {
+    check_peer(peer, "send");
+    auto w = start(cat("send of ", b.count, " ", dtype_name(b.dtype), " to rank ", peer));
+    stats_.send_bytes += b.count * dtype_size(b.dtype);
+    ZT_MPI(MPI_Isend(b.data, mpi_count(b.count * dtype_size(b.dtype), "send"), MPI_BYTE, peer, kP2pTag, comm_, w->request()));
+    return w;
+  }
+
+  std::unique_ptr<Work> recv(Span b, int peer) override {
+    check_peer(peer, "recv");
+    auto w = start(cat("recv of ", b.count, " ", dtype_name(b.dtype), " from rank ", peer));
+    ZT_MPI(MPI_Irecv(b.data, mpi_count(b.count * dtype_size(b.dtype), "recv"), MPI_BYTE, peer, kP2pTag, comm_, w->request()));
+    return w;
+  }
+
   void barrier() override {
     auto w = start("barrier");
     ZT_MPI(MPI_Ibarrier(comm_, w->request()));
@@ -210,6 +227,11 @@ class MpiCommunicator : public Communicator {
     ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ZT_MPI(MPI_Comm_rank(comm_, &rank_));
     ZT_MPI(MPI_Comm_size(comm_, &size_));
+  }
+
+  void check_peer(int peer, const char* op) const {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      throw CommError(cat("mpi ", op, ": peer ", peer, " is not another rank of this group of ", size_, " (rank ", rank_, ")"));
   }
 
   std::unique_ptr<MpiWork> start(std::string what) {

@@ -22,7 +22,8 @@ enum FinalParam { kLnfW, kLnfB };
 
 }  // namespace
 
-std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts) {
+std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts,
+                          Stage stage) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
   Carver c{base, compute};
@@ -38,7 +39,7 @@ std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, s
     if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
     return shared_t;
   };
-  a.layers.resize(s.n_layer);
+  a.layers.resize(stage.end(s.n_layer) - stage.first_block);  // this stage's blocks only
   for (Layer& l : a.layers) {
     l.ln1 = per_layer_or_shared(full, work.ln1, {B, T, C});
     l.ln1_mean = per_layer_or_shared(full, work.ln1_mean, {N}, true);
@@ -54,8 +55,10 @@ std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, s
     l.fch_gelu = per_layer_or_shared(selective, work.fch_gelu, {B, T, 4 * C});
     l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
   }
-  a.lnf = c.take({B, T, C}), a.lnf_mean = c.stat({N}), a.lnf_rstd = c.stat({N});
-  a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
+  if (stage.has_head(s.n_layer)) {
+    a.lnf = c.take({B, T, C}), a.lnf_mean = c.stat({N}), a.lnf_rstd = c.stat({N});
+    a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
+  }
   a.proj = c.take({B, T, C});
   a.dres = c.take({B, T, C}), a.dtmp = c.take({B, T, C}), a.dln = c.take({B, T, C}), a.dbig = c.take({B, T, 4 * C});
   a.dnorm_w = c.stat({C}), a.dnorm_b = c.stat({C});
@@ -67,14 +70,18 @@ std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch, Recom
          2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t);
 }
 
-Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute)
-    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute) {
+Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute,
+           Stage stage)
+    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute),
+      stage_(stage), first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
+      heads_(stage.has_head(s_.n_layer)) {
   ZT_CHECK_GT(micro_batch, 0, "Gpt2: micro_batch must be positive");
   ZT_CHECK(s_.arch == Arch::kGpt2, "Gpt2: the parameter table is not GPT-2's (use make_model)");
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
            "Gpt2: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
-  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr));
-  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
+  ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "Gpt2: stage blocks [", first_, ", ", end_, ") outside the model's ", s_.n_layer);
+  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr, stage_));
+  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_, stage_);
   ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
   a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
   a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
@@ -99,8 +106,8 @@ void Gpt2::check_ids(const char* what, const std::int32_t* ids) const {
 // ln2 = LN(res2); fch = ln2 Wfc + b; res3 = res2 + gelu(fch) Wfcproj + b.
 void Gpt2::block_forward(int l, const Tensor& w) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = a_.layers[l - first_];
+  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
   be_.matmul_forward(L.qkv, L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
   if (lora_) lora_->forward(BlockMatmul::kQkv, L.ln1, L.qkv);
@@ -117,37 +124,43 @@ void Gpt2::block_forward(int l, const Tensor& w) {
   be_.add(L.res3, L.res2, a_.proj);
 }
 
+// A pipeline stage runs its part: the embedding on the first (else its input is in a_.encoded, the
+// previous stage's output), its blocks, and the final norm and head on the last.
 void Gpt2::run_forward(const std::int32_t* tokens, ParamSource& params) {
-  check_ids("token", tokens);
-  be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
   const int last = s_.n_layer + 1;
-  Tensor emb = params.unit(0);
-  be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, kWte), param(emb, 0, kWpe));
-  params.release(0);
-  for (int l = 0; l < s_.n_layer; ++l) {
+  if (embeds_) {
+    check_ids("token", tokens);
+    be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
+    Tensor emb = params.unit(0);
+    be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, kWte), param(emb, 0, kWpe));
+    params.release(0);
+  }
+  for (int l = first_; l < end_; ++l) {
     if (lora_) lora_->begin_block(l, false);
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
     if (lora_) lora_->end_block(l, false);
   }
+  if (!heads_) return;
   Tensor fin = params.unit(last);
   const Tensor top = a_.layers.back().res3;
   be_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, top, param(fin, last, kLnfW), param(fin, last, kLnfB));
   params.release(last);
-  emb = params.unit(0);  // the tied LM head: logits = lnf @ wte^T over all Vp rows
+  Tensor emb = params.unit(0);  // the tied LM head: logits = lnf @ wte^T over all Vp rows
   be_.matmul_forward(a_.logits, a_.lnf, param(emb, 0, kWte), Tensor(), WeightLayout::kOutIn);
   params.release(0);
 }
 
 double Gpt2::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
+  if (heads_) check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
   run_forward(tokens, params);
-  const double sum = sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size);
+  const double sum = heads_ ? sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size) : 0.0;
   ready_for_backward_ = true;
   return sum;
 }
 
 std::vector<float> Gpt2::forward_logits(const std::int32_t* tokens, ParamSource& params) {
+  ZT_CHECK(embeds_ && heads_, "Gpt2::forward_logits runs the whole model, not a pipeline stage");
   run_forward(tokens, params);
   ready_for_backward_ = false;
   return unpadded_logits(be_, a_.logits, s_.vocab_size);
@@ -157,8 +170,8 @@ std::vector<float> Gpt2::forward_logits(const std::int32_t* tokens, ParamSource&
 // dres, dtmp, dln and dbig are reused from block to block.
 void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = a_.layers[l - first_];
+  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
   const Tensor dfch = a_.dbig;  // [B,T,4C]
   const Tensor dqkv(a_.dbig.data, dtype_, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd}});
   // MLP: res3 = res2 + gelu(fch) Wfcproj + b
@@ -191,27 +204,33 @@ void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
 void Gpt2::recompute_block(int l, const Tensor& w) {
   if (recompute_ == Recompute::kFull) return block_forward(l, w);
   if (recompute_ == Recompute::kSelective) {
-    Layer& L = a_.layers[l];
+    Layer& L = a_.layers[l - first_];
     be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
     be_.gelu_forward(L.fch_gelu, L.fch);
   }
 }
 
+// A stage without the head starts from d(its output) in a_.dres (stage_output_grad); a stage without
+// the embedding leaves d(its input) there (stage_input_grad).
 void Gpt2::backward(ParamSource& params, GradSink& grads, float dloss) {
   ZT_CHECK(ready_for_backward_, "Gpt2::backward needs a forward() with targets first (and runs once per forward)");
   ready_for_backward_ = false;
   const int last = s_.n_layer + 1;
-  be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
-  Tensor w = params.unit(0), g = grads.unit(0);  // LM head: dlnf = dlogits wte, dwte += dlogits^T lnf
-  be_.matmul_backward(a_.dln, grad(g, 0, kWte), Tensor(), a_.logits, a_.lnf, param(w, 0, kWte), WeightLayout::kOutIn);
-  params.release(0);
-  w = params.unit(last), g = grads.unit(last);
-  const Tensor top = a_.layers.back().res3;
-  be_.layernorm_backward(a_.dres, norm_grad(g, last, kLnfW, false), norm_grad(g, last, kLnfB, true), a_.dln, top, param(w, last, kLnfW),
-                         a_.lnf_mean, a_.lnf_rstd);
-  params.release(last);
-  grads.unit_done(last);
-  for (int l = s_.n_layer - 1; l >= 0; --l) {
+  Tensor w, g;
+  if (heads_) {
+    be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
+    w = params.unit(0), g = grads.unit(0);  // LM head: dlnf = dlogits wte, dwte += dlogits^T lnf
+    be_.matmul_backward(a_.dln, grad(g, 0, kWte), Tensor(), a_.logits, a_.lnf, param(w, 0, kWte), WeightLayout::kOutIn);
+    params.release(0);
+    if (!embeds_) grads.unit_done(0);  // the last stage's copy of wte: final for this pass
+    w = params.unit(last), g = grads.unit(last);
+    const Tensor top = a_.layers.back().res3;
+    be_.layernorm_backward(a_.dres, norm_grad(g, last, kLnfW, false), norm_grad(g, last, kLnfB, true), a_.dln, top,
+                           param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
+    params.release(last);
+    grads.unit_done(last);
+  }
+  for (int l = end_ - 1; l >= first_; --l) {
     w = params.unit(1 + l);  // separate statements: the ParamSource sees p before g, always
     g = grads.unit(1 + l);
     if (lora_) lora_->begin_block(l, true);
@@ -221,6 +240,7 @@ void Gpt2::backward(ParamSource& params, GradSink& grads, float dloss) {
     grads.unit_done(1 + l);
     if (lora_) lora_->end_block(l, true);
   }
+  if (!embeds_) return;
   g = grads.unit(0);
   if (!g.empty()) be_.embedding_backward(param(g, 0, kWte), param(g, 0, kWpe), a_.dres, a_.tokens);
   grads.unit_done(0);

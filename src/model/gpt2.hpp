@@ -22,8 +22,9 @@ class Gpt2 final : public Model {
   // Allocates every activation for micro-batches of `micro_batch` sequences of table.shape().seq_len.
   // compute: the dtype of activations and of the parameters the ParamSource hands out (f32, bf16 or
   // f16; backend.hpp's precision rules); gradients are f32 whatever it is. The table must outlive the model.
+  // stage: a pipeline stage's blocks (model.hpp), with table its stage_table (stage_split.hpp).
   Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute = Recompute::kNone,
-       DType compute = DType::kF32);
+       DType compute = DType::kF32, Stage stage = {});
   Gpt2(const Gpt2&) = delete;
   Gpt2& operator=(const Gpt2&) = delete;
 
@@ -40,6 +41,10 @@ class Gpt2 final : public Model {
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
 
   void set_lora(Lora* lora) override { lora_ = lora; }
+  backend::Tensor stage_input() override { return a_.encoded; }
+  backend::Tensor stage_output() override { return a_.layers.back().res3; }
+  backend::Tensor stage_output_grad() override { return a_.dres; }
+  backend::Tensor stage_input_grad() override { return a_.dres; }
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
@@ -62,7 +67,8 @@ class Gpt2 final : public Model {
     std::vector<Layer> layers;
   };
   // Carves every activation out of `base` (null: counts only); returns the bytes used.
-  static std::size_t layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts);
+  static std::size_t layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts,
+                                Stage stage = {});
 
   void check_ids(const char* what, const std::int32_t* ids) const;
   void run_forward(const std::int32_t* tokens, ParamSource& params);
@@ -84,6 +90,9 @@ class Gpt2 final : public Model {
   backend::Buffer arena_, ids_;
   Acts a_;
   SegmentStarts segments_;  // data.document_mask
+  Stage stage_;
+  int first_, end_;  // this stage's blocks [first_, end_)
+  bool embeds_, heads_;  // it runs the embedding / the final norm, head and loss
   bool ready_for_backward_ = false;
   Lora* lora_ = nullptr;  // LoRA adapters (lora.hpp), or none
 };

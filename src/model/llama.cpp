@@ -22,7 +22,8 @@ enum FinalParam { kNormF, kHead };
 constexpr WeightLayout kOutIn = WeightLayout::kOutIn;  // HF nn.Linear weights are [out, in]
 }  // namespace
 
-std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts) {
+std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts,
+                          Stage stage) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
   Carver c{base, compute};
@@ -36,7 +37,7 @@ std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, 
     if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);
     return shared_t;
   };
-  a.layers.resize(s.n_layer);
+  a.layers.resize(stage.end(s.n_layer) - stage.first_block);  // this stage's blocks only
   for (Layer& l : a.layers) {
     l.ln1 = keep(full, work.ln1, {B, T, C});
     l.ln1_rstd = keep(full, work.ln1_rstd, {N}, true);
@@ -50,8 +51,10 @@ std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, 
     l.act = keep(selective, work.act, {B, T, F});
     l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
   }
-  a.lnf = c.take({B, T, C}), a.lnf_rstd = c.stat({N});
-  a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
+  if (stage.has_head(s.n_layer)) {
+    a.lnf = c.take({B, T, C}), a.lnf_rstd = c.stat({N});
+    a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
+  }
   a.proj = c.take({B, T, C});
   a.dres = c.take({B, T, C}), a.dln = c.take({B, T, C});
   a.dnorm = c.stat({C});
@@ -65,14 +68,18 @@ std::size_t Llama::activation_bytes(const GptShape& shape, int micro_batch, Reco
          static_cast<std::size_t>(shape.head_size() / 2) * sizeof(float);
 }
 
-Llama::Llama(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute)
-    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute) {
+Llama::Llama(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute,
+           Stage stage)
+    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute),
+      stage_(stage), first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
+      heads_(stage.has_head(s_.n_layer)) {
   ZT_CHECK_GT(micro_batch, 0, "Llama: micro_batch must be positive");
   ZT_CHECK(s_.arch == Arch::kLlama, "Llama: the parameter table is not Llama's (use make_model)");
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
            "Llama: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
-  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr));
-  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
+  ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "Llama: stage blocks [", first_, ", ", end_, ") outside the model's ", s_.n_layer);
+  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr, stage_));
+  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_, stage_);
   ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
   a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
   a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
@@ -110,8 +117,8 @@ void Llama::check_ids(const char* what, const std::int32_t* ids) const {
 // res3 = res2 + act Wdown^T.
 void Llama::block_forward(int l, const Tensor& w) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = a_.layers[l - first_];
+  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
   be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), Tensor(), kOutIn);
   if (lora_) lora_->forward(BlockMatmul::kQkv, L.ln1, L.qkv);  // before RoPE, as PEFT's q_proj/k_proj output
@@ -128,19 +135,23 @@ void Llama::block_forward(int l, const Tensor& w) {
   be_.add(L.res3, L.res2, a_.proj);
 }
 
+// A pipeline stage runs its part (as gpt2.cpp's run_forward).
 void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
-  check_ids("token", tokens);
-  be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
   const int last = s_.n_layer + 1;
-  Tensor emb = params.unit(0);
-  be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, 0), Tensor());
-  params.release(0);
-  for (int l = 0; l < s_.n_layer; ++l) {
+  if (embeds_) {
+    check_ids("token", tokens);
+    be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
+    Tensor emb = params.unit(0);
+    be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, 0), Tensor());
+    params.release(0);
+  }
+  for (int l = first_; l < end_; ++l) {
     if (lora_) lora_->begin_block(l, false);
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
     if (lora_) lora_->end_block(l, false);
   }
+  if (!heads_) return;
   Tensor fin = params.unit(last);
   be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), static_cast<float>(s_.norm_eps));
   if (s_.tie_embeddings) {
@@ -152,14 +163,15 @@ void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
 }
 
 double Llama::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
+  if (heads_) check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
   run_forward(tokens, params);
-  const double sum = sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size);
+  const double sum = heads_ ? sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size) : 0.0;
   ready_for_backward_ = true;
   return sum;
 }
 
 std::vector<float> Llama::forward_logits(const std::int32_t* tokens, ParamSource& params) {
+  ZT_CHECK(embeds_ && heads_, "Llama::forward_logits runs the whole model, not a pipeline stage");
   run_forward(tokens, params);
   ready_for_backward_ = false;
   return unpadded_logits(be_, a_.logits, s_.vocab_size);
@@ -168,8 +180,8 @@ std::vector<float> Llama::forward_logits(const std::int32_t* tokens, ParamSource
 // dres holds d(block output) on entry and d(block input) on exit; parameter grads accumulate (+=).
 void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = a_.layers[l - first_];
+  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
   const std::int64_t T = s_.seq_len, W = s_.qkv_width(), F2 = 2 * std::int64_t{s_.ffn_hidden};
   const Tensor dgu(a_.dbig.data, dtype_, {B_, T, F2}), dqkv(a_.dbig.data, dtype_, {B_, T, W});
   // MLP: res3 = res2 + swiglu(ln2 [Wgate|Wup]^T) Wdown^T
@@ -196,33 +208,38 @@ void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
 void Llama::recompute_block(int l, const Tensor& w) {
   if (recompute_ == Recompute::kFull) return block_forward(l, w);
   if (recompute_ == Recompute::kSelective) {
-    Layer& L = a_.layers[l];
+    Layer& L = a_.layers[l - first_];
     be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
     be_.swiglu_forward(L.act, L.gu);
   }
 }
 
+// A stage without the head starts from d(its output) in a_.dres; one without the embedding leaves d(its
+// input) there (as gpt2.cpp's backward).
 void Llama::backward(ParamSource& params, GradSink& grads, float dloss) {
   ZT_CHECK(ready_for_backward_, "Llama::backward needs a forward() with targets first (and runs once per forward)");
   ready_for_backward_ = false;
   const int last = s_.n_layer + 1;
-  const Tensor top = a_.layers.back().res3;
-  be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
   Tensor w, g;
-  if (s_.tie_embeddings) {  // the head is embed_tokens: dlnf = dlogits E, dE += dlogits^T lnf
-    w = params.unit(0);
-    g = grads.unit(0);
-    be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
-    params.release(0);
+  if (heads_) {
+    const Tensor top = a_.layers.back().res3;
+    be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
+    if (s_.tie_embeddings) {  // the head is embed_tokens: dlnf = dlogits E, dE += dlogits^T lnf
+      w = params.unit(0);
+      g = grads.unit(0);
+      be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
+      params.release(0);
+      if (!embeds_) grads.unit_done(0);  // the last stage's copy of embed_tokens: final for this pass
+    }
+    w = params.unit(last);  // separate statements: the ParamSource sees p before g, always
+    g = grads.unit(last);
+    if (!s_.tie_embeddings)
+      be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
+    be_.rmsnorm_backward(a_.dres, norm_grad(g, last, kNormF), a_.dln, top, param(w, last, kNormF), a_.lnf_rstd);
+    params.release(last);
+    grads.unit_done(last);
   }
-  w = params.unit(last);  // separate statements: the ParamSource sees p before g, always
-  g = grads.unit(last);
-  if (!s_.tie_embeddings)
-    be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
-  be_.rmsnorm_backward(a_.dres, norm_grad(g, last, kNormF), a_.dln, top, param(w, last, kNormF), a_.lnf_rstd);
-  params.release(last);
-  grads.unit_done(last);
-  for (int l = s_.n_layer - 1; l >= 0; --l) {
+  for (int l = end_ - 1; l >= first_; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
     if (lora_) lora_->begin_block(l, true);
@@ -232,6 +249,7 @@ void Llama::backward(ParamSource& params, GradSink& grads, float dloss) {
     grads.unit_done(1 + l);
     if (lora_) lora_->end_block(l, true);
   }
+  if (!embeds_) return;
   g = grads.unit(0);
   if (!g.empty()) be_.embedding_backward(param(g, 0, 0), Tensor(), a_.dres, a_.tokens);
   grads.unit_done(0);

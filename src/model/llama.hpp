@@ -18,8 +18,9 @@ namespace zt::model {
 // only block outputs.
 class Llama final : public Model {
  public:
+  // stage: a pipeline stage's blocks (model.hpp), with table its stage_table (stage_split.hpp).
   Llama(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute = Recompute::kNone,
-        DType compute = DType::kF32);
+       DType compute = DType::kF32, Stage stage = {});
   Llama(const Llama&) = delete;
   Llama& operator=(const Llama&) = delete;
 
@@ -29,6 +30,10 @@ class Llama final : public Model {
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
 
   void set_lora(Lora* lora) override { lora_ = lora; }
+  backend::Tensor stage_input() override { return a_.encoded; }
+  backend::Tensor stage_output() override { return a_.layers.back().res3; }
+  backend::Tensor stage_output_grad() override { return a_.dres; }
+  backend::Tensor stage_input_grad() override { return a_.dres; }
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
@@ -48,7 +53,8 @@ class Llama final : public Model {
     backend::Tensor dnorm;  // [C] f32: a frozen model's RMSNorm weight gradients, written and dropped
     std::vector<Layer> layers;
   };
-  static std::size_t layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts);
+  static std::size_t layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts,
+                                Stage stage = {});
 
   void check_ids(const char* what, const std::int32_t* ids) const;
   void run_forward(const std::int32_t* tokens, ParamSource& params);
@@ -76,6 +82,9 @@ class Llama final : public Model {
   backend::Tensor inv_freq_;  // [hs/2] f32
   Acts a_;
   SegmentStarts segments_;  // data.document_mask
+  Stage stage_;
+  int first_, end_;  // this stage's blocks [first_, end_)
+  bool embeds_, heads_;  // it runs the embedding / the final norm, head and loss
   bool ready_for_backward_ = false;
   Lora* lora_ = nullptr;  // LoRA adapters (lora.hpp), or none
 };

@@ -24,6 +24,16 @@ namespace zt::model {
 // Gradients are bit-identical in every mode (the same ops on the same inputs).
 enum class Recompute { kNone, kSelective, kFull };
 
+// A pipeline stage's share of the model (parallel.pp, stage_split.hpp): blocks [first_block, end_block).
+// The stage with block 0 embeds the tokens; the one with the last block runs the final norm, the LM head
+// and the loss. The default is the whole model. The same forward and backward code runs either way.
+struct Stage {
+  int first_block = 0, end_block = -1;  // -1: through the last block
+  int end(int n_layer) const { return end_block < 0 ? n_layer : end_block; }
+  bool has_embedding() const { return first_block == 0; }
+  bool has_head(int n_layer) const { return end(n_layer) == n_layer; }
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -42,6 +52,15 @@ class Model {
   // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
   // model does not own it. Models without LoRA support (the tensor-parallel ones) refuse a non-null one.
   virtual void set_lora(Lora* lora);
+  // Pipeline stages (Stage above): forward() on a stage without the embedding reads its input hidden
+  // states [B,T,C] (compute dtype) from stage_input(), written by the caller (the previous stage's
+  // output); a stage without the head returns 0 from forward() and needs d(its output) written into
+  // stage_output_grad() before backward(). After forward, stage_output() is the last block's output;
+  // after backward, stage_input_grad() is d(stage input). Models without stages throw.
+  virtual backend::Tensor stage_input();
+  virtual backend::Tensor stage_output();
+  virtual backend::Tensor stage_output_grad();
+  virtual backend::Tensor stage_input_grad();
   virtual const ParamTable& table() const = 0;
   virtual int micro_batch() const = 0;
   virtual DType compute_dtype() const = 0;
@@ -51,8 +70,10 @@ class Model {
 
 // The model of the table's family, for micro-batches of `micro_batch` sequences of table.shape().seq_len,
 // activations in `compute` (f32, bf16 or f16). The table must outlive the model.
+// stage: a pipeline stage's blocks (table: its stage_table, stage_split.hpp); default the whole model.
 std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
-                                  Recompute recompute = Recompute::kNone, DType compute = DType::kF32);
+                                  Recompute recompute = Recompute::kNone, DType compute = DType::kF32,
+                                  Stage stage = {});
 // Model::activation_bytes for any shape, allocating nothing (for the memory planner).
 std::size_t model_activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
                                    DType compute = DType::kF32);

@@ -73,22 +73,32 @@ ParamTable::ParamTable(const GptShape& s) : shape_(s) {
   index_units();
 }
 
-ParamTable::ParamTable(const GptShape& s, const std::vector<ParamInfo>& params) : shape_(s) {
+ParamTable::ParamTable(const GptShape& s, const std::vector<ParamInfo>& params, int n_units) : shape_(s) {
   for (const ParamInfo& p : params) {
     add(p.name, p.shape, p.unit, p.decay);
     params_.back().hf_shape = p.hf_shape;
   }
-  index_units();
+  index_units(n_units);
 }
 
-void ParamTable::index_units() {
+// Units missing from the parameters (a pipeline stage's table holds only its own) are empty, so unit u
+// keeps its number.
+void ParamTable::index_units(int n_units) {
+  auto open_units_to = [&](int u, std::size_t param, std::size_t offset) {
+    while (static_cast<int>(units_.size()) <= u) {
+      units_.push_back({offset, 0});
+      unit_first_.push_back(param);
+    }
+  };
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const int u = params_[i].unit;
-    if (u == static_cast<int>(units_.size())) {
-      units_.push_back({params_[i].offset, 0});
-      unit_first_.push_back(i);
-    }
+    ZT_CHECK(u >= static_cast<int>(units_.size()) - 1, "parameter table: ", params_[i].name, " is out of unit order");
+    open_units_to(u, i, params_[i].offset);
     units_[u].numel += params_[i].numel;
+  }
+  if (n_units > 0) {
+    ZT_CHECK(static_cast<int>(units_.size()) <= n_units, "parameter table: ", units_.size(), " units, at most ", n_units);
+    open_units_to(n_units - 1, params_.size(), numel_);
   }
   unit_first_.push_back(params_.size());
 }

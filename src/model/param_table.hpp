@@ -62,7 +62,9 @@ class ParamTable {
   explicit ParamTable(const GptShape& shape);
   // A table of these parameters in this order, offsets and units recomputed from their names, shapes,
   // units and decay flags: a tensor-parallel rank's shard of the model (tp_split.hpp).
-  ParamTable(const GptShape& shape, const std::vector<ParamInfo>& params);
+  // n_units > 0: that many units, those without parameters empty (a pipeline stage's table keeps the
+  // model's unit numbers: stage_split.hpp); else units 0..the last parameter's.
+  ParamTable(const GptShape& shape, const std::vector<ParamInfo>& params, int n_units = 0);
 
   const GptShape& shape() const { return shape_; }
   const std::vector<ParamInfo>& params() const { return params_; }
@@ -85,7 +87,7 @@ class ParamTable {
   void add(const std::string& name, std::vector<std::int64_t> shape, int unit, bool decay);
   void add_gpt2_params();
   void add_llama_params();
-  void index_units();  // units_ and unit_first_ from params_
+  void index_units(int n_units = 0);  // units_ and unit_first_ from params_ (n_units: as the constructor's)
 
   GptShape shape_;
   std::vector<ParamInfo> params_;

@@ -174,10 +174,15 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
 }
 
 namespace {
-// What the trainer (and the pipeline branch) runs today; the planner ranks nothing else.
-std::string unsupported_reason(const Layout& l) {
-  if (l.pp > 1 && l.zero_stage >= 2)
-    return "pipeline stages pair with ZeRO 0-1 here (stages 2-3 would reduce-scatter every micro-batch)";
+// What the trainer runs today (train/pipeline_stage.cpp's refusals); the planner ranks nothing else.
+std::string unsupported_reason(const Layout& l, const Machine& m) {
+  if (l.pp == 1) return "";
+  if (l.vpp > 1) return "the interleaved schedule is not run by ztrain yet (issue 21)";
+  if (l.tp > 1) return "pipeline and tensor parallelism do not compose yet (issue 21)";
+  if (l.zero_stage >= 2)
+    return "pipeline stages pair with ZeRO 0-1 (stages 2-3 would reduce-scatter every micro-batch)";
+  if (m.device == config::Device::kCuda)
+    return "the pipeline over NCCL has not run on GPUs yet (dist.backend=nccl is refused with parallel.pp > 1)";
   return "";
 }
 
@@ -191,7 +196,7 @@ std::string gib(std::uint64_t bytes) {
 Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   Candidate k;
   k.layout = l;
-  k.rejected = unsupported_reason(l);
+  k.rejected = unsupported_reason(l, m);
   if (!k.rejected.empty()) return k;
   k.memory_bytes = layout_memory(c, l, m);
   k.time = predict_step(c, l, m);

@@ -88,10 +88,7 @@ std::vector<Candidate> best_distinct(const std::vector<Candidate>& ranked, int s
 
 std::string layout_flags(const Layout& l) {
   std::string f = cat("--parallel.tp=", l.tp);
-  if (l.pp > 1) {
-    f += cat(" --parallel.pp=", l.pp);
-    f += l.vpp > 1 ? cat(" --parallel.vpp=", l.vpp, " --parallel.schedule=interleaved") : " --parallel.schedule=1f1b";
-  }
+  if (l.pp > 1) f += cat(" --parallel.pp=", l.pp);  // 1F1B: the one schedule ztrain runs (interleaved is not ranked)
   return f + cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
                  " --train.zero_stage=", l.zero_stage);
 }

@@ -63,13 +63,14 @@ std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, i
 }
 
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
-                           optim::ZeroEngine& engine, std::string run_id, const TpShards* tp)
+                           optim::ZeroEngine& engine, std::string run_id, const TpShards* tp,
+                           const StageShards* pp)
     : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
-      ranges_(checkpoint_ranges(table, world.size(), world.rank())), tp_(tp), async_(config.ckpt.async),
+      ranges_(checkpoint_ranges(table, world.size(), world.rank())), tp_(tp), pp_(pp), async_(config.ckpt.async),
       shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()),
       run_id_(std::move(run_id)) {
-  if (tp_) {  // the global runs of this rank's DP slice of its TP shard
-    runs_ = tp_->saved_runs();
+  if (tp_ || pp_) {  // the global runs of this rank's DP slice of its TP shard or pipeline stage
+    runs_ = tp_ ? tp_->saved_runs() : pp_->saved_runs();
     ranges_.clear();
     for (const model::TpRun& r : runs_) ranges_.push_back({r.global_offset, r.numel});
   } else {
@@ -104,6 +105,18 @@ void Checkpointer::snapshot() {
       engine_.copy_state_to_host(engine_state(kind), {r.local_offset, r.numel}, values.data() + at);
       at += r.numel;
     }
+  }
+  if (pp_) {  // model.h5 in global shape: DP rank 0 of every stage sends rank 0 its whole stage
+    std::vector<float> local;
+    if (pp_->grid.dp_rank() == 0 || engine_.gather_is_collective()) {
+      local.resize(pp_->local.numel());
+      engine_.gather_params(local.data());
+    }
+    if (world_.is_root()) full_->resize(static_cast<std::size_t>(desc_.flat_numel));
+    if (pp_->grid.dp_rank() != 0) local = {};
+    pp_->gather_on_root(world_, local, world_.is_root() ? full_->data() : nullptr);
+    if (!world_.is_root()) *full_ = {};
+    return;
   }
   if (tp_) {  // model.h5 in global shape: TP ranks 0..tp-1 (DP slice 0) send rank 0 their whole shards
     std::vector<float> local;
@@ -302,7 +315,9 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
   // The engine asks by its own (local) offsets; a TP shard reads its runs of the global state.
   auto read = [&](ckpt::StateKind kind, std::int64_t offset, std::int64_t count, float* out) {
     const ReadGlobal global = [&](std::int64_t o, std::int64_t n, float* into) { c.read(kind, {o, n}, into); };
-    tp_ ? tp_->read_local(offset, count, out, global) : global(offset, count, out);
+    if (tp_) return tp_->read_local(offset, count, out, global);
+    if (pp_) return pp_->read_local(offset, count, out, global);
+    global(offset, count, out);
   };
   engine_.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
     read(ckpt::StateKind::kMaster, offset, count, out);

@@ -36,14 +36,15 @@ std::optional<E> enum_of(const std::string& name, const std::array<E, N>& all, c
     if (name == namer(e)) return e;
   return std::nullopt;
 }
-constexpr std::array kGroups{CollGroup::kDp, CollGroup::kWorld};
+constexpr std::array kGroups{CollGroup::kDp, CollGroup::kWorld, CollGroup::kP2p};
 constexpr std::array kKinds{CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kBroadcast,
-                            CollKind::kBarrier,   CollKind::kAgreement,     CollKind::kGather};
+                            CollKind::kBarrier,   CollKind::kAgreement,     CollKind::kGather,
+                            CollKind::kSend,      CollKind::kRecv};
 constexpr std::array kStates{CollState::kOpen, CollState::kDone, CollState::kTimedOut};
 
 // "all_reduce #10 (step 3 micro-batch 1/1, call 1; 120320 B)"; the world's agreements say so.
 std::string describe(const CollRecord& r) {
-  return cat(r.group == CollGroup::kWorld ? "world " : "", dist::kind_name(r.kind), " #", r.seq, " (", r.context,
+  return cat(r.group == CollGroup::kWorld ? "world " : r.group == CollGroup::kP2p ? "p2p " : "", dist::kind_name(r.kind), " #", r.seq, " (", r.context,
              ", call ", r.call, "; ", r.bytes, " B)");
 }
 
@@ -58,7 +59,7 @@ bool same_call(const CollRecord& a, const CollRecord& b) {
 struct View {
   const RankNotes* notes = nullptr;
   std::optional<CollRecord> current;
-  std::array<std::uint64_t, 2> last_seq{};
+  std::array<std::uint64_t, 3> last_seq{};
 
   explicit View(const RankNotes* n) : notes(n) {
     if (!n) return;
@@ -211,16 +212,50 @@ std::optional<RankNotes> parse_notes(const std::string& text) {
   return n;
 }
 
+// Every waiting rank waits in a point-to-point transfer (pipeline stages): names the ranks without
+// notes (dead or stopped) first, then each waiter and its transfer.
+static HangSummary summarize_p2p(const std::vector<View>& views, const std::vector<std::string>& known, double waited_s) {
+  HangSummary out;
+  std::vector<std::string> waiting;
+  for (std::size_t r = 0; r < views.size(); ++r) {
+    const View& v = views[r];
+    if (!v.notes) {
+      const std::string s = cat(who(static_cast<int>(r), known), " sent no notes within ", fixed(waited_s, 1),
+                                " s: it is stopped (SIGSTOP), dead, or cannot write ckpt.dir/diag/");
+      out.headline += s + "; ";
+      out.lines.push_back(s);
+    } else if (v.current) {
+      const std::string s = cat(who(static_cast<int>(r), known), " waited ", fixed(v.waited_s(), 1), " s in ", describe(*v.current));
+      waiting.push_back(s);
+      out.lines.push_back(s);
+    } else {  // the stage its neighbours wait for
+      const std::string s = cat(who(static_cast<int>(r), known), " is in no transfer or collective (stuck or slow "
+                                "outside them: compute, I/O; `gdb -p ", v.notes->pid, "` on ", v.notes->host, " shows where)");
+      out.headline += s + "; ";
+      out.lines.push_back(s);
+    }
+  }
+  out.headline += cat(waiting.size(), waiting.size() == 1 ? " rank waits" : " ranks wait", " in pipeline transfers: ");
+  for (std::size_t i = 0; i < waiting.size(); ++i) {
+    if (i > 0) out.headline += "; ";
+    out.headline += waiting[i];
+  }
+  return out;
+}
+
 HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, const std::vector<std::string>& known,
                            double waited_s) {
   std::vector<View> views;
   for (const auto& n : notes) views.emplace_back(n ? &*n : nullptr);
   // Where the job stopped: in the group most ranks wait in, the earliest collective one waits in. (At
   // the world's agreements rank 0 collects: the others may leave one and wait in the next.)
-  std::array<int, 2> in_group{};
+  std::array<int, 3> in_group{};
   for (const View& v : views)
     if (v.current) ++in_group[static_cast<std::size_t>(v.current->group)];
   HangSummary out;
+  // Pipeline stages wait on their neighbours' sends and receives, which no other rank shares: each
+  // waiter is named with its transfer (the peer in its context), and the ranks outside are diagnosed.
+  if (in_group[0] + in_group[1] == 0 && in_group[2] > 0) return summarize_p2p(views, known, waited_s);
   if (in_group[0] + in_group[1] == 0) {
     out.headline = "no rank is waiting in a collective (the deadline passed in a wait that is not recorded)";
     for (std::size_t r = 0; r < views.size(); ++r)

@@ -94,6 +94,9 @@ void MetricsLog::step(const StepMetrics& m) {
   if (m.mfu) line += cat(", \"mfu\": ", json_number(*m.mfu));
   if (m.loss_scale) line += cat(", \"loss_scale\": ", json_number(*m.loss_scale));
   if (m.skipped) line += ", \"skipped\": true";
+  if (m.pipeline_bubble)
+    line += cat(", \"pipeline_bubble\": ", json_number(*m.pipeline_bubble), ", \"pipeline_bubble_theory\": ",
+                json_number(m.pipeline_bubble_theory.value_or(0)));
   if (m.slowest_rank)
     line += cat(", \"slowest_rank\": ", *m.slowest_rank, ", \"slowest_host\": ", json_string(m.slowest_host),
                 ", \"slowest_compute_ms\": ", json_number(m.slowest_compute_ms), ", \"median_compute_ms\": ",

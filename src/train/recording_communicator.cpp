@@ -3,6 +3,8 @@
 
 #include <exception>
 
+#include "core/error.hpp"
+
 namespace zt::train {
 namespace {
 std::size_t bytes_of(const dist::Span& s) { return s.count * dtype_size(s.dtype); }
@@ -44,9 +46,11 @@ RecordingCommunicator::RecordingCommunicator(std::unique_ptr<dist::Communicator>
     : ForwardingCommunicator(std::move(inner)), ring_(ring) {}
 
 template <typename F>
-std::unique_ptr<dist::Work> RecordingCommunicator::recorded(dist::CollKind kind, std::size_t bytes, F issue) {
+std::unique_ptr<dist::Work> RecordingCommunicator::recorded(dist::CollKind kind, std::size_t bytes, F issue,
+                                                            dist::CollGroup group, const std::string& detail) {
   pass_settings();
-  const dist::CollectiveRing::Ticket ticket = ring_.enter(dist::CollGroup::kDp, kind, bytes, context());
+  const dist::CollectiveRing::Ticket ticket =
+      ring_.enter(group, kind, bytes, detail.empty() ? context() : cat(context(), ", ", detail));
   std::unique_ptr<dist::Work> work;
   try {
     work = issue(inner());
@@ -73,6 +77,16 @@ std::unique_ptr<dist::Work> RecordingCommunicator::all_gather(dist::Span send, d
 
 std::unique_ptr<dist::Work> RecordingCommunicator::broadcast(dist::Span buffer, int root) {
   return recorded(dist::CollKind::kBroadcast, bytes_of(buffer), [&](dist::Communicator& c) { return c.broadcast(buffer, root); });
+}
+
+std::unique_ptr<dist::Work> RecordingCommunicator::send(dist::Span buffer, int peer) {
+  return recorded(dist::CollKind::kSend, bytes_of(buffer), [&](dist::Communicator& c) { return c.send(buffer, peer); },
+                  dist::CollGroup::kP2p, cat("to rank ", peer, " of ", size()));
+}
+
+std::unique_ptr<dist::Work> RecordingCommunicator::recv(dist::Span buffer, int peer) {
+  return recorded(dist::CollKind::kRecv, bytes_of(buffer), [&](dist::Communicator& c) { return c.recv(buffer, peer); },
+                  dist::CollGroup::kP2p, cat("from rank ", peer, " of ", size()));
 }
 
 // The blocking ones complete (or throw) before they return: one scope each.

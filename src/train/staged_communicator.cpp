@@ -63,6 +63,54 @@ std::unique_ptr<dist::Work> StagedCommunicator::broadcast(dist::Span buffer, int
   return std::make_unique<DoneWork>();
 }
 
+// A transfer through its own host buffer: a receive copies it to the device once complete.
+class StagedCommunicator::P2pWork final : public dist::Work {
+ public:
+  P2pWork(StagedCommunicator& owner, dist::Span device, bool receives)
+      : owner_(owner), device_(device), receives_(receives), host_(bytes_of(device)) {}
+  dist::Span host() { return {host_.data(), device_.count, device_.dtype}; }
+  void start(std::unique_ptr<dist::Work> inner) { inner_ = std::move(inner); }
+  void wait() override {
+    owner_.pass_settings();
+    inner_->wait();
+    land();
+  }
+  bool done() override {
+    if (!inner_->done()) return false;
+    land();
+    return true;
+  }
+
+ private:
+  void land() {
+    if (receives_ && !landed_ && !host_.empty()) owner_.device_.copy_from_host(device_.data, host_.data(), host_.size());
+    landed_ = true;
+  }
+  StagedCommunicator& owner_;
+  dist::Span device_;
+  bool receives_, landed_ = false;
+  std::vector<std::byte> host_;
+  std::unique_ptr<dist::Work> inner_;
+};
+
+std::unique_ptr<dist::Work> StagedCommunicator::send(dist::Span buffer, int peer) {
+  pass_settings();
+  auto work = std::make_unique<P2pWork>(*this, buffer, false);
+  const dist::Span host = work->host();
+  if (host.count > 0) device_.copy_to_host(host.data, buffer.data, bytes_of(buffer));
+  work->start(inner().send(host, peer));
+  copy_stats();
+  return work;
+}
+
+std::unique_ptr<dist::Work> StagedCommunicator::recv(dist::Span buffer, int peer) {
+  pass_settings();
+  auto work = std::make_unique<P2pWork>(*this, buffer, true);
+  work->start(inner().recv(work->host(), peer));
+  copy_stats();
+  return work;
+}
+
 void StagedCommunicator::barrier() {
   pass_settings();
   inner().barrier();

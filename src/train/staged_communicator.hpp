@@ -22,6 +22,11 @@ class StagedCommunicator final : public dist::ForwardingCommunicator {
   std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
   std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
+  // Through a host copy of their own, in flight like the MPI ones (a pipeline stage sends while its
+  // neighbour sends back: blocking sends would wait on each other). A receive's data reaches the
+  // device when its wait (or a done() that sees it complete) returns.
+  std::unique_ptr<dist::Work> send(dist::Span buffer, int peer) override;
+  std::unique_ptr<dist::Work> recv(dist::Span buffer, int peer) override;
   void barrier() override;
   void all_reduce_values(std::span<double> values, dist::ReduceOp op) override;
   // The host communicator's split, staged through the same device backend.
@@ -34,6 +39,7 @@ class StagedCommunicator final : public dist::ForwardingCommunicator {
 
   backend::Backend& device_;
   std::vector<std::byte> send_, recv_;
+  class P2pWork;
 };
 
 }  // namespace zt::train

@@ -49,8 +49,11 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = plan::compute_dtype(config.train.precision);
-  grid_ = dist::Grid::make(world.size(), static_cast<int>(config.parallel.tp), world.rank());
-  if (grid_.tp > 1) {  // the TP model on its group's shard table; ZeRO over the DP group (tp_shards.hpp)
+  grid_ = dist::Grid::make(world.size(), static_cast<int>(config.parallel.tp), world.rank(),
+                           static_cast<int>(config.parallel.pp));
+  if (grid_.pp > 1) {
+    make_pipeline_stage();
+  } else if (grid_.tp > 1) {  // the TP model on its group's shard table; ZeRO over the DP group (tp_shards.hpp)
     grid_comms_ = dist::split_grid(*comm_, grid_);
     local_table_.emplace(model::tp_local_table(table_, grid_.tp));
     tp_shards_.emplace(TpShards{table_, *local_table_, grid_});
@@ -84,7 +87,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
     grads_ = std::make_unique<ZeroGrads>(*engine_);
   }
   checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
-                                                 resume.run_id, tp_shards_ ? &*tp_shards_ : nullptr);
+                                                 resume.run_id, tp_shards_ ? &*tp_shards_ : nullptr,
+                                                 stage_shards_ ? &*stage_shards_ : nullptr);
   // Before open_data: the loader starts at the restored step.
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
@@ -98,16 +102,33 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
                 " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
                 world.size(), " rank(s)", grid_.tp > 1 ? cat(" = parallel.tp ", grid_.tp, " x ", grid_.dp, " data-parallel") : "",
+                grid_.pp > 1 ? cat(" = parallel.pp ", grid_.pp, " x ", grid_.dp, " data-parallel") : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   log::info(cat("memory per rank: parameters ", mib(mem.params), lora_ ? cat(" (LoRA adapters; frozen base ", mib(lora_->base_bytes()), ")") : "",
                 ", gradients ", mib(mem.grads), ", optimizer state ",
                 mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host: offload)") : "",
-                ", activations ", mib(model_->activation_bytes()), " (recompute=",
+                ", activations ", mib(pipeline_ ? pipeline_->activation_bytes() : model_->activation_bytes()), " (recompute=",
                 config::to_string(config.train.recompute), "); predicted peak ", mib(predicted_peak_)));
 }
 
 Trainer::~Trainer() = default;
+
+// parallel.pp > 1: this rank's stage runs its blocks on its own table (the engine's, ZeRO over the DP
+// group), checkpointed in the global shape (stage_shards.hpp); the split is said once.
+void Trainer::make_pipeline_stage() {
+  check_pipeline_config(config_, placement_.comm == config::CommBackend::kNccl);
+  grid_comms_ = dist::split_grid(*comm_, grid_);
+  pipeline_ = std::make_unique<PipelineStage>(*backend_, table_, grid_, static_cast<int>(config_.train.micro_batch),
+                                              derived_.grad_accum, plan::recompute_mode(config_.train.recompute),
+                                              plan::compute_dtype(config_.train.precision));
+  pipeline_->connect(*grid_comms_.pp, grid_comms_.embedding.get());
+  local_table_.emplace(pipeline_->table());
+  stage_shards_.emplace(StageShards{table_, *local_table_, grid_, pipeline_->holds_tied_copy()});
+  log::info(cat("pipeline: parallel.pp=", grid_.pp, ", 1F1B over ", derived_.grad_accum, " micro-batches (bubble ",
+                json_number(bubble_fraction(grid_.pp, static_cast<int>(derived_.grad_accum))), " in theory); ",
+                pipeline_->split()));
+}
 
 void Trainer::init_parameters() {
   if (lora_) return lora_->init(config_, *engine_);
@@ -117,13 +138,21 @@ void Trainer::init_parameters() {
       model::init_params_range(table_, config_.train.seed, offset, count, out);
     };
     engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-      tp_shards_ ? tp_shards_->read_local(offset, count, out, init) : init(offset, count, out);
+      if (tp_shards_) return tp_shards_->read_local(offset, count, out, init);
+      if (stage_shards_) return stage_shards_->read_local(offset, count, out, init);
+      init(offset, count, out);
     });
     return;
   }
   std::vector<float> flat(table_.numel());
   model::load_pretrained(config_.init.from, table_, flat.data());
   if (tp_shards_) flat = model::tp_cut_flat(table_, *local_table_, flat.data(), grid_.tp, grid_.tp_rank());
+  if (stage_shards_) {  // this stage's parameters out of the whole model's
+    std::vector<float> local(local_table_->numel());
+    stage_shards_->read_local(0, static_cast<std::int64_t>(local.size()), local.data(),
+                              [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(flat.data() + o, n, into); });
+    flat = std::move(local);
+  }
   engine_->load_params(flat.data());
   log::info(cat("initialised from ", config_.init.from));
 }
@@ -196,7 +225,14 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     into += ms_since(t);
     t = Clock::now();
   };
-  for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
+  if (pipeline_) {  // the micro-batches on the 1F1B schedule; reduced after the last (pipeline_stage.hpp)
+    engine_->begin_backward(false);
+    set_comm_context(cat("step ", step_ + 1, " pipeline"));
+    hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
+    loss_sum = pipeline_->train(batch, *params_, *grads_, dloss, cat("step ", step_ + 1));
+    lap(window_->phases.backward_ms);  // forward and backward interleave: timed as one phase
+  }
+  for (std::int64_t m = 0; !pipeline_ && m < batch.grad_accum; ++m) {
     batch.split(m, inputs, targets);
     set_comm_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
     expect_access_order(true);
@@ -215,10 +251,14 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   }
   set_comm_context(cat("step ", step_ + 1, " gradient reduction"));
   hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
+  if (pipeline_) pipeline_->reduce_gradients(*engine_);
   r.grad_norm = engine_->finish_gradients();
   if (tp_shards_) r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, *grid_comms_.tp, tp_shards_->replicated_ranges());
+  if (pipeline_) r.grad_norm = pipeline_->grad_norm(r.grad_norm, *engine_);
   r.grad_norm /= loss_scale;
-  // Every TP rank of a slice holds the slice's loss: summed over the DP group only.
+  // Every TP rank of a slice holds the slice's loss: summed over the DP group only. The pipeline's
+  // last stage holds it (the others 0): summed over the pipeline first.
+  if (pipeline_) loss_sum = grid_comms_.pp->all_reduce_value(loss_sum, dist::ReduceOp::kSum);
   r.loss = dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum) / denominator;
   lap(window_->phases.comm_ms);
   r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
@@ -266,7 +306,8 @@ std::optional<double> Trainer::evaluate() {
     if (failed != 0) return std::nullopt;
     const data::StepBatch& batch = *read;
     targets_here += batch.trained_targets();
-    for (std::int64_t m = 0; m < batch.grad_accum; ++m) {
+    if (pipeline_) loss_sum += pipeline_->evaluate(batch, *params_, cat("evaluation after step ", step_));
+    for (std::int64_t m = 0; !pipeline_ && m < batch.grad_accum; ++m) {
       batch.split(m, inputs, targets);
       expect_access_order(false);
       model_->set_segment_starts(batch.segments(m));
@@ -274,6 +315,7 @@ std::optional<double> Trainer::evaluate() {
     }
   }
   const double count = global_trained_targets(targets_here, *valid_tokens_);
+  if (pipeline_) loss_sum = grid_comms_.pp->all_reduce_value(loss_sum, dist::ReduceOp::kSum);  // the last stage's
   return dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum) / std::max(1.0, count);
 }
 
@@ -291,6 +333,12 @@ void Trainer::log_step(const StepResult& r) {
   m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
   m.mem_predicted_bytes = predicted_peak_;
   if (scaler_.enabled()) m.loss_scale = r.loss_scale;
+  if (pipeline_) {  // the window's share of waiting in transfers, averaged over the ranks (collective)
+    const double run = pipeline_->run_ms() - pipeline_run_ms_, wait = pipeline_->wait_ms() - pipeline_wait_ms_;
+    pipeline_run_ms_ = pipeline_->run_ms(), pipeline_wait_ms_ = pipeline_->wait_ms();
+    m.pipeline_bubble = comm_->all_reduce_value(run > 0 ? wait / run : 0.0, dist::ReduceOp::kSum) / world_.size();
+    m.pipeline_bubble_theory = pipeline_->bubble_theory();
+  }
   if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)  // MFU: 16-bit GPU runs
     m.mfu = flops_per_token(config_.model.n_layer, config_.model.n_embd, config_.model.seq_len, table_.n_params_for_flops()) *
             m.tokens_per_s_per_rank / kPeakBf16Flops;
@@ -337,29 +385,33 @@ bool Trainer::at_step_boundary(std::int64_t last) {
 
 // The world's traffic and waits, and under parallel.tp those of the TP and DP groups (split from comm_:
 // timed children that count their own).
+std::vector<dist::Communicator*> Trainer::groups() const {
+  std::vector<dist::Communicator*> out;
+  for (auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get(), grid_comms_.pp.get(), grid_comms_.embedding.get()})
+    if (group) out.push_back(group);
+  return out;
+}
+
 std::uint64_t Trainer::comm_bytes() const {
   std::uint64_t bytes = comm_->stats().total_bytes();
-  for (const auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
-    if (group) bytes += group->stats().total_bytes();
+  for (const auto* group : groups()) bytes += group->stats().total_bytes();
   return bytes;
 }
 
 // The TP and DP groups took comm_'s context and deadline when split; they follow its changes.
 void Trainer::set_comm_context(const std::string& context) {
   comm_->set_context(context);
-  for (auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
-    if (group) group->set_context(context);
+  for (auto* group : groups()) group->set_context(context);
 }
 
 void Trainer::set_comm_timeout(double seconds) {
   comm_->set_timeout(seconds);
-  for (auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
-    if (group) group->set_timeout(seconds);
+  for (auto* group : groups()) group->set_timeout(seconds);
 }
 
 double Trainer::blocked_ms() const {
   double ms = timed_comm_->blocked_ms();
-  for (const auto* group : {grid_comms_.tp.get(), grid_comms_.dp.get()})
+  for (const auto* group : groups())
     if (const auto* timed = dynamic_cast<const TimedCommunicator*>(group)) ms += timed->blocked_ms();
   return ms;
 }

@@ -29,6 +29,8 @@
 #include "train/lora_base.hpp"
 #include "train/stragglers.hpp"
 #include "train/timed_communicator.hpp"
+#include "train/pipeline_stage.hpp"
+#include "train/stage_shards.hpp"
 #include "train/tp_shards.hpp"
 #include "dist/grid.hpp"
 
@@ -80,6 +82,8 @@ class Trainer {
   const model::ParamTable& shard_table() const { return local_table_ ? *local_table_ : table_; }
   std::uint64_t comm_bytes() const;  // payload bytes over every group this rank communicates in
   double blocked_ms() const;         // time blocked in their collectives
+  void make_pipeline_stage();                         // parallel.pp > 1: the stage, its table and groups
+  std::vector<dist::Communicator*> groups() const;    // the groups split from comm_ (the grid's)
   void set_comm_context(const std::string& context);  // on every group (watchdog messages)
   void set_comm_timeout(double seconds);
 
@@ -92,10 +96,13 @@ class Trainer {
   std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<dist::Communicator> comm_;
   model::ParamTable table_;
-  dist::Grid grid_;                               // world = parallel.tp x data-parallel ranks
-  dist::GridComms grid_comms_;                    // tp > 1: this rank's TP and DP groups (split from comm_)
-  std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard of table_
+  dist::Grid grid_;                               // world = parallel.pp x data-parallel x parallel.tp ranks
+  dist::GridComms grid_comms_;                    // tp > 1 or pp > 1: this rank's groups (split from comm_)
+  std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard of table_; pp > 1: its stage's
   std::optional<TpShards> tp_shards_;
+  std::unique_ptr<PipelineStage> pipeline_;     // parallel.pp > 1: this rank's stage (its table is local_table_)
+  std::optional<StageShards> stage_shards_;
+  double pipeline_run_ms_ = 0, pipeline_wait_ms_ = 0;  // the pipeline's times at the last metrics line
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;
   std::unique_ptr<LoraBase> lora_;             // lora.rank > 0: the frozen base and the adapters engine_ trains

@@ -77,5 +77,19 @@ TEST_F(NcclTest, SplitGivesAWorkingChild) {
   EXPECT_THROW(comm_->split(-1, 0), CommError);
 }
 
+// ncclSend/ncclRecv need a second GPU rank (pipeline stages); on one rank the only peer is itself,
+// which the communicator refuses, naming the group (the transfers themselves: a 2-GPU run).
+TEST_F(NcclTest, PointToPointRefusesItself) {
+  float* a = device({1, 2});
+  try {
+    comm_->send({a, 2, DType::kF32}, 0);
+    ADD_FAILURE() << "a send to itself was accepted";
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("nccl send: peer 0 is not another rank of this group of 1"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(comm_->recv({a, 2, DType::kF32}, 1), CommError);
+}
+
 }  // namespace
 }  // namespace zt::dist

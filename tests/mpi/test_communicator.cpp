@@ -143,5 +143,61 @@ TEST(Communicator, SixteenBitSumsAccumulateInFp32AndRoundOnce) {
   }
   EXPECT_EQ(comm->stats().all_reduce_bytes, 2 * n * sizeof(std::uint16_t));  // the 16-bit payload is what is counted
 }
+
+// A ring of point-to-point transfers (the pipeline's pattern: each rank sends to the next and receives
+// from the previous, both in flight at once); messages between a pair arrive in the order sent.
+TEST(Communicator, SendRecvAroundARingInOrder) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  const int w = comm->size(), r = comm->rank();
+  if (w < 2) {
+    float x = 1;
+    EXPECT_THROW(comm->send(span_of(&x, 1), 0), CommError);  // no peer: itself is not one
+    return;
+  }
+  const int next = (r + 1) % w, prev = (r + w - 1) % w;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{70000}}) {
+    std::vector<float> a(n), b(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<float>(r * 1000 + i), b[i] = a[i] + 0.5f;
+    std::vector<float> got_a(n, -1.f), got_b(n, -1.f);
+    auto s1 = comm->send(span_of(a.data(), n), next);
+    auto s2 = comm->send(span_of(b.data(), n), next);
+    auto r1 = comm->recv(span_of(got_a.data(), n), prev);
+    auto r2 = comm->recv(span_of(got_b.data(), n), prev);
+    r2->wait(), r1->wait(), s1->wait(), s2->wait();
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got_a[i], static_cast<float>(prev * 1000 + i));
+      ASSERT_EQ(got_b[i], static_cast<float>(prev * 1000 + i) + 0.5f);
+    }
+  }
+  EXPECT_EQ(comm->stats().send_bytes, 2 * 70001 * sizeof(float));
+}
+
+// A receive whose sender never sends ends by the deadline, naming the transfer and the context.
+TEST(Communicator, WatchdogNamesTheMissingSend) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  if (comm->size() < 2) GTEST_SKIP() << "needs a peer";
+  comm->set_context("step 3 pipeline forward micro-batch 2");
+  float x = 0;
+  if (comm->rank() == 0) {
+    comm->set_timeout(0.3);
+    auto work = comm->recv(span_of(&x, 1), 1);
+    try {
+      work->wait();
+      ADD_FAILURE() << "no CommError although rank 1 sent 2 s late";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("recv of 1 f32 from rank 1 did not complete within dist.timeout_s=0.3 s "
+                                           "(step 3 pipeline forward micro-batch 2)"),
+                std::string::npos) << e.what();
+    }
+    comm->set_timeout(60);
+    work->wait();
+    EXPECT_EQ(x, 42.f);
+  } else if (comm->rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    x = 42;
+    comm->send(span_of(&x, 1), 0)->wait();
+  }
+  comm->barrier();
+}
 }  // namespace
 }  // namespace zt::dist

@@ -84,6 +84,47 @@ TEST(Grid, SplitGivesEachRankItsTensorAndDataGroups) {
   }
 }
 
+// pp x dp x tp with tp innermost and pp outermost; the pipeline group holds one rank of each stage,
+// in stage order; the embedding group the first and last stage of the pipeline.
+TEST(Grid, PipelineStagesAreOutermost) {
+  const Grid g = Grid::make(8, 2, 5, 2);  // stages {0-3} {4-7}; dp 2
+  EXPECT_EQ(g.dp, 2);
+  EXPECT_EQ(g.pp_rank(), 1);
+  EXPECT_EQ(g.dp_rank(), 0);
+  EXPECT_EQ(g.tp_rank(), 1);
+  EXPECT_EQ(g.rank_of(0, 1, 1), 5);
+  for (int r = 0; r < 8; ++r) {
+    const Grid h = Grid::make(8, 2, r, 2);
+    EXPECT_EQ(h.rank_of(h.dp_rank(), h.tp_rank(), h.pp_rank()), r);
+  }
+  const std::string msg = error_of([] { Grid::make(6, 1, 0, 4); });
+  EXPECT_NE(msg.find("parallel.pp=4 x parallel.tp=1 = 4 does not divide the world of 6"), std::string::npos) << msg;
+}
+
+TEST(Grid, SplitGivesEachRankItsPipeline) {
+  const auto& w = test::world();
+  auto world_comm = make_mpi_communicator(w, 60);
+  for (int pp = 2; pp <= w.size(); ++pp) {
+    if (w.size() % pp != 0) continue;
+    const Grid g = Grid::make(w.size(), 1, w.rank(), pp);
+    GridComms c = split_grid(*world_comm, g);
+    ASSERT_EQ(c.pp->size(), pp);
+    ASSERT_EQ(c.pp->rank(), g.pp_rank());
+    ASSERT_EQ(c.dp->size(), g.dp);
+    std::vector<std::int32_t> ranks(pp, -1);
+    std::int32_t mine = w.rank();
+    c.pp->all_gather(span_of(&mine, 1), span_of(ranks.data(), ranks.size()))->wait();
+    for (int s = 0; s < pp; ++s) EXPECT_EQ(ranks[s], g.rank_of(g.dp_rank(), 0, s)) << "pp=" << pp;
+    const bool ends = g.pp_rank() == 0 || g.pp_rank() == pp - 1;
+    ASSERT_EQ(c.embedding->size(), ends ? 2 : 1) << "pp=" << pp;
+    std::int32_t sum = w.rank();
+    c.embedding->all_reduce(span_of(&sum, 1), ReduceOp::kSum)->wait();
+    if (ends) {
+      EXPECT_EQ(sum, g.rank_of(g.dp_rank(), 0, 0) + g.rank_of(g.dp_rank(), 0, pp - 1));
+    }
+  }
+}
+
 TEST(Grid, SplitRejectsANegativeColor) {
   auto comm = make_mpi_communicator(test::world(), 60);
   EXPECT_THROW(comm->split(-1, 0), CommError);

@@ -12,6 +12,7 @@
 #include "dist/communicator.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "train/staged_communicator.hpp"
+#include "train/recording_communicator.hpp"
 #include "train/timed_communicator.hpp"
 
 namespace zt::train {
@@ -65,6 +66,34 @@ TEST_F(Staged, EveryCollectiveMatchesTheDirectOne) {
   EXPECT_EQ(staged.stats().reduce_scatter_bytes, 2 * n * w * sizeof(float));
   EXPECT_EQ(staged.stats().all_gather_bytes, n * w * sizeof(float));
   EXPECT_NE(staged.name().find("host-staged"), std::string::npos);
+}
+
+// Point-to-point through every wrapper the trainer stacks (timed, recording, staged): each rank sends
+// 4 MB to the next while the previous sends to it. The sends must be in flight, not blocking (MPI's
+// rendezvous: a blocking send waits for a receive that its peer posts only after its own send), and
+// the recorder files them under the p2p group, naming the peer.
+TEST_F(Staged, SendsAreInFlightThroughEveryWrapper) {
+  if (w < 2) GTEST_SKIP() << "needs a peer";
+  dist::CollectiveRing ring;
+  TimedCommunicator comm{std::make_unique<RecordingCommunicator>(
+      std::make_unique<StagedCommunicator>(dist::make_mpi_communicator(test::world(), 10), *be), ring)};
+  comm.set_context("ring");
+  const std::size_t n = std::size_t{1} << 20;
+  const std::vector<float> mine = values(r, n);
+  std::vector<float> got(n, 0);
+  auto sent = comm.send(dist::span_of(const_cast<float*>(mine.data()), n), (r + 1) % w);
+  auto received = comm.recv(dist::span_of(got.data(), n), (r + w - 1) % w);
+  received->wait();
+  sent->wait();
+  EXPECT_EQ(got, values((r + w - 1) % w, n));
+  EXPECT_EQ(comm.stats().send_bytes, n * sizeof(float));
+  const auto records = ring.snapshot();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].group, dist::CollGroup::kP2p);
+  EXPECT_EQ(records[0].kind, dist::CollKind::kSend);
+  EXPECT_EQ(std::string(records[0].context), cat("ring, to rank ", (r + 1) % w, " of ", w));
+  EXPECT_EQ(records[1].kind, dist::CollKind::kRecv);
+  EXPECT_EQ(records[1].state, dist::CollState::kDone);
 }
 
 TEST_F(Staged, SixteenBitWordsGatherAndBroadcastBitExactly) {

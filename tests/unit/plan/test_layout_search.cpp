@@ -198,11 +198,29 @@ TEST(LayoutSearch, StageZeroHoldsAtMostPpMicroBatchesOfActivations) {
 }
 
 TEST(LayoutSearch, FlagsNameEveryAxis) {
-  EXPECT_EQ(layout_flags({2, 4, 2, 4, 1, 8, config::Recompute::kSelective, 1}),
-            "--parallel.tp=2 --parallel.pp=4 --parallel.vpp=2 --parallel.schedule=interleaved --train.micro_batch=1 "
-            "--train.recompute=selective --train.zero_stage=1");
+  EXPECT_EQ(layout_flags({1, 4, 1, 4, 1, 8, config::Recompute::kSelective, 1}),
+            "--parallel.tp=1 --parallel.pp=4 --train.micro_batch=1 --train.recompute=selective --train.zero_stage=1");
   EXPECT_EQ(layout_flags({4, 1, 1, 8, 2, 4, config::Recompute::kNone, 3}),
             "--parallel.tp=4 --train.micro_batch=2 --train.recompute=none --train.zero_stage=3");
+}
+
+// Pipeline layouts are ranked only as ztrain runs them (train/pipeline_stage.cpp's refusals): 1F1B,
+// without TP, at ZeRO 0-1, on the CPU backend's MPI path; each other kind is named with its reason.
+TEST(LayoutSearch, PipelineLayoutsAreRankedOnlyAsZtrainRunsThem) {
+  const config::Config c = gpt2_small();
+  Machine cpu = gpus(8, 8, 80);
+  cpu.device = config::Device::kCpu;
+  auto why = [&](const Layout& l, const Machine& m) { return evaluate(c, l, m).rejected; };
+  const Layout runs{1, 2, 1, 4, 1, 8, config::Recompute::kNone, 1};
+  EXPECT_EQ(why(runs, cpu), "");
+  Layout interleaved = runs, with_tp = runs, zero2 = runs;
+  interleaved.vpp = 2;
+  with_tp.tp = 2, with_tp.dp = 2;
+  zero2.zero_stage = 2;
+  EXPECT_NE(why(interleaved, cpu).find("interleaved"), std::string::npos);
+  EXPECT_NE(why(with_tp, cpu).find("tensor parallelism"), std::string::npos);
+  EXPECT_NE(why(zero2, cpu).find("ZeRO 0-1"), std::string::npos);
+  EXPECT_NE(why(runs, gpus(8, 8, 80)).find("NCCL"), std::string::npos);
 }
 
 }  // namespace

@@ -109,6 +109,28 @@ TEST(HangReport, NamesARankWithoutNotes) {
   EXPECT_NE(s.headline.find("3 ranks (0-2) waited"), std::string::npos) << s.headline;
 }
 
+// Pipeline stages (parallel.pp) wait in point-to-point transfers, recorded in their own group: the
+// stage its neighbours wait for is named first, then each waiter with its transfer; notes keep them.
+TEST(HangReport, NamesTheStageThatNeverSent) {
+  const Step recv{CollGroup::kP2p, CollKind::kRecv, 2048, "step 3 pipeline stage 2 forward micro-batch 1/4, from rank 1 of 4", false};
+  const Step send{CollGroup::kP2p, CollKind::kSend, 2048, "step 3 pipeline stage 0 forward micro-batch 1/4, to rank 1 of 4", false};
+  std::vector<std::optional<RankNotes>> n;
+  n.push_back(notes_of(0, {kBoundary, send}));
+  n.push_back(notes_of(1, {kBoundary}));
+  n.push_back(notes_of(2, {kBoundary, recv}));
+  n.push_back(std::nullopt);  // stage 3: dead
+  const auto back = parse_notes(format_notes(*n[2]));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->ring[1].group, CollGroup::kP2p);
+  EXPECT_EQ(back->ring[1].kind, CollKind::kRecv);
+  const HangSummary s = summarize_hang(n, known(), 2.0);
+  EXPECT_NE(s.headline.find("rank 1 on node n01 is in no transfer or collective"), std::string::npos) << s.headline;
+  EXPECT_NE(s.headline.find("rank 3 on node n03 sent no notes within 2.0 s"), std::string::npos) << s.headline;
+  EXPECT_NE(s.headline.find("2 ranks wait in pipeline transfers: rank 0 on node n00 waited"), std::string::npos) << s.headline;
+  EXPECT_NE(s.headline.find("p2p recv #1 (step 3 pipeline stage 2 forward micro-batch 1/4, from rank 1 of 4, call 1; 2048 B)"),
+            std::string::npos) << s.headline;
+}
+
 TEST(HangReport, NamesASkippedCollectiveAndARankAhead) {
   Step done_bucket = kBucket;
   done_bucket.left = true;

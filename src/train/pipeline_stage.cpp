@@ -1,0 +1,170 @@
+// One rank's pipeline stage (pipeline_stage.hpp).
+#include "train/pipeline_stage.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "config/options.hpp"
+#include "core/error.hpp"
+#include "model/stage_split.hpp"
+
+namespace zt::train {
+
+void check_pipeline_config(const config::Config& c, bool nccl) {
+  const std::int64_t pp = c.parallel.pp;
+  if (pp == 1) return;
+  auto refuse = [&](const std::string& what) { throw ConfigError(cat("parallel.pp=", pp, " with ", what)); };
+  if (c.parallel.tp > 1)
+    refuse(cat("parallel.tp=", c.parallel.tp, ": pipeline and tensor parallelism do not compose yet (the "
+               "tensor-parallel models have no stages); use one of them"));
+  if (c.train.zero_stage >= 2)
+    refuse(cat("train.zero_stage=", c.train.zero_stage, ": stages 2-3 reduce (and at 3 gather) every unit per "
+               "micro-batch, while a pipeline accumulates the gradients of all its micro-batches first (as "
+               "Megatron-LM and DeepSpeed do) and reduces them once; use train.zero_stage=0 or 1"));
+  if (c.lora.rank > 0) refuse("lora.rank > 0: LoRA adapters are not split into stages yet; use parallel.pp=1");
+  if (c.log.sample_every > 0)
+    refuse(cat("log.sample_every=", c.log.sample_every, ": text samples run the whole model on one rank; set "
+               "log.sample_every=0"));
+  if (nccl)
+    refuse("dist.backend=nccl: the NCCL send/recv path of the pipeline has not run on GPUs yet; use "
+           "dist.backend=mpi (host-staged)");
+}
+
+PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid,
+                             int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute)
+    : be_(backend), grid_(grid),
+      stage_(model::split_blocks(global.shape().n_layer, grid.pp)[static_cast<std::size_t>(grid.pp_rank())]),
+      table_(model::stage_table(global, stage_, grid.pp)),
+      tied_copy_(model::holds_tied_head_copy(global.shape(), stage_, grid.pp)),
+      split_(model::describe_split(model::split_blocks(global.shape().n_layer, grid.pp), global.shape().n_layer,
+                                   global.shape().tie_embeddings)),
+      micro_batches_(micro_batches) {
+  const std::int64_t slots = std::min<std::int64_t>(grid.pp - grid.pp_rank(), micro_batches);
+  for (std::int64_t k = 0; k < slots; ++k)
+    models_.push_back(model::make_model(be_, table_, micro_batch, recompute, compute, stage_));
+}
+
+std::size_t PipelineStage::activation_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& m : models_) bytes += m->activation_bytes();
+  return bytes;
+}
+
+void PipelineStage::connect(dist::Communicator& pipeline, dist::Communicator* embedding) {
+  ZT_CHECK(pipeline.size() == grid_.pp && pipeline.rank() == grid_.pp_rank(), "pipeline: the group is not this pipeline");
+  pipeline_ = &pipeline;
+  embedding_ = embedding;
+}
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+}  // namespace
+
+void PipelineStage::timed_wait(dist::Work& work) {
+  const auto t = Clock::now();
+  work.wait();
+  wait_ms_ += ms_since(t);
+}
+
+dist::Span PipelineStage::span(const backend::Tensor& t) const {
+  return {t.data, static_cast<std::size_t>(t.numel()), t.dtype};
+}
+
+void PipelineStage::receive(const PipeOp& op, model::Model& m) {
+  if (op.recv_from < 0) return;
+  const backend::Tensor into = op.kind == PipeOp::Kind::kForward ? m.stage_input() : m.stage_output_grad();
+  timed_wait(*pipeline_->recv(span(into), op.recv_from));
+}
+
+void PipelineStage::send(const PipeOp& op, model::Model& m) {
+  if (op.send_to < 0) return;
+  const backend::Tensor from = op.kind == PipeOp::Kind::kForward ? m.stage_output() : m.stage_input_grad();
+  be_.synchronize();  // the pass that wrote it has finished (a device backend computes on a stream)
+  sends_.push_back({static_cast<int>(op.micro % static_cast<int>(models_.size())), pipeline_->send(span(from), op.send_to)});
+}
+
+void PipelineStage::wait_sends(int slot) {
+  for (Pending& p : sends_)
+    if (p.slot == slot && p.work) timed_wait(*std::exchange(p.work, nullptr));
+  std::erase_if(sends_, [](const Pending& p) { return !p.work; });
+}
+
+void PipelineStage::wait_all_sends() {
+  for (Pending& p : sends_) timed_wait(*p.work);
+  sends_.clear();
+}
+
+double PipelineStage::train(const data::StepBatch& batch, model::ParamSource& params, model::GradSink& grads,
+                            float dloss, const std::string& context) {
+  ZT_CHECK(pipeline_, "pipeline: connect() first");
+  ZT_CHECK_EQ(batch.grad_accum, micro_batches_, "pipeline: micro-batches per step");
+  const auto started = Clock::now();
+  double loss = 0;
+  for (const PipeOp& op : one_f_one_b(grid_.pp, grid_.pp_rank(), static_cast<int>(micro_batches_))) {
+    const bool forward = op.kind == PipeOp::Kind::kForward;
+    pipeline_->set_context(cat(context, " pipeline stage ", grid_.pp_rank(), forward ? " forward" : " backward",
+                               " micro-batch ", op.micro + 1, "/", micro_batches_));
+    model::Model& m = slot(op.micro);
+    wait_sends(op.micro % static_cast<int>(models_.size()));  // the slot's buffers are free again
+    receive(op, m);
+    if (forward) {
+      batch.split(op.micro, inputs_, targets_);
+      m.set_segment_starts(batch.segments(op.micro));  // data.document_mask, else null
+      loss += m.forward(inputs_.data(), targets_.data(), params);
+    } else {
+      m.backward(params, grads, dloss);
+    }
+    send(op, m);
+  }
+  wait_all_sends();
+  run_ms_ += ms_since(started);
+  return loss;
+}
+
+double PipelineStage::evaluate(const data::StepBatch& batch, model::ParamSource& params, const std::string& context) {
+  ZT_CHECK(pipeline_, "pipeline: connect() first");
+  const int stage = grid_.pp_rank();
+  double loss = 0;
+  for (int mb = 0; mb < static_cast<int>(batch.grad_accum); ++mb) {
+    const PipeOp op{PipeOp::Kind::kForward, mb, stage > 0 ? stage - 1 : -1, stage + 1 < grid_.pp ? stage + 1 : -1};
+    pipeline_->set_context(cat(context, " pipeline stage ", stage, " forward micro-batch ", mb + 1, "/", batch.grad_accum));
+    model::Model& m = slot(mb);
+    wait_sends(mb % static_cast<int>(models_.size()));
+    receive(op, m);
+    batch.split(mb, inputs_, targets_);
+    m.set_segment_starts(batch.segments(mb));
+    loss += m.forward(inputs_.data(), targets_.data(), params);
+    send(op, m);
+  }
+  wait_all_sends();
+  return loss;
+}
+
+// The tied head's copy is parameter 0 of unit 0 on both the first and the last stage (stage_split.hpp).
+void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
+  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (stage_.has_embedding() || tied_copy_);
+  if (tied_end) {
+    ZT_CHECK(embedding_ && embedding_->size() == 2, "pipeline: the embedding group must hold the first and last stage");
+    const model::ParamInfo& emb = table_.params()[table_.first_param(0)];
+    const backend::Tensor g = engine.grad_unit(0);
+    embedding_->all_reduce({g.data, emb.numel, DType::kF32}, dist::ReduceOp::kSum)->wait();
+  }
+  engine.begin_backward(true);  // every unit once, in the model's backward order (stage 0's buckets)
+  for (int u = table_.n_units() - 1; u >= 0; --u)
+    if (table_.units()[static_cast<std::size_t>(u)].numel > 0) engine.grad_unit_done(u);
+  engine.end_backward();
+}
+
+double PipelineStage::grad_norm(double engine_norm, optim::ZeroEngine& engine) {
+  double duplicate = 0;  // the tied copy on the last stage: the first stage counts it
+  if (tied_copy_) {
+    const model::ParamInfo& emb = table_.params()[table_.first_param(0)];
+    duplicate = engine.grad_sum_of_squares({{static_cast<std::int64_t>(emb.offset), static_cast<std::int64_t>(emb.numel)}});
+  }
+  const double total = pipeline_->all_reduce_value(engine_norm * engine_norm - duplicate, dist::ReduceOp::kSum);
+  return std::sqrt(std::max(0.0, total));
+}
+
+}  // namespace zt::train

@@ -1,0 +1,101 @@
+// parallel.pp > 1 in the trainer: this rank's pipeline stage. It holds the stage's parameter table
+// (model/stage_split.hpp: its blocks, the embedding on the first stage, the final norm, head and loss
+// on the last; a tied head's copy of the token embedding there too), one stage model per micro-batch
+// that can be in flight on it (1F1B: min(pp - stage, micro-batches) activation sets, each its own
+// arena: the same Gpt2/Llama code as the whole model), and runs a step's micro-batches on the 1F1B
+// schedule (pipeline_schedule.hpp) over the pipeline group's send/recv: activations forward, their
+// gradients backward, sends in flight while the stage computes, receives waited for.
+//
+// Gradients: the micro-batches accumulate into the ZeRO engine's full gradient buffer without being
+// reduced (ZeRO stages 0-1; stages 2-3 reduce per micro-batch and are refused with pp: see
+// check_pipeline_config); after the last one, the tied embedding's two copies are summed over the
+// embedding group, then every unit is reduced over the DP group, and the gradient norm is the whole
+// model's (the stages' squares summed over the pipeline, the tied copy counted once).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/config.hpp"
+#include "data/batch_loader.hpp"
+#include "dist/communicator.hpp"
+#include "dist/grid.hpp"
+#include "model/model.hpp"
+#include "model/param_source.hpp"
+#include "model/param_table.hpp"
+#include "optim/zero/engine.hpp"
+#include "train/pipeline_schedule.hpp"
+
+namespace zt::train {
+
+// What the trainer does not run with parallel.pp > 1 yet: throws ConfigError naming the key, the
+// reason and the fix. nccl: the job communicates over NCCL (dist.backend).
+void check_pipeline_config(const config::Config& c, bool nccl);
+
+class PipelineStage {
+ public:
+  // global: the whole model's table; micro_batches: the step's (grad_accum).
+  PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int micro_batch,
+                std::int64_t micro_batches, model::Recompute recompute, DType compute);
+
+  const model::ParamTable& table() const { return table_; }  // this stage's parameters (the engine's)
+  const model::Stage& stage() const { return stage_; }
+  bool holds_tied_copy() const { return tied_copy_; }
+  std::string split() const { return split_; }  // every stage's blocks, for the start-up log
+  std::size_t activation_bytes() const;
+
+  // The pipeline group (one rank per stage, in stage order) and, for a tied head, the embedding group
+  // (first and last stage): from dist::split_grid.
+  void connect(dist::Communicator& pipeline, dist::Communicator* embedding);
+
+  // One step's forward and backward passes; returns the sum of this stage's token losses (the last
+  // stage's; 0 elsewhere). context: "step N" for the watchdog messages.
+  double train(const data::StepBatch& batch, model::ParamSource& params, model::GradSink& grads, float dloss,
+               const std::string& context);
+  // Forward passes only (evaluation): the summed token losses on the last stage, 0 elsewhere.
+  double evaluate(const data::StepBatch& batch, model::ParamSource& params, const std::string& context);
+
+  // After train(): the tied embedding's copies summed, then every unit's gradients reduced over the DP
+  // group (the engine's). Collective over the embedding and DP groups.
+  void reduce_gradients(optim::ZeroEngine& engine);
+  // The whole model's gradient L2 norm from the engine's (this stage's, over the DP group): collective
+  // over the pipeline group (and the last stage's DP group).
+  double grad_norm(double engine_norm, optim::ZeroEngine& engine);
+
+  // Milliseconds since construction spent in train() and, within it, waiting in transfers (the
+  // bubble's idle time plus the transfers themselves); with equal stages the ratio tends to the theory's.
+  double run_ms() const { return run_ms_; }
+  double wait_ms() const { return wait_ms_; }
+  double bubble_theory() const { return bubble_fraction(grid_.pp, static_cast<int>(micro_batches_)); }
+
+ private:
+  struct Pending {  // a send in flight from a slot's buffer
+    int slot;
+    std::unique_ptr<dist::Work> work;
+  };
+  model::Model& slot(int micro) { return *models_[static_cast<std::size_t>(micro % models_.size())]; }
+  void receive(const PipeOp& op, model::Model& m);
+  void send(const PipeOp& op, model::Model& m);
+  void wait_sends(int slot);  // before the slot's buffers are reused: its sends have left
+  void wait_all_sends();
+  dist::Span span(const backend::Tensor& t) const;
+
+  backend::Backend& be_;
+  dist::Grid grid_;
+  model::Stage stage_;
+  model::ParamTable table_;
+  bool tied_copy_;
+  std::string split_;
+  std::int64_t micro_batches_;
+  std::vector<std::unique_ptr<model::Model>> models_;
+  dist::Communicator* pipeline_ = nullptr;
+  dist::Communicator* embedding_ = nullptr;
+  std::vector<Pending> sends_;
+  double run_ms_ = 0, wait_ms_ = 0;
+  void timed_wait(dist::Work& work);  // counted into wait_ms_
+  std::vector<std::int32_t> inputs_, targets_;
+};
+
+}  // namespace zt::train

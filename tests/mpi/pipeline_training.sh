@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# ztrain with parallel.pp (1F1B pipeline stages) follows one rank's loss curve within 1e-5 relative (10
+# steps, 4 micro-batches, gradient clipping active: the norm is the whole model's; validation losses
+# too): GPT-2 (tied head: the last stage's copy of wte, summed over the embedding group) on pp=2 and pp=4,
+# pp=2 x 2 data-parallel ranks at ZeRO 1, and Llama (GQA, untied head) on pp=2 with full recomputation.
+# Its checkpoints are in the global shape: a pp=2 checkpoint at step 5 resumes on pp=1 (2 data-parallel
+# ranks) and continues the uninterrupted curve; model.h5, gathered from the stages, exports the one-rank
+# weights; init.from loads a Hugging Face directory into the stages. The split is said at start-up; what
+# is not wired is refused.
+source "$(dirname "$0")/../lib.sh"
+make_tiny_data
+llama=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
+common=("${TINY_MODEL[@]}" --model.n_layer=4 "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid_*.h5" --log.eval_every=5
+        --log.eval_batches=1 --train.global_batch=4 --train.micro_batch=1 --train.max_steps=10
+        --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=5 --ckpt.keep=3 --ckpt.overwrite=true)
+
+run() {  # run NAME NP ARGS... -> trains; metrics in $ZT_WORK/NAME.jsonl, checkpoints in $ZT_WORK/NAME.ckpt
+  local name=$1 np=$2; shift 2
+  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${common[@]}" --log.metrics="$ZT_WORK/$name.jsonl" \
+    --ckpt.dir="$ZT_WORK/$name.ckpt" "$@"
+}
+# same_curve BASE GOT [FIRST_STEP]: GOT's losses, gradient norms and validation losses equal BASE's (1e-5).
+same_curve() {
+  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$ZT_WORK/$2.jsonl" "$2" "${3:-1}" <<'PY' || fail "$2 left $1's loss curve"
+import json, sys
+def steps(path):
+    rows = [o for o in map(json.loads, open(path))]
+    return ({o["step"]: (o["loss"], o["grad_norm"]) for o in rows if "loss" in o},
+            {o["step"]: (o["val_loss"],) for o in rows if "val_loss" in o})
+(base, base_val), (got, got_val) = steps(sys.argv[1]), steps(sys.argv[2])
+want = [s for s in sorted(base) if s >= int(sys.argv[4])]
+assert sorted(got) == want, f"steps {sorted(got)} vs {want}"
+assert any(base[s][1] > 0.5 for s in want), "the gradient clipping (optim.grad_clip=0.5) never acted"
+assert sorted(got_val) == [s for s in sorted(base_val) if s in want], f"evaluations {sorted(got_val)}"
+for s in got_val: base[-s], got[-s] = base_val[s], got_val[s]
+worst = max(abs(a - b) / abs(a) for s in got for a, b in zip(base[s], got[s]))
+print(f"{sys.argv[3]}: {len(want)} steps, max relative loss / gradient-norm / validation-loss difference {worst:.2e}")
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+}
+
+run gpt2_ref 1 --ckpt.resume=none
+run gpt2_pp2 2 --ckpt.resume=none --parallel.pp=2
+expect_in "$ZT_WORK/out" "2 rank\(s\) = parallel.pp 2 x 1 data-parallel"
+expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2, 1F1B over 4 micro-batches \(bubble 0.2 in theory\); stage 0: embedding \+ blocks 0-1; stage 1: blocks 2-3 \+ head \(tied copy\) and loss"
+same_curve gpt2_ref gpt2_pp2
+/usr/bin/python3 - "$ZT_WORK/gpt2_pp2.jsonl" <<'PY' || fail "the metrics do not carry the pipeline's bubble"
+import json, sys
+rows = [o for o in map(json.loads, open(sys.argv[1])) if "loss" in o]
+assert all(0 <= o["pipeline_bubble"] < 1 and o["pipeline_bubble_theory"] == 0.2 for o in rows), rows[-1]
+PY
+run gpt2_pp4 4 --ckpt.resume=none --parallel.pp=4 --train.zero_stage=0
+same_curve gpt2_ref gpt2_pp4
+run gpt2_pp2_dp2 4 --ckpt.resume=none --parallel.pp=2 --train.zero_stage=1
+expect_in "$ZT_WORK/out" "4 rank\(s\) = parallel.pp 2 x 2 data-parallel"
+same_curve gpt2_ref gpt2_pp2_dp2
+
+run llama_ref 1 --ckpt.resume=none "${llama[@]}"
+run llama_pp2 2 --ckpt.resume=none "${llama[@]}" --parallel.pp=2 --train.recompute=full
+same_curve llama_ref llama_pp2
+
+# Resharding through the checkpoint: pp=2 at step 5 -> pp=1 x 2 data-parallel ranks.
+mkdir -p "$ZT_WORK/to_pp1.ckpt" && cp -r "$ZT_WORK/gpt2_pp2.ckpt/step_00000005" "$ZT_WORK/to_pp1.ckpt/"
+run to_pp1 2 --ckpt.resume=auto --train.zero_stage=1
+expect_in "$ZT_WORK/out" "resumed from .*step_00000005: step 5"
+same_curve gpt2_ref to_pp1 6
+
+# model.h5 holds the global model, gathered from the stages: exported, a pp=4 run's final weights equal
+# the one-rank run's (1e-4; the tied wte once).
+for r in gpt2_ref gpt2_pp4; do
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$r.ckpt/step_00000010" --out "$ZT_WORK/$r.safetensors"
+done
+/usr/bin/python3 - "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_pp4.safetensors" <<'PY' ||
+import json, struct, sys, numpy as np
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]], dtype=np.float32).reshape(t["shape"])
+            for k, t in head.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a and sorted(a) == sorted(b), f"tensors differ: {sorted(a)} vs {sorted(b)}"
+for k in a:
+    assert a[k].shape == b[k].shape, f"{k}: {a[k].shape} vs {b[k].shape}"
+    worst = np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)
+    assert worst <= 1e-4, f"{k}: relative difference {worst:.2e}"
+print(f"model.h5: {len(a)} tensors in the same global shapes and values")
+PY
+  fail "the pp=4 model.h5 differs from the one-rank one"
+
+# init.from a Hugging Face directory: each stage reads its parameters (the tied copy too) from it.
+expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/gpt2_ref.ckpt/step_00000010" --out "$ZT_WORK/hf" --dtype fp32
+run init_ref 1 --ckpt.resume=none --init.from="$ZT_WORK/hf" --train.max_steps=3 --log.eval_every=0
+run init_pp2 2 --ckpt.resume=none --init.from="$ZT_WORK/hf" --train.max_steps=3 --log.eval_every=0 --parallel.pp=2
+expect_in "$ZT_WORK/out" "initialised from"
+same_curve init_ref init_pp2
+
+# Refused before any work (exit 2), naming the key, the reason and the fix.
+expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=2 --train.zero_stage=2 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "parallel.pp=2 with train.zero_stage=2: stages 2-3 reduce .* use train.zero_stage=0 or 1"
+expect_exit 2 zt_mpirun 4 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=4 --train.micro_batch=3 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "train.global_batch=4 is not divisible by train.micro_batch\(3\) x data-parallel ranks\(1 = 4 ranks / \(parallel.pp=4 x parallel.tp=1\)\)"
+expect_exit 2 zt_mpirun 3 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=2 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "parallel.pp=2 x parallel.tp=1 = 2 does not divide the world of 3 rank\(s\)"
+expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=8 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "parallel.pp=8 x parallel.tp=1 = 8 does not divide the world of 1"
+expect_exit 2 zt_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=8 --train.global_batch=8 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "parallel.pp=8 stages for model.n_layer=4 blocks: every stage needs at least one block"
+echo "PASS"

@@ -1,0 +1,81 @@
+// Pipeline stages' cut of the model (model/stage_split.hpp) and its checkpoint contract
+// (train/stage_shards.hpp): the block split and its log line; a stage's table keeps the model's unit
+// numbers with its own parameters only (the last stage of a tied model a copy of the token embedding);
+// over every stage and DP rank the saved runs tile the global flat buffer exactly once, and read_local
+// gives each stage (the tied copy too) the global values of its parameters.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "model/param_table.hpp"
+#include "model/stage_split.hpp"
+#include "train/stage_shards.hpp"
+
+namespace zt::train {
+namespace {
+
+TEST(StageSplit, BlocksAndTheLogLine) {
+  const std::vector<model::Stage> s = model::split_blocks(6, 4);  // 2, 2, 1, 1
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].first_block, 0);
+  EXPECT_EQ(s[1].first_block, 2);
+  EXPECT_EQ(s[3].first_block, 5);
+  EXPECT_EQ(s[3].end(6), 6);
+  EXPECT_EQ(model::describe_split(s, 6, true),
+            "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3; stage 2: block 4; stage 3: block 5 + head (tied copy) and loss");
+  EXPECT_EQ(model::describe_split(model::split_blocks(2, 1), 2, false), "stage 0: embedding + blocks 0-1 + head and loss");
+  EXPECT_THROW(model::split_blocks(2, 3), ConfigError);
+}
+
+TEST(StageSplit, StageTablesKeepUnitNumbers) {
+  const model::ParamTable global(model::GptShape::make(4, 2, 16, 100, 8));
+  const std::vector<model::Stage> s = model::split_blocks(4, 2);
+  const model::ParamTable first = model::stage_table(global, s[0], 2), last = model::stage_table(global, s[1], 2);
+  ASSERT_EQ(first.n_units(), 6);
+  ASSERT_EQ(last.n_units(), 6);
+  EXPECT_EQ(first.units()[0].numel, global.units()[0].numel);  // wte and wpe
+  EXPECT_EQ(first.units()[3].numel, 0u);
+  EXPECT_EQ(first.units()[5].numel, 0u);
+  EXPECT_EQ(last.units()[0].numel, global.find("transformer.wte.weight").numel);  // the tied copy only
+  EXPECT_EQ(last.params()[0].name, "transformer.wte.weight");
+  EXPECT_EQ(last.units()[1].numel, 0u);
+  EXPECT_EQ(last.units()[5].numel, global.units()[5].numel);
+  EXPECT_TRUE(model::holds_tied_head_copy(global.shape(), s[1], 2));
+  EXPECT_FALSE(model::holds_tied_head_copy(global.shape(), s[1], 1));
+}
+
+TEST(StageShards, SavedRunsOfEveryRankTileTheGlobalModelOnce) {
+  const model::GptShape shapes[] = {model::GptShape::make(6, 4, 16, 100, 8),
+                                    model::GptShape::make_llama(6, 8, 32, 100, 8, 4, 48, false, 1e-5, {}),
+                                    model::GptShape::make_llama(6, 8, 32, 100, 8, 4, 48, true, 1e-5, {})};
+  for (const model::GptShape& shape : shapes) {
+    const model::ParamTable global(shape);
+    std::vector<float> values(global.numel());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i + 1);
+    const ReadGlobal read = [&](std::int64_t o, std::int64_t n, float* out) { std::copy_n(values.data() + o, n, out); };
+    for (const auto& [pp, dp] : {std::pair{1, 1}, {2, 1}, {3, 2}, {4, 3}}) {
+      std::vector<int> covered(global.numel(), 0);
+      const std::vector<model::Stage> stages = model::split_blocks(shape.n_layer, pp);
+      for (int rank = 0; rank < pp * dp; ++rank) {
+        const dist::Grid grid = dist::Grid::make(pp * dp, 1, rank, pp);
+        const model::Stage& stage = stages[static_cast<std::size_t>(grid.pp_rank())];
+        const model::ParamTable local = model::stage_table(global, stage, pp);
+        const StageShards shards{global, local, grid, model::holds_tied_head_copy(shape, stage, pp)};
+        std::vector<float> mine(local.numel());
+        shards.read_local(0, static_cast<std::int64_t>(mine.size()), mine.data(), read);
+        for (const model::ParamInfo& p : local.params())  // every parameter, the tied copy too, holds its global values
+          ASSERT_EQ(mine[p.offset + p.numel - 1], values[global.find(p.name).offset + p.numel - 1]) << p.name;
+        for (const model::TpRun& run : shards.saved_runs())
+          for (std::int64_t k = 0; k < run.numel; ++k) {
+            ++covered[static_cast<std::size_t>(run.global_offset + k)];
+            ASSERT_EQ(mine[static_cast<std::size_t>(run.local_offset + k)], values[static_cast<std::size_t>(run.global_offset + k)]);
+          }
+      }
+      for (std::size_t i = 0; i < covered.size(); ++i)
+        ASSERT_EQ(covered[i], 1) << "global element " << i << " at pp=" << pp << " x dp=" << dp;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zt::train
