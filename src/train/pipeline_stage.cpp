@@ -126,6 +126,7 @@ double PipelineStage::train(const data::StepBatch& batch, model::ParamSource& pa
 double PipelineStage::evaluate(const data::StepBatch& batch, model::ParamSource& params, const std::string& context) {
   ZT_CHECK(pipeline_, "pipeline: connect() first");
   const int stage = grid_.pp_rank();
+  const double training_wait_ms = wait_ms_;  // an evaluation's waits are not the training step's bubble
   double loss = 0;
   for (int mb = 0; mb < static_cast<int>(batch.grad_accum); ++mb) {
     const PipeOp op{PipeOp::Kind::kForward, mb, stage > 0 ? stage - 1 : -1, stage + 1 < grid_.pp ? stage + 1 : -1};
@@ -139,6 +140,7 @@ double PipelineStage::evaluate(const data::StepBatch& batch, model::ParamSource&
     send(op, m);
   }
   wait_all_sends();
+  wait_ms_ = training_wait_ms;
   return loss;
 }
 

@@ -9,6 +9,7 @@
 # and full recomputation give bit-identical curves and checkpoints (both described below); a bf16 tp=2
 # checkpoint resumes on its grid bit-identically and at tp=1 on the bf16 curve.
 source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/parallel_lib.sh"
 make_tiny_data
 # optim.eps=1e-6: GPT-2's K bias has a gradient that is zero up to rounding (softmax ignores it), and
 # AdamW's early steps move such a weight by +-lr whatever its size; eps above that noise keeps them small.
@@ -21,26 +22,6 @@ run() {  # run NAME NP ARGS... -> trains; metrics in $ZT_WORK/NAME.jsonl, checkp
   local name=$1 np=$2; shift 2
   expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${common[@]}" --log.metrics="$ZT_WORK/$name.jsonl" \
     --ckpt.dir="$ZT_WORK/$name.ckpt" "$@"
-}
-# same_curve BASE GOT [FIRST_STEP [TOLERANCE]]: GOT's steps' losses and gradient norms equal BASE's
-# within TOLERANCE relative (1e-5; 0: bit-identical as printed, 9 significant digits).
-same_curve() {
-  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$ZT_WORK/$2.jsonl" "$2" "${3:-1}" "${4:-1e-5}" <<'PY' || fail "$2 left $1's loss curve"
-import json, sys
-def steps(path, key="loss"):
-    rows = [o for o in map(json.loads, open(path))]
-    return ({o["step"]: (o["loss"], o["grad_norm"]) for o in rows if "loss" in o},
-            {o["step"]: (o["val_loss"],) for o in rows if "val_loss" in o})
-(base, base_val), (got, got_val) = steps(sys.argv[1]), steps(sys.argv[2])
-want = [s for s in sorted(base) if s >= int(sys.argv[4])]
-assert sorted(got) == want, f"steps {sorted(got)} vs {want}"
-assert any(base[s][1] > 0.5 for s in want), "the gradient clipping (optim.grad_clip=0.5) never acted"
-assert sorted(got_val) == [s for s in sorted(base_val) if s in want], f"evaluations {sorted(got_val)}"
-for s in got_val: base[-s], got[-s] = base_val[s], got_val[s]  # compared alike
-worst = max(abs(a - b) / abs(a) for s in got for a, b in zip(base[s], got[s]))
-print(f"{sys.argv[3]}: {len(want)} steps, max relative loss / gradient-norm / validation-loss difference {worst:.2e}")
-sys.exit(0 if worst <= float(sys.argv[5]) else 1)
-PY
 }
 
 run gpt2_ref 1 --ckpt.resume=none
@@ -75,23 +56,7 @@ same_curve gpt2_ref to_tp2 6
 for r in gpt2_ref gpt2_tp2_z0; do
   expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$r.ckpt/step_00000010" --out "$ZT_WORK/$r.safetensors"
 done
-/usr/bin/python3 - "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_tp2_z0.safetensors" <<'PY' ||
-import json, struct, sys, numpy as np
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]], dtype=np.float32).reshape(t["shape"])
-            for k, t in head.items() if k != "__metadata__"}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a and sorted(a) == sorted(b), f"tensors differ: {sorted(a)} vs {sorted(b)}"
-for k in a:
-    assert a[k].shape == b[k].shape, f"{k}: {a[k].shape} vs {b[k].shape}"
-    worst = np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)
-    assert worst <= 1e-4, f"{k}: relative difference {worst:.2e}"
-print(f"model.h5: {len(a)} tensors in the same global shapes and values")
-PY
-  fail "the tp=2 model.h5 differs from the one-rank one"
+same_weights "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_tp2_z0.safetensors" "tp=2 vs one rank"
 
 # init.from a Hugging Face directory: each TP rank cuts its shard from the global weights (3 steps).
 expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/gpt2_ref.ckpt/step_00000010" --out "$ZT_WORK/hf" --dtype fp32

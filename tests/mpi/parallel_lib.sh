@@ -1,0 +1,45 @@
+# Checks shared by the parallel layouts' equivalence tests (tp_training.sh, pipeline_training.sh): a
+# run follows another's curve, and two exported models hold the same weights. Sourced after lib.sh.
+
+# same_curve BASE GOT [FIRST_STEP [TOLERANCE]]: GOT's steps' losses, gradient norms and validation losses
+# (from $ZT_WORK/NAME.jsonl) equal BASE's within TOLERANCE relative (1e-5; 0: bit-identical as printed,
+# 9 significant digits), from FIRST_STEP on; the gradient clipping must have acted (optim.grad_clip=0.5).
+same_curve() {
+  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$ZT_WORK/$2.jsonl" "$2" "${3:-1}" "${4:-1e-5}" <<'PY' || fail "$2 left $1's loss curve"
+import json, sys
+def steps(path):
+    rows = [o for o in map(json.loads, open(path))]
+    return ({o["step"]: (o["loss"], o["grad_norm"]) for o in rows if "loss" in o},
+            {o["step"]: (o["val_loss"],) for o in rows if "val_loss" in o})
+(base, base_val), (got, got_val) = steps(sys.argv[1]), steps(sys.argv[2])
+want = [s for s in sorted(base) if s >= int(sys.argv[4])]
+assert sorted(got) == want, f"steps {sorted(got)} vs {want}"
+assert any(base[s][1] > 0.5 for s in want), "the gradient clipping (optim.grad_clip=0.5) never acted"
+assert sorted(got_val) == [s for s in sorted(base_val) if s in want], f"evaluations {sorted(got_val)}"
+for s in got_val: base[-s], got[-s] = base_val[s], got_val[s]  # compared alike
+worst = max(abs(a - b) / abs(a) for s in got for a, b in zip(base[s], got[s]))
+print(f"{sys.argv[3]}: {len(want)} steps, max relative loss / gradient-norm / validation-loss difference {worst:.2e}")
+sys.exit(0 if worst <= float(sys.argv[5]) else 1)
+PY
+}
+
+# same_weights A.safetensors B.safetensors LABEL: the same tensors, shapes and values (1e-4 relative to
+# each tensor's largest entry), as `zckpt export` writes them from two runs' model.h5.
+same_weights() {
+  /usr/bin/python3 - "$1" "$2" <<'PY' || fail "$3: the exported weights differ"
+import json, struct, sys, numpy as np
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]], dtype=np.float32).reshape(t["shape"])
+            for k, t in head.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a and sorted(a) == sorted(b), f"tensors differ: {sorted(a)} vs {sorted(b)}"
+for k in a:
+    assert a[k].shape == b[k].shape, f"{k}: {a[k].shape} vs {b[k].shape}"
+    worst = np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)
+    assert worst <= 1e-4, f"{k}: relative difference {worst:.2e}"
+print(f"model.h5: {len(a)} tensors in the same global shapes and values")
+PY
+}
