@@ -4,9 +4,23 @@
 #include "backend/backend.hpp"
 #include "config/options.hpp"
 #include "core/log.hpp"
-#include "train/staged_communicator.hpp"
+#include "dist/staged_communicator.hpp"
 
 namespace zt::train {
+namespace {
+// The staging's copies through the rank's backend (dist/ knows nothing of backends).
+class BackendCopies final : public dist::DeviceCopies {
+ public:
+  explicit BackendCopies(backend::Backend& be) : be_(be) {}
+  void to_host(void* host, const void* device, std::size_t bytes) override { be_.copy_to_host(host, device, bytes); }
+  void to_device(void* device, const void* host, std::size_t bytes) override { be_.copy_from_host(device, host, bytes); }
+
+ private:
+  backend::Backend& be_;
+};
+}  // namespace
+
+std::shared_ptr<dist::DeviceCopies> device_copies(backend::Backend& be) { return std::make_shared<BackendCopies>(be); }
 
 std::unique_ptr<backend::Backend> make_backend(const config::Config& c, const dist::Placement& placement) {
   if (placement.device == config::Device::kCuda) return backend::make_cuda_backend(placement.device_index);
@@ -22,7 +36,7 @@ std::unique_ptr<dist::Communicator> make_communicator(const dist::World& world, 
     return dist::make_nccl_communicator(world, placement.device_index, be.stream(), c.dist.timeout_s);
   std::unique_ptr<dist::Communicator> mpi = dist::make_mpi_communicator(world, c.dist.timeout_s);
   if (placement.device == config::Device::kCpu) return mpi;
-  return std::make_unique<StagedCommunicator>(std::move(mpi), be);
+  return std::make_unique<dist::StagedCommunicator>(std::move(mpi), device_copies(be));
 }
 
 }  // namespace zt::train

@@ -8,6 +8,7 @@
 #include "config/config.hpp"
 #include "dist/communicator.hpp"
 #include "dist/placement.hpp"
+#include "dist/staged_communicator.hpp"
 #include "dist/world.hpp"
 
 namespace zt::train {
@@ -15,6 +16,10 @@ namespace zt::train {
 // CUDA on the placement's device, else the CPU backend with the placement's threads (warning once
 // that 16-bit precision on the CPU is emulated).
 std::unique_ptr<backend::Backend> make_backend(const config::Config& c, const dist::Placement& placement);
+
+// The backend's copies between its memory and the host, for dist::StagedCommunicator (the backend
+// must outlive it).
+std::shared_ptr<dist::DeviceCopies> device_copies(backend::Backend& be);
 
 // NCCL ordered after the backend's compute stream; MPI on host buffers for the CPU backend; MPI
 // staged through the host for device buffers (several ranks sharing one GPU).

@@ -11,7 +11,8 @@
 #include "backend/half.hpp"
 #include "dist/communicator.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "train/staged_communicator.hpp"
+#include "dist/staged_communicator.hpp"
+#include "train/wiring.hpp"
 #include "train/recording_communicator.hpp"
 #include "train/timed_communicator.hpp"
 
@@ -24,7 +25,7 @@ class Staged : public ::testing::Test {
  protected:
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
   std::unique_ptr<dist::Communicator> direct = dist::make_mpi_communicator(test::world(), 60);
-  StagedCommunicator staged{dist::make_mpi_communicator(test::world(), 60), *be};
+  dist::StagedCommunicator staged{dist::make_mpi_communicator(test::world(), 60), device_copies(*be)};
   int r = direct->rank(), w = direct->size();
 };
 
@@ -76,7 +77,7 @@ TEST_F(Staged, SendsAreInFlightThroughEveryWrapper) {
   if (w < 2) GTEST_SKIP() << "needs a peer";
   dist::CollectiveRing ring;
   TimedCommunicator comm{std::make_unique<RecordingCommunicator>(
-      std::make_unique<StagedCommunicator>(dist::make_mpi_communicator(test::world(), 10), *be), ring)};
+      std::make_unique<dist::StagedCommunicator>(dist::make_mpi_communicator(test::world(), 10), device_copies(*be)), ring)};
   comm.set_context("ring");
   const std::size_t n = std::size_t{1} << 20;
   const std::vector<float> mine = values(r, n);
@@ -121,7 +122,8 @@ TEST_F(Staged, SixteenBitSumsGoThroughTheStaging) {
 // The process grid's groups come from split: through both decorators, a child reduces over its group
 // only, still host-staged, and keeps the parent's context for the watchdog.
 TEST_F(Staged, SplitChildrenOfBothDecoratorsReduceOverTheirGroupOnly) {
-  TimedCommunicator timed{std::make_unique<StagedCommunicator>(dist::make_mpi_communicator(test::world(), 60), *be)};
+  TimedCommunicator timed{
+      std::make_unique<dist::StagedCommunicator>(dist::make_mpi_communicator(test::world(), 60), device_copies(*be))};
   timed.set_context("tp groups");
   auto child = timed.split(r % 2, r);  // even ranks, odd ranks
   EXPECT_EQ(child->size(), (w + 1 - r % 2) / 2);
