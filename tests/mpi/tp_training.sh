@@ -2,8 +2,8 @@
 # ztrain with parallel.tp=2 x 2 data-parallel ranks follows one rank's loss curve (1e-5 relative, 10
 # steps, gradient clipping active: the norm is the whole grid's; validation losses too) for GPT-2 and Llama (grouped-query
 # attention, untied head) at ZeRO 0 and 3, with sequence parallelism at one of them. Its checkpoints are
-# in the global shape: a tp=2 x dp=2 run checkpointed at step 5 resumes as tp=1 x dp=4, and a tp=1
-# checkpoint as tp=2 x dp=2, and both continue the uninterrupted curve (1e-5; bit-identical when resumed on
+# in the global shape: a tp=2 x dp=2 run checkpointed at step 5 resumes as tp=1 x dp=4, and a dp=4
+# checkpoint as tp=2 x dp=2 (with optimizer offload), and both continue the uninterrupted curve (1e-5; bit-identical when resumed on
 # the same grid); init.from loads a Hugging Face directory into the shards; instruction data's loss and
 # document masks train alike. bf16 and fp16 follow the one-rank run of their precision, and selective
 # and full recomputation give bit-identical curves and checkpoints (both described below); a bf16 tp=2
@@ -48,10 +48,12 @@ same_curve gpt2_ref to_tp1 6
 mkdir -p "$ZT_WORK/same.ckpt" && cp -r "$ZT_WORK/gpt2_tp2_z3.ckpt/step_00000005" "$ZT_WORK/same.ckpt/"
 run same 4 --ckpt.resume=auto --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
 same_curve gpt2_tp2_z3 same 6 0
-# ... and tp=1 (one rank) at step 5 -> tp=2 x dp=2 (ZeRO 2).
-mkdir -p "$ZT_WORK/to_tp2.ckpt" && cp -r "$ZT_WORK/gpt2_ref.ckpt/step_00000005" "$ZT_WORK/to_tp2.ckpt/"
-run to_tp2 4 --ckpt.resume=auto --parallel.tp=2 --train.zero_stage=2
-same_curve gpt2_ref to_tp2 6
+# ... and dp=4 (ZeRO 2, four optimizer shards) at step 5 -> tp=2 x dp=2 with the optimizer state offloaded
+# to the host (train.offload=optimizer keeps working under TP).
+run gpt2_dp4 4 --ckpt.resume=none --train.zero_stage=2 --train.stop_at_step=5
+mkdir -p "$ZT_WORK/dp4_to_tp2.ckpt" && cp -r "$ZT_WORK/gpt2_dp4.ckpt/step_00000005" "$ZT_WORK/dp4_to_tp2.ckpt/"
+run dp4_to_tp2 4 --ckpt.resume=auto --parallel.tp=2 --train.zero_stage=1 --train.offload=optimizer
+same_curve gpt2_ref dp4_to_tp2 6
 # model.h5 holds the global model: exported, a tp=2 run's final weights equal the one-rank run's (1e-4).
 for r in gpt2_ref gpt2_tp2_z0; do
   expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$r.ckpt/step_00000010" --out "$ZT_WORK/$r.safetensors"
