@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The wider equivalence matrices of the parallel layouts (CI runs a subset of each:
+# tests/mpi/pipeline_training.sh, tests/mpi/tp_training.sh): every layout's 10-step losses and gradient
+# norms against one rank of the same family and precision, on CPU ranks, tiny models, 4 micro-batches
+# per data-parallel rank and step.
+#   tools/bench/parallel/matrix.sh pipeline   pp 2-4 (6 blocks, so pp=4 splits unevenly: 2,2,1,1), x dp,
+#                                             ZeRO 0-1, recompute, document masks
+#   tools/bench/parallel/matrix.sh tensor     tp 2 and 4, sequence parallel, x dp up to 4, ZeRO 0-3,
+#                                             recompute, document masks, optimizer offload
+# (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed). Prints one line per layout: its worst
+# relative difference and PASS/FAIL against the tolerance: 1e-5 in fp32; 5e-3 in bf16, where any other
+# summation order (the tied head's two gradient copies, the data-parallel ranks, the TP group's partial
+# sums: bf16 at dp=2 without a pipeline is 1.3e-3 off one rank) flips roundings of the 16-bit weights.
+# Exits 1 if any layout fails.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+bin=${ZT_BUILD_DIR:-$root/build}
+work=$(mktemp -d /tmp/zt_bench_parallel.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+"$bin/tests/make_test_shards" "$work/train" --tokens 40000 --shard-tokens 15000 --vocab 97 --seed 3 >/dev/null
+base=(--model.n_layer=6 --model.n_head=2 --model.n_embd=32 --model.vocab_size=97 --model.seq_len=16 --train.device=cpu
+      --train.threads=1 --optim.lr=3e-3 --optim.warmup_steps=2 --log.every=1 --data.train="$work/train_*.h5"
+      --train.micro_batch=1 --train.max_steps=10 --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=0 --ckpt.resume=none)
+axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor}
+# name|ranks|args (the data-parallel ranks' batch: global_batch = 4 micro-batches x dp)
+case $axis in
+  pipeline)
+    families=(
+      "gpt2|"
+      "llama-untied|--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48"
+      "llama-tied|--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48 --model.tie_embeddings=true"
+    )
+    layouts=(
+      "pp2|2|--parallel.pp=2 --train.global_batch=4"
+      "pp3|3|--parallel.pp=3 --train.global_batch=4"
+      "pp4|4|--parallel.pp=4 --train.global_batch=4"
+      "pp4-z1|4|--parallel.pp=4 --train.global_batch=4 --train.zero_stage=1"
+      "pp2xdp2-z0|4|--parallel.pp=2 --train.global_batch=8 --train.zero_stage=0"
+      "pp2xdp2-z1|4|--parallel.pp=2 --train.global_batch=8 --train.zero_stage=1"
+      "pp2xdp4-z1|8|--parallel.pp=2 --train.global_batch=16 --train.zero_stage=1"
+      "pp2-selective|2|--parallel.pp=2 --train.global_batch=4 --train.recompute=selective"
+      "pp2-full|2|--parallel.pp=2 --train.global_batch=4 --train.recompute=full"
+      "pp2-mask|2|--parallel.pp=2 --train.global_batch=4 --data.document_mask=true"
+    ) ;;
+  tensor)  # 4 heads (GPT-2) and 8 query / 4 K/V heads (Llama): tp=4 divides both
+    families=(
+      "gpt2|--model.n_head=4"
+      "llama-gqa|--model.arch=llama --model.n_head=8 --model.n_kv_head=4 --model.ffn_hidden=48"
+    )
+    layouts=(
+      "tp2-z0|2|--parallel.tp=2 --train.global_batch=4 --train.zero_stage=0"
+      "tp2-sp|2|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
+      "tp4|4|--parallel.tp=4 --train.global_batch=4"
+      "tp4-sp|4|--parallel.tp=4 --parallel.sequence_parallel=true --train.global_batch=4"
+      "tp2xdp2-z1|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1"
+      "tp2xdp2-z2-sp|4|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=8 --train.zero_stage=2"
+      "tp2xdp2-z3|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=3"
+      "tp2xdp4-z3|8|--parallel.tp=2 --train.global_batch=16 --train.zero_stage=3"
+      "tp2-selective|2|--parallel.tp=2 --train.global_batch=4 --train.recompute=selective"
+      "tp2-full-sp|2|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4 --train.recompute=full"
+      "tp2-mask|2|--parallel.tp=2 --train.global_batch=4 --data.document_mask=true"
+      "tp2xdp2-offload|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1 --train.offload=optimizer"
+    ) ;;
+  *) echo "unknown axis '$axis': pipeline or tensor" >&2; exit 2 ;;
+esac
+train() {  # train METRICS NP ARGS...
+  local out=$1 np=$2; shift 2
+  timeout 300 mpirun --oversubscribe -np "$np" "$bin/bin/ztrain" "${base[@]}" --log.metrics="$out" \
+    --ckpt.dir="$work/ckpt" --ckpt.overwrite=true "$@" >"$work/log" 2>&1 || { tail -n 5 "$work/log"; return 1; }
+}
+compare() {  # compare REF GOT TOLERANCE -> prints worst and PASS/FAIL
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+def rows(p): return {o["step"]: (o["loss"], o["grad_norm"]) for o in map(json.loads, open(p)) if "loss" in o}
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+worst = max(abs(x - y) / abs(x) for s in a for x, y in zip(a[s], b[s])) if sorted(a) == sorted(b) else float("inf")
+print(f"{worst:.2e} {'PASS' if worst <= float(sys.argv[3]) else 'FAIL'}")
+PY
+}
+failed=0
+for precision in fp32 bf16; do
+  tol=1e-5; [ "$precision" = bf16 ] && tol=5e-3
+  for fam in "${families[@]}"; do
+    name=${fam%%|*} fargs=${fam#*|}
+    for layout in "${layouts[@]}"; do
+      IFS='|' read -r lname np largs <<<"$layout"
+      gb=$(sed -E 's/.*--train.global_batch=([0-9]+).*/\1/' <<<"$largs")
+      mask=$(grep -o -- '--data.document_mask=true' <<<"$largs" || true)
+      ref="$work/ref-$precision-$name-$gb${mask:+-mask}.jsonl"
+      # shellcheck disable=SC2086
+      [ -f "$ref" ] || train "$ref" 1 $fargs --train.precision=$precision --train.global_batch="$gb" $mask
+      got="$work/$precision-$name-$lname.jsonl"
+      # shellcheck disable=SC2086
+      if train "$got" "$np" $fargs --train.precision=$precision $largs; then
+        result=$(compare "$ref" "$got" "$tol")
+      else
+        result="run-failed FAIL"
+      fi
+      printf '%-5s %-13s %-14s %s\n' "$precision" "$name" "$lname" "$result"
+      [[ "$result" == *PASS ]] || failed=1
+    done
+  done
+done
+exit $failed
