@@ -8,9 +8,12 @@
 #   tools/bench/parallel/matrix.sh tensor     tp 2 and 4, sequence parallel, x dp up to 4, ZeRO 0-3,
 #                                             recompute, document masks, optimizer offload
 # (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed). Prints one line per layout: its worst
-# relative difference and PASS/FAIL against the tolerance: 1e-5 in fp32; 5e-3 in bf16, where any other
-# summation order (the tied head's two gradient copies, the data-parallel ranks, the TP group's partial
-# sums: bf16 at dp=2 without a pipeline is 1.3e-3 off one rank) flips roundings of the 16-bit weights.
+# difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
+# losses 5e-3 relative to one rank's bf16 run, and the gradient norms within twice that run's own
+# largest distance from fp32 (at least 5e-3) of fp32: any other summation order (the tied head's two
+# gradient copies, the data-parallel ranks, the TP group's partial sums: bf16 at dp=2 without a parallel
+# layout is 1.3e-3 off one rank) flips roundings of the 16-bit weights, and a tiny model's spiking
+# gradient norm amplifies them (one-rank bf16 Llama is 5% off fp32 at such a step).
 # Exits 1 if any layout fails.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -69,13 +72,28 @@ train() {  # train METRICS NP ARGS...
   timeout 300 mpirun --oversubscribe -np "$np" "$bin/bin/ztrain" "${base[@]}" --log.metrics="$out" \
     --ckpt.dir="$work/ckpt" --ckpt.overwrite=true "$@" >"$work/log" 2>&1 || { tail -n 5 "$work/log"; return 1; }
 }
-compare() {  # compare REF GOT TOLERANCE -> prints worst and PASS/FAIL
-  python3 - "$1" "$2" "$3" <<'PY'
+compare() {  # compare REF GOT TOLERANCE [FP32_REF] -> prints the worst ratio to the bound and PASS/FAIL
+  python3 - "$@" <<'PY'
 import json, sys
 def rows(p): return {o["step"]: (o["loss"], o["grad_norm"]) for o in map(json.loads, open(p)) if "loss" in o}
-a, b = rows(sys.argv[1]), rows(sys.argv[2])
-worst = max(abs(x - y) / abs(x) for s in a for x, y in zip(a[s], b[s])) if sorted(a) == sorted(b) else float("inf")
-print(f"{worst:.2e} {'PASS' if worst <= float(sys.argv[3]) else 'FAIL'}")
+a, b, tol = rows(sys.argv[1]), rows(sys.argv[2]), float(sys.argv[3])
+fp32 = rows(sys.argv[4]) if len(sys.argv) > 4 else None
+if sorted(a) != sorted(b):
+    print("steps-differ FAIL"); sys.exit()
+# fp32: each step's loss and gradient norm within tol relative of the one-rank run's. bf16: the losses
+# so; the gradient norms, chaotic at a tiny model's spikes in bf16 (one-rank bf16 Llama is 5% off fp32
+# at such a step, and another summation order lands elsewhere around fp32), within twice the run's bf16
+# noise of fp32 (the one-rank bf16 run's largest relative distance from fp32; at least tol): the layout
+# adds no more error than bf16 itself.
+noise = max(abs(a[s][1] - fp32[s][1]) / abs(fp32[s][1]) for s in a) if fp32 else 0.0
+worst = 0.0
+for s in a:
+    worst = max(worst, abs(a[s][0] - b[s][0]) / (tol * abs(a[s][0])))
+    if fp32:
+        worst = max(worst, abs(b[s][1] - fp32[s][1]) / (abs(fp32[s][1]) * max(tol, 2 * noise)))
+    else:
+        worst = max(worst, abs(a[s][1] - b[s][1]) / (tol * abs(a[s][1])))
+print(f"{worst:.2f} of the bound {'PASS' if worst <= 1 else 'FAIL'}")
 PY
 }
 failed=0
@@ -90,14 +108,16 @@ for precision in fp32 bf16; do
       ref="$work/ref-$precision-$name-$gb${mask:+-mask}.jsonl"
       # shellcheck disable=SC2086
       [ -f "$ref" ] || train "$ref" 1 $fargs --train.precision=$precision --train.global_batch="$gb" $mask
+      fp32_ref=""
+      [ "$precision" = bf16 ] && fp32_ref="$work/ref-fp32-$name-$gb${mask:+-mask}.jsonl"
       got="$work/$precision-$name-$lname.jsonl"
       # shellcheck disable=SC2086
       if train "$got" "$np" $fargs --train.precision=$precision $largs; then
-        result=$(compare "$ref" "$got" "$tol")
+        result=$(compare "$ref" "$got" "$tol" $fp32_ref)
       else
         result="run-failed FAIL"
       fi
-      printf '%-5s %-13s %-14s %s\n' "$precision" "$name" "$lname" "$result"
+      printf '%-5s %-13s %-16s %s\n' "$precision" "$name" "$lname" "$result"
       [[ "$result" == *PASS ]] || failed=1
     done
   done
