@@ -127,7 +127,7 @@ void check_lora(const Config& c) {
   lora_target_modules(c);  // throws on an unknown name
   if (c.parallel.tp > 1)
     throw ConfigError(cat("lora.rank > 0 with parallel.tp=", c.parallel.tp,
-                          ": LoRA is not split over tensor-parallel ranks yet (issue 20); use parallel.tp=1"));
+                          ": LoRA adapters are not split over tensor-parallel ranks yet; use parallel.tp=1"));
 }
 
 }  // namespace zt::config
