@@ -73,7 +73,8 @@ print(f"tokens/s         {tps[len(tps) // 2]:.0f} (median over logged steps, all
 print(f"checkpoints      {sys.argv[3]}")
 print(f"metrics          {sys.argv[1]}")
 if samples:
-    print(f"sample           {samples[-1]['sample']!r}")
+    # JSON quoting: always "...", whatever quotes the text holds (repr switches to " when it has a ')
+    print(f"sample           {json.dumps(samples[-1]['sample'], ensure_ascii=False)}")
 PY
 "$root/tools/plot-metrics" "$metrics" --labels "$run_name" --out "$run/metrics.png" >/dev/null
 echo "plot             $run/metrics.png"

@@ -7,7 +7,7 @@ source "$(dirname "$0")/../lib.sh"
 ZT_QUICK_DIR="$ZT_WORK" ZT_QUICK_STEPS=8 ZT_BUILD_DIR="$(dirname "$ZT_BIN")" "$ZT_SOURCE/tools/quickstart.sh" \
   >"$ZT_WORK/out" 2>"$ZT_WORK/err" || { tail -n 40 "$ZT_WORK/out" "$ZT_WORK/err"; fail "quickstart failed"; }
 expect_in "$ZT_WORK/out" "^steps +8 .*resumed 1x from .*step_00000004"
-expect_in "$ZT_WORK/out" "^sample +'The United States"
+expect_in "$ZT_WORK/out" '^sample +"The United States'
 expect_in "$ZT_WORK/out" "^plot +.*metrics.png"
 /usr/bin/python3 - "$ZT_WORK/out" <<'PY' || fail "the train loss did not fall"
 import re, sys
@@ -21,6 +21,6 @@ ZT_QUICK_MODEL=llama ZT_QUICK_DIR="$ZT_WORK" ZT_QUICK_STEPS=4 ZT_BUILD_DIR="$(di
   { tail -n 40 "$ZT_WORK/out_llama" "$ZT_WORK/err_llama"; fail "the Llama quickstart failed"; }
 expect_in "$ZT_WORK/out_llama" "training Llama"
 expect_in "$ZT_WORK/out_llama" "^steps +4 .*resumed 1x from .*quickstart-llama/checkpoints/step_00000002"
-expect_in "$ZT_WORK/out_llama" "^sample +'The United States"
+expect_in "$ZT_WORK/out_llama" '^sample +"The United States'
 [ -f "$ZT_WORK/runs/quickstart-llama/metrics.png" ] || fail "no Llama plot"
 echo "PASS"
