@@ -210,15 +210,17 @@ bool rows_packed(const void* logits, const void* dlogits, std::int64_t Vp) {
   return aligned16(logits) && aligned16(dlogits) && Vp % kPackElems<T> == 0;
 }
 
-// Returns the row count; checks shapes and dtypes shared by forward and backward.
-std::int64_t check_ce(const char* op, const Tensor& logits, const Tensor& targets, int vocab) {
-  const std::int64_t N = rows_of(logits), Vp = logits.dim(-1);
-  ZT_CHECK(vocab > 0 && vocab <= Vp, op, ": vocab=", vocab, " must be in [1, ", Vp, "] (logits ",
-           logits.shape_string(), ")");
+// Returns the row count; checks the shapes and dtypes every cross-entropy op shares: `cols_name`
+// (vocab, or a slice's real ids) = cols in [lowest, the logits' width], one i32 target per row.
+std::int64_t check_ce(const char* op, const Tensor& logits, const Tensor& targets, const char* cols_name, int cols,
+                      int lowest) {
+  const std::int64_t N = rows_of(logits), width = logits.dim(-1);
+  ZT_CHECK(cols >= lowest && cols <= width, op, ": ", cols_name, "=", cols, " must be in [", lowest, ", ", width,
+           "] (logits ", logits.shape_string(), ")");
   ZT_CHECK_EQ(targets.numel(), N, op, ": targets ", targets.shape_string(), " needs one per row of logits ",
               logits.shape_string());
   expect_dtype(op, "targets", targets, DType::kI32);
-  to_int(op, "Vp", Vp);
+  to_int(op, "the logits' width", width);
   ZT_CHECK_LE(N, std::int64_t{0x7fffffff}, op, ": ", N, " rows exceed the grid limit");
   return N;
 }
@@ -227,7 +229,7 @@ std::int64_t check_ce(const char* op, const Tensor& logits, const Tensor& target
 
 void CudaBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) {
   const char* op = "cross_entropy_forward";
-  const std::int64_t N = check_ce(op, logits, targets, vocab);
+  const std::int64_t N = check_ce(op, logits, targets, "vocab", vocab, 1);
   ZT_CHECK_EQ(losses.numel(), N, op, ": losses ", losses.shape_string(), " needs one per row");
   expect_dtype(op, "losses", losses, DType::kF32);
   if (N == 0) return;
@@ -243,7 +245,7 @@ void CudaBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor tar
 
 void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) {
   const char* op = "cross_entropy_backward";
-  const std::int64_t N = check_ce(op, logits, targets, vocab);
+  const std::int64_t N = check_ce(op, logits, targets, "vocab", vocab, 1);
   const int Vp = static_cast<int>(logits.dim(-1));
   expect_rows(op, "dlogits", dlogits, N, Vp);
   expect_compute(op, "dlogits", dlogits, logits.dtype);
@@ -258,24 +260,12 @@ void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor t
   ZT_CUDA_LAUNCH_CHECK();
 }
 
-namespace {
-// Shapes and dtypes of the slice ops; returns the row count. Target columns are checked by the CPU
-// backend only (they are on the device here); one outside the slice reads as another slice's.
-std::int64_t check_slice(const char* op, const Tensor& logits, const Tensor& targets, int real) {
-  const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
-  ZT_CHECK(real >= 0 && real <= Vs, op, ": real=", real, " must be in [0, ", Vs, "] (logits ", logits.shape_string(), ")");
-  ZT_CHECK_EQ(targets.numel(), N, op, ": targets ", targets.shape_string(), " needs one per row of logits ",
-              logits.shape_string());
-  expect_dtype(op, "targets", targets, DType::kI32);
-  to_int(op, "Vs", Vs);
-  ZT_CHECK_LE(N, std::int64_t{0x7fffffff}, op, ": ", N, " rows exceed the grid limit");
-  return N;
-}
-}  // namespace
 
 void CudaBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) {
   const char* op = "cross_entropy_slice_stats";
-  const std::int64_t N = check_slice(op, logits, targets, real);
+  // Target columns are checked by the CPU backend only (they are on the device here): one outside
+  // the slice reads as another slice's.
+  const std::int64_t N = check_ce(op, logits, targets, "real", real, 0);
   ZT_CHECK_EQ(stats.numel(), 3 * N, op, ": stats ", stats.shape_string(), " needs 3 per row");
   expect_dtype(op, "stats", stats, DType::kF32);
   if (N == 0) return;
@@ -292,7 +282,7 @@ void CudaBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor 
 void CudaBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
                                                int real) {
   const char* op = "cross_entropy_slice_backward";
-  const std::int64_t N = check_slice(op, logits, targets, real);
+  const std::int64_t N = check_ce(op, logits, targets, "real", real, 0);
   const int Vs = static_cast<int>(logits.dim(-1));
   expect_rows(op, "dlogits", dlogits, N, Vs);
   expect_compute(op, "dlogits", dlogits, logits.dtype);
