@@ -9,16 +9,11 @@
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/../ckpt/ckpt_lib.sh"  # make_tiny_data, close_losses
+source "$here/../mpi/parallel_lib.sh"  # run
 
-"$ZT_BIN/ztrain" --train.device=cuda --print-config >"$ZT_WORK/probe" 2>&1 ||
-  skip "no CUDA device visible or no CUDA backend in this build: $(tail -n 1 "$ZT_WORK/probe")"
+require_cuda
 common=("${TINY_MODEL[@]}" --model.n_layer=4 "$(tiny_data_args)" --train.global_batch=4 --train.micro_batch=1
         --train.max_steps=10 --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=0 --ckpt.overwrite=true --ckpt.resume=none)
-run() {  # run NAME NP ARGS...
-  local name=$1 np=$2; shift 2
-  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/ck_$name" \
-    --log.metrics="$ZT_WORK/$name.jsonl" "$@"
-}
 for family in gpt2 llama; do
   arch=()
   [ $family = llama ] && arch=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)

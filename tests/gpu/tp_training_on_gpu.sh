@@ -3,7 +3,7 @@
 # NCCL needs a GPU per rank) train a tiny GPT-2 and a grouped-query Llama at tp=2 (ZeRO 0, and 3 with
 # sequence parallelism), following the CPU backend's one-rank curve within 1e-4 relative over 10 steps
 # (fp32; other summation orders). This is the path whose TP-group collectives must see device memory
-# (tp/vocab_parallel.cpp stages its host values through a device buffer). The tp=2 checkpoint resumes
+# (the vocabulary-parallel loss's row statistics go through Communicator::all_reduce_values). The tp=2 checkpoint resumes
 # on one GPU rank at tp=1 on the same curve. bf16 at tp=2 (its 16-bit activation sums staged to the MPI
 # communicator's fp32 accumulation) follows the CPU's one-rank bf16 curve within 2e-2 (as
 # training_matches_cpu.sh: the CPU emulates bf16 with the same rounding points, other summation orders),
@@ -11,17 +11,12 @@
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/../ckpt/ckpt_lib.sh"  # make_tiny_data, close_losses
+source "$here/../mpi/parallel_lib.sh"  # run
 
-"$ZT_BIN/ztrain" --train.device=cuda --print-config >"$ZT_WORK/probe" 2>&1 ||
-  skip "no CUDA device visible or no CUDA backend in this build: $(tail -n 1 "$ZT_WORK/probe")"
+require_cuda
 common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=4
         --train.micro_batch=2 --train.max_steps=10 --data.shuffle=true --optim.grad_clip=0.5 --optim.eps=1e-6
         --ckpt.every=5 --ckpt.overwrite=true --ckpt.resume=none)
-run() {  # run NAME NP ARGS...
-  local name=$1 np=$2; shift 2
-  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/ck_$name" \
-    --log.metrics="$ZT_WORK/$name.jsonl" "$@"
-}
 for family in gpt2 llama; do
   arch=()
   [ $family = llama ] && arch=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
@@ -42,9 +37,8 @@ run gpt2_tp2_bf16_full 2 --train.device=cuda --dist.backend=mpi --parallel.tp=2 
   --parallel.sequence_parallel=true --train.recompute=full
 same_losses "$ZT_WORK/gpt2_tp2_bf16.jsonl" "$ZT_WORK/gpt2_tp2_bf16_full.jsonl"
 echo "bf16 at tp=2 on the GPU follows the CPU's bf16 curve; full recomputation is bit-identical"
-mkdir -p "$ZT_WORK/ck_resumed" && cp -r "$ZT_WORK/ck_gpt2_tp2_s3/step_00000005" "$ZT_WORK/ck_resumed/"
-expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${common[@]}" --train.device=cuda --ckpt.resume=auto \
-  --ckpt.dir="$ZT_WORK/ck_resumed" --log.metrics="$ZT_WORK/resumed.jsonl"
+mkdir -p "$ZT_WORK/resumed.ckpt" && cp -r "$ZT_WORK/gpt2_tp2_s3.ckpt/step_00000005" "$ZT_WORK/resumed.ckpt/"
+run resumed 1 --train.device=cuda --ckpt.resume=auto
 /usr/bin/python3 - "$ZT_WORK/gpt2_cpu.jsonl" "$ZT_WORK/resumed.jsonl" <<'PY' || fail "the tp=1 resume left the curve"
 import json, sys
 rows = lambda p: {o["step"]: o["loss"] for o in map(json.loads, open(p)) if "loss" in o}

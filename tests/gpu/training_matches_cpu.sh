@@ -14,8 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/../ckpt/ckpt_lib.sh"  # make_tiny_data, close_losses
 
-"$ZT_BIN/ztrain" --train.device=cuda --print-config >"$ZT_WORK/probe" 2>&1 ||
-  skip "no CUDA device visible or no CUDA backend in this build: $(tail -n 1 "$ZT_WORK/probe")"
+require_cuda
 
 # A shape with hs=32, C not a multiple of 64, V padded, T not a multiple of the attention tiles.
 MODEL=(--model.n_layer=2 --model.n_head=3 --model.n_embd=96)

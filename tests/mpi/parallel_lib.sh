@@ -1,5 +1,14 @@
-# Checks shared by the parallel layouts' equivalence tests (tp_training.sh, pipeline_training.sh): a
-# run follows another's curve, and two exported models hold the same weights. Sourced after lib.sh.
+# Runs and checks shared by the parallel layouts' equivalence tests (tests/mpi/{tp,pipeline}_training.sh,
+# tests/gpu/{tp,pipeline}_training_on_gpu.sh): a run of the caller's options, one run following
+# another's curve, two exported models holding the same weights. Sourced after lib.sh.
+
+# run NAME NP ARGS...: ztrain on NP ranks with the caller's ${common[@]} and ARGS (exit 0 expected);
+# metrics in $ZT_WORK/NAME.jsonl, checkpoints in $ZT_WORK/NAME.ckpt.
+run() {
+  local name=$1 np=$2; shift 2
+  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${common[@]}" --log.metrics="$ZT_WORK/$name.jsonl" \
+    --ckpt.dir="$ZT_WORK/$name.ckpt" "$@"
+}
 
 # same_curve BASE GOT [FIRST_STEP [TOLERANCE]]: GOT's steps' losses, gradient norms and validation losses
 # (from $ZT_WORK/NAME.jsonl) equal BASE's within TOLERANCE relative (1e-5; 0: bit-identical as printed,

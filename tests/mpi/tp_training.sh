@@ -18,11 +18,6 @@ common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid
         --log.eval_batches=2 --train.global_batch=4 --train.micro_batch=1 --train.max_steps=10
         --data.shuffle=true --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=5 --ckpt.keep=3 --ckpt.overwrite=true)
 
-run() {  # run NAME NP ARGS... -> trains; metrics in $ZT_WORK/NAME.jsonl, checkpoints in $ZT_WORK/NAME.ckpt
-  local name=$1 np=$2; shift 2
-  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" "${common[@]}" --log.metrics="$ZT_WORK/$name.jsonl" \
-    --ckpt.dir="$ZT_WORK/$name.ckpt" "$@"
-}
 
 run gpt2_ref 1 --ckpt.resume=none
 first=$(loss_column "$ZT_WORK/gpt2_ref.jsonl" | head -n 1) last=$(loss_column "$ZT_WORK/gpt2_ref.jsonl" | tail -n 1)
