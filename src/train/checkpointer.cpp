@@ -34,6 +34,22 @@ optim::ZeroEngine::State engine_state(ckpt::StateKind kind) {
   }
   return optim::ZeroEngine::State::kMaster;
 }
+// Rank 0's full fp32 model from the parts (a TP shard's or a pipeline stage's `shards.local` table):
+// DP rank 0 of each part passes its whole local parameters (a collective gather at stage 3 and where
+// the master is sharded apart from the working weights), the others nothing.
+template <typename Shards>
+void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, const Shards& shards,
+                         std::int64_t flat_numel, std::vector<float>& full) {
+  std::vector<float> local;
+  if (shards.grid.dp_rank() == 0 || engine.gather_is_collective()) {
+    local.resize(shards.local.numel());
+    engine.gather_params(local.data());
+  }
+  if (world.is_root()) full.resize(static_cast<std::size_t>(flat_numel));
+  if (shards.grid.dp_rank() != 0) local = {};
+  shards.gather_on_root(world, local, world.is_root() ? full.data() : nullptr);
+  if (!world.is_root()) full = {};
+}
 }  // namespace
 
 ckpt::ModelDesc describe_model(const model::ParamTable& table) {
@@ -106,30 +122,9 @@ void Checkpointer::snapshot() {
       at += r.numel;
     }
   }
-  if (pp_) {  // model.h5 in global shape: DP rank 0 of every stage sends rank 0 its whole stage
-    std::vector<float> local;
-    if (pp_->grid.dp_rank() == 0 || engine_.gather_is_collective()) {
-      local.resize(pp_->local.numel());
-      engine_.gather_params(local.data());
-    }
-    if (world_.is_root()) full_->resize(static_cast<std::size_t>(desc_.flat_numel));
-    if (pp_->grid.dp_rank() != 0) local = {};
-    pp_->gather_on_root(world_, local, world_.is_root() ? full_->data() : nullptr);
-    if (!world_.is_root()) *full_ = {};
-    return;
-  }
-  if (tp_) {  // model.h5 in global shape: TP ranks 0..tp-1 (DP slice 0) send rank 0 their whole shards
-    std::vector<float> local;
-    if (tp_->grid.dp_rank() == 0 || engine_.gather_is_collective()) {
-      local.resize(tp_->local.numel());
-      engine_.gather_params(local.data());
-    }
-    if (world_.is_root()) full_->resize(static_cast<std::size_t>(desc_.flat_numel));
-    if (tp_->grid.dp_rank() != 0) local = {};
-    tp_->gather_on_root(world_, local, world_.is_root() ? full_->data() : nullptr);
-    if (!world_.is_root()) *full_ = {};
-    return;
-  }
+  // model.h5 in the global shape: DP rank 0 of every TP shard or pipeline stage sends rank 0 its part.
+  if (pp_) return gather_global_model(world_, engine_, *pp_, desc_.flat_numel, *full_);
+  if (tp_) return gather_global_model(world_, engine_, *tp_, desc_.flat_numel, *full_);
   // model.h5 comes from rank 0's full fp32 copy: a collective gather at stage 3 and wherever the
   // master is sharded apart from 16-bit working weights (mixed precision, stages 1-3); a local copy else.
   if (world_.is_root() || engine_.gather_is_collective()) {

@@ -6,8 +6,6 @@
 
 #include "core/error.hpp"
 #include "model/stage_split.hpp"
-#include "optim/zero/partition.hpp"
-#include "train/zero_model.hpp"
 
 namespace zt::train {
 
@@ -27,14 +25,9 @@ std::vector<model::TpRun> stage_global_runs(const model::ParamTable& global, con
 }
 
 std::vector<model::TpRun> StageShards::saved_runs() const {
-  const optim::Partition part(units_of(local), params_of(local), grid.dp, grid.dp_rank());
-  std::vector<model::TpRun> runs;
-  for (int u = 0; u < part.n_units(); ++u) {
-    const optim::FlatRange r = part.owned(u, grid.dp_rank());
-    if (r.numel == 0) continue;
-    for (const model::TpRun& run : stage_global_runs(global, local, r.offset, r.numel, tied_copy, false)) runs.push_back(run);
-  }
-  return runs;
+  return owned_global_runs(local, grid, [&](std::int64_t offset, std::int64_t numel) {
+    return stage_global_runs(global, local, offset, numel, tied_copy, false);
+  });
 }
 
 void StageShards::read_local(std::int64_t offset, std::int64_t count, float* out, const ReadGlobal& read) const {

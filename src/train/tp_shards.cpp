@@ -11,16 +11,23 @@
 
 namespace zt::train {
 
-std::vector<model::TpRun> TpShards::saved_runs() const {
+std::vector<model::TpRun> owned_global_runs(
+    const model::ParamTable& local, const dist::Grid& grid,
+    const std::function<std::vector<model::TpRun>(std::int64_t offset, std::int64_t numel)>& runs_of) {
   const optim::Partition part(units_of(local), params_of(local), grid.dp, grid.dp_rank());
   std::vector<model::TpRun> runs;
   for (int u = 0; u < part.n_units(); ++u) {
     const FlatRange r = part.owned(u, grid.dp_rank());
     if (r.numel == 0) continue;
-    for (const model::TpRun& run : model::tp_global_runs(global, local, grid.tp, grid.tp_rank(), r.offset, r.numel))
-      runs.push_back(run);
+    for (const model::TpRun& run : runs_of(r.offset, r.numel)) runs.push_back(run);
   }
   return runs;
+}
+
+std::vector<model::TpRun> TpShards::saved_runs() const {
+  return owned_global_runs(local, grid, [&](std::int64_t offset, std::int64_t numel) {
+    return model::tp_global_runs(global, local, grid.tp, grid.tp_rank(), offset, numel);
+  });
 }
 
 void TpShards::read_local(std::int64_t offset, std::int64_t count, float* out, const ReadGlobal& read) const {

@@ -42,6 +42,13 @@ struct TpShards {
   std::vector<FlatRange> replicated_ranges() const;
 };
 
+// The runs this rank checkpoints of a part of the model (a TP shard, a pipeline stage): its DP slice of
+// `local` (the ZeRO partition over grid.dp, as checkpoint_ranges gives at tp=1), each owned range
+// mapped to the global buffer by runs_of(offset, numel).
+std::vector<model::TpRun> owned_global_runs(
+    const model::ParamTable& local, const dist::Grid& grid,
+    const std::function<std::vector<model::TpRun>(std::int64_t offset, std::int64_t numel)>& runs_of);
+
 // The gradient L2 norm over the whole grid from the engine's (engine_norm: finish_gradients() over the
 // DP group of this TP rank's shard): the shards of split parameters summed over the TP group, the
 // replicated parameters counted once. Collective over the TP group (and the engine's DP group).
