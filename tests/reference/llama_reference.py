@@ -134,32 +134,18 @@ def forward(P, c, idx):
 
 def train(c, init, tokens):
     """max_steps AdamW steps as train_reference.train does them; returns [(loss, grad_norm, lr)] per step."""
-    from train_reference import learning_rate, step_windows
+    from train_reference import adamw_steps
     P = {n: torch.from_numpy(w.copy()).requires_grad_() for n, w in init.items()}
     decay = [p for p in P.values() if p.dim() == 2]  # every matrix, the embedding and the head included
     other = [p for p in P.values() if p.dim() != 2]
     groups = [{"params": decay, "weight_decay": c["weight_decay"]}, {"params": other, "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=c["lr"], betas=(c["beta1"], c["beta2"]), eps=c["eps"])
-    accum = c["global_batch"] // c["micro_batch"]
-    history = []
-    for step in range(c["max_steps"]):
-        lr = learning_rate(c, step)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        windows = torch.from_numpy(step_windows(c, tokens, step)).long()
-        opt.zero_grad(set_to_none=True)
-        loss_total = 0.0
-        for m in range(accum):
-            w = windows[m * c["micro_batch"]:(m + 1) * c["micro_batch"]]
-            logits = forward(P, c, w[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, c["vocab_size"]), w[:, 1:].reshape(-1)) / accum
-            loss.backward()
-            loss_total += loss.item()
-        max_norm = c["grad_clip"] if c["grad_clip"] > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(list(P.values()), max_norm).item()
-        opt.step()
-        history.append((loss_total, grad_norm, lr))
-    return history
+
+    def micro_loss(step, m, w):
+        logits = forward(P, c, w[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, c["vocab_size"]), w[:, 1:].reshape(-1))
+
+    return adamw_steps(c, tokens, opt, list(P.values()), micro_loss)
 
 
 def main():

@@ -29,7 +29,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(__file__))
 import st_io  # noqa: E402
-from train_reference import compare, learning_rate, read_metrics, rel, step_windows  # noqa: E402
+from train_reference import adamw_steps, compare, read_metrics, rel  # noqa: E402
 
 MASK32, MASK64 = np.uint64(0xFFFFFFFF), (1 << 64) - 1
 
@@ -124,34 +124,21 @@ def train(c, llama, init, tokens, lora, variant=""):
     trained = [t for ab in adapters.values() for t in ab[:2]]
     opt = torch.optim.AdamW([{"params": trained, "weight_decay": c["weight_decay"]}], lr=c["lr"],
                             betas=(c["beta1"], c["beta2"]), eps=c["eps"])
-    accum = c["global_batch"] // c["micro_batch"]
-    history = []
-    for step in range(c["max_steps"]):
-        lr = learning_rate(c, step)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        windows = torch.from_numpy(step_windows(c, tokens, step)).long()
-        opt.zero_grad(set_to_none=True)
-        loss_total = 0.0
-        for m in range(accum):
-            P = dict(base)
-            first_row = (step * c["global_batch"] + m * c["micro_batch"]) * c["seq_len"]
-            for n, (A, B, stream, fan_in) in adapters.items():
-                if p == 0:  # Conv1D [in, out]: + s A^T B^T; nn.Linear [out, in]: + s B A
-                    P[n] = base[n] + scale * ((B @ A) if llama else (A.T @ B.T))
-                    continue
-                mask = dropout_mask(c, p, stream, first_row, c["micro_batch"] * c["seq_len"], fan_in)
-                drop = lambda x, mask=mask: x * mask.reshape(x.shape)  # noqa: E731
-                P[n] = Adapted(base[n], A, B, scale, drop, llama)
-            rows = slice(m * c["micro_batch"], (m + 1) * c["micro_batch"])
-            logits = forward(P, windows[rows, :-1]).reshape(-1, c["vocab_size"])
-            loss = torch.nn.functional.cross_entropy(logits, windows[rows, 1:].reshape(-1)) / accum
-            loss.backward()
-            loss_total += loss.item()
-        max_norm = c["grad_clip"] if c["grad_clip"] > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(trained, max_norm).item()
-        opt.step()
-        history.append((loss_total, grad_norm, lr))
+
+    def micro_loss(step, m, w):
+        P = dict(base)
+        first_row = (step * c["global_batch"] + m * c["micro_batch"]) * c["seq_len"]
+        for n, (A, B, stream, fan_in) in adapters.items():
+            if p == 0:  # Conv1D [in, out]: + s A^T B^T; nn.Linear [out, in]: + s B A
+                P[n] = base[n] + scale * ((B @ A) if llama else (A.T @ B.T))
+                continue
+            mask = dropout_mask(c, p, stream, first_row, c["micro_batch"] * c["seq_len"], fan_in)
+            drop = lambda x, mask=mask: x * mask.reshape(x.shape)  # noqa: E731
+            P[n] = Adapted(base[n], A, B, scale, drop, llama)
+        logits = forward(P, w[:, :-1]).reshape(-1, c["vocab_size"])
+        return torch.nn.functional.cross_entropy(logits, w[:, 1:].reshape(-1))
+
+    history = adamw_steps(c, tokens, opt, trained, micro_loss)
     assert all(np.array_equal(base[n].numpy(), init[n]) for n in base), "the reference's base changed"
     return history
 

@@ -106,6 +106,31 @@ def step_windows(c, tokens, step, shift=0):
                      for g in range(first, first + c["global_batch"])])
 
 
+def adamw_steps(c, tokens, opt, clipped, micro_loss):
+    """max_steps optimizer steps as ztrain takes them, for the references without variants (Llama, LoRA):
+    the learning-rate schedule on every group, the step's windows, grad_accum micro-batches each adding
+    micro_loss(step, m, windows of micro-batch m) / grad_accum to the gradients, the norm of `clipped`
+    clipped to grad_clip, then opt.step(). Returns [(loss, grad_norm, lr)] per step."""
+    accum = c["global_batch"] // c["micro_batch"]
+    history = []
+    for step in range(c["max_steps"]):
+        lr = learning_rate(c, step)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        windows = torch.from_numpy(step_windows(c, tokens, step)).long()
+        opt.zero_grad(set_to_none=True)
+        loss_total = 0.0
+        for m in range(accum):
+            loss = micro_loss(step, m, windows[m * c["micro_batch"]:(m + 1) * c["micro_batch"]]) / accum
+            loss.backward()
+            loss_total += loss.item()
+        max_norm = c["grad_clip"] if c["grad_clip"] > 0 else float("inf")
+        grad_norm = torch.nn.utils.clip_grad_norm_(clipped, max_norm).item()
+        opt.step()
+        history.append((loss_total, grad_norm, lr))
+    return history
+
+
 def train(c, init, tokens, variant=""):
     """Runs max_steps optimizer steps; returns [(loss, grad_norm, lr)] per step. `variant` names a deliberate
     deviation from ztrain's semantics (the sensitivity check), "" for the faithful run."""
