@@ -84,13 +84,12 @@ constexpr int kTagLength = 7101, kTagData = 7102;
 struct Agreement {
   MPI_Comm comm;
   int rank, size;
-  double timeout_s;
   std::string_view limit;  // the deadline in words ("dist.timeout_s=3 s")
   std::string_view what;
   Clock::time_point deadline;
 
   Agreement(MPI_Comm c, int r, int s, double t, std::string_view l, std::string_view w)
-      : comm(c), rank(r), size(s), timeout_s(t), limit(l), what(w),
+      : comm(c), rank(r), size(s), limit(l), what(w),
         deadline(deadline_after(Clock::now(), r == 0 ? t : t + World::kPeerGraceS)) {}
 
   // Polls `requests` to completion or the deadline; returns the indices still pending (empty: all done).

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
