@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/dtype.hpp"
+#include "core/error.hpp"
 
 namespace zt::dist {
 
@@ -96,6 +97,12 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
  protected:
+  // send/recv (`op`: "mpi send", ...): `peer` must be another rank of this group, else a CommError.
+  void check_peer(int peer, const char* op) const {
+    if (peer < 0 || peer >= size() || peer == rank())
+      throw CommError(cat(op, ": peer ", peer, " is not another rank of this group of ", size(), " (rank ", rank(), ")"));
+  }
+
   CommStats stats_;
   std::string context_ = "start-up";
   double timeout_s_ = 600;

@@ -182,7 +182,7 @@ class MpiCommunicator : public Communicator {
 
   // Raw bytes: any dtype travels (bf16 activations too), nothing is reduced.
   std::unique_ptr<Work> send(Span b, int peer) override {
-    check_peer(peer, "send");
+    check_peer(peer, "mpi send");
     auto w = start(cat("send of ", b.count, " ", dtype_name(b.dtype), " to rank ", peer));
     stats_.send_bytes += b.count * dtype_size(b.dtype);
     ZT_MPI(MPI_Isend(b.data, mpi_count(b.count * dtype_size(b.dtype), "send"), MPI_BYTE, peer, kP2pTag, comm_, w->request()));
@@ -190,7 +190,7 @@ class MpiCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> recv(Span b, int peer) override {
-    check_peer(peer, "recv");
+    check_peer(peer, "mpi recv");
     auto w = start(cat("recv of ", b.count, " ", dtype_name(b.dtype), " from rank ", peer));
     ZT_MPI(MPI_Irecv(b.data, mpi_count(b.count * dtype_size(b.dtype), "recv"), MPI_BYTE, peer, kP2pTag, comm_, w->request()));
     return w;
@@ -205,8 +205,8 @@ class MpiCommunicator : public Communicator {
   void all_reduce_values(std::span<double> values, ReduceOp op) override {
     auto w = start(cat("all_reduce of ", values.size(), " host value(s)"));
     stats_.all_reduce_bytes += values.size_bytes();
-    ZT_MPI(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, mpi_op(op), comm_,
-                          w->request()));
+    ZT_MPI(MPI_Iallreduce(MPI_IN_PLACE, values.data(), mpi_count(values.size(), "all_reduce_values"), MPI_DOUBLE,
+                          mpi_op(op), comm_, w->request()));
     w->wait();
   }
 
@@ -227,11 +227,6 @@ class MpiCommunicator : public Communicator {
     ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ZT_MPI(MPI_Comm_rank(comm_, &rank_));
     ZT_MPI(MPI_Comm_size(comm_, &size_));
-  }
-
-  void check_peer(int peer, const char* op) const {
-    if (peer < 0 || peer >= size_ || peer == rank_)
-      throw CommError(cat("mpi ", op, ": peer ", peer, " is not another rank of this group of ", size_, " (rank ", rank_, ")"));
   }
 
   std::unique_ptr<MpiWork> start(std::string what) {

@@ -151,9 +151,9 @@ class NcclCommunicator : public Communicator {
 
   // Raw bytes (any dtype). Enqueued on the communicator's stream like the collectives, so a send and a
   // receive of one rank run in the order issued: the pipeline executor issues them in an order that
-  // matches its peers' (pipeline_executor.hpp).
+  // matches its peers' (train/pipeline_stage.hpp).
   std::unique_ptr<Work> send(Span b, int peer) override {
-    check_peer(peer, "send");
+    check_peer(peer, "nccl send");
     stats_.send_bytes += b.count * dtype_size(b.dtype);
     return launch(cat("send of ", b.count, " ", dtype_name(b.dtype), " to rank ", peer), [&] {
       ZT_NCCL(ncclSend(b.data, b.count * dtype_size(b.dtype), ncclUint8, peer, comm_, stream_));
@@ -161,7 +161,7 @@ class NcclCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> recv(Span b, int peer) override {
-    check_peer(peer, "recv");
+    check_peer(peer, "nccl recv");
     return launch(cat("recv of ", b.count, " ", dtype_name(b.dtype), " from rank ", peer), [&] {
       ZT_NCCL(ncclRecv(b.data, b.count * dtype_size(b.dtype), ncclUint8, peer, comm_, stream_));
     });
@@ -218,11 +218,6 @@ class NcclCommunicator : public Communicator {
     ZT_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     ZT_CUDA(cudaEventRecord(done, stream_));
     return std::make_unique<NcclWork>(*this, comm_, done, std::move(what));
-  }
-
-  void check_peer(int peer, const char* op) const {
-    if (peer < 0 || peer >= size_ || peer == rank_)
-      throw CommError(cat("nccl ", op, ": peer ", peer, " is not another rank of this group of ", size_, " (rank ", rank_, ")"));
   }
 
   int rank_, size_;
