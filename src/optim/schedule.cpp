@@ -16,6 +16,11 @@ double learning_rate(const config::OptimConfig& o, std::int64_t max_steps, std::
   return o.min_lr + 0.5 * (o.lr - o.min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
 }
 
+double norm_from_sum_of_squares(double sum_of_squares) {
+  if (!std::isfinite(sum_of_squares)) return sum_of_squares;
+  return std::sqrt(std::max(0.0, sum_of_squares));
+}
+
 double clip_factor(double grad_norm, double max_norm) {
   if (max_norm <= 0) return 1.0;
   return std::min(1.0, max_norm / (grad_norm + 1e-6));

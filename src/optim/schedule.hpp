@@ -15,4 +15,9 @@ double learning_rate(const config::OptimConfig& optim, std::int64_t max_steps, s
 // max_norm = 0 turns clipping off (factor 1).
 double clip_factor(double grad_norm, double max_norm);
 
+// The gradient norm from a sum of squares assembled over ranks (parts minus what is counted twice, so
+// rounding may leave it a hair below 0: clamped). An inf or NaN sum stays inf or NaN (max(0, NaN) would
+// be 0, a finite norm): every rank then sees the overflow and the loss scaler skips the step.
+double norm_from_sum_of_squares(double sum_of_squares);
+
 }  // namespace zt::optim

@@ -8,6 +8,7 @@
 #include "config/options.hpp"
 #include "core/error.hpp"
 #include "model/stage_split.hpp"
+#include "optim/schedule.hpp"
 
 namespace zt::train {
 
@@ -165,8 +166,8 @@ double PipelineStage::grad_norm(double engine_norm, optim::ZeroEngine& engine) {
     const model::ParamInfo& emb = table_.params()[table_.first_param(0)];
     duplicate = engine.grad_sum_of_squares({{static_cast<std::int64_t>(emb.offset), static_cast<std::int64_t>(emb.numel)}});
   }
-  const double total = pipeline_->all_reduce_value(engine_norm * engine_norm - duplicate, dist::ReduceOp::kSum);
-  return std::sqrt(std::max(0.0, total));
+  return optim::norm_from_sum_of_squares(
+      pipeline_->all_reduce_value(engine_norm * engine_norm - duplicate, dist::ReduceOp::kSum));
 }
 
 }  // namespace zt::train

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "optim/schedule.hpp"
 #include "optim/zero/partition.hpp"
 #include "train/zero_model.hpp"
 
@@ -65,10 +66,8 @@ double grid_grad_norm(double engine_norm, optim::ZeroEngine& engine, dist::Commu
                       const std::vector<FlatRange>& replicated) {
   const double replicated_sq = engine.grad_sum_of_squares(replicated);  // the same on every TP rank
   const double split_sq = tp_group.all_reduce_value(engine_norm * engine_norm - replicated_sq, dist::ReduceOp::kSum);
-  // fp16 overflow in any rank's shard makes the sum inf or NaN on every rank of the group: returned as
-  // such (max(0, NaN) would be 0, a finite norm), so every rank sees it and the loss scaler skips the step.
-  if (!std::isfinite(split_sq + replicated_sq)) return split_sq + replicated_sq;
-  return std::sqrt(std::max(0.0, split_sq) + replicated_sq);
+  // fp16 overflow in any rank's shard makes the sum inf or NaN on every rank of the group.
+  return optim::norm_from_sum_of_squares(split_sq + replicated_sq);
 }
 
 }  // namespace zt::train

@@ -46,5 +46,14 @@ TEST(Clip, MatchesTorchClipGradNorm) {
   EXPECT_DOUBLE_EQ(clip_factor(1e9, 0.0), 1.0);  // 0 = off
 }
 
+// A norm assembled over ranks (TP shards, pipeline stages): a sum a hair below 0 is 0, and an overflow
+// (inf or NaN in any part) stays non-finite, so the loss scaler skips the step on every rank.
+TEST(Clip, NormFromSumOfSquaresKeepsOverflowVisible) {
+  EXPECT_DOUBLE_EQ(norm_from_sum_of_squares(6.25), 2.5);
+  EXPECT_DOUBLE_EQ(norm_from_sum_of_squares(-1e-18), 0.0);
+  EXPECT_TRUE(std::isnan(norm_from_sum_of_squares(std::nan(""))));
+  EXPECT_TRUE(std::isinf(norm_from_sum_of_squares(INFINITY)));
+}
+
 }  // namespace
 }  // namespace zt::optim
