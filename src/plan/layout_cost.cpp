@@ -72,14 +72,7 @@ model::GptShape with_layers(const config::Config& c, int layers) {
 }
 
 // The activations row of memory_plan.cpp for `layers` blocks.
-std::uint64_t activation_bytes(const config::Config& s, int layers) {
-  const model::GptShape shape = with_layers(s, layers);
-  const int mb = static_cast<int>(s.train.micro_batch), tp = static_cast<int>(s.parallel.tp);
-  if (tp > 1)
-    return tp::tp_activation_bytes(shape, mb, tp, s.parallel.sequence_parallel, recompute_mode(s.train.recompute),
-                                   compute_dtype(s.train.precision));
-  return model::model_activation_bytes(shape, mb, recompute_mode(s.train.recompute), compute_dtype(s.train.precision));
-}
+std::uint64_t activation_bytes(const config::Config& s, int layers) { return plan::activation_bytes(s, with_layers(s, layers)); }
 
 const PlanRow* row_named(const MemoryPlan& p, const std::string& what) {
   for (const PlanRow& r : p.rows)

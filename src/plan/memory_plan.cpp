@@ -143,6 +143,14 @@ std::uint64_t cuda_workspace_bytes(const model::GptShape& s, int micro_batch) {
   return cublaslt + attention;
 }
 
+std::uint64_t activation_bytes(const config::Config& c, const model::GptShape& shape) {
+  const int micro = static_cast<int>(c.train.micro_batch), tp = static_cast<int>(c.parallel.tp);
+  const model::Recompute recompute = recompute_mode(c.train.recompute);
+  const DType compute = compute_dtype(c.train.precision);
+  if (tp == 1) return model::model_activation_bytes(shape, micro, recompute, compute);
+  return tp::tp_activation_bytes(shape, micro, tp, c.parallel.sequence_parallel, recompute, compute);
+}
+
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device) {
   const model::GptShape shape = model_shape(config.model);
@@ -167,18 +175,14 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
     add_model_state(p, table, world_size / tp, stage, compute, offload);
   }
   const int micro = static_cast<int>(config.train.micro_batch);
-  const model::Recompute recompute = recompute_mode(config.train.recompute);
-  if (tp == 1)
-    p.rows.push_back({"activations",
-                      model::model_activation_bytes(shape, micro, recompute, compute) +
-                          (lora ? model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute) : 0),
-                      cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
-                          ", recompute=", config::to_string(config.train.recompute), lora ? " (+ LoRA scratch)" : "")});
-  else
-    p.rows.push_back({"activations", tp::tp_activation_bytes(shape, micro, tp, sp, recompute, compute),
-                      cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
-                          ", recompute=", config::to_string(config.train.recompute), "; 1/", tp,
-                          " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "")});
+  const bool lora_scratch = lora && tp == 1;
+  const std::string split = tp == 1 ? std::string(lora_scratch ? " (+ LoRA scratch)" : "")
+                                    : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "");
+  p.rows.push_back({"activations",
+                    activation_bytes(config, shape) +
+                        (lora_scratch ? model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute) : 0),
+                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
+                        ", recompute=", config::to_string(config.train.recompute), split)});
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else

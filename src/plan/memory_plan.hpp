@@ -39,6 +39,9 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
 // The CUDA backend's own scratch at this shape: the cuBLASLt workspace (32 MiB) and the flash-attention
 // backward's per-row terms D (B*NH*T f32; its dQ pass writes dqkv directly, with no accumulator).
 std::uint64_t cuda_workspace_bytes(const model::GptShape& shape, int micro_batch);
+// The model's activations for one micro-batch of `shape` under the config's parallel.tp (and sequence
+// parallelism), recompute mode and precision (without LoRA's scratch): plan_memory's activations row.
+std::uint64_t activation_bytes(const config::Config& config, const model::GptShape& shape);
 
 // The plan as a table (and the suggestions when it does not fit).
 std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& fixes);
