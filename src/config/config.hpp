@@ -18,6 +18,7 @@ enum class Schedule { kCosine, kConstant };
 enum class CommBackend { kAuto, kNccl, kMpi };
 enum class DataVerify { kOnRead, kFull };
 enum class Arch { kGpt2, kLlama };
+enum class PipeSchedule { kOneFOneB, kInterleaved };
 enum class RopeScaling { kNone, kLlama3 };
 enum class TieEmbeddings { kAuto, kTrue, kFalse };  // auto: tied for gpt2, untied for llama
 
@@ -132,6 +133,8 @@ struct DistConfig {
 struct ParallelConfig {
   std::int64_t tp = 1;             // tensor-parallel degree: ranks splitting each layer (consecutive, one node)
   std::int64_t pp = 1;             // pipeline stages: each runs a contiguous range of blocks (1F1B schedule)
+  std::int64_t vpp = 1;            // model chunks per pipeline rank (> 1: the interleaved schedule)
+  PipeSchedule schedule = PipeSchedule::kOneFOneB;
   bool sequence_parallel = false;  // shard the norm and residual regions along the sequence inside a TP group
 };
 

@@ -208,7 +208,9 @@ std::vector<Option> build_table() {
       opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
       opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (10x through start-up, until step 1 completes)", positive()),
       opt("parallel.tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel degree: each run of tp consecutive ranks (on one node) splits every layer Megatron-style; the world is tp x data-parallel ranks (1 = data parallel only)", I64{1, 1024}),
-      opt("parallel.pp", &C::parallel, &ParallelConfig::pp, "pipeline stages: each runs a contiguous range of blocks (embedding on the first, head and loss on the last), micro-batches flow through them on the 1F1B schedule; the world is pp x data-parallel x tp ranks, stages outermost (1 = no pipeline)", I64{1, 1024}),
+      opt("parallel.pp", &C::parallel, &ParallelConfig::pp, "pipeline stages: each runs a contiguous range of blocks (embedding on the first, head and loss on the last), micro-batches flow through them on parallel.schedule; the world is pp x data-parallel x tp ranks, stages outermost (1 = no pipeline)", I64{1, 1024}),
+      opt("parallel.schedule", &C::parallel, &ParallelConfig::schedule, "pipeline schedule: 1f1b (one block range per rank), or interleaved (parallel.vpp chunks per rank: bubble / vpp for vpp x the transfers; the step's micro-batches a multiple of parallel.pp)"),
+      opt("parallel.vpp", &C::parallel, &ParallelConfig::vpp, "with parallel.schedule=interleaved: model chunks (virtual stages) per pipeline rank, >= 2; the blocks are cut into pp x vpp stages, rank r runs stages r, r + pp, ...", I64{1, 1024}),
       opt("parallel.sequence_parallel", &C::parallel, &ParallelConfig::sequence_parallel, "with parallel.tp > 1: shard the norm and residual activations along the sequence inside each TP group"),
       opt("debug.fail_at_step", &C::debug, &DebugConfig::fail_at_step, "TEST ONLY: throw on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
       opt("debug.hang_at_step", &C::debug, &DebugConfig::hang_at_step, "TEST ONLY: hang on debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
@@ -279,6 +281,7 @@ std::string to_string(Device v) { return value::enum_name(v); }
 std::string to_string(Precision v) { return value::enum_name(v); }
 std::string to_string(Recompute v) { return value::enum_name(v); }
 std::string to_string(Offload v) { return value::enum_name(v); }
+std::string to_string(PipeSchedule v) { return value::enum_name(v); }
 std::string to_string(Schedule v) { return value::enum_name(v); }
 std::string to_string(CommBackend v) { return value::enum_name(v); }
 std::string to_string(Arch v) { return value::enum_name(v); }

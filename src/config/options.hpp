@@ -37,5 +37,6 @@ std::string to_string(Offload v);
 std::string to_string(Schedule v);
 std::string to_string(CommBackend v);
 std::string to_string(Arch v);
+std::string to_string(PipeSchedule v);
 
 }  // namespace zt::config

@@ -145,6 +145,14 @@ void check_parallel(const ParallelConfig& p) {
   if (p.sequence_parallel && p.tp == 1)
     throw ConfigError("parallel.sequence_parallel=true shards activations inside a tensor-parallel group, and "
                       "parallel.tp=1 has none: set parallel.tp > 1 or parallel.sequence_parallel=false");
+  const bool interleaved = p.schedule == PipeSchedule::kInterleaved;
+  if (interleaved && (p.pp < 2 || p.vpp < 2))
+    throw ConfigError(cat("parallel.schedule=interleaved runs parallel.vpp >= 2 model chunks on each of parallel.pp >= 2 "
+                          "stages, and has parallel.pp=", p.pp, ", parallel.vpp=", p.vpp,
+                          ": set both, or parallel.schedule=1f1b"));
+  if (!interleaved && p.vpp > 1)
+    throw ConfigError(cat("parallel.vpp=", p.vpp, " model chunks per rank need parallel.schedule=interleaved (1f1b "
+                          "runs one); set it, or parallel.vpp=1"));
 }
 
 void check_logging(const Config& c) {
@@ -192,9 +200,11 @@ Derived derive(const Config& config, std::int64_t world_size) {
     throw ConfigError(cat("parallel.pp=", pp, " x parallel.tp=", tp, " = ", pp * tp, " does not divide the world of ",
                           world_size, " rank(s): the world is pp x data-parallel x tp ranks; use pp x tp in {",
                           join(divisors(world_size, world_size)), "} or a multiple of ", pp * tp, " ranks"));
-  if (pp > config.model.n_layer)
-    throw ConfigError(cat("parallel.pp=", pp, " stages for model.n_layer=", config.model.n_layer,
-                          " blocks: every stage needs at least one block; use parallel.pp <= ", config.model.n_layer));
+  const std::int64_t vpp = config.parallel.vpp;
+  if (pp * vpp > config.model.n_layer)
+    throw ConfigError(cat("parallel.pp=", pp, vpp > 1 ? cat(" x parallel.vpp=", vpp, " = ", pp * vpp) : "",
+                          " stages for model.n_layer=", config.model.n_layer, " blocks: every stage needs at least one block; use ",
+                          vpp > 1 ? "parallel.pp x parallel.vpp" : "parallel.pp", " <= ", config.model.n_layer));
   const std::int64_t dp_size = world_size / (tp * pp);
   const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
   const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
@@ -214,6 +224,14 @@ Derived derive(const Config& config, std::int64_t world_size) {
   Derived d;
   d.dp_size = dp_size;
   d.grad_accum = global / per_step;
+  if (vpp > 1 && d.grad_accum % pp != 0) {  // model/pipeline_schedule.hpp: whole groups of pp micro-batches
+    const std::int64_t upper = (d.grad_accum / pp + 1) * pp * per_step;
+    throw ConfigError(cat("parallel.schedule=interleaved takes the step's micro-batches in groups of parallel.pp=", pp,
+                          ", and train.global_batch=", global, " / (train.micro_batch(", micro, ") x data-parallel ranks(",
+                          dp_size, ")) = ", d.grad_accum, " micro-batches is not a multiple of ", pp, "; use train.global_batch=",
+                          upper, d.grad_accum > pp ? cat(" or ", (d.grad_accum / pp) * pp * per_step) : "",
+                          ", or parallel.schedule=1f1b"));
+  }
   d.tokens_per_step = global * config.model.seq_len;
   return d;
 }

@@ -67,6 +67,10 @@ template <> struct EnumNames<DataVerify> {
 template <> struct EnumNames<Arch> {
   static constexpr std::array<std::pair<Arch, const char*>, 2> kNames{{{Arch::kGpt2, "gpt2"}, {Arch::kLlama, "llama"}}};
 };
+template <> struct EnumNames<PipeSchedule> {
+  static constexpr std::array<std::pair<PipeSchedule, const char*>, 2> kNames{
+      {{PipeSchedule::kOneFOneB, "1f1b"}, {PipeSchedule::kInterleaved, "interleaved"}}};
+};
 template <> struct EnumNames<RopeScaling> {
   static constexpr std::array<std::pair<RopeScaling, const char*>, 2> kNames{
       {{RopeScaling::kNone, "none"}, {RopeScaling::kLlama3, "llama3"}}};

@@ -67,10 +67,12 @@ class Communicator {
   virtual std::unique_ptr<Work> broadcast(Span buffer, int root) = 0;
   virtual void barrier() = 0;
   // Point-to-point (pipeline stages' activations and their gradients): buffer to / from rank `peer` of
-  // this communicator. Messages between two ranks arrive in the order sent; a send may complete
-  // before its receive is posted (or not: wait on both sides). Same deadline as the collectives.
-  virtual std::unique_ptr<Work> send(Span buffer, int peer) = 0;
-  virtual std::unique_ptr<Work> recv(Span buffer, int peer) = 0;
+  // this communicator, on message stream `stream` (0 to kMaxStreams - 1: a receive takes the oldest
+  // message of its stream from that peer; within a stream messages arrive in the order sent). A send may
+  // complete before its receive is posted (or not: wait on both sides). Same deadline as the collectives.
+  static constexpr int kMaxStreams = 256;
+  virtual std::unique_ptr<Work> send(Span buffer, int peer, int stream = 0) = 0;
+  virtual std::unique_ptr<Work> recv(Span buffer, int peer, int stream = 0) = 0;
 
   // What the job is doing, for watchdog messages ("step 17 backward"). Loose deadline until the
   // first step completes (start-up, compilation, first touches), the configured one after.
@@ -97,10 +99,12 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
  protected:
-  // send/recv (`op`: "mpi send", ...): `peer` must be another rank of this group, else a CommError.
-  void check_peer(int peer, const char* op) const {
+  // send/recv (`op`: "mpi send", ...): `peer` must be another rank of this group and `stream` in
+  // range, else a CommError.
+  void check_peer(int peer, int stream, const char* op) const {
     if (peer < 0 || peer >= size() || peer == rank())
       throw CommError(cat(op, ": peer ", peer, " is not another rank of this group of ", size(), " (rank ", rank(), ")"));
+    if (stream < 0 || stream >= kMaxStreams) throw CommError(cat(op, ": message stream ", stream, " is not in [0, ", kMaxStreams, ")"));
   }
 
   CommStats stats_;

@@ -100,7 +100,7 @@ class MpiWork : public Work {
 
 class MpiCommunicator : public Communicator {
  public:
-  static constexpr int kP2pTag = 21;  // the one point-to-point stream per pair of ranks (MPI keeps its order)
+  static constexpr int kP2pTag = 1024;  // + the message stream: MPI keeps each tag's order per pair of ranks
   MpiCommunicator(const World& world, double timeout_s) {
     timeout_s_ = timeout_s;
     // Collective too: nonblocking, so a rank that never gets here ends the job by the deadline.
@@ -181,18 +181,18 @@ class MpiCommunicator : public Communicator {
   }
 
   // Raw bytes: any dtype travels (bf16 activations too), nothing is reduced.
-  std::unique_ptr<Work> send(Span b, int peer) override {
-    check_peer(peer, "mpi send");
+  std::unique_ptr<Work> send(Span b, int peer, int stream) override {
+    check_peer(peer, stream, "mpi send");
     auto w = start(cat("send of ", b.count, " ", dtype_name(b.dtype), " to rank ", peer));
     stats_.send_bytes += b.count * dtype_size(b.dtype);
-    ZT_MPI(MPI_Isend(b.data, mpi_count(b.count * dtype_size(b.dtype), "send"), MPI_BYTE, peer, kP2pTag, comm_, w->request()));
+    ZT_MPI(MPI_Isend(b.data, mpi_count(b.count * dtype_size(b.dtype), "send"), MPI_BYTE, peer, kP2pTag + stream, comm_, w->request()));
     return w;
   }
 
-  std::unique_ptr<Work> recv(Span b, int peer) override {
-    check_peer(peer, "mpi recv");
+  std::unique_ptr<Work> recv(Span b, int peer, int stream) override {
+    check_peer(peer, stream, "mpi recv");
     auto w = start(cat("recv of ", b.count, " ", dtype_name(b.dtype), " from rank ", peer));
-    ZT_MPI(MPI_Irecv(b.data, mpi_count(b.count * dtype_size(b.dtype), "recv"), MPI_BYTE, peer, kP2pTag, comm_, w->request()));
+    ZT_MPI(MPI_Irecv(b.data, mpi_count(b.count * dtype_size(b.dtype), "recv"), MPI_BYTE, peer, kP2pTag + stream, comm_, w->request()));
     return w;
   }
 

@@ -151,23 +151,29 @@ class NcclCommunicator : public Communicator {
 
   // Raw bytes (any dtype). Enqueued on the communicator's stream like the collectives, so a send and a
   // receive of one rank run in the order issued: the pipeline executor issues them in an order that
-  // matches its peers' (train/pipeline_stage.hpp).
-  std::unique_ptr<Work> send(Span b, int peer) override {
-    check_peer(peer, "nccl send");
+  // matches its peers' (train/pipeline_stage.hpp). NCCL has no tags: one message stream only.
+  std::unique_ptr<Work> send(Span b, int peer, int stream) override {
+    check_peer(peer, stream, "nccl send");
+    one_stream(stream, "nccl send");
     stats_.send_bytes += b.count * dtype_size(b.dtype);
     return launch(cat("send of ", b.count, " ", dtype_name(b.dtype), " to rank ", peer), [&] {
       ZT_NCCL(ncclSend(b.data, b.count * dtype_size(b.dtype), ncclUint8, peer, comm_, stream_));
     });
   }
 
-  std::unique_ptr<Work> recv(Span b, int peer) override {
-    check_peer(peer, "nccl recv");
+  std::unique_ptr<Work> recv(Span b, int peer, int stream) override {
+    check_peer(peer, stream, "nccl recv");
+    one_stream(stream, "nccl recv");
     return launch(cat("recv of ", b.count, " ", dtype_name(b.dtype), " from rank ", peer), [&] {
       ZT_NCCL(ncclRecv(b.data, b.count * dtype_size(b.dtype), ncclUint8, peer, comm_, stream_));
     });
   }
 
   void barrier() override { all_reduce_value(0, ReduceOp::kSum); }
+
+  static void one_stream(int stream, const char* op) {
+    if (stream != 0) throw CommError(cat(op, ": message stream ", stream, ": NCCL matches point-to-point messages in order only (stream 0)"));
+  }
 
   // Through this communicator's own device buffer (grown as needed; NCCL takes device memory only).
   void all_reduce_values(std::span<double> values, ReduceOp op) override {

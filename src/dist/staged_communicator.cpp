@@ -93,20 +93,20 @@ class StagedCommunicator::P2pWork final : public Work {
   std::unique_ptr<Work> inner_;
 };
 
-std::unique_ptr<Work> StagedCommunicator::send(Span buffer, int peer) {
+std::unique_ptr<Work> StagedCommunicator::send(Span buffer, int peer, int stream) {
   pass_settings();
   auto work = std::make_unique<P2pWork>(*this, buffer, false);
   const Span host = work->host();
   if (host.count > 0) device_->to_host(host.data, buffer.data, bytes_of(buffer));
-  work->start(inner().send(host, peer));
+  work->start(inner().send(host, peer, stream));
   copy_stats();
   return work;
 }
 
-std::unique_ptr<Work> StagedCommunicator::recv(Span buffer, int peer) {
+std::unique_ptr<Work> StagedCommunicator::recv(Span buffer, int peer, int stream) {
   pass_settings();
   auto work = std::make_unique<P2pWork>(*this, buffer, true);
-  work->start(inner().recv(work->host(), peer));
+  work->start(inner().recv(work->host(), peer, stream));
   copy_stats();
   return work;
 }

@@ -35,8 +35,8 @@ class StagedCommunicator final : public ForwardingCommunicator {
   // Through a host copy of their own, in flight like the MPI ones (a pipeline stage sends while its
   // neighbour sends back: blocking sends would wait on each other). A receive's data reaches the
   // device when its wait (or a done() that sees it complete) returns.
-  std::unique_ptr<Work> send(Span buffer, int peer) override;
-  std::unique_ptr<Work> recv(Span buffer, int peer) override;
+  std::unique_ptr<Work> send(Span buffer, int peer, int stream) override;
+  std::unique_ptr<Work> recv(Span buffer, int peer, int stream) override;
   void barrier() override;
   void all_reduce_values(std::span<double> values, ReduceOp op) override;
   // The host communicator's split, staged through the same device backend.

@@ -32,23 +32,24 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
            "dist.backend=mpi (host-staged)");
 }
 
-PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid,
+PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
                              int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute)
-    : be_(backend), grid_(grid),
-      stage_(model::split_blocks(global.shape().n_layer, grid.pp)[static_cast<std::size_t>(grid.pp_rank())]),
-      table_(model::stage_table(global, stage_, grid.pp)),
-      tied_copy_(model::holds_tied_head_copy(global.shape(), stage_, grid.pp)),
-      split_(model::describe_split(model::split_blocks(global.shape().n_layer, grid.pp), global.shape().n_layer,
-                                   global.shape().tie_embeddings)),
-      micro_batches_(micro_batches) {
-  const std::int64_t slots = std::min<std::int64_t>(grid.pp - grid.pp_rank(), micro_batches);
-  for (std::int64_t k = 0; k < slots; ++k)
-    models_.push_back(model::make_model(be_, table_, micro_batch, recompute, compute, stage_));
+    : be_(backend), grid_(grid), cut_(model::PipelineCut::make(global.shape(), grid.pp, vpp)),
+      table_(cut_.table(global, grid.pp_rank())), tied_copy_(cut_.holds_tied_head_copy(global.shape(), grid.pp_rank())),
+      micro_batches_(micro_batches),
+      ops_(model::pipeline_ops({grid.pp, vpp, static_cast<int>(micro_batches)}, grid.pp_rank())) {
+  const std::vector<model::Stage> chunks = cut_.chunks(grid.pp_rank());
+  for (int c = 0; c < vpp; ++c) {  // as many activation sets per chunk as its micro-batches in flight
+    auto& slots = models_.emplace_back();
+    for (int k = 0; k < model::in_flight(ops_, c); ++k)
+      slots.push_back(model::make_model(be_, table_, micro_batch, recompute, compute, chunks[static_cast<std::size_t>(c)]));
+  }
 }
 
 std::size_t PipelineStage::activation_bytes() const {
   std::size_t bytes = 0;
-  for (const auto& m : models_) bytes += m->activation_bytes();
+  for (const auto& chunk : models_)
+    for (const auto& m : chunk) bytes += m->activation_bytes();
   return bytes;
 }
 
@@ -73,20 +74,26 @@ dist::Span PipelineStage::span(const backend::Tensor& t) const {
   return {t.data, static_cast<std::size_t>(t.numel()), t.dtype};
 }
 
+// Within a chunk micro-batches start and finish in order, so micro % slots never names one in flight.
+PipelineStage::Slot PipelineStage::slot_of(const PipeOp& op) const {
+  return {op.chunk, op.micro % static_cast<int>(models_[static_cast<std::size_t>(op.chunk)].size())};
+}
+
 void PipelineStage::receive(const PipeOp& op, model::Model& m) {
   if (op.recv_from < 0) return;
   const backend::Tensor into = op.kind == PipeOp::Kind::kForward ? m.stage_input() : m.stage_output_grad();
-  timed_wait(*pipeline_->recv(span(into), op.recv_from));
+  const int stream = model::stream(op.kind, model::recv_chunk(op, grid_.pp, grid_.pp_rank()));
+  timed_wait(*pipeline_->recv(span(into), op.recv_from, stream));
 }
 
-void PipelineStage::send(const PipeOp& op, model::Model& m) {
+void PipelineStage::send(const PipeOp& op, Slot slot, model::Model& m) {
   if (op.send_to < 0) return;
   const backend::Tensor from = op.kind == PipeOp::Kind::kForward ? m.stage_output() : m.stage_input_grad();
   be_.synchronize();  // the pass that wrote it has finished (a device backend computes on a stream)
-  sends_.push_back({static_cast<int>(op.micro % static_cast<int>(models_.size())), pipeline_->send(span(from), op.send_to)});
+  sends_.push_back({slot, pipeline_->send(span(from), op.send_to, model::stream(op.kind, op.chunk))});
 }
 
-void PipelineStage::wait_sends(int slot) {
+void PipelineStage::wait_sends(Slot slot) {
   for (Pending& p : sends_)
     if (p.slot == slot && p.work) timed_wait(*std::exchange(p.work, nullptr));
   std::erase_if(sends_, [](const Pending& p) { return !p.work; });
@@ -97,28 +104,34 @@ void PipelineStage::wait_all_sends() {
   sends_.clear();
 }
 
+double PipelineStage::run(const PipeOp& op, const data::StepBatch& batch, model::ParamSource& params,
+                          model::GradSink* grads, float dloss, const std::string& context) {
+  const bool forward = op.kind == PipeOp::Kind::kForward;
+  pipeline_->set_context(cat(context, " pipeline stage ", grid_.pp_rank(), cut_.vpp > 1 ? cat(" chunk ", op.chunk) : "",
+                             forward ? " forward" : " backward", " micro-batch ", op.micro + 1, "/", batch.grad_accum));
+  const Slot slot = slot_of(op);
+  model::Model& m = model(slot);
+  wait_sends(slot);  // the slot's buffers are free again
+  receive(op, m);
+  double loss = 0;
+  if (forward) {
+    batch.split(op.micro, inputs_, targets_);
+    m.set_segment_starts(batch.segments(op.micro));  // data.document_mask, else null
+    loss = m.forward(inputs_.data(), targets_.data(), params);
+  } else {
+    m.backward(params, *grads, dloss);
+  }
+  send(op, slot, m);
+  return loss;
+}
+
 double PipelineStage::train(const data::StepBatch& batch, model::ParamSource& params, model::GradSink& grads,
                             float dloss, const std::string& context) {
   ZT_CHECK(pipeline_, "pipeline: connect() first");
   ZT_CHECK_EQ(batch.grad_accum, micro_batches_, "pipeline: micro-batches per step");
   const auto started = Clock::now();
   double loss = 0;
-  for (const PipeOp& op : one_f_one_b(grid_.pp, grid_.pp_rank(), static_cast<int>(micro_batches_))) {
-    const bool forward = op.kind == PipeOp::Kind::kForward;
-    pipeline_->set_context(cat(context, " pipeline stage ", grid_.pp_rank(), forward ? " forward" : " backward",
-                               " micro-batch ", op.micro + 1, "/", micro_batches_));
-    model::Model& m = slot(op.micro);
-    wait_sends(op.micro % static_cast<int>(models_.size()));  // the slot's buffers are free again
-    receive(op, m);
-    if (forward) {
-      batch.split(op.micro, inputs_, targets_);
-      m.set_segment_starts(batch.segments(op.micro));  // data.document_mask, else null
-      loss += m.forward(inputs_.data(), targets_.data(), params);
-    } else {
-      m.backward(params, grads, dloss);
-    }
-    send(op, m);
-  }
+  for (const PipeOp& op : ops_) loss += run(op, batch, params, &grads, dloss, context);
   wait_all_sends();
   run_ms_ += ms_since(started);
   return loss;
@@ -126,20 +139,10 @@ double PipelineStage::train(const data::StepBatch& batch, model::ParamSource& pa
 
 double PipelineStage::evaluate(const data::StepBatch& batch, model::ParamSource& params, const std::string& context) {
   ZT_CHECK(pipeline_, "pipeline: connect() first");
-  const int stage = grid_.pp_rank();
   const double training_wait_ms = wait_ms_;  // an evaluation's waits are not the training step's bubble
   double loss = 0;
-  for (int mb = 0; mb < static_cast<int>(batch.grad_accum); ++mb) {
-    const PipeOp op{PipeOp::Kind::kForward, mb, stage > 0 ? stage - 1 : -1, stage + 1 < grid_.pp ? stage + 1 : -1};
-    pipeline_->set_context(cat(context, " pipeline stage ", stage, " forward micro-batch ", mb + 1, "/", batch.grad_accum));
-    model::Model& m = slot(mb);
-    wait_sends(mb % static_cast<int>(models_.size()));
-    receive(op, m);
-    batch.split(mb, inputs_, targets_);
-    m.set_segment_starts(batch.segments(mb));
-    loss += m.forward(inputs_.data(), targets_.data(), params);
-    send(op, m);
-  }
+  const model::PipeShape shape{grid_.pp, cut_.vpp, static_cast<int>(batch.grad_accum)};
+  for (const PipeOp& op : model::forward_ops(shape, grid_.pp_rank())) loss += run(op, batch, params, nullptr, 0, context);
   wait_all_sends();
   wait_ms_ = training_wait_ms;
   return loss;
@@ -147,7 +150,7 @@ double PipelineStage::evaluate(const data::StepBatch& batch, model::ParamSource&
 
 // The tied head's copy is parameter 0 of unit 0 on both the first and the last stage (stage_split.hpp).
 void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
-  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (stage_.has_embedding() || tied_copy_);
+  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (grid_.pp_rank() == 0 || tied_copy_);
   if (tied_end) {
     ZT_CHECK(embedding_ && embedding_->size() == 2, "pipeline: the embedding group must hold the first and last stage");
     const model::ParamInfo& emb = table_.params()[table_.first_param(0)];

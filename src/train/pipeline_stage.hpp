@@ -3,8 +3,10 @@
 // on the last; a tied head's copy of the token embedding there too), one stage model per micro-batch
 // that can be in flight on it (1F1B: min(pp - stage, micro-batches) activation sets, each its own
 // arena: the same Gpt2/Llama code as the whole model), and runs a step's micro-batches on the 1F1B
-// schedule (pipeline_schedule.hpp) over the pipeline group's send/recv: activations forward, their
-// gradients backward, sends in flight while the stage computes, receives waited for.
+// schedule (model/pipeline_schedule.hpp) over the pipeline group's send/recv: activations forward,
+// their gradients backward, sends in flight while the stage computes, receives waited for. Under the
+// interleaved schedule (parallel.vpp > 1) the rank holds vpp model chunks, each with the slots its
+// in-flight micro-batches need, and every transfer names its message stream (kind and sending chunk).
 //
 // Gradients: the micro-batches accumulate into the ZeRO engine's full gradient buffer without being
 // reduced (ZeRO stages 0-1; stages 2-3 reduce per micro-batch and are refused with pp: see
@@ -26,7 +28,8 @@
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
 #include "optim/zero/engine.hpp"
-#include "train/pipeline_schedule.hpp"
+#include "model/pipeline_schedule.hpp"
+#include "model/stage_split.hpp"
 
 namespace zt::train {
 
@@ -36,14 +39,15 @@ void check_pipeline_config(const config::Config& c, bool nccl);
 
 class PipelineStage {
  public:
-  // global: the whole model's table; micro_batches: the step's (grad_accum).
-  PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int micro_batch,
-                std::int64_t micro_batches, model::Recompute recompute, DType compute);
+  // global: the whole model's table; vpp: model chunks per rank (1: 1F1B); micro_batches: the step's
+  // (grad_accum).
+  PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
+                int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute);
 
-  const model::ParamTable& table() const { return table_; }  // this stage's parameters (the engine's)
-  const model::Stage& stage() const { return stage_; }
+  const model::ParamTable& table() const { return table_; }  // this rank's parameters (the engine's)
+  const model::PipelineCut& cut() const { return cut_; }
   bool holds_tied_copy() const { return tied_copy_; }
-  std::string split() const { return split_; }  // every stage's blocks, for the start-up log
+  std::string split() const { return cut_.describe(table_.shape()); }  // every stage's blocks, for the start-up log
   std::size_t activation_bytes() const;
 
   // The pipeline group (one rank per stage, in stage order) and, for a tied head, the embedding group
@@ -68,28 +72,37 @@ class PipelineStage {
   // bubble's idle time plus the transfers themselves); with equal stages the ratio tends to the theory's.
   double run_ms() const { return run_ms_; }
   double wait_ms() const { return wait_ms_; }
-  double bubble_theory() const { return bubble_fraction(grid_.pp, static_cast<int>(micro_batches_)); }
+  double bubble_theory() const { return model::bubble_fraction(grid_.pp, static_cast<int>(micro_batches_), cut_.vpp); }
 
  private:
+  using PipeOp = model::PipeOp;
+  struct Slot {  // one model chunk's activation set for one in-flight micro-batch
+    int chunk, index;
+    bool operator==(const Slot&) const = default;
+  };
   struct Pending {  // a send in flight from a slot's buffer
-    int slot;
+    Slot slot;
     std::unique_ptr<dist::Work> work;
   };
-  model::Model& slot(int micro) { return *models_[static_cast<std::size_t>(micro % models_.size())]; }
+  Slot slot_of(const PipeOp& op) const;
+  model::Model& model(Slot s) { return *models_[static_cast<std::size_t>(s.chunk)][static_cast<std::size_t>(s.index)]; }
+  // One op: its slot's earlier sends waited for, its input received, its pass run, its output sent.
+  double run(const PipeOp& op, const data::StepBatch& batch, model::ParamSource& params, model::GradSink* grads,
+             float dloss, const std::string& context);
   void receive(const PipeOp& op, model::Model& m);
-  void send(const PipeOp& op, model::Model& m);
-  void wait_sends(int slot);  // before the slot's buffers are reused: its sends have left
+  void send(const PipeOp& op, Slot slot, model::Model& m);
+  void wait_sends(Slot slot);  // before the slot's buffers are reused: its sends have left
   void wait_all_sends();
   dist::Span span(const backend::Tensor& t) const;
 
   backend::Backend& be_;
   dist::Grid grid_;
-  model::Stage stage_;
+  model::PipelineCut cut_;
   model::ParamTable table_;
   bool tied_copy_;
-  std::string split_;
   std::int64_t micro_batches_;
-  std::vector<std::unique_ptr<model::Model>> models_;
+  std::vector<PipeOp> ops_;  // this rank's step (model/pipeline_schedule.hpp)
+  std::vector<std::vector<std::unique_ptr<model::Model>>> models_;  // [chunk][slot]
   dist::Communicator* pipeline_ = nullptr;
   dist::Communicator* embedding_ = nullptr;
   std::vector<Pending> sends_;

@@ -79,13 +79,13 @@ std::unique_ptr<dist::Work> RecordingCommunicator::broadcast(dist::Span buffer, 
   return recorded(dist::CollKind::kBroadcast, bytes_of(buffer), [&](dist::Communicator& c) { return c.broadcast(buffer, root); });
 }
 
-std::unique_ptr<dist::Work> RecordingCommunicator::send(dist::Span buffer, int peer) {
-  return recorded(dist::CollKind::kSend, bytes_of(buffer), [&](dist::Communicator& c) { return c.send(buffer, peer); },
+std::unique_ptr<dist::Work> RecordingCommunicator::send(dist::Span buffer, int peer, int stream) {
+  return recorded(dist::CollKind::kSend, bytes_of(buffer), [&](dist::Communicator& c) { return c.send(buffer, peer, stream); },
                   dist::CollGroup::kP2p, cat("to rank ", peer, " of ", size()));
 }
 
-std::unique_ptr<dist::Work> RecordingCommunicator::recv(dist::Span buffer, int peer) {
-  return recorded(dist::CollKind::kRecv, bytes_of(buffer), [&](dist::Communicator& c) { return c.recv(buffer, peer); },
+std::unique_ptr<dist::Work> RecordingCommunicator::recv(dist::Span buffer, int peer, int stream) {
+  return recorded(dist::CollKind::kRecv, bytes_of(buffer), [&](dist::Communicator& c) { return c.recv(buffer, peer, stream); },
                   dist::CollGroup::kP2p, cat("from rank ", peer, " of ", size()));
 }
 

@@ -23,8 +23,8 @@ class RecordingCommunicator final : public dist::ForwardingCommunicator {
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
   // Recorded in their own group (p2p, its own sequence: stages run different programs), with the peer
   // in the context, so a hang report shows which stage's send or receive never completed.
-  std::unique_ptr<dist::Work> send(dist::Span buffer, int peer) override;
-  std::unique_ptr<dist::Work> recv(dist::Span buffer, int peer) override;
+  std::unique_ptr<dist::Work> send(dist::Span buffer, int peer, int stream) override;
+  std::unique_ptr<dist::Work> recv(dist::Span buffer, int peer, int stream) override;
   void barrier() override;
   void all_reduce_values(std::span<double> values, dist::ReduceOp op) override;
   // The split itself is recorded (a barrier over this group), and the child records into the same ring

@@ -26,13 +26,13 @@ std::vector<model::TpRun> stage_global_runs(const model::ParamTable& global, con
 
 std::vector<model::TpRun> StageShards::saved_runs() const {
   return owned_global_runs(local, grid, [&](std::int64_t offset, std::int64_t numel) {
-    return stage_global_runs(global, local, offset, numel, tied_copy, false);
+    return stage_global_runs(global, local, offset, numel, tied_copy(), false);
   });
 }
 
 void StageShards::read_local(std::int64_t offset, std::int64_t count, float* out, const ReadGlobal& read) const {
   std::fill(out, out + count, 0.f);
-  for (const model::TpRun& run : stage_global_runs(global, local, offset, count, tied_copy, true))
+  for (const model::TpRun& run : stage_global_runs(global, local, offset, count, tied_copy(), true))
     read(run.global_offset, run.numel, out + (run.local_offset - offset));
 }
 
@@ -44,13 +44,12 @@ void StageShards::gather_on_root(const dist::World& world, const std::vector<flo
                                  : std::string();
   const std::vector<std::string> all = world.gather_to_root(mine, "gathering the pipeline stages' parameters for model.h5");
   if (!world.is_root()) return;
-  const std::vector<model::Stage> stages = model::split_blocks(global.shape().n_layer, grid.pp);
   for (int s = 0; s < grid.pp; ++s) {
-    const model::ParamTable table = model::stage_table(global, stages[static_cast<std::size_t>(s)], grid.pp);
+    const model::ParamTable table = cut.table(global, s);
     const std::string& bytes = all.at(static_cast<std::size_t>(grid.rank_of(0, 0, s)));
     ZT_CHECK_EQ(bytes.size(), table.numel() * sizeof(float), "pipeline checkpoint: stage ", s, "'s parameters");
     const float* values = reinterpret_cast<const float*>(bytes.data());
-    const bool copy = model::holds_tied_head_copy(global.shape(), stages[static_cast<std::size_t>(s)], grid.pp);
+    const bool copy = cut.holds_tied_head_copy(global.shape(), s);
     for (const model::TpRun& run : stage_global_runs(global, table, 0, static_cast<std::int64_t>(table.numel()), copy, false))
       std::memcpy(global_full + run.global_offset, values + run.local_offset, static_cast<std::size_t>(run.numel) * sizeof(float));
   }

@@ -12,6 +12,7 @@
 #include "dist/grid.hpp"
 #include "dist/world.hpp"
 #include "model/param_table.hpp"
+#include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "train/tp_shards.hpp"
 
@@ -19,9 +20,12 @@ namespace zt::train {
 
 struct StageShards {
   const model::ParamTable& global;
-  const model::ParamTable& local;  // this stage's table
+  const model::ParamTable& local;  // this rank's table: cut.table(global, grid.pp_rank())
   dist::Grid grid;
-  bool tied_copy = false;  // local holds the last stage's copy of the token embedding
+  model::PipelineCut cut;
+
+  // local holds the last stage's copy of the token embedding
+  bool tied_copy() const { return cut.holds_tied_head_copy(global.shape(), grid.pp_rank()); }
 
   // The runs (engine offset in the local table -> global flat offset) this rank checkpoints.
   std::vector<model::TpRun> saved_runs() const;

@@ -61,12 +61,12 @@ std::unique_ptr<dist::Work> TimedCommunicator::broadcast(dist::Span buffer, int 
   return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.broadcast(buffer, root); }), *this);
 }
 
-std::unique_ptr<dist::Work> TimedCommunicator::send(dist::Span buffer, int peer) {
-  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.send(buffer, peer); }), *this);
+std::unique_ptr<dist::Work> TimedCommunicator::send(dist::Span buffer, int peer, int stream) {
+  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.send(buffer, peer, stream); }), *this);
 }
 
-std::unique_ptr<dist::Work> TimedCommunicator::recv(dist::Span buffer, int peer) {
-  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.recv(buffer, peer); }), *this);
+std::unique_ptr<dist::Work> TimedCommunicator::recv(dist::Span buffer, int peer, int stream) {
+  return std::make_unique<TimedWork>(timed([&](dist::Communicator& c) { return c.recv(buffer, peer, stream); }), *this);
 }
 
 void TimedCommunicator::barrier() {

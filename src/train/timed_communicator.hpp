@@ -21,8 +21,8 @@ class TimedCommunicator final : public dist::ForwardingCommunicator {
   std::unique_ptr<dist::Work> reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) override;
   std::unique_ptr<dist::Work> all_gather(dist::Span send, dist::Span recv) override;
   std::unique_ptr<dist::Work> broadcast(dist::Span buffer, int root) override;
-  std::unique_ptr<dist::Work> send(dist::Span buffer, int peer) override;
-  std::unique_ptr<dist::Work> recv(dist::Span buffer, int peer) override;
+  std::unique_ptr<dist::Work> send(dist::Span buffer, int peer, int stream) override;
+  std::unique_ptr<dist::Work> recv(dist::Span buffer, int peer, int stream) override;
   void barrier() override;
   void all_reduce_values(std::span<double> values, dist::ReduceOp op) override;
   // A timed child of the inner communicator's split; it counts its own blocked time (a caller timing

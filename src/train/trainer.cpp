@@ -119,15 +119,17 @@ Trainer::~Trainer() = default;
 void Trainer::make_pipeline_stage() {
   check_pipeline_config(config_, placement_.comm == config::CommBackend::kNccl);
   grid_comms_ = dist::split_grid(*comm_, grid_);
-  pipeline_ = std::make_unique<PipelineStage>(*backend_, table_, grid_, static_cast<int>(config_.train.micro_batch),
+  pipeline_ = std::make_unique<PipelineStage>(*backend_, table_, grid_, static_cast<int>(config_.parallel.vpp),
+                                              static_cast<int>(config_.train.micro_batch),
                                               derived_.grad_accum, plan::recompute_mode(config_.train.recompute),
                                               plan::compute_dtype(config_.train.precision));
   pipeline_->connect(*grid_comms_.pp, grid_comms_.embedding.get());
   local_table_.emplace(pipeline_->table());
-  stage_shards_.emplace(StageShards{table_, *local_table_, grid_, pipeline_->holds_tied_copy()});
-  log::info(cat("pipeline: parallel.pp=", grid_.pp, ", 1F1B over ", derived_.grad_accum, " micro-batches (bubble ",
-                json_number(bubble_fraction(grid_.pp, static_cast<int>(derived_.grad_accum))), " in theory); ",
-                pipeline_->split()));
+  stage_shards_.emplace(StageShards{table_, *local_table_, grid_, pipeline_->cut()});
+  log::info(cat("pipeline: parallel.pp=", grid_.pp,
+                config_.parallel.vpp > 1 ? cat(" x parallel.vpp=", config_.parallel.vpp, " chunks, interleaved") : ", 1F1B",
+                " over ", derived_.grad_accum, " micro-batches (bubble ", json_number(pipeline_->bubble_theory()),
+                " in theory); ", pipeline_->split()));
 }
 
 void Trainer::init_parameters() {

@@ -2,7 +2,8 @@
 # ztrain with parallel.pp (1F1B pipeline stages) follows one rank's loss curve within 1e-5 relative (10
 # steps, 4 micro-batches, gradient clipping active: the norm is the whole model's; validation losses
 # too): GPT-2 (tied head: the last stage's copy of wte, summed over the embedding group) on pp=2 and pp=4,
-# pp=2 x 2 data-parallel ranks at ZeRO 1, and Llama (GQA, untied head) on pp=2 with full recomputation.
+# pp=2 x 2 data-parallel ranks at ZeRO 1, the interleaved schedule (pp=2 x vpp=2: each rank two chunks),
+# and Llama (GQA, untied head) on pp=2 with full recomputation.
 # Its checkpoints are in the global shape: a pp=2 checkpoint at step 5 resumes on pp=1 (2 data-parallel
 # ranks) and continues the uninterrupted curve; model.h5, gathered from the stages, exports the one-rank
 # weights; init.from loads a Hugging Face directory into the stages. The split is said at start-up; what
@@ -32,6 +33,10 @@ run gpt2_pp2_dp2 4 --ckpt.resume=none --parallel.pp=2 --train.zero_stage=1
 expect_in "$ZT_WORK/out" "4 rank\(s\) = parallel.pp 2 x 2 data-parallel"
 same_curve gpt2_ref gpt2_pp2_dp2
 
+run gpt2_vpp2 2 --ckpt.resume=none --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2
+expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2 x parallel.vpp=2 chunks, interleaved over 4 micro-batches \(bubble 0.1111.* in theory\); rank 0: embedding \+ block 0, block 2; rank 1: block 1, block 3 \+ head \(tied copy\) and loss"
+same_curve gpt2_ref gpt2_vpp2
+
 run llama_ref 1 --ckpt.resume=none "${llama[@]}"
 run llama_pp2 2 --ckpt.resume=none "${llama[@]}" --parallel.pp=2 --train.recompute=full
 same_curve llama_ref llama_pp2
@@ -44,10 +49,11 @@ same_curve gpt2_ref to_pp1 6
 
 # model.h5 holds the global model, gathered from the stages: exported, a pp=4 run's final weights equal
 # the one-rank run's (1e-4; the tied wte once).
-for r in gpt2_ref gpt2_pp4; do
+for r in gpt2_ref gpt2_pp4 gpt2_vpp2; do
   expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$r.ckpt/step_00000010" --out "$ZT_WORK/$r.safetensors"
 done
 same_weights "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_pp4.safetensors" "pp=4 vs one rank"
+same_weights "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_vpp2.safetensors" "pp=2 x vpp=2 vs one rank"
 
 # init.from a Hugging Face directory: each stage reads its parameters (the tied copy too) from it.
 expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/gpt2_ref.ckpt/step_00000010" --out "$ZT_WORK/hf" --dtype fp32
@@ -67,4 +73,11 @@ expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=8 --ckpt
 expect_in "$ZT_WORK/err" "parallel.pp=8 x parallel.tp=1 = 8 does not divide the world of 1"
 expect_exit 2 zt_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=8 --train.global_batch=8 --ckpt.dir="$ZT_WORK/no.ckpt"
 expect_in "$ZT_WORK/err" "parallel.pp=8 stages for model.n_layer=4 blocks: every stage needs at least one block"
+expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 \
+  --train.global_batch=3 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "parallel.schedule=interleaved takes the step's micro-batches in groups of parallel.pp=2, and train.global_batch=3 / \(train.micro_batch\(1\) x data-parallel ranks\(1\)\) = 3 micro-batches is not a multiple of 2; use train.global_batch=4 or 2"
+expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=2 --parallel.vpp=2 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "parallel.vpp=2 model chunks per rank need parallel.schedule=interleaved"
+expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --ckpt.dir="$ZT_WORK/no.ckpt"
+expect_in "$ZT_WORK/err" "parallel.pp=2 x parallel.vpp=3 = 6 stages for model.n_layer=4 blocks"
 echo "PASS"

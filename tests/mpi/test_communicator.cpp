@@ -172,6 +172,25 @@ TEST(Communicator, SendRecvAroundARingInOrder) {
   EXPECT_EQ(comm->stats().send_bytes, 2 * 70001 * sizeof(float));
 }
 
+// Message streams (the interleaved pipeline's kinds and chunks): a receive takes its own stream's
+// oldest message, whatever was sent before it on another stream; streams out of range are refused.
+TEST(Communicator, StreamsKeepTheirOwnOrder) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  const int w = comm->size(), r = comm->rank();
+  if (w < 2) GTEST_SKIP() << "needs a peer";
+  const int next = (r + 1) % w, prev = (r + w - 1) % w;
+  std::vector<float> out(3), in(3, -1.f);
+  for (int s = 0; s < 3; ++s) out[static_cast<std::size_t>(s)] = static_cast<float>(r * 10 + s);
+  std::vector<std::unique_ptr<dist::Work>> works;
+  for (int s = 2; s >= 0; --s) works.push_back(comm->send(span_of(&out[static_cast<std::size_t>(s)], 1), next, 7 * s));
+  for (int s = 0; s < 3; ++s) works.push_back(comm->recv(span_of(&in[static_cast<std::size_t>(s)], 1), prev, 7 * s));
+  for (auto& work : works) work->wait();
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(in[static_cast<std::size_t>(s)], static_cast<float>(prev * 10 + s)) << "stream " << 7 * s;
+  float x = 0;
+  EXPECT_THROW(comm->send(span_of(&x, 1), next, dist::Communicator::kMaxStreams), CommError);
+  EXPECT_THROW(comm->recv(span_of(&x, 1), prev, -1), CommError);
+}
+
 // A receive whose sender never sends ends by the deadline, naming the transfer and the context.
 TEST(Communicator, WatchdogNamesTheMissingSend) {
   auto comm = make_mpi_communicator(test::world(), 60);

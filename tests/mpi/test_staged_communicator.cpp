@@ -82,8 +82,8 @@ TEST_F(Staged, SendsAreInFlightThroughEveryWrapper) {
   const std::size_t n = std::size_t{1} << 20;
   const std::vector<float> mine = values(r, n);
   std::vector<float> got(n, 0);
-  auto sent = comm.send(dist::span_of(const_cast<float*>(mine.data()), n), (r + 1) % w);
-  auto received = comm.recv(dist::span_of(got.data(), n), (r + w - 1) % w);
+  auto sent = comm.send(dist::span_of(const_cast<float*>(mine.data()), n), (r + 1) % w, 0);
+  auto received = comm.recv(dist::span_of(got.data(), n), (r + w - 1) % w, 0);
   received->wait();
   sent->wait();
   EXPECT_EQ(got, values((r + w - 1) % w, n));

@@ -14,23 +14,45 @@
 namespace zt::train {
 namespace {
 
+const model::GptShape kGpt6 = model::GptShape::make(6, 4, 16, 100, 8);
+
 TEST(StageSplit, BlocksAndTheLogLine) {
-  const std::vector<model::Stage> s = model::split_blocks(6, 4);  // 2, 2, 1, 1
+  const model::PipelineCut cut = model::PipelineCut::make(kGpt6, 4);  // 2, 2, 1, 1
+  const std::vector<model::Stage>& s = cut.virtual_stages;
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(s[0].first_block, 0);
   EXPECT_EQ(s[1].first_block, 2);
   EXPECT_EQ(s[3].first_block, 5);
   EXPECT_EQ(s[3].end(6), 6);
-  EXPECT_EQ(model::describe_split(s, 6, true),
+  EXPECT_EQ(cut.describe(kGpt6),
             "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3; stage 2: block 4; stage 3: block 5 + head (tied copy) and loss");
-  EXPECT_EQ(model::describe_split(model::split_blocks(2, 1), 2, false), "stage 0: embedding + blocks 0-1 + head and loss");
-  EXPECT_THROW(model::split_blocks(2, 3), ConfigError);
+  const model::GptShape two = model::GptShape::make(2, 4, 16, 100, 8);
+  EXPECT_EQ(model::PipelineCut::make(two, 1).describe(two), "stage 0: embedding + blocks 0-1 + head and loss");
+  EXPECT_THROW(model::PipelineCut::make(two, 3), ConfigError);
+  EXPECT_THROW(model::PipelineCut::make(kGpt6, 2, 4), ConfigError);
+}
+
+TEST(StageSplit, InterleavedChunks) {
+  // 2 ranks x 3 chunks over 6 blocks: rank 0 runs virtual stages 0, 2, 4 (blocks 0, 2, 4), rank 1 the rest.
+  const model::PipelineCut cut = model::PipelineCut::make(kGpt6, 2, 3);
+  EXPECT_EQ(cut.describe(kGpt6),
+            "rank 0: embedding + block 0, block 2, block 4; rank 1: block 1, block 3, block 5 + head (tied copy) and loss");
+  const model::ParamTable global(kGpt6);
+  const model::ParamTable zero = cut.table(global, 0), one = cut.table(global, 1);
+  EXPECT_EQ(zero.units()[1].numel, global.units()[1].numel);
+  EXPECT_EQ(zero.units()[2].numel, 0u);
+  EXPECT_EQ(zero.units()[5].numel, global.units()[5].numel);
+  EXPECT_EQ(zero.units()[7].numel, 0u);
+  EXPECT_EQ(one.units()[6].numel, global.units()[6].numel);
+  EXPECT_EQ(one.units()[7].numel, global.units()[7].numel);
+  EXPECT_EQ(one.units()[0].numel, global.find("transformer.wte.weight").numel);
+  EXPECT_EQ(zero.numel() + one.numel(), global.numel() + global.find("transformer.wte.weight").numel);
 }
 
 TEST(StageSplit, StageTablesKeepUnitNumbers) {
   const model::ParamTable global(model::GptShape::make(4, 2, 16, 100, 8));
-  const std::vector<model::Stage> s = model::split_blocks(4, 2);
-  const model::ParamTable first = model::stage_table(global, s[0], 2), last = model::stage_table(global, s[1], 2);
+  const model::PipelineCut cut = model::PipelineCut::make(global.shape(), 2);
+  const model::ParamTable first = cut.table(global, 0), last = cut.table(global, 1);
   ASSERT_EQ(first.n_units(), 6);
   ASSERT_EQ(last.n_units(), 6);
   EXPECT_EQ(first.units()[0].numel, global.units()[0].numel);  // wte and wpe
@@ -40,8 +62,8 @@ TEST(StageSplit, StageTablesKeepUnitNumbers) {
   EXPECT_EQ(last.params()[0].name, "transformer.wte.weight");
   EXPECT_EQ(last.units()[1].numel, 0u);
   EXPECT_EQ(last.units()[5].numel, global.units()[5].numel);
-  EXPECT_TRUE(model::holds_tied_head_copy(global.shape(), s[1], 2));
-  EXPECT_FALSE(model::holds_tied_head_copy(global.shape(), s[1], 1));
+  EXPECT_TRUE(cut.holds_tied_head_copy(global.shape(), 1));
+  EXPECT_FALSE(model::PipelineCut::make(global.shape(), 1).holds_tied_head_copy(global.shape(), 0));
 }
 
 TEST(StageShards, SavedRunsOfEveryRankTileTheGlobalModelOnce) {
@@ -53,14 +75,13 @@ TEST(StageShards, SavedRunsOfEveryRankTileTheGlobalModelOnce) {
     std::vector<float> values(global.numel());
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i + 1);
     const ReadGlobal read = [&](std::int64_t o, std::int64_t n, float* out) { std::copy_n(values.data() + o, n, out); };
-    for (const auto& [pp, dp] : {std::pair{1, 1}, {2, 1}, {3, 2}, {4, 3}}) {
+    for (const auto& [pp, dp, vpp] : {std::tuple{1, 1, 1}, {2, 1, 1}, {3, 2, 1}, {4, 3, 1}, {2, 2, 3}, {3, 1, 2}}) {
       std::vector<int> covered(global.numel(), 0);
-      const std::vector<model::Stage> stages = model::split_blocks(shape.n_layer, pp);
+      const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp);
       for (int rank = 0; rank < pp * dp; ++rank) {
         const dist::Grid grid = dist::Grid::make(pp * dp, 1, rank, pp);
-        const model::Stage& stage = stages[static_cast<std::size_t>(grid.pp_rank())];
-        const model::ParamTable local = model::stage_table(global, stage, pp);
-        const StageShards shards{global, local, grid, model::holds_tied_head_copy(shape, stage, pp)};
+        const model::ParamTable local = cut.table(global, grid.pp_rank());
+        const StageShards shards{global, local, grid, cut};
         std::vector<float> mine(local.numel());
         shards.read_local(0, static_cast<std::int64_t>(mine.size()), mine.data(), read);
         for (const model::ParamInfo& p : local.params())  // every parameter, the tied copy too, holds its global values
@@ -72,7 +93,7 @@ TEST(StageShards, SavedRunsOfEveryRankTileTheGlobalModelOnce) {
           }
       }
       for (std::size_t i = 0; i < covered.size(); ++i)
-        ASSERT_EQ(covered[i], 1) << "global element " << i << " at pp=" << pp << " x dp=" << dp;
+        ASSERT_EQ(covered[i], 1) << "global element " << i << " at pp=" << pp << " x dp=" << dp << " vpp=" << vpp;
     }
   }
 }
