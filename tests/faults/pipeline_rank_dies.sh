@@ -2,7 +2,8 @@
 # A pipeline (parallel.pp=4) whose stage 1 stops before its forward passes of step 3: its neighbours wait
 # in their transfers (recorded in the p2p group), the watchdog ends every rank within its bound, and the
 # hang report names rank 1 as the one in no transfer, with each waiting stage and the transfer it waits in.
-# A stage SIGKILLed after step 3 ends the job within seconds, its rank named.
+# A stage SIGKILLed after step 3 of the interleaved schedule (pp=4 x vpp=2) ends the job within seconds,
+# its rank named.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/faults_lib.sh"
@@ -20,7 +21,8 @@ grep -Eq "rank 2 on node $(hostname) \(pid [0-9]+\) waited [0-9.]+ s in p2p recv
   fail "the report does not name stage 2 waiting for stage 1"
 expect_in "$ZT_WORK/hang.err" "recv of [0-9]+ f32 from rank 1 did not complete within dist.timeout_s=$T s \(step 3 pipeline stage 2 forward"
 
-run_fault kill 4 "debug.kill_at_step=3" "" -- --ckpt.dir="$ZT_WORK/kill.ckpt" "${pp[@]}" --debug.rank=2 --debug.kill_at_step=3
+run_fault kill 4 "debug.kill_at_step=3" "" -- --ckpt.dir="$ZT_WORK/kill.ckpt" "${pp[@]}" --model.n_layer=8 \
+  --parallel.schedule=interleaved --parallel.vpp=2 --debug.rank=2 --debug.kill_at_step=3
 expect_fault_end kill 10
 expect_in "$ZT_WORK/kill.err" "rank 2: warning: debug.kill_at_step=3"
 echo "PASS"

@@ -4,10 +4,12 @@
 # norms against one rank of the same family and precision, on CPU ranks, tiny models, 4 micro-batches
 # per data-parallel rank and step.
 #   tools/bench/parallel/matrix.sh pipeline   pp 2-4 (6 blocks, so pp=4 splits unevenly: 2,2,1,1), x dp,
-#                                             ZeRO 0-1, recompute, document masks
+#                                             ZeRO 0-1, recompute, document masks; the interleaved
+#                                             schedule (pp x vpp up to 6 chunks of one block)
 #   tools/bench/parallel/matrix.sh tensor     tp 2 and 4, sequence parallel, x dp up to 4, ZeRO 0-3,
 #                                             recompute, document masks, optimizer offload
-# (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed). Prints one line per layout: its worst
+# (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed; ZT_MATRIX_ONLY=REGEX runs the layouts
+# whose name matches). Prints one line per layout: its worst
 # difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
 # losses 5e-3 relative to one rank's bf16 run, and the gradient norms within twice that run's own
 # largest distance from fp32 (at least 5e-3) of fp32: any other summation order (the tied head's two
@@ -45,6 +47,11 @@ case $axis in
       "pp2-selective|2|--parallel.pp=2 --train.global_batch=4 --train.recompute=selective"
       "pp2-full|2|--parallel.pp=2 --train.global_batch=4 --train.recompute=full"
       "pp2-mask|2|--parallel.pp=2 --train.global_batch=4 --data.document_mask=true"
+      "pp2-vpp3|2|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --train.global_batch=4"
+      "pp3-vpp2|3|--parallel.pp=3 --parallel.schedule=interleaved --parallel.vpp=2 --train.global_batch=6"
+      "pp2-vpp2xdp2-z1|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --train.global_batch=8 --train.zero_stage=1"
+      "pp2-vpp2-full|2|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --train.global_batch=4 --train.recompute=full"
+      "pp2-vpp2-mask|2|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --train.global_batch=4 --data.document_mask=true"
     ) ;;
   tensor)  # 4 heads (GPT-2) and 8 query / 4 K/V heads (Llama): tp=4 divides both
     families=(
@@ -103,6 +110,7 @@ for precision in fp32 bf16; do
     name=${fam%%|*} fargs=${fam#*|}
     for layout in "${layouts[@]}"; do
       IFS='|' read -r lname np largs <<<"$layout"
+      [[ -z "${ZT_MATRIX_ONLY:-}" || "$lname" =~ $ZT_MATRIX_ONLY ]] || continue
       gb=$(sed -E 's/.*--train.global_batch=([0-9]+).*/\1/' <<<"$largs")
       mask=$(grep -o -- '--data.document_mask=true' <<<"$largs" || true)
       ref="$work/ref-$precision-$name-$gb${mask:+-mask}.jsonl"
