@@ -4,7 +4,8 @@
 # the embedding group's all-reduce on device gradients) and a grouped-query Llama at pp=2, following the
 # CPU backend's one-rank curve within 1e-4 relative over 10 steps (fp32; other summation orders). This is
 # the path whose stage transfers copy device activations through host buffers while the stream computes
-# (be.synchronize before a send, the staged receive's copy back). bf16 at pp=2 runs too. Skips (exit 77)
+# (be.synchronize before a send, the staged receive's copy back). bf16 at pp=2 and the interleaved
+# schedule (pp=2 x vpp=2: two chunks per rank, tagged streams through the staging) run too. Skips (exit 77)
 # without a CUDA backend or a visible GPU.
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
@@ -26,4 +27,6 @@ done
 run gpt2_bf16 1 --train.device=cuda --train.precision=bf16
 run gpt2_pp2_bf16 2 --train.device=cuda --dist.backend=mpi --parallel.pp=2 --train.precision=bf16
 close_losses "$ZT_WORK/gpt2_bf16.jsonl" "$ZT_WORK/gpt2_pp2_bf16.jsonl" 5e-3  # bf16: other summation orders
+run gpt2_vpp2 2 --train.device=cuda --dist.backend=mpi --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2
+close_losses "$ZT_WORK/gpt2_cpu.jsonl" "$ZT_WORK/gpt2_vpp2.jsonl" 1e-4
 echo "PASS"
