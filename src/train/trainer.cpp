@@ -129,7 +129,8 @@ void Trainer::make_pipeline_stage() {
   log::info(cat("pipeline: parallel.pp=", grid_.pp,
                 config_.parallel.vpp > 1 ? cat(" x parallel.vpp=", config_.parallel.vpp, " chunks, interleaved") : ", 1F1B",
                 " over ", derived_.grad_accum, " micro-batches (bubble ", json_number(pipeline_->bubble_theory()),
-                " in theory); ", pipeline_->split()));
+                " in theory); ", pipeline_->split(), " (balanced by cost; ",
+                pipeline_->cut().describe_costs(table_.shape()), ")"));
 }
 
 void Trainer::init_parameters() {

@@ -20,7 +20,7 @@ common=("${TINY_MODEL[@]}" --model.n_layer=4 "$(tiny_data_args)" --data.valid="$
 run gpt2_ref 1 --ckpt.resume=none
 run gpt2_pp2 2 --ckpt.resume=none --parallel.pp=2
 expect_in "$ZT_WORK/out" "2 rank\(s\) = parallel.pp 2 x 1 data-parallel"
-expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2, 1F1B over 4 micro-batches \(bubble 0.2 in theory\); stage 0: embedding \+ blocks 0-1; stage 1: blocks 2-3 \+ head \(tied copy\) and loss"
+expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2, 1F1B over 4 micro-batches \(bubble 0.2 in theory\); stage 0: embedding \+ blocks 0-1; stage 1: blocks 2-3 \+ head \(tied copy\) and loss \(balanced by cost; forward \+ backward per token: stage 0 [0-9.]+ MFLOP, stage 1 [0-9.]+ MFLOP\)"
 same_curve gpt2_ref gpt2_pp2
 /usr/bin/python3 - "$ZT_WORK/gpt2_pp2.jsonl" <<'PY' || fail "the metrics do not carry the pipeline's bubble"
 import json, sys
