@@ -36,6 +36,11 @@ same_curve gpt2_ref gpt2_pp2_dp2
 run gpt2_vpp2 2 --ckpt.resume=none --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2
 expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2 x parallel.vpp=2 chunks, interleaved over 4 micro-batches \(bubble 0.1111.* in theory\); rank 0: embedding \+ block 0, block 2; rank 1: block 1, block 3 \+ head \(tied copy\) and loss"
 same_curve gpt2_ref gpt2_vpp2
+# --plan plans the busiest pipeline rank (tests/unit/train/test_pipeline_memory.cpp compares each rank's
+# activations with its stage's allocation, to the byte).
+expect_exit 0 "$ZT_BIN/ztrain" "${common[@]}" --plan --plan.world_size=2 --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2
+expect_in "$ZT_WORK/out" "2 rank\(s\) = parallel.pp 2 x 1 data-parallel"
+expect_in "$ZT_WORK/out" "pipeline: rank [01] is the busiest \(the rows above\): .*; each rank: 0 [0-9.]+ MiB \(activations [0-9.]+ MiB\), 1 "
 
 run llama_ref 1 --ckpt.resume=none "${llama[@]}"
 run llama_pp2 2 --ckpt.resume=none "${llama[@]}" --parallel.pp=2 --train.recompute=full
