@@ -69,13 +69,23 @@ std::vector<Stage> split_blocks(const GptShape& shape, int stages) {
   return out;
 }
 
-PipelineCut PipelineCut::make(const GptShape& shape, int pp, int vpp) {
+PipelineCut PipelineCut::make(const GptShape& shape, int pp, int vpp, const std::vector<int>& blocks) {
   const int stages = pp * vpp;
   if (pp < 1 || vpp < 1 || stages > shape.n_layer)
     throw ConfigError(cat("parallel.pp=", pp, vpp > 1 ? cat(" x parallel.vpp=", vpp, " = ", stages) : "",
                           " stages for model.n_layer=", shape.n_layer, " blocks: every stage needs at least one block; use ",
                           vpp > 1 ? "parallel.pp x parallel.vpp" : "parallel.pp", " <= ", shape.n_layer));
-  return {pp, vpp, split_blocks(shape, stages)};
+  if (blocks.empty()) return {pp, vpp, split_blocks(shape, stages)};
+  ZT_CHECK(static_cast<int>(blocks.size()) == stages, "pipeline cut: ", blocks.size(), " block counts for ", stages, " stages");
+  PipelineCut cut{pp, vpp, {}};
+  int first = 0;
+  for (int b : blocks) {
+    ZT_CHECK(b >= 1, "pipeline cut: a stage of ", b, " blocks");
+    cut.virtual_stages.push_back({first, first + b});
+    first += b;
+  }
+  ZT_CHECK(first == shape.n_layer, "pipeline cut: ", first, " blocks of ", shape.n_layer);
+  return cut;
 }
 
 std::vector<Stage> PipelineCut::chunks(int rank) const {

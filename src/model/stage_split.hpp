@@ -52,7 +52,9 @@ struct PipelineCut {
   std::vector<Stage> virtual_stages;  // pp x vpp, in pipeline order: chunk c of rank r is c * pp + r
 
   // Throws ConfigError naming parallel.pp and parallel.vpp when the model has fewer blocks than stages.
-  static PipelineCut make(const GptShape& shape, int pp, int vpp = 1);
+  // blocks: each virtual stage's block count (parallel.pp_layers, checked by config::pipeline_layers);
+  // empty: split_blocks.
+  static PipelineCut make(const GptShape& shape, int pp, int vpp = 1, const std::vector<int>& blocks = {});
   std::vector<Stage> chunks(int rank) const;  // rank's model chunks, in chunk order
   // Whether `rank` holds the token embedding as its tied LM head's weight (the last virtual stage's
   // rank of a tied model, when it is not also the first's).

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "config/parse.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "model/pipeline_schedule.hpp"
@@ -61,6 +62,8 @@ config::Config layout_config(const config::Config& c, const Layout& l) {
   s.parallel.pp = l.pp;
   s.parallel.vpp = l.vpp;
   s.parallel.schedule = l.vpp > 1 ? config::PipeSchedule::kInterleaved : config::PipeSchedule::kOneFOneB;
+  // parallel.pp_layers holds for the configured pipeline only; other layouts are cut by cost.
+  if (l.pp != c.parallel.pp || l.vpp != c.parallel.vpp) s.parallel.pp_layers.clear();
   s.train.micro_batch = l.micro_batch;
   s.train.zero_stage = l.zero_stage;
   s.train.recompute = l.recompute;
@@ -90,7 +93,8 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
   const double C = shape.n_embd, T = shape.seq_len;
   const double tokens = static_cast<double>(c.train.global_batch) * T;
   // The busiest pipeline rank sets the pace (pp = 1: the whole model), with the trainer's own cut.
-  const model::PipelineCut cut = model::PipelineCut::make(shape, l.pp, l.vpp);
+  const model::PipelineCut cut =
+      model::PipelineCut::make(shape, l.pp, l.vpp, config::pipeline_layers(layout_config(c, l)));
   const model::Recompute recompute = recompute_mode(l.recompute);
   const int busiest = cut.busiest_rank(shape, recompute);
   StepTime t;

@@ -31,6 +31,7 @@
 #include "backend/backend.hpp"
 #include "config/lora.hpp"
 #include "config/options.hpp"
+#include "config/parse.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
 #include "model/pipeline_schedule.hpp"
@@ -169,7 +170,7 @@ std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_
 std::vector<StageActivations> pipeline_activations(const config::Config& c, std::int64_t world_size, int rank) {
   const model::GptShape shape = model_shape(c.model);
   const int pp = static_cast<int>(c.parallel.pp), vpp = static_cast<int>(c.parallel.vpp);
-  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp);
+  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp, config::pipeline_layers(c));
   const std::vector<model::PipeOp> ops =
       model::pipeline_ops({pp, vpp, static_cast<int>(pipeline_micro_batches(c, world_size))}, rank);
   std::vector<StageActivations> out;
@@ -226,7 +227,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
                          config::Device device) {
   const model::GptShape shape = model_shape(config.model);
   const int pp = static_cast<int>(config.parallel.pp), vpp = static_cast<int>(config.parallel.vpp);
-  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp);
+  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp, config::pipeline_layers(config));
   const model::ParamTable global(shape);
   const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * pp));
   const std::int64_t m = pipeline_micro_batches(config, world_size);

@@ -27,6 +27,10 @@ import json, sys
 rows = [o for o in map(json.loads, open(sys.argv[1])) if "loss" in o]
 assert all(0 <= o["pipeline_bubble"] < 1 and o["pipeline_bubble_theory"] == 0.2 for o in rows), rows[-1]
 PY
+# parallel.pp_layers gives the blocks per stage instead of the cost-balanced cut: the same curve.
+run gpt2_pp2_layers 2 --ckpt.resume=none --parallel.pp=2 --parallel.pp_layers=3,1
+expect_in "$ZT_WORK/out" "stage 0: embedding \+ blocks 0-2; stage 1: block 3 \+ head \(tied copy\) and loss \(parallel.pp_layers; "
+same_curve gpt2_ref gpt2_pp2_layers
 run gpt2_pp4 4 --ckpt.resume=none --parallel.pp=4 --train.zero_stage=0
 same_curve gpt2_ref gpt2_pp4
 run gpt2_pp2_dp2 4 --ckpt.resume=none --parallel.pp=2 --train.zero_stage=1

@@ -57,6 +57,21 @@ TEST(PipelineMemory, PlannedActivationsEqualEachStagesAllocation) {
       }
 }
 
+TEST(PipelineMemory, GivenBlockCountsArePlannedAsAllocated) {  // parallel.pp_layers
+  auto backend = backend::make_cpu_backend(1);
+  config::Config c = tiny(config::Arch::kGpt2, 2, 1, 4);
+  c.parallel.pp_layers = "5,1";
+  const model::ParamTable global(plan::model_shape(c.model));
+  const plan::MemoryPlan plan = plan::plan_memory(c, 2, 1, 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const PipelineStage stage(*backend, global, dist::Grid::make(2, 1, rank, 2), 1, 2, 4, model::Recompute::kNone,
+                              DType::kF32, {5, 1});
+    EXPECT_EQ(plan.stage_activation_bytes[static_cast<std::size_t>(rank)], stage.activation_bytes()) << rank;
+  }
+  EXPECT_EQ(plan.busiest_stage, 0);  // 2 micro-batches of 5 blocks in flight
+  EXPECT_EQ(plan.busiest_note, "embedding + blocks 0-4");
+}
+
 TEST(PipelineMemory, TheBusiestStageHoldsItsOwnParametersAndIsNamed) {
   // 1F1B at pp=2 over 4 micro-batches: stage 0 keeps 2 activation sets, stage 1 one (with the logits).
   const config::Config c = tiny(config::Arch::kGpt2, 2, 1, 4);

@@ -76,6 +76,14 @@ TEST(StageSplit, BalancedByCost) {
   EXPECT_DOUBLE_EQ(cut.rank_flops(kGpt2Small, 1), 5 * gpt2.block + gpt2.head);
 }
 
+TEST(StageSplit, GivenBlockCountsOverrideTheCost) {  // parallel.pp_layers
+  const model::PipelineCut cut = model::PipelineCut::make(kGpt2Small, 2, 1, {6, 6});
+  EXPECT_EQ(block_counts(cut.virtual_stages, 12), (std::vector<int>{6, 6}));
+  const model::PipelineCut interleaved = model::PipelineCut::make(kGpt2Small, 2, 2, {2, 4, 4, 2});
+  EXPECT_EQ(interleaved.describe(kGpt2Small), "rank 0: embedding + blocks 0-1, blocks 6-9; rank 1: blocks 2-5, blocks "
+                                              "10-11 + head (tied copy) and loss");
+}
+
 TEST(StageSplit, NoCutHasASmallerLargestStage) {
   // Every composition of 9 blocks into 2-4 stages, against the split's largest stage cost.
   const model::GptShape shape = model::GptShape::make(9, 2, 32, 2000, 16);  // head ~5 blocks
