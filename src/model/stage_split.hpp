@@ -43,7 +43,8 @@ double stage_flops(const GptShape& shape, const Stage& stage, Recompute recomput
 // and loss as a layer each (--account-for-embedding/loss-in-pipeline-split); torchtitan weighs its
 // input and output modules as layers when it cuts. Here the cost decides, with no flag. Memory is not
 // balanced: the first 1F1B stage holds the most micro-batches in flight, and moving blocks onto it adds
-// to its activations (the memory plan reports the busiest stage).
+// to its activations (the memory plan reports the busiest stage; parallel.pp_layers gives the counts by
+// hand, PipelineCut::make's `blocks`).
 // Throws ConfigError when there are fewer blocks than stages.
 std::vector<Stage> split_blocks(const GptShape& shape, int stages);
 
