@@ -135,6 +135,7 @@ struct ParallelConfig {
   std::int64_t pp = 1;             // pipeline stages: each runs a contiguous range of blocks (1F1B schedule)
   std::int64_t vpp = 1;            // model chunks per pipeline rank (> 1: the interleaved schedule)
   PipeSchedule schedule = PipeSchedule::kOneFOneB;
+  std::string pp_layers;           // blocks of each (virtual) stage, "6,6"; empty: balanced by cost
   bool sequence_parallel = false;  // shard the norm and residual regions along the sequence inside a TP group
 };
 

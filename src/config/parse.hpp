@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 
@@ -28,6 +29,10 @@ CommandLine parse_command_line(int argc, const char* const* argv);
 
 // Checks between keys that need no knowledge of the world (divisibility, ordering, combinations).
 void validate(const Config& config);
+
+// parallel.pp_layers as blocks per (virtual) stage, checked against parallel.pp x parallel.vpp and
+// model.n_layer (ConfigError naming the key, the values and the fix); empty when unset (balanced by cost).
+std::vector<int> pipeline_layers(const Config& config);
 
 // The configuration as INI that parse_command_line loads back (--config) to the same Config.
 std::string to_ini(const Config& config);

@@ -1,6 +1,8 @@
 // Checks that involve more than one key, and the batch arithmetic that needs the world size.
 // Every message says the arithmetic and the nearest valid values, never a bare assertion.
 #include <cmath>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -155,6 +157,41 @@ void check_parallel(const ParallelConfig& p) {
                           "runs one); set it, or parallel.vpp=1"));
 }
 
+}  // namespace
+
+std::vector<int> pipeline_layers(const Config& c) {
+  const std::string& text = c.parallel.pp_layers;
+  if (text.empty()) return {};
+  const std::int64_t stages = c.parallel.pp * c.parallel.vpp;
+  const std::string what = cat("parallel.pp_layers=", text);
+  std::vector<int> out;
+  std::int64_t sum = 0;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    while (used < item.size() && item[used] == ' ') ++used;
+    if (used == 0 || used != item.size() || v < 1 || v > c.model.n_layer)
+      throw ConfigError(cat(what, ": '", item, "' is not a block count in [1, model.n_layer=", c.model.n_layer,
+                            "]; give comma-separated counts, e.g. parallel.pp_layers=6,6"));
+    out.push_back(static_cast<int>(v));
+    sum += v;
+  }
+  if (static_cast<std::int64_t>(out.size()) != stages || sum != c.model.n_layer)
+    throw ConfigError(cat(what, " gives ", out.size(), " stage(s) of ", sum, " blocks, and the pipeline has ",
+                          c.parallel.vpp > 1 ? cat("parallel.pp x parallel.vpp = ", stages) : cat("parallel.pp=", stages),
+                          " stages of model.n_layer=", c.model.n_layer, " blocks: give ", stages,
+                          " counts summing to ", c.model.n_layer, ", or leave it empty (balanced by cost)"));
+  return out;
+}
+
+namespace {
+
 void check_logging(const Config& c) {
   if (c.log.eval_every > 0 && c.data.valid.empty())
     throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs validation shards: set data.valid=GLOB "
@@ -182,6 +219,7 @@ void validate(const Config& config) {
   check_train(config);
   check_optim(config.optim);
   check_parallel(config.parallel);
+  if (config.parallel.pp * config.parallel.vpp <= config.model.n_layer) pipeline_layers(config);  // else derive says it
   check_lora(config);
   check_logging(config);
   check_debug(config);

@@ -52,7 +52,7 @@ class Gpt2 final : public Model {
   std::size_t activation_bytes() const override { return arena_.bytes() + ids_.bytes() + segments_.bytes(); }
   // The same number for any shape, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
-                                      DType compute = DType::kF32);
+                                      DType compute = DType::kF32, Stage stage = {});
 
  private:
   struct Layer {  // saved for backward, per block

@@ -62,8 +62,9 @@ std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, 
   return c.used;
 }
 
-std::size_t Llama::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute) {
-  return layout(shape, micro_batch, recompute, compute, nullptr, nullptr) +
+std::size_t Llama::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute,
+                                 Stage stage) {
+  return layout(shape, micro_batch, recompute, compute, nullptr, nullptr, stage) +
          2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t) +
          static_cast<std::size_t>(shape.head_size() / 2) * sizeof(float);
 }

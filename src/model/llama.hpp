@@ -39,7 +39,7 @@ class Llama final : public Model {
   DType compute_dtype() const override { return dtype_; }
   std::size_t activation_bytes() const override { return arena_.bytes() + ids_.bytes() + freq_.bytes() + segments_.bytes(); }
   static std::size_t activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
-                                      DType compute = DType::kF32);
+                                      DType compute = DType::kF32, Stage stage = {});
 
  private:
   struct Layer {  // saved for backward, per block (qkv after RoPE; gu = gate | up)

@@ -26,9 +26,10 @@ std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& t
   return std::make_unique<Gpt2>(backend, table, micro_batch, recompute, compute, stage);
 }
 
-std::size_t model_activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute) {
-  if (shape.arch == Arch::kLlama) return Llama::activation_bytes(shape, micro_batch, recompute, compute);
-  return Gpt2::activation_bytes(shape, micro_batch, recompute, compute);
+std::size_t model_activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute,
+                                   Stage stage) {
+  if (shape.arch == Arch::kLlama) return Llama::activation_bytes(shape, micro_batch, recompute, compute, stage);
+  return Gpt2::activation_bytes(shape, micro_batch, recompute, compute, stage);
 }
 
 }  // namespace zt::model

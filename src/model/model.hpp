@@ -74,8 +74,8 @@ class Model {
 std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
                                   Recompute recompute = Recompute::kNone, DType compute = DType::kF32,
                                   Stage stage = {});
-// Model::activation_bytes for any shape, allocating nothing (for the memory planner).
+// Model::activation_bytes for any shape and pipeline stage, allocating nothing (for the memory planner).
 std::size_t model_activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
-                                   DType compute = DType::kF32);
+                                   DType compute = DType::kF32, Stage stage = {});
 
 }  // namespace zt::model

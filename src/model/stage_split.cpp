@@ -1,30 +1,91 @@
 // The pipeline's cut of the model (stage_split.hpp).
 #include "model/stage_split.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
 #include "core/error.hpp"
 
 namespace zt::model {
 
+TokenFlops token_flops(const GptShape& shape, Recompute recompute) {
+  const double C = shape.n_embd, T = shape.seq_len, V = shape.padded_vocab;
+  const double block_params = static_cast<double>(ParamTable(shape).units()[1].numel);  // every block alike
+  double block = 6 * block_params + 12 * C * T;
+  if (recompute == Recompute::kFull) block += 2 * block_params + 4 * C * T;
+  if (recompute == Recompute::kSelective) block += 4 * C * T;
+  return {3 * C, block, 6 * C * V};
+}
+
+double stage_flops(const GptShape& shape, const Stage& stage, Recompute recompute) {
+  const TokenFlops f = token_flops(shape, recompute);
+  return (stage.end(shape.n_layer) - stage.first_block) * f.block + (stage.has_embedding() ? f.embedding : 0) +
+         (stage.has_head(shape.n_layer) ? f.head : 0);
+}
+
+// Two passes of dynamic programming over (stages so far, blocks so far), O(stages x L^2): the least
+// largest stage cost, then the least sum of squares under it. Costs are compared with a relative
+// tolerance so that cuts equal in exact arithmetic tie whatever the rounding.
 std::vector<Stage> split_blocks(const GptShape& shape, int stages) {
   const int n_layer = shape.n_layer;
   ZT_CHECK(stages >= 1 && stages <= n_layer, "split_blocks: ", stages, " stages for ", n_layer, " blocks");
+  const TokenFlops f = token_flops(shape);
+  auto cost = [&](int s, int blocks) {
+    return blocks * f.block + (s == 0 ? f.embedding : 0) + (s == stages - 1 ? f.head : 0);
+  };
+  auto below = [](double a, double b) { return std::isinf(b) ? a < b : a < b - 1e-12 * std::abs(b); };
+  const double inf = std::numeric_limits<double>::infinity();
+  using Table = std::vector<std::vector<double>>;
+  // most[s][j]: the least largest stage cost of the first j blocks on stages 0..s-1.
+  Table most(static_cast<std::size_t>(stages + 1), std::vector<double>(static_cast<std::size_t>(n_layer + 1), inf));
+  most[0][0] = 0;
+  for (int s = 1; s <= stages; ++s)
+    for (int j = s; j <= n_layer; ++j)
+      for (int k = 1; k <= j - (s - 1); ++k)
+        most[s][j] = std::min(most[s][j], std::max(most[s - 1][j - k], cost(s - 1, k)));
+  const double bound = most[stages][n_layer];
+  // squares[s][j]: the least sum of squared stage costs with every stage within the bound; take: the
+  // last stage's blocks (the fewest on a tie: more on the earlier stages).
+  Table squares(most.size(), std::vector<double>(most[0].size(), inf));
+  std::vector<std::vector<int>> take(most.size(), std::vector<int>(most[0].size(), 0));
+  squares[0][0] = 0;
+  for (int s = 1; s <= stages; ++s)
+    for (int j = s; j <= n_layer; ++j)
+      for (int k = 1; k <= j - (s - 1) && !below(bound, cost(s - 1, k)); ++k) {
+        const double q = squares[s - 1][j - k] + cost(s - 1, k) * cost(s - 1, k);
+        if (squares[s - 1][j - k] < inf && below(q, squares[s][j])) squares[s][j] = q, take[s][j] = k;
+      }
+  std::vector<int> blocks(static_cast<std::size_t>(stages));
+  for (int s = stages, j = n_layer; s >= 1; j -= blocks[static_cast<std::size_t>(s - 1)], --s)
+    blocks[static_cast<std::size_t>(s - 1)] = take[s][j];
   std::vector<Stage> out;
   int first = 0;
-  for (int s = 0; s < stages; ++s) {
-    const int blocks = n_layer / stages + (s < n_layer % stages ? 1 : 0);
-    out.push_back({first, first + blocks});
-    first += blocks;
+  for (int b : blocks) {
+    out.push_back({first, first + b});
+    first += b;
   }
   return out;
 }
 
-PipelineCut PipelineCut::make(const GptShape& shape, int pp, int vpp) {
+PipelineCut PipelineCut::make(const GptShape& shape, int pp, int vpp, const std::vector<int>& blocks) {
   const int stages = pp * vpp;
   if (pp < 1 || vpp < 1 || stages > shape.n_layer)
     throw ConfigError(cat("parallel.pp=", pp, vpp > 1 ? cat(" x parallel.vpp=", vpp, " = ", stages) : "",
                           " stages for model.n_layer=", shape.n_layer, " blocks: every stage needs at least one block; use ",
                           vpp > 1 ? "parallel.pp x parallel.vpp" : "parallel.pp", " <= ", shape.n_layer));
-  return {pp, vpp, split_blocks(shape, stages)};
+  if (blocks.empty()) return {pp, vpp, split_blocks(shape, stages)};
+  ZT_CHECK(static_cast<int>(blocks.size()) == stages, "pipeline cut: ", blocks.size(), " block counts for ", stages, " stages");
+  PipelineCut cut{pp, vpp, {}};
+  int first = 0;
+  for (int b : blocks) {
+    ZT_CHECK(b >= 1, "pipeline cut: a stage of ", b, " blocks");
+    cut.virtual_stages.push_back({first, first + b});
+    first += b;
+  }
+  ZT_CHECK(first == shape.n_layer, "pipeline cut: ", first, " blocks of ", shape.n_layer);
+  return cut;
 }
 
 std::vector<Stage> PipelineCut::chunks(int rank) const {
@@ -69,6 +130,31 @@ std::string PipelineCut::describe(const GptShape& shape) const {
     out += cat(r ? "; " : "", vpp > 1 ? "rank " : "stage ", r, ": ");
     const std::vector<Stage> mine = chunks(r);
     for (std::size_t c = 0; c < mine.size(); ++c) out += cat(c ? ", " : "", stage_text(mine[c]));
+  }
+  return out;
+}
+
+double PipelineCut::rank_flops(const GptShape& shape, int rank, Recompute recompute) const {
+  double sum = 0;
+  for (const Stage& st : chunks(rank)) sum += stage_flops(shape, st, recompute);
+  return sum;
+}
+
+int PipelineCut::busiest_rank(const GptShape& shape, Recompute recompute) const {
+  int busiest = 0;
+  for (int r = 1; r < pp; ++r)
+    if (rank_flops(shape, r, recompute) > rank_flops(shape, busiest, recompute)) busiest = r;
+  return busiest;
+}
+
+std::string PipelineCut::describe_costs(const GptShape& shape) const {
+  std::string out = "forward + backward per token:";
+  for (int r = 0; r < pp; ++r) {
+    const double v = rank_flops(shape, r);
+    const bool giga = v >= 1e9;
+    char flops[32];
+    std::snprintf(flops, sizeof flops, "%.3g %s", giga ? v / 1e9 : v / 1e6, giga ? "GFLOP" : "MFLOP");
+    out += cat(r ? ", " : " ", vpp > 1 ? "rank " : "stage ", r, " ", flops);
   }
   return out;
 }

@@ -20,8 +20,32 @@
 
 namespace zt::model {
 
-// The blocks of each of `stages` consecutive stages. Throws ConfigError when there are fewer blocks
-// than stages.
+// A token's forward + backward FLOPs in each part of the model, PaLM's count (as the README's MFU and the
+// layout planner): a block 6 x its parameters (each weight once in a forward matmul, twice in backward)
+// plus 12 C T for attention's QK^T and AV at the full context T (GQA and SwiGLU come in through the
+// parameters); recompute adds a block's forward again (full: 2 x its parameters + 4 C T) or attention's
+// (selective: 4 C T). The head: 6 C Vp, the LM head's matmul (the softmax and loss are O(Vp) beside
+// it). The embedding: 3 C, a row read forward and a scatter-add backward (small: it only decides ties).
+struct TokenFlops {
+  double embedding = 0, block = 0, head = 0;
+};
+TokenFlops token_flops(const GptShape& shape, Recompute recompute = Recompute::kNone);
+// A stage's FLOPs a token: its blocks, plus the embedding on the first and the head on the last.
+double stage_flops(const GptShape& shape, const Stage& stage, Recompute recompute = Recompute::kNone);
+
+// The blocks of each of `stages` consecutive stages, balanced by cost (token_flops, no recompute): the
+// largest stage cost is the least any cut reaches; among such cuts the one with the least sum of
+// squared stage costs (the most even); then more blocks on the earlier stages (the even cut's rule).
+// Every stage keeps at least one block. Why not L / stages each: the last stage also runs the LM head,
+// which costs as much as several blocks when the vocabulary is large (GPT-2 124M: ~4.5 blocks, Llama 3
+// 8B at T 8192: ~1.8), and a pipeline runs at its slowest stage's pace. Megatron-LM asks the user for
+// the first and last stage's blocks (--decoder-first/last-pipeline-num-layers) or counts the embedding
+// and loss as a layer each (--account-for-embedding/loss-in-pipeline-split); torchtitan weighs its
+// input and output modules as layers when it cuts. Here the cost decides, with no flag. Memory is not
+// balanced: the first 1F1B stage holds the most micro-batches in flight, and moving blocks onto it adds
+// to its activations (the memory plan reports the busiest stage; parallel.pp_layers gives the counts by
+// hand, PipelineCut::make's `blocks`).
+// Throws ConfigError when there are fewer blocks than stages.
 std::vector<Stage> split_blocks(const GptShape& shape, int stages);
 
 struct PipelineCut {
@@ -29,16 +53,25 @@ struct PipelineCut {
   std::vector<Stage> virtual_stages;  // pp x vpp, in pipeline order: chunk c of rank r is c * pp + r
 
   // Throws ConfigError naming parallel.pp and parallel.vpp when the model has fewer blocks than stages.
-  static PipelineCut make(const GptShape& shape, int pp, int vpp = 1);
+  // blocks: each virtual stage's block count (parallel.pp_layers, checked by config::pipeline_layers);
+  // empty: split_blocks.
+  static PipelineCut make(const GptShape& shape, int pp, int vpp = 1, const std::vector<int>& blocks = {});
   std::vector<Stage> chunks(int rank) const;  // rank's model chunks, in chunk order
   // Whether `rank` holds the token embedding as its tied LM head's weight (the last virtual stage's
   // rank of a tied model, when it is not also the first's).
   bool holds_tied_head_copy(const GptShape& shape, int rank) const;
   // The table of rank's parameters (see above); the global table is copied from.
   ParamTable table(const ParamTable& global, int rank) const;
-  // "stage 0: embedding + blocks 0-5; stage 1: blocks 6-11 + head and loss" (the start-up log line);
+  // "stage 0: embedding + blocks 0-7; stage 1: blocks 8-11 + head and loss" (the start-up log line);
   // with vpp > 1 each rank's chunks: "rank 0: embedding + blocks 0-2, blocks 6-8; rank 1: ...".
   std::string describe(const GptShape& shape) const;
+  // A token's forward + backward FLOPs on `rank` (its chunks' stage_flops summed).
+  double rank_flops(const GptShape& shape, int rank, Recompute recompute = Recompute::kNone) const;
+  // The rank with the most FLOPs (the lowest on a tie), the one that paces the pipeline.
+  int busiest_rank(const GptShape& shape, Recompute recompute = Recompute::kNone) const;
+  // "forward + backward per token: stage 0 415 MFLOP, stage 1 440 MFLOP" (ranks under vpp > 1; GFLOP
+  // from 1e9 up).
+  std::string describe_costs(const GptShape& shape) const;
 };
 
 }  // namespace zt::model

@@ -2,11 +2,12 @@
 // beside its formula:
 //   ranks      TP varies fastest, then DP, then PP (Megatron's order): a DP group stays in one node when
 //              tp*dp <= gpus_per_node, and a pipeline boundary crosses nodes when tp*dp >= gpus_per_node;
-//   compute    (6 N + 12 L C T) FLOPs a token (PaLM's count, as the README's mfu; N without the position
-//              table or an untied embedding's lookup), plus a forward again under recompute: full
-//              2 N_blocks + 4 L C T, selective the attention forward 4 L C T; over gpu_tflops x efficiency,
-//              split evenly over TP and DP; with PP the last stage (L/pp blocks and the head's 6 V C) paces
-//              the pipeline;
+//   compute    (6 N + 12 L C T) FLOPs a token (PaLM's count, as the README's mfu; model::token_flops: a
+//              block 6 x its parameters + 12 C T, the head 6 C Vp), plus a forward again under recompute:
+//              full 2 N_blocks + 4 L C T, selective the attention forward 4 L C T; over gpu_tflops x
+//              efficiency, split evenly over TP and DP; with PP the busiest rank of the trainer's own cut
+//              (model::PipelineCut, balanced by cost: its chunks' blocks, the head on the last) paces the
+//              pipeline;
 //   TP comm    tp::tp_comm_bytes per micro-batch (activations in the compute dtype; full recompute repeats
 //              the blocks' forward collectives), ring collectives on the
 //              intra-node link, on the critical path (not overlapped);
@@ -22,13 +23,19 @@
 //              CPU backend nothing hides (the same cores compute and reduce);
 //   PP comm    each micro-batch sends its activation [B, T, C] forward and its gradient back over every
 //              boundary (v times with the interleaved schedule), exposed;
-//   bubble     (p-1)/v idle micro-batch slots: fraction (p-1)/(v m + p-1) of the pipeline's time.
+//   bubble     model::bubble_fraction(p, m, v) = (p-1)/(v m + p-1) of the pipeline's time, the busiest
+//              rank's pace standing for every slot (conservative when the stages differ);
+//   memory     plan_memory under the layout's parallel.pp/vpp: the busiest rank's stages and the
+//              activation sets its schedule keeps in flight (model::in_flight over model::pipeline_ops).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "config/parse.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "model/pipeline_schedule.hpp"
+#include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
@@ -44,21 +51,19 @@ Machine machine_of(const config::PlanConfig& p, std::int64_t world, std::uint64_
           p.link_latency_us * 1e-6, capacity, device, threads, device == config::Device::kCuda};
 }
 
-double bubble_fraction(int pp, int micro_batches, int vpp) {
-  const double idle = pp - 1;
-  return idle / (static_cast<double>(vpp) * micro_batches + idle);
-}
-
 namespace {
 
-// The configuration one pipeline stage runs: its n_layer / pp blocks and one vocabulary matrix (the
-// embedding on the first stage, the head on the last; tied models keep a copy of wte on both, as
-// Megatron does), with the layout's TP degree, micro-batch, recompute and ZeRO stage.
-config::Config stage_config(const config::Config& c, const Layout& l) {
+// The configuration a layout runs: its TP and pipeline degrees, schedule, micro-batch, recompute and
+// ZeRO stage, and the global batch its micro-batches make (the search keeps train.global_batch).
+config::Config layout_config(const config::Config& c, const Layout& l) {
   config::Config s = c;
-  s.model.n_layer = c.model.n_layer / l.pp;
-  if (l.pp > 1) s.model.tie_embeddings = config::TieEmbeddings::kTrue;
+  s.train.global_batch = std::int64_t{l.micro_batch} * l.grad_accum * l.dp;
   s.parallel.tp = l.tp;
+  s.parallel.pp = l.pp;
+  s.parallel.vpp = l.vpp;
+  s.parallel.schedule = l.vpp > 1 ? config::PipeSchedule::kInterleaved : config::PipeSchedule::kOneFOneB;
+  // parallel.pp_layers holds for the configured pipeline only; other layouts are cut by cost.
+  if (l.pp != c.parallel.pp || l.vpp != c.parallel.vpp) s.parallel.pp_layers.clear();
   s.train.micro_batch = l.micro_batch;
   s.train.zero_stage = l.zero_stage;
   s.train.recompute = l.recompute;
@@ -71,60 +76,35 @@ model::GptShape with_layers(const config::Config& c, int layers) {
   return model_shape(m);
 }
 
-// The activations row of memory_plan.cpp for `layers` blocks.
-std::uint64_t activation_bytes(const config::Config& s, int layers) { return plan::activation_bytes(s, with_layers(s, layers)); }
-
-const PlanRow* row_named(const MemoryPlan& p, const std::string& what) {
-  for (const PlanRow& r : p.rows)
-    if (r.what == what) return &r;
-  return nullptr;
-}
-
 // Ring collectives over d ranks at bw bytes/s: an all-reduce moves 2(d-1)/d of the buffer through each
 // link, a reduce-scatter or all-gather (d-1)/d of it.
 double ring_s(double bytes, int d, double bw, double passes) { return d <= 1 ? 0 : passes * (d - 1) * bytes / d / bw; }
 
 }  // namespace
 
-// Stage 0 is the busiest device: the same model state as the last stage (Lp blocks and one vocabulary
-// matrix) and the most activations in flight. With a(k) = a0 + k a_layer the activation bytes of k blocks
-// (a0: embedding output, logits, loss, recompute's shared working buffers), found from k = 1 and 2:
-//   1F1B         stage 0 holds min(p, m) micro-batches of its Lp blocks:   a0 + min(p, m) Lp a_layer
-//   interleaved  Megatron's warm-up keeps 2(p-1) + (v-1)p + 1 chunks of Lp/v blocks (at most v m):
-//                a0 + min(v m, 2(p-1) + (v-1)p + 1) Lp/v a_layer
-// a0 is counted once on stage 0 too (it holds no logits: conservative by one micro-batch's logits).
+// The memory plan of the layout's busiest device (memory_plan.hpp: per pipeline rank under pp > 1).
 std::uint64_t layout_memory(const config::Config& c, const Layout& l, const Machine& m) {
-  const config::Config s = stage_config(c, l);
-  const MemoryPlan p = plan_memory(s, std::int64_t{l.tp} * l.dp, m.threads, 0, m.device);
-  if (l.pp == 1) return p.total_bytes;
-  const std::uint64_t one = activation_bytes(s, 1), two = activation_bytes(s, 2);
-  const double a_layer = static_cast<double>(two - one), a0 = static_cast<double>(one) - a_layer;
-  const int lp = static_cast<int>(s.model.n_layer);
-  const double chunks = l.vpp == 1 ? std::min(l.pp, l.grad_accum)
-                                   : std::min(l.vpp * l.grad_accum, 2 * (l.pp - 1) + (l.vpp - 1) * l.pp + 1);
-  const double in_flight_layers = chunks * lp / l.vpp;
-  const std::uint64_t stage0 = static_cast<std::uint64_t>(a0 + in_flight_layers * a_layer);
-  const PlanRow* act = row_named(p, "activations");
-  return p.total_bytes - (act ? act->bytes : 0) + stage0;
+  const std::int64_t world = std::int64_t{l.tp} * l.pp * l.dp;
+  return plan_memory(layout_config(c, l), world, m.threads, 0, m.device).total_bytes;
 }
 
 StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m) {
   const model::GptShape shape = model_shape(c.model);
-  const double L = shape.n_layer, C = shape.n_embd, T = shape.seq_len, V = shape.padded_vocab;
-  const double numel = static_cast<double>(model::ParamTable(shape).numel());
-  const double lookup_only = (shape.arch == model::Arch::kGpt2 ? T * C : 0) + (shape.tie_embeddings ? 0 : V * C);
-  const double n = numel - lookup_only, n_blocks = n - V * C;
-  double blocks = 6 * n_blocks + 12 * L * C * T;  // a token's FLOPs in the blocks; the head's: 6 V C
-  if (l.recompute == config::Recompute::kFull) blocks += 2 * n_blocks + 4 * L * C * T;
-  if (l.recompute == config::Recompute::kSelective) blocks += 4 * L * C * T;
+  const double C = shape.n_embd, T = shape.seq_len;
   const double tokens = static_cast<double>(c.train.global_batch) * T;
-  // The slowest pipeline stage sets the pace: the last, with its L/pp blocks and the LM head.
-  const double slowest_stage = blocks / l.pp + 6 * V * C;
+  // The busiest pipeline rank sets the pace (pp = 1: the whole model), with the trainer's own cut.
+  const model::PipelineCut cut =
+      model::PipelineCut::make(shape, l.pp, l.vpp, config::pipeline_layers(layout_config(c, l)));
+  const model::Recompute recompute = recompute_mode(l.recompute);
+  const int busiest = cut.busiest_rank(shape, recompute);
   StepTime t;
-  t.compute = tokens * slowest_stage / (static_cast<double>(l.tp) * l.dp) / (m.tflops * 1e12 * m.efficiency);
+  t.compute = tokens * cut.rank_flops(shape, busiest, recompute) / (static_cast<double>(l.tp) * l.dp) /
+              (m.tflops * 1e12 * m.efficiency);
 
   const double intra = m.intra_gbps * 1e9, inter = m.inter_gbps * 1e9;
-  const int lp = shape.n_layer / l.pp, micro = l.grad_accum;
+  int lp = 0;  // the busiest rank's blocks
+  for (const model::Stage& st : cut.chunks(busiest)) lp += st.end(shape.n_layer) - st.first_block;
+  const int micro = l.grad_accum;
   const model::GptShape stage = with_layers(c, lp);
   if (l.tp > 1) {
     const bool sp = c.parallel.sequence_parallel;
@@ -138,8 +118,11 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
                          ops * m.latency_s);
   }
   if (l.dp > 1) {
-    const model::ParamTable global(stage);
-    const double psi = 4.0 * static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel());
+    // The rank's own parameters: the whole model's or its TP shard; a pipeline rank's stages (their TP
+    // shard taken as 1/tp of them).
+    const model::ParamTable global(shape);
+    const double psi = 4.0 * (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
+                                       : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel()));
     const double bw = std::int64_t{l.tp} * l.dp <= m.gpus_per_node ? intra : inter;
     const double units = lp + 2, a = micro;
     const double last_backward = t.compute / micro * 2 / 3;
@@ -161,8 +144,10 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     const double bw = std::int64_t{l.tp} * l.dp >= m.gpus_per_node ? inter : intra;
     t.pp_comm = micro * l.vpp * 2 * (bytes / bw + m.latency_s);
   }
-  // Per micro-batch a stage computes, talks to its TP group and sends: the bubble idles (p-1)/v of those.
-  t.bubble = (l.pp - 1.0) / l.vpp * (t.compute + t.tp_comm + t.pp_comm) / micro;
+  // The stage computes, talks to its TP group and sends; the bubble is model::bubble_fraction of the
+  // pipeline's whole time (busy + idle): idle = busy x f / (1 - f).
+  const double f = model::bubble_fraction(l.pp, micro, l.vpp);
+  t.bubble = (t.compute + t.tp_comm + t.pp_comm) * f / (1 - f);
   return t;
 }
 
@@ -170,7 +155,6 @@ namespace {
 // What the trainer runs today (train/pipeline_stage.cpp's refusals); the planner ranks nothing else.
 std::string unsupported_reason(const Layout& l, const Machine& m) {
   if (l.pp == 1) return "";
-  if (l.vpp > 1) return "the interleaved schedule is not run by ztrain yet (issue 21)";
   if (l.tp > 1) return "pipeline and tensor parallelism do not compose yet (issue 21)";
   if (l.zero_stage >= 2)
     return "pipeline stages pair with ZeRO 0-1 (stages 2-3 would reduce-scatter every micro-batch)";
@@ -186,10 +170,24 @@ std::string gib(std::uint64_t bytes) {
 }
 }  // namespace
 
+namespace {
+// What the interleaved schedule needs (config::derive's refusals): whole groups of pp micro-batches,
+// and a block for every virtual stage.
+std::string schedule_reason(const config::Config& c, const Layout& l) {
+  if (l.vpp == 1) return "";
+  if (l.grad_accum % l.pp != 0)
+    return "the interleaved schedule takes the micro-batches in groups of parallel.pp (grad_accum % pp != 0)";
+  if (std::int64_t{l.pp} * l.vpp > c.model.n_layer)
+    return "the interleaved schedule needs a block for each of pp x vpp virtual stages (pp x vpp > n_layer)";
+  return "";
+}
+}  // namespace
+
 Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   Candidate k;
   k.layout = l;
-  k.rejected = unsupported_reason(l, m);
+  k.rejected = schedule_reason(c, l);
+  if (k.rejected.empty()) k.rejected = unsupported_reason(l, m);
   if (!k.rejected.empty()) return k;
   k.memory_bytes = layout_memory(c, l, m);
   k.time = predict_step(c, l, m);

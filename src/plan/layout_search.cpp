@@ -88,7 +88,8 @@ std::vector<Candidate> best_distinct(const std::vector<Candidate>& ranked, int s
 
 std::string layout_flags(const Layout& l) {
   std::string f = cat("--parallel.tp=", l.tp);
-  if (l.pp > 1) f += cat(" --parallel.pp=", l.pp);  // 1F1B: the one schedule ztrain runs (interleaved is not ranked)
+  if (l.pp > 1) f += cat(" --parallel.pp=", l.pp);
+  if (l.vpp > 1) f += cat(" --parallel.schedule=interleaved --parallel.vpp=", l.vpp);
   return f + cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
                  " --train.zero_stage=", l.zero_stage);
 }
@@ -96,7 +97,9 @@ std::string layout_flags(const Layout& l) {
 Layout configured_layout(const config::Config& c, std::int64_t world) {
   Layout l;
   l.tp = static_cast<int>(c.parallel.tp);
-  l.dp = static_cast<int>(world / l.tp);
+  l.pp = static_cast<int>(c.parallel.pp);
+  l.vpp = static_cast<int>(c.parallel.vpp);
+  l.dp = static_cast<int>(std::max<std::int64_t>(1, world / (std::int64_t{l.tp} * l.pp)));
   l.micro_batch = static_cast<int>(c.train.micro_batch);
   l.grad_accum = static_cast<int>(c.train.global_batch / (std::int64_t{l.dp} * l.micro_batch));
   l.recompute = c.train.recompute;
@@ -104,24 +107,26 @@ Layout configured_layout(const config::Config& c, std::int64_t world) {
   return l;
 }
 
-// TP divides the node and the model (whole heads, K/V heads, MLP and vocabulary blocks); PP divides the
-// layers; DP is what is left of the world and must split train.global_batch; the micro-batch divides
-// each DP rank's share, the rest is gradient accumulation (= the pipeline's micro-batches). The
-// interleaved schedule (vpp = 2) needs an even split of a stage's blocks and micro-batches a multiple of pp.
+// TP divides the node and the model (whole heads, K/V heads, MLP and vocabulary blocks); PP divides
+// what TP leaves of the world, at most one stage per block (the cut balances any count by cost); DP is
+// what is left and must split train.global_batch; the micro-batch divides each DP rank's share, the
+// rest is gradient accumulation (= the pipeline's micro-batches). The interleaved schedule (vpp = 2)
+// needs whole groups of pp micro-batches and a block per virtual stage (config::derive's refusals,
+// which evaluate() names for a layout given to it directly).
 std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m) {
   std::vector<Layout> out;
   const int layers = static_cast<int>(c.model.n_layer);
   for (int tp : divisors(std::min(m.gpus_per_node, m.world))) {
     if (m.world % tp != 0 || !tp_splits_model(c, tp)) continue;
-    for (int pp : divisors(layers)) {
-      if (!pipeline_available(pp) || m.world % (std::int64_t{tp} * pp) != 0) continue;
+    for (int pp : divisors(m.world / tp)) {
+      if (pp > layers || !pipeline_available(pp)) continue;
       const std::int64_t dp = m.world / (std::int64_t{tp} * pp);
       if (c.train.global_batch % dp != 0) continue;
       const std::int64_t per_rank = c.train.global_batch / dp;
       for (int mb : divisors(per_rank)) {
         const int accum = static_cast<int>(per_rank / mb);
         for (int vpp : {1, 2}) {
-          if (vpp > 1 && (pp == 1 || (layers / pp) % vpp != 0 || accum % pp != 0)) continue;
+          if (vpp > 1 && (pp == 1 || accum % pp != 0 || pp * vpp > layers)) continue;
           for (config::Recompute rc : kRecomputes)
             for (int zero = 0; zero <= 3; ++zero)
               out.push_back({tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero});

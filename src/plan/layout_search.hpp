@@ -42,12 +42,9 @@ struct Layout {
   bool operator==(const Layout&) const = default;
 };
 
-// The command-line flags that run `layout` (parallel.pp/vpp/schedule only when pp > 1).
+// The command-line flags that run `layout` (parallel.pp only when pp > 1; parallel.schedule=interleaved
+// and parallel.vpp when vpp > 1).
 std::string layout_flags(const Layout& l);
-
-// Idle fraction of the pipeline: (p-1)/(m+p-1) for 1F1B with m micro-batches, (p-1)/(v*m+p-1) for
-// the interleaved schedule with v chunks per rank (each bubble slot is 1/v of a stage's work).
-double bubble_fraction(int pp, int micro_batches, int vpp);
 
 // Seconds per optimizer step on the critical path of one device.
 struct StepTime {
@@ -89,7 +86,7 @@ SearchResult search_layouts(const config::Config& c, const Machine& m);
 std::string format_search(const config::Config& c, const Machine& m, const SearchResult& r, const Candidate& configured,
                           int show = 5);
 
-// The layout the configuration itself names (parallel.tp, train.micro_batch, ...; pp = 1).
+// The layout the configuration itself names (parallel.tp, parallel.pp, parallel.vpp, train.micro_batch, ...).
 Layout configured_layout(const config::Config& c, std::int64_t world);
 
 }  // namespace zt::plan

@@ -8,6 +8,11 @@
 //                and prefetches the next;
 //   activations  the model's own layout for one micro-batch (Gpt2/Llama::activation_bytes; under
 //                parallel.tp the tensor-parallel models', tp::tp_activation_bytes);
+//   parallel.pp  each pipeline rank's own plan: its stages' table (model::PipelineCut::table, a tied
+//                head's copy of the embedding on the last), ZeRO-sharded over world/(tp x pp), and for
+//                each of its chunks the activation sets the schedule keeps in flight (model::in_flight
+//                over model::pipeline_ops, as the trainer allocates) x that chunk's bytes; the busiest
+//                rank's plan is the prediction (1F1B: usually stage 0, which holds the most in flight);
 //   parallel.tp  the model state above is the rank's TP shard (model::tp_local_table), ZeRO-sharded
 //                over the world/tp data-parallel ranks;
 //   lora         with lora.rank > 0 the rows above are the adapters' (their own ZeRO state), and the base is
@@ -26,8 +31,11 @@
 #include "backend/backend.hpp"
 #include "config/lora.hpp"
 #include "config/options.hpp"
+#include "config/parse.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
+#include "model/pipeline_schedule.hpp"
+#include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "optim/zero/partition.hpp"
 #include "tp/tp_model.hpp"
@@ -143,21 +151,45 @@ std::uint64_t cuda_workspace_bytes(const model::GptShape& s, int micro_batch) {
   return cublaslt + attention;
 }
 
-std::uint64_t activation_bytes(const config::Config& c, const model::GptShape& shape) {
+std::uint64_t activation_bytes(const config::Config& c, const model::GptShape& shape, const model::Stage& stage) {
   const int micro = static_cast<int>(c.train.micro_batch), tp = static_cast<int>(c.parallel.tp);
   const model::Recompute recompute = recompute_mode(c.train.recompute);
   const DType compute = compute_dtype(c.train.precision);
-  if (tp == 1) return model::model_activation_bytes(shape, micro, recompute, compute);
+  if (tp == 1) return model::model_activation_bytes(shape, micro, recompute, compute, stage);
   return tp::tp_activation_bytes(shape, micro, tp, c.parallel.sequence_parallel, recompute, compute);
 }
 
-MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
-                       config::Device device) {
-  const model::GptShape shape = model_shape(config.model);
+std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_size) {
+  const std::int64_t pp = c.parallel.pp, dp = std::max<std::int64_t>(1, world_size / (c.parallel.tp * pp));
+  const std::int64_t per_pass = c.train.micro_batch * dp;
+  std::int64_t m = std::max<std::int64_t>(1, (c.train.global_batch + per_pass - 1) / per_pass);
+  if (c.parallel.vpp > 1) m = (m + pp - 1) / pp * pp;  // whole groups of pp (model/pipeline_schedule.hpp)
+  return m;
+}
+
+std::vector<StageActivations> pipeline_activations(const config::Config& c, std::int64_t world_size, int rank) {
+  const model::GptShape shape = model_shape(c.model);
+  const int pp = static_cast<int>(c.parallel.pp), vpp = static_cast<int>(c.parallel.vpp);
+  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp, config::pipeline_layers(c));
+  const std::vector<model::PipeOp> ops =
+      model::pipeline_ops({pp, vpp, static_cast<int>(pipeline_micro_batches(c, world_size))}, rank);
+  std::vector<StageActivations> out;
+  const std::vector<model::Stage> chunks = cut.chunks(rank);
+  for (int k = 0; k < vpp; ++k)
+    out.push_back({chunks[static_cast<std::size_t>(k)], model::in_flight(ops, k),
+                   activation_bytes(c, shape, chunks[static_cast<std::size_t>(k)])});
+  return out;
+}
+
+namespace {
+
+// The rows of one rank that holds `table` (the whole model, a TP shard or a pipeline rank's stages)
+// and `activations` bytes of them, its model state ZeRO-sharded over `dp` ranks.
+MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table, std::int64_t world_size,
+                     std::int64_t dp, std::uint64_t activations, const std::string& activations_note, int threads,
+                     std::uint64_t capacity, config::Device device) {
+  const model::GptShape& shape = table.shape();
   const int tp = static_cast<int>(config.parallel.tp);
-  const bool sp = config.parallel.sequence_parallel;
-  const model::ParamTable global(shape);
-  const model::ParamTable table = tp == 1 ? global : model::tp_local_table(global, tp);
   MemoryPlan p;
   p.world_size = world_size;
   p.tp = tp;
@@ -168,21 +200,15 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   const int stage = static_cast<int>(config.train.zero_stage);
   const bool offload = config.train.offload == config::Offload::kOptimizer;
   const bool lora = config.lora.rank > 0 && tp == 1;  // LoRA with tp > 1 is refused at validation
-  if (lora) {
-    add_frozen_base(p, table, world_size, stage, compute);
-    add_model_state(p, model::lora_table(shape, lora_spec(config)), world_size, stage, compute, offload, "adapter ");
-  } else {
-    add_model_state(p, table, world_size / tp, stage, compute, offload);
-  }
   const int micro = static_cast<int>(config.train.micro_batch);
-  const bool lora_scratch = lora && tp == 1;
-  const std::string split = tp == 1 ? std::string(lora_scratch ? " (+ LoRA scratch)" : "")
-                                    : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "");
-  p.rows.push_back({"activations",
-                    activation_bytes(config, shape) +
-                        (lora_scratch ? model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute) : 0),
-                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ", dtype_name(compute),
-                        ", recompute=", config::to_string(config.train.recompute), split)});
+  if (lora) {
+    add_frozen_base(p, table, dp, stage, compute);
+    add_model_state(p, model::lora_table(shape, lora_spec(config)), dp, stage, compute, offload, "adapter ");
+    activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute);
+  } else {
+    add_model_state(p, table, dp, stage, compute, offload);
+  }
+  p.rows.push_back({"activations", activations, activations_note});
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else
@@ -193,6 +219,72 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
   return p;
+}
+
+// parallel.pp > 1: every pipeline rank's plan (its stages' table, its chunks' activation sets in
+// flight); the busiest one's is returned, the others' totals beside it.
+MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
+                         config::Device device) {
+  const model::GptShape shape = model_shape(config.model);
+  const int pp = static_cast<int>(config.parallel.pp), vpp = static_cast<int>(config.parallel.vpp);
+  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp, config::pipeline_layers(config));
+  const model::ParamTable global(shape);
+  const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * pp));
+  const std::int64_t m = pipeline_micro_batches(config, world_size);
+  MemoryPlan busiest;
+  std::vector<std::uint64_t> totals, activations;
+  for (int r = 0; r < pp; ++r) {
+    std::uint64_t acts = 0;
+    std::string sets;
+    for (const StageActivations& a : pipeline_activations(config, world_size, r)) {
+      acts += static_cast<std::uint64_t>(a.in_flight) * a.bytes;
+      sets += cat(sets.empty() ? "" : " + ", a.in_flight, " x ", mib(a.bytes));
+    }
+    const std::string note = cat(sets, " in flight (of ", m, " micro-batches of ", config.train.micro_batch, " x ",
+                                 shape.seq_len, " tokens), ", dtype_name(compute_dtype(config.train.precision)),
+                                 ", recompute=", config::to_string(config.train.recompute));
+    MemoryPlan p = rank_plan(config, cut.table(global, r), world_size, dp, acts, note, threads, capacity, device);
+    totals.push_back(p.total_bytes);
+    activations.push_back(acts);
+    if (r == 0 || p.total_bytes > busiest.total_bytes) {
+      busiest = std::move(p);
+      busiest.busiest_stage = r;
+    }
+  }
+  busiest.pp = pp;
+  busiest.vpp = vpp;
+  busiest.stage_total_bytes = totals;
+  busiest.stage_activation_bytes = activations;
+  std::string chunks;
+  for (const model::Stage& st : cut.chunks(busiest.busiest_stage)) {
+    const int last = st.end(shape.n_layer) - 1;
+    chunks += cat(chunks.empty() ? "" : ", ", st.has_embedding() ? "embedding + " : "",
+                  last == st.first_block ? cat("block ", last) : cat("blocks ", st.first_block, "-", last),
+                  st.has_head(shape.n_layer) ? " + head and loss" : "");
+  }
+  busiest.busiest_note = chunks;
+  return busiest;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
+                       config::Device device) {
+  const bool lora = config.lora.rank > 0;  // LoRA with parallel.pp > 1 is refused at start-up
+  if (config.parallel.pp > 1 && !lora) return pipeline_plan(config, world_size, threads, capacity, device);
+  const model::GptShape shape = model_shape(config.model);
+  const int tp = static_cast<int>(config.parallel.tp);
+  const bool sp = config.parallel.sequence_parallel;
+  const model::ParamTable global(shape);
+  const model::ParamTable table = tp == 1 ? global : model::tp_local_table(global, tp);
+  const int micro = static_cast<int>(config.train.micro_batch);
+  const std::string split = tp == 1 ? std::string(lora ? " (+ LoRA scratch)" : "")
+                                    : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "");
+  return rank_plan(config, table, world_size, world_size / tp, activation_bytes(config, shape),
+                   cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ",
+                       dtype_name(compute_dtype(config.train.precision)), ", recompute=",
+                       config::to_string(config.train.recompute), split),
+                   threads, capacity, device);
 }
 
 namespace {
@@ -250,7 +342,10 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
 std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fixes) {
   std::ostringstream out;
   out << "memory plan per rank (" << p.world_size << " rank(s)"
-      << (p.tp > 1 ? cat(" = parallel.tp ", p.tp, " x ", p.world_size / p.tp, " data-parallel") : "") << ", ZeRO stage "
+      << (p.tp > 1 ? cat(" = parallel.tp ", p.tp, " x ", p.world_size / p.tp, " data-parallel") : "")
+      << (p.pp > 1 ? cat(" = parallel.pp ", p.pp, " x ", p.world_size / p.pp / p.tp, " data-parallel", p.tp > 1 ? cat(" x tp ", p.tp) : "")
+                   : "")
+      << ", ZeRO stage "
       << p.zero_stage << ", micro_batch " << p.micro_batch << "):\n";
   for (const PlanRow& r : p.rows) {
     char line[160];
@@ -262,6 +357,14 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",
                 p.fits() ? "fits" : "DOES NOT FIT");
   out << total;
+  if (p.pp > 1) {
+    out << "  pipeline: " << (p.vpp > 1 ? "rank " : "stage ") << p.busiest_stage << " is the busiest (the rows above): " << p.busiest_note
+        << "; each " << (p.vpp > 1 ? "rank" : "stage") << ":";
+    for (std::size_t r = 0; r < p.stage_total_bytes.size(); ++r)
+      out << (r ? ", " : " ") << r << " " << mib(p.stage_total_bytes[r]) << " (activations "
+          << mib(p.stage_activation_bytes[r]) << ")";
+    out << "\n";
+  }
   if (!p.fits())
     for (const std::string& f : fixes) out << "  would fit with: " << f << "\n";
   return out.str();

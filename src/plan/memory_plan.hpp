@@ -24,6 +24,12 @@ struct MemoryPlan {
   std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
   std::int64_t world_size = 1, zero_stage = 0, micro_batch = 1;
   std::int64_t tp = 1;                // parallel.tp: the model state is the TP shard's, sharded over world/tp
+  // parallel.pp > 1: the rows are the busiest pipeline rank's (the most bytes; the lowest on a tie).
+  std::int64_t pp = 1, vpp = 1;
+  int busiest_stage = 0;
+  std::string busiest_note;                            // its chunks: "embedding + blocks 0-7"
+  std::vector<std::uint64_t> stage_total_bytes;        // every pipeline rank's total, in rank order
+  std::vector<std::uint64_t> stage_activation_bytes;   // and its activations row
   bool fits() const { return capacity_bytes == 0 || total_bytes <= capacity_bytes; }
 };
 
@@ -39,9 +45,26 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
 // The CUDA backend's own scratch at this shape: the cuBLASLt workspace (32 MiB) and the flash-attention
 // backward's per-row terms D (B*NH*T f32; its dQ pass writes dqkv directly, with no accumulator).
 std::uint64_t cuda_workspace_bytes(const model::GptShape& shape, int micro_batch);
-// The model's activations for one micro-batch of `shape` under the config's parallel.tp (and sequence
-// parallelism), recompute mode and precision (without LoRA's scratch): plan_memory's activations row.
-std::uint64_t activation_bytes(const config::Config& config, const model::GptShape& shape);
+// The model's activations for one micro-batch of `shape` (of its pipeline stage `stage`; parallel.tp
+// > 1: the whole model's, the tensor-parallel models have no stages) under the config's parallel.tp (and
+// sequence parallelism), recompute mode and precision (without LoRA's scratch): plan_memory's
+// activations row at parallel.pp = 1.
+std::uint64_t activation_bytes(const config::Config& config, const model::GptShape& shape, const model::Stage& stage = {});
+
+// The micro-batches of one pipeline step on world_size ranks: train.global_batch / (micro_batch x
+// data-parallel ranks), at least 1, rounded up to whole groups of parallel.pp under the interleaved
+// schedule (config::derive refuses a batch that does not split; the planner's suggestions try such).
+std::int64_t pipeline_micro_batches(const config::Config& config, std::int64_t world_size);
+
+// One model chunk of a pipeline rank: its blocks, the activation sets the schedule keeps in flight on
+// it (the trainer allocates that many) and the bytes of one.
+struct StageActivations {
+  model::Stage stage;
+  int in_flight = 0;
+  std::uint64_t bytes = 0;
+};
+// Pipeline rank `rank`'s chunks under the config's parallel.pp, parallel.vpp and micro-batches.
+std::vector<StageActivations> pipeline_activations(const config::Config& config, std::int64_t world_size, int rank);
 
 // The plan as a table (and the suggestions when it does not fit).
 std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& fixes);

@@ -33,8 +33,9 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
 }
 
 PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
-                             int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute)
-    : be_(backend), grid_(grid), cut_(model::PipelineCut::make(global.shape(), grid.pp, vpp)),
+                             int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute,
+                             const std::vector<int>& blocks)
+    : be_(backend), grid_(grid), cut_(model::PipelineCut::make(global.shape(), grid.pp, vpp, blocks)),
       table_(cut_.table(global, grid.pp_rank())), tied_copy_(cut_.holds_tied_head_copy(global.shape(), grid.pp_rank())),
       micro_batches_(micro_batches),
       ops_(model::pipeline_ops({grid.pp, vpp, static_cast<int>(micro_batches)}, grid.pp_rank())) {

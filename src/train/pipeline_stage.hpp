@@ -40,9 +40,10 @@ void check_pipeline_config(const config::Config& c, bool nccl);
 class PipelineStage {
  public:
   // global: the whole model's table; vpp: model chunks per rank (1: 1F1B); micro_batches: the step's
-  // (grad_accum).
+  // (grad_accum); blocks: each virtual stage's block count (parallel.pp_layers; empty: balanced by cost).
   PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
-                int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute);
+                int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute,
+                const std::vector<int>& blocks = {});
 
   const model::ParamTable& table() const { return table_; }  // this rank's parameters (the engine's)
   const model::PipelineCut& cut() const { return cut_; }

@@ -122,14 +122,16 @@ void Trainer::make_pipeline_stage() {
   pipeline_ = std::make_unique<PipelineStage>(*backend_, table_, grid_, static_cast<int>(config_.parallel.vpp),
                                               static_cast<int>(config_.train.micro_batch),
                                               derived_.grad_accum, plan::recompute_mode(config_.train.recompute),
-                                              plan::compute_dtype(config_.train.precision));
+                                              plan::compute_dtype(config_.train.precision),
+                                              config::pipeline_layers(config_));
   pipeline_->connect(*grid_comms_.pp, grid_comms_.embedding.get());
   local_table_.emplace(pipeline_->table());
   stage_shards_.emplace(StageShards{table_, *local_table_, grid_, pipeline_->cut()});
   log::info(cat("pipeline: parallel.pp=", grid_.pp,
                 config_.parallel.vpp > 1 ? cat(" x parallel.vpp=", config_.parallel.vpp, " chunks, interleaved") : ", 1F1B",
                 " over ", derived_.grad_accum, " micro-batches (bubble ", json_number(pipeline_->bubble_theory()),
-                " in theory); ", pipeline_->split()));
+                " in theory); ", pipeline_->split(), config_.parallel.pp_layers.empty() ? " (balanced by cost; " : " (parallel.pp_layers; ",
+                pipeline_->cut().describe_costs(table_.shape()), ")"));
 }
 
 void Trainer::init_parameters() {

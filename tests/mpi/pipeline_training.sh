@@ -20,13 +20,17 @@ common=("${TINY_MODEL[@]}" --model.n_layer=4 "$(tiny_data_args)" --data.valid="$
 run gpt2_ref 1 --ckpt.resume=none
 run gpt2_pp2 2 --ckpt.resume=none --parallel.pp=2
 expect_in "$ZT_WORK/out" "2 rank\(s\) = parallel.pp 2 x 1 data-parallel"
-expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2, 1F1B over 4 micro-batches \(bubble 0.2 in theory\); stage 0: embedding \+ blocks 0-1; stage 1: blocks 2-3 \+ head \(tied copy\) and loss"
+expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2, 1F1B over 4 micro-batches \(bubble 0.2 in theory\); stage 0: embedding \+ blocks 0-1; stage 1: blocks 2-3 \+ head \(tied copy\) and loss \(balanced by cost; forward \+ backward per token: stage 0 [0-9.]+ MFLOP, stage 1 [0-9.]+ MFLOP\)"
 same_curve gpt2_ref gpt2_pp2
 /usr/bin/python3 - "$ZT_WORK/gpt2_pp2.jsonl" <<'PY' || fail "the metrics do not carry the pipeline's bubble"
 import json, sys
 rows = [o for o in map(json.loads, open(sys.argv[1])) if "loss" in o]
 assert all(0 <= o["pipeline_bubble"] < 1 and o["pipeline_bubble_theory"] == 0.2 for o in rows), rows[-1]
 PY
+# parallel.pp_layers gives the blocks per stage instead of the cost-balanced cut: the same curve.
+run gpt2_pp2_layers 2 --ckpt.resume=none --parallel.pp=2 --parallel.pp_layers=3,1
+expect_in "$ZT_WORK/out" "stage 0: embedding \+ blocks 0-2; stage 1: block 3 \+ head \(tied copy\) and loss \(parallel.pp_layers; "
+same_curve gpt2_ref gpt2_pp2_layers
 run gpt2_pp4 4 --ckpt.resume=none --parallel.pp=4 --train.zero_stage=0
 same_curve gpt2_ref gpt2_pp4
 run gpt2_pp2_dp2 4 --ckpt.resume=none --parallel.pp=2 --train.zero_stage=1
@@ -36,6 +40,11 @@ same_curve gpt2_ref gpt2_pp2_dp2
 run gpt2_vpp2 2 --ckpt.resume=none --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2
 expect_in "$ZT_WORK/out" "pipeline: parallel.pp=2 x parallel.vpp=2 chunks, interleaved over 4 micro-batches \(bubble 0.1111.* in theory\); rank 0: embedding \+ block 0, block 2; rank 1: block 1, block 3 \+ head \(tied copy\) and loss"
 same_curve gpt2_ref gpt2_vpp2
+# --plan plans the busiest pipeline rank (tests/unit/train/test_pipeline_memory.cpp compares each rank's
+# activations with its stage's allocation, to the byte).
+expect_exit 0 "$ZT_BIN/ztrain" "${common[@]}" --plan --plan.world_size=2 --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2
+expect_in "$ZT_WORK/out" "2 rank\(s\) = parallel.pp 2 x 1 data-parallel"
+expect_in "$ZT_WORK/out" "pipeline: rank [01] is the busiest \(the rows above\): .*; each rank: 0 [0-9.]+ MiB \(activations [0-9.]+ MiB\), 1 "
 
 run llama_ref 1 --ckpt.resume=none "${llama[@]}"
 run llama_pp2 2 --ckpt.resume=none "${llama[@]}" --parallel.pp=2 --train.recompute=full

@@ -260,5 +260,31 @@ TEST(Validate, LoraDropoutIsAProbabilityBelowOne) {
   EXPECT_NE(error_of([&] { o->assign(c, "1"); }).find("must be in [0, 1)"), std::string::npos);
 }
 
+TEST(Validate, PipelineLayersAreCountsPerStageSummingToTheBlocks) {
+  Config c;
+  c.model.n_layer = 12;
+  c.parallel.pp = 2;
+  EXPECT_TRUE(pipeline_layers(c).empty());  // unset: balanced by cost
+  c.parallel.pp_layers = "5, 7";
+  EXPECT_EQ(pipeline_layers(c), (std::vector<int>{5, 7}));
+  validate(c);
+  c.parallel.pp_layers = "5,6";
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("parallel.pp_layers=5,6 gives 2 stage(s) of 11 blocks, and the pipeline has parallel.pp=2 stages of "
+                     "model.n_layer=12 blocks: give 2 counts summing to 12"), std::string::npos) << msg;
+  c.parallel.pp_layers = "12,0";
+  msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("'0' is not a block count in [1, model.n_layer=12]"), std::string::npos) << msg;
+  c.parallel.pp_layers = "6,6x";
+  EXPECT_NE(error_of([&] { validate(c); }).find("'6x' is not a block count"), std::string::npos);
+  // Interleaved: one count per virtual stage (pp x vpp of them).
+  c.parallel.vpp = 2;
+  c.parallel.schedule = PipeSchedule::kInterleaved;
+  c.parallel.pp_layers = "6,6";
+  EXPECT_NE(error_of([&] { validate(c); }).find("parallel.pp x parallel.vpp = 4 stages"), std::string::npos);
+  c.parallel.pp_layers = "2,4,4,2";
+  EXPECT_EQ(pipeline_layers(c), (std::vector<int>{2, 4, 4, 2}));
+}
+
 }  // namespace
 }  // namespace zt::config

@@ -2,10 +2,14 @@
 // reason, the pipeline bubble and memory per stage, and the step-time terms against their formulas.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "config/config.hpp"
+#include "model/pipeline_schedule.hpp"
+#include "model/stage_split.hpp"
+#include "plan/memory_plan.hpp"
 #include "plan/layout_search.hpp"
 
 namespace zt::plan {
@@ -109,13 +113,6 @@ TEST(LayoutSearch, NothingFitsOneDeviceForLlama8B) {
   EXPECT_NE(r.best_rejected->rejected.find("needs "), std::string::npos);
 }
 
-TEST(LayoutSearch, BubbleFraction) {
-  EXPECT_DOUBLE_EQ(bubble_fraction(1, 8, 1), 0.0);
-  EXPECT_DOUBLE_EQ(bubble_fraction(4, 8, 1), 3.0 / 11.0);   // (p-1)/(m+p-1)
-  EXPECT_DOUBLE_EQ(bubble_fraction(4, 8, 2), 3.0 / 19.0);   // (p-1)/(v m+p-1)
-  EXPECT_DOUBLE_EQ(bubble_fraction(2, 1, 1), 0.5);
-}
-
 TEST(LayoutSearch, PredictedBubbleIsThatFractionOfThePipelinesTime) {
   const config::Config c = gpt2_small();
   Machine m = gpus(8, 8, 80);
@@ -123,7 +120,7 @@ TEST(LayoutSearch, PredictedBubbleIsThatFractionOfThePipelinesTime) {
     const Layout l{1, 4, vpp, 2, 2, 8, config::Recompute::kNone, 1};
     const StepTime t = predict_step(c, l, m);
     const double pipeline = t.compute + t.tp_comm + t.pp_comm + t.bubble;
-    EXPECT_NEAR(t.bubble / pipeline, bubble_fraction(4, 8, vpp), 1e-12) << "vpp " << vpp;
+    EXPECT_NEAR(t.bubble / pipeline, model::bubble_fraction(4, 8, vpp), 1e-12) << "vpp " << vpp;
     EXPECT_GT(t.pp_comm, 0);
     EXPECT_EQ(t.tp_comm, 0);
   }
@@ -195,6 +192,28 @@ TEST(LayoutSearch, StageZeroHoldsAtMostPpMicroBatchesOfActivations) {
   EXPECT_LT(mem(4, 2), mem(4, 4));   // ... 4 = pp
   EXPECT_EQ(mem(4, 4), mem(4, 16));  // capped at pp under 1F1B
   EXPECT_LT(mem(2, 8), mem(1, 8));   // half the layers' state per stage
+  // The layout's memory is the memory plan's for that layout (its busiest pipeline rank).
+  config::Config pp4 = c;
+  pp4.parallel.pp = 4;
+  pp4.train.zero_stage = 1;
+  pp4.train.micro_batch = 1;
+  pp4.train.global_batch = 8;  // 4 micro-batches on each of 2 data-parallel ranks
+  EXPECT_EQ(mem(4, 4), plan_memory(pp4, 8, 1, 0, config::Device::kCuda).total_bytes);
+}
+
+// The stage cost is the trainer's cut's: the busiest rank of the cost-balanced split, not L/pp blocks.
+TEST(LayoutSearch, ComputeIsTheBusiestRanksOfTheTrainersCut) {
+  const config::Config c = gpt2_small();
+  Machine m = gpus(8, 8, 80);
+  const model::GptShape shape = model_shape(c.model);
+  const double tokens = static_cast<double>(c.train.global_batch) * shape.seq_len, speed = m.tflops * 1e12 * m.efficiency;
+  for (const auto& [pp, vpp] : {std::pair{1, 1}, {2, 1}, {4, 1}, {2, 2}}) {
+    const Layout l{1, pp, vpp, 8 / pp, 1, 32 / (8 / pp), config::Recompute::kNone, 1};
+    const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp);
+    double busiest = 0;
+    for (int r = 0; r < pp; ++r) busiest = std::max(busiest, cut.rank_flops(shape, r));
+    EXPECT_NEAR(predict_step(c, l, m).compute, tokens * busiest / l.dp / speed, 1e-15) << pp << " x " << vpp;
+  }
 }
 
 TEST(LayoutSearch, FlagsNameEveryAxis) {
@@ -202,9 +221,13 @@ TEST(LayoutSearch, FlagsNameEveryAxis) {
             "--parallel.tp=1 --parallel.pp=4 --train.micro_batch=1 --train.recompute=selective --train.zero_stage=1");
   EXPECT_EQ(layout_flags({4, 1, 1, 8, 2, 4, config::Recompute::kNone, 3}),
             "--parallel.tp=4 --train.micro_batch=2 --train.recompute=none --train.zero_stage=3");
+  EXPECT_EQ(layout_flags({1, 2, 2, 4, 1, 8, config::Recompute::kFull, 0}),
+            "--parallel.tp=1 --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --train.micro_batch=1 "
+            "--train.recompute=full --train.zero_stage=0");
 }
 
-// Pipeline layouts are ranked only as ztrain runs them (train/pipeline_stage.cpp's refusals): 1F1B,
+// Pipeline layouts are ranked only as ztrain runs them (train/pipeline_stage.cpp's and config::derive's
+// refusals): 1F1B or interleaved (micro-batches in whole groups of pp, a block per virtual stage),
 // without TP, at ZeRO 0-1, on the CPU backend's MPI path; each other kind is named with its reason.
 TEST(LayoutSearch, PipelineLayoutsAreRankedOnlyAsZtrainRunsThem) {
   const config::Config c = gpt2_small();
@@ -217,7 +240,16 @@ TEST(LayoutSearch, PipelineLayoutsAreRankedOnlyAsZtrainRunsThem) {
   interleaved.vpp = 2;
   with_tp.tp = 2, with_tp.dp = 2;
   zero2.zero_stage = 2;
-  EXPECT_NE(why(interleaved, cpu).find("interleaved"), std::string::npos);
+  EXPECT_EQ(why(interleaved, cpu), "");
+  Layout odd_groups = interleaved, too_many = interleaved;
+  odd_groups.grad_accum = 3;  // not whole groups of pp = 2
+  EXPECT_NE(why(odd_groups, cpu).find("groups of parallel.pp"), std::string::npos);
+  too_many.pp = 2, too_many.vpp = 5;  // 10 virtual stages, 8 blocks
+  EXPECT_NE(why(too_many, cpu).find("pp x vpp > n_layer"), std::string::npos);
+  // The search ranks interleaved layouts beside 1F1B ones on the CPU ranks' path.
+  const SearchResult r = search_layouts(c, cpu);
+  EXPECT_TRUE(std::any_of(r.ranked.begin(), r.ranked.end(), [](const Candidate& k) { return k.layout.vpp == 2; }));
+  EXPECT_TRUE(std::any_of(r.ranked.begin(), r.ranked.end(), [](const Candidate& k) { return k.layout.pp > 1 && k.layout.vpp == 1; }));
   EXPECT_NE(why(with_tp, cpu).find("tensor parallelism"), std::string::npos);
   EXPECT_NE(why(zero2, cpu).find("ZeRO 0-1"), std::string::npos);
   EXPECT_NE(why(runs, gpus(8, 8, 80)).find("NCCL"), std::string::npos);

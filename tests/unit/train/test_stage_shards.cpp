@@ -5,6 +5,8 @@
 // gives each stage (the tied copy too) the global values of its parameters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "model/param_table.hpp"
@@ -17,19 +19,95 @@ namespace {
 const model::GptShape kGpt6 = model::GptShape::make(6, 4, 16, 100, 8);
 
 TEST(StageSplit, BlocksAndTheLogLine) {
-  const model::PipelineCut cut = model::PipelineCut::make(kGpt6, 4);  // 2, 2, 1, 1
+  // The head costs 0.6 blocks here, the embedding little: two stages take 2 blocks, and the first is
+  // not one of them (its embedding would make it the largest).
+  const model::PipelineCut cut = model::PipelineCut::make(kGpt6, 4);  // 1, 2, 2, 1
   const std::vector<model::Stage>& s = cut.virtual_stages;
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(s[0].first_block, 0);
-  EXPECT_EQ(s[1].first_block, 2);
+  EXPECT_EQ(s[1].first_block, 1);
   EXPECT_EQ(s[3].first_block, 5);
   EXPECT_EQ(s[3].end(6), 6);
   EXPECT_EQ(cut.describe(kGpt6),
-            "stage 0: embedding + blocks 0-1; stage 1: blocks 2-3; stage 2: block 4; stage 3: block 5 + head (tied copy) and loss");
+            "stage 0: embedding + block 0; stage 1: blocks 1-2; stage 2: blocks 3-4; stage 3: block 5 + head (tied copy) and loss");
   const model::GptShape two = model::GptShape::make(2, 4, 16, 100, 8);
   EXPECT_EQ(model::PipelineCut::make(two, 1).describe(two), "stage 0: embedding + blocks 0-1 + head and loss");
   EXPECT_THROW(model::PipelineCut::make(two, 3), ConfigError);
   EXPECT_THROW(model::PipelineCut::make(kGpt6, 2, 4), ConfigError);
+}
+
+// Blocks per stage of a cut.
+std::vector<int> block_counts(const std::vector<model::Stage>& stages, int n_layer) {
+  std::vector<int> out;
+  for (const model::Stage& s : stages) out.push_back(s.end(n_layer) - s.first_block);
+  return out;
+}
+
+const model::GptShape kGpt2Small = model::GptShape::make(12, 12, 768, 50257, 1024);
+const model::GptShape kLlama8B = model::GptShape::make_llama(32, 32, 4096, 128256, 8192, 8, 14336, false, 1e-5, {});
+
+TEST(StageSplit, BalancedByCost) {
+  // GPT-2 124M: the head's 6 C Vp is ~4.5 blocks, so the last stage takes fewer blocks.
+  const model::TokenFlops gpt2 = model::token_flops(kGpt2Small);
+  EXPECT_NEAR(gpt2.head / gpt2.block, 4.47, 0.01);
+  EXPECT_EQ(block_counts(model::split_blocks(kGpt2Small, 2), 12), (std::vector<int>{8, 4}));
+  // pp=4: the last stage (1 block + head, 5.5 blocks' cost) paces the rest; of the cuts within it the
+  // most even, the embedding on a 3-block stage.
+  EXPECT_EQ(block_counts(model::split_blocks(kGpt2Small, 4), 12), (std::vector<int>{3, 4, 4, 1}));
+  // Llama 3 8B at T 8192 (GQA, SwiGLU, untied): the head is ~1.8 blocks.
+  const model::TokenFlops llama = model::token_flops(kLlama8B);
+  EXPECT_NEAR(llama.head / llama.block, 1.84, 0.01);
+  EXPECT_EQ(block_counts(model::split_blocks(kLlama8B, 2), 32), (std::vector<int>{17, 15}));
+  EXPECT_EQ(block_counts(model::split_blocks(kLlama8B, 4), 32), (std::vector<int>{8, 9, 8, 7}));
+  // A tiny vocabulary (head 0.3 blocks) keeps an even cut; where one stage must take a block more, the
+  // embedding keeps it off the first stage when it can.
+  const model::GptShape tiny = model::GptShape::make(7, 2, 32, 97, 16);
+  EXPECT_EQ(block_counts(model::split_blocks(tiny, 2), 7), (std::vector<int>{4, 3}));
+  EXPECT_EQ(block_counts(model::split_blocks(tiny, 3), 7), (std::vector<int>{2, 3, 2}));
+  const model::GptShape tiny8 = model::GptShape::make(8, 2, 32, 97, 16);
+  EXPECT_EQ(block_counts(model::split_blocks(tiny8, 2), 8), (std::vector<int>{4, 4}));
+  EXPECT_EQ(block_counts(model::split_blocks(tiny8, 4), 8), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(block_counts(model::split_blocks(tiny, 7), 7), std::vector<int>(7, 1));
+  // Interleaved pp 2 x vpp 2 cuts 4 virtual stages as pp 4 does; rank 1 holds the last (and the head).
+  const model::PipelineCut cut = model::PipelineCut::make(kGpt2Small, 2, 2);
+  EXPECT_EQ(cut.describe(kGpt2Small), "rank 0: embedding + blocks 0-2, blocks 7-10; rank 1: blocks 3-6, block 11 + head "
+                                      "(tied copy) and loss");
+  EXPECT_EQ(cut.busiest_rank(kGpt2Small), 1);
+  EXPECT_DOUBLE_EQ(cut.rank_flops(kGpt2Small, 1), 5 * gpt2.block + gpt2.head);
+}
+
+TEST(StageSplit, GivenBlockCountsOverrideTheCost) {  // parallel.pp_layers
+  const model::PipelineCut cut = model::PipelineCut::make(kGpt2Small, 2, 1, {6, 6});
+  EXPECT_EQ(block_counts(cut.virtual_stages, 12), (std::vector<int>{6, 6}));
+  const model::PipelineCut interleaved = model::PipelineCut::make(kGpt2Small, 2, 2, {2, 4, 4, 2});
+  EXPECT_EQ(interleaved.describe(kGpt2Small), "rank 0: embedding + blocks 0-1, blocks 6-9; rank 1: blocks 2-5, blocks "
+                                              "10-11 + head (tied copy) and loss");
+}
+
+TEST(StageSplit, NoCutHasASmallerLargestStage) {
+  // Every composition of 9 blocks into 2-4 stages, against the split's largest stage cost.
+  const model::GptShape shape = model::GptShape::make(9, 2, 32, 2000, 16);  // head ~5 blocks
+  for (int stages = 2; stages <= 4; ++stages) {
+    const std::vector<model::Stage> cut = model::split_blocks(shape, stages);
+    auto largest = [&](const std::vector<int>& blocks) {
+      double most = 0;
+      for (int s = 0, first = 0; s < stages; first += blocks[static_cast<std::size_t>(s)], ++s)
+        most = std::max(most, model::stage_flops(shape, {first, first + blocks[static_cast<std::size_t>(s)]}));
+      return most;
+    };
+    const double mine = largest(block_counts(cut, 9));
+    std::vector<int> blocks(static_cast<std::size_t>(stages), 1);
+    std::function<void(int, int)> each = [&](int s, int left) {  // blocks[s..] share `left` blocks
+      if (s == stages - 1) {
+        blocks[static_cast<std::size_t>(s)] = left;
+        EXPECT_LE(mine, largest(blocks) * (1 + 1e-12)) << stages << " stages";
+        return;
+      }
+      for (int k = 1; k <= left - (stages - 1 - s); ++k) blocks[static_cast<std::size_t>(s)] = k, each(s + 1, left - k);
+    };
+    each(0, 9);
+    EXPECT_EQ(cut.back().end(9), 9);
+  }
 }
 
 TEST(StageSplit, InterleavedChunks) {

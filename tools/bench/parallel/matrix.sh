@@ -3,7 +3,7 @@
 # tests/mpi/pipeline_training.sh, tests/mpi/tp_training.sh): every layout's 10-step losses and gradient
 # norms against one rank of the same family and precision, on CPU ranks, tiny models, 4 micro-batches
 # per data-parallel rank and step.
-#   tools/bench/parallel/matrix.sh pipeline   pp 2-4 (6 blocks, so pp=4 splits unevenly: 2,2,1,1), x dp,
+#   tools/bench/parallel/matrix.sh pipeline   pp 2-4 (6 blocks, so pp=4 splits unevenly, by cost), x dp,
 #                                             ZeRO 0-1, recompute, document masks; the interleaved
 #                                             schedule (pp x vpp up to 6 chunks of one block)
 #   tools/bench/parallel/matrix.sh tensor     tp 2 and 4, sequence parallel, x dp up to 4, ZeRO 0-3,
