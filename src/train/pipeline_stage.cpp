@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include "config/options.hpp"
 #include "core/error.hpp"
 #include "model/stage_split.hpp"
-#include "optim/schedule.hpp"
+#include "tp/tp_model.hpp"
+#include "train/shard_map.hpp"
 
 namespace zt::train {
 
@@ -16,9 +16,6 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
   const std::int64_t pp = c.parallel.pp;
   if (pp == 1) return;
   auto refuse = [&](const std::string& what) { throw ConfigError(cat("parallel.pp=", pp, " with ", what)); };
-  if (c.parallel.tp > 1)
-    refuse(cat("parallel.tp=", c.parallel.tp, ": pipeline and tensor parallelism do not compose yet (the "
-               "tensor-parallel models have no stages); use one of them"));
   if (c.train.zero_stage >= 2)
     refuse(cat("train.zero_stage=", c.train.zero_stage, ": stages 2-3 reduce (and at 3 gather) every unit per "
                "micro-batch, while a pipeline accumulates the gradients of all its micro-batches first (as "
@@ -33,17 +30,28 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
 }
 
 PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid,
-                             int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute)
+                             int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute,
+                             dist::Communicator* tp_group, bool sequence_parallel)
     : be_(backend), grid_(grid),
       stage_(model::split_blocks(global.shape().n_layer, grid.pp)[static_cast<std::size_t>(grid.pp_rank())]),
-      table_(model::stage_table(global, stage_, grid.pp)),
+      table_(part_table(global, stage_, grid.pp, grid.tp)),
       tied_copy_(model::holds_tied_head_copy(global.shape(), stage_, grid.pp)),
       split_(model::describe_split(model::split_blocks(global.shape().n_layer, grid.pp), global.shape().n_layer,
                                    global.shape().tie_embeddings)),
-      micro_batches_(micro_batches) {
+      micro_batches_(micro_batches), micro_batch_(micro_batch), recompute_(recompute), compute_(compute),
+      tp_group_(tp_group), sequence_parallel_(sequence_parallel) {
+  ZT_CHECK(grid.tp == 1 || (tp_group && tp_group->size() == grid.tp), "pipeline: parallel.tp > 1 needs the TP group");
   const std::int64_t slots = std::min<std::int64_t>(grid.pp - grid.pp_rank(), micro_batches);
-  for (std::int64_t k = 0; k < slots; ++k)
-    models_.push_back(model::make_model(be_, table_, micro_batch, recompute, compute, stage_));
+  for (std::int64_t k = 0; k < slots; ++k) models_.push_back(new_model(stage_));
+}
+
+// The stage's blocks on its table: the tensor-parallel model of its TP shard when grid.tp > 1 (its
+// boundary tensors are then this rank's part of the residual stream, the same size on both sides of
+// every send: TP rank r of one stage talks to TP rank r of the next).
+std::unique_ptr<model::Model> PipelineStage::new_model(const model::Stage& stage) {
+  if (grid_.tp > 1)
+    return tp::make_tp_model(be_, *tp_group_, table_, micro_batch_, sequence_parallel_, recompute_, compute_, stage);
+  return model::make_model(be_, table_, micro_batch_, recompute_, compute_, stage);
 }
 
 std::size_t PipelineStage::activation_bytes() const {
@@ -158,16 +166,6 @@ void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
   for (int u = table_.n_units() - 1; u >= 0; --u)
     if (table_.units()[static_cast<std::size_t>(u)].numel > 0) engine.grad_unit_done(u);
   engine.end_backward();
-}
-
-double PipelineStage::grad_norm(double engine_norm, optim::ZeroEngine& engine) {
-  double duplicate = 0;  // the tied copy on the last stage: the first stage counts it
-  if (tied_copy_) {
-    const model::ParamInfo& emb = table_.params()[table_.first_param(0)];
-    duplicate = engine.grad_sum_of_squares({{static_cast<std::int64_t>(emb.offset), static_cast<std::int64_t>(emb.numel)}});
-  }
-  return optim::norm_from_sum_of_squares(
-      pipeline_->all_reduce_value(engine_norm * engine_norm - duplicate, dist::ReduceOp::kSum));
 }
 
 }  // namespace zt::train

@@ -22,7 +22,7 @@
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "tp/tp_model.hpp"
-#include "train/tp_shards.hpp"
+#include "train/shard_map.hpp"
 #include "train/zero_model.hpp"
 
 namespace zt::tp {
@@ -164,7 +164,7 @@ TEST_P(ZeroOverTensorParallel, Bf16WithRecomputationMatchesThePlan) {
   }
 }
 
-// The grid norm (train/tp_shards.hpp) sums the TP ranks' split shards; an fp16 overflow (inf or NaN)
+// The grid norm (train/shard_map.hpp) sums the TP ranks' split shards; an fp16 overflow (inf or NaN)
 // in one rank's shard gives every rank a non-finite norm, so the loss scaler skips the step everywhere.
 TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
   const auto& w = test::world();
@@ -177,15 +177,15 @@ TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
   auto be = backend::make_cpu_backend(1);
   optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
   engine.zero_grads();
-  EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, *comms.tp, {}), std::sqrt(18.0));  // 3 on each TP rank
+  EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, comms.tp.get(), {}), std::sqrt(18.0));  // 3 on each TP rank
   for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
-    const double norm = train::grid_grad_norm(g.tp_rank() == 1 ? bad : 3.0, engine, *comms.tp, {});
+    const double norm = train::grid_grad_norm(g.tp_rank() == 1 ? bad : 3.0, engine, comms.tp.get(), {});
     EXPECT_FALSE(std::isfinite(norm)) << "TP rank " << g.tp_rank() << " got " << norm << " from " << bad << " on rank 1";
   }
 }
 
 // The engine's sum of squares over chosen flat ranges (what the trainer counts the replicated parameters
-// with, train/tp_shards.hpp): over every parameter it is the squared norm finish_gradients returns, and
+// with, train/shard_map.hpp): over every parameter it is the squared norm finish_gradients returns, and
 // over two halves of them it adds up to it, at every stage (the ranges cross the ranks' slices).
 TEST(ZeroGradSumOfSquares, RangesAddUpToTheNormAtEveryStage) {
   const auto& w = test::world();
