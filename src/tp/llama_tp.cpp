@@ -24,7 +24,8 @@ LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const mod
       tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), recompute_(recompute), dtype_(compute),
       first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
       has_head_(stage.has_head(s_.n_layer)), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()),
-      heads_(s_.n_head / tp_), kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_), ffn_(s_.ffn_hidden / tp_) {
+      heads_(s_.n_head / tp_), kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_),
+      ffn_(s_.ffn_hidden / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kLlama, "LlamaTp: the table is not Llama's");
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "LlamaTp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "LlamaTp: stage blocks [", first_, ", ", end_,

@@ -2,7 +2,6 @@
 #include "train/shard_map.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.hpp"
 #include "model/stage_split.hpp"
@@ -28,7 +27,7 @@ std::vector<model::TpRun> part_runs(const model::ParamTable& global, const model
   if (tied_copy) {  // the first stage saves the token embedding
     const model::ParamInfo& copy = local.params()[local.first_param(0)];
     const FlatRange range{static_cast<std::int64_t>(copy.offset), static_cast<std::int64_t>(copy.numel)};
-    std::erase_if(runs, [&](const model::TpRun& run) { return intersect(range, {run.local_offset, run.numel}).numel > 0; });
+    std::erase_if(runs, [&](const model::TpRun& r) { return intersect(range, {r.local_offset, r.numel}).numel > 0; });
   }
   return runs;
 }
@@ -57,9 +56,10 @@ void ShardMap::gather_on_root(const dist::World& world, const std::vector<float>
   const bool sends = grid.dp_rank() == 0;
   ZT_CHECK(!sends || local_full.size() == local.numel(), "checkpoint: the parameters of pipeline stage ", grid.pp_rank(),
            ", TP rank ", grid.tp_rank(), " hold ", local_full.size(), " of ", local.numel(), " elements");
-  const std::string mine = sends ? std::string(reinterpret_cast<const char*>(local_full.data()), local_full.size() * sizeof(float))
-                                 : std::string();
-  const std::vector<std::string> all = world.gather_to_root(mine, "gathering the model's parts (TP shards, pipeline stages) for model.h5");
+  const std::size_t bytes_mine = local_full.size() * sizeof(float);
+  const std::string mine = sends ? std::string(reinterpret_cast<const char*>(local_full.data()), bytes_mine) : std::string();
+  const std::vector<std::string> all =
+      world.gather_to_root(mine, "gathering the model's parts (TP shards, pipeline stages) for model.h5");
   if (!world.is_root()) return;
   const std::vector<model::Stage> stages = model::split_blocks(global.shape().n_layer, grid.pp);
   for (int s = 0; s < grid.pp; ++s) {
@@ -68,10 +68,12 @@ void ShardMap::gather_on_root(const dist::World& world, const std::vector<float>
     const bool copy = model::holds_tied_head_copy(global.shape(), stage, grid.pp);
     for (int r = 0; r < grid.tp; ++r) {
       const std::string& bytes = all.at(static_cast<std::size_t>(grid.rank_of(0, r, s)));
-      ZT_CHECK_EQ(bytes.size(), table.numel() * sizeof(float), "checkpoint: pipeline stage ", s, ", TP rank ", r, "'s parameters");
+      ZT_CHECK_EQ(bytes.size(), table.numel() * sizeof(float), "checkpoint: pipeline stage ", s, ", TP rank ", r,
+                  "'s parameters");
       const float* values = reinterpret_cast<const float*>(bytes.data());
-      for (const model::TpRun& run : part_runs(global, table, grid.tp, r, copy, 0, static_cast<std::int64_t>(table.numel()), true))
-        std::memcpy(global_full + run.global_offset, values + run.local_offset, static_cast<std::size_t>(run.numel) * sizeof(float));
+      const std::int64_t numel = static_cast<std::int64_t>(table.numel());
+      for (const model::TpRun& run : part_runs(global, table, grid.tp, r, copy, 0, numel, true))
+        std::copy_n(values + run.local_offset, run.numel, global_full + run.global_offset);
     }
   }
 }

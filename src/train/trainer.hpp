@@ -97,7 +97,7 @@ class Trainer {
   model::ParamTable table_;
   dist::Grid grid_;                               // world = parallel.pp x data-parallel x parallel.tp ranks
   dist::GridComms grid_comms_;                    // tp > 1 or pp > 1: this rank's groups (split from comm_)
-  std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard of table_; pp > 1: its stage's (both: its shard)
+  std::optional<model::ParamTable> local_table_;  // this rank's part of table_: its TP shard, its stage's, or both
   std::optional<ShardMap> shard_map_;             // tp > 1 or pp > 1: local_table_ in the global model
   std::unique_ptr<PipelineStage> pipeline_;     // parallel.pp > 1: this rank's stage (its table is local_table_)
   double pipeline_run_ms_ = 0, pipeline_wait_ms_ = 0;  // the pipeline's times at the last metrics line

@@ -10,7 +10,7 @@
 #   tools/bench/parallel/matrix.sh pptp       pp x tp together (CI: tests/mpi/pipeline_tp_training.sh):
 #                                             pp 2-4 x tp 2-4, x dp2, ZeRO 0-1, sequence parallel,
 #                                             recompute, document masks
-# (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed; tests/mpi/pipeline_tp_training.sh is CI's). Prints one line per layout: its worst
+# (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed). Prints one line per layout: its worst
 # difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
 # losses 5e-3 relative to one rank's bf16 run, and the gradient norms within twice that run's own
 # largest distance from fp32 (at least 5e-3) of fp32: any other summation order (the tied head's two
