@@ -171,7 +171,6 @@ namespace {
 std::string unsupported_reason(const Layout& l, const Machine& m) {
   if (l.pp == 1) return "";
   if (l.vpp > 1) return "the interleaved schedule is not run by ztrain yet (issue 21)";
-  if (l.tp > 1) return "pipeline and tensor parallelism do not compose yet (issue 21)";
   if (l.zero_stage >= 2)
     return "pipeline stages pair with ZeRO 0-1 (stages 2-3 would reduce-scatter every micro-batch)";
   if (m.device == config::Device::kCuda)
