@@ -10,7 +10,7 @@
 #                                             recompute, document masks, optimizer offload
 #   tools/bench/parallel/matrix.sh pptp       pp x tp together (CI: tests/mpi/pipeline_tp_training.sh):
 #                                             pp 2-4 x tp 2-4, x dp2, ZeRO 0-1, sequence parallel,
-#                                             recompute, document masks
+#                                             recompute, document masks, interleaved (vpp 2-3)
 # (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed; ZT_MATRIX_ONLY=REGEX runs the layouts
 # whose name matches). Prints one line per layout: its worst
 # difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
@@ -92,6 +92,8 @@ case $axis in
       "pp2xtp2-selective|4|--parallel.pp=2 --parallel.tp=2 --train.global_batch=4 --train.recompute=selective"
       "pp2xtp2-full-sp|4|--parallel.pp=2 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4 --train.recompute=full"
       "pp2xtp2-mask|4|--parallel.pp=2 --parallel.tp=2 --train.global_batch=4 --data.document_mask=true"
+      "pp2xvpp2xtp2|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --parallel.tp=2 --train.global_batch=4"
+      "pp2xvpp3xtp2-sp|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
     ) ;;
   *) echo "unknown axis '$axis': pipeline, tensor or pptp" >&2; exit 2 ;;
 esac
