@@ -11,14 +11,6 @@ void Model::set_lora(Lora* lora) {
   ZT_CHECK(lora == nullptr, "LoRA adapters are not supported by this model (tensor parallelism)");
 }
 
-namespace {
-[[noreturn]] void no_stages() { throw Error("this model does not run as a pipeline stage (tensor parallelism)"); }
-}  // namespace
-backend::Tensor Model::stage_input() { no_stages(); }
-backend::Tensor Model::stage_output() { no_stages(); }
-backend::Tensor Model::stage_output_grad() { no_stages(); }
-backend::Tensor Model::stage_input_grad() { no_stages(); }
-
 std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
                                   Recompute recompute, DType compute, Stage stage) {
   if (table.shape().arch == Arch::kLlama)

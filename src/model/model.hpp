@@ -56,11 +56,12 @@ class Model {
   // states [B,T,C] (compute dtype) from stage_input(), written by the caller (the previous stage's
   // output); a stage without the head returns 0 from forward() and needs d(its output) written into
   // stage_output_grad() before backward(). After forward, stage_output() is the last block's output;
-  // after backward, stage_input_grad() is d(stage input). Models without stages throw.
-  virtual backend::Tensor stage_input();
-  virtual backend::Tensor stage_output();
-  virtual backend::Tensor stage_output_grad();
-  virtual backend::Tensor stage_input_grad();
+  // after backward, stage_input_grad() is d(stage input). A tensor-parallel model's are this rank's
+  // part of the residual stream ([B*T/tp, C] under sequence parallelism: tp/gpt2_tp.hpp).
+  virtual backend::Tensor stage_input() = 0;
+  virtual backend::Tensor stage_output() = 0;
+  virtual backend::Tensor stage_output_grad() = 0;
+  virtual backend::Tensor stage_input_grad() = 0;
   virtual const ParamTable& table() const = 0;
   virtual int micro_batch() const = 0;
   virtual DType compute_dtype() const = 0;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include "model/tp_split.hpp"
 
 namespace zt::model {
 
@@ -157,6 +158,11 @@ std::string PipelineCut::describe_costs(const GptShape& shape) const {
     out += cat(r ? ", " : " ", vpp > 1 ? "rank " : "stage ", r, " ", flops);
   }
   return out;
+}
+
+ParamTable part_table(const ParamTable& global, const PipelineCut& cut, int pp_rank, int tp) {
+  ParamTable table = cut.pp > 1 ? cut.table(global, pp_rank) : global;
+  return tp > 1 ? tp_local_table(table, tp) : table;
 }
 
 }  // namespace zt::model

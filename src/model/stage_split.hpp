@@ -74,4 +74,10 @@ struct PipelineCut {
   std::string describe_costs(const GptShape& shape) const;
 };
 
+// The table of the part of the model pipeline rank `pp_rank` of a pp x tp grid holds: the TP cut
+// (tp_split.hpp) of its table under the pipeline cut (all its chunks), each cut skipped at degree 1.
+// Every TP rank of a stage has the same table; a tied head's copy on the last stage is the same
+// vocabulary shard the first stage holds.
+ParamTable part_table(const ParamTable& global, const PipelineCut& cut, int pp_rank, int tp);
+
 }  // namespace zt::model

@@ -154,38 +154,40 @@ ParamTable tp_local_table(const ParamTable& global, int tp) {
     if (split.kind == TpSplit::Kind::kVocab) p.shape[0] += 1;  // the zero row
     p.hf_shape = p.shape;
   }
-  return ParamTable(global.shape(), params);
+  return ParamTable(global.shape(), params, global.n_units());  // a stage's table keeps its empty units
 }
 
 std::vector<float> tp_cut_flat(const ParamTable& global, const ParamTable& local, const float* global_flat, int tp, int r) {
   std::vector<float> out(local.numel(), 0.f);
-  for (std::size_t i = 0; i < global.params().size(); ++i) {
-    const ParamInfo& g = global.params()[i];
+  for (const ParamInfo& l : local.params()) {
+    const ParamInfo& g = global.find(l.name);
     const std::vector<float> shard = tp_cut(global_flat + g.offset, g.shape, tp_split_of(g, global.shape()), tp, r);
-    std::copy(shard.begin(), shard.end(), out.begin() + static_cast<std::ptrdiff_t>(local.params()[i].offset));
+    std::copy(shard.begin(), shard.end(), out.begin() + static_cast<std::ptrdiff_t>(l.offset));
   }
   return out;
 }
 
 void tp_place_flat(const ParamTable& global, const ParamTable& local, const float* local_flat, float* global_flat, int tp,
                    int r) {
-  for (std::size_t i = 0; i < global.params().size(); ++i) {
-    const ParamInfo& g = global.params()[i];
-    tp_place(global_flat + g.offset, local_flat + local.params()[i].offset, g.shape, tp_split_of(g, global.shape()), tp, r);
+  for (const ParamInfo& l : local.params()) {
+    const ParamInfo& g = global.find(l.name);
+    tp_place(global_flat + g.offset, local_flat + l.offset, g.shape, tp_split_of(g, global.shape()), tp, r);
   }
 }
 
 namespace {
-// tp_global_runs (replicated parameters from TP rank 0 only) and tp_source_runs (from every rank).
+// tp_global_runs (replicated parameters from TP rank 0 only) and tp_source_runs (from every rank). A
+// local parameter is found in the global table by name (a pipeline stage's table holds some of them);
+// at tp = 1 each is one run, whatever its split.
 std::vector<TpRun> runs_of(const ParamTable& global, const ParamTable& local, int tp, int r, std::int64_t offset,
                            std::int64_t numel, bool replicated_everywhere) {
   std::vector<TpRun> runs;
   const std::int64_t end = offset + numel;
   for (std::size_t i = 0; i < local.params().size(); ++i) {
     const ParamInfo& lp = local.params()[i];
-    const ParamInfo& gp = global.params()[i];
     const std::int64_t p_lo = static_cast<std::int64_t>(lp.offset), p_hi = p_lo + static_cast<std::int64_t>(lp.numel);
     if (p_hi <= offset || p_lo >= end) continue;
+    const ParamInfo& gp = global.find(lp.name);
     // [lo, hi): the query's part of this parameter, as offsets inside the shard
     const std::int64_t lo = std::max(offset, p_lo) - p_lo, hi = std::min(end, p_hi) - p_lo;
     const TpSplit split = tp_split_of(gp, global.shape());
@@ -193,7 +195,7 @@ std::vector<TpRun> runs_of(const ParamTable& global, const ParamTable& local, in
       const std::int64_t a = std::max(lo, shard_at), b = std::min(hi, shard_at + n);
       if (a < b) runs.push_back({p_lo + a, static_cast<std::int64_t>(gp.offset) + global_at + (a - shard_at), b - a});
     };
-    if (split.kind == TpSplit::Kind::kReplicated) {
+    if (split.kind == TpSplit::Kind::kReplicated || tp == 1) {
       if (r == 0 || replicated_everywhere) emit(0, 0, static_cast<std::int64_t>(gp.numel));
     } else {
       for_each_run(gp.shape, split, tp, r, emit);

@@ -45,10 +45,13 @@ void tp_place(float* global, const float* shard, const std::vector<std::int64_t>
 
 // The table of a TP rank's shard (the same for every rank of the group): each parameter in its shard
 // shape, and a vocabulary-parallel table with one more row, the zero row that the lookup of other
-// ranks' ids reads (tp/vocab_parallel.hpp). Its shape() is still the global model's.
+// ranks' ids reads (tp/vocab_parallel.hpp). Its shape() and units are still the global model's.
+// global may also be a pipeline stage's table (model/stage_split.hpp: parallel.pp x parallel.tp).
 ParamTable tp_local_table(const ParamTable& global, int tp);
 // Rank r's flat buffer (local table) cut from a flat buffer of the global table (zero rows zero), and
-// the inverse: rank r's parts written into their places in the global flat buffer.
+// the inverse: rank r's parts written into their places in the global flat buffer. Here and below,
+// local is tp_local_table of the global table or of a stage's table: its parameters are matched with
+// the global table's by name.
 std::vector<float> tp_cut_flat(const ParamTable& global, const ParamTable& local, const float* global_flat, int tp, int r);
 void tp_place_flat(const ParamTable& global, const ParamTable& local, const float* local_flat, float* global_flat, int tp,
                    int r);

@@ -155,7 +155,6 @@ namespace {
 // What the trainer runs today (train/pipeline_stage.cpp's refusals); the planner ranks nothing else.
 std::string unsupported_reason(const Layout& l, const Machine& m) {
   if (l.pp == 1) return "";
-  if (l.tp > 1) return "pipeline and tensor parallelism do not compose yet (issue 21)";
   if (l.zero_stage >= 2)
     return "pipeline stages pair with ZeRO 0-1 (stages 2-3 would reduce-scatter every micro-batch)";
   if (m.device == config::Device::kCuda)

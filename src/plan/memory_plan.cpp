@@ -156,7 +156,7 @@ std::uint64_t activation_bytes(const config::Config& c, const model::GptShape& s
   const model::Recompute recompute = recompute_mode(c.train.recompute);
   const DType compute = compute_dtype(c.train.precision);
   if (tp == 1) return model::model_activation_bytes(shape, micro, recompute, compute, stage);
-  return tp::tp_activation_bytes(shape, micro, tp, c.parallel.sequence_parallel, recompute, compute);
+  return tp::tp_activation_bytes(shape, micro, tp, c.parallel.sequence_parallel, recompute, compute, stage);
 }
 
 std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_size) {
@@ -243,7 +243,8 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
     const std::string note = cat(sets, " in flight (of ", m, " micro-batches of ", config.train.micro_batch, " x ",
                                  shape.seq_len, " tokens), ", dtype_name(compute_dtype(config.train.precision)),
                                  ", recompute=", config::to_string(config.train.recompute));
-    MemoryPlan p = rank_plan(config, cut.table(global, r), world_size, dp, acts, note, threads, capacity, device);
+    const model::ParamTable table = model::part_table(global, cut, r, static_cast<int>(config.parallel.tp));
+    MemoryPlan p = rank_plan(config, table, world_size, dp, acts, note, threads, capacity, device);
     totals.push_back(p.total_bytes);
     activations.push_back(acts);
     if (r == 0 || p.total_bytes > busiest.total_bytes) {

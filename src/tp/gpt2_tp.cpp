@@ -18,30 +18,35 @@ enum FinalParam { kLnfW, kLnfB };
 }  // namespace
 
 Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
-               bool sequence_parallel, model::Recompute recompute, DType compute)
+               bool sequence_parallel, model::Recompute recompute, DType compute, model::Stage stage)
     : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
       tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), recompute_(recompute), dtype_(compute),
-      Vs_(std::int64_t{local.shape().padded_vocab} / tp_) {
+      first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
+      heads_(stage.has_head(s_.n_layer)), Vs_(std::int64_t{local.shape().padded_vocab} / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kGpt2, "Gpt2Tp: the table is not GPT-2's");
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "Gpt2Tp: sequence parallelism needs tp to divide B*T");
-  ZT_CHECK_EQ(local.find("transformer.wte.weight").shape[0], Vs_ + 1, "Gpt2Tp: table is not tp_local_table(.., ",
-              tp_, ")");
+  ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "Gpt2Tp: stage blocks [", first_, ", ", end_,
+           ") outside the model's ", s_.n_layer);
+  if (embeds_ || heads_)  // the token embedding (a tied head's copy on the last stage)
+    ZT_CHECK_EQ(local.find("transformer.wte.weight").shape[0], Vs_ + 1, "Gpt2Tp: table is not tp_local_table(.., ",
+                tp_, ")");
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
            "Gpt2Tp: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
-  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, recompute_, dtype_, nullptr, nullptr));
-  layout(s_, B_, tp_, sp_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, recompute_, dtype_, stage, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, recompute_, dtype_, stage, static_cast<std::byte*>(arena_.data()), &a_);
 }
 
 std::size_t Gpt2Tp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
-                                     model::Recompute recompute, DType compute) {
-  return layout(shape, micro_batch, tp, sequence_parallel, recompute, compute, nullptr, nullptr);
+                                     model::Recompute recompute, DType compute, model::Stage stage) {
+  return layout(shape, micro_batch, tp, sequence_parallel, recompute, compute, stage, nullptr, nullptr);
 }
 
 // As model::Gpt2::layout: activations in the compute dtype, statistics in f32; what the Recompute mode
 // rebuilds in backward is one working set shared by every block. Under kFull each block keeps only
-// its output res3 (the next block's input), which under SP is this rank's rows.
+// its output res3 (the next block's input), which under SP is this rank's rows. A pipeline stage
+// carves its own blocks only, the token rows on the first stage, the head's on the last.
 std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
-                           std::byte* base, Acts* acts) {
+                           model::Stage stage, std::byte* base, Acts* acts) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
   model::Carver c{base, compute};
@@ -55,9 +60,9 @@ std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, mod
     if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
     return shared_t;
   };
-  a.rows = c.take_as(DType::kI32, {B, T});
+  if (stage.has_embedding()) a.rows = c.take_as(DType::kI32, {B, T});
   a.encoded = c.take({R, C});
-  a.layers.resize(s.n_layer);
+  a.layers.resize(static_cast<std::size_t>(stage.end(s.n_layer) - stage.first_block));
   for (Layer& l : a.layers) {
     l.ln1 = keep(full, work.ln1, {R, C});
     l.ln1_mean = keep(full, work.ln1_mean, {R}, true), l.ln1_rstd = keep(full, work.ln1_rstd, {R}, true);
@@ -71,8 +76,10 @@ std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, mod
     l.fch_gelu = keep(selective, work.fch_gelu, {B, T, 4 * Cr});
     l.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
-  a.lnf = c.take({R, C}), a.lnf_mean = c.stat({R}), a.lnf_rstd = c.stat({R});
-  a.logits = c.take({B, T, Vs});
+  if (stage.has_head(s.n_layer)) {
+    a.lnf = c.take({R, C}), a.lnf_mean = c.stat({R}), a.lnf_rstd = c.stat({R});
+    a.logits = c.take({B, T, Vs});
+  }
   a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
   a.datty = c.take({B, T, Cr}), a.dbig = c.take({B, T, 4 * Cr});
   if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({2 * C});
@@ -115,8 +122,8 @@ Tensor Gpt2Tp::head(const Tensor& unit) const {
 // and both projections row-parallel (summed over the group, bias once).
 void Gpt2Tp::block_forward(int l, const Tensor& w) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = layer(l);
+  const Tensor x = block_input(l);
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
   column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_, segments_.tensor());
@@ -131,39 +138,47 @@ void Gpt2Tp::block_forward(int l, const Tensor& w) {
   be_.add(L.res3, L.res2, a_.proj);
 }
 
+// A pipeline stage runs its part (as model::Gpt2): the embedding on the first (else its input is in
+// a_.encoded, this rank's rows of the previous stage's output), its blocks, the head on the last.
 void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params) {
-  const std::int64_t N = std::int64_t{B_} * s_.seq_len;
-  model::check_token_ids("token", tokens, N, s_.vocab_size);
-  const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
-  be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
   const int last = s_.n_layer + 1;
-  Tensor emb = params.unit(0);
-  vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), a_.rows,
-                                   param(emb, 0, kWte), param(emb, 0, kWpe));
-  params.release(0);
-  for (int l = 0; l < s_.n_layer; ++l) {
+  if (embeds_) {
+    const std::int64_t N = std::int64_t{B_} * s_.seq_len;
+    model::check_token_ids("token", tokens, N, s_.vocab_size);
+    const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
+    be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
+    Tensor emb = params.unit(0);
+    vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded),
+                                     a_.rows, param(emb, 0, kWte), param(emb, 0, kWpe));
+    params.release(0);
+  }
+  for (int l = first_; l < end_; ++l) {
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
   }
+  if (!heads_) return;
   Tensor fin = params.unit(last);
   be_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kLnfW),
                         param(fin, last, kLnfB));
   params.release(last);
-  emb = params.unit(0);  // the tied LM head, column-parallel over this rank's vocabulary rows
+  const Tensor emb = params.unit(0);  // the tied LM head, column-parallel over this rank's vocabulary rows
   column_parallel_forward(ctx_, a_.logits, a_.lnf, sp_ ? a_.full : a_.lnf, head(emb), Tensor(), WeightLayout::kOutIn);
   params.release(0);
 }
 
 double Gpt2Tp::forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) {
-  model::check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);  // -1: outside the loss mask
+  if (heads_)  // -1: outside the loss mask
+    model::check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
   run_forward(tokens, params);
   double sum = 0.0;
-  for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;
+  if (heads_)
+    for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;
   ready_for_backward_ = true;
   return sum;
 }
 
 std::vector<float> Gpt2Tp::forward_logits(const std::int32_t* tokens, model::ParamSource& params) {
+  ZT_CHECK(embeds_ && heads_, "Gpt2Tp::forward_logits runs the whole model, not a pipeline stage");
   run_forward(tokens, params);
   ready_for_backward_ = false;
   return gather_logits(ctx_, a_.logits, s_.vocab_size);
@@ -172,8 +187,8 @@ std::vector<float> Gpt2Tp::forward_logits(const std::int32_t* tokens, model::Par
 // As model::Gpt2::block_backward; the column-parallel layers' input gradients are summed over the group.
 void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = layer(l);
+  const Tensor x = block_input(l);
   const Tensor dfch = a_.dbig;
   const Tensor dqkv(a_.dbig.data, dtype_, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd} / tp_});
   row_parallel_backward(ctx_, dfch, a_.dfull, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
@@ -200,26 +215,33 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
 void Gpt2Tp::recompute_block(int l, const Tensor& w) {
   if (recompute_ == model::Recompute::kFull) return block_forward(l, w);
   if (recompute_ == model::Recompute::kSelective) {
-    Layer& L = a_.layers[l];
+    Layer& L = layer(l);
     be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_, segments_.tensor());
     be_.gelu_forward(L.fch_gelu, L.fch);
   }
 }
 
+// A stage without the head starts from d(its output) in a_.dres (stage_output_grad); a stage without
+// the embedding leaves d(its input) there (stage_input_grad), as model::Gpt2.
 void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
   ZT_CHECK(ready_for_backward_, "Gpt2Tp::backward needs a forward() with targets first (and runs once per forward)");
   ready_for_backward_ = false;
   const int last = s_.n_layer + 1;
-  ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
-  Tensor w = params.unit(0), g = grads.unit(0);
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), WeightLayout::kOutIn);
-  params.release(0);
-  w = params.unit(last), g = grads.unit(last);
-  norm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,
-                param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
-  params.release(last);
-  grads.unit_done(last);
-  for (int l = s_.n_layer - 1; l >= 0; --l) {
+  Tensor w, g;
+  if (heads_) {
+    ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
+    w = params.unit(0), g = grads.unit(0);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w),
+                             WeightLayout::kOutIn);
+    params.release(0);
+    if (!embeds_) grads.unit_done(0);  // the last stage's copy of wte's shard: final for this pass
+    w = params.unit(last), g = grads.unit(last);
+    norm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,
+                  param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
+    params.release(last);
+    grads.unit_done(last);
+  }
+  for (int l = end_ - 1; l >= first_; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
     recompute_block(l, w);
@@ -227,6 +249,7 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
     params.release(1 + l);
     grads.unit_done(1 + l);
   }
+  if (!embeds_) return;
   g = grads.unit(0);
   vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), sp_ ? a_.dres : btc(a_.dres),
                                     sp_ ? btc(a_.dfull) : Tensor(), a_.rows);

@@ -9,6 +9,10 @@
 // model::Gpt2), and the group's collectives on them in that dtype (Megatron's choice; the MPI
 // communicator sums 16-bit spans in fp32, rounded once). Recompute modes as model::Gpt2's, gradients
 // bit-identical in every mode at the same tp.
+// Pipeline stages (model::Stage, parallel.pp x parallel.tp): as model::Gpt2, a stage runs its blocks, the
+// embedding on the first and the final norm, head and loss on the last; the stage boundary tensors
+// (stage_input() ... stage_input_grad()) are what this TP rank holds of the residual stream: [B*T, C],
+// or its [B*T/tp, C] rows under SP, so TP rank r of one stage talks to TP rank r of the next.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +30,10 @@ namespace zt::tp {
 class Gpt2Tp final : public model::Model {
  public:
   // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
+  // stage: a pipeline stage's blocks, local the TP cut of its rank's table (default: the whole model).
   Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
          bool sequence_parallel = false, model::Recompute recompute = model::Recompute::kNone,
-         DType compute = DType::kF32);
+         DType compute = DType::kF32, model::Stage stage = {});
   Gpt2Tp(const Gpt2Tp&) = delete;
   Gpt2Tp& operator=(const Gpt2Tp&) = delete;
 
@@ -36,6 +41,11 @@ class Gpt2Tp final : public model::Model {
   void backward(model::ParamSource& params, model::GradSink& grads, float dloss) override;
   // The whole [B, T, V] logits, gathered from the group (for tests and sampling only).
   std::vector<float> forward_logits(const std::int32_t* tokens, model::ParamSource& params) override;
+  // The pipeline stage's boundary (model.hpp), this rank's rows of it ([R, C], R as in Layer below).
+  backend::Tensor stage_input() override { return a_.encoded; }
+  backend::Tensor stage_output() override { return a_.layers.back().res3; }
+  backend::Tensor stage_output_grad() override { return a_.dres; }
+  backend::Tensor stage_input_grad() override { return a_.dres; }
   const model::ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
@@ -44,7 +54,8 @@ class Gpt2Tp final : public model::Model {
   std::size_t activation_bytes() const override { return arena_.bytes() + segments_.bytes(); }
   // The same for any shape and degree, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
-                                      model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32);
+                                      model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32,
+                                      model::Stage stage = {});
 
  private:
   // Saved for backward, per block; widths divided by tp where the layer is split. The residual stream
@@ -66,7 +77,11 @@ class Gpt2Tp final : public model::Model {
   backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
   // Carves every activation out of `base` (null: counts only); returns the bytes used.
   static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
-                            std::byte* base, Acts* acts);
+                            model::Stage stage, std::byte* base, Acts* acts);
+  Layer& layer(int l) { return a_.layers[static_cast<std::size_t>(l - first_)]; }  // block l of the model
+  const backend::Tensor& block_input(int l) const {  // the stage's input, or the previous block's output
+    return l == first_ ? a_.encoded : a_.layers[static_cast<std::size_t>(l - 1 - first_)].res3;
+  }
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
   void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);
@@ -83,6 +98,8 @@ class Gpt2Tp final : public model::Model {
   bool sp_;
   model::Recompute recompute_;
   DType dtype_;
+  int first_, end_;      // this stage's blocks [first_, end_)
+  bool embeds_, heads_;  // it runs the embedding / the final norm, head and loss
   std::int64_t Vs_;  // vocabulary rows per rank
   backend::Buffer arena_;
   Acts a_;

@@ -19,32 +19,39 @@ constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;
 }  // namespace
 
 LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
-                 bool sequence_parallel, model::Recompute recompute, DType compute)
+                 bool sequence_parallel, model::Recompute recompute, DType compute, model::Stage stage)
     : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
       tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), recompute_(recompute), dtype_(compute),
-      Vs_(std::int64_t{local.shape().padded_vocab} / group.size()), heads_(s_.n_head / tp_),
-      kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_), ffn_(s_.ffn_hidden / tp_) {
+      first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
+      has_head_(stage.has_head(s_.n_layer)), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()),
+      heads_(s_.n_head / tp_), kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_),
+      ffn_(s_.ffn_hidden / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kLlama, "LlamaTp: the table is not Llama's");
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "LlamaTp: sequence parallelism needs tp to divide B*T");
-  ZT_CHECK_EQ(local.find("model.embed_tokens.weight").shape[0], Vs_ + 1, "LlamaTp: table is not tp_local_table(.., ",
-              tp_, ")");
+  ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "LlamaTp: stage blocks [", first_, ", ", end_,
+           ") outside the model's ", s_.n_layer);
+  if (embeds_ || has_head_) {  // the vocabulary table it reads (a tied head's copy of embed_tokens on the last stage)
+    const char* vocab_table = embeds_ || s_.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    ZT_CHECK_EQ(local.find(vocab_table).shape[0], Vs_ + 1, "LlamaTp: table is not tp_local_table(.., ", tp_, ")");
+  }
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
            "LlamaTp: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
-  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, recompute_, dtype_, nullptr, nullptr));
-  layout(s_, B_, tp_, sp_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_);
+  arena_ = be_.allocate(layout(s_, B_, tp_, sp_, recompute_, dtype_, stage, nullptr, nullptr));
+  layout(s_, B_, tp_, sp_, recompute_, dtype_, stage, static_cast<std::byte*>(arena_.data()), &a_);
   const std::vector<float> inv = model::rope_inv_freq(s_.head_size(), s_.rope);
   be_.copy_from_host(a_.inv_freq.data, inv.data(), a_.inv_freq.bytes());
 }
 
 std::size_t LlamaTp::activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
-                                      model::Recompute recompute, DType compute) {
-  return layout(shape, micro_batch, tp, sequence_parallel, recompute, compute, nullptr, nullptr);
+                                      model::Recompute recompute, DType compute, model::Stage stage) {
+  return layout(shape, micro_batch, tp, sequence_parallel, recompute, compute, stage, nullptr, nullptr);
 }
 
 // As model::Llama::layout (and Gpt2Tp::layout): activations in the compute dtype, statistics and the
-// RoPE frequencies in f32, what the Recompute mode rebuilds shared by every block.
+// RoPE frequencies in f32, what the Recompute mode rebuilds shared by every block; a pipeline stage's
+// blocks only, the token rows on the first stage, the head's on the last.
 std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
-                            std::byte* base, Acts* acts) {
+                            model::Stage stage, std::byte* base, Acts* acts) {
   Acts scratch;
   Acts& a = acts ? *acts : scratch;
   model::Carver c{base, compute};
@@ -59,10 +66,10 @@ std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, mo
     if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
     return shared_t;
   };
-  a.rows = c.take_as(DType::kI32, {B, T});
+  if (stage.has_embedding()) a.rows = c.take_as(DType::kI32, {B, T});
   a.inv_freq = c.stat({s.head_size() / 2});
   a.encoded = c.take({R, C});
-  a.layers.resize(s.n_layer);
+  a.layers.resize(static_cast<std::size_t>(stage.end(s.n_layer) - stage.first_block));
   for (Layer& l : a.layers) {
     l.ln1 = keep(full, work.ln1, {R, C}), l.ln1_rstd = keep(full, work.ln1_rstd, {R}, true);
     l.qkv = keep(full, work.qkv, {B, T, qkv_width});
@@ -74,8 +81,10 @@ std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, mo
     l.act = keep(selective, work.act, {B, T, ffn});
     l.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
-  a.lnf = c.take({R, C}), a.lnf_rstd = c.stat({R});
-  a.logits = c.take({B, T, Vs});
+  if (stage.has_head(s.n_layer)) {
+    a.lnf = c.take({R, C}), a.lnf_rstd = c.stat({R});
+    a.logits = c.take({B, T, Vs});
+  }
   a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
   a.datty = c.take({B, T, C / tp}), a.dbig = c.take({B, T, std::max(qkv_width, 2 * ffn)}), a.dact = c.take({B, T, ffn});
   if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({C});
@@ -124,8 +133,8 @@ Tensor LlamaTp::head(const Tensor& unit) const {
 // units, adjacent in its shard), o and down row-parallel.
 void LlamaTp::block_forward(int l, const Tensor& w) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = layer(l);
+  const Tensor x = block_input(l);
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
   column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
   be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
@@ -139,20 +148,24 @@ void LlamaTp::block_forward(int l, const Tensor& w) {
   be_.add(L.res3, L.res2, a_.proj);
 }
 
+// A pipeline stage runs its part, as Gpt2Tp::run_forward.
 void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params) {
-  const std::int64_t N = std::int64_t{B_} * s_.seq_len;
-  model::check_token_ids("token", tokens, N, s_.vocab_size);
-  const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
-  be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
   const int last = s_.n_layer + 1;
-  Tensor emb = params.unit(0);
-  vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), a_.rows,
-                                   param(emb, 0, 0), Tensor());
-  params.release(0);
-  for (int l = 0; l < s_.n_layer; ++l) {
+  if (embeds_) {
+    const std::int64_t N = std::int64_t{B_} * s_.seq_len;
+    model::check_token_ids("token", tokens, N, s_.vocab_size);
+    const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
+    be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
+    Tensor emb = params.unit(0);
+    vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded),
+                                     a_.rows, param(emb, 0, 0), Tensor());
+    params.release(0);
+  }
+  for (int l = first_; l < end_; ++l) {
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
   }
+  if (!has_head_) return;
   Tensor fin = params.unit(last);
   be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), static_cast<float>(s_.norm_eps));
   if (s_.tie_embeddings) {
@@ -164,15 +177,18 @@ void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params
 }
 
 double LlamaTp::forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) {
-  model::check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);  // -1: outside the loss mask
+  if (has_head_)  // -1: outside the loss mask
+    model::check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
   run_forward(tokens, params);
   double sum = 0.0;
-  for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;
+  if (has_head_)
+    for (float x : ce_.forward(ctx_, a_.logits, targets, r_ * Vs_, s_.vocab_size)) sum += x;
   ready_for_backward_ = true;
   return sum;
 }
 
 std::vector<float> LlamaTp::forward_logits(const std::int32_t* tokens, model::ParamSource& params) {
+  ZT_CHECK(embeds_ && has_head_, "LlamaTp::forward_logits runs the whole model, not a pipeline stage");
   run_forward(tokens, params);
   ready_for_backward_ = false;
   return gather_logits(ctx_, a_.logits, s_.vocab_size);
@@ -180,8 +196,8 @@ std::vector<float> LlamaTp::forward_logits(const std::int32_t* tokens, model::Pa
 
 void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l];
-  const Tensor x = l == 0 ? a_.encoded : a_.layers[l - 1].res3;
+  Layer& L = layer(l);
+  const Tensor x = block_input(l);
   const std::int64_t T = s_.seq_len;
   const Tensor dgu(a_.dbig.data, dtype_, {B_, T, 2 * ffn_}), dqkv(a_.dbig.data, dtype_, {B_, T, qkv_width_});
   row_parallel_backward(ctx_, a_.dact, a_.dfull, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
@@ -199,20 +215,9 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.accumulate(a_.dres, a_.dtmp);
 }
 
-// As Gpt2Tp::recompute_block: full reruns the block forward (its collectives included); selective
-// rebuilds attention from the kept qkv (RoPE already applied) and SwiGLU from the kept gate|up.
-void LlamaTp::recompute_block(int l, const Tensor& w) {
-  if (recompute_ == model::Recompute::kFull) return block_forward(l, w);
-  if (recompute_ == model::Recompute::kSelective) {
-    Layer& L = a_.layers[l];
-    be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_), segments_.tensor());
-    be_.swiglu_forward(L.act, L.gu);
-  }
-}
-
-void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
-  ZT_CHECK(ready_for_backward_, "LlamaTp::backward needs a forward() with targets first (and runs once per forward)");
-  ready_for_backward_ = false;
+// The cross-entropy, the LM head (tied: embed_tokens' shard, a copy on a last stage without the
+// embedding) and the final norm, leaving d(last block's output) in a_.dres.
+void LlamaTp::head_backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
   const int last = s_.n_layer + 1;
   ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
   Tensor w, g;
@@ -221,6 +226,7 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
     g = grads.unit(0);
     column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), kOutIn);
     params.release(0);
+    if (!embeds_) grads.unit_done(0);  // the last stage's copy of embed_tokens' shard: final for this pass
   }
   w = params.unit(last);
   g = grads.unit(last);
@@ -229,7 +235,27 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
   norm_backward(a_.dres, param(g, last, kNormF), a_.dln, a_.layers.back().res3, param(w, last, kNormF), a_.lnf_rstd);
   params.release(last);
   grads.unit_done(last);
-  for (int l = s_.n_layer - 1; l >= 0; --l) {
+}
+
+// As Gpt2Tp::recompute_block: full reruns the block forward (its collectives included); selective
+// rebuilds attention from the kept qkv (RoPE already applied) and SwiGLU from the kept gate|up.
+void LlamaTp::recompute_block(int l, const Tensor& w) {
+  if (recompute_ == model::Recompute::kFull) return block_forward(l, w);
+  if (recompute_ == model::Recompute::kSelective) {
+    Layer& L = layer(l);
+    be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_), segments_.tensor());
+    be_.swiglu_forward(L.act, L.gu);
+  }
+}
+
+// The head's part (on the last stage), then the blocks, then the embedding (on the first stage): as
+// Gpt2Tp::backward, a_.dres is the stage's output gradient on entry and its input gradient on exit.
+void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float dloss) {
+  ZT_CHECK(ready_for_backward_, "LlamaTp::backward needs a forward() with targets first (and runs once per forward)");
+  ready_for_backward_ = false;
+  if (has_head_) head_backward(params, grads, dloss);
+  Tensor w, g;
+  for (int l = end_ - 1; l >= first_; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
     recompute_block(l, w);
@@ -237,6 +263,7 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
     params.release(1 + l);
     grads.unit_done(1 + l);
   }
+  if (!embeds_) return;
   g = grads.unit(0);
   vocab_parallel_embedding_backward(ctx_, param(g, 0, 0), Tensor(), sp_ ? a_.dres : btc(a_.dres),
                                     sp_ ? btc(a_.dfull) : Tensor(), a_.rows);

@@ -6,6 +6,7 @@
 // parallel as tp::Gpt2Tp: the residual stream and RMSNorms hold a block of the rows each.
 // Compute dtype and recompute modes as tp::Gpt2Tp (activations and their collectives in the compute
 // dtype, statistics and gradients f32; gradients bit-identical in every recompute mode).
+// Pipeline stages as tp::Gpt2Tp (the boundary tensors are this rank's [R, C] of the residual stream).
 #pragma once
 
 #include <cstdint>
@@ -25,13 +26,17 @@ class LlamaTp final : public model::Model {
   // local: tp_local_table(global, group.size()); rank group.rank() of the group. Both must outlive it.
   LlamaTp(backend::Backend& backend, dist::Communicator& group, const model::ParamTable& local, int micro_batch,
           bool sequence_parallel = false, model::Recompute recompute = model::Recompute::kNone,
-          DType compute = DType::kF32);
+          DType compute = DType::kF32, model::Stage stage = {});
   LlamaTp(const LlamaTp&) = delete;
   LlamaTp& operator=(const LlamaTp&) = delete;
 
   double forward(const std::int32_t* tokens, const std::int32_t* targets, model::ParamSource& params) override;
   void backward(model::ParamSource& params, model::GradSink& grads, float dloss) override;
   std::vector<float> forward_logits(const std::int32_t* tokens, model::ParamSource& params) override;
+  backend::Tensor stage_input() override { return a_.encoded; }
+  backend::Tensor stage_output() override { return a_.layers.back().res3; }
+  backend::Tensor stage_output_grad() override { return a_.dres; }
+  backend::Tensor stage_input_grad() override { return a_.dres; }
   const model::ParamTable& table() const override { return table_; }
   int micro_batch() const override { return B_; }
   DType compute_dtype() const override { return dtype_; }
@@ -40,7 +45,8 @@ class LlamaTp final : public model::Model {
   std::size_t activation_bytes() const override { return arena_.bytes() + segments_.bytes(); }
   // The same for any shape and degree, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
-                                      model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32);
+                                      model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32,
+                                      model::Stage stage = {});
 
  private:
   struct Layer {  // saved for backward, per block; the residual stream as in gpt2_tp.hpp
@@ -57,11 +63,16 @@ class LlamaTp final : public model::Model {
   backend::Tensor btc(backend::Tensor rows_by_c) const;
   backend::Tensor input_of(const backend::Tensor& mine);  // a column-parallel layer's whole input, for backward
   static std::size_t layout(const model::GptShape& s, int B, int tp, bool sp, model::Recompute r, DType compute,
-                            std::byte* base, Acts* acts);
+                            model::Stage stage, std::byte* base, Acts* acts);
+  Layer& layer(int l) { return a_.layers[static_cast<std::size_t>(l - first_)]; }  // block l of the model
+  const backend::Tensor& block_input(int l) const {  // the stage's input, or the previous block's output
+    return l == first_ ? a_.encoded : a_.layers[static_cast<std::size_t>(l - 1 - first_)].res3;
+  }
   void run_forward(const std::int32_t* tokens, model::ParamSource& params);
   void block_forward(int l, const backend::Tensor& w);
   void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);
   void recompute_block(int l, const backend::Tensor& w);  // what backward needs, per the Recompute mode
+  void head_backward(model::ParamSource& params, model::GradSink& grads, float dloss);  // the last stage's part
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
   backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows) const;  // adjacent weights
   backend::Tensor vocab_rows(backend::Tensor table) const;  // a vocabulary table's Vs rows, without the zero row
@@ -77,6 +88,8 @@ class LlamaTp final : public model::Model {
   bool sp_;
   model::Recompute recompute_;
   DType dtype_;
+  int first_, end_;      // this stage's blocks [first_, end_)
+  bool embeds_, has_head_;  // it runs the embedding / the final norm, head and loss
   std::int64_t Vs_, heads_, kv_heads_, qkv_width_, ffn_;  // this rank's share of each
   backend::Buffer arena_;
   Acts a_;

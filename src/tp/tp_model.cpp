@@ -11,17 +11,17 @@ using backend::Tensor;
 
 std::unique_ptr<model::Model> make_tp_model(backend::Backend& backend, dist::Communicator& group,
                                             const model::ParamTable& local, int micro_batch, bool sequence_parallel,
-                                            model::Recompute recompute, DType compute) {
+                                            model::Recompute recompute, DType compute, model::Stage stage) {
   if (local.shape().arch == model::Arch::kGpt2)
-    return std::make_unique<Gpt2Tp>(backend, group, local, micro_batch, sequence_parallel, recompute, compute);
-  return std::make_unique<LlamaTp>(backend, group, local, micro_batch, sequence_parallel, recompute, compute);
+    return std::make_unique<Gpt2Tp>(backend, group, local, micro_batch, sequence_parallel, recompute, compute, stage);
+  return std::make_unique<LlamaTp>(backend, group, local, micro_batch, sequence_parallel, recompute, compute, stage);
 }
 
 std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
-                                model::Recompute recompute, DType compute) {
+                                model::Recompute recompute, DType compute, model::Stage stage) {
   if (shape.arch == model::Arch::kGpt2)
-    return Gpt2Tp::activation_bytes(shape, micro_batch, tp, sequence_parallel, recompute, compute);
-  return LlamaTp::activation_bytes(shape, micro_batch, tp, sequence_parallel, recompute, compute);
+    return Gpt2Tp::activation_bytes(shape, micro_batch, tp, sequence_parallel, recompute, compute, stage);
+  return LlamaTp::activation_bytes(shape, micro_batch, tp, sequence_parallel, recompute, compute, stage);
 }
 
 TpCommBytes tp_comm_bytes(const model::GptShape& s, int micro_batch, int tp, bool sequence_parallel, DType compute) {

@@ -12,17 +12,20 @@
 
 namespace zt::tp {
 
-// The model of local.shape()'s family; local = model::tp_local_table(global, group.size()).
+// The model of local.shape()'s family; local = model::tp_local_table(global, group.size()). stage: a
+// pipeline stage's blocks (parallel.pp x parallel.tp), with local the TP cut of its rank's table
+// (model/stage_split.hpp's PipelineCut::table); default the whole model.
 std::unique_ptr<model::Model> make_tp_model(backend::Backend& backend, dist::Communicator& group,
                                             const model::ParamTable& local, int micro_batch,
                                             bool sequence_parallel = false,
                                             model::Recompute recompute = model::Recompute::kNone,
-                                            DType compute = DType::kF32);
+                                            DType compute = DType::kF32, model::Stage stage = {});
 
 // Model::activation_bytes of make_tp_model's model for any shape and degree, allocating nothing (the
-// memory planner's activations row under parallel.tp).
+// memory planner's activations row under parallel.tp; one model of a pipeline stage's with `stage`).
 std::size_t tp_activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
-                                model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32);
+                                model::Recompute recompute = model::Recompute::kNone, DType compute = DType::kF32,
+                                model::Stage stage = {});
 
 // The theory of what a rank hands its TP group per micro-batch (forward + backward, recompute=none;
 // full recomputation repeats each block's forward collectives in backward), in dist::CommStats'

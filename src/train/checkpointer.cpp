@@ -34,11 +34,10 @@ optim::ZeroEngine::State engine_state(ckpt::StateKind kind) {
   }
   return optim::ZeroEngine::State::kMaster;
 }
-// Rank 0's full fp32 model from the parts (a TP shard's or a pipeline stage's `shards.local` table):
+// Rank 0's full fp32 model from the parts (a TP shard's, a pipeline stage's or both: `shards.local`):
 // DP rank 0 of each part passes its whole local parameters (a collective gather at stage 3 and where
 // the master is sharded apart from the working weights), the others nothing.
-template <typename Shards>
-void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, const Shards& shards,
+void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, const ShardMap& shards,
                          std::int64_t flat_numel, std::vector<float>& full) {
   std::vector<float> local;
   if (shards.grid.dp_rank() == 0 || engine.gather_is_collective()) {
@@ -79,14 +78,13 @@ std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, i
 }
 
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
-                           optim::ZeroEngine& engine, std::string run_id, const TpShards* tp,
-                           const StageShards* pp)
+                           optim::ZeroEngine& engine, std::string run_id, const ShardMap* shards)
     : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
-      ranges_(checkpoint_ranges(table, world.size(), world.rank())), tp_(tp), pp_(pp), async_(config.ckpt.async),
+      ranges_(checkpoint_ranges(table, world.size(), world.rank())), shards_(shards), async_(config.ckpt.async),
       shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()),
       run_id_(std::move(run_id)) {
-  if (tp_ || pp_) {  // the global runs of this rank's DP slice of its TP shard or pipeline stage
-    runs_ = tp_ ? tp_->saved_runs() : pp_->saved_runs();
+  if (shards_) {  // the global runs of this rank's DP slice of its part of the model
+    runs_ = shards_->saved_runs();
     ranges_.clear();
     for (const model::TpRun& r : runs_) ranges_.push_back({r.global_offset, r.numel});
   } else {
@@ -122,9 +120,8 @@ void Checkpointer::snapshot() {
       at += r.numel;
     }
   }
-  // model.h5 in the global shape: DP rank 0 of every TP shard or pipeline stage sends rank 0 its part.
-  if (pp_) return gather_global_model(world_, engine_, *pp_, desc_.flat_numel, *full_);
-  if (tp_) return gather_global_model(world_, engine_, *tp_, desc_.flat_numel, *full_);
+  // model.h5 in the global shape: DP rank 0 of every TP shard and pipeline stage sends rank 0 its part.
+  if (shards_) return gather_global_model(world_, engine_, *shards_, desc_.flat_numel, *full_);
   // model.h5 comes from rank 0's full fp32 copy: a collective gather at stage 3 and wherever the
   // master is sharded apart from 16-bit working weights (mixed precision, stages 1-3); a local copy else.
   if (world_.is_root() || engine_.gather_is_collective()) {
@@ -307,11 +304,10 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
   const ckpt::Checkpoint c(dir);
   if (c.manifest().model.params != desc_.params)
     throw CheckpointError(cat(dir.string(), " holds another model's parameters than this run's"));
-  // The engine asks by its own (local) offsets; a TP shard reads its runs of the global state.
+  // The engine asks by its own (local) offsets; a part of the model reads its runs of the global state.
   auto read = [&](ckpt::StateKind kind, std::int64_t offset, std::int64_t count, float* out) {
     const ReadGlobal global = [&](std::int64_t o, std::int64_t n, float* into) { c.read(kind, {o, n}, into); };
-    if (tp_) return tp_->read_local(offset, count, out, global);
-    if (pp_) return pp_->read_local(offset, count, out, global);
+    if (shards_) return shards_->read_local(offset, count, out, global);
     global(offset, count, out);
   };
   engine_.load_params([&](std::int64_t offset, std::int64_t count, float* out) {

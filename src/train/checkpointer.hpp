@@ -16,8 +16,7 @@
 #include "dist/world.hpp"
 #include "model/param_table.hpp"
 #include "optim/zero/engine.hpp"
-#include "train/stage_shards.hpp"
-#include "train/tp_shards.hpp"
+#include "train/shard_map.hpp"
 
 namespace zt::train {
 
@@ -29,12 +28,11 @@ std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, i
 class Checkpointer {
  public:
   // run_id: this run's identity, recorded in every manifest; rotation deletes only its checkpoints.
-  // tp: parallel.tp > 1, the engine holds this rank's shard (tp_shards.hpp): saved and loaded in the
-  // global shape, so any grid resumes any checkpoint. pp: parallel.pp > 1, the engine holds this rank's
-  // pipeline stage (stage_shards.hpp), likewise. Null: the engine holds the whole table.
+  // shards: parallel.tp > 1 or parallel.pp > 1, the engine holds this rank's part of the model (its TP
+  // shard, its pipeline stage or both: shard_map.hpp), saved and loaded in the global shape, so any
+  // grid resumes any checkpoint. Null: the engine holds the whole table.
   Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
-               optim::ZeroEngine& engine, std::string run_id, const TpShards* tp = nullptr,
-               const StageShards* pp = nullptr);
+               optim::ZeroEngine& engine, std::string run_id, const ShardMap* shards = nullptr);
   ~Checkpointer();
 
   // Collective. Checkpoints the state after state.step steps into ckpt.dir. Synchronous: written and
@@ -72,8 +70,7 @@ class Checkpointer {
   optim::ZeroEngine& engine_;
   ckpt::ModelDesc desc_;
   std::vector<ckpt::FlatRange> ranges_;
-  const TpShards* tp_;
-  const StageShards* pp_;
+  const ShardMap* shards_;
   std::vector<model::TpRun> runs_;  // the engine's ranges (local offsets) behind ranges_, pairwise
   bool async_;
   std::shared_ptr<ckpt::RankShard> shard_;     // host copies the writer reads; reused across saves

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include "config/options.hpp"
 #include "core/error.hpp"
 #include "model/stage_split.hpp"
-#include "optim/schedule.hpp"
+#include "tp/tp_model.hpp"
+#include "train/shard_map.hpp"
 
 namespace zt::train {
 
@@ -16,9 +16,6 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
   const std::int64_t pp = c.parallel.pp;
   if (pp == 1) return;
   auto refuse = [&](const std::string& what) { throw ConfigError(cat("parallel.pp=", pp, " with ", what)); };
-  if (c.parallel.tp > 1)
-    refuse(cat("parallel.tp=", c.parallel.tp, ": pipeline and tensor parallelism do not compose yet (the "
-               "tensor-parallel models have no stages); use one of them"));
   if (c.train.zero_stage >= 2)
     refuse(cat("train.zero_stage=", c.train.zero_stage, ": stages 2-3 reduce (and at 3 gather) every unit per "
                "micro-batch, while a pipeline accumulates the gradients of all its micro-batches first (as "
@@ -34,17 +31,28 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
 
 PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
                              int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute,
-                             const std::vector<int>& blocks)
+                             const std::vector<int>& blocks, dist::Communicator* tp_group, bool sequence_parallel)
     : be_(backend), grid_(grid), cut_(model::PipelineCut::make(global.shape(), grid.pp, vpp, blocks)),
-      table_(cut_.table(global, grid.pp_rank())), tied_copy_(cut_.holds_tied_head_copy(global.shape(), grid.pp_rank())),
-      micro_batches_(micro_batches),
+      table_(model::part_table(global, cut_, grid.pp_rank(), grid.tp)),
+      tied_copy_(cut_.holds_tied_head_copy(global.shape(), grid.pp_rank())), micro_batches_(micro_batches),
+      micro_batch_(micro_batch), recompute_(recompute), compute_(compute), tp_group_(tp_group),
+      sequence_parallel_(sequence_parallel),
       ops_(model::pipeline_ops({grid.pp, vpp, static_cast<int>(micro_batches)}, grid.pp_rank())) {
+  ZT_CHECK(grid.tp == 1 || (tp_group && tp_group->size() == grid.tp), "pipeline: parallel.tp > 1 needs the TP group");
   const std::vector<model::Stage> chunks = cut_.chunks(grid.pp_rank());
   for (int c = 0; c < vpp; ++c) {  // as many activation sets per chunk as its micro-batches in flight
     auto& slots = models_.emplace_back();
-    for (int k = 0; k < model::in_flight(ops_, c); ++k)
-      slots.push_back(model::make_model(be_, table_, micro_batch, recompute, compute, chunks[static_cast<std::size_t>(c)]));
+    for (int k = 0; k < model::in_flight(ops_, c); ++k) slots.push_back(new_model(chunks[static_cast<std::size_t>(c)]));
   }
+}
+
+// A chunk's blocks on the rank's table: the tensor-parallel model of its TP shard when grid.tp > 1 (its
+// boundary tensors are then this rank's part of the residual stream, the same size on both sides of
+// every send: TP rank r of one stage talks to TP rank r of the next).
+std::unique_ptr<model::Model> PipelineStage::new_model(const model::Stage& chunk) {
+  if (grid_.tp > 1)
+    return tp::make_tp_model(be_, *tp_group_, table_, micro_batch_, sequence_parallel_, recompute_, compute_, chunk);
+  return model::make_model(be_, table_, micro_batch_, recompute_, compute_, chunk);
 }
 
 std::size_t PipelineStage::activation_bytes() const {
@@ -162,16 +170,6 @@ void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
   for (int u = table_.n_units() - 1; u >= 0; --u)
     if (table_.units()[static_cast<std::size_t>(u)].numel > 0) engine.grad_unit_done(u);
   engine.end_backward();
-}
-
-double PipelineStage::grad_norm(double engine_norm, optim::ZeroEngine& engine) {
-  double duplicate = 0;  // the tied copy on the last stage: the first stage counts it
-  if (tied_copy_) {
-    const model::ParamInfo& emb = table_.params()[table_.first_param(0)];
-    duplicate = engine.grad_sum_of_squares({{static_cast<std::int64_t>(emb.offset), static_cast<std::int64_t>(emb.numel)}});
-  }
-  return optim::norm_from_sum_of_squares(
-      pipeline_->all_reduce_value(engine_norm * engine_norm - duplicate, dist::ReduceOp::kSum));
 }
 
 }  // namespace zt::train

@@ -2,7 +2,8 @@
 // (model/stage_split.hpp: its blocks, the embedding on the first stage, the final norm, head and loss
 // on the last; a tied head's copy of the token embedding there too), one stage model per micro-batch
 // that can be in flight on it (1F1B: min(pp - stage, micro-batches) activation sets, each its own
-// arena: the same Gpt2/Llama code as the whole model), and runs a step's micro-batches on the 1F1B
+// arena: the same Gpt2/Llama code as the whole model; under parallel.tp > 1 the TP models on the TP
+// cut of the rank's table, stage_split.hpp's part_table), and runs a step's micro-batches on the 1F1B
 // schedule (model/pipeline_schedule.hpp) over the pipeline group's send/recv: activations forward,
 // their gradients backward, sends in flight while the stage computes, receives waited for. Under the
 // interleaved schedule (parallel.vpp > 1) the rank holds vpp model chunks, each with the slots its
@@ -11,8 +12,9 @@
 // Gradients: the micro-batches accumulate into the ZeRO engine's full gradient buffer without being
 // reduced (ZeRO stages 0-1; stages 2-3 reduce per micro-batch and are refused with pp: see
 // check_pipeline_config); after the last one, the tied embedding's two copies are summed over the
-// embedding group, then every unit is reduced over the DP group, and the gradient norm is the whole
-// model's (the stages' squares summed over the pipeline, the tied copy counted once).
+// embedding group (under TP each rank's vocabulary shard of them), then every unit is reduced over the
+// DP group; the gradient norm is the whole model's (shard_map.hpp's grid_grad_norm: the stages' squares
+// summed over the pipeline, the tied copy and TP-replicated parameters counted once).
 #pragma once
 
 #include <memory>
@@ -41,9 +43,12 @@ class PipelineStage {
  public:
   // global: the whole model's table; vpp: model chunks per rank (1: 1F1B); micro_batches: the step's
   // (grad_accum); blocks: each virtual stage's block count (parallel.pp_layers; empty: balanced by cost).
+  // tp_group: this rank's TP group when grid.tp > 1 (split_grid's; it must outlive the stage), the
+  // models then tensor-parallel (sequence_parallel: parallel.sequence_parallel).
   PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
                 int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute,
-                const std::vector<int>& blocks = {});
+                const std::vector<int>& blocks = {}, dist::Communicator* tp_group = nullptr,
+                bool sequence_parallel = false);
 
   const model::ParamTable& table() const { return table_; }  // this rank's parameters (the engine's)
   const model::PipelineCut& cut() const { return cut_; }
@@ -65,9 +70,6 @@ class PipelineStage {
   // After train(): the tied embedding's copies summed, then every unit's gradients reduced over the DP
   // group (the engine's). Collective over the embedding and DP groups.
   void reduce_gradients(optim::ZeroEngine& engine);
-  // The whole model's gradient L2 norm from the engine's (this stage's, over the DP group): collective
-  // over the pipeline group (and the last stage's DP group).
-  double grad_norm(double engine_norm, optim::ZeroEngine& engine);
 
   // Milliseconds since construction spent in train() and, within it, waiting in transfers (the
   // bubble's idle time plus the transfers themselves); with equal stages the ratio tends to the theory's.
@@ -85,6 +87,7 @@ class PipelineStage {
     Slot slot;
     std::unique_ptr<dist::Work> work;
   };
+  std::unique_ptr<model::Model> new_model(const model::Stage& chunk);  // one activation set's model
   Slot slot_of(const PipeOp& op) const;
   model::Model& model(Slot s) { return *models_[static_cast<std::size_t>(s.chunk)][static_cast<std::size_t>(s.index)]; }
   // One op: its slot's earlier sends waited for, its input received, its pass run, its output sent.
@@ -102,6 +105,11 @@ class PipelineStage {
   model::ParamTable table_;
   bool tied_copy_;
   std::int64_t micro_batches_;
+  int micro_batch_;
+  model::Recompute recompute_;
+  DType compute_;
+  dist::Communicator* tp_group_;  // grid.tp > 1: the TP models' group
+  bool sequence_parallel_;
   std::vector<PipeOp> ops_;  // this rank's step (model/pipeline_schedule.hpp)
   std::vector<std::vector<std::unique_ptr<model::Model>>> models_;  // [chunk][slot]
   dist::Communicator* pipeline_ = nullptr;

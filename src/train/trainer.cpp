@@ -34,6 +34,12 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
+
+// "parallel.pp 2 x parallel.tp 2 x 1 data-parallel" (the start-up line; the degrees above 1 only).
+std::string describe_grid(const dist::Grid& g) {
+  return cat(g.pp > 1 ? cat("parallel.pp ", g.pp, " x ") : "", g.tp > 1 ? cat("parallel.tp ", g.tp, " x ") : "", g.dp,
+             " data-parallel");
+}
 }  // namespace
 
 Trainer::Trainer(dist::World& world, const config::Config& config, const config::Derived& derived,
@@ -53,10 +59,10 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                            static_cast<int>(config.parallel.pp));
   if (grid_.pp > 1) {
     make_pipeline_stage();
-  } else if (grid_.tp > 1) {  // the TP model on its group's shard table; ZeRO over the DP group (tp_shards.hpp)
+  } else if (grid_.tp > 1) {  // the TP model on its group's shard table; ZeRO over the DP group (shard_map.hpp)
     grid_comms_ = dist::split_grid(*comm_, grid_);
     local_table_.emplace(model::tp_local_table(table_, grid_.tp));
-    tp_shards_.emplace(TpShards{table_, *local_table_, grid_});
+    shard_map_.emplace(ShardMap{table_, *local_table_, grid_});
     model_ = tp::make_tp_model(*backend_, *grid_comms_.tp, *local_table_, static_cast<int>(config.train.micro_batch),
                                config.parallel.sequence_parallel, plan::recompute_mode(config.train.recompute), compute);
   } else {
@@ -87,8 +93,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
     grads_ = std::make_unique<ZeroGrads>(*engine_);
   }
   checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
-                                                 resume.run_id, tp_shards_ ? &*tp_shards_ : nullptr,
-                                                 stage_shards_ ? &*stage_shards_ : nullptr);
+                                                 resume.run_id, shard_map_ ? &*shard_map_ : nullptr);
   // Before open_data: the loader starts at the restored step.
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
@@ -101,8 +106,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   log::info(cat("model: ", family, " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
                 " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
-                world.size(), " rank(s)", grid_.tp > 1 ? cat(" = parallel.tp ", grid_.tp, " x ", grid_.dp, " data-parallel") : "",
-                grid_.pp > 1 ? cat(" = parallel.pp ", grid_.pp, " x ", grid_.dp, " data-parallel") : "",
+                world.size(), " rank(s)", grid_.pp > 1 || grid_.tp > 1 ? cat(" = ", describe_grid(grid_)) : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   log::info(cat("memory per rank: parameters ", mib(mem.params), lora_ ? cat(" (LoRA adapters; frozen base ", mib(lora_->base_bytes()), ")") : "",
@@ -115,7 +119,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
 Trainer::~Trainer() = default;
 
 // parallel.pp > 1: this rank's stage runs its blocks on its own table (the engine's, ZeRO over the DP
-// group), checkpointed in the global shape (stage_shards.hpp); the split is said once.
+// group; under parallel.tp > 1 the TP shard of the stage's, run by the TP models over the TP group),
+// checkpointed in the global shape (shard_map.hpp); the split is said once.
 void Trainer::make_pipeline_stage() {
   check_pipeline_config(config_, placement_.comm == config::CommBackend::kNccl);
   grid_comms_ = dist::split_grid(*comm_, grid_);
@@ -123,10 +128,11 @@ void Trainer::make_pipeline_stage() {
                                               static_cast<int>(config_.train.micro_batch),
                                               derived_.grad_accum, plan::recompute_mode(config_.train.recompute),
                                               plan::compute_dtype(config_.train.precision),
-                                              config::pipeline_layers(config_));
+                                              config::pipeline_layers(config_), grid_comms_.tp.get(),
+                                              config_.parallel.sequence_parallel);
   pipeline_->connect(*grid_comms_.pp, grid_comms_.embedding.get());
   local_table_.emplace(pipeline_->table());
-  stage_shards_.emplace(StageShards{table_, *local_table_, grid_, pipeline_->cut()});
+  shard_map_.emplace(ShardMap{table_, *local_table_, grid_, pipeline_->cut()});
   log::info(cat("pipeline: parallel.pp=", grid_.pp,
                 config_.parallel.vpp > 1 ? cat(" x parallel.vpp=", config_.parallel.vpp, " chunks, interleaved") : ", 1F1B",
                 " over ", derived_.grad_accum, " micro-batches (bubble ", json_number(pipeline_->bubble_theory()),
@@ -136,25 +142,24 @@ void Trainer::make_pipeline_stage() {
 
 void Trainer::init_parameters() {
   if (lora_) return lora_->init(config_, *engine_);
-  // The global model's initial values whatever the grid: a TP rank reads its shard's runs of them.
+  // The global model's initial values whatever the grid: a rank's part (TP shard, pipeline stage, or
+  // both) reads its runs of them.
   if (config_.init.from.empty()) {
     const ReadGlobal init = [&](std::int64_t offset, std::int64_t count, float* out) {
       model::init_params_range(table_, config_.train.seed, offset, count, out);
     };
     engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-      if (tp_shards_) return tp_shards_->read_local(offset, count, out, init);
-      if (stage_shards_) return stage_shards_->read_local(offset, count, out, init);
+      if (shard_map_) return shard_map_->read_local(offset, count, out, init);
       init(offset, count, out);
     });
     return;
   }
   std::vector<float> flat(table_.numel());
   model::load_pretrained(config_.init.from, table_, flat.data());
-  if (tp_shards_) flat = model::tp_cut_flat(table_, *local_table_, flat.data(), grid_.tp, grid_.tp_rank());
-  if (stage_shards_) {  // this stage's parameters out of the whole model's
+  if (shard_map_) {  // this rank's part of the whole model's parameters
     std::vector<float> local(local_table_->numel());
-    stage_shards_->read_local(0, static_cast<std::int64_t>(local.size()), local.data(),
-                              [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(flat.data() + o, n, into); });
+    shard_map_->read_local(0, static_cast<std::int64_t>(local.size()), local.data(),
+                           [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(flat.data() + o, n, into); });
     flat = std::move(local);
   }
   engine_->load_params(flat.data());
@@ -257,8 +262,10 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   if (pipeline_) pipeline_->reduce_gradients(*engine_);
   r.grad_norm = engine_->finish_gradients();
-  if (tp_shards_) r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, *grid_comms_.tp, tp_shards_->replicated_ranges());
-  if (pipeline_) r.grad_norm = pipeline_->grad_norm(r.grad_norm, *engine_);
+  if (shard_map_)  // the whole model's norm from this rank's part (shard_map.hpp)
+    r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, grid_.tp > 1 ? grid_comms_.tp.get() : nullptr,
+                                 shard_map_->replicated_ranges(), grid_.pp > 1 ? grid_comms_.pp.get() : nullptr,
+                                 shard_map_->tied_copy_ranges());
   r.grad_norm /= loss_scale;
   // Every TP rank of a slice holds the slice's loss: summed over the DP group only. The pipeline's
   // last stage holds it (the others 0): summed over the pipeline first.

@@ -30,8 +30,7 @@
 #include "train/stragglers.hpp"
 #include "train/timed_communicator.hpp"
 #include "train/pipeline_stage.hpp"
-#include "train/stage_shards.hpp"
-#include "train/tp_shards.hpp"
+#include "train/shard_map.hpp"
 #include "dist/grid.hpp"
 
 namespace zt::train {
@@ -77,7 +76,7 @@ class Trainer {
   void sample();
   ckpt::TrainState train_state() const;
   // parallel.tp > 1: the engine and the loss reductions run over the DP group, the model on the TP
-  // group's shard table (tp_shards.hpp); tp = 1: the world and the whole table.
+  // group's shard table (shard_map.hpp); tp = 1: the world and the whole table.
   dist::Communicator& dp_comm() { return grid_comms_.dp ? *grid_comms_.dp : *comm_; }
   const model::ParamTable& shard_table() const { return local_table_ ? *local_table_ : table_; }
   std::uint64_t comm_bytes() const;  // payload bytes over every group this rank communicates in
@@ -98,10 +97,9 @@ class Trainer {
   model::ParamTable table_;
   dist::Grid grid_;                               // world = parallel.pp x data-parallel x parallel.tp ranks
   dist::GridComms grid_comms_;                    // tp > 1 or pp > 1: this rank's groups (split from comm_)
-  std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard of table_; pp > 1: its stage's
-  std::optional<TpShards> tp_shards_;
+  std::optional<model::ParamTable> local_table_;  // this rank's part of table_: its TP shard, its stage's, or both
+  std::optional<ShardMap> shard_map_;             // tp > 1 or pp > 1: local_table_ in the global model
   std::unique_ptr<PipelineStage> pipeline_;     // parallel.pp > 1: this rank's stage (its table is local_table_)
-  std::optional<StageShards> stage_shards_;
   double pipeline_run_ms_ = 0, pipeline_wait_ms_ = 0;  // the pipeline's times at the last metrics line
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<optim::ZeroEngine> engine_;

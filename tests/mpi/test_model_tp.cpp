@@ -6,11 +6,13 @@
 // hands its TP group per micro-batch equal tp_comm_bytes' theory exactly, in fp32 and bf16. In bf16 the
 // loss and gradients follow one rank's bf16 model within bf16 noise; in bf16 and fp32 the recompute
 // modes give bit-identical losses and gradients at the same tp, and the planner's tp_activation_bytes
-// is what each (precision, recompute) model allocates.
+// is what each (precision, recompute) model allocates. Two pipeline stages of the TP model chained give
+// one rank's loss and gradients.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "backend/host_convert.hpp"
 #include "dist/grid.hpp"
 #include "model/init.hpp"
+#include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "tp/tp_model.hpp"
@@ -293,6 +296,61 @@ TEST_P(ModelTp, PlannedActivationBytesAreWhatTheModelAllocates) {
         previous = planned;
         if (dtype != DType::kF32) {
           EXPECT_LT(planned, tp_activation_bytes(table.shape(), 2, g.tp, sp, r, DType::kF32));
+        }
+      }
+    }
+  });
+}
+
+// Pipeline stages of the TP model (parallel.pp x parallel.tp): two stages chained on each rank, the
+// boundary tensors handed over by copy (what the pipeline's send and receive carry, the same size on
+// both sides: this rank's [B*T/tp, C] rows under SP), give one rank's loss over two micro-batches and
+// its gradients: each stage's parameters hold their shard of them, the tied head's two copies summing
+// to the embedding's. Each stage allocates what tp_activation_bytes plans for it.
+TEST_P(ModelTp, StageChainEqualsTheWholeModel) {
+  const auto one = model::make_model(*be, table, 1);
+  Trainee ref(init);
+  const double want_loss = accumulate(*one, table, ref, 0, 0, 2);
+  const model::PipelineCut cut = model::PipelineCut::make(table.shape(), 2);
+  const std::vector<model::Stage>& stages = cut.virtual_stages;
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable&) {
+    std::vector<model::ParamTable> tables;
+    std::vector<Trainee> parts;
+    std::vector<std::unique_ptr<model::Model>> models;
+    tables.reserve(stages.size());  // the models keep references to their tables
+    for (int s = 0; s < 2; ++s) {
+      const model::Stage& st = stages[static_cast<std::size_t>(s)];
+      tables.push_back(model::tp_local_table(cut.table(table, s), g.tp));
+      parts.emplace_back(model::tp_cut_flat(table, tables.back(), init.data(), g.tp, g.tp_rank()));
+      models.push_back(make_tp_model(*be, *comms.tp, tables.back(), 1, sp, model::Recompute::kNone, DType::kF32, st));
+      EXPECT_EQ(models.back()->activation_bytes(),
+                tp_activation_bytes(table.shape(), 1, g.tp, sp, model::Recompute::kNone, DType::kF32, st));
+    }
+    model::FlatParams p0(tables[0], flat_view(parts[0].params)), p1(tables[1], flat_view(parts[1].params));
+    model::FlatGrads g0(tables[0], flat_view(parts[0].grads)), g1(tables[1], flat_view(parts[1].grads));
+    auto hand_over = [](const Tensor& from, const Tensor& to) {
+      ASSERT_EQ(from.bytes(), to.bytes());
+      std::memcpy(to.data, from.data, from.bytes());
+    };
+    double loss = 0;
+    for (int i = 0; i < 2; ++i) {
+      const std::vector<std::int32_t> seq = sequence(0, i);
+      EXPECT_EQ(models[0]->forward(seq.data(), seq.data() + 1, p0), 0.0);  // no head, no loss
+      hand_over(models[0]->stage_output(), models[1]->stage_input());
+      loss += models[1]->forward(seq.data(), seq.data() + 1, p1);
+      models[1]->backward(p1, g1, 1.0f / (kSeqs * kSeqLen));
+      hand_over(models[1]->stage_input_grad(), models[0]->stage_output_grad());
+      models[0]->backward(p0, g0, 1.0f / (kSeqs * kSeqLen));
+    }
+    EXPECT_NEAR(loss, want_loss, 1e-5 * kSeqLen);
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const std::vector<float> want = model::tp_cut_flat(table, tables[s], ref.grads.data(), g.tp, g.tp_rank());
+      for (const model::ParamInfo& p : tables[s].params()) {
+        const model::ParamInfo* copy = s == 0 ? tables[1].find_or_null(p.name) : nullptr;  // the tied head's
+        if (s == 1 && tables[0].find_or_null(p.name)) continue;  // checked with stage 0's
+        for (std::size_t i = 0; i < p.numel; ++i) {
+          const float got = parts[s].grads[p.offset + i] + (copy ? parts[1].grads[copy->offset + i] : 0.f);
+          ASSERT_NEAR(got, want[p.offset + i], 1e-5) << "stage " << s << " " << p.name << " [" << i << "]";
         }
       }
     }

@@ -22,7 +22,7 @@
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "tp/tp_model.hpp"
-#include "train/tp_shards.hpp"
+#include "train/shard_map.hpp"
 #include "train/zero_model.hpp"
 
 namespace zt::tp {
@@ -164,7 +164,7 @@ TEST_P(ZeroOverTensorParallel, Bf16WithRecomputationMatchesThePlan) {
   }
 }
 
-// The grid norm (train/tp_shards.hpp) sums the TP ranks' split shards; an fp16 overflow (inf or NaN)
+// The grid norm (train/shard_map.hpp) sums the TP ranks' split shards; an fp16 overflow (inf or NaN)
 // in one rank's shard gives every rank a non-finite norm, so the loss scaler skips the step everywhere.
 TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
   const auto& w = test::world();
@@ -177,15 +177,46 @@ TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
   auto be = backend::make_cpu_backend(1);
   optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
   engine.zero_grads();
-  EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, *comms.tp, {}), std::sqrt(18.0));  // 3 on each TP rank
+  EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, comms.tp.get(), {}), std::sqrt(18.0));  // 3 on each TP rank
   for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
-    const double norm = train::grid_grad_norm(g.tp_rank() == 1 ? bad : 3.0, engine, *comms.tp, {});
+    const double norm = train::grid_grad_norm(g.tp_rank() == 1 ? bad : 3.0, engine, comms.tp.get(), {});
     EXPECT_FALSE(std::isfinite(norm)) << "TP rank " << g.tp_rank() << " got " << norm << " from " << bad << " on rank 1";
   }
 }
 
+// Under pp x tp (4 ranks: pp=2 x tp=2) the grid norm leaves the tied copy out (the duplicate ranges,
+// on the last stage), counts the replicated ranges once over the TP group and sums the stages over the
+// pipeline group: every gradient 1, so the norm squared counts the model's distinct elements.
+TEST(GridGradNorm, PipelineStagesSumWithTheTiedCopyAndReplicatedOnce) {
+  const auto& w = test::world();
+  if (w.size() != 4) GTEST_SKIP() << "pp=2 x tp=2 needs 4 ranks";
+  auto world_comm = dist::make_mpi_communicator(w, 60);
+  const dist::Grid g = dist::Grid::make(4, 2, w.rank(), 2);
+  dist::GridComms comms = dist::split_grid(*world_comm, g);
+  const config::Config c = small_config(0, config::Arch::kGpt2);
+  const model::ParamTable local = model::tp_local_table(model::ParamTable(plan::model_shape(c.model)), 2);
+  auto be = backend::make_cpu_backend(1);
+  optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
+  engine.zero_grads();
+  for (int u = 0; u < local.n_units(); ++u) {
+    const backend::Tensor t = engine.grad_unit(u);
+    std::fill_n(static_cast<float*>(t.data), t.numel(), 1.f);
+  }
+  const auto range_of = [&](int u) {
+    return FlatRange{static_cast<std::int64_t>(local.units()[u].offset), static_cast<std::int64_t>(local.units()[u].numel)};
+  };
+  const std::vector<FlatRange> replicated{range_of(local.n_units() - 1)}, copy{range_of(0)};
+  const double n = static_cast<double>(local.numel()), r = static_cast<double>(replicated[0].numel);
+  const double c0 = static_cast<double>(copy[0].numel);
+  const bool last_stage = g.pp_rank() == 1;
+  const double norm = train::grid_grad_norm(std::sqrt(n), engine, comms.tp.get(), replicated, comms.pp.get(),
+                                            last_stage ? copy : std::vector<FlatRange>{});
+  const double first = 2 * (n - r) + r, last = 2 * (n - r - c0) + r;  // each stage: its TP shards, replicated once
+  EXPECT_DOUBLE_EQ(norm, std::sqrt(first + last));
+}
+
 // The engine's sum of squares over chosen flat ranges (what the trainer counts the replicated parameters
-// with, train/tp_shards.hpp): over every parameter it is the squared norm finish_gradients returns, and
+// with, train/shard_map.hpp): over every parameter it is the squared norm finish_gradients returns, and
 // over two halves of them it adds up to it, at every stage (the ranges cross the ranks' slices).
 TEST(ZeroGradSumOfSquares, RangesAddUpToTheNormAtEveryStage) {
   const auto& w = test::world();

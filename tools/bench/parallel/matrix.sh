@@ -8,6 +8,9 @@
 #                                             schedule (pp x vpp up to 6 chunks of one block)
 #   tools/bench/parallel/matrix.sh tensor     tp 2 and 4, sequence parallel, x dp up to 4, ZeRO 0-3,
 #                                             recompute, document masks, optimizer offload
+#   tools/bench/parallel/matrix.sh pptp       pp x tp together (CI: tests/mpi/pipeline_tp_training.sh):
+#                                             pp 2-4 x tp 2-4, x dp2, ZeRO 0-1, sequence parallel,
+#                                             recompute, document masks, interleaved (vpp 2-3)
 # (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed; ZT_MATRIX_ONLY=REGEX runs the layouts
 # whose name matches). Prints one line per layout: its worst
 # difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
@@ -27,7 +30,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 base=(--model.n_layer=6 --model.n_head=2 --model.n_embd=32 --model.vocab_size=97 --model.seq_len=16 --train.device=cpu
       --train.threads=1 --optim.lr=3e-3 --optim.warmup_steps=2 --log.every=1 --data.train="$work/train_*.h5"
       --train.micro_batch=1 --train.max_steps=10 --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=0 --ckpt.resume=none)
-axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor}
+axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor|pptp}
 # name|ranks|args (the data-parallel ranks' batch: global_batch = 4 micro-batches x dp)
 case $axis in
   pipeline)
@@ -72,7 +75,27 @@ case $axis in
       "tp2-mask|2|--parallel.tp=2 --train.global_batch=4 --data.document_mask=true"
       "tp2xdp2-offload|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1 --train.offload=optimizer"
     ) ;;
-  *) echo "unknown axis '$axis': pipeline or tensor" >&2; exit 2 ;;
+  pptp)  # 4 heads (GPT-2) and 8 query / 4 K/V heads (Llama): tp=4 divides both; 6 blocks: pp=4 is 2,2,1,1
+    families=(
+      "gpt2|--model.n_head=4"
+      "llama-untied|--model.arch=llama --model.n_head=8 --model.n_kv_head=4 --model.ffn_hidden=48"
+      "llama-tied|--model.arch=llama --model.n_head=8 --model.n_kv_head=4 --model.ffn_hidden=48 --model.tie_embeddings=true"
+    )
+    layouts=(
+      "pp2xtp2|4|--parallel.pp=2 --parallel.tp=2 --train.global_batch=4"
+      "pp2xtp2-z1|4|--parallel.pp=2 --parallel.tp=2 --train.global_batch=4 --train.zero_stage=1"
+      "pp2xtp2xdp2-z1|8|--parallel.pp=2 --parallel.tp=2 --train.global_batch=8 --train.zero_stage=1"
+      "pp2xtp2-sp|4|--parallel.pp=2 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
+      "pp3xtp2|6|--parallel.pp=3 --parallel.tp=2 --train.global_batch=4"
+      "pp4xtp2-sp|8|--parallel.pp=4 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
+      "pp2xtp4|8|--parallel.pp=2 --parallel.tp=4 --train.global_batch=4"
+      "pp2xtp2-selective|4|--parallel.pp=2 --parallel.tp=2 --train.global_batch=4 --train.recompute=selective"
+      "pp2xtp2-full-sp|4|--parallel.pp=2 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4 --train.recompute=full"
+      "pp2xtp2-mask|4|--parallel.pp=2 --parallel.tp=2 --train.global_batch=4 --data.document_mask=true"
+      "pp2xvpp2xtp2|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --parallel.tp=2 --train.global_batch=4"
+      "pp2xvpp3xtp2-sp|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
+    ) ;;
+  *) echo "unknown axis '$axis': pipeline, tensor or pptp" >&2; exit 2 ;;
 esac
 train() {  # train METRICS NP ARGS...
   local out=$1 np=$2; shift 2
