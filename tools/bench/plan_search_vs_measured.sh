@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layout planner's predicted step time (`ztrain --plan --plan.search`, the "configured" line) against
 # measured ms/step on CPU ranks (mpirun --oversubscribe), for layouts ztrain runs today: data parallel on
-# 1, 2 and 4 ranks, parallel.tp 2 and 2 x 2, ZeRO stages, recompute, micro-batch sizes. Prints the table.
+# 1, 2 and 4 ranks, parallel.tp 2 and 2 x 2, ZeRO stages, recompute, micro-batch sizes, and pipelines
+# (pp 2 and 4, interleaved, pp x dp, pp x tp). Prints the table.
 #   tools/bench/plan_search_vs_measured.sh [--warmup 2] [--steps 12] [--repeat 2] [--out DIR]
 # Two predictions per layout, from the planner's own formulas (ztrain --plan --plan.search, predicted at
 # two rates to split its compute term F / rate from its communication term):
@@ -81,6 +82,11 @@ layouts=(
   "dp4 mb2 zero1          |4|--train.micro_batch=2 --train.zero_stage=1"
   "dp4 mb4 zero3          |4|--train.micro_batch=4 --train.zero_stage=3"
   "tp2 x dp2 mb2 zero1    |4|--parallel.tp=2 --train.micro_batch=2 --train.zero_stage=1"
+  "pp2 mb2                |2|--parallel.pp=2 --train.micro_batch=2"
+  "pp2 vpp2 mb2           |2|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --train.micro_batch=2"
+  "pp4 mb2                |4|--parallel.pp=4 --train.micro_batch=2"
+  "pp2 x dp2 mb2 zero1    |4|--parallel.pp=2 --train.micro_batch=2 --train.zero_stage=1"
+  "pp2 x tp2 mb2          |4|--parallel.pp=2 --parallel.tp=2 --train.micro_batch=2"
 )
 
 predict() {  # np rate flags...: the planner's ms/step at plan.gpu_tflops=rate
