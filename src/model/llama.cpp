@@ -172,10 +172,9 @@ double Llama::forward(const std::int32_t* tokens, const std::int32_t* targets, P
 }
 
 std::vector<float> Llama::forward_logits(const std::int32_t* tokens, ParamSource& params) {
-  ZT_CHECK(embeds_ && heads_, "Llama::forward_logits runs the whole model, not a pipeline stage");
   run_forward(tokens, params);
   ready_for_backward_ = false;
-  return unpadded_logits(be_, a_.logits, s_.vocab_size);
+  return heads_ ? unpadded_logits(be_, a_.logits, s_.vocab_size) : std::vector<float>{};
 }
 
 // dres holds d(block output) on entry and d(block input) on exit; parameter grads accumulate (+=).

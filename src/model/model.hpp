@@ -48,6 +48,8 @@ class Model {
   // of its packed sample) in the forward and backward passes from here on; nullptr: all earlier keys.
   virtual void set_segment_starts(const std::int32_t* starts) = 0;
   // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
+  // On a pipeline stage (Stage below) the stage's part: without the embedding it reads stage_input();
+  // without the head it returns {} and leaves its output in stage_output().
   virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
   // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
   // model does not own it. Models without LoRA support (the tensor-parallel ones) refuse a non-null one.

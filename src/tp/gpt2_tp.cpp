@@ -178,10 +178,9 @@ double Gpt2Tp::forward(const std::int32_t* tokens, const std::int32_t* targets, 
 }
 
 std::vector<float> Gpt2Tp::forward_logits(const std::int32_t* tokens, model::ParamSource& params) {
-  ZT_CHECK(embeds_ && heads_, "Gpt2Tp::forward_logits runs the whole model, not a pipeline stage");
   run_forward(tokens, params);
   ready_for_backward_ = false;
-  return gather_logits(ctx_, a_.logits, s_.vocab_size);
+  return heads_ ? gather_logits(ctx_, a_.logits, s_.vocab_size) : std::vector<float>{};
 }
 
 // As model::Gpt2::block_backward; the column-parallel layers' input gradients are summed over the group.

@@ -21,9 +21,6 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
                "micro-batch, while a pipeline accumulates the gradients of all its micro-batches first (as "
                "Megatron-LM and DeepSpeed do) and reduces them once; use train.zero_stage=0 or 1"));
   if (c.lora.rank > 0) refuse("lora.rank > 0: LoRA adapters are not split into stages yet; use parallel.pp=1");
-  if (c.log.sample_every > 0)
-    refuse(cat("log.sample_every=", c.log.sample_every, ": text samples run the whole model on one rank; set "
-               "log.sample_every=0"));
   if (nccl)
     refuse("dist.backend=nccl: the NCCL send/recv path of the pipeline has not run on GPUs yet; use "
            "dist.backend=mpi (host-staged)");
@@ -155,6 +152,31 @@ double PipelineStage::evaluate(const data::StepBatch& batch, model::ParamSource&
   wait_all_sends();
   wait_ms_ = training_wait_ms;
   return loss;
+}
+
+std::vector<float> PipelineStage::next_token_logits(const std::int32_t* window, int n, model::ParamSource& params,
+                                                   const std::string& context) {
+  ZT_CHECK(pipeline_, "pipeline: connect() first");
+  const double training_wait_ms = wait_ms_;  // a sample's waits are not the training step's bubble
+  const std::size_t V = static_cast<std::size_t>(table_.shape().vocab_size);
+  std::vector<double> row(V, 0.0);
+  for (const PipeOp& op : model::forward_ops({grid_.pp, cut_.vpp, 1}, grid_.pp_rank())) {
+    pipeline_->set_context(cat(context, " pipeline stage ", grid_.pp_rank(), cut_.vpp > 1 ? cat(" chunk ", op.chunk) : "",
+                               " forward"));
+    const Slot slot = slot_of(op);
+    model::Model& m = model(slot);
+    wait_sends(slot);
+    receive(op, m);
+    m.set_segment_starts(nullptr);  // one prompt: no document mask
+    const std::vector<float> logits = m.forward_logits(window, params);  // [B, T, V] on the last stage, else {}
+    if (!logits.empty())
+      std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n - 1) * V), V, row.begin());
+    send(op, slot, m);
+  }
+  wait_all_sends();
+  wait_ms_ = training_wait_ms;
+  pipeline_->all_reduce_values(row, dist::ReduceOp::kSum);
+  return {row.begin(), row.end()};
 }
 
 // The tied head's copy is parameter 0 of unit 0 on both the first and the last stage (stage_split.hpp).

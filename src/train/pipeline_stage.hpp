@@ -66,6 +66,11 @@ class PipelineStage {
                const std::string& context);
   // Forward passes only (evaluation): the summed token losses on the last stage, 0 elsewhere.
   double evaluate(const data::StepBatch& batch, model::ParamSource& params, const std::string& context);
+  // For text samples: one window of tokens (micro_batch x seq_len, as the models take) through the
+  // pipeline; every rank of it gets the logits [V] at position n - 1, computed on the last stage and
+  // summed over the pipeline group (the others add zeros). Collective over the pipeline.
+  std::vector<float> next_token_logits(const std::int32_t* window, int n, model::ParamSource& params,
+                                       const std::string& context);
 
   // After train(): the tied embedding's copies summed, then every unit's gradients reduced over the DP
   // group (the engine's). Collective over the embedding and DP groups.

@@ -32,8 +32,19 @@ std::uint32_t draw(const float* logits, int vocab, const SampleOptions& o, doubl
 
 std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
                         const std::string& prompt, const SampleOptions& o, const std::function<void()>& before) {
-  const model::GptShape& s = gpt.table().shape();
-  const int T = s.seq_len, B = gpt.micro_batch();
+  const std::size_t V = static_cast<std::size_t>(gpt.table().shape().vocab_size);
+  const NextLogits next = [&](const std::int32_t* window, int n) {
+    if (before) before();
+    const std::vector<float> logits = gpt.forward_logits(window, params);  // [B, T, V]
+    const auto row = logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n - 1) * V);
+    return std::vector<float>(row, row + static_cast<std::ptrdiff_t>(V));
+  };
+  return sample_text(next, gpt.table().shape(), gpt.micro_batch(), tokenizer, prompt, o);
+}
+
+std::string sample_text(const NextLogits& next_logits, const model::GptShape& s, int B, const tok::Tokenizer& tokenizer,
+                        const std::string& prompt, const SampleOptions& o) {
+  const int T = s.seq_len;
   std::vector<std::uint32_t> ids;
   if (tokenizer.bos() != tok::Vocab::kNone) ids.push_back(tokenizer.bos());  // documents start with it
   tok::Encoder(tokenizer).encode(prompt, ids);
@@ -48,10 +59,9 @@ std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok
     const int n = static_cast<int>(ids.size() - start);
     std::fill(window.begin(), window.end(), 0);
     std::copy(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end(), window.begin());
-    if (before) before();
-    const std::vector<float> logits = gpt.forward_logits(window.data(), params);  // [B, T, V]
+    const std::vector<float> logits = next_logits(window.data(), n);  // [V] at position n - 1
     const double u = rng::uniform(o.seed, purpose, o.step * 1'000'003ull + static_cast<std::uint64_t>(i));
-    ids.push_back(draw(logits.data() + static_cast<std::size_t>(n - 1) * s.vocab_size, drawable, o, u));
+    ids.push_back(draw(logits.data(), drawable, o, u));
   }
   return tokenizer.decode(std::span<const std::uint32_t>(ids.data(), ids.size()));
 }

@@ -26,4 +26,11 @@ std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok
                         const std::string& prompt, const SampleOptions& options,
                         const std::function<void()>& before_each_forward = {});
 
+// The same over any forward pass: next_logits(window, n) gives the V logits at position n - 1 of a
+// window of micro_batch x shape.seq_len tokens whose row 0 holds the sequence (a pipeline computes
+// them on its last stage and shares that row: train/pipeline_stage.hpp).
+using NextLogits = std::function<std::vector<float>(const std::int32_t* window, int n)>;
+std::string sample_text(const NextLogits& next_logits, const model::GptShape& shape, int micro_batch,
+                        const tok::Tokenizer& tokenizer, const std::string& prompt, const SampleOptions& options);
+
 }  // namespace zt::train

@@ -548,10 +548,18 @@ void Trainer::sample() {
   o.seed = config_.train.seed;
   o.step = static_cast<std::uint64_t>(step_);
   set_comm_context(cat("text sample after step ", step_));
-  model_->set_segment_starts(nullptr);  // one prompt: no document mask
-  if (lora_) lora_->set_dropout(false);
-  const std::string text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o,
-                                       [&] { expect_access_order(false); });
+  std::string text;
+  if (pipeline_) {  // the window through the stages; each rank gets the last stage's logits
+    const NextLogits next = [&](const std::int32_t* window, int n) {
+      return pipeline_->next_token_logits(window, n, *params_, cat("text sample after step ", step_));
+    };
+    text = sample_text(next, table_.shape(), static_cast<int>(config_.train.micro_batch), *tokenizer_,
+                       config_.log.sample_prompt, o);
+  } else {
+    model_->set_segment_starts(nullptr);  // one prompt: no document mask
+    if (lora_) lora_->set_dropout(false);
+    text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o, [&] { expect_access_order(false); });
+  }
   log::info(cat("step ", step_, " | sample: ", text));
   if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
 }

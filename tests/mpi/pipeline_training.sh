@@ -6,7 +6,8 @@
 # and Llama (GQA, untied head) on pp=2 with full recomputation.
 # Its checkpoints are in the global shape: a pp=2 checkpoint at step 5 resumes on pp=1 (2 data-parallel
 # ranks) and continues the uninterrupted curve; model.h5, gathered from the stages, exports the one-rank
-# weights; init.from loads a Hugging Face directory into the stages. The split is said at start-up; what
+# weights; init.from loads a Hugging Face directory into the stages; text samples (log.sample_every) equal
+# one rank's. The split is said at start-up; what
 # is not wired is refused.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
@@ -70,6 +71,31 @@ run init_ref 1 --ckpt.resume=none --init.from="$ZT_WORK/hf" --train.max_steps=3 
 run init_pp2 2 --ckpt.resume=none --init.from="$ZT_WORK/hf" --train.max_steps=3 --log.eval_every=0 --parallel.pp=2
 expect_in "$ZT_WORK/out" "initialised from"
 same_curve init_ref init_pp2
+
+# Text samples (log.sample_every): the window goes through the stages, the last stage's logits reach every
+# rank, and each draws the same token: pp=2 and pp=2 x vpp=2 print the one-rank run's samples.
+tiny=$(cd "$(dirname "$0")/../unit/tok/data" && pwd)/tiny_tokenizer.json
+printf 'abcd xyz world\n\nworld abcd xyz\n\nxyz world abcd abcd' >"$ZT_WORK/s.txt"
+expect_exit 0 "$ZT_BIN/ztok" -q --vocab "$tiny" --split paragraph --out "$ZT_WORK/stok" "$ZT_WORK/s.txt"
+sample_run() {  # sample_run NAME NP ARGS...
+  local name=$1 np=$2; shift 2
+  expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" --model.n_layer=4 --model.n_head=2 --model.n_embd=16 --model.seq_len=8 \
+    --model.vocab_size=320 --train.device=cpu --train.threads=1 --train.global_batch=2 --train.micro_batch=1 \
+    --train.max_steps=2 --data.vocab="$tiny" --data.train="$ZT_WORK/stok/train_*.h5" --log.sample_every=1 \
+    --log.sample_tokens=6 --ckpt.every=0 --ckpt.resume=none --ckpt.dir="$ZT_WORK/$name.ckpt" \
+    --log.metrics="$ZT_WORK/$name.jsonl" "$@"
+  grep '"sample"' "$ZT_WORK/$name.jsonl" >"$ZT_WORK/$name.samples"
+  [ "$(wc -l <"$ZT_WORK/$name.samples")" -eq 2 ] || fail "$name: expected 2 samples"
+}
+sample_run sample_ref 1
+for layout in "pp2|--parallel.pp=2" "vpp2|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2"; do
+  IFS='|' read -r name args <<<"$layout"
+  # shellcheck disable=SC2086
+  sample_run "sample_$name" 2 $args
+  cmp -s "$ZT_WORK/sample_ref.samples" "$ZT_WORK/sample_$name.samples" ||
+    { cat "$ZT_WORK/sample_ref.samples" "$ZT_WORK/sample_$name.samples"; fail "$args: the samples differ from one rank's"; }
+  echo "$args: samples equal one rank's: $(head -n 1 "$ZT_WORK/sample_$name.samples")"
+done
 
 # Refused before any work (exit 2), naming the key, the reason and the fix.
 expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --parallel.pp=2 --train.zero_stage=2 --ckpt.dir="$ZT_WORK/no.ckpt"
