@@ -2,6 +2,9 @@
 #include "train/data_check.hpp"
 
 #include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/error.hpp"
@@ -51,19 +54,27 @@ void check_packing(const std::string& key, const data::TokenSource& tokens, std:
 }
 }  // namespace
 
-tok::Tokenizer load_tokenizer(const std::string& vocab) {
-  try {
-    return tok::Tokenizer::load(vocab);
-  } catch (const InputError& e) {
-    throw InputError(cat("data.vocab=", vocab, ": ", e.what()));
+const tok::Tokenizer& load_tokenizer(const std::string& vocab) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<const tok::Tokenizer>> loaded;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = loaded[vocab];
+  if (!slot) {
+    try {
+      slot = std::make_unique<const tok::Tokenizer>(tok::Tokenizer::load(vocab));
+    } catch (const InputError& e) {
+      loaded.erase(vocab);
+      throw InputError(cat("data.vocab=", vocab, ": ", e.what()));
+    }
   }
+  return *slot;
 }
 
 data::ShardExpectation expected_shards(const config::Config& c) {
   data::ShardExpectation expect;
   expect.vocab_size = static_cast<std::uint64_t>(c.model.vocab_size);
   if (!c.data.vocab.empty()) {  // the shards must have been tokenized with this vocabulary
-    const tok::Tokenizer tokenizer = load_tokenizer(c.data.vocab);
+    const tok::Tokenizer& tokenizer = load_tokenizer(c.data.vocab);
     expect.vocab_hash = tokenizer.vocab().hash();
     expect.eot = tokenizer.eot();
   }

@@ -83,7 +83,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
-  if (config.log.sample_every > 0) tokenizer_ = std::make_unique<tok::Tokenizer>(load_tokenizer(config.data.vocab));
+  if (config.log.sample_every > 0) tokenizer_ = &load_tokenizer(config.data.vocab);
   if (lora_) {
     params_ = std::make_unique<ZeroParams>(lora_->base_engine());
     grads_ = std::make_unique<FrozenGrads>();

@@ -124,7 +124,7 @@ class Trainer {
   TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives  // per logged window: the slowest rank (stragglers.hpp)
   bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
-  std::unique_ptr<tok::Tokenizer> tokenizer_;  // for text samples (log.sample_every)
+  const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
   std::unique_ptr<HangNotes> hang_notes_;      // answers and reports hangs from ring_ (ckpt.dir/diag/)
 };
 
