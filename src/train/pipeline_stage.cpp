@@ -110,25 +110,31 @@ void PipelineStage::wait_all_sends() {
   sends_.clear();
 }
 
-double PipelineStage::run(const PipeOp& op, const data::StepBatch& batch, model::ParamSource& params,
-                          model::GradSink* grads, float dloss, const std::string& context) {
-  const bool forward = op.kind == PipeOp::Kind::kForward;
+double PipelineStage::transfer_around(const PipeOp& op, const std::string& context, const std::string& detail,
+                                      const std::function<double(model::Model&)>& pass) {
   pipeline_->set_context(cat(context, " pipeline stage ", grid_.pp_rank(), cut_.vpp > 1 ? cat(" chunk ", op.chunk) : "",
-                             forward ? " forward" : " backward", " micro-batch ", op.micro + 1, "/", batch.grad_accum));
+                             op.kind == PipeOp::Kind::kForward ? " forward" : " backward", detail));
   const Slot slot = slot_of(op);
   model::Model& m = model(slot);
   wait_sends(slot);  // the slot's buffers are free again
   receive(op, m);
-  double loss = 0;
-  if (forward) {
+  const double result = pass(m);
+  send(op, slot, m);
+  return result;
+}
+
+double PipelineStage::run(const PipeOp& op, const data::StepBatch& batch, model::ParamSource& params,
+                          model::GradSink* grads, float dloss, const std::string& context) {
+  const std::string micro = cat(" micro-batch ", op.micro + 1, "/", batch.grad_accum);
+  return transfer_around(op, context, micro, [&](model::Model& m) {
+    if (op.kind == PipeOp::Kind::kBackward) {
+      m.backward(params, *grads, dloss);
+      return 0.0;
+    }
     batch.split(op.micro, inputs_, targets_);
     m.set_segment_starts(batch.segments(op.micro));  // data.document_mask, else null
-    loss = m.forward(inputs_.data(), targets_.data(), params);
-  } else {
-    m.backward(params, *grads, dloss);
-  }
-  send(op, slot, m);
-  return loss;
+    return m.forward(inputs_.data(), targets_.data(), params);
+  });
 }
 
 double PipelineStage::train(const data::StepBatch& batch, model::ParamSource& params, model::GradSink& grads,
@@ -161,17 +167,13 @@ std::vector<float> PipelineStage::next_token_logits(const std::int32_t* window, 
   const std::size_t V = static_cast<std::size_t>(table_.shape().vocab_size);
   std::vector<double> row(V, 0.0);
   for (const PipeOp& op : model::forward_ops({grid_.pp, cut_.vpp, 1}, grid_.pp_rank())) {
-    pipeline_->set_context(cat(context, " pipeline stage ", grid_.pp_rank(), cut_.vpp > 1 ? cat(" chunk ", op.chunk) : "",
-                               " forward"));
-    const Slot slot = slot_of(op);
-    model::Model& m = model(slot);
-    wait_sends(slot);
-    receive(op, m);
-    m.set_segment_starts(nullptr);  // one prompt: no document mask
-    const std::vector<float> logits = m.forward_logits(window, params);  // [B, T, V] on the last stage, else {}
-    if (!logits.empty())
-      std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n - 1) * V), V, row.begin());
-    send(op, slot, m);
+    transfer_around(op, context, "", [&](model::Model& m) {
+      m.set_segment_starts(nullptr);  // one prompt: no document mask
+      const std::vector<float> logits = m.forward_logits(window, params);  // [B, T, V] on the last stage, else {}
+      if (!logits.empty())
+        std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n - 1) * V), V, row.begin());
+      return 0.0;
+    });
   }
   wait_all_sends();
   wait_ms_ = training_wait_ms;

@@ -17,6 +17,7 @@
 // summed over the pipeline, the tied copy and TP-replicated parameters counted once).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,7 +96,11 @@ class PipelineStage {
   std::unique_ptr<model::Model> new_model(const model::Stage& chunk);  // one activation set's model
   Slot slot_of(const PipeOp& op) const;
   model::Model& model(Slot s) { return *models_[static_cast<std::size_t>(s.chunk)][static_cast<std::size_t>(s.index)]; }
-  // One op: its slot's earlier sends waited for, its input received, its pass run, its output sent.
+  // One op: its slot's earlier sends waited for, its input received, pass run on the slot's model (its
+  // result returned), its output sent; context and detail name it for the watchdog.
+  double transfer_around(const PipeOp& op, const std::string& context, const std::string& detail,
+                         const std::function<double(model::Model&)>& pass);
+  // A training or evaluation op (batch's micro-batch; grads null: forward only).
   double run(const PipeOp& op, const data::StepBatch& batch, model::ParamSource& params, model::GradSink* grads,
              float dloss, const std::string& context);
   void receive(const PipeOp& op, model::Model& m);
