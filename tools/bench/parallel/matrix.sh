@@ -75,7 +75,7 @@ case $axis in
       "tp2-mask|2|--parallel.tp=2 --train.global_batch=4 --data.document_mask=true"
       "tp2xdp2-offload|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1 --train.offload=optimizer"
     ) ;;
-  pptp)  # 4 heads (GPT-2) and 8 query / 4 K/V heads (Llama): tp=4 divides both; 6 blocks: pp=4 is 2,2,1,1
+  pptp)  # 4 heads (GPT-2) and 8 query / 4 K/V heads (Llama): tp=4 divides both; 6 blocks: pp=4 cut by cost
     families=(
       "gpt2|--model.n_head=4"
       "llama-untied|--model.arch=llama --model.n_head=8 --model.n_kv_head=4 --model.ffn_hidden=48"
