@@ -70,13 +70,54 @@ std::vector<Stage> split_blocks(const GptShape& shape, int stages) {
   return out;
 }
 
+namespace {
+
+// Interleaving: a rank runs every one of its chunks for each micro-batch, so its total paces the steady
+// state. From split_blocks' cut of the virtual stages, move one block at a time across a boundary while
+// that lowers the largest rank total (then the largest stage), every stage keeping a block: the best
+// move each round, until none helps (each round lowers the pair, so it ends).
+void balance_rank_totals(PipelineCut& cut, const GptShape& shape) {
+  auto score = [&] {
+    double rank = 0, stage = 0;
+    for (int r = 0; r < cut.pp; ++r) rank = std::max(rank, cut.rank_flops(shape, r));
+    for (const Stage& st : cut.virtual_stages) stage = std::max(stage, stage_flops(shape, st));
+    return std::pair{rank, stage};
+  };
+  auto better = [](std::pair<double, double> a, std::pair<double, double> b) {
+    const double tol = 1e-12 * std::max(1.0, b.first);
+    return a.first < b.first - tol || (a.first <= b.first + tol && a.second < b.second - 1e-12 * std::max(1.0, b.second));
+  };
+  for (;;) {
+    auto best = score();
+    int best_boundary = -1, best_shift = 0;
+    for (std::size_t i = 0; i + 1 < cut.virtual_stages.size(); ++i)
+      for (int shift : {-1, 1}) {  // the boundary after stage i moves a block left or right
+        Stage &a = cut.virtual_stages[i], &b = cut.virtual_stages[i + 1];
+        const int at = a.end_block + shift;
+        if (at <= a.first_block || at >= b.end(shape.n_layer)) continue;
+        a.end_block = b.first_block = at;
+        if (const auto s = score(); better(s, best)) best = s, best_boundary = static_cast<int>(i), best_shift = shift;
+        a.end_block = b.first_block = at - shift;
+      }
+    if (best_boundary < 0) return;
+    Stage &a = cut.virtual_stages[static_cast<std::size_t>(best_boundary)], &b = cut.virtual_stages[static_cast<std::size_t>(best_boundary) + 1];
+    a.end_block = b.first_block = a.end_block + best_shift;
+  }
+}
+
+}  // namespace
+
 PipelineCut PipelineCut::make(const GptShape& shape, int pp, int vpp, const std::vector<int>& blocks) {
   const int stages = pp * vpp;
   if (pp < 1 || vpp < 1 || stages > shape.n_layer)
     throw ConfigError(cat("parallel.pp=", pp, vpp > 1 ? cat(" x parallel.vpp=", vpp, " = ", stages) : "",
                           " stages for model.n_layer=", shape.n_layer, " blocks: every stage needs at least one block; use ",
                           vpp > 1 ? "parallel.pp x parallel.vpp" : "parallel.pp", " <= ", shape.n_layer));
-  if (blocks.empty()) return {pp, vpp, split_blocks(shape, stages)};
+  if (blocks.empty()) {
+    PipelineCut cut{pp, vpp, split_blocks(shape, stages)};
+    if (vpp > 1) balance_rank_totals(cut, shape);
+    return cut;
+  }
   ZT_CHECK(static_cast<int>(blocks.size()) == stages, "pipeline cut: ", blocks.size(), " block counts for ", stages, " stages");
   PipelineCut cut{pp, vpp, {}};
   int first = 0;

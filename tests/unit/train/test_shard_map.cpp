@@ -69,12 +69,14 @@ TEST(StageSplit, BalancedByCost) {
   EXPECT_EQ(block_counts(model::split_blocks(tiny8, 2), 8), (std::vector<int>{4, 4}));
   EXPECT_EQ(block_counts(model::split_blocks(tiny8, 4), 8), (std::vector<int>{2, 2, 2, 2}));
   EXPECT_EQ(block_counts(model::split_blocks(tiny, 7), 7), std::vector<int>(7, 1));
-  // Interleaved pp 2 x vpp 2 cuts 4 virtual stages as pp 4 does; rank 1 holds the last (and the head).
+  // Interleaved pp 2 x vpp 2 starts from pp 4's cut (3,4,4,1: rank 1 would hold 5 blocks and the head,
+  // rank 0 7 blocks) and moves a block to rank 0's first chunk: 4,3,4,1 (8 blocks; 4 and the head).
   const model::PipelineCut cut = model::PipelineCut::make(kGpt2Small, 2, 2);
-  EXPECT_EQ(cut.describe(kGpt2Small), "rank 0: embedding + blocks 0-2, blocks 7-10; rank 1: blocks 3-6, block 11 + head "
+  EXPECT_EQ(cut.describe(kGpt2Small), "rank 0: embedding + blocks 0-3, blocks 7-10; rank 1: blocks 4-6, block 11 + head "
                                       "(tied copy) and loss");
   EXPECT_EQ(cut.busiest_rank(kGpt2Small), 1);
-  EXPECT_DOUBLE_EQ(cut.rank_flops(kGpt2Small, 1), 5 * gpt2.block + gpt2.head);
+  EXPECT_DOUBLE_EQ(cut.rank_flops(kGpt2Small, 1), 4 * gpt2.block + gpt2.head);
+  EXPECT_DOUBLE_EQ(cut.rank_flops(kGpt2Small, 0), 8 * gpt2.block + gpt2.embedding);
 }
 
 TEST(StageSplit, GivenBlockCountsOverrideTheCost) {  // parallel.pp_layers
