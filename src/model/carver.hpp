@@ -21,6 +21,15 @@ struct Carver {
     used += (t.bytes() + 63) / 64 * 64;
     return t;
   }
+  // One block's tensor (a statistic in f32): its own, or where the recompute mode rebuilds it in backward
+  // (`shared`), the one working buffer every block uses, carved at the first block's request.
+  backend::Tensor per_block(bool shared, backend::Tensor& working, std::initializer_list<std::int64_t> dims,
+                            bool statistic = false) {
+    const DType dtype = statistic ? DType::kF32 : act;
+    if (!shared) return take_as(dtype, dims);
+    if (working.rank == 0) working = take_as(dtype, dims);
+    return working;
+  }
 };
 
 }  // namespace zt::model

@@ -32,27 +32,20 @@ std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, s
   // One working set of block activations, shared by every block where the mode recomputes them.
   Layer work;
   const bool full = r == Recompute::kFull, selective = r != Recompute::kNone;
-  auto per_layer_or_shared = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims,
-                                 bool statistic = false) {
-    const DType dtype = statistic ? DType::kF32 : compute;
-    if (!shared) return c.take_as(dtype, dims);
-    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
-    return shared_t;
-  };
   a.layers.resize(stage.end(s.n_layer) - stage.first_block);  // this stage's blocks only
   for (Layer& l : a.layers) {
-    l.ln1 = per_layer_or_shared(full, work.ln1, {B, T, C});
-    l.ln1_mean = per_layer_or_shared(full, work.ln1_mean, {N}, true);
-    l.ln1_rstd = per_layer_or_shared(full, work.ln1_rstd, {N}, true);
-    l.qkv = per_layer_or_shared(full, work.qkv, {B, T, 3 * C});
-    l.atty = per_layer_or_shared(selective, work.atty, {B, T, C});
-    l.lse = per_layer_or_shared(full, work.lse, {B, s.n_head, T}, true);
-    l.res2 = per_layer_or_shared(full, work.res2, {B, T, C});
-    l.ln2 = per_layer_or_shared(full, work.ln2, {B, T, C});
-    l.ln2_mean = per_layer_or_shared(full, work.ln2_mean, {N}, true);
-    l.ln2_rstd = per_layer_or_shared(full, work.ln2_rstd, {N}, true);
-    l.fch = per_layer_or_shared(full, work.fch, {B, T, 4 * C});
-    l.fch_gelu = per_layer_or_shared(selective, work.fch_gelu, {B, T, 4 * C});
+    l.ln1 = c.per_block(full, work.ln1, {B, T, C});
+    l.ln1_mean = c.per_block(full, work.ln1_mean, {N}, true);
+    l.ln1_rstd = c.per_block(full, work.ln1_rstd, {N}, true);
+    l.qkv = c.per_block(full, work.qkv, {B, T, 3 * C});
+    l.atty = c.per_block(selective, work.atty, {B, T, C});
+    l.lse = c.per_block(full, work.lse, {B, s.n_head, T}, true);
+    l.res2 = c.per_block(full, work.res2, {B, T, C});
+    l.ln2 = c.per_block(full, work.ln2, {B, T, C});
+    l.ln2_mean = c.per_block(full, work.ln2_mean, {N}, true);
+    l.ln2_rstd = c.per_block(full, work.ln2_rstd, {N}, true);
+    l.fch = c.per_block(full, work.fch, {B, T, 4 * C});
+    l.fch_gelu = c.per_block(selective, work.fch_gelu, {B, T, 4 * C});
     l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
   }
   if (stage.has_head(s.n_layer)) {

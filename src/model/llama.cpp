@@ -31,24 +31,18 @@ std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, 
   a.encoded = c.take({B, T, C});
   Layer work;  // one working set shared by every block where the mode recomputes it
   const bool full = r == Recompute::kFull, selective = r != Recompute::kNone;
-  auto keep = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims, bool statistic = false) {
-    const DType dtype = statistic ? DType::kF32 : compute;
-    if (!shared) return c.take_as(dtype, dims);
-    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);
-    return shared_t;
-  };
   a.layers.resize(stage.end(s.n_layer) - stage.first_block);  // this stage's blocks only
   for (Layer& l : a.layers) {
-    l.ln1 = keep(full, work.ln1, {B, T, C});
-    l.ln1_rstd = keep(full, work.ln1_rstd, {N}, true);
-    l.qkv = keep(full, work.qkv, {B, T, W});
-    l.atty = keep(selective, work.atty, {B, T, C});
-    l.lse = keep(full, work.lse, {B, s.n_head, T}, true);
-    l.res2 = keep(full, work.res2, {B, T, C});
-    l.ln2 = keep(full, work.ln2, {B, T, C});
-    l.ln2_rstd = keep(full, work.ln2_rstd, {N}, true);
-    l.gu = keep(full, work.gu, {B, T, 2 * F});
-    l.act = keep(selective, work.act, {B, T, F});
+    l.ln1 = c.per_block(full, work.ln1, {B, T, C});
+    l.ln1_rstd = c.per_block(full, work.ln1_rstd, {N}, true);
+    l.qkv = c.per_block(full, work.qkv, {B, T, W});
+    l.atty = c.per_block(selective, work.atty, {B, T, C});
+    l.lse = c.per_block(full, work.lse, {B, s.n_head, T}, true);
+    l.res2 = c.per_block(full, work.res2, {B, T, C});
+    l.ln2 = c.per_block(full, work.ln2, {B, T, C});
+    l.ln2_rstd = c.per_block(full, work.ln2_rstd, {N}, true);
+    l.gu = c.per_block(full, work.gu, {B, T, 2 * F});
+    l.act = c.per_block(selective, work.act, {B, T, F});
     l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
   }
   if (stage.has_head(s.n_layer)) {

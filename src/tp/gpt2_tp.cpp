@@ -54,26 +54,20 @@ std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, mod
   const std::int64_t Vs = s.padded_vocab / tp;
   const bool full = r == model::Recompute::kFull, selective = r != model::Recompute::kNone;
   Layer work;
-  auto keep = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims, bool statistic = false) {
-    const DType dtype = statistic ? DType::kF32 : compute;
-    if (!shared) return c.take_as(dtype, dims);
-    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
-    return shared_t;
-  };
   if (stage.has_embedding()) a.rows = c.take_as(DType::kI32, {B, T});
   a.encoded = c.take({R, C});
   a.layers.resize(static_cast<std::size_t>(stage.end(s.n_layer) - stage.first_block));
   for (Layer& l : a.layers) {
-    l.ln1 = keep(full, work.ln1, {R, C});
-    l.ln1_mean = keep(full, work.ln1_mean, {R}, true), l.ln1_rstd = keep(full, work.ln1_rstd, {R}, true);
-    l.qkv = keep(full, work.qkv, {B, T, 3 * Cr});
-    l.atty = keep(selective, work.atty, {B, T, Cr});
-    l.lse = keep(full, work.lse, {B, s.n_head / tp, T}, true);
-    l.res2 = keep(full, work.res2, {R, C});
-    l.ln2 = keep(full, work.ln2, {R, C});
-    l.ln2_mean = keep(full, work.ln2_mean, {R}, true), l.ln2_rstd = keep(full, work.ln2_rstd, {R}, true);
-    l.fch = keep(full, work.fch, {B, T, 4 * Cr});
-    l.fch_gelu = keep(selective, work.fch_gelu, {B, T, 4 * Cr});
+    l.ln1 = c.per_block(full, work.ln1, {R, C});
+    l.ln1_mean = c.per_block(full, work.ln1_mean, {R}, true), l.ln1_rstd = c.per_block(full, work.ln1_rstd, {R}, true);
+    l.qkv = c.per_block(full, work.qkv, {B, T, 3 * Cr});
+    l.atty = c.per_block(selective, work.atty, {B, T, Cr});
+    l.lse = c.per_block(full, work.lse, {B, s.n_head / tp, T}, true);
+    l.res2 = c.per_block(full, work.res2, {R, C});
+    l.ln2 = c.per_block(full, work.ln2, {R, C});
+    l.ln2_mean = c.per_block(full, work.ln2_mean, {R}, true), l.ln2_rstd = c.per_block(full, work.ln2_rstd, {R}, true);
+    l.fch = c.per_block(full, work.fch, {B, T, 4 * Cr});
+    l.fch_gelu = c.per_block(selective, work.fch_gelu, {B, T, 4 * Cr});
     l.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
   if (stage.has_head(s.n_layer)) {

@@ -60,25 +60,19 @@ std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, mo
   const std::int64_t ffn = s.ffn_hidden / tp;
   const bool full = r == model::Recompute::kFull, selective = r != model::Recompute::kNone;
   Layer work;
-  auto keep = [&](bool shared, Tensor& shared_t, std::initializer_list<std::int64_t> dims, bool statistic = false) {
-    const DType dtype = statistic ? DType::kF32 : compute;
-    if (!shared) return c.take_as(dtype, dims);
-    if (shared_t.rank == 0) shared_t = c.take_as(dtype, dims);  // first block: carve the shared buffer
-    return shared_t;
-  };
   if (stage.has_embedding()) a.rows = c.take_as(DType::kI32, {B, T});
   a.inv_freq = c.stat({s.head_size() / 2});
   a.encoded = c.take({R, C});
   a.layers.resize(static_cast<std::size_t>(stage.end(s.n_layer) - stage.first_block));
   for (Layer& l : a.layers) {
-    l.ln1 = keep(full, work.ln1, {R, C}), l.ln1_rstd = keep(full, work.ln1_rstd, {R}, true);
-    l.qkv = keep(full, work.qkv, {B, T, qkv_width});
-    l.atty = keep(selective, work.atty, {B, T, C / tp});
-    l.lse = keep(full, work.lse, {B, heads, T}, true);
-    l.res2 = keep(full, work.res2, {R, C});
-    l.ln2 = keep(full, work.ln2, {R, C}), l.ln2_rstd = keep(full, work.ln2_rstd, {R}, true);
-    l.gu = keep(full, work.gu, {B, T, 2 * ffn});
-    l.act = keep(selective, work.act, {B, T, ffn});
+    l.ln1 = c.per_block(full, work.ln1, {R, C}), l.ln1_rstd = c.per_block(full, work.ln1_rstd, {R}, true);
+    l.qkv = c.per_block(full, work.qkv, {B, T, qkv_width});
+    l.atty = c.per_block(selective, work.atty, {B, T, C / tp});
+    l.lse = c.per_block(full, work.lse, {B, heads, T}, true);
+    l.res2 = c.per_block(full, work.res2, {R, C});
+    l.ln2 = c.per_block(full, work.ln2, {R, C}), l.ln2_rstd = c.per_block(full, work.ln2_rstd, {R}, true);
+    l.gu = c.per_block(full, work.gu, {B, T, 2 * ffn});
+    l.act = c.per_block(selective, work.act, {B, T, ffn});
     l.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
   if (stage.has_head(s.n_layer)) {
