@@ -137,13 +137,9 @@ void Gpt2Tp::block_forward(int l, const Tensor& w) {
 void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params) {
   const int last = s_.n_layer + 1;
   if (embeds_) {
-    const std::int64_t N = std::int64_t{B_} * s_.seq_len;
-    model::check_token_ids("token", tokens, N, s_.vocab_size);
-    const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
-    be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
     Tensor emb = params.unit(0);
-    vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded),
-                                     a_.rows, param(emb, 0, kWte), param(emb, 0, kWpe));
+    vocab_parallel_embed_tokens(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), tokens,
+                                s_.vocab_size, a_.rows, param(emb, 0, kWte), param(emb, 0, kWpe));
     params.release(0);
   }
   for (int l = first_; l < end_; ++l) {

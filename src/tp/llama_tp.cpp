@@ -146,13 +146,9 @@ void LlamaTp::block_forward(int l, const Tensor& w) {
 void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params) {
   const int last = s_.n_layer + 1;
   if (embeds_) {
-    const std::int64_t N = std::int64_t{B_} * s_.seq_len;
-    model::check_token_ids("token", tokens, N, s_.vocab_size);
-    const std::vector<std::int32_t> rows = local_token_rows(tokens, N, r_ * Vs_, Vs_);
-    be_.copy_from_host(a_.rows.data, rows.data(), a_.rows.bytes());
     Tensor emb = params.unit(0);
-    vocab_parallel_embedding_forward(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded),
-                                     a_.rows, param(emb, 0, 0), Tensor());
+    vocab_parallel_embed_tokens(ctx_, sp_ ? a_.encoded : btc(a_.encoded), btc(sp_ ? a_.full : a_.encoded), tokens,
+                                s_.vocab_size, a_.rows, param(emb, 0, 0), Tensor());
     params.release(0);
   }
   for (int l = first_; l < end_; ++l) {

@@ -6,6 +6,7 @@
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
+#include "model/lm_head.hpp"
 
 namespace zt::tp {
 
@@ -37,6 +38,15 @@ void vocab_parallel_embedding_forward(const TpContext& ctx, Tensor out, Tensor p
   ctx.be.embedding_forward(sum, rows, wte_ext, ctx.group.rank() == 0 ? wpe : Tensor{});
   if (ctx.sequence_parallel) reduce_scatter_rows(ctx, partial, out);
   else all_reduce_sum(ctx, out);
+}
+
+void vocab_parallel_embed_tokens(const TpContext& ctx, Tensor out, Tensor partial, const std::int32_t* tokens,
+                                 std::int64_t vocab_size, Tensor rows, Tensor wte_ext, Tensor wpe) {
+  const std::int64_t n = rows.numel(), Vs = wte_ext.dim(0) - 1;
+  model::check_token_ids("token", tokens, n, vocab_size);
+  const std::vector<std::int32_t> local = local_token_rows(tokens, n, ctx.group.rank() * Vs, Vs);
+  ctx.be.copy_from_host(rows.data, local.data(), rows.bytes());
+  vocab_parallel_embedding_forward(ctx, out, partial, rows, wte_ext, wpe);
 }
 
 void vocab_parallel_embedding_backward(const TpContext& ctx, Tensor dwte_ext, Tensor dwpe, Tensor dout, Tensor dfull,

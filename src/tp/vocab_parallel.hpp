@@ -31,6 +31,11 @@ std::vector<std::int32_t> local_token_rows(const std::int32_t* tokens, std::int6
 // the device, i32 [N]. wte_ext [Vs + 1, C].
 void vocab_parallel_embedding_forward(const TpContext& ctx, backend::Tensor out, backend::Tensor partial,
                                       backend::Tensor rows, backend::Tensor wte_ext, backend::Tensor wpe);
+// The same from the host's token ids [N], checked against vocab_size: this rank's rows of them
+// (local_token_rows, its block of wte_ext's Vs rows) are copied into rows first.
+void vocab_parallel_embed_tokens(const TpContext& ctx, backend::Tensor out, backend::Tensor partial,
+                                 const std::int32_t* tokens, std::int64_t vocab_size, backend::Tensor rows,
+                                 backend::Tensor wte_ext, backend::Tensor wpe);
 // dwte_ext +=, dwpe += (empty for Llama). dout as out; under SP dfull [N, C] scratch for the gathered
 // dout (empty otherwise). The zero row's gradient is cleared. Every rank gets the whole dwpe: the
 // position table is replicated, so each rank's copy takes the same update.
