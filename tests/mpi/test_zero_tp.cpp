@@ -94,6 +94,13 @@ Outcome train(const config::Config& c, model::Model& model, const model::ParamTa
   return run;
 }
 
+// The memory plan of c on `world` ranks is within 10% of the peak the run allocated.
+void expect_plan_within_10_percent(const config::Config& c, int world, const Outcome& got) {
+  const double predicted = static_cast<double>(plan::plan_memory(c, world, 1, 0).total_bytes);
+  EXPECT_NEAR(predicted / static_cast<double>(got.peak_bytes), 1.0, 0.10)
+      << "predicted " << predicted << " measured " << got.peak_bytes;
+}
+
 class ZeroOverTensorParallel : public ::testing::TestWithParam<config::Arch> {};
 
 TEST_P(ZeroOverTensorParallel, EveryStageMatchesOneRankAndThePlan) {
@@ -123,9 +130,7 @@ TEST_P(ZeroOverTensorParallel, EveryStageMatchesOneRankAndThePlan) {
         const Outcome got = train(c, *model, local, *comms.dp, model::tp_cut_flat(table, local, init.data(), tp, g.tp_rank()), *be);
         for (int s = 0; s < kSteps; ++s)
           EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5) << "step " << s << ": " << got.losses[s] - want.losses[s];
-        const double predicted = static_cast<double>(plan::plan_memory(c, w.size(), 1, 0).total_bytes);
-        EXPECT_NEAR(predicted / static_cast<double>(got.peak_bytes), 1.0, 0.10)
-            << "predicted " << predicted << " measured " << got.peak_bytes;
+        expect_plan_within_10_percent(c, w.size(), got);
       }
     }
   }
@@ -158,9 +163,7 @@ TEST_P(ZeroOverTensorParallel, Bf16WithRecomputationMatchesThePlan) {
     if (want.empty()) want = got.losses;
     EXPECT_EQ(got.losses, want);
     EXPECT_LT(got.losses.back(), got.losses.front());
-    const double predicted = static_cast<double>(plan::plan_memory(c, w.size(), 1, 0).total_bytes);
-    EXPECT_NEAR(predicted / static_cast<double>(got.peak_bytes), 1.0, 0.10)
-        << "predicted " << predicted << " measured " << got.peak_bytes;
+    expect_plan_within_10_percent(c, w.size(), got);
   }
 }
 
