@@ -66,6 +66,25 @@ std::vector<std::uint16_t> rounded(const std::vector<float>& v, DType dtype) {
   return out;
 }
 
+// A bf16 run's working copy of `values` (rounded from fp32) over `table`, and an f32 gradient buffer.
+struct Bf16Run {
+  std::vector<std::uint16_t> params;
+  std::vector<float> grads;
+  model::FlatParams source;
+  model::FlatGrads sink;
+  Bf16Run(const model::ParamTable& table, const std::vector<float>& values)
+      : params(rounded(values, DType::kBF16)), grads(table.numel()),
+        source(table, Tensor(params.data(), DType::kBF16, {static_cast<std::int64_t>(params.size())})),
+        sink(table, flat_view(grads)) {}
+};
+
+// The TP group's payload bytes between two snapshots of its stats equal the theory's.
+void expect_group_bytes(const dist::CommStats& before, const dist::CommStats& after, const TpCommBytes& want) {
+  EXPECT_EQ(after.all_reduce_bytes - before.all_reduce_bytes, want.all_reduce);
+  EXPECT_EQ(after.all_gather_bytes - before.all_gather_bytes, want.all_gather);
+  EXPECT_EQ(after.reduce_scatter_bytes - before.reduce_scatter_bytes, want.reduce_scatter);
+}
+
 // One rank's training state: parameters, gradients and AdamW moments over a flat buffer.
 struct Trainee {
   std::vector<float> params, grads, m, v;
@@ -179,10 +198,7 @@ TEST_P(ModelTp, TensorGroupBytesEqualTheTheory) {
     const dist::CommStats before = comms.tp->stats();
     accumulate(*model, local, mine, 0, 0, 1);
     const dist::CommStats& after = comms.tp->stats();
-    const TpCommBytes want = tp_comm_bytes(table.shape(), 1, g.tp, sp);
-    EXPECT_EQ(after.all_reduce_bytes - before.all_reduce_bytes, want.all_reduce);
-    EXPECT_EQ(after.all_gather_bytes - before.all_gather_bytes, want.all_gather);
-    EXPECT_EQ(after.reduce_scatter_bytes - before.reduce_scatter_bytes, want.reduce_scatter);
+    expect_group_bytes(before, after, tp_comm_bytes(table.shape(), 1, g.tp, sp));
     EXPECT_EQ(after.broadcast_bytes, before.broadcast_bytes);
   });
 }
@@ -195,22 +211,17 @@ TEST_P(ModelTp, TensorGroupBytesEqualTheTheory) {
 // where one rank's bf16 and fp32 gradients differ by up to 2.2e-2 on the same parameters.
 TEST_P(ModelTp, Bf16LossAndGradientsFollowOneRanks) {
   const auto one = model::make_model(*be, table, 1, model::Recompute::kNone, DType::kBF16);
-  std::vector<std::uint16_t> ref_params = rounded(init, DType::kBF16);
-  model::FlatParams ref_source(table, Tensor(ref_params.data(), DType::kBF16, {static_cast<std::int64_t>(ref_params.size())}));
-  std::vector<float> ref_grads(table.numel());
-  model::FlatGrads ref_sink(table, flat_view(ref_grads));
+  Bf16Run ref(table, init);
   const std::vector<std::int32_t> seq = sequence(0, 0);
-  const double want_loss = one->forward(seq.data(), seq.data() + 1, ref_source);
-  one->backward(ref_source, ref_sink, 1.0f / kSeqLen);
+  const double want_loss = one->forward(seq.data(), seq.data() + 1, ref.source);
+  one->backward(ref.source, ref.sink, 1.0f / kSeqLen);
   for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
     const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, model::Recompute::kNone, DType::kBF16);
-    std::vector<std::uint16_t> params = rounded(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()), DType::kBF16);
-    model::FlatParams source(local, Tensor(params.data(), DType::kBF16, {static_cast<std::int64_t>(params.size())}));
-    std::vector<float> grads(local.numel());
-    model::FlatGrads sink(local, flat_view(grads));
-    EXPECT_NEAR(model->forward(seq.data(), seq.data() + 1, source), want_loss, 2e-3 * want_loss);
-    model->backward(source, sink, 1.0f / kSeqLen);
-    const std::vector<float> want = model::tp_cut_flat(table, local, ref_grads.data(), g.tp, g.tp_rank());
+    Bf16Run mine(local, model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
+    EXPECT_NEAR(model->forward(seq.data(), seq.data() + 1, mine.source), want_loss, 2e-3 * want_loss);
+    model->backward(mine.source, mine.sink, 1.0f / kSeqLen);
+    const std::vector<float> want = model::tp_cut_flat(table, local, ref.grads.data(), g.tp, g.tp_rank());
+    const std::vector<float>& grads = mine.grads;
     for (const model::ParamInfo& p : local.params()) {
       float largest = 0;
       for (std::size_t i = p.offset; i < p.offset + p.numel; ++i) largest = std::max(largest, std::fabs(want[i]));
@@ -225,19 +236,12 @@ TEST_P(ModelTp, Bf16LossAndGradientsFollowOneRanks) {
 TEST_P(ModelTp, TensorGroupBytesInBf16EqualTheTheory) {
   for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
     const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, model::Recompute::kNone, DType::kBF16);
-    std::vector<std::uint16_t> params = rounded(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()), DType::kBF16);
-    model::FlatParams source(local, Tensor(params.data(), DType::kBF16, {static_cast<std::int64_t>(params.size())}));
-    std::vector<float> grads(local.numel());
-    model::FlatGrads sink(local, flat_view(grads));
+    Bf16Run mine(local, model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     const dist::CommStats before = comms.tp->stats();
     const std::vector<std::int32_t> seq = sequence(0, 0);
-    model->forward(seq.data(), seq.data() + 1, source);
-    model->backward(source, sink, 1.0f / kSeqLen);
-    const dist::CommStats& after = comms.tp->stats();
-    const TpCommBytes want = tp_comm_bytes(table.shape(), 1, g.tp, sp, DType::kBF16);
-    EXPECT_EQ(after.all_reduce_bytes - before.all_reduce_bytes, want.all_reduce);
-    EXPECT_EQ(after.all_gather_bytes - before.all_gather_bytes, want.all_gather);
-    EXPECT_EQ(after.reduce_scatter_bytes - before.reduce_scatter_bytes, want.reduce_scatter);
+    model->forward(seq.data(), seq.data() + 1, mine.source);
+    model->backward(mine.source, mine.sink, 1.0f / kSeqLen);
+    expect_group_bytes(before, comms.tp->stats(), tp_comm_bytes(table.shape(), 1, g.tp, sp, DType::kBF16));
   });
 }
 
