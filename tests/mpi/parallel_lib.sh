@@ -2,6 +2,15 @@
 # tests/gpu/{tp,pipeline}_training_on_gpu.sh): a run of the caller's options, one run following
 # another's curve, two exported models holding the same weights. Sourced after lib.sh.
 
+# The small Llama the equivalence tests train beside GPT-2 (GQA: 4 query and 2 K/V heads, SwiGLU 48).
+llama=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
+# The pipeline tests' options (tests/mpi/pipeline{,_tp}_training.sh): 4 blocks, 10 steps of 4
+# micro-batches, validation and checkpoints every 5 steps, the gradient clipping active.
+pipeline_common=("${TINY_MODEL[@]}" --model.n_layer=4 "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid_*.h5"
+                 --log.eval_every=5 --log.eval_batches=1 --train.global_batch=4 --train.micro_batch=1
+                 --train.max_steps=10 --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=5 --ckpt.keep=3
+                 --ckpt.overwrite=true)
+
 # run NAME NP ARGS...: ztrain on NP ranks with the caller's ${common[@]} and ARGS (exit 0 expected);
 # metrics in $ZT_WORK/NAME.jsonl, checkpoints in $ZT_WORK/NAME.ckpt.
 run() {

@@ -12,10 +12,7 @@
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
 make_tiny_data
-llama=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
-common=("${TINY_MODEL[@]}" --model.n_layer=4 "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid_*.h5" --log.eval_every=5
-        --log.eval_batches=1 --train.global_batch=4 --train.micro_batch=1 --train.max_steps=10
-        --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=5 --ckpt.keep=3 --ckpt.overwrite=true)
+common=("${pipeline_common[@]}")
 
 run gpt2_ref 1 --ckpt.resume=none
 run gpt2_pptp 4 --ckpt.resume=none --parallel.pp=2 --parallel.tp=2

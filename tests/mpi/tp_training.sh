@@ -13,7 +13,6 @@ source "$(dirname "$0")/parallel_lib.sh"
 make_tiny_data
 # optim.eps=1e-6: GPT-2's K bias has a gradient that is zero up to rounding (softmax ignores it), and
 # AdamW's early steps move such a weight by +-lr whatever its size; eps above that noise keeps them small.
-llama=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
 common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid_*.h5" --log.eval_every=5
         --log.eval_batches=2 --train.global_batch=4 --train.micro_batch=1 --train.max_steps=10
         --data.shuffle=true --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=5 --ckpt.keep=3 --ckpt.overwrite=true)
