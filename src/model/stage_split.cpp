@@ -159,20 +159,21 @@ ParamTable PipelineCut::table(const ParamTable& global, int rank) const {
   return ParamTable(s, mine, s.n_layer + 2);
 }
 
-std::string PipelineCut::describe(const GptShape& shape) const {
+std::string PipelineCut::describe_rank(const GptShape& shape, int rank) const {
   const bool tied = shape.tie_embeddings && pp > 1;
-  auto stage_text = [&](const Stage& st) {
+  std::string out;
+  for (const Stage& st : chunks(rank)) {
     const int last = st.end(shape.n_layer) - 1;
-    return cat(st.has_embedding() ? "embedding + " : "",
+    out += cat(out.empty() ? "" : ", ", st.has_embedding() ? "embedding + " : "",
                st.first_block == last ? cat("block ", last) : cat("blocks ", st.first_block, "-", last),
                st.has_head(shape.n_layer) ? (tied ? " + head (tied copy) and loss" : " + head and loss") : "");
-  };
-  std::string out;
-  for (int r = 0; r < pp; ++r) {
-    out += cat(r ? "; " : "", vpp > 1 ? "rank " : "stage ", r, ": ");
-    const std::vector<Stage> mine = chunks(r);
-    for (std::size_t c = 0; c < mine.size(); ++c) out += cat(c ? ", " : "", stage_text(mine[c]));
   }
+  return out;
+}
+
+std::string PipelineCut::describe(const GptShape& shape) const {
+  std::string out;
+  for (int r = 0; r < pp; ++r) out += cat(r ? "; " : "", vpp > 1 ? "rank " : "stage ", r, ": ", describe_rank(shape, r));
   return out;
 }
 

@@ -67,6 +67,8 @@ struct PipelineCut {
   // "stage 0: embedding + blocks 0-7; stage 1: blocks 8-11 + head and loss" (the start-up log line);
   // with vpp > 1 each rank's chunks: "rank 0: embedding + blocks 0-2, blocks 6-8; rank 1: ...".
   std::string describe(const GptShape& shape) const;
+  // One rank's part of that line: "embedding + blocks 0-5" (its chunks, comma-separated).
+  std::string describe_rank(const GptShape& shape, int rank) const;
   // A token's forward + backward FLOPs on `rank` (its chunks' stage_flops summed).
   double rank_flops(const GptShape& shape, int rank, Recompute recompute = Recompute::kNone) const;
   // The rank with the most FLOPs (the lowest on a tie), the one that paces the pipeline.

@@ -256,14 +256,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
   busiest.vpp = vpp;
   busiest.stage_total_bytes = totals;
   busiest.stage_activation_bytes = activations;
-  std::string chunks;
-  for (const model::Stage& st : cut.chunks(busiest.busiest_stage)) {
-    const int last = st.end(shape.n_layer) - 1;
-    chunks += cat(chunks.empty() ? "" : ", ", st.has_embedding() ? "embedding + " : "",
-                  last == st.first_block ? cat("block ", last) : cat("blocks ", st.first_block, "-", last),
-                  st.has_head(shape.n_layer) ? " + head and loss" : "");
-  }
-  busiest.busiest_note = chunks;
+  busiest.busiest_note = cut.describe_rank(shape, busiest.busiest_stage);
   return busiest;
 }
 

@@ -31,7 +31,7 @@ PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable&
                              const std::vector<int>& blocks, dist::Communicator* tp_group, bool sequence_parallel)
     : be_(backend), grid_(grid), cut_(model::PipelineCut::make(global.shape(), grid.pp, vpp, blocks)),
       table_(model::part_table(global, cut_, grid.pp_rank(), grid.tp)),
-      tied_copy_(cut_.holds_tied_head_copy(global.shape(), grid.pp_rank())), micro_batches_(micro_batches),
+      micro_batches_(micro_batches),
       micro_batch_(micro_batch), recompute_(recompute), compute_(compute), tp_group_(tp_group),
       sequence_parallel_(sequence_parallel),
       ops_(model::pipeline_ops({grid.pp, vpp, static_cast<int>(micro_batches)}, grid.pp_rank())) {
@@ -183,7 +183,7 @@ std::vector<float> PipelineStage::next_token_logits(const std::int32_t* window, 
 
 // The tied head's copy is parameter 0 of unit 0 on both the first and the last stage (stage_split.hpp).
 void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
-  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (grid_.pp_rank() == 0 || tied_copy_);
+  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (grid_.pp_rank() == 0 || cut_.holds_tied_head_copy(table_.shape(), grid_.pp_rank()));
   if (tied_end) {
     ZT_CHECK(embedding_ && embedding_->size() == 2, "pipeline: the embedding group must hold the first and last stage");
     const model::ParamInfo& emb = table_.params()[table_.first_param(0)];

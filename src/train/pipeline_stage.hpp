@@ -53,7 +53,6 @@ class PipelineStage {
 
   const model::ParamTable& table() const { return table_; }  // this rank's parameters (the engine's)
   const model::PipelineCut& cut() const { return cut_; }
-  bool holds_tied_copy() const { return tied_copy_; }
   std::string split() const { return cut_.describe(table_.shape()); }  // every stage's blocks, for the start-up log
   std::size_t activation_bytes() const;
 
@@ -113,7 +112,6 @@ class PipelineStage {
   dist::Grid grid_;
   model::PipelineCut cut_;
   model::ParamTable table_;
-  bool tied_copy_;
   std::int64_t micro_batches_;
   int micro_batch_;
   model::Recompute recompute_;
