@@ -173,7 +173,8 @@ std::string PipelineCut::describe_rank(const GptShape& shape, int rank) const {
 
 std::string PipelineCut::describe(const GptShape& shape) const {
   std::string out;
-  for (int r = 0; r < pp; ++r) out += cat(r ? "; " : "", vpp > 1 ? "rank " : "stage ", r, ": ", describe_rank(shape, r));
+  for (int r = 0; r < pp; ++r)
+    out += cat(r ? "; " : "", vpp > 1 ? "rank " : "stage ", r, ": ", describe_rank(shape, r));
   return out;
 }
 

@@ -183,7 +183,8 @@ std::vector<float> PipelineStage::next_token_logits(const std::int32_t* window, 
 
 // The tied head's copy is parameter 0 of unit 0 on both the first and the last stage (stage_split.hpp).
 void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
-  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (grid_.pp_rank() == 0 || cut_.holds_tied_head_copy(table_.shape(), grid_.pp_rank()));
+  const bool holds_copy = cut_.holds_tied_head_copy(table_.shape(), grid_.pp_rank());
+  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (grid_.pp_rank() == 0 || holds_copy);
   if (tied_end) {
     ZT_CHECK(embedding_ && embedding_->size() == 2, "pipeline: the embedding group must hold the first and last stage");
     const model::ParamInfo& emb = table_.params()[table_.first_param(0)];
