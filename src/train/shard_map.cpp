@@ -13,6 +13,12 @@ namespace zt::train {
 
 namespace {
 
+// Where a stage table keeps its copy of the token embedding (the tied head's weight): unit 0's first.
+FlatRange tied_copy_range(const model::ParamTable& local) {
+  const model::ParamInfo& copy = local.params()[local.first_param(0)];
+  return {static_cast<std::int64_t>(copy.offset), static_cast<std::int64_t>(copy.numel)};
+}
+
 // The runs of local flat elements [offset, offset + numel) of TP rank r's part: those it saves (the
 // replicated parameters on TP rank 0 only, the tied copy nowhere) or those it reads (all but zero rows).
 std::vector<model::TpRun> part_runs(const model::ParamTable& global, const model::ParamTable& local, int tp, int r,
@@ -20,8 +26,7 @@ std::vector<model::TpRun> part_runs(const model::ParamTable& global, const model
   if (!saved) return model::tp_source_runs(global, local, tp, r, offset, numel);
   std::vector<model::TpRun> runs = model::tp_global_runs(global, local, tp, r, offset, numel);
   if (tied_copy) {  // the first stage saves the token embedding
-    const model::ParamInfo& copy = local.params()[local.first_param(0)];
-    const FlatRange range{static_cast<std::int64_t>(copy.offset), static_cast<std::int64_t>(copy.numel)};
+    const FlatRange range = tied_copy_range(local);
     std::erase_if(runs, [&](const model::TpRun& r) { return intersect(range, {r.local_offset, r.numel}).numel > 0; });
   }
   return runs;
@@ -82,8 +87,7 @@ std::vector<FlatRange> ShardMap::replicated_ranges() const {
 
 std::vector<FlatRange> ShardMap::tied_copy_ranges() const {
   if (!tied_copy()) return {};
-  const model::ParamInfo& copy = local.params()[local.first_param(0)];
-  return {{static_cast<std::int64_t>(copy.offset), static_cast<std::int64_t>(copy.numel)}};
+  return {tied_copy_range(local)};
 }
 
 double grid_grad_norm(double engine_norm, optim::ZeroEngine& engine, dist::Communicator* tp_group,
