@@ -132,7 +132,7 @@ struct DistConfig {
 // The process grid (dist/grid.hpp): world = pp x data-parallel x tp ranks.
 struct ParallelConfig {
   std::int64_t tp = 1;             // tensor-parallel degree: ranks splitting each layer (consecutive, one node)
-  std::int64_t pp = 1;             // pipeline stages: each runs a contiguous range of blocks (1F1B schedule)
+  std::int64_t pp = 1;             // pipeline stages: each runs a contiguous range of blocks (or vpp of them)
   std::int64_t vpp = 1;            // model chunks per pipeline rank (> 1: the interleaved schedule)
   PipeSchedule schedule = PipeSchedule::kOneFOneB;
   std::string pp_layers;           // blocks of each (virtual) stage, "6,6"; empty: balanced by cost

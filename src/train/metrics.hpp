@@ -29,7 +29,7 @@ struct StepMetrics {
   std::optional<double> loss_scale;  // fp16: the scale the logged step used
   bool skipped = false;              // fp16: the logged step overflowed and made no update
   // parallel.pp > 1: the share of the pipeline passes' time the stages spent waiting in their transfers
-  // (mean over ranks; the 1F1B bubble, (pp-1)/(m+pp-1) in theory with equal stages), and that theory.
+  // (mean over ranks; in theory with equal stages (pp-1)/(vpp m+pp-1): 1F1B at vpp = 1), and that theory.
   std::optional<double> pipeline_bubble, pipeline_bubble_theory;
   // More than one rank: the rank with the most compute per step, its host, and its and the median
   // rank's compute and wait ms per step (stragglers.hpp).

@@ -234,7 +234,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     into += ms_since(t);
     t = Clock::now();
   };
-  if (pipeline_) {  // the micro-batches on the 1F1B schedule; reduced after the last (pipeline_stage.hpp)
+  if (pipeline_) {  // the micro-batches on the pipeline's schedule; reduced after the last (pipeline_stage.hpp)
     engine_->begin_backward(false);
     set_comm_context(cat("step ", step_ + 1, " pipeline"));
     hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
