@@ -20,10 +20,24 @@ TokenFlops token_flops(const GptShape& shape, Recompute recompute) {
   return {3 * C, block, 6 * C * V};
 }
 
+namespace {
+
+// token_flops builds the parameter table: the loops below take its result once.
+double stage_cost(const TokenFlops& f, int n_layer, const Stage& stage) {
+  return (stage.end(n_layer) - stage.first_block) * f.block + (stage.has_embedding() ? f.embedding : 0) +
+         (stage.has_head(n_layer) ? f.head : 0);
+}
+
+double rank_cost(const TokenFlops& f, int n_layer, const PipelineCut& cut, int rank) {
+  double sum = 0;
+  for (const Stage& st : cut.chunks(rank)) sum += stage_cost(f, n_layer, st);
+  return sum;
+}
+
+}  // namespace
+
 double stage_flops(const GptShape& shape, const Stage& stage, Recompute recompute) {
-  const TokenFlops f = token_flops(shape, recompute);
-  return (stage.end(shape.n_layer) - stage.first_block) * f.block + (stage.has_embedding() ? f.embedding : 0) +
-         (stage.has_head(shape.n_layer) ? f.head : 0);
+  return stage_cost(token_flops(shape, recompute), shape.n_layer, stage);
 }
 
 // Two passes of dynamic programming over (stages so far, blocks so far), O(stages x L^2): the least
@@ -77,10 +91,11 @@ namespace {
 // that lowers the largest rank total (then the largest stage), every stage keeping a block: the best
 // move each round, until none helps (each round lowers the pair, so it ends).
 void balance_rank_totals(PipelineCut& cut, const GptShape& shape) {
+  const TokenFlops f = token_flops(shape);
   auto score = [&] {
     double rank = 0, stage = 0;
-    for (int r = 0; r < cut.pp; ++r) rank = std::max(rank, cut.rank_flops(shape, r));
-    for (const Stage& st : cut.virtual_stages) stage = std::max(stage, stage_flops(shape, st));
+    for (int r = 0; r < cut.pp; ++r) rank = std::max(rank, rank_cost(f, shape.n_layer, cut, r));
+    for (const Stage& st : cut.virtual_stages) stage = std::max(stage, stage_cost(f, shape.n_layer, st));
     return std::pair{rank, stage};
   };
   auto better = [](std::pair<double, double> a, std::pair<double, double> b) {
@@ -179,15 +194,14 @@ std::string PipelineCut::describe(const GptShape& shape) const {
 }
 
 double PipelineCut::rank_flops(const GptShape& shape, int rank, Recompute recompute) const {
-  double sum = 0;
-  for (const Stage& st : chunks(rank)) sum += stage_flops(shape, st, recompute);
-  return sum;
+  return rank_cost(token_flops(shape, recompute), shape.n_layer, *this, rank);
 }
 
 int PipelineCut::busiest_rank(const GptShape& shape, Recompute recompute) const {
+  const TokenFlops f = token_flops(shape, recompute);
   int busiest = 0;
   for (int r = 1; r < pp; ++r)
-    if (rank_flops(shape, r, recompute) > rank_flops(shape, busiest, recompute)) busiest = r;
+    if (rank_cost(f, shape.n_layer, *this, r) > rank_cost(f, shape.n_layer, *this, busiest)) busiest = r;
   return busiest;
 }
 

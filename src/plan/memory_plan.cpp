@@ -167,10 +167,18 @@ std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_
   return m;
 }
 
-std::vector<StageActivations> pipeline_activations(const config::Config& c, std::int64_t world_size, int rank) {
+namespace {
+
+model::PipelineCut pipeline_cut(const config::Config& c) {
+  return model::PipelineCut::make(model_shape(c.model), static_cast<int>(c.parallel.pp), static_cast<int>(c.parallel.vpp),
+                                  config::pipeline_layers(c));
+}
+
+// As below, for a cut made once (it costs a search over the blocks).
+std::vector<StageActivations> rank_activations(const config::Config& c, const model::PipelineCut& cut,
+                                               std::int64_t world_size, int rank) {
   const model::GptShape shape = model_shape(c.model);
-  const int pp = static_cast<int>(c.parallel.pp), vpp = static_cast<int>(c.parallel.vpp);
-  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp, config::pipeline_layers(c));
+  const int pp = cut.pp, vpp = cut.vpp;
   const std::vector<model::PipeOp> ops =
       model::pipeline_ops({pp, vpp, static_cast<int>(pipeline_micro_batches(c, world_size))}, rank);
   std::vector<StageActivations> out;
@@ -179,6 +187,12 @@ std::vector<StageActivations> pipeline_activations(const config::Config& c, std:
     out.push_back({chunks[static_cast<std::size_t>(k)], model::in_flight(ops, k),
                    activation_bytes(c, shape, chunks[static_cast<std::size_t>(k)])});
   return out;
+}
+
+}  // namespace
+
+std::vector<StageActivations> pipeline_activations(const config::Config& c, std::int64_t world_size, int rank) {
+  return rank_activations(c, pipeline_cut(c), world_size, rank);
 }
 
 namespace {
@@ -227,7 +241,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
                          config::Device device) {
   const model::GptShape shape = model_shape(config.model);
   const int pp = static_cast<int>(config.parallel.pp), vpp = static_cast<int>(config.parallel.vpp);
-  const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp, config::pipeline_layers(config));
+  const model::PipelineCut cut = pipeline_cut(config);
   const model::ParamTable global(shape);
   const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * pp));
   const std::int64_t m = pipeline_micro_batches(config, world_size);
@@ -236,7 +250,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
   for (int r = 0; r < pp; ++r) {
     std::uint64_t acts = 0;
     std::string sets;
-    for (const StageActivations& a : pipeline_activations(config, world_size, r)) {
+    for (const StageActivations& a : rank_activations(config, cut, world_size, r)) {
       acts += static_cast<std::uint64_t>(a.in_flight) * a.bytes;
       sets += cat(sets.empty() ? "" : " + ", a.in_flight, " x ", mib(a.bytes));
     }
