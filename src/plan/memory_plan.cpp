@@ -170,8 +170,8 @@ std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_
 namespace {
 
 model::PipelineCut pipeline_cut(const config::Config& c) {
-  return model::PipelineCut::make(model_shape(c.model), static_cast<int>(c.parallel.pp), static_cast<int>(c.parallel.vpp),
-                                  config::pipeline_layers(c));
+  return model::PipelineCut::make(model_shape(c.model), static_cast<int>(c.parallel.pp),
+                                  static_cast<int>(c.parallel.vpp), config::pipeline_layers(c));
 }
 
 // As below, for a cut made once (it costs a search over the blocks).
