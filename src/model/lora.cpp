@@ -163,7 +163,11 @@ Lora::Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec
     sites_.push_back({m, local});
     local += 2;
   }
-  ZT_CHECK_EQ(static_cast<std::size_t>(table_.end_param(0) - table_.first_param(0)), local, "lora: adapter table");
+  // Every block's unit holds the same sites (a pipeline rank's table holds some blocks only).
+  for (int u = 0; u < table_.n_units(); ++u) {
+    const std::size_t n = table_.end_param(u) - table_.first_param(u);
+    ZT_CHECK(n == 0 || n == local, "lora: adapter table: block ", u, " holds ", n, " adapter tensors, not ", local);
+  }
   arena_ = be_.allocate(layout(s, rank_, micro_batch, dtype_, nullptr, nullptr));
   layout(s, rank_, micro_batch, dtype_, static_cast<std::byte*>(arena_.data()), &s_);
 }

@@ -67,7 +67,8 @@ std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, con
 // using block l in a pass, forward/backward after each adaptable matmul, and end_block(l) after.
 class Lora {
  public:
-  // micro_batch x seq_len rows; compute: the activations' dtype. The table must outlive this.
+  // micro_batch x seq_len rows; compute: the activations' dtype. adapters: lora_table's, or a pipeline
+  // rank's part of it (stage_split.hpp's adapter_part_table). The table must outlive this.
   Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute);
 
   // Where the adapters and their gradients come from for the next passes (grads null: forward only).
@@ -90,7 +91,7 @@ class Lora {
  private:
   struct Site {
     LoraModule module;
-    std::size_t a_param = 0;  // index of lora_A in block 0's unit (lora_B follows); per block the same offsets
+    std::size_t a_param = 0;  // index of lora_A in a block's unit (lora_B follows): the same in every block
   };
   struct Scratch {
     backend::Tensor h, dh, delta, dx, e, de;  // h, dh [N,r]; delta [N,Wmax]; dx [N,Imax]; e [Wmax,r] X; de f32

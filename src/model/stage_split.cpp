@@ -222,4 +222,19 @@ ParamTable part_table(const ParamTable& global, const PipelineCut& cut, int pp_r
   return tp > 1 ? tp_local_table(table, tp) : table;
 }
 
+ParamTable adapter_part_table(const ParamTable& adapters, const PipelineCut& cut, int pp_rank, int tp) {
+  const GptShape& s = adapters.shape();
+  ParamTable table = adapters;
+  if (cut.pp > 1) {
+    std::vector<bool> block_kept(static_cast<std::size_t>(s.n_layer), false);
+    for (const Stage& st : cut.chunks(pp_rank))
+      for (int b = st.first_block; b < st.end(s.n_layer); ++b) block_kept[static_cast<std::size_t>(b)] = true;
+    std::vector<ParamInfo> mine;
+    for (const ParamInfo& info : adapters.params())
+      if (block_kept[static_cast<std::size_t>(info.unit)]) mine.push_back(info);
+    table = ParamTable(s, mine, s.n_layer);
+  }
+  return tp > 1 ? tp_local_table(table, tp) : table;
+}
+
 }  // namespace zt::model

@@ -84,4 +84,8 @@ struct PipelineCut {
 // vocabulary shard the first stage holds.
 ParamTable part_table(const ParamTable& global, const PipelineCut& cut, int pp_rank, int tp);
 
+// The same for a LoRA adapter table (lora.hpp: unit l = block l, no embedding, no tied copy): the
+// adapters of the blocks pipeline rank `pp_rank` runs, unit numbers kept (others empty), then their TP cut.
+ParamTable adapter_part_table(const ParamTable& adapters, const PipelineCut& cut, int pp_rank, int tp);
+
 }  // namespace zt::model

@@ -19,6 +19,7 @@
 //                one frozen row: its weights in the compute dtype, replicated at stages 0-2 and a 1/W slice
 //                at stage 3 (which gathers the unit in use and the next), no gradient, master or optimizer
 //                state; the adapters add their scratch to the activations (model::Lora::scratch_bytes);
+//                under a pipeline, the rank's part of the base and its blocks' adapters;
 //   workspace    the backend's scratch (CPU: attention, fp32 copies of 16-bit operands; CUDA: the
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "backend/backend.hpp"
@@ -197,10 +199,19 @@ std::vector<StageActivations> pipeline_activations(const config::Config& c, std:
 
 namespace {
 
+// The LoRA adapters (null without) of a rank whose part of the model is pipeline rank pp_rank's under
+// `cut` (whole model: a cut of 1 stage).
+std::optional<model::ParamTable> rank_adapters(const config::Config& c, const model::PipelineCut& cut, int pp_rank) {
+  if (c.lora.rank == 0 || c.parallel.tp > 1) return std::nullopt;  // LoRA with tp > 1 is refused at validation
+  return model::adapter_part_table(model::lora_table(model_shape(c.model), lora_spec(c)), cut, pp_rank, 1);
+}
+
 // The rows of one rank that holds `table` (the whole model, a TP shard or a pipeline rank's stages)
-// and `activations` bytes of them, its model state ZeRO-sharded over `dp` ranks.
-MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table, std::int64_t world_size,
-                     std::int64_t dp, std::uint64_t activations, const std::string& activations_note, int threads,
+// and `activations` bytes of them, its model state ZeRO-sharded over `dp` ranks; with LoRA, `table` is
+// its frozen base and `adapters` what trains.
+MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table,
+                     const std::optional<model::ParamTable>& adapters, std::int64_t world_size, std::int64_t dp,
+                     std::uint64_t activations, const std::string& activations_note, int threads,
                      std::uint64_t capacity, config::Device device) {
   const model::GptShape& shape = table.shape();
   const int tp = static_cast<int>(config.parallel.tp);
@@ -213,11 +224,10 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   const DType compute = compute_dtype(config.train.precision);
   const int stage = static_cast<int>(config.train.zero_stage);
   const bool offload = config.train.offload == config::Offload::kOptimizer;
-  const bool lora = config.lora.rank > 0 && tp == 1;  // LoRA with tp > 1 is refused at validation
   const int micro = static_cast<int>(config.train.micro_batch);
-  if (lora) {
+  if (adapters) {
     add_frozen_base(p, table, dp, stage, compute);
-    add_model_state(p, model::lora_table(shape, lora_spec(config)), dp, stage, compute, offload, "adapter ");
+    add_model_state(p, *adapters, dp, stage, compute, offload, "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute);
   } else {
     add_model_state(p, table, dp, stage, compute, offload);
@@ -258,7 +268,8 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
                                  shape.seq_len, " tokens), ", dtype_name(compute_dtype(config.train.precision)),
                                  ", recompute=", config::to_string(config.train.recompute));
     const model::ParamTable table = model::part_table(global, cut, r, static_cast<int>(config.parallel.tp));
-    MemoryPlan p = rank_plan(config, table, world_size, dp, acts, note, threads, capacity, device);
+    MemoryPlan p = rank_plan(config, table, rank_adapters(config, cut, r), world_size, dp, acts, note, threads, capacity,
+                             device);
     totals.push_back(p.total_bytes);
     activations.push_back(acts);
     if (r == 0 || p.total_bytes > busiest.total_bytes) {
@@ -278,8 +289,8 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
 
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device) {
-  const bool lora = config.lora.rank > 0;  // LoRA with parallel.pp > 1 is refused at start-up
-  if (config.parallel.pp > 1 && !lora) return pipeline_plan(config, world_size, threads, capacity, device);
+  if (config.parallel.pp > 1) return pipeline_plan(config, world_size, threads, capacity, device);
+  const bool lora = config.lora.rank > 0;
   const model::GptShape shape = model_shape(config.model);
   const int tp = static_cast<int>(config.parallel.tp);
   const bool sp = config.parallel.sequence_parallel;
@@ -288,7 +299,8 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   const int micro = static_cast<int>(config.train.micro_batch);
   const std::string split = tp == 1 ? std::string(lora ? " (+ LoRA scratch)" : "")
                                     : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "");
-  return rank_plan(config, table, world_size, world_size / tp, activation_bytes(config, shape),
+  return rank_plan(config, table, rank_adapters(config, model::PipelineCut{}, 0), world_size, world_size / tp,
+                   activation_bytes(config, shape),
                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ",
                        dtype_name(compute_dtype(config.train.precision)), ", recompute=",
                        config::to_string(config.train.recompute), split),

@@ -23,44 +23,63 @@ std::vector<int> lora_access_order(int n_layer, bool backward) {
 }
 
 LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
-                   const model::ParamTable& base, DType compute)
-    : backend_(backend), base_(base), spec_(plan::lora_spec(config)), adapters_(model::lora_table(base.shape(), spec_)),
+                   const model::ParamTable& base, DType compute, const ShardMap* part)
+    : backend_(backend), base_(base), part_(part), spec_(plan::lora_spec(config)),
+      adapters_(model::lora_table(base.shape(), spec_)),
+      adapter_part_(part ? model::adapter_part_table(adapters_, part->cut, part->grid.pp_rank(), part->grid.tp) : adapters_),
       compute_(compute) {
-  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds the whole base
-  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, units_of(base), params_of(base), stage,
+  if (part) adapter_map_.emplace(ShardMap{adapters_, adapter_part_, part->grid, part->cut, /*adapters=*/true});
+  const model::ParamTable& held = part ? part->local : base;  // this rank's part of the base
+  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
+  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, units_of(held), params_of(held), stage,
                                                      config.zero.bucket_mb, 0, compute, /*frozen=*/true);
 }
 
-void LoraBase::attach(model::Model& model, optim::ZeroEngine& adapter_engine, int micro_batch) {
-  lora_ = std::make_unique<model::Lora>(backend_, adapters_, spec_, micro_batch, compute_);
+model::Lora& LoraBase::attach(optim::ZeroEngine& adapter_engine, int micro_batch) {
+  lora_ = std::make_unique<model::Lora>(backend_, adapter_part_, spec_, micro_batch, compute_);
   adapter_params_ = std::make_unique<ZeroParams>(adapter_engine);
   adapter_grads_ = std::make_unique<ZeroGrads>(adapter_engine);
   lora_->bind(adapter_params_.get(), adapter_grads_.get());
-  model.set_lora(lora_.get());
+  return *lora_;
 }
 
+// The hash is of the whole base, whatever part of it this rank holds: any layout checks the same base.
 std::string LoraBase::load_base(const std::string& from, std::uint64_t seed) {
   std::vector<float> flat(base_.numel());
   if (from.empty()) model::init_params(base_, seed, flat.data());
   else model::load_pretrained(from, base_, flat.data());
-  base_engine_->load_params(flat.data());
   Sha256 hash;
   hash.update(flat.data(), flat.size() * sizeof(float));
+  if (!part_) {
+    base_engine_->load_params(flat.data());
+  } else {
+    std::vector<float> mine(part_->local.numel());
+    part_->read_local(0, static_cast<std::int64_t>(mine.size()), mine.data(),
+                      [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(flat.data() + o, n, into); });
+    base_engine_->load_params(mine.data());
+  }
   return to_hex(hash.finish());
+}
+
+void LoraBase::load_adapters(optim::ZeroEngine& adapter_engine, const ReadGlobal& read) const {
+  adapter_engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+    if (adapter_map_) return adapter_map_->read_local(offset, count, out, read);
+    read(offset, count, out);
+  });
 }
 
 void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine) {
   const std::string base = config::lora_base_path(c), peft = config::peft_adapter_config_path(c);
   base_sha256_ = load_base(base, c.train.seed);
   if (peft.empty()) {
-    adapter_engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-      model::init_lora_range(adapters_, c.train.seed, offset, count, out);
+    load_adapters(adapter_engine, [&](std::int64_t offset, std::int64_t count, float* out) {
+      model::init_lora_range(adapters_, c.train.seed, static_cast<std::size_t>(offset), static_cast<std::size_t>(count), out);
     });
   } else {  // a PEFT adapter directory: go on training its adapters
     std::vector<float> weights(adapters_.numel());
     model::load_safetensors((std::filesystem::path(c.init.from) / "adapter_model.safetensors").string(), adapters_,
                             weights.data());
-    adapter_engine.load_params(weights.data());
+    load_adapters(adapter_engine, [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(weights.data() + o, n, into); });
   }
   log::info(cat("LoRA: rank ", c.lora.rank, " on ", c.lora.targets.empty() ? "the default modules" : c.lora.targets, ", ",
                 adapters_.n_params_real(), " trainable parameters", peft.empty() ? "" : cat(" from ", c.init.from),

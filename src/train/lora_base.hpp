@@ -1,9 +1,13 @@
 // A LoRA run's model state beside the trainer's engine: the frozen base (its own parameter-only ZeRO
 // engine: compute dtype, replicated at stages 0-2, sharded and gathered per unit at stage 3), the
-// adapter table the trainer's engine optimises, and the model::Lora that applies the adapters.
+// adapter table the trainer's engine optimises, and the model::Lora that applies the adapters. Under a
+// pipeline (parallel.pp > 1) a rank holds its stages' part of both: the base through the model's
+// ShardMap, the adapters of its blocks through their own (shard_map.hpp), so the checkpoint's adapters
+// and the base's hash stay those of the whole model.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +17,7 @@
 #include "model/lora.hpp"
 #include "model/model.hpp"
 #include "optim/zero/engine.hpp"
+#include "train/shard_map.hpp"
 #include "train/zero_model.hpp"
 
 namespace zt::train {
@@ -26,15 +31,19 @@ class FrozenGrads final : public model::GradSink {
 
 class LoraBase {
  public:
-  // base: the model's table; stage: train.zero_stage (the base is sharded at 3 only).
+  // base: the whole model's table; comm: the data-parallel group (the base is sharded over it at
+  // train.zero_stage 3 only); part: this rank's part of the model (parallel.pp > 1), null for the whole.
   LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
-           const model::ParamTable& base, DType compute);
+           const model::ParamTable& base, DType compute, const ShardMap* part = nullptr);
 
-  const model::ParamTable& adapter_table() const { return adapters_; }
+  const model::ParamTable& adapter_table() const { return adapters_; }     // the whole model's (checkpoints)
+  const model::ParamTable& adapter_part() const { return adapter_part_; }  // this rank's (its engine's)
+  const ShardMap* adapter_map() const { return adapter_map_ ? &*adapter_map_ : nullptr; }  // null: the whole
   const model::LoraSpec& spec() const { return spec_; }
   optim::ZeroEngine& base_engine() { return *base_engine_; }  // parameters only (frozen)
-  // Connects the adapters to the model and to the engine that trains them.
-  void attach(model::Model& model, optim::ZeroEngine& adapter_engine, int micro_batch);
+  // The adapters, reading and training through the engine that trains them: the model(s) take it
+  // (Model::set_lora; a pipeline's every stage model).
+  model::Lora& attach(optim::ZeroEngine& adapter_engine, int micro_batch);
   // Loads the base from init.from (or the seed's random init when empty); returns the SHA-256 of its
   // fp32 weights (the checkpoint's reference to its base).
   std::string load_base(const std::string& from, std::uint64_t seed);
@@ -52,10 +61,16 @@ class LoraBase {
   std::size_t base_bytes() const { return base_engine_->memory().params; }
 
  private:
+  // The adapter engine's parameters: this rank's part of the whole table's values (read).
+  void load_adapters(optim::ZeroEngine& adapter_engine, const ReadGlobal& read) const;
+
   backend::Backend& backend_;
   const model::ParamTable& base_;
+  const ShardMap* part_;
   model::LoraSpec spec_;
   model::ParamTable adapters_;
+  model::ParamTable adapter_part_;
+  std::optional<ShardMap> adapter_map_;
   std::unique_ptr<optim::ZeroEngine> base_engine_;
   std::unique_ptr<model::Lora> lora_;
   std::unique_ptr<ZeroParams> adapter_params_;

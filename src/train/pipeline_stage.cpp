@@ -20,7 +20,6 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
     refuse(cat("train.zero_stage=", c.train.zero_stage, ": stages 2-3 reduce (and at 3 gather) every unit per "
                "micro-batch, while a pipeline accumulates the gradients of all its micro-batches first (as "
                "Megatron-LM and DeepSpeed do) and reduces them once; use train.zero_stage=0 or 1"));
-  if (c.lora.rank > 0) refuse("lora.rank > 0: LoRA adapters are not split into stages yet; use parallel.pp=1");
   if (nccl)
     refuse("dist.backend=nccl: the NCCL send/recv path of the pipeline has not run on GPUs yet; use "
            "dist.backend=mpi (host-staged)");
@@ -63,6 +62,13 @@ void PipelineStage::connect(dist::Communicator& pipeline, dist::Communicator* em
   ZT_CHECK(pipeline.size() == grid_.pp && pipeline.rank() == grid_.pp_rank(), "pipeline: the group is not this pipeline");
   pipeline_ = &pipeline;
   embedding_ = embedding;
+}
+
+void PipelineStage::set_lora(model::Lora& lora, const model::ParamTable& adapters,
+                             std::function<std::uint64_t(int micro)> first_row) {
+  for (auto& chunk : models_)
+    for (auto& m : chunk) m->set_lora(&lora);
+  lora_ = &lora, trained_ = &adapters, lora_first_row_ = std::move(first_row);
 }
 
 namespace {
@@ -127,6 +133,7 @@ double PipelineStage::run(const PipeOp& op, const data::StepBatch& batch, model:
                           model::GradSink* grads, float dloss, const std::string& context) {
   const std::string micro = cat(" micro-batch ", op.micro + 1, "/", batch.grad_accum);
   return transfer_around(op, context, micro, [&](model::Model& m) {
+    if (lora_) lora_->set_dropout(grads != nullptr, grads ? lora_first_row_(op.micro) : 0);
     if (op.kind == PipeOp::Kind::kBackward) {
       m.backward(params, *grads, dloss);
       return 0.0;
@@ -184,7 +191,8 @@ std::vector<float> PipelineStage::next_token_logits(const std::int32_t* window, 
 // The tied head's copy is parameter 0 of unit 0 on both the first and the last stage (stage_split.hpp).
 void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
   const bool holds_copy = cut_.holds_tied_head_copy(table_.shape(), grid_.pp_rank());
-  const bool tied_end = grid_.pp > 1 && table_.shape().tie_embeddings && (grid_.pp_rank() == 0 || holds_copy);
+  const bool tied_end =
+      !lora_ && grid_.pp > 1 && table_.shape().tie_embeddings && (grid_.pp_rank() == 0 || holds_copy);
   if (tied_end) {
     ZT_CHECK(embedding_ && embedding_->size() == 2, "pipeline: the embedding group must hold the first and last stage");
     const model::ParamInfo& emb = table_.params()[table_.first_param(0)];
@@ -192,8 +200,8 @@ void PipelineStage::reduce_gradients(optim::ZeroEngine& engine) {
     embedding_->all_reduce({g.data, emb.numel, DType::kF32}, dist::ReduceOp::kSum)->wait();
   }
   engine.begin_backward(true);  // every unit once, in the model's backward order (stage 0's buckets)
-  for (int u = table_.n_units() - 1; u >= 0; --u)
-    if (table_.units()[static_cast<std::size_t>(u)].numel > 0) engine.grad_unit_done(u);
+  for (int u = trained_->n_units() - 1; u >= 0; --u)
+    if (trained_->units()[static_cast<std::size_t>(u)].numel > 0) engine.grad_unit_done(u);
   engine.end_backward();
 }
 

@@ -15,6 +15,8 @@
 // embedding group (under TP each rank's vocabulary shard of them), then every unit is reduced over the
 // DP group; the gradient norm is the whole model's (shard_map.hpp's grid_grad_norm: the stages' squares
 // summed over the pipeline, the tied copy and TP-replicated parameters counted once).
+// LoRA (set_lora): the stage models run on the rank's part of the frozen base and apply the adapters of
+// its blocks, which are what the engine trains and reduces; the tied head's copies are not summed.
 #pragma once
 
 #include <functional>
@@ -59,6 +61,10 @@ class PipelineStage {
   // The pipeline group (one rank per stage, in stage order) and, for a tied head, the embedding group
   // (first and last stage): from dist::split_grid.
   void connect(dist::Communicator& pipeline, dist::Communicator* embedding);
+  // A LoRA run: every stage model applies `lora`, whose table `adapters` (this rank's part) is what the
+  // engine trains; first_row(m): global token of micro-batch m's first window this step, which keys
+  // its dropout masks in both its passes (set before each op, since 1F1B interleaves micro-batches).
+  void set_lora(model::Lora& lora, const model::ParamTable& adapters, std::function<std::uint64_t(int micro)> first_row);
 
   // One step's forward and backward passes; returns the sum of this stage's token losses (the last
   // stage's; 0 elsewhere). context: "step N" for the watchdog messages.
@@ -72,8 +78,8 @@ class PipelineStage {
   std::vector<float> next_token_logits(const std::int32_t* window, int n, model::ParamSource& params,
                                        const std::string& context);
 
-  // After train(): the tied embedding's copies summed, then every unit's gradients reduced over the DP
-  // group (the engine's). Collective over the embedding and DP groups.
+  // After train(): the tied embedding's copies summed (not with LoRA: the base is frozen), then every
+  // unit's gradients reduced over the DP group (the engine's). Collective over the embedding and DP groups.
   void reduce_gradients(optim::ZeroEngine& engine);
 
   // Milliseconds since construction spent in train() and, within it, waiting in transfers (the
@@ -123,6 +129,9 @@ class PipelineStage {
   dist::Communicator* pipeline_ = nullptr;
   dist::Communicator* embedding_ = nullptr;
   std::vector<Pending> sends_;
+  const model::ParamTable* trained_ = &table_;  // the engine's table: table_, or a LoRA run's adapters
+  model::Lora* lora_ = nullptr;
+  std::function<std::uint64_t(int)> lora_first_row_;
   double run_ms_ = 0, wait_ms_ = 0;
   void timed_wait(dist::Work& work);  // counted into wait_ms_
   std::vector<std::int32_t> inputs_, targets_;

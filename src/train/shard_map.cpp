@@ -34,6 +34,10 @@ std::vector<model::TpRun> part_runs(const model::ParamTable& global, const model
 
 }  // namespace
 
+model::ParamTable ShardMap::part_of(int pp_rank) const {
+  return adapters ? model::adapter_part_table(global, cut, pp_rank, grid.tp) : model::part_table(global, cut, pp_rank, grid.tp);
+}
+
 std::vector<model::TpRun> ShardMap::saved_runs() const {
   const optim::Partition part(units_of(local), params_of(local), grid.dp, grid.dp_rank());
   std::vector<model::TpRun> runs;
@@ -62,8 +66,8 @@ void ShardMap::gather_on_root(const dist::World& world, const std::vector<float>
       world.gather_to_root(mine, "gathering the model's parts (TP shards, pipeline stages) for model.h5");
   if (!world.is_root()) return;
   for (int s = 0; s < grid.pp; ++s) {
-    const model::ParamTable table = model::part_table(global, cut, s, grid.tp);
-    const bool copy = cut.holds_tied_head_copy(global.shape(), s);
+    const model::ParamTable table = part_of(s);
+    const bool copy = !adapters && cut.holds_tied_head_copy(global.shape(), s);
     for (int r = 0; r < grid.tp; ++r) {
       const std::string& bytes = all.at(static_cast<std::size_t>(grid.rank_of(0, r, s)));
       ZT_CHECK_EQ(bytes.size(), table.numel() * sizeof(float), "checkpoint: pipeline stage ", s, ", TP rank ", r,

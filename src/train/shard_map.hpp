@@ -1,6 +1,7 @@
 // What a rank's part of the model means for the whole model, whatever the grid: its tensor-parallel
-// shard (model::tp_local_table), its pipeline stage (model::PipelineCut::table), or the TP shard of its stage
-// (parallel.pp x parallel.tp). Checkpoints stay in the global shape (docs/INTERFACE.md): each rank
+// shard (model::tp_local_table), its pipeline stage (model::PipelineCut::table), or the TP shard of its
+// stage (parallel.pp x parallel.tp); a LoRA run's adapters are mapped the same way (their own map, the
+// blocks' adapters of the rank's stages). Checkpoints stay in the global shape (docs/INTERFACE.md): each rank
 // saves its DP slice of its part as runs of the global flat buffer and reads any checkpoint (or the
 // initial values) back through the same map, so any grid resumes any other's checkpoint. The runs of
 // all ranks tile the global buffer once: replicated parameters (norms, biases after a row-parallel
@@ -32,9 +33,12 @@ struct ShardMap {
   const model::ParamTable& local;  // this rank's part_table(global, cut, grid.pp_rank(), grid.tp)
   dist::Grid grid;
   model::PipelineCut cut;  // default: no pipeline
+  bool adapters = false;   // global is a LoRA adapter table (lora.hpp): blocks only, no tied copy
 
   // local holds the last stage's copy of the token embedding (stage_split.hpp)
-  bool tied_copy() const { return cut.holds_tied_head_copy(global.shape(), grid.pp_rank()); }
+  bool tied_copy() const { return !adapters && cut.holds_tied_head_copy(global.shape(), grid.pp_rank()); }
+  // The table of pipeline rank s's part (its TP shard at tp > 1): what `local` is on that rank.
+  model::ParamTable part_of(int pp_rank) const;
 
   // The runs (engine offset in the local table -> global flat offset) this rank checkpoints: its slice of
   // the ZeRO partition of the local table over grid.dp, as the tiling above leaves them.

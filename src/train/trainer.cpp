@@ -71,9 +71,10 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   }
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
   // LoRA: the adapters are what the engine optimises and the checkpoint holds (parallel.tp = 1: LoRA
-  // with tensor parallelism is refused at start-up).
-  if (config.lora.rank > 0) lora_ = std::make_unique<LoraBase>(*backend_, *comm_, config, table_, compute);
-  const model::ParamTable& trained = lora_ ? lora_->adapter_table() : shard_table();
+  // with tensor parallelism is refused at start-up); under a pipeline, those of this rank's blocks.
+  if (config.lora.rank > 0)
+    lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, compute, shard_map_ ? &*shard_map_ : nullptr);
+  const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), units_of(trained), params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
@@ -87,13 +88,15 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (lora_) {
     params_ = std::make_unique<ZeroParams>(lora_->base_engine());
     grads_ = std::make_unique<FrozenGrads>();
-    lora_->attach(*model_, *engine_, static_cast<int>(config.train.micro_batch));
+    model::Lora& adapters = lora_->attach(*engine_, static_cast<int>(config.train.micro_batch));
+    if (pipeline_) pipeline_->set_lora(adapters, lora_->adapter_part(), [this](int m) { return first_token(m); });
+    else model_->set_lora(&adapters);
   } else {
     params_ = std::make_unique<ZeroParams>(*engine_);
     grads_ = std::make_unique<ZeroGrads>(*engine_);
   }
   checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
-                                                 resume.run_id, shard_map_ ? &*shard_map_ : nullptr);
+                                                 resume.run_id, trained_map());
   // Before open_data: the loader starts at the restored step.
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
@@ -262,10 +265,10 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   if (pipeline_) pipeline_->reduce_gradients(*engine_);
   r.grad_norm = engine_->finish_gradients();
-  if (shard_map_)  // the whole model's norm from this rank's part (shard_map.hpp)
+  if (const ShardMap* map = trained_map())  // the whole model's norm from this rank's part (shard_map.hpp)
     r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, grid_.tp > 1 ? grid_comms_.tp.get() : nullptr,
-                                 shard_map_->replicated_ranges(), grid_.pp > 1 ? grid_comms_.pp.get() : nullptr,
-                                 shard_map_->tied_copy_ranges());
+                                 map->replicated_ranges(), grid_.pp > 1 ? grid_comms_.pp.get() : nullptr,
+                                 map->tied_copy_ranges());
   r.grad_norm /= loss_scale;
   // Every TP rank of a slice holds the slice's loss: summed over the DP group only. The pipeline's
   // last stage holds it (the others 0): summed over the pipeline first.

@@ -79,6 +79,8 @@ class Trainer {
   // group's shard table (shard_map.hpp); tp = 1: the world and the whole table.
   dist::Communicator& dp_comm() { return grid_comms_.dp ? *grid_comms_.dp : *comm_; }
   const model::ParamTable& shard_table() const { return local_table_ ? *local_table_ : table_; }
+  // How the engine's table (the model's part, or a LoRA run's adapters) maps to the whole; null: it is the whole.
+  const ShardMap* trained_map() const { return lora_ ? lora_->adapter_map() : shard_map_ ? &*shard_map_ : nullptr; }
   std::uint64_t comm_bytes() const;  // payload bytes over every group this rank communicates in
   double blocked_ms() const;         // time blocked in their collectives
   void make_pipeline_stage();                         // parallel.pp > 1: the stage, its table and groups

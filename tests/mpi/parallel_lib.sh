@@ -21,9 +21,10 @@ run() {
 
 # same_curve BASE GOT [FIRST_STEP [TOLERANCE]]: GOT's steps' losses, gradient norms and validation losses
 # (from $ZT_WORK/NAME.jsonl) equal BASE's within TOLERANCE relative (1e-5; 0: bit-identical as printed,
-# 9 significant digits), from FIRST_STEP on; the gradient clipping must have acted (optim.grad_clip=0.5).
+# 9 significant digits), from FIRST_STEP on; the gradient clipping must have acted (optim.grad_clip, the
+# caller's $grad_clip if set, else 0.5).
 same_curve() {
-  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$ZT_WORK/$2.jsonl" "$2" "${3:-1}" "${4:-1e-5}" <<'PY' || fail "$2 left $1's loss curve"
+  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$ZT_WORK/$2.jsonl" "$2" "${3:-1}" "${4:-1e-5}" "${grad_clip:-0.5}" <<'PY' || fail "$2 left $1's loss curve"
 import json, sys
 def steps(path):
     rows = [o for o in map(json.loads, open(path))]
@@ -32,7 +33,8 @@ def steps(path):
 (base, base_val), (got, got_val) = steps(sys.argv[1]), steps(sys.argv[2])
 want = [s for s in sorted(base) if s >= int(sys.argv[4])]
 assert sorted(got) == want, f"steps {sorted(got)} vs {want}"
-assert any(base[s][1] > 0.5 for s in want), "the gradient clipping (optim.grad_clip=0.5) never acted"
+clip = float(sys.argv[6])
+assert any(base[s][1] > clip for s in want), f"the gradient clipping (optim.grad_clip={clip}) never acted"
 assert sorted(got_val) == [s for s in sorted(base_val) if s in want], f"evaluations {sorted(got_val)}"
 for s in got_val: base[-s], got[-s] = base_val[s], got_val[s]  # compared alike
 worst = max(abs(a - b) / abs(a) for s in got for a, b in zip(base[s], got[s]))

@@ -56,7 +56,7 @@ void expect_frozen(int stage, DType compute) {
   });
   const int B = 2;
   auto net = model::make_model(*be, table, B, model::Recompute::kNone, compute);
-  lora.attach(*net, engine, B);
+  net->set_lora(&lora.attach(engine, B));
   ZeroParams base_params(lora.base_engine());
   FrozenGrads discard;
   const std::vector<std::byte> before = base_bytes(*be, lora.base_engine(), table);

@@ -3,13 +3,16 @@
 // model's unit numbers with its own parameters only (the last stage of a tied model a copy of the token
 // embedding), and so does its TP cut; over every grid of pp x dp x tp ranks the saved runs tile the
 // global flat buffer exactly once, and read_local gives each rank (the tied copy too: the same
-// vocabulary shard as the first stage's) the global values of its parameters.
+// vocabulary shard as the first stage's) the global values of its parameters; the same for a LoRA
+// run's adapter table.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 #include <vector>
 
+#include "model/lora.hpp"
 #include "model/param_table.hpp"
 #include "model/stage_split.hpp"
 #include "train/shard_map.hpp"
@@ -200,6 +203,39 @@ TEST(ShardMap, SavedRunsOfEveryRankTileTheGlobalModelOnce) {
       }
       for (std::size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "global element " << i;
     }
+  }
+}
+
+// A LoRA run's adapters under a pipeline (adapters = true): each rank holds the adapters of its blocks,
+// unit l = block l kept (the tied head's copy is the model's, not theirs), and the ranks' saved runs tile
+// the whole adapter table once.
+TEST(ShardMap, AdapterPartsOfEveryPipelineRankTileTheAdaptersOnce) {
+  const model::GptShape shape = model::GptShape::make(6, 4, 16, 100, 8);
+  const model::ParamTable adapters = model::lora_table(shape, {4, 8, false, {"c_attn", "c_proj"}});
+  std::vector<float> values(adapters.numel());
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i + 1);
+  const ReadGlobal read = [&](std::int64_t o, std::int64_t n, float* out) { std::copy_n(values.data() + o, n, out); };
+  for (const auto& [pp, dp, vpp] : {std::tuple{2, 1, 1}, {3, 2, 1}, {2, 2, 3}, {3, 1, 2}}) {
+    SCOPED_TRACE(cat("pp=", pp, " x dp=", dp, " vpp=", vpp));
+    const model::PipelineCut cut = model::PipelineCut::make(shape, pp, vpp);
+    std::vector<int> covered(adapters.numel(), 0);
+    for (int rank = 0; rank < pp * dp; ++rank) {
+      const dist::Grid grid = dist::Grid::make(pp * dp, 1, rank, pp);
+      const model::ParamTable local = model::adapter_part_table(adapters, cut, grid.pp_rank(), 1);
+      ASSERT_EQ(local.n_units(), shape.n_layer);
+      for (const model::Stage& chunk : cut.chunks(grid.pp_rank()))
+        for (int b = chunk.first_block; b < chunk.end(shape.n_layer); ++b)
+          EXPECT_EQ(local.units()[static_cast<std::size_t>(b)].numel, adapters.units()[static_cast<std::size_t>(b)].numel);
+      const ShardMap map{adapters, local, grid, cut, /*adapters=*/true};
+      EXPECT_TRUE(map.tied_copy_ranges().empty());
+      std::vector<float> mine(local.numel());
+      map.read_local(0, static_cast<std::int64_t>(mine.size()), mine.data(), read);
+      for (const model::ParamInfo& p : local.params())  // each adapter holds its global values
+        ASSERT_EQ(mine[p.offset], values[adapters.find(p.name).offset]) << p.name;
+      for (const model::TpRun& run : map.saved_runs())
+        for (std::int64_t k = 0; k < run.numel; ++k) ++covered[static_cast<std::size_t>(run.global_offset + k)];
+    }
+    for (std::size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "adapter element " << i;
   }
 }
 
