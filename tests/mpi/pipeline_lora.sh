@@ -10,7 +10,7 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
 make_tiny_data
 grad_clip=0.05
-common=("${pipeline_common[@]}" --lora.rank=4 --lora.alpha=8 --lora.dropout=0.1 --optim.lr=3e-2 --optim.grad_clip=$grad_clip)
+common=("${pipeline_common[@]}" --lora.rank=4 --lora.alpha=8 --lora.dropout=0.1 --optim.lr=1e-2 --optim.grad_clip=$grad_clip)
 
 run gpt2_ref 1 --ckpt.resume=none
 run gpt2_pp2 2 --ckpt.resume=none --parallel.pp=2

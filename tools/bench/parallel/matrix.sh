@@ -11,6 +11,8 @@
 #   tools/bench/parallel/matrix.sh pptp       pp x tp together (CI: tests/mpi/pipeline_tp_training.sh):
 #                                             pp 2-4 x tp 2-4, x dp2, ZeRO 0-1, sequence parallel,
 #                                             recompute, document masks, interleaved (vpp 2-3)
+#   tools/bench/parallel/matrix.sh lora       LoRA (dropout on; GPT-2 and every Llama module) on
+#                                             pp 2-3, x dp2, recompute, document masks, interleaved
 # (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed; ZT_MATRIX_ONLY=REGEX runs the layouts
 # whose name matches). Prints one line per layout: its worst
 # difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
@@ -30,7 +32,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 base=(--model.n_layer=6 --model.n_head=2 --model.n_embd=32 --model.vocab_size=97 --model.seq_len=16 --train.device=cpu
       --train.threads=1 --optim.lr=3e-3 --optim.warmup_steps=2 --log.every=1 --data.train="$work/train_*.h5"
       --train.micro_batch=1 --train.max_steps=10 --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=0 --ckpt.resume=none)
-axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor|pptp}
+axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor|pptp|lora}
 # name|ranks|args (the data-parallel ranks' batch: global_batch = 4 micro-batches x dp)
 case $axis in
   pipeline)
@@ -95,7 +97,23 @@ case $axis in
       "pp2xvpp2xtp2|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --parallel.tp=2 --train.global_batch=4"
       "pp2xvpp3xtp2-sp|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
     ) ;;
-  *) echo "unknown axis '$axis': pipeline, tensor or pptp" >&2; exit 2 ;;
+  lora)  # LoRA fine-tuning on the layouts (CI: tests/mpi/pipeline_lora.sh): dropout on, every module of
+         # Llama (rsLoRA), the frozen base from the seed; the adapters' learning rate 3x the base's
+    lora_args="--lora.rank=4 --lora.alpha=8 --lora.dropout=0.1 --optim.lr=1e-2"
+    families=(
+      "gpt2|$lora_args --lora.targets=c_attn,c_proj,c_fc"
+      "llama-untied|--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48 $lora_args --lora.targets=q,k,v,o,gate,up,down --lora.rslora=true"
+    )
+    layouts=(
+      "pp2|2|--parallel.pp=2 --train.global_batch=4"
+      "pp3|3|--parallel.pp=3 --train.global_batch=4"
+      "pp2xdp2-z1|4|--parallel.pp=2 --train.global_batch=8 --train.zero_stage=1"
+      "pp2-full|2|--parallel.pp=2 --train.global_batch=4 --train.recompute=full"
+      "pp2-mask|2|--parallel.pp=2 --train.global_batch=4 --data.document_mask=true"
+      "pp2-vpp3|2|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --train.global_batch=4"
+      "pp3-vpp2|3|--parallel.pp=3 --parallel.schedule=interleaved --parallel.vpp=2 --train.global_batch=6"
+    ) ;;
+  *) echo "unknown axis '$axis': pipeline, tensor, pptp or lora" >&2; exit 2 ;;
 esac
 train() {  # train METRICS NP ARGS...
   local out=$1 np=$2; shift 2
