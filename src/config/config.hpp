@@ -14,7 +14,7 @@ enum class Offload { kNone, kOptimizer };
 // TEST ONLY (debug.*): where debug.hang_at_step hits, and how the rank stops responding there.
 enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume };
 enum class HangMode { kSleep, kSigstop, kSigkill };
-enum class Schedule { kCosine, kConstant };
+enum class Schedule { kCosine, kLinear, kSqrt, kConstant };
 enum class CommBackend { kAuto, kNccl, kMpi };
 enum class DataVerify { kOnRead, kFull };
 enum class Arch { kGpt2, kLlama };
@@ -86,6 +86,7 @@ struct OptimConfig {
   double min_lr = 6e-5;
   std::int64_t warmup_steps = 10;
   Schedule schedule = Schedule::kCosine;
+  double decay_fraction = 1;  // of the steps after warm-up, the last this fraction decay (< 1: WSD)
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;

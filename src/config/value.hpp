@@ -52,8 +52,8 @@ template <> struct EnumNames<HangMode> {
       {{HangMode::kSleep, "sleep"}, {HangMode::kSigstop, "sigstop"}, {HangMode::kSigkill, "sigkill"}}};
 };
 template <> struct EnumNames<Schedule> {
-  static constexpr std::array<std::pair<Schedule, const char*>, 2> kNames{
-      {{Schedule::kCosine, "cosine"}, {Schedule::kConstant, "constant"}}};
+  static constexpr std::array<std::pair<Schedule, const char*>, 4> kNames{
+      {{Schedule::kCosine, "cosine"}, {Schedule::kLinear, "linear"}, {Schedule::kSqrt, "sqrt"}, {Schedule::kConstant, "constant"}}};
 };
 template <> struct EnumNames<CommBackend> {
   static constexpr std::array<std::pair<CommBackend, const char*>, 3> kNames{

@@ -47,6 +47,7 @@ def read_config(path):
     c.update({k: int(g("train." + k, None)) for k in ("max_steps", "global_batch", "micro_batch", "seed")})
     c["warmup_steps"] = int(g("optim.warmup_steps", 10))
     c["schedule"] = g("optim.schedule", "cosine")
+    c["decay_fraction"] = float(g("optim.decay_fraction", 1.0))
     for k, d in (("lr", 6e-4), ("min_lr", 6e-5), ("weight_decay", 0.1), ("beta1", 0.9), ("beta2", 0.95),
                  ("eps", 1e-8), ("grad_clip", 1.0)):
         c[k] = float(g("optim." + k, d))
@@ -85,14 +86,21 @@ def init_weights(c, out_path):
 
 
 def learning_rate(c, step, warmup=True):
-    """Warm-up lr*(s+1)/warmup for s < warmup, then cosine from lr to min_lr over [warmup, max_steps)."""
+    """Warm-up lr*(s+1)/warmup for s < warmup; lr until the last D = round(decay_fraction x (max_steps -
+    warmup)) steps; over those, min_lr + (lr - min_lr) f(p) with p the progress through them and f cosine
+    (1 + cos(pi p)) / 2, linear 1 - p or sqrt 1 - sqrt(p) (torchtitan's warmup-stable-decay)."""
     w = c["warmup_steps"] if warmup else 0
     if step < w:
         return c["lr"] * (step + 1) / w
-    if c["schedule"] == "constant" or c["max_steps"] - w <= 0:
+    decay = math.floor(c["decay_fraction"] * (c["max_steps"] - w) + 0.5)  # halves up, as std::llround
+    if c["schedule"] == "constant" or decay <= 0:
         return c["lr"]
-    progress = min(1.0, (step - w) / (c["max_steps"] - w))
-    return c["min_lr"] + 0.5 * (c["lr"] - c["min_lr"]) * (1.0 + math.cos(math.pi * progress))
+    start = c["max_steps"] - decay
+    if step < start:
+        return c["lr"]
+    p = min(1.0, (step - start) / decay)
+    f = {"cosine": 0.5 * (1.0 + math.cos(math.pi * p)), "linear": 1.0 - p, "sqrt": 1.0 - math.sqrt(p)}[c["schedule"]]
+    return c["min_lr"] + (c["lr"] - c["min_lr"]) * f
 
 
 def step_windows(c, tokens, step, shift=0):

@@ -40,6 +40,37 @@ TEST(Schedule, ConstantKeepsLrAndZeroWarmupStartsAtLr) {
   EXPECT_DOUBLE_EQ(learning_rate(o, 10, 9), 3e-4);
 }
 
+// Warmup-stable-decay (decay_fraction < 1): lr until the last D = fraction x (max_steps - warmup) steps,
+// then each shape from lr toward min_lr, as torchtitan's linear/sqrt/cosine decay types.
+TEST(Schedule, DecayFractionKeepsLrStableThenDecaysInEachShape) {
+  config::OptimConfig o;
+  o.lr = 1e-3;
+  o.min_lr = 1e-4;
+  o.warmup_steps = 10;
+  o.decay_fraction = 0.2;  // 100 steps after warm-up: stable 10-89, decay 90-109
+  for (const config::Schedule s : {config::Schedule::kCosine, config::Schedule::kLinear, config::Schedule::kSqrt}) {
+    o.schedule = s;
+    EXPECT_DOUBLE_EQ(learning_rate(o, 110, 9), 1e-3);
+    EXPECT_DOUBLE_EQ(learning_rate(o, 110, 50), 1e-3);
+    EXPECT_DOUBLE_EQ(learning_rate(o, 110, 89), 1e-3);
+    EXPECT_DOUBLE_EQ(learning_rate(o, 110, 90), 1e-3);  // p = 0
+    EXPECT_DOUBLE_EQ(learning_rate(o, 110, 110), 1e-4);
+  }
+  const double p = 5.0 / 20.0;  // step 95
+  o.schedule = config::Schedule::kLinear;
+  EXPECT_NEAR(learning_rate(o, 110, 95), 1e-4 + 0.9e-3 * (1 - p), 1e-15);
+  o.schedule = config::Schedule::kSqrt;
+  EXPECT_NEAR(learning_rate(o, 110, 95), 1e-4 + 0.9e-3 * (1 - std::sqrt(p)), 1e-15);
+  o.schedule = config::Schedule::kCosine;
+  EXPECT_NEAR(learning_rate(o, 110, 95), 1e-4 + 0.45e-3 * (1 + std::cos(std::numbers::pi * p)), 1e-15);
+  o.decay_fraction = 1;  // the whole run after warm-up: the cosine above
+  EXPECT_NEAR(learning_rate(o, 110, 60), 0.55e-3, 1e-15);
+  o.schedule = config::Schedule::kLinear;
+  EXPECT_NEAR(learning_rate(o, 110, 60), 0.55e-3, 1e-15);
+  o.decay_fraction = 0.001;  // rounds to no decay step: lr throughout
+  EXPECT_DOUBLE_EQ(learning_rate(o, 110, 109), 1e-3);
+}
+
 TEST(Clip, MatchesTorchClipGradNorm) {
   EXPECT_DOUBLE_EQ(clip_factor(0.5, 1.0), 1.0);
   EXPECT_DOUBLE_EQ(clip_factor(4.0, 1.0), 1.0 / (4.0 + 1e-6));
