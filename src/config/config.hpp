@@ -42,6 +42,7 @@ struct ModelConfig {
   std::int64_t rope_original_max_position = 8192;
   double norm_eps = 1e-5;
   TieEmbeddings tie_embeddings = TieEmbeddings::kAuto;
+  bool qkv_bias = false;  // llama: biases on the q, k and v projections (Qwen2)
 };
 
 struct InitConfig {

@@ -1,5 +1,7 @@
 // config.json -> [model] keys (see hf_config.hpp). Field names and defaults are transformers'
-// LlamaConfig and GPT2Config: a field the file leaves out takes the value transformers would give it.
+// LlamaConfig (MistralConfig and Qwen2Config share them) and GPT2Config: a field the file leaves out
+// takes the value transformers would give it. Mistral is Llama's block with a sliding attention window,
+// loaded when the window does not bind at model.seq_len; Qwen2 is Llama's block with biases on q, k, v.
 #include "config/hf_config.hpp"
 #include "config/lora.hpp"
 
@@ -55,8 +57,10 @@ void check_supported(const nlohmann::json& c, const std::string& file, bool llam
   };
   if (llama) {
     if (value(c, file, "hidden_act", "silu") != "silu") refuse("hidden_act is " + value(c, file, "hidden_act"));
-    for (const char* bias : {"attention_bias", "mlp_bias"})
+    for (const char* bias : {"attention_bias", "mlp_bias"})  // Llama's: on all four projections, or the MLP's
       if (value(c, file, bias, "false") != "false") refuse(cat(bias, " is true"));
+    if (value(c, file, "use_sliding_window", "false") != "false")  // Qwen2's, on its upper layers
+      refuse("use_sliding_window is true (attention windowed on some layers)");
     const std::int64_t width = std::stoll(value(c, file, "hidden_size")), heads = std::stoll(value(c, file, "num_attention_heads"));
     if (heads > 0 && c.contains("head_dim") && !c["head_dim"].is_null() && c["head_dim"].get<std::int64_t>() * heads != width)
       refuse(cat("head_dim=", c["head_dim"].dump(), " is not hidden_size/num_attention_heads"));
@@ -66,10 +70,11 @@ void check_supported(const nlohmann::json& c, const std::string& file, bool llam
   }
 }
 
-std::vector<Field> llama_fields(const nlohmann::json& c, const std::string& file) {
+std::vector<Field> llama_fields(const nlohmann::json& c, const std::string& file, const std::string& arch) {
   const std::string heads = value(c, file, "num_attention_heads");
   std::vector<Field> f = {
       {"model.arch", "architectures", "llama"},
+      {"model.qkv_bias", "architectures", arch == "Qwen2ForCausalLM" ? "true" : "false"},
       {"model.n_layer", "num_hidden_layers", value(c, file, "num_hidden_layers")},
       {"model.n_head", "num_attention_heads", heads},
       {"model.n_kv_head", "num_key_value_heads", value(c, file, "num_key_value_heads", heads)},
@@ -109,7 +114,16 @@ std::string architecture(const nlohmann::json& c, const std::string& file) {
   if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty())
     return text_of(c["architectures"][0]);
   const std::string type = value(c, file, "model_type");  // older files name only the type
-  return type == "llama" ? "LlamaForCausalLM" : type == "gpt2" ? "GPT2LMHeadModel" : type;
+  if (type == "llama") return "LlamaForCausalLM";
+  if (type == "mistral") return "MistralForCausalLM";
+  if (type == "qwen2") return "Qwen2ForCausalLM";
+  return type == "gpt2" ? "GPT2LMHeadModel" : type;
+}
+
+// The block families ztrain's Llama computes: Llama itself, Mistral (its window checked against
+// model.seq_len after the keys are applied) and Qwen2 (model.qkv_bias).
+bool llama_block(const std::string& arch) {
+  return arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "Qwen2ForCausalLM";
 }
 
 // Given keys must agree; a given tie_embeddings=auto agrees with either.
@@ -140,16 +154,27 @@ void apply_hf_config(Config& config, const std::set<std::string>& given) {
   const std::string file = (std::filesystem::path(lora_base_path(config)) / "config.json").string();
   const nlohmann::json c = read_json(file);
   const std::string arch = architecture(c, file);
-  const bool llama = arch == "LlamaForCausalLM";
+  const bool llama = llama_block(arch);
   if (!llama && arch != "GPT2LMHeadModel")
-    throw ConfigError(cat(file, ": architecture ", arch, " is not supported; ztrain loads LlamaForCausalLM or GPT2LMHeadModel"));
+    throw ConfigError(cat(file, ": architecture ", arch, " is not supported; ztrain loads LlamaForCausalLM, ",
+                          "MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel"));
   check_supported(c, file, llama);
-  for (const Field& f : llama ? llama_fields(c, file) : gpt2_fields(c, file)) apply(config, given, f, file);
+  for (const Field& f : llama ? llama_fields(c, file, arch) : gpt2_fields(c, file)) apply(config, given, f, file);
   const std::string positions = llama ? "max_position_embeddings" : "n_positions";
   const std::int64_t max_len = std::stoll(value(c, file, positions, llama ? "2048" : "1024"));
   if (config.model.seq_len > max_len)
     throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds ", positions, "=", max_len, " in ", file,
                           ": give model.seq_len <= ", max_len));
+  // Mistral attends within a window of sliding_window tokens (transformers' default 4096; null: none);
+  // at model.seq_len <= the window that is full causal attention, which ztrain computes.
+  if (arch == "MistralForCausalLM") {
+    const bool none = c.contains("sliding_window") && c["sliding_window"].is_null();
+    const std::int64_t window = none ? 0 : std::stoll(value(c, file, "sliding_window", "4096"));
+    if (window > 0 && config.model.seq_len > window)
+      throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds sliding_window=", window, " in ", file,
+                            ": ztrain's attention is full causal, the same as the window only up to it; give "
+                            "model.seq_len <= ", window));
+  }
 }
 
 }  // namespace zt::config

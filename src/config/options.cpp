@@ -149,6 +149,7 @@ std::vector<Option> build_table() {
       opt("model.rope_high_freq_factor", &C::model, &ModelConfig::rope_high_freq_factor, "llama, rope_scaling=llama3: high_freq_factor (> low_freq_factor)", positive()),
       opt("model.rope_original_max_position", &C::model, &ModelConfig::rope_original_max_position, "llama, rope_scaling=llama3: original_max_position_embeddings", I64{1, std::int64_t{1} << 32}),
       opt("model.norm_eps", &C::model, &ModelConfig::norm_eps, "llama: RMSNorm epsilon (rms_norm_eps)", positive()),
+      opt("model.qkv_bias", &C::model, &ModelConfig::qkv_bias, "llama: biases on the q, k and v projections, as Qwen2 (o_proj and the MLP have none)"),
       opt("model.tie_embeddings", &C::model, &ModelConfig::tie_embeddings, "LM head shares the token embedding (auto: true for gpt2, false for llama; gpt2 is always tied)"),
       opt("init.from", &C::init, &InitConfig::from, "start from Hugging Face weights: a .safetensors file of the model family (GPT2LMHeadModel or LlamaForCausalLM names), or a model directory (config.json + model.safetensors or shards with model.safetensors.index.json) whose config.json supplies the model keys not given; empty: random init from train.seed"),
       opt("train.device", &C::train, &TrainConfig::device, "where to compute: auto picks cuda when a GPU is visible"),

@@ -57,6 +57,7 @@ void check_gpt2_keys(const ModelConfig& m) {
   reject_for_gpt2(m.rope_theta != d.rope_theta, cat("model.rope_theta=", value::format_double(m.rope_theta)));
   reject_for_gpt2(m.rope_scaling != RopeScaling::kNone, "model.rope_scaling=llama3");
   reject_for_gpt2(m.norm_eps != d.norm_eps, cat("model.norm_eps=", value::format_double(m.norm_eps)));
+  reject_for_gpt2(m.qkv_bias, "model.qkv_bias=true");
   if (m.tie_embeddings == TieEmbeddings::kFalse)
     throw ConfigError("model.tie_embeddings=false: GPT-2's LM head is always the token embedding; use "
                       "model.tie_embeddings=auto or true, or model.arch=llama for an untied head");

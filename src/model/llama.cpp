@@ -17,7 +17,7 @@ using backend::WeightLayout;
 
 namespace {
 // Parameter order inside a block unit and inside unit L+1 (param_table.cpp); unit 0 holds embed_tokens only.
-enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown };
+enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown, kQBias };  // kQBias..: with qkv_bias
 enum FinalParam { kNormF, kHead };
 constexpr WeightLayout kOutIn = WeightLayout::kOutIn;  // HF nn.Linear weights are [out, in]
 }  // namespace
@@ -92,6 +92,11 @@ Tensor Llama::fused(const Tensor& unit, int u, int k, std::int64_t rows) const {
   return Tensor(param(unit, u, k).data, unit.dtype, {rows, s_.n_embd});
 }
 
+Tensor Llama::qkv_bias(const Tensor& unit, int u) const {
+  if (!s_.qkv_bias || unit.empty()) return Tensor();  // empty unit: a frozen one's gradients
+  return Tensor(param(unit, u, kQBias).data, unit.dtype, {s_.qkv_width()});
+}
+
 Tensor Llama::head_weight(const Tensor& unit) const {
   return s_.tie_embeddings ? param(unit, 0, 0) : param(unit, s_.n_layer + 1, kHead);
 }
@@ -115,7 +120,7 @@ void Llama::block_forward(int l, const Tensor& w) {
   Layer& L = a_.layers[l - first_];
   const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
-  be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), Tensor(), kOutIn);
+  be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), qkv_bias(w, u), kOutIn);
   if (lora_) lora_->forward(BlockMatmul::kQkv, L.ln1, L.qkv);  // before RoPE, as PEFT's q_proj/k_proj output
   be_.rope_forward(L.qkv, inv_freq_, s_.n_head + s_.n_kv_head);  // q's heads, then k's
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
@@ -191,7 +196,7 @@ void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
   if (lora_) lora_->backward(BlockMatmul::kAttnOut, L.atty, a_.dres, a_.dln);
   be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
   be_.rope_backward(dqkv, inv_freq_, s_.n_head + s_.n_kv_head);
-  be_.matmul_backward(a_.dln, fused_grad(g, u, kQ, W), Tensor(), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
+  be_.matmul_backward(a_.dln, fused_grad(g, u, kQ, W), qkv_bias(g, u), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
   if (lora_) lora_->backward(BlockMatmul::kQkv, L.ln1, dqkv, a_.dln);
   // d x = d res2 + through the norm
   be_.rmsnorm_backward_accumulate(a_.dres, norm_grad(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);

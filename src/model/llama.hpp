@@ -64,6 +64,8 @@ class Llama final : public Model {
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
   // The adjacent projections read as one [rows, C] weight (q|k|v, or gate|up) starting at parameter k.
   backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows) const;
+  // Qwen2's q|k|v bias as one [C + 2 NKV hs] vector (empty without shape.qkv_bias).
+  backend::Tensor qkv_bias(const backend::Tensor& unit, int u) const;
   backend::Tensor head_weight(const backend::Tensor& unit) const;  // lm_head, or embed_tokens when tied
   // Weight gradients: none for a matmul of a frozen unit (an empty gradient view); a scratch for its
   // norms (the op always writes one).

@@ -131,7 +131,9 @@ void ParamTable::add_gpt2_params() {
 }
 
 // Flat order: unit 0 = embed_tokens; unit 1+i = block i; unit L+1 = norm, then lm_head unless tied. Inside
-// a block q, k, v are adjacent (one [C + 2 NKV hs, C] projection for the model) and so are gate, up ([2F, C]).
+// a block q, k, v are adjacent (one [C + 2 NKV hs, C] projection for the model) and so are gate, up ([2F, C]);
+// Qwen2's q, k, v biases come last in the block, adjacent too (one [C + 2 NKV hs] bias), so the other
+// parameters keep their places.
 void ParamTable::add_llama_params() {
   const GptShape& s = shape_;
   const std::int64_t C = s.n_embd, KV = std::int64_t{s.n_kv_head} * s.head_size(), F = s.ffn_hidden;
@@ -149,6 +151,10 @@ void ParamTable::add_llama_params() {
     add(h + "mlp.gate_proj.weight", {F, C}, u, true);
     add(h + "mlp.up_proj.weight", {F, C}, u, true);
     add(h + "mlp.down_proj.weight", {C, F}, u, true);
+    if (!s.qkv_bias) continue;
+    add(h + "self_attn.q_proj.bias", {C}, u, false);
+    add(h + "self_attn.k_proj.bias", {KV}, u, false);
+    add(h + "self_attn.v_proj.bias", {KV}, u, false);
   }
   add("model.norm.weight", {C}, s.n_layer + 1, false);
   if (s.tie_embeddings) return;

@@ -26,6 +26,7 @@ struct GptShape {
   bool tie_embeddings = true;   // the LM head reads the token embedding (always for GPT-2)
   double norm_eps = 1e-5;       // Llama's RMSNorm epsilon (GPT-2's LayerNorm: 1e-5 in the op)
   RopeParams rope;              // Llama only
+  bool qkv_bias = false;        // Llama: the q, k, v projections have biases (Qwen2)
 
   // A checked shape with padded_vocab derived from vocab_size; throws ConfigError on a bad combination.
   static GptShape make(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len);

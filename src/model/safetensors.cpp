@@ -269,7 +269,8 @@ void save_tensors(const std::string& path, const std::vector<const ParamInfo*>& 
 }
 
 namespace {
-// LlamaForCausalLM's config.json (transformers' LlamaConfig fields), rope settings included.
+// LlamaForCausalLM's config.json (transformers' LlamaConfig fields), rope settings included; with q, k, v
+// biases Qwen2ForCausalLM's.
 std::string llama_config_json(const GptShape& s, const std::string& torch_dtype) {
   nlohmann::json c = {
       {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},     {"hidden_act", "silu"},
@@ -281,6 +282,11 @@ std::string llama_config_json(const GptShape& s, const std::string& torch_dtype)
       {"tie_word_embeddings", s.tie_embeddings}, {"attention_bias", false}, {"mlp_bias", false},
       {"attention_dropout", 0.0},              {"initializer_range", 0.02}, {"pretraining_tp", 1},
       {"use_cache", true},                     {"torch_dtype", torch_dtype}};
+  if (s.qkv_bias) {  // Qwen2ForCausalLM: Qwen2Config's fields (no attention_bias: q, k, v always have biases)
+    c["architectures"] = {"Qwen2ForCausalLM"}, c["model_type"] = "qwen2";
+    for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp", "head_dim"}) c.erase(llama_only);
+    c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
+  }
   if (s.rope.llama3)
     c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.rope.factor}, {"low_freq_factor", s.rope.low_freq_factor},
                          {"high_freq_factor", s.rope.high_freq_factor},

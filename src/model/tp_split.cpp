@@ -35,11 +35,13 @@ TpSplit gpt2_split(const ParamInfo& p, const GptShape& s) {
 
 // Llama (nn.Linear weights [out, in]): q, k, v, gate and up cut their outputs (dim 0); each is its own
 // parameter, adjacent in the flat order, so rank r's q_r | k_r | v_r and gate_r | up_r stay adjacent
-// as the model's fused projections read them. o_proj and down_proj cut their inputs (dim 1).
+// as the model's fused projections read them (Qwen2's q, k, v biases alike). o_proj and down_proj cut
+// their inputs (dim 1).
 TpSplit llama_split(const ParamInfo& p, const GptShape& s) {
   using K = TpSplit::Kind;
   if (p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight") return split(K::kVocab, 0, {s.padded_vocab});
-  for (const char* column : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight"})
+  for (const char* column : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight",
+                             "q_proj.bias", "k_proj.bias", "v_proj.bias"})
     if (ends_with(p.name, column)) return split(K::kColumn, 0, {p.shape[0]});
   if (ends_with(p.name, "o_proj.weight") || ends_with(p.name, "down_proj.weight")) return split(K::kRow, 1, {p.shape[1]});
   return {};

@@ -118,9 +118,10 @@ model::GptShape model_shape(const config::ModelConfig& m) {
                          m.rope_low_freq_factor, m.rope_high_freq_factor, m.rope_original_max_position};
   const int ffn = m.ffn_hidden > 0 ? static_cast<int>(m.ffn_hidden)
                                    : model::llama_ffn_hidden(C, m.ffn_multiplier, static_cast<int>(m.ffn_multiple_of));
-  return model::GptShape::make_llama(L, H, C, V, T, m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H, ffn,
-                                     m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps,
-                                     rope);
+  model::GptShape s = model::GptShape::make_llama(L, H, C, V, T, m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H,
+                                                  ffn, m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps, rope);
+  s.qkv_bias = m.qkv_bias;
+  return s;
 }
 
 model::LoraSpec lora_spec(const config::Config& c) {

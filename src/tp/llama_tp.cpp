@@ -13,7 +13,7 @@ namespace zt::tp {
 using backend::Tensor;
 
 namespace {
-enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown };  // model/param_table.cpp's order
+enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown, kQBias };  // param_table.cpp's order
 enum FinalParam { kNormF, kHead };
 constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;
 }  // namespace
@@ -114,6 +114,11 @@ Tensor LlamaTp::fused(const Tensor& unit, int u, int k, std::int64_t rows) const
   return Tensor(param(unit, u, k).data, unit.dtype, {rows, s_.n_embd});
 }
 
+Tensor LlamaTp::qkv_bias(const Tensor& unit, int u) const {
+  if (!s_.qkv_bias || unit.empty()) return Tensor();
+  return Tensor(param(unit, u, kQBias).data, unit.dtype, {qkv_width_});  // q_r|k_r|v_r's biases, adjacent
+}
+
 Tensor LlamaTp::vocab_rows(Tensor table) const {
   table.shape[0] = Vs_;
   return table;
@@ -130,7 +135,7 @@ void LlamaTp::block_forward(int l, const Tensor& w) {
   Layer& L = layer(l);
   const Tensor x = block_input(l);
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
-  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), Tensor(), kOutIn);
+  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), qkv_bias(w, u), kOutIn);
   be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
   be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_), segments_.tensor());
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
@@ -198,7 +203,7 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, static_cast<int>(heads_), segments_.tensor());
   be_.rope_backward(dqkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), Tensor(), dqkv, input_of(L.ln1),
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), qkv_bias(g, u), dqkv, input_of(L.ln1),
                            fused(w, u, kQ, qkv_width_), kOutIn);
   norm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);

@@ -75,6 +75,7 @@ class LlamaTp final : public model::Model {
   void head_backward(model::ParamSource& params, model::GradSink& grads, float dloss);  // the last stage's part
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
   backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows) const;  // adjacent weights
+  backend::Tensor qkv_bias(const backend::Tensor& unit, int u) const;  // empty without shape.qkv_bias
   backend::Tensor vocab_rows(backend::Tensor table) const;  // a vocabulary table's Vs rows, without the zero row
   int head_unit() const { return s_.tie_embeddings ? 0 : s_.n_layer + 1; }
   backend::Tensor head(const backend::Tensor& unit) const;

@@ -59,6 +59,7 @@ def read_config(path):
     c["rope_theta"] = float(g("rope_theta", 500000))
     c["norm_eps"] = float(g("norm_eps", 1e-5))
     c["tie"] = g("tie_embeddings", "auto") == "true"
+    c["qkv_bias"] = g("qkv_bias", "false") == "true"  # Qwen2's q, k, v biases
     c["scaling"] = None
     if g("rope_scaling", "none") == "llama3":
         c["scaling"] = (float(g("rope_factor", 8)), float(g("rope_low_freq_factor", 1)),
@@ -77,6 +78,9 @@ def param_shapes(c):
                        h + "self_attn.o_proj.weight": (C, C), h + "post_attention_layernorm.weight": (C,),
                        h + "mlp.gate_proj.weight": (F, C), h + "mlp.up_proj.weight": (F, C),
                        h + "mlp.down_proj.weight": (C, F)})
+        if c.get("qkv_bias"):
+            shapes.update({h + "self_attn.q_proj.bias": (C,), h + "self_attn.k_proj.bias": (KV,),
+                           h + "self_attn.v_proj.bias": (KV,)})
     shapes["model.norm.weight"] = (C,)
     if not c["tie"]:
         shapes["lm_head.weight"] = (c["vocab_size"], C)
@@ -84,11 +88,14 @@ def param_shapes(c):
 
 
 def init_weights(c, out_path):
-    """N(0, 0.02) matrices (HF's initializer_range); norms 1 + N(0, 0.1), so they carry signal too."""
+    """N(0, 0.02) matrices (HF's initializer_range); norms 1 + N(0, 0.1) and biases N(0, 0.1), so they
+    carry signal too."""
     rng = np.random.default_rng(c["seed"])
     weights = {}
     for name, shape in param_shapes(c).items():
-        w = rng.normal(0.0, 0.02, shape) if len(shape) == 2 else 1.0 + rng.normal(0.0, 0.1, shape)
+        w = rng.normal(0.0, 0.02, shape) if len(shape) == 2 else rng.normal(0.0, 0.1, shape)
+        if name.endswith("norm.weight"):
+            w += 1.0
         weights[name] = w.astype(np.float32)
     st_io.save(out_path, weights, {"format": "pt"})
 
@@ -116,10 +123,11 @@ def forward(P, c, idx):
     x = P["model.embed_tokens.weight"][idx]
     for i in range(c["n_layer"]):
         p = lambda n: P[f"model.layers.{i}.{n}.weight"]  # noqa: E731
+        b = lambda n: P[f"model.layers.{i}.{n}.bias"] if c.get("qkv_bias") else 0.0  # noqa: E731
         h = rms_norm(x, p("input_layernorm"), c["norm_eps"])
-        q = (h @ p("self_attn.q_proj").T).view(B, T, NH, hs).transpose(1, 2)
-        k = (h @ p("self_attn.k_proj").T).view(B, T, NKV, hs).transpose(1, 2)
-        v = (h @ p("self_attn.v_proj").T).view(B, T, NKV, hs).transpose(1, 2)
+        q = (h @ p("self_attn.q_proj").T + b("self_attn.q_proj")).view(B, T, NH, hs).transpose(1, 2)
+        k = (h @ p("self_attn.k_proj").T + b("self_attn.k_proj")).view(B, T, NKV, hs).transpose(1, 2)
+        v = (h @ p("self_attn.v_proj").T + b("self_attn.v_proj")).view(B, T, NKV, hs).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = (t[:, :, None].expand(B, NKV, NH // NKV, T, hs).reshape(B, NH, T, hs) for t in (k, v))  # repeat_kv
         s = (q @ k.transpose(-1, -2)) / math.sqrt(hs)

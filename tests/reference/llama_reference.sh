@@ -3,7 +3,8 @@
 # (llama_reference.py): 10 AdamW steps with clipping, warm-up + cosine and gradient accumulation, from
 # the same weights (init.from) and on the same tokens; every step's loss and grad_norm within 1e-4
 # relative of PyTorch for multi-head (untied head), grouped-query (untied) and multi-query (tied head)
-# attention; for GQA, ZeRO stages 0-3 on 2 ranks and stage 3 on 4 ranks equal 1 rank within 1e-5.
+# attention; for GQA, ZeRO stages 0-3 on 2 ranks and stage 3 on 4 ranks equal 1 rank within 1e-5; Qwen2's
+# q, k, v biases (model.qkv_bias, GQA, tied) on 1 rank and at ZeRO 3 on 2, and on 2 tensor-parallel ranks.
 # Skips (77) without PyTorch.
 source "$(dirname "$0")/../lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,18 +15,21 @@ mkdir -p "$ZT_WORK/data"
 "$ZT_BIN/../tests/make_test_shards" "$ZT_WORK/data/train" --tokens 992 --shard-tokens 400 --vocab 97 --seed 5 \
   --raw "$ZT_WORK/tokens.u32" || fail "make_test_shards failed"
 
-# case NAME N_KV_HEAD TIE RUNS...: one INI per case; each run is NP:ZERO_STAGE; the first must be 1 rank.
+# case NAME N_KV_HEAD TIE RUNS...: one INI per case; each run is NP:ZERO_STAGE or NP:ZERO_STAGE:TP; the
+# first must be 1 rank. QKV_BIAS=true: the model has Qwen2's q, k, v biases.
 case_run() {
   local name=$1 kv=$2 tie=$3; shift 3
   local ini="$ZT_WORK/$name.ini" metrics=()
   sed -e "s/^n_kv_head = .*/n_kv_head = $kv/" -e "s/^tie_embeddings = .*/tie_embeddings = $tie/" \
-    "$here/llama_reference.ini" >"$ini"
+    -e "s/^\[model\]$/[model]\nqkv_bias = ${QKV_BIAS:-false}/" "$here/llama_reference.ini" >"$ini"
   expect_exit 0 "$PY" "$here/llama_reference.py" init "$ini" "$ZT_WORK/$name.safetensors"
   for run in "$@"; do
-    local np=${run%:*} stage=${run#*:} m="$ZT_WORK/$name.np${run%:*}.zero${run#*:}.jsonl"
+    local np stage tp
+    IFS=: read -r np stage tp <<<"$run"
+    local m="$ZT_WORK/$name.np$np.zero$stage.tp${tp:-1}.jsonl"
     expect_exit 0 zt_mpirun "$np" "$ZT_BIN/ztrain" --config "$ini" --data.train="$ZT_WORK/data/train_*.h5" \
       --init.from="$ZT_WORK/$name.safetensors" --train.threads=1 --train.zero_stage="$stage" --log.metrics="$m" \
-      --ckpt.resume=none --ckpt.dir="$ZT_WORK/ckpt_$name.$np.$stage" --dist.timeout_s=30
+      --parallel.tp="${tp:-1}" --ckpt.resume=none --ckpt.dir="$ZT_WORK/ckpt_$name.$np.$stage.${tp:-1}" --dist.timeout_s=30
     metrics+=("$m")
   done
   echo "== $name (n_kv_head=$kv, tie_embeddings=$tie)"
@@ -35,4 +39,5 @@ case_run() {
 case_run mha 4 false 1:0
 case_run gqa 2 false 1:0 2:0 2:1 2:2 2:3 4:3
 case_run mqa 1 true 1:0 2:3
+QKV_BIAS=true case_run qwen2 2 true 1:0 2:3 2:0:2
 echo "PASS"

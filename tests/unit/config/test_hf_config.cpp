@@ -93,8 +93,8 @@ TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
   EXPECT_EQ(m.n_layer, 12);
   EXPECT_EQ(m.n_embd, 768);
   EXPECT_EQ(m.vocab_size, 50257);
-  const std::string other = model_dir(R"({"architectures": ["MistralForCausalLM"]})");
-  EXPECT_NE(error_of({"--init.from=" + other}).find("architecture MistralForCausalLM is not supported"),
+  const std::string other = model_dir(R"({"architectures": ["PhiForCausalLM"]})");
+  EXPECT_NE(error_of({"--init.from=" + other}).find("architecture PhiForCausalLM is not supported"),
             std::string::npos);
   const std::string biased = model_dir(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
     "num_hidden_layers": 1, "intermediate_size": 128, "vocab_size": 100, "attention_bias": true})");
@@ -105,6 +105,56 @@ TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
   std::filesystem::remove(empty + "/config.json");
   EXPECT_NE(error_of({"--init.from=" + empty}).find(empty + "/config.json cannot be read"), std::string::npos);
   for (const std::string& d : {dir, other, empty}) std::filesystem::remove_all(d);
+}
+
+// Qwen2.5 0.5B's published config.json: Llama's block with q, k, v biases (model.qkv_bias), loaded as
+// model.arch=llama; its sliding window is off (use_sliding_window false), and on it is refused.
+TEST(HfConfig, Qwen2IsLlamaWithQkvBiases) {
+  const std::string qwen = R"({"architectures": ["Qwen2ForCausalLM"], "hidden_act": "silu", "hidden_size": 896,
+    "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2",
+    "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true, "use_sliding_window": false,
+    "vocab_size": 151936})";
+  const std::string dir = model_dir(qwen);
+  const ModelConfig m = parse({"--init.from=" + dir, "--model.seq_len=1024"}).config.model;
+  EXPECT_EQ(m.arch, Arch::kLlama);
+  EXPECT_TRUE(m.qkv_bias);
+  EXPECT_EQ(m.n_kv_head, 2);
+  EXPECT_EQ(m.ffn_hidden, 4864);
+  EXPECT_EQ(m.rope_theta, 1e6);
+  EXPECT_EQ(m.tie_embeddings, TieEmbeddings::kTrue);
+  EXPECT_NE(error_of({"--init.from=" + dir, "--model.qkv_bias=false"}).find("model.qkv_bias=false disagrees with"),
+            std::string::npos);
+  std::string windowed = qwen;
+  const std::string off = "\"use_sliding_window\": false";
+  windowed.replace(windowed.find(off), off.size(), "\"use_sliding_window\": true");
+  const std::string sliding = model_dir(windowed);
+  EXPECT_NE(error_of({"--init.from=" + sliding}).find("use_sliding_window is true"), std::string::npos);
+  for (const std::string& d : {dir, sliding}) std::filesystem::remove_all(d);
+}
+
+// Mistral 7B: Llama's block; v0.3's window is null (none), v0.1's 4096 binds only past model.seq_len 4096.
+TEST(HfConfig, MistralLoadsWhileItsWindowDoesNotBind) {
+  const std::string v03 = model_dir(R"({"architectures": ["MistralForCausalLM"], "hidden_size": 4096,
+    "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
+    "tie_word_embeddings": false, "vocab_size": 32768})");
+  const ModelConfig m = parse({"--init.from=" + v03, "--model.seq_len=8192"}).config.model;
+  EXPECT_EQ(m.arch, Arch::kLlama);
+  EXPECT_FALSE(m.qkv_bias);
+  EXPECT_EQ(m.n_kv_head, 8);
+  const std::string v01 = model_dir(R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "sliding_window": 4096, "vocab_size": 32000})");
+  EXPECT_EQ(parse({"--init.from=" + v01, "--model.seq_len=4096"}).config.model.n_layer, 32);
+  EXPECT_NE(error_of({"--init.from=" + v01, "--model.seq_len=8192"}).find("model.seq_len=8192 exceeds sliding_window=4096"),
+            std::string::npos);
+  const std::string no_window_key = model_dir(R"({"architectures": ["MistralForCausalLM"], "hidden_size": 64,
+    "intermediate_size": 128, "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 100,
+    "max_position_embeddings": 32768})");
+  EXPECT_NE(error_of({"--init.from=" + no_window_key, "--model.seq_len=8192"}).find("sliding_window=4096"),
+            std::string::npos);  // transformers' MistralConfig default
+  for (const std::string& d : {v03, v01, no_window_key}) std::filesystem::remove_all(d);
 }
 
 }  // namespace

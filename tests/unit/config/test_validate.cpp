@@ -169,6 +169,9 @@ TEST(Validate, LlamaKeysGivenToGpt2NameTheKeyAndTheFix) {
   c.model.rope_scaling = RopeScaling::kLlama3;
   EXPECT_NE(error_of([&] { validate(c); }).find("model.rope_scaling=llama3 applies"), std::string::npos);
   c.model.rope_scaling = RopeScaling::kNone;
+  c.model.qkv_bias = true;  // GPT-2's c_attn always has its bias
+  EXPECT_NE(error_of([&] { validate(c); }).find("model.qkv_bias=true applies"), std::string::npos);
+  c.model.qkv_bias = false;
   c.model.tie_embeddings = TieEmbeddings::kFalse;
   EXPECT_NE(error_of([&] { validate(c); }).find("model.tie_embeddings=false"), std::string::npos);
 }
