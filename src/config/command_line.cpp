@@ -224,6 +224,24 @@ std::vector<std::string> Args::list(std::string_view name) const {
   return v ? *v : std::vector<std::string>{};
 }
 
+std::string flags_help(const std::vector<Flag>& flags, const std::vector<Command>& commands) {
+  std::ostringstream out;
+  for (const Flag& f : flags) {
+    if (f.hidden) continue;
+    out << "  " << (f.short_name ? cat("-", f.short_name, ", ") : "") << "--" << f.name;
+    if (f.type != Type::kSwitch) out << " " << f.value_name;
+    if (f.type == Type::kInt || f.type == Type::kNum) out << "  (" << allowed(f) << ")";
+    if (!f.default_value.empty()) out << "  (default: " << f.default_value << ")";
+    if (f.type == Type::kList) out << "  (repeatable)";
+    std::string used_by;
+    for (const Command& c : commands)
+      if (takes(&c, f.name)) used_by += (used_by.empty() ? "" : ", ") + c.name;
+    if (!used_by.empty()) out << "  [" << used_by << "]";
+    out << "\n" << wrapped(f.help);
+  }
+  return out.str();
+}
+
 std::string help_text(const Spec& spec) {
   std::ostringstream out;
   bool first = true;
@@ -236,20 +254,8 @@ std::string help_text(const Spec& spec) {
     }
   }
   out << spec.about << (spec.about.empty() || spec.about.ends_with('\n') ? "" : "\n") << "\noptions:\n"
-      << "  -h, --help\n      show this help, then exit\n";
-  for (const Flag& f : spec.flags) {
-    if (f.hidden) continue;
-    out << "  " << (f.short_name ? cat("-", f.short_name, ", ") : "") << "--" << f.name;
-    if (f.type != Type::kSwitch) out << " " << f.value_name;
-    if (f.type == Type::kInt || f.type == Type::kNum) out << "  (" << allowed(f) << ")";
-    if (!f.default_value.empty()) out << "  (default: " << f.default_value << ")";
-    if (f.type == Type::kList) out << "  (repeatable)";
-    std::string used_by;
-    for (const Command& c : spec.commands)
-      if (takes(&c, f.name)) used_by += (used_by.empty() ? "" : ", ") + c.name;
-    if (!used_by.empty()) out << "  [" << used_by << "]";
-    out << "\n" << wrapped(f.help);
-  }
+      << "  -h, --help\n      show this help, then exit\n"
+      << flags_help(spec.flags, spec.commands);
   return out.str();
 }
 

@@ -78,5 +78,7 @@ class Args {
 // The spec must outlive the Args.
 Args parse(const Spec& spec, int argc, const char* const* argv);
 std::string help_text(const Spec& spec);
+// --help's lines for these flags (hidden ones left out), each naming the commands that take it.
+std::string flags_help(const std::vector<Flag>& flags, const std::vector<Command>& commands = {});
 
 }  // namespace zt::config::cli
