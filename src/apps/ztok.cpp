@@ -149,7 +149,8 @@ std::optional<zt::ztok::InstructOptions> instruct_options(const zt::config::cli:
 }
 
 zt::ztok::ZtokOptions check_and_convert(const zt::config::cli::Args& args) {
-  if (!args.given("vocab") || !args.given("out")) throw zt::ConfigError("--vocab PATH and --out DIR are required (see --help)");
+  if (args.text("vocab").empty() || args.text("out").empty())
+    throw zt::ConfigError("--vocab PATH and --out DIR are required (see --help)");
   if (args.positional().empty()) throw zt::ConfigError("no INPUT given (see --help)");
   const std::string format = args.text("format");
   if (format != "text" && args.given("split"))
