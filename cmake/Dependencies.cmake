@@ -1,7 +1,6 @@
 # Every third-party library ztrain uses, found once. tools/install-deps.sh installs them on Debian.
 find_package(MPI REQUIRED COMPONENTS C CXX)                   # MPI::MPI_CXX
 find_package(HDF5 REQUIRED COMPONENTS C)                      # hdf5::hdf5 (or HDF5_* variables)
-find_package(Boost 1.74 REQUIRED COMPONENTS program_options)  # Boost::program_options
 find_package(GTest REQUIRED)                                  # GTest::gtest_main
 find_package(OpenMP REQUIRED COMPONENTS CXX)                  # OpenMP::OpenMP_CXX
 find_package(Threads REQUIRED)

@@ -1,7 +1,6 @@
 // zckpt: inspect, verify, export and reshard ztrain checkpoints offline, without mpirun
 // (docs/INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
 // a failure, 2 usage.
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -14,6 +13,7 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
+#include "config/command_line.hpp"
 #include "config/lora.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
@@ -30,20 +30,51 @@ namespace zt::apps {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr const char* kUsage =
-    "usage: zckpt info DIR                              step, world size, ZeRO stage, run id, files, config\n"
-    "       zckpt verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
-    "                                                   interrupted save too), 2 if DIR is no checkpoint\n"
-    "       zckpt export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights, fp32 (+ config.json)\n"
-    "       zckpt export DIR --out HFDIR [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
-    "                                                   a directory from_pretrained loads: config.json, weights\n"
-    "                                                   (default bf16), shards + index past --max-shard-size\n"
-    "       zckpt export DIR --adapter ADIR             a LoRA checkpoint's adapters in PEFT's layout\n"
-    "                                                   (adapter_model.safetensors + adapter_config.json)\n"
-    "       zckpt export DIR --merge --out OUT [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
-    "                                                   a LoRA checkpoint merged into its base (init.from): the\n"
-    "                                                   fine-tuned model, written as export --out writes one\n"
-    "       zckpt reshard DIR --world N --out DIR2      the same checkpoint for N ranks\n";
+// zckpt's commands and flags, one table: --help is generated from it, and a flag a command does not
+// take is refused naming the command that takes it.
+const config::cli::Spec& zckpt_spec() {
+  static const config::cli::Spec spec = [] {
+    using config::cli::Type;
+    config::cli::Spec s;
+    s.program = "zckpt";
+    s.about = "Exit codes: 0 done (verify: sound), 1 a problem found or a failure, 2 usage.";
+    s.commands = {
+        {.name = "info", .positionals = {"DIR"}, .flags = {},
+         .usage = "info DIR                              step, world size, ZeRO stage, run id, files, config"},
+        {.name = "verify", .positionals = {"DIR"}, .flags = {},
+         .usage = "verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
+                  "                                                   interrupted save too), 2 if DIR is no checkpoint"},
+        {.name = "export", .positionals = {"DIR"}, .flags = {"out", "adapter", "merge", "dtype", "max-shard-size"},
+         .usage = "export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights, fp32 (+ config.json)\n"
+                  "export DIR --out HFDIR [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
+                  "                                                   a directory from_pretrained loads: config.json, weights\n"
+                  "                                                   (default bf16), shards + index past --max-shard-size\n"
+                  "export DIR --adapter ADIR             a LoRA checkpoint's adapters in PEFT's layout\n"
+                  "                                                   (adapter_model.safetensors + adapter_config.json)\n"
+                  "export DIR --merge --out OUT [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
+                  "                                                   a LoRA checkpoint merged into its base (init.from): the\n"
+                  "                                                   fine-tuned model, written as export --out writes one"},
+        {.name = "reshard", .positionals = {"DIR"}, .flags = {"world", "out"},
+         .usage = "reshard DIR --world N --out DIR2      the same checkpoint for N ranks"},
+    };
+    s.flags = {
+        {.name = "out", .value_name = "PATH",
+         .help = "export: FILE.safetensors or a Hugging Face directory; reshard: the new checkpoint directory"},
+        {.name = "adapter", .value_name = "DIR", .help = "export a LoRA checkpoint's adapters alone, in PEFT's layout"},
+        {.name = "merge", .type = Type::kSwitch, .help = "export a LoRA checkpoint merged into its base (init.from)"},
+        {.name = "dtype", .type = Type::kChoice, .value_name = "bf16|fp32",
+         .help = "export --out HFDIR: the weights' type (default bf16; a .safetensors file is fp32)",
+         .choices = {"bf16", "fp32"}},
+        {.name = "max-shard-size", .value_name = "SIZE",
+         .help = "export --out HFDIR: shards + index past this size (5GB, 500MB, 2GiB or bytes; transformers' default)",
+         .default_value = "5GB"},
+        {.name = "world", .type = Type::kInt, .value_name = "N", .help = "reshard: the ranks of the new checkpoint",
+         .min = 1, .max = 1 << 20},
+    };
+    return s;
+  }();
+  return spec;
+}
 
 struct Args {
   std::string command, dir, out;
@@ -55,45 +86,23 @@ struct Args {
   bool max_shard_given = false;
 };
 
-// --world N: the whole text a number in [1, 2^20] (as plan.world_size), never wrapped or half-read.
-int parse_world(const std::string& text) {
-  constexpr long long kMaxWorld = 1 << 20;
-  long long n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxWorld)
-    throw ConfigError(cat("--world ", text, ": must be an integer in [1, ", kMaxWorld, "]\n", kUsage));
-  return static_cast<int>(n);
-}
-
-Args parse_args(int argc, char** argv) {
-  if (argc < 3) throw ConfigError(cat("missing arguments\n", kUsage));
+// The flags' types, ranges and owners are the parser's; here what depends on several of them.
+Args parse_args(const config::cli::Args& args) {
   Args a;
-  a.command = argv[1];
-  a.dir = argv[2];
-  for (int i = 3; i < argc; ++i) {
-    const std::string key = argv[i];
-    if (key == "--merge") {
-      a.merge = true;
-      continue;
-    }
-    if (i + 1 >= argc) throw ConfigError(cat(key, " needs a value\n", kUsage));
-    const std::string value = argv[++i];
-    if (key == "--out") a.out = value;
-    else if (key == "--adapter") a.adapter = value;
-    else if (key == "--world") a.world = parse_world(value);
-    else if (key == "--dtype" && (value == "bf16" || value == "fp32")) a.dtype = value;
-    else if (key == "--dtype") throw ConfigError(cat("--dtype ", value, ": give bf16 or fp32\n", kUsage));
-    else if (key == "--max-shard-size") a.max_shard = model::parse_shard_size(value), a.max_shard_given = true;
-    else throw ConfigError(cat("unknown option ", key, "\n", kUsage));
-  }
-  if ((a.merge || !a.adapter.empty()) && a.command != "export")
-    throw ConfigError(cat("--merge and --adapter belong to zckpt export\n", kUsage));
+  a.command = args.command();
+  a.dir = args.positional().front();
+  a.out = args.text("out");
+  a.adapter = args.text("adapter");
+  a.merge = args.on("merge");
+  a.world = static_cast<int>(args.integer("world"));
+  a.dtype = args.text("dtype");
+  a.max_shard = model::parse_shard_size(args.text("max-shard-size"));
+  a.max_shard_given = args.given("max-shard-size");
   if (!a.adapter.empty() && (a.merge || !a.out.empty()))
-    throw ConfigError(cat("zckpt export --adapter DIR writes the adapters alone: give it without --out and --merge\n", kUsage));
+    throw ConfigError("zckpt export --adapter DIR writes the adapters alone: give it without --out and --merge");
   const bool needs_out = (a.command == "export" && a.adapter.empty()) || a.command == "reshard";
-  if (needs_out && a.out.empty()) throw ConfigError(cat("zckpt ", a.command, " needs --out\n", kUsage));
-  if (a.command == "reshard" && a.world < 1) throw ConfigError(cat("zckpt reshard needs --world N with N >= 1\n", kUsage));
-  if (a.command != "info" && a.command != "verify" && a.command != "export" && !needs_out) throw ConfigError(cat("unknown command '", a.command, "'\n", kUsage));
+  if (needs_out && a.out.empty()) throw ConfigError(cat("zckpt ", a.command, " needs --out (see zckpt --help)"));
+  if (a.command == "reshard" && !args.given("world")) throw ConfigError("zckpt reshard needs --world N with N >= 1");
   return a;
 }
 
@@ -339,7 +348,12 @@ int reshard(const std::string& dir, int world, const std::string& out) {
 }
 
 int run(int argc, char** argv) {
-  const Args a = parse_args(argc, argv);
+  const config::cli::Args args = config::cli::parse(zckpt_spec(), argc, argv);
+  if (args.help()) {
+    std::cout << config::cli::help_text(zckpt_spec());
+    return kExitOk;
+  }
+  const Args a = parse_args(args);
   if (a.command == "info") return info(a.dir);
   if (a.command == "verify") return verify(a.dir);
   if (a.command == "export") return export_weights(a);
@@ -350,10 +364,6 @@ int run(int argc, char** argv) {
 }  // namespace zt::apps
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::cout << zt::apps::kUsage;
-    return zt::kExitOk;
-  }
   try {
     return zt::apps::run(argc, argv);
   } catch (const zt::Error& e) {

@@ -1,8 +1,6 @@
 // ztok: the offline pre-tokenizer. Parses the command line, runs data::run_ztok (one process) or
 // data::RankedZtok (under mpirun), maps errors to exit codes (0 done, 1 runtime error, 2 usage or bad
 // input).
-#include <boost/program_options.hpp>
-
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -11,14 +9,14 @@
 #include <thread>
 
 #include "apps/boundary.hpp"
+#include "config/command_line.hpp"
+#include "config/value.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "ztok/instruct_run.hpp"
 #include "ztok/ranks.hpp"
 #include "ztok/run.hpp"
 #include "dist/world.hpp"
-
-namespace po = boost::program_options;
 
 namespace {
 
@@ -57,15 +55,7 @@ constexpr const char* kAbout =
     "(1 on the assistant messages and their end token). --pack --seq-len N packs the samples into windows\n"
     "of N+1 tokens (train with model.seq_len=N), a sample split only when longer than a window. One\n"
     "process, not resumable; --out must hold no shards.\n"
-    "Exit: 0 done, 1 runtime error, 2 usage or bad input (named).\n\nOptions";
-
-// Command-line values that are checked and converted after parsing.
-struct RawArgs {
-  std::string format = "text", split = "file", vocab, out, encoding, pattern, chat_template;
-  std::vector<std::string> specials;  // --special, each NAME=ID[,NAME=ID...]
-  std::uint64_t seq_len = 0;
-  bool quiet = false, pack = false;
-};
+    "Exit: 0 done, 1 runtime error, 2 usage or bad input (named).\n";
 
 struct Parsed {
   zt::ztok::ZtokOptions options;
@@ -74,120 +64,135 @@ struct Parsed {
   bool threads_given = false;  // else the default: every core (divided by the ranks on the node)
 };
 
-po::options_description named_options(zt::ztok::ZtokOptions& o, RawArgs& raw) {
-  po::options_description named(kAbout);
-  named.add_options()
-      ("help,h", "show this help")
-      ("vocab", po::value(&raw.vocab)->value_name("PATH"),
-       "GPT-2's encoder.json + vocab.bpe directory, a tiktoken rank file (tools/fetch-vocab.sh), or a "
-       "byte-level BPE tokenizer.json")
-      ("encoding", po::value(&raw.encoding)->value_name("NAME"),
-       "gpt2|cl100k_base|o200k_base: the rank file must be that encoding (checked by its SHA-256)")
-      ("pattern", po::value(&raw.pattern)->value_name("gpt2|cl100k|o200k"),
-       "pre-tokenisation of a rank file that is no known encoding (the regex of that encoding)")
-      ("special", po::value(&raw.specials)->composing()->value_name("NAME=ID[,..]"),
-       "special tokens (repeatable): of a rank file that is no known encoding (must include <|endoftext|>); "
-       "with --format instruct also the template's tokens any vocabulary lacks (ids past it)")
-      ("out", po::value(&raw.out)->value_name("DIR"), "output directory for the shards")
-      ("format", po::value(&raw.format)->default_value(raw.format)->value_name("text|jsonl|instruct"), "input format")
-      ("chat-template", po::value(&raw.chat_template)->value_name("chatml|llama3"),
-       "instruct: how conversations are rendered (required with --format instruct)")
-      ("pack", po::bool_switch(&raw.pack), "instruct: pack samples into windows of --seq-len + 1 tokens")
-      ("seq-len", po::value(&raw.seq_len)->value_name("N"), "instruct with --pack: the model.seq_len to train with")
-      ("field", po::value(&o.corpus.field)->default_value(o.corpus.field)->value_name("NAME"),
-       "jsonl: the string field holding the document")
-      ("split", po::value(&raw.split)->default_value(raw.split)->value_name("file|paragraph"),
-       "text: one document per file, or per block between blank lines (\\n[ \\t]*\\n)")
-      ("shard-tokens", po::value(&o.shard_tokens)->default_value(o.shard_tokens)->value_name("N"),
-       "tokens per shard; only the last shard of a split is shorter")
-      ("valid-fraction", po::value(&o.valid_fraction)->default_value(0.0, "0")->value_name("F"),
-       "share of documents for valid_*.h5, chosen by a hash of (input name, document index)")
-      ("threads", po::value(&o.threads)->default_value(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
-                      ->value_name("N"), "tokenizer threads (the output does not depend on it)")
-      ("strict-utf8", po::bool_switch(&o.corpus.strict_utf8),
-       "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
-       "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about")
-      ("timeout-s", po::value(&o.timeout_s)->default_value(o.timeout_s)->value_name("S"),
-       "under mpirun: a rank that shows no progress for S seconds (stopped, hung, dead; each rank rewrites "
-       "OUT/.ztok/alive.RANK while it works or waits) ends the job with exit 1 naming it; also the deadline of "
-       "the ranks' small exchanges. Slow ranks are fine: progress counts, not time. Keep it above the file "
-       "system's attribute cache time (NFS actimeo)")
-      ("quiet,q", po::bool_switch(&raw.quiet), "no progress line on stderr");
-  return named;
+// ztok's flags, in --help order. Types, ranges and choices are checked by the parser; what depends on
+// several flags is checked by check_and_convert.
+zt::config::cli::Spec ztok_spec() {
+  using zt::config::cli::Type;
+  using zt::config::value::format_double;
+  const zt::ztok::ZtokOptions d;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  zt::config::cli::Spec s;
+  s.program = "ztok";
+  s.about = kAbout;
+  s.positional = "INPUT";
+  s.flags = {
+      {.name = "vocab", .value_name = "PATH",
+       .help = "GPT-2's encoder.json + vocab.bpe directory, a tiktoken rank file (tools/fetch-vocab.sh), or a "
+               "byte-level BPE tokenizer.json"},
+      {.name = "encoding", .value_name = "NAME",
+       .help = "gpt2|cl100k_base|o200k_base: the rank file must be that encoding (checked by its SHA-256)"},
+      {.name = "pattern", .type = Type::kChoice, .value_name = "gpt2|cl100k|o200k",
+       .help = "pre-tokenisation of a rank file that is no known encoding (the regex of that encoding)",
+       .choices = {"gpt2", "cl100k", "o200k"}},
+      {.name = "special", .type = Type::kList, .value_name = "NAME=ID[,..]",
+       .help = "special tokens: of a rank file that is no known encoding (must include <|endoftext|>); with "
+               "--format instruct also the template's tokens any vocabulary lacks (ids past it)"},
+      {.name = "out", .value_name = "DIR", .help = "output directory for the shards"},
+      {.name = "format", .type = Type::kChoice, .value_name = "text|jsonl|instruct", .help = "input format",
+       .default_value = "text", .choices = {"text", "jsonl", "instruct"}},
+      {.name = "chat-template", .type = Type::kChoice, .value_name = "chatml|llama3",
+       .help = "instruct: how conversations are rendered (required with --format instruct)",
+       .choices = {"chatml", "llama3"}},
+      {.name = "pack", .type = Type::kSwitch, .help = "instruct: pack samples into windows of --seq-len + 1 tokens"},
+      {.name = "seq-len", .type = Type::kInt, .value_name = "N",
+       .help = "instruct with --pack: the model.seq_len to train with", .min = 1},
+      {.name = "field", .value_name = "NAME", .help = "jsonl: the string field holding the document",
+       .default_value = d.corpus.field},
+      {.name = "split", .type = Type::kChoice, .value_name = "file|paragraph",
+       .help = "text: one document per file, or per block between blank lines (\\n[ \\t]*\\n)",
+       .default_value = "file", .choices = {"file", "paragraph"}},
+      {.name = "shard-tokens", .type = Type::kInt, .value_name = "N",
+       .help = "tokens per shard; only the last shard of a split is shorter",
+       .default_value = std::to_string(d.shard_tokens), .min = 1},
+      {.name = "valid-fraction", .type = Type::kNum, .value_name = "F",
+       .help = "share of documents for valid_*.h5, chosen by a hash of (input name, document index)",
+       .default_value = format_double(d.valid_fraction), .min = 0, .max = 1},
+      {.name = "threads", .type = Type::kInt, .value_name = "N",
+       .help = "tokenizer threads (the output does not depend on it); under mpirun the cores divided by the "
+               "ranks on the node",
+       .default_value = std::to_string(cores), .min = 1, .max = 65536},
+      {.name = "strict-utf8", .type = Type::kSwitch,
+       .help = "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
+               "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about"},
+      {.name = "timeout-s", .type = Type::kNum, .value_name = "S",
+       .help = "under mpirun: a rank that shows no progress for S seconds (stopped, hung, dead; each rank rewrites "
+               "OUT/.ztok/alive.RANK while it works or waits) ends the job with exit 1 naming it; also the deadline "
+               "of the ranks' small exchanges. Slow ranks are fine: progress counts, not time. Keep it above the "
+               "file system's attribute cache time (NFS actimeo)",
+       .default_value = format_double(d.timeout_s), .min = 1},
+      {.name = "quiet", .type = Type::kSwitch, .help = "no progress line on stderr", .short_name = 'q'},
+      // Tests only: small chunks, frequent saves, a SIGKILL at a chosen point.
+      {.name = "debug-chunk-bytes", .type = Type::kInt, .default_value = std::to_string(d.chunk_bytes), .min = 16,
+       .hidden = true},
+      {.name = "debug-checkpoint-seconds", .type = Type::kNum, .default_value = format_double(d.checkpoint_seconds),
+       .min = 0, .hidden = true},
+      {.name = "debug-kill-after-chunks", .type = Type::kInt, .default_value = "0", .min = 0, .hidden = true},
+      {.name = "debug-kill-rank", .type = Type::kInt, .default_value = "0", .min = 0, .hidden = true},
+  };
+  return s;
 }
 
 // --format instruct's options, checked; nullopt (and none of them given) for the other formats.
-std::optional<zt::ztok::InstructOptions> instruct_options(const RawArgs& raw) {
-  if (raw.format != "instruct") {
-    if (!raw.chat_template.empty() || raw.pack || raw.seq_len > 0)
+std::optional<zt::ztok::InstructOptions> instruct_options(const zt::config::cli::Args& args) {
+  if (args.text("format") != "instruct") {
+    if (args.given("chat-template") || args.on("pack") || args.given("seq-len"))
       throw zt::ConfigError("--chat-template, --pack and --seq-len apply to --format instruct");
     return std::nullopt;
   }
-  if (raw.chat_template.empty()) throw zt::ConfigError("--format instruct needs --chat-template chatml|llama3");
-  if (raw.pack != (raw.seq_len > 0))
+  if (!args.given("chat-template")) throw zt::ConfigError("--format instruct needs --chat-template chatml|llama3");
+  if (args.on("pack") != args.given("seq-len"))
     throw zt::ConfigError("--pack and --seq-len N (N >= 1, the model.seq_len to train with) go together");
   zt::ztok::InstructOptions in;
-  in.chat_template = zt::ztok::parse_chat_template(raw.chat_template);
-  in.pack_seq_len = raw.seq_len;
+  in.chat_template = zt::ztok::parse_chat_template(args.text("chat-template"));
+  in.pack_seq_len = args.given("seq-len") ? static_cast<std::uint64_t>(args.integer("seq-len")) : 0;
   return in;
 }
 
-void check_and_convert(const RawArgs& raw, const po::variables_map& vm, zt::ztok::ZtokOptions& o) {
-  if (raw.vocab.empty() || raw.out.empty()) throw zt::ConfigError("--vocab PATH and --out DIR are required (see --help)");
-  if (o.inputs.empty()) throw zt::ConfigError("no INPUT given (see --help)");
-  if (raw.format != "text" && raw.format != "jsonl" && raw.format != "instruct")
-    throw zt::ConfigError("--format must be text, jsonl or instruct, not " + raw.format);
-  if (raw.split != "file" && raw.split != "paragraph")
-    throw zt::ConfigError("--split must be file or paragraph, not " + raw.split);
-  if (raw.format != "text" && !vm["split"].defaulted())
+zt::ztok::ZtokOptions check_and_convert(const zt::config::cli::Args& args) {
+  if (args.text("vocab").empty() || args.text("out").empty())
+    throw zt::ConfigError("--vocab PATH and --out DIR are required (see --help)");
+  if (args.positional().empty()) throw zt::ConfigError("no INPUT given (see --help)");
+  const std::string format = args.text("format");
+  if (format != "text" && args.given("split"))
     throw zt::ConfigError("--split applies to --format text (each JSONL line is one document)");
-  if (o.threads < 1) throw zt::ConfigError("--threads must be at least 1");
-  if (!(o.timeout_s >= 1))
-    throw zt::ConfigError(zt::cat("--timeout-s must be at least 1 (seconds), not ", o.timeout_s));
-  if (o.chunk_bytes < 16) throw zt::ConfigError("--debug-chunk-bytes must be at least 16");
-  o.corpus.format = raw.format == "jsonl" ? zt::ztok::InputFormat::kJsonl : zt::ztok::InputFormat::kText;
-  o.corpus.split = raw.split == "paragraph" ? zt::ztok::SplitMode::kParagraph : zt::ztok::SplitMode::kFile;
-  o.vocab_dir = raw.vocab;
-  o.vocabulary.encoding = raw.encoding;
-  if (!raw.pattern.empty()) {
-    o.vocabulary.pattern = zt::tok::pattern_by_name(raw.pattern);
-    if (!o.vocabulary.pattern || raw.pattern.find('_') != std::string::npos)
-      throw zt::ConfigError("--pattern must be gpt2, cl100k or o200k, not " + raw.pattern);
-  }
+  zt::ztok::ZtokOptions o;
+  o.inputs = args.positional();
+  o.corpus.format = format == "jsonl" ? zt::ztok::InputFormat::kJsonl : zt::ztok::InputFormat::kText;
+  o.corpus.split = args.text("split") == "paragraph" ? zt::ztok::SplitMode::kParagraph : zt::ztok::SplitMode::kFile;
+  o.corpus.field = args.text("field");
+  o.corpus.strict_utf8 = args.on("strict-utf8");
+  o.vocab_dir = args.text("vocab");
+  o.vocabulary.encoding = args.text("encoding");
+  if (args.given("pattern")) o.vocabulary.pattern = zt::tok::pattern_by_name(args.text("pattern"));
   std::string specials;  // every --special as one list, so a name or id given twice is refused
-  for (const std::string& s : raw.specials) specials += (specials.empty() ? "" : ",") + s;
-  if (!raw.specials.empty()) o.vocabulary.specials = zt::tok::parse_special_tokens(specials);
-  o.vocabulary.extra_specials = raw.format == "instruct";
-  o.out_dir = raw.out;
-  o.show_progress = !raw.quiet;
+  for (const std::string& s : args.list("special")) specials += (specials.empty() ? "" : ",") + s;
+  if (args.given("special")) o.vocabulary.specials = zt::tok::parse_special_tokens(specials);
+  o.vocabulary.extra_specials = format == "instruct";
+  o.out_dir = args.text("out");
+  o.show_progress = !args.on("quiet");
+  o.shard_tokens = static_cast<std::uint64_t>(args.integer("shard-tokens"));
+  o.valid_fraction = args.number("valid-fraction");
+  o.threads = static_cast<int>(args.integer("threads"));
+  o.timeout_s = args.number("timeout-s");
+  o.chunk_bytes = static_cast<std::size_t>(args.integer("debug-chunk-bytes"));
+  o.checkpoint_seconds = args.number("debug-checkpoint-seconds");
+  o.debug_kill_after_chunks = static_cast<std::uint64_t>(args.integer("debug-kill-after-chunks"));
+  o.debug_kill_rank = static_cast<int>(args.integer("debug-kill-rank"));
+  return o;
 }
 
 Parsed parse(int argc, char** argv, bool print_help) {
+  static const zt::config::cli::Spec spec = ztok_spec();
+  const zt::config::cli::Args args = zt::config::cli::parse(spec, argc, argv);
   Parsed p;
-  zt::ztok::ZtokOptions& o = p.options;
-  RawArgs raw;
-  const po::options_description named = named_options(o, raw);
-  po::options_description hidden;  // tests only: small chunks, frequent saves, a SIGKILL at a chosen point
-  hidden.add_options()("input", po::value(&o.inputs)->composing())
-      ("debug-chunk-bytes", po::value(&o.chunk_bytes))
-      ("debug-checkpoint-seconds", po::value(&o.checkpoint_seconds))
-      ("debug-kill-after-chunks", po::value(&o.debug_kill_after_chunks))
-      ("debug-kill-rank", po::value(&o.debug_kill_rank));
-  po::options_description all;
-  all.add(named).add(hidden);
-  po::positional_options_description positional;
-  positional.add("input", -1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
-  po::notify(vm);
-  p.help = vm.count("help") > 0;
+  p.help = args.help();
   if (p.help) {
-    if (print_help) std::cout << named << "\n";
+    if (print_help) std::cout << zt::config::cli::help_text(spec);
     return p;
   }
-  check_and_convert(raw, vm, o);
-  p.instruct = instruct_options(raw);
-  p.threads_given = !vm["threads"].defaulted();
+  p.options = check_and_convert(args);
+  p.instruct = instruct_options(args);
+  p.threads_given = args.given("threads");
   return p;
 }
 
@@ -219,9 +224,6 @@ int run_single(int argc, char** argv) {
   try {
     p = parse(argc, argv, true);
     if (p.help) return zt::kExitOk;
-  } catch (const po::error& e) {
-    std::cerr << "ztok: " << e.what() << " (see --help)\n";
-    return zt::kExitUsage;
   } catch (const zt::Error& e) {
     std::cerr << "ztok: " << e.what() << "\n";
     return e.exit_code();
@@ -244,8 +246,6 @@ std::function<void()> as_ztok(const std::function<void()>& f) {
   return [f] {
     try {
       f();
-    } catch (const po::error& e) {
-      throw zt::ConfigError(zt::cat("ztok: ", e.what(), " (see --help)"));
     } catch (const zt::Error& e) {
       throw zt::Error(zt::cat("ztok: ", e.what()), e.exit_code());
     }

@@ -241,21 +241,6 @@ std::vector<Option> build_table() {
   };
 }
 
-// Levenshtein distance, for "did you mean" on unknown keys.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 }  // namespace
 
 const std::vector<Option>& options() {
@@ -273,7 +258,7 @@ std::string nearest_key(std::string_view key) {
   std::string best;
   std::size_t best_distance = 4;  // farther than 3 edits is not a typo
   for (const Option& o : options()) {
-    std::size_t d = edit_distance(key, o.key);
+    std::size_t d = value::edit_distance(key, o.key);
     if (d < best_distance) best_distance = d, best = o.key;
     if (o.name() == key) return o.key;  // right name, missing or wrong section
   }

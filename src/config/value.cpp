@@ -1,11 +1,13 @@
 // Strict text-to-value parsing: the whole text must be the value ("3e-4x" is an error, not 3e-4).
 #include "config/value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cctype>
 #include <cmath>
 #include <type_traits>
 #include <system_error>
+#include <vector>
 
 namespace zt::config::value {
 namespace {
@@ -56,6 +58,21 @@ bool parse_bool(std::string_view key, std::string_view raw) {
   if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
   if (text == "false" || text == "0" || text == "no" || text == "off") return false;
   reject(key, raw, "not a boolean (true|false)");
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
 }
 
 std::string format_double(double v) {

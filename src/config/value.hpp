@@ -22,6 +22,8 @@ std::uint64_t parse_uint(std::string_view key, std::string_view text, std::uint6
 double parse_double(std::string_view key, std::string_view text);
 bool parse_bool(std::string_view key, std::string_view text);
 std::string format_double(double v);  // shortest text that parses back to the same double
+// Levenshtein distance, for "did you mean" on an unknown key or flag.
+std::size_t edit_distance(std::string_view a, std::string_view b);
 
 // Enum names: one table per enum, used to parse, print and list the allowed values.
 template <typename E> struct EnumNames;

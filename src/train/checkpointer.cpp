@@ -102,6 +102,11 @@ Checkpointer::Checkpointer(const dist::World& world, const config::Config& confi
 
 Checkpointer::~Checkpointer() = default;  // a write still in flight is joined by ~WriteJob, not committed
 
+bool Checkpointer::due(std::int64_t step, std::int64_t last_step) const {
+  const std::int64_t every = config_.ckpt.every;
+  return step == last_step || (every > 0 && step % every == 0);
+}
+
 bool Checkpointer::idle() const { return !pending_ || !pending_->job || pending_->job->done(); }
 
 void Checkpointer::snapshot() {

@@ -39,6 +39,9 @@ class Checkpointer {
   // committed on return. Asynchronous: returns once the state is in host memory (the stall); the
   // commit follows in finish(). Waits for (and commits) the previous write first.
   void save(const ckpt::TrainState& state);
+  // Whether the state after `step` is saved on its own account: every ckpt.every steps and after
+  // `last_step` (a stop saves whatever the step).
+  bool due(std::int64_t step, std::int64_t last_step) const;
   // Whether this rank has no write in flight (the loop agrees on it over ranks before finish()).
   bool idle() const;
   // Collective: waits for the write in flight, if any, and commits it. Throws CheckpointError if a

@@ -1,8 +1,6 @@
-// One rank's training loop over the ZeRO engine (stages 0-3).
-// Loss semantics: the loss is the mean token cross-entropy over the targets of the whole global batch
-// that enter it (all of them, or the 1s of an instruction set's loss mask), so each such token's loss
-// enters the backward pass with weight 1 / (their global count) on every rank and micro-batch, and the
-// summed gradients over ranks equal those of one big batch, whatever the world size or accumulation.
+// One rank's trainer, set up: the backend, communicators and grid, the model (or pipeline stage or TP
+// model), the ZeRO engine, LoRA, the checkpointer, the parameters (initialised or resumed) and the data
+// loader. The step is in trainer_step.cpp, the loop in trainer_loop.cpp, what it reports in trainer_report.cpp.
 #include "train/trainer.hpp"
 
 #include <algorithm>
@@ -15,15 +13,11 @@
 #include "core/log.hpp"
 #include "data/shard_set.hpp"
 #include "dist/deadline.hpp"
-#include "tok/vocab.hpp"
 #include "model/init.hpp"
 #include "model/hf_dir.hpp"
-#include "optim/schedule.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/data_check.hpp"
-#include "train/faults.hpp"
 #include "train/recording_communicator.hpp"
-#include "train/sampler.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
 #include "tp/tp_model.hpp"
@@ -31,8 +25,6 @@
 namespace zt::train {
 namespace {
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
-
 std::string mib(std::size_t bytes) { return cat(static_cast<double>(bytes) / (1 << 20), " MiB"); }
 
 // "parallel.pp 2 x parallel.tp 2 x 1 data-parallel" (the start-up line; the degrees above 1 only).
@@ -214,189 +206,6 @@ void Trainer::open_data() {
   log::info(cat("data: ", train_tokens_->describe(), ", ", order.windows_per_epoch(), " windows per epoch"));
 }
 
-Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
-  // fp16: the loss gradient is scaled up (loss_scaler.hpp) and the scale divided out of the norm and
-  // the update; 1 otherwise.
-  const double loss_scale = scaler_.scale();
-  StepResult r;
-  r.trained_targets = global_trained_targets(batch.trained_targets(), *train_tokens_);
-  const double denominator = std::max(1.0, r.trained_targets);  // a step with no trained target: loss 0
-  const float dloss = static_cast<float>(loss_scale / denominator);
-  std::vector<std::int32_t> inputs, targets;
-  double loss_sum = 0;
-  engine_->zero_grads();
-  // Phases are timed on the host: exact for the synchronous CPU backend. Backward includes launching
-  // the overlapped gradient reductions (and, at stages 2-3, draining them per micro-batch);
-  // communication is what is left to wait for after the last backward, plus the loss all-reduce;
-  // optimizer includes the stage 1-2 parameter all-gather.
-  // On a device backend the phases end with a stream synchronisation so that they time the work, not
-  // its launch (a handful per step: the launch queue drains only at phase ends).
-  auto t = Clock::now();
-  auto lap = [&t, this](double& into) {
-    if (placement_.device == config::Device::kCuda) backend_->synchronize();
-    into += ms_since(t);
-    t = Clock::now();
-  };
-  if (pipeline_) {  // the micro-batches on the pipeline's schedule; reduced after the last (pipeline_stage.hpp)
-    engine_->begin_backward(false);
-    set_comm_context(cat("step ", step_ + 1, " pipeline"));
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
-    loss_sum = pipeline_->train(batch, *params_, *grads_, dloss, cat("step ", step_ + 1));
-    lap(window_->phases.backward_ms);  // forward and backward interleave: timed as one phase
-  }
-  for (std::int64_t m = 0; !pipeline_ && m < batch.grad_accum; ++m) {
-    batch.split(m, inputs, targets);
-    set_comm_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
-    expect_access_order(true);
-    t = Clock::now();
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
-    model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
-    if (lora_) lora_->set_dropout(true, first_token(m));
-    loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
-    slow_point(config_.debug, world_.rank(), ms_since(t));
-    lap(window_->phases.forward_ms);
-    engine_->begin_backward(m == batch.grad_accum - 1);
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
-    model_->backward(*params_, *grads_, dloss);
-    engine_->end_backward();
-    lap(window_->phases.backward_ms);
-  }
-  set_comm_context(cat("step ", step_ + 1, " gradient reduction"));
-  hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
-  if (pipeline_) pipeline_->reduce_gradients(*engine_);
-  r.grad_norm = engine_->finish_gradients();
-  if (const ShardMap* map = trained_map())  // the whole model's norm from this rank's part (shard_map.hpp)
-    r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, grid_.tp > 1 ? grid_comms_.tp.get() : nullptr,
-                                 map->replicated_ranges(), grid_.pp > 1 ? grid_comms_.pp.get() : nullptr,
-                                 map->tied_copy_ranges());
-  r.grad_norm /= loss_scale;
-  // Every TP rank of a slice holds the slice's loss: summed over the DP group only. The pipeline's
-  // last stage holds it (the others 0): summed over the pipeline first.
-  if (pipeline_) loss_sum = grid_comms_.pp->all_reduce_value(loss_sum, dist::ReduceOp::kSum);
-  r.loss = dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum) / denominator;
-  lap(window_->phases.comm_ms);
-  r.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
-  r.loss_scale = loss_scale;
-  // Every rank sees the same global norm, so every rank skips the same steps.
-  r.skipped = !scaler_.update(std::isfinite(r.grad_norm));
-  if (r.skipped) return r;
-  set_comm_context(cat("step ", step_ + 1, " optimizer"));
-  hang_point(config_.debug, world_.rank(), config::HangPhase::kOptimizer, step_ + 1);
-  const int adam_step = static_cast<int>(step_ + 1 - scaler_.skipped_steps());  // as torch's GradScaler: skips do not count
-  engine_->adamw_step(config_.optim, r.lr, adam_step, optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
-  lap(window_->phases.optimizer_ms);
-  return r;
-}
-
-// The targets entering the loss over all ranks: known without a loss mask (every target of every
-// rank's windows), else summed over the ranks in one all-reduce (exact: integers below 2^53).
-double Trainer::global_trained_targets(std::uint64_t here, const data::TokenSource& source) {
-  if (!source.has_loss_mask()) return static_cast<double>(here) * static_cast<double>(derived_.dp_size);
-  return dp_comm().all_reduce_value(static_cast<double>(here), dist::ReduceOp::kSum);  // TP ranks share a slice's
-}
-
-// Each batch's read is agreed on (one all-reduce of a flag) before its forward pass, so a bad chunk in
-// data.valid on one rank stops every rank at the step boundary (checkpointed), not between collectives.
-std::optional<double> Trainer::evaluate() {
-  const std::int64_t batches = config_.log.eval_batches;
-  data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0,
-                          valid_tokens_->packed_window() != 0);
-  data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
-  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1, config_.data.document_mask);
-  std::vector<std::int32_t> inputs, targets;
-  double loss_sum = 0;
-  std::uint64_t targets_here = 0;
-  if (lora_) lora_->set_dropout(false);
-  set_comm_context(cat("evaluation after step ", step_));
-  for (std::int64_t b = 0; b < batches; ++b) {
-    std::optional<data::StepBatch> read;
-    try {
-      read = loader.next();
-    } catch (const DataError& e) {
-      data_error_ = e.what();
-    }
-    std::int32_t failed = read ? 0 : 1;
-    agree_max(&failed, 1);
-    if (failed != 0) return std::nullopt;
-    const data::StepBatch& batch = *read;
-    targets_here += batch.trained_targets();
-    if (pipeline_) loss_sum += pipeline_->evaluate(batch, *params_, cat("evaluation after step ", step_));
-    for (std::int64_t m = 0; !pipeline_ && m < batch.grad_accum; ++m) {
-      batch.split(m, inputs, targets);
-      expect_access_order(false);
-      model_->set_segment_starts(batch.segments(m));
-      loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
-    }
-  }
-  const double count = global_trained_targets(targets_here, *valid_tokens_);
-  if (pipeline_) loss_sum = grid_comms_.pp->all_reduce_value(loss_sum, dist::ReduceOp::kSum);  // the last stage's
-  return dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum) / std::max(1.0, count);
-}
-
-void Trainer::log_step(const StepResult& r) {
-  StepMetrics m;
-  m.step = step_;
-  m.loss = r.loss;
-  m.lr = r.lr;
-  m.grad_norm = r.grad_norm;
-  m.tokens = tokens_;
-  m.skipped = r.skipped;
-  const MetricsWindow::Closed w =
-      window_->close(m, loader_->wait_ms_total(), comm_bytes(), derived_.tokens_per_step, world_.size());
-  const std::uint64_t peak = backend_->memory_stats().peak_bytes;
-  m.mem_peak_bytes = static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(peak), dist::ReduceOp::kMax));
-  m.mem_predicted_bytes = predicted_peak_;
-  if (scaler_.enabled()) m.loss_scale = r.loss_scale;
-  if (pipeline_) {  // the window's share of waiting in transfers, averaged over the ranks (collective)
-    const double run = pipeline_->run_ms() - pipeline_run_ms_, wait = pipeline_->wait_ms() - pipeline_wait_ms_;
-    pipeline_run_ms_ = pipeline_->run_ms(), pipeline_wait_ms_ = pipeline_->wait_ms();
-    m.pipeline_bubble = comm_->all_reduce_value(run > 0 ? wait / run : 0.0, dist::ReduceOp::kSum) / world_.size();
-    m.pipeline_bubble_theory = pipeline_->bubble_theory();
-  }
-  if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)  // MFU: 16-bit GPU runs
-    m.mfu = flops_per_token(config_.model.n_layer, config_.model.n_embd, config_.model.seq_len, table_.n_params_for_flops()) *
-            m.tokens_per_s_per_rank / kPeakBf16Flops;
-  // compute: the phases less the collectives' waits
-  const double compute = m.forward_ms + m.backward_ms + m.comm_ms + m.optimizer_ms - w.blocked_ms_per_step;
-  stragglers_->observe(step_ - w.steps + 1, step_, compute, w.blocked_ms_per_step + m.data_wait_ms, m);
-  if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
-    const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};
-    m.gpu_power_w = comm_->all_reduce_value(g.power_w, dist::ReduceOp::kMax);
-    m.gpu_temp_c = comm_->all_reduce_value(g.temp_c, dist::ReduceOp::kMax);
-  }
-  if (metrics_) metrics_->step(m);
-}
-
-bool Trainer::time_is_up() const {
-  const double limit_min = config_.train.time_limit_min;
-  return limit_min > 0 && std::chrono::duration<double>(Clock::now() - started_).count() >= limit_min * 60;
-}
-
-bool Trainer::stop_requested_here() const { return stop_signal_received() != 0 || time_is_up(); }
-
-std::string Trainer::stop_reason() const {
-  if (const int sig = stop_signal_received()) return signal_name(sig);
-  if (time_is_up()) return cat("train.time_limit_min=", config_.train.time_limit_min);
-  return "a stop request on another rank";
-}
-
-// One all-reduce (max) per step agrees on three flags over all ranks: a stop requested on any rank (a
-// signal may reach only some), a background checkpoint write still running on any rank (the
-// commit needs every rank's files), and a next batch that some rank cannot read (a corrupt chunk is
-// found by the rank whose windows touch it): that stops every rank here, with a checkpoint.
-bool Trainer::at_step_boundary(std::int64_t last) {
-  std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
-  set_comm_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
-  if (!skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
-    agree_max(flags, 3);
-  if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
-  data_failed_ = flags[2] != 0;
-  const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
-  const std::int64_t every = config_.ckpt.every;
-  if (step_ == last || stop || (every > 0 && step_ % every == 0)) checkpointer_->save(train_state());
-  return stop;
-}
-
 // The world's traffic and waits, and under parallel.tp those of the TP and DP groups (split from comm_:
 // timed children that count their own).
 std::vector<dist::Communicator*> Trainer::groups() const {
@@ -428,143 +237,6 @@ double Trainer::blocked_ms() const {
   for (const auto* group : groups())
     if (const auto* timed = dynamic_cast<const TimedCommunicator*>(group)) ms += timed->blocked_ms();
   return ms;
-}
-
-// The global index of micro-batch m's first token in this step (the window order's), for LoRA's dropout masks.
-std::uint64_t Trainer::first_token(std::int64_t m) const {
-  const data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
-  return slice.window(static_cast<std::uint64_t>(step_), m, 0) * static_cast<std::uint64_t>(config_.model.seq_len);
-}
-
-void Trainer::expect_access_order(bool backward) {
-  if (lora_) return lora_->expect_access_order(*engine_, backward);
-  const int n_layer = static_cast<int>(config_.model.n_layer);
-  const bool tied = table_.shape().tie_embeddings;
-  engine_->expect_access_order(backward ? forward_backward_order(n_layer, tied) : forward_order(n_layer, tied));
-}
-
-// A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
-// before the boundary ends the job.
-int Trainer::run() { return hang_notes_->reporting([this] { return train_loop(); }); }
-
-int Trainer::train_loop() {
-  const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
-  if (step_ >= last) {
-    log::info(cat("nothing to train: the run is at step ", step_, " and stops at step ", last,
-                  " (train.max_steps / train.stop_at_step)"));
-    return kExitOk;
-  }
-  const std::int64_t first = step_ + 1;  // this invocation's first step (after a resume: not step 1)
-  window_.emplace(loader_->wait_ms_total(), comm_bytes());
-  std::optional<data::StepBatch> batch = read_next_batch();
-  if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
-  while (step_ < last) {
-    const double blocked_before = blocked_ms();
-    const StepResult r = train_step(*batch);
-    window_->phases.blocked_ms += blocked_ms() - blocked_before;
-    ++step_;
-    window_->add_step(r.trained_targets);
-    tokens_ += static_cast<std::uint64_t>(derived_.tokens_per_step);
-    last_loss_ = r.loss;
-    if (!std::isfinite(r.loss) && !r.skipped)  // fp16: an overflowing step is the scaler's business
-      throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
-    if (step_ == first) {  // start-up is over: the tight deadline from now on (dist/deadline.hpp)
-      set_comm_timeout(config_.dist.timeout_s);
-      world_.set_timeout(config_.dist.timeout_s);
-    }
-    if (r.skipped)
-      log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", json_number(r.loss_scale),
-                    "; the update is skipped (the batch still counts), scale now ", json_number(scaler_.scale())));
-    if (step_ % config_.log.every == 0 || step_ == last || r.skipped) log_step(r);
-    if (valid_tokens_ && config_.log.eval_every > 0 && step_ % config_.log.eval_every == 0) {
-      const std::optional<double> val = evaluate();
-      if (metrics_ && val) metrics_->eval(step_, *val);
-    }
-    if (config_.log.sample_every > 0 && (step_ % config_.log.sample_every == 0 || step_ == last)) sample();
-    inject_faults(config_.debug, world_.rank(), step_);
-    if (step_ < last) batch = read_next_batch();  // before the boundary, which agrees on a data error
-    if (at_step_boundary(last)) {
-      checkpointer_->finish();
-      if (data_failed_) return stop_on_data_error();
-      log::info(cat("stopped after step ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
-                    " (requeue; ckpt.resume=auto continues from here)"));
-      return record_exit(kExitRequeue, stop_reason());
-    }
-  }
-  checkpointer_->finish();
-  if (data_failed_) return stop_on_data_error();  // the last step's evaluation: trained, but not done
-  log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
-  return record_exit(kExitOk, "done");
-}
-
-// The job scripts read the exit code here: mpirun reports 1 after a SIGTERM whatever the ranks return.
-int Trainer::record_exit(int code, const std::string& reason) {
-  if (metrics_)
-    metrics_->event(cat("{\"event\": \"exit\", \"step\": ", step_, ", \"code\": ", code, ", \"reason\": ",
-                        json_string(reason), "}"));
-  return code;
-}
-
-std::optional<data::StepBatch> Trainer::read_next_batch() {
-  try {
-    return loader_->next();
-  } catch (const DataError& e) {
-    data_error_ = e.what();
-    return std::nullopt;
-  }
-}
-
-bool Trainer::data_error_anywhere() {
-  std::int32_t flag = data_error_.empty() ? 0 : 1;
-  set_comm_context(cat("step ", step_ + 1, " start (agreeing that every rank read its first batch)"));
-  agree_max(&flag, 1);
-  return flag != 0;
-}
-
-// comm_'s collectives read and write device memory (NCCL takes device pointers; the host-staged MPI
-// path copies from the device), so host flags travel through a small device buffer of this rank's own.
-void Trainer::agree_max(std::int32_t* flags, std::size_t n) {
-  std::vector<double> values(flags, flags + n);  // exact: small integers
-  comm_->all_reduce_values(values, dist::ReduceOp::kMax);
-  for (std::size_t i = 0; i < n; ++i) flags[i] = static_cast<std::int32_t>(values[i]);
-}
-
-// Every rank gets here together (the failure was agreed on), so the gather is no per-rank collective.
-// The checkpoint of the last completed step is already committed (at_step_boundary saved it).
-int Trainer::stop_on_data_error() {
-  const std::vector<std::string> errors = world_.gather_to_root(data_error_);
-  for (std::size_t r = 0; r < errors.size(); ++r)
-    if (!errors[r].empty()) log::error(cat("rank ", r, ": ", errors[r]));
-  const std::string kept = step_ > 0 ? cat("the state after step ", step_, " is checkpointed (", config_.ckpt.dir,
-                                           "; a rerun with ckpt.resume=auto continues from it)")
-                                     : std::string("no step was trained");
-  log::error(cat("stopped after step ", step_, " on unreadable data (above); ", kept,
-                 ": replace the shard, then rerun; exit ", kExitRuntime));
-  return kExitRuntime;
-}
-
-// A text sample on every rank (ZeRO-3 gathers need all of them); rank 0 logs it and writes it to the
-// metrics file as {"step": S, "sample": "..."}.
-void Trainer::sample() {
-  SampleOptions o;
-  o.n_tokens = static_cast<int>(config_.log.sample_tokens);
-  o.seed = config_.train.seed;
-  o.step = static_cast<std::uint64_t>(step_);
-  set_comm_context(cat("text sample after step ", step_));
-  std::string text;
-  if (pipeline_) {  // the window through the stages; each rank gets the last stage's logits
-    const NextLogits next = [&](const std::int32_t* window, int n) {
-      return pipeline_->next_token_logits(window, n, *params_, cat("text sample after step ", step_));
-    };
-    text = sample_text(next, table_.shape(), static_cast<int>(config_.train.micro_batch), *tokenizer_,
-                       config_.log.sample_prompt, o);
-  } else {
-    model_->set_segment_starts(nullptr);  // one prompt: no document mask
-    if (lora_) lora_->set_dropout(false);
-    text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o, [&] { expect_access_order(false); });
-  }
-  log::info(cat("step ", step_, " | sample: ", text));
-  if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
 }
 
 }  // namespace zt::train

@@ -1,5 +1,7 @@
 // The training loop: data -> forward/backward per micro-batch -> gradient reduction -> clip -> AdamW
 // -> metrics, for one rank of the job. Built once per invocation by train::run.
+// Defined along the data path: trainer.cpp (set-up), trainer_step.cpp (one step), trainer_loop.cpp
+// (the loop, its step boundary and how it ends), trainer_report.cpp (metrics lines, evaluation, samples).
 #pragma once
 
 #include <chrono>
@@ -52,12 +54,19 @@ class Trainer {
     bool skipped = false;  // fp16 overflow: no update
   };
   int train_loop();  // run() without the hang report
+  // train_step, then the counters: step_, tokens_, last_loss_ and the window's steps and blocked time.
+  StepResult take_step(const data::StepBatch& batch);
   StepResult train_step(const data::StepBatch& batch);
   // Collective when `source` has a loss mask: the global count of targets entering the loss, given
   // this rank's (`here`); without a mask every rank has the same count, so no communication.
   double global_trained_targets(std::uint64_t here, const data::TokenSource& source);
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
   void log_step(const StepResult& r);  // closes window_ into one metrics line (collective)
+  // Whether the step just taken (step_) gets a metrics line, an evaluation, a text sample; `last` is
+  // this run's last step.
+  bool log_due(const StepResult& r, std::int64_t last) const;
+  bool eval_due() const;
+  bool sample_due(std::int64_t last) const;
   void init_parameters();
   void expect_access_order(bool backward);  // the next pass's unit order, for the engine(s)
   std::uint64_t first_token(std::int64_t micro) const;  // LoRA dropout: micro-batch's first global token

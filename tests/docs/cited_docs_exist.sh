@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every document the code, tests, tools and README cite (docs/NAME.md) ships in the repository, and every
-# ztrain key docs/INTERFACE.md names is a key of the option table: a user's clone has what is cited, and
-# the contract speaks of keys that exist.
+# Every document the code, tests, tools and README cite (docs/NAME.md) ships in the repository, every
+# ztrain key docs/INTERFACE.md names is a key of the option table, and every ztok/zckpt option it names is
+# one of theirs: a user's clone has what is cited, and the contract speaks of keys and options that exist.
 # shellcheck disable=SC2016  # backticks in the patterns are literal Markdown
 source "$(dirname "$0")/../lib.sh"
 cd "$ZT_SOURCE" || fail "no source tree at $ZT_SOURCE"
@@ -20,4 +20,15 @@ grep -E '^\| `[a-z_]+\.[a-z_0-9]+' docs/INTERFACE.md | sed -E 's/^\| `([^`]*)`.*
     grep -qx "$full" <<<"$keys" || fail "docs/INTERFACE.md names $full, which is no ztrain key"
   done
 done || exit 1
-echo "PASS: $(wc -w <<<"$cited") cited documents present; INTERFACE.md's keys exist"
+# Every --flag INTERFACE.md's ztok and zckpt sections name is in that program's --help (generated from
+# the table its parser checks).
+for tool in ztok zckpt; do
+  flags=$(awk -v s="## $tool" 'index($0, s) == 1 { on = 1; next } /^## / { on = 0 } on' docs/INTERFACE.md |
+            grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
+  [ -n "$flags" ] || fail "docs/INTERFACE.md's $tool section names no option: the check would be vacuous"
+  help=$("$ZT_BIN/$tool" --help) || fail "$tool --help failed"
+  for f in $flags; do
+    grep -qE -- "(^|[ ,])$f( |$)" <<<"$help" || fail "docs/INTERFACE.md names $tool $f, which $tool --help does not list"
+  done
+done
+echo "PASS: $(wc -w <<<"$cited") cited documents present; INTERFACE.md's keys and ztok/zckpt options exist"

@@ -175,6 +175,31 @@ TEST(Parse, KeyGivenTwiceInOneFileIsAnError) {
   std::remove(ini.c_str());
 }
 
+TEST(Parse, IniCommentsWhitespaceAndCrlfAreIgnored) {
+  std::string ini = temp_ini("# a run\n[optim]\r\nlr = 1e-3   # inline\r\n\n  [train]  \nmax_steps=7\n[log]\nsample_prompt = Once upon # a time\n");
+  const Config c = parse({"--config", ini}).config;
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
+  EXPECT_EQ(c.train.max_steps, 7);
+  EXPECT_EQ(c.log.sample_prompt, "Once upon");
+  std::remove(ini.c_str());
+}
+
+TEST(Parse, IniLineThatIsNoKeyValueIsNamed) {
+  std::string ini = temp_ini("[model]\nn_layer\n");
+  expect_config_error({"--config", ini}, {"line 'n_layer'", ini, "key = value"});
+  std::remove(ini.c_str());
+}
+
+TEST(Parse, GeneralOptionMisuseNamesTheOption) {
+  expect_config_error({"--config", "a.ini", "--config=b.ini"}, {"option '--config' given more than once"});
+  expect_config_error({"--plan", "--plan"}, {"option '--plan' given more than once"});
+  expect_config_error({"--plan=1"}, {"option '--plan' does not take any arguments"});
+  expect_config_error({"--config"}, {"the required argument for option '--config' is missing"});
+  expect_config_error({"--optim.lr"}, {"the required argument for option '--optim.lr' is missing"});
+  expect_config_error({"-x"}, {"unknown option 'x'"});
+  EXPECT_TRUE(parse({"-h"}).help);
+}
+
 TEST(Parse, StrayArgumentIsRejected) {
   expect_config_error({"train.ini"}, {"unexpected argument"});
 }

@@ -1,0 +1,262 @@
+// The shared command-line parser: flags are checked as they are read, so every error names the flag
+// and the value given, and says what is allowed (the range, the choices, the value it needs).
+#include "config/command_line.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include "config/value.hpp"
+#include "core/error.hpp"
+
+namespace zt::config::cli {
+namespace {
+
+std::string shown(std::string_view value) { return value.empty() ? "''" : std::string(value); }
+
+std::string number_text(double v, Type type) {
+  return type == Type::kInt ? std::to_string(static_cast<std::int64_t>(v)) : value::format_double(v);
+}
+
+// "an integer in [1, 1048576]", "a number >= 1", "gpt2, cl100k or o200k": what the flag accepts.
+std::string allowed(const Flag& f) {
+  if (f.type == Type::kChoice) {
+    std::string out;
+    for (std::size_t i = 0; i < f.choices.size(); ++i)
+      out += (i == 0 ? "" : i + 1 == f.choices.size() ? " or " : ", ") + f.choices[i];
+    return out;
+  }
+  std::string what = f.type == Type::kInt ? "an integer" : "a number";
+  const bool low = std::isfinite(f.min), high = std::isfinite(f.max);
+  if (low && high) return cat(what, " in [", number_text(f.min, f.type), ", ", number_text(f.max, f.type), "]");
+  if (low) return cat(what, " >= ", number_text(f.min, f.type));
+  if (high) return cat(what, " <= ", number_text(f.max, f.type));
+  return what;
+}
+
+// The whole text as a number: "3x", "" and "1e999" are not numbers; an integer is read in 64 bits,
+// so 4294967298 is out of range, never 2.
+std::optional<double> read_number(std::string_view text, Type type) {
+  const char* end = text.data() + text.size();
+  if (type == Type::kInt) {
+    std::int64_t v = 0;
+    const auto [p, ec] = std::from_chars(text.data(), end, v);
+    if (ec != std::errc() || p != end || text.empty()) return std::nullopt;
+    return static_cast<double>(v);
+  }
+  double v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || p != end || text.empty() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+void check_value(const Flag& f, std::string_view value) {
+  bool ok = true;
+  if (f.type == Type::kInt || f.type == Type::kNum) {
+    const std::optional<double> v = read_number(value, f.type);
+    ok = v && *v >= f.min && *v <= f.max;
+  } else if (f.type == Type::kChoice) {
+    ok = std::find(f.choices.begin(), f.choices.end(), value) != f.choices.end();
+  }
+  if (!ok) throw ConfigError(cat("--", f.name, " ", shown(value), ": must be ", allowed(f)));
+}
+
+const Flag* find_flag(const Spec& spec, std::string_view name) {
+  for (const Flag& f : spec.flags)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+const Flag* find_short(const Spec& spec, char c) {
+  for (const Flag& f : spec.flags)
+    if (f.short_name == c) return &f;
+  return nullptr;
+}
+
+bool takes(const Command* command, std::string_view flag) {
+  return !command || std::find(command->flags.begin(), command->flags.end(), flag) != command->flags.end();
+}
+
+// A flag's help under it, indented and wrapped at 100 columns.
+std::string wrapped(std::string_view text) {
+  constexpr std::size_t kWidth = 100;
+  const std::string indent = "      ";
+  std::string out = indent, word;
+  std::size_t column = indent.size();
+  std::istringstream words{std::string(text)};
+  while (words >> word) {
+    if (column > indent.size() && column + 1 + word.size() > kWidth) out += "\n" + indent, column = indent.size();
+    if (column > indent.size()) out += ' ', ++column;
+    out += word, column += word.size();
+  }
+  return out + "\n";
+}
+
+std::string see_help(const Spec& spec) { return cat(" (see ", spec.program, " --help)"); }
+
+// "unknown option --vocb; did you mean --vocab?", or the subcommand that takes the flag.
+[[noreturn]] void unknown(const Spec& spec, const Command* command, std::string_view given, std::string_view name) {
+  if (const Flag* f = find_flag(spec, name); f && command) {
+    std::string owners;
+    for (const Command& c : spec.commands)
+      if (takes(&c, f->name)) owners += (owners.empty() ? "" : ", ") + c.name;
+    throw ConfigError(cat("--", name, " is no option of ", spec.program, " ", command->name,
+                          owners.empty() ? "" : cat(": it belongs to ", spec.program, " ", owners), see_help(spec)));
+  }
+  std::string near;
+  std::size_t best = 3;  // farther than 2 edits is not a typo
+  for (const Flag& f : spec.flags)
+    if (const std::size_t d = value::edit_distance(name, f.name); !f.hidden && d < best && takes(command, f.name))
+      best = d, near = f.name;
+  throw ConfigError(cat("unknown option ", given, near.empty() ? "" : cat("; did you mean --", near, "?"), see_help(spec)));
+}
+
+const Command& find_command(const Spec& spec, int argc, const char* const* argv) {
+  std::string names;
+  for (const Command& c : spec.commands) names += (names.empty() ? "" : ", ") + c.name;
+  if (argc < 2) throw ConfigError(cat("no command given: give one of ", names, see_help(spec)));
+  for (const Command& c : spec.commands)
+    if (c.name == argv[1]) return c;
+  throw ConfigError(cat("unknown command '", argv[1], "': give one of ", names, see_help(spec)));
+}
+
+void check_positionals(const Spec& spec, const Command* command, const std::vector<std::string>& free) {
+  if (command) {
+    const std::vector<std::string>& want = command->positionals;
+    const std::string form = cat(spec.program, " ", command->name);
+    if (free.size() < want.size())
+      throw ConfigError(cat(command->name, " needs ", want[free.size()], ": ", form, " ", want.front(), see_help(spec)));
+    if (free.size() > want.size())
+      throw ConfigError(cat("unexpected argument '", free[want.size()], "': ", form, " takes ", want.size(),
+                            " argument(s)", see_help(spec)));
+  } else if (spec.positional.empty() && !free.empty()) {
+    throw ConfigError(cat("unexpected argument '", free.front(), "'", see_help(spec)));
+  }
+}
+}  // namespace
+
+Args parse(const Spec& spec, int argc, const char* const* argv) {
+  Args a;
+  a.spec_ = &spec;
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i)
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") return a.help_ = true, a;
+  const Command* command = spec.commands.empty() ? nullptr : &find_command(spec, argc, argv);
+  if (command) a.command_ = command->name;
+  bool options_done = false;
+  for (int i = command ? 2 : 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (options_done || arg == "-" || !arg.starts_with("-")) {
+      a.positional_.emplace_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_done = true;
+      continue;
+    }
+    const std::size_t eq = arg.find('=');
+    const Flag* f = arg.starts_with("--") ? find_flag(spec, arg.substr(2, eq == std::string_view::npos ? eq : eq - 2))
+                    : arg.size() == 2     ? find_short(spec, arg[1])
+                                          : nullptr;
+    if (!f || !takes(command, f->name))
+      unknown(spec, command, arg.substr(0, eq), arg.starts_with("--") ? arg.substr(2, eq - 2) : arg.substr(1));
+    std::vector<std::string>& values = a.values_[f->name];
+    if (f->type == Type::kSwitch) {
+      if (eq != std::string_view::npos)
+        throw ConfigError(cat("--", f->name, " takes no value: give --", f->name, " alone", see_help(spec)));
+      values.assign(1, "true");
+      continue;
+    }
+    std::string value;
+    if (eq != std::string_view::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) {
+      value = argv[++i];
+    } else {
+      throw ConfigError(cat("--", f->name, " needs a value: --", f->name, " ", f->value_name, see_help(spec)));
+    }
+    check_value(*f, value);
+    if (f->type != Type::kList && !values.empty())
+      throw ConfigError(cat("--", f->name, " given twice (", shown(values.front()), ", then ", shown(value), "): give it once"));
+    values.push_back(value);
+  }
+  check_positionals(spec, command, a.positional_);
+  return a;
+}
+
+const Flag& Args::flag(std::string_view name) const {
+  const Flag* f = find_flag(*spec_, name);
+  ZT_CHECK(f != nullptr, "no flag --", name, " in ", spec_->program, "'s table");
+  return *f;
+}
+
+const std::vector<std::string>* Args::values(std::string_view name) const {
+  flag(name);  // a name the table lacks is our bug, not the user's
+  const auto it = values_.find(name);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+bool Args::given(std::string_view name) const { return values(name) != nullptr; }
+bool Args::on(std::string_view name) const { return given(name); }
+
+std::string Args::text(std::string_view name) const {
+  const std::vector<std::string>* v = values(name);
+  return v ? v->back() : flag(name).default_value;
+}
+
+std::int64_t Args::integer(std::string_view name) const {
+  const std::string t = text(name);
+  std::int64_t v = 0;
+  std::from_chars(t.data(), t.data() + t.size(), v);  // checked by parse (the default by the table's author)
+  return v;
+}
+
+double Args::number(std::string_view name) const {
+  const std::string t = text(name);
+  double v = 0;
+  std::from_chars(t.data(), t.data() + t.size(), v);
+  return v;
+}
+
+std::vector<std::string> Args::list(std::string_view name) const {
+  const std::vector<std::string>* v = values(name);
+  return v ? *v : std::vector<std::string>{};
+}
+
+std::string flags_help(const std::vector<Flag>& flags, const std::vector<Command>& commands) {
+  std::ostringstream out;
+  for (const Flag& f : flags) {
+    if (f.hidden) continue;
+    out << "  " << (f.short_name ? cat("-", f.short_name, ", ") : "") << "--" << f.name;
+    if (f.type != Type::kSwitch) out << " " << f.value_name;
+    if (f.type == Type::kInt || f.type == Type::kNum) out << "  (" << allowed(f) << ")";
+    if (!f.default_value.empty()) out << "  (default: " << f.default_value << ")";
+    if (f.type == Type::kList) out << "  (repeatable)";
+    std::string used_by;
+    for (const Command& c : commands)
+      if (takes(&c, f.name)) used_by += (used_by.empty() ? "" : ", ") + c.name;
+    if (!used_by.empty()) out << "  [" << used_by << "]";
+    out << "\n" << wrapped(f.help);
+  }
+  return out.str();
+}
+
+std::string help_text(const Spec& spec) {
+  std::ostringstream out;
+  bool first = true;
+  for (const Command& c : spec.commands) {
+    std::istringstream lines(c.usage);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with(c.name)) out << (first ? "usage: " : "       ") << spec.program << " ";
+      out << line << "\n";
+      first = false;
+    }
+  }
+  out << spec.about << (spec.about.empty() || spec.about.ends_with('\n') ? "" : "\n") << "\noptions:\n"
+      << "  -h, --help\n      show this help, then exit\n"
+      << flags_help(spec.flags, spec.commands);
+  return out.str();
+}
+
+}  // namespace zt::config::cli
