@@ -3,7 +3,8 @@
 # glob; a 2-corpus blend gives the same losses on 1 and 2 ranks and records each corpus's windows in the
 # checkpoint (shares as the greedy gives them); 3 steps + resume on 2 ranks + 3 equal 6 straight steps
 # bit for bit; resuming with other weights is refused (exit 2) unless data.reset_order=true, which starts
-# the new mix at the cursor; bad blends (weight <= 0, malformed entry, glob matching nothing, corpora of
+# the new mix at the cursor; document masks and instruction loss masks work across a blend; the metrics
+# log each corpus's windows; bad blends (weight <= 0, malformed entry, glob matching nothing, corpora of
 # another vocabulary or kind, a weighted data.valid) exit 2 naming the value and the fix.
 source "$(dirname "$0")/../lib.sh"
 mkdir -p "$ZT_WORK/web" "$ZT_WORK/code" "$ZT_WORK/other" "$ZT_WORK/inst"
@@ -35,6 +36,8 @@ cmp -s <(loss_column "$ZT_WORK/plain.jsonl") <(loss_column "$ZT_WORK/weight1.jso
 train 1 blend1 --data.train="$blend"
 expect_in "$ZT_WORK/out" "data: a blend of 2 corpora \(data.train\): weight 0.7 .*web/train_\*.h5 = 30000 tokens.*1874 windows per epoch; weight 0.3 .*code/train_\*.h5 = 4000 tokens.*249 windows per epoch"
 cmp -s <(loss_column "$ZT_WORK/plain.jsonl") <(loss_column "$ZT_WORK/blend1.jsonl") && fail "the blend trains as web alone"
+expect_in "$ZT_WORK/blend1.jsonl" '^\{"step": 6, .*"corpus_windows": \[34, 14\]'
+grep -q corpus_windows "$ZT_WORK/plain.jsonl" && fail "a single corpus logs corpus_windows"
 train 2 blend2 --data.train="$blend"
 close_losses() {  # close_losses A.jsonl B.jsonl TOLERANCE FIRST_STEP: relative loss difference per step
   /usr/bin/python3 - "$@" <<'PY'
@@ -65,6 +68,14 @@ expect_in "$ZT_WORK/out" "resuming from .*/step_00000003"
 close_losses "$ZT_WORK/blend2.jsonl" "$ZT_WORK/split.jsonl" 0 1 || fail "the resumed blend is not bit-identical"
 train 1 split1 --data.train="$blend"
 close_losses "$ZT_WORK/blend2.jsonl" "$ZT_WORK/split1.jsonl" 2e-8 4 || fail "the blend resumed on 1 rank differs"
+
+# Document masks and instruction loss masks work across a blend (each window's own corpus).
+train 1 docmask --data.train="$blend" --data.document_mask=true --train.max_steps=2
+shards "$ZT_WORK/inst/more" --tokens 3000 --vocab 97 --seed 9 --instruct 1
+train 1 instruct --data.train="0.5:$ZT_WORK/inst/train_*.h5,0.5:$ZT_WORK/inst/more_*.h5" --train.max_steps=2
+expect_in "$ZT_WORK/instruct.jsonl" '"trained_tokens": [0-9]+'
+/usr/bin/python3 -c 'import json, sys; sys.exit(0 if all(json.loads(l)["trained_tokens"] < 128 for l in open(sys.argv[1]) if "loss" in l) else 1)' \
+  "$ZT_WORK/instruct.jsonl" || fail "the instruction blend trained on masked targets"
 
 # Another mix on resume: refused, naming the checkpoint and the fix; allowed with data.reset_order.
 train 1 mix --data.train="$blend" --train.stop_at_step=3
