@@ -15,7 +15,8 @@
 
 namespace zt::data {
 
-// One corpus of a blend: its glob (or comma-free glob list) and its weight, normalised over the blend.
+// One corpus of a blend: its glob (one per weighted corpus; an unweighted value keeps its comma-separated
+// globs together as one corpus) and its weight, normalised over the blend.
 struct CorpusSpec {
   std::string glob;
   double weight = 1;
