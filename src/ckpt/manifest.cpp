@@ -169,6 +169,14 @@ std::string state_json(const TrainState& s) {
                             {"skipped_steps", s.loss_scale.skipped_steps}}},
             {"config", s.config_ini}, {"git_revision", s.git_revision}};
   if (!s.lora_base_sha256.empty()) j["lora"] = {{"base_sha256", s.lora_base_sha256}};
+  if (!s.blend.empty()) {
+    json corpora = json::array();
+    for (const CorpusCursor& c : s.blend)
+      corpora.push_back({{"glob", c.glob}, {"weight", c.weight}, {"windows_per_epoch", c.windows_per_epoch},
+                         {"windows_consumed", c.windows_consumed}});
+    j["data_cursor"]["blend"] = corpora;
+    j["data_cursor"]["blend_start_window"] = s.blend_start;
+  }
   return j.dump(1) + "\n";
 }
 
@@ -188,6 +196,13 @@ TrainState parse_state(const std::string& text, const std::string& where) {
     s.config_ini = j.at("config").get<std::string>();
     s.git_revision = j.at("git_revision").get<std::string>();
     if (j.contains("lora")) s.lora_base_sha256 = j.at("lora").at("base_sha256").get<std::string>();
+    const json& cursor = j.at("data_cursor");
+    if (cursor.contains("blend")) {  // absent before blends
+      for (const json& c : cursor.at("blend"))
+        s.blend.push_back({c.at("glob").get<std::string>(), c.at("weight").get<double>(),
+                           c.at("windows_per_epoch").get<std::uint64_t>(), c.at("windows_consumed").get<std::uint64_t>()});
+      s.blend_start = cursor.at("blend_start_window").get<std::uint64_t>();
+    }
     return s;
   });
 }

@@ -58,11 +58,24 @@ struct LossScaleState {
   std::int64_t skipped_steps = 0;  // overflowed steps so far: AdamW's own step count is step - skipped
 };
 
+// One corpus of the training blend (data.train) at the checkpoint's cursor.
+struct CorpusCursor {
+  std::string glob;
+  double weight = 1;                   // normalised over the blend
+  std::uint64_t windows_per_epoch = 0;
+  std::uint64_t windows_consumed = 0;  // of this corpus since the blend began
+};
+
 struct TrainState {
   std::int64_t step = 0;                 // completed optimizer steps
   std::uint64_t tokens = 0;              // trained on, cumulative
   std::uint64_t windows_consumed = 0;    // the global data cursor (all ranks together)
   std::uint64_t windows_per_epoch = 0;   // to report the cursor as (epoch, window)
+  // The corpora of data.train (one for a plain glob); empty in checkpoints written before blends. A
+  // resume with other weights is refused unless data.reset_order, which starts the new mix's order at
+  // that resume's cursor: blend_start, the global window at which this blend's order began.
+  std::vector<CorpusCursor> blend;
+  std::uint64_t blend_start = 0;
   std::uint64_t global_batch = 0, seq_len = 0;
   std::uint64_t seed = 0;                // every random stream is counter-based on it: no other RNG state
   LossScaleState loss_scale;

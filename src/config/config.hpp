@@ -99,6 +99,7 @@ struct DataConfig {
   std::string train;
   std::string valid;
   bool shuffle = true;
+  bool reset_order = false;  // resume: a changed blend starts its own order at the checkpoint's step
   std::string vocab;
   DataVerify verify = DataVerify::kOnRead;  // when token chunks' checksums are checked
   bool document_mask = false;  // attention stays inside each document / packed sample (doc_offsets)

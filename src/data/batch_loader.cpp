@@ -71,7 +71,12 @@ void read_window(const TokenSource& source, std::uint64_t start, std::int64_t se
 
 BatchLoader::BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
                          std::int64_t grad_accum, std::uint64_t first_step, int depth, bool document_mask)
-    : source_(std::move(source)), order_(order), slice_(slice), grad_accum_(grad_accum),
+    : BatchLoader(std::vector<std::shared_ptr<const TokenSource>>{std::move(source)}, BlendedOrder(order), slice,
+                  grad_accum, first_step, depth, document_mask) {}
+
+BatchLoader::BatchLoader(std::vector<std::shared_ptr<const TokenSource>> sources, BlendedOrder order, BatchSlice slice,
+                         std::int64_t grad_accum, std::uint64_t first_step, int depth, bool document_mask)
+    : sources_(std::move(sources)), order_(std::move(order)), slice_(slice), grad_accum_(grad_accum),
       next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)), document_mask_(document_mask),
       thread_([this] { produce(); }) {}
 
@@ -92,17 +97,18 @@ StepBatch BatchLoader::read_step(std::uint64_t step) const {
   b.seq_len = order_.seq_len();
   const std::size_t n = static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
   b.windows.resize(n);
-  if (source_->has_loss_mask()) b.loss_mask.resize(n);
+  if (sources_.front()->has_loss_mask()) b.loss_mask.resize(n);
   if (document_mask_) b.segment_starts.resize(static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * b.seq_len));
   for (std::int64_t m = 0; m < grad_accum_; ++m)
     for (std::int64_t j = 0; j < slice_.micro_batch; ++j) {
-      const std::uint64_t start = order_.window_start(slice_.window(step, m, j));
+      const BlendedOrder::Window w = order_.window(slice_.window(step, m, j));
+      const TokenSource& source = *sources_[w.corpus];
       std::int32_t* out = const_cast<std::int32_t*>(b.window(m, j));
-      read_window(*source_, start, b.seq_len, out);
+      read_window(source, w.start, b.seq_len, out);
       if (!b.loss_mask.empty())
-        source_->read_loss_mask(start, static_cast<std::uint64_t>(b.seq_len) + 1, b.loss_mask.data() + (out - b.windows.data()));
+        source.read_loss_mask(w.start, static_cast<std::uint64_t>(b.seq_len) + 1, b.loss_mask.data() + (out - b.windows.data()));
       if (document_mask_)
-        window_segment_starts(*source_, start, b.seq_len, b.segment_starts.data() + (m * slice_.micro_batch + j) * b.seq_len);
+        window_segment_starts(source, w.start, b.seq_len, b.segment_starts.data() + (m * slice_.micro_batch + j) * b.seq_len);
     }
   return b;
 }

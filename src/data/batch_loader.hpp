@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "data/blend.hpp"
 #include "data/token_source.hpp"
 #include "data/window_order.hpp"
 
@@ -49,6 +50,9 @@ class BatchLoader {
   // document_mask: also give each step's segment starts (StepBatch::segment_starts).
   BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
               std::int64_t grad_accum, std::uint64_t first_step, int depth = 2, bool document_mask = false);
+  // A blend: window g comes from sources[order.window(g).corpus] (all of one kind: loss mask, packing).
+  BatchLoader(std::vector<std::shared_ptr<const TokenSource>> sources, BlendedOrder order, BatchSlice slice,
+              std::int64_t grad_accum, std::uint64_t first_step, int depth = 2, bool document_mask = false);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -61,8 +65,8 @@ class BatchLoader {
   void produce();
   StepBatch read_step(std::uint64_t step) const;
 
-  std::shared_ptr<const TokenSource> source_;
-  WindowOrder order_;
+  std::vector<std::shared_ptr<const TokenSource>> sources_;
+  BlendedOrder order_;  // read by the loader's thread only (its index caches where it is)
   BatchSlice slice_;
   std::int64_t grad_accum_;
   std::uint64_t next_step_to_read_;

@@ -29,6 +29,14 @@ void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
                          " were packed for different windows (", first.window, " and ", other.window,
                          " tokens; 0: not packed): write them with the same ztok --pack --seq-len"));
 }
+// A blend's corpora feed one model: the same ids must mean the same tokens.
+void check_same_vocab(const ShardInfo& first, const ShardInfo& other, const std::string& key) {
+  if (first.tokenizer.vocab_hash != other.tokenizer.vocab_hash)
+    throw InputError(cat(key, ": shards ", first.path.string(), " and ", other.path.string(),
+                         " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
+                         other.tokenizer.vocab_hash, "): the corpora of a blend must share one; tokenize them with the "
+                         "same ztok --vocab"));
+}
 }  // namespace
 
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key) {
@@ -119,6 +127,17 @@ std::string ShardSet::describe() const {
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
                                                const ShardExpectation& expect) {
   return std::make_shared<ShardSet>(expand_globs(patterns, key), expect);
+}
+
+std::vector<Corpus> open_corpora(const std::string& value, const std::string& key, const ShardExpectation& expect) {
+  std::vector<Corpus> out;
+  for (const CorpusSpec& spec : parse_blend(value, key)) {
+    out.push_back({spec, std::make_shared<ShardSet>(expand_globs(spec.glob, key), expect)});
+    const ShardInfo &first = out.front().shards->first_info(), &other = out.back().shards->first_info();
+    check_same_vocab(first, other, key);
+    check_same_kind(first, other);
+  }
+  return out;
 }
 
 }  // namespace zt::data

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "data/blend.hpp"
 #include "data/shard.hpp"
 #include "data/token_source.hpp"
 
@@ -42,5 +43,14 @@ class ShardSet final : public TokenSource {
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
                                                const ShardExpectation& expect);
+
+// A corpus of a blend (blend.hpp) and its shards.
+struct Corpus {
+  CorpusSpec spec;
+  std::shared_ptr<const ShardSet> shards;
+};
+// Opens every corpus of data.train's value (one for an unweighted value). The corpora must share the
+// vocabulary (vocab_hash), the loss-mask kind and the packing window: an InputError names both files.
+std::vector<Corpus> open_corpora(const std::string& value, const std::string& key, const ShardExpectation& expect);
 
 }  // namespace zt::data

@@ -85,12 +85,20 @@ void check_data(const config::Config& c, int rank, int world_size) {
   if (c.data.train.empty())
     throw ConfigError("data.train is empty: give the training shards written by ztok (e.g. data.train=data/tok/train_*.h5)");
   const data::ShardExpectation expect = expected_shards(c);
-  const auto train = data::open_shards(c.data.train, "data.train", expect);
+  const std::vector<data::Corpus> train = data::open_corpora(c.data.train, "data.train", expect);
+  if (data::parse_blend(c.data.valid, "data.valid").front().glob != c.data.valid)
+    throw ConfigError(cat("data.valid=", c.data.valid, " is weighted: evaluation reads one set of shards; give its "
+                          "glob(s) without weights (e.g. data.valid=web/valid_*.h5,code/valid_*.h5)"));
   const auto valid = c.data.valid.empty() ? nullptr : data::open_shards(c.data.valid, "data.valid", expect);
-  check_packing("data.train", *train, c.model.seq_len);
+  for (const data::Corpus& corpus : train) {
+    check_packing("data.train", *corpus.shards, c.model.seq_len);
+    if (corpus.shards->n_tokens() < static_cast<std::uint64_t>(c.model.seq_len) + 1)
+      throw InputError(cat("data.train: ", corpus.spec.glob, " holds ", corpus.shards->n_tokens(), " tokens, fewer than one "
+                           "window of model.seq_len+1 = ", c.model.seq_len + 1, ": give more data or a shorter model.seq_len"));
+  }
   if (valid) check_packing("data.valid", *valid, c.model.seq_len);
   if (c.data.verify != config::DataVerify::kFull) return;
-  verify_all("data.train", *train, rank, world_size);
+  for (const data::Corpus& corpus : train) verify_all("data.train", *corpus.shards, rank, world_size);
   if (valid) verify_all("data.valid", *valid, rank, world_size);
 }
 

@@ -97,6 +97,11 @@ void MetricsLog::step(const StepMetrics& m) {
   if (m.pipeline_bubble)
     line += cat(", \"pipeline_bubble\": ", json_number(*m.pipeline_bubble), ", \"pipeline_bubble_theory\": ",
                 json_number(m.pipeline_bubble_theory.value_or(0)));
+  if (!m.corpus_windows.empty()) {
+    line += ", \"corpus_windows\": [";
+    for (std::size_t c = 0; c < m.corpus_windows.size(); ++c) line += cat(c ? ", " : "", m.corpus_windows[c]);
+    line += "]";
+  }
   if (m.slowest_rank)
     line += cat(", \"slowest_rank\": ", *m.slowest_rank, ", \"slowest_host\": ", json_string(m.slowest_host),
                 ", \"slowest_compute_ms\": ", json_number(m.slowest_compute_ms), ", \"median_compute_ms\": ",

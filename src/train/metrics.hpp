@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zt::train {
 
@@ -31,6 +32,8 @@ struct StepMetrics {
   // parallel.pp > 1: the share of the pipeline passes' time the stages spent waiting in their transfers
   // (mean over ranks; in theory with equal stages (pp-1)/(vpp m+pp-1): 1F1B at vpp = 1), and that theory.
   std::optional<double> pipeline_bubble, pipeline_bubble_theory;
+  // A data.train blend of several corpora: each corpus's windows consumed since the blend began.
+  std::vector<std::uint64_t> corpus_windows;
   // More than one rank: the rank with the most compute per step, its host, and its and the median
   // rank's compute and wait ms per step (stragglers.hpp).
   std::optional<int> slowest_rank;

@@ -173,6 +173,9 @@ void Trainer::resume_from(const ResumePoint& resume) {
               resume.dir.string());
   log::info(cat("resumed from ", resume.dir.string(), ": step ", step_, ", ", tokens_, " tokens, data cursor at window ",
                 s.windows_consumed));
+  blend_start_ = blend_start_on_resume(s, config_, resume.dir);
+  if (blend_start_ != s.blend_start)
+    log::info(cat("data.reset_order=true: data.train's new blend starts its order at window ", blend_start_));
 }
 
 ckpt::TrainState Trainer::train_state() const {
@@ -183,6 +186,8 @@ ckpt::TrainState Trainer::train_state() const {
   s.seq_len = static_cast<std::uint64_t>(config_.model.seq_len);
   s.windows_consumed = static_cast<std::uint64_t>(step_) * s.global_batch;
   s.windows_per_epoch = windows_per_epoch_;
+  s.blend = blend_.cursor(s.windows_consumed);
+  s.blend_start = blend_start_;
   s.seed = config_.train.seed;
   s.loss_scale = scaler_.state();
   s.config_ini = config::to_ini(config_);
@@ -194,16 +199,15 @@ ckpt::TrainState Trainer::train_state() const {
 void Trainer::open_data() {
   // Checked before (check_data, at start-up): here the trainer's own readers.
   const data::ShardExpectation expect = expected_shards(config_);
-  train_tokens_ = data::open_shards(config_.data.train, "data.train", expect);
+  blend_ = open_train_blend(config_, blend_start_);
+  train_tokens_ = blend_.sources.front();  // the corpora are of one kind (loss mask, packing)
   if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, "data.valid", expect);
-  data::WindowOrder order(train_tokens_->n_tokens(), config_.model.seq_len, config_.data.shuffle, config_.train.seed,
-                          train_tokens_->packed_window() != 0);
-  windows_per_epoch_ = order.windows_per_epoch();
+  windows_per_epoch_ = blend_.windows_per_epoch();
   // Ranks of one TP group read the same slice: the grid's DP rank picks it.
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
-  loader_ = std::make_unique<data::BatchLoader>(train_tokens_, order, slice, derived_.grad_accum, step_, 2,
+  loader_ = std::make_unique<data::BatchLoader>(blend_.sources, *blend_.order, slice, derived_.grad_accum, step_, 2,
                                                 config_.data.document_mask);
-  log::info(cat("data: ", train_tokens_->describe(), ", ", order.windows_per_epoch(), " windows per epoch"));
+  log::info(cat("data: ", blend_.describe()));
 }
 
 // The world's traffic and waits, and under parallel.tp those of the TP and DP groups (split from comm_:

@@ -31,6 +31,7 @@
 #include "train/lora_base.hpp"
 #include "train/stragglers.hpp"
 #include "train/timed_communicator.hpp"
+#include "train/train_blend.hpp"
 #include "train/pipeline_stage.hpp"
 #include "train/shard_map.hpp"
 #include "dist/grid.hpp"
@@ -126,6 +127,8 @@ class Trainer {
   std::int64_t step_ = 0;        // completed optimizer steps
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
   std::uint64_t windows_per_epoch_ = 0;
+  TrainBlend blend_;              // data.train's corpora and order (one corpus: today's order)
+  std::uint64_t blend_start_ = 0; // the global window at which the blend's order began (data.reset_order)
   double last_loss_ = 0;
   std::string data_error_;    // a bad chunk (or read) this rank's loader hit, for the next step's batch
   bool data_failed_ = false;  // agreed at the step boundary: some rank cannot read its next batch

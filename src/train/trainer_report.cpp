@@ -91,6 +91,8 @@ void Trainer::log_step(const StepResult& r) {
     m.gpu_power_w = comm_->all_reduce_value(g.power_w, dist::ReduceOp::kMax);
     m.gpu_temp_c = comm_->all_reduce_value(g.temp_c, dist::ReduceOp::kMax);
   }
+  if (metrics_ && blend_.corpora.size() > 1)
+    m.corpus_windows = blend_.order->consumed(static_cast<std::uint64_t>(step_ * config_.train.global_batch));
   if (metrics_) metrics_->step(m);
 }
 

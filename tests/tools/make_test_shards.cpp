@@ -8,6 +8,7 @@
 // first third (at least one token) is a prompt (loss mask 0) and the rest a response (1); --window W packs
 // them as ztok --pack does (ztok/sample_packing.hpp). --raw-mask FILE writes the mask as uint8, and
 // --raw-docs FILE the documents' (samples') start positions in the stream as little-endian uint64.
+// --vocab-hash H writes H as the vocabulary hash (default "synthetic"): shards of "another vocabulary".
 #include <algorithm>
 #include <bit>
 #include <cstdio>
@@ -43,11 +44,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: make_test_shards OUT_PREFIX --tokens N [--shard-tokens K] [--vocab V] [--seed S] [--raw FILE]\n");
     return 2;
   }
-  std::string prefix = argv[1], raw_path, raw_mask_path, raw_docs_path;
+  std::string prefix = argv[1], raw_path, raw_mask_path, raw_docs_path, vocab_hash = "synthetic";
   std::uint64_t n_tokens = 0, shard_tokens = 1 << 20, vocab = 97, seed = 1, instruct = 0, window = 0;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--raw") || !std::strcmp(argv[i], "--raw-mask") || !std::strcmp(argv[i], "--raw-docs")) {
       (argv[i][5] == 0 ? raw_path : argv[i][6] == 'm' ? raw_mask_path : raw_docs_path) = argv[i + 1];
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--vocab-hash")) {
+      vocab_hash = argv[i + 1];
       continue;
     }
     const std::uint64_t v = std::strtoull(argv[i + 1], nullptr, 10);
@@ -95,7 +100,7 @@ int main(int argc, char** argv) {
   }
   zt::data::TokenizerInfo info;
   info.name = "synthetic-bigram";
-  info.vocab_hash = "synthetic";
+  info.vocab_hash = vocab_hash;
   info.vocab_size = vocab;
   info.eot = eot;
   for (std::uint64_t start = 0, index = 0; start < n_tokens; start += shard_tokens, ++index) {

@@ -1,0 +1,79 @@
+// data.train as a weighted blend: the trainer's view of it and the resume rule for a changed mix.
+#include "train/train_blend.hpp"
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "train/data_check.hpp"
+
+namespace zt::train {
+
+TrainBlend open_train_blend(const config::Config& c, std::uint64_t start) {
+  TrainBlend b;
+  b.corpora = data::open_corpora(c.data.train, "data.train", expected_shards(c));
+  std::vector<data::WindowOrder> orders;
+  std::vector<double> weights;
+  for (std::size_t i = 0; i < b.corpora.size(); ++i) {
+    const auto& shards = b.corpora[i].shards;
+    b.sources.push_back(shards);
+    orders.emplace_back(shards->n_tokens(), c.model.seq_len, c.data.shuffle, data::corpus_seed(c.train.seed, i),
+                        shards->packed_window() != 0);
+    weights.push_back(b.corpora[i].spec.weight);
+  }
+  b.order = std::make_unique<data::BlendedOrder>(std::move(orders), weights, start);
+  return b;
+}
+
+std::string TrainBlend::describe() const {
+  if (corpora.size() == 1) return cat(sources.front()->describe(), ", ", order->order(0).windows_per_epoch(), " windows per epoch");
+  std::string out = cat("a blend of ", corpora.size(), " corpora (data.train)");
+  for (std::size_t i = 0; i < corpora.size(); ++i)
+    out += cat(i == 0 ? ": " : "; ", "weight ", corpora[i].spec.weight, " ", corpora[i].spec.glob, " = ",
+               sources[i]->describe(), ", ", order->order(i).windows_per_epoch(), " windows per epoch");
+  return out;
+}
+
+std::uint64_t TrainBlend::windows_per_epoch() const {
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < corpora.size(); ++i) n += order->order(i).windows_per_epoch();
+  return n;
+}
+
+std::vector<ckpt::CorpusCursor> TrainBlend::cursor(std::uint64_t cursor) const {
+  const std::vector<std::uint64_t> consumed = order->consumed(cursor);
+  std::vector<ckpt::CorpusCursor> out;
+  for (std::size_t i = 0; i < corpora.size(); ++i)
+    out.push_back({corpora[i].spec.glob, corpora[i].spec.weight, order->order(i).windows_per_epoch(), consumed[i]});
+  return out;
+}
+
+namespace {
+std::string describe_record(const std::vector<ckpt::CorpusCursor>& blend) {
+  std::vector<data::CorpusSpec> specs;
+  for (const ckpt::CorpusCursor& c : blend) specs.push_back({c.glob, c.weight});
+  return data::describe_blend(specs);
+}
+}  // namespace
+
+std::uint64_t blend_start_on_resume(const ckpt::TrainState& s, const config::Config& c, const std::filesystem::path& dir) {
+  const std::vector<data::CorpusSpec> mine = data::parse_blend(c.data.train, "data.train");
+  // A checkpoint from before blends read one corpus from window 0.
+  const std::vector<ckpt::CorpusCursor> theirs = s.blend.empty() ? std::vector<ckpt::CorpusCursor>{{c.data.train, 1, 0, 0}} : s.blend;
+  std::vector<double> w_mine, w_theirs;
+  for (const data::CorpusSpec& m : mine) w_mine.push_back(m.weight);
+  for (const ckpt::CorpusCursor& t : theirs) w_theirs.push_back(t.weight);
+  if (data::quantize_weights(w_mine) == data::quantize_weights(w_theirs)) {
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (!s.blend.empty() && mine[i].glob != theirs[i].glob)
+        log::warn(cat("checkpoint ", dir.string(), " read corpus ", i + 1, " of data.train from ", theirs[i].glob,
+                      "; this run reads ", mine[i].glob, ": the order goes on by window counts, the same only if the data is"));
+    return s.blend_start;
+  }
+  const std::uint64_t cursor = s.windows_consumed;
+  if (c.data.reset_order) return cursor;
+  throw InputError(cat("checkpoint ", dir.string(), " was trained on data.train=", describe_record(theirs),
+                       "; this run has data.train=", data::describe_blend(mine), " (other corpora or weights): set "
+                       "data.reset_order=true to start the new mix's order at step ", s.step, " (window ", cursor,
+                       "), or resume with the checkpoint's data.train (ckpt.resume=none starts afresh)"));
+}
+
+}  // namespace zt::train
