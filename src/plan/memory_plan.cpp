@@ -19,6 +19,8 @@
 //                one frozen row: its weights in the compute dtype, replicated at stages 0-2 and a 1/W slice
 //                at stage 3 (which gathers the unit in use and the next), no gradient, master or optimizer
 //                state; the adapters add their scratch to the activations (model::Lora::scratch_bytes);
+//                under parallel.tp the base row is the rank's TP shard and the adapters' rows their TP shard
+//                (model::tp_local_table of the adapter table), with the TP rank's LoRA scratch;
 //   workspace    the backend's scratch (CPU: attention, fp32 copies of 16-bit operands; CUDA: the
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
@@ -213,12 +215,13 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   const DType compute = compute_dtype(config.train.precision);
   const int stage = static_cast<int>(config.train.zero_stage);
   const bool offload = config.train.offload == config::Offload::kOptimizer;
-  const bool lora = config.lora.rank > 0 && tp == 1;  // LoRA with tp > 1 is refused at validation
+  const bool lora = config.lora.rank > 0;  // LoRA with parallel.pp > 1 is refused at start-up
   const int micro = static_cast<int>(config.train.micro_batch);
   if (lora) {
     add_frozen_base(p, table, dp, stage, compute);
-    add_model_state(p, model::lora_table(shape, lora_spec(config)), dp, stage, compute, offload, "adapter ");
-    activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute);
+    const model::ParamTable adapters = model::lora_table(shape, lora_spec(config));
+    add_model_state(p, tp == 1 ? adapters : model::tp_local_table(adapters, tp), dp, stage, compute, offload, "adapter ");
+    activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);
   } else {
     add_model_state(p, table, dp, stage, compute, offload);
   }
@@ -286,8 +289,8 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   const model::ParamTable global(shape);
   const model::ParamTable table = tp == 1 ? global : model::tp_local_table(global, tp);
   const int micro = static_cast<int>(config.train.micro_batch);
-  const std::string split = tp == 1 ? std::string(lora ? " (+ LoRA scratch)" : "")
-                                    : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "");
+  const std::string split = cat(tp == 1 ? "" : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : ""),
+                                lora ? " (+ LoRA scratch)" : "");
   return rank_plan(config, table, world_size, world_size / tp, activation_bytes(config, shape),
                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ",
                        dtype_name(compute_dtype(config.train.precision)), ", recompute=",

@@ -11,6 +11,7 @@
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 #include "model/safetensors.hpp"
+#include "model/tp_split.hpp"
 
 namespace zt::train {
 
@@ -22,46 +23,55 @@ std::vector<int> lora_access_order(int n_layer, bool backward) {
   return order;
 }
 
-LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
-                   const model::ParamTable& base, DType compute)
-    : backend_(backend), base_(base), spec_(plan::lora_spec(config)), adapters_(model::lora_table(base.shape(), spec_)),
-      compute_(compute) {
-  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds the whole base
-  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, units_of(base), params_of(base), stage,
-                                                     config.zero.bucket_mb, 0, compute, /*frozen=*/true);
+LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& dp_comm, const config::Config& config,
+                   const model::ParamTable& base, const model::ParamTable& base_shard, const dist::Grid& grid,
+                   DType compute)
+    : backend_(backend), base_(base), base_shard_(base_shard), grid_(grid), spec_(plan::lora_spec(config)),
+      adapters_(model::lora_table(base.shape(), spec_)),
+      adapter_shard_(grid.tp > 1 ? model::tp_local_table(adapters_, grid.tp) : adapters_), compute_(compute) {
+  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds the whole base (shard)
+  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, dp_comm, units_of(base_shard), params_of(base_shard),
+                                                     stage, config.zero.bucket_mb, 0, compute, /*frozen=*/true);
 }
 
 void LoraBase::attach(model::Model& model, optim::ZeroEngine& adapter_engine, int micro_batch) {
-  lora_ = std::make_unique<model::Lora>(backend_, adapters_, spec_, micro_batch, compute_);
+  lora_ = std::make_unique<model::Lora>(backend_, adapter_shard_, spec_, micro_batch, compute_, grid_.tp,
+                                        grid_.tp_rank());
   adapter_params_ = std::make_unique<ZeroParams>(adapter_engine);
   adapter_grads_ = std::make_unique<ZeroGrads>(adapter_engine);
   lora_->bind(adapter_params_.get(), adapter_grads_.get());
   model.set_lora(lora_.get());
 }
 
+// The hash is of the global fp32 base, whatever the grid, so a checkpoint resumes on any tp.
 std::string LoraBase::load_base(const std::string& from, std::uint64_t seed) {
   std::vector<float> flat(base_.numel());
   if (from.empty()) model::init_params(base_, seed, flat.data());
   else model::load_pretrained(from, base_, flat.data());
-  base_engine_->load_params(flat.data());
   Sha256 hash;
   hash.update(flat.data(), flat.size() * sizeof(float));
+  if (grid_.tp > 1) flat = model::tp_cut_flat(base_, base_shard_, flat.data(), grid_.tp, grid_.tp_rank());
+  base_engine_->load_params(flat.data());
   return to_hex(hash.finish());
 }
 
-void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine) {
+void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine, const ShardMap* shards) {
   const std::string base = config::lora_base_path(c), peft = config::peft_adapter_config_path(c);
   base_sha256_ = load_base(base, c.train.seed);
-  if (peft.empty()) {
-    adapter_engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-      model::init_lora_range(adapters_, c.train.seed, offset, count, out);
-    });
-  } else {  // a PEFT adapter directory: go on training its adapters
-    std::vector<float> weights(adapters_.numel());
+  std::vector<float> weights;  // a PEFT adapter directory's (global), to go on training them
+  if (!peft.empty()) {
+    weights.resize(adapters_.numel());
     model::load_safetensors((std::filesystem::path(c.init.from) / "adapter_model.safetensors").string(), adapters_,
                             weights.data());
-    adapter_engine.load_params(weights.data());
   }
+  const ReadGlobal global = [&](std::int64_t offset, std::int64_t count, float* out) {
+    if (weights.empty()) return model::init_lora_range(adapters_, c.train.seed, offset, count, out);
+    std::copy_n(weights.data() + offset, count, out);
+  };
+  adapter_engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+    if (shards) return shards->read_local(offset, count, out, global);
+    global(offset, count, out);
+  });
   log::info(cat("LoRA: rank ", c.lora.rank, " on ", c.lora.targets.empty() ? "the default modules" : c.lora.targets, ", ",
                 adapters_.n_params_real(), " trainable parameters", peft.empty() ? "" : cat(" from ", c.init.from),
                 "; frozen base ", base.empty() ? "from train.seed" : base, " (sha256 ", base_sha256_, ")"));

@@ -70,10 +70,13 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                                plan::recompute_mode(config.train.recompute), compute);
   }
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
-  // LoRA: the adapters are what the engine optimises and the checkpoint holds (parallel.tp = 1: LoRA
-  // with tensor parallelism is refused at start-up).
-  if (config.lora.rank > 0) lora_ = std::make_unique<LoraBase>(*backend_, *comm_, config, table_, compute);
-  const model::ParamTable& trained = lora_ ? lora_->adapter_table() : shard_table();
+  // LoRA: the adapters are what the engine optimises and the checkpoint holds; under parallel.tp > 1
+  // this rank's TP shard of them, checkpointed in the global shape through their own ShardMap.
+  if (config.lora.rank > 0) {
+    lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, shard_table(), grid_, compute);
+    if (grid_.tp > 1) shard_map_.emplace(ShardMap{lora_->adapter_table(), lora_->adapter_shard_table(), grid_});
+  }
+  const model::ParamTable& trained = lora_ ? lora_->adapter_shard_table() : shard_table();
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), units_of(trained), params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
@@ -141,7 +144,7 @@ void Trainer::make_pipeline_stage() {
 }
 
 void Trainer::init_parameters() {
-  if (lora_) return lora_->init(config_, *engine_);
+  if (lora_) return lora_->init(config_, *engine_, shard_map_ ? &*shard_map_ : nullptr);
   // The global model's initial values whatever the grid: a rank's part (TP shard, pipeline stage, or
   // both) reads its runs of them.
   if (config_.init.from.empty()) {

@@ -47,7 +47,7 @@ void expect_frozen(int stage, DType compute) {
   auto be = backend::make_cpu_backend(1);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
   const model::ParamTable table(model::GptShape::make(2, 2, 16, 61, 8));
-  LoraBase lora(*be, *comm, c, table, compute);
+  LoraBase lora(*be, *comm, c, table, table, dist::Grid::make(comm->size(), 1, comm->rank()), compute);
   lora.load_base("", c.train.seed);
   const model::ParamTable& adapters = lora.adapter_table();
   optim::ZeroEngine engine(*be, *comm, units_of(adapters), params_of(adapters), stage, 25, 0, compute);
