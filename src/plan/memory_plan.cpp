@@ -359,9 +359,9 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
       << ", ZeRO stage "
       << p.zero_stage << ", micro_batch " << p.micro_batch << "):\n";
   for (const PlanRow& r : p.rows) {
-    char line[160];
-    std::snprintf(line, sizeof line, "  %-22s %12s  %s\n", r.what.c_str(), mib(r.bytes).c_str(), r.note.c_str());
-    out << line;
+    char line[64];  // the note goes after it whole, however long
+    std::snprintf(line, sizeof line, "  %-22s %12s  ", r.what.c_str(), mib(r.bytes).c_str());
+    out << line << r.note << "\n";
   }
   char total[160];
   std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",
