@@ -11,6 +11,9 @@
 #   tools/bench/parallel/matrix.sh pptp       pp x tp together (CI: tests/mpi/pipeline_tp_training.sh):
 #                                             pp 2-4 x tp 2-4, x dp2, ZeRO 0-1, sequence parallel,
 #                                             recompute, document masks, interleaved (vpp 2-3)
+#   tools/bench/parallel/matrix.sh lora_tp    LoRA (every module, lora.dropout=0.1) under tp 2 and 4,
+#                                             sequence parallel, x dp up to 4, ZeRO 0-3, recompute,
+#                                             document masks, offload (CI: tests/mpi/lora_tp_training.sh)
 # (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed; ZT_MATRIX_ONLY=REGEX runs the layouts
 # whose name matches). Prints one line per layout: its worst
 # difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
@@ -30,7 +33,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 base=(--model.n_layer=6 --model.n_head=2 --model.n_embd=32 --model.vocab_size=97 --model.seq_len=16 --train.device=cpu
       --train.threads=1 --optim.lr=3e-3 --optim.warmup_steps=2 --log.every=1 --data.train="$work/train_*.h5"
       --train.micro_batch=1 --train.max_steps=10 --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=0 --ckpt.resume=none)
-axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor|pptp}
+axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor|pptp|lora_tp}
 # name|ranks|args (the data-parallel ranks' batch: global_batch = 4 micro-batches x dp)
 case $axis in
   pipeline)
@@ -95,7 +98,27 @@ case $axis in
       "pp2xvpp2xtp2|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --parallel.tp=2 --train.global_batch=4"
       "pp2xvpp3xtp2-sp|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
     ) ;;
-  *) echo "unknown axis '$axis': pipeline, tensor or pptp" >&2; exit 2 ;;
+  lora_tp)  # the tensor set's layouts on LoRA runs (the frozen base from train.seed, the adapters trained)
+    lora="--lora.rank=4 --lora.alpha=8 --lora.dropout=0.1"
+    families=(
+      "gpt2-lora|--model.n_head=4 $lora --lora.targets=c_attn,c_proj,c_fc"
+      "llama-gqa-lora|--model.arch=llama --model.n_head=8 --model.n_kv_head=4 --model.ffn_hidden=48 $lora --lora.targets=q,k,v,o,gate,up,down"
+    )
+    layouts=(
+      "tp2-z0|2|--parallel.tp=2 --train.global_batch=4 --train.zero_stage=0"
+      "tp2-sp|2|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
+      "tp4|4|--parallel.tp=4 --train.global_batch=4"
+      "tp4-sp|4|--parallel.tp=4 --parallel.sequence_parallel=true --train.global_batch=4"
+      "tp2xdp2-z1|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1"
+      "tp2xdp2-z2-sp|4|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=8 --train.zero_stage=2"
+      "tp2xdp2-z3|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=3"
+      "tp2xdp4-z3-sp|8|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=16 --train.zero_stage=3"
+      "tp2-selective|2|--parallel.tp=2 --train.global_batch=4 --train.recompute=selective"
+      "tp2-full-sp|2|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4 --train.recompute=full"
+      "tp2-mask|2|--parallel.tp=2 --train.global_batch=4 --data.document_mask=true"
+      "tp2xdp2-offload|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1 --train.offload=optimizer"
+    ) ;;
+  *) echo "unknown axis '$axis': pipeline, tensor, pptp or lora_tp" >&2; exit 2 ;;
 esac
 train() {  # train METRICS NP ARGS...
   local out=$1 np=$2; shift 2
