@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# LoRA under tensor parallelism follows one rank's LoRA run (1e-5 relative on the losses and gradient
-# norms, 6 steps, lora.dropout=0.1 so the masks must be the same on every layout, gradient clipping
-# acting): GPT-2 (c_attn, both c_proj, c_fc: fused q|k|v, both row-parallel projections) at tp=2 (ZeRO 0)
-# and at tp=2 x dp=2 with sequence parallelism (ZeRO 3); Llama (every module: q, k, v and gate, up inside
-# the fused projections, GQA) at tp=2 x dp=2 with SP (ZeRO 1). The adapters each run exports (PEFT's
-# adapter_model.safetensors, from the global-shape checkpoint) hold the same tensors (1e-4), a tp=2
+# LoRA under tensor parallelism follows one rank's LoRA run (1e-5 relative on the losses, gradient norms
+# and validation losses, 6 steps, lora.dropout=0.1 so the masks must be the same on every layout, the
+# gradient clipping acting): GPT-2 (c_attn, both c_proj, c_fc: fused q|k|v, both row-parallel
+# projections) at tp=2 (ZeRO 0) and at tp=2 x dp=2 with sequence parallelism (ZeRO 3); Llama (every
+# module: q, k, v and gate, up inside the fused projections, GQA) at tp=2 x dp=2 with SP (ZeRO 1). The
+# adapters each run exports (PEFT's adapter_model.safetensors, from the global-shape checkpoint) hold the
+# same tensors (1e-4), a tp=2
 # checkpoint resumes at tp=1 on the one-rank curve and a one-rank checkpoint at tp=2, and the memory plan
 # equals the tp=2 runs' peaks (5%).
 # More layouts: tools/bench/parallel/matrix.sh (set lora_tp).
@@ -12,7 +13,8 @@ source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "numpy not importable by /usr/bin/python3: the adapter comparison needs it"
 make_tiny_data 20000
-common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=4 --train.micro_batch=1 --train.max_steps=6
+common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid_*.h5" --log.eval_every=3
+        --log.eval_batches=1 --train.global_batch=4 --train.micro_batch=1 --train.max_steps=6
         --data.shuffle=true --optim.grad_clip=0.5 --optim.lr=1e-2 --ckpt.every=3 --ckpt.keep=3 --ckpt.overwrite=true
         --lora.rank=4 --lora.alpha=32 --lora.dropout=0.1)
 gpt2_lora=(--lora.targets=c_attn,c_proj,c_fc)
@@ -40,6 +42,7 @@ expect_in "$ZT_WORK/out" "2 rank\(s\) = parallel.tp 2 x 1 data-parallel"
 same_curve gpt2_ref gpt2_tp2
 plan_is_peak gpt2_tp2
 run gpt2_sp 4 --ckpt.resume=none "${gpt2_lora[@]}" --parallel.tp=2 --parallel.sequence_parallel=true --train.zero_stage=3
+expect_in "$ZT_WORK/gpt2_sp.jsonl" "\"val_loss\""
 same_curve gpt2_ref gpt2_sp
 plan_is_peak gpt2_sp
 for r in gpt2_ref gpt2_tp2 gpt2_sp; do adapters $r; done

@@ -108,7 +108,8 @@ TEST_P(LoraTp, SplitAdaptersComputeOneRanksLossAndTheirShardOfItsGradients) {
   std::vector<float> whole_grads(adapters.numel(), 0.f);
   const double want = train(*whole, whole_lora, base, base_values, adapters, adapter_values, whole_grads);
 
-  const model::ParamTable base_shard = model::tp_local_table(base, tp), adapter_shard = model::tp_local_table(adapters, tp);
+  const model::ParamTable base_shard = model::tp_local_table(base, tp);
+  const model::ParamTable adapter_shard = model::tp_local_table(adapters, tp);
   std::vector<float> base_mine = model::tp_cut_flat(base, base_shard, base_values.data(), tp, r);
   std::vector<float> adapters_mine = model::tp_cut_flat(adapters, adapter_shard, adapter_values.data(), tp, r);
   auto split = make_tp_model(*be, *comms.tp, base_shard, kB, sp);
@@ -125,7 +126,8 @@ TEST_P(LoraTp, SplitAdaptersComputeOneRanksLossAndTheirShardOfItsGradients) {
       worst = std::max(worst, std::abs(shard_of_whole[i] - split_grads[i]));
     }
     EXPECT_GT(largest, 0.f) << p.name << ": no gradient to compare";
-    EXPECT_LE(worst, 1e-5f * largest) << p.name << " (" << tp_kind_name(model::tp_split_of(p, family.shape).kind) << ")";
+    const char* kind = tp_kind_name(model::tp_split_of(p, family.shape).kind);
+    EXPECT_LE(worst, 1e-5f * largest) << p.name << " (" << kind << ")";
   }
 }
 
