@@ -199,12 +199,15 @@ class Backend {
   virtual void scale(Tensor x, float factor) = 0;
 
   // ---- dropout with a counter-based mask (LoRA's lora_dropout) ---------------------------------------
-  // out[i] = keep(first + i) ? inp[i] / (1 - p) : 0 (f32 or X; out may alias inp), where keep(k) is
-  // word 0 of Philox4x32-10 at counter (k, stream), key seed (core/rng.hpp) being >= p * 2^32 (the
-  // threshold rounded down, p in [0, 1)). The mask depends on (seed, stream, first + i) only: the same
-  // arguments drop the same elements in the backward pass, on any backend and thread split.
-  virtual void dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream,
-                       std::uint64_t first) = 0;
+  // out[i] = keep(k_i) ? inp[i] / (1 - p) : 0 (f32 or X; out may alias inp), where keep(k) is word 0
+  // of Philox4x32-10 at counter (k, stream), key seed (core/rng.hpp) being >= p * 2^32 (the threshold
+  // rounded down, p in [0, 1)). Element i = (row, col) of out seen as rows of W = out.dim(-1) has
+  // k_i = first + row * row_stride + col; row_stride 0 means W (k_i = first + i). A block of columns of
+  // a wider matrix (a tensor-parallel rank's input columns: first = the block's first column, row_stride
+  // = the whole width) thus gets the whole matrix's mask. The mask depends on (seed, stream, k_i) only:
+  // the same arguments drop the same elements in the backward pass, on any backend and thread split.
+  virtual void dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
+                       std::int64_t row_stride = 0) = 0;
 };
 
 // The backends: every caller makes them here, so nothing outside backend/ includes cpu/ or cuda/.

@@ -18,6 +18,15 @@ inline std::uint32_t dropout_threshold(const char* op, float p) {
   return static_cast<std::uint32_t>(std::floor(static_cast<double>(p) * 4294967296.0));
 }
 
+// dropout's counter stride between rows: row_stride, or the row length W = out.dim(-1) for 0; never below W
+// (rows would share counters, hence masks).
+inline std::int64_t dropout_row_stride(const char* op, const Tensor& out, std::int64_t row_stride) {
+  const std::int64_t width = out.rank == 0 ? 1 : out.dim(-1);
+  if (row_stride == 0) return width;
+  if (row_stride < width) throw Error(cat(op, ": row_stride=", row_stride, " is below the row length ", width));
+  return row_stride;
+}
+
 // Rows of a tensor read as [rows, last dim] (a [B,T,C] activation is N = B*T rows of C).
 inline std::int64_t rows_of(const Tensor& t) { return t.rank == 0 ? 0 : t.numel() / t.dim(-1); }
 

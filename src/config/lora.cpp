@@ -125,9 +125,6 @@ void check_lora(const Config& c) {
     return;
   }
   lora_target_modules(c);  // throws on an unknown name
-  if (c.parallel.tp > 1)
-    throw ConfigError(cat("lora.rank > 0 with parallel.tp=", c.parallel.tp,
-                          ": LoRA adapters are not split over tensor-parallel ranks yet; use parallel.tp=1"));
 }
 
 }  // namespace zt::config

@@ -5,7 +5,8 @@
 // its output rows of a zeroed [out_total, r] matrix: one GEMM then adds exactly the module's columns, and
 // the module's rows of dBx are B's gradient. h is recomputed in backward (r columns: cheap), so no
 // activation is kept per block. With lora.dropout, x is the input after the site's counter-based mask
-// in both passes, and dx goes back through the same mask.
+// in both passes, and dx goes back through the same mask. Under tensor parallelism each rank runs the
+// same on its shard (lora.hpp), the replicated factor's partial gradients summed over the group per block.
 #include "model/lora.hpp"
 
 #include <algorithm>
@@ -38,6 +39,8 @@ std::vector<LoraModule> lora_modules(const GptShape& s) {
           {"up_proj", "mlp.up_proj", BlockMatmul::kMlpUp, C, 2 * F, F, F},
           {"down_proj", "mlp.down_proj", BlockMatmul::kMlpDown, F, C, 0, C}};
 }
+
+bool column_parallel(BlockMatmul m) { return m == BlockMatmul::kQkv || m == BlockMatmul::kMlpUp; }
 
 float LoraSpec::scale() const {
   const double r = static_cast<double>(rank);
@@ -134,42 +137,72 @@ std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, con
   return j.dump(2) + "\n";
 }
 
-std::size_t Lora::layout(const GptShape& s, int rank, int B, DType compute, std::byte* base, Scratch* out) {
+std::vector<LoraModule> Lora::local_modules(const GptShape& s, int tp) {
+  std::vector<LoraModule> out = lora_modules(s);
+  for (LoraModule& m : out) {
+    if (column_parallel(m.matmul)) m.out_total /= tp, m.col /= tp, m.width /= tp;
+    else m.in /= tp;
+  }
+  return out;
+}
+
+namespace {
+// The replicated factor of a TP rank's module: lora_A [r, in] of a column-parallel one, lora_B [out, r]
+// of a row-parallel one (elements).
+std::int64_t replicated_numel(const LoraModule& m, int rank) {
+  return column_parallel(m.matmul) ? rank * m.in : m.width * rank;
+}
+}  // namespace
+
+// Sized for every module of the family (whichever are targeted), as this TP rank holds them.
+std::size_t Lora::layout(const GptShape& s, int rank, int B, DType compute, int tp, std::byte* base, Scratch* out) {
   Scratch unused;
   Scratch& sc = out ? *out : unused;
-  std::int64_t w_max = 0, in_max = 0;
-  for (const LoraModule& m : lora_modules(s)) w_max = std::max(w_max, m.out_total), in_max = std::max(in_max, m.in);
+  std::int64_t w_max = 0, in_max = 0, rep = 0;
+  for (const LoraModule& m : local_modules(s, tp)) {
+    w_max = std::max(w_max, m.out_total), in_max = std::max(in_max, m.in);
+    rep += replicated_numel(m, rank);
+  }
   const std::int64_t N = std::int64_t{B} * s.seq_len, r = rank;
   Carver c{base, compute};
   sc.h = c.take({N, r}), sc.dh = c.take({N, r});
   sc.delta = c.take({N, w_max}), sc.dx = c.take({N, in_max});
   sc.e = c.take({w_max, r}), sc.de = c.stat({w_max, r});
   sc.xd = c.take({N, in_max});
+  if (tp > 1) sc.rep = c.stat({rep});
   return c.used;
 }
 
-std::size_t Lora::scratch_bytes(const GptShape& shape, int rank, int micro_batch, DType compute) {
-  return layout(shape, rank, micro_batch, compute, nullptr, nullptr);
+std::size_t Lora::scratch_bytes(const GptShape& shape, int rank, int micro_batch, DType compute, int tp) {
+  return layout(shape, rank, micro_batch, compute, tp, nullptr, nullptr);
 }
 
-Lora::Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute)
-    : be_(backend), table_(adapters), rank_(spec.rank), scale_(spec.scale()),
+Lora::Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute,
+           int tp, int tp_rank)
+    : be_(backend), table_(adapters), rank_(spec.rank), tp_(tp), tp_rank_(tp_rank), scale_(spec.scale()),
       dropout_(static_cast<float>(spec.dropout)), seed_(spec.seed), dtype_(compute),
       n_rows_(std::int64_t{micro_batch} * adapters.shape().seq_len) {
   const GptShape& s = adapters.shape();
-  std::size_t local = 0;
-  for (const LoraModule& m : lora_modules(s)) {
-    if (!targeted(spec, m)) continue;
-    sites_.push_back({m, local});
-    local += 2;
+  ZT_CHECK(tp >= 1 && tp_rank >= 0 && tp_rank < tp, "lora: TP rank ", tp_rank, " of ", tp);
+  const std::vector<LoraModule> global = lora_modules(s), local = local_modules(s, tp);
+  std::size_t param = 0;
+  std::int64_t rep = 0;
+  for (std::size_t i = 0; i < global.size(); ++i) {
+    if (!targeted(spec, global[i])) continue;
+    const LoraModule& m = local[i];
+    const std::int64_t first_column = column_parallel(m.matmul) ? 0 : tp_rank * m.in;
+    sites_.push_back({m, param, global[i].in, first_column, rep});
+    param += 2;
+    rep += replicated_numel(m, rank_);
   }
   // Every block's unit holds the same sites (a pipeline rank's table holds some blocks only).
   for (int u = 0; u < table_.n_units(); ++u) {
     const std::size_t n = table_.end_param(u) - table_.first_param(u);
-    ZT_CHECK(n == 0 || n == local, "lora: adapter table: block ", u, " holds ", n, " adapter tensors, not ", local);
+    ZT_CHECK(n == 0 || n == param, "lora: adapter table: block ", u, " holds ", n, " adapter tensors, not ", param);
   }
-  arena_ = be_.allocate(layout(s, rank_, micro_batch, dtype_, nullptr, nullptr));
-  layout(s, rank_, micro_batch, dtype_, static_cast<std::byte*>(arena_.data()), &s_);
+  arena_ = be_.allocate(layout(s, rank_, micro_batch, dtype_, tp_, nullptr, nullptr));
+  layout(s, rank_, micro_batch, dtype_, tp_, static_cast<std::byte*>(arena_.data()), &s_);
+  if (tp_ > 1) s_.rep = Tensor(s_.rep.data, DType::kF32, {rep});  // the targeted modules' part, summed per block
 }
 
 void Lora::begin_block(int l, bool backward) {
@@ -177,12 +210,31 @@ void Lora::begin_block(int l, bool backward) {
   block_ = l;
   w_ = params_->unit(l);  // separate statements: the ParamSource sees p before g, always
   if (backward) g_ = grads_->unit(l);
+  if (backward && tp_ > 1) be_.fill_zero(s_.rep);
 }
 
+// Before the unit is handed to the engine (its DP reduction): the replicated factors' gradients whole.
 void Lora::end_block(int l, bool backward) {
+  if (backward && tp_ > 1) sum_replicated_grads();
   params_->release(l);
   if (backward) grads_->unit_done(l);
   block_ = -1;
+}
+
+Tensor Lora::replicated_grad(const Site& site, std::size_t p, std::int64_t rows, std::int64_t cols) {
+  if (tp_ == 1) return view(g_, p, rows, cols);
+  return Tensor(static_cast<float*>(s_.rep.data) + site.rep_offset, DType::kF32, {rows, cols});
+}
+
+void Lora::sum_replicated_grads() {
+  ZT_CHECK(static_cast<bool>(group_sum_), "lora: tp=", tp_, " but no group to sum the replicated gradients over");
+  group_sum_(s_.rep);
+  for (const Site& site : sites_) {
+    const LoraModule& m = site.module;
+    const bool column = column_parallel(m.matmul);
+    const std::int64_t rows = column ? rank_ : m.width, cols = column ? m.in : rank_;
+    be_.accumulate(view(g_, site.a_param + (column ? 0 : 1), rows, cols), replicated_grad(site, 0, rows, cols));
+  }
 }
 
 Tensor Lora::view(const Tensor& unit, std::size_t p, std::int64_t rows, std::int64_t cols) const {
@@ -203,10 +255,13 @@ Tensor Lora::expanded_b(const Site& site, const Tensor& b) {
 }
 
 // The mask of (layer, module): Philox stream from the adapter's name, counter = the element's global
-// index (first_row_ + row) * in + column.
+// index (first_row_ + row) * in + column, with the input's global width and column (a row-parallel
+// rank's block of columns gets the whole input's mask: the same on any tp).
 void Lora::drop(const Site& site, const Tensor& t) {
   const std::string& name = table_.params()[table_.first_param(block_) + site.a_param].name;
-  be_.dropout(t, t, dropout_, seed_, rng::purpose_id("lora_dropout/" + name), first_row_ * site.module.in);
+  be_.dropout(t, t, dropout_, seed_, rng::purpose_id("lora_dropout/" + name),
+              first_row_ * static_cast<std::uint64_t>(site.in_global) + static_cast<std::uint64_t>(site.in_first),
+              site.in_global);
 }
 
 Tensor Lora::adapter_input(const Site& site, const Tensor& x) {
@@ -238,7 +293,10 @@ void Lora::backward(BlockMatmul matmul, const Tensor& x, const Tensor& dy, const
     const LoraModule& m = site.module;
     if (m.matmul != matmul) continue;
     const Tensor a = view(w_, site.a_param, rank_, m.in), b = view(w_, site.a_param + 1, m.width, rank_);
-    const Tensor da = view(g_, site.a_param, rank_, m.in), db = view(g_, site.a_param + 1, m.width, rank_);
+    const bool column = column_parallel(m.matmul);  // which factor is replicated under TP
+    const Tensor da = column ? replicated_grad(site, site.a_param, rank_, m.in) : view(g_, site.a_param, rank_, m.in);
+    const Tensor db = column ? view(g_, site.a_param + 1, m.width, rank_)
+                             : replicated_grad(site, site.a_param + 1, m.width, rank_);
     const Tensor x2(x.data, x.dtype, {n_rows_, m.in}), dy2(dy.data, dy.dtype, {n_rows_, m.out_total});
     const Tensor h(s_.h.data, dtype_, {n_rows_, rank_}), dh(s_.dh.data, dtype_, {n_rows_, rank_});
     const Tensor xa = adapter_input(site, x2);  // the forward's dropped input again (same mask)

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,16 +64,40 @@ void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adap
 // target_modules, base_model_name_or_path, fan_in_fan_out for GPT-2's Conv1D), sorted keys.
 std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path);
 
+// Whether matmul m is column-parallel under tensor parallelism (q|k|v, MLP up: outputs split) or
+// row-parallel (attention out, MLP down: inputs split).
+bool column_parallel(BlockMatmul m);
+
 // Applies and differentiates the adapters inside a model's blocks. The model calls begin_block(l) before
 // using block l in a pass, forward/backward after each adaptable matmul, and end_block(l) after.
+// Tensor parallelism (tp > 1; tp/gpt2_tp.hpp, tp/llama_tp.hpp): the table is this rank's shard
+// (tp_local_table of lora_table; tp_split.hpp) and the tensors passed are as the TP layer holds them:
+//   column-parallel: x the whole input [N, in] (the gathered rows under SP), y and dy this rank's output
+//     columns [N, out/tp]; dx is the layer's input gradient BEFORE its reduction over the group (it is
+//     this rank's share and is summed with it).
+//   row-parallel: x this rank's input columns [N, in/tp]; y the layer's partial output before its sum
+//     over the group (the adapter adds its partial s (x_r A_r^T) B^T: the group's sum is s (x A^T) B^T
+//     exactly, with no collective of its own); dy the whole output gradient [N, out] (gathered under
+//     SP); dx this rank's input gradient [N, in/tp].
+// The replicated factor (column: lora_A, row: lora_B) gets a partial gradient on each rank (from its
+// output columns, or its part of h = x A^T): these are summed over the group once per block in
+// end_block, through group_sum, so every rank ends with the whole gradient. That is one f32 all-reduce
+// of the block's replicated adapters (r x (in or out) per module, a few KiB) per micro-batch, instead of
+// summing h [N, r] in forward and again in backward (its recomputation); the split factors' gradients are
+// exact on their rank.
 class Lora {
  public:
   // micro_batch x seq_len rows; compute: the activations' dtype. adapters: lora_table's, or a pipeline
-  // rank's part of it (stage_split.hpp's adapter_part_table). The table must outlive this.
-  Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute);
+  // rank's part of it (stage_split.hpp's adapter_part_table); this is TP rank tp_rank of tp (the table is
+  // then its TP shard). The table must outlive this.
+  Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute,
+       int tp = 1, int tp_rank = 0);
 
   // Where the adapters and their gradients come from for the next passes (grads null: forward only).
   void bind(ParamSource* params, GradSink* grads) { params_ = params, grads_ = grads; }
+  // tp > 1: sums an f32 tensor in place over the TP group (the TP model sets it in set_lora).
+  void set_group_sum(std::function<void(const backend::Tensor&)> sum) { group_sum_ = std::move(sum); }
+  int tp() const { return tp_; }
   // Dropout (spec.dropout > 0) in the passes from here on: on for a training micro-batch whose first
   // token is global token `first_row` of the run's window order (so the masks do not depend on the world
   // size or the accumulation), off for evaluation and sampling.
@@ -86,28 +111,37 @@ class Lora {
   void backward(BlockMatmul m, const backend::Tensor& x, const backend::Tensor& dy, const backend::Tensor& dx);
 
   std::size_t scratch_bytes() const { return arena_.bytes(); }
-  static std::size_t scratch_bytes(const GptShape& shape, int rank, int micro_batch, DType compute);
+  static std::size_t scratch_bytes(const GptShape& shape, int rank, int micro_batch, DType compute, int tp = 1);
 
  private:
   struct Site {
-    LoraModule module;
+    LoraModule module;        // in, out_total, col, width as this TP rank holds them
     std::size_t a_param = 0;  // index of lora_A in a block's unit (lora_B follows): the same in every block
+    std::int64_t in_global = 0, in_first = 0;  // the input's whole width and this rank's first column (dropout)
+    std::int64_t rep_offset = 0;               // tp > 1: the replicated factor's gradient in Scratch::rep
   };
   struct Scratch {
     backend::Tensor h, dh, delta, dx, e, de;  // h, dh [N,r]; delta [N,Wmax]; dx [N,Imax]; e [Wmax,r] X; de f32
     backend::Tensor xd;                       // [N,Imax]: the input after dropout
+    backend::Tensor rep;                      // tp > 1: f32, the replicated factors' partial gradients of a block
   };
+  // The modules as TP rank `tp_rank` of tp holds them (tp = 1: lora_modules(s)).
+  static std::vector<LoraModule> local_modules(const GptShape& s, int tp);
+  // The gradient view the backward pass accumulates the replicated factor p of `site` into: g_'s own at
+  // tp = 1, its slot in Scratch::rep under TP (summed over the group in end_block).
+  backend::Tensor replicated_grad(const Site& site, std::size_t p, std::int64_t rows, std::int64_t cols);
+  void sum_replicated_grads();
   // The adapters' input: x, or x after this site's dropout mask (the same mask in forward and backward).
   backend::Tensor adapter_input(const Site& site, const backend::Tensor& x);
   void drop(const Site& site, const backend::Tensor& t);  // t [N, in] *= this site's mask / (1-p)
-  static std::size_t layout(const GptShape& s, int rank, int B, DType compute, std::byte* base, Scratch* out);
+  static std::size_t layout(const GptShape& s, int rank, int B, DType compute, int tp, std::byte* base, Scratch* out);
   backend::Tensor view(const backend::Tensor& unit, std::size_t p, std::int64_t rows, std::int64_t cols) const;
   // B itself when the module is its matmul's whole output, else B placed at its rows of a zeroed [out_total, r].
   backend::Tensor expanded_b(const Site& site, const backend::Tensor& b);
 
   backend::Backend& be_;
   const ParamTable& table_;
-  int rank_;
+  int rank_, tp_, tp_rank_;
   float scale_;
   float dropout_;
   std::uint64_t seed_;
@@ -120,6 +154,7 @@ class Lora {
   Scratch s_;
   ParamSource* params_ = nullptr;
   GradSink* grads_ = nullptr;
+  std::function<void(const backend::Tensor&)> group_sum_;
   int block_ = -1;
   backend::Tensor w_, g_;  // block_'s adapters and gradients (flat unit views)
 };

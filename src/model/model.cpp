@@ -8,7 +8,7 @@
 namespace zt::model {
 
 void Model::set_lora(Lora* lora) {
-  ZT_CHECK(lora == nullptr, "LoRA adapters are not supported by this model (tensor parallelism)");
+  ZT_CHECK(lora == nullptr, "LoRA adapters are not supported by this model");
 }
 
 std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,

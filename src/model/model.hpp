@@ -52,7 +52,8 @@ class Model {
   // without the head it returns {} and leaves its output in stage_output().
   virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
   // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
-  // model does not own it. Models without LoRA support (the tensor-parallel ones) refuse a non-null one.
+  // model does not own it. Both families take them, whole or tensor-parallel (then the adapters are the
+  // rank's shard: Lora's tp); a model without LoRA support refuses a non-null one.
   virtual void set_lora(Lora* lora);
   // Pipeline stages (Stage above): forward() on a stage without the embedding reads its input hidden
   // states [B,T,C] (compute dtype) from stage_input(), written by the caller (the previous stage's

@@ -47,6 +47,24 @@ TpSplit llama_split(const ParamInfo& p, const GptShape& s) {
   return {};
 }
 
+// LoRA's adapters (lora.hpp: base_model.model.<module>.lora_A.weight [r, in], lora_B.weight [out, r]) follow
+// their base weight: on a column-parallel module lora_B is cut by output rows exactly as the base's output
+// columns (GPT-2's fused c_attn as q | k | v, so rank r's rows are its heads' q, k and v; Llama's q, k, v,
+// gate and up are one module each) and lora_A is replicated; on a row-parallel module lora_A is cut by
+// input columns as the base's input rows and lora_B is replicated.
+TpSplit adapter_split(const ParamInfo& p, const GptShape& s, bool is_a) {
+  using K = TpSplit::Kind;
+  ParamInfo base;
+  base.name = p.name.substr(0, p.name.size() - std::strlen(".lora_A.weight")) + ".weight";
+  base.name = base.name.substr(std::strlen("base_model.model."));
+  base.shape = {1, 1};  // the split's kind and GPT-2's segments come from the name
+  const TpSplit of_base = s.arch == Arch::kGpt2 ? gpt2_split(base, s) : llama_split(base, s);
+  if (of_base.kind == K::kColumn && !is_a)
+    return split(K::kColumn, 0, s.arch == Arch::kGpt2 ? of_base.segments : std::vector<std::int64_t>{p.shape[0]});
+  if (of_base.kind == K::kRow && is_a) return split(K::kRow, 1, {p.shape[1]});
+  return {};
+}
+
 std::string divisors_of_all(const std::vector<std::int64_t>& values) {
   std::string out;
   for (std::int64_t d = 1; d <= values.front(); ++d)
@@ -99,6 +117,8 @@ const char* tp_kind_name(TpSplit::Kind kind) {
 }
 
 TpSplit tp_split_of(const ParamInfo& p, const GptShape& s) {
+  const bool lora_a = ends_with(p.name, ".lora_A.weight");
+  if (lora_a || ends_with(p.name, ".lora_B.weight")) return adapter_split(p, s, lora_a);
   return s.arch == Arch::kGpt2 ? gpt2_split(p, s) : llama_split(p, s);
 }
 

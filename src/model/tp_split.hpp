@@ -2,7 +2,9 @@
 // the QKV and MLP-up (Llama: gate|up) projections are column-parallel (each rank holds whole heads /
 // a block of hidden units), the attention-output and MLP-down projections row-parallel, the token
 // embedding and an untied LM head vocabulary-parallel (a block of rows each); norms, biases after a
-// row-parallel layer and GPT-2's position table are replicated. Host-side arithmetic only: which
+// row-parallel layer and GPT-2's position table are replicated. LoRA adapters (lora.hpp) follow their base
+// weight: lora_B cut as a column-parallel base's outputs, lora_A as a row-parallel base's inputs, the other
+// factor replicated. Host-side arithmetic only: which
 // elements of a global tensor rank r of tp holds, so that shards are cut from, and checkpoints
 // written back to, the global shape.
 #pragma once
@@ -26,7 +28,7 @@ struct TpSplit {
 
 const char* tp_kind_name(TpSplit::Kind kind);  // "replicated", "column", "row", "vocab"
 
-// The split of parameter p of a model of this shape (by its Hugging Face name).
+// The split of parameter p of a model of this shape (by its Hugging Face name, or PEFT's for an adapter).
 TpSplit tp_split_of(const ParamInfo& p, const GptShape& shape);
 
 // Throws ConfigError unless tp divides what it must: the heads, the K/V heads (GQA: naming the

@@ -19,7 +19,8 @@
 //                one frozen row: its weights in the compute dtype, replicated at stages 0-2 and a 1/W slice
 //                at stage 3 (which gathers the unit in use and the next), no gradient, master or optimizer
 //                state; the adapters add their scratch to the activations (model::Lora::scratch_bytes);
-//                under a pipeline, the rank's part of the base and its blocks' adapters;
+//                under a pipeline, the rank's part of the base and its blocks' adapters; under parallel.tp
+//                the TP shard of both (model::adapter_part_table), with the TP rank's LoRA scratch;
 //   workspace    the backend's scratch (CPU: attention, fp32 copies of 16-bit operands; CUDA: the
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
@@ -203,8 +204,9 @@ namespace {
 // The LoRA adapters (null without) of a rank whose part of the model is pipeline rank pp_rank's under
 // `cut` (whole model: a cut of 1 stage).
 std::optional<model::ParamTable> rank_adapters(const config::Config& c, const model::PipelineCut& cut, int pp_rank) {
-  if (c.lora.rank == 0 || c.parallel.tp > 1) return std::nullopt;  // LoRA with tp > 1 is refused at validation
-  return model::adapter_part_table(model::lora_table(model_shape(c.model), lora_spec(c)), cut, pp_rank, 1);
+  if (c.lora.rank == 0) return std::nullopt;
+  return model::adapter_part_table(model::lora_table(model_shape(c.model), lora_spec(c)), cut, pp_rank,
+                                   static_cast<int>(c.parallel.tp));
 }
 
 // The rows of one rank that holds `table` (the whole model, a TP shard or a pipeline rank's stages)
@@ -229,7 +231,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   if (adapters) {
     add_frozen_base(p, table, dp, stage, compute);
     add_model_state(p, *adapters, dp, stage, compute, offload, "adapter ");
-    activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute);
+    activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);
   } else {
     add_model_state(p, table, dp, stage, compute, offload);
   }
@@ -298,8 +300,8 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   const model::ParamTable global(shape);
   const model::ParamTable table = tp == 1 ? global : model::tp_local_table(global, tp);
   const int micro = static_cast<int>(config.train.micro_batch);
-  const std::string split = tp == 1 ? std::string(lora ? " (+ LoRA scratch)" : "")
-                                    : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : "");
+  const std::string split = cat(tp == 1 ? "" : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : ""),
+                                lora ? " (+ LoRA scratch)" : "");
   return rank_plan(config, table, rank_adapters(config, model::PipelineCut{}, 0), world_size, world_size / tp,
                    activation_bytes(config, shape),
                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ",
@@ -369,9 +371,9 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
       << ", ZeRO stage "
       << p.zero_stage << ", micro_batch " << p.micro_batch << "):\n";
   for (const PlanRow& r : p.rows) {
-    char line[160];
-    std::snprintf(line, sizeof line, "  %-22s %12s  %s\n", r.what.c_str(), mib(r.bytes).c_str(), r.note.c_str());
-    out << line;
+    char line[64];  // the note goes after it whole, however long
+    std::snprintf(line, sizeof line, "  %-22s %12s  ", r.what.c_str(), mib(r.bytes).c_str());
+    out << line << r.note << "\n";
   }
   char total[160];
   std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",

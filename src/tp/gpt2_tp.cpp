@@ -76,7 +76,8 @@ std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, mod
   }
   a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
   a.datty = c.take({B, T, Cr}), a.dbig = c.take({B, T, 4 * Cr});
-  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({2 * C});
+  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C});
+  a.dnorm = c.stat({2 * C});
   return c.used;
 }
 
@@ -89,14 +90,16 @@ Tensor Gpt2Tp::input_of(const Tensor& mine) {
 Tensor Gpt2Tp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
 
 // Under SP each rank's norm sees its rows only, so its weight and bias gradients are partial: they are
-// computed into scratch, summed over the group, then added (+=) to the micro-batches' gradients.
+// computed into scratch, summed over the group, then added (+=) to the micro-batches' gradients. A
+// frozen norm (empty dweight: LoRA's base) writes them to the scratch and drops them, with no collective.
 void Gpt2Tp::norm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias, const Tensor& dout,
                            const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd) {
-  if (!sp_) return be_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+  if (!sp_ && !dweight.empty()) return be_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
   const std::int64_t C = s_.n_embd;
   const Tensor dw(a_.dnorm.data, DType::kF32, {C}), db(static_cast<float*>(a_.dnorm.data) + C, DType::kF32, {C});
   be_.fill_zero(a_.dnorm);
   be_.layernorm_backward(dinp, dw, db, dout, inp, weight, mean, rstd);
+  if (dweight.empty()) return;
   all_reduce_sum(ctx_, a_.dnorm);
   be_.accumulate(dweight, dw);
   be_.accumulate(dbias, db);
@@ -106,6 +109,25 @@ Tensor Gpt2Tp::param(const Tensor& unit, int u, int k) const {
   return model::param_view(table_, unit, table_.first_param(u) + k);
 }
 
+Tensor Gpt2Tp::grad(const Tensor& g, int u, int k) const { return g.empty() ? Tensor() : param(g, u, k); }
+
+void Gpt2Tp::set_lora(model::Lora* lora) {
+  ZT_CHECK(lora == nullptr || lora->tp() == tp_, "Gpt2Tp: adapters cut for tp=", lora ? lora->tp() : 0,
+           " on a group of ", tp_);
+  lora_ = lora;
+  if (lora_) lora_->set_group_sum([this](const Tensor& t) { all_reduce_sum(ctx_, t); });
+}
+
+BeforeReduce Gpt2Tp::lora_forward(model::BlockMatmul m, const Tensor& x) {
+  if (!lora_) return {};
+  return [this, m, x](const Tensor& partial) { lora_->forward(m, x, partial); };
+}
+
+BeforeReduce Gpt2Tp::lora_backward(model::BlockMatmul m, const Tensor& x, const Tensor& dy) {
+  if (!lora_) return {};
+  return [this, m, x, dy](const Tensor& dx) { lora_->backward(m, x, dy, dx); };
+}
+
 Tensor Gpt2Tp::head(const Tensor& unit) const {
   Tensor t = param(unit, 0, kWte);
   t.shape[0] = Vs_;
@@ -113,22 +135,26 @@ Tensor Gpt2Tp::head(const Tensor& unit) const {
 }
 
 // As model::Gpt2::block_forward, with qkv and fch column-parallel (this rank's heads and MLP units)
-// and both projections row-parallel (summed over the group, bias once).
+// and both projections row-parallel (summed over the group, bias once). LoRA's adapters read the
+// column-parallel layers' whole input (`full` under SP) and join the row-parallel ones' partial sums.
 void Gpt2Tp::block_forward(int l, const Tensor& w) {
+  using model::BlockMatmul;
   const int u = 1 + l;
   Layer& L = layer(l);
   const Tensor x = block_input(l);
   be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
   column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
+  if (lora_) lora_->forward(BlockMatmul::kQkv, sp_ ? a_.full : L.ln1, L.qkv);
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_, segments_.tensor());
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB),
-                       WeightLayout::kInOut);
+                       WeightLayout::kInOut, lora_forward(BlockMatmul::kAttnOut, L.atty));
   be_.add(L.res2, x, a_.proj);
   be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
   column_parallel_forward(ctx_, L.fch, L.ln2, sp_ ? a_.full : L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
+  if (lora_) lora_->forward(BlockMatmul::kMlpUp, sp_ ? a_.full : L.ln2, L.fch);
   be_.gelu_forward(L.fch_gelu, L.fch);
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB),
-                       WeightLayout::kInOut);
+                       WeightLayout::kInOut, lora_forward(BlockMatmul::kMlpDown, L.fch_gelu));
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -143,8 +169,10 @@ void Gpt2Tp::run_forward(const std::int32_t* tokens, model::ParamSource& params)
     params.release(0);
   }
   for (int l = first_; l < end_; ++l) {
+    if (lora_) lora_->begin_block(l, false);
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
+    if (lora_) lora_->end_block(l, false);
   }
   if (!heads_) return;
   Tensor fin = params.unit(last);
@@ -174,26 +202,34 @@ std::vector<float> Gpt2Tp::forward_logits(const std::int32_t* tokens, model::Par
 }
 
 // As model::Gpt2::block_backward; the column-parallel layers' input gradients are summed over the group.
+// LoRA: a row-parallel layer's adapter reads the whole dout (gathered into dfull under SP) and adds to
+// this rank's dinp; a column-parallel one's input gradient joins the layer's before the group's sum.
 void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
+  using model::BlockMatmul;
   const int u = 1 + l;
   Layer& L = layer(l);
   const Tensor x = block_input(l);
   const Tensor dfch = a_.dbig;
   const Tensor dqkv(a_.dbig.data, dtype_, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd} / tp_});
-  row_parallel_backward(ctx_, dfch, a_.dfull, param(g, u, kFcProjW), param(g, u, kFcProjB), a_.dres, L.fch_gelu,
+  const Tensor dout = sp_ ? a_.dfull : a_.dres;  // a row-parallel layer's whole dout, once it ran
+  row_parallel_backward(ctx_, dfch, a_.dfull, grad(g, u, kFcProjW), grad(g, u, kFcProjB), a_.dres, L.fch_gelu,
                         param(w, u, kFcProjW), WeightLayout::kInOut);
+  if (lora_) lora_->backward(BlockMatmul::kMlpDown, L.fch_gelu, dout, dfch);
   be_.gelu_backward(dfch, L.fch, dfch);
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kFcW), param(g, u, kFcB), dfch, input_of(L.ln2),
-                           param(w, u, kFcW), WeightLayout::kInOut);
-  norm_backward(a_.dtmp, param(g, u, kLn2W), param(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W), L.ln2_mean,
+  const Tensor ln2 = input_of(L.ln2);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, grad(g, u, kFcW), grad(g, u, kFcB), dfch, ln2, param(w, u, kFcW),
+                           WeightLayout::kInOut, lora_backward(BlockMatmul::kMlpUp, ln2, dfch));
+  norm_backward(a_.dtmp, grad(g, u, kLn2W), grad(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W), L.ln2_mean,
                 L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
-  row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kAttnProjW), param(g, u, kAttnProjB), a_.dres, L.atty,
+  row_parallel_backward(ctx_, a_.datty, a_.dfull, grad(g, u, kAttnProjW), grad(g, u, kAttnProjB), a_.dres, L.atty,
                         param(w, u, kAttnProjW), WeightLayout::kInOut);
+  if (lora_) lora_->backward(BlockMatmul::kAttnOut, L.atty, dout, a_.datty);
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_, segments_.tensor());
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, param(g, u, kAttnW), param(g, u, kAttnB), dqkv, input_of(L.ln1),
-                           param(w, u, kAttnW), WeightLayout::kInOut);
-  norm_backward(a_.dtmp, param(g, u, kLn1W), param(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);
+  const Tensor ln1 = input_of(L.ln1);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, grad(g, u, kAttnW), grad(g, u, kAttnB), dqkv, ln1, param(w, u, kAttnW),
+                           WeightLayout::kInOut, lora_backward(BlockMatmul::kQkv, ln1, dqkv));
+  norm_backward(a_.dtmp, grad(g, u, kLn1W), grad(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
 }
 
@@ -220,12 +256,12 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
   if (heads_) {
     ce_.backward(ctx_, a_.logits, a_.logits, dloss);  // dlogits in place
     w = params.unit(0), g = grads.unit(0);
-    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w),
-                             WeightLayout::kOutIn);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, g.empty() ? Tensor() : head(g), Tensor(), a_.logits,
+                             input_of(a_.lnf), head(w), WeightLayout::kOutIn);
     params.release(0);
     if (!embeds_) grads.unit_done(0);  // the last stage's copy of wte's shard: final for this pass
     w = params.unit(last), g = grads.unit(last);
-    norm_backward(a_.dres, param(g, last, kLnfW), param(g, last, kLnfB), a_.dln, a_.layers.back().res3,
+    norm_backward(a_.dres, grad(g, last, kLnfW), grad(g, last, kLnfB), a_.dln, a_.layers.back().res3,
                   param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
     params.release(last);
     grads.unit_done(last);
@@ -233,15 +269,18 @@ void Gpt2Tp::backward(model::ParamSource& params, model::GradSink& grads, float 
   for (int l = end_ - 1; l >= first_; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
+    if (lora_) lora_->begin_block(l, true);
     recompute_block(l, w);
     block_backward(l, w, g);
     params.release(1 + l);
     grads.unit_done(1 + l);
+    if (lora_) lora_->end_block(l, true);
   }
   if (!embeds_) return;
   g = grads.unit(0);
-  vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), sp_ ? a_.dres : btc(a_.dres),
-                                    sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
+  if (!g.empty())  // a frozen embedding (LoRA's base) needs no gradient
+    vocab_parallel_embedding_backward(ctx_, param(g, 0, kWte), param(g, 0, kWpe), sp_ ? a_.dres : btc(a_.dres),
+                                      sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
   grads.unit_done(0);
 }
 

@@ -13,6 +13,9 @@
 // embedding on the first and the final norm, head and loss on the last; the stage boundary tensors
 // (stage_input() ... stage_input_grad()) are what this TP rank holds of the residual stream: [B*T, C],
 // or its [B*T/tp, C] rows under SP, so TP rank r of one stage talks to TP rank r of the next.
+// LoRA (model/lora.hpp): the adapters on this rank's shard join each column-parallel layer's output and
+// each row-parallel layer's partial sum, and their input gradients join the layers' before the group's
+// reduction; a frozen base (empty gradient units) computes no weight gradient and no collective for one.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +54,8 @@ class Gpt2Tp final : public model::Model {
   DType compute_dtype() const override { return dtype_; }
   // data.document_mask: the same starts on every TP rank (all hold the whole sequence in attention).
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
+  // The adapters of this rank's shard (Lora built with tp = the group's size, rank = this rank's).
+  void set_lora(model::Lora* lora) override;
   std::size_t activation_bytes() const override { return arena_.bytes() + segments_.bytes(); }
   // The same for any shape and degree, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
@@ -67,7 +72,8 @@ class Gpt2Tp final : public model::Model {
   struct Acts {
     backend::Tensor rows, encoded, lnf, lnf_mean, lnf_rstd, logits;  // logits [B,T,Vs]
     backend::Tensor proj, dres, dtmp, dln, datty, dbig;
-    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch (gathered inputs, sums) and [2C] norm gradients
+    backend::Tensor full, dfull;  // SP only: [B*T, C] scratch (gathered inputs, sums)
+    backend::Tensor dnorm;        // [2C] f32: a norm's partial gradients under SP, or a frozen norm's (dropped)
     std::vector<Layer> layers;
   };
   void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dbias,
@@ -87,6 +93,11 @@ class Gpt2Tp final : public model::Model {
   void block_backward(int l, const backend::Tensor& w, const backend::Tensor& g);
   void recompute_block(int l, const backend::Tensor& w);  // what backward needs, per the Recompute mode
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
+  backend::Tensor grad(const backend::Tensor& g, int u, int k) const;  // empty for a frozen unit (g empty)
+  // LoRA's part of a row-parallel layer's partial sum (forward) and of a column-parallel layer's partial
+  // input gradient (backward) on matmul m, x its input as the adapter takes it; empty without LoRA.
+  BeforeReduce lora_forward(model::BlockMatmul m, const backend::Tensor& x);
+  BeforeReduce lora_backward(model::BlockMatmul m, const backend::Tensor& x, const backend::Tensor& dy);
   backend::Tensor head(const backend::Tensor& unit) const;  // wte's own Vs rows, without the zero row
 
   backend::Backend& be_;
@@ -105,6 +116,7 @@ class Gpt2Tp final : public model::Model {
   Acts a_;
   VocabParallelCrossEntropy ce_;
   bool ready_for_backward_ = false;
+  model::Lora* lora_ = nullptr;  // LoRA adapters, or none
 };
 
 }  // namespace zt::tp

@@ -37,18 +37,21 @@ void column_parallel_forward(const TpContext& ctx, Tensor out, Tensor inp, Tenso
 }
 
 void column_parallel_backward(const TpContext& ctx, Tensor dinp, Tensor dfull, Tensor dweight, Tensor dbias, Tensor dout,
-                              Tensor full, Tensor weight, backend::WeightLayout layout) {
+                              Tensor full, Tensor weight, backend::WeightLayout layout, const BeforeReduce& before) {
   // Each rank's dout_r @ W_r^T is its columns' share of dinp: summed over the group (and, under SP,
   // each rank keeps the sum of its own rows).
-  ctx.be.matmul_backward(ctx.sequence_parallel ? dfull : dinp, dweight, dbias, dout, full, weight, layout);
+  const Tensor partial = ctx.sequence_parallel ? dfull : dinp;
+  ctx.be.matmul_backward(partial, dweight, dbias, dout, full, weight, layout);
+  if (before) before(partial);
   if (ctx.sequence_parallel) reduce_scatter_rows(ctx, dfull, dinp);
   else all_reduce_sum(ctx, dinp);
 }
 
 void row_parallel_forward(const TpContext& ctx, Tensor out, Tensor partial, Tensor inp, Tensor weight, Tensor bias,
-                          backend::WeightLayout layout) {
+                          backend::WeightLayout layout, const BeforeReduce& before) {
   const Tensor sum = ctx.sequence_parallel ? partial : out;
   ctx.be.matmul_forward(sum, inp, weight, ctx.group.rank() == 0 ? bias : Tensor{}, layout);
+  if (before) before(sum);
   if (ctx.sequence_parallel) reduce_scatter_rows(ctx, partial, out);
   else all_reduce_sum(ctx, out);
 }

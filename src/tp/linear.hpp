@@ -11,6 +11,8 @@
 // communicator widens each element to fp32, sums and rounds once.
 #pragma once
 
+#include <functional>
+
 #include "backend/backend.hpp"
 #include "dist/communicator.hpp"
 
@@ -22,21 +24,27 @@ struct TpContext {
   bool sequence_parallel = false;
 };
 
+// What joins a layer's result before the group sums it (LoRA's adapters, model/lora.hpp): called with the
+// tensor about to be reduced, in its layout ([N, .]: the whole rows, also under SP): a row-parallel
+// layer's partial output, a column-parallel layer's partial input gradient. Empty: nothing joins.
+using BeforeReduce = std::function<void(const backend::Tensor&)>;
+
 // inp: the layer input as this rank holds it ([N, IC]; under SP [N/tp, IC]). full [N, IC]: under SP the
 // scratch the gathered input is written to (backward reads it as `full`); otherwise pass inp again.
 void column_parallel_forward(const TpContext& ctx, backend::Tensor out, backend::Tensor inp, backend::Tensor full,
                              backend::Tensor weight, backend::Tensor bias, backend::WeightLayout layout);
 // dinp shaped as inp (written). dfull [N, IC]: scratch under SP (empty otherwise). full: as forward
-// left it. dweight, dbias +=.
+// left it. dweight, dbias +=; empty ones (a frozen weight) are not computed.
 void column_parallel_backward(const TpContext& ctx, backend::Tensor dinp, backend::Tensor dfull, backend::Tensor dweight,
                               backend::Tensor dbias, backend::Tensor dout, backend::Tensor full, backend::Tensor weight,
-                              backend::WeightLayout layout);
+                              backend::WeightLayout layout, const BeforeReduce& before = {});
 
 // out [N, OC] (under SP [N/tp, OC], with partial [N, OC] scratch for the sum before it is scattered;
 // otherwise pass out again). inp [N, IC/tp]. The bias (replicated) is added by TP rank 0 only, so the
 // sum holds it once.
 void row_parallel_forward(const TpContext& ctx, backend::Tensor out, backend::Tensor partial, backend::Tensor inp,
-                          backend::Tensor weight, backend::Tensor bias, backend::WeightLayout layout);
+                          backend::Tensor weight, backend::Tensor bias, backend::WeightLayout layout,
+                          const BeforeReduce& before = {});
 // dinp [N, IC/tp] (written). dout as out; under SP dfull [N, OC] is scratch for the gathered dout
 // (empty otherwise). dweight, dbias +=.
 void row_parallel_backward(const TpContext& ctx, backend::Tensor dinp, backend::Tensor dfull, backend::Tensor dweight,

@@ -81,7 +81,8 @@ std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, mo
   }
   a.proj = c.take({R, C}), a.dres = c.take({R, C}), a.dtmp = c.take({R, C}), a.dln = c.take({R, C});
   a.datty = c.take({B, T, C / tp}), a.dbig = c.take({B, T, std::max(qkv_width, 2 * ffn)}), a.dact = c.take({B, T, ffn});
-  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C}), a.dnorm = c.stat({C});
+  if (sp) a.full = c.take({N, C}), a.dfull = c.take({N, C});
+  a.dnorm = c.stat({C});
   return c.used;
 }
 
@@ -96,12 +97,14 @@ Tensor LlamaTp::input_of(const Tensor& mine) {
 
 Tensor LlamaTp::btc(Tensor t) const { return Tensor(t.data, t.dtype, {B_, s_.seq_len, t.dim(-1)}); }
 
-// Under SP the norm's weight gradient from this rank's rows is partial: summed over the group first.
+// Under SP the norm's weight gradient from this rank's rows is partial: summed over the group first. A
+// frozen norm's (empty dweight: LoRA's base) goes to the scratch and is dropped, with no collective.
 void LlamaTp::norm_backward(const Tensor& dinp, const Tensor& dweight, const Tensor& dout, const Tensor& inp,
                             const Tensor& weight, const Tensor& rstd) {
-  if (!sp_) return be_.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
+  if (!sp_ && !dweight.empty()) return be_.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd);
   be_.fill_zero(a_.dnorm);
   be_.rmsnorm_backward(dinp, a_.dnorm, dout, inp, weight, rstd);
+  if (dweight.empty()) return;
   all_reduce_sum(ctx_, a_.dnorm);
   be_.accumulate(dweight, a_.dnorm);
 }
@@ -119,6 +122,29 @@ Tensor LlamaTp::qkv_bias(const Tensor& unit, int u) const {
   return Tensor(param(unit, u, kQBias).data, unit.dtype, {qkv_width_});  // q_r|k_r|v_r's biases, adjacent
 }
 
+Tensor LlamaTp::grad(const Tensor& g, int u, int k) const { return g.empty() ? Tensor() : param(g, u, k); }
+
+Tensor LlamaTp::fused_grad(const Tensor& g, int u, int k, std::int64_t rows) const {
+  return g.empty() ? Tensor() : fused(g, u, k, rows);
+}
+
+void LlamaTp::set_lora(model::Lora* lora) {
+  ZT_CHECK(lora == nullptr || lora->tp() == tp_, "LlamaTp: adapters cut for tp=", lora ? lora->tp() : 0,
+           " on a group of ", tp_);
+  lora_ = lora;
+  if (lora_) lora_->set_group_sum([this](const Tensor& t) { all_reduce_sum(ctx_, t); });
+}
+
+BeforeReduce LlamaTp::lora_forward(model::BlockMatmul m, const Tensor& x) {
+  if (!lora_) return {};
+  return [this, m, x](const Tensor& partial) { lora_->forward(m, x, partial); };
+}
+
+BeforeReduce LlamaTp::lora_backward(model::BlockMatmul m, const Tensor& x, const Tensor& dy) {
+  if (!lora_) return {};
+  return [this, m, x, dy](const Tensor& dx) { lora_->backward(m, x, dy, dx); };
+}
+
 Tensor LlamaTp::vocab_rows(Tensor table) const {
   table.shape[0] = Vs_;
   return table;
@@ -129,21 +155,28 @@ Tensor LlamaTp::head(const Tensor& unit) const {
 }
 
 // As model::Llama::block_forward: q_r|k_r|v_r and gate_r|up_r column-parallel (this rank's heads and
-// units, adjacent in its shard), o and down row-parallel.
+// units, adjacent in its shard), o and down row-parallel; LoRA as in Gpt2Tp::block_forward (q|k|v's
+// before RoPE, as PEFT adapts q_proj's and k_proj's outputs).
 void LlamaTp::block_forward(int l, const Tensor& w) {
+  using model::BlockMatmul;
   const int u = 1 + l;
   Layer& L = layer(l);
   const Tensor x = block_input(l);
   be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
-  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), qkv_bias(w, u), kOutIn);
+  column_parallel_forward(ctx_, L.qkv, L.ln1, sp_ ? a_.full : L.ln1, fused(w, u, kQ, qkv_width_), qkv_bias(w, u),
+                          kOutIn);
+  if (lora_) lora_->forward(BlockMatmul::kQkv, sp_ ? a_.full : L.ln1, L.qkv);
   be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
   be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_), segments_.tensor());
-  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn,
+                       lora_forward(BlockMatmul::kAttnOut, L.atty));
   be_.add(L.res2, x, a_.proj);
   be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
   column_parallel_forward(ctx_, L.gu, L.ln2, sp_ ? a_.full : L.ln2, fused(w, u, kGate, 2 * ffn_), Tensor(), kOutIn);
+  if (lora_) lora_->forward(BlockMatmul::kMlpUp, sp_ ? a_.full : L.ln2, L.gu);
   be_.swiglu_forward(L.act, L.gu);
-  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
+  row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn,
+                       lora_forward(BlockMatmul::kMlpDown, L.act));
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -157,8 +190,10 @@ void LlamaTp::run_forward(const std::int32_t* tokens, model::ParamSource& params
     params.release(0);
   }
   for (int l = first_; l < end_; ++l) {
+    if (lora_) lora_->begin_block(l, false);
     block_forward(l, params.unit(1 + l));
     params.release(1 + l);
+    if (lora_) lora_->end_block(l, false);
   }
   if (!has_head_) return;
   Tensor fin = params.unit(last);
@@ -188,24 +223,31 @@ std::vector<float> LlamaTp::forward_logits(const std::int32_t* tokens, model::Pa
   return has_head_ ? gather_logits(ctx_, a_.logits, s_.vocab_size) : std::vector<float>{};
 }
 
+// LoRA as in Gpt2Tp::block_backward (q|k|v's adapters take the gradient before RoPE, as they joined).
 void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
+  using model::BlockMatmul;
   const int u = 1 + l;
   Layer& L = layer(l);
   const Tensor x = block_input(l);
   const std::int64_t T = s_.seq_len;
   const Tensor dgu(a_.dbig.data, dtype_, {B_, T, 2 * ffn_}), dqkv(a_.dbig.data, dtype_, {B_, T, qkv_width_});
-  row_parallel_backward(ctx_, a_.dact, a_.dfull, param(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
+  const Tensor dout = sp_ ? a_.dfull : a_.dres;  // a row-parallel layer's whole dout, once it ran
+  row_parallel_backward(ctx_, a_.dact, a_.dfull, grad(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
+  if (lora_) lora_->backward(BlockMatmul::kMlpDown, L.act, dout, a_.dact);
   be_.swiglu_backward(dgu, L.gu, a_.dact);
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kGate, 2 * ffn_), Tensor(), dgu, input_of(L.ln2),
-                           fused(w, u, kGate, 2 * ffn_), kOutIn);
-  norm_backward(a_.dtmp, param(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
+  const Tensor ln2 = input_of(L.ln2);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused_grad(g, u, kGate, 2 * ffn_), Tensor(), dgu, ln2,
+                           fused(w, u, kGate, 2 * ffn_), kOutIn, lora_backward(BlockMatmul::kMlpUp, ln2, dgu));
+  norm_backward(a_.dtmp, grad(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
-  row_parallel_backward(ctx_, a_.datty, a_.dfull, param(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
+  row_parallel_backward(ctx_, a_.datty, a_.dfull, grad(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
+  if (lora_) lora_->backward(BlockMatmul::kAttnOut, L.atty, dout, a_.datty);
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, static_cast<int>(heads_), segments_.tensor());
   be_.rope_backward(dqkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
-  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused(g, u, kQ, qkv_width_), qkv_bias(g, u), dqkv, input_of(L.ln1),
-                           fused(w, u, kQ, qkv_width_), kOutIn);
-  norm_backward(a_.dtmp, param(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
+  const Tensor ln1 = input_of(L.ln1);
+  column_parallel_backward(ctx_, a_.dln, a_.dfull, fused_grad(g, u, kQ, qkv_width_), qkv_bias(g, u), dqkv, ln1,
+                           fused(w, u, kQ, qkv_width_), kOutIn, lora_backward(BlockMatmul::kQkv, ln1, dqkv));
+  norm_backward(a_.dtmp, grad(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
 }
 
@@ -218,15 +260,17 @@ void LlamaTp::head_backward(model::ParamSource& params, model::GradSink& grads, 
   if (s_.tie_embeddings) {
     w = params.unit(0);
     g = grads.unit(0);
-    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), kOutIn);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, g.empty() ? Tensor() : head(g), Tensor(), a_.logits,
+                             input_of(a_.lnf), head(w), kOutIn);
     params.release(0);
     if (!embeds_) grads.unit_done(0);  // the last stage's copy of embed_tokens' shard: final for this pass
   }
   w = params.unit(last);
   g = grads.unit(last);
   if (!s_.tie_embeddings)
-    column_parallel_backward(ctx_, a_.dln, a_.dfull, head(g), Tensor(), a_.logits, input_of(a_.lnf), head(w), kOutIn);
-  norm_backward(a_.dres, param(g, last, kNormF), a_.dln, a_.layers.back().res3, param(w, last, kNormF), a_.lnf_rstd);
+    column_parallel_backward(ctx_, a_.dln, a_.dfull, g.empty() ? Tensor() : head(g), Tensor(), a_.logits,
+                             input_of(a_.lnf), head(w), kOutIn);
+  norm_backward(a_.dres, grad(g, last, kNormF), a_.dln, a_.layers.back().res3, param(w, last, kNormF), a_.lnf_rstd);
   params.release(last);
   grads.unit_done(last);
 }
@@ -252,15 +296,18 @@ void LlamaTp::backward(model::ParamSource& params, model::GradSink& grads, float
   for (int l = end_ - 1; l >= first_; --l) {
     w = params.unit(1 + l);
     g = grads.unit(1 + l);
+    if (lora_) lora_->begin_block(l, true);
     recompute_block(l, w);
     block_backward(l, w, g);
     params.release(1 + l);
     grads.unit_done(1 + l);
+    if (lora_) lora_->end_block(l, true);
   }
   if (!embeds_) return;
   g = grads.unit(0);
-  vocab_parallel_embedding_backward(ctx_, param(g, 0, 0), Tensor(), sp_ ? a_.dres : btc(a_.dres),
-                                    sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
+  if (!g.empty())  // a frozen embedding (LoRA's base) needs no gradient
+    vocab_parallel_embedding_backward(ctx_, param(g, 0, 0), Tensor(), sp_ ? a_.dres : btc(a_.dres),
+                                      sp_ ? btc(a_.dfull) : Tensor(), a_.rows);
   grads.unit_done(0);
 }
 

@@ -7,6 +7,8 @@
 // Compute dtype and recompute modes as tp::Gpt2Tp (activations and their collectives in the compute
 // dtype, statistics and gradients f32; gradients bit-identical in every recompute mode).
 // Pipeline stages as tp::Gpt2Tp (the boundary tensors are this rank's [R, C] of the residual stream).
+// LoRA and a frozen base as tp::Gpt2Tp (Llama's fused q|k|v and gate|up: each module's adapter on this
+// rank's heads and units).
 #pragma once
 
 #include <cstdint>
@@ -42,6 +44,7 @@ class LlamaTp final : public model::Model {
   DType compute_dtype() const override { return dtype_; }
   // data.document_mask: the same starts on every TP rank (all hold the whole sequence in attention).
   void set_segment_starts(const std::int32_t* starts) override { segments_.set(be_, starts, B_, s_.seq_len); }
+  void set_lora(model::Lora* lora) override;  // as Gpt2Tp::set_lora
   std::size_t activation_bytes() const override { return arena_.bytes() + segments_.bytes(); }
   // The same for any shape and degree, allocating nothing (for the memory planner).
   static std::size_t activation_bytes(const model::GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
@@ -55,7 +58,8 @@ class LlamaTp final : public model::Model {
   struct Acts {
     backend::Tensor rows, inv_freq, encoded, lnf, lnf_rstd, logits;
     backend::Tensor proj, dres, dtmp, dln, datty, dbig, dact;
-    backend::Tensor full, dfull, dnorm;  // SP only: [B*T, C] scratch and [C] norm gradient
+    backend::Tensor full, dfull;  // SP only: [B*T, C] scratch
+    backend::Tensor dnorm;        // [C] f32: a norm's partial gradient under SP, or a frozen norm's (dropped)
     std::vector<Layer> layers;
   };
   void norm_backward(const backend::Tensor& dinp, const backend::Tensor& dweight, const backend::Tensor& dout,
@@ -76,6 +80,12 @@ class LlamaTp final : public model::Model {
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
   backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows) const;  // adjacent weights
   backend::Tensor qkv_bias(const backend::Tensor& unit, int u) const;  // empty without shape.qkv_bias
+  // Gradient views, empty for a frozen unit (g empty: LoRA's base).
+  backend::Tensor grad(const backend::Tensor& g, int u, int k) const;
+  backend::Tensor fused_grad(const backend::Tensor& g, int u, int k, std::int64_t rows) const;
+  // LoRA's hooks, as Gpt2Tp's.
+  BeforeReduce lora_forward(model::BlockMatmul m, const backend::Tensor& x);
+  BeforeReduce lora_backward(model::BlockMatmul m, const backend::Tensor& x, const backend::Tensor& dy);
   backend::Tensor vocab_rows(backend::Tensor table) const;  // a vocabulary table's Vs rows, without the zero row
   int head_unit() const { return s_.tie_embeddings ? 0 : s_.n_layer + 1; }
   backend::Tensor head(const backend::Tensor& unit) const;
@@ -95,6 +105,7 @@ class LlamaTp final : public model::Model {
   backend::Buffer arena_;
   Acts a_;
   VocabParallelCrossEntropy ce_;
+  model::Lora* lora_ = nullptr;  // LoRA adapters, or none
   bool ready_for_backward_ = false;
 };
 

@@ -36,7 +36,8 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
 }
 
 model::Lora& LoraBase::attach(optim::ZeroEngine& adapter_engine, int micro_batch) {
-  lora_ = std::make_unique<model::Lora>(backend_, adapter_part_, spec_, micro_batch, compute_);
+  const int tp = part_ ? part_->grid.tp : 1, tp_rank = part_ ? part_->grid.tp_rank() : 0;  // its TP shard
+  lora_ = std::make_unique<model::Lora>(backend_, adapter_part_, spec_, micro_batch, compute_, tp, tp_rank);
   adapter_params_ = std::make_unique<ZeroParams>(adapter_engine);
   adapter_grads_ = std::make_unique<ZeroGrads>(adapter_engine);
   lora_->bind(adapter_params_.get(), adapter_grads_.get());

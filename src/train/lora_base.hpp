@@ -1,9 +1,10 @@
 // A LoRA run's model state beside the trainer's engine: the frozen base (its own parameter-only ZeRO
 // engine: compute dtype, replicated at stages 0-2, sharded and gathered per unit at stage 3), the
 // adapter table the trainer's engine optimises, and the model::Lora that applies the adapters. Under a
-// pipeline (parallel.pp > 1) a rank holds its stages' part of both: the base through the model's
-// ShardMap, the adapters of its blocks through their own (shard_map.hpp), so the checkpoint's adapters
-// and the base's hash stay those of the whole model.
+// pipeline (parallel.pp > 1) or tensor parallelism (parallel.tp > 1) a rank holds its part of both (its
+// stages', its TP shard, or both): the base through the model's ShardMap, the adapters (their TP shard:
+// model/tp_split.hpp) through their own (shard_map.hpp), so the checkpoint's adapters and the base's
+// hash stay those of the whole model.
 #pragma once
 
 #include <memory>
@@ -32,7 +33,7 @@ class FrozenGrads final : public model::GradSink {
 class LoraBase {
  public:
   // base: the whole model's table; comm: the data-parallel group (the base is sharded over it at
-  // train.zero_stage 3 only); part: this rank's part of the model (parallel.pp > 1), null for the whole.
+  // train.zero_stage 3 only); part: this rank's part of the model (parallel.pp or tp > 1), null for the whole.
   LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
            const model::ParamTable& base, DType compute, const ShardMap* part = nullptr);
 

@@ -62,8 +62,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                                plan::recompute_mode(config.train.recompute), compute);
   }
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
-  // LoRA: the adapters are what the engine optimises and the checkpoint holds (parallel.tp = 1: LoRA
-  // with tensor parallelism is refused at start-up); under a pipeline, those of this rank's blocks.
+  // LoRA: the adapters are what the engine optimises and the checkpoint holds; under a pipeline those of
+  // this rank's blocks, under parallel.tp > 1 their TP shard (LoraBase's adapter ShardMap).
   if (config.lora.rank > 0)
     lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, compute, shard_map_ ? &*shard_map_ : nullptr);
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();

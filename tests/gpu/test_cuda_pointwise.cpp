@@ -32,6 +32,20 @@ TEST_F(CudaPointwise, DropoutDropsTheCpusElements) {
   }
 }
 
+// A column block of a wider matrix (row_stride: a TP rank's input columns) drops the CPU's elements too.
+TEST_F(CudaPointwise, DropoutWithARowStrideDropsTheCpusElements) {
+  const std::int64_t rows = 129, block = 40, stride = 3 * block;
+  const auto x = randn(rows * block, 71);
+  Tensor g_x = gpu(x, {rows, block}, DType::kF32);
+  Tensor g_y = gpu(std::vector<float>(rows * block), {rows, block}, DType::kF32);
+  gpu_->dropout(g_y, g_x, 0.3f, 1234, 99, 7 + block, stride);
+  Tensor c_x = cpu(x, {rows, block}), c_y = cpu(std::vector<float>(rows * block), {rows, block});
+  cpu_->dropout(c_y, c_x, 0.3f, 1234, 99, 7 + block, stride);
+  const std::vector<float> g = read(g_y), c = cpu_values(c_y);
+  for (std::int64_t i = 0; i < rows * block; ++i) ASSERT_EQ(g[i] == 0.0f, c[i] == 0.0f) << "element " << i;
+  ZT_EXPECT_CLOSE(g, c, 1e-6);
+}
+
 TEST_F(CudaPointwise, GeluForwardAndInPlaceBackwardMatchCpu) {
   for (const Precision& p : kPrecisions) {
     SCOPED_TRACE(std::string(dtype_name(p.x)));

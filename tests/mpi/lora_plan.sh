@@ -2,8 +2,9 @@
 # --plan understands LoRA: a 70B Llama (Llama 3.1 70B's shape, T=2048) in bf16 with rank-16 adapters on
 # every module, on 16 GB GPUs at ZeRO-3 with full recomputation: 16 ranks do not fit (exit 2, the fix
 # names 32 ranks), 32 fit, with the base as one frozen compute-dtype row (a 1/W slice) and only the adapters
-# holding gradients and optimizer state. On the CPU a tiny LoRA run's measured peak is within 5% of the plan
-# at ZeRO 0 and 3 (2 ranks).
+# holding gradients and optimizer state; the same 16 ranks as parallel.tp=8 x 2 (SP) fit, each holding 1/8
+# of the base and its TP shard of the adapters. On the CPU a tiny LoRA run's measured peak is within 5% of
+# the plan at ZeRO 0 and 3 (2 ranks; tests/mpi/lora_tp_training.sh checks tp=2).
 source "$(dirname "$0")/../lib.sh"
 cfg=$ZT_SOURCE/inputs/configs
 llama70b=(--config "$cfg/llama3.1-8b.ini" --model.n_layer=80 --model.n_head=64 --model.n_embd=8192 --model.ffn_hidden=28672
@@ -15,6 +16,11 @@ expect_in "$ZT_WORK/out" "would fit with: 32 ranks at train.zero_stage=3"
 expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=32
 expect_in "$ZT_WORK/out" "frozen base +4205.3 MiB +bf16, 1/W slice of each unit; no gradient, master or optimizer state"
 expect_in "$ZT_WORK/out" "adapter optimizer state +49.4 MiB"
+expect_in "$ZT_WORK/out" ": fits"
+expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16 --parallel.tp=8 --parallel.sequence_parallel=true
+expect_in "$ZT_WORK/out" "16 rank\(s\) = parallel.tp 8 x 2 data-parallel"
+expect_in "$ZT_WORK/out" "frozen base +8411.8 MiB"
+expect_in "$ZT_WORK/out" "residual rows \(SP\) \(\+ LoRA scratch\)$"
 expect_in "$ZT_WORK/out" ": fits"
 
 mkdir -p "$ZT_WORK/data"

@@ -58,7 +58,8 @@ class CpuBackend final : public Backend {
   double sum_of_squares(Tensor x) override;
   void cast(Tensor dst, Tensor src) override;
   void scale(Tensor x, float factor) override;
-  void dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first) override;
+  void dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
+               std::int64_t row_stride = 0) override;
 
  private:
   // Scratch for ops (attention's per-thread score tiles; in mixed precision the fp32 copies listed in

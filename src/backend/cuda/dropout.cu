@@ -1,5 +1,5 @@
 // Dropout with a counter-based mask on the GPU (backend.hpp): one element per thread in a grid-stride
-// loop; each thread runs Philox4x32-10 at its element's counter (core/rng.cpp's rounds and constants), so
+// loop; each thread runs Philox4x32-10 at its element's counter (first + row * row_stride + col) (core/rng.cpp's rounds and constants), so
 // the mask is the CPU backend's bit for bit. Math in fp32, one rounding on store; out may alias inp
 // (each element is read before the same thread writes it).
 #include "backend/cuda/check.hpp"
@@ -32,26 +32,30 @@ __device__ __forceinline__ std::uint32_t philox_word0(std::uint64_t k, std::uint
 
 template <typename T>
 __global__ void dropout_kernel(T* out, const T* inp, std::int64_t n, std::uint32_t threshold, float keep_scale,
-                               std::uint64_t seed, std::uint64_t stream, std::uint64_t first) {
+                               std::uint64_t seed, std::uint64_t stream, std::uint64_t first, std::int64_t width,
+                               std::int64_t row_stride) {
   for (std::int64_t i = grid_start(); i < n; i += grid_step()) {
-    const bool keep = philox_word0(first + static_cast<std::uint64_t>(i), stream, seed) >= threshold;
+    const std::uint64_t k = first + static_cast<std::uint64_t>(i / width * row_stride + i % width);
+    const bool keep = philox_word0(k, stream, seed) >= threshold;
     out[i] = from_f32<T>(keep ? to_f32(inp[i]) * keep_scale : 0.0f);
   }
 }
 
 }  // namespace
 
-void CudaBackend::dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first) {
+void CudaBackend::dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
+                          std::int64_t row_stride) {
   const char* op = "dropout";
   expect_same_numel(op, out, inp);
   expect_compute(op, "inp", inp, out.dtype);
   const std::uint32_t threshold = dropout_threshold(op, p);
-  const std::int64_t n = out.numel();
+  const std::int64_t n = out.numel(), width = out.rank == 0 ? 1 : out.dim(-1);
+  const std::int64_t stride = dropout_row_stride(op, out, row_stride);
   if (n == 0) return;
   dispatch_float(out.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     dropout_kernel<T><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(
-        static_cast<T*>(out.data), static_cast<const T*>(inp.data), n, threshold, 1.0f / (1.0f - p), seed, stream, first);
+        static_cast<T*>(out.data), static_cast<const T*>(inp.data), n, threshold, 1.0f / (1.0f - p), seed, stream, first, width, stride);
   });
   ZT_CUDA_LAUNCH_CHECK();
 }

@@ -1,6 +1,7 @@
 // Dropout on the CPU backend (LoRA's lora_dropout): the mask is Philox's (seed, stream, index) and
 // nothing else: the same for any thread count and for a slice started at its offset, another stream or
-// seed gives another mask, about p of the elements drop, the kept ones scale by 1/(1-p), in place too.
+// seed gives another mask, about p of the elements drop, the kept ones scale by 1/(1-p), in place too;
+// a block of columns with the whole width as row_stride gets the whole matrix's mask (a TP rank's).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -39,6 +40,27 @@ TEST(Dropout, MaskIsAFunctionOfSeedStreamAndIndexOnly) {
   one->dropout(z, y1, 0.0f, 7, 3, 0);  // p = 0 keeps everything unscaled
   EXPECT_EQ(std::memcmp(z.data, y1.data, z.bytes()), 0);
   EXPECT_THROW(one->dropout(z, y1, 1.0f, 7, 3, 0), Error);
+}
+
+TEST(Dropout, AColumnBlockWithTheWholeRowStrideGetsTheWholeMatrixsMask) {
+  auto be = make_cpu_backend(2);
+  Tensors ts(*be);
+  const std::int64_t rows = 37, width = 24, block = 8, at = 2 * block;  // rank 2 of 3: columns [16, 24)
+  const float p = 0.4f;
+  Tensor x = ts.randn({rows, width}, 2), whole = ts.zeros({rows, width});
+  be->dropout(whole, x, p, 11, 5, 1000);
+  std::vector<float> mine(static_cast<std::size_t>(rows * block));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < block; ++c) mine[r * block + c] = Tensors::f(x)[r * width + at + c];
+  Tensor part(mine.data(), DType::kF32, {rows, block});
+  be->dropout(part, part, p, 11, 5, 1000 + at, width);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < block; ++c)
+      ASSERT_EQ(mine[r * block + c], Tensors::f(whole)[r * width + at + c]) << "row " << r << ", column " << c;
+  Tensor same = ts.zeros({rows, width});
+  be->dropout(same, x, p, 11, 5, 1000, width);  // the row length itself: the contiguous mask
+  EXPECT_EQ(std::memcmp(same.data, whole.data, same.bytes()), 0);
+  EXPECT_THROW(be->dropout(part, part, p, 11, 5, 0, block - 1), Error);  // rows would overlap
 }
 
 }  // namespace

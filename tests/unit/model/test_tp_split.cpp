@@ -1,12 +1,15 @@
 // Megatron's split of every parameter: the kind each GPT-2 and Llama parameter gets, shards that cover
 // the global tensor exactly once (cut then place = identity, for tp 1, 2, 4), fused q|k|v shards holding
-// whole heads of each, and degrees that cannot split the model refused naming the ones that can.
+// whole heads of each, and degrees that cannot split the model refused naming the ones that can. LoRA's
+// adapter tables split as their base weights do (lora_B by a column-parallel base's outputs, lora_A by a
+// row-parallel base's inputs), with the same coverage guarantees.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 
 #include "core/error.hpp"
+#include "model/lora.hpp"
 #include "model/param_table.hpp"
 #include "model/tp_split.hpp"
 
@@ -17,6 +20,19 @@ using Kind = TpSplit::Kind;
 
 GptShape small_gpt2() { return GptShape::make(2, 4, 16, 100, 8); }
 GptShape small_llama(int n_kv_head) { return GptShape::make_llama(2, 8, 32, 100, 8, n_kv_head, 48, false, 1e-5, {}); }
+
+// Every module of the family adapted (rank 4).
+ParamTable all_adapters(const GptShape& shape) {
+  LoraSpec spec;
+  spec.rank = 4;
+  for (const LoraModule& m : lora_modules(shape)) spec.targets.push_back(m.name);
+  return lora_table(shape, spec);
+}
+
+// The model tables and the adapter tables of both families.
+std::vector<ParamTable> every_table() {
+  return {ParamTable(small_gpt2()), ParamTable(small_llama(4)), all_adapters(small_gpt2()), all_adapters(small_llama(4))};
+}
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -56,8 +72,8 @@ TEST(TpSplit, EveryLlamaParameterGetsMegatronsKind) {
 // Every parameter of both families: the tp shards, placed back, rebuild the tensor, and together hold
 // exactly its elements (a split parameter's shards are disjoint: 1/tp each).
 TEST(TpSplit, ShardsCoverEveryParameterExactlyOnce) {
-  for (const GptShape& shape : {small_gpt2(), small_llama(4)}) {
-    const ParamTable table(shape);
+  for (const ParamTable& table : every_table()) {
+    const GptShape& shape = table.shape();
     for (const ParamInfo& p : table.params()) {
       std::vector<float> global(p.numel);
       for (std::size_t i = 0; i < global.size(); ++i) global[i] = static_cast<float>(i) + 0.5f;
@@ -97,8 +113,7 @@ TEST(TpSplit, FusedQkvShardHoldsTheSameHeadsOfQKAndV) {
 // The runs of every rank's whole shard table cover the global buffer exactly once, and any local range's
 // values (cut from a global buffer of distinct values) are the global values at its runs.
 TEST(TpSplit, GlobalRunsCoverTheModelOnceAndLineUpWithTheShards) {
-  for (const GptShape& shape : {small_gpt2(), small_llama(4)}) {
-    const ParamTable global(shape);
+  for (const ParamTable& global : every_table()) {
     std::vector<float> values(global.numel());
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
     for (int tp : {1, 2, 4}) {
@@ -121,8 +136,8 @@ TEST(TpSplit, GlobalRunsCoverTheModelOnceAndLineUpWithTheShards) {
 // What a resume or initialisation reads: every local element once (replicated parameters on every
 // rank), the value tp_cut_flat puts there, except the vocabulary tables' zero rows, which map nowhere.
 TEST(TpSplit, SourceRunsFillEveryShardElementButTheZeroRows) {
-  for (const GptShape& shape : {small_gpt2(), small_llama(4)}) {
-    const ParamTable global(shape);
+  for (const ParamTable& global : every_table()) {
+    const GptShape& shape = global.shape();
     std::vector<float> values(global.numel());
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i + 1);
     for (int tp : {1, 2, 4}) {
@@ -145,6 +160,44 @@ TEST(TpSplit, SourceRunsFillEveryShardElementButTheZeroRows) {
         EXPECT_EQ(std::count_if(covered.begin(), covered.end(), [](int c) { return c > 1; }), 0);
       }
     }
+  }
+}
+
+TEST(TpSplit, AdaptersFollowTheirBaseWeightsSplit) {
+  const std::map<std::string, std::pair<Kind, int>> want{  // kind, cut axis
+      {"base_model.model.transformer.h.1.attn.c_attn.lora_A.weight", {Kind::kReplicated, 0}},
+      {"base_model.model.transformer.h.1.attn.c_attn.lora_B.weight", {Kind::kColumn, 0}},
+      {"base_model.model.transformer.h.1.attn.c_proj.lora_A.weight", {Kind::kRow, 1}},
+      {"base_model.model.transformer.h.1.attn.c_proj.lora_B.weight", {Kind::kReplicated, 0}},
+      {"base_model.model.transformer.h.1.mlp.c_fc.lora_B.weight", {Kind::kColumn, 0}},
+      {"base_model.model.transformer.h.1.mlp.c_proj.lora_A.weight", {Kind::kRow, 1}},
+      {"base_model.model.model.layers.0.self_attn.k_proj.lora_A.weight", {Kind::kReplicated, 0}},
+      {"base_model.model.model.layers.0.self_attn.k_proj.lora_B.weight", {Kind::kColumn, 0}},
+      {"base_model.model.model.layers.0.self_attn.o_proj.lora_A.weight", {Kind::kRow, 1}},
+      {"base_model.model.model.layers.0.mlp.up_proj.lora_B.weight", {Kind::kColumn, 0}},
+      {"base_model.model.model.layers.0.mlp.down_proj.lora_A.weight", {Kind::kRow, 1}},
+      {"base_model.model.model.layers.0.mlp.down_proj.lora_B.weight", {Kind::kReplicated, 0}}};
+  const ParamTable gpt2 = all_adapters(small_gpt2()), llama = all_adapters(small_llama(4));
+  for (const auto& [name, kind_dim] : want) {
+    const ParamTable& table = name.find("transformer") != std::string::npos ? gpt2 : llama;
+    const TpSplit split = tp_split_of(table.find(name), table.shape());
+    EXPECT_EQ(tp_kind_name(split.kind), std::string(tp_kind_name(kind_dim.first))) << name;
+    if (split.kind != Kind::kReplicated) {
+      EXPECT_EQ(split.dim, kind_dim.second) << name;
+    }
+  }
+  // c_attn's lora_B [3C, r]: rank r's rows are the output columns of its base shard, its heads' q, k, v.
+  const ParamTable base(small_gpt2());
+  const ParamInfo& w = base.find("transformer.h.0.attn.c_attn.weight");
+  const ParamInfo& b = gpt2.find("base_model.model.transformer.h.0.attn.c_attn.lora_B.weight");
+  std::vector<float> columns(static_cast<std::size_t>(w.shape[1])), rows(static_cast<std::size_t>(b.shape[0] * 4));
+  for (std::size_t i = 0; i < columns.size(); ++i) columns[i] = static_cast<float>(i);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i / 4);  // row o holds o
+  const TpSplit by_column{Kind::kColumn, 1, tp_split_of(w, base.shape()).segments};
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<float> mine = tp_cut(columns.data(), {1, w.shape[1]}, by_column, 2, r);
+    const std::vector<float> adapter = tp_cut(rows.data(), b.shape, tp_split_of(b, gpt2.shape()), 2, r);
+    for (std::size_t o = 0; o < mine.size(); ++o) EXPECT_EQ(adapter[o * 4], mine[o]) << "rank " << r << " row " << o;
   }
 }
 
