@@ -3,7 +3,6 @@
 // weighted form parses or is refused with the fix.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -49,15 +48,13 @@ TEST(BlendIndex, IsDeterministicAndAJumpEqualsTheReplay) {
   for (const BlendIndex::Position& p : in_order) EXPECT_EQ(p.index, next[p.corpus]++);
 }
 
-TEST(BlendIndex, AResumeAtTenToTheEightIsFast) {
+// Far into a run the counts still hold the weights to one window (the replay's speed is a benchmark:
+// tools/bench/loader/bench_blend).
+TEST(BlendIndex, CountsFarIntoARunHoldTheWeights) {
   BlendIndex index({0.7, 0.3});
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<std::uint64_t> counts = index.counts_before(100000000);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(counts[0] + counts[1], 100000000u);
-  EXPECT_LE(std::llabs(static_cast<long long>(counts[0]) - 70000000LL), 1);
-  EXPECT_LT(s, 5.0) << "replaying 10^8 windows took " << s << " s";
-  std::printf("replay of 10^8 windows (2 corpora): %.3f s\n", s);
+  const std::vector<std::uint64_t> counts = index.counts_before(10000000);
+  EXPECT_EQ(counts[0] + counts[1], 10000000u);
+  EXPECT_LE(std::llabs(static_cast<long long>(counts[0]) - 7000000LL), 1);
 }
 
 TEST(BlendedOrder, OneCorpusIsTheWindowOrder) {
