@@ -11,7 +11,7 @@
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/../ckpt/ckpt_lib.sh"  # make_tiny_data, close_losses
-source "$here/../mpi/parallel_lib.sh"  # run
+source "$here/../mpi/parallel_lib.sh"  # run, gpu_tp2_follows_cpu, llama
 
 require_cuda
 common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=4
@@ -19,14 +19,8 @@ common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=4
         --ckpt.every=5 --ckpt.overwrite=true --ckpt.resume=none)
 for family in gpt2 llama; do
   arch=()
-  [ $family = llama ] && arch=(--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48)
-  run "${family}_cpu" 1 "${arch[@]}"
-  run "${family}_tp2_s0" 2 "${arch[@]}" --train.device=cuda --dist.backend=mpi --parallel.tp=2 --train.zero_stage=0
-  expect_in "$ZT_WORK/out" "parallel.tp 2 x 1 data-parallel"
-  close_losses "$ZT_WORK/${family}_cpu.jsonl" "$ZT_WORK/${family}_tp2_s0.jsonl" 1e-4
-  run "${family}_tp2_s3" 2 "${arch[@]}" --train.device=cuda --dist.backend=mpi --parallel.tp=2 --train.zero_stage=3 \
-    --parallel.sequence_parallel=true
-  close_losses "$ZT_WORK/${family}_cpu.jsonl" "$ZT_WORK/${family}_tp2_s3.jsonl" 1e-4
+  [ $family = llama ] && arch=("${llama[@]}")
+  gpu_tp2_follows_cpu "$family" "${arch[@]}"
   echo "$family: tp=2 on the GPU follows the CPU's one-rank curve within 1e-4 (ZeRO 0; ZeRO 3 with SP)"
 done
 run gpt2_cpu_bf16 1 --train.precision=bf16
@@ -37,8 +31,7 @@ run gpt2_tp2_bf16_full 2 --train.device=cuda --dist.backend=mpi --parallel.tp=2 
   --parallel.sequence_parallel=true --train.recompute=full
 same_losses "$ZT_WORK/gpt2_tp2_bf16.jsonl" "$ZT_WORK/gpt2_tp2_bf16_full.jsonl"
 echo "bf16 at tp=2 on the GPU follows the CPU's bf16 curve; full recomputation is bit-identical"
-mkdir -p "$ZT_WORK/resumed.ckpt" && cp -r "$ZT_WORK/gpt2_tp2_s3.ckpt/step_00000005" "$ZT_WORK/resumed.ckpt/"
-run resumed 1 --train.device=cuda --ckpt.resume=auto
+run_resumed resumed 1 gpt2_tp2_s3 5 --train.device=cuda
 /usr/bin/python3 - "$ZT_WORK/gpt2_cpu.jsonl" "$ZT_WORK/resumed.jsonl" <<'PY' || fail "the tp=1 resume left the curve"
 import json, sys
 rows = lambda p: {o["step"]: o["loss"] for o in map(json.loads, open(p)) if "loss" in o}

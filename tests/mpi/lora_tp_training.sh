@@ -8,7 +8,7 @@
 # same tensors (1e-4), a tp=2
 # checkpoint resumes at tp=1 on the one-rank curve and a one-rank checkpoint at tp=2, and the memory plan
 # equals the tp=2 runs' peaks (5%); GPT-2 at pp=2 x tp=2 with SP follows the same curve.
-# More layouts: tools/bench/parallel/matrix.sh (set lora_tp).
+# More layouts: tools/bench/parallel/matrix.sh tensor lora (and pptp lora).
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "numpy not importable by /usr/bin/python3: the adapter comparison needs it"
@@ -59,13 +59,10 @@ adapters gpt2_pptp
 same_weights "$ZT_WORK/gpt2_ref.adapter/adapter_model.safetensors" "$ZT_WORK/gpt2_pptp.adapter/adapter_model.safetensors" "pp=2 x tp=2"
 
 # A tp=2 x dp=2 SP checkpoint (ZeRO 3) at step 3 resumes on one rank and continues the one-rank curve.
-mkdir -p "$ZT_WORK/to_tp1.ckpt" && cp -r "$ZT_WORK/gpt2_sp.ckpt/step_00000003" "$ZT_WORK/to_tp1.ckpt/"
-run to_tp1 1 --ckpt.resume=auto "${gpt2_lora[@]}"
-expect_in "$ZT_WORK/out" "resumed from .*step_00000003: step 3"
+run_resumed to_tp1 1 gpt2_sp 3 "${gpt2_lora[@]}"
 same_curve gpt2_ref to_tp1 4
 # ... and a one-rank checkpoint at step 3 resumes at tp=2 on the same curve.
-mkdir -p "$ZT_WORK/to_tp2.ckpt" && cp -r "$ZT_WORK/gpt2_ref.ckpt/step_00000003" "$ZT_WORK/to_tp2.ckpt/"
-run to_tp2 2 --ckpt.resume=auto "${gpt2_lora[@]}" --parallel.tp=2
+run_resumed to_tp2 2 gpt2_ref 3 "${gpt2_lora[@]}" --parallel.tp=2
 same_curve gpt2_ref to_tp2 4
 
 run llama_ref 1 --ckpt.resume=none "${llama_lora[@]}"

@@ -19,6 +19,16 @@ run() {
     --ckpt.dir="$ZT_WORK/$name.ckpt" "$@"
 }
 
+# run_resumed NAME NP FROM STEP ARGS...: FROM's checkpoint at STEP copied into NAME's directory and run
+# there on NP ranks with ARGS (another layout, say); the run must say it resumed at STEP.
+run_resumed() {
+  local name=$1 np=$2 from=$3 step=$4; shift 4
+  local dir; dir=$(printf 'step_%08d' "$step")
+  mkdir -p "$ZT_WORK/$name.ckpt" && cp -r "$ZT_WORK/$from.ckpt/$dir" "$ZT_WORK/$name.ckpt/"
+  run "$name" "$np" --ckpt.resume=auto "$@"
+  expect_in "$ZT_WORK/out" "resumed from .*$dir: step $step"
+}
+
 # same_curve BASE GOT [FIRST_STEP [TOLERANCE]]: GOT's steps' losses, gradient norms and validation losses
 # (from $ZT_WORK/NAME.jsonl) equal BASE's within TOLERANCE relative (1e-5; 0: bit-identical as printed,
 # 9 significant digits), from FIRST_STEP on; the gradient clipping must have acted (optim.grad_clip, the
@@ -62,4 +72,18 @@ for k in a:
     assert worst <= 1e-4, f"{k}: relative difference {worst:.2e}"
 print(f"model.h5: {len(a)} tensors in the same global shapes and values")
 PY
+}
+
+# gpu_tp2_follows_cpu NAME ARGS...: run NAME_cpu on one CPU rank, then tp=2 on the GPU (two ranks sharing
+# it over host-staged MPI) at ZeRO 0 and at ZeRO 3 with sequence parallelism, each within 1e-4 relative
+# of the CPU's losses (tests/gpu/*_on_gpu.sh; close_losses from tests/ckpt/ckpt_lib.sh).
+gpu_tp2_follows_cpu() {
+  local name=$1; shift
+  run "${name}_cpu" 1 "$@"
+  run "${name}_tp2_s0" 2 "$@" --train.device=cuda --dist.backend=mpi --parallel.tp=2 --train.zero_stage=0
+  expect_in "$ZT_WORK/out" "parallel.tp 2 x 1 data-parallel"
+  close_losses "$ZT_WORK/${name}_cpu.jsonl" "$ZT_WORK/${name}_tp2_s0.jsonl" 1e-4
+  run "${name}_tp2_s3" 2 "$@" --train.device=cuda --dist.backend=mpi --parallel.tp=2 --train.zero_stage=3 \
+    --parallel.sequence_parallel=true
+  close_losses "$ZT_WORK/${name}_cpu.jsonl" "$ZT_WORK/${name}_tp2_s3.jsonl" 1e-4
 }

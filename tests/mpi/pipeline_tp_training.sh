@@ -35,9 +35,7 @@ same_curve llama_ref llama_pptp
 # the one-rank checkpoint -> pp2 x tp2.
 resume_on() {  # resume_on NAME FROM NP ARGS...: continues FROM's step-5 checkpoint on NP ranks
   local name=$1 from=$2 np=$3; shift 3
-  mkdir -p "$ZT_WORK/$name.ckpt" && cp -r "$ZT_WORK/$from.ckpt/step_00000005" "$ZT_WORK/$name.ckpt/"
-  run "$name" "$np" --ckpt.resume=auto "$@"
-  expect_in "$ZT_WORK/out" "resumed from .*step_00000005: step 5"
+  run_resumed "$name" "$np" "$from" 5 "$@"
   same_curve gpt2_ref "$name" 6
 }
 resume_on to_one gpt2_pptp 1

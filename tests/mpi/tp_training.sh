@@ -34,19 +34,15 @@ run llama_tp2_z3 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero
 same_curve llama_ref llama_tp2_z3
 
 # Resharding through the checkpoint: tp=2 x dp=2 (ZeRO 3) at step 5 -> tp=1 x dp=4 (ZeRO 1) ...
-mkdir -p "$ZT_WORK/to_tp1.ckpt" && cp -r "$ZT_WORK/gpt2_tp2_z3.ckpt/step_00000005" "$ZT_WORK/to_tp1.ckpt/"
-run to_tp1 4 --ckpt.resume=auto --train.zero_stage=1
-expect_in "$ZT_WORK/out" "resumed from .*step_00000005: step 5"
+run_resumed to_tp1 4 gpt2_tp2_z3 5 --train.zero_stage=1
 same_curve gpt2_ref to_tp1 6
 # On the same grid the resume is bit-identical (the same reductions in the same order).
-mkdir -p "$ZT_WORK/same.ckpt" && cp -r "$ZT_WORK/gpt2_tp2_z3.ckpt/step_00000005" "$ZT_WORK/same.ckpt/"
-run same 4 --ckpt.resume=auto --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
+run_resumed same 4 gpt2_tp2_z3 5 --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
 same_curve gpt2_tp2_z3 same 6 0
 # ... and dp=4 (ZeRO 2, four optimizer shards) at step 5 -> tp=2 x dp=2 with the optimizer state offloaded
 # to the host (train.offload=optimizer keeps working under TP).
 run gpt2_dp4 4 --ckpt.resume=none --train.zero_stage=2 --train.stop_at_step=5
-mkdir -p "$ZT_WORK/dp4_to_tp2.ckpt" && cp -r "$ZT_WORK/gpt2_dp4.ckpt/step_00000005" "$ZT_WORK/dp4_to_tp2.ckpt/"
-run dp4_to_tp2 4 --ckpt.resume=auto --parallel.tp=2 --train.zero_stage=1 --train.offload=optimizer
+run_resumed dp4_to_tp2 4 gpt2_dp4 5 --parallel.tp=2 --train.zero_stage=1 --train.offload=optimizer
 same_curve gpt2_ref dp4_to_tp2 6
 # model.h5 holds the global model: exported, a tp=2 run's final weights equal the one-rank run's (1e-4).
 for r in gpt2_ref gpt2_tp2_z0; do
@@ -96,12 +92,9 @@ run gpt2_fp16_tp2 2 --ckpt.resume=none --train.precision=fp16 --parallel.tp=2
 same_curve gpt2_fp16_ref gpt2_fp16_tp2 1 1e-3
 # A bf16 tp=2 checkpoint (the fp32 master in the global shape) resumes on the same grid bit-identically
 # (the working bf16 shards are the master's rounding), and at tp=1 within the bf16 tolerance above.
-mkdir -p "$ZT_WORK/bf16_same.ckpt" "$ZT_WORK/bf16_tp1.ckpt"
-cp -r "$ZT_WORK/gpt2_bf16_tp2.ckpt/step_00000005" "$ZT_WORK/bf16_same.ckpt/"
-cp -r "$ZT_WORK/gpt2_bf16_tp2.ckpt/step_00000005" "$ZT_WORK/bf16_tp1.ckpt/"
-run bf16_same 2 --ckpt.resume=auto --train.precision=bf16 --parallel.tp=2
+run_resumed bf16_same 2 gpt2_bf16_tp2 5 --train.precision=bf16 --parallel.tp=2
 same_curve gpt2_bf16_tp2 bf16_same 6 0
-run bf16_tp1 1 --ckpt.resume=auto --train.precision=bf16
+run_resumed bf16_tp1 1 gpt2_bf16_tp2 5 --train.precision=bf16
 same_curve gpt2_bf16_ref bf16_tp1 6 5e-3
 
 # Recomputation under TP: the same losses and gradient norms as printed and byte-identical checkpoints

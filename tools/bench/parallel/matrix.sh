@@ -11,11 +11,10 @@
 #   tools/bench/parallel/matrix.sh pptp       pp x tp together (CI: tests/mpi/pipeline_tp_training.sh):
 #                                             pp 2-4 x tp 2-4, x dp2, ZeRO 0-1, sequence parallel,
 #                                             recompute, document masks, interleaved (vpp 2-3)
-#   tools/bench/parallel/matrix.sh lora       LoRA (dropout on; GPT-2 and every Llama module) on
-#                                             pp 2-3, x dp2, recompute, document masks, interleaved
-#   tools/bench/parallel/matrix.sh lora_tp    LoRA (every module, lora.dropout=0.1) under tp 2 and 4,
-#                                             sequence parallel, x dp up to 4, ZeRO 0-3, recompute,
-#                                             document masks, offload (CI: tests/mpi/lora_tp_training.sh)
+#   tools/bench/parallel/matrix.sh SET lora   the same layouts fine-tuning each family with LoRA: every
+#                                             module (rank 4, rsLoRA on Llama), lora.dropout=0.1, lr 1e-2,
+#                                             the frozen base from train.seed (CI: tests/mpi/pipeline_lora.sh,
+#                                             tests/mpi/lora_tp_training.sh)
 # (after tools/build.sh; needs up to 8 MPI ranks, oversubscribed; ZT_MATRIX_ONLY=REGEX runs the layouts
 # whose name matches). Prints one line per layout: its worst
 # difference as a fraction of its bound and PASS/FAIL: 1e-5 relative to one rank in fp32; in bf16 the
@@ -35,7 +34,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 base=(--model.n_layer=6 --model.n_head=2 --model.n_embd=32 --model.vocab_size=97 --model.seq_len=16 --train.device=cpu
       --train.threads=1 --optim.lr=3e-3 --optim.warmup_steps=2 --log.every=1 --data.train="$work/train_*.h5"
       --train.micro_batch=1 --train.max_steps=10 --optim.grad_clip=0.5 --optim.eps=1e-6 --ckpt.every=0 --ckpt.resume=none)
-axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor|pptp|lora|lora_tp}
+axis=${1:?usage: tools/bench/parallel/matrix.sh pipeline|tensor|pptp [lora]}
 # name|ranks|args (the data-parallel ranks' batch: global_batch = 4 micro-batches x dp)
 case $axis in
   pipeline)
@@ -100,44 +99,18 @@ case $axis in
       "pp2xvpp2xtp2|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --parallel.tp=2 --train.global_batch=4"
       "pp2xvpp3xtp2-sp|4|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
     ) ;;
-  lora)  # LoRA fine-tuning on the layouts (CI: tests/mpi/pipeline_lora.sh): dropout on, every module of
-         # Llama (rsLoRA), the frozen base from the seed; the adapters' learning rate 3x the base's
-    lora_args="--lora.rank=4 --lora.alpha=8 --lora.dropout=0.1 --optim.lr=1e-2"
-    families=(
-      "gpt2|$lora_args --lora.targets=c_attn,c_proj,c_fc"
-      "llama-untied|--model.arch=llama --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=48 $lora_args --lora.targets=q,k,v,o,gate,up,down --lora.rslora=true"
-    )
-    layouts=(
-      "pp2|2|--parallel.pp=2 --train.global_batch=4"
-      "pp3|3|--parallel.pp=3 --train.global_batch=4"
-      "pp2xdp2-z1|4|--parallel.pp=2 --train.global_batch=8 --train.zero_stage=1"
-      "pp2-full|2|--parallel.pp=2 --train.global_batch=4 --train.recompute=full"
-      "pp2-mask|2|--parallel.pp=2 --train.global_batch=4 --data.document_mask=true"
-      "pp2-vpp3|2|--parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=3 --train.global_batch=4"
-      "pp3-vpp2|3|--parallel.pp=3 --parallel.schedule=interleaved --parallel.vpp=2 --train.global_batch=6"
-    ) ;;
-  lora_tp)  # the tensor set's layouts on LoRA runs (the frozen base from train.seed, the adapters trained)
-    lora="--lora.rank=4 --lora.alpha=8 --lora.dropout=0.1"
-    families=(
-      "gpt2-lora|--model.n_head=4 $lora --lora.targets=c_attn,c_proj,c_fc"
-      "llama-gqa-lora|--model.arch=llama --model.n_head=8 --model.n_kv_head=4 --model.ffn_hidden=48 $lora --lora.targets=q,k,v,o,gate,up,down"
-    )
-    layouts=(
-      "tp2-z0|2|--parallel.tp=2 --train.global_batch=4 --train.zero_stage=0"
-      "tp2-sp|2|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4"
-      "tp4|4|--parallel.tp=4 --train.global_batch=4"
-      "tp4-sp|4|--parallel.tp=4 --parallel.sequence_parallel=true --train.global_batch=4"
-      "tp2xdp2-z1|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1"
-      "tp2xdp2-z2-sp|4|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=8 --train.zero_stage=2"
-      "tp2xdp2-z3|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=3"
-      "tp2xdp4-z3-sp|8|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=16 --train.zero_stage=3"
-      "tp2-selective|2|--parallel.tp=2 --train.global_batch=4 --train.recompute=selective"
-      "tp2-full-sp|2|--parallel.tp=2 --parallel.sequence_parallel=true --train.global_batch=4 --train.recompute=full"
-      "tp2-mask|2|--parallel.tp=2 --train.global_batch=4 --data.document_mask=true"
-      "tp2xdp2-offload|4|--parallel.tp=2 --train.global_batch=8 --train.zero_stage=1 --train.offload=optimizer"
-    ) ;;
-  *) echo "unknown axis '$axis': pipeline, tensor, pptp, lora or lora_tp" >&2; exit 2 ;;
+  *) echo "unknown axis '$axis': pipeline, tensor or pptp" >&2; exit 2 ;;
 esac
+if [ "${2:-}" = lora ]; then  # each family a LoRA fine-tune of its seed-initialised base, every module
+  for i in "${!families[@]}"; do
+    targets="--lora.targets=c_attn,c_proj,c_fc"
+    [[ ${families[$i]} == llama* ]] && targets="--lora.targets=q,k,v,o,gate,up,down --lora.rslora=true"
+    families[$i]="${families[$i]%%|*}-lora|${families[$i]#*|} --lora.rank=4 --lora.alpha=8 --lora.dropout=0.1 \
+--optim.lr=1e-2 $targets"
+  done
+elif [ -n "${2:-}" ]; then
+  echo "unknown modifier '$2': lora or none" >&2; exit 2
+fi
 train() {  # train METRICS NP ARGS...
   local out=$1 np=$2; shift 2
   timeout 300 mpirun --oversubscribe -np "$np" "$bin/bin/ztrain" "${base[@]}" --log.metrics="$out" \
