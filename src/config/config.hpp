@@ -79,7 +79,7 @@ struct LoraConfig {
   double alpha = 16;                 // scale = alpha / rank (alpha / sqrt(rank) with rslora)
   bool rslora = false;
   std::string targets = "";          // comma-separated module names; empty: the family's attention projections
-  double dropout = 0;                // only 0 (dropout on the adapter input is not implemented)
+  double dropout = 0;                // PEFT's lora_dropout on the adapters' input (training passes)
 };
 
 struct OptimConfig {

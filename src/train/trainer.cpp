@@ -97,7 +97,9 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
-  const char* family = config.model.arch == config::Arch::kLlama ? "Llama" : "GPT-2";
+  const char* family = config.model.arch == config::Arch::kGpt2 ? "GPT-2"
+                       : config.model.qkv_bias                 ? "Llama (q, k, v biases: Qwen2)"
+                                                               : "Llama";
   log::info(cat("model: ", family, " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
                 " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
