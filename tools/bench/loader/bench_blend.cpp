@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     const zt::data::BlendIndex::Position back = index.locate(windows / 3);
     const double jump_back = seconds_since(t);
     std::printf("{\"bench\": \"blend\", \"corpora\": %zu, \"windows\": %llu, \"replay_s\": %.4f, \"jump_back_ms\": %.3f, "
-                "\"first_corpus_share\": %.6f, \"check\": %zu}\n",
+                "\"first_corpus_share\": %.6f, \"corpus_of_window_n_over_3\": %zu}\n",
                 weights.size(), static_cast<unsigned long long>(windows), replay, jump_back * 1e3,
                 static_cast<double>(counts[0]) / static_cast<double>(windows), back.corpus);
   }
