@@ -103,8 +103,6 @@ void check_tensor_parallel(const dist::World& world, const config::Config& c, co
 // --plan --plan.search: rank 0 prints the layouts ranked by predicted tokens/s; exit 0 if one fits, 2 if none.
 int print_search(const dist::World& world, const Startup& s, const MemoryCheck& m) {
   const config::Config& c = s.cl.config;
-  if (c.lora.rank > 0)
-    throw ConfigError("plan.search with lora.rank > 0: the search models full training; plan LoRA with --plan alone");
   const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
   const plan::Machine machine = plan::machine_of(c.plan, ranks, m.plan.capacity_bytes, s.plan_device, s.placement.threads);
   const plan::SearchResult r = plan::search_layouts(c, machine);

@@ -26,7 +26,12 @@
 //   bubble     model::bubble_fraction(p, m, v) = (p-1)/(v m + p-1) of the pipeline's time, the busiest
 //              rank's pace standing for every slot (conservative when the stages differ);
 //   memory     plan_memory under the layout's parallel.pp/vpp: the busiest rank's stages and the
-//              activation sets its schedule keeps in flight (model::in_flight over model::pipeline_ops).
+//              activation sets its schedule keeps in flight (model::in_flight over model::pipeline_ops);
+//   LoRA       (lora.rank > 0) the frozen base computes no weight gradient: a block's matmuls cost 4 x its
+//              parameters a token instead of 6 (forward 2, input gradient 2), the head 4 C Vp; the
+//              adapters add 6 x theirs. DP traffic is the adapters' (their TP and pipeline part), and at
+//              ZeRO 3 also the frozen base's gathers (compute dtype, forward and backward of every
+//              micro-batch), which hide as stage 3's own gathers do.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +75,22 @@ config::Config layout_config(const config::Config& c, const Layout& l) {
   return s;
 }
 
+// A token's FLOPs LoRA saves on `rank`'s chunks: the base's weight gradients (2 x a block's parameters,
+// 2 C Vp on the head's rank), less the adapters' own 6 x theirs.
+double lora_saved_flops(const config::Config& c, const model::GptShape& shape, const model::PipelineCut& cut, int rank) {
+  const model::TokenFlops f = model::token_flops(shape);
+  const double C = shape.n_embd, T = shape.seq_len;
+  const double block_params = (f.block - 12 * C * T) / 6;
+  const double adapter_params =
+      static_cast<double>(model::lora_table(shape, lora_spec(c)).numel()) / static_cast<double>(shape.n_layer);
+  double saved = 0;
+  for (const model::Stage& st : cut.chunks(rank)) {
+    saved += (st.end(shape.n_layer) - st.first_block) * (2 * block_params - 6 * adapter_params);
+    if (st.has_head(shape.n_layer)) saved += f.head / 3;  // 2 C Vp of the head's 6 C Vp
+  }
+  return saved;
+}
+
 model::GptShape with_layers(const config::Config& c, int layers) {
   config::ModelConfig m = c.model;
   m.n_layer = layers;
@@ -97,9 +118,10 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
       model::PipelineCut::make(shape, l.pp, l.vpp, config::pipeline_layers(layout_config(c, l)));
   const model::Recompute recompute = recompute_mode(l.recompute);
   const int busiest = cut.busiest_rank(shape, recompute);
+  const bool lora = c.lora.rank > 0;
+  const double flops = cut.rank_flops(shape, busiest, recompute) - (lora ? lora_saved_flops(c, shape, cut, busiest) : 0);
   StepTime t;
-  t.compute = tokens * cut.rank_flops(shape, busiest, recompute) / (static_cast<double>(l.tp) * l.dp) /
-              (m.tflops * 1e12 * m.efficiency);
+  t.compute = tokens * flops / (static_cast<double>(l.tp) * l.dp) / (m.tflops * 1e12 * m.efficiency);
 
   const double intra = m.intra_gbps * 1e9, inter = m.inter_gbps * 1e9;
   int lp = 0;  // the busiest rank's blocks
@@ -121,8 +143,11 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     // The rank's own parameters: the whole model's or its TP shard; a pipeline rank's stages (their TP
     // shard taken as 1/tp of them).
     const model::ParamTable global(shape);
-    const double psi = 4.0 * (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
-                                       : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel()));
+    const double model_psi = 4.0 * (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
+                                             : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel()));
+    const double psi = lora ? 4.0 * static_cast<double>(model::adapter_part_table(model::lora_table(shape, lora_spec(c)), cut,
+                                                                                  busiest, l.tp).numel())
+                            : model_psi;
     const double bw = std::int64_t{l.tp} * l.dp <= m.gpus_per_node ? intra : inter;
     const double units = lp + 2, a = micro;
     const double last_backward = t.compute / micro * 2 / 3;
@@ -136,7 +161,11 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
                      : l.zero_stage == 1 ? Traffic{pass, last_backward, gather + 2 * units * m.latency_s}
                      : l.zero_stage == 2 ? Traffic{a * pass, t.compute * 2 / 3, gather + (a + 1) * units * m.latency_s}
                                          : Traffic{a * (pass + 2 * gather), t.compute, 3 * a * units * m.latency_s};
-    t.dp_comm = tr.exposed + (m.overlap ? std::max(0.0, tr.hideable - tr.behind) : tr.hideable);
+    const double base_gathers = lora && l.zero_stage == 3 ? 2 * a * ring_s(model_psi, l.dp, bw, 1) *
+                                    static_cast<double>(dtype_size(compute_dtype(c.train.precision))) / 4
+                                                          : 0.0;
+    const double hideable = tr.hideable + base_gathers;
+    t.dp_comm = tr.exposed + (m.overlap ? std::max(0.0, hideable - tr.behind) : hideable);
   }
   if (l.pp > 1) {
     const bool fp32 = l.tp > 1 || c.train.precision == config::Precision::kFp32;

@@ -255,5 +255,43 @@ TEST(LayoutSearch, PipelineLayoutsAreRankedOnlyAsZtrainRunsThem) {
   EXPECT_NE(why(runs, gpus(8, 8, 80)).find("NCCL"), std::string::npos);
 }
 
+// LoRA (lora.rank > 0): the frozen base computes no weight gradient, so each block's matmuls cost 4 x its
+// parameters a token instead of 6 and the head 4 C Vp, plus 6 x the adapters'; the data-parallel traffic
+// is the adapters' alone below ZeRO 3, where the frozen base's gathers join it; the search ranks LoRA
+// layouts (Llama 70B's shape on 16 GPUs of 80 GB).
+TEST(LayoutSearch, LoraComputesNoBaseWeightGradientAndReducesOnlyTheAdapters) {
+  config::Config c = llama_8b(), lora = c;
+  lora.lora.rank = 16;
+  lora.lora.targets = "q,k,v,o,gate,up,down";
+  Machine m = gpus(16, 8, 80);
+  m.latency_s = 0;
+  m.overlap = false;
+  const Layout l{1, 1, 1, 16, 1, 4, config::Recompute::kNone, 0};
+  const model::GptShape shape = model_shape(c.model);
+  const model::ParamTable table(shape);
+  const double C = shape.n_embd, T = shape.seq_len, L = shape.n_layer, Vp = shape.padded_vocab;
+  const double block = static_cast<double>(table.units()[1].numel);
+  const double adapters = static_cast<double>(model::lora_table(shape, lora_spec(lora)).numel());
+  const double full = L * (6 * block + 12 * C * T) + 6 * C * Vp;
+  const double tuned = L * (4 * block + 12 * C * T) + 4 * C * Vp + 6 * adapters;
+  const StepTime f = predict_step(c, l, m), t = predict_step(lora, l, m);
+  EXPECT_NEAR(t.compute / f.compute, (tuned + 3 * C) / (full + 3 * C), 1e-9);  // + the embedding's 3 C
+  EXPECT_NEAR(t.dp_comm / f.dp_comm, adapters / static_cast<double>(table.numel()), 1e-9);
+  // ZeRO 3: the adapters' a reduce-scatters and 2a gathers (bf16: half a pass each), plus the frozen
+  // base's 2a gathers in bf16 (a = 4 micro-batches).
+  Layout z3 = l;
+  z3.zero_stage = 3;
+  const double base = static_cast<double>(table.numel()), a = 4;
+  EXPECT_NEAR(predict_step(lora, z3, m).dp_comm / f.dp_comm, (2 * a * adapters + 2 * a * base / 2) / (2 * base), 1e-9);
+
+  config::Config big = lora;  // Llama 3 70B's shape, bf16, context 8192
+  big.model.n_layer = 80, big.model.n_embd = 8192, big.model.n_head = 64, big.model.ffn_hidden = 28672;
+  big.parallel.sequence_parallel = true;
+  const SearchResult r = search_layouts(big, gpus(16, 8, 80));
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_LE(r.ranked.front().memory_bytes, 80ull << 30);
+  EXPECT_GT(r.ranked.front().tokens_per_s, 0);
+}
+
 }  // namespace
 }  // namespace zt::plan
