@@ -247,9 +247,17 @@ int info(const std::string& dir) {
   const ckpt::TrainState s = c.state();
   std::cout << "checkpoint " << dir << "\n  format " << ckpt::kFormat << " v" << m.format_version << "\n  step "
             << m.step << ", " << s.tokens << " tokens, data cursor " << s.windows_consumed << " windows (epoch "
-            << (s.windows_per_epoch ? s.windows_consumed / s.windows_per_epoch : 0) << ")\n  world_size "
-            << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision << "\n  "
-            << ckpt::describe_owner(m.run_id) << "\n  model";
+            << (s.windows_per_epoch ? s.windows_consumed / s.windows_per_epoch : 0) << ")\n";
+  if (s.blend.size() > 1) {  // a data.train blend: where each corpus stands (its own epochs)
+    std::cout << "  blend" << (s.blend_start ? cat(" (from window ", s.blend_start, ")") : "") << ":";
+    for (const ckpt::CorpusCursor& k : s.blend)
+      std::cout << " " << k.weight << ":" << k.glob << " " << k.windows_consumed << " windows (epoch "
+                << (k.windows_per_epoch ? k.windows_consumed / k.windows_per_epoch : 0) << ")"
+                << (&k == &s.blend.back() ? "" : ",");
+    std::cout << "\n";
+  }
+  std::cout << "  world_size " << m.world_size << ", zero_stage " << m.zero_stage << ", written by git " << s.git_revision
+            << "\n  " << ckpt::describe_owner(m.run_id) << "\n  model";
   for (const auto& [k, v] : m.model.hyper) std::cout << " " << k << "=" << v;
   std::cout << ", " << m.model.params.size() << " tensors, " << m.model.flat_numel << " flat fp32 elements\n  "
             << m.files.size() << " files, " << m.total_bytes() << " bytes:\n";

@@ -59,6 +59,8 @@ close_losses "$ZT_WORK/blend1.jsonl" "$ZT_WORK/blend2.jsonl" 2e-8 1 || fail "1 a
 # 48 windows: Megatron's greedy gives 34 to web (0.7) and 14 to code (0.3).
 [ "$(state "$ZT_WORK/blend2/step_00000006" '[(c["weight"], c["windows_consumed"]) for c in s["data_cursor"]["blend"]]')" = \
   "[(0.7, 34), (0.3, 14)]" ] || fail "per-corpus windows in the checkpoint: $(cat "$ZT_WORK/blend2/step_00000006/state.json")"
+expect_exit 0 "$ZT_BIN/zckpt" info "$ZT_WORK/blend2/step_00000006"
+expect_in "$ZT_WORK/out" "^  blend: 0.7:.* 34 windows \(epoch [0-9]+\), 0.3:.* 14 windows \(epoch [0-9]+\)$"
 
 # Exact resume: 3 steps on 2 ranks, then 3 more on 2 ranks (bit-identical) or on 1 rank (as 1 vs 2 ranks).
 train 2 split --data.train="$blend" --train.stop_at_step=3
@@ -85,6 +87,8 @@ train 1 mix --data.train="0.5:$web,0.5:$code" --data.reset_order=true
 expect_in "$ZT_WORK/out" "data.reset_order=true: data.train's new blend starts its order at window 24"
 [ "$(state "$ZT_WORK/mix/step_00000006" '(s["data_cursor"]["blend_start_window"], [c["windows_consumed"] for c in s["data_cursor"]["blend"]])')" = \
   "(24, [12, 12])" ] || fail "the new mix did not start at window 24: $(cat "$ZT_WORK/mix/step_00000006/state.json")"
+expect_exit 0 "$ZT_BIN/zckpt" info "$ZT_WORK/mix/step_00000006"
+expect_in "$ZT_WORK/out" "^  blend \(from window 24\): 0.5:.* 12 windows"
 
 # Bad blends: exit 2 before training, naming the value and the fix.
 bad() {  # bad DATA_TRAIN PATTERN [MORE ARGS]
