@@ -144,10 +144,15 @@ void check_products(const Config& c) {
                 "parameters");
 }
 
-void check_parallel(const ParallelConfig& p) {
+void check_parallel(const ParallelConfig& p, const TrainConfig& t, const ModelConfig& m) {
   if (p.sequence_parallel && p.tp == 1)
     throw ConfigError("parallel.sequence_parallel=true shards activations inside a tensor-parallel group, and "
                       "parallel.tp=1 has none: set parallel.tp > 1 or parallel.sequence_parallel=false");
+  if (p.sequence_parallel && (t.micro_batch * m.seq_len) % p.tp != 0)
+    throw ConfigError(cat("parallel.sequence_parallel=true gives each of parallel.tp=", p.tp, " ranks an equal block of a "
+                          "micro-batch's train.micro_batch x model.seq_len = ", t.micro_batch * m.seq_len,
+                          " token rows, which ", p.tp, " does not divide: choose a train.micro_batch or model.seq_len "
+                          "that makes it a multiple of ", p.tp, ", or parallel.sequence_parallel=false"));
   const bool interleaved = p.schedule == PipeSchedule::kInterleaved;
   if (interleaved && (p.pp < 2 || p.vpp < 2))
     throw ConfigError(cat("parallel.schedule=interleaved runs parallel.vpp >= 2 model chunks on each of parallel.pp >= 2 "
@@ -219,7 +224,7 @@ void validate(const Config& config) {
   check_products(config);
   check_train(config);
   check_optim(config.optim);
-  check_parallel(config.parallel);
+  check_parallel(config.parallel, config.train, config.model);
   if (config.parallel.pp * config.parallel.vpp <= config.model.n_layer) pipeline_layers(config);  // else derive says it
   check_lora(config);
   check_logging(config);

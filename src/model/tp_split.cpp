@@ -81,12 +81,14 @@ void for_each_run(const std::vector<std::int64_t>& shape, const TpSplit& split, 
   for (int i = 0; i < split.dim; ++i) outer *= shape[i];
   for (std::size_t i = split.dim + 1; i < shape.size(); ++i) inner *= shape[i];
   const std::int64_t along = shape[split.dim];
+  const bool vocab = split.kind == TpSplit::Kind::kVocab;  // blocks of ceil(seg / tp), the last one short
   std::int64_t shard_at = 0;
   for (std::int64_t o = 0; o < outer; ++o) {
     std::int64_t segment_start = 0;
     for (std::int64_t seg : split.segments) {
-      const std::int64_t block = seg / tp;
-      visit((o * along + segment_start + r * block) * inner, shard_at, block * inner);
+      const std::int64_t block = vocab ? (seg + tp - 1) / tp : seg / tp;
+      const std::int64_t held = std::clamp<std::int64_t>(seg - r * block, 0, block);
+      if (held > 0) visit((o * along + segment_start + r * block) * inner, shard_at, held * inner);
       shard_at += block * inner;
       segment_start += seg;
     }
@@ -101,6 +103,7 @@ void check_cuttable(const std::vector<std::int64_t>& shape, const TpSplit& split
   ZT_CHECK(split.dim >= 0 && static_cast<std::size_t>(split.dim) < shape.size(), "tp split: axis outside the shape");
   ZT_CHECK_EQ(std::accumulate(split.segments.begin(), split.segments.end(), std::int64_t{0}), shape[split.dim],
               "tp split: segments do not cover the axis");
+  if (split.kind == TpSplit::Kind::kVocab) return;  // rows rounded up to whole blocks
   for (std::int64_t seg : split.segments) ZT_CHECK_EQ(seg % tp, 0, "tp split: a segment tp does not divide");
 }
 
@@ -124,7 +127,7 @@ TpSplit tp_split_of(const ParamInfo& p, const GptShape& s) {
 
 void check_tp_degree(const GptShape& s, int tp) {
   if (tp == 1) return;
-  const std::string valid = divisors_of_all({s.n_head, s.n_kv_head, s.ffn_hidden, s.padded_vocab});
+  const std::string valid = divisors_of_all({s.n_head, s.n_kv_head, s.ffn_hidden});
   auto need = [&](std::int64_t value, const char* what, const char* why) {
     if (value % tp != 0)
       throw ConfigError(cat("parallel.tp=", tp, " does not divide ", what, "=", value, ": ", why,
@@ -134,14 +137,15 @@ void check_tp_degree(const GptShape& s, int tp) {
   need(s.n_kv_head, "the K/V heads (model.n_kv_head)",
        "grouped-query attention keeps each K/V head with the query heads it serves, whole on one rank");
   need(s.ffn_hidden, "the MLP width", "each rank holds an equal block of the MLP's hidden units");
-  need(s.padded_vocab, "the padded vocabulary", "each rank holds an equal block of the embedding's rows");
 }
+
+std::int64_t vocab_shard_rows(const GptShape& s, int tp) { return (std::int64_t{s.padded_vocab} + tp - 1) / tp; }
 
 std::vector<std::int64_t> tp_shard_shape(const std::vector<std::int64_t>& shape, const TpSplit& split, int tp) {
   if (split.kind == TpSplit::Kind::kReplicated) return shape;
   check_cuttable(shape, split, tp);
   std::vector<std::int64_t> out = shape;
-  out[split.dim] /= tp;
+  out[split.dim] = split.kind == TpSplit::Kind::kVocab ? (out[split.dim] + tp - 1) / tp : out[split.dim] / tp;
   return out;
 }
 

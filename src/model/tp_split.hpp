@@ -18,7 +18,10 @@ namespace zt::model {
 
 // How one parameter is cut. Along `dim`, the tensor is a run of segments (GPT-2's fused c_attn is
 // q | k | v: three); each segment is cut into tp equal blocks, and rank r's shard is the concatenation
-// of block r of every segment, so rank r's fused q|k|v holds whole heads of q, k and v alike.
+// of block r of every segment, so rank r's fused q|k|v holds whole heads of q, k and v alike. A
+// vocabulary table's rows need not divide: each rank holds ceil(Vp / tp) rows (vocab_shard_rows), the
+// last ones past Vp padding that maps nowhere (zero, never a target: Megatron pads the vocabulary to a
+// multiple of tp instead, which would change the global shape a checkpoint keeps).
 struct TpSplit {
   enum class Kind { kReplicated, kColumn, kRow, kVocab };
   Kind kind = Kind::kReplicated;
@@ -32,10 +35,14 @@ const char* tp_kind_name(TpSplit::Kind kind);  // "replicated", "column", "row",
 TpSplit tp_split_of(const ParamInfo& p, const GptShape& shape);
 
 // Throws ConfigError unless tp divides what it must: the heads, the K/V heads (GQA: naming the
-// degrees that work), the MLP width and the padded vocabulary.
+// degrees that work) and the MLP width.
 void check_tp_degree(const GptShape& shape, int tp);
 
-// The shard's shape: shape with shape[dim] / tp (shape itself when replicated).
+// A TP rank's rows of the token embedding and LM head: ceil(Vp / tp) (without the zero row).
+std::int64_t vocab_shard_rows(const GptShape& shape, int tp);
+
+// The shard's shape: shape with shape[dim] / tp, rounded up for a vocabulary table (shape itself when
+// replicated).
 std::vector<std::int64_t> tp_shard_shape(const std::vector<std::int64_t>& shape, const TpSplit& split, int tp);
 
 // Rank r's shard of `global` (row-major, `shape`), and the inverse: writes `shard` back into its place

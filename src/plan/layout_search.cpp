@@ -107,7 +107,8 @@ Layout configured_layout(const config::Config& c, std::int64_t world) {
   return l;
 }
 
-// TP divides the node and the model (whole heads, K/V heads, MLP and vocabulary blocks); PP divides
+// TP divides the node and the model (whole heads, K/V heads and MLP blocks; under sequence parallelism
+// also each micro-batch's token rows); PP divides
 // what TP leaves of the world, at most one stage per block (the cut balances any count by cost); DP is
 // what is left and must split train.global_batch; the micro-batch divides each DP rank's share, the
 // rest is gradient accumulation (= the pipeline's micro-batches). The interleaved schedule (vpp = 2)
@@ -124,6 +125,7 @@ std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m)
       if (c.train.global_batch % dp != 0) continue;
       const std::int64_t per_rank = c.train.global_batch / dp;
       for (int mb : divisors(per_rank)) {
+        if (c.parallel.sequence_parallel && (std::int64_t{mb} * c.model.seq_len) % tp != 0) continue;
         const int accum = static_cast<int>(per_rank / mb);
         for (int vpp : {1, 2}) {
           if (vpp > 1 && (pp == 1 || accum % pp != 0 || pp * vpp > layers)) continue;

@@ -241,7 +241,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   else
     p.rows.push_back({"workspace",
                       backend::cpu_workspace_bytes(threads, shape.seq_len, compute, std::int64_t{micro} * shape.seq_len,
-                                                   shape.n_embd, shape.padded_vocab / tp, shape.qkv_width() / tp,
+                                                   shape.n_embd, model::vocab_shard_rows(shape, tp), shape.qkv_width() / tp,
                                                    2 * std::int64_t{shape.ffn_hidden} / tp, shape.ffn_hidden / tp),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;

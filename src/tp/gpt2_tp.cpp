@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "model/carver.hpp"
 #include "model/lm_head.hpp"
+#include "model/tp_split.hpp"
 
 namespace zt::tp {
 
@@ -22,7 +23,7 @@ Gpt2Tp::Gpt2Tp(backend::Backend& backend, dist::Communicator& group, const model
     : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
       tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), recompute_(recompute), dtype_(compute),
       first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
-      heads_(stage.has_head(s_.n_layer)), Vs_(std::int64_t{local.shape().padded_vocab} / tp_) {
+      heads_(stage.has_head(s_.n_layer)), Vs_(model::vocab_shard_rows(local.shape(), tp_)) {
   ZT_CHECK(s_.arch == model::Arch::kGpt2, "Gpt2Tp: the table is not GPT-2's");
   ZT_CHECK(!sp_ || (std::int64_t{B_} * s_.seq_len) % tp_ == 0, "Gpt2Tp: sequence parallelism needs tp to divide B*T");
   ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "Gpt2Tp: stage blocks [", first_, ", ", end_,
@@ -51,7 +52,7 @@ std::size_t Gpt2Tp::layout(const model::GptShape& s, int B, int tp, bool sp, mod
   Acts& a = acts ? *acts : scratch;
   model::Carver c{base, compute};
   const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, Cr = C / tp, R = sp ? N / tp : N;
-  const std::int64_t Vs = s.padded_vocab / tp;
+  const std::int64_t Vs = model::vocab_shard_rows(s, tp);
   const bool full = r == model::Recompute::kFull, selective = r != model::Recompute::kNone;
   Layer work;
   if (stage.has_embedding()) a.rows = c.take_as(DType::kI32, {B, T});

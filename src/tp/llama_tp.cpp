@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "model/carver.hpp"
 #include "model/lm_head.hpp"
+#include "model/tp_split.hpp"
 #include "model/rope.hpp"
 
 namespace zt::tp {
@@ -23,7 +24,7 @@ LlamaTp::LlamaTp(backend::Backend& backend, dist::Communicator& group, const mod
     : be_(backend), ctx_{backend, group, sequence_parallel}, table_(local), s_(local.shape()), B_(micro_batch),
       tp_(group.size()), r_(group.rank()), sp_(sequence_parallel), recompute_(recompute), dtype_(compute),
       first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
-      has_head_(stage.has_head(s_.n_layer)), Vs_(std::int64_t{local.shape().padded_vocab} / group.size()),
+      has_head_(stage.has_head(s_.n_layer)), Vs_(model::vocab_shard_rows(local.shape(), group.size())),
       heads_(s_.n_head / tp_), kv_heads_(s_.n_kv_head / tp_), qkv_width_(std::int64_t{s_.qkv_width()} / tp_),
       ffn_(s_.ffn_hidden / tp_) {
   ZT_CHECK(s_.arch == model::Arch::kLlama, "LlamaTp: the table is not Llama's");
@@ -56,7 +57,7 @@ std::size_t LlamaTp::layout(const model::GptShape& s, int B, int tp, bool sp, mo
   Acts& a = acts ? *acts : scratch;
   model::Carver c{base, compute};
   const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, R = sp ? N / tp : N;
-  const std::int64_t Vs = s.padded_vocab / tp, heads = s.n_head / tp, qkv_width = std::int64_t{s.qkv_width()} / tp;
+  const std::int64_t Vs = model::vocab_shard_rows(s, tp), heads = s.n_head / tp, qkv_width = std::int64_t{s.qkv_width()} / tp;
   const std::int64_t ffn = s.ffn_hidden / tp;
   const bool full = r == model::Recompute::kFull, selective = r != model::Recompute::kNone;
   Layer work;

@@ -7,7 +7,8 @@
 # the same grid); init.from loads a Hugging Face directory into the shards; instruction data's loss and
 # document masks train alike. bf16 and fp16 follow the one-rank run of their precision, and selective
 # and full recomputation give bit-identical curves and checkpoints (both described below); a bf16 tp=2
-# checkpoint resumes on its grid bit-identically and at tp=1 on the bf16 curve.
+# checkpoint resumes on its grid bit-identically and at tp=1 on the bf16 curve. tp=3 (a vocabulary it does not
+# divide) follows one rank too.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
 make_tiny_data
@@ -26,6 +27,14 @@ expect_in "$ZT_WORK/out" "4 rank\(s\) = parallel.tp 2 x 2 data-parallel"
 same_curve gpt2_ref gpt2_tp2_z0
 run gpt2_tp2_z3 4 --ckpt.resume=none --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
 same_curve gpt2_ref gpt2_tp2_z3
+
+# A vocabulary tp does not divide: Vp = 128 over tp = 3 is 43 rows a rank, the last shard's 43rd row past Vp
+# padding; six heads over 3 ranks follow one rank (6 steps, no checkpoint or evaluation).
+six=(--model.n_head=6 --model.n_embd=48 --train.max_steps=6 --log.eval_every=0 --ckpt.every=0 --ckpt.resume=none)
+run gpt2_6h_ref 1 "${six[@]}"
+run gpt2_6h_tp3 3 "${six[@]}" --parallel.tp=3
+expect_in "$ZT_WORK/out" "3 rank\(s\) = parallel.tp 3 x 1 data-parallel"
+same_curve gpt2_6h_ref gpt2_6h_tp3
 
 run llama_ref 1 --ckpt.resume=none "${llama[@]}"
 run llama_tp2_z0 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=0 --parallel.sequence_parallel=true

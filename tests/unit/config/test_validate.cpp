@@ -99,6 +99,18 @@ TEST(Validate, SequenceParallelWithoutTensorParallelismIsRejected) {
   EXPECT_EQ(error_of([&] { validate(c); }), "");
 }
 
+// Sequence parallelism gives each TP rank an equal block of a micro-batch's B*T token rows.
+TEST(Validate, SequenceParallelNeedsTpToDivideTheTokenRows) {
+  Config c;
+  c.model.n_head = 6, c.model.n_embd = 48, c.model.seq_len = 16;  // the default micro-batch of 4: 64 rows
+  c.parallel.tp = 3;
+  c.parallel.sequence_parallel = true;
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("train.micro_batch x model.seq_len = 64 token rows, which 3 does not divide"), std::string::npos) << msg;
+  c.train.micro_batch = 3;
+  EXPECT_EQ(error_of([&] { validate(c); }), "");
+}
+
 TEST(Validate, ProductsOfKeysThatWouldOverflowAreRejected) {
   Config c;
   c.train.max_steps = 1'000'000'000;

@@ -213,5 +213,30 @@ TEST(TpSplit, DegreeNotDividingTheKvHeadsNamesTheValidDegrees) {
   EXPECT_NE(heads.find("{1, 2, 4}"), std::string::npos) << heads;
 }
 
+// The vocabulary needs no divisibility: ceil(Vp / tp) rows a rank, the last shard's rows past Vp padding
+// that maps nowhere (zero); tp = 3 is then left to the heads and the MLP to allow.
+TEST(TpSplit, VocabularyRowsSplitUnevenlyTheLastShardPadded) {
+  const GptShape s = GptShape::make(2, 6, 24, 100, 8);  // Vp = 128: 43 + 43 + 42 rows
+  const ParamTable table(s);
+  const ParamInfo& wte = table.find("transformer.wte.weight");
+  const TpSplit split = tp_split_of(wte, s);
+  ASSERT_EQ(split.kind, Kind::kVocab);
+  EXPECT_EQ(vocab_shard_rows(s, 3), 43);
+  EXPECT_EQ(tp_shard_shape(wte.shape, split, 3), (std::vector<std::int64_t>{43, 24}));
+  std::vector<float> global(wte.numel), rebuilt(wte.numel, -1.f);
+  for (std::size_t i = 0; i < global.size(); ++i) global[i] = static_cast<float>(i) + 0.5f;
+  for (int r = 0; r < 3; ++r) {
+    const std::vector<float> shard = tp_cut(global.data(), wte.shape, split, 3, r);
+    ASSERT_EQ(shard.size(), 43u * 24);
+    if (r == 2) {  // its 43rd row would be global row 128: padding
+      EXPECT_TRUE(std::all_of(shard.begin() + 42 * 24, shard.end(), [](float x) { return x == 0.f; }));
+    }
+    tp_place(rebuilt.data(), shard.data(), wte.shape, split, 3, r);
+  }
+  EXPECT_EQ(rebuilt, global);
+  EXPECT_EQ(error_of([&] { check_tp_degree(s, 3); }), "");
+  EXPECT_EQ(tp_local_table(table, 3).find("transformer.wte.weight").shape[0], 44);  // and the zero row
+}
+
 }  // namespace
 }  // namespace zt::model
