@@ -1,6 +1,7 @@
 // Megatron's vocabulary-parallel embedding and cross-entropy: TP rank r holds rows [lo, lo + Vs) of the
-// token table (lo = r*Vs, Vs = Vp/tp), and, for the tied or untied LM head, the logits of those
-// vocabulary ids only, so no rank ever holds the [N, Vp] logits.
+// token table (lo = r*Vs, Vs = ceil(Vp/tp): the last shard's rows past Vp are padding), and, for the
+// tied or untied LM head, the logits of those vocabulary ids only, so no rank ever holds the [N, Vp]
+// logits.
 //
 // The embedding: each rank looks up the tokens in its block (a token outside it reads the table's extra
 // zero row, below), and the group sums: every row has exactly one nonzero term, so the sum is exactly
