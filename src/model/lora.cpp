@@ -179,7 +179,7 @@ std::size_t Lora::scratch_bytes(const GptShape& shape, int rank, int micro_batch
 
 Lora::Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec& spec, int micro_batch, DType compute,
            int tp, int tp_rank)
-    : be_(backend), table_(adapters), rank_(spec.rank), tp_(tp), tp_rank_(tp_rank), scale_(spec.scale()),
+    : be_(backend), table_(adapters), rank_(spec.rank), tp_(tp), scale_(spec.scale()),
       dropout_(static_cast<float>(spec.dropout)), seed_(spec.seed), dtype_(compute),
       n_rows_(std::int64_t{micro_batch} * adapters.shape().seq_len) {
   const GptShape& s = adapters.shape();

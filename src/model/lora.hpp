@@ -141,7 +141,7 @@ class Lora {
 
   backend::Backend& be_;
   const ParamTable& table_;
-  int rank_, tp_, tp_rank_;
+  int rank_, tp_;
   float scale_;
   float dropout_;
   std::uint64_t seed_;

@@ -312,8 +312,7 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
   // The engine asks by its own (local) offsets; a part of the model reads its runs of the global state.
   auto read = [&](ckpt::StateKind kind, std::int64_t offset, std::int64_t count, float* out) {
     const ReadGlobal global = [&](std::int64_t o, std::int64_t n, float* into) { c.read(kind, {o, n}, into); };
-    if (shards_) return shards_->read_local(offset, count, out, global);
-    global(offset, count, out);
+    local_reader(shards_, global)(offset, count, out);
   };
   engine_.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
     read(ckpt::StateKind::kMaster, offset, count, out);

@@ -51,36 +51,22 @@ std::string LoraBase::load_base(const std::string& from, std::uint64_t seed) {
   else model::load_pretrained(from, base_, flat.data());
   Sha256 hash;
   hash.update(flat.data(), flat.size() * sizeof(float));
-  if (!part_) {
-    base_engine_->load_params(flat.data());
-  } else {
-    std::vector<float> mine(part_->local.numel());
-    part_->read_local(0, static_cast<std::int64_t>(mine.size()), mine.data(),
-                      [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(flat.data() + o, n, into); });
-    base_engine_->load_params(mine.data());
-  }
+  base_engine_->load_params(local_reader(part_, read_flat(flat.data())));
   return to_hex(hash.finish());
-}
-
-void LoraBase::load_adapters(optim::ZeroEngine& adapter_engine, const ReadGlobal& read) const {
-  adapter_engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-    if (adapter_map_) return adapter_map_->read_local(offset, count, out, read);
-    read(offset, count, out);
-  });
 }
 
 void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine) {
   const std::string base = config::lora_base_path(c), peft = config::peft_adapter_config_path(c);
   base_sha256_ = load_base(base, c.train.seed);
   if (peft.empty()) {
-    load_adapters(adapter_engine, [&](std::int64_t offset, std::int64_t count, float* out) {
+    adapter_engine.load_params(local_reader(adapter_map(), [&](std::int64_t offset, std::int64_t count, float* out) {
       model::init_lora_range(adapters_, c.train.seed, static_cast<std::size_t>(offset), static_cast<std::size_t>(count), out);
-    });
+    }));
   } else {  // a PEFT adapter directory: go on training its adapters
     std::vector<float> weights(adapters_.numel());
     model::load_safetensors((std::filesystem::path(c.init.from) / "adapter_model.safetensors").string(), adapters_,
                             weights.data());
-    load_adapters(adapter_engine, [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(weights.data() + o, n, into); });
+    adapter_engine.load_params(local_reader(adapter_map(), read_flat(weights.data())));
   }
   log::info(cat("LoRA: rank ", c.lora.rank, " on ", c.lora.targets.empty() ? "the default modules" : c.lora.targets, ", ",
                 adapters_.n_params_real(), " trainable parameters", peft.empty() ? "" : cat(" from ", c.init.from),

@@ -62,9 +62,6 @@ class LoraBase {
   std::size_t base_bytes() const { return base_engine_->memory().params; }
 
  private:
-  // The adapter engine's parameters: this rank's part of the whole table's values (read).
-  void load_adapters(optim::ZeroEngine& adapter_engine, const ReadGlobal& read) const;
-
   backend::Backend& backend_;
   const model::ParamTable& base_;
   const ShardMap* part_;

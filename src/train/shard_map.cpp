@@ -94,6 +94,17 @@ std::vector<FlatRange> ShardMap::tied_copy_ranges() const {
   return {tied_copy_range(local)};
 }
 
+ReadGlobal read_flat(const float* flat) {
+  return [flat](std::int64_t offset, std::int64_t count, float* out) { std::copy_n(flat + offset, count, out); };
+}
+
+ReadGlobal local_reader(const ShardMap* map, ReadGlobal global) {
+  if (!map) return global;
+  return [map, global = std::move(global)](std::int64_t offset, std::int64_t count, float* out) {
+    map->read_local(offset, count, out, global);
+  };
+}
+
 double grid_grad_norm(double engine_norm, optim::ZeroEngine& engine, dist::Communicator* tp_group,
                       const std::vector<FlatRange>& replicated, dist::Communicator* pp_group,
                       const std::vector<FlatRange>& duplicate) {

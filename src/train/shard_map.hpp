@@ -27,6 +27,8 @@ namespace zt::train {
 
 // Reads global flat elements [offset, offset + count) into out.
 using ReadGlobal = std::function<void(std::int64_t offset, std::int64_t count, float* out)>;
+// The reader of a whole flat buffer in memory.
+ReadGlobal read_flat(const float* flat);
 
 struct ShardMap {
   const model::ParamTable& global;
@@ -53,6 +55,10 @@ struct ShardMap {
   std::vector<FlatRange> replicated_ranges() const;
   std::vector<FlatRange> tied_copy_ranges() const;
 };
+
+// The engine's reader of a rank's local flat elements from `global`: through map's runs when the rank
+// holds a part (ShardMap::read_local), `global` itself when it holds the whole (map null).
+ReadGlobal local_reader(const ShardMap* map, ReadGlobal global);
 
 // The gradient L2 norm over the whole grid from the engine's (engine_norm: finish_gradients() over the
 // DP group of this rank's part): the duplicate ranges (the tied copy) left out, the shards of split

@@ -141,25 +141,16 @@ void Trainer::init_parameters() {
   if (lora_) return lora_->init(config_, *engine_);
   // The global model's initial values whatever the grid: a rank's part (TP shard, pipeline stage, or
   // both) reads its runs of them.
+  const ShardMap* map = shard_map_ ? &*shard_map_ : nullptr;
   if (config_.init.from.empty()) {
-    const ReadGlobal init = [&](std::int64_t offset, std::int64_t count, float* out) {
+    engine_->load_params(local_reader(map, [&](std::int64_t offset, std::int64_t count, float* out) {
       model::init_params_range(table_, config_.train.seed, offset, count, out);
-    };
-    engine_->load_params([&](std::int64_t offset, std::int64_t count, float* out) {
-      if (shard_map_) return shard_map_->read_local(offset, count, out, init);
-      init(offset, count, out);
-    });
+    }));
     return;
   }
   std::vector<float> flat(table_.numel());
   model::load_pretrained(config_.init.from, table_, flat.data());
-  if (shard_map_) {  // this rank's part of the whole model's parameters
-    std::vector<float> local(local_table_->numel());
-    shard_map_->read_local(0, static_cast<std::int64_t>(local.size()), local.data(),
-                           [&](std::int64_t o, std::int64_t n, float* into) { std::copy_n(flat.data() + o, n, into); });
-    flat = std::move(local);
-  }
-  engine_->load_params(flat.data());
+  engine_->load_params(local_reader(map, read_flat(flat.data())));
   log::info(cat("initialised from ", config_.init.from));
 }
 
