@@ -113,20 +113,8 @@ Tensor Gpt2Tp::param(const Tensor& unit, int u, int k) const {
 Tensor Gpt2Tp::grad(const Tensor& g, int u, int k) const { return g.empty() ? Tensor() : param(g, u, k); }
 
 void Gpt2Tp::set_lora(model::Lora* lora) {
-  ZT_CHECK(lora == nullptr || lora->tp() == tp_, "Gpt2Tp: adapters cut for tp=", lora ? lora->tp() : 0,
-           " on a group of ", tp_);
   lora_ = lora;
-  if (lora_) lora_->set_group_sum([this](const Tensor& t) { all_reduce_sum(ctx_, t); });
-}
-
-BeforeReduce Gpt2Tp::lora_forward(model::BlockMatmul m, const Tensor& x) {
-  if (!lora_) return {};
-  return [this, m, x](const Tensor& partial) { lora_->forward(m, x, partial); };
-}
-
-BeforeReduce Gpt2Tp::lora_backward(model::BlockMatmul m, const Tensor& x, const Tensor& dy) {
-  if (!lora_) return {};
-  return [this, m, x, dy](const Tensor& dx) { lora_->backward(m, x, dy, dx); };
+  if (lora_) connect_lora(*lora_, ctx_, "Gpt2Tp");
 }
 
 Tensor Gpt2Tp::head(const Tensor& unit) const {
@@ -148,14 +136,14 @@ void Gpt2Tp::block_forward(int l, const Tensor& w) {
   if (lora_) lora_->forward(BlockMatmul::kQkv, sp_ ? a_.full : L.ln1, L.qkv);
   be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head / tp_, segments_.tensor());
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB),
-                       WeightLayout::kInOut, lora_forward(BlockMatmul::kAttnOut, L.atty));
+                       WeightLayout::kInOut, lora_forward_hook(lora_, BlockMatmul::kAttnOut, L.atty));
   be_.add(L.res2, x, a_.proj);
   be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
   column_parallel_forward(ctx_, L.fch, L.ln2, sp_ ? a_.full : L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
   if (lora_) lora_->forward(BlockMatmul::kMlpUp, sp_ ? a_.full : L.ln2, L.fch);
   be_.gelu_forward(L.fch_gelu, L.fch);
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB),
-                       WeightLayout::kInOut, lora_forward(BlockMatmul::kMlpDown, L.fch_gelu));
+                       WeightLayout::kInOut, lora_forward_hook(lora_, BlockMatmul::kMlpDown, L.fch_gelu));
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -219,7 +207,7 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.gelu_backward(dfch, L.fch, dfch);
   const Tensor ln2 = input_of(L.ln2);
   column_parallel_backward(ctx_, a_.dln, a_.dfull, grad(g, u, kFcW), grad(g, u, kFcB), dfch, ln2, param(w, u, kFcW),
-                           WeightLayout::kInOut, lora_backward(BlockMatmul::kMlpUp, ln2, dfch));
+                           WeightLayout::kInOut, lora_backward_hook(lora_, BlockMatmul::kMlpUp, ln2, dfch));
   norm_backward(a_.dtmp, grad(g, u, kLn2W), grad(g, u, kLn2B), a_.dln, L.res2, param(w, u, kLn2W), L.ln2_mean,
                 L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
@@ -229,7 +217,7 @@ void Gpt2Tp::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.attention_backward(dqkv, a_.datty, L.qkv, L.atty, L.lse, s_.n_head / tp_, segments_.tensor());
   const Tensor ln1 = input_of(L.ln1);
   column_parallel_backward(ctx_, a_.dln, a_.dfull, grad(g, u, kAttnW), grad(g, u, kAttnB), dqkv, ln1, param(w, u, kAttnW),
-                           WeightLayout::kInOut, lora_backward(BlockMatmul::kQkv, ln1, dqkv));
+                           WeightLayout::kInOut, lora_backward_hook(lora_, BlockMatmul::kQkv, ln1, dqkv));
   norm_backward(a_.dtmp, grad(g, u, kLn1W), grad(g, u, kLn1B), a_.dln, x, param(w, u, kLn1W), L.ln1_mean, L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
 }

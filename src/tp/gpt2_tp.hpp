@@ -94,10 +94,6 @@ class Gpt2Tp final : public model::Model {
   void recompute_block(int l, const backend::Tensor& w);  // what backward needs, per the Recompute mode
   backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
   backend::Tensor grad(const backend::Tensor& g, int u, int k) const;  // empty for a frozen unit (g empty)
-  // LoRA's part of a row-parallel layer's partial sum (forward) and of a column-parallel layer's partial
-  // input gradient (backward) on matmul m, x its input as the adapter takes it; empty without LoRA.
-  BeforeReduce lora_forward(model::BlockMatmul m, const backend::Tensor& x);
-  BeforeReduce lora_backward(model::BlockMatmul m, const backend::Tensor& x, const backend::Tensor& dy);
   backend::Tensor head(const backend::Tensor& unit) const;  // wte's own Vs rows, without the zero row
 
   backend::Backend& be_;

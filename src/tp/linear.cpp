@@ -16,6 +16,21 @@ void check_row_blocks(const TpContext& ctx, const Tensor& block, const Tensor& f
 }
 }  // namespace
 
+void connect_lora(model::Lora& lora, const TpContext& ctx, const char* who) {
+  ZT_CHECK(lora.tp() == ctx.group.size(), who, ": adapters cut for tp=", lora.tp(), " on a group of ", ctx.group.size());
+  lora.set_group_sum([&ctx](const Tensor& t) { all_reduce_sum(ctx, t); });
+}
+
+BeforeReduce lora_forward_hook(model::Lora* lora, model::BlockMatmul m, const Tensor& x) {
+  if (!lora) return {};
+  return [lora, m, x](const Tensor& partial) { lora->forward(m, x, partial); };
+}
+
+BeforeReduce lora_backward_hook(model::Lora* lora, model::BlockMatmul m, const Tensor& x, const Tensor& dy) {
+  if (!lora) return {};
+  return [lora, m, x, dy](const Tensor& dx) { lora->backward(m, x, dy, dx); };
+}
+
 void all_reduce_sum(const TpContext& ctx, Tensor t) {
   if (ctx.group.size() > 1) ctx.group.all_reduce(span_of(t), dist::ReduceOp::kSum)->wait();
 }

@@ -15,6 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "dist/communicator.hpp"
+#include "model/lora.hpp"
 
 namespace zt::tp {
 
@@ -28,6 +29,16 @@ struct TpContext {
 // tensor about to be reduced, in its layout ([N, .]: the whole rows, also under SP): a row-parallel
 // layer's partial output, a column-parallel layer's partial input gradient. Empty: nothing joins.
 using BeforeReduce = std::function<void(const backend::Tensor&)>;
+
+// A TP model's LoRA adapters (Gpt2Tp, LlamaTp: set_lora): checks they were cut for this group (`who`
+// names the caller) and gives them the group's sum for their replicated factors' gradients.
+void connect_lora(model::Lora& lora, const TpContext& ctx, const char* who);
+// The hooks that join a row-parallel layer's partial output (forward: the adapter of matmul m on input
+// x) and a column-parallel layer's partial input gradient (backward: x and the layer's dy) before the
+// group's sum; empty without adapters.
+BeforeReduce lora_forward_hook(model::Lora* lora, model::BlockMatmul m, const backend::Tensor& x);
+BeforeReduce lora_backward_hook(model::Lora* lora, model::BlockMatmul m, const backend::Tensor& x,
+                                const backend::Tensor& dy);
 
 // inp: the layer input as this rank holds it ([N, IC]; under SP [N/tp, IC]). full [N, IC]: under SP the
 // scratch the gathered input is written to (backward reads it as `full`); otherwise pass inp again.

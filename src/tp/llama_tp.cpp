@@ -130,20 +130,8 @@ Tensor LlamaTp::fused_grad(const Tensor& g, int u, int k, std::int64_t rows) con
 }
 
 void LlamaTp::set_lora(model::Lora* lora) {
-  ZT_CHECK(lora == nullptr || lora->tp() == tp_, "LlamaTp: adapters cut for tp=", lora ? lora->tp() : 0,
-           " on a group of ", tp_);
   lora_ = lora;
-  if (lora_) lora_->set_group_sum([this](const Tensor& t) { all_reduce_sum(ctx_, t); });
-}
-
-BeforeReduce LlamaTp::lora_forward(model::BlockMatmul m, const Tensor& x) {
-  if (!lora_) return {};
-  return [this, m, x](const Tensor& partial) { lora_->forward(m, x, partial); };
-}
-
-BeforeReduce LlamaTp::lora_backward(model::BlockMatmul m, const Tensor& x, const Tensor& dy) {
-  if (!lora_) return {};
-  return [this, m, x, dy](const Tensor& dx) { lora_->backward(m, x, dy, dx); };
+  if (lora_) connect_lora(*lora_, ctx_, "LlamaTp");
 }
 
 Tensor LlamaTp::vocab_rows(Tensor table) const {
@@ -170,14 +158,14 @@ void LlamaTp::block_forward(int l, const Tensor& w) {
   be_.rope_forward(L.qkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
   be_.attention_forward(L.atty, L.lse, L.qkv, static_cast<int>(heads_), segments_.tensor());
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn,
-                       lora_forward(BlockMatmul::kAttnOut, L.atty));
+                       lora_forward_hook(lora_, BlockMatmul::kAttnOut, L.atty));
   be_.add(L.res2, x, a_.proj);
   be_.rmsnorm_forward(L.ln2, L.ln2_rstd, L.res2, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
   column_parallel_forward(ctx_, L.gu, L.ln2, sp_ ? a_.full : L.ln2, fused(w, u, kGate, 2 * ffn_), Tensor(), kOutIn);
   if (lora_) lora_->forward(BlockMatmul::kMlpUp, sp_ ? a_.full : L.ln2, L.gu);
   be_.swiglu_forward(L.act, L.gu);
   row_parallel_forward(ctx_, a_.proj, sp_ ? a_.full : a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn,
-                       lora_forward(BlockMatmul::kMlpDown, L.act));
+                       lora_forward_hook(lora_, BlockMatmul::kMlpDown, L.act));
   be_.add(L.res3, L.res2, a_.proj);
 }
 
@@ -238,7 +226,7 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.swiglu_backward(dgu, L.gu, a_.dact);
   const Tensor ln2 = input_of(L.ln2);
   column_parallel_backward(ctx_, a_.dln, a_.dfull, fused_grad(g, u, kGate, 2 * ffn_), Tensor(), dgu, ln2,
-                           fused(w, u, kGate, 2 * ffn_), kOutIn, lora_backward(BlockMatmul::kMlpUp, ln2, dgu));
+                           fused(w, u, kGate, 2 * ffn_), kOutIn, lora_backward_hook(lora_, BlockMatmul::kMlpUp, ln2, dgu));
   norm_backward(a_.dtmp, grad(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
   row_parallel_backward(ctx_, a_.datty, a_.dfull, grad(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
@@ -247,7 +235,7 @@ void LlamaTp::block_backward(int l, const Tensor& w, const Tensor& g) {
   be_.rope_backward(dqkv, a_.inv_freq, static_cast<int>(heads_ + kv_heads_));
   const Tensor ln1 = input_of(L.ln1);
   column_parallel_backward(ctx_, a_.dln, a_.dfull, fused_grad(g, u, kQ, qkv_width_), qkv_bias(g, u), dqkv, ln1,
-                           fused(w, u, kQ, qkv_width_), kOutIn, lora_backward(BlockMatmul::kQkv, ln1, dqkv));
+                           fused(w, u, kQ, qkv_width_), kOutIn, lora_backward_hook(lora_, BlockMatmul::kQkv, ln1, dqkv));
   norm_backward(a_.dtmp, grad(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
   be_.accumulate(a_.dres, a_.dtmp);
 }

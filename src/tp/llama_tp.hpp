@@ -84,8 +84,6 @@ class LlamaTp final : public model::Model {
   backend::Tensor grad(const backend::Tensor& g, int u, int k) const;
   backend::Tensor fused_grad(const backend::Tensor& g, int u, int k, std::int64_t rows) const;
   // LoRA's hooks, as Gpt2Tp's.
-  BeforeReduce lora_forward(model::BlockMatmul m, const backend::Tensor& x);
-  BeforeReduce lora_backward(model::BlockMatmul m, const backend::Tensor& x, const backend::Tensor& dy);
   backend::Tensor vocab_rows(backend::Tensor table) const;  // a vocabulary table's Vs rows, without the zero row
   int head_unit() const { return s_.tie_embeddings ? 0 : s_.n_layer + 1; }
   backend::Tensor head(const backend::Tensor& unit) const;
