@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -36,20 +37,17 @@ std::string allowed(const Flag& f) {
   return what;
 }
 
-// The whole text as a number: "3x", "" and "1e999" are not numbers; an integer is read in 64 bits,
-// so 4294967298 is out of range, never 2.
+// The whole text as a number, by the option table's strict parsers (config/value.hpp): "3x", "" and
+// "1e999" are not numbers; an integer is read in 64 bits, so 4294967298 is out of range, never 2.
 std::optional<double> read_number(std::string_view text, Type type) {
-  const char* end = text.data() + text.size();
-  if (type == Type::kInt) {
-    std::int64_t v = 0;
-    const auto [p, ec] = std::from_chars(text.data(), end, v);
-    if (ec != std::errc() || p != end || text.empty()) return std::nullopt;
-    return static_cast<double>(v);
+  try {
+    if (type == Type::kInt)
+      return static_cast<double>(value::parse_int("", text, std::numeric_limits<std::int64_t>::min(),
+                                                  std::numeric_limits<std::int64_t>::max()));
+    return value::parse_double("", text);
+  } catch (const ConfigError&) {
+    return std::nullopt;  // check_value names the flag and what it accepts
   }
-  double v = 0;
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc() || p != end || text.empty() || !std::isfinite(v)) return std::nullopt;
-  return v;
 }
 
 void check_value(const Flag& f, std::string_view value) {
