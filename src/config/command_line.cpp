@@ -3,6 +3,7 @@
 #include "config/command_line.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -40,6 +41,9 @@ std::string allowed(const Flag& f) {
 // The whole text as a number, by the option table's strict parsers (config/value.hpp): "3x", "" and
 // "1e999" are not numbers; an integer is read in 64 bits, so 4294967298 is out of range, never 2.
 std::optional<double> read_number(std::string_view text, Type type) {
+  // value's parsers trim an INI value's blanks; a flag's value is taken as given.
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  if (!text.empty() && (space(text.front()) || space(text.back()))) return std::nullopt;
   try {
     if (type == Type::kInt)
       return static_cast<double>(value::parse_int("", text, std::numeric_limits<std::int64_t>::min(),
