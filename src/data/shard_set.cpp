@@ -17,8 +17,15 @@ std::mutex& hdf5_read_mutex() {
   static std::mutex m;
   return m;
 }
-// Plain and instruction shards, or shards packed for different windows, do not mix in one stream.
+// Plain and instruction shards, shards packed for different windows, or tokenized with different
+// vocabularies (the same ids would mean other tokens), do not mix in one stream: one glob's shards, or
+// the corpora of a data.train blend.
 void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
+  if (first.tokenizer.vocab_hash != other.tokenizer.vocab_hash)
+    throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(),
+                         " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
+                         other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
+                         "the same ztok --vocab"));
   if (first.has_loss_mask != other.has_loss_mask)
     throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(), " are of different kinds (",
                          first.has_loss_mask ? "instruction data with" : "plain text without", " a loss_mask, then ",
@@ -28,14 +35,6 @@ void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
     throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(),
                          " were packed for different windows (", first.window, " and ", other.window,
                          " tokens; 0: not packed): write them with the same ztok --pack --seq-len"));
-}
-// A blend's corpora feed one model: the same ids must mean the same tokens.
-void check_same_vocab(const ShardInfo& first, const ShardInfo& other, const std::string& key) {
-  if (first.tokenizer.vocab_hash != other.tokenizer.vocab_hash)
-    throw InputError(cat(key, ": shards ", first.path.string(), " and ", other.path.string(),
-                         " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
-                         other.tokenizer.vocab_hash, "): the corpora of a blend must share one; tokenize them with the "
-                         "same ztok --vocab"));
 }
 }  // namespace
 
@@ -134,7 +133,6 @@ std::vector<Corpus> open_corpora(const std::string& value, const std::string& ke
   for (const CorpusSpec& spec : parse_blend(value, key)) {
     out.push_back({spec, std::make_shared<ShardSet>(expand_globs(spec.glob, key), expect)});
     const ShardInfo &first = out.front().shards->first_info(), &other = out.back().shards->first_info();
-    check_same_vocab(first, other, key);
     check_same_kind(first, other);
   }
   return out;

@@ -102,6 +102,8 @@ bad "0.5:,0.5:$code" "has a weight but no glob: write WEIGHT:GLOB"
 bad "0.5:$web,$code" "has no weight while other entries have one: a blend gives every corpus as WEIGHT:GLOB"
 bad "0.5:$web,0.5:$ZT_WORK/nowhere/*.h5" "data.train='.*nowhere/\*.h5' matches no file"
 bad "0.5:$web,0.5:$ZT_WORK/other/train_*.h5" "shards .*web/train_000000.h5 and .*other/train_000000.h5 were tokenized with different vocabularies \(vocab_hash synthetic and another\)"
+# The same within one corpus: an unweighted value's globs are one stream of shards.
+bad "$web,$ZT_WORK/other/train_*.h5" "shards .*web/train_000000.h5 and .*other/train_000000.h5 were tokenized with different vocabularies \(vocab_hash synthetic and another\)"
 bad "0.5:$web,0.5:$ZT_WORK/inst/train_*.h5" "shards .*web/train_000000.h5 and .*inst/train_000000.h5 are of different kinds"
 bad "$blend" "data.valid=1:.* is weighted: evaluation reads one set of shards" --data.valid="1:$code"
 [ -d "$ZT_WORK/bad" ] && [ -n "$(ls -A "$ZT_WORK/bad")" ] && fail "a refused run wrote checkpoints"
