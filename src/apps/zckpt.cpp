@@ -18,6 +18,7 @@
 #include "config/parse.hpp"
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "model/family.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 #include "model/lora.hpp"
@@ -106,8 +107,8 @@ Args parse_args(const config::cli::Args& args) {
   return a;
 }
 
-// The [model] keys of the run that wrote checkpoint c: its state.json keeps the resolved INI. Llama's RoPE
-// and norm settings are not in the manifest (they do not change the parameter table), config.json needs them.
+// The [model] keys of the run that wrote checkpoint c: its state.json keeps the resolved INI (the manifest's
+// hyper-parameters leave out what does not change the parameter table, such as RoPE and norm settings).
 config::ModelConfig model_config_of(const ckpt::Checkpoint& c) {
   std::istringstream ini(c.state().config_ini);
   std::vector<std::string> args{"zckpt"};
@@ -154,24 +155,19 @@ model::ParamTable base_table_of(const ckpt::Checkpoint& c);
 model::ParamTable table_of(const ckpt::Checkpoint& c) {
   const config::Config config = lora_config_of(c);
   if (config.lora.rank == 0) return base_table_of(c);
-  model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), plan::lora_spec(config));
+  model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), model::lora_spec(config));
   if (train::describe_model(adapters).params != c.manifest().model.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not the adapters its lora.* keys give"));
   return adapters;
 }
 
-// The base model's table (for a LoRA checkpoint: the model its adapters sit on).
+// The base model's table (for a LoRA checkpoint: the model its adapters sit on), from the run's [model] keys.
 model::ParamTable base_table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
-  auto get = [&](const char* key) { return static_cast<int>(m.hyper_value(key)); };
-  bool llama = false;
-  for (const auto& [k, v] : m.hyper) llama = llama || (k == "llama" && v == 1);
-  model::ParamTable table(llama ? plan::model_shape(model_config_of(c))
-                                : model::GptShape::make(get("n_layer"), get("n_head"), get("n_embd"),
-                                                        get("vocab_size"), get("seq_len")));
+  model::ParamTable table(model::model_shape(model_config_of(c)));
   if (lora_config_of(c).lora.rank == 0 && train::describe_model(table).params != m.params)
-    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ", llama ? "Llama" : "GPT-2",
-                              "'s for its model shape"));
+    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ",
+                              model::family_of(table.shape().arch).display, "'s for its model shape"));
   return table;
 }
 
@@ -292,7 +288,7 @@ int export_adapter(const Args& a) {
   fs::create_directories(a.adapter);
   model::save_safetensors((fs::path(a.adapter) / "adapter_model.safetensors").string(), adapters, master.data());
   model::write_text_file((fs::path(a.adapter) / "adapter_config.json").string(),
-                         model::peft_adapter_config(plan::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
+                         model::peft_adapter_config(model::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
   std::cout << "exported the LoRA adapters of step " << c.manifest().step << " of " << a.dir << " to " << a.adapter
             << " (adapter_model.safetensors, adapter_config.json; base " << config::lora_base_path(config) << ")\n";
   return kExitOk;
@@ -312,7 +308,7 @@ std::vector<float> merged_weights(const ckpt::Checkpoint& c, const model::ParamT
   if (to_hex(hash.finish()) != c.state().lora_base_sha256)
     throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
                          from, " now has another: the merge needs the run's base there"));
-  const model::LoraSpec spec = plan::lora_spec(config);
+  const model::LoraSpec spec = model::lora_spec(config);
   model::merge_lora(base, weights.data(), table_of(c), c.read_master().data(), spec.scale());
   return weights;
 }

@@ -139,7 +139,7 @@ int run(dist::World& world, int argc, char** argv) {
     // --plan for plan.world_size ranks splits the batch (and the grid) over those, not over this world.
     const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;
     s.derived = config::derive(s.cl.config, planning_elsewhere ? s.cl.config.plan.world_size : world.size());
-    model::check_tp_degree(plan::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp));
+    model::check_tp_degree(model::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp));
   }, "parsing the configuration");
   if (code != kExitOk) return code;
   world.set_timeout(s.cl.config.dist.timeout_s);

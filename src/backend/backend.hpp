@@ -165,7 +165,7 @@ class Backend {
   // dlogits may alias logits (computed in place, as llm.c does, to save a [N,Vp] buffer).
   virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) = 0;
 
-  // ---- cross-entropy over one slice of the vocabulary (tp/vocab_parallel.hpp: TP rank r holds the
+  // ---- cross-entropy over one slice of the vocabulary (layers/vocab_parallel.hpp: TP rank r holds the
   // logits of ids [r*Vs, (r+1)*Vs), and the ranks combine the slices' row statistics, N floats each) --
   // logits [N,Vs]: only the first `real` columns are ids (0 <= real <= Vs; the rest is padding: outside
   // the softmax, zero gradient). targets [N] i32: the target's column in this slice (< real),

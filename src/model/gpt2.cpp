@@ -1,242 +1,196 @@
-// GPT-2 forward and backward over the backend's ops (llm.c's train_gpt2.c structure): activations live in
-// one arena allocated at construction; parameters and gradients are taken unit by unit (param_source.hpp).
+// GPT-2's block on the tensor-parallel layers (gpt2.hpp), llm.c's train_gpt2.c structure.
 #include "model/gpt2.hpp"
 
-#include <algorithm>
+#include <cmath>
 
-#include "backend/host_convert.hpp"
-#include "core/error.hpp"
-#include "model/carver.hpp"
-#include "model/lm_head.hpp"
+#include <nlohmann/json.hpp>
+
+#include "layers/linear.hpp"
 
 namespace zt::model {
 
 using backend::Tensor;
-using backend::WeightLayout;
 
 namespace {
-// Parameter order inside a block unit (param_table.cpp) and inside units 0 and L+1.
+// Parameter order inside a block unit (param_table.cpp).
 enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
-enum EmbedParam { kWte, kWpe };
-enum FinalParam { kLnfW, kLnfB };
-
+constexpr backend::WeightLayout kInOut = backend::WeightLayout::kInOut;  // HF Conv1D weights are [in, out]
 }  // namespace
 
-std::size_t Gpt2::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts,
-                          Stage stage) {
-  Acts scratch;
-  Acts& a = acts ? *acts : scratch;
-  Carver c{base, compute};
-  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T;
-  a.encoded = c.take({B, T, C});
-  // One working set of block activations, shared by every block where the mode recomputes them.
-  Layer work;
-  const bool full = r == Recompute::kFull, selective = r != Recompute::kNone;
-  a.layers.resize(stage.end(s.n_layer) - stage.first_block);  // this stage's blocks only
-  for (Layer& l : a.layers) {
-    l.ln1 = c.per_block(full, work.ln1, {B, T, C});
-    l.ln1_mean = c.per_block(full, work.ln1_mean, {N}, true);
-    l.ln1_rstd = c.per_block(full, work.ln1_rstd, {N}, true);
-    l.qkv = c.per_block(full, work.qkv, {B, T, 3 * C});
-    l.atty = c.per_block(selective, work.atty, {B, T, C});
-    l.lse = c.per_block(full, work.lse, {B, s.n_head, T}, true);
-    l.res2 = c.per_block(full, work.res2, {B, T, C});
-    l.ln2 = c.per_block(full, work.ln2, {B, T, C});
-    l.ln2_mean = c.per_block(full, work.ln2_mean, {N}, true);
-    l.ln2_rstd = c.per_block(full, work.ln2_rstd, {N}, true);
-    l.fch = c.per_block(full, work.fch, {B, T, 4 * C});
-    l.fch_gelu = c.per_block(selective, work.fch_gelu, {B, T, 4 * C});
-    l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
+// Activations in the compute dtype, statistics in f32; what the recompute mode rebuilds in backward is
+// one working set shared by every block. Under kFull each block keeps only its output res3.
+void Gpt2Block::carve(backend::Carver& c) {
+  const Geometry& g = g_;
+  const std::int64_t B = g.B, T = g.T, C = g.s.n_embd, Cr = C / g.tp, R = g.R;
+  const bool full = g.full_recompute(), selective = !g.keeps_all();
+  const auto kind = layers::NormKind::kLayerNorm;
+  Saved work;
+  saved_.assign(static_cast<std::size_t>(g.end - g.first), Saved{});
+  for (Saved& s : saved_) {
+    s.ln1 = c.per_block(full, work.ln1, {R, C});
+    s.ln1_stats = layers::Norm::carve_stats(c, kind, R, full, work.ln1_stats);
+    s.qkv = c.per_block(full, work.qkv, {B, T, 3 * Cr});
+    s.atty = c.per_block(selective, work.atty, {B, T, Cr});
+    s.lse = c.per_block(full, work.lse, {B, g.s.n_head / g.tp, T}, true);
+    s.res2 = c.per_block(full, work.res2, {R, C});
+    s.ln2 = c.per_block(full, work.ln2, {R, C});
+    s.ln2_stats = layers::Norm::carve_stats(c, kind, R, full, work.ln2_stats);
+    s.fch = c.per_block(full, work.fch, {B, T, 4 * Cr});
+    s.fch_gelu = c.per_block(selective, work.fch_gelu, {B, T, 4 * Cr});
+    s.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
-  if (stage.has_head(s.n_layer)) {
-    a.lnf = c.take({B, T, C}), a.lnf_mean = c.stat({N}), a.lnf_rstd = c.stat({N});
-    a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
-  }
-  a.proj = c.take({B, T, C});
-  a.dres = c.take({B, T, C}), a.dtmp = c.take({B, T, C}), a.dln = c.take({B, T, C}), a.dbig = c.take({B, T, 4 * C});
-  a.dnorm_w = c.stat({C}), a.dnorm_b = c.stat({C});
-  return c.used;
+  dbig_ = c.take({B, T, 4 * Cr});
 }
 
-std::size_t Gpt2::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute,
-                                 Stage stage) {
-  return layout(shape, micro_batch, recompute, compute, nullptr, nullptr, stage) +
-         2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t);
-}
-
-Gpt2::Gpt2(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute,
-           Stage stage)
-    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute),
-      stage_(stage), first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
-      heads_(stage.has_head(s_.n_layer)) {
-  ZT_CHECK_GT(micro_batch, 0, "Gpt2: micro_batch must be positive");
-  ZT_CHECK(s_.arch == Arch::kGpt2, "Gpt2: the parameter table is not GPT-2's (use make_model)");
-  ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
-           "Gpt2: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
-  ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "Gpt2: stage blocks [", first_, ", ", end_, ") outside the model's ", s_.n_layer);
-  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr, stage_));
-  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_, stage_);
-  ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
-  a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
-  a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
-}
-
-Tensor Gpt2::param(const Tensor& unit, int u, int k) const {
-  return param_view(table_, unit, table_.first_param(u) + k);
-}
-
-Tensor Gpt2::grad(const Tensor& g, int u, int k) const { return g.empty() ? Tensor() : param(g, u, k); }
-
-Tensor Gpt2::norm_grad(const Tensor& g, int u, int k, bool bias) const {
-  if (!g.empty()) return param(g, u, k);
-  return bias ? a_.dnorm_b : a_.dnorm_w;
-}
-
-void Gpt2::check_ids(const char* what, const std::int32_t* ids) const {
-  check_token_ids(what, ids, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
-}
-
-// x = layer input; ln1 = LN(x); qkv = ln1 Wqkv + b; atty = attn(qkv); res2 = x + atty Wproj + b;
-// ln2 = LN(res2); fch = ln2 Wfc + b; res3 = res2 + gelu(fch) Wfcproj + b.
-void Gpt2::block_forward(int l, const Tensor& w) {
+// ln1 = LN(x); qkv = ln1 Wqkv + b (column-parallel: this rank's heads); atty = attn(qkv);
+// res2 = x + atty Wproj + b (row-parallel: summed over the group, bias once); ln2 = LN(res2);
+// fch = ln2 Wfc + b; res3 = res2 + gelu(fch) Wfcproj + b. LoRA's adapters read the column-parallel
+// layers' whole input and join the row-parallel ones' partial sums.
+void Gpt2Block::forward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l - first_];
-  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
-  be_.layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, param(w, u, kLn1W), param(w, u, kLn1B));
-  be_.matmul_forward(L.qkv, L.ln1, param(w, u, kAttnW), param(w, u, kAttnB), WeightLayout::kInOut);
-  if (lora_) lora_->forward(BlockMatmul::kQkv, L.ln1, L.qkv);
-  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
-  be_.matmul_forward(a_.proj, L.atty, param(w, u, kAttnProjW), param(w, u, kAttnProjB), WeightLayout::kInOut);
-  if (lora_) lora_->forward(BlockMatmul::kAttnOut, L.atty, a_.proj);
-  be_.add(L.res2, x, a_.proj);
-  be_.layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.res2, param(w, u, kLn2W), param(w, u, kLn2B));
-  be_.matmul_forward(L.fch, L.ln2, param(w, u, kFcW), param(w, u, kFcB), WeightLayout::kInOut);
-  if (lora_) lora_->forward(BlockMatmul::kMlpUp, L.ln2, L.fch);
-  be_.gelu_forward(L.fch_gelu, L.fch);
-  be_.matmul_forward(a_.proj, L.fch_gelu, param(w, u, kFcProjW), param(w, u, kFcProjB), WeightLayout::kInOut);
-  if (lora_) lora_->forward(BlockMatmul::kMlpDown, L.fch_gelu, a_.proj);
-  be_.add(L.res3, L.res2, a_.proj);
+  Saved& s = saved_[index(l)];
+  e.norm.forward(s.ln1, s.ln1_stats, x, e.param(w, u, kLn1W), e.param(w, u, kLn1B));
+  layers::column_parallel_forward(e.ctx, s.qkv, s.ln1, e.whole(s.ln1), e.param(w, u, kAttnW), e.param(w, u, kAttnB), kInOut);
+  if (e.lora) e.lora->forward(BlockMatmul::kQkv, e.whole(s.ln1), s.qkv);
+  e.be.attention_forward(s.atty, s.lse, s.qkv, g_.s.n_head / g_.tp, e.segments.tensor());
+  layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.atty, e.param(w, u, kAttnProjW),
+                               e.param(w, u, kAttnProjB), kInOut, e.lora_forward(BlockMatmul::kAttnOut, s.atty));
+  e.norm.add_forward(s.res2, s.ln2, s.ln2_stats, x, e.proj, e.param(w, u, kLn2W), e.param(w, u, kLn2B));
+  layers::column_parallel_forward(e.ctx, s.fch, s.ln2, e.whole(s.ln2), e.param(w, u, kFcW), e.param(w, u, kFcB), kInOut);
+  if (e.lora) e.lora->forward(BlockMatmul::kMlpUp, e.whole(s.ln2), s.fch);
+  e.be.gelu_forward(s.fch_gelu, s.fch);
+  layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.fch_gelu, e.param(w, u, kFcProjW),
+                               e.param(w, u, kFcProjB), kInOut, e.lora_forward(BlockMatmul::kMlpDown, s.fch_gelu));
+  e.be.add(s.res3, s.res2, e.proj);
 }
 
-// A pipeline stage runs its part: the embedding on the first (else its input is in a_.encoded, the
-// previous stage's output), its blocks, and the final norm and head on the last.
-void Gpt2::run_forward(const std::int32_t* tokens, ParamSource& params) {
-  const int last = s_.n_layer + 1;
-  if (embeds_) {
-    check_ids("token", tokens);
-    be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
-    Tensor emb = params.unit(0);
-    be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, kWte), param(emb, 0, kWpe));
-    params.release(0);
-  }
-  for (int l = first_; l < end_; ++l) {
-    if (lora_) lora_->begin_block(l, false);
-    block_forward(l, params.unit(1 + l));
-    params.release(1 + l);
-    if (lora_) lora_->end_block(l, false);
-  }
-  if (!heads_) return;
-  Tensor fin = params.unit(last);
-  const Tensor top = a_.layers.back().res3;
-  be_.layernorm_forward(a_.lnf, a_.lnf_mean, a_.lnf_rstd, top, param(fin, last, kLnfW), param(fin, last, kLnfB));
-  params.release(last);
-  Tensor emb = params.unit(0);  // the tied LM head: logits = lnf @ wte^T over all Vp rows
-  be_.matmul_forward(a_.logits, a_.lnf, param(emb, 0, kWte), Tensor(), WeightLayout::kOutIn);
-  params.release(0);
-}
-
-double Gpt2::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  if (heads_) check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
-  run_forward(tokens, params);
-  const double sum = heads_ ? sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size) : 0.0;
-  ready_for_backward_ = true;
-  return sum;
-}
-
-std::vector<float> Gpt2::forward_logits(const std::int32_t* tokens, ParamSource& params) {
-  run_forward(tokens, params);
-  ready_for_backward_ = false;
-  return heads_ ? unpadded_logits(be_, a_.logits, s_.vocab_size) : std::vector<float>{};
-}
-
-// dres holds d(block output) on entry and d(block input) on exit. Parameter grads accumulate (+=);
-// dres, dtmp, dln and dbig are reused from block to block.
-void Gpt2::block_backward(int l, const Tensor& w, const Tensor& g) {
+// The column-parallel layers' input gradients are summed over the group. LoRA: a row-parallel layer's
+// adapter reads the whole dout (gathered into dfull under SP) and adds to this rank's dinp; a
+// column-parallel one's input gradient joins the layer's before the group's sum.
+void Gpt2Block::backward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w, const Tensor& g) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l - first_];
-  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
-  const Tensor dfch = a_.dbig;  // [B,T,4C]
-  const Tensor dqkv(a_.dbig.data, dtype_, {B_, s_.seq_len, 3 * std::int64_t{s_.n_embd}});
-  // MLP: res3 = res2 + gelu(fch) Wfcproj + b
-  be_.matmul_backward(dfch, grad(g, u, kFcProjW), grad(g, u, kFcProjB), a_.dres, L.fch_gelu, param(w, u, kFcProjW),
-                      WeightLayout::kInOut);
-  if (lora_) lora_->backward(BlockMatmul::kMlpDown, L.fch_gelu, a_.dres, dfch);
-  be_.gelu_backward(dfch, L.fch, dfch);
-  be_.matmul_backward(a_.dln, grad(g, u, kFcW), grad(g, u, kFcB), dfch, L.ln2, param(w, u, kFcW),
-                      WeightLayout::kInOut);
-  if (lora_) lora_->backward(BlockMatmul::kMlpUp, L.ln2, dfch, a_.dln);
-  be_.layernorm_backward(a_.dtmp, norm_grad(g, u, kLn2W, false), norm_grad(g, u, kLn2B, true), a_.dln, L.res2, param(w, u, kLn2W),
-                         L.ln2_mean, L.ln2_rstd);
-  be_.accumulate(a_.dres, a_.dtmp);  // d res2 = d res3 (residual path) + through ln2
-  // attention: res2 = x + atty Wproj + b
-  be_.matmul_backward(a_.dln, grad(g, u, kAttnProjW), grad(g, u, kAttnProjB), a_.dres, L.atty,
-                      param(w, u, kAttnProjW), WeightLayout::kInOut);
-  if (lora_) lora_->backward(BlockMatmul::kAttnOut, L.atty, a_.dres, a_.dln);
-  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
-  be_.matmul_backward(a_.dln, grad(g, u, kAttnW), grad(g, u, kAttnB), dqkv, L.ln1, param(w, u, kAttnW),
-                      WeightLayout::kInOut);
-  if (lora_) lora_->backward(BlockMatmul::kQkv, L.ln1, dqkv, a_.dln);
-  be_.layernorm_backward(a_.dtmp, norm_grad(g, u, kLn1W, false), norm_grad(g, u, kLn1B, true), a_.dln, x, param(w, u, kLn1W),
-                         L.ln1_mean, L.ln1_rstd);
-  be_.accumulate(a_.dres, a_.dtmp);  // d x = d res2 + through ln1
+  Saved& s = saved_[index(l)];
+  const Tensor dfch = dbig_;
+  const Tensor dqkv(dbig_.data, g_.dtype, {g_.B, g_.T, 3 * std::int64_t{g_.s.n_embd} / g_.tp});
+  const Tensor dout = g_.sp ? e.dfull : e.dres;  // a row-parallel layer's whole dout, once it ran
+  // d(attention output) [B,T,C/tp] lives in dln's [R, C] (it fits: R*C >= N*C/tp), free until the
+  // q|k|v layer's backward writes dln.
+  const Tensor datty(e.dln.data, g_.dtype, {g_.B, g_.T, std::int64_t{g_.s.n_embd} / g_.tp});
+  layers::row_parallel_backward(e.ctx, dfch, e.dfull, e.grad(g, u, kFcProjW), e.grad(g, u, kFcProjB), e.dres,
+                                s.fch_gelu, e.param(w, u, kFcProjW), kInOut);
+  if (e.lora) e.lora->backward(BlockMatmul::kMlpDown, s.fch_gelu, dout, dfch);
+  e.be.gelu_backward(dfch, s.fch, dfch);
+  const Tensor ln2 = e.gathered(s.ln2);
+  layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.grad(g, u, kFcW), e.grad(g, u, kFcB), dfch, ln2,
+                                   e.param(w, u, kFcW), kInOut, e.lora_backward(BlockMatmul::kMlpUp, ln2, dfch));
+  e.norm.backward_accumulate(e.dres, e.grad(g, u, kLn2W), e.grad(g, u, kLn2B), e.dln, s.res2, e.param(w, u, kLn2W),
+                             s.ln2_stats);
+  layers::row_parallel_backward(e.ctx, datty, e.dfull, e.grad(g, u, kAttnProjW), e.grad(g, u, kAttnProjB), e.dres,
+                                s.atty, e.param(w, u, kAttnProjW), kInOut);
+  if (e.lora) e.lora->backward(BlockMatmul::kAttnOut, s.atty, dout, datty);
+  e.be.attention_backward(dqkv, datty, s.qkv, s.atty, s.lse, g_.s.n_head / g_.tp, e.segments.tensor());
+  const Tensor ln1 = e.gathered(s.ln1);
+  layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.grad(g, u, kAttnW), e.grad(g, u, kAttnB), dqkv, ln1,
+                                   e.param(w, u, kAttnW), kInOut, e.lora_backward(BlockMatmul::kQkv, ln1, dqkv));
+  e.norm.backward_accumulate(e.dres, e.grad(g, u, kLn1W), e.grad(g, u, kLn1B), e.dln, x, e.param(w, u, kLn1W),
+                             s.ln1_stats);
 }
 
-// Rebuilds what block l's backward reads and the mode did not keep. Full: the whole block forward
-// again (its output res3 comes out bit-identical to the kept one). Selective: the attention output
-// from the kept qkv, and GELU of the kept fc pre-activation.
-void Gpt2::recompute_block(int l, const Tensor& w) {
-  if (recompute_ == Recompute::kFull) return block_forward(l, w);
-  if (recompute_ == Recompute::kSelective) {
-    Layer& L = a_.layers[l - first_];
-    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
-    be_.gelu_forward(L.fch_gelu, L.fch);
-  }
+// Attention from the kept qkv (this rank's heads, no communication) and GELU of the kept pre-activation.
+void Gpt2Block::recompute_selective(DecoderEnv& e, int l) {
+  Saved& s = saved_[index(l)];
+  e.be.attention_forward(s.atty, s.lse, s.qkv, g_.s.n_head / g_.tp, e.segments.tensor());
+  e.be.gelu_forward(s.fch_gelu, s.fch);
 }
 
-// A stage without the head starts from d(its output) in a_.dres (stage_output_grad); a stage without
-// the embedding leaves d(its input) there (stage_input_grad).
-void Gpt2::backward(ParamSource& params, GradSink& grads, float dloss) {
-  ZT_CHECK(ready_for_backward_, "Gpt2::backward needs a forward() with targets first (and runs once per forward)");
-  ready_for_backward_ = false;
-  const int last = s_.n_layer + 1;
-  Tensor w, g;
-  if (heads_) {
-    be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
-    w = params.unit(0), g = grads.unit(0);  // LM head: dlnf = dlogits wte, dwte += dlogits^T lnf
-    be_.matmul_backward(a_.dln, grad(g, 0, kWte), Tensor(), a_.logits, a_.lnf, param(w, 0, kWte), WeightLayout::kOutIn);
-    params.release(0);
-    if (!embeds_) grads.unit_done(0);  // the last stage's copy of wte: final for this pass
-    w = params.unit(last), g = grads.unit(last);
-    const Tensor top = a_.layers.back().res3;
-    be_.layernorm_backward(a_.dres, norm_grad(g, last, kLnfW, false), norm_grad(g, last, kLnfB, true), a_.dln, top,
-                           param(w, last, kLnfW), a_.lnf_mean, a_.lnf_rstd);
-    params.release(last);
-    grads.unit_done(last);
+namespace {
+TpSplit split(TpSplit::Kind kind, int dim, std::vector<std::int64_t> segments) { return {kind, dim, std::move(segments)}; }
+
+class Gpt2Family final : public Family {
+ public:
+  Gpt2Family()
+      : Family(Arch::kGpt2, "gpt2", "GPT-2", layers::NormKind::kLayerNorm, /*positions=*/true,
+               backend::WeightLayout::kInOut) {}
+
+  GptShape shape_of(const config::ModelConfig& m) const override {
+    return GptShape::make(static_cast<int>(m.n_layer), static_cast<int>(m.n_head), static_cast<int>(m.n_embd),
+                          static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len));
   }
-  for (int l = end_ - 1; l >= first_; --l) {
-    w = params.unit(1 + l);  // separate statements: the ParamSource sees p before g, always
-    g = grads.unit(1 + l);
-    if (lora_) lora_->begin_block(l, true);
-    recompute_block(l, w);
-    block_backward(l, w, g);
-    params.release(1 + l);
-    grads.unit_done(1 + l);
-    if (lora_) lora_->end_block(l, true);
+
+  std::unique_ptr<Block> make_block(const Geometry& g) const override { return std::make_unique<Gpt2Block>(g); }
+
+  // Flat order: unit 0 = wte, wpe; unit 1+i = block i in HF's per-block order (BlockParam); unit L+1 = ln_f.
+  std::vector<ParamInfo> params(const GptShape& s) const override {
+    const std::int64_t C = s.n_embd;
+    std::vector<ParamInfo> p{param_info("transformer.wte.weight", {s.padded_vocab, C}, 0, true, s.vocab_size),
+                             param_info("transformer.wpe.weight", {s.seq_len, C}, 0, true)};
+    for (int l = 0; l < s.n_layer; ++l) {
+      const std::string h = block_prefix(l);
+      auto add = [&](const char* name, std::vector<std::int64_t> shape, bool decay) {
+        p.push_back(param_info(h + name, std::move(shape), 1 + l, decay));
+      };
+      add("ln_1.weight", {C}, false), add("ln_1.bias", {C}, false);
+      add("attn.c_attn.weight", {C, 3 * C}, true), add("attn.c_attn.bias", {3 * C}, false);
+      add("attn.c_proj.weight", {C, C}, true), add("attn.c_proj.bias", {C}, false);
+      add("ln_2.weight", {C}, false), add("ln_2.bias", {C}, false);
+      add("mlp.c_fc.weight", {C, 4 * C}, true), add("mlp.c_fc.bias", {4 * C}, false);
+      add("mlp.c_proj.weight", {4 * C, C}, true), add("mlp.c_proj.bias", {C}, false);
+    }
+    p.push_back(param_info("transformer.ln_f.weight", {C}, s.n_layer + 1, false));
+    p.push_back(param_info("transformer.ln_f.bias", {C}, s.n_layer + 1, false));
+    return p;
   }
-  if (!embeds_) return;
-  g = grads.unit(0);
-  if (!g.empty()) be_.embedding_backward(param(g, 0, kWte), param(g, 0, kWpe), a_.dres, a_.tokens);
-  grads.unit_done(0);
+
+  // Conv1D weights [in, out]: c_attn and c_fc cut their outputs (dim 1; biases dim 0; c_attn as q | k | v),
+  // the two c_proj their inputs (dim 0); c_proj biases are added once, after the row-parallel sum.
+  TpSplit tp_split(const ParamInfo& p, const GptShape& s) const override {
+    using K = TpSplit::Kind;
+    const std::int64_t C = s.n_embd;
+    if (p.name == "transformer.wte.weight") return split(K::kVocab, 0, {s.padded_vocab});
+    if (p.name.ends_with("attn.c_attn.weight")) return split(K::kColumn, 1, {C, C, C});
+    if (p.name.ends_with("attn.c_attn.bias")) return split(K::kColumn, 0, {C, C, C});
+    if (p.name.ends_with("mlp.c_fc.weight")) return split(K::kColumn, 1, {4 * C});
+    if (p.name.ends_with("mlp.c_fc.bias")) return split(K::kColumn, 0, {4 * C});
+    if (p.name.ends_with("attn.c_proj.weight")) return split(K::kRow, 0, {C});
+    if (p.name.ends_with("mlp.c_proj.weight")) return split(K::kRow, 0, {4 * C});
+    return {};
+  }
+
+  // PEFT matches c_proj on both attn.c_proj and mlp.c_proj: two modules of one name.
+  std::vector<LoraModule> lora_modules(const GptShape& s) const override {
+    const std::int64_t C = s.n_embd;
+    return {{"c_attn", "attn.c_attn", BlockMatmul::kQkv, C, 3 * C, 0, 3 * C},
+            {"c_proj", "attn.c_proj", BlockMatmul::kAttnOut, C, C, 0, C},
+            {"c_fc", "mlp.c_fc", BlockMatmul::kMlpUp, C, 4 * C, 0, 4 * C},
+            {"c_proj", "mlp.c_proj", BlockMatmul::kMlpDown, 4 * C, C, 0, C}};
+  }
+
+  std::string block_prefix(int l) const override { return cat("transformer.h.", l, "."); }
+
+  // GPT-2's residual projections start at 0.02 / sqrt(2 L) (the paper's scaled init, llm.c's too).
+  float init_std(const ParamInfo& p, const GptShape& s) const override {
+    const bool residual = p.name.ends_with("attn.c_proj.weight") || p.name.ends_with("mlp.c_proj.weight");
+    return residual ? 0.02f / std::sqrt(2.0f * static_cast<float>(s.n_layer)) : 0.02f;
+  }
+
+  std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) const override {
+    nlohmann::json c = {
+        {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
+        {"n_layer", s.n_layer},                 {"n_head", s.n_head},    {"n_embd", s.n_embd},
+        {"vocab_size", s.vocab_size},           {"n_positions", s.seq_len}, {"n_ctx", s.seq_len},
+        {"n_inner", nullptr},                   {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
+        {"attn_pdrop", 0.0},                    {"embd_pdrop", 0.0},     {"resid_pdrop", 0.0},  // trained without
+        {"scale_attn_weights", true},           {"tie_word_embeddings", true}, {"use_cache", true},
+        {"torch_dtype", torch_dtype}};
+    if (s.vocab_size > 50256) c["bos_token_id"] = c["eos_token_id"] = 50256;  // GPT-2's <|endoftext|>
+    return c.dump(2) + "\n";
+  }
+};
+}  // namespace
+
+const Family& gpt2_family() {
+  static const Gpt2Family family;
+  return family;
 }
 
 }  // namespace zt::model

@@ -8,17 +8,13 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "model/family.hpp"
 
 namespace zt::model {
 namespace {
 
-// Parameters without a std start constant: norm weights (GPT-2's ln_*, Llama's *layernorm and norm) at 1,
-// biases at 0.
-float constant_init(const ParamInfo& p) {
-  const bool norm = p.name.find(".ln_") != std::string::npos || p.name.find("layernorm") != std::string::npos ||
-                    p.name == "model.norm.weight";
-  return norm && p.name.ends_with(".weight") ? 1.0f : 0.0f;
-}
+// Parameters without a std start constant (no weight decay): norm weights at 1, biases at 0, in every family.
+float constant_init(const ParamInfo& p) { return p.name.ends_with(".weight") ? 1.0f : 0.0f; }
 
 // Elements [begin, end) of parameter p (indices within p), written to out.
 void init_piece(const ParamTable& table, const ParamInfo& p, std::uint64_t seed, std::size_t begin, std::size_t end,
@@ -34,10 +30,8 @@ void init_piece(const ParamTable& table, const ParamInfo& p, std::uint64_t seed,
 }  // namespace
 
 float init_std(const ParamTable& table, const ParamInfo& p) {
-  if (!p.decay) return 0.0f;  // biases and LayerNorm
-  if (p.name.ends_with("attn.c_proj.weight") || p.name.ends_with("mlp.c_proj.weight"))
-    return kInitStd / std::sqrt(2.0f * static_cast<float>(table.shape().n_layer));
-  return kInitStd;
+  if (!p.decay) return 0.0f;  // biases and norms
+  return family_of(table.shape().arch).init_std(p, table.shape());
 }
 
 void init_params_range(const ParamTable& table, std::uint64_t seed, std::size_t first, std::size_t count, float* out) {

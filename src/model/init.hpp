@@ -1,5 +1,5 @@
-// GPT-2's initialisation (Radford et al. 2019, as nanoGPT's _init_weights), from a seed through the
-// counter-based RNG: every value is a function of (seed, parameter name, element index) only.
+// Initialisation as Hugging Face's _init_weights (GPT-2's as Radford et al. 2019 and nanoGPT), from a seed
+// through the counter-based RNG: every value is a function of (seed, parameter name, element index) only.
 #pragma once
 
 #include <cstddef>
@@ -9,12 +9,9 @@
 
 namespace zt::model {
 
-constexpr float kInitStd = 0.02f;
-
-// The std of parameter p's initial values (0 for biases and LayerNorm, which start at 0 and 1):
-// 0.02 for wte, wpe, c_attn and c_fc weights; 0.02/sqrt(2 L) for the residual projections
-// (attn.c_proj.weight, mlp.c_proj.weight). Llama (HF LlamaPreTrainedModel._init_weights): 0.02 for every
-// weight matrix and the embedding, norms at 1.
+// The std of parameter p's initial values: 0 for biases and norms (no weight decay), which start at 0 and
+// 1; else the family's (family.hpp): 0.02, and for GPT-2's residual projections (attn.c_proj.weight,
+// mlp.c_proj.weight) 0.02/sqrt(2 L).
 float init_std(const ParamTable& table, const ParamInfo& p);
 
 // out[i] = the initial value of flat element first + i, for i < count: any slice of the buffer (a ZeRO

@@ -1,257 +1,246 @@
-// Llama forward and backward over the backend's ops, in the structure of gpt2.cpp: activations in one
-// arena allocated at construction, parameters and gradients unit by unit (param_source.hpp). The q|k|v
-// and gate|up projections are single GEMMs over adjacent weights (param_table.cpp's order).
+// Llama's block on the tensor-parallel layers (llama.hpp): the q|k|v and gate|up projections are single
+// GEMMs over adjacent weights (param_table.cpp's order; a TP rank's q_r|k_r|v_r and gate_r|up_r stay
+// adjacent in its shard).
 #include "model/llama.hpp"
 
 #include <algorithm>
 
-#include "backend/host_convert.hpp"
-#include "core/error.hpp"
-#include "model/carver.hpp"
-#include "model/lm_head.hpp"
+#include <nlohmann/json.hpp>
+
+#include "layers/linear.hpp"
+#include "model/rope.hpp"
 
 namespace zt::model {
 
 using backend::Tensor;
-using backend::WeightLayout;
 
 namespace {
-// Parameter order inside a block unit and inside unit L+1 (param_table.cpp); unit 0 holds embed_tokens only.
-enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown, kQBias };  // kQBias..: with qkv_bias
-enum FinalParam { kNormF, kHead };
-constexpr WeightLayout kOutIn = WeightLayout::kOutIn;  // HF nn.Linear weights are [out, in]
+// Parameter order inside a block unit (param_table.cpp): kQBias.. only with qkv_bias (Qwen2).
+enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown, kQBias };
+constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;  // HF nn.Linear weights are [out, in]
 }  // namespace
 
-std::size_t Llama::layout(const GptShape& s, int B, Recompute r, DType compute, std::byte* base, Acts* acts,
-                          Stage stage) {
-  Acts scratch;
-  Acts& a = acts ? *acts : scratch;
-  Carver c{base, compute};
-  const std::int64_t T = s.seq_len, C = s.n_embd, N = std::int64_t{B} * T, W = s.qkv_width(), F = s.ffn_hidden;
-  a.encoded = c.take({B, T, C});
-  Layer work;  // one working set shared by every block where the mode recomputes it
-  const bool full = r == Recompute::kFull, selective = r != Recompute::kNone;
-  a.layers.resize(stage.end(s.n_layer) - stage.first_block);  // this stage's blocks only
-  for (Layer& l : a.layers) {
-    l.ln1 = c.per_block(full, work.ln1, {B, T, C});
-    l.ln1_rstd = c.per_block(full, work.ln1_rstd, {N}, true);
-    l.qkv = c.per_block(full, work.qkv, {B, T, W});
-    l.atty = c.per_block(selective, work.atty, {B, T, C});
-    l.lse = c.per_block(full, work.lse, {B, s.n_head, T}, true);
-    l.res2 = c.per_block(full, work.res2, {B, T, C});
-    l.ln2 = c.per_block(full, work.ln2, {B, T, C});
-    l.ln2_rstd = c.per_block(full, work.ln2_rstd, {N}, true);
-    l.gu = c.per_block(full, work.gu, {B, T, 2 * F});
-    l.act = c.per_block(selective, work.act, {B, T, F});
-    l.res3 = c.take({B, T, C});  // block outputs are always kept: the next block's input
+LlamaBlock::LlamaBlock(const Geometry& g)
+    : Block(g), heads_(g.s.n_head / g.tp), kv_heads_(g.s.n_kv_head / g.tp), qkv_width_(g.s.qkv_width() / g.tp),
+      attn_width_(std::int64_t{g.s.n_head} * g.s.head_size() / g.tp), ffn_(g.s.ffn_hidden / g.tp) {}
+
+// As the GPT-2 block's: activations in the compute dtype, statistics and RoPE's table in f32, what the
+// recompute mode rebuilds shared by every block.
+void LlamaBlock::carve(backend::Carver& c) {
+  const Geometry& g = g_;
+  const std::int64_t B = g.B, T = g.T, C = g.s.n_embd, R = g.R;
+  const bool full = g.full_recompute(), selective = !g.keeps_all();
+  const auto kind = layers::NormKind::kRmsNorm;
+  inv_freq_ = c.stat({g.s.head_size() / 2});
+  Saved work;
+  saved_.assign(static_cast<std::size_t>(g.end - g.first), Saved{});
+  for (Saved& s : saved_) {
+    s.ln1 = c.per_block(full, work.ln1, {R, C});
+    s.ln1_stats = layers::Norm::carve_stats(c, kind, R, full, work.ln1_stats);
+    s.qkv = c.per_block(full, work.qkv, {B, T, qkv_width_});
+    s.atty = c.per_block(selective, work.atty, {B, T, attn_width_});
+    s.lse = c.per_block(full, work.lse, {B, heads_, T}, true);
+    s.res2 = c.per_block(full, work.res2, {R, C});
+    s.ln2 = c.per_block(full, work.ln2, {R, C});
+    s.ln2_stats = layers::Norm::carve_stats(c, kind, R, full, work.ln2_stats);
+    s.gu = c.per_block(full, work.gu, {B, T, 2 * ffn_});
+    s.act = c.per_block(selective, work.act, {B, T, ffn_});
+    s.res3 = c.take({R, C});  // block outputs are always kept: the next block's input
   }
-  if (stage.has_head(s.n_layer)) {
-    a.lnf = c.take({B, T, C}), a.lnf_rstd = c.stat({N});
-    a.logits = c.take({B, T, s.padded_vocab}), a.losses = c.stat({N});
-  }
-  a.proj = c.take({B, T, C});
-  a.dres = c.take({B, T, C}), a.dln = c.take({B, T, C});
-  a.dnorm = c.stat({C});
-  a.dbig = c.take({B, T, std::max(W, 2 * F)}), a.dact = c.take({B, T, F});
-  return c.used;
+  dbig_ = c.take({B, T, std::max(qkv_width_, 2 * ffn_)}), dact_ = c.take({B, T, ffn_});
+  if (g.N * attn_width_ > R * C) datty_ = c.take({B, T, attn_width_});
 }
 
-std::size_t Llama::activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute, DType compute,
-                                 Stage stage) {
-  return layout(shape, micro_batch, recompute, compute, nullptr, nullptr, stage) +
-         2 * static_cast<std::size_t>(micro_batch) * shape.seq_len * sizeof(std::int32_t) +
-         static_cast<std::size_t>(shape.head_size() / 2) * sizeof(float);
+void LlamaBlock::bind(DecoderEnv& e) {
+  const std::vector<float> inv = rope_inv_freq(g_.s.head_size(), g_.s.rope);
+  e.be.copy_from_host(inv_freq_.data, inv.data(), inv_freq_.bytes());
 }
 
-Llama::Llama(backend::Backend& backend, const ParamTable& table, int micro_batch, Recompute recompute, DType compute,
-           Stage stage)
-    : be_(backend), table_(table), s_(table.shape()), B_(micro_batch), recompute_(recompute), dtype_(compute),
-      stage_(stage), first_(stage.first_block), end_(stage.end(s_.n_layer)), embeds_(stage.has_embedding()),
-      heads_(stage.has_head(s_.n_layer)) {
-  ZT_CHECK_GT(micro_batch, 0, "Llama: micro_batch must be positive");
-  ZT_CHECK(s_.arch == Arch::kLlama, "Llama: the parameter table is not Llama's (use make_model)");
-  ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
-           "Llama: compute dtype must be f32, bf16 or f16, not ", dtype_name(compute));
-  ZT_CHECK(first_ >= 0 && first_ < end_ && end_ <= s_.n_layer, "Llama: stage blocks [", first_, ", ", end_, ") outside the model's ", s_.n_layer);
-  arena_ = be_.allocate(layout(s_, B_, recompute_, dtype_, nullptr, nullptr, stage_));
-  layout(s_, B_, recompute_, dtype_, static_cast<std::byte*>(arena_.data()), &a_, stage_);
-  ids_ = be_.allocate(2 * static_cast<std::size_t>(B_) * s_.seq_len * sizeof(std::int32_t));
-  a_.tokens = ids_.view(DType::kI32, {B_, s_.seq_len});
-  a_.targets = ids_.view(DType::kI32, {B_, s_.seq_len}, std::int64_t{B_} * s_.seq_len);
-  const std::vector<float> inv = rope_inv_freq(s_.head_size(), s_.rope);
-  freq_ = be_.allocate(inv.size() * sizeof(float));
-  inv_freq_ = freq_.view(DType::kF32, {static_cast<std::int64_t>(inv.size())});
-  be_.copy_from_host(freq_.data(), inv.data(), freq_.bytes());
+Tensor LlamaBlock::qkv_bias(DecoderEnv& e, const Tensor& unit, int u) const {
+  if (!g_.s.qkv_bias || unit.empty()) return Tensor();  // empty unit: a frozen one's gradients
+  return Tensor(e.param(unit, u, kQBias).data, unit.dtype, {qkv_width_});  // q_r|k_r|v_r's biases, adjacent
 }
 
-Tensor Llama::param(const Tensor& unit, int u, int k) const {
-  return param_view(table_, unit, table_.first_param(u) + k);
+// d(attention output) [B,T,A/tp]: in dln's [R, C] when it fits (free from the o layer's backward until
+// the q|k|v layer's writes dln), else its own.
+Tensor LlamaBlock::d_attention(DecoderEnv& e) const {
+  return datty_.empty() ? Tensor(e.dln.data, g_.dtype, {g_.B, g_.T, attn_width_}) : datty_;
 }
 
-Tensor Llama::fused(const Tensor& unit, int u, int k, std::int64_t rows) const {
-  return Tensor(param(unit, u, k).data, unit.dtype, {rows, s_.n_embd});
-}
-
-Tensor Llama::qkv_bias(const Tensor& unit, int u) const {
-  if (!s_.qkv_bias || unit.empty()) return Tensor();  // empty unit: a frozen one's gradients
-  return Tensor(param(unit, u, kQBias).data, unit.dtype, {s_.qkv_width()});
-}
-
-Tensor Llama::head_weight(const Tensor& unit) const {
-  return s_.tie_embeddings ? param(unit, 0, 0) : param(unit, s_.n_layer + 1, kHead);
-}
-
-Tensor Llama::grad(const Tensor& g, int u, int k) const { return g.empty() ? Tensor() : param(g, u, k); }
-Tensor Llama::fused_grad(const Tensor& g, int u, int k, std::int64_t rows) const {
-  return g.empty() ? Tensor() : fused(g, u, k, rows);
-}
-Tensor Llama::head_grad(const Tensor& g) const { return g.empty() ? Tensor() : head_weight(g); }
-Tensor Llama::norm_grad(const Tensor& g, int u, int k) const { return g.empty() ? a_.dnorm : param(g, u, k); }
-
-void Llama::check_ids(const char* what, const std::int32_t* ids) const {
-  check_token_ids(what, ids, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
-}
-
-// x = block input; ln1 = RMSNorm(x); qkv = RoPE(ln1 [Wq|Wk|Wv]^T); atty = attn(qkv); res2 = x + atty Wo^T;
-// ln2 = RMSNorm(res2) (one fused op with the add); gu = ln2 [Wgate|Wup]^T; act = silu(gate) * up;
-// res3 = res2 + act Wdown^T.
-void Llama::block_forward(int l, const Tensor& w) {
+// ln1 = RMSNorm(x); qkv = RoPE(ln1 [Wq|Wk|Wv]^T (+ b)); atty = attn(qkv); res2 = x + atty Wo^T and
+// ln2 = RMSNorm(res2) (one fused op); gu = ln2 [Wgate|Wup]^T; act = silu(gate) * up; res3 = res2 + act Wdown^T.
+// LoRA's q|k|v adapters join before RoPE, as PEFT adapts q_proj's and k_proj's outputs.
+void LlamaBlock::forward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l - first_];
-  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
-  be_.rmsnorm_forward(L.ln1, L.ln1_rstd, x, param(w, u, kNorm1), static_cast<float>(s_.norm_eps));
-  be_.matmul_forward(L.qkv, L.ln1, fused(w, u, kQ, s_.qkv_width()), qkv_bias(w, u), kOutIn);
-  if (lora_) lora_->forward(BlockMatmul::kQkv, L.ln1, L.qkv);  // before RoPE, as PEFT's q_proj/k_proj output
-  be_.rope_forward(L.qkv, inv_freq_, s_.n_head + s_.n_kv_head);  // q's heads, then k's
-  be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
-  be_.matmul_forward(a_.proj, L.atty, param(w, u, kO), Tensor(), kOutIn);
-  if (lora_) lora_->forward(BlockMatmul::kAttnOut, L.atty, a_.proj);
-  be_.add_rmsnorm_forward(L.res2, L.ln2, L.ln2_rstd, x, a_.proj, param(w, u, kNorm2), static_cast<float>(s_.norm_eps));
-  be_.matmul_forward(L.gu, L.ln2, fused(w, u, kGate, 2 * std::int64_t{s_.ffn_hidden}), Tensor(), kOutIn);
-  if (lora_) lora_->forward(BlockMatmul::kMlpUp, L.ln2, L.gu);
-  be_.swiglu_forward(L.act, L.gu);
-  be_.matmul_forward(a_.proj, L.act, param(w, u, kDown), Tensor(), kOutIn);
-  if (lora_) lora_->forward(BlockMatmul::kMlpDown, L.act, a_.proj);
-  be_.add(L.res3, L.res2, a_.proj);
+  const std::int64_t C = g_.s.n_embd;
+  Saved& s = saved_[index(l)];
+  e.norm.forward(s.ln1, s.ln1_stats, x, e.param(w, u, kNorm1), Tensor());
+  layers::column_parallel_forward(e.ctx, s.qkv, s.ln1, e.whole(s.ln1), e.fused(w, u, kQ, qkv_width_, C),
+                                  qkv_bias(e, w, u), kOutIn);
+  if (e.lora) e.lora->forward(BlockMatmul::kQkv, e.whole(s.ln1), s.qkv);
+  e.be.rope_forward(s.qkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));  // q's heads, then k's
+  e.be.attention_forward(s.atty, s.lse, s.qkv, static_cast<int>(heads_), e.segments.tensor());
+  layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.atty, e.param(w, u, kO), Tensor(), kOutIn,
+                               e.lora_forward(BlockMatmul::kAttnOut, s.atty));
+  e.norm.add_forward(s.res2, s.ln2, s.ln2_stats, x, e.proj, e.param(w, u, kNorm2), Tensor());
+  layers::column_parallel_forward(e.ctx, s.gu, s.ln2, e.whole(s.ln2), e.fused(w, u, kGate, 2 * ffn_, C), Tensor(),
+                                  kOutIn);
+  if (e.lora) e.lora->forward(BlockMatmul::kMlpUp, e.whole(s.ln2), s.gu);
+  e.be.swiglu_forward(s.act, s.gu);
+  layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.act, e.param(w, u, kDown), Tensor(), kOutIn,
+                               e.lora_forward(BlockMatmul::kMlpDown, s.act));
+  e.be.add(s.res3, s.res2, e.proj);
 }
 
-// A pipeline stage runs its part (as gpt2.cpp's run_forward).
-void Llama::run_forward(const std::int32_t* tokens, ParamSource& params) {
-  const int last = s_.n_layer + 1;
-  if (embeds_) {
-    check_ids("token", tokens);
-    be_.copy_from_host(a_.tokens.data, tokens, a_.tokens.bytes());
-    Tensor emb = params.unit(0);
-    be_.embedding_forward(a_.encoded, a_.tokens, param(emb, 0, 0), Tensor());
-    params.release(0);
-  }
-  for (int l = first_; l < end_; ++l) {
-    if (lora_) lora_->begin_block(l, false);
-    block_forward(l, params.unit(1 + l));
-    params.release(1 + l);
-    if (lora_) lora_->end_block(l, false);
-  }
-  if (!heads_) return;
-  Tensor fin = params.unit(last);
-  be_.rmsnorm_forward(a_.lnf, a_.lnf_rstd, a_.layers.back().res3, param(fin, last, kNormF), static_cast<float>(s_.norm_eps));
-  if (s_.tie_embeddings) {
-    params.release(last);
-    fin = params.unit(0);
-  }
-  be_.matmul_forward(a_.logits, a_.lnf, head_weight(fin), Tensor(), kOutIn);  // logits over all Vp rows
-  params.release(s_.tie_embeddings ? 0 : last);
-}
-
-double Llama::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  if (heads_) check_target_ids(targets, std::int64_t{B_} * s_.seq_len, s_.vocab_size);
-  run_forward(tokens, params);
-  const double sum = heads_ ? sum_token_losses(be_, a_.losses, a_.logits, a_.targets, targets, s_.vocab_size) : 0.0;
-  ready_for_backward_ = true;
-  return sum;
-}
-
-std::vector<float> Llama::forward_logits(const std::int32_t* tokens, ParamSource& params) {
-  run_forward(tokens, params);
-  ready_for_backward_ = false;
-  return heads_ ? unpadded_logits(be_, a_.logits, s_.vocab_size) : std::vector<float>{};
-}
-
-// dres holds d(block output) on entry and d(block input) on exit; parameter grads accumulate (+=).
-void Llama::block_backward(int l, const Tensor& w, const Tensor& g) {
+// LoRA as in the GPT-2 block (q|k|v's adapters take the gradient before RoPE, as they joined).
+void LlamaBlock::backward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w, const Tensor& g) {
   const int u = 1 + l;
-  Layer& L = a_.layers[l - first_];
-  const Tensor x = l == first_ ? a_.encoded : a_.layers[l - 1 - first_].res3;
-  const std::int64_t T = s_.seq_len, W = s_.qkv_width(), F2 = 2 * std::int64_t{s_.ffn_hidden};
-  const Tensor dgu(a_.dbig.data, dtype_, {B_, T, F2}), dqkv(a_.dbig.data, dtype_, {B_, T, W});
-  // MLP: res3 = res2 + swiglu(ln2 [Wgate|Wup]^T) Wdown^T
-  be_.matmul_backward(a_.dact, grad(g, u, kDown), Tensor(), a_.dres, L.act, param(w, u, kDown), kOutIn);
-  if (lora_) lora_->backward(BlockMatmul::kMlpDown, L.act, a_.dres, a_.dact);
-  be_.swiglu_backward(dgu, L.gu, a_.dact);
-  be_.matmul_backward(a_.dln, fused_grad(g, u, kGate, F2), Tensor(), dgu, L.ln2, fused(w, u, kGate, F2), kOutIn);
-  if (lora_) lora_->backward(BlockMatmul::kMlpUp, L.ln2, dgu, a_.dln);
-  // d res2 = d res3 (residual path) + through the norm
-  be_.rmsnorm_backward_accumulate(a_.dres, norm_grad(g, u, kNorm2), a_.dln, L.res2, param(w, u, kNorm2), L.ln2_rstd);
-  // attention: res2 = x + attn(RoPE(ln1 [Wq|Wk|Wv]^T)) Wo^T
-  be_.matmul_backward(a_.dln, grad(g, u, kO), Tensor(), a_.dres, L.atty, param(w, u, kO), kOutIn);
-  if (lora_) lora_->backward(BlockMatmul::kAttnOut, L.atty, a_.dres, a_.dln);
-  be_.attention_backward(dqkv, a_.dln, L.qkv, L.atty, L.lse, s_.n_head, segments_.tensor());
-  be_.rope_backward(dqkv, inv_freq_, s_.n_head + s_.n_kv_head);
-  be_.matmul_backward(a_.dln, fused_grad(g, u, kQ, W), qkv_bias(g, u), dqkv, L.ln1, fused(w, u, kQ, W), kOutIn);
-  if (lora_) lora_->backward(BlockMatmul::kQkv, L.ln1, dqkv, a_.dln);
-  // d x = d res2 + through the norm
-  be_.rmsnorm_backward_accumulate(a_.dres, norm_grad(g, u, kNorm1), a_.dln, x, param(w, u, kNorm1), L.ln1_rstd);
+  const std::int64_t C = g_.s.n_embd;
+  Saved& s = saved_[index(l)];
+  const Tensor dgu(dbig_.data, g_.dtype, {g_.B, g_.T, 2 * ffn_}), dqkv(dbig_.data, g_.dtype, {g_.B, g_.T, qkv_width_});
+  const Tensor datty = d_attention(e);
+  const Tensor dout = g_.sp ? e.dfull : e.dres;  // a row-parallel layer's whole dout, once it ran
+  layers::row_parallel_backward(e.ctx, dact_, e.dfull, e.grad(g, u, kDown), Tensor(), e.dres, s.act,
+                                e.param(w, u, kDown), kOutIn);
+  if (e.lora) e.lora->backward(BlockMatmul::kMlpDown, s.act, dout, dact_);
+  e.be.swiglu_backward(dgu, s.gu, dact_);
+  const Tensor ln2 = e.gathered(s.ln2);
+  layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.fused(g, u, kGate, 2 * ffn_, C), Tensor(), dgu, ln2,
+                                   e.fused(w, u, kGate, 2 * ffn_, C), kOutIn,
+                                   e.lora_backward(BlockMatmul::kMlpUp, ln2, dgu));
+  e.norm.backward_accumulate(e.dres, e.grad(g, u, kNorm2), Tensor(), e.dln, s.res2, e.param(w, u, kNorm2), s.ln2_stats);
+  layers::row_parallel_backward(e.ctx, datty, e.dfull, e.grad(g, u, kO), Tensor(), e.dres, s.atty, e.param(w, u, kO),
+                                kOutIn);
+  if (e.lora) e.lora->backward(BlockMatmul::kAttnOut, s.atty, dout, datty);
+  e.be.attention_backward(dqkv, datty, s.qkv, s.atty, s.lse, static_cast<int>(heads_), e.segments.tensor());
+  e.be.rope_backward(dqkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));
+  const Tensor ln1 = e.gathered(s.ln1);
+  layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.fused(g, u, kQ, qkv_width_, C), qkv_bias(e, g, u), dqkv,
+                                   ln1, e.fused(w, u, kQ, qkv_width_, C), kOutIn,
+                                   e.lora_backward(BlockMatmul::kQkv, ln1, dqkv));
+  e.norm.backward_accumulate(e.dres, e.grad(g, u, kNorm1), Tensor(), e.dln, x, e.param(w, u, kNorm1), s.ln1_stats);
 }
 
-// Full: the whole block forward again (bit-identical). Selective: attention from the kept (rotated) qkv,
-// SwiGLU from the kept gate|up.
-void Llama::recompute_block(int l, const Tensor& w) {
-  if (recompute_ == Recompute::kFull) return block_forward(l, w);
-  if (recompute_ == Recompute::kSelective) {
-    Layer& L = a_.layers[l - first_];
-    be_.attention_forward(L.atty, L.lse, L.qkv, s_.n_head, segments_.tensor());
-    be_.swiglu_forward(L.act, L.gu);
+// Attention from the kept (rotated) qkv, SwiGLU from the kept gate|up.
+void LlamaBlock::recompute_selective(DecoderEnv& e, int l) {
+  Saved& s = saved_[index(l)];
+  e.be.attention_forward(s.atty, s.lse, s.qkv, static_cast<int>(heads_), e.segments.tensor());
+  e.be.swiglu_forward(s.act, s.gu);
+}
+
+namespace {
+TpSplit split(TpSplit::Kind kind, int dim, std::vector<std::int64_t> segments) { return {kind, dim, std::move(segments)}; }
+
+class LlamaFamily final : public Family {
+ public:
+  LlamaFamily()
+      : Family(Arch::kLlama, "llama", "Llama", layers::NormKind::kRmsNorm, /*positions=*/false,
+               backend::WeightLayout::kOutIn) {}
+
+  GptShape shape_of(const config::ModelConfig& m) const override {
+    const int L = static_cast<int>(m.n_layer), H = static_cast<int>(m.n_head), C = static_cast<int>(m.n_embd);
+    const RopeParams rope{m.rope_theta, m.rope_scaling == config::RopeScaling::kLlama3, m.rope_factor,
+                          m.rope_low_freq_factor, m.rope_high_freq_factor, m.rope_original_max_position};
+    const int ffn = m.ffn_hidden > 0 ? static_cast<int>(m.ffn_hidden)
+                                     : llama_ffn_hidden(C, m.ffn_multiplier, static_cast<int>(m.ffn_multiple_of));
+    GptShape s = GptShape::make_llama(L, H, C, static_cast<int>(m.vocab_size), static_cast<int>(m.seq_len),
+                                      m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H, ffn,
+                                      m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps, rope);
+    s.qkv_bias = m.qkv_bias;
+    return s;
   }
-}
 
-// A stage without the head starts from d(its output) in a_.dres; one without the embedding leaves d(its
-// input) there (as gpt2.cpp's backward).
-void Llama::backward(ParamSource& params, GradSink& grads, float dloss) {
-  ZT_CHECK(ready_for_backward_, "Llama::backward needs a forward() with targets first (and runs once per forward)");
-  ready_for_backward_ = false;
-  const int last = s_.n_layer + 1;
-  Tensor w, g;
-  if (heads_) {
-    const Tensor top = a_.layers.back().res3;
-    be_.cross_entropy_backward(a_.logits, a_.logits, a_.targets, dloss, s_.vocab_size);  // dlogits in place
-    if (s_.tie_embeddings) {  // the head is embed_tokens: dlnf = dlogits E, dE += dlogits^T lnf
-      w = params.unit(0);
-      g = grads.unit(0);
-      be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
-      params.release(0);
-      if (!embeds_) grads.unit_done(0);  // the last stage's copy of embed_tokens: final for this pass
+  std::unique_ptr<Block> make_block(const Geometry& g) const override { return std::make_unique<LlamaBlock>(g); }
+
+  // Flat order: unit 0 = embed_tokens; unit 1+i = block i (BlockParam); unit L+1 = norm, then lm_head unless
+  // tied. Inside a block q, k, v are adjacent (one [W, C] projection for the block) and so are gate, up
+  // ([2F, C]); Qwen2's q, k, v biases come last in the block, adjacent too, so the others keep their places.
+  std::vector<ParamInfo> params(const GptShape& s) const override {
+    const std::int64_t C = s.n_embd, A = std::int64_t{s.n_head} * s.head_size(),
+                       KV = std::int64_t{s.n_kv_head} * s.head_size(), F = s.ffn_hidden;
+    std::vector<ParamInfo> p{param_info("model.embed_tokens.weight", {s.padded_vocab, C}, 0, true, s.vocab_size)};
+    for (int l = 0; l < s.n_layer; ++l) {
+      const std::string h = block_prefix(l);
+      auto add = [&](const char* name, std::vector<std::int64_t> shape, bool decay) {
+        p.push_back(param_info(h + name, std::move(shape), 1 + l, decay));
+      };
+      add("input_layernorm.weight", {C}, false);
+      add("self_attn.q_proj.weight", {A, C}, true), add("self_attn.k_proj.weight", {KV, C}, true);
+      add("self_attn.v_proj.weight", {KV, C}, true), add("self_attn.o_proj.weight", {C, A}, true);
+      add("post_attention_layernorm.weight", {C}, false);
+      add("mlp.gate_proj.weight", {F, C}, true), add("mlp.up_proj.weight", {F, C}, true);
+      add("mlp.down_proj.weight", {C, F}, true);
+      if (!s.qkv_bias) continue;
+      add("self_attn.q_proj.bias", {A}, false), add("self_attn.k_proj.bias", {KV}, false);
+      add("self_attn.v_proj.bias", {KV}, false);
     }
-    w = params.unit(last);  // separate statements: the ParamSource sees p before g, always
-    g = grads.unit(last);
-    if (!s_.tie_embeddings)
-      be_.matmul_backward(a_.dln, head_grad(g), Tensor(), a_.logits, a_.lnf, head_weight(w), kOutIn);
-    be_.rmsnorm_backward(a_.dres, norm_grad(g, last, kNormF), a_.dln, top, param(w, last, kNormF), a_.lnf_rstd);
-    params.release(last);
-    grads.unit_done(last);
+    p.push_back(param_info("model.norm.weight", {C}, s.n_layer + 1, false));
+    if (!s.tie_embeddings) p.push_back(param_info("lm_head.weight", {s.padded_vocab, C}, s.n_layer + 1, true, s.vocab_size));
+    return p;
   }
-  for (int l = end_ - 1; l >= first_; --l) {
-    w = params.unit(1 + l);
-    g = grads.unit(1 + l);
-    if (lora_) lora_->begin_block(l, true);
-    recompute_block(l, w);
-    block_backward(l, w, g);
-    params.release(1 + l);
-    grads.unit_done(1 + l);
-    if (lora_) lora_->end_block(l, true);
+
+  // nn.Linear weights [out, in]: q, k, v, gate and up cut their outputs (dim 0); each is its own parameter,
+  // adjacent in the flat order, so rank r's q_r | k_r | v_r and gate_r | up_r stay adjacent as the block's
+  // fused projections read them (Qwen2's q, k, v biases alike). o_proj and down_proj cut their inputs (dim 1).
+  TpSplit tp_split(const ParamInfo& p, const GptShape& s) const override {
+    using K = TpSplit::Kind;
+    if (p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight") return split(K::kVocab, 0, {s.padded_vocab});
+    for (const char* column : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight",
+                               "q_proj.bias", "k_proj.bias", "v_proj.bias"})
+      if (p.name.ends_with(column)) return split(K::kColumn, 0, {p.shape[0]});
+    if (p.name.ends_with("o_proj.weight") || p.name.ends_with("down_proj.weight")) return split(K::kRow, 1, {p.shape[1]});
+    return {};
   }
-  if (!embeds_) return;
-  g = grads.unit(0);
-  if (!g.empty()) be_.embedding_backward(param(g, 0, 0), Tensor(), a_.dres, a_.tokens);
-  grads.unit_done(0);
+
+  // q, k, v share the block's q|k|v GEMM and gate, up its gate|up GEMM: each adapts its columns of it.
+  std::vector<LoraModule> lora_modules(const GptShape& s) const override {
+    const std::int64_t C = s.n_embd, F = s.ffn_hidden, W = s.qkv_width(), A = std::int64_t{s.n_head} * s.head_size(),
+                       KV = std::int64_t{s.n_kv_head} * s.head_size();
+    return {{"q_proj", "self_attn.q_proj", BlockMatmul::kQkv, C, W, 0, A},
+            {"k_proj", "self_attn.k_proj", BlockMatmul::kQkv, C, W, A, KV},
+            {"v_proj", "self_attn.v_proj", BlockMatmul::kQkv, C, W, A + KV, KV},
+            {"o_proj", "self_attn.o_proj", BlockMatmul::kAttnOut, A, C, 0, C},
+            {"gate_proj", "mlp.gate_proj", BlockMatmul::kMlpUp, C, 2 * F, 0, F},
+            {"up_proj", "mlp.up_proj", BlockMatmul::kMlpUp, C, 2 * F, F, F},
+            {"down_proj", "mlp.down_proj", BlockMatmul::kMlpDown, F, C, 0, C}};
+  }
+
+  std::string block_prefix(int l) const override { return cat("model.layers.", l, "."); }
+
+  std::string describe(const GptShape& s) const override {
+    return s.qkv_bias ? "Llama (q, k, v biases: Qwen2)" : "Llama";
+  }
+
+  // LlamaForCausalLM's config.json (transformers' LlamaConfig fields), rope settings included; with q, k, v
+  // biases Qwen2ForCausalLM's.
+  std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) const override {
+    nlohmann::json c = {
+        {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},     {"hidden_act", "silu"},
+        {"hidden_size", s.n_embd},               {"intermediate_size", s.ffn_hidden},
+        {"num_hidden_layers", s.n_layer},        {"num_attention_heads", s.n_head},
+        {"num_key_value_heads", s.n_kv_head},    {"head_dim", s.head_size()},
+        {"vocab_size", s.vocab_size},            {"max_position_embeddings", s.seq_len},
+        {"rms_norm_eps", s.norm_eps},            {"rope_theta", s.rope.theta},  {"rope_scaling", nullptr},
+        {"tie_word_embeddings", s.tie_embeddings}, {"attention_bias", false}, {"mlp_bias", false},
+        {"attention_dropout", 0.0},              {"initializer_range", 0.02}, {"pretraining_tp", 1},
+        {"use_cache", true},                     {"torch_dtype", torch_dtype}};
+    if (s.qkv_bias) {  // Qwen2ForCausalLM: Qwen2Config's fields (no attention_bias: q, k, v always have biases)
+      c["architectures"] = {"Qwen2ForCausalLM"}, c["model_type"] = "qwen2";
+      for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp", "head_dim"}) c.erase(llama_only);
+      c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
+    }
+    if (s.rope.llama3)
+      c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.rope.factor}, {"low_freq_factor", s.rope.low_freq_factor},
+                           {"high_freq_factor", s.rope.high_freq_factor},
+                           {"original_max_position_embeddings", s.rope.original_max_position}};
+    return c.dump(2) + "\n";
+  }
+};
+}  // namespace
+
+const Family& llama_family() {
+  static const LlamaFamily family;
+  return family;
 }
 
 }  // namespace zt::model

@@ -16,29 +16,15 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
-#include "model/carver.hpp"
+#include "backend/carver.hpp"
+#include "model/family.hpp"
 
 namespace zt::model {
 
 using backend::Tensor;
 using backend::WeightLayout;
 
-std::vector<LoraModule> lora_modules(const GptShape& s) {
-  const std::int64_t C = s.n_embd, F = s.ffn_hidden;
-  if (s.arch == Arch::kGpt2)
-    return {{"c_attn", "attn.c_attn", BlockMatmul::kQkv, C, 3 * C, 0, 3 * C},
-            {"c_proj", "attn.c_proj", BlockMatmul::kAttnOut, C, C, 0, C},
-            {"c_fc", "mlp.c_fc", BlockMatmul::kMlpUp, C, 4 * C, 0, 4 * C},
-            {"c_proj", "mlp.c_proj", BlockMatmul::kMlpDown, 4 * C, C, 0, C}};
-  const std::int64_t W = s.qkv_width(), KV = std::int64_t{s.n_kv_head} * s.head_size();
-  return {{"q_proj", "self_attn.q_proj", BlockMatmul::kQkv, C, W, 0, C},
-          {"k_proj", "self_attn.k_proj", BlockMatmul::kQkv, C, W, C, KV},
-          {"v_proj", "self_attn.v_proj", BlockMatmul::kQkv, C, W, C + KV, KV},
-          {"o_proj", "self_attn.o_proj", BlockMatmul::kAttnOut, C, C, 0, C},
-          {"gate_proj", "mlp.gate_proj", BlockMatmul::kMlpUp, C, 2 * F, 0, F},
-          {"up_proj", "mlp.up_proj", BlockMatmul::kMlpUp, C, 2 * F, F, F},
-          {"down_proj", "mlp.down_proj", BlockMatmul::kMlpDown, F, C, 0, C}};
-}
+std::vector<LoraModule> lora_modules(const GptShape& s) { return family_of(s.arch).lora_modules(s); }
 
 bool column_parallel(BlockMatmul m) { return m == BlockMatmul::kQkv || m == BlockMatmul::kMlpUp; }
 
@@ -51,9 +37,7 @@ namespace {
 bool targeted(const LoraSpec& spec, const LoraModule& m) {
   return std::find(spec.targets.begin(), spec.targets.end(), m.name) != spec.targets.end();
 }
-std::string block_prefix(const GptShape& s, int l) {
-  return s.arch == Arch::kGpt2 ? cat("base_model.model.transformer.h.", l, ".") : cat("base_model.model.model.layers.", l, ".");
-}
+std::string block_prefix(const GptShape& s, int l) { return "base_model.model." + family_of(s.arch).block_prefix(l); }
 }  // namespace
 
 ParamTable lora_table(const GptShape& shape, const LoraSpec& spec) {
@@ -102,7 +86,7 @@ std::string lora_base_weight(const std::string& adapter_name) {
 
 void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
                 double scale) {
-  const bool conv1d = base.shape().arch == Arch::kGpt2;  // GPT-2 stores [in, out]
+  const bool conv1d = family_of(base.shape().arch).weights == WeightLayout::kInOut;  // GPT-2 stores [in, out]
   const std::vector<ParamInfo>& ps = adapters.params();
   for (std::size_t i = 0; i + 1 < ps.size(); i += 2) {
     const ParamInfo &a = ps[i], &b = ps[i + 1];
@@ -125,7 +109,7 @@ void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adap
 std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path) {
   const nlohmann::json j = {{"base_model_name_or_path", base_path},
                             {"bias", "none"},
-                            {"fan_in_fan_out", shape.arch == Arch::kGpt2},
+                            {"fan_in_fan_out", family_of(shape.arch).weights == WeightLayout::kInOut},
                             {"inference_mode", true},
                             {"lora_alpha", spec.alpha},
                             {"lora_dropout", spec.dropout},
@@ -164,7 +148,7 @@ std::size_t Lora::layout(const GptShape& s, int rank, int B, DType compute, int 
     rep += replicated_numel(m, rank);
   }
   const std::int64_t N = std::int64_t{B} * s.seq_len, r = rank;
-  Carver c{base, compute};
+  backend::Carver c{base, compute};
   sc.h = c.take({N, r}), sc.dh = c.take({N, r});
   sc.delta = c.take({N, w_max}), sc.dx = c.take({N, in_max});
   sc.e = c.take({w_max, r}), sc.de = c.stat({w_max, r});

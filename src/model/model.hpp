@@ -1,6 +1,6 @@
-// The interface both model families implement (gpt2.hpp, llama.hpp) and the trainer, sampler and planner
-// use: forward and backward of one micro-batch over a ParamSource/GradSink, logits for sampling, and the
-// activation bytes; make_model picks the family from the parameter table's shape.
+// The interface every model family implements (one Decoder, decoder.hpp, over a family's blocks) and the
+// trainer, sampler and planner use: forward and backward of one micro-batch over a ParamSource/GradSink,
+// logits for sampling, and the activation bytes; make_model picks the family from the table's shape.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "dist/communicator.hpp"
 #include "model/lora.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
@@ -22,7 +23,7 @@ namespace zt::model {
 //   kFull       only each block's output (C) is kept; a block's forward runs again inside its backward,
 //               on working buffers shared by all blocks.
 // Gradients are bit-identical in every mode (the same ops on the same inputs).
-enum class Recompute { kNone, kSelective, kFull };
+using Recompute = config::Recompute;
 
 // A pipeline stage's share of the model (parallel.pp, stage_split.hpp): blocks [first_block, end_block).
 // The stage with block 0 embeds the tokens; the one with the last block runs the final norm, the LM head
@@ -32,6 +33,20 @@ struct Stage {
   int end(int n_layer) const { return end_block < 0 ? n_layer : end_block; }
   bool has_embedding() const { return first_block == 0; }
   bool has_head(int n_layer) const { return end(n_layer) == n_layer; }
+};
+
+// How a model runs: its micro-batch of micro_batch sequences of table.shape().seq_len, recomputation,
+// the activations' dtype (f32, bf16 or f16; backend.hpp's precision rules), its pipeline stage, and its
+// tensor-parallel group: null (tp = 1) with the whole table, or a group of tp ranks with the table
+// model::tp_local_table(global, tp) (tp_split.hpp), under sequence parallelism or not.
+struct ModelOptions {
+  int micro_batch = 1;
+  Recompute recompute = Recompute::kNone;
+  DType compute = DType::kF32;
+  Stage stage = {};
+  dist::Communicator* tp_group = nullptr;
+  bool sequence_parallel = false;
+  int tp() const { return tp_group ? tp_group->size() : 1; }
 };
 
 class Model {
@@ -46,21 +61,22 @@ class Model {
   virtual void backward(ParamSource& params, GradSink& grads, float dloss) = 0;
   // Document mask (data.document_mask): host [B*T] i32, the first key each position attends (the start
   // of its packed sample) in the forward and backward passes from here on; nullptr: all earlier keys.
+  // Under TP every rank of the group passes the same starts (each holds the whole sequence in attention).
   virtual void set_segment_starts(const std::int32_t* starts) = 0;
-  // Logits [B, T, V] on the host (padded columns dropped), for tests and sampling; no loss, no backward.
-  // On a pipeline stage (Stage below) the stage's part: without the embedding it reads stage_input();
-  // without the head it returns {} and leaves its output in stage_output().
+  // Logits [B, T, V] on the host (padded columns dropped; gathered from the TP group), for tests and
+  // sampling; no loss, no backward. On a pipeline stage (Stage above) the stage's part: without the
+  // embedding it reads stage_input(); without the head it returns {} and leaves its output in stage_output().
   virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
   // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
-  // model does not own it. Both families take them, whole or tensor-parallel (then the adapters are the
-  // rank's shard: Lora's tp); a model without LoRA support refuses a non-null one.
-  virtual void set_lora(Lora* lora);
+  // model does not own it. Under TP the adapters are the rank's shard (Lora's tp = the group's size).
+  virtual void set_lora(Lora* lora) = 0;
   // Pipeline stages (Stage above): forward() on a stage without the embedding reads its input hidden
-  // states [B,T,C] (compute dtype) from stage_input(), written by the caller (the previous stage's
-  // output); a stage without the head returns 0 from forward() and needs d(its output) written into
+  // states (compute dtype) from stage_input(), written by the caller (the previous stage's output); a
+  // stage without the head returns 0 from forward() and needs d(its output) written into
   // stage_output_grad() before backward(). After forward, stage_output() is the last block's output;
-  // after backward, stage_input_grad() is d(stage input). A tensor-parallel model's are this rank's
-  // part of the residual stream ([B*T/tp, C] under sequence parallelism: tp/gpt2_tp.hpp).
+  // after backward, stage_input_grad() is d(stage input). All four are this rank's part of the residual
+  // stream: [B*T, C], or its [B*T/tp, C] rows under sequence parallelism, so TP rank r of one stage
+  // talks to TP rank r of the next.
   virtual backend::Tensor stage_input() = 0;
   virtual backend::Tensor stage_output() = 0;
   virtual backend::Tensor stage_output_grad() = 0;
@@ -72,14 +88,11 @@ class Model {
   virtual std::size_t activation_bytes() const = 0;
 };
 
-// The model of the table's family, for micro-batches of `micro_batch` sequences of table.shape().seq_len,
-// activations in `compute` (f32, bf16 or f16). The table must outlive the model.
-// stage: a pipeline stage's blocks (table: its stage_table, stage_split.hpp); default the whole model.
-std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, int micro_batch,
-                                  Recompute recompute = Recompute::kNone, DType compute = DType::kF32,
-                                  Stage stage = {});
-// Model::activation_bytes for any shape and pipeline stage, allocating nothing (for the memory planner).
-std::size_t model_activation_bytes(const GptShape& shape, int micro_batch, Recompute recompute = Recompute::kNone,
-                                   DType compute = DType::kF32, Stage stage = {});
+// The model of the table's family (family.hpp) with these options. The table (and the group) must
+// outlive the model.
+std::unique_ptr<Model> make_model(backend::Backend& backend, const ParamTable& table, const ModelOptions& options);
+// Model::activation_bytes for any shape, options and tensor-parallel degree tp, allocating nothing (for
+// the memory planner; options.tp_group is not read).
+std::size_t model_activation_bytes(const GptShape& shape, const ModelOptions& options, int tp = 1);
 
 }  // namespace zt::model

@@ -3,6 +3,7 @@
 #include "model/param_table.hpp"
 
 #include "core/error.hpp"
+#include "model/family.hpp"
 
 namespace zt::model {
 
@@ -68,8 +69,10 @@ void ParamTable::add(const std::string& name, std::vector<std::int64_t> shape, i
 
 ParamTable::ParamTable(const GptShape& s) : shape_(s) {
   ZT_CHECK(s.padded_vocab >= s.vocab_size && s.n_layer > 0 && s.n_embd > 0, "use GptShape::make");
-  if (s.arch == Arch::kGpt2) add_gpt2_params();
-  else add_llama_params();
+  for (const ParamInfo& p : family_of(s.arch).params(s)) {
+    add(p.name, p.shape, p.unit, p.decay);
+    params_.back().hf_shape = p.hf_shape;
+  }
   index_units();
 }
 
@@ -103,65 +106,6 @@ void ParamTable::index_units(int n_units) {
   unit_first_.push_back(params_.size());
 }
 
-// Flat order: unit 0 = wte, wpe; unit 1+i = block i in HF's per-block order; unit L+1 = ln_f.
-void ParamTable::add_gpt2_params() {
-  const GptShape& s = shape_;
-  const std::int64_t C = s.n_embd;
-  add("transformer.wte.weight", {s.padded_vocab, C}, 0, true);
-  params_.back().hf_shape = {s.vocab_size, C};
-  add("transformer.wpe.weight", {s.seq_len, C}, 0, true);
-  for (int i = 0; i < s.n_layer; ++i) {
-    const std::string h = cat("transformer.h.", i, ".");
-    const int u = 1 + i;
-    add(h + "ln_1.weight", {C}, u, false);
-    add(h + "ln_1.bias", {C}, u, false);
-    add(h + "attn.c_attn.weight", {C, 3 * C}, u, true);
-    add(h + "attn.c_attn.bias", {3 * C}, u, false);
-    add(h + "attn.c_proj.weight", {C, C}, u, true);
-    add(h + "attn.c_proj.bias", {C}, u, false);
-    add(h + "ln_2.weight", {C}, u, false);
-    add(h + "ln_2.bias", {C}, u, false);
-    add(h + "mlp.c_fc.weight", {C, 4 * C}, u, true);
-    add(h + "mlp.c_fc.bias", {4 * C}, u, false);
-    add(h + "mlp.c_proj.weight", {4 * C, C}, u, true);
-    add(h + "mlp.c_proj.bias", {C}, u, false);
-  }
-  add("transformer.ln_f.weight", {C}, s.n_layer + 1, false);
-  add("transformer.ln_f.bias", {C}, s.n_layer + 1, false);
-}
-
-// Flat order: unit 0 = embed_tokens; unit 1+i = block i; unit L+1 = norm, then lm_head unless tied. Inside
-// a block q, k, v are adjacent (one [C + 2 NKV hs, C] projection for the model) and so are gate, up ([2F, C]);
-// Qwen2's q, k, v biases come last in the block, adjacent too (one [C + 2 NKV hs] bias), so the other
-// parameters keep their places.
-void ParamTable::add_llama_params() {
-  const GptShape& s = shape_;
-  const std::int64_t C = s.n_embd, KV = std::int64_t{s.n_kv_head} * s.head_size(), F = s.ffn_hidden;
-  add("model.embed_tokens.weight", {s.padded_vocab, C}, 0, true);
-  params_.back().hf_shape = {s.vocab_size, C};
-  for (int i = 0; i < s.n_layer; ++i) {
-    const std::string h = cat("model.layers.", i, ".");
-    const int u = 1 + i;
-    add(h + "input_layernorm.weight", {C}, u, false);
-    add(h + "self_attn.q_proj.weight", {C, C}, u, true);
-    add(h + "self_attn.k_proj.weight", {KV, C}, u, true);
-    add(h + "self_attn.v_proj.weight", {KV, C}, u, true);
-    add(h + "self_attn.o_proj.weight", {C, C}, u, true);
-    add(h + "post_attention_layernorm.weight", {C}, u, false);
-    add(h + "mlp.gate_proj.weight", {F, C}, u, true);
-    add(h + "mlp.up_proj.weight", {F, C}, u, true);
-    add(h + "mlp.down_proj.weight", {C, F}, u, true);
-    if (!s.qkv_bias) continue;
-    add(h + "self_attn.q_proj.bias", {C}, u, false);
-    add(h + "self_attn.k_proj.bias", {KV}, u, false);
-    add(h + "self_attn.v_proj.bias", {KV}, u, false);
-  }
-  add("model.norm.weight", {C}, s.n_layer + 1, false);
-  if (s.tie_embeddings) return;
-  add("lm_head.weight", {s.padded_vocab, C}, s.n_layer + 1, true);
-  params_.back().hf_shape = {s.vocab_size, C};
-}
-
 const ParamInfo* ParamTable::find_or_null(const std::string& name) const {
   for (const ParamInfo& p : params_)
     if (p.name == name) return &p;
@@ -180,9 +124,12 @@ std::size_t ParamTable::n_params_real() const {
   return n;
 }
 
+// Unit 0 holds the token embedding (param 0) and a learned position table (param 1): neither is a matmul's
+// weight, except the token embedding when the LM head is tied to it.
 std::size_t ParamTable::n_params_for_flops() const {
-  if (shape_.arch == Arch::kGpt2) return n_params_real() - find("transformer.wpe.weight").numel;
-  return n_params_real() - (shape_.tie_embeddings ? 0 : find("model.embed_tokens.weight").hf_numel());
+  std::size_t lookups = shape_.tie_embeddings ? 0 : params_[0].hf_numel();
+  if (family_of(shape_.arch).learned_positions) lookups += params_[1].hf_numel();
+  return n_params_real() - lookups;
 }
 
 }  // namespace zt::model

@@ -1,6 +1,6 @@
-// The model's parameters as one flat fp32 buffer: every tensor with its Hugging Face name (GPT2LMHeadModel
-// or LlamaForCausalLM), shape and flat offset, grouped in units (embeddings, each block, the final norm
-// and an untied LM head) that ZeRO shards and gathers.
+// The model's parameters as one flat fp32 buffer: every tensor with its Hugging Face name (the family's,
+// family.hpp: GPT2LMHeadModel, LlamaForCausalLM), shape and flat offset, grouped in units (embeddings, each
+// block, the final norm and an untied LM head) that ZeRO shards and gathers.
 #pragma once
 
 #include <cstddef>
@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
 #include "model/rope.hpp"
 
 namespace zt::model {
 
-enum class Arch { kGpt2, kLlama };
+using Arch = config::Arch;  // the family (family.hpp)
 
 // The shape of either family (named for the first one). Llama's fields keep GPT-2's values for GPT-2.
 struct GptShape {
@@ -86,8 +87,6 @@ class ParamTable {
 
  private:
   void add(const std::string& name, std::vector<std::int64_t> shape, int unit, bool decay);
-  void add_gpt2_params();
-  void add_llama_params();
   void index_units(int n_units = 0);  // units_ and unit_first_ from params_ (n_units: as the constructor's)
 
   GptShape shape_;

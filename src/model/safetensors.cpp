@@ -14,6 +14,7 @@
 
 #include "backend/half.hpp"
 #include "core/error.hpp"
+#include "model/family.hpp"
 #include "core/log.hpp"
 
 namespace zt::model {
@@ -268,45 +269,8 @@ void save_tensors(const std::string& path, const std::vector<const ParamInfo*>& 
   });
 }
 
-namespace {
-// LlamaForCausalLM's config.json (transformers' LlamaConfig fields), rope settings included; with q, k, v
-// biases Qwen2ForCausalLM's.
-std::string llama_config_json(const GptShape& s, const std::string& torch_dtype) {
-  nlohmann::json c = {
-      {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},     {"hidden_act", "silu"},
-      {"hidden_size", s.n_embd},               {"intermediate_size", s.ffn_hidden},
-      {"num_hidden_layers", s.n_layer},        {"num_attention_heads", s.n_head},
-      {"num_key_value_heads", s.n_kv_head},    {"head_dim", s.head_size()},
-      {"vocab_size", s.vocab_size},            {"max_position_embeddings", s.seq_len},
-      {"rms_norm_eps", s.norm_eps},            {"rope_theta", s.rope.theta},  {"rope_scaling", nullptr},
-      {"tie_word_embeddings", s.tie_embeddings}, {"attention_bias", false}, {"mlp_bias", false},
-      {"attention_dropout", 0.0},              {"initializer_range", 0.02}, {"pretraining_tp", 1},
-      {"use_cache", true},                     {"torch_dtype", torch_dtype}};
-  if (s.qkv_bias) {  // Qwen2ForCausalLM: Qwen2Config's fields (no attention_bias: q, k, v always have biases)
-    c["architectures"] = {"Qwen2ForCausalLM"}, c["model_type"] = "qwen2";
-    for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp", "head_dim"}) c.erase(llama_only);
-    c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
-  }
-  if (s.rope.llama3)
-    c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.rope.factor}, {"low_freq_factor", s.rope.low_freq_factor},
-                         {"high_freq_factor", s.rope.high_freq_factor},
-                         {"original_max_position_embeddings", s.rope.original_max_position}};
-  return c.dump(2) + "\n";
-}
-}  // namespace
-
 std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) {
-  if (s.arch == Arch::kLlama) return llama_config_json(s, torch_dtype);
-  nlohmann::json c = {
-      {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
-      {"n_layer", s.n_layer},                 {"n_head", s.n_head},    {"n_embd", s.n_embd},
-      {"vocab_size", s.vocab_size},           {"n_positions", s.seq_len}, {"n_ctx", s.seq_len},
-      {"n_inner", nullptr},                   {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
-      {"attn_pdrop", 0.0},                    {"embd_pdrop", 0.0},     {"resid_pdrop", 0.0},  // trained without
-      {"scale_attn_weights", true},           {"tie_word_embeddings", true}, {"use_cache", true},
-      {"torch_dtype", torch_dtype}};
-  if (s.vocab_size > 50256) c["bos_token_id"] = c["eos_token_id"] = 50256;  // GPT-2's <|endoftext|>
-  return c.dump(2) + "\n";
+  return family_of(s.arch).hf_config_json(s, torch_dtype);
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

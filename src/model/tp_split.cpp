@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "model/family.hpp"
 
 namespace zt::model {
 namespace {
@@ -17,35 +18,6 @@ bool ends_with(const std::string& s, const char* suffix) {
 }
 
 TpSplit split(TpSplit::Kind kind, int dim, std::vector<std::int64_t> segments) { return {kind, dim, std::move(segments)}; }
-
-// GPT-2 (Conv1D weights [in, out]): c_attn and c_fc cut their outputs (dim 1; biases dim 0), the two
-// c_proj their inputs (dim 0); c_proj biases are added once, after the row-parallel sum.
-TpSplit gpt2_split(const ParamInfo& p, const GptShape& s) {
-  using K = TpSplit::Kind;
-  const std::int64_t C = s.n_embd;
-  if (p.name == "transformer.wte.weight") return split(K::kVocab, 0, {s.padded_vocab});
-  if (ends_with(p.name, "attn.c_attn.weight")) return split(K::kColumn, 1, {C, C, C});
-  if (ends_with(p.name, "attn.c_attn.bias")) return split(K::kColumn, 0, {C, C, C});
-  if (ends_with(p.name, "mlp.c_fc.weight")) return split(K::kColumn, 1, {4 * C});
-  if (ends_with(p.name, "mlp.c_fc.bias")) return split(K::kColumn, 0, {4 * C});
-  if (ends_with(p.name, "attn.c_proj.weight")) return split(K::kRow, 0, {C});
-  if (ends_with(p.name, "mlp.c_proj.weight")) return split(K::kRow, 0, {4 * C});
-  return {};
-}
-
-// Llama (nn.Linear weights [out, in]): q, k, v, gate and up cut their outputs (dim 0); each is its own
-// parameter, adjacent in the flat order, so rank r's q_r | k_r | v_r and gate_r | up_r stay adjacent
-// as the model's fused projections read them (Qwen2's q, k, v biases alike). o_proj and down_proj cut
-// their inputs (dim 1).
-TpSplit llama_split(const ParamInfo& p, const GptShape& s) {
-  using K = TpSplit::Kind;
-  if (p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight") return split(K::kVocab, 0, {s.padded_vocab});
-  for (const char* column : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight",
-                             "q_proj.bias", "k_proj.bias", "v_proj.bias"})
-    if (ends_with(p.name, column)) return split(K::kColumn, 0, {p.shape[0]});
-  if (ends_with(p.name, "o_proj.weight") || ends_with(p.name, "down_proj.weight")) return split(K::kRow, 1, {p.shape[1]});
-  return {};
-}
 
 // LoRA's adapters (lora.hpp: base_model.model.<module>.lora_A.weight [r, in], lora_B.weight [out, r]) follow
 // their base weight: on a column-parallel module lora_B is cut by output rows exactly as the base's output
@@ -58,9 +30,9 @@ TpSplit adapter_split(const ParamInfo& p, const GptShape& s, bool is_a) {
   base.name = p.name.substr(0, p.name.size() - std::strlen(".lora_A.weight")) + ".weight";
   base.name = base.name.substr(std::strlen("base_model.model."));
   base.shape = {1, 1};  // the split's kind and GPT-2's segments come from the name
-  const TpSplit of_base = s.arch == Arch::kGpt2 ? gpt2_split(base, s) : llama_split(base, s);
-  if (of_base.kind == K::kColumn && !is_a)
-    return split(K::kColumn, 0, s.arch == Arch::kGpt2 ? of_base.segments : std::vector<std::int64_t>{p.shape[0]});
+  const TpSplit of_base = family_of(s.arch).tp_split(base, s);
+  if (of_base.kind == K::kColumn && !is_a)  // a fused base's segments (GPT-2's q | k | v) cut B's rows alike
+    return split(K::kColumn, 0, of_base.segments.size() > 1 ? of_base.segments : std::vector<std::int64_t>{p.shape[0]});
   if (of_base.kind == K::kRow && is_a) return split(K::kRow, 1, {p.shape[1]});
   return {};
 }
@@ -122,7 +94,7 @@ const char* tp_kind_name(TpSplit::Kind kind) {
 TpSplit tp_split_of(const ParamInfo& p, const GptShape& s) {
   const bool lora_a = ends_with(p.name, ".lora_A.weight");
   if (lora_a || ends_with(p.name, ".lora_B.weight")) return adapter_split(p, s, lora_a);
-  return s.arch == Arch::kGpt2 ? gpt2_split(p, s) : llama_split(p, s);
+  return family_of(s.arch).tp_split(p, s);
 }
 
 void check_tp_degree(const GptShape& s, int tp) {
@@ -172,6 +144,7 @@ void tp_place(float* global, const float* shard, const std::vector<std::int64_t>
 }
 
 ParamTable tp_local_table(const ParamTable& global, int tp) {
+  if (tp == 1) return global;  // the plain model: no shard, no zero row
   check_tp_degree(global.shape(), tp);
   std::vector<ParamInfo> params = global.params();
   for (ParamInfo& p : params) {

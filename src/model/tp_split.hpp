@@ -52,9 +52,9 @@ std::vector<float> tp_cut(const float* global, const std::vector<std::int64_t>& 
 void tp_place(float* global, const float* shard, const std::vector<std::int64_t>& shape, const TpSplit& split, int tp,
               int r);
 
-// The table of a TP rank's shard (the same for every rank of the group): each parameter in its shard
-// shape, and a vocabulary-parallel table with one more row, the zero row that the lookup of other
-// ranks' ids reads (tp/vocab_parallel.hpp). Its shape() and units are still the global model's.
+// The table of a TP rank's shard (the same for every rank of the group; tp = 1: the global table itself):
+// each parameter in its shard shape, and a vocabulary-parallel table with one more row, the zero row that the lookup of other
+// ranks' ids reads (layers/vocab_parallel.hpp). Its shape() and units are still the global model's.
 // global may also be a pipeline stage's table (model/stage_split.hpp: parallel.pp x parallel.tp).
 ParamTable tp_local_table(const ParamTable& global, int tp);
 // Rank r's flat buffer (local table) cut from a flat buffer of the global table (zero rows zero), and

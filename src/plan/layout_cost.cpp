@@ -8,7 +8,7 @@
 //              efficiency, split evenly over TP and DP; with PP the busiest rank of the trainer's own cut
 //              (model::PipelineCut, balanced by cost: its chunks' blocks, the head on the last) paces the
 //              pipeline;
-//   TP comm    tp::tp_comm_bytes per micro-batch (activations in the compute dtype; full recompute repeats
+//   TP comm    model::tp_comm_bytes per micro-batch (activations in the compute dtype; full recompute repeats
 //              the blocks' forward collectives), ring collectives on the
 //              intra-node link, on the critical path (not overlapped);
 //   DP comm    the ZeRO engine's traffic (tools/bench/zero/report.py): stage 0 an all-reduce of Psi, 1 a
@@ -44,7 +44,7 @@
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
-#include "tp/tp_model.hpp"
+#include "model/decoder.hpp"
 
 namespace zt::plan {
 
@@ -82,7 +82,7 @@ double lora_saved_flops(const config::Config& c, const model::GptShape& shape, c
   const double C = shape.n_embd, T = shape.seq_len;
   const double block_params = (f.block - 12 * C * T) / 6;
   const double adapter_params =
-      static_cast<double>(model::lora_table(shape, lora_spec(c)).numel()) / static_cast<double>(shape.n_layer);
+      static_cast<double>(model::lora_table(shape, model::lora_spec(c)).numel()) / static_cast<double>(shape.n_layer);
   double saved = 0;
   for (const model::Stage& st : cut.chunks(rank)) {
     saved += (st.end(shape.n_layer) - st.first_block) * (2 * block_params - 6 * adapter_params);
@@ -94,7 +94,7 @@ double lora_saved_flops(const config::Config& c, const model::GptShape& shape, c
 model::GptShape with_layers(const config::Config& c, int layers) {
   config::ModelConfig m = c.model;
   m.n_layer = layers;
-  return model_shape(m);
+  return model::model_shape(m);
 }
 
 // Ring collectives over d ranks at bw bytes/s: an all-reduce moves 2(d-1)/d of the buffer through each
@@ -110,13 +110,13 @@ std::uint64_t layout_memory(const config::Config& c, const Layout& l, const Mach
 }
 
 StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m) {
-  const model::GptShape shape = model_shape(c.model);
+  const model::GptShape shape = model::model_shape(c.model);
   const double C = shape.n_embd, T = shape.seq_len;
   const double tokens = static_cast<double>(c.train.global_batch) * T;
   // The busiest pipeline rank sets the pace (pp = 1: the whole model), with the trainer's own cut.
   const model::PipelineCut cut =
       model::PipelineCut::make(shape, l.pp, l.vpp, config::pipeline_layers(layout_config(c, l)));
-  const model::Recompute recompute = recompute_mode(l.recompute);
+  const model::Recompute recompute = l.recompute;
   const int busiest = cut.busiest_rank(shape, recompute);
   const bool lora = c.lora.rank > 0;
   const double flops = cut.rank_flops(shape, busiest, recompute) - (lora ? lora_saved_flops(c, shape, cut, busiest) : 0);
@@ -130,7 +130,7 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
   const model::GptShape stage = with_layers(c, lp);
   if (l.tp > 1) {
     const bool sp = c.parallel.sequence_parallel;
-    const tp::TpCommBytes b = tp::tp_comm_bytes(stage, l.micro_batch, l.tp, sp, compute_dtype(c.train.precision));
+    const model::TpCommBytes b = model::tp_comm_bytes(stage, l.micro_batch, l.tp, sp, model::compute_dtype(c.train.precision));
     // Full recomputation runs each block's forward collectives again in backward: 2 more of its 4 (or,
     // under SP, of its 10) [N, C] transfers a block.
     const double again = l.recompute == config::Recompute::kFull ? (sp ? 1.2 : 1.5) : 1.0;
@@ -145,7 +145,7 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     const model::ParamTable global(shape);
     const double model_psi = 4.0 * (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
                                              : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel()));
-    const double psi = lora ? 4.0 * static_cast<double>(model::adapter_part_table(model::lora_table(shape, lora_spec(c)), cut,
+    const double psi = lora ? 4.0 * static_cast<double>(model::adapter_part_table(model::lora_table(shape, model::lora_spec(c)), cut,
                                                                                   busiest, l.tp).numel())
                             : model_psi;
     const double bw = std::int64_t{l.tp} * l.dp <= m.gpus_per_node ? intra : inter;
@@ -155,14 +155,14 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
       double hideable, behind, exposed;  // seconds of traffic that may hide, of compute it hides behind, after it
     };
     // Gradients reduce in fp32; parameters gather in the compute dtype (the engine's working copy).
-    const double pass = ring_s(psi, l.dp, bw, 1), gather = pass * static_cast<double>(dtype_size(compute_dtype(
+    const double pass = ring_s(psi, l.dp, bw, 1), gather = pass * static_cast<double>(dtype_size(model::compute_dtype(
                                                                        l.tp > 1 ? config::Precision::kFp32 : c.train.precision))) / 4;
     const Traffic tr = l.zero_stage == 0 ? Traffic{2 * pass, last_backward, std::ceil(psi / (25 << 20)) * m.latency_s}
                      : l.zero_stage == 1 ? Traffic{pass, last_backward, gather + 2 * units * m.latency_s}
                      : l.zero_stage == 2 ? Traffic{a * pass, t.compute * 2 / 3, gather + (a + 1) * units * m.latency_s}
                                          : Traffic{a * (pass + 2 * gather), t.compute, 3 * a * units * m.latency_s};
     const double base_gathers = lora && l.zero_stage == 3 ? 2 * a * ring_s(model_psi, l.dp, bw, 1) *
-                                    static_cast<double>(dtype_size(compute_dtype(c.train.precision))) / 4
+                                    static_cast<double>(dtype_size(model::compute_dtype(c.train.precision))) / 4
                                                           : 0.0;
     const double hideable = tr.hideable + base_gathers;
     t.dp_comm = tr.exposed + (m.overlap ? std::max(0.0, hideable - tr.behind) : hideable);

@@ -7,6 +7,7 @@
 
 #include "config/options.hpp"
 #include "core/error.hpp"
+#include "model/family.hpp"
 #include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
 
@@ -22,7 +23,7 @@ std::vector<int> divisors(std::int64_t n) {
 
 bool tp_splits_model(const config::Config& c, int tp) {
   try {
-    model::check_tp_degree(model_shape(c.model), tp);
+    model::check_tp_degree(model::model_shape(c.model), tp);
     return true;
   } catch (const ConfigError&) {
     return false;
@@ -169,10 +170,10 @@ SearchResult search_layouts(const config::Config& c, const Machine& m) {
 std::string format_search(const config::Config& c, const Machine& m, const SearchResult& r, const Candidate& configured,
                           int show) {
   std::ostringstream out;
-  const model::GptShape s = model_shape(c.model);
+  const model::GptShape s = model::model_shape(c.model);
   const double params = static_cast<double>(model::ParamTable(s).numel());
   const std::int64_t nodes = (m.world + m.gpus_per_node - 1) / m.gpus_per_node;
-  out << "layout search: " << (s.arch == model::Arch::kGpt2 ? "GPT-2" : "Llama") << " L=" << s.n_layer << " C=" << s.n_embd
+  out << "layout search: " << model::family_of(s.arch).display << " L=" << s.n_layer << " C=" << s.n_embd
       << " H=" << s.n_head << " T=" << s.seq_len << " ("
       << (params >= 1e9 ? fixed(params / 1e9, 2) + " B" : fixed(params / 1e6, 1) + " M") << " parameters), global batch "
       << c.train.global_batch << " x " << s.seq_len << " tokens, " << config::to_string(c.train.precision) << ", on "

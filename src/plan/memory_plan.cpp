@@ -6,8 +6,8 @@
 //   transients   stages 2-3 keep unit-gradient temporaries (unit 0 through the whole backward plus at
 //                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
 //                and prefetches the next;
-//   activations  the model's own layout for one micro-batch (Gpt2/Llama::activation_bytes; under
-//                parallel.tp the tensor-parallel models', tp::tp_activation_bytes);
+//   activations  the model's own layout for one micro-batch (model::model_activation_bytes: the
+//                decoder's carve, at any parallel.tp);
 //   parallel.pp  each pipeline rank's own plan: its stages' table (model::PipelineCut::table, a tied
 //                head's copy of the embedding on the last), ZeRO-sharded over world/(tp x pp), and for
 //                each of its chunks the activation sets the schedule keeps in flight (model::in_flight
@@ -41,7 +41,6 @@
 #include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "optim/zero/partition.hpp"
-#include "tp/tp_model.hpp"
 
 namespace zt::plan {
 namespace {
@@ -111,42 +110,6 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
 }
 }  // namespace
 
-model::GptShape model_shape(const config::ModelConfig& m) {
-  const int L = static_cast<int>(m.n_layer), H = static_cast<int>(m.n_head), C = static_cast<int>(m.n_embd);
-  const int V = static_cast<int>(m.vocab_size), T = static_cast<int>(m.seq_len);
-  if (m.arch == config::Arch::kGpt2) return model::GptShape::make(L, H, C, V, T);
-  model::RopeParams rope{m.rope_theta, m.rope_scaling == config::RopeScaling::kLlama3, m.rope_factor,
-                         m.rope_low_freq_factor, m.rope_high_freq_factor, m.rope_original_max_position};
-  const int ffn = m.ffn_hidden > 0 ? static_cast<int>(m.ffn_hidden)
-                                   : model::llama_ffn_hidden(C, m.ffn_multiplier, static_cast<int>(m.ffn_multiple_of));
-  model::GptShape s = model::GptShape::make_llama(L, H, C, V, T, m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H,
-                                                  ffn, m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps, rope);
-  s.qkv_bias = m.qkv_bias;
-  return s;
-}
-
-model::LoraSpec lora_spec(const config::Config& c) {
-  return {static_cast<int>(c.lora.rank), c.lora.alpha, c.lora.rslora, config::lora_target_modules(c), c.lora.dropout,
-          c.train.seed};
-}
-
-DType compute_dtype(config::Precision p) {
-  switch (p) {
-    case config::Precision::kFp32: return DType::kF32;
-    case config::Precision::kBf16: return DType::kBF16;
-    case config::Precision::kFp16: return DType::kF16;
-  }
-  return DType::kF32;
-}
-
-model::Recompute recompute_mode(config::Recompute r) {
-  switch (r) {
-    case config::Recompute::kNone: return model::Recompute::kNone;
-    case config::Recompute::kSelective: return model::Recompute::kSelective;
-    case config::Recompute::kFull: return model::Recompute::kFull;
-  }
-  return model::Recompute::kNone;
-}
 
 std::uint64_t cuda_workspace_bytes(const model::GptShape& s, int micro_batch) {
   const std::uint64_t rows = static_cast<std::uint64_t>(micro_batch) * s.seq_len;
@@ -156,11 +119,12 @@ std::uint64_t cuda_workspace_bytes(const model::GptShape& s, int micro_batch) {
 }
 
 std::uint64_t activation_bytes(const config::Config& c, const model::GptShape& shape, const model::Stage& stage) {
-  const int micro = static_cast<int>(c.train.micro_batch), tp = static_cast<int>(c.parallel.tp);
-  const model::Recompute recompute = recompute_mode(c.train.recompute);
-  const DType compute = compute_dtype(c.train.precision);
-  if (tp == 1) return model::model_activation_bytes(shape, micro, recompute, compute, stage);
-  return tp::tp_activation_bytes(shape, micro, tp, c.parallel.sequence_parallel, recompute, compute, stage);
+  const model::ModelOptions options{.micro_batch = static_cast<int>(c.train.micro_batch),
+                                    .recompute = c.train.recompute,
+                                    .compute = model::compute_dtype(c.train.precision),
+                                    .stage = stage,
+                                    .sequence_parallel = c.parallel.sequence_parallel};
+  return model::model_activation_bytes(shape, options, static_cast<int>(c.parallel.tp));
 }
 
 std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_size) {
@@ -174,14 +138,14 @@ std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_
 namespace {
 
 model::PipelineCut pipeline_cut(const config::Config& c) {
-  return model::PipelineCut::make(model_shape(c.model), static_cast<int>(c.parallel.pp),
+  return model::PipelineCut::make(model::model_shape(c.model), static_cast<int>(c.parallel.pp),
                                   static_cast<int>(c.parallel.vpp), config::pipeline_layers(c));
 }
 
 // As below, for a cut made once (it costs a search over the blocks).
 std::vector<StageActivations> rank_activations(const config::Config& c, const model::PipelineCut& cut,
                                                std::int64_t world_size, int rank) {
-  const model::GptShape shape = model_shape(c.model);
+  const model::GptShape shape = model::model_shape(c.model);
   const int pp = cut.pp, vpp = cut.vpp;
   const std::vector<model::PipeOp> ops =
       model::pipeline_ops({pp, vpp, static_cast<int>(pipeline_micro_batches(c, world_size))}, rank);
@@ -205,7 +169,7 @@ namespace {
 // `cut` (whole model: a cut of 1 stage).
 std::optional<model::ParamTable> rank_adapters(const config::Config& c, const model::PipelineCut& cut, int pp_rank) {
   if (c.lora.rank == 0) return std::nullopt;
-  return model::adapter_part_table(model::lora_table(model_shape(c.model), lora_spec(c)), cut, pp_rank,
+  return model::adapter_part_table(model::lora_table(model::model_shape(c.model), model::lora_spec(c)), cut, pp_rank,
                                    static_cast<int>(c.parallel.tp));
 }
 
@@ -224,7 +188,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   p.zero_stage = config.train.zero_stage;
   p.micro_batch = config.train.micro_batch;
   p.capacity_bytes = capacity;
-  const DType compute = compute_dtype(config.train.precision);
+  const DType compute = model::compute_dtype(config.train.precision);
   const int stage = static_cast<int>(config.train.zero_stage);
   const bool offload = config.train.offload == config::Offload::kOptimizer;
   const int micro = static_cast<int>(config.train.micro_batch);
@@ -252,7 +216,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
 // flight); the busiest one's is returned, the others' totals beside it.
 MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                          config::Device device) {
-  const model::GptShape shape = model_shape(config.model);
+  const model::GptShape shape = model::model_shape(config.model);
   const int pp = static_cast<int>(config.parallel.pp), vpp = static_cast<int>(config.parallel.vpp);
   const model::PipelineCut cut = pipeline_cut(config);
   const model::ParamTable global(shape);
@@ -268,7 +232,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
       sets += cat(sets.empty() ? "" : " + ", a.in_flight, " x ", mib(a.bytes));
     }
     const std::string note = cat(sets, " in flight (of ", m, " micro-batches of ", config.train.micro_batch, " x ",
-                                 shape.seq_len, " tokens), ", dtype_name(compute_dtype(config.train.precision)),
+                                 shape.seq_len, " tokens), ", dtype_name(model::compute_dtype(config.train.precision)),
                                  ", recompute=", config::to_string(config.train.recompute));
     const model::ParamTable table = model::part_table(global, cut, r, static_cast<int>(config.parallel.tp));
     MemoryPlan p = rank_plan(config, table, rank_adapters(config, cut, r), world_size, dp, acts, note, threads, capacity,
@@ -294,7 +258,7 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
                        config::Device device) {
   if (config.parallel.pp > 1) return pipeline_plan(config, world_size, threads, capacity, device);
   const bool lora = config.lora.rank > 0;
-  const model::GptShape shape = model_shape(config.model);
+  const model::GptShape shape = model::model_shape(config.model);
   const int tp = static_cast<int>(config.parallel.tp);
   const bool sp = config.parallel.sequence_parallel;
   const model::ParamTable global(shape);
@@ -305,7 +269,7 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   return rank_plan(config, table, rank_adapters(config, model::PipelineCut{}, 0), world_size, world_size / tp,
                    activation_bytes(config, shape),
                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ",
-                       dtype_name(compute_dtype(config.train.precision)), ", recompute=",
+                       dtype_name(model::compute_dtype(config.train.precision)), ", recompute=",
                        config::to_string(config.train.recompute), split),
                    threads, capacity, device);
 }

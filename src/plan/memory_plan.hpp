@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "model/from_config.hpp"
 #include "model/model.hpp"
 
 namespace zt::plan {
@@ -69,17 +70,6 @@ std::vector<StageActivations> pipeline_activations(const config::Config& config,
 // The plan as a table (and the suggestions when it does not fit).
 std::string format_plan(const MemoryPlan& plan, const std::vector<std::string>& fixes);
 
-// The model shape of a [model] section (checked; the vocabulary padded as the model pads it).
-model::GptShape model_shape(const config::ModelConfig& m);
-
-// The LoRA adapters of the lora.* keys (lora.rank > 0).
-model::LoraSpec lora_spec(const config::Config& c);
-
-// The compute dtype of train.precision (f32, bf16, f16).
-DType compute_dtype(config::Precision p);
-
-// The model's recomputation mode for train.recompute.
-model::Recompute recompute_mode(config::Recompute r);
 
 // Memory one CPU rank may use: the host's available memory divided by the ranks on the node.
 std::uint64_t host_memory_per_rank(int ranks_on_node);

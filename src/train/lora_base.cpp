@@ -24,7 +24,7 @@ std::vector<int> lora_access_order(int n_layer, bool backward) {
 
 LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
                    const model::ParamTable& base, DType compute, const ShardMap* part)
-    : backend_(backend), base_(base), part_(part), spec_(plan::lora_spec(config)),
+    : backend_(backend), base_(base), part_(part), spec_(model::lora_spec(config)),
       adapters_(model::lora_table(base.shape(), spec_)),
       adapter_part_(part ? model::adapter_part_table(adapters_, part->cut, part->grid.pp_rank(), part->grid.tp) : adapters_),
       compute_(compute) {

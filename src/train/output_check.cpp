@@ -65,7 +65,7 @@ void check_metrics(const dist::World& world, const config::Config& c) {
 }  // namespace
 
 std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world_size) {
-  const model::ParamTable table(plan::model_shape(config.model));
+  const model::ParamTable table(model::model_shape(config.model));
   std::uint64_t shard_floats = 0;
   for (int r = 0; r < world_size; ++r)
     for (const ckpt::FlatRange& range : checkpoint_ranges(table, world_size, r))

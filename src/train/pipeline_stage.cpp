@@ -7,7 +7,6 @@
 #include "config/options.hpp"
 #include "core/error.hpp"
 #include "model/stage_split.hpp"
-#include "tp/tp_model.hpp"
 #include "train/shard_map.hpp"
 
 namespace zt::train {
@@ -46,9 +45,9 @@ PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable&
 // boundary tensors are then this rank's part of the residual stream, the same size on both sides of
 // every send: TP rank r of one stage talks to TP rank r of the next).
 std::unique_ptr<model::Model> PipelineStage::new_model(const model::Stage& chunk) {
-  if (grid_.tp > 1)
-    return tp::make_tp_model(be_, *tp_group_, table_, micro_batch_, sequence_parallel_, recompute_, compute_, chunk);
-  return model::make_model(be_, table_, micro_batch_, recompute_, compute_, chunk);
+  return model::make_model(be_, table_, {.micro_batch = micro_batch_, .recompute = recompute_, .compute = compute_,
+                                         .stage = chunk, .tp_group = grid_.tp > 1 ? tp_group_ : nullptr,
+                                         .sequence_parallel = sequence_parallel_});
 }
 
 std::size_t PipelineStage::activation_bytes() const {

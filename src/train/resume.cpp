@@ -33,10 +33,10 @@ std::string describe(const ckpt::ModelDesc& m) {
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
-  const model::ParamTable base(plan::model_shape(c.model));
+  const model::ParamTable base(model::model_shape(c.model));
   // A LoRA run's checkpoint holds its adapters (lora_base.hpp): their table is what must match.
   const ckpt::ModelDesc mine =
-      describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), plan::lora_spec(c)) : base);
+      describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), model::lora_spec(c)) : base);
   const std::string fix = " (ckpt.resume=none starts afresh; another ckpt.dir keeps both runs)";
   if (cp.manifest().model.params != mine.params)
     throw InputError(cat("checkpoint ", dir.string(), " holds a model with ", describe(cp.manifest().model),

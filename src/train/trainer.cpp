@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "data/shard_set.hpp"
 #include "dist/deadline.hpp"
+#include "model/family.hpp"
 #include "model/init.hpp"
 #include "model/hf_dir.hpp"
 #include "plan/memory_plan.hpp"
@@ -20,7 +21,6 @@
 #include "train/recording_communicator.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
-#include "tp/tp_model.hpp"
 
 namespace zt::train {
 namespace {
@@ -36,7 +36,7 @@ std::string describe_grid(const dist::Grid& g) {
 
 Trainer::Trainer(dist::World& world, const config::Config& config, const config::Derived& derived,
                  const dist::Placement& placement, const ResumePoint& resume)
-    : world_(world), config_(config), derived_(derived), placement_(placement), table_(plan::model_shape(config.model)),
+    : world_(world), config_(config), derived_(derived), placement_(placement), table_(model::model_shape(config.model)),
       started_(Clock::now()), scaler_(config.train) {
   install_stop_signal_handlers();
   backend_ = make_backend(config, placement);
@@ -46,7 +46,9 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
       std::make_unique<RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
   timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s);  // loose until step 1 completes
-  const DType compute = plan::compute_dtype(config.train.precision);
+  const DType compute = model::compute_dtype(config.train.precision);
+  model::ModelOptions model_options{.micro_batch = static_cast<int>(config.train.micro_batch),
+                                    .recompute = config.train.recompute, .compute = compute};
   grid_ = dist::Grid::make(world.size(), static_cast<int>(config.parallel.tp), world.rank(),
                            static_cast<int>(config.parallel.pp));
   if (grid_.pp > 1) {
@@ -55,11 +57,11 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
     grid_comms_ = dist::split_grid(*comm_, grid_);
     local_table_.emplace(model::tp_local_table(table_, grid_.tp));
     shard_map_.emplace(ShardMap{table_, *local_table_, grid_});
-    model_ = tp::make_tp_model(*backend_, *grid_comms_.tp, *local_table_, static_cast<int>(config.train.micro_batch),
-                               config.parallel.sequence_parallel, plan::recompute_mode(config.train.recompute), compute);
+    model_options.tp_group = grid_comms_.tp.get();
+    model_options.sequence_parallel = config.parallel.sequence_parallel;
+    model_ = model::make_model(*backend_, *local_table_, model_options);
   } else {
-    model_ = model::make_model(*backend_, table_, static_cast<int>(config.train.micro_batch),
-                               plan::recompute_mode(config.train.recompute), compute);
+    model_ = model::make_model(*backend_, table_, model_options);
   }
   const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
   // LoRA: the adapters are what the engine optimises and the checkpoint holds; under a pipeline those of
@@ -97,10 +99,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
-  const char* family = config.model.arch == config::Arch::kGpt2 ? "GPT-2"
-                       : config.model.qkv_bias                 ? "Llama (q, k, v biases: Qwen2)"
-                                                               : "Llama";
-  log::info(cat("model: ", family, " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
+  log::info(cat("model: ", model::family_of(table_.shape().arch).describe(table_.shape()), " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
                 " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
                 world.size(), " rank(s)", grid_.pp > 1 || grid_.tp > 1 ? cat(" = ", describe_grid(grid_)) : "",
@@ -123,8 +122,8 @@ void Trainer::make_pipeline_stage() {
   grid_comms_ = dist::split_grid(*comm_, grid_);
   pipeline_ = std::make_unique<PipelineStage>(*backend_, table_, grid_, static_cast<int>(config_.parallel.vpp),
                                               static_cast<int>(config_.train.micro_batch),
-                                              derived_.grad_accum, plan::recompute_mode(config_.train.recompute),
-                                              plan::compute_dtype(config_.train.precision),
+                                              derived_.grad_accum, config_.train.recompute,
+                                              model::compute_dtype(config_.train.precision),
                                               config::pipeline_layers(config_), grid_comms_.tp.get(),
                                               config_.parallel.sequence_parallel);
   pipeline_->connect(*grid_comms_.pp, grid_comms_.embedding.get());

@@ -55,7 +55,7 @@ void expect_frozen(int stage, DType compute) {
     model::init_lora_range(adapters, c.train.seed, at, n, out);
   });
   const int B = 2;
-  auto net = model::make_model(*be, table, B, model::Recompute::kNone, compute);
+  auto net = model::make_model(*be, table, {.micro_batch = B, .compute = compute});
   net->set_lora(&lora.attach(engine, B));
   ZeroParams base_params(lora.base_engine());
   FrozenGrads discard;

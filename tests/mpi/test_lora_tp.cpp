@@ -18,9 +18,9 @@
 #include "model/model.hpp"
 #include "model/tp_split.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "tp/tp_model.hpp"
+#include "model/model.hpp"
 
-namespace zt::tp {
+namespace zt::model {
 namespace {
 
 using backend::Tensor;
@@ -103,7 +103,7 @@ TEST_P(LoraTp, SplitAdaptersComputeOneRanksLossAndTheirShardOfItsGradients) {
     if (p.name.ends_with("lora_B.weight"))
       for (std::size_t i = 0; i < p.numel; ++i) adapter_values[p.offset + i] = normal(gen);
 
-  auto whole = model::make_model(*be, base, kB);
+  auto whole = model::make_model(*be, base, {.micro_batch = kB});
   model::Lora whole_lora(*be, adapters, spec, kB, DType::kF32);
   std::vector<float> whole_grads(adapters.numel(), 0.f);
   const double want = train(*whole, whole_lora, base, base_values, adapters, adapter_values, whole_grads);
@@ -112,7 +112,7 @@ TEST_P(LoraTp, SplitAdaptersComputeOneRanksLossAndTheirShardOfItsGradients) {
   const model::ParamTable adapter_shard = model::tp_local_table(adapters, tp);
   std::vector<float> base_mine = model::tp_cut_flat(base, base_shard, base_values.data(), tp, r);
   std::vector<float> adapters_mine = model::tp_cut_flat(adapters, adapter_shard, adapter_values.data(), tp, r);
-  auto split = make_tp_model(*be, *comms.tp, base_shard, kB, sp);
+  auto split = model::make_model(*be, base_shard, {.micro_batch = kB, .tp_group = comms.tp.get(), .sequence_parallel = sp});
   model::Lora split_lora(*be, adapter_shard, spec, kB, DType::kF32, tp, r);
   std::vector<float> split_grads(adapter_shard.numel(), 0.f);
   const double got = train(*split, split_lora, base_shard, base_mine, adapter_shard, adapters_mine, split_grads);
@@ -137,4 +137,4 @@ INSTANTIATE_TEST_SUITE_P(Families, LoraTp, ::testing::Combine(::testing::ValuesI
                          });
 
 }  // namespace
-}  // namespace zt::tp
+}  // namespace zt::model

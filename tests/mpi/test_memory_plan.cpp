@@ -41,10 +41,10 @@ config::Config small_llama(int stage, int micro) {
 std::uint64_t measured_peak(const config::Config& c, int threads) {
   auto backend = backend::make_cpu_backend(threads);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
-  const model::ParamTable table(model_shape(c.model));
-  const DType compute = compute_dtype(c.train.precision);
-  const auto model = model::make_model(*backend, table, static_cast<int>(c.train.micro_batch),
-                                       recompute_mode(c.train.recompute), compute);
+  const model::ParamTable table(model::model_shape(c.model));
+  const DType compute = model::compute_dtype(c.train.precision);
+  const auto model = model::make_model(
+      *backend, table, {.micro_batch = static_cast<int>(c.train.micro_batch), .recompute = c.train.recompute, .compute = compute});
   std::vector<optim::FlatRange> units;
   for (const auto& u : table.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
   std::vector<optim::ParamRange> params;

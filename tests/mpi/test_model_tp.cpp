@@ -24,12 +24,24 @@
 #include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "tp/tp_model.hpp"
+#include "model/decoder.hpp"
 
-namespace zt::tp {
+namespace zt::model {
 namespace {
 
 using backend::Tensor;
+
+// The squared L2 norm of the whole model's gradient from each rank's shard (grads: the local table's
+// flat f32 buffer): split parameters summed over the group, replicated ones counted once.
+double grad_norm_squared(backend::Backend& be, dist::Communicator& group, const ParamTable& local, const Tensor& grads) {
+  double split = 0, replicated = 0;
+  for (const ParamInfo& info : local.params()) {
+    const Tensor t(static_cast<float*>(grads.data) + info.offset, DType::kF32, {static_cast<std::int64_t>(info.numel)});
+    const bool is_split = tp_split_of(info, local.shape()).kind != TpSplit::Kind::kReplicated;
+    (is_split ? split : replicated) += be.sum_of_squares(t);
+  }
+  return group.all_reduce_value(split, dist::ReduceOp::kSum) + replicated;
+}
 
 constexpr int kSeqs = 4;  // sequences per optimizer step, one per micro-batch
 constexpr int kVocab = 100, kSeqLen = 8;  // Vp = 128
@@ -72,7 +84,7 @@ struct Bf16Run {
   std::vector<float> grads;
   model::FlatParams source;
   model::FlatGrads sink;
-  Bf16Run(const model::ParamTable& table, const std::vector<float>& values)
+  Bf16Run(const ParamTable& table, const std::vector<float>& values)
       : params(rounded(values, DType::kBF16)), grads(table.numel()),
         source(table, Tensor(params.data(), DType::kBF16, {static_cast<std::int64_t>(params.size())})),
         sink(table, flat_view(grads)) {}
@@ -92,7 +104,7 @@ struct Trainee {
 };
 
 // Forward and backward of micro-batches `first`..`first+count` of step s; returns the summed loss.
-double accumulate(model::Model& model, const model::ParamTable& table, Trainee& t, int step, int first, int count) {
+double accumulate(model::Model& model, const ParamTable& table, Trainee& t, int step, int first, int count) {
   model::FlatParams params(table, flat_view(t.params));
   model::FlatGrads grads(table, flat_view(t.grads));
   double loss = 0;
@@ -115,7 +127,7 @@ class ModelTp : public ::testing::TestWithParam<std::tuple<Family, bool>> {
  protected:
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
   std::unique_ptr<dist::Communicator> world_comm = dist::make_mpi_communicator(test::world(), 60);
-  model::ParamTable table{std::get<0>(GetParam()).shape};
+  ParamTable table{std::get<0>(GetParam()).shape};
   bool sp = std::get<1>(GetParam());
   std::vector<float> init = [this] {
     std::vector<float> p(table.numel());
@@ -131,7 +143,7 @@ class ModelTp : public ::testing::TestWithParam<std::tuple<Family, bool>> {
       if (w.size() % tp != 0 || kSeqs % (w.size() / tp) != 0 || (sp && tp == 1)) continue;  // SP needs tp > 1
       const dist::Grid grid = dist::Grid::make(w.size(), tp, w.rank());
       dist::GridComms comms = dist::split_grid(*world_comm, grid);
-      const model::ParamTable local = model::tp_local_table(table, tp);
+      const ParamTable local = tp_local_table(table, tp);
       SCOPED_TRACE(cat("tp=", tp, " dp=", grid.dp, sp ? " sequence parallel" : ""));
       f(grid, comms, local);
     }
@@ -139,7 +151,7 @@ class ModelTp : public ::testing::TestWithParam<std::tuple<Family, bool>> {
 };
 
 TEST_P(ModelTp, LossLogitsAndGradientsAreOneRanksShards) {
-  const auto one_ptr = model::make_model(*be, table, 1);
+  const auto one_ptr = make_model(*be, table, {.micro_batch = 1});
   model::Model& one = *one_ptr;
   Trainee ref(init);
   const double want_loss = accumulate(one, table, ref, 0, 0, 1);
@@ -147,8 +159,8 @@ TEST_P(ModelTp, LossLogitsAndGradientsAreOneRanksShards) {
   const std::vector<std::int32_t> seq = sequence(0, 0);
   const std::vector<float> want_logits = one.forward_logits(seq.data(), ref_params);
   const double want_norm = be->sum_of_squares(flat_view(ref.grads));
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1, sp);
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable& local) {
+    const auto model_ptr = make_model(*be, local, {.micro_batch = 1, .tp_group = comms.tp.get(), .sequence_parallel = sp});
     model::Model& model = *model_ptr;
     Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     EXPECT_NEAR(accumulate(model, local, mine, 0, 0, 1), want_loss, 1e-5 * kSeqLen);
@@ -167,7 +179,7 @@ TEST_P(ModelTp, LossLogitsAndGradientsAreOneRanksShards) {
 // 10 steps of 4 sequences: one rank accumulates all 4; each data-parallel rank of a grid takes its
 // share, and the DP group sums the gradients and the losses.
 TEST_P(ModelTp, TenStepsOfLossesEqualOneRanks) {
-  const auto one_ptr = model::make_model(*be, table, 1);
+  const auto one_ptr = make_model(*be, table, {.micro_batch = 1});
   model::Model& one = *one_ptr;
   Trainee ref(init);
   std::vector<double> want;
@@ -176,8 +188,8 @@ TEST_P(ModelTp, TenStepsOfLossesEqualOneRanks) {
     adamw_step(*be, ref, s, std::sqrt(be->sum_of_squares(flat_view(ref.grads))));
   }
   EXPECT_LT(want.back(), want.front());  // it learns: the comparison is not between two flat curves
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    const auto model_ptr = make_tp_model(*be, *comms.tp, local, 1, sp);
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable& local) {
+    const auto model_ptr = make_model(*be, local, {.micro_batch = 1, .tp_group = comms.tp.get(), .sequence_parallel = sp});
     model::Model& model = *model_ptr;
     Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     const int share = kSeqs / g.dp;
@@ -192,8 +204,8 @@ TEST_P(ModelTp, TenStepsOfLossesEqualOneRanks) {
 }
 
 TEST_P(ModelTp, TensorGroupBytesEqualTheTheory) {
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    const auto model = make_tp_model(*be, *comms.tp, local, 1, sp);
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable& local) {
+    const auto model = make_model(*be, local, {.micro_batch = 1, .tp_group = comms.tp.get(), .sequence_parallel = sp});
     Trainee mine(model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     const dist::CommStats before = comms.tp->stats();
     accumulate(*model, local, mine, 0, 0, 1);
@@ -210,13 +222,13 @@ TEST_P(ModelTp, TensorGroupBytesEqualTheTheory) {
 // here up to 2.4e-2 (the norms' weight and bias gradients, sums over the rows with cancellation),
 // where one rank's bf16 and fp32 gradients differ by up to 2.2e-2 on the same parameters.
 TEST_P(ModelTp, Bf16LossAndGradientsFollowOneRanks) {
-  const auto one = model::make_model(*be, table, 1, model::Recompute::kNone, DType::kBF16);
+  const auto one = make_model(*be, table, {.micro_batch = 1, .compute = DType::kBF16});
   Bf16Run ref(table, init);
   const std::vector<std::int32_t> seq = sequence(0, 0);
   const double want_loss = one->forward(seq.data(), seq.data() + 1, ref.source);
   one->backward(ref.source, ref.sink, 1.0f / kSeqLen);
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, model::Recompute::kNone, DType::kBF16);
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable& local) {
+    const auto model = make_model(*be, local, {.micro_batch = 1, .compute = DType::kBF16, .tp_group = comms.tp.get(), .sequence_parallel = sp});
     Bf16Run mine(local, model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     EXPECT_NEAR(model->forward(seq.data(), seq.data() + 1, mine.source), want_loss, 2e-3 * want_loss);
     model->backward(mine.source, mine.sink, 1.0f / kSeqLen);
@@ -234,8 +246,8 @@ TEST_P(ModelTp, Bf16LossAndGradientsFollowOneRanks) {
 // 16-bit collectives: the [N, C] activations travel in bf16 (half the bytes), the cross-entropy's
 // statistics and the norms' weight gradients in f32.
 TEST_P(ModelTp, TensorGroupBytesInBf16EqualTheTheory) {
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
-    const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, model::Recompute::kNone, DType::kBF16);
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable& local) {
+    const auto model = make_model(*be, local, {.micro_batch = 1, .compute = DType::kBF16, .tp_group = comms.tp.get(), .sequence_parallel = sp});
     Bf16Run mine(local, model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank()));
     const dist::CommStats before = comms.tp->stats();
     const std::vector<std::int32_t> seq = sequence(0, 0);
@@ -249,7 +261,7 @@ TEST_P(ModelTp, TensorGroupBytesInBf16EqualTheTheory) {
 // same collectives) on the same inputs: two micro-batches' losses and accumulated gradients are
 // bit-identical to recompute=none's at the same tp, in fp32 and in bf16 (bf16 working parameters).
 TEST_P(ModelTp, RecomputeModesGiveBitIdenticalLossesAndGradients) {
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable& local) {
     const std::vector<float> mine = model::tp_cut_flat(table, local, init.data(), g.tp, g.tp_rank());
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       std::vector<std::uint16_t> half = dtype == DType::kF32 ? std::vector<std::uint16_t>() : rounded(mine, dtype);
@@ -259,9 +271,9 @@ TEST_P(ModelTp, RecomputeModesGiveBitIdenticalLossesAndGradients) {
                               : Tensor(half.data(), dtype, {static_cast<std::int64_t>(half.size())});
       std::vector<double> want_losses;
       std::vector<float> want_grads;
-      for (model::Recompute r : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+      for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
         SCOPED_TRACE(cat(dtype_name(dtype), " recompute ", static_cast<int>(r)));
-        const auto model = make_tp_model(*be, *comms.tp, local, 1, sp, r, dtype);
+        const auto model = make_model(*be, local, {.micro_batch = 1, .recompute = r, .compute = dtype, .tp_group = comms.tp.get(), .sequence_parallel = sp});
         model::FlatParams source(local, flat);
         std::vector<float> grads(local.numel());
         model::FlatGrads sink(local, flat_view(grads));
@@ -271,7 +283,7 @@ TEST_P(ModelTp, RecomputeModesGiveBitIdenticalLossesAndGradients) {
           losses.push_back(model->forward(seq.data(), seq.data() + 1, source));
           model->backward(source, sink, 1.0f / (2 * kSeqLen));
         }
-        if (r == model::Recompute::kNone) {
+        if (r == Recompute::kNone) {
           want_losses = losses, want_grads = grads;
           continue;
         }
@@ -285,13 +297,13 @@ TEST_P(ModelTp, RecomputeModesGiveBitIdenticalLossesAndGradients) {
 // The memory planner's activations row under parallel.tp (tp_activation_bytes) is what the model of
 // each precision and recompute mode allocates; bf16 and recomputation shrink it.
 TEST_P(ModelTp, PlannedActivationBytesAreWhatTheModelAllocates) {
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable& local) {
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable& local) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       std::size_t previous = 0;
-      for (model::Recompute r : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+      for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
         SCOPED_TRACE(cat(dtype_name(dtype), " recompute ", static_cast<int>(r)));
-        const auto model = make_tp_model(*be, *comms.tp, local, 2, sp, r, dtype);
-        const std::size_t planned = tp_activation_bytes(table.shape(), 2, g.tp, sp, r, dtype);
+        const auto model = make_model(*be, local, {.micro_batch = 2, .recompute = r, .compute = dtype, .tp_group = comms.tp.get(), .sequence_parallel = sp});
+        const std::size_t planned = model_activation_bytes(table.shape(), {.micro_batch = 2, .recompute = r, .compute = dtype, .sequence_parallel = sp}, g.tp);
         EXPECT_EQ(planned, model->activation_bytes());
         EXPECT_EQ(model->compute_dtype(), dtype);
         if (previous != 0) {
@@ -299,7 +311,7 @@ TEST_P(ModelTp, PlannedActivationBytesAreWhatTheModelAllocates) {
         }
         previous = planned;
         if (dtype != DType::kF32) {
-          EXPECT_LT(planned, tp_activation_bytes(table.shape(), 2, g.tp, sp, r, DType::kF32));
+          EXPECT_LT(planned, model_activation_bytes(table.shape(), {.micro_batch = 2, .recompute = r, .sequence_parallel = sp}, g.tp));
         }
       }
     }
@@ -312,23 +324,23 @@ TEST_P(ModelTp, PlannedActivationBytesAreWhatTheModelAllocates) {
 // its gradients: each stage's parameters hold their shard of them, the tied head's two copies summing
 // to the embedding's. Each stage allocates what tp_activation_bytes plans for it.
 TEST_P(ModelTp, StageChainEqualsTheWholeModel) {
-  const auto one = model::make_model(*be, table, 1);
+  const auto one = make_model(*be, table, {.micro_batch = 1});
   Trainee ref(init);
   const double want_loss = accumulate(*one, table, ref, 0, 0, 2);
   const model::PipelineCut cut = model::PipelineCut::make(table.shape(), 2);
   const std::vector<model::Stage>& stages = cut.virtual_stages;
-  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const model::ParamTable&) {
-    std::vector<model::ParamTable> tables;
+  for_each_grid([&](const dist::Grid& g, dist::GridComms& comms, const ParamTable&) {
+    std::vector<ParamTable> tables;
     std::vector<Trainee> parts;
     std::vector<std::unique_ptr<model::Model>> models;
     tables.reserve(stages.size());  // the models keep references to their tables
     for (int s = 0; s < 2; ++s) {
       const model::Stage& st = stages[static_cast<std::size_t>(s)];
-      tables.push_back(model::tp_local_table(cut.table(table, s), g.tp));
+      tables.push_back(tp_local_table(cut.table(table, s), g.tp));
       parts.emplace_back(model::tp_cut_flat(table, tables.back(), init.data(), g.tp, g.tp_rank()));
-      models.push_back(make_tp_model(*be, *comms.tp, tables.back(), 1, sp, model::Recompute::kNone, DType::kF32, st));
+      models.push_back(make_model(*be, tables.back(), {.micro_batch = 1, .stage = st, .tp_group = comms.tp.get(), .sequence_parallel = sp}));
       EXPECT_EQ(models.back()->activation_bytes(),
-                tp_activation_bytes(table.shape(), 1, g.tp, sp, model::Recompute::kNone, DType::kF32, st));
+                model_activation_bytes(table.shape(), {.micro_batch = 1, .stage = st, .sequence_parallel = sp}, g.tp));
     }
     model::FlatParams p0(tables[0], flat_view(parts[0].params)), p1(tables[1], flat_view(parts[1].params));
     model::FlatGrads g0(tables[0], flat_view(parts[0].grads)), g1(tables[1], flat_view(parts[1].grads));
@@ -367,4 +379,4 @@ INSTANTIATE_TEST_SUITE_P(Families, ModelTp, ::testing::Combine(::testing::Values
                          });
 
 }  // namespace
-}  // namespace zt::tp
+}  // namespace zt::model

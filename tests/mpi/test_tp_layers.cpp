@@ -11,10 +11,10 @@
 #include "dist/grid.hpp"
 #include "model/tp_split.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "tp/linear.hpp"
-#include "tp/vocab_parallel.hpp"
+#include "layers/linear.hpp"
+#include "layers/vocab_parallel.hpp"
 
-namespace zt::tp {
+namespace zt::layers {
 namespace {
 
 using backend::Tensor;
@@ -62,7 +62,7 @@ class TpLayers : public ::testing::TestWithParam<Case> {
       if (w.size() % tp != 0) continue;
       const dist::Grid grid = dist::Grid::make(w.size(), tp, w.rank());
       dist::GridComms comms = dist::split_grid(*world_comm, grid);
-      const TpContext ctx{*be, *comms.tp, GetParam().sequence_parallel};
+      const TpContext ctx{*be, comms.tp.get(), GetParam().sequence_parallel && tp > 1};
       SCOPED_TRACE(cat("tp=", tp, " sp=", GetParam().sequence_parallel));
       f(grid, ctx);
     }
@@ -149,17 +149,17 @@ TEST_P(TpLayers, VocabParallelEmbeddingEqualsOneRanksLookup) {
     const std::int64_t Vs = Vp / tp, rows = sp ? N / tp : N;
     std::vector<float> wte_ext = block(wte, {Vp, C}, 0, tp, r);
     wte_ext.resize((Vs + 1) * C, 0.f);  // the zero row
-    std::vector<std::int32_t> local = local_token_rows(tokens.data(), N, r * Vs, Vs);
+    std::vector<std::int32_t> ids(N);
     std::vector<float> out_r(rows * C), partial(N * C);
-    vocab_parallel_embedding_forward(ctx, sp ? view(out_r, {rows, C}) : view(out_r, {B, T, C}),
-                                     sp ? view(partial, {B, T, C}) : view(out_r, {B, T, C}),
-                                     view(local, {B, T}), view(wte_ext, {Vs + 1, C}), view(wpe, {T, C}));
+    const Tensor table = view(wte_ext, {tp > 1 ? Vs + 1 : Vs, C});  // the zero row under TP only
+    embed_tokens(ctx, view(out_r, {rows, C}), sp ? view(partial, {N, C}) : view(out_r, {N, C}), tokens.data(), Vp,
+                 view(ids, {B, T}), table, view(wpe, {T, C}));
     expect_near(out_r, sp ? block(out, {N, C}, 0, tp, r) : out, "out");
+    if (tp > 1) EXPECT_EQ(ids, local_token_rows(tokens.data(), N, r * Vs, Vs));
     std::vector<float> dout_r = sp ? block(dout, {N, C}, 0, tp, r) : dout, dfull(N * C);
     std::vector<float> dwte_ext((Vs + 1) * C, 0.f), dwpe_r(T * C, 0.f);
-    vocab_parallel_embedding_backward(ctx, view(dwte_ext, {Vs + 1, C}), view(dwpe_r, {T, C}),
-                                      sp ? view(dout_r, {rows, C}) : view(dout_r, {B, T, C}),
-                                      sp ? view(dfull, {B, T, C}) : Tensor{}, view(local, {B, T}));
+    embed_tokens_backward(ctx, view(dwte_ext, {tp > 1 ? Vs + 1 : Vs, C}), view(dwpe_r, {T, C}), view(dout_r, {rows, C}),
+                          sp ? view(dfull, {N, C}) : Tensor{}, view(ids, {B, T}));
     std::vector<float> zero_row(dwte_ext.end() - C, dwte_ext.end());
     dwte_ext.resize(Vs * C);
     expect_near(dwte_ext, block(dwte, {Vp, C}, 0, tp, r), "dwte");
@@ -182,8 +182,14 @@ TEST_P(TpLayers, VocabParallelCrossEntropyEqualsOneRanks) {
     const int tp = g.tp, r = g.tp_rank();
     const std::int64_t Vs = Vp / tp;
     std::vector<float> shard = block(logits, {N, Vp}, 1, tp, r);
-    VocabParallelCrossEntropy ce;
-    expect_near(ce.forward(ctx, view(shard, {N, Vs}), targets.data(), r * Vs, V), losses, "losses");
+    VocabCrossEntropy ce;
+    std::vector<float> arena(8 * N);  // the CPU backend's memory is the host's
+    backend::Carver c{reinterpret_cast<std::byte*>(arena.data()), DType::kF32};
+    ce.carve(c, N, tp);
+    ASSERT_LE(c.used, arena.size() * sizeof(float));
+    double want = 0;
+    for (float x : losses) want += x;
+    EXPECT_NEAR(ce.forward(ctx, view(shard, {N, Vs}), targets.data(), r * Vs, V), want, 1e-5 * std::abs(want));
     ce.backward(ctx, view(shard, {N, Vs}), view(shard, {N, Vs}), dloss);  // in place, as the backend's
     expect_near(shard, block(dlogits, {N, Vp}, 1, tp, r), "dlogits");
   });
@@ -198,4 +204,4 @@ INSTANTIATE_TEST_SUITE_P(Modes, TpLayers,
                          });
 
 }  // namespace
-}  // namespace zt::tp
+}  // namespace zt::layers

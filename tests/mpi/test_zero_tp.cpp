@@ -21,11 +21,11 @@
 #include "optim/zero/engine.hpp"
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "tp/tp_model.hpp"
+#include "model/model.hpp"
 #include "train/shard_map.hpp"
 #include "train/zero_model.hpp"
 
-namespace zt::tp {
+namespace zt::model {
 namespace {
 
 constexpr int kSeqs = 4, kSteps = 10, kSeqLen = 64;  // the size test_memory_plan checks the planner at
@@ -69,7 +69,7 @@ struct Outcome {
 Outcome train(const config::Config& c, model::Model& model, const model::ParamTable& table, dist::Communicator& dp,
           const std::vector<float>& init, backend::Backend& be) {
   optim::ZeroEngine engine(be, dp, train::units_of(table), train::params_of(table), static_cast<int>(c.train.zero_stage), 25,
-                           0, plan::compute_dtype(c.train.precision));
+                           0, model::compute_dtype(c.train.precision));
   engine.load_params(init.data());
   train::ZeroParams params(engine);
   train::ZeroGrads grads(engine);
@@ -109,11 +109,11 @@ TEST_P(ZeroOverTensorParallel, EveryStageMatchesOneRankAndThePlan) {
   auto alone = world_comm->split(w.rank(), 0);  // one rank's reference
   for (int stage = 0; stage <= 3; ++stage) {
     config::Config c = small_config(stage, GetParam());
-    const model::ParamTable table(plan::model_shape(c.model));
+    const model::ParamTable table(model::model_shape(c.model));
     std::vector<float> init(table.numel());
     model::init_params(table, 3, init.data());
     auto ref_be = backend::make_cpu_backend(1);
-    const auto ref_model = model::make_model(*ref_be, table, 1);
+    const auto ref_model = model::make_model(*ref_be, table, {.micro_batch = 1});
     const Outcome want = train(c, *ref_model, table, *alone, init, *ref_be);
     EXPECT_LT(want.losses.back(), want.losses.front());
     for (int tp = 2; tp <= w.size(); tp *= 2) {
@@ -126,7 +126,7 @@ TEST_P(ZeroOverTensorParallel, EveryStageMatchesOneRankAndThePlan) {
         dist::GridComms comms = dist::split_grid(*world_comm, g);
         const model::ParamTable local = model::tp_local_table(table, tp);
         auto be = backend::make_cpu_backend(1);
-        const auto model = make_tp_model(*be, *comms.tp, local, 1, sp);
+        const auto model = model::make_model(*be, local, {.micro_batch = 1, .tp_group = comms.tp.get(), .sequence_parallel = sp});
         const Outcome got = train(c, *model, local, *comms.dp, model::tp_cut_flat(table, local, init.data(), tp, g.tp_rank()), *be);
         for (int s = 0; s < kSteps; ++s)
           EXPECT_NEAR(got.losses[s], want.losses[s], 1e-5) << "step " << s << ": " << got.losses[s] - want.losses[s];
@@ -147,7 +147,7 @@ TEST_P(ZeroOverTensorParallel, Bf16WithRecomputationMatchesThePlan) {
   c.train.precision = config::Precision::kBf16;
   c.parallel.tp = 2;
   c.parallel.sequence_parallel = true;
-  const model::ParamTable table(plan::model_shape(c.model));
+  const model::ParamTable table(model::model_shape(c.model));
   std::vector<float> init(table.numel());
   model::init_params(table, 3, init.data());
   const dist::Grid g = dist::Grid::make(w.size(), 2, w.rank());
@@ -158,7 +158,7 @@ TEST_P(ZeroOverTensorParallel, Bf16WithRecomputationMatchesThePlan) {
     c.train.recompute = r;
     SCOPED_TRACE(cat("recompute=", config::to_string(r)));
     auto be = backend::make_cpu_backend(1);
-    const auto model = make_tp_model(*be, *comms.tp, local, 1, true, plan::recompute_mode(r), DType::kBF16);
+    const auto model = model::make_model(*be, local, {.micro_batch = 1, .recompute = r, .compute = DType::kBF16, .tp_group = comms.tp.get(), .sequence_parallel = true});
     const Outcome got = train(c, *model, local, *comms.dp, model::tp_cut_flat(table, local, init.data(), 2, g.tp_rank()), *be);
     if (want.empty()) want = got.losses;
     EXPECT_EQ(got.losses, want);
@@ -176,7 +176,7 @@ TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
   const dist::Grid g = dist::Grid::make(w.size(), 2, w.rank());
   dist::GridComms comms = dist::split_grid(*world_comm, g);
   const config::Config c = small_config(0, config::Arch::kGpt2);
-  const model::ParamTable local = model::tp_local_table(model::ParamTable(plan::model_shape(c.model)), 2);
+  const model::ParamTable local = model::tp_local_table(model::ParamTable(model::model_shape(c.model)), 2);
   auto be = backend::make_cpu_backend(1);
   optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
   engine.zero_grads();
@@ -197,7 +197,7 @@ TEST(GridGradNorm, PipelineStagesSumWithTheTiedCopyAndReplicatedOnce) {
   const dist::Grid g = dist::Grid::make(4, 2, w.rank(), 2);
   dist::GridComms comms = dist::split_grid(*world_comm, g);
   const config::Config c = small_config(0, config::Arch::kGpt2);
-  const model::ParamTable local = model::tp_local_table(model::ParamTable(plan::model_shape(c.model)), 2);
+  const model::ParamTable local = model::tp_local_table(model::ParamTable(model::model_shape(c.model)), 2);
   auto be = backend::make_cpu_backend(1);
   optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
   engine.zero_grads();
@@ -227,11 +227,11 @@ TEST(ZeroGradSumOfSquares, RangesAddUpToTheNormAtEveryStage) {
   for (int stage = 0; stage <= 3; ++stage) {
     SCOPED_TRACE(cat("stage ", stage));
     const config::Config c = small_config(stage, config::Arch::kGpt2);
-    const model::ParamTable table(plan::model_shape(c.model));
+    const model::ParamTable table(model::model_shape(c.model));
     std::vector<float> init(table.numel());
     model::init_params(table, 3, init.data());
     auto be = backend::make_cpu_backend(1);
-    const auto m = model::make_model(*be, table, 1);
+    const auto m = model::make_model(*be, table, {.micro_batch = 1});
     optim::ZeroEngine engine(*be, *comm, train::units_of(table), train::params_of(table), stage, 25);
     engine.load_params(init.data());
     train::ZeroParams params(engine);
@@ -260,4 +260,4 @@ INSTANTIATE_TEST_SUITE_P(Families, ZeroOverTensorParallel, ::testing::Values(con
                          [](const auto& info) { return std::string(info.param == config::Arch::kGpt2 ? "gpt2" : "llama"); });
 
 }  // namespace
-}  // namespace zt::tp
+}  // namespace zt::model

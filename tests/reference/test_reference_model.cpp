@@ -11,7 +11,7 @@
 
 #include "core/rng.hpp"
 #include "golden.hpp"
-#include "model/gpt2.hpp"
+#include "model/decoder.hpp"
 #include "model/init.hpp"
 #include "model/safetensors.hpp"
 
@@ -70,7 +70,7 @@ Result run_ztrain(const ParamTable& table, const std::vector<float>& w, const st
   backend::Tensor params = pbuf.view(DType::kF32, {numel}), grads = gbuf.view(DType::kF32, {numel});
   be->copy_from_host(params.data, w.data(), params.bytes());
   be->fill_zero(grads);
-  Gpt2 model(*be, table, B);
+  Decoder model(*be, table, {.micro_batch = B});
   FlatParams src(table, params);
   FlatGrads sink(table, grads);
   Result r;

@@ -84,7 +84,7 @@ TEST(CrossEntropy, TargetOutsideTheVocabularyIsRefused) {
 }
 
 // The vocabulary-parallel pieces: the logits cut into slices of Vs columns (as TP ranks hold them),
-// each slice's (max, sum of exp, target logit) combined as tp/vocab_parallel.cpp does give the whole
+// each slice's (max, sum of exp, target logit) combined as layers/vocab_parallel.cpp does give the whole
 // row's loss, and each slice's backward with that lse is the whole row's gradient, columns for columns:
 // for a vocabulary that ends inside the last slice, and one whose last slice holds no id at all.
 TEST(CrossEntropy, SlicesOfTheVocabularyCombineToTheWholeRow) {

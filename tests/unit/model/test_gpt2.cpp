@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/rng.hpp"
-#include "model/gpt2.hpp"
+#include "model/decoder.hpp"
 #include "model/init.hpp"
 
 namespace zt::model {
@@ -58,7 +58,7 @@ TEST(Gpt2, LossAtInitIsNearLogVocab) {
   std::vector<float> w(f.table.numel());
   init_params(f.table, 1, w.data());
   f.set(w);
-  Gpt2 model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams src(f.table, f.params);
   const double mean = model.forward(f.tokens.data(), f.targets.data(), src) / f.tokens.size();
   EXPECT_NEAR(mean, std::log(61.0), 0.05);
@@ -67,7 +67,7 @@ TEST(Gpt2, LossAtInitIsNearLogVocab) {
 TEST(Gpt2, GradientsMatchFiniteDifferencesOfTheLoss) {
   Fixture f(3);
   f.set(random_params(f.table, 7));
-  Gpt2 model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams src(f.table, f.params);
   FlatGrads sink(f.table, f.grads);
   const double n_tok = static_cast<double>(f.tokens.size());
@@ -99,7 +99,7 @@ TEST(Gpt2, GradientsMatchFiniteDifferencesOfTheLoss) {
 TEST(Gpt2, ParameterGradientsAccumulateOverMicroBatchesAndPaddedRowsStayZero) {
   Fixture f(2);
   f.set(random_params(f.table, 3));
-  Gpt2 model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams src(f.table, f.params);
   FlatGrads sink(f.table, f.grads);
   model.forward(f.tokens.data(), f.targets.data(), src);
@@ -143,7 +143,7 @@ struct RecordingSink : GradSink {
 TEST(Gpt2, UnitsAreRequestedInTheDocumentedOrder) {
   Fixture f;
   f.set(random_params(f.table, 1));
-  Gpt2 model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams flat_p(f.table, f.params);
   FlatGrads flat_g(f.table, f.grads);
   std::string log;
@@ -159,7 +159,7 @@ TEST(Gpt2, UnitsAreRequestedInTheDocumentedOrder) {
 TEST(Gpt2, ForwardLogitsGiveTheSameLoss) {
   Fixture f;
   f.set(random_params(f.table, 2));
-  Gpt2 model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams src(f.table, f.params);
   const double sum = model.forward(f.tokens.data(), f.targets.data(), src);
   const std::vector<float> logits = model.forward_logits(f.tokens.data(), src);
@@ -181,7 +181,7 @@ TEST(Gpt2, SameThreadCountGivesTheSameBits) {
   for (int run = 0; run < 2; ++run) {
     Fixture f(3);
     f.set(random_params(f.table, 4));
-    Gpt2 model(*f.be, f.table, f.B);
+    Decoder model(*f.be, f.table, {.micro_batch = f.B});
     FlatParams src(f.table, f.params);
     FlatGrads sink(f.table, f.grads);
     loss[run] = model.forward(f.tokens.data(), f.targets.data(), src);
@@ -195,14 +195,14 @@ TEST(Gpt2, SameThreadCountGivesTheSameBits) {
 TEST(Gpt2, ActivationBytesAreWhatItAllocates) {
   Fixture f;
   const std::size_t before = f.be->memory_stats().current_bytes;
-  Gpt2 model(*f.be, f.table, 3);
+  Decoder model(*f.be, f.table, {.micro_batch = 3});
   EXPECT_EQ(f.be->memory_stats().current_bytes - before, model.activation_bytes());
-  EXPECT_EQ(Gpt2::activation_bytes(f.table.shape(), 3), model.activation_bytes());
+  EXPECT_EQ(model_activation_bytes(f.table.shape(), {.micro_batch = 3}), model.activation_bytes());
 }
 
 TEST(Gpt2, TokensOutsideTheVocabularyAndBackwardWithoutForwardAreRefused) {
   Fixture f;
-  Gpt2 model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams src(f.table, f.params);
   FlatGrads sink(f.table, f.grads);
   EXPECT_THROW(model.backward(src, sink, 1.0f), Error);

@@ -10,7 +10,7 @@
 
 #include "core/rng.hpp"
 #include "model/init.hpp"
-#include "model/llama.hpp"
+#include "model/decoder.hpp"
 
 namespace zt::model {
 namespace {
@@ -88,7 +88,7 @@ TEST(Llama, LossAtInitIsNearLogVocab) {
   std::vector<float> w(f.table.numel());
   init_params(f.table, 1, w.data());
   f.be->copy_from_host(f.params.data, w.data(), f.params.bytes());
-  Llama model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams src(f.table, f.params);
   EXPECT_NEAR(model.forward(f.tokens.data(), f.targets.data(), src) / f.tokens.size(), std::log(61.0), 0.05);
 }
@@ -96,7 +96,7 @@ TEST(Llama, LossAtInitIsNearLogVocab) {
 TEST(Llama, GradientsMatchFiniteDifferencesOfTheLoss) {
   for (const GptShape& s : {tiny(2, false), tiny(1, true), tiny(4, false)}) {
     Fixture f(s, 3);
-    Llama model(*f.be, f.table, f.B);
+    Decoder model(*f.be, f.table, {.micro_batch = f.B});
     FlatParams src(f.table, f.params);
     FlatGrads sink(f.table, f.grads);
     const double n_tok = static_cast<double>(f.tokens.size());
@@ -127,7 +127,7 @@ TEST(Llama, GradientsMatchFiniteDifferencesOfTheLoss) {
 
 std::pair<double, std::vector<float>> loss_and_grads(const GptShape& s, Recompute mode) {
   Fixture f(s, 2);
-  Llama model(*f.be, f.table, f.B, mode);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B, .recompute = mode});
   FlatParams src(f.table, f.params);
   FlatGrads sink(f.table, f.grads);
   double loss = 0;
@@ -146,9 +146,9 @@ TEST(Llama, EveryRecomputeModeGivesBitIdenticalLossAndGradients) {
     EXPECT_EQ(r.second, none.second);
   }
   const GptShape s8b = GptShape::make_llama(32, 32, 4096, 128256, 8192, 8, 14336, false, 1e-5f, RopeParams{});
-  const std::size_t a_none = Llama::activation_bytes(s8b, 1, Recompute::kNone);
-  const std::size_t a_sel = Llama::activation_bytes(s8b, 1, Recompute::kSelective);
-  EXPECT_LT(Llama::activation_bytes(s8b, 1, Recompute::kFull), a_sel);
+  const std::size_t a_none = model_activation_bytes(s8b, {.micro_batch = 1, .recompute = Recompute::kNone});
+  const std::size_t a_sel = model_activation_bytes(s8b, {.micro_batch = 1, .recompute = Recompute::kSelective});
+  EXPECT_LT(model_activation_bytes(s8b, {.micro_batch = 1, .recompute = Recompute::kFull}), a_sel);
   EXPECT_LT(a_sel, a_none);
 }
 
@@ -156,9 +156,8 @@ TEST(Llama, ActivationBytesAreWhatItAllocatesInEveryDtype) {
   Fixture f(tiny(2, false));
   for (DType x : {DType::kF32, DType::kBF16})
     for (Recompute r : {Recompute::kNone, Recompute::kFull}) {
-      Llama model(*f.be, f.table, 3, r, x);
-      EXPECT_EQ(Llama::activation_bytes(f.table.shape(), 3, r, x), model.activation_bytes());
-      EXPECT_EQ(model_activation_bytes(f.table.shape(), 3, r, x), model.activation_bytes());
+      Decoder model(*f.be, f.table, {.micro_batch = 3, .recompute = r, .compute = x});
+      EXPECT_EQ(model_activation_bytes(f.table.shape(), {.micro_batch = 3, .recompute = r, .compute = x}), model.activation_bytes());
     }
 }
 
@@ -183,7 +182,7 @@ struct RecordingSink : GradSink {
 TEST(Llama, UnitsAreRequestedInTheDocumentedOrder) {
   for (bool tied : {false, true}) {
     Fixture f(tiny(2, tied));
-    Llama model(*f.be, f.table, f.B);
+    Decoder model(*f.be, f.table, {.micro_batch = f.B});
     FlatParams flat_p(f.table, f.params);
     FlatGrads flat_g(f.table, f.grads);
     std::string log;
@@ -200,7 +199,7 @@ TEST(Llama, UnitsAreRequestedInTheDocumentedOrder) {
 
 TEST(Llama, ForwardLogitsGiveTheSameLossAndPaddedHeadRowsGetNoGradient) {
   Fixture f(tiny(2, false));
-  Llama model(*f.be, f.table, f.B);
+  Decoder model(*f.be, f.table, {.micro_batch = f.B});
   FlatParams src(f.table, f.params);
   FlatGrads sink(f.table, f.grads);
   const double loss = model.forward(f.tokens.data(), f.targets.data(), src);

@@ -90,7 +90,7 @@ void expect_lora_equals_merged(const GptShape& shape, const LoraSpec& s) {
   FlatGrads adapter_grads(adapters, flat(agb, adapters.numel()));
   Lora lora(*be, adapters, s, B, DType::kF32);
   lora.bind(&adapter_params, &adapter_grads);
-  auto with = make_model(*be, base, B), plain = make_model(*be, base, B);
+  auto with = make_model(*be, base, {.micro_batch = B}), plain = make_model(*be, base, {.micro_batch = B});
   with->set_lora(&lora);
   std::vector<std::int32_t> tokens, targets;
   for (int i = 0; i < B * shape.seq_len; ++i) tokens.push_back((i * 17 + 5) % 61), targets.push_back((i * 29 + 3) % 61);

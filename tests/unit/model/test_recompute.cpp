@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "model/gpt2.hpp"
+#include "model/decoder.hpp"
 #include "model/init.hpp"
 
 namespace zt::model {
@@ -20,7 +20,7 @@ struct Result {
 Result run(Recompute mode) {
   auto be = backend::make_cpu_backend(2);
   const ParamTable table(GptShape::make(3, 2, 16, 61, 9));
-  Gpt2 gpt(*be, table, 2, mode);
+  Decoder gpt(*be, table, {.micro_batch = 2, .recompute = mode});
   const auto n = static_cast<std::int64_t>(table.numel());
   backend::Buffer p = be->allocate(n * sizeof(float)), g = be->allocate(n * sizeof(float));
   std::vector<float> host(n);
@@ -52,9 +52,9 @@ TEST(Recompute, EveryModeGivesBitIdenticalLossAndGradients) {
 
 TEST(Recompute, KeepsFewerActivations) {
   const GptShape s = GptShape::make(12, 12, 768, 50257, 1024);  // GPT-2 124M, micro-batch 4
-  const std::size_t none = Gpt2::activation_bytes(s, 4, Recompute::kNone);
-  const std::size_t selective = Gpt2::activation_bytes(s, 4, Recompute::kSelective);
-  const std::size_t full = Gpt2::activation_bytes(s, 4, Recompute::kFull);
+  const std::size_t none = model_activation_bytes(s, {.micro_batch = 4, .recompute = Recompute::kNone});
+  const std::size_t selective = model_activation_bytes(s, {.micro_batch = 4, .recompute = Recompute::kSelective});
+  const std::size_t full = model_activation_bytes(s, {.micro_batch = 4, .recompute = Recompute::kFull});
   EXPECT_LT(selective, none);
   EXPECT_LT(full, selective);
   // Per block and token: 16C + small kept without recompute; 11C selective; C full (+ one working set).

@@ -205,7 +205,7 @@ TEST(LayoutSearch, StageZeroHoldsAtMostPpMicroBatchesOfActivations) {
 TEST(LayoutSearch, ComputeIsTheBusiestRanksOfTheTrainersCut) {
   const config::Config c = gpt2_small();
   Machine m = gpus(8, 8, 80);
-  const model::GptShape shape = model_shape(c.model);
+  const model::GptShape shape = model::model_shape(c.model);
   const double tokens = static_cast<double>(c.train.global_batch) * shape.seq_len, speed = m.tflops * 1e12 * m.efficiency;
   for (const auto& [pp, vpp] : {std::pair{1, 1}, {2, 1}, {4, 1}, {2, 2}}) {
     const Layout l{1, pp, vpp, 8 / pp, 1, 32 / (8 / pp), config::Recompute::kNone, 1};
@@ -267,11 +267,11 @@ TEST(LayoutSearch, LoraComputesNoBaseWeightGradientAndReducesOnlyTheAdapters) {
   m.latency_s = 0;
   m.overlap = false;
   const Layout l{1, 1, 1, 16, 1, 4, config::Recompute::kNone, 0};
-  const model::GptShape shape = model_shape(c.model);
+  const model::GptShape shape = model::model_shape(c.model);
   const model::ParamTable table(shape);
   const double C = shape.n_embd, T = shape.seq_len, L = shape.n_layer, Vp = shape.padded_vocab;
   const double block = static_cast<double>(table.units()[1].numel);
-  const double adapters = static_cast<double>(model::lora_table(shape, lora_spec(lora)).numel());
+  const double adapters = static_cast<double>(model::lora_table(shape, model::lora_spec(lora)).numel());
   const double full = L * (6 * block + 12 * C * T) + 6 * C * Vp;
   const double tuned = L * (4 * block + 12 * C * T) + 4 * C * Vp + 6 * adapters;
   const StepTime f = predict_step(c, l, m), t = predict_step(lora, l, m);

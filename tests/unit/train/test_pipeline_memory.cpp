@@ -41,11 +41,11 @@ TEST(PipelineMemory, PlannedActivationsEqualEachStagesAllocation) {
         config::Config c = tiny(arch, pp, vpp, m);
         c.train.recompute = r;
         const std::string what = ::testing::PrintToString(std::tuple{static_cast<int>(arch), pp, vpp, m, static_cast<int>(r)});
-        const model::ParamTable global(plan::model_shape(c.model));
+        const model::ParamTable global(model::model_shape(c.model));
         const plan::MemoryPlan plan = plan::plan_memory(c, pp, 1, 0);
         ASSERT_EQ(plan.stage_activation_bytes.size(), static_cast<std::size_t>(pp)) << what;
         for (int rank = 0; rank < pp; ++rank) {
-          const PipelineStage stage(*backend, global, dist::Grid::make(pp, 1, rank, pp), vpp, 2, m, plan::recompute_mode(r),
+          const PipelineStage stage(*backend, global, dist::Grid::make(pp, 1, rank, pp), vpp, 2, m, r,
                                     DType::kF32);
           EXPECT_EQ(plan.stage_activation_bytes[static_cast<std::size_t>(rank)], stage.activation_bytes())
               << what << " rank " << rank;
@@ -61,7 +61,7 @@ TEST(PipelineMemory, GivenBlockCountsArePlannedAsAllocated) {  // parallel.pp_la
   auto backend = backend::make_cpu_backend(1);
   config::Config c = tiny(config::Arch::kGpt2, 2, 1, 4);
   c.parallel.pp_layers = "5,1";
-  const model::ParamTable global(plan::model_shape(c.model));
+  const model::ParamTable global(model::model_shape(c.model));
   const plan::MemoryPlan plan = plan::plan_memory(c, 2, 1, 0);
   for (int rank = 0; rank < 2; ++rank) {
     const PipelineStage stage(*backend, global, dist::Grid::make(2, 1, rank, 2), 1, 2, 4, model::Recompute::kNone,
@@ -76,7 +76,7 @@ TEST(PipelineMemory, TheBusiestStageHoldsItsOwnParametersAndIsNamed) {
   // 1F1B at pp=2 over 4 micro-batches: stage 0 keeps 2 activation sets, stage 1 one (with the logits).
   const config::Config c = tiny(config::Arch::kGpt2, 2, 1, 4);
   const plan::MemoryPlan p = plan::plan_memory(c, 2, 1, 0);
-  const model::ParamTable global(plan::model_shape(c.model));
+  const model::ParamTable global(model::model_shape(c.model));
   const model::PipelineCut cut = model::PipelineCut::make(global.shape(), 2);
   const model::ParamTable mine = cut.table(global, p.busiest_stage);
   EXPECT_EQ(p.rows[0].what, "parameters");

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "model/gpt2.hpp"
+#include "model/decoder.hpp"
 #include "model/init.hpp"
 #include "tests/unit/tok/vocab_fixture.hpp"
 #include "train/sampler.hpp"
@@ -17,7 +17,7 @@ namespace {
 struct TinyGpt {
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(1);
   model::ParamTable table{model::GptShape::make(1, 2, 16, 50257, 16)};
-  model::Gpt2 gpt{*be, table, 1};
+  model::Decoder gpt{*be, table, {.micro_batch = 1}};
   backend::Buffer flat = be->allocate(table.numel() * sizeof(float));
   std::unique_ptr<model::FlatParams> params;
   TinyGpt() {
@@ -71,7 +71,7 @@ TEST(Sampler, NeverDrawsIdsAboveTheTokenizersVocabulary) {
   ZT_REQUIRE_VOCAB();
   auto be = backend::make_cpu_backend(1);
   model::ParamTable table{model::GptShape::make(1, 2, 16, 50259, 16)};
-  model::Gpt2 gpt{*be, table, 1};
+  model::Decoder gpt{*be, table, {.micro_batch = 1}};
   std::vector<float> host(table.numel());
   model::init_params(table, 7, host.data());
   for (const model::ParamInfo& p : table.params()) {

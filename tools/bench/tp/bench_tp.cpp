@@ -16,7 +16,7 @@
 #include "dist/world.hpp"
 #include "model/init.hpp"
 #include "model/tp_split.hpp"
-#include "tp/tp_model.hpp"
+#include "model/decoder.hpp"
 
 using namespace zt;
 
@@ -26,7 +26,7 @@ struct Row {
   int tp = 1, dp = 1;
   bool sp = false;
   dist::CommStats measured;
-  tp::TpCommBytes theory;
+  model::TpCommBytes theory;
   std::size_t state_bytes = 0, activation_bytes = 0;
   double ms_median = 0, ms_min = 0, ms_max = 0, loss = 0;
 };
@@ -46,7 +46,7 @@ Row measure(dist::Communicator& world_comm, const dist::World& world, const mode
   dist::GridComms comms = dist::split_grid(world_comm, g);
   const model::ParamTable local = model::tp_local_table(table, tp);
   auto be = backend::make_cpu_backend(1);
-  auto model = tp::make_tp_model(*be, *comms.tp, local, micro, sp);
+  auto model = model::make_model(*be, local, {.micro_batch = micro, .tp_group = comms.tp.get(), .sequence_parallel = sp});
   std::vector<float> params = model::tp_cut_flat(table, local, init.data(), tp, g.tp_rank()), grads(params.size());
   model::FlatParams source(local, {params.data(), DType::kF32, {static_cast<std::int64_t>(params.size())}});
   model::FlatGrads sink(local, {grads.data(), DType::kF32, {static_cast<std::int64_t>(grads.size())}});
@@ -68,7 +68,7 @@ Row measure(dist::Communicator& world_comm, const dist::World& world, const mode
   ms.erase(ms.begin());
   std::sort(ms.begin(), ms.end());
   row.ms_median = ms[ms.size() / 2], row.ms_min = ms.front(), row.ms_max = ms.back();
-  row.theory = tp::tp_comm_bytes(table.shape(), micro, tp, sp);
+  row.theory = model::tp_comm_bytes(table.shape(), micro, tp, sp);
   row.state_bytes = 4 * local.numel() * sizeof(float);  // parameters, gradients, AdamW m and v (ZeRO-0)
   row.activation_bytes = model->activation_bytes();
   return row;

@@ -8,22 +8,22 @@
 
 #include "backend/tensor.hpp"
 
-namespace zt::model {
+namespace zt::backend {
 
 struct Carver {
   std::byte* base;
   DType act;
   std::size_t used = 0;
-  backend::Tensor take(std::initializer_list<std::int64_t> dims) { return take_as(act, dims); }
-  backend::Tensor stat(std::initializer_list<std::int64_t> dims) { return take_as(DType::kF32, dims); }
-  backend::Tensor take_as(DType dtype, std::initializer_list<std::int64_t> dims) {
-    backend::Tensor t(base ? base + used : nullptr, dtype, dims);
+  Tensor take(std::initializer_list<std::int64_t> dims) { return take_as(act, dims); }
+  Tensor stat(std::initializer_list<std::int64_t> dims) { return take_as(DType::kF32, dims); }
+  Tensor take_as(DType dtype, std::initializer_list<std::int64_t> dims) {
+    Tensor t(base ? base + used : nullptr, dtype, dims);
     used += (t.bytes() + 63) / 64 * 64;
     return t;
   }
   // One block's tensor (a statistic in f32): its own, or where the recompute mode rebuilds it in backward
   // (`shared`), the one working buffer every block uses, carved at the first block's request.
-  backend::Tensor per_block(bool shared, backend::Tensor& working, std::initializer_list<std::int64_t> dims,
+  Tensor per_block(bool shared, Tensor& working, std::initializer_list<std::int64_t> dims,
                             bool statistic = false) {
     const DType dtype = statistic ? DType::kF32 : act;
     if (!shared) return take_as(dtype, dims);
@@ -32,4 +32,4 @@ struct Carver {
   }
 };
 
-}  // namespace zt::model
+}  // namespace zt::backend

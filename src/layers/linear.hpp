@@ -9,36 +9,31 @@
 // dinp, row-parallel reduce-scatters its output instead of all-reducing and all-gathers dout first.
 // The collectives run in the activations' dtype (f32, bf16 or f16): NCCL sums 16 bits natively, the MPI
 // communicator widens each element to fp32, sums and rounds once.
+// tp = 1 (no group, or a group of one) is the plain layer: the same matmul, no collective, no copy, so
+// a model written on these layers is the single-rank model too (Megatron-Core's mappings do the same).
 #pragma once
 
 #include <functional>
 
 #include "backend/backend.hpp"
 #include "dist/communicator.hpp"
-#include "model/lora.hpp"
 
-namespace zt::tp {
+namespace zt::layers {
 
+// The layers' view of tensor parallelism: the backend, the TP group (null: tp = 1) and whether the
+// residual stream is split by rows (sequence parallelism; never at tp = 1).
 struct TpContext {
   backend::Backend& be;
-  dist::Communicator& group;  // this rank's tensor-parallel group
+  dist::Communicator* group = nullptr;
   bool sequence_parallel = false;
+  int size() const { return group ? group->size() : 1; }
+  int rank() const { return group ? group->rank() : 0; }
 };
 
-// What joins a layer's result before the group sums it (LoRA's adapters, model/lora.hpp): called with the
-// tensor about to be reduced, in its layout ([N, .]: the whole rows, also under SP): a row-parallel
-// layer's partial output, a column-parallel layer's partial input gradient. Empty: nothing joins.
+// What joins a layer's result before the group sums it (LoRA's adapters): called with the tensor about
+// to be reduced, in its layout ([N, .]: the whole rows, also under SP): a row-parallel layer's partial
+// output, a column-parallel layer's partial input gradient. Empty: nothing joins.
 using BeforeReduce = std::function<void(const backend::Tensor&)>;
-
-// A TP model's LoRA adapters (Gpt2Tp, LlamaTp: set_lora): checks they were cut for this group (`who`
-// names the caller) and gives them the group's sum for their replicated factors' gradients.
-void connect_lora(model::Lora& lora, const TpContext& ctx, const char* who);
-// The hooks that join a row-parallel layer's partial output (forward: the adapter of matmul m on input
-// x) and a column-parallel layer's partial input gradient (backward: x and the layer's dy) before the
-// group's sum; empty without adapters.
-BeforeReduce lora_forward_hook(model::Lora* lora, model::BlockMatmul m, const backend::Tensor& x);
-BeforeReduce lora_backward_hook(model::Lora* lora, model::BlockMatmul m, const backend::Tensor& x,
-                                const backend::Tensor& dy);
 
 // inp: the layer input as this rank holds it ([N, IC]; under SP [N/tp, IC]). full [N, IC]: under SP the
 // scratch the gathered input is written to (backward reads it as `full`); otherwise pass inp again.
@@ -66,7 +61,7 @@ void row_parallel_backward(const TpContext& ctx, backend::Tensor dinp, backend::
 // block of rows into full [N, C]; reduce-scatter of full [N, C] (summed over the group) into the blocks.
 void gather_rows(const TpContext& ctx, backend::Tensor block, backend::Tensor full);
 void reduce_scatter_rows(const TpContext& ctx, backend::Tensor full, backend::Tensor block);
-// In-place sum over the group.
+// In-place sum over the group (nothing at tp = 1).
 void all_reduce_sum(const TpContext& ctx, backend::Tensor t);
 
-}  // namespace zt::tp
+}  // namespace zt::layers

@@ -1,9 +1,9 @@
 // Column- and row-parallel linear layers (linear.hpp).
-#include "tp/linear.hpp"
+#include "layers/linear.hpp"
 
 #include "core/error.hpp"
 
-namespace zt::tp {
+namespace zt::layers {
 
 using backend::Tensor;
 
@@ -11,38 +11,24 @@ namespace {
 dist::Span span_of(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
 
 void check_row_blocks(const TpContext& ctx, const Tensor& block, const Tensor& full, const char* what) {
-  ZT_CHECK_EQ(full.numel(), block.numel() * ctx.group.size(), what, ": full must hold tp blocks of rows");
+  ZT_CHECK(ctx.group != nullptr, what, ": sequence parallelism needs a tensor-parallel group");
+  ZT_CHECK_EQ(full.numel(), block.numel() * ctx.size(), what, ": full must hold tp blocks of rows");
   ZT_CHECK(full.dtype == block.dtype, what, ": dtypes differ");
 }
 }  // namespace
 
-void connect_lora(model::Lora& lora, const TpContext& ctx, const char* who) {
-  ZT_CHECK(lora.tp() == ctx.group.size(), who, ": adapters cut for tp=", lora.tp(), " on a group of ", ctx.group.size());
-  lora.set_group_sum([&ctx](const Tensor& t) { all_reduce_sum(ctx, t); });
-}
-
-BeforeReduce lora_forward_hook(model::Lora* lora, model::BlockMatmul m, const Tensor& x) {
-  if (!lora) return {};
-  return [lora, m, x](const Tensor& partial) { lora->forward(m, x, partial); };
-}
-
-BeforeReduce lora_backward_hook(model::Lora* lora, model::BlockMatmul m, const Tensor& x, const Tensor& dy) {
-  if (!lora) return {};
-  return [lora, m, x, dy](const Tensor& dx) { lora->backward(m, x, dy, dx); };
-}
-
 void all_reduce_sum(const TpContext& ctx, Tensor t) {
-  if (ctx.group.size() > 1) ctx.group.all_reduce(span_of(t), dist::ReduceOp::kSum)->wait();
+  if (ctx.size() > 1) ctx.group->all_reduce(span_of(t), dist::ReduceOp::kSum)->wait();
 }
 
 void gather_rows(const TpContext& ctx, Tensor block, Tensor full) {
   check_row_blocks(ctx, block, full, "gather_rows");
-  ctx.group.all_gather(span_of(block), span_of(full))->wait();
+  ctx.group->all_gather(span_of(block), span_of(full))->wait();
 }
 
 void reduce_scatter_rows(const TpContext& ctx, Tensor full, Tensor block) {
   check_row_blocks(ctx, block, full, "reduce_scatter_rows");
-  ctx.group.reduce_scatter(span_of(full), span_of(block), dist::ReduceOp::kSum)->wait();
+  ctx.group->reduce_scatter(span_of(full), span_of(block), dist::ReduceOp::kSum)->wait();
 }
 
 void column_parallel_forward(const TpContext& ctx, Tensor out, Tensor inp, Tensor full, Tensor weight, Tensor bias,
@@ -65,7 +51,7 @@ void column_parallel_backward(const TpContext& ctx, Tensor dinp, Tensor dfull, T
 void row_parallel_forward(const TpContext& ctx, Tensor out, Tensor partial, Tensor inp, Tensor weight, Tensor bias,
                           backend::WeightLayout layout, const BeforeReduce& before) {
   const Tensor sum = ctx.sequence_parallel ? partial : out;
-  ctx.be.matmul_forward(sum, inp, weight, ctx.group.rank() == 0 ? bias : Tensor{}, layout);
+  ctx.be.matmul_forward(sum, inp, weight, ctx.rank() == 0 ? bias : Tensor{}, layout);
   if (before) before(sum);
   if (ctx.sequence_parallel) reduce_scatter_rows(ctx, partial, out);
   else all_reduce_sum(ctx, out);
@@ -77,4 +63,4 @@ void row_parallel_backward(const TpContext& ctx, Tensor dinp, Tensor dfull, Tens
   ctx.be.matmul_backward(dinp, dweight, dbias, ctx.sequence_parallel ? dfull : dout, inp, weight, layout);
 }
 
-}  // namespace zt::tp
+}  // namespace zt::layers

@@ -1,0 +1,172 @@
+// The vocabulary-parallel embedding and cross-entropy (vocab_parallel.hpp).
+#include "layers/vocab_parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/host_convert.hpp"
+#include "core/error.hpp"
+
+namespace zt::layers {
+
+using backend::Tensor;
+
+namespace {
+// all = every rank's `mine`, in group rank order. The group's communicator takes device memory (NCCL
+// takes device pointers; the host-staged MPI one copies from the device), so the host values travel
+// through a device buffer (on the CPU backend the copies are memcpy).
+void all_gather_host(const TpContext& ctx, const std::vector<float>& mine, std::vector<float>& all) {
+  backend::Buffer staging = ctx.be.allocate((mine.size() + all.size()) * sizeof(float));
+  float* on_device = static_cast<float*>(staging.data());  // [mine | all]
+  ctx.be.copy_from_host(on_device, mine.data(), mine.size() * sizeof(float));
+  ctx.group->all_gather(dist::span_of(on_device, mine.size()), dist::span_of(on_device + mine.size(), all.size()))->wait();
+  ctx.be.copy_to_host(all.data(), on_device + mine.size(), all.size() * sizeof(float));
+}
+
+Tensor as_batch_rows(Tensor t, const Tensor& ids) {  // [N, C] seen as [B, T, C], the embedding op's shape
+  return Tensor(t.data, t.dtype, {ids.dim(0), ids.dim(1), t.dim(-1)});
+}
+}  // namespace
+
+void check_token_ids(const char* what, const std::int32_t* ids, std::int64_t n, std::int64_t vocab_size) {
+  ZT_CHECK(ids != nullptr, "model: ", what, " ids must not be null");
+  for (std::int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size)
+      throw DataError(cat("model: ", what, " id ", ids[i], " at position ", i, " of the micro-batch is outside [0, ",
+                          vocab_size, "); check that the data was tokenized for this vocabulary"));
+}
+
+void check_target_ids(const std::int32_t* ids, std::int64_t n, std::int64_t vocab_size) {
+  ZT_CHECK(ids != nullptr, "model: target ids must not be null");
+  for (std::int64_t i = 0; i < n; ++i)
+    if ((ids[i] < 0 || ids[i] >= vocab_size) && ids[i] != backend::kIgnoreTarget)
+      throw DataError(cat("model: target id ", ids[i], " at position ", i, " of the micro-batch is outside [0, ",
+                          vocab_size, ") and is not ", backend::kIgnoreTarget,
+                          " (ignored); check that the data was tokenized for this vocabulary"));
+}
+
+std::int64_t vocab_rows_per_rank(std::int64_t padded_vocab, int tp) { return (padded_vocab + tp - 1) / tp; }
+
+std::vector<std::int32_t> local_token_rows(const std::int32_t* tokens, std::int64_t n, std::int64_t lo, std::int64_t Vs) {
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    rows[i] = static_cast<std::int32_t>(tokens[i] >= lo && tokens[i] < lo + Vs ? tokens[i] - lo : Vs);
+  return rows;
+}
+
+void embed_tokens(const TpContext& ctx, Tensor out, Tensor partial, const std::int32_t* tokens, std::int64_t vocab_size,
+                  Tensor ids, Tensor wte, Tensor wpe) {
+  const std::int64_t n = ids.numel();
+  check_token_ids("token", tokens, n, vocab_size);
+  if (ctx.size() == 1) {  // the plain lookup: the ids are the table's rows
+    ctx.be.copy_from_host(ids.data, tokens, ids.bytes());
+    ctx.be.embedding_forward(as_batch_rows(out, ids), ids, wte, wpe);
+    return;
+  }
+  const std::int64_t Vs = wte.dim(0) - 1;  // without the zero row
+  const std::vector<std::int32_t> local = local_token_rows(tokens, n, ctx.rank() * Vs, Vs);
+  ctx.be.copy_from_host(ids.data, local.data(), ids.bytes());
+  const Tensor sum = ctx.sequence_parallel ? partial : out;
+  ctx.be.embedding_forward(as_batch_rows(sum, ids), ids, wte, ctx.rank() == 0 ? wpe : Tensor{});
+  if (ctx.sequence_parallel) reduce_scatter_rows(ctx, partial, out);
+  else all_reduce_sum(ctx, out);
+}
+
+void embed_tokens_backward(const TpContext& ctx, Tensor dwte, Tensor dwpe, Tensor dout, Tensor dfull, Tensor ids) {
+  if (ctx.sequence_parallel) gather_rows(ctx, dout, dfull);
+  ctx.be.embedding_backward(dwte, dwpe, as_batch_rows(ctx.sequence_parallel ? dfull : dout, ids), ids);
+  if (ctx.size() == 1) return;
+  const std::int64_t Vs = dwte.dim(0) - 1, C = dwte.dim(1);
+  // The zero row collected the tokens of other ranks' blocks: not a parameter's gradient.
+  Tensor zero_row = dwte;
+  zero_row.data = static_cast<char*>(dwte.data) + Vs * C * dtype_size(dwte.dtype);
+  zero_row.rank = 1;
+  zero_row.shape = {C, 0, 0, 0};
+  ctx.be.fill_zero(zero_row);
+}
+
+std::vector<float> host_logits(const TpContext& ctx, Tensor logits, std::int64_t vocab) {
+  const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
+  std::vector<float> mine(static_cast<std::size_t>(N * Vs)), out(static_cast<std::size_t>(N * vocab));
+  backend::copy_to_host_as_f32(ctx.be, mine.data(), logits);
+  if (ctx.size() == 1) {  // drop the padded columns
+    for (std::int64_t n = 0; n < N; ++n) std::copy_n(mine.begin() + n * Vs, vocab, out.begin() + n * vocab);
+    return out;
+  }
+  std::vector<float> all(mine.size() * ctx.size());
+  all_gather_host(ctx, mine, all);
+  for (std::int64_t n = 0; n < N; ++n)  // rank q's block [N, Vs] holds ids q*Vs ...
+    for (std::int64_t v = 0; v < vocab; ++v) out[n * vocab + v] = all[(v / Vs) * N * Vs + n * Vs + v % Vs];
+  return out;
+}
+
+void VocabCrossEntropy::carve(backend::Carver& c, std::int64_t rows, int tp) {
+  targets_ = c.take_as(DType::kI32, {rows});
+  row_f32_ = c.stat({rows});
+  stats_ = tp > 1 ? c.stat({rows, 3}) : Tensor();
+}
+
+double VocabCrossEntropy::forward(const TpContext& ctx, Tensor logits, const std::int32_t* targets, std::int64_t lo,
+                                  std::int64_t vocab) {
+  const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
+  ZT_CHECK_EQ(N, targets_.numel(), "cross-entropy: logits rows differ from the carved buffers'");
+  real_ = static_cast<int>(std::clamp<std::int64_t>(vocab - lo, 0, Vs));  // columns that are real ids
+  rows_ = N;
+  return ctx.size() == 1 ? forward_whole(ctx, logits, targets) : forward_sliced(ctx, logits, targets, lo);
+}
+
+// tp = 1: the fused op on the device; only the N losses come back.
+double VocabCrossEntropy::forward_whole(const TpContext& ctx, Tensor logits, const std::int32_t* targets) {
+  ctx.be.copy_from_host(targets_.data, targets, targets_.bytes());
+  ctx.be.cross_entropy_forward(row_f32_, logits, targets_, real_);
+  std::vector<float> losses(static_cast<std::size_t>(rows_));
+  ctx.be.copy_to_host(losses.data(), row_f32_.data, row_f32_.bytes());
+  double sum = 0.0;
+  for (float x : losses) sum += x;
+  return sum;
+}
+
+// tp > 1: this slice's (max, sum of exp(l - max), target logit) per row on the device; 3N floats come
+// back, the group combines them in double, and the whole vocabulary's lse goes back for backward.
+double VocabCrossEntropy::forward_sliced(const TpContext& ctx, Tensor logits, const std::int32_t* targets,
+                                         std::int64_t lo) {
+  const std::int64_t N = rows_;
+  std::vector<std::int32_t> columns(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) {
+    const std::int64_t c = targets[n] - lo;
+    columns[n] = targets[n] == backend::kIgnoreTarget ? backend::kIgnoreTarget
+                 : c >= 0 && c < real_              ? static_cast<std::int32_t>(c)
+                                                    : backend::kTargetInOtherSlice;
+  }
+  ctx.be.copy_from_host(targets_.data, columns.data(), columns.size() * sizeof(std::int32_t));
+  ctx.be.cross_entropy_slice_stats(stats_, logits, targets_, real_);
+  std::vector<float> stats(static_cast<std::size_t>(3 * N));
+  ctx.be.copy_to_host(stats.data(), stats_.data, stats.size() * sizeof(float));
+  std::vector<double> max(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) max[n] = stats[3 * n];
+  ctx.group->all_reduce_values(max, dist::ReduceOp::kMax);
+  std::vector<double> sums(static_cast<std::size_t>(2 * N), 0.0);  // [sum exp(l - M) | target logit]
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (real_ > 0) sums[n] = stats[3 * n + 1] * std::exp(stats[3 * n] - max[n]);
+    sums[N + n] = stats[3 * n + 2];
+  }
+  ctx.group->all_reduce_values(sums, dist::ReduceOp::kSum);
+  std::vector<float> lse(static_cast<std::size_t>(N));
+  double sum = 0.0;
+  for (std::int64_t n = 0; n < N; ++n) {
+    const double row_lse = max[n] + std::log(sums[n]);
+    lse[n] = static_cast<float>(row_lse);
+    if (targets[n] != backend::kIgnoreTarget) sum += static_cast<float>(row_lse - sums[N + n]);  // mask
+  }
+  ctx.be.copy_from_host(row_f32_.data, lse.data(), lse.size() * sizeof(float));
+  return sum;
+}
+
+void VocabCrossEntropy::backward(const TpContext& ctx, Tensor dlogits, Tensor logits, float dloss) {
+  const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
+  ZT_CHECK_EQ(N, rows_, "cross-entropy: backward without forward");
+  if (ctx.size() == 1) return ctx.be.cross_entropy_backward(dlogits, logits, targets_, dloss, real_);
+  ctx.be.cross_entropy_slice_backward(dlogits, logits, targets_, row_f32_, dloss, real_);
+}
+
+}  // namespace zt::layers

@@ -1,0 +1,271 @@
+// The shared decoder (decoder.hpp): the ends, the block loops and the arena, once for every family.
+#include "model/decoder.hpp"
+
+#include "core/error.hpp"
+#include "model/family.hpp"
+#include "model/tp_split.hpp"
+
+namespace zt::model {
+
+using backend::Tensor;
+using backend::WeightLayout;
+
+Geometry Geometry::of(const GptShape& shape, const ModelOptions& o, int tp) {
+  Geometry g;
+  g.s = shape;
+  g.B = o.micro_batch, g.tp = tp;
+  g.T = shape.seq_len, g.N = std::int64_t{g.B} * g.T;
+  g.sp = o.sequence_parallel && tp > 1;
+  g.R = g.sp ? g.N / tp : g.N;
+  g.dtype = o.compute, g.recompute = o.recompute;
+  g.first = o.stage.first_block, g.end = o.stage.end(shape.n_layer);
+  g.embeds = o.stage.has_embedding(), g.has_head = o.stage.has_head(shape.n_layer);
+  g.vocab_rows = tp == 1 ? shape.padded_vocab : vocab_shard_rows(shape, tp);
+  return g;
+}
+
+void SegmentStarts::set(backend::Backend& be, const std::int32_t* starts, int B, std::int64_t T) {
+  on_ = starts != nullptr;
+  if (!on_) return;
+  const std::size_t bytes = static_cast<std::size_t>(B) * static_cast<std::size_t>(T) * sizeof(std::int32_t);
+  if (buffer_.bytes() != bytes) {
+    buffer_ = be.allocate(bytes);
+    view_ = buffer_.view(DType::kI32, {B, T});
+  }
+  be.copy_from_host(buffer_.data(), starts, bytes);
+}
+
+DecoderEnv::DecoderEnv(backend::Backend& backend, const ParamTable& t, const Geometry& geometry,
+                       const ModelOptions& options, layers::NormKind norm_kind)
+    : be(backend), ctx{backend, options.tp_group, geometry.sp}, table(t), g(geometry),
+      norm(ctx, norm_kind, static_cast<float>(geometry.s.norm_eps), geometry.s.n_embd) {}
+
+Tensor DecoderEnv::param(const Tensor& unit, int u, int k) const {
+  return param_view(table, unit, table.first_param(u) + static_cast<std::size_t>(k));
+}
+
+Tensor DecoderEnv::grad(const Tensor& grads, int u, int k) const { return grads.empty() ? Tensor() : param(grads, u, k); }
+
+Tensor DecoderEnv::fused(const Tensor& unit, int u, int k, std::int64_t rows, std::int64_t cols) const {
+  return unit.empty() ? Tensor() : Tensor(param(unit, u, k).data, unit.dtype, {rows, cols});
+}
+
+Tensor DecoderEnv::gathered(const Tensor& mine) {
+  if (!g.sp) return mine;
+  layers::gather_rows(ctx, mine, full);
+  return full;
+}
+
+layers::BeforeReduce DecoderEnv::lora_forward(BlockMatmul m, const Tensor& x) const {
+  if (!lora) return {};
+  return [l = lora, m, x](const Tensor& partial) { l->forward(m, x, partial); };
+}
+
+layers::BeforeReduce DecoderEnv::lora_backward(BlockMatmul m, const Tensor& x, const Tensor& dy) const {
+  if (!lora) return {};
+  return [l = lora, m, x, dy](const Tensor& dx) { l->backward(m, x, dy, dx); };
+}
+
+Decoder::Decoder(backend::Backend& backend, const ParamTable& table, const ModelOptions& options)
+    : be_(backend), table_(table), g_(Geometry::of(table.shape(), options, options.tp())),
+      norm_kind_(family_of(table.shape().arch).norm), positions_(family_of(table.shape().arch).learned_positions),
+      env_(backend, table, g_, options, norm_kind_), block_(family_of(table.shape().arch).make_block(g_)) {
+  const GptShape& s = g_.s;
+  ZT_CHECK_GT(g_.B, 0, "model: micro_batch must be positive");
+  ZT_CHECK(g_.dtype == DType::kF32 || g_.dtype == DType::kBF16 || g_.dtype == DType::kF16,
+           "model: compute dtype must be f32, bf16 or f16, not ", dtype_name(g_.dtype));
+  ZT_CHECK(g_.first >= 0 && g_.first < g_.end && g_.end <= s.n_layer, "model: stage blocks [", g_.first, ", ", g_.end,
+           ") outside the model's ", s.n_layer);
+  ZT_CHECK(!g_.sp || g_.N % g_.tp == 0, "model: sequence parallelism needs tp to divide B*T");
+  if (g_.tp > 1) check_tp_degree(s, g_.tp);
+  if (g_.embeds || g_.has_head) {  // the vocabulary table it reads: the head's rows (+ the zero row under TP)
+    const std::size_t vocab_table = g_.embeds ? table.first_param(0) : table.first_param(head_unit()) + head_param();
+    const std::int64_t rows = table.params()[vocab_table].shape[0];
+    ZT_CHECK_EQ(rows, g_.vocab_rows + (g_.tp > 1 ? 1 : 0), "model: the table is not tp_local_table(global, ", g_.tp,
+                ") of this model");
+  }
+  backend::Carver count{nullptr, g_.dtype};
+  DecoderTensors counted;
+  carve(count, g_, norm_kind_, *block_, counted);
+  arena_ = be_.allocate(count.used);
+  backend::Carver c{static_cast<std::byte*>(arena_.data()), g_.dtype};
+  carve(c, g_, norm_kind_, *block_, t_);
+  env_.proj = t_.proj, env_.dres = t_.dres, env_.dln = t_.dln, env_.full = t_.full, env_.dfull = t_.dfull;
+  env_.norm.set_scratch(t_.norm);
+  block_->bind(env_);
+}
+
+std::size_t Decoder::activation_bytes(const GptShape& shape, const ModelOptions& options, int tp) {
+  const Geometry g = Geometry::of(shape, options, tp);
+  const Family& f = family_of(shape.arch);
+  const std::unique_ptr<Block> blocks = f.make_block(g);
+  backend::Carver count{nullptr, g.dtype};
+  DecoderTensors counted;
+  carve(count, g, f.norm, *blocks, counted);
+  return count.used;
+}
+
+void Decoder::carve(backend::Carver& c, const Geometry& g, layers::NormKind norm, Block& blocks, DecoderTensors& t) {
+  const std::int64_t C = g.s.n_embd;
+  if (g.embeds) t.ids = c.take_as(DType::kI32, {g.B, g.T});
+  t.encoded = c.take({g.R, C});
+  blocks.carve(c);
+  if (g.has_head) {
+    t.lnf = c.take({g.R, C});
+    layers::NormStats unused;
+    t.lnf_stats = layers::Norm::carve_stats(c, norm, g.R, false, unused);
+    t.logits = c.take({g.N, g.vocab_rows});
+    t.loss.carve(c, g.N, g.tp);
+  }
+  t.proj = c.take({g.R, C}), t.dres = c.take({g.R, C}), t.dln = c.take({g.R, C});
+  if (g.sp) t.full = c.take({g.N, C}), t.dfull = c.take({g.N, C});
+  t.norm = layers::Norm::carve_scratch(c, norm, g.R, C);
+}
+
+void Decoder::set_lora(Lora* lora) {
+  env_.lora = lora;
+  if (!lora) return;
+  ZT_CHECK(lora->tp() == g_.tp, "model: adapters cut for tp=", lora->tp(), " on a group of ", g_.tp);
+  if (g_.tp > 1) lora->set_group_sum([this](const Tensor& t) { layers::all_reduce_sum(env_.ctx, t); });
+}
+
+int Decoder::head_unit() const { return g_.s.tie_embeddings ? 0 : g_.s.n_layer + 1; }
+
+// Tied: the token embedding (param 0 of unit 0); untied: after the final norm's parameters in unit L+1.
+int Decoder::head_param() const {
+  return g_.s.tie_embeddings ? 0 : (norm_kind_ == layers::NormKind::kLayerNorm ? 2 : 1);
+}
+
+Tensor Decoder::head(const Tensor& unit) const {
+  Tensor t = env_.param(unit, head_unit(), head_param());
+  t.shape[0] = g_.vocab_rows;  // without TP's zero row
+  return t;
+}
+
+Tensor Decoder::final_norm(const Tensor& unit, int k) const {
+  if (k == 1 && norm_kind_ == layers::NormKind::kRmsNorm) return Tensor();  // RMSNorm has no bias
+  return unit.empty() ? Tensor() : env_.param(unit, g_.s.n_layer + 1, k);
+}
+
+void Decoder::embed(const std::int32_t* tokens, ParamSource& params) {
+  const Tensor emb = params.unit(0);
+  const Tensor wpe = positions_ ? env_.param(emb, 0, 1) : Tensor();
+  layers::embed_tokens(env_.ctx, t_.encoded, env_.whole(t_.encoded), tokens, g_.s.vocab_size, t_.ids, env_.param(emb, 0, 0),
+                       wpe);
+  params.release(0);
+}
+
+// The final norm, then the LM head over this rank's vocabulary rows (tied: unit 0 again).
+void Decoder::head_forward(ParamSource& params) {
+  const int last = g_.s.n_layer + 1;
+  Tensor fin = params.unit(last);
+  env_.norm.forward(t_.lnf, t_.lnf_stats, block_->output(g_.end - 1), final_norm(fin, 0), final_norm(fin, 1));
+  if (g_.s.tie_embeddings) {
+    params.release(last);
+    fin = params.unit(0);
+  }
+  layers::column_parallel_forward(env_.ctx, t_.logits, t_.lnf, env_.whole(t_.lnf), head(fin), Tensor(), WeightLayout::kOutIn);
+  params.release(head_unit());
+}
+
+// A pipeline stage runs its part: the embedding on the first (else its input is in t_.encoded, the
+// previous stage's output), its blocks, and the final norm and head on the last.
+void Decoder::run_forward(const std::int32_t* tokens, ParamSource& params) {
+  if (g_.embeds) embed(tokens, params);
+  for (int l = g_.first; l < g_.end; ++l) {
+    if (env_.lora) env_.lora->begin_block(l, false);
+    block_->forward(env_, l, block_input(l), params.unit(1 + l));
+    params.release(1 + l);
+    if (env_.lora) env_.lora->end_block(l, false);
+  }
+  if (g_.has_head) head_forward(params);
+}
+
+double Decoder::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
+  if (g_.has_head) layers::check_target_ids(targets, g_.N, g_.s.vocab_size);
+  run_forward(tokens, params);
+  const std::int64_t lo = g_.tp > 1 ? env_.ctx.rank() * g_.vocab_rows : 0;  // this rank's first vocabulary id
+  const double sum = g_.has_head ? t_.loss.forward(env_.ctx, t_.logits, targets, lo, g_.s.vocab_size) : 0.0;
+  ready_for_backward_ = true;
+  return sum;
+}
+
+std::vector<float> Decoder::forward_logits(const std::int32_t* tokens, ParamSource& params) {
+  run_forward(tokens, params);
+  ready_for_backward_ = false;
+  return g_.has_head ? layers::host_logits(env_.ctx, t_.logits, g_.s.vocab_size) : std::vector<float>{};
+}
+
+// The loss, the LM head (tied: the token embedding's rows, a copy on a last stage without the embedding)
+// and the final norm, leaving d(last block's output) in env.dres.
+void Decoder::head_backward(ParamSource& params, GradSink& grads, float dloss) {
+  const int last = g_.s.n_layer + 1;
+  t_.loss.backward(env_.ctx, t_.logits, t_.logits, dloss);  // dlogits in place
+  Tensor w, g;
+  auto head_matmul_backward = [&] {
+    layers::column_parallel_backward(env_.ctx, env_.dln, env_.dfull, g.empty() ? Tensor() : head(g), Tensor(), t_.logits,
+                                     env_.gathered(t_.lnf), head(w), WeightLayout::kOutIn);
+  };
+  if (g_.s.tie_embeddings) {
+    w = params.unit(0);  // separate statements: the ParamSource sees p before g, always
+    g = grads.unit(0);
+    head_matmul_backward();
+    params.release(0);
+    if (!g_.embeds) grads.unit_done(0);  // the last stage's copy of the embedding: final for this pass
+  }
+  w = params.unit(last);
+  g = grads.unit(last);
+  if (!g_.s.tie_embeddings) head_matmul_backward();
+  env_.norm.backward(env_.dres, final_norm(g, 0), final_norm(g, 1), env_.dln, block_->output(g_.end - 1),
+                     final_norm(w, 0), t_.lnf_stats);
+  params.release(last);
+  grads.unit_done(last);
+}
+
+// Full: the whole block forward again, its collectives included (the same sums of the same values: its
+// output comes out bit-identical to the kept one). Selective: the family's cheap part.
+void Decoder::recompute(int l, const Tensor& w) {
+  if (g_.full_recompute()) return block_->forward(env_, l, block_input(l), w);
+  if (!g_.keeps_all()) block_->recompute_selective(env_, l);
+}
+
+void Decoder::blocks_backward(ParamSource& params, GradSink& grads) {
+  for (int l = g_.end - 1; l >= g_.first; --l) {
+    const Tensor w = params.unit(1 + l);
+    const Tensor g = grads.unit(1 + l);
+    if (env_.lora) env_.lora->begin_block(l, true);
+    recompute(l, w);
+    block_->backward(env_, l, block_input(l), w, g);
+    params.release(1 + l);
+    grads.unit_done(1 + l);
+    if (env_.lora) env_.lora->end_block(l, true);
+  }
+}
+
+// A stage without the head starts from d(its output) in env.dres (stage_output_grad); a stage without
+// the embedding leaves d(its input) there (stage_input_grad).
+void Decoder::backward(ParamSource& params, GradSink& grads, float dloss) {
+  ZT_CHECK(ready_for_backward_, "model: backward needs a forward() with targets first (and runs once per forward)");
+  ready_for_backward_ = false;
+  if (g_.has_head) head_backward(params, grads, dloss);
+  blocks_backward(params, grads);
+  if (!g_.embeds) return;
+  const Tensor g = grads.unit(0);
+  if (!g.empty())  // a frozen embedding (LoRA's base) needs no gradient
+    layers::embed_tokens_backward(env_.ctx, env_.param(g, 0, 0), positions_ ? env_.param(g, 0, 1) : Tensor(), env_.dres,
+                                  env_.dfull, t_.ids);
+  grads.unit_done(0);
+}
+
+TpCommBytes tp_comm_bytes(const GptShape& s, int micro_batch, int tp, bool sequence_parallel, DType compute) {
+  if (tp == 1) return {};
+  const std::uint64_t N = std::uint64_t(micro_batch) * s.seq_len, C = s.n_embd, L = s.n_layer, f32 = 4, f64 = 8;
+  const std::uint64_t act = dtype_size(compute);
+  const std::uint64_t activations = (4 * L + 2) * N * C, ce = 3 * N;
+  if (!sequence_parallel) return {act * activations + f64 * ce, 0, 0};
+  const std::uint64_t norm_kinds = family_of(s.arch).norm == layers::NormKind::kLayerNorm ? 2 : 1;  // weight (+ bias)
+  const std::uint64_t regathered = (2 * L + 1) * N * C;  // backward's column-parallel inputs
+  return {f64 * ce + f32 * norm_kinds * (2 * L + 1) * C, act * (activations + regathered), act * activations};
+}
+
+}  // namespace zt::model

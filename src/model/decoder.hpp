@@ -1,0 +1,196 @@
+// The decoder every family shares (torchtitan's models/common/decoder, Megatron-Core's GPTModel): token
+// embedding, a stack of pre-norm blocks, final norm, LM head and loss, on the tensor-parallel layers of
+// src/layers (tp = 1 is their plain case, so this is the single-rank model too). Written once here: the
+// stage's part of the model (pipeline stages), the activation arena, the forward and backward block loops
+// with parameter units taken and released (ZeRO-3 gathers), gradient units handed off as they become
+// final, LoRA's per-block hooks, recomputation and the stage boundary tensors. A family (family.hpp)
+// writes its Block: the saved activations and forward/backward of its blocks; and says, as data, its
+// norm, its position table and where its head lives.
+//
+// Units (param_table.hpp): 0 = token embedding (+ position table), 1..L = blocks, L+1 = final norm (+ an
+// untied LM head after the norm's parameters). Forward asks for unit 0, blocks, L+1, then unit 0 again
+// for a tied head; backward for the head's unit, L+1, the blocks L..1, then unit 0 (ParamSource's order).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "backend/carver.hpp"
+#include "layers/linear.hpp"
+#include "layers/norm.hpp"
+#include "layers/vocab_parallel.hpp"
+#include "model/model.hpp"
+
+namespace zt::model {
+
+// The numbers every part of the decoder derives its buffers from, computable without a backend (the
+// memory planner carves with a null base).
+struct Geometry {
+  GptShape s;
+  int B = 0, tp = 1;
+  std::int64_t T = 0, N = 0, R = 0;  // N = B*T rows; R = the rows of the residual stream a rank holds
+  bool sp = false;                   // sequence parallel: R = N / tp
+  DType dtype = DType::kF32;
+  Recompute recompute = Recompute::kNone;
+  int first = 0, end = 0;            // this stage's blocks [first, end)
+  bool embeds = false, has_head = false;
+  std::int64_t vocab_rows = 0;       // the LM head's rows on this rank: Vp, or ceil(Vp / tp)
+  static Geometry of(const GptShape& shape, const ModelOptions& options, int tp);
+  bool keeps_all() const { return recompute == Recompute::kNone; }
+  bool full_recompute() const { return recompute == Recompute::kFull; }
+};
+
+// The document mask's segment starts on the backend (data.document_mask), for the attention ops:
+// [B,T] i32, allocated on first use, so a run without the mask holds nothing more.
+class SegmentStarts {
+ public:
+  // starts: host [B*T], each position's first attended key; nullptr: every position attends [0, t].
+  void set(backend::Backend& be, const std::int32_t* starts, int B, std::int64_t T);
+  backend::Tensor tensor() const { return on_ ? view_ : backend::Tensor(); }  // empty when off
+  std::size_t bytes() const { return buffer_.bytes(); }
+
+ private:
+  backend::Buffer buffer_;
+  backend::Tensor view_;
+  bool on_ = false;
+};
+
+// What a family's block code reads besides its weights: the backend and TP context, the table, the
+// residual stream's norm and shared buffers, LoRA and the document mask. Owned by the decoder.
+struct DecoderEnv {
+  DecoderEnv(backend::Backend& be, const ParamTable& table, const Geometry& g, const ModelOptions& options,
+             layers::NormKind norm);
+  backend::Backend& be;
+  layers::TpContext ctx;
+  const ParamTable& table;
+  const Geometry& g;
+  layers::Norm norm;
+  Lora* lora = nullptr;
+  SegmentStarts segments;
+  backend::Tensor proj, dres, dln;  // [R, C]: a projection's output; d(residual stream); a norm's dout
+  backend::Tensor full, dfull;      // [N, C] under SP: the gathered rows (empty otherwise)
+
+  // Parameter k of unit u inside the unit's flat view; its gradient (empty when the unit is frozen).
+  backend::Tensor param(const backend::Tensor& unit, int u, int k) const;
+  backend::Tensor grad(const backend::Tensor& grads, int u, int k) const;
+  // A [rows, cols] view starting at parameter k (adjacent parameters read as one fused weight), or empty.
+  backend::Tensor fused(const backend::Tensor& unit, int u, int k, std::int64_t rows, std::int64_t cols) const;
+  // What a column-parallel layer reads of an input this rank holds: itself, or under SP `full`, where
+  // gathered() first all-gathers it (backward: the inputs are gathered again, not kept).
+  backend::Tensor whole(const backend::Tensor& mine) const { return g.sp ? full : mine; }
+  backend::Tensor gathered(const backend::Tensor& mine);
+  // The LoRA hooks of matmul m for the layers (none without adapters): a row-parallel layer's output
+  // before its reduction, a column-parallel layer's input gradient before its reduction.
+  layers::BeforeReduce lora_forward(BlockMatmul m, const backend::Tensor& x) const;
+  layers::BeforeReduce lora_backward(BlockMatmul m, const backend::Tensor& x, const backend::Tensor& dy) const;
+};
+
+// A family's transformer blocks, all of a stage's: their saved activations (per block, or one working
+// set where the recompute mode rebuilds them) and their forward and backward passes.
+class Block {
+ public:
+  explicit Block(const Geometry& g) : g_(g) {}
+  virtual ~Block() = default;
+  // Carves the saved activations and the blocks' own scratch (a null-based carver only counts).
+  virtual void carve(backend::Carver& c) = 0;
+  // Once, after carving into the model's arena: fills what the blocks read but never write (RoPE's table).
+  virtual void bind(DecoderEnv& /*e*/) {}
+  // Block l (global index) on input x [R, C] with its unit's parameters w; writes output(l).
+  virtual void forward(DecoderEnv& e, int l, const backend::Tensor& x, const backend::Tensor& w) = 0;
+  // env.dres holds d(output(l)) on entry and d(x) on exit; parameter gradients += into g (empty: frozen).
+  virtual void backward(DecoderEnv& e, int l, const backend::Tensor& x, const backend::Tensor& w,
+                        const backend::Tensor& g) = 0;
+  // Selective recomputation: what the block's backward reads and kSelective did not keep.
+  virtual void recompute_selective(DecoderEnv& e, int l) = 0;
+  virtual backend::Tensor output(int l) const = 0;
+
+ protected:
+  std::size_t index(int l) const { return static_cast<std::size_t>(l - g_.first); }
+  const Geometry& g_;
+};
+
+// The decoder's own tensors in its arena (the blocks carve theirs after `encoded`).
+struct DecoderTensors {
+  backend::Tensor ids, encoded;  // ids [B,T] i32: this rank's table rows of the tokens; encoded [R, C]
+  backend::Tensor lnf, logits;   // the final norm's output [R, C]; this rank's logits [N, vocab_rows]
+  layers::NormStats lnf_stats;
+  layers::VocabCrossEntropy loss;
+  backend::Tensor proj, dres, dln, full, dfull;  // DecoderEnv's
+  layers::NormScratch norm;
+};
+
+class Decoder final : public Model {
+ public:
+  Decoder(backend::Backend& backend, const ParamTable& table, const ModelOptions& options);
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) override;
+  void backward(ParamSource& params, GradSink& grads, float dloss) override;
+  std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
+  void set_segment_starts(const std::int32_t* starts) override { env_.segments.set(be_, starts, g_.B, g_.T); }
+  void set_lora(Lora* lora) override;
+  backend::Tensor stage_input() override { return t_.encoded; }
+  backend::Tensor stage_output() override { return block_->output(g_.end - 1); }
+  backend::Tensor stage_output_grad() override { return env_.dres; }
+  backend::Tensor stage_input_grad() override { return env_.dres; }
+  const ParamTable& table() const override { return table_; }
+  int micro_batch() const override { return g_.B; }
+  DType compute_dtype() const override { return g_.dtype; }
+  std::size_t activation_bytes() const override { return arena_.bytes() + env_.segments.bytes(); }
+  static std::size_t activation_bytes(const GptShape& shape, const ModelOptions& options, int tp);
+
+ private:
+  // Carves the ends', the stream's and the blocks' tensors: one function for the model and the planner
+  // (a null-based carver only counts), so the plan is the allocation to the byte.
+  static void carve(backend::Carver& c, const Geometry& g, layers::NormKind norm, Block& blocks, DecoderTensors& t);
+  backend::Tensor block_input(int l) const { return l == g_.first ? t_.encoded : block_->output(l - 1); }
+  void run_forward(const std::int32_t* tokens, ParamSource& params);
+  void embed(const std::int32_t* tokens, ParamSource& params);
+  void head_forward(ParamSource& params);
+  void head_backward(ParamSource& params, GradSink& grads, float dloss);
+  void blocks_backward(ParamSource& params, GradSink& grads);
+  void recompute(int l, const backend::Tensor& w);
+  int head_unit() const;                                 // unit 0 (tied) or L+1
+  int head_param() const;                                // the head's index inside its unit
+  backend::Tensor head(const backend::Tensor& unit) const;  // this rank's [vocab_rows, C] of the head
+  backend::Tensor final_norm(const backend::Tensor& unit, int k) const;  // the final norm's weight/bias
+
+  backend::Backend& be_;
+  const ParamTable& table_;
+  Geometry g_;
+  layers::NormKind norm_kind_;
+  bool positions_;  // a learned position table (GPT-2's wpe) after the token embedding in unit 0
+  DecoderEnv env_;
+  std::unique_ptr<Block> block_;
+  backend::Buffer arena_;
+  DecoderTensors t_;
+  bool ready_for_backward_ = false;
+};
+
+// The theory of what a rank hands its TP group per micro-batch (forward + backward, recompute=none;
+// full recomputation repeats each block's forward collectives in backward), in dist::CommStats'
+// payload bytes (the buffer passed; gathers and scatters count the whole [N, C]). The [N, C]
+// activations travel in the compute dtype (its bytes below, f32 = 4), the cross-entropy's statistics
+// in f64 (host values: Communicator::all_reduce_values) and the norms' weight gradients in f32.
+// With N = B*T rows, L blocks, C channels:
+//   without SP: all-reduce of [N, C] after the embedding and each row-parallel layer (2L) forward, and
+//     after each column-parallel layer's dinp (2L) and the LM head's backward: (4L + 2) N C; plus the
+//     cross-entropy's per-row max, sum-exp and target logit: 3N.
+//   with SP: each of those all-reduces becomes an all-gather plus a reduce-scatter of [N, C]:
+//     (4L + 2) N C each, and backward gathers the 2L + 1 column-parallel inputs again (Megatron-SP
+//     keeps only each rank's rows): all-gathers (6L + 3) N C in all. The all-reduces left are the
+//     cross-entropy's 3N and the norms' weight (and GPT-2's bias) gradients: (2L + 1) C per kind.
+// tp = 1 communicates nothing. A LoRA run differs slightly (not counted): its frozen base skips the norms'
+// gradient all-reduces under SP, and each block's backward all-reduces the replicated adapter factors'
+// fp32 gradients (r x in or out x r per adapted module: lora.hpp).
+struct TpCommBytes {
+  std::uint64_t all_reduce = 0, all_gather = 0, reduce_scatter = 0;
+};
+TpCommBytes tp_comm_bytes(const GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
+                          DType compute = DType::kF32);
+
+}  // namespace zt::model
