@@ -52,9 +52,8 @@ ChunkedLmLoss::ChunkedLmLoss(backend::Backend& be, std::int64_t chunk) : be_(be)
 }
 
 ChunkedLmLoss::Chunk ChunkedLmLoss::chunk_at(std::int64_t k) const {
-  const std::int64_t first = k * chunk_;
-  const std::int64_t real = std::clamp<std::int64_t>(vocab_ - lo_ - first, 0, chunk_);
-  return {first, std::min(chunk_, held_ - first), real};
+  const std::int64_t first = k * chunk_, width = std::min(chunk_, held_ - first);
+  return {first, width, std::clamp<std::int64_t>(vocab_ - lo_ - first, 0, width)};
 }
 
 // rows_buf_ holds [n_c, N] i32 target columns | [n_c, N, 3] f32 statistics | [N] f32 lse.
@@ -88,13 +87,14 @@ std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::in
            dtype_name(x.dtype));
   ZT_CHECK(reduce == nullptr || (reduce->max && reduce->sum), who, ": a RowReduce needs both max and sum");
   const std::int64_t N = backend::rows_of(x);
+  ready_ = false;
   held_ = weight.dim(0), lo_ = lo, vocab_ = vocab, dtype_ = x.dtype;
   ZT_CHECK(reduce != nullptr || (lo == 0 && vocab <= held_), who, ": without a tensor-parallel hook the rank must ",
            "hold the whole vocabulary (lo=", lo, ", vocab=", vocab, ", held rows=", held_, ")");
   check_target_ids(targets_host, N, vocab);
   n_chunks_ = N == 0 ? 0 : loss_chunks(held_, lo, vocab, chunk_);
   exact_ = reduce == nullptr && n_chunks_ == 1;
-  rows_ = N;
+  rows_ = N, ready_ = N == 0;
   if (N == 0) return {};
   bind(N, n_chunks_, std::min(chunk_, held_), x.dtype);
   // Every chunk's target columns, copied once: the target's column in the chunk, or -2 / -1 (backend.hpp).
@@ -117,13 +117,15 @@ std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::in
       be_.cross_entropy_forward(losses, logits(c.width), targets(0), static_cast<int>(c.real));
       std::vector<float> out(static_cast<std::size_t>(N));
       be_.copy_to_host(out.data(), losses.data, losses.bytes());
-      kept_ = 0;
+      kept_ = 0, ready_ = true;
       return out;
     }
     be_.cross_entropy_slice_stats(stats(k), logits(c.width), targets(k), static_cast<int>(c.real));
   }
   kept_ = n_chunks_ - 1;
-  return combine(targets_host, reduce);
+  std::vector<float> losses = combine(targets_host, reduce);
+  ready_ = true;
+  return losses;
 }
 
 // The rows' statistics over the chunks (M = max, S = sum of exp(l - M), Z = target logit), then over
@@ -177,12 +179,12 @@ void ChunkedLmLoss::backward_whole(Tensor dx, Tensor dweight, const Tensor& x, c
 
 void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight, float dloss) {
   const char* who = "chunked LM loss";
-  ZT_CHECK(rows_ >= 0 && backend::rows_of(x) == rows_ && weight.dim(0) == held_, who,
+  ZT_CHECK(ready_ && backend::rows_of(x) == rows_ && weight.dim(0) == held_, who,
            ": backward needs the forward of the same rows and head just before it");
   if (!dx.empty()) backend::expect_rows(who, "dx", dx, rows_, x.dim(-1));
   if (!dweight.empty()) backend::expect_shape(who, "dweight", dweight, {held_, weight.dim(1)});
   const std::int64_t N = rows_;
-  rows_ = -1;  // the chunk buffer is about to hold gradients
+  ready_ = false;  // the chunk buffer is about to hold gradients
   if (N == 0) return;
   if (n_chunks_ == 0) {  // no real id here: this rank's share of dx is 0, dweight gets nothing
     if (!dx.empty()) be_.fill_zero(dx);

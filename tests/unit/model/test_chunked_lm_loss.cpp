@@ -26,6 +26,7 @@ constexpr std::int64_t N = 13, C = 24, Vp = 64, V = 50;  // 14 padding rows in t
 struct Setup {
   DType x;
   std::int64_t chunk;
+  std::int64_t vocab = V;  // Vp: no padding row
 };
 
 class ChunkedLmLossTest : public ::testing::TestWithParam<Setup> {
@@ -81,8 +82,8 @@ class ChunkedLmLossTest : public ::testing::TestWithParam<Setup> {
     Tensor logits = make({N, Vp}, x.dtype), losses = make({N}, DType::kF32), t = make({N}, DType::kI32);
     std::memcpy(t.data, targets.data(), t.bytes());
     be->matmul_forward(logits, x, w, Tensor(), WeightLayout::kOutIn);
-    be->cross_entropy_forward(losses, logits, t, V);
-    be->cross_entropy_backward(logits, logits, t, dloss, V);
+    be->cross_entropy_forward(losses, logits, t, static_cast<int>(GetParam().vocab));
+    be->cross_entropy_backward(logits, logits, t, dloss, static_cast<int>(GetParam().vocab));
     be->matmul_backward(dx, dw, Tensor(), logits, x, w, WeightLayout::kOutIn);
     return std::vector<float>(losses.f32("test"), losses.f32("test") + N);
   }
@@ -99,13 +100,18 @@ TEST_P(ChunkedLmLossTest, EqualsTheUnchunkedHead) {
   const std::vector<float> want = today(x, w, dx_want, dw_want, dloss);
 
   ChunkedLmLoss loss(*be, chunk);
-  const std::vector<float> got = loss.forward(x, w, targets.data(), 0, V);
+  const std::int64_t vocab = GetParam().vocab;
+  const std::vector<float> got = loss.forward(x, w, targets.data(), 0, vocab);
   loss.backward(dx, dw, x, w, dloss);
   ASSERT_EQ(got.size(), want.size());
-  const bool whole = loss_chunks(Vp, 0, V, chunk) == 1;
+  const bool whole = loss_chunks(Vp, 0, vocab, chunk) == 1;
   for (std::int64_t n = 0; n < N; ++n) {
-    if (targets[n] == backend::kIgnoreTarget) EXPECT_EQ(got[n], 0.0f) << "row " << n;
-    if (whole) EXPECT_EQ(got[n], want[n]) << "row " << n << ": one chunk is today's op, bit for bit";
+    if (targets[n] == backend::kIgnoreTarget) {
+      EXPECT_EQ(got[n], 0.0f) << "row " << n;
+    }
+    if (whole) {
+      EXPECT_EQ(got[n], want[n]) << "row " << n << ": one chunk is today's op, bit for bit";
+    }
     EXPECT_NEAR(got[n], want[n], 2e-6 * std::abs(want[n])) << "row " << n;
   }
   if (whole) {
@@ -118,7 +124,7 @@ TEST_P(ChunkedLmLossTest, EqualsTheUnchunkedHead) {
   EXPECT_LT(norm_error(dx, dx_want), tol) << "dx";
   EXPECT_LT(norm_error(dw, dw_want), tol) << "dweight";
   // The padding rows' gradient is untouched (they are outside the softmax).
-  for (std::int64_t i = V * C; i < Vp * C; ++i) ASSERT_EQ(get(dw, i), get(dw_start, i)) << "padding row element " << i;
+  for (std::int64_t i = vocab * C; i < Vp * C; ++i) ASSERT_EQ(get(dw, i), get(dw_start, i)) << "padding row " << i;
 }
 
 TEST_P(ChunkedLmLossTest, FrozenHeadAndNoInputGradient) {
@@ -139,15 +145,16 @@ TEST_P(ChunkedLmLossTest, FrozenHeadAndNoInputGradient) {
 }
 
 std::string setup_name(const ::testing::TestParamInfo<Setup>& info) {
-  return cat(dtype_name(info.param.x), "_chunk", info.param.chunk);
+  return cat(dtype_name(info.param.x), "_chunk", info.param.chunk, info.param.vocab == Vp ? "_unpadded" : "");
 }
 
 // Chunks: the whole head (Vp: today's path), 64 > V, 49 (one real id in a second chunk), 16 (divides Vp;
 // the last chunk 2 real ids of 16), 7 (divides neither), 1 (a row a chunk) and 25 (two chunks of ids, a
-// third of padding only, which is skipped).
+// third of padding only, which is skipped); and 7 of a head without padding rows (the last chunk one id).
 INSTANTIATE_TEST_SUITE_P(Chunks, ChunkedLmLossTest,
                          ::testing::Values(Setup{DType::kF32, Vp}, Setup{DType::kF32, 49}, Setup{DType::kF32, 16},
                                            Setup{DType::kF32, 7}, Setup{DType::kF32, 1}, Setup{DType::kF32, 25},
+                                           Setup{DType::kF32, 7, Vp}, Setup{DType::kBF16, 7, Vp},
                                            Setup{DType::kBF16, Vp}, Setup{DType::kBF16, 16}, Setup{DType::kBF16, 7}),
                          setup_name);
 
