@@ -49,10 +49,11 @@ TEST_F(CudaFusedOps, MatmulGeluForwardMatchesCpu) {
       const auto b = rounded(randn(m.h, 3), p.x);
       std::vector<float> first_out;
       for (int run = 0; run < 2; ++run) {
-        Tensor g_out = gpu(std::vector<float>(m.n * m.h), {m.n, m.h}, p.x), g_pre = gpu(std::vector<float>(m.n * m.h), {m.n, m.h}, p.x);
+        const std::vector<float> zeros(m.n * m.h);
+        Tensor g_out = gpu(zeros, {m.n, m.h}, p.x), g_pre = gpu(zeros, {m.n, m.h}, p.x);
         gpu_->matmul_gelu_forward(g_out, g_pre, gpu(x, {m.n, m.c}, p.x), gpu(w, {w0, w1}, p.x),
                                   m.bias ? gpu(b, {m.h}, p.x) : Tensor(), m.layout);
-        Tensor c_out = cpu(std::vector<float>(m.n * m.h), {m.n, m.h}), c_pre = cpu(std::vector<float>(m.n * m.h), {m.n, m.h});
+        Tensor c_out = cpu(zeros, {m.n, m.h}), c_pre = cpu(zeros, {m.n, m.h});
         cpu_->matmul_gelu_forward(c_out, c_pre, cpu(x, {m.n, m.c}), cpu(w, {w0, w1}), m.bias ? cpu(b, {m.h}) : Tensor(),
                                   m.layout);
         ZT_EXPECT_CLOSE(read(g_pre), cpu_values(c_pre), p.tol);
@@ -145,7 +146,8 @@ TEST_F(CudaFusedOps, ResidualLayerNormOpsMatchCpu) {
       const auto dw0 = randn(C, 22), db0 = randn(C, 23);
       // res over a, as the model may write it.
       Tensor g_res = gpu(a, {N, C}, p.x), g_out = gpu(std::vector<float>(N * C), {N, C}, p.x);
-      Tensor g_mean = gpu(std::vector<float>(N), {N}, DType::kF32), g_rstd = gpu(std::vector<float>(N), {N}, DType::kF32);
+      const std::vector<float> stat(N);
+      Tensor g_mean = gpu(stat, {N}, DType::kF32), g_rstd = gpu(stat, {N}, DType::kF32);
       gpu_->add_layernorm_forward(g_res, g_out, g_mean, g_rstd, g_res, gpu(b, {N, C}, p.x), gpu(w, {C}, p.x),
                                   gpu(bias, {C}, p.x));
       Tensor c_res = cpu(a, {N, C}), c_out = cpu(std::vector<float>(N * C), {N, C});

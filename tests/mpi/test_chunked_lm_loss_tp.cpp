@@ -36,7 +36,10 @@ Tensor view(std::vector<float>& v, std::initializer_list<std::int64_t> dims) { r
 
 double norm_error(const std::vector<double>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += static_cast<double>(want[i]) * want[i];
+  }
   return std::sqrt(num / den);
 }
 

@@ -65,8 +65,9 @@ EpilogueInfo epilogue_info(LtEpilogue e) {
 
 std::string describe(const LtGemm& g, const char* op) {
   const LtEpilogue e = resolved(g);
+  const std::string bias_grad = writes_bias_grad(e) ? cat(" into ", dtype_name(g.bias_type)) : "";
   return cat(op, ": m=", g.m, " n=", g.n, " k=", g.k, " (A/B ", dtype_name(g.ab_type), ", D ", dtype_name(g.d_type),
-             ", ", epilogue_info(e).name, " epilogue", writes_bias_grad(e) ? cat(" into ", dtype_name(g.bias_type)) : "",
+             ", ", epilogue_info(e).name, " epilogue", bias_grad,
              uses_aux(e) ? cat(", aux ld ", g.ld_aux) : "", ", alignments ", alignment(g.a), "/", alignment(g.b), "/",
              alignment(g.d), " bytes)");
 }
@@ -156,7 +157,8 @@ LtMatmul::Plan* LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
   // CUBLAS_STATUS_INVALID_VALUE: all of them mean "unsupported" here; other statuses are real failures.
   const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
                                                            pref.get(), 1, &result, &found);
-  const bool refused = rc == CUBLAS_STATUS_NOT_SUPPORTED || (rc == CUBLAS_STATUS_INVALID_VALUE && resolved(g) != LtEpilogue::kNone);
+  const bool refused =
+      rc == CUBLAS_STATUS_NOT_SUPPORTED || (rc == CUBLAS_STATUS_INVALID_VALUE && resolved(g) != LtEpilogue::kNone);
   if (!refused) ZT_CUBLAS_CHECK(rc);
   if (refused || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
     plans_.emplace(key, nullptr);

@@ -220,7 +220,8 @@ void CudaBackend::matmul_dgelu_backward(Tensor dpre, Tensor dbias_pre, Tensor do
     expect_shape(op, "dbias_pre", dbias_pre, {d.ic});
     expect_dtype(op, "dbias_pre", dbias_pre, DType::kF32);
   }
-  ZT_CHECK(dpre.data != dout.data || d.n == 0, op, ": dpre must not alias dout (the GEMM reads dout while writing dpre)");
+  ZT_CHECK(dpre.data != dout.data || d.n == 0, op,
+           ": dpre must not alias dout (the GEMM reads dout while writing dpre)");
   if (d.n == 0 || d.ic == 0) return;
   if (d.oc == 0) return fill_zero(dpre);  // a sum over no output columns; its column sums are 0
   LtGemm g = dinp_gemm(d, dpre, dout, weight, layout == WeightLayout::kInOut);
