@@ -24,6 +24,11 @@ namespace {
 
 using Dims = MatmulDims;
 
+// The epilogue fusions, on unless a device check shows one wrong or not bitwise repeatable on some
+// cuBLASLt (tests/gpu/test_cuda_fused_ops.cpp): false runs the unfused ops, the same results as a refusal.
+constexpr bool kFuseGelu = true;      // GELU_AUX(_BIAS) forward, DGELU(_BGRAD) backward
+constexpr bool kFuseBiasGrad = true;  // BGRADA/BGRADB in the weight GEMM, BGRAD beside DGELU
+
 // The shared shape checks (op_checks.hpp), and out and weight in inp's compute dtype.
 Dims check_matmul(const char* op, const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                   WeightLayout layout) {
@@ -164,8 +169,8 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
   if (!dweight.empty() && d.ic > 0 && d.oc > 0) {
     // dout is A (kInOut: its OC rows summed over k = N) or B (kOutIn: its OC columns summed over k).
     const LtGemm g = dweight_gemm(d, dweight, dout, inp, in_out);
-    const bool fused =
-        dbias_pending && gemm_with_bias_grad(g, in_out ? LtEpilogue::kBgradA : LtEpilogue::kBgradB, dbias, op);
+    const bool fused = kFuseBiasGrad && dbias_pending &&
+                       gemm_with_bias_grad(g, in_out ? LtEpilogue::kBgradA : LtEpilogue::kBgradB, dbias, op);
     if (!fused) lt_->run(g, stream_, op);
     dbias_pending = dbias_pending && !fused;
   }
@@ -201,7 +206,7 @@ void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, Tensor inp, Tensor
   LtGemm g = forward_gemm(d, out, inp, weight, aligned_bias(bias, staged_bias), layout == WeightLayout::kInOut);
   g.epilogue = bias.empty() ? LtEpilogue::kGeluAux : LtEpilogue::kGeluAuxBias;
   g.aux = pre.data, g.ld_aux = d.oc;
-  if (lt_->try_run(g, stream_, op)) return;
+  if (kFuseGelu && lt_->try_run(g, stream_, op)) return;
   matmul_forward(pre, inp, weight, bias, layout);
   gelu_forward(out, pre);
 }
@@ -226,9 +231,10 @@ void CudaBackend::matmul_dgelu_backward(Tensor dpre, Tensor dbias_pre, Tensor do
   if (d.oc == 0) return fill_zero(dpre);  // a sum over no output columns; its column sums are 0
   LtGemm g = dinp_gemm(d, dpre, dout, weight, layout == WeightLayout::kInOut);
   g.aux = pre.data, g.ld_aux = d.ic;
-  if (!dbias_pre.empty() && gemm_with_bias_grad(g, LtEpilogue::kDgeluBgrad, dbias_pre, op)) return;
+  const bool bgrad = kFuseGelu && kFuseBiasGrad && !dbias_pre.empty();
+  if (bgrad && gemm_with_bias_grad(g, LtEpilogue::kDgeluBgrad, dbias_pre, op)) return;
   g.epilogue = LtEpilogue::kDgelu;
-  if (!lt_->try_run(g, stream_, op)) {
+  if (!kFuseGelu || !lt_->try_run(g, stream_, op)) {
     g.epilogue = LtEpilogue::kNone, g.aux = nullptr, g.ld_aux = 0;
     lt_->run(g, stream_, op);
     gelu_backward(dpre, pre, dpre);
