@@ -1,5 +1,7 @@
 // Matmul with optional bias (GPT-2's Conv1D layers and the tied LM head), forward and backward, every
 // product a thread-split OpenBLAS sgemm (gemm.cpp). Bias gradients are column sums, one strip per thread.
+// The fused ops CUDA runs as cuBLASLt epilogues (matmul + GELU, the GELU-gradient matmul with the bias
+// gradient) are here the unfused chains, op for op: their definition and the CUDA twins' reference.
 // In mixed precision the X operands are widened into fp32 scratch (scratch.hpp gives the cost), the same
 // sgemm path runs, and X outputs are rounded once; dweight and dbias accumulate in f32 directly.
 #include <vector>
@@ -167,6 +169,8 @@ void CpuBackend::matmul_backward_input_accumulate(Tensor dinp, Tensor dout, Tens
 // writing and reading pre and a kernel).
 void CpuBackend::matmul_gelu_forward(Tensor out, Tensor pre, Tensor inp, Tensor weight, Tensor bias,
                                      WeightLayout layout) {
+  ZT_CHECK(out.data != pre.data || out.numel() == 0,
+           "matmul_gelu_forward: out must not alias pre (the backward needs pre)");
   matmul_forward(pre, inp, weight, bias, layout);
   gelu_forward(out, pre);
 }
