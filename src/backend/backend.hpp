@@ -98,13 +98,48 @@ class Backend {
   // dinp = (written), dweight += , dbias +=
   virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                   Tensor weight, Tensor mean, Tensor rstd) = 0;
+  // The residual add fused with the LayerNorm after it (GPT-2's block, as add_rmsnorm_forward for Llama):
+  // res = a + b (rounded to X, as add), then layernorm_forward(out, mean, rstd, res, weight, bias); the
+  // same values as the two ops, without reading res back from memory. res may alias a or b.
+  virtual void add_layernorm_forward(Tensor res, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                                     Tensor weight, Tensor bias) = 0;
+  // layernorm_backward with its input gradient added into the residual stream's: dres += dinp (dinp rounded
+  // to X, then the sum, as layernorm_backward then accumulate compute it), dweight +=, dbias +=; no [N,C]
+  // dinp kept. dres must not alias dout or inp.
+  virtual void layernorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                                             Tensor weight, Tensor mean, Tensor rstd) = 0;
 
   // ---- matmul with optional bias: out[N,OC] = inp[N,IC] @ W (+ bias[OC]) -----------------------------
   virtual void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) = 0;
   // dinp = dout @ W^T (written; skipped if dinp is empty), dweight +=, dbias += (each skipped if empty:
   // a frozen weight has no gradient)
+  // (CUDA: with both dweight and dbias, dbias comes from the dweight GEMM's bias-gradient epilogue,
+  // cuBLASLt BGRADA/BGRADB, where cuBLASLt offers one; else the column-sum kernel.)
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                Tensor weight, WeightLayout layout) = 0;
+  // dinp [N,IC] f32 += dout @ W^T, the product of the X operands accumulated in fp32 and never rounded to X:
+  // an input gradient summed over several GEMMs (the LM head's vocabulary chunks, model/chunked_lm_loss.hpp)
+  // before one rounding (cast). weight as matmul_backward's.
+  virtual void matmul_backward_input_accumulate(Tensor dinp, Tensor dout, Tensor weight, WeightLayout layout) = 0;
+
+  // ---- matmuls fused with the GELU after them (GPT-2's MLP: c_fc, GELU, c_proj) ---------------------
+  // pre [N,OC] = inp @ W (+ bias) (written: the GELU's input, kept for the backward), out [N,OC] =
+  // gelu(pre) (written). The CPU twin is matmul_forward(pre, ...) then gelu_forward(out, pre); CUDA
+  // fuses both into one GEMM (cuBLASLt GELU_AUX_BIAS, whose GELU is the tanh form above), which applies
+  // GELU to the fp32 sum before pre is rounded: out within one rounding of X of the two ops'.
+  virtual void matmul_gelu_forward(Tensor out, Tensor pre, Tensor inp, Tensor weight, Tensor bias,
+                                   WeightLayout layout) = 0;
+  // The layer after the GELU, backward to the GELU's input: with W its weight ([IC,OC] or [OC,IC] by
+  // layout, as matmul_backward) and pre [N,IC] the GELU's input saved by the forward,
+  //   dpre [N,IC] = (dout @ W^T) * gelu'(pre)          (written)
+  //   dbias_pre [IC] += sum over rows of dpre          (f32; the bias of the matmul BEFORE the GELU, which
+  //                                                     then passes an empty dbias; skipped if empty)
+  // The CPU twin is matmul_backward(dpre, {}, {}, dout, pre, W) (pre gives the shape only), gelu_backward
+  // (dpre, pre, dpre), then the bias's column sums of dpre as matmul_backward forms them; CUDA fuses it
+  // into one GEMM (cuBLASLt DGELU_BGRAD) where it can. The layer's own dweight/dbias come from
+  // matmul_backward with an empty dinp.
+  virtual void matmul_dgelu_backward(Tensor dpre, Tensor dbias_pre, Tensor dout, Tensor weight, Tensor pre,
+                                     WeightLayout layout) = 0;
 
   // ---- causal multi-head self-attention, scale 1/sqrt(C/NH) ------------------------------------------
   // qkv [B,T,3C] as (q | k | v), each head h taking columns [h*hs, (h+1)*hs) of its third; out [B,T,C].

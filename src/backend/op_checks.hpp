@@ -66,6 +66,19 @@ inline MatmulDims check_matmul_shapes(const char* op, const Tensor& out, const T
   return d;
 }
 
+// matmul_backward_input_accumulate: dout [N,OC], weight [IC,OC] (kInOut) or [OC,IC] (kOutIn), dinp [N,IC].
+inline MatmulDims check_matmul_input_grad_shapes(const char* op, const Tensor& dinp, const Tensor& dout,
+                                                 const Tensor& weight, WeightLayout layout) {
+  ZT_CHECK_EQ(weight.rank, 2, op, ": weight must be 2-D, got ", weight.shape_string());
+  const bool in_out = layout == WeightLayout::kInOut;
+  const MatmulDims d{rows_of(dout), in_out ? weight.dim(0) : weight.dim(1), dout.dim(-1)};
+  if ((in_out ? weight.dim(1) : weight.dim(0)) != d.oc)
+    throw Error(cat(op, ": weight ", weight.shape_string(), " does not fit dout ", dout.shape_string(), " (layout ",
+                    in_out ? "[IC,OC]" : "[OC,IC]", ")"));
+  expect_rows(op, "dinp", dinp, d.n, d.ic);
+  return d;
+}
+
 // layernorm: x, y [N,C]; mean, rstd [N]; weight [C].
 inline void check_layernorm_shapes(const char* op, const Tensor& x, const Tensor& y, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& weight) {

@@ -67,8 +67,9 @@ void normalize_rows(T* y, float* mu, float* rs, const T* x, const T* w, const T*
   }
 }
 
-// dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)) row by row, g = dout * weight.
-template <typename T>
+// dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)) row by row, g = dout * weight; kAdd: added into dx
+// instead (dx += X(dinp), the sum rounded to X: layernorm_backward then accumulate, in one pass).
+template <bool kAdd, typename T>
 void input_grads(T* dx, const T* dy, const T* x, const T* w, const float* mu, const float* rs, std::int64_t N,
                  std::int64_t C, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -87,8 +88,10 @@ void input_grads(T* dx, const T* dy, const T* x, const T* w, const float* mu, co
     gx_mean /= static_cast<float>(C);
     T* dxr = dx + n * C;
 #pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c)
-      dxr[c] = store<T>(r * (load(dr[c]) * load(w[c]) - g_mean - ((load(xr[c]) - m) * r) * gx_mean));
+    for (std::int64_t c = 0; c < C; ++c) {
+      const T d = store<T>(r * (load(dr[c]) * load(w[c]) - g_mean - ((load(xr[c]) - m) * r) * gx_mean));
+      dxr[c] = kAdd ? store<T>(load(dxr[c]) + load(d)) : d;
+    }
   }
 }
 
@@ -111,21 +114,23 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
   });
 }
 
-// With xhat = (x - mean) * rstd and g = dout * weight:
-//   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))      (written)
-//   dweight += sum_rows dout * xhat;   dbias += sum_rows dout  (accumulated)
-void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                    Tensor weight, Tensor mean, Tensor rstd) {
-  const char* op = "layernorm_backward";
+namespace {
+
+// layernorm_backward's checks and both passes; kAdd: dinp += the input gradient.
+template <bool kAdd>
+void ln_backward(const char* op, Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                 Tensor mean, Tensor rstd, int threads) {
   check_layernorm_shapes(op, inp, dout, mean, rstd, weight);
   const std::int64_t C = inp.dim(-1), N = rows_of(inp);
-  expect_rows(op, "dinp", dinp, N, C);
+  const char* dname = kAdd ? "dres" : "dinp";
+  expect_rows(op, dname, dinp, N, C);
   expect_shape(op, "dweight", dweight, {C});
   expect_shape(op, "dbias", dbias, {C});
-  const DType x = compute_dtype(op, {{"dinp", dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
+  const DType x = compute_dtype(op, {{dname, dinp, Role::kCompute}, {"dout", dout, Role::kCompute},
                                      {"inp", inp, Role::kCompute}, {"weight", weight, Role::kCompute},
                                      {"dweight", dweight, Role::kF32}, {"dbias", dbias, Role::kF32},
                                      {"mean", mean, Role::kF32}, {"rstd", rstd, Role::kF32}});
+  if (kAdd) ZT_CHECK(dinp.data != dout.data && dinp.data != inp.data, op, ": dres must not alias dout or inp");
   const float* mu = mean.f32(op);
   const float* rs = rstd.f32(op);
   with_storage(x, [&](auto tag) {
@@ -133,9 +138,33 @@ void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, T
     const T* xs = data_as<T>(inp);
     const T* dy = data_as<T>(dout);
     // Column sums first, so dinp may even overwrite dout afterwards.
-    param_grads(dweight.f32(op), dbias.f32(op), dy, xs, mu, rs, N, C, threads_);
-    input_grads(data_as<T>(dinp), dy, xs, data_as<T>(weight), mu, rs, N, C, threads_);
+    param_grads(dweight.f32(op), dbias.f32(op), dy, xs, mu, rs, N, C, threads);
+    input_grads<kAdd>(data_as<T>(dinp), dy, xs, data_as<T>(weight), mu, rs, N, C, threads);
   });
+}
+
+}  // namespace
+
+// With xhat = (x - mean) * rstd and g = dout * weight:
+//   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))      (written)
+//   dweight += sum_rows dout * xhat;   dbias += sum_rows dout  (accumulated)
+void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                                    Tensor weight, Tensor mean, Tensor rstd) {
+  ln_backward<false>("layernorm_backward", dinp, dweight, dbias, dout, inp, weight, mean, rstd, threads_);
+}
+
+// As layernorm_backward with dres += dinp (rounded to X before the sum, as the two ops).
+void CpuBackend::layernorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                                               Tensor weight, Tensor mean, Tensor rstd) {
+  ln_backward<true>("layernorm_backward_accumulate", dres, dweight, dbias, dout, inp, weight, mean, rstd, threads_);
+}
+
+// The reference is the two ops in turn (the CPU gains nothing from the fusion; the CUDA kernel saves
+// reading res back).
+void CpuBackend::add_layernorm_forward(Tensor res, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b,
+                                       Tensor weight, Tensor bias) {
+  add(res, a, b);
+  layernorm_forward(out, mean, rstd, res, weight, bias);
 }
 
 }  // namespace zt::backend::cpu

@@ -10,6 +10,8 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/cuda/caching_allocator.hpp"
@@ -37,15 +39,26 @@ class CudaBackend final : public Backend {
   // The allocator's own numbers (reserved and cached bytes, raw allocation count) and its cache flush.
   AllocatorStats allocator_stats() const { return allocator_->stats(); }
   void empty_cache() { allocator_->empty_cache(); }
+  // The fused GEMM epilogues cuBLASLt refused on this device so far (the ops ran unfused), one line each.
+  const std::vector<std::string>& refused_epilogues() const { return lt_->refused(); }
 
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                           Tensor mean, Tensor rstd) override;
+  void add_layernorm_forward(Tensor res, Tensor out, Tensor mean, Tensor rstd, Tensor a, Tensor b, Tensor weight,
+                             Tensor bias) override;
+  void layernorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                                     Tensor mean, Tensor rstd) override;
   void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                        WeightLayout layout) override;
+  void matmul_backward_input_accumulate(Tensor dinp, Tensor dout, Tensor weight, WeightLayout layout) override;
+  void matmul_gelu_forward(Tensor out, Tensor pre, Tensor inp, Tensor weight, Tensor bias,
+                           WeightLayout layout) override;
+  void matmul_dgelu_backward(Tensor dpre, Tensor dbias_pre, Tensor dout, Tensor weight, Tensor pre,
+                             WeightLayout layout) override;
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts = Tensor()) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
                           Tensor segment_starts = Tensor()) override;
@@ -76,6 +89,11 @@ class CudaBackend final : public Backend {
                std::int64_t row_stride = 0) override;
 
  private:
+  // matmul.cu's helpers: a bias in a block the bias epilogue can read (staged when misaligned), and a
+  // GEMM whose epilogue also writes a bias gradient, added into dbias (false: cuBLASLt has no kernel).
+  const void* aligned_bias(const Tensor& bias, Buffer& staged);
+  bool gemm_with_bias_grad(LtGemm g, LtEpilogue e, const Tensor& dbias, const char* op);
+
   struct StreamDeleter {
     void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
   };

@@ -5,6 +5,8 @@
 #include "backend/cuda/check.hpp"
 #include "core/error.hpp"
 
+#include <string>
+
 namespace zt::backend::cuda {
 namespace {
 
@@ -30,6 +32,46 @@ struct PreferenceDeleter {
   void operator()(cublasLtMatmulPreference_t p) const { cublasLtMatmulPreferenceDestroy(p); }
 };
 
+// kNone with a bias is the plain bias epilogue (the form matmul_forward has always used).
+LtEpilogue resolved(const LtGemm& g) {
+  return g.epilogue == LtEpilogue::kNone && g.bias != nullptr ? LtEpilogue::kBias : g.epilogue;
+}
+
+bool writes_bias_grad(LtEpilogue e) {
+  return e == LtEpilogue::kDgeluBgrad || e == LtEpilogue::kBgradA || e == LtEpilogue::kBgradB;
+}
+bool uses_aux(LtEpilogue e) {
+  return e == LtEpilogue::kGeluAux || e == LtEpilogue::kGeluAuxBias || e == LtEpilogue::kDgelu ||
+         e == LtEpilogue::kDgeluBgrad;
+}
+
+struct EpilogueInfo {
+  cublasLtEpilogue_t value;
+  const char* name;
+};
+EpilogueInfo epilogue_info(LtEpilogue e) {
+  switch (e) {
+    case LtEpilogue::kNone: return {CUBLASLT_EPILOGUE_DEFAULT, "no"};
+    case LtEpilogue::kBias: return {CUBLASLT_EPILOGUE_BIAS, "BIAS"};
+    case LtEpilogue::kGeluAux: return {CUBLASLT_EPILOGUE_GELU_AUX, "GELU_AUX"};
+    case LtEpilogue::kGeluAuxBias: return {CUBLASLT_EPILOGUE_GELU_AUX_BIAS, "GELU_AUX_BIAS"};
+    case LtEpilogue::kDgelu: return {CUBLASLT_EPILOGUE_DGELU, "DGELU"};
+    case LtEpilogue::kDgeluBgrad: return {CUBLASLT_EPILOGUE_DGELU_BGRAD, "DGELU_BGRAD"};
+    case LtEpilogue::kBgradA: return {CUBLASLT_EPILOGUE_BGRADA, "BGRADA"};
+    case LtEpilogue::kBgradB: return {CUBLASLT_EPILOGUE_BGRADB, "BGRADB"};
+  }
+  return {CUBLASLT_EPILOGUE_DEFAULT, "no"};
+}
+
+std::string describe(const LtGemm& g, const char* op) {
+  const LtEpilogue e = resolved(g);
+  const std::string bias_grad = writes_bias_grad(e) ? cat(" into ", dtype_name(g.bias_type)) : "";
+  return cat(op, ": m=", g.m, " n=", g.n, " k=", g.k, " (A/B ", dtype_name(g.ab_type), ", D ", dtype_name(g.d_type),
+             ", ", epilogue_info(e).name, " epilogue", bias_grad,
+             uses_aux(e) ? cat(", aux ld ", g.ld_aux) : "", ", alignments ", alignment(g.a), "/", alignment(g.b), "/",
+             alignment(g.d), " bytes)");
+}
+
 }  // namespace
 
 struct LtMatmul::Plan {
@@ -54,23 +96,41 @@ LtMatmul::~LtMatmul() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* op) {
-  if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
+namespace {
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+// The epilogue and its operands' attributes. The bias and aux pointers are set here for the heuristic
+// (which reads their alignment from them, though it does not filter on the bias's: kLtBiasAlignment) and
+// again before every call.
+void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemm& g, const char* op) {
+  const LtEpilogue e = resolved(g);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue_info(e).value);
+  if (e != LtEpilogue::kNone && e != LtEpilogue::kGeluAux && e != LtEpilogue::kDgelu) {
+    const cudaDataType_t bias_type = cuda_type(writes_bias_grad(e) ? g.bias_type : g.d_type, op);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  }
+  if (uses_aux(e)) {
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ld_aux);
+  }
+}
+
+}  // namespace
+
+LtMatmul::Plan* LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* op) {
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t ab = cuda_type(g.ab_type, op), dt = cuda_type(g.d_type, op);
   ZT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (g.bias != nullptr) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    ZT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof(dt)));
-    // Set for the heuristic too, though it does not filter on the bias's alignment (see kLtBiasAlignment).
-    ZT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
-  }
+  set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, ta);
+  set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, tb);
+  set_epilogue(plan->desc, g, op);
   ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
   ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
   ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, dt, g.m, g.n, g.ldd));
@@ -92,33 +152,52 @@ LtMatmul::Plan& LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  // "No algorithm" comes back either as success with no result or as CUBLAS_STATUS_NOT_SUPPORTED: both
-  // get the message with the shape; other statuses are real failures.
+  // "No algorithm" comes back as success with no result, as CUBLAS_STATUS_NOT_SUPPORTED, or (for an
+  // epilogue this dtype combination lacks, e.g. an fp32 bias gradient beside a 16-bit D) as
+  // CUBLAS_STATUS_INVALID_VALUE: all of them mean "unsupported" here; other statuses are real failures.
   const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
                                                            pref.get(), 1, &result, &found);
-  if (rc != CUBLAS_STATUS_NOT_SUPPORTED) ZT_CUBLAS_CHECK(rc);
-  if (rc == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
-    throw Error(cat(op, ": cuBLASLt has no algorithm for m=", g.m, " n=", g.n, " k=", g.k, " (A/B ",
-                    dtype_name(g.ab_type), ", D ", dtype_name(g.d_type), g.bias ? ", bias epilogue" : "",
-                    ", alignments ", align_a, "/", align_b, "/", align_d, " bytes)"));
+  const bool refused =
+      rc == CUBLAS_STATUS_NOT_SUPPORTED || (rc == CUBLAS_STATUS_INVALID_VALUE && resolved(g) != LtEpilogue::kNone);
+  if (!refused) ZT_CUBLAS_CHECK(rc);
+  if (refused || found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    plans_.emplace(key, nullptr);
+    return nullptr;
+  }
   plan->algo = result.algo;
-  return *plans_.emplace(key, std::move(plan)).first->second;
+  return plans_.emplace(key, std::move(plan)).first->second.get();
 }
 
-void LtMatmul::run(const LtGemm& g, cudaStream_t stream, const char* op) {
-  if (g.m == 0 || g.n == 0) return;
+bool LtMatmul::try_run(const LtGemm& g, cudaStream_t stream, const char* op) {
+  if (g.m == 0 || g.n == 0) return true;
+  const LtEpilogue e = resolved(g);
   if (g.bias != nullptr && reinterpret_cast<std::uintptr_t>(g.bias) % kLtBiasAlignment != 0)
     throw Error(cat(op, ": cuBLASLt bias epilogue needs a ", kLtBiasAlignment, "-byte aligned bias, got ", g.bias,
                     " (stage it into an aligned block first)"));
+  ZT_CHECK((e != LtEpilogue::kBias && e != LtEpilogue::kGeluAuxBias && !writes_bias_grad(e)) || g.bias != nullptr, op,
+           ": the ", epilogue_info(e).name, " epilogue needs a bias pointer");
+  ZT_CHECK(!uses_aux(e) || (g.aux != nullptr && g.ld_aux >= g.m), op, ": the ", epilogue_info(e).name,
+           " epilogue needs an aux matrix with ld_aux >= m=", g.m, ", got ld_aux=", g.ld_aux);
+  if (uses_aux(e) && g.ld_aux % 8 != 0) return false;  // cuBLASLt's rule for the GELU input's leading dimension
   const Key key{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldd, static_cast<std::int64_t>(g.ab_type),
-                static_cast<std::int64_t>(g.d_type), g.bias != nullptr, alignment(g.a), alignment(g.b),
-                alignment(g.d), g.bias ? alignment(g.bias) : 0, 0};
-  Plan& plan = plan_for(g, key, op);
-  if (g.bias != nullptr)
-    ZT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
-  ZT_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &g.alpha, g.a, plan.a, g.b, plan.b, &g.beta, g.d, plan.d, g.d,
-                                 plan.d, &plan.algo, workspace_, workspace_bytes_, stream));
+                static_cast<std::int64_t>(g.d_type), static_cast<std::int64_t>(e),
+                writes_bias_grad(e) ? static_cast<std::int64_t>(g.bias_type) : -1, g.ld_aux, alignment(g.a),
+                alignment(g.b), alignment(g.d), g.bias ? alignment(g.bias) : 0, g.aux ? alignment(g.aux) : 0, 0, 0};
+  const bool known = plans_.count(key) != 0;
+  Plan* plan = plan_for(g, key, op);
+  if (plan == nullptr) {
+    if (!known) refused_.push_back(describe(g, op));
+    return false;
+  }
+  if (g.bias != nullptr) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  if (uses_aux(e)) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
+  ZT_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc, &g.alpha, g.a, plan->a, g.b, plan->b, &g.beta, g.d, plan->d, g.d,
+                                 plan->d, &plan->algo, workspace_, workspace_bytes_, stream));
+  return true;
+}
+
+void LtMatmul::run(const LtGemm& g, cudaStream_t stream, const char* op) {
+  if (!try_run(g, stream, op)) throw Error(cat(describe(g, op), ": cuBLASLt has no algorithm for it"));
 }
 
 }  // namespace zt::backend::cuda

@@ -1,6 +1,11 @@
 // Matmul with optional bias (GPT-2's Conv1D layers and the tied LM head) on the GPU, forward and
-// backward, every product one cuBLASLt GEMM (lt_matmul.hpp) with fp32 accumulation; the bias gradient
-// is a deterministic column sum (column_sums.cuh).
+// backward, every product one cuBLASLt GEMM (lt_matmul.hpp) with fp32 accumulation. What can ride in a
+// GEMM's epilogue does: the bias, GPT-2's GELU after c_fc (keeping its input for the backward), the
+// GELU's gradient in c_proj's input-gradient GEMM, and the bias gradients (BGRADA/BGRADB in the weight
+// gradient's GEMM, BGRAD beside DGELU). Where cuBLASLt offers no algorithm for a fusion (LtMatmul::
+// try_run) the unfused ops run instead: the separate GELU kernels (gelu.cu) and the deterministic column
+// sums (column_sums.cuh). Bias gradients always come out in fp32 (backend.hpp), never through a 16-bit
+// vector: an epilogue that cannot write fp32 is not used.
 //
 // Row-major to cuBLASLt's column-major: a row-major [R, C] matrix is the column-major [C, R] matrix
 // (its transpose) with leading dimension C. So a row-major product Y = P Q is computed as the
@@ -18,6 +23,11 @@ namespace zt::backend::cuda {
 namespace {
 
 using Dims = MatmulDims;
+
+// The epilogue fusions, on unless a device check shows one wrong or not bitwise repeatable on some
+// cuBLASLt (tests/gpu/test_cuda_fused_ops.cpp): false runs the unfused ops, the same results as a refusal.
+constexpr bool kFuseGelu = true;      // GELU_AUX(_BIAS) forward, DGELU(_BGRAD) backward
+constexpr bool kFuseBiasGrad = true;  // BGRADA/BGRADB in the weight GEMM, BGRAD beside DGELU
 
 // The shared shape checks (op_checks.hpp), and out and weight in inp's compute dtype.
 Dims check_matmul(const char* op, const Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
@@ -84,7 +94,44 @@ struct BiasGradTerm {
   }
 };
 
+// dbias [OC] f32 += sum over the N rows of dout [N,OC] (X), a deterministic two-pass column sum.
+void bias_column_sums(CudaBackend& be, cudaStream_t stream, const Tensor& dbias, const Tensor& dout, std::int64_t N,
+                      std::int64_t OC, const char* op) {
+  if (N == 0 || OC == 0) return;
+  Buffer scratch = be.allocate(column_sums_scratch_bytes(N, OC, 1));
+  dispatch_float(dout.dtype, op, [&](auto tag) {
+    using X = decltype(tag);
+    column_sums_accumulate<1>(BiasGradTerm<X>{static_cast<const X*>(dout.data), OC}, N, OC,
+                              ColumnOutputs<1>{{static_cast<float*>(dbias.data)}}, static_cast<float*>(scratch.data()),
+                              stream);
+  });
+}
+
 }  // namespace
+
+// A bias viewed at an offset into a flat parameter buffer may sit below the epilogue's alignment
+// (lt_matmul.hpp: the kernel would fault): copy it, on the stream, into a fresh allocator block, which
+// cudaMalloc aligns to 256 bytes. GPT-2's biases start at multiples of 64 elements and never need it;
+// odd shapes pay one [OC] device copy. Null for an empty bias.
+const void* CudaBackend::aligned_bias(const Tensor& bias, Buffer& staged) {
+  if (bias.empty()) return nullptr;
+  if (reinterpret_cast<std::uintptr_t>(bias.data) % kLtBiasAlignment == 0) return bias.data;
+  staged = allocate(bias.bytes());
+  copy(staged.data(), bias.data, bias.bytes());
+  return staged.data();
+}
+
+// g with the bias-gradient epilogue e writing into a fresh fp32 block (the epilogue writes, the gradient
+// rule adds), then dbias += that block. False, with nothing queued, where cuBLASLt has no such kernel.
+bool CudaBackend::gemm_with_bias_grad(LtGemm g, LtEpilogue e, const Tensor& dbias, const char* op) {
+  Buffer grad = allocate(static_cast<std::size_t>(dbias.numel()) * sizeof(float));
+  g.epilogue = e;
+  g.bias = grad.data();
+  g.bias_type = DType::kF32;
+  if (!lt_->try_run(g, stream_, op)) return false;
+  accumulate(dbias, Tensor(grad.data(), DType::kF32, {dbias.numel()}));
+  return true;
+}
 
 void CudaBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, WeightLayout layout) {
   const char* op = "matmul_forward";
@@ -92,18 +139,9 @@ void CudaBackend::matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   if (!bias.empty()) expect_compute(op, "bias", bias, inp.dtype);
   if (d.n == 0 || d.oc == 0) return;
   ZT_CHECK_GT(d.ic, 0, op, ": inp ", inp.shape_string(), " has no columns");
-  // A bias viewed at an offset into a flat parameter buffer may sit below the epilogue's alignment
-  // (lt_matmul.hpp: the kernel would fault): copy it, on the stream, into a fresh allocator block,
-  // which cudaMalloc aligns to 256 bytes. GPT-2's biases start at multiples of 64 elements and never
-  // need it; odd shapes pay one [OC] device copy.
   Buffer staged_bias;
-  const void* bias_ptr = bias.empty() ? nullptr : bias.data;
-  if (bias_ptr != nullptr && reinterpret_cast<std::uintptr_t>(bias_ptr) % kLtBiasAlignment != 0) {
-    staged_bias = allocate(bias.bytes());
-    copy(staged_bias.data(), bias_ptr, bias.bytes());
-    bias_ptr = staged_bias.data();
-  }
-  lt_->run(forward_gemm(d, out, inp, weight, bias_ptr, layout == WeightLayout::kInOut), stream_, op);
+  lt_->run(forward_gemm(d, out, inp, weight, aligned_bias(bias, staged_bias), layout == WeightLayout::kInOut), stream_,
+           op);
 }
 
 // dinp = dout @ W^T (written, skipped if empty); dweight += (f32, skipped if empty: a frozen weight);
@@ -127,16 +165,81 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
     if (d.oc > 0) lt_->run(dinp_gemm(d, dinp, dout, weight, in_out), stream_, op);
     else fill_zero(dinp);  // a sum over no output columns
   }
-  if (!dweight.empty() && d.ic > 0 && d.oc > 0) lt_->run(dweight_gemm(d, dweight, dout, inp, in_out), stream_, op);
-  if (!dbias.empty() && d.oc > 0) {
-    Buffer scratch = allocate(column_sums_scratch_bytes(d.n, d.oc, 1));
-    dispatch_float(dout.dtype, op, [&](auto tag) {
-      using X = decltype(tag);
-      column_sums_accumulate<1>(BiasGradTerm<X>{static_cast<const X*>(dout.data), d.oc}, d.n, d.oc,
-                                ColumnOutputs<1>{{static_cast<float*>(dbias.data)}},
-                                static_cast<float*>(scratch.data()), stream_);
-    });
+  bool dbias_pending = !dbias.empty() && d.oc > 0;
+  if (!dweight.empty() && d.ic > 0 && d.oc > 0) {
+    // dout is A (kInOut: its OC rows summed over k = N) or B (kOutIn: its OC columns summed over k).
+    const LtGemm g = dweight_gemm(d, dweight, dout, inp, in_out);
+    const bool fused = kFuseBiasGrad && dbias_pending &&
+                       gemm_with_bias_grad(g, in_out ? LtEpilogue::kBgradA : LtEpilogue::kBgradB, dbias, op);
+    if (!fused) lt_->run(g, stream_, op);
+    dbias_pending = dbias_pending && !fused;
   }
+  if (dbias_pending) bias_column_sums(*this, stream_, dbias, dout, d.n, d.oc, op);
+}
+
+// dinp (f32) += dout @ W^T: the input-gradient GEMM with an fp32 D and beta = 1.
+void CudaBackend::matmul_backward_input_accumulate(Tensor dinp, Tensor dout, Tensor weight, WeightLayout layout) {
+  const char* op = "matmul_backward_input_accumulate";
+  const Dims d = check_matmul_input_grad_shapes(op, dinp, dout, weight, layout);
+  expect_dtype(op, "dinp", dinp, DType::kF32);
+  expect_compute(op, "weight", weight, dout.dtype);
+  if (d.n == 0 || d.ic == 0 || d.oc == 0) return;  // nothing to add
+  LtGemm g = dinp_gemm(d, dinp, dout, weight, layout == WeightLayout::kInOut);
+  g.beta = 1.0f;
+  lt_->run(g, stream_, op);
+}
+
+// pre = inp @ W + bias and out = gelu(pre) from one GEMM (GELU_AUX_BIAS: pre is the epilogue's aux
+// output, [N,OC] row-major = column-major [OC,N] with ld OC, which cuBLASLt wants a multiple of 8).
+// Otherwise the two ops.
+void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, Tensor inp, Tensor weight, Tensor bias,
+                                      WeightLayout layout) {
+  const char* op = "matmul_gelu_forward";
+  const Dims d = check_matmul(op, out, inp, weight, bias, layout);
+  expect_rows(op, "pre", pre, d.n, d.oc);
+  expect_compute(op, "pre", pre, inp.dtype);
+  if (!bias.empty()) expect_compute(op, "bias", bias, inp.dtype);
+  ZT_CHECK(out.data != pre.data || d.n * d.oc == 0, op, ": out must not alias pre (the backward needs pre)");
+  if (d.n == 0 || d.oc == 0) return;
+  ZT_CHECK_GT(d.ic, 0, op, ": inp ", inp.shape_string(), " has no columns");
+  Buffer staged_bias;
+  LtGemm g = forward_gemm(d, out, inp, weight, aligned_bias(bias, staged_bias), layout == WeightLayout::kInOut);
+  g.epilogue = bias.empty() ? LtEpilogue::kGeluAux : LtEpilogue::kGeluAuxBias;
+  g.aux = pre.data, g.ld_aux = d.oc;
+  if (kFuseGelu && lt_->try_run(g, stream_, op)) return;
+  matmul_forward(pre, inp, weight, bias, layout);
+  gelu_forward(out, pre);
+}
+
+// dpre = (dout @ W^T) * gelu'(pre) from the input-gradient GEMM (DGELU; pre is its aux input, [N,IC]
+// row-major = column-major [IC,N] with ld IC), and dbias_pre += its column sums from the same GEMM
+// (DGELU_BGRAD, fp32) or, where cuBLASLt has no such kernel, from the column-sum kernel over dpre.
+// Without DGELU either: the GEMM, then gelu_backward in place.
+void CudaBackend::matmul_dgelu_backward(Tensor dpre, Tensor dbias_pre, Tensor dout, Tensor weight, Tensor pre,
+                                        WeightLayout layout) {
+  const char* op = "matmul_dgelu_backward";
+  const Dims d = check_matmul(op, dout, pre, weight, Tensor(), layout);
+  expect_rows(op, "dpre", dpre, d.n, d.ic);
+  expect_compute(op, "dpre", dpre, pre.dtype);
+  if (!dbias_pre.empty()) {
+    expect_shape(op, "dbias_pre", dbias_pre, {d.ic});
+    expect_dtype(op, "dbias_pre", dbias_pre, DType::kF32);
+  }
+  ZT_CHECK(dpre.data != dout.data || d.n == 0, op,
+           ": dpre must not alias dout (the GEMM reads dout while writing dpre)");
+  if (d.n == 0 || d.ic == 0) return;
+  if (d.oc == 0) return fill_zero(dpre);  // a sum over no output columns; its column sums are 0
+  LtGemm g = dinp_gemm(d, dpre, dout, weight, layout == WeightLayout::kInOut);
+  g.aux = pre.data, g.ld_aux = d.ic;
+  const bool bgrad = kFuseGelu && kFuseBiasGrad && !dbias_pre.empty();
+  if (bgrad && gemm_with_bias_grad(g, LtEpilogue::kDgeluBgrad, dbias_pre, op)) return;
+  g.epilogue = LtEpilogue::kDgelu;
+  if (!kFuseGelu || !lt_->try_run(g, stream_, op)) {
+    g.epilogue = LtEpilogue::kNone, g.aux = nullptr, g.ld_aux = 0;
+    lt_->run(g, stream_, op);
+    gelu_backward(dpre, pre, dpre);
+  }
+  if (!dbias_pre.empty()) bias_column_sums(*this, stream_, dbias_pre, dpre, d.n, d.ic, op);
 }
 
 }  // namespace zt::backend::cuda

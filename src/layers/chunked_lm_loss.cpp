@@ -1,0 +1,217 @@
+// The LM head and cross-entropy in vocabulary chunks (chunked_lm_loss.hpp).
+#include "model/chunked_lm_loss.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backend/op_checks.hpp"
+#include "core/error.hpp"
+#include "model/lm_head.hpp"
+
+namespace zt::model {
+
+using backend::Tensor;
+using backend::WeightLayout;
+
+namespace {
+
+// Rows [first, first + count) of a row-major matrix [R, C].
+Tensor row_block(const Tensor& m, std::int64_t first, std::int64_t count) {
+  const std::int64_t C = m.dim(-1);
+  return Tensor(static_cast<char*>(m.data) + first * C * static_cast<std::int64_t>(dtype_size(m.dtype)), m.dtype,
+                {count, C});
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::int64_t loss_chunk_columns(std::int64_t held, std::int64_t key) {
+  ZT_CHECK(held >= 1 && key >= 0, "loss_chunk_columns: held=", held, " key=", key);
+  if (key > 0) return std::min(key, held);
+  return held <= kLossChunkAutoWhole ? held : kLossChunkAutoColumns;
+}
+
+std::int64_t loss_chunks(std::int64_t held, std::int64_t lo, std::int64_t vocab, std::int64_t chunk) {
+  const std::int64_t real = std::clamp<std::int64_t>(vocab - lo, 0, held);  // held rows that are ids
+  return ceil_div(real, chunk);
+}
+
+std::size_t ChunkedLmLoss::bytes(std::int64_t rows, std::int64_t channels, std::int64_t held, std::int64_t chunk,
+                                 DType x) {
+  const std::int64_t width = std::min(chunk, held), n_chunks = ceil_div(held, width);
+  std::size_t total = static_cast<std::size_t>(rows * width) * dtype_size(x);
+  total += static_cast<std::size_t>(16 * rows * n_chunks + 4 * rows);
+  if (x != DType::kF32 && n_chunks > 1) total += static_cast<std::size_t>(4 * rows * channels);
+  return total;
+}
+
+ChunkedLmLoss::ChunkedLmLoss(backend::Backend& be, std::int64_t chunk) : be_(be), chunk_(chunk) {
+  ZT_CHECK_GT(chunk, 0, "ChunkedLmLoss: chunk=", chunk, " must be positive");
+}
+
+ChunkedLmLoss::Chunk ChunkedLmLoss::chunk_at(std::int64_t k) const {
+  const std::int64_t first = k * chunk_, width = std::min(chunk_, held_ - first);
+  return {first, width, std::clamp<std::int64_t>(vocab_ - lo_ - first, 0, width)};
+}
+
+// rows_buf_ holds [n_c, N] i32 target columns | [n_c, N, 3] f32 statistics | [N] f32 lse.
+void ChunkedLmLoss::bind(std::int64_t rows, std::int64_t chunks, std::int64_t width, DType x) {
+  const std::size_t logit_bytes = static_cast<std::size_t>(rows * width) * dtype_size(x);
+  const std::size_t row_bytes = static_cast<std::size_t>((4 * chunks + 1) * rows) * sizeof(float);
+  if (logits_buf_.bytes() < logit_bytes) logits_buf_.reset(), logits_buf_ = be_.allocate(logit_bytes);
+  if (rows_buf_.bytes() < row_bytes) rows_buf_.reset(), rows_buf_ = be_.allocate(row_bytes);
+}
+
+Tensor ChunkedLmLoss::logits(std::int64_t width) const {
+  return Tensor(logits_buf_.data(), dtype_, {rows_, width});
+}
+Tensor ChunkedLmLoss::targets(std::int64_t k) const {
+  return Tensor(static_cast<std::int32_t*>(rows_buf_.data()) + k * rows_, DType::kI32, {rows_});
+}
+Tensor ChunkedLmLoss::stats(std::int64_t k) const {
+  float* base = static_cast<float*>(rows_buf_.data()) + n_chunks_ * rows_;
+  return Tensor(base + 3 * k * rows_, DType::kF32, {rows_, 3});
+}
+
+void ChunkedLmLoss::compute_logits(const Chunk& c, const Tensor& x, const Tensor& weight) {
+  be_.matmul_forward(logits(c.width), x, row_block(weight, c.first, c.width), Tensor(), WeightLayout::kOutIn);
+}
+
+std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::int32_t* targets_host, std::int64_t lo,
+                                          std::int64_t vocab, const RowReduce* reduce) {
+  const char* who = "chunked LM loss";
+  ZT_CHECK(weight.rank == 2 && weight.dim(1) == x.dim(-1) && weight.dtype == x.dtype, who, ": weight ",
+           weight.shape_string(), " ", dtype_name(weight.dtype), " does not fit x ", x.shape_string(), " ",
+           dtype_name(x.dtype));
+  ZT_CHECK(reduce == nullptr || (reduce->max && reduce->sum), who, ": a RowReduce needs both max and sum");
+  const std::int64_t N = backend::rows_of(x);
+  ready_ = false;
+  held_ = weight.dim(0), lo_ = lo, vocab_ = vocab, dtype_ = x.dtype;
+  ZT_CHECK(reduce != nullptr || (lo == 0 && vocab <= held_), who, ": without a tensor-parallel hook the rank must ",
+           "hold the whole vocabulary (lo=", lo, ", vocab=", vocab, ", held rows=", held_, ")");
+  check_target_ids(targets_host, N, vocab);
+  n_chunks_ = N == 0 ? 0 : loss_chunks(held_, lo, vocab, chunk_);
+  exact_ = reduce == nullptr && n_chunks_ == 1;
+  rows_ = N, ready_ = N == 0;
+  if (N == 0) return {};
+  bind(N, n_chunks_, std::min(chunk_, held_), x.dtype);
+  // Every chunk's target columns, copied once: the target's column in the chunk, or -2 / -1 (backend.hpp).
+  std::vector<std::int32_t> columns(static_cast<std::size_t>(n_chunks_ * N));
+  for (std::int64_t k = 0; k < n_chunks_; ++k) {
+    const Chunk c = chunk_at(k);
+    for (std::int64_t n = 0; n < N; ++n) {
+      const std::int64_t col = targets_host[n] - lo - c.first;
+      columns[k * N + n] = targets_host[n] == backend::kIgnoreTarget ? backend::kIgnoreTarget
+                           : col >= 0 && col < c.real                  ? static_cast<std::int32_t>(col)
+                                                                       : backend::kTargetInOtherSlice;
+    }
+  }
+  if (!columns.empty()) be_.copy_from_host(rows_buf_.data(), columns.data(), columns.size() * sizeof(std::int32_t));
+  for (std::int64_t k = 0; k < n_chunks_; ++k) {
+    const Chunk c = chunk_at(k);
+    compute_logits(c, x, weight);
+    if (exact_) {  // today's op; its losses land in chunk 0's statistics block
+      const Tensor losses(stats(0).data, DType::kF32, {N});
+      be_.cross_entropy_forward(losses, logits(c.width), targets(0), static_cast<int>(c.real));
+      std::vector<float> out(static_cast<std::size_t>(N));
+      be_.copy_to_host(out.data(), losses.data, losses.bytes());
+      kept_ = 0, ready_ = true;
+      return out;
+    }
+    be_.cross_entropy_slice_stats(stats(k), logits(c.width), targets(k), static_cast<int>(c.real));
+  }
+  kept_ = n_chunks_ - 1;
+  std::vector<float> losses = combine(targets_host, reduce);
+  ready_ = true;
+  return losses;
+}
+
+// The rows' statistics over the chunks (M = max, S = sum of exp(l - M), Z = target logit), then over
+// the TP group exactly as VocabParallelCrossEntropy::forward combines slices; lse [N] goes to the device.
+std::vector<float> ChunkedLmLoss::combine(const std::int32_t* targets_host, const RowReduce* reduce) {
+  const std::int64_t N = rows_;
+  std::vector<float> st(static_cast<std::size_t>(3 * n_chunks_ * N));
+  if (!st.empty()) be_.copy_to_host(st.data(), stats(0).data, st.size() * sizeof(float));
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> mine(static_cast<std::size_t>(N), -inf), max(static_cast<std::size_t>(N), -inf);
+  std::vector<double> sums(static_cast<std::size_t>(2 * N), 0.0);  // [sum exp(l - M) | target logit]
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t k = 0; k < n_chunks_; ++k) mine[n] = std::max<double>(mine[n], st[3 * (k * N + n)]);
+    double s = 0.0, z = 0.0;
+    for (std::int64_t k = 0; k < n_chunks_; ++k) {
+      const float* row = &st[3 * (k * N + n)];
+      s += row[1] * std::exp(row[0] - mine[n]);
+      z += row[2];
+    }
+    max[n] = mine[n], sums[n] = s, sums[N + n] = z;
+  }
+  if (reduce != nullptr) {
+    reduce->max(max);
+    for (std::int64_t n = 0; n < N; ++n)
+      sums[n] = n_chunks_ > 0 ? sums[n] * std::exp(mine[n] - max[n]) : 0.0;  // a rank without ids adds 0
+    reduce->sum(sums);
+  }
+  std::vector<float> lse(static_cast<std::size_t>(N)), losses(static_cast<std::size_t>(N));
+  for (std::int64_t n = 0; n < N; ++n) {
+    const double row_lse = max[n] + std::log(sums[n]);
+    lse[n] = static_cast<float>(row_lse);
+    losses[n] = targets_host[n] == backend::kIgnoreTarget ? 0.f : static_cast<float>(row_lse - sums[N + n]);
+  }
+  float* lse_dev = static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * N;
+  be_.copy_from_host(lse_dev, lse.data(), lse.size() * sizeof(float));
+  return losses;
+}
+
+// One chunk: the forward's logits are still there; dlogits in place, then matmul_backward as today.
+void ChunkedLmLoss::backward_whole(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, float dloss) {
+  const Chunk c = chunk_at(0);
+  const Tensor l = logits(c.width);
+  if (exact_) be_.cross_entropy_backward(l, l, targets(0), dloss, static_cast<int>(c.real));
+  else {
+    const Tensor lse(static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * rows_, DType::kF32, {rows_});
+    be_.cross_entropy_slice_backward(l, l, targets(0), lse, dloss, static_cast<int>(c.real));
+  }
+  be_.matmul_backward(dx, dweight.empty() ? Tensor() : row_block(dweight, c.first, c.width), Tensor(), l, x,
+                      row_block(weight, c.first, c.width), WeightLayout::kOutIn);
+}
+
+void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight, float dloss) {
+  const char* who = "chunked LM loss";
+  ZT_CHECK(ready_ && backend::rows_of(x) == rows_ && weight.dim(0) == held_, who,
+           ": backward needs the forward of the same rows and head just before it");
+  if (!dx.empty()) backend::expect_rows(who, "dx", dx, rows_, x.dim(-1));
+  if (!dweight.empty()) backend::expect_shape(who, "dweight", dweight, {held_, weight.dim(1)});
+  const std::int64_t N = rows_;
+  ready_ = false;  // the chunk buffer is about to hold gradients
+  if (N == 0) return;
+  if (n_chunks_ == 0) {  // no real id here: this rank's share of dx is 0, dweight gets nothing
+    if (!dx.empty()) be_.fill_zero(dx);
+    return;
+  }
+  if (dx.empty() && dweight.empty()) return;
+  if (n_chunks_ == 1) return backward_whole(dx, dweight, x, weight, dloss);
+  // d(x) summed over the chunks in fp32, rounded to X once at the end (dx itself when X is f32).
+  backend::Buffer sum_buf;
+  Tensor sum = dx;
+  if (!dx.empty() && dx.dtype != DType::kF32) {
+    sum_buf = be_.allocate(static_cast<std::size_t>(N * x.dim(-1)) * sizeof(float));
+    sum = Tensor(sum_buf.data(), DType::kF32, {N, x.dim(-1)});
+  }
+  if (!sum.empty()) be_.fill_zero(sum);
+  const Tensor lse(static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * N, DType::kF32, {N});
+  for (std::int64_t k = n_chunks_ - 1; k >= 0; --k) {  // the last chunk first: forward left its logits
+    const Chunk c = chunk_at(k);
+    const Tensor l = logits(c.width), w = row_block(weight, c.first, c.width);
+    if (k != kept_) compute_logits(c, x, weight);
+    be_.cross_entropy_slice_backward(l, l, targets(k), lse, dloss, static_cast<int>(c.real));
+    if (!dweight.empty())
+      be_.matmul_backward(Tensor(), row_block(dweight, c.first, c.width), Tensor(), l, x, w, WeightLayout::kOutIn);
+    if (!sum.empty()) be_.matmul_backward_input_accumulate(sum, l, w, WeightLayout::kOutIn);
+  }
+  kept_ = -1;
+  if (!dx.empty() && dx.dtype != DType::kF32) be_.cast(dx, sum);
+}
+
+}  // namespace zt::model
