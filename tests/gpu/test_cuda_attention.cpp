@@ -32,7 +32,9 @@ TEST(CudaAttentionScratch, BackwardStaysInsideItsScratch) {
   if (!gpu_visible()) GTEST_SKIP() << "no CUDA device visible: the attention kernels run on a lent GPU";
   constexpr std::size_t kGuard = 256;
   for (const auto& [B, T, NH, NKV, hs] : {std::tuple<std::int64_t, std::int64_t, int, int, int>{1, 1, 1, 1, 16},
-                                          {2, 65, 3, 3, 128}, {2, 200, 4, 1, 64}, {1, 257, 8, 2, 128}}) {
+                                          {2, 65, 3, 3, 128},
+                                          {2, 200, 4, 1, 64},
+                                          {1, 257, 8, 2, 128}}) {
     const std::int64_t C = std::int64_t{NH} * hs, W = C + 2 * std::int64_t{NKV} * hs;
     const std::size_t scratch_bytes = attention_backward_scratch_bytes(B, T, C, NH);
     const std::size_t x = 2 * static_cast<std::size_t>(B * T);  // bf16 bytes per column
@@ -44,8 +46,8 @@ TEST(CudaAttentionScratch, BackwardStaysInsideItsScratch) {
     ASSERT_EQ(cudaMalloc(&scratch, scratch_bytes + kGuard), cudaSuccess);
     cudaMemset(qkv, 0x3c, x * W);  // bf16 0x3c3c ~ 0.011: finite values
     cudaMemset(static_cast<char*>(scratch) + scratch_bytes, 0xA5, kGuard);
-    const Tensor tq(qkv, DType::kBF16, {B, T, W}), to(out, DType::kBF16, {B, T, C}),
-        tl(lse, DType::kF32, {B, NH, T}), td(dqkv, DType::kBF16, {B, T, W});
+    const Tensor tq(qkv, DType::kBF16, {B, T, W}), to(out, DType::kBF16, {B, T, C}), tl(lse, DType::kF32, {B, NH, T}),
+        td(dqkv, DType::kBF16, {B, T, W});
     attention_forward(to, tl, tq, NH, nullptr);
     attention_backward(td, to, tq, to, tl, NH, scratch, scratch_bytes, nullptr);  // dout = out
     std::vector<unsigned char> guard(kGuard);

@@ -51,8 +51,8 @@ CaseTensors::CaseTensors(Backend& be, const std::vector<Arg>& args, DType x, DTy
     for (std::int64_t d : a.dims) t.shape[t.rank++] = d;
     const std::size_t n = static_cast<std::size_t>(t.numel()), pad = a.offset * dtype_size(t.dtype);
     // The values X holds, whatever the storage: the reference computes on exactly what X would see.
-    std::vector<float> v = a.role == Role::kOut ? std::vector<float>(n, std::numeric_limits<float>::quiet_NaN())
-                                                : a.values(n);
+    std::vector<float> v =
+        a.role == Role::kOut ? std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()) : a.values(n);
     ZT_CHECK_EQ(v.size(), n, "argument ", a.name, ": its values hold ", v.size(), " elements");
     initial_.push_back(rounded(v, storage_dtype(a.kind, x)));
     std::vector<std::uint8_t> bytes(pad, 0);
@@ -86,8 +86,7 @@ void CaseTensors::reset() {
 
 bool CaseTensors::guard_intact(std::size_t i) const {
   std::vector<std::uint8_t> guard(kGuardBytes);
-  be_.copy_to_host(guard.data(), static_cast<const std::uint8_t*>(tensors_[i].data) + tensors_[i].bytes(),
-                   kGuardBytes);
+  be_.copy_to_host(guard.data(), static_cast<const std::uint8_t*>(tensors_[i].data) + tensors_[i].bytes(), kGuardBytes);
   for (std::uint8_t g : guard)
     if (g != kGuard) return false;
   return true;

@@ -10,14 +10,16 @@ namespace {
 
 // logits [N, Vp] of which V are the vocabulary; the backward with dloss over the logits.
 OpCase cross_entropy(std::int64_t N, int V, std::int64_t Vp, Values targets, std::uint32_t seed, float dloss) {
-  return {.name = cat("cross_entropy N=", N, " V=", V, " Vp=", Vp, ", backward in place"),
-          .args = {inout("logits", {N, Vp}, normal(seed, 3.0f)).bwd().matching(Match::kZerosKept),
-                   ids("targets", {N}, std::move(targets)),
-                   out("losses", {N}, Kind::kF32).tolerance(kSumTol).matching(Match::kZerosKept),  // f32, identical logits
-                   in("dlosses", {N}, filled(dloss), Kind::kF32)},  // the loss's cotangent, for finite differences
-          .forward = [V](Call& c) { c.be.cross_entropy_forward(c["losses"], c["logits"], c["targets"], V); },
-          .backward = [V, dloss](Call& c) { c.be.cross_entropy_backward(c["logits"], c["logits"], c["targets"], dloss, V); },
-          .fd = FiniteDiff{{{"losses", "dlosses"}}, {{"logits", "logits"}}}};
+  return {
+      .name = cat("cross_entropy N=", N, " V=", V, " Vp=", Vp, ", backward in place"),
+      .args = {inout("logits", {N, Vp}, normal(seed, 3.0f)).bwd().matching(Match::kZerosKept),
+               ids("targets", {N}, std::move(targets)),
+               out("losses", {N}, Kind::kF32).tolerance(kSumTol).matching(Match::kZerosKept),  // f32, identical logits
+               in("dlosses", {N}, filled(dloss), Kind::kF32)},  // the loss's cotangent, for finite differences
+      .forward = [V](Call& c) { c.be.cross_entropy_forward(c["losses"], c["logits"], c["targets"], V); },
+      .backward = [V,
+                   dloss](Call& c) { c.be.cross_entropy_backward(c["logits"], c["logits"], c["targets"], dloss, V); },
+      .fd = FiniteDiff{{{"losses", "dlosses"}}, {{"logits", "logits"}}}};
 }
 
 // One TP rank's slice: stats [N,3] = (max, sum of exp, target logit or 0), then the backward from a given
@@ -28,19 +30,18 @@ OpCase slice(std::int64_t Vs, int real) {
   std::vector<float> lse(N);
   for (std::int64_t n = 0; n < N; ++n) lse[n] = 4.0f + 0.25f * static_cast<float>(n);
   const float other = kTargetInOtherSlice, ignore = kIgnoreTarget;
-  Values targets = real == 0 ? filled(other)
-                             : with_at(uniform_ints(44, std::max(real, 1)), {{1, ignore}, {2, other}, {5, other}});
-  return {.name = cat("cross_entropy_slice N=", N, " Vs=", Vs, " real=", real),
-          .args = {inout("logits", {N, Vs}, normal(45, 3.0f)).bwd().matching(Match::kZerosKept),
-                   ids("targets", {N}, std::move(targets)), in("lse", {N}, given(lse), Kind::kF32),
-                   out("stats", {N, 3}, Kind::kF32)
-                       .tolerance(kSumTol)
-                       .matching(real == 0 ? Match::kExact : Match::kClose)},
-          .forward = [real](Call& c) { c.be.cross_entropy_slice_stats(c["stats"], c["logits"], c["targets"], real); },
-          .backward =
-              [real](Call& c) {
-                c.be.cross_entropy_slice_backward(c["logits"], c["logits"], c["targets"], c["lse"], 0.5f, real);
-              }};
+  Values targets =
+      real == 0 ? filled(other) : with_at(uniform_ints(44, std::max(real, 1)), {{1, ignore}, {2, other}, {5, other}});
+  return {
+      .name = cat("cross_entropy_slice N=", N, " Vs=", Vs, " real=", real),
+      .args = {inout("logits", {N, Vs}, normal(45, 3.0f)).bwd().matching(Match::kZerosKept),
+               ids("targets", {N}, std::move(targets)), in("lse", {N}, given(lse), Kind::kF32),
+               out("stats", {N, 3}, Kind::kF32).tolerance(kSumTol).matching(real == 0 ? Match::kExact : Match::kClose)},
+      .forward = [real](Call& c) { c.be.cross_entropy_slice_stats(c["stats"], c["logits"], c["targets"], real); },
+      .backward =
+          [real](Call& c) {
+            c.be.cross_entropy_slice_backward(c["logits"], c["logits"], c["targets"], c["lse"], 0.5f, real);
+          }};
 }
 
 }  // namespace
@@ -49,7 +50,8 @@ std::vector<OpCase> loss_cases() {
   std::vector<OpCase> cases;
   // V=101 of Vp=128; a wide row (V=5000) where every thread folds many columns, both read in 16-byte
   // packs (the last one straddling V); rows of Vp=101 whose starts are not 16-byte aligned (scalar path).
-  for (const auto& [N, V, Vp] : {std::tuple<std::int64_t, int, std::int64_t>{7, 101, 128}, {4, 5000, 5056}, {3, 97, 101}})
+  for (const auto& [N, V, Vp] :
+       {std::tuple<std::int64_t, int, std::int64_t>{7, 101, 128}, {4, 5000, 5056}, {3, 97, 101}})
     cases.push_back(cross_entropy(N, V, Vp, uniform_ints(40, V), 41, 1.0f / static_cast<float>(N)));
   const float ignore = kIgnoreTarget;
   cases.push_back(cross_entropy(6, 101, 128, with_at(uniform_ints(42, 101), {{1, ignore}, {4, ignore}}), 43, 0.25f));

@@ -19,18 +19,20 @@ OpCase matmul(const Matmul& m) {
   const bool in_out = m.layout == WeightLayout::kInOut;
   const Dims wdims = in_out ? Dims{m.ic, m.oc} : Dims{m.oc, m.ic};
   const std::uint32_t s = m.seed;
-  OpCase c{.name = cat("matmul N=", m.n, " IC=", m.ic, " OC=", m.oc, in_out ? " [IC,OC]" : " [OC,IC]",
-                       m.bias ? " bias" : "", m.dinp ? "" : " no dinp", m.dweight ? "" : " no dweight",
-                       m.offset ? cat(" at element ", m.offset) : ""),
-           .args = {in("x", {m.n, m.ic}, normal(s)), in("weight", wdims, normal(s + 1, 0.1f)), out("out", {m.n, m.oc}),
-                    in("dout", {m.n, m.oc}, normal(s + 3))},
-           .forward = [m](Call& c) { c.be.matmul_forward(c["out"], c["x"], c["weight"], m.bias ? c["bias"] : Tensor(), m.layout); },
-           .backward =
-               [m](Call& c) {
-                 c.be.matmul_backward(m.dinp ? c["dinp"] : Tensor(), m.dweight ? c["dweight"] : Tensor(),
-                                      m.bias ? c["dbias"] : Tensor(), c["dout"], c["x"], c["weight"], m.layout);
-               },
-           .fd = FiniteDiff{{{"out", "dout"}}, {}}};
+  OpCase c{
+      .name =
+          cat("matmul N=", m.n, " IC=", m.ic, " OC=", m.oc, in_out ? " [IC,OC]" : " [OC,IC]", m.bias ? " bias" : "",
+              m.dinp ? "" : " no dinp", m.dweight ? "" : " no dweight", m.offset ? cat(" at element ", m.offset) : ""),
+      .args = {in("x", {m.n, m.ic}, normal(s)), in("weight", wdims, normal(s + 1, 0.1f)), out("out", {m.n, m.oc}),
+               in("dout", {m.n, m.oc}, normal(s + 3))},
+      .forward =
+          [m](Call& c) { c.be.matmul_forward(c["out"], c["x"], c["weight"], m.bias ? c["bias"] : Tensor(), m.layout); },
+      .backward =
+          [m](Call& c) {
+            c.be.matmul_backward(m.dinp ? c["dinp"] : Tensor(), m.dweight ? c["dweight"] : Tensor(),
+                                 m.bias ? c["dbias"] : Tensor(), c["dout"], c["x"], c["weight"], m.layout);
+          },
+      .fd = FiniteDiff{{{"out", "dout"}}, {}}};
   // dweight and dbias are fp32 GEMM and column-sum outputs of identical inputs (accumulated onto s+4, s+5).
   auto add = [&c](Arg a, const char* input) {
     if (input != nullptr) c.fd->grads.push_back({a.name, input});
@@ -49,9 +51,9 @@ OpCase matmul(const Matmul& m) {
 std::vector<OpCase> matmul_cases() {
   using L = WeightLayout;
   std::vector<OpCase> cases;
-  for (const Matmul& m : {Matmul{7, 96, 101, L::kInOut}, Matmul{300, 96, 288, L::kInOut},
-                          Matmul{7, 96, 128, L::kOutIn, false}, Matmul{300, 33, 50, L::kOutIn, true, false},
-                          Matmul{5, 64, 40, L::kInOut, false, false}})
+  for (const Matmul& m :
+       {Matmul{7, 96, 101, L::kInOut}, Matmul{300, 96, 288, L::kInOut}, Matmul{7, 96, 128, L::kOutIn, false},
+        Matmul{300, 33, 50, L::kOutIn, true, false}, Matmul{5, 64, 40, L::kInOut, false, false}})
     cases.push_back(matmul(m));
   for (const L layout : {L::kInOut, L::kOutIn}) {
     // A frozen weight (LoRA's base): the same dinp and dbias without dweight.

@@ -72,7 +72,8 @@ std::string check(const Arg& a, const std::vector<float>& got, const std::vector
     return count_bad(a, got, want, "differ", [](float g, float w) { return !same_value(g, w); });
   std::string wrong = check_close(a, got, want, tol);
   if (wrong.empty() && a.match == Match::kZerosKept)
-    wrong = count_bad(a, got, want, "are not 0 where the reference is", [](float g, float w) { return w == 0.0f && g != 0.0f; });
+    wrong = count_bad(a, got, want, "are not 0 where the reference is",
+                      [](float g, float w) { return w == 0.0f && g != 0.0f; });
   if (wrong.empty() && a.match == Match::kSameZeros)
     wrong = count_bad(a, got, want, "are 0 where the reference is not, or not where it is",
                       [](float g, float w) { return (w == 0.0f) != (g == 0.0f); });
@@ -119,9 +120,7 @@ void check_scalars(const std::vector<double>& got, const std::vector<double>& wa
   }
   for (std::size_t i = 0; i < want.size(); ++i) {
     const double g = got[i], w = want[i];
-    const bool ok = std::isnan(w) ? std::isnan(g)
-                    : std::isinf(w) ? g == w
-                                    : std::fabs(g - w) <= rel * std::fabs(w);
+    const bool ok = std::isnan(w) ? std::isnan(g) : std::isinf(w) ? g == w : std::fabs(g - w) <= rel * std::fabs(w);
     if (!ok) f.push_back(cat("host result ", i, ": ", g, ", reference ", w, " (relative bound ", rel, ")"));
   }
 }

@@ -13,9 +13,9 @@ namespace zt::backend::ops {
 
 // backend.hpp's memory side (allocation, copies, synchronisation, statistics): tested by
 // tests/unit/backend/test_memory.cpp and tests/gpu/test_cuda_memory.cpp, not by op cases.
-inline const std::set<std::string> kMemoryMethods = {
-    "name", "allocate", "release", "copy_from_host", "copy_to_host", "copy", "synchronize", "memory_stats",
-    "reset_peak"};
+inline const std::set<std::string> kMemoryMethods = {"name",           "allocate",     "release",
+                                                     "copy_from_host", "copy_to_host", "copy",
+                                                     "synchronize",    "memory_stats", "reset_peak"};
 
 // The pure virtual methods of `class Backend` in the header text, less kMemoryMethods.
 std::set<std::string> interface_ops(const std::string& header_text);

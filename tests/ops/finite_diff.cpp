@@ -94,7 +94,8 @@ Failures finite_differences(const OpCase& c, Backend& cpu) {
       const std::vector<double> got = d.analytic(d.index(gradient));
       const double e = relative_error(got, want);
       if (!(e <= c.fd->tol))
-        f.push_back(cat(gradient, " against finite differences of ", input, ": normalised error ", e, " > ", c.fd->tol));
+        f.push_back(
+            cat(gradient, " against finite differences of ", input, ": normalised error ", e, " > ", c.fd->tol));
     }
   } catch (const std::exception& e) {
     f.push_back(cat("threw: ", e.what()));

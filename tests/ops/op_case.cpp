@@ -30,7 +30,9 @@ Arg grad(std::string name, Dims dims, Values v, Kind k) {
   return a;
 }
 
-Arg ids(std::string name, Dims dims, Values v) { return in(std::move(name), std::move(dims), std::move(v), Kind::kI32); }
+Arg ids(std::string name, Dims dims, Values v) {
+  return in(std::move(name), std::move(dims), std::move(v), Kind::kI32);
+}
 
 Values normal(std::uint32_t seed, float sd) {
   return [=](std::size_t n) {
@@ -93,11 +95,16 @@ const std::vector<float>& Results::operator[](std::string_view name) const {
 
 DType storage_dtype(Kind k, DType x) {
   switch (k) {
-    case Kind::kX: return x;
-    case Kind::kF32: return DType::kF32;
-    case Kind::kBF16: return DType::kBF16;
-    case Kind::kF16: return DType::kF16;
-    case Kind::kI32: return DType::kI32;
+    case Kind::kX:
+      return x;
+    case Kind::kF32:
+      return DType::kF32;
+    case Kind::kBF16:
+      return DType::kBF16;
+    case Kind::kF16:
+      return DType::kF16;
+    case Kind::kI32:
+      return DType::kI32;
   }
   return DType::kF32;
 }

@@ -90,11 +90,21 @@ struct Arg {
   std::int64_t offset = 0;  // elements before the tensor in its allocation (a misaligned view)
   std::vector<Part> parts;
 
-  Arg bwd() const { return with([](Arg& a) { a.stage = Stage::kBackward; }); }
-  Arg tolerance(Tol t) const { return with([t](Arg& a) { a.tol = t; }); }
-  Arg matching(Match m) const { return with([m](Arg& a) { a.match = m; }); }
-  Arg at(std::int64_t elements) const { return with([elements](Arg& a) { a.offset = elements; }); }
-  Arg split(std::vector<Part> p) const { return with([&p](Arg& a) { a.parts = std::move(p); }); }
+  Arg bwd() const {
+    return with([](Arg& a) { a.stage = Stage::kBackward; });
+  }
+  Arg tolerance(Tol t) const {
+    return with([t](Arg& a) { a.tol = t; });
+  }
+  Arg matching(Match m) const {
+    return with([m](Arg& a) { a.match = m; });
+  }
+  Arg at(std::int64_t elements) const {
+    return with([elements](Arg& a) { a.offset = elements; });
+  }
+  Arg split(std::vector<Part> p) const {
+    return with([&p](Arg& a) { a.parts = std::move(p); });
+  }
   bool compared() const { return role != Role::kIn; }
 
  private:
@@ -111,10 +121,10 @@ Arg in(std::string name, Dims dims, Values v, Kind k = Kind::kX);
 Arg out(std::string name, Dims dims, Kind k = Kind::kX);
 Arg inout(std::string name, Dims dims, Values v, Kind k = Kind::kX);
 Arg grad(std::string name, Dims dims, Values v, Kind k = Kind::kF32);  // +=, compared after backward
-Arg ids(std::string name, Dims dims, Values v);   // i32 (tokens, targets)
+Arg ids(std::string name, Dims dims, Values v);                        // i32 (tokens, targets)
 
-Values normal(std::uint32_t seed, float sd = 1.0f);       // N(0, sd^2), std::mt19937
-Values uniform_ints(std::uint32_t seed, int below);       // integers in [0, below)
+Values normal(std::uint32_t seed, float sd = 1.0f);  // N(0, sd^2), std::mt19937
+Values uniform_ints(std::uint32_t seed, int below);  // integers in [0, below)
 Values given(std::vector<float> v);
 Values filled(float value);
 Values with_at(Values base, std::vector<std::pair<std::size_t, float>> set);  // a few values replaced
@@ -125,7 +135,7 @@ struct Call {
   Backend& be;
   const std::vector<Arg>& args;
   std::vector<Tensor> tensors;
-  std::vector<double> scalars;  // host results (sum_of_squares), compared in order
+  std::vector<double> scalars;                     // host results (sum_of_squares), compared in order
   Tensor operator[](std::string_view name) const;  // throws naming the unknown argument
 };
 using Step = std::function<void(Call&)>;
@@ -164,7 +174,7 @@ struct OpCase {
   std::string name;  // the op and its shapes: "layernorm N=300 C=33"
   std::vector<Arg> args;
   Step forward;
-  Step backward;  // optional
+  Step backward;                                                         // optional
   std::vector<DType> dtypes = {DType::kF32, DType::kBF16, DType::kF16};  // the X it runs in
   BackwardReads backward_reads = BackwardReads::kReferenceForward;
   Where where = Where::kEverywhere;

@@ -11,9 +11,14 @@ constexpr std::int64_t kN = 4, kC = 32;
 // wrong-dtype twins.
 std::vector<Arg> tensors() {
   const Values zero = filled(0.0f);
-  return {in("x", {kN, kC}, zero),        in("w", {kC, kC}, zero),       in("w_f16", {kC, kC}, zero, Kind::kF16),
-          in("stat", {kN}, zero, Kind::kF32), in("stat_x", {kN}, zero),  in("p_x", {kC}, zero),
-          in("p_f32", {kC}, zero, Kind::kF32), in("x_f32", {kN, kC}, zero, Kind::kF32)};
+  return {in("x", {kN, kC}, zero),
+          in("w", {kC, kC}, zero),
+          in("w_f16", {kC, kC}, zero, Kind::kF16),
+          in("stat", {kN}, zero, Kind::kF32),
+          in("stat_x", {kN}, zero),
+          in("p_x", {kC}, zero),
+          in("p_f32", {kC}, zero, Kind::kF32),
+          in("x_f32", {kN, kC}, zero, Kind::kF32)};
 }
 
 Refusal refusal(std::string name, std::string names, Step call) {

@@ -8,9 +8,14 @@ namespace zt::backend::ops {
 
 const std::vector<Family>& families() {
   static const std::vector<Family> all = {
-      {"embedding", embedding_cases}, {"norm", norm_cases},       {"matmul", matmul_cases},
-      {"attention", attention_cases}, {"activation", activation_cases}, {"elementwise", elementwise_cases},
-      {"loss", loss_cases},           {"optim", optim_cases},
+      {"embedding", embedding_cases},
+      {"norm", norm_cases},
+      {"matmul", matmul_cases},
+      {"attention", attention_cases},
+      {"activation", activation_cases},
+      {"elementwise", elementwise_cases},
+      {"loss", loss_cases},
+      {"optim", optim_cases},
   };
   return all;
 }

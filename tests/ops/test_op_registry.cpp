@@ -70,13 +70,14 @@ TEST(OpRegistry, CasesAreWellFormed) {
 
 // The interface reader on a made-up class: pure virtuals only, parameters over lines, memory excluded.
 TEST(OpRegistry, InterfaceOpsAreThePureVirtualMethodsLessMemory) {
-  const std::string header = "class Other { virtual void nope() = 0; };\n"
-                             "class Backend {\n public:\n  virtual ~Backend() = default;\n"
-                             "  virtual Buffer allocate(std::size_t bytes) = 0;\n"
-                             "  virtual void* stream() const { return nullptr; }  // not pure\n"
-                             "  // virtual void commented_out(Tensor t) = 0;\n"
-                             "  virtual void two_lines(Tensor a,\n      Tensor b = Tensor()) = 0;\n"
-                             "  virtual double reads() const = 0;\n};\n";
+  const std::string header =
+      "class Other { virtual void nope() = 0; };\n"
+      "class Backend {\n public:\n  virtual ~Backend() = default;\n"
+      "  virtual Buffer allocate(std::size_t bytes) = 0;\n"
+      "  virtual void* stream() const { return nullptr; }  // not pure\n"
+      "  // virtual void commented_out(Tensor t) = 0;\n"
+      "  virtual void two_lines(Tensor a,\n      Tensor b = Tensor()) = 0;\n"
+      "  virtual double reads() const = 0;\n};\n";
   EXPECT_EQ(interface_ops(header), (std::set<std::string>{"reads", "two_lines"}));
 }
 
@@ -93,12 +94,13 @@ TEST(OpRegistry, AnOpNoCaseCallsIsFound) {
 // ---- the drivers catch what they are for --------------------------------------------------------
 
 OpCase gelu_case() {
-  return {.name = "gelu n=37",
-          .args = {in("x", {37}, normal(1, 2.0f)), out("out", {37}), in("dout", {37}, normal(2)), out("dinp", {37}).bwd()},
-          .forward = [](Call& c) { c.be.gelu_forward(c["out"], c["x"]); },
-          .backward = [](Call& c) { c.be.gelu_backward(c["dinp"], c["x"], c["dout"]); },
-          .dtypes = {DType::kF32},
-          .fd = FiniteDiff{{{"out", "dout"}}, {{"dinp", "x"}}}};
+  return {
+      .name = "gelu n=37",
+      .args = {in("x", {37}, normal(1, 2.0f)), out("out", {37}), in("dout", {37}, normal(2)), out("dinp", {37}).bwd()},
+      .forward = [](Call& c) { c.be.gelu_forward(c["out"], c["x"]); },
+      .backward = [](Call& c) { c.be.gelu_backward(c["dinp"], c["x"], c["dout"]); },
+      .dtypes = {DType::kF32},
+      .fd = FiniteDiff{{{"out", "dout"}}, {{"dinp", "x"}}}};
 }
 
 // A CPU backend whose gelu and layernorm misbehave in one chosen way.
@@ -155,7 +157,8 @@ TEST(OpDriver, CatchesAnOutputElementLeftUnwritten) {
 }
 
 TEST(OpDriver, CatchesAWritePastTheEnd) {
-  EXPECT_NE(joined(faulty_compare(gelu_case(), Fault::kPastTheEnd)).find("wrote past the end of out"), std::string::npos);
+  EXPECT_NE(joined(faulty_compare(gelu_case(), Fault::kPastTheEnd)).find("wrote past the end of out"),
+            std::string::npos);
 }
 
 TEST(OpDriver, CatchesAGradientWrittenInsteadOfAccumulated) {

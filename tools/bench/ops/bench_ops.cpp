@@ -53,13 +53,19 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--filter" && has_value) o.filter = argv[++i];
-    else if (a == "--backend" && has_value) o.backend = argv[++i];
-    else if (a == "--reps" && has_value) o.reps = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--threads" && has_value) o.threads = std::atoi(argv[++i]);
+    if (a == "--filter" && has_value)
+      o.filter = argv[++i];
+    else if (a == "--backend" && has_value)
+      o.backend = argv[++i];
+    else if (a == "--reps" && has_value)
+      o.reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--threads" && has_value)
+      o.threads = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "bench_ops: unknown argument '%s'\nusage: bench_ops [--filter REGEX] "
-                           "[--backend cpu|cuda|all] [--reps N] [--threads N]\n", a.c_str());
+      std::fprintf(stderr,
+                   "bench_ops: unknown argument '%s'\nusage: bench_ops [--filter REGEX] "
+                   "[--backend cpu|cuda|all] [--reps N] [--threads N]\n",
+                   a.c_str());
       std::exit(2);
     }
   }
@@ -101,8 +107,8 @@ int main(int argc, char** argv) {
         const Stat bwd = c->backward ? time_step(c->backward, call, o.reps) : Stat{};
         std::printf("%-6s %-72s %-5s %10.4f %7.2f %10.4f %7.2f %7zu\n", kind.c_str(), c->name.substr(0, 72).c_str(),
                     std::string(dtype_name(x)).c_str(), fwd.median_ms, fwd.spread, bwd.median_ms, bwd.spread, wrong);
-        json += cat(json.back() == '[' ? "" : ",", "{\"backend\":\"", kind, "\",\"case\":\"", c->name, "\",\"dtype\":\"",
-                    dtype_name(x), "\",\"fwd_ms\":", fwd.median_ms, ",\"bwd_ms\":", bwd.median_ms,
+        json += cat(json.back() == '[' ? "" : ",", "{\"backend\":\"", kind, "\",\"case\":\"", c->name,
+                    "\",\"dtype\":\"", dtype_name(x), "\",\"fwd_ms\":", fwd.median_ms, ",\"bwd_ms\":", bwd.median_ms,
                     ",\"wrong\":", wrong, "}");
       }
     }
