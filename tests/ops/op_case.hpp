@@ -17,10 +17,12 @@
 //                      c.be.rmsnorm_backward(c["dinp"], c["dweight"], c["dout"], c["x"], c["weight"], c["rstd"]); },
 //                    .fd = FiniteDiff{{{"out", "dout"}}, {{"dinp", "x"}, {"dweight", "weight"}}}});
 //
-// Give it shapes that are not multiples of the kernels' block sizes. Nothing else to edit: every driver
-// picks it up. A NEW BACKEND OP also needs its forwarding line in recording_backend.hpp (the build fails
-// until it has one) and a case that runs in CI (OpRegistry.EveryBackendOpHasACase fails until then).
-// A new op family: a cases_<family>.cpp, its line in registry.cpp and in tests/ops/CMakeLists.txt.
+// Defaults: f32, bf16 and f16; outputs within kXTol; the backward reads the reference's forward results;
+// run on every backend. Give it shapes that are not multiples of the kernels' block sizes. Nothing else
+// to edit: every driver picks it up. A NEW BACKEND OP also needs its forwarding line in
+// recording_backend.hpp (the build fails until it has one) and a case that runs in CI
+// (OpRegistry.EveryBackendOpHasACaseThatRunsInCi fails until then). A new family: cases_<family>.cpp,
+// and its line in registry.cpp and tests/ops/CMakeLists.txt.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +37,10 @@
 
 namespace zt::backend::ops {
 
-// An argument's storage: X is the compute dtype the case runs in (the CPU reference holds X's values,
-// rounded to X, in f32, as backend.hpp's precision rules make it the reference in every precision).
+// An argument's storage: X is the compute dtype the case runs in (the CPU reference holds X's values
+// in f32: backend.hpp's precision rules make it the reference in every precision).
 enum class Kind { kX, kF32, kBF16, kF16, kI32 };
+DType storage_dtype(Kind k, DType x);  // a kind's dtype when the case runs in x
 
 enum class Role {
   kIn,     // read only
@@ -140,9 +143,8 @@ struct Call {
 };
 using Step = std::function<void(Call&)>;
 
-// The backward checked by central differences on the CPU in f32: L = sum over the (output, cotangent)
-// pairs of <output, cotangent>; each (gradient, input) pair's gradient must be dL/d(input) (less its
-// starting value for a kGrad argument). Run on cases small enough (runner.hpp's kFdMaxElements).
+// The backward against central differences on the CPU in f32 (cases under runner.hpp's kFdMaxElements):
+// L = sum of <output, cotangent>; each gradient must be dL/d(input) (less its start for a kGrad one).
 struct FiniteDiff {
   std::vector<std::pair<std::string, std::string>> loss;
   std::vector<std::pair<std::string, std::string>> grads;
@@ -194,7 +196,5 @@ struct Refusal {
   DType x = DType::kBF16;
   std::string names;
 };
-
-DType storage_dtype(Kind k, DType x);
 
 }  // namespace zt::backend::ops
