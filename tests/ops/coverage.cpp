@@ -13,8 +13,8 @@ std::set<std::string> interface_ops(const std::string& header_text) {
   const std::size_t begin = text.find("class Backend {");
   ZT_CHECK(begin != std::string::npos, "backend.hpp: no 'class Backend {' found");
   const std::string body = text.substr(begin, text.find("\n};", begin) - begin);
-  // virtual <return type> <name>(<parameters>) [const] = 0;  (no ';', '{' or '}' inside)
-  const std::regex pure(R"(virtual\s[^;{}]*?\b(\w+)\s*\([^;{}]*\)\s*(const\s*)?=\s*0\s*;)");
+  // virtual <return type> <name>(<parameters>) [const] = 0;  or ... { <default body>
+  const std::regex pure(R"(virtual\s[^;{}]*?\b(\w+)\s*\([^;{}]*\)\s*(const\s*)?(=\s*0\s*;|\{))");
   std::set<std::string> ops;
   for (auto it = std::sregex_iterator(body.begin(), body.end(), pure); it != std::sregex_iterator(); ++it)
     if (!kMemoryMethods.count((*it)[1].str())) ops.insert((*it)[1].str());

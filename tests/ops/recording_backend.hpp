@@ -1,7 +1,8 @@
 // A Backend decorator that records the name of every op called and forwards it to an inner backend (or,
-// dry, only records it). It overrides every op of backend.hpp, so a new op does not compile here until
-// it has its line: the coverage test (OpRegistry.EveryBackendOpHasACase) then sees whether a case calls
-// it. Memory calls always go to the inner backend. The driver's own tests derive from it to break ops.
+// dry, only records it). It overrides every op of backend.hpp: a new pure virtual op does not compile
+// here until it has its line, and a new op with a default body is never recorded until it has one, so
+// the coverage test (OpRegistry.EveryBackendOpHasACaseThatRunsInCi) fails either way. Memory calls
+// always go to the inner backend. The driver's own tests derive from it to break ops.
 #pragma once
 
 #include <set>
