@@ -1,6 +1,6 @@
-// The CUDA-vs-CPU op comparison harness (ggml test-backend-ops style): the same host values go to both
-// backends, the CUDA op runs in each precision, the CPU reference in fp32 on the values rounded to that
-// precision, and outputs are compared by normalised error ||got - want|| / ||want||.
+// A fixture with both backends for GPU gtests (test_cuda_memory) and helpers for a hand-written CUDA-vs-CPU
+// comparison. New op comparisons are op cases instead (tests/ops/op_case.hpp: one entry, run by one
+// driver on every backend); a plain gtest written here is folded into the registry when it merges.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.hpp"
 #include "backend/backend.hpp"
 #include "backend/half.hpp"
 

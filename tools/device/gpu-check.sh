@@ -2,10 +2,10 @@
 # One device call that builds ztrain with the CUDA backend on the lent GPU and runs the GPU tests
 # (ctest -L gpu), printing the elapsed time of each phase. Run ON the device from the repository root,
 # after tools/device/prepare.sh on the development machine, with carry [".devdeps", ".peers"]:
-#   tools/device/gpu-check.sh [--prebuilt] [--sanitize] [CTEST_ARGS...]   e.g. -R CudaOps -j8
+#   tools/device/gpu-check.sh [--prebuilt] [--sanitize] [CTEST_ARGS...]   e.g. -R cuda: -j8
 #   --prebuilt  no nvcc there: use the build packed here by tools/device/pack-build.sh (carry .devbuild too)
-#   --sanitize  after ctest: each gpu test binary under compute-sanitizer memcheck, and the attention and
-#               Llama-op binaries under racecheck
+#   --sanitize  after ctest: each gpu test binary under compute-sanitizer memcheck, and a few op cases
+#               (the attention and Llama ones) under racecheck
 # Everything printed also goes to $OUT/gpu-check.log, the build's output to $OUT/gpu-check-build.log, and
 # ctest's output and its LastTest.log to $OUT/gpu-check-logs.tar.gz (3 of the 8 files the device returns). ZT_DEVICE_BUDGET_S (default 570)
 # is the wall time it plans within: ctest gets what the build left of it, so the summary prints before
@@ -74,22 +74,25 @@ use_prebuilt() {
 # only in the python wheels on the device: their lib folders are added when the toolkit lacks them).
 libraries_found() {
   local missing
-  missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* 2>&1 | awk '/not found/ {print $1}' | sort -u)
+  missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* "$build_dir"/tests/test_op_cases_cuda 2>&1 |
+    awk '/not found/ {print $1}' | sort -u)
   if [ -n "$missing" ]; then
     local dir
     for dir in $(python3 -c 'import glob, site; print(" ".join(sorted(set(p.rsplit("/", 1)[0] for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/*/lib/lib*.so*")))))' 2>/dev/null); do
       LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH
     done
     export LD_LIBRARY_PATH
-    missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* 2>&1 | awk '/not found/ {print $1}' | sort -u)
+    missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* "$build_dir"/tests/test_op_cases_cuda 2>&1 |
+      awk '/not found/ {print $1}' | sort -u)
   fi
   [ -z "$missing" ] && return 0
   echo "gpu-check: shared libraries not found: $missing"
   return 1
 }
-# start_sanitizers: after ctest, each gpu test binary under compute-sanitizer's memcheck and the
-# attention and Llama-op binaries (the kernels with shared-memory tiles) under racecheck, all side by
-# side, each for at most ZT_MEMCHECK_S (240) s; racecheck on the cases ZT_RACECHECK_FILTER names. The
+# start_sanitizers: after ctest, each gpu test binary under compute-sanitizer's memcheck and a few op
+# cases of the kernels with shared-memory tiles (attention, the Llama ops) under racecheck, all side by
+# side, each for at most ZT_MEMCHECK_S (240) s; racecheck on the op cases ZT_RACECHECK_CASES names (a
+# regex over "<case> [<dtype>]", tests/ops/test_op_cases.cpp's ZT_OP_CASE_FILTER). The
 # free-memory check is left out: the sanitizer's own device allocations, and the other binaries',
 # change what it reads. Logs in $work/<tool>-*.log.
 sanitizer_pids=()
@@ -97,13 +100,14 @@ start_sanitizers() {
   local t limit_s=$((budget_s - (SECONDS - start_s) - 20))
   [ "$limit_s" -gt "${ZT_MEMCHECK_S:-240}" ] && limit_s=${ZT_MEMCHECK_S:-240}
   command -v compute-sanitizer >/dev/null || PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
-  for t in "$build_dir"/tests/test_cuda_*; do
+  for t in "$build_dir"/tests/test_cuda_* "$build_dir"/tests/test_op_cases_cuda; do
     sanitize memcheck "$t" "$limit_s" -CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations --leak-check no
   done
   # racecheck ran ~40 s per attention case on the H200 (2026-11-27): a few bf16 cases, not the binary.
-  sanitize racecheck "$build_dir"/tests/test_cuda_attention "$limit_s" \
-    "${ZT_RACECHECK_FILTER:-*AroundThe128RowBlock/bf16}"
-  sanitize racecheck "$build_dir"/tests/test_cuda_llama_ops "$limit_s" "*EveryCaseMatchesTheCpuBackend*"
+  local cases='^(attention B=(1 T=129 NH=2 |2 T=200 NH=4 NKV=1 |1 T=65 NH=8 NKV=4 )|rmsnorm|add_rmsnorm|rope|swiglu|embedding.*no wpe).*\[bf16\]$'
+  export ZT_OP_CASE_FILTER=${ZT_RACECHECK_CASES:-$cases}  # read by the op cases' driver
+  sanitize racecheck "$build_dir"/tests/test_op_cases_cuda "$limit_s" "*EveryCaseMatchesTheCpuReference*"
+  unset ZT_OP_CASE_FILTER
 }
 sanitize() {  # sanitize TOOL BINARY LIMIT_S GTEST_FILTER [TOOL_ARGS...]: in the background
   local tool=$1 t=$2 limit_s=$3 filter=$4 log="$work/$1-${2##*/}.log"

@@ -13,8 +13,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${ZT_BUILD_DIR:-$root/build}
 dst=$root/.devbuild
 git -C "$root" check-ignore -q .devbuild/x || { echo "pack-build.sh: .devbuild/ is not ignored by git" >&2; exit 1; }
-[ -x "$build/tests/test_cuda_ops" ] || {
-  echo "pack-build.sh: $build/tests/test_cuda_ops is missing: build with the CUDA backend first (tools/build.sh)" >&2
+[ -x "$build/tests/test_op_cases_cuda" ] || {
+  echo "pack-build.sh: $build/tests/test_op_cases_cuda is missing: build with the CUDA backend first (tools/build.sh)" >&2
   exit 1
 }
 cmake --build "$build" -j "$(nproc)" >/dev/null
@@ -22,8 +22,8 @@ cmake --build "$build" -j "$(nproc)" >/dev/null
 rm -rf "$dst" && mkdir -p "$dst"
 stage=$(mktemp -d "${TMPDIR:-/tmp}/pack-build.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-programs=(bin/ztrain bin/zckpt bin/ztok tests/make_test_shards tests/test_nccl_communicator bench/bench_attention
-          bench/bench_tp)
+programs=(bin/ztrain bin/zckpt bin/ztok tests/make_test_shards tests/test_nccl_communicator tests/test_op_cases_cuda
+          bench/bench_attention bench/bench_tp bench/bench_ops)
 for t in "$build"/tests/test_cuda_*; do programs+=("tests/${t##*/}"); done
 for p in "${programs[@]}"; do
   mkdir -p "$stage/$(dirname "$p")"

@@ -1,11 +1,9 @@
 // Helpers for the CPU op tests: tensors filled from seeded host data (f32, or bf16/f16 holding values
-// rounded to that dtype), finite differences of a scalar objective in double, and the normalised error
-// used everywhere (||got - want|| / ||want||).
+// rounded to that dtype), and the normalised error used everywhere (||got - want|| / ||want||).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -117,26 +115,5 @@ inline double norm_error(const Tensor& got, const Tensor& want) {
   std::vector<float> w = values(want);
   return norm_error(got, std::vector<double>(w.begin(), w.end()));
 }
-
-// Central differences dL/dx_i = (L(x + eps e_i) - L(x - eps e_i)) / (2 eps) for every element of x,
-// where objective() recomputes the forward from the current contents of x.
-inline std::vector<double> numeric_grad(const Tensor& x, const std::function<double()>& objective,
-                                        float eps = 1e-2f) {
-  float* p = x.f32("test");
-  std::vector<double> grad(x.numel());
-  for (std::int64_t i = 0; i < x.numel(); ++i) {
-    const float keep = p[i], hi = keep + eps, lo = keep - eps;  // the step actually taken in fp32
-    p[i] = hi;
-    const double up = objective();
-    p[i] = lo;
-    const double down = objective();
-    p[i] = keep;
-    grad[i] = (up - down) / (static_cast<double>(hi) - static_cast<double>(lo));
-  }
-  return grad;
-}
-
-// Finite differences in fp32 carry ~1e-4 relative noise at eps=1e-2; a wrong formula is off by O(1).
-constexpr double kFdTolerance = 2e-3;
 
 }  // namespace zt::backend::test

@@ -1,6 +1,7 @@
-// Llama's CPU ops in fp32: RMSNorm and SwiGLU against double loops and finite differences, RoPE against a
-// hand rotation (and its backward as the transpose), HF's inverse frequencies with llama3 scaling, and
-// grouped-query attention against multi-head attention over repeated K/V heads (HF's repeat_kv).
+// Llama's CPU ops in fp32: RMSNorm and SwiGLU against double loops, RoPE against a hand rotation (and its
+// backward as the transpose), HF's inverse frequencies with llama3 scaling, and grouped-query attention
+// against multi-head attention over repeated K/V heads (HF's repeat_kv). Their backward against finite
+// differences is an op case (tests/ops/cases_norm.cpp, cases_activation.cpp, cases_attention.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,25 +29,6 @@ TEST(RmsNorm, ForwardMatchesADoubleLoopAndKeepsRstd) {
   EXPECT_LT(norm_error(rstd, want_r), 1e-6);
 }
 
-TEST(RmsNorm, BackwardMatchesFiniteDifferencesAndAccumulatesDweight) {
-  auto be = make_cpu_backend(3);
-  Tensors ts(*be);
-  const std::int64_t N = 4, C = 19;
-  Tensor x = ts.randn({N, C}, 1), w = ts.randn({C}, 2), y = ts.zeros({N, C}), rstd = ts.zeros({N});
-  Tensor R = ts.randn({N, C}, 3);
-  auto objective = [&] {
-    be->rmsnorm_forward(y, rstd, x, w, 1e-5f);
-    return dot(y, R);
-  };
-  objective();
-  Tensor dx = ts.filled({N, C}, nan()), dw = ts.filled({C}, 0.5f);
-  be->rmsnorm_backward(dx, dw, R, x, w, rstd);
-  EXPECT_LT(norm_error(dx, numeric_grad(x, objective)), kFdTolerance);
-  std::vector<double> want_dw = numeric_grad(w, objective);
-  for (double& g : want_dw) g += 0.5;  // += onto what was there
-  EXPECT_LT(norm_error(dw, want_dw), kFdTolerance);
-}
-
 TEST(SwiGlu, ForwardIsSiluOfGateTimesUp) {
   auto be = make_cpu_backend(2);
   Tensors ts(*be);
@@ -60,20 +42,6 @@ TEST(SwiGlu, ForwardIsSiluOfGateTimesUp) {
       want[n * F + j] = g / (1 + std::exp(-g)) * u;
     }
   EXPECT_LT(norm_error(out, want), 1e-6);
-}
-
-TEST(SwiGlu, BackwardMatchesFiniteDifferences) {
-  auto be = make_cpu_backend(2);
-  Tensors ts(*be);
-  const std::int64_t N = 3, F = 11;
-  Tensor inp = ts.randn({N, 2 * F}, 1, 2.0f), out = ts.zeros({N, F}), R = ts.randn({N, F}, 2);
-  auto objective = [&] {
-    be->swiglu_forward(out, inp);
-    return dot(out, R);
-  };
-  Tensor dinp = ts.filled({N, 2 * F}, nan());
-  be->swiglu_backward(dinp, inp, R);
-  EXPECT_LT(norm_error(dinp, numeric_grad(inp, objective)), kFdTolerance);
 }
 
 Tensor inv_freq_tensor(Tensors& ts, const std::vector<float>& f) {
@@ -195,21 +163,6 @@ TEST(GroupedQueryAttention, EqualsMultiHeadAttentionOverRepeatedKvHeads) {
     }
     EXPECT_LT(norm_error(dqkv, want), 1e-6) << "NH=" << k.NH << " NKV=" << k.NKV;
   }
-}
-
-TEST(GroupedQueryAttention, BackwardMatchesFiniteDifferences) {
-  auto be = make_cpu_backend(2);
-  Tensors ts(*be);
-  const std::int64_t B = 1, T = 6, hs = 2, NH = 4, NKV = 2, C = NH * hs, W = C + 2 * NKV * hs;
-  Tensor qkv = ts.randn({B, T, W}, 1), out = ts.zeros({B, T, C}), lse = ts.zeros({B, NH, T}), R = ts.randn({B, T, C}, 2);
-  auto objective = [&] {
-    be->attention_forward(out, lse, qkv, NH);
-    return dot(out, R);
-  };
-  objective();
-  Tensor dqkv = ts.filled({B, T, W}, nan());
-  be->attention_backward(dqkv, R, qkv, out, lse, NH);
-  EXPECT_LT(norm_error(dqkv, numeric_grad(qkv, objective)), kFdTolerance);
 }
 
 TEST(GroupedQueryAttention, KvHeadsThatDoNotDivideHeadsAreRefused) {

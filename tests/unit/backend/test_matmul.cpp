@@ -1,5 +1,6 @@
-// Matmul (+bias) on the CPU backend in both weight layouts: backward against finite differences, the
-// gradient rule, and thread-split GEMMs (shapes past the serial threshold) against a double-precision loop.
+// Matmul (+bias) on the CPU backend in both weight layouts: the gradient rule, and thread-split GEMMs
+// (shapes past the serial threshold) against a double-precision loop. The backward against finite
+// differences is an op case (tests/ops/cases_matmul.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,27 +21,6 @@ float weight_at(const Tensor& w, WeightLayout layout, std::int64_t i, std::int64
 
 Tensor make_weight(Tensors& ts, WeightLayout layout, std::int64_t IC, std::int64_t OC, std::uint32_t seed) {
   return layout == WeightLayout::kInOut ? ts.randn({IC, OC}, seed) : ts.randn({OC, IC}, seed);
-}
-
-TEST(Matmul, BackwardMatchesFiniteDifferencesInBothLayouts) {
-  auto be = make_cpu_backend(3);
-  for (WeightLayout layout : kLayouts)
-    for (std::int64_t N : {1, 7}) {
-      Tensors ts(*be);
-      const std::int64_t IC = 5, OC = 3;
-      Tensor x = ts.randn({N, IC}, 1), w = make_weight(ts, layout, IC, OC, 2), b = ts.randn({OC}, 3);
-      Tensor y = ts.zeros({N, OC}), R = ts.randn({N, OC}, 4);
-      auto objective = [&] {
-        be->matmul_forward(y, x, w, b, layout);
-        return dot(y, R);
-      };
-      Tensor dx = ts.filled({N, IC}, nan()), dw = ts.zeros({w.dim(0), w.dim(1)}), db = ts.zeros({OC});
-      be->matmul_backward(dx, dw, db, R, x, w, layout);
-      const char* name = layout == WeightLayout::kInOut ? "kInOut" : "kOutIn";
-      EXPECT_LT(norm_error(dx, numeric_grad(x, objective)), kFdTolerance) << name << " N=" << N;
-      EXPECT_LT(norm_error(dw, numeric_grad(w, objective)), kFdTolerance) << name << " N=" << N;
-      EXPECT_LT(norm_error(db, numeric_grad(b, objective)), kFdTolerance) << name << " N=" << N;
-    }
 }
 
 TEST(Matmul, ParameterGradsAccumulateAndEmptyOutputsAreSkipped) {

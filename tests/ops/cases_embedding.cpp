@@ -1,0 +1,41 @@
+// Op cases: the token (+ position) embedding, forward and backward. Tokens come from a few values, so
+// rows of one token collide in dwte's scatter; dwte and dwpe are f32 sums of identical inputs in the
+// CPU's order (rows sorted by token, the batch in order), so the device gives the same values.
+#include "tests/ops/registry.hpp"
+
+namespace zt::backend::ops {
+namespace {
+
+// tokens [B,T] from `tokens`, wte [Vp,C], wpe [maxT,C] (none when maxT is 0: Llama).
+OpCase embedding(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t Vp, std::int64_t maxT, Values tokens) {
+  const bool pos = maxT > 0;
+  OpCase c{
+      .name = cat("embedding B=", B, " T=", T, " C=", C, " Vp=", Vp, pos ? cat(" maxT=", maxT) : " no wpe"),
+      .args = {ids("tokens", {B, T}, std::move(tokens)), in("wte", {Vp, C}, normal(2)), out("out", {B, T, C}),
+               in("dout", {B, T, C}, normal(4)), grad("dwte", {Vp, C}, normal(5)).matching(Match::kExact)},
+      .forward = [pos](Call& c) { c.be.embedding_forward(c["out"], c["tokens"], c["wte"], pos ? c["wpe"] : Tensor()); },
+      .backward =
+          [pos](Call& c) { c.be.embedding_backward(c["dwte"], pos ? c["dwpe"] : Tensor(), c["dout"], c["tokens"]); },
+      .fd = FiniteDiff{{{"out", "dout"}}, {{"dwte", "wte"}}}};
+  if (pos) {
+    c.args.push_back(in("wpe", {maxT, C}, normal(3)));
+    c.args.push_back(grad("dwpe", {maxT, C}, normal(6)).matching(Match::kExact));
+    c.fd->grads.push_back({"dwpe", "wpe"});
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<OpCase> embedding_cases() {
+  std::vector<OpCase> cases;
+  cases.push_back(embedding(3, 7, 96, 128, 16, uniform_ints(1, 9)));  // GPT-2's, C not a power of 2
+  cases.push_back(embedding(3, 70, 96, 128, 0, uniform_ints(1, 9)));  // Llama's: no position table
+  // Repeated tokens (3 and 5 three times): the scatter adds. Finite differences, on the CPU.
+  OpCase small = embedding(2, 7, 5, 11, 9, given({3, 3, 0, 10, 7, 3, 1, 2, 2, 9, 0, 5, 5, 4}));
+  small.where = Where::kCpuOnly;
+  cases.push_back(std::move(small));
+  return cases;
+}
+
+}  // namespace zt::backend::ops
