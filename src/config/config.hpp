@@ -59,6 +59,7 @@ struct TrainConfig {
   std::int64_t micro_batch = 4;    // sequences per rank per forward pass
   std::int64_t zero_stage = 0;
   Recompute recompute = Recompute::kNone;
+  std::int64_t loss_chunk = 0;  // vocabulary rows per chunk of the LM head's loss; 0 = auto
   Offload offload = Offload::kNone;
   std::int64_t threads = 0;
   double time_limit_min = 0;

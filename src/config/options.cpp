@@ -162,6 +162,7 @@ std::vector<Option> build_table() {
       opt("train.micro_batch", &C::train, &TrainConfig::micro_batch, "sequences per rank per forward pass", I64{1, kMaxBatch}),
       opt("train.zero_stage", &C::train, &TrainConfig::zero_stage, "ZeRO stage: 0 replicated, 1 optimizer state sharded, 2 +gradients, 3 +parameters", I64{0, 3}),
       opt("train.recompute", &C::train, &TrainConfig::recompute, "activation recomputation in the backward pass"),
+      opt("train.loss_chunk", &C::train, &TrainConfig::loss_chunk, "vocabulary rows per chunk of the LM head and its cross-entropy, so no [tokens x vocabulary] logits tensor is held; the backward recomputes each chunk's logits but the last (up to a third more head FLOPs). 0 = auto: one chunk while a rank holds at most 65536 vocabulary rows (no recompute), else 32768", I64{0, std::int64_t{1} << 24}),
       opt("train.offload", &C::train, &TrainConfig::offload, "keep the optimizer state and fp32 master weights in host memory"),
       opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", I64{0, kMaxThreads}),
       opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", at_least<double>(0)),

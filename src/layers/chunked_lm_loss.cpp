@@ -1,5 +1,5 @@
 // The LM head and cross-entropy in vocabulary chunks (chunked_lm_loss.hpp).
-#include "model/chunked_lm_loss.hpp"
+#include "layers/chunked_lm_loss.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 
 #include "backend/op_checks.hpp"
 #include "core/error.hpp"
-#include "model/lm_head.hpp"
+#include "layers/vocab_parallel.hpp"
 
-namespace zt::model {
+namespace zt::layers {
 
 using backend::Tensor;
 using backend::WeightLayout;
@@ -49,6 +49,13 @@ std::size_t ChunkedLmLoss::bytes(std::int64_t rows, std::int64_t channels, std::
 
 ChunkedLmLoss::ChunkedLmLoss(backend::Backend& be, std::int64_t chunk) : be_(be), chunk_(chunk) {
   ZT_CHECK_GT(chunk, 0, "ChunkedLmLoss: chunk=", chunk, " must be positive");
+}
+
+void ChunkedLmLoss::reserve(std::int64_t rows, std::int64_t channels, std::int64_t held, DType x) {
+  const std::int64_t width = std::min(chunk_, held), chunks = ceil_div(held, width);
+  bind(rows, chunks, width, x);
+  if (x != DType::kF32 && chunks > 1 && sum_buf_.bytes() == 0)
+    sum_buf_ = be_.allocate(static_cast<std::size_t>(rows * channels) * sizeof(float));
 }
 
 ChunkedLmLoss::Chunk ChunkedLmLoss::chunk_at(std::int64_t k) const {
@@ -193,11 +200,11 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
   if (dx.empty() && dweight.empty()) return;
   if (n_chunks_ == 1) return backward_whole(dx, dweight, x, weight, dloss);
   // d(x) summed over the chunks in fp32, rounded to X once at the end (dx itself when X is f32).
-  backend::Buffer sum_buf;
   Tensor sum = dx;
   if (!dx.empty() && dx.dtype != DType::kF32) {
-    sum_buf = be_.allocate(static_cast<std::size_t>(N * x.dim(-1)) * sizeof(float));
-    sum = Tensor(sum_buf.data(), DType::kF32, {N, x.dim(-1)});
+    const std::size_t bytes = static_cast<std::size_t>(N * x.dim(-1)) * sizeof(float);
+    if (sum_buf_.bytes() < bytes) sum_buf_.reset(), sum_buf_ = be_.allocate(bytes);
+    sum = Tensor(sum_buf_.data(), DType::kF32, {N, x.dim(-1)});
   }
   if (!sum.empty()) be_.fill_zero(sum);
   const Tensor lse(static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * N, DType::kF32, {N});
@@ -214,4 +221,4 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
   if (!dx.empty() && dx.dtype != DType::kF32) be_.cast(dx, sum);
 }
 
-}  // namespace zt::model
+}  // namespace zt::layers

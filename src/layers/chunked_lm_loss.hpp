@@ -2,7 +2,7 @@
 // each chunk's logits [N, Vc] are made, reduced to per-row statistics (max, sum of exp, target logit:
 // backend cross_entropy_slice_stats) and dropped; the rows' log-sum-exp comes from combining the chunks'
 // statistics (and, under tensor parallelism, the ranks', through a hook), which is the vocabulary-parallel
-// cross-entropy's algebra (tp/vocab_parallel.hpp) applied to chunks of one rank's rows. The backward
+// cross-entropy's algebra (vocab_parallel.hpp) applied to chunks of one rank's rows. The backward
 // recomputes each chunk's logits (but the last forward's), turns them into dlogits in place (backend
 // cross_entropy_slice_backward) and adds their products into d(input) and d(weight).
 //
@@ -24,7 +24,7 @@
 
 #include "backend/backend.hpp"
 
-namespace zt::model {
+namespace zt::layers {
 
 // train.loss_chunk = 0 (auto): the whole held vocabulary in one chunk up to kLossChunkAutoWhole rows
 // (GPT-2's 50,304, Llama 2's 32,000: the unchunked path, no recompute), otherwise chunks of
@@ -52,8 +52,12 @@ struct RowReduce {
 class ChunkedLmLoss {
  public:
   // chunk: vocabulary rows per chunk (loss_chunk_columns). Buffers come from `be` on the first forward
-  // and are kept (regrown when N grows).
+  // and are kept (regrown when N grows), or all at once from reserve().
   ChunkedLmLoss(backend::Backend& be, std::int64_t chunk);
+  // Allocates now what bytes() counts for these sizes, so that a model holds its loss's memory from the
+  // start (its activation bytes, as planned) and no pass allocates.
+  void reserve(std::int64_t rows, std::int64_t channels, std::int64_t held, DType x);
+  std::size_t held_bytes() const { return logits_buf_.bytes() + rows_buf_.bytes() + sum_buf_.bytes(); }
 
   // The backend bytes it holds at its peak (in backward) for N = rows, C = channels, Vs = held, chunk
   // rows a chunk and compute dtype x (the memory planner's figure; an upper bound, counting every chunk
@@ -101,6 +105,7 @@ class ChunkedLmLoss {
   std::int64_t chunk_;
   backend::Buffer logits_buf_;  // one chunk's logits [N, Vc] in X
   backend::Buffer rows_buf_;    // per chunk: target columns [n_c, N] i32, statistics [n_c, N, 3] f32; lse [N] f32
+  backend::Buffer sum_buf_;     // d(input)'s fp32 sum over the chunks [N, C] (16-bit X, several chunks)
   std::int64_t rows_ = 0;       // N of the latest forward
   bool ready_ = false;          // a forward's statistics and chunk are in place for one backward
   std::int64_t lo_ = 0, vocab_ = 0, held_ = 0, n_chunks_ = 0;
@@ -109,4 +114,4 @@ class ChunkedLmLoss {
   DType dtype_ = DType::kF32;
 };
 
-}  // namespace zt::model
+}  // namespace zt::layers

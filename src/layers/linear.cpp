@@ -63,4 +63,20 @@ void row_parallel_backward(const TpContext& ctx, Tensor dinp, Tensor dfull, Tens
   ctx.be.matmul_backward(dinp, dweight, dbias, ctx.sequence_parallel ? dfull : dout, inp, weight, layout);
 }
 
+void column_parallel_gelu_forward(const TpContext& ctx, Tensor act, Tensor pre, Tensor inp, Tensor full, Tensor weight,
+                                  Tensor bias, backend::WeightLayout layout) {
+  if (ctx.sequence_parallel) gather_rows(ctx, inp, full);
+  ctx.be.matmul_gelu_forward(act, pre, ctx.sequence_parallel ? full : inp, weight, bias, layout);
+}
+
+void row_parallel_dgelu_backward(const TpContext& ctx, Tensor dpre, Tensor dfull, Tensor dweight, Tensor dbias,
+                                 Tensor dbias_pre, Tensor dout, Tensor act, Tensor weight, Tensor pre,
+                                 backend::WeightLayout layout) {
+  if (ctx.sequence_parallel) gather_rows(ctx, dout, dfull);
+  const Tensor whole = ctx.sequence_parallel ? dfull : dout;
+  if (!dweight.empty() || !dbias.empty())
+    ctx.be.matmul_backward(Tensor(), dweight, dbias, whole, act, weight, layout);
+  ctx.be.matmul_dgelu_backward(dpre, dbias_pre, whole, weight, pre, layout);
+}
+
 }  // namespace zt::layers

@@ -57,6 +57,21 @@ void row_parallel_backward(const TpContext& ctx, backend::Tensor dinp, backend::
                            backend::Tensor dbias, backend::Tensor dout, backend::Tensor inp, backend::Tensor weight,
                            backend::WeightLayout layout);
 
+// GPT-2's MLP with its GELU fused into the GEMMs (backend.hpp's matmul_gelu_forward and
+// matmul_dgelu_backward): c_fc column-parallel with the GELU in its epilogue, pre and act its output
+// before and after the GELU ([N, OC/tp] each; inp and full as column_parallel_forward's) ...
+void column_parallel_gelu_forward(const TpContext& ctx, backend::Tensor act, backend::Tensor pre, backend::Tensor inp,
+                                  backend::Tensor full, backend::Tensor weight, backend::Tensor bias,
+                                  backend::WeightLayout layout);
+// ... and c_proj row-parallel backward straight to d(pre): its weight and bias gradients (+=), then
+// dpre [N, IC/tp] = (dout @ W^T) * gelu'(pre) (written) with c_fc's bias gradient dbias_pre += (this
+// rank's columns). dout and dfull as row_parallel_backward's; act is the GELU's output (c_proj's input).
+// c_fc's own backward then passes no dbias.
+void row_parallel_dgelu_backward(const TpContext& ctx, backend::Tensor dpre, backend::Tensor dfull,
+                                 backend::Tensor dweight, backend::Tensor dbias, backend::Tensor dbias_pre,
+                                 backend::Tensor dout, backend::Tensor act, backend::Tensor weight, backend::Tensor pre,
+                                 backend::WeightLayout layout);
+
 // The SP collectives on rows, also what the model's norm/residual regions use: all-gather of each rank's
 // block of rows into full [N, C]; reduce-scatter of full [N, C] (summed over the group) into the blocks.
 void gather_rows(const TpContext& ctx, backend::Tensor block, backend::Tensor full);

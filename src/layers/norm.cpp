@@ -14,12 +14,7 @@ NormStats Norm::carve_stats(backend::Carver& c, NormKind kind, std::int64_t rows
   return st;
 }
 
-NormScratch Norm::carve_scratch(backend::Carver& c, NormKind kind, std::int64_t rows, std::int64_t C) {
-  NormScratch s;
-  s.dnorm = c.stat({2 * C});
-  if (kind == NormKind::kLayerNorm) s.dtmp = c.take({rows, C});
-  return s;
-}
+NormScratch Norm::carve_scratch(backend::Carver& c, std::int64_t C) { return {c.stat({2 * C})}; }
 
 Tensor Norm::scratch_weight() const { return Tensor(scratch_.dnorm.data, DType::kF32, {C_}); }
 Tensor Norm::scratch_bias() const {
@@ -35,8 +30,7 @@ void Norm::forward(Tensor out, const NormStats& st, Tensor x, Tensor weight, Ten
 void Norm::add_forward(Tensor res, Tensor out, const NormStats& st, Tensor a, Tensor b, Tensor weight,
                        Tensor bias) const {
   if (kind_ == NormKind::kRmsNorm) return ctx_.be.add_rmsnorm_forward(res, out, st.rstd, a, b, weight, eps_);
-  ctx_.be.add(res, a, b);
-  forward(out, st, res, weight, bias);
+  ctx_.be.add_layernorm_forward(res, out, st.mean, st.rstd, a, b, weight, bias);
 }
 
 void Norm::reduce_scratch(Tensor dweight, Tensor dbias) {
@@ -59,13 +53,12 @@ void Norm::backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tens
 
 void Norm::backward_accumulate(Tensor dres, Tensor dweight, Tensor dbias, Tensor dout, Tensor x, Tensor weight,
                                const NormStats& st) {
-  if (kind_ == NormKind::kLayerNorm) {  // no fused op: the input gradient through the scratch
-    backward(scratch_.dtmp, dweight, dbias, dout, x, weight, st);
-    return ctx_.be.accumulate(dres, scratch_.dtmp);
-  }
   const bool own = direct(dweight);
   if (!own && !dweight.empty()) ctx_.be.fill_zero(scratch_.dnorm);
-  ctx_.be.rmsnorm_backward_accumulate(dres, own ? dweight : scratch_weight(), dout, x, weight, st.rstd);
+  const Tensor dw = own ? dweight : scratch_weight(), db = own ? dbias : scratch_bias();
+  if (kind_ == NormKind::kLayerNorm)
+    ctx_.be.layernorm_backward_accumulate(dres, dw, db, dout, x, weight, st.mean, st.rstd);
+  else ctx_.be.rmsnorm_backward_accumulate(dres, dw, dout, x, weight, st.rstd);
   if (!own) reduce_scratch(dweight, dbias);
 }
 

@@ -20,10 +20,9 @@ struct NormStats {
   backend::Tensor mean, rstd;  // [R] f32; mean empty for RMSNorm
 };
 
-// The norm's gradient scratch: the partial (SP) or dropped (frozen) weight | bias gradients [2C] f32,
-// and LayerNorm's input gradient [R, C] before it joins the residual stream (no fused op for it).
+// The norm's gradient scratch: the partial (SP) or dropped (frozen) weight | bias gradients [2C] f32.
 struct NormScratch {
-  backend::Tensor dnorm, dtmp;
+  backend::Tensor dnorm;
 };
 
 class Norm {
@@ -34,14 +33,13 @@ class Norm {
   // The statistics of `rows` rows (a block keeps them for backward; `shared`: the recompute mode rebuilds
   // them in one working set), and the norm's gradient scratch, carved from the model's arena.
   static NormStats carve_stats(backend::Carver& c, NormKind kind, std::int64_t rows, bool shared, NormStats& working);
-  static NormScratch carve_scratch(backend::Carver& c, NormKind kind, std::int64_t rows, std::int64_t C);
+  static NormScratch carve_scratch(backend::Carver& c, std::int64_t C);
   void set_scratch(const NormScratch& scratch) { scratch_ = scratch; }
 
   // out = norm(x) * weight (+ bias).
   void forward(backend::Tensor out, const NormStats& st, backend::Tensor x, backend::Tensor weight,
                backend::Tensor bias) const;
-  // res = a + b (the residual add, rounded to the compute dtype), then out = norm(res): one fused op
-  // where the backend has it (RMSNorm), the same values either way.
+  // res = a + b (the residual add, rounded to the compute dtype), then out = norm(res): one fused op.
   void add_forward(backend::Tensor res, backend::Tensor out, const NormStats& st, backend::Tensor a, backend::Tensor b,
                    backend::Tensor weight, backend::Tensor bias) const;
   // dinp = d norm (written); dweight, dbias += (partial sums reduced under SP; empty: frozen).

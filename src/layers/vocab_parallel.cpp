@@ -2,7 +2,6 @@
 #include "layers/vocab_parallel.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
@@ -98,75 +97,6 @@ std::vector<float> host_logits(const TpContext& ctx, Tensor logits, std::int64_t
   for (std::int64_t n = 0; n < N; ++n)  // rank q's block [N, Vs] holds ids q*Vs ...
     for (std::int64_t v = 0; v < vocab; ++v) out[n * vocab + v] = all[(v / Vs) * N * Vs + n * Vs + v % Vs];
   return out;
-}
-
-void VocabCrossEntropy::carve(backend::Carver& c, std::int64_t rows, int tp) {
-  targets_ = c.take_as(DType::kI32, {rows});
-  row_f32_ = c.stat({rows});
-  stats_ = tp > 1 ? c.stat({rows, 3}) : Tensor();
-}
-
-double VocabCrossEntropy::forward(const TpContext& ctx, Tensor logits, const std::int32_t* targets, std::int64_t lo,
-                                  std::int64_t vocab) {
-  const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
-  ZT_CHECK_EQ(N, targets_.numel(), "cross-entropy: logits rows differ from the carved buffers'");
-  real_ = static_cast<int>(std::clamp<std::int64_t>(vocab - lo, 0, Vs));  // columns that are real ids
-  rows_ = N;
-  return ctx.size() == 1 ? forward_whole(ctx, logits, targets) : forward_sliced(ctx, logits, targets, lo);
-}
-
-// tp = 1: the fused op on the device; only the N losses come back.
-double VocabCrossEntropy::forward_whole(const TpContext& ctx, Tensor logits, const std::int32_t* targets) {
-  ctx.be.copy_from_host(targets_.data, targets, targets_.bytes());
-  ctx.be.cross_entropy_forward(row_f32_, logits, targets_, real_);
-  std::vector<float> losses(static_cast<std::size_t>(rows_));
-  ctx.be.copy_to_host(losses.data(), row_f32_.data, row_f32_.bytes());
-  double sum = 0.0;
-  for (float x : losses) sum += x;
-  return sum;
-}
-
-// tp > 1: this slice's (max, sum of exp(l - max), target logit) per row on the device; 3N floats come
-// back, the group combines them in double, and the whole vocabulary's lse goes back for backward.
-double VocabCrossEntropy::forward_sliced(const TpContext& ctx, Tensor logits, const std::int32_t* targets,
-                                         std::int64_t lo) {
-  const std::int64_t N = rows_;
-  std::vector<std::int32_t> columns(static_cast<std::size_t>(N));
-  for (std::int64_t n = 0; n < N; ++n) {
-    const std::int64_t c = targets[n] - lo;
-    columns[n] = targets[n] == backend::kIgnoreTarget ? backend::kIgnoreTarget
-                 : c >= 0 && c < real_              ? static_cast<std::int32_t>(c)
-                                                    : backend::kTargetInOtherSlice;
-  }
-  ctx.be.copy_from_host(targets_.data, columns.data(), columns.size() * sizeof(std::int32_t));
-  ctx.be.cross_entropy_slice_stats(stats_, logits, targets_, real_);
-  std::vector<float> stats(static_cast<std::size_t>(3 * N));
-  ctx.be.copy_to_host(stats.data(), stats_.data, stats.size() * sizeof(float));
-  std::vector<double> max(static_cast<std::size_t>(N));
-  for (std::int64_t n = 0; n < N; ++n) max[n] = stats[3 * n];
-  ctx.group->all_reduce_values(max, dist::ReduceOp::kMax);
-  std::vector<double> sums(static_cast<std::size_t>(2 * N), 0.0);  // [sum exp(l - M) | target logit]
-  for (std::int64_t n = 0; n < N; ++n) {
-    if (real_ > 0) sums[n] = stats[3 * n + 1] * std::exp(stats[3 * n] - max[n]);
-    sums[N + n] = stats[3 * n + 2];
-  }
-  ctx.group->all_reduce_values(sums, dist::ReduceOp::kSum);
-  std::vector<float> lse(static_cast<std::size_t>(N));
-  double sum = 0.0;
-  for (std::int64_t n = 0; n < N; ++n) {
-    const double row_lse = max[n] + std::log(sums[n]);
-    lse[n] = static_cast<float>(row_lse);
-    if (targets[n] != backend::kIgnoreTarget) sum += static_cast<float>(row_lse - sums[N + n]);  // mask
-  }
-  ctx.be.copy_from_host(row_f32_.data, lse.data(), lse.size() * sizeof(float));
-  return sum;
-}
-
-void VocabCrossEntropy::backward(const TpContext& ctx, Tensor dlogits, Tensor logits, float dloss) {
-  const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
-  ZT_CHECK_EQ(N, rows_, "cross-entropy: backward without forward");
-  if (ctx.size() == 1) return ctx.be.cross_entropy_backward(dlogits, logits, targets_, dloss, real_);
-  ctx.be.cross_entropy_slice_backward(dlogits, logits, targets_, row_f32_, dloss, real_);
 }
 
 }  // namespace zt::layers

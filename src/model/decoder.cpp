@@ -21,6 +21,7 @@ Geometry Geometry::of(const GptShape& shape, const ModelOptions& o, int tp) {
   g.first = o.stage.first_block, g.end = o.stage.end(shape.n_layer);
   g.embeds = o.stage.has_embedding(), g.has_head = o.stage.has_head(shape.n_layer);
   g.vocab_rows = tp == 1 ? shape.padded_vocab : vocab_shard_rows(shape, tp);
+  g.loss_chunk = layers::loss_chunk_columns(g.vocab_rows, o.loss_chunk);
   return g;
 }
 
@@ -69,7 +70,8 @@ layers::BeforeReduce DecoderEnv::lora_backward(BlockMatmul m, const Tensor& x, c
 Decoder::Decoder(backend::Backend& backend, const ParamTable& table, const ModelOptions& options)
     : be_(backend), table_(table), g_(Geometry::of(table.shape(), options, options.tp())),
       norm_kind_(family_of(table.shape().arch).norm), positions_(family_of(table.shape().arch).learned_positions),
-      env_(backend, table, g_, options, norm_kind_), block_(family_of(table.shape().arch).make_block(g_)) {
+      env_(backend, table, g_, options, norm_kind_), block_(family_of(table.shape().arch).make_block(g_)),
+      loss_(backend, g_.loss_chunk) {
   const GptShape& s = g_.s;
   ZT_CHECK_GT(g_.B, 0, "model: micro_batch must be positive");
   ZT_CHECK(g_.dtype == DType::kF32 || g_.dtype == DType::kBF16 || g_.dtype == DType::kF16,
@@ -93,6 +95,12 @@ Decoder::Decoder(backend::Backend& backend, const ParamTable& table, const Model
   env_.proj = t_.proj, env_.dres = t_.dres, env_.dln = t_.dln, env_.full = t_.full, env_.dfull = t_.dfull;
   env_.norm.set_scratch(t_.norm);
   block_->bind(env_);
+  if (g_.has_head) loss_.reserve(g_.N, s.n_embd, g_.vocab_rows, g_.dtype);
+  if (g_.tp > 1) {
+    dist::Communicator* group = options.tp_group;
+    row_reduce_ = {[group](std::span<double> v) { group->all_reduce_values(v, dist::ReduceOp::kMax); },
+                   [group](std::span<double> v) { group->all_reduce_values(v, dist::ReduceOp::kSum); }};
+  }
 }
 
 std::size_t Decoder::activation_bytes(const GptShape& shape, const ModelOptions& options, int tp) {
@@ -102,7 +110,8 @@ std::size_t Decoder::activation_bytes(const GptShape& shape, const ModelOptions&
   backend::Carver count{nullptr, g.dtype};
   DecoderTensors counted;
   carve(count, g, f.norm, *blocks, counted);
-  return count.used;
+  const std::size_t loss = g.has_head ? layers::ChunkedLmLoss::bytes(g.N, shape.n_embd, g.vocab_rows, g.loss_chunk, g.dtype) : 0;
+  return count.used + loss;
 }
 
 void Decoder::carve(backend::Carver& c, const Geometry& g, layers::NormKind norm, Block& blocks, DecoderTensors& t) {
@@ -114,12 +123,10 @@ void Decoder::carve(backend::Carver& c, const Geometry& g, layers::NormKind norm
     t.lnf = c.take({g.R, C});
     layers::NormStats unused;
     t.lnf_stats = layers::Norm::carve_stats(c, norm, g.R, false, unused);
-    t.logits = c.take({g.N, g.vocab_rows});
-    t.loss.carve(c, g.N, g.tp);
   }
   t.proj = c.take({g.R, C}), t.dres = c.take({g.R, C}), t.dln = c.take({g.R, C});
   if (g.sp) t.full = c.take({g.N, C}), t.dfull = c.take({g.N, C});
-  t.norm = layers::Norm::carve_scratch(c, norm, g.R, C);
+  t.norm = layers::Norm::carve_scratch(c, C);
 }
 
 void Decoder::set_lora(Lora* lora) {
@@ -155,8 +162,9 @@ void Decoder::embed(const std::int32_t* tokens, ParamSource& params) {
   params.release(0);
 }
 
-// The final norm, then the LM head over this rank's vocabulary rows (tied: unit 0 again).
-void Decoder::head_forward(ParamSource& params) {
+// The final norm, then the LM head over this rank's vocabulary rows (tied: unit 0 again): its loss, or
+// (without targets) its logits.
+void Decoder::head_forward(ParamSource& params, const std::int32_t* targets) {
   const int last = g_.s.n_layer + 1;
   Tensor fin = params.unit(last);
   env_.norm.forward(t_.lnf, t_.lnf_stats, block_->output(g_.end - 1), final_norm(fin, 0), final_norm(fin, 1));
@@ -164,13 +172,34 @@ void Decoder::head_forward(ParamSource& params) {
     params.release(last);
     fin = params.unit(0);
   }
-  layers::column_parallel_forward(env_.ctx, t_.logits, t_.lnf, env_.whole(t_.lnf), head(fin), Tensor(), WeightLayout::kOutIn);
+  if (targets) loss_forward(head(fin), targets);
+  else logits_forward(head(fin));
   params.release(head_unit());
+}
+
+// The per-row losses over this rank's vocabulary rows, combined over the TP group (every rank's sum is
+// the same), added on the host in row order. Under SP the head reads every row: lnf gathered.
+void Decoder::loss_forward(const Tensor& head_weight, const std::int32_t* targets) {
+  const std::int64_t lo = g_.tp > 1 ? env_.ctx.rank() * g_.vocab_rows : 0;  // this rank's first vocabulary id
+  const std::vector<float> losses = loss_.forward(env_.gathered(t_.lnf), head_weight, targets, lo, g_.s.vocab_size,
+                                                  g_.tp > 1 ? &row_reduce_ : nullptr);
+  loss_sum_ = 0.0;
+  for (float x : losses) loss_sum_ += x;
+}
+
+// The whole logits on the host (sampling and tests): this rank's [N, vocab_rows] in a buffer of its own
+// for the call (no step holds it), gathered from the group.
+void Decoder::logits_forward(const Tensor& head_weight) {
+  backend::Buffer buffer = be_.allocate(static_cast<std::size_t>(g_.N * g_.vocab_rows) * dtype_size(g_.dtype));
+  const Tensor logits = buffer.view(g_.dtype, {g_.N, g_.vocab_rows});
+  layers::column_parallel_forward(env_.ctx, logits, t_.lnf, env_.whole(t_.lnf), head_weight, Tensor(),
+                                  WeightLayout::kOutIn);
+  host_logits_ = layers::host_logits(env_.ctx, logits, g_.s.vocab_size);
 }
 
 // A pipeline stage runs its part: the embedding on the first (else its input is in t_.encoded, the
 // previous stage's output), its blocks, and the final norm and head on the last.
-void Decoder::run_forward(const std::int32_t* tokens, ParamSource& params) {
+void Decoder::run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
   if (g_.embeds) embed(tokens, params);
   for (int l = g_.first; l < g_.end; ++l) {
     if (env_.lora) env_.lora->begin_block(l, false);
@@ -178,44 +207,44 @@ void Decoder::run_forward(const std::int32_t* tokens, ParamSource& params) {
     params.release(1 + l);
     if (env_.lora) env_.lora->end_block(l, false);
   }
-  if (g_.has_head) head_forward(params);
+  if (g_.has_head) head_forward(params, targets);
 }
 
 double Decoder::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
   if (g_.has_head) layers::check_target_ids(targets, g_.N, g_.s.vocab_size);
-  run_forward(tokens, params);
-  const std::int64_t lo = g_.tp > 1 ? env_.ctx.rank() * g_.vocab_rows : 0;  // this rank's first vocabulary id
-  const double sum = g_.has_head ? t_.loss.forward(env_.ctx, t_.logits, targets, lo, g_.s.vocab_size) : 0.0;
+  run_forward(tokens, targets, params);
   ready_for_backward_ = true;
-  return sum;
+  return g_.has_head ? loss_sum_ : 0.0;
 }
 
 std::vector<float> Decoder::forward_logits(const std::int32_t* tokens, ParamSource& params) {
-  run_forward(tokens, params);
+  run_forward(tokens, nullptr, params);
   ready_for_backward_ = false;
-  return g_.has_head ? layers::host_logits(env_.ctx, t_.logits, g_.s.vocab_size) : std::vector<float>{};
+  return g_.has_head ? std::move(host_logits_) : std::vector<float>{};
 }
 
-// The loss, the LM head (tied: the token embedding's rows, a copy on a last stage without the embedding)
-// and the final norm, leaving d(last block's output) in env.dres.
+// The loss with the LM head (tied: the token embedding's rows, a copy on a last stage without the
+// embedding), then the final norm, leaving d(last block's output) in env.dres. The head is column-parallel
+// over the vocabulary: each rank's share of d(lnf) is summed over the group (reduce-scattered under SP).
 void Decoder::head_backward(ParamSource& params, GradSink& grads, float dloss) {
   const int last = g_.s.n_layer + 1;
-  t_.loss.backward(env_.ctx, t_.logits, t_.logits, dloss);  // dlogits in place
   Tensor w, g;
-  auto head_matmul_backward = [&] {
-    layers::column_parallel_backward(env_.ctx, env_.dln, env_.dfull, g.empty() ? Tensor() : head(g), Tensor(), t_.logits,
-                                     env_.gathered(t_.lnf), head(w), WeightLayout::kOutIn);
+  auto loss_backward = [&] {
+    const Tensor x = env_.gathered(t_.lnf);
+    loss_.backward(g_.sp ? env_.dfull : env_.dln, g.empty() ? Tensor() : head(g), x, head(w), dloss);
+    if (g_.sp) layers::reduce_scatter_rows(env_.ctx, env_.dfull, env_.dln);
+    else layers::all_reduce_sum(env_.ctx, env_.dln);
   };
   if (g_.s.tie_embeddings) {
     w = params.unit(0);  // separate statements: the ParamSource sees p before g, always
     g = grads.unit(0);
-    head_matmul_backward();
+    loss_backward();
     params.release(0);
     if (!g_.embeds) grads.unit_done(0);  // the last stage's copy of the embedding: final for this pass
   }
   w = params.unit(last);
   g = grads.unit(last);
-  if (!g_.s.tie_embeddings) head_matmul_backward();
+  if (!g_.s.tie_embeddings) loss_backward();
   env_.norm.backward(env_.dres, final_norm(g, 0), final_norm(g, 1), env_.dln, block_->output(g_.end - 1),
                      final_norm(w, 0), t_.lnf_stats);
   params.release(last);

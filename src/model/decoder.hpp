@@ -19,6 +19,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/carver.hpp"
+#include "layers/chunked_lm_loss.hpp"
 #include "layers/linear.hpp"
 #include "layers/norm.hpp"
 #include "layers/vocab_parallel.hpp"
@@ -38,6 +39,7 @@ struct Geometry {
   int first = 0, end = 0;            // this stage's blocks [first, end)
   bool embeds = false, has_head = false;
   std::int64_t vocab_rows = 0;       // the LM head's rows on this rank: Vp, or ceil(Vp / tp)
+  std::int64_t loss_chunk = 0;       // the LM head's loss in chunks of this many rows (loss_chunk_columns)
   static Geometry of(const GptShape& shape, const ModelOptions& options, int tp);
   bool keeps_all() const { return recompute == Recompute::kNone; }
   bool full_recompute() const { return recompute == Recompute::kFull; }
@@ -112,12 +114,12 @@ class Block {
   const Geometry& g_;
 };
 
-// The decoder's own tensors in its arena (the blocks carve theirs after `encoded`).
+// The decoder's own tensors in its arena (the blocks carve theirs after `encoded`; the LM head's loss
+// holds its chunk buffers itself).
 struct DecoderTensors {
   backend::Tensor ids, encoded;  // ids [B,T] i32: this rank's table rows of the tokens; encoded [R, C]
-  backend::Tensor lnf, logits;   // the final norm's output [R, C]; this rank's logits [N, vocab_rows]
+  backend::Tensor lnf;           // the final norm's output [R, C]
   layers::NormStats lnf_stats;
-  layers::VocabCrossEntropy loss;
   backend::Tensor proj, dres, dln, full, dfull;  // DecoderEnv's
   layers::NormScratch norm;
 };
@@ -140,7 +142,9 @@ class Decoder final : public Model {
   const ParamTable& table() const override { return table_; }
   int micro_batch() const override { return g_.B; }
   DType compute_dtype() const override { return g_.dtype; }
-  std::size_t activation_bytes() const override { return arena_.bytes() + env_.segments.bytes(); }
+  std::size_t activation_bytes() const override {
+    return arena_.bytes() + loss_.held_bytes() + env_.segments.bytes();
+  }
   static std::size_t activation_bytes(const GptShape& shape, const ModelOptions& options, int tp);
 
  private:
@@ -148,9 +152,12 @@ class Decoder final : public Model {
   // (a null-based carver only counts), so the plan is the allocation to the byte.
   static void carve(backend::Carver& c, const Geometry& g, layers::NormKind norm, Block& blocks, DecoderTensors& t);
   backend::Tensor block_input(int l) const { return l == g_.first ? t_.encoded : block_->output(l - 1); }
-  void run_forward(const std::int32_t* tokens, ParamSource& params);
+  // targets: the loss (its sum into loss_sum_); null: the logits (into host_logits_).
+  void run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params);
   void embed(const std::int32_t* tokens, ParamSource& params);
-  void head_forward(ParamSource& params);
+  void head_forward(ParamSource& params, const std::int32_t* targets);
+  void loss_forward(const backend::Tensor& head_weight, const std::int32_t* targets);
+  void logits_forward(const backend::Tensor& head_weight);
   void head_backward(ParamSource& params, GradSink& grads, float dloss);
   void blocks_backward(ParamSource& params, GradSink& grads);
   void recompute(int l, const backend::Tensor& w);
@@ -168,6 +175,10 @@ class Decoder final : public Model {
   std::unique_ptr<Block> block_;
   backend::Buffer arena_;
   DecoderTensors t_;
+  layers::ChunkedLmLoss loss_;
+  layers::RowReduce row_reduce_;  // tp > 1: the loss's row statistics over the TP group
+  double loss_sum_ = 0;
+  std::vector<float> host_logits_;
   bool ready_for_backward_ = false;
 };
 

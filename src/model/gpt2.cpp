@@ -56,9 +56,15 @@ void Gpt2Block::forward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w) 
   layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.atty, e.param(w, u, kAttnProjW),
                                e.param(w, u, kAttnProjB), kInOut, e.lora_forward(BlockMatmul::kAttnOut, s.atty));
   e.norm.add_forward(s.res2, s.ln2, s.ln2_stats, x, e.proj, e.param(w, u, kLn2W), e.param(w, u, kLn2B));
-  layers::column_parallel_forward(e.ctx, s.fch, s.ln2, e.whole(s.ln2), e.param(w, u, kFcW), e.param(w, u, kFcB), kInOut);
-  if (e.lora) e.lora->forward(BlockMatmul::kMlpUp, e.whole(s.ln2), s.fch);
-  e.be.gelu_forward(s.fch_gelu, s.fch);
+  if (fuses_gelu_forward(e)) {
+    layers::column_parallel_gelu_forward(e.ctx, s.fch_gelu, s.fch, s.ln2, e.whole(s.ln2), e.param(w, u, kFcW),
+                                         e.param(w, u, kFcB), kInOut);
+  } else {
+    layers::column_parallel_forward(e.ctx, s.fch, s.ln2, e.whole(s.ln2), e.param(w, u, kFcW), e.param(w, u, kFcB),
+                                    kInOut);
+    if (e.lora) e.lora->forward(BlockMatmul::kMlpUp, e.whole(s.ln2), s.fch);
+    e.be.gelu_forward(s.fch_gelu, s.fch);
+  }
   layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.fch_gelu, e.param(w, u, kFcProjW),
                                e.param(w, u, kFcProjB), kInOut, e.lora_forward(BlockMatmul::kMlpDown, s.fch_gelu));
   e.be.add(s.res3, s.res2, e.proj);
@@ -76,13 +82,20 @@ void Gpt2Block::backward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w,
   // d(attention output) [B,T,C/tp] lives in dln's [R, C] (it fits: R*C >= N*C/tp), free until the
   // q|k|v layer's backward writes dln.
   const Tensor datty(e.dln.data, g_.dtype, {g_.B, g_.T, std::int64_t{g_.s.n_embd} / g_.tp});
-  layers::row_parallel_backward(e.ctx, dfch, e.dfull, e.grad(g, u, kFcProjW), e.grad(g, u, kFcProjB), e.dres,
-                                s.fch_gelu, e.param(w, u, kFcProjW), kInOut);
-  if (e.lora) e.lora->backward(BlockMatmul::kMlpDown, s.fch_gelu, dout, dfch);
-  e.be.gelu_backward(dfch, s.fch, dfch);
+  const bool fused = fuses_gelu_backward(e);  // c_fc's bias gradient then comes with d(pre)
+  if (fused) {
+    layers::row_parallel_dgelu_backward(e.ctx, dfch, e.dfull, e.grad(g, u, kFcProjW), e.grad(g, u, kFcProjB),
+                                        e.grad(g, u, kFcB), e.dres, s.fch_gelu, e.param(w, u, kFcProjW), s.fch, kInOut);
+  } else {
+    layers::row_parallel_backward(e.ctx, dfch, e.dfull, e.grad(g, u, kFcProjW), e.grad(g, u, kFcProjB), e.dres,
+                                  s.fch_gelu, e.param(w, u, kFcProjW), kInOut);
+    if (e.lora) e.lora->backward(BlockMatmul::kMlpDown, s.fch_gelu, dout, dfch);
+    e.be.gelu_backward(dfch, s.fch, dfch);
+  }
   const Tensor ln2 = e.gathered(s.ln2);
-  layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.grad(g, u, kFcW), e.grad(g, u, kFcB), dfch, ln2,
-                                   e.param(w, u, kFcW), kInOut, e.lora_backward(BlockMatmul::kMlpUp, ln2, dfch));
+  layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.grad(g, u, kFcW), fused ? Tensor() : e.grad(g, u, kFcB),
+                                   dfch, ln2, e.param(w, u, kFcW), kInOut,
+                                   e.lora_backward(BlockMatmul::kMlpUp, ln2, dfch));
   e.norm.backward_accumulate(e.dres, e.grad(g, u, kLn2W), e.grad(g, u, kLn2B), e.dln, s.res2, e.param(w, u, kLn2W),
                              s.ln2_stats);
   layers::row_parallel_backward(e.ctx, datty, e.dfull, e.grad(g, u, kAttnProjW), e.grad(g, u, kAttnProjB), e.dres,
@@ -94,6 +107,18 @@ void Gpt2Block::backward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w,
                                    e.param(w, u, kAttnW), kInOut, e.lora_backward(BlockMatmul::kQkv, ln1, dqkv));
   e.norm.backward_accumulate(e.dres, e.grad(g, u, kLn1W), e.grad(g, u, kLn1B), e.dln, x, e.param(w, u, kLn1W),
                              s.ln1_stats);
+}
+
+// The GELU runs inside c_fc's GEMM unless an adapter joins c_fc's output before it, or selective
+// recomputation rebuilds the GELU alone in backward: the fused GEMM applies GELU to the fp32 sum (one
+// rounding less on a GPU), so the kept and the rebuilt output would differ.
+bool Gpt2Block::fuses_gelu_forward(const DecoderEnv& e) const {
+  return g_.recompute != Recompute::kSelective && !(e.lora && e.lora->adapts(BlockMatmul::kMlpUp));
+}
+
+// c_proj's input gradient takes gelu' in its GEMM unless an adapter's input gradient joins it before gelu'.
+bool Gpt2Block::fuses_gelu_backward(const DecoderEnv& e) const {
+  return !(e.lora && e.lora->adapts(BlockMatmul::kMlpDown));
 }
 
 // Attention from the kept qkv (this rank's heads, no communication) and GELU of the kept pre-activation.

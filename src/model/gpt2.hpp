@@ -30,6 +30,8 @@ class Gpt2Block final : public Block {
     backend::Tensor ln1, qkv, atty, lse, res2, ln2, fch, fch_gelu, res3;
     layers::NormStats ln1_stats, ln2_stats;
   };
+  bool fuses_gelu_forward(const DecoderEnv& e) const;   // c_fc's GEMM applies the GELU
+  bool fuses_gelu_backward(const DecoderEnv& e) const;  // c_proj's input-gradient GEMM applies gelu'
   std::vector<Saved> saved_;
   backend::Tensor dbig_;  // gradient scratch [B,T,4C/tp]: d(fc), then d(qkv)
 };

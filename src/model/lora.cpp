@@ -189,6 +189,12 @@ Lora::Lora(backend::Backend& backend, const ParamTable& adapters, const LoraSpec
   if (tp_ > 1) s_.rep = Tensor(s_.rep.data, DType::kF32, {rep});  // the targeted modules' part, summed per block
 }
 
+bool Lora::adapts(BlockMatmul m) const {
+  for (const Site& site : sites_)
+    if (site.module.matmul == m) return true;
+  return false;
+}
+
 void Lora::begin_block(int l, bool backward) {
   ZT_CHECK(params_ != nullptr && (!backward || grads_ != nullptr), "lora: adapters not bound");
   block_ = l;

@@ -102,6 +102,8 @@ class Lora {
   // token is global token `first_row` of the run's window order (so the masks do not depend on the world
   // size or the accumulation), off for evaluation and sampling.
   void set_dropout(bool on, std::uint64_t first_row = 0) { dropout_on_ = on, first_row_ = first_row; }
+  // Whether any adapter sits on matmul m (a fused op that skips the point where one joins cannot run).
+  bool adapts(BlockMatmul m) const;
   void begin_block(int l, bool backward);
   void end_block(int l, bool backward);
   // y [N, out_total] += the adapters of matmul m on x [N, in].

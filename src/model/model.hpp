@@ -38,7 +38,8 @@ struct Stage {
 // How a model runs: its micro-batch of micro_batch sequences of table.shape().seq_len, recomputation,
 // the activations' dtype (f32, bf16 or f16; backend.hpp's precision rules), its pipeline stage, and its
 // tensor-parallel group: null (tp = 1) with the whole table, or a group of tp ranks with the table
-// model::tp_local_table(global, tp) (tp_split.hpp), under sequence parallelism or not.
+// model::tp_local_table(global, tp) (tp_split.hpp), under sequence parallelism or not; and the LM head's
+// loss chunks (layers/chunked_lm_loss.hpp).
 struct ModelOptions {
   int micro_batch = 1;
   Recompute recompute = Recompute::kNone;
@@ -46,6 +47,7 @@ struct ModelOptions {
   Stage stage = {};
   dist::Communicator* tp_group = nullptr;
   bool sequence_parallel = false;
+  std::int64_t loss_chunk = 0;  // train.loss_chunk: vocabulary rows per chunk of the LM head's loss (0: auto)
   int tp() const { return tp_group ? tp_group->size() : 1; }
 };
 

@@ -36,6 +36,7 @@
 #include "config/options.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
+#include "layers/chunked_lm_loss.hpp"
 #include "model/model.hpp"
 #include "model/pipeline_schedule.hpp"
 #include "model/stage_split.hpp"
@@ -123,7 +124,8 @@ std::uint64_t activation_bytes(const config::Config& c, const model::GptShape& s
                                     .recompute = c.train.recompute,
                                     .compute = model::compute_dtype(c.train.precision),
                                     .stage = stage,
-                                    .sequence_parallel = c.parallel.sequence_parallel};
+                                    .sequence_parallel = c.parallel.sequence_parallel,
+                                    .loss_chunk = c.train.loss_chunk};
   return model::model_activation_bytes(shape, options, static_cast<int>(c.parallel.tp));
 }
 
@@ -205,7 +207,9 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   else
     p.rows.push_back({"workspace",
                       backend::cpu_workspace_bytes(threads, shape.seq_len, compute, std::int64_t{micro} * shape.seq_len,
-                                                   shape.n_embd, model::vocab_shard_rows(shape, tp), shape.qkv_width() / tp,
+                                                   shape.n_embd, layers::loss_chunk_columns(model::vocab_shard_rows(shape, tp),
+                                                                                            config.train.loss_chunk),
+                                                   shape.qkv_width() / tp,
                                                    2 * std::int64_t{shape.ffn_hidden} / tp, shape.ffn_hidden / tp),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;

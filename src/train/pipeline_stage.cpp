@@ -25,15 +25,16 @@ void check_pipeline_config(const config::Config& c, bool nccl) {
 }
 
 PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
-                             int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute,
-                             const std::vector<int>& blocks, dist::Communicator* tp_group, bool sequence_parallel)
+                             std::int64_t micro_batches, const model::ModelOptions& models,
+                             const std::vector<int>& blocks)
     : be_(backend), grid_(grid), cut_(model::PipelineCut::make(global.shape(), grid.pp, vpp, blocks)),
       table_(model::part_table(global, cut_, grid.pp_rank(), grid.tp)),
       micro_batches_(micro_batches),
-      micro_batch_(micro_batch), recompute_(recompute), compute_(compute), tp_group_(tp_group),
-      sequence_parallel_(sequence_parallel),
+      models_options_(models),
       ops_(model::pipeline_ops({grid.pp, vpp, static_cast<int>(micro_batches)}, grid.pp_rank())) {
-  ZT_CHECK(grid.tp == 1 || (tp_group && tp_group->size() == grid.tp), "pipeline: parallel.tp > 1 needs the TP group");
+  ZT_CHECK(grid.tp == 1 || (models.tp_group && models.tp_group->size() == grid.tp),
+           "pipeline: parallel.tp > 1 needs the TP group");
+  if (grid.tp == 1) models_options_.tp_group = nullptr;
   const std::vector<model::Stage> chunks = cut_.chunks(grid.pp_rank());
   for (int c = 0; c < vpp; ++c) {  // as many activation sets per chunk as its micro-batches in flight
     auto& slots = models_.emplace_back();
@@ -45,9 +46,9 @@ PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable&
 // boundary tensors are then this rank's part of the residual stream, the same size on both sides of
 // every send: TP rank r of one stage talks to TP rank r of the next).
 std::unique_ptr<model::Model> PipelineStage::new_model(const model::Stage& chunk) {
-  return model::make_model(be_, table_, {.micro_batch = micro_batch_, .recompute = recompute_, .compute = compute_,
-                                         .stage = chunk, .tp_group = grid_.tp > 1 ? tp_group_ : nullptr,
-                                         .sequence_parallel = sequence_parallel_});
+  model::ModelOptions options = models_options_;
+  options.stage = chunk;
+  return model::make_model(be_, table_, options);
 }
 
 std::size_t PipelineStage::activation_bytes() const {

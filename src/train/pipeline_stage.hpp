@@ -45,13 +45,11 @@ void check_pipeline_config(const config::Config& c, bool nccl);
 class PipelineStage {
  public:
   // global: the whole model's table; vpp: model chunks per rank (1: 1F1B); micro_batches: the step's
-  // (grad_accum); blocks: each virtual stage's block count (parallel.pp_layers; empty: balanced by cost).
-  // tp_group: this rank's TP group when grid.tp > 1 (split_grid's; it must outlive the stage), the
-  // models then tensor-parallel (sequence_parallel: parallel.sequence_parallel).
+  // (grad_accum); models: how each chunk's models run (their stage is the chunk's; tp_group: this rank's
+  // TP group when grid.tp > 1, split_grid's, which must outlive the stage); blocks: each virtual stage's
+  // block count (parallel.pp_layers; empty: balanced by cost).
   PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
-                int micro_batch, std::int64_t micro_batches, model::Recompute recompute, DType compute,
-                const std::vector<int>& blocks = {}, dist::Communicator* tp_group = nullptr,
-                bool sequence_parallel = false);
+                std::int64_t micro_batches, const model::ModelOptions& models, const std::vector<int>& blocks = {});
 
   const model::ParamTable& table() const { return table_; }  // this rank's parameters (the engine's)
   const model::PipelineCut& cut() const { return cut_; }
@@ -119,11 +117,7 @@ class PipelineStage {
   model::PipelineCut cut_;
   model::ParamTable table_;
   std::int64_t micro_batches_;
-  int micro_batch_;
-  model::Recompute recompute_;
-  DType compute_;
-  dist::Communicator* tp_group_;  // grid.tp > 1: the TP models' group
-  bool sequence_parallel_;
+  model::ModelOptions models_options_;  // every chunk's models but their stage
   std::vector<PipeOp> ops_;  // this rank's step (model/pipeline_schedule.hpp)
   std::vector<std::vector<std::unique_ptr<model::Model>>> models_;  // [chunk][slot]
   dist::Communicator* pipeline_ = nullptr;

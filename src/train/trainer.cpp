@@ -48,7 +48,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = model::compute_dtype(config.train.precision);
   model::ModelOptions model_options{.micro_batch = static_cast<int>(config.train.micro_batch),
-                                    .recompute = config.train.recompute, .compute = compute};
+                                    .recompute = config.train.recompute, .compute = compute,
+                                    .loss_chunk = config.train.loss_chunk};
   grid_ = dist::Grid::make(world.size(), static_cast<int>(config.parallel.tp), world.rank(),
                            static_cast<int>(config.parallel.pp));
   if (grid_.pp > 1) {
@@ -120,12 +121,14 @@ Trainer::~Trainer() = default;
 void Trainer::make_pipeline_stage() {
   check_pipeline_config(config_, placement_.comm == config::CommBackend::kNccl);
   grid_comms_ = dist::split_grid(*comm_, grid_);
+  const model::ModelOptions models{.micro_batch = static_cast<int>(config_.train.micro_batch),
+                                   .recompute = config_.train.recompute,
+                                   .compute = model::compute_dtype(config_.train.precision),
+                                   .tp_group = grid_comms_.tp.get(),
+                                   .sequence_parallel = config_.parallel.sequence_parallel,
+                                   .loss_chunk = config_.train.loss_chunk};
   pipeline_ = std::make_unique<PipelineStage>(*backend_, table_, grid_, static_cast<int>(config_.parallel.vpp),
-                                              static_cast<int>(config_.train.micro_batch),
-                                              derived_.grad_accum, config_.train.recompute,
-                                              model::compute_dtype(config_.train.precision),
-                                              config::pipeline_layers(config_), grid_comms_.tp.get(),
-                                              config_.parallel.sequence_parallel);
+                                              derived_.grad_accum, models, config::pipeline_layers(config_));
   pipeline_->connect(*grid_comms_.pp, grid_comms_.embedding.get());
   local_table_.emplace(pipeline_->table());
   shard_map_.emplace(ShardMap{table_, *local_table_, grid_, pipeline_->cut()});

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.hpp"
-#include "model/chunked_lm_loss.hpp"
+#include "layers/chunked_lm_loss.hpp"
 #include "tests/gpu/cuda_op_test_util.hpp"
 
 namespace zt::backend::test {
@@ -182,7 +182,7 @@ TEST_F(CudaFusedOps, ChunkedLmLossMatchesCpu) {
       SCOPED_TRACE(cat(dtype_name(p.x), " chunk ", chunk));
       const auto x = rounded(randn(N * C, 31), p.x), w = rounded(randn(Vp * C, 32, 0.5f), p.x);
       const auto dw0 = randn(Vp * C, 33);
-      model::ChunkedLmLoss g_loss(*gpu_, chunk), c_loss(*cpu_, chunk);
+      layers::ChunkedLmLoss g_loss(*gpu_, chunk), c_loss(*cpu_, chunk);
       const Tensor g_x = gpu(x, {N, C}, p.x), g_w = gpu(w, {Vp, C}, p.x);
       const Tensor c_x = cpu(x, {N, C}), c_w = cpu(w, {Vp, C});
       ZT_EXPECT_CLOSE(g_loss.forward(g_x, g_w, targets.data(), 0, V), c_loss.forward(c_x, c_w, targets.data(), 0, V),

@@ -1,8 +1,8 @@
-// The chunked LM loss under tensor parallelism (model/chunked_lm_loss.hpp with a RowReduce over the
+// The chunked LM loss under tensor parallelism (layers/chunked_lm_loss.hpp with a RowReduce over the
 // world as the TP group): every rank holds ceil(Vp/tp) head rows (the last shard's rows past the real ids
 // padding, at tp=3 also rows past Vp), and the losses equal one rank's within fp32 rounding, the group's
-// sum of d(input) one rank's, each rank's d(weight) its rows of one rank's. With one chunk a rank it is
-// today's vocabulary-parallel path (tp/vocab_parallel.hpp + matmul) bit for bit.
+// sum of d(input) one rank's, each rank's d(weight) its rows of one rank's (the TP model tests compare
+// the whole model, whose vocabulary-parallel loss this is, with one rank's).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,11 +12,10 @@
 
 #include "backend/backend.hpp"
 #include "dist/communicator.hpp"
-#include "model/chunked_lm_loss.hpp"
+#include "layers/chunked_lm_loss.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "tp/vocab_parallel.hpp"
 
-namespace zt::model {
+namespace zt::layers {
 namespace {
 
 using backend::Tensor;
@@ -90,24 +89,5 @@ TEST_F(ChunkedLmLossTp, EqualsOneRankForAnyChunk) {
   }
 }
 
-TEST_F(ChunkedLmLossTp, OneChunkIsTheVocabularyParallelPathBitForBit) {
-  std::vector<float> wr = shard(w), dx(N * C), dw(Vs * C, 0.f);
-  ChunkedLmLoss loss(*be, Vs);
-  const std::vector<float> got = loss.forward(view(x, {N, C}), view(wr, {Vs, C}), targets.data(), lo, V, &reduce);
-  loss.backward(view(dx, {N, C}), view(dw, {Vs, C}), view(x, {N, C}), view(wr, {Vs, C}), dloss);
-
-  const tp::TpContext ctx{*be, *group, false};
-  std::vector<float> logits(N * Vs), dx_vp(N * C), dw_vp(Vs * C, 0.f);
-  be->matmul_forward(view(logits, {N, Vs}), view(x, {N, C}), view(wr, {Vs, C}), Tensor(), WeightLayout::kOutIn);
-  tp::VocabParallelCrossEntropy ce;
-  const std::vector<float> want = ce.forward(ctx, view(logits, {N, Vs}), targets.data(), lo, V);
-  ce.backward(ctx, view(logits, {N, Vs}), view(logits, {N, Vs}), dloss);
-  be->matmul_backward(view(dx_vp, {N, C}), view(dw_vp, {Vs, C}), Tensor(), view(logits, {N, Vs}), view(x, {N, C}),
-                      view(wr, {Vs, C}), WeightLayout::kOutIn);
-  EXPECT_EQ(got, want) << "losses";
-  EXPECT_EQ(dx, dx_vp) << "this rank's share of d(input)";
-  EXPECT_EQ(dw, dw_vp) << "d(weight)";
-}
-
 }  // namespace
-}  // namespace zt::model
+}  // namespace zt::layers

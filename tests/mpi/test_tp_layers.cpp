@@ -1,7 +1,8 @@
 // Tensor-parallel layers equal one rank: for every TP degree dividing the world (1, 2, 4 ranks; at 4
 // also tp=2 x dp=2 groups), with and without sequence parallelism, each rank's outputs and gradients are
 // its shard of what the plain backend op computes on the whole tensors (within 1e-5): column- and
-// row-parallel linear in both weight layouts, the vocabulary-parallel embedding and cross-entropy.
+// row-parallel linear in both weight layouts and the vocabulary-parallel embedding (the loss:
+// test_chunked_lm_loss_tp).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -165,33 +166,6 @@ TEST_P(TpLayers, VocabParallelEmbeddingEqualsOneRanksLookup) {
     expect_near(dwte_ext, block(dwte, {Vp, C}, 0, tp, r), "dwte");
     expect_near(zero_row, std::vector<float>(C, 0.f), "the zero row's gradient");
     expect_near(dwpe_r, dwpe, "dwpe (replicated: the whole gradient on every rank)");
-  });
-}
-
-// logits [N, Vp=16] over V=13 real ids (3 padding columns, all in the last rank's block at tp=4).
-TEST_P(TpLayers, VocabParallelCrossEntropyEqualsOneRanks) {
-  constexpr std::int64_t Vp = 16, V = 13;
-  const float dloss = 0.125f;
-  std::vector<float> logits = random_values(N * Vp, 12);
-  for (float& x : logits) x *= 4;
-  std::vector<std::int32_t> targets{0, 12, 5, 6, 3, 9, 11, 1};
-  std::vector<float> losses(N), dlogits = logits;
-  be->cross_entropy_forward(view(losses, {N}), view(logits, {N, Vp}), view(targets, {N}), V);
-  be->cross_entropy_backward(view(dlogits, {N, Vp}), view(dlogits, {N, Vp}), view(targets, {N}), dloss, V);
-  for_each_degree([&](const dist::Grid& g, const TpContext& ctx) {
-    const int tp = g.tp, r = g.tp_rank();
-    const std::int64_t Vs = Vp / tp;
-    std::vector<float> shard = block(logits, {N, Vp}, 1, tp, r);
-    VocabCrossEntropy ce;
-    std::vector<float> arena(8 * N);  // the CPU backend's memory is the host's
-    backend::Carver c{reinterpret_cast<std::byte*>(arena.data()), DType::kF32};
-    ce.carve(c, N, tp);
-    ASSERT_LE(c.used, arena.size() * sizeof(float));
-    double want = 0;
-    for (float x : losses) want += x;
-    EXPECT_NEAR(ce.forward(ctx, view(shard, {N, Vs}), targets.data(), r * Vs, V), want, 1e-5 * std::abs(want));
-    ce.backward(ctx, view(shard, {N, Vs}), view(shard, {N, Vs}), dloss);  // in place, as the backend's
-    expect_near(shard, block(dlogits, {N, Vp}, 1, tp, r), "dlogits");
   });
 }
 

@@ -13,9 +13,9 @@
 
 #include "backend/backend.hpp"
 #include "backend/half.hpp"
-#include "model/chunked_lm_loss.hpp"
+#include "layers/chunked_lm_loss.hpp"
 
-namespace zt::model {
+namespace zt::layers {
 namespace {
 
 using backend::Tensor;
@@ -206,4 +206,4 @@ TEST(ChunkedLmLoss, RefusesAPartialVocabularyWithoutAHook) {
 }
 
 }  // namespace
-}  // namespace zt::model
+}  // namespace zt::layers

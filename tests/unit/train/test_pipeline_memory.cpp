@@ -45,8 +45,8 @@ TEST(PipelineMemory, PlannedActivationsEqualEachStagesAllocation) {
         const plan::MemoryPlan plan = plan::plan_memory(c, pp, 1, 0);
         ASSERT_EQ(plan.stage_activation_bytes.size(), static_cast<std::size_t>(pp)) << what;
         for (int rank = 0; rank < pp; ++rank) {
-          const PipelineStage stage(*backend, global, dist::Grid::make(pp, 1, rank, pp), vpp, 2, m, r,
-                                    DType::kF32);
+          const PipelineStage stage(*backend, global, dist::Grid::make(pp, 1, rank, pp), vpp, m,
+                                    {.micro_batch = 2, .recompute = r});
           EXPECT_EQ(plan.stage_activation_bytes[static_cast<std::size_t>(rank)], stage.activation_bytes())
               << what << " rank " << rank;
         }
@@ -64,8 +64,7 @@ TEST(PipelineMemory, GivenBlockCountsArePlannedAsAllocated) {  // parallel.pp_la
   const model::ParamTable global(model::model_shape(c.model));
   const plan::MemoryPlan plan = plan::plan_memory(c, 2, 1, 0);
   for (int rank = 0; rank < 2; ++rank) {
-    const PipelineStage stage(*backend, global, dist::Grid::make(2, 1, rank, 2), 1, 2, 4, model::Recompute::kNone,
-                              DType::kF32, {5, 1});
+    const PipelineStage stage(*backend, global, dist::Grid::make(2, 1, rank, 2), 1, 4, {.micro_batch = 2}, {5, 1});
     EXPECT_EQ(plan.stage_activation_bytes[static_cast<std::size_t>(rank)], stage.activation_bytes()) << rank;
   }
   EXPECT_EQ(plan.busiest_stage, 0);  // 2 micro-batches of 5 blocks in flight
