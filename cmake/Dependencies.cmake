@@ -1,6 +1,9 @@
 # Every third-party library ztrain uses, found once. tools/install-deps.sh installs them on Debian.
 find_package(MPI REQUIRED COMPONENTS C CXX)                   # MPI::MPI_CXX
 find_package(HDF5 REQUIRED COMPONENTS C)                      # hdf5::hdf5 (or HDF5_* variables)
+# Boost::program_options (argv and INI files). CONFIG: Boost >= 1.70 installs BoostConfig.cmake (Debian
+# and the device bundle, .devdeps, both have it); CMake 3.30 dropped FindBoost (CMP0167).
+find_package(Boost 1.74 CONFIG REQUIRED COMPONENTS program_options)
 find_package(GTest REQUIRED)                                  # GTest::gtest_main
 find_package(OpenMP REQUIRED COMPONENTS CXX)                  # OpenMP::OpenMP_CXX
 find_package(Threads REQUIRED)

@@ -7,7 +7,7 @@ PACKAGES=(
   # toolchain
   g++ cmake make ninja-build pkg-config git
   # libraries ztrain links
-  libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
+  libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev
   libopenblas-dev libutf8proc-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
   # tests: GoogleTest, the PyTorch and tiktoken references, script checks
   googletest libgtest-dev libgmock-dev python3 python3-torch python3-numpy nodejs npm shellcheck

@@ -1,5 +1,6 @@
-// The shared command-line parser: flags are checked as they are read, so every error names the flag
-// and the value given, and says what is allowed (the range, the choices, the value it needs).
+// The shared command-line parser: Boost.Program_options splits argv by the flag table
+// (config/argv.hpp); each value is then checked against its flag, so every error names the flag and
+// the value given, and says what is allowed (the range, the choices, the value it needs).
 #include "config/command_line.hpp"
 
 #include <algorithm>
@@ -10,11 +11,13 @@
 #include <optional>
 #include <sstream>
 
+#include "config/argv.hpp"
 #include "config/value.hpp"
 #include "core/error.hpp"
 
 namespace zt::config::cli {
 namespace {
+namespace po = boost::program_options;
 
 std::string shown(std::string_view value) { return value.empty() ? "''" : std::string(value); }
 
@@ -68,12 +71,6 @@ void check_value(const Flag& f, std::string_view value) {
 const Flag* find_flag(const Spec& spec, std::string_view name) {
   for (const Flag& f : spec.flags)
     if (f.name == name) return &f;
-  return nullptr;
-}
-
-const Flag* find_short(const Spec& spec, char c) {
-  for (const Flag& f : spec.flags)
-    if (f.short_name == c) return &f;
   return nullptr;
 }
 
@@ -137,6 +134,37 @@ void check_positionals(const Spec& spec, const Command* command, const std::vect
     throw ConfigError(cat("unexpected argument '", free.front(), "'", see_help(spec)));
   }
 }
+
+// The flags `command` takes (every flag without commands), each value read as text for check_value.
+po::options_description flag_options(const Spec& spec, const Command* command) {
+  po::options_description desc;
+  for (const Flag& f : spec.flags) {
+    if (!takes(command, f.name)) continue;
+    const std::string names = f.short_name ? cat(f.name, ",", f.short_name) : f.name;
+    if (f.type == Type::kSwitch) desc.add_options()(names.c_str(), f.help.c_str());
+    else desc.add_options()(names.c_str(), po::value<std::string>(), f.help.c_str());
+  }
+  return desc;
+}
+
+[[noreturn]] void needs_value(const Spec& spec, const Flag& f) {
+  throw ConfigError(cat("--", f.name, " needs a value: --", f.name, " ", f.value_name, see_help(spec)));
+}
+
+// Boost's errors in our words: the argument as given, the nearest flag, the value a flag needs.
+[[noreturn]] void refuse(const Spec& spec, const Command* command, const po::error& e) {
+  if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+    const std::string token = u->get_option_name();  // the argument itself: "--vocb=x", "-x"
+    unknown(spec, command, argv::without_value(token), token.starts_with("--") ? argv::name_in(token) : token.substr(1));
+  }
+  if (const auto* s = dynamic_cast<const po::invalid_command_line_syntax*>(&e)) {
+    const Flag* f = find_flag(spec, argv::name_in(s->get_option_name()));
+    if (f && s->kind() == po::invalid_syntax::missing_parameter) needs_value(spec, *f);
+    if (f && s->kind() == po::invalid_syntax::extra_parameter)
+      throw ConfigError(cat("--", f->name, " takes no value: give --", f->name, " alone", see_help(spec)));
+  }
+  throw ConfigError(cat(e.what(), see_help(spec)));
+}
 }  // namespace
 
 Args parse(const Spec& spec, int argc, const char* const* argv) {
@@ -146,41 +174,30 @@ Args parse(const Spec& spec, int argc, const char* const* argv) {
     if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") return a.help_ = true, a;
   const Command* command = spec.commands.empty() ? nullptr : &find_command(spec, argc, argv);
   if (command) a.command_ = command->name;
-  bool options_done = false;
-  for (int i = command ? 2 : 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (options_done || arg == "-" || !arg.starts_with("-")) {
-      a.positional_.emplace_back(arg);
+  const po::options_description desc = flag_options(spec, command);
+  po::parsed_options given(&desc);
+  try {
+    given = argv::split(desc, argc, argv, command ? 2 : 1);
+  } catch (const po::error& e) {
+    refuse(spec, command, e);
+  }
+  for (const po::option& o : given.options) {
+    if (o.string_key.empty()) {
+      a.positional_.push_back(o.value.front());
       continue;
     }
-    if (arg == "--") {
-      options_done = true;
-      continue;
-    }
-    const std::size_t eq = arg.find('=');
-    const Flag* f = arg.starts_with("--") ? find_flag(spec, arg.substr(2, eq == std::string_view::npos ? eq : eq - 2))
-                    : arg.size() == 2     ? find_short(spec, arg[1])
-                                          : nullptr;
-    if (!f || !takes(command, f->name))
-      unknown(spec, command, arg.substr(0, eq), arg.starts_with("--") ? arg.substr(2, eq - 2) : arg.substr(1));
-    std::vector<std::string>& values = a.values_[f->name];
-    if (f->type == Type::kSwitch) {
-      if (eq != std::string_view::npos)
-        throw ConfigError(cat("--", f->name, " takes no value: give --", f->name, " alone", see_help(spec)));
+    const Flag& f = *find_flag(spec, o.string_key);
+    std::vector<std::string>& values = a.values_[f.name];
+    if (f.type == Type::kSwitch) {
       values.assign(1, "true");
       continue;
     }
-    std::string value;
-    if (eq != std::string_view::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < argc && !std::string_view(argv[i + 1]).starts_with("--")) {
-      value = argv[++i];
-    } else {
-      throw ConfigError(cat("--", f->name, " needs a value: --", f->name, " ", f->value_name, see_help(spec)));
-    }
-    check_value(*f, value);
-    if (f->type != Type::kList && !values.empty())
-      throw ConfigError(cat("--", f->name, " given twice (", shown(values.front()), ", then ", shown(value), "): give it once"));
+    const std::string value = argv::text_of(desc, o);
+    // `--out --threads 2`: Boost gives --out the next argument, whatever it is; a flag is no value.
+    if (o.original_tokens.size() == 2 && value.starts_with("--")) needs_value(spec, f);
+    check_value(f, value);
+    if (f.type != Type::kList && !values.empty())
+      throw ConfigError(cat("--", f.name, " given twice (", shown(values.front()), ", then ", shown(value), "): give it once"));
     values.push_back(value);
   }
   check_positionals(spec, command, a.positional_);

@@ -1,6 +1,7 @@
 // The command-line parser of ztok and zckpt: one table of flags (type, default, range or choices,
-// help), positional arguments and subcommands. --help is generated from the table; a malformed,
-// unknown or out-of-range flag is a ConfigError (exit 2) naming the flag, the value and the fix.
+// help), positional arguments and subcommands; Boost.Program_options splits argv by it (argv.hpp).
+// --help is generated from the table; a malformed, unknown or out-of-range flag is a ConfigError
+// (exit 2) naming the flag, the value and the fix.
 #pragma once
 
 #include <cstdint>

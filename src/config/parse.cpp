@@ -1,5 +1,6 @@
-// ztrain's command line and INI file: every key is read as text, then parsed and checked by the option
-// table, so a malformed value gets the table's message (key, value, allowed).
+// ztrain's command line and INI file, split by Boost.Program_options (config/argv.hpp); every key is
+// read as text, then parsed and checked by the option table, so a malformed value gets the table's
+// message (key, value, allowed).
 #include "config/parse.hpp"
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "config/argv.hpp"
 #include "config/command_line.hpp"
 #include "config/hf_config.hpp"
 #include "config/lora.hpp"
@@ -19,6 +21,7 @@
 
 namespace zt::config {
 namespace {
+namespace po = boost::program_options;
 
 // Each key's values in the order they take effect: on the command line the last one wins, as job
 // scripts append overrides; in a file a key given twice is an error.
@@ -28,6 +31,8 @@ using KeyValues = std::map<std::string, std::vector<std::string>, std::less<>>;
 const std::vector<cli::Flag>& general_flags() {
   using cli::Type;
   static const std::vector<cli::Flag> flags = {
+      {.name = "help", .type = Type::kSwitch, .help = "list every option with its default and meaning, then exit",
+       .short_name = 'h'},
       {.name = "help-markdown", .type = Type::kSwitch, .help = "the configuration reference as a Markdown table, then exit"},
       {.name = "config", .value_name = "FILE", .help = "INI configuration file"},
       {.name = "print-config", .type = Type::kSwitch,
@@ -42,10 +47,27 @@ const std::vector<cli::Flag>& general_flags() {
   return flags;
 }
 
-const cli::Flag* find_general(std::string_view name) {
-  for (const cli::Flag& f : general_flags())
-    if (f.name == name) return &f;
-  return nullptr;
+// Every key of the option table, its value read as text. On the command line a BOOL key given bare
+// (last, or before another option: `--plan --plan.search`) means true; a value after it is its value.
+po::options_description key_options(bool bare_bool) {
+  po::options_description desc;
+  for (const Option& o : options()) {
+    po::typed_value<std::string>* text = po::value<std::string>();
+    if (bare_bool && o.value_kind == "BOOL") text->implicit_value("true");
+    desc.add_options()(o.key.c_str(), text, o.help.c_str());
+  }
+  return desc;
+}
+
+// The general options and the keys. -h is config/argv.cpp's, not a Boost short option.
+po::options_description command_line_options() {
+  po::options_description desc;
+  for (const cli::Flag& f : general_flags()) {
+    if (f.type == cli::Type::kSwitch) desc.add_options()(f.name.c_str(), f.help.c_str());
+    else desc.add_options()(f.name.c_str(), po::value<std::string>(), f.help.c_str());
+  }
+  desc.add(key_options(true));
+  return desc;
 }
 
 std::string did_you_mean(const std::string& key) {
@@ -53,9 +75,15 @@ std::string did_you_mean(const std::string& key) {
   return near.empty() ? "; see --help for every key" : cat("; did you mean ", near, "?");
 }
 
-// A BOOL key given bare, last or before another option (`--plan --plan.search`), means true.
-bool bare_bool(const Option& o, int i, int argc, const char* const* argv) {
-  return o.value_kind == "BOOL" && (i + 1 == argc || std::string_view(argv[i + 1]).starts_with("--"));
+// Boost's errors as ConfigErrors that say what to do. `where` is "" or " in config file 'PATH'".
+[[noreturn]] void refuse(const po::error& e, const std::string& where) {
+  if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+    const std::string key = where.empty() ? argv::name_in(u->get_option_name()) : u->get_option_name();
+    throw ConfigError(cat("unknown option '", key, "'", where, did_you_mean(key)));
+  }
+  if (const auto* line = dynamic_cast<const po::invalid_config_file_syntax*>(&e))
+    throw ConfigError(cat("line '", line->tokens(), "'", where, " is neither [section] nor key = value (see --help)"));
+  throw ConfigError(cat(e.what(), where, " (see --help)"));  // Boost's words: a value missing or not taken
 }
 
 struct Arguments {
@@ -65,55 +93,35 @@ struct Arguments {
 };
 
 // `--name=VALUE` or `--name VALUE` (the next argument, whatever it is); `--name=` is the empty value
-// (e.g. `--data.valid=` turns evaluation off over a file's value).
+// (e.g. `--data.valid=` turns evaluation off over a file's value). A general option given twice, or
+// an argument that is no option, is an error.
 Arguments parse_arguments(int argc, const char* const* argv) {
+  const po::options_description desc = command_line_options();
+  po::parsed_options given(&desc);
+  try {
+    given = argv::split(desc, argc, argv);
+  } catch (const po::error& e) {
+    refuse(e, "");
+  }
   Arguments args;
-  bool options_done = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (options_done || !a.starts_with("-") || a == "-")
+  for (const po::option& o : given.options) {
+    if (o.string_key.empty())
       throw ConfigError("unexpected argument: options are --section.key=value or --config FILE (see --help)");
-    if (a == "--") {
-      options_done = true;
+    const std::string text = argv::text_of(desc, o);
+    if (find_option(o.string_key)) {
+      args.keys[o.string_key].push_back(text);
       continue;
     }
-    const std::size_t eq = a.find('=');
-    const std::size_t dashes = a.starts_with("--") ? 2 : 1;
-    const std::string name(a.substr(dashes, eq == std::string_view::npos ? eq : eq - dashes));
-    std::optional<std::string> value;
-    if (eq != std::string_view::npos) value = std::string(a.substr(eq + 1));
-    if (dashes == 1 && a != "-h") throw ConfigError(cat("unknown option '", name, "'", did_you_mean(name)));
-    const std::string general_name = a == "-h" ? "help" : name;
-    const cli::Flag* general = find_general(general_name);
-    if (general_name == "help" || (general && general->type == cli::Type::kSwitch)) {
-      if (value) throw ConfigError(cat("option '--", general_name, "' does not take any arguments (see --help)"));
-      if (!args.switches.insert(general_name).second)
-        throw ConfigError(cat("option '--", general_name, "' given more than once"));
-      continue;
-    }
-    const Option* key = general ? nullptr : find_option(name);
-    if (!general && !key) throw ConfigError(cat("unknown option '", name, "'", did_you_mean(name)));
-    if (!value && key && bare_bool(*key, i, argc, argv)) value = "true";
-    if (!value && i + 1 == argc) throw ConfigError(cat("the required argument for option '--", name, "' is missing (see --help)"));
-    if (!value) value = argv[++i];
-    if (key) {
-      args.keys[key->key].push_back(*value);
-    } else {
-      if (args.config) throw ConfigError(cat("option '--", name, "' given more than once"));
-      args.config = *value;
-    }
+    const bool again = o.string_key == "config" ? args.config.has_value() : !args.switches.insert(o.string_key).second;
+    if (again) throw ConfigError(cat("option '--", o.string_key, "' given more than once"));
+    if (o.string_key == "config") args.config = text;
   }
   return args;
 }
 
-std::string trim(std::string_view s) {
-  const std::size_t begin = s.find_first_not_of(" \t\r\n");
-  if (begin == std::string_view::npos) return "";
-  return std::string(s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1));
-}
-
-// The file's values, each key once: `[section]` lines, `key = value` lines, `#` comments (to the end
-// of the line). A directory or unreadable path is named, not read as empty.
+// The file's values, each key once: `[section]` lines, `key = value` lines (both trimmed), `#`
+// comments (to the end of the line), as Boost reads INI files. A directory or unreadable path is
+// named, not read as empty.
 KeyValues parse_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -125,25 +133,20 @@ KeyValues parse_config_file(const std::string& path) {
                           exists ? cat("not readable (", std::strerror(errno), ")") : "no such file"));
   }
   const std::string where = cat(" in config file '", path, "'");
-  KeyValues values;
-  std::string section;
-  for (std::string raw; std::getline(in, raw);) {
-    const std::string line = trim(raw.substr(0, raw.find('#')));
-    if (line.empty()) continue;
-    if (line.front() == '[' && line.back() == ']') {
-      section = line.substr(1, line.size() - 2);
-      if (!section.empty() && section.back() != '.') section += '.';
-      continue;
-    }
-    const std::size_t eq = line.find('=');
-    if (eq == std::string::npos)
-      throw ConfigError(cat("line '", line, "'", where, " is neither [section] nor key = value (see --help)"));
-    const std::string key = section + trim(line.substr(0, eq));
-    if (!find_option(key)) throw ConfigError(cat("unknown option '", key, "'", where, did_you_mean(key)));
-    if (values.count(key)) throw ConfigError(cat("option '", key, "' given more than once", where));
-    values[key].push_back(trim(line.substr(eq + 1)));
+  const po::options_description keys = key_options(false);
+  po::parsed_options lines(&keys);
+  try {
+    lines = po::parse_config_file(in, keys, /*allow_unregistered=*/false);
+  } catch (const po::error& e) {
+    refuse(e, where);
   }
   if (in.bad()) throw ConfigError(cat("cannot read config file '", path, "': ", std::strerror(errno)));
+  KeyValues values;
+  for (const po::option& o : lines.options) {
+    std::vector<std::string>& v = values[o.string_key];
+    if (!v.empty()) throw ConfigError(cat("option '", o.string_key, "' given more than once", where));
+    v.push_back(o.value.front());
+  }
   return values;
 }
 
@@ -203,8 +206,7 @@ std::string help_text(const std::string& program) {
       << "option --section.key=VALUE, and the command line wins over the file.\n\n"
       << "Exit codes: 0 done, 1 runtime error, 2 usage or configuration error (nothing started),\n"
       << "75 checkpointed on a signal or time limit (requeue me).\n\n"
-      << "general:\n  -h, --help\n      list every option with its default and meaning, then exit\n"
-      << cli::flags_help(general_flags());
+      << "general:\n" << cli::flags_help(general_flags());
   std::string section;
   for (const Option& o : options()) {
     if (o.section() != section) out << "\n[" << (section = o.section()) << "]\n";

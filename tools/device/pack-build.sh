@@ -6,7 +6,7 @@
 # test binaries, make_test_shards, bench_*) in one build.tar.xz, ctest's files for the whole tree, and
 # BUILD_DIR/SOURCE_DIR: the absolute paths those ctest files name. On the device, gpu-check.sh --prebuilt
 # unpacks it and links those paths to the device's copy, so `ctest -L gpu` runs there unchanged.
-# The binaries link the same Debian 12 libraries that .devdeps carries (MPI, HDF5, OpenBLAS) and
+# The binaries link the same Debian 12 libraries that .devdeps carries (MPI, HDF5, Boost, OpenBLAS) and
 # CUDA 13's cuBLAS and NCCL, which the device has; gpu-check.sh says which library is missing if one is.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

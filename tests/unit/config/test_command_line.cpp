@@ -115,6 +115,24 @@ TEST(CommandLine, MissingValueSwitchValueAndRepeatsAreRefused) {
   EXPECT_EQ(a.list("special"), (std::vector<std::string>{"A=1", "B=2"}));
 }
 
+// Boost.Program_options splits argv (config/argv.cpp); these are the forms it would read otherwise.
+TEST(CommandLine, ArgumentFormsAreTheSameAsBeforeBoost) {
+  const Spec spec = tool_spec();
+  // A flag's value is the next argument unless that starts with --: a negative number, "-" are values.
+  EXPECT_EQ(error_of(spec, {"--threads", "-3"}), "--threads -3: must be an integer in [1, 64]");
+  EXPECT_EQ(parse_args(spec, {"--out", "-", "x"}).text("out"), "-");
+  EXPECT_EQ(error_of(spec, {"--out", "--"}), "--out needs a value: --out DIR (see tool --help)");
+  // A short flag is one letter alone: -qx is not -q x.
+  EXPECT_EQ(error_of(spec, {"-qx"}), "unknown option -qx (see tool --help)");
+  EXPECT_EQ(error_of(spec, {"--=x"}), "unknown option -- (see tool --help)");
+  EXPECT_EQ(error_of(spec, {"--quiet="}), "--quiet takes no value: give --quiet alone (see tool --help)");
+  EXPECT_EQ(parse_args(spec, {"--out="}).text("out"), "");  // the empty value
+  EXPECT_TRUE(parse_args(spec, {"-q", "--quiet"}).on("quiet"));  // a switch may repeat
+  // A value is taken as given: blanks around a number are not trimmed (an INI file's are).
+  EXPECT_EQ(error_of(spec, {"--threads", " 4"}), "--threads  4: must be an integer in [1, 64]");
+  EXPECT_EQ(error_of(spec, {"--threds=4"}), "unknown option --threds; did you mean --threads? (see tool --help)");
+}
+
 TEST(CommandLine, HelpAnywhereSkipsTheChecks) {
   const Spec spec = tool_spec();
   EXPECT_TRUE(parse_args(spec, {"--threads", "0", "--help"}).help());

@@ -190,6 +190,26 @@ TEST(Parse, IniLineThatIsNoKeyValueIsNamed) {
   std::remove(ini.c_str());
 }
 
+// Boost's INI reader (config/parse.cpp) as the hand-written one read files: ';' starts no comment
+// (newer Boost releases skip such lines), an empty value is the empty value, options that are no key
+// are unknown there.
+TEST(Parse, IniReadsAsBeforeBoost) {
+  std::string ini = temp_ini("; a comment?\n[optim]\nlr = 1e-3\n");
+  expect_config_error({"--config", ini}, {"line '; a comment?'", ini, "is neither [section] nor key = value"});
+  std::remove(ini.c_str());
+  ini = temp_ini("[data]\nvalid =   \n[log]\nsample_prompt =  two  words \n");
+  const Config c = parse({"--config", ini}).config;
+  EXPECT_EQ(c.data.valid, "");
+  EXPECT_EQ(c.log.sample_prompt, "two  words");
+  std::remove(ini.c_str());
+  ini = temp_ini("config = other.ini\n");
+  expect_config_error({"--config", ini}, {"unknown option 'config'", ini});
+  std::remove(ini.c_str());
+  ini = temp_ini("[optim]\nlr = 1e-3\n");  // --optim.lr=abc is checked even though the file gives lr
+  expect_config_error({"--config", ini, "--optim.lr=abc"}, {"optim.lr=abc", "not a number"});
+  std::remove(ini.c_str());
+}
+
 TEST(Parse, GeneralOptionMisuseNamesTheOption) {
   expect_config_error({"--config", "a.ini", "--config=b.ini"}, {"option '--config' given more than once"});
   expect_config_error({"--plan", "--plan"}, {"option '--plan' given more than once"});
@@ -202,6 +222,28 @@ TEST(Parse, GeneralOptionMisuseNamesTheOption) {
 
 TEST(Parse, StrayArgumentIsRejected) {
   expect_config_error({"train.ini"}, {"unexpected argument"});
+  expect_config_error({"--", "--plan"}, {"unexpected argument"});  // after --, nothing is an option
+  expect_config_error({"-"}, {"unexpected argument"});
+}
+
+// Boost.Program_options splits argv (config/argv.cpp); these are the forms it would read otherwise.
+TEST(Parse, ArgumentFormsAreTheSameAsBeforeBoost) {
+  // A value-taking key takes the next argument, whatever it is: a negative number, -h, a --word.
+  expect_config_error({"--optim.lr", "-1"}, {"optim.lr=-1: must be >= 0"});
+  EXPECT_EQ(parse({"--log.sample_prompt", "-h"}).config.log.sample_prompt, "-h");
+  EXPECT_EQ(parse({"--log.sample_prompt", "--plan"}).config.log.sample_prompt, "--plan");
+  expect_config_error({"--config", "-h"}, {"cannot read config file '-h'"});
+  // A short option is one letter alone: -abc is no -a bc, -h=1 no -h with a value.
+  expect_config_error({"-abc"}, {"unknown option 'abc'"});
+  expect_config_error({"-h=1"}, {"unknown option 'h'"});
+  expect_config_error({"--=3"}, {"unknown option ''"});
+  EXPECT_TRUE(parse({"--plan", "-h"}).help);
+  expect_config_error({"-h", "--help"}, {"option '--help' given more than once"});
+  expect_config_error({"--plan="}, {"option '--plan' does not take any arguments"});
+  expect_config_error({"--conf", "a.ini"}, {"unknown option 'conf'"});  // no abbreviation of a general option
+  // A BOOL key given bare is true up to `--`; the free argument after it is refused.
+  expect_config_error({"--plan.search", "--", "x"}, {"unexpected argument"});
+  expect_config_error({"--data.shuffle="}, {"data.shuffle=''", "true|false"});
 }
 
 TEST(Parse, PrintedConfigLoadsBackToTheSameValues) {
