@@ -5,7 +5,7 @@
 # shellcheck disable=SC2016  # backticks in the patterns are literal Markdown
 source "$(dirname "$0")/../lib.sh"
 cd "$ZT_SOURCE" || fail "no source tree at $ZT_SOURCE"
-cited=$(grep -rhoE 'docs/(guide/)?[A-Za-z_-]+\.md' src tests tools jobscripts docs README.md BENCHMARKS.md | grep -v '^docs/NAME\.md$' | sort -u)
+cited=$(grep -rhoE 'docs/(guide/)?[A-Za-z_-]+\.md' src tests tools jobscripts docs README.md BENCHMARKS.md | grep -vE '^docs/(guide/)?NAME\.md$' | sort -u)
 [ -n "$cited" ] || fail "no citation of docs/ found: the check would be vacuous"
 for doc in $cited; do
   [ -f "$doc" ] || fail "$doc is cited but missing"
