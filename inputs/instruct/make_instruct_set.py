@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes inputs/instruct/instruct.jsonl: 200 small instruction records for the fine-tuning quickstart
-(README "Fine-tuning"), generated from fixed rules with a fixed seed, so the file is reproducible:
+(docs/guide/fine-tuning.md), generated from fixed rules with a fixed seed, so the file is reproducible:
 
     python3 inputs/instruct/make_instruct_set.py > inputs/instruct/instruct.jsonl
 

@@ -1,4 +1,4 @@
-// Where a checkpoint's files live (README "Checkpoints"):
+// Where a checkpoint's files live (docs/guide/checkpoints.md, "Layout"):
 //   ckpt.dir/step_NNNNNNNN/            the state after N optimizer steps, once committed
 //     MANIFEST.json                    written last: a directory without it is never resumed from
 //     model.h5                         every parameter under its HF name and shape, fp32

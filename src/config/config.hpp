@@ -172,7 +172,7 @@ struct PlanConfig {
   std::int64_t gpus_per_node = 8;   // DGX/HGX H100: 8 GPUs on one NVSwitch
   double intra_node_gbps = 360;     // NVLink4: 450 GB/s per direction; NCCL all-reduce bus bandwidth ~360 (nccl-tests)
   double inter_node_gbps = 45;      // NDR 400 Gb/s = 50 GB/s per GPU (one HCA each); ~45 achievable bus bandwidth
-  double gpu_tflops = 989;          // H100 SXM dense bf16 peak (NVIDIA datasheet), as the README's mfu uses
+  double gpu_tflops = 989;          // H100 SXM dense bf16 peak (NVIDIA datasheet), as the mfu metric uses
   double compute_efficiency = 0.5;  // fraction of gpu_tflops the kernels reach (assumed; the CPU one is measured)
   double link_latency_us = 10;      // per collective or send (NCCL small-message latency is ~10-30 us)
 };

@@ -1,5 +1,5 @@
 // The option table: every configuration key once, with its type, default (the Config member's
-// initializer), help text and check. It generates --help, --print-config and the README reference.
+// initializer), help text and check. It generates --help, --print-config and the configuration reference.
 #pragma once
 
 #include <functional>

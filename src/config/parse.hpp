@@ -17,7 +17,7 @@ struct CommandLine {
   std::string config_file;
   std::set<std::string> given;  // keys set by the file or the command line (the rest are defaults)
   bool help = false;
-  bool help_markdown = false;  // the configuration reference as a Markdown table (README)
+  bool help_markdown = false;  // the configuration reference as a Markdown table (docs/guide/configuration.md)
   bool print_config = false;
   bool plan = false;
   bool preflight = false;

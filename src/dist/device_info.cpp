@@ -12,7 +12,7 @@
 namespace zt::dist {
 
 std::string network_environment() {
-  // The variables that choose an interface or transport (README, "Running on a cluster").
+  // The variables that choose an interface or transport (docs/guide/clusters.md, "Network settings that matter").
   static const char* const kNames[] = {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA",     "NCCL_NET",       "NCCL_IB_DISABLE",
                                        "NCCL_P2P_DISABLE",   "NCCL_DEBUG",      "UCX_NET_DEVICES", "UCX_TLS",
                                        "OMPI_MCA_pml",       "OMPI_MCA_btl",    "OMPI_MCA_btl_tcp_if_include"};

@@ -20,7 +20,7 @@
 
 namespace zt::model {
 
-// A token's forward + backward FLOPs in each part of the model, PaLM's count (as the README's MFU and the
+// A token's forward + backward FLOPs in each part of the model, PaLM's count (as the mfu metric and the
 // layout planner): a block 6 x its parameters (each weight once in a forward matmul, twice in backward)
 // plus 12 C T for attention's QK^T and AV at the full context T (GQA and SwiGLU come in through the
 // parameters); recompute adds a block's forward again (full: 2 x its parameters + 4 C T) or attention's

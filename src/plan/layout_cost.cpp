@@ -2,7 +2,7 @@
 // beside its formula:
 //   ranks      TP varies fastest, then DP, then PP (Megatron's order): a DP group stays in one node when
 //              tp*dp <= gpus_per_node, and a pipeline boundary crosses nodes when tp*dp >= gpus_per_node;
-//   compute    (6 N + 12 L C T) FLOPs a token (PaLM's count, as the README's mfu; model::token_flops: a
+//   compute    (6 N + 12 L C T) FLOPs a token (PaLM's count, as the mfu metric; model::token_flops: a
 //              block 6 x its parameters + 12 C T, the head 6 C Vp), plus a forward again under recompute:
 //              full 2 N_blocks + 4 L C T, selective the attention forward 4 L C T; over gpu_tflops x
 //              efficiency, split evenly over TP and DP; with PP the busiest rank of the trainer's own cut

@@ -1,4 +1,4 @@
-// The preflight verdict, table and JSON summary (README, "Running on a cluster").
+// The preflight verdict, table and JSON summary (docs/guide/clusters.md, "Preflight").
 #include "train/preflight_report.hpp"
 
 #include <algorithm>

@@ -210,7 +210,7 @@ print(f"steps {steps[0]}-{steps[-1]} on 1 rank vs the 2-rank run: largest relati
 sys.exit(0 if worst <= 1e-5 else 1)
 PY
 # ---- 5. SIGTERM to the whole job: scancel (stop) and the time limit (requeue) -----------------------
-# log.every=200: mpirun stops reading the ranks' output once it has a SIGTERM (README).
+# log.every=200: mpirun stops reading the ranks' output once it has a SIGTERM (docs/guide/clusters.md).
 term_args=("${TINY_MODEL[@]/--log.every=1/--log.every=200}" --train.global_batch=8 --train.micro_batch=2
            --train.max_steps=100000000)
 # One job at a time: two of these 2-rank jobs, each spinning both cores, starved one another (a

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Every document the code, tests, tools and README cite (docs/NAME.md) ships in the repository, every
+# Every document the code, tests, tools, README and guide cite (docs/NAME.md, docs/guide/NAME.md) ships in the repository, every
 # ztrain key docs/INTERFACE.md names is a key of the option table, and every ztok/zckpt option it names is
 # one of theirs: a user's clone has what is cited, and the contract speaks of keys and options that exist.
 # shellcheck disable=SC2016  # backticks in the patterns are literal Markdown
 source "$(dirname "$0")/../lib.sh"
 cd "$ZT_SOURCE" || fail "no source tree at $ZT_SOURCE"
-cited=$(grep -rhoE 'docs/[A-Z_]+\.md' src tests tools jobscripts README.md BENCHMARKS.md | grep -v '^docs/NAME\.md$' | sort -u)
+cited=$(grep -rhoE 'docs/(guide/)?[A-Za-z_-]+\.md' src tests tools jobscripts docs README.md BENCHMARKS.md | grep -vE '^docs/(guide/)?NAME\.md$' | sort -u)
 [ -n "$cited" ] || fail "no citation of docs/ found: the check would be vacuous"
 for doc in $cited; do
   [ -f "$doc" ] || fail "$doc is cited but missing"

@@ -2,7 +2,7 @@
 # fault, and time how long the job takes to end on its own after it.
 make_tiny_data
 FAULT_ARGS=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=2 --train.max_steps=8)
-# The bound the README states: a job ends within dist.timeout_s + 7 s of the fault (the
+# The bound the guide states (docs/guide/troubleshooting.md): a job ends within dist.timeout_s + 7 s of the fault (the
 # peers' grace for rank 0's answer, the hang report's exchange of notes (up to 2 s), MPI_Abort's
 # tear-down), with room for this loaded 2-core machine.
 WATCHDOG_MARGIN_S=${WATCHDOG_MARGIN_S:-7}

@@ -6,7 +6,7 @@
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../ztok/common.sh"
 [ -x /usr/bin/time ] || { echo "SKIP: /usr/bin/time (Debian package time) is needed to measure peak RSS"; exit 77; }
-K=16  # the bound the README states
+K=16  # the bound docs/guide/data-and-ztok.md states
 bytes=16000000
 
 letters=$(printf '%s' abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ{,,,,})  # 260 >= 256 letters

@@ -66,7 +66,7 @@ grep -q 'were longer than a window' "$work/llama3.log" && fail "no sample is lon
   -q "$work/set.jsonl" 2>"$work/cut.log" || fail "ztok --seq-len 20: $(cat "$work/cut.log")"
 grep -q '1 sample(s) were longer than a window' "$work/cut.log" || fail "the cut sample is not reported: $(cat "$work/cut.log")"
 
-# The bundled example (README "Fine-tuning") is what its script generates, and tokenizes as documented.
+# The bundled example (docs/guide/fine-tuning.md) is what its script generates, and tokenizes as documented.
 /usr/bin/python3 "$root/inputs/instruct/make_instruct_set.py" | cmp -s - "$root/inputs/instruct/instruct.jsonl" ||
   fail "inputs/instruct/instruct.jsonl differs from what make_instruct_set.py writes"
 "$ztok" --vocab "$vocab" --out "$work/example" --format instruct --chat-template chatml "${chatml[@]}" --pack --seq-len 128 \
