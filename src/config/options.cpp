@@ -163,6 +163,7 @@ std::vector<Option> build_table() {
       opt("train.zero_stage", &C::train, &TrainConfig::zero_stage, "ZeRO stage: 0 replicated, 1 optimizer state sharded, 2 +gradients, 3 +parameters", I64{0, 3}),
       opt("train.recompute", &C::train, &TrainConfig::recompute, "activation recomputation in the backward pass"),
       opt("train.offload", &C::train, &TrainConfig::offload, "keep the optimizer state and fp32 master weights in host memory"),
+      opt("train.attention", &C::train, &TrainConfig::attention, "CUDA attention: auto (cuDNN's fused SDPA where it supports the shape and dtype, the native kernels elsewhere), cudnn (cuDNN only: exit 2 at start-up where it cannot run, e.g. fp32, data.document_mask, head sizes not a multiple of 8 up to 256), native (our flash-attention kernels); said in the start-up line"),
       opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", I64{0, kMaxThreads}),
       opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", at_least<double>(0)),
       opt("train.loss_scale", &C::train, &TrainConfig::loss_scale, "fp16 only: 'dynamic' or a fixed positive number"),
@@ -270,6 +271,7 @@ std::string to_string(Device v) { return value::enum_name(v); }
 std::string to_string(Precision v) { return value::enum_name(v); }
 std::string to_string(Recompute v) { return value::enum_name(v); }
 std::string to_string(Offload v) { return value::enum_name(v); }
+std::string to_string(Attention v) { return value::enum_name(v); }
 std::string to_string(PipeSchedule v) { return value::enum_name(v); }
 std::string to_string(Schedule v) { return value::enum_name(v); }
 std::string to_string(CommBackend v) { return value::enum_name(v); }

@@ -14,6 +14,8 @@ cd "$(dirname "$0")/../.." || exit 1
 # The test scripts run /usr/bin/python3 (Debian's, with no torch); the device's python3 is a venv's.
 [ -x /usr/bin/python3 ] || ln -s "$(command -v python3)" /usr/bin/python3
 export PATH=$PATH:/usr/local/cuda/bin
+# cuDNN's libraries for every program below (the toolkit's or PyTorch's wheel): exported, so inherited.
+source tools/device/cudnn-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 b=$(cat .devbuild/BUILD_DIR)
 read -ra sanitize <<<"${SANITIZE---sanitize}"
