@@ -35,9 +35,9 @@ refused 4 "^rank 0: --config $ZT_WORK/data is a directory: give the INI file" --
 refused 2 "^rank 0: debug.rank=2 is outside the world of 2 rank\(s\): use debug.rank in \[0, 1\]$" \
   --debug.rank=2 --debug.fail_at_step=1
 # train.attention=cudnn where cuDNN's fused attention cannot run: fp32, then (bf16) ranks on the CPU.
-refused 2 "^rank 0: train.attention=cudnn: cuDNN's fused attention cannot run this model: compute dtype f32 \(train.precision=fp32\)" \
+refused 1 "^rank 0: train.attention=cudnn: cuDNN's fused attention cannot run this model: compute dtype f32 \(train.precision=fp32\)" \
   --train.attention=cudnn
-refused 2 "^rank 0: train.attention=cudnn runs on the CUDA backend, but this rank computes on the CPU \(train.device=cpu\)" \
+refused 1 "^rank 0: train.attention=cudnn runs on the CUDA backend, but this rank computes on the CPU \(train.device=cpu\)" \
   --train.attention=cudnn --train.precision=bf16
 
 # zckpt's integer argument too: 2^32 + 2 ranks is not 2 ranks.

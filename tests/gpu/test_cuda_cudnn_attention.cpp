@@ -1,7 +1,8 @@
 // cuDNN's fused SDPA (train.attention=cudnn) against the CPU reference and the native kernels
 // (train.attention=native), through the backend interface, case by case: forward out and lse, backward
 // dqkv, bf16 and f16, causal, multi-head, grouped-query and multi-query attention, head sizes 32 to 128
-// (256 on Hopper), T odd (97), around 128 and at GPT-2's 1024. Also: cuDNN's Stats is our lse (a cuDNN
+// (256 on Hopper), T odd (97), around 128 and at GPT-2's 1024. Each distinct shape builds two cuDNN plans
+// (each backend and process has its own cache), so the cases are few: the ones that differ. Also: cuDNN's Stats is our lse (a cuDNN
 // forward feeds the native backward and the other way round), the backward is bitwise repeatable, the
 // workspace comes from the caching allocator and goes back to it, and what cuDNN refuses (fp32, a
 // document mask) runs natively under auto and is an error naming the key under cudnn. A case the
@@ -181,21 +182,20 @@ class CudnnAttention : public ::testing::TestWithParam<DType> {
 TEST_P(CudnnAttention, MatchesTheCpuAndTheNativeKernelsAtHeadSizes64And128) {
   std::uint32_t seed = 1;
   for (const Case& k : {Case{2, 128, 4, 64}, Case{1, 256, 2, 128}, Case{2, 97, 3, 64}, Case{1, 97, 2, 128},
-                        Case{2, 129, 2, 64}, Case{1, 384, 12, 64}, Case{3, 255, 2, 128}})
+                        Case{3, 255, 2, 128}})
     expect_both_match(k, seed += 7);
 }
 
 TEST_P(CudnnAttention, MatchesTheCpuAtOtherHeadSizes) {
   std::uint32_t seed = 50;
-  for (const Case& k : {Case{2, 128, 4, 32}, Case{1, 97, 2, 96}, Case{1, 256, 3, 16}, Case{2, 128, 2, 80}})
+  for (const Case& k : {Case{2, 128, 4, 32}, Case{1, 97, 2, 96}})
     expect_both_match(k, seed += 7);
 }
 
 // Llama: 4 and 8 query heads over 2 K/V heads, and multi-query (1 K/V head); dK and dV summed per group.
 TEST_P(CudnnAttention, GroupedAndMultiQueryAttentionMatchTheCpu) {
   std::uint32_t seed = 100;
-  for (const Case& k : {Case{2, 128, 4, 64, 2}, Case{1, 97, 8, 64, 2}, Case{2, 256, 4, 128, 1}, Case{1, 97, 6, 128, 3},
-                        Case{1, 512, 8, 64, 1}})
+  for (const Case& k : {Case{2, 128, 4, 64, 2}, Case{1, 97, 8, 64, 2}, Case{2, 256, 4, 128, 1}, Case{1, 97, 6, 128, 3}})
     expect_both_match(k, seed += 7);
 }
 
