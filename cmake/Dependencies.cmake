@@ -42,15 +42,11 @@ if(ZT_WITH_CUDA AND NOT _zt_cudnn STREQUAL "OFF")
   # The pip wheel (nvidia-cudnn-cu13, PyTorch's) ships only the versioned name.
   find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_zt_cudnn_hints} ${CUDAToolkit_LIBRARY_DIR}
                PATH_SUFFIXES lib lib64)
-  set(_zt_cudnn_major 0)
-  if(CUDNN_INCLUDE_DIR AND EXISTS "${CUDNN_INCLUDE_DIR}/cudnn_version.h")
-    file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _zt_cudnn_major_line REGEX "^#define CUDNN_MAJOR [0-9]+")
-    string(REGEX MATCH "[0-9]+" _zt_cudnn_major "${_zt_cudnn_major_line}")
-  endif()
-  if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY AND _zt_cudnn_major GREATER_EQUAL 9)
+  # cudnn_graph.h (the backend graph API) exists from cuDNN 9 on: finding it is the version check.
+  if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
     set(ZT_WITH_CUDNN ON)
     add_library(zt_cudnn INTERFACE)
-    target_include_directories(zt_cudnn INTERFACE ${CUDNN_INCLUDE_DIR})
+    target_include_directories(zt_cudnn SYSTEM INTERFACE ${CUDNN_INCLUDE_DIR})  # its headers, not our warnings
     target_link_libraries(zt_cudnn INTERFACE ${CUDNN_LIBRARY})
     add_library(CUDNN::cudnn ALIAS zt_cudnn)
   elseif(_zt_cudnn STREQUAL "ON")
