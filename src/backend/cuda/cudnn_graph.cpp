@@ -192,14 +192,19 @@ void GraphBuilder::reshape(Uid x, Uid y) {
   ops_.push_back(std::move(op));
 }
 
-ExecutionPlan GraphBuilder::build(cudnnHandle_t handle, bool deterministic) {
+Descriptor GraphBuilder::operation_graph(cudnnHandle_t handle) const {
   Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   std::vector<cudnnBackendDescriptor_t> ops;
   for (const Descriptor& op : ops_) ops.push_back(op.get());
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<std::int64_t>(ops.size()),
             ops.data());
-  set_handle(graph, kGraphHandle, handle);
+  if (handle != nullptr) set_handle(graph, kGraphHandle, handle);
   graph.finalize();
+  return graph;
+}
+
+ExecutionPlan GraphBuilder::build(cudnnHandle_t handle, bool deterministic) const {
+  const Descriptor graph = operation_graph(handle);
   std::vector<Descriptor> configs = engine_configs(graph);
   std::string tried;
   for (std::size_t i = 0; i < configs.size(); ++i) {

@@ -74,10 +74,14 @@ class GraphBuilder {
   void reduction(cudnnReduceTensorOp_t op, Uid x, Uid y);  // over the dims where y has extent 1
   void reshape(Uid x, Uid y);                               // y is x seen with other dims/strides
 
+  // The operation graph of everything added, finalised (cuDNN checks how the operations connect).
+  // handle: the device's cuDNN handle, or null where there is none (the CPU-side graph tests).
+  Descriptor operation_graph(cudnnHandle_t handle) const;
   // The operation graph, the heuristics' (mode A) engine configs in their order, and the first that
   // finalises. deterministic: skip configs cuDNN notes as non-deterministic. Throws zt::Error listing
   // what was tried when none does (the graph is not one cuDNN's fused engines take, or not on this GPU).
-  ExecutionPlan build(cudnnHandle_t handle, bool deterministic);
+  ExecutionPlan build(cudnnHandle_t handle, bool deterministic) const;
+  std::size_t operations() const { return ops_.size(); }
 
   static constexpr Uid kNone = -1;
 

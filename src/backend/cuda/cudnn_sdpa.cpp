@@ -167,17 +167,21 @@ std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
-std::unique_ptr<SdpaPlan> build_sdpa_plan(cudnnHandle_t handle, const SdpaKey& key, int cudnn_version) {
+GraphBuilder sdpa_graph(const SdpaKey& key) {
   const Dims d = dims_of(key);
   const cudnnDataType_t io = io_type(key.dtype);
+  Graph gr;
+  if (key.pass == SdpaKey::Pass::kForward) forward_graph(gr, d, io);
+  else backward_graph(gr, d, io, !key.deterministic);
+  return std::move(gr.g);
+}
+
+std::unique_ptr<SdpaPlan> build_sdpa_plan(cudnnHandle_t handle, const SdpaKey& key, int cudnn_version) {
+  const Dims d = dims_of(key);
   const bool forward = key.pass == SdpaKey::Pass::kForward;
   const bool dq_accum = !forward && !key.deterministic;
-  Graph gr;
-  if (forward) forward_graph(gr, d, io);
-  else backward_graph(gr, d, io, dq_accum);
-
   auto plan = std::make_unique<SdpaPlan>();
-  plan->exec = gr.g.build(handle, !forward && key.deterministic);
+  plan->exec = sdpa_graph(key).build(handle, !forward && key.deterministic);
   const std::size_t rows_bytes = static_cast<std::size_t>(d.B * d.NH * d.T) * sizeof(float);
   std::size_t at = 0;
   if (dq_accum) {

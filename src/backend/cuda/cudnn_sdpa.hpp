@@ -40,7 +40,11 @@ struct SdpaPlan {
   float neg_inf = 0.0f;                // the masked score: -inf, or the lowest float before cuDNN 9.10
 };
 
-// Builds the forward or backward plan of key (SdpaKey::Pass) on the handle's device; cudnn_version is
+// The forward or backward graph of key (SdpaKey::Pass): its tensors and operations, each finalised by
+// cuDNN, which checks their shapes and dtypes (no device needed: the CPU-side tests build them).
+GraphBuilder sdpa_graph(const SdpaKey& key);
+
+// Builds the forward or backward plan of key on the handle's device; cudnn_version is
 // cudnnGetVersion()'s. Throws zt::Error when cuDNN has no engine for it.
 std::unique_ptr<SdpaPlan> build_sdpa_plan(cudnnHandle_t handle, const SdpaKey& key, int cudnn_version);
 
