@@ -204,7 +204,7 @@ Descriptor GraphBuilder::operation_graph(cudnnHandle_t handle) const {
 }
 
 ExecutionPlan GraphBuilder::build(cudnnHandle_t handle, bool deterministic) const {
-  const Descriptor graph = operation_graph(handle);
+  Descriptor graph = operation_graph(handle);
   std::vector<Descriptor> configs = engine_configs(graph);
   std::string tried;
   for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -226,6 +226,8 @@ ExecutionPlan GraphBuilder::build(cudnnHandle_t handle, bool deterministic) cons
                                             &count, &out.workspace_bytes));
     out.plan = std::move(plan);
     out.engine = cat("engine config ", i + 1, " of ", configs.size());
+    out.graph = std::move(graph);
+    out.config = std::move(configs[i]);
     return out;
   }
   throw Error(cat("cuDNN: none of the heuristics' ", configs.size(), " engine configs runs this graph", tried));

@@ -53,11 +53,14 @@ struct Shape {
 
 using Uid = std::int64_t;
 
-// A finalised execution plan and the device workspace its engine needs.
+// A finalised execution plan and the device workspace its engine needs. It keeps the operation graph
+// and the engine config it was made from alive as long as itself, as cudnn-frontend does (with the
+// GraphBuilder's tensors and operations, which its owner keeps).
 struct ExecutionPlan {
+  Descriptor graph, config;  // declared first: destroyed after the plan
   Descriptor plan;
   std::int64_t workspace_bytes = 0;
-  std::string engine;  // "engine 8 of 3 configs", for logs
+  std::string engine;  // "engine config 1 of 4", for logs
 };
 
 // Tensors and operations added in order, then built into one operation graph and plan.

@@ -181,7 +181,8 @@ std::unique_ptr<SdpaPlan> build_sdpa_plan(cudnnHandle_t handle, const SdpaKey& k
   const bool forward = key.pass == SdpaKey::Pass::kForward;
   const bool dq_accum = !forward && !key.deterministic;
   auto plan = std::make_unique<SdpaPlan>();
-  plan->exec = sdpa_graph(key).build(handle, !forward && key.deterministic);
+  plan->graph = sdpa_graph(key);
+  plan->exec = plan->graph.build(handle, !forward && key.deterministic);
   const std::size_t rows_bytes = static_cast<std::size_t>(d.B * d.NH * d.T) * sizeof(float);
   std::size_t at = 0;
   if (dq_accum) {

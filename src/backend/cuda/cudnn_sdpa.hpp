@@ -30,6 +30,7 @@ enum SdpaUid : Uid {
 // A built plan and how its workspace is laid out: [dq_accum][softmax_sum][cuDNN's own], each part
 // 256-byte aligned (cudnn-frontend puts its scratch tensors before the engine's workspace the same way).
 struct SdpaPlan {
+  GraphBuilder graph;  // the tensors and operations the plan was built from, kept with it
   ExecutionPlan exec;
   std::size_t softmax_sum_offset = 0;  // backward: rowsum(dO * O), B NH T f32
   std::size_t dq_accum_offset = 0;     // non-deterministic backward: f32 dQ accumulator
