@@ -31,3 +31,31 @@ if(ZT_WITH_CUDA)
   target_link_libraries(zt_nccl INTERFACE ${NCCL_LIBRARY})
   add_library(NCCL::nccl ALIAS zt_nccl)
 endif()
+
+# cuDNN 9 (optional; the fused attention of train.attention=auto|cudnn): its headers and libcudnn from
+# CUDNN_HOME / CUDNN_ROOT, the CUDA toolkit, or the system. ZTRAIN_CUDNN=AUTO builds without it when it is
+# not found (attention runs on the native kernels and says so), ON requires it, OFF leaves it out.
+set(ZTRAIN_CUDNN "AUTO" CACHE STRING "Build cuDNN attention: AUTO (where cuDNN 9 is found), ON, OFF")
+set_property(CACHE ZTRAIN_CUDNN PROPERTY STRINGS AUTO ON OFF)
+set(ZT_WITH_CUDNN OFF)
+string(TOUPPER "${ZTRAIN_CUDNN}" _zt_cudnn)
+if(ZT_WITH_CUDA AND NOT _zt_cudnn STREQUAL "OFF")
+  set(_zt_cudnn_hints $ENV{CUDNN_HOME} $ENV{CUDNN_ROOT} ${CUDNN_ROOT} ${CUDAToolkit_LIBRARY_ROOT})
+  find_path(CUDNN_INCLUDE_DIR cudnn_graph.h HINTS ${_zt_cudnn_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  # The pip wheel (nvidia-cudnn-cu13, PyTorch's) ships only the versioned name.
+  find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_zt_cudnn_hints} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  # cudnn_graph.h (the backend graph API) exists from cuDNN 9 on: finding it is the version check.
+  if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+    set(ZT_WITH_CUDNN ON)
+    add_library(zt_cudnn INTERFACE)
+    target_include_directories(zt_cudnn SYSTEM INTERFACE ${CUDNN_INCLUDE_DIR})  # its headers, not our warnings
+    target_link_libraries(zt_cudnn INTERFACE ${CUDNN_LIBRARY})
+    add_library(CUDNN::cudnn ALIAS zt_cudnn)
+  elseif(_zt_cudnn STREQUAL "ON")
+    message(FATAL_ERROR "ZTRAIN_CUDNN=ON but cuDNN 9 was not found (cudnn_graph.h: ${CUDNN_INCLUDE_DIR}, libcudnn: "
+                        "${CUDNN_LIBRARY}): install cuDNN 9 or point CUDNN_HOME at it, or use -DZTRAIN_CUDNN=AUTO")
+  else()
+    message(STATUS "ztrain: cuDNN 9 not found, attention runs on the native kernels only (set CUDNN_HOME to use cuDNN)")
+  endif()
+endif()

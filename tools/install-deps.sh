@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs every Debian package that ztrain's build, tests and tools need. Idempotent and quiet:
 # it installs only what is missing, and says clearly what failed. Every other script calls it.
+# Not Debian packages, so not installed here: the CUDA toolkit (nvcc, cuBLAS; NCCL) for the CUDA backend,
+# and cuDNN 9 for train.attention=cudnn|auto, optional (without it the build leaves cuDNN out and
+# attention runs on the native kernels): NVIDIA's cudnn9-cuda-13 package, a copy in the toolkit, or
+# PyTorch's nvidia-cudnn wheel, found through CUDNN_HOME (tools/device/cudnn-env.sh sets it on the GPU machine).
 set -euo pipefail
 
 PACKAGES=(

@@ -20,6 +20,7 @@
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
+#include "train/attention_check.hpp"
 #include "train/data_check.hpp"
 #include "train/preflight.hpp"
 #include "train/output_check.hpp"
@@ -140,6 +141,7 @@ int run(dist::World& world, int argc, char** argv) {
     const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;
     s.derived = config::derive(s.cl.config, planning_elsewhere ? s.cl.config.plan.world_size : world.size());
     model::check_tp_degree(model::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp));
+    train::check_attention(s.cl.config, s.plan_device);
   }, "parsing the configuration");
   if (code != kExitOk) return code;
   world.set_timeout(s.cl.config.dist.timeout_s);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/attention_support.hpp"
 #include "backend/tensor.hpp"
 
 namespace zt::backend {
@@ -153,6 +154,12 @@ class Backend {
   // dqkv, the shape of qkv, written (dK, dV summed over the query heads sharing them)
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
                                   Tensor segment_starts = Tensor()) = 0;
+  // What runs attention calls like q, for the start-up line ("cuDNN 9.19.0 fused SDPA (train.attention=
+  // auto)"); empty where a backend has one implementation (the CPU).
+  virtual std::string attention_summary(const AttentionQuery& q) const {
+    (void)q;
+    return "";
+  }
 
   // ---- GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) ----------------------------
   virtual void gelu_forward(Tensor out, Tensor inp) = 0;
@@ -249,11 +256,20 @@ class Backend {
 // The CPU reference backend (fp32 math in every precision, OpenBLAS GEMMs, OpenMP elsewhere;
 // deterministic for a given number of threads). threads = 0 uses OpenMP's default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
-// The CUDA backend (cuda/: every op on device buffers of one GPU, GEMMs through cuBLASLt, a caching
-// allocator, one compute stream) on device `device` (the node-local rank's GPU): selects the device
-// for the calling thread, creates the stream, the cuBLASLt handle and the allocator. Throws ConfigError
-// naming the device when it cannot (no such device, no driver, or a build without CUDA).
-std::unique_ptr<Backend> make_cuda_backend(int device);
+// The CUDA backend's choices, fixed at creation.
+struct CudaBackendOptions {
+  AttentionImpl attention = AttentionImpl::kAuto;  // train.attention
+  // cuDNN's SDPA backward: the bitwise-repeatable algorithm (dP in the workspace, no atomics on dQ), as
+  // the native kernels are; false takes cuDNN's faster atomic dQ (for benchmarks).
+  bool deterministic_attention = true;
+};
+// The CUDA backend (cuda/: every op on device buffers of one GPU, GEMMs through cuBLASLt, attention
+// through cuDNN's fused SDPA or our kernels, a caching allocator, one compute stream) on device `device`
+// (the node-local rank's GPU): selects the device for the calling thread, creates the stream, the
+// cuBLASLt handle, the allocator and (unless attention is native) the cuDNN handle. Throws ConfigError
+// naming the device when it cannot (no such device, no driver, or a build without CUDA), and naming
+// train.attention when it is cudnn and cuDNN cannot run here (not built in, device or version).
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaBackendOptions& options = {});
 // Whether this build has the CUDA backend (ZTRAIN_CUDA found nvcc); without it make_cuda_backend throws.
 bool cuda_backend_built();
 // The largest scratch the CPU backend allocates for itself (attention backward) at sequence length T:

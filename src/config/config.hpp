@@ -11,6 +11,7 @@ enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class Recompute { kNone, kFull, kSelective };
 enum class Offload { kNone, kOptimizer };
+enum class Attention { kAuto, kCudnn, kNative };  // the CUDA backend's attention implementation
 // TEST ONLY (debug.*): where debug.hang_at_step hits, and how the rank stops responding there.
 enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume };
 enum class HangMode { kSleep, kSigstop, kSigkill };
@@ -61,6 +62,7 @@ struct TrainConfig {
   Recompute recompute = Recompute::kNone;
   std::int64_t loss_chunk = 0;  // vocabulary rows per chunk of the LM head's loss; 0 = auto
   Offload offload = Offload::kNone;
+  Attention attention = Attention::kAuto;
   std::int64_t threads = 0;
   double time_limit_min = 0;
   std::string loss_scale = "dynamic";

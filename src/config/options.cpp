@@ -165,6 +165,7 @@ std::vector<Option> build_table() {
       opt("train.recompute", &C::train, &TrainConfig::recompute, "activation recomputation in the backward pass"),
       opt("train.loss_chunk", &C::train, &TrainConfig::loss_chunk, "vocabulary rows per chunk of the LM head and its cross-entropy, so no [tokens x vocabulary] logits tensor is held; the backward recomputes each chunk's logits but the last (up to a third more head FLOPs). 0 = auto: one chunk while a rank holds at most 65536 vocabulary rows (no recompute), else 32768", I64{0, std::int64_t{1} << 24}),
       opt("train.offload", &C::train, &TrainConfig::offload, "keep the optimizer state and fp32 master weights in host memory"),
+      opt("train.attention", &C::train, &TrainConfig::attention, "CUDA attention: auto (cuDNN's fused SDPA where it supports the shape and dtype, the native kernels elsewhere), cudnn (cuDNN only: exit 2 at start-up where it cannot run, e.g. fp32, data.document_mask, head sizes not a multiple of 8 up to 256), native (our flash-attention kernels); said in the start-up line"),
       opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", I64{0, kMaxThreads}),
       opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", at_least<double>(0)),
       opt("train.loss_scale", &C::train, &TrainConfig::loss_scale, "fp16 only: 'dynamic' or a fixed positive number"),
@@ -272,6 +273,7 @@ std::string to_string(Device v) { return value::enum_name(v); }
 std::string to_string(Precision v) { return value::enum_name(v); }
 std::string to_string(Recompute v) { return value::enum_name(v); }
 std::string to_string(Offload v) { return value::enum_name(v); }
+std::string to_string(Attention v) { return value::enum_name(v); }
 std::string to_string(PipeSchedule v) { return value::enum_name(v); }
 std::string to_string(Schedule v) { return value::enum_name(v); }
 std::string to_string(CommBackend v) { return value::enum_name(v); }

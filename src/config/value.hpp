@@ -43,6 +43,10 @@ template <> struct EnumNames<Offload> {
   static constexpr std::array<std::pair<Offload, const char*>, 2> kNames{
       {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}}};
 };
+template <> struct EnumNames<Attention> {
+  static constexpr std::array<std::pair<Attention, const char*>, 3> kNames{
+      {{Attention::kAuto, "auto"}, {Attention::kCudnn, "cudnn"}, {Attention::kNative, "native"}}};
+};
 template <> struct EnumNames<HangPhase> {
   static constexpr std::array<std::pair<HangPhase, const char*>, 8> kNames{
       {{HangPhase::kStepEnd, "step_end"}, {HangPhase::kForward, "forward"}, {HangPhase::kBackward, "backward"},

@@ -17,6 +17,7 @@
 #include "model/init.hpp"
 #include "model/hf_dir.hpp"
 #include "plan/memory_plan.hpp"
+#include "train/attention_check.hpp"
 #include "train/data_check.hpp"
 #include "train/recording_communicator.hpp"
 #include "train/wiring.hpp"
@@ -100,9 +101,11 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
+  const std::string attention = backend_->attention_summary(attention_query(config));
   log::info(cat("model: ", model::family_of(table_.shape().arch).describe(table_.shape()), " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
                 " V=", config.model.vocab_size, " T=", config.model.seq_len, ", ", table_.n_params_real(),
-                " parameters; ", backend_->name(), ", ", config::to_string(config.train.precision), ", ", comm_->name(), "; ",
+                " parameters; ", backend_->name(), attention.empty() ? "" : cat(", attention: ", attention), ", ",
+                config::to_string(config.train.precision), ", ", comm_->name(), "; ",
                 world.size(), " rank(s)", grid_.pp > 1 || grid_.tp > 1 ? cat(" = ", describe_grid(grid_)) : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));

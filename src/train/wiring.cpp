@@ -5,6 +5,7 @@
 #include "config/options.hpp"
 #include "core/log.hpp"
 #include "dist/staged_communicator.hpp"
+#include "train/attention_check.hpp"
 
 namespace zt::train {
 namespace {
@@ -23,7 +24,11 @@ class BackendCopies final : public dist::DeviceCopies {
 std::shared_ptr<dist::DeviceCopies> device_copies(backend::Backend& be) { return std::make_shared<BackendCopies>(be); }
 
 std::unique_ptr<backend::Backend> make_backend(const config::Config& c, const dist::Placement& placement) {
-  if (placement.device == config::Device::kCuda) return backend::make_cuda_backend(placement.device_index);
+  if (placement.device == config::Device::kCuda) {
+    backend::CudaBackendOptions options;
+    options.attention = attention_impl(c.train.attention);
+    return backend::make_cuda_backend(placement.device_index, options);
+  }
   if (c.train.precision != config::Precision::kFp32)
     log::warn(cat("train.precision=", config::to_string(c.train.precision), " on the CPU backend is emulated (fp32 math, ",
                   "16-bit storage, as the CUDA backend's reference): slower than fp32 there, for checking"));

@@ -13,8 +13,8 @@
 
 namespace zt::train {
 
-// CUDA on the placement's device, else the CPU backend with the placement's threads (warning once
-// that 16-bit precision on the CPU is emulated).
+// CUDA on the placement's device (attention as train.attention says), else the CPU backend with the
+// placement's threads (warning once that 16-bit precision on the CPU is emulated).
 std::unique_ptr<backend::Backend> make_backend(const config::Config& c, const dist::Placement& placement);
 
 // The backend's copies between its memory and the host, for dist::StagedCommunicator (the backend

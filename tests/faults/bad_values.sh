@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Values and files are what they claim: out-of-range or overflowing integers, --config naming a
-# directory, debug.rank outside the world, and bad data (no shard, a damaged header, another
-# vocabulary) each stop the job before any work with exit 2, printed once (not once per rank), with
-# the key or file and what is allowed; a checkpoint that existed before still verifies. A key given
-# twice on the command line takes the last value.
+# directory, debug.rank outside the world, train.attention=cudnn where cuDNN cannot run, and bad data
+# (no shard, a damaged header, another vocabulary) each stop the job before any work with exit 2,
+# printed once (not once per rank), with the key or file and what is allowed; a checkpoint that
+# existed before still verifies. A key given twice on the command line takes the last value.
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 args=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=2 --train.max_steps=4
@@ -34,6 +34,11 @@ refused 2 "^rank 0: train.max_steps=1000000000 x train.global_batch=16777216 x m
 refused 4 "^rank 0: --config $ZT_WORK/data is a directory: give the INI file" --config "$ZT_WORK/data"
 refused 2 "^rank 0: debug.rank=2 is outside the world of 2 rank\(s\): use debug.rank in \[0, 1\]$" \
   --debug.rank=2 --debug.fail_at_step=1
+# train.attention=cudnn where cuDNN's fused attention cannot run: fp32, then (bf16) ranks on the CPU.
+refused 1 "^rank 0: train.attention=cudnn: cuDNN's fused attention cannot run this model: compute dtype f32 \(train.precision=fp32\)" \
+  --train.attention=cudnn
+refused 1 "^rank 0: train.attention=cudnn runs on the CUDA backend, but this rank computes on the CPU \(train.device=cpu\)" \
+  --train.attention=cudnn --train.precision=bf16
 
 # zckpt's integer argument too: 2^32 + 2 ranks is not 2 ranks.
 expect_exit 2 "$ZT_BIN/zckpt" reshard "$ZT_WORK/ckpt/step_00000002" --world 4294967298 --out "$ZT_WORK/resharded"

@@ -5,6 +5,7 @@
 # Run ON the device from any directory. ZT_BUILD_DIR overrides build-device/, ZT_JOBS the parallel jobs
 # (default: all cores), ZT_CUDA_ARCH the GPU target (default 90a: Hopper's own instructions, H100/H200).
 # -DZTRAIN_CUDA=ON: a build that silently dropped the CUDA backend would "pass" every GPU test by skipping.
+# cuDNN (train.attention=cudnn) comes from tools/device/cudnn-env.sh: the toolkit's or PyTorch's wheel.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build_dir=${ZT_BUILD_DIR:-$root/build-device}
@@ -18,6 +19,10 @@ if [ -z "${DEVDEPS:-}" ]; then
   source "$root/.devdeps/env.sh"
   set -eu
 fi
+set +u
+# shellcheck source=tools/device/cudnn-env.sh
+source "$root/tools/device/cudnn-env.sh"  # CUDNN_HOME: the toolkit's cuDNN or PyTorch's wheel
+set -u
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZTRAIN_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${ZT_CUDA_ARCH:-90a}"

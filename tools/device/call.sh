@@ -8,12 +8,16 @@
 #   BENCH_S      tools/bench/gpu_train/run.sh (BENCH_ARGS; PEER_S: the time kept for the PyTorch peer)
 #   MM_S         tools/bench/memory_modes/run.sh --device cuda (MM_ARGS, e.g. "--model 350m")
 #   CKPT_S       tools/bench/ckpt/run.sh --device cuda
+#   ATTN_S       bench_attention, native vs cuDNN's fused SDPA: issue 30's shape (B16 T1024 NH12 hs64 bf16),
+#                then Llama 3.2 1B's (B4 T2048 NH32 NKV8 hs64), into $OUT/attention.txt
 # e.g. run(command "GPU_CHECK_S=120 BENCH_S=200 PEER_S=100 tools/device/call.sh", timeout_s 360).
 # shellcheck disable=SC1091  # .devdeps/env.sh exists only where tools/device/prepare.sh ran
 cd "$(dirname "$0")/../.." || exit 1
 # The test scripts run /usr/bin/python3 (Debian's, with no torch); the device's python3 is a venv's.
 [ -x /usr/bin/python3 ] || ln -s "$(command -v python3)" /usr/bin/python3
 export PATH=$PATH:/usr/local/cuda/bin
+# cuDNN's libraries for every program below (the toolkit's or PyTorch's wheel): exported, so inherited.
+source tools/device/cudnn-env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 b=$(cat .devbuild/BUILD_DIR)
 read -ra sanitize <<<"${SANITIZE---sanitize}"
@@ -52,4 +56,12 @@ if [ "${CKPT_S:-0}" -gt 0 ]; then
   ( set +u; source .devdeps/env.sh; t0=$SECONDS
     ZT_BUILD_DIR=$b timeout "$CKPT_S" tools/bench/ckpt/run.sh --device cuda /tmp/zt_bench_ckpt 2>&1 | tail -n 6 | tee "$OUT/ckpt.txt"
     echo "ckpt bench in $((SECONDS - t0)) s" )
+fi
+if [ "${ATTN_S:-0}" -gt 0 ]; then
+  ( set +u; source .devdeps/env.sh; t0=$SECONDS
+    timeout "$ATTN_S" "$b/bench/bench_attention" --batches 16 --T 1024 --heads 12 --hs 64 --dtype bf16 2>&1 | tee "$OUT/attention.txt"
+    left=$((ATTN_S - (SECONDS - t0)))
+    [ "$left" -gt 10 ] && timeout "$left" "$b/bench/bench_attention" --batches 4 --T 2048 --heads 32 --kv-heads 8 --hs 64 \
+      --dtype bf16 2>&1 | tee -a "$OUT/attention.txt"
+    echo "attention bench in $((SECONDS - t0)) s" )
 fi

@@ -136,8 +136,10 @@ fi
 set +u
 # shellcheck source=/dev/null
 source .devdeps/env.sh
+# shellcheck source=tools/device/cudnn-env.sh
+source tools/device/cudnn-env.sh
 set -u
-echo "DEVDEPS=$DEVDEPS NCCL_HOME=${NCCL_HOME:-unset}; bundled fallbacks in use: $(find "$DEVDEPS/fallback-active" -mindepth 1 -printf '%f ')"
+echo "DEVDEPS=$DEVDEPS NCCL_HOME=${NCCL_HOME:-unset} CUDNN_HOME=${CUDNN_HOME:-unset}; bundled fallbacks in use: $(find "$DEVDEPS/fallback-active" -mindepth 1 -printf '%f ')"
 phase env
 nvidia-smi || echo "gpu-check: nvidia-smi failed"
 nvcc --version | tail -n 2

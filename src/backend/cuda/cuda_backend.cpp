@@ -41,11 +41,13 @@ RawAllocator cuda_raw_allocator(int device) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device) : device_(device) {
+CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
+    : device_(device), attention_(options.attention) {
   ZT_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop{};
   ZT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   device_name_ = cat("cuda:", device, " (", prop.name, ")");
+  sm_ = prop.major * 10 + prop.minor;
   // Non-blocking: the legacy default stream (used by any library call we do not control) must not
   // serialise with our work.
   ZT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -53,11 +55,27 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   allocator_ = std::make_unique<CachingAllocator>(cuda_raw_allocator(device), cat("cuda:", device));
   lt_workspace_ = allocate(kLtWorkspaceBytes);
   lt_ = std::make_unique<LtMatmul>(lt_workspace_.data(), lt_workspace_.bytes());
+  open_cudnn(options);
+}
+
+// cuDNN is loaded and its handle made here, once: train.attention=cudnn fails now (exit 2, before any
+// work) if it cannot run on this device; auto keeps the reason for the start-up line and runs natively.
+void CudaBackend::open_cudnn(const CudaBackendOptions& options) {
+  if (attention_ == AttentionImpl::kNative) return;
+  try {
+    cudnn_ = make_cudnn_attention(*this, attention_, sm_, options.deterministic_attention);
+  } catch (const Error& e) {
+    if (attention_ == AttentionImpl::kCudnn)
+      throw ConfigError(cat("train.attention=cudnn: cuDNN's fused attention cannot run on ", device_name_, ": ", e.what(),
+                            "; use train.attention=auto (native kernels where cuDNN cannot) or native"));
+    cudnn_unavailable_ = e.what();
+  }
 }
 
 CudaBackend::~CudaBackend() {
   // Queued work may still use the workspace and cached blocks: finish it before anything is freed.
   if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
+  cudnn_.reset();
   lt_.reset();
   lt_workspace_.reset();
   allocator_.reset();
@@ -112,14 +130,23 @@ MemoryStats CudaBackend::memory_stats() const {
 
 void CudaBackend::reset_peak() { allocator_->reset_peak(); }
 
-// Attention kernels live in attention.cu; the backward scratch comes from the caching allocator and
-// goes back right after the launch, which is safe on the single stream (caching_allocator.hpp).
+// Attention: cuDNN's fused SDPA where it takes the call (cudnn_attention.hpp), else the native kernels
+// of attention.cu. Either's workspace or scratch comes from the caching allocator and goes back right
+// after the launch, which is safe on the single stream (caching_allocator.hpp). Both read and write
+// the same lse, so a forward on one and a backward on the other agree.
 void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts) {
+  if (cudnn_ && cudnn_->forward(out, lse, qkv, n_head, segment_starts, stream_)) return;
   cuda::attention_forward(out, lse, qkv, n_head, stream_, segment_starts);
+}
+
+std::string CudaBackend::attention_summary(const AttentionQuery& q) const {
+  const CudnnRuntime runtime = cudnn_ ? cudnn_->runtime() : CudnnRuntime{sm_, 0, true};
+  return attention_choice(attention_, q, runtime, cudnn_unavailable_);
 }
 
 void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
                                      Tensor segment_starts) {
+  if (cudnn_ && cudnn_->backward(dqkv, dout, qkv, out, lse, n_head, segment_starts, stream_)) return;
   ZT_CHECK(qkv.rank == 3 && out.rank == 3, "attention_backward: qkv [B,T,W] and out [B,T,C] must be 3-D, got ",
            qkv.shape_string(), " and ", out.shape_string());
   const std::size_t scratch_bytes = attention_backward_scratch_bytes(qkv.dim(0), qkv.dim(1), out.dim(2), n_head);
@@ -131,7 +158,7 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tenso
 
 bool cuda_backend_built() { return true; }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaBackendOptions& options) {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc != cudaSuccess) {
@@ -143,7 +170,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     throw ConfigError(cat("train.device=cuda: CUDA device ", device, " does not exist (this node has ", count,
                           " visible device", count == 1 ? "" : "s",
                           "); run at most that many ranks per node or check CUDA_VISIBLE_DEVICES"));
-  return std::make_unique<cuda::CudaBackend>(device);
+  return std::make_unique<cuda::CudaBackend>(device, options);
 }
 
 }  // namespace zt::backend

@@ -15,13 +15,14 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/caching_allocator.hpp"
+#include "backend/cuda/cudnn_attention.hpp"
 #include "backend/cuda/lt_matmul.hpp"
 
 namespace zt::backend::cuda {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device);
+  CudaBackend(int device, const CudaBackendOptions& options);
   ~CudaBackend() override;
   std::string name() const override;
 
@@ -62,6 +63,7 @@ class CudaBackend final : public Backend {
   void attention_forward(Tensor out, Tensor lse, Tensor qkv, int n_head, Tensor segment_starts = Tensor()) override;
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
                           Tensor segment_starts = Tensor()) override;
+  std::string attention_summary(const AttentionQuery& q) const override;
   void gelu_forward(Tensor out, Tensor inp) override;
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   // Llama's ops: rmsnorm.cu, rope.cu, swiglu.cu (grouped-query attention is in attention.cu).
@@ -93,6 +95,7 @@ class CudaBackend final : public Backend {
   // GEMM whose epilogue also writes a bias gradient, added into dbias (false: cuBLASLt has no kernel).
   const void* aligned_bias(const Tensor& bias, Buffer& staged);
   bool gemm_with_bias_grad(LtGemm g, LtEpilogue e, const Tensor& dbias, const char* op);
+  void open_cudnn(const CudaBackendOptions& options);
 
   struct StreamDeleter {
     void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
@@ -105,6 +108,12 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CachingAllocator> allocator_;
   Buffer lt_workspace_;           // cuBLASLt's scratch, from the allocator so memory_stats counts it
   std::unique_ptr<LtMatmul> lt_;  // cuBLASLt handle and cached matmul plans
+  int sm_ = 0;                    // compute capability, major * 10 + minor
+  AttentionImpl attention_;       // train.attention
+  // cuDNN's SDPA (attention ops try it first), or null: attention_ is native, or cuDNN cannot run here,
+  // cudnn_unavailable_ saying why (auto only: cudnn makes that a start-up error).
+  std::unique_ptr<CudnnAttention> cudnn_;
+  std::string cudnn_unavailable_;
 };
 
 }  // namespace zt::backend::cuda

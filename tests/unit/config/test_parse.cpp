@@ -257,6 +257,18 @@ TEST(Parse, PrintedConfigLoadsBackToTheSameValues) {
   std::remove(ini.c_str());
 }
 
+// train.attention: the CUDA backend's attention implementation, auto by default.
+TEST(Parse, AttentionIsAutoCudnnOrNative) {
+  EXPECT_EQ(parse({}).config.train.attention, Attention::kAuto);
+  EXPECT_EQ(parse({"--train.attention=cudnn"}).config.train.attention, Attention::kCudnn);
+  EXPECT_EQ(parse({"--train.attention=native"}).config.train.attention, Attention::kNative);
+  expect_config_error({"--train.attention=flash"}, {"train.attention=flash", "auto|cudnn|native"});
+  std::string ini = temp_ini("[train]\nattention = native\n");
+  EXPECT_EQ(parse({"--config", ini}).config.train.attention, Attention::kNative);
+  std::remove(ini.c_str());
+  EXPECT_NE(to_ini(parse({"--train.attention=cudnn"}).config).find("attention = cudnn"), std::string::npos);
+}
+
 TEST(Help, ListsEveryKeyWithDefault) {
   std::string help = help_text("ztrain");
   for (const Option& o : options()) EXPECT_NE(help.find("--" + o.key + "="), std::string::npos) << o.key;
