@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -222,6 +223,19 @@ void validate(const std::string& where, const Tensors& t, const ParamTable& tabl
                            " is not a parameter of a model with ", describe(s)));
 }
 
+// A NaN or an infinity in a weight makes every loss from step 1 on NaN: refused at load, naming where.
+// (One pass over memory the conversion just wrote: cheap beside reading the file.)
+void check_finite(const std::string& path, const std::string& name, const float* data, std::size_t count) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < count; ++i) bad += !std::isfinite(data[i]);
+  if (bad == 0) return;
+  std::size_t first = 0;
+  while (std::isfinite(data[first])) ++first;
+  throw InputError(cat(path, ": tensor ", name, " holds ", bad, " NaN or infinite value(s) of ", count, " (the first, ",
+                       data[first], ", at element ", first, "); training from them gives a NaN loss from step 1: the file "
+                       "is damaged, or the model it was saved from had diverged; give another checkpoint"));
+}
+
 // The first `count` elements of entry e, widened to f32.
 void read_tensor(const std::string& name, const Located& loc, std::size_t count, float* out) {
   const std::string& path = loc.file;
@@ -232,10 +246,14 @@ void read_tensor(const std::string& name, const Located& loc, std::size_t count,
   in.seekg(static_cast<std::streamoff>(loc.data_start + e.begin));
   if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
     throw InputError(cat(path, ": could not read tensor ", name, " (file truncated?)"));
-  if (e.dtype == "F32") return static_cast<void>(std::memcpy(out, raw.data(), raw.size()));
-  const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
-  for (std::size_t i = 0; i < count; ++i)
-    out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
+  if (e.dtype == "F32") {
+    std::memcpy(out, raw.data(), raw.size());
+  } else {
+    const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
+    for (std::size_t i = 0; i < count; ++i)
+      out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
+  }
+  check_finite(path, name, out, count);
 }
 
 // lm_head.weight, when a file carries it and the model's head is tied, must be the token embedding

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <tuple>
 #include <filesystem>
 #include <fstream>
@@ -255,6 +256,31 @@ TEST_F(Safetensors, LayoutIsCheckedAsTheSafetensorsLibraryChecksIt) {
               {"__metadata__", {{"format", "pt"}}}},
             23);
   EXPECT_NE(load_error(path("raw.safetensors"), small_).find("tensor transformer.wte.weight is missing"), std::string::npos);
+}
+
+// NaN or Inf in a weight: refused at load, naming the file, the tensor and the first bad element (in
+// F32 and in the 16-bit dtypes, after widening).
+TEST_F(Safetensors, NonFiniteWeightsAreRefusedNamingTensorAndFile) {
+  std::vector<float> w = weights(small_, 4);
+  const ParamInfo& fc = small_.find("transformer.h.1.mlp.c_fc.weight");
+  w[fc.offset + 7] = std::numeric_limits<float>::quiet_NaN();
+  write_file(path("nan.safetensors"), tensors(small_, w));
+  const std::string e = load_error(path("nan.safetensors"), small_);
+  EXPECT_NE(e.find("nan.safetensors: tensor transformer.h.1.mlp.c_fc.weight holds 1 NaN or infinite value(s) of "),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("at element 7"), std::string::npos) << e;
+  std::vector<float> ok = weights(small_, 4);
+  std::vector<FileTensor> ts = tensors(small_, ok);
+  for (FileTensor& t : ts) {
+    if (t.name != "transformer.ln_f.bias") continue;
+    t.dtype = "BF16";
+    t.raw.assign(t.raw.size() / 2, 0);
+    reinterpret_cast<std::uint16_t*>(t.raw.data())[3] = 0xFF80;  // bf16 -inf
+  }
+  write_file(path("inf.safetensors"), ts);
+  const std::string inf = load_error(path("inf.safetensors"), small_);
+  EXPECT_NE(inf.find("tensor transformer.ln_f.bias holds 1 NaN or infinite value(s) of 24 (the first, -inf, at element 3)"),
+            std::string::npos) << inf;
 }
 
 // A model directory's index names its shards inside the directory: an absolute path or one through ".."
