@@ -18,6 +18,11 @@ namespace zt::data {
 // value, in the order given. No match is an InputError naming `key` (e.g. "data.train").
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key);
 
+// InputError unless the two shards were tokenized with the same vocabulary (vocab_hash): the same ids
+// would mean other tokens. The keys ("data.train", "data.valid") name where each came from, if given.
+void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key = "",
+                           const std::string& other_key = "");
+
 // The shards of a set must agree on having a loss mask and on the packing window (InputError).
 class ShardSet final : public TokenSource {
  public:
