@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/sha256.hpp"
 
 namespace zt::data {
 namespace {
@@ -79,6 +80,14 @@ ShardSet::~ShardSet() = default;
 
 const ShardInfo& ShardSet::first_info() const { return shards_.front().info(); }
 
+ShardSetPrint ShardSet::fingerprint() const {
+  Sha256 hash;
+  for (const ShardReader& shard : shards_) {
+    const ShardInfo& i = shard.info();
+    hash.update(cat(i.path.filename().string(), '\0', i.n_tokens, '\0', i.n_docs, '\0', i.tokenizer.vocab_hash, '\n'));
+  }
+  return {shards_.size(), total_, to_hex(hash.finish())};
+}
 
 void ShardSet::read(std::uint64_t start, std::uint64_t count, std::int32_t* out) const {
   ZT_CHECK_LE(start + count, total_, "read past the end of the token stream");
