@@ -95,7 +95,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
-  stragglers_ = std::make_unique<StragglerWatch>(world, config.log);
+  stragglers_ = std::make_unique<StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp));
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
