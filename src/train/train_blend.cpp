@@ -42,14 +42,28 @@ std::uint64_t TrainBlend::windows_per_epoch() const {
   return n;
 }
 
+namespace {
+// Corpus `corpus`'s record at `consumed` windows.
+ckpt::CorpusCursor record_of(const data::Corpus& corpus, std::int64_t seq_len, std::uint64_t consumed) {
+  const data::ShardSetPrint print = corpus.shards->fingerprint();
+  const std::uint64_t windows =
+      data::WindowOrder::windows_in(corpus.shards->n_tokens(), seq_len, corpus.shards->packed_window() != 0);
+  return {corpus.spec.glob, corpus.spec.weight, windows, consumed, print.shards, print.tokens, print.sha256};
+}
+}  // namespace
+
 std::vector<ckpt::CorpusCursor> TrainBlend::cursor(std::uint64_t cursor) const {
   const std::vector<std::uint64_t> consumed = order->consumed(cursor);
   std::vector<ckpt::CorpusCursor> out;
-  for (std::size_t i = 0; i < corpora.size(); ++i) {
-    const data::ShardSetPrint print = corpora[i].shards->fingerprint();
-    out.push_back({corpora[i].spec.glob, corpora[i].spec.weight, order->order(i).windows_per_epoch(), consumed[i],
-                   print.shards, print.tokens, print.sha256});
-  }
+  for (std::size_t i = 0; i < corpora.size(); ++i)
+    out.push_back(record_of(corpora[i], order->order(i).seq_len(), consumed[i]));
+  return out;
+}
+
+std::vector<ckpt::CorpusCursor> corpus_records(const config::Config& c) {
+  std::vector<ckpt::CorpusCursor> out;
+  for (const data::Corpus& corpus : data::open_corpora(c.data.train, "data.train", expected_shards(c)))
+    out.push_back(record_of(corpus, c.model.seq_len, 0));
   return out;
 }
 

@@ -34,6 +34,11 @@ struct TrainBlend {
 // Opens data.train with the run's shard expectation; the blend's order begins at global window `start`.
 TrainBlend open_train_blend(const config::Config& c, std::uint64_t start);
 
+// data.train's corpora as a resume compares them with a checkpoint's (TrainBlend::cursor without the
+// cursor), opened without building their orders: a corpus shorter than one window (0 windows) is
+// check_data's to report (exit 2), not a DataError here.
+std::vector<ckpt::CorpusCursor> corpus_records(const config::Config& c);
+
 // The window at which this run's blend order begins when resuming from checkpoint `dir` with state s, given
 // this run's corpora `now` (TrainBlend::cursor): the checkpoint's own when the blend's weights and every
 // corpus's shards agree (a changed glob matching the same shards is fine); its cursor when either differs
