@@ -145,6 +145,8 @@ config::Config lora_config_of(const ckpt::Checkpoint& c) {
   config.lora.alpha = std::stod(ini_value(c, "lora", "alpha"));
   config.lora.rslora = ini_value(c, "lora", "rslora") == "true";
   config.lora.targets = ini_value(c, "lora", "targets");
+  const std::string dropout = ini_value(c, "lora", "dropout");  // absent before lora.dropout existed
+  config.lora.dropout = dropout.empty() ? 0.0 : std::stod(dropout);
   config.init.from = ini_value(c, "init", "from");
   return config;
 }

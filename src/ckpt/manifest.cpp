@@ -171,9 +171,13 @@ std::string state_json(const TrainState& s) {
   if (!s.lora_base_sha256.empty()) j["lora"] = {{"base_sha256", s.lora_base_sha256}};
   if (!s.blend.empty()) {
     json corpora = json::array();
-    for (const CorpusCursor& c : s.blend)
-      corpora.push_back({{"glob", c.glob}, {"weight", c.weight}, {"windows_per_epoch", c.windows_per_epoch},
-                         {"windows_consumed", c.windows_consumed}});
+    for (const CorpusCursor& c : s.blend) {
+      json corpus = {{"glob", c.glob}, {"weight", c.weight}, {"windows_per_epoch", c.windows_per_epoch},
+                     {"windows_consumed", c.windows_consumed}};
+      if (!c.shards_sha256.empty())
+        corpus["shards"] = {{"count", c.shards}, {"tokens", c.tokens}, {"sha256", c.shards_sha256}};
+      corpora.push_back(corpus);
+    }
     j["data_cursor"]["blend"] = corpora;
     j["data_cursor"]["blend_start_window"] = s.blend_start;
   }
@@ -198,9 +202,17 @@ TrainState parse_state(const std::string& text, const std::string& where) {
     if (j.contains("lora")) s.lora_base_sha256 = j.at("lora").at("base_sha256").get<std::string>();
     const json& cursor = j.at("data_cursor");
     if (cursor.contains("blend")) {  // absent before blends
-      for (const json& c : cursor.at("blend"))
-        s.blend.push_back({c.at("glob").get<std::string>(), c.at("weight").get<double>(),
-                           c.at("windows_per_epoch").get<std::uint64_t>(), c.at("windows_consumed").get<std::uint64_t>()});
+      for (const json& c : cursor.at("blend")) {
+        CorpusCursor k{c.at("glob").get<std::string>(), c.at("weight").get<double>(),
+                       c.at("windows_per_epoch").get<std::uint64_t>(), c.at("windows_consumed").get<std::uint64_t>()};
+        if (c.contains("shards")) {  // absent before shard sets were recorded
+          const json& sh = c.at("shards");
+          k.shards = sh.at("count").get<std::uint64_t>();
+          k.tokens = sh.at("tokens").get<std::uint64_t>();
+          k.shards_sha256 = sh.at("sha256").get<std::string>();
+        }
+        s.blend.push_back(std::move(k));
+      }
       s.blend_start = cursor.at("blend_start_window").get<std::uint64_t>();
     }
     return s;

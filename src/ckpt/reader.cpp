@@ -2,6 +2,8 @@
 #include "ckpt/reader.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 
 #include "ckpt/layout.hpp"
 #include "ckpt/manifest.hpp"
@@ -57,6 +59,25 @@ const std::vector<Checkpoint::Saved>& Checkpoint::saved_index() const {
   return index_;
 }
 
+// A NaN or an infinity in a checkpoint's state (a run that diverged before it saved, or a damaged file
+// whose manifest was rewritten) would make the resumed run's loss NaN from its first step: refused at
+// load (InputError: the checkpoint chosen is bad input), naming the file, the state and the tensor.
+void Checkpoint::check_finite(StateKind kind, int rank, const FlatRange& range, const float* values) const {
+  std::int64_t bad = 0;
+  while (bad < range.numel && std::isfinite(values[bad])) ++bad;
+  if (bad == range.numel) return;
+  const std::int64_t at = range.offset + bad;
+  const std::vector<ParamDesc>& params = manifest_.model.params;
+  auto p = std::upper_bound(params.begin(), params.end(), at,
+                            [](std::int64_t i, const ParamDesc& d) { return i < d.flat_offset; });
+  const std::string where = p == params.begin() ? cat("flat element ", at)
+                                                : cat("tensor ", std::prev(p)->name, " (element ", at - std::prev(p)->flat_offset, ")");
+  throw InputError(cat(dir_.string(), ": ", optim_file_name(rank, manifest_.world_size), " holds ", values[bad], " in ",
+                       dataset_name(kind), " of ", where, "; a run resumed from it would compute NaN losses: the run "
+                       "that saved it had diverged, or the file is damaged. Resume from an earlier checkpoint "
+                       "(ckpt.resume=PATH) with a lower optim.lr"));
+}
+
 void Checkpoint::read(StateKind kind, const FlatRange& want, float* out) const {
   std::int64_t covered = 0;
   const std::vector<Saved>& index = saved_index();
@@ -68,8 +89,10 @@ void Checkpoint::read(StateKind kind, const FlatRange& want, float* out) const {
     const FlatRange both = intersect(it->range, want);
     if (both.numel <= 0) continue;
     io::H5Dataset ds = rank_file(it->rank).open_dataset(dataset_name(kind));
+    float* piece = out + (both.offset - want.offset);
     ds.read(static_cast<std::uint64_t>(it->position + both.offset - it->range.offset),
-            std::span<float>(out + (both.offset - want.offset), static_cast<std::size_t>(both.numel)));
+            std::span<float>(piece, static_cast<std::size_t>(both.numel)));
+    check_finite(kind, it->rank, both, piece);
     covered += both.numel;
   }
   // Saved ranges never overlap (verify() checks), so the count tells whether `want` is covered.

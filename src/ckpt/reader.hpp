@@ -31,7 +31,8 @@ class Checkpoint {
   TrainState state() const;  // state.json
 
   // Reads `kind` over flat elements [want) into out (want.numel floats) from the rank files that
-  // hold them. Throws CheckpointError if the saved ranges do not cover `want`.
+  // hold them. Throws CheckpointError if the saved ranges do not cover `want`, InputError (naming the
+  // file and the tensor) on a NaN or an infinity.
   void read(StateKind kind, const FlatRange& want, float* out) const;
   // Every rank's shard for a new partition: `ranges` of the new rank, all three kinds.
   RankShard read_shard(int rank, int world_size, const std::vector<FlatRange>& ranges) const;
@@ -40,6 +41,7 @@ class Checkpoint {
 
  private:
   const io::H5File& rank_file(int rank) const;  // opened once, its ranges checked against the manifest
+  void check_finite(StateKind kind, int rank, const FlatRange& range, const float* values) const;
   // Every rank's saved ranges sorted by offset, with where each starts in its rank's datasets: a read
   // looks up the few it needs (a tensor-parallel checkpoint saves a run per matrix row: many ranges).
   struct Saved {

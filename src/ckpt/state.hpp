@@ -64,6 +64,10 @@ struct CorpusCursor {
   double weight = 1;                   // normalised over the blend
   std::uint64_t windows_per_epoch = 0;
   std::uint64_t windows_consumed = 0;  // of this corpus since the blend began
+  // The shards the glob matched (data::ShardSetPrint): count, tokens and fingerprint; "" in checkpoints
+  // written before they were recorded (a resume then compares windows_per_epoch).
+  std::uint64_t shards = 0, tokens = 0;
+  std::string shards_sha256;
 };
 
 struct TrainState {

@@ -2,19 +2,24 @@
 // LlamaConfig (MistralConfig and Qwen2Config share them) and GPT2Config: a field the file leaves out
 // takes the value transformers would give it. Mistral is Llama's block with a sliding attention window,
 // loaded when the window does not bind at model.seq_len; Qwen2 is Llama's block with biases on q, k, v.
+// Every field that changes the function the model computes is either read into a [model] key, or
+// checked against the one value ztrain's block computes (the tables below), or refused: none is ignored.
 #include "config/hf_config.hpp"
-#include "config/lora.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "config/json_fields.hpp"
+#include "config/lora.hpp"
 #include "config/options.hpp"
+#include "config/value.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace zt::config {
 namespace {
+
+constexpr const char* kIncomplete = "it is not a complete model config.json";
 
 struct Field {
   std::string key;   // ours: model.n_head
@@ -22,98 +27,171 @@ struct Field {
   std::string text;  // the value as our option table reads it
 };
 
-std::string text_of(const nlohmann::json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  return v.dump();
+// A config.json field that changes the function, of which ztrain's block computes only the values in
+// `computes` (JSON text; numbers compared as numbers): any other is refused naming key, value and this.
+enum class Kind { kString, kBool, kNumber };
+struct Fixed {
+  const char* name;
+  Kind kind;
+  const char* fallback;               // transformers' default, when the file leaves the field out
+  std::vector<const char*> computes;  // the values ztrain's block computes
+  const char* what;                   // what that is, for the message
+};
+
+// GPT2Config's fields (transformers' configuration_gpt2.py) beyond the shape (read into [model] keys),
+// the context (n_positions) and n_inner (checked against 4 n_embd below).
+const std::vector<Fixed>& gpt2_fixed() {
+  static const std::vector<Fixed> kFixed = {
+      // gelu_fast and gelu_pytorch_tanh are gelu_new's tanh formula (sqrt(2/pi) rounded to 10 digits, PyTorch's kernel)
+      {"activation_function", Kind::kString, "gelu_new", {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"},
+       "GELU's tanh approximation (gelu_new)"},
+      {"layer_norm_epsilon", Kind::kNumber, "1e-5", {"1e-5"}, "LayerNorm with epsilon 1e-5"},
+      {"scale_attn_weights", Kind::kBool, "true", {"true"}, "attention scores divided by sqrt(head size)"},
+      {"scale_attn_by_inverse_layer_idx", Kind::kBool, "false", {"false"},
+       "attention scores not divided by the layer index (scale_attn_by_inverse_layer_idx false)"},
+      {"add_cross_attention", Kind::kBool, "false", {"false"}, "a decoder without cross-attention"},
+      {"tie_word_embeddings", Kind::kBool, "true", {"true"}, "an LM head tied to wte (tie_word_embeddings true)"},
+      // Only where the attention is computed in what precision: the same function either way.
+      {"reorder_and_upcast_attn", Kind::kBool, "false", {"false", "true"}, ""},
+  };
+  return kFixed;
 }
 
-// The field `name`, or `fallback` (transformers' default) when absent; "" fallback: required.
-std::string value(const nlohmann::json& c, const std::string& file, const std::string& name,
-                  const std::string& fallback = "") {
-  if (c.contains(name) && !c[name].is_null()) return text_of(c[name]);
-  if (fallback.empty()) throw ConfigError(cat(file, ": has no \"", name, "\"; it is not a complete model config.json"));
-  return fallback;
+// LlamaConfig's (and Mistral's, Qwen2's) beyond the shape, RoPE, norm and tie fields read into [model] keys.
+const std::vector<Fixed>& llama_fixed() {
+  static const std::vector<Fixed> kFixed = {
+      {"hidden_act", Kind::kString, "silu", {"silu"}, "SwiGLU with SiLU (hidden_act silu)"},
+      {"attention_bias", Kind::kBool, "false", {"false"},
+       "no biases on q, k, v, o (attention_bias false; Qwen2ForCausalLM's q, k, v biases are model.qkv_bias)"},
+      {"mlp_bias", Kind::kBool, "false", {"false"}, "no biases in the MLP (mlp_bias false)"},
+      {"use_sliding_window", Kind::kBool, "false", {"false"},
+       "full causal attention on every layer (Qwen2's use_sliding_window false)"},
+      // Splits the matmuls into slices in transformers: the same function.
+      {"pretraining_tp", Kind::kNumber, "1", {}, ""},
+  };
+  return kFixed;
 }
 
-std::vector<Field> rope_fields(const nlohmann::json& c, const std::string& file) {
-  if (!c.contains("rope_scaling") || c["rope_scaling"].is_null()) return {{"model.rope_scaling", "rope_scaling", "none"}};
-  const nlohmann::json& r = c["rope_scaling"];
-  const std::string type = r.value("rope_type", r.value("type", std::string()));
-  if (type != "llama3")
-    throw ConfigError(cat(file, ": rope_scaling type '", type, "' is not supported; ztrain implements llama3 or none"));
-  return {{"model.rope_scaling", "rope_scaling.rope_type", "llama3"},
-          {"model.rope_factor", "rope_scaling.factor", value(r, file, "factor")},
-          {"model.rope_low_freq_factor", "rope_scaling.low_freq_factor", value(r, file, "low_freq_factor")},
-          {"model.rope_high_freq_factor", "rope_scaling.high_freq_factor", value(r, file, "high_freq_factor")},
-          {"model.rope_original_max_position", "rope_scaling.original_max_position_embeddings",
-           value(r, file, "original_max_position_embeddings")}};
+// Dropout is a training-time choice: ztrain trains the base model without it (as llm.c and nanoGPT do
+// when fine-tuning), so the function the loaded model computes is the same; said, not ignored.
+const std::vector<const char*>& dropout_fields(bool llama) {
+  static const std::vector<const char*> kGpt2 = {"attn_pdrop", "resid_pdrop", "embd_pdrop"}, kLlama = {"attention_dropout"};
+  return llama ? kLlama : kGpt2;
 }
 
-// What ztrain's Llama and GPT-2 blocks cannot compute: refused by name rather than loaded wrong.
-void check_supported(const nlohmann::json& c, const std::string& file, bool llama) {
+std::string list(const std::vector<const char*>& values) {
+  std::string out;
+  for (const char* v : values) out += cat(out.empty() ? "" : ", ", v);
+  return out;
+}
+
+// A number field as its JSON text (type checked), or `fallback` when absent (null: required).
+std::string number_text(const JsonFields& c, const std::string& name, const char* fallback = nullptr) {
+  if (!c.has(name) && fallback) return fallback;
+  c.number(name);  // throws when absent or not a number
+  return c.text(name);
+}
+
+// The field's value as JSON text, after checking its type.
+std::string checked_text(const JsonFields& c, const Fixed& f) {
+  switch (f.kind) {
+    case Kind::kString: return c.string(f.name, f.fallback);
+    case Kind::kBool: return c.boolean(f.name, std::string(f.fallback) == "true") ? "true" : "false";
+    case Kind::kNumber: return number_text(c, f.name, f.fallback);
+  }
+  return "";
+}
+
+bool computes(const Fixed& f, const std::string& text) {
+  if (f.computes.empty()) return true;  // any value: the same function
+  for (const char* v : f.computes)
+    if (f.kind == Kind::kNumber ? std::stod(text) == std::stod(v) : text == v) return true;
+  return false;
+}
+
+void check_fixed(const JsonFields& c, bool llama) {
+  const char* family = llama ? "Llama" : "GPT-2";
+  for (const Fixed& f : llama ? llama_fixed() : gpt2_fixed()) {
+    const std::string text = checked_text(c, f);
+    if (!computes(f, text))
+      throw ConfigError(cat(c.file(), ": ", f.name, "=", text, ": ztrain's ", family, " block computes ", f.what,
+                            " (", f.name, " ", list(f.computes), "), so it cannot load this model"));
+  }
+  if (c.has("quantization_config"))
+    throw ConfigError(cat(c.file(), ": has a quantization_config (quantized weights); ztrain loads F32, BF16 or F16 "
+                          "weights: give the model's unquantized checkpoint"));
+  std::string dropouts;
+  for (const char* name : dropout_fields(llama))
+    if (c.number(name, 0.0) != 0) dropouts += cat(dropouts.empty() ? "" : ", ", name, "=", c.text(name));
+  if (!dropouts.empty())
+    log::warn(cat(c.file(), ": ", dropouts, ": ztrain trains ", family, " without dropout (lora.dropout is the "
+                  "adapters'); the loaded model computes the same function"));
+}
+
+void check_shape_fields(const JsonFields& c, bool llama) {
   auto refuse = [&](const std::string& what) {
-    throw ConfigError(cat(file, ": ", what, "; ztrain's ", llama ? "Llama" : "GPT-2", " block cannot load this model"));
+    throw ConfigError(cat(c.file(), ": ", what, "; ztrain's ", llama ? "Llama" : "GPT-2", " block cannot load this model"));
   };
   if (llama) {
-    if (value(c, file, "hidden_act", "silu") != "silu") refuse("hidden_act is " + value(c, file, "hidden_act"));
-    for (const char* bias : {"attention_bias", "mlp_bias"})  // Llama's: on all four projections, or the MLP's
-      if (value(c, file, bias, "false") != "false") refuse(cat(bias, " is true"));
-    if (value(c, file, "use_sliding_window", "false") != "false")  // Qwen2's, on its upper layers
-      refuse("use_sliding_window is true (attention windowed on some layers)");
-    const std::int64_t width = std::stoll(value(c, file, "hidden_size")), heads = std::stoll(value(c, file, "num_attention_heads"));
-    if (heads > 0 && c.contains("head_dim") && !c["head_dim"].is_null() && c["head_dim"].get<std::int64_t>() * heads != width)
-      refuse(cat("head_dim=", c["head_dim"].dump(), " is not hidden_size/num_attention_heads"));
-  } else if (c.contains("n_inner") && !c["n_inner"].is_null() &&
-             c["n_inner"].get<std::int64_t>() != 4 * std::stoll(value(c, file, "n_embd"))) {
-    refuse(cat("n_inner=", c["n_inner"].dump(), " is not 4 n_embd"));
+    const std::int64_t width = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
+    if (c.has("head_dim") && heads > 0 && c.integer("head_dim") * heads != width)
+      refuse(cat("head_dim=", c.text("head_dim"), " is not hidden_size/num_attention_heads = ", width, "/", heads));
+  } else if (c.has("n_inner") && c.integer("n_inner") != 4 * c.integer("n_embd")) {
+    refuse(cat("n_inner=", c.text("n_inner"), " is not 4 n_embd = ", 4 * c.integer("n_embd"),
+               " (ztrain's GPT-2 MLP is 4 n_embd wide)"));
   }
 }
 
-std::vector<Field> llama_fields(const nlohmann::json& c, const std::string& file, const std::string& arch) {
-  const std::string heads = value(c, file, "num_attention_heads");
+std::string int_text(const JsonFields& c, const std::string& name, std::optional<std::int64_t> fallback = {}) {
+  return std::to_string(c.integer(name, fallback));
+}
+
+std::vector<Field> rope_fields(const JsonFields& c) {
+  if (!c.has("rope_scaling")) return {{"model.rope_scaling", "rope_scaling", "none"}};
+  const JsonFields r = c.object("rope_scaling");
+  const std::string type = r.string("rope_type", r.string("type", ""));
+  if (type != "llama3")
+    throw ConfigError(cat(c.file(), ": rope_scaling type '", type, "' is not supported; ztrain implements llama3 or none"));
+  return {{"model.rope_scaling", "rope_scaling.rope_type", "llama3"},
+          {"model.rope_factor", "rope_scaling.factor", number_text(r, "factor")},
+          {"model.rope_low_freq_factor", "rope_scaling.low_freq_factor", number_text(r, "low_freq_factor")},
+          {"model.rope_high_freq_factor", "rope_scaling.high_freq_factor", number_text(r, "high_freq_factor")},
+          {"model.rope_original_max_position", "rope_scaling.original_max_position_embeddings",
+           int_text(r, "original_max_position_embeddings")}};
+}
+
+std::vector<Field> llama_fields(const JsonFields& c, const std::string& arch) {
+  const std::int64_t heads = c.integer("num_attention_heads");
   std::vector<Field> f = {
       {"model.arch", "architectures", "llama"},
       {"model.qkv_bias", "architectures", arch == "Qwen2ForCausalLM" ? "true" : "false"},
-      {"model.n_layer", "num_hidden_layers", value(c, file, "num_hidden_layers")},
-      {"model.n_head", "num_attention_heads", heads},
-      {"model.n_kv_head", "num_key_value_heads", value(c, file, "num_key_value_heads", heads)},
-      {"model.n_embd", "hidden_size", value(c, file, "hidden_size")},
-      {"model.ffn_hidden", "intermediate_size", value(c, file, "intermediate_size")},
-      {"model.vocab_size", "vocab_size", value(c, file, "vocab_size")},
-      {"model.rope_theta", "rope_theta", value(c, file, "rope_theta", "10000")},
-      {"model.norm_eps", "rms_norm_eps", value(c, file, "rms_norm_eps", "1e-6")},
-      {"model.tie_embeddings", "tie_word_embeddings", value(c, file, "tie_word_embeddings", "false")}};
-  for (Field& r : rope_fields(c, file)) f.push_back(std::move(r));
+      {"model.n_layer", "num_hidden_layers", int_text(c, "num_hidden_layers")},
+      {"model.n_head", "num_attention_heads", std::to_string(heads)},
+      {"model.n_kv_head", "num_key_value_heads", int_text(c, "num_key_value_heads", heads)},
+      {"model.n_embd", "hidden_size", int_text(c, "hidden_size")},
+      {"model.ffn_hidden", "intermediate_size", int_text(c, "intermediate_size")},
+      {"model.vocab_size", "vocab_size", int_text(c, "vocab_size")},
+      {"model.rope_theta", "rope_theta", number_text(c, "rope_theta", "10000")},
+      {"model.norm_eps", "rms_norm_eps", number_text(c, "rms_norm_eps", "1e-6")},
+      {"model.tie_embeddings", "tie_word_embeddings", c.boolean("tie_word_embeddings", false) ? "true" : "false"}};
+  for (Field& r : rope_fields(c)) f.push_back(std::move(r));
   return f;
 }
 
-std::vector<Field> gpt2_fields(const nlohmann::json& c, const std::string& file) {
-  if (value(c, file, "tie_word_embeddings", "true") != "true")
-    throw ConfigError(cat(file, ": tie_word_embeddings is false; ztrain's GPT-2 always ties the LM head to wte"));
+std::vector<Field> gpt2_fields(const JsonFields& c) {
   return {{"model.arch", "architectures", "gpt2"},
-          {"model.n_layer", "n_layer", value(c, file, "n_layer")},
-          {"model.n_head", "n_head", value(c, file, "n_head")},
-          {"model.n_embd", "n_embd", value(c, file, "n_embd")},
-          {"model.vocab_size", "vocab_size", value(c, file, "vocab_size")}};
+          {"model.n_layer", "n_layer", int_text(c, "n_layer")},
+          {"model.n_head", "n_head", int_text(c, "n_head")},
+          {"model.n_embd", "n_embd", int_text(c, "n_embd")},
+          {"model.vocab_size", "vocab_size", int_text(c, "vocab_size")}};
 }
 
-nlohmann::json read_json(const std::string& file) {
-  std::ifstream in(file);
-  if (!in)
-    throw ConfigError(cat("init.from: ", file, " cannot be read; a Hugging Face model directory holds config.json ",
-                          "beside its safetensors (or give init.from=FILE.safetensors)"));
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(cat(file, ": not valid JSON (", e.what(), ")"));
+std::string architecture(const JsonFields& c) {
+  if (c.has("architectures")) {
+    const std::vector<std::string> names = c.strings("architectures");
+    if (!names.empty()) return names.front();
   }
-}
-
-std::string architecture(const nlohmann::json& c, const std::string& file) {
-  if (c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty())
-    return text_of(c["architectures"][0]);
-  const std::string type = value(c, file, "model_type");  // older files name only the type
+  const std::string type = c.string("model_type");  // older files name only the type
   if (type == "llama") return "LlamaForCausalLM";
   if (type == "mistral") return "MistralForCausalLM";
   if (type == "qwen2") return "Qwen2ForCausalLM";
@@ -142,6 +220,17 @@ void apply(Config& config, const std::set<std::string>& given, const Field& f, c
                           ": drop ", f.key, " to take the model's value, or start from another model"));
 }
 
+// Mistral attends within a window of sliding_window tokens (transformers' default 4096; null: none);
+// at model.seq_len <= the window that is full causal attention, which ztrain computes.
+void check_window(const Config& config, const nlohmann::json& j, const JsonFields& c) {
+  const bool none = j.contains("sliding_window") && j["sliding_window"].is_null();
+  const std::int64_t window = none ? 0 : c.integer("sliding_window", 4096);
+  if (window > 0 && config.model.seq_len > window)
+    throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds sliding_window=", window, " in ", c.file(),
+                          ": ztrain's attention is full causal, the same as the window only up to it; give "
+                          "model.seq_len <= ", window));
+}
+
 }  // namespace
 
 bool is_hf_directory(const std::string& path) {
@@ -152,29 +241,24 @@ bool is_hf_directory(const std::string& path) {
 void apply_hf_config(Config& config, const std::set<std::string>& given) {
   // A PEFT adapter directory in init.from: the model is its base's (config/lora.hpp).
   const std::string file = (std::filesystem::path(lora_base_path(config)) / "config.json").string();
-  const nlohmann::json c = read_json(file);
-  const std::string arch = architecture(c, file);
+  const nlohmann::json j = read_json_object(
+      file, "init.from's config.json (a Hugging Face model directory holds config.json beside its safetensors; or give "
+            "init.from=FILE.safetensors)");
+  const JsonFields c(j, file, kIncomplete);
+  const std::string arch = architecture(c);
   const bool llama = llama_block(arch);
   if (!llama && arch != "GPT2LMHeadModel")
     throw ConfigError(cat(file, ": architecture ", arch, " is not supported; ztrain loads LlamaForCausalLM, ",
                           "MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel"));
-  check_supported(c, file, llama);
-  for (const Field& f : llama ? llama_fields(c, file, arch) : gpt2_fields(c, file)) apply(config, given, f, file);
+  check_fixed(c, llama);
+  check_shape_fields(c, llama);
+  for (const Field& f : llama ? llama_fields(c, arch) : gpt2_fields(c)) apply(config, given, f, file);
   const std::string positions = llama ? "max_position_embeddings" : "n_positions";
-  const std::int64_t max_len = std::stoll(value(c, file, positions, llama ? "2048" : "1024"));
+  const std::int64_t max_len = c.integer(positions, llama ? 2048 : 1024);
   if (config.model.seq_len > max_len)
     throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds ", positions, "=", max_len, " in ", file,
                           ": give model.seq_len <= ", max_len));
-  // Mistral attends within a window of sliding_window tokens (transformers' default 4096; null: none);
-  // at model.seq_len <= the window that is full causal attention, which ztrain computes.
-  if (arch == "MistralForCausalLM") {
-    const bool none = c.contains("sliding_window") && c["sliding_window"].is_null();
-    const std::int64_t window = none ? 0 : std::stoll(value(c, file, "sliding_window", "4096"));
-    if (window > 0 && config.model.seq_len > window)
-      throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds sliding_window=", window, " in ", file,
-                            ": ztrain's attention is full causal, the same as the window only up to it; give "
-                            "model.seq_len <= ", window));
-  }
+  if (arch == "MistralForCausalLM") check_window(config, j, c);
 }
 
 }  // namespace zt::config

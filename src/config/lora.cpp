@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/json_fields.hpp"
 #include "config/value.hpp"
 #include "core/error.hpp"
 
@@ -62,51 +63,130 @@ std::string peft_adapter_config_path(const Config& c) {
 }
 
 namespace {
+constexpr const char* kNotAdapter = "it is not a PEFT LoRA adapter_config.json";
+
 nlohmann::json read_adapter_config(const std::string& file) {
-  std::ifstream in(file);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(cat("init.from: ", file, " is not valid JSON (", e.what(), ")"));
-  }
+  return read_json_object(file, "init.from's adapter_config.json (a PEFT adapter directory)");
 }
 
-template <typename T>
-T field(const nlohmann::json& j, const std::string& file, const char* name) {
-  try {
-    return j.at(name).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw ConfigError(cat("init.from: ", file, " has no valid \"", name, "\"; it is not a PEFT LoRA adapter_config.json"));
-  }
+// A LoraConfig option (PEFT's tuners/lora/config.py) whose non-default value changes what the adapters
+// compute, or what the base under them is, beyond the plain LoRA ztrain implements: refused by name.
+struct Unsupported {
+  const char* name;
+  const char* what;  // what the option does that ztrain does not
+};
+const std::vector<Unsupported>& unsupported_options() {
+  static const std::vector<Unsupported> kOptions = {
+      {"use_dora", "DoRA (a learned magnitude per output)"},
+      {"lora_bias", "a bias on lora_B"},
+      {"modules_to_save", "modules trained and saved whole beside the adapters"},
+      {"rank_pattern", "ranks per module other than r"},
+      {"alpha_pattern", "alphas per module other than lora_alpha"},
+      {"layers_to_transform", "adapters on some layers only"},
+      {"exclude_modules", "modules excluded from target_modules"},
+      {"layer_replication", "a model built by repeating layers"},
+      {"trainable_token_indices", "trained rows of the token embedding"},
+      {"target_parameters", "adapters on parameters rather than modules"},
+      {"alora_invocation_tokens", "activated LoRA (adapters on only after invocation tokens)"},
+      {"use_qalora", "quantization-aware LoRA"},
+      {"arrow_config", "a routed mixture of adapters"},
+  };
+  return kOptions;
 }
 
-// The adapter directory's r, lora_alpha, use_rslora and target_modules must be this run's lora.* keys.
+// Absent, null, false, empty ("", [], {}): the option is off.
+bool is_off(const nlohmann::json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end() || it->is_null()) return true;
+  if (it->is_boolean()) return !it->get<bool>();
+  return (it->is_string() || it->is_array() || it->is_object()) && it->empty();
+}
+
+// PiSSA, OLoRA, CorDA and LoftQ change the base's weights at initialisation (the adapters then sit on
+// a residual or quantized base); gaussian, true and false initialise the adapters only.
+bool init_changes_base(const JsonFields& f) {
+  if (!f.has("init_lora_weights")) return false;
+  if (f.text("init_lora_weights") == "true" || f.text("init_lora_weights") == "false") return false;
+  const std::string init = f.string("init_lora_weights");
+  return init != "gaussian" && init != "eva";
+}
+
+void check_options(const nlohmann::json& j, const JsonFields& f, const std::string& file) {
+  for (const Unsupported& o : unsupported_options())
+    if (!is_off(j, o.name))
+      throw ConfigError(cat("init.from: ", file, " sets ", o.name, "=", f.text(o.name).substr(0, 80), " (", o.what,
+                            "), which ztrain's LoRA does not implement: give an adapter trained without it"));
+  if (const std::string bias = f.string("bias", "none"); bias != "none")
+    throw ConfigError(cat("init.from: ", file, " sets bias=\"", bias, "\" (the base's biases trained too), which ztrain's ",
+                          "LoRA does not implement (it trains lora_A and lora_B only): give an adapter trained with bias=\"none\""));
+  if (init_changes_base(f))
+    throw ConfigError(cat("init.from: ", file, " sets init_lora_weights=", f.text("init_lora_weights"), ", which changes the ",
+                          "base's weights under the adapters; ztrain keeps the base as base_model_name_or_path holds it: "
+                          "convert the adapter to plain LoRA first (PEFT's path_initial_model_for_weight_conversion)"));
+  f.boolean("fan_in_fan_out", false);  // any value: PEFT sets it from the module type (true for GPT-2's Conv1D)
+}
+
+// target_modules as PEFT reads it: a list of module names, or "all-linear" (every linear layer of the
+// blocks, the output layer excluded); another string is a regular expression, which ztrain does not match.
+std::string target_list(const nlohmann::json& j, const JsonFields& f, const std::string& file, Arch arch) {
+  if (j.contains("target_modules") && j["target_modules"].is_string()) {
+    const std::string text = j["target_modules"].get<std::string>();
+    if (text == "all-linear") return list(family_modules(arch));
+    throw ConfigError(cat("init.from: ", file, " gives target_modules as the regular expression \"", text, "\"; ztrain ",
+                          "reads a list of module names (", list(family_modules(arch)), "): write the modules it matched as a list"));
+  }
+  std::string out;
+  for (const std::string& t : f.strings("target_modules")) out += (out.empty() ? "" : ",") + t;
+  return out;
+}
+
+// The adapter directory's r, lora_alpha, use_rslora, lora_dropout and target_modules must be this run's
+// lora.* keys; options ztrain does not implement are refused by name.
 void check_adapter_config(const Config& c, const std::string& file) {
   const nlohmann::json j = read_adapter_config(file);
-  if (field<std::string>(j, file, "peft_type") != "LORA")
-    throw ConfigError(cat("init.from: ", file, " is not a LoRA adapter (peft_type ", j.at("peft_type").dump(), ")"));
+  const JsonFields f(j, file, kNotAdapter);
+  if (const std::string type = f.string("peft_type"); type != "LORA")
+    throw ConfigError(cat("init.from: ", file, " is not a LoRA adapter (peft_type ", type, "); ztrain trains LoRA adapters"));
+  check_options(j, f, file);
   if (c.lora.rank == 0)
-    throw ConfigError(cat("init.from=", c.init.from, " is a PEFT LoRA adapter: set lora.rank=", j.value("r", 0),
+    throw ConfigError(cat("init.from=", c.init.from, " is a PEFT LoRA adapter: set lora.rank=", f.integer("r"),
                           " (and lora.alpha, lora.targets as its adapter_config.json says) to go on training it"));
   auto differ = [&](const std::string& key, const std::string& mine, const std::string& theirs, const char* name) {
     if (mine != theirs)
       throw ConfigError(cat(key, "=", mine, " disagrees with ", name, "=", theirs, " in ", file, ": set ", key, "=", theirs));
   };
-  differ("lora.rank", std::to_string(c.lora.rank), std::to_string(field<std::int64_t>(j, file, "r")), "r");
-  differ("lora.alpha", value::format_double(c.lora.alpha), value::format_double(field<double>(j, file, "lora_alpha")), "lora_alpha");
-  differ("lora.rslora", c.lora.rslora ? "true" : "false", j.value("use_rslora", false) ? "true" : "false", "use_rslora");
-  std::string theirs;
-  for (const std::string& t : field<std::vector<std::string>>(j, file, "target_modules")) theirs += (theirs.empty() ? "" : ",") + t;
+  differ("lora.rank", std::to_string(c.lora.rank), std::to_string(f.integer("r")), "r");
+  differ("lora.alpha", value::format_double(c.lora.alpha), value::format_double(f.number("lora_alpha")), "lora_alpha");
+  differ("lora.rslora", c.lora.rslora ? "true" : "false", f.boolean("use_rslora", false) ? "true" : "false", "use_rslora");
+  differ("lora.dropout", value::format_double(c.lora.dropout), value::format_double(f.number("lora_dropout", 0.0)),
+         "lora_dropout");
   Config as_theirs = c;
-  as_theirs.lora.targets = theirs;
+  as_theirs.lora.targets = target_list(j, f, file, c.model.arch);
   differ("lora.targets", list(lora_target_modules(c)), list(lora_target_modules(as_theirs)), "target_modules");
 }
+
+std::string adapter_base(const std::string& file) {
+  const nlohmann::json j = read_adapter_config(file);
+  return JsonFields(j, file, kNotAdapter).string("base_model_name_or_path");
+}
 }  // namespace
+
+void check_peft_base(const Config& c) {
+  const std::string file = peft_adapter_config_path(c);
+  if (file.empty()) return;
+  const std::string base = adapter_base(file);
+  std::error_code ec;
+  if (!std::filesystem::exists(base, ec))
+    throw ConfigError(cat("init.from=", c.init.from, ": the adapter's base ", base, " (base_model_name_or_path in ", file,
+                          ") is not found here; a Hub id must be downloaded first (e.g. huggingface-cli download ", base,
+                          " --local-dir DIR), then set base_model_name_or_path to that directory (or to the base's "
+                          ".safetensors file)"));
+}
 
 std::string lora_base_path(const Config& c) {
   const std::string file = peft_adapter_config_path(c);
   if (file.empty()) return c.init.from;
-  return field<std::string>(read_adapter_config(file), file, "base_model_name_or_path");
+  return adapter_base(file);
 }
 
 double lora_scale(const LoraConfig& l) {

@@ -25,8 +25,14 @@ std::string peft_adapter_config_path(const Config& c);
 // ("" = the seed's random init).
 std::string lora_base_path(const Config& c);
 
+// init.from a PEFT adapter directory: ConfigError unless its base_model_name_or_path is a local path
+// (a Hub id is not downloaded by ztrain). Nothing for any other init.from.
+void check_peft_base(const Config& c);
+
 // ConfigError when the lora.* keys do not fit the run (throws nothing when lora.rank = 0 and the other
-// keys are at their defaults), or disagree with the PEFT adapter init.from names.
+// keys are at their defaults), or disagree with the PEFT adapter init.from names (its r, lora_alpha,
+// use_rslora, lora_dropout, target_modules), or that adapter uses a LoraConfig option ztrain does not
+// implement (use_dora, bias, modules_to_save, rank_pattern, ...: each refused by name).
 void check_lora(const Config& c);
 
 }  // namespace zt::config

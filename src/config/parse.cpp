@@ -180,6 +180,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     for (const std::string& text : values_of(args.keys, o.key)) o.assign(cl.config, text);
     if (file.count(o.key) || args.keys.count(o.key)) cl.given.insert(o.key);
   }
+  check_peft_base(cl.config);  // a Hub id as an adapter's base: said as such, not as the wrong model
   if (is_hf_directory(lora_base_path(cl.config))) apply_hf_config(cl.config, cl.given);  // before the checks
   validate(cl.config);
   return cl;

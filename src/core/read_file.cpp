@@ -7,6 +7,8 @@
 namespace zt {
 
 std::optional<std::string> read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return std::nullopt;  // Linux opens one; its read yields ""
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::ostringstream bytes;

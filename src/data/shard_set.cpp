@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/sha256.hpp"
 
 namespace zt::data {
 namespace {
@@ -21,11 +22,7 @@ std::mutex& hdf5_read_mutex() {
 // vocabularies (the same ids would mean other tokens), do not mix in one stream: one glob's shards, or
 // the corpora of a data.train blend.
 void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
-  if (first.tokenizer.vocab_hash != other.tokenizer.vocab_hash)
-    throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(),
-                         " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
-                         other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
-                         "the same ztok --vocab"));
+  check_same_vocabulary(first, other);
   if (first.has_loss_mask != other.has_loss_mask)
     throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(), " are of different kinds (",
                          first.has_loss_mask ? "instruction data with" : "plain text without", " a loss_mask, then ",
@@ -37,6 +34,18 @@ void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
                          " tokens; 0: not packed): write them with the same ztok --pack --seq-len"));
 }
 }  // namespace
+
+void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key,
+                           const std::string& other_key) {
+  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) return;
+  const auto named = [](const ShardInfo& s, const std::string& key) {
+    return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
+  };
+  throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
+                       " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
+                       other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
+                       "the same ztok --vocab"));
+}
 
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key) {
   std::vector<std::string> out;
@@ -70,6 +79,15 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation
 ShardSet::~ShardSet() = default;
 
 const ShardInfo& ShardSet::first_info() const { return shards_.front().info(); }
+
+ShardSetPrint ShardSet::fingerprint() const {
+  Sha256 hash;
+  for (const ShardReader& shard : shards_) {
+    const ShardInfo& i = shard.info();
+    hash.update(cat(i.path.filename().string(), '\0', i.n_tokens, '\0', i.n_docs, '\0', i.tokenizer.vocab_hash, '\n'));
+  }
+  return {shards_.size(), total_, to_hex(hash.finish())};
+}
 
 void ShardSet::read(std::uint64_t start, std::uint64_t count, std::int32_t* out) const {
   ZT_CHECK_LE(start + count, total_, "read past the end of the token stream");

@@ -18,6 +18,19 @@ namespace zt::data {
 // value, in the order given. No match is an InputError naming `key` (e.g. "data.train").
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key);
 
+// InputError unless the two shards were tokenized with the same vocabulary (vocab_hash): the same ids
+// would mean other tokens. The keys ("data.train", "data.valid") name where each came from, if given.
+void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key = "",
+                           const std::string& other_key = "");
+
+// What identifies a shard set's stream for a resume: the window order depends on it. sha256: hex SHA-256
+// over each shard's file name (not its directory: moved data is the same data), n_tokens, n_docs and
+// vocab_hash, in stream order.
+struct ShardSetPrint {
+  std::uint64_t shards = 0, tokens = 0;
+  std::string sha256;
+};
+
 // The shards of a set must agree on having a loss mask and on the packing window (InputError).
 class ShardSet final : public TokenSource {
  public:
@@ -32,6 +45,7 @@ class ShardSet final : public TokenSource {
   // From every shard's doc_offsets, read (and checked) on the first call.
   std::vector<std::uint64_t> document_starts(std::uint64_t start, std::uint64_t count) const override;
   const ShardInfo& first_info() const;
+  ShardSetPrint fingerprint() const;
 
  private:
   std::vector<ShardReader> shards_;

@@ -41,7 +41,13 @@ WindowOrder::WindowOrder(std::uint64_t n_tokens, std::int64_t seq_len, bool shuf
   if (n_tokens < static_cast<std::uint64_t>(seq_len) + 1)
     throw DataError(cat("the training data holds ", n_tokens, " tokens, fewer than one window of model.seq_len+1 = ",
                         seq_len + 1, ": give more data (data.train) or a shorter model.seq_len"));
-  windows_per_epoch_ = packed ? n_tokens / stride_ : (n_tokens - 1) / stride_;
+  windows_per_epoch_ = windows_in(n_tokens, seq_len, packed);
+}
+
+std::uint64_t WindowOrder::windows_in(std::uint64_t n_tokens, std::int64_t seq_len, bool packed) {
+  const auto stride = static_cast<std::uint64_t>(seq_len) + (packed ? 1 : 0);
+  if (seq_len < 1 || n_tokens < static_cast<std::uint64_t>(seq_len) + 1) return 0;
+  return packed ? n_tokens / stride : (n_tokens - 1) / stride;
 }
 
 std::uint64_t WindowOrder::window_start(std::uint64_t g) const {

@@ -15,6 +15,8 @@ class WindowOrder {
   // --pack) is windows of seq_len + 1 laid end to end: they start seq_len + 1 apart and an epoch has
   // floor(n/(seq_len+1)). Throws DataError when the stream is shorter than one window.
   WindowOrder(std::uint64_t n_tokens, std::int64_t seq_len, bool shuffle, std::uint64_t seed, bool packed = false);
+  // The windows per epoch of such a stream (0 when it is shorter than one window), without the throw.
+  static std::uint64_t windows_in(std::uint64_t n_tokens, std::int64_t seq_len, bool packed = false);
 
   std::uint64_t windows_per_epoch() const { return windows_per_epoch_; }
   std::int64_t seq_len() const { return seq_len_; }

@@ -21,8 +21,23 @@ namespace fs = std::filesystem;
 constexpr const char* kSingle = "model.safetensors";
 constexpr const char* kIndex = "model.safetensors.index.json";
 
+// A shard of the index as save_pretrained names them: a path relative to the model directory that
+// stays inside it. An absolute path or a ".." would make the index point ztrain at files elsewhere.
+void check_inside(const std::string& index, const std::string& tensor, const std::string& file) {
+  const fs::path p(file);
+  bool up = false;
+  for (const fs::path& part : p) up = up || part == "..";
+  if (file.empty() || p.has_root_path() || up)
+    throw InputError(cat(index, ": weight_map[\"", tensor, "\"] = \"", file, "\" is not a file inside the model directory; ",
+                         "an index names its shards relative to it (model-00001-of-00002.safetensors)"));
+}
+
 // The shard files the index names, each once, as paths inside dir.
 std::vector<std::string> shards_of(const fs::path& dir, const std::string& index) {
+  std::error_code ec;
+  if (!fs::is_regular_file(index, ec))
+    throw InputError(cat(index, " is not a file (", fs::is_directory(index, ec) ? "a directory" : "unreadable",
+                         "): a sharded Hugging Face directory's index is a JSON file"));
   std::ifstream in(index);
   nlohmann::json j;
   try {
@@ -35,6 +50,7 @@ std::vector<std::string> shards_of(const fs::path& dir, const std::string& index
   std::set<std::string> files;
   for (const auto& [name, file] : j["weight_map"].items()) {
     if (!file.is_string()) throw InputError(cat(index, ": weight_map[\"", name, "\"] is not a file name"));
+    check_inside(index, name, file.get<std::string>());
     files.insert(file.get<std::string>());
   }
   std::vector<std::string> paths;

@@ -2,7 +2,9 @@
 // https://github.com/huggingface/safetensors — u64 header length, JSON header, then raw data.
 #include "model/safetensors.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -61,6 +63,16 @@ std::size_t dtype_bytes(const std::string& dtype) {
   return 0;  // not loadable
 }
 
+// Bits per element of every dtype the safetensors format defines (its Dtype enum); 0: not a dtype.
+std::uint64_t dtype_bits(const std::string& dtype) {
+  static const std::map<std::string, std::uint64_t> kBits = {
+      {"BOOL", 8},  {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},   {"F8_E5M2", 8},
+      {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},  {"U16", 16},    {"F16", 16}, {"BF16", 16}, {"I32", 32},
+      {"U32", 32},  {"F32", 32},    {"C64", 64},    {"F64", 64},    {"I64", 64}, {"U64", 64}};
+  const auto it = kBits.find(dtype);
+  return it == kBits.end() ? 0 : it->second;
+}
+
 Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& info, std::uint64_t data_bytes) {
   Entry e;
   try {
@@ -72,10 +84,56 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   } catch (const std::exception& ex) {
     throw InputError(cat(path, ": tensor ", name, " has a malformed header entry (", ex.what(), ")"));
   }
-  if (e.begin > e.end || e.end > data_bytes)
+  if (e.begin > e.end)
+    throw InputError(cat(path, ": tensor ", name, " has data_offsets [", e.begin, ", ", e.end,
+                         "): its end before its start; the file is corrupt"));
+  if (e.end > data_bytes)
     throw InputError(cat(path, ": tensor ", name, " has data_offsets [", e.begin, ", ", e.end, ") outside the ",
                          data_bytes, "-byte data section; the file is truncated or corrupt"));
+  const std::uint64_t bits = dtype_bits(e.dtype);
+  if (bits == 0) throw InputError(cat(path, ": tensor ", name, " has dtype ", e.dtype, ", which is no safetensors dtype"));
+  // Size in bits, capped at 2^62 so that the product cannot overflow (no file holds such a tensor).
+  const std::uint64_t cap = std::uint64_t{1} << 62;
+  std::uint64_t size = bits;
+  for (std::int64_t d : e.shape)
+    if (d < 0) throw InputError(cat(path, ": tensor ", name, " has shape ", shape_str(e.shape), " with a negative size"));
+  for (std::int64_t d : e.shape) {
+    const auto dim = static_cast<std::uint64_t>(d);
+    if (dim == 0) size = 0;
+    if (dim != 0 && size > cap / dim) size = cap;
+    else size *= dim;
+  }
+  if (size % 8 != 0 || size / 8 != e.end - e.begin)
+    throw InputError(cat(path, ": tensor ", name, " holds ", e.end - e.begin, " bytes, but ", shape_str(e.shape), " ",
+                         e.dtype, " needs ", size >= cap ? std::string("more than any file holds")
+                                          : size % 8 != 0 ? std::string("a fraction of a byte more")
+                                                          : cat(size / 8),
+                         "; the file is corrupt"));
   return e;
+}
+
+// The safetensors library's rule (tensor.rs, Metadata::validate and read_metadata): sorted by their
+// data_offsets, the tensors lie end to end from offset 0 to the end of the file, with no overlap (two
+// tensors sharing bytes), no gap and nothing after the last.
+void check_layout(const std::string& path, const std::map<std::string, Entry>& entries, std::uint64_t data_bytes) {
+  std::vector<std::pair<const std::string*, const Entry*>> order;
+  for (const auto& [name, e] : entries) order.emplace_back(&name, &e);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.second->begin, a.second->end) < std::pair(b.second->begin, b.second->end);
+  });
+  std::uint64_t at = 0;
+  const std::string* previous = nullptr;
+  for (const auto& [name, e] : order) {
+    if (e->begin != at)
+      throw InputError(cat(path, ": tensor ", *name, "'s data_offsets [", e->begin, ", ", e->end, ") ",
+                           e->begin < at ? "overlap" : "leave a gap after", " ",
+                           previous ? cat("tensor ", *previous, "'s, which end at ", at) : std::string("the data section's start"),
+                           ": a safetensors file lays its tensors end to end from offset 0; the file is corrupt"));
+    at = e->end, previous = name;
+  }
+  if (at != data_bytes)
+    throw InputError(cat(path, ": the tensors end at byte ", at, " of the ", data_bytes, "-byte data section; ",
+                         "a safetensors file ends with its last tensor (the file is corrupt or has bytes appended)"));
 }
 
 Header read_header(const std::string& path, std::ifstream& in) {
@@ -98,8 +156,16 @@ Header read_header(const std::string& path, std::ifstream& in) {
   if (!json.is_object()) throw InputError(cat(path, ": the safetensors header is not a JSON object"));
   Header h;
   h.data_start = 8 + n;
-  for (const auto& [name, info] : json.items())
-    if (name != "__metadata__") h.entries[name] = parse_entry(path, name, info, size - h.data_start);
+  for (const auto& [name, info] : json.items()) {
+    if (name != "__metadata__") {
+      h.entries[name] = parse_entry(path, name, info, size - h.data_start);
+      continue;
+    }
+    bool strings = info.is_object();
+    for (const auto& [key, value] : info.items()) strings = strings && value.is_string();
+    if (!strings) throw InputError(cat(path, ": the header's __metadata__ is not an object of strings"));
+  }
+  check_layout(path, h.entries, size - h.data_start);
   return h;
 }
 
@@ -151,16 +217,24 @@ void validate(const std::string& where, const Tensors& t, const ParamTable& tabl
     if (!fits)
       throw InputError(cat(path, ": tensor ", name, " has shape ", shape_str(e.shape), ", expected ",
                            shape_str(p.hf_shape), wpe ? " (or more rows)" : "", " for a model with ", describe(s)));
-    std::uint64_t numel = 1;
-    for (std::int64_t d : e.shape) numel *= static_cast<std::uint64_t>(d);
-    if (e.end - e.begin != numel * dtype_bytes(e.dtype))
-      throw InputError(cat(path, ": tensor ", name, " holds ", e.end - e.begin, " bytes, but ", shape_str(e.shape),
-                           " ", e.dtype, " needs ", numel * dtype_bytes(e.dtype)));
   }
   for (const auto& [name, loc] : t)
     if (!used.count(name) && !ignorable(name))
       throw InputError(cat(loc.file, ": tensor ", name, " ", shape_str(loc.e.shape),
                            " is not a parameter of a model with ", describe(s)));
+}
+
+// A NaN or an infinity in a weight makes every loss from step 1 on NaN: refused at load, naming where.
+// (One pass over memory the conversion just wrote: cheap beside reading the file.)
+void check_finite(const std::string& path, const std::string& name, const float* data, std::size_t count) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < count; ++i) bad += !std::isfinite(data[i]);
+  if (bad == 0) return;
+  std::size_t first = 0;
+  while (std::isfinite(data[first])) ++first;
+  throw InputError(cat(path, ": tensor ", name, " holds ", bad, " NaN or infinite value(s) of ", count, " (the first, ",
+                       data[first], ", at element ", first, "); training from them gives a NaN loss from step 1: the file "
+                       "is damaged, or the model it was saved from had diverged; give another checkpoint"));
 }
 
 // The first `count` elements of entry e, widened to f32.
@@ -173,10 +247,14 @@ void read_tensor(const std::string& name, const Located& loc, std::size_t count,
   in.seekg(static_cast<std::streamoff>(loc.data_start + e.begin));
   if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
     throw InputError(cat(path, ": could not read tensor ", name, " (file truncated?)"));
-  if (e.dtype == "F32") return static_cast<void>(std::memcpy(out, raw.data(), raw.size()));
-  const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
-  for (std::size_t i = 0; i < count; ++i)
-    out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
+  if (e.dtype == "F32") {
+    std::memcpy(out, raw.data(), raw.size());
+  } else {
+    const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
+    for (std::size_t i = 0; i < count; ++i)
+      out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
+  }
+  check_finite(path, name, out, count);
 }
 
 // lm_head.weight, when a file carries it and the model's head is tied, must be the token embedding

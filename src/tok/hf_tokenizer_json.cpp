@@ -102,6 +102,7 @@ struct Tokens {
   std::vector<std::string> bytes;
   std::vector<bool> present;
   std::unordered_map<std::string, std::uint32_t> by_string;  // model.vocab
+  std::vector<std::string> vocab_key;                        // model.vocab's string of each id ("" if none)
 };
 
 void set_token(const Context& c, Tokens& t, std::uint64_t id, std::string bytes, const std::string& path) {
@@ -133,6 +134,8 @@ Tokens read_vocab(const Context& c, const Json& vocab, const Json& added) {
     if (id < t.present.size() && t.present[id]) c.refuse(path, cat("a second token with id ", id));
     set_token(c, t, id, bytes, path);
     t.by_string.emplace(key, static_cast<std::uint32_t>(id));
+    if (id >= t.vocab_key.size()) t.vocab_key.resize(id + 1);
+    t.vocab_key[id] = key;
   }
   return t;
 }
@@ -164,8 +167,35 @@ std::vector<std::array<std::uint32_t, 2>> read_merges(const Context& c, const Js
   return out;
 }
 
+// An added token shares its id only with the model.vocab entry of the same string (GPT-2's <|endoftext|>
+// is in both); two added tokens share neither an id nor a string. Otherwise one id would mean two
+// tokens, or one token two ids, and which wins would depend on the reader.
+struct AddedSeen {
+  std::unordered_map<std::uint64_t, std::size_t> by_id;    // -> index in added_tokens
+  std::unordered_map<std::string, std::size_t> by_content;
+};
+void check_added_token(const Context& c, const Tokens& t, const Json& added, std::size_t i, AddedSeen& seen) {
+  const std::string path = cat("added_tokens[", i, "]");
+  const auto id = added[i]["id"].get<std::uint64_t>();
+  const std::string content = added[i]["content"].get<std::string>();
+  if (const auto [it, fresh] = seen.by_id.emplace(id, i); !fresh)
+    throw InputError(cat(c.where, ": ", path, " (\"", content, "\") has id ", id, ", which added_tokens[", it->second, "] (",
+                         added[it->second]["content"].dump(), ") has too: one id cannot be two tokens; the file is inconsistent"));
+  if (const auto [it, fresh] = seen.by_content.emplace(content, i); !fresh)
+    throw InputError(cat(c.where, ": ", path, " repeats the content \"", content, "\" of added_tokens[", it->second,
+                         "] with id ", id, " (there ", added[it->second]["id"].dump(), "): one token cannot have two ids"));
+  if (id < t.vocab_key.size() && !t.vocab_key[id].empty() && t.vocab_key[id] != content)
+    throw InputError(cat(c.where, ": ", path, " (\"", content, "\") has id ", id, ", which model.vocab gives to ",
+                         Json(t.vocab_key[id]).dump(), ": one id cannot be two tokens; the file is inconsistent"));
+  const auto same = t.by_string.find(content);
+  if (same != t.by_string.end() && same->second != id)
+    throw InputError(cat(c.where, ": ", path, " (\"", content, "\") has id ", id, ", but model.vocab gives \"", content,
+                         "\" the id ", same->second, ": one token cannot have two ids; the file is inconsistent"));
+}
+
 void read_added(const Context& c, const Json& added, bool nfc, Tokens& t, TextRules& spec) {
   if (!added.is_array()) c.refuse("added_tokens", "not an array");
+  AddedSeen seen;
   for (std::size_t i = 0; i < added.size(); ++i) {
     const Json& a = added[i];
     const std::string path = cat("added_tokens[", i, "]");
@@ -174,9 +204,13 @@ void read_added(const Context& c, const Json& added, bool nfc, Tokens& t, TextRu
       c.refuse(path, a.dump().substr(0, 200));
     for (const char* option : {"lstrip", "rstrip", "single_word"})
       if (flag(a, option)) c.refuse(cat(path, ".", option), "true");
+    check_added_token(c, t, added, i, seen);
     const auto id = a["id"].get<std::uint64_t>();
     AddedTokenMatcher::Token token{a["content"].get<std::string>(), static_cast<std::uint32_t>(id)};
-    set_token(c, t, id, token.text, path);
+    // A non-special added token that repeats its model.vocab entry (checked above) keeps that entry's
+    // bytes: BPE can still make it, as in HF tokenizers, whose model vocabulary holds it too.
+    const bool vocab_entry = id < t.vocab_key.size() && !t.vocab_key[id].empty();
+    if (!vocab_entry || flag(a, "special")) set_token(c, t, id, token.text, path);
     if (flag(a, "special")) spec.specials.push_back(std::move(token));
     else if (nfc && flag(a, "normalized")) spec.normalized_added.push_back(std::move(token));
     else spec.raw_added.push_back(std::move(token));
@@ -245,8 +279,10 @@ LoadedVocabulary parse_root(const Json& root, std::string_view json_text, const 
   spec.bos = parse_post_processor(c, root.value("post_processor", Json()), spec);
   parts.eot = end_of_text(c, spec);
   parts.tokens = std::move(tokens.bytes);
-  for (const auto* list : {&spec.raw_added, &spec.normalized_added, &spec.specials})
-    for (const AddedTokenMatcher::Token& t : *list) parts.added.push_back(t.id);
+  for (const auto* list : {&spec.raw_added, &spec.normalized_added})
+    for (const AddedTokenMatcher::Token& t : *list)
+      if (t.id >= tokens.vocab_key.size() || tokens.vocab_key[t.id].empty()) parts.added.push_back(t.id);
+  for (const AddedTokenMatcher::Token& t : spec.specials) parts.added.push_back(t.id);
   Sha256 hasher;
   hasher.update(json_text);
   parts.hash = to_hex(hasher.finish());

@@ -1,9 +1,12 @@
 // tiktoken rank files (`*.tiktoken`, as load_tiktoken_bpe reads them): one "BASE64 RANK" line per
-// token, rank = id. Checked: base64 (standard alphabet, padded), ranks unique, bytes unique, every
+// token, rank = id, in LF, CRLF or CR line ends. Checked: base64 (standard alphabet, padded), ranks unique, bytes unique, every
 // single byte a token, special ids outside the ranks.
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "tok/vocab.hpp"
@@ -49,28 +52,54 @@ bool decode_base64(std::string_view in, std::string& out) {
 
 }  // namespace
 
+namespace {
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\v' || c == '\f'; }
+
+// The fields of a line split at runs of blanks, leading and trailing ones dropped (Python's bytes.split()).
+std::vector<std::string_view> fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  for (std::size_t i = 0; i < line.size();) {
+    while (i < line.size() && is_blank(line[i])) ++i;
+    std::size_t end = i;
+    while (end < line.size() && !is_blank(line[end])) ++end;
+    if (end > i) out.push_back(line.substr(i, end - i));
+    i = end;
+  }
+  return out;
+}
+
+// One "BASE64 RANK" line: (rank, bytes), or an InputError saying which part is wrong.
+std::pair<std::uint32_t, std::string> parse_line(std::string_view line, const std::string& where, std::size_t line_no) {
+  const auto bad = [&](const std::string& why) {
+    return InputError(cat(where, " line ", line_no, ": ", why, " (a tiktoken rank file has one \"BASE64 RANK\" per line); got \"",
+                          line.substr(0, 80), "\""));
+  };
+  const std::vector<std::string_view> f = fields(line);
+  if (f.size() != 2) throw bad(cat(f.size(), " field(s), not 2"));
+  std::uint32_t rank = 0;
+  const auto [end, err] = std::from_chars(f[1].data(), f[1].data() + f[1].size(), rank);
+  if (err != std::errc() || end != f[1].data() + f[1].size() || rank >= (1u << 30))
+    throw bad(cat("the rank \"", f[1], "\" is not a whole number below 2^30"));
+  std::string bytes;
+  if (!decode_base64(f[0], bytes)) throw bad(cat("\"", f[0].substr(0, 40), "\" is not standard padded base64"));
+  return {rank, std::move(bytes)};
+}
+}  // namespace
+
+// Lines end in \n, \r\n or \r (Python's bytes.splitlines(), which load_tiktoken_bpe uses); blank lines
+// are skipped; a line's two fields are separated by blanks (bytes.split()).
 Vocab Vocab::parse_ranks(std::string_view rank_file, const std::vector<SpecialToken>& specials,
                          const std::string& hash, const std::string& where) {
   std::vector<std::pair<std::uint32_t, std::string>> tokens;  // rank, bytes
-  std::string bytes;
   std::size_t line_no = 0;
   for (std::size_t pos = 0; pos < rank_file.size();) {
-    std::size_t eol = rank_file.find('\n', pos);
+    std::size_t eol = rank_file.find_first_of("\r\n", pos);
     if (eol == std::string_view::npos) eol = rank_file.size();
     const std::string_view line = rank_file.substr(pos, eol - pos);
-    pos = eol + 1;
+    pos = eol + (rank_file.substr(eol).starts_with("\r\n") ? 2 : 1);
     ++line_no;
     if (line.empty()) continue;
-    const std::size_t space = line.find(' ');
-    std::uint32_t rank = 0;
-    const std::string_view rank_text = space == std::string_view::npos ? "" : line.substr(space + 1);
-    const auto [end, err] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
-    if (space == std::string_view::npos || err != std::errc() || end != rank_text.data() + rank_text.size() ||
-        rank_text.empty() || rank >= (1u << 30) || !decode_base64(line.substr(0, space), bytes)) {
-      throw InputError(cat(where, " line ", line_no, ": expected \"BASE64 RANK\" (a tiktoken rank file), got \"",
-                           line.substr(0, 80), "\""));
-    }
-    tokens.emplace_back(rank, bytes);
+    tokens.push_back(parse_line(line, where, line_no));
   }
   if (tokens.empty()) throw InputError(cat(where, ": no tokens (an empty file is no tiktoken rank file)"));
   Vocab v;

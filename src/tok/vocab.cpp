@@ -220,8 +220,13 @@ Vocab Vocab::load(const std::filesystem::path& dir) {
 
 std::string read_vocabulary_file(const std::filesystem::path& path, std::string_view what, std::string_view fix) {
   std::optional<std::string> bytes = read_file(path);
-  if (!bytes) throw InputError(cat("cannot read ", what, " ", path.string(), fix));
-  return std::move(*bytes);
+  if (bytes) return std::move(*bytes);
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  const char* why = std::filesystem::is_directory(status) ? "it is a directory, not a file"
+                    : !std::filesystem::exists(status)    ? "no such file"
+                                                          : "it exists but cannot be read: permissions?";
+  throw InputError(cat("cannot read ", what, " ", path.string(), " (", why, ")", fix));
 }
 
 }  // namespace zt::tok

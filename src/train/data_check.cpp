@@ -89,7 +89,10 @@ void check_data(const config::Config& c, int rank, int world_size) {
   if (data::parse_blend(c.data.valid, "data.valid").front().glob != c.data.valid)
     throw ConfigError(cat("data.valid=", c.data.valid, " is weighted: evaluation reads one set of shards; give its "
                           "glob(s) without weights (e.g. data.valid=web/valid_*.h5,code/valid_*.h5)"));
-  const auto valid = c.data.valid.empty() ? nullptr : data::open_shards(c.data.valid, "data.valid", expect);
+  const auto valid = c.data.valid.empty() ? nullptr
+                                          : std::make_shared<data::ShardSet>(data::expand_globs(c.data.valid, "data.valid"), expect);
+  // Evaluated by the model data.train trains: its ids must mean the same tokens, with or without data.vocab.
+  if (valid) data::check_same_vocabulary(train.front().shards->first_info(), valid->first_info(), "data.train", "data.valid");
   for (const data::Corpus& corpus : train) {
     check_packing("data.train", *corpus.shards, c.model.seq_len);
     if (corpus.shards->n_tokens() < static_cast<std::uint64_t>(c.model.seq_len) + 1)

@@ -48,7 +48,8 @@ void check_fits(const fs::path& dir, const config::Config& c) {
     throw InputError(cat("checkpoint ", dir.string(), " was trained with train.global_batch=", s.global_batch,
                          "; this run has ", c.train.global_batch, ": the data cursor counts windows of that batch, so "
                          "resume with train.global_batch=", s.global_batch, fix));
-  blend_start_on_resume(s, c, dir);  // a changed blend: refused here, before any work, unless data.reset_order
+  // A changed blend, or changed shards under it: refused here, before any work, unless data.reset_order.
+  blend_start_on_resume(s, c, dir, corpus_records(c));
   if (s.seed != c.train.seed)
     log::warn(cat("checkpoint ", dir.string(), " was trained with train.seed=", s.seed, "; this run has ", c.train.seed,
                   ": the shuffled data order from here on differs from the original run's"));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -19,36 +20,67 @@ double median(std::vector<double> v) {
 }
 }  // namespace
 
-WindowSummary summarize(const WindowTimes& times) {
+namespace {
+// Each rank's peer median of `values` (groups empty: every rank's); NaN for a rank without peers.
+std::vector<double> peer_medians(const std::vector<double>& values, const PeerGroups& groups) {
+  if (groups.empty()) return std::vector<double>(values.size(), median(values));
+  ZT_CHECK_EQ(groups.size(), values.size(), "straggler peer groups per rank");
+  std::map<int, std::vector<double>> by_group;
+  for (std::size_t r = 0; r < values.size(); ++r) by_group[groups[r]].push_back(values[r]);
+  std::vector<double> out(values.size());
+  for (std::size_t r = 0; r < values.size(); ++r) {
+    const std::vector<double>& peers = by_group[groups[r]];
+    out[r] = peers.size() > 1 ? median(peers) : std::nan("");
+  }
+  return out;
+}
+}  // namespace
+
+PeerGroups stage_groups(int world, int pp) {
+  if (pp <= 1) return {};
+  PeerGroups groups(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) groups[static_cast<std::size_t>(r)] = r / (world / pp);
+  return groups;
+}
+
+WindowSummary summarize(const WindowTimes& times, const PeerGroups& groups) {
   ZT_CHECK(!times.compute_ms.empty() && times.compute_ms.size() == times.wait_ms.size(), "straggler times per rank");
+  const std::vector<double> compute_median = peer_medians(times.compute_ms, groups);
+  const std::vector<double> wait_median = peer_medians(times.wait_ms, groups);
+  std::size_t slowest = 0;
+  double worst = -1;
+  for (std::size_t r = 0; r < times.compute_ms.size(); ++r) {
+    const double ratio = compute_median[r] > 0 ? times.compute_ms[r] / compute_median[r] : 1.0;  // no peers: 1x
+    if (ratio > worst) worst = ratio, slowest = r;
+  }
   WindowSummary s;
-  const auto slowest = std::max_element(times.compute_ms.begin(), times.compute_ms.end());
-  s.slowest_rank = static_cast<int>(slowest - times.compute_ms.begin());
-  s.slowest_compute_ms = *slowest;
-  s.slowest_wait_ms = times.wait_ms[static_cast<std::size_t>(s.slowest_rank)];
-  s.median_compute_ms = median(times.compute_ms);
-  s.median_wait_ms = median(times.wait_ms);
+  s.slowest_rank = static_cast<int>(slowest);
+  s.slowest_compute_ms = times.compute_ms[slowest];
+  s.slowest_wait_ms = times.wait_ms[slowest];
+  const bool peers = !std::isnan(compute_median[slowest]);  // else it is its own median
+  s.median_compute_ms = peers ? compute_median[slowest] : s.slowest_compute_ms;
+  s.median_wait_ms = peers ? wait_median[slowest] : s.slowest_wait_ms;
   return s;
 }
 
-StragglerRule::StragglerRule(int n_ranks, double fraction, std::int64_t windows)
-    : fraction_(fraction), windows_(windows), runs_(static_cast<std::size_t>(n_ranks)) {}
+StragglerRule::StragglerRule(int n_ranks, double fraction, std::int64_t windows, PeerGroups groups)
+    : fraction_(fraction), windows_(windows), runs_(static_cast<std::size_t>(n_ranks)), groups_(std::move(groups)) {}
 
 std::vector<StragglerEpisode> StragglerRule::observe(std::int64_t first_step, std::int64_t last_step,
                                                      const std::vector<double>& compute_ms) {
   ZT_CHECK_EQ(compute_ms.size(), runs_.size(), "straggler times per rank");
-  const double med = median(compute_ms);
+  const std::vector<double> med = peer_medians(compute_ms, groups_);
   std::vector<StragglerEpisode> due;
   for (std::size_t r = 0; r < runs_.size(); ++r) {
     Run& run = runs_[r];
-    // A median of 0 (nothing timed) makes every rank "slower": no verdict from such a window.
-    if (!(med > 0) || !(compute_ms[r] > (1 + fraction_) * med)) {
+    // A median of 0 (nothing timed) or NaN (no peers) makes no verdict.
+    if (!(med[r] > 0) || !(compute_ms[r] > (1 + fraction_) * med[r])) {
       run = {};
       continue;
     }
     if (run.windows == 0) run.first_step = first_step;
     ++run.windows;
-    run.ratio_sum += compute_ms[r] / med;
+    run.ratio_sum += compute_ms[r] / med[r];
     if (run.windows == windows_)  // once per episode: later windows of the same run count past it
       due.push_back({static_cast<int>(r), run.windows, run.first_step, last_step,
                      run.ratio_sum / static_cast<double>(run.windows) - 1});
@@ -63,9 +95,13 @@ std::string straggler_message(const StragglerEpisode& e, const std::string& host
              "each collective. ztrain --preflight measures it (see \"Running on a cluster\")");
 }
 
-StragglerWatch::StragglerWatch(const dist::World& world, const config::LogConfig& log)
+StragglerWatch::StragglerWatch(const dist::World& world, const config::LogConfig& log, int pp)
     : world_(world), hosts_(world.gather_to_root(world.host(), "start-up: the host of every rank")),
-      rule_(world.size(), log.straggler_fraction, log.straggler_windows) {}
+      groups_(stage_groups(world.size(), pp)), rule_(world.size(), log.straggler_fraction, log.straggler_windows, groups_) {
+  if (pp > 1)
+    log::info(cat("stragglers: each rank's compute is compared with the other ranks of its pipeline stage (the stages' ",
+                  "work differs)", world.size() == pp ? "; with one rank per stage there are none, so no rank is judged" : ""));
+}
 
 void StragglerWatch::observe(std::int64_t first_step, std::int64_t last_step, double compute_ms, double wait_ms,
                              StepMetrics& m) {
@@ -82,7 +118,7 @@ void StragglerWatch::observe(std::int64_t first_step, std::int64_t last_step, do
     times.compute_ms.push_back(theirs[0]);
     times.wait_ms.push_back(theirs[1]);
   }
-  const WindowSummary s = summarize(times);
+  const WindowSummary s = summarize(times, groups_);
   m.slowest_rank = s.slowest_rank;
   m.slowest_host = hosts_[static_cast<std::size_t>(s.slowest_rank)];
   m.slowest_compute_ms = s.slowest_compute_ms, m.median_compute_ms = s.median_compute_ms;

@@ -6,6 +6,11 @@
 // "Persistently" slower: the same rank's compute time above (1 + log.straggler_fraction) x the median
 // in log.straggler_windows consecutive logged windows. Warned once per episode; the episode ends when
 // that rank is back under the threshold for a window.
+// Peers: ranks are compared within a group of ranks that do the same work. Under parallel.pp the stages'
+// work differs (the last one runs the LM head and the loss: GPT-2 124M's head costs ~4.5 blocks, which
+// the balanced cut only partly evens out, and a FLOP count misses the softmax and the kernels' speeds), so
+// a rank's peers are the ranks of its own stage (its data-parallel and tensor-parallel replicas); a
+// stage of one rank has none, and gets no verdict. Without a pipeline every rank is every rank's peer.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +35,16 @@ struct WindowSummary {
   double slowest_wait_ms = 0, median_wait_ms = 0;
 };
 
-// Slowest rank by compute time (the lowest rank among equals) and the medians (of an even count: the
+// Which peer group each rank is in (its pipeline stage); empty: one group of all ranks.
+using PeerGroups = std::vector<int>;
+// The pipeline stage of every rank of a world of `world` ranks, pp stages of world / pp ranks each
+// (dist::Grid: stages outermost); pp = 1: one group.
+PeerGroups stage_groups(int world, int pp);
+
+// Slowest rank: the one whose compute time is the largest multiple of its peers' median (the lowest
+// rank among equals; a rank without peers is 1x), and the medians of its group (of an even count: the
 // mean of the middle two). times must hold at least one rank.
-WindowSummary summarize(const WindowTimes& times);
+WindowSummary summarize(const WindowTimes& times, const PeerGroups& groups = {});
 
 // A warning due: `rank` has been slower than the threshold for `windows` consecutive windows covering
 // steps first_step..last_step, on average `slower_fraction` above the median (0.23 = 23% slower).
@@ -46,7 +58,7 @@ struct StragglerEpisode {
 // fed on rank 0 once per logged window.
 class StragglerRule {
  public:
-  StragglerRule(int n_ranks, double fraction, std::int64_t windows);
+  StragglerRule(int n_ranks, double fraction, std::int64_t windows, PeerGroups groups = {});
   // The window covering steps first_step..last_step; returns the episodes that reach `windows`
   // consecutive slow windows now (each rank's episode is reported once).
   std::vector<StragglerEpisode> observe(std::int64_t first_step, std::int64_t last_step,
@@ -60,6 +72,7 @@ class StragglerRule {
   double fraction_;
   std::int64_t windows_;
   std::vector<Run> runs_;
+  PeerGroups groups_;
 };
 
 // The console warning for an episode, naming the rank and its host.
@@ -72,13 +85,15 @@ std::string straggler_message(const StragglerEpisode& e, const std::string& host
 // One small message per rank per logged window.
 class StragglerWatch {
  public:
-  StragglerWatch(const dist::World& world, const config::LogConfig& log);  // every rank: a collective
+  // pp: parallel.pp (the world's pipeline stages: the peer groups). Every rank: a collective.
+  StragglerWatch(const dist::World& world, const config::LogConfig& log, int pp = 1);
   // Every rank calls, every logged window (steps first_step..last_step), with its mean per-step times.
   void observe(std::int64_t first_step, std::int64_t last_step, double compute_ms, double wait_ms, StepMetrics& m);
 
  private:
   const dist::World& world_;
   std::vector<std::string> hosts_;  // rank 0 only
+  PeerGroups groups_;
   StragglerRule rule_;
 };
 

@@ -93,11 +93,13 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   }
   checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
                                                  resume.run_id, trained_map());
-  // Before open_data: the loader starts at the restored step.
+  // Before open_data: the loader starts at the restored step. The corpora first: a resume compares
+  // their shards with the checkpoint's, and may start the blend's order at its cursor.
+  blend_ = open_train_blend(config, 0);
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
-  stragglers_ = std::make_unique<StragglerWatch>(world, config.log);
+  stragglers_ = std::make_unique<StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp));
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
@@ -171,7 +173,8 @@ void Trainer::resume_from(const ResumePoint& resume) {
               resume.dir.string());
   log::info(cat("resumed from ", resume.dir.string(), ": step ", step_, ", ", tokens_, " tokens, data cursor at window ",
                 s.windows_consumed));
-  blend_start_ = blend_start_on_resume(s, config_, resume.dir);
+  blend_start_ = blend_start_on_resume(s, config_, resume.dir, blend_.cursor(0));
+  if (blend_start_ != 0) blend_.begin_order_at(config_, blend_start_);
   if (blend_start_ != s.blend_start)
     log::info(cat("data.reset_order=true: data.train's new blend starts its order at window ", blend_start_));
 }
@@ -197,8 +200,7 @@ ckpt::TrainState Trainer::train_state() const {
 void Trainer::open_data() {
   // Checked before (check_data, at start-up): here the trainer's own readers.
   const data::ShardExpectation expect = expected_shards(config_);
-  blend_ = open_train_blend(config_, blend_start_);
-  train_tokens_ = blend_.sources.front();  // the corpora are of one kind (loss mask, packing)
+  train_tokens_ = blend_.sources.front();  // blend_: opened before the parameters (a resume checks its shards)  // the corpora are of one kind (loss mask, packing)
   if (!config_.data.valid.empty()) valid_tokens_ = data::open_shards(config_.data.valid, "data.valid", expect);
   windows_per_epoch_ = blend_.windows_per_epoch();
   // Ranks of one TP group read the same slice: the grid's DP rank picks it.

@@ -1,5 +1,6 @@
 """Two safetensors files hold the same tensors within a relative tolerance (per tensor, max |a-b| / max |a|),
-or, with --drop FILE NAME, rewrite FILE's header without tensor NAME (its bytes stay, unreferenced)."""
+or, with --drop FILE NAME, rewrite FILE without tensor NAME (its bytes removed, the later tensors' offsets
+moved down: a valid safetensors file, which the safetensors library reads, that lacks the tensor)."""
 import json
 import struct
 import sys
@@ -27,7 +28,11 @@ def tensors(path):
 
 def drop(path, name):
     head, data = header(path)
-    del head[name]
+    b, f = head.pop(name)["data_offsets"]
+    data = data[:b] + data[f:]
+    for key, e in head.items():
+        if key != "__metadata__" and e["data_offsets"][0] >= f:
+            e["data_offsets"] = [e["data_offsets"][0] - (f - b), e["data_offsets"][1] - (f - b)]
     text = json.dumps(head).encode()
     text += b" " * ((8 - len(text) % 8) % 8)
     with open(path, "wb") as f:

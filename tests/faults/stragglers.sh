@@ -5,7 +5,8 @@
 # passes is not compute); the same run unslowed warns about no rank; one rank carries no
 # straggler fields. The threshold is generous (log.straggler_fraction=4: 5 x the median): the 4 ranks
 # share 2 loaded cores, where an unslowed rank's compute measured up to 2.6 x the median in a window,
-# and the slowed rank's about 40 x.
+# and the slowed rank's about 40 x. A pipeline compares a rank with its own stage only (the last stage
+# runs the head and the loss): with one rank per stage there is no peer, so no rank is judged.
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 host=$(hostname)
@@ -45,6 +46,16 @@ echo "== unslowed: no rank warned about"
 expect_exit 0 run 4 "$ZT_BIN/ztrain" "${args[@]}"
 grep -q "slower than the median" "$ZT_WORK/err" && fail "an unslowed run warned: $(grep 'slower than' "$ZT_WORK/err")"
 check_metrics 0
+
+echo "== parallel.pp=2 on 2 ranks: stages differ in work and have no peers, so no rank lags"
+expect_exit 0 run 2 "$ZT_BIN/ztrain" "${args[@]}" --parallel.pp=2 --train.max_steps=4
+expect_in "$ZT_WORK/out" "stragglers: each rank's compute is compared with the other ranks of its pipeline stage.*with one rank per stage there are none" "the start-up line says how ranks are compared"
+grep -q "slower than the median" "$ZT_WORK/err" && fail "a pipeline stage was warned about: $(grep 'slower than' "$ZT_WORK/err")"
+/usr/bin/python3 - <<'PY' || fail "a pipeline rank was reported lagging a peer it does not have"
+import json
+rows = [o for o in map(json.loads, open("metrics.jsonl")) if "loss" in o]
+assert rows and all(o["slowest_compute_ms"] == o["median_compute_ms"] for o in rows), rows
+PY
 
 echo "== one rank: no straggler fields"
 expect_exit 0 run 1 "$ZT_BIN/ztrain" "${args[@]}" --train.max_steps=2

@@ -3,9 +3,10 @@
 # glob; a 2-corpus blend gives the same losses on 1 and 2 ranks and records each corpus's windows in the
 # checkpoint (shares as the greedy gives them); 3 steps + resume on 2 ranks + 3 equal 6 straight steps
 # bit for bit; resuming with other weights is refused (exit 2) unless data.reset_order=true, which starts
-# the new mix at the cursor; document masks and instruction loss masks work across a blend; the metrics
+# the new mix at the cursor, and so are other shards under a corpus's glob; document masks and instruction loss masks work across a blend; the metrics
 # log each corpus's windows; bad blends (weight <= 0, malformed entry, glob matching nothing, corpora of
-# another vocabulary or kind, a weighted data.valid) exit 2 naming the value and the fix.
+# another vocabulary or kind, a weighted data.valid, a data.valid of another vocabulary) exit 2 naming
+# the value and the fix.
 source "$(dirname "$0")/../lib.sh"
 mkdir -p "$ZT_WORK/web" "$ZT_WORK/code" "$ZT_WORK/other" "$ZT_WORK/inst"
 shards() { "$ZT_BIN/../tests/make_test_shards" "$@" >/dev/null || fail "make_test_shards $*"; }
@@ -90,6 +91,28 @@ expect_in "$ZT_WORK/out" "data.reset_order=true: data.train's new blend starts i
 expect_exit 0 "$ZT_BIN/zckpt" info "$ZT_WORK/mix/step_00000006"
 expect_in "$ZT_WORK/out" "^  blend \(from window 24\): 0.5:.* 12 windows"
 
+# Other shards under the checkpoint's glob (one added, then one removed): the window order would change
+# under the cursor, so the resume is refused naming the counts, unless data.reset_order=true; the same
+# shards under another glob (moved data) go on.
+mkdir -p "$ZT_WORK/grow"
+cp "$ZT_WORK"/web/train_*.h5 "$ZT_WORK/grow/"
+grow="$ZT_WORK/grow/train_*.h5"
+train 1 grown --data.train="$grow" --train.stop_at_step=3
+shards "$ZT_WORK/grow/extra" --tokens 4000 --vocab 97 --seed 7
+mv "$ZT_WORK/grow/extra_000000.h5" "$ZT_WORK/grow/train_000009.h5"
+expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/grown" --data.train="$grow"
+expect_in "$ZT_WORK/err" "checkpoint .*grown/step_00000003 read 3 shard\(s\) of 30000 tokens; this run's glob matches 4 shard\(s\) of 34000 tokens \(a shard added, removed or rewritten\) in data.train \(.*grow/train_\*.h5\).*set data.reset_order=true to start an order over these shards at step 3 \(window 24\)"
+rm "$ZT_WORK/grow/train_000009.h5" "$ZT_WORK/grow/train_000002.h5"
+expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/grown" --data.train="$grow"
+expect_in "$ZT_WORK/err" "read 3 shard\(s\) of 30000 tokens; this run's glob matches 2 shard\(s\) of 20000 tokens"
+cp "$ZT_WORK/web/train_000002.h5" "$ZT_WORK/grow/"
+mv "$ZT_WORK/grow" "$ZT_WORK/moved"
+train 1 grown --data.train="$ZT_WORK/moved/train_*.h5" --train.stop_at_step=4
+expect_in "$ZT_WORK/out" "resuming from .*grown/step_00000003"
+rm "$ZT_WORK/moved/train_000002.h5"
+train 1 grown --data.train="$ZT_WORK/moved/train_*.h5" --data.reset_order=true
+expect_in "$ZT_WORK/out" "data.reset_order=true: data.train's new blend starts its order at window 32"
+
 # Bad blends: exit 2 before training, naming the value and the fix.
 bad() {  # bad DATA_TRAIN PATTERN [MORE ARGS]
   local value=$1 pattern=$2; shift 2
@@ -106,5 +129,7 @@ bad "0.5:$web,0.5:$ZT_WORK/other/train_*.h5" "shards .*web/train_000000.h5 and .
 bad "$web,$ZT_WORK/other/train_*.h5" "shards .*web/train_000000.h5 and .*other/train_000000.h5 were tokenized with different vocabularies \(vocab_hash synthetic and another\)"
 bad "0.5:$web,0.5:$ZT_WORK/inst/train_*.h5" "shards .*web/train_000000.h5 and .*inst/train_000000.h5 are of different kinds"
 bad "$blend" "data.valid=1:.* is weighted: evaluation reads one set of shards" --data.valid="1:$code"
+# data.valid is evaluated by data.train's model: its shards must share the vocabulary, data.vocab or not.
+bad "$blend" "shards .*web/train_000000.h5 \(data.train\) and .*other/train_000000.h5 \(data.valid\) were tokenized with different vocabularies" --data.valid="$ZT_WORK/other/train_*.h5"
 [ -d "$ZT_WORK/bad" ] && [ -n "$(ls -A "$ZT_WORK/bad")" ] && fail "a refused run wrote checkpoints"
 echo "PASS"

@@ -44,23 +44,32 @@ inline std::vector<FlatRange> ranges_for(const ModelDesc& m, int world, int rank
   return out;
 }
 
-inline RankShard shard_for(const ModelDesc& m, int world, int rank) {
+// One element of the saved state replaced (by a NaN or an infinity: a diverged run's checkpoint).
+struct Poison {
+  StateKind kind = StateKind::kMaster;
+  std::int64_t index = -1;  // flat index; -1: none
+  float value = 0;
+};
+
+inline RankShard shard_for(const ModelDesc& m, int world, int rank, const Poison& poison = {}) {
   RankShard s{rank, world, ranges_for(m, world, rank), {}, {}, {}};
   for (StateKind kind : kStateKinds)
     for (const FlatRange& r : s.ranges)
-      for (std::int64_t i = r.offset; i < r.offset + r.numel; ++i) s.of(kind).push_back(value_of(kind, i));
+      for (std::int64_t i = r.offset; i < r.offset + r.numel; ++i)
+        s.of(kind).push_back(kind == poison.kind && i == poison.index ? poison.value : value_of(kind, i));
   return s;
 }
 
 // Writes and commits ckpt_dir/step_N for `world` ranks, owned by run_id ("": owner unknown); returns
 // its directory.
-inline fs::path write_checkpoint(const fs::path& ckpt_dir, std::int64_t step, int world, const std::string& run_id = "") {
+inline fs::path write_checkpoint(const fs::path& ckpt_dir, std::int64_t step, int world, const std::string& run_id = "",
+                                 const Poison& poison = {}) {
   const ModelDesc m = tiny_model();
   const fs::path tmp = prepare_tmp_dir(ckpt_dir, step);
   Manifest man{kFormatVersion, step, world, 1, m, {}, {}, run_id};
   for (int r = 0; r < world; ++r) {
     man.rank_ranges.push_back(ranges_for(m, world, r));
-    man.files.push_back(write_rank_shard(tmp, shard_for(m, world, r), step));
+    man.files.push_back(write_rank_shard(tmp, shard_for(m, world, r, poison), step));
   }
   std::vector<float> flat(17);
   for (int i = 0; i < 17; ++i) flat[i] = value_of(StateKind::kMaster, i);

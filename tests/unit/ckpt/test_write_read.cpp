@@ -2,6 +2,7 @@
 // saved and wanted ranges), offline resharding, verification of damage, resume selection and pruning.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "ckpt/reader.hpp"
@@ -9,6 +10,7 @@
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
 #include "ckpt_fixture.hpp"
+#include "core/error.hpp"
 #include "io/hdf5.hpp"
 
 namespace zt::ckpt {
@@ -36,6 +38,29 @@ TEST(CkptWriteRead, AnyRangeReadsBackFromAnyWorldSize) {
       }
     EXPECT_EQ(c.state().tokens, 400u);
   }
+}
+
+// A checkpoint that verifies (its hashes are of the bytes it holds) but holds a NaN or an infinity: read
+// refuses it, naming the rank file, the state and the tensor, before any value reaches a model.
+TEST(CkptWriteRead, NonFiniteStateIsRefusedNamingFileAndTensor) {
+  TempDir tmp;
+  const fs::path dir = test::write_checkpoint(tmp.path, 4, 2, "", {StateKind::kMaster, 9, std::nanf("")});
+  EXPECT_TRUE(verify(dir).empty());
+  const Checkpoint c(dir);
+  std::vector<float> flat(17);
+  try {
+    c.read(StateKind::kMaster, {0, 17}, flat.data());
+    FAIL() << "a NaN master weight was read";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    // b.weight starts at flat 6: element 9 is its 4th; unit 1 [6, 13) is split 4 + 3: rank 0 holds 6-9
+    EXPECT_NE(m.find("optim/rank_00000_of_00002.h5 holds nan in master of tensor b.weight (element 3)"),
+              std::string::npos) << m;
+  }
+  std::vector<float> other(17);
+  c.read(StateKind::kExpAvg, {0, 17}, other.data());  // the other states are sound
+  const fs::path inf = test::write_checkpoint(tmp.path, 5, 1, "", {StateKind::kExpAvgSq, 16, INFINITY});
+  EXPECT_THROW(Checkpoint(inf).read(StateKind::kExpAvgSq, {15, 2}, other.data()), InputError);
 }
 
 TEST(CkptWriteRead, ModelFileHoldsHfShapesWithoutPaddedRows) {

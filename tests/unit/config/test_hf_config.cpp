@@ -98,8 +98,9 @@ TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
             std::string::npos);
   const std::string biased = model_dir(R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
     "num_hidden_layers": 1, "intermediate_size": 128, "vocab_size": 100, "attention_bias": true})");
-  EXPECT_NE(error_of({"--init.from=" + biased}).find("attention_bias is true; ztrain's Llama block cannot load"),
-            std::string::npos);
+  const std::string refused = error_of({"--init.from=" + biased});
+  EXPECT_NE(refused.find("attention_bias=true: ztrain's Llama block computes no biases on q, k, v, o"), std::string::npos)
+      << refused;
   std::filesystem::remove_all(biased);
   const std::string empty = model_dir("");
   std::filesystem::remove(empty + "/config.json");
@@ -129,7 +130,7 @@ TEST(HfConfig, Qwen2IsLlamaWithQkvBiases) {
   const std::string off = "\"use_sliding_window\": false";
   windowed.replace(windowed.find(off), off.size(), "\"use_sliding_window\": true");
   const std::string sliding = model_dir(windowed);
-  EXPECT_NE(error_of({"--init.from=" + sliding}).find("use_sliding_window is true"), std::string::npos);
+  EXPECT_NE(error_of({"--init.from=" + sliding}).find("use_sliding_window=true"), std::string::npos);
   for (const std::string& d : {dir, sliding}) std::filesystem::remove_all(d);
 }
 
@@ -155,6 +156,101 @@ TEST(HfConfig, MistralLoadsWhileItsWindowDoesNotBind) {
   EXPECT_NE(error_of({"--init.from=" + no_window_key, "--model.seq_len=8192"}).find("sliding_window=4096"),
             std::string::npos);  // transformers' MistralConfig default
   for (const std::string& d : {v03, v01, no_window_key}) std::filesystem::remove_all(d);
+}
+
+// The Hub's gpt2 config.json in full: every field that changes the function has the value ztrain computes
+// (its dropouts only change training, which ztrain does without).
+const char* kGpt2Hub = R"({"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
+  "bos_token_id": 50256, "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+  "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_inner": null, "n_layer": 12, "n_positions": 1024,
+  "reorder_and_upcast_attn": false, "resid_pdrop": 0.1, "scale_attn_by_inverse_layer_idx": false,
+  "scale_attn_weights": true, "summary_activation": null, "summary_first_dropout": 0.1, "summary_proj_to_labels": true,
+  "summary_type": "cls_index", "summary_use_proj": true, "task_specific_params": {"text-generation": {"do_sample": true,
+  "max_length": 50}}, "vocab_size": 50257})";
+
+// kGpt2Hub with one field replaced (or added): "\"key\": value".
+std::string gpt2_with(const std::string& key, const std::string& value) {
+  std::string j = kGpt2Hub;
+  const std::string field = "\"" + key + "\": ";
+  const std::size_t at = j.find(field);
+  if (at == std::string::npos) return j.insert(1, field + value + ", ");
+  const std::size_t end = j.find_first_of(",}", at + field.size());
+  return j.replace(at + field.size(), end - at - field.size(), value);
+}
+
+// What parsing init.from=DIR with this config.json says (ConfigError text; "" when it loads).
+std::string gpt2_error(const std::string& config_json) {
+  const std::string dir = model_dir(config_json);
+  std::string msg = error_of({"--init.from=" + dir});
+  std::filesystem::remove_all(dir);
+  return msg == "no ConfigError" ? "" : msg;
+}
+
+TEST(HfConfig, Gpt2FieldsThatChangeTheFunctionAreHonouredOrRefusedByName) {
+  EXPECT_EQ(gpt2_error(kGpt2Hub), "");
+  for (const char* same : {"\"gelu_pytorch_tanh\"", "\"gelu_fast\""})
+    EXPECT_EQ(gpt2_error(gpt2_with("activation_function", same)), "") << same;
+  EXPECT_EQ(gpt2_error(gpt2_with("reorder_and_upcast_attn", "true")), "");  // precision only
+  EXPECT_EQ(gpt2_error(gpt2_with("n_inner", "3072")), "");                  // = 4 n_embd
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> refused = {
+      {{"activation_function", "\"relu\""}, "activation_function=relu: ztrain's GPT-2 block computes GELU's tanh approximation"},
+      {{"activation_function", "\"gelu\""}, "(activation_function gelu_new, gelu_pytorch_tanh, gelu_fast)"},
+      {{"layer_norm_epsilon", "1e-06"}, "layer_norm_epsilon=1e-06: ztrain's GPT-2 block computes LayerNorm with epsilon 1e-5"},
+      {{"scale_attn_weights", "false"}, "scale_attn_weights=false: ztrain's GPT-2 block computes attention scores divided"},
+      {{"scale_attn_by_inverse_layer_idx", "true"}, "scale_attn_by_inverse_layer_idx=true:"},
+      {{"add_cross_attention", "true"}, "add_cross_attention=true: ztrain's GPT-2 block computes a decoder without"},
+      {{"tie_word_embeddings", "false"}, "tie_word_embeddings=false: ztrain's GPT-2 block computes an LM head tied"},
+      {{"n_inner", "1024"}, "n_inner=1024 is not 4 n_embd = 3072"},
+      {{"quantization_config", R"({"quant_method": "gptq"})"}, "has a quantization_config"}};
+  for (const auto& [field, want] : refused) {
+    const std::string msg = gpt2_error(gpt2_with(field.first, field.second));
+    EXPECT_NE(msg.find(want), std::string::npos) << field.first << ": " << msg;
+    EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(gpt2_error(gpt2_with("layer_norm_epsilon", "0.00001")), "");
+}
+
+TEST(HfConfig, LlamaFieldsThatChangeTheFunctionAreRefusedByName) {
+  std::string llama = kLlama32_1b;
+  llama.insert(1, R"("hidden_act": "gelu", )");
+  const std::string dir = model_dir(llama);
+  const std::string msg = error_of({"--init.from=" + dir});
+  EXPECT_NE(msg.find("hidden_act=gelu: ztrain's Llama block computes SwiGLU with SiLU"), std::string::npos) << msg;
+  std::filesystem::remove_all(dir);
+}
+
+// A field of the wrong JSON type, or a config.json that is no JSON object file, is a ConfigError naming
+// the file and the key: never a JSON library exception or a filesystem error.
+TEST(HfConfig, WrongTypesAndNonFilesNameTheFileAndTheKey) {
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> typed = {
+      {{"n_layer", "\"12\""}, "\"n_layer\" is \"12\" (a JSON string); expected an integer"},
+      {{"n_embd", "768.5"}, "\"n_embd\" is 768.5 (a JSON number); expected an integer"},
+      {{"architectures", "\"GPT2LMHeadModel\""}, "\"architectures\" is \"GPT2LMHeadModel\" (a JSON string); expected a list"},
+      {{"tie_word_embeddings", "\"yes\""}, "\"tie_word_embeddings\" is \"yes\" (a JSON string); expected true or false"},
+      {{"layer_norm_epsilon", "\"1e-5\""}, "\"layer_norm_epsilon\" is \"1e-5\" (a JSON string); expected a number"},
+      {{"n_inner", "[3072]"}, "\"n_inner\" is [3072] (a JSON array); expected an integer"},
+      {{"attn_pdrop", "\"0.1\""}, "\"attn_pdrop\" is \"0.1\" (a JSON string); expected a number"},
+      {{"n_positions", "true"}, "\"n_positions\" is true (a JSON boolean); expected an integer"}};
+  for (const auto& [field, want] : typed) {
+    const std::string msg = gpt2_error(gpt2_with(field.first, field.second));
+    EXPECT_NE(msg.find("config.json: " + want), std::string::npos) << field.first << ": " << msg;
+  }
+  std::string llama = kLlama32_1b;
+  llama.replace(llama.find("\"rope_scaling\": {"), 17, R"("rope_scaling": "llama3", "x": {)");
+  const std::string rope = model_dir(llama);
+  const std::string msg = error_of({"--init.from=" + rope});
+  EXPECT_NE(msg.find("\"rope_scaling\" is \"llama3\" (a JSON string); expected an object"), std::string::npos) << msg;
+  std::string head = kLlama32_1b;
+  head.insert(1, R"("head_dim": "64", )");
+  EXPECT_NE(gpt2_error(head).find("\"head_dim\" is \"64\""), std::string::npos);
+  EXPECT_NE(gpt2_error("[1, 2]").find("config.json: holds a JSON array, not an object"), std::string::npos);
+  EXPECT_NE(gpt2_error("{\"n_layer\": ").find("config.json: not valid JSON"), std::string::npos);
+  const std::string dir = model_dir(kGpt2);
+  std::filesystem::remove(dir + "/config.json");
+  std::filesystem::create_directory(dir + "/config.json");
+  const std::string is_dir = error_of({"--init.from=" + dir});
+  EXPECT_NE(is_dir.find(dir + "/config.json is a directory, not a file"), std::string::npos) << is_dir;
+  for (const std::string& d : {dir, rope}) std::filesystem::remove_all(d);
 }
 
 }  // namespace

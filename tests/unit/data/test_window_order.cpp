@@ -32,6 +32,15 @@ TEST(WindowOrder, TooShortStreamIsADataError) {
   EXPECT_NO_THROW(WindowOrder(6, 5, false, 1));
 }
 
+// The count a resume compares with a checkpoint's, without building an order (or throwing for a short stream).
+TEST(WindowOrder, WindowsInIsTheOrdersCountAndZeroForAShortStream) {
+  for (const std::uint64_t n : {17ull, 100ull, 1000ull})
+    for (const bool packed : {false, true})
+      EXPECT_EQ(WindowOrder::windows_in(n, 16, packed), WindowOrder(n, 16, false, 1, packed).windows_per_epoch()) << n;
+  EXPECT_EQ(WindowOrder::windows_in(16, 16), 0u);
+  EXPECT_EQ(WindowOrder::windows_in(0, 16, true), 0u);
+}
+
 TEST(Permute, IsABijectionForOddAndTinySizes) {
   for (std::uint64_t n : {1ull, 2ull, 3ull, 7ull, 64ull, 1000ull, 4099ull}) {
     std::set<std::uint64_t> seen;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -205,6 +207,106 @@ TEST_F(Safetensors, BadDtypesCorruptFilesAndUntiedHeadsAreRefused) {
   ts.push_back({"lm_head.weight", "F32", {61, 24}, f32_bytes(head.data(), head.size())});
   write_file(path("untied.safetensors"), ts);
   EXPECT_NE(load_error(path("untied.safetensors"), small_).find("lm_head.weight differs"), std::string::npos);
+}
+
+// A safetensors file from a header given as JSON and `data_bytes` bytes of zeros after it.
+void write_raw(const std::string& path, const nlohmann::json& header, std::size_t data_bytes) {
+  const std::string text = header.dump();
+  const std::uint64_t n = text.size();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&n), 8).write(text.data(), static_cast<std::streamsize>(n));
+  const std::vector<char> zeros(data_bytes, 0);
+  out.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+}
+
+// The safetensors library's layout rules (tensor.rs: Metadata::validate, read_metadata), for every tensor
+// of the file, used or not: sorted by data_offsets they lie end to end from 0 to the end of the file.
+TEST_F(Safetensors, LayoutIsCheckedAsTheSafetensorsLibraryChecksIt) {
+  using J = nlohmann::json;
+  auto entry = [](const char* dtype, std::vector<std::int64_t> shape, std::uint64_t b, std::uint64_t e) {
+    return J{{"dtype", dtype}, {"shape", shape}, {"data_offsets", {b, e}}};
+  };
+  const std::vector<std::tuple<std::string, J, std::size_t, std::string>> cases = {
+      {"overlap", J{{"a", entry("F32", {4}, 0, 16)}, {"b", entry("F32", {4}, 8, 24)}}, 24,
+       "tensor b's data_offsets [8, 24) overlap tensor a's, which end at 16"},
+      {"same", J{{"a", entry("F32", {4}, 0, 16)}, {"b", entry("F32", {4}, 0, 16)}}, 16, "data_offsets [0, 16) overlap tensor "},
+      {"gap", J{{"a", entry("F32", {4}, 0, 16)}, {"b", entry("F32", {4}, 20, 36)}}, 36,
+       "tensor b's data_offsets [20, 36) leave a gap after tensor a's"},
+      {"late start", J{{"a", entry("F32", {4}, 4, 20)}}, 20, "leave a gap after the data section's start"},
+      {"reversed", J{{"a", entry("F32", {0}, 16, 0)}}, 16, "tensor a has data_offsets [16, 0): its end before its start"},
+      {"trailing", J{{"a", entry("F32", {4}, 0, 16)}}, 20, "the tensors end at byte 16 of the 20-byte data section"},
+      {"past end", J{{"a", entry("F32", {4}, 0, 16)}}, 12, "outside the 12-byte data section"},
+      {"size", J{{"a", entry("F32", {5}, 0, 16)}}, 16, "tensor a holds 16 bytes, but [5] F32 needs 20"},
+      {"unused size", J{{"h.0.attn.bias", entry("F32", {1, 1, 8, 8}, 0, 8)}}, 8, "tensor h.0.attn.bias holds 8 bytes"},
+      {"huge", J{{"a", entry("U8", {1ll << 40, 1ll << 40, 1ll << 40}, 0, 8)}}, 8, "needs more than any file holds"},
+      {"dtype", J{{"a", entry("F17", {4}, 0, 16)}}, 16, "tensor a has dtype F17, which is no safetensors dtype"},
+      {"negative", J{{"a", entry("F32", {-4}, 0, 16)}}, 16, "with a negative size"},
+      {"metadata", J{{"__metadata__", {{"format", 1}}}, {"a", entry("F32", {4}, 0, 16)}}, 16,
+       "__metadata__ is not an object of strings"}};
+  for (const auto& [what, header, bytes, want] : cases) {
+    write_raw(path("raw.safetensors"), header, bytes);
+    const std::string e = load_error(path("raw.safetensors"), small_);
+    EXPECT_NE(e.find("raw.safetensors: "), std::string::npos) << what << ": " << e;
+    EXPECT_NE(e.find(want), std::string::npos) << what << ": " << e;
+  }
+  // Offsets in any order in the header are fine when they tile the data (the library sorts them), and
+  // 16-bit and 8-bit dtypes of tensors not loaded count by their own sizes.
+  write_raw(path("raw.safetensors"),
+            J{{"z", entry("F32", {4}, 0, 16)}, {"a", entry("BF16", {2}, 16, 20)}, {"m", entry("I8", {3}, 20, 23)},
+              {"__metadata__", {{"format", "pt"}}}},
+            23);
+  EXPECT_NE(load_error(path("raw.safetensors"), small_).find("tensor transformer.wte.weight is missing"), std::string::npos);
+}
+
+// NaN or Inf in a weight: refused at load, naming the file, the tensor and the first bad element (in
+// F32 and in the 16-bit dtypes, after widening).
+TEST_F(Safetensors, NonFiniteWeightsAreRefusedNamingTensorAndFile) {
+  std::vector<float> w = weights(small_, 4);
+  const ParamInfo& fc = small_.find("transformer.h.1.mlp.c_fc.weight");
+  w[fc.offset + 7] = std::numeric_limits<float>::quiet_NaN();
+  write_file(path("nan.safetensors"), tensors(small_, w));
+  const std::string e = load_error(path("nan.safetensors"), small_);
+  EXPECT_NE(e.find("nan.safetensors: tensor transformer.h.1.mlp.c_fc.weight holds 1 NaN or infinite value(s) of "),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("at element 7"), std::string::npos) << e;
+  std::vector<float> ok = weights(small_, 4);
+  std::vector<FileTensor> ts = tensors(small_, ok);
+  for (FileTensor& t : ts) {
+    if (t.name != "transformer.ln_f.bias") continue;
+    t.dtype = "BF16";
+    t.raw.assign(t.raw.size() / 2, 0);
+    reinterpret_cast<std::uint16_t*>(t.raw.data())[3] = 0xFF80;  // bf16 -inf
+  }
+  write_file(path("inf.safetensors"), ts);
+  const std::string inf = load_error(path("inf.safetensors"), small_);
+  EXPECT_NE(inf.find("tensor transformer.ln_f.bias holds 1 NaN or infinite value(s) of 24 (the first, -inf, at element 3)"),
+            std::string::npos) << inf;
+}
+
+// A model directory's index names its shards inside the directory: an absolute path or one through ".."
+// is refused, naming the entry, before anything is read from it.
+TEST_F(Safetensors, IndexEntriesLeavingTheModelDirectoryAreRefused) {
+  const std::vector<float> w = weights(small_, 5);
+  fs::create_directories(dir_ / "model");
+  write_file(path("outside.safetensors"), tensors(small_, w));
+  for (const std::string& shard : {std::string("../outside.safetensors"), path("outside.safetensors"), std::string("")}) {
+    const nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                                  {"weight_map", {{"transformer.wte.weight", shard}}}};
+    std::ofstream(dir_ / "model" / "model.safetensors.index.json") << index.dump();
+    std::vector<float> got(small_.numel());
+    try {
+      load_pretrained((dir_ / "model").string(), small_, got.data());
+      ADD_FAILURE() << shard << " was read";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("weight_map[\"transformer.wte.weight\"] = \"" + shard +
+                                           "\" is not a file inside the model directory"),
+                std::string::npos) << e.what();
+    }
+  }
+  fs::remove(dir_ / "model" / "model.safetensors.index.json");
+  fs::create_directories(dir_ / "model" / "model.safetensors.index.json");
+  std::vector<float> got(small_.numel());
+  EXPECT_THROW(load_pretrained((dir_ / "model").string(), small_, got.data()), InputError);
 }
 
 // --max-shard-size as transformers reads it: GB/MB/KB decimal, GiB/MiB/KiB binary, plain bytes.

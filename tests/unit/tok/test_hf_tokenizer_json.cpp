@@ -182,6 +182,33 @@ TEST(HfTokenizerJson, RefusesWhatItDoesNotRead) {
                  {"no end-of-text special token", "<|eos|>, <s>"});
 }
 
+// The key model.vocab gives `id` in the tiny file.
+std::string vocab_key(const Json& j, std::uint64_t id) {
+  for (const auto& [key, value] : j["model"]["vocab"].items())
+    if (value.get<std::uint64_t>() == id) return key;
+  return "";
+}
+
+// One id for two tokens, or one token under two ids, is refused naming both entries; an added token
+// that repeats its model.vocab entry (GPT-2's <|endoftext|> is in both) is not a collision.
+TEST(HfTokenizerJson, CollidingAddedTokensAreRefused) {
+  expect_refused([](Json& j) { j["added_tokens"][3]["id"] = 268; },
+                 {"added_tokens[3] (\"<t>x\") has id 268, which added_tokens[2] (\"<t>\") has too"});
+  expect_refused([](Json& j) { j["added_tokens"][3]["content"] = "<t>"; },
+                 {"added_tokens[3] repeats the content \"<t>\" of added_tokens[2] with id 269 (there 268)"});
+  expect_refused([](Json& j) { j["added_tokens"].push_back(Json{{"id", 256}, {"content", "<u>"}, {"special", false}}); },
+                 {"added_tokens[5] (\"<u>\") has id 256, which model.vocab gives to " + Json(vocab_key(tiny_json(), 256)).dump()});
+  expect_refused(
+      [](Json& j) { j["added_tokens"].push_back(Json{{"id", 271}, {"content", vocab_key(j, 256)}, {"special", false}}); },
+      {"added_tokens[5] (\"" + vocab_key(tiny_json(), 256) + "\") has id 271, but model.vocab gives", "the id 256"});
+  Json same = tiny_json();
+  same["added_tokens"].push_back(Json{{"id", 256}, {"content", vocab_key(same, 256)}, {"special", false}});
+  const Tokenizer t = tokenizer_of(same.dump());
+  EXPECT_EQ(t.vocab().size(), 271u);
+  EXPECT_EQ(encode(t, "bc"), Ids{256});  // still the merge's product
+  EXPECT_EQ(t.decode(Ids{256}), "bc");
+}
+
 Json split_pretokenizer(const std::string& regex) {
   return Json{{"type", "Sequence"},
               {"pretokenizers",

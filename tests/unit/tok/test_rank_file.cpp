@@ -95,6 +95,48 @@ TEST(RankFile, BadFilesAndOptionsAreRefusedNamingWhat) {
   EXPECT_THROW(parse_special_tokens("a=x"), ConfigError);
 }
 
+// Line ends and separators as tiktoken's load_tiktoken_bpe reads them (bytes.splitlines(), then
+// line.split()): a file saved with CRLF (or CR) line ends, or tabs between the fields, gives the same
+// tokens; a bad line's message says which part is wrong.
+TEST(RankFile, CrlfAndBlankSeparatedFilesReadAsTiktokenReadsThem) {
+  VocabularyOptions o;
+  o.pattern = Pattern{PatternKind::kCl100k, 3};
+  o.specials = parse_special_tokens("<|endoftext|>=300");
+  const RankFile lf(small_rank_file());
+  const Tokenizer want(load_vocabulary(lf.path, o));
+  Ids want_ids;
+  Encoder(want).encode("abc ab   x", want_ids);
+  std::string crlf, cr, tabs;
+  for (const char c : small_rank_file()) {
+    crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+    cr += c == '\n' ? '\r' : c;
+    tabs += c == ' ' ? '\t' : c;
+  }
+  for (const std::string& text : {crlf, cr, tabs, "\n" + crlf + "\r\n"}) {
+    const RankFile file(text);
+    const Tokenizer tok(load_vocabulary(file.path, o));
+    EXPECT_EQ(tok.vocab().size(), want.vocab().size());
+    Ids ids;
+    Encoder(tok).encode("abc ab   x", ids);
+    EXPECT_EQ(ids, want_ids);
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {base64("xy") + " 259 7\r\n", "line 260: 3 field(s), not 2"},
+      {base64("xy") + "\r\n", "line 260: 1 field(s), not 2"},
+      {base64("xy") + " 25x\r\n", "line 260: the rank \"25x\" is not a whole number below 2^30"},
+      {"!!notbase64 259\r\n", "line 260: \"!!notbase64\" is not standard padded base64"}};
+  for (const auto& [line, want_msg] : bad) {
+    const RankFile file(crlf + line);
+    EXPECT_NE(error_of(file.path, o).find(want_msg), std::string::npos) << error_of(file.path, o);
+  }
+  // A file that cannot be read says why.
+  EXPECT_NE(error_of(fs::temp_directory_path() / "zt_no_such.tiktoken", o).find("(no such file)"), std::string::npos);
+  const fs::path dir = fs::temp_directory_path() / ("zt_gpt2_dir_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "encoder.json");  // a directory where GPT-2's file should be
+  EXPECT_NE(error_of(dir, {}).find("encoder.json (it is a directory, not a file)"), std::string::npos) << error_of(dir, {});
+  fs::remove_all(dir);
+}
+
 TEST(RankFile, KnownEncodingsBringTheirSpecialTokens) {
   const struct {
     const char* name;

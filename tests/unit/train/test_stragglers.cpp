@@ -69,6 +69,39 @@ TEST(StragglerRule, EveryPersistentlySlowRankIsNamed) {
   EXPECT_EQ(due[1].rank, 4);
 }
 
+// A pipeline's stages do different work (the last runs the head and the loss): a rank is compared with
+// the ranks of its own stage only, so a stage that is slower as a whole flags no rank, and a slow rank
+// inside a stage is still found.
+TEST(StragglerPipeline, RanksAreComparedWithinTheirStage) {
+  EXPECT_EQ(stage_groups(8, 2), (PeerGroups{0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_TRUE(stage_groups(4, 1).empty());
+  const PeerGroups stages = stage_groups(4, 2);  // stage 0: ranks 0-1, stage 1 (head and loss): ranks 2-3
+  const std::vector<double> head_heavy{10, 10.5, 25, 25.5};
+  StragglerRule rule(4, 0.15, 1, stages);
+  EXPECT_TRUE(rule.observe(1, 1, head_heavy).empty());
+  StragglerRule whole_world(4, 0.15, 1);  // what comparing every rank with every rank would say
+  EXPECT_EQ(whole_world.observe(1, 1, head_heavy).size(), 2u);
+  const WindowSummary even = summarize({head_heavy, {1, 1, 1, 1}}, stages);
+  EXPECT_NEAR(even.slowest_compute_ms / even.median_compute_ms, 1.02, 0.01);  // no rank lags its stage
+  const std::vector<double> slow_in_stage{10, 10.5, 25, 50};
+  const std::vector<StragglerEpisode> due = rule.observe(2, 2, slow_in_stage);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].rank, 3);
+  const WindowSummary s = summarize({slow_in_stage, {5, 4, 3, 2}}, stages);
+  EXPECT_EQ(s.slowest_rank, 3);
+  EXPECT_DOUBLE_EQ(s.median_compute_ms, 37.5);  // its stage's median
+  EXPECT_DOUBLE_EQ(s.median_wait_ms, 2.5);
+}
+
+TEST(StragglerPipeline, AStageOfOneRankHasNoPeersAndNoVerdict) {
+  const PeerGroups stages = stage_groups(2, 2);
+  StragglerRule rule(2, 0.15, 1, stages);
+  EXPECT_TRUE(rule.observe(1, 1, {10, 40}).empty());
+  const WindowSummary s = summarize({{10, 40}, {3, 1}}, stages);
+  EXPECT_DOUBLE_EQ(s.slowest_compute_ms, s.median_compute_ms);  // no one to lag behind
+  EXPECT_DOUBLE_EQ(s.slowest_wait_ms, s.median_wait_ms);
+}
+
 TEST(StragglerMessage, NamesRankHostPercentAndSteps) {
   const std::string msg = straggler_message({5, 3, 100, 300, 0.23}, "n03");
   EXPECT_NE(msg.find("rank 5 on host n03 computed 23% slower than the median for 3 logged windows (steps 100-300)"),
