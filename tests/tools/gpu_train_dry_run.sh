@@ -14,13 +14,9 @@ else
   echo "note: shellcheck not installed; bash -n passed"
 fi
 for b in "$ZT_BIN/ztrain" "$ZT_BIN/../tests/make_test_shards"; do [ -x "$b" ] || fail "$b is missing: build it first"; done
-# The peer runs where torch imports and its script is here (.peers/ from tools/device/prepare.sh, or
-# ../shared/peers beside the checkout, as on the development machine and in CI).
+# The peer (tools/bench/peers/gpt2_torch_bench.py) runs where torch imports.
 peer_expected=skipped
-if /usr/bin/python3 -c 'import torch' 2>/dev/null &&
-   { [ -f "$ZT_SOURCE/.peers/gpt2_torch_bench.py" ] || [ -f "$ZT_SOURCE/../shared/peers/gpt2_torch_bench.py" ]; }; then
-  peer_expected=measured
-fi
+/usr/bin/python3 -c 'import torch' 2>/dev/null && peer_expected=measured
 export ZT_BUILD_DIR=$ZT_BIN/.. ZT_TORCH_PYTHON=/usr/bin/python3
 
 # cpu-tiny at about 228 MiB for micro-batch 4 (its memory plan): a 0.3 GiB device refuses 16 and 8.
