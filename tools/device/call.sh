@@ -40,7 +40,8 @@
 # --cpu-dry-run: the same script end to end on this machine's CPU, without .devdeps: build/ (ZT_BUILD_DIR)
 # brought up to date for the GPU targets, every gpu test run (each skips), the benchmarks' --cpu-dry-run
 # (tiny models; the peers on the CPU where python3 imports torch), and the profile's ztrain command line
-# on the CPU without ncu; the sanitizers and ncu say "skipped: no GPU". OUT defaults to a new directory.
+# on the CPU without ncu; the sanitizers and ncu say "skipped: no GPU". OUT defaults to a new directory;
+# the budget (960 s) and the benchmarks' plans are doubled: the CPU twins are slow on 2 cores.
 # Exit: 0 when every step that ran succeeded, 1 otherwise, 2 on a usage error.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -55,14 +56,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 all_steps=(build check bench_gpt2 bench_llama profile)
-declare -A plan_s=([build]=${ZT_CALL_BUILD_S:-300} [check]=${ZT_CALL_CHECK_S:-150} [bench_gpt2]=${ZT_CALL_GPT2_S:-100}
-                   [bench_llama]=${ZT_CALL_LLAMA_S:-150} [profile]=${ZT_CALL_PROFILE_S:-60})
+# A dry run on a 2-core development machine runs the CPU twins, far slower than the GPU: twice the time.
+dry_scale=1
+$dry_run && dry_scale=2
+declare -A plan_s=([build]=${ZT_CALL_BUILD_S:-300} [check]=${ZT_CALL_CHECK_S:-150}
+                   [bench_gpt2]=${ZT_CALL_GPT2_S:-$((100 * dry_scale))} [bench_llama]=${ZT_CALL_LLAMA_S:-$((150 * dry_scale))}
+                   [profile]=${ZT_CALL_PROFILE_S:-60})
 declare -A min_s=([build]=0 [check]=90 [bench_gpt2]=85 [bench_llama]=130 [profile]=45) enabled=()
 for s in $selected; do
   [ -n "${plan_s[$s]:-}" ] || { echo "call.sh: unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2; }
   enabled[$s]=1
 done
-budget_s=${ZT_CALL_BUDGET_S:-480} droppable=${ZT_CALL_DROPPABLE:-profile}
+budget_s=${ZT_CALL_BUDGET_S:-$((480 * dry_scale))} droppable=${ZT_CALL_DROPPABLE:-profile}
 if [ -z "${OUT:-}" ]; then
   $dry_run || { echo "call.sh: OUT is unset: run it through the device's run tool, or with --cpu-dry-run" >&2; exit 2; }
   OUT=$(mktemp -d /tmp/zt_call_out.XXXXXX)
@@ -117,7 +122,8 @@ pack() {  # the step logs so far -> $OUT/logs.tar.gz, and summary.json (quietly)
 }
 
 echo "=== call.sh $(date -u +%Y-%m-%dT%H:%M:%SZ): steps ${selected}; budget ${budget_s} s$($dry_run && echo '; CPU DRY RUN')"
-echo "commit $(cat .peers/COMMIT 2>/dev/null || git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+echo "commit $(git rev-parse --short=12 HEAD 2>/dev/null || cat .peers/COMMIT 2>/dev/null || echo unknown)" \
+  "(packed build: $(cat .devbuild/COMMIT 2>/dev/null || echo none))"
 call_env
 for s in "${all_steps[@]}"; do
   [ -n "${enabled[$s]:-}" ] && run_step "$s"

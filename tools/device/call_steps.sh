@@ -58,12 +58,8 @@ step_check() {
   read -ra ctest_args <<<"${ZT_CALL_CTEST_ARGS:--j8}"
   OUT=$step_dir ZT_DEVICE_BUDGET_S=$give ZT_BUILD_DIR=$b tools/device/gpu-check.sh "${args[@]}" "${ctest_args[@]}"
   local rc=$?
-  result "$(python3 -c 'import json, sys
-r = json.load(open(sys.argv[1])); c = r["ctest"]; s = r["sanitizer_counts"]
-print(f"ctest {c[\"passed\"]} passed, {c[\"failed\"]} failed, {c[\"skipped\"]} skipped"
-      + (" (failed: " + ", ".join(c["failed_names"]) + ")" if c["failed_names"] else "")
-      + ("; sanitizers " + ", ".join(f"{n} {k}" for k, n in sorted(s.items())) if s else "; sanitizers: none ran"))' \
-    "$step_dir/gpu-check.json" 2>/dev/null || echo "gpu-check exit $rc, no report")"
+  result "$(python3 tools/device/call_summary.py --line check "$step_dir/gpu-check.json" 2>/dev/null ||
+    echo "gpu-check exit $rc, no report")"
   return "$rc"
 }
 
@@ -80,17 +76,15 @@ step_bench() {
     peer_s=${ZT_CALL_LLAMA_PEER_S:-80} grace_s=20
   fi
   args=("${args[@]//,/ }")  # --micro-batches a,b: one word through read -a
-  $dry_run && args=(--cpu-dry-run --warmup 1 --steps 3) peer_s=$((give / 2))
+  # The dry run proves the plumbing: the family's tiny model at 64 tokens, micro-batch 4, on one thread.
+  $dry_run && args=(--cpu-dry-run --micro-batches 4 --peer-micro-batches 4 --seq-len 64 --warmup 1 --steps 3) \
+    peer_s=$((give / 3))
   ZT_BUILD_DIR=$b ZT_DEVICE_BUDGET_S=$give ZT_GPU_BENCH_PEER_RESERVE_S=$peer_s ZT_GPU_BENCH_MIN_RUN_S=10 \
     ZT_GPU_BENCH_GRACE_S=$grace_s ZT_GPU_BENCH_REPORT_S=8 \
     tools/bench/gpu_train/run.sh --no-build --family "$family" --out "$step_dir" "${args[@]}"
   local rc=$?
   [ -f "$step_dir/gpu_train.md" ] && cp "$step_dir/gpu_train.md" "$OUT/bench-$family.md"
-  result "$(python3 -c 'import json, sys
-r = json.load(open(sys.argv[1])); z, p = r["ztrain"], r["pytorch"]
-side = lambda s, n: f"{n} {s[\"tokens_per_s\"]:,.0f} tok/s at mb {s[\"micro_batch\"]}, MFU {s[\"mfu\"]:.1%}" if s else f"{n} FAILED"
-print(side(z, "ztrain") + "; " + side(p, "PyTorch") + (f"; {r[\"speedup\"]:.2f}x" if r["speedup"] else "")
-      + ("; " + "; ".join(r["problems"]) if r["problems"] else ""))' "$step_dir/gpu_train.json" 2>/dev/null ||
+  result "$(python3 tools/device/call_summary.py --line bench "$step_dir/gpu_train.json" 2>/dev/null ||
     echo "run.sh exit $rc, no report")"
   return "$rc"
 }

@@ -4,6 +4,7 @@ allotted, one-line result) on stdout, and summary.json with the same plus each s
 (gpu-check.json, the benchmarks' gpu_train.json, the profile's table).
 
   call_summary.py --steps STEPS.tsv --stage DIR --budget S --elapsed S --json OUT.json
+  call_summary.py --line check|bench REPORT.json      one step's result line, from its own report
 STEPS.tsv: step, status, seconds, allotted seconds, result (one step a line).
 """
 import argparse
@@ -24,14 +25,43 @@ def read_steps(path):
     return rows
 
 
+def check_line(r):
+    """gpu-check.json -> "ctest 60 passed, 0 failed, 0 skipped; sanitizers 9 clean, 1 incomplete"."""
+    c, san = r["ctest"], r["sanitizer_counts"]
+    line = f"ctest {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+    if c["failed_names"]:
+        line += " (failed: " + ", ".join(c["failed_names"]) + ")"
+    return line + ("; sanitizers " + ", ".join(f"{n} {k}" for k, n in sorted(san.items())) if san
+                   else "; no sanitizer ran")
+
+
+def bench_line(r):
+    """gpu_train.json -> "ztrain 520,000 tok/s at mb 128, MFU 45.0%; PyTorch ...; 0.95x"."""
+    def side(s, name):
+        if not s:
+            return f"{name} FAILED"
+        return f"{name} {s['tokens_per_s']:,.0f} tok/s at mb {s['micro_batch']}, MFU {s['mfu']:.1%}"
+    line = side(r["ztrain"], "ztrain") + "; " + side(r["pytorch"], "PyTorch")
+    if r["speedup"]:
+        line += f"; {r['speedup']:.2f}x"
+    return line + ("; " + "; ".join(r["problems"]) if r["problems"] else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", required=True)
-    ap.add_argument("--stage", required=True)
-    ap.add_argument("--budget", type=int, required=True)
-    ap.add_argument("--elapsed", type=int, required=True)
-    ap.add_argument("--json", required=True)
+    ap.add_argument("--line", nargs=2, metavar=("KIND", "REPORT"))
+    ap.add_argument("--steps")
+    ap.add_argument("--stage")
+    ap.add_argument("--budget", type=int)
+    ap.add_argument("--elapsed", type=int)
+    ap.add_argument("--json")
     a = ap.parse_args()
+    if a.line:
+        with open(a.line[1]) as f:
+            print((check_line if a.line[0] == "check" else bench_line)(json.load(f)))
+        return
+    if not (a.steps and a.stage and a.json and a.budget is not None and a.elapsed is not None):
+        ap.error("--steps, --stage, --budget, --elapsed and --json go together")
     rows = read_steps(a.steps)
     for r in rows:
         path = os.path.join(a.stage, r["step"], REPORTS.get(r["step"], "-"))

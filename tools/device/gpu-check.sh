@@ -64,7 +64,6 @@ finish() {
   python3 "$root/tools/device/check_report.py" --junit "$work"/junit-*.xml --sanitizers "$work/sanitizers.tsv" \
     --rc "$1" --json "${OUT:-$work}/gpu-check.json"
   if [ -n "${OUT:-}" ]; then
-    [ -f "$build_dir/Testing/Temporary/LastTest.log" ] && cp "$build_dir/Testing/Temporary/LastTest.log" "$work/"
     tar -C "$work" -czf "$OUT/gpu-check-logs.tar.gz" --exclude=./data . && echo "logs: \$OUT/gpu-check-logs.tar.gz"
   fi
   rm -rf "$work"
@@ -125,6 +124,7 @@ run_ctest() {
     tee "$work/ctest-$name.log"
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 124 ] && echo "gpu-check: ctest ($name) was stopped at its $limit_s s"
+  cp "$build_dir/Testing/Temporary/LastTest.log" "$work/LastTest-$name.log" 2>/dev/null
   return "$rc"
 }
 

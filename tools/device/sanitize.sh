@@ -4,9 +4,11 @@
 #              ztrain itself: 4 steps each of a tiny GPT-2 (bf16, ZeRO-1), a grouped-query Llama (bf16,
 #              ZeRO-3) and LoRA over it (bf16), one rank through NCCL: the trainer's own wiring (flat
 #              buffers, shard offsets) is where an out-of-bounds index hides, not only the kernels
-#   racecheck  the attention kernels (ZT_RACECHECK_FILTER, default the cases around the 128-row block in
-#              bf16: racecheck ran ~40 s per attention case on the H200, 2026-11-27) and the Llama-op
-#              registry (RMSNorm, RoPE, SwiGLU: one pass in bf16)
+#   racecheck  the attention kernels and the Llama-op registry (RMSNorm, RoPE, SwiGLU, GQA attention).
+#              Racecheck ran ~40 s per attention case on the H200 (2026-11-27), so the attention binary
+#              runs a few bf16 cases that reach every shared-memory path (ZT_RACECHECK_FILTER: gtest
+#              filters, each its own process): the backward on the forward's outputs (B2 T257 hs64, past
+#              two 128-row blocks; B1 T100 hs40) and the peaked-softmax rows (T200 hs64, T150 hs128).
 # The free-memory test (CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations) is left out: the sanitizer's
 # own device allocations, and the other processes', change what it reads. --print-limit keeps a broken
 # kernel's log small. A run stopped at its limit is reported "incomplete" with the gtest cases it passed.
@@ -38,8 +40,12 @@ start_sanitizers() {
     sanitize memcheck "${t##*/}" "$limit_s" "$work" --leak-check no "$t" \
       --gtest_filter=-CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations
   done
-  sanitize racecheck test_cuda_attention "$limit_s" "$work" "$b/tests/test_cuda_attention" \
-    --gtest_filter="${ZT_RACECHECK_FILTER:-*AroundThe128RowBlock/bf16}"
+  local filter filters n=0
+  read -ra filters <<<"${ZT_RACECHECK_FILTER:-*BackwardOnTheGpuForwardOutputsMatchesTheCpuBackend/bf16 *PeakedSoftmaxRows/bf16}"
+  for filter in "${filters[@]}"; do
+    sanitize racecheck "test_cuda_attention_$((n += 1))" "$limit_s" "$work" "$b/tests/test_cuda_attention" \
+      --gtest_filter="$filter"
+  done
   sanitize racecheck test_cuda_llama_ops "$limit_s" "$work" "$b/tests/test_cuda_llama_ops" \
     --gtest_filter="*EveryCaseMatchesTheCpuBackend*"
   ( sanitized_trainer_runs "$b" "$work" "$limit_s" ) &

@@ -57,7 +57,7 @@
 #
 # --cpu-dry-run: exercises the whole pipeline here, without a GPU: the family's tiny model
 # (inputs/configs/cpu-tiny.ini or llama-tiny.ini), train.device=cpu, fp32, micro-batches "16 8 4", 2 + 4
-# steps, ztrain from ZT_BUILD_DIR (default build/, not built here), the peer on the CPU (eager, 2 threads)
+# steps, ztrain from ZT_BUILD_DIR (default build/, not built here), the peer on the CPU (eager; both on ZT_THREADS, 1)
 # if python can import torch, else skipped. MFU is then meaningless (still against 989 TFLOP/s) and says so.
 # Environment:
 #   OUT                     output directory (default: a new /tmp/zt_gpu_train.*); ZT_BUILD_DIR
@@ -255,14 +255,19 @@ fi
 chosen=""
 if [ "$build_status" = ok ]; then
   mkdir -p "$work/data"
-  "$shards" "$work/data/train" --tokens 5000000 --vocab "$V" --seed 1 >"$logs/shards.log" 2>&1 ||
+  # Enough tokens for the largest candidate's steps (the loader would wrap around, harmlessly), no more:
+  # writing them is not free on a busy CPU.
+  max_mb=$(echo "$mbs $peer_mbs" | tr ' ' '\n' | sort -n | tail -n 1)
+  n_tokens=$((max_mb * (T + 1) * (warmup + steps + 2)))
+  [ "$n_tokens" -ge 100000 ] || n_tokens=100000
+  "$shards" "$work/data/train" --tokens "$n_tokens" --vocab "$V" --seed 1 >"$logs/shards.log" 2>&1 ||
     { cat "$logs/shards.log"; build_status="make_test_shards failed"; }
 fi
 for mb in $mbs; do
   [ "$build_status" = ok ] || { printf 'ztrain\t-\t-\t%s\t%s\t-\t-\t0\n' "$build_status" "$logs/build.log" >>"$runs"; break; }
   log=$logs/ztrain_mb$mb.log metrics=$logs/ztrain_mb$mb.jsonl smi=$logs/ztrain_mb$mb.smi
   threads=()
-  $dry_run && threads=(--train.threads="${ZT_THREADS:-2}")
+  $dry_run && threads=(--train.threads="${ZT_THREADS:-1}")
   # ztrain stops itself (checkpoint, exit 75) at its time limit; `timeout` ends it grace_s later if it hangs.
   run_s=$(($(seconds_left) - peer_reserve_s - 15))
   [ "$run_s" -gt $((${ZT_GPU_BENCH_TIME_LIMIT_MIN:-3} * 60 + grace_s)) ] && run_s=$((${ZT_GPU_BENCH_TIME_LIMIT_MIN:-3} * 60 + grace_s))
@@ -311,7 +316,7 @@ if [ -n "$peer_skip" ]; then
   printf 'peer\t-\t-\tskipped: %s\t-\t-\t-\t0\n' "$peer_skip" >>"$runs"
 else
   peer_dev=(--device cuda)
-  $dry_run && peer_dev=(--device cpu --threads "${ZT_THREADS:-2}" --compile 0)
+  $dry_run && peer_dev=(--device cpu --threads "${ZT_THREADS:-1}" --compile 0)
   for mb in $peer_mbs; do
     log=$logs/peer_mb$mb.log result=$logs/peer_mb$mb.json smi=$logs/peer_mb$mb.smi
     run_s=$(($(seconds_left) - report_s))
