@@ -63,6 +63,7 @@
 #   OUT                     output directory (default: a new /tmp/zt_gpu_train.*); ZT_BUILD_DIR
 #   ZT_TORCH_PYTHON         the peer's python (default python3, else /usr/bin/python3)
 #   ZT_GPU_BENCH_ZTRAIN_ARGS extra ztrain options, e.g. "--train.zero_stage=1"
+#   ZT_GPU_BENCH_PEER_ARGS  extra peer options, e.g. "--sdpa-backend cudnn --gqa repeat_kv" (the Llama peer's)
 #   ZT_GPU_BENCH_LAUNCH     a launcher before ztrain, e.g. "mpirun -np 1" (default: an MPI singleton)
 #   ZT_GPU_BENCH_PEAK_TFLOPS the MFU denominator (989)
 #   ZT_DEVICE_BUDGET_S      the wall time the script plans within (570), so that its report is written
@@ -127,6 +128,7 @@ start_s=$SECONDS budget_s=${ZT_DEVICE_BUDGET_S:-570} peer_reserve_s=${ZT_GPU_BEN
 min_run_s=${ZT_GPU_BENCH_MIN_RUN_S:-60} grace_s=${ZT_GPU_BENCH_GRACE_S:-45} report_s=${ZT_GPU_BENCH_REPORT_S:-30}
 seconds_left() { echo $((budget_s - (SECONDS - start_s))); }
 read -ra extra_args <<<"${ZT_GPU_BENCH_ZTRAIN_ARGS:-}"
+read -ra extra_peer_args <<<"${ZT_GPU_BENCH_PEER_ARGS:-}"
 read -ra launch <<<"${ZT_GPU_BENCH_LAUNCH:-}"
 
 # The model: [model] of the config file, passed key by key (ztrain's --config would also bring its
@@ -330,7 +332,7 @@ else
     smi_start "$smi"
     timeout --kill-after=10 "$run_s" "${py_env[@]}" PYTHONUNBUFFERED=1 "$py" "$peer" "${peer_dev[@]}" --n-layer "$L" \
       --n-head "$H" --n-embd "$C" --vocab "$V" --seq-len "$T" --micro-batch "$mb" --warmup "$warmup" \
-      --steps "$steps" "${peer_args[@]}" >"$result" 2>"$log"
+      --steps "$steps" "${peer_args[@]}" "${extra_peer_args[@]}" >"$result" 2>"$log"
     rc=$?
     smi_stop
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timeout

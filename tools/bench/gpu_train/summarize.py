@@ -141,7 +141,7 @@ def peer_result(run, a, shape):
             "tokens_per_s_max": k / (p["ms_per_step_min"] / 1e3), "ms_per_step": p["ms_per_step"],
             "mem_peak_bytes": p["peak_mem_bytes"], "smi_peak_mib": smi_peak_mib(run["smi"]), "final_loss": p["final_loss"],
             "mfu_own": p["mfu"], "torch": p["torch"], "compile": p["compile"], "sdpa": p["sdpa"], "dtype": p["dtype"],
-            "gqa": p.get("gqa"), "gpu": p["gpu"]}, problems
+            "gqa": p.get("gqa"), "sdpa_backend": p.get("sdpa_backend"), "gpu": p["gpu"]}, problems
 
 
 def attempts_text(rows):
@@ -289,6 +289,8 @@ def markdown(a, r, rows, title, shape, matmul, zruns, pruns):
     peer = r["pytorch"]
     name = "GPT-2" if a.family == "gpt2" else "Llama"
     gqa = f", GQA by {peer['gqa']}" if peer and peer.get("gqa") else ""
+    if peer and peer.get("sdpa_backend") not in (None, "auto"):
+        gqa += f", SDPA backend {peer['sdpa_backend']} only"
     out = [f"## GPU training: ztrain vs PyTorch, {name} (issue 30){' — CPU DRY RUN, not a result' if a.mode != 'gpu' else ''}", "",
            (f"`{a.command}` on the lent GPU (tools/device/call.sh, carry `[\".devdeps\", \".peers\"]`, after "
             "`tools/device/prepare.sh` on the development machine)" if a.mode == "gpu" else f"`{a.command}`")

@@ -22,6 +22,7 @@ T x T products over all T keys (PaLM's MFU convention); grouped K/V heads do not
 head still takes T dot products of length hs).
 """
 import argparse
+import contextlib
 import json
 import math
 import statistics
@@ -177,6 +178,9 @@ def parse_args():
     p.add_argument("--norm-eps", type=float, default=1e-5)
     p.add_argument("--gqa", default="auto", choices=["auto", "enable_gqa", "repeat_kv"],
                    help="auto: SDPA's enable_gqa where this PyTorch has it, else repeat_kv")
+    p.add_argument("--sdpa-backend", default="auto", choices=["auto", "flash", "cudnn", "efficient", "math"],
+                   help="auto: PyTorch's own choice (flash first); cudnn is faster on Hopper for some shapes "
+                        "(with --gqa repeat_kv where cuDNN refuses enable_gqa)")
     p.add_argument("--steps", type=int, default=20, help="timed steps")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps first (compilation happens here)")
     p.add_argument("--compile", type=int, default=-1, help="1 on, 0 off, -1: on for cuda when available")
@@ -191,7 +195,20 @@ def parse_args():
         p.error("--device cuda: this PyTorch sees no CUDA device")
     if a.gqa == "enable_gqa" and not sdpa_takes_gqa():
         p.error(f"--gqa enable_gqa: PyTorch {torch.__version__}'s SDPA has no enable_gqa (use auto or repeat_kv)")
+    if a.sdpa_backend != "auto" and sdpa_backend_context(a.sdpa_backend) is None:
+        p.error(f"--sdpa-backend {a.sdpa_backend}: PyTorch {torch.__version__} has no torch.nn.attention.sdpa_kernel")
     return a
+
+
+def sdpa_backend_context(name):
+    """A context that lets SDPA use only backend `name` (None where this PyTorch cannot say)."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return None
+    backend = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+               "math": "MATH"}[name]
+    return sdpa_kernel(getattr(SDPBackend, backend))
 
 
 def main():
@@ -232,9 +249,11 @@ def run_once(a, micro_batch, gqa):
     gen = torch.Generator(device="cpu").manual_seed(a.seed)
     tokens = torch.randint(0, a.vocab, (micro_batch, a.seq_len + 1), generator=gen).to(dev)
 
+    backend = contextlib.nullcontext if a.sdpa_backend == "auto" else (lambda: sdpa_backend_context(a.sdpa_backend))
+
     def step():
         opt.zero_grad(set_to_none=True)
-        with autocast:
+        with autocast, backend():  # the backend chosen when torch.compile traces, and in eager runs
             loss = step_model(tokens[:, :-1], tokens[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -263,7 +282,7 @@ def run_once(a, micro_batch, gqa):
     out = {
         "peer": "pytorch", "model": "llama", "torch": torch.__version__, "device": dev,
         "gpu": torch.cuda.get_device_name() if dev == "cuda" else None,
-        "compile": use_compile, "sdpa": HAS_SDPA, "gqa": gqa, "fused_adamw": fused,
+        "compile": use_compile, "sdpa": HAS_SDPA, "sdpa_backend": a.sdpa_backend, "gqa": gqa, "fused_adamw": fused,
         "dtype": "bf16" if dev == "cuda" else "fp32", "threads": torch.get_num_threads(),
         "n_layer": a.n_layer, "n_head": a.n_head, "n_kv_head": a.n_kv_head, "n_embd": a.n_embd,
         "ffn_hidden": a.ffn_hidden, "vocab": a.vocab, "seq_len": a.seq_len, "micro_batch": micro_batch,
