@@ -30,6 +30,9 @@
 #   profile        60       45   ncu is stopped at the step's end
 # Steps left out by --steps (or ZT_CALL_STEPS) reserve nothing: rerun one on a warm machine with e.g.
 #   ZT_CALL_STEPS=check ZT_CALL_BUDGET_S=200 tools/device/call.sh        (build-device/ is kept there)
+# More knobs: ZT_CALL_CTEST_ARGS (-j8; e.g. "-R tp_training -j8"), ZT_CALL_SANITIZE=0 (ctest alone),
+# ZT_RACECHECK_FILTER and ZT_MEMCHECK_S (tools/device/sanitize.sh), ZT_CALL_PROFILE_MB (16),
+# ZT_CALL_GPT2_PEER_ARGS and ZT_CALL_LLAMA_PEER_ARGS (e.g. "--sdpa-backend cudnn --gqa repeat_kv").
 #
 # $OUT gets at most 7 files, one level: call.log (all output), summary.json (each step's status, seconds
 # and result, the benchmarks' JSON), logs.tar.gz (every step's logs: ctest, the sanitizers, the benchmarks'

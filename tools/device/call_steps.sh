@@ -52,8 +52,9 @@ step_build() {
 
 # step_check: tools/device/gpu-check.sh on that build, the sanitizers beside ctest.
 step_check() {
-  local give=$1 args=(--built --sanitize) ctest_args
+  local give=$1 args=(--built) ctest_args
   step_dir=$2
+  [ "${ZT_CALL_SANITIZE:-1}" = 1 ] && args+=(--sanitize)  # 0: ctest alone, e.g. to rerun a failed test
   $dry_run && args+=(--cpu-dry-run)
   read -ra ctest_args <<<"${ZT_CALL_CTEST_ARGS:--j8}"
   OUT=$step_dir ZT_DEVICE_BUDGET_S=$give ZT_BUILD_DIR=$b tools/device/gpu-check.sh "${args[@]}" "${ctest_args[@]}"
@@ -68,19 +69,20 @@ step_bench() {
   local family=$1 give=$2 args peer_s grace_s
   step_dir=$3
   if ! $dry_run && ! $have_gpu; then result "skipped: no GPU"; return 0; fi
+  local peer_args
   if [ "$family" = gpt2 ]; then
     read -ra args <<<"${ZT_CALL_GPT2_ARGS:---micro-batches 128,64 --warmup 3 --steps 10}"
-    peer_s=${ZT_CALL_GPT2_PEER_S:-50} grace_s=10
+    peer_s=${ZT_CALL_GPT2_PEER_S:-50} grace_s=10 peer_args=${ZT_CALL_GPT2_PEER_ARGS:-}
   else
     read -ra args <<<"${ZT_CALL_LLAMA_ARGS:---micro-batches 16,8 --warmup 2 --steps 8}"
-    peer_s=${ZT_CALL_LLAMA_PEER_S:-80} grace_s=20
+    peer_s=${ZT_CALL_LLAMA_PEER_S:-80} grace_s=20 peer_args=${ZT_CALL_LLAMA_PEER_ARGS:-}
   fi
   args=("${args[@]//,/ }")  # --micro-batches a,b: one word through read -a
   # The dry run proves the plumbing: the family's tiny model at 64 tokens, micro-batch 4, on one thread.
   $dry_run && args=(--cpu-dry-run --micro-batches 4 --peer-micro-batches 4 --seq-len 64 --warmup 1 --steps 3) \
     peer_s=$((give / 3))
   ZT_BUILD_DIR=$b ZT_DEVICE_BUDGET_S=$give ZT_GPU_BENCH_PEER_RESERVE_S=$peer_s ZT_GPU_BENCH_MIN_RUN_S=10 \
-    ZT_GPU_BENCH_GRACE_S=$grace_s ZT_GPU_BENCH_REPORT_S=8 \
+    ZT_GPU_BENCH_GRACE_S=$grace_s ZT_GPU_BENCH_REPORT_S=8 ZT_GPU_BENCH_PEER_ARGS=$peer_args \
     tools/bench/gpu_train/run.sh --no-build --family "$family" --out "$step_dir" "${args[@]}"
   local rc=$?
   [ -f "$step_dir/gpu_train.md" ] && cp "$step_dir/gpu_train.md" "$OUT/bench-$family.md"
