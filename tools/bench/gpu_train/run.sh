@@ -292,6 +292,9 @@ for mb in $mbs; do
   rm -rf "${ckpt_root:?}/ckpt_mb$mb"  # the end-of-run checkpoint ztrain always writes
   if [ "$rc" -eq 0 ]; then status=ok
   elif [ "$rc" -eq 75 ]; then status=time_limit  # checkpointed and stopped at train.time_limit_min
+  elif { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } &&
+       [ "$(grep -c '"loss"' "$metrics" 2>/dev/null)" -ge $((warmup + steps)) ]; then
+    status=steps_done  # every step measured; stopped while writing its end-of-run checkpoint
   elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timeout
   elif grep -qi 'out of memory' "$log"; then status=oom
   elif [ "$rc" -eq 2 ] && grep -q 'predicted not to fit' "$log"; then status=plan
@@ -299,7 +302,7 @@ for mb in $mbs; do
   echo "gpu_train: ztrain micro-batch $mb: exit $rc ($status) in $((SECONDS - t0)) s"
   [ "$status" = error ] && tail -n 5 "$log"
   printf 'ztrain\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mb" "$rc" "$status" "$log" "$metrics" "$smi" $((SECONDS - t0)) >>"$runs"
-  if [ "$status" = ok ] || [ "$status" = time_limit ]; then chosen=$mb; break; fi
+  if [ "$status" = ok ] || [ "$status" = time_limit ] || [ "$status" = steps_done ]; then chosen=$mb; break; fi
   [ "$rc" -eq 2 ] && [ "$status" = error ] && break  # a configuration error: no micro-batch changes it
 done
 

@@ -193,12 +193,12 @@ def parse_args():
 def measure(a, shape, zruns, pruns):
     """(ztrain's result, the peer's, problems): each side's first run that trained, and what went wrong."""
     problems, z, p = [], None, None
-    zok = [r for r in zruns if r["status"] in ("ok", "time_limit")]
+    zok = [r for r in zruns if r["status"] in ("ok", "time_limit", "steps_done")]
     if zok:
         z, pr = ztrain_result(zok[0], a, shape.total)
         problems += pr
     seen = set()
-    for r in (r for r in zruns if r["status"] not in ("ok", "time_limit", "oom", "plan")):
+    for r in (r for r in zruns if r["status"] not in ("ok", "time_limit", "steps_done", "oom", "plan")):
         why = last_lines(r["log"])
         which = f"micro-batch {r['micro_batch']}" if r["micro_batch"] else "before any run"
         problems.append(f"ztrain {which}: {r['status']} (exit {r['exit']})"
