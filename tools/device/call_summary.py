@@ -31,6 +31,8 @@ def check_line(r):
     line = f"ctest {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
     if c["failed_names"]:
         line += " (failed: " + ", ".join(c["failed_names"]) + ")"
+    if r.get("gpu_visible") and c["skipped_names"]:
+        line += f" (skipped with a GPU visible: {', '.join(c['skipped_names'][:10])})"
     return line + ("; sanitizers " + ", ".join(f"{n} {k}" for k, n in sorted(san.items())) if san
                    else "; no sanitizer ran")
 

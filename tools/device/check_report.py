@@ -50,6 +50,7 @@ def main():
     ap.add_argument("--junit", nargs="*", default=[])
     ap.add_argument("--sanitizers", default="")
     ap.add_argument("--rc", type=int, required=True)
+    ap.add_argument("--gpu-visible", action="store_true", help="a skip is then news: the line names them")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     ctest = ctest_counts(a.junit)
@@ -57,12 +58,15 @@ def main():
     by_status = {}
     for r in san:
         by_status[r["status"]] = by_status.get(r["status"], 0) + 1
-    result = {"rc": a.rc, "ctest": ctest, "sanitizers": san, "sanitizer_counts": by_status}
+    result = {"rc": a.rc, "gpu_visible": a.gpu_visible, "ctest": ctest, "sanitizers": san,
+              "sanitizer_counts": by_status}
     with open(a.json, "w") as f:
         json.dump(result, f, indent=1)
     line = f"gpu-check: ctest {ctest['passed']} passed, {ctest['failed']} failed, {ctest['skipped']} skipped"
     if ctest["failed_names"]:
         line += f" (failed: {', '.join(ctest['failed_names'])})"
+    if a.gpu_visible and ctest["skipped_names"]:
+        line += f" (skipped with a GPU visible: {', '.join(ctest['skipped_names'][:10])})"
     if san:
         line += "; sanitizers " + ", ".join(f"{n} {s}" for s, n in sorted(by_status.items()))
     print(line)

@@ -61,8 +61,10 @@ finish() {
   echo "=== phases (elapsed seconds)"
   printf '%s\n' "${phases[@]}"
   echo "total      $((SECONDS - start_s)) s"
+  local visible=()
+  ${have_gpu:-false} && visible=(--gpu-visible)
   python3 "$root/tools/device/check_report.py" --junit "$work"/junit-*.xml --sanitizers "$work/sanitizers.tsv" \
-    --rc "$1" --json "${OUT:-$work}/gpu-check.json"
+    --rc "$1" --json "${OUT:-$work}/gpu-check.json" "${visible[@]}"
   if [ -n "${OUT:-}" ]; then
     tar -C "$work" -czf "$OUT/gpu-check-logs.tar.gz" --exclude=./data . && echo "logs: \$OUT/gpu-check-logs.tar.gz"
   fi
