@@ -4,25 +4,28 @@
 #                unpack the build tools/device/pack-build.sh packed here (when .devbuild is carried)
 #   check        every gpu-labelled test with compute-sanitizer memcheck on every gpu binary and racecheck
 #                on the attention and Llama kernels beside it (tools/device/gpu-check.sh --built --sanitize)
+#   attention    bench_attention's forward and backward TFLOP/s at B16 T1024 NH12 hs64 bf16 and Llama's shape
 #   bench_gpt2   GPT-2 124M, ztrain vs its PyTorch peer (tools/bench/gpu_train/run.sh --family gpt2)
 #   bench_llama  Llama 3.2 1B's shape at T 2048, ztrain vs its PyTorch peer (--family llama)
 #   profile      ncu's per-kernel times over 2 steps of GPT-2 124M at micro-batch 16, by kernel family
 # one after another (the benchmarks and the profile alone on the GPU), each bounded so that a slow step
 # cannot eat the others, then a summary table.
 #
-#   tools/device/call.sh [--cpu-dry-run] [--steps "build check bench_gpt2 bench_llama profile"]
+#   tools/device/call.sh [--cpu-dry-run] [--steps "build check attention bench_gpt2 bench_llama profile"]
 #
 # The run tool's call (after tools/device/prepare.sh here, and optionally tools/device/pack-build.sh):
 #   command "tools/device/call.sh", carry [".devdeps", ".peers"] (+ ".devbuild" if packed), timeout_s 540
 # Time: each step gets its planned seconds (ZT_CALL_BUILD_S, _CHECK_S, _GPT2_S, _LLAMA_S, _PROFILE_S) or
 # less, always leaving every later step its minimum, except the droppable ones (ZT_CALL_DROPPABLE,
 # default "profile"), which get what is left; a step whose minimum no longer fits is skipped and says so.
-# With a packed build: unpack ~10 + 150 + 100 + 150 = 410 s, the profile 60 s, the summary 10 s. A build
-# on the device gets what the later minimums leave, 480 - 10 - (90 + 85 + 130) = 165 s, and the steps
-# after it run at or near their minimum; the profile runs only if the build took under ~110 s.
+# With a packed build: unpack ~10 + 150 + 30 + 100 + 150 = 440 s, the profile 30-60 s, the summary 10 s.
+# A build on the device gets what the later minimums leave, 480 - 10 - (90 + 15 + 85 + 130) = 150 s, and
+# the steps after it run at or near their minimum; the profile runs only if time is left (steps that end
+# early leave theirs to the next).
 #   step         plan  minimum   what shrinks when it gets less
 #   build         300        0   (nothing: a build that does not finish leaves only the peers to measure)
 #   check         150       90   the sanitizers stop at the step's end and say "incomplete"
+#   attention      30       15   Llama's shape is left out
 #   bench_gpt2    100       85   ztrain's share (the peer keeps ZT_CALL_GPT2_PEER_S, 50 s); ZT_CALL_GPT2_ARGS
 #                                (default --micro-batches 128,64 --warmup 3 --steps 10)
 #   bench_llama   150      130   ztrain's share (the peer keeps ZT_CALL_LLAMA_PEER_S, 80 s); ZT_CALL_LLAMA_ARGS
@@ -49,7 +52,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 root=$PWD
-dry_run=false selected=${ZT_CALL_STEPS:-build check bench_gpt2 bench_llama profile}
+dry_run=false selected=${ZT_CALL_STEPS:-build check attention bench_gpt2 bench_llama profile}
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu-dry-run) dry_run=true; shift ;;
@@ -58,14 +61,14 @@ while [ $# -gt 0 ]; do
     *) echo "call.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-all_steps=(build check bench_gpt2 bench_llama profile)
+all_steps=(build check attention bench_gpt2 bench_llama profile)
 # A dry run on a 2-core development machine runs the CPU twins, far slower than the GPU: twice the time.
 dry_scale=1
 $dry_run && dry_scale=2
-declare -A plan_s=([build]=${ZT_CALL_BUILD_S:-300} [check]=${ZT_CALL_CHECK_S:-150}
+declare -A plan_s=([build]=${ZT_CALL_BUILD_S:-300} [check]=${ZT_CALL_CHECK_S:-150} [attention]=${ZT_CALL_ATTENTION_S:-30}
                    [bench_gpt2]=${ZT_CALL_GPT2_S:-$((100 * dry_scale))} [bench_llama]=${ZT_CALL_LLAMA_S:-$((150 * dry_scale))}
                    [profile]=${ZT_CALL_PROFILE_S:-60})
-declare -A min_s=([build]=0 [check]=90 [bench_gpt2]=85 [bench_llama]=130 [profile]=45) enabled=()
+declare -A min_s=([build]=0 [check]=90 [attention]=15 [bench_gpt2]=85 [bench_llama]=130 [profile]=45) enabled=()
 for s in $selected; do
   [ -n "${plan_s[$s]:-}" ] || { echo "call.sh: unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2; }
   enabled[$s]=1

@@ -64,6 +64,31 @@ step_check() {
   return "$rc"
 }
 
+# step_attention: bench_attention (forward and backward TFLOP/s, checked against the CPU) at issue 30's
+# shape, B16 T1024 NH12 hs64 causal bf16 (targets: forward >= 250, backward >= 200 TFLOP/s), then at
+# Llama 3.2 1B's, B4 T2048 NH32 over 8 K/V heads (where the bench takes --kv-heads), each median of 30.
+step_attention() {
+  local give=$1 t0=$SECONDS
+  step_dir=$2
+  local bench=$b/bench/bench_attention out=$step_dir/bench_attention.txt
+  [ -x "$bench" ] || { result "no $bench: build it (tools/device/build.sh --gpu)"; return 1; }
+  if ! $have_gpu; then result "skipped: no GPU"; return 0; fi
+  ( [ -f .devdeps/env.sh ] && { set +u; source .devdeps/env.sh; set -u; }
+    timeout --kill-after=5 $((give * 2 / 3)) "$bench" --batches 16 --T 1024 --heads 12 --hs 64 --dtype bf16 --reps 30
+    left=$((give - (SECONDS - t0) - 3))
+    [ "$left" -gt 5 ] && timeout --kill-after=5 "$left" "$bench" --batches 4 --T 2048 --heads 32 --kv-heads 8 --hs 64 \
+      --dtype bf16 --reps 30 ) >"$out" 2>&1
+  local rc=$?
+  cat "$out"
+  # The rows: "dtype B T NH hs | fwd ms (min-max) TFLOP/s | bwd ms (min-max) TFLOP/s | ... | err err ok".
+  local rows
+  rows=$(awk -F'|' '/^(bf16|f16|f32) / {split($2, f, " "); split($3, g, " "); gsub(/ +/, " ", $1); gsub(/ +$/, "", $1)
+                     printf "%s: fwd %s bwd %s TFLOP/s,%s; ", $1, f[3], g[3], $NF}' "$out")
+  [ -n "$rows" ] || { result "bench_attention exit $rc, no result row (see logs)"; return 1; }
+  result "${rows%; } (exit $rc)"
+  [ "$rc" -eq 0 ]
+}
+
 # step_bench FAMILY: tools/bench/gpu_train/run.sh, the peer's time reserved (torch.compile is most of it).
 step_bench() {
   local family=$1 give=$2 args peer_s grace_s

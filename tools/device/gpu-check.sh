@@ -104,14 +104,14 @@ build_here() {
 # only in the python wheels on the device: their lib folders are added when the toolkit lacks them).
 libraries_found() {
   local missing
-  missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* 2>&1 | awk '/not found/ {print $1}' | sort -u)
+  missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_*cuda* 2>&1 | awk '/not found/ {print $1}' | sort -u)
   if [ -n "$missing" ]; then
     local dir
     for dir in $(python3 -c 'import glob, site; print(" ".join(sorted(set(p.rsplit("/", 1)[0] for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/*/lib/lib*.so*")))))' 2>/dev/null); do
       LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH
     done
     export LD_LIBRARY_PATH
-    missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* 2>&1 | awk '/not found/ {print $1}' | sort -u)
+    missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_*cuda* 2>&1 | awk '/not found/ {print $1}' | sort -u)
   fi
   [ -z "$missing" ] && return 0
   echo "gpu-check: shared libraries not found: $missing"
@@ -139,8 +139,10 @@ if ! $dry_run; then
   set +u
   # shellcheck source=/dev/null
   source .devdeps/env.sh
+  # shellcheck source=/dev/null
+  [ -f tools/device/cudnn-env.sh ] && source tools/device/cudnn-env.sh  # cuDNN's libraries, where there is one
   set -u
-  echo "DEVDEPS=$DEVDEPS NCCL_HOME=${NCCL_HOME:-unset}; bundled fallbacks in use: $(find "$DEVDEPS/fallback-active" -mindepth 1 -printf '%f ')"
+  echo "DEVDEPS=$DEVDEPS NCCL_HOME=${NCCL_HOME:-unset} CUDNN_HOME=${CUDNN_HOME:-unset}; bundled fallbacks in use: $(find "$DEVDEPS/fallback-active" -mindepth 1 -printf '%f ')"
 fi
 have_gpu=false
 nvidia-smi -L >/dev/null 2>&1 && have_gpu=true

@@ -1,6 +1,6 @@
 # compute-sanitizer runs for tools/device/gpu-check.sh --sanitize (sourced): started side by side in the
 # background, each bounded, then reported. Every log is $WORK/san-TOOL-TARGET.log, ending "exit N".
-#   memcheck   every gpu test binary (tests/test_cuda_*; test_nccl_communicator through mpirun -np 1), and
+#   memcheck   every gpu test binary (tests/test_*cuda*; test_nccl_communicator through mpirun -np 1), and
 #              ztrain itself: 4 steps each of a tiny GPT-2 (bf16, ZeRO-1), a grouped-query Llama (bf16,
 #              ZeRO-3) and LoRA over it (bf16), one rank through NCCL: the trainer's own wiring (flat
 #              buffers, shard offsets) is where an out-of-bounds index hides, not only the kernels
@@ -8,7 +8,9 @@
 #              Racecheck ran ~40 s per attention case on the H200 (2026-11-27), so the attention binary
 #              runs a few bf16 cases that reach every shared-memory path (ZT_RACECHECK_FILTER: gtest
 #              filters, each its own process): the backward on the forward's outputs (B2 T257 hs64, past
-#              two 128-row blocks; B1 T100 hs40) and the peaked-softmax rows (T200 hs64, T150 hs128).
+#              two 128-row blocks; B1 T100 hs40) and the peaked-softmax rows (T200 hs64, T150 hs128);
+#              where the op-case registry (tests/ops, test_op_cases_cuda) holds the attention and Llama
+#              cases, a few of its bf16 cases (ZT_RACECHECK_CASES, its driver's ZT_OP_CASE_FILTER).
 # The free-memory test (CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations) is left out: the sanitizer's
 # own device allocations, and the other processes', change what it reads. --print-limit keeps a broken
 # kernel's log small. A run stopped at its limit is reported "incomplete" with the gtest cases it passed.
@@ -36,20 +38,37 @@ start_sanitizers() {
     return 0
   fi
   echo "=== sanitizers: started beside ctest, each for at most $limit_s s (logs san-*.log)"
-  for t in "$b"/tests/test_cuda_*; do
+  for t in "$b"/tests/test_*cuda*; do
     sanitize memcheck "${t##*/}" "$limit_s" "$work" --leak-check no "$t" \
       --gtest_filter=-CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations
   done
   local filter filters n=0
   read -ra filters <<<"${ZT_RACECHECK_FILTER:-*BackwardOnTheGpuForwardOutputsMatchesTheCpuBackend/bf16 *PeakedSoftmaxRows/bf16}"
   for filter in "${filters[@]}"; do
+    has_tests "$b/tests/test_cuda_attention" "$filter" || continue
     sanitize racecheck "test_cuda_attention_$((n += 1))" "$limit_s" "$work" "$b/tests/test_cuda_attention" \
       --gtest_filter="$filter"
   done
-  sanitize racecheck test_cuda_llama_ops "$limit_s" "$work" "$b/tests/test_cuda_llama_ops" \
-    --gtest_filter="*EveryCaseMatchesTheCpuBackend*"
+  if [ -x "$b/tests/test_op_cases_cuda" ]; then
+    # The op-case registry (tests/ops): its driver runs the cases ZT_OP_CASE_FILTER names (a regex over
+    # "<case> [<dtype>]"): a few attention shapes and the Llama ops, in bf16.
+    ZT_OP_CASE_FILTER=${ZT_RACECHECK_CASES:-'^(attention B=(1 T=129 NH=2 |2 T=200 NH=4 NKV=1 |1 T=65 NH=8 NKV=4 )|rmsnorm|add_rmsnorm|rope|swiglu|embedding.*no wpe).*\[bf16\]$'} \
+      sanitize racecheck test_op_cases_cuda "$limit_s" "$work" "$b/tests/test_op_cases_cuda" \
+      --gtest_filter="*EveryCaseMatchesTheCpuReference*"
+  fi
+  if has_tests "$b/tests/test_cuda_llama_ops" "*EveryCaseMatchesTheCpuBackend*"; then
+    sanitize racecheck test_cuda_llama_ops "$limit_s" "$work" "$b/tests/test_cuda_llama_ops" \
+      --gtest_filter="*EveryCaseMatchesTheCpuBackend*"
+  fi
+  [ "$n" -gt 0 ] || [ -x "$b/tests/test_op_cases_cuda" ] ||
+    echo "sanitizers: WARNING: no attention case matches ZT_RACECHECK_FILTER: racecheck skips the attention kernels"
   ( sanitized_trainer_runs "$b" "$work" "$limit_s" ) &
   sanitizer_pids+=($!)
+}
+# has_tests BINARY GTEST_FILTER: the binary exists and the filter selects at least one of its tests (a
+# filter matching none would run nothing and come out "clean").
+has_tests() {
+  [ -x "$1" ] && "$1" --gtest_list_tests --gtest_filter="$2" 2>/dev/null | grep -q '^  '
 }
 
 # sanitized_trainer_runs BUILD_DIR WORK LIMIT_S: the NCCL communicator's tests and ztrain's three tiny
@@ -100,7 +119,9 @@ report_sanitizers() {
     passed=$(grep -c '^\[       OK \]' "$f")
     detail=$(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | sed 's/^========= //')
     case "$rc" in
-      0) status=clean ;;
+      0) status=clean
+         # A gtest binary that ran no case proves nothing (a filter that matches none).
+         grep -q '^\[==========\] 0 tests' "$f" && status=empty detail="no test case ran; ${detail:-}" ;;
       3) status=errors ;;
       124|137) status=incomplete detail="stopped at its limit after $passed gtest cases passed; ${detail:-no summary}" ;;
       skipped:) status=skipped detail=${last#exit } ;;
