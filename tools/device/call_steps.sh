@@ -24,6 +24,11 @@ call_env() {
   # The test scripts run /usr/bin/python3 (Debian's, with no torch); the device's python3 is a venv's.
   [ -x /usr/bin/python3 ] || ln -s "$(command -v python3)" /usr/bin/python3
   [ -f .devdeps/env.sh ] || echo "call.sh: .devdeps/env.sh is missing: run tools/device/prepare.sh here and carry .devdeps"
+  # cuDNN's libraries for every program below (the toolkit's or PyTorch's wheel), where the tree has cuDNN.
+  if [ -f tools/device/cudnn-env.sh ]; then
+    # shellcheck source=/dev/null
+    source tools/device/cudnn-env.sh
+  fi
 }
 
 # step_build: the packed build unpacked, or the GPU targets built here with every core.
