@@ -166,3 +166,34 @@ step_profile() {
   fi
   result "$(head -n 1 "$step_dir/ncu_table.txt") in $((SECONDS - t0)) s"
 }
+
+# Optional steps (not in the default list; name them in ZT_CALL_STEPS or --steps):
+# step_memory_modes: tools/bench/memory_modes/run.sh --device cuda (recompute, offload, ZeRO stages: the
+# memory plan against the allocator's peak in every mode; ZT_CALL_MM_ARGS, e.g. "--model 350m").
+step_memory_modes() {
+  local give=$1 args
+  step_dir=$2
+  if ! $have_gpu; then result "skipped: no GPU"; return 0; fi
+  read -ra args <<<"${ZT_CALL_MM_ARGS:-}"
+  ( [ -f .devdeps/env.sh ] && { set +u; source .devdeps/env.sh; set -u; }
+    ZT_BUILD_DIR=$b timeout --kill-after=10 "$give" tools/bench/memory_modes/run.sh --device cuda "${args[@]}" 8 ) \
+    >"$step_dir/memory_modes.txt" 2>&1
+  local rc=$?
+  tail -n 12 "$step_dir/memory_modes.txt"
+  result "memory_modes exit $rc: $(grep -c . "$step_dir/memory_modes.txt") lines (logs.tar.gz)"
+  return "$rc"
+}
+# step_ckpt: tools/bench/ckpt/run.sh --device cuda (the checkpoint stall and write bandwidth).
+step_ckpt() {
+  local give=$1
+  step_dir=$2
+  if ! $have_gpu; then result "skipped: no GPU"; return 0; fi
+  ( [ -f .devdeps/env.sh ] && { set +u; source .devdeps/env.sh; set -u; }
+    ZT_BUILD_DIR=$b timeout --kill-after=10 "$give" tools/bench/ckpt/run.sh --device cuda "$step_dir/work" ) \
+    >"$step_dir/ckpt.txt" 2>&1
+  local rc=$?
+  rm -rf "$step_dir/work"
+  tail -n 8 "$step_dir/ckpt.txt"
+  result "ckpt bench exit $rc (logs.tar.gz: ckpt/ckpt.txt)"
+  return "$rc"
+}
