@@ -28,7 +28,7 @@ s = json.load(open(sys.argv[1]))
 steps = {r["step"]: r for r in s["steps"]}
 assert list(steps) == ["bench_llama", "profile"], list(steps)
 r = steps["bench_llama"]
-assert r["status"] == "ok" and 0 < r["seconds"] <= r["allotted"] + 5, r
+assert r["status"] == "ok" and 0 < r["seconds"] <= r["allotted"] + 30, r  # + its report, on a busy CPU
 assert r["report"]["mode"] == "cpu-dry-run" and r["report"]["ztrain"]["tokens_per_s"] > 0, r["report"]
 assert r["report"]["family"] == "llama" and r["result"].startswith("ztrain "), r
 assert steps["profile"]["status"] == "skipped" and "no GPU" in steps["profile"]["result"], steps["profile"]

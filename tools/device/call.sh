@@ -70,7 +70,7 @@ dry_scale=1
 $dry_run && dry_scale=2
 declare -A plan_s=([build]=${ZT_CALL_BUILD_S:-300} [check]=${ZT_CALL_CHECK_S:-150} [attention]=${ZT_CALL_ATTENTION_S:-30}
                    [bench_gpt2]=${ZT_CALL_GPT2_S:-$((100 * dry_scale))} [bench_llama]=${ZT_CALL_LLAMA_S:-$((150 * dry_scale))}
-                   [profile]=${ZT_CALL_PROFILE_S:-60} [memory_modes]=${ZT_CALL_MM_S:-120} [ckpt]=${ZT_CALL_CKPT_S:-120})
+                   [profile]=${ZT_CALL_PROFILE_S:-$((60 * dry_scale))} [memory_modes]=${ZT_CALL_MM_S:-120} [ckpt]=${ZT_CALL_CKPT_S:-120})
 declare -A min_s=([build]=0 [check]=90 [attention]=15 [bench_gpt2]=85 [bench_llama]=130 [profile]=45
                   [memory_modes]=60 [ckpt]=60) enabled=()
 for s in $selected; do

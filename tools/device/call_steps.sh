@@ -126,7 +126,7 @@ step_bench_llama() { step_bench llama "$@"; }
 # step_profile: ncu over 2 steps of GPT-2 124M (micro-batch 16), one row per kernel launch in
 # $OUT/ncu.csv, tabled by kernel family. Dry run: the same ztrain command line on the CPU (tiny), no ncu.
 step_profile() {
-  local give=$1 model dev mb=${ZT_CALL_PROFILE_MB:-16} t0=$SECONDS
+  local give=$1 model dev mb=${ZT_CALL_PROFILE_MB:-16} t0=$SECONDS tokens=1000000
   step_dir=$2
   local data=$step_dir/data
   mkdir -p "$data"
@@ -134,7 +134,7 @@ step_profile() {
   dev=(--train.device=cuda --train.precision=bf16)
   if $dry_run; then
     model=(--model.n_layer=2 --model.n_head=2 --model.n_embd=64 --model.vocab_size=50257 --model.seq_len=64)
-    dev=(--train.device=cpu --train.threads=2 --train.precision=fp32) mb=2
+    dev=(--train.device=cpu --train.threads=1 --train.precision=fp32) mb=2 tokens=100000
   elif ! $have_gpu; then
     result "skipped: no GPU"
     return 0
@@ -142,7 +142,7 @@ step_profile() {
   local train=("$b/bin/ztrain" "${model[@]}" "${dev[@]}" --train.micro_batch="$mb" --train.global_batch="$mb"
                --train.max_steps=2 "--data.train=$data/train_*.h5" --ckpt.dir="$data/ck" --ckpt.resume=none --log.every=1)
   ( [ -f .devdeps/env.sh ] && ! $dry_run && { set +u; source .devdeps/env.sh; set -u; }
-    "$b/tests/make_test_shards" "$data/train" --tokens 1000000 --vocab 50257 --seed 1 >/dev/null || exit 1
+    "$b/tests/make_test_shards" "$data/train" --tokens "$tokens" --vocab 50257 --seed 1 >/dev/null || exit 1
     if $dry_run; then
       timeout --kill-after=10 "$give" "${train[@]}" >"$step_dir/ztrain.log" 2>&1
     else
