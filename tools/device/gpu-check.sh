@@ -1,28 +1,47 @@
 #!/usr/bin/env bash
-# One device call that builds ztrain with the CUDA backend on the lent GPU and runs the GPU tests
-# (ctest -L gpu), printing the elapsed time of each phase. Run ON the device from the repository root,
-# after tools/device/prepare.sh on the development machine, with carry [".devdeps", ".peers"]:
-#   tools/device/gpu-check.sh [--prebuilt] [--sanitize] [CTEST_ARGS...]   e.g. -R cuda: -j8
+# Every GPU test (ctest -L gpu) on the lent GPU, with the sanitizers beside them, printing the elapsed
+# time of each phase. Run ON the device from the repository root, after tools/device/prepare.sh on the
+# development machine, with carry [".devdeps", ".peers"] (tools/device/call.sh runs it as one step):
+#   tools/device/gpu-check.sh [--prebuilt | --built] [--sanitize] [--cpu-dry-run] [CTEST_ARGS...]   e.g. -R Cuda -j8
+#   (default)   builds the GPU targets (tools/device/build.sh --gpu) in build-device/ first
 #   --prebuilt  no nvcc there: use the build packed here by tools/device/pack-build.sh (carry .devbuild too)
-#   --sanitize  after ctest: each gpu test binary under compute-sanitizer memcheck, and a few op cases
-#               (the attention and Llama ones) under racecheck
+#   --built     use $ZT_BUILD_DIR as it is (tools/device/call.sh built it)
+#   --sanitize  beside ctest, on the same GPU: compute-sanitizer memcheck on every gpu test binary and on
+#               ztrain (a few steps of tiny GPT-2, Llama and LoRA runs), racecheck on the attention and
+#               Llama-op binaries (the kernels with shared-memory tiles), all bounded by the budget
+#   --cpu-dry-run  no GPU, no .devdeps: the same phases on this machine's build/ (every gpu test skips,
+#               the sanitizers say "skipped: no GPU"), to prove the script before a GPU sees it
+# Order: the `gpu_serial` tests first, alone (test_cuda_memory reads the device's free memory, which any
+# other process changes), then the other gpu tests (-j8 unless CTEST_ARGS say) and the sanitizers at once.
 # Everything printed also goes to $OUT/gpu-check.log, the build's output to $OUT/gpu-check-build.log, and
-# ctest's output and its LastTest.log to $OUT/gpu-check-logs.tar.gz (3 of the 8 files the device returns). ZT_DEVICE_BUDGET_S (default 570)
-# is the wall time it plans within: ctest gets what the build left of it, so the summary prints before
-# the run tool's 600 s limit kills the call. Exit: ctest's status, or 1 if the build failed.
+# ctest's output, its LastTest.log and the sanitizers' logs to $OUT/gpu-check-logs.tar.gz, the counts
+# (passed, failed, skipped; each sanitizer run's status) to $OUT/gpu-check.json. ZT_DEVICE_BUDGET_S
+# (default 570) is the wall time it plans within: ctest and the sanitizers get what the build left of it,
+# so the summary prints before the run tool's limit kills the call. ZT_MEMCHECK_S caps each sanitizer run
+# (default: all that is left); ZT_RACECHECK_FILTER the attention cases racecheck runs.
+# Exit: ctest's status (1 if a sanitizer found errors), 1 if the build failed, 2 on a usage error.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root" || exit 1
-build_dir=${ZT_BUILD_DIR:-$root/build-device}
 budget_s=${ZT_DEVICE_BUDGET_S:-570}
-prebuilt=false sanitize=false
+mode=build sanitize=false dry_run=false
 while [ $# -gt 0 ]; do
   case "$1" in
-    --prebuilt) prebuilt=true; shift ;;
+    --prebuilt) mode=prebuilt; shift ;;
+    --built) mode=built; shift ;;
     --sanitize) sanitize=true; shift ;;
+    --cpu-dry-run) dry_run=true; shift ;;
     *) break ;;
   esac
 done
+ctest_args=("$@")
+[ ${#ctest_args[@]} -gt 0 ] || ctest_args=(-j8)
+if $dry_run; then
+  build_dir=${ZT_BUILD_DIR:-$root/build}
+  [ "$mode" = build ] && mode=built
+else
+  build_dir=${ZT_BUILD_DIR:-$root/build-device}
+fi
 start_s=$SECONDS
 work=$(mktemp -d /tmp/zt_gpu_check.XXXXXX)
 if [ -n "${OUT:-}" ]; then
@@ -30,6 +49,7 @@ if [ -n "${OUT:-}" ]; then
   exec > >(tee "$OUT/gpu-check.log") 2>&1
   tee_pid=$!
 fi
+source "$root/tools/device/sanitize.sh"
 
 phases=()
 phase_start=$SECONDS
@@ -41,9 +61,12 @@ finish() {
   echo "=== phases (elapsed seconds)"
   printf '%s\n' "${phases[@]}"
   echo "total      $((SECONDS - start_s)) s"
+  local visible=()
+  ${have_gpu:-false} && visible=(--gpu-visible)
+  python3 "$root/tools/device/check_report.py" --junit "$work"/junit-*.xml --sanitizers "$work/sanitizers.tsv" \
+    --rc "$1" --json "${OUT:-$work}/gpu-check.json" "${visible[@]}"
   if [ -n "${OUT:-}" ]; then
-    [ -f "$build_dir/Testing/Temporary/LastTest.log" ] && cp "$build_dir/Testing/Temporary/LastTest.log" "$work/"
-    tar -C "$work" -czf "$OUT/gpu-check-logs.tar.gz" . && echo "logs: \$OUT/gpu-check-logs.tar.gz"
+    tar -C "$work" -czf "$OUT/gpu-check-logs.tar.gz" --exclude=./data . && echo "logs: \$OUT/gpu-check-logs.tar.gz"
   fi
   rm -rf "$work"
   if [ -n "${OUT:-}" ]; then
@@ -52,131 +75,111 @@ finish() {
   fi
   exit "$1"
 }
+seconds_left() { echo $((budget_s - (SECONDS - start_s))); }
 
-# use_prebuilt: unpacks .devbuild/build.tar.xz where its ctest files expect it (BUILD_DIR), with the
-# source path they name (SOURCE_DIR) linked to this copy of the repository.
-use_prebuilt() {
-  [ -f .devbuild/build.tar.xz ] || { echo "gpu-check: --prebuilt needs .devbuild (tools/device/pack-build.sh, carry it)"; return 1; }
-  local source_dir
-  source_dir=$(cat .devbuild/SOURCE_DIR) build_dir=$(cat .devbuild/BUILD_DIR)
-  if [ "$source_dir" != "$root" ]; then
-    if [ -e "$source_dir" ] && [ ! -L "$source_dir" ]; then
-      echo "gpu-check: $source_dir exists on this machine and is no link: the prebuilt ctest files cannot point here"
-      return 1
-    fi
-    mkdir -p "$(dirname "$source_dir")" && ln -sfn "$root" "$source_dir"
-  fi
-  rm -rf "$build_dir" && mkdir -p "$build_dir" && tar -C "$build_dir" -xJf .devbuild/build.tar.xz || return 1
-  echo "=== prebuilt build of commit $(cat .devbuild/COMMIT) in $build_dir (source $source_dir -> $root)"
+use_prebuilt() {  # tools/device/unpack-build.sh, its build directory becoming ours
+  local dir
+  dir=$(tools/device/unpack-build.sh) || return 1
+  build_dir=$(tail -n 1 <<<"$dir")
   phase unpack
+}
+build_here() {
+  # The build log goes straight to $OUT: it comes back even if the call is killed mid-build.
+  local build_log=${OUT:+$OUT/gpu-check-build.log}
+  build_log=${build_log:-$work/build.log}
+  local build_s=$(($(seconds_left) - 30))
+  echo "=== build of the GPU targets ($build_dir, at most $build_s s; log: $build_log)"
+  if ! ZT_BUILD_DIR=$build_dir timeout --kill-after=10 "$build_s" tools/device/build.sh --gpu >"$build_log" 2>&1; then
+    phase build
+    echo "gpu-check: the build FAILED or ran out of time; its errors and last lines:"
+    grep -E 'error|FAILED' "$build_log" | head -n 40
+    tail -n 30 "$build_log"
+    return 1
+  fi
+  tail -n 3 "$build_log"
+  echo "warnings in the build log: $(grep -c 'warning' "$build_log")"
+  phase build
 }
 # libraries_found: every shared library ztrain and the gpu tests need resolves (cuBLAS and NCCL may live
 # only in the python wheels on the device: their lib folders are added when the toolkit lacks them).
 libraries_found() {
   local missing
-  missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* "$build_dir"/tests/test_op_cases_cuda 2>&1 |
-    awk '/not found/ {print $1}' | sort -u)
+  missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_*cuda* 2>&1 | awk '/not found/ {print $1}' | sort -u)
   if [ -n "$missing" ]; then
     local dir
     for dir in $(python3 -c 'import glob, site; print(" ".join(sorted(set(p.rsplit("/", 1)[0] for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/*/lib/lib*.so*")))))' 2>/dev/null); do
       LD_LIBRARY_PATH=$dir:$LD_LIBRARY_PATH
     done
     export LD_LIBRARY_PATH
-    missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_cuda_* "$build_dir"/tests/test_op_cases_cuda 2>&1 |
-      awk '/not found/ {print $1}' | sort -u)
+    missing=$(ldd "$build_dir"/bin/ztrain "$build_dir"/tests/test_*cuda* 2>&1 | awk '/not found/ {print $1}' | sort -u)
   fi
   [ -z "$missing" ] && return 0
   echo "gpu-check: shared libraries not found: $missing"
   return 1
 }
-# start_sanitizers: after ctest, each gpu test binary under compute-sanitizer's memcheck and a few op
-# cases of the kernels with shared-memory tiles (attention, the Llama ops) under racecheck, all side by
-# side, each for at most ZT_MEMCHECK_S (240) s; racecheck on the op cases ZT_RACECHECK_CASES names (a
-# regex over "<case> [<dtype>]", tests/ops/test_op_cases.cpp's ZT_OP_CASE_FILTER). The
-# free-memory check is left out: the sanitizer's own device allocations, and the other binaries',
-# change what it reads. Logs in $work/<tool>-*.log.
-sanitizer_pids=()
-start_sanitizers() {
-  local t limit_s=$((budget_s - (SECONDS - start_s) - 20))
-  [ "$limit_s" -gt "${ZT_MEMCHECK_S:-240}" ] && limit_s=${ZT_MEMCHECK_S:-240}
-  command -v compute-sanitizer >/dev/null || PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
-  for t in "$build_dir"/tests/test_cuda_* "$build_dir"/tests/test_op_cases_cuda; do
-    sanitize memcheck "$t" "$limit_s" -CudaMemory.WarmStepLoopMakesNoNewDeviceAllocations --leak-check no
-  done
-  # racecheck ran ~40 s per attention case on the H200 (2026-11-27): a few bf16 cases, not the binary.
-  local cases='^(attention B=(1 T=129 NH=2 |2 T=200 NH=4 NKV=1 |1 T=65 NH=8 NKV=4 )|rmsnorm|add_rmsnorm|rope|swiglu|embedding.*no wpe).*\[bf16\]$'
-  export ZT_OP_CASE_FILTER=${ZT_RACECHECK_CASES:-$cases}  # read by the op cases' driver
-  sanitize racecheck "$build_dir"/tests/test_op_cases_cuda "$limit_s" "*EveryCaseMatchesTheCpuReference*"
-  unset ZT_OP_CASE_FILTER
-}
-sanitize() {  # sanitize TOOL BINARY LIMIT_S GTEST_FILTER [TOOL_ARGS...]: in the background
-  local tool=$1 t=$2 limit_s=$3 filter=$4 log="$work/$1-${2##*/}.log"
-  shift 4
-  ( timeout --kill-after=10 "$limit_s" compute-sanitizer --tool "$tool" "$@" --error-exitcode 3 "$t" \
-      --gtest_filter="$filter" >"$log" 2>&1
-    echo "exit $?" >>"$log" ) &
-  sanitizer_pids+=($!)
-}
-report_sanitizers() {
-  [ ${#sanitizer_pids[@]} -gt 0 ] || return 0
-  wait "${sanitizer_pids[@]}"
-  local f
-  for f in "$work"/memcheck-*.log "$work"/racecheck-*.log; do
-    [ -f "$f" ] || continue
-    echo "=== ${f##*/}: $(grep -m1 'ERROR SUMMARY\|RACECHECK SUMMARY' "$f") $(tail -n 1 "$f")"
-    grep -B2 -A12 -m3 'Invalid\|Race reported\|Error:\|hazard' "$f" | head -n 60
-  done
+# run_ctest NAME LIMIT_S ARGS...: ctest -L gpu ARGS, bounded, its output in $work/ctest-NAME.log; its status.
+run_ctest() {
+  local name=$1 limit_s=$2
+  shift 2
+  timeout --kill-after=10 "$limit_s" ctest --test-dir "$build_dir" -L gpu --output-on-failure \
+    --output-junit "$work/junit-$name.xml" "$@" 2>&1 |
+    tee "$work/ctest-$name.log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 124 ] && echo "gpu-check: ctest ($name) was stopped at its $limit_s s"
+  cp "$build_dir/Testing/Temporary/LastTest.log" "$work/LastTest-$name.log" 2>/dev/null
+  return "$rc"
 }
 
-echo "=== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root"
-if [ ! -f .devdeps/env.sh ]; then
-  echo "gpu-check: .devdeps/env.sh is missing: run tools/device/prepare.sh on the development machine, carry .devdeps" >&2
-  exit 2
-fi
-set +u
-# shellcheck source=/dev/null
-source .devdeps/env.sh
-# shellcheck source=tools/device/cudnn-env.sh
-source tools/device/cudnn-env.sh
-set -u
-echo "DEVDEPS=$DEVDEPS NCCL_HOME=${NCCL_HOME:-unset} CUDNN_HOME=${CUDNN_HOME:-unset}; bundled fallbacks in use: $(find "$DEVDEPS/fallback-active" -mindepth 1 -printf '%f ')"
-phase env
-nvidia-smi || echo "gpu-check: nvidia-smi failed"
-nvcc --version | tail -n 2
-phase smi
-
-if $prebuilt; then
-  use_prebuilt || finish 1
-else
-  # The build log goes straight to $OUT: it comes back even if the call is killed mid-build.
-  build_log=${OUT:+$OUT/gpu-check-build.log}
-  build_log=${build_log:-$work/build.log}
-  build_s=$((budget_s - (SECONDS - start_s) - 30))
-  echo "=== build ($build_dir, at most $build_s s; log: $build_log)"
-  if ! timeout --kill-after=10 "$build_s" tools/device/build.sh >"$build_log" 2>&1; then
-    phase build
-    echo "gpu-check: the build FAILED or ran out of time; its errors and last lines:"
-    grep -E 'error|FAILED' "$build_log" | head -n 40
-    tail -n 30 "$build_log"
-    finish 1
+echo "=== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root ($mode build in $build_dir$($dry_run && echo ', CPU dry run'))"
+if ! $dry_run; then
+  if [ ! -f .devdeps/env.sh ]; then
+    echo "gpu-check: .devdeps/env.sh is missing: run tools/device/prepare.sh on the development machine, carry .devdeps" >&2
+    finish 2
   fi
-  tail -n 3 "$build_log"
-  echo "warnings in the build log: $(grep -c 'warning' "$build_log")"
-  phase build
+  set +u
+  # shellcheck source=/dev/null
+  source .devdeps/env.sh
+  # shellcheck source=/dev/null
+  [ -f tools/device/cudnn-env.sh ] && source tools/device/cudnn-env.sh  # cuDNN's libraries, where there is one
+  set -u
+  echo "DEVDEPS=$DEVDEPS NCCL_HOME=${NCCL_HOME:-unset} CUDNN_HOME=${CUDNN_HOME:-unset}; bundled fallbacks in use: $(find "$DEVDEPS/fallback-active" -mindepth 1 -printf '%f ')"
 fi
+have_gpu=false
+nvidia-smi -L >/dev/null 2>&1 && have_gpu=true
+$have_gpu && nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
+$have_gpu || echo "gpu-check: no GPU visible (nvidia-smi -L failed): every gpu test will skip"
+command -v nvcc >/dev/null && nvcc --version | tail -n 2
+phase env
+
+case "$mode" in
+  prebuilt) use_prebuilt || finish 1 ;;
+  build) build_here || finish 1 ;;
+  built) [ -x "$build_dir/bin/ztrain" ] || { echo "gpu-check: --built, but $build_dir/bin/ztrain is missing"; finish 1; } ;;
+esac
 libraries_found || finish 1
 
-left=$((budget_s - (SECONDS - start_s)))
+left=$(seconds_left)
 echo "=== ctest -L gpu (${left} s left of the ${budget_s} s budget)"
-if [ "$left" -lt 30 ]; then
+if [ "$left" -lt 40 ]; then
   echo "gpu-check: too little time left for the tests; run this again while the machine is warm (the build is kept)"
   finish 1
 fi
-timeout --kill-after=10 "$left" ctest --test-dir "$build_dir" -L gpu --output-on-failure "$@" 2>&1 | tee "$work/ctest.log"
-rc=${PIPESTATUS[0]}
-[ "$rc" -eq 124 ] && echo "gpu-check: ctest was stopped at the time budget"
+run_ctest serial $((left / 4)) -L gpu_serial
+serial_rc=$?
+phase serial
+if $sanitize; then
+  if $have_gpu; then
+    start_sanitizers "$build_dir" "$work" $(($(seconds_left) - 25))
+  else
+    echo "sanitizers: skipped: no GPU"
+  fi
+fi
+run_ctest parallel $(($(seconds_left) - 20)) -LE gpu_serial "${ctest_args[@]}"
+rc=$?
+[ "$serial_rc" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$serial_rc
 phase ctest
-$sanitize && start_sanitizers
-report_sanitizers
-phase sanitizers
+if $sanitize && $have_gpu; then
+  report_sanitizers "$work" || { echo "gpu-check: the sanitizers found errors (above)"; [ "$rc" -eq 0 ] && rc=1; }
+  phase sanitizers
+fi
 finish "$rc"

@@ -3,8 +3,8 @@
 # sends the working tree plus the ignored paths named in `carry`, at most 64 MiB in all):
 #   .devdeps/  the Debian libraries the device lacks (../shared/device/pack-deps.sh), rebuilt when it is
 #              missing or stale: its env.sh differs from ../shared/device/env.sh, or pack-deps.sh is newer
-#   .peers/    the PyTorch peer (../shared does not travel), COMMIT (this checkout's revision: the device
-#              copy has no .git), and with --vocab the GPT-2 vocabulary (.peers/vocab, for ztok there)
+#   .peers/    COMMIT (this checkout's revision: the device copy has no .git), and with --vocab the GPT-2
+#              vocabulary (.peers/vocab, for ztok there); the PyTorch peers travel in tools/bench/peers/
 # then prints the carry list and what would travel, and fails if that is over 64 MiB.
 #   tools/device/prepare.sh [--vocab]
 # The GPU benchmark needs no vocabulary (it trains on synthetic shards), hence --vocab is opt-in.
@@ -43,7 +43,7 @@ else
 fi
 
 mkdir -p .peers
-cp "$shared/peers/gpt2_torch_bench.py" .peers/
+rm -f .peers/gpt2_torch_bench.py  # older checkouts copied the peer here; tools/bench/peers/ has it now
 dirty=""
 [ -z "$(git status --porcelain --untracked-files=no)" ] || dirty="-dirty"
 echo "$(git rev-parse --short=12 HEAD)$dirty" >.peers/COMMIT

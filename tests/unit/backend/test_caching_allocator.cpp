@@ -1,6 +1,7 @@
 // The CUDA backend's caching allocator on a fake raw allocator (host memory with a byte budget), so its
-// policy is checked in CI without a GPU: size classes, reuse, statistics, the warm-loop property, and
-// the out-of-memory path (empty the cache, retry once, then an error with the numbers).
+// policy is checked in CI without a GPU: size classes, reuse, statistics, the warm-loop property, the
+// out-of-memory path (empty the cache, retry once, then an error with the numbers), and the CUDA graph
+// capture mode's bookkeeping (no raw call while capturing; a captured block stays in its pool).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -204,6 +205,103 @@ TEST(CachingAllocator, DestructorReturnsLiveAndCachedBlocks) {
   }
   EXPECT_EQ(dev.frees, 2);
   EXPECT_TRUE(dev.live.empty());
+}
+
+// A warm step captured: every request is served from the cache, nothing reaches the raw allocator
+// (cudaMalloc/cudaFree are not allowed in a stream capture), and a second capture into the same pool
+// gets the very same addresses, in order (the graph replays on them).
+TEST(CachingAllocatorCapture, AWarmStepIsCapturedWithoutRawCallsOnTheSameAddresses) {
+  FakeDevice dev;
+  CachingAllocator a(dev.raw(), "fake:0");
+  const std::vector<std::size_t> sizes = {4096, 100, 3u << 20, 4096, 777};
+  auto step = [&] {
+    std::vector<void*> got;
+    for (std::size_t bytes : sizes) got.push_back(a.allocate(bytes));
+    for (void* p : got) a.release(p);
+    return got;
+  };
+  step();
+  const int attempts = dev.attempts;
+  const GraphPoolId pool = a.begin_capture();
+  EXPECT_TRUE(a.capturing());
+  const std::vector<void*> first = step();
+  a.end_capture();
+  EXPECT_FALSE(a.capturing());
+  EXPECT_EQ(a.begin_capture(pool), pool);
+  EXPECT_EQ(step(), first);
+  a.end_capture();
+  EXPECT_EQ(dev.attempts, attempts);
+  EXPECT_EQ(dev.frees, 0);
+}
+
+TEST(CachingAllocatorCapture, ANewSizeDuringACaptureThrowsWithoutCallingCudaMalloc) {
+  FakeDevice dev;
+  CachingAllocator a(dev.raw(), "fake:0");
+  a.release(a.allocate(4096));
+  a.begin_capture();
+  try {
+    a.allocate(3u << 20);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("3145728 bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("graph capture"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("uncaptured first"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(a.empty_cache(), Error);  // cudaFree: not while capturing
+  EXPECT_THROW(a.begin_capture(), Error);  // one capture at a time
+  EXPECT_EQ(dev.attempts, 1);
+  EXPECT_EQ(dev.frees, 0);
+  a.end_capture();
+  EXPECT_THROW(a.end_capture(), Error);
+}
+
+// A block handed out during a capture is the graph's: released (during the capture or after it), it is
+// never handed to an allocation outside the pool, and empty_cache() leaves it; release_pool() gives it
+// back to the common cache.
+TEST(CachingAllocatorCapture, ACapturedBlockStaysInItsPoolUntilThePoolIsReleased) {
+  FakeDevice dev;
+  CachingAllocator a(dev.raw(), "fake:0");
+  void* warm_scratch = a.allocate(1000);
+  void* warm_out = a.allocate(5000);
+  a.release(warm_scratch);
+  a.release(warm_out);
+  const GraphPoolId pool = a.begin_capture();
+  void* scratch = a.allocate(1000);
+  void* out = a.allocate(5000);
+  a.release(scratch);  // inside the capture
+  a.end_capture();
+  EXPECT_EQ(a.stats().pool_cached_bytes, 1024u);
+  void* outside = a.allocate(1000);  // same class: a new block, not the graph's scratch
+  EXPECT_NE(outside, scratch);
+  a.release(out);  // after the capture: back to the pool too
+  EXPECT_EQ(a.stats().pool_cached_bytes, 1024u + 5120u);
+  EXPECT_NE(a.allocate(5000), out);
+  a.empty_cache();  // the pool's blocks are not the common cache's
+  EXPECT_EQ(dev.live.count(scratch) + dev.live.count(out), 2u);
+  a.release_pool(pool);
+  EXPECT_EQ(a.stats().pool_cached_bytes, 0u);
+  EXPECT_EQ(a.allocate(1000), scratch);  // the common cache has it now
+  EXPECT_THROW(a.release_pool(pool), Error);
+  EXPECT_THROW(a.begin_capture(pool), Error);
+  a.release(outside);
+}
+
+TEST(CachingAllocatorCapture, APoolReleasedWhileItsBlockLivesGetsItBackInTheCommonCache) {
+  FakeDevice dev;
+  CachingAllocator a(dev.raw(), "fake:0");
+  a.release(a.allocate(2048));
+  const GraphPoolId pool = a.begin_capture();
+  void* held = a.allocate(2048);
+  a.end_capture();
+  EXPECT_THROW(a.release_pool(pool + 1), Error);  // never created
+  a.release_pool(pool);
+  a.release(held);
+  const AllocatorStats s = a.stats();
+  EXPECT_EQ(s.pool_cached_bytes, 0u);
+  EXPECT_EQ(s.cached_bytes, 2048u);
+  EXPECT_EQ(a.allocate(2048), held);
+  EXPECT_EQ(dev.allocs, 1);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 # optimizer and clipping), side by side at each thread count, one rank. Prints a fixed table and one
 # JSON line (tools/bench/cpu_train/summarize.py); record results in BENCHMARKS.md.
 #   tools/bench/cpu_train/run.sh [--arch gpt2|llama] [--peer PATH] [--threads "2 1"] [--warmup 5] [--steps 20] [--out DIR]
-# --arch: the model family (default gpt2). --peer: the peer script (default: gpt2,
-# ../shared/peers/gpt2_torch_bench.py relative to the repository root; llama, tools/bench/peers/llama_torch_bench.py).
+# --arch: the model family (default gpt2). --peer: the peer script (default:
+# tools/bench/peers/gpt2_torch_bench.py or llama_torch_bench.py).
 # Model: n_layer 4, n_embd 256, n_head 4, seq_len 256, vocab 50257, micro-batch 4 (ZT_BENCH_MODEL overrides:
 # "L C H T V B"); llama adds n_kv_head H/2 (ZT_BENCH_KV overrides) and the SwiGLU width of Llama's rule,
 # int(8C/3) rounded up to a multiple of 256 (768 at C=256), both given to both sides. Every run has its
@@ -35,7 +35,7 @@ done
 read -r L C H T V B <<<"${ZT_BENCH_MODEL:-4 256 4 256 50257 4}"
 case "$arch" in
   gpt2)
-    [ -n "$peer" ] || peer="$root/../shared/peers/gpt2_torch_bench.py"
+    [ -n "$peer" ] || peer="$root/tools/bench/peers/gpt2_torch_bench.py"
     arch_args=() peer_args=() ;;
   llama)
     [ -n "$peer" ] || peer="$root/tools/bench/peers/llama_torch_bench.py"

@@ -3,9 +3,9 @@ table and one JSON line on stdout, the same as JSON (--json) and as a BENCHMARKS
 Checks what was timed: every timed step present, finite losses, the parameter count both sides report
 against the model's, the same micro-batch on both sides. MFU's formula is run.sh's header's.
 
-  summarize.py --runs RUNS.tsv --mode gpu|cpu-dry-run --model "L H C V T" --precision P --warmup W --steps S
-               --peak-tflops 989 --machine TEXT --matmul JSON --commit REV --date TEXT --command TEXT
-               --json OUT.json --md OUT.md
+  summarize.py --runs RUNS.tsv --mode gpu|cpu-dry-run --family gpt2|llama --model "L H C V T" [--llama "KV F TIED"]
+               --precision P --warmup W --steps S --peak-tflops 989 --machine TEXT --matmul JSON --commit REV
+               --date TEXT --command TEXT --json OUT.json --md OUT.md
 RUNS.tsv: side, micro-batch, exit code, status, log, result file, nvidia-smi samples, seconds (one run a line).
 Exit 0 when ztrain and the peer were both measured (a dry run may skip the peer), else 1.
 """
@@ -16,13 +16,43 @@ import os
 import re
 import statistics
 
-GOAL_RATIO, GOAL_MFU = 1.3, 0.5
+# Issue 30's targets: ztrain/PyTorch at least (the floor) and the goal, and the MFU goal, per family.
+TARGETS = {"gpt2": {"at_least": 1.15, "goal": 1.3, "mfu_goal": 0.5},
+           "llama": {"at_least": 1.1, "goal": 1.2, "mfu_goal": 0.5}}
 
 
-def model_flops(L, C, V, T):
-    """(N, F): parameters without the position table, and FLOPs per token forward + backward."""
-    n = V * C + L * (12 * C * C + 13 * C) + 2 * C
-    return n, 6 * n + 12 * L * T * C
+class Shape:
+    """The model's dimensions and parameter counts (run.sh's header gives the formulas)."""
+
+    def __init__(self, family, model, llama):
+        self.family = family
+        self.L, self.H, self.C, self.V, self.T = (int(x) for x in model.split())
+        L, C, V, T = self.L, self.C, self.V, self.T
+        if family == "gpt2":
+            self.n = V * C + L * (12 * C * C + 13 * C) + 2 * C  # every parameter but the position table
+            self.total = self.n + T * C  # what ztrain counts
+        else:
+            self.KV, self.F, self.tied = (int(x) for x in llama.split())
+            kv_width = self.KV * (C // self.H)
+            self.n = V * C + L * (2 * C * C + 2 * C * kv_width + 3 * C * self.F + 2 * C) + C
+            self.total = self.n + (0 if self.tied else V * C)  # an untied embedding: a lookup, stored
+        self.flops_per_token = 6 * self.n + 12 * L * T * C
+
+    def peer_params(self, table_rows):
+        """The peer's own count: the GPT-2 peer pads its (tied) table to table_rows on the GPU."""
+        return self.total + (table_rows - self.V) * self.C
+
+    def title(self):
+        if self.family == "gpt2":
+            return f"GPT-2 L={self.L} C={self.C} H={self.H} T={self.T} V={self.V}"
+        return (f"Llama L={self.L} C={self.C} H={self.H} KV={self.KV} F={self.F} T={self.T} V={self.V}, "
+                f"{'tied' if self.tied else 'untied'} embeddings")
+
+    def formula(self):
+        if self.family == "gpt2":
+            return "N = V C + L (12 C^2 + 13 C) + 2 C: every parameter but the position table"
+        return ("N = V C + L (2 C^2 + 2 C KV hs + 3 C F + 2 C) + C: every parameter that multiplies, "
+                "the vocabulary once as the LM head")
 
 
 def smi_peak_mib(path):
@@ -96,11 +126,11 @@ def ztrain_result(run, a, n_expected):
     return z, problems
 
 
-def peer_result(run, a, n_expected, V, C):
+def peer_result(run, a, shape):
     with open(run["result"]) as f:
         p = json.loads(f.read().strip().splitlines()[-1])
     problems = []
-    params_expected = n_expected + (p["table_rows"] - V) * C  # n_expected: with the position table
+    params_expected = shape.peer_params(p["table_rows"])
     if p["params"] != params_expected:
         problems.append(f"the peer reports {p['params']} parameters, the model has {params_expected}")
     if not math.isfinite(p["final_loss"]):
@@ -111,7 +141,7 @@ def peer_result(run, a, n_expected, V, C):
             "tokens_per_s_max": k / (p["ms_per_step_min"] / 1e3), "ms_per_step": p["ms_per_step"],
             "mem_peak_bytes": p["peak_mem_bytes"], "smi_peak_mib": smi_peak_mib(run["smi"]), "final_loss": p["final_loss"],
             "mfu_own": p["mfu"], "torch": p["torch"], "compile": p["compile"], "sdpa": p["sdpa"], "dtype": p["dtype"],
-            "gpu": p["gpu"]}, problems
+            "gqa": p.get("gqa"), "sdpa_backend": p.get("sdpa_backend"), "gpu": p["gpu"]}, problems
 
 
 def attempts_text(rows):
@@ -145,26 +175,30 @@ def table_rows(z, p):
             ("last loss (each side's own data)", *both("final_loss", ".4f"), "")]
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for name in ("runs", "mode", "model", "precision", "machine", "matmul", "commit", "date", "command", "json", "md"):
         ap.add_argument("--" + name, required=True)
+    ap.add_argument("--family", choices=sorted(TARGETS), default="gpt2")
+    ap.add_argument("--llama", default="", help='"KV F TIED" (family llama)')
     ap.add_argument("--warmup", type=int, required=True)
     ap.add_argument("--steps", type=int, required=True)
     ap.add_argument("--peak-tflops", type=float, required=True)
     a = ap.parse_args()
-    L, H, C, V, T = (int(x) for x in a.model.split())
-    n, flops_per_token = model_flops(L, C, V, T)
-    runs = read_runs(a.runs)
-    zruns, pruns = [r for r in runs if r["side"] == "ztrain"], [r for r in runs if r["side"] == "peer"]
+    if a.family == "llama" and len(a.llama.split()) != 3:
+        ap.error(f'--family llama needs --llama "KV F TIED", got "{a.llama}"')
+    return a
+
+
+def measure(a, shape, zruns, pruns):
+    """(ztrain's result, the peer's, problems): each side's first run that trained, and what went wrong."""
     problems, z, p = [], None, None
-    zok = [r for r in zruns if r["status"] in ("ok", "time_limit")]
+    zok = [r for r in zruns if r["status"] in ("ok", "time_limit", "steps_done")]
     if zok:
-        z, pr = ztrain_result(zok[0], a, n + T * C)
+        z, pr = ztrain_result(zok[0], a, shape.total)
         problems += pr
-    failed = [r for r in zruns if r["status"] not in ("ok", "time_limit", "oom", "plan")]
     seen = set()
-    for r in failed:
+    for r in (r for r in zruns if r["status"] not in ("ok", "time_limit", "steps_done", "oom", "plan")):
         why = last_lines(r["log"])
         which = f"micro-batch {r['micro_batch']}" if r["micro_batch"] else "before any run"
         problems.append(f"ztrain {which}: {r['status']} (exit {r['exit']})"
@@ -174,7 +208,7 @@ def main():
         problems.append("a larger micro-batch failed for a reason other than memory: 'largest that fits' is not proven")
     pok = [r for r in pruns if r["status"] == "ok"]
     if pok:
-        p, pr = peer_result(pok[0], a, n + T * C, V, C)
+        p, pr = peer_result(pok[0], a, shape)
         problems += pr
     for r in pruns:
         if r["status"] not in ("ok", "oom") and not r["status"].startswith("skipped"):
@@ -183,71 +217,98 @@ def main():
         problems.insert(0, f"ztrain FAILED: no micro-batch trained ({attempts_text(zruns) or 'not run'})")
     if not p and not any(r["status"].startswith("skipped") for r in pruns):
         problems.append(f"the peer FAILED: no micro-batch trained ({attempts_text(pruns) or 'not run'})")
-    for s in (z, p):
-        if s:
-            s["mfu"] = s["tokens_per_s"] * flops_per_token / (a.peak_tflops * 1e12)
+    for side in (z, p):
+        if side:
+            side["mfu"] = side["tokens_per_s"] * shape.flops_per_token / (a.peak_tflops * 1e12)
     if z and p and z["micro_batch"] != p["micro_batch"]:
         problems.append(f"micro-batches differ (ztrain {z['micro_batch']}, peer {p['micro_batch']}): the peer ran out of memory at ztrain's")
+    return z, p, problems
+
+
+def main():
+    a = parse_args()
+    shape = Shape(a.family, a.model, a.llama)
+    runs = read_runs(a.runs)
+    zruns, pruns = [r for r in runs if r["side"] == "ztrain"], [r for r in runs if r["side"] == "peer"]
+    z, p, problems = measure(a, shape, zruns, pruns)
     with open(a.matmul) as f:
         matmul = json.load(f).get("bf16_matmul_tflops")
     ratio = z["tokens_per_s"] / p["tokens_per_s"] if z and p else None
-    result = {"bench": "gpu_train", "mode": a.mode, "machine": a.machine, "date": a.date, "commit": a.commit,
-              "command": a.command, "model": {"n_layer": L, "n_head": H, "n_embd": C, "vocab_size": V, "seq_len": T},
+    t = TARGETS[a.family]
+    judged = ratio if a.mode == "gpu" else None  # a dry run's numbers meet or miss nothing
+    model = {"n_layer": shape.L, "n_head": shape.H, "n_embd": shape.C, "vocab_size": shape.V, "seq_len": shape.T}
+    if a.family == "llama":
+        model.update(n_kv_head=shape.KV, ffn_hidden=shape.F, tie_embeddings=bool(shape.tied))
+    result = {"bench": "gpu_train", "family": a.family, "mode": a.mode, "machine": a.machine, "date": a.date,
+              "commit": a.commit, "command": a.command, "model": model,
               "precision": a.precision, "warmup_steps": a.warmup, "timed_steps": a.steps,
-              "flops_per_token": flops_per_token, "params_without_wpe": n, "peak_tflops": a.peak_tflops,
-              "measured_bf16_matmul_tflops": matmul, "ztrain": z, "pytorch": p, "speedup": ratio,
-              "goal_speedup_met": None if ratio is None else ratio >= GOAL_RATIO,
-              "goal_mfu_met": None if z is None else z["mfu"] >= GOAL_MFU,
+              "flops_per_token": shape.flops_per_token, "flop_params": shape.n, "params": shape.total,
+              "peak_tflops": a.peak_tflops, "measured_bf16_matmul_tflops": matmul, "ztrain": z, "pytorch": p,
+              "speedup": ratio, "targets": t,
+              "at_least_speedup_met": None if judged is None else judged >= t["at_least"],
+              "goal_speedup_met": None if judged is None else judged >= t["goal"],
+              "goal_mfu_met": None if z is None or a.mode != "gpu" else z["mfu"] >= t["mfu_goal"],
               "ztrain_attempts": public(zruns), "peer_attempts": public(pruns), "problems": problems}
-
-    title = (f"GPT-2 L={L} C={C} H={H} T={T} V={V}, {a.precision}, one rank, grad_accum 1; "
+    title = (f"{shape.title()}, {a.precision}, one rank, grad_accum 1; "
              f"{a.steps} timed steps after {a.warmup} warm-up")
     rows = table_rows(z, p)
-    print(f"GPU training ({a.mode}): {title}; {a.machine}")
-    print(f"{'':38} | {'ztrain':>22} | {'PyTorch':>22} | ztrain/PyTorch")
-    for label, zc, pc, rc in rows:
-        print(f"{label:38} | {zc:>22} | {pc:>22} | {rc}")
-    print(f"MFU = tokens/s x {flops_per_token:,} FLOPs/token (6N + 12LTC, N = {n:,}) / {a.peak_tflops:g} TFLOP/s"
-          + (f"; this GPU's bf16 8192^3 matmul: {matmul} TFLOP/s" if matmul else ""))
-    print(f"ztrain attempts: {attempts_text(zruns) or '-'}; peer attempts: {attempts_text(pruns) or '-'}")
-    if a.mode == "gpu":
-        print(f"goals: ztrain/PyTorch >= {GOAL_RATIO}: {verdict(result['goal_speedup_met'])}; "
-              f"MFU >= {GOAL_MFU:.0%}: {verdict(result['goal_mfu_met'])}")
-    else:
-        print("dry run on the CPU: the MFU figures are meaningless here (fp32 on a CPU against a GPU's bf16 peak)")
-    print("check: " + ("; ".join(problems) or "ok"))
-    print(json.dumps(result))
-
+    print_table(a, result, rows, title, shape, matmul, zruns, pruns)
     with open(a.json, "w") as f:
         json.dump(result, f, indent=1)
     with open(a.md, "w") as f:
-        f.write(markdown(a, result, rows, title, flops_per_token, n, matmul, zruns, pruns, problems))
+        f.write(markdown(a, result, rows, title, shape, matmul, zruns, pruns))
     peer_skipped = any(r["status"].startswith("skipped") for r in pruns)
     return 0 if z and (p or (a.mode != "gpu" and peer_skipped)) else 1
 
 
-def markdown(a, r, rows, title, flops_per_token, n, matmul, zruns, pruns, problems):
+def targets_text(r, sep):
+    t = r["targets"]
+    return (f"ztrain/PyTorch >= {t['at_least']}x (at least): {verdict(r['at_least_speedup_met'])}{sep}"
+            f">= {t['goal']}x (goal): {verdict(r['goal_speedup_met'])}{sep}"
+            f"MFU >= {t['mfu_goal']:.0%} (goal): {verdict(r['goal_mfu_met'])}")
+
+
+def print_table(a, r, rows, title, shape, matmul, zruns, pruns):
+    print(f"GPU training ({a.mode}): {title}; {a.machine}")
+    print(f"{'':38} | {'ztrain':>22} | {'PyTorch':>22} | ztrain/PyTorch")
+    for label, zc, pc, rc in rows:
+        print(f"{label:38} | {zc:>22} | {pc:>22} | {rc}")
+    print(f"MFU = tokens/s x {shape.flops_per_token:,} FLOPs/token (6N + 12LTC, N = {shape.n:,}) / {a.peak_tflops:g} TFLOP/s"
+          + (f"; this GPU's bf16 8192^3 matmul: {matmul} TFLOP/s" if matmul else ""))
+    print(f"ztrain attempts: {attempts_text(zruns) or '-'}; peer attempts: {attempts_text(pruns) or '-'}")
+    if a.mode == "gpu":
+        print("targets: " + targets_text(r, "; "))
+    else:
+        print("dry run on the CPU: the MFU figures are meaningless here (fp32 on a CPU against a GPU's bf16 peak)")
+    print("check: " + ("; ".join(r["problems"]) or "ok"))
+    print(json.dumps(r))
+
+
+def markdown(a, r, rows, title, shape, matmul, zruns, pruns):
     gpu = r["pytorch"]["gpu"] if r["pytorch"] and r["pytorch"].get("gpu") else a.machine
     peer = r["pytorch"]
-    out = [f"## GPU training: ztrain vs PyTorch (issue 9){' — CPU DRY RUN, not a result' if a.mode != 'gpu' else ''}", "",
-           (f"`{a.command}` on the lent GPU (run tool, carry `[\".devdeps\", \".peers\"]`, after "
+    name = "GPT-2" if a.family == "gpt2" else "Llama"
+    gqa = f", GQA by {peer['gqa']}" if peer and peer.get("gqa") else ""
+    if peer and peer.get("sdpa_backend") not in (None, "auto"):
+        gqa += f", SDPA backend {peer['sdpa_backend']} only"
+    out = [f"## GPU training: ztrain vs PyTorch, {name} (issue 30){' — CPU DRY RUN, not a result' if a.mode != 'gpu' else ''}", "",
+           (f"`{a.command}` on the lent GPU (tools/device/call.sh, carry `[\".devdeps\", \".peers\"]`, after "
             "`tools/device/prepare.sh` on the development machine)" if a.mode == "gpu" else f"`{a.command}`")
            + f", {a.date}, commit {a.commit}. Machine: {a.machine}"
            + (f"; an 8192^3 bf16 matmul through PyTorch ran at {matmul} TFLOP/s on it" if matmul else "") + ".",
-           f"{title}; synthetic token shards. Peer: `gpt2_torch_bench.py`"
-           + (f" (PyTorch {peer['torch']}, torch.compile {peer['compile']}, SDPA {peer['sdpa']}, {peer['dtype']}, fused AdamW)"
+           f"{title}; synthetic token shards. Peer: `tools/bench/peers/{a.family}_torch_bench.py`"
+           + (f" (PyTorch {peer['torch']}, torch.compile {peer['compile']}, SDPA {peer['sdpa']}{gqa}, {peer['dtype']}, fused AdamW)"
               if peer else "") + f" on the same {gpu}.", "",
            "| | ztrain | PyTorch | ztrain/PyTorch |", "|---|---:|---:|---:|"]
     out += [f"| {label} | {zc} | {pc} | {rc} |" for label, zc, pc, rc in rows]
-    out += ["", f"MFU = tokens/s x {flops_per_token:,} FLOPs per token / {a.peak_tflops:g} TFLOP/s (dense bf16 datasheet "
-            f"peak of H100/H200 SXM), FLOPs per token = 6N + 12LTC with N = {n:,} (every parameter but the position "
-            "table; attention counted over all T keys as in PaLM's MFU and the peer; see the header of "
+    out += ["", f"MFU = tokens/s x {shape.flops_per_token:,} FLOPs per token / {a.peak_tflops:g} TFLOP/s (dense bf16 "
+            f"datasheet peak of H100/H200 SXM), FLOPs per token = 6N + 12LTC with {shape.formula()} = {shape.n:,} "
+            "(attention counted over all T keys as in PaLM's MFU and the peer; see the header of "
             "`tools/bench/gpu_train/run.sh`). Micro-batch: the largest that trained, trying from the largest down; "
             f"ztrain: {attempts_text(zruns) or '-'}; peer: {attempts_text(pruns) or '-'}."]
     if a.mode == "gpu":
-        out.append(f"Goals: ztrain/PyTorch >= {GOAL_RATIO}x: {verdict(r['goal_speedup_met'])}; "
-                   f"MFU >= {GOAL_MFU:.0%}: {verdict(r['goal_mfu_met'])}.")
-    out.append("Check: " + ("; ".join(problems) or "ok") + ".")
+        out.append("Targets (issue 30): " + targets_text(r, "; ") + ".")
+    out.append("Check: " + ("; ".join(r["problems"]) or "ok") + ".")
     return "\n".join(out) + "\n"
 
 
