@@ -180,6 +180,17 @@ class Backend {
   virtual void rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
                                            Tensor rstd) = 0;
 
+  // ---- RMSNorm of attention heads (Qwen3's q_norm and k_norm, before RoPE) -------------------------
+  // x [N,W] seen as heads of hs = weight.numel() columns: heads [first_head, first_head + n_heads) of every
+  // row are each normalised as rmsnorm_forward normalises a row (fp32 statistic), times the shared
+  // weight [hs]; out's other columns are not written. out may alias inp. rstd [N, n_heads] f32 (saved).
+  virtual void head_rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, int first_head, int n_heads,
+                                    float eps) = 0;
+  // The gradient of those heads: dinp written there (may alias dout; other columns not written), dweight +=
+  // over every row and head.
+  virtual void head_rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd,
+                                     int first_head, int n_heads) = 0;
+
   // ---- rotary position embedding, rotate-half form (Hugging Face Llama's q/k layout) -----------------
   // In place on x [B,T,W]: each of the first n_rot_heads heads of hs = 2*inv_freq.numel() columns, at
   // position t, with a = t * inv_freq[i] (f32 [hs/2]) for i < hs/2:

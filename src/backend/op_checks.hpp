@@ -149,6 +149,21 @@ inline void check_rmsnorm_shapes(const char* op, const Tensor& x, const Tensor& 
   ZT_CHECK_EQ(rstd.numel(), N, op, ": rstd needs one value per row of ", x.shape_string());
 }
 
+// head_rmsnorm: x, y [N,W]; heads [first, first + n) of hs = weight.numel() columns inside W; rstd [N, n].
+struct HeadNormDims {
+  std::int64_t N, W, hs, first, n;
+};
+inline HeadNormDims check_head_rmsnorm_shapes(const char* op, const Tensor& x, const Tensor& y, const Tensor& rstd,
+                                              const Tensor& weight, int first_head, int n_heads) {
+  const std::int64_t W = x.dim(-1), N = rows_of(x), hs = weight.numel();
+  expect_rows(op, "output", y, N, W);
+  ZT_CHECK_EQ(weight.rank, 1, op, ": weight must be [hs], got ", weight.shape_string());
+  ZT_CHECK(hs > 0 && first_head >= 0 && n_heads > 0 && (first_head + n_heads) * hs <= W, op, ": heads [", first_head,
+           ", ", first_head + n_heads, ") of ", hs, " columns do not fit rows of ", W);
+  ZT_CHECK_EQ(rstd.numel(), N * n_heads, op, ": rstd needs one value per row and head");
+  return {N, W, hs, first_head, n_heads};
+}
+
 // rope: x [B,T,W] whose first n_rot_heads heads of hs = 2 * inv_freq.numel() columns are rotated.
 struct RopeDims {
   std::int64_t B, T, W, half;

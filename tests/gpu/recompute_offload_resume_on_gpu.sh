@@ -5,7 +5,8 @@
 # uninterrupted run's bits. A grouped-query Llama (llama3 RoPE, bf16): selective and full recomputation
 # bit-identical to none; stopped at step 10 and resumed at ZeRO-3 (sharded parameters and optimizer
 # state), bit-identical; optimizer offload (host AdamW) within fp32 rounding of the on-GPU optimizer.
-# GPT-2: selective recomputation bit-identical. LoRA over the Llama (dropout 0.1: the mask stream's
+# GPT-2: selective recomputation within bf16 rounding (c_fc's GELU runs inside its GEMM, with one rounding
+# less, except under selective recomputation, which rebuilds the GELU alone: model/model.hpp). LoRA over the Llama (dropout 0.1: the mask stream's
 # position is part of the state): stopped and resumed at ZeRO-1, bit-identical.
 # Skips (exit 77) without a CUDA backend or a visible GPU.
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,8 +55,8 @@ echo "Llama bf16: optimizer offload follows the on-GPU optimizer within 1e-3"
 
 run gpt2_s0 "${GPT2[@]}" "${fresh[@]}"
 run gpt2_selective "${GPT2[@]}" "${fresh[@]}" --train.recompute=selective
-same_losses "$ZT_WORK/gpt2_s0.jsonl" "$ZT_WORK/gpt2_selective.jsonl"
-echo "GPT-2 bf16: recompute=selective is bit-identical to none"
+close_losses "$ZT_WORK/gpt2_s0.jsonl" "$ZT_WORK/gpt2_selective.jsonl" 5e-3
+echo "GPT-2 bf16: recompute=selective follows none within bf16 rounding (the GELU outside its GEMM)"
 
 run lora_s1 "${LORA[@]}" "${fresh[@]}" --train.zero_stage=1
 stop_and_resume lora_split lora_s1 "${LORA[@]}" --train.zero_stage=1

@@ -1,6 +1,6 @@
-// Op cases: LayerNorm (GPT-2), RMSNorm and its fusions with the residual stream (Llama), forward and
-// backward. N=300 rows span three 128-row chunks of the column sums; C=33 leaves a partial warp and
-// strip. Parameter gradients start non-zero (the += rule).
+// Op cases: LayerNorm (GPT-2), RMSNorm and its fusions with the residual stream (Llama), RMSNorm of
+// attention heads (Qwen3), forward and backward. N=300 rows span three 128-row chunks of the column sums;
+// C=33 leaves a partial warp and strip. Parameter gradients start non-zero (the += rule).
 #include "tests/ops/registry.hpp"
 
 namespace zt::backend::ops {
@@ -69,6 +69,40 @@ OpCase add_rmsnorm(std::int64_t N, std::int64_t C) {
       .fd = FiniteDiff{{{"out", "dout"}}, {{"dres", "a"}, {"dweight", "weight"}}}};
 }
 
+// Qwen3's q_norm and k_norm: RMSNorm of heads [first, first + n) of hs columns inside rows of W = 5 heads
+// (q heads, then k, then v as in a q|k|v row), each with the shared weight [hs]; the other columns of
+// out are never written (out starts as the input, in place), and the backward writes d(those heads)
+// over dout in place, leaving the v columns of dout as they were.
+OpCase head_rmsnorm(std::int64_t N, std::int64_t hs, int first, int n) {
+  const std::int64_t W = 5 * hs;
+  return {
+      .name = cat("head_rmsnorm N=", N, " hs=", hs, " heads [", first, ", ", first + n, ") of 5, in place"),
+      .args = {in("x", {N, W}, normal(56, 2.0f)), in("weight", {hs}, normal(57)), inout("y", {N, W}, normal(56, 2.0f)),
+               out("rstd", {N, n}, Kind::kF32), inout("dy", {N, W}, normal(58)).bwd(), grad("dweight", {hs}, normal(59))},
+      .forward =
+          [first, n](Call& c) { c.be.head_rmsnorm_forward(c["y"], c["rstd"], c["y"], c["weight"], first, n, 1e-6f); },
+      .backward =
+          [first, n](Call& c) {
+            c.be.head_rmsnorm_backward(c["dy"], c["dweight"], c["dy"], c["x"], c["weight"], c["rstd"], first, n);
+          },
+      .backward_reads = BackwardReads::kOwnForward};
+}
+
+// The same out of place for finite differences (the op's gradient of its heads; the others pass through).
+OpCase head_rmsnorm_fd() {
+  const std::int64_t N = 3, hs = 8, W = 4 * hs;
+  return {.name = "head_rmsnorm N=3 hs=8 heads [1, 3) of 4",
+          .args = {in("x", {N, W}, normal(60, 2.0f)), in("weight", {hs}, normal(61)), inout("y", {N, W}, filled(0.0f)),
+                   out("rstd", {N, 2}, Kind::kF32), in("dy", {N, W}, normal(62)), inout("dx", {N, W}, filled(0.0f)).bwd(),
+                   grad("dweight", {hs}, normal(63))},
+          .forward = [](Call& c) { c.be.head_rmsnorm_forward(c["y"], c["rstd"], c["x"], c["weight"], 1, 2, 1e-5f); },
+          .backward =
+              [](Call& c) {
+                c.be.head_rmsnorm_backward(c["dx"], c["dweight"], c["dy"], c["x"], c["weight"], c["rstd"], 1, 2);
+              },
+          .fd = FiniteDiff{{{"y", "dy"}}, {{"dx", "x"}, {"dweight", "weight"}}}};
+}
+
 OpCase on_cpu(OpCase c) {
   c.where = Where::kCpuOnly;
   return c;
@@ -84,6 +118,10 @@ std::vector<OpCase> norm_cases() {
   }
   cases.push_back(rmsnorm_backward_in_place());
   cases.push_back(add_rmsnorm(300, 96));
+  cases.push_back(head_rmsnorm(37, 64, 0, 3));   // q heads
+  cases.push_back(head_rmsnorm(37, 128, 3, 1));  // a k head after them
+  cases.push_back(head_rmsnorm(300, 40, 1, 3));  // 900 head rows: several column-sum chunks; hs not 32's multiple
+  cases.push_back(on_cpu(head_rmsnorm_fd()));
   // Finite differences on small shapes: odd C, and C wider than one 64-column strip.
   cases.push_back(on_cpu(layernorm(7, 5)));
   cases.push_back(on_cpu(layernorm(7, 129)));

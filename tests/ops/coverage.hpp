@@ -12,10 +12,11 @@
 namespace zt::backend::ops {
 
 // backend.hpp's memory side (allocation, copies, synchronisation, statistics): tested by
-// tests/unit/backend/test_memory.cpp and tests/gpu/test_cuda_memory.cpp, not by op cases.
+// tests/unit/backend/test_memory.cpp and tests/gpu/test_cuda_memory.cpp, not by op cases; and the
+// attention implementation's description (tests/unit/backend/test_attention_support.cpp).
 inline const std::set<std::string> kMemoryMethods = {"name",         "allocate", "release",     "copy_from_host",
                                                      "copy_to_host", "copy",     "synchronize", "memory_stats",
-                                                     "reset_peak",   "stream"};
+                                                     "reset_peak",   "stream",   "attention_summary"};
 
 // The virtual methods of `class Backend` in the header text, less kMemoryMethods.
 std::set<std::string> interface_ops(const std::string& header_text);

@@ -64,6 +64,11 @@ class RecordingBackend : public Backend {
              (res, o, r, a, b, w, eps))
   ZT_FORWARD(rmsnorm_backward_accumulate, (Tensor dres, Tensor dw, Tensor dy, Tensor x, Tensor w, Tensor r),
              (dres, dw, dy, x, w, r))
+  ZT_FORWARD(head_rmsnorm_forward, (Tensor o, Tensor r, Tensor x, Tensor w, int first, int n, float eps),
+             (o, r, x, w, first, n, eps))
+  ZT_FORWARD(head_rmsnorm_backward,
+             (Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w, Tensor r, int first, int n),
+             (dx, dw, dy, x, w, r, first, n))
   ZT_FORWARD(rope_forward, (Tensor x, Tensor f, int n), (x, f, n))
   ZT_FORWARD(rope_backward, (Tensor dx, Tensor f, int n), (dx, f, n))
   ZT_FORWARD(swiglu_forward, (Tensor o, Tensor x), (o, x))

@@ -68,6 +68,10 @@ class CudaBackend final : public Backend {
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   // Llama's ops: rmsnorm.cu, rope.cu, swiglu.cu (grouped-query attention is in attention.cu).
   void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) override;
+  void head_rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, int first_head, int n_heads,
+                            float eps) override;
+  void head_rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd,
+                             int first_head, int n_heads) override;
   void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) override;
   void add_rmsnorm_forward(Tensor res, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor weight, float eps) override;
   void rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
