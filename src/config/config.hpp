@@ -44,6 +44,8 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   TieEmbeddings tie_embeddings = TieEmbeddings::kAuto;
   bool qkv_bias = false;  // llama: biases on the q, k and v projections (Qwen2)
+  bool qk_norm = false;   // llama: RMSNorm over each query and key head before RoPE (Qwen3)
+  std::int64_t head_dim = 0;  // llama: the attention heads' width; 0 = n_embd / n_head
 };
 
 struct InitConfig {

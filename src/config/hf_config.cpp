@@ -1,7 +1,9 @@
 // config.json -> [model] keys (see hf_config.hpp). Field names and defaults are transformers'
 // LlamaConfig (MistralConfig and Qwen2Config share them) and GPT2Config: a field the file leaves out
 // takes the value transformers would give it. Mistral is Llama's block with a sliding attention window,
-// loaded when the window does not bind at model.seq_len; Qwen2 is Llama's block with biases on q, k, v.
+// loaded when the window does not bind at model.seq_len; Qwen2 is Llama's block with biases on q, k, v;
+// Qwen3 is Llama's block with an RMSNorm over each q and k head before RoPE (model.qk_norm) and a head
+// width of its own (head_dim: model.head_dim).
 // Every field that changes the function the model computes is either read into a [model] key, or
 // checked against the one value ztrain's block computes (the tables below), or refused: none is ignored.
 #include "config/hf_config.hpp"
@@ -132,10 +134,9 @@ void check_shape_fields(const JsonFields& c, bool llama) {
   auto refuse = [&](const std::string& what) {
     throw ConfigError(cat(c.file(), ": ", what, "; ztrain's ", llama ? "Llama" : "GPT-2", " block cannot load this model"));
   };
-  if (llama) {
-    const std::int64_t width = c.integer("hidden_size"), heads = c.integer("num_attention_heads");
-    if (c.has("head_dim") && heads > 0 && c.integer("head_dim") * heads != width)
-      refuse(cat("head_dim=", c.text("head_dim"), " is not hidden_size/num_attention_heads = ", width, "/", heads));
+  if (llama) {  // head_dim: read into model.head_dim (llama_fields)
+    if (c.has("head_dim") && c.integer("head_dim") % 2 != 0)
+      refuse(cat("head_dim=", c.text("head_dim"), " is odd, and RoPE rotates pairs of channels"));
   } else if (c.has("n_inner") && c.integer("n_inner") != 4 * c.integer("n_embd")) {
     refuse(cat("n_inner=", c.text("n_inner"), " is not 4 n_embd = ", 4 * c.integer("n_embd"),
                " (ztrain's GPT-2 MLP is 4 n_embd wide)"));
@@ -160,11 +161,18 @@ std::vector<Field> rope_fields(const JsonFields& c) {
            int_text(r, "original_max_position_embeddings")}};
 }
 
+// head_dim: transformers' LlamaConfig and Qwen2Config default to hidden_size / num_attention_heads (0 here:
+// the same), Qwen3Config to 128.
 std::vector<Field> llama_fields(const JsonFields& c, const std::string& arch) {
   const std::int64_t heads = c.integer("num_attention_heads");
+  const bool qwen3 = arch == "Qwen3ForCausalLM";
+  const std::int64_t head_dim = c.integer("head_dim", qwen3 ? 128 : 0);
+  const bool own_width = head_dim != 0 && head_dim * heads != c.integer("hidden_size");
   std::vector<Field> f = {
       {"model.arch", "architectures", "llama"},
       {"model.qkv_bias", "architectures", arch == "Qwen2ForCausalLM" ? "true" : "false"},
+      {"model.qk_norm", "architectures", qwen3 ? "true" : "false"},
+      {"model.head_dim", "head_dim", std::to_string(own_width ? head_dim : 0)},
       {"model.n_layer", "num_hidden_layers", int_text(c, "num_hidden_layers")},
       {"model.n_head", "num_attention_heads", std::to_string(heads)},
       {"model.n_kv_head", "num_key_value_heads", int_text(c, "num_key_value_heads", heads)},
@@ -195,13 +203,15 @@ std::string architecture(const JsonFields& c) {
   if (type == "llama") return "LlamaForCausalLM";
   if (type == "mistral") return "MistralForCausalLM";
   if (type == "qwen2") return "Qwen2ForCausalLM";
+  if (type == "qwen3") return "Qwen3ForCausalLM";
   return type == "gpt2" ? "GPT2LMHeadModel" : type;
 }
 
 // The block families ztrain's Llama computes: Llama itself, Mistral (its window checked against
-// model.seq_len after the keys are applied) and Qwen2 (model.qkv_bias).
+// model.seq_len after the keys are applied), Qwen2 (model.qkv_bias) and Qwen3 (model.qk_norm, head_dim).
 bool llama_block(const std::string& arch) {
-  return arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "Qwen2ForCausalLM";
+  return arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "Qwen2ForCausalLM" ||
+         arch == "Qwen3ForCausalLM";
 }
 
 // Given keys must agree; a given tie_embeddings=auto agrees with either.
@@ -249,7 +259,7 @@ void apply_hf_config(Config& config, const std::set<std::string>& given) {
   const bool llama = llama_block(arch);
   if (!llama && arch != "GPT2LMHeadModel")
     throw ConfigError(cat(file, ": architecture ", arch, " is not supported; ztrain loads LlamaForCausalLM, ",
-                          "MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel"));
+                          "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or GPT2LMHeadModel"));
   check_fixed(c, llama);
   check_shape_fields(c, llama);
   for (const Field& f : llama ? llama_fields(c, arch) : gpt2_fields(c)) apply(config, given, f, file);

@@ -151,6 +151,8 @@ std::vector<Option> build_table() {
       opt("model.rope_original_max_position", &C::model, &ModelConfig::rope_original_max_position, "llama, rope_scaling=llama3: original_max_position_embeddings", I64{1, std::int64_t{1} << 32}),
       opt("model.norm_eps", &C::model, &ModelConfig::norm_eps, "llama: RMSNorm epsilon (rms_norm_eps)", positive()),
       opt("model.qkv_bias", &C::model, &ModelConfig::qkv_bias, "llama: biases on the q, k and v projections, as Qwen2 (o_proj and the MLP have none)"),
+      opt("model.qk_norm", &C::model, &ModelConfig::qk_norm, "llama: an RMSNorm over each query and key head before RoPE (q_norm, k_norm), as Qwen3"),
+      opt("model.head_dim", &C::model, &ModelConfig::head_dim, "llama: the width of each attention head (0 = n_embd/n_head; Qwen3-0.6B: 128 over n_embd 1024 and 16 heads); even, for RoPE", I64{0, kMaxWidth}),
       opt("model.tie_embeddings", &C::model, &ModelConfig::tie_embeddings, "LM head shares the token embedding (auto: true for gpt2, false for llama; gpt2 is always tied)"),
       opt("init.from", &C::init, &InitConfig::from, "start from Hugging Face weights: a .safetensors file of the model family (GPT2LMHeadModel or LlamaForCausalLM names), or a model directory (config.json + model.safetensors or shards with model.safetensors.index.json) whose config.json supplies the model keys not given; empty: random init from train.seed"),
       opt("train.device", &C::train, &TrainConfig::device, "where to compute: auto picks cuda when a GPU is visible"),

@@ -58,6 +58,8 @@ void check_gpt2_keys(const ModelConfig& m) {
   reject_for_gpt2(m.rope_scaling != RopeScaling::kNone, "model.rope_scaling=llama3");
   reject_for_gpt2(m.norm_eps != d.norm_eps, cat("model.norm_eps=", value::format_double(m.norm_eps)));
   reject_for_gpt2(m.qkv_bias, "model.qkv_bias=true");
+  reject_for_gpt2(m.qk_norm, "model.qk_norm=true");
+  reject_for_gpt2(m.head_dim != 0, cat("model.head_dim=", m.head_dim));
   if (m.tie_embeddings == TieEmbeddings::kFalse)
     throw ConfigError("model.tie_embeddings=false: GPT-2's LM head is always the token embedding; use "
                       "model.tie_embeddings=auto or true, or model.arch=llama for an untied head");
@@ -71,10 +73,13 @@ void check_llama_keys(const Config& c) {
     throw ConfigError(cat("model.n_kv_head=", m.n_kv_head, " does not divide model.n_head=", m.n_head,
                           ": each K/V head serves n_head/n_kv_head query heads; use model.n_kv_head in {",
                           join(divisors(m.n_head, m.n_head)), "}"));
-  if ((m.n_embd / m.n_head) % 2 != 0)
+  if (m.head_dim != 0 && m.head_dim % 2 != 0)
+    throw ConfigError(cat("model.head_dim=", m.head_dim, " is odd: RoPE rotates pairs of channels, so the head size "
+                          "must be even"));
+  if (m.head_dim == 0 && (m.n_embd / m.n_head) % 2 != 0)
     throw ConfigError(cat("model.n_embd=", m.n_embd, " / model.n_head=", m.n_head, " = ", m.n_embd / m.n_head,
                           " is odd: RoPE rotates pairs of channels, so the head size must be even; change "
-                          "model.n_embd or model.n_head"));
+                          "model.n_embd or model.n_head, or give an even model.head_dim"));
   if (m.ffn_hidden != 0 && (m.ffn_multiplier != d.ffn_multiplier || m.ffn_multiple_of != d.ffn_multiple_of))
     throw ConfigError(cat("model.ffn_hidden=", m.ffn_hidden, " is given, so model.ffn_multiplier and "
                           "model.ffn_multiple_of (Llama's rule for ffn_hidden=0) would be ignored: give one or the other"));

@@ -195,7 +195,8 @@ class Decoder final : public Model {
 //     (4L + 2) N C each, and backward gathers the 2L + 1 column-parallel inputs again (Megatron-SP
 //     keeps only each rank's rows): all-gathers (6L + 3) N C in all. The all-reduces left are the
 //     cross-entropy's 3N and the norms' weight (and GPT-2's bias) gradients: (2L + 1) C per kind.
-// tp = 1 communicates nothing. A LoRA run differs slightly (not counted): its frozen base skips the norms'
+// Qwen3's q_norm and k_norm (model.qk_norm) add each block's [2 hs] f32 weight gradients: every rank
+// holds some heads. tp = 1 communicates nothing. A LoRA run differs slightly (not counted): its frozen base skips the norms'
 // gradient all-reduces under SP, and each block's backward all-reduces the replicated adapter factors'
 // fp32 gradients (r x in or out x r per adapted module: lora.hpp).
 struct TpCommBytes {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
 #include "layers/linear.hpp"
 #include "model/rope.hpp"
 
@@ -15,8 +16,10 @@ namespace zt::model {
 using backend::Tensor;
 
 namespace {
-// Parameter order inside a block unit (param_table.cpp): kQBias.. only with qkv_bias (Qwen2).
+// Parameter order inside a block unit (the family's params below): kQBias.. only with qkv_bias (Qwen2),
+// then q_norm and k_norm with qk_norm (Qwen3): at qk_norm_param().
 enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown, kQBias };
+int qk_norm_param(const GptShape& s) { return kQBias + (s.qkv_bias ? 3 : 0); }
 constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;  // HF nn.Linear weights are [out, in]
 }  // namespace
 
@@ -49,6 +52,14 @@ void LlamaBlock::carve(backend::Carver& c) {
   }
   dbig_ = c.take({B, T, std::max(qkv_width_, 2 * ffn_)}), dact_ = c.take({B, T, ffn_});
   if (g.N * attn_width_ > R * C) datty_ = c.take({B, T, attn_width_});
+  if (!g.s.qk_norm) return;
+  Saved work_qk;
+  for (Saved& s : saved_) {
+    s.qkv_pre = c.per_block(full, work_qk.qkv_pre, {B, T, qkv_width_});
+    s.q_rstd = c.per_block(full, work_qk.q_rstd, {g.N, heads_}, true);
+    s.k_rstd = c.per_block(full, work_qk.k_rstd, {g.N, kv_heads_}, true);
+  }
+  dqk_norm_ = c.stat({2 * std::int64_t{g.s.head_size()}});
 }
 
 void LlamaBlock::bind(DecoderEnv& e) {
@@ -75,9 +86,11 @@ void LlamaBlock::forward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w)
   const std::int64_t C = g_.s.n_embd;
   Saved& s = saved_[index(l)];
   e.norm.forward(s.ln1, s.ln1_stats, x, e.param(w, u, kNorm1), Tensor());
-  layers::column_parallel_forward(e.ctx, s.qkv, s.ln1, e.whole(s.ln1), e.fused(w, u, kQ, qkv_width_, C),
+  const Tensor projected = g_.s.qk_norm ? s.qkv_pre : s.qkv;  // q|k|v as the projection (and LoRA) give it
+  layers::column_parallel_forward(e.ctx, projected, s.ln1, e.whole(s.ln1), e.fused(w, u, kQ, qkv_width_, C),
                                   qkv_bias(e, w, u), kOutIn);
-  if (e.lora) e.lora->forward(BlockMatmul::kQkv, e.whole(s.ln1), s.qkv);
+  if (e.lora) e.lora->forward(BlockMatmul::kQkv, e.whole(s.ln1), projected);
+  if (g_.s.qk_norm) qk_norm_forward(e, s, w, u);
   e.be.rope_forward(s.qkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));  // q's heads, then k's
   e.be.attention_forward(s.atty, s.lse, s.qkv, static_cast<int>(heads_), e.segments.tensor());
   layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.atty, e.param(w, u, kO), Tensor(), kOutIn,
@@ -114,11 +127,43 @@ void LlamaBlock::backward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w
   if (e.lora) e.lora->backward(BlockMatmul::kAttnOut, s.atty, dout, datty);
   e.be.attention_backward(dqkv, datty, s.qkv, s.atty, s.lse, static_cast<int>(heads_), e.segments.tensor());
   e.be.rope_backward(dqkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));
+  if (g_.s.qk_norm) qk_norm_backward(e, s, dqkv, w, g, u);
   const Tensor ln1 = e.gathered(s.ln1);
   layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.fused(g, u, kQ, qkv_width_, C), qkv_bias(e, g, u), dqkv,
                                    ln1, e.fused(w, u, kQ, qkv_width_, C), kOutIn,
                                    e.lora_backward(BlockMatmul::kQkv, ln1, dqkv));
   e.norm.backward_accumulate(e.dres, e.grad(g, u, kNorm1), Tensor(), e.dln, x, e.param(w, u, kNorm1), s.ln1_stats);
+}
+
+// qkv = the projection with each q and k head RMS-normalised (the v heads as projected).
+void LlamaBlock::qk_norm_forward(DecoderEnv& e, Saved& s, const Tensor& w, int u) {
+  const int k = qk_norm_param(g_.s);
+  const float eps = static_cast<float>(g_.s.norm_eps);
+  e.be.copy(s.qkv.data, s.qkv_pre.data, s.qkv.bytes());
+  e.be.head_rmsnorm_forward(s.qkv, s.q_rstd, s.qkv_pre, e.param(w, u, k), 0, static_cast<int>(heads_), eps);
+  e.be.head_rmsnorm_forward(s.qkv, s.k_rstd, s.qkv_pre, e.param(w, u, k + 1), static_cast<int>(heads_),
+                            static_cast<int>(kv_heads_), eps);
+}
+
+// d(qkv) after RoPE's backward is d(the normalised q|k|v): in place, the q and k heads' become d(projection).
+// Each TP rank holds some of the heads, so its q_norm and k_norm gradients are partial: summed over the
+// group in the scratch first; a frozen base (LoRA) drops them.
+void LlamaBlock::qk_norm_backward(DecoderEnv& e, Saved& s, const Tensor& dqkv, const Tensor& w, const Tensor& g,
+                                  int u) {
+  const int k = qk_norm_param(g_.s);
+  const std::int64_t hs = g_.s.head_size();
+  const Tensor dq = e.grad(g, u, k), dk = e.grad(g, u, k + 1);
+  const bool direct = g_.tp == 1 && !dq.empty();
+  const Tensor sq(dqk_norm_.data, DType::kF32, {hs}), sk(static_cast<float*>(dqk_norm_.data) + hs, DType::kF32, {hs});
+  if (!direct) e.be.fill_zero(dqk_norm_);
+  e.be.head_rmsnorm_backward(dqkv, direct ? dq : sq, dqkv, s.qkv_pre, e.param(w, u, k), s.q_rstd, 0,
+                             static_cast<int>(heads_));
+  e.be.head_rmsnorm_backward(dqkv, direct ? dk : sk, dqkv, s.qkv_pre, e.param(w, u, k + 1), s.k_rstd,
+                             static_cast<int>(heads_), static_cast<int>(kv_heads_));
+  if (direct || dq.empty()) return;
+  layers::all_reduce_sum(e.ctx, dqk_norm_);
+  e.be.accumulate(dq, sq);
+  e.be.accumulate(dk, sk);
 }
 
 // Attention from the kept (rotated) qkv, SwiGLU from the kept gate|up.
@@ -147,6 +192,10 @@ class LlamaFamily final : public Family {
                                       m.n_kv_head > 0 ? static_cast<int>(m.n_kv_head) : H, ffn,
                                       m.tie_embeddings == config::TieEmbeddings::kTrue, m.norm_eps, rope);
     s.qkv_bias = m.qkv_bias;
+    s.qk_norm = m.qk_norm;
+    s.head_dim = static_cast<int>(m.head_dim);
+    if (s.head_size() % 2 != 0)
+      throw ConfigError(cat("model: head size ", s.head_size(), " must be even for RoPE (model.head_dim)"));
     return s;
   }
 
@@ -154,7 +203,8 @@ class LlamaFamily final : public Family {
 
   // Flat order: unit 0 = embed_tokens; unit 1+i = block i (BlockParam); unit L+1 = norm, then lm_head unless
   // tied. Inside a block q, k, v are adjacent (one [W, C] projection for the block) and so are gate, up
-  // ([2F, C]); Qwen2's q, k, v biases come last in the block, adjacent too, so the others keep their places.
+  // ([2F, C]); Qwen2's q, k, v biases come last in the block, adjacent too, then Qwen3's q_norm and k_norm
+  // ([hs] each, replicated under TP), so the others keep their places.
   std::vector<ParamInfo> params(const GptShape& s) const override {
     const std::int64_t C = s.n_embd, A = std::int64_t{s.n_head} * s.head_size(),
                        KV = std::int64_t{s.n_kv_head} * s.head_size(), F = s.ffn_hidden;
@@ -170,9 +220,11 @@ class LlamaFamily final : public Family {
       add("post_attention_layernorm.weight", {C}, false);
       add("mlp.gate_proj.weight", {F, C}, true), add("mlp.up_proj.weight", {F, C}, true);
       add("mlp.down_proj.weight", {C, F}, true);
-      if (!s.qkv_bias) continue;
-      add("self_attn.q_proj.bias", {A}, false), add("self_attn.k_proj.bias", {KV}, false);
-      add("self_attn.v_proj.bias", {KV}, false);
+      if (s.qkv_bias) {
+        add("self_attn.q_proj.bias", {A}, false), add("self_attn.k_proj.bias", {KV}, false);
+        add("self_attn.v_proj.bias", {KV}, false);
+      }
+      if (s.qk_norm) add("self_attn.q_norm.weight", {s.head_size()}, false), add("self_attn.k_norm.weight", {s.head_size()}, false);
     }
     p.push_back(param_info("model.norm.weight", {C}, s.n_layer + 1, false));
     if (!s.tie_embeddings) p.push_back(param_info("lm_head.weight", {s.padded_vocab, C}, s.n_layer + 1, true, s.vocab_size));
@@ -208,6 +260,8 @@ class LlamaFamily final : public Family {
   std::string block_prefix(int l) const override { return cat("model.layers.", l, "."); }
 
   std::string describe(const GptShape& s) const override {
+    if (s.qk_norm) return cat("Llama (q, k head norms", s.qkv_bias ? ", q, k, v biases" : "", ", head size ", s.head_size(),
+                              ": Qwen3)");
     return s.qkv_bias ? "Llama (q, k, v biases: Qwen2)" : "Llama";
   }
 
@@ -227,6 +281,15 @@ class LlamaFamily final : public Family {
     if (s.qkv_bias) {  // Qwen2ForCausalLM: Qwen2Config's fields (no attention_bias: q, k, v always have biases)
       c["architectures"] = {"Qwen2ForCausalLM"}, c["model_type"] = "qwen2";
       for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp", "head_dim"}) c.erase(llama_only);
+      c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
+    }
+    if (s.qk_norm) {  // Qwen3ForCausalLM: Qwen3Config's fields (attention_bias: biases on q, k, v and o)
+      if (s.qkv_bias)
+        throw ConfigError("model.qk_norm with model.qkv_bias has no Hugging Face architecture for config.json "
+                          "(Qwen3's attention_bias puts biases on q, k, v and o, which ztrain does not compute): a "
+                          "model with both trains but cannot be exported");
+      c["architectures"] = {"Qwen3ForCausalLM"}, c["model_type"] = "qwen3";
+      for (const char* llama_only : {"mlp_bias", "pretraining_tp"}) c.erase(llama_only);
       c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
     }
     if (s.rope.llama3)

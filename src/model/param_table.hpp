@@ -28,14 +28,17 @@ struct GptShape {
   double norm_eps = 1e-5;       // Llama's RMSNorm epsilon (GPT-2's LayerNorm: 1e-5 in the op)
   RopeParams rope;              // Llama only
   bool qkv_bias = false;        // Llama: the q, k, v projections have biases (Qwen2)
+  bool qk_norm = false;         // Llama: RMSNorm over each q and k head before RoPE (Qwen3)
+  int head_dim = 0;             // Llama: the heads' width when not n_embd / n_head (Qwen3); 0: n_embd / n_head
 
   // A checked shape with padded_vocab derived from vocab_size; throws ConfigError on a bad combination.
   static GptShape make(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len);
   // The same for Llama: rope, norm_eps and the K/V heads, FFN width and head tying given.
   static GptShape make_llama(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len, int n_kv_head,
                              int ffn_hidden, bool tie_embeddings, double norm_eps, const RopeParams& rope);
-  int head_size() const { return n_embd / n_head; }
-  int qkv_width() const { return n_embd + 2 * n_kv_head * head_size(); }  // the fused q|k|v projection's output
+  int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
+  int attn_width() const { return n_head * head_size(); }  // the attention's output (o_proj's input)
+  int qkv_width() const { return (n_head + 2 * n_kv_head) * head_size(); }  // the fused q|k|v projection's output
 };
 
 // Llama's SwiGLU width rule (Meta's llama/model.py): int(8C/3), times the multiplier, rounded up to a multiple.

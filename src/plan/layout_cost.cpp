@@ -79,8 +79,8 @@ config::Config layout_config(const config::Config& c, const Layout& l) {
 // 2 C Vp on the head's rank), less the adapters' own 6 x theirs.
 double lora_saved_flops(const config::Config& c, const model::GptShape& shape, const model::PipelineCut& cut, int rank) {
   const model::TokenFlops f = model::token_flops(shape);
-  const double C = shape.n_embd, T = shape.seq_len;
-  const double block_params = (f.block - 12 * C * T) / 6;
+  const double A = shape.attn_width(), T = shape.seq_len;
+  const double block_params = (f.block - 12 * A * T) / 6;
   const double adapter_params =
       static_cast<double>(model::lora_table(shape, model::lora_spec(c)).numel()) / static_cast<double>(shape.n_layer);
   double saved = 0;

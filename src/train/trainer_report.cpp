@@ -81,7 +81,7 @@ void Trainer::log_step(const StepResult& r) {
     m.pipeline_bubble_theory = pipeline_->bubble_theory();
   }
   if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)  // MFU: 16-bit GPU runs
-    m.mfu = flops_per_token(config_.model.n_layer, config_.model.n_embd, config_.model.seq_len, table_.n_params_for_flops(),
+    m.mfu = flops_per_token(config_.model.n_layer, table_.shape().attn_width(), config_.model.seq_len, table_.n_params_for_flops(),
                             lora_ ? lora_->adapter_table().n_params_real() : 0) *
             m.tokens_per_s_per_rank / kPeakBf16Flops;
   // compute: the phases less the collectives' waits

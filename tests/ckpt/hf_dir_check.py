@@ -1,5 +1,5 @@
-"""Reads a Hugging Face Llama (or Qwen2) directory the way from_pretrained does, without transformers:
-config.json's LlamaConfig (Qwen2Config) fields give the expected tensor names and shapes (the PyTorch reference's param_shapes),
+"""Reads a Hugging Face Llama (or Qwen2, Qwen3) directory the way from_pretrained does, without transformers:
+config.json's LlamaConfig (Qwen2Config, Qwen3Config) fields give the expected tensor names and shapes (the PyTorch reference's param_shapes),
 model.safetensors.index.json (if any) maps each to its shard, and every shard holds exactly what the index
 says, in the dtype config.json's torch_dtype names, with metadata total_size the sum of the tensor bytes.
 
@@ -20,15 +20,16 @@ def expected(cfg):
     c = {"n_embd": cfg["hidden_size"], "n_head": heads, "n_kv_head": cfg.get("num_key_value_heads", heads),
          "ffn_hidden": cfg["intermediate_size"], "vocab_size": cfg["vocab_size"],
          "n_layer": cfg["num_hidden_layers"], "tie": cfg.get("tie_word_embeddings", False),
-         "qkv_bias": cfg["model_type"] == "qwen2"}
-    assert cfg.get("head_dim", c["n_embd"] // heads) == c["n_embd"] // heads, "head_dim is not hidden_size / heads"
+         "qkv_bias": cfg["model_type"] == "qwen2", "qk_norm": cfg["model_type"] == "qwen3",
+         "head_dim": cfg.get("head_dim", 128 if cfg["model_type"] == "qwen3" else cfg["hidden_size"] // heads)}
     return param_shapes(c)
 
 
 def main():
     d = sys.argv[1]
     cfg = json.load(open(os.path.join(d, "config.json")))
-    assert (cfg["architectures"], cfg["model_type"]) in ((["LlamaForCausalLM"], "llama"), (["Qwen2ForCausalLM"], "qwen2")), \
+    assert (cfg["architectures"], cfg["model_type"]) in ((["LlamaForCausalLM"], "llama"), (["Qwen2ForCausalLM"], "qwen2"),
+                                                         (["Qwen3ForCausalLM"], "qwen3")), \
         cfg["architectures"]
     width = {"bfloat16": 2, "float32": 4}[cfg["torch_dtype"]]
     index = os.path.join(d, "model.safetensors.index.json")

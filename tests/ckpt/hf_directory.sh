@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Hugging Face model directories both ways, for Llama (GQA, untied head, llama3 RoPE), Qwen2 (the same with
-# q, k, v biases: Qwen2ForCausalLM) and GPT-2:
+# q, k, v biases: Qwen2ForCausalLM), Qwen3 (q and k head norms, head_dim 12 over n_embd 32 and 4 heads:
+# Qwen3ForCausalLM) and GPT-2:
 # zckpt export --out DIR (config.json + model.safetensors, or shards + model.safetensors.index.json
 # past --max-shard-size) loaded by init.from=DIR with the model keys read from config.json. With
 # optim.lr=0 the run's checkpoint holds exactly the weights it started from, so export -> init.from ->
@@ -24,9 +25,10 @@ from_dir() {
   expect_exit 0 "$ZT_BIN/zckpt" export "$W/$name/step_00000001" --out "$W/$name.safetensors"
 }
 
-for arch in llama qwen2 gpt2; do
+for arch in llama qwen2 qwen3 gpt2; do
   extra=(); [ $arch = llama ] && extra=("${LLAMA[@]}")
   [ $arch = qwen2 ] && extra=("${LLAMA[@]}" --model.qkv_bias=true)
+  [ $arch = qwen3 ] && extra=("${LLAMA[@]}" --model.qk_norm=true --model.head_dim=12)
   train 1 "${extra[@]}" --train.max_steps=2 --ckpt.dir="$W/$arch/run"
   ckpt="$W/$arch/run/step_00000002"
   expect_exit 0 "$ZT_BIN/zckpt" export "$ckpt" --out "$W/$arch/ref.safetensors"
@@ -58,11 +60,13 @@ done
 
 # config.json is what transformers reads: the shape fields and the rope settings; each Llama export
 # holds the tensors config.json implies (PyTorch reference's names and shapes), where the index says.
-for d in llama/hf32 llama/shards llama/hf16 qwen2/hf32 qwen2/shards; do
+for d in llama/hf32 llama/shards llama/hf16 qwen2/hf32 qwen2/shards qwen3/hf32 qwen3/shards; do
   /usr/bin/python3 "$here/hf_dir_check.py" "$W/$d" || fail "$d does not match its config.json"
 done
 expect_in "$W/qwen2/hf32/config.json" '"Qwen2ForCausalLM"'
 expect_in "$W/qwen2/hf32/config.json" '"use_sliding_window": false'
+expect_in "$W/qwen3/hf32/config.json" '"Qwen3ForCausalLM"'
+expect_in "$W/qwen3/hf32/config.json" '"head_dim": 12'
 expect_in "$W/llama/hf32/config.json" '"attention_bias": false' 
 for k in '"num_key_value_heads": 1' '"intermediate_size": 48' '"rope_type": "llama3"' '"tie_word_embeddings": false'; do
   expect_in "$W/llama/hf32/config.json" "$k"

@@ -60,6 +60,8 @@ def read_config(path):
     c["norm_eps"] = float(g("norm_eps", 1e-5))
     c["tie"] = g("tie_embeddings", "auto") == "true"
     c["qkv_bias"] = g("qkv_bias", "false") == "true"  # Qwen2's q, k, v biases
+    c["qk_norm"] = g("qk_norm", "false") == "true"  # Qwen3's q_norm, k_norm
+    c["head_dim"] = int(g("head_dim", 0)) or c["n_embd"] // c["n_head"]
     c["scaling"] = None
     if g("rope_scaling", "none") == "llama3":
         c["scaling"] = (float(g("rope_factor", 8)), float(g("rope_low_freq_factor", 1)),
@@ -68,19 +70,21 @@ def read_config(path):
 
 
 def param_shapes(c):
-    C, F, hs = c["n_embd"], c["ffn_hidden"], c["n_embd"] // c["n_head"]
-    KV = c["n_kv_head"] * hs
+    C, F, hs = c["n_embd"], c["ffn_hidden"], c["head_dim"]
+    A, KV = c["n_head"] * hs, c["n_kv_head"] * hs
     shapes = {"model.embed_tokens.weight": (c["vocab_size"], C)}
     for i in range(c["n_layer"]):
         h = f"model.layers.{i}."
-        shapes.update({h + "input_layernorm.weight": (C,), h + "self_attn.q_proj.weight": (C, C),
+        shapes.update({h + "input_layernorm.weight": (C,), h + "self_attn.q_proj.weight": (A, C),
                        h + "self_attn.k_proj.weight": (KV, C), h + "self_attn.v_proj.weight": (KV, C),
-                       h + "self_attn.o_proj.weight": (C, C), h + "post_attention_layernorm.weight": (C,),
+                       h + "self_attn.o_proj.weight": (C, A), h + "post_attention_layernorm.weight": (C,),
                        h + "mlp.gate_proj.weight": (F, C), h + "mlp.up_proj.weight": (F, C),
                        h + "mlp.down_proj.weight": (C, F)})
         if c.get("qkv_bias"):
-            shapes.update({h + "self_attn.q_proj.bias": (C,), h + "self_attn.k_proj.bias": (KV,),
+            shapes.update({h + "self_attn.q_proj.bias": (A,), h + "self_attn.k_proj.bias": (KV,),
                            h + "self_attn.v_proj.bias": (KV,)})
+        if c.get("qk_norm"):
+            shapes.update({h + "self_attn.q_norm.weight": (hs,), h + "self_attn.k_norm.weight": (hs,)})
     shapes["model.norm.weight"] = (C,)
     if not c["tie"]:
         shapes["lm_head.weight"] = (c["vocab_size"], C)
@@ -115,7 +119,7 @@ def forward(P, c, idx):
     """Logits [B, T, V] of LlamaForCausalLM on token ids idx [B, T]."""
     B, T = idx.shape
     C, NH, NKV = c["n_embd"], c["n_head"], c["n_kv_head"]
-    hs = C // NH
+    hs = c["head_dim"]
     freqs = torch.arange(T).float()[:, None] * inv_freq(hs, c["rope_theta"], c["scaling"])[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
@@ -125,14 +129,17 @@ def forward(P, c, idx):
         p = lambda n: P[f"model.layers.{i}.{n}.weight"]  # noqa: E731
         b = lambda n: P[f"model.layers.{i}.{n}.bias"] if c.get("qkv_bias") else 0.0  # noqa: E731
         h = rms_norm(x, p("input_layernorm"), c["norm_eps"])
-        q = (h @ p("self_attn.q_proj").T + b("self_attn.q_proj")).view(B, T, NH, hs).transpose(1, 2)
-        k = (h @ p("self_attn.k_proj").T + b("self_attn.k_proj")).view(B, T, NKV, hs).transpose(1, 2)
+        q = (h @ p("self_attn.q_proj").T + b("self_attn.q_proj")).view(B, T, NH, hs)
+        k = (h @ p("self_attn.k_proj").T + b("self_attn.k_proj")).view(B, T, NKV, hs)
+        if c.get("qk_norm"):  # Qwen3Attention: q_norm / k_norm over each head, before RoPE
+            q, k = rms_norm(q, p("self_attn.q_norm"), c["norm_eps"]), rms_norm(k, p("self_attn.k_norm"), c["norm_eps"])
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
         v = (h @ p("self_attn.v_proj").T + b("self_attn.v_proj")).view(B, T, NKV, hs).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = (t[:, :, None].expand(B, NKV, NH // NKV, T, hs).reshape(B, NH, T, hs) for t in (k, v))  # repeat_kv
         s = (q @ k.transpose(-1, -2)) / math.sqrt(hs)
         y = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
-        x = x + y.transpose(1, 2).reshape(B, T, C) @ p("self_attn.o_proj").T
+        x = x + y.transpose(1, 2).reshape(B, T, NH * hs) @ p("self_attn.o_proj").T
         h = rms_norm(x, p("post_attention_layernorm"), c["norm_eps"])
         x = x + (torch.nn.functional.silu(h @ p("mlp.gate_proj").T) * (h @ p("mlp.up_proj").T)) @ p("mlp.down_proj").T
     x = rms_norm(x, P["model.norm.weight"], c["norm_eps"])

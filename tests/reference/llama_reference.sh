@@ -4,7 +4,9 @@
 # the same weights (init.from) and on the same tokens; every step's loss and grad_norm within 1e-4
 # relative of PyTorch for multi-head (untied head), grouped-query (untied) and multi-query (tied head)
 # attention; for GQA, ZeRO stages 0-3 on 2 ranks and stage 3 on 4 ranks equal 1 rank within 1e-5; Qwen2's
-# q, k, v biases (model.qkv_bias, GQA, tied) on 1 rank and at ZeRO 3 on 2, and on 2 tensor-parallel ranks.
+# q, k, v biases (model.qkv_bias, GQA, tied) on 1 rank and at ZeRO 3 on 2, and on 2 tensor-parallel ranks;
+# Qwen3's q and k head norms with a head width of its own (model.qk_norm, model.head_dim=12 over n_embd 32
+# and 4 heads: the attention 48 wide), GQA, tied, on 1 rank, at ZeRO 3 on 2 and on 2 tensor-parallel ranks.
 # Skips (77) without PyTorch.
 source "$(dirname "$0")/../lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,12 +18,15 @@ mkdir -p "$ZT_WORK/data"
   --raw "$ZT_WORK/tokens.u32" || fail "make_test_shards failed"
 
 # case NAME N_KV_HEAD TIE RUNS...: one INI per case; each run is NP:ZERO_STAGE or NP:ZERO_STAGE:TP; the
-# first must be 1 rank. QKV_BIAS=true: the model has Qwen2's q, k, v biases.
+# first must be 1 rank. QKV_BIAS=true: the model has Qwen2's q, k, v biases; QWEN3=true Qwen3's head norms
+# and head_dim=12.
 case_run() {
   local name=$1 kv=$2 tie=$3; shift 3
   local ini="$ZT_WORK/$name.ini" metrics=()
+  local qwen3=""
+  [ "${QWEN3:-false}" = true ] && qwen3='\nqk_norm = true\nhead_dim = 12'
   sed -e "s/^n_kv_head = .*/n_kv_head = $kv/" -e "s/^tie_embeddings = .*/tie_embeddings = $tie/" \
-    -e "s/^\[model\]$/[model]\nqkv_bias = ${QKV_BIAS:-false}/" "$here/llama_reference.ini" >"$ini"
+    -e "s/^\[model\]$/[model]\nqkv_bias = ${QKV_BIAS:-false}$qwen3/" "$here/llama_reference.ini" >"$ini"
   expect_exit 0 "$PY" "$here/llama_reference.py" init "$ini" "$ZT_WORK/$name.safetensors"
   for run in "$@"; do
     local np stage tp
@@ -40,4 +45,5 @@ case_run mha 4 false 1:0
 case_run gqa 2 false 1:0 2:0 2:1 2:2 2:3 4:3
 case_run mqa 1 true 1:0 2:3
 QKV_BIAS=true case_run qwen2 2 true 1:0 2:3 2:0:2
+QWEN3=true case_run qwen3 2 true 1:0 2:3 2:0:2
 echo "PASS"

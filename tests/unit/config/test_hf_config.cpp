@@ -108,6 +108,35 @@ TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
   for (const std::string& d : {dir, other, empty}) std::filesystem::remove_all(d);
 }
 
+// Qwen3 0.6B's published config.json: Llama's block with q and k head norms (model.qk_norm) and 16 heads
+// of 128 over a width of 1024 (model.head_dim); attention_bias (biases on q, k, v and o) is refused.
+TEST(HfConfig, Qwen3IsLlamaWithHeadNormsAndItsOwnHeadWidth) {
+  const std::string qwen = R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": false,
+    "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072, "max_position_embeddings": 40960,
+    "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16, "num_hidden_layers": 28,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true,
+    "use_sliding_window": false, "vocab_size": 151936})";
+  const std::string dir = model_dir(qwen);
+  const ModelConfig m = parse({"--init.from=" + dir, "--model.seq_len=1024"}).config.model;
+  EXPECT_EQ(m.arch, Arch::kLlama);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_FALSE(m.qkv_bias);
+  EXPECT_EQ(m.head_dim, 128);
+  EXPECT_EQ(m.n_head, 16);
+  EXPECT_EQ(m.n_kv_head, 8);
+  EXPECT_EQ(m.ffn_hidden, 3072);
+  EXPECT_EQ(m.norm_eps, 1e-6);
+  EXPECT_EQ(m.tie_embeddings, TieEmbeddings::kTrue);
+  std::string biased = qwen;
+  const std::string off = "\"attention_bias\": false";
+  biased.replace(biased.find(off), off.size(), "\"attention_bias\": true");
+  const std::string with_bias = model_dir(biased);
+  EXPECT_NE(error_of({"--init.from=" + with_bias}).find("attention_bias=true"), std::string::npos);
+  for (const std::string& d : {dir, with_bias}) std::filesystem::remove_all(d);
+}
+
 // Qwen2.5 0.5B's published config.json: Llama's block with q, k, v biases (model.qkv_bias), loaded as
 // model.arch=llama; its sliding window is off (use_sliding_window false), and on it is refused.
 TEST(HfConfig, Qwen2IsLlamaWithQkvBiases) {
