@@ -36,6 +36,8 @@ struct GptShape {
   // The same for Llama: rope, norm_eps and the K/V heads, FFN width and head tying given.
   static GptShape make_llama(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len, int n_kv_head,
                              int ffn_hidden, bool tie_embeddings, double norm_eps, const RopeParams& rope);
+  // Equal shapes compute the same function (every field is the function's: a resume compares them).
+  bool operator==(const GptShape&) const = default;
   int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
   int attn_width() const { return n_head * head_size(); }  // the attention's output (o_proj's input)
   int qkv_width() const { return (n_head + 2 * n_kv_head) * head_size(); }  // the fused q|k|v projection's output

@@ -13,6 +13,7 @@ struct RopeParams {
   bool llama3 = false;    // rope_scaling.rope_type == "llama3"
   double factor = 8, low_freq_factor = 1, high_freq_factor = 4;
   std::int64_t original_max_position = 8192;
+  bool operator==(const RopeParams&) const = default;
 };
 
 // inv_freq[i] = 1 / theta^(2i/hs) for i < hs/2, then llama3-scaled if asked: wavelengths 2 pi / inv_freq

@@ -2,11 +2,13 @@
 #include "train/resume.hpp"
 
 #include <cstring>
+#include <sstream>
 
 #include "ckpt/layout.hpp"
 #include "ckpt/ownership.hpp"
 #include "ckpt/reader.hpp"
 #include "ckpt/verify.hpp"
+#include "config/options.hpp"
 #include "core/log.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/checkpointer.hpp"
@@ -30,6 +32,56 @@ std::string describe(const ckpt::ModelDesc& m) {
   return out;
 }
 
+// The checkpoint's resolved configuration (state.json's config_ini) read back into a Config: the keys the
+// writing run had (a key added to ztrain since keeps its default: the function the older run computed).
+config::Config config_of(const std::string& ini) {
+  config::Config out;
+  std::string section, line;
+  std::istringstream in(ini);
+  while (std::getline(in, line)) {
+    if (line.starts_with("[")) section = line.substr(1, line.find(']') - 1);
+    const std::size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    const config::Option* o = config::find_option(section + "." + line.substr(0, eq));
+    try {
+      if (o) o->assign(out, line.substr(eq + 3));
+    } catch (const ConfigError&) {  // a value this ztrain's ranges no longer take: the default stands in
+    }
+  }
+  return out;
+}
+
+bool same_adapters(const model::LoraSpec& a, const model::LoraSpec& b) {
+  return a.rank == b.rank && a.alpha == b.alpha && a.rslora == b.rslora && a.targets == b.targets &&
+         a.dropout == b.dropout;
+}
+
+// Every key that changes the function the model computes must be the checkpoint's: the model.* keys (as
+// the model's shape: `auto` and the value it resolves to are the same), and for a LoRA run the adapters'
+// lora.* keys (lora.dropout too: the training function). docs/INTERFACE.md names the keys a resume may
+// change (learning rate, schedule, length, data, batch, layout, precision, ...).
+void check_model_keys(const fs::path& dir, const config::Config& then, const config::Config& now) {
+  const model::GptShape shape = model::model_shape(now.model);
+  for (const config::Option& o : config::options()) {
+    const bool adapters = o.section() == "lora" && now.lora.rank > 0;
+    if (o.section() != "model" && !adapters) continue;
+    const std::string was = o.format(then), is = o.format(now);
+    if (was == is) continue;
+    config::Config alt = now;  // this run with only this key as the checkpoint had it
+    bool same = false;
+    try {
+      o.assign(alt, was);
+      same = adapters ? same_adapters(model::lora_spec(alt), model::lora_spec(now)) : model::model_shape(alt.model) == shape;
+    } catch (const Error&) {  // not even a valid combination with this run's other keys: a different model
+    }
+    if (!same)
+      throw InputError(cat("checkpoint ", dir.string(), " was trained with ", o.key, "=", was, "; this run has ", o.key,
+                           "=", is, ": the key changes the function the model computes, so a resume keeps it. Resume "
+                           "with ", o.key, "=", was, ", or start a new run from the checkpoint's weights (zckpt export ",
+                           dir.string(), " --out DIR, then init.from=DIR with ckpt.resume=none)"));
+  }
+}
+
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
@@ -44,6 +96,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
                          c.lora.rank > 0 ? " and the same lora.rank and lora.targets (a LoRA checkpoint holds its adapters)" : "",
                          fix));
   const ckpt::TrainState s = cp.state();
+  check_model_keys(dir, config_of(s.config_ini), c);
   if (s.global_batch != static_cast<std::uint64_t>(c.train.global_batch))
     throw InputError(cat("checkpoint ", dir.string(), " was trained with train.global_batch=", s.global_batch,
                          "; this run has ", c.train.global_batch, ": the data cursor counts windows of that batch, so "
