@@ -18,11 +18,6 @@
 #include "config/value.hpp"
 
 namespace zt::config {
-namespace {
-
-// Each key's values in the order they take effect: on the command line the last one wins, as job
-// scripts append overrides; in a file a key given twice is an error.
-using KeyValues = std::map<std::string, std::vector<std::string>, std::less<>>;
 
 // The options that are no configuration key: what to do instead of training, and the INI file.
 const std::vector<cli::Flag>& general_flags() {
@@ -41,6 +36,12 @@ const std::vector<cli::Flag>& general_flags() {
   };
   return flags;
 }
+
+namespace {
+
+// Each key's values in the order they take effect: on the command line the last one wins, as job
+// scripts append overrides; in a file a key given twice is an error.
+using KeyValues = std::map<std::string, std::vector<std::string>, std::less<>>;
 
 const cli::Flag* find_general(std::string_view name) {
   for (const cli::Flag& f : general_flags())

@@ -19,9 +19,13 @@ constexpr double kStartUpFactor = 10;
 // That limit in words for the watchdog's messages: "30 s (start-up: 10 x dist.timeout_s=3 s)".
 std::string start_up_limit_words(double timeout_s);
 
-// `seconds` after `start`; never, for an infinite (or NaN) timeout.
+// `seconds` after `start`; never, for an infinite (or NaN) timeout or one past what the clock holds (a
+// duration cast that overflows would wrap into the past: a deadline that fires at once).
 inline Clock::time_point deadline_after(Clock::time_point start, double seconds) {
   if (!std::isfinite(seconds)) return Clock::time_point::max();
+  if (seconds <= 0) return start;
+  const double room_s = std::chrono::duration<double>(Clock::time_point::max() - start).count();
+  if (seconds >= room_s - 1) return Clock::time_point::max();
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 

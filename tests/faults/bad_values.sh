@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Values and files are what they claim: out-of-range or overflowing integers, --config naming a
+# Values and files are what they claim: out-of-range or overflowing integers, numbers beyond their
+# range (dist.timeout_s, ztok --seq-len), --config naming a
 # directory, debug.rank outside the world, and bad data (no shard, a damaged header, another
 # vocabulary) each stop the job before any work with exit 2, printed once (not once per rank), with
 # the key or file and what is allowed; a checkpoint that existed before still verifies. A key given
@@ -34,6 +35,19 @@ refused 2 "^rank 0: train.max_steps=1000000000 x train.global_batch=16777216 x m
 refused 4 "^rank 0: --config $ZT_WORK/data is a directory: give the INI file" --config "$ZT_WORK/data"
 refused 2 "^rank 0: debug.rank=2 is outside the world of 2 rank\(s\): use debug.rank in \[0, 1\]$" \
   --debug.rank=2 --debug.fail_at_step=1
+
+# Numbers that are no integers have ranges too: dist.timeout_s=1e9 overflowed the start-up deadline (a
+# false "rank 0 hung" after 0.5 s), 1e12 and 1e-9 aborted with a backtrace.
+refused 2 "^rank 0: dist.timeout_s=1e9: must be in \[1, 1000000\]$" --dist.timeout_s=1e9
+for t in 1e12 1e-9; do  # one process (no launcher): the same parse
+  expect_exit 2 "$ZT_BIN/ztrain" --dist.timeout_s=$t --print-config
+  expect_in "$ZT_WORK/err" "^rank 0: dist.timeout_s=$t: must be in \[1, 1000000\]$"
+done
+# ztok's numbers: --pack --seq-len 1000000000 threw bad_alloc; the range is model.seq_len's.
+expect_exit 2 "$ZT_BIN/ztok" --vocab "$ZT_WORK/none" --out "$ZT_WORK/tok" --format instruct --chat-template chatml \
+  --pack --seq-len 1000000000 "$ZT_WORK/none.jsonl"
+expect_in "$ZT_WORK/err" "^ztok: --seq-len 1000000000: must be an integer in \[1, 1048576\]$"
+[ ! -e "$ZT_WORK/tok" ] || fail "ztok wrote to --out for a refused --seq-len"
 
 # zckpt's integer argument too: 2^32 + 2 ranks is not 2 ranks.
 expect_exit 2 "$ZT_BIN/zckpt" reshard "$ZT_WORK/ckpt/step_00000002" --world 4294967298 --out "$ZT_WORK/resharded"
