@@ -36,9 +36,10 @@ echo "resume at step 4 is bit-identical; the checkpoint holds the adapters and t
 import sys; sys.path.insert(0, '$here/../reference'); import st_io
 w, m = st_io.load('$base'); w['transformer.h.0.ln_1.bias'][0] += 1e-3; st_io.save('$ZT_WORK/base2.safetensors', w, m)" ||
   fail "could not write the changed base"
-train_expect 2 1 "${LORA[@]}" --init.from="$ZT_WORK/base2.safetensors" --ckpt.dir="$ZT_WORK/split" \
+train_expect 2 2 "${LORA[@]}" --init.from="$ZT_WORK/base2.safetensors" --ckpt.dir="$ZT_WORK/split" \
   --ckpt.resume="$ZT_WORK/split/step_00000004"
-expect_in "$ZT_WORK/err" "trained on a base with sha256 [0-9a-f]{64}, but init.from=.*base2.safetensors has sha256 .*: set init.from to the run's base"
+expect_in "$ZT_WORK/err" "^rank 0: .*trained on a base with sha256 [0-9a-f]{64}, but init.from=.*base2.safetensors has sha256 .*: set init.from to the run's base"
+[ "$(grep -c "trained on a base with sha256" "$ZT_WORK/err")" -eq 1 ] || fail "the base's problem printed by more than one rank"
 train_expect 2 1 "${LORA[@]}" --lora.targets=c_attn --ckpt.dir="$ZT_WORK/split" --ckpt.resume="$ZT_WORK/split/step_00000004"
 expect_in "$ZT_WORK/err" "the same lora.rank and lora.targets"
 echo "another base and other targets are refused"

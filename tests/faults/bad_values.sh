@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Values and files are what they claim: out-of-range or overflowing integers, numbers beyond their
-# range (dist.timeout_s, ztok --seq-len), --config naming a
-# directory, debug.rank outside the world, and bad data (no shard, a damaged header, another
-# vocabulary) each stop the job before any work with exit 2, printed once (not once per rank), with
-# the key or file and what is allowed; a checkpoint that existed before still verifies. A key given
-# twice on the command line takes the last value.
+# range (dist.timeout_s, ztok --seq-len), --config naming a directory, debug.rank outside the world,
+# bad data (no shard, a damaged header, another vocabulary) and a damaged init.from each stop the job
+# before any step with exit 2, printed once (not once per rank), with the key or file and what is
+# allowed; a checkpoint that existed before still verifies. A key given twice on the command line
+# takes the last value.
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 args=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=2 --train.max_steps=4
@@ -60,6 +60,12 @@ cp "$ZT_WORK/data/train_000000.h5" "$ZT_WORK/header.h5" && truncate -s 1000 "$ZT
 refused 4 "^rank 0: shard $ZT_WORK/header.h5 cannot be read \(truncated or corrupt\?\)" --data.train="$ZT_WORK/header.h5"
 refused 4 "^rank 0: shard .*train_000000.h5 has vocab_size 97 \(.* tokenizer\) but the model has only 96: set model.vocab_size to at least 97" \
   --model.vocab_size=96 --ckpt.dir="$ZT_WORK/other"  # the last --ckpt.dir wins: no checkpoint of another shape
+
+# An input every rank reads (init.from): a damaged file is printed once, not once per rank.
+head -c 1000 /dev/zero | tr '\0' 'x' >"$ZT_WORK/bad.safetensors"
+refused 4 "^rank 0: $ZT_WORK/bad.safetensors: not a safetensors file" --init.from="$ZT_WORK/bad.safetensors" \
+  --ckpt.dir="$ZT_WORK/other"
+[ "$(grep -c "not a safetensors file" "$ZT_WORK/err")" -eq 1 ] || fail "init.from's problem printed by more than one rank"
 
 # Last wins on the command line (job scripts append overrides); the file still loses to it.
 printf '[train]\nmax_steps = 9\n' >"$ZT_WORK/c.ini"
