@@ -29,6 +29,13 @@ inline Clock::time_point deadline_after(Clock::time_point start, double seconds)
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// A collective's watchdog message: "WHAT did not complete within dist.timeout_s=T s (WAITED; issued in
+// ISSUED): ...". The hang report names a collective by the context it was issued in (its ring record);
+// a rank may wait for it in a later one (a gradient bucket issued in a micro-batch, waited for in the
+// step's gradient reduction): both are said, so the report and this line name the same phase.
+std::string collective_timeout_message(const std::string& what, double timeout_s, const std::string& issued_in,
+                                       const std::string& waited_in);
+
 // How a waiter spends the time between polls. Open MPI progresses nonblocking operations (libnbc
 // schedules, shared-memory fragments) only inside MPI calls, so a waiter that sleeps stalls its peers'
 // pipelines too: with a 1 ms back-off a 29 MB all-reduce on 4 oversubscribed ranks took 7x as long as

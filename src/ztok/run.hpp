@@ -51,8 +51,11 @@ struct ZtokSummary {
 // on how often the run was interrupted and resumed.
 ZtokSummary run_ztok(const ZtokOptions& options);
 
-// Checks the options run_ztok does not leave to the parser (zt::InputError).
+// Checks the options run_ztok does not leave to the parser (zt::InputError), --out included.
 void check_options(const ZtokOptions& o);
+// --out is a directory ztok can write (created when missing: a probe file is written and removed), or an
+// InputError (exit 2) naming it, the cause and the fix, before any input is read.
+void check_out_dir(const std::filesystem::path& out);
 
 // Everything about a run that decides its output bytes (inputs expanded, vocabulary hashed).
 ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash);
