@@ -36,7 +36,7 @@ constexpr const char* kAbout =
     "thread (piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids\n"
     "(4 bytes per id). Long documents are cut where the pattern's pre-tokenizer must break (e.g. a\n"
     "non-space before an ASCII space, or two ASCII characters of different classes), never inside an\n"
-    "added token; only one pre-token longer than 1 MiB is held whole, at most 16 bytes of memory per\n"
+    "added token; only one pre-token longer than 1 MiB is held whole, at most 7 bytes of memory per\n"
     "byte of it (an ill-formed byte counts as the 3 of its U+FFFD), and a JSONL line is parsed whole.\n"
     "Ill-formed UTF-8 becomes U+FFFD; a file with over 1% of its bytes ill-formed is warned about.\n"
     "--format instruct: instruction JSON Lines ({\"prompt\",\"response\"} or {\"messages\":[{\"role\",\"content\"},...]})\n"

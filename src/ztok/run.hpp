@@ -3,7 +3,7 @@
 // piece cache of at most 32768 pieces (~2 MiB) per thread, at most 2 * threads + 2 chunks of about
 // 1 MiB of text plus their ids (4 bytes each) in flight, and shards are assembled from journals on
 // disk. Only a single pre-token longer than a chunk (no safe cut in it: corpus.hpp) is held whole,
-// at most 16 bytes per byte of it (bpe.hpp), and a JSONL line longer than a chunk.
+// at most 7 bytes per byte of it (bpe.hpp: the lean merge), and a JSONL line longer than a chunk.
 #pragma once
 
 #include <cstdint>
