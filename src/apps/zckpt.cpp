@@ -5,17 +5,16 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "apps/app_flags.hpp"
+#include "apps/zckpt_inputs.hpp"
 #include "ckpt/layout.hpp"
 #include "ckpt/ownership.hpp"
 #include "ckpt/reader.hpp"
 #include "ckpt/reshard.hpp"
 #include "ckpt/verify.hpp"
-#include "apps/app_flags.hpp"
-#include "apps/zckpt_inputs.hpp"
 #include "config/command_line.hpp"
 #include "config/lora.hpp"
 #include "core/error.hpp"

@@ -11,7 +11,6 @@
 #include "apps/app_flags.hpp"
 #include "apps/boundary.hpp"
 #include "config/command_line.hpp"
-#include "config/value.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "ztok/instruct_run.hpp"
