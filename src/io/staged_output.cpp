@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <string_view>
 #include <utility>
 
 #include "core/error.hpp"
@@ -38,7 +39,7 @@ bool within(const fs::path& inner, const fs::path& outer) {
   }
 }
 
-std::string pid_suffix(const char* kind) { return cat(".", ::getpid(), kind); }
+std::string pid_suffix(std::string_view kind) { return cat(".", ::getpid(), kind); }
 
 void refuse_guarded(const fs::path& target, const std::string& flag, const fs::path& out,
                     const std::vector<Guarded>& guarded) {
@@ -63,13 +64,16 @@ fs::path make_staging(const fs::path& parent, const std::string& name, const std
   if (ec)
     throw ConfigError(cat(flag, " ", out.string(), ": cannot create its directory ", parent.string(), ": ", ec.message(),
                           "; choose a place you can write, or create it with the right permissions"));
-  const fs::path staging = parent / (name + pid_suffix(".tmp"));
-  fs::remove_all(staging, ec);
-  if (!fs::create_directory(staging, ec) || ec)
-    throw ConfigError(cat(flag, " ", out.string(), ": cannot write in ", parent.string(), ": ",
-                          ec ? ec.message() : "the temporary directory exists", "; choose a directory you can write, ",
-                          "or fix its permissions"));
-  return staging;
+  // A name nobody uses: never remove what is there (a leftover of a killed run is left for its owner).
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const fs::path staging = parent / (name + pid_suffix(attempt == 0 ? std::string(".tmp") : cat(".", attempt, ".tmp")));
+    if (fs::create_directory(staging, ec)) return staging;
+    if (ec && ec != std::errc::file_exists)
+      throw ConfigError(cat(flag, " ", out.string(), ": cannot write in ", parent.string(), ": ", ec.message(),
+                            "; choose a directory you can write, or fix its permissions"));
+  }
+  throw ConfigError(cat(flag, " ", out.string(), ": 100 temporary directories ", name, pid_suffix(".*.tmp"), " exist in ",
+                        parent.string(), ": remove them"));
 }
 
 // fsync every file below `dir`, then the directories, so the rename publishes complete data.

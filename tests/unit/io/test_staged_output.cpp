@@ -111,6 +111,18 @@ TEST(StagedOutput, EmptyDirectoryIsFineAndMissingParentsAreCreated) {
   EXPECT_EQ(read(t.path / "deep" / "er" / "out" / "y"), "2");
 }
 
+TEST(StagedOutput, AnExistingTemporaryNameIsLeftAlone) {
+  TempDir t;
+  const std::string taken = "out." + std::to_string(::getpid()) + ".tmp";
+  write(t.path / taken / "someone's.txt", "keep");
+  StagedOutput out = StagedOutput::directory(t.path / "out", "--out", {}, false);
+  EXPECT_NE(out.staging().filename().string(), taken);
+  write(out.staging() / "x", "1");
+  out.commit();
+  EXPECT_EQ(read(t.path / taken / "someone's.txt"), "keep");
+  EXPECT_EQ(read(t.path / "out" / "x"), "1");
+}
+
 TEST(StagedOutput, WithoutCommitNothingIsLeft) {
   TempDir t;
   write(t.path / "out" / "old.txt", "old");
