@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "train/shared_input.hpp"  // ReportedError: header-only
 
 namespace zt::apps {
 namespace {
@@ -14,6 +15,9 @@ int capture(const std::function<void()>& f, std::string& message) {
   try {
     f();
     return kExitOk;
+  } catch (const train::ReportedError& e) {  // printed already, once for the job
+    message.clear();
+    return e.exit_code();
   } catch (const Error& e) {
     message = e.what();
     return e.exit_code();
@@ -38,7 +42,7 @@ int agree_on_startup(const dist::World& world, const std::function<void()>& star
     return kExitOk;
   });
   if (worst == kExitOk) return kExitOk;
-  if (world.rank() == first) log::fatal(message);
+  if (world.rank() == first && !message.empty()) log::fatal(message);
   return static_cast<int>(worst);
 }
 
@@ -47,7 +51,7 @@ int run_or_abort(const dist::World& world, const std::function<int()>& work) {
   int result = kExitOk;
   const int code = capture([&] { result = work(); }, message);
   if (code == kExitOk) return result;
-  log::fatal(message);
+  if (!message.empty()) log::fatal(message);
   world.abort(code);
 }
 

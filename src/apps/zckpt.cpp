@@ -3,11 +3,13 @@
 // a failure, 2 usage.
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "apps/app_flags.hpp"
+#include "apps/zckpt_inputs.hpp"
 #include "ckpt/layout.hpp"
 #include "ckpt/ownership.hpp"
 #include "ckpt/reader.hpp"
@@ -15,10 +17,11 @@
 #include "ckpt/verify.hpp"
 #include "config/command_line.hpp"
 #include "config/lora.hpp"
-#include "config/parse.hpp"
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "io/staged_output.hpp"
 #include "model/family.hpp"
+#include "model/from_config.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 #include "model/lora.hpp"
@@ -31,52 +34,6 @@ namespace zt::apps {
 namespace {
 namespace fs = std::filesystem;
 
-// zckpt's commands and flags, one table: --help is generated from it, and a flag a command does not
-// take is refused naming the command that takes it.
-const config::cli::Spec& zckpt_spec() {
-  static const config::cli::Spec spec = [] {
-    using config::cli::Type;
-    config::cli::Spec s;
-    s.program = "zckpt";
-    s.about = "Exit codes: 0 done (verify: sound), 1 a problem found or a failure, 2 usage.";
-    s.commands = {
-        {.name = "info", .positionals = {"DIR"}, .flags = {},
-         .usage = "info DIR                              step, world size, ZeRO stage, run id, files, config"},
-        {.name = "verify", .positionals = {"DIR"}, .flags = {},
-         .usage = "verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
-                  "                                                   interrupted save too), 2 if DIR is no checkpoint"},
-        {.name = "export", .positionals = {"DIR"}, .flags = {"out", "adapter", "merge", "dtype", "max-shard-size"},
-         .usage = "export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights, fp32 (+ config.json)\n"
-                  "export DIR --out HFDIR [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
-                  "                                                   a directory from_pretrained loads: config.json, weights\n"
-                  "                                                   (default bf16), shards + index past --max-shard-size\n"
-                  "export DIR --adapter ADIR             a LoRA checkpoint's adapters in PEFT's layout\n"
-                  "                                                   (adapter_model.safetensors + adapter_config.json)\n"
-                  "export DIR --merge --out OUT [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
-                  "                                                   a LoRA checkpoint merged into its base (init.from): the\n"
-                  "                                                   fine-tuned model, written as export --out writes one"},
-        {.name = "reshard", .positionals = {"DIR"}, .flags = {"world", "out"},
-         .usage = "reshard DIR --world N --out DIR2      the same checkpoint for N ranks"},
-    };
-    s.flags = {
-        {.name = "out", .value_name = "PATH",
-         .help = "export: FILE.safetensors or a Hugging Face directory; reshard: the new checkpoint directory"},
-        {.name = "adapter", .value_name = "DIR", .help = "export a LoRA checkpoint's adapters alone, in PEFT's layout"},
-        {.name = "merge", .type = Type::kSwitch, .help = "export a LoRA checkpoint merged into its base (init.from)"},
-        {.name = "dtype", .type = Type::kChoice, .value_name = "bf16|fp32",
-         .help = "export --out HFDIR: the weights' type (default bf16; a .safetensors file is fp32)",
-         .choices = {"bf16", "fp32"}},
-        {.name = "max-shard-size", .value_name = "SIZE",
-         .help = "export --out HFDIR: shards + index past this size (5GB, 500MB, 2GiB or bytes; transformers' default)",
-         .default_value = "5GB"},
-        {.name = "world", .type = Type::kInt, .value_name = "N", .help = "reshard: the ranks of the new checkpoint",
-         .min = 1, .max = 1 << 20},
-    };
-    return s;
-  }();
-  return spec;
-}
-
 struct Args {
   std::string command, dir, out;
   std::string adapter;  // export --adapter DIR (LoRA)
@@ -85,6 +42,7 @@ struct Args {
   std::string dtype;                          // export: "" = fp32 for a .safetensors file, bf16 for a directory
   std::uint64_t max_shard = 5'000'000'000;    // export to a directory: transformers' default "5GB"
   bool max_shard_given = false;
+  bool overwrite = false;  // replace an existing output (never one of the checkpoint's inputs)
 };
 
 // The flags' types, ranges and owners are the parser's; here what depends on several of them.
@@ -99,56 +57,13 @@ Args parse_args(const config::cli::Args& args) {
   a.dtype = args.text("dtype");
   a.max_shard = model::parse_shard_size(args.text("max-shard-size"));
   a.max_shard_given = args.given("max-shard-size");
+  a.overwrite = args.on("overwrite");
   if (!a.adapter.empty() && (a.merge || !a.out.empty()))
     throw ConfigError("zckpt export --adapter DIR writes the adapters alone: give it without --out and --merge");
   const bool needs_out = (a.command == "export" && a.adapter.empty()) || a.command == "reshard";
   if (needs_out && a.out.empty()) throw ConfigError(cat("zckpt ", a.command, " needs --out (see zckpt --help)"));
   if (a.command == "reshard" && !args.given("world")) throw ConfigError("zckpt reshard needs --world N with N >= 1");
   return a;
-}
-
-// The [model] keys of the run that wrote checkpoint c: its state.json keeps the resolved INI (the manifest's
-// hyper-parameters leave out what does not change the parameter table, such as RoPE and norm settings).
-config::ModelConfig model_config_of(const ckpt::Checkpoint& c) {
-  std::istringstream ini(c.state().config_ini);
-  std::vector<std::string> args{"zckpt"};
-  std::string line, section;
-  while (std::getline(ini, line)) {
-    if (line.starts_with("[")) section = line.substr(1, line.find(']') - 1);
-    const std::size_t eq = line.find(" = ");
-    if (section == "model" && eq != std::string::npos)
-      args.push_back(cat("--model.", line.substr(0, eq), "=", line.substr(eq + 3)));
-  }
-  std::vector<const char*> argv;
-  for (const std::string& a : args) argv.push_back(a.c_str());
-  return config::parse_command_line(static_cast<int>(argv.size()), argv.data()).config.model;
-}
-
-// A key of the checkpoint's resolved INI ("" when absent).
-std::string ini_value(const ckpt::Checkpoint& c, const std::string& section, const std::string& key) {
-  std::istringstream ini(c.state().config_ini);
-  std::string line, in;
-  while (std::getline(ini, line)) {
-    if (line.starts_with("[")) in = line.substr(1, line.find(']') - 1);
-    if (in == section && line.starts_with(key + " = ")) return line.substr(key.size() + 3);
-  }
-  return "";
-}
-
-// The lora.* keys of the run that wrote c (rank 0: not a LoRA checkpoint), with its model keys.
-config::Config lora_config_of(const ckpt::Checkpoint& c) {
-  config::Config config;
-  config.model = model_config_of(c);
-  const std::string rank = ini_value(c, "lora", "rank");
-  config.lora.rank = rank.empty() ? 0 : std::stoll(rank);
-  if (config.lora.rank == 0) return config;
-  config.lora.alpha = std::stod(ini_value(c, "lora", "alpha"));
-  config.lora.rslora = ini_value(c, "lora", "rslora") == "true";
-  config.lora.targets = ini_value(c, "lora", "targets");
-  const std::string dropout = ini_value(c, "lora", "dropout");  // absent before lora.dropout existed
-  config.lora.dropout = dropout.empty() ? 0.0 : std::stod(dropout);
-  config.init.from = ini_value(c, "init", "from");
-  return config;
 }
 
 model::ParamTable base_table_of(const ckpt::Checkpoint& c);
@@ -226,16 +141,42 @@ void require_committed(const std::string& dir) {
   if (!problem.empty()) throw CheckpointError(cat(dir, ": ", problem));
 }
 
-// A checkpoint to read from: it must verify first (never export or reshard damaged state).
-ckpt::Checkpoint open_sound(const std::string& dir) {
-  require_committed(dir);
+// Export and reshard never read damaged state: the checkpoint must verify.
+void require_sound(const std::string& dir) {
   const std::vector<std::string> problems = ckpt::verify(dir);
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += "\n  " + p;
-    throw CheckpointError(cat(dir, " does not verify (zckpt verify ", dir, "):", all));
+  if (problems.empty()) return;
+  std::string all;
+  for (const std::string& p : problems) all += "\n  " + p;
+  throw CheckpointError(cat(dir, " does not verify (zckpt verify ", dir, "):", all));
+}
+
+// A committed checkpoint whose manifest and state parse: enough to check the command's output against
+// what the checkpoint names before the (long) verification. One that does not parse is reported as
+// verify reports it.
+ckpt::Checkpoint open_committed(const std::string& dir) {
+  require_committed(dir);
+  try {
+    ckpt::Checkpoint c(dir);
+    c.state();
+    return c;
+  } catch (const Error&) {
+    require_sound(dir);
+    throw;
   }
-  return ckpt::Checkpoint(dir);
+}
+
+// Runs `write` into the output's staging directory, then renames it into place. A failure (a full disk)
+// removes what was staged: the output path keeps what it held.
+void write_staged(io::StagedOutput& out, const std::string& flag, const std::string& path,
+                  const std::function<void(const fs::path& staging)>& write) {
+  try {
+    write(out.staging());
+    out.commit();
+  } catch (const Error& e) {
+    out.discard();
+    throw IoError(cat("cannot write ", flag, " ", path, ": ", e.what(), "; nothing was changed at ", path,
+                      " (the partial copy was removed): free space there or choose another place, then run the command again"));
+  }
 }
 
 int info(const std::string& dir) {
@@ -281,16 +222,19 @@ int verify(const std::string& dir) {
 // --adapter DIR: PEFT's layout, what PeftModel.from_pretrained(base, DIR) loads: the adapters' fp32 master
 // weights under their PEFT names, and adapter_config.json naming the base (the run's init.from).
 int export_adapter(const Args& a) {
-  const ckpt::Checkpoint c = open_sound(a.dir);
+  const ckpt::Checkpoint c = open_committed(a.dir);
   const config::Config config = lora_config_of(c);
   if (config.lora.rank == 0)
     throw ConfigError(cat(a.dir, " is not a LoRA checkpoint (lora.rank=0): export its weights with --out"));
+  io::StagedOutput out = io::StagedOutput::directory(a.adapter, "--adapter", inputs_of(c), a.overwrite);
+  require_sound(a.dir);
   const model::ParamTable adapters = table_of(c);
   const std::vector<float> master = c.read_master();
-  fs::create_directories(a.adapter);
-  model::save_safetensors((fs::path(a.adapter) / "adapter_model.safetensors").string(), adapters, master.data());
-  model::write_text_file((fs::path(a.adapter) / "adapter_config.json").string(),
-                         model::peft_adapter_config(model::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
+  write_staged(out, "--adapter", a.adapter, [&](const fs::path& dir) {
+    model::save_safetensors((dir / "adapter_model.safetensors").string(), adapters, master.data());
+    model::write_text_file((dir / "adapter_config.json").string(),
+                           model::peft_adapter_config(model::lora_spec(config), adapters.shape(), config::lora_base_path(config)));
+  });
   std::cout << "exported the LoRA adapters of step " << c.manifest().step << " of " << a.dir << " to " << a.adapter
             << " (adapter_model.safetensors, adapter_config.json; base " << config::lora_base_path(config) << ")\n";
   return kExitOk;
@@ -324,31 +268,39 @@ int export_weights(const Args& a) {
     throw ConfigError(cat(a.dtype == "bf16" ? "--dtype bf16" : "--max-shard-size", " needs --out DIR (a Hugging Face ",
                           "directory); ", a.out, " is one fp32 file"));
   if (!a.adapter.empty()) return export_adapter(a);
-  const ckpt::Checkpoint c = open_sound(a.dir);
+  const ckpt::Checkpoint c = open_committed(a.dir);
   if (!a.merge && lora_config_of(c).lora.rank > 0)
     throw ConfigError(cat(a.dir, " is a LoRA checkpoint (its adapters only): export them with --adapter DIR, or the "
                           "merged model with --merge --out ", a.out));
+  const fs::path path(a.out);
   const model::ParamTable table = a.merge ? base_table_of(c) : table_of(c);
+  // Several .safetensors files of one model may share a directory: its config.json is theirs.
+  io::StagedOutput out = file ? io::StagedOutput::files(path.parent_path(), {path.filename().string(), "config.json"},
+                                                        "--out", inputs_of(c), a.overwrite,
+                                                        {{"config.json", model::hf_config_json(table.shape())}})
+                              : io::StagedOutput::directory(path, "--out", inputs_of(c), a.overwrite);
+  require_sound(a.dir);
   // exact fp32 master weights, not model.h5; with --merge the base plus the adapters
   const std::vector<float> master = a.merge ? merged_weights(c, table) : c.read_master();
-  const fs::path path(a.out);
-  if (file) {
-    if (path.has_parent_path()) fs::create_directories(path.parent_path());
-    model::export_pretrained(a.out, table, master.data());
-  } else {
-    model::export_hf_directory(a.out, table, master.data(), a.dtype != "fp32", a.max_shard);
-  }
+  write_staged(out, "--out", a.out, [&](const fs::path& dir) {
+    if (file) model::export_pretrained((dir / path.filename()).string(), table, master.data());
+    else model::export_hf_directory(dir.string(), table, master.data(), a.dtype != "fp32", a.max_shard);
+  });
   std::cout << "exported step " << c.manifest().step << " of " << a.dir << " to " << a.out
             << (file ? " (+ config.json)" : cat(" (", a.dtype == "fp32" ? "fp32" : "bf16", ", config.json)")) << "\n";
   return kExitOk;
 }
 
-int reshard(const std::string& dir, int world, const std::string& out) {
-  if (fs::exists(out)) throw ConfigError(cat("--out ", out, " exists: give a new directory"));
-  const ckpt::Checkpoint c = open_sound(dir);
+int reshard(const Args& a) {
+  const ckpt::Checkpoint c = open_committed(a.dir);
+  io::StagedOutput out = io::StagedOutput::directory(a.out, "--out", inputs_of(c), a.overwrite);
+  require_sound(a.dir);
   const model::ParamTable table = table_of(c);
-  const ckpt::Manifest m = ckpt::reshard(c, world, [&](int r) { return train::checkpoint_ranges(table, world, r); }, out);
-  std::cout << "resharded " << dir << " (" << c.manifest().world_size << " ranks) to " << out << " (" << world
+  ckpt::Manifest m;
+  write_staged(out, "--out", a.out, [&](const fs::path& dir) {
+    m = ckpt::reshard(c, a.world, [&](int r) { return train::checkpoint_ranges(table, a.world, r); }, dir);
+  });
+  std::cout << "resharded " << a.dir << " (" << c.manifest().world_size << " ranks) to " << a.out << " (" << a.world
             << " ranks, " << m.total_bytes() << " bytes)\n";
   return kExitOk;
 }
@@ -363,7 +315,7 @@ int run(int argc, char** argv) {
   if (a.command == "info") return info(a.dir);
   if (a.command == "verify") return verify(a.dir);
   if (a.command == "export") return export_weights(a);
-  return reshard(a.dir, a.world, a.out);
+  return reshard(a);
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 #include <optional>
 #include <thread>
 
+#include "apps/app_flags.hpp"
 #include "apps/boundary.hpp"
 #include "config/command_line.hpp"
-#include "config/value.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "ztok/instruct_run.hpp"
@@ -20,117 +20,12 @@
 
 namespace {
 
-constexpr const char* kAbout =
-    "usage: ztok --vocab PATH --out DIR [options] INPUT...\n"
-    "Tokenizes text with byte-level BPE into HDF5 shards OUT/train_NNNNNN.h5 (and OUT/valid_NNNNNN.h5):\n"
-    "the end-of-text token after every document, and the BOS before it where a tokenizer.json's\n"
-    "post-processor adds one. --vocab PATH is one of:\n"
-    "  a directory with GPT-2's encoder.json + vocab.bpe (as tiktoken's gpt2 encode_ordinary);\n"
-    "  a Hugging Face byte-level BPE tokenizer.json (*.json; as HF tokenizers, a special token's text read\n"
-    "  as ordinary text), whose pre-tokenizer regex is GPT-2's, cl100k's (Llama 3) or o200k's, with any\n"
-    "  digit run (Qwen2);\n"
-    "  a tiktoken rank file (any other file, e.g. NAME.tiktoken; as tiktoken's encode_ordinary): gpt2,\n"
-    "  cl100k_base and o200k_base are recognised by content (tools/fetch-vocab.sh --encoding NAME writes\n"
-    "  data/NAME.tiktoken), another rank file needs --pattern and --special.\n"
-    "Ids are stored as uint16 when the vocabulary has at most 65536 ids, else uint32.\n"
-    "INPUT: files or globs (quoted), read in command-line order, each glob's matches sorted by byte\n"
-    "value; NAME.gz and NAME.zst are decompressed on the fly. The shards are byte-identical for any\n"
-    "--threads and any number of ranks. An interrupted run resumes when started again with the same\n"
-    "arguments (state in OUT/ztok-progress.json); other arguments on the same OUT are refused.\n"
-    "Under mpirun -np N, rank r tokenizes the r-th contiguous block of the inputs (balanced by bytes)\n"
-    "into journals under OUT/.ztok (2 bytes per token, 4 above 65536 ids, until the shards are written;\n"
-    "OUT must be on a file system every rank sees), then the ranks write the shards round robin. Resume\n"
-    "with as many ranks. --threads defaults to the cores divided by the ranks on the node.\n"
-    "Memory (per rank) does not grow with the corpus: about 56 MB fixed (vocabulary, HDF5, MPI; 62 MB\n"
-    "with cl100k_base, 78 MB with o200k_base, about 115 MB with a 152k-id tokenizer.json) + 2 MiB per\n"
-    "thread (piece cache) + at most 2 * threads + 2 chunks in flight, each 1 MiB of text and its ids\n"
-    "(4 bytes per id). Long documents are cut where the pattern's pre-tokenizer must break (e.g. a\n"
-    "non-space before an ASCII space, or two ASCII characters of different classes), never inside an\n"
-    "added token; only one pre-token longer than 1 MiB is held whole, at most 16 bytes of memory per\n"
-    "byte of it (an ill-formed byte counts as the 3 of its U+FFFD), and a JSONL line is parsed whole.\n"
-    "Ill-formed UTF-8 becomes U+FFFD; a file with over 1% of its bytes ill-formed is warned about.\n"
-    "--format instruct: instruction JSON Lines ({\"prompt\",\"response\"} or {\"messages\":[{\"role\",\"content\"},...]})\n"
-    "rendered with --chat-template (chatml: Qwen2's ChatML; llama3: Llama 3's), the template's special\n"
-    "tokens as single ids (--special NAME=ID for those the vocabulary lacks); the shards gain a loss_mask\n"
-    "(1 on the assistant messages and their end token). --pack --seq-len N packs the samples into windows\n"
-    "of N+1 tokens (train with model.seq_len=N), a sample split only when longer than a window. One\n"
-    "process, not resumable; --out must hold no shards.\n"
-    "Exit: 0 done, 1 runtime error, 2 usage or bad input (named).\n";
-
 struct Parsed {
   zt::ztok::ZtokOptions options;
   std::optional<zt::ztok::InstructOptions> instruct;  // --format instruct
   bool help = false;
   bool threads_given = false;  // else the default: every core (divided by the ranks on the node)
 };
-
-// ztok's flags, in --help order. Types, ranges and choices are checked by the parser; what depends on
-// several flags is checked by check_and_convert.
-zt::config::cli::Spec ztok_spec() {
-  using zt::config::cli::Type;
-  using zt::config::value::format_double;
-  const zt::ztok::ZtokOptions d;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  zt::config::cli::Spec s;
-  s.program = "ztok";
-  s.about = kAbout;
-  s.positional = "INPUT";
-  s.flags = {
-      {.name = "vocab", .value_name = "PATH",
-       .help = "GPT-2's encoder.json + vocab.bpe directory, a tiktoken rank file (tools/fetch-vocab.sh), or a "
-               "byte-level BPE tokenizer.json"},
-      {.name = "encoding", .value_name = "NAME",
-       .help = "gpt2|cl100k_base|o200k_base: the rank file must be that encoding (checked by its SHA-256)"},
-      {.name = "pattern", .type = Type::kChoice, .value_name = "gpt2|cl100k|o200k",
-       .help = "pre-tokenisation of a rank file that is no known encoding (the regex of that encoding)",
-       .choices = {"gpt2", "cl100k", "o200k"}},
-      {.name = "special", .type = Type::kList, .value_name = "NAME=ID[,..]",
-       .help = "special tokens: of a rank file that is no known encoding (must include <|endoftext|>); with "
-               "--format instruct also the template's tokens any vocabulary lacks (ids past it)"},
-      {.name = "out", .value_name = "DIR", .help = "output directory for the shards"},
-      {.name = "format", .type = Type::kChoice, .value_name = "text|jsonl|instruct", .help = "input format",
-       .default_value = "text", .choices = {"text", "jsonl", "instruct"}},
-      {.name = "chat-template", .type = Type::kChoice, .value_name = "chatml|llama3",
-       .help = "instruct: how conversations are rendered (required with --format instruct)",
-       .choices = {"chatml", "llama3"}},
-      {.name = "pack", .type = Type::kSwitch, .help = "instruct: pack samples into windows of --seq-len + 1 tokens"},
-      {.name = "seq-len", .type = Type::kInt, .value_name = "N",
-       .help = "instruct with --pack: the model.seq_len to train with", .min = 1},
-      {.name = "field", .value_name = "NAME", .help = "jsonl: the string field holding the document",
-       .default_value = d.corpus.field},
-      {.name = "split", .type = Type::kChoice, .value_name = "file|paragraph",
-       .help = "text: one document per file, or per block between blank lines (\\n[ \\t]*\\n)",
-       .default_value = "file", .choices = {"file", "paragraph"}},
-      {.name = "shard-tokens", .type = Type::kInt, .value_name = "N",
-       .help = "tokens per shard; only the last shard of a split is shorter",
-       .default_value = std::to_string(d.shard_tokens), .min = 1},
-      {.name = "valid-fraction", .type = Type::kNum, .value_name = "F",
-       .help = "share of documents for valid_*.h5, chosen by a hash of (input name, document index)",
-       .default_value = format_double(d.valid_fraction), .min = 0, .max = 1},
-      {.name = "threads", .type = Type::kInt, .value_name = "N",
-       .help = "tokenizer threads (the output does not depend on it); under mpirun the cores divided by the "
-               "ranks on the node",
-       .default_value = std::to_string(cores), .min = 1, .max = 65536},
-      {.name = "strict-utf8", .type = Type::kSwitch,
-       .help = "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
-               "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about"},
-      {.name = "timeout-s", .type = Type::kNum, .value_name = "S",
-       .help = "under mpirun: a rank that shows no progress for S seconds (stopped, hung, dead; each rank rewrites "
-               "OUT/.ztok/alive.RANK while it works or waits) ends the job with exit 1 naming it; also the deadline "
-               "of the ranks' small exchanges. Slow ranks are fine: progress counts, not time. Keep it above the "
-               "file system's attribute cache time (NFS actimeo)",
-       .default_value = format_double(d.timeout_s), .min = 1},
-      {.name = "quiet", .type = Type::kSwitch, .help = "no progress line on stderr", .short_name = 'q'},
-      // Tests only: small chunks, frequent saves, a SIGKILL at a chosen point.
-      {.name = "debug-chunk-bytes", .type = Type::kInt, .default_value = std::to_string(d.chunk_bytes), .min = 16,
-       .hidden = true},
-      {.name = "debug-checkpoint-seconds", .type = Type::kNum, .default_value = format_double(d.checkpoint_seconds),
-       .min = 0, .hidden = true},
-      {.name = "debug-kill-after-chunks", .type = Type::kInt, .default_value = "0", .min = 0, .hidden = true},
-      {.name = "debug-kill-rank", .type = Type::kInt, .default_value = "0", .min = 0, .hidden = true},
-  };
-  return s;
-}
 
 // --format instruct's options, checked; nullopt (and none of them given) for the other formats.
 std::optional<zt::ztok::InstructOptions> instruct_options(const zt::config::cli::Args& args) {
@@ -182,7 +77,7 @@ zt::ztok::ZtokOptions check_and_convert(const zt::config::cli::Args& args) {
 }
 
 Parsed parse(int argc, char** argv, bool print_help) {
-  static const zt::config::cli::Spec spec = ztok_spec();
+  const zt::config::cli::Spec& spec = zt::apps::ztok_spec();
   const zt::config::cli::Args args = zt::config::cli::parse(spec, argc, argv);
   Parsed p;
   p.help = args.help();

@@ -171,8 +171,12 @@ int run(dist::World& world, int argc, char** argv) {
   }
   // Where every rank runs (host, device, driver, NCCL, network variables), as one table on rank 0.
   dist::log_rank_table(world, s.placement, config::to_string(s.placement.comm));
-  if (s.cl.preflight)
+  if (s.cl.preflight) {  // where the report goes is checked before minutes of measuring (rank 0 writes it)
+    const int out_code = agree_on_startup(world, [&] { if (world.is_root()) train::check_preflight_out(s.cl.config); },
+                                          "checking preflight.out");
+    if (out_code != kExitOk) return out_code;
     return run_or_abort(world, [&] { return train::run_preflight(world, s.cl.config, s.placement); });
+  }
   // A run predicted not to fit stops here, before any work, with the table and the fixes (--force runs it).
   const int fit_code = agree_on_startup(world, [&] {
     const MemoryCheck m = check_memory(world, s);

@@ -11,14 +11,12 @@
 namespace zt::ckpt {
 namespace fs = std::filesystem;
 
-Manifest reshard(const Checkpoint& src, int world_size, const std::function<std::vector<FlatRange>(int)>& ranges_of,
-                 const fs::path& out_dir) {
-  ZT_CHECK_GE(world_size, 1);
-  const fs::path tmp = out_dir.string() + kTmpSuffix;
+namespace {
+
+// The new rank shards, model.h5 and state.json in tmp; the manifest to commit them with.
+Manifest write_resharded(const Checkpoint& src, int world_size, const std::function<std::vector<FlatRange>(int)>& ranges_of,
+                         const fs::path& tmp) {
   std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!ec) fs::create_directories(tmp / "optim", ec);
-  if (ec) throw IoError(cat("cannot create ", (tmp / "optim").string(), ": ", ec.message()));
   Manifest m = src.manifest();
   m.world_size = world_size;
   m.rank_ranges.clear();
@@ -34,8 +32,27 @@ Manifest reshard(const Checkpoint& src, int world_size, const std::function<std:
     m.files.push_back(file_record(tmp, name));
   }
   std::sort(m.files.begin(), m.files.end(), [](const FileRecord& a, const FileRecord& b) { return a.path < b.path; });
-  commit(tmp, out_dir, m);
   return m;
+}
+
+}  // namespace
+
+Manifest reshard(const Checkpoint& src, int world_size, const std::function<std::vector<FlatRange>(int)>& ranges_of,
+                 const fs::path& out_dir) {
+  ZT_CHECK_GE(world_size, 1);
+  const fs::path tmp = out_dir.string() + kTmpSuffix;
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (!ec) fs::create_directories(tmp / "optim", ec);
+  if (ec) throw IoError(cat("cannot create ", (tmp / "optim").string(), ": ", ec.message()));
+  try {
+    Manifest m = write_resharded(src, world_size, ranges_of, tmp);
+    commit(tmp, out_dir, m);
+    return m;
+  } catch (...) {
+    fs::remove_all(tmp, ec);  // nothing half-written left behind (a full disk)
+    throw;
+  }
 }
 
 }  // namespace zt::ckpt

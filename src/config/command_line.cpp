@@ -167,7 +167,18 @@ po::options_description flag_options(const Spec& spec, const Command* command) {
 }
 }  // namespace
 
+std::vector<std::string> unranged(const std::vector<Flag>& flags) {
+  std::vector<std::string> out;
+  for (const Flag& f : flags)
+    if ((f.type == Type::kInt || f.type == Type::kNum) && !(std::isfinite(f.min) && std::isfinite(f.max)))
+      out.push_back(f.name);
+  return out;
+}
+
 Args parse(const Spec& spec, int argc, const char* const* argv) {
+  const std::vector<std::string> no_range = unranged(spec.flags);
+  ZT_CHECK(no_range.empty(), spec.program, "'s flag table: --", no_range.empty() ? "" : no_range.front(),
+           " is a number without a range");
   Args a;
   a.spec_ = &spec;
   for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i)

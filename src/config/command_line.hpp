@@ -28,7 +28,7 @@ struct Flag {
   std::string value_name;  // "PATH" in --help and in "needs a value" (kSwitch: unused)
   std::string help;
   std::string default_value;  // the value when the flag is absent ("": none), shown in --help
-  double min = -std::numeric_limits<double>::infinity();  // kInt, kNum
+  double min = -std::numeric_limits<double>::infinity();  // kInt, kNum: both must be given (unranged())
   double max = std::numeric_limits<double>::infinity();
   std::vector<std::string> choices;  // kChoice
   char short_name = 0;               // 'q': -q as well as --quiet (switches only)
@@ -74,6 +74,10 @@ class Args {
   std::vector<std::string> positional_;
   std::map<std::string, std::vector<std::string>, std::less<>> values_;
 };
+
+// The kInt and kNum flags without a finite range at both ends (their names): every number flag states
+// its range (a unit test walks every table; parse() refuses a table with one, as our bug).
+std::vector<std::string> unranged(const std::vector<Flag>& flags);
 
 // argv[0] is the program. -h/--help anywhere: help() (nothing else is checked). Throws ConfigError.
 // The spec must outlive the Args.

@@ -30,29 +30,45 @@ std::string list(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::vector<std::string> lora_target_modules(const Config& c) {
-  const std::vector<std::string>& known = family_modules(c.model.arch);
-  const std::string family = c.model.arch == Arch::kLlama ? "llama" : "gpt2";
-  if (c.lora.targets.empty()) return c.model.arch == Arch::kLlama ? std::vector<std::string>{"q_proj", "v_proj"}
-                                                                  : std::vector<std::string>{"c_attn"};
+namespace {
+
+// The modules a comma-separated list names (`what` says whose list it is in errors: the user's
+// lora.targets as written, or an adapter's target_modules). Llama's short names gain "_proj".
+std::vector<std::string> modules_named(Arch arch, const std::string& names, const std::string& what) {
+  const std::vector<std::string>& known = family_modules(arch);
+  const std::string family = arch == Arch::kLlama ? "llama" : "gpt2";
   std::vector<bool> chosen(known.size(), false);
-  std::stringstream in(c.lora.targets);
-  std::string name;
-  while (std::getline(in, name, ',')) {
+  std::stringstream in(names);
+  std::string given;
+  while (std::getline(in, given, ',')) {
+    std::string name = given;
     name.erase(0, name.find_first_not_of(' '));
     name.erase(name.find_last_not_of(' ') + 1);
-    if (c.model.arch == Arch::kLlama && !name.ends_with("_proj")) name += "_proj";  // q -> q_proj
+    if (name.empty())
+      throw ConfigError(cat(what, " has an empty name (two commas, or a comma at an end); use a comma-separated subset of ",
+                            list(known)));
+    const std::string as_written = name;
+    if (arch == Arch::kLlama && !name.ends_with("_proj")) name += "_proj";  // q -> q_proj
     const auto it = std::find(known.begin(), known.end(), name);
     if (it == known.end())
-      throw ConfigError(cat("lora.targets=", c.lora.targets, ": model.arch=", family, " has no module '", name,
-                            "'; use a comma-separated subset of ", list(known)));
+      throw ConfigError(cat(what, ": model.arch=", family, " has no module '", as_written, "'",
+                            name == as_written ? "" : cat(" (read as ", name, ")"), "; use a comma-separated subset of ",
+                            list(known), arch == Arch::kLlama ? " (or q,k,v,o,gate,up,down)" : ""));
     chosen[static_cast<std::size_t>(it - known.begin())] = true;
   }
   std::vector<std::string> out;
   for (std::size_t i = 0; i < known.size(); ++i)
     if (chosen[i]) out.push_back(known[i]);
-  if (out.empty()) throw ConfigError(cat("lora.targets=", c.lora.targets, " names no module; use a subset of ", list(known)));
+  if (out.empty()) throw ConfigError(cat(what, " names no module; use a subset of ", list(known)));
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> lora_target_modules(const Config& c) {
+  if (c.lora.targets.empty()) return c.model.arch == Arch::kLlama ? std::vector<std::string>{"q_proj", "v_proj"}
+                                                                  : std::vector<std::string>{"c_attn"};
+  return modules_named(c.model.arch, c.lora.targets, cat("lora.targets=", c.lora.targets));
 }
 
 std::string peft_adapter_config_path(const Config& c) {
@@ -160,9 +176,12 @@ void check_adapter_config(const Config& c, const std::string& file) {
   differ("lora.rslora", c.lora.rslora ? "true" : "false", f.boolean("use_rslora", false) ? "true" : "false", "use_rslora");
   differ("lora.dropout", value::format_double(c.lora.dropout), value::format_double(f.number("lora_dropout", 0.0)),
          "lora_dropout");
-  Config as_theirs = c;
-  as_theirs.lora.targets = target_list(j, f, file, c.model.arch);
-  differ("lora.targets", list(lora_target_modules(c)), list(lora_target_modules(as_theirs)), "target_modules");
+  const std::string theirs = target_list(j, f, file, c.model.arch);
+  const std::string mine = list(lora_target_modules(c));
+  const std::string wanted = list(modules_named(c.model.arch, theirs, cat("target_modules [", theirs, "] in ", file)));
+  if (mine != wanted)
+    throw ConfigError(cat("lora.targets=", c.lora.targets.empty() ? "(empty: the default)" : c.lora.targets, " (modules ",
+                          mine, ") disagrees with target_modules [", theirs, "] in ", file, ": set lora.targets=", wanted));
 }
 
 std::string adapter_base(const std::string& file) {

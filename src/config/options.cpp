@@ -55,6 +55,7 @@ Option field_option(const char* key, S Config::*section, T S::*field, const char
 template <typename S, typename T>
 Option opt(const char* key, S Config::*section, T S::*field, const char* help, Check<T> check = {}) {
   static_assert(!std::is_integral_v<T> || std::is_same_v<T, bool>, "an integer key states its Range");
+  static_assert(!std::is_floating_point_v<T>, "a number key states its NumRange");
   auto parse = [key, check](const std::string& text) {
     T v;
     if constexpr (std::is_enum_v<T>) v = value::parse_enum<T>(key, text);
@@ -109,25 +110,44 @@ std::string bound(double v) {
   return v == std::floor(v) && std::fabs(v) < 1e15 ? std::to_string(static_cast<std::int64_t>(v)) : format_double(v);
 }
 
-template <typename T>
-Check<T> at_least(T lo) {
-  return [lo](const T& v) { return v >= lo ? std::string() : cat("must be >= ", bound(lo)); };
-}
-template <typename T>
-Check<T> between(T lo, T hi) {
-  return [lo, hi](const T& v) {
-    return v >= lo && v <= hi ? std::string() : cat("must be in [", bound(lo), ", ", bound(hi), "]");
+// Every number key states its allowed values too, finite at both ends (a bound is closed, or open: "(0,
+// 1]"), shown in --help as NUM [lo, hi]: a value outside (NaN and infinities always are) is a ConfigError,
+// never a duration or size that overflows where it is used.
+struct NumRange {
+  double lo, hi;
+  bool lo_open = false, hi_open = false;
+
+  bool holds(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
+  std::string text() const { return cat(lo_open ? "(" : "[", bound(lo), ", ", bound(hi), hi_open ? ")" : "]"); }
+};
+template <typename S>
+Option opt(const char* key, S Config::*section, double S::*field, const char* help, NumRange r) {
+  auto parse = [key, r](const std::string& text) {
+    const double v = value::parse_double(key, text);
+    if (!r.holds(v)) value::reject(key, text, cat("must be in ", r.text()));
+    return v;
   };
+  return field_option(key, section, field, help, cat("NUM ", r.text()), parse, [](double v) { return format_double(v); });
 }
-Check<double> positive() {
-  return [](const double& v) { return v > 0 ? std::string() : "must be > 0"; };
-}
-// For NUM keys converted to a byte count: past the bound the conversion would overflow.
-Check<double> positive_at_most(double hi) {
-  return [hi](const double& v) { return v > 0 && v <= hi ? std::string() : cat("must be in (0, ", bound(hi), "]"); };
-}
-Check<double> in_unit_interval_open() {
-  return [](const double& v) { return v >= 0 && v < 1 ? std::string() : "must be in [0, 1)"; };
+NumRange closed(double lo, double hi) { return {lo, hi}; }
+NumRange above(double lo, double hi) { return {lo, hi, /*lo_open=*/true}; }  // (lo, hi]
+constexpr double kMaxTimeoutS = 1e6;  // 11.6 days; 10x through start-up still fits a steady_clock deadline (ns, 64 bits)
+constexpr double kMaxRate = 100;      // learning rates and weight decay: far above any that trains
+constexpr double kMaxFactor = 1024;   // RoPE scaling factors (Llama 3.1: 8, Llama 3.2: 32)
+constexpr double kMaxScale = 1e12;    // fp16 loss scales (dynamic scaling starts at 65536)
+
+// train.loss_scale: "dynamic" or a fixed scale in the same range as the dynamic ones.
+Option loss_scale_option() {
+  const NumRange r = above(0, kMaxScale);
+  auto parse = [r](const std::string& text) {
+    if (text == "dynamic") return text;
+    const double v = value::parse_double("train.loss_scale", text);
+    if (!r.holds(v)) value::reject("train.loss_scale", text, cat("must be 'dynamic' or a number in ", r.text()));
+    return text;
+  };
+  return field_option("train.loss_scale", &Config::train, &TrainConfig::loss_scale,
+                      "fp16 only: 'dynamic' or a fixed positive number", cat("dynamic|NUM ", r.text()), parse,
+                      [](const std::string& v) { return v; });
 }
 
 std::vector<Option> build_table() {
@@ -141,15 +161,15 @@ std::vector<Option> build_table() {
       opt("model.arch", &C::model, &ModelConfig::arch, "model family: gpt2 (LayerNorm, GELU, learned positions) or llama (RMSNorm, SwiGLU, RoPE, GQA, no biases)"),
       opt("model.n_kv_head", &C::model, &ModelConfig::n_kv_head, "llama: K/V heads for grouped-query attention, dividing n_head (0 = n_head; 1 = multi-query)", I64{0, kMaxWidth}),
       opt("model.ffn_hidden", &C::model, &ModelConfig::ffn_hidden, "llama: SwiGLU hidden width (0 = Llama's rule: int(8 n_embd/3) x ffn_multiplier, rounded up to ffn_multiple_of)", I64{0, 1 << 24}),
-      opt("model.ffn_multiplier", &C::model, &ModelConfig::ffn_multiplier, "llama: ffn_dim_multiplier of Llama's rule (used when ffn_hidden=0)", positive()),
+      opt("model.ffn_multiplier", &C::model, &ModelConfig::ffn_multiplier, "llama: ffn_dim_multiplier of Llama's rule (used when ffn_hidden=0)", above(0, 100)),
       opt("model.ffn_multiple_of", &C::model, &ModelConfig::ffn_multiple_of, "llama: Llama's rule rounds the hidden width up to a multiple of this", I64{1, 1 << 20}),
-      opt("model.rope_theta", &C::model, &ModelConfig::rope_theta, "llama: RoPE base frequency theta", positive()),
+      opt("model.rope_theta", &C::model, &ModelConfig::rope_theta, "llama: RoPE base frequency theta", above(0, 1e12)),
       opt("model.rope_scaling", &C::model, &ModelConfig::rope_scaling, "llama: RoPE frequency scaling (llama3: Llama 3.1's long-context rule, rope_* keys below)"),
-      opt("model.rope_factor", &C::model, &ModelConfig::rope_factor, "llama, rope_scaling=llama3: factor (8 for Llama 3.1, 32 for Llama 3.2)", positive()),
-      opt("model.rope_low_freq_factor", &C::model, &ModelConfig::rope_low_freq_factor, "llama, rope_scaling=llama3: low_freq_factor", positive()),
-      opt("model.rope_high_freq_factor", &C::model, &ModelConfig::rope_high_freq_factor, "llama, rope_scaling=llama3: high_freq_factor (> low_freq_factor)", positive()),
+      opt("model.rope_factor", &C::model, &ModelConfig::rope_factor, "llama, rope_scaling=llama3: factor (8 for Llama 3.1, 32 for Llama 3.2)", above(0, kMaxFactor)),
+      opt("model.rope_low_freq_factor", &C::model, &ModelConfig::rope_low_freq_factor, "llama, rope_scaling=llama3: low_freq_factor", above(0, kMaxFactor)),
+      opt("model.rope_high_freq_factor", &C::model, &ModelConfig::rope_high_freq_factor, "llama, rope_scaling=llama3: high_freq_factor (> low_freq_factor)", above(0, kMaxFactor)),
       opt("model.rope_original_max_position", &C::model, &ModelConfig::rope_original_max_position, "llama, rope_scaling=llama3: original_max_position_embeddings", I64{1, std::int64_t{1} << 32}),
-      opt("model.norm_eps", &C::model, &ModelConfig::norm_eps, "llama: RMSNorm epsilon (rms_norm_eps)", positive()),
+      opt("model.norm_eps", &C::model, &ModelConfig::norm_eps, "llama: RMSNorm epsilon (rms_norm_eps)", above(0, 1)),
       opt("model.qkv_bias", &C::model, &ModelConfig::qkv_bias, "llama: biases on the q, k and v projections, as Qwen2 (o_proj and the MLP have none)"),
       opt("model.qk_norm", &C::model, &ModelConfig::qk_norm, "llama: an RMSNorm over each query and key head before RoPE (q_norm, k_norm), as Qwen3"),
       opt("model.head_dim", &C::model, &ModelConfig::head_dim, "llama: the width of each attention head (0 = n_embd/n_head; Qwen3-0.6B: 128 over n_embd 1024 and 16 heads); even, for RoPE", I64{0, kMaxWidth}),
@@ -169,27 +189,27 @@ std::vector<Option> build_table() {
       opt("train.offload", &C::train, &TrainConfig::offload, "keep the optimizer state and fp32 master weights in host memory"),
       opt("train.attention", &C::train, &TrainConfig::attention, "CUDA attention: auto (cuDNN's fused SDPA where it supports the shape and dtype, the native kernels elsewhere), cudnn (cuDNN only: exit 2 at start-up where it cannot run, e.g. fp32, data.document_mask, head sizes not a multiple of 8 up to 256), native (our flash-attention kernels); said in the start-up line"),
       opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", I64{0, kMaxThreads}),
-      opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", at_least<double>(0)),
-      opt("train.loss_scale", &C::train, &TrainConfig::loss_scale, "fp16 only: 'dynamic' or a fixed positive number"),
-      opt("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16 dynamic scaling: initial scale", positive()),
+      opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", closed(0, 1e6)),
+      loss_scale_option(),
+      opt("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16 dynamic scaling: initial scale", above(0, kMaxScale)),
       opt("train.loss_scale_window", &C::train, &TrainConfig::loss_scale_window, "fp16 dynamic scaling: steps without overflow before the scale doubles", I64{1, kMaxSteps}),
-      opt("train.loss_scale_min", &C::train, &TrainConfig::loss_scale_min, "fp16 dynamic scaling: the scale never drops below this", positive()),
-      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", positive_at_most(kMaxBucketMb)),
+      opt("train.loss_scale_min", &C::train, &TrainConfig::loss_scale_min, "fp16 dynamic scaling: the scale never drops below this", above(0, kMaxScale)),
+      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", above(0, kMaxBucketMb)),
       opt("lora.rank", &C::lora, &LoraConfig::rank, "LoRA adapter rank r on the lora.targets layers, the base weights frozen (0 = off: every parameter trains)", I64{0, 65536}),
-      opt("lora.alpha", &C::lora, &LoraConfig::alpha, "LoRA alpha: the adapter output is scaled by alpha/rank (alpha/sqrt(rank) with lora.rslora)", positive()),
+      opt("lora.alpha", &C::lora, &LoraConfig::alpha, "LoRA alpha: the adapter output is scaled by alpha/rank (alpha/sqrt(rank) with lora.rslora)", above(0, 1e6)),
       opt("lora.rslora", &C::lora, &LoraConfig::rslora, "rank-stabilised LoRA scaling alpha/sqrt(rank) (PEFT use_rslora)"),
       opt("lora.targets", &C::lora, &LoraConfig::targets, "comma-separated modules to adapt, PEFT target_modules names: llama q,k,v,o,gate,up,down; gpt2 c_attn,c_proj (attention and MLP output),c_fc (empty: q,v for llama, c_attn for gpt2)"),
-      opt("lora.dropout", &C::lora, &LoraConfig::dropout, "dropout probability on the adapters' input in training passes (PEFT lora_dropout; counter-based masks from train.seed: the same on any world size)", in_unit_interval_open()),
-      opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", at_least<double>(0)),
-      opt("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate the decay ends at (optim.schedule cosine, linear or sqrt)", at_least<double>(0)),
+      opt("lora.dropout", &C::lora, &LoraConfig::dropout, "dropout probability on the adapters' input in training passes (PEFT lora_dropout; counter-based masks from train.seed: the same on any world size)", NumRange{0, 1, false, true}),
+      opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", closed(0, kMaxRate)),
+      opt("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate the decay ends at (optim.schedule cosine, linear or sqrt)", closed(0, kMaxRate)),
       opt("optim.warmup_steps", &C::optim, &OptimConfig::warmup_steps, "linear warm-up steps: lr*(s+1)/warmup for step s < warmup", I64{0, kMaxSteps}),
       opt("optim.schedule", &C::optim, &OptimConfig::schedule, "learning-rate decay after warm-up, from optim.lr to optim.min_lr: cosine, linear, sqrt (1 - sqrt of the progress), or constant (no decay)"),
-      opt("optim.decay_fraction", &C::optim, &OptimConfig::decay_fraction, "the last fraction of the steps after warm-up over which the learning rate decays; before it, it stays at optim.lr (< 1: warmup-stable-decay, WSD)", positive_at_most(1)),
-      opt("optim.weight_decay", &C::optim, &OptimConfig::weight_decay, "decoupled weight decay (AdamW) on 2-D weights, embeddings included", at_least<double>(0)),
-      opt("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1", in_unit_interval_open()),
-      opt("optim.beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2", in_unit_interval_open()),
-      opt("optim.eps", &C::optim, &OptimConfig::eps, "AdamW epsilon", positive()),
-      opt("optim.grad_clip", &C::optim, &OptimConfig::grad_clip, "clip the global gradient norm to this (0 = off)", at_least<double>(0)),
+      opt("optim.decay_fraction", &C::optim, &OptimConfig::decay_fraction, "the last fraction of the steps after warm-up over which the learning rate decays; before it, it stays at optim.lr (< 1: warmup-stable-decay, WSD)", above(0, 1)),
+      opt("optim.weight_decay", &C::optim, &OptimConfig::weight_decay, "decoupled weight decay (AdamW) on 2-D weights, embeddings included", closed(0, kMaxRate)),
+      opt("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1", NumRange{0, 1, false, true}),
+      opt("optim.beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2", NumRange{0, 1, false, true}),
+      opt("optim.eps", &C::optim, &OptimConfig::eps, "AdamW epsilon", above(0, 1)),
+      opt("optim.grad_clip", &C::optim, &OptimConfig::grad_clip, "clip the global gradient norm to this (0 = off)", closed(0, 1e12)),
       opt("data.train", &C::data, &DataConfig::train, "training shards written by ztok (a glob, e.g. data/tok/train_*.h5), or a weighted blend of corpora WEIGHT:GLOB,... (e.g. 0.7:web/train_*.h5,0.3:code/train_*.h5; weights normalised)"),
       opt("data.valid", &C::data, &DataConfig::valid, "validation shards (a glob; empty = no evaluation; one corpus, never weighted)"),
       opt("data.shuffle", &C::data, &DataConfig::shuffle, "seeded permutation of windows per epoch (false: the order contract in docs/INTERFACE.md)"),
@@ -211,10 +231,10 @@ std::vector<Option> build_table() {
       opt("log.sample_prompt", &C::log, &LogConfig::sample_prompt, "prompt the samples continue"),
       opt("log.sample_tokens", &C::log, &LogConfig::sample_tokens, "tokens generated per sample", I64{1, kMaxCount}),
       opt("log.all_ranks", &C::log, &LogConfig::all_ranks, "every rank logs, each line prefixed [rank r]"),
-      opt("log.straggler_fraction", &C::log, &LogConfig::straggler_fraction, "warn about a rank whose compute time per step is this fraction above the median rank's ...", between<double>(0.01, 100)),
+      opt("log.straggler_fraction", &C::log, &LogConfig::straggler_fraction, "warn about a rank whose compute time per step is this fraction above the median rank's ...", closed(0.01, 100)),
       opt("log.straggler_windows", &C::log, &LogConfig::straggler_windows, "... in this many consecutive logged windows (log.every steps each)", I64{1, kMaxCount}),
       opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
-      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (10x through start-up, until step 1 completes)", positive()),
+      opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (10x through start-up, until step 1 completes)", closed(1, kMaxTimeoutS)),
       opt("parallel.tp", &C::parallel, &ParallelConfig::tp, "tensor-parallel degree: each run of tp consecutive ranks (on one node) splits every layer Megatron-style; the world is tp x data-parallel ranks (1 = data parallel only)", I64{1, 1024}),
       opt("parallel.pp", &C::parallel, &ParallelConfig::pp, "pipeline stages: each runs a contiguous range of blocks (embedding on the first, head and loss on the last), micro-batches flow through them on parallel.schedule; the world is pp x data-parallel x tp ranks, stages outermost (1 = no pipeline)", I64{1, 1024}),
       opt("parallel.schedule", &C::parallel, &ParallelConfig::schedule, "pipeline schedule: 1f1b (one block range per rank), or interleaved (parallel.vpp chunks per rank: bubble / vpp for vpp x the transfers; the step's micro-batches a multiple of parallel.pp)"),
@@ -228,18 +248,18 @@ std::vector<Option> build_table() {
       opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", I64{0, kMaxRanks - 1}),
       opt("debug.hang_phase", &C::debug, &DebugConfig::hang_phase, "TEST ONLY: where debug.hang_at_step hits: after the step (step_end), in that step's phase, in its checkpoint's write (some files written) or commit, or while resuming from the checkpoint of that step"),
       opt("debug.hang_mode", &C::debug, &DebugConfig::hang_mode, "TEST ONLY: how debug.hang_at_step stops the rank: sleep forever, raise SIGSTOP, or SIGKILL"),
-      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: debug.rank sleeps so its --preflight GEMM and node-pair exchanges, and its training forward passes, take this many times as long (1 = off)", between<double>(1, 1e6)),
+      opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: debug.rank sleeps so its --preflight GEMM and node-pair exchanges, and its training forward passes, take this many times as long (1 = off)", closed(1, 1e6)),
       opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", I64{0, kMaxRanks}),
       opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", I64{0, kMaxRanks}),
-      opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", between<double>(0, 1 << 20)),
+      opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", closed(0, 1 << 20)),
       opt("plan.search", &C::plan, &PlanConfig::search, "--plan: rank the parallel layouts (TP x PP x DP x micro-batch x recompute x ZeRO stage) by predicted tokens/s on plan.world_size ranks; prints the best 5 as flags"),
       opt("plan.gpus_per_node", &C::plan, &PlanConfig::gpus_per_node, "--plan.search: devices per node (TP stays inside one; default an HGX H100 node)", I64{1, 1024}),
-      opt("plan.intra_node_gbps", &C::plan, &PlanConfig::intra_node_gbps, "--plan.search: achievable collective bandwidth inside a node, GB/s per device (NVLink4 all-reduce bus bandwidth)", positive_at_most(1e6)),
-      opt("plan.inter_node_gbps", &C::plan, &PlanConfig::inter_node_gbps, "--plan.search: achievable bandwidth between nodes, GB/s per device (NDR InfiniBand, 400 Gb/s per GPU)", positive_at_most(1e6)),
-      opt("plan.gpu_tflops", &C::plan, &PlanConfig::gpu_tflops, "--plan.search: peak dense TFLOP/s per device in the compute dtype (H100 SXM bf16)", positive_at_most(1e6)),
-      opt("plan.compute_efficiency", &C::plan, &PlanConfig::compute_efficiency, "--plan.search: fraction of plan.gpu_tflops the model's kernels reach", between<double>(0.001, 1)),
-      opt("plan.link_latency_us", &C::plan, &PlanConfig::link_latency_us, "--plan.search: latency per collective or pipeline send in microseconds", between<double>(0, 1e6)),
-      opt("preflight.min_fraction", &C::preflight, &PreflightConfig::min_fraction, "--preflight flags a rank's GEMM rate or a node pair's bandwidth below this fraction of the median", between<double>(0, 1)),
+      opt("plan.intra_node_gbps", &C::plan, &PlanConfig::intra_node_gbps, "--plan.search: achievable collective bandwidth inside a node, GB/s per device (NVLink4 all-reduce bus bandwidth)", above(0, 1e6)),
+      opt("plan.inter_node_gbps", &C::plan, &PlanConfig::inter_node_gbps, "--plan.search: achievable bandwidth between nodes, GB/s per device (NDR InfiniBand, 400 Gb/s per GPU)", above(0, 1e6)),
+      opt("plan.gpu_tflops", &C::plan, &PlanConfig::gpu_tflops, "--plan.search: peak dense TFLOP/s per device in the compute dtype (H100 SXM bf16)", above(0, 1e6)),
+      opt("plan.compute_efficiency", &C::plan, &PlanConfig::compute_efficiency, "--plan.search: fraction of plan.gpu_tflops the model's kernels reach", closed(0.001, 1)),
+      opt("plan.link_latency_us", &C::plan, &PlanConfig::link_latency_us, "--plan.search: latency per collective or pipeline send in microseconds", closed(0, 1e6)),
+      opt("preflight.min_fraction", &C::preflight, &PreflightConfig::min_fraction, "--preflight flags a rank's GEMM rate or a node pair's bandwidth below this fraction of the median", closed(0, 1)),
       opt("preflight.max_mb", &C::preflight, &PreflightConfig::max_mb, "--preflight: largest collective and node-pair message in MiB (sizes max/64, max/8, max)", I64{1, 4096}),
       opt("preflight.iters", &C::preflight, &PreflightConfig::iters, "--preflight: timed iterations per measurement, after 2 warm-up ones (the median is reported)", I64{1, 1000}),
       opt("preflight.gemm_n", &C::preflight, &PreflightConfig::gemm_n, "--preflight: square GEMM size n (0 = 8192 on GPUs, 1024 on CPUs)", I64{0, kMaxWidth}),

@@ -20,12 +20,6 @@
 #include "config/value.hpp"
 
 namespace zt::config {
-namespace {
-namespace po = boost::program_options;
-
-// Each key's values in the order they take effect: on the command line the last one wins, as job
-// scripts append overrides; in a file a key given twice is an error.
-using KeyValues = std::map<std::string, std::vector<std::string>, std::less<>>;
 
 // The options that are no configuration key: what to do instead of training, and the INI file.
 const std::vector<cli::Flag>& general_flags() {
@@ -46,6 +40,13 @@ const std::vector<cli::Flag>& general_flags() {
   };
   return flags;
 }
+
+namespace {
+namespace po = boost::program_options;
+
+// Each key's values in the order they take effect: on the command line the last one wins, as job
+// scripts append overrides; in a file a key given twice is an error.
+using KeyValues = std::map<std::string, std::vector<std::string>, std::less<>>;
 
 // Every key of the option table, its value read as text. On the command line a BOOL key given bare
 // (last, or before another option: `--plan --plan.search`) means true; a value after it is its value.

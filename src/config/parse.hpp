@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/command_line.hpp"
 #include "config/config.hpp"
 
 namespace zt::config {
@@ -26,6 +27,8 @@ struct CommandLine {
 };
 
 CommandLine parse_command_line(int argc, const char* const* argv);
+// ztrain's flags besides the keys (--config, --plan, ...), as --help lists them.
+const std::vector<cli::Flag>& general_flags();
 
 // Checks between keys that need no knowledge of the world (divisibility, ordering, combinations).
 void validate(const Config& config);

@@ -12,6 +12,13 @@ std::string start_up_limit_words(double timeout_s) {
              timeout_s, " s)");
 }
 
+std::string collective_timeout_message(const std::string& what, double timeout_s, const std::string& issued_in,
+                                       const std::string& waited_in) {
+  return cat(what, " did not complete within dist.timeout_s=", timeout_s, " s (", waited_in,
+             issued_in == waited_in ? "" : cat("; issued in ", issued_in), "): a peer rank is hung, stopped, dead or far ",
+             "behind; aborting the job so it can resume from the last checkpoint");
+}
+
 bool poll_until(Clock::time_point deadline, const std::function<bool()>& done, const Pacing& pacing) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point spin_until = deadline_after(start, pacing.spin_s);

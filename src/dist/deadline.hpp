@@ -19,11 +19,22 @@ constexpr double kStartUpFactor = 10;
 // That limit in words for the watchdog's messages: "30 s (start-up: 10 x dist.timeout_s=3 s)".
 std::string start_up_limit_words(double timeout_s);
 
-// `seconds` after `start`; never, for an infinite (or NaN) timeout.
+// `seconds` after `start`; never, for an infinite (or NaN) timeout or one past what the clock holds (a
+// duration cast that overflows would wrap into the past: a deadline that fires at once).
 inline Clock::time_point deadline_after(Clock::time_point start, double seconds) {
   if (!std::isfinite(seconds)) return Clock::time_point::max();
+  if (seconds <= 0) return start;
+  const double room_s = std::chrono::duration<double>(Clock::time_point::max() - start).count();
+  if (seconds >= room_s - 1) return Clock::time_point::max();
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
+
+// A collective's watchdog message: "WHAT did not complete within dist.timeout_s=T s (WAITED; issued in
+// ISSUED): ...". The hang report names a collective by the context it was issued in (its ring record);
+// a rank may wait for it in a later one (a gradient bucket issued in a micro-batch, waited for in the
+// step's gradient reduction): both are said, so the report and this line name the same phase.
+std::string collective_timeout_message(const std::string& what, double timeout_s, const std::string& issued_in,
+                                       const std::string& waited_in);
 
 // How a waiter spends the time between polls. Open MPI progresses nonblocking operations (libnbc
 // schedules, shared-memory fragments) only inside MPI calls, so a waiter that sleeps stalls its peers'

@@ -72,7 +72,7 @@ int mpi_count(std::size_t count, const char* op) {
 
 class MpiWork : public Work {
  public:
-  MpiWork(const Communicator& comm, std::string what) : comm_(comm), what_(std::move(what)) {}
+  MpiWork(const Communicator& comm, std::string what) : comm_(comm), what_(std::move(what)), issued_in_(comm.context()) {}
   MPI_Request* request() { return &request_; }
   // Runs once, right after the operation completes (e.g. moving an in-place result).
   void on_complete(std::function<void()> f) { on_complete_ = std::move(f); }
@@ -86,14 +86,13 @@ class MpiWork : public Work {
 
   void wait() override {
     if (poll_until(deadline_after(Clock::now(), comm_.timeout_s()), [this] { return done(); })) return;
-    throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
-                        "): a peer rank is hung, stopped, dead or far behind; aborting the job so it can resume from "
-                        "the last checkpoint"));
+    throw CommError(collective_timeout_message(what_, comm_.timeout_s(), issued_in_, comm_.context()));
   }
 
  private:
   const Communicator& comm_;
   std::string what_;
+  std::string issued_in_;  // the context it was issued in: what the hang report names it by
   MPI_Request request_ = MPI_REQUEST_NULL;
   std::function<void()> on_complete_;
 };

@@ -53,7 +53,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 class NcclWork : public Work {
  public:
   NcclWork(const Communicator& comm, ncclComm_t nccl, cudaEvent_t done, std::string what)
-      : comm_(comm), nccl_(nccl), done_(done), what_(std::move(what)) {}
+      : comm_(comm), nccl_(nccl), done_(done), what_(std::move(what)), issued_in_(comm.context()) {}
   ~NcclWork() override { cudaEventDestroy(done_); }
 
   bool done() override {
@@ -71,9 +71,7 @@ class NcclWork : public Work {
     // add its granularity to each; past it, 1 ms sleeps.
     if (poll_until(deadline_after(Clock::now(), comm_.timeout_s()), [this] { return done(); }, {0.05, 0.001, {}})) return;
     ncclCommAbort(nccl_);  // the only way to free a rank stuck in an NCCL kernel
-    throw CommError(cat(what_, " did not complete within dist.timeout_s=", comm_.timeout_s(), " s (", comm_.context(),
-                        "): a peer rank is hung, stopped, dead or far behind; aborting the job so it can resume from "
-                        "the last checkpoint"));
+    throw CommError(collective_timeout_message(what_, comm_.timeout_s(), issued_in_, comm_.context()));
   }
 
  private:
@@ -81,6 +79,7 @@ class NcclWork : public Work {
   ncclComm_t nccl_;
   cudaEvent_t done_;
   std::string what_;
+  std::string issued_in_;  // the context it was issued in: what the hang report names it by
 };
 
 class NcclCommunicator : public Communicator {

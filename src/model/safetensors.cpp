@@ -278,15 +278,23 @@ void check_lm_head(const Tensors& t, const ParamTable& table, const float* param
 // Writes path.tmp through `body`, then renames it over path, so a reader never sees half a file.
 void write_file_atomically(const std::string& path, const std::function<void(std::ofstream&)>& body) {
   const std::string tmp = path + ".tmp";
+  std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     body(out);
     out.flush();
-    if (!out) throw IoError(cat("cannot write ", tmp, ": ", std::strerror(errno), " (disk full or no permission?)"));
+    if (!out) {
+      const int err = errno;
+      std::filesystem::remove(tmp, ec);  // no half file left behind (a full disk)
+      throw IoError(cat("cannot write ", tmp, ": ", std::strerror(err), " (disk full or no permission?)"));
+    }
   }
-  std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(cat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  if (ec) {
+    const std::string why = ec.message();
+    std::filesystem::remove(tmp, ec);
+    throw IoError(cat("cannot rename ", tmp, " to ", path, ": ", why));
+  }
 }
 
 // count floats as F32, or rounded to nearest-even BF16 (wte: its first V rows only).

@@ -1,4 +1,5 @@
-// Two implementations of one merge rule (see bpe.hpp); tests/unit/tok checks they agree.
+// Implementations of one merge rule (see bpe.hpp; the lean one for huge pieces is bpe_lean.cpp);
+// tests/unit/tok checks they agree.
 #include "tok/bpe.hpp"
 
 #include <algorithm>
@@ -16,8 +17,10 @@ void BpeMerger::merge(std::string_view piece, std::vector<std::uint32_t>& out) {
     out.push_back(vocab_->byte_token(static_cast<unsigned char>(piece[0])));
   } else if (piece.size() < kHeapFromBytes) {
     merge_scan(piece, out);
-  } else {
+  } else if (piece.size() < kLeanFromBytes) {
     merge_heap(piece, out);
+  } else {
+    merge_lean(piece, out);
   }
 }
 

@@ -8,6 +8,7 @@
 #include "config/lora.hpp"
 #include "core/log.hpp"
 #include "core/sha256.hpp"
+#include "train/shared_input.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 #include "model/safetensors.hpp"
@@ -45,27 +46,34 @@ model::Lora& LoraBase::attach(optim::ZeroEngine& adapter_engine, int micro_batch
 }
 
 // The hash is of the whole base, whatever part of it this rank holds: any layout checks the same base.
-std::string LoraBase::load_base(const std::string& from, std::uint64_t seed) {
+// Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
+std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
+                                const std::function<void(const std::string& sha256)>& check) {
   std::vector<float> flat(base_.numel());
-  if (from.empty()) model::init_params(base_, seed, flat.data());
-  else model::load_pretrained(from, base_, flat.data());
-  Sha256 hash;
-  hash.update(flat.data(), flat.size() * sizeof(float));
+  std::string sha256;
+  read_shared_input(world, [&] {
+    if (from.empty()) model::init_params(base_, seed, flat.data());
+    else model::load_pretrained(from, base_, flat.data());
+    Sha256 hash;
+    hash.update(flat.data(), flat.size() * sizeof(float));
+    sha256 = to_hex(hash.finish());
+    if (check) check(sha256);
+  }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
   base_engine_->load_params(local_reader(part_, read_flat(flat.data())));
-  return to_hex(hash.finish());
+  return sha256;
 }
 
-void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine) {
+void LoraBase::init(const dist::World& world, const config::Config& c, optim::ZeroEngine& adapter_engine) {
   const std::string base = config::lora_base_path(c), peft = config::peft_adapter_config_path(c);
-  base_sha256_ = load_base(base, c.train.seed);
+  base_sha256_ = load_base(world, base, c.train.seed);
   if (peft.empty()) {
     adapter_engine.load_params(local_reader(adapter_map(), [&](std::int64_t offset, std::int64_t count, float* out) {
       model::init_lora_range(adapters_, c.train.seed, static_cast<std::size_t>(offset), static_cast<std::size_t>(count), out);
     }));
   } else {  // a PEFT adapter directory: go on training its adapters
     std::vector<float> weights(adapters_.numel());
-    model::load_safetensors((std::filesystem::path(c.init.from) / "adapter_model.safetensors").string(), adapters_,
-                            weights.data());
+    const std::string file = (std::filesystem::path(c.init.from) / "adapter_model.safetensors").string();
+    read_shared_input(world, [&] { model::load_safetensors(file, adapters_, weights.data()); }, file);
     adapter_engine.load_params(local_reader(adapter_map(), read_flat(weights.data())));
   }
   log::info(cat("LoRA: rank ", c.lora.rank, " on ", c.lora.targets.empty() ? "the default modules" : c.lora.targets, ", ",
@@ -73,13 +81,15 @@ void LoraBase::init(const config::Config& c, optim::ZeroEngine& adapter_engine) 
                 "; frozen base ", base.empty() ? "from train.seed" : base, " (sha256 ", base_sha256_, ")"));
 }
 
-void LoraBase::reload_base(const config::Config& c, const std::string& checkpoint_sha256, const std::string& checkpoint) {
-  base_sha256_ = load_base(config::lora_base_path(c), c.train.seed);
-  if (checkpoint_sha256 != base_sha256_)
-    throw InputError(cat(checkpoint, ": this LoRA checkpoint was trained on a base with sha256 ",
-                         checkpoint_sha256.empty() ? std::string("(none: not a LoRA checkpoint)") : checkpoint_sha256,
-                         ", but init.from=", c.init.from, " has sha256 ", base_sha256_,
-                         ": set init.from to the run's base, or ckpt.resume=none to start over"));
+void LoraBase::reload_base(const dist::World& world, const config::Config& c, const std::string& checkpoint_sha256,
+                           const std::string& checkpoint) {
+  base_sha256_ = load_base(world, config::lora_base_path(c), c.train.seed, [&](const std::string& sha256) {
+    if (checkpoint_sha256 != sha256)
+      throw InputError(cat(checkpoint, ": this LoRA checkpoint was trained on a base with sha256 ",
+                           checkpoint_sha256.empty() ? std::string("(none: not a LoRA checkpoint)") : checkpoint_sha256,
+                           ", but init.from=", c.init.from, " has sha256 ", sha256,
+                           ": set init.from to the run's base, or ckpt.resume=none to start over"));
+  });
 }
 
 void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {

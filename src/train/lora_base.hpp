@@ -7,6 +7,7 @@
 // hash stay those of the whole model.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "config/config.hpp"
 #include "dist/communicator.hpp"
+#include "dist/world.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
 #include "optim/zero/engine.hpp"
@@ -46,14 +48,17 @@ class LoraBase {
   // (Model::set_lora; a pipeline's every stage model).
   model::Lora& attach(optim::ZeroEngine& adapter_engine, int micro_batch);
   // Loads the base from init.from (or the seed's random init when empty); returns the SHA-256 of its
-  // fp32 weights (the checkpoint's reference to its base).
-  std::string load_base(const std::string& from, std::uint64_t seed);
+  // fp32 weights (the checkpoint's reference to its base), given to `check` first. Every rank reads it:
+  // a bad base, or `check`'s error, is printed once (ReportedError; train/shared_input.hpp).
+  std::string load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
+                        const std::function<void(const std::string& sha256)>& check = {});
   // A new run: the base (init.from, or the base a PEFT adapter directory there names) and the adapters
   // (that directory's, else PEFT's init from train.seed) into the engine that trains them.
-  void init(const config::Config& config, optim::ZeroEngine& adapter_engine);
-  // A resumed run (the adapters come from the checkpoint): the base again, refused (InputError) unless its
-  // hash is the checkpoint's.
-  void reload_base(const config::Config& config, const std::string& checkpoint_sha256, const std::string& checkpoint);
+  void init(const dist::World& world, const config::Config& config, optim::ZeroEngine& adapter_engine);
+  // A resumed run (the adapters come from the checkpoint): the base again, refused (InputError, printed
+  // once) unless its hash is the checkpoint's.
+  void reload_base(const dist::World& world, const config::Config& config, const std::string& checkpoint_sha256,
+                   const std::string& checkpoint);
   const std::string& base_sha256() const { return base_sha256_; }  // of the loaded base
   // The order of the next pass's unit requests, for both engines (stage 3 prefetches along it).
   void expect_access_order(optim::ZeroEngine& adapter_engine, bool backward);

@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "dist/device_info.hpp"
 #include "dist/pair_exchange.hpp"
 #include "io/atomic_file.hpp"
+#include "io/dir_probe.hpp"
 #include "train/preflight_report.hpp"
 #include "train/wiring.hpp"
 
@@ -231,6 +233,23 @@ std::vector<PairRow> Preflight::node_pairs(const std::vector<GemmRate>& ranks, i
   return pairs;
 }
 }  // namespace
+
+void check_preflight_out(const config::Config& config) {
+  const std::string& out = config.preflight.out;
+  if (out.empty()) return;
+  const std::filesystem::path path(out), dir = path.has_parent_path() ? path.parent_path() : ".";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError(cat("preflight.out=", out, " is a directory: give the JSON file's path (e.g. ", (path / "preflight.json").string(), ")"));
+  if (!std::filesystem::is_directory(dir, ec))
+    throw ConfigError(cat("preflight.out=", out, ": its directory ", dir.string(), " does not exist: create it, or give ",
+                          "another path (nothing is measured before this is fixed)"));
+  // The file is written as NAME.tmp then renamed: the directory must take a new file.
+  const std::string problem = io::probe_writable_dir(dir, "preflight");
+  if (!problem.empty())
+    throw ConfigError(cat("preflight.out=", out, " cannot be written: ", problem, ": give a path in a directory you can ",
+                          "write, or fix its permissions"));
+}
 
 int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement) {
   std::unique_ptr<backend::Backend> be = make_backend(config, placement);

@@ -16,4 +16,9 @@ namespace zt::train {
 // result flagged (a finding about the hardware, as `zckpt verify` returns 1 for a problem found).
 int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement);
 
+// preflight.out (rank 0 writes it after minutes of measuring) can be written: its directory exists and
+// takes a file, and it is no directory. Else a ConfigError (exit 2) naming it and the fix, before any
+// measurement. Nothing is created.
+void check_preflight_out(const config::Config& config);
+
 }  // namespace zt::train

@@ -82,9 +82,41 @@ void check_model_keys(const fs::path& dir, const config::Config& then, const con
   }
 }
 
+// A key of the configuration the checkpoint's run recorded ("" when absent).
+std::string recorded(const ckpt::TrainState& s, const std::string& section, const std::string& key) {
+  std::istringstream ini(s.config_ini);
+  std::string line, in;
+  while (std::getline(ini, line)) {
+    if (line.starts_with("[")) in = line.substr(1, line.find(']') - 1);
+    if (in == section && line.starts_with(key + " = ")) return line.substr(key.size() + 3);
+  }
+  return "";
+}
+
+// A LoRA checkpoint holds adapters on a frozen base, a full one the whole model: resuming one as the
+// other is refused saying so, with the way forward either way (not as a mismatch of parameter tables).
+void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const config::Config& c) {
+  const bool saved_lora = !s.lora_base_sha256.empty();
+  if (saved_lora == (c.lora.rank > 0)) return;
+  const std::string from = recorded(s, "init", "from");
+  if (saved_lora)
+    throw InputError(cat(
+        "checkpoint ", dir.string(), " is a LoRA checkpoint (lora.rank=", recorded(s, "lora", "rank"), ", lora.alpha=",
+        recorded(s, "lora", "alpha"), ", lora.targets=", recorded(s, "lora", "targets"), "): it holds the adapters only, "
+        "on the frozen base init.from=", from.empty() ? "(random init from train.seed)" : from, ", but this run has "
+        "lora.rank=0 (full training). To go on with the LoRA run, give it those lora.* keys and init.from; to train the "
+        "whole fine-tuned model, export it merged (zckpt export ", dir.string(), " --merge --out MERGED) and start a new "
+        "run with init.from=MERGED in another ckpt.dir"));
+  throw InputError(cat("checkpoint ", dir.string(), " holds a full model (trained without LoRA: no adapters), but this "
+                       "run has lora.rank=", c.lora.rank, " (LoRA). To go on training the whole model, drop lora.* "
+                       "(lora.rank=0); to fine-tune it with LoRA, export it (zckpt export ", dir.string(),
+                       " --out BASE) and start the LoRA run with init.from=BASE in another ckpt.dir"));
+}
+
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
+  check_lora_kind(dir, cp.state(), c);
   const model::ParamTable base(model::model_shape(c.model));
   // A LoRA run's checkpoint holds its adapters (lora_base.hpp): their table is what must match.
   const ckpt::ModelDesc mine =

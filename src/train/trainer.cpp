@@ -20,6 +20,7 @@
 #include "train/attention_check.hpp"
 #include "train/data_check.hpp"
 #include "train/recording_communicator.hpp"
+#include "train/shared_input.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
 
@@ -145,7 +146,7 @@ void Trainer::make_pipeline_stage() {
 }
 
 void Trainer::init_parameters() {
-  if (lora_) return lora_->init(config_, *engine_);
+  if (lora_) return lora_->init(world_, config_, *engine_);
   // The global model's initial values whatever the grid: a rank's part (TP shard, pipeline stage, or
   // both) reads its runs of them.
   const ShardMap* map = shard_map_ ? &*shard_map_ : nullptr;
@@ -156,14 +157,15 @@ void Trainer::init_parameters() {
     return;
   }
   std::vector<float> flat(table_.numel());
-  model::load_pretrained(config_.init.from, table_, flat.data());
+  read_shared_input(world_, [&] { model::load_pretrained(config_.init.from, table_, flat.data()); },
+                    cat("init.from=", config_.init.from));
   engine_->load_params(local_reader(map, read_flat(flat.data())));
   log::info(cat("initialised from ", config_.init.from));
 }
 
 void Trainer::resume_from(const ResumePoint& resume) {
   const ckpt::TrainState s = checkpointer_->load(resume.dir);
-  if (lora_) lora_->reload_base(config_, s.lora_base_sha256, resume.dir.string());  // the adapters came with s
+  if (lora_) lora_->reload_base(world_, config_, s.lora_base_sha256, resume.dir.string());  // the adapters came with s
   step_ = s.step;
   tokens_ = s.tokens;
   scaler_.restore(s.loss_scale);

@@ -2,12 +2,15 @@
 // and the progress line.
 #include "ztok/run.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "io/dir_probe.hpp"
 #include "ztok/tokenize_stream.hpp"
 #include "ztok/progress.hpp"
 #include "ztok/utf8_report.hpp"
@@ -79,6 +82,19 @@ class Job {
 void check_options(const ZtokOptions& o) {
   if (o.shard_tokens == 0) throw InputError("--shard-tokens must be at least 1");
   if (!(o.valid_fraction >= 0 && o.valid_fraction <= 1)) throw InputError("--valid-fraction must be within [0, 1]");
+  check_out_dir(o.out_dir);
+}
+
+void check_out_dir(const std::filesystem::path& out) {
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && !std::filesystem::is_directory(out, ec))
+    throw InputError(cat("--out ", out.string(), " exists and is not a directory: give a directory for the shards"));
+  char host[256] = "host";
+  ::gethostname(host, sizeof host - 1);
+  const std::string problem = io::probe_writable_dir(out, host);  // creates it when missing
+  if (!problem.empty())
+    throw InputError(cat("--out ", out.string(), ": ", problem, ": choose a directory you can write (or fix its ",
+                         "permissions), then run the same command again"));
 }
 
 ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash) {

@@ -3,7 +3,7 @@
 // piece cache of at most 32768 pieces (~2 MiB) per thread, at most 2 * threads + 2 chunks of about
 // 1 MiB of text plus their ids (4 bytes each) in flight, and shards are assembled from journals on
 // disk. Only a single pre-token longer than a chunk (no safe cut in it: corpus.hpp) is held whole,
-// at most 16 bytes per byte of it (bpe.hpp), and a JSONL line longer than a chunk.
+// at most 7 bytes per byte of it (bpe.hpp: the lean merge), and a JSONL line longer than a chunk.
 #pragma once
 
 #include <cstdint>
@@ -51,8 +51,11 @@ struct ZtokSummary {
 // on how often the run was interrupted and resumed.
 ZtokSummary run_ztok(const ZtokOptions& options);
 
-// Checks the options run_ztok does not leave to the parser (zt::InputError).
+// Checks the options run_ztok does not leave to the parser (zt::InputError), --out included.
 void check_options(const ZtokOptions& o);
+// --out is a directory ztok can write (created when missing: a probe file is written and removed), or an
+// InputError (exit 2) naming it, the cause and the fix, before any input is read.
+void check_out_dir(const std::filesystem::path& out);
 
 // Everything about a run that decides its output bytes (inputs expanded, vocabulary hashed).
 ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash);

@@ -43,7 +43,7 @@ PY
 
 # same_weights DIR_A DIR_B: the checkpoints' exported master weights are byte-identical.
 same_weights() {
-  expect_exit 0 "$ZT_BIN/zckpt" export "$1" --out "$ZT_WORK/export_a/model.safetensors"
-  expect_exit 0 "$ZT_BIN/zckpt" export "$2" --out "$ZT_WORK/export_b/model.safetensors"
+  expect_exit 0 "$ZT_BIN/zckpt" export "$1" --out "$ZT_WORK/export_a/model.safetensors" --overwrite
+  expect_exit 0 "$ZT_BIN/zckpt" export "$2" --out "$ZT_WORK/export_b/model.safetensors" --overwrite
   cmp "$ZT_WORK/export_a/model.safetensors" "$ZT_WORK/export_b/model.safetensors" || fail "weights of $1 and $2 differ"
 }

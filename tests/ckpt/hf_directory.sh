@@ -73,9 +73,12 @@ for k in '"num_key_value_heads": 1' '"intermediate_size": 48' '"rope_type": "lla
 done
 expect_in "$W/gpt2/hf32/config.json" '"GPT2LMHeadModel"'
 
-# Exporting again over a sharded directory leaves no shard of the older export; a single file takes no shard size.
+# Exporting again over a sharded directory needs --overwrite, and then leaves no shard of the older export
+# (the directory is replaced whole); a single file takes no shard size.
 cp -r "$W/llama/shards" "$W/again"
-expect_exit 0 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/again" --dtype fp32
+expect_exit 2 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/again" --dtype fp32
+expect_in "$W/err" "again: exists and is not empty: give a new or empty directory, or add --overwrite"
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/again" --dtype fp32 --overwrite
 [ "$(ls "$W/again")" = "$(printf 'config.json\nmodel.safetensors')" ] || fail "stale files: $(ls "$W/again")"
 expect_exit 2 "$ZT_BIN/zckpt" export "$W/llama/run/step_00000002" --out "$W/one.safetensors" --max-shard-size 1MB
 expect_in "$W/err" "--max-shard-size needs --out DIR"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # LoRA checkpoints (ZeRO-3 on 2 ranks, the base sharded, dropout 0.1): a run stopped at step 4 and resumed gives
 # bit-identical losses and adapters to a straight run; the checkpoint holds the adapters only and records
-# its base's SHA-256, so resuming on another base, or with other targets, is exit 2 naming the fix;
+# its base's SHA-256, so resuming on another base, or with other targets, is exit 2 naming the fix, as is
+# resuming it without lora.rank or a full checkpoint with it (named as LoRA);
 # zckpt export --adapter writes PEFT's layout and --merge the base plus scale * dW (lora_export_check.py),
 # while exporting a LoRA checkpoint as plain weights is refused; init.from a PEFT adapter directory
 # continues training it (its adapters re-read identical), lora.* keys that disagree with it are exit 2.
@@ -36,12 +37,20 @@ echo "resume at step 4 is bit-identical; the checkpoint holds the adapters and t
 import sys; sys.path.insert(0, '$here/../reference'); import st_io
 w, m = st_io.load('$base'); w['transformer.h.0.ln_1.bias'][0] += 1e-3; st_io.save('$ZT_WORK/base2.safetensors', w, m)" ||
   fail "could not write the changed base"
-train_expect 2 1 "${LORA[@]}" --init.from="$ZT_WORK/base2.safetensors" --ckpt.dir="$ZT_WORK/split" \
+train_expect 2 2 "${LORA[@]}" --init.from="$ZT_WORK/base2.safetensors" --ckpt.dir="$ZT_WORK/split" \
   --ckpt.resume="$ZT_WORK/split/step_00000004"
-expect_in "$ZT_WORK/err" "trained on a base with sha256 [0-9a-f]{64}, but init.from=.*base2.safetensors has sha256 .*: set init.from to the run's base"
+expect_in "$ZT_WORK/err" "^rank 0: .*trained on a base with sha256 [0-9a-f]{64}, but init.from=.*base2.safetensors has sha256 .*: set init.from to the run's base"
+[ "$(grep -c "trained on a base with sha256" "$ZT_WORK/err")" -eq 1 ] || fail "the base's problem printed by more than one rank"
 train_expect 2 1 "${LORA[@]}" --lora.targets=c_attn --ckpt.dir="$ZT_WORK/split" --ckpt.resume="$ZT_WORK/split/step_00000004"
 expect_in "$ZT_WORK/err" "the same lora.rank and lora.targets"
 echo "another base and other targets are refused"
+# A LoRA checkpoint resumed as full training, or a full one with lora.rank: refused naming LoRA and the fix.
+train_expect 2 1 --init.from="$base" --ckpt.dir="$ZT_WORK/split" --ckpt.resume="$ZT_WORK/split/step_00000004"
+expect_in "$ZT_WORK/err" "is a LoRA checkpoint \(lora.rank=4, lora.alpha=8, lora.targets=c_attn,c_proj\): it holds the adapters only, on the frozen base init.from=.*base/model.safetensors, but this run has lora.rank=0 \(full training\)"
+expect_in "$ZT_WORK/err" "zckpt export .*step_00000004 --merge --out MERGED"
+train_expect 2 1 "${LORA[@]}" --ckpt.dir="$ZT_WORK/pre" --ckpt.resume="$ZT_WORK/pre/step_00000002"
+expect_in "$ZT_WORK/err" "holds a full model \(trained without LoRA: no adapters\), but this run has lora.rank=4 \(LoRA\)"
+echo "LoRA resumed as full training, and full training resumed as LoRA, are refused naming LoRA"
 
 # Exports: PEFT's adapter layout, the merged model; plain weights of a LoRA checkpoint are refused.
 expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/straight/step_00000008" --merge --out "$ZT_WORK/merged" --dtype fp32

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Values and files are what they claim: out-of-range or overflowing integers, --config naming a
-# directory, debug.rank outside the world, train.attention=cudnn where cuDNN cannot run, and bad data
-# (no shard, a damaged header, another vocabulary) each stop the job before any work with exit 2,
-# printed once (not once per rank), with the key or file and what is allowed; a checkpoint that
-# existed before still verifies. A key given twice on the command line takes the last value.
+# Values and files are what they claim: out-of-range or overflowing integers, numbers beyond their
+# range (dist.timeout_s, ztok --seq-len), --config naming a directory, debug.rank outside the world,
+# train.attention=cudnn where cuDNN cannot run, bad data (no shard, a damaged header, another
+# vocabulary) and a damaged init.from each stop the job before any step with exit 2 (1 for the
+# attention, found when the backend is made), printed once (not once per rank), with the key or file
+# and what is allowed; a checkpoint that existed before still verifies. A key given twice on the
+# command line takes the last value.
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 args=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=2 --train.max_steps=4
@@ -40,6 +42,19 @@ refused 1 "^rank 0: train.attention=cudnn: cuDNN's fused attention cannot run th
 refused 1 "^rank 0: train.attention=cudnn runs on the CUDA backend, but this rank computes on the CPU \(train.device=cpu\)" \
   --train.attention=cudnn --train.precision=bf16
 
+# Numbers that are no integers have ranges too: dist.timeout_s=1e9 overflowed the start-up deadline (a
+# false "rank 0 hung" after 0.5 s), 1e12 and 1e-9 aborted with a backtrace.
+refused 2 "^rank 0: dist.timeout_s=1e9: must be in \[1, 1000000\]$" --dist.timeout_s=1e9
+for t in 1e12 1e-9; do  # one process (no launcher): the same parse
+  expect_exit 2 "$ZT_BIN/ztrain" --dist.timeout_s=$t --print-config
+  expect_in "$ZT_WORK/err" "^rank 0: dist.timeout_s=$t: must be in \[1, 1000000\]$"
+done
+# ztok's numbers: --pack --seq-len 1000000000 threw bad_alloc; the range is model.seq_len's.
+expect_exit 2 "$ZT_BIN/ztok" --vocab "$ZT_WORK/none" --out "$ZT_WORK/tok" --format instruct --chat-template chatml \
+  --pack --seq-len 1000000000 "$ZT_WORK/none.jsonl"
+expect_in "$ZT_WORK/err" "^ztok: --seq-len 1000000000: must be an integer in \[1, 1048576\]$"
+[ ! -e "$ZT_WORK/tok" ] || fail "ztok wrote to --out for a refused --seq-len"
+
 # zckpt's integer argument too: 2^32 + 2 ranks is not 2 ranks.
 expect_exit 2 "$ZT_BIN/zckpt" reshard "$ZT_WORK/ckpt/step_00000002" --world 4294967298 --out "$ZT_WORK/resharded"
 expect_in "$ZT_WORK/err" "^zckpt: --world 4294967298: must be an integer in \[1, 1048576\]"
@@ -51,6 +66,12 @@ cp "$ZT_WORK/data/train_000000.h5" "$ZT_WORK/header.h5" && truncate -s 1000 "$ZT
 refused 4 "^rank 0: shard $ZT_WORK/header.h5 cannot be read \(truncated or corrupt\?\)" --data.train="$ZT_WORK/header.h5"
 refused 4 "^rank 0: shard .*train_000000.h5 has vocab_size 97 \(.* tokenizer\) but the model has only 96: set model.vocab_size to at least 97" \
   --model.vocab_size=96 --ckpt.dir="$ZT_WORK/other"  # the last --ckpt.dir wins: no checkpoint of another shape
+
+# An input every rank reads (init.from): a damaged file is printed once, not once per rank.
+head -c 1000 /dev/zero | tr '\0' 'x' >"$ZT_WORK/bad.safetensors"
+refused 4 "^rank 0: $ZT_WORK/bad.safetensors: not a safetensors file" --init.from="$ZT_WORK/bad.safetensors" \
+  --ckpt.dir="$ZT_WORK/other"
+[ "$(grep -c "not a safetensors file" "$ZT_WORK/err")" -eq 1 ] || fail "init.from's problem printed by more than one rank"
 
 # Last wins on the command line (job scripts append overrides); the file still loses to it.
 printf '[train]\nmax_steps = 9\n' >"$ZT_WORK/c.ini"

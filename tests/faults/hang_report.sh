@@ -6,8 +6,8 @@
 # is named as never entering the collective the others waited in (kind, number, step context,
 # bytes); a rank stopped by SIGSTOP is named as sending no notes; a rank that leaves out the step
 # boundary's all-reduce (TEST ONLY debug.skip_collective_at_step) is named as having skipped it and
-# gone on to a collective no other rank entered; diag/ holds every rank's ring and the summary, which
-# the next job moves to diag.previous/.
+# gone on to a collective no other rank entered; the abort line names the phase the report names the
+# collective by; diag/ holds every rank's ring and the summary, which the next job moves to diag.previous/.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/faults_lib.sh"
@@ -49,6 +49,11 @@ hang forward 0 forward sleep
 grep -Eq "hang report: rank 1 on node $host \(pid [0-9]+\) never entered all_reduce #[0-9]+ \(step 3 micro-batch 1/1, call 1; [0-9]+ B\); 3 ranks \(0, 2, 3\) waited [0-9.]+ s in" <<<"$report" ||
   fail "forward: the report does not name rank 1 and the all-reduce"
 answered forward 0 1 2 3
+# The abort line names the phase the report names the collective by (where it was issued), also when the
+# ranks waited for it in a later phase.
+ctx=$(sed -nE 's/.*never entered [a-z_]+ #[0-9]+ \(([^,]+), call 1;.*/\1/p' <<<"$report" | head -n 1)
+grep -F "did not complete within dist.timeout_s=$T s (" "$ZT_WORK/forward.err" | grep -qF -e "($ctx" -e "issued in $ctx)" ||
+  { grep "did not complete" "$ZT_WORK/forward.err"; fail "forward: the abort line does not name '$ctx', the report's phase"; }
 waited=$(sed -nE 's/.*3 ranks \(0, 2, 3\) waited ([0-9.]+) s in it.*/\1/p' <<<"$report" | head -n 1)
 awk -v w="$waited" -v t=$T 'BEGIN { exit !(w >= t && w < t + 1.5) }' || fail "forward: the ranks waited '$waited' s, expected about $T"
 

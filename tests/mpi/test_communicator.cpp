@@ -87,6 +87,35 @@ TEST(Communicator, WatchdogNamesTheLateCollective) {
   EXPECT_EQ(x, static_cast<float>(comm->size()));
 }
 
+// A collective issued in one phase and waited for in a later one (a gradient bucket of a micro-batch,
+// waited for in the step's gradient reduction): the message names both, the issuing one being what the
+// hang report names the collective by (its ring record), so the two agree on the phase.
+TEST(Communicator, WatchdogNamesWhereTheCollectiveWasIssuedAndWaitedFor) {
+  auto comm = make_mpi_communicator(test::world(), 60);
+  if (comm->size() < 2) GTEST_SKIP() << "needs a peer";
+  float x = 1;
+  if (comm->rank() == 0) {
+    comm->set_timeout(0.3);
+    comm->set_context("step 3 micro-batch 2/2");
+    auto work = comm->all_reduce(span_of(&x, 1), ReduceOp::kSum);
+    comm->set_context("step 3 gradient reduction");
+    try {
+      work->wait();
+      ADD_FAILURE() << "no CommError although the peers were 2 s late";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("all_reduce of 1 f32 did not complete within dist.timeout_s=0.3 s (step 3 "
+                                           "gradient reduction; issued in step 3 micro-batch 2/2)"),
+                std::string::npos) << e.what();
+    }
+    comm->set_timeout(60);
+    work->wait();
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    comm->all_reduce(span_of(&x, 1), ReduceOp::kSum)->wait();
+  }
+  EXPECT_EQ(x, static_cast<float>(comm->size()));
+}
+
 }  // namespace
 }  // namespace zt::dist
 

@@ -48,7 +48,7 @@ void expect_frozen(int stage, DType compute) {
   auto comm = dist::make_mpi_communicator(test::world(), 60);
   const model::ParamTable table(model::GptShape::make(2, 2, 16, 61, 8));
   LoraBase lora(*be, *comm, c, table, compute);
-  lora.load_base("", c.train.seed);
+  lora.load_base(test::world(), "", c.train.seed);
   const model::ParamTable& adapters = lora.adapter_table();
   optim::ZeroEngine engine(*be, *comm, units_of(adapters), params_of(adapters), stage, 25, 0, compute);
   engine.load_params([&](std::int64_t at, std::int64_t n, float* out) {

@@ -26,7 +26,7 @@ Spec tool_spec() {
        .default_value = "text", .choices = {"text", "jsonl", "csv"}},
       {.name = "special", .type = Type::kList, .value_name = "NAME=ID", .help = "special tokens"},
       {.name = "quiet", .type = Type::kSwitch, .help = "no progress line", .short_name = 'q'},
-      {.name = "debug-knob", .type = Type::kInt, .default_value = "0", .min = 0, .hidden = true},
+      {.name = "debug-knob", .type = Type::kInt, .default_value = "0", .min = 0, .max = 100, .hidden = true},
   };
   return s;
 }
@@ -76,7 +76,7 @@ TEST(CommandLine, OutOfRangeOrMalformedNumbersNameTheFlagValueAndRange) {
   EXPECT_EQ(error_of(spec, {"--fraction=1.5"}), "--fraction 1.5: must be a number in [0, 1]");
   EXPECT_EQ(error_of(spec, {"--fraction=nan"}), "--fraction nan: must be a number in [0, 1]");
   EXPECT_EQ(error_of(spec, {"--fraction="}), "--fraction '': must be a number in [0, 1]");
-  EXPECT_EQ(error_of(spec, {"--debug-knob", "-1"}), "--debug-knob -1: must be an integer >= 0");
+  EXPECT_EQ(error_of(spec, {"--debug-knob", "-1"}), "--debug-knob -1: must be an integer in [0, 100]");
 }
 
 TEST(CommandLine, ChoicesAreCheckedAndListed) {

@@ -1,6 +1,11 @@
 // Cross-key checks and the batch arithmetic: each failure says the arithmetic and a valid fix.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "config/derived.hpp"
 #include "config/lora.hpp"
 #include "config/options.hpp"
@@ -248,8 +253,39 @@ TEST(Validate, LoraTargetsAreEitherFamilysModuleNames) {
   EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "k_proj", "down_proj"}));
   c.lora.targets = "";
   EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "v_proj"}));
-  c.lora.targets = "c_attn";
-  EXPECT_NE(error_of([&] { validate(c); }).find("model.arch=llama has no module 'c_attn_proj'"), std::string::npos);
+  // Errors name what the user wrote (issue 36), not the name it was read as.
+  c.lora.targets = "q, c_attn";
+  EXPECT_NE(error_of([&] { validate(c); }).find("lora.targets=q, c_attn: model.arch=llama has no module 'c_attn' (read as "
+                                                "c_attn_proj); use a comma-separated subset of q_proj,"),
+            std::string::npos);
+  c.lora.targets = "q,,v";
+  EXPECT_NE(error_of([&] { validate(c); }).find("lora.targets=q,,v has an empty name"), std::string::npos);
+}
+
+// init.from a PEFT adapter directory: its target_modules are named as its own, never as lora.targets.
+TEST(Validate, AdapterTargetModulesAreNamedAsTheAdaptersOwn) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("zt_adapter_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto adapter = [&](const std::string& modules) {
+    std::ofstream(dir / "adapter_config.json") << "{\"peft_type\": \"LORA\", \"r\": 8, \"lora_alpha\": 16, "
+                                                  "\"target_modules\": [" << modules << "]}";
+  };
+  Config c;
+  c.model.arch = Arch::kLlama;
+  c.lora.rank = 8;
+  c.lora.alpha = 16;
+  c.init.from = dir.string();
+  c.lora.targets = "q,v";
+  adapter("\"q_proj\", \"embed_tokens\"");
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("target_modules [q_proj,embed_tokens] in " + (dir / "adapter_config.json").string() +
+                     ": model.arch=llama has no module 'embed_tokens'"), std::string::npos) << msg;
+  adapter("\"q_proj\", \"k_proj\"");
+  msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("lora.targets=q,v (modules q_proj,v_proj) disagrees with target_modules [q_proj,k_proj] in "),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find(": set lora.targets=q_proj,k_proj"), std::string::npos) << msg;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Validate, LoraScaleAndTheKeysItNeeds) {

@@ -85,6 +85,21 @@ TEST(Bpe, InconsistentVocabularyIsRefusedNamingTheLine) {
   EXPECT_THROW(Vocab::parse("{\"a\": ", "", "bad"), InputError);
 }
 
+// The lean path on pieces of 1 to 400 bytes: parts across its 64-byte blocks, the first and last block.
+TEST(Bpe, LeanAgreesWithScanOnRandomPiecesAcrossItsBlocks) {
+  const Vocab v = tiny_vocab({{"a", "b"}, {"b", "c"}, {"ab", "c"}, {"c", "c"}, {"cc", "cc"}, {"abc", "abc"}, {"b", "a"}});
+  std::mt19937 rng(11);
+  BpeMerger m(v);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::string piece(1 + rng() % 400, 'a');
+    for (char& c : piece) c = "abcx"[rng() % 4];
+    Ids scan, lean;
+    m.merge_scan(piece, scan);
+    m.merge_lean(piece, lean);
+    ASSERT_EQ(scan, lean) << piece;
+  }
+}
+
 TEST(Bpe, ScanAndHeapAgreeOnLongRandomPiecesOfTheRealVocabulary) {
   ZT_REQUIRE_VOCAB();
   std::mt19937 rng(7);
@@ -94,6 +109,9 @@ TEST(Bpe, ScanAndHeapAgreeOnLongRandomPiecesOfTheRealVocabulary) {
     for (char& c : piece) c = alphabet[std::min<std::size_t>(rng() % 40, alphabet.size() - 1)];
     if (trial % 3 == 0) piece[rng() % piece.size()] = static_cast<char>(0x80 + rng() % 64);
     EXPECT_EQ(merge(tokenizer->vocab(), piece, false), merge(tokenizer->vocab(), piece, true)) << piece;
+    Ids lean;
+    BpeMerger(tokenizer->vocab()).merge_lean(piece, lean);
+    EXPECT_EQ(merge(tokenizer->vocab(), piece, false), lean) << piece;
   }
 }
 
@@ -154,12 +172,14 @@ TEST(Bpe, HeapMatchesTheObviousMergeOnHugePiecesOfEveryClass) {
   };
   BpeMerger merger(v);
   for (const auto& [name, piece] : pieces) {
-    Ids heap;
-    merger.merge_heap(piece, heap);
     const Ids want = reference_merge(v, piece);
-    ASSERT_EQ(heap.size(), want.size()) << name;
-    EXPECT_TRUE(heap == want) << name << ": first difference at token "
-                              << std::mismatch(heap.begin(), heap.end(), want.begin()).first - heap.begin();
+    for (const bool lean : {false, true}) {  // the lean path is what pieces over a chunk take
+      Ids got;
+      lean ? merger.merge_lean(piece, got) : merger.merge_heap(piece, got);
+      ASSERT_EQ(got.size(), want.size()) << name << (lean ? " (lean)" : " (heap)");
+      EXPECT_TRUE(got == want) << name << (lean ? " (lean)" : " (heap)") << ": first difference at token "
+                               << std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin();
+    }
   }
 }
 

@@ -285,7 +285,7 @@ TEST(HfTokenizerJson, FuzzNeverCrashesAndRoundTripsToNfc) {
   }
 }
 
-// Merge-list ranks through both merge strategies: long words take the heap path in encoding.
+// Merge-list ranks through the three merge strategies: long words take the heap or lean path in encoding.
 TEST(HfTokenizerJson, ScanAndHeapMergeAgreeOnMergeListRanks) {
   const Tokenizer t = tokenizer_of(tiny_text());
   BpeMerger merger(t.vocab());
@@ -294,10 +294,12 @@ TEST(HfTokenizerJson, ScanAndHeapMergeAgreeOnMergeListRanks) {
     std::string word;
     const std::size_t n = 2 + rng() % 400;
     for (std::size_t i = 0; i < n; ++i) word += "abcdxyz"[rng() % 7];
-    Ids scan, heap;
+    Ids scan, heap, lean;
     merger.merge_scan(word, scan);
     merger.merge_heap(word, heap);
+    merger.merge_lean(word, lean);
     ASSERT_EQ(scan, heap) << word;
+    ASSERT_EQ(scan, lean) << word;
     ASSERT_EQ(t.decode(scan), word);
   }
 }
