@@ -3,7 +3,7 @@
 
 #include "config/options.hpp"
 #include "core/error.hpp"
-#include "plan/memory_plan.hpp"
+#include "model/from_config.hpp"
 
 namespace zt::train {
 
@@ -19,7 +19,7 @@ backend::AttentionImpl attention_impl(config::Attention a) {
 backend::AttentionQuery attention_query(const config::Config& c) {
   const config::ModelConfig& m = c.model;
   backend::AttentionQuery q;
-  q.dtype = plan::compute_dtype(c.train.precision);
+  q.dtype = model::compute_dtype(c.train.precision);
   q.head_size = m.n_head > 0 ? m.n_embd / m.n_head : 0;
   q.n_head = m.n_head;
   q.n_kv_head = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
