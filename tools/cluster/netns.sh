@@ -12,6 +12,7 @@
 #   netns.sh link NODE rate RATE  the node's link limited to RATE each way (tc units: 100mbit, 1gbit, 500kbit)
 #   netns.sh link NODE clear      no delay, loss or rate limit; the port up
 #   netns.sh kill NODE [SIGNAL]   SIGNAL (default KILL) to every process on the node (ranks, orted, ...)
+#   netns.sh ps NODE [NAME]       the processes on the node (pid and command; only those named NAME)
 #   netns.sh status               nodes, addresses and the faults in force
 #   netns.sh down                 everything up made, gone (processes, namespaces, state); safe to repeat
 #
@@ -29,6 +30,10 @@
 # ranks on different nodes talk TCP through the veth links (and feel their faults), ranks on one node
 # shared memory. Ranks start with a clean environment, as under ssh: pass variables with -x NAME.
 # No rank is bound to a core (hwloc_base_binding_policy=none): the machine's cores are shared.
+# mpirun gives up on a node's daemon it can no longer reach after oob_tcp_keepalive_time=15 s of
+# silence + 3 probes 2 s apart (Open MPI's default, 300 s + 9 x 20 s, measured: mpirun still waiting
+# 300 s after every rank had ended): long enough that ztrain's own watchdog (dist.timeout_s) names
+# the lost node first, short enough that the job ends.
 #
 # Faults: delay and loss are done in each node's own netfilter (iptables, chain ZT_FAULT in the
 # node): loss by `-m statistic --mode random`; delay by the kernel's tc netem where the kernel has it,
@@ -75,15 +80,16 @@ in_node() {
 # ---- up / down -------------------------------------------------------------------------------------
 cmd_up() {
   local n=${1:-}
-  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || usage "up N: N must be 1..200, got '${n}'"
+  if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then usage "up N: N must be 1..200, got '${n}'"; fi
   [ "$(id -u)" -eq 0 ] || usage "needs root (network namespaces), running as $(id -un)"
   local c
   for c in ip nsenter unshare setsid iptables; do
     command -v "$c" >/dev/null || usage "'$c' not found (Debian: iproute2, util-linux, iptables; tools/install-deps.sh)"
   done
   [[ $net =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || usage "ZT_CLUSTER_NET=$net: give three octets, e.g. 10.77.0"
-  [ ! -e "$state" ] && ! ip netns list | grep -qE "^($sw|$name-node[0-9]+)( |$)" ||
+  if [ -e "$state" ] || ip netns list | grep -qE "^($sw|$name-node[0-9]+)( |$)"; then
     usage "cluster '$name' is already up (or was not taken down): netns.sh down first, or another ZT_CLUSTER"
+  fi
   mkdir -p "$state"
   trap 'echo "netns.sh: up failed; taking down what was made" >&2; cmd_down >/dev/null 2>&1' ERR
   local i
@@ -111,8 +117,8 @@ cmd_up() {
        mv '$state/node$i.pid.tmp' '$state/node$i.pid' && exec sleep infinity" </dev/null >/dev/null 2>&1
   done
   for ((i = 0; i < n; i++)); do
-    local t
-    for t in $(seq 100); do [ -s "$state/node$i.pid" ] && break; sleep 0.05; done
+    local _
+    for _ in $(seq 100); do [ -s "$state/node$i.pid" ] && break; sleep 0.05; done
     [ -s "$state/node$i.pid" ] || { trap - ERR; cmd_down >/dev/null 2>&1; die "node$i's namespaces did not come up"; }
   done
   # The agent Open MPI runs instead of ssh: `agent HOST COMMAND...`.
@@ -175,6 +181,9 @@ cmd_mpirun() {
   in_node 0 env OMPI_MCA_plm_rsh_agent="$state/agent" OMPI_MCA_plm_rsh_no_tree_spawn=1 \
     OMPI_MCA_btl=tcp,self,vader OMPI_MCA_btl_tcp_if_include="$net.0/24" OMPI_MCA_oob_tcp_if_include="$net.0/24" \
     OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_oob_tcp_keepalive_time="${OMPI_MCA_oob_tcp_keepalive_time:-15}" \
+    OMPI_MCA_oob_tcp_keepalive_intvl="${OMPI_MCA_oob_tcp_keepalive_intvl:-2}" \
+    OMPI_MCA_oob_tcp_keepalive_probes="${OMPI_MCA_oob_tcp_keepalive_probes:-3}" \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun "${hosts[@]}" "$@"
 }
 
@@ -191,7 +200,8 @@ cmd_kill() {
   local i sig=${2:-KILL} pids
   i=$(node_index "${1:-}")
   pids=$(node_pids "$i")
-  for f in "$state"/delay"$i".pid; do [ -f "$f" ] && pids=$(grep -vxF "$(cat "$f")" <<<"$pids" || true); done
+  # The node's delay program (link NODE delay) is the cluster's, not the node's: spared.
+  [ ! -f "$state/delay$i.pid" ] || pids=$(grep -vxF "$(cat "$state/delay$i.pid")" <<<"$pids" || true)
   [ -n "$pids" ] || { echo "netns.sh: no process on node$i"; return 0; }
   # shellcheck disable=SC2086  # a list of pids
   kill -s "$sig" $pids 2>/dev/null || true
@@ -256,8 +266,8 @@ set_delay() {
   # Queue 0 of the node's own netfilter: both directions through one FIFO of held packets.
   setsid -f nsenter -t "$(holder_pid "$i")" -n -- "$bin" --queue 0 --delay-ms "$ms" --pid-file "$state/delay$i.pid" \
     </dev/null >>"$state/delay$i.log" 2>&1
-  local t
-  for t in $(seq 100); do [ -s "$state/delay$i.pid" ] && break; sleep 0.05; done
+  local _
+  for _ in $(seq 100); do [ -s "$state/delay$i.pid" ] && break; sleep 0.05; done
   [ -s "$state/delay$i.pid" ] || die "ztdelay did not start on node$i: $(tail -n 3 "$state/delay$i.log")"
   # --queue-bypass: should the program die, packets pass undelayed instead of being dropped.
   in_node "$i" iptables -w -t mangle -A ZT_FAULT -j NFQUEUE --queue-num 0 --queue-bypass
@@ -286,10 +296,10 @@ apply_shaping() {
   local i=$1 rate="" ms="" bytes burst dev
   [ -f "$state/rate$i" ] && rate=$(cat "$state/rate$i")
   [ -f "$state/netem$i" ] && ms=$(cat "$state/delayms$i")
-  for dev in "node eth0" "sw p$i"; do
-    set -- $dev
-    local run=(in_node "$i")
-    [ "$1" = sw ] && run=(ip netns exec "$sw")
+  for dev in eth0 "p$i"; do
+    local run=(in_node "$i")  # eth0 on the node, p$i on the switch
+    [ "$dev" = eth0 ] || run=(ip netns exec "$sw")
+    set -- "$dev" "$dev"
     "${run[@]}" tc qdisc del dev "$2" root 2>/dev/null || true
     if [ -n "$rate" ]; then
       bytes=$(rate_bytes "$rate")
@@ -320,16 +330,18 @@ cmd_link() {
     down) ip -n "$sw" link set "p$i" down ;;
     up) ip -n "$sw" link set "p$i" up ;;
     delay)
-      [[ $v =~ ^[0-9]+$ ]] && [ "$v" -le 60000 ] || usage "link NODE delay MS: MS must be 0..60000, got '$v'"
+      if ! [[ $v =~ ^[0-9]+$ ]] || [ "$v" -gt 60000 ]; then usage "link NODE delay MS: MS must be 0..60000, got '$v'"; fi
       echo "$v" >"$state/delayms$i"
       set_delay "$i" "$v" ;;
     loss)
-      [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v p="$v" 'BEGIN { exit !(p <= 100) }' ||
+      if ! [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || ! awk -v p="$v" 'BEGIN { exit !(p <= 100) }'; then
         usage "link NODE loss PCT: PCT must be 0..100, got '$v'"
+      fi
       set_loss "$i" "$v" ;;
     rate)
-      rate_bytes "$v" >/dev/null && [ "$(rate_bytes "$v")" -gt 0 ] ||
+      if ! rate_bytes "$v" >/dev/null || [ "$(rate_bytes "$v")" -le 0 ]; then
         usage "link NODE rate RATE: RATE as tc writes it (100mbit, 1gbit, 500kbit), got '$v'"
+      fi
       echo "$v" >"$state/rate$i"
       apply_shaping "$i" ;;
     clear)
@@ -341,6 +353,17 @@ cmd_link() {
     *) usage "link NODE down|up|delay MS|loss PCT|rate RATE|clear, got '$what'" ;;
   esac
   echo "netns.sh: node$i link: $what${v:+ $v}"
+}
+
+cmd_ps() {
+  require_up
+  local i p
+  i=$(node_index "${1:-}")
+  for p in $(node_pids "$i"); do
+    [ -z "${2:-}" ] || [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ] || continue
+    echo "$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-200)"
+  done
+  return 0
 }
 
 cmd_status() {
@@ -368,6 +391,7 @@ case ${1:-} in
   link) shift; cmd_link "$@" ;;
   kill) shift; cmd_kill "$@" ;;
   status) cmd_status ;;
+  ps) shift; cmd_ps "$@" ;;
   agent) shift; cmd_agent "$@" ;;
   *) usage "unknown command '${1:-}'" ;;
 esac
