@@ -16,7 +16,7 @@
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/netns_lib.sh"
-make_tiny_data
+make_tiny_data 40000
 cluster_up 4
 common=("${TINY_MODEL[@]}" --model.n_layer=4 "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=1
         --train.max_steps=6 --ckpt.every=3 --ckpt.keep=5)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A test cluster of network namespaces (tools/cluster/netns.sh), for the tests' sake (sourced after
 # ../lib.sh). Each test gets a cluster of its own name, taken down on every exit (pass or fail):
 #   cluster_up N              nodes node0..nodeN-1, or skip (77) saying why (not root, no iptables, ...)
@@ -6,6 +7,10 @@
 #   cluster_wait_gone T0 SECS until no ztrain is left on any node (at most SECS s): $gone_s = the time
 #                             since T0 (date +%s.%N, the fault) when the last one was gone; else returns 1
 NETNS=$ZT_SOURCE/tools/cluster/netns.sh
+# The bound on the cluster: every rank ends within dist.timeout_s + this (the watchdog's 7 s on one host,
+# plus the nodes' probe (1 s) and MPI_Abort's orders crossing the links, with room for 8 ranks on 2 cores).
+CLUSTER_MARGIN_S=${CLUSTER_MARGIN_S:-10}
+export gone_s=""  # set by cluster_wait_gone
 export ZT_CLUSTER=ztt$$
 CLUSTER_NODES=0
 

@@ -30,10 +30,12 @@
 # ranks on different nodes talk TCP through the veth links (and feel their faults), ranks on one node
 # shared memory. Ranks start with a clean environment, as under ssh: pass variables with -x NAME.
 # No rank is bound to a core (hwloc_base_binding_policy=none): the machine's cores are shared.
-# mpirun gives up on a node's daemon it can no longer reach after oob_tcp_keepalive_time=15 s of
-# silence + 3 probes 2 s apart (Open MPI's default, 300 s + 9 x 20 s, measured: mpirun still waiting
-# 300 s after every rank had ended): long enough that ztrain's own watchdog (dist.timeout_s) names
-# the lost node first, short enough that the job ends.
+# mpirun gives up on a node's daemon it can no longer reach when TCP does: after oob_tcp_keepalive_time
+# =15 s of silence + 3 probes 2 s apart on an idle connection (Open MPI's default: 300 s + 9 x 20 s),
+# or, when it has orders for that daemon (an abort), after 5 unanswered retransmissions (the nodes'
+# net.ipv4.tcp_retries2=5, about 13 s; Linux's default 15 is about 15 min: measured, mpirun still
+# waiting 9 min after every rank had ended). Long enough that ztrain's own watchdog (dist.timeout_s)
+# names the lost node first, short enough that the job ends.
 #
 # Faults: delay and loss are done in each node's own netfilter (iptables, chain ZT_FAULT in the
 # node): loss by `-m statistic --mode random`; delay by the kernel's tc netem where the kernel has it,
@@ -110,6 +112,9 @@ cmd_up() {
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
+    # TCP gives up on unacknowledged data after 5 retransmissions (about 13 s) instead of 15 (about
+    # 15 min): mpirun, whose orders to a lost node's daemon go unacknowledged, then ends in seconds.
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5
     # The holder: the node's UTS and mount namespaces live as long as it does. --propagation slave:
     # mounts made later on the machine still appear on the node; the node's /etc/hosts stays its own.
     setsid -f ip netns exec "$ns" unshare --uts --mount --propagation slave -- sh -c \
@@ -131,15 +136,9 @@ cmd_up() {
 
 # Every process whose network namespace is node I's (the holder excluded unless asked).
 node_pids() {
-  local i=$1 with_holder=${2:-no} holder ns p
+  local i=$1 with_holder=${2:-no} holder
   holder=$(holder_pid "$i" 2>/dev/null) || return 0
-  ns=$(readlink "/proc/$holder/ns/net" 2>/dev/null) || return 0
-  for p in /proc/[0-9]*; do
-    p=${p#/proc/}
-    [ "$p" != "$holder" ] || [ "$with_holder" = yes ] || continue
-    [ "$(readlink "/proc/$p/ns/net" 2>/dev/null)" = "$ns" ] && echo "$p"
-  done
-  return 0
+  ip netns pids "$(node_ns "node$i")" 2>/dev/null | { [ "$with_holder" = yes ] && cat || grep -vxF "$holder"; } || true
 }
 
 cmd_down() {
@@ -361,7 +360,7 @@ cmd_ps() {
   i=$(node_index "${1:-}")
   for p in $(node_pids "$i"); do
     [ -z "${2:-}" ] || [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ] || continue
-    echo "$p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-200)"
+    echo "$p $( (tr '\0' ' ' <"/proc/$p/cmdline") 2>/dev/null | cut -c1-200)"
   done
   return 0
 }
