@@ -3,7 +3,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -49,12 +51,22 @@ HangNotes::HangNotes(const dist::World& world, fs::path dir, const dist::Collect
     fs::rename(dir_, previous, ec);
     if (ec) fs::remove(dir_ / "request", ec);  // at least no stale request
   }
-  const std::string mine = cat("node ", host_, " (pid ", ::getpid(), ")");
+  if (world.n_nodes() > 1) listener_ = std::make_unique<dist::ReachListener>();
+  // "node H (pid P)", host, probe endpoint, local rank: tab-separated (a host name has no tab).
+  const std::string mine = cat("node ", host_, " (pid ", ::getpid(), ")\t", host_, "\t",
+                               listener_ ? listener_->endpoint() : "", "\t", world.local_rank());
   std::string joined;
   for (const std::string& k : world.gather_to_root(mine, "start-up: the host and pid of every rank")) joined += k + "\n";
   std::istringstream lines(world.broadcast_from_root(joined, "start-up: the host and pid of every rank"));
-  for (std::string line; std::getline(lines, line);) known_.push_back(line);
-  known_.resize(static_cast<std::size_t>(size_));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::string k, host, endpoint, local;
+    std::getline(fields, k, '\t'), std::getline(fields, host, '\t'), std::getline(fields, endpoint, '\t');
+    std::getline(fields, local, '\t');
+    if (local == "0") node_first_.push_back(static_cast<int>(known_.size()));
+    known_.push_back(k), hosts_.push_back(host), endpoints_.push_back(endpoint);
+  }
+  known_.resize(static_cast<std::size_t>(size_)), hosts_.resize(known_.size()), endpoints_.resize(known_.size());
   watcher_ = std::thread([this] { watch(); });
 }
 
@@ -85,15 +97,34 @@ void HangNotes::write_notes(const std::string& incident, bool failed, const std:
   n.written_s = dist::wall_seconds();
   n.failed = failed;
   n.failure = failure;
+  n.reach = probe(incident);
   n.ring = ring_.snapshot();
   write_atomic(rank_file(dir_, rank_), format_notes(n));
   if (failed) failed_written_ = true;
+}
+
+// A node's first rank: can it reach the other nodes' first ranks? Once per incident (the watcher and
+// the failing main thread both write notes); the caller holds write_mutex_.
+std::vector<std::pair<std::string, std::string>> HangNotes::probe(const std::string& incident) {
+  const bool first_of_node = !node_first_.empty() && std::find(node_first_.begin(), node_first_.end(), rank_) != node_first_.end();
+  if (!listener_ || !first_of_node) return {};
+  if (probed_incident_ == incident) return probed_;
+  std::vector<std::string> targets, target_hosts;
+  for (int r : node_first_)
+    if (hosts_[static_cast<std::size_t>(r)] != host_)
+      targets.push_back(endpoints_[static_cast<std::size_t>(r)]), target_hosts.push_back(hosts_[static_cast<std::size_t>(r)]);
+  const std::vector<dist::Reach> found = dist::probe_reach(targets, kReachProbeS);
+  probed_.clear();
+  for (std::size_t i = 0; i < found.size(); ++i) probed_.emplace_back(target_hosts[i], dist::reach_name(found[i]));
+  probed_incident_ = incident;
+  return probed_;
 }
 
 // The watcher thread: answers each new request once with this rank's notes. No MPI here.
 void HangNotes::watch() {
   std::unique_lock<std::mutex> lock(stop_mutex_);
   while (!stop_cv_.wait_for(lock, std::chrono::duration<double>(kPollS), [this] { return stop_; })) {
+    if (listener_) listener_->accept_pending();
     const std::string token = pending_request();
     if (token.empty() || token == answered_) continue;
     write_notes(token, false, "");
@@ -104,6 +135,7 @@ void HangNotes::watch() {
 void HangNotes::report(const std::string& failure) {
   if (size_ == 1) return;
   try {
+    const auto start = std::chrono::steady_clock::now();
     // link() is atomic and exclusive: the first failing rank becomes the reporter, the others answer it.
     std::error_code ec;
     fs::create_directories(dir_, ec);
@@ -114,15 +146,26 @@ void HangNotes::report(const std::string& failure) {
     const std::string incident = reporter ? mine : pending_request();
     if (incident.empty()) return;  // diag/ is unwritable: the error message alone must do
     write_notes(incident, true, failure);
-    if (reporter) summarize(incident);
-    else wait_for_summary(incident);
+    if (reporter) {
+      summarize(incident, start);
+    } else if (wait_for_summary(incident) && rank_ == 0) {
+      // The reporter's stderr travels to the launcher over the network: from across a cut link it never
+      // arrives. Rank 0 (normally beside the launcher) prints the report of a reporter on another node.
+      const int reporter_rank = std::atoi(incident.c_str() + std::string("rank ").size());
+      if (reporter_rank > 0 && reporter_rank < size_ && hosts_[static_cast<std::size_t>(reporter_rank)] != host_) {
+        std::istringstream text(read_text(dir_ / "summary.txt"));
+        std::string line;
+        std::getline(text, line);  // the incident
+        while (std::getline(text, line)) log::fatal(cat("hang report (by rank ", reporter_rank, "): ", line));
+      }
+    }
   } catch (const std::exception& e) {
     log::fatal(cat("hang report: not written (", e.what(), ")"));
   }
 }
 
-void HangNotes::summarize(const std::string& incident) {
-  const auto start = std::chrono::steady_clock::now();
+// The reporter waits for the others' notes until kNotesWaitS after its deadline fired (`start`).
+void HangNotes::summarize(const std::string& incident, std::chrono::steady_clock::time_point start) {
   std::vector<std::optional<RankNotes>> notes(static_cast<std::size_t>(size_));
   std::vector<std::string> known = known_;
   double waited = 0;
@@ -148,12 +191,13 @@ void HangNotes::summarize(const std::string& incident) {
   write_atomic(dir_ / "summary.txt", text);
 }
 
-void HangNotes::wait_for_summary(const std::string& incident) const {
+bool HangNotes::wait_for_summary(const std::string& incident) const {
   const std::string first = cat("incident ", incident, "\n");
   for (double t = 0; t < kNotesWaitS + 1; t += 0.05) {
-    if (read_text(dir_ / "summary.txt").rfind(first, 0) == 0) return;
+    if (read_text(dir_ / "summary.txt").rfind(first, 0) == 0) return true;
     sleep_s(0.05);
   }
+  return false;
 }
 
 }  // namespace zt::train

@@ -11,12 +11,20 @@
 //   - every rank's watcher thread polls for `request` (every kPollS) and answers with its notes: this
 //     works while the rank's main thread is stuck in compute or in a collective, and never calls MPI;
 //     a stopped (SIGSTOP) or dead rank sends none and is named for it;
+//   - in a multi-node job each rank also listens on a TCP port (dist/reach.hpp), and each node's first
+//     rank, when it answers, probes the other nodes' first ranks (kReachProbeS): the notes then say
+//     which nodes answer, so a cut link or a lost node is named (the notes travel by ckpt.dir, which a
+//     partitioned node may still reach);
 //   - the reporter prints the summary (hang_report.hpp) and writes summary.txt; other failing ranks wait
-//     for it (bounded) before they end. Then the exception goes on to the boundary (MPI_Abort, exit 1).
+//     for it (bounded) before they end. Rank 0 prints it too when the reporter is on another node, whose
+//     output may never reach the launcher (a cut link). Then the exception goes on to the boundary
+//     (MPI_Abort, exit 1).
 // All writes are atomic (NAME.tmp, rename). A job of one rank has no peers and writes nothing.
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -26,6 +34,7 @@
 
 #include "core/error.hpp"
 #include "dist/collective_ring.hpp"
+#include "dist/reach.hpp"
 #include "dist/world.hpp"
 
 namespace zt::train {
@@ -61,12 +70,19 @@ class HangNotes {
   void watch();
   std::string pending_request() const;  // the token in diag/request, or ""
   void write_notes(const std::string& incident, bool failed, const std::string& failure);
-  void summarize(const std::string& incident);  // the reporter's part
-  void wait_for_summary(const std::string& incident) const;
+  void summarize(const std::string& incident, std::chrono::steady_clock::time_point start);  // the reporter's part
+  bool wait_for_summary(const std::string& incident) const;
+  std::vector<std::pair<std::string, std::string>> probe(const std::string& incident);  // (host, verdict)
 
   int rank_, size_;
   std::string host_;
-  std::vector<std::string> known_;  // "node H (pid P)" of every rank
+  std::vector<std::string> known_;      // "node H (pid P)" of every rank
+  std::vector<std::string> hosts_;      // every rank's host
+  std::vector<std::string> endpoints_;  // every rank's ReachListener::endpoint() ("" if none)
+  std::vector<int> node_first_;         // every node's first rank (local rank 0), in rank order
+  std::unique_ptr<dist::ReachListener> listener_;  // multi-node jobs only
+  std::string probed_incident_;         // the incident probe() last ran for, and what it found
+  std::vector<std::pair<std::string, std::string>> probed_;
   std::filesystem::path dir_;
   const dist::CollectiveRing& ring_;
   std::mutex write_mutex_;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -160,7 +162,9 @@ std::string format_notes(const RankNotes& n) {
   std::ostringstream out;
   out << kMagic << "\nincident " << n.incident << "\nrank " << n.rank << " of " << n.world_size << "\nhost " << n.host
       << "\npid " << n.pid << "\nwritten " << fixed(n.written_s, 3) << "\nfailed " << (n.failed ? 1 : 0)
-      << "\nfailure " << one_line(n.failure) << "\nrecords " << n.ring.size()
+      << "\nfailure " << one_line(n.failure);
+  for (const auto& [host, verdict] : n.reach) out << "\nreach " << host << ' ' << verdict;
+  out << "\nrecords " << n.ring.size()
       << "\n# seq group kind bytes call enter_s leave_s state context (oldest first)\n";
   for (const CollRecord& r : n.ring)
     out << r.seq << ' ' << dist::group_name(r.group) << ' ' << dist::kind_name(r.kind) << ' ' << r.bytes << ' ' << r.call
@@ -191,6 +195,7 @@ std::optional<RankNotes> parse_notes(const std::string& text) {
     else if (key == "written") f >> n.written_s;
     else if (key == "failed") { int v = 0; f >> v; n.failed = v != 0; }
     else if (key == "failure") n.failure = rest(f);
+    else if (key == "reach") { std::string host, verdict; f >> host >> verdict; n.reach.emplace_back(host, verdict); }
     else if (key == "records") f >> records;
     if (f.fail()) return std::nullopt;
   }
@@ -243,10 +248,80 @@ static HangSummary summarize_p2p(const std::vector<View>& views, const std::vect
   return out;
 }
 
+// The nodes' TCP probes (reach lines of each node's first rank): a node that no other node reaches and
+// that reaches none, while some nodes still reach each other, is cut off (its link, switch port or
+// power). Two nodes that cannot reach each other cannot tell whose link failed: both are named.
+namespace {
+std::string host_of(int r, const std::vector<View>& views, const std::vector<std::string>& known) {
+  if (const RankNotes* n = views[static_cast<std::size_t>(r)].notes) return n->host;
+  const std::string& k = known[static_cast<std::size_t>(r)];  // "node HOST (pid P)"
+  if (k.rfind("node ", 0) != 0) return "";
+  return k.substr(5, k.find(" (pid") == std::string::npos ? std::string::npos : k.find(" (pid") - 5);
+}
+
+HangSummary network_view(const std::vector<View>& views, const std::vector<std::string>& known) {
+  std::map<std::string, std::map<std::string, bool>> answered;  // prober host -> target host -> answered
+  HangSummary out;
+  for (const View& v : views) {
+    if (!v.notes || v.notes->reach.empty()) continue;
+    std::string line = cat("TCP probe from ", v.notes->host, " (rank ", v.notes->rank, ", ", fixed(kReachProbeS, 1), " s):");
+    for (const auto& [host, verdict] : v.notes->reach) {
+      answered[v.notes->host][host] = verdict != "unreachable";
+      line += cat(" ", host, " ", verdict, ",");
+    }
+    line.pop_back();
+    out.lines.push_back(line);
+  }
+  if (answered.empty()) return out;
+  std::set<std::string> hosts;
+  for (const auto& [from, row] : answered) {
+    hosts.insert(from);
+    for (const auto& [to, ok] : row) hosts.insert(to);
+  }
+  auto talks = [&](const std::string& x) {  // x reached, or was reached by, some other node
+    for (const auto& [from, row] : answered)
+      for (const auto& [to, ok] : row)
+        if (ok && (from == x || to == x)) return true;
+    return false;
+  };
+  std::vector<std::string> cut;
+  bool others_talk = false;
+  for (const std::string& h : hosts) {
+    if (talks(h)) others_talk = true;
+    else cut.push_back(h);
+  }
+  for (const std::string& h : cut) {
+    std::vector<int> ranks;
+    for (std::size_t r = 0; r < views.size(); ++r)
+      if (host_of(static_cast<int>(r), views, known) == h) ranks.push_back(static_cast<int>(r));
+    const std::string on = ranks.empty() ? "" : cat(" (rank", ranks.size() > 1 ? "s " : " ", rank_list(ranks), ")");
+    out.headline += cat(out.headline.empty() ? "" : "; ", "node ", h, on,
+                        others_talk ? " is unreachable: no TCP answer between it and any other node within "
+                                    : " reaches no other node and none reaches it: no TCP answer either way within ",
+                        fixed(kReachProbeS, 1), " s",
+                        others_talk ? ", while the others reach each other: its link, switch port or power is down"
+                                    : ": a partition, or the link of one of them");
+  }
+  return out;
+}
+}  // namespace
+
+static HangSummary summarize_collectives(const std::vector<View>& views, const std::vector<std::string>& known,
+                                         double waited_s);
+
 HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, const std::vector<std::string>& known,
                            double waited_s) {
   std::vector<View> views;
   for (const auto& n : notes) views.emplace_back(n ? &*n : nullptr);
+  HangSummary out = summarize_collectives(views, known, waited_s);
+  HangSummary net = network_view(views, known);
+  if (!net.headline.empty()) out.headline = net.headline + "; " + out.headline;
+  out.lines.insert(out.lines.end(), net.lines.begin(), net.lines.end());
+  return out;
+}
+
+static HangSummary summarize_collectives(const std::vector<View>& views, const std::vector<std::string>& known,
+                                         double waited_s) {
   // Where the job stopped: in the group most ranks wait in, the earliest collective one waits in. (At
   // the world's agreements rank 0 collects: the others may leave one and wait in the next.)
   std::array<int, 3> in_group{};

@@ -7,11 +7,15 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/collective_ring.hpp"
 
 namespace zt::train {
+
+// How long a node's first rank waits for the other nodes to answer its TCP probe (dist/reach.hpp).
+constexpr double kReachProbeS = 1.0;
 
 struct RankNotes {
   std::string incident;  // the request answered ("start-up" for the notes written at start-up)
@@ -21,6 +25,9 @@ struct RankNotes {
   double written_s = 0;  // wall-clock seconds since the epoch
   bool failed = false;   // this rank's own deadline fired (or another error ended it)
   std::string failure;   // its message, one line
+  // A node's first rank in a multi-node job: its TCP probe of every other node, (host, "ok" |
+  // "refused" | "unreachable") in the order probed (reach.hpp). Empty on other ranks.
+  std::vector<std::pair<std::string, std::string>> reach;
   std::vector<dist::CollRecord> ring;
 };
 
@@ -30,7 +37,9 @@ std::string format_notes(const RankNotes& notes);
 std::optional<RankNotes> parse_notes(const std::string& text);
 
 // What the notes of one incident show: notes[r] is rank r's, or nullopt where rank r sent none in
-// time; known[r] (same size) is rank r's host and pid from any notes it ever wrote ("" if none).
+// time; known[r] (same size) is rank r's "node HOST (pid P)" from any notes it ever wrote ("" if none).
+// Where the nodes' probes show a node that no other node reaches (a cut link, a lost node), the
+// headline names it first, with its ranks; each probing node gets a line.
 // `waited_s` is how long the reporter waited for notes.
 struct HangSummary {
   std::string headline;            // one line: the cause, the collective, who waited how long

@@ -186,5 +186,56 @@ TEST(HangReport, ListsRanksAsRanges) {
   EXPECT_EQ(rank_list({5}), "5");
 }
 
+
+// A cut link (issue 35): every rank waits in the same collective, and the nodes' TCP probes name the one
+// node that answers no other (4 nodes of one rank each here: hosts n00..n03).
+std::vector<std::optional<RankNotes>> all_waiting_with_probes(const std::vector<std::vector<const char*>>& verdicts) {
+  std::vector<std::optional<RankNotes>> n;
+  for (int r = 0; r < 4; ++r) {
+    RankNotes notes = notes_of(r, {kBoundary, kBucket});
+    for (std::size_t t = 0, i = 0; t < 4; ++t)
+      if (static_cast<int>(t) != r) notes.reach.emplace_back("n0" + std::to_string(t), verdicts[static_cast<std::size_t>(r)][i++]);
+    n.push_back(notes);
+  }
+  return n;
+}
+
+TEST(HangReport, NamesTheNodeNoOtherReaches) {
+  const auto n = all_waiting_with_probes({{"ok", "unreachable", "ok"},
+                                          {"ok", "unreachable", "ok"},
+                                          {"unreachable", "unreachable", "unreachable"},
+                                          {"ok", "ok", "unreachable"}});
+  const auto back = parse_notes(format_notes(*n[2]));  // the probe survives the notes file
+  ASSERT_TRUE(back);
+  ASSERT_EQ(back->reach.size(), 3u);
+  EXPECT_EQ(back->reach[1], (std::pair<std::string, std::string>("n01", "unreachable")));
+  const HangSummary s = summarize_hang(n, known(), 1.5);
+  EXPECT_EQ(s.headline.rfind("node n02 (rank 2) is unreachable: no TCP answer between it and any other node within 1.0 s, "
+                             "while the others reach each other: its link, switch port or power is down; all_reduce #2 ", 0), 0u)
+      << s.headline;
+  EXPECT_NE(s.headline.find("4 ranks (0-3) waited"), std::string::npos) << s.headline;
+  ASSERT_EQ(s.lines.size(), 4u);
+  EXPECT_EQ(s.lines[2], "TCP probe from n02 (rank 2, 1.0 s): n00 unreachable, n01 unreachable, n03 unreachable");
+}
+
+TEST(HangReport, AllNodesAnsweringOrTwoCutApartNameNoCulpritOrBoth) {
+  const auto fine = all_waiting_with_probes({{"ok", "ok", "ok"}, {"ok", "refused", "ok"}, {"ok", "ok", "ok"}, {"ok", "ok", "ok"}});
+  const HangSummary s = summarize_hang(fine, known(), 1.5);
+  EXPECT_EQ(s.headline.find("unreachable"), std::string::npos) << s.headline;
+  EXPECT_EQ(s.headline.find("reaches no other"), std::string::npos) << s.headline;
+  EXPECT_NE(s.lines[1].find("n02 refused"), std::string::npos) << s.lines[1];  // a live node, its process gone
+  // Every pair cut: nobody can tell whose link failed; every node is named as reaching no other.
+  const auto none = all_waiting_with_probes({{"unreachable", "unreachable", "unreachable"},
+                                             {"unreachable", "unreachable", "unreachable"},
+                                             {"unreachable", "unreachable", "unreachable"},
+                                             {"unreachable", "unreachable", "unreachable"}});
+  const HangSummary p = summarize_hang(none, known(), 1.5);
+  EXPECT_NE(p.headline.find("node n00 (rank 0) reaches no other node and none reaches it"), std::string::npos) << p.headline;
+  EXPECT_NE(p.headline.find("node n03 (rank 3) reaches no other node"), std::string::npos) << p.headline;
+  // Single-node jobs (no probes): the report is as before, with no probe lines.
+  std::vector<std::optional<RankNotes>> plain;
+  for (int r = 0; r < 4; ++r) plain.push_back(notes_of(r, {kBoundary, kBucket}));
+  EXPECT_TRUE(summarize_hang(plain, known(), 1.5).lines.empty());
+}
 }  // namespace
 }  // namespace zt::train
