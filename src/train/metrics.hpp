@@ -55,10 +55,4 @@ class MetricsLog {
   std::string path_;
 };
 
-// A float as JSON with 9 significant digits (non-finite values become null).
-std::string json_number(double v);
-// A string as a JSON string literal (quotes, backslashes and control characters escaped; bytes that are
-// not UTF-8 become U+FFFD).
-std::string json_string(const std::string& s);
-
 }  // namespace zt::train

@@ -11,6 +11,7 @@
 #include "config/parse.hpp"
 #include "core/version.hpp"
 #include "core/log.hpp"
+#include "io/json_text.hpp"
 #include "data/shard_set.hpp"
 #include "dist/deadline.hpp"
 #include "model/family.hpp"
@@ -102,7 +103,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
   stragglers_ = std::make_unique<StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp));
   if (metrics_ && !resume.empty())
-    metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
+    metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", io::json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
   const std::string attention = backend_->attention_summary(attention_query(config));
   log::info(cat("model: ", model::family_of(table_.shape().arch).describe(table_.shape()), " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
@@ -140,7 +141,7 @@ void Trainer::make_pipeline_stage() {
   shard_map_.emplace(ShardMap{table_, *local_table_, grid_, pipeline_->cut()});
   log::info(cat("pipeline: parallel.pp=", grid_.pp,
                 config_.parallel.vpp > 1 ? cat(" x parallel.vpp=", config_.parallel.vpp, " chunks, interleaved") : ", 1F1B",
-                " over ", derived_.grad_accum, " micro-batches (bubble ", json_number(pipeline_->bubble_theory()),
+                " over ", derived_.grad_accum, " micro-batches (bubble ", io::json_number(pipeline_->bubble_theory()),
                 " in theory); ", pipeline_->split(), config_.parallel.pp_layers.empty() ? " (balanced by cost; " : " (parallel.pp_layers; ",
                 pipeline_->cut().describe_costs(table_.shape()), ")"));
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/log.hpp"
+#include "io/json_text.hpp"
 #include "train/faults.hpp"
 #include "train/signals.hpp"
 
@@ -38,8 +39,8 @@ int Trainer::train_loop() {
       world_.set_timeout(config_.dist.timeout_s);
     }
     if (r.skipped)
-      log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", json_number(r.loss_scale),
-                    "; the update is skipped (the batch still counts), scale now ", json_number(scaler_.scale())));
+      log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", io::json_number(r.loss_scale),
+                    "; the update is skipped (the batch still counts), scale now ", io::json_number(scaler_.scale())));
     if (log_due(r, last)) log_step(r);
     if (eval_due()) {
       const std::optional<double> val = evaluate();
@@ -58,7 +59,7 @@ int Trainer::train_loop() {
   }
   checkpointer_->finish();
   if (data_failed_) return stop_on_data_error();  // the last step's evaluation: trained, but not done
-  log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
+  log::info(cat("done: ", step_, " steps, final loss ", io::json_number(last_loss_)));
   return record_exit(kExitOk, "done");
 }
 
@@ -66,7 +67,7 @@ int Trainer::train_loop() {
 int Trainer::record_exit(int code, const std::string& reason) {
   if (metrics_)
     metrics_->event(cat("{\"event\": \"exit\", \"step\": ", step_, ", \"code\": ", code, ", \"reason\": ",
-                        json_string(reason), "}"));
+                        io::json_string(reason), "}"));
   return code;
 }
 

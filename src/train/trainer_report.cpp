@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/log.hpp"
+#include "io/json_text.hpp"
 #include "train/sampler.hpp"
 
 namespace zt::train {
@@ -118,7 +119,7 @@ void Trainer::sample() {
     text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o, [&] { expect_access_order(false); });
   }
   log::info(cat("step ", step_, " | sample: ", text));
-  if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
+  if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", io::json_string(text), "}"));
 }
 
 }  // namespace zt::train
