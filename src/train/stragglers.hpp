@@ -1,5 +1,5 @@
 // Straggler detection. Every logged window, each rank's compute time (the step's phases less the time
-// blocked in collectives, timed_communicator.hpp) and wait time (that blocked time + data wait) are
+// blocked in collectives, dist/timed_communicator.hpp) and wait time (that blocked time + data wait) are
 // gathered; rank 0 finds the slowest rank and the median. Compute time, not step time: every rank
 // waits for the slowest one in the collectives, so all step times are equal and only the compute shows
 // who is slow (the others' extra wait is the mirror image).

@@ -20,7 +20,7 @@
 #include "plan/memory_plan.hpp"
 #include "train/attention_check.hpp"
 #include "train/data_check.hpp"
-#include "train/recording_communicator.hpp"
+#include "dist/recording_communicator.hpp"
 #include "train/shared_input.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
@@ -45,8 +45,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   backend_ = make_backend(config, placement);
   ring_ = std::make_unique<dist::CollectiveRing>();
   world_recording_.emplace(world, ring_.get());
-  auto timed = std::make_unique<TimedCommunicator>(
-      std::make_unique<RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
+  auto timed = std::make_unique<dist::TimedCommunicator>(
+      std::make_unique<dist::RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
   timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = model::compute_dtype(config.train.precision);
@@ -242,7 +242,7 @@ void Trainer::set_comm_timeout(double seconds) {
 double Trainer::blocked_ms() const {
   double ms = timed_comm_->blocked_ms();
   for (const auto* group : groups())
-    if (const auto* timed = dynamic_cast<const TimedCommunicator*>(group)) ms += timed->blocked_ms();
+    if (const auto* timed = dynamic_cast<const dist::TimedCommunicator*>(group)) ms += timed->blocked_ms();
   return ms;
 }
 

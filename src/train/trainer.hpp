@@ -30,7 +30,7 @@
 #include "train/loss_scaler.hpp"
 #include "train/lora_base.hpp"
 #include "train/stragglers.hpp"
-#include "train/timed_communicator.hpp"
+#include "dist/timed_communicator.hpp"
 #include "train/train_blend.hpp"
 #include "train/pipeline_stage.hpp"
 #include "train/shard_map.hpp"
@@ -135,7 +135,7 @@ class Trainer {
   std::optional<MetricsWindow> window_;  // the steps since the last metrics line (from run())
   GpuMonitor gpu_monitor_;
   std::unique_ptr<StragglerWatch> stragglers_;
-  TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives  // per logged window: the slowest rank (stragglers.hpp)
+  dist::TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives  // per logged window: the slowest rank (stragglers.hpp)
   bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
