@@ -14,10 +14,10 @@
 #include "ckpt/writer.hpp"
 #include "core/log.hpp"
 #include "io/hdf5.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "optim/zero/partition.hpp"
 #include "train/faults.hpp"
 #include "train/signals.hpp"
-#include "train/zero_model.hpp"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -68,7 +68,7 @@ ckpt::ModelDesc describe_model(const model::ParamTable& table) {
 }
 
 std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank) {
-  const optim::Partition part(units_of(table), params_of(table), world_size, rank);
+  const optim::Partition part(optim::units_of(table), optim::params_of(table), world_size, rank);
   std::vector<ckpt::FlatRange> out;
   for (int u = 0; u < part.n_units(); ++u) {
     const optim::FlatRange r = part.owned(u, rank);

@@ -73,7 +73,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (config.lora.rank > 0)
     lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, compute, shard_map_ ? &*shard_map_ : nullptr);
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
-  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), units_of(trained), params_of(trained),
+  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), optim::units_of(trained), optim::params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
@@ -84,14 +84,14 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = &load_tokenizer(config.data.vocab);
   if (lora_) {
-    params_ = std::make_unique<ZeroParams>(lora_->base_engine());
+    params_ = std::make_unique<optim::ZeroParams>(lora_->base_engine());
     grads_ = std::make_unique<FrozenGrads>();
     model::Lora& adapters = lora_->attach(*engine_, static_cast<int>(config.train.micro_batch));
     if (pipeline_) pipeline_->set_lora(adapters, lora_->adapter_part(), [this](int m) { return first_token(m); });
     else model_->set_lora(&adapters);
   } else {
-    params_ = std::make_unique<ZeroParams>(*engine_);
-    grads_ = std::make_unique<ZeroGrads>(*engine_);
+    params_ = std::make_unique<optim::ZeroParams>(*engine_);
+    grads_ = std::make_unique<optim::ZeroGrads>(*engine_);
   }
   checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
                                                  resume.run_id, trained_map());

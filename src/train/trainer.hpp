@@ -23,7 +23,7 @@
 #include "train/metrics.hpp"
 #include "train/metrics_window.hpp"
 #include "train/resume.hpp"
-#include "train/zero_model.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "tok/tokenizer.hpp"
 #include "train/gpu_monitor.hpp"
 #include "train/hang_notes.hpp"

@@ -8,7 +8,7 @@
 #include "model/param_table.hpp"
 #include "optim/zero/engine.hpp"
 
-namespace zt::train {
+namespace zt::optim {
 
 class ZeroParams final : public model::ParamSource {
  public:
@@ -60,4 +60,4 @@ inline std::vector<int> forward_backward_order(int n_layer, bool tied_head = tru
   return order;
 }
 
-}  // namespace zt::train
+}  // namespace zt::optim
