@@ -13,10 +13,10 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/writer.hpp"
 #include "core/log.hpp"
+#include "health/faults.hpp"
 #include "io/hdf5.hpp"
 #include "optim/zero/model_adapters.hpp"
 #include "optim/zero/partition.hpp"
-#include "train/faults.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
@@ -176,7 +176,7 @@ void Checkpointer::save(const ckpt::TrainState& state) {
     const auto t = Clock::now();
     ckpt::RankRecord rec{shard->rank, shard->ranges, {}, 0};
     rec.files.push_back(ckpt::write_rank_shard(tmp, *shard, state.step));
-    hang_point(debug, shard->rank, config::HangPhase::kCkptWrite, state.step);  // TEST ONLY: some files written
+    health::hang_point(debug, shard->rank, config::HangPhase::kCkptWrite, state.step);  // TEST ONLY: some files written
     if (root) {
       rec.files.push_back(ckpt::write_model(tmp, desc, full->data()));
       rec.files.push_back(ckpt::write_state(tmp, state));
@@ -219,7 +219,7 @@ void Checkpointer::finish() {
     *shard_ = {};
     *full_ = {};
   }
-  hang_point(config_.debug, world_.rank(), config::HangPhase::kCkptCommit, p->step);
+  health::hang_point(config_.debug, world_.rank(), config::HangPhase::kCkptCommit, p->step);
   const std::vector<std::string> records =
       world_.gather_to_root(ckpt::rank_record_json(p->record), cat("step ", p->step, " checkpoint commit (file records)"));
   std::string error;
@@ -318,7 +318,7 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
     read(ckpt::StateKind::kMaster, offset, count, out);
   });
   engine_.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
+    health::hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
     read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq, offset,
          count, out);
   });

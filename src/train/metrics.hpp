@@ -35,7 +35,7 @@ struct StepMetrics {
   // A data.train blend of several corpora: each corpus's windows consumed since the blend began.
   std::vector<std::uint64_t> corpus_windows;
   // More than one rank: the rank with the most compute per step, its host, and its and the median
-  // rank's compute and wait ms per step (stragglers.hpp).
+  // rank's compute and wait ms per step (health/stragglers.hpp).
   std::optional<int> slowest_rank;
   std::string slowest_host;
   double slowest_compute_ms = 0, median_compute_ms = 0, slowest_wait_ms = 0, median_wait_ms = 0;

@@ -77,7 +77,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
-  hang_notes_ = std::make_unique<HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
+  hang_notes_ = std::make_unique<health::HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
   // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
@@ -101,7 +101,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
-  stragglers_ = std::make_unique<StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp));
+  stragglers_ = std::make_unique<health::StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp));
   if (metrics_ && !resume.empty())
     metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", io::json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();

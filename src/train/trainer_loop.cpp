@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "core/log.hpp"
+#include "health/faults.hpp"
 #include "io/json_text.hpp"
-#include "train/faults.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
@@ -15,7 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-// A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
+// A deadline or communication error: the ranks compare their last collectives (health/hang_notes.hpp)
 // before the boundary ends the job.
 int Trainer::run() { return hang_notes_->reporting([this] { return train_loop(); }); }
 
@@ -47,7 +47,7 @@ int Trainer::train_loop() {
       if (metrics_ && val) metrics_->eval(step_, *val);
     }
     if (sample_due(last)) sample();
-    inject_faults(config_.debug, world_.rank(), step_);
+    health::inject_faults(config_.debug, world_.rank(), step_);
     if (step_ < last) batch = read_next_batch();  // before the boundary, which agrees on a data error
     if (at_step_boundary(last)) {
       checkpointer_->finish();
@@ -129,7 +129,7 @@ std::string Trainer::stop_reason() const {
 bool Trainer::at_step_boundary(std::int64_t last) {
   std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
   set_comm_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
-  if (!skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
+  if (!health::skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
     agree_max(flags, 3);
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
   data_failed_ = flags[2] != 0;

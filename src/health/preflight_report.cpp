@@ -1,5 +1,5 @@
 // The preflight verdict, table and JSON summary (docs/guide/clusters.md, "Preflight").
-#include "train/preflight_report.hpp"
+#include "health/preflight_report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/error.hpp"
 #include "io/json_text.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 std::string fixed(double v, int digits) {
   char text[64];
@@ -169,4 +169,4 @@ std::string to_json(const PreflightResults& r, const Verdict& v, double min_frac
              "], \"reasons\": [", reasons, "]}");
 }
 
-}  // namespace zt::train
+}  // namespace zt::health
