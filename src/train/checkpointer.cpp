@@ -15,8 +15,8 @@
 #include "core/log.hpp"
 #include "health/faults.hpp"
 #include "io/hdf5.hpp"
+#include "model/checkpoint_desc.hpp"
 #include "optim/zero/model_adapters.hpp"
-#include "optim/zero/partition.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
@@ -51,36 +51,10 @@ void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, co
 }
 }  // namespace
 
-ckpt::ModelDesc describe_model(const model::ParamTable& table) {
-  ckpt::ModelDesc d;
-  const model::GptShape& s = table.shape();
-  d.hyper = {{"n_layer", s.n_layer}, {"n_head", s.n_head}, {"n_embd", s.n_embd}, {"vocab_size", s.vocab_size},
-             {"padded_vocab", s.padded_vocab}, {"seq_len", s.seq_len}};
-  if (s.arch == model::Arch::kLlama)  // what the parameter table needs beyond GPT-2's fields (zckpt rebuilds it)
-    d.hyper.insert(d.hyper.end(), {{"llama", 1}, {"n_kv_head", s.n_kv_head}, {"ffn_hidden", s.ffn_hidden},
-                                   {"tie_embeddings", s.tie_embeddings ? 1 : 0}});
-  for (const model::ParamInfo& p : table.params())
-    d.params.push_back({p.name, p.shape, p.hf_shape, static_cast<std::int64_t>(p.offset)});
-  for (const model::Unit& u : table.units())
-    d.units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
-  d.flat_numel = static_cast<std::int64_t>(table.numel());
-  return d;
-}
-
-std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank) {
-  const optim::Partition part(optim::units_of(table), optim::params_of(table), world_size, rank);
-  std::vector<ckpt::FlatRange> out;
-  for (int u = 0; u < part.n_units(); ++u) {
-    const optim::FlatRange r = part.owned(u, rank);
-    if (r.numel > 0) out.push_back({r.offset, r.numel});
-  }
-  return out;
-}
-
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
                            optim::ZeroEngine& engine, std::string run_id, const ShardMap* shards)
-    : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
-      ranges_(checkpoint_ranges(table, world.size(), world.rank())), shards_(shards), async_(config.ckpt.async),
+    : world_(world), config_(config), engine_(engine), desc_(model::describe_model(table)),
+      ranges_(optim::checkpoint_ranges(table, world.size(), world.rank())), shards_(shards), async_(config.ckpt.async),
       shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()),
       run_id_(std::move(run_id)) {
   if (shards_) {  // the global runs of this rank's DP slice of its part of the model
