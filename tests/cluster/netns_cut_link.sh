@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # gone_s is set by cluster_wait_gone (netns_lib.sh)
 # A node cut off mid-training, on 4 nodes x 2 ranks as network namespaces (tools/cluster/netns.sh):
 # node3's switch port goes down at step 10 or later (every packet to and from it lost, no reset), and
 #  - every rank ends within dist.timeout_s + 10 s of the cut (CLUSTER_MARGIN_S), mpirun exits 1;

@@ -4,7 +4,7 @@
 # shellcheck disable=SC2016  # the patterns below match a literal $NAME
 source "$(dirname "$0")/../lib.sh"
 cd "$ZT_SOURCE" || fail "cd $ZT_SOURCE"
-mapfile -t scripts < <(find jobscripts tests/jobscripts tests/cluster tools/cluster tools/bench/cluster -type f \( -name '*.sh' -o -name '*.sbatch' -o -name '*.pbs' \) | LC_ALL=C sort)
+mapfile -t scripts < <(find jobscripts tests/jobscripts tests/cluster tools/cluster -type f \( -name '*.sh' -o -name '*.sbatch' -o -name '*.pbs' \) | LC_ALL=C sort)
 [ "${#scripts[@]}" -ge 10 ] || fail "found only ${#scripts[@]} scripts: ${scripts[*]}"
 for f in "${scripts[@]}"; do
   bash -n "$f" || fail "bash -n $f"

@@ -69,6 +69,9 @@ struct Tol {
 inline constexpr Tol kXTol{1e-5, 2e-2, 5e-3};
 // f32 results of identical inputs (statistics, losses, GEMM parameter gradients): reassociation only.
 inline constexpr Tol kSumTol{1e-5, 1e-5, 1e-5};
+// f32 sums over X operands that are themselves results (an activation or its gradient, rounded to X on
+// each side from sums taken in another order): those operands' rounding flips, summed.
+inline constexpr Tol kSumOfXTol{1e-5, 1e-2, 2e-3};
 inline constexpr Tol tol_all(double t) { return {t, t, t}; }
 
 // A column range [begin, end) of the last dim compared on its own (dq | dk | dv of dqkv).

@@ -229,7 +229,7 @@ TEST(Parse, StrayArgumentIsRejected) {
 // Boost.Program_options splits argv (config/argv.cpp); these are the forms it would read otherwise.
 TEST(Parse, ArgumentFormsAreTheSameAsBeforeBoost) {
   // A value-taking key takes the next argument, whatever it is: a negative number, -h, a --word.
-  expect_config_error({"--optim.lr", "-1"}, {"optim.lr=-1: must be >= 0"});
+  expect_config_error({"--optim.lr", "-1"}, {"optim.lr=-1: must be in [0, 100]"});
   EXPECT_EQ(parse({"--log.sample_prompt", "-h"}).config.log.sample_prompt, "-h");
   EXPECT_EQ(parse({"--log.sample_prompt", "--plan"}).config.log.sample_prompt, "--plan");
   expect_config_error({"--config", "-h"}, {"cannot read config file '-h'"});

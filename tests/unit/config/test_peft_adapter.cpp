@@ -89,8 +89,10 @@ TEST_F(PeftAdapter, OptionsZtrainDoesNotImplementAreRefusedByName) {
 
 TEST_F(PeftAdapter, TargetModulesAsPeftReadsThem) {
   // "all-linear": every linear layer of the blocks, which lora.targets must then name
-  EXPECT_NE(error_with(R"(, "target_modules": "all-linear")").find("lora.targets=c_attn disagrees with target_modules="),
-            std::string::npos);
+  const std::string all_linear = error_with(R"(, "target_modules": "all-linear")");
+  EXPECT_NE(all_linear.find("lora.targets=c_attn (modules c_attn) disagrees with target_modules [c_attn,c_proj,c_fc]"),
+            std::string::npos) << all_linear;
+  EXPECT_NE(all_linear.find("set lora.targets=c_attn,c_proj,c_fc"), std::string::npos) << all_linear;
   EXPECT_EQ(error_with(R"(, "target_modules": "all-linear")", "",
                        {"--lora.rank=4", "--lora.alpha=8", "--lora.targets=c_attn,c_proj,c_fc"}),
             "");
