@@ -11,15 +11,16 @@ CKPT_COMMON+=(--model.arch=llama --model.n_kv_head=1 --model.ffn_hidden=48 --mod
 D="$ZT_WORK/run"
 train 1 --ckpt.dir="$D" --train.stop_at_step=2
 
-# refused KEY=VALUE NAME_WAS: exit 2, naming KEY, the checkpoint's value and this run's, and the fix.
+# refused --KEY=VALUE KEY=WAS KEY=IS: exit 2, naming the key, the checkpoint's value and this run's (as
+# the option table prints them), and the fix.
 refused() {
   train_expect 2 1 --ckpt.dir="$D" "$1"
-  expect_in "$ZT_WORK/err" "was trained with $2; this run has $1: the key changes the function the model computes"
+  expect_in "$ZT_WORK/err" "was trained with $2; this run has $3: the key changes the function the model computes"
   expect_in "$ZT_WORK/err" "zckpt export"
 }
-refused --model.norm_eps=1e-6 "model.norm_eps=1e-05"
-refused --model.rope_theta=500000 "model.rope_theta=10000"
-refused --model.rope_scaling=llama3 "model.rope_scaling=none"
+refused --model.norm_eps=1e-6 "model.norm_eps=1e-05" "model.norm_eps=1e-06"
+refused --model.rope_theta=500000 "model.rope_theta=10000" "model.rope_theta=500000"
+refused --model.rope_scaling=llama3 "model.rope_scaling=none" "model.rope_scaling=llama3"
 [ ! -e "$D/step_00000004" ] || fail "a refused resume trained"
 echo "changed model keys refused (norm_eps, rope_theta, rope_scaling)"
 
