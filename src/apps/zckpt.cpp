@@ -20,15 +20,15 @@
 #include "core/error.hpp"
 #include "core/sha256.hpp"
 #include "io/staged_output.hpp"
+#include "model/checkpoint_desc.hpp"
 #include "model/family.hpp"
 #include "model/from_config.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 #include "model/lora.hpp"
 #include "model/safetensors.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "plan/memory_plan.hpp"
-#include "train/checkpointer.hpp"
-#include "train/lora_base.hpp"
 
 namespace zt::apps {
 namespace {
@@ -73,7 +73,7 @@ model::ParamTable table_of(const ckpt::Checkpoint& c) {
   const config::Config config = lora_config_of(c);
   if (config.lora.rank == 0) return base_table_of(c);
   model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), model::lora_spec(config));
-  if (train::describe_model(adapters).params != c.manifest().model.params)
+  if (model::describe_model(adapters).params != c.manifest().model.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not the adapters its lora.* keys give"));
   return adapters;
 }
@@ -82,7 +82,7 @@ model::ParamTable table_of(const ckpt::Checkpoint& c) {
 model::ParamTable base_table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
   model::ParamTable table(model::model_shape(model_config_of(c)));
-  if (lora_config_of(c).lora.rank == 0 && train::describe_model(table).params != m.params)
+  if (lora_config_of(c).lora.rank == 0 && model::describe_model(table).params != m.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ",
                               model::family_of(table.shape().arch).display, "'s for its model shape"));
   return table;
@@ -298,7 +298,7 @@ int reshard(const Args& a) {
   const model::ParamTable table = table_of(c);
   ckpt::Manifest m;
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
-    m = ckpt::reshard(c, a.world, [&](int r) { return train::checkpoint_ranges(table, a.world, r); }, dir);
+    m = ckpt::reshard(c, a.world, [&](int r) { return optim::checkpoint_ranges(table, a.world, r); }, dir);
   });
   std::cout << "resharded " << a.dir << " (" << c.manifest().world_size << " ranks) to " << a.out << " (" << a.world
             << " ranks, " << m.total_bytes() << " bytes)\n";

@@ -17,12 +17,12 @@
 #include "dist/grid.hpp"
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
+#include "health/preflight.hpp"
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/attention_check.hpp"
 #include "train/data_check.hpp"
-#include "train/preflight.hpp"
 #include "train/output_check.hpp"
 #include "train/run.hpp"
 #include "train/pipeline_stage.hpp"
@@ -172,7 +172,7 @@ int run(dist::World& world, int argc, char** argv) {
   // Where every rank runs (host, device, driver, NCCL, network variables), as one table on rank 0.
   dist::log_rank_table(world, s.placement, config::to_string(s.placement.comm));
   if (s.cl.preflight) {  // where the report goes is checked before minutes of measuring (rank 0 writes it)
-    const int out_code = agree_on_startup(world, [&] { if (world.is_root()) train::check_preflight_out(s.cl.config); },
+    const int out_code = agree_on_startup(world, [&] { if (world.is_root()) health::check_preflight_out(s.cl.config); },
                                           "checking preflight.out");
     if (out_code != kExitOk) return out_code;
     return run_or_abort(world, [&] { return train::run_preflight(world, s.cl.config, s.placement); });

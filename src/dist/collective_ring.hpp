@@ -2,7 +2,7 @@
 // the world's host agreements), each with its per-group sequence number, kind, payload bytes, what the
 // job was doing (the communicator's context: "step 3 micro-batch 1/2"), its call number within that
 // context, and enter and leave times. When the watchdog fires, the ranks' rings, compared, name the
-// rank that never entered (or skipped, or is ahead in) a collective (train/hang_report.hpp).
+// rank that never entered (or skipped, or is ahead in) a collective (health/hang_report.hpp).
 //
 // Recording is cheap and never allocates: fixed slots, the context copied into a fixed buffer, one
 // uncontended mutex (the watcher thread that snapshots the ring is its only other user).

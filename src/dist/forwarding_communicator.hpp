@@ -1,4 +1,4 @@
-// What the communicators that wrap another share (train/: TimedCommunicator, RecordingCommunicator,
+// What the communicators that wrap another share (TimedCommunicator, RecordingCommunicator,
 // StagedCommunicator): rank, size and name come from the inner one, the deadline starts as the inner
 // one's, and before each call the inner one is handed this one's context and deadline, so a watchdog
 // message names what the outermost communicator was told ("step 17 backward").

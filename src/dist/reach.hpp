@@ -1,4 +1,4 @@
-// Can the nodes still reach each other? A TCP probe for the hang report (train/hang_notes.hpp): every
+// Can the nodes still reach each other? A TCP probe for the hang report (health/hang_notes.hpp): every
 // rank of a multi-node job listens on a port of its own; when a hang is reported, each node's first
 // rank tries to connect to the other nodes' first ranks. Plain sockets, no MPI: it answers while the
 // communicator is stuck, and a cut link (silence: no answer within the time) reads differently from a

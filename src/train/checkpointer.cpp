@@ -13,11 +13,11 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/writer.hpp"
 #include "core/log.hpp"
+#include "health/faults.hpp"
 #include "io/hdf5.hpp"
-#include "optim/zero/partition.hpp"
-#include "train/faults.hpp"
+#include "model/checkpoint_desc.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "train/signals.hpp"
-#include "train/zero_model.hpp"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -51,36 +51,10 @@ void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, co
 }
 }  // namespace
 
-ckpt::ModelDesc describe_model(const model::ParamTable& table) {
-  ckpt::ModelDesc d;
-  const model::GptShape& s = table.shape();
-  d.hyper = {{"n_layer", s.n_layer}, {"n_head", s.n_head}, {"n_embd", s.n_embd}, {"vocab_size", s.vocab_size},
-             {"padded_vocab", s.padded_vocab}, {"seq_len", s.seq_len}};
-  if (s.arch == model::Arch::kLlama)  // what the parameter table needs beyond GPT-2's fields (zckpt rebuilds it)
-    d.hyper.insert(d.hyper.end(), {{"llama", 1}, {"n_kv_head", s.n_kv_head}, {"ffn_hidden", s.ffn_hidden},
-                                   {"tie_embeddings", s.tie_embeddings ? 1 : 0}});
-  for (const model::ParamInfo& p : table.params())
-    d.params.push_back({p.name, p.shape, p.hf_shape, static_cast<std::int64_t>(p.offset)});
-  for (const model::Unit& u : table.units())
-    d.units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
-  d.flat_numel = static_cast<std::int64_t>(table.numel());
-  return d;
-}
-
-std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank) {
-  const optim::Partition part(units_of(table), params_of(table), world_size, rank);
-  std::vector<ckpt::FlatRange> out;
-  for (int u = 0; u < part.n_units(); ++u) {
-    const optim::FlatRange r = part.owned(u, rank);
-    if (r.numel > 0) out.push_back({r.offset, r.numel});
-  }
-  return out;
-}
-
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
                            optim::ZeroEngine& engine, std::string run_id, const ShardMap* shards)
-    : world_(world), config_(config), engine_(engine), desc_(describe_model(table)),
-      ranges_(checkpoint_ranges(table, world.size(), world.rank())), shards_(shards), async_(config.ckpt.async),
+    : world_(world), config_(config), engine_(engine), desc_(model::describe_model(table)),
+      ranges_(optim::checkpoint_ranges(table, world.size(), world.rank())), shards_(shards), async_(config.ckpt.async),
       shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()),
       run_id_(std::move(run_id)) {
   if (shards_) {  // the global runs of this rank's DP slice of its part of the model
@@ -176,7 +150,7 @@ void Checkpointer::save(const ckpt::TrainState& state) {
     const auto t = Clock::now();
     ckpt::RankRecord rec{shard->rank, shard->ranges, {}, 0};
     rec.files.push_back(ckpt::write_rank_shard(tmp, *shard, state.step));
-    hang_point(debug, shard->rank, config::HangPhase::kCkptWrite, state.step);  // TEST ONLY: some files written
+    health::hang_point(debug, shard->rank, config::HangPhase::kCkptWrite, state.step);  // TEST ONLY: some files written
     if (root) {
       rec.files.push_back(ckpt::write_model(tmp, desc, full->data()));
       rec.files.push_back(ckpt::write_state(tmp, state));
@@ -219,7 +193,7 @@ void Checkpointer::finish() {
     *shard_ = {};
     *full_ = {};
   }
-  hang_point(config_.debug, world_.rank(), config::HangPhase::kCkptCommit, p->step);
+  health::hang_point(config_.debug, world_.rank(), config::HangPhase::kCkptCommit, p->step);
   const std::vector<std::string> records =
       world_.gather_to_root(ckpt::rank_record_json(p->record), cat("step ", p->step, " checkpoint commit (file records)"));
   std::string error;
@@ -318,7 +292,7 @@ ckpt::TrainState Checkpointer::load(const fs::path& dir) {
     read(ckpt::StateKind::kMaster, offset, count, out);
   });
   engine_.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
+    health::hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
     read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq, offset,
          count, out);
   });

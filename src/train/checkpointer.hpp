@@ -20,11 +20,6 @@
 
 namespace zt::train {
 
-// The parameter table as the checkpoint describes it.
-ckpt::ModelDesc describe_model(const model::ParamTable& table);
-// The flat ranges rank `rank` of `world_size` saves: its slice of every unit (partition.hpp).
-std::vector<ckpt::FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank);
-
 class Checkpointer {
  public:
   // run_id: this run's identity, recorded in every manifest; rotation deletes only its checkpoints.

@@ -32,15 +32,15 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
   if (part) adapter_map_.emplace(ShardMap{adapters_, adapter_part_, part->grid, part->cut, /*adapters=*/true});
   const model::ParamTable& held = part ? part->local : base;  // this rank's part of the base
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
-  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, units_of(held), params_of(held), stage,
+  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, optim::units_of(held), optim::params_of(held), stage,
                                                      config.zero.bucket_mb, 0, compute, /*frozen=*/true);
 }
 
 model::Lora& LoraBase::attach(optim::ZeroEngine& adapter_engine, int micro_batch) {
   const int tp = part_ ? part_->grid.tp : 1, tp_rank = part_ ? part_->grid.tp_rank() : 0;  // its TP shard
   lora_ = std::make_unique<model::Lora>(backend_, adapter_part_, spec_, micro_batch, compute_, tp, tp_rank);
-  adapter_params_ = std::make_unique<ZeroParams>(adapter_engine);
-  adapter_grads_ = std::make_unique<ZeroGrads>(adapter_engine);
+  adapter_params_ = std::make_unique<optim::ZeroParams>(adapter_engine);
+  adapter_grads_ = std::make_unique<optim::ZeroGrads>(adapter_engine);
   lora_->bind(adapter_params_.get(), adapter_grads_.get());
   return *lora_;
 }
@@ -95,7 +95,7 @@ void LoraBase::reload_base(const dist::World& world, const config::Config& c, co
 void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {
   const int n_layer = base_.shape().n_layer;
   const bool tied = base_.shape().tie_embeddings;
-  base_engine_->expect_access_order(backward ? forward_backward_order(n_layer, tied) : forward_order(n_layer, tied));
+  base_engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied));
   adapter_engine.expect_access_order(lora_access_order(n_layer, backward));
 }
 

@@ -20,8 +20,8 @@
 #include "model/lora.hpp"
 #include "model/model.hpp"
 #include "optim/zero/engine.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "train/shard_map.hpp"
-#include "train/zero_model.hpp"
 
 namespace zt::train {
 
@@ -76,8 +76,8 @@ class LoraBase {
   std::optional<ShardMap> adapter_map_;
   std::unique_ptr<optim::ZeroEngine> base_engine_;
   std::unique_ptr<model::Lora> lora_;
-  std::unique_ptr<ZeroParams> adapter_params_;
-  std::unique_ptr<ZeroGrads> adapter_grads_;
+  std::unique_ptr<optim::ZeroParams> adapter_params_;
+  std::unique_ptr<optim::ZeroGrads> adapter_grads_;
   DType compute_;
   std::string base_sha256_;
 };

@@ -1,68 +1,17 @@
 // JSONL metrics and the console line.
 #include "train/metrics.hpp"
 
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "io/json_text.hpp"
 
 namespace zt::train {
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
-namespace {
-
-// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlong forms, no surrogates, nothing
-// past U+10FFFF), or 0 where the bytes there are not one.
-std::size_t utf8_sequence(const std::string& s, std::size_t i) {
-  const auto at = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
-  const unsigned b0 = at(0);
-  const std::size_t n = b0 < 0x80 ? 1 : b0 >= 0xC2 && b0 <= 0xDF ? 2 : b0 >= 0xE0 && b0 <= 0xEF ? 3
-                                     : b0 >= 0xF0 && b0 <= 0xF4 ? 4 : 0;
-  // The second byte's range narrows after E0, ED, F0 and F4; the others take 80..BF.
-  const unsigned lo = b0 == 0xE0 ? 0xA0 : b0 == 0xF0 ? 0x90 : 0x80;
-  const unsigned hi = b0 == 0xED ? 0x9F : b0 == 0xF4 ? 0x8F : 0xBF;
-  for (std::size_t k = 1; k < n; ++k) {
-    const unsigned b = at(k);
-    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
-  }
-  return n;
-}
-
-}  // namespace
-
-// A JSON string literal of s. Bytes that are not UTF-8 (a text sample may end inside a character, or
-// an untrained model may emit a lone byte token) become U+FFFD, so every metrics line stays valid JSON.
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size();) {
-    const char c = s[i];
-    const std::size_t n = utf8_sequence(s, i);
-    if (n == 0) {
-      out += "\\ufffd";
-      ++i;
-    } else if (c == '"' || c == '\\') {
-      out += cat('\\', c);
-      ++i;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char esc[8];
-      std::snprintf(esc, sizeof esc, "\\u%04x", c);
-      out += esc;
-      ++i;
-    } else {
-      out.append(s, i, n);
-      i += n;
-    }
-  }
-  return out + "\"";
-}
+using io::json_number;
+using io::json_string;
 
 MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   if (path.empty()) return;

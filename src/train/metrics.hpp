@@ -35,7 +35,7 @@ struct StepMetrics {
   // A data.train blend of several corpora: each corpus's windows consumed since the blend began.
   std::vector<std::uint64_t> corpus_windows;
   // More than one rank: the rank with the most compute per step, its host, and its and the median
-  // rank's compute and wait ms per step (stragglers.hpp).
+  // rank's compute and wait ms per step (health/stragglers.hpp).
   std::optional<int> slowest_rank;
   std::string slowest_host;
   double slowest_compute_ms = 0, median_compute_ms = 0, slowest_wait_ms = 0, median_wait_ms = 0;
@@ -54,11 +54,5 @@ class MetricsLog {
   std::ofstream file_;
   std::string path_;
 };
-
-// A float as JSON with 9 significant digits (non-finite values become null).
-std::string json_number(double v);
-// A string as a JSON string literal (quotes, backslashes and control characters escaped; bytes that are
-// not UTF-8 become U+FFFD).
-std::string json_string(const std::string& s);
 
 }  // namespace zt::train

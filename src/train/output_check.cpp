@@ -6,9 +6,10 @@
 
 #include "ckpt/layout.hpp"
 #include "core/error.hpp"
+#include "core/flat_range.hpp"
 #include "io/dir_probe.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "plan/memory_plan.hpp"
-#include "train/checkpointer.hpp"
 
 namespace zt::train {
 namespace fs = std::filesystem;
@@ -68,7 +69,7 @@ std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world
   const model::ParamTable table(model::model_shape(config.model));
   std::uint64_t shard_floats = 0;
   for (int r = 0; r < world_size; ++r)
-    for (const ckpt::FlatRange& range : checkpoint_ranges(table, world_size, r))
+    for (const FlatRange& range : optim::checkpoint_ranges(table, world_size, r))
       shard_floats += static_cast<std::uint64_t>(range.numel);
   std::uint64_t model_floats = 0;
   for (const model::ParamInfo& p : table.params()) model_floats += p.hf_numel();

@@ -10,8 +10,8 @@
 #include "ckpt/verify.hpp"
 #include "config/options.hpp"
 #include "core/log.hpp"
+#include "model/checkpoint_desc.hpp"
 #include "plan/memory_plan.hpp"
-#include "train/checkpointer.hpp"
 #include "train/lora_base.hpp"
 #include "train/train_blend.hpp"
 
@@ -120,7 +120,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
   const model::ParamTable base(model::model_shape(c.model));
   // A LoRA run's checkpoint holds its adapters (lora_base.hpp): their table is what must match.
   const ckpt::ModelDesc mine =
-      describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), model::lora_spec(c)) : base);
+      model::describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), model::lora_spec(c)) : base);
   const std::string fix = " (ckpt.resume=none starts afresh; another ckpt.dir keeps both runs)";
   if (cp.manifest().model.params != mine.params)
     throw InputError(cat("checkpoint ", dir.string(), " holds a model with ", describe(cp.manifest().model),

@@ -1,4 +1,5 @@
-// The training entry point ztrain's main hands over to once the configuration and placement are agreed.
+// The entry points ztrain's main hands over to once the configuration and placement are agreed:
+// training, and --preflight on the backend and communicator the job would train with.
 #pragma once
 
 #include "config/derived.hpp"
@@ -16,5 +17,9 @@ bool cuda_backend_built();
 // (0 done, 75 checkpointed on a signal or the time limit).
 int run(dist::World& world, const config::CommandLine& cl, const config::Derived& derived,
         const dist::Placement& placement, const ResumePoint& resume);
+
+// --preflight (health/preflight.hpp) over the backend and communicator wiring.hpp chooses for training,
+// so it measures the paths the job will use; returns its exit code on every rank.
+int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement);
 
 }  // namespace zt::train

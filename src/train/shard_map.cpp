@@ -6,8 +6,8 @@
 #include "core/error.hpp"
 #include "model/stage_split.hpp"
 #include "optim/schedule.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "optim/zero/partition.hpp"
-#include "train/zero_model.hpp"
 
 namespace zt::train {
 
@@ -39,7 +39,7 @@ model::ParamTable ShardMap::part_of(int pp_rank) const {
 }
 
 std::vector<model::TpRun> ShardMap::saved_runs() const {
-  const optim::Partition part(units_of(local), params_of(local), grid.dp, grid.dp_rank());
+  const optim::Partition part(optim::units_of(local), optim::params_of(local), grid.dp, grid.dp_rank());
   std::vector<model::TpRun> runs;
   for (int u = 0; u < part.n_units(); ++u) {
     const FlatRange r = part.owned(u, grid.dp_rank());

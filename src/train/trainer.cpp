@@ -11,6 +11,7 @@
 #include "config/parse.hpp"
 #include "core/version.hpp"
 #include "core/log.hpp"
+#include "io/json_text.hpp"
 #include "data/shard_set.hpp"
 #include "dist/deadline.hpp"
 #include "model/family.hpp"
@@ -19,7 +20,7 @@
 #include "plan/memory_plan.hpp"
 #include "train/attention_check.hpp"
 #include "train/data_check.hpp"
-#include "train/recording_communicator.hpp"
+#include "dist/recording_communicator.hpp"
 #include "train/shared_input.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
@@ -44,8 +45,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   backend_ = make_backend(config, placement);
   ring_ = std::make_unique<dist::CollectiveRing>();
   world_recording_.emplace(world, ring_.get());
-  auto timed = std::make_unique<TimedCommunicator>(
-      std::make_unique<RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
+  auto timed = std::make_unique<dist::TimedCommunicator>(
+      std::make_unique<dist::RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
   timed_comm_ = timed.get(), comm_ = std::move(timed);
   comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s);  // loose until step 1 completes
   const DType compute = model::compute_dtype(config.train.precision);
@@ -72,25 +73,25 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (config.lora.rank > 0)
     lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, compute, shard_map_ ? &*shard_map_ : nullptr);
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
-  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), units_of(trained), params_of(trained),
+  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), optim::units_of(trained), optim::params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
                                                 offload_threads, compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
-  hang_notes_ = std::make_unique<HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
+  hang_notes_ = std::make_unique<health::HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
   // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = &load_tokenizer(config.data.vocab);
   if (lora_) {
-    params_ = std::make_unique<ZeroParams>(lora_->base_engine());
+    params_ = std::make_unique<optim::ZeroParams>(lora_->base_engine());
     grads_ = std::make_unique<FrozenGrads>();
     model::Lora& adapters = lora_->attach(*engine_, static_cast<int>(config.train.micro_batch));
     if (pipeline_) pipeline_->set_lora(adapters, lora_->adapter_part(), [this](int m) { return first_token(m); });
     else model_->set_lora(&adapters);
   } else {
-    params_ = std::make_unique<ZeroParams>(*engine_);
-    grads_ = std::make_unique<ZeroGrads>(*engine_);
+    params_ = std::make_unique<optim::ZeroParams>(*engine_);
+    grads_ = std::make_unique<optim::ZeroGrads>(*engine_);
   }
   checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
                                                  resume.run_id, trained_map());
@@ -100,9 +101,9 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   open_data();
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
-  stragglers_ = std::make_unique<StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp));
+  stragglers_ = std::make_unique<health::StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp));
   if (metrics_ && !resume.empty())
-    metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", json_string(resume.dir.string()), "}"));
+    metrics_->event(cat("{\"event\": \"resume\", \"step\": ", step_, ", \"from\": ", io::json_string(resume.dir.string()), "}"));
   const optim::MemoryBreakdown mem = engine_->memory();
   const std::string attention = backend_->attention_summary(attention_query(config));
   log::info(cat("model: ", model::family_of(table_.shape().arch).describe(table_.shape()), " L=", config.model.n_layer, " H=", config.model.n_head, " C=", config.model.n_embd,
@@ -140,7 +141,7 @@ void Trainer::make_pipeline_stage() {
   shard_map_.emplace(ShardMap{table_, *local_table_, grid_, pipeline_->cut()});
   log::info(cat("pipeline: parallel.pp=", grid_.pp,
                 config_.parallel.vpp > 1 ? cat(" x parallel.vpp=", config_.parallel.vpp, " chunks, interleaved") : ", 1F1B",
-                " over ", derived_.grad_accum, " micro-batches (bubble ", json_number(pipeline_->bubble_theory()),
+                " over ", derived_.grad_accum, " micro-batches (bubble ", io::json_number(pipeline_->bubble_theory()),
                 " in theory); ", pipeline_->split(), config_.parallel.pp_layers.empty() ? " (balanced by cost; " : " (parallel.pp_layers; ",
                 pipeline_->cut().describe_costs(table_.shape()), ")"));
 }
@@ -241,7 +242,7 @@ void Trainer::set_comm_timeout(double seconds) {
 double Trainer::blocked_ms() const {
   double ms = timed_comm_->blocked_ms();
   for (const auto* group : groups())
-    if (const auto* timed = dynamic_cast<const TimedCommunicator*>(group)) ms += timed->blocked_ms();
+    if (const auto* timed = dynamic_cast<const dist::TimedCommunicator*>(group)) ms += timed->blocked_ms();
   return ms;
 }
 

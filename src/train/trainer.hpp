@@ -16,25 +16,25 @@
 #include "data/batch_loader.hpp"
 #include "dist/collective_ring.hpp"
 #include "dist/communicator.hpp"
+#include "dist/grid.hpp"
 #include "dist/placement.hpp"
+#include "dist/timed_communicator.hpp"
+#include "health/gpu_monitor.hpp"
+#include "health/hang_notes.hpp"
+#include "health/stragglers.hpp"
 #include "model/model.hpp"
 #include "optim/zero/engine.hpp"
+#include "optim/zero/model_adapters.hpp"
+#include "tok/tokenizer.hpp"
 #include "train/checkpointer.hpp"
+#include "train/lora_base.hpp"
+#include "train/loss_scaler.hpp"
 #include "train/metrics.hpp"
 #include "train/metrics_window.hpp"
-#include "train/resume.hpp"
-#include "train/zero_model.hpp"
-#include "tok/tokenizer.hpp"
-#include "train/gpu_monitor.hpp"
-#include "train/hang_notes.hpp"
-#include "train/loss_scaler.hpp"
-#include "train/lora_base.hpp"
-#include "train/stragglers.hpp"
-#include "train/timed_communicator.hpp"
-#include "train/train_blend.hpp"
 #include "train/pipeline_stage.hpp"
+#include "train/resume.hpp"
 #include "train/shard_map.hpp"
-#include "dist/grid.hpp"
+#include "train/train_blend.hpp"
 
 namespace zt::train {
 
@@ -133,13 +133,13 @@ class Trainer {
   std::string data_error_;    // a bad chunk (or read) this rank's loader hit, for the next step's batch
   bool data_failed_ = false;  // agreed at the step boundary: some rank cannot read its next batch
   std::optional<MetricsWindow> window_;  // the steps since the last metrics line (from run())
-  GpuMonitor gpu_monitor_;
-  std::unique_ptr<StragglerWatch> stragglers_;
-  TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives  // per logged window: the slowest rank (stragglers.hpp)
+  health::GpuMonitor gpu_monitor_;
+  std::unique_ptr<health::StragglerWatch> stragglers_;  // per logged window: the slowest rank
+  dist::TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives
   bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
-  std::unique_ptr<HangNotes> hang_notes_;      // answers and reports hangs from ring_ (ckpt.dir/diag/)
+  std::unique_ptr<health::HangNotes> hang_notes_;  // answers and reports hangs from ring_ (ckpt.dir/diag/)
 };
 
 }  // namespace zt::train

@@ -6,7 +6,8 @@
 #include <cmath>
 
 #include "core/log.hpp"
-#include "train/faults.hpp"
+#include "health/faults.hpp"
+#include "io/json_text.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
@@ -14,7 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
 
-// A deadline or communication error: the ranks compare their last collectives (hang_notes.hpp)
+// A deadline or communication error: the ranks compare their last collectives (health/hang_notes.hpp)
 // before the boundary ends the job.
 int Trainer::run() { return hang_notes_->reporting([this] { return train_loop(); }); }
 
@@ -38,15 +39,15 @@ int Trainer::train_loop() {
       world_.set_timeout(config_.dist.timeout_s);
     }
     if (r.skipped)
-      log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", json_number(r.loss_scale),
-                    "; the update is skipped (the batch still counts), scale now ", json_number(scaler_.scale())));
+      log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", io::json_number(r.loss_scale),
+                    "; the update is skipped (the batch still counts), scale now ", io::json_number(scaler_.scale())));
     if (log_due(r, last)) log_step(r);
     if (eval_due()) {
       const std::optional<double> val = evaluate();
       if (metrics_ && val) metrics_->eval(step_, *val);
     }
     if (sample_due(last)) sample();
-    inject_faults(config_.debug, world_.rank(), step_);
+    health::inject_faults(config_.debug, world_.rank(), step_);
     if (step_ < last) batch = read_next_batch();  // before the boundary, which agrees on a data error
     if (at_step_boundary(last)) {
       checkpointer_->finish();
@@ -58,7 +59,7 @@ int Trainer::train_loop() {
   }
   checkpointer_->finish();
   if (data_failed_) return stop_on_data_error();  // the last step's evaluation: trained, but not done
-  log::info(cat("done: ", step_, " steps, final loss ", json_number(last_loss_)));
+  log::info(cat("done: ", step_, " steps, final loss ", io::json_number(last_loss_)));
   return record_exit(kExitOk, "done");
 }
 
@@ -66,7 +67,7 @@ int Trainer::train_loop() {
 int Trainer::record_exit(int code, const std::string& reason) {
   if (metrics_)
     metrics_->event(cat("{\"event\": \"exit\", \"step\": ", step_, ", \"code\": ", code, ", \"reason\": ",
-                        json_string(reason), "}"));
+                        io::json_string(reason), "}"));
   return code;
 }
 
@@ -128,7 +129,7 @@ std::string Trainer::stop_reason() const {
 bool Trainer::at_step_boundary(std::int64_t last) {
   std::int32_t flags[3] = {stop_requested_here() ? 1 : 0, checkpointer_->idle() ? 0 : 1, data_error_.empty() ? 0 : 1};
   set_comm_context(cat("step ", step_ + 1, " start (agreeing on stop and checkpoint after step ", step_, ")"));
-  if (!skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
+  if (!health::skip_collective(config_.debug, world_.rank(), step_))  // TEST ONLY: a skipped collective
     agree_max(flags, 3);
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
   data_failed_ = flags[2] != 0;

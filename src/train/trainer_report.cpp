@@ -5,9 +5,21 @@
 #include <algorithm>
 
 #include "core/log.hpp"
+#include "io/json_text.hpp"
 #include "train/sampler.hpp"
 
 namespace zt::train {
+namespace {
+
+// The straggler watch's verdict on the window (health/stragglers.hpp), into its metrics line.
+void add_slowest_rank(StepMetrics& m, const health::WindowSummary& s, const std::string& host) {
+  m.slowest_rank = s.slowest_rank;
+  m.slowest_host = host;
+  m.slowest_compute_ms = s.slowest_compute_ms, m.median_compute_ms = s.median_compute_ms;
+  m.slowest_wait_ms = s.slowest_wait_ms, m.median_wait_ms = s.median_wait_ms;
+}
+
+}  // namespace
 
 // Each batch's read is agreed on (one all-reduce of a flag) before its forward pass, so a bad chunk in
 // data.valid on one rank stops every rank at the step boundary (checkpointed), not between collectives.
@@ -86,9 +98,10 @@ void Trainer::log_step(const StepResult& r) {
             m.tokens_per_s_per_rank / kPeakBf16Flops;
   // compute: the phases less the collectives' waits
   const double compute = m.forward_ms + m.backward_ms + m.comm_ms + m.optimizer_ms - w.blocked_ms_per_step;
-  stragglers_->observe(step_ - w.steps + 1, step_, compute, w.blocked_ms_per_step + m.data_wait_ms, m);
+  if (const auto s = stragglers_->observe(step_ - w.steps + 1, step_, compute, w.blocked_ms_per_step + m.data_wait_ms))
+    add_slowest_rank(m, *s, stragglers_->host(s->slowest_rank));
   if (gpu_metrics_) {  // max over ranks: the hottest, hungriest device of the job
-    const GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : GpuReading{};
+    const health::GpuReading g = gpu_monitor_.available() ? gpu_monitor_.read() : health::GpuReading{};
     m.gpu_power_w = comm_->all_reduce_value(g.power_w, dist::ReduceOp::kMax);
     m.gpu_temp_c = comm_->all_reduce_value(g.temp_c, dist::ReduceOp::kMax);
   }
@@ -118,7 +131,7 @@ void Trainer::sample() {
     text = sample_text(*model_, *params_, *tokenizer_, config_.log.sample_prompt, o, [&] { expect_access_order(false); });
   }
   log::info(cat("step ", step_, " | sample: ", text));
-  if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", json_string(text), "}"));
+  if (metrics_) metrics_->event(cat("{\"step\": ", step_, ", \"sample\": ", io::json_string(text), "}"));
 }
 
 }  // namespace zt::train

@@ -10,8 +10,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "health/faults.hpp"
 #include "optim/schedule.hpp"
-#include "train/faults.hpp"
 #include "train/wiring.hpp"
 
 namespace zt::train {
@@ -58,7 +58,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   if (pipeline_) {  // the micro-batches on the pipeline's schedule; reduced after the last (pipeline_stage.hpp)
     engine_->begin_backward(false);
     set_comm_context(cat("step ", step_ + 1, " pipeline"));
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
+    health::hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     loss_sum = pipeline_->train(batch, *params_, *grads_, dloss, cat("step ", step_ + 1));
     lap(window_->phases.backward_ms);  // forward and backward interleave: timed as one phase
   }
@@ -67,20 +67,20 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     set_comm_context(cat("step ", step_ + 1, " micro-batch ", m + 1, "/", batch.grad_accum));
     expect_access_order(true);
     t = Clock::now();
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
+    health::hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
     if (lora_) lora_->set_dropout(true, first_token(m));
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
-    slow_point(config_.debug, world_.rank(), ms_since(t));
+    health::slow_point(config_.debug, world_.rank(), ms_since(t));
     lap(window_->phases.forward_ms);
     engine_->begin_backward(m == batch.grad_accum - 1);
-    hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
+    health::hang_point(config_.debug, world_.rank(), config::HangPhase::kBackward, step_ + 1);
     model_->backward(*params_, *grads_, dloss);
     engine_->end_backward();
     lap(window_->phases.backward_ms);
   }
   set_comm_context(cat("step ", step_ + 1, " gradient reduction"));
-  hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
+  health::hang_point(config_.debug, world_.rank(), config::HangPhase::kReduce, step_ + 1);
   if (pipeline_) pipeline_->reduce_gradients(*engine_);
   r.grad_norm = engine_->finish_gradients();
   if (const ShardMap* map = trained_map())  // the whole model's norm from this rank's part (shard_map.hpp)
@@ -99,7 +99,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   r.skipped = !scaler_.update(std::isfinite(r.grad_norm));
   if (r.skipped) return r;
   set_comm_context(cat("step ", step_ + 1, " optimizer"));
-  hang_point(config_.debug, world_.rank(), config::HangPhase::kOptimizer, step_ + 1);
+  health::hang_point(config_.debug, world_.rank(), config::HangPhase::kOptimizer, step_ + 1);
   const int adam_step = static_cast<int>(step_ + 1 - scaler_.skipped_steps());  // as torch's GradScaler: skips do not count
   engine_->adamw_step(config_.optim, r.lr, adam_step, optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
   lap(window_->phases.optimizer_ms);
@@ -123,7 +123,7 @@ void Trainer::expect_access_order(bool backward) {
   if (lora_) return lora_->expect_access_order(*engine_, backward);
   const int n_layer = static_cast<int>(config_.model.n_layer);
   const bool tied = table_.shape().tie_embeddings;
-  engine_->expect_access_order(backward ? forward_backward_order(n_layer, tied) : forward_order(n_layer, tied));
+  engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied));
 }
 
 }  // namespace zt::train

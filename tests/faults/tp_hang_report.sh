@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Under parallel.tp the TP and DP groups' collectives are recorded too (recording_communicator.hpp):
+# Under parallel.tp the TP and DP groups' collectives are recorded too (dist/recording_communicator.hpp):
 # rank 1 of a tp=2 x dp=2 job stuck before a forward pass is named by the hang report, with the TP
 # all-reduce it never entered and rank 0 (its TP peer) waiting in it, and the job ends within the
 # watchdog's bound. (Before, the report found no rank in a recorded collective.)

@@ -50,14 +50,14 @@ void expect_frozen(int stage, DType compute) {
   LoraBase lora(*be, *comm, c, table, compute);
   lora.load_base(test::world(), "", c.train.seed);
   const model::ParamTable& adapters = lora.adapter_table();
-  optim::ZeroEngine engine(*be, *comm, units_of(adapters), params_of(adapters), stage, 25, 0, compute);
+  optim::ZeroEngine engine(*be, *comm, optim::units_of(adapters), optim::params_of(adapters), stage, 25, 0, compute);
   engine.load_params([&](std::int64_t at, std::int64_t n, float* out) {
     model::init_lora_range(adapters, c.train.seed, at, n, out);
   });
   const int B = 2;
   auto net = model::make_model(*be, table, {.micro_batch = B, .compute = compute});
   net->set_lora(&lora.attach(engine, B));
-  ZeroParams base_params(lora.base_engine());
+  optim::ZeroParams base_params(lora.base_engine());
   FrozenGrads discard;
   const std::vector<std::byte> before = base_bytes(*be, lora.base_engine(), table);
   std::vector<float> adapters_before(adapters.numel()), adapters_after(adapters.numel());

@@ -9,9 +9,9 @@
 #include "model/model.hpp"
 #include "model/init.hpp"
 #include "optim/zero/engine.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "train/zero_model.hpp"
 
 namespace zt::plan {
 namespace {
@@ -51,15 +51,15 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
   for (const auto& p : table.params()) params.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
   optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25, 0, compute);
   engine.load_params([&](std::int64_t o, std::int64_t n, float* out) { model::init_params_range(table, 1, o, n, out); });
-  train::ZeroParams source(engine);
-  train::ZeroGrads sink(engine);
+  optim::ZeroParams source(engine);
+  optim::ZeroGrads sink(engine);
   std::vector<std::int32_t> tokens(c.train.micro_batch * 64);
   std::iota(tokens.begin(), tokens.end(), 0);
   for (auto& t : tokens) t %= 500;
   for (int step = 0; step < 2; ++step) {
     engine.zero_grads();
     for (int m = 0; m < 2; ++m) {
-      engine.expect_access_order(train::forward_backward_order(3, table.shape().tie_embeddings));
+      engine.expect_access_order(optim::forward_backward_order(3, table.shape().tie_embeddings));
       model->forward(tokens.data(), tokens.data(), source);
       engine.begin_backward(m == 1);
       model->backward(source, sink, 1e-3f);

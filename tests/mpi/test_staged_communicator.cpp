@@ -10,11 +10,11 @@
 #include "backend/backend.hpp"
 #include "backend/half.hpp"
 #include "dist/communicator.hpp"
-#include "tests/mpi/mpi_test_world.hpp"
+#include "dist/recording_communicator.hpp"
 #include "dist/staged_communicator.hpp"
+#include "dist/timed_communicator.hpp"
+#include "tests/mpi/mpi_test_world.hpp"
 #include "train/wiring.hpp"
-#include "train/recording_communicator.hpp"
-#include "train/timed_communicator.hpp"
 
 namespace zt::train {
 namespace {
@@ -76,7 +76,7 @@ TEST_F(Staged, EveryCollectiveMatchesTheDirectOne) {
 TEST_F(Staged, SendsAreInFlightThroughEveryWrapper) {
   if (w < 2) GTEST_SKIP() << "needs a peer";
   dist::CollectiveRing ring;
-  TimedCommunicator comm{std::make_unique<RecordingCommunicator>(
+  dist::TimedCommunicator comm{std::make_unique<dist::RecordingCommunicator>(
       std::make_unique<dist::StagedCommunicator>(dist::make_mpi_communicator(test::world(), 10), device_copies(*be)), ring)};
   comm.set_context("ring");
   const std::size_t n = std::size_t{1} << 20;
@@ -122,7 +122,7 @@ TEST_F(Staged, SixteenBitSumsGoThroughTheStaging) {
 // The process grid's groups come from split: through both decorators, a child reduces over its group
 // only, still host-staged, and keeps the parent's context for the watchdog.
 TEST_F(Staged, SplitChildrenOfBothDecoratorsReduceOverTheirGroupOnly) {
-  TimedCommunicator timed{
+  dist::TimedCommunicator timed{
       std::make_unique<dist::StagedCommunicator>(dist::make_mpi_communicator(test::world(), 60), device_copies(*be))};
   timed.set_context("tp groups");
   auto child = timed.split(r % 2, r);  // even ranks, odd ranks

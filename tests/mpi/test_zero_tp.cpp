@@ -19,11 +19,11 @@
 #include "model/init.hpp"
 #include "model/tp_split.hpp"
 #include "optim/zero/engine.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 #include "model/model.hpp"
 #include "train/shard_map.hpp"
-#include "train/zero_model.hpp"
 
 namespace zt::model {
 namespace {
@@ -68,18 +68,18 @@ struct Outcome {
 // kSteps optimizer steps; this rank's DP group takes micro-batches [dp_rank * share, ...).
 Outcome train(const config::Config& c, model::Model& model, const model::ParamTable& table, dist::Communicator& dp,
           const std::vector<float>& init, backend::Backend& be) {
-  optim::ZeroEngine engine(be, dp, train::units_of(table), train::params_of(table), static_cast<int>(c.train.zero_stage), 25,
+  optim::ZeroEngine engine(be, dp, optim::units_of(table), optim::params_of(table), static_cast<int>(c.train.zero_stage), 25,
                            0, model::compute_dtype(c.train.precision));
   engine.load_params(init.data());
-  train::ZeroParams params(engine);
-  train::ZeroGrads grads(engine);
+  optim::ZeroParams params(engine);
+  optim::ZeroGrads grads(engine);
   const int share = kSeqs / dp.size();
   Outcome run;
   for (int s = 0; s < kSteps; ++s) {
     engine.zero_grads();
     double loss = 0;
     for (int m = 0; m < share; ++m) {
-      engine.expect_access_order(train::forward_backward_order(c.model.n_layer, table.shape().tie_embeddings));
+      engine.expect_access_order(optim::forward_backward_order(c.model.n_layer, table.shape().tie_embeddings));
       const std::vector<std::int32_t> seq = sequence(dp.rank() * share + m);
       loss += model.forward(seq.data(), seq.data() + 1, params);
       engine.begin_backward(m == share - 1);
@@ -178,7 +178,7 @@ TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
   const config::Config c = small_config(0, config::Arch::kGpt2);
   const model::ParamTable local = model::tp_local_table(model::ParamTable(model::model_shape(c.model)), 2);
   auto be = backend::make_cpu_backend(1);
-  optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
+  optim::ZeroEngine engine(*be, *comms.dp, optim::units_of(local), optim::params_of(local), 0, 25);
   engine.zero_grads();
   EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, comms.tp.get(), {}), std::sqrt(18.0));  // 3 on each TP rank
   for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
@@ -199,7 +199,7 @@ TEST(GridGradNorm, PipelineStagesSumWithTheTiedCopyAndReplicatedOnce) {
   const config::Config c = small_config(0, config::Arch::kGpt2);
   const model::ParamTable local = model::tp_local_table(model::ParamTable(model::model_shape(c.model)), 2);
   auto be = backend::make_cpu_backend(1);
-  optim::ZeroEngine engine(*be, *comms.dp, train::units_of(local), train::params_of(local), 0, 25);
+  optim::ZeroEngine engine(*be, *comms.dp, optim::units_of(local), optim::params_of(local), 0, 25);
   engine.zero_grads();
   for (int u = 0; u < local.n_units(); ++u) {
     const backend::Tensor t = engine.grad_unit(u);
@@ -232,12 +232,12 @@ TEST(ZeroGradSumOfSquares, RangesAddUpToTheNormAtEveryStage) {
     model::init_params(table, 3, init.data());
     auto be = backend::make_cpu_backend(1);
     const auto m = model::make_model(*be, table, {.micro_batch = 1});
-    optim::ZeroEngine engine(*be, *comm, train::units_of(table), train::params_of(table), stage, 25);
+    optim::ZeroEngine engine(*be, *comm, optim::units_of(table), optim::params_of(table), stage, 25);
     engine.load_params(init.data());
-    train::ZeroParams params(engine);
-    train::ZeroGrads grads(engine);
+    optim::ZeroParams params(engine);
+    optim::ZeroGrads grads(engine);
     engine.zero_grads();
-    engine.expect_access_order(train::forward_backward_order(c.model.n_layer));
+    engine.expect_access_order(optim::forward_backward_order(c.model.n_layer));
     const std::vector<std::int32_t> seq = sequence(w.rank());
     m->forward(seq.data(), seq.data() + 1, params);
     engine.begin_backward(true);

@@ -177,7 +177,7 @@ struct RecordingSink : GradSink {
   std::string& log;
 };
 
-// Untied: the head lives in unit L+1, so unit 0 is asked for once per pass (train/zero_model.hpp's
+// Untied: the head lives in unit L+1, so unit 0 is asked for once per pass (optim/zero/model_adapters.hpp's
 // forward_order(L, false)); tied: GPT-2's order.
 TEST(Llama, UnitsAreRequestedInTheDocumentedOrder) {
   for (bool tied : {false, true}) {

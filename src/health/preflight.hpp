@@ -6,19 +6,24 @@
 // preflight.out) and flags ranks and links below preflight.min_fraction of the median.
 #pragma once
 
+#include "backend/backend.hpp"
 #include "config/config.hpp"
+#include "dist/communicator.hpp"
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
 
-namespace zt::train {
+namespace zt::health {
 
-// Every rank calls. Returns the job's exit code on every rank: 0 nothing flagged, 1 a rank, link or
-// result flagged (a finding about the hardware, as `zckpt verify` returns 1 for a problem found).
-int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement);
+// Every rank calls, with the backend and communicator the job would train with (train/wiring.hpp
+// chooses them: train::run_preflight). Returns the job's exit code on every rank: 0 nothing flagged, 1
+// a rank, link or result flagged (a finding about the hardware, as `zckpt verify` returns 1 for a
+// problem found).
+int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement,
+                  backend::Backend& be, dist::Communicator& comm);
 
 // preflight.out (rank 0 writes it after minutes of measuring) can be written: its directory exists and
 // takes a file, and it is no directory. Else a ConfigError (exit 2) naming it and the fix, before any
 // measurement. Nothing is created.
 void check_preflight_out(const config::Config& config);
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -37,7 +37,7 @@
 #include "dist/reach.hpp"
 #include "dist/world.hpp"
 
-namespace zt::train {
+namespace zt::health {
 
 class HangNotes {
  public:
@@ -94,4 +94,4 @@ class HangNotes {
   std::thread watcher_;
 };
 
-}  // namespace zt::train
+}  // namespace zt::health

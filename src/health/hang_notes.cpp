@@ -1,5 +1,5 @@
 // The file exchange of hang_notes.hpp.
-#include "train/hang_notes.hpp"
+#include "health/hang_notes.hpp"
 
 #include <unistd.h>
 
@@ -13,9 +13,9 @@
 
 #include "core/log.hpp"
 #include "core/read_file.hpp"
-#include "train/hang_report.hpp"
+#include "health/hang_report.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace fs = std::filesystem;
 
 namespace {
@@ -200,4 +200,4 @@ bool HangNotes::wait_for_summary(const std::string& incident) const {
   return false;
 }
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -1,5 +1,5 @@
 // Straggler detection. Every logged window, each rank's compute time (the step's phases less the time
-// blocked in collectives, timed_communicator.hpp) and wait time (that blocked time + data wait) are
+// blocked in collectives, dist/timed_communicator.hpp) and wait time (that blocked time + data wait) are
 // gathered; rank 0 finds the slowest rank and the median. Compute time, not step time: every rank
 // waits for the slowest one in the collectives, so all step times are equal and only the compute shows
 // who is slow (the others' extra wait is the mirror image).
@@ -14,14 +14,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "dist/world.hpp"
-#include "train/metrics.hpp"
 
-namespace zt::train {
+namespace zt::health {
 
 // One logged window of per-rank times, as rank 0 sees it after the gather.
 struct WindowTimes {
@@ -79,7 +79,7 @@ class StragglerRule {
 std::string straggler_message(const StragglerEpisode& e, const std::string& host);
 
 // The trainer's side: the hosts of all ranks (gathered once, at construction) and, per logged window,
-// each rank's two times gathered onto rank 0, which summarises them into the metrics and warns. The
+// each rank's two times gathered onto rank 0, which summarises them (for the metrics line) and warns. The
 // gather goes over the World (MPI, host memory, under its watchdog, which names a rank that never
 // arrives), not the training communicator: no device buffer, nothing queued behind the step's work.
 // One small message per rank per logged window.
@@ -88,7 +88,11 @@ class StragglerWatch {
   // pp: parallel.pp (the world's pipeline stages: the peer groups). Every rank: a collective.
   StragglerWatch(const dist::World& world, const config::LogConfig& log, int pp = 1);
   // Every rank calls, every logged window (steps first_step..last_step), with its mean per-step times.
-  void observe(std::int64_t first_step, std::int64_t last_step, double compute_ms, double wait_ms, StepMetrics& m);
+  // Returns the window's summary on rank 0 of a job of more than one rank, nullopt elsewhere.
+  std::optional<WindowSummary> observe(std::int64_t first_step, std::int64_t last_step, double compute_ms,
+                                       double wait_ms);
+  // Rank `rank`'s host (rank 0 only).
+  const std::string& host(int rank) const { return hosts_[static_cast<std::size_t>(rank)]; }
 
  private:
   const dist::World& world_;
@@ -97,4 +101,4 @@ class StragglerWatch {
   StragglerRule rule_;
 };
 
-}  // namespace zt::train
+}  // namespace zt::health

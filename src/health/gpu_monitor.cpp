@@ -1,11 +1,11 @@
 // NVML through dlopen: four stable C entry points, declared here so the build needs no nvml.h.
-#include "train/gpu_monitor.hpp"
+#include "health/gpu_monitor.hpp"
 
 #include <dlfcn.h>
 
 #include "core/error.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 using NvmlInit = int (*)();
 using NvmlShutdown = int (*)();
@@ -50,4 +50,4 @@ GpuReading GpuMonitor::read() const {
   return r;
 }
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -10,7 +10,7 @@
 
 #include "dist/forwarding_communicator.hpp"
 
-namespace zt::train {
+namespace zt::dist {
 
 class TimedCommunicator final : public dist::ForwardingCommunicator {
  public:
@@ -40,4 +40,4 @@ class TimedCommunicator final : public dist::ForwardingCommunicator {
   double blocked_ms_ = 0;
 };
 
-}  // namespace zt::train
+}  // namespace zt::dist

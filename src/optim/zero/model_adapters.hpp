@@ -1,5 +1,6 @@
 // Connects the model's parameter/gradient seam to the ZeRO engine: the model asks unit by unit, the
-// engine answers from replicated, sliced or gathered buffers depending on the stage.
+// engine answers from replicated, sliced or gathered buffers depending on the stage. And a parameter
+// table as the partition sees it: its units, and the ranges each rank owns (and checkpoints).
 #pragma once
 
 #include <vector>
@@ -8,7 +9,7 @@
 #include "model/param_table.hpp"
 #include "optim/zero/engine.hpp"
 
-namespace zt::train {
+namespace zt::optim {
 
 class ZeroParams final : public model::ParamSource {
  public:
@@ -44,6 +45,10 @@ inline std::vector<optim::ParamRange> params_of(const model::ParamTable& t) {
   return out;
 }
 
+// The flat ranges rank `rank` of `world_size` owns: its slice of every unit (partition.hpp), which is
+// what it saves in a checkpoint (and what ckpt/ reshards by; zckpt reshard computes them too).
+std::vector<FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank);
+
 // The order the model asks for parameter units (param_source.hpp): forward 0, 1..L, L+1, 0; backward
 // 0, L+1, L..1. An untied LM head (Llama) lives in unit L+1, so unit 0 is not asked for again. Stage 3
 // prefetches along it.
@@ -60,4 +65,4 @@ inline std::vector<int> forward_backward_order(int n_layer, bool tied_head = tru
   return order;
 }
 
-}  // namespace zt::train
+}  // namespace zt::optim

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace zt::train {
+namespace zt::health {
 
 struct GemmRate {  // one rank's compute speed
   int rank = 0;
@@ -58,4 +58,4 @@ Verdict judge(const PreflightResults& r, double min_fraction);
 std::string format_table(const PreflightResults& r, const Verdict& v, double min_fraction);
 std::string to_json(const PreflightResults& r, const Verdict& v, double min_fraction);
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -1,12 +1,12 @@
 // The flight recorder (dist/collective_ring.hpp) and the hang report's comparison of the ranks' notes
-// (train/hang_report.hpp): which rank never entered, skipped, is ahead of or disagrees on the
+// (health/hang_report.hpp): which rank never entered, skipped, is ahead of or disagrees on the
 // collective the others wait in, and which sent no notes.
 #include <gtest/gtest.h>
 
 #include "dist/collective_ring.hpp"
-#include "train/hang_report.hpp"
+#include "health/hang_report.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 using dist::CollGroup;
 using dist::CollKind;
@@ -238,4 +238,4 @@ TEST(HangReport, AllNodesAnsweringOrTwoCutApartNameNoCulpritOrBoth) {
   EXPECT_TRUE(summarize_hang(plain, known(), 1.5).lines.empty());
 }
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::health

@@ -10,7 +10,7 @@
 #include "dist/collective_ring.hpp"
 #include "dist/forwarding_communicator.hpp"
 
-namespace zt::train {
+namespace zt::dist {
 
 class RecordingCommunicator final : public dist::ForwardingCommunicator {
  public:
@@ -42,4 +42,4 @@ class RecordingCommunicator final : public dist::ForwardingCommunicator {
   dist::CollectiveRing& ring_;
 };
 
-}  // namespace zt::train
+}  // namespace zt::dist

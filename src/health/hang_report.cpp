@@ -1,5 +1,5 @@
 // Notes files and their comparison (hang_report.hpp).
-#include "train/hang_report.hpp"
+#include "health/hang_report.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 
 #include "core/error.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 using dist::CollGroup;
 using dist::CollKind;
@@ -387,4 +387,4 @@ static HangSummary summarize_collectives(const std::vector<View>& views, const s
   return out;
 }
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -1,5 +1,5 @@
 // The preflight verdict, table and JSON summary (docs/guide/clusters.md, "Preflight").
-#include "train/preflight_report.hpp"
+#include "health/preflight_report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <map>
 
 #include "core/error.hpp"
-#include "train/metrics.hpp"
+#include "io/json_text.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 std::string fixed(double v, int digits) {
   char text[64];
@@ -145,8 +145,8 @@ std::string to_json(const PreflightResults& r, const Verdict& v, double min_frac
   auto sep = [](const std::string& s) { return s.empty() ? "" : ", "; };
   for (const GemmRate& g : r.gemm) {
     const bool slow = std::find(v.slow_ranks.begin(), v.slow_ranks.end(), g.rank) != v.slow_ranks.end();
-    gemm += cat(sep(gemm), "{\"rank\": ", g.rank, ", \"host\": ", json_string(g.host), ", \"node\": ", json_string(g.node),
-                ", \"device\": ", json_string(g.device), ", \"flops\": ", number(g.flops_per_s), ", \"fraction\": ",
+    gemm += cat(sep(gemm), "{\"rank\": ", g.rank, ", \"host\": ", io::json_string(g.host), ", \"node\": ", io::json_string(g.node),
+                ", \"device\": ", io::json_string(g.device), ", \"flops\": ", number(g.flops_per_s), ", \"fraction\": ",
                 number(fraction(g.flops_per_s, gemm_med)), ", \"flagged\": ", slow ? "true" : "false", "}");
   }
   for (const CollectiveRow& c : r.collectives)
@@ -155,18 +155,18 @@ std::string to_json(const PreflightResults& r, const Verdict& v, double min_frac
                 ", \"wrong\": ", c.wrong, "}");
   for (const PairRow& p : r.pairs) {
     const bool slow = std::find(v.slow_links.begin(), v.slow_links.end(), link_name(p)) != v.slow_links.end();
-    pairs += cat(sep(pairs), "{\"a\": ", json_string(p.a), ", \"b\": ", json_string(p.b), ", \"bytes\": ", p.bytes,
+    pairs += cat(sep(pairs), "{\"a\": ", io::json_string(p.a), ", \"b\": ", io::json_string(p.b), ", \"bytes\": ", p.bytes,
                  ", \"time_us\": ", number(p.seconds * 1e6), ", \"busbw_gbs\": ", number(p.busbw() / 1e9), ", \"fraction\": ",
                  number(fraction(p.busbw(), pair_med)), ", \"flagged\": ", slow ? "true" : "false", ", \"wrong\": ", p.wrong, "}");
   }
   for (int rank : v.slow_ranks) ranks += cat(sep(ranks), rank);
-  for (const std::string& n : v.bad_nodes) nodes += cat(sep(nodes), json_string(n));
-  for (const std::string& s : v.reasons) reasons += cat(sep(reasons), json_string(s));
+  for (const std::string& n : v.bad_nodes) nodes += cat(sep(nodes), io::json_string(n));
+  for (const std::string& s : v.reasons) reasons += cat(sep(reasons), io::json_string(s));
   return cat("{\"event\": \"preflight\", \"ok\": ", v.ok() ? "true" : "false", ", \"ranks\": ", r.n_ranks, ", \"nodes\": ",
-             r.n_nodes, ", \"comm\": \"", r.comm, "\", \"gemm_what\": ", json_string(r.gemm_what), ", \"iters\": ", r.iters,
+             r.n_nodes, ", \"comm\": \"", r.comm, "\", \"gemm_what\": ", io::json_string(r.gemm_what), ", \"iters\": ", r.iters,
              ", \"min_fraction\": ", number(min_fraction), ", \"gemm\": [", gemm, "], \"collectives\": [", coll,
              "], \"pairs\": [", pairs, "], \"flagged_ranks\": [", ranks, "], \"flagged_nodes\": [", nodes,
              "], \"reasons\": [", reasons, "]}");
 }
 
-}  // namespace zt::train
+}  // namespace zt::health

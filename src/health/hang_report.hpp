@@ -2,7 +2,7 @@
 // own deadline fired, and its flight recorder), and the comparison of every rank's notes into the
 // summary the job prints: which rank never entered, skipped or is ahead of which collective, which
 // ranks waited in it and how long, and which ranks sent no notes (stopped, dead). Pure text in and
-// out, so the comparison is tested without a job (tests/unit/train/hang_report_test.cpp).
+// out, so the comparison is tested without a job (tests/unit/health/test_hang_report.cpp).
 #pragma once
 
 #include <optional>
@@ -12,7 +12,7 @@
 
 #include "dist/collective_ring.hpp"
 
-namespace zt::train {
+namespace zt::health {
 
 // How long a node's first rank waits for the other nodes to answer its TCP probe (dist/reach.hpp).
 constexpr double kReachProbeS = 1.0;
@@ -51,4 +51,4 @@ HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, c
 // "0, 2, 3" or "1-3" for ranks in increasing order.
 std::string rank_list(const std::vector<int>& ranks);
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace zt::train {
+namespace zt::health {
 
 struct GpuReading {
   double power_w = 0;  // board power draw
@@ -31,4 +31,4 @@ class GpuMonitor {
   std::string why_ = "not opened";
 };
 
-}  // namespace zt::train
+}  // namespace zt::health

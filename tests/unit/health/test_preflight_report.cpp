@@ -7,9 +7,9 @@
 
 #include "core/error.hpp"
 #include "dist/pair_exchange.hpp"
-#include "train/preflight_report.hpp"
+#include "health/preflight_report.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 
 PreflightResults four_ranks(double rank2_flops) {
@@ -110,4 +110,4 @@ TEST(PairSchedule, EveryPairMeetsOnceInDisjointRounds) {
 }
 
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::health

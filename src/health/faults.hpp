@@ -7,7 +7,7 @@
 
 #include "config/config.hpp"
 
-namespace zt::train {
+namespace zt::health {
 
 // After completing step `completed_step`: debug.fail_at_step, debug.kill_at_step, and
 // debug.hang_at_step with debug.hang_phase=step_end.
@@ -26,4 +26,4 @@ bool skip_collective(const config::DebugConfig& debug, int rank, std::int64_t co
 // factor x as long (a straggler for the straggler test).
 void slow_point(const config::DebugConfig& debug, int rank, double elapsed_ms);
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -5,10 +5,9 @@
 
 #include <string>
 
-#include "train/metrics.hpp"
-#include "train/metrics_window.hpp"
+#include "io/json_text.hpp"
 
-namespace zt::train {
+namespace zt::io {
 namespace {
 
 TEST(JsonString, EscapesQuotesBackslashesAndControlBytes) {
@@ -29,14 +28,5 @@ TEST(JsonString, ReplacesBytesThatAreNotUtf8) {
   EXPECT_EQ(json_string("\xE2\x82 ok"), "\"\\ufffd\\ufffd ok\"");  // a 3-byte sequence missing its last
 }
 
-// MFU's FLOPs a token: 6 N + 12 L C T (GPT-2 124M: N = 124,439,808 - 786,432 for the position table);
-// a LoRA run counts 4 N for its frozen base and 6 x its adapters.
-TEST(Mfu, FlopsPerTokenOfFullTrainingAndOfLora) {
-  const std::uint64_t n = 124439808 - 1024 * 768;
-  const double attention = 12.0 * 12 * 768 * 1024;
-  EXPECT_DOUBLE_EQ(flops_per_token(12, 768, 1024, n), 6.0 * static_cast<double>(n) + attention);
-  EXPECT_DOUBLE_EQ(flops_per_token(12, 768, 1024, n, 294912), 4.0 * static_cast<double>(n) + 6.0 * 294912 + attention);
-}
-
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::io

@@ -1,5 +1,5 @@
 // Straggler summary and the persistence rule (see stragglers.hpp).
-#include "train/stragglers.hpp"
+#include "health/stragglers.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 double median(std::vector<double> v) {
   const std::size_t n = v.size(), mid = n / 2;
@@ -103,13 +103,13 @@ StragglerWatch::StragglerWatch(const dist::World& world, const config::LogConfig
                   "work differs)", world.size() == pp ? "; with one rank per stage there are none, so no rank is judged" : ""));
 }
 
-void StragglerWatch::observe(std::int64_t first_step, std::int64_t last_step, double compute_ms, double wait_ms,
-                             StepMetrics& m) {
-  if (world_.size() == 1) return;  // the same on every rank: all join the gather below or none
+std::optional<WindowSummary> StragglerWatch::observe(std::int64_t first_step, std::int64_t last_step, double compute_ms,
+                                                     double wait_ms) {
+  if (world_.size() == 1) return std::nullopt;  // the same on every rank: all join the gather below or none
   const double mine[2] = {compute_ms, wait_ms};
   const std::vector<std::string> all = world_.gather_to_root(
       std::string(reinterpret_cast<const char*>(mine), sizeof mine), cat("step ", last_step, ": gathering straggler times"));
-  if (!world_.is_root()) return;
+  if (!world_.is_root()) return std::nullopt;
   WindowTimes times;
   for (const std::string& bytes : all) {
     ZT_CHECK_EQ(bytes.size(), sizeof mine, "straggler times from a rank");
@@ -118,13 +118,9 @@ void StragglerWatch::observe(std::int64_t first_step, std::int64_t last_step, do
     times.compute_ms.push_back(theirs[0]);
     times.wait_ms.push_back(theirs[1]);
   }
-  const WindowSummary s = summarize(times, groups_);
-  m.slowest_rank = s.slowest_rank;
-  m.slowest_host = hosts_[static_cast<std::size_t>(s.slowest_rank)];
-  m.slowest_compute_ms = s.slowest_compute_ms, m.median_compute_ms = s.median_compute_ms;
-  m.slowest_wait_ms = s.slowest_wait_ms, m.median_wait_ms = s.median_wait_ms;
   for (const StragglerEpisode& e : rule_.observe(first_step, last_step, times.compute_ms))
-    log::warn(straggler_message(e, hosts_[static_cast<std::size_t>(e.rank)]));
+    log::warn(straggler_message(e, host(e.rank)));
+  return summarize(times, groups_);
 }
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -1,9 +1,9 @@
 // The straggler summary and the "persistently slower" rule, as pure functions over given times.
 #include <gtest/gtest.h>
 
-#include "train/stragglers.hpp"
+#include "health/stragglers.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 
 TEST(StragglerSummary, NamesTheRankWithTheMostComputeAndTheMedians) {
@@ -111,4 +111,4 @@ TEST(StragglerMessage, NamesRankHostPercentAndSteps) {
 }
 
 }  // namespace
-}  // namespace zt::train
+}  // namespace zt::health

@@ -1,9 +1,9 @@
 // Blocked-time accounting around a communicator (see timed_communicator.hpp).
-#include "train/timed_communicator.hpp"
+#include "dist/timed_communicator.hpp"
 
 #include <chrono>
 
-namespace zt::train {
+namespace zt::dist {
 namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
@@ -84,4 +84,4 @@ std::unique_ptr<dist::Communicator> TimedCommunicator::split(int color, int key)
   return child;
 }
 
-}  // namespace zt::train
+}  // namespace zt::dist

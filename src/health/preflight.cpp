@@ -1,7 +1,7 @@
 // The preflight measurements. Timing follows nccl-tests: 2 warm-up iterations, then
 // preflight.iters timed ones; a collective's time per iteration is the slowest rank's (it is done
 // when the last rank is), and the median over iterations is reported.
-#include "train/preflight.hpp"
+#include "health/preflight.hpp"
 
 #include <bit>
 #include <chrono>
@@ -17,12 +17,11 @@
 #include "dist/communicator.hpp"
 #include "dist/device_info.hpp"
 #include "dist/pair_exchange.hpp"
+#include "health/preflight_report.hpp"
 #include "io/atomic_file.hpp"
 #include "io/dir_probe.hpp"
-#include "train/preflight_report.hpp"
-#include "train/wiring.hpp"
 
-namespace zt::train {
+namespace zt::health {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kWarmup = 2;
@@ -251,12 +250,11 @@ void check_preflight_out(const config::Config& config) {
                           "write, or fix its permissions"));
 }
 
-int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement) {
-  std::unique_ptr<backend::Backend> be = make_backend(config, placement);
-  std::unique_ptr<dist::Communicator> comm = make_communicator(world, config, placement, *be);
-  comm->set_context("preflight");
-  comm->set_timeout(config.dist.timeout_s);
-  const PreflightResults r = Preflight(world, config, placement, *be, *comm).measure();
+int run_preflight(const dist::World& world, const config::Config& config, const dist::Placement& placement,
+                  backend::Backend& be, dist::Communicator& comm) {
+  comm.set_context("preflight");
+  comm.set_timeout(config.dist.timeout_s);
+  const PreflightResults r = Preflight(world, config, placement, be, comm).measure();
   int code = kExitOk;
   if (world.is_root()) {
     const double mf = config.preflight.min_fraction;
@@ -269,4 +267,4 @@ int run_preflight(const dist::World& world, const config::Config& config, const 
   return static_cast<int>(world.max_over_ranks(code));
 }
 
-}  // namespace zt::train
+}  // namespace zt::health

@@ -1,11 +1,11 @@
 // Flight recording around a communicator (recording_communicator.hpp).
-#include "train/recording_communicator.hpp"
+#include "dist/recording_communicator.hpp"
 
 #include <exception>
 
 #include "core/error.hpp"
 
-namespace zt::train {
+namespace zt::dist {
 namespace {
 std::size_t bytes_of(const dist::Span& s) { return s.count * dtype_size(s.dtype); }
 }  // namespace
@@ -110,4 +110,4 @@ std::unique_ptr<dist::Communicator> RecordingCommunicator::split(int color, int 
   return std::make_unique<RecordingCommunicator>(inner().split(color, key), ring_);
 }
 
-}  // namespace zt::train
+}  // namespace zt::dist

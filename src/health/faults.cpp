@@ -1,6 +1,6 @@
 // The debug.* faults. A hang sleeps forever (or stops or kills the process): its peers' watchdog
 // (dist.timeout_s) must end the job.
-#include "train/faults.hpp"
+#include "health/faults.hpp"
 
 #include <chrono>
 #include <csignal>
@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 
-namespace zt::train {
+namespace zt::health {
 
 void inject_faults(const config::DebugConfig& debug, int rank, std::int64_t completed_step) {
   if (rank != debug.rank) return;
@@ -49,4 +49,4 @@ void slow_point(const config::DebugConfig& debug, int rank, double elapsed_ms) {
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>((debug.slow_rank_factor - 1) * elapsed_ms));
 }
 
-}  // namespace zt::train
+}  // namespace zt::health

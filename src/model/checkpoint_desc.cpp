@@ -1,0 +1,22 @@
+// The checkpoint's description of a parameter table.
+#include "model/checkpoint_desc.hpp"
+
+namespace zt::model {
+
+ckpt::ModelDesc describe_model(const ParamTable& table) {
+  ckpt::ModelDesc d;
+  const GptShape& s = table.shape();
+  d.hyper = {{"n_layer", s.n_layer}, {"n_head", s.n_head}, {"n_embd", s.n_embd}, {"vocab_size", s.vocab_size},
+             {"padded_vocab", s.padded_vocab}, {"seq_len", s.seq_len}};
+  if (s.arch == Arch::kLlama)  // what the parameter table needs beyond GPT-2's fields (zckpt rebuilds it)
+    d.hyper.insert(d.hyper.end(), {{"llama", 1}, {"n_kv_head", s.n_kv_head}, {"ffn_hidden", s.ffn_hidden},
+                                   {"tie_embeddings", s.tie_embeddings ? 1 : 0}});
+  for (const ParamInfo& p : table.params())
+    d.params.push_back({p.name, p.shape, p.hf_shape, static_cast<std::int64_t>(p.offset)});
+  for (const Unit& u : table.units())
+    d.units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
+  d.flat_numel = static_cast<std::int64_t>(table.numel());
+  return d;
+}
+
+}  // namespace zt::model
