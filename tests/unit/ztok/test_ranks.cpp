@@ -59,6 +59,34 @@ std::vector<Doc> random_docs(std::mt19937_64& rng, std::size_t n) {
   return docs;
 }
 
+// The split's shards as the format defines them, written straight from memory (the oracle): shard k
+// holds ids [k * shard_tokens, (k + 1) * shard_tokens), the document starts among them (as offsets in
+// the shard) and the names of the inputs its ids came from, in order, a name repeated only after another.
+void write_reference_shards(const fs::path& dir, const TokenizerInfo& info, std::uint64_t shard_tokens,
+                            const std::vector<Doc>& docs, const std::vector<std::string>& names) {
+  std::vector<std::uint32_t> ids;
+  std::vector<std::uint64_t> input_of, starts;
+  for (const Doc& d : docs) {
+    starts.push_back(ids.size());
+    ids.insert(ids.end(), d.ids.begin(), d.ids.end());
+    input_of.insert(input_of.end(), d.ids.size(), d.input);
+  }
+  fs::create_directories(dir);
+  for (std::uint64_t begin = 0, k = 0; begin < ids.size(); begin += shard_tokens, ++k) {
+    const std::uint64_t end = std::min<std::uint64_t>(begin + shard_tokens, ids.size());
+    std::vector<std::uint64_t> offsets;
+    for (const std::uint64_t s : starts)
+      if (s >= begin && s < end) offsets.push_back(s - begin);
+    std::vector<std::string> sources;
+    for (std::uint64_t i = begin; i < end; ++i)
+      if (sources.empty() || sources.back() != names[input_of[i]]) sources.push_back(names[input_of[i]]);
+    ShardWriter w(dir / shard_file_name("train", k), info, end - begin, offsets.size(), sources);
+    w.append_tokens(std::span(ids).subspan(begin, end - begin));
+    w.append_doc_offsets(offsets);
+    w.commit();
+  }
+}
+
 TEST(ShardAssembly, ShardsFromRanksJournalsEqualOneProcessShards) {
   TempDir dir("ztok_ranks");
   std::mt19937_64 rng(11);
@@ -76,6 +104,7 @@ TEST(ShardAssembly, ShardsFromRanksJournalsEqualOneProcessShards) {
     }
     one.finish();
   }
+  write_reference_shards(dir.path / "reference", info, shard_tokens, docs, names);
   // Three ranks: documents [0, 90), [90, 91), [91, 300); rank 1 resumes once from a saved state.
   const std::size_t cuts[4] = {0, 90, 91, docs.size()};
   std::vector<JournalPart> parts;
@@ -102,6 +131,7 @@ TEST(ShardAssembly, ShardsFromRanksJournalsEqualOneProcessShards) {
     const fs::path path = dir.path / "ranks" / shard_file_name("train", k);
     assemble_shard(path, info, shard_tokens, k, parts, names);
     EXPECT_EQ(slurp(path), slurp(dir.path / "one" / shard_file_name("train", k))) << "shard " << k;
+    EXPECT_EQ(slurp(path), slurp(dir.path / "reference" / shard_file_name("train", k))) << "shard " << k;
   }
   EXPECT_FALSE(fs::exists(dir.path / "one" / shard_file_name("train", n)));
 }
