@@ -1,5 +1,5 @@
 // Token journals: buffered appends (stdio) with truncation back to the last durable state on resume,
-// and pread-based random access for cutting shards.
+// holes punched where shards were cut, and pread-based random access for cutting shards.
 #include "ztok/token_journal.hpp"
 
 #include <fcntl.h>
@@ -72,7 +72,7 @@ void JournalWriter::write(int file, const void* data, std::size_t bytes) {
 void JournalWriter::begin_document() { pending_doc_ = true; }
 
 void JournalWriter::append(std::span<const std::uint32_t> ids, std::uint64_t input) {
-  if (ids.empty()) return;  // as ShardStream: a document or source is recorded with its first id
+  if (ids.empty()) return;  // a document or source is recorded with its first id
   if (pending_doc_) {
     write(1, &counts_.tokens, 8);
     ++counts_.docs;
@@ -93,12 +93,27 @@ void JournalWriter::append(std::span<const std::uint32_t> ids, std::uint64_t inp
   counts_.tokens += ids.size();
 }
 
+void JournalWriter::flush() {
+  for (int i = 0; i < 3; ++i)
+    if (std::fflush(files_[i]) != 0) fail("cannot write journal", journal_file(stem_, i));  // the write failed
+}
+
 JournalCounts JournalWriter::sync() {
   ZT_CHECK(!pending_doc_, "a document was begun but received no ids");
+  flush();
   for (int i = 0; i < 3; ++i)
-    if (std::fflush(files_[i]) != 0 || ::fsync(::fileno(files_[i])) != 0)
-      fail("cannot sync journal", journal_file(stem_, i));
+    if (::fsync(::fileno(files_[i])) != 0) fail("cannot sync journal", journal_file(stem_, i));
   return counts_;
+}
+
+void JournalWriter::release_before(std::uint64_t position) {
+  ZT_CHECK_LE(position, counts_.tokens, "journal ", stem_.string());
+  if (position <= released_) return;
+  const std::uint64_t bytes = entry_bytes(0, wide_);
+  // Errors (EOPNOTSUPP on a file system without holes) only keep the blocks.
+  (void)::fallocate(::fileno(files_[0]), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(released_ * bytes), static_cast<off_t>((position - released_) * bytes));
+  released_ = position;
 }
 
 // ------------------------------------------------------------------------------------------ reader
