@@ -7,7 +7,7 @@
 # Corpus: ZT_CORPUS (a folder of .txt files), else the SOTU addresses run.sh fetches (run it once);
 # 10 copies of it (symlinks, 10x). Cases: one process with one shard (--threads 1); one process with
 # many shards of both splits (--threads 2, --split paragraph, 1M-token shards, 5% valid); the same on
-# mpirun -np 2 --threads 1 (skipped without mpirun). Prints a table and one JSON line.
+# mpirun -np 2 --threads 1 (skipped without mpirun); ZT_CASES picks some. Prints a table and a JSON line.
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n 2,9p "$0"; exit 2; }
 old=$(realpath "$1") new=$(realpath "$2") repeat=${3:-5}
@@ -33,6 +33,7 @@ args[many-shards]="--threads 2 --split paragraph --shard-tokens 1000000 --valid-
 args[np2]="--threads 1 --split paragraph --shard-tokens 1000000 --valid-fraction 0.05"
 launcher[one-shard]="" launcher[many-shards]="" launcher[np2]="mpirun --oversubscribe -np 2"
 command -v mpirun >/dev/null || cases=(one-shard many-shards)
+[ -z "${ZT_CASES:-}" ] || read -r -a cases <<<"$ZT_CASES"  # a subset, e.g. ZT_CASES="many-shards np2"
 
 run() {  # run BIN CASE OUT: one timed run; prints "wall cpu rss_kb"
   rm -rf "$3"
