@@ -39,16 +39,12 @@ std::vector<Piece> pieces_of(const std::vector<JournalPart>& parts, std::uint64_
 // The names of the inputs whose ids lie in the pieces, in order, a name repeated only after another.
 std::vector<std::string> sources_of(const std::vector<Piece>& pieces, const std::vector<std::string>& inputs) {
   std::vector<std::string> names;
-  for (const Piece& p : pieces) {
-    const std::vector<JournalRun> runs = p.reader->runs();
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      const std::uint64_t run_end = i + 1 < runs.size() ? runs[i + 1].first : p.part->counts.tokens;
-      if (run_end <= p.from || runs[i].first >= p.to) continue;
-      ZT_CHECK_LT(runs[i].input, inputs.size(), "journal ", p.part->stem.string());
-      const std::string& name = inputs[runs[i].input];
+  for (const Piece& p : pieces)
+    for (const JournalRun& run : p.reader->runs_overlapping(p.from, p.to)) {
+      ZT_CHECK_LT(run.input, inputs.size(), "journal ", p.part->stem.string());
+      const std::string& name = inputs[run.input];
       if (names.empty() || names.back() != name) names.push_back(name);
     }
-  }
   return names;
 }
 

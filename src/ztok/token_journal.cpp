@@ -53,7 +53,7 @@ JournalWriter::JournalWriter(std::filesystem::path stem, bool wide, const Journa
     if (files_[i] == nullptr) fail("cannot open journal", path);
   }
   if (counts_.runs > 0) {  // a resumed run continues the last input's run
-    last_input_ = JournalReader(stem_, wide_, counts_).runs().back().input;
+    last_input_ = JournalReader(stem_, wide_, counts_).run(counts_.runs - 1).input;
   }
 }
 
@@ -182,11 +182,31 @@ void JournalReader::docs(std::uint64_t first, std::span<std::uint64_t> out) cons
   read(1, first * 8, out.data(), out.size() * 8);
 }
 
-std::vector<JournalRun> JournalReader::runs() const {
-  std::vector<std::uint64_t> raw(2 * counts_.runs);
-  read(2, 0, raw.data(), raw.size() * 8);
-  std::vector<JournalRun> out(counts_.runs);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = {raw[2 * i], raw[2 * i + 1]};
+JournalRun JournalReader::run(std::uint64_t index) const {
+  ZT_CHECK_LT(index, counts_.runs, "journal ", stem_.string());
+  std::uint64_t raw[2];
+  read(2, index * 16, raw, sizeof raw);
+  return {raw[0], raw[1]};
+}
+
+std::vector<JournalRun> JournalReader::runs_overlapping(std::uint64_t from, std::uint64_t to) const {
+  std::uint64_t lo = 0, hi = counts_.runs;  // runs [0, lo) begin at or before `from`
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (run(mid).first <= from) lo = mid + 1;
+    else hi = mid;
+  }
+  std::vector<JournalRun> out;
+  constexpr std::uint64_t kRunsPerRead = 1024;
+  std::vector<std::uint64_t> raw;
+  for (std::uint64_t at = lo == 0 ? 0 : lo - 1; at < counts_.runs; at += kRunsPerRead) {
+    raw.resize(2 * std::min(kRunsPerRead, counts_.runs - at));
+    read(2, at * 16, raw.data(), raw.size() * 8);
+    for (std::size_t i = 0; i < raw.size(); i += 2) {
+      if (raw[i + 1] >= to) return out;
+      out.push_back({raw[i], raw[i + 1]});
+    }
+  }
   return out;
 }
 

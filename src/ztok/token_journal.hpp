@@ -72,7 +72,10 @@ class JournalReader {
   void tokens(std::uint64_t first, std::span<std::uint32_t> out) const;  // ids [first, first + size)
   std::uint64_t docs_before(std::uint64_t position) const;  // document starts < position
   void docs(std::uint64_t first, std::span<std::uint64_t> out) const;  // document starts [first, ...)
-  std::vector<JournalRun> runs() const;
+  JournalRun run(std::uint64_t index) const;
+  // The runs that hold ids of [from, to), in order (the first may begin before `from`): a binary
+  // search, then the runs inside, so a shard costs its own inputs, not the whole journal's.
+  std::vector<JournalRun> runs_overlapping(std::uint64_t from, std::uint64_t to) const;
 
  private:
   void read(int file, std::uint64_t offset, void* out, std::size_t bytes) const;

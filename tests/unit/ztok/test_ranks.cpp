@@ -202,6 +202,31 @@ TEST(ShardAssembly, ShardsCutAsTheJournalFillsEqualTheWholeStreamsAndFreeIt) {
   EXPECT_LE(allocated_bytes(ids), kept + 32768) << "of " << fs::file_size(ids) << " bytes";
 }
 
+// The runs a shard's range overlaps, by binary search: a run beginning at the range's start is in, one
+// beginning at its end is out, a run holding the start is in; more runs than one read holds.
+TEST(ShardAssembly, RunsOverlappingARangeAreFoundAtItsEdges) {
+  TempDir dir("ztok_ranks");
+  const fs::path stem = dir.path / "r.train";
+  JournalWriter w(stem, false, {});
+  const std::vector<std::uint32_t> ten(10, 7);
+  for (std::uint64_t input = 0; input < 3000; ++input) w.append(ten, input);  // run i: ids [10 i, 10 i + 10)
+  const JournalReader r(stem, false, w.sync());
+  auto inputs = [&](std::uint64_t from, std::uint64_t to) {
+    std::vector<std::uint64_t> out;
+    for (const JournalRun& run : r.runs_overlapping(from, to)) out.push_back(run.input);
+    return out;
+  };
+  EXPECT_EQ(inputs(0, 10), (std::vector<std::uint64_t>{0}));
+  EXPECT_EQ(inputs(10, 30), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(inputs(15, 31), (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(inputs(29990, 30000), (std::vector<std::uint64_t>{2999}));
+  const std::vector<std::uint64_t> wide = inputs(5, 20005);  // 2001 runs: over two reads of 1024
+  ASSERT_EQ(wide.size(), 2001u);
+  EXPECT_EQ(wide.front(), 0u);
+  EXPECT_EQ(wide.back(), 2000u);
+  EXPECT_EQ(r.run(2999).first, 29990u);
+}
+
 TEST(ShardAssembly, ShortJournalIsNamed) {
   TempDir dir("ztok_ranks");
   const fs::path stem = dir.path / "r.train";
