@@ -207,8 +207,9 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   else
     p.rows.push_back({"workspace",
                       backend::cpu_workspace_bytes(threads, shape.seq_len, compute, std::int64_t{micro} * shape.seq_len,
-                                                   std::max(shape.n_embd, shape.attn_width()),  // Qwen3: A > C layers::loss_chunk_columns(model::vocab_shard_rows(shape, tp),
-                                                                                            config.train.loss_chunk),
+                                                   std::max(shape.n_embd, shape.attn_width()),  // Qwen3: A > C
+                                                   layers::loss_chunk_columns(model::vocab_shard_rows(shape, tp),
+                                                                              config.train.loss_chunk),
                                                    shape.qkv_width() / tp,
                                                    2 * std::int64_t{shape.ffn_hidden} / tp, shape.ffn_hidden / tp),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
