@@ -55,6 +55,7 @@ peak_out_mb() {  # peak_out_mb BIN CASE: the largest size of OUT seen while one 
   [ "$size" -gt "$peak" ] && peak=$size
   echo $((peak / 1024))
 }
+count() { find "$1" -maxdepth 1 -name '*.h5' | wc -l; }  # shards in a folder
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 printf '\nztok A/B (%s, %s cores, %s, load average %s), %d MB of input, %d alternating runs each\n' "$(uname -m)" \
@@ -64,7 +65,7 @@ printf '%-12s %-2s %9s %13s %9s %9s %10s %7s\n' case bin "wall s" spread "cpu s"
 json=""
 for c in "${cases[@]}"; do
   declare -A walls=() cpus=() rss=()
-  for r in $(seq 1 "$repeat"); do
+  for _ in $(seq 1 "$repeat"); do
     for side in A B; do
       bin=$old; [ $side = B ] && bin=$new
       read -r w u m < <(run "$bin" "$c" "$work/out-$side")
@@ -73,7 +74,7 @@ for c in "${cases[@]}"; do
   done
   wrong=0
   for f in out-A/*.h5; do cmp -s "$f" "out-B/$(basename "$f")" || wrong=$((wrong + 1)); done
-  [ "$(ls out-A | grep -c '\.h5$')" = "$(ls out-B | grep -c '\.h5$')" ] || wrong=$((wrong + 1))
+  [ "$(count out-A)" = "$(count out-B)" ] || wrong=$((wrong + 1))
   for side in A B; do
     bin=$old; [ $side = B ] && bin=$new
     w=$(tr ' ' '\n' <<<"${walls[$side]}" | grep . | median)
