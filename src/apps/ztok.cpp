@@ -1,6 +1,6 @@
-// ztok: the offline pre-tokenizer. Parses the command line, runs data::run_ztok (one process) or
-// data::RankedZtok (under mpirun), maps errors to exit codes (0 done, 1 runtime error, 2 usage or bad
-// input).
+// ztok: the offline pre-tokenizer. Parses the command line, runs ztok::ZtokJob on one process (a group
+// of one rank, no MPI) or on the ranks of mpirun, maps errors to exit codes (0 done, 1 runtime error, 2
+// usage or bad input).
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -14,8 +14,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "ztok/instruct_run.hpp"
-#include "ztok/ranks.hpp"
-#include "ztok/run.hpp"
+#include "ztok/job.hpp"
 #include "dist/world.hpp"
 
 namespace {
@@ -113,7 +112,7 @@ void report_instruct(const zt::ztok::InstructSummary& s, const zt::ztok::ZtokOpt
                   "windows; a larger --seq-len keeps them whole");
 }
 
-// One process, no launcher (or mpirun -np 1): the streaming path, journals for the open shards only.
+// One process, no launcher (or mpirun -np 1): errors printed as they come, --format instruct allowed.
 int run_single(int argc, char** argv) {
   Parsed p;
   try {
@@ -169,7 +168,7 @@ class WorldGroup final : public zt::ztok::RankGroup {
 int run_ranks(zt::dist::World& world, int argc, char** argv) {
   const WorldGroup group(world);
   Parsed p;
-  std::unique_ptr<zt::ztok::RankedZtok> job;
+  std::unique_ptr<zt::ztok::ZtokJob> job;
   // Every wait on a peer has a deadline, named by ztok's option: the default until the options are read.
   const auto set_deadline = [&](double s) { world.set_timeout(s, zt::cat("--timeout-s=", s, " s")); };
   set_deadline(zt::ztok::ZtokOptions{}.timeout_s);
@@ -179,7 +178,7 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
     if (p.instruct) throw zt::ConfigError("--format instruct runs as one process: start it without mpirun (or with -np 1)");
     if (!p.threads_given)
       p.options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world.local_size());
-    job = std::make_unique<zt::ztok::RankedZtok>(p.options, group);
+    job = std::make_unique<zt::ztok::ZtokJob>(p.options, group);
   }));
   if (code != zt::kExitOk || p.help) return code;
   set_deadline(p.options.timeout_s);  // the small agreements from here on; waits use heartbeats

@@ -1,4 +1,4 @@
-// The progress deadline of a multi-rank ztok. A rank's share of the tokenizing has no bound (hours
+// The progress deadline of a multi-rank ztok (a rank alone writes no file). A rank's share of the tokenizing has no bound (hours
 // are normal), so a fixed deadline on the waits is wrong; instead each rank proves it is alive by
 // rewriting OUT/.ztok/alive.<rank> (what it is doing) from its main loop, at most every second, and
 // only while that loop runs: a stopped (SIGSTOP), hung or dead rank stops rewriting it. A waiting rank

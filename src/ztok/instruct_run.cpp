@@ -9,7 +9,7 @@
 #include "ztok/instruct_records.hpp"
 #include "ztok/sample_packing.hpp"
 #include "data/shard.hpp"
-#include "ztok/shard_stream.hpp"
+#include "ztok/shard_assembly.hpp"
 #include "ztok/tokenize_stream.hpp"
 
 namespace zt::ztok {

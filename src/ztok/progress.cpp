@@ -1,5 +1,5 @@
 // ztok-progress.json and the ranks' files as JSON (nlohmann), written through io::write_file_atomic;
-// the start-or-resume decision; the progress line.
+// the start-or-resume decision; the progress line over every rank.
 #include "ztok/progress.hpp"
 
 #include <unistd.h>
@@ -30,20 +30,15 @@ void write_progress_file(const std::filesystem::path& path, const std::string& t
 
 using nlohmann::json;
 
-json to_json(const ShardStream::State& s) {
-  return {{"shard", s.shard}, {"tokens", s.tokens}, {"docs", s.docs}, {"sources", s.sources},
-          {"total_tokens", s.total_tokens}, {"total_docs", s.total_docs}};
+// A complete run's totals; the keys are the ones ztok wrote before one process became rank 0 of 1
+// (an interrupted run's open shard is no longer recorded here).
+json to_json(const SplitTotals& s) {
+  return {{"shard", s.shards}, {"total_tokens", s.tokens}, {"total_docs", s.docs}};
 }
 
-ShardStream::State state_from(const json& j) {
-  ShardStream::State s;
-  s.shard = j.at("shard").get<std::uint64_t>();
-  s.tokens = j.at("tokens").get<std::uint64_t>();
-  s.docs = j.at("docs").get<std::uint64_t>();
-  s.sources = j.at("sources").get<std::vector<std::string>>();
-  s.total_tokens = j.at("total_tokens").get<std::uint64_t>();
-  s.total_docs = j.at("total_docs").get<std::uint64_t>();
-  return s;
+SplitTotals totals_from(const json& j) {
+  return {j.at("shard").get<std::uint64_t>(), j.at("total_tokens").get<std::uint64_t>(),
+          j.at("total_docs").get<std::uint64_t>()};
 }
 
 json to_json(const ZtokSettings& s) {
@@ -91,7 +86,7 @@ ZtokSettings settings_from(const json& j) {
 
 void save_progress(const std::filesystem::path& dir, const ZtokProgress& p) {
   const json j = {{"format", "ztok-progress"}, {"version", 1}, {"settings", to_json(p.settings)},
-                  {"position", to_json(p.position)}, {"train", to_json(p.train)}, {"valid", to_json(p.valid)},
+                  {"train", to_json(p.train)}, {"valid", to_json(p.valid)},
                   {"documents", p.documents}, {"replacements", p.replacements}, {"complete", p.complete},
                   {"ranks", p.ranks}, {"run_id", p.run_id}};
   write_progress_file(dir / kProgressFile, j.dump(1) + "\n");
@@ -105,9 +100,8 @@ std::optional<ZtokProgress> load_progress(const std::filesystem::path& dir) {
     if (j.at("format") != "ztok-progress" || j.at("version") != 1) throw InputError("not a ztok progress file, version 1");
     ZtokProgress p;
     p.settings = settings_from(j.at("settings"));
-    p.position = position_from(j.at("position"));
-    p.train = state_from(j.at("train"));
-    p.valid = state_from(j.at("valid"));
+    p.train = totals_from(j.at("train"));
+    p.valid = totals_from(j.at("valid"));
     p.documents = j.at("documents").get<std::uint64_t>();
     p.replacements = j.at("replacements").get<std::uint64_t>();
     p.complete = j.at("complete").get<bool>();
@@ -175,7 +169,8 @@ std::filesystem::path rank_progress_path(const std::filesystem::path& out, std::
 void save_rank_progress(const std::filesystem::path& out, const RankProgress& p) {
   const json j = {{"format", "ztok-rank-progress"}, {"version", 1}, {"rank", p.rank},
                   {"inputs", {p.first_input, p.end_input}}, {"position", to_json(p.position)},
-                  {"train", to_json(p.train)}, {"valid", to_json(p.valid)}, {"documents", p.documents},
+                  {"train", to_json(p.train)}, {"valid", to_json(p.valid)},
+                  {"shards_cut", {p.train_shards, p.valid_shards}}, {"documents", p.documents},
                   {"replacements", p.replacements}, {"input_bytes", p.input_bytes}, {"done", p.done}};
   write_progress_file(rank_progress_path(out, p.rank), j.dump(1) + "\n");
 }
@@ -194,6 +189,9 @@ std::optional<RankProgress> load_rank_progress(const std::filesystem::path& out,
     p.position = position_from(j.at("position"));
     p.train = counts_from(j.at("train"));
     p.valid = counts_from(j.at("valid"));
+    const json cut = j.value("shards_cut", json::array({0, 0}));  // absent before ztok had one pipeline
+    p.train_shards = cut.at(0).get<std::uint64_t>();
+    p.valid_shards = cut.at(1).get<std::uint64_t>();
     p.documents = j.at("documents").get<std::uint64_t>();
     p.replacements = j.at("replacements").get<std::uint64_t>();
     p.input_bytes = j.at("input_bytes").get<std::uint64_t>();
@@ -223,6 +221,30 @@ void ProgressMeter::update(std::uint64_t bytes, std::uint64_t tokens, bool last)
   std::fprintf(stderr, "%sztok: %5.1f%%  %.1f / %.1f MB  %.1f MB/s  %.2fM tokens  ETA %d:%02d:%02d%s",
                tty_ ? "\r" : "", total_ ? 100.0 * bytes / total_ : 100.0, bytes / 1e6, total_ / 1e6, mb_per_s,
                tokens / 1e6, int(eta) / 3600, int(eta) / 60 % 60, int(eta) % 60, tty_ && !last ? "" : "\n");
+}
+
+RanksProgressLine::RanksProgressLine(bool enabled, std::filesystem::path out, int ranks, std::uint64_t total_bytes)
+    : meter_(enabled, total_bytes), out_(std::move(out)), ranks_(ranks) {
+  if (!enabled) return;
+  read_peers(0);
+  meter_.start_at(peer_bytes_);  // what earlier invocations read: MB/s and ETA are this one's
+  read_peers(1);
+}
+
+void RanksProgressLine::update(std::uint64_t own_bytes, std::uint64_t own_tokens) {
+  if (!meter_.due()) return;
+  if (std::chrono::steady_clock::now() - read_at_ >= std::chrono::seconds(5)) read_peers(1);
+  meter_.update(own_bytes + peer_bytes_, own_tokens + peer_tokens_);
+}
+
+void RanksProgressLine::read_peers(int first_rank) {
+  peer_bytes_ = peer_tokens_ = 0;
+  for (int r = first_rank; r < ranks_; ++r)
+    if (const std::optional<RankProgress> p = load_rank_progress(out_, static_cast<std::uint64_t>(r))) {
+      peer_bytes_ += p->input_bytes;
+      peer_tokens_ += p->train.tokens + p->valid.tokens;
+    }
+  read_at_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace zt::ztok

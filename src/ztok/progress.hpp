@@ -1,7 +1,7 @@
-// OUT/ztok-progress.json: what a ztok run has durably done, written atomically at checkpoints. A rerun
-// with the same settings resumes from it; one with other settings is refused rather than mixing
-// shards made two ways. A multi-rank run adds one OUT/.ztok/rank_NNNNN.json per rank, and the
-// progress line shared by both kinds of run lives here too.
+// OUT/ztok-progress.json: the run's settings, its number of ranks and, once complete, its totals. A
+// rerun with the same settings resumes; one with other settings is refused rather than mixing shards
+// made two ways. Each rank's state (one process is rank 0 of 1) is OUT/.ztok/rank_NNNNN.json, written
+// atomically at checkpoints. The progress line lives here too.
 #pragma once
 
 #include <chrono>
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "ztok/corpus.hpp"
-#include "ztok/shard_stream.hpp"
 #include "ztok/token_journal.hpp"
 
 namespace zt::ztok {
@@ -30,28 +29,32 @@ struct ZtokSettings {
   bool operator==(const ZtokSettings&) const = default;
 };
 
+// A split's output, recorded once the run is complete.
+struct SplitTotals {
+  std::uint64_t shards = 0, tokens = 0, docs = 0;
+};
+
 struct ZtokProgress {
   ZtokSettings settings;
-  InputPosition position;  // input read and written up to here
-  ShardStream::State train, valid;
+  SplitTotals train, valid;  // once complete, as documents and replacements
   std::uint64_t documents = 0;
   std::uint64_t replacements = 0;
   bool complete = false;
-  // Ranks the run was started on. A multi-rank run records here only settings, ranks and, once
-  // complete, its totals (the shard count in train/valid.shard); its ranks' state is in RankProgress.
+  // Ranks the run was started on (1: one process); their state is in RankProgress.
   std::uint64_t ranks = 1;
   // Drawn at random when a run starts: the ranks of a multi-rank run check that they all read the
   // same file (OUT must be shared by every rank).
   std::uint64_t run_id = 0;
 };
 
-// One rank's part of a multi-rank run (OUT/.ztok/rank_NNNNN.json): its block of the input list and
-// how far it has tokenized it into its journals.
+// One rank's part of a run (OUT/.ztok/rank_NNNNN.json): its block of the input list, how far it has
+// tokenized it into its journals and, on a run of one rank, the shards it cut meanwhile.
 struct RankProgress {
   std::uint64_t rank = 0;
   std::uint64_t first_input = 0, end_input = 0;  // its inputs [first_input, end_input)
   InputPosition position;                        // within the block (file 0 = first_input)
   JournalCounts train, valid;                    // durable journal entries
+  std::uint64_t train_shards = 0, valid_shards = 0;  // shards [0, n) of the split written while tokenizing
   std::uint64_t documents = 0, replacements = 0;
   std::uint64_t input_bytes = 0;                 // of its inputs read (compressed): for the progress line
   bool done = false;                             // its block is tokenized
@@ -75,7 +78,7 @@ std::optional<RankProgress> load_rank_progress(const std::filesystem::path& out,
 void save_rank_progress(const std::filesystem::path& out, const RankProgress& progress);
 
 // One line on stderr, redrawn in place on a terminal, else printed every 30 s: input read (MB, MB/s),
-// tokens, ETA.
+// tokens, ETA. Through RanksProgressLine, which adds the other ranks.
 class ProgressMeter {
  public:
   ProgressMeter(bool enabled, std::uint64_t total_bytes);
@@ -88,6 +91,24 @@ class ProgressMeter {
   std::uint64_t total_, first_bytes_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   double shown_ = 0;
+};
+
+// The progress line on rank 0, over every rank: its own progress as it goes, the others' from their
+// progress files (saved every checkpoint_seconds; read again at most every 5 s). Off elsewhere.
+class RanksProgressLine {
+ public:
+  RanksProgressLine(bool enabled, std::filesystem::path out, int ranks, std::uint64_t total_bytes);
+  void update(std::uint64_t own_bytes, std::uint64_t own_tokens);
+  void finish(std::uint64_t bytes, std::uint64_t tokens) { meter_.update(bytes, tokens, true); }
+
+ private:
+  void read_peers(int first_rank);
+
+  ProgressMeter meter_;
+  std::filesystem::path out_;
+  int ranks_;
+  std::chrono::steady_clock::time_point read_at_;
+  std::uint64_t peer_bytes_ = 0, peer_tokens_ = 0;
 };
 
 }  // namespace zt::ztok

@@ -1,4 +1,5 @@
-// The ztok job: tokenize input files into train/valid shards (docs/INTERFACE.md "ztok"), resumably.
+// What every ztok run (job.hpp; instruct_run.hpp) shares: its options, its summary, the checks before
+// work, the settings that decide the output, and the routing of documents to train or valid.
 // Memory stays bounded whatever the corpus size: about 45 MiB fixed (vocabulary tables, HDF5), a
 // piece cache of at most 32768 pieces (~2 MiB) per thread, at most 2 * threads + 2 chunks of about
 // 1 MiB of text plus their ids (4 bytes each) in flight, and shards are assembled from journals on
@@ -46,12 +47,7 @@ struct ZtokSummary {
   bool already_complete = false;  // nothing to do: OUT holds this run's complete output
 };
 
-// Does the job; bad input (inputs, vocabulary, JSONL, a foreign --out) is a zt::InputError, any other
-// failure a zt::Error. The output bytes depend on the inputs and settings only, not on `threads` or
-// on how often the run was interrupted and resumed.
-ZtokSummary run_ztok(const ZtokOptions& options);
-
-// Checks the options run_ztok does not leave to the parser (zt::InputError), --out included.
+// Checks the options ztok does not leave to the parser (zt::InputError), --out included.
 void check_options(const ZtokOptions& o);
 // --out is a directory ztok can write (created when missing: a probe file is written and removed), or an
 // InputError (exit 2) naming it, the cause and the fix, before any input is read.

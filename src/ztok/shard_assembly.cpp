@@ -3,6 +3,7 @@
 #include "ztok/shard_assembly.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 
 #include "core/error.hpp"
@@ -10,7 +11,9 @@
 namespace zt::ztok {
 namespace {
 
-constexpr std::uint64_t kBlock = std::uint64_t{1} << 20;  // ids or offsets per read
+// Ids or offsets per read: 64Ki (512 KiB of document offsets) keeps the buffers small beside the
+// tokenizer's memory when one rank cuts shards while it tokenizes; 1Mi cost 16 MiB, the run's peak RSS.
+constexpr std::uint64_t kBlock = std::uint64_t{1} << 16;
 
 // The slice of one rank's journal that falls into the shard (positions local to the journal).
 struct Piece {
@@ -36,20 +39,22 @@ std::vector<Piece> pieces_of(const std::vector<JournalPart>& parts, std::uint64_
 // The names of the inputs whose ids lie in the pieces, in order, a name repeated only after another.
 std::vector<std::string> sources_of(const std::vector<Piece>& pieces, const std::vector<std::string>& inputs) {
   std::vector<std::string> names;
-  for (const Piece& p : pieces) {
-    const std::vector<JournalRun> runs = p.reader->runs();
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      const std::uint64_t run_end = i + 1 < runs.size() ? runs[i + 1].first : p.part->counts.tokens;
-      if (run_end <= p.from || runs[i].first >= p.to) continue;
-      ZT_CHECK_LT(runs[i].input, inputs.size(), "journal ", p.part->stem.string());
-      const std::string& name = inputs[runs[i].input];
+  for (const Piece& p : pieces)
+    for (const JournalRun& run : p.reader->runs_overlapping(p.from, p.to)) {
+      ZT_CHECK_LT(run.input, inputs.size(), "journal ", p.part->stem.string());
+      const std::string& name = inputs[run.input];
       if (names.empty() || names.back() != name) names.push_back(name);
     }
-  }
   return names;
 }
 
 }  // namespace
+
+std::string shard_file_name(const std::string& prefix, std::uint64_t index) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%06llu", static_cast<unsigned long long>(index));
+  return prefix + "_" + digits + ".h5";
+}
 
 std::uint64_t shard_count(std::uint64_t split_tokens, std::uint64_t shard_tokens) {
   return (split_tokens + shard_tokens - 1) / shard_tokens;

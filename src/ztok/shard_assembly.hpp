@@ -1,7 +1,7 @@
-// Cutting a split's shards out of the ranks' token journals (multi-rank ztok, ranks.hpp). Shard k
-// holds the split's ids [k * shard_tokens, (k + 1) * shard_tokens) from whichever journals they lie
-// in, the document starts among them and the names of the inputs they came from, in order: exactly
-// what ShardStream writes when one process sees the whole split, so the files are byte-identical.
+// Cutting a split's shards out of the ranks' token journals (job.hpp). Shard k holds the split's ids
+// [k * shard_tokens, (k + 1) * shard_tokens) from whichever journals they lie in, the document starts
+// among them and the names of the inputs they came from, in order, so the files do not depend on how
+// the inputs were shared among ranks (nor on when a shard was cut).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,9 @@
 #include "ztok/token_journal.hpp"
 
 namespace zt::ztok {
+
+// "train", 3 -> "train_000003.h5": a split's shard file names, in token order as bytes.
+std::string shard_file_name(const std::string& prefix, std::uint64_t index);
 
 // One rank's journal of a split and where it sits in the split's token stream.
 struct JournalPart {

@@ -1,5 +1,5 @@
 // Token journals: buffered appends (stdio) with truncation back to the last durable state on resume,
-// and pread-based random access for cutting shards.
+// holes punched where shards were cut, and pread-based random access for cutting shards.
 #include "ztok/token_journal.hpp"
 
 #include <fcntl.h>
@@ -53,7 +53,7 @@ JournalWriter::JournalWriter(std::filesystem::path stem, bool wide, const Journa
     if (files_[i] == nullptr) fail("cannot open journal", path);
   }
   if (counts_.runs > 0) {  // a resumed run continues the last input's run
-    last_input_ = JournalReader(stem_, wide_, counts_).runs().back().input;
+    last_input_ = JournalReader(stem_, wide_, counts_).run(counts_.runs - 1).input;
   }
 }
 
@@ -72,7 +72,7 @@ void JournalWriter::write(int file, const void* data, std::size_t bytes) {
 void JournalWriter::begin_document() { pending_doc_ = true; }
 
 void JournalWriter::append(std::span<const std::uint32_t> ids, std::uint64_t input) {
-  if (ids.empty()) return;  // as ShardStream: a document or source is recorded with its first id
+  if (ids.empty()) return;  // a document or source is recorded with its first id
   if (pending_doc_) {
     write(1, &counts_.tokens, 8);
     ++counts_.docs;
@@ -93,12 +93,27 @@ void JournalWriter::append(std::span<const std::uint32_t> ids, std::uint64_t inp
   counts_.tokens += ids.size();
 }
 
+void JournalWriter::flush() {
+  for (int i = 0; i < 3; ++i)
+    if (std::fflush(files_[i]) != 0) fail("cannot write journal", journal_file(stem_, i));  // the write failed
+}
+
 JournalCounts JournalWriter::sync() {
   ZT_CHECK(!pending_doc_, "a document was begun but received no ids");
+  flush();
   for (int i = 0; i < 3; ++i)
-    if (std::fflush(files_[i]) != 0 || ::fsync(::fileno(files_[i])) != 0)
-      fail("cannot sync journal", journal_file(stem_, i));
+    if (::fsync(::fileno(files_[i])) != 0) fail("cannot sync journal", journal_file(stem_, i));
   return counts_;
+}
+
+void JournalWriter::release_before(std::uint64_t position) {
+  ZT_CHECK_LE(position, counts_.tokens, "journal ", stem_.string());
+  if (position <= released_) return;
+  const std::uint64_t bytes = entry_bytes(0, wide_);
+  // Errors (EOPNOTSUPP on a file system without holes) only keep the blocks.
+  (void)::fallocate(::fileno(files_[0]), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(released_ * bytes), static_cast<off_t>((position - released_) * bytes));
+  released_ = position;
 }
 
 // ------------------------------------------------------------------------------------------ reader
@@ -167,11 +182,31 @@ void JournalReader::docs(std::uint64_t first, std::span<std::uint64_t> out) cons
   read(1, first * 8, out.data(), out.size() * 8);
 }
 
-std::vector<JournalRun> JournalReader::runs() const {
-  std::vector<std::uint64_t> raw(2 * counts_.runs);
-  read(2, 0, raw.data(), raw.size() * 8);
-  std::vector<JournalRun> out(counts_.runs);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = {raw[2 * i], raw[2 * i + 1]};
+JournalRun JournalReader::run(std::uint64_t index) const {
+  ZT_CHECK_LT(index, counts_.runs, "journal ", stem_.string());
+  std::uint64_t raw[2];
+  read(2, index * 16, raw, sizeof raw);
+  return {raw[0], raw[1]};
+}
+
+std::vector<JournalRun> JournalReader::runs_overlapping(std::uint64_t from, std::uint64_t to) const {
+  std::uint64_t lo = 0, hi = counts_.runs;  // runs [0, lo) begin at or before `from`
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (run(mid).first <= from) lo = mid + 1;
+    else hi = mid;
+  }
+  std::vector<JournalRun> out;
+  constexpr std::uint64_t kRunsPerRead = 1024;
+  std::vector<std::uint64_t> raw;
+  for (std::uint64_t at = lo == 0 ? 0 : lo - 1; at < counts_.runs; at += kRunsPerRead) {
+    raw.resize(2 * std::min(kRunsPerRead, counts_.runs - at));
+    read(2, at * 16, raw.data(), raw.size() * 8);
+    for (std::size_t i = 0; i < raw.size(); i += 2) {
+      if (raw[i + 1] >= to) return out;
+      out.push_back({raw[i], raw[i + 1]});
+    }
+  }
   return out;
 }
 

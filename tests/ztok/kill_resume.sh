@@ -29,7 +29,7 @@ file_args=("${args[@]/paragraph/file}")
 for kill_at in 5 13; do
   out=$work/killed-file-$kill_at
   "$ztok" --out "$out" --debug-kill-after-chunks "$kill_at" "${file_args[@]}" >/dev/null 2>&1 && fail "no kill"
-  grep -q '"mid_doc": true' "$out/ztok-progress.json" || fail "kill after $kill_at: expected a mid-document position"
+  grep -q '"mid_doc": true' "$out/.ztok/rank_00000.json" || fail "kill after $kill_at: expected a mid-document position"
   "$ztok" --out "$out" "${file_args[@]}" >/dev/null
   for f in "$work/straight-file"/*.h5; do
     cmp "$f" "$out/$(basename "$f")" || fail "--split file, kill after $kill_at: $(basename "$f") differs"

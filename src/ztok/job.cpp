@@ -1,6 +1,7 @@
-// Multi-rank ztok: start-up checks, each rank's block into its journals (resumable from its progress
-// file), the exchange of counts, shards cut round robin, and the progress line over every rank.
-#include "ztok/ranks.hpp"
+// The ztok job on a group of ranks (job.hpp): start-up checks, each rank's block into its journals
+// (resumable from its progress file), shards cut as they fill on a rank alone, the exchange of
+// counts, the other shards cut round robin, and the progress line over every rank.
+#include "ztok/job.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -33,43 +34,6 @@ std::uint64_t split_tokens(const std::vector<JournalPart>& parts) {
   return parts.empty() ? 0 : parts.back().first + parts.back().counts.tokens;
 }
 
-// The progress line on rank 0, over every rank: its own progress as it goes, the others' from their
-// progress files (saved every checkpoint_seconds; read again at most every 5 s). Off elsewhere.
-class SharedLine {
- public:
-  SharedLine(bool enabled, fs::path out, int ranks, std::uint64_t total_bytes)
-      : meter_(enabled, total_bytes), out_(std::move(out)), ranks_(ranks) {
-    if (!enabled) return;
-    read_peers(0);
-    meter_.start_at(peer_bytes_);  // what earlier invocations read: MB/s and ETA are this one's
-    read_peers(1);
-  }
-
-  void update(std::uint64_t own_bytes, std::uint64_t own_tokens) {
-    if (!meter_.due()) return;
-    if (seconds_since(read_at_) >= 5) read_peers(1);
-    meter_.update(own_bytes + peer_bytes_, own_tokens + peer_tokens_);
-  }
-  void finish(std::uint64_t bytes, std::uint64_t tokens) { meter_.update(bytes, tokens, true); }
-
- private:
-  void read_peers(int first_rank) {
-    peer_bytes_ = peer_tokens_ = 0;
-    for (int r = first_rank; r < ranks_; ++r)
-      if (const std::optional<RankProgress> p = load_rank_progress(out_, static_cast<std::uint64_t>(r))) {
-        peer_bytes_ += p->input_bytes;
-        peer_tokens_ += p->train.tokens + p->valid.tokens;
-      }
-    read_at_ = Clock::now();
-  }
-
-  ProgressMeter meter_;
-  fs::path out_;
-  int ranks_;
-  Clock::time_point read_at_;
-  std::uint64_t peer_bytes_ = 0, peer_tokens_ = 0;
-};
-
 }  // namespace
 
 std::vector<std::size_t> split_inputs(const std::vector<std::uint64_t>& sizes, int ranks) {
@@ -89,13 +53,14 @@ std::vector<std::size_t> split_inputs(const std::vector<std::uint64_t>& sizes, i
   return first;
 }
 
-struct RankedZtok::Totals {
+struct ZtokJob::Totals {
   std::vector<JournalPart> train, valid;  // every rank's journal, in rank order
+  std::uint64_t train_cut = 0, valid_cut = 0;  // shards [0, n) a rank alone cut while tokenizing
   std::uint64_t train_docs = 0, valid_docs = 0, documents = 0, replacements = 0;
   bool resumed = false;                   // some rank continued from a saved state
 };
 
-RankedZtok::RankedZtok(const ZtokOptions& o, const RankGroup& group) : options_(o), group_(group) {
+ZtokJob::ZtokJob(const ZtokOptions& o, const RankGroup& group) : options_(o), group_(group) {
   check_options(o);
   tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(o.vocab_dir, o.vocabulary));
   inputs_ = expand_inputs(o.inputs);
@@ -107,9 +72,9 @@ RankedZtok::RankedZtok(const ZtokOptions& o, const RankGroup& group) : options_(
   if (group.rank() == 0) progress_ = start_or_resume(o.out_dir, settings_, static_cast<std::uint64_t>(group.size()));
 }
 
-RankedZtok::~RankedZtok() = default;
+ZtokJob::~ZtokJob() = default;
 
-void RankedZtok::check_shared_view() {
+void ZtokJob::check_shared_view() {
   const std::uint64_t run_id = group_.all_gather({progress_.run_id})[0];  // the run rank 0 started or resumed
   if (group_.rank() == 0) return;
   std::optional<ZtokProgress> seen;
@@ -130,7 +95,7 @@ void RankedZtok::check_shared_view() {
 }
 
 // Where this rank's block stands: its saved progress (resumed), or its start.
-RankProgress RankedZtok::block_start(bool& resumed) const {
+RankProgress ZtokJob::block_start(bool& resumed) const {
   const fs::path& out = options_.out_dir;
   const auto r = static_cast<std::uint64_t>(group_.rank());
   const std::optional<RankProgress> saved = load_rank_progress(out, r);
@@ -143,15 +108,75 @@ RankProgress RankedZtok::block_start(bool& resumed) const {
   return p;
 }
 
-RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, std::uint64_t)>& line,
-                                        bool& resumed) const {
-  const fs::path& out = options_.out_dir;
-  const auto r = static_cast<std::uint64_t>(group_.rank());
+// This rank's journals of the two splits while it tokenizes its block. A rank alone (its journals
+// start the splits) also cuts each shard the moment its journal holds all the shard's ids, and frees
+// the ids of the shards its saved progress file records as cut: no resume reads them again.
+class ZtokJob::Journals {
+ public:
+  Journals(const ZtokJob& job, RankProgress& p)
+      : options_(job.options_), inputs_(job.inputs_), p_(p), info_(shard_tokenizer_info(*job.tokenizer_)),
+        cut_when_full_(job.group_.size() == 1),
+        train_(journal_stem(options_.out_dir, p.rank, "train"), data::shard_ids_are_wide(info_.vocab_size), p.train),
+        valid_(journal_stem(options_.out_dir, p.rank, "valid"), data::shard_ids_are_wide(info_.vocab_size), p.valid) {}
+
+  std::uint64_t tokens() const { return train_.counts().tokens + valid_.counts().tokens; }
+
+  // A routed segment's ids, from input `input` of the run.
+  void append(const RoutedSegment& s, std::uint64_t input) {
+    JournalWriter& journal = s.valid ? valid_ : train_;
+    if (s.doc_start) journal.begin_document();
+    const std::uint64_t size = options_.shard_tokens;
+    for (std::span<const std::uint32_t> ids = s.ids; !ids.empty();) {
+      const std::uint64_t room = cut_when_full_ ? size - journal.counts().tokens % size : ids.size();
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(ids.size(), room));
+      journal.append(ids.first(take), input);  // in pieces: the same files as whole
+      ids = ids.subspan(take);
+      if (cut_when_full_ && journal.counts().tokens % size == 0) cut(s.valid);
+    }
+  }
+
+  // Whether a shard was cut since the last save (a save records it).
+  bool cut_since_save() const { return cut_since_save_; }
+
+  // Makes the journals durable and records them, and the shards cut, in this rank's progress file.
+  void save() {
+    p_.train = train_.sync();
+    p_.valid = valid_.sync();
+    save_rank_progress(options_.out_dir, p_);
+    cut_since_save_ = false;
+    train_.release_before(p_.train_shards * options_.shard_tokens);
+    valid_.release_before(p_.valid_shards * options_.shard_tokens);
+  }
+
+ private:
+  // Writes the split's next shard, whose last id the journal just received.
+  void cut(bool valid) {
+    JournalWriter& journal = valid ? valid_ : train_;
+    std::uint64_t& index = valid ? p_.valid_shards : p_.train_shards;
+    ZT_CHECK_EQ(index + 1, journal.counts().tokens / options_.shard_tokens, "shards cut from ", p_.rank, "'s journal");
+    journal.flush();  // the reader sees every id appended
+    const char* split = valid ? "valid" : "train";
+    assemble_shard(options_.out_dir / shard_file_name(split, index), info_, options_.shard_tokens, index,
+                   {{journal_stem(options_.out_dir, p_.rank, split), journal.counts(), 0}}, inputs_);
+    ++index;
+    cut_since_save_ = true;
+  }
+
+  const ZtokOptions& options_;
+  const std::vector<std::string>& inputs_;
+  RankProgress& p_;
+  data::TokenizerInfo info_;
+  bool cut_when_full_;
+  JournalWriter train_, valid_;
+  bool cut_since_save_ = false;
+};
+
+RankProgress ZtokJob::tokenize_block(const std::function<void(std::uint64_t, std::uint64_t)>& line,
+                                     bool& resumed) const {
   RankProgress p = block_start(resumed);
   if (p.done) return p;
-  fs::create_directories(out / ".ztok");
-  const bool wide = data::shard_ids_are_wide(tokenizer_->vocab().size());
-  JournalWriter train(journal_stem(out, r, "train"), wide, p.train), valid(journal_stem(out, r, "valid"), wide, p.valid);
+  fs::create_directories(options_.out_dir / ".ztok");
+  Journals journals(*this, p);
   const std::vector<std::string> block(inputs_.begin() + static_cast<std::ptrdiff_t>(p.first_input),
                                        inputs_.begin() + static_cast<std::ptrdiff_t>(p.end_input));
   std::uint64_t base = 0;  // bytes of the block's inputs before the one reading resumes in
@@ -162,20 +187,12 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
   TokenizeStream stream(*tokenizer_, reader, corpus, options_.threads,
                         2 * static_cast<std::size_t>(options_.threads) + 2);
   Clock::time_point saved_at = Clock::now();
-  auto save = [&] {
-    p.train = train.sync();
-    p.valid = valid.sync();
-    save_rank_progress(out, p);
-    saved_at = Clock::now();
-  };
   std::uint64_t chunks = 0;
-  InvalidUtf8Report utf8(block, true);
+  InvalidUtf8Report utf8(block, group_.size() > 1);
   for (TokenizedChunk c; stream.next(c);) {
     utf8.add(c);
     route_chunk(c, block, options_.valid_fraction, [&](const RoutedSegment& s) {
-      JournalWriter& journal = s.valid ? valid : train;
-      if (s.doc_start) journal.begin_document();
-      journal.append(s.ids, p.first_input + s.file);
+      journals.append(s, p.first_input + s.file);
       p.documents += s.doc_end;
     });
     p.replacements += c.replacements;
@@ -184,20 +201,23 @@ RankProgress RankedZtok::tokenize_block(const std::function<void(std::uint64_t, 
     if (options_.debug_kill_after_chunks > 0 && options_.debug_kill_rank == group_.rank() &&
         ++chunks == options_.debug_kill_after_chunks)
       std::raise(SIGKILL);
-    if (seconds_since(saved_at) >= options_.checkpoint_seconds) save();
-    line(p.input_bytes, train.counts().tokens + valid.counts().tokens);
+    if (journals.cut_since_save() || seconds_since(saved_at) >= options_.checkpoint_seconds) {
+      journals.save();  // at a chunk's end (where reading resumes), and after a shard, not to write it again
+      saved_at = Clock::now();
+    }
+    line(p.input_bytes, journals.tokens());
   }
   utf8.finish();
   p.done = true;
-  save();
+  journals.save();
   return p;
 }
 
-RankedZtok::Totals RankedZtok::exchange(const RankProgress& mine, bool resumed) const {
+ZtokJob::Totals ZtokJob::exchange(const RankProgress& mine, bool resumed) const {
   const std::vector<std::uint64_t> all = group_.all_gather(
       {mine.train.tokens, mine.train.docs, mine.train.runs, mine.valid.tokens, mine.valid.docs, mine.valid.runs,
-       mine.documents, mine.replacements, resumed ? 1u : 0u});
-  constexpr std::size_t kFields = 9;
+       mine.documents, mine.replacements, resumed ? 1u : 0u, mine.train_shards, mine.valid_shards});
+  constexpr std::size_t kFields = 11;
   Totals t;
   std::uint64_t train_first = 0, valid_first = 0;
   for (std::size_t r = 0; r < static_cast<std::size_t>(group_.size()); ++r) {
@@ -211,33 +231,36 @@ RankedZtok::Totals RankedZtok::exchange(const RankProgress& mine, bool resumed) 
     t.documents += f[6];
     t.replacements += f[7];
     t.resumed = t.resumed || f[8] != 0;
+    if (r == 0) {  // only a rank alone cuts while tokenizing
+      t.train_cut = f[9];
+      t.valid_cut = f[10];
+    }
   }
   return t;
 }
 
-void RankedZtok::write_shards(const Totals& t, Heartbeat& heartbeat) const {
+void ZtokJob::write_shards(const Totals& t, Heartbeat& heartbeat) const {
   const data::TokenizerInfo info = shard_tokenizer_info(*tokenizer_);
-  const std::uint64_t n_train = shard_count(split_tokens(t.train), options_.shard_tokens);
-  const std::uint64_t n_valid = shard_count(split_tokens(t.valid), options_.shard_tokens);
-  for (auto j = static_cast<std::uint64_t>(group_.rank()); j < n_train + n_valid;
-       j += static_cast<std::uint64_t>(group_.size())) {
-    const bool valid = j >= n_train;
-    const std::uint64_t index = valid ? j - n_train : j;
+  std::vector<std::pair<bool, std::uint64_t>> todo;  // (valid, index) of the shards not cut yet
+  for (std::uint64_t k = t.train_cut; k < shard_count(split_tokens(t.train), options_.shard_tokens); ++k)
+    todo.emplace_back(false, k);
+  for (std::uint64_t k = t.valid_cut; k < shard_count(split_tokens(t.valid), options_.shard_tokens); ++k)
+    todo.emplace_back(true, k);
+  for (auto j = static_cast<std::size_t>(group_.rank()); j < todo.size(); j += static_cast<std::size_t>(group_.size())) {
+    const auto [valid, index] = todo[j];
     const std::string name = shard_file_name(valid ? "valid" : "train", index);
     heartbeat.beat("writing shard " + name);
-    assemble_shard(options_.out_dir / name, info, options_.shard_tokens,
-                   index, valid ? t.valid : t.train, inputs_);
+    assemble_shard(options_.out_dir / name, info, options_.shard_tokens, index, valid ? t.valid : t.train, inputs_);
   }
 }
 
 // Rank 0, once every shard is written: the run is complete (its totals recorded), the journals go.
-void RankedZtok::finish(const Totals& t) {
-  for (auto [state, parts, docs] : {std::tuple(&progress_.train, &t.train, t.train_docs),
-                                    std::tuple(&progress_.valid, &t.valid, t.valid_docs)}) {
-    *state = ShardStream::State{};
-    state->total_tokens = split_tokens(*parts);
-    state->total_docs = docs;
-    state->shard = shard_count(state->total_tokens, options_.shard_tokens);
+void ZtokJob::finish(const Totals& t) {
+  for (auto [totals, parts, docs] : {std::tuple(&progress_.train, &t.train, t.train_docs),
+                                     std::tuple(&progress_.valid, &t.valid, t.valid_docs)}) {
+    totals->tokens = split_tokens(*parts);
+    totals->docs = docs;
+    totals->shards = shard_count(totals->tokens, options_.shard_tokens);
   }
   progress_.documents = t.documents;
   progress_.replacements = t.replacements;
@@ -246,7 +269,7 @@ void RankedZtok::finish(const Totals& t) {
   fs::remove_all(options_.out_dir / ".ztok");
 }
 
-ZtokSummary RankedZtok::run() {
+ZtokSummary ZtokJob::run() {
   const Clock::time_point start = Clock::now();
   if (progress_.complete) {
     if (group_.rank() == 0) fs::remove_all(options_.out_dir / ".ztok");  // left by a run killed as it completed
@@ -254,7 +277,7 @@ ZtokSummary RankedZtok::run() {
     s.already_complete = s.resumed = true;
     return s;
   }
-  SharedLine line(group_.rank() == 0 && options_.show_progress, options_.out_dir, group_.size(), input_bytes_);
+  RanksProgressLine line(group_.rank() == 0 && options_.show_progress, options_.out_dir, group_.size(), input_bytes_);
   fs::create_directories(options_.out_dir / ".ztok");
   Heartbeat heartbeat(options_.out_dir, group_.rank(), group_.size(), options_.timeout_s);
   bool resumed = false;
@@ -264,7 +287,7 @@ ZtokSummary RankedZtok::run() {
         heartbeat.beat("tokenizing");
       },
       resumed);
-  return_freed_memory();  // before the shards are cut
+  return_freed_memory();  // before the (other) shards are cut
   const std::uint64_t my_tokens = mine.train.tokens + mine.valid.tokens;
   group_.wait_for_all(0.1, [&] {  // sleeps while others tokenize
     line.update(mine.input_bytes, my_tokens);
@@ -280,6 +303,13 @@ ZtokSummary RankedZtok::run() {
   s.resumed = totals.resumed;
   s.seconds = seconds_since(start);
   return s;
+}
+
+ZtokSummary run_ztok(const ZtokOptions& options) {
+  const OneRank one;
+  ZtokJob job(options, one);
+  job.check_shared_view();
+  return job.run();
 }
 
 }  // namespace zt::ztok
