@@ -14,13 +14,15 @@ local_train=$ZT_SOURCE/jobscripts/local/train.sh
 ZT_TIMEOUT=120 zt_mpirun 2 "$ZT_BIN/ztrain" "${train[@]}" --data.train="$ZT_DATA" --ckpt.dir=ref/ckpt \
   --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
 loss_column ref/metrics.jsonl >ref.loss
-# A quarter of the uninterrupted run's training time (its steps' step_ms), in minutes: a time limit
-# that stops a start well before the end whatever this machine's speed.
+# A quarter of the uninterrupted run's training time at its fastest step (step count x the least
+# step_ms), in minutes: a time limit that stops a start well before the end whatever this machine's
+# speed. Not the sum of the steps: a reference slowed by load (other tests beside it) would give a
+# segment longer than a whole later run, which then never restarts.
 quarter_min() {
   /usr/bin/python3 -c '
 import json, sys
-ms = sum(json.loads(line).get("step_ms", 0) for line in open(sys.argv[1]))
-print(f"{max(ms / 4 / 60000, 0.002):.4f}")' "$1"
+ms = [json.loads(line)["step_ms"] for line in open(sys.argv[1]) if "\"step_ms\"" in line]
+print(f"{max(min(ms) * len(ms) / 4 / 60000, 0.002):.4f}")' "$1"
 }
 segment_min=$(quarter_min ref/metrics.jsonl)
 same_losses() {  # same_losses RUN_DIR: every step's loss equals the uninterrupted run's
