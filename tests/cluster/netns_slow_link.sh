@@ -48,7 +48,7 @@ cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --train.max_steps=100 --log.met
 job=$!
 for _ in $(seq 1200); do [ "$(last_step "$ZT_WORK/slow.jsonl")" -ge 6 ] 2>/dev/null && break; sleep 0.1; done
 before=$(last_step "$ZT_WORK/slow.jsonl")
-[ "${before:-0}" -ge 6 ] && [ "$before" -lt 80 ] || { tail -n 20 "$ZT_WORK/slow.out"; fail "the job was at step '${before}' (wanted 6-79)"; }
+if [ "${before:-0}" -lt 6 ] || [ "$before" -ge 80 ]; then tail -n 20 "$ZT_WORK/slow.out"; fail "the job was at step '${before}' (wanted 6-79)"; fi
 "$NETNS" link node2 delay 50 >/dev/null || fail "netns.sh link node2 delay 50"
 after=$(last_step "$ZT_WORK/slow.jsonl")
 echo "delayed between steps $before and $after"
