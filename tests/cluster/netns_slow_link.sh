@@ -5,7 +5,7 @@
 #    episode starts after the fault and is warned about log.straggler_windows logged windows after it
 #    (log.every=1 here), naming no other node;
 #  - the metrics lines of those windows name node2 as slowest_link_host, its slowest_link_ms a round
-#    trip of the delay (>= 50 ms) against a median_link_ms of a healthy link;
+#    trip of the delay (>= 50 ms), 5 x median_link_ms or more (the rule, log.straggler_fraction=4);
 #  - training goes on (the delay is cleared after the warning) to the last step, exit 0;
 #  - the same cluster without a fault warns about no node in 20 logged windows, and on 2 nodes (where
 #    the check cannot tell which end of a link is slow) nothing runs: no link fields, no start-up line.
@@ -74,7 +74,8 @@ first, last = int(sys.argv[2]), int(sys.argv[3])
 assert sorted(rows) == list(range(1, 101)), f"steps {sorted(rows)}: training did not run to the end"
 for s in range(first, last + 1):
     o = rows[s]
-    assert o["slowest_link_host"] == "node2" and o["slowest_link_ms"] >= 50 and o["median_link_ms"] < 10, o
+    # the rule's own terms (log.straggler_fraction=4): 5 x the median; a round trip of the delay at least
+    assert o["slowest_link_host"] == "node2" and o["slowest_link_ms"] >= max(50, 5 * o["median_link_ms"]), o
 print("slow link: steps %d-%d name node2 at %s ms against a median of %s ms" % (first, last,
       ", ".join("%.0f" % rows[s]["slowest_link_ms"] for s in range(first, last + 1)),
       ", ".join("%.2f" % rows[s]["median_link_ms"] for s in range(first, last + 1))))
