@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,7 +85,7 @@ std::string straggler_message(const StragglerEpisode& e, const std::string& host
 // gather goes over the World (MPI, host memory, under its watchdog, which names a rank that never
 // arrives), not the training communicator: no device buffer, nothing queued behind the step's work.
 // One small message per rank per logged window. With 3 or more nodes the nodes' first ranks first time
-// their links (link_check.hpp), and rank 0 judges those times too.
+// their links (link_check.hpp), the times travel in the same message, and rank 0 judges them too.
 class StragglerWatch {
  public:
   // pp: parallel.pp (the world's pipeline stages: the peer groups); ring: the flight recorder the link
