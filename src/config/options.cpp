@@ -231,7 +231,7 @@ std::vector<Option> build_table() {
       opt("log.sample_prompt", &C::log, &LogConfig::sample_prompt, "prompt the samples continue"),
       opt("log.sample_tokens", &C::log, &LogConfig::sample_tokens, "tokens generated per sample", I64{1, kMaxCount}),
       opt("log.all_ranks", &C::log, &LogConfig::all_ranks, "every rank logs, each line prefixed [rank r]"),
-      opt("log.straggler_fraction", &C::log, &LogConfig::straggler_fraction, "warn about a rank whose compute time per step is this fraction above the median rank's ...", closed(0.01, 100)),
+      opt("log.straggler_fraction", &C::log, &LogConfig::straggler_fraction, "warn about a rank whose compute time per step is this fraction above the median rank's (3+ nodes: also a node whose link exchanges are, by 10 ms or more) ...", closed(0.01, 100)),
       opt("log.straggler_windows", &C::log, &LogConfig::straggler_windows, "... in this many consecutive logged windows (log.every steps each)", I64{1, kMaxCount}),
       opt("dist.backend", &C::dist, &DistConfig::backend, "collectives: nccl on GPUs, mpi on the CPU (mpi host-stages GPU buffers; lets ranks share a GPU)"),
       opt("dist.timeout_s", &C::dist, &DistConfig::timeout_s, "watchdog: a rank waiting longer than this for the others (a collective; a checkpoint's, resume's or start-up's agreement) aborts the job, naming what it waited for (10x through start-up, until step 1 completes)", closed(1, kMaxTimeoutS)),

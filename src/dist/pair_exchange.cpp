@@ -9,7 +9,7 @@
 
 namespace zt::dist {
 namespace {
-constexpr int kTag = 2207;  // preflight's pair traffic; nothing else sends point-to-point on the world
+constexpr int kTag = 2207;  // pair traffic (preflight, the link check): a tag of its own on the world
 }
 
 void exchange_with(const World& world, int peer, const float* send, float* recv, std::size_t count, double timeout_s) {

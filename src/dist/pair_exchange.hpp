@@ -1,4 +1,5 @@
-// Point-to-point exchange between two ranks over MPI, for --preflight's node-pair bandwidth: one
+// Point-to-point exchange between two ranks over MPI, for --preflight's node-pair bandwidth (and the
+// trainer's slow-link check, health/link_check.hpp, with a few KiB): one
 // rank per node (the node's first) swaps a buffer with its partner, both directions at once, as
 // nccl-tests' sendrecv does. Host memory on every backend: it measures the node-to-node path MPI
 // uses (with UCX on InfiniBand the same NICs NCCL uses), not NCCL's GPU-direct path, which the

@@ -95,9 +95,10 @@ std::string straggler_message(const StragglerEpisode& e, const std::string& host
              "each collective. ztrain --preflight measures it (see \"Running on a cluster\")");
 }
 
-StragglerWatch::StragglerWatch(const dist::World& world, const config::LogConfig& log, int pp)
+StragglerWatch::StragglerWatch(const dist::World& world, const config::LogConfig& log, int pp, dist::CollectiveRing* ring)
     : world_(world), hosts_(world.gather_to_root(world.host(), "start-up: the host of every rank")),
-      groups_(stage_groups(world.size(), pp)), rule_(world.size(), log.straggler_fraction, log.straggler_windows, groups_) {
+      groups_(stage_groups(world.size(), pp)), rule_(world.size(), log.straggler_fraction, log.straggler_windows, groups_),
+      links_(world, log.straggler_fraction, log.straggler_windows, ring) {
   if (pp > 1)
     log::info(cat("stragglers: each rank's compute is compared with the other ranks of its pipeline stage (the stages' ",
                   "work differs)", world.size() == pp ? "; with one rank per stage there are none, so no rank is judged" : ""));
@@ -106,21 +107,26 @@ StragglerWatch::StragglerWatch(const dist::World& world, const config::LogConfig
 std::optional<WindowSummary> StragglerWatch::observe(std::int64_t first_step, std::int64_t last_step, double compute_ms,
                                                      double wait_ms) {
   if (world_.size() == 1) return std::nullopt;  // the same on every rank: all join the gather below or none
-  const double mine[2] = {compute_ms, wait_ms};
+  const auto [prev_ms, next_ms] = links_.measure(last_step);  // returns at once but on the nodes' first ranks
+  const double mine[4] = {compute_ms, wait_ms, prev_ms, next_ms};
   const std::vector<std::string> all = world_.gather_to_root(
       std::string(reinterpret_cast<const char*>(mine), sizeof mine), cat("step ", last_step, ": gathering straggler times"));
   if (!world_.is_root()) return std::nullopt;
   WindowTimes times;
+  std::vector<double> prev, next;
   for (const std::string& bytes : all) {
     ZT_CHECK_EQ(bytes.size(), sizeof mine, "straggler times from a rank");
-    double theirs[2];
+    double theirs[4];
     std::memcpy(theirs, bytes.data(), sizeof theirs);
     times.compute_ms.push_back(theirs[0]);
     times.wait_ms.push_back(theirs[1]);
+    prev.push_back(theirs[2]), next.push_back(theirs[3]);
   }
   for (const StragglerEpisode& e : rule_.observe(first_step, last_step, times.compute_ms))
     log::warn(straggler_message(e, host(e.rank)));
-  return summarize(times, groups_);
+  WindowSummary s = summarize(times, groups_);
+  if (links_.active()) s.link = links_.judge(first_step, last_step, prev, next);
+  return s;
 }
 
 }  // namespace zt::health

@@ -20,6 +20,7 @@
 
 #include "config/config.hpp"
 #include "dist/world.hpp"
+#include "health/link_check.hpp"
 
 namespace zt::health {
 
@@ -33,6 +34,7 @@ struct WindowSummary {
   int slowest_rank = 0;
   double slowest_compute_ms = 0, median_compute_ms = 0;
   double slowest_wait_ms = 0, median_wait_ms = 0;
+  std::optional<LinkSummary> link;  // 3 or more nodes (link_check.hpp)
 };
 
 // Which peer group each rank is in (its pipeline stage); empty: one group of all ranks.
@@ -82,11 +84,13 @@ std::string straggler_message(const StragglerEpisode& e, const std::string& host
 // each rank's two times gathered onto rank 0, which summarises them (for the metrics line) and warns. The
 // gather goes over the World (MPI, host memory, under its watchdog, which names a rank that never
 // arrives), not the training communicator: no device buffer, nothing queued behind the step's work.
-// One small message per rank per logged window.
+// One small message per rank per logged window. With 3 or more nodes the nodes' first ranks first time
+// their links (link_check.hpp), the times travel in the same message, and rank 0 judges them too.
 class StragglerWatch {
  public:
-  // pp: parallel.pp (the world's pipeline stages: the peer groups). Every rank: a collective.
-  StragglerWatch(const dist::World& world, const config::LogConfig& log, int pp = 1);
+  // pp: parallel.pp (the world's pipeline stages: the peer groups); ring: the flight recorder the link
+  // exchanges are recorded in (may be null). Every rank: a collective.
+  StragglerWatch(const dist::World& world, const config::LogConfig& log, int pp = 1, dist::CollectiveRing* ring = nullptr);
   // Every rank calls, every logged window (steps first_step..last_step), with its mean per-step times.
   // Returns the window's summary on rank 0 of a job of more than one rank, nullopt elsewhere.
   std::optional<WindowSummary> observe(std::int64_t first_step, std::int64_t last_step, double compute_ms,
@@ -99,6 +103,7 @@ class StragglerWatch {
   std::vector<std::string> hosts_;  // rank 0 only
   PeerGroups groups_;
   StragglerRule rule_;
+  LinkCheck links_;  // inactive below 3 nodes
 };
 
 }  // namespace zt::health

@@ -56,6 +56,9 @@ void MetricsLog::step(const StepMetrics& m) {
                 ", \"slowest_compute_ms\": ", json_number(m.slowest_compute_ms), ", \"median_compute_ms\": ",
                 json_number(m.median_compute_ms), ", \"slowest_wait_ms\": ", json_number(m.slowest_wait_ms),
                 ", \"median_wait_ms\": ", json_number(m.median_wait_ms));
+  if (!m.slowest_link_host.empty())
+    line += cat(", \"slowest_link_host\": ", json_string(m.slowest_link_host), ", \"slowest_link_ms\": ",
+                json_number(m.slowest_link_ms), ", \"median_link_ms\": ", json_number(m.median_link_ms));
   write_line(line + "}");
   char console[256];
   std::snprintf(console, sizeof console, "step %6lld | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tok/s | %.1f ms/step | mem %.1f MiB",

@@ -39,6 +39,10 @@ struct StepMetrics {
   std::optional<int> slowest_rank;
   std::string slowest_host;
   double slowest_compute_ms = 0, median_compute_ms = 0, slowest_wait_ms = 0, median_wait_ms = 0;
+  // 3 or more nodes: the node whose links were slowest (its exchanges with its neighbouring nodes), its
+  // and the median node's time, ms (health/link_check.hpp).
+  std::string slowest_link_host;  // "" below 3 nodes: no link fields
+  double slowest_link_ms = 0, median_link_ms = 0;
 };
 
 class MetricsLog {

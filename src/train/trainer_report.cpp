@@ -17,6 +17,7 @@ void add_slowest_rank(StepMetrics& m, const health::WindowSummary& s, const std:
   m.slowest_host = host;
   m.slowest_compute_ms = s.slowest_compute_ms, m.median_compute_ms = s.median_compute_ms;
   m.slowest_wait_ms = s.slowest_wait_ms, m.median_wait_ms = s.median_wait_ms;
+  if (s.link) m.slowest_link_host = s.link->host, m.slowest_link_ms = s.link->slowest_ms, m.median_link_ms = s.link->median_ms;
 }
 
 }  // namespace
