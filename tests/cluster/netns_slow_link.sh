@@ -52,7 +52,7 @@ if [ "${before:-0}" -lt 6 ] || [ "$before" -ge 80 ]; then tail -n 20 "$ZT_WORK/s
 "$NETNS" link node2 delay 50 >/dev/null || fail "netns.sh link node2 delay 50"
 after=$(last_step "$ZT_WORK/slow.jsonl")
 echo "delayed between steps $before and $after"
-[ "${after:-100}" -le $((100 - W - 1)) ] || fail "the delay took effect only at step ${after} of 100 (a loaded machine?)"
+[ "${after:-100}" -le $((100 - 2 * W - 1)) ] || fail "the delay took effect only at step ${after} of 100 (a loaded machine?)"
 for _ in $(seq 600); do grep -q "the link of node" "$ZT_WORK/slow.out" && break; sleep 0.1; done
 "$NETNS" link node2 clear >/dev/null || fail "netns.sh link node2 clear"
 wait "$job"
@@ -66,7 +66,10 @@ first=$(sed -n 's/.*the link of node node2 .* (steps \([0-9]*\)-\([0-9]*\);.*/\1
 last=$(sed -n 's/.*the link of node node2 .* (steps \([0-9]*\)-\([0-9]*\);.*/\2/p' "$ZT_WORK/slow.out")
 echo "warned for steps $first-$last (delayed between steps $before and $after; detection window $W steps)"
 [ "$first" -gt "$before" ] || fail "the episode began at step $first, before the delay (after step $before)"
-[ "$last" -le $((after + W)) ] || fail "warned at step $last, later than $W logged windows after the delay (step $after)"
+# W windows of slack beyond the rule's W: `after` is read from the metrics file when netns.sh returns, and
+# with other tests beside this one the delay's queue program holds its first packets a few steps later
+# (measured: the episode began 4 steps after `after` when run beside another test, 1-3 alone).
+[ "$last" -le $((after + 2 * W)) ] || fail "warned at step $last, later than 2 x $W logged windows after the delay (step $after)"
 /usr/bin/python3 - "$ZT_WORK/slow.jsonl" "$first" "$last" <<'PY' || fail "the link fields of the slow run"
 import json, sys
 rows = {o["step"]: o for o in map(json.loads, open(sys.argv[1])) if "loss" in o}
