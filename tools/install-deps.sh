@@ -20,6 +20,8 @@ PACKAGES=(
   python3-matplotlib procps
   # the cluster test: a real single-node Slurm on localhost (tests/cluster/slurm_requeue.sh)
   slurm-wlm munge
+  # nodes as network namespaces (tools/cluster/netns.sh, tests/cluster/netns_*.sh)
+  iproute2 iptables util-linux
 )
 
 have_node=false
