@@ -82,27 +82,18 @@ void check_model_keys(const fs::path& dir, const config::Config& then, const con
   }
 }
 
-// A key of the configuration the checkpoint's run recorded ("" when absent).
-std::string recorded(const ckpt::TrainState& s, const std::string& section, const std::string& key) {
-  std::istringstream ini(s.config_ini);
-  std::string line, in;
-  while (std::getline(ini, line)) {
-    if (line.starts_with("[")) in = line.substr(1, line.find(']') - 1);
-    if (in == section && line.starts_with(key + " = ")) return line.substr(key.size() + 3);
-  }
-  return "";
-}
-
 // A LoRA checkpoint holds adapters on a frozen base, a full one the whole model: resuming one as the
 // other is refused saying so, with the way forward either way (not as a mismatch of parameter tables).
-void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const config::Config& c) {
+// `then` is the checkpoint's configuration (config_of), its keys printed as its state.json has them.
+void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const config::Config& then, const config::Config& c) {
   const bool saved_lora = !s.lora_base_sha256.empty();
   if (saved_lora == (c.lora.rank > 0)) return;
-  const std::string from = recorded(s, "init", "from");
+  auto recorded = [&](const char* key) { return config::find_option(key)->format(then); };
+  const std::string& from = then.init.from;
   if (saved_lora)
     throw InputError(cat(
-        "checkpoint ", dir.string(), " is a LoRA checkpoint (lora.rank=", recorded(s, "lora", "rank"), ", lora.alpha=",
-        recorded(s, "lora", "alpha"), ", lora.targets=", recorded(s, "lora", "targets"), "): it holds the adapters only, "
+        "checkpoint ", dir.string(), " is a LoRA checkpoint (lora.rank=", recorded("lora.rank"), ", lora.alpha=",
+        recorded("lora.alpha"), ", lora.targets=", recorded("lora.targets"), "): it holds the adapters only, "
         "on the frozen base init.from=", from.empty() ? "(random init from train.seed)" : from, ", but this run has "
         "lora.rank=0 (full training). To go on with the LoRA run, give it those lora.* keys and init.from; to train the "
         "whole fine-tuned model, export it merged (zckpt export ", dir.string(), " --merge --out MERGED) and start a new "
@@ -116,7 +107,9 @@ void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const confi
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
-  check_lora_kind(dir, cp.state(), c);
+  const ckpt::TrainState s = cp.state();
+  const config::Config then = config_of(s.config_ini);
+  check_lora_kind(dir, s, then, c);
   const model::ParamTable base(model::model_shape(c.model));
   // A LoRA run's checkpoint holds its adapters (lora_base.hpp): their table is what must match.
   const ckpt::ModelDesc mine =
@@ -127,8 +120,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
                          "; this run's is ", describe(mine), ": use the same model.* keys",
                          c.lora.rank > 0 ? " and the same lora.rank and lora.targets (a LoRA checkpoint holds its adapters)" : "",
                          fix));
-  const ckpt::TrainState s = cp.state();
-  check_model_keys(dir, config_of(s.config_ini), c);
+  check_model_keys(dir, then, c);
   if (s.global_batch != static_cast<std::uint64_t>(c.train.global_batch))
     throw InputError(cat("checkpoint ", dir.string(), " was trained with train.global_batch=", s.global_batch,
                          "; this run has ", c.train.global_batch, ": the data cursor counts windows of that batch, so "
