@@ -173,6 +173,7 @@ void Decoder::head_forward(ParamSource& params, const std::int32_t* targets) {
     fin = params.unit(0);
   }
   if (targets) loss_forward(head(fin), targets);
+  else if (logit_row_ >= 0) row_logits_forward(head(fin));
   else logits_forward(head(fin));
   params.release(head_unit());
 }
@@ -197,6 +198,20 @@ void Decoder::logits_forward(const Tensor& head_weight) {
   host_logits_ = layers::host_logits(env_.ctx, logits, g_.s.vocab_size);
 }
 
+// One row's logits: the row of the final norm's output (under SP gathered first, every rank needs it)
+// through this rank's vocabulary rows, a plain column-parallel matmul of one row, gathered from the group.
+void Decoder::row_logits_forward(const Tensor& head_weight) {
+  const std::int64_t C = g_.s.n_embd;
+  const Tensor all = env_.gathered(t_.lnf);
+  const Tensor x(static_cast<std::byte*>(all.data) + static_cast<std::size_t>(logit_row_ * C) * dtype_size(g_.dtype),
+                 g_.dtype, {1, C});
+  backend::Buffer buffer = be_.allocate(static_cast<std::size_t>(g_.vocab_rows) * dtype_size(g_.dtype));
+  const Tensor logits = buffer.view(g_.dtype, {1, g_.vocab_rows});
+  const layers::TpContext rows_whole{env_.ctx.be, env_.ctx.group, false};  // the row is whole on every rank
+  layers::column_parallel_forward(rows_whole, logits, x, x, head_weight, Tensor(), WeightLayout::kOutIn);
+  host_logits_ = layers::host_logits(rows_whole, logits, g_.s.vocab_size);
+}
+
 // A pipeline stage runs its part: the embedding on the first (else its input is in t_.encoded, the
 // previous stage's output), its blocks, and the final norm and head on the last.
 void Decoder::run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
@@ -219,6 +234,15 @@ double Decoder::forward(const std::int32_t* tokens, const std::int32_t* targets,
 
 std::vector<float> Decoder::forward_logits(const std::int32_t* tokens, ParamSource& params) {
   run_forward(tokens, nullptr, params);
+  ready_for_backward_ = false;
+  return g_.has_head ? std::move(host_logits_) : std::vector<float>{};
+}
+
+std::vector<float> Decoder::forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) {
+  ZT_CHECK(row >= 0 && row < g_.N, "model: logits row ", row, " outside the micro-batch's ", g_.N, " rows");
+  logit_row_ = row;
+  run_forward(tokens, nullptr, params);
+  logit_row_ = -1;
   ready_for_backward_ = false;
   return g_.has_head ? std::move(host_logits_) : std::vector<float>{};
 }

@@ -133,6 +133,7 @@ class Decoder final : public Model {
   double forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) override;
   void backward(ParamSource& params, GradSink& grads, float dloss) override;
   std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
+  std::vector<float> forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) override;
   void set_segment_starts(const std::int32_t* starts) override { env_.segments.set(be_, starts, g_.B, g_.T); }
   void set_lora(Lora* lora) override;
   backend::Tensor stage_input() override { return t_.encoded; }
@@ -158,6 +159,7 @@ class Decoder final : public Model {
   void head_forward(ParamSource& params, const std::int32_t* targets);
   void loss_forward(const backend::Tensor& head_weight, const std::int32_t* targets);
   void logits_forward(const backend::Tensor& head_weight);
+  void row_logits_forward(const backend::Tensor& head_weight);
   void head_backward(ParamSource& params, GradSink& grads, float dloss);
   void blocks_backward(ParamSource& params, GradSink& grads);
   void recompute(int l, const backend::Tensor& w);
@@ -179,6 +181,7 @@ class Decoder final : public Model {
   layers::RowReduce row_reduce_;  // tp > 1: the loss's row statistics over the TP group
   double loss_sum_ = 0;
   std::vector<float> host_logits_;
+  std::int64_t logit_row_ = -1;  // forward_row_logits' row; -1: every row
   bool ready_for_backward_ = false;
 };
 

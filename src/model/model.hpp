@@ -69,6 +69,9 @@ class Model {
   // sampling; no loss, no backward. On a pipeline stage (Stage above) the stage's part: without the
   // embedding it reads stage_input(); without the head it returns {} and leaves its output in stage_output().
   virtual std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) = 0;
+  // The same for one row only (b*T + t, the next token's position when sampling): its V logits. The LM
+  // head is then one row's matmul, not B*T rows' (at V = 50k it is most of a small model's forward).
+  virtual std::vector<float> forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) = 0;
   // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
   // model does not own it. Under TP the adapters are the rank's shard (Lora's tp = the group's size).
   virtual void set_lora(Lora* lora) = 0;

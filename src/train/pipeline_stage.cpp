@@ -176,9 +176,8 @@ std::vector<float> PipelineStage::next_token_logits(const std::int32_t* window, 
   for (const PipeOp& op : model::forward_ops({grid_.pp, cut_.vpp, 1}, grid_.pp_rank())) {
     transfer_around(op, context, "", [&](model::Model& m) {
       m.set_segment_starts(nullptr);  // one prompt: no document mask
-      const std::vector<float> logits = m.forward_logits(window, params);  // [B, T, V] on the last stage, else {}
-      if (!logits.empty())
-        std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n - 1) * V), V, row.begin());
+      const std::vector<float> logits = m.forward_row_logits(window, params, n - 1);  // [V] on the last stage, else {}
+      if (!logits.empty()) std::copy_n(logits.begin(), V, row.begin());
       return 0.0;
     });
   }

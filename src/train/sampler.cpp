@@ -32,12 +32,9 @@ std::uint32_t draw(const float* logits, int vocab, const SampleOptions& o, doubl
 
 std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
                         const std::string& prompt, const SampleOptions& o, const std::function<void()>& before) {
-  const std::size_t V = static_cast<std::size_t>(gpt.table().shape().vocab_size);
   const NextLogits next = [&](const std::int32_t* window, int n) {
     if (before) before();
-    const std::vector<float> logits = gpt.forward_logits(window, params);  // [B, T, V]
-    const auto row = logits.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(n - 1) * V);
-    return std::vector<float>(row, row + static_cast<std::ptrdiff_t>(V));
+    return gpt.forward_row_logits(window, params, n - 1);  // [V] at row 0's position n - 1
   };
   return sample_text(next, gpt.table().shape(), gpt.micro_batch(), tokenizer, prompt, o);
 }

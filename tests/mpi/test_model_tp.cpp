@@ -173,6 +173,10 @@ TEST_P(ModelTp, LossLogitsAndGradientsAreOneRanksShards) {
     const std::vector<float> logits = model.forward_logits(seq.data(), params);
     ASSERT_EQ(logits.size(), want_logits.size());
     for (std::size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], want_logits[i], 1e-5) << i;
+    const std::int64_t V = table.shape().vocab_size, last = kSeqLen - 1;  // sampling's row: gathered under SP
+    const std::vector<float> row = model.forward_row_logits(seq.data(), params, last);
+    ASSERT_EQ(row.size(), std::size_t(V));
+    for (std::int64_t j = 0; j < V; ++j) ASSERT_NEAR(row[j], want_logits[last * V + j], 1e-5) << j;
   });
 }
 

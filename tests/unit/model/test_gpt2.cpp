@@ -173,6 +173,12 @@ TEST(Gpt2, ForwardLogitsGiveTheSameLoss) {
     want += mx + std::log(s) - logits[r * V + f.targets[r]];
   }
   EXPECT_NEAR(sum, want, 1e-5 * want);
+  for (const std::int64_t row : {std::int64_t{0}, std::int64_t(f.tokens.size()) - 1, std::int64_t(f.tokens.size()) / 3}) {
+    const std::vector<float> one = model.forward_row_logits(f.tokens.data(), src, row);  // sampling's one row
+    ASSERT_EQ(one.size(), std::size_t(V));
+    for (int j = 0; j < V; ++j) ASSERT_NEAR(one[j], logits[row * V + j], 1e-5) << "row " << row << " column " << j;
+  }
+  EXPECT_THROW(model.forward_row_logits(f.tokens.data(), src, std::int64_t(f.tokens.size())), Error);
 }
 
 TEST(Gpt2, SameThreadCountGivesTheSameBits) {
