@@ -11,6 +11,9 @@ trap 'rm -rf "$ZT_WORK"' EXIT
 cd "$ZT_WORK" || exit 1
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# full_cases: true under ZT_TEST_FULL=1 (tools/bench/full_suite.sh). The slowest tests run a
+# representative subset of their cases in CI and every case when this is set.
+full_cases() { [ "${ZT_TEST_FULL:-0}" = 1 ]; }
 skip() { echo "SKIP: $*"; exit 77; }
 
 # mpirun with the test defaults and a hang guard (ZT_TIMEOUT seconds, default 240; exit 124 if hit):
