@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <span>
 
 #include "backend/attention_support.hpp"
 #include "backend/tensor.hpp"
@@ -286,12 +287,17 @@ bool cuda_backend_built();
 // The largest scratch the CPU backend allocates for itself (attention backward) at sequence length T:
 // the memory planner adds it to its prediction. This is the fp32 figure.
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len);
-// The same for GPT-2 training in compute dtype `compute`, with rows = micro_batch * seq_len tokens,
-// `channels` = C and the padded vocabulary Vp. A 16-bit X adds the fp32 copies the ops widen their
-// operands into; the tied LM head's GEMM is the largest (rows*C + Vp*C + rows*Vp floats).
-// Llama: qkv_width = C + 2 NKV hs, mlp_up = 2F (gate|up), mlp_down = F; 0 = GPT-2's 3C, 4C, 4C.
+// One GEMM of a step: [rows, in] x [in, out].
+struct GemmExtent {
+  std::int64_t in = 0, out = 0;
+};
+// The same for a training step in compute dtype `compute` over rows = micro_batch * seq_len tokens: the
+// attention (output attn_width wide, its q|k|v input qkv_width wide), the GEMMs (a block's and the LM
+// head's, as the rank runs them) and the cross-entropy over vocab_columns. A 16-bit X adds the fp32
+// copies the ops widen their operands into; the LM head's GEMM is usually the largest (rows*C + Vp*C +
+// rows*Vp floats). model::cpu_workspace_bytes gives the model's arguments.
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute, std::int64_t rows,
-                                std::int64_t channels, std::int64_t padded_vocab, std::int64_t qkv_width = 0,
-                                std::int64_t mlp_up = 0, std::int64_t mlp_down = 0);
+                                std::int64_t attn_width, std::int64_t qkv_width, std::span<const GemmExtent> gemms,
+                                std::int64_t vocab_columns);
 
 }  // namespace zt::backend

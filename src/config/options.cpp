@@ -52,6 +52,13 @@ Option field_option(const char* key, S Config::*section, T S::*field, const char
   return o;
 }
 
+// A model key only Llama-family models read (Option::family).
+Option llama_only(Option o, std::function<bool(const Config&)> computes_nothing = {}) {
+  o.family = "llama";
+  o.computes_nothing = std::move(computes_nothing);
+  return o;
+}
+
 template <typename S, typename T>
 Option opt(const char* key, S Config::*section, T S::*field, const char* help, Check<T> check = {}) {
   static_assert(!std::is_integral_v<T> || std::is_same_v<T, bool>, "an integer key states its Range");
@@ -159,20 +166,21 @@ std::vector<Option> build_table() {
       opt("model.vocab_size", &C::model, &ModelConfig::vocab_size, "real vocabulary size (50257 for GPT-2)", I64{2, kMaxVocab}),
       opt("model.seq_len", &C::model, &ModelConfig::seq_len, "context length T in tokens", I64{1, kMaxSeqLen}),
       opt("model.arch", &C::model, &ModelConfig::arch, "model family: gpt2 (LayerNorm, GELU, learned positions) or llama (RMSNorm, SwiGLU, RoPE, GQA, no biases)"),
-      opt("model.n_kv_head", &C::model, &ModelConfig::n_kv_head, "llama: K/V heads for grouped-query attention, dividing n_head (0 = n_head; 1 = multi-query)", I64{0, kMaxWidth}),
-      opt("model.ffn_hidden", &C::model, &ModelConfig::ffn_hidden, "llama: SwiGLU hidden width (0 = Llama's rule: int(8 n_embd/3) x ffn_multiplier, rounded up to ffn_multiple_of)", I64{0, 1 << 24}),
-      opt("model.ffn_multiplier", &C::model, &ModelConfig::ffn_multiplier, "llama: ffn_dim_multiplier of Llama's rule (used when ffn_hidden=0)", above(0, 100)),
-      opt("model.ffn_multiple_of", &C::model, &ModelConfig::ffn_multiple_of, "llama: Llama's rule rounds the hidden width up to a multiple of this", I64{1, 1 << 20}),
-      opt("model.rope_theta", &C::model, &ModelConfig::rope_theta, "llama: RoPE base frequency theta", above(0, 1e12)),
-      opt("model.rope_scaling", &C::model, &ModelConfig::rope_scaling, "llama: RoPE frequency scaling (llama3: Llama 3.1's long-context rule, rope_* keys below)"),
-      opt("model.rope_factor", &C::model, &ModelConfig::rope_factor, "llama, rope_scaling=llama3: factor (8 for Llama 3.1, 32 for Llama 3.2)", above(0, kMaxFactor)),
-      opt("model.rope_low_freq_factor", &C::model, &ModelConfig::rope_low_freq_factor, "llama, rope_scaling=llama3: low_freq_factor", above(0, kMaxFactor)),
-      opt("model.rope_high_freq_factor", &C::model, &ModelConfig::rope_high_freq_factor, "llama, rope_scaling=llama3: high_freq_factor (> low_freq_factor)", above(0, kMaxFactor)),
-      opt("model.rope_original_max_position", &C::model, &ModelConfig::rope_original_max_position, "llama, rope_scaling=llama3: original_max_position_embeddings", I64{1, std::int64_t{1} << 32}),
-      opt("model.norm_eps", &C::model, &ModelConfig::norm_eps, "llama: RMSNorm epsilon (rms_norm_eps)", above(0, 1)),
-      opt("model.qkv_bias", &C::model, &ModelConfig::qkv_bias, "llama: biases on the q, k and v projections, as Qwen2 (o_proj and the MLP have none)"),
-      opt("model.qk_norm", &C::model, &ModelConfig::qk_norm, "llama: an RMSNorm over each query and key head before RoPE (q_norm, k_norm), as Qwen3"),
-      opt("model.head_dim", &C::model, &ModelConfig::head_dim, "llama: the width of each attention head (0 = n_embd/n_head; Qwen3-0.6B: 128 over n_embd 1024 and 16 heads); even, for RoPE", I64{0, kMaxWidth}),
+      llama_only(opt("model.n_kv_head", &C::model, &ModelConfig::n_kv_head, "llama: K/V heads for grouped-query attention, dividing n_head (0 = n_head; 1 = multi-query)", I64{0, kMaxWidth}),
+                 [](const Config& c) { return c.model.n_kv_head == c.model.n_head; }),
+      llama_only(opt("model.ffn_hidden", &C::model, &ModelConfig::ffn_hidden, "llama: SwiGLU hidden width (0 = Llama's rule: int(8 n_embd/3) x ffn_multiplier, rounded up to ffn_multiple_of)", I64{0, 1 << 24})),
+      llama_only(opt("model.ffn_multiplier", &C::model, &ModelConfig::ffn_multiplier, "llama: ffn_dim_multiplier of Llama's rule (used when ffn_hidden=0)", above(0, 100))),
+      llama_only(opt("model.ffn_multiple_of", &C::model, &ModelConfig::ffn_multiple_of, "llama: Llama's rule rounds the hidden width up to a multiple of this", I64{1, 1 << 20})),
+      llama_only(opt("model.rope_theta", &C::model, &ModelConfig::rope_theta, "llama: RoPE base frequency theta", above(0, 1e12))),
+      llama_only(opt("model.rope_scaling", &C::model, &ModelConfig::rope_scaling, "llama: RoPE frequency scaling (llama3: Llama 3.1's long-context rule, rope_* keys below)")),
+      llama_only(opt("model.rope_factor", &C::model, &ModelConfig::rope_factor, "llama, rope_scaling=llama3: factor (8 for Llama 3.1, 32 for Llama 3.2)", above(0, kMaxFactor))),
+      llama_only(opt("model.rope_low_freq_factor", &C::model, &ModelConfig::rope_low_freq_factor, "llama, rope_scaling=llama3: low_freq_factor", above(0, kMaxFactor))),
+      llama_only(opt("model.rope_high_freq_factor", &C::model, &ModelConfig::rope_high_freq_factor, "llama, rope_scaling=llama3: high_freq_factor (> low_freq_factor)", above(0, kMaxFactor))),
+      llama_only(opt("model.rope_original_max_position", &C::model, &ModelConfig::rope_original_max_position, "llama, rope_scaling=llama3: original_max_position_embeddings", I64{1, std::int64_t{1} << 32})),
+      llama_only(opt("model.norm_eps", &C::model, &ModelConfig::norm_eps, "llama: RMSNorm epsilon (rms_norm_eps)", above(0, 1))),
+      llama_only(opt("model.qkv_bias", &C::model, &ModelConfig::qkv_bias, "llama: biases on the q, k and v projections, as Qwen2 (o_proj and the MLP have none)")),
+      llama_only(opt("model.qk_norm", &C::model, &ModelConfig::qk_norm, "llama: an RMSNorm over each query and key head before RoPE (q_norm, k_norm), as Qwen3")),
+      llama_only(opt("model.head_dim", &C::model, &ModelConfig::head_dim, "llama: the width of each attention head (0 = n_embd/n_head; Qwen3-0.6B: 128 over n_embd 1024 and 16 heads); even, for RoPE", I64{0, kMaxWidth})),
       opt("model.tie_embeddings", &C::model, &ModelConfig::tie_embeddings, "LM head shares the token embedding (auto: true for gpt2, false for llama; gpt2 is always tied)"),
       opt("init.from", &C::init, &InitConfig::from, "start from Hugging Face weights: a .safetensors file of the model family (GPT2LMHeadModel or LlamaForCausalLM names), or a model directory (config.json + model.safetensors or shards with model.safetensors.index.json) whose config.json supplies the model keys not given; empty: random init from train.seed"),
       opt("train.device", &C::train, &TrainConfig::device, "where to compute: auto picks cuda when a GPU is visible"),

@@ -19,6 +19,11 @@ struct Option {
   std::function<void(Config&, const std::string& text)> assign;
   // The field's value as text that assign() reads back to the same value.
   std::function<std::string(const Config&)> format;
+  // A model key only one family reads: model.arch's value ("llama"); empty: every family's. validate()
+  // refuses it for another family unless it is at its default or `computes_nothing` says its value is
+  // what that family computes anyway (n_kv_head = n_head is GPT-2's attention).
+  std::string family;
+  std::function<bool(const Config&)> computes_nothing;
 
   std::string section() const { return key.substr(0, key.find('.')); }
   std::string name() const { return key.substr(key.find('.') + 1); }

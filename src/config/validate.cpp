@@ -41,25 +41,20 @@ void check_model(const ModelConfig& m) {
                           " or ", (m.n_embd / m.n_head + 1) * m.n_head));
 }
 
-// A key only one family reads, given to the other: "model.X=V applies to model.arch=llama only".
-void reject_for_gpt2(bool given, const std::string& key_value) {
-  if (given)
-    throw ConfigError(cat(key_value, " applies to model.arch=llama only; this run has model.arch=gpt2: set "
-                          "model.arch=llama or leave the key at its default"));
+// A key only another family reads (the option table's Option::family), given a value that would change
+// something: "model.X=V applies to model.arch=llama only".
+void check_family_keys(const Config& c) {
+  const Config defaults;
+  const std::string arch = to_string(c.model.arch);
+  for (const Option& o : options()) {
+    if (o.family.empty() || o.family == arch || o.format(c) == o.format(defaults)) continue;
+    if (o.computes_nothing && o.computes_nothing(c)) continue;
+    throw ConfigError(cat(o.key, "=", o.format(c), " applies to model.arch=", o.family, " only; this run has model.arch=",
+                          arch, ": set model.arch=", o.family, " or leave the key at its default"));
+  }
 }
 
 void check_gpt2_keys(const ModelConfig& m) {
-  const ModelConfig d;
-  reject_for_gpt2(m.n_kv_head != 0 && m.n_kv_head != m.n_head, cat("model.n_kv_head=", m.n_kv_head));
-  reject_for_gpt2(m.ffn_hidden != 0, cat("model.ffn_hidden=", m.ffn_hidden));
-  reject_for_gpt2(m.ffn_multiplier != d.ffn_multiplier, cat("model.ffn_multiplier=", value::format_double(m.ffn_multiplier)));
-  reject_for_gpt2(m.ffn_multiple_of != d.ffn_multiple_of, cat("model.ffn_multiple_of=", m.ffn_multiple_of));
-  reject_for_gpt2(m.rope_theta != d.rope_theta, cat("model.rope_theta=", value::format_double(m.rope_theta)));
-  reject_for_gpt2(m.rope_scaling != RopeScaling::kNone, "model.rope_scaling=llama3");
-  reject_for_gpt2(m.norm_eps != d.norm_eps, cat("model.norm_eps=", value::format_double(m.norm_eps)));
-  reject_for_gpt2(m.qkv_bias, "model.qkv_bias=true");
-  reject_for_gpt2(m.qk_norm, "model.qk_norm=true");
-  reject_for_gpt2(m.head_dim != 0, cat("model.head_dim=", m.head_dim));
   if (m.tie_embeddings == TieEmbeddings::kFalse)
     throw ConfigError("model.tie_embeddings=false: GPT-2's LM head is always the token embedding; use "
                       "model.tie_embeddings=auto or true, or model.arch=llama for an untied head");
@@ -224,6 +219,7 @@ void check_debug(const Config& config) {
 
 void validate(const Config& config) {
   check_model(config.model);
+  check_family_keys(config);
   if (config.model.arch == Arch::kGpt2) check_gpt2_keys(config.model);
   else check_llama_keys(config);
   check_products(config);

@@ -310,16 +310,4 @@ void Decoder::backward(ParamSource& params, GradSink& grads, float dloss) {
   grads.unit_done(0);
 }
 
-TpCommBytes tp_comm_bytes(const GptShape& s, int micro_batch, int tp, bool sequence_parallel, DType compute) {
-  if (tp == 1) return {};
-  const std::uint64_t N = std::uint64_t(micro_batch) * s.seq_len, C = s.n_embd, L = s.n_layer, f32 = 4, f64 = 8;
-  const std::uint64_t act = dtype_size(compute);
-  const std::uint64_t activations = (4 * L + 2) * N * C, ce = 3 * N;
-  const std::uint64_t qk_norms = s.qk_norm ? f32 * 2 * L * std::uint64_t(s.head_size()) : 0;  // Qwen3's, per block
-  if (!sequence_parallel) return {act * activations + f64 * ce + qk_norms, 0, 0};
-  const std::uint64_t norm_kinds = family_of(s.arch).norm == layers::NormKind::kLayerNorm ? 2 : 1;  // weight (+ bias)
-  const std::uint64_t regathered = (2 * L + 1) * N * C;  // backward's column-parallel inputs
-  return {f64 * ce + f32 * norm_kinds * (2 * L + 1) * C + qk_norms, act * (activations + regathered), act * activations};
-}
-
 }  // namespace zt::model

@@ -185,27 +185,4 @@ class Decoder final : public Model {
   bool ready_for_backward_ = false;
 };
 
-// The theory of what a rank hands its TP group per micro-batch (forward + backward, recompute=none;
-// full recomputation repeats each block's forward collectives in backward), in dist::CommStats'
-// payload bytes (the buffer passed; gathers and scatters count the whole [N, C]). The [N, C]
-// activations travel in the compute dtype (its bytes below, f32 = 4), the cross-entropy's statistics
-// in f64 (host values: Communicator::all_reduce_values) and the norms' weight gradients in f32.
-// With N = B*T rows, L blocks, C channels:
-//   without SP: all-reduce of [N, C] after the embedding and each row-parallel layer (2L) forward, and
-//     after each column-parallel layer's dinp (2L) and the LM head's backward: (4L + 2) N C; plus the
-//     cross-entropy's per-row max, sum-exp and target logit: 3N.
-//   with SP: each of those all-reduces becomes an all-gather plus a reduce-scatter of [N, C]:
-//     (4L + 2) N C each, and backward gathers the 2L + 1 column-parallel inputs again (Megatron-SP
-//     keeps only each rank's rows): all-gathers (6L + 3) N C in all. The all-reduces left are the
-//     cross-entropy's 3N and the norms' weight (and GPT-2's bias) gradients: (2L + 1) C per kind.
-// Qwen3's q_norm and k_norm (model.qk_norm) add each block's [2 hs] f32 weight gradients: every rank
-// holds some heads. tp = 1 communicates nothing. A LoRA run differs slightly (not counted): its frozen base skips the norms'
-// gradient all-reduces under SP, and each block's backward all-reduces the replicated adapter factors'
-// fp32 gradients (r x in or out x r per adapted module: lora.hpp).
-struct TpCommBytes {
-  std::uint64_t all_reduce = 0, all_gather = 0, reduce_scatter = 0;
-};
-TpCommBytes tp_comm_bytes(const GptShape& shape, int micro_batch, int tp, bool sequence_parallel,
-                          DType compute = DType::kF32);
-
 }  // namespace zt::model

@@ -1,6 +1,8 @@
 // The family table (family.hpp).
 #include "model/family.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "model/gpt2.hpp"
 #include "model/llama.hpp"
@@ -8,6 +10,18 @@
 namespace zt::model {
 
 float Family::init_std(const ParamInfo& /*p*/, const GptShape& /*s*/) const { return 0.02f; }
+
+double Family::attention_flops(const GptShape& s) const { return 12.0 * s.attn_width() * s.seq_len; }
+
+std::vector<BlockMatmulShape> Family::block_matmuls(const GptShape& s) const {
+  std::vector<BlockMatmulShape> out;
+  for (const LoraModule& m : lora_modules(s)) {
+    const auto same = [&](const BlockMatmulShape& b) { return b.matmul == m.matmul; };
+    if (std::none_of(out.begin(), out.end(), same))
+      out.push_back({m.matmul, m.in, m.out_total, m.matmul == BlockMatmul::kQkv || m.matmul == BlockMatmul::kMlpUp});
+  }
+  return out;
+}
 
 ParamInfo param_info(std::string name, std::vector<std::int64_t> shape, int unit, bool decay, std::int64_t hf_rows) {
   ParamInfo p;

@@ -19,6 +19,13 @@
 
 namespace zt::model {
 
+// One matmul of a block: [N, in] x [in, out]; column-parallel (out cut over TP) or row-parallel (in cut).
+struct BlockMatmulShape {
+  BlockMatmul matmul;
+  std::int64_t in = 0, out = 0;
+  bool column_parallel = true;
+};
+
 class Family {
  public:
   virtual ~Family() = default;
@@ -48,6 +55,15 @@ class Family {
   virtual std::string describe(const GptShape& /*s*/) const { return display; }
   // The Hugging Face config.json of a model of this shape (its architecture, fields and defaults).
   virtual std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) const = 0;
+
+  // What the model costs (cost.hpp reads these). A token's attention FLOPs in one block, forward +
+  // backward: 12 A T by default (PaLM: QK^T and AV over all T keys, A the heads' width).
+  virtual double attention_flops(const GptShape& s) const;
+  // Per block, the floats of replicated parameters applied per head, whose gradients the TP group sums
+  // every micro-batch since each rank holds some heads (Qwen3's q_norm and k_norm); 0 by default.
+  virtual std::int64_t head_replicated_floats(const GptShape& /*s*/) const { return 0; }
+  // A block's matmuls at tp = 1, once each (from lora_modules: the modules of one matmul share it).
+  std::vector<BlockMatmulShape> block_matmuls(const GptShape& s) const;
 
  protected:
   Family(Arch a, const char* n, const char* d, layers::NormKind k, bool positions, backend::WeightLayout w)

@@ -259,6 +259,9 @@ class LlamaFamily final : public Family {
 
   std::string block_prefix(int l) const override { return cat("model.layers.", l, "."); }
 
+  // Qwen3's q_norm and k_norm: one head's width each, applied to every head a TP rank holds.
+  std::int64_t head_replicated_floats(const GptShape& s) const override { return s.qk_norm ? 2 * s.head_size() : 0; }
+
   std::string describe(const GptShape& s) const override {
     if (s.qk_norm) return cat("Llama (q, k head norms", s.qkv_bias ? ", q, k, v biases" : "", ", head size ", s.head_size(),
                               ": Qwen3)");

@@ -11,16 +11,6 @@
 
 namespace zt::model {
 
-TokenFlops token_flops(const GptShape& shape, Recompute recompute) {
-  // A: the attention's width (the heads' q . k and p . v products; C unless head_dim says otherwise).
-  const double C = shape.n_embd, A = shape.attn_width(), T = shape.seq_len, V = shape.padded_vocab;
-  const double block_params = static_cast<double>(ParamTable(shape).units()[1].numel);  // every block alike
-  double block = 6 * block_params + 12 * A * T;
-  if (recompute == Recompute::kFull) block += 2 * block_params + 4 * A * T;
-  if (recompute == Recompute::kSelective) block += 4 * A * T;
-  return {3 * C, block, 6 * C * V};
-}
-
 namespace {
 
 // token_flops builds the parameter table: the loops below take its result once.

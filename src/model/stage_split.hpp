@@ -15,22 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "model/cost.hpp"
 #include "model/model.hpp"
 #include "model/param_table.hpp"
 
 namespace zt::model {
 
-// A token's forward + backward FLOPs in each part of the model, PaLM's count (as the mfu metric and the
-// layout planner): a block 6 x its parameters (each weight once in a forward matmul, twice in backward)
-// plus 12 C T for attention's QK^T and AV at the full context T (GQA and SwiGLU come in through the
-// parameters); recompute adds a block's forward again (full: 2 x its parameters + 4 C T) or attention's
-// (selective: 4 C T). The head: 6 C Vp, the LM head's matmul (the softmax and loss are O(Vp) beside
-// it). The embedding: 3 C, a row read forward and a scatter-add backward (small: it only decides ties).
-struct TokenFlops {
-  double embedding = 0, block = 0, head = 0;
-};
-TokenFlops token_flops(const GptShape& shape, Recompute recompute = Recompute::kNone);
-// A stage's FLOPs a token: its blocks, plus the embedding on the first and the head on the last.
+// A stage's FLOPs a token (cost.hpp's token_flops): its blocks, plus the embedding on the first and the head on the last.
 double stage_flops(const GptShape& shape, const Stage& stage, Recompute recompute = Recompute::kNone);
 
 // The blocks of each of `stages` consecutive stages, balanced by cost (token_flops, no recompute): the

@@ -38,13 +38,13 @@
 
 #include "config/parse.hpp"
 #include "core/error.hpp"
+#include "model/cost.hpp"
 #include "model/model.hpp"
 #include "model/pipeline_schedule.hpp"
 #include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
-#include "model/decoder.hpp"
 
 namespace zt::plan {
 
@@ -79,8 +79,7 @@ config::Config layout_config(const config::Config& c, const Layout& l) {
 // 2 C Vp on the head's rank), less the adapters' own 6 x theirs.
 double lora_saved_flops(const config::Config& c, const model::GptShape& shape, const model::PipelineCut& cut, int rank) {
   const model::TokenFlops f = model::token_flops(shape);
-  const double A = shape.attn_width(), T = shape.seq_len;
-  const double block_params = (f.block - 12 * A * T) / 6;
+  const double block_params = f.block_params;
   const double adapter_params =
       static_cast<double>(model::lora_table(shape, model::lora_spec(c)).numel()) / static_cast<double>(shape.n_layer);
   double saved = 0;

@@ -37,6 +37,7 @@
 #include "config/parse.hpp"
 #include "core/error.hpp"
 #include "layers/chunked_lm_loss.hpp"
+#include "model/cost.hpp"
 #include "model/model.hpp"
 #include "model/pipeline_schedule.hpp"
 #include "model/stage_split.hpp"
@@ -205,13 +206,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else
-    p.rows.push_back({"workspace",
-                      backend::cpu_workspace_bytes(threads, shape.seq_len, compute, std::int64_t{micro} * shape.seq_len,
-                                                   std::max(shape.n_embd, shape.attn_width()),  // Qwen3: A > C
-                                                   layers::loss_chunk_columns(model::vocab_shard_rows(shape, tp),
-                                                                              config.train.loss_chunk),
-                                                   shape.qkv_width() / tp,
-                                                   2 * std::int64_t{shape.ffn_hidden} / tp, shape.ffn_hidden / tp),
+    p.rows.push_back({"workspace", model::cpu_workspace_bytes(shape, micro, tp, threads, compute, config.train.loss_chunk),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
   return p;

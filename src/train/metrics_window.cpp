@@ -33,11 +33,4 @@ MetricsWindow::Closed MetricsWindow::close(StepMetrics& m, double loader_wait_ms
   return closed;
 }
 
-double flops_per_token(std::int64_t n_layer, std::int64_t attn_width, std::int64_t seq_len, std::uint64_t n_params,
-                       std::uint64_t adapters) {
-  const double L = static_cast<double>(n_layer), A = static_cast<double>(attn_width), T = static_cast<double>(seq_len);
-  const double base = (adapters > 0 ? 4.0 : 6.0) * static_cast<double>(n_params);
-  return base + 6.0 * static_cast<double>(adapters) + 12.0 * L * A * T;
-}
-
 }  // namespace zt::train

@@ -42,16 +42,4 @@ class MetricsWindow {
   double trained_targets_ = 0;  // over all ranks: targets that entered the loss
 };
 
-// Model FLOPs utilisation as the PaLM paper (and the PyTorch peer the benchmark compares with) count it:
-// 6 N per token for the parameter GEMMs, forward + backward, with N the parameters a matmul reads
-// (ParamTable::n_params_for_flops: without GPT-2's position table or an untied input embedding), plus
-// 12 L A T for attention (QK^T and PV over all T keys, not halved for causality; A = the heads' width,
-// n_head x head size: C unless model.head_dim differs), against the dense
-// bf16 peak of an H100/H200 SXM (989 TFLOP/s). Recomputation is not counted: MFU measures useful work.
-// A LoRA run (adapters > 0: their parameters) computes no weight gradient for its frozen base: 4 N (the
-// forward and the input gradient) plus 6 x the adapters', as the layout planner counts it.
-constexpr double kPeakBf16Flops = 989e12;
-double flops_per_token(std::int64_t n_layer, std::int64_t attn_width, std::int64_t seq_len, std::uint64_t n_params,
-                       std::uint64_t adapters = 0);
-
 }  // namespace zt::train

@@ -6,6 +6,7 @@
 
 #include "core/log.hpp"
 #include "io/json_text.hpp"
+#include "model/cost.hpp"
 #include "train/sampler.hpp"
 
 namespace zt::train {
@@ -94,9 +95,9 @@ void Trainer::log_step(const StepResult& r) {
     m.pipeline_bubble_theory = pipeline_->bubble_theory();
   }
   if (placement_.device == config::Device::kCuda && config_.train.precision != config::Precision::kFp32)  // MFU: 16-bit GPU runs
-    m.mfu = flops_per_token(config_.model.n_layer, table_.shape().attn_width(), config_.model.seq_len, table_.n_params_for_flops(),
-                            lora_ ? lora_->adapter_table().n_params_real() : 0) *
-            m.tokens_per_s_per_rank / kPeakBf16Flops;
+    m.mfu = model::mfu_flops_per_token(table_.shape(), table_.n_params_for_flops(),
+                                       lora_ ? lora_->adapter_table().n_params_real() : 0) *
+            m.tokens_per_s_per_rank / model::kPeakBf16Flops;
   // compute: the phases less the collectives' waits
   const double compute = m.forward_ms + m.backward_ms + m.comm_ms + m.optimizer_ms - w.blocked_ms_per_step;
   if (const auto s = stragglers_->observe(step_ - w.steps + 1, step_, compute, w.blocked_ms_per_step + m.data_wait_ms))

@@ -20,11 +20,11 @@
 #include "backend/backend.hpp"
 #include "backend/host_convert.hpp"
 #include "dist/grid.hpp"
+#include "model/cost.hpp"
 #include "model/init.hpp"
 #include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
-#include "model/decoder.hpp"
 
 namespace zt::model {
 namespace {

@@ -156,7 +156,9 @@ TEST_P(TpLayers, VocabParallelEmbeddingEqualsOneRanksLookup) {
     embed_tokens(ctx, view(out_r, {rows, C}), sp ? view(partial, {N, C}) : view(out_r, {N, C}), tokens.data(), Vp,
                  view(ids, {B, T}), table, view(wpe, {T, C}));
     expect_near(out_r, sp ? block(out, {N, C}, 0, tp, r) : out, "out");
-    if (tp > 1) EXPECT_EQ(ids, local_token_rows(tokens.data(), N, r * Vs, Vs));
+    if (tp > 1) {
+      EXPECT_EQ(ids, local_token_rows(tokens.data(), N, r * Vs, Vs));
+    }
     std::vector<float> dout_r = sp ? block(dout, {N, C}, 0, tp, r) : dout, dfull(N * C);
     std::vector<float> dwte_ext((Vs + 1) * C, 0.f), dwpe_r(T * C, 0.f);
     embed_tokens_backward(ctx, view(dwte_ext, {tp > 1 ? Vs + 1 : Vs, C}), view(dwpe_r, {T, C}), view(dout_r, {rows, C}),

@@ -86,18 +86,14 @@ std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len) {
   return cpu::attention_tile_floats(threads, seq_len, true) * sizeof(float);
 }
 
-// The maximum over the ops of one GPT-2 or Llama step (scratch.hpp lists what each op takes).
+// The maximum over the ops of one step (scratch.hpp lists what each op takes).
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute, std::int64_t rows,
-                                std::int64_t channels, std::int64_t padded_vocab, std::int64_t qkv_width,
-                                std::int64_t mlp_up, std::int64_t mlp_down) {
+                                std::int64_t attn_width, std::int64_t qkv_width, std::span<const GemmExtent> gemms,
+                                std::int64_t vocab_columns) {
   if (compute == DType::kF32) return cpu_workspace_bytes(threads, seq_len);
-  const std::int64_t N = rows, C = channels, W = qkv_width > 0 ? qkv_width : 3 * C;
-  const std::int64_t up = mlp_up > 0 ? mlp_up : 4 * C, down = mlp_down > 0 ? mlp_down : 4 * C;
-  std::size_t floats = cpu::attention_x_floats(threads, N, seq_len, C, true, W);
-  // The GEMMs of a block (qkv, attention projection, MLP up and down) and the LM head.
-  for (const auto& [ic, oc] : {std::pair{C, W}, {C, C}, {C, up}, {down, C}, {C, padded_vocab}})
-    floats = std::max(floats, cpu::matmul_x_floats(N, ic, oc));
-  floats = std::max(floats, cpu::cross_entropy_x_floats(threads, padded_vocab));
+  std::size_t floats = cpu::attention_x_floats(threads, rows, seq_len, attn_width, true, qkv_width);
+  for (const GemmExtent& g : gemms) floats = std::max(floats, cpu::matmul_x_floats(rows, g.in, g.out));
+  floats = std::max(floats, cpu::cross_entropy_x_floats(threads, vocab_columns));
   return floats * sizeof(float);
 }
 

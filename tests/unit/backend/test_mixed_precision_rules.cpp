@@ -160,7 +160,9 @@ TEST(PrecisionRules, ViolationsThrowNamingTheOpAndDtypes) {
 TEST(PrecisionWorkspace, PredictionIsTheLargestScratchOfAStep) {
   const int threads = 2, n_head = 2, V = 37;
   const std::int64_t B = 2, T = 8, C = 16, Vp = 40, N = B * T;
-  EXPECT_EQ(cpu_workspace_bytes(threads, T, DType::kF32, N, C, Vp), cpu_workspace_bytes(threads, T));
+  const GemmExtent step_gemms[] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};  // GPT-2's block and head
+  auto predicted = [&](DType x) { return cpu_workspace_bytes(threads, T, x, N, C, 3 * C, step_gemms, Vp); };
+  EXPECT_EQ(predicted(DType::kF32), cpu_workspace_bytes(threads, T));
   for (DType x : {DType::kBF16, DType::kF16}) {
     auto be = make_cpu_backend(threads);
     Tensors ts(*be);
@@ -171,9 +173,8 @@ TEST(PrecisionWorkspace, PredictionIsTheLargestScratchOfAStep) {
       Tensor inp, w, out, dw, din;
     };
     std::vector<Gemm> gemms;
-    const std::int64_t shapes[][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};  // [IC, OC]
-    for (const auto& s : shapes) {
-      const std::int64_t ic = s[0], oc = s[1];
+    for (const GemmExtent& s : step_gemms) {
+      const std::int64_t ic = s.in, oc = s.out;
       Gemm g;
       g.inp = ts.randn({N, ic}, 3, 1.0f, x);
       g.w = ts.randn({ic, oc}, 4, 1.0f, x);
@@ -192,7 +193,7 @@ TEST(PrecisionWorkspace, PredictionIsTheLargestScratchOfAStep) {
     be->cross_entropy_forward(losses, logits, targets, V);
     be->cross_entropy_backward(logits, logits, targets, 1.0f, V);
     // The workspace is the one allocation the ops keep, grown to the largest request.
-    EXPECT_EQ(be->memory_stats().current_bytes - tensors, cpu_workspace_bytes(threads, T, x, N, C, Vp))
+    EXPECT_EQ(be->memory_stats().current_bytes - tensors, predicted(x))
         << dtype_name(x);
   }
 }

@@ -16,7 +16,7 @@
 #include "dist/world.hpp"
 #include "model/init.hpp"
 #include "model/tp_split.hpp"
-#include "model/decoder.hpp"
+#include "model/cost.hpp"
 
 using namespace zt;
 
