@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "config/lora.hpp"
 #include "core/rng.hpp"
+#include "model/family.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
 
@@ -45,6 +47,23 @@ TEST(LoraTable, NamesAndShapesArePeftsForBothFamilies) {
   EXPECT_EQ(l.params()[1].shape, (std::vector<std::int64_t>{8, 4}));   // B [n_kv_head * hs, r]
   EXPECT_EQ(l.params()[2].shape, (std::vector<std::int64_t>{4, 24}));  // down_proj A [r, F]
   EXPECT_EQ(lora_base_weight(l.params()[2].name), "model.layers.0.mlp.down_proj.weight");
+}
+
+// lora.targets is checked in config/ (below the model), against the module names config/lora.cpp keeps
+// per family; they must be the family descriptor's, in its order, or a valid target would be refused.
+TEST(LoraTable, ConfigsModuleNamesAreTheFamilysDescriptor) {
+  for (const GptShape& s : {tiny_gpt2(), tiny_llama()}) {
+    config::Config c;
+    c.model.arch = s.arch;
+    c.lora.rank = 4;
+    std::vector<std::string> family;
+    for (const LoraModule& m : family_of(s.arch).lora_modules(s))
+      if (std::find(family.begin(), family.end(), m.name) == family.end()) {
+        c.lora.targets += (family.empty() ? "" : ",") + m.name;
+        family.push_back(m.name);
+      }
+    EXPECT_EQ(config::lora_target_modules(c), family) << family_of(s.arch).name;
+  }
 }
 
 TEST(LoraInit, AIsKaimingUniformBIsZeroAndAnySliceMatches) {
