@@ -70,7 +70,7 @@ model::ParamTable base_table_of(const ckpt::Checkpoint& c);
 
 // The parameter table the checkpoint's manifest describes, checked against it: a LoRA checkpoint's adapters.
 model::ParamTable table_of(const ckpt::Checkpoint& c) {
-  const config::Config config = lora_config_of(c);
+  const config::Config config = run_config_of(c);
   if (config.lora.rank == 0) return base_table_of(c);
   model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), model::lora_spec(config));
   if (model::describe_model(adapters).params != c.manifest().model.params)
@@ -81,8 +81,8 @@ model::ParamTable table_of(const ckpt::Checkpoint& c) {
 // The base model's table (for a LoRA checkpoint: the model its adapters sit on), from the run's [model] keys.
 model::ParamTable base_table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
-  model::ParamTable table(model::model_shape(model_config_of(c)));
-  if (lora_config_of(c).lora.rank == 0 && model::describe_model(table).params != m.params)
+  model::ParamTable table(model::model_shape(run_config_of(c).model));
+  if (run_config_of(c).lora.rank == 0 && model::describe_model(table).params != m.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ",
                               model::family_of(table.shape().arch).display, "'s for its model shape"));
   return table;
@@ -223,7 +223,7 @@ int verify(const std::string& dir) {
 // weights under their PEFT names, and adapter_config.json naming the base (the run's init.from).
 int export_adapter(const Args& a) {
   const ckpt::Checkpoint c = open_committed(a.dir);
-  const config::Config config = lora_config_of(c);
+  const config::Config config = run_config_of(c);
   if (config.lora.rank == 0)
     throw ConfigError(cat(a.dir, " is not a LoRA checkpoint (lora.rank=0): export its weights with --out"));
   io::StagedOutput out = io::StagedOutput::directory(a.adapter, "--adapter", inputs_of(c), a.overwrite);
@@ -242,12 +242,12 @@ int export_adapter(const Args& a) {
 
 // --merge: the base (init.from, checked against the checkpoint's hash of it) with the adapters merged in.
 std::vector<float> merged_weights(const ckpt::Checkpoint& c, const model::ParamTable& base) {
-  const config::Config config = lora_config_of(c);
+  const config::Config config = run_config_of(c);
   if (config.lora.rank == 0)
     throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
   const std::string from = config::lora_base_path(config);
   std::vector<float> weights(base.numel());
-  if (from.empty()) model::init_params(base, std::stoull(ini_value(c, "train", "seed")), weights.data());
+  if (from.empty()) model::init_params(base, run_config_of(c).train.seed, weights.data());
   else model::load_pretrained(from, base, weights.data());
   Sha256 hash;
   hash.update(weights.data(), weights.size() * sizeof(float));
@@ -269,7 +269,7 @@ int export_weights(const Args& a) {
                           "directory); ", a.out, " is one fp32 file"));
   if (!a.adapter.empty()) return export_adapter(a);
   const ckpt::Checkpoint c = open_committed(a.dir);
-  if (!a.merge && lora_config_of(c).lora.rank > 0)
+  if (!a.merge && run_config_of(c).lora.rank > 0)
     throw ConfigError(cat(a.dir, " is a LoRA checkpoint (its adapters only): export them with --adapter DIR, or the "
                           "merged model with --merge --out ", a.out));
   const fs::path path(a.out);

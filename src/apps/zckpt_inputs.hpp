@@ -12,13 +12,10 @@
 
 namespace zt::apps {
 
-// The [model] keys of the run that wrote checkpoint c. Llama's RoPE and norm settings are not in the
-// manifest (they do not change the parameter table); config.json needs them.
-config::ModelConfig model_config_of(const ckpt::Checkpoint& c);
-// A key of the checkpoint's resolved INI ("" when absent).
-std::string ini_value(const ckpt::Checkpoint& c, const std::string& section, const std::string& key);
-// The lora.* keys of the run that wrote c (rank 0: not a LoRA checkpoint), with its model keys and init.from.
-config::Config lora_config_of(const ckpt::Checkpoint& c);
+// The resolved configuration of the run that wrote checkpoint c (its model, LoRA, init, data and log
+// keys; rank 0: not a LoRA checkpoint). Llama's RoPE and norm settings are not in the manifest (they do
+// not change the parameter table); config.json needs them from here.
+config::Config run_config_of(const ckpt::Checkpoint& c);
 
 // What an output of a command on c may not be, lie inside or hold: the checkpoint itself, its run's
 // init.from (and the config.json beside a file), a LoRA run's base (a PEFT directory's

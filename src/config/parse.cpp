@@ -200,6 +200,23 @@ std::string to_ini(const Config& config) {
   return out.str();
 }
 
+Config from_ini(const std::string& ini) {
+  Config out;
+  std::string section, line;
+  std::istringstream in(ini);
+  while (std::getline(in, line)) {
+    if (line.starts_with("[")) section = line.substr(1, line.find(']') - 1);
+    const std::size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    const Option* o = find_option(section + "." + line.substr(0, eq));
+    try {
+      if (o) o->assign(out, line.substr(eq + 3));
+    } catch (const ConfigError&) {  // a value this ztrain's ranges no longer take: the default stands in
+    }
+  }
+  return out;
+}
+
 std::string help_text(const std::string& program) {
   std::ostringstream out;
   out << "Usage: mpirun -np N " << program << " [--config FILE] [--section.key=VALUE ...]\n"

@@ -39,6 +39,10 @@ std::vector<int> pipeline_layers(const Config& config);
 
 // The configuration as INI that parse_command_line loads back (--config) to the same Config.
 std::string to_ini(const Config& config);
+// The inverse: a Config from such text (a checkpoint's state.json config_ini), every key the writing run
+// resolved. A key this ztrain no longer knows is skipped; a key added since, or a value its ranges no
+// longer take, keeps the default (the function the older run computed). Not validated: it was when written.
+Config from_ini(const std::string& ini);
 
 std::string help_text(const std::string& program);
 std::string reference_markdown();

@@ -9,6 +9,7 @@
 #include "ckpt/reader.hpp"
 #include "ckpt/verify.hpp"
 #include "config/options.hpp"
+#include "config/parse.hpp"
 #include "core/log.hpp"
 #include "model/checkpoint_desc.hpp"
 #include "plan/memory_plan.hpp"
@@ -29,25 +30,6 @@ std::string joined(const std::vector<std::string>& problems) {
 std::string describe(const ckpt::ModelDesc& m) {
   std::string out;
   for (const auto& [k, v] : m.hyper) out += cat(out.empty() ? "" : " ", k, "=", v);
-  return out;
-}
-
-// The checkpoint's resolved configuration (state.json's config_ini) read back into a Config: the keys the
-// writing run had (a key added to ztrain since keeps its default: the function the older run computed).
-config::Config config_of(const std::string& ini) {
-  config::Config out;
-  std::string section, line;
-  std::istringstream in(ini);
-  while (std::getline(in, line)) {
-    if (line.starts_with("[")) section = line.substr(1, line.find(']') - 1);
-    const std::size_t eq = line.find(" = ");
-    if (eq == std::string::npos) continue;
-    const config::Option* o = config::find_option(section + "." + line.substr(0, eq));
-    try {
-      if (o) o->assign(out, line.substr(eq + 3));
-    } catch (const ConfigError&) {  // a value this ztrain's ranges no longer take: the default stands in
-    }
-  }
   return out;
 }
 
@@ -84,7 +66,7 @@ void check_model_keys(const fs::path& dir, const config::Config& then, const con
 
 // A LoRA checkpoint holds adapters on a frozen base, a full one the whole model: resuming one as the
 // other is refused saying so, with the way forward either way (not as a mismatch of parameter tables).
-// `then` is the checkpoint's configuration (config_of), its keys printed as its state.json has them.
+// `then` is the checkpoint's configuration (config::from_ini), its keys printed as its state.json has them.
 void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const config::Config& then, const config::Config& c) {
   const bool saved_lora = !s.lora_base_sha256.empty();
   if (saved_lora == (c.lora.rank > 0)) return;
@@ -108,7 +90,7 @@ void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const confi
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
   const ckpt::TrainState s = cp.state();
-  const config::Config then = config_of(s.config_ini);
+  const config::Config then = config::from_ini(s.config_ini);
   check_lora_kind(dir, s, then, c);
   const model::ParamTable base(model::model_shape(c.model));
   // A LoRA run's checkpoint holds its adapters (lora_base.hpp): their table is what must match.

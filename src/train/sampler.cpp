@@ -5,30 +5,11 @@
 #include "train/sampler.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 
 #include "core/error.hpp"
-#include "core/rng.hpp"
+#include "gen/sampling.hpp"
 
 namespace zt::train {
-namespace {
-// Draws from the top-k of logits at `temperature` with a uniform u in [0, 1).
-std::uint32_t draw(const float* logits, int vocab, const SampleOptions& o, double u) {
-  std::vector<int> ids(vocab);
-  std::iota(ids.begin(), ids.end(), 0);
-  const int k = std::min(o.top_k > 0 ? o.top_k : vocab, vocab);
-  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) { return logits[a] > logits[b]; });
-  std::vector<double> p(k);
-  const double top = logits[ids[0]];
-  double sum = 0;
-  for (int i = 0; i < k; ++i) sum += p[i] = std::exp((logits[ids[i]] - top) / std::max(1e-3f, o.temperature));
-  double acc = 0;
-  for (int i = 0; i < k; ++i)
-    if ((acc += p[i] / sum) > u) return static_cast<std::uint32_t>(ids[i]);
-  return static_cast<std::uint32_t>(ids[k - 1]);
-}
-}  // namespace
 
 std::string sample_text(model::Model& gpt, model::ParamSource& params, const tok::Tokenizer& tokenizer,
                         const std::string& prompt, const SampleOptions& o, const std::function<void()>& before) {
@@ -49,7 +30,7 @@ std::string sample_text(const NextLogits& next_logits, const model::GptShape& s,
   // Only ids the tokenizer can write out are drawn: a padded model vocabulary's, and a fine-tuned
   // model's specials above the vocabulary (ztok --special, model.vocab_size covering them), are not.
   const int drawable = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(s.vocab_size), tokenizer.vocab().size()));
-  const std::uint64_t purpose = rng::purpose_id("sample");
+  const gen::SamplingParams sampling{.temperature = o.temperature, .top_k = o.top_k, .seed = o.seed};
   std::vector<std::int32_t> window(static_cast<std::size_t>(B) * T, 0);
   for (int i = 0; i < o.n_tokens; ++i) {
     const std::size_t start = ids.size() > static_cast<std::size_t>(T) ? ids.size() - T : 0;
@@ -57,8 +38,7 @@ std::string sample_text(const NextLogits& next_logits, const model::GptShape& s,
     std::fill(window.begin(), window.end(), 0);
     std::copy(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end(), window.begin());
     const std::vector<float> logits = next_logits(window.data(), n);  // [V] at position n - 1
-    const double u = rng::uniform(o.seed, purpose, o.step * 1'000'003ull + static_cast<std::uint64_t>(i));
-    ids.push_back(draw(logits.data(), drawable, o, u));
+    ids.push_back(gen::sample_token(logits, drawable, sampling, o.step, static_cast<std::uint64_t>(i)).token);
   }
   return tokenizer.decode(std::span<const std::uint32_t>(ids.data(), ids.size()));
 }

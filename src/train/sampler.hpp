@@ -1,6 +1,6 @@
 // Text samples from the model in training: continue a prompt token by token (top-k sampling at a
-// temperature) and decode it with the tokenizer. Deterministic: the draws come from the counter RNG
-// (seed, step, position), so every rank computes the same sample (ZeRO-3 needs all ranks in the
+// temperature: gen/sampling.hpp) and decode it with the tokenizer. Deterministic: the draws come from
+// the counter RNG (seed, step, position), so every rank computes the same sample (ZeRO-3 needs all ranks in the
 // forward passes) and reruns print the same text.
 #pragma once
 

@@ -257,6 +257,18 @@ TEST(Parse, PrintedConfigLoadsBackToTheSameValues) {
   std::remove(ini.c_str());
 }
 
+// A checkpoint's recorded configuration read back (resume, zckpt): every key as written; a key this
+// ztrain does not know skipped; a value its ranges no longer take keeps the default.
+TEST(Parse, FromIniReadsTheRecordedConfiguration) {
+  const CommandLine cl = parse({"--optim.lr=0.00031", "--model.arch=llama", "--model.n_kv_head=4",
+                                "--data.train=a.h5", "--lora.rank=8", "--train.seed=7"});
+  EXPECT_EQ(to_ini(from_ini(to_ini(cl.config))), to_ini(cl.config));
+  const Config c = from_ini("[model]\nn_layer = 3\nretired_key = 1\n[optim]\nlr = -5\n[train]\nseed = 9\n");
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_EQ(c.train.seed, 9u);
+  EXPECT_DOUBLE_EQ(c.optim.lr, Config{}.optim.lr);
+}
+
 // train.attention: the CUDA backend's attention implementation, auto by default.
 TEST(Parse, AttentionIsAutoCudnnOrNative) {
   EXPECT_EQ(parse({}).config.train.attention, Attention::kAuto);
