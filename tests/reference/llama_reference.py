@@ -3,12 +3,13 @@
 llama3 frequency rule of modeling_rope_utils.py, K/V heads repeated for GQA (repeat_kv), causal softmax
 attention, down(silu(gate(x)) * up(x)), final norm, an untied or tied LM head; no biases.
 
-  llama_reference.py init CONFIG.ini OUT.safetensors
+  llama_reference.py init CONFIG.ini OUT.safetensors [CONFIG.ini OUT.safetensors]...
       seeded random weights under LlamaForCausalLM names (for ztrain's init.from)
-  llama_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 METRICS.jsonl...
+  llama_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 METRICS.jsonl... [-- CONFIG.ini ...]...
       trains the same run in PyTorch (fp32; train_reference.py's AdamW, clipping, schedule, accumulation
       and data order) and compares every step's loss and grad_norm with each ztrain metrics file (within
-      1e-4 relative), and every later file with the first (within 1e-5: ZeRO stages and rank counts)
+      1e-4 relative), and every later file with the first (within 1e-5: ZeRO stages and rank counts);
+      cases separated by --, all checked, exit 1 if any fails
 
 Exits 77 (skip) when PyTorch is not installed.
 """
@@ -163,30 +164,58 @@ def train(c, init, tokens):
     return adamw_steps(c, tokens, opt, list(P.values()), micro_loss)
 
 
-def main():
+def check(cfg_path, init_path, tokens_path, metrics):
+    """One case: PyTorch's 10 steps against each metrics file (1e-4), each run against the first (1e-5)."""
     from train_reference import compare, read_metrics, rel
-    torch.set_num_threads(1)
-    cmd, cfg_path = sys.argv[1], sys.argv[2]
     c = read_config(cfg_path)
-    if cmd == "init":
-        init_weights(c, sys.argv[3])
-        return 0
-    init, _ = st_io.load(sys.argv[3])
-    tokens = np.fromfile(sys.argv[4], dtype=np.uint32).astype(np.int64)
+    init, _ = st_io.load(init_path)
+    tokens = np.fromfile(tokens_path, dtype=np.uint32).astype(np.int64)
     ref = train(c, init, tokens)
     ok = True
-    for path in sys.argv[5:]:
+    for path in metrics:
         worst = compare(c, ref, path, 1e-4)
         ok &= max(worst) <= 1e-4
-    first = read_metrics(sys.argv[5])
-    for path in sys.argv[6:]:
+    first = read_metrics(metrics[0])
+    for path in metrics[1:]:
         rows = read_metrics(path)
         d = max(max(rel(rows[s]["loss"], first[s]["loss"]), rel(rows[s]["grad_norm"], first[s]["grad_norm"]))
                 for s in first)
-        print(f"{os.path.basename(path)} vs {os.path.basename(sys.argv[5])}: max relative difference {d:.2e} (tolerance 1e-5)")
+        print(f"{os.path.basename(path)} vs {os.path.basename(metrics[0])}: max relative difference {d:.2e} (tolerance 1e-5)")
         ok &= d <= 1e-5
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return ok
+
+
+def main():
+    # init INI OUT [INI OUT]...; check INI SAFETENSORS TOKENS METRICS... [-- INI SAFETENSORS TOKENS METRICS...]...
+    # Several cases in one process: importing torch takes seconds, each case's work a fraction of one.
+    torch.set_num_threads(1)
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "init":
+        if not args or len(args) % 2:
+            sys.exit("usage: llama_reference.py init INI OUT [INI OUT]...")
+        for cfg_path, out in zip(args[0::2], args[1::2]):
+            init_weights(read_config(cfg_path), out)
+        return 0
+    cases, case = [], []
+    for a in args + ["--"]:
+        if a == "--":
+            if len(case) < 4:
+                sys.exit("usage: llama_reference.py check INI SAFETENSORS TOKENS METRICS... [-- ...]")
+            cases.append(case)
+            case = []
+        else:
+            case.append(a)
+    failed = []
+    for cfg_path, init_path, tokens_path, *metrics in cases:
+        name = os.path.splitext(os.path.basename(cfg_path))[0]
+        print(f"== {name}")
+        ok = check(cfg_path, init_path, tokens_path, metrics)
+        print("PASS" if ok else "FAIL")
+        if not ok:
+            failed.append(name)
+    if failed:
+        print(f"FAIL: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ B A for Llama's nn.Linear [out, in], s = alpha/r (alpha/sqrt(r) with rsLoRA). On
 (torch.optim.AdamW with decay on both, clip_grad_norm_ over them); the base never changes.
 
   lora_reference.py check CONFIG.ini INIT.safetensors TOKENS.u32 RANK ALPHA RSLORA TARGETS DROPOUT METRICS.jsonl...
+          [-- CONFIG.ini ...]...     (cases separated by --, all checked; exit 1 if any fails)
       trains 10 steps and compares every step's loss and grad_norm with each ztrain metrics file (1e-4
       relative), and each later file with the first (1e-5: ZeRO stages and rank counts). TARGETS are PEFT
       names (c_attn,c_proj,c_fc or q_proj,...); RSLORA is true or false; DROPOUT is lora.dropout: PEFT's
@@ -143,12 +144,8 @@ def train(c, llama, init, tokens, lora, variant=""):
     return history
 
 
-def main():
-    if len(sys.argv) < 11 or sys.argv[1] != "check":
-        print(__doc__, file=sys.stderr)
-        return 2
-    config, init_path, tokens_path, rank, alpha, rslora, targets, dropout = sys.argv[2:10]
-    metrics = sys.argv[10:]
+def check(config, init_path, tokens_path, rank, alpha, rslora, targets, dropout, metrics):
+    """One case: PyTorch's run against each metrics file, each file against the first, the sensitivity."""
     ini = configparser.ConfigParser()
     ini.read(config)
     llama = ini.get("model", "arch", fallback="gpt2") == "llama"
@@ -176,8 +173,35 @@ def main():
         miss = max(max(rel(first[s]["loss"], l), rel(first[s]["grad_norm"], g)) for s, (l, g, _) in enumerate(wrong, start=1))
         print(f"sensitivity: variant {variant} misses ztrain by {miss:.2e} relative")
         ok &= miss > 10 * tolerance
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return ok
+
+
+def main():
+    # check CASE [-- CASE]...: several cases in one process (importing torch takes seconds).
+    cases, case = [], []
+    for a in sys.argv[2:] + ["--"]:
+        if a != "--":
+            case.append(a)
+            continue
+        if len(case) < 9:
+            print(__doc__, file=sys.stderr)
+            return 2
+        cases.append(case)
+        case = []
+    if sys.argv[1:2] != ["check"]:
+        print(__doc__, file=sys.stderr)
+        return 2
+    failed = []
+    for case in cases:
+        name = os.path.splitext(os.path.basename(case[0]))[0]
+        print(f"== {name}")
+        ok = check(*case[:8], case[8:])
+        print("PASS" if ok else "FAIL")
+        if not ok:
+            failed.append(name)
+    if failed:
+        print(f"FAIL: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

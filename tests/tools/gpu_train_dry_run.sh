@@ -16,7 +16,8 @@ fi
 for b in "$ZT_BIN/ztrain" "$ZT_BIN/../tests/make_test_shards"; do [ -x "$b" ] || fail "$b is missing: build it first"; done
 # The peer (tools/bench/peers/gpt2_torch_bench.py) runs where torch imports.
 peer_expected=skipped
-/usr/bin/python3 -c 'import torch' 2>/dev/null && peer_expected=measured
+# find_spec, not an import (seconds): the bench's own probe imports it.
+/usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(not u.find_spec("torch"))' 2>/dev/null && peer_expected=measured
 export ZT_BUILD_DIR=$ZT_BIN/.. ZT_TORCH_PYTHON=/usr/bin/python3
 
 # cpu-tiny at 64 tokens (--seq-len; half its own, for a quick run): its memory plan says 344, 227 and 169
@@ -50,14 +51,16 @@ expect_in "$ZT_WORK/ok/gpu_train.md" '^\| tokens/s, median \(min-max\) \| [0-9]+
 expect_in "$ZT_WORK/ok/gpu_train.md" 'CPU DRY RUN, not a result'
 expect_in "$ZT_WORK/out" '^\{"bench": "gpu_train"'
 
-# ztrain refused at every micro-batch: the peer still runs, and the report says ztrain failed.
+# ztrain refused at every micro-batch: the peer still runs (at --peer-micro-batches: 1 is enough to show
+# it measured), and the report says ztrain failed.
 ZT_GPU_BENCH_ZTRAIN_ARGS="--plan.device_memory_gb=0.01" expect_exit 1 "$bench" --cpu-dry-run --seq-len 64 --warmup 1 \
-  --steps 3 --micro-batches "8 4" --out "$ZT_WORK/fail"
+  --steps 3 --micro-batches "8 4" --peer-micro-batches 1 --out "$ZT_WORK/fail"
 expect_in "$ZT_WORK/out" '^check: ztrain FAILED: no micro-batch trained \(8: plan \(exit 2\), 4: plan \(exit 2\)\)'
 python3 - "$ZT_WORK/fail/gpu_train.json" "$peer_expected" <<'PY' || fail "gpu_train.json after a failure (above)"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["ztrain"] is None and r["speedup"] is None
 assert (r["pytorch"] is not None and r["pytorch"]["tokens_per_s"] > 0) == (sys.argv[2] == "measured"), r["pytorch"]
+assert r["pytorch"] is None or r["pytorch"]["micro_batch"] == 1, r["pytorch"]
 PY
 echo "PASS (peer $peer_expected)"

@@ -8,7 +8,8 @@ source "$(dirname "$0")/../lib.sh"
 bench=$ZT_SOURCE/tools/bench/gpu_train/run.sh
 for b in "$ZT_BIN/ztrain" "$ZT_BIN/../tests/make_test_shards"; do [ -x "$b" ] || fail "$b is missing: build it first"; done
 peer_expected=skipped
-/usr/bin/python3 -c 'import torch' 2>/dev/null && peer_expected=measured
+# find_spec, not an import (seconds): the bench's own probe imports it.
+/usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(not u.find_spec("torch"))' 2>/dev/null && peer_expected=measured
 export ZT_BUILD_DIR=$ZT_BIN/.. ZT_TORCH_PYTHON=/usr/bin/python3
 
 expect_exit 2 "$bench" --family mamba --cpu-dry-run

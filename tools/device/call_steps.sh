@@ -108,8 +108,9 @@ step_bench() {
     peer_s=${ZT_CALL_LLAMA_PEER_S:-80} grace_s=20 peer_args=${ZT_CALL_LLAMA_PEER_ARGS:-}
   fi
   args=("${args[@]//,/ }")  # --micro-batches a,b: one word through read -a
-  # The dry run proves the plumbing: the family's tiny model at 64 tokens, micro-batch 4, on one thread.
-  $dry_run && args=(--cpu-dry-run --micro-batches 4 --peer-micro-batches 4 --seq-len 64 --warmup 1 --steps 3) \
+  # The dry run proves the plumbing: the family's tiny model at 64 tokens, micro-batch 1 (the least CPU
+  # time: the sizes are the GPU's question, not the plumbing's), on one thread.
+  $dry_run && args=(--cpu-dry-run --micro-batches 1 --peer-micro-batches 1 --seq-len 64 --warmup 1 --steps 3) \
     peer_s=$((give / 3))
   ZT_BUILD_DIR=$b ZT_DEVICE_BUDGET_S=$give ZT_GPU_BENCH_PEER_RESERVE_S=$peer_s ZT_GPU_BENCH_MIN_RUN_S=10 \
     ZT_GPU_BENCH_GRACE_S=$grace_s ZT_GPU_BENCH_REPORT_S=8 ZT_GPU_BENCH_PEER_ARGS=$peer_args \

@@ -5,7 +5,9 @@
 // bytes.decode("utf-8", errors="replace") does it: each maximal ill-formed subpart -> one U+FFFD, and a
 // leading BOM is kept as U+FEFF (TextDecoder with ignoreBOM: true).
 //
-//   node encode.mjs FILE OUT.u32               whole file = one text; OUT: little-endian uint32 ids
+//   node encode.mjs FILE OUT.u32 [FILE OUT.u32]...
+//                                              whole file = one text; OUT: little-endian uint32 ids (many
+//                                              pairs in one process: the WebAssembly set-up is paid once)
 //   node encode.mjs --records IN OUT           IN: repeated [u32 LE byte count][bytes];
 //                                              OUT: repeated [u32 LE id count][ids]
 //   node encode.mjs --docs file|paragraph OUT FILE...
@@ -13,6 +15,9 @@
 //                                              file, or the pieces between /\n[ \t]*\n/ matches, empty ones
 //                                              included, as shared/peers/tiktoken-encode.mjs cuts them),
 //                                              each document's ids followed by 50256 (<|endoftext|>)
+//   node encode.mjs --with-eot OUT IDS.u32...  the same for --docs file from the ids FILE OUT.u32 wrote
+//                                              (each file's ids followed by <|endoftext|>): a file is
+//                                              encoded once, not again for the shards' comparison
 //   node encode.mjs --bench FILE [REPEAT]      one JSON line: encode-only MB/s on one thread (best, median,
 //                                              slowest of REPEAT runs after one warm-up run)
 //   node encode.mjs --classes OUT.bin          one byte per code point 0..0x10FFFF from Unicode 16.0 data:
@@ -23,7 +28,11 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
 const args = process.argv.slice(2);
-const usage = () => { console.error("usage: encode.mjs FILE OUT | --records IN OUT | --bench FILE [N] | --classes OUT | --categories OUT"); process.exit(2); };
+const usage = () => {
+  console.error("usage: encode.mjs FILE OUT [FILE OUT]... | --records IN OUT | --docs file|paragraph OUT FILE... | " +
+    "--with-eot OUT IDS... | --bench FILE [N] | --classes OUT | --categories OUT");
+  process.exit(2);
+};
 const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true });
 const le32 = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 const encoding = process.env.ZT_ENCODING || "gpt2";
@@ -89,6 +98,17 @@ if (args[0] === "--classes" && args.length === 2) {
   }
   writeU32(args[2], chunks);
   enc.free();
+} else if (args[0] === "--with-eot" && args.length >= 3) {
+  const enc = await encoder();
+  const eot = enc.encode("<|endoftext|>", "all")[0];
+  const chunks = [];
+  for (const file of args.slice(2)) {
+    const b = readFileSync(file);
+    if (b.length % 4 !== 0) { console.error(`encode.mjs: ${file} is not a uint32 ids file`); process.exit(1); }
+    chunks.push(new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length)), new Uint32Array([eot]));
+  }
+  writeU32(args[1], chunks);
+  enc.free();
 } else if (args[0] === "--bench" && (args.length === 2 || args.length === 3)) {
   const enc = await encoder();
   const bytes = readFileSync(args[1]);
@@ -107,9 +127,9 @@ if (args[0] === "--classes" && args.length === 2) {
     best_mb_per_s: bytes.length / 1e6 / times[0], median_mb_per_s: bytes.length / 1e6 / median,
     min_mb_per_s: bytes.length / 1e6 / times[times.length - 1] }));
   enc.free();
-} else if (args.length === 2 && !args[0].startsWith("--")) {
+} else if (args.length >= 2 && args.length % 2 === 0 && !args[0].startsWith("--")) {
   const enc = await encoder();
-  writeU32(args[1], [enc.encode_ordinary(decoder.decode(readFileSync(args[0])))]);
+  for (let k = 0; k < args.length; k += 2) writeU32(args[k + 1], [enc.encode_ordinary(decoder.decode(readFileSync(args[k])))]);
   enc.free();
 } else {
   usage();

@@ -7,12 +7,18 @@
 //   codepoints-cased.txt (with --cased) every assigned code point, and every 61st unassigned or private-
 //                   use one, in contexts that expose the classes o200k tells apart (Lu/Lt, Ll, Lm/Lo, M)
 //                   and the case folding of contractions ('S, U+017F)
-// .rec files are repeated [u32 LE byte count][bytes].        node make-cases.mjs DIR [N] [--cased]
+//   codepoints-assigned.txt (with --assigned) the lines of codepoints.txt for that same selection: CI's
+//                   GPT-2 test (a sixth of the size; unassigned and private-use code points are all of
+//                   GPT-2's class "other", which tok_check classes checks for every code point)
+// .rec files are repeated [u32 LE byte count][bytes].   node make-cases.mjs DIR [N] [--cased] [--assigned]
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [dir, nArg, casedArg] = process.argv.slice(2);
-if (!dir || (casedArg !== undefined && casedArg !== "--cased")) { console.error("usage: make-cases.mjs DIR [N] [--cased]"); process.exit(2); }
+const [dir, nArg, ...flags] = process.argv.slice(2);
+if (!dir || flags.some((f) => f !== "--cased" && f !== "--assigned")) {
+  console.error("usage: make-cases.mjs DIR [N] [--cased] [--assigned]"); process.exit(2);
+}
+const casedArg = flags.includes("--cased"), assignedArg = flags.includes("--assigned");
 const nRandom = Number(nArg ?? 5000);
 
 const B = (x) => (typeof x === "string" ? Buffer.from(x, "utf8") : Buffer.from(x));
@@ -84,19 +90,33 @@ for (let cp = 0; cp <= 0x10FFFF; cp++) {
   lines.push(`a${c}'s ${c}1${c}${c}\n`);
 }
 
-if (casedArg) {
+// The selection of codepoints-cased.txt and codepoints-assigned.txt: every assigned code point, every
+// 61st unassigned or private-use one.
+let selected = null;
+if (casedArg || assignedArg) {
   const { createRequire } = await import("node:module");
   const require = createRequire(import.meta.url);
   const set = (p) => require(`regenerate-unicode-properties/General_Category/${p}.js`).characters;
   const unassigned = set("Unassigned"), privateUse = set("Private_Use");
+  selected = (cp) => !((unassigned.contains(cp) || privateUse.contains(cp)) && cp % 61 !== 0);
+}
+if (casedArg) {
   const cased = [];
   for (let cp = 0; cp <= 0x10FFFF; cp++) {
     if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-    if ((unassigned.contains(cp) || privateUse.contains(cp)) && cp % 61 !== 0) continue;
+    if (!selected(cp)) continue;
     const c = String.fromCodePoint(cp);
     cased.push(`a${c}b ${c}Ab !!${c}'${c}1${c}${c}\n`);
   }
   writeFileSync(join(dir, "codepoints-cased.txt"), cased.join(""));
+}
+if (assignedArg) {
+  const assigned = [];
+  for (let cp = 0; cp <= 0x10FFFF; cp++) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    if (selected(cp)) assigned.push(lines[cp < 0xD800 ? cp : cp - 0x800]);
+  }
+  writeFileSync(join(dir, "codepoints-assigned.txt"), assigned.join(""));
 }
 writeFileSync(join(dir, "cases.rec"), records(cases));
 writeFileSync(join(dir, "random.rec"), records(randomTexts));

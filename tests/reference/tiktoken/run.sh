@@ -3,11 +3,14 @@
 # $ZT_ENCODING: gpt2 (default; GPT-2's encoder.json + vocab.bpe), cl100k_base or o200k_base (rank files
 # data/NAME.tiktoken, tools/fetch-vocab.sh --encoding NAME).
 #   run.sh TOK_CHECK WORK_DIR [ZTOK SHARD_DUMP]
-# cl100k_base and o200k_base compare, to keep CI short: every Unicode 16.0 category of every code point,
-# the hand-made and 2,000 random texts, every assigned code point (and every 61st other) in contexts
-# that expose o200k's classes, and the npm corpora (English (1 MB of State of the Union), CRLF, long
-# runs, Arabic, ill-formed UTF-16 bytes); ZT_TIKTOKEN_FULL=1 adds every code point in GPT-2's contexts,
-# all of State of the Union and the Debian corpora.
+# CI compares, for each encoding: every code point's class (gpt2: \p{L}, \p{N}, \s; cl100k/o200k: every
+# Unicode 16.0 category) against Unicode data, the hand-made and the random texts (gpt2 5,000, others
+# 2,000), every assigned code point and every 61st other one in contexts that expose the encoding's
+# classes (codepoints-assigned.txt, or codepoints-cased.txt for o200k's classes), and the npm corpora
+# (English (1 MB of State of the Union), Moby-Dick with LF and CRLF, long white-space runs, Arabic,
+# Arabic as ill-formed UTF-16 bytes); ZT_TEST_FULL=1 (or ZT_TIKTOKEN_FULL=1) adds every code point in
+# GPT-2's contexts (codepoints.txt, 1.1M code points), all of State of the Union and the Debian corpora
+# (Japanese, Chinese, Russian, Greek, Vietnamese, Turkish, emoji, KOI8-R and ISO-8859-7 bytes).
 # Installs the pinned npm tiktoken into WORK_DIR (npm ci), writes the hand-made, random and every-code-
 # point inputs (make-cases.mjs), fetches real corpora (npm: State of the Union, Moby-Dick, the Qur'an in
 # Arabic; Debian: man pages in Japanese, Chinese, Russian, Greek, Vietnamese, Turkish, the Unicode emoji
@@ -21,6 +24,7 @@ tok_check=$(realpath "$1")
 work=$(mkdir -p "$2" && cd "$2" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../.." && pwd)
+rm -rf "$work/corpora"  # rebuilt from the download cache: no corpus of an earlier (full) run stays
 mkdir -p "$work/node" "$work/cases" "$work/corpora" "$work/downloads"
 say() { echo "reference: $*"; }
 
@@ -32,8 +36,7 @@ cp "$here/encode.mjs" "$here/make-cases.mjs" "$work/node/"
 
 encoding=${ZT_ENCODING:-gpt2}
 export ZT_ENCODING=$encoding  # encode.mjs's encoding
-full=${ZT_TIKTOKEN_FULL:-0}
-[ "$encoding" = gpt2 ] && full=1
+full=${ZT_TIKTOKEN_FULL:-${ZT_TEST_FULL:-0}}
 case "$encoding" in
   gpt2) vocab=${ZT_VOCAB:-$root/data/vocab}; fetch=("$root/tools/fetch-vocab.sh" "$vocab") ;;
   cl100k_base|o200k_base) vocab=$root/data/$encoding.tiktoken; fetch=("$root/tools/fetch-vocab.sh" --encoding "$encoding") ;;
@@ -72,7 +75,7 @@ man_text() {  # PKG GLOB... -> concatenated man page sources (first 3 MB)
 }
 
 if [ "$encoding" = gpt2 ]; then
-  (cd "$work/node" && node make-cases.mjs "$work/cases" 5000)
+  (cd "$work/node" && node make-cases.mjs "$work/cases" 5000 --assigned)
   node "$work/node/encode.mjs" --classes "$work/cases/unicode16.bin" >/dev/null
 else
   (cd "$work/node" && node make-cases.mjs "$work/cases" 2000 --cased)
@@ -93,7 +96,7 @@ awk '{ if (NR % 5 == 0) { gsub(/ /, sprintf("%" (1 + NR % 23) "s", "")) }
   "$c/en-moby-dick.txt" >"$c/en-moby-dick-runs.txt"
 if t=$(npm_tarball quran-json 3.1.2 d1454352cae9c7506d28d160486b2eb62472d45e36e01cee192d8ade889a6d49); then
   tar -xzf "$t" -O package/dist/quran.json |
-    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>process.stdout.write(
+    node -e 'let s="";process.stdin.setEncoding("utf8").on("data",d=>s+=d).on("end",()=>process.stdout.write(
       JSON.parse(s).flatMap(c=>c.verses.map(v=>v.text)).join("\n")+"\n"))' >"$c/ar-quran.txt"
 fi
 if [ "$full" = 1 ]; then
@@ -115,7 +118,7 @@ if [ -s "$c/ru-manpages.txt" ] && command -v iconv >/dev/null; then
   iconv -c -f UTF-8 -t ISO-8859-7 "$c/el-manpages.txt" >"$c/el-iso8859-7.txt" || true
 fi
 fi  # full
-if [ "$encoding" != gpt2 ] && [ -s "$c/ar-quran.txt" ] && command -v iconv >/dev/null; then
+if [ -s "$c/ar-quran.txt" ] && command -v iconv >/dev/null; then
   # Arabic as UTF-16LE bytes: NULs and ill-formed UTF-8 on every character.
   head -c 1000000 "$c/ar-quran.txt" | iconv -f UTF-8 -t UTF-16LE >"$c/ar-utf16le.txt" || true
 fi
@@ -135,17 +138,28 @@ for rec in cases random; do
   node "$work/node/encode.mjs" --records "$work/cases/$rec.rec" "$work/cases/$rec.ids"
   check records "$vocab" "$work/cases/$rec.rec" "$work/cases/$rec.ids" || status=1
 done
-codepoints=("$work/cases/codepoints.txt")
-[ "$encoding" != gpt2 ] && codepoints=("$work/cases/codepoints-cased.txt")
-[ "$encoding" != gpt2 ] && [ "$full" = 1 ] && codepoints+=("$work/cases/codepoints.txt")
-for f in "${codepoints[@]}" "$c"/*.txt; do
-  node "$work/node/encode.mjs" "$f" "$f.ids"
+# Every code point in the encoding's contexts: CI the assigned ones and every 61st other one.
+if [ "$encoding" = gpt2 ]; then
+  codepoints=("$work/cases/codepoints-assigned.txt")
+  [ "$full" = 1 ] && codepoints=("$work/cases/codepoints.txt")
+else
+  codepoints=("$work/cases/codepoints-cased.txt")
+  [ "$full" = 1 ] && codepoints+=("$work/cases/codepoints.txt")
+fi
+texts=("${codepoints[@]}" "$c"/*.txt)
+pairs=()
+for f in "${texts[@]}"; do pairs+=("$f" "$f.ids"); done
+node "$work/node/encode.mjs" "${pairs[@]}"  # one process: tiktoken's WebAssembly set up once
+for f in "${texts[@]}"; do
   check file "$vocab" "$f" "$f.ids" || status=1
 done
 if [ $# -ge 4 ]; then  # ztok itself: documents, <|endoftext|>, shards, threads
   ztok=$(realpath "$3"); shard_dump=$(realpath "$4")
   for split in file paragraph; do
-    files=("$c"/en-moby-dick.txt "$c"/en-moby-dick-crlf.txt "$c"/*-iso8859-7.txt "$c"/ar-quran.txt "$work/cases/codepoints.txt")
+    files=()
+    for f in "$c"/en-moby-dick.txt "$c"/en-moby-dick-crlf.txt "$c"/*-iso8859-7.txt "$c"/ar-quran.txt "${codepoints[0]}"; do
+      [ -f "$f" ] && files+=("$f")  # the ISO-8859-7 text only with the Debian corpora (full)
+    done
     [ "$split" = file ] && files=("$c"/*.txt)
     chunks=()  # cl100k/o200k: small chunks, so that many cuts (ztok/corpus.cpp safe_cut) are checked
     if [ "$encoding" != gpt2 ]; then
@@ -156,7 +170,13 @@ if [ $# -ge 4 ]; then  # ztok itself: documents, <|endoftext|>, shards, threads
     "$ztok" --vocab "$vocab" --out "$work/ztok-$split" --split "$split" --shard-tokens 1000000 --threads 2 -q \
       "${chunks[@]}" "${files[@]}" >/dev/null
     "$shard_dump" tokens "$work/ztok-$split.u32" "$work/ztok-$split"/train_*.h5
-    node "$work/node/encode.mjs" --docs "$split" "$work/ztok-$split.expected.u32" "${files[@]}"
+    if [ "$split" = file ]; then  # each file one document: tiktoken's ids of it (above) + <|endoftext|>
+      ids=()
+      for f in "${files[@]}"; do ids+=("$f.ids"); done
+      node "$work/node/encode.mjs" --with-eot "$work/ztok-$split.expected.u32" "${ids[@]}"
+    else
+      node "$work/node/encode.mjs" --docs "$split" "$work/ztok-$split.expected.u32" "${files[@]}"
+    fi
     bytes=$(cat "${files[@]}" | wc -c); tokens=$(( $(stat -c %s "$work/ztok-$split.expected.u32") / 4 ))
     if cmp -s "$work/ztok-$split.u32" "$work/ztok-$split.expected.u32"; then
       echo "ok ztok --split $split texts=${#files[@]} bytes=$bytes tokens=$tokens mismatched_texts=0" | tee -a "$log"

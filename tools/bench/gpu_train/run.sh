@@ -231,8 +231,10 @@ smi_start() { $have_smi || return 0; nvidia-smi --query-gpu=memory.used --format
 smi_stop() { [ -n "$smi_pid" ] || return 0; kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null; smi_pid=""; }
 
 py=${ZT_TORCH_PYTHON:-python3}
-"${py_env[@]}" "$py" -c 'import torch' 2>/dev/null || py=/usr/bin/python3
-torch_cuda=$("${py_env[@]}" "$py" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo none)
+# One import of torch per interpreter tried (each takes seconds): none, 0 or 1.
+torch_probe() { "${py_env[@]}" "$1" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo none; }
+torch_cuda=$(torch_probe "$py")
+if [ "$torch_cuda" = none ] && [ "$py" != /usr/bin/python3 ]; then py=/usr/bin/python3 torch_cuda=$(torch_probe "$py"); fi
 if $have_smi && [ "$torch_cuda" = 1 ]; then
   # The bf16 matrix rate this GPU reaches (random data, 3 warm-up + 10 timed 8192^3 products).
   "${py_env[@]}" "$py" - >"$logs/matmul.json" 2>"$logs/matmul.log" <<'PY' || echo '{}' >"$logs/matmul.json"
