@@ -8,6 +8,7 @@
 #   slurm_stop        cancel every job, stop the daemons, end anything left that they started
 #   slurm_job_field JOBID KEY   one field of `scontrol show job` (JobState, Restarts, ExitCode, ...)
 #   slurm_cmd CMD ARGS...       a client command, retried when it could not reach slurmctld
+#   slurm_sbatch_wait SECONDS SBATCH_ARGS...   sbatch, then wait for the job's end (polled each second)
 #   slurm_show_logs             the daemons' logs (tails), for a failed test
 # slurm_stop must run on every exit: `trap slurm_stop EXIT` (after lib.sh's trap, which it keeps).
 
@@ -163,6 +164,26 @@ slurm_cmd() {
     sleep 5
   done
   return "$rc"
+}
+
+# slurm_sbatch_wait SECONDS SBATCH_ARGS...: submits the job (sbatch --parsable), prints its id and
+# polls its state each second until it has ended; returns 0 if it COMPLETED (exit 0), 1 if it ended
+# otherwise or is still running after SECONDS. Not `sbatch --wait`: that polls 2, 8, then 32 s apart
+# (with this cluster's MinJobAge), so it notices a job of a few seconds up to half a minute late.
+slurm_sbatch_wait() {
+  local limit=$1 job end; shift
+  job=$(sbatch --parsable "$@") || return 1
+  job=${job%%;*}
+  echo "$job"
+  end=$((SECONDS + limit))
+  while [ "$SECONDS" -lt "$end" ]; do
+    case $(slurm_job_field "$job" JobState) in
+      COMPLETED) return 0 ;;
+      FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED) return 1 ;;
+    esac
+    sleep 1
+  done
+  return 1
 }
 
 slurm_job_field() {  # asked again when scontrol fails (a loaded machine can time out munge or slurmctld)

@@ -28,11 +28,11 @@ show_log() { echo "--- $1"; tail -n 40 "$1"; }
 
 echo "== 1. ZT_PREFLIGHT=1, nothing flagged: preflight, then training"
 job=$(ZT_PREFLIGHT=1 ZT_PREFLIGHT_ARGS="${small[*]} --preflight.min_fraction=0.05" ZT_CONFIG='' \
-  ZT_DATA="$ZT_WORK/data/train_*.h5" ZT_RUN_DIR=ok timeout 100 sbatch --wait --parsable --nodes=1 \
+  ZT_DATA="$ZT_WORK/data/train_*.h5" ZT_RUN_DIR=ok slurm_sbatch_wait 100 --nodes=1 \
   --ntasks-per-node=2 --cpus-per-task=1 --time=5 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}")
 rc=$?
 log=ztrain-cpu-${job%%;*}.log
-[ "$rc" -eq 0 ] || { show_log "$log"; fail "the preflight-then-train job failed (sbatch --wait: exit $rc)"; }
+[ "$rc" -eq 0 ] || { show_log "$log"; fail "the preflight-then-train job failed: $(slurm_job_field "${job%%;*}" JobState), exit $(slurm_job_field "${job%%;*}" ExitCode)"; }
 expect_in "$log" "job: preflight: mpirun -np 2 .*--preflight --preflight.out=ok/preflight-${job%%;*}.json" "the preflight launch"
 expect_in "$log" "^all_reduce +[0-9]+ " "the preflight table in the job log"
 expect_in "$log" "job: preflight: nothing flagged" "preflight passed"
@@ -43,12 +43,12 @@ echo "ok: job ${job%%;*} ran the preflight, then trained to the end"
 echo "== 2. rank 1 slowed 30x: its node flagged, the job resubmits itself with --exclude=$node"
 job=$(ZT_PREFLIGHT=1 ZT_CONFIG='' ZT_DATA="$ZT_WORK/data/train_*.h5" ZT_RUN_DIR=slow \
   ZT_PREFLIGHT_ARGS="${small[*]} --preflight.min_fraction=0.3 --debug.slow_rank_factor=30 --debug.rank=1" \
-  timeout 100 sbatch --wait --parsable --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
+  slurm_sbatch_wait 100 --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 \
   "$jobs_dir/train-cpu.sbatch" "${train_args[@]}")
 rc=$?
 job=${job%%;*}
 log=ztrain-cpu-$job.log
-[ "$(slurm_job_field "$job" ExitCode)" = 1:0 ] || { show_log "$log"; fail "job $job: exit $(slurm_job_field "$job" ExitCode), expected 1:0 (sbatch --wait: $rc)"; }
+[ "$(slurm_job_field "$job" ExitCode)" = 1:0 ] || { show_log "$log"; fail "job $job: exit $(slurm_job_field "$job" ExitCode), expected 1:0 (state $(slurm_job_field "$job" JobState), wait: $rc)"; }
 expect_in "$log" "^preflight: FLAGGED rank 1 \(host ${node}[^)]*\): fp32 GEMM" "rank 1 named in the log"
 expect_in "$log" "^preflight: nodes to exclude: $node" "the node to exclude"
 grep -q "\"flagged_nodes\": \[\"$node" "slow/preflight-$job.json" || fail "slow/preflight-$job.json does not flag $node"

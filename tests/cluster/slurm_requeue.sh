@@ -8,8 +8,9 @@
 #  3. the srun --mpi=pmix launcher: USR2 checkpoints and stops without a requeue;
 #  4. that run, submitted again with 1 rank instead of 2, resumes its checkpoint (another world size);
 #  5. SIGTERM to every process of the job: `scancel JOBID` -> checkpoint, ExitCode 75:0 although mpirun
-#     reports 1, not requeued; then (one job at a time) the time limit (no USR1, no
-#     train.time_limit_min) -> checkpoint, requeued.
+#     reports 1, not requeued; then (one job at a time, ZT_TEST_FULL=1 only: a 1 min limit that
+#     slurmctld enforces up to a minute late) the time limit (no USR1, no train.time_limit_min) ->
+#     checkpoint, requeued.
 #     The waits follow slurmctld's state, not a clock: on a loaded CI machine the time limit's SIGTERM
 #     reached the job script 76 s after its EndTime (slurmctld's 30 s sweep, then starved daemons).
 # Skips (77), saying why, where Slurm cannot start (not root, packages missing). On failure it prints the
@@ -84,11 +85,11 @@ if "$ZT_SOURCE/tools/fetch-vocab.sh" "$vocab" >vocab.log 2>&1; then
     }' >"corpus/doc_$f.txt"
   done
   tok_args=(--split paragraph --valid-fraction 0.3 --shard-tokens 400)
-  tok_job=$(ZT_INPUT='corpus/*.txt' ZT_OUT=tok ZT_VOCAB=$vocab timeout 120 sbatch --wait --parsable \
+  tok_job=$(ZT_INPUT='corpus/*.txt' ZT_OUT=tok ZT_VOCAB=$vocab slurm_sbatch_wait 120 \
     --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5 "$jobs_dir/tokenize.sbatch" "${tok_args[@]}")
   rc=$?
   tok_log=ztok-${tok_job%%;*}.log
-  [ "$rc" -eq 0 ] || { show_log "$tok_log"; fail "tokenize job ${tok_job%%;*} failed (sbatch --wait: exit $rc)"; }
+  [ "$rc" -eq 0 ] || { show_log "$tok_log"; fail "tokenize job ${tok_job%%;*} failed: $(slurm_job_field "${tok_job%%;*}" JobState), exit $(slurm_job_field "${tok_job%%;*}" ExitCode)"; }
   expect_in "$tok_log" "ranks: 2 x 1 threads" "the log names 2 ranks"
   expect_in "$tok_log" "launch: mpirun -np 2 .*ztok .* corpus/\*\.txt" "the launch line passes the glob to ztok"
   "$ZT_BIN/ztok" --vocab "$vocab" --out single --threads 1 -q "${tok_args[@]}" 'corpus/*.txt' >/dev/null ||
@@ -189,7 +190,7 @@ echo "ok: srun job stopped at step $stop_step with a checkpoint, exit 75, not re
 
 # ---- 4. another world size: the stopped run goes on with 1 rank instead of 2 ------------------------
 phase "train-cpu.sbatch again on 1 rank: resumes the 2-rank checkpoint, 20 steps (train.stop_at_step)"
-job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-srun timeout 120 sbatch --wait --parsable --nodes=1 \
+job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-srun slurm_sbatch_wait 120 --nodes=1 \
   --ntasks-per-node=1 --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}" \
   "--train.stop_at_step=$((stop_step + 20))") || { show_log "ztrain-cpu-${job:-?}.log"; fail "the 1-rank job failed"; }
 log=ztrain-cpu-$job.log
@@ -232,6 +233,9 @@ expect_in "$log" "checkpointed and stopped \(exit 75\) as asked \(SIGTERM\)" "st
 term_step=$(grep -o '"event": "exit", "step": [0-9]*' run-term/metrics.jsonl | grep -o '[0-9]*$')
 "$ZT_BIN/zckpt" verify "run-term/checkpoints/step_$(printf %08d "$term_step")" >/dev/null || fail "the checkpoint at step $term_step does not verify"
 echo "ok: scancel: checkpoint at step $term_step verifies, ExitCode 75:0, not requeued"
+# The time limit's SIGTERM takes the scancel path above (trap, exit record, checkpoint); what it adds is
+# the script's choice to requeue, and it costs 1-3 minutes of waiting for slurmctld: outside CI.
+full_cases || { phase "PASS (the time-limit case runs under ZT_TEST_FULL=1)"; exit 0; }
 
 tl_job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run-tl ZT_TIME_LIMIT_MIN=0 sbatch --parsable --signal=B:CONT@1 \
   --nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=1 "$jobs_dir/train-cpu.sbatch" "${term_args[@]}") || fail "sbatch (time limit)"

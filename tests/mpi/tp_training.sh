@@ -9,6 +9,12 @@
 # and full recomputation give bit-identical curves and checkpoints (both described below); a bf16 tp=2
 # checkpoint resumes on its grid bit-identically and at tp=1 on the bf16 curve. tp=3 (a vocabulary it does not
 # divide) follows one rank too.
+# CI runs a representative subset (each claim once: GPT-2 at ZeRO 3 with SP, Llama at ZeRO 0 with SP,
+# tp=2 -> tp=1 resharding, the exported global weights, init.from, masks, bf16 and fp16, a bf16 tp=2
+# checkpoint at tp=1, selective recompute in bf16 and full recompute with SP at ZeRO 3);
+# ZT_TEST_FULL=1 adds GPT-2 at ZeRO 0, tp=3, Llama at ZeRO 3, the same-grid resumes, dp=4 -> tp=2 with
+# offload, Llama in bf16, and the other recompute cases. The wider layout matrix:
+# tools/bench/parallel/matrix.sh tensor.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
 make_tiny_data
@@ -22,42 +28,56 @@ common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --data.valid="$ZT_WORK/data/valid
 run gpt2_ref 1 --ckpt.resume=none
 first=$(loss_column "$ZT_WORK/gpt2_ref.jsonl" | head -n 1) last=$(loss_column "$ZT_WORK/gpt2_ref.jsonl" | tail -n 1)
 /usr/bin/python3 -c "import sys; sys.exit(0 if $last < $first - 0.1 else 1)" || fail "loss did not fall: $first -> $last"
-run gpt2_tp2_z0 4 --ckpt.resume=none --parallel.tp=2 --train.zero_stage=0
-expect_in "$ZT_WORK/out" "4 rank\(s\) = parallel.tp 2 x 2 data-parallel"
-same_curve gpt2_ref gpt2_tp2_z0
 run gpt2_tp2_z3 4 --ckpt.resume=none --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
+expect_in "$ZT_WORK/out" "4 rank\(s\) = parallel.tp 2 x 2 data-parallel"
 same_curve gpt2_ref gpt2_tp2_z3
+if full_cases; then
+  run gpt2_tp2_z0 4 --ckpt.resume=none --parallel.tp=2 --train.zero_stage=0
+  same_curve gpt2_ref gpt2_tp2_z0
+fi
 
 # A vocabulary tp does not divide: Vp = 128 over tp = 3 is 43 rows a rank, the last shard's 43rd row past Vp
 # padding; six heads over 3 ranks follow one rank (6 steps, no checkpoint or evaluation).
-six=(--model.n_head=6 --model.n_embd=48 --train.max_steps=6 --log.eval_every=0 --ckpt.every=0 --ckpt.resume=none)
-run gpt2_6h_ref 1 "${six[@]}"
-run gpt2_6h_tp3 3 "${six[@]}" --parallel.tp=3
-expect_in "$ZT_WORK/out" "3 rank\(s\) = parallel.tp 3 x 1 data-parallel"
-same_curve gpt2_6h_ref gpt2_6h_tp3
+# (CI: tests/mpi/test_chunked_lm_loss_tp at 3 ranks covers the rows past Vp at the layer level.)
+if full_cases; then
+  six=(--model.n_head=6 --model.n_embd=48 --train.max_steps=6 --log.eval_every=0 --ckpt.every=0 --ckpt.resume=none)
+  run gpt2_6h_ref 1 "${six[@]}"
+  run gpt2_6h_tp3 3 "${six[@]}" --parallel.tp=3
+  expect_in "$ZT_WORK/out" "3 rank\(s\) = parallel.tp 3 x 1 data-parallel"
+  same_curve gpt2_6h_ref gpt2_6h_tp3
+fi
 
 run llama_ref 1 --ckpt.resume=none "${llama[@]}"
 run llama_tp2_z0 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=0 --parallel.sequence_parallel=true
 same_curve llama_ref llama_tp2_z0
-run llama_tp2_z3 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=3
-same_curve llama_ref llama_tp2_z3
+if full_cases; then
+  run llama_tp2_z3 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=3
+  same_curve llama_ref llama_tp2_z3
+fi
 
 # Resharding through the checkpoint: tp=2 x dp=2 (ZeRO 3) at step 5 -> tp=1 x dp=4 (ZeRO 1) ...
 run_resumed to_tp1 4 gpt2_tp2_z3 5 --train.zero_stage=1
 same_curve gpt2_ref to_tp1 6
-# On the same grid the resume is bit-identical (the same reductions in the same order).
-run_resumed same 4 gpt2_tp2_z3 5 --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
-same_curve gpt2_tp2_z3 same 6 0
-# ... and dp=4 (ZeRO 2, four optimizer shards) at step 5 -> tp=2 x dp=2 with the optimizer state offloaded
-# to the host (train.offload=optimizer keeps working under TP).
-run gpt2_dp4 4 --ckpt.resume=none --train.zero_stage=2 --train.stop_at_step=5
-run_resumed dp4_to_tp2 4 gpt2_dp4 5 --parallel.tp=2 --train.zero_stage=1 --train.offload=optimizer
-same_curve gpt2_ref dp4_to_tp2 6
-# model.h5 holds the global model: exported, a tp=2 run's final weights equal the one-rank run's (1e-4).
-for r in gpt2_ref gpt2_tp2_z0; do
+if full_cases; then
+  # On the same grid the resume is bit-identical (the same reductions in the same order).
+  run_resumed same 4 gpt2_tp2_z3 5 --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
+  same_curve gpt2_tp2_z3 same 6 0
+  # ... and dp=4 (ZeRO 2, four optimizer shards) at step 5 -> tp=2 x dp=2 with the optimizer state offloaded
+  # to the host (train.offload=optimizer keeps working under TP).
+  run gpt2_dp4 4 --ckpt.resume=none --train.zero_stage=2 --train.stop_at_step=5
+  run_resumed dp4_to_tp2 4 gpt2_dp4 5 --parallel.tp=2 --train.zero_stage=1 --train.offload=optimizer
+  same_curve gpt2_ref dp4_to_tp2 6
+fi
+# model.h5 holds the global model: exported, a tp=2 run's final weights (gathered from ZeRO-3 shards;
+# and at ZeRO 0 under ZT_TEST_FULL=1) equal the one-rank run's (1e-4).
+tp2_runs=gpt2_tp2_z3
+full_cases && tp2_runs="$tp2_runs gpt2_tp2_z0"
+for r in gpt2_ref $tp2_runs; do
   expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$r.ckpt/step_00000010" --out "$ZT_WORK/$r.safetensors"
 done
-same_weights "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/gpt2_tp2_z0.safetensors" "tp=2 vs one rank"
+for r in $tp2_runs; do
+  same_weights "$ZT_WORK/gpt2_ref.safetensors" "$ZT_WORK/$r.safetensors" "tp=2 ($r) vs one rank"
+done
 
 # init.from a Hugging Face directory: each TP rank cuts its shard from the global weights (3 steps).
 expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/gpt2_ref.ckpt/step_00000010" --out "$ZT_WORK/hf" --dtype fp32
@@ -93,16 +113,20 @@ run gpt2_bf16_ref 1 --ckpt.resume=none --train.precision=bf16
 run gpt2_bf16_tp2 2 --ckpt.resume=none --train.precision=bf16 --parallel.tp=2
 expect_in "$ZT_WORK/out" "bf16"
 same_curve gpt2_bf16_ref gpt2_bf16_tp2 1 5e-3
-run llama_bf16_ref 1 --ckpt.resume=none "${llama[@]}" --train.precision=bf16
-run llama_bf16_tp2 2 --ckpt.resume=none "${llama[@]}" --train.precision=bf16 --parallel.tp=2 --parallel.sequence_parallel=true
-same_curve llama_bf16_ref llama_bf16_tp2 1 5e-3
+if full_cases; then
+  run llama_bf16_ref 1 --ckpt.resume=none "${llama[@]}" --train.precision=bf16
+  run llama_bf16_tp2 2 --ckpt.resume=none "${llama[@]}" --train.precision=bf16 --parallel.tp=2 --parallel.sequence_parallel=true
+  same_curve llama_bf16_ref llama_bf16_tp2 1 5e-3
+fi
 run gpt2_fp16_ref 1 --ckpt.resume=none --train.precision=fp16
 run gpt2_fp16_tp2 2 --ckpt.resume=none --train.precision=fp16 --parallel.tp=2
 same_curve gpt2_fp16_ref gpt2_fp16_tp2 1 1e-3
 # A bf16 tp=2 checkpoint (the fp32 master in the global shape) resumes on the same grid bit-identically
 # (the working bf16 shards are the master's rounding), and at tp=1 within the bf16 tolerance above.
-run_resumed bf16_same 2 gpt2_bf16_tp2 5 --train.precision=bf16 --parallel.tp=2
-same_curve gpt2_bf16_tp2 bf16_same 6 0
+if full_cases; then
+  run_resumed bf16_same 2 gpt2_bf16_tp2 5 --train.precision=bf16 --parallel.tp=2
+  same_curve gpt2_bf16_tp2 bf16_same 6 0
+fi
 run_resumed bf16_tp1 1 gpt2_bf16_tp2 5 --train.precision=bf16
 same_curve gpt2_bf16_ref bf16_tp1 6 5e-3
 
@@ -119,13 +143,15 @@ same_run() {  # same_run BASE GOT: GOT's curve and final checkpoint are BASE's, 
 }
 run gpt2_bf16_selective 2 --ckpt.resume=none --train.precision=bf16 --parallel.tp=2 --train.recompute=selective
 same_run gpt2_bf16_tp2 gpt2_bf16_selective
-run gpt2_bf16_full 2 --ckpt.resume=none --train.precision=bf16 --parallel.tp=2 --train.recompute=full
-same_run gpt2_bf16_tp2 gpt2_bf16_full
 run gpt2_sp_full 4 --ckpt.resume=none --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true --train.recompute=full
 same_run gpt2_tp2_z3 gpt2_sp_full
-run llama_bf16_full 2 --ckpt.resume=none "${llama[@]}" --train.precision=bf16 --parallel.tp=2 --parallel.sequence_parallel=true \
-  --train.recompute=full
-same_run llama_bf16_tp2 llama_bf16_full
-run llama_selective 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=3 --train.recompute=selective
-same_run llama_tp2_z3 llama_selective
+if full_cases; then
+  run gpt2_bf16_full 2 --ckpt.resume=none --train.precision=bf16 --parallel.tp=2 --train.recompute=full
+  same_run gpt2_bf16_tp2 gpt2_bf16_full
+  run llama_bf16_full 2 --ckpt.resume=none "${llama[@]}" --train.precision=bf16 --parallel.tp=2 --parallel.sequence_parallel=true \
+    --train.recompute=full
+  same_run llama_bf16_tp2 llama_bf16_full
+  run llama_selective 4 --ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=3 --train.recompute=selective
+  same_run llama_tp2_z3 llama_selective
+fi
 echo "PASS"
