@@ -3,6 +3,7 @@
 #include "backend/cuda/lt_matmul.hpp"
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/lt_api.hpp"
 #include "core/error.hpp"
 
 #include <string>
@@ -29,7 +30,7 @@ std::int64_t alignment(const void* p) {
 }
 
 struct PreferenceDeleter {
-  void operator()(cublasLtMatmulPreference_t p) const { cublasLtMatmulPreferenceDestroy(p); }
+  void operator()(cublasLtMatmulPreference_t p) const { lt().MatmulPreferenceDestroy(p); }
 };
 
 // kNone with a bias is the plain bias epilogue (the form matmul_forward has always used).
@@ -79,28 +80,28 @@ struct LtMatmul::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   ~Plan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) lt().MatrixLayoutDestroy(a);
+    if (b) lt().MatrixLayoutDestroy(b);
+    if (d) lt().MatrixLayoutDestroy(d);
+    if (desc) lt().MatmulDescDestroy(desc);
   }
 };
 
 LtMatmul::LtMatmul(void* workspace, std::size_t workspace_bytes)
     : workspace_(workspace), workspace_bytes_(workspace_bytes) {
-  ZT_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  ZT_CUBLAS_CHECK(lt().Create(&handle_));
 }
 
 LtMatmul::~LtMatmul() {
   plans_.clear();
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) lt().Destroy(handle_);
 }
 
 namespace {
 
 template <typename T>
 void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
-  ZT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+  ZT_CUBLAS_CHECK(lt().MatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
 }
 
 // The epilogue and its operands' attributes. The bias and aux pointers are set here for the heuristic
@@ -126,21 +127,21 @@ LtMatmul::Plan* LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t ab = cuda_type(g.ab_type, op), dt = cuda_type(g.d_type, op);
-  ZT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  ZT_CUBLAS_CHECK(lt().MatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, ta);
   set_desc(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, tb);
   set_epilogue(plan->desc, g, op);
-  ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
-  ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
-  ZT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, dt, g.m, g.n, g.ldd));
+  ZT_CUBLAS_CHECK(lt().MatrixLayoutCreate(&plan->a, ab, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda));
+  ZT_CUBLAS_CHECK(lt().MatrixLayoutCreate(&plan->b, ab, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb));
+  ZT_CUBLAS_CHECK(lt().MatrixLayoutCreate(&plan->d, dt, g.m, g.n, g.ldd));
 
   // The search preference lives only for this heuristic call (owned, so a failed check cannot leak it).
   cublasLtMatmulPreference_t raw_pref = nullptr;
-  ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  ZT_CUBLAS_CHECK(lt().MatmulPreferenceCreate(&raw_pref));
   const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter> pref(raw_pref);
   auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& value) {
-    ZT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &value, sizeof(value)));
+    ZT_CUBLAS_CHECK(lt().MatmulPreferenceSetAttribute(pref.get(), attr, &value, sizeof(value)));
   };
   const std::uint32_t align_a = static_cast<std::uint32_t>(alignment(g.a));
   const std::uint32_t align_b = static_cast<std::uint32_t>(alignment(g.b));
@@ -155,7 +156,7 @@ LtMatmul::Plan* LtMatmul::plan_for(const LtGemm& g, const Key& key, const char* 
   // "No algorithm" comes back as success with no result, as CUBLAS_STATUS_NOT_SUPPORTED, or (for an
   // epilogue this dtype combination lacks, e.g. an fp32 bias gradient beside a 16-bit D) as
   // CUBLAS_STATUS_INVALID_VALUE: all of them mean "unsupported" here; other statuses are real failures.
-  const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
+  const cublasStatus_t rc = lt().MatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d,
                                                            pref.get(), 1, &result, &found);
   const bool refused =
       rc == CUBLAS_STATUS_NOT_SUPPORTED || (rc == CUBLAS_STATUS_INVALID_VALUE && resolved(g) != LtEpilogue::kNone);
@@ -191,7 +192,7 @@ bool LtMatmul::try_run(const LtGemm& g, cudaStream_t stream, const char* op) {
   }
   if (g.bias != nullptr) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
   if (uses_aux(e)) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
-  ZT_CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc, &g.alpha, g.a, plan->a, g.b, plan->b, &g.beta, g.d, plan->d, g.d,
+  ZT_CUBLAS_CHECK(lt().Matmul(handle_, plan->desc, &g.alpha, g.a, plan->a, g.b, plan->b, &g.beta, g.d, plan->d, g.d,
                                  plan->d, &plan->algo, workspace_, workspace_bytes_, stream));
   return true;
 }

@@ -1,0 +1,45 @@
+// cuBLASLt through dlopen (backend/cuda/lt_api.hpp): the library loads and every entry point the CUDA
+// backend calls resolves, on a machine without a GPU too; and ztrain does not load it at start-up
+// (its initialisers cost every rank ~0.5 s of CPU: why it is loaded lazily).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "backend/cuda/lt_api.hpp"
+
+namespace zt::backend::cuda {
+namespace {
+
+TEST(LtApi, EveryEntryPointResolves) {
+  const LtApi& a = lt();
+  for (const void* fn : {reinterpret_cast<const void*>(a.Create), reinterpret_cast<const void*>(a.Destroy),
+                         reinterpret_cast<const void*>(a.Matmul), reinterpret_cast<const void*>(a.MatmulAlgoGetHeuristic),
+                         reinterpret_cast<const void*>(a.MatmulDescCreate), reinterpret_cast<const void*>(a.MatmulDescDestroy),
+                         reinterpret_cast<const void*>(a.MatmulDescSetAttribute),
+                         reinterpret_cast<const void*>(a.MatmulPreferenceCreate),
+                         reinterpret_cast<const void*>(a.MatmulPreferenceDestroy),
+                         reinterpret_cast<const void*>(a.MatmulPreferenceSetAttribute),
+                         reinterpret_cast<const void*>(a.MatrixLayoutCreate),
+                         reinterpret_cast<const void*>(a.MatrixLayoutDestroy)})
+    EXPECT_NE(fn, nullptr);
+  EXPECT_EQ(&lt(), &a);  // loaded once
+  // A descriptor round trip needs no device: the resolved functions are the library's.
+  cublasLtMatmulPreference_t pref = nullptr;
+  ASSERT_EQ(a.MatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(a.MatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST(LtApi, ZtrainDoesNotLinkIt) {
+  FILE* p = popen("ldd " ZT_ZTRAIN, "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("libc.so"), std::string::npos) << out;  // ldd did list the libraries
+  EXPECT_EQ(out.find("libcublasLt"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace zt::backend::cuda
