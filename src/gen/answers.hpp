@@ -1,0 +1,42 @@
+// Verifiable answers: the final answer a rule takes from a response, its score against the reference,
+// and pass@k. The evaluation of a fine-tune (zgen's, and at train.eval_every) and RL's rewards
+// (rl.reward=answer|exact|regex:...) read the same rules. Rules, by their names in configurations:
+//   gsm8k           verl's gsm8k strict rule: the first "#### N" (N: -?[0-9.,]+), commas and '$'
+//                   removed; no such line is no answer (the format is part of the task).
+//   gsm8k-flexible  verl's flexible rule: the last number-like run (-?[0-9.,]+) that is not "" or ".".
+//   boxed           the content of the last \boxed{...} (braces balanced), as MATH answers are written.
+//   exact           the whole response, surrounding white space trimmed.
+//   regex:PATTERN   the last match of PATTERN (ECMAScript), its first group when it has one.
+// A score is `score` for an answer equal to the reference (both trimmed; for the number rules also
+// equal as numbers, so "18.0" is "18"), `format_score` for another answer, 0 for none: verl's
+// compute_score with its defaults 1 and 0.
+#pragma once
+
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+
+namespace zt::gen {
+
+class AnswerRule {
+ public:
+  // Throws ConfigError naming `key` and the rules for an unknown name or a bad pattern.
+  static AnswerRule parse(const std::string& spec, const std::string& key);
+  std::optional<std::string> extract(std::string_view response) const;
+  double score(std::string_view response, std::string_view reference, double format_score = 0,
+               double score = 1) const;
+  const std::string& name() const { return spec_; }
+
+ private:
+  enum class Kind { kGsm8k, kGsm8kFlexible, kBoxed, kExact, kRegex };
+  Kind kind_ = Kind::kGsm8k;
+  std::string spec_;
+  std::regex pattern_;
+};
+
+// The unbiased pass@k of n samples with c correct (Chen et al. 2021, "Evaluating Large Language Models
+// Trained on Code"): 1 - C(n-c, k) / C(n, k), computed as a product (no overflow). Needs 0 <= c <= n, 1 <= k <= n.
+double pass_at_k(int n, int c, int k);
+
+}  // namespace zt::gen
