@@ -13,7 +13,7 @@
 #    checkpoint resumes on 2 nodes x 2 ranks (another node count and world size), following the
 #    8-rank curve within 1e-5 relative (the data-parallel reduction order changes).
 # CI runs the ZeRO-3 layout and the shared-memory check; ZT_TEST_FULL=1 adds tp x pp x dp across the
-# nodes and the resume on 2 nodes (CI: netns_cut_link.sh resumes a 4-node checkpoint on 3 nodes).
+# nodes and the resume on 2 nodes (CI: netns_lost_node.sh resumes a 4-node checkpoint on 3 nodes).
 # Skips (77), saying why, where namespaces cannot be made (not root, no iproute2/iptables).
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2154  # gone_s is set by cluster_wait_gone (netns_lib.sh)
-# A node cut off mid-training, on 4 nodes x 2 ranks as network namespaces (tools/cluster/netns.sh):
-# node3's switch port goes down at step 10 or later (every packet to and from it lost, no reset), and
-#  - every rank ends within dist.timeout_s + 10 s of the cut (CLUSTER_MARGIN_S), mpirun exits 1;
-#  - the hang report names node3 and its ranks 6 and 7 as unreachable (the nodes' TCP probes), with the
-#    collective every rank waited in; it reaches the launcher even when its writer is on node3, whose
-#    own output cannot (rank 0 prints it again); every rank's notes, node3's too, are in diag/ (the
-#    file system is shared);
+# A node lost mid-training, on 4 nodes x 2 ranks as network namespaces (tools/cluster/netns.sh), at
+# step 10 or later:
+#   netns_lost_node.sh cut   node3's switch port goes down (every packet to and from it lost, no reset):
+#    - every rank ends within dist.timeout_s + 10 s of the cut (CLUSTER_MARGIN_S), mpirun exits 1;
+#    - the hang report names node3 and its ranks 6 and 7 as unreachable (the nodes' TCP probes), with
+#      the collective every rank waited in; it reaches the launcher even when its writer is on node3,
+#      whose own output cannot (rank 0 prints it again); every rank's notes, node3's too, are in diag/
+#      (the file system is shared);
+#   netns_lost_node.sh kill  every process on node3 is killed (SIGKILL: a crashed node, its link up):
+#    - Open MPI sees its daemon go (the TCP connection resets) and ends the job before ztrain's
+#      deadline: every rank ends within the same bound, mpirun exits non-zero naming node3 (measured:
+#      4.7 s, exit 205);
+# and then, either way:
 #  - the last checkpoint verifies, nothing uncommitted is taken for one, and the job resumes from it
 #    on the 3 remaining nodes (6 ranks) to the losses of the uninterrupted 8-rank run (within 1e-5
 #    relative: the data-parallel reduction order changes with the world size).
 # Skips (77), saying why, where namespaces cannot be made (not root, no iproute2/iptables).
+fault=${1:-cut}
+case "$fault" in cut | kill) ;; *) echo "usage: netns_lost_node.sh cut|kill" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/netns_lib.sh"
@@ -28,35 +36,44 @@ echo "== the uninterrupted run: 8 ranks, 40 steps"
 expect_exit 0 cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --train.stop_at_step=40 --ckpt.dir="$ZT_WORK/ref.ckpt" \
   --log.metrics="$ZT_WORK/ref.jsonl"
 
-echo "== node3's link cut at step 10 or later"
+echo "== node3 lost ($fault) at step 10 or later"
 cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/cut.ckpt" --log.metrics="$ZT_WORK/cut.jsonl" \
   >"$ZT_WORK/cut.out" 2>&1 &
 job=$!
 for _ in $(seq 1200); do [ "$(last_step "$ZT_WORK/cut.jsonl")" -ge 10 ] 2>/dev/null && break; sleep 0.1; done
 [ "$(last_step "$ZT_WORK/cut.jsonl")" -ge 10 ] 2>/dev/null || { tail -n 20 "$ZT_WORK/cut.out"; fail "the job did not reach step 10"; }
 t0=$(date +%s.%N)
-"$NETNS" link node3 down >/dev/null || fail "netns.sh link node3 down"
+if [ "$fault" = cut ]; then
+  "$NETNS" link node3 down >/dev/null || fail "netns.sh link node3 down"
+else
+  "$NETNS" kill node3 >/dev/null || fail "netns.sh kill node3"
+fi
 cut_step=$(last_step "$ZT_WORK/cut.jsonl")
 cluster_wait_gone "$t0" 60 || { tail -n 20 "$ZT_WORK/cut.out"; fail "ranks still running 60 s after the cut: $(cluster_ranks_left)"; }
-echo "cut at step $cut_step: every rank gone $gone_s s after it (bound $T + $MARGIN s)"
+echo "$fault at step $cut_step: every rank gone $gone_s s after it (bound $T + $MARGIN s)"
 awk -v s="$gone_s" -v l=$((T + MARGIN)) 'BEGIN { exit !(s <= l) }' || fail "the ranks ended $gone_s s after the cut (bound $((T + MARGIN)) s)"
 wait "$job"
 rc=$?
 mpirun_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 echo "mpirun exit $rc, $mpirun_s s after the cut"
-[ "$rc" -eq 1 ] || { tail -n 30 "$ZT_WORK/cut.out"; fail "mpirun exit $rc, expected 1"; }
-"$NETNS" link node3 up >/dev/null
+if [ "$fault" = kill ]; then
+  [ "$rc" -ne 0 ] || fail "mpirun exit 0 after node3's processes were killed"
+  expect_in "$ZT_WORK/cut.out" "Remote daemon: .* on node node3" "Open MPI's message names the lost node3"
+else
+  [ "$rc" -eq 1 ] || { tail -n 30 "$ZT_WORK/cut.out"; fail "mpirun exit $rc, expected 1"; }
+  "$NETNS" link node3 up >/dev/null
 
-grep "hang report" "$ZT_WORK/cut.out" | head -n 8
-expect_in "$ZT_WORK/cut.out" "hang report[^:]*: node node3 \(ranks 6, 7\) is unreachable: no TCP answer between it and any other node within 1.0 s, while the others reach each other" "the report names node3"
-expect_in "$ZT_WORK/cut.out" "hang report[^:]*: TCP probe from node0 \(rank 0, 1.0 s\): node1 ok, node2 ok, node3 unreachable" "node0's probe"
-diag=$ZT_WORK/cut.ckpt/diag
-grep -q "node node3 (ranks 6, 7) is unreachable" "$diag/summary.txt" || fail "diag/summary.txt does not name node3"
-for r in 0 1 2 3 4 5 6 7; do
-  grep -qxF "incident $(head -n 1 "$diag/summary.txt" | sed 's/^incident //')" "$diag/rank-$r.txt" ||
-    fail "rank $r's notes do not answer the incident"
-done
-grep -q "^reach node0 unreachable" "$diag/rank-6.txt" || fail "node3's first rank (6) did not record node0 as unreachable"
+  grep "hang report" "$ZT_WORK/cut.out" | head -n 8
+  expect_in "$ZT_WORK/cut.out" "hang report[^:]*: node node3 \(ranks 6, 7\) is unreachable: no TCP answer between it and any other node within 1.0 s, while the others reach each other" "the report names node3"
+  expect_in "$ZT_WORK/cut.out" "hang report[^:]*: TCP probe from node0 \(rank 0, 1.0 s\): node1 ok, node2 ok, node3 unreachable" "node0's probe"
+  diag=$ZT_WORK/cut.ckpt/diag
+  grep -q "node node3 (ranks 6, 7) is unreachable" "$diag/summary.txt" || fail "diag/summary.txt does not name node3"
+  for r in 0 1 2 3 4 5 6 7; do
+    grep -qxF "incident $(head -n 1 "$diag/summary.txt" | sed 's/^incident //')" "$diag/rank-$r.txt" ||
+      fail "rank $r's notes do not answer the incident"
+  done
+  grep -q "^reach node0 unreachable" "$diag/rank-6.txt" || fail "node3's first rank (6) did not record node0 as unreachable"
+fi
 
 echo "== the last checkpoint verifies; resume on nodes 0-2 (6 ranks) to the uninterrupted losses"
 good=$(find "$ZT_WORK/cut.ckpt" -maxdepth 1 -name 'step_*' ! -name '*.tmp' | LC_ALL=C sort | tail -n 1)
