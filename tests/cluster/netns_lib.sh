@@ -3,9 +3,10 @@
 # ../lib.sh). Each test gets a cluster of its own name, taken down on every exit (pass or fail):
 #   cluster_up N              nodes node0..nodeN-1, or skip (77) saying why (not root, no iptables, ...)
 #   cluster_mpirun NP ARGS... ztrain-style mpirun across the nodes (a hang guard of ZT_TIMEOUT s)
-#   cluster_ranks_left        how many ztrain processes are still on the cluster's nodes
-#   cluster_wait_gone T0 SECS until no ztrain is left on any node (at most SECS s): $gone_s = the time
-#                             since T0 (date +%s.%N, the fault) when the last one was gone; else returns 1
+#   cluster_ranks_left [I..]  how many ztrain processes are still on the cluster's nodes (or nodes I..)
+#   cluster_wait_gone T0 SECS [I..]  until no ztrain is left on any node (or on nodes I..; at most SECS
+#                             s): $gone_s = the time since T0 (date +%s.%N, the fault) when the last one
+#                             was gone; else returns 1
 NETNS=$ZT_SOURCE/tools/cluster/netns.sh
 # The bound on the cluster: every rank ends within dist.timeout_s + this (the watchdog's 7 s on one host,
 # plus the nodes' probe (1 s) and MPI_Abort's orders crossing the links, with room for 8 ranks on 2 cores).
@@ -35,18 +36,20 @@ cluster_mpirun() {
 }
 
 cluster_ranks_left() {
-  local i n=0
-  for ((i = 0; i < CLUSTER_NODES; i++)); do
+  local i n=0 nodes=("$@")
+  [ ${#nodes[@]} -gt 0 ] || mapfile -t nodes < <(seq 0 $((CLUSTER_NODES - 1)))
+  for i in "${nodes[@]}"; do
     n=$((n + $("$NETNS" ps "node$i" ztrain | wc -l)))
   done
   echo "$n"
 }
 
 cluster_wait_gone() {
-  local t0=$SECONDS
-  while [ "$(cluster_ranks_left)" -gt 0 ]; do
-    [ $((SECONDS - t0)) -lt "$2" ] || return 1
+  local t0=$SECONDS fault=$1 secs=$2
+  shift 2
+  while [ "$(cluster_ranks_left "$@")" -gt 0 ]; do
+    [ $((SECONDS - t0)) -lt "$secs" ] || return 1
     sleep 0.2
   done
-  gone_s=$(awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  gone_s=$(awk -v a="$fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 }

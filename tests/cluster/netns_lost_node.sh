@@ -8,6 +8,11 @@
 #      the collective every rank waited in; it reaches the launcher even when its writer is on node3,
 #      whose own output cannot (rank 0 prints it again); every rank's notes, node3's too, are in diag/
 #      (the file system is shared);
+#   netns_lost_node.sh checkpoint  the same cut while the step-12 checkpoint is written: rank 6 (node3)
+#      stops inside the write (debug.hang_phase=ckpt_write, TEST ONLY) and node3's port goes down: the
+#      ranks of nodes 0-2 end within the same bound, node3's (one stuck for good) when their daemon gives
+#      up on mpirun (21 s: netns.sh's TCP keepalive) + the margin; the same report and notes, and step
+#      12 is never committed (step 8 is the last good one);
 #   netns_lost_node.sh kill  every process on node3 is killed (SIGKILL: a crashed node, its link up):
 #    - Open MPI sees its daemon go (the TCP connection resets) and ends the job before ztrain's
 #      deadline: every rank ends within the same bound, mpirun exits non-zero naming node3 (measured:
@@ -18,7 +23,7 @@
 #    relative: the data-parallel reduction order changes with the world size).
 # Skips (77), saying why, where namespaces cannot be made (not root, no iproute2/iptables).
 fault=${1:-cut}
-case "$fault" in cut | kill) ;; *) echo "usage: netns_lost_node.sh cut|kill" >&2; exit 2 ;; esac
+case "$fault" in cut | checkpoint | kill) ;; *) echo "usage: netns_lost_node.sh cut|checkpoint|kill" >&2; exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/netns_lib.sh"
@@ -36,22 +41,34 @@ echo "== the uninterrupted run: 8 ranks, 40 steps"
 expect_exit 0 cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --train.stop_at_step=40 --ckpt.dir="$ZT_WORK/ref.ckpt" \
   --log.metrics="$ZT_WORK/ref.jsonl"
 
-echo "== node3 lost ($fault) at step 10 or later"
-cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/cut.ckpt" --log.metrics="$ZT_WORK/cut.jsonl" \
-  >"$ZT_WORK/cut.out" 2>&1 &
+at=10 hold=()
+[ "$fault" = checkpoint ] && at=12 hold=(--debug.hang_at_step=12 --debug.hang_phase=ckpt_write --debug.rank=6)
+echo "== node3 lost ($fault) at step $at or later"
+cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" "${hold[@]}" --ckpt.dir="$ZT_WORK/cut.ckpt" \
+  --log.metrics="$ZT_WORK/cut.jsonl" >"$ZT_WORK/cut.out" 2>&1 &
 job=$!
-for _ in $(seq 1200); do [ "$(last_step "$ZT_WORK/cut.jsonl")" -ge 10 ] 2>/dev/null && break; sleep 0.1; done
-[ "$(last_step "$ZT_WORK/cut.jsonl")" -ge 10 ] 2>/dev/null || { tail -n 20 "$ZT_WORK/cut.out"; fail "the job did not reach step 10"; }
+for _ in $(seq 1200); do [ "$(last_step "$ZT_WORK/cut.jsonl")" -ge $at ] 2>/dev/null && break; sleep 0.1; done
+[ "$(last_step "$ZT_WORK/cut.jsonl")" -ge $at ] 2>/dev/null || { tail -n 20 "$ZT_WORK/cut.out"; fail "the job did not reach step $at"; }
 t0=$(date +%s.%N)
-if [ "$fault" = cut ]; then
+if [ "$fault" != kill ]; then
   "$NETNS" link node3 down >/dev/null || fail "netns.sh link node3 down"
 else
   "$NETNS" kill node3 >/dev/null || fail "netns.sh kill node3"
 fi
 cut_step=$(last_step "$ZT_WORK/cut.jsonl")
+if [ "$fault" = checkpoint ]; then
+  # Rank 6 stays inside the write for good, on a node nobody reaches: the job's decision ends the ranks
+  # of nodes 0-2 within the bound; node3's end when their daemon loses mpirun (TCP keepalive, netns.sh:
+  # 15 s + 3 probes 2 s apart).
+  cluster_wait_gone "$t0" 60 0 1 2 || fail "ranks still running on nodes 0-2 60 s after the cut: $(cluster_ranks_left 0 1 2)"
+  echo "nodes 0-2: every rank gone $gone_s s after the cut"
+  awk -v s="$gone_s" -v l=$((T + MARGIN)) 'BEGIN { exit !(s <= l) }' || fail "nodes 0-2's ranks ended $gone_s s after the cut (bound $((T + MARGIN)) s)"
+fi
+bound=$((T + MARGIN))
+[ "$fault" != checkpoint ] || bound=$((21 + MARGIN))  # node3's stuck rank: its daemon's keepalive
 cluster_wait_gone "$t0" 60 || { tail -n 20 "$ZT_WORK/cut.out"; fail "ranks still running 60 s after the cut: $(cluster_ranks_left)"; }
-echo "$fault at step $cut_step: every rank gone $gone_s s after it (bound $T + $MARGIN s)"
-awk -v s="$gone_s" -v l=$((T + MARGIN)) 'BEGIN { exit !(s <= l) }' || fail "the ranks ended $gone_s s after the cut (bound $((T + MARGIN)) s)"
+echo "$fault at step $cut_step: every rank gone $gone_s s after it (bound $bound s)"
+awk -v s="$gone_s" -v l=$bound 'BEGIN { exit !(s <= l) }' || fail "the ranks ended $gone_s s after the cut (bound $bound s)"
 wait "$job"
 rc=$?
 mpirun_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -82,6 +99,10 @@ verify_checkpoints "$good"
 good_step=$((10#${good##*step_}))
 [ "$good_step" -le "$cut_step" ] || fail "checkpoint $good is past the step of the cut ($cut_step)"
 if [ "$good_step" -lt 8 ] || [ "$good_step" -ge 40 ]; then fail "expected a checkpoint at steps 8-36, got $good"; fi
+if [ "$fault" = checkpoint ]; then
+  [ "$good_step" -eq 8 ] || fail "the checkpoint cut mid-write: expected step 8 as the last good one, got $good"
+  [ ! -e "$ZT_WORK/cut.ckpt/step_00000012" ] || fail "step_00000012 was committed although node3 was cut while writing it"
+fi
 expect_exit 0 cluster_mpirun 6 --host node0:2,node1:2,node2:2 "$ZT_BIN/ztrain" "${common[@]}" --train.stop_at_step=40 \
   --ckpt.dir="$ZT_WORK/cut.ckpt" --log.metrics="$ZT_WORK/resumed.jsonl"
 expect_in "$ZT_WORK/out" "ranks: 6 on 3 node\(s\)" "the resumed job's 3 nodes"

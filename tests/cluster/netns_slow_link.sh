@@ -43,16 +43,19 @@ echo "== node2's link delayed 50 ms each way at step 6 or later"
 # A delay once before the run: without tc netem, netns.sh builds its delay program on first use, which
 # on a loaded machine took longer than 60 training steps.
 { "$NETNS" link node2 delay 1 && "$NETNS" link node2 clear; } >/dev/null || fail "netns.sh link node2 delay 1, clear"
-cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --train.max_steps=100 --log.metrics="$ZT_WORK/slow.jsonl" \
+# Steps enough that the job is still early when the delay is in place: a calm step takes milliseconds
+# (the delay took effect only at step 100 of 100 once ranks started faster).
+steps=400
+cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --train.max_steps=$steps --log.metrics="$ZT_WORK/slow.jsonl" \
   --ckpt.dir="$ZT_WORK/slow.ckpt" >"$ZT_WORK/slow.out" 2>&1 &
 job=$!
 for _ in $(seq 1200); do [ "$(last_step "$ZT_WORK/slow.jsonl")" -ge 6 ] 2>/dev/null && break; sleep 0.1; done
 before=$(last_step "$ZT_WORK/slow.jsonl")
-if [ "${before:-0}" -lt 6 ] || [ "$before" -ge 80 ]; then tail -n 20 "$ZT_WORK/slow.out"; fail "the job was at step '${before}' (wanted 6-79)"; fi
+if [ "${before:-0}" -lt 6 ] || [ "$before" -ge $((steps - 20)) ]; then tail -n 20 "$ZT_WORK/slow.out"; fail "the job was at step '${before}' (wanted 6-$((steps - 21)))"; fi
 "$NETNS" link node2 delay 50 >/dev/null || fail "netns.sh link node2 delay 50"
 after=$(last_step "$ZT_WORK/slow.jsonl")
 echo "delayed between steps $before and $after"
-[ "${after:-100}" -le $((100 - 2 * W - 1)) ] || fail "the delay took effect only at step ${after} of 100 (a loaded machine?)"
+[ "${after:-$steps}" -le $((steps - 2 * W - 1)) ] || fail "the delay took effect only at step ${after} of $steps (a loaded machine?)"
 for _ in $(seq 600); do grep -q "the link of node" "$ZT_WORK/slow.out" && break; sleep 0.1; done
 "$NETNS" link node2 clear >/dev/null || fail "netns.sh link node2 clear"
 wait "$job"
@@ -70,11 +73,11 @@ echo "warned for steps $first-$last (delayed between steps $before and $after; d
 # with other tests beside this one the delay's queue program holds its first packets a few steps later
 # (measured: the episode began 4 steps after `after` when run beside another test, 1-3 alone).
 [ "$last" -le $((after + 2 * W)) ] || fail "warned at step $last, later than 2 x $W logged windows after the delay (step $after)"
-/usr/bin/python3 - "$ZT_WORK/slow.jsonl" "$first" "$last" <<'PY' || fail "the link fields of the slow run"
+/usr/bin/python3 - "$ZT_WORK/slow.jsonl" "$first" "$last" "$steps" <<'PY' || fail "the link fields of the slow run"
 import json, sys
 rows = {o["step"]: o for o in map(json.loads, open(sys.argv[1])) if "loss" in o}
 first, last = int(sys.argv[2]), int(sys.argv[3])
-assert sorted(rows) == list(range(1, 101)), f"steps {sorted(rows)}: training did not run to the end"
+assert sorted(rows) == list(range(1, int(sys.argv[4]) + 1)), f"steps {sorted(rows)}: training did not run to the end"
 for s in range(first, last + 1):
     o = rows[s]
     # the rule's own terms (log.straggler_fraction=4): 5 x the median; a round trip of the delay at least
