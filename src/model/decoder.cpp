@@ -173,7 +173,6 @@ void Decoder::head_forward(ParamSource& params, const std::int32_t* targets) {
     fin = params.unit(0);
   }
   if (targets) loss_forward(head(fin), targets);
-  else if (logit_row_ >= 0) row_logits_forward(head(fin));
   else logits_forward(head(fin));
   params.release(head_unit());
 }
@@ -188,28 +187,25 @@ void Decoder::loss_forward(const Tensor& head_weight, const std::int32_t* target
   for (float x : losses) loss_sum_ += x;
 }
 
-// The whole logits on the host (sampling and tests): this rank's [N, vocab_rows] in a buffer of its own
-// for the call (no step holds it), gathered from the group.
+// The logits on the host (sampling and tests), in a buffer of their own for the call (no step holds
+// it), gathered from the group: every row ([N, vocab_rows] on this rank), or only row logit_row_ (the
+// next token's when sampling): that row of the final norm's output, gathered first under SP since
+// every rank needs it, through this rank's vocabulary rows as a plain column-parallel matmul of one row.
 void Decoder::logits_forward(const Tensor& head_weight) {
-  backend::Buffer buffer = be_.allocate(static_cast<std::size_t>(g_.N * g_.vocab_rows) * dtype_size(g_.dtype));
-  const Tensor logits = buffer.view(g_.dtype, {g_.N, g_.vocab_rows});
-  layers::column_parallel_forward(env_.ctx, logits, t_.lnf, env_.whole(t_.lnf), head_weight, Tensor(),
-                                  WeightLayout::kOutIn);
-  host_logits_ = layers::host_logits(env_.ctx, logits, g_.s.vocab_size);
-}
-
-// One row's logits: the row of the final norm's output (under SP gathered first, every rank needs it)
-// through this rank's vocabulary rows, a plain column-parallel matmul of one row, gathered from the group.
-void Decoder::row_logits_forward(const Tensor& head_weight) {
-  const std::int64_t C = g_.s.n_embd;
-  const Tensor all = env_.gathered(t_.lnf);
-  const Tensor x(static_cast<std::byte*>(all.data) + static_cast<std::size_t>(logit_row_ * C) * dtype_size(g_.dtype),
-                 g_.dtype, {1, C});
-  backend::Buffer buffer = be_.allocate(static_cast<std::size_t>(g_.vocab_rows) * dtype_size(g_.dtype));
-  const Tensor logits = buffer.view(g_.dtype, {1, g_.vocab_rows});
-  const layers::TpContext rows_whole{env_.ctx.be, env_.ctx.group, false};  // the row is whole on every rank
-  layers::column_parallel_forward(rows_whole, logits, x, x, head_weight, Tensor(), WeightLayout::kOutIn);
-  host_logits_ = layers::host_logits(rows_whole, logits, g_.s.vocab_size);
+  layers::TpContext ctx = env_.ctx;
+  Tensor x = t_.lnf, full = env_.whole(t_.lnf);
+  std::int64_t rows = g_.N;
+  if (logit_row_ >= 0) {
+    const Tensor all = env_.gathered(t_.lnf);
+    const std::size_t offset = static_cast<std::size_t>(logit_row_ * g_.s.n_embd) * dtype_size(g_.dtype);
+    x = full = Tensor(static_cast<std::byte*>(all.data) + offset, g_.dtype, {1, g_.s.n_embd});
+    ctx.sequence_parallel = false;  // the row is whole on every rank
+    rows = 1;
+  }
+  backend::Buffer buffer = be_.allocate(static_cast<std::size_t>(rows * g_.vocab_rows) * dtype_size(g_.dtype));
+  const Tensor logits = buffer.view(g_.dtype, {rows, g_.vocab_rows});
+  layers::column_parallel_forward(ctx, logits, x, full, head_weight, Tensor(), WeightLayout::kOutIn);
+  host_logits_ = layers::host_logits(ctx, logits, g_.s.vocab_size);
 }
 
 // A pipeline stage runs its part: the embedding on the first (else its input is in t_.encoded, the
@@ -241,10 +237,9 @@ std::vector<float> Decoder::forward_logits(const std::int32_t* tokens, ParamSour
 std::vector<float> Decoder::forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) {
   ZT_CHECK(row >= 0 && row < g_.N, "model: logits row ", row, " outside the micro-batch's ", g_.N, " rows");
   logit_row_ = row;
-  run_forward(tokens, nullptr, params);
+  std::vector<float> logits = forward_logits(tokens, params);
   logit_row_ = -1;
-  ready_for_backward_ = false;
-  return g_.has_head ? std::move(host_logits_) : std::vector<float>{};
+  return logits;
 }
 
 // The loss with the LM head (tied: the token embedding's rows, a copy on a last stage without the

@@ -158,8 +158,7 @@ class Decoder final : public Model {
   void embed(const std::int32_t* tokens, ParamSource& params);
   void head_forward(ParamSource& params, const std::int32_t* targets);
   void loss_forward(const backend::Tensor& head_weight, const std::int32_t* targets);
-  void logits_forward(const backend::Tensor& head_weight);
-  void row_logits_forward(const backend::Tensor& head_weight);
+  void logits_forward(const backend::Tensor& head_weight);  // every row, or only logit_row_
   void head_backward(ParamSource& params, GradSink& grads, float dloss);
   void blocks_backward(ParamSource& params, GradSink& grads);
   void recompute(int l, const backend::Tensor& w);
