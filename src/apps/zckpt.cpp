@@ -81,8 +81,9 @@ model::ParamTable table_of(const ckpt::Checkpoint& c) {
 // The base model's table (for a LoRA checkpoint: the model its adapters sit on), from the run's [model] keys.
 model::ParamTable base_table_of(const ckpt::Checkpoint& c) {
   const ckpt::ModelDesc& m = c.manifest().model;
-  model::ParamTable table(model::model_shape(run_config_of(c).model));
-  if (run_config_of(c).lora.rank == 0 && model::describe_model(table).params != m.params)
+  const config::Config run = run_config_of(c);
+  model::ParamTable table(model::model_shape(run.model));
+  if (run.lora.rank == 0 && model::describe_model(table).params != m.params)
     throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ",
                               model::family_of(table.shape().arch).display, "'s for its model shape"));
   return table;
@@ -247,7 +248,7 @@ std::vector<float> merged_weights(const ckpt::Checkpoint& c, const model::ParamT
     throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
   const std::string from = config::lora_base_path(config);
   std::vector<float> weights(base.numel());
-  if (from.empty()) model::init_params(base, run_config_of(c).train.seed, weights.data());
+  if (from.empty()) model::init_params(base, config.train.seed, weights.data());
   else model::load_pretrained(from, base, weights.data());
   Sha256 hash;
   hash.update(weights.data(), weights.size() * sizeof(float));
