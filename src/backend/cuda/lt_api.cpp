@@ -33,18 +33,9 @@ void resolve(void* lib, Fn& fn, const char* name) {
 LtApi load() {
   void* lib = open_library();  // kept open for the process: the backend calls it until exit
   LtApi a;
-  resolve(lib, a.Create, "cublasLtCreate");
-  resolve(lib, a.Destroy, "cublasLtDestroy");
-  resolve(lib, a.Matmul, "cublasLtMatmul");
-  resolve(lib, a.MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
-  resolve(lib, a.MatmulDescCreate, "cublasLtMatmulDescCreate");
-  resolve(lib, a.MatmulDescDestroy, "cublasLtMatmulDescDestroy");
-  resolve(lib, a.MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
-  resolve(lib, a.MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
-  resolve(lib, a.MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
-  resolve(lib, a.MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
-  resolve(lib, a.MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
-  resolve(lib, a.MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+#define ZT_LT_RESOLVE(name) resolve(lib, a.name, "cublasLt" #name);
+  ZT_LT_ENTRY_POINTS(ZT_LT_RESOLVE)
+#undef ZT_LT_RESOLVE
   return a;
 }
 

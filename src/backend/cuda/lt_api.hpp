@@ -9,19 +9,16 @@
 
 namespace zt::backend::cuda {
 
+// The entry points, once: X(name) for each cublasLt<name> the backend calls.
+#define ZT_LT_ENTRY_POINTS(X)                                                                            \
+  X(Create) X(Destroy) X(Matmul) X(MatmulAlgoGetHeuristic) X(MatmulDescCreate) X(MatmulDescDestroy)         \
+  X(MatmulDescSetAttribute) X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy) X(MatmulPreferenceSetAttribute) \
+  X(MatrixLayoutCreate) X(MatrixLayoutDestroy)
+
 struct LtApi {
-  decltype(&::cublasLtCreate) Create = nullptr;
-  decltype(&::cublasLtDestroy) Destroy = nullptr;
-  decltype(&::cublasLtMatmul) Matmul = nullptr;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) MatmulAlgoGetHeuristic = nullptr;
-  decltype(&::cublasLtMatmulDescCreate) MatmulDescCreate = nullptr;
-  decltype(&::cublasLtMatmulDescDestroy) MatmulDescDestroy = nullptr;
-  decltype(&::cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute = nullptr;
-  decltype(&::cublasLtMatmulPreferenceCreate) MatmulPreferenceCreate = nullptr;
-  decltype(&::cublasLtMatmulPreferenceDestroy) MatmulPreferenceDestroy = nullptr;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) MatmulPreferenceSetAttribute = nullptr;
-  decltype(&::cublasLtMatrixLayoutCreate) MatrixLayoutCreate = nullptr;
-  decltype(&::cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy = nullptr;
+#define ZT_LT_MEMBER(name) decltype(&::cublasLt##name) name = nullptr;
+  ZT_LT_ENTRY_POINTS(ZT_LT_MEMBER)
+#undef ZT_LT_MEMBER
 };
 
 // Loads libcublasLt.so.<major of the headers> (the loader's search path first, LD_LIBRARY_PATH

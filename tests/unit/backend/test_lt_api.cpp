@@ -13,16 +13,9 @@ namespace {
 
 TEST(LtApi, EveryEntryPointResolves) {
   const LtApi& a = lt();
-  for (const void* fn : {reinterpret_cast<const void*>(a.Create), reinterpret_cast<const void*>(a.Destroy),
-                         reinterpret_cast<const void*>(a.Matmul), reinterpret_cast<const void*>(a.MatmulAlgoGetHeuristic),
-                         reinterpret_cast<const void*>(a.MatmulDescCreate), reinterpret_cast<const void*>(a.MatmulDescDestroy),
-                         reinterpret_cast<const void*>(a.MatmulDescSetAttribute),
-                         reinterpret_cast<const void*>(a.MatmulPreferenceCreate),
-                         reinterpret_cast<const void*>(a.MatmulPreferenceDestroy),
-                         reinterpret_cast<const void*>(a.MatmulPreferenceSetAttribute),
-                         reinterpret_cast<const void*>(a.MatrixLayoutCreate),
-                         reinterpret_cast<const void*>(a.MatrixLayoutDestroy)})
-    EXPECT_NE(fn, nullptr);
+#define ZT_LT_EXPECT(name) EXPECT_NE(reinterpret_cast<const void*>(a.name), nullptr) << "cublasLt" #name;
+  ZT_LT_ENTRY_POINTS(ZT_LT_EXPECT)
+#undef ZT_LT_EXPECT
   EXPECT_EQ(&lt(), &a);  // loaded once
   // A descriptor round trip needs no device: the resolved functions are the library's.
   cublasLtMatmulPreference_t pref = nullptr;
