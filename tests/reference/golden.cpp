@@ -11,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -100,6 +102,27 @@ std::string ensure_golden(const std::string& script, const std::string& out_path
   const std::string reason = run_reference_script(script, tmp);
   if (reason.empty()) fs::rename(tmp, out_path);
   return reason;
+}
+
+const Golden* golden_of(const std::string& script, const std::string& out_path, std::string& skip) {
+  struct Loaded {
+    std::string skip, error;
+    std::unique_ptr<Golden> golden;
+  };
+  static std::map<std::string, Loaded> loaded;
+  auto [it, fresh] = loaded.try_emplace(out_path);
+  Loaded& l = it->second;
+  if (fresh) {
+    try {
+      l.skip = ensure_golden(script, out_path);
+      if (l.skip.empty()) l.golden = std::make_unique<Golden>(Golden::load(out_path));
+    } catch (const std::exception& e) {
+      l.error = e.what();
+    }
+  }
+  if (!l.error.empty()) throw std::runtime_error(l.error);
+  skip = l.skip;
+  return l.golden.get();
 }
 
 double norm_error(const std::vector<double>& got, const std::vector<double>& want) {

@@ -39,6 +39,11 @@ std::string run_reference_script(const std::string& script, const std::string& a
 // the rest read it. A file lock keeps parallel ctest processes from writing it together.
 std::string ensure_golden(const std::string& script, const std::string& out_path);
 
+// For a fixture's SetUp: the golden file of `script` at out_path, written once (ensure_golden) and loaded
+// once per process. Null, with `skip` saying why, when the test is to be skipped (no PyTorch); throws,
+// again for every test that asks, when writing it failed.
+const Golden* golden_of(const std::string& script, const std::string& out_path, std::string& skip);
+
 // ||got - want|| / ||want||, the error every reference comparison uses.
 double norm_error(const std::vector<double>& got, const std::vector<double>& want);
 

@@ -27,6 +27,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(__file__))
 import st_io  # noqa: E402
+from train_reference import run_cases, split_cases  # noqa: E402
 
 
 def inv_freq(hs, theta, scaling):
@@ -196,26 +197,10 @@ def main():
         for cfg_path, out in zip(args[0::2], args[1::2]):
             init_weights(read_config(cfg_path), out)
         return 0
-    cases, case = [], []
-    for a in args + ["--"]:
-        if a == "--":
-            if len(case) < 4:
-                sys.exit("usage: llama_reference.py check INI SAFETENSORS TOKENS METRICS... [-- ...]")
-            cases.append(case)
-            case = []
-        else:
-            case.append(a)
-    failed = []
-    for cfg_path, init_path, tokens_path, *metrics in cases:
-        name = os.path.splitext(os.path.basename(cfg_path))[0]
-        print(f"== {name}")
-        ok = check(cfg_path, init_path, tokens_path, metrics)
-        print("PASS" if ok else "FAIL")
-        if not ok:
-            failed.append(name)
-    if failed:
-        print(f"FAIL: {', '.join(failed)}")
-    return 1 if failed else 0
+    cases = split_cases(args, 4)
+    if cases is None:
+        sys.exit("usage: llama_reference.py check INI SAFETENSORS TOKENS METRICS... [-- ...]")
+    return run_cases(cases, lambda c: check(c[0], c[1], c[2], c[3:]))
 
 
 if __name__ == "__main__":

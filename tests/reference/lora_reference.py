@@ -30,7 +30,7 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(__file__))
 import st_io  # noqa: E402
-from train_reference import adamw_steps, compare, read_metrics, rel  # noqa: E402
+from train_reference import adamw_steps, compare, read_metrics, rel, run_cases, split_cases  # noqa: E402
 
 MASK32, MASK64 = np.uint64(0xFFFFFFFF), (1 << 64) - 1
 
@@ -178,30 +178,11 @@ def check(config, init_path, tokens_path, rank, alpha, rslora, targets, dropout,
 
 def main():
     # check CASE [-- CASE]...: several cases in one process (importing torch takes seconds).
-    cases, case = [], []
-    for a in sys.argv[2:] + ["--"]:
-        if a != "--":
-            case.append(a)
-            continue
-        if len(case) < 9:
-            print(__doc__, file=sys.stderr)
-            return 2
-        cases.append(case)
-        case = []
-    if sys.argv[1:2] != ["check"]:
+    cases = split_cases(sys.argv[2:], 9)
+    if cases is None or sys.argv[1:2] != ["check"]:
         print(__doc__, file=sys.stderr)
         return 2
-    failed = []
-    for case in cases:
-        name = os.path.splitext(os.path.basename(case[0]))[0]
-        print(f"== {name}")
-        ok = check(*case[:8], case[8:])
-        print("PASS" if ok else "FAIL")
-        if not ok:
-            failed.append(name)
-    if failed:
-        print(f"FAIL: {', '.join(failed)}")
-    return 1 if failed else 0
+    return run_cases(cases, lambda c: check(*c[:8], c[8:]))
 
 
 if __name__ == "__main__":

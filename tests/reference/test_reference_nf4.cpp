@@ -12,23 +12,17 @@
 namespace zt::reference {
 namespace {
 
-class ReferenceNf4 : public ::testing::TestWithParam<std::string> {
+class ReferenceNf4Golden : public ::testing::Test {
  protected:
   void SetUp() override {
-    static const std::string reason = [] {
-      try {
-        return ensure_golden("nf4_reference.py", ZT_REFERENCE_OUT "/nf4_golden.safetensors");
-      } catch (const std::exception& e) {
-        return std::string("ERROR ") + e.what();
-      }
-    }();
-    if (reason.rfind("ERROR ", 0) == 0) GTEST_FAIL() << reason;
-    if (!reason.empty()) GTEST_SKIP() << reason;
-    static const Golden golden = Golden::load(ZT_REFERENCE_OUT "/nf4_golden.safetensors");
-    g_ = &golden;
+    std::string skip;
+    g_ = golden_of("nf4_reference.py", ZT_REFERENCE_OUT "/nf4_golden.safetensors", skip);
+    if (!g_) GTEST_SKIP() << skip;
   }
   const Golden* g_ = nullptr;
 };
+// The same golden file's cases, by name.
+class ReferenceNf4 : public ReferenceNf4Golden, public ::testing::WithParamInterface<std::string> {};
 
 std::uint32_t bits(float f) {
   std::uint32_t u;
@@ -41,12 +35,9 @@ void expect_bitwise(const std::vector<float>& got, const std::vector<float>& wan
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(bits(got[i]), bits(want[i])) << what << " [" << i << "]";
 }
 
-TEST(ReferenceNf4Map, DynamicMapIsTheDefinitions) {
-  const std::string reason = ensure_golden("nf4_reference.py", ZT_REFERENCE_OUT "/nf4_golden.safetensors");
-  if (!reason.empty()) GTEST_SKIP() << reason;
-  const Golden g = Golden::load(ZT_REFERENCE_OUT "/nf4_golden.safetensors");
+TEST_F(ReferenceNf4Golden, DynamicMapIsTheDefinitions) {
   const auto& map = quant::dynamic_map();
-  expect_bitwise(std::vector<float>(map.begin(), map.end()), g.f32("dynamic_map"), "dynamic_map");
+  expect_bitwise(std::vector<float>(map.begin(), map.end()), g_->f32("dynamic_map"), "dynamic_map");
 }
 
 TEST_P(ReferenceNf4, SameBytesScalesAndNestedCodesAsBitsandbytes) {

@@ -23,17 +23,9 @@ constexpr double kTolerance = 1e-5;
 class ReferenceOps : public ::testing::Test {
  protected:
   void SetUp() override {
-    static std::string reason = [] {
-      try {
-        return ensure_golden("ops_reference.py", ZT_REFERENCE_OUT "/ops_golden.safetensors");
-      } catch (const std::exception& e) {
-        return std::string("ERROR ") + e.what();
-      }
-    }();
-    if (reason.rfind("ERROR ", 0) == 0) GTEST_FAIL() << reason;
-    if (!reason.empty()) GTEST_SKIP() << reason;
-    static Golden golden = Golden::load(ZT_REFERENCE_OUT "/ops_golden.safetensors");
-    g_ = &golden;
+    std::string skip;
+    g_ = golden_of("ops_reference.py", ZT_REFERENCE_OUT "/ops_golden.safetensors", skip);
+    if (!g_) GTEST_SKIP() << skip;
   }
 
   // A backend tensor holding golden input `name` (f32 or i32) with its shape.

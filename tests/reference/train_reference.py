@@ -210,6 +210,36 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
+def split_cases(args, min_len):
+    """The cases of `CASE [-- CASE]...` (several in one process: importing torch takes seconds); None when a
+    case has fewer than min_len arguments."""
+    cases, case = [], []
+    for a in args + ["--"]:
+        if a != "--":
+            case.append(a)
+            continue
+        if len(case) < min_len:
+            return None
+        cases.append(case)
+        case = []
+    return cases
+
+
+def run_cases(cases, check):
+    """check(case) for each case, named by its first file's stem, PASS/FAIL printed; the exit status."""
+    failed = []
+    for case in cases:
+        name = os.path.splitext(os.path.basename(case[0]))[0]
+        print(f"== {name}")
+        ok = check(case)
+        print("PASS" if ok else "FAIL")
+        if not ok:
+            failed.append(name)
+    if failed:
+        print(f"FAIL: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
 def compare(c, ref, path, tolerance):
     """Prints the step table for one ztrain run; returns (max loss diff, max grad_norm diff, max lr diff), relative."""
     rows = read_metrics(path)
