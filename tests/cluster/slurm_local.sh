@@ -219,7 +219,7 @@ _slurm_leftovers() {
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
     if ! sid=$(_slurm_session "$p") || [ "$sid" = "$own" ]; then continue; fi
-    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "ZT_SLURM_DIR=$SLURM_DIR" && echo "$p"
+    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -xF "ZT_SLURM_DIR=$SLURM_DIR" >/dev/null && echo "$p"
   done
 }
 

@@ -55,7 +55,7 @@ answered forward 0 1 2 3
 # The abort line names the phase the report names the collective by (where it was issued), also when the
 # ranks waited for it in a later phase.
 ctx=$(sed -nE 's/.*never entered [a-z_]+ #[0-9]+ \(([^,]+), call 1;.*/\1/p' <<<"$report" | head -n 1)
-grep -F "did not complete within dist.timeout_s=$T s (" "$ZT_WORK/forward.err" | grep -qF -e "($ctx" -e "issued in $ctx)" ||
+grep -F "did not complete within dist.timeout_s=$T s (" "$ZT_WORK/forward.err" | grep -F -e "($ctx" -e "issued in $ctx)" >/dev/null ||
   { grep "did not complete" "$ZT_WORK/forward.err"; fail "forward: the abort line does not name '$ctx', the report's phase"; }
 waited=$(sed -nE 's/.*3 ranks \(0, 2, 3\) waited ([0-9.]+) s in it.*/\1/p' <<<"$report" | head -n 1)
 awk -v w="$waited" -v t=$T 'BEGIN { exit !(w >= t && w < t + 1.5) }' || fail "forward: the ranks waited '$waited' s, expected about $T"

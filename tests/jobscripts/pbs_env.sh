@@ -8,7 +8,8 @@
 #  - exit 75 submits the successor with depend=afterany:PBS_JOBID, same name, queue and settings;
 #    not when ZT_MAX_CHAIN is reached, the STOP file exists, or ztrain failed;
 #  - the whole chain, where ztrain stops itself at train.time_limit_min: each job's successor started
-#    as PBS would (its -v settings) resumes, and the last one ends with the uninterrupted run's loss;
+#    as PBS would (its -v settings) resumes, and the last one ends with the uninterrupted run's loss
+#    (ZT_TEST_FULL=1 only: in CI the Slurm requeue test and local_restart.sh run such chains);
 #  - tokenize.pbs runs ztok on PBS_NODEFILE's 2 ranks, which write one ztok's shards byte for byte.
 source "$(dirname "$0")/../lib.sh"
 real_mpirun=$(command -v "$MPIEXEC") || fail "no $MPIEXEC"
@@ -131,7 +132,9 @@ import json, sys
 ms = sum(json.loads(line).get("step_ms", 0) for line in open(sys.argv[1]))
 print(f"{max(ms / 4 / 60000, 0.002):.4f}")' "$1"
 }
-if [ -x "$ZT_BIN/zckpt" ]; then
+if ! full_cases; then
+  echo "NOTE: the chain case runs under ZT_TEST_FULL=1"
+elif [ -x "$ZT_BIN/zckpt" ]; then
   steps=600
   train=("${TINY_MODEL[@]}" --train.global_batch=64 --train.micro_batch=8 "--train.max_steps=$steps")
   ZT_TIMEOUT=120 zt_mpirun 2 "$ZT_BIN/ztrain" "${train[@]}" "--data.train=$w/data/train_*.h5" \

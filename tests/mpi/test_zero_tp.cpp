@@ -119,6 +119,8 @@ TEST_P(ZeroOverTensorParallel, EveryStageMatchesOneRankAndThePlan) {
     for (int tp = 2; tp <= w.size(); tp *= 2) {
       if (w.size() % tp != 0) continue;
       for (bool sp : {false, true}) {
+        // CI: one (tp, sp) per stage, all four met across the stages (tp alternating, sp from stage 2).
+        if (!test::full_cases() && w.size() == 4 && (tp != (stage % 2 == 0 ? 2 : 4) || sp != (stage >= 2))) continue;
         SCOPED_TRACE(cat("stage ", stage, " tp=", tp, " dp=", w.size() / tp, sp ? " sp" : ""));
         c.parallel.tp = tp;
         c.parallel.sequence_parallel = sp;

@@ -21,7 +21,7 @@ cat "$ZT_WORK/out"
 [ "$(cd "$ZT_WORK/device" && echo *)" = "bench-llama.md call.log logs.tar.gz summary.json" ] ||
   fail "files in \$OUT: $(ls -la "$ZT_WORK/device")"
 [ -z "$(find "$ZT_WORK/device" -mindepth 1 ! -type f)" ] || fail "\$OUT holds more than plain files"
-tar -tzf "$ZT_WORK/device/logs.tar.gz" | grep -q 'bench_llama/gpu_train-logs.tar.gz' || fail "logs.tar.gz lacks the Llama bench's logs"
+tar -tzf "$ZT_WORK/device/logs.tar.gz" | grep 'bench_llama/gpu_train-logs.tar.gz' >/dev/null || fail "logs.tar.gz lacks the Llama bench's logs"
 python3 - "$ZT_WORK/device/summary.json" <<'PY' || fail "summary.json (above)"
 import json, sys
 s = json.load(open(sys.argv[1]))

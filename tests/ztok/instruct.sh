@@ -49,13 +49,13 @@ diff "$work/chatml.want" "$work/chatml.txt" || fail "ChatML rendering or loss ma
 # The content's "<|im_end|>" is text: only the template's 8 end tokens (3 + 5 messages) are id 50258.
 [ "$(/usr/bin/python3 -c "import struct; d=open('$work/ids.u32','rb').read(); print(struct.unpack(f'<{len(d)//4}I', d).count(50258))")" = 8 ] ||
   fail "special-token text in content became a special id"
-"$shard_dump" info "$work/chatml/train_000000.h5" | grep -qx 'vocab_size=50259' || fail "vocab_size must cover the specials"
+"$shard_dump" info "$work/chatml/train_000000.h5" | grep -x 'vocab_size=50259' >/dev/null || fail "vocab_size must cover the specials"
 "$shard_dump" docs "$work/chatml/train_000000.h5" | grep -Eq '^[0-9]+: 0 [0-9]+$' || fail "two sample boundaries expected"
 
 "$ztok" --vocab "$vocab" --out "$work/llama3" --format instruct --chat-template llama3 "${llama3[@]}" --pack --seq-len 64 \
   -q "$work/set.jsonl" 2>"$work/llama3.log" || fail "ztok llama3: $(cat "$work/llama3.log")"
 decode "$work/llama3" '<|begin_of_text|>' '<|start_header_id|>' '<|end_header_id|>' '<|eot_id|>' >"$work/llama3.txt"
-sed -n 2p "$work/llama3.txt" | grep -qxF "'Blue.<|eot_id|>It is <|im_end|><|eot_id|>café<|eot_id|>'" ||
+sed -n 2p "$work/llama3.txt" | grep -xF "'Blue.<|eot_id|>It is <|im_end|><|eot_id|>café<|eot_id|>'" >/dev/null ||
   fail "Llama 3 loss mask (content trimmed): $(cat "$work/llama3.txt")"
 "$shard_dump" info "$work/llama3/train_000000.h5" >"$work/info.txt"
 grep -qx 'window=65' "$work/info.txt" && grep -qx 'loss_mask=1' "$work/info.txt" || fail "packed shard attributes: $(cat "$work/info.txt")"

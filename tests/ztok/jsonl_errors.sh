@@ -4,8 +4,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 printf '{"text": "Hello world", "id": 1}\n\n{"id": 2, "text": "caf\\u00e9 it'"'"'s\\n\\nfine"}\n  \n{"text": ""}\n' >"$work/good.jsonl"
 "$ztok" --vocab "$vocab" --out "$work/good" --format jsonl -q "$work/good.jsonl" >/dev/null
-"$shard_dump" docs "$work/good/train_000000.h5" | grep -q ': 0 3 ' || fail "document offsets of good.jsonl"
-"$shard_dump" info "$work/good/train_000000.h5" | grep -qx 'n_docs=3' || fail "good.jsonl should give 3 documents"
+"$shard_dump" docs "$work/good/train_000000.h5" | grep ': 0 3 ' >/dev/null || fail "document offsets of good.jsonl"
+"$shard_dump" info "$work/good/train_000000.h5" | grep -x 'n_docs=3' >/dev/null || fail "good.jsonl should give 3 documents"
 "$ztok" --vocab "$vocab" --out "$work/body" --format jsonl --field body -q "$work/good.jsonl" >/dev/null 2>"$work/e.log" &&
   fail "a missing --field was accepted"
 grep -q 'good.jsonl:1: no field "body"' "$work/e.log" || fail "missing field message: $(cat "$work/e.log")"

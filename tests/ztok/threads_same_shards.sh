@@ -22,7 +22,7 @@ for split in file paragraph; do
   for prefix in train valid; do
     shards=("$work/$split-1"/${prefix}_*.h5)
     for ((i = 0; i + 1 < ${#shards[@]}; i++)); do
-      "$shard_dump" info "${shards[$i]}" | grep -qx 'n_tokens=20000' || fail "${shards[$i]} is not full"
+      "$shard_dump" info "${shards[$i]}" | grep -x 'n_tokens=20000' >/dev/null || fail "${shards[$i]} is not full"
     done
   done
   echo "ok: --split $split: $n shards identical for --threads 1, 2 and 300-byte chunks"

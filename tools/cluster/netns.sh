@@ -89,7 +89,7 @@ cmd_up() {
     command -v "$c" >/dev/null || usage "'$c' not found (Debian: iproute2, util-linux, iptables; tools/install-deps.sh)"
   done
   [[ $net =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || usage "ZT_CLUSTER_NET=$net: give three octets, e.g. 10.77.0"
-  if [ -e "$state" ] || ip netns list | grep -qE "^($sw|$name-node[0-9]+)( |$)"; then
+  if [ -e "$state" ] || ip netns list | grep -E "^($sw|$name-node[0-9]+)( |$)" >/dev/null; then
     usage "cluster '$name' is already up (or was not taken down): netns.sh down first, or another ZT_CLUSTER"
   fi
   mkdir -p "$state"

@@ -68,7 +68,7 @@ start_sanitizers() {
 # has_tests BINARY GTEST_FILTER: the binary exists and the filter selects at least one of its tests (a
 # filter matching none would run nothing and come out "clean").
 has_tests() {
-  [ -x "$1" ] && "$1" --gtest_list_tests --gtest_filter="$2" 2>/dev/null | grep -q '^  '
+  [ -x "$1" ] && "$1" --gtest_list_tests --gtest_filter="$2" 2>/dev/null | grep '^  ' >/dev/null
 }
 
 # sanitized_trainer_runs BUILD_DIR WORK LIMIT_S: the NCCL communicator's tests and ztrain's three tiny
