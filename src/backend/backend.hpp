@@ -89,8 +89,9 @@ class Backend {
 
   // ---- embedding: out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] --------------------------------------
   // out [B,T,C], tokens [B,T] i32, wte [Vp,C], wpe [maxT,C] or empty (no position table: Llama; dwpe
-  // empty too)
-  virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) = 0;
+  // empty too). positions [B,T] i32, optional (generation over a KV cache): wpe's row positions[b,t]
+  // instead of t; a position of -1 (a padding token) reads row 0.
+  virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, Tensor positions = Tensor()) = 0;
   // dwte += scatter of dout rows by token, dwpe += sum over b of dout[b,t,:]
   virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) = 0;
 
@@ -155,6 +156,16 @@ class Backend {
   // dqkv, the shape of qkv, written (dK, dV summed over the query heads sharing them)
   virtual void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
                                   Tensor segment_starts = Tensor()) = 0;
+  // Attention over a KV cache (generation: a prompt's prefill and each decoding step, model/kv_cache.hpp).
+  // k_cache, v_cache [S, maxT, NKV*hs] X: the keys (after RoPE) and values of S sequence slots at positions
+  // 0..maxT-1. qkv [B,T,W] as attention_forward's; slots [B] i32: batch row b's slot; positions [B,T] i32:
+  // token (b,t)'s position in its sequence, or -1 (padding). First every token's k and v heads are
+  // stored at (slots[b], positions[b,t]); then query (b,t) at position p attends its slot's keys [0, p]
+  // (causal: the keys this call stored included), scale 1/sqrt(hs), query head h reading K/V head
+  // h / (NH/NKV). out [B,T,C]; a padding row's is 0. A slot appears in one batch row with tokens at most (rows
+  // of padding only may share any), and a row's positions are distinct and below maxT. No lse: nothing is differentiated.
+  virtual void attention_cached_forward(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, Tensor slots,
+                                        Tensor positions, int n_head) = 0;
   // What runs attention calls like q, for the start-up line ("cuDNN 9.19.0 fused SDPA (train.attention=
   // auto)"); empty where a backend has one implementation (the CPU).
   virtual std::string attention_summary(const AttentionQuery& q) const {
@@ -196,8 +207,9 @@ class Backend {
   // In place on x [B,T,W]: each of the first n_rot_heads heads of hs = 2*inv_freq.numel() columns, at
   // position t, with a = t * inv_freq[i] (f32 [hs/2]) for i < hs/2:
   //   (x_i, x_{i+hs/2}) <- (x_i cos a - x_{i+hs/2} sin a, x_{i+hs/2} cos a + x_i sin a).
-  // Columns past the rotated heads (v in a qkv row) are untouched.
-  virtual void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads) = 0;
+  // Columns past the rotated heads (v in a qkv row) are untouched. positions [B,T] i32, optional
+  // (generation over a KV cache): row (b,t) at position positions[b,t] instead of t; -1 rows untouched.
+  virtual void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads, Tensor positions = Tensor()) = 0;
   // The gradient, in place: the transposed rotation (angle -a).
   virtual void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) = 0;
 

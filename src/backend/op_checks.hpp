@@ -92,7 +92,7 @@ inline void check_layernorm_shapes(const char* op, const Tensor& x, const Tensor
 // embedding_forward: tokens [B,T], out [B,T,C], wte [Vp,C], wpe [maxT,C] with T <= maxT, or empty (Llama:
 // positions come from RoPE).
 inline void check_embedding_shapes(const char* op, const Tensor& out, const Tensor& tokens, const Tensor& wte,
-                                   const Tensor& wpe) {
+                                   const Tensor& wpe, bool positioned = false) {
   ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
   expect_shape(op, "out", out, {B, T, C});
@@ -100,7 +100,7 @@ inline void check_embedding_shapes(const char* op, const Tensor& out, const Tens
   if (wpe.empty()) return;
   ZT_CHECK_EQ(wpe.rank, 2, op, ": wpe must be [maxT,C]");
   ZT_CHECK_EQ(wpe.dim(1), C, op, ": wpe and wte widths differ");
-  ZT_CHECK_LE(T, wpe.dim(0), op, ": sequence longer than the position table");
+  if (!positioned) ZT_CHECK_LE(T, wpe.dim(0), op, ": sequence longer than the position table");
 }
 
 // attention: qkv [B,T,W] as (q | k | v) with q C = NH*hs columns and k, v NKV*hs each (W = 3C for
@@ -138,6 +138,46 @@ inline const std::int32_t* check_segment_starts(const char* op, const Tensor& st
       ZT_CHECK(s[i] >= 0 && s[i] <= i % T, op, ": segment_starts[", i / T, ", ", i % T, "] = ", s[i],
                " is outside [0, ", i % T, "]");
   return s;
+}
+
+// positions [B,T] i32 (generation): each in [-1, limit) where the host can read them; null when empty.
+inline const std::int32_t* check_positions(const char* op, const Tensor& positions, std::int64_t B, std::int64_t T,
+                                           std::int64_t limit, bool host_readable) {
+  if (positions.data == nullptr) return nullptr;
+  expect_shape(op, "positions", positions, {B, T});
+  ZT_CHECK(positions.dtype == DType::kI32, op, ": positions must be i32");
+  const auto* p = static_cast<const std::int32_t*>(positions.data);
+  if (host_readable)
+    for (std::int64_t i = 0; i < B * T; ++i)
+      ZT_CHECK(p[i] >= -1 && p[i] < limit, op, ": positions[", i / T, ", ", i % T, "] = ", p[i], " is outside [-1, ",
+               limit, ")");
+  return p;
+}
+
+// attention over a KV cache: qkv [B,T,W] (q of C = NH*hs columns, then k and v of KVW = NKV*hs each),
+// out [B,T,C], k_cache and v_cache [S, maxT, KVW], slots [B] i32, positions [B,T] i32.
+struct CachedAttentionDims {
+  std::int64_t B, T, C, W, S, max_len, kv_width, hs;
+  int n_kv_head;
+};
+inline CachedAttentionDims check_cached_attention_shapes(const char* op, const Tensor& out, const Tensor& qkv,
+                                                         const Tensor& k_cache, const Tensor& v_cache,
+                                                         const Tensor& slots, const Tensor& positions, int n_head) {
+  ZT_CHECK_EQ(qkv.rank, 3, op, ": qkv must be [B,T,W], got ", qkv.shape_string());
+  ZT_CHECK_EQ(k_cache.rank, 3, op, ": k_cache must be [S,maxT,NKV*hs], got ", k_cache.shape_string());
+  ZT_CHECK_GT(n_head, 0, op, ": n_head must be positive");
+  const std::int64_t B = qkv.dim(0), T = qkv.dim(1), W = qkv.dim(2), KVW = k_cache.dim(2), C = W - 2 * KVW;
+  ZT_CHECK(C > 0 && C % n_head == 0, op, ": qkv ", qkv.shape_string(), " with caches of ", KVW,
+           " columns leaves ", C, " query columns, not a multiple of n_head=", n_head);
+  const std::int64_t hs = C / n_head;
+  ZT_CHECK(KVW % hs == 0 && n_head % (KVW / hs) == 0, op, ": caches of ", KVW, " columns are not K/V heads of ", hs,
+           " dividing n_head=", n_head);
+  expect_shape(op, "out", out, {B, T, C});
+  expect_shape(op, "v_cache", v_cache, {k_cache.dim(0), k_cache.dim(1), KVW});
+  expect_shape(op, "slots", slots, {B});
+  expect_shape(op, "positions", positions, {B, T});
+  ZT_CHECK(slots.dtype == DType::kI32 && positions.dtype == DType::kI32, op, ": slots and positions must be i32");
+  return {B, T, C, W, k_cache.dim(0), k_cache.dim(1), KVW, hs, static_cast<int>(KVW / hs)};
 }
 
 // rmsnorm: x, y [N,C]; rstd [N]; weight [C].

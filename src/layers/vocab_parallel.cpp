@@ -54,19 +54,19 @@ std::vector<std::int32_t> local_token_rows(const std::int32_t* tokens, std::int6
 }
 
 void embed_tokens(const TpContext& ctx, Tensor out, Tensor partial, const std::int32_t* tokens, std::int64_t vocab_size,
-                  Tensor ids, Tensor wte, Tensor wpe) {
+                  Tensor ids, Tensor wte, Tensor wpe, Tensor positions) {
   const std::int64_t n = ids.numel();
   check_token_ids("token", tokens, n, vocab_size);
   if (ctx.size() == 1) {  // the plain lookup: the ids are the table's rows
     ctx.be.copy_from_host(ids.data, tokens, ids.bytes());
-    ctx.be.embedding_forward(as_batch_rows(out, ids), ids, wte, wpe);
+    ctx.be.embedding_forward(as_batch_rows(out, ids), ids, wte, wpe, positions);
     return;
   }
   const std::int64_t Vs = wte.dim(0) - 1;  // without the zero row
   const std::vector<std::int32_t> local = local_token_rows(tokens, n, ctx.rank() * Vs, Vs);
   ctx.be.copy_from_host(ids.data, local.data(), ids.bytes());
   const Tensor sum = ctx.sequence_parallel ? partial : out;
-  ctx.be.embedding_forward(as_batch_rows(sum, ids), ids, wte, ctx.rank() == 0 ? wpe : Tensor{});
+  ctx.be.embedding_forward(as_batch_rows(sum, ids), ids, wte, ctx.rank() == 0 ? wpe : Tensor{}, positions);
   if (ctx.sequence_parallel) reduce_scatter_rows(ctx, partial, out);
   else all_reduce_sum(ctx, out);
 }

@@ -35,8 +35,10 @@ std::vector<std::int32_t> local_token_rows(const std::int32_t* tokens, std::int6
 // wte[tokens] + wpe[t] (wpe: empty without a position table; added by TP rank 0 only). tokens: host ids
 // [N], checked against vocab_size, copied as this rank's table rows into ids (device i32 [B, T]).
 // wte: [Vp, C] at tp = 1, [Vs + 1, C] (with the zero row) under TP.
+// positions [B,T] on the backend, optional (generation): wpe's rows at those positions (backend.hpp).
 void embed_tokens(const TpContext& ctx, backend::Tensor out, backend::Tensor partial, const std::int32_t* tokens,
-                  std::int64_t vocab_size, backend::Tensor ids, backend::Tensor wte, backend::Tensor wpe);
+                  std::int64_t vocab_size, backend::Tensor ids, backend::Tensor wte, backend::Tensor wpe,
+                  backend::Tensor positions = backend::Tensor());
 // dwte +=, dwpe += (empty without a position table). dout as out; under SP dfull [N, C] scratch for the
 // gathered dout (empty otherwise). Under TP the zero row's gradient is cleared. Every rank gets the whole
 // dwpe: the position table is replicated, so each rank's copy takes the same update.

@@ -3,6 +3,7 @@
 
 #include "core/error.hpp"
 #include "model/family.hpp"
+#include "model/kv_cache.hpp"
 #include "model/tp_split.hpp"
 
 namespace zt::model {
@@ -14,7 +15,8 @@ Geometry Geometry::of(const GptShape& shape, const ModelOptions& o, int tp) {
   Geometry g;
   g.s = shape;
   g.B = o.micro_batch, g.tp = tp;
-  g.T = shape.seq_len, g.N = std::int64_t{g.B} * g.T;
+  g.generation = o.generation;
+  g.T = o.generation ? o.tokens_per_row : shape.seq_len, g.N = std::int64_t{g.B} * g.T;
   g.sp = o.sequence_parallel && tp > 1;
   g.R = g.sp ? g.N / tp : g.N;
   g.dtype = o.compute, g.recompute = o.recompute;
@@ -57,6 +59,15 @@ Tensor DecoderEnv::gathered(const Tensor& mine) {
   return full;
 }
 
+void DecoderEnv::rope(const Tensor& qkv, const Tensor& inv_freq, int n_rot_heads) const {
+  be.rope_forward(qkv, inv_freq, n_rot_heads, cache ? positions : Tensor());
+}
+
+void DecoderEnv::attention(int l, const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) const {
+  if (cache) be.attention_cached_forward(out, qkv, cache->keys(l), cache->values(l), slots, positions, n_head);
+  else be.attention_forward(out, lse, qkv, n_head, segments.tensor());
+}
+
 layers::BeforeReduce DecoderEnv::lora_forward(BlockMatmul m, const Tensor& x) const {
   if (!lora) return {};
   return [l = lora, m, x](const Tensor& partial) { l->forward(m, x, partial); };
@@ -79,6 +90,10 @@ Decoder::Decoder(backend::Backend& backend, const ParamTable& table, const Model
   ZT_CHECK(g_.first >= 0 && g_.first < g_.end && g_.end <= s.n_layer, "model: stage blocks [", g_.first, ", ", g_.end,
            ") outside the model's ", s.n_layer);
   ZT_CHECK(!g_.sp || g_.N % g_.tp == 0, "model: sequence parallelism needs tp to divide B*T");
+  if (g_.generation)
+    ZT_CHECK(g_.T > 0 && !g_.sp && g_.embeds && g_.has_head && g_.full_recompute(),
+             "model: generation runs rows of tokens_per_row > 0 tokens (got ", g_.T,
+             ") on the whole model, without sequence parallelism, with recompute=full's one working set");
   if (g_.tp > 1) check_tp_degree(s, g_.tp);
   if (g_.embeds || g_.has_head) {  // the vocabulary table it reads: the head's rows (+ the zero row under TP)
     const std::size_t vocab_table = g_.embeds ? table.first_param(0) : table.first_param(head_unit()) + head_param();
@@ -95,7 +110,7 @@ Decoder::Decoder(backend::Backend& backend, const ParamTable& table, const Model
   env_.proj = t_.proj, env_.dres = t_.dres, env_.dln = t_.dln, env_.full = t_.full, env_.dfull = t_.dfull;
   env_.norm.set_scratch(t_.norm);
   block_->bind(env_);
-  if (g_.has_head) loss_.reserve(g_.N, s.n_embd, g_.vocab_rows, g_.dtype);
+  if (g_.has_head && !g_.generation) loss_.reserve(g_.N, s.n_embd, g_.vocab_rows, g_.dtype);
   if (g_.tp > 1) {
     dist::Communicator* group = options.tp_group;
     row_reduce_ = {[group](std::span<double> v) { group->all_reduce_values(v, dist::ReduceOp::kMax); },
@@ -110,13 +125,14 @@ std::size_t Decoder::activation_bytes(const GptShape& shape, const ModelOptions&
   backend::Carver count{nullptr, g.dtype};
   DecoderTensors counted;
   carve(count, g, f.norm, *blocks, counted);
-  const std::size_t loss = g.has_head ? layers::ChunkedLmLoss::bytes(g.N, shape.n_embd, g.vocab_rows, g.loss_chunk, g.dtype) : 0;
+  const std::size_t loss = g.has_head && !g.generation ? layers::ChunkedLmLoss::bytes(g.N, shape.n_embd, g.vocab_rows, g.loss_chunk, g.dtype) : 0;
   return count.used + loss;
 }
 
 void Decoder::carve(backend::Carver& c, const Geometry& g, layers::NormKind norm, Block& blocks, DecoderTensors& t) {
   const std::int64_t C = g.s.n_embd;
   if (g.embeds) t.ids = c.take_as(DType::kI32, {g.B, g.T});
+  if (g.generation) t.slots = c.take_as(DType::kI32, {g.B}), t.positions = c.take_as(DType::kI32, {g.B, g.T});
   t.encoded = c.take({g.R, C});
   blocks.carve(c);
   if (g.has_head) {
@@ -158,7 +174,7 @@ void Decoder::embed(const std::int32_t* tokens, ParamSource& params) {
   const Tensor emb = params.unit(0);
   const Tensor wpe = positions_ ? env_.param(emb, 0, 1) : Tensor();
   layers::embed_tokens(env_.ctx, t_.encoded, env_.whole(t_.encoded), tokens, g_.s.vocab_size, t_.ids, env_.param(emb, 0, 0),
-                       wpe);
+                       wpe, env_.cache ? env_.positions : Tensor());
   params.release(0);
 }
 
@@ -188,24 +204,38 @@ void Decoder::loss_forward(const Tensor& head_weight, const std::int32_t* target
 }
 
 // The logits on the host (sampling and tests), in a buffer of their own for the call (no step holds
-// it), gathered from the group: every row ([N, vocab_rows] on this rank), or only row logit_row_ (the
-// next token's when sampling): that row of the final norm's output, gathered first under SP since
-// every rank needs it, through this rank's vocabulary rows as a plain column-parallel matmul of one row.
+// it), gathered from the group: every row ([N, vocab_rows] on this rank), or only logit_rows_ (the next
+// tokens' when sampling): those rows of the final norm's output, gathered first under SP since every
+// rank needs them, through this rank's vocabulary rows as a plain column-parallel matmul of those rows.
 void Decoder::logits_forward(const Tensor& head_weight) {
   layers::TpContext ctx = env_.ctx;
   Tensor x = t_.lnf, full = env_.whole(t_.lnf);
-  std::int64_t rows = g_.N;
-  if (logit_row_ >= 0) {
-    const Tensor all = env_.gathered(t_.lnf);
-    const std::size_t offset = static_cast<std::size_t>(logit_row_ * g_.s.n_embd) * dtype_size(g_.dtype);
-    x = full = Tensor(static_cast<std::byte*>(all.data) + offset, g_.dtype, {1, g_.s.n_embd});
-    ctx.sequence_parallel = false;  // the row is whole on every rank
-    rows = 1;
+  backend::Buffer packed;
+  if (!logit_rows_.empty()) {
+    x = full = pick_rows(env_.gathered(t_.lnf), logit_rows_, packed);
+    ctx.sequence_parallel = false;  // the rows are whole on every rank
   }
+  const std::int64_t rows = x.dim(0);
   backend::Buffer buffer = be_.allocate(static_cast<std::size_t>(rows * g_.vocab_rows) * dtype_size(g_.dtype));
   const Tensor logits = buffer.view(g_.dtype, {rows, g_.vocab_rows});
   layers::column_parallel_forward(ctx, logits, x, full, head_weight, Tensor(), WeightLayout::kOutIn);
   host_logits_ = layers::host_logits(ctx, logits, g_.s.vocab_size);
+}
+
+Tensor Decoder::pick_rows(const Tensor& x, const std::vector<std::int64_t>& rows, backend::Buffer& packed) {
+  const std::int64_t C = x.dim(-1), k = static_cast<std::int64_t>(rows.size());
+  const std::size_t row_bytes = static_cast<std::size_t>(C) * dtype_size(x.dtype);
+  bool consecutive = true;
+  for (std::int64_t i = 0; i < k; ++i) {
+    ZT_CHECK(rows[i] >= 0 && rows[i] < g_.N, "model: logits row ", rows[i], " outside the micro-batch's ", g_.N, " rows");
+    consecutive = consecutive && rows[i] == rows[0] + i;
+  }
+  if (consecutive) return Tensor(static_cast<std::byte*>(x.data) + rows[0] * row_bytes, x.dtype, {k, C});
+  packed = be_.allocate(static_cast<std::size_t>(k) * row_bytes);
+  for (std::int64_t i = 0; i < k; ++i)
+    be_.copy(static_cast<std::byte*>(packed.data()) + i * row_bytes, static_cast<std::byte*>(x.data) + rows[i] * row_bytes,
+             row_bytes);
+  return packed.view(x.dtype, {k, C});
 }
 
 // A pipeline stage runs its part: the embedding on the first (else its input is in t_.encoded, the
@@ -236,10 +266,28 @@ std::vector<float> Decoder::forward_logits(const std::int32_t* tokens, ParamSour
 
 std::vector<float> Decoder::forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) {
   ZT_CHECK(row >= 0 && row < g_.N, "model: logits row ", row, " outside the micro-batch's ", g_.N, " rows");
-  logit_row_ = row;
+  logit_rows_ = {row};
   std::vector<float> logits = forward_logits(tokens, params);
-  logit_row_ = -1;
+  logit_rows_.clear();
   return logits;
+}
+
+// The batch's slots and positions to the backend, then the usual forward with the blocks' attention over
+// the cache (DecoderEnv::attention) and the embedding and RoPE at the positions.
+std::vector<float> Decoder::forward_cached(const CachedBatch& batch, KvCache& cache, ParamSource& params) {
+  ZT_CHECK(g_.generation, "model: forward_cached needs a model made for generation (ModelOptions::generation)");
+  ZT_CHECK(!batch.logit_rows.empty(), "model: forward_cached asks for no logits");
+  be_.copy_from_host(t_.slots.data, batch.slots, t_.slots.bytes());
+  be_.copy_from_host(t_.positions.data, batch.positions, t_.positions.bytes());
+  env_.cache = &cache, env_.slots = t_.slots, env_.positions = t_.positions;
+  logit_rows_ = batch.logit_rows;
+  struct Reset {  // the training path again, whatever throws
+    Decoder& d;
+    ~Reset() { d.env_.cache = nullptr, d.logit_rows_.clear(); }
+  } reset{*this};
+  run_forward(batch.tokens, nullptr, params);
+  ready_for_backward_ = false;
+  return std::move(host_logits_);
 }
 
 // The loss with the LM head (tied: the token embedding's rows, a copy on a last stage without the

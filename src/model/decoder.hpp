@@ -34,6 +34,7 @@ struct Geometry {
   int B = 0, tp = 1;
   std::int64_t T = 0, N = 0, R = 0;  // N = B*T rows; R = the rows of the residual stream a rank holds
   bool sp = false;                   // sequence parallel: R = N / tp
+  bool generation = false;           // ModelOptions::generation: T = tokens_per_row, over a KV cache
   DType dtype = DType::kF32;
   Recompute recompute = Recompute::kNone;
   int first = 0, end = 0;            // this stage's blocks [first, end)
@@ -72,6 +73,10 @@ struct DecoderEnv {
   layers::Norm norm;
   Lora* lora = nullptr;
   SegmentStarts segments;
+  // Generation's forward (forward_cached): the cache, and the batch's slots [B] and positions [B,T] on the
+  // backend; null cache: training's causal attention over the micro-batch.
+  const KvCache* cache = nullptr;
+  backend::Tensor slots, positions;
   backend::Tensor proj, dres, dln;  // [R, C]: a projection's output; d(residual stream); a norm's dout
   backend::Tensor full, dfull;      // [N, C] under SP: the gathered rows (empty otherwise)
 
@@ -84,6 +89,12 @@ struct DecoderEnv {
   // gathered() first all-gathers it (backward: the inputs are gathered again, not kept).
   backend::Tensor whole(const backend::Tensor& mine) const { return g.sp ? full : mine; }
   backend::Tensor gathered(const backend::Tensor& mine);
+  // RoPE on the first n_rot_heads heads of qkv at the tokens' positions (t, or generation's positions).
+  void rope(const backend::Tensor& qkv, const backend::Tensor& inv_freq, int n_rot_heads) const;
+  // Block l's attention of qkv's heads into out: causal over the micro-batch (lse kept for backward,
+  // the document mask applied), or in generation over the cache (which first stores qkv's k and v).
+  void attention(int l, const backend::Tensor& out, const backend::Tensor& lse, const backend::Tensor& qkv,
+                 int n_head) const;
   // The LoRA hooks of matmul m for the layers (none without adapters): a row-parallel layer's output
   // before its reduction, a column-parallel layer's input gradient before its reduction.
   layers::BeforeReduce lora_forward(BlockMatmul m, const backend::Tensor& x) const;
@@ -118,6 +129,7 @@ class Block {
 // holds its chunk buffers itself).
 struct DecoderTensors {
   backend::Tensor ids, encoded;  // ids [B,T] i32: this rank's table rows of the tokens; encoded [R, C]
+  backend::Tensor slots, positions;  // generation's [B] and [B,T] i32
   backend::Tensor lnf;           // the final norm's output [R, C]
   layers::NormStats lnf_stats;
   backend::Tensor proj, dres, dln, full, dfull;  // DecoderEnv's
@@ -134,6 +146,7 @@ class Decoder final : public Model {
   void backward(ParamSource& params, GradSink& grads, float dloss) override;
   std::vector<float> forward_logits(const std::int32_t* tokens, ParamSource& params) override;
   std::vector<float> forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) override;
+  std::vector<float> forward_cached(const CachedBatch& batch, KvCache& cache, ParamSource& params) override;
   void set_segment_starts(const std::int32_t* starts) override { env_.segments.set(be_, starts, g_.B, g_.T); }
   void set_lora(Lora* lora) override;
   backend::Tensor stage_input() override { return t_.encoded; }
@@ -158,7 +171,9 @@ class Decoder final : public Model {
   void embed(const std::int32_t* tokens, ParamSource& params);
   void head_forward(ParamSource& params, const std::int32_t* targets);
   void loss_forward(const backend::Tensor& head_weight, const std::int32_t* targets);
-  void logits_forward(const backend::Tensor& head_weight);  // every row, or only logit_row_
+  void logits_forward(const backend::Tensor& head_weight);  // every row, or only logit_rows_
+  // Rows `rows` of x [N, C] as one [rows, C] tensor: a view where they are consecutive, else copied into `packed`.
+  backend::Tensor pick_rows(const backend::Tensor& x, const std::vector<std::int64_t>& rows, backend::Buffer& packed);
   void head_backward(ParamSource& params, GradSink& grads, float dloss);
   void blocks_backward(ParamSource& params, GradSink& grads);
   void recompute(int l, const backend::Tensor& w);
@@ -180,7 +195,7 @@ class Decoder final : public Model {
   layers::RowReduce row_reduce_;  // tp > 1: the loss's row statistics over the TP group
   double loss_sum_ = 0;
   std::vector<float> host_logits_;
-  std::int64_t logit_row_ = -1;  // forward_row_logits' row; -1: every row
+  std::vector<std::int64_t> logit_rows_;  // the rows whose logits logits_forward computes; empty: every row
   bool ready_for_backward_ = false;
 };
 

@@ -52,7 +52,7 @@ void Gpt2Block::forward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w) 
   e.norm.forward(s.ln1, s.ln1_stats, x, e.param(w, u, kLn1W), e.param(w, u, kLn1B));
   layers::column_parallel_forward(e.ctx, s.qkv, s.ln1, e.whole(s.ln1), e.param(w, u, kAttnW), e.param(w, u, kAttnB), kInOut);
   if (e.lora) e.lora->forward(BlockMatmul::kQkv, e.whole(s.ln1), s.qkv);
-  e.be.attention_forward(s.atty, s.lse, s.qkv, g_.s.n_head / g_.tp, e.segments.tensor());
+  e.attention(l, s.atty, s.lse, s.qkv, g_.s.n_head / g_.tp);
   layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.atty, e.param(w, u, kAttnProjW),
                                e.param(w, u, kAttnProjB), kInOut, e.lora_forward(BlockMatmul::kAttnOut, s.atty));
   e.norm.add_forward(s.res2, s.ln2, s.ln2_stats, x, e.proj, e.param(w, u, kLn2W), e.param(w, u, kLn2B));
@@ -124,7 +124,7 @@ bool Gpt2Block::fuses_gelu_backward(const DecoderEnv& e) const {
 // Attention from the kept qkv (this rank's heads, no communication) and GELU of the kept pre-activation.
 void Gpt2Block::recompute_selective(DecoderEnv& e, int l) {
   Saved& s = saved_[index(l)];
-  e.be.attention_forward(s.atty, s.lse, s.qkv, g_.s.n_head / g_.tp, e.segments.tensor());
+  e.attention(l, s.atty, s.lse, s.qkv, g_.s.n_head / g_.tp);
   e.be.gelu_forward(s.fch_gelu, s.fch);
 }
 

@@ -91,8 +91,8 @@ void LlamaBlock::forward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w)
                                   qkv_bias(e, w, u), kOutIn);
   if (e.lora) e.lora->forward(BlockMatmul::kQkv, e.whole(s.ln1), projected);
   if (g_.s.qk_norm) qk_norm_forward(e, s, w, u);
-  e.be.rope_forward(s.qkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));  // q's heads, then k's
-  e.be.attention_forward(s.atty, s.lse, s.qkv, static_cast<int>(heads_), e.segments.tensor());
+  e.rope(s.qkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));  // q's heads, then k's
+  e.attention(l, s.atty, s.lse, s.qkv, static_cast<int>(heads_));
   layers::row_parallel_forward(e.ctx, e.proj, e.whole(e.proj), s.atty, e.param(w, u, kO), Tensor(), kOutIn,
                                e.lora_forward(BlockMatmul::kAttnOut, s.atty));
   e.norm.add_forward(s.res2, s.ln2, s.ln2_stats, x, e.proj, e.param(w, u, kNorm2), Tensor());

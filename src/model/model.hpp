@@ -48,7 +48,24 @@ struct ModelOptions {
   dist::Communicator* tp_group = nullptr;
   bool sequence_parallel = false;
   std::int64_t loss_chunk = 0;  // train.loss_chunk: vocabulary rows per chunk of the LM head's loss (0: auto)
+  // Generation (forward_cached only): rows of tokens_per_row new tokens over a KV cache (a decoding
+  // step's 1, a prompt chunk's more) instead of training's seq_len; no loss, no backward; the whole
+  // model on one stage, no sequence parallelism, and recompute kFull's one working set of activations.
+  bool generation = false;
+  std::int64_t tokens_per_row = 0;
   int tp() const { return tp_group ? tp_group->size() : 1; }
+};
+
+class KvCache;
+
+// One forward of generation over a KV cache (kv_cache.hpp), host arrays: micro_batch rows of
+// tokens_per_row tokens [B*T] (ids in [0, vocab_size); padding 0), each token's position in its sequence
+// [B*T] (-1: padding), each row's cache slot [B], and the rows (b*T + t) whose logits come back, in order.
+struct CachedBatch {
+  const std::int32_t* tokens = nullptr;
+  const std::int32_t* positions = nullptr;
+  const std::int32_t* slots = nullptr;
+  std::vector<std::int64_t> logit_rows;
 };
 
 class Model {
@@ -72,6 +89,10 @@ class Model {
   // The same for one row only (b*T + t, the next token's position when sampling): its V logits. The LM
   // head is then one row's matmul, not B*T rows' (at V = 50k it is most of a small model's forward).
   virtual std::vector<float> forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) = 0;
+  // Generation: the batch's keys and values stored in `cache`, every token attending its sequence's
+  // cached keys up to its position; returns the logits [logit_rows, V] on the host (gathered from the TP
+  // group). Needs a model made with ModelOptions::generation.
+  virtual std::vector<float> forward_cached(const CachedBatch& batch, KvCache& cache, ParamSource& params) = 0;
   // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
   // model does not own it. Under TP the adapters are the rank's shard (Lora's tp = the group's size).
   virtual void set_lora(Lora* lora) = 0;

@@ -82,6 +82,51 @@ OpCase rope(std::int64_t B, std::int64_t T, int hs, int rot_heads, std::int64_t 
           .fd = FiniteDiff{{{"x", "dx"}}, {{"dx", "x"}}}};
 }
 
+// RoPE at given positions (generation over a KV cache): a decode step's rows at scattered positions, one
+// a padding row (-1) that stays as it was.
+OpCase positioned_rope() {
+  model::RopeParams p;
+  p.theta = 500000;
+  return {.name = "rope at positions B=4 T=1 hs=32 rotated heads=3 W=160",
+          .args = {inout("x", {4, 1, 160}, normal(22)), in("inv_freq", {16}, given(model::rope_inv_freq(32, p)), Kind::kF32),
+                   ids("positions", {4, 1}, given({0, 7, 4095, -1}))},
+          .forward = [](Call& c) { c.be.rope_forward(c["x"], c["inv_freq"], 3, c["positions"]); }};
+}
+
+// Attention over a KV cache: B batch rows of T new tokens each into S slots of max_len positions, slot
+// slots[b] holding earlier keys at [0, first[b]) (the cache's random start values) and the rows' tokens
+// at first[b], first[b] + 1, ... (the last `padding` tokens of each row are padding, -1). A first of -1
+// makes the whole row padding. Cases: decode steps (T = 1) with caches across the device's 256-key
+// splits, a prefill chunk continuing a prompt, GQA, MQA and GPT-2's multi-head shape.
+struct Cached {
+  std::int64_t B, T, S, max_len;
+  int NH, NKV, hs;
+  std::vector<std::int32_t> slots, first;
+  std::int64_t padding = 0;
+  std::uint32_t seed = 60;
+};
+
+OpCase cached_attention(const Cached& k) {
+  const std::int64_t C = std::int64_t{k.NH} * k.hs, KV = std::int64_t{k.NKV} * k.hs, W = C + 2 * KV;
+  std::vector<float> slots(k.slots.begin(), k.slots.end()), positions;
+  for (std::int64_t b = 0; b < k.B; ++b)
+    for (std::int64_t t = 0; t < k.T; ++t)
+      positions.push_back(k.first[b] < 0 || t >= k.T - k.padding ? -1.0f : static_cast<float>(k.first[b] + t));
+  const int NH = k.NH;
+  OpCase c{.name = cat("attention over a KV cache B=", k.B, " T=", k.T, " S=", k.S, " max_len=", k.max_len, " NH=", NH,
+                       " NKV=", k.NKV, " hs=", k.hs, k.padding ? cat(" padding=", k.padding) : ""),
+           .args = {in("qkv", {k.B, k.T, W}, normal(k.seed)), inout("k_cache", {k.S, k.max_len, KV}, normal(k.seed + 1)),
+                    inout("v_cache", {k.S, k.max_len, KV}, normal(k.seed + 2)), ids("slots", {k.B}, given(slots)),
+                    ids("positions", {k.B, k.T}, given(positions)), out("out", {k.B, k.T, C})},
+           .forward = [NH](Call& c) {
+             c.be.attention_cached_forward(c["out"], c["qkv"], c["k_cache"], c["v_cache"], c["slots"], c["positions"], NH);
+           }};
+  for (Arg& a : c.args)
+    if (a.name == "k_cache" || a.name == "v_cache") a = a.matching(Match::kExact);  // stored, never computed
+  if (static_cast<double>(k.B) * k.T * NH * k.max_len * k.hs > 40 * kCpuMacs) c.where = Where::kDeviceOnly;
+  return c;
+}
+
 // T around the 64-row tile, every head-size step and the padded ones, 1..48 heads (16 x 48 blocks).
 const Attention kTileShapes[] = {
     {1, 1, 1, 16},    {2, 7, 3, 16},    {1, 63, 2, 32},  {2, 64, 1, 64},   {1, 65, 4, 64},  {2, 257, 2, 64},
@@ -152,6 +197,23 @@ std::vector<OpCase> attention_cases() {
   for (const Attention& k : {Attention{2, 7, 1, 5}, {2, 7, 3, 2}, {1, 70, 1, 4}, {1, 6, 4, 2, 2}})
     cases.push_back(attention(k));
   cases.push_back(rope(2, 300, 16, 6, 128));
+  cases.push_back(positioned_rope());
+  // Decode steps: 4 rows in 6 slots, caches 0, 300 (two device splits), 519 and padding; GQA groups of 2.
+  cases.push_back(cached_attention({.B = 4, .T = 1, .S = 6, .max_len = 520, .NH = 4, .NKV = 2, .hs = 64,
+                                    .slots = {5, 0, 2, 3}, .first = {0, 300, 519, -1}}));
+  // GPT-2's multi-head shape and MQA, odd head sizes of 8 steps.
+  cases.push_back(cached_attention({.B = 2, .T = 1, .S = 2, .max_len = 64, .NH = 3, .NKV = 3, .hs = 40,
+                                    .slots = {1, 0}, .first = {63, 5}, .seed = 61}));
+  cases.push_back(cached_attention({.B = 3, .T = 1, .S = 3, .max_len = 300, .NH = 4, .NKV = 1, .hs = 128,
+                                    .slots = {0, 1, 2}, .first = {299, 1, 256}, .seed = 62}));
+  // Prefill chunks: a prompt's second chunk of 37 tokens after 20 cached ones, its last 5 padding; a
+  // first chunk from position 0 in another row.
+  cases.push_back(cached_attention({.B = 2, .T = 37, .S = 3, .max_len = 80, .NH = 4, .NKV = 2, .hs = 32,
+                                    .slots = {2, 0}, .first = {20, 0}, .padding = 5, .seed = 63}));
+  // A long cache across many splits (the device's), one sequence: batch 1 decoding.
+  OpCase long_cache = cached_attention({.B = 1, .T = 1, .S = 1, .max_len = 4100, .NH = 8, .NKV = 2, .hs = 128,
+                                        .slots = {0}, .first = {4099}, .seed = 64});
+  cases.push_back(std::move(long_cache));
   OpCase small = rope(1, 9, 8, 3, 24);
   small.where = Where::kCpuOnly;
   cases.push_back(std::move(small));

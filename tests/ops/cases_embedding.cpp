@@ -25,6 +25,15 @@ OpCase embedding(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t Vp
   return c;
 }
 
+// Generation's embedding: each token's wpe row at a given position (-1: a padding token, row 0), not t.
+OpCase positioned_embedding() {
+  return {.name = "embedding at positions B=3 T=2 C=40 Vp=64 maxT=300",
+          .args = {ids("tokens", {3, 2}, uniform_ints(7, 64)), in("wte", {64, 40}, normal(8)),
+                   in("wpe", {300, 40}, normal(9)), ids("positions", {3, 2}, given({0, 1, 257, 258, 299, -1})),
+                   out("out", {3, 2, 40})},
+          .forward = [](Call& c) { c.be.embedding_forward(c["out"], c["tokens"], c["wte"], c["wpe"], c["positions"]); }};
+}
+
 }  // namespace
 
 std::vector<OpCase> embedding_cases() {
@@ -35,6 +44,7 @@ std::vector<OpCase> embedding_cases() {
   OpCase small = embedding(2, 7, 5, 11, 9, given({3, 3, 0, 10, 7, 3, 1, 2, 2, 9, 0, 5, 5, 4}));
   small.where = Where::kCpuOnly;
   cases.push_back(std::move(small));
+  cases.push_back(positioned_embedding());
   return cases;
 }
 

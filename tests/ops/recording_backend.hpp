@@ -34,7 +34,7 @@ class RecordingBackend : public Backend {
     if (run_) in_.op args;           \
   }
   ZT_FORWARD(fill_zero, (Tensor t), (t))
-  ZT_FORWARD(embedding_forward, (Tensor out, Tensor tok, Tensor wte, Tensor wpe), (out, tok, wte, wpe))
+  ZT_FORWARD(embedding_forward, (Tensor out, Tensor tok, Tensor wte, Tensor wpe, Tensor pos), (out, tok, wte, wpe, pos))
   ZT_FORWARD(embedding_backward, (Tensor dwte, Tensor dwpe, Tensor dout, Tensor tok), (dwte, dwpe, dout, tok))
   ZT_FORWARD(layernorm_forward, (Tensor o, Tensor m, Tensor r, Tensor x, Tensor w, Tensor b), (o, m, r, x, w, b))
   ZT_FORWARD(layernorm_backward, (Tensor dx, Tensor dw, Tensor db, Tensor dy, Tensor x, Tensor w, Tensor m, Tensor r),
@@ -54,6 +54,8 @@ class RecordingBackend : public Backend {
   ZT_FORWARD(matmul_backward, (Tensor dx, Tensor dw, Tensor db, Tensor dy, Tensor x, Tensor w, WeightLayout l),
              (dx, dw, db, dy, x, w, l))
   ZT_FORWARD(attention_forward, (Tensor o, Tensor lse, Tensor qkv, int nh, Tensor seg), (o, lse, qkv, nh, seg))
+  ZT_FORWARD(attention_cached_forward, (Tensor o, Tensor qkv, Tensor kc, Tensor vc, Tensor slots, Tensor pos, int nh),
+             (o, qkv, kc, vc, slots, pos, nh))
   ZT_FORWARD(attention_backward, (Tensor dqkv, Tensor dy, Tensor qkv, Tensor o, Tensor lse, int nh, Tensor seg),
              (dqkv, dy, qkv, o, lse, nh, seg))
   ZT_FORWARD(gelu_forward, (Tensor o, Tensor x), (o, x))
@@ -69,7 +71,7 @@ class RecordingBackend : public Backend {
   ZT_FORWARD(head_rmsnorm_backward,
              (Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w, Tensor r, int first, int n),
              (dx, dw, dy, x, w, r, first, n))
-  ZT_FORWARD(rope_forward, (Tensor x, Tensor f, int n), (x, f, n))
+  ZT_FORWARD(rope_forward, (Tensor x, Tensor f, int n, Tensor pos), (x, f, n, pos))
   ZT_FORWARD(rope_backward, (Tensor dx, Tensor f, int n), (dx, f, n))
   ZT_FORWARD(swiglu_forward, (Tensor o, Tensor x), (o, x))
   ZT_FORWARD(swiglu_backward, (Tensor dx, Tensor x, Tensor dy), (dx, x, dy))

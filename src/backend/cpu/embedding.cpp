@@ -19,10 +19,11 @@ void check_tokens(const char* op, const std::int32_t* tokens, std::int64_t n, st
       throw Error(cat(op, ": token ", tokens[i], " at position ", i, " is outside wte's ", n_rows, " rows"));
 }
 
-// out [BT, C] = e[tok] + p[t] (p null: e[tok] alone), T the storage type of out, wte and wpe.
+// out [BT, C] = e[tok] + p[t] (p null: e[tok] alone), T the storage type of out, wte and wpe; t = bt % T, or
+// pos[bt] when given (-1: row 0).
 template <typename T>
-void embed(T* o, const std::int32_t* tok, const T* e, const T* p, std::int64_t BT, std::int64_t T_len,
-           std::int64_t C, int threads) {
+void embed(T* o, const std::int32_t* tok, const T* e, const T* p, const std::int32_t* pos, std::int64_t BT,
+           std::int64_t T_len, std::int64_t C, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t bt = 0; bt < BT; ++bt) {
     const T* er = e + tok[bt] * C;
@@ -31,7 +32,7 @@ void embed(T* o, const std::int32_t* tok, const T* e, const T* p, std::int64_t B
       std::copy_n(er, C, orow);
       continue;
     }
-    const T* pr = p + (bt % T_len) * C;
+    const T* pr = p + (pos != nullptr ? std::max(pos[bt], 0) : bt % T_len) * C;
 #pragma omp simd
     for (std::int64_t c = 0; c < C; ++c) orow[c] = store<T>(load(er[c]) + load(pr[c]));
   }
@@ -68,18 +69,19 @@ void embed_grads(float* dw, float* dp, const T* d, const std::int32_t* tok, std:
 
 }  // namespace
 
-// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
-void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t or positions[b,t],:]
+void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, Tensor positions) {
   const char* op = "embedding_forward";
-  check_embedding_shapes(op, out, tokens, wte, wpe);
+  check_embedding_shapes(op, out, tokens, wte, wpe, !positions.empty());
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
+  const std::int32_t* pos = wpe.empty() ? nullptr : check_positions(op, positions, B, T, wpe.dim(0), true);
   const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"wte", wte, Role::kCompute},
                                      {"wpe", wpe, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);
   check_tokens(op, tok, B * T, wte.dim(0));
   with_storage(x, [&](auto tag) {
     using S = decltype(tag);
-    embed(data_as<S>(out), tok, data_as<S>(wte), wpe.empty() ? nullptr : data_as<S>(wpe), B * T, T, C, threads_);
+    embed(data_as<S>(out), tok, data_as<S>(wte), wpe.empty() ? nullptr : data_as<S>(wpe), pos, B * T, T, C, threads_);
   });
 }
 

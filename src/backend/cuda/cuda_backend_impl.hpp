@@ -43,7 +43,7 @@ class CudaBackend final : public Backend {
   // The fused GEMM epilogues cuBLASLt refused on this device so far (the ops ran unfused), one line each.
   const std::vector<std::string>& refused_epilogues() const { return lt_->refused(); }
 
-  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, Tensor positions = Tensor()) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
@@ -64,6 +64,8 @@ class CudaBackend final : public Backend {
   void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int n_head,
                           Tensor segment_starts = Tensor()) override;
   std::string attention_summary(const AttentionQuery& q) const override;
+  void attention_cached_forward(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, Tensor slots, Tensor positions,
+                                int n_head) override;  // attention_cached.cu
   void gelu_forward(Tensor out, Tensor inp) override;
   void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   // Llama's ops: rmsnorm.cu, rope.cu, swiglu.cu (grouped-query attention is in attention.cu).
@@ -76,7 +78,7 @@ class CudaBackend final : public Backend {
   void add_rmsnorm_forward(Tensor res, Tensor out, Tensor rstd, Tensor a, Tensor b, Tensor weight, float eps) override;
   void rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
                                    Tensor rstd) override;
-  void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads) override;
+  void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads, Tensor positions = Tensor()) override;
   void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) override;
   void swiglu_forward(Tensor out, Tensor inp) override;
   void swiglu_backward(Tensor dinp, Tensor inp, Tensor dout) override;

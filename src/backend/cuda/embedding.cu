@@ -22,15 +22,18 @@ namespace {
 // out[bt, c] = wte[tokens[bt], c] + wpe[bt % T, c] (wpe null: the wte row copied exactly, as the CPU);
 // out, wte, wpe in T_. A token outside wte's rows (a data bug the loader should have caught) yields NaN
 // rather than a read out of bounds.
+// With pos (generation), wpe's row pos[bt] instead of bt % T (-1: row 0).
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* wte, const T* wpe,
-                                         std::int64_t BT, std::int64_t T_len, std::int64_t C, std::int64_t Vp) {
+                                         const std::int32_t* pos, std::int64_t BT, std::int64_t T_len, std::int64_t C,
+                                         std::int64_t Vp) {
   for (std::int64_t i = grid_start(); i < BT * C; i += grid_step()) {
     const std::int64_t bt = i / C, c = i % C;
     const std::int32_t tok = tokens[bt];
     const bool valid = tok >= 0 && tok < Vp;
     const float e = valid ? to_f32(wte[tok * C + c]) : CUDART_NAN_F;
-    out[i] = from_f32<T>(wpe == nullptr ? e : e + to_f32(wpe[(bt % T_len) * C + c]));
+    const std::int64_t t = pos != nullptr ? max(pos[bt], 0) : bt % T_len;
+    out[i] = from_f32<T>(wpe == nullptr ? e : e + to_f32(wpe[t * C + c]));
   }
 }
 
@@ -71,9 +74,9 @@ __global__ void embedding_dwpe_kernel(float* dwpe, const T* dout, std::int64_t B
 
 }  // namespace
 
-void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
+void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, Tensor positions) {
   const char* op = "embedding_forward";
-  check_embedding_shapes(op, out, tokens, wte, wpe);
+  check_embedding_shapes(op, out, tokens, wte, wpe, !positions.empty());
   expect_dtype(op, "tokens", tokens, DType::kI32);
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = wte.dim(-1);
   expect_compute(op, "wte", wte, out.dtype);
@@ -83,7 +86,8 @@ void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tenso
     using X = decltype(tag);
     embedding_forward_kernel<X><<<grid_stride_blocks(B * T * C), kBlockThreads, 0, stream_>>>(
         static_cast<X*>(out.data), static_cast<const std::int32_t*>(tokens.data), static_cast<const X*>(wte.data),
-        wpe.empty() ? nullptr : static_cast<const X*>(wpe.data), B * T, T, C, wte.dim(0));
+        wpe.empty() ? nullptr : static_cast<const X*>(wpe.data),
+        wpe.empty() ? nullptr : check_positions(op, positions, B, T, 0, false), B * T, T, C, wte.dim(0));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }

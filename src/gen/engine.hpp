@@ -1,0 +1,84 @@
+// The generation engine: many prompts through one model with a KV cache and continuous batching (Orca,
+// vLLM): every sequence in flight holds a cache slot; a waiting prompt takes a free slot as soon as one
+// is left by a finished sequence, is prefilled in chunks (the whole prompt's keys and values in a few
+// forwards), then joins the decoding batch, where each step advances every sequence in flight by one
+// token. The model is the training model (model/decoder.hpp) made for generation twice: prefill rows of
+// prefill_chunk tokens and decoding rows of one token, over the same weights and cache.
+//
+// Under tensor parallelism every rank of the group runs the same engine on the same requests: the
+// logits come back whole on each (gathered), the draws are pure functions of (seed, stream, position),
+// so the ranks agree without a word. Data-parallel ranks run engines of their own on their share.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+#include "gen/sampling.hpp"
+#include "model/param_source.hpp"
+#include "model/param_table.hpp"
+
+namespace zt::gen {
+
+struct Request {
+  std::vector<std::int32_t> prompt;        // at least one token
+  std::int64_t max_new_tokens = 16;        // at least 1
+  std::vector<std::int32_t> stop_tokens;   // a drawn one ends the sequence (kept as its last token)
+  std::uint64_t stream = 0;                // the sampling stream (sampling.hpp): its index in the input
+};
+
+enum class Finish { kStop, kLength };  // a stop token (or the caller's stop rule); max_new_tokens or the context
+const char* finish_name(Finish f);     // "stop", "length" (vLLM's and OpenAI's finish_reason)
+
+struct Completion {
+  std::vector<std::int32_t> tokens;  // the new tokens
+  std::vector<float> logprobs;       // each token's log-probability (sampling.hpp: Draw::logprob)
+  Finish finish = Finish::kLength;
+};
+
+struct EngineOptions {
+  int slots = 8;                        // sequences decoded together (the decoding batch)
+  std::int64_t max_len = 0;             // prompt + new tokens of one sequence; at most the model's seq_len
+  std::int64_t prefill_chunk = 128;     // prompt tokens per prefill forward
+  DType compute = DType::kF32;          // the activations' and the cache's dtype (the weights')
+  dist::Communicator* tp_group = nullptr;
+  SamplingParams sampling;
+  std::int64_t drawable = 0;            // ids [0, drawable) can be drawn; 0: the model's vocab_size
+  // Called after each new token: true ends the sequence with finish kStop (stop strings, zgen).
+  std::function<bool(std::size_t request, const Completion& so_far)> stop_rule;
+  // Called once per finished request (progress, output in order).
+  std::function<void(std::size_t request, const Completion& done)> on_done;
+};
+
+class Engine {
+ public:
+  // table: the model's (tp_local_table under TP); params: its weights in options.compute, held by the
+  // caller. Allocates the cache and both models' activations.
+  Engine(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Every request to its end, in any order internally; the completions in the requests' order. A prompt
+  // that leaves no room for one new token in max_len is refused (ConfigError naming it) before any work.
+  std::vector<Completion> run(const std::vector<Request>& requests);
+
+  // What an engine with these options allocates on the backend for a model of this shape on tp ranks
+  // (the cache, both models' activations, the logits of one step): the memory planner's figure.
+  static std::size_t bytes(const model::GptShape& shape, int tp, const EngineOptions& options);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Throws ConfigError naming the request (its index, `what` names the input: a file and line) unless its
+// prompt is non-empty, its ids in [0, vocab), and prompt + 1 new token fit max_len.
+void check_request(const Request& r, std::size_t index, std::int64_t vocab, std::int64_t max_len, const std::string& what);
+
+}  // namespace zt::gen
