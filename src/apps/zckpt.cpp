@@ -27,6 +27,7 @@
 #include "model/init.hpp"
 #include "model/lora.hpp"
 #include "model/safetensors.hpp"
+#include "model/saved_model.hpp"
 #include "optim/zero/model_adapters.hpp"
 #include "plan/memory_plan.hpp"
 
@@ -66,28 +67,9 @@ Args parse_args(const config::cli::Args& args) {
   return a;
 }
 
-model::ParamTable base_table_of(const ckpt::Checkpoint& c);
-
-// The parameter table the checkpoint's manifest describes, checked against it: a LoRA checkpoint's adapters.
-model::ParamTable table_of(const ckpt::Checkpoint& c) {
-  const config::Config config = run_config_of(c);
-  if (config.lora.rank == 0) return base_table_of(c);
-  model::ParamTable adapters = model::lora_table(base_table_of(c).shape(), model::lora_spec(config));
-  if (model::describe_model(adapters).params != c.manifest().model.params)
-    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not the adapters its lora.* keys give"));
-  return adapters;
-}
-
-// The base model's table (for a LoRA checkpoint: the model its adapters sit on), from the run's [model] keys.
-model::ParamTable base_table_of(const ckpt::Checkpoint& c) {
-  const ckpt::ModelDesc& m = c.manifest().model;
-  const config::Config run = run_config_of(c);
-  model::ParamTable table(model::model_shape(run.model));
-  if (run.lora.rank == 0 && model::describe_model(table).params != m.params)
-    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ",
-                              model::family_of(table.shape().arch).display, "'s for its model shape"));
-  return table;
-}
+// The checkpoint's model and its weights (model/saved_model.hpp).
+model::ParamTable table_of(const ckpt::Checkpoint& c) { return model::checkpoint_table(c); }
+model::ParamTable base_table_of(const ckpt::Checkpoint& c) { return model::checkpoint_base_table(c); }
 
 // "use step_M": the newest checkpoint beside `dir` that verifies, for a save that never committed.
 std::string newest_sound_beside(const fs::path& dir) {
@@ -241,25 +223,6 @@ int export_adapter(const Args& a) {
   return kExitOk;
 }
 
-// --merge: the base (init.from, checked against the checkpoint's hash of it) with the adapters merged in.
-std::vector<float> merged_weights(const ckpt::Checkpoint& c, const model::ParamTable& base) {
-  const config::Config config = run_config_of(c);
-  if (config.lora.rank == 0)
-    throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
-  const std::string from = config::lora_base_path(config);
-  std::vector<float> weights(base.numel());
-  if (from.empty()) model::init_params(base, config.train.seed, weights.data());
-  else model::load_pretrained(from, base, weights.data());
-  Sha256 hash;
-  hash.update(weights.data(), weights.size() * sizeof(float));
-  if (to_hex(hash.finish()) != c.state().lora_base_sha256)
-    throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
-                         from, " now has another: the merge needs the run's base there"));
-  const model::LoraSpec spec = model::lora_spec(config);
-  model::merge_lora(base, weights.data(), table_of(c), c.read_master().data(), spec.scale());
-  return weights;
-}
-
 // --out FILE.safetensors: one fp32 file + config.json beside it (--dtype fp32 only). --out DIR: a Hugging
 // Face directory, bf16 by default as published Llama checkpoints are (half the bytes; from_pretrained
 // keeps it); --dtype fp32 writes the exact master weights.
@@ -282,7 +245,7 @@ int export_weights(const Args& a) {
                               : io::StagedOutput::directory(path, "--out", inputs_of(c), a.overwrite);
   require_sound(a.dir);
   // exact fp32 master weights, not model.h5; with --merge the base plus the adapters
-  const std::vector<float> master = a.merge ? merged_weights(c, table) : c.read_master();
+  const std::vector<float> master = a.merge ? model::checkpoint_merged_weights(c, table) : c.read_master();
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
     if (file) model::export_pretrained((dir / path.filename()).string(), table, master.data());
     else model::export_hf_directory(dir.string(), table, master.data(), a.dtype != "fp32", a.max_shard);

@@ -9,11 +9,12 @@
 #include "core/error.hpp"
 #include "data/blend.hpp"
 #include "data/shard_set.hpp"
+#include "model/saved_model.hpp"
 
 namespace zt::apps {
 namespace fs = std::filesystem;
 
-config::Config run_config_of(const ckpt::Checkpoint& c) { return config::from_ini(c.state().config_ini); }
+config::Config run_config_of(const ckpt::Checkpoint& c) { return model::checkpoint_config(c); }
 
 namespace {
 

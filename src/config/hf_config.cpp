@@ -248,12 +248,32 @@ bool is_hf_directory(const std::string& path) {
   return !path.empty() && std::filesystem::is_directory(path, ec);
 }
 
+namespace {
+// init.from's config.json (a PEFT adapter directory's: its base's, config/lora.hpp).
+std::string config_json_of(const Config& config) {
+  return (std::filesystem::path(lora_base_path(config)) / "config.json").string();
+}
+nlohmann::json read_config_json(const std::string& file) {
+  return read_json_object(file, "init.from's config.json (a Hugging Face model directory holds config.json beside its "
+                                "safetensors; or give init.from=FILE.safetensors)");
+}
+std::int64_t context_length(const JsonFields& c, bool llama) {
+  return c.integer(llama ? "max_position_embeddings" : "n_positions", llama ? 2048 : 1024);
+}
+}  // namespace
+
+std::int64_t hf_context_length(const std::string& dir) {
+  Config config;
+  config.init.from = dir;
+  const std::string file = config_json_of(config);
+  const nlohmann::json j = read_config_json(file);
+  const JsonFields c(j, file, kIncomplete);
+  return context_length(c, llama_block(architecture(c)));
+}
+
 void apply_hf_config(Config& config, const std::set<std::string>& given) {
-  // A PEFT adapter directory in init.from: the model is its base's (config/lora.hpp).
-  const std::string file = (std::filesystem::path(lora_base_path(config)) / "config.json").string();
-  const nlohmann::json j = read_json_object(
-      file, "init.from's config.json (a Hugging Face model directory holds config.json beside its safetensors; or give "
-            "init.from=FILE.safetensors)");
+  const std::string file = config_json_of(config);
+  const nlohmann::json j = read_config_json(file);
   const JsonFields c(j, file, kIncomplete);
   const std::string arch = architecture(c);
   const bool llama = llama_block(arch);
@@ -264,7 +284,7 @@ void apply_hf_config(Config& config, const std::set<std::string>& given) {
   check_shape_fields(c, llama);
   for (const Field& f : llama ? llama_fields(c, arch) : gpt2_fields(c)) apply(config, given, f, file);
   const std::string positions = llama ? "max_position_embeddings" : "n_positions";
-  const std::int64_t max_len = c.integer(positions, llama ? 2048 : 1024);
+  const std::int64_t max_len = context_length(c, llama);
   if (config.model.seq_len > max_len)
     throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds ", positions, "=", max_len, " in ", file,
                           ": give model.seq_len <= ", max_len));

@@ -2,6 +2,7 @@
 // line and the config file left out, and contradicts none of those they gave.
 #pragma once
 
+#include <cstdint>
 #include <set>
 #include <string>
 
@@ -18,5 +19,9 @@ bool is_hf_directory(const std::string& path);
 // never taken from the file (a shorter context than the model's is a choice); it must not exceed
 // max_position_embeddings (n_positions). Must run before validate(), so every check sees the real shape.
 void apply_hf_config(Config& config, const std::set<std::string>& given);
+
+// The positions a Hugging Face model directory's model takes: config.json's max_position_embeddings
+// (Llama family; 2048 when absent) or n_positions (GPT-2; 1024), of a PEFT directory's base too.
+std::int64_t hf_context_length(const std::string& dir);
 
 }  // namespace zt::config

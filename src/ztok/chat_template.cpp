@@ -28,7 +28,7 @@ Part header_and_content(const std::string& header, const ChatMessage& m, const s
   return p;
 }
 
-std::vector<Part> chatml_parts(const std::vector<ChatMessage>& messages) {
+std::vector<Part> chatml_parts(const std::vector<ChatMessage>& messages, bool generation_prompt) {
   std::vector<Part> parts;
   if (messages.empty() || messages.front().role != "system")
     parts.insert(parts.end(), {special("<|im_start|>"), text(cat("system\n", kQwenDefaultSystem)),
@@ -39,10 +39,11 @@ std::vector<Part> chatml_parts(const std::vector<ChatMessage>& messages) {
     parts.push_back(special("<|im_end|>", m.role == "assistant"));
     parts.push_back(text("\n"));
   }
+  if (generation_prompt) parts.insert(parts.end(), {special("<|im_start|>"), text("assistant\n")});
   return parts;
 }
 
-std::vector<Part> llama3_parts(const std::vector<ChatMessage>& messages) {
+std::vector<Part> llama3_parts(const std::vector<ChatMessage>& messages, bool generation_prompt) {
   std::vector<Part> parts{special("<|begin_of_text|>")};
   for (const ChatMessage& m : messages) {
     parts.push_back(special("<|start_header_id|>"));
@@ -51,6 +52,8 @@ std::vector<Part> llama3_parts(const std::vector<ChatMessage>& messages) {
     parts.push_back(header_and_content("\n\n", m, strip_unicode_space(m.content)));
     parts.push_back(special("<|eot_id|>", m.role == "assistant"));
   }
+  if (generation_prompt)
+    parts.insert(parts.end(), {special("<|start_header_id|>"), text("assistant"), special("<|end_header_id|>"), text("\n\n")});
   return parts;
 }
 
@@ -79,6 +82,8 @@ ChatTemplate parse_chat_template(const std::string& name) {
 
 std::string to_string(ChatTemplate t) { return t == ChatTemplate::kChatml ? "chatml" : "llama3"; }
 
+std::string turn_end_token(ChatTemplate t) { return t == ChatTemplate::kChatml ? "<|im_end|>" : "<|eot_id|>"; }
+
 std::vector<std::string> template_specials(ChatTemplate t) {
   if (t == ChatTemplate::kChatml) return {"<|im_start|>", "<|im_end|>"};
   return {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
@@ -99,10 +104,11 @@ void check_template_specials(ChatTemplate t, const tok::Tokenizer& tokenizer) {
 }
 
 TokenizedSample render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, const tok::Tokenizer& tokenizer,
-                            tok::Encoder& encoder) {
+                            tok::Encoder& encoder, bool generation_prompt) {
   TokenizedSample out;
   const tok::PreTokenizer& pre = tokenizer.pretokenizer();
-  for (const Part& p : t == ChatTemplate::kChatml ? chatml_parts(messages) : llama3_parts(messages)) {
+  for (const Part& p : t == ChatTemplate::kChatml ? chatml_parts(messages, generation_prompt)
+                                                  : llama3_parts(messages, generation_prompt)) {
     if (p.special) {
       const std::uint32_t id = tokenizer.special_id(p.text);
       ZT_CHECK(id != tok::Vocab::kNone, "special token ", p.text, " has no id (check_template_specials)");

@@ -44,8 +44,12 @@ struct TokenizedSample {
 // Renders and tokenizes `messages` (valid UTF-8). Text between specials is encoded as one string, as a
 // Hugging Face tokenizer encodes the rendered template; a token holding bytes of an assistant's content
 // is trained on. The template's specials must have ids (check_template_specials).
+// generation_prompt (transformers' add_generation_prompt, for generation): the assistant's header after the
+// messages, where the model's reply starts.
 TokenizedSample render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, const tok::Tokenizer& tokenizer,
-                            tok::Encoder& encoder);
+                            tok::Encoder& encoder, bool generation_prompt = false);
+// The special token that ends a turn: <|im_end|> (ChatML), <|eot_id|> (Llama 3); generation stops on it.
+std::string turn_end_token(ChatTemplate t);
 
 // Python's str.strip(): leading and trailing Unicode white space (str.isspace) removed.
 std::string strip_unicode_space(const std::string& text);

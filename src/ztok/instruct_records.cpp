@@ -24,7 +24,9 @@ std::string string_field(const json& object, const char* name, const std::string
   return it->get<std::string>();
 }
 
-std::vector<ChatMessage> messages_of(const json& list, const std::string& where) {
+}  // namespace
+
+std::vector<ChatMessage> parse_chat_messages(const json& list, const std::string& where) {
   if (!list.is_array()) bad(where, "messages", cat("must be an array, not ", list.type_name()));
   if (list.empty()) bad(where, "messages", "is empty");
   std::vector<ChatMessage> out;
@@ -40,8 +42,6 @@ std::vector<ChatMessage> messages_of(const json& list, const std::string& where)
   return out;
 }
 
-}  // namespace
-
 std::vector<ChatMessage> parse_instruct_record(std::string_view line, const std::string& where) {
   json record;
   try {
@@ -54,7 +54,7 @@ std::vector<ChatMessage> parse_instruct_record(std::string_view line, const std:
   if (chat && pair) bad(where, "messages", "comes with prompt/response: give one form or the other");
   std::vector<ChatMessage> messages;
   if (chat) {
-    messages = messages_of(record["messages"], where);
+    messages = parse_chat_messages(record["messages"], where);
   } else {
     messages.push_back({"user", string_field(record, "prompt", "prompt", where)});
     messages.push_back({"assistant", string_field(record, "response", "response", where)});

@@ -48,6 +48,7 @@ TEST(Ranges, EveryNumberFlagOfEveryProgramStatesARange) {
   EXPECT_EQ(cli::unranged(general_flags()), std::vector<std::string>{});
   EXPECT_EQ(cli::unranged(apps::ztok_spec().flags), std::vector<std::string>{});
   EXPECT_EQ(cli::unranged(apps::zckpt_spec().flags), std::vector<std::string>{});
+  EXPECT_EQ(cli::unranged(apps::zgen_spec().flags), std::vector<std::string>{});
 }
 
 TEST(Ranges, AFlagWithoutARangeIsFoundAndItsTableRefused) {

@@ -1,0 +1,375 @@
+// zgen: generation and evaluation with a trained model (docs/INTERFACE.md "zgen"). Every rank loads the
+// model and reads the prompts; the prompts are dealt round robin to data-parallel groups of --tp ranks,
+// each group runs gen::Engine on its share (tensor parallel inside the group), and rank 0 gathers the
+// samples and writes them in input order. Exit codes: 0 done, 1 runtime error, 2 usage or bad input.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/app_flags.hpp"
+#include "apps/boundary.hpp"
+#include "apps/zgen_io.hpp"
+#include "backend/backend.hpp"
+#include "config/command_line.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "dist/grid.hpp"
+#include "dist/placement.hpp"
+#include "dist/world.hpp"
+#include "gen/answers.hpp"
+#include "gen/engine.hpp"
+#include "io/atomic_file.hpp"
+#include "model/param_source.hpp"
+#include "model/saved_model.hpp"
+#include "model/tp_split.hpp"
+#include "tok/encoding.hpp"
+#include "train/wiring.hpp"
+
+namespace zt::apps {
+namespace {
+namespace fs = std::filesystem;
+
+struct Options {
+  std::string model, prompts, out, tokenizer, summary, answer_field;
+  std::vector<std::string> specials, stops;
+  std::vector<std::int32_t> stop_ids;
+  std::optional<ztok::ChatTemplate> chat_template;
+  std::optional<gen::AnswerRule> rule;
+  gen::SamplingParams sampling;
+  std::int64_t max_new = 256, max_len = 0, prefill_chunk = 256;
+  int samples = 1, slots = 32, tp = 1, threads = 0;
+  bool ignore_eos = false, quiet = false;
+  config::Device device = config::Device::kAuto;
+  std::string dtype = "auto";
+  double timeout_s = 600;
+};
+
+std::vector<std::int32_t> parse_ids(const std::vector<std::string>& lists) {
+  std::vector<std::int32_t> ids;
+  for (const std::string& list : lists) {
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) {
+      std::size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != item.size() || v < 0 || v > INT32_MAX)
+        throw ConfigError(cat("--stop-id: '", item, "' is not a token id (a whole number >= 0)"));
+      ids.push_back(static_cast<std::int32_t>(v));
+    }
+  }
+  return ids;
+}
+
+Options options_of(const config::cli::Args& a) {
+  Options o;
+  o.model = a.text("model"), o.prompts = a.text("prompts"), o.out = a.text("out");
+  if (o.model.empty() || o.prompts.empty() || o.out.empty())
+    throw ConfigError("--model DIR, --prompts IN.jsonl and --out OUT.jsonl are required (see zgen --help)");
+  o.tokenizer = a.text("tokenizer"), o.summary = a.text("summary"), o.answer_field = a.text("answer-field");
+  o.specials = a.list("special"), o.stops = a.list("stop"), o.stop_ids = parse_ids(a.list("stop-id"));
+  for (const std::string& s : o.stops)
+    if (s.empty()) throw ConfigError("--stop: an empty stop string would stop every sequence at once");
+  if (a.given("chat-template")) o.chat_template = ztok::parse_chat_template(a.text("chat-template"));
+  if (a.given("answer-rule")) o.rule = gen::AnswerRule::parse(a.text("answer-rule"), "--answer-rule");
+  if (!o.summary.empty() && !o.rule) throw ConfigError("--summary writes an evaluation's results: give --answer-rule too");
+  o.sampling = {static_cast<float>(a.number("temperature")), static_cast<int>(a.integer("top-k")),
+                static_cast<float>(a.number("top-p")), static_cast<std::uint64_t>(a.integer("seed"))};
+  gen::check_sampling(o.sampling, "zgen --");
+  o.max_new = a.integer("max-new-tokens");
+  o.max_len = a.given("max-len") ? a.integer("max-len") : 0;
+  o.prefill_chunk = a.integer("prefill-chunk");
+  o.samples = static_cast<int>(a.integer("samples")), o.slots = static_cast<int>(a.integer("slots"));
+  o.tp = static_cast<int>(a.integer("tp")), o.threads = static_cast<int>(a.integer("threads"));
+  o.ignore_eos = a.on("ignore-eos"), o.quiet = a.on("quiet");
+  const std::string device = a.text("device");
+  o.device = device == "cpu" ? config::Device::kCpu : device == "cuda" ? config::Device::kCuda : config::Device::kAuto;
+  o.dtype = a.text("dtype");
+  o.timeout_s = a.number("timeout-s");
+  if (o.samples > 1 && o.sampling.temperature == 0)
+    log::warn("zgen: --samples ", o.samples, " with greedy decoding (--temperature 0) gives the same text every time");
+  for (const std::string& p : {o.prompts, o.model})
+    if (fs::weakly_canonical(o.out) == fs::weakly_canonical(p))
+      throw ConfigError(cat("--out ", o.out, " is an input of the run (", p, "): write the samples elsewhere"));
+  return o;
+}
+
+// The tokenizer: --tokenizer, else the Hugging Face directory's tokenizer.json, else the checkpoint's
+// run's data.vocab; none when there is neither.
+std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const model::SavedModel& m) {
+  std::string path = o.tokenizer;
+  if (path.empty() && !m.checkpoint && fs::exists(fs::path(o.model) / "tokenizer.json"))
+    path = (fs::path(o.model) / "tokenizer.json").string();
+  if (path.empty() && m.checkpoint) path = m.config.data.vocab;
+  if (path.empty()) return nullptr;
+  tok::VocabularyOptions v;
+  std::string specials;
+  for (const std::string& s : o.specials) specials += (specials.empty() ? "" : ",") + s;
+  if (!specials.empty()) v.specials = tok::parse_special_tokens(specials), v.extra_specials = true;
+  return std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path, v));
+}
+
+// The template whose specials the tokenizer has, when --chat-template is not given.
+std::optional<ztok::ChatTemplate> template_of(const Options& o, const tok::Tokenizer* t) {
+  if (o.chat_template || t == nullptr) return o.chat_template;
+  for (const ztok::ChatTemplate c : {ztok::ChatTemplate::kChatml, ztok::ChatTemplate::kLlama3}) {
+    const std::vector<std::string> names = ztok::template_specials(c);
+    if (std::all_of(names.begin(), names.end(), [&](const std::string& n) { return t->special_id(n) != tok::Vocab::kNone; }))
+      return c;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::int32_t> stop_tokens_of(const Options& o, const tok::Tokenizer* t,
+                                         const std::optional<ztok::ChatTemplate>& chat) {
+  std::vector<std::int32_t> stops = o.stop_ids;
+  if (o.ignore_eos || t == nullptr) return stops;
+  if (t->eot() != tok::Vocab::kNone) stops.push_back(static_cast<std::int32_t>(t->eot()));
+  if (chat) {
+    const std::uint32_t end = t->special_id(ztok::turn_end_token(*chat));
+    if (end != tok::Vocab::kNone) stops.push_back(static_cast<std::int32_t>(end));
+  }
+  return stops;
+}
+
+struct Job {
+  Options o;
+  std::unique_ptr<model::SavedModel> model;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::optional<ztok::ChatTemplate> chat;
+  std::vector<PromptLine> prompts;
+  std::vector<std::int32_t> stop_tokens;
+  std::int64_t max_len = 0;
+  dist::Placement placement;
+  DType dtype = DType::kF32;
+};
+
+// Everything that can be refused before work: options, model, tokenizer, prompts, the context.
+void prepare(Job& j, const dist::World& world) {
+  if (world.size() % j.o.tp != 0)
+    throw ConfigError(cat("--tp ", j.o.tp, " does not divide the ", world.size(), " ranks"));
+  j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model));
+  const model::GptShape& shape = j.model->table.shape();
+  if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp);
+  j.tokenizer = load_tokenizer(j.o, *j.model);
+  j.chat = template_of(j.o, j.tokenizer.get());
+  if (j.o.rule && !j.tokenizer) throw ConfigError("--answer-rule reads the samples' text: it needs a tokenizer (--tokenizer)");
+  if (!j.o.stops.empty() && !j.tokenizer) throw ConfigError("--stop strings are matched in the text: give --tokenizer");
+  j.prompts = read_prompts(j.o.prompts, {j.tokenizer.get(), j.chat, j.o.rule ? j.o.answer_field : ""});
+  j.stop_tokens = stop_tokens_of(j.o, j.tokenizer.get(), j.chat);
+  std::int64_t longest = 0;
+  for (const PromptLine& p : j.prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));
+  j.max_len = j.o.max_len > 0 ? j.o.max_len : std::min(j.model->context, longest + j.o.max_new);
+  if (j.max_len > j.model->context)
+    throw ConfigError(cat("--max-len ", j.max_len, " exceeds the model's context of ", j.model->context, " positions"));
+  for (std::size_t i = 0; i < j.prompts.size(); ++i) {
+    const gen::Request r{j.prompts[i].ids, j.o.max_new, {}, 0};
+    gen::check_request(r, i, shape.vocab_size, j.max_len, j.prompts[i].where);
+  }
+  config::Config placement_config;
+  placement_config.train.device = j.o.device;
+  placement_config.train.threads = j.o.threads;
+  placement_config.dist.timeout_s = j.o.timeout_s;
+  j.placement = dist::place_rank(world, placement_config, backend::cuda_backend_built());
+  const bool gpu = j.placement.device == config::Device::kCuda;
+  j.dtype = j.o.dtype == "bf16" || (j.o.dtype == "auto" && gpu) ? DType::kBF16 : DType::kF32;
+}
+
+// The weights this rank holds, on the backend in the compute dtype.
+struct DeviceWeights {
+  DeviceWeights(backend::Backend& be, const Job& j, const model::ParamTable& local, int tp_rank) {
+    const std::vector<float> mine = j.o.tp > 1 ? model::tp_cut_flat(j.model->table, local, j.model->weights.data(), j.o.tp, tp_rank)
+                                               : j.model->weights;
+    const auto n = static_cast<std::int64_t>(mine.size());
+    backend::Buffer f32 = be.allocate(mine.size() * sizeof(float));
+    be.copy_from_host(f32.data(), mine.data(), f32.bytes());
+    if (j.dtype == DType::kF32) {
+      flat = std::move(f32);
+    } else {
+      flat = be.allocate(mine.size() * dtype_size(j.dtype));
+      be.cast(flat.view(j.dtype, {n}), f32.view(DType::kF32, {n}));
+    }
+    params = std::make_unique<model::FlatParams>(local, flat.view(j.dtype, {n}));
+  }
+  backend::Buffer flat;
+  std::unique_ptr<model::FlatParams> params;
+};
+
+struct Sample {
+  std::size_t prompt = 0;
+  int sample = 0;
+  std::string line;
+  double score = 0;
+};
+
+// The share of data-parallel group g of `groups`: prompts g, g + groups, ... (every sample of a prompt).
+std::vector<std::size_t> share_of(std::size_t prompts, int group, int groups) {
+  std::vector<std::size_t> mine;
+  for (std::size_t i = static_cast<std::size_t>(group); i < prompts; i += static_cast<std::size_t>(groups)) mine.push_back(i);
+  return mine;
+}
+
+std::vector<Sample> generate(const Job& j, const dist::World& world) {
+  const dist::Grid grid = dist::Grid::make(world.size(), j.o.tp, world.rank());
+  config::Config c;
+  c.train.device = j.placement.device;
+  c.dist.timeout_s = j.o.timeout_s;
+  std::unique_ptr<backend::Backend> be = train::make_backend(c, j.placement);
+  std::unique_ptr<dist::Communicator> world_comm, tp_comm;
+  dist::GridComms comms;
+  if (j.o.tp > 1) {
+    world_comm = train::make_communicator(world, c, j.placement, *be);
+    comms = dist::split_grid(*world_comm, grid);
+  }
+  const model::ParamTable local = j.o.tp > 1 ? model::tp_local_table(j.model->table, j.o.tp) : j.model->table;
+  DeviceWeights weights(*be, j, local, grid.tp_rank());
+  const std::vector<std::size_t> mine = share_of(j.prompts.size(), grid.dp_rank(), grid.dp);
+  std::vector<gen::Request> requests;
+  for (std::size_t p : mine)
+    for (int s = 0; s < j.o.samples; ++s)
+      requests.push_back({j.prompts[p].ids, j.o.max_new, j.stop_tokens,
+                          static_cast<std::uint64_t>(p) * static_cast<std::uint64_t>(j.o.samples) + static_cast<std::uint64_t>(s)});
+  gen::EngineOptions e{.slots = j.o.slots, .max_len = j.max_len, .prefill_chunk = j.o.prefill_chunk, .compute = j.dtype,
+                       .tp_group = comms.tp.get(), .sampling = j.o.sampling};
+  if (!j.o.stops.empty())
+    e.stop_rule = [&](std::size_t, const gen::Completion& c) { return holds_stop_string(c, *j.tokenizer, j.o.stops); };
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  std::size_t done = 0, tokens = 0;
+  const bool talk = world.rank() == 0 && !j.o.quiet;
+  e.on_done = [&](std::size_t, const gen::Completion& c) {
+    ++done, tokens += c.tokens.size();
+    const auto now = std::chrono::steady_clock::now();
+    if (!talk || (now - last < std::chrono::seconds(5) && done < requests.size())) return;
+    last = now;
+    const double s = std::chrono::duration<double>(now - start).count();
+    log::info("zgen: ", done, "/", requests.size(), " samples of rank 0's share, ", tokens, " new tokens, ",
+              static_cast<long long>(tokens / std::max(s, 1e-9)), " tokens/s");
+  };
+  if (talk)
+    log::info("zgen: ", j.model->source, " on ", j.placement.device_name(), " in ", dtype_name(j.dtype), "; ",
+              j.prompts.size(), " prompts x ", j.o.samples, " samples over ", grid.dp, " group(s) of ", j.o.tp,
+              " rank(s); ", j.o.slots, " slots of ", j.max_len, " tokens");
+  gen::Engine engine(*be, local, *weights.params, e);
+  const std::vector<gen::Completion> out = engine.run(requests);
+  std::vector<Sample> samples;
+  if (grid.tp_rank() != 0) return samples;  // the group's first rank reports for it
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const std::size_t p = mine[k / static_cast<std::size_t>(j.o.samples)];
+    const int s = static_cast<int>(k % static_cast<std::size_t>(j.o.samples));
+    std::optional<std::string> text;
+    if (j.tokenizer) text = completion_text(out[k], *j.tokenizer, j.o.stops, j.stop_tokens);
+    std::optional<Scored> scored;
+    if (j.o.rule) {
+      const std::string& ref = *j.prompts[p].reference;
+      const std::string reference = j.o.rule->extract(ref).value_or(ref);
+      scored = Scored{j.o.rule->extract(*text), j.o.rule->score(*text, reference)};
+    }
+    samples.push_back({p, s, output_line(j.prompts[p], j.o.samples > 1 ? s : -1, out[k], text, scored ? &*scored : nullptr),
+                       scored ? scored->score : 0.0});
+  }
+  return samples;
+}
+
+// Rank 0: every rank's samples in input order (prompt, then sample).
+std::vector<Sample> gather(const std::vector<Sample>& mine, const dist::World& world) {
+  nlohmann::json packed = nlohmann::json::array();
+  for (const Sample& s : mine) packed.push_back({s.prompt, s.sample, s.line, s.score});
+  std::vector<Sample> all;
+  for (const std::string& part : world.gather_to_root(packed.dump(), "the ranks' samples gathered onto rank 0"))
+    for (const nlohmann::json& s : nlohmann::json::parse(part))
+      all.push_back({s[0].get<std::size_t>(), s[1].get<int>(), s[2].get<std::string>(), s[3].get<double>()});
+  std::sort(all.begin(), all.end(), [](const Sample& a, const Sample& b) {
+    return a.prompt != b.prompt ? a.prompt < b.prompt : a.sample < b.sample;
+  });
+  return all;
+}
+
+// Accuracy (the mean score) and pass@k for k = 1 and --samples (a sample is correct at score >= 1).
+nlohmann::json evaluation(const Job& j, const std::vector<Sample>& all) {
+  double total = 0;
+  std::map<std::size_t, int> correct;
+  for (const Sample& s : all) {
+    total += s.score;
+    correct[s.prompt] += s.score >= 1.0 ? 1 : 0;
+  }
+  nlohmann::json r = {{"rule", j.o.rule->name()}, {"prompts", j.prompts.size()}, {"samples_per_prompt", j.o.samples},
+                      {"accuracy", all.empty() ? 0.0 : total / static_cast<double>(all.size())}};
+  for (int k : {1, j.o.samples}) {
+    double sum = 0;
+    for (const auto& [p, c] : correct) sum += gen::pass_at_k(j.o.samples, c, k);
+    r[cat("pass@", k)] = correct.empty() ? 0.0 : sum / static_cast<double>(correct.size());
+  }
+  return r;
+}
+
+void write_outputs(const Job& j, const std::vector<Sample>& all) {
+  std::string text;
+  for (const Sample& s : all) text += s.line + "\n";
+  io::write_file_atomic(j.o.out, text);
+  log::info("zgen: wrote ", all.size(), " samples to ", j.o.out);
+  if (!j.o.rule) return;
+  const nlohmann::json r = evaluation(j, all);
+  log::info("zgen: evaluation ", r.dump());
+  if (!j.o.summary.empty()) io::write_file_atomic(j.o.summary, r.dump(2) + "\n");
+}
+
+// Runs f; errors come out with "zgen: " in front and their exit code.
+std::function<void()> as_zgen(const std::function<void()>& f) {
+  return [f] {
+    try {
+      f();
+    } catch (const Error& e) {
+      throw Error(cat("zgen: ", e.what()), e.exit_code());
+    }
+  };
+}
+
+int run(dist::World& world, int argc, char** argv) {
+  Job j;
+  bool help = false;
+  world.set_timeout(600, "zgen --timeout-s=600 s");
+  int code = agree_on_startup(world, as_zgen([&] {
+    const config::cli::Args args = config::cli::parse(zgen_spec(), argc, argv);
+    help = args.help();
+    if (help) {
+      if (world.is_root()) std::cout << config::cli::help_text(zgen_spec());
+      return;
+    }
+    j.o = options_of(args);
+    world.set_timeout(j.o.timeout_s, cat("zgen --timeout-s=", j.o.timeout_s, " s"));
+    prepare(j, world);
+  }));
+  if (code != kExitOk || help) return code;
+  return run_or_abort(world, [&] {
+    std::vector<Sample> all;
+    as_zgen([&] { all = gather(generate(j, world), world); })();
+    if (world.is_root()) as_zgen([&] { write_outputs(j, all); })();
+    world.barrier("the end of zgen");
+    return kExitOk;
+  });
+}
+
+}  // namespace
+}  // namespace zt::apps
+
+int main(int argc, char** argv) {
+  std::unique_ptr<zt::dist::World> world;
+  try {
+    world = zt::dist::World::init(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zgen: MPI start-up failed: %s\n", e.what());
+    return zt::kExitRuntime;
+  }
+  return zt::apps::run(*world, argc, argv);
+}

@@ -1,0 +1,98 @@
+// Checkpoints and Hugging Face directories as models to run (saved_model.hpp).
+#include "model/saved_model.hpp"
+
+#include <filesystem>
+
+#include "ckpt/layout.hpp"
+#include "config/hf_config.hpp"
+#include "config/lora.hpp"
+#include "config/parse.hpp"
+#include "core/error.hpp"
+#include "core/sha256.hpp"
+#include "model/checkpoint_desc.hpp"
+#include "model/family.hpp"
+#include "model/from_config.hpp"
+#include "model/hf_dir.hpp"
+#include "model/init.hpp"
+#include "model/lora.hpp"
+
+namespace zt::model {
+namespace fs = std::filesystem;
+
+config::Config checkpoint_config(const ckpt::Checkpoint& c) { return config::from_ini(c.state().config_ini); }
+
+ParamTable checkpoint_table(const ckpt::Checkpoint& c) {
+  const config::Config config = checkpoint_config(c);
+  if (config.lora.rank == 0) return checkpoint_base_table(c);
+  ParamTable adapters = lora_table(checkpoint_base_table(c).shape(), lora_spec(config));
+  if (describe_model(adapters).params != c.manifest().model.params)
+    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not the adapters its lora.* keys give"));
+  return adapters;
+}
+
+ParamTable checkpoint_base_table(const ckpt::Checkpoint& c) {
+  const ckpt::ModelDesc& m = c.manifest().model;
+  const config::Config run = checkpoint_config(c);
+  ParamTable table(model_shape(run.model));
+  if (run.lora.rank == 0 && describe_model(table).params != m.params)
+    throw CheckpointError(cat(c.dir().string(), ": the manifest's parameter table is not ",
+                              family_of(table.shape().arch).display, "'s for its model shape"));
+  return table;
+}
+
+std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const ParamTable& base) {
+  const config::Config config = checkpoint_config(c);
+  if (config.lora.rank == 0)
+    throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
+  const std::string from = config::lora_base_path(config);
+  std::vector<float> weights(base.numel());
+  if (from.empty()) init_params(base, config.train.seed, weights.data());
+  else load_pretrained(from, base, weights.data());
+  Sha256 hash;
+  hash.update(weights.data(), weights.size() * sizeof(float));
+  if (to_hex(hash.finish()) != c.state().lora_base_sha256)
+    throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
+                         from, " now has another: the merge needs the run's base there"));
+  merge_lora(base, weights.data(), checkpoint_table(c), c.read_master().data(), lora_spec(config).scale());
+  return weights;
+}
+
+namespace {
+
+SavedModel from_checkpoint(const std::string& path) {
+  const ckpt::Checkpoint c(path);
+  SavedModel m{.config = checkpoint_config(c), .table = checkpoint_base_table(c)};
+  const bool lora = m.config.lora.rank > 0;
+  m.weights = lora ? checkpoint_merged_weights(c, m.table) : c.read_master();
+  m.context = m.table.shape().seq_len;
+  m.source = cat("step ", c.manifest().step, " of checkpoint ", path, lora ? " (LoRA adapters merged into their base)" : "");
+  m.checkpoint = true;
+  return m;
+}
+
+SavedModel from_hf_directory(const std::string& path) {
+  config::Config c;
+  c.init.from = path;
+  c.model.seq_len = config::hf_context_length(path);
+  config::apply_hf_config(c, {});
+  SavedModel m{.config = c, .table = ParamTable(model_shape(c.model))};
+  m.weights.assign(m.table.numel(), 0.0f);
+  load_pretrained(path, m.table, m.weights.data());
+  m.context = c.model.seq_len;
+  m.source = cat("Hugging Face directory ", path, " (", family_of(m.table.shape().arch).describe(m.table.shape()), ")");
+  return m;
+}
+
+}  // namespace
+
+SavedModel load_saved_model(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec))
+    throw ConfigError(cat(path, ": no such directory (a ztrain checkpoint step_N/ or a Hugging Face model directory)"));
+  if (fs::exists(fs::path(path) / ckpt::kManifestFile, ec)) return from_checkpoint(path);
+  if (fs::exists(fs::path(path) / "config.json", ec)) return from_hf_directory(path);
+  throw ConfigError(cat(path, " holds neither ", ckpt::kManifestFile, " (a committed ztrain checkpoint) nor config.json (a "
+                        "Hugging Face model directory)"));
+}
+
+}  // namespace zt::model
