@@ -37,6 +37,12 @@ namespace zt::apps {
 namespace {
 namespace fs = std::filesystem;
 
+// Progress and results on stderr (stdout stays free for a pipeline's use).
+template <typename... Parts>
+void note(const Parts&... parts) {
+  std::cerr << cat(parts...) << "\n" << std::flush;
+}
+
 struct Options {
   std::string model, prompts, out, tokenizer, summary, answer_field;
   std::vector<std::string> specials, stops;
@@ -253,11 +259,11 @@ std::vector<Sample> generate(const Job& j, const dist::World& world) {
     if (!talk || (now - last < std::chrono::seconds(5) && done < requests.size())) return;
     last = now;
     const double s = std::chrono::duration<double>(now - start).count();
-    log::info("zgen: ", done, "/", requests.size(), " samples of rank 0's share, ", tokens, " new tokens, ",
+    note("zgen: ", done, "/", requests.size(), " samples of rank 0's share, ", tokens, " new tokens, ",
               static_cast<long long>(tokens / std::max(s, 1e-9)), " tokens/s");
   };
   if (talk)
-    log::info("zgen: ", j.model->source, " on ", j.placement.device_name(), " in ", dtype_name(j.dtype), "; ",
+    note("zgen: ", j.model->source, " on ", j.placement.device_name(), " in ", dtype_name(j.dtype), "; ",
               j.prompts.size(), " prompts x ", j.o.samples, " samples over ", grid.dp, " group(s) of ", j.o.tp,
               " rank(s); ", j.o.slots, " slots of ", j.max_len, " tokens");
   gen::Engine engine(*be, local, *weights.params, e);
@@ -296,15 +302,16 @@ std::vector<Sample> gather(const std::vector<Sample>& mine, const dist::World& w
 }
 
 // Accuracy (the mean score) and pass@k for k = 1 and --samples (a sample is correct at score >= 1).
-nlohmann::json evaluation(const Job& j, const std::vector<Sample>& all) {
+nlohmann::ordered_json evaluation(const Job& j, const std::vector<Sample>& all) {
   double total = 0;
   std::map<std::size_t, int> correct;
   for (const Sample& s : all) {
     total += s.score;
     correct[s.prompt] += s.score >= 1.0 ? 1 : 0;
   }
-  nlohmann::json r = {{"rule", j.o.rule->name()}, {"prompts", j.prompts.size()}, {"samples_per_prompt", j.o.samples},
-                      {"accuracy", all.empty() ? 0.0 : total / static_cast<double>(all.size())}};
+  nlohmann::ordered_json r = {{"rule", j.o.rule->name()}, {"prompts", j.prompts.size()},
+                              {"samples_per_prompt", j.o.samples},
+                              {"accuracy", all.empty() ? 0.0 : total / static_cast<double>(all.size())}};
   for (int k : {1, j.o.samples}) {
     double sum = 0;
     for (const auto& [p, c] : correct) sum += gen::pass_at_k(j.o.samples, c, k);
@@ -317,10 +324,10 @@ void write_outputs(const Job& j, const std::vector<Sample>& all) {
   std::string text;
   for (const Sample& s : all) text += s.line + "\n";
   io::write_file_atomic(j.o.out, text);
-  log::info("zgen: wrote ", all.size(), " samples to ", j.o.out);
+  note("zgen: wrote ", all.size(), " samples to ", j.o.out);
   if (!j.o.rule) return;
-  const nlohmann::json r = evaluation(j, all);
-  log::info("zgen: evaluation ", r.dump());
+  const nlohmann::ordered_json r = evaluation(j, all);
+  note("zgen: evaluation ", r.dump());
   if (!j.o.summary.empty()) io::write_file_atomic(j.o.summary, r.dump(2) + "\n");
 }
 
