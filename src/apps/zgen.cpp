@@ -30,6 +30,7 @@
 #include "model/param_source.hpp"
 #include "model/saved_model.hpp"
 #include "model/tp_split.hpp"
+#include "plan/memory_plan.hpp"
 #include "tok/encoding.hpp"
 #include "train/wiring.hpp"
 
@@ -55,7 +56,7 @@ struct Options {
   bool ignore_eos = false, quiet = false;
   config::Device device = config::Device::kAuto;
   std::string dtype = "auto";
-  double timeout_s = 600;
+  double timeout_s = 600, memory_gb = 0;
 };
 
 std::vector<std::int32_t> parse_ids(const std::vector<std::string>& lists) {
@@ -102,6 +103,7 @@ Options options_of(const config::cli::Args& a) {
   o.device = device == "cpu" ? config::Device::kCpu : device == "cuda" ? config::Device::kCuda : config::Device::kAuto;
   o.dtype = a.text("dtype");
   o.timeout_s = a.number("timeout-s");
+  o.memory_gb = a.number("memory-gb");
   if (o.samples > 1 && o.sampling.temperature == 0)
     log::warn("zgen: --samples ", o.samples, " with greedy decoding (--temperature 0) gives the same text every time");
   for (const std::string& p : {o.prompts, o.model})
@@ -160,7 +162,39 @@ struct Job {
   DType dtype = DType::kF32;
 };
 
-// Everything that can be refused before work: options, model, tokenizer, prompts, the context.
+gen::EngineOptions engine_options(const Job& j, int slots) {
+  return {.slots = slots, .max_len = j.max_len, .prefill_chunk = j.o.prefill_chunk, .compute = j.dtype};
+}
+
+// What a rank holds at its peak: its weights in the compute dtype and, while they are converted, in fp32;
+// the engine's cache, activations and logits.
+std::uint64_t rank_bytes(const Job& j, int slots) {
+  const std::uint64_t weights = j.model->table.numel() / static_cast<std::uint64_t>(j.o.tp);
+  return weights * (sizeof(float) + (j.dtype == DType::kF32 ? 0 : dtype_size(j.dtype))) +
+         gen::Engine::bytes(j.model->table.shape(), j.o.tp, engine_options(j, slots));
+}
+
+// The cache and the weights planned against the rank's memory before anything is allocated; refused,
+// with the --slots that would fit, when they cannot fit.
+void check_memory(const Job& j, const dist::World& world) {
+  const bool gpu = j.placement.device == config::Device::kCuda;
+  const std::uint64_t capacity = j.o.memory_gb > 0 ? static_cast<std::uint64_t>(j.o.memory_gb * (1ull << 30))
+                                 : gpu             ? dist::cuda_device_memory_bytes(j.placement.device_index)
+                                                   : plan::host_memory_per_rank(world.local_size());
+  const std::uint64_t need = rank_bytes(j, j.o.slots);
+  if (capacity == 0 || need <= capacity) return;
+  int fits = 0;
+  for (int s = j.o.slots; s >= 1 && fits == 0; s /= 2)
+    if (rank_bytes(j, s) <= capacity) fits = s;
+  const double gib = 1024.0 * 1024 * 1024;
+  throw ConfigError(cat("the weights and a KV cache of ", j.o.slots, " slots x ", j.max_len, " tokens need ",
+                        static_cast<double>(need) / gib, " GiB on ", j.placement.device_name(), ", which has ",
+                        static_cast<double>(capacity) / gib, " GiB: ",
+                        fits > 0 ? cat("--slots ", fits, " fits") : "not even one slot fits",
+                        "; or shorten --max-len / --max-new-tokens, or split the model with --tp"));
+}
+
+// Everything that can be refused before work: options, model, tokenizer, prompts, the context, memory.
 void prepare(Job& j, const dist::World& world) {
   if (world.size() % j.o.tp != 0)
     throw ConfigError(cat("--tp ", j.o.tp, " does not divide the ", world.size(), " ranks"));
@@ -189,6 +223,7 @@ void prepare(Job& j, const dist::World& world) {
   j.placement = dist::place_rank(world, placement_config, backend::cuda_backend_built());
   const bool gpu = j.placement.device == config::Device::kCuda;
   j.dtype = j.o.dtype == "bf16" || (j.o.dtype == "auto" && gpu) ? DType::kBF16 : DType::kF32;
+  check_memory(j, world);
 }
 
 // The weights this rank holds, on the backend in the compute dtype.
@@ -245,8 +280,8 @@ std::vector<Sample> generate(const Job& j, const dist::World& world) {
     for (int s = 0; s < j.o.samples; ++s)
       requests.push_back({j.prompts[p].ids, j.o.max_new, j.stop_tokens,
                           static_cast<std::uint64_t>(p) * static_cast<std::uint64_t>(j.o.samples) + static_cast<std::uint64_t>(s)});
-  gen::EngineOptions e{.slots = j.o.slots, .max_len = j.max_len, .prefill_chunk = j.o.prefill_chunk, .compute = j.dtype,
-                       .tp_group = comms.tp.get(), .sampling = j.o.sampling};
+  gen::EngineOptions e = engine_options(j, j.o.slots);
+  e.tp_group = comms.tp.get(), e.sampling = j.o.sampling;
   if (!j.o.stops.empty())
     e.stop_rule = [&](std::size_t, const gen::Completion& c) { return holds_stop_string(c, *j.tokenizer, j.o.stops); };
   const auto start = std::chrono::steady_clock::now();

@@ -91,6 +91,9 @@ expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/text.jsonl" 
 expect_in "$ZT_WORK/err" "text.jsonl:1: a text prompt needs a tokenizer"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/prompts.jsonl" --device cpu
 expect_in "$ZT_WORK/err" "is an input of the run"
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
+  --slots 4096 --memory-gb 0.01
+expect_in "$ZT_WORK/err" "a KV cache of 4096 slots x 32 tokens need .* GiB on cpu, which has 0.01 GiB: --slots [0-9]+ fits"
 expect_exit 2 "$zgen" --model "$W/nothing" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl"
 expect_in "$ZT_WORK/err" "nothing: no such directory"
 [ ! -e "$W/x.jsonl" ] || fail "a refused run wrote its output"
