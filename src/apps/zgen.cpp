@@ -303,6 +303,13 @@ std::vector<Sample> generate(const Job& j, const dist::World& world) {
               " rank(s); ", j.o.slots, " slots of ", j.max_len, " tokens");
   gen::Engine engine(*be, local, *weights.params, e);
   const std::vector<gen::Completion> out = engine.run(requests);
+  if (world.rank() == 0) {  // a result, as the evaluation: printed under -q too
+    const gen::EngineStats& st = engine.stats();
+    note("zgen: rank 0: prefill ", st.prefill_tokens, " tokens in ", st.prefill_s, " s (",
+         static_cast<long long>(st.prefill_tokens / std::max(st.prefill_s, 1e-9)), " tokens/s); decode ", st.decode_tokens,
+         " tokens in ", st.decode_steps, " steps, ", st.decode_s, " s (",
+         static_cast<long long>(st.decode_tokens / std::max(st.decode_s, 1e-9)), " tokens/s)");
+  }
   std::vector<Sample> samples;
   if (grid.tp_rank() != 0) return samples;  // the group's first rank reports for it
   for (std::size_t k = 0; k < out.size(); ++k) {

@@ -2,6 +2,7 @@
 #include "gen/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <span>
 
@@ -56,6 +57,7 @@ struct Engine::Impl {
   // The prompt through the prefill model chunk by chunk into its slot; the first new token from its
   // last position's logits.
   void start(const Request& r, std::size_t index, int slot) {
+    const Clock::time_point t0 = Clock::now();
     const std::int64_t chunk = chunk_of(opts), n = static_cast<std::int64_t>(r.prompt.size());
     std::vector<float> logits;
     for (std::int64_t p0 = 0; p0 < n; p0 += chunk) {
@@ -69,6 +71,8 @@ struct Engine::Impl {
       }
       logits = prefill->forward_cached(batch, cache, params);
     }
+    stats.prefill_tokens += n;
+    stats.prefill_s += seconds_since(t0);
     Live s{index, slot, n, {}};
     if (!advance(s, r, logits)) live.push_back(std::move(s));
   }
@@ -95,6 +99,7 @@ struct Engine::Impl {
 
   // One token for every sequence in flight: rows 0..k-1 of the decoding batch, the rest padding.
   void step(const std::vector<Request>& requests) {
+    const Clock::time_point t0 = Clock::now();
     const std::size_t k = live.size();
     std::vector<std::int32_t> tokens(static_cast<std::size_t>(opts.slots), 0), positions(tokens.size(), -1),
         slots(tokens.size(), 0);
@@ -115,7 +120,13 @@ struct Engine::Impl {
       if (!advance(s, requests[s.request], std::span<const float>(logits).subspan(i * V, V))) still.push_back(std::move(s));
     }
     live = std::move(still);
+    ++stats.decode_steps;
+    stats.decode_tokens += static_cast<std::int64_t>(k);
+    stats.decode_s += seconds_since(t0);
   }
+
+  using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
   EngineOptions opts;
   model::GptShape shape;
@@ -125,6 +136,7 @@ struct Engine::Impl {
   std::vector<Live> live;
   std::vector<int> free_slots;
   std::vector<Completion> results;
+  EngineStats stats;
 };
 
 Engine::Engine(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params, EngineOptions options) {
@@ -140,6 +152,7 @@ std::vector<Completion> Engine::run(const std::vector<Request>& requests) {
   Impl& e = *impl_;
   for (std::size_t i = 0; i < requests.size(); ++i) check_request(requests[i], i, e.shape.vocab_size, e.opts.max_len, "generation");
   e.results.assign(requests.size(), Completion{});
+  e.stats = {};
   e.live.clear();
   e.free_slots.clear();
   for (int s = e.opts.slots - 1; s >= 0; --s) e.free_slots.push_back(s);
@@ -155,6 +168,8 @@ std::vector<Completion> Engine::run(const std::vector<Request>& requests) {
   }
   return std::move(e.results);
 }
+
+const EngineStats& Engine::stats() const { return impl_->stats; }
 
 std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOptions& o) {
   const std::size_t logits = static_cast<std::size_t>(o.slots) * static_cast<std::size_t>(shape.padded_vocab) *

@@ -55,6 +55,13 @@ struct EngineOptions {
   std::function<void(std::size_t request, const Completion& done)> on_done;
 };
 
+// Where the last run's time went (benchmarks, zgen's closing line): prompts' tokens through prefill,
+// decoding steps and the tokens they drew (the first token of each sequence comes from its prefill).
+struct EngineStats {
+  std::int64_t prefill_tokens = 0, decode_steps = 0, decode_tokens = 0;
+  double prefill_s = 0, decode_s = 0;
+};
+
 class Engine {
  public:
   // table: the model's (tp_local_table under TP); params: its weights in options.compute, held by the
@@ -67,6 +74,7 @@ class Engine {
   // Every request to its end, in any order internally; the completions in the requests' order. A prompt
   // that leaves no room for one new token in max_len is refused (ConfigError naming it) before any work.
   std::vector<Completion> run(const std::vector<Request>& requests);
+  const EngineStats& stats() const;
 
   // What an engine with these options allocates on the backend for a model of this shape on tp ranks
   // (the cache, both models' activations, the logits of one step): the memory planner's figure.
