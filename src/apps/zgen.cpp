@@ -52,7 +52,7 @@ struct Options {
   std::optional<gen::AnswerRule> rule;
   gen::SamplingParams sampling;
   std::int64_t max_new = 256, max_len = 0, prefill_chunk = 256;
-  int samples = 1, slots = 32, tp = 1, threads = 0;
+  int samples = 1, slots = 32, tp = 1, threads = 0, prefill_rows = 4;
   bool ignore_eos = false, quiet = false;
   config::Device device = config::Device::kAuto;
   std::string dtype = "auto";
@@ -96,6 +96,7 @@ Options options_of(const config::cli::Args& a) {
   o.max_new = a.integer("max-new-tokens");
   o.max_len = a.given("max-len") ? a.integer("max-len") : 0;
   o.prefill_chunk = a.integer("prefill-chunk");
+  o.prefill_rows = static_cast<int>(a.integer("prefill-rows"));
   o.samples = static_cast<int>(a.integer("samples")), o.slots = static_cast<int>(a.integer("slots"));
   o.tp = static_cast<int>(a.integer("tp")), o.threads = static_cast<int>(a.integer("threads"));
   o.ignore_eos = a.on("ignore-eos"), o.quiet = a.on("quiet");
@@ -163,7 +164,8 @@ struct Job {
 };
 
 gen::EngineOptions engine_options(const Job& j, int slots) {
-  return {.slots = slots, .max_len = j.max_len, .prefill_chunk = j.o.prefill_chunk, .compute = j.dtype};
+  return {.slots = slots, .max_len = j.max_len, .prefill_chunk = j.o.prefill_chunk, .prefill_rows = j.o.prefill_rows,
+          .compute = j.dtype};
 }
 
 // What a rank holds at its peak: its weights in the compute dtype and, while they are converted, in fp32;

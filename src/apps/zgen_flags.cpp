@@ -76,6 +76,8 @@ config::cli::Spec make_zgen_spec() {
        .default_value = "32", .min = 1, .max = 1 << 16},
       {.name = "prefill-chunk", .type = Type::kInt, .value_name = "N", .help = "prompt tokens per prefill forward",
        .default_value = "256", .min = 1, .max = 1 << 20},
+      {.name = "prefill-rows", .type = Type::kInt, .value_name = "N", .help = "prompts prefilled together",
+       .default_value = "4", .min = 1, .max = 1 << 16},
       {.name = "device", .type = Type::kChoice, .value_name = "auto|cpu|cuda",
        .help = "auto: a GPU when one is visible and this build has CUDA", .default_value = "auto",
        .choices = {"auto", "cpu", "cuda"}},

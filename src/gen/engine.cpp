@@ -19,6 +19,7 @@ model::ModelOptions model_options(const EngineOptions& o, int rows, std::int64_t
 }
 
 std::int64_t chunk_of(const EngineOptions& o) { return std::clamp<std::int64_t>(o.prefill_chunk, 1, o.max_len); }
+int prefill_rows_of(const EngineOptions& o) { return std::min(o.prefill_rows, o.slots); }  // never more than slots
 }  // namespace
 
 const char* finish_name(Finish f) { return f == Finish::kStop ? "stop" : "length"; }
@@ -42,7 +43,7 @@ struct Engine::Impl {
   Impl(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params, EngineOptions o)
       : opts(std::move(o)), shape(table.shape()), params(params),
         cache(be, shape, opts.tp_group ? opts.tp_group->size() : 1, opts.compute, opts.slots, opts.max_len),
-        prefill(model::make_model(be, table, model_options(opts, 1, chunk_of(opts)))),
+        prefill(model::make_model(be, table, model_options(opts, opts.prefill_rows, chunk_of(opts)))),
         decode(model::make_model(be, table, model_options(opts, opts.slots, 1))) {
     if (opts.drawable == 0) opts.drawable = shape.vocab_size;
   }
@@ -54,27 +55,48 @@ struct Engine::Impl {
     Completion done;
   };
 
-  // The prompt through the prefill model chunk by chunk into its slot; the first new token from its
-  // last position's logits.
-  void start(const Request& r, std::size_t index, int slot) {
+  // Up to prefill_rows prompts through the prefill model together, chunk by chunk into their slots (a row
+  // whose prompt has ended is padding); each prompt's first new token from the logits of its last position,
+  // in the chunk that holds it.
+  void start(const std::vector<Request>& requests, const std::vector<std::pair<std::size_t, int>>& batch) {
     const Clock::time_point t0 = Clock::now();
-    const std::int64_t chunk = chunk_of(opts), n = static_cast<std::int64_t>(r.prompt.size());
-    std::vector<float> logits;
-    for (std::int64_t p0 = 0; p0 < n; p0 += chunk) {
-      std::vector<std::int32_t> tokens(static_cast<std::size_t>(chunk), 0), positions(static_cast<std::size_t>(chunk), -1);
-      const std::int64_t len = std::min(chunk, n - p0);
-      for (std::int64_t t = 0; t < len; ++t) tokens[t] = r.prompt[p0 + t], positions[t] = static_cast<std::int32_t>(p0 + t);
-      const model::CachedBatch batch{tokens.data(), positions.data(), &slot, {len - 1}};
-      if (p0 + len < n) {  // an earlier chunk: its logits are not needed, but the head is cheap on one row
-        prefill->forward_cached(batch, cache, params);
-        continue;
+    const std::int64_t chunk = chunk_of(opts), rows = opts.prefill_rows;
+    std::int64_t longest = 0;
+    for (const auto& [index, slot] : batch)
+      longest = std::max(longest, static_cast<std::int64_t>(requests[index].prompt.size()));
+    std::vector<std::vector<float>> first(batch.size());
+    std::vector<std::int32_t> slots(static_cast<std::size_t>(rows), 0);
+    for (std::size_t i = 0; i < batch.size(); ++i) slots[i] = batch[i].second;
+    for (std::int64_t p0 = 0; p0 < longest; p0 += chunk) {
+      std::vector<std::int32_t> tokens(static_cast<std::size_t>(rows * chunk), 0), positions(tokens.size(), -1);
+      model::CachedBatch step{.slots = slots.data()};
+      std::vector<std::size_t> ending;  // the batch entries whose prompt ends in this chunk
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        const std::vector<std::int32_t>& prompt = requests[batch[i].first].prompt;
+        const std::int64_t n = static_cast<std::int64_t>(prompt.size()), len = std::clamp<std::int64_t>(n - p0, 0, chunk);
+        for (std::int64_t t = 0; t < len; ++t) {
+          tokens[i * chunk + t] = prompt[p0 + t];
+          positions[i * chunk + t] = static_cast<std::int32_t>(p0 + t);
+        }
+        if (len > 0 && p0 + len == n) {
+          step.logit_rows.push_back(static_cast<std::int64_t>(i) * chunk + len - 1);
+          ending.push_back(i);
+        }
       }
-      logits = prefill->forward_cached(batch, cache, params);
+      step.tokens = tokens.data(), step.positions = positions.data();
+      const std::vector<float> logits = prefill->forward_cached(step, cache, params);
+      const auto V = static_cast<std::size_t>(shape.vocab_size);
+      for (std::size_t k = 0; k < ending.size(); ++k)
+        first[ending[k]].assign(logits.begin() + static_cast<std::ptrdiff_t>(k * V),
+                                logits.begin() + static_cast<std::ptrdiff_t>((k + 1) * V));
     }
-    stats.prefill_tokens += n;
+    for (const auto& [index, slot] : batch) stats.prefill_tokens += static_cast<std::int64_t>(requests[index].prompt.size());
     stats.prefill_s += seconds_since(t0);
-    Live s{index, slot, n, {}};
-    if (!advance(s, r, logits)) live.push_back(std::move(s));
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const auto [index, slot] = batch[i];
+      Live s{index, slot, static_cast<std::int64_t>(requests[index].prompt.size()), {}};
+      if (!advance(s, requests[index], first[i])) live.push_back(std::move(s));
+    }
   }
 
   // Draws the sequence's next token from its logits [V]; true when it has ended (then reported).
@@ -141,8 +163,10 @@ struct Engine::Impl {
 
 Engine::Engine(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params, EngineOptions options) {
   ZT_CHECK(options.slots > 0, "generation: slots must be positive, got ", options.slots);
+  ZT_CHECK(options.prefill_rows > 0, "generation: prefill_rows must be positive, got ", options.prefill_rows);
   ZT_CHECK(options.max_len > 1 && options.max_len <= table.shape().seq_len, "generation: max_len ", options.max_len,
            " must be in [2, the model's seq_len ", table.shape().seq_len, "]");
+  options.prefill_rows = prefill_rows_of(options);
   impl_ = std::make_unique<Impl>(be, table, params, std::move(options));
 }
 
@@ -158,11 +182,13 @@ std::vector<Completion> Engine::run(const std::vector<Request>& requests) {
   for (int s = e.opts.slots - 1; s >= 0; --s) e.free_slots.push_back(s);
   std::size_t next = 0;
   while (next < requests.size() || !e.live.empty()) {
-    while (next < requests.size() && !e.free_slots.empty()) {
-      const int slot = e.free_slots.back();
-      e.free_slots.pop_back();
-      e.start(requests[next], next, slot);
-      ++next;
+    while (next < requests.size() && !e.free_slots.empty()) {  // prompts for the free slots, prefill_rows at a time
+      std::vector<std::pair<std::size_t, int>> batch;
+      while (next < requests.size() && !e.free_slots.empty() && static_cast<int>(batch.size()) < e.opts.prefill_rows) {
+        batch.emplace_back(next++, e.free_slots.back());
+        e.free_slots.pop_back();
+      }
+      e.start(requests, batch);
     }
     if (!e.live.empty()) e.step(requests);
   }
@@ -175,7 +201,7 @@ std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOpti
   const std::size_t logits = static_cast<std::size_t>(o.slots) * static_cast<std::size_t>(shape.padded_vocab) *
                              dtype_size(o.compute) / static_cast<std::size_t>(tp);
   return model::KvCache::bytes(shape, tp, o.compute, o.slots, o.max_len) +
-         model::model_activation_bytes(shape, model_options(o, 1, chunk_of(o)), tp) +
+         model::model_activation_bytes(shape, model_options(o, prefill_rows_of(o), chunk_of(o)), tp) +
          model::model_activation_bytes(shape, model_options(o, o.slots, 1), tp) + logits;
 }
 

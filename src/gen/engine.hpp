@@ -1,7 +1,7 @@
 // The generation engine: many prompts through one model with a KV cache and continuous batching (Orca,
 // vLLM): every sequence in flight holds a cache slot; a waiting prompt takes a free slot as soon as one
-// is left by a finished sequence, is prefilled in chunks (the whole prompt's keys and values in a few
-// forwards), then joins the decoding batch, where each step advances every sequence in flight by one
+// is left by a finished sequence, is prefilled in chunks with other waiting prompts (their keys and values
+// in a few forwards), then joins the decoding batch, where each step advances every sequence in flight by one
 // token. The model is the training model (model/decoder.hpp) made for generation twice: prefill rows of
 // prefill_chunk tokens and decoding rows of one token, over the same weights and cache.
 //
@@ -44,7 +44,8 @@ struct Completion {
 struct EngineOptions {
   int slots = 8;                        // sequences decoded together (the decoding batch)
   std::int64_t max_len = 0;             // prompt + new tokens of one sequence; at most the model's seq_len
-  std::int64_t prefill_chunk = 128;     // prompt tokens per prefill forward
+  std::int64_t prefill_chunk = 128;     // tokens of each prompt per prefill forward
+  int prefill_rows = 4;                 // prompts prefilled together (rows of a prefill forward)
   DType compute = DType::kF32;          // the activations' and the cache's dtype (the weights')
   dist::Communicator* tp_group = nullptr;
   SamplingParams sampling;

@@ -203,8 +203,8 @@ void Decoder::loss_forward(const Tensor& head_weight, const std::int32_t* target
   for (float x : losses) loss_sum_ += x;
 }
 
-// The logits on the host (sampling and tests), in a buffer of their own for the call (no step holds
-// it), gathered from the group: every row ([N, vocab_rows] on this rank), or only logit_rows_ (the next
+// The logits on the host (sampling and tests), through a buffer of their own (no training step holds it;
+// kept for the next call, grown when it needs more), gathered from the group: every row ([N, vocab_rows] on this rank), or only logit_rows_ (the next
 // tokens' when sampling): those rows of the final norm's output, gathered first under SP since every
 // rank needs them, through this rank's vocabulary rows as a plain column-parallel matmul of those rows.
 void Decoder::logits_forward(const Tensor& head_weight) {
@@ -216,8 +216,9 @@ void Decoder::logits_forward(const Tensor& head_weight) {
     ctx.sequence_parallel = false;  // the rows are whole on every rank
   }
   const std::int64_t rows = x.dim(0);
-  backend::Buffer buffer = be_.allocate(static_cast<std::size_t>(rows * g_.vocab_rows) * dtype_size(g_.dtype));
-  const Tensor logits = buffer.view(g_.dtype, {rows, g_.vocab_rows});
+  const std::size_t bytes = static_cast<std::size_t>(rows * g_.vocab_rows) * dtype_size(g_.dtype);
+  if (logits_buffer_.bytes() < bytes) logits_buffer_ = be_.allocate(bytes);  // kept: a decoding step per token
+  const Tensor logits = logits_buffer_.view(g_.dtype, {rows, g_.vocab_rows});
   layers::column_parallel_forward(ctx, logits, x, full, head_weight, Tensor(), WeightLayout::kOutIn);
   host_logits_ = layers::host_logits(ctx, logits, g_.s.vocab_size);
 }
@@ -240,7 +241,7 @@ Tensor Decoder::pick_rows(const Tensor& x, const std::vector<std::int64_t>& rows
 
 // A pipeline stage runs its part: the embedding on the first (else its input is in t_.encoded, the
 // previous stage's output), its blocks, and the final norm and head on the last.
-void Decoder::run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
+void Decoder::run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params, bool head) {
   if (g_.embeds) embed(tokens, params);
   for (int l = g_.first; l < g_.end; ++l) {
     if (env_.lora) env_.lora->begin_block(l, false);
@@ -248,7 +249,7 @@ void Decoder::run_forward(const std::int32_t* tokens, const std::int32_t* target
     params.release(1 + l);
     if (env_.lora) env_.lora->end_block(l, false);
   }
-  if (g_.has_head) head_forward(params, targets);
+  if (g_.has_head && head) head_forward(params, targets);
 }
 
 double Decoder::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
@@ -276,7 +277,6 @@ std::vector<float> Decoder::forward_row_logits(const std::int32_t* tokens, Param
 // the cache (DecoderEnv::attention) and the embedding and RoPE at the positions.
 std::vector<float> Decoder::forward_cached(const CachedBatch& batch, KvCache& cache, ParamSource& params) {
   ZT_CHECK(g_.generation, "model: forward_cached needs a model made for generation (ModelOptions::generation)");
-  ZT_CHECK(!batch.logit_rows.empty(), "model: forward_cached asks for no logits");
   be_.copy_from_host(t_.slots.data, batch.slots, t_.slots.bytes());
   be_.copy_from_host(t_.positions.data, batch.positions, t_.positions.bytes());
   env_.cache = &cache, env_.slots = t_.slots, env_.positions = t_.positions;
@@ -285,9 +285,9 @@ std::vector<float> Decoder::forward_cached(const CachedBatch& batch, KvCache& ca
     Decoder& d;
     ~Reset() { d.env_.cache = nullptr, d.logit_rows_.clear(); }
   } reset{*this};
-  run_forward(batch.tokens, nullptr, params);
+  run_forward(batch.tokens, nullptr, params, !batch.logit_rows.empty());  // no rows asked: no head
   ready_for_backward_ = false;
-  return std::move(host_logits_);
+  return batch.logit_rows.empty() ? std::vector<float>{} : std::move(host_logits_);
 }
 
 // The loss with the LM head (tied: the token embedding's rows, a copy on a last stage without the

@@ -167,7 +167,7 @@ class Decoder final : public Model {
   static void carve(backend::Carver& c, const Geometry& g, layers::NormKind norm, Block& blocks, DecoderTensors& t);
   backend::Tensor block_input(int l) const { return l == g_.first ? t_.encoded : block_->output(l - 1); }
   // targets: the loss (its sum into loss_sum_); null: the logits (into host_logits_).
-  void run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params);
+  void run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params, bool head = true);
   void embed(const std::int32_t* tokens, ParamSource& params);
   void head_forward(ParamSource& params, const std::int32_t* targets);
   void loss_forward(const backend::Tensor& head_weight, const std::int32_t* targets);
@@ -195,6 +195,7 @@ class Decoder final : public Model {
   layers::RowReduce row_reduce_;  // tp > 1: the loss's row statistics over the TP group
   double loss_sum_ = 0;
   std::vector<float> host_logits_;
+  backend::Buffer logits_buffer_;  // logits_forward's [rows, vocab_rows], kept between calls
   std::vector<std::int64_t> logit_rows_;  // the rows whose logits logits_forward computes; empty: every row
   bool ready_for_backward_ = false;
 };

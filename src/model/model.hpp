@@ -91,7 +91,8 @@ class Model {
   virtual std::vector<float> forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) = 0;
   // Generation: the batch's keys and values stored in `cache`, every token attending its sequence's
   // cached keys up to its position; returns the logits [logit_rows, V] on the host (gathered from the TP
-  // group). Needs a model made with ModelOptions::generation.
+  // group; none asked: the head is skipped, a prompt chunk that only fills the cache). Needs a model made
+  // with ModelOptions::generation.
   virtual std::vector<float> forward_cached(const CachedBatch& batch, KvCache& cache, ParamSource& params) = 0;
   // LoRA (lora.hpp): adapters on the targeted matmuls of every block from here on; null: none. The
   // model does not own it. Under TP the adapters are the rank's shard (Lora's tp = the group's size).

@@ -64,13 +64,16 @@ void attend(X* out, const X* qkv, const X* kc, const X* vc, const std::int32_t* 
         continue;
       }
       const X* qr = qkv + row * d.W + h * hs;
-      for (std::int64_t i = 0; i < hs; ++i) q[i] = load(qr[i]);
+      float* qf = q.data();
+      float* af = acc.data();
+      for (std::int64_t i = 0; i < hs; ++i) qf[i] = load(qr[i]);
       const std::int64_t base = std::int64_t{slots[b]} * d.max_len * d.kv_width + (h / group) * hs;
       float m = -std::numeric_limits<float>::infinity();
       for (std::int64_t j = 0; j <= p; ++j) {
         const X* k = kc + base + j * d.kv_width;
         float s = 0.0f;
-        for (std::int64_t i = 0; i < hs; ++i) s += q[i] * load(k[i]);
+#pragma omp simd reduction(+ : s)
+        for (std::int64_t i = 0; i < hs; ++i) s += qf[i] * load(k[i]);
         scores[j] = s * scale;
         m = std::max(m, scores[j]);
       }
@@ -80,9 +83,10 @@ void attend(X* out, const X* qkv, const X* kc, const X* vc, const std::int32_t* 
         const float e = std::exp(scores[j] - m);
         sum += e;
         const X* v = vc + base + j * d.kv_width;
-        for (std::int64_t i = 0; i < hs; ++i) acc[i] += e * load(v[i]);
+#pragma omp simd
+        for (std::int64_t i = 0; i < hs; ++i) af[i] += e * load(v[i]);
       }
-      for (std::int64_t i = 0; i < hs; ++i) o[i] = store<X>(acc[i] / sum);
+      for (std::int64_t i = 0; i < hs; ++i) o[i] = store<X>(af[i] / sum);
     }
   }
 }
