@@ -2,7 +2,7 @@
 # Configures (once) and builds ztrain for the lent GPU machine in build-device/ (ignored by git, kept by
 # the device between calls while it stays warm), against the carried dependency bundle .devdeps/.
 #   tools/device/build.sh [TARGET...]      no target: everything, tests included
-#   tools/device/build.sh --gpu            what a device call runs: ztrain, zckpt, ztok, make_test_shards,
+#   tools/device/build.sh --gpu            what a device call runs: ztrain, zckpt, ztok, zgen, make_test_shards,
 #                                          bench_attention and every test_*cuda*/test_nccl_* binary the tree
 #                                          defines (175 of the 274 compile units: the CPU unit tests are left out)
 # Run ON the device from any directory. ZT_BUILD_DIR overrides build-device/, ZT_JOBS the parallel jobs
@@ -37,7 +37,7 @@ if [ "${1:-}" = --gpu ]; then
   mapfile -t names < <(cmake --build "$build_dir" --target help |
     sed -n -E 's/^(test_[A-Za-z0-9_]*cuda[A-Za-z0-9_]*|test_nccl_[A-Za-z0-9_]+): phony$/\1/p' | sort -u)
   [ ${#names[@]} -gt 0 ] || { echo "build.sh: no test_cuda_* target in $build_dir: is the CUDA backend on?" >&2; exit 1; }
-  names+=(ztrain zckpt ztok make_test_shards bench_attention)
+  names+=(ztrain zckpt ztok zgen make_test_shards bench_attention)
 fi
 targets=()
 for t in "${names[@]}"; do targets+=(--target "$t"); done

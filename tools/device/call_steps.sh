@@ -198,3 +198,21 @@ step_ckpt() {
   result "ckpt bench exit $rc (logs.tar.gz: ckpt/ckpt.txt)"
   return "$rc"
 }
+# step_generate: tools/bench/generate/run.sh --device cuda (zgen's prefill and decode tokens/s against the
+# PyTorch generate() peer, GPT-2 124M at batches 1 32 256, 128/128; ZT_CALL_GEN_ARGS, e.g.
+# "--lengths '128/128 1024/1024'" or "--family llama"). The op cases of the cache attention run in check.
+step_generate() {
+  local give=$1 args
+  step_dir=$2
+  if ! $have_gpu; then result "skipped: no GPU"; return 0; fi
+  eval "args=(${ZT_CALL_GEN_ARGS:---lengths 128/128})"
+  ( [ -f .devdeps/env.sh ] && { set +u; source .devdeps/env.sh; set -u; }
+    ZT_BUILD_DIR=$b timeout --kill-after=10 "$give" tools/bench/generate/run.sh --device cuda --out "$step_dir/work" \
+      "${args[@]}" ) >"$step_dir/generate.txt" 2>&1
+  local rc=$?
+  cp "$step_dir/work/generate.md" "$OUT/bench-generate.md" 2>/dev/null
+  rm -rf "$step_dir/work"/model-*
+  tail -n 8 "$step_dir/generate.txt"
+  result "generate bench exit $rc (bench-generate.md; logs.tar.gz: generate/generate.txt)"
+  return "$rc"
+}
