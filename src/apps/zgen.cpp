@@ -231,8 +231,9 @@ void prepare(Job& j, const dist::World& world) {
 // The weights this rank holds, on the backend in the compute dtype.
 struct DeviceWeights {
   DeviceWeights(backend::Backend& be, const Job& j, const model::ParamTable& local, int tp_rank) {
-    const std::vector<float> mine = j.o.tp > 1 ? model::tp_cut_flat(j.model->table, local, j.model->weights.data(), j.o.tp, tp_rank)
-                                               : j.model->weights;
+    std::vector<float> cut;  // this rank's shard under TP; else the whole table is read in place
+    if (j.o.tp > 1) cut = model::tp_cut_flat(j.model->table, local, j.model->weights.data(), j.o.tp, tp_rank);
+    const std::vector<float>& mine = j.o.tp > 1 ? cut : j.model->weights;
     const auto n = static_cast<std::int64_t>(mine.size());
     backend::Buffer f32 = be.allocate(mine.size() * sizeof(float));
     be.copy_from_host(f32.data(), mine.data(), f32.bytes());
@@ -262,7 +263,7 @@ std::vector<std::size_t> share_of(std::size_t prompts, int group, int groups) {
   return mine;
 }
 
-std::vector<Sample> generate(const Job& j, const dist::World& world) {
+std::vector<Sample> generate(Job& j, const dist::World& world) {
   const dist::Grid grid = dist::Grid::make(world.size(), j.o.tp, world.rank());
   config::Config c;
   c.train.device = j.placement.device;
@@ -276,6 +277,7 @@ std::vector<Sample> generate(const Job& j, const dist::World& world) {
   }
   const model::ParamTable local = j.o.tp > 1 ? model::tp_local_table(j.model->table, j.o.tp) : j.model->table;
   DeviceWeights weights(*be, j, local, grid.tp_rank());
+  std::vector<float>().swap(j.model->weights);  // on the backend now: the host copy's memory goes back
   const std::vector<std::size_t> mine = share_of(j.prompts.size(), grid.dp_rank(), grid.dp);
   std::vector<gen::Request> requests;
   for (std::size_t p : mine)

@@ -215,7 +215,7 @@ void Decoder::logits_forward(const Tensor& head_weight) {
     x = full = pick_rows(env_.gathered(t_.lnf), logit_rows_, packed);
     ctx.sequence_parallel = false;  // the rows are whole on every rank
   }
-  const std::int64_t rows = x.dim(0);
+  const std::int64_t rows = logit_rows_.empty() ? g_.N : x.dim(0);  // every row: all N, gathered under SP
   const std::size_t bytes = static_cast<std::size_t>(rows * g_.vocab_rows) * dtype_size(g_.dtype);
   if (logits_buffer_.bytes() < bytes) logits_buffer_ = be_.allocate(bytes);  // kept: a decoding step per token
   const Tensor logits = logits_buffer_.view(g_.dtype, {rows, g_.vocab_rows});

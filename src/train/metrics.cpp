@@ -1,6 +1,8 @@
 // JSONL metrics and the console line.
 #include "train/metrics.hpp"
 
+#include <cmath>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -67,9 +69,12 @@ void MetricsLog::step(const StepMetrics& m) {
   log::info(console);
 }
 
+// The validation loss and its perplexity (the exponential of the mean token loss, as lm-eval-harness
+// reports it on token shards).
 void MetricsLog::eval(std::int64_t step, double val_loss) {
-  write_line(cat("{\"step\": ", step, ", \"val_loss\": ", json_number(val_loss), "}"));
-  log::info(cat("step ", step, " | val_loss ", json_number(val_loss)));
+  const double ppl = std::exp(val_loss);
+  write_line(cat("{\"step\": ", step, ", \"val_loss\": ", json_number(val_loss), ", \"val_ppl\": ", json_number(ppl), "}"));
+  log::info(cat("step ", step, " | val_loss ", json_number(val_loss), " | val_ppl ", json_number(ppl)));
 }
 
 void MetricsLog::event(const std::string& json_object) { write_line(json_object); }
