@@ -229,7 +229,10 @@ class Backend {
   virtual void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) = 0;
   // dlogits [N,Vp] = dloss * (softmax(logits[n,:V]) - onehot(targets[n])); padded columns get 0.
   // dlogits may alias logits (computed in place, as llm.c does, to save a [N,Vp] buffer).
-  virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) = 0;
+  // row_scale [N] f32, optional: row n's gradient also times row_scale[n] (per-token weights of a loss
+  // sum_n w_n loss_n: RL's policy-gradient coefficients); empty: 1.
+  virtual void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab,
+                                      Tensor row_scale = Tensor()) = 0;
 
   // ---- cross-entropy over one slice of the vocabulary (layers/vocab_parallel.hpp: TP rank r holds the
   // logits of ids [r*Vs, (r+1)*Vs), and the ranks combine the slices' row statistics, N floats each) --
@@ -241,8 +244,9 @@ class Backend {
   virtual void cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) = 0;
   // dlogits [N,Vs] = dloss * (exp(x[n,j] - lse[n]) - [j == target]) for j < real; 0 for padding and for
   // kIgnoreTarget rows. lse [N] f32: the whole vocabulary's log-sum-exp. dlogits may alias logits.
+  // row_scale: as cross_entropy_backward's.
   virtual void cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
-                                            int real) = 0;
+                                            int real, Tensor row_scale = Tensor()) = 0;
 
   // ---- optimizer ------------------------------------------------------------------------------------
   struct AdamW {

@@ -172,19 +172,20 @@ std::vector<float> ChunkedLmLoss::combine(const std::int32_t* targets_host, cons
 }
 
 // One chunk: the forward's logits are still there; dlogits in place, then matmul_backward as today.
-void ChunkedLmLoss::backward_whole(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, float dloss) {
+void ChunkedLmLoss::backward_whole(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, float dloss,
+                                   const Tensor& row_scale) {
   const Chunk c = chunk_at(0);
   const Tensor l = logits(c.width);
-  if (exact_) be_.cross_entropy_backward(l, l, targets(0), dloss, static_cast<int>(c.real));
+  if (exact_) be_.cross_entropy_backward(l, l, targets(0), dloss, static_cast<int>(c.real), row_scale);
   else {
     const Tensor lse(static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * rows_, DType::kF32, {rows_});
-    be_.cross_entropy_slice_backward(l, l, targets(0), lse, dloss, static_cast<int>(c.real));
+    be_.cross_entropy_slice_backward(l, l, targets(0), lse, dloss, static_cast<int>(c.real), row_scale);
   }
   be_.matmul_backward(dx, dweight.empty() ? Tensor() : row_block(dweight, c.first, c.width), Tensor(), l, x,
                       row_block(weight, c.first, c.width), WeightLayout::kOutIn);
 }
 
-void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight, float dloss) {
+void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight, float dloss, Tensor row_scale) {
   const char* who = "chunked LM loss";
   ZT_CHECK(ready_ && backend::rows_of(x) == rows_ && weight.dim(0) == held_, who,
            ": backward needs the forward of the same rows and head just before it");
@@ -198,7 +199,8 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
     return;
   }
   if (dx.empty() && dweight.empty()) return;
-  if (n_chunks_ == 1) return backward_whole(dx, dweight, x, weight, dloss);
+  if (!row_scale.empty()) backend::expect_shape(who, "row_scale", row_scale, {N});
+  if (n_chunks_ == 1) return backward_whole(dx, dweight, x, weight, dloss, row_scale);
   // d(x) summed over the chunks in fp32, rounded to X once at the end (dx itself when X is f32).
   Tensor sum = dx;
   if (!dx.empty() && dx.dtype != DType::kF32) {
@@ -212,7 +214,7 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
     const Chunk c = chunk_at(k);
     const Tensor l = logits(c.width), w = row_block(weight, c.first, c.width);
     if (k != kept_) compute_logits(c, x, weight);
-    be_.cross_entropy_slice_backward(l, l, targets(k), lse, dloss, static_cast<int>(c.real));
+    be_.cross_entropy_slice_backward(l, l, targets(k), lse, dloss, static_cast<int>(c.real), row_scale);
     if (!dweight.empty())
       be_.matmul_backward(Tensor(), row_block(dweight, c.first, c.width), Tensor(), l, x, w, WeightLayout::kOutIn);
     if (!sum.empty()) be_.matmul_backward_input_accumulate(sum, l, w, WeightLayout::kOutIn);

@@ -78,12 +78,13 @@ class ChunkedLmLoss {
   std::vector<float> forward(backend::Tensor x, backend::Tensor weight, const std::int32_t* targets, std::int64_t lo,
                              std::int64_t vocab, const RowReduce* reduce = nullptr);
 
-  // The gradients of sum_n dloss * loss_n for the rows the latest forward saw (x and weight unchanged
-  // since; one backward per forward):
+  // The gradients of sum_n dloss * s_n * loss_n for the rows the latest forward saw (x and weight
+  // unchanged since; one backward per forward), s_n = row_scale[n] ([N] f32 on the backend; empty: 1):
   //   dx [N, C] X, WRITTEN (empty: not computed): this rank's vocabulary's share of d(x), to be summed
   //     over the TP group (all-reduce, or reduce-scatter under SP) as a column-parallel layer's is.
   //   dweight [Vs, C] f32, ADDED (+=; empty: a frozen head, LoRA); its padding rows get nothing.
-  void backward(backend::Tensor dx, backend::Tensor dweight, backend::Tensor x, backend::Tensor weight, float dloss);
+  void backward(backend::Tensor dx, backend::Tensor dweight, backend::Tensor x, backend::Tensor weight, float dloss,
+                backend::Tensor row_scale = backend::Tensor());
 
   std::int64_t chunk() const { return chunk_; }
 
@@ -99,7 +100,7 @@ class ChunkedLmLoss {
   void compute_logits(const Chunk& c, const backend::Tensor& x, const backend::Tensor& weight);
   std::vector<float> combine(const std::int32_t* targets, const RowReduce* reduce);
   void backward_whole(backend::Tensor dx, backend::Tensor dweight, const backend::Tensor& x,
-                      const backend::Tensor& weight, float dloss);
+                      const backend::Tensor& weight, float dloss, const backend::Tensor& row_scale);
 
   backend::Backend& be_;
   std::int64_t chunk_;

@@ -145,6 +145,14 @@ void Decoder::carve(backend::Carver& c, const Geometry& g, layers::NormKind norm
   t.norm = layers::Norm::carve_scratch(c, C);
 }
 
+// Every rank of a TP group holds the whole [N] (the loss reads every row, gathered under SP).
+void Decoder::set_loss_weights(const float* weights) {
+  if (weights == nullptr) return loss_weights_.reset();
+  const std::size_t bytes = static_cast<std::size_t>(g_.N) * sizeof(float);
+  if (loss_weights_.bytes() != bytes) loss_weights_ = be_.allocate(bytes);
+  be_.copy_from_host(loss_weights_.data(), weights, bytes);
+}
+
 void Decoder::set_lora(Lora* lora) {
   env_.lora = lora;
   if (!lora) return;
@@ -197,10 +205,10 @@ void Decoder::head_forward(ParamSource& params, const std::int32_t* targets) {
 // the same), added on the host in row order. Under SP the head reads every row: lnf gathered.
 void Decoder::loss_forward(const Tensor& head_weight, const std::int32_t* targets) {
   const std::int64_t lo = g_.tp > 1 ? env_.ctx.rank() * g_.vocab_rows : 0;  // this rank's first vocabulary id
-  const std::vector<float> losses = loss_.forward(env_.gathered(t_.lnf), head_weight, targets, lo, g_.s.vocab_size,
-                                                  g_.tp > 1 ? &row_reduce_ : nullptr);
+  token_losses_ = loss_.forward(env_.gathered(t_.lnf), head_weight, targets, lo, g_.s.vocab_size,
+                                g_.tp > 1 ? &row_reduce_ : nullptr);
   loss_sum_ = 0.0;
-  for (float x : losses) loss_sum_ += x;
+  for (float x : token_losses_) loss_sum_ += x;
 }
 
 // The logits on the host (sampling and tests), through a buffer of their own (no training step holds it;
@@ -298,7 +306,8 @@ void Decoder::head_backward(ParamSource& params, GradSink& grads, float dloss) {
   Tensor w, g;
   auto loss_backward = [&] {
     const Tensor x = env_.gathered(t_.lnf);
-    loss_.backward(g_.sp ? env_.dfull : env_.dln, g.empty() ? Tensor() : head(g), x, head(w), dloss);
+    loss_.backward(g_.sp ? env_.dfull : env_.dln, g.empty() ? Tensor() : head(g), x, head(w), dloss,
+                   loss_weights_.bytes() ? loss_weights_.view(DType::kF32, {g_.N}) : Tensor());
     if (g_.sp) layers::reduce_scatter_rows(env_.ctx, env_.dfull, env_.dln);
     else layers::all_reduce_sum(env_.ctx, env_.dln);
   };

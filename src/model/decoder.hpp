@@ -148,6 +148,8 @@ class Decoder final : public Model {
   std::vector<float> forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) override;
   std::vector<float> forward_cached(const CachedBatch& batch, KvCache& cache, ParamSource& params) override;
   void set_segment_starts(const std::int32_t* starts) override { env_.segments.set(be_, starts, g_.B, g_.T); }
+  void set_loss_weights(const float* weights) override;
+  const std::vector<float>& token_losses() const override { return token_losses_; }
   void set_lora(Lora* lora) override;
   backend::Tensor stage_input() override { return t_.encoded; }
   backend::Tensor stage_output() override { return block_->output(g_.end - 1); }
@@ -157,7 +159,7 @@ class Decoder final : public Model {
   int micro_batch() const override { return g_.B; }
   DType compute_dtype() const override { return g_.dtype; }
   std::size_t activation_bytes() const override {
-    return arena_.bytes() + loss_.held_bytes() + env_.segments.bytes();
+    return arena_.bytes() + loss_.held_bytes() + env_.segments.bytes() + loss_weights_.bytes();
   }
   static std::size_t activation_bytes(const GptShape& shape, const ModelOptions& options, int tp);
 
@@ -194,6 +196,8 @@ class Decoder final : public Model {
   layers::ChunkedLmLoss loss_;
   layers::RowReduce row_reduce_;  // tp > 1: the loss's row statistics over the TP group
   double loss_sum_ = 0;
+  std::vector<float> token_losses_;  // the latest forward's, per token
+  backend::Buffer loss_weights_;     // set_loss_weights' [N] f32 on the backend; empty: none
   std::vector<float> host_logits_;
   backend::Buffer logits_buffer_;  // logits_forward's [rows, vocab_rows], kept between calls
   std::vector<std::int64_t> logit_rows_;  // the rows whose logits logits_forward computes; empty: every row

@@ -78,6 +78,13 @@ class Model {
   // Gradients of sum_i dloss * loss_i, accumulated (+=) into `grads`; needs the preceding forward() and the
   // same parameters; runs once per forward.
   virtual void backward(ParamSource& params, GradSink& grads, float dloss) = 0;
+  // Per-token loss weights (RL's policy-gradient coefficients, weighted fine-tuning): host [B*T] f32,
+  // token n's loss counts w_n times in the backward passes from here on (the gradients of
+  // sum_n dloss * w_n * loss_n); nullptr: 1 (training's plain loss). forward() still returns the plain sum.
+  virtual void set_loss_weights(const float* weights) = 0;
+  // The latest forward's per-token losses (host [B*T], -log p(target); 0 for an ignored target), on the
+  // stage with the head: what a policy-gradient method reads as its log-probabilities.
+  virtual const std::vector<float>& token_losses() const = 0;
   // Document mask (data.document_mask): host [B*T] i32, the first key each position attends (the start
   // of its packed sample) in the forward and backward passes from here on; nullptr: all earlier keys.
   // Under TP every rank of the group passes the same starts (each holds the whole sequence in attention).

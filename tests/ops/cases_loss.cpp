@@ -80,6 +80,30 @@ std::vector<OpCase> loss_cases() {
   }
   for (const auto& [Vs, real] : {std::pair<std::int64_t, int>{128, 128}, {128, 101}, {101, 37}, {128, 0}})
     cases.push_back(slice(Vs, real));
+  // Per-row weights (row_scale: RL's per-token coefficients, of either sign): the gradient of
+  // sum_n dloss * w_n * loss_n, against finite differences on the CPU, and the slice op's likewise.
+  for (const std::int64_t N : {std::int64_t{5}, std::int64_t{64}}) {
+    std::vector<float> w(N), dl(N);
+    for (std::int64_t n = 0; n < N; ++n) w[n] = 0.5f - 0.3f * static_cast<float>(n % 4), dl[n] = 0.25f * w[n];
+    OpCase c = cross_entropy(N, 101, 128, uniform_ints(46, 101), 47, 0.25f);
+    c.name += ", weighted rows";
+    c.args.push_back(in("row_scale", {N}, given(w), Kind::kF32));
+    for (Arg& a : c.args)
+      if (a.name == "dlosses") a.values = given(dl);
+    c.backward = [](Call& call) {
+      call.be.cross_entropy_backward(call["logits"], call["logits"], call["targets"], 0.25f, 101, call["row_scale"]);
+    };
+    if (N == 64) c.fd.reset();  // finite differences on the small one
+    else c.where = Where::kCpuOnly;
+    cases.push_back(std::move(c));
+  }
+  OpCase weighted_slice = slice(128, 101);
+  weighted_slice.name += ", weighted rows";
+  weighted_slice.args.push_back(in("row_scale", {6}, given({1.0f, -2.0f, 0.5f, 0.0f, 3.0f, -1.0f}), Kind::kF32));
+  weighted_slice.backward = [](Call& c) {
+    c.be.cross_entropy_slice_backward(c["logits"], c["logits"], c["targets"], c["lse"], 0.5f, 101, c["row_scale"]);
+  };
+  cases.push_back(std::move(weighted_slice));
   return cases;
 }
 

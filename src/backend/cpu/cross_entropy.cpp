@@ -78,10 +78,11 @@ void ce_forward_rows(float* loss, const T* x, const std::int32_t* t, std::int64_
 // dx may be x itself: row n is read (widened, for X) before any of it is written. For X the gradient
 // row is built in the thread's fp32 row and rounded once at the end.
 template <typename T>
-void ce_backward_rows(T* dx, const T* x, const std::int32_t* t, float dloss, std::int64_t N, std::int64_t Vp,
-                      int vocab, float* rows, int threads) {
+void ce_backward_rows(T* dx, const T* x, const std::int32_t* t, float dloss_all, const float* scale, std::int64_t N,
+                      std::int64_t Vp, int vocab, float* rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t n = 0; n < N; ++n) {
+    const float dloss = scale != nullptr ? dloss_all * scale[n] : dloss_all;
     if (t[n] == kIgnoreTarget) {
       std::fill_n(dx + n * Vp, Vp, store<T>(0.0f));
       continue;
@@ -134,10 +135,11 @@ void slice_stats_rows(float* stats, const T* x, const std::int32_t* t, std::int6
 
 // As ce_backward_rows with the whole vocabulary's lse given and the target possibly elsewhere.
 template <typename T>
-void slice_backward_rows(T* dx, const T* x, const std::int32_t* t, const float* lse, float dloss, std::int64_t N,
-                         std::int64_t Vs, int real, float* rows, int threads) {
+void slice_backward_rows(T* dx, const T* x, const std::int32_t* t, const float* lse, float dloss_all, const float* scale,
+                         std::int64_t N, std::int64_t Vs, int real, float* rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t n = 0; n < N; ++n) {
+    const float dloss = scale != nullptr ? dloss_all * scale[n] : dloss_all;
     if (t[n] == kIgnoreTarget) {
       std::fill_n(dx + n * Vs, Vs, store<T>(0.0f));
       continue;
@@ -168,8 +170,15 @@ void CpuBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor t
   });
 }
 
+// row_scale [N] f32 (optional): each row's dloss times its entry.
+static const float* row_scale_of(const char* op, const Tensor& row_scale, std::int64_t N) {
+  if (row_scale.empty()) return nullptr;
+  ZT_CHECK_EQ(row_scale.numel(), N, op, ": row_scale ", row_scale.shape_string(), " needs one per row");
+  return row_scale.f32(op);
+}
+
 void CpuBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
-                                              int real) {
+                                              int real, Tensor row_scale) {
   const char* op = "cross_entropy_slice_backward";
   check_slice(op, logits, targets, real);
   const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
@@ -180,8 +189,8 @@ void CpuBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Ten
   float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vs));
   with_storage(x, [&](auto tag) {
     using T = decltype(tag);
-    slice_backward_rows(data_as<T>(dlogits), data_as<T>(logits), targets.i32(op), lse.f32(op), dloss, N, Vs, real, rows,
-                        threads_);
+    slice_backward_rows(data_as<T>(dlogits), data_as<T>(logits), targets.i32(op), lse.f32(op), dloss,
+                        row_scale_of(op, row_scale, N), N, Vs, real, rows, threads_);
   });
 }
 
@@ -200,7 +209,8 @@ void CpuBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor targ
 
 // dlogits[n, j] = dloss * (softmax(logits[n, :V])_j - [j == target]) for j < V, 0 for padded j.
 // In place is allowed: the row's lse is found before any of its elements is overwritten.
-void CpuBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) {
+void CpuBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab,
+                                        Tensor row_scale) {
   const char* op = "cross_entropy_backward";
   check_ce(op, logits, targets, vocab);
   const std::int64_t N = rows_of(logits), Vp = logits.dim(-1);
@@ -209,7 +219,8 @@ void CpuBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor ta
   float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vp));
   with_storage(x, [&](auto tag) {
     using T = decltype(tag);
-    ce_backward_rows(data_as<T>(dlogits), data_as<T>(logits), targets.i32(op), dloss, N, Vp, vocab, rows, threads_);
+    ce_backward_rows(data_as<T>(dlogits), data_as<T>(logits), targets.i32(op), dloss, row_scale_of(op, row_scale, N), N,
+                     Vp, vocab, rows, threads_);
   });
 }
 

@@ -129,9 +129,10 @@ __device__ __forceinline__ float ce_grad(float x, int j, int vocab, std::int32_t
 // In place is safe: each thread rewrites only the columns (packs) it reads, after row_lse's barrier.
 // An ignored target's row is all zeros (block-uniform branch, as in forward).
 template <typename T>
-__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets, float dloss,
-                                              int Vp, int vocab, bool packed) {
+__global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets, float dloss_all,
+                                              const float* scale, int Vp, int vocab, bool packed) {
   const std::int64_t n = blockIdx.x;
+  const float dloss = scale != nullptr ? dloss_all * scale[n] : dloss_all;
   T* drow = dlogits + n * Vp;
   if (targets[n] == kIgnoreTarget) {
     for (int j = threadIdx.x; j < Vp; j += blockDim.x) drow[j] = from_f32<T>(0.0f);
@@ -177,8 +178,10 @@ __global__ void cross_entropy_slice_stats_kernel(float* stats, const T* logits, 
 // row is all zeros. In place is safe: each thread rewrites only the columns (packs) it reads.
 template <typename T>
 __global__ void cross_entropy_slice_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets,
-                                                    const float* lse, float dloss, int Vs, int real, bool packed) {
+                                                    const float* lse, float dloss_all, const float* scale, int Vs, int real,
+                                                    bool packed) {
   const std::int64_t n = blockIdx.x;
+  const float dloss = scale != nullptr ? dloss_all * scale[n] : dloss_all;
   T* drow = dlogits + n * Vs;
   const std::int32_t t = targets[n];
   if (t == kIgnoreTarget) {
@@ -225,6 +228,14 @@ std::int64_t check_ce(const char* op, const Tensor& logits, const Tensor& target
   return N;
 }
 
+// row_scale [N] f32 (optional): each row's dloss times its entry; null when empty.
+const float* row_scale_of(const char* op, const Tensor& row_scale, std::int64_t N) {
+  if (row_scale.empty()) return nullptr;
+  expect_dtype(op, "row_scale", row_scale, DType::kF32);
+  ZT_CHECK_EQ(row_scale.numel(), N, op, ": row_scale ", row_scale.shape_string(), " needs one per row");
+  return static_cast<const float*>(row_scale.data);
+}
+
 }  // namespace
 
 void CudaBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) {
@@ -243,7 +254,8 @@ void CudaBackend::cross_entropy_forward(Tensor losses, Tensor logits, Tensor tar
   ZT_CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab) {
+void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab,
+                                         Tensor row_scale) {
   const char* op = "cross_entropy_backward";
   const std::int64_t N = check_ce(op, logits, targets, "vocab", vocab, 1);
   const int Vp = static_cast<int>(logits.dim(-1));
@@ -254,7 +266,7 @@ void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor t
     using X = decltype(tag);
     cross_entropy_backward_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
         static_cast<X*>(dlogits.data), static_cast<const X*>(logits.data),
-        static_cast<const std::int32_t*>(targets.data), dloss, Vp, vocab,
+        static_cast<const std::int32_t*>(targets.data), dloss, row_scale_of(op, row_scale, N), Vp, vocab,
         rows_packed<X>(logits.data, dlogits.data, Vp));
   });
   ZT_CUDA_LAUNCH_CHECK();
@@ -280,7 +292,7 @@ void CudaBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor 
 }
 
 void CudaBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
-                                               int real) {
+                                               int real, Tensor row_scale) {
   const char* op = "cross_entropy_slice_backward";
   const std::int64_t N = check_ce(op, logits, targets, "real", real, 0);
   const int Vs = static_cast<int>(logits.dim(-1));
@@ -293,8 +305,8 @@ void CudaBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Te
     using X = decltype(tag);
     cross_entropy_slice_backward_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
         static_cast<X*>(dlogits.data), static_cast<const X*>(logits.data),
-        static_cast<const std::int32_t*>(targets.data), static_cast<const float*>(lse.data), dloss, Vs, real,
-        rows_packed<X>(logits.data, dlogits.data, Vs));
+        static_cast<const std::int32_t*>(targets.data), static_cast<const float*>(lse.data), dloss,
+        row_scale_of(op, row_scale, N), Vs, real, rows_packed<X>(logits.data, dlogits.data, Vs));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }

@@ -1,0 +1,86 @@
+// Per-token loss weights (Model::set_loss_weights): the gradients of sum_n w_n loss_n are linear in w, so
+// weights w0 on the first half of the tokens and w1 on the second equal w0 times the gradients with the
+// second half's targets ignored plus w1 times those with the first half's ignored; for GPT-2 and Llama,
+// one vocabulary chunk and several (the chunked head's slice path). token_losses() are the forward's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/rng.hpp"
+#include "model/decoder.hpp"
+
+namespace zt::model {
+namespace {
+
+struct Pass {
+  std::vector<float> grads;
+  std::vector<float> losses;
+};
+
+Pass gradients(const GptShape& s, std::int64_t loss_chunk, const std::vector<std::int32_t>& targets, const float* w) {
+  auto be = backend::make_cpu_backend(2);
+  const ParamTable table(s);
+  std::vector<float> host(table.numel(), 0.0f);
+  for (const ParamInfo& p : table.params())
+    rng::fill_normal(5, rng::purpose_id(p.name), 0, host.data() + p.offset, p.hf_numel(), p.decay ? 0.0f : 1.0f,
+                     p.decay ? 0.3f : 0.1f);
+  const auto n = static_cast<std::int64_t>(host.size());
+  backend::Buffer pb = be->allocate(host.size() * sizeof(float)), gb = be->allocate(host.size() * sizeof(float));
+  be->copy_from_host(pb.data(), host.data(), pb.bytes());
+  be->fill_zero(gb.view(DType::kF32, {n}));
+  FlatParams params(table, pb.view(DType::kF32, {n}));
+  FlatGrads grads(table, gb.view(DType::kF32, {n}));
+  Decoder model(*be, table, {.micro_batch = 2, .loss_chunk = loss_chunk});
+  std::vector<std::int32_t> tokens(targets.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + 3) % 61);
+  model.set_loss_weights(w);
+  model.forward(tokens.data(), targets.data(), params);
+  model.backward(params, grads, 1.0f);
+  Pass r{std::vector<float>(host.size()), model.token_losses()};
+  be->copy_to_host(r.grads.data(), gb.data(), gb.bytes());
+  return r;
+}
+
+class LossWeights : public ::testing::TestWithParam<std::tuple<bool, std::int64_t>> {};
+
+TEST_P(LossWeights, AreLinearInTheTokensGradients) {
+  const auto [llama, chunk] = GetParam();
+  const GptShape s = llama ? GptShape::make_llama(2, 4, 16, 61, 7, 2, 24, false, 1e-5, RopeParams{10000, false, 1, 1, 4, 8192})
+                           : GptShape::make(2, 2, 16, 61, 7);
+  const std::int64_t N = 14;
+  std::vector<std::int32_t> targets(N), first(N), second(N);
+  for (std::int64_t i = 0; i < N; ++i) {
+    targets[i] = static_cast<std::int32_t>((i * 11 + 5) % 61);
+    first[i] = i < N / 2 ? targets[i] : backend::kIgnoreTarget;
+    second[i] = i < N / 2 ? backend::kIgnoreTarget : targets[i];
+  }
+  const float w0 = 0.75f, w1 = -1.5f;
+  std::vector<float> w(N);
+  for (std::int64_t i = 0; i < N; ++i) w[i] = i < N / 2 ? w0 : w1;
+  const Pass both = gradients(s, chunk, targets, w.data()), a = gradients(s, chunk, first, nullptr),
+            b = gradients(s, chunk, second, nullptr), plain = gradients(s, chunk, targets, nullptr);
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < both.grads.size(); ++i) {
+    const double want = w0 * a.grads[i] + w1 * b.grads[i];
+    worst = std::max(worst, std::abs(both.grads[i] - want));
+    scale = std::max(scale, std::abs(want));
+  }
+  EXPECT_LT(worst, 1e-5 * scale) << "largest gradient " << scale;
+  ASSERT_EQ(both.losses.size(), std::size_t(N));
+  for (std::int64_t i = 0; i < N; ++i) {
+    EXPECT_EQ(both.losses[i], plain.losses[i]) << "the weights changed token " << i << "'s loss";
+    EXPECT_GT(both.losses[i], 0.0f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FamiliesAndChunks, LossWeights,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(std::int64_t{0}, std::int64_t{16})),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "llama" : "gpt2") +
+                                  (std::get<1>(info.param) ? "_chunked" : "_whole");
+                         });
+
+}  // namespace
+}  // namespace zt::model
