@@ -21,6 +21,7 @@
 #include "config/command_line.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/read_file.hpp"
 #include "dist/grid.hpp"
 #include "dist/placement.hpp"
 #include "dist/world.hpp"
@@ -139,10 +140,34 @@ std::optional<ztok::ChatTemplate> template_of(const Options& o, const tok::Token
   return std::nullopt;
 }
 
-std::vector<std::int32_t> stop_tokens_of(const Options& o, const tok::Tokenizer* t,
+// A Hugging Face directory's generation_config.json eos_token_id (an id or a list: Llama 3 Instruct ends
+// turns with two), as generate() stops on them; none without the file.
+std::vector<std::int32_t> generation_config_eos(const std::string& dir) {
+  const fs::path file = fs::path(dir) / "generation_config.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return {};
+  const std::optional<std::string> text = read_file(file);
+  if (!text) throw InputError(cat(file.string(), ": cannot be read"));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(cat(file.string(), ": not JSON (", e.what(), ")"));
+  }
+  std::vector<std::int32_t> ids;
+  const nlohmann::json eos = j.is_object() && j.contains("eos_token_id") ? j["eos_token_id"] : nlohmann::json();
+  for (const nlohmann::json& v : eos.is_array() ? eos : nlohmann::json::array({eos}))
+    if (v.is_number_integer() && v.get<std::int64_t>() >= 0) ids.push_back(static_cast<std::int32_t>(v.get<std::int64_t>()));
+  return ids;
+}
+
+std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedModel& m, const tok::Tokenizer* t,
                                          const std::optional<ztok::ChatTemplate>& chat) {
   std::vector<std::int32_t> stops = o.stop_ids;
-  if (o.ignore_eos || t == nullptr) return stops;
+  if (o.ignore_eos) return stops;
+  if (!m.checkpoint)
+    for (std::int32_t id : generation_config_eos(o.model)) stops.push_back(id);
+  if (t == nullptr) return stops;
   if (t->eot() != tok::Vocab::kNone) stops.push_back(static_cast<std::int32_t>(t->eot()));
   if (chat) {
     const std::uint32_t end = t->special_id(ztok::turn_end_token(*chat));
@@ -208,7 +233,7 @@ void prepare(Job& j, const dist::World& world) {
   if (j.o.rule && !j.tokenizer) throw ConfigError("--answer-rule reads the samples' text: it needs a tokenizer (--tokenizer)");
   if (!j.o.stops.empty() && !j.tokenizer) throw ConfigError("--stop strings are matched in the text: give --tokenizer");
   j.prompts = read_prompts(j.o.prompts, {j.tokenizer.get(), j.chat, j.o.rule ? j.o.answer_field : ""});
-  j.stop_tokens = stop_tokens_of(j.o, j.tokenizer.get(), j.chat);
+  j.stop_tokens = stop_tokens_of(j.o, *j.model, j.tokenizer.get(), j.chat);
   std::int64_t longest = 0;
   for (const PromptLine& p : j.prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));
   j.max_len = j.o.max_len > 0 ? j.o.max_len : std::min(j.model->context, longest + j.o.max_new);

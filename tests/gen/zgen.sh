@@ -2,7 +2,8 @@
 # zgen end to end on tiny trained models (GPT-2, and Llama with grouped-query attention and Qwen2's q, k, v
 # biases): greedy continuations of prompts of 1 to 15 tokens (more prompts than --slots, prefill chunks of
 # 4) equal a PyTorch model's argmax over the full forward, token for token, log-probabilities within 1e-4
-# (generate_reference.py); the checkpoint and its Hugging Face export give the same file; sampled
+# (generate_reference.py); the checkpoint and its Hugging Face export give the same file, a LoRA checkpoint
+# what its merged export gives; generation_config.json's eos_token_id stops samples; sampled
 # continuations are the same on one rank, on 2 data-parallel ranks and on 2 tensor-parallel ranks; text
 # prompts, stop strings and an evaluation with GPT-2's tokenizer (where the vocabulary is available); and
 # the refusals, exit 2 naming the line: a prompt longer than the context, a line without an id, a text
@@ -57,6 +58,40 @@ for l in lines:
     assert list(l) == ["id", "token_ids", "logprobs", "finish_reason"], list(l)  # no tokenizer: no text
     assert len(l["token_ids"]) == 8 and l["finish_reason"] == "length" and all(p <= 0 for p in l["logprobs"]), l
 print("ok: ids in input order, 8 tokens each, finish_reason length")
+PY
+
+# ---- a LoRA checkpoint: its adapters merged into the base give what `zckpt export --merge` gives ------------
+# shellcheck disable=SC2046
+"$ZT_BIN/ztrain" $(model_args gpt2) "$(tiny_data_args)" --init.from="$W/gpt2-hf" --lora.rank=4 --lora.alpha=8 \
+  --optim.lr=3e-2 --train.max_steps=5 --ckpt.dir="$W/lora" --ckpt.every=5 >"$W/lora.log" 2>&1 || { tail "$W/lora.log"; fail "LoRA run"; }
+"$ZT_BIN/zckpt" export "$W/lora/step_00000005" --merge --out "$W/lora-merged" --dtype fp32 >/dev/null || fail "zckpt export --merge"
+run=(--prompts "$W/prompts.jsonl" --max-new-tokens 8 --slots 3 --device cpu --threads 1)
+expect_exit 0 "$zgen" --model "$W/lora/step_00000005" --out "$W/lora.jsonl" "${run[@]}"
+expect_in "$ZT_WORK/err" "LoRA adapters merged into their base"
+expect_exit 0 "$zgen" --model "$W/lora-merged" --out "$W/lora-merged.jsonl" "${run[@]}"
+cmp "$W/lora.jsonl" "$W/lora-merged.jsonl" || fail "the LoRA checkpoint generates differently from its merged export"
+expect_exit 0 "$zgen" --model "$W/gpt2-hf" --out "$W/base.jsonl" "${run[@]}"
+python3 - "$W/base.jsonl" "$W/lora.jsonl" <<'PY' || fail "the adapters changed nothing: the LoRA case would not see a lost merge"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert max(abs(p - q) for x, y in zip(a, b) for p, q in zip(x["logprobs"], y["logprobs"])) > 1e-4
+PY
+echo "ok: a LoRA checkpoint = its merged export, and not its base"
+
+# ---- generation_config.json's eos_token_id stops a Hugging Face directory's samples (as generate()) ---------
+eos=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readlines()[6])["token_ids"][1])' "$W/base.jsonl")
+echo "{\"eos_token_id\": [$eos]}" >"$W/gpt2-hf/generation_config.json"
+expect_exit 0 "$zgen" --model "$W/gpt2-hf" --out "$W/eos.jsonl" "${run[@]}"
+rm "$W/gpt2-hf/generation_config.json"
+python3 - "$W/base.jsonl" "$W/eos.jsonl" "$eos" <<'PY' || fail "generation_config.json's eos_token_id (above)"
+import json, sys
+free, cut, eos = [json.loads(l) for l in open(sys.argv[1])], [json.loads(l) for l in open(sys.argv[2])], int(sys.argv[3])
+for a, b in zip(free, cut):
+    t = a["token_ids"]
+    want = t[:t.index(eos) + 1] if eos in t else t
+    assert b["token_ids"] == want and b["finish_reason"] == ("stop" if eos in t else "length"), (a, b, eos)
+assert cut[6]["finish_reason"] == "stop"
+print("ok: eos_token_id", eos, "from generation_config.json ends the samples holding it")
 PY
 
 # ---- sampled: the same continuations on 1 rank, 2 data-parallel ranks, 2 tensor-parallel ranks ------------
