@@ -1,0 +1,129 @@
+// RL's policy objectives and their per-token weights (objectives.hpp).
+#include "rl/objectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace zt::rl {
+
+Algorithm parse_algorithm(const std::string& name) {
+  if (name == "grpo") return Algorithm::kGrpo;
+  if (name == "gspo") return Algorithm::kGspo;
+  throw ConfigError(cat("rl.algorithm must be grpo or gspo, not '", name, "'"));
+}
+
+KlEstimator parse_kl_estimator(const std::string& name) {
+  if (name == "k1") return KlEstimator::kK1;
+  if (name == "k3") return KlEstimator::kK3;
+  throw ConfigError(cat("the KL estimator must be k1 or k3, not '", name, "'"));
+}
+
+Aggregation parse_aggregation(const std::string& name) {
+  if (name == "token-mean") return Aggregation::kTokenMean;
+  if (name == "seq-mean-token-mean") return Aggregation::kSeqMeanTokenMean;
+  if (name == "seq-mean-token-sum") return Aggregation::kSeqMeanTokenSum;
+  throw ConfigError(cat("the loss aggregation must be token-mean, seq-mean-token-mean or seq-mean-token-sum, not '", name,
+                        "'"));
+}
+
+std::vector<float> group_advantages(std::span<const float> rewards, int group, bool norm_by_std) {
+  ZT_CHECK(group > 0 && rewards.size() % static_cast<std::size_t>(group) == 0, "rl: ", rewards.size(),
+           " rewards are not groups of ", group);
+  std::vector<float> a(rewards.size());
+  for (std::size_t g0 = 0; g0 < rewards.size(); g0 += static_cast<std::size_t>(group)) {
+    double mean = 0, var = 0;
+    for (int k = 0; k < group; ++k) mean += rewards[g0 + k];
+    mean /= group;
+    for (int k = 0; k < group; ++k) var += (rewards[g0 + k] - mean) * (rewards[g0 + k] - mean);
+    double std = group > 1 ? std::sqrt(var / (group - 1)) : 1.0;  // torch.std, unbiased
+    if (group == 1) mean = 0;  // verl: a group of one keeps its reward (mean 0, std 1)
+    for (int k = 0; k < group; ++k) {
+      const double centred = rewards[g0 + k] - mean;
+      a[g0 + k] = static_cast<float>(norm_by_std ? centred / (std + 1e-6) : centred);
+    }
+  }
+  return a;
+}
+
+namespace {
+
+// The aggregation's coefficient of each token of response i (T_i tokens, n responses, T tokens in all).
+double coefficient(Aggregation agg, std::int64_t Ti, std::size_t n, std::int64_t T) {
+  switch (agg) {
+    case Aggregation::kTokenMean: return 1.0 / static_cast<double>(T);
+    case Aggregation::kSeqMeanTokenMean: return 1.0 / (static_cast<double>(n) * static_cast<double>(Ti));
+    case Aggregation::kSeqMeanTokenSum: return 1.0 / static_cast<double>(n);
+  }
+  return 0;
+}
+
+// PPO's clipped term for advantage A and ratio r (verl's compute_policy_loss, with its dual clip of 3 for
+// A < 0): the loss, whether the clipped branch was taken, and d(loss)/d(r).
+struct Clipped {
+  double loss, dloss_dratio;
+  bool clipped;
+};
+Clipped clipped_term(double A, double r, double low, double high) {
+  const double l1 = -A * r, l2 = -A * std::clamp(r, 1 - low, 1 + high);
+  Clipped c{std::max(l1, l2), l1 >= l2 ? -A : 0.0, l2 > l1};
+  if (A < 0 && -A * 3.0 < c.loss) c = {-A * 3.0, 0.0, c.clipped};  // dual clip: the loss is bounded by 3|A|
+  return c;
+}
+
+}  // namespace
+
+Evaluated evaluate(const Objective& o, const Tokens& t) {
+  const std::size_t n = t.offsets.size() - 1;
+  ZT_CHECK(t.offsets.size() >= 2 && t.advantages.size() == n, "rl: ", t.advantages.size(), " advantages for ", n,
+           " responses");
+  const auto T = t.offsets.back();
+  ZT_CHECK(static_cast<std::int64_t>(t.logp.size()) == T && t.old_logp.size() == t.logp.size() &&
+               (o.kl_coef == 0 || t.ref_logp.size() == t.logp.size()),
+           "rl: per-token arrays of different lengths");
+  Evaluated e;
+  e.weights.assign(static_cast<std::size_t>(T), 0.0f);
+  double clipped_tokens = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t b = t.offsets[i], Ti = t.offsets[i + 1] - b;
+    ZT_CHECK(Ti > 0, "rl: response ", i, " has no tokens");
+    const double c = coefficient(o.aggregation, Ti, n, T), A = t.advantages[i];
+    double seq_log_ratio = 0;
+    for (std::int64_t k = b; k < b + Ti; ++k) seq_log_ratio += t.logp[k] - t.old_logp[k];
+    seq_log_ratio /= static_cast<double>(Ti);
+    for (std::int64_t k = b; k < b + Ti; ++k) {
+      // GSPO: every token carries the sequence ratio (verl clamps its log at 10), whose derivative in the
+      // token's log p is the ratio itself; GRPO/PPO: the token's own ratio.
+      // verl clamps the log-ratio: GSPO's sequence one at 10, a token's to [-20, 20] (no gradient beyond).
+      const double token_log_ratio = static_cast<double>(t.logp[k]) - t.old_logp[k];
+      const double log_r = o.algorithm == Algorithm::kGspo ? std::min(seq_log_ratio, 10.0)
+                                                           : std::clamp(token_log_ratio, -20.0, 20.0);
+      const bool flows = o.algorithm == Algorithm::kGspo ? seq_log_ratio <= 10.0 : std::abs(token_log_ratio) <= 20.0;
+      const double r = std::exp(log_r);
+      const Clipped p = clipped_term(A, r, o.clip_low, o.clip_high);
+      e.policy_loss += c * p.loss;
+      double dlogp = flows ? c * p.dloss_dratio * r : 0.0;
+      clipped_tokens += p.clipped ? 1 : 0;
+      if (o.kl_coef != 0) {
+        const double d = t.ref_logp[k] - t.logp[k];  // log(ref / pi)
+        double kl = 0, dkl = 0;
+        if (o.kl == KlEstimator::kK1) {
+          kl = -d, dkl = 1;
+        } else {  // k3, verl's low_var_kl: log(ref / pi) clamped to [-20, 20], the estimate to [-10, 10]
+          const double dc = std::clamp(d, -20.0, 20.0);
+          kl = std::exp(dc) - dc - 1, dkl = std::abs(d) <= 20.0 ? 1 - std::exp(dc) : 0.0;
+          if (kl > 10 || kl < -10) kl = std::clamp(kl, -10.0, 10.0), dkl = 0;
+        }
+        e.kl += c * kl;
+        dlogp += o.kl_coef * c * dkl;
+      }
+      e.weights[static_cast<std::size_t>(k)] = static_cast<float>(-dlogp);
+    }
+  }
+  e.loss = e.policy_loss + o.kl_coef * e.kl;
+  e.clip_fraction = clipped_tokens / static_cast<double>(T);
+  return e;
+}
+
+}  // namespace zt::rl

@@ -1,0 +1,63 @@
+// The policy objectives of RL post-training (issue 33), as host arithmetic over one mini-batch's response
+// tokens: advantages from rewards, and for each objective its value and, per token, the weight w_t with
+// which the token's cross-entropy enters the backward pass (Model::set_loss_weights): the model's loss
+// gradient then IS the objective's, because d(objective)/d(log p_t) = -w_t and the token's cross-entropy
+// is -log p_t. Names and semantics follow verl (trainer/ppo/core_algos.py) where it has them:
+//   GRPO advantages   (r_i - mean of the group) / (std of the group + 1e-6), the unbiased std (torch.std;
+//                     a group of one keeps its reward: mean 0, std 1); with norm_by_std = false Dr. GRPO's
+//                     r_i - mean;
+//   PPO's clipped policy loss  max(-A r_t, -A clip(r_t, 1 - eps_low, 1 + eps_high)), r_t = exp(logp - old);
+//   GSPO (Zheng et al. 2025)   the same clip on the sequence ratio s_i = exp(mean_t(logp - old)), each
+//                     token of a response carrying its sequence's loss;
+//   KL to the reference in the loss, k1 (logp - ref) or k3 (exp(ref - logp) - (ref - logp) - 1), times kl_coef;
+//   aggregation token-mean (over every response token of the mini-batch), seq-mean-token-mean (the mean
+//   over responses of their token means) or seq-mean-token-sum.
+// No entropy bonus (verl's default coefficient 0): its gradient is not a per-token cross-entropy weight.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace zt::rl {
+
+enum class Algorithm { kGrpo, kGspo };  // PPO (a critic's value head and GAE) joins with its value head
+enum class KlEstimator { kK1, kK3 };
+enum class Aggregation { kTokenMean, kSeqMeanTokenMean, kSeqMeanTokenSum };
+
+Algorithm parse_algorithm(const std::string& name);      // "grpo", "gspo"; ConfigError otherwise
+KlEstimator parse_kl_estimator(const std::string& name);  // "k1", "k3"
+Aggregation parse_aggregation(const std::string& name);   // "token-mean", "seq-mean-token-mean", "seq-mean-token-sum"
+
+// GRPO's advantages: rewards of n groups of `group` consecutive responses each.
+std::vector<float> group_advantages(std::span<const float> rewards, int group, bool norm_by_std = true);
+
+struct Objective {
+  Algorithm algorithm = Algorithm::kGrpo;
+  double clip_low = 0.2, clip_high = 0.2;  // verl's clip_ratio_low / clip_ratio_high
+  double kl_coef = 0;                       // 0: no reference term
+  KlEstimator kl = KlEstimator::kK3;
+  Aggregation aggregation = Aggregation::kTokenMean;
+};
+
+// One mini-batch's responses: token t of response i is element offsets[i] + t of the per-token arrays
+// (offsets has one more entry than responses: the end).
+struct Tokens {
+  std::span<const std::int64_t> offsets;
+  std::span<const float> logp;      // the current policy's log-probabilities (-Model::token_losses())
+  std::span<const float> old_logp;  // the rollout policy's (at generation; equal to logp on the first epoch)
+  std::span<const float> ref_logp;  // the reference model's (read when kl_coef != 0)
+  std::span<const float> advantages;  // per response
+};
+
+struct Evaluated {
+  double loss = 0;              // the objective's value (minimised)
+  double policy_loss = 0, kl = 0;  // its parts, aggregated alike (kl before kl_coef)
+  double clip_fraction = 0;     // tokens (GSPO: sequences' tokens) where the clipped term was taken
+  std::vector<float> weights;   // per token: -d(loss)/d(logp_t), for Model::set_loss_weights
+};
+
+Evaluated evaluate(const Objective& objective, const Tokens& tokens);
+
+}  // namespace zt::rl

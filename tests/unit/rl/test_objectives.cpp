@@ -1,0 +1,101 @@
+// RL's objectives: GRPO's group advantages by hand; every objective's per-token weights against central
+// finite differences of its value in each token's log-probability (GRPO and GSPO, advantages of both
+// signs, ratios inside and outside the clip range and past the dual clip, KL k1 and k3, the three
+// aggregations); the values of a hand-worked case.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "rl/objectives.hpp"
+
+namespace zt::rl {
+namespace {
+
+TEST(GroupAdvantages, CentredAndScaledByTheUnbiasedStd) {
+  const std::vector<float> r = {1, 0, 0, 1, 2, 2, 2, 2};
+  const std::vector<float> a = group_advantages(r, 4);
+  const double std = std::sqrt((4 * 0.25) / 3.0);  // group 1: mean 0.5, each 0.5 away
+  EXPECT_NEAR(a[0], 0.5 / (std + 1e-6), 1e-6);
+  EXPECT_NEAR(a[1], -0.5 / (std + 1e-6), 1e-6);
+  for (int k = 4; k < 8; ++k) EXPECT_EQ(a[k], 0.0f);  // one reward for the whole group: no signal
+  EXPECT_NEAR(group_advantages(r, 1)[4], 2 / (1 + 1e-6), 1e-6);  // verl: a group of one keeps its reward
+  const std::vector<float> dr = group_advantages(r, 4, false);  // Dr. GRPO
+  EXPECT_FLOAT_EQ(dr[0], 0.5f);
+  EXPECT_THROW(group_advantages(r, 3), Error);
+}
+
+struct Case {
+  std::string name;
+  Objective o;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (Algorithm alg : {Algorithm::kGrpo, Algorithm::kGspo})
+    for (Aggregation agg : {Aggregation::kTokenMean, Aggregation::kSeqMeanTokenMean, Aggregation::kSeqMeanTokenSum})
+      for (double kl : {0.0, 0.1})
+        for (KlEstimator est : {KlEstimator::kK1, KlEstimator::kK3}) {
+          if (kl == 0 && est == KlEstimator::kK1) continue;
+          Objective o{alg, 0.2, 0.28, kl, est, agg};
+          all.push_back({std::string(alg == Algorithm::kGrpo ? "grpo" : "gspo") + "_agg" +
+                             std::to_string(static_cast<int>(agg)) + (kl == 0 ? "" : est == KlEstimator::kK1 ? "_k1" : "_k3"),
+                         o});
+        }
+  return all;
+}
+
+class Weights : public ::testing::TestWithParam<Case> {};
+
+// Five responses of 3, 1, 4, 2 and 5 tokens; log-ratios that put tokens inside the clip range, beyond it
+// on both sides, and (A < 0, ratio e^1.5) past the dual clip of 3.
+TEST_P(Weights, AreMinusTheObjectivesFiniteDifferences) {
+  const Objective o = GetParam().o;
+  const std::vector<std::int64_t> offsets = {0, 3, 4, 8, 10, 15};
+  const std::vector<float> adv = {1.3f, -0.7f, 0.4f, -1.1f, 0.9f};
+  const std::vector<float> log_ratio = {0.05f, -0.4f, 0.3f, 0.1f, -0.02f, 0.5f, -0.3f, 0.15f,
+                                        1.5f,  0.04f, 0.0f, -0.1f, 0.25f, -0.6f, 0.08f};
+  std::vector<float> old(15), logp(15), ref(15);
+  for (int k = 0; k < 15; ++k) {
+    old[k] = -1.0f - 0.13f * static_cast<float>(k);
+    logp[k] = old[k] + log_ratio[k];
+    ref[k] = logp[k] + 0.3f * std::sin(static_cast<float>(k));
+  }
+  auto value = [&](const std::vector<float>& lp) {
+    return evaluate(o, {offsets, lp, old, ref, adv}).loss;
+  };
+  const Evaluated e = evaluate(o, {offsets, logp, old, ref, adv});
+  EXPECT_NEAR(e.loss, e.policy_loss + o.kl_coef * e.kl, 1e-12);
+  for (int k = 0; k < 15; ++k) {
+    std::vector<float> plus = logp, minus = logp;
+    const float h = 1e-3f;
+    plus[k] += h, minus[k] -= h;
+    const double fd = (value(plus) - value(minus)) / (static_cast<double>(plus[k]) - minus[k]);
+    EXPECT_NEAR(-e.weights[k], fd, 2e-4 + 1e-3 * std::abs(fd)) << "token " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Objectives, Weights, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// One response of two tokens, A = 1, ratios e^0.1 and e^0.5 (the second clipped at 1.28), token-mean:
+// loss = (-e^0.1 - 1.28) / 2; weights (A r_1 / 2, 0); clip fraction 1/2.
+TEST(Objective, AHandWorkedCase) {
+  const std::vector<std::int64_t> offsets = {0, 2};
+  const std::vector<float> old = {-1.0f, -2.0f}, logp = {-0.9f, -1.5f}, adv = {1.0f};
+  const Evaluated e = evaluate({.clip_low = 0.2, .clip_high = 0.28}, {offsets, logp, old, {}, adv});
+  const double r1 = std::exp(static_cast<double>(logp[0]) - old[0]);
+  EXPECT_NEAR(e.loss, (-r1 - 1.28) / 2, 1e-6);
+  EXPECT_NEAR(e.weights[0], r1 / 2, 1e-6);
+  EXPECT_EQ(e.weights[1], 0.0f);
+  EXPECT_DOUBLE_EQ(e.clip_fraction, 0.5);
+  EXPECT_THROW(parse_algorithm("ppo2"), ConfigError);
+  EXPECT_EQ(parse_aggregation("seq-mean-token-sum"), Aggregation::kSeqMeanTokenSum);
+}
+
+}  // namespace
+}  // namespace zt::rl
