@@ -20,9 +20,9 @@ grep -E '^\| `[a-z_]+\.[a-z_0-9]+' docs/INTERFACE.md | sed -E 's/^\| `([^`]*)`.*
     grep -qx "$full" <<<"$keys" || fail "docs/INTERFACE.md names $full, which is no ztrain key"
   done
 done || exit 1
-# Every --flag INTERFACE.md's ztok and zckpt sections name is in that program's --help (generated from
+# Every --flag INTERFACE.md's ztok, zckpt and zgen sections name is in that program's --help (generated from
 # the table its parser checks).
-for tool in ztok zckpt; do
+for tool in ztok zckpt zgen; do
   flags=$(awk -v s="## $tool" 'index($0, s) == 1 { on = 1; next } /^## / { on = 0 } on' docs/INTERFACE.md |
             grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
   [ -n "$flags" ] || fail "docs/INTERFACE.md's $tool section names no option: the check would be vacuous"
@@ -31,4 +31,4 @@ for tool in ztok zckpt; do
     grep -qE -- "(^|[ ,])$f( |$)" <<<"$help" || fail "docs/INTERFACE.md names $tool $f, which $tool --help does not list"
   done
 done
-echo "PASS: $(wc -w <<<"$cited") cited documents present; INTERFACE.md's keys and ztok/zckpt options exist"
+echo "PASS: $(wc -w <<<"$cited") cited documents present; INTERFACE.md's keys and ztok/zckpt/zgen options exist"
