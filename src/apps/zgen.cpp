@@ -374,20 +374,12 @@ std::vector<Sample> gather(const std::vector<Sample>& mine, const dist::World& w
 
 // Accuracy (the mean score) and pass@k for k = 1 and --samples (a sample is correct at score >= 1).
 nlohmann::ordered_json evaluation(const Job& j, const std::vector<Sample>& all) {
-  double total = 0;
-  std::map<std::size_t, int> correct;
-  for (const Sample& s : all) {
-    total += s.score;
-    correct[s.prompt] += s.score >= 1.0 ? 1 : 0;
-  }
+  std::vector<gen::ScoredSample> scored;
+  for (const Sample& s : all) scored.push_back({s.prompt, s.score});
+  const gen::EvalSummary e = gen::summarize(scored, j.o.samples);
   nlohmann::ordered_json r = {{"rule", j.o.rule->name()}, {"prompts", j.prompts.size()},
-                              {"samples_per_prompt", j.o.samples},
-                              {"accuracy", all.empty() ? 0.0 : total / static_cast<double>(all.size())}};
-  for (int k : {1, j.o.samples}) {
-    double sum = 0;
-    for (const auto& [p, c] : correct) sum += gen::pass_at_k(j.o.samples, c, k);
-    r[cat("pass@", k)] = correct.empty() ? 0.0 : sum / static_cast<double>(correct.size());
-  }
+                              {"samples_per_prompt", j.o.samples}, {"accuracy", e.accuracy}, {"pass@1", e.pass_at_1}};
+  r[cat("pass@", j.o.samples)] = e.pass_at_samples;
   return r;
 }
 

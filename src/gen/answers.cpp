@@ -1,6 +1,8 @@
 // Verifiable answers (answers.hpp).
 #include "gen/answers.hpp"
 
+#include <map>
+
 #include <cstdlib>
 
 #include "core/error.hpp"
@@ -112,6 +114,26 @@ double pass_at_k(int n, int c, int k) {
   double none = 1.0;           // C(n-c, k) / C(n, k) = prod_{i = n-c+1}^{n} (1 - k / i)
   for (int i = n - c + 1; i <= n; ++i) none *= 1.0 - static_cast<double>(k) / i;
   return 1.0 - none;
+}
+
+EvalSummary summarize(std::span<const ScoredSample> scored, int samples) {
+  ZT_CHECK(samples >= 1, "summarize: samples=", samples);
+  EvalSummary s;
+  std::map<std::size_t, int> correct;  // per prompt
+  for (const ScoredSample& x : scored) {
+    s.accuracy += x.score;
+    correct[x.prompt] += x.score >= 1.0 ? 1 : 0;
+  }
+  if (scored.empty()) return s;
+  s.accuracy /= static_cast<double>(scored.size());
+  s.prompts = correct.size();
+  for (const auto& [prompt, c] : correct) {
+    s.pass_at_1 += pass_at_k(samples, c, 1);
+    s.pass_at_samples += pass_at_k(samples, c, samples);
+  }
+  s.pass_at_1 /= static_cast<double>(s.prompts);
+  s.pass_at_samples /= static_cast<double>(s.prompts);
+  return s;
 }
 
 }  // namespace zt::gen

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -38,5 +39,18 @@ class AnswerRule {
 // The unbiased pass@k of n samples with c correct (Chen et al. 2021, "Evaluating Large Language Models
 // Trained on Code"): 1 - C(n-c, k) / C(n, k), computed as a product (no overflow). Needs 0 <= c <= n, 1 <= k <= n.
 double pass_at_k(int n, int c, int k);
+
+// An evaluation's figures over prompts of `samples` scored samples each (zgen's summary; RL's accuracy):
+// accuracy, the mean score; pass@1 and pass@samples, each prompt's pass_at_k averaged over prompts, a
+// sample counting as correct at score >= 1.
+struct ScoredSample {
+  std::size_t prompt = 0;
+  double score = 0;
+};
+struct EvalSummary {
+  double accuracy = 0, pass_at_1 = 0, pass_at_samples = 0;
+  std::size_t prompts = 0;
+};
+EvalSummary summarize(std::span<const ScoredSample> scored, int samples);
 
 }  // namespace zt::gen

@@ -73,3 +73,21 @@ TEST(Answers, PassAtKIsTheUnbiasedEstimator) {
 
 }  // namespace
 }  // namespace zt::gen
+
+namespace zt::gen {
+namespace {
+
+// Two prompts of 3 samples: scores (1, 0, 1) and (0, 0, 0.5): accuracy 2.5/6; pass@1 = mean of 2/3 and 0;
+// pass@3 = mean of 1 and 0 (a format score of 0.5 is not correct).
+TEST(Summary, AccuracyAndPassAtKOverPrompts) {
+  const std::vector<ScoredSample> s = {{0, 1}, {0, 0}, {0, 1}, {1, 0}, {1, 0}, {1, 0.5}};
+  const EvalSummary e = summarize(s, 3);
+  EXPECT_EQ(e.prompts, 2u);
+  EXPECT_NEAR(e.accuracy, 2.5 / 6, 1e-12);
+  EXPECT_NEAR(e.pass_at_1, (2.0 / 3) / 2, 1e-12);
+  EXPECT_NEAR(e.pass_at_samples, 0.5, 1e-12);
+  EXPECT_EQ(summarize({}, 1).prompts, 0u);
+}
+
+}  // namespace
+}  // namespace zt::gen
