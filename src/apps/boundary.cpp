@@ -1,7 +1,9 @@
 // Exception boundary shared by the programs' mains.
 #include "apps/boundary.hpp"
 
+#include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "core/error.hpp"
@@ -44,6 +46,17 @@ int agree_on_startup(const dist::World& world, const std::function<void()>& star
   if (worst == kExitOk) return kExitOk;
   if (world.rank() == first && !message.empty()) log::fatal(message);
   return static_cast<int>(worst);
+}
+
+int main_with_world(const char* program, int argc, char** argv, const std::function<int(dist::World&)>& run) {
+  std::unique_ptr<dist::World> world;
+  try {
+    world = dist::World::init(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: MPI start-up failed: %s\n", program, e.what());
+    return kExitRuntime;
+  }
+  return run(*world);
 }
 
 int run_or_abort(const dist::World& world, const std::function<int()>& work) {

@@ -19,4 +19,8 @@ int agree_on_startup(const dist::World& world, const std::function<void()>& star
 // Runs `work`; any exception prints "rank N: what" and ends every rank of the job with its code.
 int run_or_abort(const dist::World& world, const std::function<int()>& work);
 
+// A program's main: starts MPI (a singleton without mpirun), then returns run(world). A failed start is
+// "PROGRAM: MPI start-up failed: ..." on stderr and exit 1.
+int main_with_world(const char* program, int argc, char** argv, const std::function<int(dist::World&)>& run);
+
 }  // namespace zt::apps

@@ -193,12 +193,5 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<zt::dist::World> world;
-  try {
-    world = zt::dist::World::init(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ztok: MPI start-up failed: %s\n", e.what());
-    return zt::kExitRuntime;
-  }
-  return world->size() == 1 ? run_single(argc, argv) : run_ranks(*world, argc, argv);
+  return zt::apps::main_with_world("ztok", argc, argv, [&](zt::dist::World& world) { return world.size() == 1 ? run_single(argc, argv) : run_ranks(world, argc, argv); });
 }

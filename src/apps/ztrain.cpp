@@ -225,12 +225,5 @@ int run(dist::World& world, int argc, char** argv) {
 }  // namespace zt::apps
 
 int main(int argc, char** argv) {
-  std::unique_ptr<zt::dist::World> world;
-  try {
-    world = zt::dist::World::init(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ztrain: MPI start-up failed: %s\n", e.what());
-    return zt::kExitRuntime;
-  }
-  return zt::apps::run(*world, argc, argv);
+  return zt::apps::main_with_world("ztrain", argc, argv, [&](zt::dist::World& world) { return zt::apps::run(world, argc, argv); });
 }
