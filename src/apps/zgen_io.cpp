@@ -90,17 +90,26 @@ std::vector<PromptLine> read_prompts(const std::string& path, const PromptFormat
 }
 
 namespace {
-std::string decoded(const Completion& c, const tok::Tokenizer& t, std::size_t n) {
+// The bytes of tokens [first, n) of the completion (ids past the tokenizer's, a model's padded rows, skipped).
+std::string decoded(const Completion& c, const tok::Tokenizer& t, std::size_t n, std::size_t first = 0) {
   std::vector<std::uint32_t> ids;
-  for (std::size_t i = 0; i < n; ++i)
+  for (std::size_t i = first; i < n; ++i)
     if (static_cast<std::uint64_t>(c.tokens[i]) < t.n_ids()) ids.push_back(static_cast<std::uint32_t>(c.tokens[i]));
   return t.decode(ids);
 }
 }  // namespace
 
+// Called after every new token, so only the tail that can hold a stop string ending in it is decoded: the
+// newest tokens back to the one that makes the tail as long as the longest stop string (one ending
+// earlier would have stopped the sequence then).
 bool holds_stop_string(const Completion& c, const tok::Tokenizer& tokenizer, const std::vector<std::string>& stops) {
   if (stops.empty()) return false;
-  const std::string text = decoded(c, tokenizer, c.tokens.size());
+  std::size_t longest = 0;
+  for (const std::string& s : stops) longest = std::max(longest, s.size());
+  const std::size_t n = c.tokens.size();
+  std::size_t first = n;
+  for (std::size_t bytes = 0; first > 0 && bytes < longest;) bytes += decoded(c, tokenizer, first, first - 1).size(), --first;
+  const std::string text = decoded(c, tokenizer, n, first);
   return std::any_of(stops.begin(), stops.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
 }
 

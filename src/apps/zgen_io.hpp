@@ -47,7 +47,8 @@ std::vector<PromptLine> read_prompts(const std::string& path, const PromptFormat
 std::string completion_text(const Completion& c, const tok::Tokenizer& tokenizer, const std::vector<std::string>& stops,
                             const std::vector<std::int32_t>& stop_tokens);
 
-// Whether the decoded tokens so far hold one of the stop strings (the engine's stop rule).
+// Whether the decoded tokens so far hold one of the stop strings (the engine's stop rule, after each token:
+// it decodes only the tail a stop string ending in the newest token can cover).
 bool holds_stop_string(const Completion& c, const tok::Tokenizer& tokenizer, const std::vector<std::string>& stops);
 
 struct Scored {
