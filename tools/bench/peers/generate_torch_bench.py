@@ -133,7 +133,9 @@ def save_hf(model, a, path):
     """The peer's weights as a Hugging Face directory zgen loads (config.json + fp32 model.safetensors), so both
     sides run the same model."""
     import os
-    import struct
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests", "reference"))
+    import st_io  # the repository's safetensors writer (numpy only)
     os.makedirs(path, exist_ok=True)
     t = {}
     if a.family == "gpt2":
@@ -163,16 +165,8 @@ def save_hf(model, a, path):
                   "rope_scaling": None, "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False}
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    header, blobs, offset = {}, [], 0
-    for name in sorted(t):
-        data = t[name].detach().float().cpu().contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t[name].shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    with open(os.path.join(path, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    st_io.save(os.path.join(path, "model.safetensors"), {n: w.detach().float().cpu().numpy() for n, w in t.items()},
+               {"format": "pt"})
 
 
 def main():
