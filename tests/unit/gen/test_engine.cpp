@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/rng.hpp"
 #include "gen/engine.hpp"
 #include "model/model.hpp"
+#include "tests/unit/model/far_from_init.hpp"
 
 namespace zt::gen {
 namespace {
@@ -27,10 +27,7 @@ GptShape llama() {
 
 struct Model {
   explicit Model(const GptShape& s) : be(backend::make_cpu_backend(2)), table(s) {
-    std::vector<float> w(table.numel(), 0.0f);
-    for (const model::ParamInfo& p : table.params())
-      rng::fill_normal(3, rng::purpose_id(p.name), 0, w.data() + p.offset, p.hf_numel(), p.decay ? 0.0f : 1.0f,
-                       p.decay ? 0.4f : 0.1f);
+    const std::vector<float> w = model::testing::far_from_init(table, 3, 0.4f);
     flat = be->allocate(w.size() * sizeof(float));
     be->copy_from_host(flat.data(), w.data(), flat.bytes());
     params = std::make_unique<model::FlatParams>(table, flat.view(DType::kF32, {static_cast<std::int64_t>(w.size())}));

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.hpp"
 #include "model/decoder.hpp"
 #include "model/kv_cache.hpp"
+#include "tests/unit/model/far_from_init.hpp"
 
 namespace zt::model {
 namespace {
@@ -49,22 +49,13 @@ std::vector<Case> cases() {
   return all;
 }
 
-// Parameters far from init (norm weights 1 +- 0.1, weights O(0.3)), so every path carries signal.
-std::vector<float> random_params(const ParamTable& t) {
-  std::vector<float> w(t.numel(), 0.0f);
-  for (const ParamInfo& p : t.params())
-    rng::fill_normal(7, rng::purpose_id(p.name), 0, w.data() + p.offset, p.hf_numel(), p.decay ? 0.0f : 1.0f,
-                     p.decay ? 0.3f : 0.1f);
-  return w;
-}
-
 class KvCacheVsFullForward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(KvCacheVsFullForward, EveryPositionsLogitsEqualTheFullForwards) {
   const Case& c = GetParam();
   auto be = backend::make_cpu_backend(2);
   const ParamTable table(c.shape);
-  const std::vector<float> host = random_params(table);
+  const std::vector<float> host = testing::far_from_init(table, 7);
   const auto n = static_cast<std::int64_t>(table.numel());
   backend::Buffer f32 = be->allocate(host.size() * sizeof(float)), flat = be->allocate(host.size() * dtype_size(c.dtype));
   be->copy_from_host(f32.data(), host.data(), f32.bytes());

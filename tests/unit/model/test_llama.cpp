@@ -11,6 +11,7 @@
 #include "core/rng.hpp"
 #include "model/init.hpp"
 #include "model/decoder.hpp"
+#include "tests/unit/model/far_from_init.hpp"
 
 namespace zt::model {
 namespace {
@@ -22,14 +23,7 @@ GptShape tiny(int n_kv_head, bool tied, int seq_len = 7) {
   return GptShape::make_llama(2, 4, 16, 61, seq_len, n_kv_head, 24, tied, 1e-5f, rope);
 }
 
-// Parameters far from init (norm weights 1 +- 0.1, weights O(0.3)) so every path carries signal.
-std::vector<float> random_params(const ParamTable& t, std::uint64_t seed) {
-  std::vector<float> w(t.numel(), 0.0f);
-  for (const ParamInfo& p : t.params())
-    rng::fill_normal(seed, rng::purpose_id(p.name), 0, w.data() + p.offset, p.hf_numel(), p.decay ? 0.0f : 1.0f,
-                     p.decay ? 0.3f : 0.1f);
-  return w;
-}
+std::vector<float> random_params(const ParamTable& t, std::uint64_t seed) { return testing::far_from_init(t, seed); }
 
 struct Fixture {
   explicit Fixture(GptShape s, int threads = 2, int B = 2)

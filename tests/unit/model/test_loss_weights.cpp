@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "core/rng.hpp"
 #include "model/decoder.hpp"
+#include "tests/unit/model/far_from_init.hpp"
 
 namespace zt::model {
 namespace {
@@ -22,10 +22,7 @@ struct Pass {
 Pass gradients(const GptShape& s, std::int64_t loss_chunk, const std::vector<std::int32_t>& targets, const float* w) {
   auto be = backend::make_cpu_backend(2);
   const ParamTable table(s);
-  std::vector<float> host(table.numel(), 0.0f);
-  for (const ParamInfo& p : table.params())
-    rng::fill_normal(5, rng::purpose_id(p.name), 0, host.data() + p.offset, p.hf_numel(), p.decay ? 0.0f : 1.0f,
-                     p.decay ? 0.3f : 0.1f);
+  const std::vector<float> host = testing::far_from_init(table, 5);
   const auto n = static_cast<std::int64_t>(host.size());
   backend::Buffer pb = be->allocate(host.size() * sizeof(float)), gb = be->allocate(host.size() * sizeof(float));
   be->copy_from_host(pb.data(), host.data(), pb.bytes());
