@@ -217,6 +217,23 @@ void check_debug(const Config& config) {
 }
 }  // namespace
 
+// What RL runs on so far: no pipeline, whole weights on every rank for the rollouts.
+void check_rl(const Config& c) {
+  if (!c.rl.enabled()) return;
+  if (c.parallel.pp > 1)
+    throw ConfigError(cat("rl.prompts: RL does not run under a pipeline yet (parallel.pp=", c.parallel.pp,
+                          "): use parallel.pp=1 (parallel.tp and data parallelism work)"));
+  if (c.train.zero_stage > 2)
+    throw ConfigError("rl.prompts: the rollouts read every weight on every rank, which train.zero_stage=3 shards: use "
+                      "train.zero_stage 0-2 (2 shards gradients and optimizer state)");
+  if (c.rl.max_new_tokens >= c.model.seq_len)
+    throw ConfigError(cat("rl.max_new_tokens=", c.rl.max_new_tokens, " leaves no room for a prompt in model.seq_len=",
+                          c.model.seq_len, ": use rl.max_new_tokens < ", c.model.seq_len, " or a longer model.seq_len"));
+  if (!c.data.train.empty())
+    throw ConfigError(cat("rl.prompts and data.train are both set: an RL run trains on its rollouts, not on data.train=",
+                          c.data.train, "; drop one of them"));
+}
+
 void validate(const Config& config) {
   check_model(config.model);
   check_family_keys(config);
@@ -228,6 +245,7 @@ void validate(const Config& config) {
   check_parallel(config.parallel, config.train, config.model);
   if (config.parallel.pp * config.parallel.vpp <= config.model.n_layer) pipeline_layers(config);  // else derive says it
   check_lora(config);
+  check_rl(config);
   check_logging(config);
   check_debug(config);
 }
@@ -253,6 +271,14 @@ Derived derive(const Config& config, std::int64_t world_size) {
   const std::int64_t dp_size = world_size / (tp * pp);
   const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
   const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
+  if (config.rl.enabled()) {  // RL's batches are rl.*'s (rl/batch_rules.hpp checks them, ztrain's start-up)
+    Derived d;
+    d.dp_size = dp_size;
+    const std::int64_t mini = config.rl.mini_batch > 0 ? config.rl.mini_batch : config.rl.batch;
+    d.grad_accum = std::max<std::int64_t>(1, mini * config.rl.group_size / per_step);
+    d.tokens_per_step = mini * config.rl.group_size * config.model.seq_len;
+    return d;
+  }
   if (global % per_step != 0) {
     std::int64_t lower = (global / per_step) * per_step, upper = lower + per_step;
     std::string fix = lower > 0 ? cat("train.global_batch=", lower, " or ", upper) : cat("train.global_batch=", upper);

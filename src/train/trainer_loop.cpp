@@ -17,7 +17,9 @@ using Clock = std::chrono::steady_clock;
 
 // A deadline or communication error: the ranks compare their last collectives (health/hang_notes.hpp)
 // before the boundary ends the job.
-int Trainer::run() { return hang_notes_->reporting([this] { return train_loop(); }); }
+int Trainer::run() {
+  return hang_notes_->reporting([this] { return config_.rl.enabled() ? rl_loop() : train_loop(); });
+}
 
 int Trainer::train_loop() {
   const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
