@@ -26,7 +26,8 @@
 #include "train/output_check.hpp"
 #include "train/run.hpp"
 #include "train/pipeline_stage.hpp"
-#include "train/rl_check.hpp"
+#include "train/answer_eval.hpp"
+#include "train/prompt_check.hpp"
 
 namespace zt::apps {
 namespace {
@@ -213,6 +214,7 @@ int run(dist::World& world, int argc, char** argv) {
   const int data_code = agree_on_startup(world, [&] {
     if (s.cl.config.rl.enabled()) train::check_rl_inputs(s.cl.config, s.derived.dp_size);
     else train::check_data(s.cl.config, world.rank(), world.size());
+    if (!s.cl.config.log.eval_prompts.empty()) train::check_eval_prompts(s.cl.config);
   }, s.cl.config.rl.enabled() ? "checking the RL prompts" : "checking the data shards");
   if (data_code != kExitOk) return data_code;
   return run_or_abort(world, [&] {

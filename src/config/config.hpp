@@ -134,6 +134,14 @@ struct LogConfig {
   bool all_ranks = false;
   double straggler_fraction = 0.15;   // a rank this much slower in compute than the median is slow
   std::int64_t straggler_windows = 3; // for this many consecutive logged windows: warned
+  // Answer evaluation at log.eval_every (train/answer_eval.hpp): prompts with reference answers, generated
+  // from the weights being trained and scored by an answer rule.
+  std::string eval_prompts;              // JSONL glob; empty = off
+  std::string eval_answer_rule = "gsm8k";
+  std::string eval_answer_field = "answer";
+  std::int64_t eval_max_new_tokens = 256;
+  std::int64_t eval_samples = 1;         // per prompt (pass@k)
+  double eval_temperature = 0;           // 0: greedy
 };
 
 struct DistConfig {

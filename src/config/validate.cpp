@@ -199,9 +199,23 @@ std::vector<int> pipeline_layers(const Config& c) {
 namespace {
 
 void check_logging(const Config& c) {
-  if (c.log.eval_every > 0 && c.data.valid.empty())
-    throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs validation shards: set data.valid=GLOB "
-                          "(ztok --valid-fraction writes them) or log.eval_every=0"));
+  if (c.log.eval_every > 0 && c.data.valid.empty() && c.log.eval_prompts.empty())
+    throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs something to evaluate: validation shards "
+                          "(data.valid=GLOB; ztok --valid-fraction writes them) or prompts with answers "
+                          "(log.eval_prompts=FILE.jsonl), or log.eval_every=0"));
+  if (!c.log.eval_prompts.empty()) {
+    if (c.log.eval_every == 0)
+      throw ConfigError(cat("log.eval_prompts=", c.log.eval_prompts, " is evaluated every log.eval_every steps: set log.eval_every"));
+    if (c.rl.enabled())
+      throw ConfigError("log.eval_prompts and rl.prompts are both set: an RL run's metrics already score its responses; "
+                        "drop log.eval_prompts");
+    if (c.train.zero_stage > 2 || c.parallel.pp > 1)
+      throw ConfigError(cat("log.eval_prompts: the evaluation generates from whole weights on every rank: use train.zero_stage "
+                            "0-2 and parallel.pp=1 (this run has ", c.train.zero_stage, " and ", c.parallel.pp, ")"));
+    if (c.log.eval_max_new_tokens >= c.model.seq_len)
+      throw ConfigError(cat("log.eval_max_new_tokens=", c.log.eval_max_new_tokens, " leaves no room for a prompt in model.seq_len=",
+                            c.model.seq_len));
+  }
   if (c.log.sample_every > 0 && c.data.vocab.empty())
     throw ConfigError(cat("log.sample_every=", c.log.sample_every, " needs the tokenizer to decode samples: set "
                           "data.vocab=DIR (encoder.json + vocab.bpe; tools/fetch-vocab.sh) or data.vocab=tokenizer.json, or log.sample_every=0"));

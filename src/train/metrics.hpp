@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "train/answer_eval.hpp"
+
 namespace zt::train {
 
 struct StepMetrics {
@@ -68,6 +70,8 @@ class MetricsLog {
   void step(const StepMetrics& m);
   void eval(std::int64_t step, double val_loss);
   void rl_iteration(const RlMetrics& m);
+  // The answer evaluation (log.eval_prompts): accuracy, pass@1 and pass@k over its prompts.
+  void answers(std::int64_t step, const AnswerScores& s);
   void event(const std::string& json_object);  // a raw line such as {"event": "resume", ...}
 
  private:

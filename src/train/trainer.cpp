@@ -102,6 +102,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
   if (config.rl.enabled()) open_rl();
   else open_data();
+  if (!config.log.eval_prompts.empty()) answer_eval_ = std::make_unique<AnswerEvaluation>(config);
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
   stragglers_ = std::make_unique<health::StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp), ring_.get());
   if (metrics_ && !resume.empty())

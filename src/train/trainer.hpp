@@ -29,6 +29,7 @@
 #include "optim/zero/model_adapters.hpp"
 #include "rl/rollouts.hpp"
 #include "tok/tokenizer.hpp"
+#include "train/answer_eval.hpp"
 #include "train/checkpointer.hpp"
 #include "train/lora_base.hpp"
 #include "train/loss_scaler.hpp"
@@ -65,6 +66,7 @@ class Trainer {
   // this rank's (`here`); without a mask every rank has the same count, so no communication.
   double global_trained_targets(std::uint64_t here, const data::TokenSource& source);
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
+  void evaluate_answers();           // collective: log.eval_prompts generated and scored, a metrics line
   void log_step(const StepResult& r);  // closes window_ into one metrics line (collective)
   // Whether the step just taken (step_) gets a metrics line, an evaluation, a text sample; `last` is
   // this run's last step.
@@ -162,6 +164,7 @@ class Trainer {
   const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
   std::unique_ptr<health::HangNotes> hang_notes_;  // answers and reports hangs from ring_ (ckpt.dir/diag/)
   std::unique_ptr<RlRun> rl_;  // rl.prompts set: the RL run (trainer_rl.cpp)
+  std::unique_ptr<AnswerEvaluation> answer_eval_;  // log.eval_prompts set
 };
 
 }  // namespace zt::train

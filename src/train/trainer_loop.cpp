@@ -44,10 +44,11 @@ int Trainer::train_loop() {
       log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", io::json_number(r.loss_scale),
                     "; the update is skipped (the batch still counts), scale now ", io::json_number(scaler_.scale())));
     if (log_due(r, last)) log_step(r);
-    if (eval_due()) {
+    if (eval_due() && valid_tokens_) {
       const std::optional<double> val = evaluate();
       if (metrics_ && val) metrics_->eval(step_, *val);
     }
+    if (eval_due() && answer_eval_) evaluate_answers();
     if (sample_due(last)) sample();
     health::inject_faults(config_.debug, world_.rank(), step_);
     if (step_ < last) batch = read_next_batch();  // before the boundary, which agrees on a data error

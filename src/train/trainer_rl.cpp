@@ -27,7 +27,7 @@
 #include "rl/objectives.hpp"
 #include "rl/rewards.hpp"
 #include "rl/rollouts.hpp"
-#include "train/rl_check.hpp"
+#include "train/prompt_check.hpp"
 #include "train/shared_input.hpp"
 #include "train/trainer_rl.hpp"
 
@@ -41,10 +41,10 @@ void Trainer::open_rl() {
   rl_ = std::make_unique<RlRun>();
   RlRun& r = *rl_;
   const config::RlConfig& c = config_.rl;
-  r.tokenizer = &rl_tokenizer(config_);
+  r.tokenizer = &text_tokenizer(config_, "rl.reward");
   const std::optional<ztok::ChatTemplate> chat = gen::template_of_tokenizer(r.tokenizer);
-  r.prompts = read_rl_prompts(config_, *r.tokenizer);  // checked at start-up (check_rl_inputs)
-  r.max_len = rl_max_len(config_, r.prompts);
+  r.prompts = read_answer_prompts(c.prompts, c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
+  r.max_len = max_sequence_len(config_, r.prompts, c.max_new_tokens, "rl.prompts");
   if (r.tokenizer->eot() != tok::Vocab::kNone) r.stop_tokens.push_back(static_cast<std::int32_t>(r.tokenizer->eot()));
   if (chat) {
     const std::uint32_t end = r.tokenizer->special_id(ztok::turn_end_token(*chat));

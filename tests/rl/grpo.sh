@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # RL end to end on the synthetic task (inputs/rl_arith: one-digit sums in GSM8K's answer format): a tiny
-# GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export), then GRPO from that
+# GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export; its answer evaluation at
+# log.eval_every equal to zgen's on the export), then GRPO from that
 # export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 iterations); a run stopped and
 # resumed gives the uninterrupted run's metrics exactly; 2 data-parallel ranks sample the same first
 # iteration as 1 rank; a LoRA actor (KL to its base) samples as the full model first, trains and exports
@@ -15,9 +16,22 @@ W=$ZT_WORK
 configs=$ZT_SOURCE/inputs/configs
 "$ZT_BIN/ztok" --vocab "$task/tokenizer.json" --split paragraph --out "$W/tok" "$task/format.txt" >/dev/null 2>&1 ||
   fail "ztok on $task/format.txt"
+# With the answer evaluation (log.eval_prompts) every 1000 steps: at the last step it must equal zgen's
+# evaluation of the exported weights (greedy, the same rule).
 "$ZT_BIN/ztrain" --config "$configs/rl-arith-format.ini" --data.train="$W/tok/train_*.h5" --data.vocab="$task/tokenizer.json" \
-  --train.threads=1 --ckpt.dir="$W/pre" >"$W/pre.log" 2>&1 || { tail "$W/pre.log"; fail "pre-training"; }
+  --train.threads=1 --ckpt.dir="$W/pre" --log.eval_prompts="$task/prompts.jsonl" --log.eval_every=1000 \
+  --log.eval_max_new_tokens=8 --log.metrics="$W/pre.jsonl" >"$W/pre.log" 2>&1 || { tail "$W/pre.log"; fail "pre-training"; }
 "$ZT_BIN/zckpt" export "$W/pre/step_00002000" --out "$W/hf" --dtype fp32 >/dev/null || fail "zckpt export"
+expect_exit 0 "$ZT_BIN/zgen" --model "$W/hf" --tokenizer "$task/tokenizer.json" --prompts "$task/prompts.jsonl" \
+  --out "$W/zgen.jsonl" --max-new-tokens 8 --temperature 0 --answer-rule gsm8k --summary "$W/zgen-eval.json" --device cpu -q
+python3 - "$W/pre.jsonl" "$W/zgen-eval.json" <<'PY' || fail "the answer evaluation during training differs from zgen's (above)"
+import json, sys
+evals = [json.loads(l) for l in open(sys.argv[1]) if '"eval_accuracy"' in l]
+assert [e["step"] for e in evals] == [1000, 2000], evals
+z = json.load(open(sys.argv[2]))
+assert evals[-1]["eval_accuracy"] == z["accuracy"] and evals[-1]["eval_prompts"] == z["prompts"] == 25, (evals[-1], z)
+print(f"ok: log.eval_prompts at step 2000 = zgen's evaluation of the export: accuracy {z['accuracy']}")
+PY
 rl=(--config "$configs/rl-arith-grpo.ini" --init.from="$W/hf" --data.vocab="$task/tokenizer.json" --train.threads=1
     --rl.prompts="$task/prompts.jsonl" --ckpt.every=0)
 accuracy() {  # METRICS FIRST LAST: the mean accuracy of iterations FIRST..LAST
