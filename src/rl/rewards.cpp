@@ -53,7 +53,8 @@ std::unique_ptr<Reward> make_reward(const std::string& spec, double timeout_s) {
   if (spec.starts_with("answer:")) return answer_reward(spec, spec.substr(7));
   if (spec == "exact") return answer_reward(spec, "exact");
   if (spec.starts_with("regex:")) {
-    if (spec.size() == 6) throw ConfigError(cat("rl.reward=regex: has no pattern: write regex:PATTERN, e.g. regex:answer: (-?[0-9]+)"));
+    if (spec.size() == 6)
+      throw ConfigError("rl.reward=regex: has no pattern: write regex:PATTERN, e.g. regex:answer: (-?[0-9]+)");
     return answer_reward(spec, spec);
   }
   if (spec.starts_with("command:")) {

@@ -69,7 +69,7 @@ std::string signal_text(int sig) {
   return cat(sig, " (", ::strsignal(sig), ")");
 }
 
-// Blocks SIGPIPE in this thread while it writes to the program, so the program's exit is EPIPE here,
+// Blocks SIGPIPE in this thread during a batch's exchange, so the program's exit is EPIPE here,
 // not ztrain's death. No disposition changes (only train/ installs handlers); a SIGPIPE our write
 // raised is taken off this thread's pending set before the old mask returns.
 class SigpipeBlock {
@@ -207,8 +207,9 @@ std::vector<double> CommandReward::exchange(const std::vector<RewardInput>& batc
   if (!pending_.empty())
     throw more_answers(prefix(), n, std::string_view(pending_).substr(0, pending_.find('\n')));
   if (written < out.size())  // its last line is not all written: it answered lines it had not read
-    throw Error(cat(prefix(), ": the program wrote all ", n, " answers of this batch before reading its lines (ztrain had "
-                    "written ", written, " of their ", out.size(), " bytes); it must write one answer per line it reads"));
+    throw Error(cat(prefix(), ": the program wrote all ", n, " answers of this batch before reading its lines ",
+                    "(ztrain had written ", written, " of their ", out.size(),
+                    " bytes); it must write one answer per line it reads"));
   return scores;
 }
 
@@ -254,9 +255,12 @@ double CommandReward::parse_answer(std::string_view line, std::size_t index, std
   } catch (const nlohmann::json::out_of_range&) {  // a number beyond double's range, 1e999
     throw Error(cat(where, "is not a finite number; score with a finite number"));
   } catch (const nlohmann::json::exception&) {
-    const bool nan = line.find("NaN") != std::string_view::npos || line.find("Infinity") != std::string_view::npos;
-    throw Error(cat(where, "is not JSON", nan ? " (NaN and Infinity, which Python's json.dumps writes, are not JSON numbers: "
-                                                "score with a finite number)" : "", "; ", kAnswerForm));
+    const bool nan = line.find("NaN") != line.npos || line.find("Infinity") != line.npos;
+    throw Error(cat(where, "is not JSON",
+                    nan ? " (NaN and Infinity, which Python's json.dumps writes, are not JSON numbers: score with a "
+                          "finite number)"
+                        : "",
+                    "; ", kAnswerForm));
   }
   const nlohmann::json* value = &j;
   if (j.is_object()) {
@@ -311,9 +315,14 @@ std::string CommandReward::ending() {
   if (status_ == -1) return "exited (its status is unknown: reaped elsewhere)";
   if (WIFSIGNALED(status_)) return cat("was killed by signal ", signal_text(WTERMSIG(status_)));
   const int code = WEXITSTATUS(status_);
-  if (code == 127) return "exited with status 127, /bin/sh's \"not found\" (its message is above): check the program's name and PATH";
-  if (code == 126) return "exited with status 126: /bin/sh found the command but could not run it (chmod +x, or name its interpreter: command:python3 FILE)";
-  if (code > 128) return cat("exited with status ", code, " (the shell's report of its command killed by signal ", signal_text(code - 128), ")");
+  if (code == 127)
+    return "exited with status 127, /bin/sh's \"not found\" (its message is above): check the program's name and PATH";
+  if (code == 126)
+    return "exited with status 126: /bin/sh found the command but could not run it (chmod +x, or name its "
+           "interpreter: command:python3 FILE)";
+  if (code > 128 && code < 128 + NSIG)
+    return cat("exited with status ", code, " (as a shell reports its command killed by signal ",
+               signal_text(code - 128), ")");
   return cat("exited with status ", code);
 }
 

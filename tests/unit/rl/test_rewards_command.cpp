@@ -54,13 +54,12 @@ std::vector<RewardInput> inputs(std::size_t n, std::size_t response_bytes = 0) {
   return batch;
 }
 
-// The expected score of echo_score's program: id * 1000 + the response's length.
+// The expected scores of a program scoring id * 1000 + the response's length.
 std::vector<double> echoed(const std::vector<RewardInput>& batch) {
   std::vector<double> s;
   for (const RewardInput& in : batch) s.push_back(in.id.get<int>() * 1000.0 + static_cast<double>(in.response.size()));
   return s;
 }
-constexpr const char* kEcho = "    print(d['id'] * 1000 + len(d['response']), flush=True)\n";
 
 // The error one batch raises: a runtime zt::Error (exit 1), not a ConfigError.
 std::string failure(Reward& reward, const std::vector<RewardInput>& batch) {
@@ -114,8 +113,11 @@ TEST_F(CommandRewardTest, PassesEveryFieldAsJsonInvalidUtf8Replaced) {
 }
 
 TEST_F(CommandRewardTest, ALargeBatchDoesNotDeadlockThePipes) {
-  // 5000 lines of ~2 KB: ~10 MB each way-worth of input against 64 KiB pipes.
-  auto reward = make_reward(python(kEcho), 30);
+  // 5000 lines of ~2 KB, ~10 MB each way (the answers echo the response) through 64 KiB pipes: writing
+  // all before reading would leave both sides blocked on a full pipe.
+  auto reward = make_reward(
+      python("    print(json.dumps({'score': d['id'] * 1000 + len(d['response']), 'echo': d['response']}), flush=True)\n"),
+      30);
   const std::vector<RewardInput> batch = inputs(5000, 2000);
   EXPECT_EQ(reward->score(batch), echoed(batch));
 }
@@ -139,9 +141,15 @@ TEST_F(CommandRewardTest, AKilledProgramNamesTheSignal) {
 }
 
 TEST_F(CommandRewardTest, ItsDeathWhileWeWriteIsAnErrorNotOurSigpipe) {
-  // 10 MB cannot all fit the pipe: the write meets EPIPE, which must not be our death by SIGPIPE.
-  auto reward = make_reward("command:exit 0", 10);
-  EXPECT_HAS(failure(*reward, inputs(5000, 2000)), "it exited with status 0");
+  // The program closes its stdin at once and its stdout 0.3 s later: 10 MB cannot all fit the pipe, so
+  // a write meets EPIPE, which must not be our death by SIGPIPE (its default, set here).
+  struct sigaction default_action {}, old {};
+  default_action.sa_handler = SIG_DFL;
+  ASSERT_EQ(::sigaction(SIGPIPE, &default_action, &old), 0);
+  auto reward = make_reward("command:exec 0<&-; sleep 0.3", 10);
+  EXPECT_HAS(failure(*reward, inputs(5000, 2000)), "closed its output after 0 of the 5000 answers of this batch: it exited "
+                                                   "with status 0");
+  ::sigaction(SIGPIPE, &old, nullptr);
 }
 
 TEST_F(CommandRewardTest, TooFewAnswersThenAnExitCountsThem) {
@@ -153,6 +161,12 @@ TEST_F(CommandRewardTest, TooFewAnswersThenAnExitCountsThem) {
 TEST_F(CommandRewardTest, TooManyAnswersAreRefused) {
   EXPECT_HAS(failure(*make_reward(python("    print('1\\n2', flush=True)\n"), 10), inputs(3)),
              "the program wrote more answers than lines: after the 3 answers of this batch came `");
+}
+
+TEST_F(CommandRewardTest, AnswersToLinesNotYetReadAreRefused) {
+  // Three answers at once, then no reading: 300 KB of lines cannot all pass a 64 KiB pipe.
+  const std::string e = failure(*make_reward("command:echo 1; echo 1; echo 1; exec sleep 30", 10), inputs(3, 100000));
+  EXPECT_HAS(e, "the program wrote all 3 answers of this batch before reading its lines (ztrain had written ");
 }
 
 TEST_F(CommandRewardTest, LinesThatAreNotScoresAreQuoted) {
