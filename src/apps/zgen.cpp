@@ -28,6 +28,7 @@
 #include "gen/answers.hpp"
 #include "gen/engine.hpp"
 #include "io/atomic_file.hpp"
+#include "model/device_weights.hpp"
 #include "model/param_source.hpp"
 #include "model/saved_model.hpp"
 #include "model/tp_split.hpp"
@@ -129,15 +130,9 @@ std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const model::Sa
   return std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path, v));
 }
 
-// The template whose specials the tokenizer has, when --chat-template is not given.
+// --chat-template, else the template whose specials the tokenizer has.
 std::optional<ztok::ChatTemplate> template_of(const Options& o, const tok::Tokenizer* t) {
-  if (o.chat_template || t == nullptr) return o.chat_template;
-  for (const ztok::ChatTemplate c : {ztok::ChatTemplate::kChatml, ztok::ChatTemplate::kLlama3}) {
-    const std::vector<std::string> names = ztok::template_specials(c);
-    if (std::all_of(names.begin(), names.end(), [&](const std::string& n) { return t->special_id(n) != tok::Vocab::kNone; }))
-      return c;
-  }
-  return std::nullopt;
+  return o.chat_template ? o.chat_template : gen::template_of_tokenizer(t);
 }
 
 // A Hugging Face directory's generation_config.json eos_token_id (an id or a list: Llama 3 Instruct ends
@@ -232,7 +227,7 @@ void prepare(Job& j, const dist::World& world) {
   j.chat = template_of(j.o, j.tokenizer.get());
   if (j.o.rule && !j.tokenizer) throw ConfigError("--answer-rule reads the samples' text: it needs a tokenizer (--tokenizer)");
   if (!j.o.stops.empty() && !j.tokenizer) throw ConfigError("--stop strings are matched in the text: give --tokenizer");
-  j.prompts = read_prompts(j.o.prompts, {j.tokenizer.get(), j.chat, j.o.rule ? j.o.answer_field : ""});
+  j.prompts = gen::read_prompts(j.o.prompts, {j.tokenizer.get(), j.chat, j.o.rule ? j.o.answer_field : ""});
   j.stop_tokens = stop_tokens_of(j.o, *j.model, j.tokenizer.get(), j.chat);
   std::int64_t longest = 0;
   for (const PromptLine& p : j.prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));
@@ -253,26 +248,13 @@ void prepare(Job& j, const dist::World& world) {
   check_memory(j, world);
 }
 
-// The weights this rank holds, on the backend in the compute dtype.
-struct DeviceWeights {
-  DeviceWeights(backend::Backend& be, const Job& j, const model::ParamTable& local, int tp_rank) {
-    std::vector<float> cut;  // this rank's shard under TP; else the whole table is read in place
-    if (j.o.tp > 1) cut = model::tp_cut_flat(j.model->table, local, j.model->weights.data(), j.o.tp, tp_rank);
-    const std::vector<float>& mine = j.o.tp > 1 ? cut : j.model->weights;
-    const auto n = static_cast<std::int64_t>(mine.size());
-    backend::Buffer f32 = be.allocate(mine.size() * sizeof(float));
-    be.copy_from_host(f32.data(), mine.data(), f32.bytes());
-    if (j.dtype == DType::kF32) {
-      flat = std::move(f32);
-    } else {
-      flat = be.allocate(mine.size() * dtype_size(j.dtype));
-      be.cast(flat.view(j.dtype, {n}), f32.view(DType::kF32, {n}));
-    }
-    params = std::make_unique<model::FlatParams>(local, flat.view(j.dtype, {n}));
-  }
-  backend::Buffer flat;
-  std::unique_ptr<model::FlatParams> params;
-};
+// The weights this rank holds (its TP shard under --tp), on the backend in the compute dtype.
+std::unique_ptr<model::DeviceWeights> rank_weights(backend::Backend& be, const Job& j, const model::ParamTable& local,
+                                                   int tp_rank) {
+  if (j.o.tp == 1) return std::make_unique<model::DeviceWeights>(be, local, j.model->weights, j.dtype);
+  const std::vector<float> cut = model::tp_cut_flat(j.model->table, local, j.model->weights.data(), j.o.tp, tp_rank);
+  return std::make_unique<model::DeviceWeights>(be, local, cut, j.dtype);
+}
 
 struct Sample {
   std::size_t prompt = 0;
@@ -301,7 +283,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
     comms = dist::split_grid(*world_comm, grid);
   }
   const model::ParamTable local = j.o.tp > 1 ? model::tp_local_table(j.model->table, j.o.tp) : j.model->table;
-  DeviceWeights weights(*be, j, local, grid.tp_rank());
+  const std::unique_ptr<model::DeviceWeights> weights = rank_weights(*be, j, local, grid.tp_rank());
   std::vector<float>().swap(j.model->weights);  // on the backend now: the host copy's memory goes back
   const std::vector<std::size_t> mine = share_of(j.prompts.size(), grid.dp_rank(), grid.dp);
   std::vector<gen::Request> requests;
@@ -312,7 +294,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
   gen::EngineOptions e = engine_options(j, j.o.slots);
   e.tp_group = comms.tp.get(), e.sampling = j.o.sampling;
   if (!j.o.stops.empty())
-    e.stop_rule = [&](std::size_t, const gen::Completion& c) { return holds_stop_string(c, *j.tokenizer, j.o.stops); };
+    e.stop_rule = [&](std::size_t, const gen::Completion& c) { return gen::holds_stop_string(c, *j.tokenizer, j.o.stops); };
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   std::size_t done = 0, tokens = 0;
@@ -330,7 +312,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
     note("zgen: ", j.model->source, " on ", j.placement.device_name(), " in ", dtype_name(j.dtype), "; ",
               j.prompts.size(), " prompts x ", j.o.samples, " samples over ", grid.dp, " group(s) of ", j.o.tp,
               " rank(s); ", j.o.slots, " slots of ", j.max_len, " tokens");
-  gen::Engine engine(*be, local, *weights.params, e);
+  gen::Engine engine(*be, local, weights->params(), e);
   const std::vector<gen::Completion> out = engine.run(requests);
   if (world.rank() == 0) {  // a result, as the evaluation: printed under -q too
     const gen::EngineStats& st = engine.stats();
@@ -345,7 +327,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
     const std::size_t p = mine[k / static_cast<std::size_t>(j.o.samples)];
     const int s = static_cast<int>(k % static_cast<std::size_t>(j.o.samples));
     std::optional<std::string> text;
-    if (j.tokenizer) text = completion_text(out[k], *j.tokenizer, j.o.stops, j.stop_tokens);
+    if (j.tokenizer) text = gen::completion_text(out[k], *j.tokenizer, j.o.stops, j.stop_tokens);
     std::optional<Scored> scored;
     if (j.o.rule) {
       const std::string& ref = *j.prompts[p].reference;

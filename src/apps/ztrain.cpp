@@ -26,6 +26,8 @@
 #include "train/output_check.hpp"
 #include "train/run.hpp"
 #include "train/pipeline_stage.hpp"
+#include "train/answer_eval.hpp"
+#include "train/prompt_check.hpp"
 
 namespace zt::apps {
 namespace {
@@ -209,8 +211,11 @@ int run(dist::World& world, int argc, char** argv) {
   if (resume_code != kExitOk) return resume_code;
   // Bad data (no shard, a damaged header, another vocabulary; with data.verify=full a bad chunk) is a
   // start-up error like a bad config: found before any work, printed once.
-  const int data_code = agree_on_startup(world, [&] { train::check_data(s.cl.config, world.rank(), world.size()); },
-                                         "checking the data shards");
+  const int data_code = agree_on_startup(world, [&] {
+    if (s.cl.config.rl.enabled()) train::check_rl_inputs(s.cl.config, s.derived.dp_size);
+    else train::check_data(s.cl.config, world.rank(), world.size());
+    if (!s.cl.config.log.eval_prompts.empty()) train::check_eval_prompts(s.cl.config);
+  }, s.cl.config.rl.enabled() ? "checking the RL prompts" : "checking the data shards");
   if (data_code != kExitOk) return data_code;
   return run_or_abort(world, [&] {
     // Held in this frame: an error unwinding out of training releases the lock before run_or_abort

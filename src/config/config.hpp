@@ -22,6 +22,10 @@ enum class Arch { kGpt2, kLlama };
 enum class PipeSchedule { kOneFOneB, kInterleaved };
 enum class RopeScaling { kNone, kLlama3 };
 enum class TieEmbeddings { kAuto, kTrue, kFalse };  // auto: tied for gpt2, untied for llama
+// RL post-training (rl/objectives.hpp): the policy objective, the KL estimator, the loss aggregation.
+enum class RlAlgorithm { kGrpo, kGspo };
+enum class KlEstimator { kK1, kK3 };
+enum class LossAggregation { kTokenMean, kSeqMeanTokenMean, kSeqMeanTokenSum };
 
 struct ModelConfig {
   std::int64_t n_layer = 4;
@@ -130,6 +134,14 @@ struct LogConfig {
   bool all_ranks = false;
   double straggler_fraction = 0.15;   // a rank this much slower in compute than the median is slow
   std::int64_t straggler_windows = 3; // for this many consecutive logged windows: warned
+  // Answer evaluation at log.eval_every (train/answer_eval.hpp): prompts with reference answers, generated
+  // from the weights being trained and scored by an answer rule.
+  std::string eval_prompts;              // JSONL glob; empty = off
+  std::string eval_answer_rule = "gsm8k";
+  std::string eval_answer_field = "answer";
+  std::int64_t eval_max_new_tokens = 256;
+  std::int64_t eval_samples = 1;         // per prompt (pass@k)
+  double eval_temperature = 0;           // 0: greedy
 };
 
 struct DistConfig {
@@ -181,6 +193,34 @@ struct PlanConfig {
   double link_latency_us = 10;      // per collective or send (NCCL small-message latency is ~10-30 us)
 };
 
+// RL post-training on verifiable rewards (rl.prompts set: ztrain runs RL iterations instead of training
+// on data.train; docs/guide/rl.md). An iteration: rl.batch prompts, rl.group_size responses each, then
+// rl.epochs passes over them in optimizer steps of rl.mini_batch prompts; train.max_steps counts iterations.
+// Names after verl's where it has one (train_batch_size, rollout.n, ppo_mini_batch_size, ppo_epochs, ...).
+struct RlConfig {
+  std::string prompts;                    // JSONL glob of prompt lines with a reference answer; empty = RL off
+  RlAlgorithm algorithm = RlAlgorithm::kGrpo;
+  std::string reward = "answer";          // answer[:RULE] | exact | regex:PATTERN | command:PROGRAM
+  double reward_timeout_s = 60;
+  std::string answer_field = "answer";
+  std::int64_t batch = 16;                // prompts per iteration (verl train_batch_size)
+  std::int64_t group_size = 4;            // responses per prompt (verl rollout.n)
+  std::int64_t mini_batch = 0;            // prompts per optimizer step over all ranks; 0 = rl.batch
+  std::int64_t epochs = 1;                // passes over an iteration's responses (verl ppo_epochs)
+  std::int64_t max_new_tokens = 256;
+  double temperature = 1.0;
+  std::int64_t top_k = 0;
+  double top_p = 1.0;
+  std::int64_t slots = 64;                // sequences each rank decodes together
+  double clip_ratio = 0.2;                // verl clip_ratio (= clip_ratio_low)
+  double clip_ratio_high = 0;             // 0 = rl.clip_ratio (DAPO's clip-higher sets it above)
+  double kl_coef = 0;                     // KL to the initial policy in the loss (verl kl_loss_coef)
+  KlEstimator kl_estimator = KlEstimator::kK3;
+  LossAggregation loss_agg = LossAggregation::kTokenMean;
+  bool norm_adv_by_std = true;            // GRPO's division by the group's std (false: Dr. GRPO)
+  bool enabled() const { return !prompts.empty(); }
+};
+
 struct Config {
   ModelConfig model;
   InitConfig init;
@@ -196,6 +236,7 @@ struct Config {
   DebugConfig debug;
   PlanConfig plan;
   PreflightConfig preflight;
+  RlConfig rl;
 };
 
 }  // namespace zt::config

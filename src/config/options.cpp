@@ -235,6 +235,12 @@ std::vector<Option> build_table() {
       opt("log.metrics", &C::log, &LogConfig::metrics, "JSON Lines metrics file (empty = none)"),
       opt("log.eval_every", &C::log, &LogConfig::eval_every, "evaluate on data.valid every N steps (0 = off)", I64{0, kMaxSteps}),
       opt("log.eval_batches", &C::log, &LogConfig::eval_batches, "global batches per evaluation", I64{1, kMaxCount}),
+      opt("log.eval_prompts", &C::log, &LogConfig::eval_prompts, "answer evaluation every log.eval_every steps: JSONL prompt lines with reference answers (zgen's format: an id, one of prompt, messages or prompt_ids, and log.eval_answer_field), generated from the weights being trained, scored by log.eval_answer_rule; a metrics line with eval_accuracy and pass@k (empty = off)"),
+      opt("log.eval_answer_rule", &C::log, &LogConfig::eval_answer_rule, "how log.eval_prompts' responses are scored: gsm8k (the first #### N), gsm8k-flexible (the last number), boxed, exact, regex:PATTERN"),
+      opt("log.eval_answer_field", &C::log, &LogConfig::eval_answer_field, "log.eval_prompts' field holding the reference answer"),
+      opt("log.eval_max_new_tokens", &C::log, &LogConfig::eval_max_new_tokens, "longest response of the answer evaluation", I64{1, kMaxWidth}),
+      opt("log.eval_samples", &C::log, &LogConfig::eval_samples, "responses per evaluation prompt (pass@k for k = this)", I64{1, 1024}),
+      opt("log.eval_temperature", &C::log, &LogConfig::eval_temperature, "sampling temperature of the answer evaluation (0 = greedy)", closed(0, 100)),
       opt("log.sample_every", &C::log, &LogConfig::sample_every, "print a text sample every N steps (0 = off; needs data.vocab)", I64{0, kMaxSteps}),
       opt("log.sample_prompt", &C::log, &LogConfig::sample_prompt, "prompt the samples continue"),
       opt("log.sample_tokens", &C::log, &LogConfig::sample_tokens, "tokens generated per sample", I64{1, kMaxCount}),
@@ -272,6 +278,26 @@ std::vector<Option> build_table() {
       opt("preflight.iters", &C::preflight, &PreflightConfig::iters, "--preflight: timed iterations per measurement, after 2 warm-up ones (the median is reported)", I64{1, 1000}),
       opt("preflight.gemm_n", &C::preflight, &PreflightConfig::gemm_n, "--preflight: square GEMM size n (0 = 8192 on GPUs, 1024 on CPUs)", I64{0, kMaxWidth}),
       opt("preflight.out", &C::preflight, &PreflightConfig::out, "--preflight: also write the JSON summary to this file (empty = stdout only)"),
+      opt("rl.prompts", &C::rl, &RlConfig::prompts, "RL post-training (docs/guide/rl.md): JSONL prompt lines with a reference answer (a glob; each line an id, one of prompt, messages or prompt_ids, and rl.answer_field); set, ztrain runs RL iterations instead of training on data.train, and train.max_steps counts iterations (empty = off)"),
+      opt("rl.algorithm", &C::rl, &RlConfig::algorithm, "policy objective: grpo (group-normalised advantages, the clipped per-token ratio) or gspo (the same clip on each response's sequence ratio)"),
+      opt("rl.reward", &C::rl, &RlConfig::reward, "how a response is scored against its reference: answer (GSM8K's #### N rule; answer:gsm8k-flexible or answer:boxed pick another), exact, regex:PATTERN, or command:PROGRAM (your program, JSON Lines over stdin/stdout)"),
+      opt("rl.reward_timeout_s", &C::rl, &RlConfig::reward_timeout_s, "rl.reward=command: seconds the program may take to answer before the run stops, naming it", closed(0.01, kMaxTimeoutS)),
+      opt("rl.answer_field", &C::rl, &RlConfig::answer_field, "the prompt lines' field holding the reference answer"),
+      opt("rl.batch", &C::rl, &RlConfig::batch, "prompts per iteration over all ranks (verl train_batch_size)", I64{1, kMaxBatch}),
+      opt("rl.group_size", &C::rl, &RlConfig::group_size, "responses sampled per prompt (verl rollout.n); GRPO's advantages compare a prompt's responses", I64{1, 4096}),
+      opt("rl.mini_batch", &C::rl, &RlConfig::mini_batch, "prompts per optimizer step over ALL ranks, their every response included (verl ppo_mini_batch_size, never divided by the rank count here; 0 = rl.batch: one step per epoch)", I64{0, kMaxBatch}),
+      opt("rl.epochs", &C::rl, &RlConfig::epochs, "passes over an iteration's responses (verl ppo_epochs)", I64{1, 1024}),
+      opt("rl.max_new_tokens", &C::rl, &RlConfig::max_new_tokens, "longest response; prompt + response must fit model.seq_len", I64{1, kMaxWidth}),
+      opt("rl.temperature", &C::rl, &RlConfig::temperature, "sampling temperature of the rollouts (0 = greedy, which gives a group identical responses)", closed(0, 100)),
+      opt("rl.top_k", &C::rl, &RlConfig::top_k, "rollouts sample among the k likeliest tokens (0 = all)", I64{0, kMaxWidth}),
+      opt("rl.top_p", &C::rl, &RlConfig::top_p, "rollouts sample from the smallest set of tokens holding this probability (1 = all)", NumRange{0, 1, false, true}),
+      opt("rl.slots", &C::rl, &RlConfig::slots, "sequences each rank decodes together in the rollouts (the KV cache holds this many)", I64{1, 65536}),
+      opt("rl.clip_ratio", &C::rl, &RlConfig::clip_ratio, "PPO clip: the ratio is clipped to [1 - clip_ratio, 1 + rl.clip_ratio_high] (verl clip_ratio)", closed(0, 10)),
+      opt("rl.clip_ratio_high", &C::rl, &RlConfig::clip_ratio_high, "upper clip above 1 (0 = rl.clip_ratio; DAPO's clip-higher: e.g. 0.28)", closed(0, 10)),
+      opt("rl.kl_coef", &C::rl, &RlConfig::kl_coef, "weight of the KL divergence to the initial policy in the loss (verl kl_loss_coef; 0 = none, and no reference copy of the weights is kept)", closed(0, 1e6)),
+      opt("rl.kl_estimator", &C::rl, &RlConfig::kl_estimator, "per-token KL estimate: k1 (log p - log ref) or k3 (verl low_var_kl, exp(ref - p) - (ref - p) - 1)"),
+      opt("rl.loss_agg", &C::rl, &RlConfig::loss_agg, "how token losses make a step's loss: token-mean (over every response token of the mini-batch), seq-mean-token-mean, seq-mean-token-sum (verl loss_agg_mode)"),
+      opt("rl.norm_adv_by_std", &C::rl, &RlConfig::norm_adv_by_std, "GRPO: divide advantages by the group's std (false: Dr. GRPO, centred only; verl norm_adv_by_std_in_grpo)"),
   };
 }
 
@@ -305,6 +331,7 @@ std::string to_string(Recompute v) { return value::enum_name(v); }
 std::string to_string(Offload v) { return value::enum_name(v); }
 std::string to_string(Attention v) { return value::enum_name(v); }
 std::string to_string(PipeSchedule v) { return value::enum_name(v); }
+std::string to_string(RlAlgorithm v) { return value::enum_name(v); }
 std::string to_string(Schedule v) { return value::enum_name(v); }
 std::string to_string(CommBackend v) { return value::enum_name(v); }
 std::string to_string(Arch v) { return value::enum_name(v); }

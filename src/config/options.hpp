@@ -44,5 +44,6 @@ std::string to_string(Schedule v);
 std::string to_string(CommBackend v);
 std::string to_string(Arch v);
 std::string to_string(PipeSchedule v);
+std::string to_string(RlAlgorithm v);
 
 }  // namespace zt::config

@@ -199,9 +199,23 @@ std::vector<int> pipeline_layers(const Config& c) {
 namespace {
 
 void check_logging(const Config& c) {
-  if (c.log.eval_every > 0 && c.data.valid.empty())
-    throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs validation shards: set data.valid=GLOB "
-                          "(ztok --valid-fraction writes them) or log.eval_every=0"));
+  if (c.log.eval_every > 0 && c.data.valid.empty() && c.log.eval_prompts.empty())
+    throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs something to evaluate: validation shards "
+                          "(data.valid=GLOB; ztok --valid-fraction writes them) or prompts with answers "
+                          "(log.eval_prompts=FILE.jsonl), or log.eval_every=0"));
+  if (!c.log.eval_prompts.empty()) {
+    if (c.log.eval_every == 0)
+      throw ConfigError(cat("log.eval_prompts=", c.log.eval_prompts, " is evaluated every log.eval_every steps: set log.eval_every"));
+    if (c.rl.enabled())
+      throw ConfigError("log.eval_prompts and rl.prompts are both set: an RL run's metrics already score its responses; "
+                        "drop log.eval_prompts");
+    if (c.train.zero_stage > 2 || c.parallel.pp > 1)
+      throw ConfigError(cat("log.eval_prompts: the evaluation generates from whole weights on every rank: use train.zero_stage "
+                            "0-2 and parallel.pp=1 (this run has ", c.train.zero_stage, " and ", c.parallel.pp, ")"));
+    if (c.log.eval_max_new_tokens >= c.model.seq_len)
+      throw ConfigError(cat("log.eval_max_new_tokens=", c.log.eval_max_new_tokens, " leaves no room for a prompt in model.seq_len=",
+                            c.model.seq_len));
+  }
   if (c.log.sample_every > 0 && c.data.vocab.empty())
     throw ConfigError(cat("log.sample_every=", c.log.sample_every, " needs the tokenizer to decode samples: set "
                           "data.vocab=DIR (encoder.json + vocab.bpe; tools/fetch-vocab.sh) or data.vocab=tokenizer.json, or log.sample_every=0"));
@@ -217,6 +231,23 @@ void check_debug(const Config& config) {
 }
 }  // namespace
 
+// What RL runs on so far: no pipeline, whole weights on every rank for the rollouts.
+void check_rl(const Config& c) {
+  if (!c.rl.enabled()) return;
+  if (c.parallel.pp > 1)
+    throw ConfigError(cat("rl.prompts: RL does not run under a pipeline yet (parallel.pp=", c.parallel.pp,
+                          "): use parallel.pp=1 (parallel.tp and data parallelism work)"));
+  if (c.train.zero_stage > 2)
+    throw ConfigError("rl.prompts: the rollouts read every weight on every rank, which train.zero_stage=3 shards: use "
+                      "train.zero_stage 0-2 (2 shards gradients and optimizer state)");
+  if (c.rl.max_new_tokens >= c.model.seq_len)
+    throw ConfigError(cat("rl.max_new_tokens=", c.rl.max_new_tokens, " leaves no room for a prompt in model.seq_len=",
+                          c.model.seq_len, ": use rl.max_new_tokens < ", c.model.seq_len, " or a longer model.seq_len"));
+  if (!c.data.train.empty())
+    throw ConfigError(cat("rl.prompts and data.train are both set: an RL run trains on its rollouts, not on data.train=",
+                          c.data.train, "; drop one of them"));
+}
+
 void validate(const Config& config) {
   check_model(config.model);
   check_family_keys(config);
@@ -228,6 +259,7 @@ void validate(const Config& config) {
   check_parallel(config.parallel, config.train, config.model);
   if (config.parallel.pp * config.parallel.vpp <= config.model.n_layer) pipeline_layers(config);  // else derive says it
   check_lora(config);
+  check_rl(config);
   check_logging(config);
   check_debug(config);
 }
@@ -253,6 +285,14 @@ Derived derive(const Config& config, std::int64_t world_size) {
   const std::int64_t dp_size = world_size / (tp * pp);
   const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
   const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
+  if (config.rl.enabled()) {  // RL's batches are rl.*'s (rl/batch_rules.hpp checks them, ztrain's start-up)
+    Derived d;
+    d.dp_size = dp_size;
+    const std::int64_t mini = config.rl.mini_batch > 0 ? config.rl.mini_batch : config.rl.batch;
+    d.grad_accum = std::max<std::int64_t>(1, mini * config.rl.group_size / per_step);
+    d.tokens_per_step = mini * config.rl.group_size * config.model.seq_len;
+    return d;
+  }
   if (global % per_step != 0) {
     std::int64_t lower = (global / per_step) * per_step, upper = lower + per_step;
     std::string fix = lower > 0 ? cat("train.global_batch=", lower, " or ", upper) : cat("train.global_batch=", upper);

@@ -86,6 +86,20 @@ template <> struct EnumNames<TieEmbeddings> {
       {{TieEmbeddings::kAuto, "auto"}, {TieEmbeddings::kTrue, "true"}, {TieEmbeddings::kFalse, "false"}}};
 };
 
+template <> struct EnumNames<RlAlgorithm> {
+  static constexpr std::array<std::pair<RlAlgorithm, const char*>, 2> kNames{
+      {{RlAlgorithm::kGrpo, "grpo"}, {RlAlgorithm::kGspo, "gspo"}}};
+};
+template <> struct EnumNames<KlEstimator> {
+  static constexpr std::array<std::pair<KlEstimator, const char*>, 2> kNames{{{KlEstimator::kK1, "k1"}, {KlEstimator::kK3, "k3"}}};
+};
+template <> struct EnumNames<LossAggregation> {
+  static constexpr std::array<std::pair<LossAggregation, const char*>, 3> kNames{
+      {{LossAggregation::kTokenMean, "token-mean"},
+       {LossAggregation::kSeqMeanTokenMean, "seq-mean-token-mean"},
+       {LossAggregation::kSeqMeanTokenSum, "seq-mean-token-sum"}}};
+};
+
 template <typename E>
 std::string enum_choices() {
   std::string out;

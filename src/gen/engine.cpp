@@ -46,6 +46,7 @@ struct Engine::Impl {
         prefill(model::make_model(be, table, model_options(opts, opts.prefill_rows, chunk_of(opts)))),
         decode(model::make_model(be, table, model_options(opts, opts.slots, 1))) {
     if (opts.drawable == 0) opts.drawable = shape.vocab_size;
+    if (opts.lora) prefill->set_lora(opts.lora), decode->set_lora(opts.lora);
   }
 
   struct Live {  // a sequence in flight
@@ -196,6 +197,10 @@ std::vector<Completion> Engine::run(const std::vector<Request>& requests) {
 }
 
 const EngineStats& Engine::stats() const { return impl_->stats; }
+
+std::int64_t rows_for_lora(const EngineOptions& o) {
+  return std::max<std::int64_t>(static_cast<std::int64_t>(o.prefill_rows) * chunk_of(o), o.slots);
+}
 
 std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOptions& o) {
   const std::size_t logits = static_cast<std::size_t>(o.slots) * static_cast<std::size_t>(shape.padded_vocab) *

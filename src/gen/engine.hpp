@@ -20,6 +20,7 @@
 #include "backend/backend.hpp"
 #include "dist/communicator.hpp"
 #include "gen/sampling.hpp"
+#include "model/lora.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
 
@@ -48,6 +49,9 @@ struct EngineOptions {
   int prefill_rows = 4;                 // prompts prefilled together (rows of a prefill forward)
   DType compute = DType::kF32;          // the activations' and the cache's dtype (the weights')
   dist::Communicator* tp_group = nullptr;
+  // LoRA adapters on the weights (an RL actor's, live as they train): both of the engine's models take
+  // them. Made for at least rows_for_lora(options, seq_len) / seq_len micro-batch rows; null: none.
+  model::Lora* lora = nullptr;
   SamplingParams sampling;
   std::int64_t drawable = 0;            // ids [0, drawable) can be drawn; 0: the model's vocab_size
   // Called after each new token: true ends the sequence with finish kStop (stop strings, zgen).
@@ -85,6 +89,10 @@ class Engine {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The most rows one forward of the engine runs (a prefill's or a decoding step's): what a LoRA it takes
+// must be made for.
+std::int64_t rows_for_lora(const EngineOptions& options);
 
 // Throws ConfigError naming the request (its index, `what` names the input: a file and line) unless its
 // prompt is non-empty, its ids in [0, vocab), and prompt + 1 new token fit max_len.

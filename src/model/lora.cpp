@@ -256,7 +256,7 @@ void Lora::drop(const Site& site, const Tensor& t) {
 
 Tensor Lora::adapter_input(const Site& site, const Tensor& x) {
   if (!dropout_on_ || dropout_ == 0.0f) return x;
-  const Tensor xd(s_.xd.data, dtype_, {n_rows_, site.module.in});
+  const Tensor xd(s_.xd.data, dtype_, {x.numel() / site.module.in, site.module.in});
   be_.copy(xd.data, x.data, xd.bytes());
   drop(site, xd);
   return xd;
@@ -268,8 +268,13 @@ void Lora::forward(BlockMatmul matmul, const Tensor& x, const Tensor& y) {
     const LoraModule& m = site.module;
     if (m.matmul != matmul) continue;
     const Tensor a = view(w_, site.a_param, rank_, m.in), b = view(w_, site.a_param + 1, m.width, rank_);
-    const Tensor x2(x.data, x.dtype, {n_rows_, m.in}), h(s_.h.data, dtype_, {n_rows_, rank_});
-    const Tensor delta(s_.delta.data, dtype_, {n_rows_, m.out_total}), y2(y.data, y.dtype, {n_rows_, m.out_total});
+    // The input's rows: a training micro-batch's n_rows_, or fewer (generation's prefill and decoding
+    // rows, through one Lora sized for the larger).
+    const std::int64_t rows = x.numel() / m.in;
+    ZT_CHECK(rows <= n_rows_ && rows * m.in == x.numel(), "lora: ", x.numel(), " inputs of width ", m.in, " past its ",
+             n_rows_, " rows");
+    const Tensor x2(x.data, x.dtype, {rows, m.in}), h(s_.h.data, dtype_, {rows, rank_});
+    const Tensor delta(s_.delta.data, dtype_, {rows, m.out_total}), y2(y.data, y.dtype, {rows, m.out_total});
     be_.matmul_forward(h, adapter_input(site, x2), a, Tensor(), WeightLayout::kOutIn);
     be_.scale(h, scale_);
     be_.matmul_forward(delta, h, expanded_b(site, b), Tensor(), WeightLayout::kOutIn);

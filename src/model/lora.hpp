@@ -106,7 +106,8 @@ class Lora {
   bool adapts(BlockMatmul m) const;
   void begin_block(int l, bool backward);
   void end_block(int l, bool backward);
-  // y [N, out_total] += the adapters of matmul m on x [N, in].
+  // y [N, out_total] += the adapters of matmul m on x [N, in]; N up to the rows it was made for (a
+  // generation model's fewer rows too; backward: exactly those).
   void forward(BlockMatmul m, const backend::Tensor& x, const backend::Tensor& y);
   // Given dy [N, out_total] and the same x: dA, dB +=, and dx [N, in] += the adapters' input gradient
   // (dx already holds the base matmul's).

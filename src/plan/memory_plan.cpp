@@ -25,6 +25,9 @@
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
 
+#include "gen/engine.hpp"
+#include "rl/rollouts.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -179,6 +182,18 @@ std::optional<model::ParamTable> rank_adapters(const config::Config& c, const mo
 // The rows of one rank that holds `table` (the whole model, a TP shard or a pipeline rank's stages)
 // and `activations` bytes of them, its model state ZeRO-sharded over `dp` ranks; with LoRA, `table` is
 // its frozen base and `adapters` what trains.
+// RL (rl.prompts): the rollouts' generation engine (KV cache of rl.slots sequences of model.seq_len, its
+// prefill and decoding activations and logits) beside the training state, and the initial policy's
+// weights for the KL term.
+void add_rollouts(MemoryPlan& p, const config::Config& config, int tp, DType compute) {
+  const model::GptShape shape = model::model_shape(config.model);
+  p.rows.push_back({"rollout engine", gen::Engine::bytes(shape, tp, rl::engine_options(config, shape.seq_len)),
+                    cat(config.rl.slots, " sequences of ", shape.seq_len, " tokens: KV cache, activations, logits")});
+  if (config.rl.kl_coef > 0)
+    p.rows.push_back({"reference policy", model::ParamTable(shape).numel() / static_cast<std::uint64_t>(tp) * dtype_size(compute),
+                      cat(dtype_name(compute), ", rl.kl_coef's initial weights")});
+}
+
 MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table,
                      const std::optional<model::ParamTable>& adapters, std::int64_t world_size, std::int64_t dp,
                      std::uint64_t activations, const std::string& activations_note, int threads,
@@ -203,6 +218,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_model_state(p, table, dp, stage, compute, offload);
   }
   p.rows.push_back({"activations", activations, activations_note});
+  if (config.rl.enabled()) add_rollouts(p, config, tp, compute);
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else

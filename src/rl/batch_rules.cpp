@@ -48,6 +48,11 @@ std::string factors(const BatchLayout& b) {
 
 }  // namespace
 
+BatchLayout layout_of(const config::Config& c, int dp) {
+  return {.batch = c.rl.batch, .group = c.rl.group_size, .mini_batch = c.rl.mini_batch > 0 ? c.rl.mini_batch : c.rl.batch,
+          .micro_batch = c.train.micro_batch, .dp = dp};
+}
+
 void check_batch_layout(const BatchLayout& b) {
   for (const auto& [key, v] : {std::pair<const char*, std::int64_t>{"rl.batch", b.batch}, {"rl.group_size", b.group},
                                {"rl.mini_batch", b.mini_batch}, {"train.micro_batch", b.micro_batch}})

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "config/config.hpp"
+
 namespace zt::rl {
 
 struct BatchLayout {
@@ -25,6 +27,9 @@ struct BatchLayout {
   std::int64_t sequences_per_rank_step() const { return mini_batch / dp * group; }
   std::int64_t micro_batches_per_step() const { return sequences_per_rank_step() / micro_batch; }
 };
+
+// The configuration's layout on dp data-parallel ranks (rl.mini_batch 0: rl.batch).
+BatchLayout layout_of(const config::Config& c, int dp);
 
 // Throws ConfigError (keys rl.batch, rl.group_size, rl.mini_batch, train.micro_batch and the rank count)
 // unless the rules above hold, naming the nearest valid values of the key at fault.

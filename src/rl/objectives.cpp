@@ -8,26 +8,6 @@
 
 namespace zt::rl {
 
-Algorithm parse_algorithm(const std::string& name) {
-  if (name == "grpo") return Algorithm::kGrpo;
-  if (name == "gspo") return Algorithm::kGspo;
-  throw ConfigError(cat("rl.algorithm must be grpo or gspo, not '", name, "'"));
-}
-
-KlEstimator parse_kl_estimator(const std::string& name) {
-  if (name == "k1") return KlEstimator::kK1;
-  if (name == "k3") return KlEstimator::kK3;
-  throw ConfigError(cat("the KL estimator must be k1 or k3, not '", name, "'"));
-}
-
-Aggregation parse_aggregation(const std::string& name) {
-  if (name == "token-mean") return Aggregation::kTokenMean;
-  if (name == "seq-mean-token-mean") return Aggregation::kSeqMeanTokenMean;
-  if (name == "seq-mean-token-sum") return Aggregation::kSeqMeanTokenSum;
-  throw ConfigError(cat("the loss aggregation must be token-mean, seq-mean-token-mean or seq-mean-token-sum, not '", name,
-                        "'"));
-}
-
 std::vector<float> group_advantages(std::span<const float> rewards, int group, bool norm_by_std) {
   ZT_CHECK(group > 0 && rewards.size() % static_cast<std::size_t>(group) == 0, "rl: ", rewards.size(),
            " rewards are not groups of ", group);
@@ -79,6 +59,8 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
   ZT_CHECK(t.offsets.size() >= 2 && t.advantages.size() == n, "rl: ", t.advantages.size(), " advantages for ", n,
            " responses");
   const auto T = t.offsets.back();
+  const std::int64_t T_all = t.total_tokens > 0 ? t.total_tokens : T;
+  const std::size_t n_all = t.total_responses > 0 ? static_cast<std::size_t>(t.total_responses) : n;
   ZT_CHECK(static_cast<std::int64_t>(t.logp.size()) == T && t.old_logp.size() == t.logp.size() &&
                (o.kl_coef == 0 || t.ref_logp.size() == t.logp.size()),
            "rl: per-token arrays of different lengths");
@@ -88,7 +70,7 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t b = t.offsets[i], Ti = t.offsets[i + 1] - b;
     ZT_CHECK(Ti > 0, "rl: response ", i, " has no tokens");
-    const double c = coefficient(o.aggregation, Ti, n, T), A = t.advantages[i];
+    const double c = coefficient(o.aggregation, Ti, n_all, T_all), A = t.advantages[i];
     double seq_log_ratio = 0;
     for (std::int64_t k = b; k < b + Ti; ++k) seq_log_ratio += t.logp[k] - t.old_logp[k];
     seq_log_ratio /= static_cast<double>(Ti);
@@ -122,6 +104,7 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
     }
   }
   e.loss = e.policy_loss + o.kl_coef * e.kl;
+  e.clipped_tokens = static_cast<std::int64_t>(clipped_tokens);
   e.clip_fraction = clipped_tokens / static_cast<double>(T);
   return e;
 }

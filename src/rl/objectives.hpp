@@ -20,15 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "config/config.hpp"
+
 namespace zt::rl {
 
-enum class Algorithm { kGrpo, kGspo };  // PPO (a critic's value head and GAE) joins with its value head
-enum class KlEstimator { kK1, kK3 };
-enum class Aggregation { kTokenMean, kSeqMeanTokenMean, kSeqMeanTokenSum };
-
-Algorithm parse_algorithm(const std::string& name);      // "grpo", "gspo"; ConfigError otherwise
-KlEstimator parse_kl_estimator(const std::string& name);  // "k1", "k3"
-Aggregation parse_aggregation(const std::string& name);   // "token-mean", "seq-mean-token-mean", "seq-mean-token-sum"
+// The configuration's names (rl.algorithm, rl.kl_estimator, rl.loss_agg). PPO (a critic's value head and
+// GAE) joins with its value head.
+using Algorithm = config::RlAlgorithm;
+using KlEstimator = config::KlEstimator;
+using Aggregation = config::LossAggregation;
 
 // GRPO's advantages: rewards of n groups of `group` consecutive responses each.
 std::vector<float> group_advantages(std::span<const float> rewards, int group, bool norm_by_std = true);
@@ -49,12 +49,17 @@ struct Tokens {
   std::span<const float> old_logp;  // the rollout policy's (at generation; equal to logp on the first epoch)
   std::span<const float> ref_logp;  // the reference model's (read when kl_coef != 0)
   std::span<const float> advantages;  // per response
+  // A part of a mini-batch (a micro-batch on one rank): the whole mini-batch's response tokens and
+  // responses over all ranks, which the aggregation divides by; 0: these tokens are the whole. The
+  // parts' losses and weights then add up to the whole's.
+  std::int64_t total_tokens = 0, total_responses = 0;
 };
 
 struct Evaluated {
   double loss = 0;              // the objective's value (minimised)
   double policy_loss = 0, kl = 0;  // its parts, aggregated alike (kl before kl_coef)
-  double clip_fraction = 0;     // tokens (GSPO: sequences' tokens) where the clipped term was taken
+  double clip_fraction = 0;     // tokens (GSPO: sequences' tokens) where the clipped term was taken, of these
+  std::int64_t clipped_tokens = 0;  // their count
   std::vector<float> weights;   // per token: -d(loss)/d(logp_t), for Model::set_loss_weights
 };
 

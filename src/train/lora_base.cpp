@@ -45,6 +45,15 @@ model::Lora& LoraBase::attach(optim::ZeroEngine& adapter_engine, int micro_batch
   return *lora_;
 }
 
+model::Lora& LoraBase::attach_generation(std::int64_t rows) {
+  const int tp = part_ ? part_->grid.tp : 1, tp_rank = part_ ? part_->grid.tp_rank() : 0;
+  const std::int64_t seq_len = adapter_part_.shape().seq_len;
+  const int micro_batch = static_cast<int>((rows + seq_len - 1) / seq_len);
+  generation_lora_ = std::make_unique<model::Lora>(backend_, adapter_part_, spec_, micro_batch, compute_, tp, tp_rank);
+  generation_lora_->bind(adapter_params_.get(), nullptr);
+  return *generation_lora_;
+}
+
 // The hash is of the whole base, whatever part of it this rank holds: any layout checks the same base.
 // Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
 std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,

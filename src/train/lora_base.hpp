@@ -47,6 +47,10 @@ class LoraBase {
   // The adapters, reading and training through the engine that trains them: the model(s) take it
   // (Model::set_lora; a pipeline's every stage model).
   model::Lora& attach(optim::ZeroEngine& adapter_engine, int micro_batch);
+  model::Lora& lora() { return *lora_; }  // attach's
+  // The same adapters for generation (RL's rollouts, after attach): forward only, for forwards of up to
+  // `rows` rows (gen::rows_for_lora), reading the adapter engine's live weights.
+  model::Lora& attach_generation(std::int64_t rows);
   // Loads the base from init.from (or the seed's random init when empty); returns the SHA-256 of its
   // fp32 weights (the checkpoint's reference to its base), given to `check` first. Every rank reads it:
   // a bad base, or `check`'s error, is printed once (ReportedError; train/shared_input.hpp).
@@ -75,7 +79,7 @@ class LoraBase {
   model::ParamTable adapter_part_;
   std::optional<ShardMap> adapter_map_;
   std::unique_ptr<optim::ZeroEngine> base_engine_;
-  std::unique_ptr<model::Lora> lora_;
+  std::unique_ptr<model::Lora> lora_, generation_lora_;
   std::unique_ptr<optim::ZeroParams> adapter_params_;
   std::unique_ptr<optim::ZeroGrads> adapter_grads_;
   DType compute_;

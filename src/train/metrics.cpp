@@ -77,6 +77,38 @@ void MetricsLog::eval(std::int64_t step, double val_loss) {
   log::info(cat("step ", step, " | val_loss ", json_number(val_loss), " | val_ppl ", json_number(ppl)));
 }
 
+void MetricsLog::rl_iteration(const RlMetrics& m) {
+  std::string line = cat("{\"step\": ", m.step, ", \"loss\": ", json_number(m.loss), ", \"pg_loss\": ", json_number(m.pg_loss),
+                         ", \"kl\": ", json_number(m.kl), ", \"lr\": ", json_number(m.lr), ", \"grad_norm\": ",
+                         json_number(m.grad_norm), ", \"reward_mean\": ", json_number(m.reward_mean), ", \"reward_std\": ",
+                         json_number(m.reward_std), ", \"accuracy\": ", json_number(m.accuracy), ", \"entropy\": ",
+                         json_number(m.entropy), ", \"clip_fraction\": ", json_number(m.clip_fraction),
+                         ", \"response_length\": ", json_number(m.response_length), ", \"truncated_fraction\": ",
+                         json_number(m.truncated_fraction), ", \"advantage_mean\": ", json_number(m.advantage_mean),
+                         ", \"advantage_std\": ", json_number(m.advantage_std), ", \"gen_s\": ", json_number(m.gen_s),
+                         ", \"reward_s\": ", json_number(m.reward_s), ", \"update_s\": ", json_number(m.update_s),
+                         ", \"gen_tokens_per_s\": ", json_number(m.gen_tokens_per_s), ", \"train_tokens_per_s\": ",
+                         json_number(m.train_tokens_per_s), ", \"mem_peak_bytes\": ", m.mem_peak_bytes,
+                         ", \"mem_predicted_bytes\": ", m.mem_predicted_bytes);
+  if (m.skipped) line += ", \"skipped\": true";
+  write_line(line + "}");
+  char console[256];
+  std::snprintf(console, sizeof console,
+                "iter %5lld | reward %.4f | acc %.3f | kl %.4f | len %.1f | gen %.2f s + update %.2f s | grad_norm %.4f",
+                static_cast<long long>(m.step), m.reward_mean, m.accuracy, m.kl, m.response_length, m.gen_s, m.update_s,
+                m.grad_norm);
+  log::info(console);
+}
+
+void MetricsLog::answers(std::int64_t step, const AnswerScores& s) {
+  write_line(cat("{\"step\": ", step, ", \"eval_accuracy\": ", json_number(s.accuracy), ", \"eval_pass@1\": ",
+                 json_number(s.pass_at_1), ", \"eval_pass@k\": ", json_number(s.pass_at_k), ", \"eval_k\": ", s.samples,
+                 ", \"eval_prompts\": ", s.prompts, ", \"eval_s\": ", json_number(s.seconds), "}"));
+  log::info(cat("step ", step, " | eval_accuracy ", json_number(s.accuracy), " | pass@1 ", json_number(s.pass_at_1),
+                " | pass@", s.samples, " ", json_number(s.pass_at_k), " | ", s.prompts, " prompts in ",
+                json_number(s.seconds), " s"));
+}
+
 void MetricsLog::event(const std::string& json_object) { write_line(json_object); }
 
 }  // namespace zt::train

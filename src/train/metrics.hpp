@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "train/answer_eval.hpp"
+
 namespace zt::train {
 
 struct StepMetrics {
@@ -45,12 +47,31 @@ struct StepMetrics {
   double slowest_link_ms = 0, median_link_ms = 0;
 };
 
+// One RL iteration (trainer_rl.cpp; docs/INTERFACE.md's metrics): over the iteration's responses on all
+// ranks, its optimizer steps' mean loss, and where its time went.
+struct RlMetrics {
+  std::int64_t step = 0;            // completed iterations
+  double loss = 0, pg_loss = 0, kl = 0, lr = 0, grad_norm = 0;  // the objective and its parts, mean over the steps
+  double reward_mean = 0, reward_std = 0, accuracy = 0;         // accuracy: responses rewarded >= 1
+  double entropy = 0;               // mean -log p of the sampled response tokens (the policy's entropy, estimated)
+  double clip_fraction = 0;         // response tokens whose clipped term was taken, over the epochs
+  double response_length = 0, truncated_fraction = 0;           // tokens; ended by rl.max_new_tokens
+  double advantage_mean = 0, advantage_std = 0;
+  double gen_s = 0, reward_s = 0, update_s = 0;                 // the slowest rank's
+  double gen_tokens_per_s = 0, train_tokens_per_s = 0;          // per rank
+  std::uint64_t mem_peak_bytes = 0, mem_predicted_bytes = 0;     // the allocator's peak (max over ranks); the plan's
+  bool skipped = false;
+};
+
 class MetricsLog {
  public:
   // Opens path for appending ("" = console only). Only rank 0 constructs one with a path.
   explicit MetricsLog(const std::string& path);
   void step(const StepMetrics& m);
   void eval(std::int64_t step, double val_loss);
+  void rl_iteration(const RlMetrics& m);
+  // The answer evaluation (log.eval_prompts): accuracy, pass@1 and pass@k over its prompts.
+  void answers(std::int64_t step, const AnswerScores& s);
   void event(const std::string& json_object);  // a raw line such as {"event": "resume", ...}
 
  private:

@@ -108,7 +108,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
                          "; this run has ", c.train.global_batch, ": the data cursor counts windows of that batch, so "
                          "resume with train.global_batch=", s.global_batch, fix));
   // A changed blend, or changed shards under it: refused here, before any work, unless data.reset_order.
-  blend_start_on_resume(s, c, dir, corpus_records(c));
+  if (!c.rl.enabled()) blend_start_on_resume(s, c, dir, corpus_records(c));  // RL reads prompts, not data.train
   if (s.seed != c.train.seed)
     log::warn(cat("checkpoint ", dir.string(), " was trained with train.seed=", s.seed, "; this run has ", c.train.seed,
                   ": the shuffled data order from here on differs from the original run's"));

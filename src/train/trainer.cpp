@@ -24,6 +24,7 @@
 #include "train/shared_input.hpp"
 #include "train/wiring.hpp"
 #include "train/signals.hpp"
+#include "train/trainer_rl.hpp"
 
 namespace zt::train {
 namespace {
@@ -97,9 +98,11 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                                                  resume.run_id, trained_map());
   // Before open_data: the loader starts at the restored step. The corpora first: a resume compares
   // their shards with the checkpoint's, and may start the blend's order at its cursor.
-  blend_ = open_train_blend(config, 0);
+  if (!config.rl.enabled()) blend_ = open_train_blend(config, 0);
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
-  open_data();
+  if (config.rl.enabled()) open_rl();
+  else open_data();
+  if (!config.log.eval_prompts.empty()) answer_eval_ = std::make_unique<AnswerEvaluation>(config);
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
   stragglers_ = std::make_unique<health::StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp), ring_.get());
   if (metrics_ && !resume.empty())
@@ -176,6 +179,7 @@ void Trainer::resume_from(const ResumePoint& resume) {
               resume.dir.string());
   log::info(cat("resumed from ", resume.dir.string(), ": step ", step_, ", ", tokens_, " tokens, data cursor at window ",
                 s.windows_consumed));
+  if (config_.rl.enabled()) return;  // RL's prompt cursor is the iteration (step_): no data blend
   blend_start_ = blend_start_on_resume(s, config_, resume.dir, blend_.cursor(0));
   if (blend_start_ != 0) blend_.begin_order_at(config_, blend_start_);
   if (blend_start_ != s.blend_start)
@@ -190,7 +194,7 @@ ckpt::TrainState Trainer::train_state() const {
   s.seq_len = static_cast<std::uint64_t>(config_.model.seq_len);
   s.windows_consumed = static_cast<std::uint64_t>(step_) * s.global_batch;
   s.windows_per_epoch = windows_per_epoch_;
-  s.blend = blend_.cursor(s.windows_consumed);
+  if (!config_.rl.enabled()) s.blend = blend_.cursor(s.windows_consumed);  // RL: the iteration is the cursor
   s.blend_start = blend_start_;
   s.seed = config_.train.seed;
   s.loss_scale = scaler_.state();

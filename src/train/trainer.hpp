@@ -1,7 +1,8 @@
 // The training loop: data -> forward/backward per micro-batch -> gradient reduction -> clip -> AdamW
 // -> metrics, for one rank of the job. Built once per invocation by train::run.
 // Defined along the data path: trainer.cpp (set-up), trainer_step.cpp (one step), trainer_loop.cpp
-// (the loop, its step boundary and how it ends), trainer_report.cpp (metrics lines, evaluation, samples).
+// (the loop, its step boundary and how it ends), trainer_report.cpp (metrics lines, evaluation, samples),
+// trainer_rl.cpp (rl.prompts set: RL iterations as the steps).
 #pragma once
 
 #include <chrono>
@@ -22,10 +23,13 @@
 #include "health/gpu_monitor.hpp"
 #include "health/hang_notes.hpp"
 #include "health/stragglers.hpp"
+#include "model/device_weights.hpp"
 #include "model/model.hpp"
 #include "optim/zero/engine.hpp"
 #include "optim/zero/model_adapters.hpp"
+#include "rl/rollouts.hpp"
 #include "tok/tokenizer.hpp"
+#include "train/answer_eval.hpp"
 #include "train/checkpointer.hpp"
 #include "train/lora_base.hpp"
 #include "train/loss_scaler.hpp"
@@ -62,6 +66,7 @@ class Trainer {
   // this rank's (`here`); without a mask every rank has the same count, so no communication.
   double global_trained_targets(std::uint64_t here, const data::TokenSource& source);
   std::optional<double> evaluate();  // collective; nullopt: a rank could not read its data (data_error_)
+  void evaluate_answers();           // collective: log.eval_prompts generated and scored, a metrics line
   void log_step(const StepResult& r);  // closes window_ into one metrics line (collective)
   // Whether the step just taken (step_) gets a metrics line, an evaluation, a text sample; `last` is
   // this run's last step.
@@ -85,6 +90,24 @@ class Trainer {
   int record_exit(int code, const std::string& reason);  // the metrics exit event; returns code
   void sample();
   ckpt::TrainState train_state() const;
+  // RL (trainer_rl.cpp): the run's prompts, reward and generation engine, opened instead of the data;
+  // the loop of iterations; an iteration's rollouts, rewards, log-probabilities, updates and metrics line.
+  struct RlRun;
+  struct RlSums;
+  void open_rl();
+  std::unique_ptr<model::DeviceWeights> reference_weights();
+  int rl_loop();
+  StepResult rl_iteration();
+  std::vector<rl::Rollout> rl_generate(RlSums& sums);
+  void rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums);
+  std::vector<std::size_t> rl_micro_rows(std::int64_t step, std::int64_t m) const;
+  std::vector<std::vector<float>> rl_logprobs(const std::vector<rl::Rollout>& rollouts, model::ParamSource& params,
+                                              bool without_adapters = false);
+  std::uint64_t rl_first_token(std::int64_t step, std::int64_t m) const;
+  StepResult rl_update(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t total_tokens,
+                       const std::vector<std::vector<float>>& old_logp, const std::vector<std::vector<float>>& ref_logp,
+                       std::int64_t adam_step, double lr, RlSums& sums);
+  void rl_log(const StepResult& r, const RlSums& sums);
   // parallel.tp > 1: the engine and the loss reductions run over the DP group, the model on the TP
   // group's shard table (shard_map.hpp); tp = 1: the world and the whole table.
   dist::Communicator& dp_comm() { return grid_comms_.dp ? *grid_comms_.dp : *comm_; }
@@ -140,6 +163,8 @@ class Trainer {
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
   const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
   std::unique_ptr<health::HangNotes> hang_notes_;  // answers and reports hangs from ring_ (ckpt.dir/diag/)
+  std::unique_ptr<RlRun> rl_;  // rl.prompts set: the RL run (trainer_rl.cpp)
+  std::unique_ptr<AnswerEvaluation> answer_eval_;  // log.eval_prompts set
 };
 
 }  // namespace zt::train

@@ -17,7 +17,9 @@ using Clock = std::chrono::steady_clock;
 
 // A deadline or communication error: the ranks compare their last collectives (health/hang_notes.hpp)
 // before the boundary ends the job.
-int Trainer::run() { return hang_notes_->reporting([this] { return train_loop(); }); }
+int Trainer::run() {
+  return hang_notes_->reporting([this] { return config_.rl.enabled() ? rl_loop() : train_loop(); });
+}
 
 int Trainer::train_loop() {
   const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
@@ -42,10 +44,11 @@ int Trainer::train_loop() {
       log::warn(cat("step ", step_, ": fp16 gradients overflowed at loss scale ", io::json_number(r.loss_scale),
                     "; the update is skipped (the batch still counts), scale now ", io::json_number(scaler_.scale())));
     if (log_due(r, last)) log_step(r);
-    if (eval_due()) {
+    if (eval_due() && valid_tokens_) {
       const std::optional<double> val = evaluate();
       if (metrics_ && val) metrics_->eval(step_, *val);
     }
+    if (eval_due() && answer_eval_) evaluate_answers();
     if (sample_due(last)) sample();
     health::inject_faults(config_.debug, world_.rank(), step_);
     if (step_ < last) batch = read_next_batch();  // before the boundary, which agrees on a data error

@@ -67,7 +67,20 @@ bool Trainer::log_due(const StepResult& r, std::int64_t last) const {
 }
 
 bool Trainer::eval_due() const {
-  return valid_tokens_ && config_.log.eval_every > 0 && step_ % config_.log.eval_every == 0;
+  return (valid_tokens_ || answer_eval_) && config_.log.eval_every > 0 && step_ % config_.log.eval_every == 0;
+}
+
+// The answer evaluation's engine on the trainer's weights (a LoRA run's adapters applied, no dropout).
+void Trainer::evaluate_answers() {
+  gen::EngineOptions e = answer_eval_->engine_options(config_, 32);
+  e.tp_group = grid_comms_.tp.get();
+  if (lora_) {
+    lora_->set_dropout(false);
+    e.lora = &lora_->attach_generation(gen::rows_for_lora(e));
+  }
+  set_comm_context(cat("answer evaluation after step ", step_));
+  const AnswerScores s = answer_eval_->run(*backend_, shard_table(), *params_, e, dp_comm(), grid_.dp_rank());
+  if (metrics_) metrics_->answers(step_, s);
 }
 
 bool Trainer::sample_due(std::int64_t last) const {

@@ -93,8 +93,31 @@ TEST(Objective, AHandWorkedCase) {
   EXPECT_NEAR(e.weights[0], r1 / 2, 1e-6);
   EXPECT_EQ(e.weights[1], 0.0f);
   EXPECT_DOUBLE_EQ(e.clip_fraction, 0.5);
-  EXPECT_THROW(parse_algorithm("ppo2"), ConfigError);
-  EXPECT_EQ(parse_aggregation("seq-mean-token-sum"), Aggregation::kSeqMeanTokenSum);
+  EXPECT_EQ(e.clipped_tokens, 1);
+}
+
+// A mini-batch evaluated in two parts (two micro-batches, or two ranks) with the whole's totals: the
+// parts' losses add up to the whole's and each token keeps its weight, for every aggregation.
+TEST(Objective, PartsWithTheWholesTotalsAddUpToTheWhole) {
+  const std::vector<std::int64_t> offsets = {0, 3, 4, 9};
+  const std::vector<float> logp = {-1, -0.5f, -2, -0.1f, -3, -1, -0.7f, -0.2f, -1.1f};
+  const std::vector<float> old = {-1.1f, -0.4f, -2, -0.3f, -2.5f, -1, -0.9f, -0.2f, -1.0f};
+  const std::vector<float> ref = {-1.2f, -0.6f, -1.5f, -0.2f, -3, -1.4f, -0.7f, -0.3f, -1.0f};
+  const std::vector<float> adv = {0.5f, -1.0f, 1.5f};
+  for (Algorithm alg : {Algorithm::kGrpo, Algorithm::kGspo})
+    for (Aggregation agg : {Aggregation::kTokenMean, Aggregation::kSeqMeanTokenMean, Aggregation::kSeqMeanTokenSum}) {
+      const Objective o{.algorithm = alg, .kl_coef = 0.1, .aggregation = agg};
+      const Evaluated whole = evaluate(o, {offsets, logp, old, ref, adv});
+      const std::vector<std::int64_t> first = {0, 3, 4}, second = {0, 5};
+      const Evaluated a = evaluate(o, {first, std::span(logp).first(4), std::span(old).first(4), std::span(ref).first(4),
+                                       std::span(adv).first(2), 9, 3});
+      const Evaluated b = evaluate(o, {second, std::span(logp).subspan(4), std::span(old).subspan(4),
+                                       std::span(ref).subspan(4), std::span(adv).subspan(2), 9, 3});
+      EXPECT_NEAR(a.loss + b.loss, whole.loss, 1e-9);
+      for (std::size_t k = 0; k < 9; ++k)
+        EXPECT_FLOAT_EQ(k < 4 ? a.weights[k] : b.weights[k - 4], whole.weights[k]) << "token " << k;
+      EXPECT_EQ(a.clipped_tokens + b.clipped_tokens, whole.clipped_tokens);
+    }
 }
 
 }  // namespace

@@ -1,0 +1,141 @@
+// Prompt lines in, completion text out (prompt_io.hpp).
+#include "gen/prompt_io.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "tok/utf8.hpp"
+#include "ztok/instruct_records.hpp"
+
+namespace zt::gen {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw InputError(cat(where, ": ", what, " (a prompt line is {\"id\": ..., and one of \"prompt\": \"text\", "
+                       "\"messages\": [{\"role\", \"content\"}, ...] or \"prompt_ids\": [ids]})"));
+}
+
+std::vector<std::int32_t> ids_of(const json& list, const std::string& where) {
+  if (!list.is_array() || list.empty()) bad(where, "field `prompt_ids` must be a non-empty array of token ids");
+  std::vector<std::int32_t> ids;
+  for (const json& v : list) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > INT32_MAX)
+      bad(where, cat("field `prompt_ids` holds ", v.dump(), ", not a token id"));
+    ids.push_back(static_cast<std::int32_t>(v.get<std::int64_t>()));
+  }
+  return ids;
+}
+
+std::vector<std::int32_t> as_ids(const std::vector<std::uint32_t>& ids) { return {ids.begin(), ids.end()}; }
+
+// The tokens of a text prompt: the tokenizer's BOS first where it has one (as a Hugging Face tokenizer
+// encodes with add_special_tokens), then the text.
+std::vector<std::int32_t> encode_text(const std::string& text, const tok::Tokenizer& t, tok::Encoder& encoder) {
+  std::vector<std::uint32_t> ids;
+  if (t.bos() != tok::Vocab::kNone) ids.push_back(t.bos());
+  encoder.encode(text, ids);
+  return as_ids(ids);
+}
+
+PromptLine parse_line(std::string_view text, const std::string& where, const PromptFormat& f, tok::Encoder* encoder) {
+  json record;
+  try {
+    record = json::parse(text);
+  } catch (const json::exception& e) {
+    bad(where, cat("not JSON (", e.what(), ")"));
+  }
+  if (!record.is_object()) bad(where, cat("a ", record.type_name(), ", not a JSON object"));
+  PromptLine p;
+  p.where = where;
+  if (!record.contains("id")) bad(where, "field `id` is missing");
+  p.id = record["id"];
+  const int forms = static_cast<int>(record.contains("prompt")) + static_cast<int>(record.contains("messages")) +
+                    static_cast<int>(record.contains("prompt_ids"));
+  if (forms != 1) bad(where, forms == 0 ? "no prompt field" : "more than one prompt field");
+  if (record.contains("prompt_ids")) {
+    p.ids = ids_of(record["prompt_ids"], where);
+  } else if (f.tokenizer == nullptr) {
+    bad(where, cat("a text prompt needs a tokenizer: ", f.tokenizer_hint));
+  } else if (record.contains("prompt")) {
+    if (!record["prompt"].is_string()) bad(where, "field `prompt` must be a string");
+    p.ids = encode_text(record["prompt"].get<std::string>(), *f.tokenizer, *encoder);
+  } else {
+    if (!f.chat_template)
+      bad(where, cat("a messages prompt needs a chat template: ", f.template_hint));
+    const std::vector<ztok::ChatMessage> messages = ztok::parse_chat_messages(record["messages"], where);
+    p.ids = as_ids(ztok::render_chat(*f.chat_template, messages, *f.tokenizer, *encoder, true).ids);
+  }
+  if (!f.answer_field.empty()) {
+    const auto it = record.find(f.answer_field);
+    if (it == record.end()) bad(where, cat("the reference answer field `", f.answer_field, "` (", f.answer_hint, ") is missing"));
+    p.reference = it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<PromptLine> read_prompts(const std::string& path, const PromptFormat& format) {
+  if (format.tokenizer && format.chat_template) ztok::check_template_specials(*format.chat_template, *format.tokenizer);
+  std::unique_ptr<tok::Encoder> encoder = format.tokenizer ? std::make_unique<tok::Encoder>(*format.tokenizer) : nullptr;
+  std::vector<PromptLine> lines;
+  ztok::for_each_line(path, [&](std::string_view line, std::uint64_t n) {
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+    lines.push_back(parse_line(line, cat(path, ":", n), format, encoder.get()));
+  });
+  if (lines.empty()) throw InputError(cat(path, ": no prompt lines"));
+  return lines;
+}
+
+std::optional<ztok::ChatTemplate> template_of_tokenizer(const tok::Tokenizer* t) {
+  if (t == nullptr) return std::nullopt;
+  for (const ztok::ChatTemplate c : {ztok::ChatTemplate::kChatml, ztok::ChatTemplate::kLlama3}) {
+    const std::vector<std::string> names = ztok::template_specials(c);
+    if (std::all_of(names.begin(), names.end(), [&](const std::string& n) { return t->special_id(n) != tok::Vocab::kNone; }))
+      return c;
+  }
+  return std::nullopt;
+}
+
+namespace {
+// The bytes of tokens [first, n) of the completion (ids past the tokenizer's, a model's padded rows, skipped).
+std::string decoded(const Completion& c, const tok::Tokenizer& t, std::size_t n, std::size_t first = 0) {
+  std::vector<std::uint32_t> ids;
+  for (std::size_t i = first; i < n; ++i)
+    if (static_cast<std::uint64_t>(c.tokens[i]) < t.n_ids()) ids.push_back(static_cast<std::uint32_t>(c.tokens[i]));
+  return t.decode(ids);
+}
+}  // namespace
+
+// Called after every new token, so only the tail that can hold a stop string ending in it is decoded: the
+// newest tokens back to the one that makes the tail as long as the longest stop string (one ending
+// earlier would have stopped the sequence then).
+bool holds_stop_string(const Completion& c, const tok::Tokenizer& tokenizer, const std::vector<std::string>& stops) {
+  if (stops.empty()) return false;
+  std::size_t longest = 0;
+  for (const std::string& s : stops) longest = std::max(longest, s.size());
+  const std::size_t n = c.tokens.size();
+  std::size_t first = n;
+  for (std::size_t bytes = 0; first > 0 && bytes < longest;) bytes += decoded(c, tokenizer, first, first - 1).size(), --first;
+  const std::string text = decoded(c, tokenizer, n, first);
+  return std::any_of(stops.begin(), stops.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
+}
+
+std::string completion_text(const Completion& c, const tok::Tokenizer& tokenizer, const std::vector<std::string>& stops,
+                            const std::vector<std::int32_t>& stop_tokens) {
+  std::size_t n = c.tokens.size();
+  if (n > 0 && c.finish == Finish::kStop &&
+      std::find(stop_tokens.begin(), stop_tokens.end(), c.tokens.back()) != stop_tokens.end())
+    --n;
+  std::string text = decoded(c, tokenizer, n);
+  std::size_t cut = text.size();
+  for (const std::string& s : stops) cut = std::min(cut, text.find(s));
+  text.resize(cut);
+  std::string valid;
+  tok::append_replacing_invalid(text, valid);
+  return valid;
+}
+
+}  // namespace zt::gen

@@ -1,0 +1,86 @@
+// An RL iteration's data between the generation engine and the model (issue 33): which prompts an
+// iteration takes, its responses with their rewards and advantages, and how they are laid out as the
+// trainer's micro-batches. All host arithmetic, the same on every rank and world size:
+//   - the prompts: iteration i takes positions [i*batch, (i+1)*batch) of an endless sequence of epochs,
+//     each a permutation of the prompt set seeded by (train.seed, epoch), so the cursor is the iteration
+//     number (a resume needs nothing else);
+//   - mini-batch k of an iteration is its prompts [k*mini_batch, (k+1)*mini_batch), each prompt's whole
+//     group; data-parallel rank r of dp takes the r-th of dp equal slices of each, so the job's
+//     mini-batches do not depend on the rank count;
+//   - response j of prompt p is sampled on stream (iteration*batch + p)*group + j (gen/sampling.hpp), so
+//     its tokens do not depend on the rank, the batch or the slot it ran in.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gen/engine.hpp"
+#include "rl/objectives.hpp"
+
+namespace zt::rl {
+
+// The generation engine's options for the rollouts: rl.slots sequences of max_len tokens, prompts
+// prefilled whole (chunks of max_len), the compute dtype, the rl.* sampling with train.seed (the trainer's
+// and the memory plan's, which plans max_len = model.seq_len).
+gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len);
+
+// The prompt-set indices iteration `iteration` takes, in order (batch of them; a set smaller than the
+// batch repeats within it, each repetition of an epoch in a new order).
+std::vector<std::size_t> iteration_prompts(std::size_t n_prompts, std::uint64_t seed, std::int64_t iteration,
+                                           std::int64_t batch);
+
+// The sampling stream of response `sample` of the iteration's prompt `position` (its place in the iteration).
+std::uint64_t response_stream(std::int64_t iteration, std::int64_t batch, std::int64_t position, std::int64_t group,
+                              std::int64_t sample);
+
+// The iteration's prompt positions rank `dp_rank` of `dp` generates and trains on, mini-batch after
+// mini-batch (mini_batch / dp consecutive positions of each).
+std::vector<std::int64_t> rank_positions(std::int64_t batch, std::int64_t mini_batch, int dp, int dp_rank);
+
+struct Rollout {
+  std::int64_t position = 0;               // the prompt's place in the iteration
+  int sample = 0;                          // which of its group
+  std::vector<std::int32_t> prompt;        // the prompt's tokens
+  std::vector<std::int32_t> response;      // the new tokens (a stop token kept: the policy chose it)
+  bool truncated = false;                  // ended by rl.max_new_tokens or the context, not a stop
+  double reward = 0;
+  float advantage = 0;
+};
+
+// One forward pass's rows: rollouts laid out one per row of seq_len tokens, padded with 0. A response
+// token is the target of the position before it; every other target is ignored. The per-token arrays
+// of the rollouts' response tokens (rl::Tokens) are indexed by `offsets`; token k of them sits at
+// position `positions[k]` of the [rows * seq_len] layout (where the model's token losses and loss
+// weights are).
+struct MicroBatch {
+  std::vector<std::int32_t> tokens, targets;  // [rows * seq_len]
+  std::vector<std::int64_t> offsets;          // per rollout, then the end (rl::Tokens::offsets)
+  std::vector<std::int64_t> positions;        // per response token
+};
+
+// The micro-batch of `rows` rows holding rollouts `which` (at most rows of them). Each rollout's
+// prompt + response must fit seq_len.
+MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> which, int rows, std::int64_t seq_len);
+
+// The objective of micro-batch `mb` (rollouts `which`, packed by pack()) given the model's token losses
+// on it [rows * seq_len]: each response token's log p is minus its loss; old_logp and ref_logp hold each
+// rollout's per-token values (indexed like `rollouts`; old empty: the current log p, the policy has not
+// moved yet; ref empty: no KL term). Evaluated with the whole mini-batch's totals (objectives.hpp), its
+// weights scattered into loss_weights [rows * seq_len] (0 off the response tokens) for Model::set_loss_weights.
+struct MicroObjective {
+  Evaluated evaluated;
+  std::vector<float> loss_weights;
+};
+MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb, std::span<const Rollout> rollouts,
+                               std::span<const std::size_t> which, std::span<const float> token_losses,
+                               const std::vector<std::vector<float>>& old_logp,
+                               const std::vector<std::vector<float>>& ref_logp, std::int64_t total_tokens,
+                               std::int64_t total_responses);
+
+// GRPO's advantages into `rollouts` (groups of `group` consecutive rollouts, one prompt each; objectives.hpp).
+void assign_group_advantages(std::span<Rollout> rollouts, int group, bool norm_by_std);
+
+}  // namespace zt::rl

@@ -1,0 +1,78 @@
+// Answer evaluation during training (answer_eval.hpp).
+#include "train/answer_eval.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "model/from_config.hpp"
+#include "train/prompt_check.hpp"
+
+namespace zt::train {
+namespace {
+
+std::vector<gen::PromptLine> read_eval_prompts(const config::Config& c, const tok::Tokenizer& t) {
+  return read_answer_prompts(c.log.eval_prompts, c.log.eval_answer_field, "log.eval_answer_field", t);
+}
+
+}  // namespace
+
+void check_eval_prompts(const config::Config& c) {
+  gen::AnswerRule::parse(c.log.eval_answer_rule, "log.eval_answer_rule");
+  const tok::Tokenizer& t = text_tokenizer(c, "log.eval_prompts");
+  max_sequence_len(c, read_eval_prompts(c, t), c.log.eval_max_new_tokens, "log.eval_prompts");
+}
+
+AnswerEvaluation::AnswerEvaluation(const config::Config& c)
+    : config_(c), tokenizer_(&text_tokenizer(c, "log.eval_prompts")), prompts_(read_eval_prompts(c, *tokenizer_)),
+      rule_(gen::AnswerRule::parse(c.log.eval_answer_rule, "log.eval_answer_rule")),
+      max_len_(max_sequence_len(c, prompts_, c.log.eval_max_new_tokens, "log.eval_prompts")) {
+  if (tokenizer_->eot() != tok::Vocab::kNone) stop_tokens_.push_back(static_cast<std::int32_t>(tokenizer_->eot()));
+  if (const std::optional<ztok::ChatTemplate> chat = gen::template_of_tokenizer(tokenizer_)) {
+    const std::uint32_t end = tokenizer_->special_id(ztok::turn_end_token(*chat));
+    if (end != tok::Vocab::kNone) stop_tokens_.push_back(static_cast<std::int32_t>(end));
+  }
+}
+
+gen::EngineOptions AnswerEvaluation::engine_options(const config::Config& c, int slots) const {
+  gen::EngineOptions e{.slots = slots, .max_len = max_len_, .prefill_chunk = max_len_,
+                       .compute = model::compute_dtype(c.train.precision)};
+  e.sampling = {static_cast<float>(c.log.eval_temperature), 0, 1.0f, c.train.seed};
+  e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(tokenizer_->n_ids(), c.model.vocab_size));
+  return e;
+}
+
+AnswerScores AnswerEvaluation::run(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params,
+                                   const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto samples = static_cast<int>(config_.log.eval_samples);
+  std::vector<std::size_t> mine;  // prompts dealt round robin: every sample of a prompt on this rank
+  for (std::size_t p = static_cast<std::size_t>(dp_rank); p < prompts_.size(); p += static_cast<std::size_t>(dp.size()))
+    mine.push_back(p);
+  std::vector<gen::Request> requests;
+  for (std::size_t p : mine)
+    for (int s = 0; s < samples; ++s)
+      requests.push_back({prompts_[p].ids, config_.log.eval_max_new_tokens, stop_tokens_,
+                          static_cast<std::uint64_t>(p) * static_cast<std::uint64_t>(samples) + static_cast<std::uint64_t>(s)});
+  std::vector<gen::Completion> done;
+  {
+    gen::Engine engine(be, table, params, options);  // its cache and activations go when the evaluation ends
+    done = engine.run(requests);
+  }
+  std::vector<gen::ScoredSample> scored;
+  for (std::size_t k = 0; k < done.size(); ++k) {
+    const gen::PromptLine& p = prompts_[mine[k / static_cast<std::size_t>(samples)]];
+    const std::string text = gen::completion_text(done[k], *tokenizer_, {}, stop_tokens_);
+    const std::string reference = rule_.extract(*p.reference).value_or(*p.reference);
+    scored.push_back({k / static_cast<std::size_t>(samples), rule_.score(text, reference)});
+  }
+  const gen::EvalSummary here = gen::summarize(scored, samples);  // means over this rank's prompts
+  const double n = static_cast<double>(mine.size());
+  std::vector<double> sums = {here.accuracy * n, here.pass_at_1 * n, here.pass_at_samples * n, n};
+  dp.all_reduce_values(sums, dist::ReduceOp::kSum);
+  std::vector<double> seconds = {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  dp.all_reduce_values(seconds, dist::ReduceOp::kMax);
+  const double prompts = std::max(1.0, sums[3]);
+  return {sums[0] / prompts, sums[1] / prompts, sums[2] / prompts, static_cast<std::int64_t>(sums[3]), samples, seconds[0]};
+}
+
+}  // namespace zt::train

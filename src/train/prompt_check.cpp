@@ -1,0 +1,51 @@
+// The trainer's prompt sets and their start-up checks (prompt_check.hpp).
+#include "train/prompt_check.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "gen/engine.hpp"
+#include "rl/batch_rules.hpp"
+#include "train/data_check.hpp"
+
+namespace zt::train {
+
+const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key) {
+  std::string path = c.data.vocab;
+  const std::filesystem::path hf = std::filesystem::path(c.init.from) / "tokenizer.json";
+  if (path.empty() && !c.init.from.empty() && std::filesystem::exists(hf)) path = hf.string();
+  if (path.empty())
+    throw ConfigError(cat(key, " reads and scores text: set data.vocab (a GPT-2 directory, a .tiktoken file or a "
+                          "tokenizer.json), or init.from a Hugging Face directory holding tokenizer.json"));
+  return load_tokenizer(path);
+}
+
+std::vector<gen::PromptLine> read_answer_prompts(const std::string& glob, const std::string& answer_field,
+                                                 const std::string& answer_key, const tok::Tokenizer& tokenizer) {
+  gen::PromptFormat format{&tokenizer, gen::template_of_tokenizer(&tokenizer), answer_field};
+  format.tokenizer_hint = "set data.vocab";
+  format.template_hint = "the tokenizer has the special tokens of no chat template (chatml, llama3)";
+  format.answer_hint = answer_key;
+  return gen::read_prompts(glob, format);
+}
+
+std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
+                              const std::string& key) {
+  std::int64_t longest = 0;
+  for (const gen::PromptLine& p : prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));
+  const std::int64_t max_len = std::min(c.model.seq_len, longest + max_new);
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    gen::check_request({prompts[i].ids, max_new, {}, 0}, i, c.model.vocab_size, max_len,
+                       cat(prompts[i].where, " (", key, "; model.seq_len=", c.model.seq_len, ")"));
+  return max_len;
+}
+
+void check_rl_inputs(const config::Config& c, std::int64_t dp_size) {
+  rl::check_batch_layout(rl::layout_of(c, static_cast<int>(dp_size)));
+  const tok::Tokenizer& t = text_tokenizer(c, "rl.reward");
+  max_sequence_len(c, read_answer_prompts(c.rl.prompts, c.rl.answer_field, "rl.answer_field", t), c.rl.max_new_tokens,
+                   "rl.prompts");
+}
+
+}  // namespace zt::train

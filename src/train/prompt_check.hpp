@@ -1,0 +1,33 @@
+// The prompt sets the trainer generates from, RL's (rl.prompts) and the answer evaluation's
+// (log.eval_prompts): their tokenizer, their lines, and their start-up checks (ztrain runs the RL one
+// instead of check_data): refused before any work (exit 2) naming the key, file and line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gen/prompt_io.hpp"
+#include "tok/tokenizer.hpp"
+
+namespace zt::train {
+
+// The tokenizer prompts are read and responses scored with: data.vocab, else init.from's tokenizer.json.
+// `key` names what needs it in the error (rl.reward, log.eval_prompts).
+const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key);
+
+// The prompt lines of `glob` with the tokenizer (and its chat template, for messages lines), each with
+// its reference in `answer_field` (the key `answer_key` names it).
+std::vector<gen::PromptLine> read_answer_prompts(const std::string& glob, const std::string& answer_field,
+                                                 const std::string& answer_key, const tok::Tokenizer& tokenizer);
+
+// The longest sequence generated: the longest prompt + max_new, at most model.seq_len; a prompt leaving
+// no room for one new token is refused, naming its line and `key` (the prompts' key).
+std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
+                              const std::string& key);
+
+// RL's start-up check: the batch layout over the data-parallel ranks, the tokenizer, every prompt line.
+void check_rl_inputs(const config::Config& c, std::int64_t dp_size);
+
+}  // namespace zt::train

@@ -1,0 +1,326 @@
+// RL post-training (rl.prompts set; docs/guide/rl.md): the trainer's loop when each step is an RL
+// iteration. An iteration: this rank's share of the iteration's prompts (rl/rollouts.hpp) through the
+// generation engine on the trainer's own weights (no export, no copy), the responses scored (rl.reward),
+// GRPO's advantages per prompt group, then rl.epochs passes in optimizer steps over mini-batches of
+// micro-batches, each token's cross-entropy weighted by the objective's gradient (rl/objectives.hpp,
+// Model::set_loss_weights), reduced and applied as any training step is. A checkpoint after an
+// iteration holds everything a resume needs: the prompt cursor and the sampling streams follow from
+// the iteration number.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "config/options.hpp"
+#include "core/log.hpp"
+#include "gen/engine.hpp"
+#include "gen/prompt_io.hpp"
+#include "health/faults.hpp"
+#include "io/json_text.hpp"
+#include "model/device_weights.hpp"
+#include "model/hf_dir.hpp"
+#include "model/from_config.hpp"
+#include "model/init.hpp"
+#include "model/tp_split.hpp"
+#include "optim/schedule.hpp"
+#include "rl/batch_rules.hpp"
+#include "rl/objectives.hpp"
+#include "rl/rewards.hpp"
+#include "rl/rollouts.hpp"
+#include "train/prompt_check.hpp"
+#include "train/shared_input.hpp"
+#include "train/trainer_rl.hpp"
+
+namespace zt::train {
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
+
+void Trainer::open_rl() {
+  rl_ = std::make_unique<RlRun>();
+  RlRun& r = *rl_;
+  const config::RlConfig& c = config_.rl;
+  r.tokenizer = &text_tokenizer(config_, "rl.reward");
+  const std::optional<ztok::ChatTemplate> chat = gen::template_of_tokenizer(r.tokenizer);
+  r.prompts = read_answer_prompts(c.prompts, c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
+  r.max_len = max_sequence_len(config_, r.prompts, c.max_new_tokens, "rl.prompts");
+  if (r.tokenizer->eot() != tok::Vocab::kNone) r.stop_tokens.push_back(static_cast<std::int32_t>(r.tokenizer->eot()));
+  if (chat) {
+    const std::uint32_t end = r.tokenizer->special_id(ztok::turn_end_token(*chat));
+    if (end != tok::Vocab::kNone) r.stop_tokens.push_back(static_cast<std::int32_t>(end));
+  }
+  r.layout = rl::layout_of(config_, static_cast<int>(derived_.dp_size));
+  r.objective = {.algorithm = c.algorithm, .clip_low = c.clip_ratio,
+                 .clip_high = c.clip_ratio_high > 0 ? c.clip_ratio_high : c.clip_ratio, .kl_coef = c.kl_coef,
+                 .kl = c.kl_estimator, .aggregation = c.loss_agg};
+  r.reward = rl::make_reward(c.reward, c.reward_timeout_s);
+  gen::EngineOptions e = rl::engine_options(config_, r.max_len);
+  e.tp_group = grid_comms_.tp.get();
+  if (lora_) e.lora = &lora_->attach_generation(gen::rows_for_lora(e));  // the actor: base + live adapters
+  e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));
+  r.engine = std::make_unique<gen::Engine>(*backend_, shard_table(), *params_, e);
+  if (c.kl_coef > 0 && !lora_) r.reference = reference_weights();  // a LoRA actor's is its base
+  log::info(rl::describe(r.layout));
+  log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",
+                r.reward->describe(), "; responses up to ", c.max_new_tokens,
+                " tokens (sequences of ", r.max_len, "), ", c.slots, " decoded together per rank",
+                c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef) : ""));
+}
+
+// The initial policy (init.from, else train.seed's initialisation), this rank's part, in the compute dtype.
+std::unique_ptr<model::DeviceWeights> Trainer::reference_weights() {
+  std::vector<float> flat(table_.numel());
+  if (config_.init.from.empty()) model::init_params_range(table_, config_.train.seed, 0, flat.size(), flat.data());
+  else read_shared_input(world_, [&] { model::load_pretrained(config_.init.from, table_, flat.data()); },
+                         cat("init.from=", config_.init.from, " (rl.kl_coef's reference)"));
+  if (grid_.tp > 1) flat = model::tp_cut_flat(table_, shard_table(), flat.data(), grid_.tp, grid_.tp_rank());
+  return std::make_unique<model::DeviceWeights>(*backend_, shard_table(), flat, model::compute_dtype(config_.train.precision));
+}
+
+int Trainer::rl_loop() {
+  const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
+  if (step_ >= last) {
+    log::info(cat("nothing to train: the run is at iteration ", step_, " and stops at ", last, " (train.max_steps)"));
+    return kExitOk;
+  }
+  const std::int64_t first = step_ + 1;
+  while (step_ < last) {
+    const StepResult r = rl_iteration();
+    if (!std::isfinite(r.loss) && !r.skipped)
+      throw Error(cat("the RL loss became ", r.loss, " at iteration ", step_, ": lower optim.lr or rl.clip_ratio"));
+    if (step_ == first) {
+      set_comm_timeout(config_.dist.timeout_s);
+      world_.set_timeout(config_.dist.timeout_s);
+    }
+    health::inject_faults(config_.debug, world_.rank(), step_);
+    if (at_step_boundary(last)) {
+      checkpointer_->finish();
+      log::info(cat("stopped after iteration ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
+                    " (requeue; ckpt.resume=auto continues from here)"));
+      return record_exit(kExitRequeue, stop_reason());
+    }
+  }
+  checkpointer_->finish();
+  log::info(cat("done: ", step_, " RL iterations"));
+  return record_exit(kExitOk, "done");
+}
+
+// This rank's rollouts of the iteration: mini-batch after mini-batch, each prompt's group together.
+std::vector<rl::Rollout> Trainer::rl_generate(RlSums& sums) {
+  RlRun& r = *rl_;
+  const config::RlConfig& c = config_.rl;
+  const std::int64_t iteration = step_;
+  const std::vector<std::size_t> prompts = rl::iteration_prompts(r.prompts.size(), config_.train.seed, iteration, c.batch);
+  std::vector<gen::Request> requests;
+  std::vector<rl::Rollout> rollouts;
+  for (std::int64_t position : rl::rank_positions(c.batch, r.layout.mini_batch, r.layout.dp, grid_.dp_rank()))
+    for (int s = 0; s < c.group_size; ++s) {
+      const gen::PromptLine& p = r.prompts[prompts[static_cast<std::size_t>(position)]];
+      requests.push_back({p.ids, c.max_new_tokens, r.stop_tokens,
+                          rl::response_stream(iteration, c.batch, position, c.group_size, s)});
+      rollouts.push_back({.position = position, .sample = s, .prompt = p.ids});
+      sums.prompt_tokens += static_cast<double>(p.ids.size());
+    }
+  set_comm_context(cat("iteration ", step_ + 1, " rollouts"));
+  if (lora_) lora_->set_dropout(false);
+  const auto t = Clock::now();
+  const std::vector<gen::Completion> done = r.engine->run(requests);
+  if (placement_.device == config::Device::kCuda) backend_->synchronize();
+  sums.gen_s = seconds_since(t);
+  for (std::size_t k = 0; k < done.size(); ++k) {
+    rollouts[k].response = done[k].tokens;
+    rollouts[k].truncated = done[k].finish == gen::Finish::kLength;
+    for (float lp : done[k].logprobs) sums.sampled_nll -= lp;
+  }
+  return rollouts;
+}
+
+// Rewards for this rank's rollouts, then GRPO's advantages per group.
+void Trainer::rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
+  RlRun& r = *rl_;
+  const std::vector<std::size_t> prompts =
+      rl::iteration_prompts(r.prompts.size(), config_.train.seed, step_, config_.rl.batch);
+  std::vector<rl::RewardInput> inputs;
+  for (const rl::Rollout& ro : rollouts) {
+    const gen::PromptLine& p = r.prompts[prompts[static_cast<std::size_t>(ro.position)]];
+    const gen::Completion c{ro.response, {}, ro.truncated ? gen::Finish::kLength : gen::Finish::kStop};
+    std::vector<std::uint32_t> ids(ro.prompt.begin(), ro.prompt.end());
+    inputs.push_back({.prompt = r.tokenizer->decode(ids), .response = gen::completion_text(c, *r.tokenizer, {}, r.stop_tokens),
+                      .reference = p.reference.value_or(""), .id = p.id});
+  }
+  const auto t = Clock::now();
+  const std::vector<double> scores = r.reward->score(inputs);
+  sums.reward_s = seconds_since(t);
+  for (std::size_t k = 0; k < rollouts.size(); ++k) {
+    rollouts[k].reward = scores[k];
+    sums.responses += 1, sums.reward += scores[k], sums.reward_sq += scores[k] * scores[k];
+    sums.correct += scores[k] >= 1 ? 1 : 0;
+    sums.response_tokens += static_cast<double>(rollouts[k].response.size());
+    sums.truncated += rollouts[k].truncated ? 1 : 0;
+  }
+  rl::assign_group_advantages(rollouts, static_cast<int>(config_.rl.group_size), config_.rl.norm_adv_by_std);
+  for (const rl::Rollout& ro : rollouts) sums.advantage += ro.advantage, sums.advantage_sq += ro.advantage * ro.advantage;
+}
+
+// LoRA dropout's global row index of micro-batch m of step `step`'s first token: its place among the
+// iteration's sequences over all ranks (so the masks do not depend on the rank count), after the
+// iterations before.
+std::uint64_t Trainer::rl_first_token(std::int64_t step, std::int64_t m) const {
+  const rl::BatchLayout& b = rl_->layout;
+  const std::int64_t sequence = step_ * b.batch * b.group + step * b.sequences_per_step() +
+                                grid_.dp_rank() * b.sequences_per_rank_step() + m * b.micro_batch;
+  return static_cast<std::uint64_t>(sequence) * static_cast<std::uint64_t>(config_.model.seq_len);
+}
+
+// The rollouts of micro-batch m of optimizer step `step` on this rank (indices into its rollouts).
+std::vector<std::size_t> Trainer::rl_micro_rows(std::int64_t step, std::int64_t m) const {
+  const rl::BatchLayout& b = rl_->layout;
+  const std::int64_t first = step * b.sequences_per_rank_step() + m * b.micro_batch;
+  std::vector<std::size_t> rows;
+  for (std::int64_t k = 0; k < b.micro_batch; ++k) rows.push_back(static_cast<std::size_t>(first + k));
+  return rows;
+}
+
+// Every response token's log-probability under `params`, per rollout (a forward pass per micro-batch, no
+// backward): the policy before the iteration's first update (the PPO ratio's old policy), or the reference
+// (`without_adapters`: a LoRA actor's base alone).
+std::vector<std::vector<float>> Trainer::rl_logprobs(const std::vector<rl::Rollout>& rollouts, model::ParamSource& params,
+                                                     bool without_adapters) {
+  const rl::BatchLayout& b = rl_->layout;
+  if (without_adapters) model_->set_lora(nullptr);
+  std::vector<std::vector<float>> out(rollouts.size());
+  for (std::int64_t step = 0; step < b.steps_per_epoch(); ++step)
+    for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
+      const std::vector<std::size_t> rows = rl_micro_rows(step, m);
+      const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
+      if (&params == params_.get() && !without_adapters) expect_access_order(false);
+      if (lora_) lora_->set_dropout(false);
+      model_->forward(mb.tokens.data(), mb.targets.data(), params);
+      const std::vector<float>& losses = model_->token_losses();
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
+          out[rows[i]].push_back(-losses[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
+    }
+  if (without_adapters) model_->set_lora(&lora_->lora());
+  return out;
+}
+
+Trainer::StepResult Trainer::rl_iteration() {
+  RlRun& r = *rl_;
+  const rl::BatchLayout& b = r.layout;
+  RlSums sums;
+  std::vector<rl::Rollout> rollouts = rl_generate(sums);
+  rl_score(rollouts, sums);
+  const auto t = Clock::now();
+  // The aggregation's denominators: each optimizer step's response tokens over all ranks (one all-reduce).
+  std::vector<double> step_tokens(static_cast<std::size_t>(b.steps_per_epoch()), 0.0);
+  for (std::size_t k = 0; k < rollouts.size(); ++k)
+    step_tokens[k / static_cast<std::size_t>(b.sequences_per_rank_step())] += static_cast<double>(rollouts[k].response.size());
+  set_comm_context(cat("iteration ", step_ + 1, " token counts"));
+  dp_comm().all_reduce_values(step_tokens, dist::ReduceOp::kSum);
+  const std::int64_t updates = b.steps_per_epoch() * config_.rl.epochs;
+  std::vector<std::vector<float>> old_logp, ref_logp;
+  if (updates > 1) old_logp = rl_logprobs(rollouts, *params_);  // the first step's forward would equal it
+  if (r.reference) ref_logp = rl_logprobs(rollouts, r.reference->params());
+  else if (config_.rl.kl_coef > 0) ref_logp = rl_logprobs(rollouts, *params_, /*without_adapters=*/true);
+  StepResult result;
+  result.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
+  for (std::int64_t u = 0; u < updates; ++u) {
+    const std::int64_t step = u % b.steps_per_epoch();
+    const StepResult s = rl_update(rollouts, step, static_cast<std::int64_t>(step_tokens[static_cast<std::size_t>(step)]),
+                                   old_logp, ref_logp, step_ * updates + u + 1, result.lr, sums);
+    result.loss += s.loss / static_cast<double>(updates);
+    result.grad_norm = s.grad_norm, result.skipped = s.skipped, result.loss_scale = s.loss_scale;
+  }
+  if (placement_.device == config::Device::kCuda) backend_->synchronize();
+  sums.update_s = seconds_since(t);
+  ++step_;
+  tokens_ += static_cast<std::uint64_t>(sums.response_tokens);
+  last_loss_ = result.loss;
+  rl_log(result, sums);
+  return result;
+}
+
+// One optimizer step over mini-batch `step` of the iteration: its micro-batches' weighted forward and
+// backward, the reduction, the clip and AdamW. `total_tokens`: the mini-batch's response tokens over all ranks.
+Trainer::StepResult Trainer::rl_update(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t total_tokens,
+                                       const std::vector<std::vector<float>>& old_logp,
+                                       const std::vector<std::vector<float>>& ref_logp, std::int64_t adam_step, double lr,
+                                       RlSums& sums) {
+  const rl::BatchLayout& b = rl_->layout;
+  const double loss_scale = scaler_.scale();
+  StepResult r;
+  engine_->zero_grads();
+  double loss_here = 0;
+  for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
+    const std::vector<std::size_t> rows = rl_micro_rows(step, m);
+    const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
+    set_comm_context(cat("iteration ", step_ + 1, " update ", step + 1, " micro-batch ", m + 1, "/", b.micro_batches_per_step()));
+    expect_access_order(true);
+    if (lora_) lora_->set_dropout(true, rl_first_token(step, m));
+    model_->set_loss_weights(nullptr);
+    model_->forward(mb.tokens.data(), mb.targets.data(), *params_);
+    const rl::MicroObjective o = rl::micro_objective(rl_->objective, mb, rollouts, rows, model_->token_losses(), old_logp,
+                                                     ref_logp, total_tokens, b.sequences_per_step());
+    const rl::Evaluated& e = o.evaluated;
+    loss_here += e.loss;
+    sums.policy_loss += e.policy_loss, sums.kl += e.kl, sums.clipped += static_cast<double>(e.clipped_tokens);
+    model_->set_loss_weights(o.loss_weights.data());
+    engine_->begin_backward(m == b.micro_batches_per_step() - 1);
+    model_->backward(*params_, *grads_, static_cast<float>(loss_scale));
+    engine_->end_backward();
+  }
+  model_->set_loss_weights(nullptr);
+  set_comm_context(cat("iteration ", step_ + 1, " update ", step + 1, " gradient reduction"));
+  r.grad_norm = engine_->finish_gradients();
+  if (const ShardMap* map = trained_map())
+    r.grad_norm = grid_grad_norm(r.grad_norm, *engine_, grid_.tp > 1 ? grid_comms_.tp.get() : nullptr,
+                                 map->replicated_ranges(), nullptr, map->tied_copy_ranges());
+  r.grad_norm /= loss_scale;
+  r.loss = dp_comm().all_reduce_value(loss_here, dist::ReduceOp::kSum);
+  r.loss_scale = loss_scale;
+  r.skipped = !scaler_.update(std::isfinite(r.grad_norm));
+  if (r.skipped) return r;
+  set_comm_context(cat("iteration ", step_ + 1, " update ", step + 1, " optimizer"));
+  engine_->adamw_step(config_.optim, lr, static_cast<int>(adam_step - scaler_.skipped_steps()),
+                      optim::clip_factor(r.grad_norm, config_.optim.grad_clip) / loss_scale);
+  return r;
+}
+
+// The iteration's metrics line (rank 0), from every data-parallel rank's sums.
+void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
+  std::vector<double> v = mine.packed();
+  std::vector<double> slowest = {mine.gen_s, mine.update_s, mine.reward_s};
+  set_comm_context(cat("iteration ", step_, " metrics"));
+  dp_comm().all_reduce_values(v, dist::ReduceOp::kSum);
+  dp_comm().all_reduce_values(slowest, dist::ReduceOp::kMax);
+  const auto peak = static_cast<std::uint64_t>(
+      comm_->all_reduce_value(static_cast<double>(backend_->memory_stats().peak_bytes), dist::ReduceOp::kMax));
+  if (!metrics_) return;
+  enum { kResponses, kPromptTokens, kReward, kRewardSq, kCorrect, kTokens, kTruncated, kNll, kAdv, kAdvSq, kPolicy,
+         kKl, kClipped, kGenS, kUpdateS };
+  const double n = std::max(1.0, v[kResponses]), tokens = std::max(1.0, v[kTokens]);
+  const double updates = static_cast<double>(rl_->layout.steps_per_epoch() * config_.rl.epochs);
+  RlMetrics m;
+  m.step = step_, m.lr = r.lr, m.grad_norm = r.grad_norm, m.loss = r.loss;
+  m.reward_mean = v[kReward] / n;
+  m.reward_std = std::sqrt(std::max(0.0, v[kRewardSq] / n - m.reward_mean * m.reward_mean));
+  m.accuracy = v[kCorrect] / n, m.response_length = v[kTokens] / n, m.truncated_fraction = v[kTruncated] / n;
+  m.entropy = v[kNll] / tokens;
+  m.advantage_mean = v[kAdv] / n;
+  m.advantage_std = std::sqrt(std::max(0.0, v[kAdvSq] / n - m.advantage_mean * m.advantage_mean));
+  m.pg_loss = v[kPolicy] / updates, m.kl = v[kKl] / updates;
+  m.clip_fraction = v[kClipped] / (tokens * static_cast<double>(config_.rl.epochs));
+  m.gen_s = slowest[0], m.update_s = slowest[1], m.reward_s = slowest[2];
+  // Tokens processed per second per rank, each rank's own time summed: generation counts prompts and
+  // responses (prefill and decode), the update the sequences' tokens of every forward and backward pass.
+  const double sequence_tokens = v[kPromptTokens] + v[kTokens];
+  m.gen_tokens_per_s = sequence_tokens / std::max(1e-9, v[kGenS]);
+  m.train_tokens_per_s = sequence_tokens * static_cast<double>(config_.rl.epochs) / std::max(1e-9, v[kUpdateS]);
+  m.mem_peak_bytes = peak, m.mem_predicted_bytes = predicted_peak_;
+  m.skipped = r.skipped;
+  metrics_->rl_iteration(m);
+}
+
+}  // namespace zt::train

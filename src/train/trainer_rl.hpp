@@ -1,0 +1,43 @@
+// The state of an RL run inside the trainer (trainer_rl.cpp), where the trainer's set-up and teardown see it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gen/engine.hpp"
+#include "gen/prompt_io.hpp"
+#include "model/device_weights.hpp"
+#include "rl/batch_rules.hpp"
+#include "rl/objectives.hpp"
+#include "rl/rewards.hpp"
+#include "train/trainer.hpp"
+
+namespace zt::train {
+
+// What an RL run holds beside the trainer's model and engine.
+struct Trainer::RlRun {
+  const tok::Tokenizer* tokenizer = nullptr;
+  std::vector<gen::PromptLine> prompts;
+  std::vector<std::int32_t> stop_tokens;
+  std::unique_ptr<rl::Reward> reward;
+  rl::BatchLayout layout;
+  rl::Objective objective;
+  std::int64_t max_len = 0;                           // prompt + response of one sequence
+  std::unique_ptr<gen::Engine> engine;                // on the trainer's parameters
+  std::unique_ptr<model::DeviceWeights> reference;    // rl.kl_coef > 0: the initial policy's weights
+};
+
+// The iteration's figures on this rank, summed over the data-parallel ranks for the metrics line.
+struct Trainer::RlSums {
+  double responses = 0, prompt_tokens = 0, reward = 0, reward_sq = 0, correct = 0, response_tokens = 0, truncated = 0;
+  double sampled_nll = 0;  // -log p of every sampled response token (the policy's entropy, estimated)
+  double advantage = 0, advantage_sq = 0;
+  double policy_loss = 0, kl = 0, clipped = 0;  // summed over the iteration's optimizer steps
+  double gen_s = 0, update_s = 0, reward_s = 0;  // this rank's
+  std::vector<double> packed() const {
+    return {responses, prompt_tokens, reward, reward_sq, correct, response_tokens, truncated, sampled_nll, advantage, advantage_sq,
+            policy_loss, kl, clipped, gen_s, update_s, reward_s};
+  }
+};
+
+}  // namespace zt::train
