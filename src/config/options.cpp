@@ -290,7 +290,7 @@ std::vector<Option> build_table() {
       opt("rl.max_new_tokens", &C::rl, &RlConfig::max_new_tokens, "longest response; prompt + response must fit model.seq_len", I64{1, kMaxWidth}),
       opt("rl.temperature", &C::rl, &RlConfig::temperature, "sampling temperature of the rollouts (0 = greedy, which gives a group identical responses)", closed(0, 100)),
       opt("rl.top_k", &C::rl, &RlConfig::top_k, "rollouts sample among the k likeliest tokens (0 = all)", I64{0, kMaxWidth}),
-      opt("rl.top_p", &C::rl, &RlConfig::top_p, "rollouts sample from the smallest set of tokens holding this probability (1 = all)", NumRange{0, 1, false, true}),
+      opt("rl.top_p", &C::rl, &RlConfig::top_p, "rollouts sample from the smallest set of tokens holding this probability (1 = all)", NumRange{0, 1, true, false}),
       opt("rl.slots", &C::rl, &RlConfig::slots, "sequences each rank decodes together in the rollouts (the KV cache holds this many)", I64{1, 65536}),
       opt("rl.clip_ratio", &C::rl, &RlConfig::clip_ratio, "PPO clip: the ratio is clipped to [1 - clip_ratio, 1 + rl.clip_ratio_high] (verl clip_ratio)", closed(0, 10)),
       opt("rl.clip_ratio_high", &C::rl, &RlConfig::clip_ratio_high, "upper clip above 1 (0 = rl.clip_ratio; DAPO's clip-higher: e.g. 0.28)", closed(0, 10)),
