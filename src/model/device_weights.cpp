@@ -19,4 +19,10 @@ DeviceWeights::DeviceWeights(backend::Backend& be, const ParamTable& table, std:
   params_ = std::make_unique<FlatParams>(table, flat_.view(compute, {n}));
 }
 
+DeviceWeights::DeviceWeights(const ParamTable& table, backend::Buffer flat, DType dtype) : flat_(std::move(flat)) {
+  ZT_CHECK(flat_.bytes() == table.numel() * dtype_size(dtype), "DeviceWeights: ", flat_.bytes(), " bytes for a table of ",
+           table.numel(), " ", dtype_name(dtype), " values");
+  params_ = std::make_unique<FlatParams>(table, flat_.view(dtype, {static_cast<std::int64_t>(table.numel())}));
+}
+
 }  // namespace zt::model

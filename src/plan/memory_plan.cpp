@@ -179,21 +179,24 @@ std::optional<model::ParamTable> rank_adapters(const config::Config& c, const mo
                                    static_cast<int>(c.parallel.tp));
 }
 
-// The rows of one rank that holds `table` (the whole model, a TP shard or a pipeline rank's stages)
-// and `activations` bytes of them, its model state ZeRO-sharded over `dp` ranks; with LoRA, `table` is
-// its frozen base and `adapters` what trains.
 // RL (rl.prompts): the rollouts' generation engine (KV cache of rl.slots sequences of model.seq_len, its
-// prefill and decoding activations and logits) beside the training state, and the initial policy's
-// weights for the KL term.
+// prefill and decoding activations and logits) beside the training state; at ZeRO-3 the whole weights
+// gathered for it; the initial policy's weights for the KL term (a LoRA actor's reference is its base).
 void add_rollouts(MemoryPlan& p, const config::Config& config, int tp, DType compute) {
   const model::GptShape shape = model::model_shape(config.model);
   p.rows.push_back({"rollout engine", gen::Engine::bytes(shape, tp, rl::engine_options(config, shape.seq_len)),
                     cat(config.rl.slots, " sequences of ", shape.seq_len, " tokens: KV cache, activations, logits")});
-  if (config.rl.kl_coef > 0)
+  if (config.train.zero_stage == 3)
+    p.rows.push_back({"gathered weights", model::ParamTable(shape).numel() / static_cast<std::uint64_t>(tp) * dtype_size(compute),
+                      cat(dtype_name(compute), ", ZeRO-3: the whole weights while the rollouts run")});
+  if (config.rl.kl_coef > 0 && config.lora.rank == 0)
     p.rows.push_back({"reference policy", model::ParamTable(shape).numel() / static_cast<std::uint64_t>(tp) * dtype_size(compute),
                       cat(dtype_name(compute), ", rl.kl_coef's initial weights")});
 }
 
+// The rows of one rank that holds `table` (the whole model, a TP shard or a pipeline rank's stages)
+// and `activations` bytes of them, its model state ZeRO-sharded over `dp` ranks; with LoRA, `table` is
+// its frozen base and `adapters` what trains.
 MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table,
                      const std::optional<model::ParamTable>& adapters, std::int64_t world_size, std::int64_t dp,
                      std::uint64_t activations, const std::string& activations_note, int threads,

@@ -105,8 +105,8 @@ void MetricsLog::answers(std::int64_t step, const AnswerScores& s) {
                  json_number(s.pass_at_1), ", \"eval_pass@k\": ", json_number(s.pass_at_k), ", \"eval_k\": ", s.samples,
                  ", \"eval_prompts\": ", s.prompts, ", \"eval_s\": ", json_number(s.seconds), "}"));
   log::info(cat("step ", step, " | eval_accuracy ", json_number(s.accuracy), " | pass@1 ", json_number(s.pass_at_1),
-                " | pass@", s.samples, " ", json_number(s.pass_at_k), " | ", s.prompts, " prompts in ",
-                json_number(s.seconds), " s"));
+                s.samples > 1 ? cat(" | pass@", s.samples, " ", json_number(s.pass_at_k)) : std::string(), " | ", s.prompts,
+                " prompts in ", json_number(s.seconds), " s"));
 }
 
 void MetricsLog::event(const std::string& json_object) { write_line(json_object); }

@@ -96,6 +96,7 @@ class Trainer {
   struct RlSums;
   void open_rl();
   std::unique_ptr<model::DeviceWeights> reference_weights();
+  std::unique_ptr<model::DeviceWeights> gathered_weights();  // ZeRO-3: the whole weights for generation (collective)
   int rl_loop();
   StepResult rl_iteration();
   std::vector<rl::Rollout> rl_generate(RlSums& sums);

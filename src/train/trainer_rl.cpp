@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include "config/options.hpp"
 #include "core/log.hpp"
@@ -59,7 +60,7 @@ void Trainer::open_rl() {
   e.tp_group = grid_comms_.tp.get();
   if (lora_) e.lora = &lora_->attach_generation(gen::rows_for_lora(e));  // the actor: base + live adapters
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));
-  r.engine = std::make_unique<gen::Engine>(*backend_, shard_table(), *params_, e);
+  r.engine_options = e;
   if (c.kl_coef > 0 && !lora_) r.reference = reference_weights();  // a LoRA actor's is its base
   log::info(rl::describe(r.layout));
   log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",
@@ -76,6 +77,25 @@ std::unique_ptr<model::DeviceWeights> Trainer::reference_weights() {
                          cat("init.from=", config_.init.from, " (rl.kl_coef's reference)"));
   if (grid_.tp > 1) flat = model::tp_cut_flat(table_, shard_table(), flat.data(), grid_.tp, grid_.tp_rank());
   return std::make_unique<model::DeviceWeights>(*backend_, shard_table(), flat, model::compute_dtype(config_.train.precision));
+}
+
+// ZeRO-3: every unit gathered once, in unit order, on every rank of the data-parallel group, into one
+// compute-dtype copy of this rank's part of the model (as verl's hybrid engine hands its rollout engine
+// full weights gathered from FSDP's shards); the caller holds it while it generates.
+std::unique_ptr<model::DeviceWeights> Trainer::gathered_weights() {
+  const model::ParamTable& t = shard_table();
+  const DType dtype = model::compute_dtype(config_.train.precision);
+  backend::Buffer flat = backend_->allocate(t.numel() * dtype_size(dtype));
+  std::vector<int> order(static_cast<std::size_t>(t.n_units()));
+  std::iota(order.begin(), order.end(), 0);
+  engine_->expect_access_order(order);
+  for (int u = 0; u < t.n_units(); ++u) {
+    const backend::Tensor unit = engine_->param_unit(u);
+    backend_->copy(static_cast<std::byte*>(flat.data()) + t.units()[static_cast<std::size_t>(u)].offset * dtype_size(dtype),
+                   unit.data, unit.bytes());
+    engine_->release_param_unit(u);
+  }
+  return std::make_unique<model::DeviceWeights>(t, std::move(flat), dtype);
 }
 
 int Trainer::rl_loop() {
@@ -125,7 +145,14 @@ std::vector<rl::Rollout> Trainer::rl_generate(RlSums& sums) {
   set_comm_context(cat("iteration ", step_ + 1, " rollouts"));
   if (lora_) lora_->set_dropout(false);
   const auto t = Clock::now();
-  const std::vector<gen::Completion> done = r.engine->run(requests);
+  // The engine (its KV cache) lives while the rollouts run. At ZeRO-3 it reads a whole copy of the
+  // weights, gathered before the ranks' decoding diverges.
+  const std::unique_ptr<model::DeviceWeights> gathered = config_.train.zero_stage == 3 ? gathered_weights() : nullptr;
+  std::vector<gen::Completion> done;
+  {
+    gen::Engine engine(*backend_, shard_table(), gathered ? gathered->params() : *params_, r.engine_options);
+    done = engine.run(requests);
+  }
   if (placement_.device == config::Device::kCuda) backend_->synchronize();
   sums.gen_s = seconds_since(t);
   for (std::size_t k = 0; k < done.size(); ++k) {

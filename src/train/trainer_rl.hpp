@@ -23,7 +23,7 @@ struct Trainer::RlRun {
   rl::BatchLayout layout;
   rl::Objective objective;
   std::int64_t max_len = 0;                           // prompt + response of one sequence
-  std::unique_ptr<gen::Engine> engine;                // on the trainer's parameters
+  gen::EngineOptions engine_options;                  // the rollouts' engine, made per iteration
   std::unique_ptr<model::DeviceWeights> reference;    // rl.kl_coef > 0: the initial policy's weights
 };
 

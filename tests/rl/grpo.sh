@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# RL end to end on the synthetic task (inputs/rl_arith: one-digit sums in GSM8K's answer format): a tiny
-# GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export; its answer evaluation at
-# log.eval_every equal to zgen's on the export), then GRPO from that
-# export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 iterations); a run stopped and
-# resumed gives the uninterrupted run's metrics exactly; 2 data-parallel ranks sample the same first
-# iteration as 1 rank; a LoRA actor (KL to its base) samples as the full model first, trains and exports
-# its adapter; a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO and the KL
-# term run; the refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, ZeRO-3,
-# a pipeline, prompts without a reference, a prompt too long for the context.
+# RL end to end on the synthetic task (inputs/rl_arith: one-digit sums in GSM8K's answer format):
+# - a tiny GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export); its answer
+#   evaluation at log.eval_every equals zgen's on the export;
+# - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 iterations);
+# - a run stopped and resumed gives the uninterrupted run's metrics exactly;
+# - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
+# - a LoRA actor (KL to its base) samples as the full model first, trains and exports its adapter;
+# - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
+# - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, a LoRA actor at ZeRO-3,
+#   prompts without a reference, a prompt too long for the context.
 source "$(dirname "$0")/../lib.sh"
 task=$ZT_SOURCE/inputs/rl_arith
 W=$ZT_WORK
@@ -67,6 +68,12 @@ one=$(grep '"step": 1,' "$W/straight.jsonl" | grep -oE '"(reward_mean|accuracy|r
 two=$(grep '"step": 1,' "$W/dp2.jsonl" | grep -oE '"(reward_mean|accuracy|response_length)": [^,]*')
 [ -n "$one" ] && [ "$one" = "$two" ] || fail "iteration 1 on 2 ranks ($two) differs from 1 rank ($one)"
 echo "ok: 2 data-parallel ranks sample iteration 1 as 1 rank does"
+# ZeRO-3: the rollouts read the weights gathered whole; iteration 1 as on 1 rank again.
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --train.micro_batch=20 \
+  --train.zero_stage=3 --ckpt.dir="$W/z3" --log.metrics="$W/z3.jsonl"
+three=$(grep '"step": 1,' "$W/z3.jsonl" | grep -oE '"(reward_mean|accuracy|response_length)": [^,]*')
+[ "$one" = "$three" ] || fail "iteration 1 at ZeRO-3 on 2 ranks ($three) differs from 1 rank ($one)"
+echo "ok: at ZeRO-3 the gathered weights sample iteration 1 as 1 rank does"
 
 # ---- a LoRA actor: its adapters start at B = 0, so its first iteration samples what the full model's does;
 # its KL reference is the base without adapters; its checkpoint exports as a PEFT adapter --------------------
@@ -106,8 +113,8 @@ PY
 expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.batch=256 --rl.mini_batch=128 --rl.group_size=1 \
   --train.micro_batch=128 --ckpt.dir="$W/refused"
 expect_in "$W/err" "train.micro_batch=64|rl.mini_batch=256" "the batch refusal names the fix"
-expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --train.zero_stage=3 --ckpt.dir="$W/refused"
-expect_in "$W/err" "train.zero_stage"
+expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --train.zero_stage=3 --lora.rank=4 --ckpt.dir="$W/refused"
+expect_in "$W/err" "lora.rank=4 at train.zero_stage=3"
 python3 -c "import json; print(json.dumps({'id': 1, 'prompt': '1+1='}))" >"$W/noref.jsonl"
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.prompts="$W/noref.jsonl" --ckpt.dir="$W/refused"
 expect_in "$W/err" "noref.jsonl:1.*answer"
