@@ -5,6 +5,7 @@
 # - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 iterations);
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
 # - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
+#   2 tensor-parallel ranks the first two;
 # - a LoRA actor (KL to its base) samples as the full model first, trains and exports its adapter;
 # - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
 # - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, a LoRA actor at ZeRO-3,
@@ -74,6 +75,13 @@ expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_
 three=$(grep '"step": 1,' "$W/z3.jsonl" | grep -oE '"(reward_mean|accuracy|response_length)": [^,]*')
 [ "$one" = "$three" ] || fail "iteration 1 at ZeRO-3 on 2 ranks ($three) differs from 1 rank ($one)"
 echo "ok: at ZeRO-3 the gathered weights sample iteration 1 as 1 rank does"
+# Tensor parallelism: generation and the update on the TP shards sample iterations 1 and 2 as 1 rank.
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --parallel.tp=2 \
+  --ckpt.dir="$W/tp2" --log.metrics="$W/tp2.jsonl"
+sampled() { grep -E '"step": [12],' "$1" | grep -oE '"(reward_mean|accuracy|response_length)": [^,]*'; }
+[ "$(sampled "$W/tp2.jsonl")" = "$(sampled "$W/straight.jsonl")" ] ||
+  fail "iterations 1-2 at parallel.tp=2 differ from 1 rank: $(sampled "$W/tp2.jsonl" | tr '\n' ' ')"
+echo "ok: parallel.tp=2 samples iterations 1-2 as 1 rank does"
 
 # ---- a LoRA actor: its adapters start at B = 0, so its first iteration samples what the full model's does;
 # its KL reference is the base without adapters; its checkpoint exports as a PEFT adapter --------------------
