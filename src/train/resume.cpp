@@ -86,6 +86,26 @@ void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const confi
                        " --out BASE) and start the LoRA run with init.from=BASE in another ckpt.dir"));
 }
 
+// RL's prompt cursor is the iteration, counted in rl.batch prompts of rl.prompts' seeded order: a resume
+// keeps rl.batch (refused otherwise), and is warned about other prompts. A training checkpoint does not
+// resume as RL, nor an RL one as training: each is a new run from the other's exported weights.
+void check_rl_resume(const fs::path& dir, const config::Config& then, const config::Config& c) {
+  const std::string fix = cat(" (zckpt export ", dir.string(), " --out DIR, then init.from=DIR in another ckpt.dir)");
+  if (then.rl.enabled() != c.rl.enabled())
+    throw InputError(cat("checkpoint ", dir.string(), then.rl.enabled() ? " is of an RL run (rl.prompts=" + then.rl.prompts + ")"
+                                                                         : " is of a training run (no rl.prompts)",
+                         " but this run ", c.rl.enabled() ? "is RL (rl.prompts=" + c.rl.prompts + ")" : "trains on data.train",
+                         ": start a new run from its weights instead", fix));
+  if (!c.rl.enabled()) return;
+  if (then.rl.batch != c.rl.batch)
+    throw InputError(cat("checkpoint ", dir.string(), " was trained with rl.batch=", then.rl.batch, "; this run has ",
+                         c.rl.batch, ": the prompt cursor counts iterations of that many prompts, so resume with rl.batch=",
+                         then.rl.batch, ", or start a new run from the checkpoint's weights", fix));
+  if (then.rl.prompts != c.rl.prompts)
+    log::warn(cat("checkpoint ", dir.string(), " was trained on rl.prompts=", then.rl.prompts, "; this run reads ",
+                  c.rl.prompts, ": the iterations from here on take their prompts from the new file's order"));
+}
+
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
@@ -103,6 +123,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
                          c.lora.rank > 0 ? " and the same lora.rank and lora.targets (a LoRA checkpoint holds its adapters)" : "",
                          fix));
   check_model_keys(dir, then, c);
+  check_rl_resume(dir, then, c);
   if (s.global_batch != static_cast<std::uint64_t>(c.train.global_batch))
     throw InputError(cat("checkpoint ", dir.string(), " was trained with train.global_batch=", s.global_batch,
                          "; this run has ", c.train.global_batch, ": the data cursor counts windows of that batch, so "

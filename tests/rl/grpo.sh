@@ -61,6 +61,8 @@ expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --ckpt.dir="$W/split" --
 strip() { grep '"accuracy"' "$1" | sed -E 's/"(gen_s|reward_s|update_s|gen_tokens_per_s|train_tokens_per_s|mem_peak_bytes|mem_predicted_bytes)": [^,}]*//g'; }
 diff <(strip "$W/straight.jsonl") <(strip "$W/split.jsonl") || fail "the resumed run's iterations differ from the uninterrupted run's"
 echo "ok: stopped after iteration 3 and resumed = uninterrupted (6 iterations, every metric but the times)"
+expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=8 --rl.batch=5 --rl.mini_batch=5 --ckpt.dir="$W/split"
+expect_in "$W/err" "was trained with rl.batch=10; this run has 5"
 
 # ---- 2 data-parallel ranks sample what 1 rank samples --------------------------------------------------
 expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --train.micro_batch=20 \
