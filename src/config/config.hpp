@@ -218,6 +218,7 @@ struct RlConfig {
   KlEstimator kl_estimator = KlEstimator::kK3;
   LossAggregation loss_agg = LossAggregation::kTokenMean;
   bool norm_adv_by_std = true;            // GRPO's division by the group's std (false: Dr. GRPO)
+  std::string rollout_dir;                // each iteration's rollouts as JSONL here (verl rollout_data_dir); empty = none
   bool enabled() const { return !prompts.empty(); }
 };
 

@@ -297,6 +297,7 @@ std::vector<Option> build_table() {
       opt("rl.kl_coef", &C::rl, &RlConfig::kl_coef, "weight of the KL divergence to the initial policy in the loss (verl kl_loss_coef; 0 = none, and no reference copy of the weights is kept)", closed(0, 1e6)),
       opt("rl.kl_estimator", &C::rl, &RlConfig::kl_estimator, "per-token KL estimate: k1 (log p - log ref) or k3 (verl low_var_kl, exp(ref - p) - (ref - p) - 1)"),
       opt("rl.loss_agg", &C::rl, &RlConfig::loss_agg, "how token losses make a step's loss: token-mean (over every response token of the mini-batch), seq-mean-token-mean, seq-mean-token-sum (verl loss_agg_mode)"),
+      opt("rl.rollout_dir", &C::rl, &RlConfig::rollout_dir, "write each iteration's rollouts to DIR/step_NNNNNNNN.jsonl (rank 0): prompt and response ids and text, reward, advantage (verl trainer.rollout_data_dir; empty = none)"),
       opt("rl.norm_adv_by_std", &C::rl, &RlConfig::norm_adv_by_std, "GRPO: divide advantages by the group's std (false: Dr. GRPO, centred only; verl norm_adv_by_std_in_grpo)"),
   };
 }

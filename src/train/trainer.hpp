@@ -101,6 +101,7 @@ class Trainer {
   StepResult rl_iteration();
   std::vector<rl::Rollout> rl_generate(RlSums& sums);
   void rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums);
+  void rl_write_rollouts(const std::vector<rl::Rollout>& rollouts);  // rl.rollout_dir (collective)
   std::vector<std::size_t> rl_micro_rows(std::int64_t step, std::int64_t m) const;
   std::vector<std::vector<float>> rl_logprobs(const std::vector<rl::Rollout>& rollouts, model::ParamSource& params,
                                               bool without_adapters = false);

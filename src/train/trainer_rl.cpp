@@ -11,12 +11,16 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "config/options.hpp"
 #include "core/log.hpp"
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
 #include "health/faults.hpp"
+#include "io/atomic_file.hpp"
 #include "io/json_text.hpp"
 #include "model/device_weights.hpp"
 #include "model/hf_dir.hpp"
@@ -200,6 +204,44 @@ std::uint64_t Trainer::rl_first_token(std::int64_t step, std::int64_t m) const {
   return static_cast<std::uint64_t>(sequence) * static_cast<std::uint64_t>(config_.model.seq_len);
 }
 
+// rl.rollout_dir: the iteration's rollouts of every data-parallel group gathered on rank 0 and written, in
+// the iteration's order (prompt position, then sample), as DIR/step_NNNNNNNN.jsonl (atomic).
+void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
+  RlRun& r = *rl_;
+  const std::vector<std::size_t> prompts = rl::iteration_prompts(r.prompts.size(), config_.train.seed, step_, config_.rl.batch);
+  std::string mine;
+  for (std::size_t k = 0; grid_.tp_rank() == 0 && k < rollouts.size(); ++k) {  // a TP group's first rank speaks for it
+    const rl::Rollout& ro = rollouts[k];
+    const gen::PromptLine& p = r.prompts[prompts[static_cast<std::size_t>(ro.position)]];
+    std::vector<std::uint32_t> prompt(ro.prompt.begin(), ro.prompt.end());
+    const gen::Completion c{ro.response, {}, ro.truncated ? gen::Finish::kLength : gen::Finish::kStop};
+    nlohmann::ordered_json line = {{"step", step_ + 1}, {"position", ro.position}, {"sample", ro.sample}, {"id", p.id},
+                                   {"prompt_ids", ro.prompt}, {"response_ids", ro.response},
+                                   {"prompt", r.tokenizer->decode(prompt)},
+                                   {"response", gen::completion_text(c, *r.tokenizer, {}, r.stop_tokens)},
+                                   {"reference", p.reference.value_or("")}, {"reward", ro.reward},
+                                   {"advantage", ro.advantage}, {"truncated", ro.truncated}};
+    mine += line.dump() + "\n";
+  }
+  const std::vector<std::string> parts = world_.gather_to_root(mine, "rl.rollout_dir: the rollouts gathered on rank 0");
+  if (!world_.is_root()) return;
+  std::vector<std::pair<std::pair<std::int64_t, int>, std::string>> lines;
+  for (const std::string& part : parts) {
+    std::istringstream in(part);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      lines.push_back({{j["position"].get<std::int64_t>(), j["sample"].get<int>()}, line});
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string text;
+  for (const auto& [key, line] : lines) text += line + "\n";
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%08lld.jsonl", static_cast<long long>(step_ + 1));
+  std::filesystem::create_directories(config_.rl.rollout_dir);
+  io::write_file_atomic((std::filesystem::path(config_.rl.rollout_dir) / name).string(), text);
+}
+
 // The rollouts of micro-batch m of optimizer step `step` on this rank (indices into its rollouts).
 std::vector<std::size_t> Trainer::rl_micro_rows(std::int64_t step, std::int64_t m) const {
   const rl::BatchLayout& b = rl_->layout;
@@ -239,6 +281,7 @@ Trainer::StepResult Trainer::rl_iteration() {
   RlSums sums;
   std::vector<rl::Rollout> rollouts = rl_generate(sums);
   rl_score(rollouts, sums);
+  if (!config_.rl.rollout_dir.empty()) rl_write_rollouts(rollouts);
   const auto t = Clock::now();
   // The aggregation's denominators: each optimizer step's response tokens over all ranks (one all-reduce).
   std::vector<double> step_tokens(static_cast<std::size_t>(b.steps_per_epoch()), 0.0);

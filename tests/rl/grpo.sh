@@ -3,6 +3,7 @@
 # - a tiny GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export); its answer
 #   evaluation at log.eval_every equals zgen's on the export;
 # - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 iterations);
+# - one update's loss and gradient norm equal PyTorch's on the same rollouts, 1 rank and 2 at ZeRO-3;
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
 # - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
 #   2 tensor-parallel ranks the first two;
@@ -11,6 +12,8 @@
 # - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, a LoRA actor at ZeRO-3,
 #   prompts without a reference, a prompt too long for the context.
 source "$(dirname "$0")/../lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+PY=${1:-/usr/bin/python3}
 task=$ZT_SOURCE/inputs/rl_arith
 W=$ZT_WORK
 
@@ -84,6 +87,19 @@ sampled() { grep -E '"step": [12],' "$1" | grep -oE '"(reward_mean|accuracy|resp
 [ "$(sampled "$W/tp2.jsonl")" = "$(sampled "$W/straight.jsonl")" ] ||
   fail "iterations 1-2 at parallel.tp=2 differ from 1 rank: $(sampled "$W/tp2.jsonl" | tr '\n' ' ')"
 echo "ok: parallel.tp=2 samples iterations 1-2 as 1 rank does"
+
+# ---- the update against PyTorch: one optimizer step's GRPO loss and gradient norm on the rollouts the run
+# wrote (rl.rollout_dir), 1 rank and 2 ranks at ZeRO-3 (rl_update_reference.py; skipped without PyTorch) --
+one_step=(--train.max_steps=1 --rl.batch=10 --rl.mini_batch=10 --rl.epochs=1)
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --rl.rollout_dir="$W/rollouts" --ckpt.dir="$W/ref1" \
+  --log.metrics="$W/ref1.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --train.micro_batch=20 --train.zero_stage=3 \
+  --ckpt.dir="$W/ref3" --log.metrics="$W/ref3.jsonl"
+[ "$(wc -l <"$W/rollouts/step_00000001.jsonl")" -eq 80 ] || fail "rl.rollout_dir: expected 80 rollouts in step_00000001.jsonl"
+"$PY" "$here/../reference/rl_update_reference.py" "$W/hf" "$W/rollouts/step_00000001.jsonl" "$W/ref1.jsonl" "$W/ref3.jsonl"
+rc=$?
+[ "$rc" -eq 77 ] && echo "NOTE: no PyTorch: the update's reference comparison is skipped"
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update's loss or gradient norm differs from PyTorch's (above)"
 
 # ---- a LoRA actor: its adapters start at B = 0, so its first iteration samples what the full model's does;
 # its KL reference is the base without adapters; its checkpoint exports as a PEFT adapter --------------------
