@@ -1,6 +1,7 @@
 // ztrain: parse -> place ranks -> (print config | pick the checkpoint to resume from, train) -> exit code
 // (docs/INTERFACE.md).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -119,6 +120,13 @@ int print_search(const dist::World& world, const Startup& s, const MemoryCheck& 
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
 int print_plan(const dist::World& world, const Startup& s) {
   if (s.cl.config.plan.world_size > 0) config::derive(s.cl.config, s.cl.config.plan.world_size);  // batch split
+  // A plan needs no weights, but a Hugging Face directory's config.json gives the [model] keys not set: one
+  // that is not here leaves them at their defaults, which the plan must say (a login node without the model).
+  std::error_code ec;
+  const std::string& from = s.cl.config.init.from;
+  if (world.is_root() && !from.empty() && !std::filesystem::exists(from, ec))
+    log::warn(cat("init.from=", from, " is not here: the plan is of the [model] keys as given, their defaults for ",
+                  "the rest, not of that model's config.json (set the model keys, or plan where the model is)"));
   const MemoryCheck m = check_memory(world, s);
   if (s.cl.config.plan.search) return print_search(world, s, m);
   if (world.is_root())
