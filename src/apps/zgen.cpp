@@ -163,11 +163,7 @@ std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedMod
   if (!m.checkpoint)
     for (std::int32_t id : generation_config_eos(o.model)) stops.push_back(id);
   if (t == nullptr) return stops;
-  if (t->eot() != tok::Vocab::kNone) stops.push_back(static_cast<std::int32_t>(t->eot()));
-  if (chat) {
-    const std::uint32_t end = t->special_id(ztok::turn_end_token(*chat));
-    if (end != tok::Vocab::kNone) stops.push_back(static_cast<std::int32_t>(end));
-  }
+  for (std::int32_t id : gen::end_tokens(*t, chat)) stops.push_back(id);
   return stops;
 }
 
@@ -331,8 +327,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
     std::optional<Scored> scored;
     if (j.o.rule) {
       const std::string& ref = *j.prompts[p].reference;
-      const std::string reference = j.o.rule->extract(ref).value_or(ref);
-      scored = Scored{j.o.rule->extract(*text), j.o.rule->score(*text, reference)};
+      scored = Scored{j.o.rule->extract(*text), j.o.rule->score(*text, j.o.rule->reduce_reference(ref))};
     }
     samples.push_back({p, s, output_line(j.prompts[p], j.o.samples > 1 ? s : -1, out[k], text, scored ? &*scored : nullptr),
                        scored ? scored->score : 0.0});

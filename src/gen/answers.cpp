@@ -99,6 +99,10 @@ std::optional<std::string> AnswerRule::extract(std::string_view response) const 
   return std::nullopt;
 }
 
+std::string AnswerRule::reduce_reference(std::string_view reference) const {
+  return extract(reference).value_or(std::string(reference));
+}
+
 double AnswerRule::score(std::string_view response, std::string_view reference, double format_score, double score) const {
   const std::optional<std::string> answer = extract(response);
   if (!answer) return 0;

@@ -25,6 +25,9 @@ class AnswerRule {
   // Throws ConfigError naming `key` and the rules for an unknown name or a bad pattern.
   static AnswerRule parse(const std::string& spec, const std::string& key);
   std::optional<std::string> extract(std::string_view response) const;
+  // A reference field reduced to its answer when it holds one by this rule (GSM8K's solutions end in
+  // "#### 72"), else as given: what zgen's and training's evaluations score against.
+  std::string reduce_reference(std::string_view reference) const;
   double score(std::string_view response, std::string_view reference, double format_score = 0,
                double score = 1) const;
   const std::string& name() const { return spec_; }

@@ -99,6 +99,15 @@ std::optional<ztok::ChatTemplate> template_of_tokenizer(const tok::Tokenizer* t)
   return std::nullopt;
 }
 
+std::vector<std::int32_t> end_tokens(const tok::Tokenizer& t, const std::optional<ztok::ChatTemplate>& chat) {
+  std::vector<std::int32_t> ids;
+  if (t.eot() != tok::Vocab::kNone) ids.push_back(static_cast<std::int32_t>(t.eot()));
+  if (!chat) return ids;
+  const std::uint32_t end = t.special_id(ztok::turn_end_token(*chat));
+  if (end != tok::Vocab::kNone) ids.push_back(static_cast<std::int32_t>(end));
+  return ids;
+}
+
 namespace {
 // The bytes of tokens [first, n) of the completion (ids past the tokenizer's, a model's padded rows, skipped).
 std::string decoded(const Completion& c, const tok::Tokenizer& t, std::size_t n, std::size_t first = 0) {

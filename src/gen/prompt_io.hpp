@@ -45,6 +45,10 @@ std::vector<PromptLine> read_prompts(const std::string& path, const PromptFormat
 // The chat template whose special tokens the tokenizer has (chatml, then llama3); none without a tokenizer.
 std::optional<ztok::ChatTemplate> template_of_tokenizer(const tok::Tokenizer* t);
 
+// The tokens that end a response: the tokenizer's end of text and, with a chat template, its end of turn
+// (those the tokenizer has).
+std::vector<std::int32_t> end_tokens(const tok::Tokenizer& tokenizer, const std::optional<ztok::ChatTemplate>& chat);
+
 // The completion's text: its tokens decoded (the stop token of a kStop finish left out, as vLLM's and
 // OpenAI's outputs leave it out), cut before the first stop string it holds. Invalid UTF-8 at the end
 // of a cut is replaced, so the text is always valid JSON.

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "config/config.hpp"
@@ -42,8 +43,10 @@ std::vector<std::int64_t> rank_positions(std::int64_t batch, std::int64_t mini_b
 
 struct Rollout {
   std::int64_t position = 0;               // the prompt's place in the iteration
+  std::size_t line = 0;                    // the prompt's index in the prompt set
   int sample = 0;                          // which of its group
   std::vector<std::int32_t> prompt;        // the prompt's tokens
+  std::string prompt_text, response_text;  // decoded once, for the reward and rl.rollout_dir
   std::vector<std::int32_t> response;      // the new tokens (a stop token kept: the policy chose it)
   bool truncated = false;                  // ended by rl.max_new_tokens or the context, not a stop
   double reward = 0;

@@ -26,11 +26,7 @@ AnswerEvaluation::AnswerEvaluation(const config::Config& c)
     : config_(c), tokenizer_(&text_tokenizer(c, "log.eval_prompts")), prompts_(read_eval_prompts(c, *tokenizer_)),
       rule_(gen::AnswerRule::parse(c.log.eval_answer_rule, "log.eval_answer_rule")),
       max_len_(max_sequence_len(c, prompts_, c.log.eval_max_new_tokens, "log.eval_prompts")) {
-  if (tokenizer_->eot() != tok::Vocab::kNone) stop_tokens_.push_back(static_cast<std::int32_t>(tokenizer_->eot()));
-  if (const std::optional<ztok::ChatTemplate> chat = gen::template_of_tokenizer(tokenizer_)) {
-    const std::uint32_t end = tokenizer_->special_id(ztok::turn_end_token(*chat));
-    if (end != tok::Vocab::kNone) stop_tokens_.push_back(static_cast<std::int32_t>(end));
-  }
+  stop_tokens_ = gen::end_tokens(*tokenizer_, gen::template_of_tokenizer(tokenizer_));
 }
 
 gen::EngineOptions AnswerEvaluation::engine_options(const config::Config& c, int slots) const {
@@ -62,8 +58,7 @@ AnswerScores AnswerEvaluation::run(backend::Backend& be, const model::ParamTable
   for (std::size_t k = 0; k < done.size(); ++k) {
     const gen::PromptLine& p = prompts_[mine[k / static_cast<std::size_t>(samples)]];
     const std::string text = gen::completion_text(done[k], *tokenizer_, {}, stop_tokens_);
-    const std::string reference = rule_.extract(*p.reference).value_or(*p.reference);
-    scored.push_back({k / static_cast<std::size_t>(samples), rule_.score(text, reference)});
+    scored.push_back({k / static_cast<std::size_t>(samples), rule_.score(text, rule_.reduce_reference(*p.reference))});
   }
   const gen::EvalSummary here = gen::summarize(scored, samples);  // means over this rank's prompts
   const double n = static_cast<double>(mine.size());

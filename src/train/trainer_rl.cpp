@@ -47,14 +47,9 @@ void Trainer::open_rl() {
   RlRun& r = *rl_;
   const config::RlConfig& c = config_.rl;
   r.tokenizer = &text_tokenizer(config_, "rl.reward");
-  const std::optional<ztok::ChatTemplate> chat = gen::template_of_tokenizer(r.tokenizer);
   r.prompts = read_answer_prompts(c.prompts, c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
   r.max_len = max_sequence_len(config_, r.prompts, c.max_new_tokens, "rl.prompts");
-  if (r.tokenizer->eot() != tok::Vocab::kNone) r.stop_tokens.push_back(static_cast<std::int32_t>(r.tokenizer->eot()));
-  if (chat) {
-    const std::uint32_t end = r.tokenizer->special_id(ztok::turn_end_token(*chat));
-    if (end != tok::Vocab::kNone) r.stop_tokens.push_back(static_cast<std::int32_t>(end));
-  }
+  r.stop_tokens = gen::end_tokens(*r.tokenizer, gen::template_of_tokenizer(r.tokenizer));
   r.layout = rl::layout_of(config_, static_cast<int>(derived_.dp_size));
   r.objective = {.algorithm = c.algorithm, .clip_low = c.clip_ratio,
                  .clip_high = c.clip_ratio_high > 0 ? c.clip_ratio_high : c.clip_ratio, .kl_coef = c.kl_coef,
@@ -76,7 +71,7 @@ void Trainer::open_rl() {
 // The initial policy (init.from, else train.seed's initialisation), this rank's part, in the compute dtype.
 std::unique_ptr<model::DeviceWeights> Trainer::reference_weights() {
   std::vector<float> flat(table_.numel());
-  if (config_.init.from.empty()) model::init_params_range(table_, config_.train.seed, 0, flat.size(), flat.data());
+  if (config_.init.from.empty()) model::init_params(table_, config_.train.seed, flat.data());
   else read_shared_input(world_, [&] { model::load_pretrained(config_.init.from, table_, flat.data()); },
                          cat("init.from=", config_.init.from, " (rl.kl_coef's reference)"));
   if (grid_.tp > 1) flat = model::tp_cut_flat(table_, shard_table(), flat.data(), grid_.tp, grid_.tp_rank());
@@ -140,10 +135,11 @@ std::vector<rl::Rollout> Trainer::rl_generate(RlSums& sums) {
   std::vector<rl::Rollout> rollouts;
   for (std::int64_t position : rl::rank_positions(c.batch, r.layout.mini_batch, r.layout.dp, grid_.dp_rank()))
     for (int s = 0; s < c.group_size; ++s) {
-      const gen::PromptLine& p = r.prompts[prompts[static_cast<std::size_t>(position)]];
+      const std::size_t line = prompts[static_cast<std::size_t>(position)];
+      const gen::PromptLine& p = r.prompts[line];
       requests.push_back({p.ids, c.max_new_tokens, r.stop_tokens,
                           rl::response_stream(iteration, c.batch, position, c.group_size, s)});
-      rollouts.push_back({.position = position, .sample = s, .prompt = p.ids});
+      rollouts.push_back({.position = position, .line = line, .sample = s, .prompt = p.ids});
       sums.prompt_tokens += static_cast<double>(p.ids.size());
     }
   set_comm_context(cat("iteration ", step_ + 1, " rollouts"));
@@ -167,18 +163,17 @@ std::vector<rl::Rollout> Trainer::rl_generate(RlSums& sums) {
   return rollouts;
 }
 
-// Rewards for this rank's rollouts, then GRPO's advantages per group.
+// The rollouts' texts, their rewards, then GRPO's advantages per group.
 void Trainer::rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
   RlRun& r = *rl_;
-  const std::vector<std::size_t> prompts =
-      rl::iteration_prompts(r.prompts.size(), config_.train.seed, step_, config_.rl.batch);
   std::vector<rl::RewardInput> inputs;
-  for (const rl::Rollout& ro : rollouts) {
-    const gen::PromptLine& p = r.prompts[prompts[static_cast<std::size_t>(ro.position)]];
+  for (rl::Rollout& ro : rollouts) {
+    const gen::PromptLine& p = r.prompts[ro.line];
     const gen::Completion c{ro.response, {}, ro.truncated ? gen::Finish::kLength : gen::Finish::kStop};
-    std::vector<std::uint32_t> ids(ro.prompt.begin(), ro.prompt.end());
-    inputs.push_back({.prompt = r.tokenizer->decode(ids), .response = gen::completion_text(c, *r.tokenizer, {}, r.stop_tokens),
-                      .reference = p.reference.value_or(""), .id = p.id});
+    ro.prompt_text = r.tokenizer->decode(std::vector<std::uint32_t>(ro.prompt.begin(), ro.prompt.end()));
+    ro.response_text = gen::completion_text(c, *r.tokenizer, {}, r.stop_tokens);
+    inputs.push_back({.prompt = ro.prompt_text, .response = ro.response_text, .reference = p.reference.value_or(""),
+                      .id = p.id});
   }
   const auto t = Clock::now();
   const std::vector<double> scores = r.reward->score(inputs);
@@ -207,19 +202,13 @@ std::uint64_t Trainer::rl_first_token(std::int64_t step, std::int64_t m) const {
 // rl.rollout_dir: the iteration's rollouts of every data-parallel group gathered on rank 0 and written, in
 // the iteration's order (prompt position, then sample), as DIR/step_NNNNNNNN.jsonl (atomic).
 void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
-  RlRun& r = *rl_;
-  const std::vector<std::size_t> prompts = rl::iteration_prompts(r.prompts.size(), config_.train.seed, step_, config_.rl.batch);
   std::string mine;
   for (std::size_t k = 0; grid_.tp_rank() == 0 && k < rollouts.size(); ++k) {  // a TP group's first rank speaks for it
     const rl::Rollout& ro = rollouts[k];
-    const gen::PromptLine& p = r.prompts[prompts[static_cast<std::size_t>(ro.position)]];
-    std::vector<std::uint32_t> prompt(ro.prompt.begin(), ro.prompt.end());
-    const gen::Completion c{ro.response, {}, ro.truncated ? gen::Finish::kLength : gen::Finish::kStop};
+    const gen::PromptLine& p = rl_->prompts[ro.line];
     nlohmann::ordered_json line = {{"step", step_ + 1}, {"position", ro.position}, {"sample", ro.sample}, {"id", p.id},
-                                   {"prompt_ids", ro.prompt}, {"response_ids", ro.response},
-                                   {"prompt", r.tokenizer->decode(prompt)},
-                                   {"response", gen::completion_text(c, *r.tokenizer, {}, r.stop_tokens)},
-                                   {"reference", p.reference.value_or("")}, {"reward", ro.reward},
+                                   {"prompt_ids", ro.prompt}, {"response_ids", ro.response}, {"prompt", ro.prompt_text},
+                                   {"response", ro.response_text}, {"reference", p.reference.value_or("")}, {"reward", ro.reward},
                                    {"advantage", ro.advantage}, {"truncated", ro.truncated}};
     mine += line.dump() + "\n";
   }
