@@ -145,6 +145,9 @@ bool CorpusReader::next(Chunk& chunk) {
                           : next_text_piece(chunk, chunk_bytes_ - chunk.text.size());
     if (!more) close_file();
   }
+  // A file whose last document is out ends here: the position is the next file's start. Left at the
+  // file's end, a resume would read one more (empty) document there.
+  if (stream_ && file_done_) close_file();
   if (chunk.segments.empty()) return false;
   chunk.seq = seq_++;
   chunk.end = pos_;

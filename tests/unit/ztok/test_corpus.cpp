@@ -178,26 +178,62 @@ TEST(Corpus, CutsTokenizeAsTheWholeForCl100kAndO200k) {
   }
 }
 
-TEST(Corpus, ResumingFromAChunkEndGivesTheSameRest) {
+// A chunk's pieces with their document flags: what the journals record of it.
+std::string pieces_of(const Chunk& c) {
+  std::string out;
+  for (const Segment& s : c.segments)
+    out += cat(s.file, ":", s.doc, s.doc_start ? "[" : "", c.text.substr(s.begin, s.end - s.begin), s.doc_end ? "]" : "", "|");
+  return out;
+}
+
+// Resuming from every chunk's end gives the uninterrupted reader's rest, piece for piece (flags too:
+// a resume at a file's end once began an empty document there, one <|endoftext|> too many).
+void expect_every_resume_gives_the_same_rest(const std::vector<std::string>& inputs, const CorpusOptions& options,
+                                             std::size_t chunk_bytes) {
+  CorpusReader all(inputs, options, {}, chunk_bytes);
+  std::vector<std::string> chunks;
+  std::vector<InputPosition> ends;
+  for (Chunk c; all.next(c);) {
+    chunks.push_back(pieces_of(c));
+    ends.push_back(c.end);
+  }
+  ASSERT_GT(chunks.size(), 20u);
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
+    std::string rest_expected;
+    for (std::size_t i = k + 1; i < chunks.size(); ++i) rest_expected += chunks[i];
+    CorpusReader resumed(inputs, options, ends[k], chunk_bytes);
+    std::string rest;
+    for (Chunk c; resumed.next(c);) rest += pieces_of(c);
+    ASSERT_EQ(rest, rest_expected) << "resumed after chunk " << k << " (file " << ends[k].file << ", offset "
+                                   << ends[k].offset << ")";
+  }
+}
+
+TEST(Corpus, ResumingFromAnyChunkEndGivesTheSamePieces) {
   TempDir dir("corpus");
   std::string text;
   for (int i = 0; i < 400; ++i) text += "para " + std::to_string(i) + (i % 3 ? " text text\n\n" : " more\n");
   put(dir.path / "a.txt", text);
   put(dir.path / "b.txt", text.substr(100));
   const std::vector<std::string> inputs = {(dir.path / "a.txt").string(), (dir.path / "b.txt").string()};
-  const CorpusOptions options{InputFormat::kText, "text", SplitMode::kParagraph};
-  CorpusReader all(inputs, options, {}, 256);
-  std::vector<Chunk> chunks;
-  for (Chunk c; all.next(c);) chunks.push_back(c);
-  ASSERT_GT(chunks.size(), 20u);
-  for (std::size_t k : {std::size_t{0}, std::size_t{7}, chunks.size() / 2, chunks.size() - 2}) {
-    std::string rest_expected;
-    for (std::size_t i = k + 1; i < chunks.size(); ++i) rest_expected += chunks[i].text + "|";
-    CorpusReader resumed(inputs, options, chunks[k].end, 256);
-    std::string rest;
-    for (Chunk c; resumed.next(c);) rest += c.text + "|";
-    EXPECT_EQ(rest, rest_expected) << "resumed after chunk " << k;
+  expect_every_resume_gives_the_same_rest(inputs, {InputFormat::kText, "text", SplitMode::kParagraph}, 256);
+}
+
+TEST(Corpus, ResumingAtTheEndOfAFileBeginsNoEmptyDocument) {
+  TempDir dir("corpus");
+  std::vector<std::string> inputs;
+  for (int f = 0; f < 40; ++f) {  // files of 70-400 bytes: many chunks fill up with a file's last piece
+    std::string text;
+    while (text.size() < 70u + static_cast<std::size_t>(f * 37 % 330)) text += "word" + std::to_string(f) + " ";
+    inputs.push_back((dir.path / cat("f", 100 + f, ".txt")).string());
+    put(inputs.back(), text);
   }
+  put(dir.path / "f200.txt", "");  // an empty file is one empty document, resumed or not
+  inputs.push_back((dir.path / "f200.txt").string());
+  put(dir.path / "f201.txt", "last\n\n");  // a paragraph separator at the end: an empty document follows
+  inputs.push_back((dir.path / "f201.txt").string());
+  expect_every_resume_gives_the_same_rest(inputs, {InputFormat::kText, "text", SplitMode::kFile}, 256);
+  expect_every_resume_gives_the_same_rest(inputs, {InputFormat::kText, "text", SplitMode::kParagraph}, 256);
 }
 
 TEST(Corpus, InputsExpandInByteOrderAndMissingOnesAreNamed) {
