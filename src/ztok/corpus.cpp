@@ -102,6 +102,10 @@ bool CorpusReader::open_file() {
     skipped += n;
   }
   buf_.clear();
+  // One document per file: a position past its start, not inside it, is past it (saved at the file's
+  // end by ztok before the position moved on to the next file's start).
+  file_done_ = options_.format == InputFormat::kText && options_.split == SplitMode::kFile && pos_.offset > 0 &&
+               !pos_.mid_doc;
   return true;
 }
 

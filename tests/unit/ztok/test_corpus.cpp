@@ -234,6 +234,12 @@ TEST(Corpus, ResumingAtTheEndOfAFileBeginsNoEmptyDocument) {
   inputs.push_back((dir.path / "f201.txt").string());
   expect_every_resume_gives_the_same_rest(inputs, {InputFormat::kText, "text", SplitMode::kFile}, 256);
   expect_every_resume_gives_the_same_rest(inputs, {InputFormat::kText, "text", SplitMode::kParagraph}, 256);
+  // A position at a file's end, as ztok saved it before: one document per file, so the file is done.
+  const CorpusOptions whole_files{InputFormat::kText, "text", SplitMode::kFile};
+  CorpusReader old_position(inputs, whole_files, {38, std::filesystem::file_size(inputs[38]), 1, 1, false}, 256);
+  Chunk c;
+  ASSERT_TRUE(old_position.next(c));
+  EXPECT_EQ(pieces_of(c).substr(0, 5), "39:0[");
 }
 
 TEST(Corpus, InputsExpandInByteOrderAndMissingOnesAreNamed) {
