@@ -27,17 +27,28 @@ std::vector<float> group_advantages(std::span<const float> rewards, int group, b
   return a;
 }
 
-namespace {
+KlTerm kl_term(KlEstimator kl, double logp, double ref_logp) {
+  const double d = ref_logp - logp;  // log(ref / pi)
+  if (kl == KlEstimator::kK1) return {-d, 1.0};
+  // k3, verl's low_var_kl: log(ref / pi) clamped to [-20, 20], the estimate to [-10, 10]
+  const double dc = std::clamp(d, -20.0, 20.0);
+  KlTerm t{std::exp(dc) - dc - 1, std::abs(d) <= 20.0 ? 1 - std::exp(dc) : 0.0};
+  if (t.value > 10 || t.value < -10) t = {std::clamp(t.value, -10.0, 10.0), 0.0};
+  return t;
+}
 
-// The aggregation's coefficient of each token of response i (T_i tokens, n responses, T tokens in all).
-double coefficient(Aggregation agg, std::int64_t Ti, std::size_t n, std::int64_t T) {
+double aggregation_coefficient(Aggregation agg, std::int64_t tokens, std::int64_t total_responses,
+                               std::int64_t total_tokens) {
   switch (agg) {
-    case Aggregation::kTokenMean: return 1.0 / static_cast<double>(T);
-    case Aggregation::kSeqMeanTokenMean: return 1.0 / (static_cast<double>(n) * static_cast<double>(Ti));
-    case Aggregation::kSeqMeanTokenSum: return 1.0 / static_cast<double>(n);
+    case Aggregation::kTokenMean: return 1.0 / static_cast<double>(total_tokens);
+    case Aggregation::kSeqMeanTokenMean:
+      return 1.0 / (static_cast<double>(total_responses) * static_cast<double>(tokens));
+    case Aggregation::kSeqMeanTokenSum: return 1.0 / static_cast<double>(total_responses);
   }
   return 0;
 }
+
+namespace {
 
 // PPO's clipped term for advantage A and ratio r (verl's compute_policy_loss, with its dual clip of 3 for
 // A < 0): the loss, whether the clipped branch was taken, and d(loss)/d(r).
@@ -55,12 +66,16 @@ Clipped clipped_term(double A, double r, double low, double high) {
 }  // namespace
 
 Evaluated evaluate(const Objective& o, const Tokens& t) {
+  ZT_CHECK(t.offsets.size() >= 2, "rl: no responses");
   const std::size_t n = t.offsets.size() - 1;
-  ZT_CHECK(t.offsets.size() >= 2 && t.advantages.size() == n, "rl: ", t.advantages.size(), " advantages for ", n,
-           " responses");
   const auto T = t.offsets.back();
+  const bool per_token = !t.token_advantages.empty();
+  ZT_CHECK(per_token ? static_cast<std::int64_t>(t.token_advantages.size()) == T && t.advantages.empty()
+                     : t.advantages.size() == n,
+           "rl: ", per_token ? t.token_advantages.size() : t.advantages.size(), " advantages for ", n,
+           " responses of ", T, " tokens (give one per response or one per token, not both)");
   const std::int64_t T_all = t.total_tokens > 0 ? t.total_tokens : T;
-  const std::size_t n_all = t.total_responses > 0 ? static_cast<std::size_t>(t.total_responses) : n;
+  const std::int64_t n_all = t.total_responses > 0 ? t.total_responses : static_cast<std::int64_t>(n);
   ZT_CHECK(static_cast<std::int64_t>(t.logp.size()) == T && t.old_logp.size() == t.logp.size() &&
                (o.kl_coef == 0 || t.ref_logp.size() == t.logp.size()),
            "rl: per-token arrays of different lengths");
@@ -70,7 +85,7 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t b = t.offsets[i], Ti = t.offsets[i + 1] - b;
     ZT_CHECK(Ti > 0, "rl: response ", i, " has no tokens");
-    const double c = coefficient(o.aggregation, Ti, n_all, T_all), A = t.advantages[i];
+    const double c = aggregation_coefficient(o.aggregation, Ti, n_all, T_all);
     double seq_log_ratio = 0;
     for (std::int64_t k = b; k < b + Ti; ++k) seq_log_ratio += t.logp[k] - t.old_logp[k];
     seq_log_ratio /= static_cast<double>(Ti);
@@ -83,22 +98,15 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
                                                            : std::clamp(token_log_ratio, -20.0, 20.0);
       const bool flows = o.algorithm == Algorithm::kGspo ? seq_log_ratio <= 10.0 : std::abs(token_log_ratio) <= 20.0;
       const double r = std::exp(log_r);
+      const double A = per_token ? t.token_advantages[k] : t.advantages[i];
       const Clipped p = clipped_term(A, r, o.clip_low, o.clip_high);
       e.policy_loss += c * p.loss;
       double dlogp = flows ? c * p.dloss_dratio * r : 0.0;
       clipped_tokens += p.clipped ? 1 : 0;
       if (o.kl_coef != 0) {
-        const double d = t.ref_logp[k] - t.logp[k];  // log(ref / pi)
-        double kl = 0, dkl = 0;
-        if (o.kl == KlEstimator::kK1) {
-          kl = -d, dkl = 1;
-        } else {  // k3, verl's low_var_kl: log(ref / pi) clamped to [-20, 20], the estimate to [-10, 10]
-          const double dc = std::clamp(d, -20.0, 20.0);
-          kl = std::exp(dc) - dc - 1, dkl = std::abs(d) <= 20.0 ? 1 - std::exp(dc) : 0.0;
-          if (kl > 10 || kl < -10) kl = std::clamp(kl, -10.0, 10.0), dkl = 0;
-        }
-        e.kl += c * kl;
-        dlogp += o.kl_coef * c * dkl;
+        const KlTerm kl = kl_term(o.kl, t.logp[k], t.ref_logp[k]);
+        e.kl += c * kl.value;
+        dlogp += o.kl_coef * c * kl.dvalue_dlogp;
       }
       e.weights[static_cast<std::size_t>(k)] = static_cast<float>(-dlogp);
     }
