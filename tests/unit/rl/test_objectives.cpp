@@ -1,7 +1,8 @@
 // RL's objectives: GRPO's group advantages by hand; every objective's per-token weights against central
 // finite differences of its value in each token's log-probability (GRPO and GSPO, advantages of both
 // signs, ratios inside and outside the clip range and past the dual clip, KL k1 and k3, the three
-// aggregations); the values of a hand-worked case.
+// aggregations); the values of a hand-worked case; per-token advantages (PPO) against the per-response
+// case and finite differences.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,6 +119,37 @@ TEST(Objective, PartsWithTheWholesTotalsAddUpToTheWhole) {
         EXPECT_FLOAT_EQ(k < 4 ? a.weights[k] : b.weights[k - 4], whole.weights[k]) << "token " << k;
       EXPECT_EQ(a.clipped_tokens + b.clipped_tokens, whole.clipped_tokens);
     }
+}
+
+// PPO: one advantage per token (Tokens::token_advantages). The same advantage on every token of a response
+// is the per-response case exactly; varying ones keep the weights minus the finite differences.
+TEST(Objective, PerTokenAdvantagesServePpo) {
+  const std::vector<std::int64_t> offsets = {0, 3, 4, 9};
+  const std::vector<float> logp = {-1, -0.5f, -2, -0.1f, -3, -1, -0.7f, -0.2f, -1.1f};
+  const std::vector<float> old = {-1.1f, -0.4f, -2, -0.3f, -2.5f, -1, -0.9f, -0.2f, -1.0f};
+  const std::vector<float> ref = {-1.2f, -0.6f, -1.5f, -0.2f, -3, -1.4f, -0.7f, -0.3f, -1.0f};
+  const std::vector<float> adv = {0.5f, -1.0f, 1.5f}, spread = {0.5f, 0.5f, 0.5f, -1.0f, 1.5f, 1.5f, 1.5f, 1.5f, 1.5f};
+  const std::vector<float> varying = {0.8f, -0.3f, 1.2f, -1.4f, -0.6f, 0.1f, 2.0f, -2.2f, 0.4f};
+  for (Aggregation agg : {Aggregation::kTokenMean, Aggregation::kSeqMeanTokenMean, Aggregation::kSeqMeanTokenSum}) {
+    const Objective o{.clip_low = 0.2, .clip_high = 0.28, .kl_coef = 0.1, .aggregation = agg};
+    const Evaluated per_response = evaluate(o, {offsets, logp, old, ref, adv});
+    const Evaluated per_token = evaluate(o, {offsets, logp, old, ref, {}, 0, 0, spread});
+    EXPECT_EQ(per_token.loss, per_response.loss);
+    EXPECT_EQ(per_token.weights, per_response.weights);
+    const Evaluated e = evaluate(o, {offsets, logp, old, ref, {}, 0, 0, varying});
+    EXPECT_GT(e.clipped_tokens, 0);
+    for (std::size_t k = 0; k < 9; ++k) {
+      std::vector<float> plus = logp, minus = logp;
+      const float h = 1e-3f;
+      plus[k] += h, minus[k] -= h;
+      const double fd = (evaluate(o, {offsets, plus, old, ref, {}, 0, 0, varying}).loss -
+                         evaluate(o, {offsets, minus, old, ref, {}, 0, 0, varying}).loss) /
+                        (static_cast<double>(plus[k]) - minus[k]);
+      EXPECT_NEAR(-e.weights[k], fd, 2e-4 + 1e-3 * std::abs(fd)) << "aggregation " << static_cast<int>(agg) << " token " << k;
+    }
+  }
+  EXPECT_THROW(evaluate({}, {offsets, logp, old, ref, adv, 0, 0, varying}), Error);  // both kinds
+  EXPECT_THROW(evaluate({}, {offsets, logp, old, ref, {}, 0, 0, std::span(varying).first(8)}), Error);
 }
 
 }  // namespace
