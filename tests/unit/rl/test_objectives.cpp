@@ -122,7 +122,8 @@ TEST(Objective, PartsWithTheWholesTotalsAddUpToTheWhole) {
 }
 
 // PPO: one advantage per token (Tokens::token_advantages). The same advantage on every token of a response
-// is the per-response case exactly; varying ones keep the weights minus the finite differences.
+// is the per-response case exactly; varying ones keep the weights minus the finite differences, and each
+// token gets its own (at ratio 1 the weights are the advantages over the token count).
 TEST(Objective, PerTokenAdvantagesServePpo) {
   const std::vector<std::int64_t> offsets = {0, 3, 4, 9};
   const std::vector<float> logp = {-1, -0.5f, -2, -0.1f, -3, -1, -0.7f, -0.2f, -1.1f};
@@ -148,6 +149,14 @@ TEST(Objective, PerTokenAdvantagesServePpo) {
       EXPECT_NEAR(-e.weights[k], fd, 2e-4 + 1e-3 * std::abs(fd)) << "aggregation " << static_cast<int>(agg) << " token " << k;
     }
   }
+  // At ratio 1 (logp = old), token-mean, no KL: the loss is -mean_t(A_t) and token t's weight A_t / T.
+  const Evaluated at_one = evaluate({}, {offsets, old, old, {}, {}, 0, 0, varying});
+  double sum = 0;
+  for (std::size_t k = 0; k < 9; ++k) {
+    sum += varying[k];
+    EXPECT_NEAR(at_one.weights[k], varying[k] / 9.0, 1e-7) << "token " << k;
+  }
+  EXPECT_NEAR(at_one.loss, -sum / 9, 1e-7);
   EXPECT_THROW(evaluate({}, {offsets, logp, old, ref, adv, 0, 0, varying}), Error);  // both kinds
   EXPECT_THROW(evaluate({}, {offsets, logp, old, ref, {}, 0, 0, std::span(varying).first(8)}), Error);
 }
