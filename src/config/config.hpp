@@ -23,7 +23,7 @@ enum class PipeSchedule { kOneFOneB, kInterleaved };
 enum class RopeScaling { kNone, kLlama3 };
 enum class TieEmbeddings { kAuto, kTrue, kFalse };  // auto: tied for gpt2, untied for llama
 // RL post-training (rl/objectives.hpp): the policy objective, the KL estimator, the loss aggregation.
-enum class RlAlgorithm { kGrpo, kGspo };
+enum class RlAlgorithm { kGrpo, kGspo, kPpo };
 enum class KlEstimator { kK1, kK3 };
 enum class LossAggregation { kTokenMean, kSeqMeanTokenMean, kSeqMeanTokenSum };
 
@@ -219,6 +219,12 @@ struct RlConfig {
   LossAggregation loss_agg = LossAggregation::kTokenMean;
   bool norm_adv_by_std = true;            // GRPO's division by the group's std (false: Dr. GRPO)
   std::string rollout_dir;                // each iteration's rollouts as JSONL here (verl rollout_data_dir); empty = none
+  // PPO (rl.algorithm=ppo): the critic and GAE, verl's names and defaults
+  double gamma = 1.0;                     // verl algorithm.gamma
+  double lam = 1.0;                       // verl algorithm.lam
+  double cliprange_value = 0.5;           // verl critic.cliprange_value
+  double critic_lr = 0;                   // verl critic.optim.lr; 0 = optim.lr
+  std::int64_t critic_warmup = 0;         // verl trainer.critic_warmup: iterations training the critic alone
   bool enabled() const { return !prompts.empty(); }
 };
 

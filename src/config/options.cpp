@@ -279,7 +279,7 @@ std::vector<Option> build_table() {
       opt("preflight.gemm_n", &C::preflight, &PreflightConfig::gemm_n, "--preflight: square GEMM size n (0 = 8192 on GPUs, 1024 on CPUs)", I64{0, kMaxWidth}),
       opt("preflight.out", &C::preflight, &PreflightConfig::out, "--preflight: also write the JSON summary to this file (empty = stdout only)"),
       opt("rl.prompts", &C::rl, &RlConfig::prompts, "RL post-training (docs/guide/rl.md): JSONL prompt lines with a reference answer (a glob; each line an id, one of prompt, messages or prompt_ids, and rl.answer_field); set, ztrain runs RL iterations instead of training on data.train, and train.max_steps counts iterations (empty = off)"),
-      opt("rl.algorithm", &C::rl, &RlConfig::algorithm, "policy objective: grpo (group-normalised advantages, the clipped per-token ratio) or gspo (the same clip on each response's sequence ratio)"),
+      opt("rl.algorithm", &C::rl, &RlConfig::algorithm, "policy objective: grpo (group-normalised advantages, the clipped per-token ratio), gspo (the same clip on each response's sequence ratio) or ppo (a critic's values and GAE give per-token advantages; rl.gamma, rl.lam, rl.cliprange_value, rl.critic_lr)"),
       opt("rl.reward", &C::rl, &RlConfig::reward, "how a response is scored against its reference: answer (GSM8K's #### N rule; answer:gsm8k-flexible or answer:boxed pick another), exact, regex:PATTERN, or command:PROGRAM (your program, JSON Lines over stdin/stdout)"),
       opt("rl.reward_timeout_s", &C::rl, &RlConfig::reward_timeout_s, "rl.reward=command: seconds the program may take to answer before the run stops, naming it", closed(0.01, kMaxTimeoutS)),
       opt("rl.answer_field", &C::rl, &RlConfig::answer_field, "the prompt lines' field holding the reference answer"),
@@ -298,6 +298,11 @@ std::vector<Option> build_table() {
       opt("rl.kl_estimator", &C::rl, &RlConfig::kl_estimator, "per-token KL estimate: k1 (log p - log ref) or k3 (verl low_var_kl, exp(ref - p) - (ref - p) - 1)"),
       opt("rl.loss_agg", &C::rl, &RlConfig::loss_agg, "how token losses make a step's loss: token-mean (over every response token of the mini-batch), seq-mean-token-mean, seq-mean-token-sum (verl loss_agg_mode)"),
       opt("rl.rollout_dir", &C::rl, &RlConfig::rollout_dir, "write each iteration's rollouts to DIR/step_NNNNNNNN.jsonl (rank 0): prompt and response ids and text, reward, advantage (verl trainer.rollout_data_dir; empty = none)"),
+      opt("rl.gamma", &C::rl, &RlConfig::gamma, "PPO: discount of later rewards in GAE (verl algorithm.gamma)", closed(0, 1)),
+      opt("rl.lam", &C::rl, &RlConfig::lam, "PPO: GAE's lambda, between one-step TD (0) and Monte Carlo returns (1) (verl algorithm.lam)", closed(0, 1)),
+      opt("rl.cliprange_value", &C::rl, &RlConfig::cliprange_value, "PPO: the critic's new values are clipped to the rollout's values +- this in the value loss (verl critic.cliprange_value)", closed(0, 1e6)),
+      opt("rl.critic_lr", &C::rl, &RlConfig::critic_lr, "PPO: the critic's peak learning rate, on optim's schedule (verl critic.optim.lr; 0 = optim.lr)", closed(0, 10)),
+      opt("rl.critic_warmup", &C::rl, &RlConfig::critic_warmup, "PPO: first iterations that train the critic only, the actor frozen (verl trainer.critic_warmup)", I64{0, kMaxBatch}),
       opt("rl.norm_adv_by_std", &C::rl, &RlConfig::norm_adv_by_std, "GRPO: divide advantages by the group's std (false: Dr. GRPO, centred only; verl norm_adv_by_std_in_grpo)"),
   };
 }

@@ -249,6 +249,9 @@ void check_rl(const Config& c) {
   if (!c.data.train.empty())
     throw ConfigError(cat("rl.prompts and data.train are both set: an RL run trains on its rollouts, not on data.train=",
                           c.data.train, "; drop one of them"));
+  if (c.rl.algorithm == RlAlgorithm::kPpo && c.train.precision == Precision::kFp16)
+    throw ConfigError("rl.algorithm=ppo with train.precision=fp16: the critic's update has no loss scaler; use "
+                      "train.precision=bf16 (or fp32)");
 }
 
 void validate(const Config& config) {

@@ -87,8 +87,8 @@ template <> struct EnumNames<TieEmbeddings> {
 };
 
 template <> struct EnumNames<RlAlgorithm> {
-  static constexpr std::array<std::pair<RlAlgorithm, const char*>, 2> kNames{
-      {{RlAlgorithm::kGrpo, "grpo"}, {RlAlgorithm::kGspo, "gspo"}}};
+  static constexpr std::array<std::pair<RlAlgorithm, const char*>, 3> kNames{
+      {{RlAlgorithm::kGrpo, "grpo"}, {RlAlgorithm::kGspo, "gspo"}, {RlAlgorithm::kPpo, "ppo"}}};
 };
 template <> struct EnumNames<KlEstimator> {
   static constexpr std::array<std::pair<KlEstimator, const char*>, 2> kNames{{{KlEstimator::kK1, "k1"}, {KlEstimator::kK3, "k3"}}};

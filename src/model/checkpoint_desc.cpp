@@ -11,6 +11,7 @@ ckpt::ModelDesc describe_model(const ParamTable& table) {
   if (s.arch == Arch::kLlama)  // what the parameter table needs beyond GPT-2's fields (zckpt rebuilds it)
     d.hyper.insert(d.hyper.end(), {{"llama", 1}, {"n_kv_head", s.n_kv_head}, {"ffn_hidden", s.ffn_hidden},
                                    {"tie_embeddings", s.tie_embeddings ? 1 : 0}});
+  if (s.value_head) d.hyper.push_back({"value_head", 1});  // a critic (PPO)
   for (const ParamInfo& p : table.params())
     d.params.push_back({p.name, p.shape, p.hf_shape, static_cast<std::int64_t>(p.offset)});
   for (const Unit& u : table.units())

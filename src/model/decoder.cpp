@@ -22,6 +22,7 @@ Geometry Geometry::of(const GptShape& shape, const ModelOptions& o, int tp) {
   g.dtype = o.compute, g.recompute = o.recompute;
   g.first = o.stage.first_block, g.end = o.stage.end(shape.n_layer);
   g.embeds = o.stage.has_embedding(), g.has_head = o.stage.has_head(shape.n_layer);
+  g.value_head = shape.value_head;
   g.vocab_rows = tp == 1 ? shape.padded_vocab : vocab_shard_rows(shape, tp);
   g.loss_chunk = layers::loss_chunk_columns(g.vocab_rows, o.loss_chunk);
   return g;
@@ -94,8 +95,9 @@ Decoder::Decoder(backend::Backend& backend, const ParamTable& table, const Model
     ZT_CHECK(g_.T > 0 && !g_.sp && g_.embeds && g_.has_head && g_.full_recompute(),
              "model: generation runs rows of tokens_per_row > 0 tokens (got ", g_.T,
              ") on the whole model, without sequence parallelism, with recompute=full's one working set");
+  ZT_CHECK(!g_.value_head || !g_.generation, "model: a value head (a critic) does not generate");
   if (g_.tp > 1) check_tp_degree(s, g_.tp);
-  if (g_.embeds || g_.has_head) {  // the vocabulary table it reads: the head's rows (+ the zero row under TP)
+  if (g_.embeds || (g_.has_head && !g_.value_head)) {  // the vocabulary table it reads: the head's rows (+ the zero row under TP)
     const std::size_t vocab_table = g_.embeds ? table.first_param(0) : table.first_param(head_unit()) + head_param();
     const std::int64_t rows = table.params()[vocab_table].shape[0];
     ZT_CHECK_EQ(rows, g_.vocab_rows + (g_.tp > 1 ? 1 : 0), "model: the table is not tp_local_table(global, ", g_.tp,
@@ -110,7 +112,7 @@ Decoder::Decoder(backend::Backend& backend, const ParamTable& table, const Model
   env_.proj = t_.proj, env_.dres = t_.dres, env_.dln = t_.dln, env_.full = t_.full, env_.dfull = t_.dfull;
   env_.norm.set_scratch(t_.norm);
   block_->bind(env_);
-  if (g_.has_head && !g_.generation) loss_.reserve(g_.N, s.n_embd, g_.vocab_rows, g_.dtype);
+  if (g_.has_head && !g_.generation && !g_.value_head) loss_.reserve(g_.N, s.n_embd, g_.vocab_rows, g_.dtype);
   if (g_.tp > 1) {
     dist::Communicator* group = options.tp_group;
     row_reduce_ = {[group](std::span<double> v) { group->all_reduce_values(v, dist::ReduceOp::kMax); },
@@ -125,7 +127,8 @@ std::size_t Decoder::activation_bytes(const GptShape& shape, const ModelOptions&
   backend::Carver count{nullptr, g.dtype};
   DecoderTensors counted;
   carve(count, g, f.norm, *blocks, counted);
-  const std::size_t loss = g.has_head && !g.generation ? layers::ChunkedLmLoss::bytes(g.N, shape.n_embd, g.vocab_rows, g.loss_chunk, g.dtype) : 0;
+  const bool lm_loss = g.has_head && !g.generation && !g.value_head;
+  const std::size_t loss = lm_loss ? layers::ChunkedLmLoss::bytes(g.N, shape.n_embd, g.vocab_rows, g.loss_chunk, g.dtype) : 0;
   return count.used + loss;
 }
 
@@ -139,6 +142,8 @@ void Decoder::carve(backend::Carver& c, const Geometry& g, layers::NormKind norm
     t.lnf = c.take({g.R, C});
     layers::NormStats unused;
     t.lnf_stats = layers::Norm::carve_stats(c, norm, g.R, false, unused);
+    if (g.value_head)
+      t.values = c.take({g.N, 1}), t.dvalues = c.take({g.N, 1}), t.values_f32 = c.take_as(DType::kF32, {g.N});
   }
   t.proj = c.take({g.R, C}), t.dres = c.take({g.R, C}), t.dln = c.take({g.R, C});
   if (g.sp) t.full = c.take({g.N, C}), t.dfull = c.take({g.N, C});
@@ -162,14 +167,15 @@ void Decoder::set_lora(Lora* lora) {
 
 int Decoder::head_unit() const { return g_.s.tie_embeddings ? 0 : g_.s.n_layer + 1; }
 
-// Tied: the token embedding (param 0 of unit 0); untied: after the final norm's parameters in unit L+1.
+// Tied: the token embedding (param 0 of unit 0); untied (a value head too): after the final norm's
+// parameters in unit L+1.
 int Decoder::head_param() const {
   return g_.s.tie_embeddings ? 0 : (norm_kind_ == layers::NormKind::kLayerNorm ? 2 : 1);
 }
 
 Tensor Decoder::head(const Tensor& unit) const {
   Tensor t = env_.param(unit, head_unit(), head_param());
-  t.shape[0] = g_.vocab_rows;  // without TP's zero row
+  if (!g_.value_head) t.shape[0] = g_.vocab_rows;  // without TP's zero row
   return t;
 }
 
@@ -196,9 +202,35 @@ void Decoder::head_forward(ParamSource& params, const std::int32_t* targets) {
     params.release(last);
     fin = params.unit(0);
   }
-  if (targets) loss_forward(head(fin), targets);
+  if (g_.value_head) value_forward(head(fin));
+  else if (targets) loss_forward(head(fin), targets);
   else logits_forward(head(fin));
   params.release(head_unit());
+}
+
+// values = lnf w^T, every row on every rank of a TP group (the head is replicated; gathered under SP),
+// rounded to X as any matmul's output, then to the host as f32.
+void Decoder::value_forward(const Tensor& head_weight) {
+  be_.matmul_forward(t_.values, env_.gathered(t_.lnf), head_weight, Tensor(), WeightLayout::kOutIn);
+  be_.cast(t_.values_f32, t_.values);
+  token_losses_.resize(static_cast<std::size_t>(g_.N));
+  be_.copy_to_host(token_losses_.data(), t_.values_f32.data, t_.values_f32.bytes());
+  loss_sum_ = 0.0;
+  for (float v : token_losses_) loss_sum_ += v;
+}
+
+// dv = dloss * w (in X), then dW += dv^T lnf over every row and d(lnf) = dv w for this rank's rows: the
+// head and its inputs are replicated over a TP group, so no sum over the group (each rank computes the
+// whole, as it does the final norm's parameters without SP).
+void Decoder::value_backward(const Tensor& head_weight, const Tensor& head_grad, float dloss) {
+  ZT_CHECK(loss_weights_.bytes() > 0, "model: a value head's backward needs set_loss_weights (d(loss)/d(value) per token)");
+  be_.cast(t_.dvalues, loss_weights_.view(DType::kF32, {g_.N, 1}));
+  be_.scale(t_.dvalues, dloss);
+  if (!g_.sp) return be_.matmul_backward(env_.dln, head_grad, Tensor(), t_.dvalues, t_.lnf, head_weight, WeightLayout::kOutIn);
+  be_.matmul_backward(Tensor(), head_grad, Tensor(), t_.dvalues, env_.full, head_weight, WeightLayout::kOutIn);
+  const std::size_t first = static_cast<std::size_t>(env_.ctx.rank() * g_.R) * dtype_size(g_.dtype);
+  const Tensor mine(static_cast<std::byte*>(t_.dvalues.data) + first, g_.dtype, {g_.R, 1});
+  be_.matmul_backward(env_.dln, Tensor(), Tensor(), mine, t_.lnf, head_weight, WeightLayout::kOutIn);
 }
 
 // The per-row losses over this rank's vocabulary rows, combined over the TP group (every rank's sum is
@@ -261,13 +293,14 @@ void Decoder::run_forward(const std::int32_t* tokens, const std::int32_t* target
 }
 
 double Decoder::forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params) {
-  if (g_.has_head) layers::check_target_ids(targets, g_.N, g_.s.vocab_size);
+  if (g_.has_head && !g_.value_head) layers::check_target_ids(targets, g_.N, g_.s.vocab_size);
   run_forward(tokens, targets, params);
   ready_for_backward_ = true;
   return g_.has_head ? loss_sum_ : 0.0;
 }
 
 std::vector<float> Decoder::forward_logits(const std::int32_t* tokens, ParamSource& params) {
+  ZT_CHECK(!g_.value_head, "model: a value head has no logits (forward() gives its values)");
   run_forward(tokens, nullptr, params);
   ready_for_backward_ = false;
   return g_.has_head ? std::move(host_logits_) : std::vector<float>{};
@@ -320,7 +353,8 @@ void Decoder::head_backward(ParamSource& params, GradSink& grads, float dloss) {
   }
   w = params.unit(last);
   g = grads.unit(last);
-  if (!g_.s.tie_embeddings) loss_backward();
+  if (g_.value_head) value_backward(head(w), g.empty() ? Tensor() : head(g), dloss);
+  else if (!g_.s.tie_embeddings) loss_backward();
   env_.norm.backward(env_.dres, final_norm(g, 0), final_norm(g, 1), env_.dln, block_->output(g_.end - 1),
                      final_norm(w, 0), t_.lnf_stats);
   params.release(last);

@@ -39,6 +39,7 @@ struct Geometry {
   Recompute recompute = Recompute::kNone;
   int first = 0, end = 0;            // this stage's blocks [first, end)
   bool embeds = false, has_head = false;
+  bool value_head = false;           // GptShape::value_head: the head gives values, not a loss over the vocabulary
   std::int64_t vocab_rows = 0;       // the LM head's rows on this rank: Vp, or ceil(Vp / tp)
   std::int64_t loss_chunk = 0;       // the LM head's loss in chunks of this many rows (loss_chunk_columns)
   static Geometry of(const GptShape& shape, const ModelOptions& options, int tp);
@@ -131,6 +132,7 @@ struct DecoderTensors {
   backend::Tensor ids, encoded;  // ids [B,T] i32: this rank's table rows of the tokens; encoded [R, C]
   backend::Tensor slots, positions;  // generation's [B] and [B,T] i32
   backend::Tensor lnf;           // the final norm's output [R, C]
+  backend::Tensor values, dvalues, values_f32;  // a value head's [N, 1] outputs and their gradient (X), and as f32
   layers::NormStats lnf_stats;
   backend::Tensor proj, dres, dln, full, dfull;  // DecoderEnv's
   layers::NormScratch norm;
@@ -150,6 +152,7 @@ class Decoder final : public Model {
   void set_segment_starts(const std::int32_t* starts) override { env_.segments.set(be_, starts, g_.B, g_.T); }
   void set_loss_weights(const float* weights) override;
   const std::vector<float>& token_losses() const override { return token_losses_; }
+  const std::vector<float>& values() const override { return token_losses_; }
   void set_lora(Lora* lora) override;
   backend::Tensor stage_input() override { return t_.encoded; }
   backend::Tensor stage_output() override { return block_->output(g_.end - 1); }
@@ -174,6 +177,8 @@ class Decoder final : public Model {
   void head_forward(ParamSource& params, const std::int32_t* targets);
   void loss_forward(const backend::Tensor& head_weight, const std::int32_t* targets);
   void logits_forward(const backend::Tensor& head_weight);  // every row, or only logit_rows_
+  void value_forward(const backend::Tensor& head_weight);   // a value head's [N] values to the host
+  void value_backward(const backend::Tensor& head_weight, const backend::Tensor& head_grad, float dloss);
   // Rows `rows` of x [N, C] as one [rows, C] tensor: a view where they are consecutive, else copied into `packed`.
   backend::Tensor pick_rows(const backend::Tensor& x, const std::vector<std::int64_t>& rows, backend::Buffer& packed);
   void head_backward(ParamSource& params, GradSink& grads, float dloss);
@@ -196,7 +201,7 @@ class Decoder final : public Model {
   layers::ChunkedLmLoss loss_;
   layers::RowReduce row_reduce_;  // tp > 1: the loss's row statistics over the TP group
   double loss_sum_ = 0;
-  std::vector<float> token_losses_;  // the latest forward's, per token
+  std::vector<float> token_losses_;  // the latest forward's, per token (a value head: its values)
   backend::Buffer loss_weights_;     // set_loss_weights' [N] f32 on the backend; empty: none
   std::vector<float> host_logits_;
   backend::Buffer logits_buffer_;  // logits_forward's [rows, vocab_rows], kept between calls

@@ -85,6 +85,11 @@ class Model {
   // The latest forward's per-token losses (host [B*T], -log p(target); 0 for an ignored target), on the
   // stage with the head: what a policy-gradient method reads as its log-probabilities.
   virtual const std::vector<float>& token_losses() const = 0;
+  // A value head's model (GptShape::value_head, PPO's critic): its forward's per-token values v_n (host
+  // [B*T]) instead of losses; forward() returns their sum, ignores the targets (may be null), and
+  // backward() gives the gradients of sum_n dloss * w_n * v_n with w from set_loss_weights, which it needs:
+  // the value loss's d(loss)/d(v_n), computed on the host.
+  virtual const std::vector<float>& values() const = 0;
   // Document mask (data.document_mask): host [B*T] i32, the first key each position attends (the start
   // of its packed sample) in the forward and backward passes from here on; nullptr: all earlier keys.
   // Under TP every rank of the group passes the same starts (each holds the whole sequence in attention).

@@ -42,6 +42,13 @@ GptShape GptShape::make_llama(int n_layer, int n_head, int n_embd, int vocab_siz
   return s;
 }
 
+GptShape value_model_shape(const GptShape& actor) {
+  GptShape s = actor;
+  s.value_head = true;
+  s.tie_embeddings = false;
+  return s;
+}
+
 int llama_ffn_hidden(int n_embd, double multiplier, int multiple_of) {
   std::int64_t hidden = 2 * (4 * std::int64_t{n_embd}) / 3;  // int(2 * 4C / 3)
   hidden = static_cast<std::int64_t>(multiplier * static_cast<double>(hidden));
@@ -67,12 +74,16 @@ void ParamTable::add(const std::string& name, std::vector<std::int64_t> shape, i
   params_.push_back(std::move(p));
 }
 
+// A value head takes the LM head's place at the end of unit L+1 (the families' tables end with it).
 ParamTable::ParamTable(const GptShape& s) : shape_(s) {
   ZT_CHECK(s.padded_vocab >= s.vocab_size && s.n_layer > 0 && s.n_embd > 0, "use GptShape::make");
+  ZT_CHECK(!s.value_head || !s.tie_embeddings, "a value head is never tied: use value_model_shape");
   for (const ParamInfo& p : family_of(s.arch).params(s)) {
+    if (s.value_head && p.unit == s.n_layer + 1 && p.shape.size() == 2) continue;  // the LM head [Vp, C]
     add(p.name, p.shape, p.unit, p.decay);
     params_.back().hf_shape = p.hf_shape;
   }
+  if (s.value_head) add(kValueHeadName, {1, s.n_embd}, s.n_layer + 1, true);
   index_units();
 }
 

@@ -30,6 +30,10 @@ struct GptShape {
   bool qkv_bias = false;        // Llama: the q, k, v projections have biases (Qwen2)
   bool qk_norm = false;         // Llama: RMSNorm over each q and k head before RoPE (Qwen3)
   int head_dim = 0;             // Llama: the heads' width when not n_embd / n_head (Qwen3); 0: n_embd / n_head
+  // A critic (PPO): the LM head is replaced by a value head, Linear(C -> 1) without bias named score.weight
+  // [1, C] after the final norm (Hugging Face's *ForTokenClassification with one label, verl's critic);
+  // each token's output is its value. Never tied (tie_embeddings is false): the embedding stays a lookup.
+  bool value_head = false;
 
   // A checked shape with padded_vocab derived from vocab_size; throws ConfigError on a bad combination.
   static GptShape make(int n_layer, int n_head, int n_embd, int vocab_size, int seq_len);
@@ -43,10 +47,14 @@ struct GptShape {
   int qkv_width() const { return (n_head + 2 * n_kv_head) * head_size(); }  // the fused q|k|v projection's output
 };
 
+// The critic of a model of this shape: the same body with a value head (GptShape::value_head).
+GptShape value_model_shape(const GptShape& actor);
+
 // Llama's SwiGLU width rule (Meta's llama/model.py): int(8C/3), times the multiplier, rounded up to a multiple.
 int llama_ffn_hidden(int n_embd, double multiplier, int multiple_of);
 
 constexpr int kVocabMultiple = 64;
+constexpr const char* kValueHeadName = "score.weight";  // GptShape::value_head's [1, C]
 
 struct ParamInfo {
   std::string name;                    // GPT2LMHeadModel name, e.g. "transformer.h.0.attn.c_attn.weight"
@@ -54,7 +62,7 @@ struct ParamInfo {
   std::vector<std::int64_t> hf_shape;  // as saved and exported (wte: [V, C]); equal to shape otherwise
   std::size_t offset = 0;              // first element in the flat buffer
   std::size_t numel = 0;               // elements in the flat buffer (prod(shape))
-  int unit = 0;                        // 0 embeddings, 1..L blocks, L+1 final norm (and untied LM head)
+  int unit = 0;                        // 0 embeddings, 1..L blocks, L+1 final norm (and untied LM or value head)
   bool decay = false;                  // weight decay applies: 2-D weights and embeddings, not biases/LN
   std::size_t hf_numel() const;        // prod(hf_shape): the first hf_numel elements from offset are real
 };

@@ -194,6 +194,21 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, int tp, DType com
                       cat(dtype_name(compute), ", rl.kl_coef's initial weights")});
 }
 
+// PPO's critic (train/critic.hpp): a value-head copy of the model on the same layout, with its own
+// gradients and optimizer state, and the activations of its forward and backward (taken while the
+// actor's are free: the updates run one model at a time, so the larger set counts, the plan adds both).
+void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, int tp, DType compute, bool offload) {
+  const model::GptShape critic = model::value_model_shape(model::model_shape(config.model));
+  const model::ParamTable whole(critic);
+  add_model_state(p, tp > 1 ? model::tp_local_table(whole, tp) : whole, dp, static_cast<int>(config.train.zero_stage),
+                  compute, offload, "critic ");
+  const model::ModelOptions options{.micro_batch = static_cast<int>(config.train.micro_batch),
+                                    .recompute = config.train.recompute, .compute = compute,
+                                    .sequence_parallel = config.parallel.sequence_parallel};
+  p.rows.push_back({"critic activations", model::model_activation_bytes(critic, options, tp),
+                    cat(config.train.micro_batch, " x ", critic.seq_len, " tokens, the value head's")});
+}
+
 // The rows of one rank that holds `table` (the whole model, a TP shard or a pipeline rank's stages)
 // and `activations` bytes of them, its model state ZeRO-sharded over `dp` ranks; with LoRA, `table` is
 // its frozen base and `adapters` what trains.
@@ -222,6 +237,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   }
   p.rows.push_back({"activations", activations, activations_note});
   if (config.rl.enabled()) add_rollouts(p, config, tp, compute);
+  if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute, offload);
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else

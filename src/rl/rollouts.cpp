@@ -94,9 +94,11 @@ MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb,
                                const std::vector<std::vector<float>>& old_logp,
                                const std::vector<std::vector<float>>& ref_logp, std::int64_t total_tokens,
                                std::int64_t total_responses) {
-  std::vector<float> logp, old, ref, advantages;
+  std::vector<float> logp, old, ref, advantages, token_advantages;
   for (std::size_t i = 0; i < which.size(); ++i) {
     advantages.push_back(rollouts[which[i]].advantage);
+    const std::vector<float>& per_token = rollouts[which[i]].token_advantages;
+    token_advantages.insert(token_advantages.end(), per_token.begin(), per_token.end());
     for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k) {
       const auto j = static_cast<std::size_t>(k - mb.offsets[i]);
       logp.push_back(-token_losses[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
@@ -105,7 +107,11 @@ MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb,
     }
   }
   MicroObjective out;
-  out.evaluated = evaluate(objective, {mb.offsets, logp, old, ref, advantages, total_tokens, total_responses});
+  const bool per_token = !token_advantages.empty();  // PPO: every rollout has them
+  ZT_CHECK(!per_token || token_advantages.size() == logp.size(), "rl: per-token advantages of ", token_advantages.size(),
+           " tokens for ", logp.size());
+  out.evaluated = evaluate(objective, {mb.offsets, logp, old, ref, per_token ? std::span<const float>() : advantages,
+                                       total_tokens, total_responses, token_advantages});
   out.loss_weights.assign(mb.tokens.size(), 0.0f);
   for (std::size_t k = 0; k < out.evaluated.weights.size(); ++k)
     out.loss_weights[static_cast<std::size_t>(mb.positions[k])] = out.evaluated.weights[k];

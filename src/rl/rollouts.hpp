@@ -50,7 +50,10 @@ struct Rollout {
   std::vector<std::int32_t> response;      // the new tokens (a stop token kept: the policy chose it)
   bool truncated = false;                  // ended by rl.max_new_tokens or the context, not a stop
   double reward = 0;
-  float advantage = 0;
+  float advantage = 0;                     // GRPO, GSPO: the response's
+  // PPO, per response token: GAE's whitened advantages, the returns the critic learns, the critic's
+  // values at the rollout (the value loss's clip centre) (rl/ppo.hpp).
+  std::vector<float> token_advantages, returns, old_values;
 };
 
 // One forward pass's rows: rollouts laid out one per row of seq_len tokens, padded with 0. A response

@@ -90,6 +90,10 @@ void MetricsLog::rl_iteration(const RlMetrics& m) {
                          ", \"gen_tokens_per_s\": ", json_number(m.gen_tokens_per_s), ", \"train_tokens_per_s\": ",
                          json_number(m.train_tokens_per_s), ", \"mem_peak_bytes\": ", m.mem_peak_bytes,
                          ", \"mem_predicted_bytes\": ", m.mem_predicted_bytes);
+  if (m.critic)
+    line += cat(", \"value_loss\": ", json_number(m.value_loss), ", \"value_clip_fraction\": ",
+                json_number(m.value_clip_fraction), ", \"critic_grad_norm\": ", json_number(m.critic_grad_norm),
+                ", \"values_mean\": ", json_number(m.values_mean), ", \"returns_mean\": ", json_number(m.returns_mean));
   if (m.skipped) line += ", \"skipped\": true";
   write_line(line + "}");
   char console[256];

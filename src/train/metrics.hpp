@@ -61,6 +61,10 @@ struct RlMetrics {
   double gen_tokens_per_s = 0, train_tokens_per_s = 0;          // per rank
   std::uint64_t mem_peak_bytes = 0, mem_predicted_bytes = 0;     // the allocator's peak (max over ranks); the plan's
   bool skipped = false;
+  // PPO's critic (written when `critic`): its value loss and clip fraction over the updates (verl vf_loss,
+  // vf_clipfrac), its last gradient norm, and the rollouts' mean value and return per response token.
+  bool critic = false;
+  double value_loss = 0, value_clip_fraction = 0, critic_grad_norm = 0, values_mean = 0, returns_mean = 0;
 };
 
 class MetricsLog {

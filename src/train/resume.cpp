@@ -97,6 +97,11 @@ void check_rl_resume(const fs::path& dir, const config::Config& then, const conf
                          " but this run ", c.rl.enabled() ? "is RL (rl.prompts=" + c.rl.prompts + ")" : "trains on data.train",
                          ": start a new run from its weights instead", fix));
   if (!c.rl.enabled()) return;
+  const bool ppo_then = then.rl.algorithm == config::RlAlgorithm::kPpo, ppo_now = c.rl.algorithm == config::RlAlgorithm::kPpo;
+  if (ppo_then || ppo_now)
+    throw InputError(cat("checkpoint ", dir.string(), " is of a ", config::to_string(then.rl.algorithm), " run and this run is ",
+                         config::to_string(c.rl.algorithm), ": a PPO critic is not in checkpoints yet, so a PPO run does ",
+                         "not resume and a run does not become PPO midway; start a new run from its actor's weights", fix));
   if (then.rl.batch != c.rl.batch)
     throw InputError(cat("checkpoint ", dir.string(), " was trained with rl.batch=", then.rl.batch, "; this run has ",
                          c.rl.batch, ": the prompt cursor counts iterations of that many prompts, so resume with rl.batch=",

@@ -19,6 +19,7 @@
 #include "model/hf_dir.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/attention_check.hpp"
+#include "train/critic.hpp"
 #include "train/data_check.hpp"
 #include "dist/recording_communicator.hpp"
 #include "train/shared_input.hpp"

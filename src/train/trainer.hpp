@@ -42,6 +42,8 @@
 
 namespace zt::train {
 
+class Critic;
+
 class Trainer {
  public:
   Trainer(dist::World& world, const config::Config& config, const config::Derived& derived,
@@ -110,6 +112,12 @@ class Trainer {
                        const std::vector<std::vector<float>>& old_logp, const std::vector<std::vector<float>>& ref_logp,
                        std::int64_t adam_step, double lr, RlSums& sums);
   void rl_log(const StepResult& r, const RlSums& sums);
+  // PPO (critic.hpp): the critic's values of every response token at the rollout, GAE's advantages and
+  // returns (whitened over the data-parallel ranks: collective), and one critic step over a mini-batch.
+  void rl_values(std::vector<rl::Rollout>& rollouts);
+  void rl_gae(std::vector<rl::Rollout>& rollouts, RlSums& sums);
+  double rl_critic_update(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t total_tokens,
+                          std::int64_t adam_step, RlSums& sums);
   // parallel.tp > 1: the engine and the loss reductions run over the DP group, the model on the TP
   // group's shard table (shard_map.hpp); tp = 1: the world and the whole table.
   dist::Communicator& dp_comm() { return grid_comms_.dp ? *grid_comms_.dp : *comm_; }
@@ -166,6 +174,7 @@ class Trainer {
   const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
   std::unique_ptr<health::HangNotes> hang_notes_;  // answers and reports hangs from ring_ (ckpt.dir/diag/)
   std::unique_ptr<RlRun> rl_;  // rl.prompts set: the RL run (trainer_rl.cpp)
+  std::unique_ptr<Critic> critic_;  // rl.algorithm=ppo
   std::unique_ptr<AnswerEvaluation> answer_eval_;  // log.eval_prompts set
 };
 

@@ -23,6 +23,7 @@
 #include "io/atomic_file.hpp"
 #include "io/json_text.hpp"
 #include "model/device_weights.hpp"
+#include "model/family.hpp"
 #include "model/hf_dir.hpp"
 #include "model/from_config.hpp"
 #include "model/init.hpp"
@@ -30,8 +31,10 @@
 #include "optim/schedule.hpp"
 #include "rl/batch_rules.hpp"
 #include "rl/objectives.hpp"
+#include "rl/ppo.hpp"
 #include "rl/rewards.hpp"
 #include "rl/rollouts.hpp"
+#include "train/critic.hpp"
 #include "train/prompt_check.hpp"
 #include "train/shared_input.hpp"
 #include "train/trainer_rl.hpp"
@@ -61,6 +64,16 @@ void Trainer::open_rl() {
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));
   r.engine_options = e;
   if (c.kl_coef > 0 && !lora_) r.reference = reference_weights();  // a LoRA actor's is its base
+  if (c.algorithm == config::RlAlgorithm::kPpo) {
+    const int offload_threads = config_.train.offload == config::Offload::kOptimizer ? placement_.threads : 0;
+    critic_ = std::make_unique<Critic>(*backend_, config_, dp_comm(), grid_comms_.tp.get(), grid_, offload_threads);
+    critic_->init(world_);
+    log::info(cat("rl: PPO's critic: ", model::family_of(table_.shape().arch).display, " with a value head, from ",
+                  config_.init.from.empty() ? "train.seed's initialisation" : config_.init.from, ", lr ",
+                  c.critic_lr > 0 ? c.critic_lr : config_.optim.lr, ", GAE gamma ", c.gamma, " lambda ", c.lam,
+                  c.critic_warmup > 0 ? cat(", the actor frozen for ", c.critic_warmup, " iteration(s)") : "",
+                  "; the critic is not checkpointed yet: a PPO run does not resume"));
+  }
   log::info(rl::describe(r.layout));
   log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",
                 r.reward->describe(), "; responses up to ", c.max_new_tokens,
@@ -185,8 +198,89 @@ void Trainer::rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
     sums.response_tokens += static_cast<double>(rollouts[k].response.size());
     sums.truncated += rollouts[k].truncated ? 1 : 0;
   }
+  if (critic_) return;  // PPO: GAE's per-token advantages, once the critic has valued the rollouts (rl_gae)
   rl::assign_group_advantages(rollouts, static_cast<int>(config_.rl.group_size), config_.rl.norm_adv_by_std);
   for (const rl::Rollout& ro : rollouts) sums.advantage += ro.advantage, sums.advantage_sq += ro.advantage * ro.advantage;
+}
+
+// The critic's value of every response token, at the position whose output predicts it (the state
+// before the token: verl's values[:, -response_length - 1 : -1]), into each rollout's old_values.
+void Trainer::rl_values(std::vector<rl::Rollout>& rollouts) {
+  const rl::BatchLayout& b = rl_->layout;
+  for (std::int64_t step = 0; step < b.steps_per_epoch(); ++step)
+    for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
+      const std::vector<std::size_t> rows = rl_micro_rows(step, m);
+      const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
+      const std::vector<float>& values = critic_->values(mb);
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        std::vector<float>& out = rollouts[rows[i]].old_values;
+        out.clear();
+        for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
+          out.push_back(values[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
+      }
+    }
+}
+
+// PPO's advantages: each response's reward on its last token, GAE over the critic's values, the
+// advantages whitened over every response token of the iteration on all data-parallel ranks (one
+// all-reduce of their sums), the returns kept unwhitened as the critic's targets (verl's order).
+void Trainer::rl_gae(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
+  rl_values(rollouts);
+  std::vector<std::int64_t> offsets{0};
+  std::vector<float> scores, values;
+  for (const rl::Rollout& ro : rollouts) {
+    offsets.push_back(offsets.back() + static_cast<std::int64_t>(ro.response.size()));
+    scores.push_back(static_cast<float>(ro.reward));
+    values.insert(values.end(), ro.old_values.begin(), ro.old_values.end());
+  }
+  const rl::TokenRewards rewards = rl::token_rewards(offsets, scores, {}, {}, config_.rl.kl_estimator, 0.0);
+  rl::Gae g = rl::gae(offsets, rewards.rewards, values, config_.rl.gamma, config_.rl.lam);
+  std::vector<double> whole = {g.sums.count, g.sums.sum, g.sums.sum_sq};
+  set_comm_context(cat("iteration ", step_ + 1, " advantage whitening"));
+  dp_comm().all_reduce_values(whole, dist::ReduceOp::kSum);
+  rl::whiten(g.advantages, {whole[0], whole[1], whole[2]});
+  for (std::size_t i = 0; i < rollouts.size(); ++i) {
+    const auto first = g.advantages.begin() + offsets[i], last = g.advantages.begin() + offsets[i + 1];
+    rollouts[i].token_advantages.assign(first, last);
+    rollouts[i].returns.assign(g.returns.begin() + offsets[i], g.returns.begin() + offsets[i + 1]);
+  }
+  for (std::size_t k = 0; k < g.advantages.size(); ++k) {
+    sums.advantage += g.advantages[k], sums.advantage_sq += g.advantages[k] * g.advantages[k];
+    sums.values += values[k], sums.returns += g.returns[k];
+  }
+}
+
+// One critic step over mini-batch `step`: per micro-batch its values, the clipped value loss against the
+// returns (the whole mini-batch's totals), its gradient per value into the critic's backward; then the
+// reduction, clip and AdamW at rl.critic_lr.
+double Trainer::rl_critic_update(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t total_tokens,
+                                 std::int64_t adam_step, RlSums& sums) {
+  const rl::BatchLayout& b = rl_->layout;
+  const rl::ValueObjective objective{.clip = config_.rl.cliprange_value, .aggregation = config_.rl.loss_agg};
+  critic_->zero_grads();
+  for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
+    const std::vector<std::size_t> rows = rl_micro_rows(step, m);
+    const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
+    set_comm_context(cat("iteration ", step_ + 1, " critic update ", step + 1, " micro-batch ", m + 1, "/",
+                         b.micro_batches_per_step()));
+    const std::vector<float>& v = critic_->forward_for_update(mb);
+    std::vector<float> values, old_values, returns;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const rl::Rollout& ro = rollouts[rows[i]];
+      old_values.insert(old_values.end(), ro.old_values.begin(), ro.old_values.end());
+      returns.insert(returns.end(), ro.returns.begin(), ro.returns.end());
+      for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
+        values.push_back(v[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
+    }
+    const rl::ValueLoss loss = rl::value_loss(objective, {mb.offsets, values, old_values, returns, total_tokens,
+                                                          b.sequences_per_step()});
+    sums.value_loss += loss.loss, sums.value_clipped += static_cast<double>(loss.clipped_tokens);
+    std::vector<float> dvalues(mb.tokens.size(), 0.0f);
+    for (std::size_t k = 0; k < loss.gradient.size(); ++k) dvalues[static_cast<std::size_t>(mb.positions[k])] = loss.gradient[k];
+    critic_->backward(dvalues, m == b.micro_batches_per_step() - 1);
+  }
+  set_comm_context(cat("iteration ", step_ + 1, " critic update ", step + 1, " optimizer"));
+  return critic_->step(step_, adam_step);
 }
 
 // LoRA dropout's global row index of micro-batch m of step `step`'s first token: its place among the
@@ -283,12 +377,19 @@ Trainer::StepResult Trainer::rl_iteration() {
   if (updates > 1) old_logp = rl_logprobs(rollouts, *params_);  // the first step's forward would equal it
   if (r.reference) ref_logp = rl_logprobs(rollouts, r.reference->params());
   else if (config_.rl.kl_coef > 0) ref_logp = rl_logprobs(rollouts, *params_, /*without_adapters=*/true);
+  if (critic_) rl_gae(rollouts, sums);
+  // PPO's critic warm-up: the first rl.critic_warmup iterations train the critic alone.
+  const bool actor_trains = !critic_ || step_ >= config_.rl.critic_warmup;
+  const std::int64_t actor_first = critic_ ? std::min(step_, config_.rl.critic_warmup) : 0;  // iterations it sat out
   StepResult result;
   result.lr = optim::learning_rate(config_.optim, config_.train.max_steps, step_);
   for (std::int64_t u = 0; u < updates; ++u) {
     const std::int64_t step = u % b.steps_per_epoch();
-    const StepResult s = rl_update(rollouts, step, static_cast<std::int64_t>(step_tokens[static_cast<std::size_t>(step)]),
-                                   old_logp, ref_logp, step_ * updates + u + 1, result.lr, sums);
+    const auto total = static_cast<std::int64_t>(step_tokens[static_cast<std::size_t>(step)]);
+    if (critic_) sums.critic_grad_norm = rl_critic_update(rollouts, step, total, step_ * updates + u + 1, sums);
+    if (!actor_trains) continue;
+    const StepResult s = rl_update(rollouts, step, total, old_logp, ref_logp, (step_ - actor_first) * updates + u + 1,
+                                   result.lr, sums);
     result.loss += s.loss / static_cast<double>(updates);
     result.grad_norm = s.grad_norm, result.skipped = s.skipped, result.loss_scale = s.loss_scale;
   }
@@ -358,7 +459,7 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
       comm_->all_reduce_value(static_cast<double>(backend_->memory_stats().peak_bytes), dist::ReduceOp::kMax));
   if (!metrics_) return;
   enum { kResponses, kPromptTokens, kReward, kRewardSq, kCorrect, kTokens, kTruncated, kNll, kAdv, kAdvSq, kPolicy,
-         kKl, kClipped, kGenS, kUpdateS };
+         kKl, kClipped, kGenS, kUpdateS, kRewardS, kValueLoss, kValueClipped, kValues, kReturns };
   const double n = std::max(1.0, v[kResponses]), tokens = std::max(1.0, v[kTokens]);
   const double updates = static_cast<double>(rl_->layout.steps_per_epoch() * config_.rl.epochs);
   RlMetrics m;
@@ -367,8 +468,16 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
   m.reward_std = std::sqrt(std::max(0.0, v[kRewardSq] / n - m.reward_mean * m.reward_mean));
   m.accuracy = v[kCorrect] / n, m.response_length = v[kTokens] / n, m.truncated_fraction = v[kTruncated] / n;
   m.entropy = v[kNll] / tokens;
-  m.advantage_mean = v[kAdv] / n;
-  m.advantage_std = std::sqrt(std::max(0.0, v[kAdvSq] / n - m.advantage_mean * m.advantage_mean));
+  const double per = critic_ ? tokens : n;  // PPO's advantages are per token, GRPO's per response
+  m.advantage_mean = v[kAdv] / per;
+  m.advantage_std = std::sqrt(std::max(0.0, v[kAdvSq] / per - m.advantage_mean * m.advantage_mean));
+  if (critic_) {
+    m.critic = true;
+    m.value_loss = v[kValueLoss] / updates;
+    m.value_clip_fraction = v[kValueClipped] / (tokens * static_cast<double>(config_.rl.epochs));
+    m.critic_grad_norm = mine.critic_grad_norm;
+    m.values_mean = v[kValues] / tokens, m.returns_mean = v[kReturns] / tokens;
+  }
   m.pg_loss = v[kPolicy] / updates, m.kl = v[kKl] / updates;
   m.clip_fraction = v[kClipped] / (tokens * static_cast<double>(config_.rl.epochs));
   m.gen_s = slowest[0], m.update_s = slowest[1], m.reward_s = slowest[2];

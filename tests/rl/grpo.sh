@@ -9,6 +9,8 @@
 #   2 tensor-parallel ranks the first two;
 # - a LoRA actor (KL to its base) samples as the full model first, trains and exports its adapter;
 # - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
+# - PPO (a critic, GAE) lifts the accuracy likewise while its value loss falls; 2 ranks (ZeRO-1, ZeRO-3,
+#   parallel.tp=2) follow 1 rank;
 # - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, a LoRA actor at ZeRO-3,
 #   prompts without a reference, a prompt too long for the context.
 source "$(dirname "$0")/../lib.sh"
@@ -133,6 +135,49 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if '"accuracy"' in l]
 assert len(rows) == 3 and all(math.isfinite(r["loss"]) for r in rows), rows
 assert all(r["kl"] != 0 for r in rows), [r["kl"] for r in rows]  # after its first update the policy is off the reference
 PY
+
+# ---- PPO: a critic's values and GAE lift the accuracy too; 2 data-parallel ranks follow 1 rank -------------
+ppo=(--rl.algorithm=ppo --rl.critic_lr=1e-3 --rl.gamma=1 --rl.lam=1 --train.max_steps=150)
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --ckpt.dir="$W/ppo" --log.metrics="$W/ppo.jsonl"
+start=$(accuracy "$W/ppo.jsonl" 1 5) end=$(accuracy "$W/ppo.jsonl" 131 150)
+echo "PPO: accuracy $start over iterations 1-5, $end over 131-150"
+python3 - "$W/ppo.jsonl" "$start" "$end" <<'PY' || fail "PPO did not learn (above)"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"accuracy"' in l]
+start, end = float(sys.argv[2]), float(sys.argv[3])
+assert start <= 0.35 and end >= 0.8, f"accuracy {start} -> {end}: not from chance (<= 0.35) to >= 0.8"
+early = sum(r["value_loss"] for r in rows[:5]) / 5
+late = sum(r["value_loss"] for r in rows[-20:]) / 20
+assert late < early, f"the critic's value loss did not fall: {early} -> {late}"
+for key in ("value_clip_fraction", "critic_grad_norm", "values_mean", "returns_mean"):
+    assert all(key in r for r in rows), key
+print(f"ok: the value loss {early:.4f} -> {late:.4f}")
+PY
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=2 --train.micro_batch=20 \
+  --ckpt.dir="$W/ppo-dp2" --log.metrics="$W/ppo-dp2.jsonl"
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=2 --ckpt.dir="$W/ppo-dp1" \
+  --log.metrics="$W/ppo-dp1.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=2 --train.micro_batch=20 \
+  --train.zero_stage=3 --ckpt.dir="$W/ppo-z3" --log.metrics="$W/ppo-z3.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=2 --parallel.tp=2 \
+  --ckpt.dir="$W/ppo-tp2" --log.metrics="$W/ppo-tp2.jsonl"
+for run in ppo-dp2 ppo-z3 ppo-tp2; do
+  [ "$(sampled "$W/$run.jsonl")" = "$(sampled "$W/ppo-dp1.jsonl")" ] ||
+    fail "PPO's iterations 1-2 in $run differ from 1 rank: $(sampled "$W/$run.jsonl" | tr '\n' ' ')"
+  python3 - "$W/ppo-dp1.jsonl" "$W/$run.jsonl" <<'PY' || fail "PPO in $run: the critic's figures differ from 1 rank's (above)"
+import json, sys
+one, two = ([json.loads(l) for l in open(f) if '"accuracy"' in l] for f in sys.argv[1:])
+assert len(one) == len(two) == 2
+for a, b in zip(one, two):
+    for key in ("value_loss", "values_mean", "returns_mean", "advantage_std", "loss", "critic_grad_norm"):
+        assert abs(a[key] - b[key]) <= 1e-5 * max(1.0, abs(a[key])), (a["step"], key, a[key], b[key])
+PY
+done
+echo "ok: PPO on 2 data-parallel ranks (ZeRO-1 and ZeRO-3) and on parallel.tp=2 follows 1 rank (samples, value loss, advantages)"
+expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --train.precision=fp16 --ckpt.dir="$W/refused"
+expect_in "$W/err" "rl.algorithm=ppo with train.precision=fp16"
+expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=8 --ckpt.dir="$W/split"
+expect_in "$W/err" "a PPO critic is not in checkpoints yet"
 
 # ---- refused before any work, exit 2 --------------------------------------------------------------------
 # The verl report: 256 prompts, mini-batch 128 on 2 GPUs, micro-batch 128: each rank runs 64 sequences a step.
