@@ -5,6 +5,9 @@
 # counts of both sides are checked against it), and the report names the family and its targets.
 # A bad --family, --seq-len or a config of the other family is refused with exit 2 before any run.
 source "$(dirname "$0")/../lib.sh"
+# CI runs the Llama bench's pipeline inside tools.device_call_dry_run_reports_every_step; these checks of
+# its formulas and refusals run in the full suite.
+full_cases || skip "runs under ZT_TEST_FULL=1 (tools/bench/full_suite.sh); CI runs the Llama bench in the device call's dry run"
 bench=$ZT_SOURCE/tools/bench/gpu_train/run.sh
 for b in "$ZT_BIN/ztrain" "$ZT_BIN/../tests/make_test_shards"; do [ -x "$b" ] || fail "$b is missing: build it first"; done
 peer_expected=skipped
