@@ -7,11 +7,15 @@
 #   3. zckpt exports that model as a Hugging Face directory;
 #   4. ztrain runs GRPO from it (inputs/configs/rl-arith-grpo.ini) on mpirun -np 1 (ZT_RL_RANKS=N for N
 #      data-parallel ranks: rl.mini_batch must then divide by N) and prints the accuracy as it rises.
-#   ZT_RL_DIR=DIR   where data and runs go (default: the repository root)
+#   ZT_RL_DIR=DIR          where data and runs go (default: the repository root)
+#   ZT_RL_ALGORITHM=ppo    PPO with a critic instead (inputs/configs/rl-arith-ppo.ini); grpo is the default
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${ZT_RL_DIR:-$root}
 np=${ZT_RL_RANKS:-1}
+algorithm=${ZT_RL_ALGORITHM:-grpo}
+case "$algorithm" in grpo | ppo) ;; *) echo "ZT_RL_ALGORITHM=$algorithm: use grpo or ppo" >&2; exit 2 ;; esac
+ALGORITHM=$(echo "$algorithm" | tr a-z A-Z)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 say() { printf '\n==> %s\n' "$*"; }
 
@@ -31,10 +35,10 @@ say "2/4 pre-training the answer format (inputs/configs/rl-arith-format.ini)"
 say "3/4 exporting it as a Hugging Face directory (zckpt export)"
 "$bin/zckpt" export runs/rl-arith/format/step_00002000 --out runs/rl-arith/format-hf --dtype fp32
 
-say "4/4 GRPO on $np rank(s) (inputs/configs/rl-arith-grpo.ini)"
-mpirun --oversubscribe -np "$np" "$bin/ztrain" --config "$root/inputs/configs/rl-arith-grpo.ini" \
+say "4/4 $ALGORITHM on $np rank(s) (inputs/configs/rl-arith-$algorithm.ini)"
+mpirun --oversubscribe -np "$np" "$bin/ztrain" --config "$root/inputs/configs/rl-arith-$algorithm.ini" \
   --data.vocab="$task/tokenizer.json" --rl.prompts="$task/prompts.jsonl"
-/usr/bin/python3 - runs/rl-arith/grpo.jsonl <<'PY'
+/usr/bin/python3 - "runs/rl-arith/$algorithm.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"accuracy"' in l]
 mean = lambda k, rs: sum(r[k] for r in rs) / len(rs)

@@ -225,6 +225,7 @@ struct RlConfig {
   double cliprange_value = 0.5;           // verl critic.cliprange_value
   double critic_lr = 0;                   // verl critic.optim.lr; 0 = optim.lr
   std::int64_t critic_warmup = 0;         // verl trainer.critic_warmup: iterations training the critic alone
+  bool kl_in_reward = false;              // verl algorithm.use_kl_in_reward: rl.kl_coef's KL as a per-token reward penalty
   bool enabled() const { return !prompts.empty(); }
 };
 

@@ -302,6 +302,7 @@ std::vector<Option> build_table() {
       opt("rl.lam", &C::rl, &RlConfig::lam, "PPO: GAE's lambda, between one-step TD (0) and Monte Carlo returns (1) (verl algorithm.lam)", closed(0, 1)),
       opt("rl.cliprange_value", &C::rl, &RlConfig::cliprange_value, "PPO: the critic's new values are clipped to the rollout's values +- this in the value loss (verl critic.cliprange_value)", closed(0, 1e6)),
       opt("rl.critic_lr", &C::rl, &RlConfig::critic_lr, "PPO: the critic's peak learning rate, on optim's schedule (verl critic.optim.lr; 0 = optim.lr)", closed(0, 10)),
+      opt("rl.kl_in_reward", &C::rl, &RlConfig::kl_in_reward, "PPO: rl.kl_coef's KL (rl.kl_estimator; verl's default there is k1) as a penalty on every response token's reward instead of a loss term (verl algorithm.use_kl_in_reward)"),
       opt("rl.critic_warmup", &C::rl, &RlConfig::critic_warmup, "PPO: first iterations that train the critic only, the actor frozen (verl trainer.critic_warmup)", I64{0, kMaxBatch}),
       opt("rl.norm_adv_by_std", &C::rl, &RlConfig::norm_adv_by_std, "GRPO: divide advantages by the group's std (false: Dr. GRPO, centred only; verl norm_adv_by_std_in_grpo)"),
   };

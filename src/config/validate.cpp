@@ -249,6 +249,11 @@ void check_rl(const Config& c) {
   if (!c.data.train.empty())
     throw ConfigError(cat("rl.prompts and data.train are both set: an RL run trains on its rollouts, not on data.train=",
                           c.data.train, "; drop one of them"));
+  if (c.rl.kl_in_reward && c.rl.algorithm != RlAlgorithm::kPpo)
+    throw ConfigError(cat("rl.kl_in_reward=true with rl.algorithm=", to_string(c.rl.algorithm), ": the KL penalty goes into "
+                          "PPO's per-token rewards; GRPO and GSPO take the KL in the loss (rl.kl_coef alone)"));
+  if (c.rl.kl_in_reward && c.rl.kl_coef == 0)
+    throw ConfigError("rl.kl_in_reward=true with rl.kl_coef=0: no penalty to apply; set rl.kl_coef (verl's kl_ctrl.kl_coef, e.g. 0.001)");
   if (c.rl.algorithm == RlAlgorithm::kPpo && c.train.precision == Precision::kFp16)
     throw ConfigError("rl.algorithm=ppo with train.precision=fp16: the critic's update has no loss scaler; use "
                       "train.precision=bf16 (or fp32)");

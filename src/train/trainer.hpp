@@ -115,7 +115,8 @@ class Trainer {
   // PPO (critic.hpp): the critic's values of every response token at the rollout, GAE's advantages and
   // returns (whitened over the data-parallel ranks: collective), and one critic step over a mini-batch.
   void rl_values(std::vector<rl::Rollout>& rollouts);
-  void rl_gae(std::vector<rl::Rollout>& rollouts, RlSums& sums);
+  void rl_gae(std::vector<rl::Rollout>& rollouts, const std::vector<std::vector<float>>& old_logp,
+              const std::vector<std::vector<float>>& ref_logp, RlSums& sums);
   double rl_critic_update(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t total_tokens,
                           std::int64_t adam_step, RlSums& sums);
   // parallel.tp > 1: the engine and the loss reductions run over the DP group, the model on the TP

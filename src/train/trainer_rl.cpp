@@ -55,7 +55,8 @@ void Trainer::open_rl() {
   r.stop_tokens = gen::end_tokens(*r.tokenizer, gen::template_of_tokenizer(r.tokenizer));
   r.layout = rl::layout_of(config_, static_cast<int>(derived_.dp_size));
   r.objective = {.algorithm = c.algorithm, .clip_low = c.clip_ratio,
-                 .clip_high = c.clip_ratio_high > 0 ? c.clip_ratio_high : c.clip_ratio, .kl_coef = c.kl_coef,
+                 .clip_high = c.clip_ratio_high > 0 ? c.clip_ratio_high : c.clip_ratio,
+                 .kl_coef = c.kl_in_reward ? 0.0 : c.kl_coef,  // in the reward instead (rl_gae)
                  .kl = c.kl_estimator, .aggregation = c.loss_agg};
   r.reward = rl::make_reward(c.reward, c.reward_timeout_s);
   gen::EngineOptions e = rl::engine_options(config_, r.max_len);
@@ -78,7 +79,7 @@ void Trainer::open_rl() {
   log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",
                 r.reward->describe(), "; responses up to ", c.max_new_tokens,
                 " tokens (sequences of ", r.max_len, "), ", c.slots, " decoded together per rank",
-                c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef) : ""));
+                c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef, c.kl_in_reward ? " in the reward" : " in the loss") : ""));
 }
 
 // The initial policy (init.from, else train.seed's initialisation), this rank's part, in the compute dtype.
@@ -221,19 +222,28 @@ void Trainer::rl_values(std::vector<rl::Rollout>& rollouts) {
     }
 }
 
-// PPO's advantages: each response's reward on its last token, GAE over the critic's values, the
-// advantages whitened over every response token of the iteration on all data-parallel ranks (one
-// all-reduce of their sums), the returns kept unwhitened as the critic's targets (verl's order).
-void Trainer::rl_gae(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
+// PPO's advantages: each response's reward on its last token (rl.kl_in_reward: less rl.kl_coef times each
+// token's KL of the rollout policy to the reference), GAE over the critic's values, the advantages
+// whitened over every response token of the iteration on all data-parallel ranks (one all-reduce of their
+// sums), the returns kept unwhitened as the critic's targets (verl's order).
+void Trainer::rl_gae(std::vector<rl::Rollout>& rollouts, const std::vector<std::vector<float>>& old_logp,
+                     const std::vector<std::vector<float>>& ref_logp, RlSums& sums) {
   rl_values(rollouts);
+  const bool penalty = config_.rl.kl_in_reward;
   std::vector<std::int64_t> offsets{0};
-  std::vector<float> scores, values;
-  for (const rl::Rollout& ro : rollouts) {
+  std::vector<float> scores, values, old, ref;
+  for (std::size_t i = 0; i < rollouts.size(); ++i) {
+    const rl::Rollout& ro = rollouts[i];
     offsets.push_back(offsets.back() + static_cast<std::int64_t>(ro.response.size()));
     scores.push_back(static_cast<float>(ro.reward));
     values.insert(values.end(), ro.old_values.begin(), ro.old_values.end());
+    if (!penalty) continue;
+    old.insert(old.end(), old_logp[i].begin(), old_logp[i].end());
+    ref.insert(ref.end(), ref_logp[i].begin(), ref_logp[i].end());
   }
-  const rl::TokenRewards rewards = rl::token_rewards(offsets, scores, {}, {}, config_.rl.kl_estimator, 0.0);
+  const rl::TokenRewards rewards = rl::token_rewards(offsets, scores, old, ref, config_.rl.kl_estimator,
+                                                     penalty ? config_.rl.kl_coef : 0.0);
+  sums.reward_kl += rewards.kl_mean_sum;
   rl::Gae g = rl::gae(offsets, rewards.rewards, values, config_.rl.gamma, config_.rl.lam);
   std::vector<double> whole = {g.sums.count, g.sums.sum, g.sums.sum_sq};
   set_comm_context(cat("iteration ", step_ + 1, " advantage whitening"));
@@ -374,10 +384,11 @@ Trainer::StepResult Trainer::rl_iteration() {
   dp_comm().all_reduce_values(step_tokens, dist::ReduceOp::kSum);
   const std::int64_t updates = b.steps_per_epoch() * config_.rl.epochs;
   std::vector<std::vector<float>> old_logp, ref_logp;
-  if (updates > 1) old_logp = rl_logprobs(rollouts, *params_);  // the first step's forward would equal it
+  // The first step's forward would equal it; the reward's KL penalty needs it before.
+  if (updates > 1 || config_.rl.kl_in_reward) old_logp = rl_logprobs(rollouts, *params_);
   if (r.reference) ref_logp = rl_logprobs(rollouts, r.reference->params());
   else if (config_.rl.kl_coef > 0) ref_logp = rl_logprobs(rollouts, *params_, /*without_adapters=*/true);
-  if (critic_) rl_gae(rollouts, sums);
+  if (critic_) rl_gae(rollouts, old_logp, ref_logp, sums);
   // PPO's critic warm-up: the first rl.critic_warmup iterations train the critic alone.
   const bool actor_trains = !critic_ || step_ >= config_.rl.critic_warmup;
   const std::int64_t actor_first = critic_ ? std::min(step_, config_.rl.critic_warmup) : 0;  // iterations it sat out
@@ -459,7 +470,7 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
       comm_->all_reduce_value(static_cast<double>(backend_->memory_stats().peak_bytes), dist::ReduceOp::kMax));
   if (!metrics_) return;
   enum { kResponses, kPromptTokens, kReward, kRewardSq, kCorrect, kTokens, kTruncated, kNll, kAdv, kAdvSq, kPolicy,
-         kKl, kClipped, kGenS, kUpdateS, kRewardS, kValueLoss, kValueClipped, kValues, kReturns };
+         kKl, kClipped, kGenS, kUpdateS, kRewardS, kValueLoss, kValueClipped, kValues, kReturns, kRewardKl };
   const double n = std::max(1.0, v[kResponses]), tokens = std::max(1.0, v[kTokens]);
   const double updates = static_cast<double>(rl_->layout.steps_per_epoch() * config_.rl.epochs);
   RlMetrics m;
@@ -478,7 +489,8 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
     m.critic_grad_norm = mine.critic_grad_norm;
     m.values_mean = v[kValues] / tokens, m.returns_mean = v[kReturns] / tokens;
   }
-  m.pg_loss = v[kPolicy] / updates, m.kl = v[kKl] / updates;
+  m.pg_loss = v[kPolicy] / updates;
+  m.kl = config_.rl.kl_in_reward ? v[kRewardKl] / n : v[kKl] / updates;  // the reward's penalty, or the loss's term
   m.clip_fraction = v[kClipped] / (tokens * static_cast<double>(config_.rl.epochs));
   m.gen_s = slowest[0], m.update_s = slowest[1], m.reward_s = slowest[2];
   // Tokens processed per second per rank, each rank's own time summed: generation counts prompts and

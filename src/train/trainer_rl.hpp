@@ -36,10 +36,11 @@ struct Trainer::RlSums {
   double gen_s = 0, update_s = 0, reward_s = 0;  // this rank's
   // PPO: the value loss and its clipped tokens over the critic's steps; values and returns over the tokens
   double value_loss = 0, value_clipped = 0, values = 0, returns = 0;
+  double reward_kl = 0;         // rl.kl_in_reward: the responses' mean per-token KL, summed (verl reward_kl_penalty)
   double critic_grad_norm = 0;  // the last critic step's (the same on every rank: not summed)
   std::vector<double> packed() const {
     return {responses, prompt_tokens, reward, reward_sq, correct, response_tokens, truncated, sampled_nll, advantage, advantage_sq,
-            policy_loss, kl, clipped, gen_s, update_s, reward_s, value_loss, value_clipped, values, returns};
+            policy_loss, kl, clipped, gen_s, update_s, reward_s, value_loss, value_clipped, values, returns, reward_kl};
   }
 };
 

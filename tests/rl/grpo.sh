@@ -174,6 +174,18 @@ for a, b in zip(one, two):
 PY
 done
 echo "ok: PPO on 2 data-parallel ranks (ZeRO-1 and ZeRO-3) and on parallel.tp=2 follows 1 rank (samples, value loss, advantages)"
+# The KL to the reference as a per-token reward penalty (verl's use_kl_in_reward, its k1 estimator).
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=3 --rl.kl_coef=0.05 \
+  --rl.kl_in_reward=true --rl.kl_estimator=k1 --ckpt.dir="$W/ppo-kl" --log.metrics="$W/ppo-kl.jsonl"
+python3 - "$W/ppo-kl.jsonl" <<'PY' || fail "PPO with the KL in the reward: metrics (above)"
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"accuracy"' in l]
+assert len(rows) == 3 and all(math.isfinite(r["loss"]) and math.isfinite(r["value_loss"]) for r in rows), rows
+assert rows[0]["kl"] == 0 and all(r["kl"] != 0 for r in rows[1:]), [r["kl"] for r in rows]  # on the reference at first
+PY
+echo "ok: PPO with rl.kl_in_reward: the reward's KL penalty is 0 at the reference, then not"
+expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.kl_coef=0.05 --rl.kl_in_reward=true --ckpt.dir="$W/refused"
+expect_in "$W/err" "rl.kl_in_reward=true with rl.algorithm=grpo"
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --train.precision=fp16 --ckpt.dir="$W/refused"
 expect_in "$W/err" "rl.algorithm=ppo with train.precision=fp16"
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=8 --ckpt.dir="$W/split"
