@@ -14,7 +14,9 @@ constexpr const char* kForms =
     "use answer (GSM8K's \"#### N\"), answer:RULE (RULE: gsm8k, gsm8k-flexible, boxed, exact or regex:PATTERN), "
     "exact, regex:PATTERN or command:PROGRAM";
 
-// 1 for a response whose answer by the rule equals the reference, else 0.
+// 1 for a response whose answer by the rule equals the reference, else 0. A reference holding an answer
+// by the rule (GSM8K's "answer" field: the solution ending "#### 72") is reduced to it first, as zgen's
+// and training's evaluations do, so the dataset's lines serve as they are.
 class AnswerReward : public Reward {
  public:
   AnswerReward(std::string spec, gen::AnswerRule rule) : spec_(std::move(spec)), rule_(std::move(rule)) {}
@@ -22,7 +24,7 @@ class AnswerReward : public Reward {
   std::vector<double> score(const std::vector<RewardInput>& batch) override {
     std::vector<double> scores;
     scores.reserve(batch.size());
-    for (const RewardInput& in : batch) scores.push_back(rule_.score(in.response, in.reference));
+    for (const RewardInput& in : batch) scores.push_back(rule_.score(in.response, rule_.reduce_reference(in.reference)));
     return scores;
   }
 

@@ -39,6 +39,14 @@ TEST(Rewards, AnswerIsGsm8ksStrictRuleByDefault) {
             "rl.reward=answer: 1 when the answer by rule gsm8k equals the reference, else 0");
 }
 
+// GSM8K's "answer" field as it ships (the worked solution ending "#### N") scores as the bare N does.
+TEST(Rewards, AReferenceHoldingAnAnswerIsReducedToItByTheRule) {
+  const std::string solution = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n48+24 = <<48+24=72>>72\n#### 72";
+  EXPECT_EQ(scores("answer", {{"so #### 72", solution}, {"#### 24", solution}, {"#### 72", "72"}}),
+            (std::vector<double>{1, 0, 1}));
+  EXPECT_EQ(scores("answer:boxed", {{"\\boxed{7}", "so \\boxed{7}"}}), (std::vector<double>{1}));
+}
+
 TEST(Rewards, AnswerTakesAnyAnswerRule) {
   EXPECT_EQ(scores("answer:gsm8k-flexible", {{"so it is 18.", "18"}, {"18 or 19", "18"}}), (std::vector<double>{1, 0}));
   EXPECT_EQ(scores("answer:boxed", {{"so \\boxed{x^{2}} it is", "x^{2}"}, {"x^{2}", "x^{2}"}}), (std::vector<double>{1, 0}));
