@@ -17,7 +17,7 @@
 #   command "tools/device/call.sh", carry [".devdeps", ".peers"] (+ ".devbuild" if packed), timeout_s 540
 # Time: each step gets its planned seconds (ZT_CALL_BUILD_S, _CHECK_S, _ATTENTION_S, _GPT2_S, _LLAMA_S,
 # _PROFILE_S) or less, always leaving every later step its minimum, except the droppable ones
-# (ZT_CALL_DROPPABLE, default "profile memory_modes ckpt generate"), which get what is left; a step whose minimum
+# (ZT_CALL_DROPPABLE, default "profile memory_modes ckpt generate rl"), which get what is left; a step whose minimum
 # no longer fits is skipped and says so.
 # With a packed build: unpack ~10 + 150 + 30 + 100 + 150 = 440 s, the profile 30-60 s, the summary 10 s.
 # A build on the device gets what the later minimums leave, 480 - 10 - (90 + 15 + 85 + 130) = 150 s, and
@@ -36,7 +36,9 @@
 #   ZT_CALL_STEPS=check ZT_CALL_BUDGET_S=200 tools/device/call.sh        (build-device/ is kept there)
 # Optional steps, after these and droppable: memory_modes (tools/bench/memory_modes/run.sh --device cuda,
 # ZT_CALL_MM_S 120, ZT_CALL_MM_ARGS), ckpt (tools/bench/ckpt/run.sh --device cuda, ZT_CALL_CKPT_S 120) and
-# generate (tools/bench/generate/run.sh --device cuda, ZT_CALL_GEN_S 120, ZT_CALL_GEN_ARGS; bench-generate.md).
+# generate (tools/bench/generate/run.sh --device cuda, ZT_CALL_GEN_S 120, ZT_CALL_GEN_ARGS; bench-generate.md)
+# and rl (tools/bench/rl/run.sh --device cuda --precision bf16, GRPO then PPO: the rollouts' decoding, the
+# per-token loss weights and PPO's value head on the GPU; ZT_CALL_RL_S 120, ZT_CALL_RL_ARGS; logs.tar.gz).
 # More knobs: ZT_CALL_CTEST_ARGS (-j8; e.g. "-R tp_training -j8"), ZT_CALL_SANITIZE=0 (ctest alone),
 # ZT_RACECHECK_FILTER and ZT_MEMCHECK_S (tools/device/sanitize.sh), ZT_CALL_PROFILE_MB (16),
 # ZT_CALL_GPT2_PEER_ARGS and ZT_CALL_LLAMA_PEER_ARGS (e.g. "--sdpa-backend cudnn --gqa repeat_kv").
@@ -65,21 +67,21 @@ while [ $# -gt 0 ]; do
     *) echo "call.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-all_steps=(build check attention bench_gpt2 bench_llama profile memory_modes ckpt generate)
+all_steps=(build check attention bench_gpt2 bench_llama profile memory_modes ckpt generate rl)
 # A dry run on a 2-core development machine runs the CPU twins, far slower than the GPU: twice the time.
 dry_scale=1
 $dry_run && dry_scale=2
 declare -A plan_s=([build]=${ZT_CALL_BUILD_S:-300} [check]=${ZT_CALL_CHECK_S:-150} [attention]=${ZT_CALL_ATTENTION_S:-30}
                    [bench_gpt2]=${ZT_CALL_GPT2_S:-$((100 * dry_scale))} [bench_llama]=${ZT_CALL_LLAMA_S:-$((150 * dry_scale))}
                    [profile]=${ZT_CALL_PROFILE_S:-$((60 * dry_scale))} [memory_modes]=${ZT_CALL_MM_S:-120} [ckpt]=${ZT_CALL_CKPT_S:-120}
-                   [generate]=${ZT_CALL_GEN_S:-120})
+                   [generate]=${ZT_CALL_GEN_S:-120} [rl]=${ZT_CALL_RL_S:-120})
 declare -A min_s=([build]=0 [check]=90 [attention]=15 [bench_gpt2]=85 [bench_llama]=130 [profile]=45
-                  [memory_modes]=60 [ckpt]=60 [generate]=60) enabled=()
+                  [memory_modes]=60 [ckpt]=60 [generate]=60 [rl]=60) enabled=()
 for s in $selected; do
   [ -n "${plan_s[$s]:-}" ] || { echo "call.sh: unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2; }
   enabled[$s]=1
 done
-budget_s=${ZT_CALL_BUDGET_S:-$((480 * dry_scale))} droppable=${ZT_CALL_DROPPABLE:-profile memory_modes ckpt generate}
+budget_s=${ZT_CALL_BUDGET_S:-$((480 * dry_scale))} droppable=${ZT_CALL_DROPPABLE:-profile memory_modes ckpt generate rl}
 if [ -z "${OUT:-}" ]; then
   $dry_run || { echo "call.sh: OUT is unset: run it through the device's run tool, or with --cpu-dry-run" >&2; exit 2; }
   OUT=$(mktemp -d /tmp/zt_call_out.XXXXXX)

@@ -216,3 +216,22 @@ step_generate() {
   result "generate bench exit $rc (bench-generate.md; logs.tar.gz: generate/generate.txt)"
   return "$rc"
 }
+# step_rl: tools/bench/rl/run.sh --device cuda --precision bf16, GRPO then PPO on its default shape (the
+# generation engine's decoding, the loss weights, PPO's value head and critic on the GPU for the first
+# time); ZT_CALL_RL_ARGS adds options (e.g. "--shape '12 768 12' --seq-len 512"). Half the time each.
+step_rl() {
+  local give=$1 args algorithm rc=0
+  step_dir=$2
+  if ! $have_gpu; then result "skipped: no GPU"; return 0; fi
+  eval "args=(${ZT_CALL_RL_ARGS:-})"
+  for algorithm in grpo ppo; do
+    ( [ -f .devdeps/env.sh ] && { set +u; source .devdeps/env.sh; set -u; }
+      ZT_BUILD_DIR=$b timeout --kill-after=10 $((give / 2)) tools/bench/rl/run.sh --device cuda --precision bf16 \
+        --algorithm "$algorithm" --out "$step_dir/work-$algorithm" "${args[@]}" ) >"$step_dir/rl-$algorithm.txt" 2>&1 || rc=1
+    cp "$step_dir/work-$algorithm/ztrain.log" "$step_dir/ztrain-$algorithm.log" 2>/dev/null
+    rm -rf "$step_dir/work-$algorithm"
+    tail -n 4 "$step_dir/rl-$algorithm.txt"
+  done
+  result "rl bench exit $rc (logs.tar.gz: rl/rl-grpo.txt, rl/rl-ppo.txt)"
+  return "$rc"
+}
