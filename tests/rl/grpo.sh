@@ -208,6 +208,20 @@ for a, b in zip(one, two):
     print(f"iteration {b['step']}: " + ", ".join(f"{k} {a[k]:.6g} / {b[k]:.6g}" for k in keys))
 PY
 echo "ok: a 1-rank PPO checkpoint resumes on 2 ranks at ZeRO-3 (iteration 4 samples and values as 1 rank; 1 rank / 2 ranks above)"
+# parallel.tp=2: the critic's TP shards read from the 1-rank checkpoint, and saved (gathered) after iteration 4.
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --parallel.tp=2 --train.stop_at_step=4 \
+  --ckpt.resume="$W/ppo-split/step_00000003" --ckpt.dir="$W/ppo-tp-resumed" --log.metrics="$W/ppo-tp-resumed.jsonl"
+python3 - "$W/ppo-straight.jsonl" "$W/ppo-tp-resumed.jsonl" <<'PY' || fail "PPO resumed at parallel.tp=2 (above)"
+import json, sys
+one, two = ([json.loads(l) for l in open(f) if '"accuracy"' in l] for f in sys.argv[1:])
+a, b = one[3], two[0]
+assert b["step"] == 4 and len(two) == 1, [r["step"] for r in two]
+for k in ("reward_mean", "accuracy", "response_length"): assert a[k] == b[k], (k, a[k], b[k])
+for k in ("values_mean", "value_loss", "critic_grad_norm", "loss"):
+    assert abs(a[k] - b[k]) <= 1e-5 * max(1.0, abs(a[k])), (k, a[k], b[k])
+PY
+expect_exit 0 "$ZT_BIN/zckpt" verify "$W/ppo-tp-resumed/step_00000004"
+echo "ok: the 1-rank PPO checkpoint resumes at parallel.tp=2 (iteration 4 as 1 rank's), whose checkpoint verifies"
 # zckpt: verify checks the critic's files; export writes the actor; reshard carries the critic along.
 expect_exit 0 "$ZT_BIN/zckpt" export "$W/ppo-split/step_00000006" --out "$W/ppo-hf" --dtype fp32
 [ -f "$W/ppo-hf/config.json" ] || fail "zckpt export of a PPO checkpoint wrote no model"
