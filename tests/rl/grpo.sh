@@ -11,8 +11,8 @@
 # - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
 # - PPO (a critic, GAE) lifts the accuracy likewise while its value loss falls; 2 ranks (ZeRO-1, ZeRO-3,
 #   parallel.tp=2) follow 1 rank; a PPO run stopped and resumed (its critic checkpointed) gives the
-#   uninterrupted run's metrics exactly, and resumes on 2 ranks at ZeRO-3; zckpt verify/export/reshard
-#   handle its critic/; GRPO <-> PPO resumes are refused;
+#   uninterrupted run's metrics exactly, and resumes on 2 ranks at ZeRO-3 and at parallel.tp=2;
+#   zckpt verify/export/reshard handle its critic/; GRPO <-> PPO resumes are refused;
 # - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, a LoRA actor at ZeRO-3,
 #   prompts without a reference, a prompt too long for the context.
 source "$(dirname "$0")/../lib.sh"
