@@ -4,8 +4,8 @@
 // GRPO's advantages per prompt group, then rl.epochs passes in optimizer steps over mini-batches of
 // micro-batches, each token's cross-entropy weighted by the objective's gradient (rl/objectives.hpp,
 // Model::set_loss_weights), reduced and applied as any training step is. A checkpoint after an
-// iteration holds everything a resume needs: the prompt cursor and the sampling streams follow from
-// the iteration number.
+// iteration holds everything a resume needs (PPO's critic too, in critic/): the prompt cursor and the
+// sampling streams follow from the iteration number.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
