@@ -260,9 +260,12 @@ int reshard(const Args& a) {
   io::StagedOutput out = io::StagedOutput::directory(a.out, "--out", inputs_of(c), a.overwrite);
   require_sound(a.dir);
   const model::ParamTable table = table_of(c);
+  // A PPO checkpoint's critic: the actor's shape with a value head, resharded with it.
+  const model::ParamTable critic(model::value_model_shape(base_table_of(c).shape()));
   ckpt::Manifest m;
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
-    m = ckpt::reshard(c, a.world, [&](int r) { return optim::checkpoint_ranges(table, a.world, r); }, dir);
+    m = ckpt::reshard(c, a.world, [&](int r) { return optim::checkpoint_ranges(table, a.world, r); }, dir,
+                      [&](int r) { return optim::checkpoint_ranges(critic, a.world, r); });
   });
   std::cout << "resharded " << a.dir << " (" << c.manifest().world_size << " ranks) to " << a.out << " (" << a.world
             << " ranks, " << m.total_bytes() << " bytes)\n";

@@ -4,6 +4,9 @@
 //     model.h5                         every parameter under its HF name and shape, fp32
 //     state.json                       step, tokens, data cursor, seed, loss scale, config, revision
 //     optim/rank_RRRRR_of_WWWWW.h5     rank R's master weights and AdamW moments with their ranges
+//     critic/                          rl.algorithm=ppo: the critic, a checkpoint of its own in the same
+//                                      layout (its MANIFEST.json, model.h5, state.json, optim/), its files
+//                                      also listed in the outer manifest and committed by the same rename
 //   ckpt.dir/step_NNNNNNNN.tmp/        being written (or left by a job that died while writing)
 #pragma once
 
@@ -21,6 +24,7 @@ inline const char* const kManifestFile = "MANIFEST.json";
 inline const char* const kModelFile = "model.h5";
 inline const char* const kStateFile = "state.json";
 inline const char* const kTmpSuffix = ".tmp";
+inline const char* const kCriticDir = "critic";  // PPO's critic (a part: writer.hpp)
 
 std::string step_dir_name(std::int64_t step);                 // step_00000012
 std::string optim_file_name(int rank, int world_size);         // optim/rank_00001_of_00004.h5

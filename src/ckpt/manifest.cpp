@@ -219,15 +219,28 @@ TrainState parse_state(const std::string& text, const std::string& where) {
   });
 }
 
-std::string rank_record_json(const RankRecord& r) {
-  return json{{"rank", r.rank}, {"ranges", ranges_json(r.ranges)}, {"files", files_json(r.files)}, {"write_s", r.write_s}}.dump();
+namespace {
+json record_json(const RankRecord& r) {
+  json j = {{"rank", r.rank}, {"ranges", ranges_json(r.ranges)}, {"files", files_json(r.files)}, {"write_s", r.write_s}};
+  if (!r.dir.empty()) j["dir"] = r.dir;
+  for (const RankRecord& part : r.parts) j["parts"].push_back(record_json(part));
+  return j;
 }
 
+RankRecord parse_record(const json& j) {
+  RankRecord r{j.at("rank").get<int>(), parse_ranges(j.at("ranges")), parse_files(j.at("files")),
+               j.at("write_s").get<double>()};
+  r.dir = j.value("dir", std::string());
+  if (j.contains("parts"))
+    for (const json& part : j.at("parts")) r.parts.push_back(parse_record(part));
+  return r;
+}
+}  // namespace
+
+std::string rank_record_json(const RankRecord& r) { return record_json(r).dump(); }
+
 RankRecord parse_rank_record(const std::string& text) {
-  return parse_with<RankRecord>(text, "a rank's checkpoint record", [](const json& j) {
-    return RankRecord{j.at("rank").get<int>(), parse_ranges(j.at("ranges")), parse_files(j.at("files")),
-                      j.at("write_s").get<double>()};
-  });
+  return parse_with<RankRecord>(text, "a rank's checkpoint record", [](const json& j) { return parse_record(j); });
 }
 
 std::string read_text(const std::filesystem::path& path) {

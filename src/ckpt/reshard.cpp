@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ckpt/layout.hpp"
+#include "ckpt/verify.hpp"
 #include "ckpt/writer.hpp"
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
@@ -14,8 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // The new rank shards, model.h5 and state.json in tmp; the manifest to commit them with.
-Manifest write_resharded(const Checkpoint& src, int world_size, const std::function<std::vector<FlatRange>(int)>& ranges_of,
-                         const fs::path& tmp) {
+Manifest write_resharded(const Checkpoint& src, int world_size, const RangesOf& ranges_of, const fs::path& tmp) {
   std::error_code ec;
   Manifest m = src.manifest();
   m.world_size = world_size;
@@ -37,16 +37,27 @@ Manifest write_resharded(const Checkpoint& src, int world_size, const std::funct
 
 }  // namespace
 
-Manifest reshard(const Checkpoint& src, int world_size, const std::function<std::vector<FlatRange>(int)>& ranges_of,
-                 const fs::path& out_dir) {
+Manifest reshard(const Checkpoint& src, int world_size, const RangesOf& ranges_of, const fs::path& out_dir,
+                 const RangesOf& critic_ranges_of) {
   ZT_CHECK_GE(world_size, 1);
+  const bool critic = has_critic(src.manifest());
+  if (critic && !critic_ranges_of)
+    throw CheckpointError(cat(src.dir().string(), " holds a PPO critic (", kCriticDir, "/) this reshard has no partition for"));
   const fs::path tmp = out_dir.string() + kTmpSuffix;
   std::error_code ec;
   fs::remove_all(tmp, ec);
   if (!ec) fs::create_directories(tmp / "optim", ec);
-  if (ec) throw IoError(cat("cannot create ", (tmp / "optim").string(), ": ", ec.message()));
+  if (!ec && critic) fs::create_directories(tmp / kCriticDir / "optim", ec);
+  if (ec) throw IoError(cat("cannot create the directories of ", tmp.string(), ": ", ec.message()));
   try {
     Manifest m = write_resharded(src, world_size, ranges_of, tmp);
+    if (critic) {  // sealed inside tmp: committed with the actor by the rename
+      const Manifest part = write_resharded(Checkpoint(src.dir() / kCriticDir), world_size, critic_ranges_of, tmp / kCriticDir);
+      seal_part(tmp / kCriticDir, part);
+      const std::vector<FileRecord> files = part_files(tmp, kCriticDir, part);
+      m.files.insert(m.files.end(), files.begin(), files.end());
+      std::sort(m.files.begin(), m.files.end(), [](const FileRecord& a, const FileRecord& b) { return a.path < b.path; });
+    }
     commit(tmp, out_dir, m);
     return m;
   } catch (...) {

@@ -97,12 +97,16 @@ struct FileRecord {
   std::string sha256;
 };
 
-// What one rank wrote: its ranges and files, and the seconds the write took (for the bandwidth).
+// What one rank wrote: its ranges and files, and the seconds the write took (for the bandwidth). A
+// checkpoint of several models (PPO: the actor, its critic in critic/) records each further model as a
+// part: its subdirectory, its ranges and its files (paths relative to that subdirectory).
 struct RankRecord {
   int rank = 0;
   std::vector<FlatRange> ranges;
   std::vector<FileRecord> files;
   double write_s = 0;
+  std::string dir;               // a part's subdirectory ("" for the checkpoint's own model)
+  std::vector<RankRecord> parts;  // the further models' records
 };
 
 constexpr int kFormatVersion = 1;

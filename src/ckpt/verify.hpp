@@ -8,10 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/state.hpp"
+
 namespace zt::ckpt {
 
-// Every problem found, each naming its file (empty: sound). Reads every byte (SHA-256).
+// Every problem found, each naming its file (empty: sound). Reads every byte (SHA-256), a PPO
+// checkpoint's critic/ too (its files and, as a checkpoint of its own, its structure).
 std::vector<std::string> verify(const std::filesystem::path& dir);
+// Whether the checkpoint holds PPO's critic (its manifest lists critic/MANIFEST.json).
+bool has_critic(const Manifest& m);
 
 struct Skipped {
   std::filesystem::path path;

@@ -45,13 +45,15 @@ std::vector<std::uint64_t> ranges_table(const std::vector<FlatRange>& ranges) {
 
 }  // namespace
 
-fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step) {
+fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step, const std::vector<std::string>& parts) {
   const fs::path tmp = ckpt_dir / (step_dir_name(step) + kTmpSuffix);
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  if (!ec) fs::create_directories(tmp / "optim", ec);
+  fs::path made = tmp / "optim";
+  if (!ec) fs::create_directories(made, ec);
+  for (std::size_t i = 0; i < parts.size() && !ec; ++i) fs::create_directories(made = tmp / parts[i] / "optim", ec);
   if (ec)
-    throw IoError(cat("cannot create the checkpoint directory ", (tmp / "optim").string(), ": ", ec.message(),
+    throw IoError(cat("cannot create the checkpoint directory ", made.string(), ": ", ec.message(),
                       " (check ckpt.dir: it must be writable by every rank and shared between nodes)"));
   return tmp;
 }
@@ -121,9 +123,20 @@ FileRecord file_record(const fs::path& dir, const std::string& relative) {
   return rec;
 }
 
+void seal_part(const fs::path& part_dir, const Manifest& manifest) {
+  io::fsync_path(part_dir / "optim");  // the other ranks' file entries
+  io::write_file_atomic(part_dir / kManifestFile, manifest_json(manifest));  // fsyncs it and part_dir
+}
+
+std::vector<FileRecord> part_files(const fs::path& checkpoint_dir, const std::string& part, const Manifest& manifest) {
+  std::vector<FileRecord> out;
+  for (const FileRecord& f : manifest.files) out.push_back({part + "/" + f.path, f.bytes, f.sha256});
+  out.push_back(file_record(checkpoint_dir, part + "/" + kManifestFile));
+  return out;
+}
+
 void commit(const fs::path& tmp_dir, const fs::path& final_dir, const Manifest& manifest) {
-  io::fsync_path(tmp_dir / "optim");  // the other ranks' file entries
-  io::write_file_atomic(tmp_dir / kManifestFile, manifest_json(manifest));  // fsyncs it and tmp_dir
+  seal_part(tmp_dir, manifest);
   std::error_code ec;
   if (fs::exists(final_dir, ec)) fs::remove_all(final_dir, ec);
   if (ec) throw IoError(cat("cannot replace the old ", final_dir.string(), ": ", ec.message()));

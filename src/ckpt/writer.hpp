@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "ckpt/state.hpp"
@@ -15,8 +16,9 @@ namespace zt::ckpt {
 namespace fs = std::filesystem;
 
 // Rank 0, before any rank writes: an empty ckpt_dir/step_N.tmp/optim/ (removing what an earlier,
-// failed attempt left there). Returns the .tmp directory.
-fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step);
+// failed attempt left there), and PART/optim/ for each of `parts` (further models of the checkpoint,
+// e.g. kCriticDir). Returns the .tmp directory.
+fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step, const std::vector<std::string>& parts = {});
 
 // This rank's optimizer shard: 1-D fp32 `master`, `exp_avg`, `exp_avg_sq` and
 // `ranges` [n, 2] u64 (flat offset, numel), closed and fsynced. Throws IoError naming the file.
@@ -28,6 +30,14 @@ FileRecord write_state(const fs::path& dir, const TrainState& state);
 
 // Size and SHA-256 of dir/relative.
 FileRecord file_record(const fs::path& dir, const std::string& relative);
+
+// A part's directory (a further model inside a checkpoint, e.g. kCriticDir), once its files are in it:
+// its MANIFEST.json, fsynced with the directory entries. Nothing is committed until the checkpoint's
+// own commit() renames the directory holding it; the caller lists the part's files (and its manifest)
+// in the outer manifest, prefixed with the part's name (part_files).
+void seal_part(const fs::path& part_dir, const Manifest& manifest);
+// The part's files and its manifest as the outer manifest lists them: "PART/..." paths.
+std::vector<FileRecord> part_files(const fs::path& checkpoint_dir, const std::string& part, const Manifest& manifest);
 
 // Rank 0, once every rank's files are in tmp_dir and fsynced: MANIFEST.json (fsynced), the rename of
 // tmp_dir to final_dir and an fsync of the parent. A directory already at final_dir (a checkpoint of

@@ -53,17 +53,8 @@ void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, co
 
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
                            optim::ZeroEngine& engine, std::string run_id, const ShardMap* shards)
-    : world_(world), config_(config), engine_(engine), desc_(model::describe_model(table)),
-      ranges_(optim::checkpoint_ranges(table, world.size(), world.rank())), shards_(shards), async_(config.ckpt.async),
-      shard_(std::make_shared<ckpt::RankShard>()), full_(std::make_shared<std::vector<float>>()),
-      run_id_(std::move(run_id)) {
-  if (shards_) {  // the global runs of this rank's DP slice of its part of the model
-    runs_ = shards_->saved_runs();
-    ranges_.clear();
-    for (const model::TpRun& r : runs_) ranges_.push_back({r.global_offset, r.numel});
-  } else {
-    for (const ckpt::FlatRange& r : ranges_) runs_.push_back({r.offset, r.offset, r.numel});
-  }
+    : world_(world), config_(config), async_(config.ckpt.async), run_id_(std::move(run_id)) {
+  parts_.push_back(make_part("", table, engine, shards));
   if (async_ && !io::hdf5_is_threadsafe()) {
     log::warn("ckpt.async=true needs an HDF5 library built thread-safe (the data loader reads shards on its own "
               "thread); this one is not, so checkpoints are written synchronously");
@@ -76,6 +67,25 @@ Checkpointer::Checkpointer(const dist::World& world, const config::Config& confi
 
 Checkpointer::~Checkpointer() = default;  // a write still in flight is joined by ~WriteJob, not committed
 
+Checkpointer::Part Checkpointer::make_part(std::string subdir, const model::ParamTable& table, optim::ZeroEngine& engine,
+                                           const ShardMap* shards) const {
+  Part p{std::move(subdir), &engine, model::describe_model(table), {}, shards, {}, std::make_shared<ckpt::RankShard>(),
+         std::make_shared<std::vector<float>>()};
+  if (shards) {  // the global runs of this rank's DP slice of its part of the model
+    p.runs = shards->saved_runs();
+    for (const model::TpRun& r : p.runs) p.ranges.push_back({r.global_offset, r.numel});
+  } else {
+    p.ranges = optim::checkpoint_ranges(table, world_.size(), world_.rank());
+    for (const ckpt::FlatRange& r : p.ranges) p.runs.push_back({r.offset, r.offset, r.numel});
+  }
+  return p;
+}
+
+void Checkpointer::add_critic(const model::ParamTable& table, optim::ZeroEngine& engine, const ShardMap* shards) {
+  ZT_CHECK_EQ(parts_.size(), std::size_t{1}, "the checkpointer's models: one critic at most");
+  parts_.push_back(make_part(ckpt::kCriticDir, table, engine, shards));
+}
+
 bool Checkpointer::due(std::int64_t step, std::int64_t last_step) const {
   const std::int64_t every = config_.ckpt.every;
   return step == last_step || (every > 0 && step % every == 0);
@@ -83,31 +93,33 @@ bool Checkpointer::due(std::int64_t step, std::int64_t last_step) const {
 
 bool Checkpointer::idle() const { return !pending_ || !pending_->job || pending_->job->done(); }
 
-void Checkpointer::snapshot() {
+void Checkpointer::snapshot(Part& part) {
   // The host buffers are reused from save to save (the previous write has finished: save() called
   // finish()), so only the first snapshot pays for allocating and first-touching them.
-  ckpt::RankShard& shard = *shard_;
+  optim::ZeroEngine& engine = *part.engine;
+  ckpt::RankShard& shard = *part.shard;
+  std::vector<float>& full = *part.full;
   shard.rank = world_.rank();
   shard.world_size = world_.size();
-  shard.ranges = ranges_;
+  shard.ranges = part.ranges;
   for (ckpt::StateKind kind : ckpt::kStateKinds) {
     std::vector<float>& values = shard.of(kind);
     values.resize(static_cast<std::size_t>(shard.numel()));
     std::int64_t at = 0;
-    for (const model::TpRun& r : runs_) {
-      engine_.copy_state_to_host(engine_state(kind), {r.local_offset, r.numel}, values.data() + at);
+    for (const model::TpRun& r : part.runs) {
+      engine.copy_state_to_host(engine_state(kind), {r.local_offset, r.numel}, values.data() + at);
       at += r.numel;
     }
   }
   // model.h5 in the global shape: DP rank 0 of every TP shard and pipeline stage sends rank 0 its part.
-  if (shards_) return gather_global_model(world_, engine_, *shards_, desc_.flat_numel, *full_);
+  if (part.shards) return gather_global_model(world_, engine, *part.shards, part.desc.flat_numel, full);
   // model.h5 comes from rank 0's full fp32 copy: a collective gather at stage 3 and wherever the
   // master is sharded apart from 16-bit working weights (mixed precision, stages 1-3); a local copy else.
-  if (world_.is_root() || engine_.gather_is_collective()) {
-    full_->resize(static_cast<std::size_t>(desc_.flat_numel));
-    engine_.gather_params(full_->data());
+  if (world_.is_root() || engine.gather_is_collective()) {
+    full.resize(static_cast<std::size_t>(part.desc.flat_numel));
+    engine.gather_params(full.data());
   }
-  if (!world_.is_root()) *full_ = {};
+  if (!world_.is_root()) full = {};
 }
 
 std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
@@ -126,7 +138,9 @@ std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
       log::fatal(error);
     }
     try {
-      if (error.empty()) ckpt::prepare_tmp_dir(config_.ckpt.dir, step);
+      std::vector<std::string> subdirs;
+      for (std::size_t i = 1; i < parts_.size(); ++i) subdirs.push_back(parts_[i].subdir);
+      if (error.empty()) ckpt::prepare_tmp_dir(config_.ckpt.dir, step, subdirs);
     } catch (const Error& e) {
       error = e.what();
       log::fatal(error);
@@ -142,21 +156,29 @@ void Checkpointer::save(const ckpt::TrainState& state) {
   finish();
   const SaveNotice notice(world_.rank(), ckpt::step_dir_name(state.step));
   std::unique_ptr<Pending> p = begin(state.step);
-  snapshot();
+  for (Part& part : parts_) snapshot(part);
   const bool in_thread = async_;
-  auto work = [tmp = p->tmp, shard = shard_, full = full_, state, desc = desc_, root = world_.is_root(), in_thread,
-               debug = config_.debug] {
+  // Every part's files in one write (one background job): the actor's, then the critic's in its subdir.
+  auto work = [tmp = p->tmp, parts = parts_, state, root = world_.is_root(), in_thread, debug = config_.debug] {
     if (in_thread) block_stop_signals_in_this_thread();
     const auto t = Clock::now();
-    ckpt::RankRecord rec{shard->rank, shard->ranges, {}, 0};
-    rec.files.push_back(ckpt::write_rank_shard(tmp, *shard, state.step));
-    health::hang_point(debug, shard->rank, config::HangPhase::kCkptWrite, state.step);  // TEST ONLY: some files written
-    if (root) {
-      rec.files.push_back(ckpt::write_model(tmp, desc, full->data()));
-      rec.files.push_back(ckpt::write_state(tmp, state));
+    std::vector<ckpt::RankRecord> recs;
+    for (const Part& part : parts) {
+      const fs::path dir = part.subdir.empty() ? tmp : tmp / part.subdir;
+      ckpt::RankRecord& rec = recs.emplace_back(ckpt::RankRecord{part.shard->rank, part.shard->ranges, {}, 0});
+      rec.dir = part.subdir;
+      rec.files.push_back(ckpt::write_rank_shard(dir, *part.shard, state.step));
+      if (part.subdir.empty())  // TEST ONLY: some files written
+        health::hang_point(debug, part.shard->rank, config::HangPhase::kCkptWrite, state.step);
+      if (root) {
+        rec.files.push_back(ckpt::write_model(dir, part.desc, part.full->data()));
+        rec.files.push_back(ckpt::write_state(dir, state));
+      }
     }
-    rec.write_s = ms_since(t) / 1000;
-    return rec;
+    ckpt::RankRecord whole = std::move(recs.front());
+    whole.parts.assign(std::make_move_iterator(recs.begin() + 1), std::make_move_iterator(recs.end()));
+    whole.write_s = ms_since(t) / 1000;
+    return whole;
   };
   if (in_thread) {
     p->stall_ms = ms_since(p->started);
@@ -189,10 +211,8 @@ void Checkpointer::finish() {
   if (!p->error.empty()) log::fatal(cat("checkpoint ", ckpt::step_dir_name(p->step), ": ", p->error));
   if (world_.max_over_ranks(p->error.empty() ? 0 : 1, cat("step ", p->step, " checkpoint write (every rank's files)")) != 0)
     fail(*p, p->error);
-  if (!async_) {  // synchronous: free the host copies between saves; asynchronous keeps them for the next
-    *shard_ = {};
-    *full_ = {};
-  }
+  if (!async_)  // synchronous: free the host copies between saves; asynchronous keeps them for the next
+    for (Part& part : parts_) *part.shard = {}, *part.full = {};
   health::hang_point(config_.debug, world_.rank(), config::HangPhase::kCkptCommit, p->step);
   const std::vector<std::string> records =
       world_.gather_to_root(ckpt::rank_record_json(p->record), cat("step ", p->step, " checkpoint commit (file records)"));
@@ -209,20 +229,45 @@ void Checkpointer::finish() {
   if (world_.max_over_ranks(error.empty() ? 0 : 1, cat("step ", p->step, " checkpoint commit")) != 0) fail(*p, error);
 }
 
-void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms) {
+// One part's manifest from every rank's record of it.
+ckpt::Manifest Checkpointer::part_manifest(const Part& part, std::int64_t step,
+                                           const std::vector<const ckpt::RankRecord*>& records) const {
   ckpt::Manifest m;
   m.run_id = run_id_;
-  m.step = p.step;
+  m.step = step;
   m.world_size = world_.size();
-  m.zero_stage = engine_.stage();
-  m.model = desc_;
+  m.zero_stage = part.engine->stage();
+  m.model = part.desc;
   m.rank_ranges.resize(static_cast<std::size_t>(world_.size()));
+  for (const ckpt::RankRecord* rec : records) {
+    ZT_CHECK_EQ(rec->dir, part.subdir, "a rank's checkpoint record of rank ", rec->rank);
+    m.rank_ranges.at(static_cast<std::size_t>(rec->rank)) = rec->ranges;
+    m.files.insert(m.files.end(), rec->files.begin(), rec->files.end());
+  }
+  std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  return m;
+}
+
+// The critic's part first, sealed with its own manifest inside step_N.tmp and listed in the checkpoint's
+// manifest; then the checkpoint's commit: the rename makes both visible at once, or neither.
+void Checkpointer::commit_on_root(const Pending& p, const std::vector<std::string>& texts, double finish_ms) {
+  std::vector<ckpt::RankRecord> records;
   double write_s = 0;
-  for (const std::string& text : records) {
-    ckpt::RankRecord rec = ckpt::parse_rank_record(text);
-    m.rank_ranges.at(static_cast<std::size_t>(rec.rank)) = rec.ranges;
-    m.files.insert(m.files.end(), rec.files.begin(), rec.files.end());
-    write_s = std::max(write_s, rec.write_s);
+  for (const std::string& text : texts) {
+    records.push_back(ckpt::parse_rank_record(text));
+    write_s = std::max(write_s, records.back().write_s);
+  }
+  auto of_part = [&](std::size_t i) {
+    std::vector<const ckpt::RankRecord*> out;
+    for (const ckpt::RankRecord& rec : records) out.push_back(i == 0 ? &rec : &rec.parts.at(i - 1));
+    return out;
+  };
+  ckpt::Manifest m = part_manifest(parts_.front(), p.step, of_part(0));
+  for (std::size_t i = 1; i < parts_.size(); ++i) {
+    const ckpt::Manifest part = part_manifest(parts_[i], p.step, of_part(i));
+    ckpt::seal_part(p.tmp / parts_[i].subdir, part);
+    const std::vector<ckpt::FileRecord> files = ckpt::part_files(p.tmp, parts_[i].subdir, part);
+    m.files.insert(m.files.end(), files.begin(), files.end());
   }
   std::sort(m.files.begin(), m.files.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
   ckpt::commit(p.tmp, p.final, m);
@@ -280,26 +325,38 @@ void Checkpointer::fail(const Pending& p, const std::string& error) const {
 }
 
 ckpt::TrainState Checkpointer::load(const fs::path& dir) {
+  load_part(parts_.front(), dir);
+  // Peers that finish loading first wait here under the watchdog, not in step 1's collectives, whose
+  // deadline is still the loose start-up one.
+  world_.barrier(cat("resume from ", dir.string(), " (every rank loaded)"));
+  return ckpt::Checkpoint(dir).state();
+}
+
+void Checkpointer::load_critic(const fs::path& dir) {
+  ZT_CHECK_EQ(parts_.size(), std::size_t{2}, "load_critic before add_critic");
+  load_part(parts_.back(), dir / ckpt::kCriticDir);
+  world_.barrier(cat("resume of the critic from ", (dir / ckpt::kCriticDir).string(), " (every rank loaded)"));
+}
+
+void Checkpointer::load_part(const Part& part, const fs::path& dir) {
   const ckpt::Checkpoint c(dir);
-  if (c.manifest().model.params != desc_.params)
+  if (c.manifest().model.params != part.desc.params)
     throw CheckpointError(cat(dir.string(), " holds another model's parameters than this run's"));
+  const ShardMap* shards = part.shards;
+  optim::ZeroEngine& engine = *part.engine;
   // The engine asks by its own (local) offsets; a part of the model reads its runs of the global state.
   auto read = [&](ckpt::StateKind kind, std::int64_t offset, std::int64_t count, float* out) {
     const ReadGlobal global = [&](std::int64_t o, std::int64_t n, float* into) { c.read(kind, {o, n}, into); };
-    local_reader(shards_, global)(offset, count, out);
+    local_reader(shards, global)(offset, count, out);
   };
-  engine_.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
+  engine.load_params([&](std::int64_t offset, std::int64_t count, float* out) {
     read(ckpt::StateKind::kMaster, offset, count, out);
   });
-  engine_.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
+  engine.load_moments([&](optim::ZeroEngine::State s, std::int64_t offset, std::int64_t count, float* out) {
     health::hang_point(config_.debug, world_.rank(), config::HangPhase::kResume, c.manifest().step);  // TEST ONLY: mid-load
     read(s == optim::ZeroEngine::State::kExpAvg ? ckpt::StateKind::kExpAvg : ckpt::StateKind::kExpAvgSq, offset,
          count, out);
   });
-  // Peers that finish loading first wait here under the watchdog, not in step 1's collectives, whose
-  // deadline is still the loose start-up one.
-  world_.barrier(cat("resume from ", dir.string(), " (every rank loaded)"));
-  return c.state();
 }
 
 }  // namespace zt::train

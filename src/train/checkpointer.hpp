@@ -46,7 +46,31 @@ class Checkpointer {
   // and returns its training state.
   ckpt::TrainState load(const std::filesystem::path& dir);
 
+  // rl.algorithm=ppo: the critic's engine (its table, and its ShardMap as `shards` above) is saved with
+  // every checkpoint from here on, in its subdirectory ckpt::kCriticDir: written with the actor's files
+  // (in the same background write when asynchronous), sealed with its own manifest, listed in the
+  // checkpoint's and committed by the same rename; rotation deletes them together.
+  void add_critic(const model::ParamTable& table, optim::ZeroEngine& engine, const ShardMap* shards);
+  // Collective: the critic's master weights and moments from the checkpoint at dir (its critic/).
+  void load_critic(const std::filesystem::path& dir);
+
  private:
+  // One model's state in the checkpoint: the actor's (the checkpoint's own), or the critic's (subdir).
+  struct Part {
+    std::string subdir;  // "" for the checkpoint's own model
+    optim::ZeroEngine* engine = nullptr;
+    ckpt::ModelDesc desc;
+    std::vector<ckpt::FlatRange> ranges;
+    const ShardMap* shards = nullptr;
+    std::vector<model::TpRun> runs;  // the engine's ranges (local offsets) behind ranges, pairwise
+    std::shared_ptr<ckpt::RankShard> shard;    // host copies the writer reads; reused across saves
+    std::shared_ptr<std::vector<float>> full;  // rank 0: the full parameters for model.h5
+  };
+  Part make_part(std::string subdir, const model::ParamTable& table, optim::ZeroEngine& engine, const ShardMap* shards) const;
+  void snapshot(Part& part);  // this rank's state of one part (and, on rank 0, its full parameters)
+  void load_part(const Part& part, const std::filesystem::path& dir);
+  ckpt::Manifest part_manifest(const Part& part, std::int64_t step, const std::vector<const ckpt::RankRecord*>& records) const;
+
   struct Pending {
     std::int64_t step = 0;
     std::filesystem::path tmp, final;
@@ -57,22 +81,15 @@ class Checkpointer {
     double stall_ms = 0;                  // asynchronous: the snapshot
   };
   std::unique_ptr<Pending> begin(std::int64_t step);  // collective: step_N.tmp/ exists on return
-  void snapshot();  // this rank's state into shard_ (and, on rank 0, the full parameters into full_)
-  void commit_on_root(const Pending& p, const std::vector<std::string>& records, double finish_ms);
+  void commit_on_root(const Pending& p, const std::vector<std::string>& texts, double finish_ms);
   void check_ownership_on_root(const Pending& p) const;  // the lock is ours; step_N is not another run's
   void rotate_on_root(const Pending& p);
   [[noreturn]] void fail(const Pending& p, const std::string& error) const;
 
   const dist::World& world_;
   const config::Config& config_;
-  optim::ZeroEngine& engine_;
-  ckpt::ModelDesc desc_;
-  std::vector<ckpt::FlatRange> ranges_;
-  const ShardMap* shards_;
-  std::vector<model::TpRun> runs_;  // the engine's ranges (local offsets) behind ranges_, pairwise
+  std::vector<Part> parts_;  // the actor first; PPO's critic after it
   bool async_;
-  std::shared_ptr<ckpt::RankShard> shard_;     // host copies the writer reads; reused across saves
-  std::shared_ptr<std::vector<float>> full_;   // rank 0: the full parameters for model.h5
   std::unique_ptr<Pending> pending_;
   std::string run_id_;
   std::vector<std::filesystem::path> foreign_noted_;  // other runs' checkpoints rotation last said it kept

@@ -29,7 +29,8 @@ class Critic {
          const dist::Grid& grid, int offload_threads);
   ~Critic();
 
-  // Collective: the initial weights (every rank reads init.from, as the actor does).
+  // Collective: the initial weights (every rank reads init.from, as the actor does). A resumed PPO run
+  // loads the checkpoint's critic instead (Checkpointer::load_critic).
   void init(dist::World& world);
 
   // The micro-batch's per-token values [rows * seq_len] (the forward only; for the rollouts' old values).
@@ -42,6 +43,12 @@ class Critic {
   // Reduces the gradients, clips them at optim.grad_clip, applies AdamW at rl.critic_lr's schedule for
   // iteration `iteration`; returns the gradient norm before clipping.
   double step(std::int64_t iteration, std::int64_t adam_step);
+
+  // What the checkpointer saves and loads (Checkpointer::add_critic): the whole critic's table, the
+  // engine over this rank's part, and how that part maps to the whole (null at tp = 1).
+  const model::ParamTable& table() const { return table_; }
+  optim::ZeroEngine& engine() { return *engine_; }
+  const ShardMap* shard_map() const { return shard_map_ ? &*shard_map_ : nullptr; }
 
   std::size_t state_bytes() const;       // parameters, gradients and optimizer state on this rank
   std::size_t activation_bytes() const;  // the model's

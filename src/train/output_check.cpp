@@ -65,8 +65,8 @@ void check_metrics(const dist::World& world, const config::Config& c) {
 }
 }  // namespace
 
-std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world_size) {
-  const model::ParamTable table(model::model_shape(config.model));
+namespace {
+std::uint64_t checkpoint_bytes(const model::ParamTable& table, int world_size) {
   std::uint64_t shard_floats = 0;
   for (int r = 0; r < world_size; ++r)
     for (const FlatRange& range : optim::checkpoint_ranges(table, world_size, r))
@@ -75,6 +75,15 @@ std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world
   for (const model::ParamInfo& p : table.params()) model_floats += p.hf_numel();
   const std::uint64_t files = static_cast<std::uint64_t>(world_size) + 3;  // shards, model.h5, state, manifest
   return 3 * sizeof(float) * shard_floats + sizeof(float) * model_floats + files * kFileOverheadBytes;
+}
+}  // namespace
+
+std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world_size) {
+  const model::ParamTable table(model::model_shape(config.model));
+  std::uint64_t bytes = checkpoint_bytes(table, world_size);
+  if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo)  // the critic, in critic/
+    bytes += checkpoint_bytes(model::ParamTable(model::value_model_shape(table.shape())), world_size);
+  return bytes;
 }
 
 void check_outputs(const dist::World& world, const config::Config& config, bool force) {

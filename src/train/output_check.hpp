@@ -12,7 +12,7 @@ namespace zt::train {
 
 // Bytes one checkpoint of this configuration on `world_size` ranks takes on disk: every rank's
 // optimizer shard (fp32 master, exp_avg, exp_avg_sq of its ranges), model.h5 (fp32, HF shapes) and
-// the small files, with an allowance for HDF5's metadata.
+// the small files, with an allowance for HDF5's metadata; a PPO run's critic (critic/) likewise.
 std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world_size);
 
 // Not collective (the caller agrees on the outcome, agree_on_startup): the first rank of each node

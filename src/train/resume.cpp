@@ -86,10 +86,30 @@ void check_lora_kind(const fs::path& dir, const ckpt::TrainState& s, const confi
                        " --out BASE) and start the LoRA run with init.from=BASE in another ckpt.dir"));
 }
 
+// PPO's checkpoint holds its critic (critic/), GRPO's and GSPO's none: a PPO run resumes only from a PPO
+// checkpoint with its critic, and a PPO checkpoint only as PPO (a resume that silently dropped the critic
+// would be a different run than the one asked for); either way the fix is a new run from the actor's weights.
+void check_ppo_resume(const fs::path& dir, const config::Config& then, const config::Config& c, bool has_critic,
+                      const std::string& fix) {
+  const bool ppo_then = then.rl.algorithm == config::RlAlgorithm::kPpo, ppo_now = c.rl.algorithm == config::RlAlgorithm::kPpo;
+  if (ppo_now && !ppo_then)
+    throw InputError(cat("checkpoint ", dir.string(), " is of a ", config::to_string(then.rl.algorithm), " run: it holds no "
+                         "critic, so it does not resume as rl.algorithm=ppo. Resume it with rl.algorithm=",
+                         config::to_string(then.rl.algorithm), ", or start a new PPO run from its weights", fix));
+  if (ppo_then && !ppo_now)
+    throw InputError(cat("checkpoint ", dir.string(), " is of a PPO run (its critic in ", ckpt::kCriticDir, "/) and this ",
+                         "run has rl.algorithm=", config::to_string(c.rl.algorithm), ": resume it with rl.algorithm=ppo, ",
+                         "or start a new ", config::to_string(c.rl.algorithm), " run from its actor's weights", fix));
+  if (ppo_now && !has_critic)
+    throw InputError(cat("checkpoint ", dir.string(), " is of a PPO run but holds no critic (", ckpt::kCriticDir,
+                         "/MANIFEST.json is not in its manifest: written by a ztrain that did not checkpoint the critic), ",
+                         "so it does not resume; start a new PPO run from its actor's weights", fix));
+}
+
 // RL's prompt cursor is the iteration, counted in rl.batch prompts of rl.prompts' seeded order: a resume
 // keeps rl.batch (refused otherwise), and is warned about other prompts. A training checkpoint does not
 // resume as RL, nor an RL one as training: each is a new run from the other's exported weights.
-void check_rl_resume(const fs::path& dir, const config::Config& then, const config::Config& c) {
+void check_rl_resume(const fs::path& dir, const config::Config& then, const config::Config& c, bool has_critic) {
   const std::string fix = cat(" (zckpt export ", dir.string(), " --out DIR, then init.from=DIR in another ckpt.dir)");
   if (then.rl.enabled() != c.rl.enabled())
     throw InputError(cat("checkpoint ", dir.string(), then.rl.enabled() ? " is of an RL run (rl.prompts=" + then.rl.prompts + ")"
@@ -97,11 +117,7 @@ void check_rl_resume(const fs::path& dir, const config::Config& then, const conf
                          " but this run ", c.rl.enabled() ? "is RL (rl.prompts=" + c.rl.prompts + ")" : "trains on data.train",
                          ": start a new run from its weights instead", fix));
   if (!c.rl.enabled()) return;
-  const bool ppo_then = then.rl.algorithm == config::RlAlgorithm::kPpo, ppo_now = c.rl.algorithm == config::RlAlgorithm::kPpo;
-  if (ppo_then || ppo_now)
-    throw InputError(cat("checkpoint ", dir.string(), " is of a ", config::to_string(then.rl.algorithm), " run and this run is ",
-                         config::to_string(c.rl.algorithm), ": a PPO critic is not in checkpoints yet, so a PPO run does ",
-                         "not resume and a run does not become PPO midway; start a new run from its actor's weights", fix));
+  check_ppo_resume(dir, then, c, has_critic, fix);
   if (then.rl.batch != c.rl.batch)
     throw InputError(cat("checkpoint ", dir.string(), " was trained with rl.batch=", then.rl.batch, "; this run has ",
                          c.rl.batch, ": the prompt cursor counts iterations of that many prompts, so resume with rl.batch=",
@@ -128,7 +144,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
                          c.lora.rank > 0 ? " and the same lora.rank and lora.targets (a LoRA checkpoint holds its adapters)" : "",
                          fix));
   check_model_keys(dir, then, c);
-  check_rl_resume(dir, then, c);
+  check_rl_resume(dir, then, c, ckpt::has_critic(cp.manifest()));
   if (s.global_batch != static_cast<std::uint64_t>(c.train.global_batch))
     throw InputError(cat("checkpoint ", dir.string(), " was trained with train.global_batch=", s.global_batch,
                          "; this run has ", c.train.global_batch, ": the data cursor counts windows of that batch, so "

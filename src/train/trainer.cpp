@@ -101,7 +101,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   // their shards with the checkpoint's, and may start the blend's order at its cursor.
   if (!config.rl.enabled()) blend_ = open_train_blend(config, 0);
   hang_notes_->reporting([&] { resume.empty() ? init_parameters() : resume_from(resume); });
-  if (config.rl.enabled()) open_rl();
+  if (config.rl.enabled()) open_rl(resume);
   else open_data();
   if (!config.log.eval_prompts.empty()) answer_eval_ = std::make_unique<AnswerEvaluation>(config);
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);

@@ -96,7 +96,7 @@ class Trainer {
   // the loop of iterations; an iteration's rollouts, rewards, log-probabilities, updates and metrics line.
   struct RlRun;
   struct RlSums;
-  void open_rl();
+  void open_rl(const ResumePoint& resume);  // a resumed PPO run's critic from resume.dir
   std::unique_ptr<model::DeviceWeights> reference_weights();
   std::unique_ptr<model::DeviceWeights> gathered_weights();  // ZeRO-3: the whole weights for generation (collective)
   int rl_loop();

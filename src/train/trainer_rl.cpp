@@ -4,8 +4,8 @@
 // GRPO's advantages per prompt group, then rl.epochs passes in optimizer steps over mini-batches of
 // micro-batches, each token's cross-entropy weighted by the objective's gradient (rl/objectives.hpp,
 // Model::set_loss_weights), reduced and applied as any training step is. A checkpoint after an
-// iteration holds everything a resume needs: the prompt cursor and the sampling streams follow from
-// the iteration number.
+// iteration holds everything a resume needs (PPO's critic too, in critic/): the prompt cursor and the
+// sampling streams follow from the iteration number.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckpt/layout.hpp"
 #include "config/options.hpp"
 #include "core/log.hpp"
 #include "gen/engine.hpp"
@@ -45,7 +46,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-void Trainer::open_rl() {
+void Trainer::open_rl(const ResumePoint& resume) {
   rl_ = std::make_unique<RlRun>();
   RlRun& r = *rl_;
   const config::RlConfig& c = config_.rl;
@@ -68,12 +69,16 @@ void Trainer::open_rl() {
   if (c.algorithm == config::RlAlgorithm::kPpo) {
     const int offload_threads = config_.train.offload == config::Offload::kOptimizer ? placement_.threads : 0;
     critic_ = std::make_unique<Critic>(*backend_, config_, dp_comm(), grid_comms_.tp.get(), grid_, offload_threads);
-    critic_->init(world_);
+    checkpointer_->add_critic(critic_->table(), critic_->engine(), critic_->shard_map());
+    // A resume's critic is the checkpoint's (check_rl_resume made sure it holds one): weights and moments.
+    if (resume.empty()) critic_->init(world_);
+    else checkpointer_->load_critic(resume.dir);
+    const std::string from = !resume.empty() ? cat(resume.dir.string(), "/", ckpt::kCriticDir)
+                             : config_.init.from.empty() ? "train.seed's initialisation" : config_.init.from;
     log::info(cat("rl: PPO's critic: ", model::family_of(table_.shape().arch).display, " with a value head, from ",
-                  config_.init.from.empty() ? "train.seed's initialisation" : config_.init.from, ", lr ",
-                  c.critic_lr > 0 ? c.critic_lr : config_.optim.lr, ", GAE gamma ", c.gamma, " lambda ", c.lam,
-                  c.critic_warmup > 0 ? cat(", the actor frozen for ", c.critic_warmup, " iteration(s)") : "",
-                  "; the critic is not checkpointed yet: a PPO run does not resume"));
+                  from, ", lr ", c.critic_lr > 0 ? c.critic_lr : config_.optim.lr, ", GAE gamma ", c.gamma, " lambda ",
+                  c.lam, c.critic_warmup > 0 ? cat(", the actor frozen for ", c.critic_warmup, " iteration(s)") : "",
+                  "; checkpointed with the actor (", ckpt::kCriticDir, "/)"));
   }
   log::info(rl::describe(r.layout));
   log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",

@@ -10,7 +10,9 @@
 # - a LoRA actor (KL to its base) samples as the full model first, trains and exports its adapter;
 # - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
 # - PPO (a critic, GAE) lifts the accuracy likewise while its value loss falls; 2 ranks (ZeRO-1, ZeRO-3,
-#   parallel.tp=2) follow 1 rank;
+#   parallel.tp=2) follow 1 rank; a PPO run stopped and resumed (its critic checkpointed) gives the
+#   uninterrupted run's metrics exactly, and resumes on 2 ranks at ZeRO-3 and at parallel.tp=2;
+#   zckpt verify/export/reshard handle its critic/; GRPO <-> PPO resumes are refused;
 # - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, a LoRA actor at ZeRO-3,
 #   prompts without a reference, a prompt too long for the context.
 source "$(dirname "$0")/../lib.sh"
@@ -188,8 +190,65 @@ expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.kl_coef=0.05 --rl.kl_in_reward=tr
 expect_in "$W/err" "rl.kl_in_reward=true with rl.algorithm=grpo"
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --train.precision=fp16 --ckpt.dir="$W/refused"
 expect_in "$W/err" "rl.algorithm=ppo with train.precision=fp16"
+
+# ---- PPO resumes exactly: the critic's weights and AdamW moments are in the checkpoint (critic/) ----------
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --ckpt.dir="$W/ppo-straight" \
+  --log.metrics="$W/ppo-straight.jsonl"
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.stop_at_step=3 --ckpt.async=true \
+  --ckpt.dir="$W/ppo-split" --log.metrics="$W/ppo-split.jsonl"
+[ -f "$W/ppo-split/step_00000003/critic/MANIFEST.json" ] || fail "the PPO checkpoint has no critic/MANIFEST.json"
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --ckpt.dir="$W/ppo-split" --log.metrics="$W/ppo-split.jsonl"
+expect_in "$W/out" "critic: .* from $W/ppo-split/step_00000003/critic" "the resumed run's critic comes from the checkpoint"
+diff <(strip "$W/ppo-straight.jsonl") <(strip "$W/ppo-split.jsonl") ||
+  fail "the resumed PPO run's iterations differ from the uninterrupted run's (the critic's state not restored?)"
+echo "ok: PPO stopped after iteration 3 (asynchronous save) and resumed = uninterrupted (6 iterations, critic's metrics too)"
+# Another layout: 2 data-parallel ranks at ZeRO-3 resume the 1-rank checkpoint (its critic resharded on load).
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.micro_batch=20 --train.zero_stage=3 \
+  --ckpt.resume="$W/ppo-split/step_00000003" --ckpt.dir="$W/ppo-z3-resumed" --log.metrics="$W/ppo-z3-resumed.jsonl"
+python3 - "$W/ppo-straight.jsonl" "$W/ppo-z3-resumed.jsonl" <<'PY' || fail "PPO resumed on 2 ranks at ZeRO-3 (above)"
+import json, math, sys
+one, two = ([json.loads(l) for l in open(f) if '"accuracy"' in l] for f in sys.argv[1:])
+one = one[3:]
+assert [r["step"] for r in two] == [4, 5, 6] == [r["step"] for r in one], [r["step"] for r in two]
+keys = ("loss", "value_loss", "values_mean", "returns_mean", "critic_grad_norm", "grad_norm")
+for a, b in zip(one, two):
+    assert all(math.isfinite(b[k]) for k in keys), b
+    # Iteration 4 samples from the restored actor and values with the restored critic before any update.
+    if b["step"] == 4:
+        for k in ("reward_mean", "accuracy", "response_length"): assert a[k] == b[k], (k, a[k], b[k])
+        assert abs(a["values_mean"] - b["values_mean"]) <= 1e-5 * max(1.0, abs(a["values_mean"])), (a["values_mean"], b["values_mean"])
+    print(f"iteration {b['step']}: " + ", ".join(f"{k} {a[k]:.6g} / {b[k]:.6g}" for k in keys))
+PY
+echo "ok: a 1-rank PPO checkpoint resumes on 2 ranks at ZeRO-3 (iteration 4 samples and values as 1 rank; 1 rank / 2 ranks above)"
+# parallel.tp=2: the critic's TP shards read from the 1-rank checkpoint, and saved (gathered) after iteration 4.
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --parallel.tp=2 --train.stop_at_step=4 \
+  --ckpt.resume="$W/ppo-split/step_00000003" --ckpt.dir="$W/ppo-tp-resumed" --log.metrics="$W/ppo-tp-resumed.jsonl"
+python3 - "$W/ppo-straight.jsonl" "$W/ppo-tp-resumed.jsonl" <<'PY' || fail "PPO resumed at parallel.tp=2 (above)"
+import json, sys
+one, two = ([json.loads(l) for l in open(f) if '"accuracy"' in l] for f in sys.argv[1:])
+a, b = one[3], two[0]
+assert b["step"] == 4 and len(two) == 1, [r["step"] for r in two]
+for k in ("reward_mean", "accuracy", "response_length"): assert a[k] == b[k], (k, a[k], b[k])
+for k in ("values_mean", "value_loss", "critic_grad_norm", "loss"):
+    assert abs(a[k] - b[k]) <= 1e-5 * max(1.0, abs(a[k])), (k, a[k], b[k])
+PY
+expect_exit 0 "$ZT_BIN/zckpt" verify "$W/ppo-tp-resumed/step_00000004"
+echo "ok: the 1-rank PPO checkpoint resumes at parallel.tp=2 (iteration 4 as 1 rank's), whose checkpoint verifies"
+# zckpt: verify checks the critic's files; export writes the actor; reshard carries the critic along.
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/ppo-split/step_00000006" --out "$W/ppo-hf" --dtype fp32
+[ -f "$W/ppo-hf/config.json" ] || fail "zckpt export of a PPO checkpoint wrote no model"
+expect_exit 0 "$ZT_BIN/zckpt" reshard "$W/ppo-split/step_00000006" --world 2 --out "$W/ppo-w2"
+expect_exit 0 "$ZT_BIN/zckpt" verify "$W/ppo-w2"
+[ -f "$W/ppo-w2/critic/optim/rank_00001_of_00002.h5" ] || fail "zckpt reshard dropped the critic"
+cp -r "$W/ppo-split/step_00000006" "$W/ppo-bad"
+printf 'X' | dd of="$W/ppo-bad/critic/optim/rank_00000_of_00001.h5" bs=1 seek=4000 conv=notrunc 2>/dev/null
+expect_exit 1 "$ZT_BIN/zckpt" verify "$W/ppo-bad"
+expect_in "$W/out" "critic/optim/rank_00000_of_00001.h5: SHA-256 differs" "zckpt verify names the critic's damaged file"
+# A GRPO checkpoint has no critic: it does not resume as PPO; a PPO one does not resume as GRPO.
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=8 --ckpt.dir="$W/split"
-expect_in "$W/err" "a PPO critic is not in checkpoints yet"
+expect_in "$W/err" "holds no critic, so it does not resume as rl.algorithm=ppo.*init.from="
+expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=8 --ckpt.dir="$W/ppo-split"
+expect_in "$W/err" "is of a PPO run .*resume it with rl.algorithm=ppo"
 
 # ---- refused before any work, exit 2 --------------------------------------------------------------------
 # The verl report: 256 prompts, mini-batch 128 on 2 GPUs, micro-batch 128: each rank runs 64 sequences a step.

@@ -60,25 +60,38 @@ inline RankShard shard_for(const ModelDesc& m, int world, int rank, const Poison
   return s;
 }
 
-// Writes and commits ckpt_dir/step_N for `world` ranks, owned by run_id ("": owner unknown); returns
-// its directory.
-inline fs::path write_checkpoint(const fs::path& ckpt_dir, std::int64_t step, int world, const std::string& run_id = "",
-                                 const Poison& poison = {}) {
+// The tiny model's files for `world` ranks in dir (its optim/ made); the manifest that lists them.
+inline Manifest write_files(const fs::path& dir, std::int64_t step, int world, const std::string& run_id,
+                            const Poison& poison) {
   const ModelDesc m = tiny_model();
-  const fs::path tmp = prepare_tmp_dir(ckpt_dir, step);
   Manifest man{kFormatVersion, step, world, 1, m, {}, {}, run_id};
   for (int r = 0; r < world; ++r) {
     man.rank_ranges.push_back(ranges_for(m, world, r));
-    man.files.push_back(write_rank_shard(tmp, shard_for(m, world, r, poison), step));
+    man.files.push_back(write_rank_shard(dir, shard_for(m, world, r, poison), step));
   }
   std::vector<float> flat(17);
   for (int i = 0; i < 17; ++i) flat[i] = value_of(StateKind::kMaster, i);
-  man.files.push_back(write_model(tmp, m, flat.data()));
+  man.files.push_back(write_model(dir, m, flat.data()));
   TrainState st;
   st.step = step;
   st.tokens = 100 * static_cast<std::uint64_t>(step);
   st.config_ini = "[train]\nseed = 3\n";
-  man.files.push_back(write_state(tmp, st));
+  man.files.push_back(write_state(dir, st));
+  return man;
+}
+
+// Writes and commits ckpt_dir/step_N for `world` ranks, owned by run_id ("": owner unknown); returns
+// its directory. critic: with a PPO critic part (kCriticDir, the same tiny model) as the trainer writes it.
+inline fs::path write_checkpoint(const fs::path& ckpt_dir, std::int64_t step, int world, const std::string& run_id = "",
+                                 const Poison& poison = {}, bool critic = false) {
+  const fs::path tmp = prepare_tmp_dir(ckpt_dir, step, critic ? std::vector<std::string>{kCriticDir} : std::vector<std::string>{});
+  Manifest man = write_files(tmp, step, world, run_id, poison);
+  if (critic) {
+    const Manifest part = write_files(tmp / kCriticDir, step, world, run_id, {});
+    seal_part(tmp / kCriticDir, part);
+    const std::vector<FileRecord> files = part_files(tmp, kCriticDir, part);
+    man.files.insert(man.files.end(), files.begin(), files.end());
+  }
   const fs::path final_dir = ckpt_dir / step_dir_name(step);
   commit(tmp, final_dir, man);
   return final_dir;

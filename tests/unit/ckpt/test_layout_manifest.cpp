@@ -132,6 +132,21 @@ TEST(CkptManifest, StateRoundTrip) {
   EXPECT_NE(state_json(s).find("\"epoch\": 1"), std::string::npos);
 }
 
+TEST(CkptManifest, RankRecordWithPartsRoundTrips) {
+  RankRecord r{1, {{0, 4}}, {{"optim/rank_00001_of_00002.h5", 10, "ab"}}, 0.5};
+  RankRecord critic{1, {{0, 3}, {7, 2}}, {{"optim/rank_00001_of_00002.h5", 8, "cd"}}, 0};
+  critic.dir = "critic";
+  r.parts.push_back(critic);
+  const RankRecord back = parse_rank_record(rank_record_json(r));
+  EXPECT_EQ(back.rank, 1);
+  EXPECT_TRUE(back.dir.empty());
+  ASSERT_EQ(back.parts.size(), 1u);
+  EXPECT_EQ(back.parts[0].dir, "critic");
+  EXPECT_EQ(back.parts[0].ranges.size(), 2u);
+  EXPECT_EQ(back.parts[0].files.at(0).sha256, "cd");
+  EXPECT_TRUE(parse_rank_record(rank_record_json(RankRecord{0, {}, {}, 0})).parts.empty());
+}
+
 TEST(CkptWriteJob, HandsBackTheRecordOrTheException) {
   WriteJob ok([] { return RankRecord{3, {{0, 1}}, {}, 0.5}; });
   EXPECT_EQ(ok.wait().rank, 3);

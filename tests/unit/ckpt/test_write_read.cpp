@@ -109,6 +109,39 @@ TEST(CkptVerify, NamesEveryKindOfDamage) {
   EXPECT_TRUE(mentions(verify(tmp.path / "nothing"), "not a directory"));
 }
 
+// PPO's critic (critic/): a checkpoint of its own inside the step directory, listed in the outer manifest.
+TEST(CkptCritic, VerifyChecksTheCriticsFilesAndStructure) {
+  TempDir tmp;
+  const fs::path dir = test::write_checkpoint(tmp.path, 2, 2, "run", {}, /*critic=*/true);
+  EXPECT_TRUE(verify(dir).empty());
+  EXPECT_TRUE(has_critic(Checkpoint(dir).manifest()));
+  EXPECT_FALSE(has_critic(Checkpoint(test::write_checkpoint(tmp.path, 1, 2)).manifest()));
+  EXPECT_TRUE(verify(dir / kCriticDir).empty());  // on its own too
+  {
+    std::fstream f(dir / kCriticDir / optim_file_name(1, 2), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(dir / kCriticDir / optim_file_name(1, 2)) / 2));
+    f.put('\x7f');
+  }
+  EXPECT_TRUE(mentions(verify(dir), "critic/optim/rank_00001_of_00002.h5: SHA-256 differs"));
+  fs::remove(dir / kCriticDir / kStateFile);
+  EXPECT_TRUE(mentions(verify(dir), "critic/state.json: missing"));
+}
+
+TEST(CkptCritic, ReshardCarriesTheCriticInTheSameCommit) {
+  TempDir tmp;
+  const fs::path dir = test::write_checkpoint(tmp.path, 3, 2, "run", {}, /*critic=*/true);
+  const ModelDesc m = test::tiny_model();
+  const RangesOf three = [&](int r) { return test::ranges_for(m, 3, r); };
+  EXPECT_THROW(reshard(Checkpoint(dir), 3, three, tmp.path / "none"), CheckpointError);  // no partition for it
+  EXPECT_FALSE(fs::exists(tmp.path / "none"));
+  reshard(Checkpoint(dir), 3, three, tmp.path / "w3", three);
+  EXPECT_TRUE(verify(tmp.path / "w3").empty());
+  EXPECT_TRUE(fs::exists(tmp.path / "w3" / kCriticDir / optim_file_name(2, 3)));
+  const Checkpoint critic(tmp.path / "w3" / kCriticDir);
+  EXPECT_EQ(critic.manifest().world_size, 3);
+  EXPECT_EQ(critic.read_master(), Checkpoint(dir / kCriticDir).read_master());
+}
+
 TEST(CkptVerify, NewestSoundSkipsDamagedAndUncommitted) {
   TempDir tmp;
   test::write_checkpoint(tmp.path, 2, 1);
