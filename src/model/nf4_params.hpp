@@ -34,14 +34,24 @@ bool nf4_quantized(const ParamTable& table, std::size_t p);
 // base for tests and equivalence runs.
 std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o);
 
+// What an Nf4Params over the table holds on the backend (its held_bytes(), for the memory plan), and the
+// most it adds while a unit is in use (one block's scratch: the unit in `compute`, and its fp32 scales
+// with double quantization).
+std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o);
+std::size_t nf4_unit_scratch_bytes(const ParamTable& table, DType compute, const Nf4Options& o);
+
 class Nf4Params final : public ParamSource {
  public:
   // Quantizes the table's fp32 values `flat` (table.numel() of them) on the host and keeps on `be`: the
-  // NF4 parameters' codes and fp32 scales (double quantization's dequantized on the host: the device reads
-  // the same scales bitsandbytes computes), and the other parameters in `compute` (f32, bf16 or f16). The
-  // table must outlive this.
+  // NF4 parameters' codes and scales (fp32, or with double quantization their 8-bit codes and one fp32
+  // scale per 256, dequantized per unit in use by dequantize_blockwise8), and the other parameters in
+  // `compute` (f32, bf16 or f16). The table must outlive this.
   Nf4Params(backend::Backend& be, const ParamTable& table, std::span<const float> flat, DType compute,
             const Nf4Options& o = {});
+  // Empty until load() (a trainer's base, read after the model is wired).
+  Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o = {});
+  // (Re)quantizes from these values, as the first constructor; no unit may be in use.
+  void load(std::span<const float> flat);
 
   // Unit u in `compute`: units without NF4 parameters are views of what is kept; a block's is a scratch
   // buffer, its NF4 weights dequantized and the others copied in, held until as many release(u) as unit(u).
@@ -54,19 +64,26 @@ class Nf4Params final : public ParamSource {
   int units_in_use() const;
 
  private:
-  struct Quantized {  // one NF4 parameter's place in its unit's code and scale buffers
+  struct Quantized {  // one NF4 parameter's place in its unit's buffers
     std::size_t param;
-    std::size_t code_offset, scale_offset;  // bytes, floats
+    std::size_t code_offset, scale_offset;  // bytes into codes; floats into scales (the blocks before it)
+    std::size_t nested_offset = 0;          // double quantization: floats into nested_absmax
+    float offset = 0;                       // double quantization: the scales' mean
   };
   struct UnitStore {
-    backend::Buffer kept;                  // units 0, L+1: the whole unit; blocks: the non-NF4 parameters, in order
-    backend::Buffer codes, scales;         // blocks: the NF4 parameters' codes and fp32 scales, in order
+    backend::Buffer kept;    // units without NF4 parameters: the whole unit; blocks: the others, in order
+    backend::Buffer codes;   // blocks: the NF4 parameters' codes, in order
+    backend::Buffer scales;  // their fp32 scales; double quantization: one 8-bit code a scale
+    backend::Buffer nested_absmax;  // double quantization: the 8-bit codes' fp32 scales (one per 256)
+    std::size_t n_scales = 0;
     std::vector<Quantized> quantized;
-    backend::Buffer scratch;               // while in use: the unit in `compute`
+    backend::Buffer scratch;  // while in use: the unit in `compute` (then, nested, its fp32 scales)
     int uses = 0;
   };
   void store_unit(int u, std::span<const float> flat);
   void fill_scratch(int u);
+  // The unit's fp32 scales: the kept ones, or (double quantization) dequantized into `scratch` after the unit.
+  float* unit_scales(int u);
 
   backend::Backend& be_;
   const ParamTable& table_;

@@ -1,5 +1,6 @@
 // Op cases: NF4 dequantization (QLoRA's frozen base) into each compute dtype, exactly: both backends take
-// the same fp32 product of a level and a block's scale and round it once. Random bytes as codes (every
+// the same fp32 product of a level and a block's scale and round it once; and the 8-bit codes of double
+// quantization's scales back to f32, exactly. Random bytes as codes (every
 // level, and an odd count's padding nibble set, which must not be read), scales with a zero block and one
 // past f16's range (inf in f16 on both sides); an odd count with a short last block, a 2-D view, a view
 // one element off, a single element, and (device) a tensor past one grid of the kernel's blocks.
@@ -32,6 +33,20 @@ OpCase nf4(Dims dims, int block, DType to, std::int64_t offset = 0, Where where 
           .where = where};
 }
 
+// Double quantization's scales: 8-bit codes (every one of the 256) times their block's scale plus the
+// offset, f32 exactly (the same two roundings on both).
+OpCase blockwise8(std::int64_t n, int block, float offset, Where where = Where::kEverywhere) {
+  return {.name = cat("dequantize_blockwise8 n=", n, " block=", block, " offset=", offset),
+          .args = {in("codes", {n}, uniform_ints(122, 256), Kind::kU8),
+                   in("absmax", {(n + block - 1) / block}, squared(normal(123, 0.1f)), Kind::kF32),
+                   out("out", {n}, Kind::kF32).matching(Match::kExact)},
+          .forward = [block, offset](Call& c) {
+            c.be.dequantize_blockwise8(c["out"], c["codes"], c["absmax"], block, offset);
+          },
+          .dtypes = {DType::kF32},
+          .where = where};
+}
+
 }  // namespace
 
 std::vector<OpCase> quant_cases() {
@@ -45,6 +60,9 @@ std::vector<OpCase> quant_cases() {
   cases.push_back(nf4({1000}, 1, DType::kF32));       // a scale per element: the two of a byte differ
   // 2^21 + 4001 values: more bytes than one launch's 4096 x 256 threads, so the grid-stride loop turns.
   cases.push_back(nf4({(1 << 21) + 4001}, 64, DType::kBF16, 0, Where::kDeviceOnly));
+  cases.push_back(blockwise8(1037, 256, 0.0123f));  // four blocks of 256 and one of 13
+  cases.push_back(blockwise8(1, 256, -0.5f));
+  cases.push_back(blockwise8((1 << 20) + 4001, 256, 0.01f, Where::kDeviceOnly));  // the grid-stride loop turns
   return cases;
 }
 

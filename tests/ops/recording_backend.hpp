@@ -86,6 +86,8 @@ class RecordingBackend : public Backend {
   ZT_FORWARD(cast, (Tensor d, Tensor s), (d, s))
   ZT_FORWARD(scale, (Tensor x, float f), (x, f))
   ZT_FORWARD(dequantize_nf4, (Tensor o, Tensor codes, Tensor absmax, int block), (o, codes, absmax, block))
+  ZT_FORWARD(dequantize_blockwise8, (Tensor o, Tensor codes, Tensor absmax, int block, float offset),
+             (o, codes, absmax, block, offset))
   ZT_FORWARD(dropout,
              (Tensor o, Tensor x, float p, std::uint64_t seed, std::uint64_t s, std::uint64_t first,
               std::int64_t stride),

@@ -3,7 +3,9 @@
 // The 16 levels come from the host's table (quant::nf4_levels(), the CPU twin's) as a kernel argument and
 // are staged in shared memory: a warp's threads index it with different codes, which constant memory
 // would serialise. The product level * scale is one fp32 multiply (nothing to contract into an FMA),
-// rounded once on store as the CPU backend rounds: the same bits on both.
+// rounded once on store as the CPU backend rounds: the same bits on both. Double quantization's scales
+// (dequantize_blockwise8): one thread per 8-bit code, the 256-entry map staged in shared memory the same
+// way, the product and the offset's sum rounded separately (__fmul_rn, __fadd_rn: never fused into an FMA).
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/checks.hpp"
 #include "backend/cuda/cuda_backend_impl.hpp"
@@ -17,6 +19,9 @@ namespace {
 
 struct Nf4Levels {
   float v[16];
+};
+struct DynamicMap {  // 1 KiB: within a kernel's 4 KiB of arguments
+  float v[256];
 };
 
 // out[2j] = levels[codes[j] >> 4] * absmax[2j >> shift], out[2j+1] = levels[codes[j] & 15] * absmax[(2j+1) >> shift]
@@ -35,11 +40,21 @@ __global__ void dequantize_nf4_kernel(T* out, const std::uint8_t* codes, const f
   }
 }
 
+// out[i] = map[codes[i]] * absmax[i >> shift] + offset, rounded after the product and after the sum.
+__global__ void dequantize_blockwise8_kernel(float* out, const std::uint8_t* codes, const float* absmax, std::int64_t n,
+                                             int shift, float offset, DynamicMap table) {
+  __shared__ float map[256];
+  for (int k = threadIdx.x; k < 256; k += blockDim.x) map[k] = table.v[k];
+  __syncthreads();
+  for (std::int64_t i = grid_start(); i < n; i += grid_step())
+    out[i] = __fadd_rn(__fmul_rn(map[codes[i]], absmax[i >> shift]), offset);
+}
+
 }  // namespace
 
 void CudaBackend::dequantize_nf4(Tensor out, Tensor codes, Tensor absmax, int block) {
   const char* op = "dequantize_nf4";
-  const int shift = check_nf4_shapes(op, out, codes, absmax, block);
+  const int shift = check_blockwise_shapes(op, out, codes, absmax, block, 2);
   const std::int64_t n = out.numel(), n_bytes = (n + 1) / 2;
   if (n == 0) return;
   Nf4Levels table;
@@ -51,6 +66,19 @@ void CudaBackend::dequantize_nf4(Tensor out, Tensor codes, Tensor absmax, int bl
         static_cast<T*>(out.data), static_cast<const std::uint8_t*>(codes.data), static_cast<const float*>(absmax.data),
         n, n_bytes, shift, table);
   });
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::dequantize_blockwise8(Tensor out, Tensor codes, Tensor absmax, int block, float offset) {
+  const char* op = "dequantize_blockwise8";
+  const int shift = check_blockwise_shapes(op, out, codes, absmax, block, 1);
+  const std::int64_t n = out.numel();
+  if (n == 0) return;
+  DynamicMap table;
+  for (int k = 0; k < 256; ++k) table.v[k] = quant::dynamic_map()[k];
+  dequantize_blockwise8_kernel<<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(
+      static_cast<float*>(out.data), static_cast<const std::uint8_t*>(codes.data), static_cast<const float*>(absmax.data),
+      n, shift, offset, table);
   ZT_CUDA_LAUNCH_CHECK();
 }
 

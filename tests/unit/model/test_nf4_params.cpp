@@ -140,17 +140,32 @@ TEST(Nf4Params, LoraOverTheNf4BaseEqualsTheFakeQuantizedBaseBitForBit) {
   expect_nf4_equals_fake_quantized(tiny_llama(), DType::kF32, {.block = 64, .double_quant = true});
 }
 
-// Codes (half a byte each) and fp32 scales for the block weights, the rest in the compute dtype.
+// Codes (half a byte each) and fp32 scales for the block weights (with double quantization a byte a
+// scale and an fp32 scale per 256 of them), the rest in the compute dtype.
 TEST(Nf4Params, HoldsCodesAndScalesForTheBlockWeights) {
   auto be = backend::make_cpu_backend(1);
   const ParamTable table(tiny_llama());
   const std::vector<float> w = random(table, 3, 0.3f);
-  std::size_t want = 0;
+  std::size_t want = 0, want_nested = 0;
   for (std::size_t p = 0; p < table.params().size(); ++p) {
-    const std::size_t n = table.params()[p].numel;
-    want += nf4_quantized(table, p) ? (n + 1) / 2 + (n + 63) / 64 * sizeof(float) : n * 2;
+    const std::size_t n = table.params()[p].numel, blocks = (n + 63) / 64;
+    want += nf4_quantized(table, p) ? (n + 1) / 2 + blocks * sizeof(float) : n * 2;
+    want_nested += nf4_quantized(table, p) ? (n + 1) / 2 + blocks + (blocks + 255) / 256 * sizeof(float) : n * 2;
   }
   EXPECT_EQ(Nf4Params(*be, table, w, DType::kBF16).held_bytes(), want);
+  EXPECT_EQ(Nf4Params(*be, table, w, DType::kBF16, {.double_quant = true}).held_bytes(), want_nested);
+  // The memory plan's figures are the same arithmetic.
+  EXPECT_EQ(nf4_held_bytes(table, DType::kBF16, {}), want);
+  EXPECT_EQ(nf4_held_bytes(table, DType::kBF16, {.double_quant = true}), want_nested);
+  // One block in use adds its scratch: the block in bf16 (+ its fp32 scales when nested), and no more.
+  for (const bool nested : {false, true}) {
+    Nf4Params nf4(*be, table, w, DType::kBF16, {.double_quant = nested});
+    const std::size_t before = be->memory_stats().current_bytes;
+    nf4.unit(1);
+    EXPECT_EQ(be->memory_stats().current_bytes - before, nf4_unit_scratch_bytes(table, DType::kBF16, {.double_quant = nested}));
+    nf4.release(1);
+    EXPECT_EQ(be->memory_stats().current_bytes, before);
+  }
 }
 
 // unit(u) twice before its releases (a block taken again) gives the same values; the scratch goes at the

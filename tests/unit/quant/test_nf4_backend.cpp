@@ -1,7 +1,8 @@
-// The backends' dequantize_nf4 op against quant/'s host dequantization (bitsandbytes' rule): the CPU
-// backend's f32 output equals quant::dequantize_nf4 bit for bit on random tensors (odd counts, short last
-// blocks, every block size bitsandbytes offers, double-quantized scales dequantized on the host first), its
-// 16-bit outputs are those values rounded once, and malformed calls throw naming what is wrong. The CUDA
+// The backends' dequantize_nf4 and dequantize_blockwise8 ops against quant/'s host dequantization
+// (bitsandbytes' rules): the CPU backend's f32 output equals quant::dequantize_nf4 bit for bit on random
+// tensors (odd counts, short last blocks, every block size bitsandbytes offers, double-quantized scales),
+// the nested scales equal quant::block_scales, 16-bit outputs are the values rounded once, and malformed
+// calls throw naming what is wrong. The CUDA
 // twin is checked against this one by the op cases (tests/ops/cases_quant.cpp).
 #include <gtest/gtest.h>
 
@@ -72,6 +73,27 @@ TEST(Nf4Op, CpuEqualsTheHostDequantizationBitForBit) {
   }
 }
 
+// Double quantization's scales on the backend (dequantize_blockwise8 of the nested codes) are
+// quant::block_scales' bit for bit, and NF4 dequantization over them the host's values.
+TEST(Nf4Op, NestedScalesOnTheBackendEqualTheHostsBitForBit) {
+  auto be = backend::make_cpu_backend(3);
+  for (const std::size_t n : {std::size_t{64}, std::size_t{64 * 1000 + 5}, std::size_t{64 * 256 * 3}}) {
+    SCOPED_TRACE(n);
+    const Nf4Tensor t = quantize_nf4(normal(n, 0.02f, static_cast<unsigned>(n)), 64, true);
+    const Blockwise8& q = t.nested_absmax;
+    const auto blocks = static_cast<std::int64_t>(q.codes.size());
+    Buffer codes = be->allocate(q.codes.size()), absmax = be->allocate(q.absmax.size() * 4), out = be->allocate(q.codes.size() * 4);
+    be->copy_from_host(codes.data(), q.codes.data(), q.codes.size());
+    be->copy_from_host(absmax.data(), q.absmax.data(), q.absmax.size() * 4);
+    be->dequantize_blockwise8(Tensor(out.data(), DType::kF32, {blocks}), Tensor(codes.data(), DType::kU8, {blocks}),
+                              Tensor(absmax.data(), DType::kF32, {static_cast<std::int64_t>(q.absmax.size())}), q.block,
+                              t.offset);
+    std::vector<float> got(q.codes.size());
+    be->copy_to_host(got.data(), out.data(), got.size() * 4);
+    EXPECT_EQ(bits_of(got), bits_of(block_scales(t)));
+  }
+}
+
 TEST(Nf4Op, SixteenBitOutputsAreTheF32ValuesRoundedOnce) {
   auto be = backend::make_cpu_backend(2);
   const Nf4Tensor t = quantize_nf4(normal(2001, 3.0f, 7), 64);
@@ -108,6 +130,11 @@ TEST(Nf4Op, MalformedCallsThrowNamingTheArgument) {
       [&] { cpu.dequantize_nf4(b.out_t, Tensor(b.codes.data(), DType::kI32, {25}), b.absmax_t, 64); }, "codes must be u8");
   expect_throws_naming([&] { cpu.dequantize_nf4(Tensor(b.out.data(), DType::kI32, {200}), b.codes_t, b.absmax_t, 64); },
                        "out is i32");
+  expect_throws_naming(  // 8-bit scales: f32 out only, one code a byte
+      [&] { cpu.dequantize_blockwise8(Tensor(b.out.data(), DType::kBF16, {100}), b.codes_t, b.absmax_t, 32, 0); },
+      "out is bf16");
+  expect_throws_naming([&] { cpu.dequantize_blockwise8(Tensor(b.out.data(), DType::kF32, {99}), b.codes_t, b.absmax_t, 32, 0); },
+                       "codes");
 }
 
 }  // namespace
