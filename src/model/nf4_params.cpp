@@ -15,6 +15,8 @@ using backend::Tensor;
 
 constexpr int kNested = 256;  // double quantization's block (quant::quantize_nf4's, bitsandbytes')
 
+// Blocks run over the flat (row-major HF) elements. NB transformers' bitsandbytes loader quantizes a Conv1D
+// weight transposed ([out, in]), so for GPT-2 its blocks are not these (Llama's nn.Linear ones are).
 bool nf4_quantized(const ParamTable& table, std::size_t p) {
   const ParamInfo& info = table.params()[p];
   return info.shape.size() == 2 && info.unit >= 1 && info.unit <= table.shape().n_layer;
