@@ -268,6 +268,20 @@ class Backend {
   virtual void cast(Tensor dst, Tensor src) = 0;
   virtual void scale(Tensor x, float factor) = 0;
 
+  // ---- NF4 dequantization (QLoRA's frozen base, quant/nf4.hpp's layout) ------------------------------
+  // out [n] (any shape; f32, bf16 or f16: the compute dtype) from codes [(n+1)/2] u8, element 2i in
+  // byte i's high nibble and 2i+1 in its low one (an odd n's last low nibble is padding, not read), and
+  // absmax [ceil(n/block)] f32, one scale per block of `block` consecutive elements (a power of two; the
+  // last block may be short): out[i] = level[code_i] * absmax[i / block], the 16 NF4 levels of
+  // quant::nf4_levels(), the product in fp32 and rounded once to out's dtype (bitsandbytes'
+  // dequantize_4bit). Double-quantized scales come from dequantize_blockwise8 first.
+  virtual void dequantize_nf4(Tensor out, Tensor codes, Tensor absmax, int block) = 0;
+  // Double quantization's scales (QLoRA section 3): out [n] f32 = dynamic[codes[i]] * absmax[i / block] +
+  // offset, codes [n] u8 over quant::dynamic_map()'s 256 values, absmax [ceil(n/block)] f32 (block a power
+  // of two), the product rounded to fp32 and then the sum (two roundings, never fused: bitsandbytes'
+  // dequantize_blockwise, then absmax += offset), so the scales are quant::block_scales' bit for bit.
+  virtual void dequantize_blockwise8(Tensor out, Tensor codes, Tensor absmax, int block, float offset) = 0;
+
   // ---- dropout with a counter-based mask (LoRA's lora_dropout) ---------------------------------------
   // out[i] = keep(k_i) ? inp[i] / (1 - p) : 0 (f32 or X; out may alias inp), where keep(k) is word 0
   // of Philox4x32-10 at counter (k, stream), key seed (core/rng.hpp) being >= p * 2^32 (the threshold

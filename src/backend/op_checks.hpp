@@ -79,6 +79,28 @@ inline MatmulDims check_matmul_input_grad_shapes(const char* op, const Tensor& d
   return d;
 }
 
+// dequantize_nf4 (codes_per_byte 2) and dequantize_blockwise8 (1): out [n] (f32/bf16/f16 for NF4, f32 for the
+// 8-bit scales), codes [n / codes_per_byte rounded up] u8, absmax [ceil(n/block)] f32, block a power of two
+// (its shift returned: element i's scale is absmax[i >> shift]).
+inline int check_blockwise_shapes(const char* op, const Tensor& out, const Tensor& codes, const Tensor& absmax,
+                                  int block, int codes_per_byte) {
+  const DType o = out.dtype;
+  if (codes_per_byte == 1 && o != DType::kF32) throw Error(cat(op, ": out is ", dtype_name(o), " (needs f32)"));
+  if (o != DType::kF32 && o != DType::kBF16 && o != DType::kF16)
+    throw Error(cat(op, ": out is ", dtype_name(o), " (needs f32, bf16 or f16: the compute dtype)"));
+  if (codes.dtype != DType::kU8) throw Error(cat(op, ": codes must be u8, got ", dtype_name(codes.dtype)));
+  if (absmax.dtype != DType::kF32) throw Error(cat(op, ": absmax must be f32, got ", dtype_name(absmax.dtype)));
+  if (block <= 0 || (block & (block - 1)) != 0) throw Error(cat(op, ": block=", block, " is not a power of two"));
+  const std::int64_t n = out.numel();
+  ZT_CHECK_EQ(codes.numel(), (n + codes_per_byte - 1) / codes_per_byte, op, ": codes hold ", codes_per_byte,
+              " a byte for out ", out.shape_string());
+  ZT_CHECK_EQ(absmax.numel(), (n + block - 1) / block, op, ": absmax holds one scale per block of ", block,
+              " for out ", out.shape_string());
+  int shift = 0;
+  while ((1 << shift) < block) ++shift;
+  return shift;
+}
+
 // layernorm: x, y [N,C]; mean, rstd [N]; weight [C].
 inline void check_layernorm_shapes(const char* op, const Tensor& x, const Tensor& y, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& weight) {

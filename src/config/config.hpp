@@ -22,6 +22,8 @@ enum class Arch { kGpt2, kLlama };
 enum class PipeSchedule { kOneFOneB, kInterleaved };
 enum class RopeScaling { kNone, kLlama3 };
 enum class TieEmbeddings { kAuto, kTrue, kFalse };  // auto: tied for gpt2, untied for llama
+// lora.base_dtype: how a LoRA run holds its frozen base (auto: the compute dtype; nf4: QLoRA's 4-bit blocks).
+enum class LoraBaseDtype { kAuto, kNf4, kBf16, kFp32 };
 // RL post-training (rl/objectives.hpp): the policy objective, the KL estimator, the loss aggregation.
 enum class RlAlgorithm { kGrpo, kGspo, kPpo };
 enum class KlEstimator { kK1, kK3 };
@@ -89,6 +91,8 @@ struct LoraConfig {
   bool rslora = false;
   std::string targets = "";          // comma-separated module names; empty: the family's attention projections
   double dropout = 0;                // PEFT's lora_dropout on the adapters' input (training passes)
+  LoraBaseDtype base_dtype = LoraBaseDtype::kAuto;  // the frozen base: the compute dtype, or NF4 blocks
+  bool base_double_quant = false;    // nf4: the blocks' scales in 8 bits too (QLoRA's double quantization)
 };
 
 struct OptimConfig {

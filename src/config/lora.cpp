@@ -213,17 +213,41 @@ double lora_scale(const LoraConfig& l) {
   return l.rslora ? l.alpha / std::sqrt(r) : l.alpha / r;
 }
 
+namespace {
+
+// lora.base_dtype: bf16/fp32 name the compute dtype (a base in another dtype than the model computes in is
+// not implemented); nf4 is held whole on every rank, which ZeRO-3 would shard.
+void check_base_dtype(const Config& c) {
+  const LoraBaseDtype b = c.lora.base_dtype;
+  const std::string name = value::enum_name(b);
+  if (c.lora.base_double_quant && b != LoraBaseDtype::kNf4)
+    throw ConfigError(cat("lora.base_double_quant=true quantizes an NF4 base's scales, but lora.base_dtype=", name,
+                          ": set lora.base_dtype=nf4, or drop lora.base_double_quant"));
+  if (b == LoraBaseDtype::kNf4 && c.train.zero_stage == 3)
+    throw ConfigError("lora.base_dtype=nf4 at train.zero_stage=3: an NF4 base is held whole on every rank (it is not "
+                      "sharded and gathered per unit as ZeRO-3 does); use train.zero_stage=2 (or 0-1: a LoRA run's "
+                      "optimizer state is the adapters'), or lora.base_dtype=auto to keep ZeRO-3");
+  const bool bf16 = b == LoraBaseDtype::kBf16, fp32 = b == LoraBaseDtype::kFp32;
+  if ((bf16 && c.train.precision != Precision::kBf16) || (fp32 && c.train.precision != Precision::kFp32))
+    throw ConfigError(cat("lora.base_dtype=", name, " with train.precision=", value::enum_name(c.train.precision),
+                          ": a ", name, " base is held in the compute dtype, which train.precision sets; use ",
+                          "lora.base_dtype=auto (the compute dtype) or nf4, or train.precision=", name));
+}
+
+}  // namespace
+
 void check_lora(const Config& c) {
   const LoraConfig& l = c.lora;
   const LoraConfig d;
   if (const std::string file = peft_adapter_config_path(c); !file.empty()) check_adapter_config(c, file);
   if (l.rank == 0) {
-    if (!l.targets.empty() || l.alpha != d.alpha || l.rslora)
-      throw ConfigError("lora.targets / lora.alpha / lora.rslora are given but lora.rank=0 turns LoRA off: set "
-                        "lora.rank (e.g. 16) or drop them");
+    if (!l.targets.empty() || l.alpha != d.alpha || l.rslora || l.base_dtype != d.base_dtype || l.base_double_quant)
+      throw ConfigError("lora.targets / lora.alpha / lora.rslora / lora.base_dtype / lora.base_double_quant are given "
+                        "but lora.rank=0 turns LoRA off: set lora.rank (e.g. 16) or drop them");
     return;
   }
   lora_target_modules(c);  // throws on an unknown name
+  check_base_dtype(c);
 }
 
 }  // namespace zt::config

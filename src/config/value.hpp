@@ -39,6 +39,11 @@ template <> struct EnumNames<Recompute> {
   static constexpr std::array<std::pair<Recompute, const char*>, 3> kNames{
       {{Recompute::kNone, "none"}, {Recompute::kFull, "full"}, {Recompute::kSelective, "selective"}}};
 };
+template <> struct EnumNames<LoraBaseDtype> {
+  static constexpr std::array<std::pair<LoraBaseDtype, const char*>, 4> kNames{
+      {{LoraBaseDtype::kAuto, "auto"}, {LoraBaseDtype::kNf4, "nf4"}, {LoraBaseDtype::kBf16, "bf16"},
+       {LoraBaseDtype::kFp32, "fp32"}}};
+};
 template <> struct EnumNames<Offload> {
   static constexpr std::array<std::pair<Offload, const char*>, 2> kNames{
       {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}}};

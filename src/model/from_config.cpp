@@ -13,6 +13,8 @@ LoraSpec lora_spec(const config::Config& c) {
           c.train.seed};
 }
 
+Nf4Options nf4_options(const config::Config& c) { return {.block = 64, .double_quant = c.lora.base_double_quant}; }
+
 DType compute_dtype(config::Precision p) {
   switch (p) {
     case config::Precision::kFp32: return DType::kF32;

@@ -1,10 +1,11 @@
 // The model's vocabulary from the typed configuration, read once: the shape of a [model] section, the
-// LoRA adapters of the lora.* keys and the compute dtype of train.precision.
+// LoRA adapters of the lora.* keys (and an NF4 base's quantization) and the compute dtype of train.precision.
 #pragma once
 
 #include "config/config.hpp"
 #include "core/dtype.hpp"
 #include "model/lora.hpp"
+#include "model/nf4_params.hpp"
 #include "model/param_table.hpp"
 
 namespace zt::model {
@@ -15,6 +16,9 @@ GptShape model_shape(const config::ModelConfig& m);
 
 // The LoRA adapters of the lora.* keys (lora.rank > 0).
 LoraSpec lora_spec(const config::Config& c);
+
+// An NF4 base's quantization (lora.base_dtype=nf4): QLoRA's blocks of 64, lora.base_double_quant.
+Nf4Options nf4_options(const config::Config& c);
 
 // The compute dtype of train.precision (f32, bf16, f16).
 DType compute_dtype(config::Precision p);

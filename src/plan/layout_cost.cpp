@@ -208,12 +208,20 @@ std::string schedule_reason(const config::Config& c, const Layout& l) {
     return "the interleaved schedule needs a block for each of pp x vpp virtual stages (pp x vpp > n_layer)";
   return "";
 }
+
+// An NF4 LoRA base is held whole on every rank (config/lora.cpp refuses it at ZeRO-3).
+std::string base_reason(const config::Config& c, const Layout& l) {
+  if (c.lora.rank > 0 && c.lora.base_dtype == config::LoraBaseDtype::kNf4 && l.zero_stage == 3)
+    return "an NF4 LoRA base (lora.base_dtype=nf4) runs at ZeRO 0-2";
+  return "";
+}
 }  // namespace
 
 Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   Candidate k;
   k.layout = l;
   k.rejected = schedule_reason(c, l);
+  if (k.rejected.empty()) k.rejected = base_reason(c, l);
   if (k.rejected.empty()) k.rejected = unsupported_reason(l, m);
   if (!k.rejected.empty()) return k;
   k.memory_bytes = layout_memory(c, l, m);

@@ -25,6 +25,9 @@
 //                cuBLASLt workspace and the flash-attention backward's row terms).
 #include "plan/memory_plan.hpp"
 
+#include <optional>
+
+
 #include "gen/engine.hpp"
 #include "rl/rollouts.hpp"
 
@@ -99,8 +102,18 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 }
 
 // LoRA's frozen base: its compute-dtype weights (a 1/W slice at stage 3, which also holds the gathered
-// unit in use and the prefetched next one).
-void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute) {
+// unit in use and the prefetched next one); or (lora.base_dtype=nf4) the NF4 base as model::Nf4Params
+// holds it, replicated, and the block it dequantizes for the model (one at a time: unit(u) ... release(u)).
+void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute,
+                     const std::optional<model::Nf4Options>& nf4) {
+  if (nf4) {
+    p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4),
+                      cat("NF4 blocks of ", nf4->block, nf4->double_quant ? " (double quantization)" : "", ": the blocks' ",
+                          "matmul weights as 4-bit codes + scales, the rest ", dtype_name(compute), "; replicated")});
+    p.rows.push_back({"dequantized base unit", model::nf4_unit_scratch_bytes(base, compute, *nf4),
+                      cat("the block in use, ", dtype_name(compute))});
+    return;
+  }
   const optim::Partition part = partition_of(base, world, stage == 3 ? 3 : 0);
   const std::uint64_t x = dtype_size(compute);
   const std::string xs(dtype_name(compute));
@@ -229,7 +242,9 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   const bool offload = config.train.offload == config::Offload::kOptimizer;
   const int micro = static_cast<int>(config.train.micro_batch);
   if (adapters) {
-    add_frozen_base(p, table, dp, stage, compute);
+    add_frozen_base(p, table, dp, stage, compute,
+                    config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? std::optional(model::nf4_options(config))
+                                                                          : std::nullopt);
     add_model_state(p, *adapters, dp, stage, compute, offload, "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);
   } else {

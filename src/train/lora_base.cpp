@@ -9,6 +9,7 @@
 #include "core/log.hpp"
 #include "core/sha256.hpp"
 #include "train/shared_input.hpp"
+#include "model/from_config.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 #include "model/safetensors.hpp"
@@ -31,9 +32,18 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
       compute_(compute) {
   if (part) adapter_map_.emplace(ShardMap{adapters_, adapter_part_, part->grid, part->cut, /*adapters=*/true});
   const model::ParamTable& held = part ? part->local : base;  // this rank's part of the base
+  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {  // ZeRO 0-2 only (config/lora.cpp)
+    nf4_ = std::make_unique<model::Nf4Params>(backend, held, compute, model::nf4_options(config));
+    return;
+  }
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
   base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, optim::units_of(held), optim::params_of(held), stage,
                                                      config.zero.bucket_mb, 0, compute, /*frozen=*/true);
+}
+
+std::unique_ptr<model::ParamSource> LoraBase::base_source() {
+  if (nf4_) return std::make_unique<BorrowedParams>(*nf4_);
+  return std::make_unique<optim::ZeroParams>(*base_engine_);
 }
 
 model::Lora& LoraBase::attach(optim::ZeroEngine& adapter_engine, int micro_batch) {
@@ -68,7 +78,15 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
     sha256 = to_hex(hash.finish());
     if (check) check(sha256);
   }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
-  base_engine_->load_params(local_reader(part_, read_flat(flat.data())));
+  const ReadGlobal local = local_reader(part_, read_flat(flat.data()));
+  if (nf4_) {  // quantized here, from this rank's part in fp32
+    const model::ParamTable& held = part_ ? part_->local : base_;
+    std::vector<float> mine(held.numel());
+    local(0, static_cast<std::int64_t>(mine.size()), mine.data());
+    nf4_->load(mine);
+  } else {
+    base_engine_->load_params(local);
+  }
   return sha256;
 }
 
@@ -87,7 +105,9 @@ void LoraBase::init(const dist::World& world, const config::Config& c, optim::Ze
   }
   log::info(cat("LoRA: rank ", c.lora.rank, " on ", c.lora.targets.empty() ? "the default modules" : c.lora.targets, ", ",
                 adapters_.n_params_real(), " trainable parameters", peft.empty() ? "" : cat(" from ", c.init.from),
-                "; frozen base ", base.empty() ? "from train.seed" : base, " (sha256 ", base_sha256_, ")"));
+                "; frozen base ", base.empty() ? "from train.seed" : base, " (sha256 ", base_sha256_, ")",
+                nf4_ ? cat(", its blocks' matmul weights in NF4 (blocks of 64",
+                           c.lora.base_double_quant ? ", double quantization" : "", ")") : ""));
 }
 
 void LoraBase::reload_base(const dist::World& world, const config::Config& c, const std::string& checkpoint_sha256,
@@ -104,7 +124,9 @@ void LoraBase::reload_base(const dist::World& world, const config::Config& c, co
 void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {
   const int n_layer = base_.shape().n_layer;
   const bool tied = base_.shape().tie_embeddings;
-  base_engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied));
+  if (base_engine_)
+    base_engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied)
+                                               : optim::forward_order(n_layer, tied));
   adapter_engine.expect_access_order(lora_access_order(n_layer, backward));
 }
 

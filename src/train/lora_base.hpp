@@ -4,7 +4,9 @@
 // pipeline (parallel.pp > 1) or tensor parallelism (parallel.tp > 1) a rank holds its part of both (its
 // stages', its TP shard, or both): the base through the model's ShardMap, the adapters (their TP shard:
 // model/tp_split.hpp) through their own (shard_map.hpp), so the checkpoint's adapters and the base's
-// hash stay those of the whole model.
+// hash stay those of the whole model. With lora.base_dtype=nf4 the base is QLoRA's: its blocks' matmul
+// weights in NF4 blocks of 64 (model/nf4_params.hpp), quantized at load after the TP cut (the rank's shard
+// in blocks of its own), held whole on every rank (ZeRO 0-2).
 #pragma once
 
 #include <functional>
@@ -19,6 +21,7 @@
 #include "dist/world.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
+#include "model/nf4_params.hpp"
 #include "optim/zero/engine.hpp"
 #include "optim/zero/model_adapters.hpp"
 #include "train/shard_map.hpp"
@@ -32,6 +35,17 @@ class FrozenGrads final : public model::GradSink {
   backend::Tensor unit(int /*u*/) override { return {}; }
 };
 
+// Another's parameters, by reference (the trainer owns its ParamSource; LoraBase owns an NF4 base).
+class BorrowedParams final : public model::ParamSource {
+ public:
+  explicit BorrowedParams(model::ParamSource& p) : p_(p) {}
+  backend::Tensor unit(int u) override { return p_.unit(u); }
+  void release(int u) override { p_.release(u); }
+
+ private:
+  model::ParamSource& p_;
+};
+
 class LoraBase {
  public:
   // base: the whole model's table; comm: the data-parallel group (the base is sharded over it at
@@ -43,7 +57,12 @@ class LoraBase {
   const model::ParamTable& adapter_part() const { return adapter_part_; }  // this rank's (its engine's)
   const ShardMap* adapter_map() const { return adapter_map_ ? &*adapter_map_ : nullptr; }  // null: the whole
   const model::LoraSpec& spec() const { return spec_; }
-  optim::ZeroEngine& base_engine() { return *base_engine_; }  // parameters only (frozen)
+  // lora.base_dtype=nf4: the base in NF4 blocks (model/nf4_params.hpp), else in the compute dtype in a
+  // parameters-only (frozen) ZeRO engine.
+  bool nf4() const { return nf4_ != nullptr; }
+  optim::ZeroEngine& base_engine() { return *base_engine_; }  // not nf4()
+  // The base as the model reads it (the engine's units, gathered at stage 3; or the NF4 units, dequantized).
+  std::unique_ptr<model::ParamSource> base_source();
   // The adapters, reading and training through the engine that trains them: the model(s) take it
   // (Model::set_lora; a pipeline's every stage model).
   model::Lora& attach(optim::ZeroEngine& adapter_engine, int micro_batch);
@@ -68,7 +87,7 @@ class LoraBase {
   void expect_access_order(optim::ZeroEngine& adapter_engine, bool backward);
   // Dropout (lora.dropout) on for a training micro-batch starting at global token first_row, or off.
   void set_dropout(bool on, std::uint64_t first_row = 0) { lora_->set_dropout(on, first_row); }
-  std::size_t base_bytes() const { return base_engine_->memory().params; }
+  std::size_t base_bytes() const { return nf4_ ? nf4_->held_bytes() : base_engine_->memory().params; }
 
  private:
   backend::Backend& backend_;
@@ -78,7 +97,8 @@ class LoraBase {
   model::ParamTable adapters_;
   model::ParamTable adapter_part_;
   std::optional<ShardMap> adapter_map_;
-  std::unique_ptr<optim::ZeroEngine> base_engine_;
+  std::unique_ptr<optim::ZeroEngine> base_engine_;  // null with nf4_
+  std::unique_ptr<model::Nf4Params> nf4_;
   std::unique_ptr<model::Lora> lora_, generation_lora_;
   std::unique_ptr<optim::ZeroParams> adapter_params_;
   std::unique_ptr<optim::ZeroGrads> adapter_grads_;

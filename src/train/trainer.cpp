@@ -86,7 +86,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = &load_tokenizer(config.data.vocab);
   if (lora_) {
-    params_ = std::make_unique<optim::ZeroParams>(lora_->base_engine());
+    params_ = lora_->base_source();
     grads_ = std::make_unique<FrozenGrads>();
     model::Lora& adapters = lora_->attach(*engine_, static_cast<int>(config.train.micro_batch));
     if (pipeline_) pipeline_->set_lora(adapters, lora_->adapter_part(), [this](int m) { return first_token(m); });

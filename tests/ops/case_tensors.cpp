@@ -16,6 +16,7 @@ std::vector<std::uint8_t> encode(const std::vector<float>& v, DType t) {
       const auto id = static_cast<std::int32_t>(v[i]);
       std::memcpy(&bytes[4 * i], &id, 4);
     }
+    if (t == DType::kU8) bytes[i] = static_cast<std::uint8_t>(v[i]);
     if (t == DType::kBF16 || t == DType::kF16) {
       const std::uint16_t h = t == DType::kBF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
       std::memcpy(&bytes[2 * i], &h, 2);
@@ -31,6 +32,7 @@ std::vector<float> decode(const std::vector<std::uint8_t>& bytes, DType t) {
     std::int32_t id = 0;
     if (t == DType::kF32) std::memcpy(&v[i], &bytes[4 * i], 4);
     if (t == DType::kI32) std::memcpy(&id, &bytes[4 * i], 4), v[i] = static_cast<float>(id);
+    if (t == DType::kU8) v[i] = static_cast<float>(bytes[i]);
     if (t == DType::kBF16 || t == DType::kF16) std::memcpy(&h, &bytes[2 * i], 2);
     if (t == DType::kBF16) v[i] = bf16_to_f32(h);
     if (t == DType::kF16) v[i] = f16_to_f32(h);

@@ -10,7 +10,7 @@
 
 namespace zt::backend::ops {
 
-// Host encoding of values in a dtype (f32, bf16, f16 rounded to nearest even; i32 from whole floats),
+// Host encoding of values in a dtype (f32, bf16, f16 rounded to nearest even; i32 and u8 from whole floats),
 // and back.
 std::vector<std::uint8_t> encode(const std::vector<float>& v, DType t);
 std::vector<float> decode(const std::vector<std::uint8_t>& bytes, DType t);

@@ -105,6 +105,8 @@ DType storage_dtype(Kind k, DType x) {
       return DType::kF16;
     case Kind::kI32:
       return DType::kI32;
+    case Kind::kU8:
+      return DType::kU8;
   }
   return DType::kF32;
 }

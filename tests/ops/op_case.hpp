@@ -39,7 +39,7 @@ namespace zt::backend::ops {
 
 // An argument's storage: X is the compute dtype the case runs in (the CPU reference holds X's values
 // in f32: backend.hpp's precision rules make it the reference in every precision).
-enum class Kind { kX, kF32, kBF16, kF16, kI32 };
+enum class Kind { kX, kF32, kBF16, kF16, kI32, kU8 };  // kU8: bytes (packed NF4 codes) from whole floats
 DType storage_dtype(Kind k, DType x);  // a kind's dtype when the case runs in x
 
 enum class Role {

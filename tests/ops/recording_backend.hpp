@@ -85,6 +85,9 @@ class RecordingBackend : public Backend {
   ZT_FORWARD(adamw_update, (Tensor p, Tensor g, Tensor m, Tensor v, Tensor c, const AdamW& hp), (p, g, m, v, c, hp))
   ZT_FORWARD(cast, (Tensor d, Tensor s), (d, s))
   ZT_FORWARD(scale, (Tensor x, float f), (x, f))
+  ZT_FORWARD(dequantize_nf4, (Tensor o, Tensor codes, Tensor absmax, int block), (o, codes, absmax, block))
+  ZT_FORWARD(dequantize_blockwise8, (Tensor o, Tensor codes, Tensor absmax, int block, float offset),
+             (o, codes, absmax, block, offset))
   ZT_FORWARD(dropout,
              (Tensor o, Tensor x, float p, std::uint64_t seed, std::uint64_t s, std::uint64_t first,
               std::int64_t stride),

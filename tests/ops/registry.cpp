@@ -17,6 +17,7 @@ const std::vector<Family>& families() {
       {"loss", loss_cases},
       {"optim", optim_cases},
       {"fused", fused_cases},
+      {"quant", quant_cases},
   };
   return all;
 }

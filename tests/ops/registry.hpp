@@ -30,6 +30,7 @@ std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> loss_cases();
 std::vector<OpCase> optim_cases();
 std::vector<OpCase> fused_cases();
+std::vector<OpCase> quant_cases();
 
 // An OpCase::also that wants two outputs of one backend to hold the same values (an in-place call and
 // the out-of-place one).

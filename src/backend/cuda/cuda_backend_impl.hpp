@@ -94,6 +94,8 @@ class CudaBackend final : public Backend {
   double sum_of_squares(Tensor x) override;
   void cast(Tensor dst, Tensor src) override;
   void scale(Tensor x, float factor) override;
+  void dequantize_nf4(Tensor out, Tensor codes, Tensor absmax, int block) override;
+  void dequantize_blockwise8(Tensor out, Tensor codes, Tensor absmax, int block, float offset) override;
   void dropout(Tensor out, Tensor inp, float p, std::uint64_t seed, std::uint64_t stream, std::uint64_t first,
                std::int64_t row_stride = 0) override;
 

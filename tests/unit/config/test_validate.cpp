@@ -302,6 +302,38 @@ TEST(Validate, LoraScaleAndTheKeysItNeeds) {
   EXPECT_NE(error_of([&] { validate(off); }).find("lora.rank=0 turns LoRA off"), std::string::npos);
 }
 
+// lora.base_dtype: nf4 at ZeRO 0-2 only; bf16/fp32 only as the compute dtype; double quantization with nf4
+// only; none of it without LoRA. Each refusal names the key, the value and the fix.
+TEST(Validate, LoraBaseDtypeAndTheLayoutsItRunsOn) {
+  Config c;
+  c.lora.rank = 4;
+  const Option* o = find_option("lora.base_dtype");
+  ASSERT_NE(o, nullptr);
+  o->assign(c, "nf4");
+  EXPECT_EQ(c.lora.base_dtype, LoraBaseDtype::kNf4);
+  c.lora.base_double_quant = true;
+  for (int stage : {0, 1, 2}) {
+    c.train.zero_stage = stage;
+    EXPECT_EQ(error_of([&] { validate(c); }).find("lora"), std::string::npos) << stage;
+  }
+  c.train.zero_stage = 3;
+  EXPECT_NE(error_of([&] { validate(c); }).find("lora.base_dtype=nf4 at train.zero_stage=3: "), std::string::npos);
+  c.train.zero_stage = 0;
+  c.lora.base_dtype = LoraBaseDtype::kBf16;  // fp32 compute
+  EXPECT_NE(error_of([&] { validate(c); }).find("lora.base_double_quant=true quantizes an NF4 base's scales, but "
+                                                "lora.base_dtype=bf16"), std::string::npos);
+  c.lora.base_double_quant = false;
+  EXPECT_NE(error_of([&] { validate(c); }).find("lora.base_dtype=bf16 with train.precision=fp32: "), std::string::npos);
+  c.train.precision = Precision::kBf16;
+  EXPECT_EQ(error_of([&] { validate(c); }).find("lora"), std::string::npos);
+  c.lora.base_dtype = LoraBaseDtype::kFp32;
+  EXPECT_NE(error_of([&] { validate(c); }).find("or train.precision=fp32"), std::string::npos);
+  Config off;
+  off.lora.base_dtype = LoraBaseDtype::kNf4;
+  EXPECT_NE(error_of([&] { validate(off); }).find("lora.rank=0 turns LoRA off"), std::string::npos);
+  EXPECT_NE(error_of([&] { o->assign(c, "int4"); }).find("int4"), std::string::npos);
+}
+
 TEST(Validate, LoraDropoutIsAProbabilityBelowOne) {
   Config c;
   const Option* o = find_option("lora.dropout");

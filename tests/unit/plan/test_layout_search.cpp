@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <string>
 
 #include "config/config.hpp"
+#include "model/nf4_params.hpp"
 #include "model/pipeline_schedule.hpp"
 #include "model/stage_split.hpp"
 #include "plan/memory_plan.hpp"
@@ -291,6 +293,33 @@ TEST(LayoutSearch, LoraComputesNoBaseWeightGradientAndReducesOnlyTheAdapters) {
   ASSERT_FALSE(r.ranked.empty());
   EXPECT_LE(r.ranked.front().memory_bytes, 80ull << 30);
   EXPECT_GT(r.ranked.front().tokens_per_s, 0);
+}
+
+// lora.base_dtype=nf4: the frozen base row is what model::Nf4Params holds (codes + scales of the blocks'
+// matmul weights, the rest in bf16), a few times smaller than the bf16 base, plus the block it dequantizes;
+// double quantization makes it smaller still.
+TEST(MemoryPlan, AnNf4BaseIsItsCodesAndScalesAndOneDequantizedBlock) {
+  config::Config c = llama_8b();
+  c.lora.rank = 16;
+  auto rows = [](const config::Config& cfg) {
+    std::map<std::string, std::uint64_t> r;
+    for (const PlanRow& row : plan_memory(cfg, 8, 1, 0, config::Device::kCuda).rows) r[row.what] = row.bytes;
+    return r;
+  };
+  const std::uint64_t bf16 = rows(c).at("frozen base");
+  c.lora.base_dtype = config::LoraBaseDtype::kNf4;
+  const model::ParamTable table(model::model_shape(c.model));
+  const auto nf4 = rows(c);
+  EXPECT_EQ(nf4.at("frozen base"), model::nf4_held_bytes(table, DType::kBF16, {}));
+  EXPECT_EQ(nf4.at("dequantized base unit"), model::nf4_unit_scratch_bytes(table, DType::kBF16, {}));
+  EXPECT_GT(static_cast<double>(bf16) / static_cast<double>(nf4.at("frozen base")), 2.5);  // 8B: ~1.3 GB of bf16 embeddings stay
+  c.lora.base_double_quant = true;
+  EXPECT_EQ(rows(c).at("frozen base"), model::nf4_held_bytes(table, DType::kBF16, {.double_quant = true}));
+  EXPECT_LT(rows(c).at("frozen base"), nf4.at("frozen base"));
+  // --plan.search ranks no ZeRO-3 layout for it (refused at start-up), and still finds layouts.
+  const SearchResult r = search_layouts(c, gpus(8, 8, 80));
+  ASSERT_FALSE(r.ranked.empty());
+  for (const Candidate& k : r.ranked) EXPECT_NE(k.layout.zero_stage, 3);
 }
 
 }  // namespace

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# QLoRA end to end on the CPU (lora.base_dtype=nf4): a LoRA run whose base's block weights are held in NF4
+# trains (the loss falls) and equals, bit for bit as printed, the same run with lora.base_dtype=fp32 on the
+# fake-quantized base (init.from a directory whose block weights were quantized and dequantized:
+# tests/tools/fake_quantize_nf4), GPT-2 and Llama on one rank, double quantization too, and GPT-2 on two
+# ranks at ZeRO 2; the start-up line and the memory plan name the NF4 base; ZeRO-3, a bf16 base under fp32
+# compute and double quantization without nf4 are exit 2 naming the fix.
+source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/parallel_lib.sh"
+make_tiny_data 20000
+# 40 steps of 8 sequences: enough for rank-8 adapters on a barely trained base to lower the loss beyond the
+# batches' noise; the clipping at 0.2 acts on some steps (the adapters' gradient norms are 0.1-0.4).
+grad_clip=0.2
+common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=2 --train.max_steps=40
+        --optim.lr=1e-2 --optim.grad_clip=$grad_clip --ckpt.every=40 --ckpt.overwrite=true --lora.rank=8 --lora.alpha=16)
+fake="$ZT_BIN/../tests/fake_quantize_nf4"
+
+# base NAME ARGS...: 2 steps of ordinary training exported as a Hugging Face directory ($ZT_WORK/NAME), and
+# its fake-quantized twin ($ZT_WORK/NAME.fake, $ZT_WORK/NAME.fake_dq with double quantization).
+base() {
+  local name=$1; shift
+  expect_exit 0 "$ZT_BIN/ztrain" "${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=4 --train.max_steps=2 \
+    --ckpt.dir="$ZT_WORK/$name.pre" "$@"
+  expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$name.pre/step_00000002" --out "$ZT_WORK/$name" --dtype fp32
+  "$fake" "$ZT_WORK/$name" "$ZT_WORK/$name.fake" 16 || fail "fake_quantize_nf4 failed on $name"
+  "$fake" "$ZT_WORK/$name" "$ZT_WORK/$name.fake_dq" 16 --double-quant || fail "fake_quantize_nf4 failed on $name"
+}
+# falls NAME: the mean loss of the last 8 steps is below the first 8's by more than 0.01 (GPT-2 measured
+# 4.488 -> 4.455).
+falls() {
+  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$1" <<'PY' || fail "$1: the loss did not fall"
+import json, sys
+loss = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r]
+first, last = sum(loss[:8]) / 8, sum(loss[-8:]) / 8
+print(f"{sys.argv[2]}: mean loss of the first 8 steps {first:.4f}, of the last 8 {last:.4f}")
+sys.exit(0 if last < first - 0.01 else 1)
+PY
+}
+
+gpt2=(--lora.targets=c_attn,c_proj,c_fc)
+base gpt2_base
+run gpt2_nf4 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4
+expect_in "$ZT_WORK/out" "its blocks' matmul weights in NF4 \(blocks of 64\)"
+falls gpt2_nf4
+run gpt2_ref 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base.fake" --lora.base_dtype=fp32
+same_curve gpt2_ref gpt2_nf4 1 0
+run gpt2_nf4_dq 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4 --lora.base_double_quant=true
+run gpt2_ref_dq 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base.fake_dq"
+same_curve gpt2_ref_dq gpt2_nf4_dq 1 0
+# Two ranks at ZeRO 2: each holds the whole NF4 base, the adapters' gradients sharded.
+run gpt2_nf4_2 2 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4 --train.zero_stage=2
+run gpt2_ref_2 2 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base.fake" --train.zero_stage=2
+same_curve gpt2_ref_2 gpt2_nf4_2 1 0
+
+llama_lora=("${llama[@]}" --lora.targets=q,k,v,o,gate,up,down)
+base llama_base "${llama[@]}"
+run llama_nf4 1 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora.base_dtype=nf4
+falls llama_nf4
+run llama_ref 1 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base.fake"
+same_curve llama_ref llama_nf4 1 0
+
+# The plan's frozen base row is the NF4 bytes (codes + scales) and the dequantized block.
+expect_exit 0 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4 --plan
+expect_in "$ZT_WORK/out" "frozen base .*NF4 blocks of 64: the blocks' matmul weights as 4-bit codes"
+expect_in "$ZT_WORK/out" "dequantized base unit"
+
+expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --lora.base_dtype=nf4 --train.zero_stage=3
+expect_in "$ZT_WORK/err" "lora.base_dtype=nf4 at train.zero_stage=3: .*use train.zero_stage=2"
+expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --lora.base_dtype=bf16
+expect_in "$ZT_WORK/err" "lora.base_dtype=bf16 with train.precision=fp32"
+expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --lora.base_double_quant=true
+expect_in "$ZT_WORK/err" "set lora.base_dtype=nf4"
+echo "PASS"
