@@ -89,20 +89,34 @@ MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> 
   return m;
 }
 
+std::vector<float> MicroBatch::at_responses(std::span<const float> per_position) const {
+  std::vector<float> out;
+  out.reserve(positions.size());
+  for (const std::int64_t at : positions) out.push_back(per_position[static_cast<std::size_t>(at)]);
+  return out;
+}
+
+std::vector<float> MicroBatch::to_positions(std::span<const float> per_token) const {
+  ZT_CHECK_EQ(per_token.size(), positions.size(), "rl: per-token values for the micro-batch's response tokens");
+  std::vector<float> out(tokens.size(), 0.0f);
+  for (std::size_t k = 0; k < per_token.size(); ++k) out[static_cast<std::size_t>(positions[k])] = per_token[k];
+  return out;
+}
+
 MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb, std::span<const Rollout> rollouts,
                                std::span<const std::size_t> which, std::span<const float> token_losses,
                                const std::vector<std::vector<float>>& old_logp,
                                const std::vector<std::vector<float>>& ref_logp, std::int64_t total_tokens,
                                std::int64_t total_responses) {
-  std::vector<float> logp, old, ref, advantages, token_advantages;
+  std::vector<float> logp = mb.at_responses(token_losses), old, ref, advantages, token_advantages;
+  for (float& x : logp) x = -x;
   for (std::size_t i = 0; i < which.size(); ++i) {
     advantages.push_back(rollouts[which[i]].advantage);
     const std::vector<float>& per_token = rollouts[which[i]].token_advantages;
     token_advantages.insert(token_advantages.end(), per_token.begin(), per_token.end());
     for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k) {
       const auto j = static_cast<std::size_t>(k - mb.offsets[i]);
-      logp.push_back(-token_losses[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
-      old.push_back(old_logp.empty() ? logp.back() : old_logp[which[i]][j]);
+      old.push_back(old_logp.empty() ? logp[static_cast<std::size_t>(k)] : old_logp[which[i]][j]);
       if (!ref_logp.empty()) ref.push_back(ref_logp[which[i]][j]);
     }
   }
@@ -112,9 +126,7 @@ MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb,
            " tokens for ", logp.size());
   out.evaluated = evaluate(objective, {mb.offsets, logp, old, ref, per_token ? std::span<const float>() : advantages,
                                        total_tokens, total_responses, token_advantages});
-  out.loss_weights.assign(mb.tokens.size(), 0.0f);
-  for (std::size_t k = 0; k < out.evaluated.weights.size(); ++k)
-    out.loss_weights[static_cast<std::size_t>(mb.positions[k])] = out.evaluated.weights[k];
+  out.loss_weights = mb.to_positions(out.evaluated.weights);
   return out;
 }
 

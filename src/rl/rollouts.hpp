@@ -65,6 +65,12 @@ struct MicroBatch {
   std::vector<std::int32_t> tokens, targets;  // [rows * seq_len]
   std::vector<std::int64_t> offsets;          // per rollout, then the end (rl::Tokens::offsets)
   std::vector<std::int64_t> positions;        // per response token
+
+  // A per-position array [rows * seq_len] (the model's token losses or values) at the response tokens, in
+  // token order; and the other way, per-token values into a per-position array, 0 elsewhere (the loss
+  // weights the model's backward takes).
+  std::vector<float> at_responses(std::span<const float> per_position) const;
+  std::vector<float> to_positions(std::span<const float> per_token) const;
 };
 
 // The micro-batch of `rows` rows holding rollouts `which` (at most rows of them). Each rollout's

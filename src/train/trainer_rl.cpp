@@ -67,8 +67,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
   r.engine_options = e;
   if (c.kl_coef > 0 && !lora_) r.reference = reference_weights();  // a LoRA actor's is its base
   if (c.algorithm == config::RlAlgorithm::kPpo) {
-    const int offload_threads = config_.train.offload == config::Offload::kOptimizer ? placement_.threads : 0;
-    critic_ = std::make_unique<Critic>(*backend_, config_, dp_comm(), grid_comms_.tp.get(), grid_, offload_threads);
+    critic_ = std::make_unique<Critic>(*backend_, config_, dp_comm(), grid_comms_.tp.get(), grid_, offload_threads());
     checkpointer_->add_critic(critic_->table(), critic_->engine(), critic_->shard_map());
     // A resume's critic is the checkpoint's (check_rl_resume made sure it holds one): weights and moments.
     if (resume.empty()) critic_->init(world_);
@@ -217,13 +216,9 @@ void Trainer::rl_values(std::vector<rl::Rollout>& rollouts) {
     for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
       const std::vector<std::size_t> rows = rl_micro_rows(step, m);
       const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
-      const std::vector<float>& values = critic_->values(mb);
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        std::vector<float>& out = rollouts[rows[i]].old_values;
-        out.clear();
-        for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
-          out.push_back(values[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
-      }
+      const std::vector<float> values = mb.at_responses(critic_->values(mb));
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        rollouts[rows[i]].old_values.assign(values.begin() + mb.offsets[i], values.begin() + mb.offsets[i + 1]);
     }
 }
 
@@ -278,21 +273,17 @@ double Trainer::rl_critic_update(const std::vector<rl::Rollout>& rollouts, std::
     const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
     set_comm_context(cat("iteration ", step_ + 1, " critic update ", step + 1, " micro-batch ", m + 1, "/",
                          b.micro_batches_per_step()));
-    const std::vector<float>& v = critic_->forward_for_update(mb);
-    std::vector<float> values, old_values, returns;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const rl::Rollout& ro = rollouts[rows[i]];
+    const std::vector<float> values = mb.at_responses(critic_->forward_for_update(mb));
+    std::vector<float> old_values, returns;
+    for (const std::size_t row : rows) {
+      const rl::Rollout& ro = rollouts[row];
       old_values.insert(old_values.end(), ro.old_values.begin(), ro.old_values.end());
       returns.insert(returns.end(), ro.returns.begin(), ro.returns.end());
-      for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
-        values.push_back(v[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
     }
     const rl::ValueLoss loss = rl::value_loss(objective, {mb.offsets, values, old_values, returns, total_tokens,
                                                           b.sequences_per_step()});
     sums.value_loss += loss.loss, sums.value_clipped += static_cast<double>(loss.clipped_tokens);
-    std::vector<float> dvalues(mb.tokens.size(), 0.0f);
-    for (std::size_t k = 0; k < loss.gradient.size(); ++k) dvalues[static_cast<std::size_t>(mb.positions[k])] = loss.gradient[k];
-    critic_->backward(dvalues, m == b.micro_batches_per_step() - 1);
+    critic_->backward(mb.to_positions(loss.gradient), m == b.micro_batches_per_step() - 1);
   }
   set_comm_context(cat("iteration ", step_ + 1, " critic update ", step + 1, " optimizer"));
   return critic_->step(step_, adam_step);
@@ -364,10 +355,9 @@ std::vector<std::vector<float>> Trainer::rl_logprobs(const std::vector<rl::Rollo
       if (&params == params_.get() && !without_adapters) expect_access_order(false);
       if (lora_) lora_->set_dropout(false);
       model_->forward(mb.tokens.data(), mb.targets.data(), params);
-      const std::vector<float>& losses = model_->token_losses();
+      const std::vector<float> losses = mb.at_responses(model_->token_losses());
       for (std::size_t i = 0; i < rows.size(); ++i)
-        for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
-          out[rows[i]].push_back(-losses[static_cast<std::size_t>(mb.positions[static_cast<std::size_t>(k)])]);
+        for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k) out[rows[i]].push_back(-losses[static_cast<std::size_t>(k)]);
     }
   if (without_adapters) model_->set_lora(&lora_->lora());
   return out;
