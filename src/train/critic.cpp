@@ -16,7 +16,7 @@ namespace zt::train {
 
 Critic::Critic(backend::Backend& backend, const config::Config& config, dist::Communicator& dp,
                dist::Communicator* tp_group, const dist::Grid& grid, int offload_threads)
-    : config_(config), optim_(config.optim), grid_(grid), tp_group_(tp_group),
+    : config_(config), optim_(config.optim), tp_group_(tp_group),
       table_(model::value_model_shape(model::model_shape(config.model))) {
   if (config.rl.critic_lr > 0) optim_.lr = config.rl.critic_lr;
   const DType compute = model::compute_dtype(config.train.precision);
@@ -57,25 +57,18 @@ void Critic::init(dist::World& world) {
   engine_->load_params(local_reader(shard_map_ ? &*shard_map_ : nullptr, read_flat(flat.data())));
 }
 
-void Critic::expect_order(bool backward) {
+const std::vector<float>& Critic::forward(const rl::MicroBatch& mb, bool backward) {
   const int n_layer = table_.shape().n_layer;  // the head is untied: unit 0 is asked for once
   engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, false) : optim::forward_order(n_layer, false));
-}
-
-const std::vector<float>& Critic::values(const rl::MicroBatch& mb) {
-  expect_order(false);
-  model_->set_loss_weights(nullptr);
   model_->forward(mb.tokens.data(), nullptr, *params_);
   return model_->values();
 }
+
+const std::vector<float>& Critic::values(const rl::MicroBatch& mb) { return forward(mb, false); }
 
 void Critic::zero_grads() { engine_->zero_grads(); }
 
-const std::vector<float>& Critic::forward_for_update(const rl::MicroBatch& mb) {
-  expect_order(true);
-  model_->forward(mb.tokens.data(), nullptr, *params_);
-  return model_->values();
-}
+const std::vector<float>& Critic::forward_for_update(const rl::MicroBatch& mb) { return forward(mb, true); }
 
 void Critic::backward(const std::vector<float>& dvalues, bool last_micro_batch) {
   model_->set_loss_weights(dvalues.data());
@@ -96,12 +89,5 @@ double Critic::step(std::int64_t iteration, std::int64_t adam_step) {
   engine_->adamw_step(optim_, lr, static_cast<int>(adam_step), optim::clip_factor(norm, optim_.grad_clip));
   return norm;
 }
-
-std::size_t Critic::state_bytes() const {
-  const optim::MemoryBreakdown m = engine_->memory();
-  return m.params + m.grads + m.optimizer;
-}
-
-std::size_t Critic::activation_bytes() const { return model_->activation_bytes(); }
 
 }  // namespace zt::train

@@ -50,15 +50,12 @@ class Critic {
   optim::ZeroEngine& engine() { return *engine_; }
   const ShardMap* shard_map() const { return shard_map_ ? &*shard_map_ : nullptr; }
 
-  std::size_t state_bytes() const;       // parameters, gradients and optimizer state on this rank
-  std::size_t activation_bytes() const;  // the model's
-
  private:
-  void expect_order(bool backward);
+  // The forward pass; `backward`: one follows (the engine's access order covers both passes).
+  const std::vector<float>& forward(const rl::MicroBatch& mb, bool backward);
 
   const config::Config& config_;
   config::OptimConfig optim_;  // optim with the critic's learning rate
-  const dist::Grid& grid_;
   dist::Communicator* tp_group_;
   model::ParamTable table_;                     // the whole critic
   std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard

@@ -69,7 +69,6 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   } else {
     model_ = model::make_model(*backend_, table_, model_options);
   }
-  const int offload_threads = config.train.offload == config::Offload::kOptimizer ? placement.threads : 0;
   // LoRA: the adapters are what the engine optimises and the checkpoint holds; under a pipeline those of
   // this rank's blocks, under parallel.tp > 1 their TP shard (LoraBase's adapter ShardMap).
   if (config.lora.rank > 0)
@@ -77,7 +76,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), optim::units_of(trained), optim::params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
-                                                offload_threads, compute);
+                                                offload_threads(), compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
   hang_notes_ = std::make_unique<health::HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
