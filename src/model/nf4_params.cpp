@@ -47,14 +47,17 @@ std::size_t held_bytes_of(const ParamTable& table, std::size_t p, DType compute,
   return (n + 1) / 2 + scales;
 }
 
-// A unit's scratch: its values in `compute` (rounded up to 16 bytes), then with double quantization the
-// fp32 scales of its NF4 parameters.
+// A unit's scratch: its values in `compute` (rounded up to 16 bytes: where the scales begin), then with
+// double quantization the fp32 scales of its NF4 parameters.
+std::size_t scratch_values_bytes(const ParamTable& table, int u, DType compute) {
+  return (table.units()[static_cast<std::size_t>(u)].numel * dtype_size(compute) + 15) / 16 * 16;
+}
+
 std::size_t scratch_bytes_of(const ParamTable& table, int u, DType compute, const Nf4Options& o) {
   std::size_t scales = 0;
   for (std::size_t p = table.first_param(u); p < table.end_param(u); ++p)
     if (nf4_quantized(table, p)) scales += (table.params()[p].numel + static_cast<std::size_t>(o.block) - 1) / o.block;
-  const std::size_t values = (table.units()[static_cast<std::size_t>(u)].numel * dtype_size(compute) + 15) / 16 * 16;
-  return values + (o.double_quant ? scales * sizeof(float) : 0);
+  return scratch_values_bytes(table, u, compute) + (o.double_quant ? scales * sizeof(float) : 0);
 }
 
 bool has_nf4(const ParamTable& table, int u) {
@@ -171,9 +174,8 @@ void Nf4Params::release(int u) {
 float* Nf4Params::unit_scales(int u) {
   UnitStore& s = units_[static_cast<std::size_t>(u)];
   if (!options_.double_quant) return static_cast<float*>(s.scales.data());
-  const Unit& unit = table_.units()[static_cast<std::size_t>(u)];
   auto* out = reinterpret_cast<float*>(static_cast<std::byte*>(s.scratch.data()) +
-                                       (unit.numel * dtype_size(compute_) + 15) / 16 * 16);
+                                       scratch_values_bytes(table_, u, compute_));
   auto* codes = static_cast<std::uint8_t*>(s.scales.data());
   auto* absmax = static_cast<float*>(s.nested_absmax.data());
   for (std::size_t k = 0; k < s.quantized.size(); ++k) {

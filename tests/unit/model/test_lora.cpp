@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/lora.hpp"
-#include "core/rng.hpp"
+#include "tests/unit/model/far_from_init.hpp"
 #include "model/family.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
@@ -25,13 +25,8 @@ GptShape tiny_llama() {
 }
 LoraSpec spec(std::vector<std::string> targets, bool rslora = false) { return {4, 8, rslora, std::move(targets)}; }
 
-std::vector<float> random(const ParamTable& t, std::uint64_t seed, float std) {
-  std::vector<float> w(t.numel());
-  for (const ParamInfo& p : t.params())
-    rng::fill_normal(seed, rng::purpose_id(p.name), 0, w.data() + p.offset, p.numel, p.decay ? 0.0f : 1.0f,
-                     p.decay ? std : 0.1f);
-  return w;
-}
+// Decayed parameters N(0, std^2), the others N(1, 0.01) (far_from_init.hpp).
+std::vector<float> random(const ParamTable& t, std::uint64_t seed, float std) { return testing::far_from_init(t, seed, std); }
 
 TEST(LoraTable, NamesAndShapesArePeftsForBothFamilies) {
   const ParamTable g = lora_table(tiny_gpt2(), spec({"c_attn", "c_proj"}));

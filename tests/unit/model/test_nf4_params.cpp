@@ -15,7 +15,7 @@
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
-#include "core/rng.hpp"
+#include "tests/unit/model/far_from_init.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
 #include "model/nf4_params.hpp"
@@ -38,13 +38,8 @@ class Frozen final : public GradSink {
   backend::Tensor unit(int /*u*/) override { return {}; }
 };
 
-std::vector<float> random(const ParamTable& t, std::uint64_t seed, float std) {
-  std::vector<float> w(t.numel());
-  for (const ParamInfo& p : t.params())
-    rng::fill_normal(seed, rng::purpose_id(p.name), 0, w.data() + p.offset, p.numel, p.decay ? 0.0f : 1.0f,
-                     p.decay ? std : 0.1f);
-  return w;
-}
+// Decayed parameters N(0, std^2), the others N(1, 0.01) (far_from_init.hpp).
+std::vector<float> random(const ParamTable& t, std::uint64_t seed, float std) { return testing::far_from_init(t, seed, std); }
 
 std::vector<std::uint32_t> bits(const std::vector<float>& v) {
   std::vector<std::uint32_t> b(v.size());

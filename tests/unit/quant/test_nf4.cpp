@@ -9,17 +9,12 @@
 
 #include "core/error.hpp"
 #include "quant/nf4.hpp"
+#include "tests/unit/quant/normal_values.hpp"
 
 namespace zt::quant {
 namespace {
 
-std::vector<float> normal(std::size_t n, float std, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, std);
-  std::vector<float> x(n);
-  for (float& v : x) v = d(gen);
-  return x;
-}
+using testing::normal;
 
 TEST(Nf4, LevelsAndMapAreAscendingWithExactEnds) {
   const auto& l = nf4_levels();

@@ -15,6 +15,7 @@
 #include "backend/half.hpp"
 #include "core/error.hpp"
 #include "quant/nf4.hpp"
+#include "tests/unit/quant/normal_values.hpp"
 
 namespace zt::quant {
 namespace {
@@ -23,13 +24,7 @@ using backend::Backend;
 using backend::Buffer;
 using backend::Tensor;
 
-std::vector<float> normal(std::size_t n, float sd, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> x(n);
-  for (float& v : x) v = d(gen);
-  return x;
-}
+using testing::normal;
 
 // t's codes and (host-dequantized) scales on the backend, and an output of t.numel values in `out`.
 struct OnBackend {
