@@ -241,12 +241,25 @@ class Backend {
   // kTargetInOtherSlice, or kIgnoreTarget.
   // stats [N,3] f32 = (m = max_{j<real} x[n,j], sum_{j<real} exp(x[n,j] - m), x[n,target] or 0 when the
   // slice does not hold it); a slice without ids (real = 0) gives (-inf, 0, 0).
-  virtual void cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) = 0;
+  // xsum [N] f32, optional (the entropy's statistic, RL's entropy bonus): sum_{j<real} exp(x[n,j] - m) *
+  // (x[n,j] - m) with the same m; 0 for a slice without ids. With S = sum exp(x - m) the slice's entropy
+  // is log S - xsum / S, and slices combine as the sums of exp do (layers/chunked_lm_loss.cpp).
+  virtual void cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real,
+                                         Tensor xsum = Tensor()) = 0;
+  // The entropy bonus's share of a slice's backward: per row the whole distribution's entropy H_n =
+  // -sum_j p_j log p_j ([N] f32) and its weight e_n ([N] f32); dH_n/dx_j = p_j (lse[n] - H_n - x[n,j]).
+  // Both empty: none.
+  struct EntropyGrad {
+    Tensor entropy, scale;
+    bool empty() const { return scale.empty(); }
+  };
   // dlogits [N,Vs] = dloss * (exp(x[n,j] - lse[n]) - [j == target]) for j < real; 0 for padding and for
   // kIgnoreTarget rows. lse [N] f32: the whole vocabulary's log-sum-exp. dlogits may alias logits.
-  // row_scale: as cross_entropy_backward's.
+  // row_scale: as cross_entropy_backward's (it does not scale the entropy term). entropy: adds
+  // dloss * e_n * dH_n/dx_j (the gradient of sum_n dloss * e_n * H_n) to the rows not ignored.
   virtual void cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
-                                            int real, Tensor row_scale = Tensor()) = 0;
+                                            int real, Tensor row_scale = Tensor(),
+                                            const EntropyGrad& entropy = EntropyGrad()) = 0;
 
   // ---- optimizer ------------------------------------------------------------------------------------
   struct AdamW {

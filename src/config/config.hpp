@@ -219,6 +219,7 @@ struct RlConfig {
   double clip_ratio = 0.2;                // verl clip_ratio (= clip_ratio_low)
   double clip_ratio_high = 0;             // 0 = rl.clip_ratio (DAPO's clip-higher sets it above)
   double kl_coef = 0;                     // KL to the initial policy in the loss (verl kl_loss_coef)
+  double entropy_coeff = 0;               // the entropy bonus's weight in the loss (verl actor.entropy_coeff)
   KlEstimator kl_estimator = KlEstimator::kK3;
   LossAggregation loss_agg = LossAggregation::kTokenMean;
   bool norm_adv_by_std = true;            // GRPO's division by the group's std (false: Dr. GRPO)

@@ -297,6 +297,7 @@ std::vector<Option> build_table() {
       opt("rl.clip_ratio", &C::rl, &RlConfig::clip_ratio, "PPO clip: the ratio is clipped to [1 - clip_ratio, 1 + rl.clip_ratio_high] (verl clip_ratio)", closed(0, 10)),
       opt("rl.clip_ratio_high", &C::rl, &RlConfig::clip_ratio_high, "upper clip above 1 (0 = rl.clip_ratio; DAPO's clip-higher: e.g. 0.28)", closed(0, 10)),
       opt("rl.kl_coef", &C::rl, &RlConfig::kl_coef, "weight of the KL divergence to the initial policy in the loss (verl kl_loss_coef; 0 = none, and no reference copy of the weights is kept)", closed(0, 1e6)),
+      opt("rl.entropy_coeff", &C::rl, &RlConfig::entropy_coeff, "weight of the entropy bonus: the loss subtracts this times the aggregated entropy of the policy's next-token distribution at the response tokens, which keeps exploration up (verl actor.entropy_coeff; 0 = none)", closed(0, 1e6)),
       opt("rl.kl_estimator", &C::rl, &RlConfig::kl_estimator, "per-token KL estimate: k1 (log p - log ref) or k3 (verl low_var_kl, exp(ref - p) - (ref - p) - 1)"),
       opt("rl.loss_agg", &C::rl, &RlConfig::loss_agg, "how token losses make a step's loss: token-mean (over every response token of the mini-batch), seq-mean-token-mean, seq-mean-token-sum (verl loss_agg_mode)"),
       opt("rl.rollout_dir", &C::rl, &RlConfig::rollout_dir, "write each iteration's rollouts to DIR/step_NNNNNNNN.jsonl (rank 0): prompt and response ids and text, reward, advantage (verl trainer.rollout_data_dir; empty = none)"),

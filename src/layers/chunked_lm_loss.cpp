@@ -42,7 +42,7 @@ std::size_t ChunkedLmLoss::bytes(std::int64_t rows, std::int64_t channels, std::
                                  DType x) {
   const std::int64_t width = std::min(chunk, held), n_chunks = ceil_div(held, width);
   std::size_t total = static_cast<std::size_t>(rows * width) * dtype_size(x);
-  total += static_cast<std::size_t>(16 * rows * n_chunks + 4 * rows);
+  total += static_cast<std::size_t>(20 * rows * n_chunks + 8 * rows);
   if (x != DType::kF32 && n_chunks > 1) total += static_cast<std::size_t>(4 * rows * channels);
   return total;
 }
@@ -63,10 +63,11 @@ ChunkedLmLoss::Chunk ChunkedLmLoss::chunk_at(std::int64_t k) const {
   return {first, width, std::clamp<std::int64_t>(vocab_ - lo_ - first, 0, width)};
 }
 
-// rows_buf_ holds [n_c, N] i32 target columns | [n_c, N, 3] f32 statistics | [N] f32 lse.
+// rows_buf_ holds [n_c, N] i32 target columns | [n_c, N, 3] f32 statistics | [N] f32 lse | [N] f32
+// entropy | [n_c, N] f32 entropy statistics.
 void ChunkedLmLoss::bind(std::int64_t rows, std::int64_t chunks, std::int64_t width, DType x) {
   const std::size_t logit_bytes = static_cast<std::size_t>(rows * width) * dtype_size(x);
-  const std::size_t row_bytes = static_cast<std::size_t>((4 * chunks + 1) * rows) * sizeof(float);
+  const std::size_t row_bytes = static_cast<std::size_t>((5 * chunks + 2) * rows) * sizeof(float);
   if (logits_buf_.bytes() < logit_bytes) logits_buf_.reset(), logits_buf_ = be_.allocate(logit_bytes);
   if (rows_buf_.bytes() < row_bytes) rows_buf_.reset(), rows_buf_ = be_.allocate(row_bytes);
 }
@@ -81,13 +82,22 @@ Tensor ChunkedLmLoss::stats(std::int64_t k) const {
   float* base = static_cast<float*>(rows_buf_.data()) + n_chunks_ * rows_;
   return Tensor(base + 3 * k * rows_, DType::kF32, {rows_, 3});
 }
+Tensor ChunkedLmLoss::lse() const {
+  return Tensor(static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * rows_, DType::kF32, {rows_});
+}
+Tensor ChunkedLmLoss::entropy() const {
+  return Tensor(static_cast<float*>(rows_buf_.data()) + (4 * n_chunks_ + 1) * rows_, DType::kF32, {rows_});
+}
+Tensor ChunkedLmLoss::xsums(std::int64_t k) const {
+  return Tensor(static_cast<float*>(rows_buf_.data()) + (4 * n_chunks_ + 2 + k) * rows_, DType::kF32, {rows_});
+}
 
 void ChunkedLmLoss::compute_logits(const Chunk& c, const Tensor& x, const Tensor& weight) {
   be_.matmul_forward(logits(c.width), x, row_block(weight, c.first, c.width), Tensor(), WeightLayout::kOutIn);
 }
 
 std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::int32_t* targets_host, std::int64_t lo,
-                                          std::int64_t vocab, const RowReduce* reduce) {
+                                          std::int64_t vocab, const RowReduce* reduce, bool entropy) {
   const char* who = "chunked LM loss";
   ZT_CHECK(weight.rank == 2 && weight.dim(1) == x.dim(-1) && weight.dtype == x.dtype, who, ": weight ",
            weight.shape_string(), " ", dtype_name(weight.dtype), " does not fit x ", x.shape_string(), " ",
@@ -100,7 +110,9 @@ std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::in
            "hold the whole vocabulary (lo=", lo, ", vocab=", vocab, ", held rows=", held_, ")");
   check_target_ids(targets_host, N, vocab);
   n_chunks_ = N == 0 ? 0 : loss_chunks(held_, lo, vocab, chunk_);
-  exact_ = reduce == nullptr && n_chunks_ == 1;
+  exact_ = reduce == nullptr && n_chunks_ == 1 && !entropy;
+  entropy_ = entropy;
+  entropies_.clear();
   rows_ = N, ready_ = N == 0;
   if (N == 0) return {};
   bind(N, n_chunks_, std::min(chunk_, held_), x.dtype);
@@ -127,7 +139,8 @@ std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::in
       kept_ = 0, ready_ = true;
       return out;
     }
-    be_.cross_entropy_slice_stats(stats(k), logits(c.width), targets(k), static_cast<int>(c.real));
+    be_.cross_entropy_slice_stats(stats(k), logits(c.width), targets(k), static_cast<int>(c.real),
+                                  entropy ? xsums(k) : Tensor());
   }
   kept_ = n_chunks_ - 1;
   std::vector<float> losses = combine(targets_host, reduce);
@@ -135,62 +148,76 @@ std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::in
   return losses;
 }
 
-// The rows' statistics over the chunks (M = max, S = sum of exp(l - M), Z = target logit), then over
-// the TP group exactly as VocabParallelCrossEntropy::forward combines slices; lse [N] goes to the device.
+// The rows' statistics over the chunks (M = max, S = sum of exp(l - M), Z = target logit and, with
+// entropies, T = sum of exp(l - M) (l - M)), then over the TP group exactly as
+// VocabParallelCrossEntropy::forward combines slices; lse [N] (and the entropy) go to the device. A part
+// taken to a larger max M' rescales as S' = S e^(M - M'), T' = e^(M - M') (T + (M - M') S); then
+// lse = M + log S and H = log S - T / S.
 std::vector<float> ChunkedLmLoss::combine(const std::int32_t* targets_host, const RowReduce* reduce) {
   const std::int64_t N = rows_;
   std::vector<float> st(static_cast<std::size_t>(3 * n_chunks_ * N));
+  std::vector<float> xs(entropy_ ? static_cast<std::size_t>(n_chunks_ * N) : 0);
   if (!st.empty()) be_.copy_to_host(st.data(), stats(0).data, st.size() * sizeof(float));
+  if (!xs.empty()) be_.copy_to_host(xs.data(), xsums(0).data, xs.size() * sizeof(float));
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<double> mine(static_cast<std::size_t>(N), -inf), max(static_cast<std::size_t>(N), -inf);
-  std::vector<double> sums(static_cast<std::size_t>(2 * N), 0.0);  // [sum exp(l - M) | target logit]
+  // [S | Z | T]: T only with entropies (the TP hook sums what is there).
+  std::vector<double> sums(static_cast<std::size_t>((entropy_ ? 3 : 2) * N), 0.0);
   for (std::int64_t n = 0; n < N; ++n) {
     for (std::int64_t k = 0; k < n_chunks_; ++k) mine[n] = std::max<double>(mine[n], st[3 * (k * N + n)]);
-    double s = 0.0, z = 0.0;
+    double s = 0.0, z = 0.0, t = 0.0;
     for (std::int64_t k = 0; k < n_chunks_; ++k) {
       const float* row = &st[3 * (k * N + n)];
       s += row[1] * std::exp(row[0] - mine[n]);
       z += row[2];
+      if (entropy_ && row[1] > 0)  // a part without ids adds nothing (its (m - M) S would be NaN)
+        t += std::exp(row[0] - mine[n]) * (xs[k * N + n] + (row[0] - mine[n]) * row[1]);
     }
     max[n] = mine[n], sums[n] = s, sums[N + n] = z;
+    if (entropy_) sums[2 * N + n] = t;
   }
   if (reduce != nullptr) {
     reduce->max(max);
-    for (std::int64_t n = 0; n < N; ++n)
-      sums[n] = n_chunks_ > 0 ? sums[n] * std::exp(mine[n] - max[n]) : 0.0;  // a rank without ids adds 0
+    for (std::int64_t n = 0; n < N; ++n) {
+      const double shift = mine[n] - max[n];  // a rank without ids adds 0
+      if (entropy_) sums[2 * N + n] = n_chunks_ > 0 ? std::exp(shift) * (sums[2 * N + n] + shift * sums[n]) : 0.0;
+      sums[n] = n_chunks_ > 0 ? sums[n] * std::exp(shift) : 0.0;
+    }
     reduce->sum(sums);
   }
-  std::vector<float> lse(static_cast<std::size_t>(N)), losses(static_cast<std::size_t>(N));
+  std::vector<float> lses(static_cast<std::size_t>(N)), losses(static_cast<std::size_t>(N));
+  if (entropy_) entropies_.assign(static_cast<std::size_t>(N), 0.0f);
   for (std::int64_t n = 0; n < N; ++n) {
     const double row_lse = max[n] + std::log(sums[n]);
-    lse[n] = static_cast<float>(row_lse);
-    losses[n] = targets_host[n] == backend::kIgnoreTarget ? 0.f : static_cast<float>(row_lse - sums[N + n]);
+    lses[n] = static_cast<float>(row_lse);
+    const bool ignored = targets_host[n] == backend::kIgnoreTarget;
+    losses[n] = ignored ? 0.f : static_cast<float>(row_lse - sums[N + n]);
+    if (entropy_ && !ignored) entropies_[n] = static_cast<float>(std::log(sums[n]) - sums[2 * N + n] / sums[n]);
   }
-  float* lse_dev = static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * N;
-  be_.copy_from_host(lse_dev, lse.data(), lse.size() * sizeof(float));
+  be_.copy_from_host(lse().data, lses.data(), lses.size() * sizeof(float));
+  if (entropy_) be_.copy_from_host(entropy().data, entropies_.data(), entropies_.size() * sizeof(float));
   return losses;
 }
 
 // One chunk: the forward's logits are still there; dlogits in place, then matmul_backward as today.
 void ChunkedLmLoss::backward_whole(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, float dloss,
-                                   const Tensor& row_scale) {
+                                   const Tensor& row_scale, const backend::Backend::EntropyGrad& entropy) {
   const Chunk c = chunk_at(0);
   const Tensor l = logits(c.width);
   if (exact_) be_.cross_entropy_backward(l, l, targets(0), dloss, static_cast<int>(c.real), row_scale);
-  else {
-    const Tensor lse(static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * rows_, DType::kF32, {rows_});
-    be_.cross_entropy_slice_backward(l, l, targets(0), lse, dloss, static_cast<int>(c.real), row_scale);
-  }
+  else be_.cross_entropy_slice_backward(l, l, targets(0), lse(), dloss, static_cast<int>(c.real), row_scale, entropy);
   be_.matmul_backward(dx, dweight.empty() ? Tensor() : row_block(dweight, c.first, c.width), Tensor(), l, x,
                       row_block(weight, c.first, c.width), WeightLayout::kOutIn);
 }
 
-void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight, float dloss, Tensor row_scale) {
+void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight, float dloss, Tensor row_scale,
+                             Tensor entropy_scale) {
   const char* who = "chunked LM loss";
   ZT_CHECK(ready_ && backend::rows_of(x) == rows_ && weight.dim(0) == held_, who,
            ": backward needs the forward of the same rows and head just before it");
   if (!dx.empty()) backend::expect_rows(who, "dx", dx, rows_, x.dim(-1));
   if (!dweight.empty()) backend::expect_shape(who, "dweight", dweight, {held_, weight.dim(1)});
+  ZT_CHECK(entropy_scale.empty() || entropy_, who, ": an entropy term needs a forward that computed entropies");
   const std::int64_t N = rows_;
   ready_ = false;  // the chunk buffer is about to hold gradients
   if (N == 0) return;
@@ -200,7 +227,10 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
   }
   if (dx.empty() && dweight.empty()) return;
   if (!row_scale.empty()) backend::expect_shape(who, "row_scale", row_scale, {N});
-  if (n_chunks_ == 1) return backward_whole(dx, dweight, x, weight, dloss, row_scale);
+  if (!entropy_scale.empty()) backend::expect_shape(who, "entropy_scale", entropy_scale, {N});
+  const backend::Backend::EntropyGrad ent =
+      entropy_scale.empty() ? backend::Backend::EntropyGrad() : backend::Backend::EntropyGrad{entropy(), entropy_scale};
+  if (n_chunks_ == 1) return backward_whole(dx, dweight, x, weight, dloss, row_scale, ent);
   // d(x) summed over the chunks in fp32, rounded to X once at the end (dx itself when X is f32).
   Tensor sum = dx;
   if (!dx.empty() && dx.dtype != DType::kF32) {
@@ -209,12 +239,11 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
     sum = Tensor(sum_buf_.data(), DType::kF32, {N, x.dim(-1)});
   }
   if (!sum.empty()) be_.fill_zero(sum);
-  const Tensor lse(static_cast<float*>(rows_buf_.data()) + 4 * n_chunks_ * N, DType::kF32, {N});
   for (std::int64_t k = n_chunks_ - 1; k >= 0; --k) {  // the last chunk first: forward left its logits
     const Chunk c = chunk_at(k);
     const Tensor l = logits(c.width), w = row_block(weight, c.first, c.width);
     if (k != kept_) compute_logits(c, x, weight);
-    be_.cross_entropy_slice_backward(l, l, targets(k), lse, dloss, static_cast<int>(c.real), row_scale);
+    be_.cross_entropy_slice_backward(l, l, targets(k), lse(), dloss, static_cast<int>(c.real), row_scale, ent);
     if (!dweight.empty())
       be_.matmul_backward(Tensor(), row_block(dweight, c.first, c.width), Tensor(), l, x, w, WeightLayout::kOutIn);
     if (!sum.empty()) be_.matmul_backward_input_accumulate(sum, l, w, WeightLayout::kOutIn);

@@ -43,7 +43,7 @@ std::int64_t loss_chunks(std::int64_t held, std::int64_t lo, std::int64_t vocab,
 
 // Element-wise all-reduces over the tensor-parallel group that splits the vocabulary (both set). Every
 // rank of the group calls them in the same order with the same sizes: max over N values, then sum over
-// 2N. E.g. [&](std::span<double> v) { group.all_reduce_values(v, dist::ReduceOp::kMax); }.
+// 2N (3N when the forward computes entropies). E.g. [&](std::span<double> v) { group.all_reduce_values(v, dist::ReduceOp::kMax); }.
 struct RowReduce {
   std::function<void(std::span<double>)> max;
   std::function<void(std::span<double>)> sum;
@@ -62,8 +62,9 @@ class ChunkedLmLoss {
   // The backend bytes it holds at its peak (in backward) for N = rows, C = channels, Vs = held, chunk
   // rows a chunk and compute dtype x (the memory planner's figure; an upper bound, counting every chunk
   // as active):  N Vc |x| (one chunk's logits, Vc = min(chunk, Vs))
-  //            + 16 N n_c (each chunk's target columns i32 and statistics 3 x f32, n_c = ceil(Vs / Vc))
-  //            + 4 N (the rows' log-sum-exp)
+  //            + 20 N n_c (each chunk's target columns i32, statistics 3 x f32 and entropy statistic f32,
+  //                        n_c = ceil(Vs / Vc))
+  //            + 8 N (the rows' log-sum-exp and entropy)
   //            + 4 N C when x is 16-bit and n_c > 1 (d(input)'s fp32 sum over the chunks, backward only).
   static std::size_t bytes(std::int64_t rows, std::int64_t channels, std::int64_t held, std::int64_t chunk,
                            DType x);
@@ -75,16 +76,21 @@ class ChunkedLmLoss {
   //   targets (host, N): ids in [0, vocab) or kIgnoreTarget (checked: DataError naming the first bad one).
   //   reduce: null when this rank holds the whole vocabulary (lo = 0); else the TP group's hook, and the
   //   losses come out the same on every rank of the group.
+  //   entropy: also each row's entropy of the whole softmax, H_n = -sum_v p_v log p_v (entropies(); RL's
+  //   entropy bonus and metric), through the slice ops even with one chunk (their statistics give it).
   std::vector<float> forward(backend::Tensor x, backend::Tensor weight, const std::int32_t* targets, std::int64_t lo,
-                             std::int64_t vocab, const RowReduce* reduce = nullptr);
+                             std::int64_t vocab, const RowReduce* reduce = nullptr, bool entropy = false);
+  // The latest forward's entropies (host, N; 0 for ignored rows), when it computed them; else empty.
+  const std::vector<float>& entropies() const { return entropies_; }
 
-  // The gradients of sum_n dloss * s_n * loss_n for the rows the latest forward saw (x and weight
-  // unchanged since; one backward per forward), s_n = row_scale[n] ([N] f32 on the backend; empty: 1):
+  // The gradients of sum_n dloss * (s_n * loss_n + e_n * H_n) for the rows the latest forward saw (x and
+  // weight unchanged since; one backward per forward), s_n = row_scale[n] ([N] f32 on the backend; empty:
+  // 1), e_n = entropy_scale[n] ([N] f32; empty: no entropy term; needs a forward with entropy):
   //   dx [N, C] X, WRITTEN (empty: not computed): this rank's vocabulary's share of d(x), to be summed
   //     over the TP group (all-reduce, or reduce-scatter under SP) as a column-parallel layer's is.
   //   dweight [Vs, C] f32, ADDED (+=; empty: a frozen head, LoRA); its padding rows get nothing.
   void backward(backend::Tensor dx, backend::Tensor dweight, backend::Tensor x, backend::Tensor weight, float dloss,
-                backend::Tensor row_scale = backend::Tensor());
+                backend::Tensor row_scale = backend::Tensor(), backend::Tensor entropy_scale = backend::Tensor());
 
   std::int64_t chunk() const { return chunk_; }
 
@@ -97,21 +103,28 @@ class ChunkedLmLoss {
   backend::Tensor logits(std::int64_t width) const;  // [N, width] view of the chunk buffer
   backend::Tensor targets(std::int64_t k) const;     // [N] i32: chunk k's target columns
   backend::Tensor stats(std::int64_t k) const;       // [N, 3] f32: chunk k's statistics
+  backend::Tensor xsums(std::int64_t k) const;       // [N] f32: chunk k's entropy statistic
+  backend::Tensor lse() const;                       // [N] f32: the rows' log-sum-exp
+  backend::Tensor entropy() const;                   // [N] f32: the rows' entropy
   void compute_logits(const Chunk& c, const backend::Tensor& x, const backend::Tensor& weight);
   std::vector<float> combine(const std::int32_t* targets, const RowReduce* reduce);
   void backward_whole(backend::Tensor dx, backend::Tensor dweight, const backend::Tensor& x,
-                      const backend::Tensor& weight, float dloss, const backend::Tensor& row_scale);
+                      const backend::Tensor& weight, float dloss, const backend::Tensor& row_scale,
+                      const backend::Backend::EntropyGrad& entropy);
 
   backend::Backend& be_;
   std::int64_t chunk_;
   backend::Buffer logits_buf_;  // one chunk's logits [N, Vc] in X
-  backend::Buffer rows_buf_;    // per chunk: target columns [n_c, N] i32, statistics [n_c, N, 3] f32; lse [N] f32
+  backend::Buffer rows_buf_;    // per chunk: target columns [n_c, N] i32, statistics [n_c, N, 3] f32, entropy
+                                // statistic [n_c, N] f32; lse [N] f32, entropy [N] f32
   backend::Buffer sum_buf_;     // d(input)'s fp32 sum over the chunks [N, C] (16-bit X, several chunks)
   std::int64_t rows_ = 0;       // N of the latest forward
   bool ready_ = false;          // a forward's statistics and chunk are in place for one backward
   std::int64_t lo_ = 0, vocab_ = 0, held_ = 0, n_chunks_ = 0;
   std::int64_t kept_ = -1;      // the chunk whose logits the buffer still holds (-1: none)
-  bool exact_ = false;          // one chunk, no hook: today's cross_entropy_forward/_backward ops
+  bool exact_ = false;          // one chunk, no hook, no entropy: today's cross_entropy_forward/_backward ops
+  bool entropy_ = false;        // the latest forward computed entropies
+  std::vector<float> entropies_;
   DType dtype_ = DType::kF32;
 };
 

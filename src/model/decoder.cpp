@@ -150,13 +150,25 @@ void Decoder::carve(backend::Carver& c, const Geometry& g, layers::NormKind norm
   t.norm = layers::Norm::carve_scratch(c, C);
 }
 
-// Every rank of a TP group holds the whole [N] (the loss reads every row, gathered under SP).
-void Decoder::set_loss_weights(const float* weights) {
-  if (weights == nullptr) return loss_weights_.reset();
-  const std::size_t bytes = static_cast<std::size_t>(g_.N) * sizeof(float);
-  if (loss_weights_.bytes() != bytes) loss_weights_ = be_.allocate(bytes);
-  be_.copy_from_host(loss_weights_.data(), weights, bytes);
+namespace {
+// Per-row weights of the loss to the backend. Every rank of a TP group holds the whole [N] (the loss
+// reads every row, gathered under SP).
+void set_row_weights(backend::Backend& be, backend::Buffer& buffer, const float* weights, std::int64_t rows) {
+  if (weights == nullptr) return buffer.reset();
+  const std::size_t bytes = static_cast<std::size_t>(rows) * sizeof(float);
+  if (buffer.bytes() != bytes) buffer = be.allocate(bytes);
+  be.copy_from_host(buffer.data(), weights, bytes);
 }
+}  // namespace
+
+void Decoder::set_loss_weights(const float* weights) { set_row_weights(be_, loss_weights_, weights, g_.N); }
+
+void Decoder::set_entropy(bool on) {
+  ZT_CHECK(!on || (!g_.value_head && !g_.generation), "model: only a language model's training forward has entropies");
+  entropy_ = on;
+}
+
+void Decoder::set_entropy_weights(const float* weights) { set_row_weights(be_, entropy_weights_, weights, g_.N); }
 
 void Decoder::set_lora(Lora* lora) {
   env_.lora = lora;
@@ -238,7 +250,7 @@ void Decoder::value_backward(const Tensor& head_weight, const Tensor& head_grad,
 void Decoder::loss_forward(const Tensor& head_weight, const std::int32_t* targets) {
   const std::int64_t lo = g_.tp > 1 ? env_.ctx.rank() * g_.vocab_rows : 0;  // this rank's first vocabulary id
   token_losses_ = loss_.forward(env_.gathered(t_.lnf), head_weight, targets, lo, g_.s.vocab_size,
-                                g_.tp > 1 ? &row_reduce_ : nullptr);
+                                g_.tp > 1 ? &row_reduce_ : nullptr, entropy_);
   loss_sum_ = 0.0;
   for (float x : token_losses_) loss_sum_ += x;
 }
@@ -340,7 +352,8 @@ void Decoder::head_backward(ParamSource& params, GradSink& grads, float dloss) {
   auto loss_backward = [&] {
     const Tensor x = env_.gathered(t_.lnf);
     loss_.backward(g_.sp ? env_.dfull : env_.dln, g.empty() ? Tensor() : head(g), x, head(w), dloss,
-                   loss_weights_.bytes() ? loss_weights_.view(DType::kF32, {g_.N}) : Tensor());
+                   loss_weights_.bytes() ? loss_weights_.view(DType::kF32, {g_.N}) : Tensor(),
+                   entropy_weights_.bytes() ? entropy_weights_.view(DType::kF32, {g_.N}) : Tensor());
     if (g_.sp) layers::reduce_scatter_rows(env_.ctx, env_.dfull, env_.dln);
     else layers::all_reduce_sum(env_.ctx, env_.dln);
   };

@@ -152,6 +152,9 @@ class Decoder final : public Model {
   void set_segment_starts(const std::int32_t* starts) override { env_.segments.set(be_, starts, g_.B, g_.T); }
   void set_loss_weights(const float* weights) override;
   const std::vector<float>& token_losses() const override { return token_losses_; }
+  void set_entropy(bool on) override;
+  const std::vector<float>& token_entropies() const override { return loss_.entropies(); }
+  void set_entropy_weights(const float* weights) override;
   const std::vector<float>& values() const override { return token_losses_; }
   void set_lora(Lora* lora) override;
   backend::Tensor stage_input() override { return t_.encoded; }
@@ -162,7 +165,8 @@ class Decoder final : public Model {
   int micro_batch() const override { return g_.B; }
   DType compute_dtype() const override { return g_.dtype; }
   std::size_t activation_bytes() const override {
-    return arena_.bytes() + loss_.held_bytes() + env_.segments.bytes() + loss_weights_.bytes();
+    return arena_.bytes() + loss_.held_bytes() + env_.segments.bytes() + loss_weights_.bytes() +
+           entropy_weights_.bytes();
   }
   static std::size_t activation_bytes(const GptShape& shape, const ModelOptions& options, int tp);
 
@@ -203,6 +207,8 @@ class Decoder final : public Model {
   double loss_sum_ = 0;
   std::vector<float> token_losses_;  // the latest forward's, per token (a value head: its values)
   backend::Buffer loss_weights_;     // set_loss_weights' [N] f32 on the backend; empty: none
+  bool entropy_ = false;             // set_entropy: forwards compute the tokens' entropies
+  backend::Buffer entropy_weights_;  // set_entropy_weights' [N] f32 on the backend; empty: none
   std::vector<float> host_logits_;
   backend::Buffer logits_buffer_;  // logits_forward's [rows, vocab_rows], kept between calls
   std::vector<std::int64_t> logit_rows_;  // the rows whose logits logits_forward computes; empty: every row

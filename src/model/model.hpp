@@ -85,6 +85,15 @@ class Model {
   // The latest forward's per-token losses (host [B*T], -log p(target); 0 for an ignored target), on the
   // stage with the head: what a policy-gradient method reads as its log-probabilities.
   virtual const std::vector<float>& token_losses() const = 0;
+  // RL's entropy bonus and metric: forwards from here on also give each token's entropy of the model's
+  // whole next-token distribution, H_n = -sum_v p_v log p_v (token_entropies(), host [B*T]; 0 for an
+  // ignored target; empty when off), on the stage with the head. Off by default: the loss then keeps its
+  // exact one-chunk op (layers/chunked_lm_loss.hpp).
+  virtual void set_entropy(bool on) = 0;
+  virtual const std::vector<float>& token_entropies() const = 0;
+  // Per-token entropy weights e_n (host [B*T] f32): backward passes from here on also give the gradients
+  // of sum_n dloss * e_n * H_n (the forward must have computed entropies); nullptr: none.
+  virtual void set_entropy_weights(const float* weights) = 0;
   // A value head's model (GptShape::value_head, PPO's critic): its forward's per-token values v_n (host
   // [B*T]) instead of losses; forward() returns their sum, ignores the targets (may be null), and
   // backward() gives the gradients of sum_n dloss * w_n * v_n with w from set_loss_weights, which it needs:

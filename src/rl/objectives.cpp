@@ -77,10 +77,13 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
   const std::int64_t T_all = t.total_tokens > 0 ? t.total_tokens : T;
   const std::int64_t n_all = t.total_responses > 0 ? t.total_responses : static_cast<std::int64_t>(n);
   ZT_CHECK(static_cast<std::int64_t>(t.logp.size()) == T && t.old_logp.size() == t.logp.size() &&
-               (o.kl_coef == 0 || t.ref_logp.size() == t.logp.size()),
+               (o.kl_coef == 0 || t.ref_logp.size() == t.logp.size()) &&
+               (t.entropy.empty() || t.entropy.size() == t.logp.size()),
            "rl: per-token arrays of different lengths");
+  ZT_CHECK(o.entropy_coeff == 0 || !t.entropy.empty(), "rl: an entropy bonus needs the tokens' entropies");
   Evaluated e;
   e.weights.assign(static_cast<std::size_t>(T), 0.0f);
+  if (o.entropy_coeff != 0) e.entropy_weights.assign(static_cast<std::size_t>(T), 0.0f);
   double clipped_tokens = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t b = t.offsets[i], Ti = t.offsets[i + 1] - b;
@@ -109,9 +112,12 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
         dlogp += o.kl_coef * c * kl.dvalue_dlogp;
       }
       e.weights[static_cast<std::size_t>(k)] = static_cast<float>(-dlogp);
+      if (t.entropy.empty()) continue;
+      e.entropy += c * t.entropy[k];
+      if (o.entropy_coeff != 0) e.entropy_weights[static_cast<std::size_t>(k)] = static_cast<float>(-o.entropy_coeff * c);
     }
   }
-  e.loss = e.policy_loss + o.kl_coef * e.kl;
+  e.loss = e.policy_loss + o.kl_coef * e.kl - o.entropy_coeff * e.entropy;
   e.clipped_tokens = static_cast<std::int64_t>(clipped_tokens);
   e.clip_fraction = clipped_tokens / static_cast<double>(T);
   return e;

@@ -12,8 +12,10 @@
 //                     token of a response carrying its sequence's loss;
 //   KL to the reference in the loss, k1 (logp - ref) or k3 (exp(ref - logp) - (ref - logp) - 1), times kl_coef;
 //   aggregation token-mean (over every response token of the mini-batch), seq-mean-token-mean (the mean
-//   over responses of their token means) or seq-mean-token-sum.
-// No entropy bonus (verl's default coefficient 0): its gradient is not a per-token cross-entropy weight.
+//   over responses of their token means) or seq-mean-token-sum;
+//   the entropy bonus  -entropy_coeff * the aggregated entropy of the policy's next-token distribution at
+//                     each response token (verl's entropy_coeff, default 0). Its gradient is not a
+//                     cross-entropy weight: each token's d(loss)/dH_t goes to Model::set_entropy_weights.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +58,7 @@ struct Objective {
   double kl_coef = 0;                       // 0: no reference term
   KlEstimator kl = KlEstimator::kK3;
   Aggregation aggregation = Aggregation::kTokenMean;
+  double entropy_coeff = 0;                 // verl's entropy_coeff; 0: no entropy term
 };
 
 // One mini-batch's responses: token t of response i is element offsets[i] + t of the per-token arrays
@@ -73,14 +76,20 @@ struct Tokens {
   // Per token (PPO: GAE's whitened advantages, rl/ppo.hpp), in place of `advantages` when non-empty. Last,
   // so that the positional initialisers of the per-response case stay as they were.
   std::span<const float> token_advantages;
+  // Per token: the entropy of the current policy's distribution there (-sum_v p_v log p_v,
+  // Model::token_entropies()); empty: not computed (then entropy_coeff must be 0).
+  std::span<const float> entropy;
 };
 
 struct Evaluated {
   double loss = 0;              // the objective's value (minimised)
   double policy_loss = 0, kl = 0;  // its parts, aggregated alike (kl before kl_coef)
+  double entropy = 0;              // the aggregated entropy (before entropy_coeff); 0 without entropies
   double clip_fraction = 0;     // tokens (GSPO: sequences' tokens) where the clipped term was taken, of these
   std::int64_t clipped_tokens = 0;  // their count
   std::vector<float> weights;   // per token: -d(loss)/d(logp_t), for Model::set_loss_weights
+  std::vector<float> entropy_weights;  // per token: d(loss)/d(H_t), for Model::set_entropy_weights; empty
+                                       // when entropy_coeff is 0
 };
 
 Evaluated evaluate(const Objective& objective, const Tokens& tokens);

@@ -107,8 +107,9 @@ MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb,
                                std::span<const std::size_t> which, std::span<const float> token_losses,
                                const std::vector<std::vector<float>>& old_logp,
                                const std::vector<std::vector<float>>& ref_logp, std::int64_t total_tokens,
-                               std::int64_t total_responses) {
+                               std::int64_t total_responses, std::span<const float> token_entropies) {
   std::vector<float> logp = mb.at_responses(token_losses), old, ref, advantages, token_advantages;
+  const std::vector<float> entropy = token_entropies.empty() ? std::vector<float>() : mb.at_responses(token_entropies);
   for (float& x : logp) x = -x;
   for (std::size_t i = 0; i < which.size(); ++i) {
     advantages.push_back(rollouts[which[i]].advantage);
@@ -125,8 +126,9 @@ MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb,
   ZT_CHECK(!per_token || token_advantages.size() == logp.size(), "rl: per-token advantages of ", token_advantages.size(),
            " tokens for ", logp.size());
   out.evaluated = evaluate(objective, {mb.offsets, logp, old, ref, per_token ? std::span<const float>() : advantages,
-                                       total_tokens, total_responses, token_advantages});
+                                       total_tokens, total_responses, token_advantages, entropy});
   out.loss_weights = mb.to_positions(out.evaluated.weights);
+  if (!out.evaluated.entropy_weights.empty()) out.entropy_weights = mb.to_positions(out.evaluated.entropy_weights);
   return out;
 }
 

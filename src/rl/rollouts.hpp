@@ -80,17 +80,19 @@ MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> 
 // The objective of micro-batch `mb` (rollouts `which`, packed by pack()) given the model's token losses
 // on it [rows * seq_len]: each response token's log p is minus its loss; old_logp and ref_logp hold each
 // rollout's per-token values (indexed like `rollouts`; old empty: the current log p, the policy has not
-// moved yet; ref empty: no KL term). Evaluated with the whole mini-batch's totals (objectives.hpp), its
-// weights scattered into loss_weights [rows * seq_len] (0 off the response tokens) for Model::set_loss_weights.
+// moved yet; ref empty: no KL term); token_entropies likewise per position (Model::token_entropies();
+// empty: none). Evaluated with the whole mini-batch's totals (objectives.hpp), its weights scattered into
+// loss_weights [rows * seq_len] (0 off the response tokens) for Model::set_loss_weights, and its entropy
+// weights (when the objective has an entropy bonus) into entropy_weights for Model::set_entropy_weights.
 struct MicroObjective {
   Evaluated evaluated;
-  std::vector<float> loss_weights;
+  std::vector<float> loss_weights, entropy_weights;
 };
 MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb, std::span<const Rollout> rollouts,
                                std::span<const std::size_t> which, std::span<const float> token_losses,
                                const std::vector<std::vector<float>>& old_logp,
                                const std::vector<std::vector<float>>& ref_logp, std::int64_t total_tokens,
-                               std::int64_t total_responses);
+                               std::int64_t total_responses, std::span<const float> token_entropies = {});
 
 // GRPO's advantages into `rollouts` (groups of `group` consecutive rollouts, one prompt each; objectives.hpp).
 void assign_group_advantages(std::span<Rollout> rollouts, int group, bool norm_by_std);

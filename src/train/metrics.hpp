@@ -53,7 +53,7 @@ struct RlMetrics {
   std::int64_t step = 0;            // completed iterations
   double loss = 0, pg_loss = 0, kl = 0, lr = 0, grad_norm = 0;  // the objective and its parts, mean over the steps
   double reward_mean = 0, reward_std = 0, accuracy = 0;         // accuracy: responses rewarded >= 1
-  double entropy = 0;               // mean -log p of the sampled response tokens (the policy's entropy, estimated)
+  double entropy = 0;               // the policy's aggregated entropy at the response tokens (warm-up: sampled -log p)
   double clip_fraction = 0;         // response tokens whose clipped term was taken, over the epochs
   double response_length = 0, truncated_fraction = 0;           // tokens; ended by rl.max_new_tokens
   double advantage_mean = 0, advantage_std = 0;

@@ -58,7 +58,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
   r.objective = {.algorithm = c.algorithm, .clip_low = c.clip_ratio,
                  .clip_high = c.clip_ratio_high > 0 ? c.clip_ratio_high : c.clip_ratio,
                  .kl_coef = c.kl_in_reward ? 0.0 : c.kl_coef,  // in the reward instead (rl_gae)
-                 .kl = c.kl_estimator, .aggregation = c.loss_agg};
+                 .kl = c.kl_estimator, .aggregation = c.loss_agg, .entropy_coeff = c.entropy_coeff};
   r.reward = rl::make_reward(c.reward, c.reward_timeout_s);
   gen::EngineOptions e = rl::engine_options(config_, r.max_len);
   e.tp_group = grid_comms_.tp.get();
@@ -426,18 +426,25 @@ Trainer::StepResult Trainer::rl_update(const std::vector<rl::Rollout>& rollouts,
     expect_access_order(true);
     if (lora_) lora_->set_dropout(true, rl_first_token(step, m));
     model_->set_loss_weights(nullptr);
+    model_->set_entropy_weights(nullptr);
+    model_->set_entropy(true);  // the entropy bonus and the metric: the policy's whole distribution
     model_->forward(mb.tokens.data(), mb.targets.data(), *params_);
     const rl::MicroObjective o = rl::micro_objective(rl_->objective, mb, rollouts, rows, model_->token_losses(), old_logp,
-                                                     ref_logp, total_tokens, b.sequences_per_step());
+                                                     ref_logp, total_tokens, b.sequences_per_step(),
+                                                     model_->token_entropies());
     const rl::Evaluated& e = o.evaluated;
     loss_here += e.loss;
     sums.policy_loss += e.policy_loss, sums.kl += e.kl, sums.clipped += static_cast<double>(e.clipped_tokens);
+    sums.entropy += e.entropy, sums.actor_trained = true;
     model_->set_loss_weights(o.loss_weights.data());
+    model_->set_entropy_weights(o.entropy_weights.empty() ? nullptr : o.entropy_weights.data());
     engine_->begin_backward(m == b.micro_batches_per_step() - 1);
     model_->backward(*params_, *grads_, static_cast<float>(loss_scale));
     engine_->end_backward();
   }
   model_->set_loss_weights(nullptr);
+  model_->set_entropy_weights(nullptr);
+  model_->set_entropy(false);
   set_comm_context(cat("iteration ", step_ + 1, " update ", step + 1, " gradient reduction"));
   r.grad_norm = engine_->finish_gradients();
   if (const ShardMap* map = trained_map())
@@ -465,7 +472,7 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
       comm_->all_reduce_value(static_cast<double>(backend_->memory_stats().peak_bytes), dist::ReduceOp::kMax));
   if (!metrics_) return;
   enum { kResponses, kPromptTokens, kReward, kRewardSq, kCorrect, kTokens, kTruncated, kNll, kAdv, kAdvSq, kPolicy,
-         kKl, kClipped, kGenS, kUpdateS, kRewardS, kValueLoss, kValueClipped, kValues, kReturns, kRewardKl };
+         kKl, kClipped, kGenS, kUpdateS, kRewardS, kValueLoss, kValueClipped, kValues, kReturns, kRewardKl, kEntropy };
   const double n = std::max(1.0, v[kResponses]), tokens = std::max(1.0, v[kTokens]);
   const double updates = static_cast<double>(rl_->layout.steps_per_epoch() * config_.rl.epochs);
   RlMetrics m;
@@ -473,7 +480,9 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
   m.reward_mean = v[kReward] / n;
   m.reward_std = std::sqrt(std::max(0.0, v[kRewardSq] / n - m.reward_mean * m.reward_mean));
   m.accuracy = v[kCorrect] / n, m.response_length = v[kTokens] / n, m.truncated_fraction = v[kTruncated] / n;
-  m.entropy = v[kNll] / tokens;
+  // The policy's entropy at the update's forwards (verl's actor/entropy); while PPO's critic warms up
+  // alone, the sampled tokens' mean -log p estimates it.
+  m.entropy = mine.actor_trained ? v[kEntropy] / updates : v[kNll] / tokens;
   const double per = critic_ ? tokens : n;  // PPO's advantages are per token, GRPO's per response
   m.advantage_mean = v[kAdv] / per;
   m.advantage_std = std::sqrt(std::max(0.0, v[kAdvSq] / per - m.advantage_mean * m.advantage_mean));

@@ -33,14 +33,17 @@ struct Trainer::RlSums {
   double sampled_nll = 0;  // -log p of every sampled response token (the policy's entropy, estimated)
   double advantage = 0, advantage_sq = 0;
   double policy_loss = 0, kl = 0, clipped = 0;  // summed over the iteration's optimizer steps
+  double entropy = 0;  // the policy's aggregated entropy at the response tokens, summed over those steps
   double gen_s = 0, update_s = 0, reward_s = 0;  // this rank's
   // PPO: the value loss and its clipped tokens over the critic's steps; values and returns over the tokens
   double value_loss = 0, value_clipped = 0, values = 0, returns = 0;
   double reward_kl = 0;         // rl.kl_in_reward: the responses' mean per-token KL, summed (verl reward_kl_penalty)
   double critic_grad_norm = 0;  // the last critic step's (the same on every rank: not summed)
+  bool actor_trained = false;   // an actor step ran this iteration (not PPO's critic warm-up): entropy is set
   std::vector<double> packed() const {
     return {responses, prompt_tokens, reward, reward_sq, correct, response_tokens, truncated, sampled_nll, advantage, advantage_sq,
-            policy_loss, kl, clipped, gen_s, update_s, reward_s, value_loss, value_clipped, values, returns, reward_kl};
+            policy_loss, kl, clipped, gen_s, update_s, reward_s, value_loss, value_clipped, values, returns, reward_kl,
+            entropy};
   }
 };
 

@@ -2,7 +2,8 @@
 // world as the TP group): every rank holds ceil(Vp/tp) head rows (the last shard's rows past the real ids
 // padding, at tp=3 also rows past Vp), and the losses equal one rank's within fp32 rounding, the group's
 // sum of d(input) one rank's, each rank's d(weight) its rows of one rank's (the TP model tests compare
-// the whole model, whose vocabulary-parallel loss this is, with one rank's).
+// the whole model, whose vocabulary-parallel loss this is, with one rank's). Entropies (RL's entropy
+// bonus) and their gradient likewise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -86,6 +87,33 @@ TEST_F(ChunkedLmLossTp, EqualsOneRankForAnyChunk) {
     }
     for (std::int64_t i = std::max<std::int64_t>(0, V - lo) * C; i < Vs * C; ++i)
       ASSERT_EQ(dw[i], 0.f) << "padding rows get no gradient";
+  }
+}
+
+TEST_F(ChunkedLmLossTp, EntropiesEqualOneRanks) {
+  std::vector<float> dx1(N * C), dw1(Vp * C, 0.f), s(N), e(N);
+  for (std::int64_t n = 0; n < N; ++n) s[n] = 0.5f - 0.3f * static_cast<float>(n % 3), e[n] = 0.9f - 0.4f * static_cast<float>(n % 4);
+  ChunkedLmLoss one(*be, Vp);
+  one.forward(view(x, {N, C}), view(w, {Vp, C}), targets.data(), 0, V, nullptr, true);
+  const std::vector<float> want = one.entropies();
+  one.backward(view(dx1, {N, C}), view(dw1, {Vp, C}), view(x, {N, C}), view(w, {Vp, C}), dloss, view(s, {N}), view(e, {N}));
+  for (std::int64_t chunk : {Vs, std::int64_t{5}}) {
+    SCOPED_TRACE(cat("tp=", tp, " rank ", r, " chunk ", chunk));
+    std::vector<float> wr = shard(w), dx(N * C), dw(Vs * C, 0.f);
+    ChunkedLmLoss loss(*be, chunk);
+    loss.forward(view(x, {N, C}), view(wr, {Vs, C}), targets.data(), lo, V, &reduce, true);
+    const std::vector<float>& got = loss.entropies();
+    ASSERT_EQ(got.size(), want.size());
+    for (std::int64_t n = 0; n < N; ++n) EXPECT_NEAR(got[n], want[n], 2e-6 * std::abs(want[n])) << "row " << n;
+    loss.backward(view(dx, {N, C}), view(dw, {Vs, C}), view(x, {N, C}), view(wr, {Vs, C}), dloss, view(s, {N}), view(e, {N}));
+    std::vector<double> dx_sum(dx.begin(), dx.end());
+    group->all_reduce_values(dx_sum, dist::ReduceOp::kSum);
+    EXPECT_LT(norm_error(dx_sum, dx1), 1e-5) << "d(input) summed over the group";
+    const std::int64_t mine = std::max<std::int64_t>(0, std::min(Vs, V - lo));
+    if (mine == 0) continue;
+    std::vector<double> dw_rows(dw.begin(), dw.begin() + mine * C);
+    const std::vector<float> dw1_rows(dw1.begin() + lo * C, dw1.begin() + (lo + mine) * C);
+    EXPECT_LT(norm_error(dw_rows, dw1_rows), 1e-5) << "d(weight), this rank's rows";
   }
 }
 

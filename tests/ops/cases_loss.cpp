@@ -104,6 +104,25 @@ std::vector<OpCase> loss_cases() {
     c.be.cross_entropy_slice_backward(c["logits"], c["logits"], c["targets"], c["lse"], 0.5f, 101, c["row_scale"]);
   };
   cases.push_back(std::move(weighted_slice));
+  // The entropy bonus (RL): the slice's entropy statistic in the forward, and the entropy term with its
+  // per-row weights (either sign) beside the row weights in the backward; the wide rows in packs too.
+  for (const auto& [Vs, real] : {std::pair<std::int64_t, int>{128, 101}, {101, 37}, {5056, 5000}}) {
+    OpCase c = slice(Vs, real);
+    c.name += ", entropy";
+    const std::vector<float> H{2.5f, 1.0f, 3.0f, 0.5f, 4.0f, 2.0f};
+    c.args.push_back(out("xsum", {6}, Kind::kF32).tolerance(kSumTol));
+    c.args.push_back(in("row_scale", {6}, given({1.0f, -2.0f, 0.5f, 0.0f, 3.0f, -1.0f}), Kind::kF32));
+    c.args.push_back(in("entropy", {6}, given(H), Kind::kF32));
+    c.args.push_back(in("entropy_scale", {6}, given({0.5f, 1.0f, -0.75f, 2.0f, 0.0f, -1.5f}), Kind::kF32));
+    c.forward = [real](Call& call) {
+      call.be.cross_entropy_slice_stats(call["stats"], call["logits"], call["targets"], real, call["xsum"]);
+    };
+    c.backward = [real](Call& call) {
+      call.be.cross_entropy_slice_backward(call["logits"], call["logits"], call["targets"], call["lse"], 0.5f, real,
+                                           call["row_scale"], {call["entropy"], call["entropy_scale"]});
+    };
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 

@@ -79,9 +79,10 @@ class RecordingBackend : public Backend {
   ZT_FORWARD(accumulate, (Tensor d, Tensor s), (d, s))
   ZT_FORWARD(cross_entropy_forward, (Tensor l, Tensor x, Tensor t, int v), (l, x, t, v))
   ZT_FORWARD(cross_entropy_backward, (Tensor dx, Tensor x, Tensor t, float dl, int v, Tensor w), (dx, x, t, dl, v, w))
-  ZT_FORWARD(cross_entropy_slice_stats, (Tensor s, Tensor x, Tensor t, int real), (s, x, t, real))
-  ZT_FORWARD(cross_entropy_slice_backward, (Tensor dx, Tensor x, Tensor t, Tensor lse, float dl, int real, Tensor w),
-             (dx, x, t, lse, dl, real, w))
+  ZT_FORWARD(cross_entropy_slice_stats, (Tensor s, Tensor x, Tensor t, int real, Tensor xs), (s, x, t, real, xs))
+  ZT_FORWARD(cross_entropy_slice_backward,
+             (Tensor dx, Tensor x, Tensor t, Tensor lse, float dl, int real, Tensor w, const EntropyGrad& e),
+             (dx, x, t, lse, dl, real, w, e))
   ZT_FORWARD(adamw_update, (Tensor p, Tensor g, Tensor m, Tensor v, Tensor c, const AdamW& hp), (p, g, m, v, c, hp))
   ZT_FORWARD(cast, (Tensor d, Tensor s), (d, s))
   ZT_FORWARD(scale, (Tensor x, float f), (x, f))

@@ -3,7 +3,8 @@
 # - a tiny GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export); its answer
 #   evaluation at log.eval_every equals zgen's on the export;
 # - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 iterations);
-# - one update's loss and gradient norm equal PyTorch's on the same rollouts, 1 rank and 2 at ZeRO-3;
+# - one update's loss, gradient norm and entropy equal PyTorch's on the same rollouts, 1 rank and 2 at
+#   ZeRO-3, and with an entropy bonus (rl.entropy_coeff) 1 rank and 2 at parallel.tp=2;
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
 # - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
 #   2 tensor-parallel ranks the first two;
@@ -104,6 +105,16 @@ expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --train.m
 rc=$?
 [ "$rc" -eq 77 ] && echo "NOTE: no PyTorch: the update's reference comparison is skipped"
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update's loss or gradient norm differs from PyTorch's (above)"
+# The entropy bonus: the same rollouts (the coefficient acts after sampling); tp=2 combines the entropy's
+# statistics over the vocabulary shards.
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --rl.entropy_coeff=0.05 --ckpt.dir="$W/ent1" \
+  --log.metrics="$W/ent1.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --rl.entropy_coeff=0.05 --parallel.tp=2 \
+  --ckpt.dir="$W/ent2" --log.metrics="$W/ent2.jsonl"
+"$PY" "$here/../reference/rl_update_reference.py" --entropy_coeff=0.05 "$W/hf" "$W/rollouts/step_00000001.jsonl" \
+  "$W/ent1.jsonl" "$W/ent2.jsonl"
+rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update with an entropy bonus differs from PyTorch's (above)"
 
 # ---- a LoRA actor: its adapters start at B = 0, so its first iteration samples what the full model's does;
 # its KL reference is the base without adapters; its checkpoint exports as a PEFT adapter --------------------

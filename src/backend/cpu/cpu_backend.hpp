@@ -67,9 +67,11 @@ class CpuBackend final : public Backend {
   void cross_entropy_forward(Tensor losses, Tensor logits, Tensor targets, int vocab) override;
   void cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor targets, float dloss, int vocab,
                               Tensor row_scale = Tensor()) override;
-  void cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) override;
+  void cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real,
+                                 Tensor xsum = Tensor()) override;
   void cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
-                                    int real, Tensor row_scale = Tensor()) override;
+                                    int real, Tensor row_scale = Tensor(),
+                                    const EntropyGrad& entropy = EntropyGrad()) override;
   void adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Tensor param_copy, const AdamW& hp) override;
   double sum_of_squares(Tensor x) override;
   void cast(Tensor dst, Tensor src) override;

@@ -113,9 +113,11 @@ void check_slice(const char* op, const Tensor& logits, const Tensor& targets, in
                       kTargetInOtherSlice, " (another slice's) or ", kIgnoreTarget, " (ignored)"));
 }
 
+// xs (optional): the entropy's statistic, sum exp(x - m) (x - m), in double like the sum of exp; a -inf
+// column adds nothing (its 0 * -inf would be NaN).
 template <typename T>
-void slice_stats_rows(float* stats, const T* x, const std::int32_t* t, std::int64_t N, std::int64_t Vs, int real,
-                      float* rows, int threads) {
+void slice_stats_rows(float* stats, float* xs, const T* x, const std::int32_t* t, std::int64_t N, std::int64_t Vs,
+                      int real, float* rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t n = 0; n < N; ++n) {
     const float* row;
@@ -130,13 +132,37 @@ void slice_stats_rows(float* stats, const T* x, const std::int32_t* t, std::int6
     stats[3 * n] = mx;
     stats[3 * n + 1] = static_cast<float>(sum);
     stats[3 * n + 2] = t[n] >= 0 ? row[t[n]] : 0.0f;  // check_slice: a column >= 0 is < real
+    if (xs == nullptr) continue;
+    double xsum = 0.0;
+    for (std::int64_t j = 0; j < real; ++j) {
+      const float d = row[j] - mx;
+      if (row[j] != -std::numeric_limits<float>::infinity()) xsum += static_cast<double>(fast_exp(d)) * d;
+    }
+    xs[n] = static_cast<float>(xsum);
+  }
+}
+
+// The entropy term's row inputs (backend.hpp's EntropyGrad): null when there is none.
+struct EntropyRows {
+  const float* entropy = nullptr;
+  const float* scale = nullptr;
+};
+
+// drow[j] = dloss * p_j + dent * p_j (lse - H - row[j]) for j < real, p_j = exp(row[j] - lse): the softmax
+// part and the entropy's, in one pass (drow may be row itself: each element is read before it is written).
+ZT_SIMD_CLONES void row_softmax_entropy(float* drow, const float* row, std::int64_t real, float lse, float dloss,
+                                        float entropy, float dent) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < real; ++j) {
+    const float x = row[j], p = fast_exp(x - lse);
+    drow[j] = dloss * p + dent * p * (lse - entropy - x);
   }
 }
 
 // As ce_backward_rows with the whole vocabulary's lse given and the target possibly elsewhere.
 template <typename T>
 void slice_backward_rows(T* dx, const T* x, const std::int32_t* t, const float* lse, float dloss_all, const float* scale,
-                         std::int64_t N, std::int64_t Vs, int real, float* rows, int threads) {
+                         EntropyRows ent, std::int64_t N, std::int64_t Vs, int real, float* rows, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t n = 0; n < N; ++n) {
     const float dloss = scale != nullptr ? dloss_all * scale[n] : dloss_all;
@@ -148,7 +174,8 @@ void slice_backward_rows(T* dx, const T* x, const std::int32_t* t, const float* 
     float* drow;
     if constexpr (kIsF32<T>) row = x + n * Vs, drow = dx + n * Vs;
     else row = drow = widened_row(x, n, Vs, real, rows);
-    row_softmax_scaled(drow, row, real, lse[n], dloss);
+    if (ent.scale != nullptr) row_softmax_entropy(drow, row, real, lse[n], dloss, ent.entropy[n], dloss_all * ent.scale[n]);
+    else row_softmax_scaled(drow, row, real, lse[n], dloss);
     if (t[n] >= 0) drow[t[n]] -= dloss;
     for (std::int64_t j = real; j < Vs; ++j) drow[j] = 0.0f;
     if constexpr (!kIsF32<T>)
@@ -158,15 +185,17 @@ void slice_backward_rows(T* dx, const T* x, const std::int32_t* t, const float* 
 
 }  // namespace
 
-void CpuBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) {
+void CpuBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real, Tensor xsum) {
   const char* op = "cross_entropy_slice_stats";
   check_slice(op, logits, targets, real);
   const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
   ZT_CHECK_EQ(stats.numel(), 3 * N, op, ": stats ", stats.shape_string(), " needs 3 per row");
+  if (!xsum.empty()) ZT_CHECK_EQ(xsum.numel(), N, op, ": xsum ", xsum.shape_string(), " needs one per row");
   const DType x = compute_dtype(op, {{"logits", logits, Role::kCompute}, {"stats", stats, Role::kF32}});
   float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vs));
+  float* xs = xsum.empty() ? nullptr : xsum.f32(op);
   with_storage(x, [&](auto tag) {
-    slice_stats_rows(stats.f32(op), data_as<decltype(tag)>(logits), targets.i32(op), N, Vs, real, rows, threads_);
+    slice_stats_rows(stats.f32(op), xs, data_as<decltype(tag)>(logits), targets.i32(op), N, Vs, real, rows, threads_);
   });
 }
 
@@ -178,7 +207,7 @@ static const float* row_scale_of(const char* op, const Tensor& row_scale, std::i
 }
 
 void CpuBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
-                                              int real, Tensor row_scale) {
+                                              int real, Tensor row_scale, const EntropyGrad& entropy) {
   const char* op = "cross_entropy_slice_backward";
   check_slice(op, logits, targets, real);
   const std::int64_t N = rows_of(logits), Vs = logits.dim(-1);
@@ -186,11 +215,17 @@ void CpuBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Ten
   ZT_CHECK_EQ(lse.numel(), N, op, ": lse ", lse.shape_string(), " needs one per row");
   const DType x = compute_dtype(op, {{"dlogits", dlogits, Role::kCompute}, {"logits", logits, Role::kCompute},
                                      {"lse", lse, Role::kF32}});
+  EntropyRows ent;
+  if (!entropy.empty()) {
+    ZT_CHECK(entropy.entropy.numel() == N && entropy.scale.numel() == N, op, ": the entropy term's entropy ",
+             entropy.entropy.shape_string(), " and scale ", entropy.scale.shape_string(), " need one per row");
+    ent = {entropy.entropy.f32(op), entropy.scale.f32(op)};
+  }
   float* rows = x == DType::kF32 ? nullptr : workspace(cross_entropy_x_floats(threads_, Vs));
   with_storage(x, [&](auto tag) {
     using T = decltype(tag);
     slice_backward_rows(data_as<T>(dlogits), data_as<T>(logits), targets.i32(op), lse.f32(op), dloss,
-                        row_scale_of(op, row_scale, N), N, Vs, real, rows, threads_);
+                        row_scale_of(op, row_scale, N), ent, N, Vs, real, rows, threads_);
   });
 }
 

@@ -159,10 +159,12 @@ __global__ void cross_entropy_backward_kernel(T* dlogits, const T* logits, const
 }
 
 // One slice of the vocabulary (backend.hpp): stats[n] = (max, sum of exp(x - max), target logit or 0)
-// over the slice's `real` id columns. Every row is read (no early return), so the barrier is uniform.
+// over the slice's `real` id columns; xsum (optional, the entropy's statistic) the sum of exp(x - max) *
+// (x - max), a second pass over the row once the max is known. Every row is read (no early return), and
+// xsum is null or not for the whole grid, so the barriers are uniform.
 template <typename T>
-__global__ void cross_entropy_slice_stats_kernel(float* stats, const T* logits, const std::int32_t* targets, int Vs,
-                                                 int real, bool packed) {
+__global__ void cross_entropy_slice_stats_kernel(float* stats, float* xsum, const T* logits,
+                                                 const std::int32_t* targets, int Vs, int real, bool packed) {
   const std::int64_t n = blockIdx.x;
   const T* row = logits + n * Vs;
   const MaxSum total = row_max_sum(row, real, packed);
@@ -172,13 +174,31 @@ __global__ void cross_entropy_slice_stats_kernel(float* stats, const T* logits, 
     stats[3 * n + 1] = total.sum;
     stats[3 * n + 2] = t >= 0 && t < real ? to_f32(row[t]) : 0.0f;
   }
+  if (xsum == nullptr) return;
+  float acc = 0.0f;
+  for (int j = threadIdx.x; j < real; j += blockDim.x) {
+    const float x = to_f32(row[j]);
+    if (x != -CUDART_INF_F) acc += expf(x - total.max) * (x - total.max);  // 0 * -inf would be NaN
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) xsum[n] = acc;
 }
 
-// dlogits[n, j] = dloss * (exp(x - lse[n]) - [j == target]) for j < real, 0 for padding; an ignored
-// row is all zeros. In place is safe: each thread rewrites only the columns (packs) it reads.
+// A slice's gradient element: ce_grad's, plus the entropy term dent * p (lse - H - x) when there is one.
+__device__ __forceinline__ float slice_grad(float x, int j, int real, std::int32_t t, float dloss, float lse,
+                                            bool entropy, float H, float dent) {
+  const float g = ce_grad(x, j, real, t, true, dloss, lse);
+  if (!entropy || j >= real) return g;
+  return g + dent * expf(x - lse) * (lse - H - x);
+}
+
+// dlogits[n, j] = dloss * (exp(x - lse[n]) - [j == target]) (+ the entropy term, backend.hpp) for j <
+// real, 0 for padding; an ignored row is all zeros. In place is safe: each thread rewrites only the
+// columns (packs) it reads.
 template <typename T>
 __global__ void cross_entropy_slice_backward_kernel(T* dlogits, const T* logits, const std::int32_t* targets,
-                                                    const float* lse, float dloss_all, const float* scale, int Vs, int real,
+                                                    const float* lse, float dloss_all, const float* scale,
+                                                    const float* entropy, const float* entropy_scale, int Vs, int real,
                                                     bool packed) {
   const std::int64_t n = blockIdx.x;
   const float dloss = scale != nullptr ? dloss_all * scale[n] : dloss_all;
@@ -190,6 +210,8 @@ __global__ void cross_entropy_slice_backward_kernel(T* dlogits, const T* logits,
   }
   const T* row = logits + n * Vs;
   const float row_lse_n = lse[n];
+  const bool ent = entropy_scale != nullptr;
+  const float H = ent ? entropy[n] : 0.0f, dent = ent ? dloss_all * entropy_scale[n] : 0.0f;
   if (packed) {
     constexpr int K = kPackElems<T>;
 #pragma unroll 4
@@ -198,12 +220,12 @@ __global__ void cross_entropy_slice_backward_kernel(T* dlogits, const T* logits,
       Pack<T> d;
 #pragma unroll
       for (int k = 0; k < K; ++k)
-        d.v[k] = from_f32<T>(ce_grad(to_f32(p.v[k]), q * K + k, real, t, true, dloss, row_lse_n));
+        d.v[k] = from_f32<T>(slice_grad(to_f32(p.v[k]), q * K + k, real, t, dloss, row_lse_n, ent, H, dent));
       reinterpret_cast<Pack<T>*>(drow)[q] = d;
     }
   } else {
     for (int j = threadIdx.x; j < Vs; j += blockDim.x)
-      drow[j] = from_f32<T>(ce_grad(to_f32(row[j]), j, real, t, true, dloss, row_lse_n));
+      drow[j] = from_f32<T>(slice_grad(to_f32(row[j]), j, real, t, dloss, row_lse_n, ent, H, dent));
   }
 }
 
@@ -273,26 +295,31 @@ void CudaBackend::cross_entropy_backward(Tensor dlogits, Tensor logits, Tensor t
 }
 
 
-void CudaBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real) {
+void CudaBackend::cross_entropy_slice_stats(Tensor stats, Tensor logits, Tensor targets, int real, Tensor xsum) {
   const char* op = "cross_entropy_slice_stats";
   // Target columns are checked by the CPU backend only (they are on the device here): one outside
   // the slice reads as another slice's.
   const std::int64_t N = check_ce(op, logits, targets, "real", real, 0);
   ZT_CHECK_EQ(stats.numel(), 3 * N, op, ": stats ", stats.shape_string(), " needs 3 per row");
   expect_dtype(op, "stats", stats, DType::kF32);
+  if (!xsum.empty()) {
+    expect_dtype(op, "xsum", xsum, DType::kF32);
+    ZT_CHECK_EQ(xsum.numel(), N, op, ": xsum ", xsum.shape_string(), " needs one per row");
+  }
   if (N == 0) return;
   const int Vs = static_cast<int>(logits.dim(-1));
   dispatch_float(logits.dtype, op, [&](auto tag) {
     using X = decltype(tag);
     cross_entropy_slice_stats_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
-        static_cast<float*>(stats.data), static_cast<const X*>(logits.data),
+        static_cast<float*>(stats.data), xsum.empty() ? nullptr : static_cast<float*>(xsum.data),
+        static_cast<const X*>(logits.data),
         static_cast<const std::int32_t*>(targets.data), Vs, real, rows_packed<X>(logits.data, logits.data, Vs));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Tensor targets, Tensor lse, float dloss,
-                                               int real, Tensor row_scale) {
+                                               int real, Tensor row_scale, const EntropyGrad& entropy) {
   const char* op = "cross_entropy_slice_backward";
   const std::int64_t N = check_ce(op, logits, targets, "real", real, 0);
   const int Vs = static_cast<int>(logits.dim(-1));
@@ -300,13 +327,21 @@ void CudaBackend::cross_entropy_slice_backward(Tensor dlogits, Tensor logits, Te
   expect_compute(op, "dlogits", dlogits, logits.dtype);
   expect_dtype(op, "lse", lse, DType::kF32);
   ZT_CHECK_EQ(lse.numel(), N, op, ": lse ", lse.shape_string(), " needs one per row");
+  const float *H = nullptr, *entropy_scale = nullptr;
+  if (!entropy.empty()) {
+    expect_dtype(op, "entropy", entropy.entropy, DType::kF32);
+    expect_dtype(op, "entropy scale", entropy.scale, DType::kF32);
+    ZT_CHECK(entropy.entropy.numel() == N && entropy.scale.numel() == N, op, ": the entropy term's entropy ",
+             entropy.entropy.shape_string(), " and scale ", entropy.scale.shape_string(), " need one per row");
+    H = static_cast<const float*>(entropy.entropy.data), entropy_scale = static_cast<const float*>(entropy.scale.data);
+  }
   if (N == 0) return;
   dispatch_float(logits.dtype, op, [&](auto tag) {
     using X = decltype(tag);
     cross_entropy_slice_backward_kernel<X><<<static_cast<unsigned>(N), kRowThreads, 0, stream_>>>(
         static_cast<X*>(dlogits.data), static_cast<const X*>(logits.data),
         static_cast<const std::int32_t*>(targets.data), static_cast<const float*>(lse.data), dloss,
-        row_scale_of(op, row_scale, N), Vs, real, rows_packed<X>(logits.data, dlogits.data, Vs));
+        row_scale_of(op, row_scale, N), H, entropy_scale, Vs, real, rows_packed<X>(logits.data, dlogits.data, Vs));
   });
   ZT_CUDA_LAUNCH_CHECK();
 }

@@ -116,6 +116,44 @@ TEST(CrossEntropy, SlicesOfTheVocabularyCombineToTheWholeRow) {
   }
 }
 
+// The entropy's statistic (xsum = sum exp(x - m) (x - m) over the slice's ids) by its definition, 0 for a
+// slice without ids; and the entropy term's gradient p_j (lse - H - x_j) on its own (row_scale 0).
+TEST(CrossEntropy, SliceEntropyStatisticAndGradient) {
+  auto be = make_cpu_backend(2);
+  Tensors ts(*be);
+  const std::int64_t N = 4, Vs = 9;
+  const int real = 7;
+  Tensor logits = ts.randn({N, Vs}, 21, 2.0f), stats = ts.zeros({N, 3}), xsum = ts.filled({N}, nan());
+  Tensor targets = ts.ints({N}, {0, kTargetInOtherSlice, 6, kIgnoreTarget});
+  be->cross_entropy_slice_stats(stats, logits, targets, real, xsum);
+  Tensor lse = ts.zeros({N}), H = ts.zeros({N}), e = ts.zeros({N}), zero = ts.zeros({N});
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* row = Tensors::f(logits) + n * Vs;
+    const double m = Tensors::f(stats)[3 * n];
+    double want = 0, sum = 0;
+    for (int j = 0; j < real; ++j) want += std::exp(row[j] - m) * (row[j] - m), sum += std::exp(row[j] - m);
+    EXPECT_NEAR(Tensors::f(xsum)[n], want, 1e-5 * std::abs(want)) << "row " << n;
+    Tensors::f(lse)[n] = static_cast<float>(m + std::log(sum));
+    Tensors::f(H)[n] = static_cast<float>(std::log(sum) - want / sum);
+    Tensors::f(e)[n] = 0.5f - 0.25f * static_cast<float>(n);
+  }
+  Tensor dlogits = ts.filled({N, Vs}, nan());
+  be->cross_entropy_slice_backward(dlogits, logits, targets, lse, 0.5f, real, zero, {H, e});
+  for (std::int64_t n = 0; n < N; ++n) {
+    const float* row = Tensors::f(logits) + n * Vs;
+    double mean = 0;
+    for (int j = 0; j < real; ++j) mean += std::exp(row[j] - Tensors::f(lse)[n]) * row[j];
+    for (int j = 0; j < Vs; ++j) {
+      const double p = std::exp(row[j] - Tensors::f(lse)[n]);
+      const double want = n == 3 || j >= real ? 0.0 : 0.5 * Tensors::f(e)[n] * p * (mean - row[j]);
+      EXPECT_NEAR(Tensors::f(dlogits)[n * Vs + j], want, 1e-6) << "row " << n << " column " << j;
+    }
+  }
+  Tensor none = ts.zeros({1, Vs}), none_xsum = ts.filled({1}, nan()), none_stats = ts.zeros({1, 3});
+  be->cross_entropy_slice_stats(none_stats, none, ts.ints({1}, {kTargetInOtherSlice}), 0, none_xsum);
+  EXPECT_EQ(Tensors::f(none_xsum)[0], 0.0f) << "a slice without ids";
+}
+
 TEST(CrossEntropy, SliceTargetsOutsideTheSliceAreRefused) {
   auto be = make_cpu_backend(1);
   Tensors ts(*be);

@@ -3,7 +3,8 @@
 // and matmul_backward. Losses per row within fp32 rounding, gradients within fp32 reassociation (f32) or
 // a unit of X's rounding (bf16), for chunks that do not divide the vocabulary, one-row chunks, chunks of
 // padding only (skipped), ignored targets, a frozen head and no input gradient; one chunk is today's
-// path op for op, bit for bit. The multi-rank hook is tested in tests/mpi/test_chunked_lm_loss_tp.cpp.
+// path op for op, bit for bit. The entropies (RL's entropy bonus) and their gradient against a float64
+// computation from the logits. The multi-rank hook is tested in tests/mpi/test_chunked_lm_loss_tp.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -144,6 +145,65 @@ TEST_P(ChunkedLmLossTest, FrozenHeadAndNoInputGradient) {
   EXPECT_THROW(loss.backward(dx, dw, x, w, 1.0f), Error) << "a second backward without its forward";
 }
 
+// The entropy H_n = -sum_v p_v log p_v of each row's softmax over the vocabulary, and the backward of
+// sum_n dloss (s_n loss_n + e_n H_n), against float64 from the logits (dH/dz_v = p_v (sum_u p_u z_u - z_v)).
+TEST_P(ChunkedLmLossTest, EntropiesAndTheirGradient) {
+  const DType X = GetParam().x;
+  const std::int64_t vocab = GetParam().vocab;
+  const float dloss = 0.37f;
+  Tensor x = randn({N, C}, 1, 1.0f, X), w = randn({Vp, C}, 2, 0.6f, X);
+  Tensor s = make({N}, DType::kF32), e = make({N}, DType::kF32), dx = make({N, C}, X), dw = make({Vp, C}, DType::kF32);
+  for (std::int64_t n = 0; n < N; ++n) {
+    s.f32("test")[n] = 0.3f * static_cast<float>(n % 3) - 0.4f;
+    e.f32("test")[n] = 0.8f - 0.25f * static_cast<float>(n % 4);
+  }
+  ChunkedLmLoss loss(*be, GetParam().chunk);
+  const std::vector<float> losses = loss.forward(x, w, targets.data(), 0, vocab, nullptr, true);
+  const std::vector<float>& H = loss.entropies();
+  ASSERT_EQ(H.size(), std::size_t(N));
+  loss.backward(dx, dw, x, w, dloss, s, e);
+  std::vector<double> dx_want(N * C, 0.0), dw_want(Vp * C, 0.0);
+  for (std::int64_t n = 0; n < N; ++n) {
+    std::vector<double> z(vocab), p(vocab);
+    double mx = -1e300, sum = 0, lse, mean_z = 0, h = 0;
+    for (std::int64_t v = 0; v < vocab; ++v) {
+      for (std::int64_t c = 0; c < C; ++c) z[v] += get(x, n * C + c) * get(w, v * C + c);
+      if (X != DType::kF32) z[v] = backend::bf16_to_f32(backend::f32_to_bf16(static_cast<float>(z[v])));  // as held
+      mx = std::max(mx, z[v]);
+    }
+    for (std::int64_t v = 0; v < vocab; ++v) sum += std::exp(z[v] - mx);
+    lse = mx + std::log(sum);
+    for (std::int64_t v = 0; v < vocab; ++v) p[v] = std::exp(z[v] - lse), mean_z += p[v] * z[v], h -= p[v] * (z[v] - lse);
+    if (targets[n] == backend::kIgnoreTarget) {
+      EXPECT_EQ(H[n], 0.0f) << "row " << n << " is ignored";
+      continue;
+    }
+    // bf16: a logit whose fp32 sum rounds the other way than float64's moves by a bf16 unit.
+    EXPECT_NEAR(H[n], h, (X == DType::kF32 ? 2e-6 : 2e-3) * h) << "row " << n;
+    EXPECT_NEAR(losses[n], lse - z[targets[n]], X == DType::kF32 ? 1e-5 : 2e-2) << "row " << n << ": the loss as without entropies";
+    for (std::int64_t v = 0; v < vocab; ++v) {
+      const double g = dloss * (s.f32("test")[n] * (p[v] - (v == targets[n] ? 1 : 0)) +
+                                e.f32("test")[n] * p[v] * (mean_z - z[v]));
+      for (std::int64_t c = 0; c < C; ++c) {
+        dx_want[n * C + c] += g * get(w, v * C + c);
+        dw_want[v * C + c] += g * get(x, n * C + c);
+      }
+    }
+  }
+  auto error = [](const Tensor& got, const std::vector<double>& want) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) num += std::pow(get(got, i) - want[i], 2), den += want[i] * want[i];
+    return std::sqrt(num / den);
+  };
+  // bf16: the logits and dlogits are rounded to bf16 on the way (dx itself is bf16).
+  const double tol = X == DType::kF32 ? 1e-5 : 1e-2;
+  EXPECT_LT(error(dx, dx_want), tol) << "dx";
+  EXPECT_LT(error(dw, dw_want), tol) << "dweight";
+  EXPECT_EQ(loss.forward(x, w, targets.data(), 0, vocab).size(), std::size_t(N));
+  EXPECT_TRUE(loss.entropies().empty()) << "a forward without entropies leaves none";
+  EXPECT_THROW(loss.backward(dx, dw, x, w, dloss, s, e), Error) << "an entropy term without the forward's entropies";
+}
+
 std::string setup_name(const ::testing::TestParamInfo<Setup>& info) {
   return cat(dtype_name(info.param.x), "_chunk", info.param.chunk, info.param.vocab == Vp ? "_unpadded" : "");
 }
@@ -190,7 +250,7 @@ TEST(ChunkedLmLoss, BytesAreWhatItAllocates) {
           << "chunk " << chunk;
     }
   }
-  EXPECT_EQ(ChunkedLmLoss::bytes(N, C, Vp, 16, DType::kBF16), std::size_t{N * 16 * 2 + 16 * N * 4 + 4 * N + 4 * N * C})
+  EXPECT_EQ(ChunkedLmLoss::bytes(N, C, Vp, 16, DType::kBF16), std::size_t{N * 16 * 2 + 20 * N * 4 + 8 * N + 4 * N * C})
       << "16-bit: plus d(input)'s fp32 sum";
 }
 

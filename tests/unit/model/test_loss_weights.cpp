@@ -2,6 +2,8 @@
 // weights w0 on the first half of the tokens and w1 on the second equal w0 times the gradients with the
 // second half's targets ignored plus w1 times those with the first half's ignored; for GPT-2 and Llama,
 // one vocabulary chunk and several (the chunked head's slice path). token_losses() are the forward's.
+// Entropy weights (Model::set_entropy_weights, RL's entropy bonus): the gradients of sum_n e_n H_n
+// against central differences of the forward's token_entropies().
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,6 +72,76 @@ TEST_P(LossWeights, AreLinearInTheTokensGradients) {
     EXPECT_EQ(both.losses[i], plain.losses[i]) << "the weights changed token " << i << "'s loss";
     EXPECT_GT(both.losses[i], 0.0f);
   }
+}
+
+// sum_n e_n H_n for parameters `host` (the forward's token_entropies()), and its gradient by backward()
+// with every loss weight 0 (the cross-entropy's own part then vanishes).
+struct EntropyPass {
+  double objective = 0;
+  std::vector<float> grads;
+};
+EntropyPass entropy_pass(const GptShape& s, std::int64_t loss_chunk, const std::vector<float>& host,
+                         const std::vector<std::int32_t>& targets, const std::vector<float>& e, bool backward) {
+  auto be = backend::make_cpu_backend(2);
+  const ParamTable table(s);
+  const auto n = static_cast<std::int64_t>(host.size());
+  backend::Buffer pb = be->allocate(host.size() * sizeof(float)), gb = be->allocate(host.size() * sizeof(float));
+  be->copy_from_host(pb.data(), host.data(), pb.bytes());
+  be->fill_zero(gb.view(DType::kF32, {n}));
+  FlatParams params(table, pb.view(DType::kF32, {n}));
+  FlatGrads grads(table, gb.view(DType::kF32, {n}));
+  Decoder model(*be, table, {.micro_batch = 2, .loss_chunk = loss_chunk});
+  std::vector<std::int32_t> tokens(targets.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + 3) % 61);
+  const std::vector<float> zero(targets.size(), 0.0f);
+  model.set_entropy(true);
+  model.set_loss_weights(zero.data());
+  model.set_entropy_weights(e.data());
+  model.forward(tokens.data(), targets.data(), params);
+  EntropyPass r;
+  const std::vector<float>& H = model.token_entropies();
+  EXPECT_EQ(H.size(), targets.size());
+  for (std::size_t i = 0; i < H.size(); ++i) {
+    r.objective += static_cast<double>(e[i]) * H[i];
+    if (targets[i] == backend::kIgnoreTarget) EXPECT_EQ(H[i], 0.0f) << "an ignored token's entropy";
+    else EXPECT_GT(H[i], 0.0f);
+  }
+  if (!backward) return r;
+  model.backward(params, grads, 1.0f);
+  r.grads.resize(host.size());
+  be->copy_to_host(r.grads.data(), gb.data(), gb.bytes());
+  return r;
+}
+
+TEST_P(LossWeights, EntropyWeightsGiveTheEntropysGradient) {
+  const auto [llama, chunk] = GetParam();
+  const GptShape s = llama ? GptShape::make_llama(2, 4, 16, 61, 7, 2, 24, false, 1e-5, RopeParams{10000, false, 1, 1, 4, 8192})
+                           : GptShape::make(2, 2, 16, 61, 7);
+  const std::int64_t N = 14;
+  std::vector<std::int32_t> targets(N);
+  std::vector<float> e(N);
+  for (std::int64_t i = 0; i < N; ++i) {
+    targets[i] = i == 3 ? backend::kIgnoreTarget : static_cast<std::int32_t>((i * 11 + 5) % 61);
+    e[i] = 0.5f - 0.2f * static_cast<float>(i % 5);  // either sign, as -entropy_coeff * aggregation is not
+  }
+  std::vector<float> host = testing::far_from_init(ParamTable(s), 5);
+  const EntropyPass at = entropy_pass(s, chunk, host, targets, e, true);
+  double worst = 0, largest = 0;
+  const double h = 1e-2;
+  int checked = 0;
+  for (std::size_t i = 0; i < host.size(); i += host.size() / 23 + 1, ++checked) {  // a spread of parameters
+    const float keep = host[i];
+    host[i] = keep + static_cast<float>(h);
+    const double up = entropy_pass(s, chunk, host, targets, e, false).objective;
+    host[i] = keep - static_cast<float>(h);
+    const double down = entropy_pass(s, chunk, host, targets, e, false).objective;
+    host[i] = keep;
+    const double fd = (up - down) / (2 * h);
+    worst = std::max(worst, std::abs(fd - at.grads[i]));
+    largest = std::max(largest, std::abs(fd));
+  }
+  EXPECT_GT(largest, 1e-3) << "the entropy moves with the checked parameters";
+  EXPECT_LT(worst, 2e-3 * std::max(1.0, largest)) << checked << " parameters, largest gradient " << largest;
 }
 
 INSTANTIATE_TEST_SUITE_P(FamiliesAndChunks, LossWeights,

@@ -2,7 +2,8 @@
 // finite differences of its value in each token's log-probability (GRPO and GSPO, advantages of both
 // signs, ratios inside and outside the clip range and past the dual clip, KL k1 and k3, the three
 // aggregations); the values of a hand-worked case; per-token advantages (PPO) against the per-response
-// case and finite differences.
+// case and finite differences; the entropy bonus's value and per-token weights (its finite differences in
+// each token's entropy), in parts as in the whole.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -159,6 +160,55 @@ TEST(Objective, PerTokenAdvantagesServePpo) {
   EXPECT_NEAR(at_one.loss, -sum / 9, 1e-7);
   EXPECT_THROW(evaluate({}, {offsets, logp, old, ref, adv, 0, 0, varying}), Error);  // both kinds
   EXPECT_THROW(evaluate({}, {offsets, logp, old, ref, {}, 0, 0, std::span(varying).first(8)}), Error);
+}
+
+// The entropy bonus (verl: loss = pg_loss - entropy_coeff * agg_loss(entropy)): the aggregated entropy
+// and each token's d(loss)/dH_t as finite differences of the loss in H_t, for every aggregation; the
+// parts of a mini-batch with the whole's totals add up; with entropy_coeff 0 the entropy is reported
+// and the loss and weights are the objective's without it; a bonus without entropies is refused.
+TEST(Objective, EntropyBonus) {
+  const std::vector<std::int64_t> offsets = {0, 3, 4, 9};
+  const std::vector<float> logp = {-1, -0.5f, -2, -0.1f, -3, -1, -0.7f, -0.2f, -1.1f};
+  const std::vector<float> old = {-1.1f, -0.4f, -2, -0.3f, -2.5f, -1, -0.9f, -0.2f, -1.0f};
+  const std::vector<float> adv = {0.5f, -1.0f, 1.5f};
+  const std::vector<float> H = {2.0f, 0.5f, 1.25f, 3.0f, 0.1f, 0.75f, 1.5f, 2.5f, 0.3f};
+  for (Aggregation agg : {Aggregation::kTokenMean, Aggregation::kSeqMeanTokenMean, Aggregation::kSeqMeanTokenSum}) {
+    SCOPED_TRACE(static_cast<int>(agg));
+    const Objective o{.aggregation = agg, .entropy_coeff = 0.01};
+    const Objective plain{.aggregation = agg};
+    const Evaluated e = evaluate(o, {offsets, logp, old, {}, adv, 0, 0, {}, H});
+    const Evaluated without = evaluate(plain, {offsets, logp, old, {}, adv});
+    const Evaluated reported = evaluate(plain, {offsets, logp, old, {}, adv, 0, 0, {}, H});
+    EXPECT_EQ(reported.loss, without.loss);
+    EXPECT_EQ(reported.weights, without.weights);
+    EXPECT_TRUE(reported.entropy_weights.empty());
+    EXPECT_EQ(reported.entropy, e.entropy);
+    EXPECT_NEAR(e.loss, without.loss - 0.01 * e.entropy, 1e-12);
+    EXPECT_EQ(e.weights, without.weights) << "the entropy term leaves the cross-entropy weights";
+    const double token_mean = (2.0 + 0.5 + 1.25 + 3.0 + 0.1 + 0.75 + 1.5 + 2.5 + 0.3) / 9;
+    if (agg == Aggregation::kTokenMean) {
+      EXPECT_NEAR(e.entropy, token_mean, 1e-6);
+    }
+    ASSERT_EQ(e.entropy_weights.size(), std::size_t(9));
+    for (std::size_t k = 0; k < 9; ++k) {
+      std::vector<float> plus = H, minus = H;
+      plus[k] += 1e-2f, minus[k] -= 1e-2f;
+      const double fd = (evaluate(o, {offsets, logp, old, {}, adv, 0, 0, {}, plus}).loss -
+                         evaluate(o, {offsets, logp, old, {}, adv, 0, 0, {}, minus}).loss) /
+                        (static_cast<double>(plus[k]) - minus[k]);
+      EXPECT_NEAR(e.entropy_weights[k], fd, 1e-7) << "token " << k;
+      EXPECT_LT(e.entropy_weights[k], 0.0f) << "more entropy lowers the loss";
+    }
+    const std::vector<std::int64_t> first = {0, 3, 4}, second = {0, 5};
+    const Evaluated a = evaluate(o, {first, std::span(logp).first(4), std::span(old).first(4), {}, std::span(adv).first(2),
+                                     9, 3, {}, std::span(H).first(4)});
+    const Evaluated b = evaluate(o, {second, std::span(logp).subspan(4), std::span(old).subspan(4), {},
+                                     std::span(adv).subspan(2), 9, 3, {}, std::span(H).subspan(4)});
+    EXPECT_NEAR(a.entropy + b.entropy, e.entropy, 1e-9);
+    EXPECT_NEAR(a.loss + b.loss, e.loss, 1e-9);
+  }
+  EXPECT_THROW(evaluate({.entropy_coeff = 0.01}, {offsets, logp, old, {}, adv}), Error);
+  EXPECT_THROW(evaluate({}, {offsets, logp, old, {}, adv, 0, 0, {}, std::span(H).first(8)}), Error);
 }
 
 }  // namespace
