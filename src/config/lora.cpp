@@ -216,17 +216,13 @@ double lora_scale(const LoraConfig& l) {
 namespace {
 
 // lora.base_dtype: bf16/fp32 name the compute dtype (a base in another dtype than the model computes in is
-// not implemented); nf4 is held whole on every rank, which ZeRO-3 would shard.
+// not implemented); nf4 runs at any ZeRO stage (sharded at 3).
 void check_base_dtype(const Config& c) {
   const LoraBaseDtype b = c.lora.base_dtype;
   const std::string name = value::enum_name(b);
   if (c.lora.base_double_quant && b != LoraBaseDtype::kNf4)
     throw ConfigError(cat("lora.base_double_quant=true quantizes an NF4 base's scales, but lora.base_dtype=", name,
                           ": set lora.base_dtype=nf4, or drop lora.base_double_quant"));
-  if (b == LoraBaseDtype::kNf4 && c.train.zero_stage == 3)
-    throw ConfigError("lora.base_dtype=nf4 at train.zero_stage=3: an NF4 base is held whole on every rank (it is not "
-                      "sharded and gathered per unit as ZeRO-3 does); use train.zero_stage=2 (or 0-1: a LoRA run's "
-                      "optimizer state is the adapters'), or lora.base_dtype=auto to keep ZeRO-3");
   const bool bf16 = b == LoraBaseDtype::kBf16, fp32 = b == LoraBaseDtype::kFp32;
   if ((bf16 && c.train.precision != Precision::kBf16) || (fp32 && c.train.precision != Precision::kFp32))
     throw ConfigError(cat("lora.base_dtype=", name, " with train.precision=", value::enum_name(c.train.precision),

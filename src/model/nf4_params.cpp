@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <exception>
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
@@ -37,26 +39,43 @@ std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const f
 
 namespace {
 
-// Bytes of parameter p as an Nf4Params keeps it: codes (two a byte) and scales (fp32, or a byte each and
-// an fp32 scale per kNested of them), or its values in `compute`.
-std::size_t held_bytes_of(const ParamTable& table, std::size_t p, DType compute, const Nf4Options& o) {
-  const std::size_t n = table.params()[p].numel, blocks = (n + static_cast<std::size_t>(o.block) - 1) / o.block;
-  if (!nf4_quantized(table, p)) return n * dtype_size(compute);
-  const std::size_t scales = o.double_quant ? blocks + (blocks + kNested - 1) / kNested * sizeof(float)
-                                            : blocks * sizeof(float);
-  return (n + 1) / 2 + scales;
+std::size_t align_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+std::size_t blocks_of(std::size_t n, const Nf4Options& o) { return (n + static_cast<std::size_t>(o.block) - 1) / o.block; }
+
+// Unit u's sections (Nf4Params::Layout) from the table alone: the kept parameters' values, the codes (two
+// a byte, each parameter's rounded up), the scales (one a block) and with double quantization their fp32
+// scales (one per kNested, each parameter's rounded up).
+Nf4Params::Layout layout_of(const ParamTable& table, int u, DType compute, const Nf4Options& o, int shards) {
+  std::size_t kept = 0, codes = 0, scales = 0, nested = 0;
+  for (std::size_t p = table.first_param(u); p < table.end_param(u); ++p) {
+    const std::size_t n = table.params()[p].numel;
+    if (!nf4_quantized(table, p)) {
+      kept += n * dtype_size(compute);
+      continue;
+    }
+    codes += (n + 1) / 2;
+    scales += blocks_of(n, o);
+    nested += o.double_quant ? (blocks_of(n, o) + kNested - 1) / kNested : 0;
+  }
+  Nf4Params::Layout at;
+  at.codes = align_up(kept, 16);
+  at.scales = align_up(at.codes + codes, 16);
+  at.nested = align_up(at.scales + scales * (o.double_quant ? 1 : sizeof(float)), 16);
+  at.bytes = align_up(at.nested + nested * sizeof(float), 16 * static_cast<std::size_t>(shards));
+  return at;
 }
 
 // A unit's scratch: its values in `compute` (rounded up to 16 bytes: where the scales begin), then with
 // double quantization the fp32 scales of its NF4 parameters.
 std::size_t scratch_values_bytes(const ParamTable& table, int u, DType compute) {
-  return (table.units()[static_cast<std::size_t>(u)].numel * dtype_size(compute) + 15) / 16 * 16;
+  return align_up(table.units()[static_cast<std::size_t>(u)].numel * dtype_size(compute), 16);
 }
 
 std::size_t scratch_bytes_of(const ParamTable& table, int u, DType compute, const Nf4Options& o) {
   std::size_t scales = 0;
   for (std::size_t p = table.first_param(u); p < table.end_param(u); ++p)
-    if (nf4_quantized(table, p)) scales += (table.params()[p].numel + static_cast<std::size_t>(o.block) - 1) / o.block;
+    if (nf4_quantized(table, p)) scales += blocks_of(table.params()[p].numel, o);
   return scratch_values_bytes(table, u, compute) + (o.double_quant ? scales * sizeof(float) : 0);
 }
 
@@ -66,11 +85,15 @@ bool has_nf4(const ParamTable& table, int u) {
   return false;
 }
 
+dist::Span words(const backend::Buffer& b, std::size_t offset_bytes, std::size_t bytes) {
+  return {static_cast<std::byte*>(b.data()) + offset_bytes, bytes / 4, DType::kU32};
+}
+
 }  // namespace
 
-std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o) {
+std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards) {
   std::size_t bytes = 0;
-  for (std::size_t p = 0; p < table.params().size(); ++p) bytes += held_bytes_of(table, p, compute, o);
+  for (int u = 0; u < table.n_units(); ++u) bytes += layout_of(table, u, compute, o, shards).bytes / shards;
   return bytes;
 }
 
@@ -81,54 +104,68 @@ std::size_t nf4_unit_scratch_bytes(const ParamTable& table, DType compute, const
   return most;
 }
 
+// Nf4Params::unit(u) dequantizes a block from its gathered bytes, frees them, then starts gathering the
+// next unit of the order; a unit without NF4 weights is its gathered bytes until released.
+std::size_t nf4_sharded_transient_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards,
+                                        std::span<const int> order) {
+  std::size_t most = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const int u = order[k];
+    const std::size_t mine = layout_of(table, u, compute, o, shards).bytes;
+    const bool prefetch = k + 1 < order.size() && order[k + 1] != u;  // the same unit again is not prefetched
+    const std::size_t next = prefetch ? layout_of(table, order[k + 1], compute, o, shards).bytes : 0;
+    most = std::max(most, has_nf4(table, u) ? scratch_bytes_of(table, u, compute, o) + std::max(mine, next) : mine + next);
+  }
+  return most;
+}
+
 Nf4Params::Nf4Params(backend::Backend& be, const ParamTable& table, std::span<const float> flat, DType compute,
                      const Nf4Options& o)
     : Nf4Params(be, table, compute, o) {
   load(flat);
 }
 
-Nf4Params::Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o)
-    : be_(be), table_(table), compute_(compute), options_(o), units_(static_cast<std::size_t>(table.n_units())) {
+Nf4Params::Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o,
+                     dist::Communicator* shard_over)
+    : be_(be), table_(table), compute_(compute), options_(o), group_(shard_over),
+      units_(static_cast<std::size_t>(table.n_units())) {
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
            "Nf4Params: compute dtype ", dtype_name(compute), " is not f32, bf16 or f16");
+}
+
+// Gathers still in flight write into buffers this owns: they finish first (but not while unwinding from
+// an error, when a stopped peer may never join them; the job is failing then anyway).
+Nf4Params::~Nf4Params() {
+  if (std::uncaught_exceptions() > 0) return;
+  try {
+    finish_gathers();
+  } catch (...) {
+  }
+}
+
+void Nf4Params::finish_gathers() {
+  for (UnitStore& s : units_)
+    if (s.gathering) s.gathering->wait(), s.gathering.reset();
 }
 
 void Nf4Params::load(std::span<const float> flat) {
   ZT_CHECK_EQ(flat.size(), table_.numel(), "Nf4Params: the flat values do not match the table");
   ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: reloaded while a unit is in use");
+  finish_gathers();
   units_.clear();
   units_.resize(static_cast<std::size_t>(table_.n_units()));
   held_bytes_ = 0;
   for (int u = 0; u < table_.n_units(); ++u) store_unit(u, flat);
 }
 
-namespace {
-
-// n floats of host values on the backend in dtype t; an empty buffer for none.
-backend::Buffer upload(backend::Backend& be, const float* values, std::size_t n, DType t) {
-  if (n == 0) return {};
-  backend::Buffer b = be.allocate(n * dtype_size(t));
-  backend::copy_from_host_f32(be, b.view(t, {static_cast<std::int64_t>(n)}), values);
-  return b;
-}
-
-template <typename T>
-backend::Buffer upload_raw(backend::Backend& be, const std::vector<T>& v) {
-  if (v.empty()) return {};
-  backend::Buffer b = be.allocate(v.size() * sizeof(T));
-  be.copy_from_host(b.data(), v.data(), b.bytes());
-  return b;
-}
-
-}  // namespace
-
-// A unit without NF4 parameters is kept whole; a block keeps its other parameters packed in order, and
-// its NF4 weights' codes and scales each in one buffer.
+// The unit's bytes built on the host in its layout, then all of them (or this rank's slice) to the backend.
 void Nf4Params::store_unit(int u, std::span<const float> flat) {
   UnitStore& s = units_[static_cast<std::size_t>(u)];
-  const Unit& unit = table_.units()[static_cast<std::size_t>(u)];
-  std::vector<float> kept, scales, nested_absmax;
-  std::vector<std::uint8_t> codes, nested_codes;
+  const int shards = sharded() ? group_->size() : 1;
+  s.at = layout_of(table_, u, compute_, options_, shards);
+  std::vector<float> kept;
+  std::vector<std::byte> bytes(s.at.bytes);
+  std::size_t codes = 0, nested = 0;
   for (std::size_t p = table_.first_param(u); p < table_.end_param(u); ++p) {
     const ParamInfo& info = table_.params()[p];
     const std::span<const float> values = flat.subspan(info.offset, info.numel);
@@ -137,47 +174,86 @@ void Nf4Params::store_unit(int u, std::span<const float> flat) {
       continue;
     }
     const quant::Nf4Tensor t = quant::quantize_nf4(values, options_.block, options_.double_quant);
-    s.quantized.push_back({p, codes.size(), s.n_scales, nested_absmax.size(), t.offset});
-    codes.insert(codes.end(), t.packed.begin(), t.packed.end());
+    s.quantized.push_back({p, codes, s.n_scales, nested, t.offset});
+    std::memcpy(bytes.data() + s.at.codes + codes, t.packed.data(), t.packed.size());
+    codes += t.packed.size();
     const quant::Blockwise8& q = t.nested_absmax;
     if (t.nested) {
-      nested_codes.insert(nested_codes.end(), q.codes.begin(), q.codes.end());
-      nested_absmax.insert(nested_absmax.end(), q.absmax.begin(), q.absmax.end());
+      std::memcpy(bytes.data() + s.at.scales + s.n_scales, q.codes.data(), q.codes.size());
+      std::memcpy(bytes.data() + s.at.nested + nested * sizeof(float), q.absmax.data(), q.absmax.size() * sizeof(float));
+      nested += q.absmax.size();
+    } else {
+      std::memcpy(bytes.data() + s.at.scales + s.n_scales * sizeof(float), t.absmax.data(), t.absmax.size() * sizeof(float));
     }
-    scales.insert(scales.end(), t.absmax.begin(), t.absmax.end());  // empty when nested
     s.n_scales += t.nested ? q.codes.size() : t.absmax.size();
   }
-  ZT_CHECK(!s.quantized.empty() || kept.size() == unit.numel, "Nf4Params: unit ", u, " is not its parameters");
-  s.kept = upload(be_, kept.data(), kept.size(), compute_);
-  s.codes = upload_raw(be_, codes);
-  s.scales = options_.double_quant ? upload_raw(be_, nested_codes) : upload_raw(be_, scales);
-  s.nested_absmax = upload_raw(be_, nested_absmax);
-  held_bytes_ += s.kept.bytes() + s.codes.bytes() + s.scales.bytes() + s.nested_absmax.bytes();
+  ZT_CHECK(!s.quantized.empty() || kept.size() == table_.units()[static_cast<std::size_t>(u)].numel, "Nf4Params: unit ",
+           u, " is not its parameters");
+  backend::host_from_f32(kept.data(), compute_, bytes.data(), kept.size());
+  const std::size_t slice = s.at.bytes / static_cast<std::size_t>(shards);
+  const std::size_t first = sharded() ? static_cast<std::size_t>(group_->rank()) * slice : 0;
+  s.held = be_.allocate(slice);
+  be_.copy_from_host(s.held.data(), bytes.data() + first, slice);
+  held_bytes_ += slice;
+}
+
+void Nf4Params::expect_access_order(std::vector<int> order) {
+  finish_gathers();
+  for (UnitStore& s : units_)
+    if (s.uses == 0) s.gathered.reset();  // an unused prefetch of the last pass
+  access_order_ = std::move(order);
+  access_pos_ = 0;
+}
+
+void Nf4Params::launch_gather(int u) {
+  UnitStore& s = units_[static_cast<std::size_t>(u)];
+  s.gathered = be_.allocate(s.at.bytes);
+  s.gathering = group_->all_gather(words(s.held, 0, s.held.bytes()), words(s.gathered, 0, s.at.bytes));
+}
+
+const std::byte* Nf4Params::whole_bytes(int u) {
+  UnitStore& s = units_[static_cast<std::size_t>(u)];
+  if (!sharded()) return static_cast<const std::byte*>(s.held.data());
+  if (s.gathered.bytes() == 0) launch_gather(u);
+  if (s.gathering) s.gathering->wait(), s.gathering.reset();
+  return static_cast<const std::byte*>(s.gathered.data());
 }
 
 Tensor Nf4Params::unit(int u) {
   ZT_CHECK(u >= 0 && u < table_.n_units(), "Nf4Params: unit ", u, " outside [0, ", table_.n_units(), ")");
   UnitStore& s = units_[static_cast<std::size_t>(u)];
   const auto numel = static_cast<std::int64_t>(table_.units()[static_cast<std::size_t>(u)].numel);
-  if (s.quantized.empty()) return Tensor(s.kept.data(), compute_, {numel});
-  if (s.uses++ == 0) fill_scratch(u);
-  return s.scratch.view(compute_, {numel});
+  if (s.uses++ == 0 && !s.quantized.empty()) {
+    fill_scratch(u, whole_bytes(u));
+    s.gathered.reset();  // the scratch holds the unit now; the stream orders the reuse after the reads
+  }
+  Tensor out = s.quantized.empty() ? Tensor(const_cast<std::byte*>(whole_bytes(u)), compute_, {numel})
+                                   : s.scratch.view(compute_, {numel});
+  if (sharded() && access_pos_ < access_order_.size() && access_order_[access_pos_] == u) {
+    ++access_pos_;  // on the expected path: gather the next unit while this one is used
+    if (access_pos_ < access_order_.size()) {
+      const UnitStore& next = units_[static_cast<std::size_t>(access_order_[access_pos_])];
+      if (next.uses == 0 && next.gathered.bytes() == 0) launch_gather(access_order_[access_pos_]);
+    }
+  }
+  return out;
 }
 
 void Nf4Params::release(int u) {
   UnitStore& s = units_[static_cast<std::size_t>(u)];
-  if (s.quantized.empty()) return;
   ZT_CHECK_GT(s.uses, 0, "Nf4Params: unit ", u, " released more often than taken");
-  if (--s.uses == 0) s.scratch.reset();  // the backend's stream orders its reuse after the ops reading it
+  if (--s.uses > 0) return;
+  s.scratch.reset();  // the backend's stream orders its reuse after the ops reading it
+  if (s.quantized.empty() && sharded()) s.gathered.reset();
 }
 
-float* Nf4Params::unit_scales(int u) {
+const float* Nf4Params::unit_scales(int u, const std::byte* bytes) {
   UnitStore& s = units_[static_cast<std::size_t>(u)];
-  if (!options_.double_quant) return static_cast<float*>(s.scales.data());
+  if (!options_.double_quant) return reinterpret_cast<const float*>(bytes + s.at.scales);
   auto* out = reinterpret_cast<float*>(static_cast<std::byte*>(s.scratch.data()) +
                                        scratch_values_bytes(table_, u, compute_));
-  auto* codes = static_cast<std::uint8_t*>(s.scales.data());
-  auto* absmax = static_cast<float*>(s.nested_absmax.data());
+  auto* codes = const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(bytes + s.at.scales));
+  auto* absmax = const_cast<float*>(reinterpret_cast<const float*>(bytes + s.at.nested));
   for (std::size_t k = 0; k < s.quantized.size(); ++k) {
     const Quantized& q = s.quantized[k];
     const std::size_t end = k + 1 < s.quantized.size() ? s.quantized[k + 1].scale_offset : s.n_scales;
@@ -197,15 +273,15 @@ int Nf4Params::units_in_use() const {
 }
 
 // The unit's parameters in table order: each NF4 weight dequantized in place, each other parameter copied
-// from the packed kept buffer.
-void Nf4Params::fill_scratch(int u) {
+// from the packed kept values.
+void Nf4Params::fill_scratch(int u, const std::byte* bytes) {
   UnitStore& s = units_[static_cast<std::size_t>(u)];
   const Unit& unit = table_.units()[static_cast<std::size_t>(u)];
   const std::size_t width = dtype_size(compute_);
   s.scratch = be_.allocate(scratch_bytes_of(table_, u, compute_, options_));
   const Tensor whole = s.scratch.view(compute_, {static_cast<std::int64_t>(unit.numel)});
-  auto* codes = static_cast<std::uint8_t*>(s.codes.data());
-  float* scales = unit_scales(u);
+  auto* codes = const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(bytes + s.at.codes));
+  auto* scales = const_cast<float*>(unit_scales(u, bytes));
   std::size_t next = 0, kept_at = 0;  // the next NF4 parameter, the next kept element
   for (std::size_t p = table_.first_param(u); p < table_.end_param(u); ++p) {
     const Tensor dst = param_view(table_, whole, p);
@@ -217,7 +293,7 @@ void Nf4Params::fill_scratch(int u) {
                          Tensor(scales + q.scale_offset, DType::kF32, {blocks}), options_.block);
       continue;
     }
-    be_.copy(dst.data, static_cast<std::byte*>(s.kept.data()) + kept_at * width, static_cast<std::size_t>(n) * width);
+    be_.copy(dst.data, bytes + kept_at * width, static_cast<std::size_t>(n) * width);
     kept_at += static_cast<std::size_t>(n);
   }
 }

@@ -2,7 +2,9 @@
 // (quant/nf4.hpp, bitsandbytes' layout), the rest in the compute dtype, read by the model through the
 // ParamSource seam like any other parameters. unit(u) dequantizes block u into a scratch buffer in the
 // compute dtype (backend dequantize_nf4) that release(u) frees, so no full-precision copy of more than
-// the units in use is ever held.
+// the units in use is ever held. Each unit's quantized bytes are one buffer; at ZeRO-3 (a group to shard
+// over) every rank keeps 1/W of them and unit(u) all-gathers the whole first, FSDP-QLoRA's way: the
+// quantized bytes cross the network, never the dequantized weights.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "dist/communicator.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
 
@@ -34,11 +37,16 @@ bool nf4_quantized(const ParamTable& table, std::size_t p);
 // base for tests and equivalence runs.
 std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o);
 
-// What an Nf4Params over the table holds on the backend (its held_bytes(), for the memory plan), and the
-// most it adds while a unit is in use (one block's scratch: the unit in `compute`, and its fp32 scales
-// with double quantization).
-std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o);
+// What an Nf4Params over the table, sharded over `shards` ranks (1: whole), holds on the backend (its
+// held_bytes(), for the memory plan); the most it adds while a unit is in use (one block's scratch: the
+// unit in `compute`, and its fp32 scales with double quantization); and sharded, the most it adds along
+// the access order `order` (Nf4Params::expect_access_order): a block's scratch with its gathered bytes
+// (until dequantized) or the prefetched next unit's, a unit without NF4 weights' gathered bytes (until
+// released) with the next's.
+std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards = 1);
 std::size_t nf4_unit_scratch_bytes(const ParamTable& table, DType compute, const Nf4Options& o);
+std::size_t nf4_sharded_transient_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards,
+                                        std::span<const int> order);
 
 class Nf4Params final : public ParamSource {
  public:
@@ -48,49 +56,72 @@ class Nf4Params final : public ParamSource {
   // `compute` (f32, bf16 or f16). The table must outlive this.
   Nf4Params(backend::Backend& be, const ParamTable& table, std::span<const float> flat, DType compute,
             const Nf4Options& o = {});
-  // Empty until load() (a trainer's base, read after the model is wired).
-  Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o = {});
+  // Empty until load() (a trainer's base, read after the model is wired). shard_over: ZeRO-3's group
+  // (every rank of it loads the same values and takes the units in the same order); null: held whole.
+  Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o = {},
+            dist::Communicator* shard_over = nullptr);
+  ~Nf4Params() override;
   // (Re)quantizes from these values, as the first constructor; no unit may be in use.
   void load(std::span<const float> flat);
 
-  // Unit u in `compute`: units without NF4 parameters are views of what is kept; a block's is a scratch
-  // buffer, its NF4 weights dequantized and the others copied in, held until as many release(u) as unit(u).
+  // Unit u in `compute`: units without NF4 parameters are views of what is kept (sharded: of its gathered
+  // bytes); a block's is a scratch buffer, its NF4 weights dequantized and the others copied in, held until
+  // as many release(u) as unit(u).
   backend::Tensor unit(int u) override;
   void release(int u) override;
+  // Sharded: the order of the next pass's unit requests (optim::forward_order ...); while the requests
+  // follow it, taking a unit starts gathering the next. Gathers of the last pass still in flight finish.
+  void expect_access_order(std::vector<int> order);
 
-  // Bytes kept on the backend: codes, scales and the other parameters (not the scratch of units in use).
+  // Bytes kept on the backend: codes, scales and the other parameters, or this rank's 1/W of them (not
+  // the scratch and gathers of units in use).
   std::size_t held_bytes() const { return held_bytes_; }
-  // Units whose scratch is held now (for tests: released units hold none).
+  // Units taken and not yet released.
   int units_in_use() const;
 
+  // Where a unit's sections lie in its quantized bytes, each at a 16-byte boundary: the kept parameters
+  // (compute dtype), the NF4 codes, the scales (fp32, or one byte each), the nested scales (fp32); `bytes`
+  // is padded to a multiple of 16 x the shards, so each rank keeps an aligned, equal slice.
+  struct Layout {
+    std::size_t codes = 0, scales = 0, nested = 0, bytes = 0;  // offsets; the kept values start at 0
+  };
+
  private:
-  struct Quantized {  // one NF4 parameter's place in its unit's buffers
+  struct Quantized {  // one NF4 parameter's place in its unit's sections
     std::size_t param;
-    std::size_t code_offset, scale_offset;  // bytes into codes; floats into scales (the blocks before it)
-    std::size_t nested_offset = 0;          // double quantization: floats into nested_absmax
+    std::size_t code_offset, scale_offset;  // bytes into codes; scales (the blocks before it) into scales
+    std::size_t nested_offset = 0;          // double quantization: floats into the nested scales
     float offset = 0;                       // double quantization: the scales' mean
   };
   struct UnitStore {
-    backend::Buffer kept;    // units without NF4 parameters: the whole unit; blocks: the others, in order
-    backend::Buffer codes;   // blocks: the NF4 parameters' codes, in order
-    backend::Buffer scales;  // their fp32 scales; double quantization: one 8-bit code a scale
-    backend::Buffer nested_absmax;  // double quantization: the 8-bit codes' fp32 scales (one per 256)
-    std::size_t n_scales = 0;
+    Layout at;
     std::vector<Quantized> quantized;
-    backend::Buffer scratch;  // while in use: the unit in `compute` (then, nested, its fp32 scales)
+    std::size_t n_scales = 0;
+    backend::Buffer held;      // the unit's bytes: whole, or (sharded) this rank's slice of at.bytes / W
+    backend::Buffer gathered;  // sharded: the whole bytes, from the gather until dequantized (a kept-only
+                               // unit: until its last release)
+    std::unique_ptr<dist::Work> gathering;  // that gather, while in flight
+    backend::Buffer scratch;   // while in use (blocks): the unit in `compute` (then, nested, its fp32 scales)
     int uses = 0;
   };
+  bool sharded() const { return group_ != nullptr; }
   void store_unit(int u, std::span<const float> flat);
-  void fill_scratch(int u);
-  // The unit's fp32 scales: the kept ones, or (double quantization) dequantized into `scratch` after the unit.
-  float* unit_scales(int u);
+  void launch_gather(int u);
+  const std::byte* whole_bytes(int u);  // the unit's quantized bytes, gathered first when sharded
+  void fill_scratch(int u, const std::byte* bytes);
+  // The unit's fp32 scales: in its bytes, or (double quantization) dequantized into `scratch` after the unit.
+  const float* unit_scales(int u, const std::byte* bytes);
+  void finish_gathers();
 
   backend::Backend& be_;
   const ParamTable& table_;
   DType compute_;
   Nf4Options options_;
+  dist::Communicator* group_;
   std::vector<UnitStore> units_;
   std::size_t held_bytes_ = 0;
+  std::vector<int> access_order_;
+  std::size_t access_pos_ = 0;
 };
 
 }  // namespace zt::model

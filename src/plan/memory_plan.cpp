@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -48,6 +49,7 @@
 #include "model/pipeline_schedule.hpp"
 #include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::plan {
@@ -64,6 +66,24 @@ std::string mib(std::uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buf;
+}
+
+// A parameters-only ZeRO-3 engine's gathered units (LoRA's frozen base), in elements: it gathers the unit
+// in use and the prefetched next of the access order (optim::forward_backward_order), and keeps every
+// buffer it frees for reuse by a unit of the same size (ZeroEngine::take_buffer), so it ends up holding,
+// for each size, as many buffers as were ever in use at once: two blocks', the embedding's, the head's.
+std::uint64_t pooled_gathers(const optim::Partition& part, bool tied) {
+  const std::vector<int> order = optim::forward_backward_order(part.n_units() - 2, tied);
+  std::map<std::int64_t, int> most;  // unit size -> buffers of it in use at once, at most
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    std::map<std::int64_t, int> now;
+    ++now[part.padded_numel(order[k])];
+    if (k + 1 < order.size() && order[k + 1] != order[k]) ++now[part.padded_numel(order[k + 1])];
+    for (const auto& [size, count] : now) most[size] = std::max(most[size], count);
+  }
+  std::uint64_t total = 0;
+  for (const auto& [size, count] : most) total += static_cast<std::uint64_t>(size) * count;
+  return total;
 }
 
 // Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers.
@@ -103,15 +123,25 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 
 // LoRA's frozen base: its compute-dtype weights (a 1/W slice at stage 3, which also holds the gathered
 // unit in use and the prefetched next one); or (lora.base_dtype=nf4) the NF4 base as model::Nf4Params
-// holds it, replicated, and the block it dequantizes for the model (one at a time: unit(u) ... release(u)).
+// holds it, replicated (a 1/W slice of each unit's bytes at stage 3, which gathers the whole bytes of the
+// unit in use and the prefetched next), and the block it dequantizes for the model (one at a time).
 void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute,
                      const std::optional<model::Nf4Options>& nf4) {
   if (nf4) {
-    p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4),
+    const int shards = stage == 3 ? static_cast<int>(world) : 1;
+    p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4, shards),
                       cat("NF4 blocks of ", nf4->block, nf4->double_quant ? " (double quantization)" : "", ": the blocks' ",
-                          "matmul weights as 4-bit codes + scales, the rest ", dtype_name(compute), "; replicated")});
-    p.rows.push_back({"dequantized base unit", model::nf4_unit_scratch_bytes(base, compute, *nf4),
-                      cat("the block in use, ", dtype_name(compute))});
+                          "matmul weights as 4-bit codes + scales, the rest ", dtype_name(compute),
+                          shards > 1 ? "; 1/W of each unit's bytes" : "; replicated")});
+    if (shards == 1) {
+      p.rows.push_back({"dequantized base unit", model::nf4_unit_scratch_bytes(base, compute, *nf4),
+                        cat("the block in use, ", dtype_name(compute))});
+      return;
+    }
+    const std::vector<int> order = optim::forward_backward_order(base.shape().n_layer, base.shape().tie_embeddings);
+    p.rows.push_back({"gathered base units", model::nf4_sharded_transient_bytes(base, compute, *nf4, shards, order),
+                      cat("the unit in use (a block dequantized, ", dtype_name(compute),
+                          ") and the prefetched next one's quantized bytes")});
     return;
   }
   const optim::Partition part = partition_of(base, world, stage == 3 ? 3 : 0);
@@ -121,10 +151,9 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
     p.rows.push_back({"frozen base", part.total_padded_numel() * x, xs + ", replicated; no gradient, master or optimizer state"});
     return;
   }
-  std::uint64_t unit0 = part.padded_numel(0), block = 0;
-  for (int u = 1; u < part.n_units(); ++u) block = std::max<std::uint64_t>(block, part.padded_numel(u));
   p.rows.push_back({"frozen base", part.total_shard_numel() * x, xs + ", 1/W slice of each unit; no gradient, master or optimizer state"});
-  p.rows.push_back({"gathered base units", (unit0 + std::max(unit0, block)) * x, "the unit in use and the prefetched next"});
+  p.rows.push_back({"gathered base units", pooled_gathers(part, base.shape().tie_embeddings) * x,
+                    "the unit in use and the prefetched next, kept for reuse by size"});
 }
 }  // namespace
 

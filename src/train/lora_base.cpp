@@ -32,8 +32,9 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
       compute_(compute) {
   if (part) adapter_map_.emplace(ShardMap{adapters_, adapter_part_, part->grid, part->cut, /*adapters=*/true});
   const model::ParamTable& held = part ? part->local : base;  // this rank's part of the base
-  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {  // ZeRO 0-2 only (config/lora.cpp)
-    nf4_ = std::make_unique<model::Nf4Params>(backend, held, compute, model::nf4_options(config));
+  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {  // sharded over the group at ZeRO-3
+    nf4_ = std::make_unique<model::Nf4Params>(backend, held, compute, model::nf4_options(config),
+                                              config.train.zero_stage == 3 ? &comm : nullptr);
     return;
   }
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
@@ -124,9 +125,9 @@ void LoraBase::reload_base(const dist::World& world, const config::Config& c, co
 void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {
   const int n_layer = base_.shape().n_layer;
   const bool tied = base_.shape().tie_embeddings;
-  if (base_engine_)
-    base_engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied)
-                                               : optim::forward_order(n_layer, tied));
+  const std::vector<int> order = backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied);
+  if (base_engine_) base_engine_->expect_access_order(order);
+  else nf4_->expect_access_order(order);
   adapter_engine.expect_access_order(lora_access_order(n_layer, backward));
 }
 

@@ -6,7 +6,8 @@
 // model/tp_split.hpp) through their own (shard_map.hpp), so the checkpoint's adapters and the base's
 // hash stay those of the whole model. With lora.base_dtype=nf4 the base is QLoRA's: its blocks' matmul
 // weights in NF4 blocks of 64 (model/nf4_params.hpp), quantized at load after the TP cut (the rank's shard
-// in blocks of its own), held whole on every rank (ZeRO 0-2).
+// in blocks of its own), held whole on every rank at ZeRO 0-2 and sharded over the data-parallel group at
+// ZeRO-3 (each unit's quantized bytes gathered before use).
 #pragma once
 
 #include <functional>

@@ -2,9 +2,11 @@
 # QLoRA end to end on the CPU (lora.base_dtype=nf4): a LoRA run whose base's block weights are held in NF4
 # trains (the loss falls) and equals, bit for bit as printed, the same run with lora.base_dtype=fp32 on the
 # fake-quantized base (init.from a directory whose block weights were quantized and dequantized:
-# tests/tools/fake_quantize_nf4), GPT-2 and Llama on one rank, double quantization too, and GPT-2 on two
-# ranks at ZeRO 2; the start-up line and the memory plan name the NF4 base; ZeRO-3, a bf16 base under fp32
-# compute and double quantization without nf4 are exit 2 naming the fix.
+# tests/tools/fake_quantize_nf4), GPT-2 and Llama on one rank, double quantization too, GPT-2 on two
+# ranks at ZeRO 2 and at ZeRO-3 (the base's quantized bytes sharded and gathered per unit), Llama with
+# double quantization at ZeRO-3; the start-up line and the memory plan name the NF4 base (at ZeRO-3 its
+# 1/W slice and the gathered units); a bf16 base under fp32 compute and double quantization without nf4
+# are exit 2 naming the fix.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
 make_tiny_data 20000
@@ -51,6 +53,11 @@ same_curve gpt2_ref_dq gpt2_nf4_dq 1 0
 run gpt2_nf4_2 2 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4 --train.zero_stage=2
 run gpt2_ref_2 2 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base.fake" --train.zero_stage=2
 same_curve gpt2_ref_2 gpt2_nf4_2 1 0
+# ZeRO-3: each rank keeps 1/2 of every unit's quantized bytes and gathers them before use.
+run gpt2_nf4_3 2 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4 --train.zero_stage=3
+run gpt2_ref_3 2 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base.fake" --train.zero_stage=3
+same_curve gpt2_ref_3 gpt2_nf4_3 1 0
+same_curve gpt2_nf4 gpt2_nf4_3  # 1 rank: the same within fp32 reassociation
 
 llama_lora=("${llama[@]}" --lora.targets=q,k,v,o,gate,up,down)
 base llama_base "${llama[@]}"
@@ -58,14 +65,20 @@ run llama_nf4 1 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora.base
 falls llama_nf4
 run llama_ref 1 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base.fake"
 same_curve llama_ref llama_nf4 1 0
+run llama_nf4_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora.base_dtype=nf4 \
+  --lora.base_double_quant=true --train.zero_stage=3
+run llama_ref_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base.fake_dq" --train.zero_stage=3
+same_curve llama_ref_dq_3 llama_nf4_dq_3 1 0
 
 # The plan's frozen base row is the NF4 bytes (codes + scales) and the dequantized block.
 expect_exit 0 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4 --plan
 expect_in "$ZT_WORK/out" "frozen base .*NF4 blocks of 64: the blocks' matmul weights as 4-bit codes"
 expect_in "$ZT_WORK/out" "dequantized base unit"
 
-expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --lora.base_dtype=nf4 --train.zero_stage=3
-expect_in "$ZT_WORK/err" "lora.base_dtype=nf4 at train.zero_stage=3: .*use train.zero_stage=2"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" \
+  --lora.base_dtype=nf4 --train.zero_stage=3 --plan
+expect_in "$ZT_WORK/out" "frozen base .*1/W of each unit's bytes"
+expect_in "$ZT_WORK/out" "gathered base units .*the unit in use .* and the prefetched next one.s quantized bytes"
 expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --lora.base_dtype=bf16
 expect_in "$ZT_WORK/err" "lora.base_dtype=bf16 with train.precision=fp32"
 expect_exit 2 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --lora.base_double_quant=true

@@ -7,7 +7,7 @@
 # adapters each run exports (PEFT's adapter_model.safetensors, from the global-shape checkpoint) hold the
 # same tensors (1e-4), a tp=2
 # checkpoint resumes at tp=1 on the one-rank curve and a one-rank checkpoint at tp=2, and the memory plan
-# equals the tp=2 runs' peaks (5%); GPT-2 at pp=2 x tp=2 with SP follows the same curve.
+# bounds the tp=2 runs' peaks (never below, at most 10% above); GPT-2 at pp=2 x tp=2 with SP follows the same curve.
 # More layouts: tools/bench/parallel/matrix.sh tensor lora (and pptp lora).
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
@@ -24,14 +24,16 @@ llama_lora=("${llama[@]}" --lora.targets=q,k,v,o,gate,up,down)
 adapters() {
   expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/$1.ckpt/step_00000006" --adapter "$ZT_WORK/$1.adapter"
 }
-# plan_is_peak RUN: the plan's prediction is the measured peak within 5% (metrics of RUN's last step).
+# plan_is_peak RUN: the plan's prediction is never below the measured peak and at most 10% above it
+# (metrics of RUN's last step; at ZeRO-3 the frozen base's gather buffers are counted as the engine keeps
+# them, and the adapters' gradients in flight at their most).
 plan_is_peak() {
-  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$1" <<'PY' || fail "$1: the memory plan misses the measured peak by more than 5%"
+  /usr/bin/python3 - "$ZT_WORK/$1.jsonl" "$1" <<'PY' || fail "$1: the memory plan is below the measured peak or 10% above it"
 import json, sys
 last = [r for r in map(json.loads, open(sys.argv[1])) if "mem_peak_bytes" in r][-1]
 ratio = last["mem_predicted_bytes"] / last["mem_peak_bytes"]
 print(f"{sys.argv[2]}: predicted {last['mem_predicted_bytes']} / measured peak {last['mem_peak_bytes']} = {ratio:.3f}")
-sys.exit(0 if abs(ratio - 1) <= 0.05 else 1)
+sys.exit(0 if 1 <= ratio <= 1.10 else 1)
 PY
 }
 

@@ -141,11 +141,22 @@ TEST(Nf4Params, HoldsCodesAndScalesForTheBlockWeights) {
   auto be = backend::make_cpu_backend(1);
   const ParamTable table(tiny_llama());
   const std::vector<float> w = random(table, 3, 0.3f);
+  // Per unit one buffer: the kept values (bf16), the codes, the scales and the nested scales, each
+  // section padded to 16 bytes.
+  auto pad = [](std::size_t n) { return (n + 15) / 16 * 16; };
   std::size_t want = 0, want_nested = 0;
-  for (std::size_t p = 0; p < table.params().size(); ++p) {
-    const std::size_t n = table.params()[p].numel, blocks = (n + 63) / 64;
-    want += nf4_quantized(table, p) ? (n + 1) / 2 + blocks * sizeof(float) : n * 2;
-    want_nested += nf4_quantized(table, p) ? (n + 1) / 2 + blocks + (blocks + 255) / 256 * sizeof(float) : n * 2;
+  for (int u = 0; u < table.n_units(); ++u) {
+    std::size_t kept = 0, codes = 0, scales = 0, nested = 0;
+    for (std::size_t p = table.first_param(u); p < table.end_param(u); ++p) {
+      const std::size_t n = table.params()[p].numel, blocks = (n + 63) / 64;
+      if (!nf4_quantized(table, p)) {
+        kept += n * 2;
+        continue;
+      }
+      codes += (n + 1) / 2, scales += blocks, nested += (blocks + 255) / 256;
+    }
+    want += pad(pad(pad(kept) + codes) + scales * sizeof(float));
+    want_nested += pad(pad(pad(pad(kept) + codes) + scales) + nested * sizeof(float));
   }
   EXPECT_EQ(Nf4Params(*be, table, w, DType::kBF16).held_bytes(), want);
   EXPECT_EQ(Nf4Params(*be, table, w, DType::kBF16, {.double_quant = true}).held_bytes(), want_nested);
