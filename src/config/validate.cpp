@@ -209,11 +209,10 @@ void check_logging(const Config& c) {
     if (c.rl.enabled())
       throw ConfigError("log.eval_prompts and rl.prompts are both set: an RL run's metrics already score its responses; "
                         "drop log.eval_prompts");
-    if ((c.train.zero_stage == 3 && c.lora.rank > 0) || c.parallel.pp > 1)
+    if (c.parallel.pp > 1)
       throw ConfigError(cat("log.eval_prompts: the evaluation generates from whole weights on every rank, which it gathers "
-                            "at train.zero_stage=3 but not yet under a pipeline or for LoRA adapters: use parallel.pp=1, "
-                            "and train.zero_stage 0-2 with lora.rank > 0 (this run has train.zero_stage=",
-                            c.train.zero_stage, ", parallel.pp=", c.parallel.pp, ", lora.rank=", c.lora.rank, ")"));
+                            "at train.zero_stage=3 but not yet under a pipeline: use parallel.pp=1 (this run has "
+                            "parallel.pp=", c.parallel.pp, ")"));
     if (c.log.eval_max_new_tokens >= c.model.seq_len)
       throw ConfigError(cat("log.eval_max_new_tokens=", c.log.eval_max_new_tokens, " leaves no room for a prompt in model.seq_len=",
                             c.model.seq_len));
@@ -239,10 +238,6 @@ void check_rl(const Config& c) {
   if (c.parallel.pp > 1)
     throw ConfigError(cat("rl.prompts: RL does not run under a pipeline yet (parallel.pp=", c.parallel.pp,
                           "): use parallel.pp=1 (parallel.tp and data parallelism work)"));
-  if (c.train.zero_stage == 3 && c.lora.rank > 0)
-    throw ConfigError(cat("rl.prompts with lora.rank=", c.lora.rank, " at train.zero_stage=3: the rollouts gather the "
-                          "sharded weights once per iteration, but not yet a LoRA actor's adapters; use train.zero_stage "
-                          "0-2 (the adapters are small; 2 shards their gradients and optimizer state)"));
   if (c.rl.max_new_tokens >= c.model.seq_len)
     throw ConfigError(cat("rl.max_new_tokens=", c.rl.max_new_tokens, " leaves no room for a prompt in model.seq_len=",
                           c.model.seq_len, ": use rl.max_new_tokens < ", c.model.seq_len, " or a longer model.seq_len"));

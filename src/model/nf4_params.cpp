@@ -197,6 +197,23 @@ void Nf4Params::store_unit(int u, std::span<const float> flat) {
   held_bytes_ += slice;
 }
 
+std::unique_ptr<Nf4Params> Nf4Params::gathered_whole() {
+  ZT_CHECK(sharded(), "Nf4Params: gathered_whole of a base that is not sharded");
+  ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: gathered while a unit is in use");
+  expect_access_order({});  // no prefetch of a pass in flight
+  auto whole = std::make_unique<Nf4Params>(be_, table_, compute_, options_);
+  for (int u = 0; u < table_.n_units(); ++u) {
+    UnitStore& s = units_[static_cast<std::size_t>(u)];
+    UnitStore& w = whole->units_[static_cast<std::size_t>(u)];
+    w.at = s.at, w.quantized = s.quantized, w.n_scales = s.n_scales;  // the sections lie where they lay
+    w.held = be_.allocate(s.at.bytes);
+    be_.copy(w.held.data(), whole_bytes(u), s.at.bytes);
+    s.gathered.reset();
+    whole->held_bytes_ += s.at.bytes;
+  }
+  return whole;
+}
+
 void Nf4Params::expect_access_order(std::vector<int> order) {
   finish_gathers();
   for (UnitStore& s : units_)

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -72,6 +73,9 @@ class Nf4Params final : public ParamSource {
   // Sharded: the order of the next pass's unit requests (optim::forward_order ...); while the requests
   // follow it, taking a unit starts gathering the next. Gathers of the last pass still in flight finish.
   void expect_access_order(std::vector<int> order);
+  // Sharded: every unit's bytes gathered (collective: each rank of the group calls it) into a whole,
+  // unsharded copy, for a generation engine whose ranks decode without meeting in gathers (RL at ZeRO-3).
+  std::unique_ptr<Nf4Params> gathered_whole();
 
   // Bytes kept on the backend: codes, scales and the other parameters, or this rank's 1/W of them (not
   // the scratch and gathers of units in use).

@@ -223,14 +223,23 @@ std::optional<model::ParamTable> rank_adapters(const config::Config& c, const mo
 
 // RL (rl.prompts): the rollouts' generation engine (KV cache of rl.slots sequences of model.seq_len, its
 // prefill and decoding activations and logits) beside the training state; at ZeRO-3 the whole weights
-// gathered for it; the initial policy's weights for the KL term (a LoRA actor's reference is its base).
-void add_rollouts(MemoryPlan& p, const config::Config& config, int tp, DType compute) {
+// gathered for it (a LoRA actor's base, as its NF4 bytes with lora.base_dtype=nf4, and its adapters: this
+// rank's tables `table` and `adapters`); the initial policy's weights for the KL term (a LoRA actor's
+// reference is its base).
+void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
+                  const std::optional<model::ParamTable>& adapters, int tp, DType compute) {
   const model::GptShape shape = model::model_shape(config.model);
   p.rows.push_back({"rollout engine", gen::Engine::bytes(shape, tp, rl::engine_options(config, shape.seq_len)),
                     cat(config.rl.slots, " sequences of ", shape.seq_len, " tokens: KV cache, activations, logits")});
-  if (config.train.zero_stage == 3)
-    p.rows.push_back({"gathered weights", model::ParamTable(shape).numel() / static_cast<std::uint64_t>(tp) * dtype_size(compute),
-                      cat(dtype_name(compute), ", ZeRO-3: the whole weights while the rollouts run")});
+  if (config.train.zero_stage == 3) {
+    const bool nf4 = adapters && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
+    std::uint64_t bytes = nf4 ? model::nf4_held_bytes(table, compute, model::nf4_options(config))
+                              : table.numel() * dtype_size(compute);
+    if (adapters) bytes += adapters->numel() * dtype_size(compute);
+    p.rows.push_back({"gathered weights", bytes,
+                      cat(nf4 ? "NF4 base" : dtype_name(compute), adapters ? " and adapters" : "",
+                          ", ZeRO-3: the whole weights while the rollouts run")});
+  }
   if (config.rl.kl_coef > 0 && config.lora.rank == 0)
     p.rows.push_back({"reference policy", model::ParamTable(shape).numel() / static_cast<std::uint64_t>(tp) * dtype_size(compute),
                       cat(dtype_name(compute), ", rl.kl_coef's initial weights")});
@@ -280,7 +289,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_model_state(p, table, dp, stage, compute, offload);
   }
   p.rows.push_back({"activations", activations, activations_note});
-  if (config.rl.enabled()) add_rollouts(p, config, tp, compute);
+  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, tp, compute);
   if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute, offload);
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});

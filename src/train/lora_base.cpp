@@ -65,6 +65,11 @@ model::Lora& LoraBase::attach_generation(std::int64_t rows) {
   return *generation_lora_;
 }
 
+void LoraBase::bind_generation(model::ParamSource* adapters) {
+  ZT_CHECK(generation_lora_ != nullptr, "LoraBase: bind_generation before attach_generation");
+  generation_lora_->bind(adapters ? adapters : adapter_params_.get(), nullptr);
+}
+
 // The hash is of the whole base, whatever part of it this rank holds: any layout checks the same base.
 // Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
 std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,

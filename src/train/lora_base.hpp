@@ -20,6 +20,7 @@
 #include "config/config.hpp"
 #include "dist/communicator.hpp"
 #include "dist/world.hpp"
+#include "model/device_weights.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
 #include "model/nf4_params.hpp"
@@ -62,6 +63,7 @@ class LoraBase {
   // parameters-only (frozen) ZeRO engine.
   bool nf4() const { return nf4_ != nullptr; }
   optim::ZeroEngine& base_engine() { return *base_engine_; }  // not nf4()
+  model::Nf4Params& nf4_base() { return *nf4_; }              // nf4()
   // The base as the model reads it (the engine's units, gathered at stage 3; or the NF4 units, dequantized).
   std::unique_ptr<model::ParamSource> base_source();
   // The adapters, reading and training through the engine that trains them: the model(s) take it
@@ -71,6 +73,9 @@ class LoraBase {
   // The same adapters for generation (RL's rollouts, after attach): forward only, for forwards of up to
   // `rows` rows (gen::rows_for_lora), reading the adapter engine's live weights.
   model::Lora& attach_generation(std::int64_t rows);
+  // The generation adapters read `adapters` (a whole copy gathered at ZeRO-3, which the caller keeps)
+  // from here on; null: the adapter engine's again.
+  void bind_generation(model::ParamSource* adapters);
   // Loads the base from init.from (or the seed's random init when empty); returns the SHA-256 of its
   // fp32 weights (the checkpoint's reference to its base), given to `check` first. Every rank reads it:
   // a bad base, or `check`'s error, is printed once (ReportedError; train/shared_input.hpp).
@@ -105,6 +110,25 @@ class LoraBase {
   std::unique_ptr<optim::ZeroGrads> adapter_grads_;
   DType compute_;
   std::string base_sha256_;
+};
+
+// What a generation engine (RL's rollouts, the answer evaluation) reads: the trainer's weights as they are
+// at ZeRO 0-2; at ZeRO-3 whole copies gathered first, since the ranks then decode different numbers of
+// steps and cannot meet in per-unit gathers: the model's weights, or a LoRA run's base (compute dtype, or
+// its NF4 bytes) and adapters (the generation adapters read that copy while it lives).
+struct GenerationWeights {
+  model::ParamSource* base = nullptr;               // the model's (a LoRA run's base) weights
+  std::unique_ptr<model::DeviceWeights> whole;      // ZeRO-3: the model's, or a compute-dtype base's, gathered
+  std::unique_ptr<model::Nf4Params> nf4;            // ZeRO-3: an NF4 base's bytes, gathered
+  std::unique_ptr<model::DeviceWeights> adapters;   // ZeRO-3: a LoRA run's adapters, gathered
+  LoraBase* lora = nullptr;                         // its generation adapters read `adapters` until this goes
+  GenerationWeights() = default;
+  GenerationWeights(const GenerationWeights&) = delete;
+  GenerationWeights& operator=(const GenerationWeights&) = delete;
+  ~GenerationWeights() {
+    if (lora) lora->bind_generation(nullptr);
+  }
+  model::ParamSource& params() { return *base; }
 };
 
 // The block order of the adapter units (unit l = block l) in a pass: forward 0..L-1, then backward L-1..0.

@@ -98,7 +98,7 @@ class Trainer {
   struct RlSums;
   void open_rl(const ResumePoint& resume);  // a resumed PPO run's critic from resume.dir
   std::unique_ptr<model::DeviceWeights> reference_weights();
-  std::unique_ptr<model::DeviceWeights> gathered_weights();  // ZeRO-3: the whole weights for generation (collective)
+  std::unique_ptr<GenerationWeights> generation_weights();  // lora_base.hpp's (collective at ZeRO-3)
   int rl_loop();
   StepResult rl_iteration();
   std::vector<rl::Rollout> rl_generate(RlSums& sums);

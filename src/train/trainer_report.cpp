@@ -79,9 +79,8 @@ void Trainer::evaluate_answers() {
     e.lora = &lora_->attach_generation(gen::rows_for_lora(e));
   }
   set_comm_context(cat("answer evaluation after step ", step_));
-  const std::unique_ptr<model::DeviceWeights> gathered = config_.train.zero_stage == 3 ? gathered_weights() : nullptr;
-  const AnswerScores s =
-      answer_eval_->run(*backend_, shard_table(), gathered ? gathered->params() : *params_, e, dp_comm(), grid_.dp_rank());
+  const std::unique_ptr<GenerationWeights> weights = generation_weights();  // before the ranks' decoding diverges
+  const AnswerScores s = answer_eval_->run(*backend_, shard_table(), weights->params(), e, dp_comm(), grid_.dp_rank());
   if (metrics_) metrics_->answers(step_, s);
 }
 

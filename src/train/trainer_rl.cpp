@@ -98,21 +98,29 @@ std::unique_ptr<model::DeviceWeights> Trainer::reference_weights() {
 
 // ZeRO-3: every unit gathered once, in unit order, on every rank of the data-parallel group, into one
 // compute-dtype copy of this rank's part of the model (as verl's hybrid engine hands its rollout engine
-// full weights gathered from FSDP's shards); the caller holds it while it generates.
-std::unique_ptr<model::DeviceWeights> Trainer::gathered_weights() {
-  const model::ParamTable& t = shard_table();
+// full weights gathered from FSDP's shards); a LoRA run's base (its NF4 bytes) and adapters likewise. The
+// caller holds it while it generates.
+std::unique_ptr<GenerationWeights> Trainer::generation_weights() {
+  auto g = std::make_unique<GenerationWeights>();
+  g->base = params_.get();
+  if (config_.train.zero_stage != 3) return g;
   const DType dtype = model::compute_dtype(config_.train.precision);
-  backend::Buffer flat = backend_->allocate(t.numel() * dtype_size(dtype));
-  std::vector<int> order(static_cast<std::size_t>(t.n_units()));
-  std::iota(order.begin(), order.end(), 0);
-  engine_->expect_access_order(order);
-  for (int u = 0; u < t.n_units(); ++u) {
-    const backend::Tensor unit = engine_->param_unit(u);
-    backend_->copy(static_cast<std::byte*>(flat.data()) + t.units()[static_cast<std::size_t>(u)].offset * dtype_size(dtype),
-                   unit.data, unit.bytes());
-    engine_->release_param_unit(u);
+  if (!lora_) {
+    g->whole = optim::gather_whole(*backend_, *engine_, shard_table(), dtype);
+    g->base = &g->whole->params();
+    return g;
   }
-  return std::make_unique<model::DeviceWeights>(t, std::move(flat), dtype);
+  if (lora_->nf4()) {
+    g->nf4 = lora_->nf4_base().gathered_whole();
+    g->base = g->nf4.get();
+  } else {
+    g->whole = optim::gather_whole(*backend_, lora_->base_engine(), shard_table(), dtype);
+    g->base = &g->whole->params();
+  }
+  g->adapters = optim::gather_whole(*backend_, *engine_, lora_->adapter_part(), dtype);
+  lora_->bind_generation(&g->adapters->params());
+  g->lora = lora_.get();
+  return g;
 }
 
 int Trainer::rl_loop() {
@@ -165,10 +173,10 @@ std::vector<rl::Rollout> Trainer::rl_generate(RlSums& sums) {
   const auto t = Clock::now();
   // The engine (its KV cache) lives while the rollouts run. At ZeRO-3 it reads a whole copy of the
   // weights, gathered before the ranks' decoding diverges.
-  const std::unique_ptr<model::DeviceWeights> gathered = config_.train.zero_stage == 3 ? gathered_weights() : nullptr;
+  const std::unique_ptr<GenerationWeights> weights = generation_weights();
   std::vector<gen::Completion> done;
   {
-    gen::Engine engine(*backend_, shard_table(), gathered ? gathered->params() : *params_, r.engine_options);
+    gen::Engine engine(*backend_, shard_table(), weights->params(), r.engine_options);
     done = engine.run(requests);
   }
   if (placement_.device == config::Device::kCuda) backend_->synchronize();

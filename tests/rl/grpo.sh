@@ -8,13 +8,15 @@
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
 # - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
 #   2 tensor-parallel ranks the first two;
-# - a LoRA actor (KL to its base) samples as the full model first, trains and exports its adapter;
+# - a LoRA actor (KL to its base) samples as the full model first, trains and exports its adapter; at
+#   ZeRO-3 on 2 ranks (base and adapters gathered whole for the rollouts) it samples iterations 1-2 as 1
+#   rank does, with a bf16-or-fp32 base and with an NF4 base;
 # - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
 # - PPO (a critic, GAE) lifts the accuracy likewise while its value loss falls; 2 ranks (ZeRO-1, ZeRO-3,
 #   parallel.tp=2) follow 1 rank; a PPO run stopped and resumed (its critic checkpointed) gives the
 #   uninterrupted run's metrics exactly, and resumes on 2 ranks at ZeRO-3 and at parallel.tp=2;
 #   zckpt verify/export/reshard handle its critic/; GRPO <-> PPO resumes are refused;
-# - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks, a LoRA actor at ZeRO-3,
+# - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks,
 #   prompts without a reference, a prompt too long for the context.
 source "$(dirname "$0")/../lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +43,19 @@ assert [e["step"] for e in evals] == [1000, 2000], evals
 z = json.load(open(sys.argv[2]))
 assert evals[-1]["eval_accuracy"] == z["accuracy"] and evals[-1]["eval_prompts"] == z["prompts"] == 25, (evals[-1], z)
 print(f"ok: log.eval_prompts at step 2000 = zgen's evaluation of the export: accuracy {z['accuracy']}")
+PY
+# A LoRA run's evaluation at ZeRO-3 on 2 ranks generates from the base and adapters gathered whole: with
+# optim.lr=0 the adapters stay at B = 0, so it scores the export exactly as zgen did.
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" --config "$configs/rl-arith-format.ini" --data.train="$W/tok/train_*.h5" \
+  --data.vocab="$task/tokenizer.json" --train.threads=1 --init.from="$W/hf" --lora.rank=4 --lora.targets=c_attn,c_fc \
+  --train.zero_stage=3 --train.micro_batch=16 --train.max_steps=1 --optim.lr=0 --optim.min_lr=0 --log.eval_prompts="$task/prompts.jsonl" \
+  --log.eval_every=1 --log.eval_max_new_tokens=8 --ckpt.dir="$W/lora-eval" --log.metrics="$W/lora-eval.jsonl"
+python3 - "$W/lora-eval.jsonl" "$W/zgen-eval.json" <<'PY' || fail "a LoRA run's evaluation at ZeRO-3 differs from zgen's (above)"
+import json, sys
+e = [json.loads(l) for l in open(sys.argv[1]) if '"eval_accuracy"' in l][-1]
+z = json.load(open(sys.argv[2]))
+assert e["eval_accuracy"] == z["accuracy"], (e, z)
+print(f"ok: a LoRA run's evaluation at ZeRO-3 on 2 ranks = zgen's: accuracy {z['accuracy']}")
 PY
 rl=(--config "$configs/rl-arith-grpo.ini" --init.from="$W/hf" --data.vocab="$task/tokenizer.json" --train.threads=1
     --rl.prompts="$task/prompts.jsonl" --ckpt.every=0)
@@ -125,6 +140,17 @@ lora=$(grep '"step": 1,' "$W/lora.jsonl" | grep -oE '"(reward_mean|accuracy|resp
 expect_exit 0 "$ZT_BIN/zckpt" export "$W/lora/step_00000002" --adapter "$W/adapter"
 [ -f "$W/adapter/adapter_model.safetensors" ] || fail "no PEFT adapter exported from the LoRA RL checkpoint"
 echo "ok: a LoRA actor samples its first iteration as the full model, trains, exports its adapter"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --lora.rank=4 \
+  --lora.targets=c_attn,c_fc --rl.kl_coef=0.1 --train.zero_stage=3 --ckpt.dir="$W/lora3" --log.metrics="$W/lora3.jsonl"
+[ "$(sampled "$W/lora3.jsonl")" = "$(sampled "$W/lora.jsonl")" ] ||
+  fail "a LoRA actor at ZeRO-3 on 2 ranks samples iterations 1-2 unlike 1 rank: $(sampled "$W/lora3.jsonl" | tr '\n' ' ')"
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --lora.rank=4 --lora.targets=c_attn,c_fc \
+  --lora.base_dtype=nf4 --ckpt.dir="$W/qlora" --log.metrics="$W/qlora.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --lora.rank=4 \
+  --lora.targets=c_attn,c_fc --lora.base_dtype=nf4 --train.zero_stage=3 --ckpt.dir="$W/qlora3" --log.metrics="$W/qlora3.jsonl"
+[ "$(sampled "$W/qlora3.jsonl")" = "$(sampled "$W/qlora.jsonl")" ] ||
+  fail "an NF4-base LoRA actor at ZeRO-3 on 2 ranks samples iterations 1-2 unlike 1 rank: $(sampled "$W/qlora3.jsonl" | tr '\n' ' ')"
+echo "ok: a LoRA actor at ZeRO-3 (bf16/fp32 and NF4 base) samples iterations 1-2 on 2 ranks as 1 rank does"
 
 # ---- a reward program scores as the built-in rule ----------------------------------------------------------
 cat >"$W/score.py" <<'PY'
@@ -266,8 +292,6 @@ expect_in "$W/err" "is of a PPO run .*resume it with rl.algorithm=ppo"
 expect_exit 2 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.batch=256 --rl.mini_batch=128 --rl.group_size=1 \
   --train.micro_batch=128 --ckpt.dir="$W/refused"
 expect_in "$W/err" "train.micro_batch=64|rl.mini_batch=256" "the batch refusal names the fix"
-expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --train.zero_stage=3 --lora.rank=4 --ckpt.dir="$W/refused"
-expect_in "$W/err" "lora.rank=4 at train.zero_stage=3"
 python3 -c "import json; print(json.dumps({'id': 1, 'prompt': '1+1='}))" >"$W/noref.jsonl"
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.prompts="$W/noref.jsonl" --ckpt.dir="$W/refused"
 expect_in "$W/err" "noref.jsonl:1.*answer"

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "model/device_weights.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
 #include "optim/zero/engine.hpp"
@@ -48,6 +49,11 @@ inline std::vector<optim::ParamRange> params_of(const model::ParamTable& t) {
 // The flat ranges rank `rank` of `world_size` owns: its slice of every unit (partition.hpp), which is
 // what it saves in a checkpoint (and what ckpt/ reshards by; zckpt reshard computes them too).
 std::vector<FlatRange> checkpoint_ranges(const model::ParamTable& table, int world_size, int rank);
+
+// The engine's parameters gathered whole into one copy in `dtype` (the engine's compute dtype) in the
+// table's layout: every unit once, in unit order (collective at stage 3: every rank of the group calls it).
+std::unique_ptr<model::DeviceWeights> gather_whole(backend::Backend& be, ZeroEngine& engine,
+                                                   const model::ParamTable& table, DType dtype);
 
 // The order the model asks for parameter units (param_source.hpp): forward 0, 1..L, L+1, 0; backward
 // 0, L+1, L..1. An untied LM head (Llama) lives in unit L+1, so unit 0 is not asked for again. Stage 3
