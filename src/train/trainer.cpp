@@ -76,7 +76,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), optim::units_of(trained), optim::params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
-                                                offload_threads(), compute);
+                                                optim::offload_options(config, offload_threads(), world.rank(), "model"), compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
   hang_notes_ = std::make_unique<health::HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
