@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -20,7 +21,14 @@ namespace zt::io {
 namespace fs = std::filesystem;
 
 namespace {
-std::string gib(std::uint64_t bytes) { return cat(static_cast<double>(bytes) / (1ull << 30), " GiB (", bytes, " bytes)"); }
+// "2.50 GiB (2684354560 bytes)": readable, and exact for a test or a script to compare.
+std::string gib(std::uint64_t bytes) {
+  char text[64];
+  const bool big = bytes >= (1ull << 30);
+  std::snprintf(text, sizeof text, "%.2f %s (%llu bytes)", static_cast<double>(bytes) / (big ? 1ull << 30 : 1ull << 20),
+                big ? "GiB" : "MiB", static_cast<unsigned long long>(bytes));
+  return text;
+}
 }  // namespace
 
 AlignedBuffer::AlignedBuffer(std::size_t bytes) : bytes_(bytes) {

@@ -118,7 +118,9 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   log::info(cat("memory per rank: parameters ", mib(mem.params), lora_ ? cat(" (LoRA adapters; frozen base ", mib(lora_->base_bytes()), ")") : "",
                 ", gradients ", mib(mem.grads), ", optimizer state ",
-                mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host: offload)") : "",
+                mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host",
+                                                                   mem.nvme_optimizer ? cat(" and ", mib(mem.nvme_optimizer), " on NVMe") : "",
+                                                                   ": offload)") : "",
                 ", activations ", mib(pipeline_ ? pipeline_->activation_bytes() : model_->activation_bytes()), " (recompute=",
                 config::to_string(config.train.recompute), "); predicted peak ", mib(predicted_peak_)));
 }

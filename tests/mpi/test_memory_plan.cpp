@@ -49,7 +49,7 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
   for (const auto& u : table.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
   std::vector<optim::ParamRange> params;
   for (const auto& p : table.params()) params.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
-  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25, 0, compute);
+  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25, {}, compute);
   engine.load_params([&](std::int64_t o, std::int64_t n, float* out) { model::init_params_range(table, 1, o, n, out); });
   optim::ZeroParams source(engine);
   optim::ZeroGrads sink(engine);

@@ -23,6 +23,15 @@ OffloadOptions offload_options(const config::Config& c, int threads, int world_r
   return o;
 }
 
+OffloadFootprint offload_footprint(std::int64_t shard_numel, const OffloadOptions& o) {
+  const std::uint64_t elements = static_cast<std::uint64_t>(std::max<std::int64_t>(1, shard_numel));
+  if (o.nvme_file.empty()) return {4 * elements * sizeof(float), 0, 0};  // master, m, v and the gradients
+  const std::int64_t chunk = NvmeStore::chunk_for(shard_numel, o.chunk_numel);
+  const std::uint64_t staging = static_cast<std::uint64_t>(chunk) * sizeof(float);
+  return {NvmeStore::buffer_bytes(shard_numel, o.chunk_numel) + staging, NvmeStore::file_bytes(shard_numel, o.chunk_numel),
+          3 * staging};
+}
+
 namespace {
 // offload.nvme_dir must exist (a node-local disk's mount: a missing one is a typo or an unmounted
 // disk, which creating it would hide by filling the root file system); rank_<r>/ below it is ours.

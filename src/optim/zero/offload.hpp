@@ -39,6 +39,15 @@ struct OffloadOptions {
 // actor's, PPO's critic's): offload.nvme_dir/rank_<world rank>/<name>.bin.
 OffloadOptions offload_options(const config::Config& config, int threads, int world_rank, const std::string& name);
 
+// What an engine whose shard holds shard_numel elements keeps off the device with `o` (o.threads > 0):
+// host memory (the state and its gradient staging, or the NVMe tier's buffers) and the NVMe file.
+// The planner's figures and OffloadOptimizer's allocations both come from here.
+struct OffloadFootprint {
+  std::uint64_t host_bytes = 0, disk_bytes = 0;
+  std::uint64_t transfer_bytes = 0;  // NVMe: one chunk's read or write
+};
+OffloadFootprint offload_footprint(std::int64_t shard_numel, const OffloadOptions& o);
+
 class OffloadOptimizer {
  public:
   // shard_numel: this rank's shard buffer length. NVMe start-up problems are ConfigError (exit 2).
@@ -63,7 +72,7 @@ class OffloadOptimizer {
   }
 
   const OffloadStore& store() const { return *store_; }
-  std::size_t host_bytes() const;  // the store's and the gradient staging
+  std::size_t host_bytes() const;  // the store's and the gradient staging (offload_footprint's)
 
  private:
   backend::Backend& device_;
