@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Optimizer offload to NVMe (offload.to=nvme) changes where the state lives, not the results: 2 ranks at
 # ZeRO-1 and ZeRO-3 give bit-identical losses and final weights with no offload, offload.to=host and
-# offload.to=nvme (chunks of 48 KiB: several per rank), and an NVMe run stopped at a checkpoint and
-# resumed continues the uninterrupted curve and weights bit for bit; a clean exit leaves no scratch file.
+# offload.to=nvme (chunks of 48 KiB: several per rank), and an NVMe run stopped at a checkpoint (written
+# synchronously, streamed from the file, or asynchronously from a snapshot) and resumed continues the
+# uninterrupted curve and weights bit for bit; a clean exit leaves no scratch file.
 # A missing, non-directory or unset offload.nvme_dir, and a disk too small for the state (a small
 # tmpfs, where mounting is allowed: the start-up check, and with --force each rank's preallocation),
 # are exit 2 before any step, naming the directory; the directory removed mid-run is exit 1 naming the
@@ -43,11 +44,15 @@ for stage in 1 3; do
 done
 [ -z "$(ls -A "$nvme")" ] || fail "scratch left in offload.nvme_dir after clean exits: $(ls -R "$nvme")"
 
-# Resume on the NVMe tier: stopped at step 3 (checkpointed), continued to 6 = the uninterrupted run.
-run resumed --train.zero_stage=3 "${to_nvme[@]}" --train.stop_at_step=3 --ckpt.every=3
-expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/ck_resumed" --log.metrics="$ZT_WORK/resumed.jsonl" \
-  --train.zero_stage=3 "${to_nvme[@]}" --ckpt.resume=auto
-same nvme3 resumed
+# Resume on the NVMe tier: stopped at step 3 (checkpointed), continued to 6 = the uninterrupted run;
+# the synchronous save streams the state from the file, the asynchronous one from a snapshot of it.
+for mode in sync async; do
+  async=$([ $mode = async ] && echo true || echo false)
+  run resumed_$mode --train.zero_stage=3 "${to_nvme[@]}" --train.stop_at_step=3 --ckpt.every=3 --ckpt.async=$async
+  expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/ck_resumed_$mode" \
+    --log.metrics="$ZT_WORK/resumed_$mode.jsonl" --train.zero_stage=3 "${to_nvme[@]}" --ckpt.resume=auto
+  same nvme3 resumed_$mode
+done
 
 # Start-up errors: exit 2 before any step, naming the key, the directory and the fix.
 bad() {  # bad PATTERN ARGS...

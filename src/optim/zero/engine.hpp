@@ -66,6 +66,8 @@ class ZeroEngine {
   // memory; a collective where gather_is_collective(): every rank calls it then.
   void gather_params(float* flat_host);
   bool gather_is_collective() const { return stage_ == 3 || (mixed() && stage_ >= 1); }
+  // ZeRO-Offload: the master and moments live off the device (host memory or NVMe), not in its buffers.
+  bool offloads() const { return offload_ != nullptr; }
 
   // ---- checkpoint state: the fp32 master weights and AdamW moments by flat range ----------------
   enum class State { kMaster, kExpAvg, kExpAvgSq };
