@@ -34,7 +34,7 @@ std::string gib(std::uint64_t bytes) {
 AlignedBuffer::AlignedBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
   if (::posix_memalign(&data_, kDirectAlign, align_up(bytes)) != 0)
-    throw Error(cat("cannot allocate ", bytes, " bytes of aligned host memory for I/O"));
+    throw Error(cat("cannot allocate ", bytes, " bytes of aligned host memory (posix_memalign)"));
   std::memset(data_, 0, align_up(bytes));
 }
 
