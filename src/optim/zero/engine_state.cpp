@@ -14,9 +14,7 @@ using backend::Tensor;
 
 namespace {
 dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
-}  // namespace
 
-namespace {
 OffloadState offload_state(ZeroEngine::State s) {
   switch (s) {
     case ZeroEngine::State::kMaster: return OffloadState::kMaster;
