@@ -58,7 +58,11 @@ fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step, const std:
   return tmp;
 }
 
-FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step) {
+namespace {
+// A rank's optimizer shard file: its attributes, the three states (each written by write_kind), the
+// ranges; closed, fsynced, recorded.
+FileRecord write_shard_file(const fs::path& dir, const RankShard& shard, std::int64_t step,
+                            const std::function<void(StateKind, io::H5Dataset&&)>& write_kind) {
   const std::string rel = optim_file_name(shard.rank, shard.world_size);
   const fs::path path = dir / rel;
   {
@@ -69,17 +73,35 @@ FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::in
     f.set_attr("world_size", static_cast<std::uint64_t>(shard.world_size));
     f.set_attr("step", static_cast<std::uint64_t>(step));
     const auto n = static_cast<std::uint64_t>(shard.numel());
-    for (StateKind kind : kStateKinds) {
-      const std::vector<float>& values = shard.of(kind);
-      ZT_CHECK_EQ(values.size(), n, dataset_name(kind), " of rank ", shard.rank);
-      write_in_slices(f.create_dataset(dataset_name(kind), io::H5Type::kF32, n, kPlain), values);
-    }
+    for (StateKind kind : kStateKinds) write_kind(kind, f.create_dataset(dataset_name(kind), io::H5Type::kF32, n, kPlain));
     const std::vector<std::uint64_t> table = ranges_table(shard.ranges);
     f.create_dataset("ranges", io::H5Type::kU64, {shard.ranges.size(), 2}).write_all(table);
     f.close();  // where HDF5 writes what it buffered: a full disk fails here at the latest
   }
   io::fsync_path(path);
   return file_record(dir, rel);
+}
+}  // namespace
+
+FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step) {
+  return write_shard_file(dir, shard, step, [&](StateKind kind, io::H5Dataset&& ds) {
+    const std::vector<float>& values = shard.of(kind);
+    ZT_CHECK_EQ(values.size(), static_cast<std::size_t>(shard.numel()), dataset_name(kind), " of rank ", shard.rank);
+    write_in_slices(std::move(ds), values);
+  });
+}
+
+FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step, const ShardReader& read) {
+  std::vector<float> slice;
+  return write_shard_file(dir, shard, step, [&](StateKind kind, io::H5Dataset&& ds) {
+    const std::int64_t n = shard.numel();
+    for (std::int64_t at = 0; at < n; at += static_cast<std::int64_t>(kSliceElements)) {
+      const std::int64_t count = std::min<std::int64_t>(static_cast<std::int64_t>(kSliceElements), n - at);
+      slice.resize(static_cast<std::size_t>(count));
+      read(kind, at, count, slice.data());
+      ds.write(static_cast<std::uint64_t>(at), std::span<const float>(slice.data(), slice.size()));
+    }
+  });
 }
 
 FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat) {

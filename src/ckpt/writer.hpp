@@ -4,6 +4,8 @@
 // last and renames the directory (commit). Nothing here is collective: the caller (train/) owns MPI.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -23,6 +25,11 @@ fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step, const std:
 // This rank's optimizer shard: 1-D fp32 `master`, `exp_avg`, `exp_avg_sq` and
 // `ranges` [n, 2] u64 (flat offset, numel), closed and fsynced. Throws IoError naming the file.
 FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step);
+// Elements [offset, offset + count) of one state of a rank's shard (its ranges concatenated) into out.
+using ShardReader = std::function<void(StateKind kind, std::int64_t offset, std::int64_t count, float* out)>;
+// The same file, its values read slice by slice (64 MiB) through `read` instead of from shard's vectors
+// (left empty): a save of state that lives off the device (optimizer offload) holds one slice of it.
+FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step, const ShardReader& read);
 // Rank 0: model.h5, every parameter under its HF name with its HF shape (Fletcher-32 per chunk), from
 // the full flat fp32 parameters (model.flat_numel floats).
 FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat);

@@ -11,6 +11,7 @@ enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class Recompute { kNone, kFull, kSelective };
 enum class Offload { kNone, kOptimizer };
+enum class OffloadTo { kHost, kNvme };  // where train.offload's state lives
 enum class Attention { kAuto, kCudnn, kNative };  // the CUDA backend's attention implementation
 // TEST ONLY (debug.*): where debug.hang_at_step hits, and how the rank stops responding there.
 enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume };
@@ -81,6 +82,14 @@ struct TrainConfig {
 
 struct ZeroConfig {
   double bucket_mb = 25;
+};
+
+// Where train.offload puts the state it offloads (optim/zero/offload.hpp): host memory, or a file per
+// rank on a node-local NVMe disk streamed in chunks (ZeRO-Infinity's tier).
+struct OffloadConfig {
+  OffloadTo to = OffloadTo::kHost;
+  std::string nvme_dir;         // to=nvme: an existing node-local directory; rank_<r>/ is made below it
+  double nvme_chunk_mb = 64;    // MiB per transfer (master, exp_avg and exp_avg_sq of one chunk)
 };
 
 // LoRA (Hu et al. 2021) as PEFT defines it: y = x W + scale * (x A^T) B^T on the targeted linear layers,
@@ -239,6 +248,7 @@ struct Config {
   InitConfig init;
   TrainConfig train;
   ZeroConfig zero;
+  OffloadConfig offload;
   LoraConfig lora;
   OptimConfig optim;
   DataConfig data;

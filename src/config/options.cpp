@@ -194,7 +194,7 @@ std::vector<Option> build_table() {
       opt("train.zero_stage", &C::train, &TrainConfig::zero_stage, "ZeRO stage: 0 replicated, 1 optimizer state sharded, 2 +gradients, 3 +parameters", I64{0, 3}),
       opt("train.recompute", &C::train, &TrainConfig::recompute, "activation recomputation in the backward pass"),
       opt("train.loss_chunk", &C::train, &TrainConfig::loss_chunk, "vocabulary rows per chunk of the LM head and its cross-entropy, so no [tokens x vocabulary] logits tensor is held; the backward recomputes each chunk's logits but the last (up to a third more head FLOPs). 0 = auto: one chunk while a rank holds at most 65536 vocabulary rows (no recompute), else 32768", I64{0, std::int64_t{1} << 24}),
-      opt("train.offload", &C::train, &TrainConfig::offload, "keep the optimizer state and fp32 master weights in host memory"),
+      opt("train.offload", &C::train, &TrainConfig::offload, "optimizer: keep the optimizer state and fp32 master weights off the device, where offload.to says, and run AdamW on the host (ZeRO-Offload; train.zero_stage >= 1)"),
       opt("train.attention", &C::train, &TrainConfig::attention, "CUDA attention: auto (cuDNN's fused SDPA where it supports the shape and dtype, the native kernels elsewhere), cudnn (cuDNN only: exit 2 at start-up where it cannot run, e.g. fp32, data.document_mask, head sizes not a multiple of 8 up to 256), native (our flash-attention kernels); said in the start-up line"),
       opt("train.threads", &C::train, &TrainConfig::threads, "CPU threads per rank (0 = the node's cores divided by the ranks on it)", I64{0, kMaxThreads}),
       opt("train.time_limit_min", &C::train, &TrainConfig::time_limit_min, "checkpoint and exit 75 once this much wall time has passed (0 = off)", closed(0, 1e6)),
@@ -203,6 +203,9 @@ std::vector<Option> build_table() {
       opt("train.loss_scale_window", &C::train, &TrainConfig::loss_scale_window, "fp16 dynamic scaling: steps without overflow before the scale doubles", I64{1, kMaxSteps}),
       opt("train.loss_scale_min", &C::train, &TrainConfig::loss_scale_min, "fp16 dynamic scaling: the scale never drops below this", above(0, kMaxScale)),
       opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", above(0, kMaxBucketMb)),
+      opt("offload.to", &C::offload, &OffloadConfig::to, "where train.offload's state lives: host (memory, 16 bytes per parameter of the rank's shard with the gradient staging) or nvme (a file per rank in offload.nvme_dir, streamed through a few offload.nvme_chunk_mb buffers each step with O_DIRECT)"),
+      opt("offload.nvme_dir", &C::offload, &OffloadConfig::nvme_dir, "offload.to=nvme: an existing directory on a node-local disk; each rank preallocates rank_<r>/<model>.bin below it at start-up (too little space: exit 2) and removes it at exit"),
+      opt("offload.nvme_chunk_mb", &C::offload, &OffloadConfig::nvme_chunk_mb, "offload.to=nvme: MiB per transfer (one chunk's master, exp_avg and exp_avg_sq, rounded down to a multiple of 12 KiB); the host holds 3 such buffers (read ahead, updating, written behind) and two thirds of one more (gradient staging, checkpoint access)", closed(0.05, 4096)),
       opt("lora.rank", &C::lora, &LoraConfig::rank, "LoRA adapter rank r on the lora.targets layers, the base weights frozen (0 = off: every parameter trains)", I64{0, 65536}),
       opt("lora.alpha", &C::lora, &LoraConfig::alpha, "LoRA alpha: the adapter output is scaled by alpha/rank (alpha/sqrt(rank) with lora.rslora)", above(0, 1e6)),
       opt("lora.rslora", &C::lora, &LoraConfig::rslora, "rank-stabilised LoRA scaling alpha/sqrt(rank) (PEFT use_rslora)"),
@@ -339,6 +342,7 @@ std::string to_string(Device v) { return value::enum_name(v); }
 std::string to_string(Precision v) { return value::enum_name(v); }
 std::string to_string(Recompute v) { return value::enum_name(v); }
 std::string to_string(Offload v) { return value::enum_name(v); }
+std::string to_string(OffloadTo v) { return value::enum_name(v); }
 std::string to_string(Attention v) { return value::enum_name(v); }
 std::string to_string(PipeSchedule v) { return value::enum_name(v); }
 std::string to_string(RlAlgorithm v) { return value::enum_name(v); }

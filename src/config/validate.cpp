@@ -90,6 +90,26 @@ void check_llama_keys(const Config& c) {
                           " (Llama 3.1: 4 and 1)"));
 }
 
+// offload.*: where train.offload's state goes; the NVMe keys only with offload.to=nvme, which needs
+// something to offload and a directory for it.
+void check_offload(const Config& c) {
+  const OffloadConfig& o = c.offload;
+  const OffloadConfig d;
+  if (o.to == OffloadTo::kHost) {
+    if (!o.nvme_dir.empty() || o.nvme_chunk_mb != d.nvme_chunk_mb)
+      throw ConfigError(cat(o.nvme_dir.empty() ? "offload.nvme_chunk_mb" : "offload.nvme_dir",
+                            " is set but offload.to=host ignores it: set offload.to=nvme (with train.offload=optimizer) "
+                            "or drop it"));
+    return;
+  }
+  if (c.train.offload == Offload::kNone)
+    throw ConfigError("offload.to=nvme places offloaded state, but train.offload=none offloads nothing: set "
+                      "train.offload=optimizer (with train.zero_stage >= 1), or drop offload.to");
+  if (o.nvme_dir.empty())
+    throw ConfigError("offload.to=nvme needs offload.nvme_dir: an existing directory on a node-local disk (NVMe) with "
+                      "room for the rank's optimizer state (--plan shows how much)");
+}
+
 void check_train(const Config& c) {
   const TrainConfig& t = c.train;
   if (t.stop_at_step > t.max_steps)
@@ -102,6 +122,7 @@ void check_train(const Config& c) {
   if (t.offload == Offload::kOptimizer && t.zero_stage == 0)
     throw ConfigError("train.offload=optimizer needs train.zero_stage >= 1: offloaded optimizer state is "
                       "the sharded ZeRO state (set train.zero_stage=1, 2 or 3, or train.offload=none)");
+  check_offload(c);
   if (c.train.loss_scale_min > c.train.loss_scale_init)
     throw ConfigError(cat("train.loss_scale_min=", value::format_double(t.loss_scale_min),
                           " is above train.loss_scale_init=", value::format_double(t.loss_scale_init)));

@@ -48,6 +48,10 @@ template <> struct EnumNames<Offload> {
   static constexpr std::array<std::pair<Offload, const char*>, 2> kNames{
       {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}}};
 };
+template <> struct EnumNames<OffloadTo> {
+  static constexpr std::array<std::pair<OffloadTo, const char*>, 2> kNames{
+      {{OffloadTo::kHost, "host"}, {OffloadTo::kNvme, "nvme"}}};
+};
 template <> struct EnumNames<Attention> {
   static constexpr std::array<std::pair<Attention, const char*>, 3> kNames{
       {{Attention::kAuto, "auto"}, {Attention::kCudnn, "cudnn"}, {Attention::kNative, "native"}}};

@@ -2,7 +2,11 @@
 //   model state  from the ZeRO partition: stage 0 replicates 4 x psi (params, grads, m, v), stage 1
 //                shards m and v, stage 2 also the gradients, stage 3 also the parameters (W-padded);
 //                mixed precision keeps 16-bit working parameters plus an fp32 master of the rank's
-//                slice (gradients stay fp32); offload moves m, v (and the master) to the host;
+//                slice (gradients stay fp32); offload moves m, v (and the master) off the device;
+//   offload      rows apart from the device total (optim::offload_footprint, as the run allocates):
+//                offload.to=host holds that state and a gradient staging buffer in host memory;
+//                offload.to=nvme a few chunk buffers in host memory, the state in a file per rank,
+//                and reads and writes the whole file every step;
 //   transients   stages 2-3 keep unit-gradient temporaries (unit 0 through the whole backward plus at
 //                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
 //                and prefetches the next;
@@ -50,6 +54,7 @@
 #include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
 #include "optim/zero/model_adapters.hpp"
+#include "optim/zero/offload.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::plan {
@@ -86,10 +91,31 @@ std::uint64_t pooled_gathers(const optim::Partition& part, bool tied) {
   return total;
 }
 
+// ZeRO-Offload's rows off the device for a shard of `shard` elements (the engine named `name`'s file).
+void add_offload_rows(MemoryPlan& p, std::uint64_t shard, const optim::OffloadOptions& o, const std::string& prefix) {
+  const optim::OffloadFootprint f = optim::offload_footprint(static_cast<std::int64_t>(shard), o);
+  if (o.nvme_file.empty()) {
+    p.offload_rows.push_back({prefix + "host: optimizer state", f.host_bytes,
+                              "offload.to=host: fp32 master, AdamW m and v of the rank's slice, gradient staging"});
+    return;
+  }
+  const std::string file = (o.nvme_file.parent_path().parent_path() / "rank_<r>" / o.nvme_file.filename()).string();
+  p.offload_rows.push_back({prefix + "host: NVMe buffers", f.host_bytes,
+                            cat("offload.to=nvme: 3 chunks of ", mib(f.transfer_bytes), " (read ahead, updating, written "
+                                "behind), gradient staging, an access window")});
+  p.nvme_bytes += f.disk_bytes;
+  p.offload_rows.push_back({prefix + "NVMe file", f.disk_bytes,
+                            cat(file, ", preallocated: fp32 master, AdamW m and v of the rank's slice")});
+  p.offload_rows.push_back({prefix + "NVMe traffic per step", 2 * f.disk_bytes,
+                            cat("the file read and written once a step (", mib(f.disk_bytes), " each way): the step "
+                                "waits on the disk where that takes longer than the host AdamW")});
+}
+
 // Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers.
-// prefix names the rows ("adapter " for LoRA's).
+// prefix names the rows ("adapter " for LoRA's); offload.threads > 0: ZeRO-Offload's state.
 void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t world, int stage, DType compute,
-                     bool offload, const std::string& prefix = "") {
+                     const optim::OffloadOptions& offload, const std::string& prefix = "") {
+  const bool offloaded = offload.threads > 0;
   const optim::Partition part = partition_of(table, world, stage);
   const std::uint64_t x = dtype_size(compute), f = sizeof(float);
   const std::uint64_t full = part.total_padded_numel(), shard = part.total_shard_numel();
@@ -97,15 +123,17 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
   const std::string xs(dtype_name(compute));
   std::uint64_t params = (stage <= 2 ? full : shard) * x;
   std::string note = stage <= 2 ? xs + ", replicated" : xs + ", 1/W slice of each unit";
-  if (mixed && !offload) {
+  if (mixed && !offloaded) {
     params += shard * f;
     note += stage == 0 ? " + fp32 master, replicated" : " + fp32 master of the 1/W slice";
   }
   p.rows.push_back({prefix + "parameters", params, note});
   p.rows.push_back({prefix + "gradients", (stage <= 1 ? full : shard) * f, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
-  p.rows.push_back({prefix + "optimizer state", offload ? 0 : 2 * shard * f,
-                    offload ? cat("offloaded: ", mib(4 * shard * f), " on the host (master, m, v, gradient staging)")
-                            : stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
+  p.rows.push_back({prefix + "optimizer state", offloaded ? 0 : 2 * shard * f,
+                    offloaded ? cat("offloaded (train.offload=optimizer) to ", offload.nvme_file.empty() ? "host memory" : "NVMe",
+                                    ": below, with the master")
+                              : stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
+  if (offloaded) add_offload_rows(p, shard, offload, prefix);
   if (stage < 2) return;
   std::uint64_t unit0 = part.padded_numel(0), block = 0, block_shard = 0;
   for (int u = 1; u < part.n_units(); ++u) {
@@ -248,11 +276,11 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, const model::Para
 // PPO's critic (train/critic.hpp): a value-head copy of the model on the same layout, with its own
 // gradients and optimizer state, and the activations of its forward and backward (taken while the
 // actor's are free: the updates run one model at a time, so the larger set counts, the plan adds both).
-void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, int tp, DType compute, bool offload) {
+void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, int tp, DType compute) {
   const model::GptShape critic = model::value_model_shape(model::model_shape(config.model));
   const model::ParamTable whole(critic);
   add_model_state(p, tp > 1 ? model::tp_local_table(whole, tp) : whole, dp, static_cast<int>(config.train.zero_stage),
-                  compute, offload, "critic ");
+                  compute, optim::offload_options(config, 1, 0, "critic"), "critic ");
   const model::ModelOptions options{.micro_batch = static_cast<int>(config.train.micro_batch),
                                     .recompute = config.train.recompute, .compute = compute,
                                     .sequence_parallel = config.parallel.sequence_parallel};
@@ -277,7 +305,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   p.capacity_bytes = capacity;
   const DType compute = model::compute_dtype(config.train.precision);
   const int stage = static_cast<int>(config.train.zero_stage);
-  const bool offload = config.train.offload == config::Offload::kOptimizer;
+  const optim::OffloadOptions offload = optim::offload_options(config, 1, 0, "model");  // rank 0's file names rank_<r>
   const int micro = static_cast<int>(config.train.micro_batch);
   if (adapters) {
     add_frozen_base(p, table, dp, stage, compute,
@@ -290,7 +318,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   }
   p.rows.push_back({"activations", activations, activations_note});
   if (config.rl.enabled()) add_rollouts(p, config, table, adapters, tp, compute);
-  if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute, offload);
+  if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute);
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else
@@ -432,6 +460,14 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",
                 p.fits() ? "fits" : "DOES NOT FIT");
   out << total;
+  if (!p.offload_rows.empty()) {
+    out << "  off the device, not in the total (train.offload=optimizer; on the CPU backend host memory too):\n";
+    for (const PlanRow& r : p.offload_rows) {
+      char line[64];
+      std::snprintf(line, sizeof line, "  %-22s %12s  ", r.what.c_str(), mib(r.bytes).c_str());
+      out << line << r.note << "\n";
+    }
+  }
   if (p.pp > 1) {
     out << "  pipeline: " << (p.vpp > 1 ? "rank " : "stage ") << p.busiest_stage << " is the busiest (the rows above): " << p.busiest_note
         << "; each " << (p.vpp > 1 ? "rank" : "stage") << ":";

@@ -22,6 +22,9 @@ struct PlanRow {
 struct MemoryPlan {
   std::vector<PlanRow> rows;
   std::uint64_t total_bytes = 0;      // predicted peak of the backend allocator on one rank
+  // ZeRO-Offload's state off the device (host memory, an NVMe file, its traffic per step): not in total_bytes.
+  std::vector<PlanRow> offload_rows;
+  std::uint64_t nvme_bytes = 0;       // offload.to=nvme: this rank's files (its model's and a PPO critic's)
   std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
   std::int64_t world_size = 1, zero_stage = 0, micro_batch = 1;
   std::int64_t tp = 1;                // parallel.tp: the model state is the TP shard's, sharded over world/tp

@@ -51,6 +51,19 @@ void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, co
 }
 }  // namespace
 
+// A synchronous save's reader of offloaded state: elements [offset, offset + count) of the shard (the
+// part's runs concatenated), from the engine run by run. On the training thread (the write is inline).
+ckpt::ShardReader Checkpointer::streamed_reader(const Part& part) {
+  return [&part](ckpt::StateKind kind, std::int64_t offset, std::int64_t count, float* out) {
+    std::int64_t start = 0;  // of the run in the shard
+    for (const model::TpRun& r : part.runs) {
+      const std::int64_t lo = std::max(offset, start), hi = std::min(offset + count, start + r.numel);
+      if (lo < hi) part.engine->copy_state_to_host(engine_state(kind), {r.local_offset + (lo - start), hi - lo}, out + (lo - offset));
+      start += r.numel;
+    }
+  };
+}
+
 Checkpointer::Checkpointer(const dist::World& world, const config::Config& config, const model::ParamTable& table,
                            optim::ZeroEngine& engine, std::string run_id, const ShardMap* shards)
     : world_(world), config_(config), async_(config.ckpt.async), run_id_(std::move(run_id)) {
@@ -102,7 +115,15 @@ void Checkpointer::snapshot(Part& part) {
   shard.rank = world_.rank();
   shard.world_size = world_.size();
   shard.ranges = part.ranges;
+  // Offloaded state (host memory or an NVMe file) is read by a synchronous write slice by slice: a copy
+  // of it here would take the host memory offload saves. An asynchronous write needs the copy (the
+  // state moves on while it writes).
+  part.streamed = !async_ && engine.offloads();
   for (ckpt::StateKind kind : ckpt::kStateKinds) {
+    if (part.streamed) {
+      shard.of(kind) = {};
+      continue;
+    }
     std::vector<float>& values = shard.of(kind);
     values.resize(static_cast<std::size_t>(shard.numel()));
     std::int64_t at = 0;
@@ -167,7 +188,8 @@ void Checkpointer::save(const ckpt::TrainState& state) {
       const fs::path dir = part.subdir.empty() ? tmp : tmp / part.subdir;
       ckpt::RankRecord& rec = recs.emplace_back(ckpt::RankRecord{part.shard->rank, part.shard->ranges, {}, 0});
       rec.dir = part.subdir;
-      rec.files.push_back(ckpt::write_rank_shard(dir, *part.shard, state.step));
+      rec.files.push_back(part.streamed ? ckpt::write_rank_shard(dir, *part.shard, state.step, streamed_reader(part))
+                                        : ckpt::write_rank_shard(dir, *part.shard, state.step));
       if (part.subdir.empty())  // TEST ONLY: some files written
         health::hang_point(debug, part.shard->rank, config::HangPhase::kCkptWrite, state.step);
       if (root) {

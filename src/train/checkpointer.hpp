@@ -12,6 +12,7 @@
 
 #include "ckpt/state.hpp"
 #include "ckpt/write_job.hpp"
+#include "ckpt/writer.hpp"
 #include "config/config.hpp"
 #include "dist/world.hpp"
 #include "model/param_table.hpp"
@@ -65,9 +66,11 @@ class Checkpointer {
     std::vector<model::TpRun> runs;  // the engine's ranges (local offsets) behind ranges, pairwise
     std::shared_ptr<ckpt::RankShard> shard;    // host copies the writer reads; reused across saves
     std::shared_ptr<std::vector<float>> full;  // rank 0: the full parameters for model.h5
+    bool streamed = false;                     // this save's writer reads the engine's offloaded state itself
   };
   Part make_part(std::string subdir, const model::ParamTable& table, optim::ZeroEngine& engine, const ShardMap* shards) const;
   void snapshot(Part& part);  // this rank's state of one part (and, on rank 0, its full parameters)
+  static ckpt::ShardReader streamed_reader(const Part& part);  // Part::streamed: the writer's reads
   void load_part(const Part& part, const std::filesystem::path& dir);
   ckpt::Manifest part_manifest(const Part& part, std::int64_t step, const std::vector<const ckpt::RankRecord*>& records) const;
 

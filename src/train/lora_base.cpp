@@ -39,7 +39,7 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
   }
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
   base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, optim::units_of(held), optim::params_of(held), stage,
-                                                     config.zero.bucket_mb, 0, compute, /*frozen=*/true);
+                                                     config.zero.bucket_mb, optim::OffloadOptions{}, compute, /*frozen=*/true);
 }
 
 std::unique_ptr<model::ParamSource> LoraBase::base_source() {

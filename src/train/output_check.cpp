@@ -53,6 +53,43 @@ void check_ckpt_dir(const dist::World& world, const config::Config& c, bool forc
                           "ckpt.keep, or point ckpt.dir at a larger file system (--force runs it anyway)."));
 }
 
+// Bytes of earlier runs' offload files under `dir` (rank_*/*.bin): truncated when a rank reuses its own,
+// so they count as free. A live job's would not be, but its lock then refuses the run anyway.
+std::uint64_t stale_offload_bytes(const fs::path& dir) {
+  std::uint64_t bytes = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& rank : fs::directory_iterator(dir, ec)) {
+    if (!rank.is_directory(ec) || rank.path().filename().string().rfind("rank_", 0) != 0) continue;
+    for (const fs::directory_entry& f : fs::directory_iterator(rank.path(), ec))
+      if (f.is_regular_file(ec) && f.path().extension() == ".bin") bytes += f.file_size(ec);
+  }
+  return bytes;
+}
+
+// offload.to=nvme: offload.nvme_dir exists (a node-local disk's mount: never created, a missing one is
+// a typo or an unmounted disk) and is writable, with room for this node's ranks' files (each rank
+// then preallocates its own, the exact check).
+void check_nvme_dir(const dist::World& world, const config::Config& c, bool force) {
+  const fs::path dir(c.offload.nvme_dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError(cat("offload.nvme_dir=", c.offload.nvme_dir, fs::exists(dir, ec) ? " is not a directory" : " does not exist",
+                          " on host ", world.host(), ". Fix: mount the node-local NVMe disk there on every node, or point "
+                          "offload.nvme_dir at a directory on one (or use offload.to=host)"));
+  const std::string error = io::probe_writable_dir(dir, world.host());
+  if (!error.empty())
+    throw ConfigError(cat("offload.nvme_dir=", c.offload.nvme_dir, " is not writable on host ", world.host(), ": ", error,
+                          ". Fix: make it writable by the job, or point offload.nvme_dir elsewhere"));
+  const std::uint64_t per_rank = plan::plan_memory(c, world.size(), 1, 0).nvme_bytes;
+  const std::uint64_t need = per_rank * static_cast<std::uint64_t>(world.local_size());
+  const std::uint64_t free = io::free_bytes(dir) + stale_offload_bytes(dir);
+  if (free < need && !force)
+    throw ConfigError(cat("offload.nvme_dir=", c.offload.nvme_dir, " has ", mib(free), " free on host ", world.host(),
+                          "; this run's optimizer state needs ", mib(need), " there (", mib(per_rank), " per rank x ",
+                          world.local_size(), " rank(s) on the node). Fix: free space there, point offload.nvme_dir at a "
+                          "larger node-local disk, use more nodes (the state is sharded), or offload.to=host"));
+}
+
 void check_metrics(const dist::World& world, const config::Config& c) {
   const fs::path file(c.log.metrics);
   const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
@@ -88,6 +125,8 @@ std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world
 
 void check_outputs(const dist::World& world, const config::Config& config, bool force) {
   if (world.local_rank() == 0) check_ckpt_dir(world, config, force);  // every node writes its ranks' shards
+  const bool nvme = config.train.offload == config::Offload::kOptimizer && config.offload.to == config::OffloadTo::kNvme;
+  if (nvme && world.local_rank() == 0) check_nvme_dir(world, config, force);
   if (world.is_root() && !config.log.metrics.empty()) check_metrics(world, config);
 }
 

@@ -76,7 +76,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), optim::units_of(trained), optim::params_of(trained),
                                                 static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
-                                                offload_threads(), compute);
+                                                optim::offload_options(config, offload_threads(), world.rank(), "model"), compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
   hang_notes_ = std::make_unique<health::HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
@@ -118,7 +118,9 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   log::info(cat("memory per rank: parameters ", mib(mem.params), lora_ ? cat(" (LoRA adapters; frozen base ", mib(lora_->base_bytes()), ")") : "",
                 ", gradients ", mib(mem.grads), ", optimizer state ",
-                mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host: offload)") : "",
+                mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host",
+                                                                   mem.nvme_optimizer ? cat(" and ", mib(mem.nvme_optimizer), " on NVMe") : "",
+                                                                   ": offload)") : "",
                 ", activations ", mib(pipeline_ ? pipeline_->activation_bytes() : model_->activation_bytes()), " (recompute=",
                 config::to_string(config.train.recompute), "); predicted peak ", mib(predicted_peak_)));
 }

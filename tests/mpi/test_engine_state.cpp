@@ -3,7 +3,10 @@
 // weights and AdamW moments; one more step keeps them in step.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -24,7 +27,7 @@ struct Rig {
   std::unique_ptr<backend::Backend> backend = backend::make_cpu_backend(1);
   std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator(test::world(), 60);
   ZeroEngine engine;
-  explicit Rig(int stage) : engine(*backend, *comm, units(), params(), stage, 0.00005) {}
+  explicit Rig(int stage, const OffloadOptions& offload = {}) : engine(*backend, *comm, units(), params(), stage, 0.00005, offload) {}
 
   void step(int step) {  // one optimizer step on deterministic gradients
     engine.zero_grads();
@@ -100,6 +103,42 @@ TEST(EngineStateViews, RefusesRangesThisRankDoesNotHold) {
   EXPECT_FALSE(r.engine.holds(State::kMaster, {8, 4}));  // spans two units
   std::vector<float> out(4);
   EXPECT_THROW(r.engine.copy_state_to_host(State::kMaster, {8, 4}, out.data()), Error);
+}
+
+// ZeRO-Offload keeps the same state as the device after the same steps, on either tier, and what the
+// NVMe tier saves (a checkpoint) loads into an NVMe-tier engine that then steps in step: bit for bit.
+TEST(EngineStateOffload, NvmeTierSavesLoadsAndStepsLikeTheDevice) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("zt_engine_state_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto nvme = [&](const char* name) { return OffloadOptions{1, dir / "rank_0" / (std::string(name) + ".bin"), 1024}; };
+  std::vector<float> init(kParams);
+  for (int i = 0; i < kParams; ++i) init[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
+  for (int stage : {1, 3}) {
+    Rig device(stage), host(stage, {1, {}, 0}), disk(stage, nvme("a"));
+    for (Rig* r : {&device, &host, &disk}) {
+      r->engine.load_params(init.data());
+      for (int s = 0; s < 2; ++s) r->step(s);
+    }
+    for (State s : {State::kMaster, State::kExpAvg, State::kExpAvgSq}) {
+      EXPECT_EQ(host.saved(s), device.saved(s)) << "stage " << stage;
+      EXPECT_EQ(disk.saved(s), device.saved(s)) << "stage " << stage;
+    }
+    Rig resumed(stage, nvme("b"));
+    const std::vector<float> master = disk.saved(State::kMaster), m = disk.saved(State::kExpAvg), v = disk.saved(State::kExpAvgSq);
+    resumed.engine.load_params(master.data());
+    resumed.engine.load_moments([&](State s, std::int64_t offset, std::int64_t count, float* out) {
+      const std::vector<float>& src = s == State::kExpAvg ? m : v;
+      std::copy(src.begin() + offset, src.begin() + offset + count, out);
+    });
+    device.step(2);
+    resumed.step(2);
+    std::vector<float> want(kParams), got(kParams);
+    device.engine.gather_params(want.data());
+    resumed.engine.gather_params(got.data());
+    EXPECT_EQ(got, want) << "stage " << stage;
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

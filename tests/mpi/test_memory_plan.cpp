@@ -2,6 +2,10 @@
 // world size, by running real training steps of a small GPT-2; a plan that does not fit names fixes.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
 #include <numeric>
 
 #include "backend/backend.hpp"
@@ -49,7 +53,7 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
   for (const auto& u : table.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
   std::vector<optim::ParamRange> params;
   for (const auto& p : table.params()) params.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
-  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25, 0, compute);
+  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25, {}, compute);
   engine.load_params([&](std::int64_t o, std::int64_t n, float* out) { model::init_params_range(table, 1, o, n, out); });
   optim::ZeroParams source(engine);
   optim::ZeroGrads sink(engine);
@@ -116,6 +120,43 @@ TEST(MemoryPlan, PredictsLlamaWithinTenPercent) {
       const double predicted = static_cast<double>(plan_memory(c, test::world().size(), 1, 0).total_bytes);
       EXPECT_NEAR(predicted / measured, 1.0, 0.10) << config::to_string(p) << " stage " << stage;
     }
+}
+
+// ZeRO-Offload's rows off the device are what the engine holds there on either tier (host memory; the
+// NVMe tier's buffers and file, read and written once a step), and the device total loses the state.
+TEST(MemoryPlan, OffloadRowsAreWhatTheEngineHoldsOffTheDevice) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("zt_plan_offload_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto backend = backend::make_cpu_backend(1);
+  auto comm = dist::make_mpi_communicator(test::world(), 60);
+  for (int stage : {1, 3})
+    for (bool nvme : {false, true}) {
+      config::Config c = small_config(stage, 1);
+      c.train.offload = config::Offload::kOptimizer;
+      if (nvme) {
+        c.offload.to = config::OffloadTo::kNvme;
+        c.offload.nvme_dir = dir.string();
+        c.offload.nvme_chunk_mb = 0.05;
+      }
+      const model::ParamTable table(model::model_shape(c.model));
+      const optim::ZeroEngine engine(*backend, *comm, optim::units_of(table), optim::params_of(table), stage, 25,
+                                     optim::offload_options(c, 1, comm->rank(), "model"));
+      const optim::MemoryBreakdown held = engine.memory();
+      const MemoryPlan p = plan_memory(c, comm->size(), 1, 0);
+      std::map<std::string, std::uint64_t> rows;
+      for (const PlanRow& r : p.offload_rows) rows[r.what] = r.bytes;
+      const std::string at = cat("stage ", stage, nvme ? " nvme" : " host");
+      EXPECT_EQ(rows.at(nvme ? "host: NVMe buffers" : "host: optimizer state"), held.host_optimizer) << at;
+      EXPECT_EQ(p.nvme_bytes, held.nvme_optimizer) << at;
+      if (nvme) {
+        EXPECT_EQ(rows.at("NVMe file"), held.nvme_optimizer) << at;
+        EXPECT_EQ(rows.at("NVMe traffic per step"), 2 * held.nvme_optimizer) << at;
+        EXPECT_NE(format_plan(p, {}).find(dir.string() + "/rank_<r>/model.bin"), std::string::npos) << at;
+      }
+      EXPECT_LT(p.total_bytes, plan_memory(small_config(stage, 1), comm->size(), 1, 0).total_bytes) << at;
+    }
+  fs::remove_all(dir);
 }
 
 TEST(MemoryPlan, AConfigThatDoesNotFitNamesFixes) {

@@ -3,7 +3,10 @@
 // predicts (stage 3 on W ranks about 1/W of stage 0).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -35,13 +38,22 @@ config::OptimConfig optim_config() {
   return o;
 }
 
+// No offload, offload to host memory, offload to a file (NVMe tier) in a directory of this process.
+std::filesystem::path scratch_dir() {
+  return std::filesystem::temp_directory_path() / ("zt_zero_engine_" + std::to_string(::getpid()));
+}
+std::vector<OffloadOptions> offload_tiers() {
+  std::filesystem::create_directories(scratch_dir());
+  return {{}, {2, {}, 0}, {2, scratch_dir() / "rank_0" / "model.bin", 1024}};
+}
+
 // Runs `steps` optimizer steps; returns the full (master) parameters in flat order, and in `working`
 // (if given) the compute-dtype parameters the model would read, as floats.
 std::vector<float> train(int stage, int steps, int grad_accum, double* norm_out, DType compute = DType::kF32,
-                         int offload_threads = 0, std::vector<float>* working = nullptr) {
+                         const OffloadOptions& offload = {}, std::vector<float>* working = nullptr) {
   auto backend = backend::make_cpu_backend(1);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
-  ZeroEngine engine(*backend, *comm, units(), params(), stage, /*bucket_mb=*/0.00005, offload_threads, compute);
+  ZeroEngine engine(*backend, *comm, units(), params(), stage, /*bucket_mb=*/0.00005, offload, compute);
   std::vector<float> init(kParams);
   for (int i = 0; i < kParams; ++i) init[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
   engine.load_params(init.data());
@@ -134,20 +146,21 @@ TEST_P(ZeroStages, MixedPrecisionKeepsAnExactFp32Master) {
   double norm32 = 0;
   const std::vector<float> want = train(stage, 3, 2, &norm32);
   for (DType compute : {DType::kBF16, DType::kF16})
-    for (int offload : {0, 2}) {
-      if (offload && stage == 0) continue;  // train.offload needs stage >= 1
+    for (const OffloadOptions& offload : offload_tiers()) {
+      if (offload.threads > 0 && stage == 0) continue;  // train.offload needs stage >= 1
       double norm = 0;
       std::vector<float> working;
       const std::vector<float> got = train(stage, 3, 2, &norm, compute, offload, &working);
       EXPECT_EQ(norm, norm32);
       for (int i = 0; i < kParams; ++i) {
-        ASSERT_EQ(got[i], want[i]) << "master element " << i << " " << dtype_name(compute) << " offload " << offload;
+        ASSERT_EQ(got[i], want[i]) << "master element " << i << " " << dtype_name(compute) << " offload " << offload.threads << " " << offload.nvme_file;
         float rounded = 0;
         const std::uint16_t bits = compute == DType::kBF16 ? backend::f32_to_bf16(want[i]) : backend::f32_to_f16(want[i]);
         backend::host_to_f32(&bits, compute, &rounded, 1);
         ASSERT_EQ(working[i], rounded) << "working element " << i << " " << dtype_name(compute);
       }
     }
+  std::filesystem::remove_all(scratch_dir());
 }
 
 INSTANTIATE_TEST_SUITE_P(Stage, ZeroStages, ::testing::Values(0, 1, 2, 3));

@@ -69,7 +69,7 @@ struct Outcome {
 Outcome train(const config::Config& c, model::Model& model, const model::ParamTable& table, dist::Communicator& dp,
           const std::vector<float>& init, backend::Backend& be) {
   optim::ZeroEngine engine(be, dp, optim::units_of(table), optim::params_of(table), static_cast<int>(c.train.zero_stage), 25,
-                           0, model::compute_dtype(c.train.precision));
+                           {}, model::compute_dtype(c.train.precision));
   engine.load_params(init.data());
   optim::ZeroParams params(engine);
   optim::ZeroGrads grads(engine);

@@ -1,6 +1,8 @@
 // The optimizer's element-wise step (AdamW, Loshchilov & Hutter 2019, in torch.optim.AdamW's exact
 // order of operations) and the sum of squares behind the global gradient norm. In mixed precision the
 // step also writes the compute-dtype working copy of the parameters, in the same pass over the master.
+// Built with -ffp-contract=off (src/backend/CMakeLists.txt): an element's result does not depend on
+// which part of a call's loop computes it, so any cut of a tensor into calls gives the same bits.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -68,9 +70,8 @@ void CpuBackend::adamw_update(Tensor param, Tensor grad, Tensor m, Tensor v, Ten
   const std::int64_t n = param.numel();
   const AdamScalars k = adamw_scalars(hp);
   // The copy is written chunk by chunk right after the chunk's update, while it is still in cache: one
-  // pass over the master. It is a second loop rather than a store in the update loop because GCC forms
-  // FMAs after vectorising, differently for a different loop body, and the master must get the same
-  // bits whether or not a copy is written.
+  // pass over the master. It is a second loop rather than a store in the update loop so that the
+  // update's code is the same whether or not a copy is written.
   const auto run = [&](auto* copy) {
 #pragma omp parallel for num_threads(threads_) schedule(static)
     for (std::int64_t i = 0; i < n; i += kChunk) {

@@ -29,8 +29,8 @@ dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.nu
 }  // namespace
 
 ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-                       std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads, DType compute,
-                       bool frozen)
+                       std::vector<ParamRange> params, int stage, double bucket_mb, const OffloadOptions& offload,
+                       DType compute, bool frozen)
     : backend_(backend), comm_(comm), stage_(stage), dtype_(compute), frozen_(frozen),
       bucket_bytes_(static_cast<std::size_t>(bucket_mb * 1024 * 1024)),
       part_(stage == 0 ? Partition(units, params, 1, 0) : Partition(units, params, comm.size(), comm.rank())) {
@@ -48,8 +48,8 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
   if (frozen_) return;  // no gradients, master or optimizer state
   if (stage_ <= 1) full_grads_ = zeroed(full, DType::kF32);
   if (stage_ >= 2) grad_shard_ = zeroed(shard, DType::kF32);  // stage 1 reduces in place into its block of full_grads_
-  if (offload_threads > 0) {
-    offload_ = std::make_unique<HostOptimizer>(backend_, shard, offload_threads);
+  if (offload.threads > 0) {
+    offload_ = std::make_unique<OffloadOptimizer>(backend_, shard, offload);
   } else {
     exp_avg_ = zeroed(shard, DType::kF32);
     exp_avg_sq_ = zeroed(shard, DType::kF32);
@@ -80,18 +80,6 @@ Tensor ZeroEngine::pview(const Buffer& b, std::int64_t offset, std::int64_t nume
 
 std::int64_t ZeroEngine::shard_position(int u, const FlatRange& range) const {
   return part_.shard_offset(u) + (range.offset - part_.unit(u).offset) - part_.rank() * part_.shard_numel(u);
-}
-
-Tensor ZeroEngine::master_shard(int u) const {
-  const std::int64_t at = part_.shard_offset(u), n = part_.shard_numel(u);
-  if (offload_) return Tensor(static_cast<float*>(offload_->master().data) + at, DType::kF32, {n});
-  return fview(master_, at, n);
-}
-
-Tensor ZeroEngine::master_slice(int u, const FlatRange& range) const {
-  const Tensor shard = master_shard(u);
-  const std::int64_t in_shard = shard_position(u, range) - part_.shard_offset(u);
-  return Tensor(static_cast<float*>(shard.data) + in_shard, DType::kF32, {range.numel});
 }
 
 void ZeroEngine::expect_access_order(std::vector<int> access_order) {
@@ -262,7 +250,7 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
   ZT_CHECK(!frozen_, "ZeroEngine: a frozen engine takes no optimizer step");
   const std::vector<Piece> all = pieces();
   if (offload_) {
-    std::vector<HostOptimizer::DevicePiece> device;
+    std::vector<OffloadOptimizer::DevicePiece> device;
     for (const Piece& p : all) device.push_back({p.piece, p.param, p.grad});
     offload_->step(device, o, lr, step, grad_scale);
   } else {
@@ -309,6 +297,7 @@ MemoryBreakdown ZeroEngine::memory() const {
   m.grads = full_grads_.bytes() + grad_shard_.bytes();
   m.optimizer = exp_avg_.bytes() + exp_avg_sq_.bytes();
   m.host_optimizer = offload_ ? offload_->host_bytes() : 0;
+  m.nvme_optimizer = offload_ ? offload_->store().disk_bytes() : 0;
   m.comm_buffers_peak = comm_bytes_peak_;
   return m;
 }

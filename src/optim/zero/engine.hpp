@@ -11,7 +11,7 @@
 // (partition.hpp), so a unit's reduce-scatter and all-gather are single balanced collectives.
 // Mixed precision (compute dtype X = bf16/f16): the parameters the model reads (replicated, gathered
 // or sliced as above) are X working copies; the fp32 master of this rank's slice is a separate shard
-// (or lives on the host with offload), which AdamW updates while writing the X copy in the same pass;
+// (or lives off the device with offload, offload.hpp), which AdamW updates while writing the X copy in the same pass;
 // gradients are fp32 everywhere (reduced in fp32); all-gathers move X (half the bytes of fp32).
 #pragma once
 
@@ -33,20 +33,22 @@ namespace zt::optim {
 // Bytes this rank holds for the model state, by kind (printed at start-up, checked by tests).
 struct MemoryBreakdown {
   std::size_t params = 0, grads = 0, optimizer = 0, comm_buffers_peak = 0;
-  std::size_t host_optimizer = 0;  // ZeRO-Offload: master + moments in host memory
+  std::size_t host_optimizer = 0;  // ZeRO-Offload: master + moments in host memory, or the NVMe tier's buffers
+  std::uint64_t nvme_optimizer = 0;  // ZeRO-Offload to NVMe: the state's file
   std::size_t model_state() const { return params + grads + optimizer; }
 };
 
 class ZeroEngine {
  public:
-  // offload_threads > 0: ZeRO-Offload (offload.hpp): the fp32 master, the AdamW moments and the
-  // optimizer step live on the host, run by that many threads; the device holds no optimizer state.
+  // offload.threads > 0: ZeRO-Offload (offload.hpp): the fp32 master, the AdamW moments and the
+  // optimizer step live on the host (the state in memory or on NVMe), run by that many threads; the
+  // device holds no optimizer state.
   // compute: the dtype of the parameters handed to the model (f32, bf16 or f16).
   // frozen: parameters only (LoRA's base): held in the compute dtype, replicated at stages 0-2 and
   // sharded and gathered per unit at stage 3 as any parameter, with no gradient, master or optimizer
   // state; load_params sets them, and asking for gradients or a step is an error.
   ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-             std::vector<ParamRange> params, int stage, double bucket_mb, int offload_threads = 0,
+             std::vector<ParamRange> params, int stage, double bucket_mb, const OffloadOptions& offload = {},
              DType compute = DType::kF32, bool frozen = false);
   ~ZeroEngine();
 
@@ -64,6 +66,8 @@ class ZeroEngine {
   // memory; a collective where gather_is_collective(): every rank calls it then.
   void gather_params(float* flat_host);
   bool gather_is_collective() const { return stage_ == 3 || (mixed() && stage_ >= 1); }
+  // ZeRO-Offload: the master and moments live off the device (host memory or NVMe), not in its buffers.
+  bool offloads() const { return offload_ != nullptr; }
 
   // ---- checkpoint state: the fp32 master weights and AdamW moments by flat range ----------------
   enum class State { kMaster, kExpAvg, kExpAvgSq };
@@ -114,21 +118,16 @@ class ZeroEngine {
   backend::Tensor pview(const backend::Buffer& b, std::int64_t offset, std::int64_t numel) const;  // compute dtype
   // Where elements [range) of unit u (inside this rank's slice) sit in the shard buffers.
   std::int64_t shard_position(int u, const FlatRange& range) const;
-  // The separate fp32 master of this rank's whole (padded) slice of unit u, and of [range) inside it:
-  // device master_ or the offload optimizer's host shard; only when the master is separate from the
-  // working parameters.
-  backend::Tensor master_shard(int u) const;
-  backend::Tensor master_slice(int u, const FlatRange& range) const;
-  // Copies between host floats and optimizer state (the master or a moment), which lives on the host
-  // with offload and on the device otherwise.
-  void state_to_host(const backend::Tensor& state, float* out) const;
-  void host_to_state(const float* src, const backend::Tensor& state);
+  // The separate fp32 master or a moment over `numel` elements at shard position `at`, to and from host
+  // floats: on the device, or in the offload store (host memory or NVMe) with offload.
+  void read_state(State state, std::int64_t at, std::int64_t numel, float* out) const;
+  void write_state(State state, std::int64_t at, std::int64_t numel, const float* src);
   bool separate_master() const { return mixed() || offload_ != nullptr; }
   void gather_master(float* flat_host);
   std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout
   backend::Tensor owned_grads(int u) const;  // this rank's reduced gradient slice of unit u (stages 1-3)
   int unit_of(const FlatRange& range) const;  // the unit holding range, or -1 if it spans units
-  backend::Tensor state_view(State state, const FlatRange& range) const;  // checked by holds()
+  int held_unit(State state, const FlatRange& range) const;  // unit_of(range), after checking holds()
   void launch_gather(int u);
   void flush_bucket();
   void reduce_unit(int u);
@@ -147,7 +146,7 @@ class ZeroEngine {
   backend::Buffer full_params_, full_grads_;            // stages 0-2 / stages 0-1
   backend::Buffer param_shard_, grad_shard_, exp_avg_, exp_avg_sq_;
   backend::Buffer master_;  // mixed precision without offload: this rank's fp32 master (shard layout)
-  std::unique_ptr<HostOptimizer> offload_;  // ZeRO-Offload; then exp_avg_/exp_avg_sq_/master_ stay empty
+  std::unique_ptr<OffloadOptimizer> offload_;  // ZeRO-Offload; then exp_avg_/exp_avg_sq_/master_ stay empty
   std::vector<Piece> pieces() const;
   bool reducing_ = false;
   std::vector<int> bucket_units_;

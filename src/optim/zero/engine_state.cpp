@@ -14,16 +14,27 @@ using backend::Tensor;
 
 namespace {
 dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
+
+OffloadState offload_state(ZeroEngine::State s) {
+  switch (s) {
+    case ZeroEngine::State::kMaster: return OffloadState::kMaster;
+    case ZeroEngine::State::kExpAvg: return OffloadState::kExpAvg;
+    case ZeroEngine::State::kExpAvgSq: return OffloadState::kExpAvgSq;
+  }
+  return OffloadState::kMaster;
+}
 }  // namespace
 
-void ZeroEngine::state_to_host(const Tensor& state, float* out) const {
-  if (offload_) std::copy_n(static_cast<const float*>(state.data), state.numel(), out);
-  else backend_.copy_to_host(out, state.data, state.bytes());
+void ZeroEngine::read_state(State state, std::int64_t at, std::int64_t numel, float* out) const {
+  if (offload_) return offload_->read(offload_state(state), at, numel, out);
+  const Buffer& b = state == State::kMaster ? master_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
+  backend_.copy_to_host(out, fview(b, at, numel).data, numel * sizeof(float));
 }
 
-void ZeroEngine::host_to_state(const float* src, const Tensor& state) {
-  if (offload_) std::copy_n(src, state.numel(), static_cast<float*>(state.data));
-  else backend_.copy_from_host(state.data, src, state.bytes());
+void ZeroEngine::write_state(State state, std::int64_t at, std::int64_t numel, const float* src) {
+  if (offload_) return offload_->write(offload_state(state), at, numel, src);
+  const Buffer& b = state == State::kMaster ? master_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
+  backend_.copy_from_host(fview(b, at, numel).data, src, numel * sizeof(float));
 }
 
 std::int64_t ZeroEngine::full_offset(int u) const { return part_.padded_offset(u); }
@@ -48,7 +59,7 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
     if (!separate_master() || frozen_) continue;
     const FlatRange mine = intersect(part_.owned(u, part_.rank()), range);  // the whole range at stage 3
     if (mine.numel == 0) continue;
-    host_to_state(host.data() + (mine.offset - range.offset), master_slice(u, mine));
+    write_state(State::kMaster, shard_position(u, mine), mine.numel, host.data() + (mine.offset - range.offset));
   }
 }
 
@@ -66,17 +77,23 @@ void ZeroEngine::gather_params(float* flat) {
 // The fp32 master, not the rounded working copy: what a checkpoint's model.h5 and an export hold.
 // Stage 0 holds all of it; stages 1-3 all-gather each unit's slices (padding included) in fp32.
 void ZeroEngine::gather_master(float* flat) {
+  std::vector<float> host;
   for (int u = 0; u < part_.n_units(); ++u) {
     const FlatRange& unit = part_.unit(u);
     if (stage_ == 0) {
-      state_to_host(master_slice(u, unit), flat + unit.offset);
+      read_state(State::kMaster, part_.shard_offset(u), unit.numel, flat + unit.offset);
       continue;
     }
     const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
     Buffer full = take_buffer(padded, DType::kF32);
-    const Tensor mine = fview(full, part_.rank() * shard, shard), master = master_shard(u);
-    if (offload_) backend_.copy_from_host(mine.data, master.data, mine.bytes());
-    else backend_.copy(mine.data, master.data, mine.bytes());
+    const Tensor mine = fview(full, part_.rank() * shard, shard);
+    if (offload_) {  // through the host: the store may be a file
+      host.resize(shard);
+      read_state(State::kMaster, part_.shard_offset(u), shard, host.data());
+      backend_.copy_from_host(mine.data, host.data(), mine.bytes());
+    } else {
+      backend_.copy(mine.data, fview(master_, part_.shard_offset(u), shard).data, mine.bytes());
+    }
     comm_.all_gather(span(mine), span(fview(full, 0, padded)))->wait();
     backend_.copy_to_host(flat + unit.offset, full.data(), unit.numel * sizeof(float));
     give_buffer(std::move(full));
@@ -100,25 +117,20 @@ bool ZeroEngine::holds(State state, const FlatRange& range) const {
   return intersect(mine, range).numel == range.numel;
 }
 
-Tensor ZeroEngine::state_view(State state, const FlatRange& range) const {
+int ZeroEngine::held_unit(State state, const FlatRange& range) const {
   ZT_CHECK(holds(state, range), "rank ", part_.rank(), " at stage ", stage_, " does not hold elements [",
            range.offset, ", +", range.numel, ")");
-  const int u = unit_of(range);
-  if (state == State::kMaster && separate_master()) return master_slice(u, range);
-  const std::int64_t in_unit = range.offset - part_.unit(u).offset;
-  if (state == State::kMaster && stage_ <= 2) return fview(full_params_, full_offset(u) + in_unit, range.numel);
-  const std::int64_t in_shard = shard_position(u, range);
-  if (offload_ && state != State::kMaster) {  // moments live on the host (a CPU backend's buffers)
-    const Tensor all = state == State::kExpAvg ? offload_->exp_avg() : offload_->exp_avg_sq();
-    return Tensor(static_cast<float*>(all.data) + in_shard, DType::kF32, {range.numel});
-  }
-  const Buffer& b = state == State::kMaster ? param_shard_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
-  return fview(b, in_shard, range.numel);
+  return unit_of(range);
 }
 
 void ZeroEngine::copy_state_to_host(State state, const FlatRange& range, float* out) const {
   if (range.numel == 0) return;
-  state_to_host(state_view(state, range), out);
+  const int u = held_unit(state, range);
+  if (state != State::kMaster || separate_master()) return read_state(state, shard_position(u, range), range.numel, out);
+  // fp32 without offload: the working parameters are the master (whole units at stages 0-2, the slice at 3)
+  const Tensor params = stage_ <= 2 ? fview(full_params_, full_offset(u) + (range.offset - part_.unit(u).offset), range.numel)
+                                    : fview(param_shard_, shard_position(u, range), range.numel);
+  backend_.copy_to_host(out, params.data, params.bytes());
 }
 
 void ZeroEngine::load_moments(const std::function<void(State, std::int64_t, std::int64_t, float*)>& fill) {
@@ -129,7 +141,7 @@ void ZeroEngine::load_moments(const std::function<void(State, std::int64_t, std:
     host.resize(mine.numel);
     for (State s : {State::kExpAvg, State::kExpAvgSq}) {
       fill(s, mine.offset, mine.numel, host.data());
-      host_to_state(host.data(), state_view(s, mine));
+      write_state(s, shard_position(held_unit(s, mine), mine), mine.numel, host.data());
     }
   }
 }

@@ -1,17 +1,22 @@
 // ZeRO-Offload (Ren et al. 2021) for train.offload=optimizer: this rank's fp32 master weights and
-// AdamW moments live in host memory, not on the device. Each step the reduced gradient slice comes to
-// the host, a multithreaded vectorised AdamW (the CPU backend's) updates the master there, and the
-// updated parameters go back to the device (rounded to the compute dtype on the host, so bf16 moves
-// half the bytes). The device then holds only parameters, gradients and activations; the host holds
-// 12 bytes per owned parameter. The engine writes the master directly (master()) on load and resume.
+// AdamW moments live off the device, in host memory (offload.to=host) or in a file on a node-local NVMe
+// disk (offload.to=nvme, ZeRO-Infinity's tier; nvme_store.hpp). Each step the reduced gradient slice
+// comes to the host chunk by chunk, a multithreaded vectorised AdamW (the CPU backend's) updates the
+// master there, and the updated parameters go back to the device (rounded to the compute dtype on the
+// host, so bf16 moves half the bytes). The device then holds only parameters, gradients and
+// activations; the host 12 bytes per owned parameter, or with NVMe a few chunk buffers.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
 #include "config/config.hpp"
+#include "io/direct_file.hpp"
+#include "optim/zero/offload_store.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::optim {
@@ -23,10 +28,31 @@ inline backend::Backend::AdamW adamw_hyperparams(const config::OptimConfig& o, d
           decay ? static_cast<float>(o.weight_decay) : 0.0f, step_1based, static_cast<float>(grad_scale)};
 }
 
-class HostOptimizer {
+// Where an engine's offloaded state goes. threads = 0: no offload.
+struct OffloadOptions {
+  int threads = 0;                  // host threads of the AdamW step
+  std::filesystem::path nvme_file;  // empty: host memory; else the NVMe tier's file
+  std::int64_t chunk_numel = 0;     // NVMe: elements per streamed chunk (NvmeStore::kChunkAlign multiple)
+};
+
+// train.offload and offload.*: `name` tells an engine's file from another's on the same rank (the
+// actor's, PPO's critic's): offload.nvme_dir/rank_<world rank>/<name>.bin.
+OffloadOptions offload_options(const config::Config& config, int threads, int world_rank, const std::string& name);
+
+// What an engine whose shard holds shard_numel elements keeps off the device with `o` (o.threads > 0):
+// host memory (the state and its gradient staging, or the NVMe tier's buffers) and the NVMe file.
+// The planner's figures and OffloadOptimizer's allocations both come from here.
+struct OffloadFootprint {
+  std::uint64_t host_bytes = 0, disk_bytes = 0;
+  std::uint64_t transfer_bytes = 0;  // NVMe: one chunk's read or write
+};
+OffloadFootprint offload_footprint(std::int64_t shard_numel, const OffloadOptions& o);
+
+class OffloadOptimizer {
  public:
-  // shard_numel: this rank's shard buffer length; threads: host threads for the update.
-  HostOptimizer(backend::Backend& device, std::int64_t shard_numel, int threads);
+  // shard_numel: this rank's shard buffer length. NVMe start-up problems are ConfigError (exit 2).
+  OffloadOptimizer(backend::Backend& device, std::int64_t shard_numel, const OffloadOptions& options);
+  ~OffloadOptimizer();
 
   // One owned piece: where its working parameters (compute dtype) and reduced fp32 gradients are on
   // the device.
@@ -34,23 +60,25 @@ class HostOptimizer {
     ShardPiece piece;
     backend::Tensor param, grad;
   };
-  // AdamW on the host for every piece, then the updated parameters back to the device.
+  // AdamW on the host for every piece (pieces in shard order), streamed through the store's chunks,
+  // and the updated parameters back to the device.
   void step(const std::vector<DevicePiece>& pieces, const config::OptimConfig& o, double lr, int step_1based,
             double grad_scale);
 
-  // Host views of the state (checkpoints): [shard_numel] f32 each.
-  backend::Tensor master() const { return view(master_); }
-  backend::Tensor exp_avg() const { return view(exp_avg_); }
-  backend::Tensor exp_avg_sq() const { return view(exp_avg_sq_); }
-  std::size_t host_bytes() const { return host_->memory_stats().current_bytes; }
+  // The state by shard range, host floats in and out (loads, checkpoints, gathers).
+  void read(OffloadState state, std::int64_t offset, std::int64_t numel, float* out) { store_->read(state, offset, numel, out); }
+  void write(OffloadState state, std::int64_t offset, std::int64_t numel, const float* src) {
+    store_->write(state, offset, numel, src);
+  }
+
+  const OffloadStore& store() const { return *store_; }
+  std::size_t host_bytes() const;  // the store's and the gradient staging (offload_footprint's)
 
  private:
-  backend::Tensor view(const backend::Buffer& b, std::int64_t offset = 0, std::int64_t numel = -1) const;
-
   backend::Backend& device_;
-  std::unique_ptr<backend::Backend> host_;  // host memory and the host AdamW
-  std::int64_t numel_;
-  backend::Buffer master_, exp_avg_, exp_avg_sq_, grad_;
+  std::unique_ptr<backend::Backend> host_;  // the host AdamW
+  std::unique_ptr<OffloadStore> store_;
+  io::AlignedBuffer grad_;                  // one chunk of reduced gradients [chunk] f32, staged on the host
 };
 
 }  // namespace zt::optim

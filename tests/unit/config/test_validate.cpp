@@ -175,6 +175,28 @@ TEST(Validate, Contradictions) {
 
 TEST(Validate, DefaultsAreValid) { EXPECT_NO_THROW(validate(Config{})); }
 
+// offload.to=nvme needs something offloaded and a directory; the NVMe keys mean nothing on the host tier.
+TEST(Validate, OffloadToNvmeNeedsOptimizerOffloadAndADirectory) {
+  Config c;
+  c.offload.to = OffloadTo::kNvme;
+  c.offload.nvme_dir = "/nvme";
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("train.offload=none offloads nothing"), std::string::npos) << msg;
+  c.train.offload = Offload::kOptimizer;
+  c.train.zero_stage = 1;
+  EXPECT_NO_THROW(validate(c));
+  c.offload.nvme_dir = "";
+  msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("offload.to=nvme needs offload.nvme_dir"), std::string::npos) << msg;
+  c.offload.to = OffloadTo::kHost;
+  c.offload.nvme_dir = "/nvme";
+  msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("offload.nvme_dir is set but offload.to=host ignores it"), std::string::npos) << msg;
+  c.offload.nvme_dir = "";
+  c.offload.nvme_chunk_mb = 8;
+  EXPECT_NE(error_of([&] { validate(c); }).find("offload.nvme_chunk_mb is set"), std::string::npos);
+}
+
 TEST(Validate, LlamaKeysGivenToGpt2NameTheKeyAndTheFix) {
   Config c;
   c.model.n_kv_head = 2;
