@@ -16,13 +16,14 @@ void exchange_with(const World& world, int peer, const float* send, float* recv,
   if (count > static_cast<std::size_t>(INT_MAX))
     throw CommError(cat("exchange with rank ", peer, ": ", count, " floats exceed MPI's int count (lower preflight.max_mb)"));
   const MPI_Comm comm = *static_cast<const MPI_Comm*>(world.native_comm());
-  // The send is posted first: over TCP, Open MPI 4.1 (ob1) moves half the link rate each way when both
-  // ranks post their receive first (as MPI_Sendrecv and its collectives do), and the full rate with the
-  // sends first (measured on a 50 Mbit/s emulated link: 24 vs 41-48 Mbit/s each way,
-  // tools/bench/cluster/bandwidth.sh). The pair check is after the link itself: a bad cable or port.
+  // The receive is posted first, as MPI_Sendrecv and Open MPI's collectives do, so the pair measures what
+  // they get: over TCP, Open MPI 4.1 (ob1) then moves about half the link rate each way (a full-duplex link
+  // carries 41-48 Mbit/s each way of 50 with the sends first: tools/bench/cluster/bandwidth.sh, BENCHMARKS).
+  // Sends first broke the trainer's slow-link check (health/link_check.cpp: its 4 KiB exchanges no longer
+  // showed a 50 ms delay on a netns link), so the order stays.
   MPI_Request requests[2];
-  ZT_MPI(MPI_Isend(send, static_cast<int>(count), MPI_FLOAT, peer, kTag, comm, &requests[0]));
-  ZT_MPI(MPI_Irecv(recv, static_cast<int>(count), MPI_FLOAT, peer, kTag, comm, &requests[1]));
+  ZT_MPI(MPI_Irecv(recv, static_cast<int>(count), MPI_FLOAT, peer, kTag, comm, &requests[0]));
+  ZT_MPI(MPI_Isend(send, static_cast<int>(count), MPI_FLOAT, peer, kTag, comm, &requests[1]));
   const auto start = std::chrono::steady_clock::now();
   for (int done = 0;;) {
     ZT_MPI(MPI_Testall(2, requests, &done, MPI_STATUSES_IGNORE));

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -16,30 +17,49 @@
 namespace zt::model {
 namespace {
 
+// A two-row GPT-2 or Llama on the CPU backend over parameters `host`, its gradients zeroed; tokens(n):
+// the micro-batch's fixed tokens for n targets.
+struct Rig {
+  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
+  ParamTable table;
+  backend::Buffer pb, gb;
+  std::unique_ptr<FlatParams> params;
+  std::unique_ptr<FlatGrads> grads;
+  std::unique_ptr<Decoder> model;
+
+  Rig(const GptShape& s, std::int64_t loss_chunk, const std::vector<float>& host) : table(s) {
+    const auto n = static_cast<std::int64_t>(host.size());
+    pb = be->allocate(host.size() * sizeof(float)), gb = be->allocate(host.size() * sizeof(float));
+    be->copy_from_host(pb.data(), host.data(), pb.bytes());
+    be->fill_zero(gb.view(DType::kF32, {n}));
+    params = std::make_unique<FlatParams>(table, pb.view(DType::kF32, {n}));
+    grads = std::make_unique<FlatGrads>(table, gb.view(DType::kF32, {n}));
+    model = std::make_unique<Decoder>(*be, table, ModelOptions{.micro_batch = 2, .loss_chunk = loss_chunk});
+  }
+  static std::vector<std::int32_t> tokens(std::size_t n) {
+    std::vector<std::int32_t> t(n);
+    for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::int32_t>((i * 7 + 3) % 61);
+    return t;
+  }
+  std::vector<float> grads_on_host() {
+    std::vector<float> out(table.numel());
+    be->copy_to_host(out.data(), gb.data(), gb.bytes());
+    return out;
+  }
+};
+
 struct Pass {
   std::vector<float> grads;
   std::vector<float> losses;
 };
 
 Pass gradients(const GptShape& s, std::int64_t loss_chunk, const std::vector<std::int32_t>& targets, const float* w) {
-  auto be = backend::make_cpu_backend(2);
-  const ParamTable table(s);
-  const std::vector<float> host = testing::far_from_init(table, 5);
-  const auto n = static_cast<std::int64_t>(host.size());
-  backend::Buffer pb = be->allocate(host.size() * sizeof(float)), gb = be->allocate(host.size() * sizeof(float));
-  be->copy_from_host(pb.data(), host.data(), pb.bytes());
-  be->fill_zero(gb.view(DType::kF32, {n}));
-  FlatParams params(table, pb.view(DType::kF32, {n}));
-  FlatGrads grads(table, gb.view(DType::kF32, {n}));
-  Decoder model(*be, table, {.micro_batch = 2, .loss_chunk = loss_chunk});
-  std::vector<std::int32_t> tokens(targets.size());
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + 3) % 61);
-  model.set_loss_weights(w);
-  model.forward(tokens.data(), targets.data(), params);
-  model.backward(params, grads, 1.0f);
-  Pass r{std::vector<float>(host.size()), model.token_losses()};
-  be->copy_to_host(r.grads.data(), gb.data(), gb.bytes());
-  return r;
+  Rig rig(s, loss_chunk, testing::far_from_init(ParamTable(s), 5));
+  const std::vector<std::int32_t> tokens = Rig::tokens(targets.size());
+  rig.model->set_loss_weights(w);
+  rig.model->forward(tokens.data(), targets.data(), *rig.params);
+  rig.model->backward(*rig.params, *rig.grads, 1.0f);
+  return {rig.grads_on_host(), rig.model->token_losses()};
 }
 
 class LossWeights : public ::testing::TestWithParam<std::tuple<bool, std::int64_t>> {};
@@ -82,24 +102,15 @@ struct EntropyPass {
 };
 EntropyPass entropy_pass(const GptShape& s, std::int64_t loss_chunk, const std::vector<float>& host,
                          const std::vector<std::int32_t>& targets, const std::vector<float>& e, bool backward) {
-  auto be = backend::make_cpu_backend(2);
-  const ParamTable table(s);
-  const auto n = static_cast<std::int64_t>(host.size());
-  backend::Buffer pb = be->allocate(host.size() * sizeof(float)), gb = be->allocate(host.size() * sizeof(float));
-  be->copy_from_host(pb.data(), host.data(), pb.bytes());
-  be->fill_zero(gb.view(DType::kF32, {n}));
-  FlatParams params(table, pb.view(DType::kF32, {n}));
-  FlatGrads grads(table, gb.view(DType::kF32, {n}));
-  Decoder model(*be, table, {.micro_batch = 2, .loss_chunk = loss_chunk});
-  std::vector<std::int32_t> tokens(targets.size());
-  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 7 + 3) % 61);
+  Rig rig(s, loss_chunk, host);
+  const std::vector<std::int32_t> tokens = Rig::tokens(targets.size());
   const std::vector<float> zero(targets.size(), 0.0f);
-  model.set_entropy(true);
-  model.set_loss_weights(zero.data());
-  model.set_entropy_weights(e.data());
-  model.forward(tokens.data(), targets.data(), params);
+  rig.model->set_entropy(true);
+  rig.model->set_loss_weights(zero.data());
+  rig.model->set_entropy_weights(e.data());
+  rig.model->forward(tokens.data(), targets.data(), *rig.params);
   EntropyPass r;
-  const std::vector<float>& H = model.token_entropies();
+  const std::vector<float>& H = rig.model->token_entropies();
   EXPECT_EQ(H.size(), targets.size());
   for (std::size_t i = 0; i < H.size(); ++i) {
     r.objective += static_cast<double>(e[i]) * H[i];
@@ -107,9 +118,8 @@ EntropyPass entropy_pass(const GptShape& s, std::int64_t loss_chunk, const std::
     else EXPECT_GT(H[i], 0.0f);
   }
   if (!backward) return r;
-  model.backward(params, grads, 1.0f);
-  r.grads.resize(host.size());
-  be->copy_to_host(r.grads.data(), gb.data(), gb.bytes());
+  rig.model->backward(*rig.params, *rig.grads, 1.0f);
+  r.grads = rig.grads_on_host();
   return r;
 }
 

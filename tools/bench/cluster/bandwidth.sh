@@ -2,8 +2,8 @@
 # Collective bandwidth across emulated links against the rate the link is given (issue 35): a cluster of
 # 2 network-namespace nodes (tools/cluster/netns.sh), one CPU rank each, node1's link limited by tc tbf
 # to each RATE in turn (both directions), and `ztrain --preflight` measuring over it: the node pair's
-# exchange (both ranks send and receive at once: dist::exchange_with) and the all-reduce, all-gather and
-# reduce-scatter bus bandwidths at preflight.max_mb. Prints a Markdown table for BENCHMARKS.md: each
+# exchange (both ranks send and receive at once, receives posted first: dist::exchange_with) and the
+# all-reduce, all-gather and reduce-scatter bus bandwidths at preflight.max_mb. Prints a Markdown table for BENCHMARKS.md: each
 # figure in Mbit/s and as a fraction of the link rate, so the planner's plan.inter_node_gbps can be set
 # from what the collectives reach rather than from the link's name plate. A last row repeats the middle
 # rate with Open MPI's btl_tcp_links 2 (two TCP connections per peer).
