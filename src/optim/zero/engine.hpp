@@ -70,7 +70,7 @@ class ZeroEngine {
   bool offloads() const { return offload_ != nullptr; }
 
   // ---- checkpoint state: the fp32 master weights and AdamW moments by flat range ----------------
-  enum class State { kMaster, kExpAvg, kExpAvgSq };
+  using State = OffloadState;  // the same three arrays wherever they live (offload_store.hpp)
   // Whether this rank holds `state` for flat elements [range): the master of any range at stages
   // 0-2 in fp32 without offload, the moments of any range at stage 0; otherwise only inside this rank's
   // own slices. Every range the W-rank partition gives this rank qualifies, whatever the stage and
@@ -122,6 +122,7 @@ class ZeroEngine {
   // floats: on the device, or in the offload store (host memory or NVMe) with offload.
   void read_state(State state, std::int64_t at, std::int64_t numel, float* out) const;
   void write_state(State state, std::int64_t at, std::int64_t numel, const float* src);
+  const backend::Buffer& state_buffer(State state) const;  // the device's master_, exp_avg_ or exp_avg_sq_
   bool separate_master() const { return mixed() || offload_ != nullptr; }
   void gather_master(float* flat_host);
   std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout

@@ -14,27 +14,20 @@ using backend::Tensor;
 
 namespace {
 dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
-
-OffloadState offload_state(ZeroEngine::State s) {
-  switch (s) {
-    case ZeroEngine::State::kMaster: return OffloadState::kMaster;
-    case ZeroEngine::State::kExpAvg: return OffloadState::kExpAvg;
-    case ZeroEngine::State::kExpAvgSq: return OffloadState::kExpAvgSq;
-  }
-  return OffloadState::kMaster;
-}
 }  // namespace
 
+const Buffer& ZeroEngine::state_buffer(State state) const {
+  return state == State::kMaster ? master_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
+}
+
 void ZeroEngine::read_state(State state, std::int64_t at, std::int64_t numel, float* out) const {
-  if (offload_) return offload_->read(offload_state(state), at, numel, out);
-  const Buffer& b = state == State::kMaster ? master_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
-  backend_.copy_to_host(out, fview(b, at, numel).data, numel * sizeof(float));
+  if (offload_) return offload_->read(state, at, numel, out);
+  backend_.copy_to_host(out, fview(state_buffer(state), at, numel).data, numel * sizeof(float));
 }
 
 void ZeroEngine::write_state(State state, std::int64_t at, std::int64_t numel, const float* src) {
-  if (offload_) return offload_->write(offload_state(state), at, numel, src);
-  const Buffer& b = state == State::kMaster ? master_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
-  backend_.copy_from_host(fview(b, at, numel).data, src, numel * sizeof(float));
+  if (offload_) return offload_->write(state, at, numel, src);
+  backend_.copy_from_host(fview(state_buffer(state), at, numel).data, src, numel * sizeof(float));
 }
 
 std::int64_t ZeroEngine::full_offset(int u) const { return part_.padded_offset(u); }
