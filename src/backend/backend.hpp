@@ -219,7 +219,8 @@ class Backend {
   // dinp [N,2F] written: (dout * up * silu'(gate) | dout * silu(gate))
   virtual void swiglu_backward(Tensor dinp, Tensor inp, Tensor dout) = 0;
 
-  // ---- residual: out = a + b (out may alias a or b); accumulate: dst += src ---------------------------
+  // ---- residual: out = a + b (out may alias a or b); accumulate: dst += src (the same dtype, or dst f32
+  // and src bf16/f16: widened, one rounding-free add; ZeRO's slices reduced in the compute dtype) --------
   virtual void add(Tensor out, Tensor a, Tensor b) = 0;
   virtual void accumulate(Tensor dst, Tensor src) = 0;
 

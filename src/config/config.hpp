@@ -12,6 +12,8 @@ enum class Precision { kFp32, kBf16, kFp16 };
 enum class Recompute { kNone, kFull, kSelective };
 enum class Offload { kNone, kOptimizer };
 enum class OffloadTo { kHost, kNvme };  // where train.offload's state lives
+enum class ReduceDtype { kFp32, kCompute };  // zero.reduce_dtype: the dtype ZeRO-2/3 reduce gradients in
+enum class TiedReduce { kAuto, kTrue, kFalse };  // zero.reduce_tied_early (auto: where it lowers the peak)
 enum class Attention { kAuto, kCudnn, kNative };  // the CUDA backend's attention implementation
 // TEST ONLY (debug.*): where debug.hang_at_step hits, and how the rank stops responding there.
 enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume };
@@ -81,7 +83,9 @@ struct TrainConfig {
 };
 
 struct ZeroConfig {
-  double bucket_mb = 25;
+  double bucket_mb = 25;                         // stage 0: all-reduce buckets; stages 2-3: bytes in reduction at once
+  ReduceDtype reduce_dtype = ReduceDtype::kFp32;  // stages 2-3: compute = reduce in bf16/f16, accumulate in fp32
+  TiedReduce reduce_tied_early = TiedReduce::kAuto;  // stages 2-3: a tied head's share of the embedding's gradient
 };
 
 // Where train.offload puts the state it offloads (optim/zero/offload.hpp): host memory, or a file per
@@ -195,6 +199,7 @@ struct PreflightConfig {
 struct PlanConfig {
   std::int64_t world_size = 0;      // 0 = the world this runs in
   double device_memory_gb = 0;      // 0 = the device's own (or the host's, on the CPU backend)
+  double host_memory_gb = 0;        // a GPU node's host memory for train.offload's state (0 = not checked)
   // --plan --plan.search (plan/layout_search.hpp): the machine the layouts are ranked for. Defaults: an
   // H100 SXM node with NDR InfiniBand, as achievable rates, not datasheet peaks:
   bool search = false;

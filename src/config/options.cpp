@@ -202,7 +202,9 @@ std::vector<Option> build_table() {
       opt("train.loss_scale_init", &C::train, &TrainConfig::loss_scale_init, "fp16 dynamic scaling: initial scale", above(0, kMaxScale)),
       opt("train.loss_scale_window", &C::train, &TrainConfig::loss_scale_window, "fp16 dynamic scaling: steps without overflow before the scale doubles", I64{1, kMaxSteps}),
       opt("train.loss_scale_min", &C::train, &TrainConfig::loss_scale_min, "fp16 dynamic scaling: the scale never drops below this", above(0, kMaxScale)),
-      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bucket size in MiB (reduced as soon as it is complete)", above(0, kMaxBucketMb)),
+      opt("zero.bucket_mb", &C::zero, &ZeroConfig::bucket_mb, "gradient bytes in reduction at once, in MiB: stage 0 all-reduces buckets of this size as soon as each is complete; stages 2-3 keep two unit gradients in reduction (with their reduced slices) while the backward goes on, only the newest where two exceed this size", above(0, kMaxBucketMb)),
+      opt("zero.reduce_dtype", &C::zero, &ZeroConfig::reduce_dtype, "stages 2-3: the dtype unit gradients are reduce-scattered in: fp32, or compute (bf16/f16 with train.precision; each unit's fp32 gradient is rounded once, reduced in half the bytes, and its slice accumulated into the fp32 shard: DeepSpeed's communication_data_type, FSDP's reduce_dtype); fp32 precision reduces in fp32 either way"),
+      opt("zero.reduce_tied_early", &C::zero, &ZeroConfig::reduce_tied_early, "stages 2-3 with a tied LM head: true = reduce-scatter the head's share of the embedding's gradient as soon as the head's backward ends, and the embedding's own at the end of the pass, so the embedding's fp32 gradient is not held through the whole backward (one more reduce-scatter of the embedding per micro-batch); false = once, at the end; auto = true where that lowers the rank's peak of transient buffers (the blocks' gradients would pile on the held one), as --plan shows"),
       opt("offload.to", &C::offload, &OffloadConfig::to, "where train.offload's state lives: host (memory, 16 bytes per parameter of the rank's shard with the gradient staging) or nvme (a file per rank in offload.nvme_dir, streamed through a few offload.nvme_chunk_mb buffers each step with O_DIRECT)"),
       opt("offload.nvme_dir", &C::offload, &OffloadConfig::nvme_dir, "offload.to=nvme: an existing directory on a node-local disk; each rank preallocates rank_<r>/<model>.bin below it at start-up (too little space: exit 2) and removes it at exit"),
       opt("offload.nvme_chunk_mb", &C::offload, &OffloadConfig::nvme_chunk_mb, "offload.to=nvme: MiB per transfer (one chunk's master, exp_avg and exp_avg_sq, rounded down to a multiple of 12 KiB); the host holds 3 such buffers (read ahead, updating, written behind) and two thirds of one more (gradient staging, checkpoint access)", closed(0.05, 4096)),
@@ -211,7 +213,7 @@ std::vector<Option> build_table() {
       opt("lora.rslora", &C::lora, &LoraConfig::rslora, "rank-stabilised LoRA scaling alpha/sqrt(rank) (PEFT use_rslora)"),
       opt("lora.targets", &C::lora, &LoraConfig::targets, "comma-separated modules to adapt, PEFT target_modules names: llama q,k,v,o,gate,up,down; gpt2 c_attn,c_proj (attention and MLP output),c_fc (empty: q,v for llama, c_attn for gpt2)"),
       opt("lora.dropout", &C::lora, &LoraConfig::dropout, "dropout probability on the adapters' input in training passes (PEFT lora_dropout; counter-based masks from train.seed: the same on any world size)", NumRange{0, 1, false, true}),
-      opt("lora.base_dtype", &C::lora, &LoraConfig::base_dtype, "how the frozen base is held: auto = the compute dtype (train.precision); bf16 or fp32 = that dtype, which must be the compute dtype; nf4 = QLoRA: the blocks' matmul weights as 4-bit NormalFloat codes in blocks of 64 with an fp32 scale each (bitsandbytes' codes, quantized at load after the TP cut), embeddings, norms, biases and the LM head in the compute dtype, each block dequantized while in use (train.zero_stage 0-2)"),
+      opt("lora.base_dtype", &C::lora, &LoraConfig::base_dtype, "how the frozen base is held: auto = the compute dtype (train.precision); bf16 or fp32 = that dtype, which must be the compute dtype; nf4 = QLoRA: the blocks' matmul weights as 4-bit NormalFloat codes in blocks of 64 with an fp32 scale each (bitsandbytes' codes, quantized at load after the TP cut), embeddings, norms, biases and the LM head in the compute dtype, each block dequantized while in use (any train.zero_stage; stage 3 shards and gathers the codes)"),
       opt("lora.base_double_quant", &C::lora, &LoraConfig::base_double_quant, "with lora.base_dtype=nf4: the blocks' scales quantized too, 8-bit in blocks of 256 less their mean (QLoRA's double quantization: 0.127 instead of 0.5 bits a weight for the scales)"),
       opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", closed(0, kMaxRate)),
       opt("optim.min_lr", &C::optim, &OptimConfig::min_lr, "learning rate the decay ends at (optim.schedule cosine, linear or sqrt)", closed(0, kMaxRate)),
@@ -271,6 +273,7 @@ std::vector<Option> build_table() {
       opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", I64{0, kMaxRanks}),
       opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", I64{0, kMaxRanks}),
       opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", closed(0, 1 << 20)),
+      opt("plan.host_memory_gb", &C::plan, &PlanConfig::host_memory_gb, "--plan on GPUs: host memory per node in GiB, shared by its min(ranks, plan.gpus_per_node) ranks, against which train.offload's host state is checked (0 = not checked; on the CPU backend the host is the device)", closed(0, 1 << 24)),
       opt("plan.search", &C::plan, &PlanConfig::search, "--plan: rank the parallel layouts (TP x PP x DP x micro-batch x recompute x ZeRO stage) by predicted tokens/s on plan.world_size ranks; prints the best 5 as flags"),
       opt("plan.gpus_per_node", &C::plan, &PlanConfig::gpus_per_node, "--plan.search: devices per node (TP stays inside one; default an HGX H100 node)", I64{1, 1024}),
       opt("plan.intra_node_gbps", &C::plan, &PlanConfig::intra_node_gbps, "--plan.search: achievable collective bandwidth inside a node, GB/s per device (NVLink4 all-reduce bus bandwidth)", above(0, 1e6)),
@@ -343,6 +346,8 @@ std::string to_string(Precision v) { return value::enum_name(v); }
 std::string to_string(Recompute v) { return value::enum_name(v); }
 std::string to_string(Offload v) { return value::enum_name(v); }
 std::string to_string(OffloadTo v) { return value::enum_name(v); }
+std::string to_string(ReduceDtype v) { return value::enum_name(v); }
+std::string to_string(TiedReduce v) { return value::enum_name(v); }
 std::string to_string(Attention v) { return value::enum_name(v); }
 std::string to_string(PipeSchedule v) { return value::enum_name(v); }
 std::string to_string(RlAlgorithm v) { return value::enum_name(v); }

@@ -40,6 +40,8 @@ std::string to_string(Precision v);
 std::string to_string(Recompute v);
 std::string to_string(Offload v);
 std::string to_string(OffloadTo v);
+std::string to_string(ReduceDtype v);
+std::string to_string(TiedReduce v);
 std::string to_string(Attention v);
 std::string to_string(Schedule v);
 std::string to_string(CommBackend v);

@@ -123,6 +123,10 @@ void check_train(const Config& c) {
     throw ConfigError("train.offload=optimizer needs train.zero_stage >= 1: offloaded optimizer state is "
                       "the sharded ZeRO state (set train.zero_stage=1, 2 or 3, or train.offload=none)");
   check_offload(c);
+  if (c.zero.reduce_dtype == ReduceDtype::kCompute && t.zero_stage < 2)
+    throw ConfigError(cat("zero.reduce_dtype=compute needs train.zero_stage 2 or 3 (this run: ", t.zero_stage,
+                          "): stages 0-1 reduce the fp32 gradient buffer in place; use zero.reduce_dtype=fp32 or "
+                          "train.zero_stage=2"));
   if (c.train.loss_scale_min > c.train.loss_scale_init)
     throw ConfigError(cat("train.loss_scale_min=", value::format_double(t.loss_scale_min),
                           " is above train.loss_scale_init=", value::format_double(t.loss_scale_init)));

@@ -52,6 +52,14 @@ template <> struct EnumNames<OffloadTo> {
   static constexpr std::array<std::pair<OffloadTo, const char*>, 2> kNames{
       {{OffloadTo::kHost, "host"}, {OffloadTo::kNvme, "nvme"}}};
 };
+template <> struct EnumNames<ReduceDtype> {
+  static constexpr std::array<std::pair<ReduceDtype, const char*>, 2> kNames{
+      {{ReduceDtype::kFp32, "fp32"}, {ReduceDtype::kCompute, "compute"}}};
+};
+template <> struct EnumNames<TiedReduce> {
+  static constexpr std::array<std::pair<TiedReduce, const char*>, 3> kNames{
+      {{TiedReduce::kAuto, "auto"}, {TiedReduce::kTrue, "true"}, {TiedReduce::kFalse, "false"}}};
+};
 template <> struct EnumNames<Attention> {
   static constexpr std::array<std::pair<Attention, const char*>, 3> kNames{
       {{Attention::kAuto, "auto"}, {Attention::kCudnn, "cudnn"}, {Attention::kNative, "native"}}};

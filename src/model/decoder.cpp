@@ -363,6 +363,7 @@ void Decoder::head_backward(ParamSource& params, GradSink& grads, float dloss) {
     loss_backward();
     params.release(0);
     if (!g_.embeds) grads.unit_done(0);  // the last stage's copy of the embedding: final for this pass
+    else grads.unit_part_done(0);        // the embedding's own share comes at the end of the pass
   }
   w = params.unit(last);
   g = grads.unit(last);

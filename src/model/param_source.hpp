@@ -28,6 +28,9 @@ class GradSink {
   // base), the model computes no weight gradient for it.
   virtual backend::Tensor unit(int u) = 0;
   virtual void unit_done(int /*u*/) {}
+  // One share of unit u's gradient is complete and more will follow into a fresh unit(u) (a tied LM
+  // head's share of the embedding's gradient, before the embedding's own): a sink may reduce it now.
+  virtual void unit_part_done(int /*u*/) {}
 };
 
 // Both over one flat buffer of ParamTable::numel() floats (ZeRO-0, tests, sampling).

@@ -14,7 +14,9 @@
 //   DP comm    the ZeRO engine's traffic (tools/bench/zero/report.py): stage 0 an all-reduce of Psi, 1 a
 //              reduce-scatter + all-gather of Psi, 2 a reduce-scatters (one per micro-batch) + an
 //              all-gather, 3 2a all-gathers + a reduce-scatters, Psi = 4 bytes x the stage's TP-local
-//              parameters (gathers move the compute dtype's bytes: half of that in bf16); ring collectives. The engine starts each unit's reduction while the backward
+//              parameters (gathers move the compute dtype's bytes: half of that in bf16; stages 2-3's
+//              reduce-scatters too with zero.reduce_dtype=compute, and with zero.reduce_tied_early a tied
+//              embedding's gradient is reduce-scattered twice a micro-batch); ring collectives. The engine starts each unit's reduction while the backward
 //              goes on (optim/zero/engine.cpp), so on GPUs (plan's overlap) traffic hides behind compute:
 //              stage 0's all-reduce and stage 1's reduce-scatter behind the last micro-batch's backward
 //              (2/3 of its compute), stage 2's reduce-scatters behind every backward, stage 3's gathers
@@ -156,10 +158,15 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     // Gradients reduce in fp32; parameters gather in the compute dtype (the engine's working copy).
     const double pass = ring_s(psi, l.dp, bw, 1), gather = pass * static_cast<double>(dtype_size(model::compute_dtype(
                                                                        l.tp > 1 ? config::Precision::kFp32 : c.train.precision))) / 4;
+    // Stages 2-3's per-micro-batch reduce-scatters (optim::ZeroOptions): in the compute dtype on request,
+    // a tied embedding's twice.
+    const bool tied_twice = !lora && shape.tie_embeddings && c.zero.reduce_tied_early == config::TiedReduce::kTrue;
+    const double tied_share = tied_twice ? static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).units()[0].numel) * 4 / psi : 0.0;
+    const double reduce = (c.zero.reduce_dtype == config::ReduceDtype::kCompute ? gather : pass) * (1 + tied_share);
     const Traffic tr = l.zero_stage == 0 ? Traffic{2 * pass, last_backward, std::ceil(psi / (25 << 20)) * m.latency_s}
                      : l.zero_stage == 1 ? Traffic{pass, last_backward, gather + 2 * units * m.latency_s}
-                     : l.zero_stage == 2 ? Traffic{a * pass, t.compute * 2 / 3, gather + (a + 1) * units * m.latency_s}
-                                         : Traffic{a * (pass + 2 * gather), t.compute, 3 * a * units * m.latency_s};
+                     : l.zero_stage == 2 ? Traffic{a * reduce, t.compute * 2 / 3, gather + (a + 1) * units * m.latency_s}
+                                         : Traffic{a * (reduce + 2 * gather), t.compute, 3 * a * units * m.latency_s};
     const double base_gathers = lora && l.zero_stage == 3 ? 2 * a * ring_s(model_psi, l.dp, bw, 1) *
                                     static_cast<double>(dtype_size(model::compute_dtype(c.train.precision))) / 4
                                                           : 0.0;

@@ -7,9 +7,10 @@
 //                offload.to=host holds that state and a gradient staging buffer in host memory;
 //                offload.to=nvme a few chunk buffers in host memory, the state in a file per rank,
 //                and reads and writes the whole file every step;
-//   transients   stages 2-3 keep unit-gradient temporaries (unit 0 through the whole backward plus at
-//                most 3 blocks in flight, each with a reduced slice); stage 3 gathers the unit in use
-//                and prefetches the next;
+//   transients   the ZeRO engine's buffers replayed over one micro-batch's calls (optim/zero/transients.hpp,
+//                equal to the engine's own count): stages 2-3 hold a unit's fp32 gradient while the backward
+//                adds to it, then its reduction and reduced slice, two in flight (one where two exceed
+//                zero.bucket_mb); stage 3 gathers the unit in use and prefetches the next;
 //   activations  the model's own layout for one micro-batch (model::model_activation_bytes: the
 //                decoder's carve, at any parallel.tp);
 //   parallel.pp  each pipeline rank's own plan: its stages' table (model::PipelineCut::table, a tied
@@ -56,6 +57,7 @@
 #include "optim/zero/model_adapters.hpp"
 #include "optim/zero/offload.hpp"
 #include "optim/zero/partition.hpp"
+#include "optim/zero/transients.hpp"
 
 namespace zt::plan {
 namespace {
@@ -73,30 +75,34 @@ std::string mib(std::uint64_t bytes) {
   return buf;
 }
 
-// A parameters-only ZeRO-3 engine's gathered units (LoRA's frozen base), in elements: it gathers the unit
-// in use and the prefetched next of the access order (optim::forward_backward_order), and keeps every
-// buffer it frees for reuse by a unit of the same size (ZeroEngine::take_buffer), so it ends up holding,
-// for each size, as many buffers as were ever in use at once: two blocks', the embedding's, the head's.
-std::uint64_t pooled_gathers(const optim::Partition& part, bool tied) {
-  const std::vector<int> order = optim::forward_backward_order(part.n_units() - 2, tied);
-  std::map<std::int64_t, int> most;  // unit size -> buffers of it in use at once, at most
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    std::map<std::int64_t, int> now;
-    ++now[part.padded_numel(order[k])];
-    if (k + 1 < order.size() && order[k + 1] != order[k]) ++now[part.padded_numel(order[k + 1])];
-    for (const auto& [size, count] : now) most[size] = std::max(most[size], count);
-  }
-  std::uint64_t total = 0;
-  for (const auto& [size, count] : most) total += static_cast<std::uint64_t>(size) * count;
-  return total;
+// One training micro-batch as an engine sees it: the access order it is told and the calls it gets.
+struct EnginePass {
+  std::vector<int> order;
+  std::vector<optim::UnitEvent> calls;
+  bool decoder = false, tied = false;  // a decoder's units (its own engine options: decoder_zero_options)
+  int n_layer = 0;
+};
+// The decoder's units (the whole model, a TP shard's, LoRA's frozen base, the critic).
+EnginePass decoder_pass(const model::GptShape& s) {
+  return {optim::forward_backward_order(s.n_layer, s.tie_embeddings), optim::decoder_calls(s.n_layer, s.tie_embeddings, true),
+          true, s.tie_embeddings, s.n_layer};
+}
+// LoRA's adapter engine: a unit per block.
+EnginePass adapter_pass(const model::GptShape& s) {
+  return {optim::adapter_access_order(s.n_layer, true), optim::adapter_calls(s.n_layer, true)};
 }
 
 // ZeRO-Offload's rows off the device for a shard of `shard` elements (the engine named `name`'s file).
-void add_offload_rows(MemoryPlan& p, std::uint64_t shard, const optim::OffloadOptions& o, const std::string& prefix) {
+// x: the compute dtype's bytes (the updated working parameters go back to the device in it).
+void add_offload_rows(MemoryPlan& p, std::uint64_t shard, std::uint64_t x, const optim::OffloadOptions& o,
+                      const std::string& prefix) {
   const optim::OffloadFootprint f = optim::offload_footprint(static_cast<std::int64_t>(shard), o);
+  p.host_bytes += f.host_bytes;
   if (o.nvme_file.empty()) {
     p.offload_rows.push_back({prefix + "host: optimizer state", f.host_bytes,
                               "offload.to=host: fp32 master, AdamW m and v of the rank's slice, gradient staging"});
+    p.offload_rows.push_back({prefix + "PCIe traffic per step", shard * (sizeof(float) + x),
+                              "the fp32 gradient slice to the host, the updated parameters back in the compute dtype"});
     return;
   }
   const std::string file = (o.nvme_file.parent_path().parent_path() / "rank_<r>" / o.nvme_file.filename()).string();
@@ -111,10 +117,11 @@ void add_offload_rows(MemoryPlan& p, std::uint64_t shard, const optim::OffloadOp
                                 "waits on the disk where that takes longer than the host AdamW")});
 }
 
-// Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers.
+// Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers over `pass`.
 // prefix names the rows ("adapter " for LoRA's); offload.threads > 0: ZeRO-Offload's state.
 void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t world, int stage, DType compute,
-                     const optim::OffloadOptions& offload, const std::string& prefix = "") {
+                     const optim::OffloadOptions& offload, const config::ZeroConfig& zero_config, const EnginePass& pass,
+                     const std::string& prefix = "") {
   const bool offloaded = offload.threads > 0;
   const optim::Partition part = partition_of(table, world, stage);
   const std::uint64_t x = dtype_size(compute), f = sizeof(float);
@@ -133,19 +140,15 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
                     offloaded ? cat("offloaded (train.offload=optimizer) to ", offload.nvme_file.empty() ? "host memory" : "NVMe",
                                     ": below, with the master")
                               : stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
-  if (offloaded) add_offload_rows(p, shard, offload, prefix);
+  if (offloaded) add_offload_rows(p, shard, x, offload, prefix);
   if (stage < 2) return;
-  std::uint64_t unit0 = part.padded_numel(0), block = 0, block_shard = 0;
-  for (int u = 1; u < part.n_units(); ++u) {
-    block = std::max<std::uint64_t>(block, part.padded_numel(u));
-    block_shard = std::max<std::uint64_t>(block_shard, part.shard_numel(u));
-  }
-  std::uint64_t transient = (unit0 + 3 * block + 3 * block_shard + part.shard_numel(0)) * f;
-  std::string what = "unit gradients in flight and their reduced slices";
-  if (stage == 3) {
-    transient += (unit0 + std::max(unit0, block)) * x;  // the unit in use and the prefetched next
-    what += "; gathered parameter units";
-  }
+  const optim::ZeroOptions zero = pass.decoder ? optim::decoder_zero_options(zero_config, part, stage, compute, pass.n_layer, pass.tied)
+                                               : optim::ZeroOptions::from(zero_config);
+  const std::uint64_t transient = optim::transient_peak_bytes(part, stage, compute, zero, false, pass.order, pass.calls);
+  std::string what = cat("the fp32 unit gradient being summed and two in reduction (one where two exceed zero.bucket_mb, ",
+                         zero.reduce_in_compute && mixed ? xs : "fp32", ") with their reduced slices");
+  if (pass.tied) what += zero.reduce_tied_early ? "; the tied head's share reduced early" : "; the tied head's share held to the end";
+  if (stage == 3) what += "; the gathered parameter unit in use and the prefetched next";
   p.rows.push_back({prefix + (prefix.empty() ? "communication buffers" : "comm buffers"), transient, what});
 }
 
@@ -154,7 +157,7 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 // holds it, replicated (a 1/W slice of each unit's bytes at stage 3, which gathers the whole bytes of the
 // unit in use and the prefetched next), and the block it dequantizes for the model (one at a time).
 void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute,
-                     const std::optional<model::Nf4Options>& nf4) {
+                     const std::optional<model::Nf4Options>& nf4, const optim::ZeroOptions& zero) {
   if (nf4) {
     const int shards = stage == 3 ? static_cast<int>(world) : 1;
     p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4, shards),
@@ -180,8 +183,9 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
     return;
   }
   p.rows.push_back({"frozen base", part.total_shard_numel() * x, xs + ", 1/W slice of each unit; no gradient, master or optimizer state"});
-  p.rows.push_back({"gathered base units", pooled_gathers(part, base.shape().tie_embeddings) * x,
-                    "the unit in use and the prefetched next, kept for reuse by size"});
+  const EnginePass pass = decoder_pass(base.shape());
+  p.rows.push_back({"gathered base units", optim::transient_peak_bytes(part, 3, compute, zero, true, pass.order, pass.calls),
+                    "the unit in use and the prefetched next"});
 }
 }  // namespace
 
@@ -280,7 +284,7 @@ void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, in
   const model::GptShape critic = model::value_model_shape(model::model_shape(config.model));
   const model::ParamTable whole(critic);
   add_model_state(p, tp > 1 ? model::tp_local_table(whole, tp) : whole, dp, static_cast<int>(config.train.zero_stage),
-                  compute, optim::offload_options(config, 1, 0, "critic"), "critic ");
+                  compute, optim::offload_options(config, 1, 0, "critic"), config.zero, decoder_pass(critic), "critic ");
   const model::ModelOptions options{.micro_batch = static_cast<int>(config.train.micro_batch),
                                     .recompute = config.train.recompute, .compute = compute,
                                     .sequence_parallel = config.parallel.sequence_parallel};
@@ -306,15 +310,17 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   const DType compute = model::compute_dtype(config.train.precision);
   const int stage = static_cast<int>(config.train.zero_stage);
   const optim::OffloadOptions offload = optim::offload_options(config, 1, 0, "model");  // rank 0's file names rank_<r>
+  const optim::ZeroOptions zero = optim::ZeroOptions::from(config.zero);
   const int micro = static_cast<int>(config.train.micro_batch);
   if (adapters) {
     add_frozen_base(p, table, dp, stage, compute,
                     config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? std::optional(model::nf4_options(config))
-                                                                          : std::nullopt);
-    add_model_state(p, *adapters, dp, stage, compute, offload, "adapter ");
+                                                                          : std::nullopt,
+                    zero);
+    add_model_state(p, *adapters, dp, stage, compute, offload, config.zero, adapter_pass(shape), "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);
   } else {
-    add_model_state(p, table, dp, stage, compute, offload);
+    add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape));
   }
   p.rows.push_back({"activations", activations, activations_note});
   if (config.rl.enabled()) add_rollouts(p, config, table, adapters, tp, compute);
@@ -370,7 +376,8 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
 
 }  // namespace
 
-MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
+namespace {
+MemoryPlan device_plan(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device) {
   if (config.parallel.pp > 1) return pipeline_plan(config, world_size, threads, capacity, device);
   const bool lora = config.lora.rank > 0;
@@ -389,8 +396,50 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
                        config::to_string(config.train.recompute), split),
                    threads, capacity, device);
 }
+}  // namespace
+
+MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
+                       config::Device device) {
+  MemoryPlan p = device_plan(config, world_size, threads, capacity, device);
+  p.host_is_device = device == config::Device::kCpu;
+  const std::int64_t ranks_per_node = std::max<std::int64_t>(1, std::min(world_size, config.plan.gpus_per_node));
+  if (!p.host_is_device && config.plan.host_memory_gb > 0)
+    p.host_capacity_bytes = static_cast<std::uint64_t>(config.plan.host_memory_gb * (1ull << 30)) / ranks_per_node;
+  return p;
+}
 
 namespace {
+// The cheapest offload tier that fits, at the first ZeRO stage where it does: train.offload=optimizer in
+// host memory (ZeRO-Offload: PCIe traffic, the host AdamW), else on a node-local NVMe disk (ZeRO-Infinity:
+// the state's file read and written every step, a few chunk buffers in host memory).
+void add_offload_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                       config::Device device, std::vector<std::string>& out) {
+  const bool offloading = config.train.offload == config::Offload::kOptimizer;
+  if (config.lora.rank > 0 || (offloading && config.offload.to == config::OffloadTo::kNvme)) return;
+  config::Config c = config;
+  c.train.offload = config::Offload::kOptimizer;
+  for (std::int64_t s = std::max<std::int64_t>(1, config.train.zero_stage); s <= 3; ++s) {
+    c.train.zero_stage = s;
+    c.offload.to = config::OffloadTo::kHost;
+    const MemoryPlan host = plan_memory(c, world, threads, capacity, device);
+    if (host.fits() && !offloading) {
+      out.push_back(cat("train.offload=optimizer with train.zero_stage=", s, " (the cheapest tier: host memory, ",
+                        mib(host.host_bytes), " per rank)"));
+      return;
+    }
+    c.offload.to = config::OffloadTo::kNvme;
+    c.offload.nvme_dir = "DIR";
+    const MemoryPlan nvme = plan_memory(c, world, threads, capacity, device);
+    if (nvme.fits()) {
+      out.push_back(cat("train.offload=optimizer offload.to=nvme offload.nvme_dir=DIR (a node-local disk) with "
+                        "train.zero_stage=", s, ": host memory cannot hold the state (", mib(host.host_bytes),
+                        " per rank); NVMe: a ", mib(nvme.nvme_bytes), " file per rank, read and written every step, ",
+                        mib(nvme.host_bytes), " of host buffers"));
+      return;
+    }
+  }
+}
+
 // Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
 // are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
 void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
@@ -437,6 +486,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
       break;
     }
   add_recompute_fixes(config, world, threads, capacity, device, out);
+  add_offload_fixes(config, world, threads, capacity, device, out);
   if (out.empty())
     out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
   return out;
@@ -458,15 +508,23 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
   char total[160];
   std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",
-                p.fits() ? "fits" : "DOES NOT FIT");
+                p.device_fits() ? "fits" : "DOES NOT FIT");
   out << total;
   if (!p.offload_rows.empty()) {
-    out << "  off the device, not in the total (train.offload=optimizer; on the CPU backend host memory too):\n";
+    out << "  off the device, not in the total (train.offload=optimizer):\n";
     for (const PlanRow& r : p.offload_rows) {
       char line[64];
       std::snprintf(line, sizeof line, "  %-22s %12s  ", r.what.c_str(), mib(r.bytes).c_str());
       out << line << r.note << "\n";
     }
+    if (p.host_is_device)
+      out << "  host memory: the CPU backend's device, so the total plus " << mib(p.host_bytes) << " must fit its "
+          << (p.capacity_bytes ? mib(p.capacity_bytes) : std::string("?")) << "\n";
+    else if (p.host_capacity_bytes == 0)
+      out << "  host memory per rank: " << mib(p.host_bytes) << " (set plan.host_memory_gb, a node's, to check it)\n";
+    else
+      out << "  host memory per rank: " << mib(p.host_bytes) << " of " << mib(p.host_capacity_bytes) << ": "
+          << (p.host_fits() ? "fits" : "DOES NOT FIT (offload.to=nvme keeps the state on disk)") << "\n";
   }
   if (p.pp > 1) {
     out << "  pipeline: " << (p.vpp > 1 ? "rank " : "stage ") << p.busiest_stage << " is the busiest (the rows above): " << p.busiest_note

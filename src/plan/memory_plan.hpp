@@ -25,7 +25,12 @@ struct MemoryPlan {
   // ZeRO-Offload's state off the device (host memory, an NVMe file, its traffic per step): not in total_bytes.
   std::vector<PlanRow> offload_rows;
   std::uint64_t nvme_bytes = 0;       // offload.to=nvme: this rank's files (its model's and a PPO critic's)
+  std::uint64_t host_bytes = 0;       // the offload rows' host memory (state or NVMe buffers)
   std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
+  // Host memory one rank may use for host_bytes: on the CPU backend the device is the host (the
+  // offload rows share capacity_bytes); on GPUs plan.host_memory_gb over the node's ranks (0 = unknown).
+  bool host_is_device = false;
+  std::uint64_t host_capacity_bytes = 0;
   std::int64_t world_size = 1, zero_stage = 0, micro_batch = 1;
   std::int64_t tp = 1;                // parallel.tp: the model state is the TP shard's, sharded over world/tp
   // parallel.pp > 1: the rows are the busiest pipeline rank's (the most bytes; the lowest on a tie).
@@ -34,7 +39,9 @@ struct MemoryPlan {
   std::string busiest_note;                            // its chunks: "embedding + blocks 0-7"
   std::vector<std::uint64_t> stage_total_bytes;        // every pipeline rank's total, in rank order
   std::vector<std::uint64_t> stage_activation_bytes;   // and its activations row
-  bool fits() const { return capacity_bytes == 0 || total_bytes <= capacity_bytes; }
+  bool device_fits() const { return capacity_bytes == 0 || total_bytes + (host_is_device ? host_bytes : 0) <= capacity_bytes; }
+  bool host_fits() const { return host_is_device || host_capacity_bytes == 0 || host_bytes <= host_capacity_bytes; }
+  bool fits() const { return device_fits() && host_fits(); }
 };
 
 // Predicts one rank's peak for `config` on `world_size` ranks with `threads` CPU threads per rank, on
@@ -42,7 +49,8 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads,
                        std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu);
 
-// What would make a plan that does not fit fit: the largest micro-batch, other ZeRO stages, more ranks.
+// What would make a plan that does not fit fit: the largest micro-batch, other ZeRO stages, more ranks,
+// full recomputation, and the cheapest offload tier that fits (host memory before NVMe).
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world_size, int threads,
                                      std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu);
 

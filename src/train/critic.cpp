@@ -31,7 +31,7 @@ Critic::Critic(backend::Backend& backend, const config::Config& config, dist::Co
   const model::ParamTable& mine = local_table_ ? *local_table_ : table_;
   model_ = model::make_model(backend, mine, options);
   engine_ = std::make_unique<optim::ZeroEngine>(backend, dp, optim::units_of(mine), optim::params_of(mine),
-                                                static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
+                                                static_cast<int>(config.train.zero_stage), optim::ZeroOptions::from(config.zero),
                                                 optim::offload_options(config, offload_threads, grid.rank, "critic"), compute);
   params_ = std::make_unique<optim::ZeroParams>(*engine_);
   grads_ = std::make_unique<optim::ZeroGrads>(*engine_);

@@ -16,14 +16,6 @@
 
 namespace zt::train {
 
-std::vector<int> lora_access_order(int n_layer, bool backward) {
-  std::vector<int> order;
-  for (int l = 0; l < n_layer; ++l) order.push_back(l);
-  if (backward)
-    for (int l = n_layer - 1; l >= 0; --l) order.push_back(l);
-  return order;
-}
-
 LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
                    const model::ParamTable& base, DType compute, const ShardMap* part)
     : backend_(backend), base_(base), part_(part), spec_(model::lora_spec(config)),
@@ -39,7 +31,8 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
   }
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
   base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, optim::units_of(held), optim::params_of(held), stage,
-                                                     config.zero.bucket_mb, optim::OffloadOptions{}, compute, /*frozen=*/true);
+                                                     optim::ZeroOptions::from(config.zero), optim::OffloadOptions{}, compute,
+                                                     /*frozen=*/true);
 }
 
 std::unique_ptr<model::ParamSource> LoraBase::base_source() {
@@ -133,7 +126,7 @@ void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backw
   const std::vector<int> order = backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied);
   if (base_engine_) base_engine_->expect_access_order(order);
   else nf4_->expect_access_order(order);
-  adapter_engine.expect_access_order(lora_access_order(n_layer, backward));
+  adapter_engine.expect_access_order(optim::adapter_access_order(n_layer, backward));
 }
 
 }  // namespace zt::train

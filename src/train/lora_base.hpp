@@ -131,7 +131,4 @@ struct GenerationWeights {
   model::ParamSource& params() { return *base; }
 };
 
-// The block order of the adapter units (unit l = block l) in a pass: forward 0..L-1, then backward L-1..0.
-std::vector<int> lora_access_order(int n_layer, bool backward);
-
 }  // namespace zt::train

@@ -17,6 +17,7 @@
 #include "model/family.hpp"
 #include "model/init.hpp"
 #include "model/hf_dir.hpp"
+#include "optim/zero/transients.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/attention_check.hpp"
 #include "train/critic.hpp"
@@ -74,8 +75,14 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (config.lora.rank > 0)
     lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, compute, shard_map_ ? &*shard_map_ : nullptr);
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
+  const int stage = static_cast<int>(config.train.zero_stage);
+  const optim::ZeroOptions zero =
+      lora_ ? optim::ZeroOptions::from(config.zero)
+            : optim::decoder_zero_options(config.zero, optim::Partition(optim::units_of(trained), optim::params_of(trained),
+                                                                        dp_comm().size(), dp_comm().rank()),
+                                          stage, compute, trained.shape().n_layer, trained.shape().tie_embeddings);
   engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), optim::units_of(trained), optim::params_of(trained),
-                                                static_cast<int>(config.train.zero_stage), config.zero.bucket_mb,
+                                                stage, zero,
                                                 optim::offload_options(config, offload_threads(), world.rank(), "model"), compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
   hang_notes_ = std::make_unique<health::HangNotes>(world, std::filesystem::path(config.ckpt.dir) / "diag", *ring_);
@@ -253,3 +260,4 @@ double Trainer::blocked_ms() const {
 }
 
 }  // namespace zt::train
+

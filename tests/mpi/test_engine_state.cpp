@@ -27,7 +27,7 @@ struct Rig {
   std::unique_ptr<backend::Backend> backend = backend::make_cpu_backend(1);
   std::unique_ptr<dist::Communicator> comm = dist::make_mpi_communicator(test::world(), 60);
   ZeroEngine engine;
-  explicit Rig(int stage, const OffloadOptions& offload = {}) : engine(*backend, *comm, units(), params(), stage, 0.00005, offload) {}
+  explicit Rig(int stage, const OffloadOptions& offload = {}) : engine(*backend, *comm, units(), params(), stage, {.bucket_mb = 0.00005}, offload) {}
 
   void step(int step) {  // one optimizer step on deterministic gradients
     engine.zero_grads();

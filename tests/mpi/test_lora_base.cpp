@@ -50,7 +50,7 @@ void expect_frozen(int stage, DType compute) {
   LoraBase lora(*be, *comm, c, table, compute);
   lora.load_base(test::world(), "", c.train.seed);
   const model::ParamTable& adapters = lora.adapter_table();
-  optim::ZeroEngine engine(*be, *comm, optim::units_of(adapters), optim::params_of(adapters), stage, 25, {}, compute);
+  optim::ZeroEngine engine(*be, *comm, optim::units_of(adapters), optim::params_of(adapters), stage, {}, {}, compute);
   engine.load_params([&](std::int64_t at, std::int64_t n, float* out) {
     model::init_lora_range(adapters, c.train.seed, at, n, out);
   });

@@ -14,6 +14,7 @@
 #include "model/init.hpp"
 #include "optim/zero/engine.hpp"
 #include "optim/zero/model_adapters.hpp"
+#include "optim/zero/transients.hpp"
 #include "plan/memory_plan.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 
@@ -41,8 +42,14 @@ config::Config small_llama(int stage, int micro) {
   return c;
 }
 
-// Two optimizer steps of two micro-batches each; returns the backend's peak bytes.
-std::uint64_t measured_peak(const config::Config& c, int threads) {
+struct Measured {
+  std::uint64_t peak = 0;        // the backend's peak bytes
+  std::uint64_t transients = 0;  // the engine's transient buffers at their peak
+  double grad_norm = 0;          // the last step's
+};
+
+// Two optimizer steps of two micro-batches each.
+Measured measure(const config::Config& c, int threads) {
   auto backend = backend::make_cpu_backend(threads);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
   const model::ParamTable table(model::model_shape(c.model));
@@ -53,13 +60,15 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
   for (const auto& u : table.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
   std::vector<optim::ParamRange> params;
   for (const auto& p : table.params()) params.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
-  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage), 25, {}, compute);
+  optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage),
+                           optim::ZeroOptions::from(c.zero), {}, compute);
   engine.load_params([&](std::int64_t o, std::int64_t n, float* out) { model::init_params_range(table, 1, o, n, out); });
   optim::ZeroParams source(engine);
   optim::ZeroGrads sink(engine);
   std::vector<std::int32_t> tokens(c.train.micro_batch * 64);
   std::iota(tokens.begin(), tokens.end(), 0);
   for (auto& t : tokens) t %= 500;
+  double norm = 0;
   for (int step = 0; step < 2; ++step) {
     engine.zero_grads();
     for (int m = 0; m < 2; ++m) {
@@ -69,10 +78,21 @@ std::uint64_t measured_peak(const config::Config& c, int threads) {
       model->backward(source, sink, 1e-3f);
       engine.end_backward();
     }
-    engine.finish_gradients();
+    norm = engine.finish_gradients();
     engine.adamw_step(c.optim, 1e-3, step + 1, 1.0);
   }
-  return backend->memory_stats().peak_bytes;
+  return {backend->memory_stats().peak_bytes, engine.memory().comm_buffers_peak, norm};
+}
+std::uint64_t measured_peak(const config::Config& c, int threads) { return measure(c, threads).peak; }
+
+// The planner's replay of the engine's transients for c (optim/zero/transients.hpp).
+std::uint64_t replayed_transients(const config::Config& c, int world) {
+  const model::ParamTable table(model::model_shape(c.model));
+  const int stage = static_cast<int>(c.train.zero_stage), L = table.shape().n_layer;
+  const bool tied = table.shape().tie_embeddings;
+  const optim::Partition part(optim::units_of(table), optim::params_of(table), world, 0);
+  return optim::transient_peak_bytes(part, stage, model::compute_dtype(c.train.precision), optim::ZeroOptions::from(c.zero),
+                                     false, optim::forward_backward_order(L, tied), optim::decoder_calls(L, tied, true));
 }
 
 TEST(MemoryPlan, PredictsTheMeasuredPeakWithinTenPercent) {
@@ -140,7 +160,7 @@ TEST(MemoryPlan, OffloadRowsAreWhatTheEngineHoldsOffTheDevice) {
         c.offload.nvme_chunk_mb = 0.05;
       }
       const model::ParamTable table(model::model_shape(c.model));
-      const optim::ZeroEngine engine(*backend, *comm, optim::units_of(table), optim::params_of(table), stage, 25,
+      const optim::ZeroEngine engine(*backend, *comm, optim::units_of(table), optim::params_of(table), stage, {},
                                      optim::offload_options(c, 1, comm->rank(), "model"));
       const optim::MemoryBreakdown held = engine.memory();
       const MemoryPlan p = plan_memory(c, comm->size(), 1, 0);
@@ -170,6 +190,43 @@ TEST(MemoryPlan, AConfigThatDoesNotFitNamesFixes) {
   EXPECT_NE(text.find("would fit with: train.zero_stage=1 with train.micro_batch=2"), std::string::npos) << text;
 }
 
+// A model whose optimizer state is what does not fit on 16 GB GPUs: --plan names the cheapest offload
+// tier that fits, host memory where the node's plan.host_memory_gb holds the state, else NVMe, with
+// each tier's footprint; the host check itself says whether a host-offload plan fits.
+TEST(MemoryPlan, NamesTheCheapestOffloadTierThatFits) {
+  config::Config c;  // GPT-2 1.5B's shape on 2 GPUs of 16 GiB, bf16, full recompute
+  c.model.n_layer = 48;
+  c.model.n_head = 25;
+  c.model.n_embd = 1600;
+  c.model.seq_len = 1024;
+  c.train.micro_batch = 1;
+  c.train.zero_stage = 1;
+  c.train.precision = config::Precision::kBf16;
+  c.train.recompute = config::Recompute::kFull;
+  c.plan.gpus_per_node = 2;
+  const std::uint64_t gpu = 16ull << 30;
+  ASSERT_FALSE(plan_memory(c, 2, 1, gpu, config::Device::kCuda).fits());
+  c.plan.host_memory_gb = 512;
+  auto fixes = [&] {
+    std::string all;
+    for (const std::string& f : suggestions(c, 2, 1, gpu, config::Device::kCuda)) all += f + "\n";
+    return all;
+  };
+  const std::string roomy = fixes();
+  EXPECT_NE(roomy.find("train.offload=optimizer with train.zero_stage=1 (the cheapest tier: host memory"), std::string::npos) << roomy;
+  c.plan.host_memory_gb = 8;  // 4 GiB a rank: the 1.5B model's 12 GiB of state per rank does not fit there
+  const std::string tight = fixes();
+  EXPECT_EQ(tight.find("the cheapest tier: host memory"), std::string::npos) << tight;
+  EXPECT_NE(tight.find("offload.to=nvme offload.nvme_dir=DIR (a node-local disk) with train.zero_stage=1"), std::string::npos) << tight;
+
+  c.train.offload = config::Offload::kOptimizer;  // host offload planned against that node: the host check fails
+  const MemoryPlan host = plan_memory(c, 2, 1, gpu, config::Device::kCuda);
+  EXPECT_TRUE(host.device_fits());
+  EXPECT_FALSE(host.host_fits());
+  EXPECT_NE(format_plan(host, {}).find("host memory per rank"), std::string::npos);
+  EXPECT_NE(fixes().find("offload.to=nvme"), std::string::npos);
+}
+
 TEST(MemoryPlan, PlansModelsFarLargerThanTheMachineWithoutAllocating) {
   config::Config c;  // GPT-2 1.5B: 48 layers, 1600 wide, 1024 tokens
   c.model.n_layer = 48;
@@ -181,6 +238,62 @@ TEST(MemoryPlan, PlansModelsFarLargerThanTheMachineWithoutAllocating) {
   const MemoryPlan p64 = plan_memory(c, 64, 1, 0), p1 = plan_memory(c, 1, 1, 0);
   EXPECT_GT(p1.rows[0].bytes, 6'000'000'000ull);          // 1.56B fp32 parameters on one rank
   EXPECT_LT(p64.rows[0].bytes, p1.rows[0].bytes / 60);    // sharded over 64 ranks
+}
+
+// The plan's transient row is the engine's own count: the replay equals the engine's peak of transient
+// buffers for GPT-2 (tied head) and Llama (untied), stages 2-3, fp32 and bf16, gradients reduced in fp32
+// or the compute dtype, a bucket of one unit or of many, the tied head's share reduced early or not.
+TEST(ZeroTransients, ThePlansReplayIsTheEnginesPeak) {
+  const int world = test::world().size();
+  for (bool llama : {false, true})
+    for (int stage : {2, 3})
+      for (config::Precision p : {config::Precision::kFp32, config::Precision::kBf16})
+        for (bool in_compute : {false, true})
+          for (double bucket : {25.0, 0.01})
+            for (bool early : {true, false}) {
+              if ((in_compute && p == config::Precision::kFp32) || (llama && !early)) continue;
+              config::Config c = llama ? small_llama(stage, 2) : small_config(stage, 2);
+              c.train.precision = p;
+              c.zero.reduce_dtype = in_compute ? config::ReduceDtype::kCompute : config::ReduceDtype::kFp32;
+              c.zero.bucket_mb = bucket;
+              c.zero.reduce_tied_early = early ? config::TiedReduce::kTrue : config::TiedReduce::kFalse;
+              const Measured m = measure(c, 1);
+              EXPECT_GT(m.transients, 0u);
+              EXPECT_EQ(replayed_transients(c, world), m.transients)
+                  << (llama ? "llama" : "gpt2") << " stage " << stage << " " << config::to_string(p) << " reduce in "
+                  << (in_compute ? "compute" : "fp32") << " bucket " << bucket << " early " << early;
+            }
+}
+
+// A tied head's share of the embedding's gradient reduced as soon as the head is done: the embedding's
+// fp32 gradient is not held through the backward (fewer transient bytes), the same reduced gradient.
+TEST(ZeroTransients, ATiedHeadsShareReducedEarlyHoldsLessForTheSameGradient) {
+  for (int stage : {2, 3}) {
+    config::Config c = small_config(stage, 2);
+    c.model.vocab_size = 1000;  // the embedding the largest unit, a block's size or more, as in real models
+    c.zero.reduce_tied_early = config::TiedReduce::kFalse;
+    const Measured at_end = measure(c, 1);
+    c.zero.reduce_tied_early = config::TiedReduce::kTrue;
+    const Measured early = measure(c, 1);
+    EXPECT_LT(early.transients, at_end.transients) << "stage " << stage;
+    EXPECT_NEAR(early.grad_norm / at_end.grad_norm, 1.0, 1e-6) << "stage " << stage;
+  }
+}
+
+// Gradients reduced in bf16: half the bytes in flight, the fp32 unit gradient freed at once; the reduced
+// gradient differs from fp32's by bf16 rounding only.
+TEST(ZeroTransients, ReducingInTheComputeDtypeHoldsLessAndStaysClose) {
+  for (int stage : {2, 3}) {
+    config::Config c = small_config(stage, 2);
+    c.train.precision = config::Precision::kBf16;
+    c.zero.bucket_mb = 1;  // every unit in flight at once: the reduction's bytes dominate
+    const Measured fp32 = measure(c, 1);
+    c.zero.reduce_dtype = config::ReduceDtype::kCompute;
+    const Measured bf16 = measure(c, 1);
+    EXPECT_LT(bf16.transients, fp32.transients) << "stage " << stage;
+    EXPECT_NEAR(bf16.grad_norm / fp32.grad_norm, 1.0, 1e-2) << "stage " << stage;
+    EXPECT_NE(bf16.grad_norm, fp32.grad_norm) << "stage " << stage << ": the reduction did not run in bf16";
+  }
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ std::vector<float> train(int stage, int steps, int grad_accum, double* norm_out,
                          const OffloadOptions& offload = {}, std::vector<float>* working = nullptr) {
   auto backend = backend::make_cpu_backend(1);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
-  ZeroEngine engine(*backend, *comm, units(), params(), stage, /*bucket_mb=*/0.00005, offload, compute);
+  ZeroEngine engine(*backend, *comm, units(), params(), stage, {.bucket_mb = 0.00005}, offload, compute);
   std::vector<float> init(kParams);
   for (int i = 0; i < kParams; ++i) init[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
   engine.load_params(init.data());
@@ -173,7 +173,7 @@ TEST(ZeroMemory, ModelStateShrinksWithTheStage) {
   std::vector<ParamRange> p = {{{0, 4000}, true}};
   const int w = comm->size();
   std::size_t bytes[4];
-  for (int stage = 0; stage < 4; ++stage) bytes[stage] = ZeroEngine(*backend, *comm, u, p, stage, 25).memory().model_state();
+  for (int stage = 0; stage < 4; ++stage) bytes[stage] = ZeroEngine(*backend, *comm, u, p, stage).memory().model_state();
   const double psi = 4000 * sizeof(float);
   EXPECT_NEAR(bytes[0], 4 * psi, 64);                  // params + grads + m + v
   EXPECT_NEAR(bytes[1], (2 + 2.0 / w) * psi, 64 * w);  // m, v sharded
@@ -198,7 +198,7 @@ TEST(ZeroOverlap, ReductionsStartAsUnitsComplete) {
     auto backend = backend::make_cpu_backend(1);
     auto comm = dist::make_mpi_communicator(test::world(), 60);
     // A 10-float bucket: at stage 0, units 3 and 2 (5 + 3 floats) wait; unit 1 (13) fills it.
-    ZeroEngine engine(*backend, *comm, units(), params(), stage, /*bucket_mb=*/40.0 / (1 << 20));
+    ZeroEngine engine(*backend, *comm, units(), params(), stage, {.bucket_mb = 40.0 / (1 << 20)});
     engine.zero_grads();
     engine.expect_access_order({3, 2, 1, 0});
     engine.begin_backward(true);

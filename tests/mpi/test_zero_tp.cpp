@@ -68,7 +68,7 @@ struct Outcome {
 // kSteps optimizer steps; this rank's DP group takes micro-batches [dp_rank * share, ...).
 Outcome train(const config::Config& c, model::Model& model, const model::ParamTable& table, dist::Communicator& dp,
           const std::vector<float>& init, backend::Backend& be) {
-  optim::ZeroEngine engine(be, dp, optim::units_of(table), optim::params_of(table), static_cast<int>(c.train.zero_stage), 25,
+  optim::ZeroEngine engine(be, dp, optim::units_of(table), optim::params_of(table), static_cast<int>(c.train.zero_stage), {},
                            {}, model::compute_dtype(c.train.precision));
   engine.load_params(init.data());
   optim::ZeroParams params(engine);
@@ -180,7 +180,7 @@ TEST(GridGradNorm, AnOverflowOnOneTpRankIsSeenByEvery) {
   const config::Config c = small_config(0, config::Arch::kGpt2);
   const model::ParamTable local = model::tp_local_table(model::ParamTable(model::model_shape(c.model)), 2);
   auto be = backend::make_cpu_backend(1);
-  optim::ZeroEngine engine(*be, *comms.dp, optim::units_of(local), optim::params_of(local), 0, 25);
+  optim::ZeroEngine engine(*be, *comms.dp, optim::units_of(local), optim::params_of(local), 0);
   engine.zero_grads();
   EXPECT_DOUBLE_EQ(train::grid_grad_norm(3.0, engine, comms.tp.get(), {}), std::sqrt(18.0));  // 3 on each TP rank
   for (double bad : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
@@ -201,7 +201,7 @@ TEST(GridGradNorm, PipelineStagesSumWithTheTiedCopyAndReplicatedOnce) {
   const config::Config c = small_config(0, config::Arch::kGpt2);
   const model::ParamTable local = model::tp_local_table(model::ParamTable(model::model_shape(c.model)), 2);
   auto be = backend::make_cpu_backend(1);
-  optim::ZeroEngine engine(*be, *comms.dp, optim::units_of(local), optim::params_of(local), 0, 25);
+  optim::ZeroEngine engine(*be, *comms.dp, optim::units_of(local), optim::params_of(local), 0);
   engine.zero_grads();
   for (int u = 0; u < local.n_units(); ++u) {
     const backend::Tensor t = engine.grad_unit(u);
@@ -234,7 +234,7 @@ TEST(ZeroGradSumOfSquares, RangesAddUpToTheNormAtEveryStage) {
     model::init_params(table, 3, init.data());
     auto be = backend::make_cpu_backend(1);
     const auto m = model::make_model(*be, table, {.micro_batch = 1});
-    optim::ZeroEngine engine(*be, *comm, optim::units_of(table), optim::params_of(table), stage, 25);
+    optim::ZeroEngine engine(*be, *comm, optim::units_of(table), optim::params_of(table), stage);
     engine.load_params(init.data());
     optim::ZeroParams params(engine);
     optim::ZeroGrads grads(engine);

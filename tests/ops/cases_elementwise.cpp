@@ -1,4 +1,5 @@
-// Op cases: the residual add (its output over either input), accumulate, scale, fill_zero, views one
+// Op cases: the residual add (its output over either input), accumulate (also f32 += bf16/f16: ZeRO's
+// slices reduced in the compute dtype), scale, fill_zero, views one
 // element past a 16-byte boundary (the scalar loop of the packed kernels, vector_map.cuh), and cast in
 // every direction between f32, bf16 and f16, exactly (one rounding to nearest even). n = 1037 is not a
 // multiple of 256.
@@ -57,10 +58,20 @@ OpCase cast(DType from, DType to) {
           .dtypes = {DType::kF32}};
 }
 
+// f32 += a bf16/f16 source, widened exactly: one fp32 add per element, the same bits on every backend.
+OpCase accumulate_widened(DType from) {
+  return {.name = cat("accumulate f32 += ", dtype_name(from), " n=", kN),
+          .args = {in("src", {kN}, normal(72), kind_of(from)),
+                   inout("dst", {kN}, normal(73), Kind::kF32).matching(Match::kExact)},
+          .forward = [](Call& c) { c.be.accumulate(c["dst"], c["src"]); },
+          .dtypes = {DType::kF32}};
+}
+
 }  // namespace
 
 std::vector<OpCase> elementwise_cases() {
-  std::vector<OpCase> cases = {add(), accumulate_and_scale(), misaligned()};
+  std::vector<OpCase> cases = {add(), accumulate_and_scale(), misaligned(), accumulate_widened(DType::kBF16),
+                               accumulate_widened(DType::kF16)};
   for (const DType from : {DType::kF32, DType::kBF16, DType::kF16})
     for (const DType to : {DType::kF32, DType::kBF16, DType::kF16}) cases.push_back(cast(from, to));
   return cases;

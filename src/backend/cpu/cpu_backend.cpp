@@ -1,5 +1,5 @@
-// The CPU backend's memory side: a counting allocator (64-byte aligned, exact requested bytes in
-// current/peak), host copies, and make_cpu_backend, which fixes the thread count for every op.
+// The CPU backend's memory side: the caching allocator over 64-byte aligned host blocks (exact requested
+// bytes in current/peak), host copies, and make_cpu_backend, which fixes the thread count for every op.
 #include "backend/cpu/cpu_backend.hpp"
 
 #include <cblas.h>
@@ -16,9 +16,16 @@ namespace zt::backend {
 namespace cpu {
 namespace {
 constexpr std::size_t kAlignment = 64;  // a cache line, and enough for any SIMD load
-}
 
-CpuBackend::CpuBackend(int threads) : threads_(threads > 0 ? threads : omp_get_max_threads()) {
+RawAllocator host_raw_allocator() {
+  return RawAllocator{[](std::size_t bytes) { return std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment); },
+                      [](void* p) { std::free(p); }};
+}
+}  // namespace
+
+CpuBackend::CpuBackend(int threads)
+    : threads_(threads > 0 ? threads : omp_get_max_threads()),
+      allocator_(std::make_unique<CachingAllocator>(host_raw_allocator(), "the host (cpu backend)")) {
   // GEMMs are split over our own OpenMP threads (gemm.cpp), so OpenBLAS must not start its own.
   openblas_set_num_threads(1);
 }
@@ -27,26 +34,14 @@ CpuBackend::~CpuBackend() { workspace_.reset(); }
 
 std::string CpuBackend::name() const { return cat("cpu (", threads_, " threads)"); }
 
+// Blocks come from the caching allocator (caching_allocator.hpp; out of memory: it empties its cache,
+// retries, then explains what to change).
 Buffer CpuBackend::allocate(std::size_t bytes) {
   if (bytes == 0) return Buffer();
-  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* data = std::aligned_alloc(kAlignment, rounded);
-  if (data == nullptr) {
-    const MemoryStats s = memory_stats();
-    throw Error(cat("cpu backend: out of host memory allocating ", bytes, " bytes (held now ", s.current_bytes,
-                    ", peak ", s.peak_bytes, "); reduce train.micro_batch or the model size"));
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.current_bytes += bytes;
-  stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
-  return Buffer(this, data, bytes);
+  return Buffer(this, allocator_->allocate(bytes), bytes);
 }
 
-void CpuBackend::release(void* data, std::size_t bytes) {
-  std::free(data);
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.current_bytes -= bytes;
-}
+void CpuBackend::release(void* data, std::size_t) { allocator_->release(data); }
 
 void CpuBackend::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
   if (bytes) std::memcpy(dst, host_src, bytes);
@@ -63,14 +58,11 @@ void CpuBackend::fill_zero(Tensor t) {
 }
 
 MemoryStats CpuBackend::memory_stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  const AllocatorStats s = allocator_->stats();
+  return MemoryStats{s.current_bytes, s.peak_bytes};
 }
 
-void CpuBackend::reset_peak() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.peak_bytes = stats_.current_bytes;
-}
+void CpuBackend::reset_peak() { allocator_->reset_peak(); }
 
 float* CpuBackend::workspace(std::size_t n_floats) {
   if (workspace_.bytes() < n_floats * sizeof(float)) {

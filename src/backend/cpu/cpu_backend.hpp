@@ -2,9 +2,12 @@
 // aligned allocator; the ops are defined one family per file (embedding.cpp, layernorm.cpp, ...).
 #pragma once
 
+#include <memory>
+
 #include <mutex>
 
 #include "backend/backend.hpp"
+#include "backend/caching_allocator.hpp"
 
 namespace zt::backend::cpu {
 
@@ -88,8 +91,7 @@ class CpuBackend final : public Backend {
   float* workspace(std::size_t n_floats);
 
   int threads_;
-  mutable std::mutex mutex_;  // guards stats_ (buffers may be freed from other threads)
-  MemoryStats stats_;
+  std::unique_ptr<CachingAllocator> allocator_;  // before workspace_: outlives every block
   Buffer workspace_;
 };
 

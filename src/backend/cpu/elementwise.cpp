@@ -14,10 +14,10 @@ void add_kernel(T* z, const T* x, const T* y, std::int64_t n, int threads) {
   for (std::int64_t i = 0; i < n; ++i) z[i] = store<T>(load(x[i]) + load(y[i]));
 }
 
-template <typename T>
-void accumulate_kernel(T* d, const T* s, std::int64_t n, int threads) {
+template <typename D, typename S>
+void accumulate_kernel(D* d, const S* s, std::int64_t n, int threads) {
 #pragma omp parallel for simd num_threads(threads) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) d[i] = store<T>(load(d[i]) + load(s[i]));
+  for (std::int64_t i = 0; i < n; ++i) d[i] = store<D>(load(d[i]) + load(s[i]));
 }
 
 template <typename T>
@@ -40,11 +40,17 @@ void CpuBackend::add(Tensor out, Tensor a, Tensor b) {
   });
 }
 
-// dst += src (both f32, or both X)
+// dst += src (both f32, or both X; or dst f32 += src X)
 void CpuBackend::accumulate(Tensor dst, Tensor src) {
   const char* op = "accumulate";
-  const DType x = compute_dtype(op, {{"dst", dst, Role::kCompute}, {"src", src, Role::kCompute}});
   expect_same_numel(op, dst, src);
+  if (dst.dtype == DType::kF32 && src.dtype != DType::kF32) {  // a 16-bit source widened into fp32
+    compute_dtype(op, {{"src", src, Role::kFloat}});
+    return with_storage(src.dtype, [&](auto tag) {
+      accumulate_kernel(data_as<float>(dst), data_as<decltype(tag)>(src), dst.numel(), threads_);
+    });
+  }
+  const DType x = compute_dtype(op, {{"dst", dst, Role::kCompute}, {"src", src, Role::kCompute}});
   with_storage(x, [&](auto tag) {
     using T = decltype(tag);
     accumulate_kernel(data_as<T>(dst), data_as<T>(src), dst.numel(), threads_);

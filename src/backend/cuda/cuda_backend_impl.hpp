@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/cuda/caching_allocator.hpp"
+#include "backend/caching_allocator.hpp"
 #include "backend/cuda/cudnn_attention.hpp"
 #include "backend/cuda/lt_matmul.hpp"
 

@@ -23,6 +23,12 @@ struct Scaled {
   __device__ float operator()(float x) const { return x * factor; }
 };
 
+// dst f32 += src (bf16/f16) widened: a reduced gradient slice in the compute dtype added to the fp32 shard
+template <typename TS>
+__global__ void accumulate_widened_kernel(float* dst, const TS* src, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_step()) dst[i] += to_f32(src[i]);
+}
+
 // dst = src converted through fp32 (exact for every source type, so one rounding on store)
 template <typename TD, typename TS>
 __global__ void cast_kernel(TD* dst, const TS* src, std::int64_t n) {
@@ -51,9 +57,18 @@ void CudaBackend::add(Tensor out, Tensor a, Tensor b) {
 void CudaBackend::accumulate(Tensor dst, Tensor src) {
   const char* op = "accumulate";
   expect_same_numel(op, dst, src);
-  expect_compute(op, "src", src, dst.dtype);
   const std::int64_t n = dst.numel();
   if (n == 0) return;
+  if (dst.dtype == DType::kF32 && src.dtype != DType::kF32) {
+    dispatch_float(src.dtype, op, [&](auto tag) {
+      using TS = decltype(tag);
+      accumulate_widened_kernel<TS><<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(
+          static_cast<float*>(dst.data), static_cast<const TS*>(src.data), n);
+    });
+    ZT_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  expect_compute(op, "src", src, dst.dtype);
   dispatch_float(dst.dtype, op, [&](auto tag) {
     using T = decltype(tag);
     launch_map<T, 2>(stream_, static_cast<T*>(dst.data), {static_cast<const T*>(dst.data), static_cast<const T*>(src.data)},

@@ -2,7 +2,8 @@
 // - a unit's gradient reduction starts when the backward pass reports the unit done, and runs while
 //   the pass continues (async Work); buffers a collective reads or writes live in its Pending entry
 //   until it completes;
-// - stages 2-3 drain a micro-batch's reductions before the next micro-batch reuses the buffers;
+// - stages 2-3 keep reductions in flight up to ZeroOptions::bucket_mb (always the newest), and drain a
+//   micro-batch's reductions before the next micro-batch reuses the buffers;
 // - stage 3 starts gathering the next unit of the expected access order when one is handed out.
 // The state's loading and gathering by flat range (parameters, master, moments) is in engine_state.cpp.
 #include "optim/zero/engine.hpp"
@@ -24,15 +25,20 @@ struct ZeroEngine::Pending {
 };
 
 namespace {
-constexpr std::size_t kMaxInFlight = 2;  // overlap one unit's reduction with the next unit's backward
 dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
 }  // namespace
 
+ZeroOptions ZeroOptions::from(const config::ZeroConfig& c) {
+  return {.bucket_mb = c.bucket_mb,
+          .reduce_in_compute = c.reduce_dtype == config::ReduceDtype::kCompute,
+          .reduce_tied_early = c.reduce_tied_early == config::TiedReduce::kTrue};
+}
+
 ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-                       std::vector<ParamRange> params, int stage, double bucket_mb, const OffloadOptions& offload,
-                       DType compute, bool frozen)
-    : backend_(backend), comm_(comm), stage_(stage), dtype_(compute), frozen_(frozen),
-      bucket_bytes_(static_cast<std::size_t>(bucket_mb * 1024 * 1024)),
+                       std::vector<ParamRange> params, int stage, const ZeroOptions& options,
+                       const OffloadOptions& offload, DType compute, bool frozen)
+    : backend_(backend), comm_(comm), stage_(stage), dtype_(compute), frozen_(frozen), options_(options),
+      bucket_bytes_(static_cast<std::size_t>(options.bucket_mb * 1024 * 1024)),
       part_(stage == 0 ? Partition(units, params, 1, 0) : Partition(units, params, comm.size(), comm.rank())) {
   ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage ", stage);
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
@@ -85,14 +91,14 @@ std::int64_t ZeroEngine::shard_position(int u, const FlatRange& range) const {
 void ZeroEngine::expect_access_order(std::vector<int> access_order) {
   for (auto& [u, work] : gathers_) work->wait();  // an unused prefetch of the last pass
   gathers_.clear();
-  for (auto& [u, b] : gathered_) give_buffer(std::move(b));
+  for (auto& [u, b] : gathered_) release_transient(b);
   gathered_.clear();
   access_order_ = std::move(access_order);
   access_pos_ = 0;
 }
 
 void ZeroEngine::launch_gather(int u) {
-  Buffer full = take_buffer(part_.padded_numel(u), dtype_);
+  Buffer full = take_transient(part_.padded_numel(u), dtype_);
   const Tensor send = pview(param_shard_, part_.shard_offset(u), part_.shard_numel(u));
   gathers_[u] = comm_.all_gather(span(send), span(pview(full, 0, part_.padded_numel(u))));
   gathered_[u] = std::move(full);
@@ -118,7 +124,7 @@ void ZeroEngine::release_param_unit(int u) {
   if (access_pos_ < access_order_.size() && access_order_[access_pos_] == u) return;  // needed again next
   auto it = gathered_.find(u);
   if (it == gathered_.end() || gathers_.count(u)) return;  // not held, or a prefetch still in flight
-  give_buffer(std::move(it->second));
+  release_transient(it->second);
   gathered_.erase(it);
 }
 
@@ -127,7 +133,7 @@ Tensor ZeroEngine::grad_unit(int u) {
   if (stage_ <= 1) return fview(full_grads_, full_offset(u), part_.unit(u).numel);
   auto it = grad_temp_.find(u);
   if (it == grad_temp_.end()) {
-    Buffer b = take_buffer(part_.padded_numel(u), DType::kF32);
+    Buffer b = take_transient(part_.padded_numel(u), DType::kF32);
     backend_.fill_zero(fview(b, 0, part_.padded_numel(u)));
     it = grad_temp_.emplace(u, std::move(b)).first;
   }
@@ -158,6 +164,10 @@ void ZeroEngine::grad_unit_done(int u) {
   if (bucket_pending_bytes_ >= bucket_bytes_) flush_bucket();
 }
 
+void ZeroEngine::grad_unit_part_done(int u) {
+  if (stage_ >= 2 && reducing_ && options_.reduce_tied_early) reduce_unit(u);
+}
+
 void ZeroEngine::flush_bucket() {
   if (bucket_units_.empty()) return;
   const int lo = bucket_units_.back(), hi = bucket_units_.front();
@@ -179,27 +189,42 @@ void ZeroEngine::reduce_unit(int u) {
   } else {  // every micro-batch: reduce the unit's temporary, accumulate into the shard on completion
     auto it = grad_temp_.find(u);
     ZT_CHECK(it != grad_temp_.end(), "unit ", u, " reported done without gradients");
-    p->send = std::move(it->second);
+    const DType r = reduce_dtype();
+    if (r == DType::kF32) {
+      p->send = std::move(it->second);
+    } else {  // rounded once to the compute dtype; the fp32 gradient is not needed any more
+      p->send = take_transient(padded, r);
+      backend_.cast(p->send.view(r, {padded}), fview(it->second, 0, padded));
+      release_transient(it->second);
+    }
     grad_temp_.erase(it);
-    p->recv = take_buffer(shard, DType::kF32);
+    p->recv = take_transient(shard, r);
     p->unit = u;
-    p->work = comm_.reduce_scatter(span(fview(p->send, 0, padded)), span(fview(p->recv, 0, shard)), dist::ReduceOp::kSum);
+    p->work = comm_.reduce_scatter(span(p->send.view(r, {padded})), span(p->recv.view(r, {shard})), dist::ReduceOp::kSum);
   }
   in_flight_.push_back(std::move(p));
-  // Bound the unit-gradient temporaries alive at stages 2-3: at most kMaxInFlight reductions.
-  while (stage_ >= 2 && in_flight_.size() > kMaxInFlight) complete_oldest(true);
+  // Stages 2-3 bound the unit gradients in reduction: the oldest completes while more than kMaxInFlight
+  // are, or their bytes exceed the bucket (the newest stays in flight, overlapping the next unit's backward).
+  while (stage_ >= 2 && in_flight_.size() > 1 && (in_flight_.size() > kMaxInFlight || in_flight_bytes() > bucket_bytes_))
+    complete_oldest(true);
+}
+
+std::size_t ZeroEngine::in_flight_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& p : in_flight_) bytes += p->send.bytes() + p->recv.bytes();
+  return bytes;
 }
 
 void ZeroEngine::complete_oldest(bool accumulate) {
   std::unique_ptr<Pending> p = std::move(in_flight_.front());
   in_flight_.pop_front();
   p->work->wait();
-  if (accumulate && p->unit >= 0) {
+  if (accumulate && p->unit >= 0) {  // the slice in the reduce dtype, added in fp32
     const std::int64_t shard = part_.shard_numel(p->unit);
-    backend_.accumulate(fview(grad_shard_, part_.shard_offset(p->unit), shard), fview(p->recv, 0, shard));
+    backend_.accumulate(fview(grad_shard_, part_.shard_offset(p->unit), shard), p->recv.view(reduce_dtype(), {shard}));
   }
-  if (p->send.bytes() > 0) give_buffer(std::move(p->send));
-  if (p->recv.bytes() > 0) give_buffer(std::move(p->recv));
+  if (p->send.bytes() > 0) release_transient(p->send);
+  if (p->recv.bytes() > 0) release_transient(p->recv);
 }
 
 void ZeroEngine::drain(bool accumulate) {
@@ -271,24 +296,17 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
   for (auto& w : works) w->wait();
 }
 
-Buffer ZeroEngine::take_buffer(std::int64_t numel, DType dtype) {
+Buffer ZeroEngine::take_transient(std::int64_t numel, DType dtype) {
   const std::size_t bytes = std::max<std::size_t>(1, numel) * dtype_size(dtype);
-  for (auto it = pool_.begin(); it != pool_.end(); ++it)
-    if (it->bytes() == bytes) {
-      Buffer b = std::move(*it);
-      pool_.erase(it);
-      comm_bytes_ += bytes;
-      comm_bytes_peak_ = std::max(comm_bytes_peak_, comm_bytes_);
-      return b;
-    }
+  Buffer b = backend_.allocate(bytes);
   comm_bytes_ += bytes;
   comm_bytes_peak_ = std::max(comm_bytes_peak_, comm_bytes_);
-  return backend_.allocate(bytes);
+  return b;
 }
 
-void ZeroEngine::give_buffer(Buffer b) {
+void ZeroEngine::release_transient(Buffer& b) {
   comm_bytes_ -= b.bytes();
-  pool_.push_back(std::move(b));
+  b = Buffer();
 }
 
 MemoryBreakdown ZeroEngine::memory() const {

@@ -12,7 +12,11 @@
 // Mixed precision (compute dtype X = bf16/f16): the parameters the model reads (replicated, gathered
 // or sliced as above) are X working copies; the fp32 master of this rank's slice is a separate shard
 // (or lives off the device with offload, offload.hpp), which AdamW updates while writing the X copy in the same pass;
-// gradients are fp32 everywhere (reduced in fp32); all-gathers move X (half the bytes of fp32).
+// gradients are fp32 everywhere (reduced in fp32, or at stages 2-3 in X with ZeroOptions::reduce_in_compute);
+// all-gathers move X (half the bytes of fp32).
+// Transient buffers (stages 2-3: unit gradients and their reductions; stage 3: gathered units) come from
+// the backend and go back to it when done (the CUDA backend's caching allocator reuses them in the next
+// step); transients.hpp replays their life without allocating, for the planner.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,22 @@
 
 namespace zt::optim {
 
+// How the engine bounds and shapes its transient buffers: the zero.* keys (config.hpp).
+struct ZeroOptions {
+  // Stage 0: gradients are all-reduced in buckets of this many MiB. Stages 2-3: at most two unit
+  // gradients stay in reduction (with their reduced slices), and only one where two would exceed this
+  // many MiB: the oldest is completed before the backward goes on.
+  double bucket_mb = 25;
+  // Stages 2-3 in mixed precision: each finished unit gradient is rounded to the compute dtype, reduce-
+  // scattered in it, and its slice accumulated into the fp32 shard (the fp32 unit gradient is freed at once).
+  bool reduce_in_compute = false;
+  // Stages 2-3: GradSink::unit_part_done reduces the contributions so far (a tied head's share of the
+  // embedding's gradient) instead of holding the unit's gradient until the pass is done with it.
+  bool reduce_tied_early = true;
+  // The zero.* keys; zero.reduce_tied_early=auto as false (decoder_zero_options resolves it for a model).
+  static ZeroOptions from(const config::ZeroConfig& c);
+};
+
 // Bytes this rank holds for the model state, by kind (printed at start-up, checked by tests).
 struct MemoryBreakdown {
   std::size_t params = 0, grads = 0, optimizer = 0, comm_buffers_peak = 0;
@@ -40,6 +60,10 @@ struct MemoryBreakdown {
 
 class ZeroEngine {
  public:
+  // Stages 2-3: unit reductions in flight at most. Two overlap one unit's reduction with the next unit's
+  // backward; more would only hold finished reductions' buffers longer.
+  static constexpr std::size_t kMaxInFlight = 2;
+
   // offload.threads > 0: ZeRO-Offload (offload.hpp): the fp32 master, the AdamW moments and the
   // optimizer step live on the host (the state in memory or on NVMe), run by that many threads; the
   // device holds no optimizer state.
@@ -48,8 +72,8 @@ class ZeroEngine {
   // sharded and gathered per unit at stage 3 as any parameter, with no gradient, master or optimizer
   // state; load_params sets them, and asking for gradients or a step is an error.
   ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std::vector<FlatRange> units,
-             std::vector<ParamRange> params, int stage, double bucket_mb, const OffloadOptions& offload = {},
-             DType compute = DType::kF32, bool frozen = false);
+             std::vector<ParamRange> params, int stage, const ZeroOptions& options = {},
+             const OffloadOptions& offload = {}, DType compute = DType::kF32, bool frozen = false);
   ~ZeroEngine();
 
   int stage() const { return stage_; }
@@ -89,6 +113,9 @@ class ZeroEngine {
   void release_param_unit(int u);
   backend::Tensor grad_unit(int u);    // [unit numel] f32 to accumulate into (+=)
   void grad_unit_done(int u);          // the backward pass has finished unit u
+  // The pass has added one share of unit u's gradient (a tied head's to the embedding) and will add more
+  // after a fresh grad_unit(u): stages 2-3 reduce the share now (ZeroOptions::reduce_tied_early).
+  void grad_unit_part_done(int u);
 
   // ---- one optimizer step -----------------------------------------------------------------------
   void zero_grads();
@@ -134,14 +161,18 @@ class ZeroEngine {
   void reduce_unit(int u);
   void complete_oldest(bool accumulate);
   void drain(bool accumulate);
-  backend::Buffer take_buffer(std::int64_t numel, DType dtype);
-  void give_buffer(backend::Buffer b);
+  std::size_t in_flight_bytes() const;
+  DType reduce_dtype() const { return options_.reduce_in_compute && mixed() ? dtype_ : DType::kF32; }
+  // A transient buffer from the backend, counted in comm_bytes_ until release_transient.
+  backend::Buffer take_transient(std::int64_t numel, DType dtype);
+  void release_transient(backend::Buffer& b);
 
   backend::Backend& backend_;
   dist::Communicator& comm_;
   int stage_;
   DType dtype_;
   bool frozen_ = false;
+  ZeroOptions options_;
   std::size_t bucket_bytes_;
   Partition part_;  // W-rank partition (stage 0: a one-rank partition: nothing padded, all owned)
   backend::Buffer full_params_, full_grads_;            // stages 0-2 / stages 0-1
@@ -157,7 +188,6 @@ class ZeroEngine {
   std::map<int, std::unique_ptr<dist::Work>> gathers_;
   std::vector<int> access_order_;
   std::size_t access_pos_ = 0;
-  std::vector<backend::Buffer> pool_;
   std::size_t comm_bytes_ = 0, comm_bytes_peak_ = 0;
 };
 

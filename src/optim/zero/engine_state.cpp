@@ -78,7 +78,7 @@ void ZeroEngine::gather_master(float* flat) {
       continue;
     }
     const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
-    Buffer full = take_buffer(padded, DType::kF32);
+    Buffer full = take_transient(padded, DType::kF32);
     const Tensor mine = fview(full, part_.rank() * shard, shard);
     if (offload_) {  // through the host: the store may be a file
       host.resize(shard);
@@ -89,7 +89,7 @@ void ZeroEngine::gather_master(float* flat) {
     }
     comm_.all_gather(span(mine), span(fview(full, 0, padded)))->wait();
     backend_.copy_to_host(flat + unit.offset, full.data(), unit.numel * sizeof(float));
-    give_buffer(std::move(full));
+    release_transient(full);
   }
 }
 

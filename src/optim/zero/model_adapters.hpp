@@ -27,6 +27,7 @@ class ZeroGrads final : public model::GradSink {
   explicit ZeroGrads(optim::ZeroEngine& engine) : engine_(engine) {}
   backend::Tensor unit(int u) override { return engine_.grad_unit(u); }
   void unit_done(int u) override { engine_.grad_unit_done(u); }
+  void unit_part_done(int u) override { engine_.grad_unit_part_done(u); }
 
  private:
   optim::ZeroEngine& engine_;
@@ -68,6 +69,15 @@ inline std::vector<int> forward_backward_order(int n_layer, bool tied_head = tru
   std::vector<int> order = forward_order(n_layer, tied_head);
   if (tied_head) order.push_back(0);
   for (int u = n_layer + 1; u >= 1; --u) order.push_back(u);
+  return order;
+}
+
+// LoRA's adapter units (one per block): forward 0..L-1; backward L-1..0.
+inline std::vector<int> adapter_access_order(int n_layer, bool backward) {
+  std::vector<int> order;
+  for (int l = 0; l < n_layer; ++l) order.push_back(l);
+  if (backward)
+    for (int l = n_layer - 1; l >= 0; --l) order.push_back(l);
   return order;
 }
 

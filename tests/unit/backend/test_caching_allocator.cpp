@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/caching_allocator.hpp"
+#include "backend/caching_allocator.hpp"
 #include "core/error.hpp"
 
-namespace zt::backend::cuda {
+namespace zt::backend {
 namespace {
 
 // Host memory standing in for a device: refuses (nullptr) past `budget` bytes, counts every call.
@@ -305,4 +305,4 @@ TEST(CachingAllocatorCapture, APoolReleasedWhileItsBlockLivesGetsItBackInTheComm
 }
 
 }  // namespace
-}  // namespace zt::backend::cuda
+}  // namespace zt::backend

@@ -1,14 +1,14 @@
 // The caching allocator's policy (see caching_allocator.hpp): size classes, exact-class reuse, an
 // out-of-memory path that empties the cache, retries once, then explains what to change, and the
 // CUDA graph capture mode with its pools.
-#include "backend/cuda/caching_allocator.hpp"
+#include "backend/caching_allocator.hpp"
 
 #include <algorithm>
 #include <utility>
 
 #include "core/error.hpp"
 
-namespace zt::backend::cuda {
+namespace zt::backend {
 
 CachingAllocator::CachingAllocator(RawAllocator raw, std::string device_name)
     : raw_(std::move(raw)), device_name_(std::move(device_name)) {
@@ -168,4 +168,4 @@ void CachingAllocator::reset_peak() {
   stats_.peak_bytes = stats_.current_bytes;
 }
 
-}  // namespace zt::backend::cuda
+}  // namespace zt::backend

@@ -1,7 +1,9 @@
-// The CUDA backend's caching allocator: freed device blocks are kept and handed out again, so that a
-// training loop, whose every step asks for the same sizes in the same order, calls cudaMalloc only in
-// its first step (cudaMalloc/cudaFree synchronise the device and cost ~ms). Plain C++: the raw
-// allocate/free are injected, so the policy is unit-tested on the CPU with fake raw allocators.
+// The backends' caching allocator: freed blocks are kept and handed out again, so that a training loop,
+// whose every step asks for the same sizes in the same order, allocates raw memory only in its first
+// step. On the GPU the raw calls are cudaMalloc/cudaFree (they synchronise the device and cost ~ms); on
+// the CPU aligned_alloc/free, whose large blocks are fresh mmap()s to fault in page by page every time
+// (the ZeRO engine frees its per-unit buffers as soon as they are done and relies on this). Plain C++:
+// the raw allocate/free are injected, so the policy is unit-tested with fake raw allocators.
 //
 // Policy: a request is rounded up to its size class (512 B steps up to 1 MiB, 2 MiB steps above) and
 // served only by a cached block of exactly that class, else by a new raw block. Exact classes make the
@@ -36,7 +38,7 @@
 #include <string>
 #include <unordered_map>
 
-namespace zt::backend::cuda {
+namespace zt::backend {
 
 struct RawAllocator {
   std::function<void*(std::size_t bytes)> allocate;  // nullptr when out of memory; other failures throw
@@ -117,4 +119,4 @@ class CachingAllocator {
   AllocatorStats stats_;
 };
 
-}  // namespace zt::backend::cuda
+}  // namespace zt::backend

@@ -1,0 +1,148 @@
+// The replay of the engine's transient buffers (transients.hpp). Each step below names the engine.cpp
+// function whose rule it follows; a change there changes the replay here (the equality test fails otherwise).
+#include "optim/zero/transients.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include "optim/zero/model_adapters.hpp"
+
+namespace zt::optim {
+namespace {
+
+class Replay {
+ public:
+  Replay(const Partition& part, int stage, DType compute, const ZeroOptions& options, const std::vector<int>& order)
+      : part_(part), stage_(stage), compute_(compute), options_(options), order_(order),
+        bucket_bytes_(static_cast<std::size_t>(options.bucket_mb * 1024 * 1024)) {}
+
+  void run(const UnitEvent& e) {
+    switch (e.call) {
+      case UnitCall::kParam: return param(e.unit);
+      case UnitCall::kRelease: return release(e.unit);
+      case UnitCall::kGrad: return grad(e.unit);
+      case UnitCall::kDone: return reduce(e.unit);
+      case UnitCall::kPartDone: return options_.reduce_tied_early ? reduce(e.unit) : void();
+    }
+  }
+  std::uint64_t peak() const { return peak_; }
+
+ private:
+  std::uint64_t take(std::int64_t numel, DType dtype) {  // take_transient
+    const std::uint64_t bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(1, numel)) * dtype_size(dtype);
+    now_ += bytes;
+    peak_ = std::max(peak_, now_);
+    return bytes;
+  }
+  // param_unit: gather the unit if absent; on the expected path, prefetch the next one.
+  void param(int u) {
+    if (stage_ <= 2) return;
+    if (!gathered_.count(u)) gathered_[u] = take(part_.padded_numel(u), compute_);
+    if (pos_ < order_.size() && order_[pos_] == u) {
+      ++pos_;
+      if (pos_ < order_.size() && !gathered_.count(order_[pos_]))
+        gathered_[order_[pos_]] = take(part_.padded_numel(order_[pos_]), compute_);
+    }
+  }
+  // release_param_unit: kept when it is the next one asked for.
+  void release(int u) {
+    if (stage_ <= 2) return;
+    if (pos_ < order_.size() && order_[pos_] == u) return;
+    auto it = gathered_.find(u);
+    if (it == gathered_.end()) return;
+    now_ -= it->second;
+    gathered_.erase(it);
+  }
+  void grad(int u) {  // grad_unit
+    if (stage_ >= 2 && !grads_.count(u)) grads_[u] = take(part_.padded_numel(u), DType::kF32);
+  }
+  // reduce_unit (stages 2-3): the gradient (or its compute-dtype copy) and the slice until completed;
+  // the oldest completes while the rest exceed the bucket.
+  void reduce(int u) {
+    if (stage_ <= 1) return;
+    const DType r = options_.reduce_in_compute && compute_ != DType::kF32 ? compute_ : DType::kF32;
+    std::uint64_t send = grads_.at(u);
+    if (r != DType::kF32) {
+      send = take(part_.padded_numel(u), r);
+      now_ -= grads_.at(u);
+    }
+    grads_.erase(u);
+    const std::uint64_t recv = take(part_.shard_numel(u), r);
+    in_flight_.push_back(send + recv);
+    auto bytes = [&] {
+      std::uint64_t b = 0;
+      for (std::uint64_t f : in_flight_) b += f;
+      return b;
+    };
+    while (in_flight_.size() > 1 && (in_flight_.size() > ZeroEngine::kMaxInFlight || bytes() > bucket_bytes_)) {
+      now_ -= in_flight_.front();
+      in_flight_.pop_front();
+    }
+  }
+
+  const Partition& part_;
+  int stage_;
+  DType compute_;
+  ZeroOptions options_;
+  const std::vector<int>& order_;
+  std::uint64_t bucket_bytes_;
+  std::size_t pos_ = 0;
+  std::map<int, std::uint64_t> gathered_, grads_;
+  std::deque<std::uint64_t> in_flight_;
+  std::uint64_t now_ = 0, peak_ = 0;
+};
+
+}  // namespace
+
+std::vector<UnitEvent> decoder_calls(int n_layer, bool tied, bool backward) {
+  using enum UnitCall;
+  const int last = n_layer + 1;
+  std::vector<UnitEvent> c{{kParam, 0}, {kRelease, 0}};  // Decoder::embed
+  for (int l = 1; l <= n_layer; ++l) c.insert(c.end(), {{kParam, l}, {kRelease, l}});
+  c.push_back({kParam, last});  // Decoder::head_forward: the final norm, then the head
+  if (tied) c.insert(c.end(), {{kRelease, last}, {kParam, 0}, {kRelease, 0}});
+  else c.push_back({kRelease, last});
+  if (!backward) return c;
+  auto unit_backward = [&](int u, UnitCall done) {  // Decoder::head_backward, blocks_backward
+    c.insert(c.end(), {{kParam, u}, {kGrad, u}, {kRelease, u}, {done, u}});
+  };
+  if (tied) unit_backward(0, kPartDone);
+  unit_backward(last, kDone);
+  for (int l = n_layer; l >= 1; --l) unit_backward(l, kDone);
+  c.insert(c.end(), {{kGrad, 0}, {kDone, 0}});  // the embedding's own share
+  return c;
+}
+
+std::vector<UnitEvent> adapter_calls(int n_layer, bool backward) {
+  using enum UnitCall;
+  std::vector<UnitEvent> c;
+  for (int l = 0; l < n_layer; ++l) c.insert(c.end(), {{kParam, l}, {kRelease, l}});  // Lora::begin/end_block
+  if (backward)
+    for (int l = n_layer - 1; l >= 0; --l) c.insert(c.end(), {{kParam, l}, {kGrad, l}, {kRelease, l}, {kDone, l}});
+  return c;
+}
+
+std::uint64_t transient_peak_bytes(const Partition& part, int stage, DType compute, const ZeroOptions& options,
+                                   bool frozen, const std::vector<int>& order, const std::vector<UnitEvent>& calls) {
+  Replay replay(part, stage, compute, options, order);
+  for (const UnitEvent& e : calls)
+    if (!frozen || e.call == UnitCall::kParam || e.call == UnitCall::kRelease) replay.run(e);
+  return replay.peak();
+}
+
+ZeroOptions decoder_zero_options(const config::ZeroConfig& c, const Partition& part, int stage, DType compute,
+                                 int n_layer, bool tied) {
+  ZeroOptions o = ZeroOptions::from(c);
+  if (c.reduce_tied_early != config::TiedReduce::kAuto || !tied || stage < 2) return o;
+  const std::vector<int> order = forward_backward_order(n_layer, tied);
+  const std::vector<UnitEvent> calls = decoder_calls(n_layer, tied, true);
+  ZeroOptions early = o;
+  early.reduce_tied_early = true;
+  if (transient_peak_bytes(part, stage, compute, early, false, order, calls) <
+      transient_peak_bytes(part, stage, compute, o, false, order, calls))
+    return early;
+  return o;
+}
+
+}  // namespace zt::optim
