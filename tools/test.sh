@@ -11,12 +11,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 cd "${ZT_BUILD_DIR:-$root/build}"
 # ctest starts the longest tests first when it knows their times (Testing/Temporary/CTestCostData.txt,
 # which it updates on every run); a fresh build dir gets tests/ctest-costs.txt, a full run's times here,
-# so that the long tests and the TIMED ones (two slots each) do not wait for the end. Refresh it from a
+# so that the long tests do not wait for the end. Refresh it from a
 # full run's file (tests over a second) when the suite changes much.
 if [ ! -f Testing/Temporary/CTestCostData.txt ]; then
   mkdir -p Testing/Temporary && cp "$root/tests/ctest-costs.txt" Testing/Temporary/CTestCostData.txt
 fi
 # Three jobs on two cores: most tests spend much of their time waiting (ranks in collectives, scheduler
 # and deadline checks, subprocesses); at -j2 the suite used 1.3 of 2 cores. Tests that time themselves
-# take two slots (TIMED in tests/CMakeLists.txt), so they never share the cores with more than one other.
+# run one at a time (TIMED in tests/CMakeLists.txt).
 ctest --output-on-failure --timeout 900 -j "${ZT_TEST_JOBS:-3}" "$@"

@@ -133,7 +133,8 @@ TEST(PrecisionRules, ViolationsThrowNamingTheOpAndDtypes) {
       {"gelu_forward", "f16", [&] { be->gelu_forward(x, x16); }},
       {"gelu_backward", "f32", [&] { be->gelu_backward(x, f, x); }},
       {"add", "f16", [&] { be->add(x, x, x16); }},
-      {"accumulate", "bf16", [&] { be->accumulate(f, x); }},
+      {"accumulate", "bf16", [&] { be->accumulate(x, f); }},  // f32 += X is allowed (widened); X += f32 is not
+      {"accumulate", "i32", [&] { be->accumulate(f, i32); }},
       {"scale", "i32", [&] { be->scale(i32, 2.0f); }},
       {"sum_of_squares", "i32", [&] { be->sum_of_squares(i32); }},
       {"cast", "i32", [&] { be->cast(i32, x); }},
