@@ -209,6 +209,11 @@ struct PlanConfig {
   double gpu_tflops = 989;          // H100 SXM dense bf16 peak (NVIDIA datasheet), as the mfu metric uses
   double compute_efficiency = 0.5;  // fraction of gpu_tflops the kernels reach (assumed; the CPU one is measured)
   double link_latency_us = 10;      // per collective or send (NCCL small-message latency is ~10-30 us)
+  // Optimizer offload's tiers, achievable GB/s: a device's host link (PCIe 4.0 x16 ~25), a node's host
+  // memory for the host AdamW (8-channel DDR5 ~200 of ~300 peak), a node's NVMe disks (one PCIe 4.0 SSD ~6).
+  double pcie_gbps = 25;
+  double host_gbps = 200;
+  double nvme_gbps = 6;
 };
 
 // RL post-training on verifiable rewards (rl.prompts set: ztrain runs RL iterations instead of training

@@ -23,6 +23,12 @@
 //              and reduce-scatters behind the whole forward and backward; the all-gather of updated
 //              slices after the optimizer (stages 1-2) and the per-message latency stay exposed. On the
 //              CPU backend nothing hides (the same cores compute and reduce);
+//   offload    train.offload=optimizer (searched at ZeRO >= 1, LoRA aside): the rank's optimizer shard P
+//              (its TP or pipeline part over DP) goes down in fp32 and comes back in the compute dtype
+//              over its PCIe link (P (4 + x) / plan.pcie_gbps), and the host AdamW moves 28 + x bytes a
+//              parameter through the node's memory (plan.host_gbps shared by its ranks); offload.to=nvme
+//              also reads and writes the 12-byte state (24 P over plan.nvme_gbps shared by the node's
+//              ranks), overlapped with the AdamW (the larger counts); all of it exposed (the step waits);
 //   PP comm    each micro-batch sends its activation [B, T, C] forward and its gradient back over every
 //              boundary (v times with the interleaved schedule), exposed;
 //   bubble     model::bubble_fraction(p, m, v) = (p-1)/(v m + p-1) of the pipeline's time, the busiest
@@ -54,8 +60,12 @@ bool pipeline_available(int pp) { return pp >= 1; }
 
 Machine machine_of(const config::PlanConfig& p, std::int64_t world, std::uint64_t capacity, config::Device device,
                    int threads) {
-  return {world, p.gpus_per_node, p.intra_node_gbps, p.inter_node_gbps, p.gpu_tflops, p.compute_efficiency,
-          p.link_latency_us * 1e-6, capacity, device, threads, device == config::Device::kCuda};
+  Machine m{world, p.gpus_per_node, p.intra_node_gbps, p.inter_node_gbps, p.gpu_tflops, p.compute_efficiency,
+            p.link_latency_us * 1e-6, capacity, device, threads, device == config::Device::kCuda};
+  m.pcie_gbps = p.pcie_gbps;
+  m.host_gbps = p.host_gbps;
+  m.nvme_gbps = p.nvme_gbps;
+  return m;
 }
 
 namespace {
@@ -74,6 +84,9 @@ config::Config layout_config(const config::Config& c, const Layout& l) {
   s.train.micro_batch = l.micro_batch;
   s.train.zero_stage = l.zero_stage;
   s.train.recompute = l.recompute;
+  s.train.offload = l.offload;
+  s.offload.to = l.offload_to;
+  if (l.offload_to == config::OffloadTo::kNvme && s.offload.nvme_dir.empty()) s.offload.nvme_dir = "DIR";  // names only
   return s;
 }
 
@@ -179,6 +192,19 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     const double bw = std::int64_t{l.tp} * l.dp >= m.gpus_per_node ? inter : intra;
     t.pp_comm = micro * l.vpp * 2 * (bytes / bw + m.latency_s);
   }
+  if (l.offload == config::Offload::kOptimizer) {
+    // The rank's optimizer shard: its TP-local (or pipeline) parameters over the DP ranks.
+    const model::ParamTable global(shape);
+    const double params = (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
+                                    : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel())) /
+                          l.dp;
+    const double x = static_cast<double>(dtype_size(model::compute_dtype(c.train.precision)));
+    const double ranks = static_cast<double>(m.ranks_per_node());
+    const double pcie = params * (4 + x) / (m.pcie_gbps * 1e9);
+    const double adamw = params * (28 + x) / (m.host_gbps * 1e9 / ranks);
+    const double nvme = l.offload_to == config::OffloadTo::kNvme ? params * 24 / (m.nvme_gbps * 1e9 / ranks) : 0.0;
+    t.offload = pcie + std::max(adamw, nvme);
+  }
   // The stage computes, talks to its TP group and sends; the bubble is model::bubble_fraction of the
   // pipeline's whole time (busy + idle): idle = busy x f / (1 - f).
   const double f = model::bubble_fraction(l.pp, micro, l.vpp);
@@ -216,27 +242,26 @@ std::string schedule_reason(const config::Config& c, const Layout& l) {
   return "";
 }
 
-// An NF4 LoRA base is held whole on every rank (config/lora.cpp refuses it at ZeRO-3).
-std::string base_reason(const config::Config& c, const Layout& l) {
-  if (c.lora.rank > 0 && c.lora.base_dtype == config::LoraBaseDtype::kNf4 && l.zero_stage == 3)
-    return "an NF4 LoRA base (lora.base_dtype=nf4) runs at ZeRO 0-2";
-  return "";
-}
 }  // namespace
 
 Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   Candidate k;
   k.layout = l;
   k.rejected = schedule_reason(c, l);
-  if (k.rejected.empty()) k.rejected = base_reason(c, l);
   if (k.rejected.empty()) k.rejected = unsupported_reason(l, m);
   if (!k.rejected.empty()) return k;
-  k.memory_bytes = layout_memory(c, l, m);
+  // plan.host_memory_gb (in c) checks the offloaded state against the node's host memory.
+  const MemoryPlan p = plan_memory(layout_config(c, l), std::int64_t{l.tp} * l.pp * l.dp, m.threads, m.capacity_bytes, m.device);
+  k.memory_bytes = p.total_bytes;
+  k.host_bytes = p.host_bytes;
   k.time = predict_step(c, l, m);
   k.tokens_per_s = static_cast<double>(c.train.global_batch) * static_cast<double>(c.model.seq_len) / k.time.total();
-  if (m.capacity_bytes > 0 && k.memory_bytes > m.capacity_bytes) {
+  if (!p.device_fits()) {
     k.out_of_memory = true;
-    k.rejected = cat("needs ", gib(k.memory_bytes), " GiB of ", gib(m.capacity_bytes));
+    k.rejected = cat("needs ", gib(k.memory_bytes + (p.host_is_device ? p.host_bytes : 0)), " GiB of ", gib(m.capacity_bytes));
+  } else if (!p.host_fits()) {
+    k.out_of_memory = true;
+    k.rejected = cat("its offloaded state needs ", gib(p.host_bytes), " GiB of host memory per rank, of ", gib(p.host_capacity_bytes));
   }
   return k;
 }

@@ -51,22 +51,28 @@ std::string grouped(double v) {
 
 std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
 
+// "none", or the offload tier: "host" / "nvme".
+std::string offload_name(const Layout& l) {
+  return l.offload == config::Offload::kNone ? "none" : config::to_string(l.offload_to);
+}
+
 std::string row(const std::string& rank, const Candidate& k) {
   const Layout& l = k.layout;
   char line[256];
   const double ms = 1e3;
-  std::snprintf(line, sizeof line, "  %4s %3d %3d %3d %4d %5d %5d %-9s %4d %7s %9s %11s %8s %8s %8s %8s %8s\n",
+  std::snprintf(line, sizeof line, "  %4s %3d %3d %3d %4d %5d %5d %-9s %4d %-7s %7s %9s %11s %8s %8s %8s %8s %8s %8s\n",
                 rank.c_str(), l.tp, l.pp, l.vpp, l.dp, l.micro_batch, l.grad_accum, config::to_string(l.recompute).c_str(),
-                l.zero_stage, gib(k.memory_bytes).c_str(), fixed(k.time.total() * ms, 1).c_str(),
+                l.zero_stage, offload_name(l).c_str(), gib(k.memory_bytes).c_str(), fixed(k.time.total() * ms, 1).c_str(),
                 grouped(k.tokens_per_s).c_str(), fixed(k.time.compute * ms, 1).c_str(), fixed(k.time.tp_comm * ms, 1).c_str(),
                 fixed(k.time.dp_comm * ms, 1).c_str(), fixed(k.time.pp_comm * ms, 1).c_str(),
-                fixed(k.time.bubble * ms, 1).c_str());
+                fixed(k.time.bubble * ms, 1).c_str(), fixed(k.time.offload * ms, 1).c_str());
   return line;
 }
 
 std::string describe(const Layout& l) {
   return cat("tp ", l.tp, " x pp ", l.pp, l.vpp > 1 ? cat(" (vpp ", l.vpp, ")") : "", " x dp ", l.dp, ", micro_batch ",
-             l.micro_batch, " x ", l.grad_accum, ", recompute ", config::to_string(l.recompute), ", ZeRO ", l.zero_stage);
+             l.micro_batch, " x ", l.grad_accum, ", recompute ", config::to_string(l.recompute), ", ZeRO ", l.zero_stage,
+             l.offload == config::Offload::kNone ? "" : cat(", optimizer offloaded to ", offload_name(l)));
 }
 
 // The first `show` of `ranked`, skipping a layout that differs from one already taken only in its ZeRO
@@ -91,8 +97,12 @@ std::string layout_flags(const Layout& l) {
   std::string f = cat("--parallel.tp=", l.tp);
   if (l.pp > 1) f += cat(" --parallel.pp=", l.pp);
   if (l.vpp > 1) f += cat(" --parallel.schedule=interleaved --parallel.vpp=", l.vpp);
-  return f + cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
-                 " --train.zero_stage=", l.zero_stage);
+  f += cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
+           " --train.zero_stage=", l.zero_stage);
+  if (l.offload == config::Offload::kOptimizer) f += " --train.offload=optimizer";
+  if (l.offload == config::Offload::kOptimizer && l.offload_to == config::OffloadTo::kNvme)
+    f += " --offload.to=nvme --offload.nvme_dir=DIR";
+  return f;
 }
 
 Layout configured_layout(const config::Config& c, std::int64_t world) {
@@ -105,6 +115,8 @@ Layout configured_layout(const config::Config& c, std::int64_t world) {
   l.grad_accum = static_cast<int>(c.train.global_batch / (std::int64_t{l.dp} * l.micro_batch));
   l.recompute = c.train.recompute;
   l.zero_stage = static_cast<int>(c.train.zero_stage);
+  l.offload = c.train.offload;
+  l.offload_to = c.offload.to;
   return l;
 }
 
@@ -131,8 +143,17 @@ std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m)
         for (int vpp : {1, 2}) {
           if (vpp > 1 && (pp == 1 || accum % pp != 0 || pp * vpp > layers)) continue;
           for (config::Recompute rc : kRecomputes)
-            for (int zero = 0; zero <= 3; ++zero)
-              out.push_back({tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero});
+            for (int zero = 0; zero <= 3; ++zero) {
+              const Layout l{tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero};
+              out.push_back(l);
+              if (zero == 0 || c.lora.rank > 0) continue;  // offload is ZeRO's sharded state (a LoRA run's is tiny)
+              for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
+                Layout o = l;
+                o.offload = config::Offload::kOptimizer;
+                o.offload_to = to;
+                out.push_back(o);
+              }
+            }
         }
       }
     }
@@ -191,8 +212,8 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
   if (r.ranked.empty()) {
     out << "  no layout fits: more devices, more memory per device, or a smaller model\n";
   } else {
-    out << "  rank  tp  pp vpp   dp micro accum recompute zero mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
-           "  pp comm   bubble\n";
+    out << "  rank  tp  pp vpp   dp micro accum recompute zero offload mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
+           "  pp comm   bubble  offload\n";
     const std::vector<Candidate> top = best_distinct(r.ranked, show);
     for (std::size_t i = 0; i < top.size(); ++i) out << row(std::to_string(i + 1), top[i]);
     out << "  (times in ms per step; flags to run each:)\n";

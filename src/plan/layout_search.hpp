@@ -1,9 +1,10 @@
 // The layout planner (`ztrain --plan --plan.search`): for a model, a world and a machine (plan.* keys),
-// every TP x PP x DP x micro-batch x recompute x ZeRO-stage layout, its memory per device from the
+// every TP x PP x DP x micro-batch x recompute x ZeRO-stage x optimizer-offload-tier layout, its memory per device from the
 // memory planner (memory_plan.hpp, extended to pipeline stages) and its predicted step time from FLOPs,
 // the bytes each link carries and the pipeline bubble; the layouts ranked by predicted tokens/s.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -30,6 +31,10 @@ struct Machine {
   int threads = 1;                           // CPU threads per rank (the CPU workspace depends on it)
   bool overlap = true;                       // DP traffic hides behind compute (GPUs: NCCL on its own
                                              // stream); not on the CPU backend, whose cores do both
+  // Optimizer offload (train.offload=optimizer): each device's host link, a node's host memory bandwidth
+  // (the host AdamW) and its NVMe disks' (offload.to=nvme), GB/s.
+  double pcie_gbps = 25, host_gbps = 200, nvme_gbps = 6;
+  std::int64_t ranks_per_node() const { return std::max<std::int64_t>(1, std::min(world, gpus_per_node)); }
 };
 Machine machine_of(const config::PlanConfig& p, std::int64_t world, std::uint64_t capacity, config::Device device,
                    int threads);
@@ -39,6 +44,8 @@ struct Layout {
   int micro_batch = 1, grad_accum = 1;  // grad_accum = the pipeline's micro-batches per step
   config::Recompute recompute = config::Recompute::kNone;
   int zero_stage = 0;
+  config::Offload offload = config::Offload::kNone;     // train.offload (the search tries it at ZeRO >= 1)
+  config::OffloadTo offload_to = config::OffloadTo::kHost;
   bool operator==(const Layout&) const = default;
 };
 
@@ -49,7 +56,8 @@ std::string layout_flags(const Layout& l);
 // Seconds per optimizer step on the critical path of one device.
 struct StepTime {
   double compute = 0, tp_comm = 0, dp_comm = 0, pp_comm = 0, bubble = 0;  // dp_comm: what is not hidden
-  double total() const { return compute + tp_comm + dp_comm + pp_comm + bubble; }
+  double offload = 0;  // train.offload: the gradient slice down, the host AdamW (or the NVMe file), the slice back
+  double total() const { return compute + tp_comm + dp_comm + pp_comm + bubble + offload; }
 };
 
 // One layout's verdict: memory per device (the busiest pipeline stage), step time, and why it cannot
@@ -57,6 +65,7 @@ struct StepTime {
 struct Candidate {
   Layout layout;
   std::uint64_t memory_bytes = 0;
+  std::uint64_t host_bytes = 0;  // train.offload's state (or NVMe buffers) in host memory per rank
   StepTime time;
   double tokens_per_s = 0;
   std::string rejected;

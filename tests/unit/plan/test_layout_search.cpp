@@ -9,6 +9,7 @@
 
 #include "config/config.hpp"
 #include "model/nf4_params.hpp"
+#include "model/param_table.hpp"
 #include "model/pipeline_schedule.hpp"
 #include "model/stage_split.hpp"
 #include "plan/memory_plan.hpp"
@@ -226,6 +227,43 @@ TEST(LayoutSearch, FlagsNameEveryAxis) {
   EXPECT_EQ(layout_flags({1, 2, 2, 4, 1, 8, config::Recompute::kFull, 0}),
             "--parallel.tp=1 --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --train.micro_batch=1 "
             "--train.recompute=full --train.zero_stage=0");
+}
+
+// Optimizer offload is one more axis at ZeRO >= 1: the host tier (the state over PCIe to host memory and
+// the host AdamW) and NVMe (the state's file read and written every step); both leave the device with
+// less, cost time by their formulas, appear in the flags, and plan.host_memory_gb rejects the host tier
+// where a node's memory cannot hold its ranks' state, leaving NVMe.
+TEST(LayoutSearch, OffloadTiersAreRankedWhereTheyFitAndCostTheirTransfers) {
+  config::Config c = llama_8b();
+  const Machine m = gpus(4, 4, 40);
+  const SearchResult r = search_layouts(c, m);
+  ASSERT_FALSE(r.ranked.empty());
+  const auto host = std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& k) {
+    return k.layout.offload == config::Offload::kOptimizer && k.layout.offload_to == config::OffloadTo::kHost;
+  });
+  ASSERT_NE(host, r.ranked.end()) << "no host-offload layout fits 4 x 40 GiB for Llama 8B";
+  EXPECT_NE(layout_flags(host->layout).find(" --train.offload=optimizer"), std::string::npos);
+  Layout none = host->layout, nvme = host->layout;
+  none.offload = config::Offload::kNone;
+  nvme.offload_to = config::OffloadTo::kNvme;
+  EXPECT_LT(host->memory_bytes, layout_memory(c, none, m));
+  EXPECT_TRUE(layout_flags(nvme).ends_with(" --train.offload=optimizer --offload.to=nvme --offload.nvme_dir=DIR"))
+      << layout_flags(nvme);
+  // The host tier: the rank's shard (its TP part over DP) down in fp32 and back in bf16 over PCIe, and
+  // 28 + 2 bytes a parameter through the node's host memory, shared by its 4 ranks.
+  if (host->layout.tp == 1 && host->layout.pp == 1) {
+    const double shard = static_cast<double>(model::ParamTable(model::model_shape(c.model)).numel()) / host->layout.dp;
+    EXPECT_NEAR(host->time.offload, shard * 6 / 25e9 + shard * 30 / (200e9 / 4), 1e-9 * host->time.offload);
+  }
+  EXPECT_GT(predict_step(c, nvme, m).offload, host->time.offload);  // 24 bytes a parameter at 6 GB/s a node
+  EXPECT_EQ(predict_step(c, none, m).offload, 0.0);
+
+  c.plan.host_memory_gb = 16;  // 4 GiB a rank: the host tier's state does not fit there
+  const Candidate cramped = evaluate(c, host->layout, m);
+  EXPECT_TRUE(cramped.out_of_memory);
+  EXPECT_NE(cramped.rejected.find("its offloaded state needs "), std::string::npos) << cramped.rejected;
+  EXPECT_NE(cramped.rejected.find("GiB of host memory per rank, of 4.0"), std::string::npos) << cramped.rejected;
+  EXPECT_TRUE(evaluate(c, nvme, m).rejected.empty()) << evaluate(c, nvme, m).rejected;
 }
 
 // Pipeline layouts are ranked only as ztrain runs them (train/pipeline_stage.cpp's and config::derive's
