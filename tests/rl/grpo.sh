@@ -12,7 +12,9 @@
 #   ZeRO-3 on 2 ranks (base and adapters gathered whole for the rollouts) it samples iterations 1-2 as 1
 #   rank does, with a bf16-or-fp32 base and with an NF4 base;
 # - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
-# - PPO (a critic, GAE) lifts the accuracy likewise while its value loss falls; 2 ranks (ZeRO-1, ZeRO-3,
+# - PPO (a critic, GAE) lifts the accuracy: by 0.1 over its first 30 iterations in CI (0.12 -> 0.31 here);
+#   under ZT_TEST_FULL=1 the whole 150 to >= 0.8 while its value loss falls (tools/rl-quickstart.sh's PPO
+#   curve, about a minute more); 2 ranks (ZeRO-1, ZeRO-3,
 #   parallel.tp=2) follow 1 rank; a PPO run stopped and resumed (its critic checkpointed) gives the
 #   uninterrupted run's metrics exactly, and resumes on 2 ranks at ZeRO-3 and at parallel.tp=2;
 #   zckpt verify/export/reshard handle its critic/; GRPO <-> PPO resumes are refused;
@@ -177,19 +179,27 @@ PY
 
 # ---- PPO: a critic's values and GAE lift the accuracy too; 2 data-parallel ranks follow 1 rank -------------
 ppo=(--rl.algorithm=ppo --rl.critic_lr=1e-3 --rl.gamma=1 --rl.lam=1 --train.max_steps=150)
-expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --ckpt.dir="$W/ppo" --log.metrics="$W/ppo.jsonl"
-start=$(accuracy "$W/ppo.jsonl" 1 5) end=$(accuracy "$W/ppo.jsonl" 131 150)
-echo "PPO: accuracy $start over iterations 1-5, $end over 131-150"
-python3 - "$W/ppo.jsonl" "$start" "$end" <<'PY' || fail "PPO did not learn (above)"
+# The whole learning curve (150 iterations) under ZT_TEST_FULL=1; CI runs its first 30.
+curve=150
+full_cases || curve=30
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --train.stop_at_step=$curve --ckpt.dir="$W/ppo" --log.metrics="$W/ppo.jsonl"
+start=$(accuracy "$W/ppo.jsonl" 1 5) end=$(accuracy "$W/ppo.jsonl" $((curve - 19)) $curve)
+echo "PPO: accuracy $start over iterations 1-5, $end over $((curve - 19))-$curve"
+python3 - "$W/ppo.jsonl" "$start" "$end" "$curve" <<'PY' || fail "PPO did not learn (above)"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"accuracy"' in l]
-start, end = float(sys.argv[2]), float(sys.argv[3])
-assert start <= 0.35 and end >= 0.8, f"accuracy {start} -> {end}: not from chance (<= 0.35) to >= 0.8"
+start, end, curve = float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+assert len(rows) == curve, f"{len(rows)} iterations, expected {curve}"
+for key in ("value_loss", "value_clip_fraction", "critic_grad_norm", "values_mean", "returns_mean"):
+    assert all(key in r for r in rows), key
+assert start <= 0.35, f"accuracy {start} at the start: not chance (<= 0.35)"
+if curve < 150:  # the targets move while the policy learns: the value loss falls only later
+    assert end >= start + 0.1, f"accuracy {start} -> {end}: not up by 0.1 in {curve} iterations"
+    sys.exit(0)
+assert end >= 0.8, f"accuracy {start} -> {end}: not from chance (<= 0.35) to >= 0.8"
 early = sum(r["value_loss"] for r in rows[:5]) / 5
 late = sum(r["value_loss"] for r in rows[-20:]) / 20
 assert late < early, f"the critic's value loss did not fall: {early} -> {late}"
-for key in ("value_clip_fraction", "critic_grad_norm", "values_mean", "returns_mean"):
-    assert all(key in r for r in rows), key
 print(f"ok: the value loss {early:.4f} -> {late:.4f}")
 PY
 expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=2 --train.micro_batch=20 \
