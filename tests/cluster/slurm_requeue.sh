@@ -27,10 +27,10 @@ phase() { echo "== [$((SECONDS - t0)) s] $*"; }
 trap 'rc=$?; kill "$watchdog" 2>/dev/null; [ "$rc" = 0 ] || [ "$rc" = 77 ] || slurm_show_logs
       [ -z "${ZT_KEEP:-}" ] || { mkdir -p "$ZT_KEEP"; cp -r "$ZT_WORK"/*.log "$ZT_WORK/slurm/log" "$ZT_KEEP"/ 2>/dev/null; }
       slurm_stop; rm -rf "$ZT_WORK"' EXIT
-trap 'echo "FAIL: stopped by a signal or the 840 s watchdog${waiting:+, waiting for $waiting}"; exit 1' TERM INT
+trap 'echo "FAIL: stopped by a signal or the 420 s watchdog${waiting:+, waiting for $waiting}"; exit 1' TERM INT
 waiting=""
 # shellcheck disable=SC2016  # expanded in the subshell
-(sleep 840 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$) &
+(sleep 420 & s=$!; trap 'kill $s; exit 0' TERM; wait $s && kill -TERM $$) &
 watchdog=$!
 chmod 711 "$ZT_WORK"  # munged (user munge) reaches its socket below it
 slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
@@ -116,8 +116,7 @@ signal_at=200
 train_args=("${TINY_MODEL[@]}" --train.global_batch=64 --train.micro_batch=8 "--train.max_steps=$steps")
 data="$ZT_WORK/data/train_*.h5"
 phase "reference: an uninterrupted 2-rank run of $steps steps"
-# 400 s: ~8 s alone, 130-160 s beside two other tests at ctest -j3 (30-130 ms a step).
-ZT_TIMEOUT=400 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$data" \
+ZT_TIMEOUT=120 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$data" \
   --ckpt.dir=ref/checkpoints --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
 
 phase "train-cpu.sbatch, 2 ranks with mpirun; USR1 once it is past step $signal_at"
