@@ -2,8 +2,8 @@
 // - a unit's gradient reduction starts when the backward pass reports the unit done, and runs while
 //   the pass continues (async Work); buffers a collective reads or writes live in its Pending entry
 //   until it completes;
-// - stages 2-3 keep reductions in flight up to ZeroOptions::bucket_mb (always the newest), and drain a
-//   micro-batch's reductions before the next micro-batch reuses the buffers;
+// - stages 2-3 keep at most two reductions in flight (one where two exceed ZeroOptions::bucket_mb), and
+//   drain a micro-batch's reductions before the next micro-batch reuses the buffers;
 // - stage 3 starts gathering the next unit of the expected access order when one is handed out.
 // The state's loading and gathering by flat range (parameters, master, moments) is in engine_state.cpp.
 #include "optim/zero/engine.hpp"
@@ -38,7 +38,6 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
                        std::vector<ParamRange> params, int stage, const ZeroOptions& options,
                        const OffloadOptions& offload, DType compute, bool frozen)
     : backend_(backend), comm_(comm), stage_(stage), dtype_(compute), frozen_(frozen), options_(options),
-      bucket_bytes_(static_cast<std::size_t>(options.bucket_mb * 1024 * 1024)),
       part_(stage == 0 ? Partition(units, params, 1, 0) : Partition(units, params, comm.size(), comm.rank())) {
   ZT_CHECK(stage >= 0 && stage <= 3, "ZeRO stage ", stage);
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
@@ -161,7 +160,7 @@ void ZeroEngine::grad_unit_done(int u) {
   if (!bucket_units_.empty() && bucket_units_.back() != u + 1) flush_bucket();
   bucket_units_.push_back(u);
   bucket_pending_bytes_ += part_.unit(u).numel * sizeof(float);
-  if (bucket_pending_bytes_ >= bucket_bytes_) flush_bucket();
+  if (bucket_pending_bytes_ >= options_.bucket_bytes()) flush_bucket();
 }
 
 void ZeroEngine::grad_unit_part_done(int u) {
@@ -205,8 +204,7 @@ void ZeroEngine::reduce_unit(int u) {
   in_flight_.push_back(std::move(p));
   // Stages 2-3 bound the unit gradients in reduction: the oldest completes while more than kMaxInFlight
   // are, or their bytes exceed the bucket (the newest stays in flight, overlapping the next unit's backward).
-  while (stage_ >= 2 && in_flight_.size() > 1 && (in_flight_.size() > kMaxInFlight || in_flight_bytes() > bucket_bytes_))
-    complete_oldest(true);
+  while (stage_ >= 2 && options_.completes_oldest(in_flight_.size(), in_flight_bytes(), kMaxInFlight)) complete_oldest(true);
 }
 
 std::size_t ZeroEngine::in_flight_bytes() const {
@@ -297,7 +295,7 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
 }
 
 Buffer ZeroEngine::take_transient(std::int64_t numel, DType dtype) {
-  const std::size_t bytes = std::max<std::size_t>(1, numel) * dtype_size(dtype);
+  const std::size_t bytes = transient_bytes(numel, dtype);
   Buffer b = backend_.allocate(bytes);
   comm_bytes_ += bytes;
   comm_bytes_peak_ = std::max(comm_bytes_peak_, comm_bytes_);

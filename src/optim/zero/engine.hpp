@@ -19,6 +19,7 @@
 // step); transients.hpp replays their life without allocating, for the planner.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -48,7 +49,22 @@ struct ZeroOptions {
   bool reduce_tied_early = true;
   // The zero.* keys; zero.reduce_tied_early=auto as false (decoder_zero_options resolves it for a model).
   static ZeroOptions from(const config::ZeroConfig& c);
+
+  // The rules the engine applies and transients.hpp replays, written once for both:
+  std::size_t bucket_bytes() const { return static_cast<std::size_t>(bucket_mb * 1024 * 1024); }
+  // The dtype unit gradients are reduce-scattered in, for a run whose compute dtype is `compute`.
+  DType reduce_dtype(DType compute) const { return reduce_in_compute && compute != DType::kF32 ? compute : DType::kF32; }
+  // Stages 2-3: whether the oldest of `count` reductions in flight, `bytes` in all, completes before the
+  // backward goes on (at most kMaxInFlight; one where two exceed the bucket).
+  bool completes_oldest(std::size_t count, std::size_t bytes, std::size_t max_in_flight) const {
+    return count > 1 && (count > max_in_flight || bytes > bucket_bytes());
+  }
 };
+
+// A transient buffer's bytes (never 0: an empty unit still gets a one-element buffer).
+inline std::size_t transient_bytes(std::int64_t numel, DType dtype) {
+  return static_cast<std::size_t>(std::max<std::int64_t>(1, numel)) * dtype_size(dtype);
+}
 
 // Bytes this rank holds for the model state, by kind (printed at start-up, checked by tests).
 struct MemoryBreakdown {
@@ -162,7 +178,7 @@ class ZeroEngine {
   void complete_oldest(bool accumulate);
   void drain(bool accumulate);
   std::size_t in_flight_bytes() const;
-  DType reduce_dtype() const { return options_.reduce_in_compute && mixed() ? dtype_ : DType::kF32; }
+  DType reduce_dtype() const { return options_.reduce_dtype(dtype_); }
   // A transient buffer from the backend, counted in comm_bytes_ until release_transient.
   backend::Buffer take_transient(std::int64_t numel, DType dtype);
   void release_transient(backend::Buffer& b);
@@ -173,7 +189,6 @@ class ZeroEngine {
   DType dtype_;
   bool frozen_ = false;
   ZeroOptions options_;
-  std::size_t bucket_bytes_;
   Partition part_;  // W-rank partition (stage 0: a one-rank partition: nothing padded, all owned)
   backend::Buffer full_params_, full_grads_;            // stages 0-2 / stages 0-1
   backend::Buffer param_shard_, grad_shard_, exp_avg_, exp_avg_sq_;

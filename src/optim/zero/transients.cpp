@@ -14,8 +14,7 @@ namespace {
 class Replay {
  public:
   Replay(const Partition& part, int stage, DType compute, const ZeroOptions& options, const std::vector<int>& order)
-      : part_(part), stage_(stage), compute_(compute), options_(options), order_(order),
-        bucket_bytes_(static_cast<std::size_t>(options.bucket_mb * 1024 * 1024)) {}
+      : part_(part), stage_(stage), compute_(compute), options_(options), order_(order) {}
 
   void run(const UnitEvent& e) {
     switch (e.call) {
@@ -30,7 +29,7 @@ class Replay {
 
  private:
   std::uint64_t take(std::int64_t numel, DType dtype) {  // take_transient
-    const std::uint64_t bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(1, numel)) * dtype_size(dtype);
+    const std::uint64_t bytes = transient_bytes(numel, dtype);
     now_ += bytes;
     peak_ = std::max(peak_, now_);
     return bytes;
@@ -58,10 +57,10 @@ class Replay {
     if (stage_ >= 2 && !grads_.count(u)) grads_[u] = take(part_.padded_numel(u), DType::kF32);
   }
   // reduce_unit (stages 2-3): the gradient (or its compute-dtype copy) and the slice until completed;
-  // the oldest completes while the rest exceed the bucket.
+  // the oldest completes by ZeroOptions::completes_oldest.
   void reduce(int u) {
     if (stage_ <= 1) return;
-    const DType r = options_.reduce_in_compute && compute_ != DType::kF32 ? compute_ : DType::kF32;
+    const DType r = options_.reduce_dtype(compute_);
     std::uint64_t send = grads_.at(u);
     if (r != DType::kF32) {
       send = take(part_.padded_numel(u), r);
@@ -75,7 +74,7 @@ class Replay {
       for (std::uint64_t f : in_flight_) b += f;
       return b;
     };
-    while (in_flight_.size() > 1 && (in_flight_.size() > ZeroEngine::kMaxInFlight || bytes() > bucket_bytes_)) {
+    while (options_.completes_oldest(in_flight_.size(), bytes(), ZeroEngine::kMaxInFlight)) {
       now_ -= in_flight_.front();
       in_flight_.pop_front();
     }
@@ -86,7 +85,6 @@ class Replay {
   DType compute_;
   ZeroOptions options_;
   const std::vector<int>& order_;
-  std::uint64_t bucket_bytes_;
   std::size_t pos_ = 0;
   std::map<int, std::uint64_t> gathered_, grads_;
   std::deque<std::uint64_t> in_flight_;
