@@ -297,6 +297,9 @@ ZtokSummary ZtokJob::run() {
   line.finish(input_bytes_, split_tokens(totals.train) + split_tokens(totals.valid));
   write_shards(totals, heartbeat);
   group_.wait_for_all(0.1, [&] { heartbeat.check("done writing shards, waiting for the others"); });
+  // Once more without beating: a peer may still be in its last heartbeat above (writing OUT/.ztok/alive.N)
+  // when this rank leaves the wait, and finish() removing .ztok then failed with "Directory not empty".
+  group_.wait_for_all(0.1, [] {});
   if (group_.rank() == 0) finish(totals);
   ZtokSummary s = summary_of(progress_, input_bytes_);
   if (group_.rank() != 0) s = {};  // rank 0 reports
