@@ -2,7 +2,8 @@
 # RL end to end on the synthetic task (inputs/rl_arith: one-digit sums in GSM8K's answer format):
 # - a tiny GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export); its answer
 #   evaluation at log.eval_every equals zgen's on the export;
-# - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 iterations);
+# - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 of 200
+#   iterations; in CI >= 0.7 over iterations 81-100 of the same run, the whole curve under ZT_TEST_FULL=1);
 # - one update's loss, gradient norm and entropy equal PyTorch's on the same rollouts, 1 rank and 2 at
 #   ZeRO-3, and with an entropy bonus (rl.entropy_coeff) 1 rank and 2 at parallel.tp=2;
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
@@ -69,11 +70,15 @@ sel = [r["accuracy"] for r in rows if int(sys.argv[2]) <= r["step"] <= int(sys.a
 print(sum(sel) / len(sel))
 PY
 }
-expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" --ckpt.dir="$W/grpo" --log.metrics="$W/grpo.jsonl"  # 200 iterations
-start=$(accuracy "$W/grpo.jsonl" 1 5) end=$(accuracy "$W/grpo.jsonl" 181 200)
-echo "GRPO: accuracy $start over iterations 1-5, $end over 181-200"
-python3 -c "import sys; sys.exit(0 if $start <= 0.35 and $end >= 0.8 else 1)" ||
-  fail "GRPO did not lift the accuracy from chance (<= 0.35) to >= 0.8: $start -> $end"
+# The whole curve (the config's 200 iterations, to >= 0.8) under ZT_TEST_FULL=1; CI runs its first 100,
+# to >= 0.7 (0.83 over 81-100 here: the curve passes 0.8 near iteration 85).
+grpo_curve=200 grpo_target=0.8
+full_cases || { grpo_curve=100 grpo_target=0.7; }
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" --train.stop_at_step=$grpo_curve --ckpt.dir="$W/grpo" --log.metrics="$W/grpo.jsonl"
+start=$(accuracy "$W/grpo.jsonl" 1 5) end=$(accuracy "$W/grpo.jsonl" $((grpo_curve - 19)) $grpo_curve)
+echo "GRPO: accuracy $start over iterations 1-5, $end over $((grpo_curve - 19))-$grpo_curve"
+python3 -c "import sys; sys.exit(0 if $start <= 0.35 and $end >= $grpo_target else 1)" ||
+  fail "GRPO did not lift the accuracy from chance (<= 0.35) to >= $grpo_target: $start -> $end"
 for key in reward_mean accuracy kl entropy response_length gen_tokens_per_s train_tokens_per_s clip_fraction; do
   expect_in "$W/grpo.jsonl" "\"$key\": " "the metrics line lacks $key"
 done
