@@ -10,7 +10,7 @@ namespace zt::config {
 enum class Device { kAuto, kCpu, kCuda };
 enum class Precision { kFp32, kBf16, kFp16 };
 enum class Recompute { kNone, kFull, kSelective };
-enum class Offload { kNone, kOptimizer };
+enum class Offload { kNone, kOptimizer, kParams };  // kParams: the optimizer state and (ZeRO-3) the parameters
 enum class OffloadTo { kHost, kNvme };  // where train.offload's state lives
 enum class ReduceDtype { kFp32, kCompute };  // zero.reduce_dtype: the dtype ZeRO-2/3 reduce gradients in
 enum class TiedReduce { kAuto, kTrue, kFalse };  // zero.reduce_tied_early (auto: where it lowers the peak)

@@ -104,7 +104,7 @@ void check_offload(const Config& c) {
   }
   if (c.train.offload == Offload::kNone)
     throw ConfigError("offload.to=nvme places offloaded state, but train.offload=none offloads nothing: set "
-                      "train.offload=optimizer (with train.zero_stage >= 1), or drop offload.to");
+                      "train.offload=optimizer (with train.zero_stage >= 1) or params (ZeRO-3), or drop offload.to");
   if (o.nvme_dir.empty())
     throw ConfigError("offload.to=nvme needs offload.nvme_dir: an existing directory on a node-local disk (NVMe) with "
                       "room for the rank's optimizer state (--plan shows how much)");
@@ -122,6 +122,14 @@ void check_train(const Config& c) {
   if (t.offload == Offload::kOptimizer && t.zero_stage == 0)
     throw ConfigError("train.offload=optimizer needs train.zero_stage >= 1: offloaded optimizer state is "
                       "the sharded ZeRO state (set train.zero_stage=1, 2 or 3, or train.offload=none)");
+  if (t.offload == Offload::kParams && t.zero_stage != 3)
+    throw ConfigError(cat("train.offload=params needs train.zero_stage=3 (this run: ", t.zero_stage,
+                          "): only ZeRO-3 shards the parameters, so only it can keep them off the device between "
+                          "uses. Fix: train.zero_stage=3, or train.offload=optimizer to offload the optimizer state alone"));
+  if (t.offload == Offload::kParams && c.lora.rank > 0 && c.lora.base_dtype == LoraBaseDtype::kNf4)
+    throw ConfigError("train.offload=params does not take an NF4 base (lora.base_dtype=nf4): its 4-bit blocks stay "
+                      "on the device, sharded at ZeRO-3. Fix: lora.base_dtype=bf16 (the base offloaded), or "
+                      "train.offload=optimizer");
   check_offload(c);
   if (c.zero.reduce_dtype == ReduceDtype::kCompute && t.zero_stage < 2)
     throw ConfigError(cat("zero.reduce_dtype=compute needs train.zero_stage 2 or 3 (this run: ", t.zero_stage,

@@ -45,8 +45,8 @@ template <> struct EnumNames<LoraBaseDtype> {
        {LoraBaseDtype::kFp32, "fp32"}}};
 };
 template <> struct EnumNames<Offload> {
-  static constexpr std::array<std::pair<Offload, const char*>, 2> kNames{
-      {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}}};
+  static constexpr std::array<std::pair<Offload, const char*>, 3> kNames{
+      {{Offload::kNone, "none"}, {Offload::kOptimizer, "optimizer"}, {Offload::kParams, "params"}}};
 };
 template <> struct EnumNames<OffloadTo> {
   static constexpr std::array<std::pair<OffloadTo, const char*>, 2> kNames{

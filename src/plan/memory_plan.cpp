@@ -92,8 +92,15 @@ EnginePass adapter_pass(const model::GptShape& s) {
   return {optim::adapter_access_order(s.n_layer, true), optim::adapter_calls(s.n_layer, true)};
 }
 
+// How many times a step gathers each ZeRO-3 unit: its forward and its backward, per micro-batch.
+std::int64_t gathers_per_step(const config::Config& c, std::int64_t dp) {
+  const std::int64_t per_micro = std::max<std::int64_t>(1, c.train.micro_batch * dp);
+  return 2 * std::max<std::int64_t>(1, c.train.global_batch / per_micro);
+}
+
 // ZeRO-Offload's rows off the device for a shard of `shard` elements (the engine named `name`'s file).
-// x: the compute dtype's bytes (the updated working parameters go back to the device in it).
+// x: the compute dtype's bytes (the updated working parameters go back to the device in it; 0: they stay
+// off it, train.offload=params).
 void add_offload_rows(MemoryPlan& p, std::uint64_t shard, std::uint64_t x, const optim::OffloadOptions& o,
                       const std::string& prefix) {
   const optim::OffloadFootprint f = optim::offload_footprint(static_cast<std::int64_t>(shard), o);
@@ -102,7 +109,8 @@ void add_offload_rows(MemoryPlan& p, std::uint64_t shard, std::uint64_t x, const
     p.offload_rows.push_back({prefix + "host: optimizer state", f.host_bytes,
                               "offload.to=host: fp32 master, AdamW m and v of the rank's slice, gradient staging"});
     p.offload_rows.push_back({prefix + "PCIe traffic per step", shard * (sizeof(float) + x),
-                              "the fp32 gradient slice to the host, the updated parameters back in the compute dtype"});
+                              x > 0 ? "the fp32 gradient slice to the host, the updated parameters back in the compute dtype"
+                                    : "the fp32 gradient slice to the host (the updated parameters stay there: train.offload=params)"});
     return;
   }
   const std::string file = (o.nvme_file.parent_path().parent_path() / "rank_<r>" / o.nvme_file.filename()).string();
@@ -117,12 +125,40 @@ void add_offload_rows(MemoryPlan& p, std::uint64_t shard, std::uint64_t x, const
                                 "waits on the disk where that takes longer than the host AdamW")});
 }
 
+// train.offload=params' rows off the device for a stage-3 engine over `part` (param_store.hpp): the
+// shard in host memory, or on NVMe with four slice buffers; each gather reads its unit's slice from there
+// (gathers: how many times a step gathers every unit), the step writes the updated shard back.
+void add_param_offload_rows(MemoryPlan& p, const optim::Partition& part, DType compute, const optim::OffloadOptions& o,
+                            std::int64_t gathers, const std::string& prefix) {
+  const bool nvme = !o.params_file.empty();
+  const optim::ParamStoreFootprint f = optim::ParamStore::footprint(part, compute, nvme);
+  const std::uint64_t shard = part.total_shard_numel() * dtype_size(compute);
+  const std::string xs(dtype_name(compute));
+  p.host_bytes += f.host_bytes;
+  p.offload_rows.push_back({prefix + "PCIe per step, params", shard * static_cast<std::uint64_t>(gathers),
+                            cat("each unit's ", xs, " slice up to the device before each of its ", gathers,
+                                " gathers a step (forward and backward of each micro-batch)")});
+  if (!nvme) {
+    p.offload_rows.push_back({prefix + "host: parameters", f.host_bytes,
+                              cat("train.offload=params, offload.to=host: the ", xs, " 1/W slice of each unit")});
+    return;
+  }
+  const std::string file = (o.params_file.parent_path().parent_path() / "rank_<r>" / o.params_file.filename()).string();
+  p.offload_rows.push_back({prefix + "host: NVMe param bufs", f.host_bytes,
+                            "4 slices of the largest unit: 2 read ahead of their gathers, 2 written behind the step"});
+  p.nvme_bytes += f.disk_bytes;
+  p.offload_rows.push_back({prefix + "NVMe file, parameters", f.disk_bytes,
+                            cat(file, ", preallocated: the ", xs, " 1/W slice of each unit, 4 KiB-aligned")});
+  p.offload_rows.push_back({prefix + "NVMe per step, params", f.disk_bytes * static_cast<std::uint64_t>(gathers + 1),
+                            cat("the file read at each of the ", gathers, " gathers of every unit and written once by the step")});
+}
+
 // Model-state rows (parameters, gradients, optimizer state) and the stage's transient buffers over `pass`.
 // prefix names the rows ("adapter " for LoRA's); offload.threads > 0: ZeRO-Offload's state.
 void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t world, int stage, DType compute,
                      const optim::OffloadOptions& offload, const config::ZeroConfig& zero_config, const EnginePass& pass,
-                     const std::string& prefix = "") {
-  const bool offloaded = offload.threads > 0;
+                     std::int64_t gathers, const std::string& prefix = "") {
+  const bool offloaded = offload.threads > 0, params_offloaded = offload.params && stage == 3;
   const optim::Partition part = partition_of(table, world, stage);
   const std::uint64_t x = dtype_size(compute), f = sizeof(float);
   const std::uint64_t full = part.total_padded_numel(), shard = part.total_shard_numel();
@@ -134,13 +170,18 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
     params += shard * f;
     note += stage == 0 ? " + fp32 master, replicated" : " + fp32 master of the 1/W slice";
   }
+  if (params_offloaded) {
+    params = 0;
+    note = cat("offloaded (train.offload=params) to ", offload.params_file.empty() ? "host memory" : "NVMe", ": below");
+  }
   p.rows.push_back({prefix + "parameters", params, note});
   p.rows.push_back({prefix + "gradients", (stage <= 1 ? full : shard) * f, stage <= 1 ? "fp32, full" : "fp32, 1/W slice"});
   p.rows.push_back({prefix + "optimizer state", offloaded ? 0 : 2 * shard * f,
                     offloaded ? cat("offloaded (train.offload=optimizer) to ", offload.nvme_file.empty() ? "host memory" : "NVMe",
                                     ": below, with the master")
                               : stage == 0 ? "AdamW m and v, replicated" : "AdamW m and v, 1/W slice"});
-  if (offloaded) add_offload_rows(p, shard, x, offload, prefix);
+  if (offloaded) add_offload_rows(p, shard, params_offloaded ? 0 : x, offload, prefix);
+  if (params_offloaded) add_param_offload_rows(p, part, compute, offload, gathers, prefix);
   if (stage < 2) return;
   const optim::ZeroOptions zero = pass.decoder ? optim::decoder_zero_options(zero_config, part, stage, compute, pass.n_layer, pass.tied)
                                                : optim::ZeroOptions::from(zero_config);
@@ -157,7 +198,8 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 // holds it, replicated (a 1/W slice of each unit's bytes at stage 3, which gathers the whole bytes of the
 // unit in use and the prefetched next), and the block it dequantizes for the model (one at a time).
 void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute,
-                     const std::optional<model::Nf4Options>& nf4, const optim::ZeroOptions& zero) {
+                     const std::optional<model::Nf4Options>& nf4, const optim::ZeroOptions& zero,
+                     const optim::OffloadOptions& offload, std::int64_t gathers) {
   if (nf4) {
     const int shards = stage == 3 ? static_cast<int>(world) : 1;
     p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4, shards),
@@ -182,7 +224,13 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
     p.rows.push_back({"frozen base", part.total_padded_numel() * x, xs + ", replicated; no gradient, master or optimizer state"});
     return;
   }
-  p.rows.push_back({"frozen base", part.total_shard_numel() * x, xs + ", 1/W slice of each unit; no gradient, master or optimizer state"});
+  if (offload.params) {
+    p.rows.push_back({"frozen base", 0, cat("offloaded (train.offload=params) to ", offload.params_file.empty() ? "host memory" : "NVMe",
+                                            ": below; no gradient, master or optimizer state")});
+    add_param_offload_rows(p, part, compute, offload, gathers, "base ");
+  } else {
+    p.rows.push_back({"frozen base", part.total_shard_numel() * x, xs + ", 1/W slice of each unit; no gradient, master or optimizer state"});
+  }
   const EnginePass pass = decoder_pass(base.shape());
   p.rows.push_back({"gathered base units", optim::transient_peak_bytes(part, 3, compute, zero, true, pass.order, pass.calls),
                     "the unit in use and the prefetched next"});
@@ -284,7 +332,8 @@ void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, in
   const model::GptShape critic = model::value_model_shape(model::model_shape(config.model));
   const model::ParamTable whole(critic);
   add_model_state(p, tp > 1 ? model::tp_local_table(whole, tp) : whole, dp, static_cast<int>(config.train.zero_stage),
-                  compute, optim::offload_options(config, 1, 0, "critic"), config.zero, decoder_pass(critic), "critic ");
+                  compute, optim::offload_options(config, 1, 0, "critic"), config.zero, decoder_pass(critic),
+                  gathers_per_step(config, dp), "critic ");
   const model::ModelOptions options{.micro_batch = static_cast<int>(config.train.micro_batch),
                                     .recompute = config.train.recompute, .compute = compute,
                                     .sequence_parallel = config.parallel.sequence_parallel};
@@ -316,11 +365,12 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_frozen_base(p, table, dp, stage, compute,
                     config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? std::optional(model::nf4_options(config))
                                                                           : std::nullopt,
-                    zero);
-    add_model_state(p, *adapters, dp, stage, compute, offload, config.zero, adapter_pass(shape), "adapter ");
+                    zero, optim::offload_options(config, 0, 0, "base"), gathers_per_step(config, dp));
+    add_model_state(p, *adapters, dp, stage, compute, offload, config.zero, adapter_pass(shape), gathers_per_step(config, dp),
+                    "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);
   } else {
-    add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape));
+    add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape), gathers_per_step(config, dp));
   }
   p.rows.push_back({"activations", activations, activations_note});
   if (config.rl.enabled()) add_rollouts(p, config, table, adapters, tp, compute);
@@ -411,11 +461,36 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
 namespace {
 // The cheapest offload tier that fits, at the first ZeRO stage where it does: train.offload=optimizer in
 // host memory (ZeRO-Offload: PCIe traffic, the host AdamW), else on a node-local NVMe disk (ZeRO-Infinity:
-// the state's file read and written every step, a few chunk buffers in host memory).
+// the state's file read and written every step, a few chunk buffers in host memory); where the optimizer
+// state alone is not enough, the parameters too at ZeRO-3 (train.offload=params), host memory first.
+void add_param_offload_fix(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                           config::Device device, std::vector<std::string>& out) {
+  config::Config c = config;
+  c.train.offload = config::Offload::kParams;
+  c.train.zero_stage = 3;
+  for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
+    if (config.train.offload == config::Offload::kParams && to <= config.offload.to) continue;  // what it runs now
+    c.offload.to = to;
+    c.offload.nvme_dir = to == config::OffloadTo::kNvme ? "DIR" : "";
+    const MemoryPlan p = plan_memory(c, world, threads, capacity, device);
+    if (!p.fits()) continue;
+    out.push_back(to == config::OffloadTo::kHost
+                      ? cat("train.offload=params with train.zero_stage=3 (the optimizer state and the parameters' shard "
+                            "in host memory, ", mib(p.host_bytes), " per rank; each unit's slice crosses PCIe at each gather)")
+                      : cat("train.offload=params offload.to=nvme offload.nvme_dir=DIR (a node-local disk) with "
+                            "train.zero_stage=3: ", mib(p.nvme_bytes), " of files per rank, ", mib(p.host_bytes),
+                            " of host buffers; each unit's slice read from the disk at each gather"));
+    return;
+  }
+}
+
 void add_offload_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
                        config::Device device, std::vector<std::string>& out) {
+  if (config.lora.rank > 0) return;
+  if (config.train.offload == config::Offload::kParams) return add_param_offload_fix(config, world, threads, capacity, device, out);
   const bool offloading = config.train.offload == config::Offload::kOptimizer;
-  if (config.lora.rank > 0 || (offloading && config.offload.to == config::OffloadTo::kNvme)) return;
+  if (offloading && config.offload.to == config::OffloadTo::kNvme)
+    return add_param_offload_fix(config, world, threads, capacity, device, out);
   config::Config c = config;
   c.train.offload = config::Offload::kOptimizer;
   for (std::int64_t s = std::max<std::int64_t>(1, config.train.zero_stage); s <= 3; ++s) {
@@ -438,6 +513,7 @@ void add_offload_fixes(const config::Config& config, std::int64_t world, int thr
       return;
     }
   }
+  add_param_offload_fix(config, world, threads, capacity, device, out);
 }
 
 // Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
@@ -511,7 +587,7 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
                 p.device_fits() ? "fits" : "DOES NOT FIT");
   out << total;
   if (!p.offload_rows.empty()) {
-    out << "  off the device, not in the total (train.offload=optimizer):\n";
+    out << "  off the device, not in the total (train.offload):\n";
     for (const PlanRow& r : p.offload_rows) {
       char line[64];
       std::snprintf(line, sizeof line, "  %-22s %12s  ", r.what.c_str(), mib(r.bytes).c_str());

@@ -17,7 +17,8 @@
 namespace zt::train {
 
 LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
-                   const model::ParamTable& base, DType compute, const ShardMap* part)
+                   const model::ParamTable& base, DType compute, const ShardMap* part,
+                   const optim::OffloadOptions& base_offload)
     : backend_(backend), base_(base), part_(part), spec_(model::lora_spec(config)),
       adapters_(model::lora_table(base.shape(), spec_)),
       adapter_part_(part ? model::adapter_part_table(adapters_, part->cut, part->grid.pp_rank(), part->grid.tp) : adapters_),
@@ -31,7 +32,7 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
   }
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
   base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, optim::units_of(held), optim::params_of(held), stage,
-                                                     optim::ZeroOptions::from(config.zero), optim::OffloadOptions{}, compute,
+                                                     optim::ZeroOptions::from(config.zero), base_offload, compute,
                                                      /*frozen=*/true);
 }
 

@@ -51,9 +51,11 @@ class BorrowedParams final : public model::ParamSource {
 class LoraBase {
  public:
   // base: the whole model's table; comm: the data-parallel group (the base is sharded over it at
-  // train.zero_stage 3 only); part: this rank's part of the model (parallel.pp or tp > 1), null for the whole.
+  // train.zero_stage 3 only); part: this rank's part of the model (parallel.pp or tp > 1), null for the whole;
+  // base_offload: where a sharded bf16/fp32 base lives with train.offload=params (offload_options' "base").
   LoraBase(backend::Backend& backend, dist::Communicator& comm, const config::Config& config,
-           const model::ParamTable& base, DType compute, const ShardMap* part = nullptr);
+           const model::ParamTable& base, DType compute, const ShardMap* part = nullptr,
+           const optim::OffloadOptions& base_offload = {});
 
   const model::ParamTable& adapter_table() const { return adapters_; }     // the whole model's (checkpoints)
   const model::ParamTable& adapter_part() const { return adapter_part_; }  // this rank's (its engine's)

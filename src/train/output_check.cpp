@@ -85,7 +85,7 @@ void check_nvme_dir(const dist::World& world, const config::Config& c, bool forc
   const std::uint64_t free = io::free_bytes(dir) + stale_offload_bytes(dir);
   if (free < need && !force)
     throw ConfigError(cat("offload.nvme_dir=", c.offload.nvme_dir, " has ", mib(free), " free on host ", world.host(),
-                          "; this run's optimizer state needs ", mib(need), " there (", mib(per_rank), " per rank x ",
+                          "; this run's offloaded state needs ", mib(need), " there (", mib(per_rank), " per rank x ",
                           world.local_size(), " rank(s) on the node). Fix: free space there, point offload.nvme_dir at a "
                           "larger node-local disk, use more nodes (the state is sharded), or offload.to=host"));
 }
@@ -125,7 +125,7 @@ std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world
 
 void check_outputs(const dist::World& world, const config::Config& config, bool force) {
   if (world.local_rank() == 0) check_ckpt_dir(world, config, force);  // every node writes its ranks' shards
-  const bool nvme = config.train.offload == config::Offload::kOptimizer && config.offload.to == config::OffloadTo::kNvme;
+  const bool nvme = config.train.offload != config::Offload::kNone && config.offload.to == config::OffloadTo::kNvme;
   if (nvme && world.local_rank() == 0) check_nvme_dir(world, config, force);
   if (world.is_root() && !config.log.metrics.empty()) check_metrics(world, config);
 }

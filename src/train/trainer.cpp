@@ -73,7 +73,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   // LoRA: the adapters are what the engine optimises and the checkpoint holds; under a pipeline those of
   // this rank's blocks, under parallel.tp > 1 their TP shard (LoraBase's adapter ShardMap).
   if (config.lora.rank > 0)
-    lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, compute, shard_map_ ? &*shard_map_ : nullptr);
+    lora_ = std::make_unique<LoraBase>(*backend_, dp_comm(), config, table_, compute, shard_map_ ? &*shard_map_ : nullptr,
+                                       optim::offload_options(config, 0, world.rank(), "base"));
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
   const int stage = static_cast<int>(config.train.zero_stage);
   const optim::ZeroOptions zero =
@@ -123,7 +124,10 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 world.size(), " rank(s)", grid_.pp > 1 || grid_.tp > 1 ? cat(" = ", describe_grid(grid_)) : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
-  log::info(cat("memory per rank: parameters ", mib(mem.params), lora_ ? cat(" (LoRA adapters; frozen base ", mib(lora_->base_bytes()), ")") : "",
+  const std::string params_off = mem.host_params ? cat(" (+ ", mib(mem.host_params), " on the host",
+                                                       mem.nvme_params ? cat(" and ", mib(mem.nvme_params), " on NVMe") : "",
+                                                       ": offload)") : "";
+  log::info(cat("memory per rank: parameters ", mib(mem.params), params_off, lora_ ? cat(" (LoRA adapters; frozen base ", mib(lora_->base_bytes()), ")") : "",
                 ", gradients ", mib(mem.grads), ", optimizer state ",
                 mib(mem.optimizer), mem.host_optimizer ? cat(" (+ ", mib(mem.host_optimizer), " on the host",
                                                                    mem.nvme_optimizer ? cat(" and ", mib(mem.nvme_optimizer), " on NVMe") : "",

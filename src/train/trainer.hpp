@@ -126,10 +126,8 @@ class Trainer {
   // How the engine's table (the model's part, or a LoRA run's adapters) maps to the whole; null: it is the whole.
   const ShardMap* trained_map() const { return lora_ ? lora_->adapter_map() : shard_map_ ? &*shard_map_ : nullptr; }
   std::uint64_t comm_bytes() const;  // payload bytes over every group this rank communicates in
-  // The host threads of an engine's optimizer offload (train.offload=optimizer; 0: none): the actor's and the critic's.
-  int offload_threads() const {
-    return config_.train.offload == config::Offload::kOptimizer ? placement_.threads : 0;
-  }
+  // The host threads of an engine's optimizer offload (train.offload=optimizer or params; 0: none): the actor's and the critic's.
+  int offload_threads() const { return config_.train.offload != config::Offload::kNone ? placement_.threads : 0; }
   double blocked_ms() const;         // time blocked in their collectives
   void make_pipeline_stage();                         // parallel.pp > 1: the stage, its table and groups
   std::vector<dist::Communicator*> groups() const;    // the groups split from comm_ (the grid's)

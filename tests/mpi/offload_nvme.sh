@@ -3,7 +3,9 @@
 # ZeRO-1 and ZeRO-3 give bit-identical losses and final weights with no offload, offload.to=host and
 # offload.to=nvme (chunks of 48 KiB: several per rank), and an NVMe run stopped at a checkpoint (written
 # synchronously, streamed from the file, or asynchronously from a snapshot) and resumed continues the
-# uninterrupted curve and weights bit for bit; a clean exit leaves no scratch file.
+# uninterrupted curve and weights bit for bit; a clean exit leaves no scratch file. The same for
+# train.offload=params (the ZeRO-3 parameter shard off the device too, host or NVMe; fp32, bf16, a LoRA
+# run's frozen base), and a resume on it.
 # A missing, non-directory or unset offload.nvme_dir, and a disk too small for the state (a small
 # tmpfs, where mounting is allowed: the start-up check, and with --force each rank's preallocation),
 # are exit 2 before any step, naming the directory; the directory removed mid-run is exit 1 naming the
@@ -42,15 +44,38 @@ for stage in 1 3; do
   same none$stage host$stage
   same none$stage nvme$stage
 done
+
+# train.offload=params (ZeRO-3, ZeRO-Infinity's parameter offload): the parameters' shard lives off the
+# device too and each unit's slice is read before its all-gather; losses and weights stay bit-identical,
+# in fp32 and bf16 (the slices rounded as the device copy was), and for a LoRA run's frozen base (losses).
+params_nvme=(--train.offload=params --offload.to=nvme --offload.nvme_dir="$nvme" --offload.nvme_chunk_mb=0.05)
+run params_host --train.zero_stage=3 --train.offload=params
+expect_in "$ZT_WORK/out" "memory per rank: parameters 0 MiB \(\+ [0-9.]+ MiB on the host: offload\)"
+same none3 params_host
+run params_nvme --train.zero_stage=3 "${params_nvme[@]}"
+expect_in "$ZT_WORK/out" "offload.nvme_dir: .*/rank_[01]/model.params.bin \((O_DIRECT|buffered)\): read .* MiB"
+same none3 params_nvme
+run bf16_none --train.zero_stage=3 --train.precision=bf16
+run bf16_params --train.zero_stage=3 --train.precision=bf16 "${params_nvme[@]}"
+same bf16_none bf16_params
+lora=(--lora.rank=4 --lora.alpha=8 --train.precision=bf16 --train.zero_stage=3)
+run lora_none "${lora[@]}"
+run lora_params "${lora[@]}" "${params_nvme[@]}"
+expect_in "$ZT_WORK/out" "offload.nvme_dir: .*/rank_[01]/base.params.bin"
+cmp -s <(loss_column "$ZT_WORK/lora_none.jsonl") <(loss_column "$ZT_WORK/lora_params.jsonl") ||
+  fail "a LoRA run with its frozen base offloaded (train.offload=params) has other losses than without"
+echo "lora_none = lora_params: bit-identical losses"
 [ -z "$(ls -A "$nvme")" ] || fail "scratch left in offload.nvme_dir after clean exits: $(ls -R "$nvme")"
 
 # Resume on the NVMe tier: stopped at step 3 (checkpointed), continued to 6 = the uninterrupted run;
 # the synchronous save streams the state from the file, the asynchronous one from a snapshot of it.
 for mode in sync async; do
   async=$([ $mode = async ] && echo true || echo false)
-  run resumed_$mode --train.zero_stage=3 "${to_nvme[@]}" --train.stop_at_step=3 --ckpt.every=3 --ckpt.async=$async
+  tier=("${to_nvme[@]}")
+  [ $mode = sync ] || tier=("${params_nvme[@]}")  # the asynchronous save with the parameters offloaded too
+  run resumed_$mode --train.zero_stage=3 "${tier[@]}" --train.stop_at_step=3 --ckpt.every=3 --ckpt.async=$async
   expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/ck_resumed_$mode" \
-    --log.metrics="$ZT_WORK/resumed_$mode.jsonl" --train.zero_stage=3 "${to_nvme[@]}" --ckpt.resume=auto
+    --log.metrics="$ZT_WORK/resumed_$mode.jsonl" --train.zero_stage=3 "${tier[@]}" --ckpt.resume=auto
   same nvme3 resumed_$mode
 done
 
@@ -66,6 +91,7 @@ bad "offload.nvme_dir=$ZT_WORK/missing does not exist.*Fix:" "${to_nvme[@]}" --o
 touch "$ZT_WORK/a_file"
 bad "offload.nvme_dir=$ZT_WORK/a_file is not a directory" "${to_nvme[@]}" --offload.nvme_dir="$ZT_WORK/a_file"
 bad "offload.to=nvme needs offload.nvme_dir" --train.offload=optimizer --offload.to=nvme
+bad "train.offload=params needs train.zero_stage=3 \(this run: 1\).*Fix:" --train.offload=params
 small="$ZT_WORK/small"
 mkdir -p "$small"
 if mount -t tmpfs -o size=100k tmpfs "$small" 2>/dev/null; then

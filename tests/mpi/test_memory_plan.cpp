@@ -48,8 +48,8 @@ struct Measured {
   double grad_norm = 0;          // the last step's
 };
 
-// Two optimizer steps of two micro-batches each.
-Measured measure(const config::Config& c, int threads) {
+// Two optimizer steps of two micro-batches each (with offload: the engine's offload, as the trainer sets it).
+Measured measure(const config::Config& c, int threads, const optim::OffloadOptions& offload = {}) {
   auto backend = backend::make_cpu_backend(threads);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
   const model::ParamTable table(model::model_shape(c.model));
@@ -61,7 +61,7 @@ Measured measure(const config::Config& c, int threads) {
   std::vector<optim::ParamRange> params;
   for (const auto& p : table.params()) params.push_back({{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)}, p.decay});
   optim::ZeroEngine engine(*backend, *comm, units, params, static_cast<int>(c.train.zero_stage),
-                           optim::ZeroOptions::from(c.zero), {}, compute);
+                           optim::ZeroOptions::from(c.zero), offload, compute);
   engine.load_params([&](std::int64_t o, std::int64_t n, float* out) { model::init_params_range(table, 1, o, n, out); });
   optim::ZeroParams source(engine);
   optim::ZeroGrads sink(engine);
@@ -108,6 +108,19 @@ TEST(MemoryPlan, PredictsTheMeasuredPeakWithinTenPercent) {
     }
 }
 
+// train.offload=params: the device holds gathered units only; the plan's device total is the peak.
+TEST(MemoryPlan, PredictsTheMeasuredPeakWithParametersOffloaded) {
+  const int world = test::world().size();
+  for (int micro : {1, 4}) {
+    config::Config c = small_config(3, micro);
+    c.train.offload = config::Offload::kParams;
+    const double measured = static_cast<double>(measure(c, 1, optim::offload_options(c, 1, 0, "model")).peak);
+    const double predicted = static_cast<double>(plan_memory(c, world, 1, 0).total_bytes);
+    EXPECT_NEAR(predicted / measured, 1.0, 0.10) << "micro " << micro << " world " << world << ": predicted " << predicted
+                                                 << " measured " << measured;
+  }
+}
+
 TEST(MemoryPlan, PredictsRecomputationSavings) {
   for (config::Recompute r : {config::Recompute::kSelective, config::Recompute::kFull}) {
     config::Config c = small_config(1, 4);
@@ -151,9 +164,11 @@ TEST(MemoryPlan, OffloadRowsAreWhatTheEngineHoldsOffTheDevice) {
   auto backend = backend::make_cpu_backend(1);
   auto comm = dist::make_mpi_communicator(test::world(), 60);
   for (int stage : {1, 3})
-    for (bool nvme : {false, true}) {
+    for (bool nvme : {false, true})
+    for (config::Offload what : {config::Offload::kOptimizer, config::Offload::kParams}) {
+      if (what == config::Offload::kParams && stage != 3) continue;
       config::Config c = small_config(stage, 1);
-      c.train.offload = config::Offload::kOptimizer;
+      c.train.offload = what;
       if (nvme) {
         c.offload.to = config::OffloadTo::kNvme;
         c.offload.nvme_dir = dir.string();
@@ -166,9 +181,22 @@ TEST(MemoryPlan, OffloadRowsAreWhatTheEngineHoldsOffTheDevice) {
       const MemoryPlan p = plan_memory(c, comm->size(), 1, 0);
       std::map<std::string, std::uint64_t> rows;
       for (const PlanRow& r : p.offload_rows) rows[r.what] = r.bytes;
-      const std::string at = cat("stage ", stage, nvme ? " nvme" : " host");
+      const std::string at = cat("stage ", stage, nvme ? " nvme " : " host ", config::to_string(what));
       EXPECT_EQ(rows.at(nvme ? "host: NVMe buffers" : "host: optimizer state"), held.host_optimizer) << at;
-      EXPECT_EQ(p.nvme_bytes, held.nvme_optimizer) << at;
+      EXPECT_EQ(p.nvme_bytes, held.nvme_optimizer + held.nvme_params) << at;
+      EXPECT_EQ(p.host_bytes, held.host_optimizer + held.host_params) << at;
+      if (what == config::Offload::kParams) {
+        EXPECT_GT(held.host_params, 0u) << at;
+        EXPECT_EQ(rows.at(nvme ? "host: NVMe param bufs" : "host: parameters"), held.host_params) << at;
+        if (nvme) {
+          EXPECT_EQ(rows.at("NVMe file, parameters"), held.nvme_params) << at;
+          EXPECT_NE(format_plan(p, {}).find(dir.string() + "/rank_<r>/model.params.bin"), std::string::npos) << at;
+        }
+        EXPECT_EQ(held.params, 0u) << at;
+        config::Config optimizer_only = c;
+        optimizer_only.train.offload = config::Offload::kOptimizer;
+        EXPECT_LT(p.total_bytes, plan_memory(optimizer_only, comm->size(), 1, 0).total_bytes) << at;
+      }
       if (nvme) {
         EXPECT_EQ(rows.at("NVMe file"), held.nvme_optimizer) << at;
         EXPECT_EQ(rows.at("NVMe traffic per step"), 2 * held.nvme_optimizer) << at;

@@ -49,8 +49,10 @@ ZeroEngine::ZeroEngine(backend::Backend& backend, dist::Communicator& comm, std:
     return b;
   };
   if (stage_ <= 2) full_params_ = zeroed(full, dtype_);
-  if (stage_ == 3) param_shard_ = zeroed(shard, dtype_);
+  if (stage_ == 3 && offload.params) param_store_ = ParamStore::make(part_, dtype_, offload.params_file);
+  if (stage_ == 3 && !param_store_) param_shard_ = zeroed(shard, dtype_);
   if (frozen_) return;  // no gradients, master or optimizer state
+  ZT_CHECK(!param_store_ || offload.threads > 0, "ZeRO engine: offloaded parameters are updated by the offloaded optimizer");
   if (stage_ <= 1) full_grads_ = zeroed(full, DType::kF32);
   if (stage_ >= 2) grad_shard_ = zeroed(shard, DType::kF32);  // stage 1 reduces in place into its block of full_grads_
   if (offload.threads > 0) {
@@ -98,9 +100,22 @@ void ZeroEngine::expect_access_order(std::vector<int> access_order) {
 
 void ZeroEngine::launch_gather(int u) {
   Buffer full = take_transient(part_.padded_numel(u), dtype_);
-  const Tensor send = pview(param_shard_, part_.shard_offset(u), part_.shard_numel(u));
+  const std::int64_t shard = part_.shard_numel(u);
+  Tensor send;
+  if (param_store_) {  // the slice straight into this rank's block: an in-place all-gather
+    send = pview(full, part_.rank() * shard, shard);
+    param_store_->read_unit(u, backend_, send.data);
+    prefetch_slice_after(u);
+  } else {
+    send = pview(param_shard_, part_.shard_offset(u), shard);
+  }
   gathers_[u] = comm_.all_gather(span(send), span(pview(full, 0, part_.padded_numel(u))));
   gathered_[u] = std::move(full);
+}
+
+void ZeroEngine::prefetch_slice_after(int u) {
+  if (access_pos_ + 1 < access_order_.size() && access_order_[access_pos_] == u)
+    param_store_->prefetch(access_order_[access_pos_ + 1]);
 }
 
 Tensor ZeroEngine::param_unit(int u) {
@@ -260,7 +275,9 @@ std::vector<ZeroEngine::Piece> ZeroEngine::pieces() const {
   std::vector<Piece> out;
   for (const ShardPiece& p : part_.pieces()) {
     const std::int64_t in_full = full_offset(p.unit) + (p.flat_offset - part_.unit(p.unit).offset);
-    const Tensor param = stage_ <= 2 ? pview(full_params_, in_full, p.numel) : pview(param_shard_, p.shard_offset, p.numel);
+    const Tensor param = stage_ <= 2     ? pview(full_params_, in_full, p.numel)
+                         : param_store_ ? Tensor()  // updated through the store
+                                        : pview(param_shard_, p.shard_offset, p.numel);
     // Stage 1's reduced slice sits in place in full_grads_, where this piece's element is.
     const Tensor grad = stage_ <= 1 ? fview(full_grads_, in_full, p.numel) : fview(grad_shard_, p.shard_offset, p.numel);
     const Tensor master = mixed() && !offload_ ? fview(master_, p.shard_offset, p.numel) : param;
@@ -275,7 +292,7 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
   if (offload_) {
     std::vector<OffloadOptimizer::DevicePiece> device;
     for (const Piece& p : all) device.push_back({p.piece, p.param, p.grad});
-    offload_->step(device, o, lr, step, grad_scale);
+    offload_->step(device, o, lr, step, grad_scale, param_store_.get());
   } else {
     for (const Piece& d : all) {
       const ShardPiece& p = d.piece;
@@ -314,6 +331,8 @@ MemoryBreakdown ZeroEngine::memory() const {
   m.optimizer = exp_avg_.bytes() + exp_avg_sq_.bytes();
   m.host_optimizer = offload_ ? offload_->host_bytes() : 0;
   m.nvme_optimizer = offload_ ? offload_->store().disk_bytes() : 0;
+  m.host_params = param_store_ ? param_store_->host_bytes() : 0;
+  m.nvme_params = param_store_ ? param_store_->disk_bytes() : 0;
   m.comm_buffers_peak = comm_bytes_peak_;
   return m;
 }

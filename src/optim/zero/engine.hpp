@@ -31,6 +31,7 @@
 #include "config/config.hpp"
 #include "dist/communicator.hpp"
 #include "optim/zero/offload.hpp"
+#include "optim/zero/param_store.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::optim {
@@ -71,6 +72,8 @@ struct MemoryBreakdown {
   std::size_t params = 0, grads = 0, optimizer = 0, comm_buffers_peak = 0;
   std::size_t host_optimizer = 0;  // ZeRO-Offload: master + moments in host memory, or the NVMe tier's buffers
   std::uint64_t nvme_optimizer = 0;  // ZeRO-Offload to NVMe: the state's file
+  std::size_t host_params = 0;       // train.offload=params: the parameter shard, or the NVMe tier's buffers
+  std::uint64_t nvme_params = 0;     // ... on NVMe: the shard's file
   std::size_t model_state() const { return params + grads + optimizer; }
 };
 
@@ -82,7 +85,8 @@ class ZeroEngine {
 
   // offload.threads > 0: ZeRO-Offload (offload.hpp): the fp32 master, the AdamW moments and the
   // optimizer step live on the host (the state in memory or on NVMe), run by that many threads; the
-  // device holds no optimizer state.
+  // device holds no optimizer state. offload.params at stage 3 (param_store.hpp): nor the parameter
+  // shard, which each unit's gather reads from the host or NVMe.
   // compute: the dtype of the parameters handed to the model (f32, bf16 or f16).
   // frozen: parameters only (LoRA's base): held in the compute dtype, replicated at stages 0-2 and
   // sharded and gathered per unit at stage 3 as any parameter, with no gradient, master or optimizer
@@ -108,6 +112,8 @@ class ZeroEngine {
   bool gather_is_collective() const { return stage_ == 3 || (mixed() && stage_ >= 1); }
   // ZeRO-Offload: the master and moments live off the device (host memory or NVMe), not in its buffers.
   bool offloads() const { return offload_ != nullptr; }
+  // train.offload=params: the stage-3 parameter shard lives off the device too.
+  bool offloads_params() const { return param_store_ != nullptr; }
 
   // ---- checkpoint state: the fp32 master weights and AdamW moments by flat range ----------------
   using State = OffloadState;  // the same three arrays wherever they live (offload_store.hpp)
@@ -194,6 +200,8 @@ class ZeroEngine {
   backend::Buffer param_shard_, grad_shard_, exp_avg_, exp_avg_sq_;
   backend::Buffer master_;  // mixed precision without offload: this rank's fp32 master (shard layout)
   std::unique_ptr<OffloadOptimizer> offload_;  // ZeRO-Offload; then exp_avg_/exp_avg_sq_/master_ stay empty
+  std::unique_ptr<ParamStore> param_store_;    // train.offload=params (stage 3); then param_shard_ stays empty
+  void prefetch_slice_after(int u);            // reads ahead the slice of the unit expected after u
   std::vector<Piece> pieces() const;
   bool reducing_ = false;
   std::vector<int> bucket_units_;

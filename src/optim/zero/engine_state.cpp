@@ -46,14 +46,19 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
     if (range.numel == 0) continue;
     host.resize(range.numel);
     fill(range.offset, range.numel, host.data());
-    const Tensor dst = stage_ <= 2 ? pview(full_params_, full_offset(u), range.numel)
-                                   : pview(param_shard_, part_.shard_offset(u), range.numel);
-    backend::copy_from_host_f32(backend_, dst, host.data());
+    if (param_store_) {
+      param_store_->update(part_.shard_offset(u), range.numel, host.data());
+    } else {
+      const Tensor dst = stage_ <= 2 ? pview(full_params_, full_offset(u), range.numel)
+                                     : pview(param_shard_, part_.shard_offset(u), range.numel);
+      backend::copy_from_host_f32(backend_, dst, host.data());
+    }
     if (!separate_master() || frozen_) continue;
     const FlatRange mine = intersect(part_.owned(u, part_.rank()), range);  // the whole range at stage 3
     if (mine.numel == 0) continue;
     write_state(State::kMaster, shard_position(u, mine), mine.numel, host.data() + (mine.offset - range.offset));
   }
+  if (param_store_) param_store_->finish_update();
 }
 
 void ZeroEngine::gather_params(float* flat) {

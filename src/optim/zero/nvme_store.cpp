@@ -4,61 +4,19 @@
 #include "optim/zero/nvme_store.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <exception>
-#include <mutex>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 
 namespace zt::optim {
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-constexpr int kRead = 0, kWrite = 1;
-}  // namespace
 
 struct NvmeStore::Slot {
   io::AlignedBuffer buf;             // [3][chunk] f32: master, exp_avg, exp_avg_sq, as in the file
   std::int64_t chunk = -1;           // what buf holds, or is being read into
   std::shared_future<void> pending;  // the last transfer into or out of buf
-};
-
-// Bytes and in-flight time per direction: the union of the intervals during which at least one
-// transfer of that direction ran (two overlapping reads count once), so bytes / seconds is the rate
-// the tier achieved, comparable with the disk's own.
-struct NvmeStore::Meter {
-  std::mutex mu;
-  int active[2] = {0, 0};
-  Clock::time_point since[2];
-  OffloadIo io;
-  template <typename F>
-  void timed(int dir, std::uint64_t bytes, F&& transfer) {
-    {
-      std::lock_guard lock(mu);
-      if (active[dir]++ == 0) since[dir] = Clock::now();
-    }
-    struct End {  // also when the transfer throws
-      Meter& m;
-      int dir;
-      std::uint64_t bytes;
-      ~End() {
-        std::lock_guard lock(m.mu);
-        (dir == kRead ? m.io.read_bytes : m.io.write_bytes) += bytes;
-        if (--m.active[dir] == 0) (dir == kRead ? m.io.read_s : m.io.write_s) += seconds_since(m.since[dir]);
-      }
-    } end{*this, dir, bytes};
-    transfer();
-  }
-  void waited(Clock::time_point t) {
-    const double s = seconds_since(t);
-    std::lock_guard lock(mu);
-    io.wait_s += s;
-  }
 };
 
 std::int64_t NvmeStore::chunk_numel_for(double chunk_mb) {
@@ -82,7 +40,7 @@ std::uint64_t NvmeStore::buffer_bytes(std::int64_t numel, std::int64_t chunk_num
 }
 
 NvmeStore::NvmeStore(std::int64_t numel, const fs::path& file, std::int64_t chunk_numel)
-    : numel_(numel), chunk_(chunk_for(numel, chunk_numel)), meter_(std::make_unique<Meter>()) {
+    : numel_(numel), chunk_(chunk_for(numel, chunk_numel)), meter_(std::make_unique<TransferMeter>()) {
   ZT_CHECK(chunk_numel > 0 && chunk_numel % kChunkAlign == 0, "NVMe chunk of ", chunk_numel, " elements");
   file_ = std::make_unique<io::DirectFile>(
       file, file_bytes(numel, chunk_numel), "offload.nvme_dir",
@@ -102,20 +60,9 @@ NvmeStore::~NvmeStore() {
   } catch (...) {  // destructors never throw: the run is ending, the file goes
   }
   pool_.reset();
-  if (!failing) {
-    const OffloadIo t = io();
-    auto moved = [](std::uint64_t bytes, double s) {
-      char text[96];
-      std::snprintf(text, sizeof text, "%.1f MiB in %.3f s (%.0f MB/s)", static_cast<double>(bytes) / (1 << 20), s,
-                    s > 0 ? static_cast<double>(bytes) / s / 1e6 : 0.0);
-      return std::string(text);
-    };
-    char waited[32];
-    std::snprintf(waited, sizeof waited, "%.3f s", t.wait_s);
-    log::info("offload.nvme_dir: ", file_->path().string(), file_->direct() ? " (O_DIRECT)" : " (buffered)", ": read ",
-              moved(t.read_bytes, t.read_s), ", wrote ", moved(t.write_bytes, t.write_s),
-              "; the training thread waited ", waited, " for them");
-  }
+  if (!failing)
+    log::info("offload.nvme_dir: ", file_->path().string(), file_->direct() ? " (O_DIRECT)" : " (buffered)", ": ",
+              meter_->summary());
   const fs::path dir = file_->path().parent_path();
   file_.reset();
   std::error_code ec;
@@ -124,14 +71,11 @@ NvmeStore::~NvmeStore() {
 
 std::size_t NvmeStore::host_bytes() const { return kSlots * stride() + window_.bytes(); }
 
-OffloadIo NvmeStore::io() const {
-  std::lock_guard lock(meter_->mu);
-  return meter_->io;
-}
+OffloadIo NvmeStore::io() const { return meter_->io(); }
 
 void NvmeStore::wait(Slot& s) {
   if (!s.pending.valid()) return;
-  const auto t = Clock::now();
+  const auto t = TransferMeter::Clock::now();
   try {
     s.pending.get();
   } catch (...) {
@@ -149,7 +93,7 @@ void NvmeStore::prefetch(std::int64_t c) {
   s.chunk = c;
   s.pending = pool_->submit([this, &s, before, c] {
     if (before.valid()) before.get();  // the slot's write of its last chunk reads the buffer until done
-    meter_->timed(kRead, stride(), [&] { file_->read(c * stride(), s.buf.data(), stride()); });
+    meter_->timed(TransferMeter::kRead, stride(), [&] { file_->read(c * stride(), s.buf.data(), stride()); });
   });
 }
 
@@ -163,7 +107,7 @@ NvmeStore::Slot& NvmeStore::load(std::int64_t c) {
 void NvmeStore::write_back(Slot& s) {
   const std::int64_t c = s.chunk;
   s.pending = pool_->submit([this, &s, c] {
-    meter_->timed(kWrite, stride(), [&] { file_->write(c * stride(), s.buf.data(), stride()); });
+    meter_->timed(TransferMeter::kWrite, stride(), [&] { file_->write(c * stride(), s.buf.data(), stride()); });
   });
 }
 
@@ -198,8 +142,8 @@ void NvmeStore::window_to(OffloadState state, std::int64_t c, bool read) {
   if (!read) return;
   const std::uint64_t at = c * stride() + static_cast<std::uint64_t>(state) * chunk_ * sizeof(float);
   const std::size_t bytes = io::align_up(static_cast<std::uint64_t>(chunk_size(c)) * sizeof(float));
-  const auto t = Clock::now();
-  meter_->timed(kRead, bytes, [&] { file_->read(at, window_.data(), bytes); });
+  const auto t = TransferMeter::Clock::now();
+  meter_->timed(TransferMeter::kRead, bytes, [&] { file_->read(at, window_.data(), bytes); });
   meter_->waited(t);
 }
 
@@ -208,9 +152,9 @@ void NvmeStore::flush_window() {
   const std::int64_t c = window_chunk_;
   const std::uint64_t at = c * stride() + static_cast<std::uint64_t>(window_state_) * chunk_ * sizeof(float);
   const std::size_t bytes = io::align_up(static_cast<std::uint64_t>(chunk_size(c)) * sizeof(float));
-  const auto t = Clock::now();
+  const auto t = TransferMeter::Clock::now();
   window_dirty_ = false;
-  meter_->timed(kWrite, bytes, [&] { file_->write(at, window_.data(), bytes); });
+  meter_->timed(TransferMeter::kWrite, bytes, [&] { file_->write(at, window_.data(), bytes); });
   meter_->waited(t);
 }
 

@@ -26,6 +26,7 @@
 #include "io/direct_file.hpp"
 #include "io/transfer_pool.hpp"
 #include "optim/zero/offload_store.hpp"
+#include "optim/zero/transfer_meter.hpp"
 
 namespace zt::optim {
 
@@ -59,7 +60,6 @@ class NvmeStore final : public OffloadStore {
 
  private:
   struct Slot;
-  struct Meter;
   std::int64_t n_chunks() const { return (numel_ + chunk_ - 1) / chunk_; }
   std::int64_t chunk_size(std::int64_t c) const { return std::min(chunk_, numel_ - c * chunk_); }
   std::uint64_t stride() const { return 3 * static_cast<std::uint64_t>(chunk_) * sizeof(float); }  // one chunk
@@ -75,7 +75,7 @@ class NvmeStore final : public OffloadStore {
 
   std::int64_t numel_, chunk_;
   std::unique_ptr<io::DirectFile> file_;
-  std::unique_ptr<Meter> meter_;
+  std::unique_ptr<TransferMeter> meter_;
   std::array<std::unique_ptr<Slot>, kSlots> slots_;
   io::AlignedBuffer window_;
   OffloadState window_state_ = OffloadState::kMaster;

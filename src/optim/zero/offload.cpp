@@ -14,11 +14,14 @@ namespace fs = std::filesystem;
 
 OffloadOptions offload_options(const config::Config& c, int threads, int world_rank, const std::string& name) {
   OffloadOptions o;
-  if (c.train.offload != config::Offload::kOptimizer) return o;
+  if (c.train.offload == config::Offload::kNone) return o;
   o.threads = threads;
+  o.params = c.train.offload == config::Offload::kParams;
   if (c.offload.to == config::OffloadTo::kNvme) {
-    o.nvme_file = fs::path(c.offload.nvme_dir) / cat("rank_", world_rank) / (name + ".bin");
+    const fs::path rank_dir = fs::path(c.offload.nvme_dir) / cat("rank_", world_rank);
+    if (threads > 0) o.nvme_file = rank_dir / (name + ".bin");
     o.chunk_numel = NvmeStore::chunk_numel_for(c.offload.nvme_chunk_mb);
+    if (o.params) o.params_file = rank_dir / (name + ".params.bin");
   }
   return o;
 }
@@ -32,12 +35,8 @@ OffloadFootprint offload_footprint(std::int64_t shard_numel, const OffloadOption
           3 * staging};
 }
 
-namespace {
-// offload.nvme_dir must exist (a node-local disk's mount: a missing one is a typo or an unmounted
-// disk, which creating it would hide by filling the root file system); rank_<r>/ below it is ours.
-std::unique_ptr<OffloadStore> make_store(std::int64_t numel, const OffloadOptions& o) {
-  if (o.nvme_file.empty()) return make_host_store(numel);
-  const fs::path rank_dir = o.nvme_file.parent_path(), dir = rank_dir.parent_path();
+void prepare_nvme_dir(const fs::path& file) {
+  const fs::path rank_dir = file.parent_path(), dir = rank_dir.parent_path();
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw ConfigError(cat("offload.nvme_dir=", dir.string(), fs::exists(dir, ec) ? " is not a directory" : " does not exist",
@@ -47,6 +46,12 @@ std::unique_ptr<OffloadStore> make_store(std::int64_t numel, const OffloadOption
   if (ec)
     throw ConfigError(cat("offload.nvme_dir=", dir.string(), ": cannot create ", rank_dir.string(), ": ", ec.message(),
                           ". Fix: make offload.nvme_dir writable by the job"));
+}
+
+namespace {
+std::unique_ptr<OffloadStore> make_store(std::int64_t numel, const OffloadOptions& o) {
+  if (o.nvme_file.empty()) return make_host_store(numel);
+  prepare_nvme_dir(o.nvme_file);
   return std::make_unique<NvmeStore>(numel, o.nvme_file, o.chunk_numel);
 }
 }  // namespace
@@ -63,7 +68,7 @@ std::size_t OffloadOptimizer::host_bytes() const { return store_->host_bytes() +
 // Chunk by chunk (the host tier: one chunk), each piece's part of it: its gradients down to the
 // staging buffer, AdamW on the chunk's views, the rounded parameters back up.
 void OffloadOptimizer::step(const std::vector<DevicePiece>& pieces, const config::OptimConfig& o, double lr, int step,
-                            double grad_scale) {
+                            double grad_scale, ParamStore* params) {
   std::size_t first = 0;  // the first piece not wholly before the chunk
   store_->for_each_chunk([&](const OffloadStore::Chunk& c) {
     auto f32 = [](float* p, std::int64_t n) { return backend::Tensor(p, DType::kF32, {n}); };
@@ -84,10 +89,15 @@ void OffloadOptimizer::step(const std::vector<DevicePiece>& pieces, const config
       host_->adamw_update(f32(c.master + in_chunk, n), f32(grad, n), f32(c.exp_avg + in_chunk, n),
                           f32(c.exp_avg_sq + in_chunk, n), backend::Tensor(),
                           adamw_hyperparams(o, lr, step, grad_scale, d.piece.decay));
+      if (params) {
+        params->update(lo, n, c.master + in_chunk);
+        continue;
+      }
       const backend::Tensor param(static_cast<char*>(d.param.data) + in_piece * dtype_size(d.param.dtype), d.param.dtype, {n});
       backend::copy_from_host_f32(device_, param, c.master + in_chunk);
     }
   });
+  if (params) params->finish_update();
 }
 
 }  // namespace zt::optim

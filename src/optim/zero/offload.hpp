@@ -17,6 +17,7 @@
 #include "config/config.hpp"
 #include "io/direct_file.hpp"
 #include "optim/zero/offload_store.hpp"
+#include "optim/zero/param_store.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::optim {
@@ -28,16 +29,26 @@ inline backend::Backend::AdamW adamw_hyperparams(const config::OptimConfig& o, d
           decay ? static_cast<float>(o.weight_decay) : 0.0f, step_1based, static_cast<float>(grad_scale)};
 }
 
-// Where an engine's offloaded state goes. threads = 0: no offload.
+// Where an engine's offloaded state goes. threads = 0: no optimizer offload.
 struct OffloadOptions {
   int threads = 0;                  // host threads of the AdamW step
   std::filesystem::path nvme_file;  // empty: host memory; else the NVMe tier's file
   std::int64_t chunk_numel = 0;     // NVMe: elements per streamed chunk (NvmeStore::kChunkAlign multiple)
+  // train.offload=params: a stage-3 engine's working parameters live off the device too (param_store.hpp),
+  // in host memory or (params_file set) in the NVMe tier's file; also for a frozen engine (threads = 0).
+  bool params = false;
+  std::filesystem::path params_file;
 };
 
-// train.offload and offload.*: `name` tells an engine's file from another's on the same rank (the
-// actor's, PPO's critic's): offload.nvme_dir/rank_<world rank>/<name>.bin.
+// train.offload and offload.*: `name` tells an engine's files from another's on the same rank (the
+// actor's, PPO's critic's, LoRA's frozen base's): offload.nvme_dir/rank_<world rank>/<name>.bin (the
+// optimizer state) and <name>.params.bin. threads = 0: the engine has no optimizer to offload.
 OffloadOptions offload_options(const config::Config& config, int threads, int world_rank, const std::string& name);
+
+// offload.nvme_dir's checks before a file of the NVMe tier is created below it: the directory exists (a
+// node-local disk's mount: creating a missing one would hide a typo or an unmounted disk by filling the
+// root file system); rank_<r>/ below it is made. ConfigError (exit 2) naming the directory and the fix.
+void prepare_nvme_dir(const std::filesystem::path& file);
 
 // What an engine whose shard holds shard_numel elements keeps off the device with `o` (o.threads > 0):
 // host memory (the state and its gradient staging, or the NVMe tier's buffers) and the NVMe file.
@@ -54,16 +65,16 @@ class OffloadOptimizer {
   OffloadOptimizer(backend::Backend& device, std::int64_t shard_numel, const OffloadOptions& options);
   ~OffloadOptimizer();
 
-  // One owned piece: where its working parameters (compute dtype) and reduced fp32 gradients are on
-  // the device.
+  // One owned piece: where its working parameters (compute dtype; none with a ParamStore) and reduced
+  // fp32 gradients are on the device.
   struct DevicePiece {
     ShardPiece piece;
     backend::Tensor param, grad;
   };
   // AdamW on the host for every piece (pieces in shard order), streamed through the store's chunks,
-  // and the updated parameters back to the device.
+  // and the updated parameters back to the device, or (train.offload=params) into `params`.
   void step(const std::vector<DevicePiece>& pieces, const config::OptimConfig& o, double lr, int step_1based,
-            double grad_scale);
+            double grad_scale, ParamStore* params = nullptr);
 
   // The state by shard range, host floats in and out (loads, checkpoints, gathers).
   void read(OffloadState state, std::int64_t offset, std::int64_t numel, float* out) { store_->read(state, offset, numel, out); }

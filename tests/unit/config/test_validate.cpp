@@ -197,6 +197,39 @@ TEST(Validate, OffloadToNvmeNeedsOptimizerOffloadAndADirectory) {
   EXPECT_NE(error_of([&] { validate(c); }).find("offload.nvme_chunk_mb is set"), std::string::npos);
 }
 
+// train.offload=params offloads ZeRO-3's parameter shard: other stages and an NF4 base are refused, naming
+// the stage and the fix; zero.reduce_dtype=compute is for the stages that reduce unit by unit (2-3).
+TEST(Validate, ParamOffloadNeedsZero3AndReduceInComputeNeedsStage2) {
+  Config c;
+  c.train.offload = Offload::kParams;
+  for (std::int64_t stage : {0, 1, 2}) {
+    c.train.zero_stage = stage;
+    const std::string msg = error_of([&] { validate(c); });
+    EXPECT_NE(msg.find("train.offload=params needs train.zero_stage=3 (this run: " + std::to_string(stage) + ")"),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("Fix:"), std::string::npos) << msg;
+  }
+  c.train.zero_stage = 3;
+  EXPECT_NO_THROW(validate(c));
+  c.offload.to = OffloadTo::kNvme;
+  c.offload.nvme_dir = "/nvme";
+  EXPECT_NO_THROW(validate(c));
+  c.lora.rank = 8;
+  c.lora.base_dtype = LoraBaseDtype::kNf4;
+  EXPECT_NE(error_of([&] { validate(c); }).find("train.offload=params does not take an NF4 base"), std::string::npos);
+
+  c = Config{};
+  c.zero.reduce_dtype = ReduceDtype::kCompute;
+  for (std::int64_t stage : {0, 1}) {
+    c.train.zero_stage = stage;
+    const std::string msg = error_of([&] { validate(c); });
+    EXPECT_NE(msg.find("zero.reduce_dtype=compute needs train.zero_stage 2 or 3 (this run: " + std::to_string(stage) + ")"),
+              std::string::npos) << msg;
+  }
+  c.train.zero_stage = 2;
+  EXPECT_NO_THROW(validate(c));
+}
+
 TEST(Validate, LlamaKeysGivenToGpt2NameTheKeyAndTheFix) {
   Config c;
   c.model.n_kv_head = 2;
