@@ -309,7 +309,7 @@ std::vector<Option> build_table() {
       opt("rl.entropy_coeff", &C::rl, &RlConfig::entropy_coeff, "weight of the entropy bonus: the loss subtracts this times the aggregated entropy of the policy's next-token distribution at the response tokens, which keeps exploration up (verl actor.entropy_coeff; 0 = none)", closed(0, 1e6)),
       opt("rl.kl_estimator", &C::rl, &RlConfig::kl_estimator, "per-token KL estimate: k1 (log p - log ref) or k3 (verl low_var_kl, exp(ref - p) - (ref - p) - 1)"),
       opt("rl.loss_agg", &C::rl, &RlConfig::loss_agg, "how token losses make a step's loss: token-mean (over every response token of the mini-batch), seq-mean-token-mean, seq-mean-token-sum (verl loss_agg_mode)"),
-      opt("rl.rollout_dir", &C::rl, &RlConfig::rollout_dir, "write each iteration's rollouts to DIR/step_NNNNNNNN.jsonl (rank 0): prompt and response ids and text, reward, advantage (verl trainer.rollout_data_dir; empty = none)"),
+      opt("rl.rollout_dir", &C::rl, &RlConfig::rollout_dir, "write each iteration's rollouts to DIR/step_NNNNNNNN.jsonl (rank 0): prompt and response ids and text, reward, advantage (PPO: per token, with the returns and the critic's values) (verl trainer.rollout_data_dir; empty = none)"),
       opt("rl.gamma", &C::rl, &RlConfig::gamma, "PPO: discount of later rewards in GAE (verl algorithm.gamma)", closed(0, 1)),
       opt("rl.lam", &C::rl, &RlConfig::lam, "PPO: GAE's lambda, between one-step TD (0) and Monte Carlo returns (1) (verl algorithm.lam)", closed(0, 1)),
       opt("rl.cliprange_value", &C::rl, &RlConfig::cliprange_value, "PPO: the critic's new values are clipped to the rollout's values +- this in the value loss (verl critic.cliprange_value)", closed(0, 1e6)),

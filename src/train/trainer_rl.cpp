@@ -308,7 +308,8 @@ std::uint64_t Trainer::rl_first_token(std::int64_t step, std::int64_t m) const {
 }
 
 // rl.rollout_dir: the iteration's rollouts of every data-parallel group gathered on rank 0 and written, in
-// the iteration's order (prompt position, then sample), as DIR/step_NNNNNNNN.jsonl (atomic).
+// the iteration's order (prompt position, then sample), as DIR/step_NNNNNNNN.jsonl (atomic); PPO's with
+// their per-token advantages, returns and the critic's values.
 void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
   std::string mine;
   for (std::size_t k = 0; grid_.tp_rank() == 0 && k < rollouts.size(); ++k) {  // a TP group's first rank speaks for it
@@ -318,6 +319,11 @@ void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
                                    {"prompt_ids", ro.prompt}, {"response_ids", ro.response}, {"prompt", ro.prompt_text},
                                    {"response", ro.response_text}, {"reference", p.reference.value_or("")}, {"reward", ro.reward},
                                    {"advantage", ro.advantage}, {"truncated", ro.truncated}};
+    if (!ro.token_advantages.empty()) {  // PPO: GAE's whitened advantages, the critic's targets and its values
+      line["token_advantages"] = ro.token_advantages;
+      line["returns"] = ro.returns;
+      line["old_values"] = ro.old_values;
+    }
     mine += line.dump() + "\n";
   }
   const std::vector<std::string> parts = world_.gather_to_root(mine, "rl.rollout_dir: the rollouts gathered on rank 0");
@@ -377,7 +383,6 @@ Trainer::StepResult Trainer::rl_iteration() {
   RlSums sums;
   std::vector<rl::Rollout> rollouts = rl_generate(sums);
   rl_score(rollouts, sums);
-  if (!config_.rl.rollout_dir.empty()) rl_write_rollouts(rollouts);
   const auto t = Clock::now();
   // The aggregation's denominators: each optimizer step's response tokens over all ranks (one all-reduce).
   std::vector<double> step_tokens(static_cast<std::size_t>(b.steps_per_epoch()), 0.0);
@@ -392,6 +397,7 @@ Trainer::StepResult Trainer::rl_iteration() {
   if (r.reference) ref_logp = rl_logprobs(rollouts, r.reference->params());
   else if (config_.rl.kl_coef > 0) ref_logp = rl_logprobs(rollouts, *params_, /*without_adapters=*/true);
   if (critic_) rl_gae(rollouts, old_logp, ref_logp, sums);
+  if (!config_.rl.rollout_dir.empty()) rl_write_rollouts(rollouts);  // after GAE: PPO's per-token arrays too
   // PPO's critic warm-up: the first rl.critic_warmup iterations train the critic alone.
   const bool actor_trains = !critic_ || step_ >= config_.rl.critic_warmup;
   const std::int64_t actor_first = critic_ ? std::min(step_, config_.rl.critic_warmup) : 0;  // iterations it sat out

@@ -9,7 +9,15 @@ computes in fp32). The entropy bonus (--entropy_coeff C, verl's actor.entropy_co
 times the token-mean of each response position's entropy of the whole softmax (verl's entropy_from_logits
 and agg_loss); the metrics line's `entropy` is that token-mean, compared in every run.
 
-usage: rl_update_reference.py [--entropy_coeff=C] MODEL_DIR ROLLOUTS.jsonl METRICS.jsonl [METRICS2.jsonl ...]
+PPO (--ppo --gamma=G --lam=L; rl.kl_coef 0): the rollouts carry the critic's values at the rollout
+(`old_values`) and the run's GAE (`token_advantages`, `returns`). GAE is recomputed here from the rewards and
+those values as verl's compute_gae_advantage_return (the score on the last token; delta_t = r_t + G v_{t+1} -
+v_t, A_t = delta_t + G L A_{t+1}, returns = A + v) and masked_whiten (over every response token of the
+batch, unbiased variance), and must equal the file's within 1e-5; the actor's loss is then the token-mean of
+-A_t r_t with the per-token advantages, and the metrics' `value_loss` verl's compute_value_loss at the first
+critic step, where the values are the rollout's (the clip inert): 0.5 token-mean (v - R)^2.
+
+usage: rl_update_reference.py [--entropy_coeff=C] [--ppo --gamma=G --lam=L] MODEL_DIR ROLLOUTS.jsonl METRICS.jsonl [...]
 Exits 77 (skip) when PyTorch is not installed, 1 naming the difference.
 """
 import json
@@ -30,9 +38,12 @@ import st_io  # noqa: E402
 
 def main():
     args = sys.argv[1:]
-    coeff = 0.0
-    if args and args[0].startswith("--entropy_coeff="):
-        coeff = float(args.pop(0).split("=", 1)[1])
+    flags = {}
+    while args and args[0].startswith("--"):
+        key, _, value = args.pop(0)[2:].partition("=")
+        flags[key] = value
+    coeff = float(flags.get("entropy_coeff", 0))
+    ppo = "ppo" in flags
     model_dir, rollouts_path, metrics_paths = args[0], args[1], args[2:]
     with open(os.path.join(model_dir, "config.json")) as f:
         j = json.load(f)
@@ -40,6 +51,11 @@ def main():
     P = {n: torch.from_numpy(w).double().requires_grad_(True) for n, w in weights.items()}
     rollouts = [json.loads(line) for line in open(rollouts_path)]
     T = sum(len(r["response_ids"]) for r in rollouts)
+    failures = 0
+    value_loss = None
+    if ppo:
+        failures += check_gae(rollouts, float(flags["gamma"]), float(flags["lam"]))
+        value_loss = sum(0.5 * sum((v - R) ** 2 for v, R in zip(r["old_values"], r["returns"])) for r in rollouts) / T
     loss = torch.zeros((), dtype=torch.float64)
     entropy = torch.zeros((), dtype=torch.float64)
     for r in rollouts:
@@ -48,13 +64,13 @@ def main():
         P0 = len(r["prompt_ids"])
         token_logp = logp[P0 - 1:, :].gather(1, torch.tensor(r["response_ids"]).unsqueeze(1)).squeeze(1)
         ratio = torch.exp(token_logp - token_logp.detach())  # 1, with the policy's gradient
-        loss = loss + (-r["advantage"] * ratio).sum() / T
+        advantage = torch.tensor(r["token_advantages"], dtype=torch.float64) if ppo else r["advantage"]
+        loss = loss + (-advantage * ratio).sum() / T
         h = -(logp[P0 - 1:, :].exp() * logp[P0 - 1:, :]).sum(-1)  # each response position's whole softmax
         entropy = entropy + h.sum() / T
     loss = loss - coeff * entropy
     loss.backward()
     norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in P.values() if p.grad is not None))
-    failures = 0
     for path in metrics_paths:
         m = next(json.loads(line) for line in open(path) if '"step": 1,' in line)
         dl, dn = abs(m["loss"] - float(loss)), abs(m["grad_norm"] - norm) / norm
@@ -63,7 +79,39 @@ def main():
         print(f"{'ok' if ok else 'MISMATCH'} {path}: loss {m['loss']} vs {float(loss):.9g}, grad norm {m['grad_norm']} "
               f"vs {norm:.9g} ({dn:.1e} relative), entropy {m['entropy']} vs {float(entropy):.9g} ({de:.1e})")
         failures += 0 if ok else 1
+        if value_loss is not None:
+            dv = abs(m["value_loss"] - value_loss) / value_loss
+            print(f"{'ok' if dv <= 1e-5 else 'MISMATCH'} {path}: value loss {m['value_loss']} vs {value_loss:.9g} ({dv:.1e} relative)")
+            failures += 0 if dv <= 1e-5 else 1
     sys.exit(1 if failures else 0)
+
+
+def check_gae(rollouts, gamma, lam):
+    """verl's GAE and masked_whiten from the rollouts' rewards and values, against the run's (float64 here)."""
+    raw, returns = [], []
+    for r in rollouts:
+        v, n = r["old_values"], len(r["response_ids"])
+        rewards = [0.0] * n
+        rewards[-1] = r["reward"]
+        a, advantages = 0.0, [0.0] * n
+        for t in reversed(range(n)):
+            delta = rewards[t] + gamma * (v[t + 1] if t + 1 < n else 0.0) - v[t]
+            a = delta + gamma * lam * a
+            advantages[t] = a
+        raw.append(advantages)
+        returns.append([a_t + v_t for a_t, v_t in zip(advantages, v)])
+    flat = torch.tensor([x for adv in raw for x in adv], dtype=torch.float64)
+    mean = flat.sum() / (flat.numel() + 1e-8)
+    var = ((flat - mean) ** 2).sum() / (flat.numel() + 1e-8) * flat.numel() / (flat.numel() - 1)
+    worst_adv = worst_ret = 0.0
+    for r, adv, ret in zip(rollouts, raw, returns):
+        whitened = (torch.tensor(adv, dtype=torch.float64) - mean) / torch.sqrt(var + 1e-8)
+        worst_adv = max(worst_adv, float((whitened - torch.tensor(r["token_advantages"], dtype=torch.float64)).abs().max()))
+        worst_ret = max(worst_ret, max(abs(x - y) for x, y in zip(ret, r["returns"])))
+    ok = worst_adv <= 1e-5 and worst_ret <= 1e-5
+    print(f"{'ok' if ok else 'MISMATCH'} GAE (gamma {gamma}, lambda {lam}) and whitening over {flat.numel()} tokens: "
+          f"largest difference {worst_adv:.1e} in the advantages, {worst_ret:.1e} in the returns")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 # - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 of 200
 #   iterations; in CI >= 0.7 over iterations 81-100 of the same run, the whole curve under ZT_TEST_FULL=1);
 # - one update's loss, gradient norm and entropy equal PyTorch's on the same rollouts, 1 rank and 2 at
-#   ZeRO-3, and with an entropy bonus (rl.entropy_coeff) 1 rank and 2 at parallel.tp=2;
+#   ZeRO-3, and with an entropy bonus (rl.entropy_coeff) 1 rank and 2 at parallel.tp=2; PPO's GAE and
+#   whitening, its actor update and its value loss likewise (1 rank and 2 at ZeRO-3);
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
 # - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
 #   2 tensor-parallel ranks the first two;
@@ -137,6 +138,18 @@ expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --rl.entr
   "$W/ent1.jsonl" "$W/ent2.jsonl"
 rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update with an entropy bonus differs from PyTorch's (above)"
+# PPO's update: GAE (gamma 0.9, lambda 0.8) and the whitening recomputed from the rollouts' rewards and the
+# critic's values, the actor's loss and gradient norm with the per-token advantages, and the critic's value
+# loss, 1 rank and 2 at ZeRO-3.
+ppo_one=(--rl.algorithm=ppo --rl.critic_lr=1e-3 --rl.gamma=0.9 --rl.lam=0.8)
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${ppo_one[@]}" --rl.rollout_dir="$W/ppo-rollouts" \
+  --ckpt.dir="$W/ppo-ref1" --log.metrics="$W/ppo-ref1.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${ppo_one[@]}" --train.micro_batch=20 \
+  --train.zero_stage=3 --ckpt.dir="$W/ppo-ref3" --log.metrics="$W/ppo-ref3.jsonl"
+"$PY" "$here/../reference/rl_update_reference.py" --ppo --gamma=0.9 --lam=0.8 "$W/hf" "$W/ppo-rollouts/step_00000001.jsonl" \
+  "$W/ppo-ref1.jsonl" "$W/ppo-ref3.jsonl"
+rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "PPO's GAE, update or value loss differs from the PyTorch reference (above)"
 
 # ---- a LoRA actor: its adapters start at B = 0, so its first iteration samples what the full model's does;
 # its KL reference is the base without adapters; its checkpoint exports as a PEFT adapter --------------------
