@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Optimizer offload tiers on the CPU backend: the step time of no offload, offload.to=host and
-# offload.to=nvme, and the NVMe tier's achieved read and write bandwidth against the disk's own (dd with
-# O_DIRECT on the same directory, in the same run).
+# Offload tiers on the CPU backend: the step time of no offload, offload.to=host and offload.to=nvme
+# (train.offload=optimizer at ZeRO-1; train.offload=params at ZeRO-3 against ZeRO-3 without offload), and
+# the NVMe tiers' achieved read and write bandwidth against the disk's own (dd with O_DIRECT on the same
+# directory, in the same run).
 #   tools/bench/offload/run.sh [--dir DIR] [--chunk-mb MB] [STEPS]        (after tools/build.sh)
 #   tools/bench/offload/run.sh --cap [--dir DIR] [--layers L] [--vocab V]  (capped host memory, below)
 # Tiers: one rank, 2 threads, GPT-2 with 4 layers, width 256, context 256, vocabulary 50257 (16.1M
@@ -130,11 +131,15 @@ args=(--model.n_layer=4 --model.n_head=4 --model.n_embd=256 --model.seq_len=256 
       --train.micro_batch=8 --train.global_batch=8 --train.zero_stage=1 --train.max_steps="$steps" --log.every=1
       --data.train="$work/train_*.h5" --ckpt.resume=none --ckpt.every=0)
 disk
-for tier in none host nvme; do
+for tier in none host nvme none3 params_host params_nvme; do
   extra=()
+  to_nvme=(--offload.to=nvme --offload.nvme_dir="$nvme" --offload.nvme_chunk_mb="$chunk_mb")
   case $tier in
     host) extra=(--train.offload=optimizer) ;;
-    nvme) extra=(--train.offload=optimizer --offload.to=nvme --offload.nvme_dir="$nvme" --offload.nvme_chunk_mb="$chunk_mb") ;;
+    nvme) extra=(--train.offload=optimizer "${to_nvme[@]}") ;;
+    none3) extra=(--train.zero_stage=3) ;;
+    params_host) extra=(--train.zero_stage=3 --train.offload=params) ;;
+    params_nvme) extra=(--train.zero_stage=3 --train.offload=params "${to_nvme[@]}") ;;
   esac
   "$bin/bin/ztrain" "${args[@]}" "${extra[@]}" --ckpt.dir="$work/ck_$tier" --log.metrics="$work/$tier.jsonl" >"$work/$tier.log" 2>&1
 done
@@ -142,25 +147,29 @@ python3 - "$work" "$write_mbs" "$read_mbs" "$chunk_mb" <<'PY'
 import json, re, statistics, sys
 work, dd_w, dd_r, chunk_mb = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 def load(t): return [json.loads(l) for l in open(f"{work}/{t}.jsonl") if '"loss"' in l]
-base = load("none")
-base_ms = statistics.median(r["step_ms"] for r in base[2:])
-print(f"{'tier':<6} {'step ms':>9} {'spread':>15} {'vs none':>8} {'#wrong':>7}")
+print(f"{'tier':<12} {'step ms':>9} {'spread':>15} {'vs none':>8} {'#wrong':>7}")
 out = {}
-for t in ("none", "host", "nvme"):
+for t in ("none", "host", "nvme", "none3", "params_host", "params_nvme"):
+    base = load("none3" if t in ("none3", "params_host", "params_nvme") else "none")  # the same ZeRO stage
+    base_ms = statistics.median(r["step_ms"] for r in base[2:])
     rows = load(t)
     ms = [r["step_ms"] for r in rows[2:]]
     med = statistics.median(ms)
     wrong = int([r["loss"] for r in rows] != [r["loss"] for r in base])
-    print(f"{t:<6} {med:9.1f} {min(ms):7.1f}-{max(ms):<7.1f} {med / base_ms:7.2f}x {wrong:7d}")
+    print(f"{t:<12} {med:9.1f} {min(ms):7.1f}-{max(ms):<7.1f} {med / base_ms:7.2f}x {wrong:7d}")
     out[t] = {"step_ms": round(med, 1), "min_ms": round(min(ms), 1), "max_ms": round(max(ms), 1), "wrong": wrong}
-log = open(f"{work}/nvme.log").read()
-m = re.search(r"\((O_DIRECT|buffered)\): read ([0-9.]+) MiB in ([0-9.]+) s \(([0-9]+) MB/s\), wrote ([0-9.]+) MiB in "
-              r"([0-9.]+) s \(([0-9]+) MB/s\); the training thread waited ([0-9.]+) s", log)
-mode, r_mib, r_s, r_mbs, w_mib, w_s, w_mbs, wait_s = m.groups()
-print(f"NVMe tier ({mode}, chunks of {chunk_mb} MiB): read {r_mib} MiB at {r_mbs} MB/s, wrote {w_mib} MiB at {w_mbs} MB/s; "
-      f"the training thread waited {wait_s} s in all")
-print(f"the disk (dd, O_DIRECT, 64 MiB blocks): read {dd_r:.0f} MB/s, write {dd_w:.0f} MB/s  ->  tier/disk: read "
-      f"{int(r_mbs) / dd_r:.2f}, write {int(w_mbs) / dd_w:.2f}")
-print(json.dumps({"bench": "offload", "steps": len(base), **out, "nvme_read_mbs": int(r_mbs), "nvme_write_mbs": int(w_mbs),
-                  "nvme_wait_s": float(wait_s), "dd_read_mbs": dd_r, "dd_write_mbs": dd_w, "direct": mode == "O_DIRECT"}))
+files = {}
+for t in ("nvme", "params_nvme"):
+    for m in re.finditer(r"rank_0/(model(?:\.params)?\.bin) \((O_DIRECT|buffered)\): read ([0-9.]+) MiB in ([0-9.]+) s "
+                         r"\(([0-9]+) MB/s\), wrote ([0-9.]+) MiB in ([0-9.]+) s \(([0-9]+) MB/s\); the training thread "
+                         r"waited ([0-9.]+) s", open(f"{work}/{t}.log").read()):
+        name, mode, r_mib, r_s, r_mbs, w_mib, w_s, w_mbs, wait_s = m.groups()
+        files[f"{t}:{name}"] = {"direct": mode == "O_DIRECT", "read_mib": float(r_mib), "read_mbs": int(r_mbs),
+                                "write_mib": float(w_mib), "write_mbs": int(w_mbs), "wait_s": float(wait_s)}
+        print(f"{t} {name} ({mode}, chunks of {chunk_mb} MiB for the optimizer state): read {r_mib} MiB at {r_mbs} MB/s, "
+              f"wrote {w_mib} MiB at {w_mbs} MB/s; the training thread waited {wait_s} s in all; tier/disk: read "
+              f"{int(r_mbs) / dd_r:.2f}, write {int(w_mbs) / dd_w:.2f}")
+print(f"the disk (dd, O_DIRECT, 64 MiB blocks): read {dd_r:.0f} MB/s, write {dd_w:.0f} MB/s")
+print(json.dumps({"bench": "offload", "steps": len(load("none")), **out, "files": files, "dd_read_mbs": dd_r,
+                  "dd_write_mbs": dd_w}))
 PY
