@@ -20,6 +20,8 @@
 #include "core/error.hpp"
 #include "core/sha256.hpp"
 #include "io/staged_output.hpp"
+#include "config/hf_config.hpp"
+#include "model/bnb_nf4.hpp"
 #include "model/checkpoint_desc.hpp"
 #include "model/family.hpp"
 #include "model/from_config.hpp"
@@ -44,6 +46,8 @@ struct Args {
   std::uint64_t max_shard = 5'000'000'000;    // export to a directory: transformers' default "5GB"
   bool max_shard_given = false;
   bool overwrite = false;  // replace an existing output (never one of the checkpoint's inputs)
+  int block = 64;          // quantize
+  bool double_quant = false;
 };
 
 // The flags' types, ranges and owners are the parser's; here what depends on several of them.
@@ -59,9 +63,11 @@ Args parse_args(const config::cli::Args& args) {
   a.max_shard = model::parse_shard_size(args.text("max-shard-size"));
   a.max_shard_given = args.given("max-shard-size");
   a.overwrite = args.on("overwrite");
+  a.block = static_cast<int>(args.integer("block"));
+  a.double_quant = args.on("double-quant");
   if (!a.adapter.empty() && (a.merge || !a.out.empty()))
     throw ConfigError("zckpt export --adapter DIR writes the adapters alone: give it without --out and --merge");
-  const bool needs_out = (a.command == "export" && a.adapter.empty()) || a.command == "reshard";
+  const bool needs_out = (a.command == "export" && a.adapter.empty()) || a.command == "reshard" || a.command == "quantize";
   if (needs_out && a.out.empty()) throw ConfigError(cat("zckpt ", a.command, " needs --out (see zckpt --help)"));
   if (a.command == "reshard" && !args.given("world")) throw ConfigError("zckpt reshard needs --world N with N >= 1");
   return a;
@@ -272,6 +278,33 @@ int reshard(const Args& a) {
   return kExitOk;
 }
 
+// A Hugging Face directory's blocks' matmul weights as bitsandbytes 4-bit NF4 (model/bnb_nf4.hpp), the rest
+// as --dtype; the tokenizer's files copied beside them.
+int quantize(const Args& a) {
+  config::Config c;
+  c.init.from = a.dir;
+  if (!config::is_hf_directory(a.dir))
+    throw ConfigError(cat(a.dir, ": not a Hugging Face model directory (config.json and its weights)"));
+  c.model.seq_len = config::hf_context_length(a.dir);  // every position of GPT-2's wpe
+  config::apply_hf_config(c, {});
+  const model::ParamTable table(model::model_shape(c.model));
+  quant::quantize_nf4(std::vector<float>(1), a.block);  // a block size bitsandbytes has not: refused before the read
+  io::StagedOutput out = io::StagedOutput::directory(a.out, "--out", {{a.dir, "the model being quantized"}}, a.overwrite);
+  std::vector<float> flat(table.numel());
+  model::load_pretrained(a.dir, table, flat.data());
+  int quantized = 0;
+  write_staged(out, "--out", a.out, [&](const fs::path& dir) {
+    quantized = model::export_bnb_nf4_directory(dir.string(), table, flat.data(), a.block, a.double_quant, a.dtype != "fp32");
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                          "generation_config.json"})
+      if (fs::exists(fs::path(a.dir) / f)) fs::copy_file(fs::path(a.dir) / f, dir / f);
+  });
+  std::cout << "quantized " << quantized << " weights of " << a.dir << " to " << a.out << " (bitsandbytes NF4, blocks of "
+            << a.block << (a.double_quant ? ", double quantization" : "") << "; the rest "
+            << (a.dtype == "fp32" ? "fp32" : "bf16") << ")\n";
+  return kExitOk;
+}
+
 int run(int argc, char** argv) {
   const config::cli::Args args = config::cli::parse(zckpt_spec(), argc, argv);
   if (args.help()) {
@@ -282,6 +315,7 @@ int run(int argc, char** argv) {
   if (a.command == "info") return info(a.dir);
   if (a.command == "verify") return verify(a.dir);
   if (a.command == "export") return export_weights(a);
+  if (a.command == "quantize") return quantize(a);
   return reshard(a);
 }
 

@@ -30,6 +30,12 @@ const config::cli::Spec& zckpt_spec() {
                   "                                                   fine-tuned model, written as export --out writes one"},
         {.name = "reshard", .positionals = {"DIR"}, .flags = {"world", "out", "overwrite"},
          .usage = "reshard DIR --world N --out DIR2      the same checkpoint for N ranks"},
+        {.name = "quantize", .positionals = {"HFDIR"}, .flags = {"out", "block", "double-quant", "dtype", "overwrite"},
+         .usage = "quantize HFDIR --out DIR [--block 64] [--double-quant] [--dtype bf16|fp32]\n"
+                  "                                                   a Hugging Face model's blocks' matmul weights as\n"
+                  "                                                   bitsandbytes 4-bit NF4 (what transformers saves for a\n"
+                  "                                                   load_in_4bit model): an NF4 LoRA base (lora.base_dtype=nf4)\n"
+                  "                                                   loads it as stored, any run dequantized"},
     };
     s.flags = {
         {.name = "out", .value_name = "PATH",
@@ -37,7 +43,8 @@ const config::cli::Spec& zckpt_spec() {
         {.name = "adapter", .value_name = "DIR", .help = "export a LoRA checkpoint's adapters alone, in PEFT's layout"},
         {.name = "merge", .type = Type::kSwitch, .help = "export a LoRA checkpoint merged into its base (init.from)"},
         {.name = "dtype", .type = Type::kChoice, .value_name = "bf16|fp32",
-         .help = "export --out HFDIR: the weights' type (default bf16; a .safetensors file is fp32)",
+         .help = "export --out HFDIR: the weights' type (default bf16; a .safetensors file is fp32); quantize: the "
+                 "unquantized tensors' type and the quant state's compute dtype (default bf16)",
          .choices = {"bf16", "fp32"}},
         {.name = "max-shard-size", .value_name = "SIZE",
          .help = "export --out HFDIR: shards + index past this size (5GB, 500MB, 2GiB or bytes; transformers' default)",
@@ -48,6 +55,11 @@ const config::cli::Spec& zckpt_spec() {
                  "metrics: an output on, inside or holding those is always refused"},
         {.name = "world", .type = Type::kInt, .value_name = "N", .help = "reshard: the ranks of the new checkpoint",
          .min = 1, .max = 1 << 20},
+        {.name = "block", .type = Type::kInt, .value_name = "N",
+         .help = "quantize: elements per NF4 block, a power of two (bitsandbytes' blocksize; lora.nf4_block must match "
+                 "for the codes to be taken as stored)", .default_value = "64", .min = 32, .max = 4096},
+        {.name = "double-quant", .type = Type::kSwitch,
+         .help = "quantize: the blocks' scales as 8-bit codes in blocks of 256 (bnb_4bit_use_double_quant)"},
     };
     return s;
   }();

@@ -111,6 +111,20 @@ bool computes(const Fixed& f, const std::string& text) {
   return false;
 }
 
+// A pre-quantized directory loads when it is bitsandbytes' 4-bit NF4 (what `zckpt quantize` writes, and the
+// Hub's "-bnb-4bit" models): its weights are dequantized at load, or taken as they are for an NF4 LoRA base
+// (model/bnb_nf4.hpp). Any other scheme is refused naming it.
+void check_quantization(const JsonFields& q) {
+  const std::string method = q.string("quant_method", std::string("?"));
+  const bool four_bit = q.boolean("load_in_4bit", false), eight_bit = q.boolean("load_in_8bit", false);
+  const std::string type = q.string("bnb_4bit_quant_type", std::string("fp4"));
+  if (method == "bitsandbytes" && four_bit && !eight_bit && type == "nf4") return;
+  throw ConfigError(cat(q.file(), ": quantization_config ", method == "bitsandbytes" ? cat("(bitsandbytes, ", eight_bit ? "8-bit" : cat("4-bit ", type), ")")
+                                                                                     : cat("(quant_method ", method, ")"),
+                        ": ztrain loads F32, BF16 or F16 weights, or bitsandbytes' 4-bit NF4 (load_in_4bit with "
+                        "bnb_4bit_quant_type nf4); give the model's unquantized checkpoint, or quantize it with zckpt quantize"));
+}
+
 void check_fixed(const JsonFields& c, bool llama) {
   const char* family = llama ? "Llama" : "GPT-2";
   for (const Fixed& f : llama ? llama_fixed() : gpt2_fixed()) {
@@ -119,9 +133,7 @@ void check_fixed(const JsonFields& c, bool llama) {
       throw ConfigError(cat(c.file(), ": ", f.name, "=", text, ": ztrain's ", family, " block computes ", f.what,
                             " (", f.name, " ", list(f.computes), "), so it cannot load this model"));
   }
-  if (c.has("quantization_config"))
-    throw ConfigError(cat(c.file(), ": has a quantization_config (quantized weights); ztrain loads F32, BF16 or F16 "
-                          "weights: give the model's unquantized checkpoint"));
+  if (c.has("quantization_config")) check_quantization(c.object("quantization_config"));
   std::string dropouts;
   for (const char* name : dropout_fields(llama))
     if (c.number(name, 0.0) != 0) dropouts += cat(dropouts.empty() ? "" : ", ", name, "=", c.text(name));

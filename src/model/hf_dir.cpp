@@ -94,15 +94,15 @@ void remove_stale_weights(const fs::path& dir) {
 
 }  // namespace
 
-void load_pretrained(const std::string& path, const ParamTable& table, float* host_params) {
+void load_pretrained(const std::string& path, const ParamTable& table, float* host_params, Nf4Weights* nf4) {
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return load_safetensors(path, table, host_params);
+  if (!fs::is_directory(path, ec)) return load_safetensors(path, table, host_params, nf4);
   const fs::path dir(path);
   const std::string index = (dir / kIndex).string();
-  if (fs::exists(index)) return load_safetensors_files(shards_of(dir, index), index, table, host_params);
+  if (fs::exists(index)) return load_safetensors_files(shards_of(dir, index), index, table, host_params, nf4);
   if (!fs::exists(dir / kSingle))
     throw InputError(cat(path, ": holds neither ", kSingle, " nor ", kIndex, "; not a Hugging Face model directory"));
-  load_safetensors((dir / kSingle).string(), table, host_params);
+  load_safetensors((dir / kSingle).string(), table, host_params, nf4);
 }
 
 std::uint64_t parse_shard_size(const std::string& text) {

@@ -7,12 +7,14 @@
 #include <string>
 
 #include "model/param_table.hpp"
+#include "model/safetensors.hpp"
 
 namespace zt::model {
 
 // init.from: a .safetensors file, or a directory (its config.json was applied to the configuration by
 // config::apply_hf_config; here only the weights are read). Throws InputError naming the file.
-void load_pretrained(const std::string& path, const ParamTable& table, float* host_params);
+// bitsandbytes NF4 weights are dequantized; `nf4` (optional) receives those stored in the table's layout.
+void load_pretrained(const std::string& path, const ParamTable& table, float* host_params, Nf4Weights* nf4 = nullptr);
 
 // "5GB", "500MB", "2GiB", "1000" (bytes) as transformers' max_shard_size: GB/MB/KB are powers of 1000,
 // GiB/MiB/KiB powers of 1024. Throws ConfigError naming the text.

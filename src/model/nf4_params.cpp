@@ -148,18 +148,18 @@ void Nf4Params::finish_gathers() {
     if (s.gathering) s.gathering->wait(), s.gathering.reset();
 }
 
-void Nf4Params::load(std::span<const float> flat) {
+void Nf4Params::load(std::span<const float> flat, const Nf4Weights* stored) {
   ZT_CHECK_EQ(flat.size(), table_.numel(), "Nf4Params: the flat values do not match the table");
   ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: reloaded while a unit is in use");
   finish_gathers();
   units_.clear();
   units_.resize(static_cast<std::size_t>(table_.n_units()));
   held_bytes_ = 0;
-  for (int u = 0; u < table_.n_units(); ++u) store_unit(u, flat);
+  for (int u = 0; u < table_.n_units(); ++u) store_unit(u, flat, stored);
 }
 
 // The unit's bytes built on the host in its layout, then all of them (or this rank's slice) to the backend.
-void Nf4Params::store_unit(int u, std::span<const float> flat) {
+void Nf4Params::store_unit(int u, std::span<const float> flat, const Nf4Weights* stored) {
   UnitStore& s = units_[static_cast<std::size_t>(u)];
   const int shards = sharded() ? group_->size() : 1;
   s.at = layout_of(table_, u, compute_, options_, shards);
@@ -173,7 +173,11 @@ void Nf4Params::store_unit(int u, std::span<const float> flat) {
       kept.insert(kept.end(), values.begin(), values.end());
       continue;
     }
-    const quant::Nf4Tensor t = quant::quantize_nf4(values, options_.block, options_.double_quant);
+    const auto it = stored ? stored->find(p) : Nf4Weights::const_iterator();
+    const bool as_stored = stored && it != stored->end() && it->second.block == options_.block &&
+                           it->second.nested == options_.double_quant && it->second.numel == static_cast<std::int64_t>(info.numel) &&
+                           (!it->second.nested || it->second.nested_absmax.block == kNested);
+    const quant::Nf4Tensor t = as_stored ? it->second : quant::quantize_nf4(values, options_.block, options_.double_quant);
     s.quantized.push_back({p, codes, s.n_scales, nested, t.offset});
     std::memcpy(bytes.data() + s.at.codes + codes, t.packed.data(), t.packed.size());
     codes += t.packed.size();

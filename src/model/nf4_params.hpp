@@ -16,6 +16,7 @@
 #include "dist/communicator.hpp"
 #include "model/param_source.hpp"
 #include "model/param_table.hpp"
+#include "model/safetensors.hpp"
 
 namespace zt::model {
 
@@ -63,7 +64,10 @@ class Nf4Params final : public ParamSource {
             dist::Communicator* shard_over = nullptr);
   ~Nf4Params() override;
   // (Re)quantizes from these values, as the first constructor; no unit may be in use.
-  void load(std::span<const float> flat);
+  // stored (optional): weights already quantized (a bitsandbytes 4-bit directory, model/bnb_nf4.hpp) by
+  // parameter index, taken as they are where their blocks are this base's (the same block size and double
+  // quantization); the others are quantized here from flat.
+  void load(std::span<const float> flat, const Nf4Weights* stored = nullptr);
 
   // Unit u in `compute`: units without NF4 parameters are views of what is kept (sharded: of its gathered
   // bytes); a block's is a scratch buffer, its NF4 weights dequantized and the others copied in, held until
@@ -109,7 +113,7 @@ class Nf4Params final : public ParamSource {
     int uses = 0;
   };
   bool sharded() const { return group_ != nullptr; }
-  void store_unit(int u, std::span<const float> flat);
+  void store_unit(int u, std::span<const float> flat, const Nf4Weights* stored);
   void launch_gather(int u);
   const std::byte* whole_bytes(int u);  // the unit's quantized bytes, gathered first when sharded
   void fill_scratch(int u, const std::byte* bytes);

@@ -12,10 +12,12 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "backend/half.hpp"
 #include "core/error.hpp"
+#include "model/bnb_nf4.hpp"
 #include "model/family.hpp"
 #include "core/log.hpp"
 
@@ -197,7 +199,22 @@ Tensors read_all(const std::vector<std::string>& files) {
 
 // Refuses the file at its first tensor that does not fit: model parameters in table order, then any
 // tensor the model does not have.
-void validate(const std::string& where, const Tensors& t, const ParamTable& table) {
+// The weights stored as bitsandbytes 4-bit NF4: those with a NAME.quant_state.bitsandbytes__nf4 beside them.
+std::set<std::string> bnb_nf4_weights(const Tensors& t) {
+  std::set<std::string> out;
+  for (const auto& [name, loc] : t)
+    if (name.ends_with(kBnbNf4State) && t.count(name.substr(0, name.size() - kBnbNf4State.size())))
+      out.insert(name.substr(0, name.size() - kBnbNf4State.size()));
+  return out;
+}
+
+bool companion_of_any(const std::string& name, const std::set<std::string>& quantized) {
+  for (const std::string& w : quantized)
+    if (is_bnb_nf4_companion(name, w)) return true;
+  return false;
+}
+
+void validate(const std::string& where, const Tensors& t, const ParamTable& table, const std::set<std::string>& quantized) {
   const GptShape& s = table.shape();
   std::map<std::string, bool> used;
   for (const ParamInfo& p : table.params()) {
@@ -209,6 +226,7 @@ void validate(const std::string& where, const Tensors& t, const ParamTable& tabl
     const Entry& e = loc.e;
     const std::string& path = loc.file;
     used[name] = true;
+    if (quantized.count(name)) continue;  // its shape and types: read_bnb_nf4's checks
     if (dtype_bytes(e.dtype) == 0)
       throw InputError(cat(path, ": tensor ", name, " has dtype ", e.dtype, "; expected F32, F16 or BF16"));
     const bool wpe = p.name == "transformer.wpe.weight";  // more positions than seq_len may be cut
@@ -219,7 +237,7 @@ void validate(const std::string& where, const Tensors& t, const ParamTable& tabl
                            shape_str(p.hf_shape), wpe ? " (or more rows)" : "", " for a model with ", describe(s)));
   }
   for (const auto& [name, loc] : t)
-    if (!used.count(name) && !ignorable(name))
+    if (!used.count(name) && !ignorable(name) && !companion_of_any(name, quantized))
       throw InputError(cat(loc.file, ": tensor ", name, " ", shape_str(loc.e.shape),
                            " is not a parameter of a model with ", describe(s)));
 }
@@ -255,6 +273,46 @@ void read_tensor(const std::string& name, const Located& loc, std::size_t count,
       out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
   }
   check_finite(path, name, out, count);
+}
+
+std::vector<char> read_raw(const std::string& name, const Located& loc) {
+  std::ifstream in(loc.file, std::ios::binary);
+  std::vector<char> raw(loc.e.end - loc.e.begin);
+  in.seekg(static_cast<std::streamoff>(loc.data_start + loc.e.begin));
+  if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
+    throw InputError(cat(loc.file, ": could not read tensor ", name, " (file truncated?)"));
+  return raw;
+}
+
+// Parameter p (table index i) from its bitsandbytes 4-bit form: dequantized into out (as transformers does,
+// in fp32), transposed back where the file holds nn.Linear's [out, in] of a Conv1D weight; the stored
+// codes and scales into nf4 where they are in the table's own layout.
+void read_bnb_param(const Tensors& t, const ParamTable& table, const std::string& name, std::size_t i, float* out,
+                    Nf4Weights* nf4) {
+  const ParamInfo& p = table.params()[i];
+  const std::string& file = t.at(name).file;
+  BnbNf4Weight w = read_bnb_nf4(file, name, [&](const std::string& n) -> std::optional<RawTensor> {
+    auto it = t.find(n);
+    if (it == t.end()) return std::nullopt;
+    return RawTensor{n, it->second.e.dtype, it->second.e.shape, read_raw(n, it->second)};
+  });
+  const std::vector<std::int64_t>& want = p.hf_shape;
+  const bool transposed = bnb_transposed(table, i);  // a GPT-2 Conv1D weight, square or not
+  const std::vector<std::int64_t> stored = transposed ? std::vector<std::int64_t>{want[1], want[0]} : want;
+  const bool same = !transposed;
+  if (w.shape != stored)
+    throw InputError(cat(file, ": 4-bit weight ", name, " has shape ", shape_str(w.shape), " in its quant state, expected ",
+                         shape_str(stored), transposed ? " (nn.Linear's [out, in] of the Conv1D weight)" : ""));
+  const std::vector<float> values = quant::dequantize_nf4(w.tensor);
+  if (same) {
+    std::copy(values.begin(), values.end(), out);
+  } else {
+    const std::int64_t rows = want[0], cols = want[1];  // values are [cols, rows]
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) out[r * cols + c] = values[static_cast<std::size_t>(c * rows + r)];
+  }
+  check_finite(file, name, out, p.hf_numel());
+  if (nf4 && same) (*nf4)[i] = std::move(w.tensor);
 }
 
 // lm_head.weight, when a file carries it and the model's head is tied, must be the token embedding
@@ -307,17 +365,23 @@ void write_tensor(std::ofstream& out, const float* data, std::size_t count, bool
 
 }  // namespace
 
-void load_safetensors(const std::string& path, const ParamTable& table, float* host_params) {
-  load_safetensors_files({path}, path, table, host_params);
+void load_safetensors(const std::string& path, const ParamTable& table, float* host_params, Nf4Weights* nf4) {
+  load_safetensors_files({path}, path, table, host_params, nf4);
 }
 
 void load_safetensors_files(const std::vector<std::string>& files, const std::string& where, const ParamTable& table,
-                            float* host_params) {
+                            float* host_params, Nf4Weights* nf4) {
   const Tensors t = read_all(files);
-  validate(where, t, table);
+  const std::set<std::string> quantized = bnb_nf4_weights(t);
+  validate(where, t, table, quantized);
   std::fill(host_params, host_params + table.numel(), 0.0f);  // wte's padded rows stay 0
-  for (const ParamInfo& p : table.params()) {
+  for (std::size_t i = 0; i < table.params().size(); ++i) {
+    const ParamInfo& p = table.params()[i];
     const auto& [name, loc] = *lookup(t, p);
+    if (quantized.count(name)) {
+      read_bnb_param(t, table, name, i, host_params + p.offset, nf4);
+      continue;
+    }
     read_tensor(name, loc, p.hf_numel(), host_params + p.offset);
     if (p.name == "transformer.wpe.weight" && loc.e.shape[0] > table.shape().seq_len)
       log::info(loc.file, ": using the first ", table.shape().seq_len, " of ", loc.e.shape[0], " positions of ", name);
@@ -352,6 +416,27 @@ void save_tensors(const std::string& path, const std::vector<const ParamInfo*>& 
   write_file_atomically(path, [&](std::ofstream& out) {
     out.write(head.data(), 8).write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& [name, p] : sorted) write_tensor(out, host_params + p->offset, p->hf_numel(), bf16);
+  });
+}
+
+void save_raw_tensors(const std::string& path, std::vector<RawTensor> tensors) {
+  std::sort(tensors.begin(), tensors.end(), [](const RawTensor& a, const RawTensor& b) { return a.name < b.name; });
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t end = 0;
+  for (const RawTensor& t : tensors) {
+    const std::size_t begin = end;
+    end += t.bytes.size();
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, end}}};
+  }
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string head(8, '\0');
+  const std::uint64_t n = text.size();
+  std::memcpy(head.data(), &n, 8);
+  write_file_atomically(path, [&](std::ofstream& out) {
+    out.write(head.data(), 8).write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const RawTensor& t : tensors) out.write(t.bytes.data(), static_cast<std::streamsize>(t.bytes.size()));
   });
 }
 

@@ -3,26 +3,48 @@
 // that transformers' GPT2LMHeadModel.from_pretrained loads them.
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/param_table.hpp"
+#include "quant/nf4.hpp"
 
 namespace zt::model {
+
+// One tensor as a safetensors file stores it: its dtype name ("U8", "F32", "BF16", ...), shape and raw bytes.
+struct RawTensor {
+  std::string name, dtype;
+  std::vector<std::int64_t> shape;
+  std::vector<char> bytes;
+};
+
+// bitsandbytes 4-bit NF4 weights read as stored (model/bnb_nf4.hpp), by parameter index in the table: those
+// whose stored layout is the table's (Llama's nn.Linear weights, not GPT-2's transposed Conv1D ones), so an
+// NF4 LoRA base takes their codes and scales as they are.
+using Nf4Weights = std::map<std::size_t, quant::Nf4Tensor>;
 
 // Fills host_params (table.numel() floats) from a safetensors file. Accepts GPT2LMHeadModel names
 // (transformer.*) and the Hub's gpt2 names (no prefix); F32, F16 and BF16 (widened to f32). Ignores the
 // attn.bias / attn.masked_bias buffers; lm_head.weight must equal wte (ztrain ties them). A wpe with more
 // rows than seq_len is cut to its first seq_len rows (as nanoGPT's crop_block_size). wte's padded rows
-// are set to 0. Anything else that does not fit throws InputError naming the file, the first tensor that
-// does not fit, and what was expected vs found.
-void load_safetensors(const std::string& path, const ParamTable& table, float* host_params);
+// are set to 0. A weight stored as bitsandbytes' 4-bit NF4 (its codes under the weight's name, beside
+// NAME.absmax, NAME.quant_map, NAME.quant_state.bitsandbytes__nf4 ...) is dequantized, as transformers
+// dequantizes it; `nf4` (optional) receives those stored in the table's layout. Anything else that does not
+// fit throws InputError naming the file, the first tensor that does not fit, and what was expected vs found.
+void load_safetensors(const std::string& path, const ParamTable& table, float* host_params, Nf4Weights* nf4 = nullptr);
 
 // The same from the shards of one model (a Hugging Face directory): each tensor in exactly one file;
 // a missing tensor is reported against `where` (the index or the directory), any other misfit against
 // the file that holds it.
 void load_safetensors_files(const std::vector<std::string>& files, const std::string& where, const ParamTable& table,
-                            float* host_params);
+                            float* host_params, Nf4Weights* nf4 = nullptr);
+
+// Writes tensors as stored (names sorted, metadata {"format": "pt"}), to path.tmp, then renamed. Throws IoError.
+void save_raw_tensors(const std::string& path, std::vector<RawTensor> tensors);
 
 // Writes every parameter under its Hugging Face name with its HF shape (wte, embed_tokens, lm_head: V
 // rows), fp32, names sorted, metadata {"format": "pt"} and nothing time-dependent: identical weights give identical bytes.

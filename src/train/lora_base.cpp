@@ -70,9 +70,13 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
                                 const std::function<void(const std::string& sha256)>& check) {
   std::vector<float> flat(base_.numel());
   std::string sha256;
+  // A bitsandbytes 4-bit directory's NF4 weights, for an NF4 base held whole (a TP or pipeline part cuts
+  // the weights, and so the blocks, otherwise: quantized again from the dequantized values there).
+  model::Nf4Weights stored;
+  model::Nf4Weights* keep = nf4_ && !part_ ? &stored : nullptr;
   read_shared_input(world, [&] {
     if (from.empty()) model::init_params(base_, seed, flat.data());
-    else model::load_pretrained(from, base_, flat.data());
+    else model::load_pretrained(from, base_, flat.data(), keep);
     Sha256 hash;
     hash.update(flat.data(), flat.size() * sizeof(float));
     sha256 = to_hex(hash.finish());
@@ -83,7 +87,8 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
     const model::ParamTable& held = part_ ? part_->local : base_;
     std::vector<float> mine(held.numel());
     local(0, static_cast<std::int64_t>(mine.size()), mine.data());
-    nf4_->load(mine);
+    nf4_->load(mine, keep);
+    if (!stored.empty()) log::info("lora: ", stored.size(), " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");
   } else {
     base_engine_->load_params(local);
   }

@@ -6,9 +6,11 @@
 # ranks at ZeRO 2 and at ZeRO-3 (the base's quantized bytes sharded and gathered per unit), Llama with
 # double quantization at ZeRO-3; the start-up line and the memory plan name the NF4 base (at ZeRO-3 its
 # 1/W slice and the gathered units); a bf16 base under fp32 compute and double quantization without nf4
-# are exit 2 naming the fix.
+# are exit 2 naming the fix. zckpt quantize saves a base in bitsandbytes' 4-bit format, which NF4 runs
+# reload as stored.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/parallel_lib.sh"
+PY=${1:-/usr/bin/python3}  # PyTorch for the format check (ZT_TORCH_PYTHON)
 make_tiny_data 20000
 # 40 steps of 8 sequences: enough for rank-8 adapters on a barely trained base to lower the loss beyond the
 # batches' noise; the clipping at 0.2 acts on some steps (the adapters' gradient norms are 0.1-0.4).
@@ -69,6 +71,34 @@ run llama_nf4_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora
   --lora.base_double_quant=true --train.zero_stage=3
 run llama_ref_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base.fake_dq" --train.zero_stage=3
 same_curve llama_ref_dq_3 llama_nf4_dq_3 1 0
+
+# The quantized base saved and reloaded: zckpt quantize writes bitsandbytes' 4-bit format (bnb_format_check.py
+# replays bitsandbytes' rules on the source weights: every code, scale and map; GPT-2's Conv1D weights
+# transposed as bitsandbytes stores them); an NF4 run from the Llama directory takes the codes as stored and
+# follows the run that quantized at load bit for bit (1 rank; double quantization at ZeRO-3 on 2 ranks); a
+# GPT-2 directory (blocks over the transposed weights) loads dequantized, quantized again, and trains.
+check_bnb() {  # check_bnb SRC BNB
+  "${PY:-/usr/bin/python3}" "$ZT_SOURCE/tests/reference/bnb_format_check.py" "$ZT_WORK/$1" "$ZT_WORK/$2"
+  local rc=$?
+  [ "$rc" -eq 77 ] && echo "NOTE: no PyTorch: the bitsandbytes format check of $2 is skipped"
+  [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "zckpt quantize's $2 is not what bitsandbytes stores (above)"
+}
+expect_exit 0 "$ZT_BIN/zckpt" quantize "$ZT_WORK/llama_base" --out "$ZT_WORK/llama_bnb" --dtype fp32
+expect_exit 0 "$ZT_BIN/zckpt" quantize "$ZT_WORK/llama_base" --out "$ZT_WORK/llama_bnb_dq" --dtype fp32 --double-quant
+expect_exit 0 "$ZT_BIN/zckpt" quantize "$ZT_WORK/gpt2_base" --out "$ZT_WORK/gpt2_bnb" --dtype fp32 --double-quant
+check_bnb llama_base llama_bnb
+check_bnb llama_base llama_bnb_dq
+check_bnb gpt2_base gpt2_bnb
+run llama_bnb 1 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb" --lora.base_dtype=nf4
+expect_in "$ZT_WORK/out" "NF4 weights of .*llama_bnb taken as stored"
+same_curve llama_nf4 llama_bnb 1 0
+run llama_bnb_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb_dq" --lora.base_dtype=nf4 \
+  --lora.base_double_quant=true --train.zero_stage=3
+same_curve llama_nf4_dq_3 llama_bnb_dq_3 1 0
+run gpt2_bnb 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_bnb" --lora.base_dtype=nf4 --lora.base_double_quant=true
+falls gpt2_bnb
+expect_exit 2 "$ZT_BIN/zckpt" quantize "$ZT_WORK/llama_base" --out "$ZT_WORK/llama_bnb" --dtype fp32
+expect_in "$ZT_WORK/err" "llama_bnb"
 
 # The plan's frozen base row is the NF4 bytes (codes + scales) and the dequantized block.
 expect_exit 0 "$ZT_BIN/ztrain" "${common[@]}" "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_base" --lora.base_dtype=nf4 --plan

@@ -48,25 +48,30 @@ def blockwise(x, code, block):
     return q, absmax
 
 
-rng = np.random.RandomState(31)
-out = {"dynamic_map": dynamic_map().numpy()}
-cases = {
-    "normal": (rng.standard_normal(4 * 64 * 256 + 37) * 0.02).astype(np.float32),  # odd count, short last block
-    "outliers": np.concatenate([(rng.standard_normal(1000) * 0.05), [3.0, -7.5, 0.0]]).astype(np.float32),
-    "zeros_then_values": np.concatenate([np.zeros(64), rng.uniform(-1, 1, 64)]).astype(np.float32),
-}
-for name, x in cases.items():
-    t = torch.from_numpy(x)
-    codes, absmax = blockwise(t, NF4, 64)
-    if codes.numel() % 2:
-        codes = torch.cat([codes, torch.zeros(1, dtype=torch.int32)])
-    packed = (codes[0::2] << 4) | codes[1::2]
-    offset = absmax.mean()
-    q8, absmax8 = blockwise(absmax - offset, dynamic_map(), 256)
-    out[f"{name}.x"] = x
-    out[f"{name}.packed"] = packed.numpy().astype(np.int32)
-    out[f"{name}.absmax"] = absmax.numpy()
-    out[f"{name}.offset"] = np.array([offset.item()], dtype=np.float32)
-    out[f"{name}.nested_codes"] = q8.numpy().astype(np.int32)
-    out[f"{name}.nested_absmax"] = absmax8.numpy()
-st_io.save(sys.argv[1], out)
+def main():
+    rng = np.random.RandomState(31)
+    out = {"dynamic_map": dynamic_map().numpy()}
+    cases = {
+        "normal": (rng.standard_normal(4 * 64 * 256 + 37) * 0.02).astype(np.float32),  # odd count, short last block
+        "outliers": np.concatenate([(rng.standard_normal(1000) * 0.05), [3.0, -7.5, 0.0]]).astype(np.float32),
+        "zeros_then_values": np.concatenate([np.zeros(64), rng.uniform(-1, 1, 64)]).astype(np.float32),
+    }
+    for name, x in cases.items():
+        t = torch.from_numpy(x)
+        codes, absmax = blockwise(t, NF4, 64)
+        if codes.numel() % 2:
+            codes = torch.cat([codes, torch.zeros(1, dtype=torch.int32)])
+        packed = (codes[0::2] << 4) | codes[1::2]
+        offset = absmax.mean()
+        q8, absmax8 = blockwise(absmax - offset, dynamic_map(), 256)
+        out[f"{name}.x"] = x
+        out[f"{name}.packed"] = packed.numpy().astype(np.int32)
+        out[f"{name}.absmax"] = absmax.numpy()
+        out[f"{name}.offset"] = np.array([offset.item()], dtype=np.float32)
+        out[f"{name}.nested_codes"] = q8.numpy().astype(np.int32)
+        out[f"{name}.nested_absmax"] = absmax8.numpy()
+    st_io.save(sys.argv[1], out)
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,7 @@ import struct
 
 import numpy as np
 
-_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "F16": np.float16}
+_DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "F16": np.float16, "U8": np.uint8}
 _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 

@@ -230,13 +230,19 @@ TEST(HfConfig, Gpt2FieldsThatChangeTheFunctionAreHonouredOrRefusedByName) {
       {{"add_cross_attention", "true"}, "add_cross_attention=true: ztrain's GPT-2 block computes a decoder without"},
       {{"tie_word_embeddings", "false"}, "tie_word_embeddings=false: ztrain's GPT-2 block computes an LM head tied"},
       {{"n_inner", "1024"}, "n_inner=1024 is not 4 n_embd = 3072"},
-      {{"quantization_config", R"({"quant_method": "gptq"})"}, "has a quantization_config"}};
+      {{"quantization_config", R"({"quant_method": "gptq"})"}, "quantization_config (quant_method gptq): ztrain loads"},
+      {{"quantization_config", R"({"quant_method": "bitsandbytes", "load_in_8bit": true})"}, "(bitsandbytes, 8-bit)"},
+      {{"quantization_config", R"({"quant_method": "bitsandbytes", "load_in_4bit": true, "bnb_4bit_quant_type": "fp4"})"},
+       "(bitsandbytes, 4-bit fp4)"}};
   for (const auto& [field, want] : refused) {
     const std::string msg = gpt2_error(gpt2_with(field.first, field.second));
     EXPECT_NE(msg.find(want), std::string::npos) << field.first << ": " << msg;
     EXPECT_NE(msg.find("config.json"), std::string::npos) << msg;
   }
   EXPECT_EQ(gpt2_error(gpt2_with("layer_norm_epsilon", "0.00001")), "");
+  // bitsandbytes' 4-bit NF4 (zckpt quantize's, the Hub's -bnb-4bit models) loads.
+  EXPECT_EQ(gpt2_error(gpt2_with("quantization_config", R"({"quant_method": "bitsandbytes", "load_in_4bit": true,
+      "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true, "bnb_4bit_compute_dtype": "bfloat16"})")), "");
 }
 
 TEST(HfConfig, LlamaFieldsThatChangeTheFunctionAreRefusedByName) {
