@@ -17,6 +17,8 @@ cd "$ZT_WORK" || exit 1
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # full_cases: true under ZT_TEST_FULL=1 (tools/bench/full_suite.sh). The slowest tests run a
 # representative subset of their cases in CI and every case when this is set.
+# last_step METRICS: the last step a metrics file has a line for (empty before the first).
+last_step() { grep -o '"step": [0-9]*' "$1" 2>/dev/null | tail -n 1 | grep -o '[0-9]*$'; }
 full_cases() { [ "${ZT_TEST_FULL:-0}" = 1 ]; }
 skip() { echo "SKIP: $*"; exit 77; }
 

@@ -39,7 +39,6 @@ MARGIN=$CLUSTER_MARGIN_S
 # resumed runs stop at step 40 (train.stop_at_step), the cut one runs until the cut.
 common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=24 --train.micro_batch=1 --train.max_steps=400
         --ckpt.every=4 "--dist.timeout_s=$T")
-last_step() { grep -o '"step": [0-9]*' "$1" 2>/dev/null | tail -n 1 | grep -o '[0-9]*$'; }
 
 echo "== the uninterrupted run: 8 ranks, 40 steps"
 expect_exit 0 cluster_mpirun 8 "$ZT_BIN/ztrain" "${common[@]}" --train.stop_at_step=40 --ckpt.dir="$ZT_WORK/ref.ckpt" \

@@ -20,7 +20,6 @@ cluster_up 4
 W=3  # log.straggler_windows
 common=("${TINY_MODEL[@]}" "$(tiny_data_args)" --train.global_batch=8 --train.micro_batch=1 --dist.timeout_s=10
         --log.straggler_fraction=4 "--log.straggler_windows=$W" --ckpt.every=1000)
-last_step() { grep -o '"step": [0-9]*' "$1" 2>/dev/null | tail -n 1 | grep -o '[0-9]*$'; }
 warned() { grep -E "the link of node|slower than the median" "$1"; }
 
 echo "== no fault: 20 logged windows on 4 nodes x 2 ranks, no node warned about"

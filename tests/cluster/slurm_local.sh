@@ -5,6 +5,11 @@
 #   slurm_start DIR   start it (exports SLURM_CONF, and ZT_TERM_GRACE_S for the job scripts; the
 #                     cluster's one partition is the default)
 #                     or print why not and return 1
+#   slurm_start_nodes DIR N   the same across the N nodes of a network-namespace cluster (netns_lib.sh's
+#                     cluster_up N first): slurmctld on node0, one slurmd on each node (NodeName nodeI,
+#                     NodeAddr its address), munged on the host (its socket is a file, which every node's
+#                     mount namespace sees); the client commands (sbatch, squeue, ...) become functions
+#                     that run them on node0, where slurmctld is reachable
 #   slurm_stop        cancel every job, stop the daemons, end anything left that they started
 #   slurm_job_field JOBID KEY   one field of `scontrol show job` (JobState, Restarts, ExitCode, ...)
 #   slurm_cmd CMD ARGS...       a client command, retried when it could not reach slurmctld
@@ -42,7 +47,8 @@ _slurm_reachable() {
 }
 
 _slurm_no_job_running() { [ -z "$(squeue -h -t running,completing -o %i 2>/dev/null)" ]; }
-_slurm_node_idle() { [ "$(sinfo -h -N -o %t 2>/dev/null)" = idle ]; }
+_slurm_node_idle() { [ "$(sinfo -h -N -o %t 2>/dev/null | sort -u)" = idle ]; }
+SLURM_NODES=0  # slurm_start_nodes: the netns cluster's node count (0: one node, this host)
 
 slurm_start() {
   local dir=$1 host ports
@@ -80,7 +86,7 @@ slurm_start() {
   _slurm_wait 10 sh -c "munge -S '$m/munge.sock' -n | unmunge -S '$m/munge.sock'" ||
     { echo "slurm: munge credentials do not round-trip (munge -n | unmunge)"; return 1; }
 
-  read -r -a ports < <(_slurm_free_ports)
+  if [ "$SLURM_NODES" -gt 0 ]; then ports=(6817 6818); else read -r -a ports < <(_slurm_free_ports); fi
   : >"$dir/plugstack.conf"
   # cred_expire=10: Slurm holds a requeued job back for cred_expire seconds (120 by default);
   # sched_interval=2: the main scheduler looks at pending jobs every 2 s (60 by default).
@@ -103,11 +109,11 @@ AuthInfo=socket=$SLURM_MUNGE_DIR/munge.sock,cred_expire=10
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd.%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd.%n.log
 PlugStackConfig=$dir/plugstack.conf
 MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
@@ -124,9 +130,18 @@ KillWait=120
 MessageTimeout=100
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
-PartitionName=zt Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
+  if [ "$SLURM_NODES" -eq 0 ]; then
+    echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN" >>"$dir/slurm.conf"
+    echo "PartitionName=zt Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4" >>"$dir/slurm.conf"
+  else  # nodeI at ZT_CLUSTER_NET.(I+1) (tools/cluster/netns.sh); slurmctld on node0
+    sed -i "s/^SlurmctldHost=.*/SlurmctldHost=node0(${ZT_CLUSTER_NET:-10.77.0}.1)/" "$dir/slurm.conf"
+    local i
+    for ((i = 0; i < SLURM_NODES; i++)); do
+      echo "NodeName=node$i NodeAddr=${ZT_CLUSTER_NET:-10.77.0}.$((i + 1)) CPUs=$(nproc) State=UNKNOWN" >>"$dir/slurm.conf"
+    done
+    echo "PartitionName=zt Nodes=node[0-$((SLURM_NODES - 1))] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4" >>"$dir/slurm.conf"
+  fi
   export SLURM_CONF=$dir/slurm.conf
   # The job scripts' mpirun grace (odls_base_sigkill_timeout): 3 s to its own TERM to the ranks, 3 more
   # to SIGKILL, well inside KillWait, which leaves the scripts time to read the exit record and
@@ -136,16 +151,38 @@ EOF
   export ZT_TERM_GRACE_S=3
   # No cgroup.conf beside slurm.conf: with these plugins slurmd needs none (22.05 has no
   # CgroupPlugin=disabled and refuses to start with it).
-  slurmctld -f "$SLURM_CONF" 2>"$dir/log/slurmctld.err" ||
+  local on_node=()  # netns: slurmctld on node0, each slurmd on its node
+  [ "$SLURM_NODES" -eq 0 ] || on_node=("$NETNS" exec node0)
+  mkdir -p "$dir/spool/$host"
+  "${on_node[@]}" slurmctld -f "$SLURM_CONF" 2>"$dir/log/slurmctld.err" ||
     { echo "slurm: slurmctld did not start: $(tail -n 3 "$dir/log/slurmctld.err" "$dir/log/slurmctld.log" 2>/dev/null)"; return 1; }
-  slurmd -f "$SLURM_CONF" 2>"$dir/log/slurmd.err" ||
-    { echo "slurm: slurmd did not start: $(tail -n 3 "$dir/log/slurmd.err" "$dir/log/slurmd.log" 2>/dev/null)"; return 1; }
+  if [ "$SLURM_NODES" -eq 0 ]; then
+    slurmd -f "$SLURM_CONF" 2>"$dir/log/slurmd.err" ||
+      { echo "slurm: slurmd did not start: $(tail -n 3 "$dir/log/slurmd.err" "$dir/log/slurmd.$host.log" 2>/dev/null)"; return 1; }
+  else
+    local i
+    for ((i = 0; i < SLURM_NODES; i++)); do
+      mkdir -p "$dir/spool/node$i"
+      "$NETNS" exec "node$i" slurmd -f "$SLURM_CONF" -N "node$i" 2>"$dir/log/slurmd.node$i.err" ||
+        { echo "slurm: slurmd on node$i did not start: $(tail -n 3 "$dir/log/slurmd.node$i.err" "$dir/log/slurmd.node$i.log" 2>/dev/null)"; return 1; }
+    done
+  fi
   _slurm_wait 30 _slurm_node_idle || {
-    echo "slurm: node $host is not idle after 30 s: $(sinfo -N 2>&1 | tail -n 1)"
-    tail -n 5 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" 2>/dev/null
+    echo "slurm: the nodes are not idle after 30 s: $(sinfo -N 2>&1 | tail -n 3)"
+    tail -n 5 "$dir/log/slurmctld.log" "$dir"/log/slurmd.*.log 2>/dev/null
     return 1
   }
-  echo "slurm: up on $host (slurmctld port ${ports[0]}, slurmd port ${ports[1]}), SLURM_CONF=$SLURM_CONF"
+  echo "slurm: up on $([ "$SLURM_NODES" -eq 0 ] && echo "$host" || echo "node0..node$((SLURM_NODES - 1))") (slurmctld port ${ports[0]}, slurmd port ${ports[1]}), SLURM_CONF=$SLURM_CONF"
+}
+
+slurm_start_nodes() {
+  SLURM_NODES=$2
+  local c
+  # The client commands run where slurmctld listens (node0's network), with this shell's environment.
+  for c in sbatch squeue scontrol scancel sinfo srun; do
+    eval "$c() { \"\$NETNS\" exec node0 $(command -v "$c") \"\$@\"; }"
+  done
+  slurm_start "$1"
 }
 
 # slurm_cmd CMD ARGS...: a Slurm client command (scancel, scontrol), tried again (3 tries, 5 s apart)
@@ -195,10 +232,42 @@ slurm_job_field() {  # asked again when scontrol fails (a loaded machine can tim
   tr ' ' '\n' <<<"$info" | sed -n "s/^$2=//p" | head -n 1
 }
 
+# Waiting on jobs (the job-script tests'):
+# wait_job JOBID POLLS [PROGRESS_FILE]: until the job has ended for good; prints its state. It gives
+# up after POLLS polls (1 s apart, or more) in which neither the job's state nor PROGRESS_FILE (its
+# metrics) changed: a loaded machine slows a training job down several-fold, which is no reason to
+# fail it, and counting polls rather than seconds lets a stall of the whole machine (164 s once, in
+# which this loop did not run either) pass without counting against the job.
+wait_job() {
+  local idle=0 state seen="" now
+  while :; do
+    state=$(slurm_job_field "$1" JobState)
+    case $state in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) break ;;
+    esac
+    now="$state $(stat -c %s "${3:-/dev/null}" 2>/dev/null)"
+    if [ "$now" = "$seen" ]; then idle=$((idle + 1)); else seen=$now idle=0; fi
+    [ "$idle" -lt "$2" ] || { state="$state (still, after $2 polls without progress)"; break; }
+    sleep 1
+  done
+  echo "$state"
+}
+# wait_step METRICS STEP SECONDS: until the metrics file has a line for STEP or later (last_step: lib.sh).
+wait_step() {
+  local end=$((SECONDS + $3)) s
+  while :; do
+    s=$(last_step "$1")
+    [ "${s:-0}" -lt "$2" ] || return 0
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 0.2
+  done
+}
+show_log() { echo "--- $1"; tail -n 40 "$1"; }
+
 slurm_show_logs() {
   [ -n "$SLURM_DIR" ] || return 0
   local f
-  for f in "$SLURM_DIR/log/slurmctld.log" "$SLURM_DIR/log/slurmd.log"; do
+  for f in "$SLURM_DIR/log/slurmctld.log" "$SLURM_DIR"/log/slurmd.*.log; do
     echo "--- $f (errors, job events; last 40)"
     grep -Ev "state file|NOTE: Trying backup" "$f" 2>/dev/null |
       grep -Ei "error|Time limit|requeu|kill|Allocate|Launching|CANCELLED|drain|not responding" | tail -n 40
@@ -230,7 +299,7 @@ slurm_stop() {
     scancel --quiet --user=root 2>/dev/null
     _slurm_wait 15 _slurm_no_job_running
   fi
-  for f in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$SLURM_MUNGE_DIR/munged.pid"; do
+  for f in "$dir"/slurmd.*.pid "$dir/slurmctld.pid" "$SLURM_MUNGE_DIR/munged.pid"; do
     [ -f "$f" ] || continue
     pid=$(cat "$f")
     kill "$pid" 2>/dev/null || continue

@@ -27,7 +27,6 @@ node=$(hostname -s)
 make_tiny_data 20000
 train_args=("${TINY_MODEL[@]}" --train.global_batch=8 --train.micro_batch=2 --train.max_steps=5)
 small=(--preflight.max_mb=1 --preflight.gemm_n=512 --preflight.iters=3)
-show_log() { echo "--- $1"; tail -n 40 "$1"; }
 
 echo "== 1. ZT_PREFLIGHT=1, nothing flagged: preflight, then training"
 job=$(ZT_PREFLIGHT=1 ZT_PREFLIGHT_ARGS="${small[*]} --preflight.min_fraction=0.05" ZT_CONFIG='' \

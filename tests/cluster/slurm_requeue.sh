@@ -37,37 +37,6 @@ slurm_start "$ZT_WORK/slurm" || skip "a local Slurm could not start (see above)"
 cd "$ZT_WORK" || fail "cd $ZT_WORK"
 export ZT_ROOT=$ZT_SOURCE ZT_BIN  # the job scripts find the checkout and binaries through these
 
-# wait_job JOBID POLLS [PROGRESS_FILE]: until the job has ended for good; prints its state. It gives
-# up after POLLS polls (1 s apart, or more) in which neither the job's state nor PROGRESS_FILE (its
-# metrics) changed: a loaded machine slows a training job down several-fold, which is no reason to
-# fail it, and counting polls rather than seconds lets a stall of the whole machine (164 s once, in
-# which this loop did not run either) pass without counting against the job.
-wait_job() {
-  local idle=0 state seen="" now
-  while :; do
-    state=$(slurm_job_field "$1" JobState)
-    case $state in
-      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) break ;;
-    esac
-    now="$state $(stat -c %s "${3:-/dev/null}" 2>/dev/null)"
-    if [ "$now" = "$seen" ]; then idle=$((idle + 1)); else seen=$now idle=0; fi
-    [ "$idle" -lt "$2" ] || { state="$state (still, after $2 polls without progress)"; break; }
-    sleep 1
-  done
-  echo "$state"
-}
-# wait_step METRICS STEP SECONDS: until the metrics file has a line for STEP or later.
-last_step() { grep -o '"step": [0-9]*' "$1" 2>/dev/null | tail -n 1 | grep -o '[0-9]*$'; }
-wait_step() {
-  local end=$((SECONDS + $3)) s
-  while :; do
-    s=$(last_step "$1")
-    [ "${s:-0}" -lt "$2" ] || return 0
-    [ "$SECONDS" -lt "$end" ] || return 1
-    sleep 0.2
-  done
-}
-show_log() { echo "--- $1"; tail -n 40 "$1"; }
 
 # ---- 1. tokenize: 2 ztok ranks write one ztok's shards ------------------------------------------
 phase "tokenize.sbatch: ztok on 2 ranks"

@@ -117,8 +117,15 @@ cmd_up() {
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5
     # The holder: the node's UTS and mount namespaces live as long as it does. --propagation slave:
     # mounts made later on the machine still appear on the node; the node's /etc/hosts stays its own.
-    setsid -f ip netns exec "$ns" unshare --uts --mount --propagation slave -- sh -c \
-      "hostname node$i && mount --bind '$state/hosts' /etc/hosts && echo \$\$ >'$state/node$i.pid.tmp' &&
+    # /sys: a sysfs of the node's network (as `ip netns exec` mounts one: /sys/class/net lists the
+    # node's interfaces), with the machine's cgroup hierarchies bound back under /sys/fs/cgroup, as a real
+    # node has them (slurmd will not start without them).
+    mkdir -p "$state/cg$i"
+    setsid -f nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation slave -- sh -c \
+      "hostname node$i && mount --bind '$state/hosts' /etc/hosts &&
+       mount --rbind /sys/fs/cgroup '$state/cg$i' && mount -t sysfs '$ns' /sys &&
+       mount --rbind '$state/cg$i' /sys/fs/cgroup && umount -l '$state/cg$i' &&
+       echo \$\$ >'$state/node$i.pid.tmp' &&
        mv '$state/node$i.pid.tmp' '$state/node$i.pid' && exec sleep infinity" </dev/null >/dev/null 2>&1
   done
   for ((i = 0; i < n; i++)); do
