@@ -17,7 +17,13 @@ batch, unbiased variance), and must equal the file's within 1e-5; the actor's lo
 -A_t r_t with the per-token advantages, and the metrics' `value_loss` verl's compute_value_loss at the first
 critic step, where the values are the rollout's (the clip inert): 0.5 token-mean (v - R)^2.
 
-usage: rl_update_reference.py [--entropy_coeff=C] [--ppo --gamma=G --lam=L] MODEL_DIR ROLLOUTS.jsonl METRICS.jsonl [...]
+GSPO (--gspo): each token carries its response's sequence ratio s_i = exp(mean_t(logp_t - old_t)) (1 at the
+step, its gradient the token mean of grad log p): the loss aggregates -A_i s_i over the tokens.
+--loss_agg=seq-mean-token-mean: the mean over responses of their token means (verl's loss_agg_mode), for
+the loss and the entropy alike; token-mean otherwise.
+
+usage: rl_update_reference.py [--entropy_coeff=C] [--ppo --gamma=G --lam=L] [--gspo] [--loss_agg=MODE]
+                              MODEL_DIR ROLLOUTS.jsonl METRICS.jsonl [...]
 Exits 77 (skip) when PyTorch is not installed, 1 naming the difference.
 """
 import json
@@ -43,7 +49,8 @@ def main():
         key, _, value = args.pop(0)[2:].partition("=")
         flags[key] = value
     coeff = float(flags.get("entropy_coeff", 0))
-    ppo = "ppo" in flags
+    ppo, gspo = "ppo" in flags, "gspo" in flags
+    seq_mean = flags.get("loss_agg", "token-mean") == "seq-mean-token-mean"
     model_dir, rollouts_path, metrics_paths = args[0], args[1], args[2:]
     with open(os.path.join(model_dir, "config.json")) as f:
         j = json.load(f)
@@ -51,6 +58,11 @@ def main():
     P = {n: torch.from_numpy(w).double().requires_grad_(True) for n, w in weights.items()}
     rollouts = [json.loads(line) for line in open(rollouts_path)]
     T = sum(len(r["response_ids"]) for r in rollouts)
+    N = len(rollouts)
+
+    def agg(per_token):  # verl's agg_loss over one response's tokens, as its share of the mini-batch's
+        return per_token.mean() / N if seq_mean else per_token.sum() / T
+
     failures = 0
     value_loss = None
     if ppo:
@@ -64,10 +76,12 @@ def main():
         P0 = len(r["prompt_ids"])
         token_logp = logp[P0 - 1:, :].gather(1, torch.tensor(r["response_ids"]).unsqueeze(1)).squeeze(1)
         ratio = torch.exp(token_logp - token_logp.detach())  # 1, with the policy's gradient
+        if gspo:  # the sequence's ratio exp(mean_t(logp - old)) on each of its tokens
+            ratio = torch.exp((token_logp - token_logp.detach()).mean()).expand(len(token_logp))
         advantage = torch.tensor(r["token_advantages"], dtype=torch.float64) if ppo else r["advantage"]
-        loss = loss + (-advantage * ratio).sum() / T
+        loss = loss + agg(-advantage * ratio)
         h = -(logp[P0 - 1:, :].exp() * logp[P0 - 1:, :]).sum(-1)  # each response position's whole softmax
-        entropy = entropy + h.sum() / T
+        entropy = entropy + agg(h)
     loss = loss - coeff * entropy
     loss.backward()
     norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in P.values() if p.grad is not None))

@@ -3,10 +3,11 @@
 # - a tiny GPT-2 pre-trained on the format from a noisy teacher (ztok, ztrain, zckpt export); its answer
 #   evaluation at log.eval_every equals zgen's on the export;
 # - GRPO from that export lifts its accuracy from about 0.16 to >= 0.8 (mean of the last 20 of 200
-#   iterations; in CI >= 0.7 over iterations 81-100 of the same run, the whole curve under ZT_TEST_FULL=1);
+#   iterations; in CI over iterations 101-120 of the same run, the whole curve under ZT_TEST_FULL=1);
 # - one update's loss, gradient norm and entropy equal PyTorch's on the same rollouts, 1 rank and 2 at
 #   ZeRO-3, and with an entropy bonus (rl.entropy_coeff) 1 rank and 2 at parallel.tp=2; PPO's GAE and
-#   whitening, its actor update and its value loss likewise (1 rank and 2 at ZeRO-3);
+#   whitening, its actor update and its value loss likewise, and GSPO's (sequence ratio, seq-mean-token-mean)
+#   (1 rank and 2 at ZeRO-3);
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
 # - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
 #   2 tensor-parallel ranks the first two;
@@ -71,10 +72,10 @@ sel = [r["accuracy"] for r in rows if int(sys.argv[2]) <= r["step"] <= int(sys.a
 print(sum(sel) / len(sel))
 PY
 }
-# The whole curve (the config's 200 iterations, to >= 0.8) under ZT_TEST_FULL=1; CI runs its first 100,
-# to >= 0.7 (0.83 over 81-100 here: the curve passes 0.8 near iteration 85).
+# The issue's target in CI: >= 0.8 within 120 iterations (the mean of 101-120: 0.85 here; the curve passes
+# 0.8 near iteration 85); the config's whole 200 under ZT_TEST_FULL=1.
 grpo_curve=200 grpo_target=0.8
-full_cases || { grpo_curve=100 grpo_target=0.7; }
+full_cases || grpo_curve=120
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" --train.stop_at_step=$grpo_curve --ckpt.dir="$W/grpo" --log.metrics="$W/grpo.jsonl"
 start=$(accuracy "$W/grpo.jsonl" 1 5) end=$(accuracy "$W/grpo.jsonl" $((grpo_curve - 19)) $grpo_curve)
 echo "GRPO: accuracy $start over iterations 1-5, $end over $((grpo_curve - 19))-$grpo_curve"
@@ -150,6 +151,18 @@ expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${ppo_on
   "$W/ppo-ref1.jsonl" "$W/ppo-ref3.jsonl"
 rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "PPO's GAE, update or value loss differs from the PyTorch reference (above)"
+# GSPO's update (the sequence ratio), aggregated as verl's seq-mean-token-mean, 1 rank and 2 at ZeRO-3. The
+# task's responses all have 7 tokens, where at ratio 1 GSPO's gradient equals GRPO's (as measured: the same
+# norm); the sequence ratio's clip, and unequal lengths, are the unit tests' (tests/unit/rl).
+gspo_one=(--rl.algorithm=gspo --rl.loss_agg=seq-mean-token-mean)
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${gspo_one[@]}" --rl.rollout_dir="$W/gspo-rollouts" \
+  --ckpt.dir="$W/gspo-ref1" --log.metrics="$W/gspo-ref1.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${gspo_one[@]}" --train.micro_batch=20 \
+  --train.zero_stage=3 --ckpt.dir="$W/gspo-ref3" --log.metrics="$W/gspo-ref3.jsonl"
+"$PY" "$here/../reference/rl_update_reference.py" --gspo --loss_agg=seq-mean-token-mean "$W/hf" \
+  "$W/gspo-rollouts/step_00000001.jsonl" "$W/gspo-ref1.jsonl" "$W/gspo-ref3.jsonl"
+rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "GSPO's update differs from the PyTorch reference (above)"
 
 # ---- a LoRA actor: its adapters start at B = 0, so its first iteration samples what the full model's does;
 # its KL reference is the base without adapters; its checkpoint exports as a PEFT adapter --------------------
