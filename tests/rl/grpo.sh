@@ -15,9 +15,9 @@
 #   ZeRO-3 on 2 ranks (base and adapters gathered whole for the rollouts) it samples iterations 1-2 as 1
 #   rank does, with a bf16-or-fp32 base and with an NF4 base;
 # - a reward program (rl.reward=command:...) scores as the built-in rule does; GSPO with KL runs;
-# - PPO (a critic, GAE) lifts the accuracy: by 0.1 over its first 30 iterations in CI (0.12 -> 0.31 here);
-#   under ZT_TEST_FULL=1 the whole 150 to >= 0.8 while its value loss falls (tools/rl-quickstart.sh's PPO
-#   curve, about a minute more); 2 ranks (ZeRO-1, ZeRO-3,
+# - PPO (a critic, GAE) lifts the accuracy from chance to >= 0.8 within 100 iterations in CI (0.84 over
+#   81-100 here); under ZT_TEST_FULL=1 the whole 150 while its value loss falls (tools/rl-quickstart.sh's
+#   PPO curve); 2 ranks (ZeRO-1, ZeRO-3,
 #   parallel.tp=2) follow 1 rank; a PPO run stopped and resumed (its critic checkpointed) gives the
 #   uninterrupted run's metrics exactly, and resumes on 2 ranks at ZeRO-3 and at parallel.tp=2;
 #   zckpt verify/export/reshard handle its critic/; GRPO <-> PPO resumes are refused;
@@ -210,9 +210,10 @@ PY
 
 # ---- PPO: a critic's values and GAE lift the accuracy too; 2 data-parallel ranks follow 1 rank -------------
 ppo=(--rl.algorithm=ppo --rl.critic_lr=1e-3 --rl.gamma=1 --rl.lam=1 --train.max_steps=150)
-# The whole learning curve (150 iterations) under ZT_TEST_FULL=1; CI runs its first 30.
+# The issue's target in CI: >= 0.8 within 100 iterations (the mean of 81-100: 0.84 here); the whole 150,
+# with the critic's value loss falling, under ZT_TEST_FULL=1.
 curve=150
-full_cases || curve=30
+full_cases || curve=100
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --train.stop_at_step=$curve --ckpt.dir="$W/ppo" --log.metrics="$W/ppo.jsonl"
 start=$(accuracy "$W/ppo.jsonl" 1 5) end=$(accuracy "$W/ppo.jsonl" $((curve - 19)) $curve)
 echo "PPO: accuracy $start over iterations 1-5, $end over $((curve - 19))-$curve"
@@ -224,10 +225,9 @@ assert len(rows) == curve, f"{len(rows)} iterations, expected {curve}"
 for key in ("value_loss", "value_clip_fraction", "critic_grad_norm", "values_mean", "returns_mean"):
     assert all(key in r for r in rows), key
 assert start <= 0.35, f"accuracy {start} at the start: not chance (<= 0.35)"
+assert end >= 0.8, f"accuracy {start} -> {end}: not from chance (<= 0.35) to >= 0.8 in {curve} iterations"
 if curve < 150:  # the targets move while the policy learns: the value loss falls only later
-    assert end >= start + 0.1, f"accuracy {start} -> {end}: not up by 0.1 in {curve} iterations"
     sys.exit(0)
-assert end >= 0.8, f"accuracy {start} -> {end}: not from chance (<= 0.35) to >= 0.8"
 early = sum(r["value_loss"] for r in rows[:5]) / 5
 late = sum(r["value_loss"] for r in rows[-20:]) / 20
 assert late < early, f"the critic's value loss did not fall: {early} -> {late}"
