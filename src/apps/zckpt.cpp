@@ -41,6 +41,7 @@ struct Args {
   std::string command, dir, out;
   std::string adapter;  // export --adapter DIR (LoRA)
   bool merge = false;   // export --merge (LoRA)
+  bool critic = false;  // export --critic (PPO)
   int world = 0;
   std::string dtype;                          // export: "" = fp32 for a .safetensors file, bf16 for a directory
   std::uint64_t max_shard = 5'000'000'000;    // export to a directory: transformers' default "5GB"
@@ -58,6 +59,9 @@ Args parse_args(const config::cli::Args& args) {
   a.out = args.text("out");
   a.adapter = args.text("adapter");
   a.merge = args.on("merge");
+  a.critic = args.on("critic");
+  if (a.critic && (a.merge || !a.adapter.empty()))
+    throw ConfigError("zckpt export --critic writes the PPO critic alone: give it without --merge and --adapter");
   a.world = static_cast<int>(args.integer("world"));
   a.dtype = args.text("dtype");
   a.max_shard = model::parse_shard_size(args.text("max-shard-size"));
@@ -239,11 +243,15 @@ int export_weights(const Args& a) {
                           "directory); ", a.out, " is one fp32 file"));
   if (!a.adapter.empty()) return export_adapter(a);
   const ckpt::Checkpoint c = open_committed(a.dir);
-  if (!a.merge && run_config_of(c).lora.rank > 0)
+  if (a.critic && !ckpt::has_critic(c.manifest()))
+    throw ConfigError(cat(a.dir, " holds no critic (critic/): --critic exports a PPO run's (rl.algorithm=ppo)"));
+  if (!a.merge && !a.critic && run_config_of(c).lora.rank > 0)
     throw ConfigError(cat(a.dir, " is a LoRA checkpoint (its adapters only): export them with --adapter DIR, or the "
                           "merged model with --merge --out ", a.out));
   const fs::path path(a.out);
-  const model::ParamTable table = a.merge ? base_table_of(c) : table_of(c);
+  const model::ParamTable table = a.critic ? model::ParamTable(model::value_model_shape(base_table_of(c).shape()))
+                                 : a.merge  ? base_table_of(c)
+                                            : table_of(c);
   // Several .safetensors files of one model may share a directory: its config.json is theirs.
   io::StagedOutput out = file ? io::StagedOutput::files(path.parent_path(), {path.filename().string(), "config.json"},
                                                         "--out", inputs_of(c), a.overwrite,
@@ -251,12 +259,14 @@ int export_weights(const Args& a) {
                               : io::StagedOutput::directory(path, "--out", inputs_of(c), a.overwrite);
   require_sound(a.dir);
   // exact fp32 master weights, not model.h5; with --merge the base plus the adapters
-  const std::vector<float> master = a.merge ? model::checkpoint_merged_weights(c, table) : c.read_master();
+  const std::vector<float> master = a.critic ? ckpt::Checkpoint(c.dir() / ckpt::kCriticDir).read_master()
+                                   : a.merge  ? model::checkpoint_merged_weights(c, table)
+                                              : c.read_master();
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
     if (file) model::export_pretrained((dir / path.filename()).string(), table, master.data());
     else model::export_hf_directory(dir.string(), table, master.data(), a.dtype != "fp32", a.max_shard);
   });
-  std::cout << "exported step " << c.manifest().step << " of " << a.dir << " to " << a.out
+  std::cout << "exported " << (a.critic ? "the critic of " : "") << "step " << c.manifest().step << " of " << a.dir << " to " << a.out
             << (file ? " (+ config.json)" : cat(" (", a.dtype == "fp32" ? "fp32" : "bf16", ", config.json)")) << "\n";
   return kExitOk;
 }

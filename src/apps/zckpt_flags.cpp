@@ -18,7 +18,7 @@ const config::cli::Spec& zckpt_spec() {
         {.name = "verify", .positionals = {"DIR"}, .flags = {},
          .usage = "verify DIR                            exit 0 if sound, 1 naming each problem (an\n"
                   "                                                   interrupted save too), 2 if DIR is no checkpoint"},
-        {.name = "export", .positionals = {"DIR"}, .flags = {"out", "adapter", "merge", "dtype", "max-shard-size", "overwrite"},
+        {.name = "export", .positionals = {"DIR"}, .flags = {"out", "adapter", "merge", "critic", "dtype", "max-shard-size", "overwrite"},
          .usage = "export DIR --out FILE.safetensors     HF GPT2LMHeadModel or LlamaForCausalLM weights, fp32 (+ config.json)\n"
                   "export DIR --out HFDIR [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
                   "                                                   a directory from_pretrained loads: config.json, weights\n"
@@ -27,7 +27,10 @@ const config::cli::Spec& zckpt_spec() {
                   "                                                   (adapter_model.safetensors + adapter_config.json)\n"
                   "export DIR --merge --out OUT [--dtype bf16|fp32] [--max-shard-size 5GB]\n"
                   "                                                   a LoRA checkpoint merged into its base (init.from): the\n"
-                  "                                                   fine-tuned model, written as export --out writes one"},
+                  "                                                   fine-tuned model, written as export --out writes one\n"
+                  "export DIR --critic --out OUT [--dtype bf16|fp32]\n"
+                  "                                                   a PPO checkpoint's critic: the family's sequence-\n"
+                  "                                                   classification model with one label (score.weight)"},
         {.name = "reshard", .positionals = {"DIR"}, .flags = {"world", "out", "overwrite"},
          .usage = "reshard DIR --world N --out DIR2      the same checkpoint for N ranks"},
         {.name = "quantize", .positionals = {"HFDIR"}, .flags = {"out", "block", "double-quant", "dtype", "overwrite"},
@@ -42,6 +45,9 @@ const config::cli::Spec& zckpt_spec() {
          .help = "export: FILE.safetensors or a Hugging Face directory; reshard: the new checkpoint directory"},
         {.name = "adapter", .value_name = "DIR", .help = "export a LoRA checkpoint's adapters alone, in PEFT's layout"},
         {.name = "merge", .type = Type::kSwitch, .help = "export a LoRA checkpoint merged into its base (init.from)"},
+        {.name = "critic", .type = Type::kSwitch,
+         .help = "export a PPO checkpoint's critic (critic/): the body and its value head, score.weight [1, C], as "
+                 "transformers' <Family>ForSequenceClassification with one label (TRL's value model)"},
         {.name = "dtype", .type = Type::kChoice, .value_name = "bf16|fp32",
          .help = "export --out HFDIR: the weights' type (default bf16; a .safetensors file is fp32); quantize: the "
                  "unquantized tensors' type and the quant state's compute dtype (default bf16)",

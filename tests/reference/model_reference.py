@@ -47,7 +47,7 @@ def attention(qkv, n_head, sample=None):
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, C)
 
 
-def forward(P, cfg, tokens, sample=None):
+def forward(P, cfg, tokens, sample=None, hidden=False):
     T = tokens.shape[1]
     x = P["transformer.wte.weight"][tokens] + P["transformer.wpe.weight"][:T]
     for i in range(cfg["n_layer"]):
@@ -59,6 +59,8 @@ def forward(P, cfg, tokens, sample=None):
         m = gelu_tanh(m @ h("mlp.c_fc.weight") + h("mlp.c_fc.bias"))
         x = x + m @ h("mlp.c_proj.weight") + h("mlp.c_proj.bias")
     x = layernorm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
+    if hidden:  # the final hidden states (a value head's input)
+        return x
     return x @ P["transformer.wte.weight"].T  # the tied LM head
 
 

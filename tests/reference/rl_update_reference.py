@@ -22,7 +22,10 @@ step, its gradient the token mean of grad log p): the loss aggregates -A_i s_i o
 --loss_agg=seq-mean-token-mean: the mean over responses of their token means (verl's loss_agg_mode), for
 the loss and the entropy alike; token-mean otherwise.
 
-usage: rl_update_reference.py [--entropy_coeff=C] [--ppo --gamma=G --lam=L] [--gspo] [--loss_agg=MODE]
+With --critic=DIR (the run's critic exported by zckpt export --critic, unchanged by its step: rl.critic_lr=1e-30),
+its values are checked against old_values and the value loss's gradient norm against `critic_grad_norm`.
+
+usage: rl_update_reference.py [--entropy_coeff=C] [--ppo --gamma=G --lam=L [--critic=DIR]] [--gspo] [--loss_agg=MODE]
                               MODEL_DIR ROLLOUTS.jsonl METRICS.jsonl [...]
 Exits 77 (skip) when PyTorch is not installed, 1 naming the difference.
 """
@@ -65,9 +68,13 @@ def main():
 
     failures = 0
     value_loss = None
+    critic_norm = None
     if ppo:
         failures += check_gae(rollouts, float(flags["gamma"]), float(flags["lam"]))
         value_loss = sum(0.5 * sum((v - R) ** 2 for v, R in zip(r["old_values"], r["returns"])) for r in rollouts) / T
+        if "critic" in flags:
+            critic_norm, bad = check_critic(flags["critic"], j, rollouts, T)
+            failures += bad
     loss = torch.zeros((), dtype=torch.float64)
     entropy = torch.zeros((), dtype=torch.float64)
     for r in rollouts:
@@ -93,11 +100,37 @@ def main():
         print(f"{'ok' if ok else 'MISMATCH'} {path}: loss {m['loss']} vs {float(loss):.9g}, grad norm {m['grad_norm']} "
               f"vs {norm:.9g} ({dn:.1e} relative), entropy {m['entropy']} vs {float(entropy):.9g} ({de:.1e})")
         failures += 0 if ok else 1
+        if critic_norm is not None:
+            dc = abs(m["critic_grad_norm"] - critic_norm) / critic_norm
+            print(f"{'ok' if dc <= 1e-5 else 'MISMATCH'} {path}: critic gradient norm {m['critic_grad_norm']} vs "
+                  f"{critic_norm:.9g} ({dc:.1e} relative)")
+            failures += 0 if dc <= 1e-5 else 1
         if value_loss is not None:
             dv = abs(m["value_loss"] - value_loss) / value_loss
             print(f"{'ok' if dv <= 1e-5 else 'MISMATCH'} {path}: value loss {m['value_loss']} vs {value_loss:.9g} ({dv:.1e} relative)")
             failures += 0 if dv <= 1e-5 else 1
     sys.exit(1 if failures else 0)
+
+
+def check_critic(critic_dir, cfg, rollouts, T):
+    """The critic (zckpt export --critic: the body and score.weight [1, C]) at the rollout: its values at the
+    positions before each response token equal the rollouts' old_values; the gradient norm of the value loss
+    0.5 token-mean (v - R)^2 (verl's compute_value_loss with the clip inert: v is the rollout's value)."""
+    weights, _ = st_io.load(os.path.join(critic_dir, "model.safetensors"))
+    C = {n: torch.from_numpy(w).double().requires_grad_(True) for n, w in weights.items()}
+    loss, worst = torch.zeros((), dtype=torch.float64), 0.0
+    for r in rollouts:
+        seq = r["prompt_ids"] + r["response_ids"]
+        h = model_reference.forward(C, cfg, torch.tensor([seq[:-1]]), hidden=True)[0]
+        P0 = len(r["prompt_ids"])
+        v = (h[P0 - 1:, :] @ C["score.weight"].T).squeeze(1)
+        worst = max(worst, float((v.detach() - torch.tensor(r["old_values"], dtype=torch.float64)).abs().max()))
+        loss = loss + 0.5 * ((v - torch.tensor(r["returns"], dtype=torch.float64)) ** 2).sum() / T
+    loss.backward()
+    norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in C.values() if p.grad is not None))
+    ok = worst <= 1e-5
+    print(f"{'ok' if ok else 'MISMATCH'} the critic's values at the rollout: largest difference {worst:.1e}")
+    return norm, 0 if ok else 1
 
 
 def check_gae(rollouts, gamma, lam):

@@ -140,15 +140,19 @@ expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --rl.entr
 rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update with an entropy bonus differs from PyTorch's (above)"
 # PPO's update: GAE (gamma 0.9, lambda 0.8) and the whitening recomputed from the rollouts' rewards and the
-# critic's values, the actor's loss and gradient norm with the per-token advantages, and the critic's value
-# loss, 1 rank and 2 at ZeRO-3.
-ppo_one=(--rl.algorithm=ppo --rl.critic_lr=1e-3 --rl.gamma=0.9 --rl.lam=0.8)
+# critic's values, the actor's loss and gradient norm with the per-token advantages, the critic's values (its
+# export, zckpt export --critic) and its value loss and gradient norm, 1 rank and 2 at ZeRO-3.
+# rl.critic_lr=1e-30: a step that leaves the critic as it was (within 1e-30; 0 would mean optim.lr), so the
+# checkpoint's critic is the one that made the values (exported for the reference).
+ppo_one=(--rl.algorithm=ppo --rl.critic_lr=1e-30 --rl.gamma=0.9 --rl.lam=0.8)
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${ppo_one[@]}" --rl.rollout_dir="$W/ppo-rollouts" \
   --ckpt.dir="$W/ppo-ref1" --log.metrics="$W/ppo-ref1.jsonl"
 expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${ppo_one[@]}" --train.micro_batch=20 \
   --train.zero_stage=3 --ckpt.dir="$W/ppo-ref3" --log.metrics="$W/ppo-ref3.jsonl"
-"$PY" "$here/../reference/rl_update_reference.py" --ppo --gamma=0.9 --lam=0.8 "$W/hf" "$W/ppo-rollouts/step_00000001.jsonl" \
-  "$W/ppo-ref1.jsonl" "$W/ppo-ref3.jsonl"
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/ppo-ref1/step_00000001" --critic --out "$W/critic" --dtype fp32
+expect_in "$W/critic/config.json" '"GPT2ForSequenceClassification"' "the critic exports as a sequence-classification model"
+"$PY" "$here/../reference/rl_update_reference.py" --ppo --gamma=0.9 --lam=0.8 --critic="$W/critic" "$W/hf" \
+  "$W/ppo-rollouts/step_00000001.jsonl" "$W/ppo-ref1.jsonl" "$W/ppo-ref3.jsonl"
 rc=$?
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "PPO's GAE, update or value loss differs from the PyTorch reference (above)"
 # GSPO's update (the sequence ratio), aggregated as verl's seq-mean-token-mean, 1 rank and 2 at ZeRO-3. The
