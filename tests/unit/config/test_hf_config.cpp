@@ -33,7 +33,7 @@ std::string model_dir(const std::string& config_json) {
   return path;
 }
 
-CommandLine parse(std::vector<std::string> args) {
+CommandLine parse_cli(std::vector<std::string> args) {
   args.insert(args.begin(), "ztrain");
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -42,7 +42,7 @@ CommandLine parse(std::vector<std::string> args) {
 
 std::string error_of(std::vector<std::string> args) {
   try {
-    parse(args);
+    parse_cli(args);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -51,7 +51,7 @@ std::string error_of(std::vector<std::string> args) {
 
 TEST(HfConfig, LlamaKeysNotGivenComeFromConfigJson) {
   const std::string dir = model_dir(kLlama32_1b);
-  const CommandLine cl = parse({"--init.from=" + dir, "--model.seq_len=256"});
+  const CommandLine cl = parse_cli({"--init.from=" + dir, "--model.seq_len=256"});
   const ModelConfig& m = cl.config.model;
   EXPECT_EQ(m.arch, Arch::kLlama);
   EXPECT_EQ(m.n_layer, 16);
@@ -73,7 +73,7 @@ TEST(HfConfig, LlamaKeysNotGivenComeFromConfigJson) {
 
 TEST(HfConfig, GivenKeysMustAgreeFromCommandLineOrFile) {
   const std::string dir = model_dir(kLlama32_1b);
-  EXPECT_EQ(parse({"--init.from=" + dir, "--model.n_kv_head=8", "--model.arch=llama"}).config.model.n_kv_head, 8);
+  EXPECT_EQ(parse_cli({"--init.from=" + dir, "--model.n_kv_head=8", "--model.arch=llama"}).config.model.n_kv_head, 8);
   const std::string msg = error_of({"--init.from=" + dir, "--model.n_head=16"});
   EXPECT_NE(msg.find("model.n_head=16 disagrees with num_attention_heads=32 in " + dir + "/config.json"),
             std::string::npos) << msg;
@@ -88,7 +88,7 @@ TEST(HfConfig, GivenKeysMustAgreeFromCommandLineOrFile) {
 
 TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
   const std::string dir = model_dir(kGpt2);
-  const ModelConfig m = parse({"--init.from=" + dir}).config.model;
+  const ModelConfig m = parse_cli({"--init.from=" + dir}).config.model;
   EXPECT_EQ(m.arch, Arch::kGpt2);
   EXPECT_EQ(m.n_layer, 12);
   EXPECT_EQ(m.n_embd, 768);
@@ -119,7 +119,7 @@ TEST(HfConfig, Qwen3IsLlamaWithHeadNormsAndItsOwnHeadWidth) {
     "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true,
     "use_sliding_window": false, "vocab_size": 151936})";
   const std::string dir = model_dir(qwen);
-  const ModelConfig m = parse({"--init.from=" + dir, "--model.seq_len=1024"}).config.model;
+  const ModelConfig m = parse_cli({"--init.from=" + dir, "--model.seq_len=1024"}).config.model;
   EXPECT_EQ(m.arch, Arch::kLlama);
   EXPECT_TRUE(m.qk_norm);
   EXPECT_FALSE(m.qkv_bias);
@@ -146,7 +146,7 @@ TEST(HfConfig, Qwen2IsLlamaWithQkvBiases) {
     "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true, "use_sliding_window": false,
     "vocab_size": 151936})";
   const std::string dir = model_dir(qwen);
-  const ModelConfig m = parse({"--init.from=" + dir, "--model.seq_len=1024"}).config.model;
+  const ModelConfig m = parse_cli({"--init.from=" + dir, "--model.seq_len=1024"}).config.model;
   EXPECT_EQ(m.arch, Arch::kLlama);
   EXPECT_TRUE(m.qkv_bias);
   EXPECT_EQ(m.n_kv_head, 2);
@@ -169,14 +169,14 @@ TEST(HfConfig, MistralLoadsWhileItsWindowDoesNotBind) {
     "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32,
     "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null,
     "tie_word_embeddings": false, "vocab_size": 32768})");
-  const ModelConfig m = parse({"--init.from=" + v03, "--model.seq_len=8192"}).config.model;
+  const ModelConfig m = parse_cli({"--init.from=" + v03, "--model.seq_len=8192"}).config.model;
   EXPECT_EQ(m.arch, Arch::kLlama);
   EXPECT_FALSE(m.qkv_bias);
   EXPECT_EQ(m.n_kv_head, 8);
   const std::string v01 = model_dir(R"({"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
     "max_position_embeddings": 32768, "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
     "sliding_window": 4096, "vocab_size": 32000})");
-  EXPECT_EQ(parse({"--init.from=" + v01, "--model.seq_len=4096"}).config.model.n_layer, 32);
+  EXPECT_EQ(parse_cli({"--init.from=" + v01, "--model.seq_len=4096"}).config.model.n_layer, 32);
   EXPECT_NE(error_of({"--init.from=" + v01, "--model.seq_len=8192"}).find("model.seq_len=8192 exceeds sliding_window=4096"),
             std::string::npos);
   const std::string no_window_key = model_dir(R"({"architectures": ["MistralForCausalLM"], "hidden_size": 64,

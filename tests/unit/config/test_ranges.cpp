@@ -20,7 +20,7 @@ bool is_number_key(const Option& o) {
   return o.value_kind.find("INT") != std::string::npos || o.value_kind.find("NUM") != std::string::npos;
 }
 
-std::string error_of(const std::function<void()>& f) {
+std::string range_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const ConfigError& e) {
@@ -38,7 +38,7 @@ TEST(Ranges, EveryNumberKeyOfZtrainStatesAFiniteRangeAndRefusesBeyondIt) {
     EXPECT_TRUE(std::regex_search(o.value_kind, range)) << o.key << " shows " << o.value_kind << ", no finite range";
     for (const char* beyond : {"1e300", "-1e300", "nan", "inf", "-inf"}) {
       Config c;
-      EXPECT_NE(error_of([&] { o.assign(c, beyond); }), "") << o.key << "=" << beyond << " was accepted";
+      EXPECT_NE(range_error_of([&] { o.assign(c, beyond); }), "") << o.key << "=" << beyond << " was accepted";
     }
   }
   EXPECT_GT(numbers, 60);  // the walk saw the table
@@ -65,12 +65,12 @@ TEST(Ranges, TheReportedCases) {
   ASSERT_NE(timeout, nullptr);
   for (const char* t : {"1e9", "1e12", "1e-9", "0"}) {
     Config c;
-    EXPECT_EQ(error_of([&] { timeout->assign(c, t); }), cat("dist.timeout_s=", t, ": must be in [1, 1000000]")) << t;
+    EXPECT_EQ(range_error_of([&] { timeout->assign(c, t); }), cat("dist.timeout_s=", t, ": must be in [1, 1000000]")) << t;
   }
   Config c;
   EXPECT_NO_THROW(timeout->assign(c, "1000000"));
   const char* argv[] = {"ztok", "--format", "instruct", "--chat-template", "chatml", "--pack", "--seq-len", "1000000000", "in.jsonl"};
-  EXPECT_EQ(error_of([&] { cli::parse(apps::ztok_spec(), 9, argv); }),
+  EXPECT_EQ(range_error_of([&] { cli::parse(apps::ztok_spec(), 9, argv); }),
             "--seq-len 1000000000: must be an integer in [1, 1048576]");
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 using namespace testing;
 
-std::vector<std::uint32_t> ramp(std::size_t n, std::uint32_t modulo) {
+std::vector<std::uint32_t> chunk_ramp(std::size_t n, std::uint32_t modulo) {
   std::vector<std::uint32_t> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint32_t>((i * 7919 + 13) % modulo);
   return v;
@@ -68,7 +68,7 @@ TEST(ShardChunks, Fletcher32EqualsHdf5sBitForBit) {
   // The sum a real shard stores after a chunk's 32 KiB (little-endian) is this one.
   TempDir dir("verified");
   const std::uint64_t k = kShardChunkTokens;
-  const auto tokens = ramp(2 * k, 50257);
+  const auto tokens = chunk_ramp(2 * k, 50257);
   write_shard(dir.path / "s.h5", tokens, {0});
   const std::string file = slurp(dir.path / "s.h5");
   const std::size_t at = file.find(le16(tokens, k, k));  // chunk 1, whole
@@ -88,7 +88,7 @@ TEST(ShardChunks, AFlippedByteInsideAChunkIsCaughtOnFirstRead) {
   TempDir dir("verified");
   const fs::path p = dir.path / "s.h5";
   const std::uint64_t k = kShardChunkTokens;
-  const auto tokens = ramp(3 * k, 50257);
+  const auto tokens = chunk_ramp(3 * k, 50257);
   write_shard(p, tokens, {0});
   std::string bytes = slurp(p);
   const std::string needle = le16(tokens, k, 8);  // chunk 1's first ids occur once in the file
@@ -139,7 +139,7 @@ TEST(ShardChunks, VerifiedReadsEqualHdf5ReadsForEveryRangeShape) {
   for (const TokenizerInfo& info : {gpt2_info(), TokenizerInfo{"custom", "h", 100000, 99999}}) {
     const fs::path p = dir.path / (info.name + ".h5");
     const std::uint64_t k = kShardChunkTokens;
-    const auto tokens = ramp(2 * k + 1234, static_cast<std::uint32_t>(info.vocab_size));  // a short last chunk
+    const auto tokens = chunk_ramp(2 * k + 1234, static_cast<std::uint32_t>(info.vocab_size));  // a short last chunk
     write_shard(p, tokens, {0}, info);
     const ShardReader r = ShardReader::open(p);
     std::vector<std::int32_t> all(tokens.size());

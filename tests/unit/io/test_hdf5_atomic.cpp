@@ -15,10 +15,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
+struct AtomicTempDir {
   fs::path path = fs::temp_directory_path() / ("zt_h5_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+  AtomicTempDir() { fs::create_directories(path); }
+  ~AtomicTempDir() { fs::remove_all(path); }
 };
 
 std::string slurp(const fs::path& p) {
@@ -29,7 +29,7 @@ std::string slurp(const fs::path& p) {
 }
 
 TEST(Hdf5, AttributesAndDatasetsRoundTrip) {
-  TempDir dir;
+  AtomicTempDir dir;
   const std::string path = (dir.path / "a.h5").string();
   std::vector<std::string> many;
   for (int i = 0; i < 20000; ++i) many.push_back("corpus/part_" + std::to_string(i) + ".txt");  // > 64 KiB
@@ -63,7 +63,7 @@ TEST(Hdf5, AttributesAndDatasetsRoundTrip) {
 }
 
 TEST(Hdf5, FailuresNameTheFileAndObject) {
-  TempDir dir;
+  AtomicTempDir dir;
   const fs::path junk = dir.path / "junk.h5";
   std::ofstream(junk) << "not hdf5";
   try {
@@ -82,7 +82,7 @@ TEST(Hdf5, FailuresNameTheFileAndObject) {
 }
 
 TEST(Hdf5, SameContentGivesIdenticalBytes) {
-  TempDir dir;
+  AtomicTempDir dir;
   for (const char* name : {"1.h5", "2.h5"}) {
     H5File f = H5File::create((dir.path / name).string());
     f.set_attr("s", std::string("x"));
@@ -93,7 +93,7 @@ TEST(Hdf5, SameContentGivesIdenticalBytes) {
 }
 
 TEST(Hdf5, NdFloatDatasetsRoundTripAndChecksumsCatchDamage) {
-  TempDir dir;
+  AtomicTempDir dir;
   const std::string path = (dir.path / "f.h5").string();
   std::vector<float> m(3 * 5000);
   for (std::size_t i = 0; i < m.size(); ++i) m[i] = 0.5f * static_cast<float>(i) - 7;
@@ -125,7 +125,7 @@ TEST(Hdf5, NdFloatDatasetsRoundTripAndChecksumsCatchDamage) {
 }
 
 TEST(AtomicFile, ReplacesWholeOrLeavesTheOldFile) {
-  TempDir dir;
+  AtomicTempDir dir;
   const fs::path p = dir.path / "state.json";
   write_file_atomic(p, "one");
   write_file_atomic(p, "two");

@@ -17,10 +17,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
+struct StagingTempDir {
   fs::path path = fs::temp_directory_path() / ("zt_staged_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+  StagingTempDir() { fs::create_directories(path); }
+  ~StagingTempDir() { fs::remove_all(path); }
 };
 
 void write(const fs::path& p, const std::string& text) {
@@ -52,7 +52,7 @@ std::vector<std::string> entries(const fs::path& dir) {
 }
 
 TEST(GuardedConflict, SeesThroughSymlinksDotDotAndHardLinks) {
-  TempDir t;
+  StagingTempDir t;
   write(t.path / "base" / "model.safetensors", "weights");
   const Guarded base{t.path / "base", "the base"};
   fs::create_directory_symlink(t.path / "base", t.path / "link");
@@ -69,7 +69,7 @@ TEST(GuardedConflict, SeesThroughSymlinksDotDotAndHardLinks) {
 }
 
 TEST(StagedOutput, RefusesGuardedPathsEvenWithOverwrite) {
-  TempDir t;
+  StagingTempDir t;
   write(t.path / "base" / "config.json", "{}");
   const std::vector<Guarded> in{{t.path / "base", "the run's base"}};
   for (bool overwrite : {false, true}) {
@@ -84,7 +84,7 @@ TEST(StagedOutput, RefusesGuardedPathsEvenWithOverwrite) {
 }
 
 TEST(StagedOutput, ExistingNonEmptyDirectoryNeedsOverwriteWhichReplacesItWhole) {
-  TempDir t;
+  StagingTempDir t;
   write(t.path / "out" / "old.txt", "old");
   EXPECT_NE(refusal([&] { StagedOutput::directory(t.path / "out", "--out", {}, false); })
                 .find("exists and is not empty: give a new or empty directory, or add --overwrite"),
@@ -99,7 +99,7 @@ TEST(StagedOutput, ExistingNonEmptyDirectoryNeedsOverwriteWhichReplacesItWhole) 
 }
 
 TEST(StagedOutput, EmptyDirectoryIsFineAndMissingParentsAreCreated) {
-  TempDir t;
+  StagingTempDir t;
   fs::create_directory(t.path / "empty");
   StagedOutput a = StagedOutput::directory(t.path / "empty", "--out", {}, false);
   write(a.staging() / "x", "1");
@@ -112,7 +112,7 @@ TEST(StagedOutput, EmptyDirectoryIsFineAndMissingParentsAreCreated) {
 }
 
 TEST(StagedOutput, AnExistingTemporaryNameIsLeftAlone) {
-  TempDir t;
+  StagingTempDir t;
   const std::string taken = "out." + std::to_string(::getpid()) + ".tmp";
   write(t.path / taken / "someone's.txt", "keep");
   StagedOutput out = StagedOutput::directory(t.path / "out", "--out", {}, false);
@@ -124,7 +124,7 @@ TEST(StagedOutput, AnExistingTemporaryNameIsLeftAlone) {
 }
 
 TEST(StagedOutput, WithoutCommitNothingIsLeft) {
-  TempDir t;
+  StagingTempDir t;
   write(t.path / "out" / "old.txt", "old");
   {
     StagedOutput out = StagedOutput::directory(t.path / "out", "--out", {}, true);
@@ -140,7 +140,7 @@ TEST(StagedOutput, WithoutCommitNothingIsLeft) {
 }
 
 TEST(StagedOutput, FilesReplaceOnlyTheirOwnNames) {
-  TempDir t;
+  StagingTempDir t;
   write(t.path / "d" / "notes.txt", "mine");
   write(t.path / "d" / "config.json", "old");
   EXPECT_NE(refusal([&] { StagedOutput::files(t.path / "d", {"m.safetensors", "config.json"}, "--out", {}, false); })
@@ -162,7 +162,7 @@ TEST(StagedOutput, FilesReplaceOnlyTheirOwnNames) {
 }
 
 TEST(StagedOutput, UnwritablePlaceIsAConfigErrorNamingIt) {
-  TempDir t;
+  StagingTempDir t;
   write(t.path / "a_file", "x");
   EXPECT_NE(refusal([&] { StagedOutput::directory(t.path / "a_file" / "out", "--out", {}, false); })
                 .find("cannot create its directory " + (t.path / "a_file").string()),

@@ -19,13 +19,13 @@ namespace zt::optim {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
+struct StoreTempDir {
   fs::path path = fs::temp_directory_path() / ("zt_param_store_test_" + std::to_string(::getpid()));
-  TempDir() {
+  StoreTempDir() {
     fs::remove_all(path);
     fs::create_directories(path / "rank_0");
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~StoreTempDir() { fs::remove_all(path); }
 };
 
 // Units of odd sizes (one smaller than the world, one of a single element), each a parameter.
@@ -71,7 +71,7 @@ std::vector<float> read(ParamStore& store, backend::Backend& device, const Parti
 }
 
 TEST(ParamStore, NvmeReadsWhatHostReadsInAnyOrderAcrossUpdates) {
-  TempDir tmp;
+  StoreTempDir tmp;
   auto device = backend::make_cpu_backend(1);
   for (DType dtype : {DType::kBF16, DType::kF32})
     for (int rank : {0, 2}) {
@@ -107,7 +107,7 @@ TEST(ParamStore, NvmeReadsWhatHostReadsInAnyOrderAcrossUpdates) {
 }
 
 TEST(ParamStore, RemovedDirectoryMidRunIsAnErrorNamingTheFile) {
-  TempDir tmp;
+  StoreTempDir tmp;
   const Partition part = partition(2, 0);
   const fs::path file = tmp.path / "rank_0" / "model.params.bin";
   auto store = ParamStore::make(part, DType::kBF16, file);
@@ -125,7 +125,7 @@ TEST(ParamStore, RemovedDirectoryMidRunIsAnErrorNamingTheFile) {
 }
 
 TEST(ParamStore, MissingNvmeDirIsAStartUpErrorNamingIt) {
-  TempDir tmp;
+  StoreTempDir tmp;
   const fs::path file = tmp.path / "absent" / "rank_0" / "model.params.bin";
   try {
     ParamStore::make(partition(2, 0), DType::kBF16, file);

@@ -13,14 +13,14 @@ namespace {
 
 using Pieces = std::vector<std::string>;
 
-const CharClassTable& table() {
+const CharClassTable& kinds_table() {
   static const CharClassTable kTable;
   return kTable;
 }
 
 Pieces pieces(std::string_view text, Pattern pattern) {
   Pieces out;
-  PreTokenizer(table(), pattern).for_each_piece(text, [&](std::string_view p) { out.emplace_back(p); });
+  PreTokenizer(kinds_table(), pattern).for_each_piece(text, [&](std::string_view p) { out.emplace_back(p); });
   return out;
 }
 Pieces cl100k(std::string_view text) { return pieces(text, {PatternKind::kCl100k, 3}); }

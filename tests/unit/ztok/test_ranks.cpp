@@ -46,15 +46,15 @@ TEST(ShardAssembly, InputsSplitIntoContiguousBlocksBalancedByBytes) {
 }
 
 // A split's stream: documents of random length from a few inputs, as ztok routes them.
-struct Doc {
+struct RankDoc {
   std::uint64_t input;
   std::vector<std::uint32_t> ids;
 };
 
-std::vector<Doc> random_docs(std::mt19937_64& rng, std::size_t n) {
-  std::vector<Doc> docs(n);
+std::vector<RankDoc> random_docs(std::mt19937_64& rng, std::size_t n) {
+  std::vector<RankDoc> docs(n);
   std::uint64_t input = 0;
-  for (Doc& d : docs) {
+  for (RankDoc& d : docs) {
     input += rng() % 3 == 0;  // several documents per input
     d.input = input;
     d.ids.resize(1 + rng() % 900);
@@ -67,10 +67,10 @@ std::vector<Doc> random_docs(std::mt19937_64& rng, std::size_t n) {
 // holds ids [k * shard_tokens, (k + 1) * shard_tokens), the document starts among them (as offsets in
 // the shard) and the names of the inputs its ids came from, in order, a name repeated only after another.
 void write_reference_shards(const fs::path& dir, const TokenizerInfo& info, std::uint64_t shard_tokens,
-                            const std::vector<Doc>& docs, const std::vector<std::string>& names) {
+                            const std::vector<RankDoc>& docs, const std::vector<std::string>& names) {
   std::vector<std::uint32_t> ids;
   std::vector<std::uint64_t> input_of, starts;
-  for (const Doc& d : docs) {
+  for (const RankDoc& d : docs) {
     starts.push_back(ids.size());
     ids.insert(ids.end(), d.ids.begin(), d.ids.end());
     input_of.insert(input_of.end(), d.ids.size(), d.input);
@@ -94,7 +94,7 @@ void write_reference_shards(const fs::path& dir, const TokenizerInfo& info, std:
 TEST(ShardAssembly, ShardsFromRanksJournalsEqualOneProcessShards) {
   TempDir dir("ztok_ranks");
   std::mt19937_64 rng(11);
-  const std::vector<Doc> docs = random_docs(rng, 300);
+  const std::vector<RankDoc> docs = random_docs(rng, 300);
   std::vector<std::string> names;
   for (std::uint64_t i = 0; i <= docs.back().input; ++i) names.push_back(cat("in/part_", i, ".txt"));
   const TokenizerInfo info = gpt2_info();
@@ -155,7 +155,7 @@ bool punches_holes(const fs::path& dir) {
 TEST(ShardAssembly, ShardsCutAsTheJournalFillsEqualTheWholeStreamsAndFreeIt) {
   TempDir dir("ztok_ranks");
   std::mt19937_64 rng(12);
-  const std::vector<Doc> docs = random_docs(rng, 300);
+  const std::vector<RankDoc> docs = random_docs(rng, 300);
   std::vector<std::string> names;
   for (std::uint64_t i = 0; i <= docs.back().input; ++i) names.push_back(cat("in/part_", i, ".txt"));
   const TokenizerInfo info = gpt2_info();
