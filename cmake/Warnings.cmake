@@ -14,4 +14,7 @@ function(zt_module name)
   add_library(zt_${name} STATIC ${ARG_SOURCES})
   target_include_directories(zt_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(zt_${name} PUBLIC ${ARG_DEPS} PRIVATE zt_warnings ${ARG_PRIVATE_DEPS})
+  # C++ sources compiled a few per translation unit (CMake's unity build; CUDA files stay one each):
+  # the headers most sources include are parsed once per unit, and CI builds everything from scratch.
+  set_target_properties(zt_${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 6)
 endfunction()

@@ -13,7 +13,7 @@ using backend::Tensor;
 
 namespace {
 // Parameter order inside a block unit (param_table.cpp).
-enum BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
+enum Gpt2BlockParam { kLn1W, kLn1B, kAttnW, kAttnB, kAttnProjW, kAttnProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
 constexpr backend::WeightLayout kInOut = backend::WeightLayout::kInOut;  // HF Conv1D weights are [in, out]
 }  // namespace
 
@@ -129,7 +129,6 @@ void Gpt2Block::recompute_selective(DecoderEnv& e, int l) {
 }
 
 namespace {
-TpSplit split(TpSplit::Kind kind, int dim, std::vector<std::int64_t> segments) { return {kind, dim, std::move(segments)}; }
 
 class Gpt2Family final : public Family {
  public:
@@ -144,7 +143,7 @@ class Gpt2Family final : public Family {
 
   std::unique_ptr<Block> make_block(const Geometry& g) const override { return std::make_unique<Gpt2Block>(g); }
 
-  // Flat order: unit 0 = wte, wpe; unit 1+i = block i in HF's per-block order (BlockParam); unit L+1 = ln_f.
+  // Flat order: unit 0 = wte, wpe; unit 1+i = block i in HF's per-block order (Gpt2BlockParam); unit L+1 = ln_f.
   std::vector<ParamInfo> params(const GptShape& s) const override {
     const std::int64_t C = s.n_embd;
     std::vector<ParamInfo> p{param_info("transformer.wte.weight", {s.padded_vocab, C}, 0, true, s.vocab_size),
@@ -171,13 +170,13 @@ class Gpt2Family final : public Family {
   TpSplit tp_split(const ParamInfo& p, const GptShape& s) const override {
     using K = TpSplit::Kind;
     const std::int64_t C = s.n_embd;
-    if (p.name == "transformer.wte.weight") return split(K::kVocab, 0, {s.padded_vocab});
-    if (p.name.ends_with("attn.c_attn.weight")) return split(K::kColumn, 1, {C, C, C});
-    if (p.name.ends_with("attn.c_attn.bias")) return split(K::kColumn, 0, {C, C, C});
-    if (p.name.ends_with("mlp.c_fc.weight")) return split(K::kColumn, 1, {4 * C});
-    if (p.name.ends_with("mlp.c_fc.bias")) return split(K::kColumn, 0, {4 * C});
-    if (p.name.ends_with("attn.c_proj.weight")) return split(K::kRow, 0, {C});
-    if (p.name.ends_with("mlp.c_proj.weight")) return split(K::kRow, 0, {4 * C});
+    if (p.name == "transformer.wte.weight") return TpSplit{K::kVocab, 0, {s.padded_vocab}};
+    if (p.name.ends_with("attn.c_attn.weight")) return TpSplit{K::kColumn, 1, {C, C, C}};
+    if (p.name.ends_with("attn.c_attn.bias")) return TpSplit{K::kColumn, 0, {C, C, C}};
+    if (p.name.ends_with("mlp.c_fc.weight")) return TpSplit{K::kColumn, 1, {4 * C}};
+    if (p.name.ends_with("mlp.c_fc.bias")) return TpSplit{K::kColumn, 0, {4 * C}};
+    if (p.name.ends_with("attn.c_proj.weight")) return TpSplit{K::kRow, 0, {C}};
+    if (p.name.ends_with("mlp.c_proj.weight")) return TpSplit{K::kRow, 0, {4 * C}};
     return {};
   }
 

@@ -18,7 +18,7 @@ using backend::Tensor;
 namespace {
 // Parameter order inside a block unit (the family's params below): kQBias.. only with qkv_bias (Qwen2),
 // then q_norm and k_norm with qk_norm (Qwen3): at qk_norm_param().
-enum BlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown, kQBias };
+enum LlamaBlockParam { kNorm1, kQ, kK, kV, kO, kNorm2, kGate, kUp, kDown, kQBias };
 int qk_norm_param(const GptShape& s) { return kQBias + (s.qkv_bias ? 3 : 0); }
 constexpr backend::WeightLayout kOutIn = backend::WeightLayout::kOutIn;  // HF nn.Linear weights are [out, in]
 }  // namespace
@@ -174,7 +174,6 @@ void LlamaBlock::recompute_selective(DecoderEnv& e, int l) {
 }
 
 namespace {
-TpSplit split(TpSplit::Kind kind, int dim, std::vector<std::int64_t> segments) { return {kind, dim, std::move(segments)}; }
 
 class LlamaFamily final : public Family {
  public:
@@ -201,7 +200,7 @@ class LlamaFamily final : public Family {
 
   std::unique_ptr<Block> make_block(const Geometry& g) const override { return std::make_unique<LlamaBlock>(g); }
 
-  // Flat order: unit 0 = embed_tokens; unit 1+i = block i (BlockParam); unit L+1 = norm, then lm_head unless
+  // Flat order: unit 0 = embed_tokens; unit 1+i = block i (LlamaBlockParam); unit L+1 = norm, then lm_head unless
   // tied. Inside a block q, k, v are adjacent (one [W, C] projection for the block) and so are gate, up
   // ([2F, C]); Qwen2's q, k, v biases come last in the block, adjacent too, then Qwen3's q_norm and k_norm
   // ([hs] each, replicated under TP), so the others keep their places.
@@ -236,11 +235,11 @@ class LlamaFamily final : public Family {
   // fused projections read them (Qwen2's q, k, v biases alike). o_proj and down_proj cut their inputs (dim 1).
   TpSplit tp_split(const ParamInfo& p, const GptShape& s) const override {
     using K = TpSplit::Kind;
-    if (p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight") return split(K::kVocab, 0, {s.padded_vocab});
+    if (p.name == "model.embed_tokens.weight" || p.name == "lm_head.weight") return TpSplit{K::kVocab, 0, {s.padded_vocab}};
     for (const char* column : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight",
                                "q_proj.bias", "k_proj.bias", "v_proj.bias"})
-      if (p.name.ends_with(column)) return split(K::kColumn, 0, {p.shape[0]});
-    if (p.name.ends_with("o_proj.weight") || p.name.ends_with("down_proj.weight")) return split(K::kRow, 1, {p.shape[1]});
+      if (p.name.ends_with(column)) return TpSplit{K::kColumn, 0, {p.shape[0]}};
+    if (p.name.ends_with("o_proj.weight") || p.name.ends_with("down_proj.weight")) return TpSplit{K::kRow, 1, {p.shape[1]}};
     return {};
   }
 

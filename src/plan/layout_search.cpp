@@ -49,7 +49,7 @@ std::string grouped(double v) {
   return out;
 }
 
-std::string gib(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
+std::string gib_text(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
 
 // "none", or the offload tier: "host" / "nvme".
 std::string offload_name(const Layout& l) {
@@ -62,7 +62,7 @@ std::string row(const std::string& rank, const Candidate& k) {
   const double ms = 1e3;
   std::snprintf(line, sizeof line, "  %4s %3d %3d %3d %4d %5d %5d %-9s %4d %-7s %7s %9s %11s %8s %8s %8s %8s %8s %8s\n",
                 rank.c_str(), l.tp, l.pp, l.vpp, l.dp, l.micro_batch, l.grad_accum, config::to_string(l.recompute).c_str(),
-                l.zero_stage, offload_name(l).c_str(), gib(k.memory_bytes).c_str(), fixed(k.time.total() * ms, 1).c_str(),
+                l.zero_stage, offload_name(l).c_str(), gib_text(k.memory_bytes).c_str(), fixed(k.time.total() * ms, 1).c_str(),
                 grouped(k.tokens_per_s).c_str(), fixed(k.time.compute * ms, 1).c_str(), fixed(k.time.tp_comm * ms, 1).c_str(),
                 fixed(k.time.dp_comm * ms, 1).c_str(), fixed(k.time.pp_comm * ms, 1).c_str(),
                 fixed(k.time.bubble * ms, 1).c_str(), fixed(k.time.offload * ms, 1).c_str());
@@ -203,7 +203,7 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
       << "  machine: " << fixed(m.tflops, m.tflops < 10 ? 3 : 0) << " TFLOP/s x " << fixed(m.efficiency, 2)
       << " efficiency per device, links " << fixed(m.intra_gbps, 1) << " GB/s in a node, " << fixed(m.inter_gbps, 1)
       << " GB/s between nodes, " << fixed(m.latency_s * 1e6, 0) << " us a message, "
-      << (m.capacity_bytes ? gib(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << " per device\n"
+      << (m.capacity_bytes ? gib_text(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << " per device\n"
       << (m.device == config::Device::kCpu ? "  (CPU ranks: set plan.gpu_tflops and the plan.*_gbps links to this machine's; "
                                              "tools/bench/plan_search_vs_measured.sh measures them)\n" : "")
       << "  " << r.tried << " layouts: " << r.ranked.size() << " fit, " << r.out_of_memory << " need more memory, "
@@ -221,7 +221,7 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
   }
   if (!r.best_rejected)
     out << "  best rejected: none for memory (every layout ztrain runs fits in "
-        << (m.capacity_bytes ? gib(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << ")\n";
+        << (m.capacity_bytes ? gib_text(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << ")\n";
   else
     out << "  best rejected: " << describe(r.best_rejected->layout) << ": " << r.best_rejected->rejected << " (would run "
         << fixed(r.best_rejected->time.total() * 1e3, 1) << " ms/step, " << grouped(r.best_rejected->tokens_per_s)
@@ -229,7 +229,7 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
   out << "  configured (" << describe(configured.layout) << "): ";
   if (configured.rejected.empty() || configured.out_of_memory)
     out << "predicted " << fixed(configured.time.total() * 1e3, 3) << " ms/step, " << grouped(configured.tokens_per_s)
-        << " tokens/s, " << gib(configured.memory_bytes) << " GiB"
+        << " tokens/s, " << gib_text(configured.memory_bytes) << " GiB"
         << (configured.out_of_memory ? cat(" (", configured.rejected, ")") : "") << "\n";
   else
     out << configured.rejected << "\n";

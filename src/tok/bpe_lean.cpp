@@ -16,7 +16,7 @@
 namespace zt::tok {
 namespace {
 
-constexpr std::uint32_t kNone = Vocab::kNone;  // also the largest rank: "no merge"
+constexpr std::uint32_t kNoMerge = Vocab::kNone;  // also the largest rank: "no merge"
 constexpr std::uint64_t kNoPair = ~std::uint64_t{0};  // a block (or subtree) without a mergeable pair
 constexpr std::uint64_t kAll = ~std::uint64_t{0};
 
@@ -56,7 +56,7 @@ std::uint32_t BpeMerger::part_id(std::string_view piece, std::uint32_t begin, st
 
 std::uint32_t BpeMerger::lean_rank(std::string_view piece, std::uint32_t left) const {
   const std::uint32_t mid = next_start(left);
-  if (mid == n_) return kNone;
+  if (mid == n_) return kNoMerge;
   return vocab_->merged(part_id(piece, left, mid), part_id(piece, mid, next_start(mid)));
 }
 
@@ -64,7 +64,7 @@ void BpeMerger::refresh_block(std::uint32_t block) {
   std::uint64_t best = kNoPair;
   for (std::uint64_t bits = starts_[block]; bits != 0; bits &= bits - 1) {
     const std::uint32_t i = block * 64 + static_cast<std::uint32_t>(std::countr_zero(bits));
-    if (ranks_[i] != kNone) best = std::min(best, (std::uint64_t{ranks_[i]} << 32) | i);
+    if (ranks_[i] != kNoMerge) best = std::min(best, (std::uint64_t{ranks_[i]} << 32) | i);
   }
   std::size_t node = leaves_ + block;
   tree_[node] = best;
@@ -76,7 +76,7 @@ void BpeMerger::refresh_block(std::uint32_t block) {
 }
 
 void BpeMerger::merge_lean(std::string_view piece, std::vector<std::uint32_t>& out) {
-  if (piece.size() >= kNone)
+  if (piece.size() >= kNoMerge)
     throw Error(cat("a single pre-token of ", piece.size(), " bytes (4 GiB or more) cannot be merged; "
                     "break the input with white space or newlines"));
   n_ = static_cast<std::uint32_t>(piece.size());
@@ -87,12 +87,12 @@ void BpeMerger::merge_lean(std::string_view piece, std::vector<std::uint32_t>& o
   for (std::uint32_t i = 0; i + 1 < n_; ++i)
     ranks_[i] = vocab_->merged(vocab_->byte_token(static_cast<unsigned char>(piece[i])),
                                vocab_->byte_token(static_cast<unsigned char>(piece[i + 1])));
-  ranks_[n_ - 1] = kNone;
+  ranks_[n_ - 1] = kNoMerge;
   leaves_ = std::bit_ceil(std::size_t{blocks});
   tree_.assign(2 * leaves_, kNoPair);
   for (std::uint32_t b = 0; b < blocks; ++b)
     for (std::uint32_t i = b * 64; i < std::min(n_, b * 64 + 64); ++i)
-      if (ranks_[i] != kNone) tree_[leaves_ + b] = std::min(tree_[leaves_ + b], (std::uint64_t{ranks_[i]} << 32) | i);
+      if (ranks_[i] != kNoMerge) tree_[leaves_ + b] = std::min(tree_[leaves_ + b], (std::uint64_t{ranks_[i]} << 32) | i);
   for (std::size_t node = leaves_ - 1; node >= 1; --node) tree_[node] = std::min(tree_[2 * node], tree_[2 * node + 1]);
 
   while (tree_[1] != kNoPair) {
@@ -100,11 +100,11 @@ void BpeMerger::merge_lean(std::string_view piece, std::vector<std::uint32_t>& o
     const std::uint32_t right = next_start(left);
     starts_[right >> 6] &= ~(std::uint64_t{1} << (right & 63));
     ranks_[left] = lean_rank(piece, left);
-    const std::uint32_t before = left > 0 ? prev_start(left) : kNone;
-    if (before != kNone) ranks_[before] = lean_rank(piece, before);
+    const std::uint32_t before = left > 0 ? prev_start(left) : kNoMerge;
+    if (before != kNoMerge) ranks_[before] = lean_rank(piece, before);
     refresh_block(left >> 6);
     if (right >> 6 != left >> 6) refresh_block(right >> 6);
-    if (before != kNone && before >> 6 != left >> 6) refresh_block(before >> 6);
+    if (before != kNoMerge && before >> 6 != left >> 6) refresh_block(before >> 6);
   }
   give_back(ranks_);
   give_back(tree_);
