@@ -264,6 +264,26 @@ wait_step() {
 }
 show_log() { echo "--- $1"; tail -n 40 "$1"; }
 
+# slurm_requeue_by_usr1 METRICS STEP SBATCH_ARGS...: submits a train job (its log ztrain-cpu-JOBID.log),
+# sends USR1 to its batch script once METRICS has a line for STEP, waits for the job's end by its progress
+# (wait_job) and checks that it COMPLETED after exactly one requeue. Sets job, log, signal_step and state.
+slurm_requeue_by_usr1() {
+  local metrics=$1 at=$2
+  shift 2
+  job=$(sbatch --parsable "$@") || fail "sbatch $*"
+  job=${job%%;*}
+  log=ztrain-cpu-$job.log
+  wait_step "$metrics" "$at" 180 || { show_log "$log"; fail "job $job did not reach step $at"; }
+  slurm_cmd scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
+  signal_step=$(last_step "$metrics")
+  echo "USR1 sent at step $signal_step"
+  state=$(wait_job "$job" 120 "$metrics")
+  echo "== job $job: $state, restarts $(slurm_job_field "$job" Restarts), exit $(slurm_job_field "$job" ExitCode), nodes $(slurm_job_field "$job" NodeList)"
+  [ "$state" = COMPLETED ] || { show_log "$log"; fail "job $job ended $state (expected COMPLETED after a requeue)"; }
+  [ "$(slurm_job_field "$job" Restarts)" = 1 ] ||
+    { show_log "$log"; fail "job $job was not requeued exactly once (did it end before USR1 arrived?)"; }
+}
+
 slurm_show_logs() {
   [ -n "$SLURM_DIR" ] || return 0
   local f

@@ -6,6 +6,7 @@
 # 75, requeues itself, resumes on 2 nodes and ends with the losses of an uninterrupted 2-rank run on one
 # host, bit for bit (a 2-rank sum has one order). The log places rank 0 on node0 and rank 1 on node1.
 # Skips (77), saying why, where namespaces or Slurm cannot start (not root, packages missing).
+# shellcheck disable=SC2154  # job, log, signal_step, state: set by slurm_requeue_by_usr1 (slurm_local.sh)
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/netns_lib.sh"
@@ -39,17 +40,8 @@ ZT_TIMEOUT=300 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$da
   --ckpt.dir=ref/checkpoints --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
 
 phase "train-cpu.sbatch on 2 nodes x 1 rank (mpirun through Slurm); USR1 once it is past step $signal_at"
-job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run sbatch --parsable --nodes=2 --ntasks-per-node=1 \
-  --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}") || fail "sbatch train-cpu.sbatch"
-job=${job%%;*}
-log=ztrain-cpu-$job.log
-wait_step run/metrics.jsonl "$signal_at" 180 || { show_log "$log"; fail "job $job did not reach step $signal_at"; }
-slurm_cmd scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
-echo "USR1 sent at step $(last_step run/metrics.jsonl)"
-state=$(wait_job "$job" 120 run/metrics.jsonl)
-phase "job $job: $state, restarts $(slurm_job_field "$job" Restarts), exit $(slurm_job_field "$job" ExitCode), nodes $(slurm_job_field "$job" NodeList)"
-[ "$state" = COMPLETED ] || { show_log "$log"; fail "job $job ended $state (expected COMPLETED after a requeue)"; }
-[ "$(slurm_job_field "$job" Restarts)" = 1 ] || { show_log "$log"; fail "job $job was not requeued exactly once"; }
+ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run slurm_requeue_by_usr1 run/metrics.jsonl "$signal_at" --nodes=2 \
+  --ntasks-per-node=1 --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}"
 expect_in "$log" "^# rank 0: host=node0 " "rank 0 on node0"
 expect_in "$log" "^# rank 1: host=node1 " "rank 1 on node1"
 expect_in "$log" "checkpointed \(exit 75\): requeueing job $job" "exit 75 and the requeue"

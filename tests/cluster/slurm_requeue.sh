@@ -15,6 +15,7 @@
 #     reached the job script 76 s after its EndTime (slurmctld's 30 s sweep, then starved daemons).
 # Skips (77), saying why, where Slurm cannot start (not root, packages missing). On failure it prints the
 # daemons' log lines; ZT_KEEP=DIR keeps the job logs and the daemons' logs there.
+# shellcheck disable=SC2154  # job, log, signal_step, state: set by slurm_requeue_by_usr1 (slurm_local.sh)
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/slurm_local.sh"
 jobs_dir=$ZT_SOURCE/jobscripts/slurm
@@ -89,17 +90,8 @@ ZT_TIMEOUT=120 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$da
   --ckpt.dir=ref/checkpoints --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
 
 phase "train-cpu.sbatch, 2 ranks with mpirun; USR1 once it is past step $signal_at"
-job=$(ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run sbatch --parsable --nodes=1 --ntasks-per-node=2 \
-  --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}") || fail "sbatch train-cpu.sbatch"
-log=ztrain-cpu-$job.log
-wait_step run/metrics.jsonl "$signal_at" 90 || { show_log "$log"; fail "job $job did not reach step $signal_at"; }
-slurm_cmd scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
-signal_step=$(last_step run/metrics.jsonl)
-echo "USR1 sent at step $signal_step"
-state=$(wait_job "$job" 90 run/metrics.jsonl)
-phase "job $job: $state, restarts $(slurm_job_field "$job" Restarts), exit $(slurm_job_field "$job" ExitCode)"
-[ "$state" = COMPLETED ] || { show_log "$log"; fail "job $job ended $state (expected COMPLETED after a requeue)"; }
-[ "$(slurm_job_field "$job" Restarts)" = 1 ] || { show_log "$log"; fail "job $job was not requeued exactly once (did it end before USR1 arrived?)"; }
+ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run slurm_requeue_by_usr1 run/metrics.jsonl "$signal_at" --nodes=1 \
+  --ntasks-per-node=2 --cpus-per-task=1 --time=10 "$jobs_dir/train-cpu.sbatch" "${train_args[@]}"
 grep "job: " "$log"
 
 # The log: a header with the binary's revision and the resolved configuration, for each start.
