@@ -264,6 +264,17 @@ wait_step() {
 }
 show_log() { echo "--- $1"; tail -n 40 "$1"; }
 
+# slurm_reference_run STEPS: the uninterrupted 2-rank run on this host (ref/metrics.jsonl, ref.loss) that a
+# requeued job must equal; sets train_args (the tiny model, STEPS steps) and data (make_tiny_data's shards).
+slurm_reference_run() {
+  train_args=("${TINY_MODEL[@]}" --train.global_batch=64 --train.micro_batch=8 "--train.max_steps=$1")
+  data="$ZT_WORK/data/train_*.h5"
+  echo "== reference: an uninterrupted 2-rank run of $1 steps on one host"
+  ZT_TIMEOUT=300 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$data" \
+    --ckpt.dir=ref/checkpoints --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
+  loss_column ref/metrics.jsonl >ref.loss
+}
+
 # slurm_requeue_by_usr1 METRICS STEP SBATCH_ARGS...: submits a train job (its log ztrain-cpu-JOBID.log),
 # sends USR1 to its batch script once METRICS has a line for STEP, waits for the job's end by its progress
 # (wait_job) and checks that it COMPLETED after exactly one requeue. Sets job, log, signal_step and state.

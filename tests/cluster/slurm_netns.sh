@@ -6,7 +6,7 @@
 # 75, requeues itself, resumes on 2 nodes and ends with the losses of an uninterrupted 2-rank run on one
 # host, bit for bit (a 2-rank sum has one order). The log places rank 0 on node0 and rank 1 on node1.
 # Skips (77), saying why, where namespaces or Slurm cannot start (not root, packages missing).
-# shellcheck disable=SC2154  # job, log, signal_step, state: set by slurm_requeue_by_usr1 (slurm_local.sh)
+# shellcheck disable=SC2154  # job, log, signal_step, state, train_args, data: set by slurm_local.sh's helpers
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../lib.sh"
 source "$here/netns_lib.sh"
@@ -33,11 +33,7 @@ export ZT_ROOT=$ZT_SOURCE ZT_BIN
 make_tiny_data 40000
 # As slurm_requeue.sh: long enough that USR1, sent past step $signal_at, arrives before the end.
 steps=3000 signal_at=200
-train_args=("${TINY_MODEL[@]}" --train.global_batch=64 --train.micro_batch=8 "--train.max_steps=$steps")
-data="$ZT_WORK/data/train_*.h5"
-phase "reference: an uninterrupted 2-rank run of $steps steps on one host"
-ZT_TIMEOUT=300 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$data" \
-  --ckpt.dir=ref/checkpoints --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
+slurm_reference_run "$steps"
 
 phase "train-cpu.sbatch on 2 nodes x 1 rank (mpirun through Slurm); USR1 once it is past step $signal_at"
 ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run slurm_requeue_by_usr1 run/metrics.jsonl "$signal_at" --nodes=2 \
@@ -47,7 +43,6 @@ expect_in "$log" "^# rank 1: host=node1 " "rank 1 on node1"
 expect_in "$log" "checkpointed \(exit 75\): requeueing job $job" "exit 75 and the requeue"
 expect_in "$log" "start 2 \(requeues so far: 1\)" "the requeued start"
 grep -q '"event": *"resume"' run/metrics.jsonl || fail "no resume event in run/metrics.jsonl"
-loss_column ref/metrics.jsonl >ref.loss
 loss_column run/metrics.jsonl >run.loss
 [ "$(wc -l <run.loss)" -eq "$steps" ] || fail "run has $(wc -l <run.loss) step losses, expected $steps"
 cmp -s ref.loss run.loss || fail "the requeued 2-node run's step losses are not bit-identical to the 2-rank run's on one host"

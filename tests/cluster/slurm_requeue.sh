@@ -15,7 +15,7 @@
 #     reached the job script 76 s after its EndTime (slurmctld's 30 s sweep, then starved daemons).
 # Skips (77), saying why, where Slurm cannot start (not root, packages missing). On failure it prints the
 # daemons' log lines; ZT_KEEP=DIR keeps the job logs and the daemons' logs there.
-# shellcheck disable=SC2154  # job, log, signal_step, state: set by slurm_requeue_by_usr1 (slurm_local.sh)
+# shellcheck disable=SC2154  # job, log, signal_step, state, train_args, data: set by slurm_local.sh's helpers
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/slurm_local.sh"
 jobs_dir=$ZT_SOURCE/jobscripts/slurm
@@ -83,11 +83,7 @@ make_tiny_data 40000
 # machine (about 2 ms a step: 1000 steps once ended before USR1 arrived).
 steps=4000
 signal_at=200
-train_args=("${TINY_MODEL[@]}" --train.global_batch=64 --train.micro_batch=8 "--train.max_steps=$steps")
-data="$ZT_WORK/data/train_*.h5"
-phase "reference: an uninterrupted 2-rank run of $steps steps"
-ZT_TIMEOUT=120 zt_mpirun 2 "$ZT_BIN/ztrain" "${train_args[@]}" --data.train="$data" \
-  --ckpt.dir=ref/checkpoints --log.metrics=ref/metrics.jsonl >ref.log 2>&1 || { tail -n 20 ref.log; fail "reference run"; }
+slurm_reference_run "$steps"
 
 phase "train-cpu.sbatch, 2 ranks with mpirun; USR1 once it is past step $signal_at"
 ZT_CONFIG='' ZT_DATA=$data ZT_RUN_DIR=run slurm_requeue_by_usr1 run/metrics.jsonl "$signal_at" --nodes=1 \
@@ -116,7 +112,6 @@ grep -q "\"from\": *\"[^\"]*step_$(printf %08d "$resume_step")\"" <<<"$resume" |
 [ -d "run/checkpoints/step_$(printf %08d "$steps")" ] || fail "no final checkpoint step_$(printf %08d "$steps")"
 
 # Same losses as the uninterrupted run: the final one within 1e-6, and (on the CPU) every step bit for bit.
-loss_column ref/metrics.jsonl >ref.loss
 loss_column run/metrics.jsonl >run.loss
 [ "$(wc -l <run.loss)" -eq "$steps" ] || fail "run has $(wc -l <run.loss) step losses, expected $steps"
 /usr/bin/python3 - ref.loss run.loss <<'PY' || fail "final loss differs from the uninterrupted run"
