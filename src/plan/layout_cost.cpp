@@ -192,7 +192,7 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     const double bw = std::int64_t{l.tp} * l.dp >= m.gpus_per_node ? inter : intra;
     t.pp_comm = micro * l.vpp * 2 * (bytes / bw + m.latency_s);
   }
-  if (l.offload == config::Offload::kOptimizer) {
+  if (l.offload != config::Offload::kNone) {
     // The rank's optimizer shard: its TP-local (or pipeline) parameters over the DP ranks.
     const model::ParamTable global(shape);
     const double params = (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
@@ -204,6 +204,14 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     const double adamw = params * (28 + x) / (m.host_gbps * 1e9 / ranks);
     const double nvme = l.offload_to == config::OffloadTo::kNvme ? params * 24 / (m.nvme_gbps * 1e9 / ranks) : 0.0;
     t.offload = pcie + std::max(adamw, nvme);
+    if (l.offload == config::Offload::kParams) {
+      // Every micro-batch's forward and backward read each unit's slice from the tier and copy it to the
+      // device before its gather (not overlapped with compute: optim/zero/param_store.hpp copies synchronously);
+      // the step writes the updated slice there instead of sending it up (its x bytes leave the PCIe term).
+      const double reads = params * x * 2.0 * l.grad_accum;
+      t.offload += reads / (m.pcie_gbps * 1e9) - params * x / (m.pcie_gbps * 1e9);
+      if (l.offload_to == config::OffloadTo::kNvme) t.offload += (reads + params * x) / (m.nvme_gbps * 1e9 / ranks);
+    }
   }
   // The stage computes, talks to its TP group and sends; the bubble is model::bubble_fraction of the
   // pipeline's whole time (busy + idle): idle = busy x f / (1 - f).

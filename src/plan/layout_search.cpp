@@ -51,9 +51,10 @@ std::string grouped(double v) {
 
 std::string gib_text(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
 
-// "none", or the offload tier: "host" / "nvme".
+// "none", or the offload tier: "host" / "nvme" (the optimizer state), "p-host" / "p-nvme" (and the parameters).
 std::string offload_name(const Layout& l) {
-  return l.offload == config::Offload::kNone ? "none" : config::to_string(l.offload_to);
+  if (l.offload == config::Offload::kNone) return "none";
+  return (l.offload == config::Offload::kParams ? "p-" : "") + config::to_string(l.offload_to);
 }
 
 std::string row(const std::string& rank, const Candidate& k) {
@@ -72,7 +73,9 @@ std::string row(const std::string& rank, const Candidate& k) {
 std::string describe(const Layout& l) {
   return cat("tp ", l.tp, " x pp ", l.pp, l.vpp > 1 ? cat(" (vpp ", l.vpp, ")") : "", " x dp ", l.dp, ", micro_batch ",
              l.micro_batch, " x ", l.grad_accum, ", recompute ", config::to_string(l.recompute), ", ZeRO ", l.zero_stage,
-             l.offload == config::Offload::kNone ? "" : cat(", optimizer offloaded to ", offload_name(l)));
+             l.offload == config::Offload::kNone ? ""
+             : l.offload == config::Offload::kParams ? cat(", optimizer and parameters offloaded to ", config::to_string(l.offload_to))
+                                                      : cat(", optimizer offloaded to ", offload_name(l)));
 }
 
 // The first `show` of `ranked`, skipping a layout that differs from one already taken only in its ZeRO
@@ -99,8 +102,8 @@ std::string layout_flags(const Layout& l) {
   if (l.vpp > 1) f += cat(" --parallel.schedule=interleaved --parallel.vpp=", l.vpp);
   f += cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
            " --train.zero_stage=", l.zero_stage);
-  if (l.offload == config::Offload::kOptimizer) f += " --train.offload=optimizer";
-  if (l.offload == config::Offload::kOptimizer && l.offload_to == config::OffloadTo::kNvme)
+  if (l.offload != config::Offload::kNone) f += cat(" --train.offload=", config::to_string(l.offload));
+  if (l.offload != config::Offload::kNone && l.offload_to == config::OffloadTo::kNvme)
     f += " --offload.to=nvme --offload.nvme_dir=DIR";
   return f;
 }
@@ -147,11 +150,14 @@ std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m)
               const Layout l{tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero};
               out.push_back(l);
               if (zero == 0 || c.lora.rank > 0) continue;  // offload is ZeRO's sharded state (a LoRA run's is tiny)
-              for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
-                Layout o = l;
-                o.offload = config::Offload::kOptimizer;
-                o.offload_to = to;
-                out.push_back(o);
+              for (config::Offload what : {config::Offload::kOptimizer, config::Offload::kParams}) {
+                if (what == config::Offload::kParams && zero != 3) continue;  // only ZeRO-3 shards the parameters
+                for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
+                  Layout o = l;
+                  o.offload = what;
+                  o.offload_to = to;
+                  out.push_back(o);
+                }
               }
             }
         }

@@ -44,7 +44,7 @@ struct Layout {
   int micro_batch = 1, grad_accum = 1;  // grad_accum = the pipeline's micro-batches per step
   config::Recompute recompute = config::Recompute::kNone;
   int zero_stage = 0;
-  config::Offload offload = config::Offload::kNone;     // train.offload (the search tries it at ZeRO >= 1)
+  config::Offload offload = config::Offload::kNone;     // train.offload (the search tries optimizer at ZeRO >= 1, params at 3)
   config::OffloadTo offload_to = config::OffloadTo::kHost;
   bool operator==(const Layout&) const = default;
 };

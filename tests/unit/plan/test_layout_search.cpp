@@ -109,19 +109,46 @@ TEST(LayoutSearch, RanksOnlyWhatFitsAndRunsAndNamesWhyTheBestRejectedDoesNot) {
   EXPECT_LT(layout_memory(c, l, m), none);
 }
 
-// Llama 8B on one 80 GiB device: only with its optimizer state offloaded (ZeRO-Offload's case), and not
-// where the node's host memory cannot hold that state either (then NVMe).
+// Llama 8B on one 80 GiB device: only with its optimizer state offloaded (ZeRO-Offload's case; the
+// parameters too at ZeRO-3, ranked after: their reads cost more), and not where the node's host memory
+// cannot hold that state either (then NVMe).
 TEST(LayoutSearch, OneDeviceFitsLlama8BOnlyWithTheOptimizerOffloaded) {
   config::Config c = llama_8b();
   const SearchResult r = search_layouts(c, gpus(1, 4, 80));
   ASSERT_FALSE(r.ranked.empty());
-  for (const Candidate& k : r.ranked) EXPECT_EQ(k.layout.offload, config::Offload::kOptimizer) << layout_flags(k.layout);
+  for (const Candidate& k : r.ranked) EXPECT_NE(k.layout.offload, config::Offload::kNone) << layout_flags(k.layout);
+  EXPECT_EQ(r.ranked.front().layout.offload, config::Offload::kOptimizer) << layout_flags(r.ranked.front().layout);
   ASSERT_TRUE(r.best_rejected.has_value());
   EXPECT_NE(r.best_rejected->rejected.find("needs "), std::string::npos);
   c.plan.host_memory_gb = 64;  // 8B x 16 bytes of state does not fit 64 GiB of host memory
   const SearchResult nvme = search_layouts(c, gpus(1, 4, 80));
   ASSERT_FALSE(nvme.ranked.empty());
   for (const Candidate& k : nvme.ranked) EXPECT_EQ(k.layout.offload_to, config::OffloadTo::kNvme) << layout_flags(k.layout);
+}
+
+// Parameter offload (train.offload=params) is ranked at ZeRO-3 only: less device memory than the optimizer
+// tier on the same layout, and its cost adds each micro-batch's two reads of every unit's slice over PCIe
+// (the update's slice no longer goes up); flags name it.
+TEST(LayoutSearch, ParameterOffloadIsRankedAtZero3AndCostsItsReads) {
+  const config::Config c = llama_8b();
+  const Machine m = gpus(4, 4, 40);
+  const SearchResult r = search_layouts(c, m);
+  for (const Candidate& k : r.ranked)
+    if (k.layout.offload == config::Offload::kParams) EXPECT_EQ(k.layout.zero_stage, 3) << layout_flags(k.layout);
+  const auto params = std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& k) {
+    return k.layout.offload == config::Offload::kParams && k.layout.offload_to == config::OffloadTo::kHost &&
+           k.layout.tp == 1 && k.layout.pp == 1;
+  });
+  ASSERT_NE(params, r.ranked.end()) << "no parameter-offload layout fits 4 x 40 GiB for Llama 8B";
+  EXPECT_NE(layout_flags(params->layout).find(" --train.zero_stage=3 --train.offload=params"), std::string::npos)
+      << layout_flags(params->layout);
+  Layout optimizer = params->layout;
+  optimizer.offload = config::Offload::kOptimizer;
+  EXPECT_LT(params->memory_bytes, layout_memory(c, optimizer, m));
+  const double shard = static_cast<double>(model::ParamTable(model::model_shape(c.model)).numel()) / params->layout.dp;
+  const double reads = shard * 2 * 2 * params->layout.grad_accum;  // bf16, forward and backward
+  EXPECT_NEAR(params->time.offload, shard * 6 / 25e9 + shard * 30 / (200e9 / 4) + (reads - shard * 2) / 25e9,
+              1e-9 * params->time.offload);
 }
 
 TEST(LayoutSearch, PredictedBubbleIsThatFractionOfThePipelinesTime) {
