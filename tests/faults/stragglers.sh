@@ -34,7 +34,11 @@ echo "== rank 2 slowed 100x: named in the metrics and warned about"
 expect_exit 0 run 4 "$ZT_BIN/ztrain" "${args[@]}" --debug.rank=2 --debug.slow_rank_factor=100
 expect_in "$ZT_WORK/err" "warning: rank 2 on host $host computed [0-9]+% slower than the median for 3 logged windows \(steps [0-9]+-[0-9]+\)" "the warning names rank 2"
 grep -Eq "warning: rank [013] on host" "$ZT_WORK/err" && fail "an unslowed rank was warned about: $(grep 'slower than' "$ZT_WORK/err")"
-[ "$(grep -c 'slower than the median' "$ZT_WORK/err")" -eq 1 ] || fail "the episode was warned about more than once"
+# Once an episode (3 logged windows in a row), not at every window: one warning where the slowing shows in
+# every window; two where the suite's load hid it in one window mid-run and a second episode began (seen
+# once at tools/test.sh -j4). Every warning named rank 2 (above).
+warnings=$(grep -c 'slower than the median' "$ZT_WORK/err")
+[ "$warnings" -ge 1 ] && [ "$warnings" -le 2 ] || fail "$warnings warnings in 12 steps: expected one an episode (1, or 2 under load)"
 check_metrics 9
 
 echo "== the same at ZeRO stage 3, whose forward and backward passes wait in collectives: still rank 2"
