@@ -24,7 +24,15 @@ struct Span {
   void* data = nullptr;
   std::size_t count = 0;
   DType dtype = DType::kF32;
+  std::size_t bytes() const { return count * dtype_size(dtype); }
 };
+
+// A tensor's elements (anything with data, numel() and dtype: backend::Tensor, which this library does not
+// see) as a span.
+template <typename TensorLike>
+Span span_of(const TensorLike& t) {
+  return {t.data, static_cast<std::size_t>(t.numel()), t.dtype};
+}
 
 inline Span span_of(float* data, std::size_t count) { return {data, count, DType::kF32}; }
 inline Span span_of(std::int32_t* data, std::size_t count) { return {data, count, DType::kI32}; }

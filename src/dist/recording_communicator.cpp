@@ -7,7 +7,6 @@
 
 namespace zt::dist {
 namespace {
-std::size_t recorded_bytes(const dist::Span& s) { return s.count * dtype_size(s.dtype); }
 }  // namespace
 
 // Leaves the ring entry once the inner operation is seen complete; a wait that throws (the deadline)
@@ -63,29 +62,29 @@ std::unique_ptr<dist::Work> RecordingCommunicator::recorded(dist::CollKind kind,
 }
 
 std::unique_ptr<dist::Work> RecordingCommunicator::all_reduce(dist::Span buffer, dist::ReduceOp op) {
-  return recorded(dist::CollKind::kAllReduce, recorded_bytes(buffer), [&](dist::Communicator& c) { return c.all_reduce(buffer, op); });
+  return recorded(dist::CollKind::kAllReduce, buffer.bytes(), [&](dist::Communicator& c) { return c.all_reduce(buffer, op); });
 }
 
 std::unique_ptr<dist::Work> RecordingCommunicator::reduce_scatter(dist::Span send, dist::Span recv, dist::ReduceOp op) {
-  return recorded(dist::CollKind::kReduceScatter, recorded_bytes(send),
+  return recorded(dist::CollKind::kReduceScatter, send.bytes(),
                   [&](dist::Communicator& c) { return c.reduce_scatter(send, recv, op); });
 }
 
 std::unique_ptr<dist::Work> RecordingCommunicator::all_gather(dist::Span send, dist::Span recv) {
-  return recorded(dist::CollKind::kAllGather, recorded_bytes(recv), [&](dist::Communicator& c) { return c.all_gather(send, recv); });
+  return recorded(dist::CollKind::kAllGather, recv.bytes(), [&](dist::Communicator& c) { return c.all_gather(send, recv); });
 }
 
 std::unique_ptr<dist::Work> RecordingCommunicator::broadcast(dist::Span buffer, int root) {
-  return recorded(dist::CollKind::kBroadcast, recorded_bytes(buffer), [&](dist::Communicator& c) { return c.broadcast(buffer, root); });
+  return recorded(dist::CollKind::kBroadcast, buffer.bytes(), [&](dist::Communicator& c) { return c.broadcast(buffer, root); });
 }
 
 std::unique_ptr<dist::Work> RecordingCommunicator::send(dist::Span buffer, int peer, int stream) {
-  return recorded(dist::CollKind::kSend, recorded_bytes(buffer), [&](dist::Communicator& c) { return c.send(buffer, peer, stream); },
+  return recorded(dist::CollKind::kSend, buffer.bytes(), [&](dist::Communicator& c) { return c.send(buffer, peer, stream); },
                   dist::CollGroup::kP2p, cat("to rank ", peer, " of ", size()));
 }
 
 std::unique_ptr<dist::Work> RecordingCommunicator::recv(dist::Span buffer, int peer, int stream) {
-  return recorded(dist::CollKind::kRecv, recorded_bytes(buffer), [&](dist::Communicator& c) { return c.recv(buffer, peer, stream); },
+  return recorded(dist::CollKind::kRecv, buffer.bytes(), [&](dist::Communicator& c) { return c.recv(buffer, peer, stream); },
                   dist::CollGroup::kP2p, cat("from rank ", peer, " of ", size()));
 }
 

@@ -10,20 +10,19 @@ class DoneWork final : public Work {
   bool done() override { return true; }
 };
 
-std::size_t bytes_of(const Span& s) { return s.count * dtype_size(s.dtype); }
 }  // namespace
 
 StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> host, std::shared_ptr<DeviceCopies> device)
     : ForwardingCommunicator(std::move(host)), device_(std::move(device)) {}
 
 Span StagedCommunicator::to_host(const Span& device, std::vector<std::byte>& host) {
-  host.resize(bytes_of(device));
+  host.resize(device.bytes());
   if (!host.empty()) device_->to_host(host.data(), device.data, host.size());
   return {host.data(), device.count, device.dtype};
 }
 
 void StagedCommunicator::from_host(const Span& device, const std::vector<std::byte>& host) {
-  if (!host.empty()) device_->to_device(device.data, host.data(), bytes_of(device));
+  if (!host.empty()) device_->to_device(device.data, host.data(), device.bytes());
 }
 
 void StagedCommunicator::finish(std::unique_ptr<Work> work) {
@@ -41,7 +40,7 @@ std::unique_ptr<Work> StagedCommunicator::all_reduce(Span buffer, ReduceOp op) {
 std::unique_ptr<Work> StagedCommunicator::reduce_scatter(Span send, Span recv, ReduceOp op) {
   pass_settings();
   const Span host_send = to_host(send, send_);
-  recv_.resize(bytes_of(recv));  // separate even when recv aliases send on the device: MPI_IN_PLACE is not needed
+  recv_.resize(recv.bytes());  // separate even when recv aliases send on the device: MPI_IN_PLACE is not needed
   finish(inner().reduce_scatter(host_send, {recv_.data(), recv.count, recv.dtype}, op));
   from_host(recv, recv_);
   return std::make_unique<DoneWork>();
@@ -50,7 +49,7 @@ std::unique_ptr<Work> StagedCommunicator::reduce_scatter(Span send, Span recv, R
 std::unique_ptr<Work> StagedCommunicator::all_gather(Span send, Span recv) {
   pass_settings();
   const Span host_send = to_host(send, send_);
-  recv_.resize(bytes_of(recv));
+  recv_.resize(recv.bytes());
   finish(inner().all_gather(host_send, {recv_.data(), recv.count, recv.dtype}));
   from_host(recv, recv_);
   return std::make_unique<DoneWork>();
@@ -67,7 +66,7 @@ std::unique_ptr<Work> StagedCommunicator::broadcast(Span buffer, int root) {
 class StagedCommunicator::P2pWork final : public Work {
  public:
   P2pWork(StagedCommunicator& owner, Span device, bool receives)
-      : owner_(owner), device_(device), receives_(receives), host_(bytes_of(device)) {}
+      : owner_(owner), device_(device), receives_(receives), host_(device.bytes()) {}
   Span host() { return {host_.data(), device_.count, device_.dtype}; }
   void start(std::unique_ptr<Work> inner) { inner_ = std::move(inner); }
   void wait() override {
@@ -97,7 +96,7 @@ std::unique_ptr<Work> StagedCommunicator::send(Span buffer, int peer, int stream
   pass_settings();
   auto work = std::make_unique<P2pWork>(*this, buffer, false);
   const Span host = work->host();
-  if (host.count > 0) device_->to_host(host.data, buffer.data, bytes_of(buffer));
+  if (host.count > 0) device_->to_host(host.data, buffer.data, buffer.bytes());
   work->start(inner().send(host, peer, stream));
   copy_stats();
   return work;

@@ -8,7 +8,6 @@ namespace zt::layers {
 using backend::Tensor;
 
 namespace {
-dist::Span span_of(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
 
 void check_row_blocks(const TpContext& ctx, const Tensor& block, const Tensor& full, const char* what) {
   ZT_CHECK(ctx.group != nullptr, what, ": sequence parallelism needs a tensor-parallel group");
@@ -18,17 +17,17 @@ void check_row_blocks(const TpContext& ctx, const Tensor& block, const Tensor& f
 }  // namespace
 
 void all_reduce_sum(const TpContext& ctx, Tensor t) {
-  if (ctx.size() > 1) ctx.group->all_reduce(span_of(t), dist::ReduceOp::kSum)->wait();
+  if (ctx.size() > 1) ctx.group->all_reduce(dist::span_of(t), dist::ReduceOp::kSum)->wait();
 }
 
 void gather_rows(const TpContext& ctx, Tensor block, Tensor full) {
   check_row_blocks(ctx, block, full, "gather_rows");
-  ctx.group->all_gather(span_of(block), span_of(full))->wait();
+  ctx.group->all_gather(dist::span_of(block), dist::span_of(full))->wait();
 }
 
 void reduce_scatter_rows(const TpContext& ctx, Tensor full, Tensor block) {
   check_row_blocks(ctx, block, full, "reduce_scatter_rows");
-  ctx.group->reduce_scatter(span_of(full), span_of(block), dist::ReduceOp::kSum)->wait();
+  ctx.group->reduce_scatter(dist::span_of(full), dist::span_of(block), dist::ReduceOp::kSum)->wait();
 }
 
 void column_parallel_forward(const TpContext& ctx, Tensor out, Tensor inp, Tensor full, Tensor weight, Tensor bias,

@@ -231,11 +231,6 @@ std::string unsupported_reason(const Layout& l, const Machine& m) {
   return "";
 }
 
-std::string gib(std::uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / (1ull << 30));
-  return buf;
-}
 }  // namespace
 
 namespace {
@@ -266,10 +261,10 @@ Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   k.tokens_per_s = static_cast<double>(c.train.global_batch) * static_cast<double>(c.model.seq_len) / k.time.total();
   if (!p.device_fits()) {
     k.out_of_memory = true;
-    k.rejected = cat("needs ", gib(k.memory_bytes + (p.host_is_device ? p.host_bytes : 0)), " GiB of ", gib(m.capacity_bytes));
+    k.rejected = cat("needs ", gib_text(k.memory_bytes + (p.host_is_device ? p.host_bytes : 0)), " GiB of ", gib_text(m.capacity_bytes));
   } else if (!p.host_fits()) {
     k.out_of_memory = true;
-    k.rejected = cat("its offloaded state needs ", gib(p.host_bytes), " GiB of host memory per rank, of ", gib(p.host_capacity_bytes));
+    k.rejected = cat("its offloaded state needs ", gib_text(p.host_bytes), " GiB of host memory per rank, of ", gib_text(p.host_capacity_bytes));
   }
   return k;
 }

@@ -49,8 +49,6 @@ std::string grouped(double v) {
   return out;
 }
 
-std::string gib_text(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
-
 // "none", or the offload tier: "host" / "nvme" (the optimizer state), "p-host" / "p-nvme" (and the parameters).
 std::string offload_name(const Layout& l) {
   if (l.offload == config::Offload::kNone) return "none";
@@ -95,6 +93,8 @@ std::vector<Candidate> best_distinct(const std::vector<Candidate>& ranked, int s
 }
 
 }  // namespace
+
+std::string gib_text(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
 
 std::string layout_flags(const Layout& l) {
   std::string f = cat("--parallel.tp=", l.tp);

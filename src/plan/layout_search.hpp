@@ -53,6 +53,9 @@ struct Layout {
 // and parallel.vpp when vpp > 1).
 std::string layout_flags(const Layout& l);
 
+// Bytes as GiB with one decimal ("79.1"): the search's table and its rejections.
+std::string gib_text(std::uint64_t bytes);
+
 // Seconds per optimizer step on the critical path of one device.
 struct StepTime {
   double compute = 0, tp_comm = 0, dp_comm = 0, pp_comm = 0, bubble = 0;  // dp_comm: what is not hidden

@@ -82,10 +82,6 @@ void PipelineStage::timed_wait(dist::Work& work) {
   wait_ms_ += ms_since(t);
 }
 
-dist::Span PipelineStage::span(const backend::Tensor& t) const {
-  return {t.data, static_cast<std::size_t>(t.numel()), t.dtype};
-}
-
 // Within a chunk micro-batches start and finish in order, so micro % slots never names one in flight.
 PipelineStage::Slot PipelineStage::slot_of(const PipeOp& op) const {
   return {op.chunk, op.micro % static_cast<int>(models_[static_cast<std::size_t>(op.chunk)].size())};
@@ -95,14 +91,14 @@ void PipelineStage::receive(const PipeOp& op, model::Model& m) {
   if (op.recv_from < 0) return;
   const backend::Tensor into = op.kind == PipeOp::Kind::kForward ? m.stage_input() : m.stage_output_grad();
   const int stream = model::stream(op.kind, model::recv_chunk(op, grid_.pp, grid_.pp_rank()));
-  timed_wait(*pipeline_->recv(span(into), op.recv_from, stream));
+  timed_wait(*pipeline_->recv(dist::span_of(into), op.recv_from, stream));
 }
 
 void PipelineStage::send(const PipeOp& op, Slot slot, model::Model& m) {
   if (op.send_to < 0) return;
   const backend::Tensor from = op.kind == PipeOp::Kind::kForward ? m.stage_output() : m.stage_input_grad();
   be_.synchronize();  // the pass that wrote it has finished (a device backend computes on a stream)
-  sends_.push_back({slot, pipeline_->send(span(from), op.send_to, model::stream(op.kind, op.chunk))});
+  sends_.push_back({slot, pipeline_->send(dist::span_of(from), op.send_to, model::stream(op.kind, op.chunk))});
 }
 
 void PipelineStage::wait_sends(Slot slot) {

@@ -110,7 +110,6 @@ class PipelineStage {
   void send(const PipeOp& op, Slot slot, model::Model& m);
   void wait_sends(Slot slot);  // before the slot's buffers are reused: its sends have left
   void wait_all_sends();
-  dist::Span span(const backend::Tensor& t) const;
 
   backend::Backend& be_;
   dist::Grid grid_;

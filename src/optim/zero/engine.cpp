@@ -24,10 +24,6 @@ struct ZeroEngine::Pending {
   int unit = -1;       // >= 0: accumulate recv into unit's gradient shard on completion
 };
 
-namespace {
-dist::Span span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
-}  // namespace
-
 ZeroOptions ZeroOptions::from(const config::ZeroConfig& c) {
   return {.bucket_mb = c.bucket_mb,
           .reduce_in_compute = c.reduce_dtype == config::ReduceDtype::kCompute,
@@ -109,7 +105,7 @@ void ZeroEngine::launch_gather(int u) {
   } else {
     send = pview(param_shard_, part_.shard_offset(u), shard);
   }
-  gathers_[u] = comm_.all_gather(span(send), span(pview(full, 0, part_.padded_numel(u))));
+  gathers_[u] = comm_.all_gather(dist::span_of(send), dist::span_of(pview(full, 0, part_.padded_numel(u))));
   gathered_[u] = std::move(full);
 }
 
@@ -187,7 +183,7 @@ void ZeroEngine::flush_bucket() {
   const int lo = bucket_units_.back(), hi = bucket_units_.front();
   const std::int64_t begin = full_offset(lo), end = full_offset(hi) + part_.unit(hi).numel;
   auto p = std::make_unique<Pending>();
-  p->work = comm_.all_reduce(span(fview(full_grads_, begin, end - begin)), dist::ReduceOp::kSum);
+  p->work = comm_.all_reduce(dist::span_of(fview(full_grads_, begin, end - begin)), dist::ReduceOp::kSum);
   in_flight_.push_back(std::move(p));
   bucket_units_.clear();
   bucket_pending_bytes_ = 0;
@@ -197,8 +193,8 @@ void ZeroEngine::reduce_unit(int u) {
   const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
   auto p = std::make_unique<Pending>();
   if (stage_ == 1) {  // once per step, in place: this rank's block of the unit holds the reduced slice
-    p->work = comm_.reduce_scatter(span(fview(full_grads_, full_offset(u), padded)),
-                                   span(fview(full_grads_, full_offset(u) + part_.rank() * shard, shard)),
+    p->work = comm_.reduce_scatter(dist::span_of(fview(full_grads_, full_offset(u), padded)),
+                                   dist::span_of(fview(full_grads_, full_offset(u) + part_.rank() * shard, shard)),
                                    dist::ReduceOp::kSum);
   } else {  // every micro-batch: reduce the unit's temporary, accumulate into the shard on completion
     auto it = grad_temp_.find(u);
@@ -214,7 +210,7 @@ void ZeroEngine::reduce_unit(int u) {
     grad_temp_.erase(it);
     p->recv = take_transient(shard, r);
     p->unit = u;
-    p->work = comm_.reduce_scatter(span(p->send.view(r, {padded})), span(p->recv.view(r, {shard})), dist::ReduceOp::kSum);
+    p->work = comm_.reduce_scatter(dist::span_of(p->send.view(r, {padded})), dist::span_of(p->recv.view(r, {shard})), dist::ReduceOp::kSum);
   }
   in_flight_.push_back(std::move(p));
   // Stages 2-3 bound the unit gradients in reduction: the oldest completes while more than kMaxInFlight
@@ -306,7 +302,7 @@ void ZeroEngine::adamw_step(const config::OptimConfig& o, double lr, int step, d
   for (int u = 0; u < part_.n_units(); ++u) {
     const std::int64_t shard = part_.shard_numel(u);
     const Tensor mine = pview(full_params_, full_offset(u) + part_.rank() * shard, shard);
-    works.push_back(comm_.all_gather(span(mine), span(pview(full_params_, full_offset(u), part_.padded_numel(u)))));
+    works.push_back(comm_.all_gather(dist::span_of(mine), dist::span_of(pview(full_params_, full_offset(u), part_.padded_numel(u)))));
   }
   for (auto& w : works) w->wait();
 }

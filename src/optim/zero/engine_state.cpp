@@ -12,10 +12,6 @@ namespace zt::optim {
 using backend::Buffer;
 using backend::Tensor;
 
-namespace {
-dist::Span state_span(const Tensor& t) { return {t.data, static_cast<std::size_t>(t.numel()), t.dtype}; }
-}  // namespace
-
 const Buffer& ZeroEngine::state_buffer(State state) const {
   return state == State::kMaster ? master_ : state == State::kExpAvg ? exp_avg_ : exp_avg_sq_;
 }
@@ -92,7 +88,7 @@ void ZeroEngine::gather_master(float* flat) {
     } else {
       backend_.copy(mine.data, fview(master_, part_.shard_offset(u), shard).data, mine.bytes());
     }
-    comm_.all_gather(state_span(mine), state_span(fview(full, 0, padded)))->wait();
+    comm_.all_gather(dist::span_of(mine), dist::span_of(fview(full, 0, padded)))->wait();
     backend_.copy_to_host(flat + unit.offset, full.data(), unit.numel * sizeof(float));
     release_transient(full);
   }
