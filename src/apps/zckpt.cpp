@@ -298,7 +298,7 @@ int quantize(const Args& a) {
   c.model.seq_len = config::hf_context_length(a.dir);  // every position of GPT-2's wpe
   config::apply_hf_config(c, {});
   const model::ParamTable table(model::model_shape(c.model));
-  quant::quantize_nf4(std::vector<float>(1), a.block);  // a block size bitsandbytes has not: refused before the read
+  quant::check_block(a.block);  // before the model is read
   io::StagedOutput out = io::StagedOutput::directory(a.out, "--out", {{a.dir, "the model being quantized"}}, a.overwrite);
   std::vector<float> flat(table.numel());
   model::load_pretrained(a.dir, table, flat.data());

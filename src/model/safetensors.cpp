@@ -299,12 +299,11 @@ void read_bnb_param(const Tensors& t, const ParamTable& table, const std::string
   const std::vector<std::int64_t>& want = p.hf_shape;
   const bool transposed = bnb_transposed(table, i);  // a GPT-2 Conv1D weight, square or not
   const std::vector<std::int64_t> stored = transposed ? std::vector<std::int64_t>{want[1], want[0]} : want;
-  const bool same = !transposed;
   if (w.shape != stored)
     throw InputError(cat(file, ": 4-bit weight ", name, " has shape ", shape_str(w.shape), " in its quant state, expected ",
                          shape_str(stored), transposed ? " (nn.Linear's [out, in] of the Conv1D weight)" : ""));
   const std::vector<float> values = quant::dequantize_nf4(w.tensor);
-  if (same) {
+  if (!transposed) {
     std::copy(values.begin(), values.end(), out);
   } else {
     const std::int64_t rows = want[0], cols = want[1];  // values are [cols, rows]
@@ -312,7 +311,7 @@ void read_bnb_param(const Tensors& t, const ParamTable& table, const std::string
       for (std::int64_t c = 0; c < cols; ++c) out[r * cols + c] = values[static_cast<std::size_t>(c * rows + r)];
   }
   check_finite(file, name, out, p.hf_numel());
-  if (nf4 && same) (*nf4)[i] = std::move(w.tensor);
+  if (nf4 && !transposed) (*nf4)[i] = std::move(w.tensor);
 }
 
 // lm_head.weight, when a file carries it and the model's head is tied, must be the token embedding

@@ -41,12 +41,12 @@ std::vector<float> scale_blocks(std::span<const float> x, int block, std::vector
   return scaled;
 }
 
+}  // namespace
+
 void check_block(int block) {
   if (block < 32 || block > 4096 || (block & (block - 1)) != 0)
     throw ConfigError(cat("quantization block size ", block, " is not one of 32, 64, 128, 256, 512, 1024, 2048, 4096"));
 }
-
-}  // namespace
 
 const std::array<float, 16>& nf4_levels() {
   static const std::array<float, 16> kLevels = {

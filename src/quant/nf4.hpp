@@ -46,7 +46,9 @@ struct Nf4Tensor {
   // Bytes held: the codes and the scales, as a memory plan counts them.
   std::size_t bytes() const;
 };
-// block: a power of two from 32 to 4096 (bitsandbytes' choices); throws ConfigError naming it otherwise.
+// Throws ConfigError naming `block` unless it is a power of two from 32 to 4096 (bitsandbytes' choices).
+void check_block(int block);
+// block: as check_block requires.
 Nf4Tensor quantize_nf4(std::span<const float> x, int block = 64, bool double_quant = false);
 // Each block's scale (dequantized when nested).
 std::vector<float> block_scales(const Nf4Tensor& t);

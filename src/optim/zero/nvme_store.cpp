@@ -3,12 +3,13 @@
 // sees each chunk's reads and writes in program order without a lock.
 #include "optim/zero/nvme_store.hpp"
 
+#include "optim/zero/offload.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
 
 #include "core/error.hpp"
-#include "core/log.hpp"
 
 namespace zt::optim {
 namespace fs = std::filesystem;
@@ -42,9 +43,7 @@ std::uint64_t NvmeStore::buffer_bytes(std::int64_t numel, std::int64_t chunk_num
 NvmeStore::NvmeStore(std::int64_t numel, const fs::path& file, std::int64_t chunk_numel)
     : numel_(numel), chunk_(chunk_for(numel, chunk_numel)), meter_(std::make_unique<TransferMeter>()) {
   ZT_CHECK(chunk_numel > 0 && chunk_numel % kChunkAlign == 0, "NVMe chunk of ", chunk_numel, " elements");
-  file_ = std::make_unique<io::DirectFile>(
-      file, file_bytes(numel, chunk_numel), "offload.nvme_dir",
-      "The run stops; the checkpoints in ckpt.dir are untouched: fix the disk and resume from the last one");
+  file_ = open_nvme_file(file, file_bytes(numel, chunk_numel));
   for (auto& s : slots_) {
     s = std::make_unique<Slot>();
     s->buf = io::AlignedBuffer(stride());
@@ -60,13 +59,7 @@ NvmeStore::~NvmeStore() {
   } catch (...) {  // destructors never throw: the run is ending, the file goes
   }
   pool_.reset();
-  if (!failing)
-    log::info("offload.nvme_dir: ", file_->path().string(), file_->direct() ? " (O_DIRECT)" : " (buffered)", ": ",
-              meter_->summary());
-  const fs::path dir = file_->path().parent_path();
-  file_.reset();
-  std::error_code ec;
-  fs::remove(dir, ec);  // rank_<r>/, once empty (a critic's file may still be there)
+  close_nvme_file(file_, *meter_, failing);
 }
 
 std::size_t NvmeStore::host_bytes() const { return kSlots * stride() + window_.bytes(); }

@@ -7,6 +7,7 @@
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "optim/zero/nvme_store.hpp"
 
 namespace zt::optim {
@@ -46,6 +47,22 @@ void prepare_nvme_dir(const fs::path& file) {
   if (ec)
     throw ConfigError(cat("offload.nvme_dir=", dir.string(), ": cannot create ", rank_dir.string(), ": ", ec.message(),
                           ". Fix: make offload.nvme_dir writable by the job"));
+}
+
+std::unique_ptr<io::DirectFile> open_nvme_file(const fs::path& file, std::uint64_t bytes) {
+  return std::make_unique<io::DirectFile>(
+      file, bytes, "offload.nvme_dir",
+      "The run stops; the checkpoints in ckpt.dir are untouched: fix the disk and resume from the last one");
+}
+
+void close_nvme_file(std::unique_ptr<io::DirectFile>& file, const TransferMeter& meter, bool failing) {
+  if (!failing)
+    log::info("offload.nvme_dir: ", file->path().string(), file->direct() ? " (O_DIRECT)" : " (buffered)", ": ",
+              meter.summary());
+  const fs::path dir = file->path().parent_path();
+  file.reset();
+  std::error_code ec;
+  fs::remove(dir, ec);
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include "optim/zero/offload_store.hpp"
 #include "optim/zero/param_store.hpp"
 #include "optim/zero/partition.hpp"
+#include "optim/zero/transfer_meter.hpp"
 
 namespace zt::optim {
 
@@ -49,6 +50,13 @@ OffloadOptions offload_options(const config::Config& config, int threads, int wo
 // node-local disk's mount: creating a missing one would hide a typo or an unmounted disk by filling the
 // root file system); rank_<r>/ below it is made. ConfigError (exit 2) naming the directory and the fix.
 void prepare_nvme_dir(const std::filesystem::path& file);
+
+// A store's file of the NVMe tier (NvmeStore, the parameter store): offload.nvme_dir named in its start-up
+// errors, and a mid-run failure says what survives.
+std::unique_ptr<io::DirectFile> open_nvme_file(const std::filesystem::path& file, std::uint64_t bytes);
+// Its end, once the store's transfers are done: what they moved in the log (unless the run is failing),
+// the file gone, and its rank_<r>/ too once empty (another store's file may still be there).
+void close_nvme_file(std::unique_ptr<io::DirectFile>& file, const TransferMeter& meter, bool failing);
 
 // What an engine whose shard holds shard_numel elements keeps off the device with `o` (o.threads > 0):
 // host memory (the state and its gradient staging, or the NVMe tier's buffers) and the NVMe file.

@@ -10,7 +10,6 @@
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
-#include "core/log.hpp"
 #include "io/direct_file.hpp"
 #include "io/transfer_pool.hpp"
 #include "optim/zero/offload.hpp"
@@ -23,6 +22,23 @@ namespace {
 
 std::uint64_t slice_bytes(const Partition& part, int u, DType dtype) {
   return static_cast<std::uint64_t>(part.shard_numel(u)) * dtype_size(dtype);
+}
+
+// The NVMe tier's file: unit u's slice at offsets[u], every slot rounded up to 4 KiB.
+struct SlotLayout {
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t file_bytes = 0, largest = io::kDirectAlign;  // never 0 bytes: a file and buffers of one page at least
+};
+SlotLayout slot_layout(const Partition& part, DType dtype) {
+  SlotLayout s;
+  std::uint64_t offset = 0;
+  for (int u = 0; u < part.n_units(); ++u) {
+    s.offsets.push_back(offset);
+    offset += io::align_up(slice_bytes(part, u, dtype));
+    s.largest = std::max(s.largest, io::align_up(slice_bytes(part, u, dtype)));
+  }
+  s.file_bytes = std::max<std::uint64_t>(offset, io::kDirectAlign);
+  return s;
 }
 
 // The unit whose slice holds shard elements [at, at + n).
@@ -64,17 +80,11 @@ class HostParamStore final : public ParamStore {
 class NvmeParamStore final : public ParamStore {
  public:
   NvmeParamStore(const Partition& part, DType dtype, const fs::path& file) : part_(part), dtype_(dtype) {
-    std::uint64_t offset = 0, largest = 0;
-    for (int u = 0; u < part.n_units(); ++u) {
-      slot_offset_.push_back(offset);
-      offset += io::align_up(slice_bytes(part, u, dtype));
-      largest = std::max(largest, io::align_up(slice_bytes(part, u, dtype)));
-    }
-    file_ = std::make_unique<io::DirectFile>(
-        file, std::max<std::uint64_t>(offset, io::kDirectAlign), "offload.nvme_dir",
-        "The run stops; the checkpoints in ckpt.dir are untouched: fix the disk and resume from the last one");
+    const SlotLayout slots = slot_layout(part, dtype);
+    slot_offset_ = slots.offsets;
+    file_ = open_nvme_file(file, slots.file_bytes);
     for (auto* set : {&reads_, &writes_})
-      for (Buffer& b : *set) b.buf = io::AlignedBuffer(std::max<std::uint64_t>(largest, io::kDirectAlign));
+      for (Buffer& b : *set) b.buf = io::AlignedBuffer(slots.largest);
     pool_ = std::make_unique<io::TransferPool>(2);  // a read ahead and a write behind in flight
   }
 
@@ -86,13 +96,7 @@ class NvmeParamStore final : public ParamStore {
     } catch (...) {  // destructors never throw: the run is ending, the file goes
     }
     pool_.reset();
-    if (!failing)
-      log::info("offload.nvme_dir: ", file_->path().string(), file_->direct() ? " (O_DIRECT)" : " (buffered)", ": ",
-                meter_.summary());
-    const fs::path dir = file_->path().parent_path();
-    file_.reset();
-    std::error_code ec;
-    fs::remove(dir, ec);  // rank_<r>/, once empty (the optimizer state's file may still be there)
+    close_nvme_file(file_, meter_, failing);
   }
 
   void prefetch(int u) override {
@@ -208,12 +212,8 @@ class NvmeParamStore final : public ParamStore {
 
 ParamStoreFootprint ParamStore::footprint(const Partition& part, DType dtype, bool nvme) {
   if (!nvme) return {std::max<std::uint64_t>(1, part.total_shard_numel()) * dtype_size(dtype), 0};
-  std::uint64_t disk = 0, largest = 0;
-  for (int u = 0; u < part.n_units(); ++u) {
-    disk += io::align_up(slice_bytes(part, u, dtype));
-    largest = std::max(largest, io::align_up(slice_bytes(part, u, dtype)));
-  }
-  return {4 * std::max<std::uint64_t>(largest, io::kDirectAlign), std::max<std::uint64_t>(disk, io::kDirectAlign)};
+  const SlotLayout slots = slot_layout(part, dtype);
+  return {4 * slots.largest, slots.file_bytes};  // 2 read and 2 write buffers
 }
 
 std::unique_ptr<ParamStore> ParamStore::make(const Partition& part, DType dtype, const fs::path& file) {

@@ -18,19 +18,13 @@
 #include "core/error.hpp"
 #include "optim/zero/nvme_store.hpp"
 #include "optim/zero/offload.hpp"
+#include "tests/unit/optim/temp_dir.hpp"
 
 namespace zt::optim {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("zt_offload_test_" + std::to_string(::getpid()));
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test::TempDir;
 
 // The message of the E that f throws ("" and a failure if it throws none).
 template <typename E, typename F>

@@ -14,19 +14,13 @@
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
 #include "optim/zero/param_store.hpp"
+#include "tests/unit/optim/temp_dir.hpp"
 
 namespace zt::optim {
 namespace {
 namespace fs = std::filesystem;
 
-struct StoreTempDir {
-  fs::path path = fs::temp_directory_path() / ("zt_param_store_test_" + std::to_string(::getpid()));
-  StoreTempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path / "rank_0");
-  }
-  ~StoreTempDir() { fs::remove_all(path); }
-};
+using test::TempDir;  // ParamStore::make's offload.nvme_dir checks make rank_0/ below it
 
 // Units of odd sizes (one smaller than the world, one of a single element), each a parameter.
 Partition partition(int world, int rank) {
@@ -71,7 +65,7 @@ std::vector<float> read(ParamStore& store, backend::Backend& device, const Parti
 }
 
 TEST(ParamStore, NvmeReadsWhatHostReadsInAnyOrderAcrossUpdates) {
-  StoreTempDir tmp;
+  TempDir tmp;
   auto device = backend::make_cpu_backend(1);
   for (DType dtype : {DType::kBF16, DType::kF32})
     for (int rank : {0, 2}) {
@@ -107,7 +101,7 @@ TEST(ParamStore, NvmeReadsWhatHostReadsInAnyOrderAcrossUpdates) {
 }
 
 TEST(ParamStore, RemovedDirectoryMidRunIsAnErrorNamingTheFile) {
-  StoreTempDir tmp;
+  TempDir tmp;
   const Partition part = partition(2, 0);
   const fs::path file = tmp.path / "rank_0" / "model.params.bin";
   auto store = ParamStore::make(part, DType::kBF16, file);
@@ -125,7 +119,7 @@ TEST(ParamStore, RemovedDirectoryMidRunIsAnErrorNamingTheFile) {
 }
 
 TEST(ParamStore, MissingNvmeDirIsAStartUpErrorNamingIt) {
-  StoreTempDir tmp;
+  TempDir tmp;
   const fs::path file = tmp.path / "absent" / "rank_0" / "model.params.bin";
   try {
     ParamStore::make(partition(2, 0), DType::kBF16, file);
