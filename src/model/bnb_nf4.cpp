@@ -7,6 +7,7 @@
 
 #include "backend/half.hpp"
 #include "core/error.hpp"
+#include "model/family.hpp"
 #include "model/hf_dir.hpp"
 #include "model/nf4_params.hpp"
 
@@ -101,7 +102,8 @@ BnbNf4Weight read_bnb_nf4(const std::string& file, const std::string& weight,
 }
 
 bool bnb_transposed(const ParamTable& table, std::size_t p) {
-  return table.shape().arch == Arch::kGpt2 && table.params()[p].hf_shape.size() == 2;
+  // The family's matmul weights as Conv1D [in, out] (GPT-2's); nn.Linear's [out, in] are bitsandbytes' own.
+  return family_of(table.shape().arch).weights == backend::WeightLayout::kInOut && table.params()[p].hf_shape.size() == 2;
 }
 
 std::vector<RawTensor> bnb_nf4_tensors(const std::string& weight, const quant::Nf4Tensor& t,

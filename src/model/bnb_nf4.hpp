@@ -41,7 +41,8 @@ struct BnbNf4Weight {
 BnbNf4Weight read_bnb_nf4(const std::string& file, const std::string& weight,
                           const std::function<std::optional<RawTensor>(const std::string&)>& fetch);
 
-// Whether parameter p is stored transposed (a GPT-2 Conv1D weight: bitsandbytes quantizes [out, in]).
+// Whether parameter p is stored transposed: a family whose matmul weights are Conv1D [in, out] (GPT-2's,
+// Family::weights), which bitsandbytes quantizes as nn.Linear's [out, in].
 bool bnb_transposed(const ParamTable& table, std::size_t p);
 
 // The tensors of weight `weight` quantized as `t` in `shape`, with "dtype" (the model's compute dtype name
