@@ -32,6 +32,10 @@ namespace zt::backend {
 inline constexpr std::int32_t kIgnoreTarget = -1;
 // A target the vocabulary-parallel cross-entropy's slice does not hold (another TP rank's columns).
 inline constexpr std::int32_t kTargetInOtherSlice = -2;
+// A token whose row another piece of the table holds (the embedding looked up piece by piece: ZeRO's
+// split embedding, zero.split_head): embedding_forward leaves its output row as it is, embedding_backward
+// adds nothing for it. Only without a position table.
+inline constexpr std::int32_t kTokenInOtherRows = -1;
 
 struct MemoryStats {
   std::size_t current_bytes = 0;  // held by this backend's allocator now
@@ -91,8 +95,9 @@ class Backend {
   // out [B,T,C], tokens [B,T] i32, wte [Vp,C], wpe [maxT,C] or empty (no position table: Llama; dwpe
   // empty too). positions [B,T] i32, optional (generation over a KV cache): wpe's row positions[b,t]
   // instead of t; a position of -1 (a padding token) reads row 0.
+  // A token of kTokenInOtherRows (no wpe) leaves its row of out untouched.
   virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, Tensor positions = Tensor()) = 0;
-  // dwte += scatter of dout rows by token, dwpe += sum over b of dout[b,t,:]
+  // dwte += scatter of dout rows by token (none for kTokenInOtherRows), dwpe += sum over b of dout[b,t,:]
   virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) = 0;
 
   // ---- layernorm over the last dim, eps 1e-5: out = (x - mean) * rstd * weight + bias ---------------

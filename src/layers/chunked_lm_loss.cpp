@@ -27,6 +27,11 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
+Tensor WholeHead::weight(std::int64_t, std::int64_t first, std::int64_t width) { return row_block(weight_, first, width); }
+Tensor WholeHead::grad(std::int64_t, std::int64_t first, std::int64_t width) {
+  return dweight_.empty() ? Tensor() : row_block(dweight_, first, width);
+}
+
 std::int64_t loss_chunk_columns(std::int64_t held, std::int64_t key) {
   ZT_CHECK(held >= 1 && key >= 0, "loss_chunk_columns: held=", held, " key=", key);
   if (key > 0) return std::min(key, held);
@@ -92,20 +97,29 @@ Tensor ChunkedLmLoss::xsums(std::int64_t k) const {
   return Tensor(static_cast<float*>(rows_buf_.data()) + (4 * n_chunks_ + 2 + k) * rows_, DType::kF32, {rows_});
 }
 
-void ChunkedLmLoss::compute_logits(const Chunk& c, const Tensor& x, const Tensor& weight) {
-  be_.matmul_forward(logits(c.width), x, row_block(weight, c.first, c.width), Tensor(), WeightLayout::kOutIn);
+void ChunkedLmLoss::compute_logits(const Chunk& c, const Tensor& x, const Tensor& w) {
+  ZT_CHECK(w.rank == 2 && w.dim(0) == c.width && w.dim(1) == x.dim(-1) && w.dtype == x.dtype, "chunked LM loss: ",
+           "the head's rows ", w.shape_string(), " ", dtype_name(w.dtype), " do not fit x ", x.shape_string(), " ",
+           dtype_name(x.dtype), " (", c.width, " rows from ", c.first, ")");
+  be_.matmul_forward(logits(c.width), x, w, Tensor(), WeightLayout::kOutIn);
 }
 
 std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::int32_t* targets_host, std::int64_t lo,
                                           std::int64_t vocab, const RowReduce* reduce, bool entropy) {
-  const char* who = "chunked LM loss";
-  ZT_CHECK(weight.rank == 2 && weight.dim(1) == x.dim(-1) && weight.dtype == x.dtype, who, ": weight ",
+  ZT_CHECK(weight.rank == 2 && weight.dim(1) == x.dim(-1) && weight.dtype == x.dtype, "chunked LM loss: weight ",
            weight.shape_string(), " ", dtype_name(weight.dtype), " does not fit x ", x.shape_string(), " ",
            dtype_name(x.dtype));
+  WholeHead head(weight, Tensor());
+  return forward(x, head, weight.dim(0), targets_host, lo, vocab, reduce, entropy);
+}
+
+std::vector<float> ChunkedLmLoss::forward(Tensor x, HeadRows& head, std::int64_t held, const std::int32_t* targets_host,
+                                          std::int64_t lo, std::int64_t vocab, const RowReduce* reduce, bool entropy) {
+  const char* who = "chunked LM loss";
   ZT_CHECK(reduce == nullptr || (reduce->max && reduce->sum), who, ": a RowReduce needs both max and sum");
   const std::int64_t N = backend::rows_of(x);
   ready_ = false;
-  held_ = weight.dim(0), lo_ = lo, vocab_ = vocab, dtype_ = x.dtype;
+  held_ = held, lo_ = lo, vocab_ = vocab, dtype_ = x.dtype;
   ZT_CHECK(reduce != nullptr || (lo == 0 && vocab <= held_), who, ": without a tensor-parallel hook the rank must ",
            "hold the whole vocabulary (lo=", lo, ", vocab=", vocab, ", held rows=", held_, ")");
   check_target_ids(targets_host, N, vocab);
@@ -130,7 +144,8 @@ std::vector<float> ChunkedLmLoss::forward(Tensor x, Tensor weight, const std::in
   if (!columns.empty()) be_.copy_from_host(rows_buf_.data(), columns.data(), columns.size() * sizeof(std::int32_t));
   for (std::int64_t k = 0; k < n_chunks_; ++k) {
     const Chunk c = chunk_at(k);
-    compute_logits(c, x, weight);
+    compute_logits(c, x, head.weight(k, c.first, c.width));
+    head.release(k);
     if (exact_) {  // today's op; its losses land in chunk 0's statistics block
       const Tensor losses(stats(0).data, DType::kF32, {N});
       be_.cross_entropy_forward(losses, logits(c.width), targets(0), static_cast<int>(c.real));
@@ -200,23 +215,38 @@ std::vector<float> ChunkedLmLoss::combine(const std::int32_t* targets_host, cons
 }
 
 // One chunk: the forward's logits are still there; dlogits in place, then matmul_backward as today.
-void ChunkedLmLoss::backward_whole(Tensor dx, Tensor dweight, const Tensor& x, const Tensor& weight, float dloss,
-                                   const Tensor& row_scale, const backend::Backend::EntropyGrad& entropy) {
+void ChunkedLmLoss::backward_whole(Tensor dx, const Tensor& x, HeadRows& head, float dloss, const Tensor& row_scale,
+                                   const backend::Backend::EntropyGrad& entropy) {
   const Chunk c = chunk_at(0);
   const Tensor l = logits(c.width);
   if (exact_) be_.cross_entropy_backward(l, l, targets(0), dloss, static_cast<int>(c.real), row_scale);
   else be_.cross_entropy_slice_backward(l, l, targets(0), lse(), dloss, static_cast<int>(c.real), row_scale, entropy);
-  be_.matmul_backward(dx, dweight.empty() ? Tensor() : row_block(dweight, c.first, c.width), Tensor(), l, x,
-                      row_block(weight, c.first, c.width), WeightLayout::kOutIn);
+  const Tensor w = head.weight(0, c.first, c.width);  // separate statements: the rows before their gradient
+  const Tensor g = head.grad(0, c.first, c.width);
+  be_.matmul_backward(dx, g, Tensor(), l, x, w, WeightLayout::kOutIn);
+  head.release(0);
+  head.grad_done(0);
 }
 
 void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight, float dloss, Tensor row_scale,
                              Tensor entropy_scale) {
   const char* who = "chunked LM loss";
-  ZT_CHECK(ready_ && backend::rows_of(x) == rows_ && weight.dim(0) == held_, who,
+  ZT_CHECK(weight.dim(0) == held_, who, ": backward needs the forward of the same rows and head just before it");
+  if (!dweight.empty()) backend::expect_shape(who, "dweight", dweight, {held_, weight.dim(1)});
+  if (dx.empty() && dweight.empty()) {  // nothing asked: the forward's state is spent all the same
+    ready_ = false;
+    return;
+  }
+  WholeHead head(weight, dweight);
+  backward(dx, x, head, dloss, row_scale, entropy_scale);
+}
+
+void ChunkedLmLoss::backward(Tensor dx, const Tensor& x, HeadRows& head, float dloss, Tensor row_scale,
+                             Tensor entropy_scale) {
+  const char* who = "chunked LM loss";
+  ZT_CHECK(ready_ && backend::rows_of(x) == rows_, who,
            ": backward needs the forward of the same rows and head just before it");
   if (!dx.empty()) backend::expect_rows(who, "dx", dx, rows_, x.dim(-1));
-  if (!dweight.empty()) backend::expect_shape(who, "dweight", dweight, {held_, weight.dim(1)});
   ZT_CHECK(entropy_scale.empty() || entropy_, who, ": an entropy term needs a forward that computed entropies");
   const std::int64_t N = rows_;
   ready_ = false;  // the chunk buffer is about to hold gradients
@@ -225,12 +255,11 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
     if (!dx.empty()) be_.fill_zero(dx);
     return;
   }
-  if (dx.empty() && dweight.empty()) return;
   if (!row_scale.empty()) backend::expect_shape(who, "row_scale", row_scale, {N});
   if (!entropy_scale.empty()) backend::expect_shape(who, "entropy_scale", entropy_scale, {N});
   const backend::Backend::EntropyGrad ent =
       entropy_scale.empty() ? backend::Backend::EntropyGrad() : backend::Backend::EntropyGrad{entropy(), entropy_scale};
-  if (n_chunks_ == 1) return backward_whole(dx, dweight, x, weight, dloss, row_scale, ent);
+  if (n_chunks_ == 1) return backward_whole(dx, x, head, dloss, row_scale, ent);
   // d(x) summed over the chunks in fp32, rounded to X once at the end (dx itself when X is f32).
   Tensor sum = dx;
   if (!dx.empty() && dx.dtype != DType::kF32) {
@@ -241,12 +270,14 @@ void ChunkedLmLoss::backward(Tensor dx, Tensor dweight, Tensor x, Tensor weight,
   if (!sum.empty()) be_.fill_zero(sum);
   for (std::int64_t k = n_chunks_ - 1; k >= 0; --k) {  // the last chunk first: forward left its logits
     const Chunk c = chunk_at(k);
-    const Tensor l = logits(c.width), w = row_block(weight, c.first, c.width);
-    if (k != kept_) compute_logits(c, x, weight);
+    const Tensor l = logits(c.width), w = head.weight(k, c.first, c.width);
+    const Tensor g = head.grad(k, c.first, c.width);
+    if (k != kept_) compute_logits(c, x, w);
     be_.cross_entropy_slice_backward(l, l, targets(k), lse(), dloss, static_cast<int>(c.real), row_scale, ent);
-    if (!dweight.empty())
-      be_.matmul_backward(Tensor(), row_block(dweight, c.first, c.width), Tensor(), l, x, w, WeightLayout::kOutIn);
+    if (!g.empty()) be_.matmul_backward(Tensor(), g, Tensor(), l, x, w, WeightLayout::kOutIn);
     if (!sum.empty()) be_.matmul_backward_input_accumulate(sum, l, w, WeightLayout::kOutIn);
+    head.release(k);
+    head.grad_done(k);
   }
   kept_ = -1;
   if (!dx.empty() && dx.dtype != DType::kF32) be_.cast(dx, sum);

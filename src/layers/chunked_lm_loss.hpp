@@ -49,6 +49,32 @@ struct RowReduce {
   std::function<void(std::span<double>)> sum;
 };
 
+// The LM head's rows chunk by chunk, for a head that is never whole in one view: ZeRO's split head
+// (zero.split_head), each chunk a unit of its own that the engine gathers and reduces by itself. The loss
+// asks for chunk k's rows [first, first + width) of the held head as weight(k) (then grad(k)) just before
+// using them and hands them back (release, grad_done) just after, in its own order: forward 0 .. n-1,
+// backward n-1 .. 0.
+class HeadRows {
+ public:
+  virtual ~HeadRows() = default;
+  virtual backend::Tensor weight(std::int64_t k, std::int64_t first, std::int64_t width) = 0;  // [width, C] X
+  virtual void release(std::int64_t /*k*/) {}
+  // [width, C] f32 to add chunk k's weight gradient into; empty: the head is frozen (LoRA).
+  virtual backend::Tensor grad(std::int64_t k, std::int64_t first, std::int64_t width) = 0;
+  virtual void grad_done(std::int64_t /*k*/) {}
+};
+
+// A head held whole ([held, C], and its gradient, empty when frozen): chunk k's rows are a block of it.
+class WholeHead final : public HeadRows {
+ public:
+  WholeHead(const backend::Tensor& weight, const backend::Tensor& dweight) : weight_(weight), dweight_(dweight) {}
+  backend::Tensor weight(std::int64_t k, std::int64_t first, std::int64_t width) override;
+  backend::Tensor grad(std::int64_t k, std::int64_t first, std::int64_t width) override;
+
+ private:
+  backend::Tensor weight_, dweight_;
+};
+
 class ChunkedLmLoss {
  public:
   // chunk: vocabulary rows per chunk (loss_chunk_columns). Buffers come from `be` on the first forward
@@ -80,6 +106,9 @@ class ChunkedLmLoss {
   //   entropy bonus and metric), through the slice ops even with one chunk (their statistics give it).
   std::vector<float> forward(backend::Tensor x, backend::Tensor weight, const std::int32_t* targets, std::int64_t lo,
                              std::int64_t vocab, const RowReduce* reduce = nullptr, bool entropy = false);
+  // The same with the head's rows by chunk (HeadRows) over `held` rows.
+  std::vector<float> forward(backend::Tensor x, HeadRows& head, std::int64_t held, const std::int32_t* targets,
+                             std::int64_t lo, std::int64_t vocab, const RowReduce* reduce = nullptr, bool entropy = false);
   // The latest forward's entropies (host, N; 0 for ignored rows), when it computed them; else empty.
   const std::vector<float>& entropies() const { return entropies_; }
 
@@ -90,6 +119,10 @@ class ChunkedLmLoss {
   //     over the TP group (all-reduce, or reduce-scatter under SP) as a column-parallel layer's is.
   //   dweight [Vs, C] f32, ADDED (+=; empty: a frozen head, LoRA); its padding rows get nothing.
   void backward(backend::Tensor dx, backend::Tensor dweight, backend::Tensor x, backend::Tensor weight, float dloss,
+                backend::Tensor row_scale = backend::Tensor(), backend::Tensor entropy_scale = backend::Tensor());
+
+  // The same with the head's rows and gradient by chunk (HeadRows::grad).
+  void backward(backend::Tensor dx, const backend::Tensor& x, HeadRows& head, float dloss,
                 backend::Tensor row_scale = backend::Tensor(), backend::Tensor entropy_scale = backend::Tensor());
 
   std::int64_t chunk() const { return chunk_; }
@@ -106,11 +139,10 @@ class ChunkedLmLoss {
   backend::Tensor xsums(std::int64_t k) const;       // [N] f32: chunk k's entropy statistic
   backend::Tensor lse() const;                       // [N] f32: the rows' log-sum-exp
   backend::Tensor entropy() const;                   // [N] f32: the rows' entropy
-  void compute_logits(const Chunk& c, const backend::Tensor& x, const backend::Tensor& weight);
+  void compute_logits(const Chunk& c, const backend::Tensor& x, const backend::Tensor& w);  // w: the chunk's rows
   std::vector<float> combine(const std::int32_t* targets, const RowReduce* reduce);
-  void backward_whole(backend::Tensor dx, backend::Tensor dweight, const backend::Tensor& x,
-                      const backend::Tensor& weight, float dloss, const backend::Tensor& row_scale,
-                      const backend::Backend::EntropyGrad& entropy);
+  void backward_whole(backend::Tensor dx, const backend::Tensor& x, HeadRows& head, float dloss,
+                      const backend::Tensor& row_scale, const backend::Backend::EntropyGrad& entropy);
 
   backend::Backend& be_;
   std::int64_t chunk_;

@@ -84,6 +84,41 @@ void embed_tokens_backward(const TpContext& ctx, Tensor dwte, Tensor dwpe, Tenso
   ctx.be.fill_zero(zero_row);
 }
 
+namespace {
+
+// The tokens' rows as table piece [first, first + count) reads them (kTokenInOtherRows outside it, and
+// for `skip`), copied to ids.
+void piece_rows(backend::Backend& be, const std::vector<std::int32_t>& rows, Tensor ids, std::int64_t first,
+                std::int64_t count, std::int64_t skip) {
+  ZT_CHECK_EQ(static_cast<std::int64_t>(rows.size()), ids.numel(), "embedding piece: token rows");
+  std::vector<std::int32_t> mine(rows.size());
+  for (std::size_t n = 0; n < rows.size(); ++n) {
+    const std::int64_t r = rows[n];
+    mine[n] = r >= first && r < first + count && r != skip ? static_cast<std::int32_t>(r - first) : backend::kTokenInOtherRows;
+  }
+  be.copy_from_host(ids.data, mine.data(), ids.bytes());
+}
+
+}  // namespace
+
+void embed_piece(const TpContext& ctx, Tensor sum, const std::vector<std::int32_t>& rows, Tensor ids, std::int64_t first,
+                 Tensor wte) {
+  piece_rows(ctx.be, rows, ids, first, wte.dim(0), -1);
+  ctx.be.embedding_forward(as_batch_rows(sum, ids), ids, wte, Tensor());
+}
+
+void embed_pieces_done(const TpContext& ctx, Tensor out, Tensor partial) {
+  if (ctx.size() == 1) return;
+  if (ctx.sequence_parallel) reduce_scatter_rows(ctx, partial, out);
+  else all_reduce_sum(ctx, out);
+}
+
+void embed_piece_backward(const TpContext& ctx, Tensor dwte, Tensor dout_all, const std::vector<std::int32_t>& rows,
+                          Tensor ids, std::int64_t first, std::int64_t zero_row) {
+  piece_rows(ctx.be, rows, ids, first, dwte.dim(0), zero_row);
+  ctx.be.embedding_backward(dwte, Tensor(), as_batch_rows(dout_all, ids), ids);
+}
+
 std::vector<float> host_logits(const TpContext& ctx, Tensor logits, std::int64_t vocab) {
   const std::int64_t Vs = logits.dim(-1), N = logits.numel() / Vs;
   std::vector<float> mine(static_cast<std::size_t>(N * Vs)), out(static_cast<std::size_t>(N * vocab));

@@ -45,6 +45,20 @@ void embed_tokens(const TpContext& ctx, backend::Tensor out, backend::Tensor par
 void embed_tokens_backward(const TpContext& ctx, backend::Tensor dwte, backend::Tensor dwpe, backend::Tensor dout,
                            backend::Tensor dfull, backend::Tensor ids);
 
+// The same with the rank's table in row pieces (ZeRO's split embedding, zero.split_head; no position
+// table). rows (host, N): every token's row of the rank's table (the ids at tp = 1, local_token_rows
+// under TP); ids: device scratch [B, T] i32. embed_piece writes the rows of the tokens that table rows
+// [first, first + wte.dim(0)) hold into `sum` (out, or under SP partial [N, C]), leaving the others; every
+// token's row is in one piece. After the last, embed_pieces_done sums over the TP group as embed_tokens.
+void embed_piece(const TpContext& ctx, backend::Tensor sum, const std::vector<std::int32_t>& rows, backend::Tensor ids,
+                 std::int64_t first, backend::Tensor wte);
+void embed_pieces_done(const TpContext& ctx, backend::Tensor out, backend::Tensor partial);
+// dwte (the piece's rows, f32) += the rows of dout_all ([N, C]: dout, or under SP the gathered dfull)
+// whose tokens the piece holds; never the zero row (row `zero_row` of the table under TP; -1: none).
+void embed_piece_backward(const TpContext& ctx, backend::Tensor dwte, backend::Tensor dout_all,
+                          const std::vector<std::int32_t>& rows, backend::Tensor ids, std::int64_t first,
+                          std::int64_t zero_row);
+
 // The whole logits [N, vocab] as fp32 on the host of every rank: this rank's [N, Vp] without the padded
 // columns at tp = 1, else gathered from every rank's [N, Vs] block (for tests and sampling only).
 std::vector<float> host_logits(const TpContext& ctx, backend::Tensor logits, std::int64_t vocab);

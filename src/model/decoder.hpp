@@ -47,6 +47,14 @@ struct Geometry {
   bool full_recompute() const { return recompute == Recompute::kFull; }
 };
 
+// The vocabulary's units of an untied model in pieces, for a ZeRO engine that gathers and reduces them
+// one at a time (zero.split_head): the head's unit (L+1) as the final norm's parameters, then the head's
+// rows chunk by chunk as the loss takes them (train.loss_chunk's chunks over the rows holding ids), and
+// the token embedding (unit 0) by the same rows; each unit's last piece runs to its end (padding rows, a
+// vocabulary shard's zero row). `table` is the rank's (a TP shard's at tp > 1, TP rank tp_rank). Empty
+// where there is nothing to split: a tied or value head, a table without both ends, or one chunk.
+std::vector<UnitPieces> vocab_unit_pieces(const ParamTable& table, int tp, int tp_rank, std::int64_t loss_chunk);
+
 // The document mask's segment starts on the backend (data.document_mask), for the attention ops:
 // [B,T] i32, allocated on first use, so a run without the mask holds nothing more.
 class SegmentStarts {
@@ -179,7 +187,16 @@ class Decoder final : public Model {
   void run_forward(const std::int32_t* tokens, const std::int32_t* targets, ParamSource& params, bool head = true);
   void embed(const std::int32_t* tokens, ParamSource& params);
   void head_forward(ParamSource& params, const std::int32_t* targets);
-  void loss_forward(const backend::Tensor& head_weight, const std::int32_t* targets);
+  void loss_forward(layers::HeadRows& head, const std::int32_t* targets);
+  // The source hands the head's unit out in pieces (vocab_unit_pieces): checked to be the loss's chunks.
+  bool head_in_pieces(const ParamSource& params) const;
+  std::int64_t loss_chunks() const;  // the LM head's loss chunks on this rank
+  // The token embedding from a source that hands unit 0 out in pieces (vocab_unit_pieces), and its gradient.
+  void embed_in_pieces(const std::int32_t* tokens, ParamSource& params);
+  void embedding_backward_in_pieces(int pieces, GradSink& grads);
+  backend::Tensor table_piece(const backend::Tensor& piece) const;  // a piece of unit 0 as [rows, C]
+  void pieced_head_backward(ParamSource& params, GradSink& grads, float dloss);
+  void loss_backward(layers::HeadRows& head, float dloss);  // d(lnf) into env.dln (summed over the TP group)
   void logits_forward(const backend::Tensor& head_weight);  // every row, or only logit_rows_
   void value_forward(const backend::Tensor& head_weight);   // a value head's [N] values to the host
   void value_backward(const backend::Tensor& head_weight, const backend::Tensor& head_grad, float dloss);
@@ -191,7 +208,8 @@ class Decoder final : public Model {
   int head_unit() const;                                 // unit 0 (tied) or L+1
   int head_param() const;                                // the head's index inside its unit
   backend::Tensor head(const backend::Tensor& unit) const;  // this rank's [vocab_rows, C] of the head
-  backend::Tensor final_norm(const backend::Tensor& unit, int k) const;  // the final norm's weight/bias
+  // The final norm's weight/bias in unit L+1's flat view, or in its first piece (the norm's alone).
+  backend::Tensor final_norm(const backend::Tensor& unit, int k) const;
 
   backend::Backend& be_;
   const ParamTable& table_;
@@ -212,6 +230,7 @@ class Decoder final : public Model {
   std::vector<float> host_logits_;
   backend::Buffer logits_buffer_;  // logits_forward's [rows, vocab_rows], kept between calls
   std::vector<std::int64_t> logit_rows_;  // the rows whose logits logits_forward computes; empty: every row
+  std::vector<std::int32_t> table_rows_;  // an embedding in pieces: each token's row of the rank's table (host)
   bool ready_for_backward_ = false;
 };
 

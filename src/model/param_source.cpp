@@ -28,6 +28,28 @@ Tensor param_view(const ParamTable& table, const Tensor& unit_flat, std::size_t 
   return t;
 }
 
+Tensor param_view_in_piece(const ParamTable& table, const Tensor& piece, std::size_t p) {
+  const ParamInfo& info = table.params()[p];
+  const std::size_t first = info.offset - table.units()[info.unit].offset;
+  ZT_CHECK(first + info.numel <= static_cast<std::size_t>(piece.numel()), "a piece of ", piece.numel(),
+           " elements of unit ", info.unit, " does not hold ", info.name);
+  Tensor t(static_cast<std::byte*>(piece.data) + first * dtype_size(piece.dtype), piece.dtype, {});
+  for (std::int64_t d : info.shape) t.shape[t.rank++] = d;
+  return t;
+}
+
+// A source that never splits: the whole unit is its one piece.
+Tensor ParamSource::piece(int u, int i) {
+  ZT_CHECK(i == 0 && pieces(u) == 1, "parameter unit ", u, ": piece ", i, " of a source that hands it out whole");
+  return unit(u);
+}
+void ParamSource::release_piece(int u, int) { release(u); }
+Tensor GradSink::piece(int u, int i) {
+  ZT_CHECK_EQ(i, 0, "gradient unit ", u, ": piece ", i, " of a sink that takes it whole");
+  return unit(u);
+}
+void GradSink::piece_done(int u, int) { unit_done(u); }
+
 FlatParams::FlatParams(const ParamTable& table, Tensor flat) : table_(table), flat_(flat) {
   ZT_CHECK_EQ(static_cast<std::size_t>(flat.numel()), table.numel(), "FlatParams: buffer size");
 }

@@ -16,6 +16,13 @@ class ParamSource {
   virtual ~ParamSource() = default;
   virtual backend::Tensor unit(int u) = 0;  // flat view [units()[u].numel] of unit u's parameters (compute dtype)
   virtual void release(int /*u*/) {}
+
+  // A unit handed out in pieces, one at a time (ZeRO's split vocabulary units, zero.split_head: the
+  // pieces are vocab_unit_pieces(), decoder.hpp): how many (1: whole), and piece i's flat view, followed
+  // by release_piece(u, i). unit(u) may still give the whole unit (assembled: as many bytes as unsplit).
+  virtual int pieces(int /*u*/) const { return 1; }
+  virtual backend::Tensor piece(int u, int i);
+  virtual void release_piece(int u, int i);
 };
 
 // Gradients by unit, accumulated into (+=): micro-batches of one step add into the same gradients.
@@ -31,6 +38,10 @@ class GradSink {
   // One share of unit u's gradient is complete and more will follow into a fresh unit(u) (a tied LM
   // head's share of the embedding's gradient, before the embedding's own): a sink may reduce it now.
   virtual void unit_part_done(int /*u*/) {}
+  // Piece i of a unit its ParamSource hands out in pieces (f32 [the piece's numel]; empty: frozen), and
+  // that piece's gradient final for this pass.
+  virtual backend::Tensor piece(int u, int i);
+  virtual void piece_done(int u, int i);
 };
 
 // Both over one flat buffer of ParamTable::numel() floats (ZeRO-0, tests, sampling).
@@ -59,5 +70,7 @@ backend::Tensor unit_view(const ParamTable& table, const backend::Tensor& flat, 
 
 // Parameter p's tensor (with its internal shape) inside the flat view of the unit that holds it.
 backend::Tensor param_view(const ParamTable& table, const backend::Tensor& unit_flat, std::size_t p);
+// The same inside a piece of its unit that starts where the unit starts and holds the whole parameter.
+backend::Tensor param_view_in_piece(const ParamTable& table, const backend::Tensor& piece, std::size_t p);
 
 }  // namespace zt::model

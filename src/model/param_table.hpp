@@ -72,6 +72,12 @@ struct Unit {
   std::size_t numel = 0;
 };
 
+// A unit a ZeRO engine takes in pieces (vocab_unit_pieces, decoder.hpp): contiguous, covering the unit.
+struct UnitPieces {
+  int unit = 0;
+  std::vector<Unit> pieces;
+};
+
 class ParamTable {
  public:
   explicit ParamTable(const GptShape& shape);

@@ -62,11 +62,11 @@
 namespace zt::plan {
 namespace {
 
-optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, int stage) {
-  std::vector<optim::FlatRange> units;
-  for (const model::Unit& u : t.units()) units.push_back({static_cast<std::int64_t>(u.offset), static_cast<std::int64_t>(u.numel)});
+// units: the engine's (optim::EngineUnits); empty: the table's.
+optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, int stage,
+                              const std::vector<optim::FlatRange>& units = {}) {
   const std::int64_t w = stage == 0 ? 1 : world;  // stage 0 replicates: no padding
-  return optim::Partition(units, {}, static_cast<int>(w), 0);
+  return optim::Partition(units.empty() ? optim::units_of(t) : units, {}, static_cast<int>(w), 0);
 }
 
 std::string mib(std::uint64_t bytes) {
@@ -81,11 +81,14 @@ struct EnginePass {
   std::vector<optim::UnitEvent> calls;
   bool decoder = false, tied = false;  // a decoder's units (its own engine options: decoder_zero_options)
   int n_layer = 0;
+  std::vector<optim::FlatRange> units;  // the engine's units (a split head's pieces); empty: the table's
 };
-// The decoder's units (the whole model, a TP shard's, LoRA's frozen base, the critic).
-EnginePass decoder_pass(const model::GptShape& s) {
-  return {optim::forward_backward_order(s.n_layer, s.tie_embeddings), optim::decoder_calls(s.n_layer, s.tie_embeddings, true),
-          true, s.tie_embeddings, s.n_layer};
+// The decoder's units (the whole model, a TP shard's, LoRA's frozen base, the critic); `units` with
+// split vocabulary units (optim::split_vocab_pieces) for the trained model.
+EnginePass decoder_pass(const model::GptShape& s, const optim::EngineUnits& units = {}) {
+  return {optim::forward_backward_order(s.n_layer, s.tie_embeddings, units),
+          optim::decoder_calls(s.n_layer, s.tie_embeddings, true, units), true, s.tie_embeddings, s.n_layer,
+          units.pieced() ? units.ranges : std::vector<optim::FlatRange>{}};
 }
 // LoRA's adapter engine: a unit per block.
 EnginePass adapter_pass(const model::GptShape& s) {
@@ -159,7 +162,7 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
                      const optim::OffloadOptions& offload, const config::ZeroConfig& zero_config, const EnginePass& pass,
                      std::int64_t gathers, const std::string& prefix = "") {
   const bool offloaded = offload.threads > 0, params_offloaded = offload.params && stage == 3;
-  const optim::Partition part = partition_of(table, world, stage);
+  const optim::Partition part = partition_of(table, world, stage, pass.units);
   const std::uint64_t x = dtype_size(compute), f = sizeof(float);
   const std::uint64_t full = part.total_padded_numel(), shard = part.total_shard_numel();
   const bool mixed = compute != DType::kF32;
@@ -190,6 +193,7 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
                          zero.reduce_in_compute && mixed ? xs : "fp32", ") with their reduced slices");
   if (pass.tied) what += zero.reduce_tied_early ? "; the tied head's share reduced early" : "; the tied head's share held to the end";
   if (stage == 3) what += "; the gathered parameter unit in use and the prefetched next";
+  if (!pass.units.empty()) what += "; the token embedding and the LM head in units of the loss's chunks (zero.split_head)";
   p.rows.push_back({prefix + (prefix.empty() ? "communication buffers" : "comm buffers"), transient, what});
 }
 
@@ -370,7 +374,8 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
                     "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);
   } else {
-    add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape), gathers_per_step(config, dp));
+    const optim::EngineUnits units = optim::engine_units(table, optim::split_vocab_pieces(config, table, 0));
+    add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape, units), gathers_per_step(config, dp));
   }
   p.rows.push_back({"activations", activations, activations_note});
   if (config.rl.enabled()) add_rollouts(p, config, table, adapters, tp, compute);

@@ -88,7 +88,7 @@ Checkpointer::Part Checkpointer::make_part(std::string subdir, const model::Para
     p.runs = shards->saved_runs();
     for (const model::TpRun& r : p.runs) p.ranges.push_back({r.global_offset, r.numel});
   } else {
-    p.ranges = optim::checkpoint_ranges(table, world_.size(), world_.rank());
+    p.ranges = optim::checkpoint_ranges(engine.partition().units(), world_.size(), world_.rank());
     for (const ckpt::FlatRange& r : p.ranges) p.runs.push_back({r.offset, r.offset, r.numel});
   }
   return p;

@@ -39,7 +39,7 @@ model::ParamTable ShardMap::part_of(int pp_rank) const {
 }
 
 std::vector<model::TpRun> ShardMap::saved_runs() const {
-  const optim::Partition part(optim::units_of(local), optim::params_of(local), grid.dp, grid.dp_rank());
+  const optim::Partition part(engine_units.empty() ? optim::units_of(local) : engine_units, {}, grid.dp, grid.dp_rank());
   std::vector<model::TpRun> runs;
   for (int u = 0; u < part.n_units(); ++u) {
     const FlatRange r = part.owned(u, grid.dp_rank());

@@ -36,6 +36,7 @@ struct ShardMap {
   dist::Grid grid;
   model::PipelineCut cut;  // default: no pipeline
   bool adapters = false;   // global is a LoRA adapter table (lora.hpp): blocks only, no tied copy
+  std::vector<FlatRange> engine_units;  // the ZeRO engine's units over local (optim::EngineUnits); empty: local's
 
   // local holds the last stage's copy of the token embedding (stage_split.hpp)
   bool tied_copy() const { return !adapters && cut.holds_tied_head_copy(global.shape(), grid.pp_rank()); }

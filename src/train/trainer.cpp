@@ -77,12 +77,15 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                                        optim::offload_options(config, 0, world.rank(), "base"));
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
   const int stage = static_cast<int>(config.train.zero_stage);
+  engine_units_ = optim::engine_units(trained, lora_ ? std::vector<model::UnitPieces>{}
+                                                     : optim::split_vocab_pieces(config, trained, grid_.tp_rank()));
+  if (shard_map_ && !lora_) shard_map_->engine_units = engine_units_.ranges;
   const optim::ZeroOptions zero =
       lora_ ? optim::ZeroOptions::from(config.zero)
-            : optim::decoder_zero_options(config.zero, optim::Partition(optim::units_of(trained), optim::params_of(trained),
+            : optim::decoder_zero_options(config.zero, optim::Partition(engine_units_.ranges, optim::params_of(trained),
                                                                         dp_comm().size(), dp_comm().rank()),
                                           stage, compute, trained.shape().n_layer, trained.shape().tie_embeddings);
-  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), optim::units_of(trained), optim::params_of(trained),
+  engine_ = std::make_unique<optim::ZeroEngine>(*backend_, dp_comm(), engine_units_.ranges, optim::params_of(trained),
                                                 stage, zero,
                                                 optim::offload_options(config, offload_threads(), world.rank(), "model"), compute);
   if (placement.device == config::Device::kCuda) gpu_monitor_.open(placement.device_index);
@@ -99,8 +102,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
     if (pipeline_) pipeline_->set_lora(adapters, lora_->adapter_part(), [this](int m) { return first_token(m); });
     else model_->set_lora(&adapters);
   } else {
-    params_ = std::make_unique<optim::ZeroParams>(*engine_);
-    grads_ = std::make_unique<optim::ZeroGrads>(*engine_);
+    params_ = std::make_unique<optim::ZeroParams>(*engine_, &engine_units_);
+    grads_ = std::make_unique<optim::ZeroGrads>(*engine_, &engine_units_);
   }
   checkpointer_ = std::make_unique<Checkpointer>(world, config, lora_ ? lora_->adapter_table() : table_, *engine_,
                                                  resume.run_id, trained_map());
@@ -124,6 +127,10 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 world.size(), " rank(s)", grid_.pp > 1 || grid_.tp > 1 ? cat(" = ", describe_grid(grid_)) : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
+  if (engine_units_.pieced())
+    log::info(cat("zero.split_head: the token embedding in ", engine_units_.pieces(0), " units and the LM head in ",
+                  engine_units_.pieces(config.model.n_layer + 1) - 1, " (the loss's vocabulary chunks; TP rank ",
+                  grid_.tp_rank(), "), gathered and reduced one at a time"));
   const std::string params_off = mem.host_params ? cat(" (+ ", mib(mem.host_params), " on the host",
                                                        mem.nvme_params ? cat(" and ", mib(mem.nvme_params), " on NVMe") : "",
                                                        ": offload)") : "";

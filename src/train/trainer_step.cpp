@@ -123,7 +123,8 @@ void Trainer::expect_access_order(bool backward) {
   if (lora_) return lora_->expect_access_order(*engine_, backward);
   const int n_layer = static_cast<int>(config_.model.n_layer);
   const bool tied = table_.shape().tie_embeddings;
-  engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied));
+  engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied, engine_units_)
+                                        : optim::forward_order(n_layer, tied, engine_units_));
 }
 
 }  // namespace zt::train

@@ -6,12 +6,16 @@
 namespace zt::backend::ops {
 namespace {
 
-// tokens [B,T] from `tokens`, wte [Vp,C], wpe [maxT,C] (none when maxT is 0: Llama).
-OpCase embedding(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t Vp, std::int64_t maxT, Values tokens) {
+// tokens [B,T] from `tokens`, wte [Vp,C], wpe [maxT,C] (none when maxT is 0: Llama). piece: some tokens
+// are kTokenInOtherRows, whose rows of out keep their values (out read and written).
+OpCase embedding(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t Vp, std::int64_t maxT, Values tokens,
+                 bool piece = false) {
   const bool pos = maxT > 0;
   OpCase c{
-      .name = cat("embedding B=", B, " T=", T, " C=", C, " Vp=", Vp, pos ? cat(" maxT=", maxT) : " no wpe"),
-      .args = {ids("tokens", {B, T}, std::move(tokens)), in("wte", {Vp, C}, normal(2)), out("out", {B, T, C}),
+      .name = cat("embedding B=", B, " T=", T, " C=", C, " Vp=", Vp, pos ? cat(" maxT=", maxT) : " no wpe",
+                  piece ? ", a piece of the table" : ""),
+      .args = {ids("tokens", {B, T}, std::move(tokens)), in("wte", {Vp, C}, normal(2)),
+               piece ? inout("out", {B, T, C}, normal(7)) : out("out", {B, T, C}),
                in("dout", {B, T, C}, normal(4)), grad("dwte", {Vp, C}, normal(5)).matching(Match::kExact)},
       .forward = [pos](Call& c) { c.be.embedding_forward(c["out"], c["tokens"], c["wte"], pos ? c["wpe"] : Tensor()); },
       .backward =
@@ -45,6 +49,10 @@ std::vector<OpCase> embedding_cases() {
   small.where = Where::kCpuOnly;
   cases.push_back(std::move(small));
   cases.push_back(positioned_embedding());
+  // One piece of a table split by rows (zero.split_head): tokens another piece holds (kTokenInOtherRows)
+  // leave their rows of out as they are and add nothing to dwte.
+  cases.push_back(embedding(2, 9, 48, 12, 0,
+                            given({3, -1, -1, 0, 11, 3, -1, 7, 3, -1, 5, 5, -1, -1, 2, 0, 11, -1}), true));
   return cases;
 }
 

@@ -12,10 +12,11 @@
 namespace zt::backend::cpu {
 namespace {
 
-// Every token must index a row of wte (a bad token id is a data bug, not something to read past).
-void check_tokens(const char* op, const std::int32_t* tokens, std::int64_t n, std::int64_t n_rows) {
+// Every token must index a row of wte (a bad token id is a data bug, not something to read past), or be
+// kTokenInOtherRows where there is no position table.
+void check_tokens(const char* op, const std::int32_t* tokens, std::int64_t n, std::int64_t n_rows, bool positions) {
   for (std::int64_t i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= n_rows)
+    if ((tokens[i] < 0 || tokens[i] >= n_rows) && (tokens[i] != kTokenInOtherRows || positions))
       throw Error(cat(op, ": token ", tokens[i], " at position ", i, " is outside wte's ", n_rows, " rows"));
 }
 
@@ -26,6 +27,7 @@ void embed(T* o, const std::int32_t* tok, const T* e, const T* p, const std::int
            std::int64_t T_len, std::int64_t C, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t bt = 0; bt < BT; ++bt) {
+    if (tok[bt] == kTokenInOtherRows) continue;
     const T* er = e + tok[bt] * C;
     T* orow = o + bt * C;
     if (p == nullptr) {
@@ -49,6 +51,7 @@ void embed_grads(float* dw, float* dp, const T* d, const std::int32_t* tok, std:
     std::int64_t c0, c1;
     column_strip(C, parts, s, c0, c1);
     for (std::int64_t bt = 0; bt < B * T_len; ++bt) {  // rows in order: a fixed summation order per column
+      if (tok[bt] == kTokenInOtherRows) continue;
       float* wr = dw + tok[bt] * C;
       const T* dr = d + bt * C;
 #pragma omp simd
@@ -78,7 +81,7 @@ void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor
   const DType x = compute_dtype(op, {{"out", out, Role::kCompute}, {"wte", wte, Role::kCompute},
                                      {"wpe", wpe, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);
-  check_tokens(op, tok, B * T, wte.dim(0));
+  check_tokens(op, tok, B * T, wte.dim(0), !wpe.empty());
   with_storage(x, [&](auto tag) {
     using S = decltype(tag);
     embed(data_as<S>(out), tok, data_as<S>(wte), wpe.empty() ? nullptr : data_as<S>(wpe), pos, B * T, T, C, threads_);
@@ -98,7 +101,7 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tenso
   const DType x = compute_dtype(op, {{"dwte", dwte, Role::kF32}, {"dwpe", dwpe, Role::kF32},
                                      {"dout", dout, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);
-  check_tokens(op, tok, B * T, dwte.dim(0));
+  check_tokens(op, tok, B * T, dwte.dim(0), !dwpe.empty());
   with_storage(x, [&](auto tag) {
     float* dp = dwpe.empty() ? nullptr : dwpe.f32(op);
     embed_grads(dwte.f32(op), dp, data_as<decltype(tag)>(dout), tok, B, T, C, threads_);

@@ -21,7 +21,8 @@ namespace {
 
 // out[bt, c] = wte[tokens[bt], c] + wpe[bt % T, c] (wpe null: the wte row copied exactly, as the CPU);
 // out, wte, wpe in T_. A token outside wte's rows (a data bug the loader should have caught) yields NaN
-// rather than a read out of bounds.
+// rather than a read out of bounds; kTokenInOtherRows (a row another piece of the table holds, no wpe)
+// leaves the output row as it is.
 // With pos (generation), wpe's row pos[bt] instead of bt % T (-1: row 0).
 template <typename T>
 __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, const T* wte, const T* wpe,
@@ -30,6 +31,7 @@ __global__ void embedding_forward_kernel(T* out, const std::int32_t* tokens, con
   for (std::int64_t i = grid_start(); i < BT * C; i += grid_step()) {
     const std::int64_t bt = i / C, c = i % C;
     const std::int32_t tok = tokens[bt];
+    if (tok == kTokenInOtherRows && wpe == nullptr) continue;
     const bool valid = tok >= 0 && tok < Vp;
     const float e = valid ? to_f32(wte[tok * C + c]) : CUDART_NAN_F;
     const std::int64_t t = pos != nullptr ? max(pos[bt], 0) : bt % T_len;
@@ -44,7 +46,8 @@ __global__ void iota_kernel(std::int32_t* rows, std::int64_t n) {
 // After the stable sort: tok[i] the i-th smallest token, row[i] its row (rows of one token ascending).
 // Block i starts a run when tok[i] differs from tok[i-1] and then owns that token's dwte row:
 //   dwte[tok, c] = (((dwte[tok, c] + dout[r0, c]) + dout[r1, c]) + ...), rows in order (the CPU's order).
-// Other blocks leave at once; tokens outside wte's rows (NaN in forward) add nothing. dwte f32.
+// Other blocks leave at once; tokens outside wte's rows (NaN in forward, or kTokenInOtherRows) add
+// nothing. dwte f32.
 template <typename T>
 __global__ void embedding_dwte_runs_kernel(float* dwte, const T* dout, const std::int32_t* tok,
                                            const std::int32_t* row, std::int64_t n, std::int64_t C, std::int64_t Vp) {

@@ -96,6 +96,7 @@ class ZeroEngine {
              const OffloadOptions& offload = {}, DType compute = DType::kF32, bool frozen = false);
   ~ZeroEngine();
 
+  backend::Backend& backend() const { return backend_; }
   int stage() const { return stage_; }
   bool frozen() const { return frozen_; }
   DType compute_dtype() const { return dtype_; }

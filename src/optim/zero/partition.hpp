@@ -35,13 +35,14 @@ class Partition {
  public:
   Partition() = default;
   // units: the model's units in flat order (contiguous, covering the parameters); params: every
-  // parameter with its decay flag (each inside one unit).
+  // parameter with its decay flag (one split over units counts in each).
   Partition(std::vector<FlatRange> units, std::vector<ParamRange> params, int world_size, int rank);
 
   int world_size() const { return world_; }
   int rank() const { return rank_; }
   int n_units() const { return static_cast<int>(units_.size()); }
   const FlatRange& unit(int u) const { return units_[u]; }
+  const std::vector<FlatRange>& units() const { return units_; }
   // Elements per rank of unit u (its numel rounded up to a multiple of W, divided by W).
   std::int64_t shard_numel(int u) const { return shard_[u]; }
   std::int64_t padded_numel(int u) const { return shard_[u] * world_; }

@@ -93,22 +93,33 @@ class Replay {
 
 }  // namespace
 
-std::vector<UnitEvent> decoder_calls(int n_layer, bool tied, bool backward) {
+std::vector<UnitEvent> decoder_calls(int n_layer, bool tied, bool backward, const EngineUnits& units) {
   using enum UnitCall;
   const int last = n_layer + 1;
-  std::vector<UnitEvent> c{{kParam, 0}, {kRelease, 0}};  // Decoder::embed
-  for (int l = 1; l <= n_layer; ++l) c.insert(c.end(), {{kParam, l}, {kRelease, l}});
-  c.push_back({kParam, last});  // Decoder::head_forward: the final norm, then the head
-  if (tied) c.insert(c.end(), {{kRelease, last}, {kParam, 0}, {kRelease, 0}});
-  else c.push_back({kRelease, last});
+  std::vector<UnitEvent> c;
+  auto use = [&](int u, int i) {  // a piece taken and released (Decoder::embed, run_forward, the loss's chunks)
+    const int e = units.engine_unit(u, i);
+    c.insert(c.end(), {{kParam, e}, {kRelease, e}});
+  };
+  for (int i = 0; i < units.pieces(0); ++i) use(0, i);
+  for (int l = 1; l <= n_layer; ++l) use(l, 0);
+  const int head = units.engine_unit(last, 0);
+  c.push_back({kParam, head});  // Decoder::head_forward: the final norm, then the head
+  if (tied) c.insert(c.end(), {{kRelease, head}, {kParam, 0}, {kRelease, 0}});
+  else c.push_back({kRelease, head});
+  for (int i = 1; i < units.pieces(last); ++i) use(last, i);
   if (!backward) return c;
-  auto unit_backward = [&](int u, UnitCall done) {  // Decoder::head_backward, blocks_backward
-    c.insert(c.end(), {{kParam, u}, {kGrad, u}, {kRelease, u}, {done, u}});
+  auto unit_backward = [&](int e, UnitCall done) {  // Decoder::head_backward, blocks_backward
+    c.insert(c.end(), {{kParam, e}, {kGrad, e}, {kRelease, e}, {done, e}});
   };
   if (tied) unit_backward(0, kPartDone);
-  unit_backward(last, kDone);
-  for (int l = n_layer; l >= 1; --l) unit_backward(l, kDone);
-  c.insert(c.end(), {{kGrad, 0}, {kDone, 0}});  // the embedding's own share
+  for (int i = units.pieces(last) - 1; i >= 1; --i) unit_backward(units.engine_unit(last, i), kDone);  // chunks, last first
+  unit_backward(head, kDone);
+  for (int l = n_layer; l >= 1; --l) unit_backward(units.engine_unit(l, 0), kDone);
+  for (int i = 0; i < units.pieces(0); ++i) {  // the embedding's own share, piece by piece
+    const int e = units.engine_unit(0, i);
+    c.insert(c.end(), {{kGrad, e}, {kDone, e}});
+  }
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include "config/config.hpp"
 #include "core/dtype.hpp"
 #include "optim/zero/engine.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "optim/zero/partition.hpp"
 
 namespace zt::optim {
@@ -25,9 +26,10 @@ struct UnitEvent {
 };
 
 // The calls of one micro-batch's forward (and, with backward, its backward) of a whole decoder
-// (model/decoder.cpp; units 0 embeddings, 1..L blocks, L+1 final norm and untied head); a tied head's
+// (model/decoder.cpp; units 0 embeddings, 1..L blocks, L+1 final norm and untied head), in the numbers of
+// the engine's `units` (the embedding's and the head's pieces where they come in pieces); a tied head's
 // share of the embedding's gradient is reported as a part (GradSink::unit_part_done).
-std::vector<UnitEvent> decoder_calls(int n_layer, bool tied, bool backward);
+std::vector<UnitEvent> decoder_calls(int n_layer, bool tied, bool backward, const EngineUnits& units = {});
 // LoRA's adapter engine: unit l per block, asked for at the block's start, released at its end.
 std::vector<UnitEvent> adapter_calls(int n_layer, bool backward);
 

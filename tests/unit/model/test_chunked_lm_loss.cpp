@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -31,7 +33,7 @@ struct Setup {
 };
 
 class ChunkedLmLossTest : public ::testing::TestWithParam<Setup> {
- protected:
+ public:  // the pieces of a head (ChunksFromPiecesEqualTheWholeHead) are made by the fixture
   std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
   std::vector<backend::Buffer> bufs;
 
@@ -126,6 +128,59 @@ TEST_P(ChunkedLmLossTest, EqualsTheUnchunkedHead) {
   EXPECT_LT(norm_error(dw, dw_want), tol) << "dweight";
   // The padding rows' gradient is untouched (they are outside the softmax).
   for (std::int64_t i = vocab * C; i < Vp * C; ++i) ASSERT_EQ(get(dw, i), get(dw_start, i)) << "padding row " << i;
+}
+
+// The head's rows handed over chunk by chunk (HeadRows: ZeRO's split head, each chunk a buffer of its own,
+// as the engine's gathered pieces are) give the whole head's losses and gradients bit for bit, asked for
+// and handed back in the loss's order: forward 0..n-1, backward n-1..0 with each chunk's gradient after
+// its rows.
+TEST_P(ChunkedLmLossTest, ChunksFromPiecesEqualTheWholeHead) {
+  const DType X = GetParam().x;
+  const std::int64_t chunk = GetParam().chunk, vocab = GetParam().vocab;
+  Tensor x = randn({N, C}, 1, 1.0f, X), w = randn({Vp, C}, 2, 0.6f, X);
+  Tensor dw_whole = randn({Vp, C}, 3, 1.0f, DType::kF32), dx_whole = make({N, C}, X), dx = make({N, C}, X);
+  const Tensor dw_start = copy_of(dw_whole);
+  ChunkedLmLoss whole(*be, chunk);
+  const std::vector<float> want = whole.forward(x, w, targets.data(), 0, vocab);
+  whole.backward(dx_whole, dw_whole, x, w, 0.37f);
+
+  struct Pieces final : HeadRows {
+    ChunkedLmLossTest& t;
+    Tensor w, dw;  // the whole head's rows and the gradient's start, copied into pieces on demand
+    std::map<std::int64_t, Tensor> rows, grads;
+    std::vector<std::string> calls;
+    Pieces(ChunkedLmLossTest& t, Tensor w, Tensor dw) : t(t), w(w), dw(dw) {}
+    Tensor block(const Tensor& m, std::int64_t first, std::int64_t width) {
+      const std::size_t row = static_cast<std::size_t>(C) * dtype_size(m.dtype);
+      Tensor out = t.make({width, C}, m.dtype);
+      std::memcpy(out.data, static_cast<char*>(m.data) + first * row, width * row);
+      return out;
+    }
+    Tensor weight(std::int64_t k, std::int64_t first, std::int64_t width) override {
+      calls.push_back(cat("w", k));
+      return rows.count(k) ? rows[k] : rows[k] = block(w, first, width);
+    }
+    void release(std::int64_t k) override { calls.push_back(cat("r", k)); }
+    Tensor grad(std::int64_t k, std::int64_t first, std::int64_t width) override {
+      calls.push_back(cat("g", k));
+      return grads.count(k) ? grads[k] : grads[k] = block(dw, first, width);
+    }
+    void grad_done(std::int64_t k) override { calls.push_back(cat("d", k)); }
+  } pieces(*this, w, dw_start);
+  ChunkedLmLoss loss(*be, chunk);
+  EXPECT_EQ(loss.forward(x, pieces, Vp, targets.data(), 0, vocab), want);
+  loss.backward(dx, x, pieces, 0.37f);
+  EXPECT_TRUE(same_bytes(dx, dx_whole)) << "dx";
+  const std::int64_t n = loss_chunks(Vp, 0, vocab, chunk);
+  std::vector<std::string> order;
+  for (std::int64_t k = 0; k < n; ++k) order.insert(order.end(), {cat("w", k), cat("r", k)});
+  for (std::int64_t k = n - 1; k >= 0; --k) order.insert(order.end(), {cat("w", k), cat("g", k), cat("r", k), cat("d", k)});
+  EXPECT_EQ(pieces.calls, order);
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int64_t first = k * chunk, width = std::min(chunk, Vp - first);
+    EXPECT_EQ(std::memcmp(pieces.grads.at(k).data, static_cast<char*>(dw_whole.data) + first * C * 4, width * C * 4), 0)
+        << "chunk " << k << "'s gradient";
+  }
 }
 
 TEST_P(ChunkedLmLossTest, FrozenHeadAndNoInputGradient) {

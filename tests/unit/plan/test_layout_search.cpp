@@ -133,8 +133,11 @@ TEST(LayoutSearch, ParameterOffloadIsRankedAtZero3AndCostsItsReads) {
   const config::Config c = llama_8b();
   const Machine m = gpus(4, 4, 40);
   const SearchResult r = search_layouts(c, m);
-  for (const Candidate& k : r.ranked)
-    if (k.layout.offload == config::Offload::kParams) EXPECT_EQ(k.layout.zero_stage, 3) << layout_flags(k.layout);
+  for (const Candidate& k : r.ranked) {
+    if (k.layout.offload == config::Offload::kParams) {
+      EXPECT_EQ(k.layout.zero_stage, 3) << layout_flags(k.layout);
+    }
+  }
   const auto params = std::find_if(r.ranked.begin(), r.ranked.end(), [](const Candidate& k) {
     return k.layout.offload == config::Offload::kParams && k.layout.offload_to == config::OffloadTo::kHost &&
            k.layout.tp == 1 && k.layout.pp == 1;
