@@ -44,9 +44,10 @@ Tensor ParamSource::piece(int u, int i) {
   return unit(u);
 }
 void ParamSource::release_piece(int u, int) { release(u); }
-Tensor GradSink::piece(int u, int i) {
-  ZT_CHECK_EQ(i, 0, "gradient unit ", u, ": piece ", i, " of a sink that takes it whole");
-  return unit(u);
+Tensor GradSink::piece(int u, int i) {  // a frozen unit (empty) has no gradient in any piece
+  const Tensor whole = unit(u);
+  ZT_CHECK(i == 0 || whole.empty(), "gradient unit ", u, ": piece ", i, " of a sink that takes it whole");
+  return whole;
 }
 void GradSink::piece_done(int u, int) { unit_done(u); }
 

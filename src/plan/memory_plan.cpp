@@ -203,7 +203,7 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 // unit in use and the prefetched next), and the block it dequantizes for the model (one at a time).
 void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute,
                      const std::optional<model::Nf4Options>& nf4, const optim::ZeroOptions& zero,
-                     const optim::OffloadOptions& offload, std::int64_t gathers) {
+                     const optim::OffloadOptions& offload, std::int64_t gathers, const optim::EngineUnits& units) {
   if (nf4) {
     const int shards = stage == 3 ? static_cast<int>(world) : 1;
     p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4, shards),
@@ -221,7 +221,7 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
                           ") and the prefetched next one's quantized bytes")});
     return;
   }
-  const optim::Partition part = partition_of(base, world, stage == 3 ? 3 : 0);
+  const optim::Partition part = partition_of(base, world, stage == 3 ? 3 : 0, stage == 3 ? units.ranges : std::vector<optim::FlatRange>{});
   const std::uint64_t x = dtype_size(compute);
   const std::string xs(dtype_name(compute));
   if (stage < 3) {
@@ -235,9 +235,11 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
   } else {
     p.rows.push_back({"frozen base", part.total_shard_numel() * x, xs + ", 1/W slice of each unit; no gradient, master or optimizer state"});
   }
-  const EnginePass pass = decoder_pass(base.shape());
+  const EnginePass pass = decoder_pass(base.shape(), units);
   p.rows.push_back({"gathered base units", optim::transient_peak_bytes(part, 3, compute, zero, true, pass.order, pass.calls),
-                    "the unit in use and the prefetched next"});
+                    pass.units.empty() ? "the unit in use and the prefetched next"
+                                       : "the unit in use and the prefetched next; the token embedding and the LM head in "
+                                         "units of the loss's chunks (zero.split_head)"});
 }
 }  // namespace
 
@@ -369,7 +371,8 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_frozen_base(p, table, dp, stage, compute,
                     config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? std::optional(model::nf4_options(config))
                                                                           : std::nullopt,
-                    zero, optim::offload_options(config, 0, 0, "base"), gathers_per_step(config, dp));
+                    zero, optim::offload_options(config, 0, 0, "base"), gathers_per_step(config, dp),
+                    optim::engine_units(table, optim::split_vocab_pieces(config, table, 0)));
     add_model_state(p, *adapters, dp, stage, compute, offload, config.zero, adapter_pass(shape), gathers_per_step(config, dp),
                     "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);

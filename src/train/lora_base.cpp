@@ -31,14 +31,16 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
     return;
   }
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
-  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, optim::units_of(held), optim::params_of(held), stage,
+  base_units_ = optim::engine_units(held, stage == 3 ? optim::split_vocab_pieces(config, held, part ? part->grid.tp_rank() : 0)
+                                                     : std::vector<model::UnitPieces>{});
+  base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, base_units_.ranges, optim::params_of(held), stage,
                                                      optim::ZeroOptions::from(config.zero), base_offload, compute,
                                                      /*frozen=*/true);
 }
 
 std::unique_ptr<model::ParamSource> LoraBase::base_source() {
   if (nf4_) return std::make_unique<BorrowedParams>(*nf4_);
-  return std::make_unique<optim::ZeroParams>(*base_engine_);
+  return std::make_unique<optim::ZeroParams>(*base_engine_, &base_units_);
 }
 
 model::Lora& LoraBase::attach(optim::ZeroEngine& adapter_engine, int micro_batch) {
@@ -129,9 +131,12 @@ void LoraBase::reload_base(const dist::World& world, const config::Config& c, co
 void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {
   const int n_layer = base_.shape().n_layer;
   const bool tied = base_.shape().tie_embeddings;
-  const std::vector<int> order = backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied);
-  if (base_engine_) base_engine_->expect_access_order(order);
-  else nf4_->expect_access_order(order);
+  if (base_engine_) {
+    base_engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied, base_units_)
+                                               : optim::forward_order(n_layer, tied, base_units_));
+  } else {
+    nf4_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied));
+  }
   adapter_engine.expect_access_order(optim::adapter_access_order(n_layer, backward));
 }
 

@@ -127,10 +127,11 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 world.size(), " rank(s)", grid_.pp > 1 || grid_.tp > 1 ? cat(" = ", describe_grid(grid_)) : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
-  if (engine_units_.pieced())
-    log::info(cat("zero.split_head: the token embedding in ", engine_units_.pieces(0), " units and the LM head in ",
-                  engine_units_.pieces(config.model.n_layer + 1) - 1, " (the loss's vocabulary chunks; TP rank ",
-                  grid_.tp_rank(), "), gathered and reduced one at a time"));
+  if (const optim::EngineUnits& split = lora_ ? lora_->base_units() : engine_units_; split.pieced())
+    log::info(cat("zero.split_head: the ", lora_ ? "frozen base's " : "", "token embedding in ", split.pieces(0),
+                  " units and the LM head in ", split.pieces(config.model.n_layer + 1) - 1,
+                  " (the loss's vocabulary chunks; TP rank ", grid_.tp_rank(), "), gathered",
+                  lora_ ? "" : " and reduced", " one at a time"));
   const std::string params_off = mem.host_params ? cat(" (+ ", mib(mem.host_params), " on the host",
                                                        mem.nvme_params ? cat(" and ", mib(mem.nvme_params), " on NVMe") : "",
                                                        ": offload)") : "";
