@@ -279,18 +279,19 @@ Tensor Decoder::table_piece(const Tensor& piece) const {
   return Tensor(piece.data, piece.dtype, {piece.numel() / C, C});
 }
 
-// Piece i holds the table's rows from i * loss_chunk on (vocab_unit_pieces); each token's row is in one.
+// The pieces hold the table's rows in order, whole rows each (vocab_unit_pieces); each token's row is in one.
 void Decoder::embed_in_pieces(const std::int32_t* tokens, ParamSource& params) {
   layers::check_token_ids("token", tokens, g_.N, g_.s.vocab_size);
   ZT_CHECK(!positions_, "model: an embedding in pieces has no position table");
-  ZT_CHECK_EQ(params.pieces(0), loss_chunks(), "model: the token embedding comes in ", params.pieces(0), " pieces, not the ",
-              loss_chunks(), " loss chunks of ", g_.loss_chunk, " rows (vocab_unit_pieces)");
   const std::int64_t lo = g_.tp > 1 ? env_.ctx.rank() * g_.vocab_rows : 0;
   table_rows_ = g_.tp > 1 ? layers::local_token_rows(tokens, g_.N, lo, g_.vocab_rows)
                           : std::vector<std::int32_t>(tokens, tokens + g_.N);
   const Tensor sum = g_.sp ? env_.whole(t_.encoded) : t_.encoded;
+  std::int64_t first = 0;  // the piece's first row
   for (int i = 0; i < params.pieces(0); ++i) {
-    layers::embed_piece(env_.ctx, sum, table_rows_, t_.ids, i * g_.loss_chunk, table_piece(params.piece(0, i)));
+    const Tensor rows = table_piece(params.piece(0, i));
+    layers::embed_piece(env_.ctx, sum, table_rows_, t_.ids, first, rows);
+    first += rows.dim(0);
     params.release_piece(0, i);
   }
   layers::embed_pieces_done(env_.ctx, t_.encoded, env_.whole(t_.encoded));
@@ -301,10 +302,14 @@ void Decoder::embedding_backward_in_pieces(int pieces, GradSink& grads) {
   if (g_.sp) layers::gather_rows(env_.ctx, env_.dres, env_.dfull);
   const Tensor dout = g_.sp ? env_.dfull : env_.dres;
   const std::int64_t zero_row = g_.tp > 1 ? g_.vocab_rows : -1;
+  std::int64_t first = 0;  // the piece's first row
   for (int i = 0; i < pieces; ++i) {
     const Tensor g = grads.piece(0, i);
-    if (!g.empty())
-      layers::embed_piece_backward(env_.ctx, table_piece(g), dout, table_rows_, t_.ids, i * g_.loss_chunk, zero_row);
+    if (!g.empty()) {
+      const Tensor rows = table_piece(g);
+      layers::embed_piece_backward(env_.ctx, rows, dout, table_rows_, t_.ids, first, zero_row);
+      first += rows.dim(0);
+    }
     grads.piece_done(0, i);
   }
 }

@@ -43,12 +43,42 @@ std::size_t align_up(std::size_t n, std::size_t to) { return (n + to - 1) / to *
 
 std::size_t blocks_of(std::size_t n, const Nf4Options& o) { return (n + static_cast<std::size_t>(o.block) - 1) / o.block; }
 
-// Unit u's sections (Nf4Params::Layout) from the table alone: the kept parameters' values, the codes (two
+bool has_nf4(const ParamTable& table, int u) {
+  for (std::size_t p = table.first_param(u); p < table.end_param(u); ++p)
+    if (nf4_quantized(table, p)) return true;
+  return false;
+}
+
+// What one store holds: a whole unit, or a piece [range) of a unit without NF4 weights.
+struct StoreSpec {
+  int unit;
+  Unit range;
+  bool whole;
+};
+
+// The stores of a table whose units `pieces` come in pieces, in order: a unit's pieces one store each.
+std::vector<StoreSpec> stores_of(const ParamTable& table, const std::vector<UnitPieces>& pieces) {
+  std::vector<StoreSpec> out;
+  for (int u = 0; u < table.n_units(); ++u) {
+    const auto it = std::find_if(pieces.begin(), pieces.end(), [&](const UnitPieces& p) { return p.unit == u; });
+    if (it == pieces.end()) {
+      out.push_back({u, table.units()[static_cast<std::size_t>(u)], true});
+      continue;
+    }
+    ZT_CHECK(!has_nf4(table, u), "Nf4Params: unit ", u, " holds NF4 weights and cannot come in pieces");
+    for (const Unit& r : it->pieces) out.push_back({u, r, false});
+  }
+  return out;
+}
+
+// A store's sections (Nf4Params::Layout) from the table alone: the kept parameters' values, the codes (two
 // a byte, each parameter's rounded up), the scales (one a block) and with double quantization their fp32
-// scales (one per kNested, each parameter's rounded up).
-Nf4Params::Layout layout_of(const ParamTable& table, int u, DType compute, const Nf4Options& o, int shards) {
-  std::size_t kept = 0, codes = 0, scales = 0, nested = 0;
-  for (std::size_t p = table.first_param(u); p < table.end_param(u); ++p) {
+// scales (one per kNested, each parameter's rounded up). A piece: its kept values alone.
+Nf4Params::Layout layout_of(const ParamTable& table, const StoreSpec& store, DType compute, const Nf4Options& o,
+                            int shards) {
+  std::size_t kept = store.whole ? 0 : store.range.numel * dtype_size(compute), codes = 0, scales = 0, nested = 0;
+  const int u = store.unit;
+  for (std::size_t p = table.first_param(u); store.whole && p < table.end_param(u); ++p) {
     const std::size_t n = table.params()[p].numel;
     if (!nf4_quantized(table, p)) {
       kept += n * dtype_size(compute);
@@ -79,21 +109,16 @@ std::size_t scratch_bytes_of(const ParamTable& table, int u, DType compute, cons
   return scratch_values_bytes(table, u, compute) + (o.double_quant ? scales * sizeof(float) : 0);
 }
 
-bool has_nf4(const ParamTable& table, int u) {
-  for (std::size_t p = table.first_param(u); p < table.end_param(u); ++p)
-    if (nf4_quantized(table, p)) return true;
-  return false;
-}
-
 dist::Span words(const backend::Buffer& b, std::size_t offset_bytes, std::size_t bytes) {
   return {static_cast<std::byte*>(b.data()) + offset_bytes, bytes / 4, DType::kU32};
 }
 
 }  // namespace
 
-std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards) {
+std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards,
+                           const std::vector<UnitPieces>& pieces) {
   std::size_t bytes = 0;
-  for (int u = 0; u < table.n_units(); ++u) bytes += layout_of(table, u, compute, o, shards).bytes / shards;
+  for (const StoreSpec& k : stores_of(table, pieces)) bytes += layout_of(table, k, compute, o, shards).bytes / shards;
   return bytes;
 }
 
@@ -107,14 +132,17 @@ std::size_t nf4_unit_scratch_bytes(const ParamTable& table, DType compute, const
 // Nf4Params::unit(u) dequantizes a block from its gathered bytes, frees them, then starts gathering the
 // next unit of the order; a unit without NF4 weights is its gathered bytes until released.
 std::size_t nf4_sharded_transient_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards,
-                                        std::span<const int> order) {
+                                        std::span<const int> order, const std::vector<UnitPieces>& pieces) {
+  const std::vector<StoreSpec> stores = stores_of(table, pieces);
   std::size_t most = 0;
   for (std::size_t k = 0; k < order.size(); ++k) {
-    const int u = order[k];
-    const std::size_t mine = layout_of(table, u, compute, o, shards).bytes;
-    const bool prefetch = k + 1 < order.size() && order[k + 1] != u;  // the same unit again is not prefetched
-    const std::size_t next = prefetch ? layout_of(table, order[k + 1], compute, o, shards).bytes : 0;
-    most = std::max(most, has_nf4(table, u) ? scratch_bytes_of(table, u, compute, o) + std::max(mine, next) : mine + next);
+    const StoreSpec& store = stores.at(static_cast<std::size_t>(order[k]));
+    const std::size_t mine = layout_of(table, store, compute, o, shards).bytes;
+    const bool prefetch = k + 1 < order.size() && order[k + 1] != order[k];  // the same store again is not prefetched
+    const std::size_t next =
+        prefetch ? layout_of(table, stores.at(static_cast<std::size_t>(order[k + 1])), compute, o, shards).bytes : 0;
+    const bool nf4 = store.whole && has_nf4(table, store.unit);
+    most = std::max(most, nf4 ? scratch_bytes_of(table, store.unit, compute, o) + std::max(mine, next) : mine + next);
   }
   return most;
 }
@@ -126,11 +154,16 @@ Nf4Params::Nf4Params(backend::Backend& be, const ParamTable& table, std::span<co
 }
 
 Nf4Params::Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o,
-                     dist::Communicator* shard_over)
-    : be_(be), table_(table), compute_(compute), options_(o), group_(shard_over),
-      units_(static_cast<std::size_t>(table.n_units())) {
+                     dist::Communicator* shard_over, std::vector<UnitPieces> pieces)
+    : be_(be), table_(table), compute_(compute), options_(o), group_(shard_over), pieces_(std::move(pieces)) {
   ZT_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
            "Nf4Params: compute dtype ", dtype_name(compute), " is not f32, bf16 or f16");
+  first_.assign(static_cast<std::size_t>(table.n_units()) + 1, 0);
+  for (const StoreSpec& k : stores_of(table_, pieces_)) {
+    units_.push_back({.unit = k.unit, .range = k.range});
+    ++first_[static_cast<std::size_t>(k.unit) + 1];
+  }
+  for (std::size_t u = 1; u < first_.size(); ++u) first_[u] += first_[u - 1];
 }
 
 // Gathers still in flight write into buffers this owns: they finish first (but not while unwinding from
@@ -152,21 +185,23 @@ void Nf4Params::load(std::span<const float> flat, const Nf4Weights* stored) {
   ZT_CHECK_EQ(flat.size(), table_.numel(), "Nf4Params: the flat values do not match the table");
   ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: reloaded while a unit is in use");
   finish_gathers();
-  units_.clear();
-  units_.resize(static_cast<std::size_t>(table_.n_units()));
+  for (UnitStore& s : units_) s = UnitStore{.unit = s.unit, .range = s.range};
   held_bytes_ = 0;
-  for (int u = 0; u < table_.n_units(); ++u) store_unit(u, flat, stored);
+  for (int k = 0; k < static_cast<int>(units_.size()); ++k) store(k, flat, stored);
 }
 
-// The unit's bytes built on the host in its layout, then all of them (or this rank's slice) to the backend.
-void Nf4Params::store_unit(int u, std::span<const float> flat, const Nf4Weights* stored) {
-  UnitStore& s = units_[static_cast<std::size_t>(u)];
-  const int shards = sharded() ? group_->size() : 1;
-  s.at = layout_of(table_, u, compute_, options_, shards);
+// The store's bytes built on the host in its layout, then all of them (or this rank's slice) to the backend.
+void Nf4Params::store(int k, std::span<const float> flat, const Nf4Weights* stored) {
+  UnitStore& s = units_[static_cast<std::size_t>(k)];
+  const int u = s.unit, shards = sharded() ? group_->size() : 1;
+  const bool whole = s.range.numel == table_.units()[static_cast<std::size_t>(u)].numel;
+  s.at = layout_of(table_, {u, s.range, whole}, compute_, options_, shards);
   std::vector<float> kept;
+  if (!whole) kept.assign(flat.begin() + static_cast<std::ptrdiff_t>(s.range.offset),
+                          flat.begin() + static_cast<std::ptrdiff_t>(s.range.offset + s.range.numel));
   std::vector<std::byte> bytes(s.at.bytes);
   std::size_t codes = 0, nested = 0;
-  for (std::size_t p = table_.first_param(u); p < table_.end_param(u); ++p) {
+  for (std::size_t p = table_.first_param(u); whole && p < table_.end_param(u); ++p) {
     const ParamInfo& info = table_.params()[p];
     const std::span<const float> values = flat.subspan(info.offset, info.numel);
     if (!nf4_quantized(table_, p)) {
@@ -191,8 +226,7 @@ void Nf4Params::store_unit(int u, std::span<const float> flat, const Nf4Weights*
     }
     s.n_scales += t.nested ? q.codes.size() : t.absmax.size();
   }
-  ZT_CHECK(!s.quantized.empty() || kept.size() == table_.units()[static_cast<std::size_t>(u)].numel, "Nf4Params: unit ",
-           u, " is not its parameters");
+  ZT_CHECK(!s.quantized.empty() || kept.size() == s.range.numel, "Nf4Params: unit ", u, " is not its parameters");
   backend::host_from_f32(kept.data(), compute_, bytes.data(), kept.size());
   const std::size_t slice = s.at.bytes / static_cast<std::size_t>(shards);
   const std::size_t first = sharded() ? static_cast<std::size_t>(group_->rank()) * slice : 0;
@@ -205,15 +239,28 @@ std::unique_ptr<Nf4Params> Nf4Params::gathered_whole() {
   ZT_CHECK(sharded(), "Nf4Params: gathered_whole of a base that is not sharded");
   ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: gathered while a unit is in use");
   expect_access_order({});  // no prefetch of a pass in flight
-  auto whole = std::make_unique<Nf4Params>(be_, table_, compute_, options_);
+  auto whole = std::make_unique<Nf4Params>(be_, table_, compute_, options_);  // every unit whole: no gathers
+  const std::size_t width = dtype_size(compute_);
   for (int u = 0; u < table_.n_units(); ++u) {
-    UnitStore& s = units_[static_cast<std::size_t>(u)];
     UnitStore& w = whole->units_[static_cast<std::size_t>(u)];
-    w.at = s.at, w.quantized = s.quantized, w.n_scales = s.n_scales;  // the sections lie where they lay
-    w.held = be_.allocate(s.at.bytes);
-    be_.copy(w.held.data(), whole_bytes(u), s.at.bytes);
-    s.gathered.reset();
-    whole->held_bytes_ += s.at.bytes;
+    const int first = first_[static_cast<std::size_t>(u)];
+    if (pieces(u) == 1) {  // the sections lie where they lay
+      UnitStore& s = units_[static_cast<std::size_t>(first)];
+      w.at = s.at, w.quantized = s.quantized, w.n_scales = s.n_scales;
+      w.held = be_.allocate(s.at.bytes);
+      be_.copy(w.held.data(), whole_bytes(first), s.at.bytes);
+      s.gathered.reset();
+    } else {  // kept values only: the pieces' values side by side
+      w.at = layout_of(table_, {u, w.range, true}, compute_, options_, 1);
+      w.held = be_.allocate(w.at.bytes);
+      for (int k = first; k < first_[static_cast<std::size_t>(u) + 1]; ++k) {
+        UnitStore& s = units_[static_cast<std::size_t>(k)];
+        be_.copy(static_cast<std::byte*>(w.held.data()) + (s.range.offset - w.range.offset) * width, whole_bytes(k),
+                 s.range.numel * width);
+        s.gathered.reset();
+      }
+    }
+    whole->held_bytes_ += w.at.bytes;
   }
   return whole;
 }
@@ -226,32 +273,53 @@ void Nf4Params::expect_access_order(std::vector<int> order) {
   access_pos_ = 0;
 }
 
-void Nf4Params::launch_gather(int u) {
-  UnitStore& s = units_[static_cast<std::size_t>(u)];
+void Nf4Params::launch_gather(int k) {
+  UnitStore& s = units_[static_cast<std::size_t>(k)];
   s.gathered = be_.allocate(s.at.bytes);
   s.gathering = group_->all_gather(words(s.held, 0, s.held.bytes()), words(s.gathered, 0, s.at.bytes));
 }
 
-const std::byte* Nf4Params::whole_bytes(int u) {
-  UnitStore& s = units_[static_cast<std::size_t>(u)];
+const std::byte* Nf4Params::whole_bytes(int k) {
+  UnitStore& s = units_[static_cast<std::size_t>(k)];
   if (!sharded()) return static_cast<const std::byte*>(s.held.data());
-  if (s.gathered.bytes() == 0) launch_gather(u);
+  if (s.gathered.bytes() == 0) launch_gather(k);
   if (s.gathering) s.gathering->wait(), s.gathering.reset();
   return static_cast<const std::byte*>(s.gathered.data());
 }
 
 Tensor Nf4Params::unit(int u) {
   ZT_CHECK(u >= 0 && u < table_.n_units(), "Nf4Params: unit ", u, " outside [0, ", table_.n_units(), ")");
-  UnitStore& s = units_[static_cast<std::size_t>(u)];
-  const auto numel = static_cast<std::int64_t>(table_.units()[static_cast<std::size_t>(u)].numel);
+  if (pieces(u) == 1) return take(first_[static_cast<std::size_t>(u)]);
+  // Whole, for a pass that reads it at once (the head's logits): its pieces copied together.
+  const Unit& unit = table_.units()[static_cast<std::size_t>(u)];
+  const std::size_t width = dtype_size(compute_);
+  backend::Buffer& whole = assembled_[u];
+  whole = be_.allocate(unit.numel * width);
+  for (int k = first_[static_cast<std::size_t>(u)]; k < first_[static_cast<std::size_t>(u) + 1]; ++k) {
+    const Tensor piece = take(k);
+    be_.copy(static_cast<std::byte*>(whole.data()) + (units_[static_cast<std::size_t>(k)].range.offset - unit.offset) * width,
+             piece.data, piece.bytes());
+    give_back(k);
+  }
+  return whole.view(compute_, {static_cast<std::int64_t>(unit.numel)});
+}
+
+void Nf4Params::release(int u) {
+  if (pieces(u) == 1) return give_back(first_[static_cast<std::size_t>(u)]);
+  ZT_CHECK(assembled_.erase(u) == 1, "Nf4Params: unit ", u, " released but not taken");
+}
+
+Tensor Nf4Params::take(int k) {
+  UnitStore& s = units_[static_cast<std::size_t>(k)];
+  const auto numel = static_cast<std::int64_t>(s.range.numel);
   if (s.uses++ == 0 && !s.quantized.empty()) {
-    fill_scratch(u, whole_bytes(u));
+    fill_scratch(k, whole_bytes(k));
     s.gathered.reset();  // the scratch holds the unit now; the stream orders the reuse after the reads
   }
-  Tensor out = s.quantized.empty() ? Tensor(const_cast<std::byte*>(whole_bytes(u)), compute_, {numel})
+  Tensor out = s.quantized.empty() ? Tensor(const_cast<std::byte*>(whole_bytes(k)), compute_, {numel})
                                    : s.scratch.view(compute_, {numel});
-  if (sharded() && access_pos_ < access_order_.size() && access_order_[access_pos_] == u) {
-    ++access_pos_;  // on the expected path: gather the next unit while this one is used
+  if (sharded() && access_pos_ < access_order_.size() && access_order_[access_pos_] == k) {
+    ++access_pos_;  // on the expected path: gather the next store while this one is used
     if (access_pos_ < access_order_.size()) {
       const UnitStore& next = units_[static_cast<std::size_t>(access_order_[access_pos_])];
       if (next.uses == 0 && next.gathered.bytes() == 0) launch_gather(access_order_[access_pos_]);
@@ -260,19 +328,19 @@ Tensor Nf4Params::unit(int u) {
   return out;
 }
 
-void Nf4Params::release(int u) {
-  UnitStore& s = units_[static_cast<std::size_t>(u)];
-  ZT_CHECK_GT(s.uses, 0, "Nf4Params: unit ", u, " released more often than taken");
+void Nf4Params::give_back(int k) {
+  UnitStore& s = units_[static_cast<std::size_t>(k)];
+  ZT_CHECK_GT(s.uses, 0, "Nf4Params: store ", k, " (unit ", s.unit, ") released more often than taken");
   if (--s.uses > 0) return;
   s.scratch.reset();  // the backend's stream orders its reuse after the ops reading it
   if (s.quantized.empty() && sharded()) s.gathered.reset();
 }
 
-const float* Nf4Params::unit_scales(int u, const std::byte* bytes) {
-  UnitStore& s = units_[static_cast<std::size_t>(u)];
+const float* Nf4Params::unit_scales(int k, const std::byte* bytes) {
+  UnitStore& s = units_[static_cast<std::size_t>(k)];
   if (!options_.double_quant) return reinterpret_cast<const float*>(bytes + s.at.scales);
   auto* out = reinterpret_cast<float*>(static_cast<std::byte*>(s.scratch.data()) +
-                                       scratch_values_bytes(table_, u, compute_));
+                                       scratch_values_bytes(table_, s.unit, compute_));
   auto* codes = const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(bytes + s.at.scales));
   auto* absmax = const_cast<float*>(reinterpret_cast<const float*>(bytes + s.at.nested));
   for (std::size_t k = 0; k < s.quantized.size(); ++k) {
@@ -295,14 +363,15 @@ int Nf4Params::units_in_use() const {
 
 // The unit's parameters in table order: each NF4 weight dequantized in place, each other parameter copied
 // from the packed kept values.
-void Nf4Params::fill_scratch(int u, const std::byte* bytes) {
-  UnitStore& s = units_[static_cast<std::size_t>(u)];
+void Nf4Params::fill_scratch(int k, const std::byte* bytes) {
+  UnitStore& s = units_[static_cast<std::size_t>(k)];
+  const int u = s.unit;
   const Unit& unit = table_.units()[static_cast<std::size_t>(u)];
   const std::size_t width = dtype_size(compute_);
   s.scratch = be_.allocate(scratch_bytes_of(table_, u, compute_, options_));
   const Tensor whole = s.scratch.view(compute_, {static_cast<std::int64_t>(unit.numel)});
   auto* codes = const_cast<std::uint8_t*>(reinterpret_cast<const std::uint8_t*>(bytes + s.at.codes));
-  auto* scales = const_cast<float*>(unit_scales(u, bytes));
+  auto* scales = const_cast<float*>(unit_scales(k, bytes));
   std::size_t next = 0, kept_at = 0;  // the next NF4 parameter, the next kept element
   for (std::size_t p = table_.first_param(u); p < table_.end_param(u); ++p) {
     const Tensor dst = param_view(table_, whole, p);

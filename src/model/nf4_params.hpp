@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -45,10 +46,14 @@ std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const f
 // the access order `order` (Nf4Params::expect_access_order): a block's scratch with its gathered bytes
 // (until dequantized) or the prefetched next unit's, a unit without NF4 weights' gathered bytes (until
 // released) with the next's.
-std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards = 1);
+// pieces: units held and gathered in pieces (vocab_unit_pieces: zero.split_head; units without NF4
+// weights only), each piece a store of its own, numbered as optim::EngineUnits numbers them (the order's
+// numbers then).
+std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards = 1,
+                           const std::vector<UnitPieces>& pieces = {});
 std::size_t nf4_unit_scratch_bytes(const ParamTable& table, DType compute, const Nf4Options& o);
 std::size_t nf4_sharded_transient_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards,
-                                        std::span<const int> order);
+                                        std::span<const int> order, const std::vector<UnitPieces>& pieces = {});
 
 class Nf4Params final : public ParamSource {
  public:
@@ -60,8 +65,10 @@ class Nf4Params final : public ParamSource {
             const Nf4Options& o = {});
   // Empty until load() (a trainer's base, read after the model is wired). shard_over: ZeRO-3's group
   // (every rank of it loads the same values and takes the units in the same order); null: held whole.
+  // pieces: units (without NF4 weights) held and handed out in pieces (ParamSource::piece), each piece
+  // gathered by itself (vocab_unit_pieces: zero.split_head).
   Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o = {},
-            dist::Communicator* shard_over = nullptr);
+            dist::Communicator* shard_over = nullptr, std::vector<UnitPieces> pieces = {});
   ~Nf4Params() override;
   // (Re)quantizes from these values, as the first constructor; no unit may be in use.
   // stored (optional): weights already quantized (a bitsandbytes 4-bit directory, model/bnb_nf4.hpp) by
@@ -74,8 +81,14 @@ class Nf4Params final : public ParamSource {
   // as many release(u) as unit(u).
   backend::Tensor unit(int u) override;
   void release(int u) override;
-  // Sharded: the order of the next pass's unit requests (optim::forward_order ...); while the requests
-  // follow it, taking a unit starts gathering the next. Gathers of the last pass still in flight finish.
+  // A unit in pieces: each piece's values (a view of its gathered bytes while taken); unit(u) copies the
+  // pieces together into a scratch buffer until release(u).
+  int pieces(int u) const override { return first_[static_cast<std::size_t>(u) + 1] - first_[static_cast<std::size_t>(u)]; }
+  backend::Tensor piece(int u, int i) override { return take(first_[static_cast<std::size_t>(u)] + i); }
+  void release_piece(int u, int i) override { give_back(first_[static_cast<std::size_t>(u)] + i); }
+  // Sharded: the order of the next pass's requests (optim::forward_order ..., in the stores' numbers: a
+  // unit's pieces each one); while the requests follow it, taking a unit or piece starts gathering the
+  // next. Gathers of the last pass still in flight finish.
   void expect_access_order(std::vector<int> order);
   // Sharded: every unit's bytes gathered (collective: each rank of the group calls it) into a whole,
   // unsharded copy, for a generation engine whose ranks decode without meeting in gathers (RL at ZeRO-3).
@@ -102,6 +115,8 @@ class Nf4Params final : public ParamSource {
     float offset = 0;                       // double quantization: the scales' mean
   };
   struct UnitStore {
+    int unit = 0;  // the table's unit it holds, whole or (a piece) the elements [range)
+    Unit range;
     Layout at;
     std::vector<Quantized> quantized;
     std::size_t n_scales = 0;
@@ -113,12 +128,15 @@ class Nf4Params final : public ParamSource {
     int uses = 0;
   };
   bool sharded() const { return group_ != nullptr; }
-  void store_unit(int u, std::span<const float> flat, const Nf4Weights* stored);
-  void launch_gather(int u);
-  const std::byte* whole_bytes(int u);  // the unit's quantized bytes, gathered first when sharded
-  void fill_scratch(int u, const std::byte* bytes);
+  // Stores are numbered k (a unit's pieces one each, first_[u] + i); the functions below take them.
+  void store(int k, std::span<const float> flat, const Nf4Weights* stored);
+  void launch_gather(int k);
+  const std::byte* whole_bytes(int k);  // the store's quantized bytes, gathered first when sharded
+  backend::Tensor take(int k);          // the store's values (a block's dequantized), then the next's gather
+  void give_back(int k);
+  void fill_scratch(int k, const std::byte* bytes);
   // The unit's fp32 scales: in its bytes, or (double quantization) dequantized into `scratch` after the unit.
-  const float* unit_scales(int u, const std::byte* bytes);
+  const float* unit_scales(int k, const std::byte* bytes);
   void finish_gathers();
 
   backend::Backend& be_;
@@ -126,7 +144,10 @@ class Nf4Params final : public ParamSource {
   DType compute_;
   Nf4Options options_;
   dist::Communicator* group_;
-  std::vector<UnitStore> units_;
+  std::vector<UnitPieces> pieces_;
+  std::vector<int> first_;        // table unit u's first store; first_[n_units] = the stores
+  std::vector<UnitStore> units_;  // the stores
+  std::map<int, backend::Buffer> assembled_;  // units in pieces taken whole (unit(u))
   std::size_t held_bytes_ = 0;
   std::vector<int> access_order_;
   std::size_t access_pos_ = 0;

@@ -203,10 +203,14 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
 // unit in use and the prefetched next), and the block it dequantizes for the model (one at a time).
 void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t world, int stage, DType compute,
                      const std::optional<model::Nf4Options>& nf4, const optim::ZeroOptions& zero,
-                     const optim::OffloadOptions& offload, std::int64_t gathers, const optim::EngineUnits& units) {
+                     const optim::OffloadOptions& offload, std::int64_t gathers,
+                     const std::vector<model::UnitPieces>& pieces) {
+  const std::vector<model::UnitPieces> split = stage == 3 ? pieces : std::vector<model::UnitPieces>{};
+  const optim::EngineUnits units = optim::engine_units(base, split);
+  const std::string split_note = split.empty() ? "" : "; the token embedding and the LM head in units of the loss's chunks (zero.split_head)";
   if (nf4) {
     const int shards = stage == 3 ? static_cast<int>(world) : 1;
-    p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4, shards),
+    p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4, shards, split),
                       cat("NF4 blocks of ", nf4->block, nf4->double_quant ? " (double quantization)" : "", ": the blocks' ",
                           "matmul weights as 4-bit codes + scales, the rest ", dtype_name(compute),
                           shards > 1 ? "; 1/W of each unit's bytes" : "; replicated")});
@@ -215,10 +219,10 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
                         cat("the block in use, ", dtype_name(compute))});
       return;
     }
-    const std::vector<int> order = optim::forward_backward_order(base.shape().n_layer, base.shape().tie_embeddings);
-    p.rows.push_back({"gathered base units", model::nf4_sharded_transient_bytes(base, compute, *nf4, shards, order),
+    const std::vector<int> order = optim::forward_backward_order(base.shape().n_layer, base.shape().tie_embeddings, units);
+    p.rows.push_back({"gathered base units", model::nf4_sharded_transient_bytes(base, compute, *nf4, shards, order, split),
                       cat("the unit in use (a block dequantized, ", dtype_name(compute),
-                          ") and the prefetched next one's quantized bytes")});
+                          ") and the prefetched next one's quantized bytes", split_note)});
     return;
   }
   const optim::Partition part = partition_of(base, world, stage == 3 ? 3 : 0, stage == 3 ? units.ranges : std::vector<optim::FlatRange>{});
@@ -237,9 +241,7 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
   }
   const EnginePass pass = decoder_pass(base.shape(), units);
   p.rows.push_back({"gathered base units", optim::transient_peak_bytes(part, 3, compute, zero, true, pass.order, pass.calls),
-                    pass.units.empty() ? "the unit in use and the prefetched next"
-                                       : "the unit in use and the prefetched next; the token embedding and the LM head in "
-                                         "units of the loss's chunks (zero.split_head)"});
+                    "the unit in use and the prefetched next" + split_note});
 }
 }  // namespace
 
@@ -372,7 +374,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
                     config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? std::optional(model::nf4_options(config))
                                                                           : std::nullopt,
                     zero, optim::offload_options(config, 0, 0, "base"), gathers_per_step(config, dp),
-                    optim::engine_units(table, optim::split_vocab_pieces(config, table, 0)));
+                    optim::split_vocab_pieces(config, table, 0));
     add_model_state(p, *adapters, dp, stage, compute, offload, config.zero, adapter_pass(shape), gathers_per_step(config, dp),
                     "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);

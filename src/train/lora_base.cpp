@@ -25,14 +25,15 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
       compute_(compute) {
   if (part) adapter_map_.emplace(ShardMap{adapters_, adapter_part_, part->grid, part->cut, /*adapters=*/true});
   const model::ParamTable& held = part ? part->local : base;  // this rank's part of the base
+  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
+  std::vector<model::UnitPieces> pieces;  // gathered piece by piece at ZeRO-3 (zero.split_head)
+  if (stage == 3) pieces = optim::split_vocab_pieces(config, held, part ? part->grid.tp_rank() : 0);
+  base_units_ = optim::engine_units(held, pieces);
   if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {  // sharded over the group at ZeRO-3
     nf4_ = std::make_unique<model::Nf4Params>(backend, held, compute, model::nf4_options(config),
-                                              config.train.zero_stage == 3 ? &comm : nullptr);
+                                              stage == 3 ? &comm : nullptr, pieces);
     return;
   }
-  const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
-  base_units_ = optim::engine_units(held, stage == 3 ? optim::split_vocab_pieces(config, held, part ? part->grid.tp_rank() : 0)
-                                                     : std::vector<model::UnitPieces>{});
   base_engine_ = std::make_unique<optim::ZeroEngine>(backend, comm, base_units_.ranges, optim::params_of(held), stage,
                                                      optim::ZeroOptions::from(config.zero), base_offload, compute,
                                                      /*frozen=*/true);
@@ -131,12 +132,10 @@ void LoraBase::reload_base(const dist::World& world, const config::Config& c, co
 void LoraBase::expect_access_order(optim::ZeroEngine& adapter_engine, bool backward) {
   const int n_layer = base_.shape().n_layer;
   const bool tied = base_.shape().tie_embeddings;
-  if (base_engine_) {
-    base_engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied, base_units_)
-                                               : optim::forward_order(n_layer, tied, base_units_));
-  } else {
-    nf4_->expect_access_order(backward ? optim::forward_backward_order(n_layer, tied) : optim::forward_order(n_layer, tied));
-  }
+  std::vector<int> order = backward ? optim::forward_backward_order(n_layer, tied, base_units_)
+                                    : optim::forward_order(n_layer, tied, base_units_);
+  if (base_engine_) base_engine_->expect_access_order(std::move(order));
+  else nf4_->expect_access_order(std::move(order));
   adapter_engine.expect_access_order(optim::adapter_access_order(n_layer, backward));
 }
 

@@ -43,6 +43,9 @@ class BorrowedParams final : public model::ParamSource {
   explicit BorrowedParams(model::ParamSource& p) : p_(p) {}
   backend::Tensor unit(int u) override { return p_.unit(u); }
   void release(int u) override { p_.release(u); }
+  int pieces(int u) const override { return p_.pieces(u); }
+  backend::Tensor piece(int u, int i) override { return p_.piece(u, i); }
+  void release_piece(int u, int i) override { p_.release_piece(u, i); }
 
  private:
   model::ParamSource& p_;
@@ -65,7 +68,7 @@ class LoraBase {
   // parameters-only (frozen) ZeRO engine.
   bool nf4() const { return nf4_ != nullptr; }
   optim::ZeroEngine& base_engine() { return *base_engine_; }  // not nf4()
-  const optim::EngineUnits& base_units() const { return base_units_; }  // base_engine()'s (empty with nf4())
+  const optim::EngineUnits& base_units() const { return base_units_; }  // base_engine()'s or nf4_base()'s
   model::Nf4Params& nf4_base() { return *nf4_; }              // nf4()
   // The base as the model reads it (the engine's units, gathered at stage 3; or the NF4 units, dequantized).
   std::unique_ptr<model::ParamSource> base_source();
@@ -106,7 +109,7 @@ class LoraBase {
   model::ParamTable adapters_;
   model::ParamTable adapter_part_;
   std::optional<ShardMap> adapter_map_;
-  optim::EngineUnits base_units_;  // base_engine_'s: the held table's, split vocabulary units at ZeRO-3
+  optim::EngineUnits base_units_;  // the base's units: the held table's, split vocabulary units at ZeRO-3
   std::unique_ptr<optim::ZeroEngine> base_engine_;  // null with nf4_
   std::unique_ptr<model::Nf4Params> nf4_;
   std::unique_ptr<model::Lora> lora_, generation_lora_;
