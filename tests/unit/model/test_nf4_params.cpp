@@ -16,6 +16,7 @@
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
 #include "tests/unit/model/far_from_init.hpp"
+#include "model/decoder.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
 #include "model/nf4_params.hpp"
@@ -67,7 +68,7 @@ TEST(Nf4Params, QuantizesEveryMatmulWeightOfTheBlocksAndNothingElse) {
   EXPECT_EQ(n, 2u * 7);  // q, k, v, o, gate, up, down per block
 }
 
-struct Run {
+struct LoraRun {
   double loss = 0;
   std::vector<float> logits, adapter_grads;
 };
@@ -81,7 +82,7 @@ Buffer upload(backend::Backend& be, const std::vector<float>& v, DType t) {
 
 // Logits, then one forward and backward of a LoRA model (adapters on every module, B non-zero) over
 // `base` in compute dtype x, the adapters' gradients accumulated from zero.
-Run run_lora(backend::Backend& be, const ParamTable& table, ParamSource& base, DType x) {
+LoraRun run_lora(backend::Backend& be, const ParamTable& table, ParamSource& base, DType x, std::int64_t loss_chunk = 0) {
   const GptShape& s = table.shape();
   LoraSpec spec{4, 8, false, {}};
   for (const LoraModule& m : lora_modules(s))
@@ -93,11 +94,11 @@ Run run_lora(backend::Backend& be, const ParamTable& table, ParamSource& base, D
   FlatGrads adapter_grads(adapters, agb.view(DType::kF32, {static_cast<std::int64_t>(adapters.numel())}));
   Lora lora(be, adapters, spec, B, x);
   lora.bind(&adapter_params, &adapter_grads);
-  auto model = make_model(be, table, {.micro_batch = B, .compute = x});
+  auto model = make_model(be, table, {.micro_batch = B, .compute = x, .loss_chunk = loss_chunk});
   model->set_lora(&lora);
   std::vector<std::int32_t> tokens, targets;
   for (int i = 0; i < B * s.seq_len; ++i) tokens.push_back((i * 17 + 5) % 61), targets.push_back((i * 29 + 3) % 61);
-  Run r;
+  LoraRun r;
   r.logits = model->forward_logits(tokens.data(), base);
   Frozen frozen;
   r.loss = model->forward(tokens.data(), targets.data(), base);
@@ -116,7 +117,7 @@ void expect_nf4_equals_fake_quantized(const GptShape& shape, DType x, const Nf4O
   Nf4Params nf4(*be, table, w, x, o);
   Buffer fb = upload(*be, fake, x);
   FlatParams flat(table, fb.view(x, {static_cast<std::int64_t>(table.numel())}));
-  const Run a = run_lora(*be, table, nf4, x), b = run_lora(*be, table, flat, x);
+  const LoraRun a = run_lora(*be, table, nf4, x), b = run_lora(*be, table, flat, x);
   EXPECT_EQ(nf4.units_in_use(), 0) << "a unit's scratch outlived its release";
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(bits(a.logits), bits(b.logits));
@@ -171,6 +172,31 @@ TEST(Nf4Params, HoldsCodesAndScalesForTheBlockWeights) {
     EXPECT_EQ(be->memory_stats().current_bytes - before, nf4_unit_scratch_bytes(table, DType::kBF16, {.double_quant = nested}));
     nf4.release(1);
     EXPECT_EQ(be->memory_stats().current_bytes, before);
+  }
+}
+
+// zero.split_head's pieces (vocab_unit_pieces: the embedding and head by 16-row loss chunks, 4 each): the
+// same model bit for bit through the pieces (the lookup by piece, the loss by chunk, the logits from the
+// pieces copied together), the held bytes the planner's, nothing left in use.
+TEST(Nf4Params, AnEmbeddingAndHeadInPiecesGiveTheSameModel) {
+  auto be = backend::make_cpu_backend(2);
+  const ParamTable table(tiny_llama());
+  const std::vector<float> w = random(table, 3, 0.3f);
+  const std::vector<UnitPieces> pieces = vocab_unit_pieces(table, 1, 0, 16);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].pieces.size(), 4u);
+  EXPECT_EQ(pieces[1].pieces.size(), 5u);  // the final norm's, then the head's 4
+  for (const DType x : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(x));
+    Nf4Params whole(*be, table, w, x), split(*be, table, x, {}, nullptr, pieces);
+    split.load(w);
+    EXPECT_EQ(split.pieces(0), 4);
+    EXPECT_EQ(split.held_bytes(), nf4_held_bytes(table, x, {}, 1, pieces));
+    const LoraRun a = run_lora(*be, table, whole, x, 16), b = run_lora(*be, table, split, x, 16);
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(bits(a.logits), bits(b.logits));
+    EXPECT_EQ(bits(a.adapter_grads), bits(b.adapter_grads));
+    EXPECT_EQ(split.units_in_use(), 0);
   }
 }
 
