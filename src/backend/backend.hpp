@@ -33,7 +33,7 @@ inline constexpr std::int32_t kIgnoreTarget = -1;
 // A target the vocabulary-parallel cross-entropy's slice does not hold (another TP rank's columns).
 inline constexpr std::int32_t kTargetInOtherSlice = -2;
 // A token whose row another piece of the table holds (the embedding looked up piece by piece: ZeRO's
-// split embedding, zero.split_head): embedding_forward leaves its output row as it is, embedding_backward
+// split embedding, zero.split_vocab): embedding_forward leaves its output row as it is, embedding_backward
 // adds nothing for it. Only without a position table.
 inline constexpr std::int32_t kTokenInOtherRows = -1;
 

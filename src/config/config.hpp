@@ -86,7 +86,7 @@ struct ZeroConfig {
   double bucket_mb = 25;                         // stage 0: all-reduce buckets; stages 2-3: bytes in reduction at once
   ReduceDtype reduce_dtype = ReduceDtype::kFp32;  // stages 2-3: compute = reduce in bf16/f16, accumulate in fp32
   TiedReduce reduce_tied_early = TiedReduce::kAuto;  // stages 2-3: a tied head's share of the embedding's gradient
-  bool split_head = true;  // stages 2-3: an untied LM head's loss chunks as units of their own
+  bool split_vocab = true;  // stages 2-3: an untied LM head's loss chunks as units of their own
 };
 
 // Where train.offload puts the state it offloads (optim/zero/offload.hpp): host memory, or a file per

@@ -50,7 +50,7 @@ struct RowReduce {
 };
 
 // The LM head's rows chunk by chunk, for a head that is never whole in one view: ZeRO's split head
-// (zero.split_head), each chunk a unit of its own that the engine gathers and reduces by itself. The loss
+// (zero.split_vocab), each chunk a unit of its own that the engine gathers and reduces by itself. The loss
 // asks for chunk k's rows [first, first + width) of the held head as weight(k) (then grad(k)) just before
 // using them and hands them back (release, grad_done) just after, in its own order: forward 0 .. n-1,
 // backward n-1 .. 0.

@@ -45,7 +45,7 @@ void embed_tokens(const TpContext& ctx, backend::Tensor out, backend::Tensor par
 void embed_tokens_backward(const TpContext& ctx, backend::Tensor dwte, backend::Tensor dwpe, backend::Tensor dout,
                            backend::Tensor dfull, backend::Tensor ids);
 
-// The same with the rank's table in row pieces (ZeRO's split embedding, zero.split_head; no position
+// The same with the rank's table in row pieces (ZeRO's split embedding, zero.split_vocab; no position
 // table). rows (host, N): every token's row of the rank's table (the ids at tp = 1, local_token_rows
 // under TP); ids: device scratch [B, T] i32. embed_piece writes the rows of the tokens that table rows
 // [first, first + wte.dim(0)) hold into `sum` (out, or under SP partial [N, C]), leaving the others; every

@@ -48,7 +48,7 @@ struct Geometry {
 };
 
 // The vocabulary's units of an untied model in pieces, for a ZeRO engine that gathers and reduces them
-// one at a time (zero.split_head): the head's unit (L+1) as the final norm's parameters, then the head's
+// one at a time (zero.split_vocab): the head's unit (L+1) as the final norm's parameters, then the head's
 // rows chunk by chunk as the loss takes them (train.loss_chunk's chunks over the rows holding ids), and
 // the token embedding (unit 0) by the same rows; each unit's last piece runs to its end (padding rows, a
 // vocabulary shard's zero row). `table` is the rank's (a TP shard's at tp > 1, TP rank tp_rank). Empty

@@ -46,7 +46,7 @@ std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const f
 // the access order `order` (Nf4Params::expect_access_order): a block's scratch with its gathered bytes
 // (until dequantized) or the prefetched next unit's, a unit without NF4 weights' gathered bytes (until
 // released) with the next's.
-// pieces: units held and gathered in pieces (vocab_unit_pieces: zero.split_head; units without NF4
+// pieces: units held and gathered in pieces (vocab_unit_pieces: zero.split_vocab; units without NF4
 // weights only), each piece a store of its own, numbered as optim::EngineUnits numbers them (the order's
 // numbers then).
 std::size_t nf4_held_bytes(const ParamTable& table, DType compute, const Nf4Options& o, int shards = 1,
@@ -66,7 +66,7 @@ class Nf4Params final : public ParamSource {
   // Empty until load() (a trainer's base, read after the model is wired). shard_over: ZeRO-3's group
   // (every rank of it loads the same values and takes the units in the same order); null: held whole.
   // pieces: units (without NF4 weights) held and handed out in pieces (ParamSource::piece), each piece
-  // gathered by itself (vocab_unit_pieces: zero.split_head).
+  // gathered by itself (vocab_unit_pieces: zero.split_vocab).
   Nf4Params(backend::Backend& be, const ParamTable& table, DType compute, const Nf4Options& o = {},
             dist::Communicator* shard_over = nullptr, std::vector<UnitPieces> pieces = {});
   ~Nf4Params() override;

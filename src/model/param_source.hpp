@@ -17,7 +17,7 @@ class ParamSource {
   virtual backend::Tensor unit(int u) = 0;  // flat view [units()[u].numel] of unit u's parameters (compute dtype)
   virtual void release(int /*u*/) {}
 
-  // A unit handed out in pieces, one at a time (ZeRO's split vocabulary units, zero.split_head: the
+  // A unit handed out in pieces, one at a time (ZeRO's split vocabulary units, zero.split_vocab: the
   // pieces are vocab_unit_pieces(), decoder.hpp): how many (1: whole), and piece i's flat view, followed
   // by release_piece(u, i). unit(u) may still give the whole unit (assembled: as many bytes as unsplit).
   virtual int pieces(int /*u*/) const { return 1; }

@@ -193,7 +193,7 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
                          zero.reduce_in_compute && mixed ? xs : "fp32", ") with their reduced slices");
   if (pass.tied) what += zero.reduce_tied_early ? "; the tied head's share reduced early" : "; the tied head's share held to the end";
   if (stage == 3) what += "; the gathered parameter unit in use and the prefetched next";
-  if (!pass.units.empty()) what += "; the token embedding and the LM head in units of the loss's chunks (zero.split_head)";
+  if (!pass.units.empty()) what += "; the token embedding and the LM head in units of the loss's chunks (zero.split_vocab)";
   p.rows.push_back({prefix + (prefix.empty() ? "communication buffers" : "comm buffers"), transient, what});
 }
 
@@ -207,7 +207,7 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
                      const std::vector<model::UnitPieces>& pieces) {
   const std::vector<model::UnitPieces> split = stage == 3 ? pieces : std::vector<model::UnitPieces>{};
   const optim::EngineUnits units = optim::engine_units(base, split);
-  const std::string split_note = split.empty() ? "" : "; the token embedding and the LM head in units of the loss's chunks (zero.split_head)";
+  const std::string split_note = split.empty() ? "" : "; the token embedding and the LM head in units of the loss's chunks (zero.split_vocab)";
   if (nf4) {
     const int shards = stage == 3 ? static_cast<int>(world) : 1;
     p.rows.push_back({"frozen base", model::nf4_held_bytes(base, compute, *nf4, shards, split),

@@ -26,7 +26,7 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
   if (part) adapter_map_.emplace(ShardMap{adapters_, adapter_part_, part->grid, part->cut, /*adapters=*/true});
   const model::ParamTable& held = part ? part->local : base;  // this rank's part of the base
   const int stage = config.train.zero_stage == 3 ? 3 : 0;  // below 3 every rank holds its whole part
-  std::vector<model::UnitPieces> pieces;  // gathered piece by piece at ZeRO-3 (zero.split_head)
+  std::vector<model::UnitPieces> pieces;  // gathered piece by piece at ZeRO-3 (zero.split_vocab)
   if (stage == 3) pieces = optim::split_vocab_pieces(config, held, part ? part->grid.tp_rank() : 0);
   base_units_ = optim::engine_units(held, pieces);
   if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {  // sharded over the group at ZeRO-3

@@ -128,7 +128,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
   if (const optim::EngineUnits& split = lora_ ? lora_->base_units() : engine_units_; split.pieced())
-    log::info(cat("zero.split_head: the ", lora_ ? "frozen base's " : "", "token embedding in ", split.pieces(0),
+    log::info(cat("zero.split_vocab: the ", lora_ ? "frozen base's " : "", "token embedding in ", split.pieces(0),
                   " units and the LM head in ", split.pieces(config.model.n_layer + 1) - 1,
                   " (the loss's vocabulary chunks; TP rank ", grid_.tp_rank(), "), gathered",
                   lora_ ? "" : " and reduced", " one at a time"));

@@ -150,7 +150,7 @@ class Trainer {
   std::unique_ptr<PipelineStage> pipeline_;     // parallel.pp > 1: this rank's stage (its table is local_table_)
   double pipeline_run_ms_ = 0, pipeline_wait_ms_ = 0;  // the pipeline's times at the last metrics line
   std::unique_ptr<model::Model> model_;
-  optim::EngineUnits engine_units_;  // engine_'s units: the trained table's, split vocabulary units in pieces (zero.split_head)
+  optim::EngineUnits engine_units_;  // engine_'s units: the trained table's, split vocabulary units in pieces (zero.split_vocab)
   std::unique_ptr<optim::ZeroEngine> engine_;
   std::unique_ptr<LoraBase> lora_;             // lora.rank > 0: the frozen base and the adapters engine_ trains
   std::unique_ptr<model::ParamSource> params_;  // the model's parameters (LoRA: the frozen base)

@@ -8,7 +8,7 @@
 # llama3-scaled RoPE, follows the CPU curve the same way (fp32 1e-4, bf16 2e-2) at ZeRO stages 0 and 3.
 # The same seed, full recomputation and a checkpoint resume give bit-identical losses on the GPU;
 # optimizer offload follows the on-GPU optimizer. A Llama with its embedding and head split into ZeRO-3
-# units (zero.split_head) gives the whole units' bits. LoRA adapters over a frozen Llama base follow the
+# units (zero.split_vocab) gives the whole units' bits. LoRA adapters over a frozen Llama base follow the
 # CPU curve the same way at ZeRO stages 0 and 3.
 # Skips (exit 77) where this build has no CUDA backend or no GPU is visible.
 here=$(cd "$(dirname "$0")" && pwd)
@@ -81,18 +81,18 @@ for kv in 2 1; do
   follows_cpu "llama$kv" "Llama n_kv_head=$kv" "model: Llama" 0 3
 done
 
-# zero.split_head on the GPU: with train.loss_chunk=32 the Llama's embedding and head are 4 ZeRO-3 units
+# zero.split_vocab on the GPU: with train.loss_chunk=32 the Llama's embedding and head are 4 ZeRO-3 units
 # each (2 ranks sharing the GPU, host-staged MPI), the lookup leaving the rows of tokens other pieces hold
 # (kTokenInOtherRows): the same bits as the whole units, and the CPU's curve (bf16, 2e-2).
 MODEL=(--model.arch=llama --model.n_layer=2 --model.n_head=4 --model.n_kv_head=2 --model.n_embd=128)
 chunked=(--dist.backend=mpi --train.precision=bf16 --train.zero_stage=3 --train.loss_chunk=32)
-run llama_whole_cuda 2 --train.device=cuda "${chunked[@]}" --zero.split_head=false
+run llama_whole_cuda 2 --train.device=cuda "${chunked[@]}" --zero.split_vocab=false
 run llama_split_cuda 2 --train.device=cuda "${chunked[@]}"
-expect_in "$ZT_WORK/out" "zero.split_head: the token embedding in 4 units and the LM head in 4"
+expect_in "$ZT_WORK/out" "zero.split_vocab: the token embedding in 4 units and the LM head in 4"
 same_losses "$ZT_WORK/llama_whole_cuda.jsonl" "$ZT_WORK/llama_split_cuda.jsonl"
 run llama_split_cpu 2 --train.device=cpu --train.threads=2 "${chunked[@]}"
 close_losses "$ZT_WORK/llama_split_cpu.jsonl" "$ZT_WORK/llama_split_cuda.jsonl" 2e-2
-echo "zero.split_head on the GPU: bit-identical to the whole units, on the CPU's curve"
+echo "zero.split_vocab on the GPU: bit-identical to the whole units, on the CPU's curve"
 
 # LoRA (issue 19): adapters on every Llama module (q, k, v inside the fused q|k|v GEMM), dropout 0.1 (the
 # same Philox masks on both backends), over the frozen base, whose weight gradients the GPU skips

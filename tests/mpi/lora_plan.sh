@@ -3,14 +3,14 @@
 # every module, on 16 GB GPUs at ZeRO-3 with full recomputation: 8 ranks do not fit (exit 2, the fix
 # names 16 ranks), 16 fit, with the base as one frozen compute-dtype row (a 1/W slice) and only the adapters
 # holding gradients and optimizer state, its embedding and head gathered by the loss's chunks
-# (zero.split_head); with them gathered whole (zero.split_head=false) 16 do not fit and the fix names 32,
+# (zero.split_vocab); with them gathered whole (zero.split_vocab=false) 16 do not fit and the fix names 32,
 # which fit; the same 16 ranks as parallel.tp=8 x 2 (SP) fit, each holding 1/8
 # of the base and its TP shard of the adapters. QLoRA (lora.base_dtype=nf4) at ZeRO-3 fits the same 70B on
 # 8 ranks: each holds 1/8 of the NF4 base and gathers a unit's quantized bytes before use (the bf16
 # embedding and head by the loss's chunks: 2,091 MiB of gathered units, 3,636 whole). On the CPU a tiny
 # LoRA run's plan is never below its measured peak and at most 10% above (the adapters' gradients in
 # flight are counted at their most), at ZeRO 0 and 3, with an NF4 base at ZeRO-3, and with the base's
-# embedding and head split into units (zero.split_head; bf16 and NF4), which trains as the whole base bit
+# embedding and head split into units (zero.split_vocab; bf16 and NF4), which trains as the whole base bit
 # for bit (2 ranks; tests/mpi/lora_tp_training.sh checks tp=2).
 source "$(dirname "$0")/../lib.sh"
 cfg=$ZT_SOURCE/inputs/configs
@@ -22,12 +22,12 @@ expect_in "$ZT_WORK/out" "DOES NOT FIT"
 expect_in "$ZT_WORK/out" "would fit with: 16 ranks at train.zero_stage=3"
 expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16
 expect_in "$ZT_WORK/out" "frozen base +8410.7 MiB +bf16, 1/W slice of each unit; no gradient, master or optimizer state"
-expect_in "$ZT_WORK/out" "gathered base units +3264.1 MiB .*zero.split_head"
+expect_in "$ZT_WORK/out" "gathered base units +3264.1 MiB .*zero.split_vocab"
 expect_in "$ZT_WORK/out" ": fits"
-expect_exit 2 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16 --zero.split_head=false
+expect_exit 2 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16 --zero.split_vocab=false
 expect_in "$ZT_WORK/out" "gathered base units +3636.0 MiB"
 expect_in "$ZT_WORK/out" "would fit with: 32 ranks at train.zero_stage=3"
-expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=32 --zero.split_head=false
+expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=32 --zero.split_vocab=false
 expect_in "$ZT_WORK/out" "frozen base +4205.3 MiB +bf16, 1/W slice of each unit; no gradient, master or optimizer state"
 expect_in "$ZT_WORK/out" "adapter optimizer state +49.4 MiB"
 expect_in "$ZT_WORK/out" ": fits"
@@ -40,7 +40,7 @@ expect_exit 2 "$ZT_BIN/ztrain" "${llama70b[@]}" --lora.base_dtype=nf4 --plan.wor
 expect_in "$ZT_WORK/out" "would fit with: 8 ranks at train.zero_stage=3"
 expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --lora.base_dtype=nf4 --plan.world_size=8
 expect_in "$ZT_WORK/out" "frozen base +5091.3 MiB +NF4 blocks of 64: .*1/W of each unit's bytes"
-expect_in "$ZT_WORK/out" "gathered base units +2091.1 MiB .*zero.split_head"
+expect_in "$ZT_WORK/out" "gathered base units +2091.1 MiB .*zero.split_vocab"
 expect_in "$ZT_WORK/out" ": fits"
 
 mkdir -p "$ZT_WORK/data"
@@ -63,14 +63,14 @@ print(f"predicted {last['mem_predicted_bytes']} / measured peak {last['mem_peak_
 sys.exit(0 if 1 <= ratio <= 1.10 else 1)
 PY
 done
-# The split base (zero.split_head), bf16 or NF4, trains as the whole one, bit for bit: the same runs with
+# The split base (zero.split_vocab), bf16 or NF4, trains as the whole one, bit for bit: the same runs with
 # the units whole.
-expect_in "$ZT_WORK/out" "zero.split_head: the frozen base's token embedding in 7 units"
+expect_in "$ZT_WORK/out" "zero.split_vocab: the frozen base's token embedding in 7 units"
 for split in 3split 3nf4split; do
   base=(); [ "$split" = 3nf4split ] && base=(--lora.base_dtype=nf4)
   expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" --config "$ZT_SOURCE/tests/reference/llama_reference.ini" \
     --data.train="$ZT_WORK/data/train_*.h5" --train.threads=1 --lora.rank=4 --lora.targets=q,k,v,o,gate,up,down \
-    --train.zero_stage=3 --train.loss_chunk=16 "${base[@]}" --zero.split_head=false --train.max_steps=2 \
+    --train.zero_stage=3 --train.loss_chunk=16 "${base[@]}" --zero.split_vocab=false --train.max_steps=2 \
     --ckpt.dir="$ZT_WORK/ckpt${split}whole" --log.metrics="$ZT_WORK/m${split}whole.jsonl"
   /usr/bin/python3 - "$ZT_WORK/m$split.jsonl" "$ZT_WORK/m${split}whole.jsonl" <<'PY' || fail "$split: the split LoRA base trains otherwise than the whole one"
 import json, sys

@@ -59,7 +59,7 @@ Measured measure(const config::Config& c, int threads, const optim::OffloadOptio
   const auto model = model::make_model(*backend, table,
                                        {.micro_batch = static_cast<int>(c.train.micro_batch), .recompute = c.train.recompute,
                                         .compute = compute, .loss_chunk = c.train.loss_chunk});
-  // As the trainer wires it: the head in pieces where zero.split_head splits it.
+  // As the trainer wires it: the head in pieces where zero.split_vocab splits it.
   const optim::EngineUnits units = optim::engine_units(table, optim::split_vocab_pieces(c, table, 0));
   optim::ZeroEngine engine(*backend, *comm, units.ranges, optim::params_of(table), static_cast<int>(c.train.zero_stage),
                            optim::ZeroOptions::from(c.zero), offload, compute);
@@ -276,7 +276,7 @@ TEST(MemoryPlan, PlansModelsFarLargerThanTheMachineWithoutAllocating) {
 
 // The plan's transient row is the engine's own count: the replay equals the engine's peak of transient
 // buffers for GPT-2 (tied head) and Llama (untied; its head whole, or split into 4 loss chunks by
-// zero.split_head), stages 2-3, fp32 and bf16, gradients reduced in fp32 or the compute dtype, a bucket
+// zero.split_vocab), stages 2-3, fp32 and bf16, gradients reduced in fp32 or the compute dtype, a bucket
 // of one unit or of many, the tied head's share reduced early or not.
 TEST(ZeroTransients, ThePlansReplayIsTheEnginesPeak) {
   const int world = test::world().size();
@@ -301,7 +301,7 @@ TEST(ZeroTransients, ThePlansReplayIsTheEnginesPeak) {
             }
 }
 
-// zero.split_head: an untied model whose loss takes the vocabulary in chunks gathers and reduces its
+// zero.split_vocab: an untied model whose loss takes the vocabulary in chunks gathers and reduces its
 // embedding and head chunk by chunk, so the engine's transients lose most of the two tables' gathered
 // weights and fp32 gradients; the same training, bit for bit (the same chunks, each element reduced over
 // the same ranks), the plan's replay still the engine's peak, and the logits (the head's pieces copied
@@ -313,9 +313,9 @@ TEST(ZeroTransients, ASplitHeadHoldsLessForTheSameTraining) {
       c.model.vocab_size = 4000;  // the head the largest unit, as in real models (256k of the 370k parameters)
       c.train.loss_chunk = 512;
       c.train.precision = p;
-      c.zero.split_head = false;
+      c.zero.split_vocab = false;
       const Measured whole = measure(c, 1);
-      c.zero.split_head = true;
+      c.zero.split_vocab = true;
       const Measured split = measure(c, 1);
       const std::string what = cat("stage ", stage, " ", config::to_string(p));
       EXPECT_LT(static_cast<double>(split.transients), 0.6 * static_cast<double>(whole.transients)) << what;

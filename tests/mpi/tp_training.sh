@@ -155,18 +155,18 @@ if full_cases; then
   same_run llama_tp2_z3 llama_selective
 fi
 
-# zero.split_head: a Llama whose loss takes the vocabulary in chunks (train.loss_chunk=16: 4 chunks of TP
+# zero.split_vocab: a Llama whose loss takes the vocabulary in chunks (train.loss_chunk=16: 4 chunks of TP
 # rank 0's 64 rows, 3 of rank 1's 33 real ones) at ZeRO-3 under tp=2 with SP gathers and reduces its
 # embedding and head chunk by chunk: the curve and model.h5 equal the whole units' bit for bit; its
 # step-5 checkpoint (saved by the pieces' ranges) resumes with the units whole on the same curve, bit for bit.
 chunked=(--ckpt.resume=none "${llama[@]}" --parallel.tp=2 --train.zero_stage=3 --parallel.sequence_parallel=true
          --train.loss_chunk=16)
-run llama_whole 4 "${chunked[@]}" --zero.split_head=false
+run llama_whole 4 "${chunked[@]}" --zero.split_vocab=false
 run llama_split 4 "${chunked[@]}"
-expect_in "$ZT_WORK/out" "zero.split_head: the token embedding in 4 units and the LM head in 4"
+expect_in "$ZT_WORK/out" "zero.split_vocab: the token embedding in 4 units and the LM head in 4"
 same_curve llama_whole llama_split 1 0
 cmp -s "$ZT_WORK/llama_whole.ckpt/step_00000010/model.h5" "$ZT_WORK/llama_split.ckpt/step_00000010/model.h5" ||
   fail "the split head's model.h5 differs from the whole one's"
-run_resumed split_to_whole 4 llama_split 5 "${chunked[@]:1}" --zero.split_head=false
+run_resumed split_to_whole 4 llama_split 5 "${chunked[@]:1}" --zero.split_vocab=false
 same_curve llama_whole split_to_whole 6 0
 echo "PASS"

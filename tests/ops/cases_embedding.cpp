@@ -49,7 +49,7 @@ std::vector<OpCase> embedding_cases() {
   small.where = Where::kCpuOnly;
   cases.push_back(std::move(small));
   cases.push_back(positioned_embedding());
-  // One piece of a table split by rows (zero.split_head): tokens another piece holds (kTokenInOtherRows)
+  // One piece of a table split by rows (zero.split_vocab): tokens another piece holds (kTokenInOtherRows)
   // leave their rows of out as they are and add nothing to dwte.
   cases.push_back(embedding(2, 9, 48, 12, 0,
                             given({3, -1, -1, 0, 11, 3, -1, 7, 3, -1, 5, 5, -1, -1, 2, 0, 11, -1}), true));

@@ -38,7 +38,7 @@ EngineUnits engine_units(const model::ParamTable& table, const std::vector<model
 }
 
 std::vector<model::UnitPieces> split_vocab_pieces(const config::Config& c, const model::ParamTable& table, int tp_rank) {
-  if (!c.zero.split_head || c.train.zero_stage < 2 || c.parallel.pp > 1) return {};
+  if (!c.zero.split_vocab || c.train.zero_stage < 2 || c.parallel.pp > 1) return {};
   return model::vocab_unit_pieces(table, static_cast<int>(c.parallel.tp), tp_rank, c.train.loss_chunk);
 }
 

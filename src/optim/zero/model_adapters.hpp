@@ -15,7 +15,7 @@
 namespace zt::optim {
 
 // The units a ZeRO engine over a table partitions, gathers and reduces: the table's, with those handed
-// out in pieces (model::vocab_unit_pieces, zero.split_head: an untied model's embedding and head) as one
+// out in pieces (model::vocab_unit_pieces, zero.split_vocab: an untied model's embedding and head) as one
 // engine unit per piece. Table unit u's piece i is engine unit first[u] + i.
 struct EngineUnits {
   std::vector<FlatRange> ranges;
@@ -26,7 +26,7 @@ struct EngineUnits {
   bool pieced() const { return !first.empty() && first.back() != static_cast<int>(first.size()) - 1; }
 };
 EngineUnits engine_units(const model::ParamTable& table, const std::vector<model::UnitPieces>& pieces = {});
-// zero.split_head's pieces (model::vocab_unit_pieces) for a decoder engine over `table`, the rank's whole
+// zero.split_vocab's pieces (model::vocab_unit_pieces) for a decoder engine over `table`, the rank's whole
 // model or its TP shard (TP rank tp_rank): at stages 2-3 without a pipeline; empty: every unit whole.
 std::vector<model::UnitPieces> split_vocab_pieces(const config::Config& c, const model::ParamTable& table, int tp_rank);
 

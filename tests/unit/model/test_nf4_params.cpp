@@ -175,7 +175,7 @@ TEST(Nf4Params, HoldsCodesAndScalesForTheBlockWeights) {
   }
 }
 
-// zero.split_head's pieces (vocab_unit_pieces: the embedding and head by 16-row loss chunks, 4 each): the
+// zero.split_vocab's pieces (vocab_unit_pieces: the embedding and head by 16-row loss chunks, 4 each): the
 // same model bit for bit through the pieces (the lookup by piece, the loss by chunk, the logits from the
 // pieces copied together), the held bytes the planner's, nothing left in use.
 TEST(Nf4Params, AnEmbeddingAndHeadInPiecesGiveTheSameModel) {
