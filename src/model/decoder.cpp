@@ -202,8 +202,7 @@ Tensor Decoder::final_norm(const Tensor& unit, int k) const {
 std::vector<UnitPieces> vocab_unit_pieces(const ParamTable& table, int tp, int tp_rank, std::int64_t loss_chunk) {
   const GptShape& s = table.shape();
   const int last = s.n_layer + 1;
-  if (s.tie_embeddings || s.value_head || last >= table.n_units()) return {};
-  if (table.end_param(0) - table.first_param(0) != 1 || table.end_param(last) == table.first_param(last)) return {};
+  if (s.tie_embeddings || last >= table.n_units()) return {};
   const std::int64_t rows = tp == 1 ? s.padded_vocab : vocab_shard_rows(s, tp);
   const std::int64_t chunk = layers::loss_chunk_columns(rows, loss_chunk);
   const std::int64_t n = layers::loss_chunks(rows, std::int64_t{tp_rank} * rows, s.vocab_size, chunk);
@@ -223,7 +222,11 @@ std::vector<UnitPieces> vocab_unit_pieces(const ParamTable& table, int tp, int t
     }
     return p;
   };
-  return {split(0, table.params()[table.first_param(0)]), split(last, table.params()[table.end_param(last) - 1])};
+  std::vector<UnitPieces> out;
+  if (table.end_param(0) - table.first_param(0) == 1) out.push_back(split(0, table.params()[table.first_param(0)]));
+  if (!s.value_head && table.end_param(last) > table.first_param(last))  // a value head's [1, C] stays whole
+    out.push_back(split(last, table.params()[table.end_param(last) - 1]));
+  return out;
 }
 
 namespace {

@@ -50,9 +50,10 @@ struct Geometry {
 // The vocabulary's units of an untied model in pieces, for a ZeRO engine that gathers and reduces them
 // one at a time (zero.split_vocab): the head's unit (L+1) as the final norm's parameters, then the head's
 // rows chunk by chunk as the loss takes them (train.loss_chunk's chunks over the rows holding ids), and
-// the token embedding (unit 0) by the same rows; each unit's last piece runs to its end (padding rows, a
-// vocabulary shard's zero row). `table` is the rank's (a TP shard's at tp > 1, TP rank tp_rank). Empty
-// where there is nothing to split: a tied or value head, a table without both ends, or one chunk.
+// the token embedding (unit 0, when it is the unit's only parameter) by the same rows; each unit's last
+// piece runs to its end (padding rows, a vocabulary shard's zero row). A value head (PPO's critic) stays
+// whole, its embedding split. `table` is the rank's (a TP shard's at tp > 1, TP rank tp_rank). Empty where
+// there is nothing to split: a tied head, or one chunk.
 std::vector<UnitPieces> vocab_unit_pieces(const ParamTable& table, int tp, int tp_rank, std::int64_t loss_chunk);
 
 // The document mask's segment starts on the backend (data.document_mask), for the attention ops:

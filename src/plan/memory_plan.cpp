@@ -339,8 +339,10 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, const model::Para
 void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, int tp, DType compute) {
   const model::GptShape critic = model::value_model_shape(model::model_shape(config.model));
   const model::ParamTable whole(critic);
-  add_model_state(p, tp > 1 ? model::tp_local_table(whole, tp) : whole, dp, static_cast<int>(config.train.zero_stage),
-                  compute, optim::offload_options(config, 1, 0, "critic"), config.zero, decoder_pass(critic),
+  const model::ParamTable mine = tp > 1 ? model::tp_local_table(whole, tp) : whole;
+  add_model_state(p, mine, dp, static_cast<int>(config.train.zero_stage), compute,
+                  optim::offload_options(config, 1, 0, "critic"), config.zero,
+                  decoder_pass(critic, optim::engine_units(mine, optim::split_vocab_pieces(config, mine, 0))),
                   gathers_per_step(config, dp), "critic ");
   const model::ModelOptions options{.micro_batch = static_cast<int>(config.train.micro_batch),
                                     .recompute = config.train.recompute, .compute = compute,

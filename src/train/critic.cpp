@@ -30,11 +30,13 @@ Critic::Critic(backend::Backend& backend, const config::Config& config, dist::Co
   }
   const model::ParamTable& mine = local_table_ ? *local_table_ : table_;
   model_ = model::make_model(backend, mine, options);
-  engine_ = std::make_unique<optim::ZeroEngine>(backend, dp, optim::units_of(mine), optim::params_of(mine),
+  units_ = optim::engine_units(mine, optim::split_vocab_pieces(config, mine, grid.tp_rank()));
+  if (shard_map_) shard_map_->engine_units = units_.ranges;
+  engine_ = std::make_unique<optim::ZeroEngine>(backend, dp, units_.ranges, optim::params_of(mine),
                                                 static_cast<int>(config.train.zero_stage), optim::ZeroOptions::from(config.zero),
                                                 optim::offload_options(config, offload_threads, grid.rank, "critic"), compute);
-  params_ = std::make_unique<optim::ZeroParams>(*engine_);
-  grads_ = std::make_unique<optim::ZeroGrads>(*engine_);
+  params_ = std::make_unique<optim::ZeroParams>(*engine_, &units_);
+  grads_ = std::make_unique<optim::ZeroGrads>(*engine_, &units_);
 }
 
 Critic::~Critic() = default;
@@ -59,7 +61,8 @@ void Critic::init(dist::World& world) {
 
 const std::vector<float>& Critic::forward(const rl::MicroBatch& mb, bool backward) {
   const int n_layer = table_.shape().n_layer;  // the head is untied: unit 0 is asked for once
-  engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, false) : optim::forward_order(n_layer, false));
+  engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, false, units_)
+                                        : optim::forward_order(n_layer, false, units_));
   model_->forward(mb.tokens.data(), nullptr, *params_);
   return model_->values();
 }

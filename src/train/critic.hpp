@@ -61,6 +61,7 @@ class Critic {
   std::optional<model::ParamTable> local_table_;  // tp > 1: this rank's shard
   std::optional<ShardMap> shard_map_;
   std::unique_ptr<model::Model> model_;
+  optim::EngineUnits units_;  // engine_'s: the token embedding in pieces at ZeRO 2-3 (zero.split_vocab)
   std::unique_ptr<optim::ZeroEngine> engine_;
   std::unique_ptr<model::ParamSource> params_;
   std::unique_ptr<model::GradSink> grads_;

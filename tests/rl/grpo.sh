@@ -20,7 +20,8 @@
 #   PPO curve); 2 ranks (ZeRO-1, ZeRO-3,
 #   parallel.tp=2) follow 1 rank; a PPO run stopped and resumed (its critic checkpointed) gives the
 #   uninterrupted run's metrics exactly, and resumes on 2 ranks at ZeRO-3 and at parallel.tp=2;
-#   zckpt verify/export/reshard handle its critic/; GRPO <-> PPO resumes are refused;
+#   zckpt verify/export/reshard handle its critic/; GRPO <-> PPO resumes are refused; a Llama actor and
+#   critic with their vocabulary units split (zero.split_vocab) give the whole units' metrics, and resume whole;
 # - refusals before any work, exit 2: the verl report's batch sizes on 2 ranks,
 #   prompts without a reference, a prompt too long for the context.
 source "$(dirname "$0")/../lib.sh"
@@ -331,6 +332,34 @@ expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_
 expect_in "$W/err" "holds no critic, so it does not resume as rl.algorithm=ppo.*init.from="
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=8 --ckpt.dir="$W/ppo-split"
 expect_in "$W/err" "is of a PPO run .*resume it with rl.algorithm=ppo"
+
+# ---- zero.split_vocab under PPO -----------------------------------------------------------------------------
+# A Llama actor and critic (train.seed's initialisation, the task's 256-token vocabulary) at ZeRO-3 on 2 ranks
+# with train.loss_chunk=32: the actor's embedding and head and the critic's embedding in 8 pieces each give the
+# whole units' metrics exactly (2 iterations), and the split run's checkpoint resumes with the units whole.
+llama_ppo=(--init.from= --model.arch=llama --model.n_layer=2 --model.n_head=4 --model.n_kv_head=2 --model.n_embd=32
+           --model.ffn_hidden=64 --model.vocab_size=256 --train.zero_stage=3 --train.loss_chunk=32 --rl.algorithm=ppo
+           --rl.batch=10 --rl.mini_batch=10 --train.micro_batch=40 --train.max_steps=2 --ckpt.every=1)
+for split in false true; do
+  expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${llama_ppo[@]}" --zero.split_vocab=$split \
+    --ckpt.dir="$W/llama-ppo-$split" --log.metrics="$W/llama-ppo-$split.jsonl"
+done
+expect_in "$W/out" "zero.split_vocab: the token embedding in 8 units and the LM head in 8"
+mkdir -p "$W/llama-ppo-resumed" && cp -r "$W/llama-ppo-true/step_00000001" "$W/llama-ppo-resumed/"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${llama_ppo[@]}" --zero.split_vocab=false --ckpt.resume=auto \
+  --ckpt.dir="$W/llama-ppo-resumed" --log.metrics="$W/llama-ppo-resumed.jsonl"
+expect_in "$W/out" "resumed from .*step_00000001"
+python3 - "$W/llama-ppo-true.jsonl" "$W/llama-ppo-false.jsonl" "$W/llama-ppo-resumed.jsonl" <<'PY' || fail "zero.split_vocab changed PPO's metrics (above)"
+import json, sys
+def rows(p):
+    skip = lambda k: k.endswith("_s") or "per_s" in k or k.startswith("mem_")
+    return {o["step"]: {k: v for k, v in o.items() if not skip(k)} for o in map(json.loads, open(p)) if "reward_mean" in o}
+split, whole, resumed = map(rows, sys.argv[1:])
+assert sorted(split) == [1, 2] and split == whole, (split, whole)
+assert resumed == {2: whole[2]}, (resumed, whole[2])
+assert whole[2]["grad_norm"] > 0 and whole[2]["critic_grad_norm"] > 0, whole[2]
+print("ok: PPO with the actor's and critic's vocabulary units split (zero.split_vocab) = whole, and resumed whole")
+PY
 
 # ---- refused before any work, exit 2 --------------------------------------------------------------------
 # The verl report: 256 prompts, mini-batch 128 on 2 GPUs, micro-batch 128: each rank runs 64 sequences a step.
