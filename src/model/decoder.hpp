@@ -53,7 +53,8 @@ struct Geometry {
 // the token embedding (unit 0, when it is the unit's only parameter) by the same rows; each unit's last
 // piece runs to its end (padding rows, a vocabulary shard's zero row). A value head (PPO's critic) stays
 // whole, its embedding split. `table` is the rank's (a TP shard's at tp > 1, TP rank tp_rank). Empty where
-// there is nothing to split: a tied head, or one chunk.
+// there is nothing to split: a tied head, or one chunk. (decoder_vocab_pieces.cpp, with the decoder's
+// passes over the pieces.)
 std::vector<UnitPieces> vocab_unit_pieces(const ParamTable& table, int tp, int tp_rank, std::int64_t loss_chunk);
 
 // The document mask's segment starts on the backend (data.document_mask), for the attention ops:
@@ -196,6 +197,7 @@ class Decoder final : public Model {
   void embed_in_pieces(const std::int32_t* tokens, ParamSource& params);
   void embedding_backward_in_pieces(int pieces, GradSink& grads);
   backend::Tensor table_piece(const backend::Tensor& piece) const;  // a piece of unit 0 as [rows, C]
+  void pieced_head_forward(ParamSource& params, const std::int32_t* targets);
   void pieced_head_backward(ParamSource& params, GradSink& grads, float dloss);
   void loss_backward(layers::HeadRows& head, float dloss);  // d(lnf) into env.dln (summed over the TP group)
   void logits_forward(const backend::Tensor& head_weight);  // every row, or only logit_rows_
