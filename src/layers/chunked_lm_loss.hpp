@@ -49,7 +49,7 @@ struct RowReduce {
   std::function<void(std::span<double>)> sum;
 };
 
-// The LM head's rows chunk by chunk, for a head that is never whole in one view: ZeRO's split head
+// The LM head's rows chunk by chunk, for a head that is never whole in one view: ZeRO's split vocabulary
 // (zero.split_vocab), each chunk a unit of its own that the engine gathers and reduces by itself. The loss
 // asks for chunk k's rows [first, first + width) of the held head as weight(k) (then grad(k)) just before
 // using them and hands them back (release, grad_done) just after, in its own order: forward 0 .. n-1,

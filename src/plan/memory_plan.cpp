@@ -81,7 +81,7 @@ struct EnginePass {
   std::vector<optim::UnitEvent> calls;
   bool decoder = false, tied = false;  // a decoder's units (its own engine options: decoder_zero_options)
   int n_layer = 0;
-  std::vector<optim::FlatRange> units;  // the engine's units (a split head's pieces); empty: the table's
+  std::vector<optim::FlatRange> units;  // the engine's units (split vocabulary units' pieces); empty: the table's
 };
 // The decoder's units (the whole model, a TP shard's, LoRA's frozen base, the critic); `units` with
 // split vocabulary units (optim::split_vocab_pieces) for the trained model.
