@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -548,6 +549,26 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
       return;
     }
 }
+
+// ZeRO 2-3's transient buffers on this layout: the zero.* keys that bound them, where one (or both) makes
+// the plan fit as it stands (the same stage, micro-batch and ranks).
+void add_zero_buffer_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                           config::Device device, std::vector<std::string>& out) {
+  if (config.train.zero_stage < 2) return;
+  std::vector<std::pair<std::string, std::function<void(config::Config&)>>> levers;
+  if (!config.zero.split_vocab)
+    levers.push_back({"zero.split_vocab=true", [](config::Config& c) { c.zero.split_vocab = true; }});
+  if (config.zero.reduce_dtype == config::ReduceDtype::kFp32 && config.train.precision != config::Precision::kFp32)
+    levers.push_back({"zero.reduce_dtype=compute", [](config::Config& c) { c.zero.reduce_dtype = config::ReduceDtype::kCompute; }});
+  config::Config all = config;
+  for (const auto& [key, set] : levers) {
+    config::Config c = config;
+    set(c), set(all);
+    if (plan_memory(c, world, threads, capacity, device).fits()) return out.push_back(cat(key, " (ZeRO's transient buffers)"));
+  }
+  if (levers.size() > 1 && plan_memory(all, world, threads, capacity, device).fits())
+    out.push_back(cat(levers[0].first, " ", levers[1].first, " (ZeRO's transient buffers)"));
+}
 }  // namespace
 
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
@@ -573,6 +594,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
       out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
       break;
     }
+  add_zero_buffer_fixes(config, world, threads, capacity, device, out);
   add_recompute_fixes(config, world, threads, capacity, device, out);
   add_offload_fixes(config, world, threads, capacity, device, out);
   if (out.empty())

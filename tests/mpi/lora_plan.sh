@@ -3,8 +3,8 @@
 # every module, on 16 GB GPUs at ZeRO-3 with full recomputation: 8 ranks do not fit (exit 2, the fix
 # names 16 ranks), 16 fit, with the base as one frozen compute-dtype row (a 1/W slice) and only the adapters
 # holding gradients and optimizer state, its embedding and head gathered by the loss's chunks
-# (zero.split_vocab); with them gathered whole (zero.split_vocab=false) 16 do not fit and the fix names 32,
-# which fit; the same 16 ranks as parallel.tp=8 x 2 (SP) fit, each holding 1/8
+# (zero.split_vocab); with them gathered whole (zero.split_vocab=false) 16 do not fit and the fixes name 32
+# ranks and zero.split_vocab=true; 32 fit; the same 16 ranks as parallel.tp=8 x 2 (SP) fit, each holding 1/8
 # of the base and its TP shard of the adapters. QLoRA (lora.base_dtype=nf4) at ZeRO-3 fits the same 70B on
 # 8 ranks: each holds 1/8 of the NF4 base and gathers a unit's quantized bytes before use (the bf16
 # embedding and head by the loss's chunks: 2,091 MiB of gathered units, 3,636 whole). On the CPU a tiny
@@ -27,6 +27,7 @@ expect_in "$ZT_WORK/out" ": fits"
 expect_exit 2 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16 --zero.split_vocab=false
 expect_in "$ZT_WORK/out" "gathered base units +3636.0 MiB"
 expect_in "$ZT_WORK/out" "would fit with: 32 ranks at train.zero_stage=3"
+expect_in "$ZT_WORK/out" "would fit with: zero.split_vocab=true \\(ZeRO's transient buffers\\)"
 expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=32 --zero.split_vocab=false
 expect_in "$ZT_WORK/out" "frozen base +4205.3 MiB +bf16, 1/W slice of each unit; no gradient, master or optimizer state"
 expect_in "$ZT_WORK/out" "adapter optimizer state +49.4 MiB"

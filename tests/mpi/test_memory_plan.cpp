@@ -329,6 +329,27 @@ TEST(ZeroTransients, ASplitHeadHoldsLessForTheSameTraining) {
     }
 }
 
+// A plan that misses by what ZeRO's transient buffers hold names the zero.* keys that bound them: with
+// the capacity at what the plan needs with both, a run with neither is refused with each named.
+TEST(ZeroTransients, APlanThatMissesByTheBuffersNamesTheirKeys) {
+  config::Config c = small_llama(3, 2);
+  c.model.vocab_size = 4000;
+  c.train.loss_chunk = 512;
+  c.train.precision = config::Precision::kBf16;
+  c.zero.reduce_dtype = config::ReduceDtype::kCompute;
+  const std::uint64_t capacity = plan_memory(c, 2, 1, 0).total_bytes;
+  c.zero.reduce_dtype = config::ReduceDtype::kFp32;
+  c.zero.split_vocab = false;
+  ASSERT_FALSE(plan_memory(c, 2, 1, capacity).fits());
+  std::string all;
+  for (const std::string& f : suggestions(c, 2, 1, capacity)) all += f + "\n";
+  EXPECT_NE(all.find("zero.split_vocab=true zero.reduce_dtype=compute (ZeRO's transient buffers)"), std::string::npos) << all;
+  c.zero.reduce_dtype = config::ReduceDtype::kCompute;  // one lever left
+  all.clear();
+  for (const std::string& f : suggestions(c, 2, 1, capacity)) all += f + "\n";
+  EXPECT_NE(all.find("zero.split_vocab=true (ZeRO's transient buffers)"), std::string::npos) << all;
+}
+
 // A tied head's share of the embedding's gradient reduced as soon as the head is done: the embedding's
 // fp32 gradient is not held through the backward (fewer transient bytes), the same reduced gradient.
 TEST(ZeroTransients, ATiedHeadsShareReducedEarlyHoldsLessForTheSameGradient) {
