@@ -163,7 +163,13 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
                                                                                   busiest, l.tp).numel())
                             : model_psi;
     const double bw = std::int64_t{l.tp} * l.dp <= m.gpus_per_node ? intra : inter;
-    const double units = lp + 2, a = micro;
+    // The units a ZeRO engine takes one collective each: the blocks, the embedding and the final norm with
+    // the head, or (zero.split_vocab at stages 2-3) the engine's pieces of them.
+    const model::ParamTable& rank_table = l.tp == 1 ? global : model::tp_local_table(global, l.tp);
+    const double units = l.pp > 1 || lora ? lp + 2
+                                          : static_cast<double>(optim::engine_units(rank_table, optim::split_vocab_pieces(
+                                                                  layout_config(c, l), rank_table, 0)).ranges.size()),
+                 a = micro;
     const double last_backward = t.compute / micro * 2 / 3;
     struct Traffic {
       double hideable, behind, exposed;  // seconds of traffic that may hide, of compute it hides behind, after it
