@@ -58,15 +58,13 @@ struct StoreSpec {
 
 // The stores of a table whose units `pieces` come in pieces, in order: a unit's pieces one store each.
 std::vector<StoreSpec> stores_of(const ParamTable& table, const std::vector<UnitPieces>& pieces) {
+  const PiecedUnits units = pieced_units(table, pieces);
   std::vector<StoreSpec> out;
   for (int u = 0; u < table.n_units(); ++u) {
-    const auto it = std::find_if(pieces.begin(), pieces.end(), [&](const UnitPieces& p) { return p.unit == u; });
-    if (it == pieces.end()) {
-      out.push_back({u, table.units()[static_cast<std::size_t>(u)], true});
-      continue;
-    }
-    ZT_CHECK(!has_nf4(table, u), "Nf4Params: unit ", u, " holds NF4 weights and cannot come in pieces");
-    for (const Unit& r : it->pieces) out.push_back({u, r, false});
+    const bool whole = units.pieces(u) == 1;
+    ZT_CHECK(whole || !has_nf4(table, u), "Nf4Params: unit ", u, " holds NF4 weights and cannot come in pieces");
+    for (int k = units.first[static_cast<std::size_t>(u)]; k < units.first[static_cast<std::size_t>(u) + 1]; ++k)
+      out.push_back({u, units.ranges[static_cast<std::size_t>(k)], whole});
   }
   return out;
 }
@@ -291,17 +289,8 @@ Tensor Nf4Params::unit(int u) {
   ZT_CHECK(u >= 0 && u < table_.n_units(), "Nf4Params: unit ", u, " outside [0, ", table_.n_units(), ")");
   if (pieces(u) == 1) return take(first_[static_cast<std::size_t>(u)]);
   // Whole, for a pass that reads it at once (the head's logits): its pieces copied together.
-  const Unit& unit = table_.units()[static_cast<std::size_t>(u)];
-  const std::size_t width = dtype_size(compute_);
-  backend::Buffer& whole = assembled_[u];
-  whole = be_.allocate(unit.numel * width);
-  for (int k = first_[static_cast<std::size_t>(u)]; k < first_[static_cast<std::size_t>(u) + 1]; ++k) {
-    const Tensor piece = take(k);
-    be_.copy(static_cast<std::byte*>(whole.data()) + (units_[static_cast<std::size_t>(k)].range.offset - unit.offset) * width,
-             piece.data, piece.bytes());
-    give_back(k);
-  }
-  return whole.view(compute_, {static_cast<std::int64_t>(unit.numel)});
+  const auto numel = static_cast<std::int64_t>(table_.units()[static_cast<std::size_t>(u)].numel);
+  return assemble_pieces(*this, u, be_, numel, compute_, assembled_[u]);
 }
 
 void Nf4Params::release(int u) {

@@ -19,13 +19,9 @@ Tensor unit_view(const ParamTable& table, const Tensor& flat, int u) {
 
 Tensor param_view(const ParamTable& table, const Tensor& unit_flat, std::size_t p) {
   const ParamInfo& info = table.params()[p];
-  const Unit& unit = table.units()[info.unit];
-  ZT_CHECK_EQ(static_cast<std::size_t>(unit_flat.numel()), unit.numel, "unit ", info.unit,
+  ZT_CHECK_EQ(static_cast<std::size_t>(unit_flat.numel()), table.units()[info.unit].numel, "unit ", info.unit,
               " view has the wrong size for ", info.name);
-  Tensor t(static_cast<std::byte*>(unit_flat.data) + (info.offset - unit.offset) * dtype_size(unit_flat.dtype),
-           unit_flat.dtype, {});
-  for (std::int64_t d : info.shape) t.shape[t.rank++] = d;
-  return t;
+  return param_view_in_piece(table, unit_flat, p);
 }
 
 Tensor param_view_in_piece(const ParamTable& table, const Tensor& piece, std::size_t p) {
@@ -36,6 +32,22 @@ Tensor param_view_in_piece(const ParamTable& table, const Tensor& piece, std::si
   Tensor t(static_cast<std::byte*>(piece.data) + first * dtype_size(piece.dtype), piece.dtype, {});
   for (std::int64_t d : info.shape) t.shape[t.rank++] = d;
   return t;
+}
+
+Tensor assemble_pieces(ParamSource& src, int u, backend::Backend& be, std::int64_t numel, DType dtype,
+                       backend::Buffer& whole) {
+  whole = be.allocate(static_cast<std::size_t>(numel) * dtype_size(dtype));
+  std::size_t at = 0;  // bytes copied so far
+  for (int i = 0; i < src.pieces(u); ++i) {
+    const Tensor piece = src.piece(u, i);
+    ZT_CHECK(piece.dtype == dtype && at + piece.bytes() <= whole.bytes(), "unit ", u, ": piece ", i, " does not fit the ",
+             numel, " elements of the unit");
+    be.copy(static_cast<std::byte*>(whole.data()) + at, piece.data, piece.bytes());
+    at += piece.bytes();
+    src.release_piece(u, i);
+  }
+  ZT_CHECK_EQ(at, whole.bytes(), "unit ", u, ": its pieces do not fill it");
+  return whole.view(dtype, {numel});
 }
 
 // A source that never splits: the whole unit is its one piece.

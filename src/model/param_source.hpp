@@ -73,4 +73,10 @@ backend::Tensor param_view(const ParamTable& table, const backend::Tensor& unit_
 // The same inside a piece of its unit that starts where the unit starts and holds the whole parameter.
 backend::Tensor param_view_in_piece(const ParamTable& table, const backend::Tensor& piece, std::size_t p);
 
+// Unit u of a source that hands it out in pieces, copied together into `whole` (allocated from `be`,
+// `numel` elements of the pieces' dtype): each piece taken, copied after the one before and released, in
+// order. For a pass that needs the unit at once (the head's logits).
+backend::Tensor assemble_pieces(ParamSource& src, int u, backend::Backend& be, std::int64_t numel, DType dtype,
+                                backend::Buffer& whole);
+
 }  // namespace zt::model

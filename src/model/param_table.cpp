@@ -2,6 +2,8 @@
 // parameter counts.
 #include "model/param_table.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "model/family.hpp"
 
@@ -141,6 +143,28 @@ std::size_t ParamTable::n_params_for_flops() const {
   std::size_t lookups = shape_.tie_embeddings ? 0 : params_[0].hf_numel();
   if (family_of(shape_.arch).learned_positions) lookups += params_[1].hf_numel();
   return n_params_real() - lookups;
+}
+
+PiecedUnits pieced_units(const ParamTable& table, const std::vector<UnitPieces>& pieces) {
+  PiecedUnits out;
+  for (int u = 0; u < table.n_units(); ++u) {
+    out.first.push_back(static_cast<int>(out.ranges.size()));
+    const Unit& whole = table.units()[static_cast<std::size_t>(u)];
+    const auto split = std::find_if(pieces.begin(), pieces.end(), [&](const UnitPieces& p) { return p.unit == u; });
+    if (split == pieces.end()) {
+      out.ranges.push_back(whole);
+      continue;
+    }
+    std::size_t at = whole.offset;
+    for (const Unit& p : split->pieces) {  // contiguous, covering the unit
+      ZT_CHECK(p.offset == at && p.numel > 0, "pieced_units: piece at ", p.offset, " of unit ", u, " leaves a gap");
+      out.ranges.push_back(p);
+      at += p.numel;
+    }
+    ZT_CHECK_EQ(at, whole.offset + whole.numel, "pieced_units: the pieces do not cover unit ", u);
+  }
+  out.first.push_back(static_cast<int>(out.ranges.size()));
+  return out;
 }
 
 }  // namespace zt::model

@@ -78,6 +78,16 @@ struct UnitPieces {
   std::vector<Unit> pieces;
 };
 
+class ParamTable;
+// The table's units in flat order with those in `pieces` replaced by their pieces (checked to cover
+// them): ranges[first[u] + i] is unit u's piece i (its one range when whole); first has n_units + 1 entries.
+struct PiecedUnits {
+  std::vector<Unit> ranges;
+  std::vector<int> first;
+  int pieces(int u) const { return first[static_cast<std::size_t>(u) + 1] - first[static_cast<std::size_t>(u)]; }
+};
+PiecedUnits pieced_units(const ParamTable& table, const std::vector<UnitPieces>& pieces);
+
 class ParamTable {
  public:
   explicit ParamTable(const GptShape& shape);

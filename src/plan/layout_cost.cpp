@@ -157,18 +157,18 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     // The rank's own parameters: the whole model's or its TP shard; a pipeline rank's stages (their TP
     // shard taken as 1/tp of them).
     const model::ParamTable global(shape);
+    const model::ParamTable rank_table = l.tp == 1 ? global : model::tp_local_table(global, l.tp);  // pp = 1's
     const double model_psi = 4.0 * (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
-                                             : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel()));
+                                             : static_cast<double>(rank_table.numel()));
     const double psi = lora ? 4.0 * static_cast<double>(model::adapter_part_table(model::lora_table(shape, model::lora_spec(c)), cut,
                                                                                   busiest, l.tp).numel())
                             : model_psi;
     const double bw = std::int64_t{l.tp} * l.dp <= m.gpus_per_node ? intra : inter;
     // The units a ZeRO engine takes one collective each: the blocks, the embedding and the final norm with
     // the head, or (zero.split_vocab at stages 2-3) the engine's pieces of them.
-    const model::ParamTable& rank_table = l.tp == 1 ? global : model::tp_local_table(global, l.tp);
-    const double units = l.pp > 1 || lora ? lp + 2
-                                          : static_cast<double>(optim::engine_units(rank_table, optim::split_vocab_pieces(
-                                                                  layout_config(c, l), rank_table, 0)).ranges.size()),
+    const double units = l.pp > 1 || lora
+                             ? lp + 2
+                             : static_cast<double>(optim::decoder_engine_units(layout_config(c, l), rank_table, 0).ranges.size()),
                  a = micro;
     const double last_backward = t.compute / micro * 2 / 3;
     struct Traffic {
@@ -180,7 +180,7 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     // Stages 2-3's per-micro-batch reduce-scatters (optim::ZeroOptions): in the compute dtype on request,
     // a tied embedding's twice.
     const bool tied_twice = !lora && shape.tie_embeddings && c.zero.reduce_tied_early == config::TiedReduce::kTrue;
-    const double tied_share = tied_twice ? static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).units()[0].numel) * 4 / psi : 0.0;
+    const double tied_share = tied_twice ? static_cast<double>(rank_table.units()[0].numel) * 4 / psi : 0.0;
     const double reduce = (c.zero.reduce_dtype == config::ReduceDtype::kCompute ? gather : pass) * (1 + tied_share);
     const Traffic tr = l.zero_stage == 0 ? Traffic{2 * pass, last_backward, std::ceil(psi / (25 << 20)) * m.latency_s}
                      : l.zero_stage == 1 ? Traffic{pass, last_backward, gather + 2 * units * m.latency_s}

@@ -343,7 +343,7 @@ void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, in
   const model::ParamTable mine = tp > 1 ? model::tp_local_table(whole, tp) : whole;
   add_model_state(p, mine, dp, static_cast<int>(config.train.zero_stage), compute,
                   optim::offload_options(config, 1, 0, "critic"), config.zero,
-                  decoder_pass(critic, optim::engine_units(mine, optim::split_vocab_pieces(config, mine, 0))),
+                  decoder_pass(critic, optim::decoder_engine_units(config, mine, 0)),
                   gathers_per_step(config, dp), "critic ");
   const model::ModelOptions options{.micro_batch = static_cast<int>(config.train.micro_batch),
                                     .recompute = config.train.recompute, .compute = compute,
@@ -382,7 +382,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
                     "adapter ");
     activations += model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp);
   } else {
-    const optim::EngineUnits units = optim::engine_units(table, optim::split_vocab_pieces(config, table, 0));
+    const optim::EngineUnits units = optim::decoder_engine_units(config, table, 0);
     add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape, units), gathers_per_step(config, dp));
   }
   p.rows.push_back({"activations", activations, activations_note});

@@ -30,7 +30,7 @@ Critic::Critic(backend::Backend& backend, const config::Config& config, dist::Co
   }
   const model::ParamTable& mine = local_table_ ? *local_table_ : table_;
   model_ = model::make_model(backend, mine, options);
-  units_ = optim::engine_units(mine, optim::split_vocab_pieces(config, mine, grid.tp_rank()));
+  units_ = optim::decoder_engine_units(config, mine, grid.tp_rank());
   if (shard_map_) shard_map_->engine_units = units_.ranges;
   engine_ = std::make_unique<optim::ZeroEngine>(backend, dp, units_.ranges, optim::params_of(mine),
                                                 static_cast<int>(config.train.zero_stage), optim::ZeroOptions::from(config.zero),

@@ -77,8 +77,7 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                                        optim::offload_options(config, 0, world.rank(), "base"));
   const model::ParamTable& trained = lora_ ? lora_->adapter_part() : shard_table();
   const int stage = static_cast<int>(config.train.zero_stage);
-  engine_units_ = optim::engine_units(trained, lora_ ? std::vector<model::UnitPieces>{}
-                                                     : optim::split_vocab_pieces(config, trained, grid_.tp_rank()));
+  engine_units_ = lora_ ? optim::engine_units(trained) : optim::decoder_engine_units(config, trained, grid_.tp_rank());
   if (shard_map_ && !lora_) shard_map_->engine_units = engine_units_.ranges;
   const optim::ZeroOptions zero =
       lora_ ? optim::ZeroOptions::from(config.zero)

@@ -60,7 +60,7 @@ Measured measure(const config::Config& c, int threads, const optim::OffloadOptio
                                        {.micro_batch = static_cast<int>(c.train.micro_batch), .recompute = c.train.recompute,
                                         .compute = compute, .loss_chunk = c.train.loss_chunk});
   // As the trainer wires it: the head in pieces where zero.split_vocab splits it.
-  const optim::EngineUnits units = optim::engine_units(table, optim::split_vocab_pieces(c, table, 0));
+  const optim::EngineUnits units = optim::decoder_engine_units(c, table, 0);
   optim::ZeroEngine engine(*backend, *comm, units.ranges, optim::params_of(table), static_cast<int>(c.train.zero_stage),
                            optim::ZeroOptions::from(c.zero), offload, compute);
   engine.load_params([&](std::int64_t o, std::int64_t n, float* out) { model::init_params_range(table, 1, o, n, out); });
@@ -94,7 +94,7 @@ std::uint64_t replayed_transients(const config::Config& c, int world) {
   const model::ParamTable table(model::model_shape(c.model));
   const int stage = static_cast<int>(c.train.zero_stage), L = table.shape().n_layer;
   const bool tied = table.shape().tie_embeddings;
-  const optim::EngineUnits units = optim::engine_units(table, optim::split_vocab_pieces(c, table, 0));
+  const optim::EngineUnits units = optim::decoder_engine_units(c, table, 0);
   const optim::Partition part(units.ranges, optim::params_of(table), world, 0);
   return optim::transient_peak_bytes(part, stage, model::compute_dtype(c.train.precision), optim::ZeroOptions::from(c.zero),
                                      false, optim::forward_backward_order(L, tied, units),

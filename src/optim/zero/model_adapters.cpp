@@ -17,29 +17,20 @@ EngineUnits engine_units(const model::ParamTable& table, const std::vector<model
     e.ranges = units_of(table);
     return e;
   }
-  for (int u = 0; u < table.n_units(); ++u) {
-    e.first.push_back(static_cast<int>(e.ranges.size()));
-    const model::Unit& whole = table.units()[static_cast<std::size_t>(u)];
-    const auto split = std::find_if(pieces.begin(), pieces.end(), [&](const model::UnitPieces& p) { return p.unit == u; });
-    if (split == pieces.end()) {
-      e.ranges.push_back({static_cast<std::int64_t>(whole.offset), static_cast<std::int64_t>(whole.numel)});
-      continue;
-    }
-    std::size_t at = whole.offset;
-    for (const model::Unit& p : split->pieces) {  // contiguous, covering the unit
-      ZT_CHECK(p.offset == at && p.numel > 0, "engine_units: piece at ", p.offset, " of unit ", u, " leaves a gap");
-      e.ranges.push_back({static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)});
-      at += p.numel;
-    }
-    ZT_CHECK_EQ(at, whole.offset + whole.numel, "engine_units: the pieces do not cover unit ", u);
-  }
-  e.first.push_back(static_cast<int>(e.ranges.size()));
+  const model::PiecedUnits units = model::pieced_units(table, pieces);
+  for (const model::Unit& r : units.ranges)
+    e.ranges.push_back({static_cast<std::int64_t>(r.offset), static_cast<std::int64_t>(r.numel)});
+  e.first = units.first;
   return e;
 }
 
 std::vector<model::UnitPieces> split_vocab_pieces(const config::Config& c, const model::ParamTable& table, int tp_rank) {
   if (!c.zero.split_vocab || c.train.zero_stage < 2 || c.parallel.pp > 1) return {};
   return model::vocab_unit_pieces(table, static_cast<int>(c.parallel.tp), tp_rank, c.train.loss_chunk);
+}
+
+EngineUnits decoder_engine_units(const config::Config& c, const model::ParamTable& table, int tp_rank) {
+  return engine_units(table, split_vocab_pieces(c, table, tp_rank));
 }
 
 // A unit's pieces in the engine's order: forward (or any pass but the head's backward) in order; the
@@ -78,19 +69,8 @@ backend::Tensor ZeroParams::unit(int u) {
   // Whole, for a pass that reads the head at once (logits): as many bytes as an unsplit unit, briefly.
   const Partition& part = engine_.partition();
   const FlatRange first = part.unit(units_.engine_unit(u, 0)), end = part.unit(units_.engine_unit(u, n - 1));
-  const DType x = engine_.compute_dtype();
-  const std::int64_t numel = end.offset + end.numel - first.offset;
-  backend::Buffer& whole = assembled_[u];
-  whole = engine_.backend().allocate(static_cast<std::size_t>(numel) * dtype_size(x));
-  for (int i = 0; i < n; ++i) {
-    const int e = units_.engine_unit(u, i);
-    const backend::Tensor piece = engine_.param_unit(e);
-    engine_.backend().copy(static_cast<std::byte*>(whole.data()) +
-                               static_cast<std::size_t>(part.unit(e).offset - first.offset) * dtype_size(x),
-                           piece.data, piece.bytes());
-    engine_.release_param_unit(e);
-  }
-  return whole.view(x, {numel});
+  return model::assemble_pieces(*this, u, engine_.backend(), end.offset + end.numel - first.offset,
+                                engine_.compute_dtype(), assembled_[u]);
 }
 
 void ZeroParams::release(int u) {

@@ -29,6 +29,8 @@ EngineUnits engine_units(const model::ParamTable& table, const std::vector<model
 // zero.split_vocab's pieces (model::vocab_unit_pieces) for a decoder engine over `table`, the rank's whole
 // model or its TP shard (TP rank tp_rank): at stages 2-3 without a pipeline; empty: every unit whole.
 std::vector<model::UnitPieces> split_vocab_pieces(const config::Config& c, const model::ParamTable& table, int tp_rank);
+// A decoder engine's units over `table` under c: engine_units with split_vocab_pieces.
+EngineUnits decoder_engine_units(const config::Config& c, const model::ParamTable& table, int tp_rank);
 
 class ZeroParams final : public model::ParamSource {
  public:
