@@ -19,8 +19,8 @@ std::string shape_refusal(const AttentionQuery& q) {
     return cat("compute dtype ", dtype_name(q.dtype), " (train.precision=fp32): cuDNN's fused attention runs in bf16 or "
                "fp16 only");
   if (q.document_mask)
-    return "data.document_mask=true: per-document masks are not expressible in cuDNN's causal SDPA without a [T, T] "
-           "bias tensor";
+    return "a document mask (data.document_mask=true, or RL's packed rollouts, rl.pack_rollouts=true): per-document "
+           "masks are not expressible in cuDNN's causal SDPA without a [T, T] bias tensor";
   if (q.head_size <= 0 || q.head_size % 8 != 0 || q.head_size > 256)
     return cat("head size ", q.head_size, " (model.n_embd / model.n_head): cuDNN's SDPA needs a multiple of 8 up to 256");
   if (q.n_head <= 0 || q.n_kv_head <= 0 || q.n_head % q.n_kv_head != 0)

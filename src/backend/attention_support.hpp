@@ -26,7 +26,7 @@ struct AttentionQuery {
   std::int64_t n_head = 0;        // query heads (on this rank)
   std::int64_t n_kv_head = 0;     // K/V heads (grouped-query attention when below n_head)
   std::int64_t seq_len = 0;       // T; 0 = not known (start-up: the model's seq_len is given)
-  bool document_mask = false;     // segment starts given (data.document_mask)
+  bool document_mask = false;     // segment starts given (data.document_mask, rl.pack_rollouts)
 };
 
 // What the device and the loaded cuDNN are. sm = major * 10 + minor (0: not known); version is

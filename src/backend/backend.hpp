@@ -97,8 +97,10 @@ class Backend {
   // instead of t; a position of -1 (a padding token) reads row 0.
   // A token of kTokenInOtherRows (no wpe) leaves its row of out untouched.
   virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, Tensor positions = Tensor()) = 0;
-  // dwte += scatter of dout rows by token (none for kTokenInOtherRows), dwpe += sum over b of dout[b,t,:]
-  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) = 0;
+  // dwte += scatter of dout rows by token (none for kTokenInOtherRows), dwpe += sum over b of dout[b,t,:];
+  // with positions (packed sequences whose positions restart, RL's packed rollouts): dwpe[positions[b,t]]
+  // += dout[b,t,:] (none for -1), rows in order.
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, Tensor positions = Tensor()) = 0;
 
   // ---- layernorm over the last dim, eps 1e-5: out = (x - mean) * rstd * weight + bias ---------------
   // out, inp [N,C]; mean, rstd [N] f32 (saved for backward); weight, bias [C]
@@ -213,10 +215,11 @@ class Backend {
   // position t, with a = t * inv_freq[i] (f32 [hs/2]) for i < hs/2:
   //   (x_i, x_{i+hs/2}) <- (x_i cos a - x_{i+hs/2} sin a, x_{i+hs/2} cos a + x_i sin a).
   // Columns past the rotated heads (v in a qkv row) are untouched. positions [B,T] i32, optional
-  // (generation over a KV cache): row (b,t) at position positions[b,t] instead of t; -1 rows untouched.
+  // (generation over a KV cache, packed sequences in training): row (b,t) at position positions[b,t]
+  // instead of t; -1 rows untouched.
   virtual void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads, Tensor positions = Tensor()) = 0;
-  // The gradient, in place: the transposed rotation (angle -a).
-  virtual void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) = 0;
+  // The gradient, in place: the transposed rotation (angle -a), at the same positions.
+  virtual void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads, Tensor positions = Tensor()) = 0;
 
   // ---- SwiGLU (Shazeer 2020), Llama's MLP: out[n,j] = silu(inp[n,j]) * inp[n,F+j] ---------------------
   // inp [N,2F] as (gate | up) (one GEMM over the adjacent gate_proj and up_proj weights), out [N,F]

@@ -71,9 +71,11 @@ void embed_tokens(const TpContext& ctx, Tensor out, Tensor partial, const std::i
   else all_reduce_sum(ctx, out);
 }
 
-void embed_tokens_backward(const TpContext& ctx, Tensor dwte, Tensor dwpe, Tensor dout, Tensor dfull, Tensor ids) {
+void embed_tokens_backward(const TpContext& ctx, Tensor dwte, Tensor dwpe, Tensor dout, Tensor dfull, Tensor ids,
+                           Tensor positions) {
   if (ctx.sequence_parallel) gather_rows(ctx, dout, dfull);
-  ctx.be.embedding_backward(dwte, dwpe, as_batch_rows(ctx.sequence_parallel ? dfull : dout, ids), ids);
+  ctx.be.embedding_backward(dwte, dwpe, as_batch_rows(ctx.sequence_parallel ? dfull : dout, ids),
+                            ids, positions);
   if (ctx.size() == 1) return;
   const std::int64_t Vs = dwte.dim(0) - 1, C = dwte.dim(1);
   // The zero row collected the tokens of other ranks' blocks: not a parameter's gradient.

@@ -41,9 +41,10 @@ void embed_tokens(const TpContext& ctx, backend::Tensor out, backend::Tensor par
                   backend::Tensor positions = backend::Tensor());
 // dwte +=, dwpe += (empty without a position table). dout as out; under SP dfull [N, C] scratch for the
 // gathered dout (empty otherwise). Under TP the zero row's gradient is cleared. Every rank gets the whole
-// dwpe: the position table is replicated, so each rank's copy takes the same update.
+// dwpe: the position table is replicated, so each rank's copy takes the same update. positions as
+// embed_tokens' (the forward's).
 void embed_tokens_backward(const TpContext& ctx, backend::Tensor dwte, backend::Tensor dwpe, backend::Tensor dout,
-                           backend::Tensor dfull, backend::Tensor ids);
+                           backend::Tensor dfull, backend::Tensor ids, backend::Tensor positions = backend::Tensor());
 
 // The same with the rank's table in row pieces (ZeRO's split embedding, zero.split_vocab; no position
 // table). rows (host, N): every token's row of the rank's table (the ids at tp = 1, local_token_rows

@@ -28,15 +28,22 @@ Geometry Geometry::of(const GptShape& shape, const ModelOptions& o, int tp) {
   return g;
 }
 
-void SegmentStarts::set(backend::Backend& be, const std::int32_t* starts, int B, std::int64_t T) {
-  on_ = starts != nullptr;
+void TokenIndex::set(backend::Backend& be, const std::int32_t* values, int B, std::int64_t T) {
+  on_ = values != nullptr;
   if (!on_) return;
   const std::size_t bytes = static_cast<std::size_t>(B) * static_cast<std::size_t>(T) * sizeof(std::int32_t);
   if (buffer_.bytes() != bytes) {
     buffer_ = be.allocate(bytes);
     view_ = buffer_.view(DType::kI32, {B, T});
   }
-  be.copy_from_host(buffer_.data(), starts, bytes);
+  be.copy_from_host(buffer_.data(), values, bytes);
+}
+
+void Decoder::set_positions(const std::int32_t* positions) {
+  for (std::int64_t n = 0; positions && n < g_.N; ++n)
+    ZT_CHECK(positions[n] >= -1 && positions[n] < g_.s.seq_len, "model: position ", positions[n], " of token ", n,
+             " outside [-1, ", g_.s.seq_len, ")");
+  env_.sequence_positions.set(be_, positions, g_.B, g_.T);
 }
 
 DecoderEnv::DecoderEnv(backend::Backend& backend, const ParamTable& t, const Geometry& geometry,
@@ -61,7 +68,11 @@ Tensor DecoderEnv::gathered(const Tensor& mine) {
 }
 
 void DecoderEnv::rope(const Tensor& qkv, const Tensor& inv_freq, int n_rot_heads) const {
-  be.rope_forward(qkv, inv_freq, n_rot_heads, cache ? positions : Tensor());
+  be.rope_forward(qkv, inv_freq, n_rot_heads, token_positions());
+}
+
+void DecoderEnv::rope_backward(const Tensor& dqkv, const Tensor& inv_freq, int n_rot_heads) const {
+  be.rope_backward(dqkv, inv_freq, n_rot_heads, token_positions());
 }
 
 void DecoderEnv::attention(int l, const Tensor& out, const Tensor& lse, const Tensor& qkv, int n_head) const {
@@ -204,7 +215,7 @@ void Decoder::embed(const std::int32_t* tokens, ParamSource& params) {
   const Tensor emb = params.unit(0);
   const Tensor wpe = positions_ ? env_.param(emb, 0, 1) : Tensor();
   layers::embed_tokens(env_.ctx, t_.encoded, env_.whole(t_.encoded), tokens, g_.s.vocab_size, t_.ids, env_.param(emb, 0, 0),
-                       wpe, env_.cache ? env_.positions : Tensor());
+                       wpe, env_.token_positions());
   params.release(0);
 }
 
@@ -423,7 +434,7 @@ void Decoder::backward(ParamSource& params, GradSink& grads, float dloss) {
   const Tensor g = grads.unit(0);
   if (!g.empty())  // a frozen embedding (LoRA's base) needs no gradient
     layers::embed_tokens_backward(env_.ctx, env_.param(g, 0, 0), positions_ ? env_.param(g, 0, 1) : Tensor(), env_.dres,
-                                  env_.dfull, t_.ids);
+                                  env_.dfull, t_.ids, env_.token_positions());
   grads.unit_done(0);
 }
 

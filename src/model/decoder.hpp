@@ -57,12 +57,13 @@ struct Geometry {
 // passes over the pieces.)
 std::vector<UnitPieces> vocab_unit_pieces(const ParamTable& table, int tp, int tp_rank, std::int64_t loss_chunk);
 
-// The document mask's segment starts on the backend (data.document_mask), for the attention ops:
-// [B,T] i32, allocated on first use, so a run without the mask holds nothing more.
-class SegmentStarts {
+// A per-token i32 array of the micro-batch on the backend, [B,T], allocated on first use (so a run
+// without it holds nothing more): the document mask's segment starts (data.document_mask, RL's packed
+// rollouts), or the tokens' positions in their sequences (packed rollouts, whose positions restart).
+class TokenIndex {
  public:
-  // starts: host [B*T], each position's first attended key; nullptr: every position attends [0, t].
-  void set(backend::Backend& be, const std::int32_t* starts, int B, std::int64_t T);
+  // values: host [B*T]; nullptr: off (the ops' default: every position attends [0, t]; position t).
+  void set(backend::Backend& be, const std::int32_t* values, int B, std::int64_t T);
   backend::Tensor tensor() const { return on_ ? view_ : backend::Tensor(); }  // empty when off
   std::size_t bytes() const { return buffer_.bytes(); }
 
@@ -83,7 +84,8 @@ struct DecoderEnv {
   const Geometry& g;
   layers::Norm norm;
   Lora* lora = nullptr;
-  SegmentStarts segments;
+  TokenIndex segments;               // set_segment_starts
+  TokenIndex sequence_positions;     // set_positions
   // Generation's forward (forward_cached): the cache, and the batch's slots [B] and positions [B,T] on the
   // backend; null cache: training's causal attention over the micro-batch.
   const KvCache* cache = nullptr;
@@ -100,8 +102,12 @@ struct DecoderEnv {
   // gathered() first all-gathers it (backward: the inputs are gathered again, not kept).
   backend::Tensor whole(const backend::Tensor& mine) const { return g.sp ? full : mine; }
   backend::Tensor gathered(const backend::Tensor& mine);
-  // RoPE on the first n_rot_heads heads of qkv at the tokens' positions (t, or generation's positions).
+  // The tokens' positions the position table and RoPE read: generation's, training's given ones
+  // (set_positions), or empty (position t).
+  backend::Tensor token_positions() const { return cache ? positions : sequence_positions.tensor(); }
+  // RoPE on the first n_rot_heads heads of qkv at the tokens' positions, and its backward.
   void rope(const backend::Tensor& qkv, const backend::Tensor& inv_freq, int n_rot_heads) const;
+  void rope_backward(const backend::Tensor& dqkv, const backend::Tensor& inv_freq, int n_rot_heads) const;
   // Block l's attention of qkv's heads into out: causal over the micro-batch (lse kept for backward,
   // the document mask applied), or in generation over the cache (which first stores qkv's k and v).
   void attention(int l, const backend::Tensor& out, const backend::Tensor& lse, const backend::Tensor& qkv,
@@ -160,6 +166,7 @@ class Decoder final : public Model {
   std::vector<float> forward_row_logits(const std::int32_t* tokens, ParamSource& params, std::int64_t row) override;
   std::vector<float> forward_cached(const CachedBatch& batch, KvCache& cache, ParamSource& params) override;
   void set_segment_starts(const std::int32_t* starts) override { env_.segments.set(be_, starts, g_.B, g_.T); }
+  void set_positions(const std::int32_t* positions) override;
   void set_loss_weights(const float* weights) override;
   const std::vector<float>& token_losses() const override { return token_losses_; }
   void set_entropy(bool on) override;
@@ -175,8 +182,8 @@ class Decoder final : public Model {
   int micro_batch() const override { return g_.B; }
   DType compute_dtype() const override { return g_.dtype; }
   std::size_t activation_bytes() const override {
-    return arena_.bytes() + loss_.held_bytes() + env_.segments.bytes() + loss_weights_.bytes() +
-           entropy_weights_.bytes();
+    return arena_.bytes() + loss_.held_bytes() + env_.segments.bytes() + env_.sequence_positions.bytes() +
+           loss_weights_.bytes() + entropy_weights_.bytes();
   }
   static std::size_t activation_bytes(const GptShape& shape, const ModelOptions& options, int tp);
 

@@ -126,7 +126,7 @@ void LlamaBlock::backward(DecoderEnv& e, int l, const Tensor& x, const Tensor& w
                                 kOutIn);
   if (e.lora) e.lora->backward(BlockMatmul::kAttnOut, s.atty, dout, datty);
   e.be.attention_backward(dqkv, datty, s.qkv, s.atty, s.lse, static_cast<int>(heads_), e.segments.tensor());
-  e.be.rope_backward(dqkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));
+  e.rope_backward(dqkv, inv_freq_, static_cast<int>(heads_ + kv_heads_));
   if (g_.s.qk_norm) qk_norm_backward(e, s, dqkv, w, g, u);
   const Tensor ln1 = e.gathered(s.ln1);
   layers::column_parallel_backward(e.ctx, e.dln, e.dfull, e.fused(g, u, kQ, qkv_width_, C), qkv_bias(e, g, u), dqkv,

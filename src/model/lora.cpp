@@ -245,13 +245,22 @@ Tensor Lora::expanded_b(const Site& site, const Tensor& b) {
 }
 
 // The mask of (layer, module): Philox stream from the adapter's name, counter = the element's global
-// index (first_row_ + row) * in + column, with the input's global width and column (a row-parallel
-// rank's block of columns gets the whole input's mask: the same on any tp).
+// index (key + row) * in + column for each run of rows (set_dropout_rows), with the input's global width
+// and column (a row-parallel rank's block of columns gets the whole input's mask: the same on any tp).
 void Lora::drop(const Site& site, const Tensor& t) {
   const std::string& name = table_.params()[table_.first_param(block_) + site.a_param].name;
-  be_.dropout(t, t, dropout_, seed_, rng::purpose_id("lora_dropout/" + name),
-              first_row_ * static_cast<std::uint64_t>(site.in_global) + static_cast<std::uint64_t>(site.in_first),
-              site.in_global);
+  const std::int64_t rows = t.dim(0), in = t.dim(1);
+  for (const DropoutRows& run : dropout_rows_) {
+    const std::int64_t count = run.count < 0 ? rows - run.first : run.count;
+    ZT_CHECK(run.first >= 0 && run.first + count <= rows, "lora dropout: rows [", run.first, ", ", run.first + count,
+             ") outside the input's ", rows);
+    if (count == 0) continue;
+    const Tensor part(static_cast<std::byte*>(t.data) + static_cast<std::size_t>(run.first * in) * dtype_size(t.dtype),
+                      t.dtype, {count, in});
+    be_.dropout(part, part, dropout_, seed_, rng::purpose_id("lora_dropout/" + name),
+                run.key * static_cast<std::uint64_t>(site.in_global) + static_cast<std::uint64_t>(site.in_first),
+                site.in_global);
+  }
 }
 
 Tensor Lora::adapter_input(const Site& site, const Tensor& x) {

@@ -101,7 +101,17 @@ class Lora {
   // Dropout (spec.dropout > 0) in the passes from here on: on for a training micro-batch whose first
   // token is global token `first_row` of the run's window order (so the masks do not depend on the world
   // size or the accumulation), off for evaluation and sampling.
-  void set_dropout(bool on, std::uint64_t first_row = 0) { dropout_on_ = on, first_row_ = first_row; }
+  void set_dropout(bool on, std::uint64_t first_row = 0) {
+    dropout_on_ = on, dropout_rows_ = {{.first = 0, .count = -1, .key = first_row}};
+  }
+  // Dropout on for runs of the micro-batch's rows only, run k's rows [first, first + count) masked as
+  // global tokens key, key + 1, ... (RL's packed rollouts: each rollout's rows keyed as where it would sit
+  // alone in a row, so the masks do not depend on the packing or the world size); other rows undropped.
+  struct DropoutRows {
+    std::int64_t first = 0, count = -1;  // -1: to the last row
+    std::uint64_t key = 0;
+  };
+  void set_dropout_rows(std::vector<DropoutRows> rows) { dropout_on_ = true, dropout_rows_ = std::move(rows); }
   // Whether any adapter sits on matmul m (a fused op that skips the point where one joins cannot run).
   bool adapts(BlockMatmul m) const;
   void begin_block(int l, bool backward);
@@ -149,7 +159,7 @@ class Lora {
   float dropout_;
   std::uint64_t seed_;
   bool dropout_on_ = false;
-  std::uint64_t first_row_ = 0;
+  std::vector<DropoutRows> dropout_rows_;
   DType dtype_;
   std::int64_t n_rows_;
   std::vector<Site> sites_;

@@ -103,6 +103,12 @@ class Model {
   // of its packed sample) in the forward and backward passes from here on; nullptr: all earlier keys.
   // Under TP every rank of the group passes the same starts (each holds the whole sequence in attention).
   virtual void set_segment_starts(const std::int32_t* starts) = 0;
+  // Packed sequences whose positions restart (RL's packed rollouts, with their segment starts): host
+  // [B*T] i32, each token's position in its own sequence, in [0, seq_len) (-1: padding, which reads
+  // position 0 and adds nothing to the position table's gradient), read by the position table (GPT-2's
+  // wpe) and RoPE in the forward and backward passes from here on; nullptr: position t. TP: every rank of
+  // the group passes the same positions.
+  virtual void set_positions(const std::int32_t* positions) = 0;
   // Logits [B, T, V] on the host (padded columns dropped; gathered from the TP group), for tests and
   // sampling; no loss, no backward. On a pipeline stage (Stage above) the stage's part: without the
   // embedding it reads stage_input(); without the head it returns {} and leaves its output in stage_output().

@@ -314,7 +314,7 @@ std::optional<model::ParamTable> rank_adapters(const config::Config& c, const mo
 // prefill and decoding activations and logits) beside the training state; at ZeRO-3 the whole weights
 // gathered for it (a LoRA actor's base, as its NF4 bytes with lora.base_dtype=nf4, and its adapters: this
 // rank's tables `table` and `adapters`); the initial policy's weights for the KL term (a LoRA actor's
-// reference is its base).
+// reference is its base); the packed rollouts' per-token layout (rl.pack_rollouts).
 void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                   const std::optional<model::ParamTable>& adapters, int tp, DType compute) {
   const model::GptShape shape = model::model_shape(config.model);
@@ -328,6 +328,13 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, const model::Para
     p.rows.push_back({"gathered weights", bytes,
                       cat(nf4 ? "NF4 base" : dtype_name(compute), adapters ? " and adapters" : "",
                           ", ZeRO-3: the whole weights while the rollouts run")});
+  }
+  if (config.rl.pack_rollouts) {  // the model's segment starts and positions, [micro_batch, seq_len] i32 each
+    const bool ppo = config.rl.algorithm == config::RlAlgorithm::kPpo;
+    const std::uint64_t bytes = 2ull * static_cast<std::uint64_t>(config.train.micro_batch * shape.seq_len) *
+                                sizeof(std::int32_t) * (ppo ? 2 : 1);
+    p.rows.push_back({"packed rollouts", bytes,
+                      cat("rl.pack_rollouts: each pass's segment starts and positions", ppo ? " (actor and critic)" : "")});
   }
   if (config.rl.kl_coef > 0 && config.lora.rank == 0)
     p.rows.push_back({"reference policy", model::ParamTable(shape).numel() / static_cast<std::uint64_t>(tp) * dtype_size(compute),

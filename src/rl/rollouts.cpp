@@ -65,18 +65,35 @@ std::vector<std::int64_t> rank_positions(std::int64_t batch, std::int64_t mini_b
   return out;
 }
 
-MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> which, int rows, std::int64_t seq_len) {
-  ZT_CHECK(static_cast<int>(which.size()) <= rows, "rl: ", which.size(), " rollouts for ", rows, " rows");
+void use_layout(model::Model& model, const MicroBatch& mb) {
+  model.set_segment_starts(mb.segment_starts.empty() ? nullptr : mb.segment_starts.data());
+  model.set_positions(mb.positions_in_sequence.empty() ? nullptr : mb.positions_in_sequence.data());
+}
+
+std::int64_t rollout_sequence(const Rollout& r, std::int64_t group) { return r.position * group + r.sample; }
+
+MicroBatch pack(std::span<const Rollout> rollouts, std::span<const Placement> placements, int rows, std::int64_t seq_len,
+                std::int64_t group, std::int64_t first_sequence) {
   MicroBatch m;
   const auto cells = static_cast<std::size_t>(rows * seq_len);
   m.tokens.assign(cells, 0);
   m.targets.assign(cells, backend::kIgnoreTarget);
   m.offsets.push_back(0);
-  for (std::size_t row = 0; row < which.size(); ++row) {
-    const Rollout& r = rollouts[which[row]];
+  const bool packed = std::any_of(placements.begin(), placements.end(), [](const Placement& p) { return p.column > 0; });
+  if (packed) {  // every cell its row's start and its column (padding and unpacked rows: the defaults)
+    m.segment_starts.assign(cells, 0);
+    m.positions_in_sequence.resize(cells);
+    for (std::size_t c = 0; c < cells; ++c) m.positions_in_sequence[c] = static_cast<std::int32_t>(c % static_cast<std::size_t>(seq_len));
+  }
+  for (std::size_t i = 0; i < placements.size(); ++i) {
+    const Placement& p = placements[i];
+    const Rollout& r = rollouts[p.rollout];
     const auto P = static_cast<std::int64_t>(r.prompt.size()), R = static_cast<std::int64_t>(r.response.size());
-    ZT_CHECK(P >= 1 && R >= 1 && P + R <= seq_len, "rl: a rollout of ", P, " + ", R, " tokens in rows of ", seq_len);
-    const std::int64_t base = static_cast<std::int64_t>(row) * seq_len;
+    ZT_CHECK(p.row >= 0 && p.row < rows && p.column >= 0, "rl: a rollout placed at row ", p.row, " column ", p.column,
+             " of ", rows, " rows");
+    ZT_CHECK(P >= 1 && R >= 1 && p.column + P + R <= seq_len, "rl: a rollout of ", P, " + ", R, " tokens at column ",
+             p.column, " in rows of ", seq_len);
+    const std::int64_t base = static_cast<std::int64_t>(p.row) * seq_len + p.column;
     std::copy(r.prompt.begin(), r.prompt.end(), m.tokens.begin() + base);
     std::copy(r.response.begin(), r.response.end(), m.tokens.begin() + base + P);
     for (std::int64_t k = 0; k < R; ++k) {  // response token k is predicted at position P - 1 + k
@@ -84,9 +101,92 @@ MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> 
       m.targets[static_cast<std::size_t>(at)] = r.response[static_cast<std::size_t>(k)];
       m.positions.push_back(at);
     }
+    if (packed)
+      for (std::int64_t t = 0; t < P + R; ++t) {
+        m.segment_starts[static_cast<std::size_t>(base + t)] = static_cast<std::int32_t>(p.column);
+        m.positions_in_sequence[static_cast<std::size_t>(base + t)] = static_cast<std::int32_t>(t);
+      }
     m.offsets.push_back(m.offsets.back() + R);
+    m.which.push_back(p.rollout);
+    // Dropout: its cells up to the next rollout of the row (or the row's end), keyed as if alone in a row.
+    std::int64_t end = seq_len;
+    for (const Placement& q : placements)
+      if (q.row == p.row && q.column > p.column) end = std::min(end, q.column);
+    ZT_CHECK(end >= p.column + P + R, "rl: rollouts overlap in row ", p.row, " at column ", end);
+    const std::int64_t key = (first_sequence + rollout_sequence(r, group)) * seq_len;
+    m.dropout_rows.push_back({.first = base, .count = end - p.column, .key = static_cast<std::uint64_t>(key)});
   }
   return m;
+}
+
+MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> which, int rows, std::int64_t seq_len) {
+  ZT_CHECK(static_cast<int>(which.size()) <= rows, "rl: ", which.size(), " rollouts for ", rows, " rows");
+  std::vector<Placement> placements;
+  for (std::size_t row = 0; row < which.size(); ++row) placements.push_back({which[row], static_cast<int>(row), 0});
+  return pack(rollouts, placements, rows, seq_len);
+}
+
+void UpdatePlan::pad_to(std::span<const std::int64_t> counts) {
+  ZT_CHECK_EQ(counts.size(), steps.size(), "rl: pass counts per optimizer step");
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    ZT_CHECK_LE(static_cast<std::int64_t>(steps[s].size()), counts[s], "rl: fewer passes than this rank's own");
+    steps[s].resize(static_cast<std::size_t>(counts[s]));
+  }
+}
+
+std::int64_t UpdatePlan::rows_used() const {
+  std::int64_t n = 0;
+  for (const auto& step : steps)
+    for (const auto& pass : step) {
+      std::vector<int> rows;
+      for (const Placement& p : pass) rows.push_back(p.row);
+      std::sort(rows.begin(), rows.end());
+      n += std::unique(rows.begin(), rows.end()) - rows.begin();
+    }
+  return n;
+}
+
+UpdatePlan plan_update(std::span<const Rollout> rollouts, std::int64_t steps, std::int64_t micro_batch,
+                       std::int64_t seq_len, bool pack) {
+  ZT_CHECK(steps > 0 && micro_batch > 0 && rollouts.size() % static_cast<std::size_t>(steps) == 0, "rl: ",
+           rollouts.size(), " rollouts in ", steps, " optimizer steps");
+  const std::size_t per_step = rollouts.size() / static_cast<std::size_t>(steps);
+  UpdatePlan plan;
+  for (std::size_t s = 0; s < static_cast<std::size_t>(steps); ++s) {
+    const std::size_t first = s * per_step;
+    std::vector<Placement> placed;  // rows numbered over the step
+    if (!pack) {
+      for (std::size_t k = 0; k < per_step; ++k) placed.push_back({first + k, static_cast<int>(k), 0});
+    } else {
+      std::vector<std::size_t> order(per_step);
+      std::iota(order.begin(), order.end(), first);
+      const auto length = [&](std::size_t i) {
+        return static_cast<std::int64_t>(rollouts[i].prompt.size() + rollouts[i].response.size());
+      };
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return length(a) > length(b); });
+      std::vector<std::int64_t> used;  // per row: its columns taken
+      for (const std::size_t i : order) {
+        std::size_t row = 0;
+        while (row < used.size() && used[row] + length(i) > seq_len) ++row;
+        if (row == used.size()) used.push_back(0);
+        placed.push_back({i, static_cast<int>(row), used[row]});
+        used[row] += length(i);
+      }
+      // Each row's rollouts in column order (the micro-batch's offsets follow the placements).
+      std::stable_sort(placed.begin(), placed.end(), [](const Placement& a, const Placement& b) {
+        return a.row != b.row ? a.row < b.row : a.column < b.column;
+      });
+    }
+    std::vector<std::vector<Placement>> passes;
+    for (Placement p : placed) {
+      const auto pass = static_cast<std::size_t>(p.row / micro_batch);
+      if (passes.size() <= pass) passes.resize(pass + 1);
+      p.row = static_cast<int>(p.row % micro_batch);
+      passes[pass].push_back(p);
+    }
+    plan.steps.push_back(std::move(passes));
+  }
+  return plan;
 }
 
 std::vector<float> MicroBatch::at_responses(std::span<const float> per_position) const {
@@ -108,6 +208,12 @@ MicroObjective micro_objective(const Objective& objective, const MicroBatch& mb,
                                const std::vector<std::vector<float>>& old_logp,
                                const std::vector<std::vector<float>>& ref_logp, std::int64_t total_tokens,
                                std::int64_t total_responses, std::span<const float> token_entropies) {
+  if (which.empty()) {  // an empty pass (a rank with fewer packed passes than its group's): nothing to weigh
+    MicroObjective none;
+    none.loss_weights.assign(mb.tokens.size(), 0.0f);
+    if (objective.entropy_coeff != 0) none.entropy_weights.assign(mb.tokens.size(), 0.0f);
+    return none;
+  }
   std::vector<float> logp = mb.at_responses(token_losses), old, ref, advantages, token_advantages;
   const std::vector<float> entropy = token_entropies.empty() ? std::vector<float>() : mb.at_responses(token_entropies);
   for (float& x : logp) x = -x;

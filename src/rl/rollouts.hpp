@@ -19,6 +19,8 @@
 
 #include "config/config.hpp"
 #include "gen/engine.hpp"
+#include "model/lora.hpp"
+#include "model/model.hpp"
 #include "rl/objectives.hpp"
 
 namespace zt::rl {
@@ -56,15 +58,30 @@ struct Rollout {
   std::vector<float> token_advantages, returns, old_values;
 };
 
-// One forward pass's rows: rollouts laid out one per row of seq_len tokens, padded with 0. A response
-// token is the target of the position before it; every other target is ignored. The per-token arrays
-// of the rollouts' response tokens (rl::Tokens) are indexed by `offsets`; token k of them sits at
-// position `positions[k]` of the [rows * seq_len] layout (where the model's token losses and loss
-// weights are).
+// Where a rollout sits in a forward pass's rows: row `row`, columns [column, column + its tokens).
+struct Placement {
+  std::size_t rollout = 0;  // index into the rank's rollouts
+  int row = 0;
+  std::int64_t column = 0;
+};
+
+// One forward pass's rows [rows * seq_len], padded with 0: the rollouts at their placements, a response
+// token the target of the position before it, every other target ignored. Where a row holds more than
+// one rollout (packed), each attends only itself (segment_starts, the model's document mask) at its own
+// positions (positions_in_sequence, from 0: the position table and RoPE see it as generation did); both
+// empty when every rollout starts its row (the model's defaults, the same bits as one rollout a row). The
+// per-token arrays of the rollouts' response tokens (rl::Tokens) are indexed by `offsets`, in placement
+// order; token k of them sits at cell `positions[k]` (where the model's token losses and loss weights are).
 struct MicroBatch {
   std::vector<std::int32_t> tokens, targets;  // [rows * seq_len]
   std::vector<std::int64_t> offsets;          // per rollout, then the end (rl::Tokens::offsets)
-  std::vector<std::int64_t> positions;        // per response token
+  std::vector<std::int64_t> positions;        // per response token: its cell
+  std::vector<std::size_t> which;             // the rollouts, in placement order
+  std::vector<std::int32_t> segment_starts, positions_in_sequence;  // [rows * seq_len], or empty
+  // LoRA dropout's runs (model::Lora::set_dropout_rows): each rollout's cells up to the next rollout or
+  // its row's end, keyed as global token sequence * seq_len + its column in its own row, `sequence` the
+  // rollout's place among the run's sequences (first_sequence + rollout_sequence).
+  std::vector<model::Lora::DropoutRows> dropout_rows;
 
   // A per-position array [rows * seq_len] (the model's token losses or values) at the response tokens, in
   // token order; and the other way, per-token values into a per-position array, 0 elsewhere (the loss
@@ -73,9 +90,34 @@ struct MicroBatch {
   std::vector<float> to_positions(std::span<const float> per_token) const;
 };
 
-// The micro-batch of `rows` rows holding rollouts `which` (at most rows of them). Each rollout's
-// prompt + response must fit seq_len.
+// The micro-batch of `rows` rows holding the placed rollouts (prompt + response within seq_len of their
+// column; placements of one row in column order, not overlapping). first_sequence: the iteration's first
+// sequence among the run's (iteration * batch * group), for the dropout keys.
+MicroBatch pack(std::span<const Rollout> rollouts, std::span<const Placement> placements, int rows, std::int64_t seq_len,
+                std::int64_t group = 1, std::int64_t first_sequence = 0);
+// Rollouts `which` one a row, from column 0 (at most rows of them).
 MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> which, int rows, std::int64_t seq_len);
+
+// The micro-batch's layout told to a model: its segment starts and positions (none: the defaults).
+void use_layout(model::Model& model, const MicroBatch& mb);
+
+// The rollout's sequence among the iteration's (over all ranks): position * group + sample.
+std::int64_t rollout_sequence(const Rollout& r, std::int64_t group);
+
+// This rank's forward passes over an iteration's rollouts, per optimizer step: each pass's placements.
+// Unpacked: the step's rollouts in order, one a row, micro_batch rows a pass (the batch rules' count).
+// Packed (rl.pack_rollouts): each step's rollouts by first-fit decreasing length (prompt + response; ties
+// in rollout order) into rows of seq_len, micro_batch rows a pass: as many passes as the rows need.
+struct UpdatePlan {
+  std::vector<std::vector<std::vector<Placement>>> steps;  // [step][pass] -> placements
+  std::int64_t passes(std::int64_t step) const { return static_cast<std::int64_t>(steps[static_cast<std::size_t>(step)].size()); }
+  // Empty passes appended so that step s has counts[s] passes (the data-parallel group's most: every
+  // rank runs as many, for the collectives inside them).
+  void pad_to(std::span<const std::int64_t> counts);
+  std::int64_t rows_used() const;  // rows holding a rollout, over every step
+};
+UpdatePlan plan_update(std::span<const Rollout> rollouts, std::int64_t steps, std::int64_t micro_batch,
+                       std::int64_t seq_len, bool pack);
 
 // The objective of micro-batch `mb` (rollouts `which`, packed by pack()) given the model's token losses
 // on it [rows * seq_len]: each response token's log p is minus its loss; old_logp and ref_logp hold each

@@ -24,7 +24,7 @@ backend::AttentionQuery attention_query(const config::Config& c) {
   q.n_head = m.n_head;
   q.n_kv_head = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
   q.seq_len = m.seq_len;
-  q.document_mask = c.data.document_mask;
+  q.document_mask = c.data.document_mask || (!c.rl.prompts.empty() && c.rl.pack_rollouts);
   return q;
 }
 

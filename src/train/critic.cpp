@@ -63,6 +63,7 @@ const std::vector<float>& Critic::forward(const rl::MicroBatch& mb, bool backwar
   const int n_layer = table_.shape().n_layer;  // the head is untied: unit 0 is asked for once
   engine_->expect_access_order(backward ? optim::forward_backward_order(n_layer, false, units_)
                                         : optim::forward_order(n_layer, false, units_));
+  rl::use_layout(*model_, mb);
   model_->forward(mb.tokens.data(), nullptr, *params_);
   return model_->values();
 }

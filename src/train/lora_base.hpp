@@ -99,6 +99,8 @@ class LoraBase {
   void expect_access_order(optim::ZeroEngine& adapter_engine, bool backward);
   // Dropout (lora.dropout) on for a training micro-batch starting at global token first_row, or off.
   void set_dropout(bool on, std::uint64_t first_row = 0) { lora_->set_dropout(on, first_row); }
+  // Dropout on for runs of the micro-batch's rows (model::Lora::set_dropout_rows: RL's packed rollouts).
+  void set_dropout_rows(std::vector<model::Lora::DropoutRows> rows) { lora_->set_dropout_rows(std::move(rows)); }
   std::size_t base_bytes() const { return nf4_ ? nf4_->held_bytes() : base_engine_->memory().params; }
 
  private:

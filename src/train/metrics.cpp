@@ -88,7 +88,8 @@ void MetricsLog::rl_iteration(const RlMetrics& m) {
                          ", \"advantage_std\": ", json_number(m.advantage_std), ", \"gen_s\": ", json_number(m.gen_s),
                          ", \"reward_s\": ", json_number(m.reward_s), ", \"update_s\": ", json_number(m.update_s),
                          ", \"gen_tokens_per_s\": ", json_number(m.gen_tokens_per_s), ", \"train_tokens_per_s\": ",
-                         json_number(m.train_tokens_per_s), ", \"mem_peak_bytes\": ", m.mem_peak_bytes,
+                         json_number(m.train_tokens_per_s), ", \"update_fill\": ", json_number(m.update_fill),
+                         ", \"mem_peak_bytes\": ", m.mem_peak_bytes,
                          ", \"mem_predicted_bytes\": ", m.mem_predicted_bytes);
   if (m.critic)
     line += cat(", \"value_loss\": ", json_number(m.value_loss), ", \"value_clip_fraction\": ",

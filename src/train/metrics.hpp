@@ -59,6 +59,7 @@ struct RlMetrics {
   double advantage_mean = 0, advantage_std = 0;
   double gen_s = 0, reward_s = 0, update_s = 0;                 // the slowest rank's
   double gen_tokens_per_s = 0, train_tokens_per_s = 0;          // per rank
+  double update_fill = 0;           // the update's forward-pass cells holding a rollout's token (rl.pack_rollouts)
   std::uint64_t mem_peak_bytes = 0, mem_predicted_bytes = 0;     // the allocator's peak (max over ranks); the plan's
   bool skipped = false;
   // PPO's critic (written when `critic`): its value loss and clip fraction over the updates (verl vf_loss,

@@ -104,10 +104,12 @@ class Trainer {
   std::vector<rl::Rollout> rl_generate(RlSums& sums);
   void rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums);
   void rl_write_rollouts(const std::vector<rl::Rollout>& rollouts);  // rl.rollout_dir (collective)
-  std::vector<std::size_t> rl_micro_rows(std::int64_t step, std::int64_t m) const;
+  // The iteration's forward passes (rl::UpdatePlan, equal counts over the data-parallel group: collective),
+  // and pass m of optimizer step `step` as a micro-batch; the model told its layout.
+  void rl_plan(const std::vector<rl::Rollout>& rollouts);
+  rl::MicroBatch rl_micro_batch(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t m) const;
   std::vector<std::vector<float>> rl_logprobs(const std::vector<rl::Rollout>& rollouts, model::ParamSource& params,
                                               bool without_adapters = false);
-  std::uint64_t rl_first_token(std::int64_t step, std::int64_t m) const;
   StepResult rl_update(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t total_tokens,
                        const std::vector<std::vector<float>>& old_logp, const std::vector<std::vector<float>>& ref_logp,
                        std::int64_t adam_step, double lr, RlSums& sums);

@@ -219,14 +219,13 @@ void Trainer::rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
 // The critic's value of every response token, at the position whose output predicts it (the state
 // before the token: verl's values[:, -response_length - 1 : -1]), into each rollout's old_values.
 void Trainer::rl_values(std::vector<rl::Rollout>& rollouts) {
-  const rl::BatchLayout& b = rl_->layout;
-  for (std::int64_t step = 0; step < b.steps_per_epoch(); ++step)
-    for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
-      const std::vector<std::size_t> rows = rl_micro_rows(step, m);
-      const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
+  const rl::UpdatePlan& plan = rl_->plan;
+  for (std::int64_t step = 0; step < static_cast<std::int64_t>(plan.steps.size()); ++step)
+    for (std::int64_t m = 0; m < plan.passes(step); ++m) {
+      const rl::MicroBatch mb = rl_micro_batch(rollouts, step, m);
       const std::vector<float> values = mb.at_responses(critic_->values(mb));
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        rollouts[rows[i]].old_values.assign(values.begin() + mb.offsets[i], values.begin() + mb.offsets[i + 1]);
+      for (std::size_t i = 0; i < mb.which.size(); ++i)
+        rollouts[mb.which[i]].old_values.assign(values.begin() + mb.offsets[i], values.begin() + mb.offsets[i + 1]);
     }
 }
 
@@ -276,35 +275,25 @@ double Trainer::rl_critic_update(const std::vector<rl::Rollout>& rollouts, std::
   const rl::BatchLayout& b = rl_->layout;
   const rl::ValueObjective objective{.clip = config_.rl.cliprange_value, .aggregation = config_.rl.loss_agg};
   critic_->zero_grads();
-  for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
-    const std::vector<std::size_t> rows = rl_micro_rows(step, m);
-    const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
-    set_comm_context(cat("iteration ", step_ + 1, " critic update ", step + 1, " micro-batch ", m + 1, "/",
-                         b.micro_batches_per_step()));
+  const std::int64_t passes = rl_->plan.passes(step);
+  for (std::int64_t m = 0; m < passes; ++m) {
+    const rl::MicroBatch mb = rl_micro_batch(rollouts, step, m);
+    set_comm_context(cat("iteration ", step_ + 1, " critic update ", step + 1, " micro-batch ", m + 1, "/", passes));
     const std::vector<float> values = mb.at_responses(critic_->forward_for_update(mb));
     std::vector<float> old_values, returns;
-    for (const std::size_t row : rows) {
+    for (const std::size_t row : mb.which) {
       const rl::Rollout& ro = rollouts[row];
       old_values.insert(old_values.end(), ro.old_values.begin(), ro.old_values.end());
       returns.insert(returns.end(), ro.returns.begin(), ro.returns.end());
     }
-    const rl::ValueLoss loss = rl::value_loss(objective, {mb.offsets, values, old_values, returns, total_tokens,
-                                                          b.sequences_per_step()});
+    const rl::ValueLoss loss = mb.which.empty() ? rl::ValueLoss{}  // an empty pass: no gradient, its collectives
+                                                : rl::value_loss(objective, {mb.offsets, values, old_values, returns,
+                                                                             total_tokens, b.sequences_per_step()});
     sums.value_loss += loss.loss, sums.value_clipped += static_cast<double>(loss.clipped_tokens);
-    critic_->backward(mb.to_positions(loss.gradient), m == b.micro_batches_per_step() - 1);
+    critic_->backward(mb.to_positions(loss.gradient), m == passes - 1);
   }
   set_comm_context(cat("iteration ", step_ + 1, " critic update ", step + 1, " optimizer"));
   return critic_->step(step_, adam_step);
-}
-
-// LoRA dropout's global row index of micro-batch m of step `step`'s first token: its place among the
-// iteration's sequences over all ranks (so the masks do not depend on the rank count), after the
-// iterations before.
-std::uint64_t Trainer::rl_first_token(std::int64_t step, std::int64_t m) const {
-  const rl::BatchLayout& b = rl_->layout;
-  const std::int64_t sequence = step_ * b.batch * b.group + step * b.sequences_per_step() +
-                                grid_.dp_rank() * b.sequences_per_rank_step() + m * b.micro_batch;
-  return static_cast<std::uint64_t>(sequence) * static_cast<std::uint64_t>(config_.model.seq_len);
 }
 
 // rl.rollout_dir: the iteration's rollouts of every data-parallel group gathered on rank 0 and written, in
@@ -345,13 +334,34 @@ void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
   io::write_file_atomic((std::filesystem::path(config_.rl.rollout_dir) / name).string(), text);
 }
 
-// The rollouts of micro-batch m of optimizer step `step` on this rank (indices into its rollouts).
-std::vector<std::size_t> Trainer::rl_micro_rows(std::int64_t step, std::int64_t m) const {
+// The iteration's passes on this rank (packed or one rollout a row, rl.pack_rollouts), as many per
+// optimizer step as the data-parallel group's most (empty ones where this rank has fewer: their
+// collectives still run).
+void Trainer::rl_plan(const std::vector<rl::Rollout>& rollouts) {
   const rl::BatchLayout& b = rl_->layout;
-  const std::int64_t first = step * b.sequences_per_rank_step() + m * b.micro_batch;
-  std::vector<std::size_t> rows;
-  for (std::int64_t k = 0; k < b.micro_batch; ++k) rows.push_back(static_cast<std::size_t>(first + k));
-  return rows;
+  rl::UpdatePlan plan = rl::plan_update(rollouts, b.steps_per_epoch(), b.micro_batch, config_.model.seq_len,
+                                        config_.rl.pack_rollouts);
+  std::vector<double> counts;
+  for (std::int64_t s = 0; s < b.steps_per_epoch(); ++s) counts.push_back(static_cast<double>(plan.passes(s)));
+  set_comm_context(cat("iteration ", step_ + 1, " forward passes per optimizer step"));
+  dp_comm().all_reduce_values(counts, dist::ReduceOp::kMax);
+  std::vector<std::int64_t> most;
+  std::int64_t empty = 0;
+  for (std::int64_t s = 0; s < b.steps_per_epoch(); ++s) {
+    most.push_back(static_cast<std::int64_t>(counts[static_cast<std::size_t>(s)]));
+    empty += most.back() - plan.passes(s);
+  }
+  if (empty > 0)
+    log::info(cat("iteration ", step_ + 1, ": ", empty, " empty forward pass(es) on data-parallel rank ", grid_.dp_rank(),
+                   " to its group's count of packed passes"));
+  plan.pad_to(most);
+  rl_->plan = std::move(plan);
+}
+
+rl::MicroBatch Trainer::rl_micro_batch(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t m) const {
+  const rl::BatchLayout& b = rl_->layout;
+  return rl::pack(rollouts, rl_->plan.steps[static_cast<std::size_t>(step)][static_cast<std::size_t>(m)],
+                  static_cast<int>(b.micro_batch), config_.model.seq_len, b.group, step_ * b.batch * b.group);
 }
 
 // Every response token's log-probability under `params`, per rollout (a forward pass per micro-batch, no
@@ -359,19 +369,20 @@ std::vector<std::size_t> Trainer::rl_micro_rows(std::int64_t step, std::int64_t 
 // (`without_adapters`: a LoRA actor's base alone).
 std::vector<std::vector<float>> Trainer::rl_logprobs(const std::vector<rl::Rollout>& rollouts, model::ParamSource& params,
                                                      bool without_adapters) {
-  const rl::BatchLayout& b = rl_->layout;
+  const rl::UpdatePlan& plan = rl_->plan;
   if (without_adapters) model_->set_lora(nullptr);
   std::vector<std::vector<float>> out(rollouts.size());
-  for (std::int64_t step = 0; step < b.steps_per_epoch(); ++step)
-    for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
-      const std::vector<std::size_t> rows = rl_micro_rows(step, m);
-      const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
+  for (std::int64_t step = 0; step < static_cast<std::int64_t>(plan.steps.size()); ++step)
+    for (std::int64_t m = 0; m < plan.passes(step); ++m) {
+      const rl::MicroBatch mb = rl_micro_batch(rollouts, step, m);
       if (&params == params_.get() && !without_adapters) expect_access_order(false);
       if (lora_) lora_->set_dropout(false);
+      rl::use_layout(*model_, mb);
       model_->forward(mb.tokens.data(), mb.targets.data(), params);
       const std::vector<float> losses = mb.at_responses(model_->token_losses());
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k) out[rows[i]].push_back(-losses[static_cast<std::size_t>(k)]);
+      for (std::size_t i = 0; i < mb.which.size(); ++i)
+        for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
+          out[mb.which[i]].push_back(-losses[static_cast<std::size_t>(k)]);
     }
   if (without_adapters) model_->set_lora(&lora_->lora());
   return out;
@@ -384,6 +395,9 @@ Trainer::StepResult Trainer::rl_iteration() {
   std::vector<rl::Rollout> rollouts = rl_generate(sums);
   rl_score(rollouts, sums);
   const auto t = Clock::now();
+  rl_plan(rollouts);
+  for (std::int64_t s = 0; s < b.steps_per_epoch(); ++s)
+    sums.update_cells += static_cast<double>(r.plan.passes(s) * b.micro_batch * config_.model.seq_len);
   // The aggregation's denominators: each optimizer step's response tokens over all ranks (one all-reduce).
   std::vector<double> step_tokens(static_cast<std::size_t>(b.steps_per_epoch()), 0.0);
   for (std::size_t k = 0; k < rollouts.size(); ++k)
@@ -413,6 +427,8 @@ Trainer::StepResult Trainer::rl_iteration() {
     result.loss += s.loss / static_cast<double>(updates);
     result.grad_norm = s.grad_norm, result.skipped = s.skipped, result.loss_scale = s.loss_scale;
   }
+  model_->set_segment_starts(nullptr);  // the next user of the model (evaluation, sampling): one sequence a row
+  model_->set_positions(nullptr);
   if (placement_.device == config::Device::kCuda) backend_->synchronize();
   sums.update_s = seconds_since(t);
   ++step_;
@@ -433,17 +449,18 @@ Trainer::StepResult Trainer::rl_update(const std::vector<rl::Rollout>& rollouts,
   StepResult r;
   engine_->zero_grads();
   double loss_here = 0;
-  for (std::int64_t m = 0; m < b.micro_batches_per_step(); ++m) {
-    const std::vector<std::size_t> rows = rl_micro_rows(step, m);
-    const rl::MicroBatch mb = rl::pack(rollouts, rows, static_cast<int>(b.micro_batch), config_.model.seq_len);
-    set_comm_context(cat("iteration ", step_ + 1, " update ", step + 1, " micro-batch ", m + 1, "/", b.micro_batches_per_step()));
+  const std::int64_t passes = rl_->plan.passes(step);
+  for (std::int64_t m = 0; m < passes; ++m) {
+    const rl::MicroBatch mb = rl_micro_batch(rollouts, step, m);
+    set_comm_context(cat("iteration ", step_ + 1, " update ", step + 1, " micro-batch ", m + 1, "/", passes));
     expect_access_order(true);
-    if (lora_) lora_->set_dropout(true, rl_first_token(step, m));
+    if (lora_) lora_->set_dropout_rows(mb.dropout_rows);
+    rl::use_layout(*model_, mb);
     model_->set_loss_weights(nullptr);
     model_->set_entropy_weights(nullptr);
     model_->set_entropy(true);  // the entropy bonus and the metric: the policy's whole distribution
     model_->forward(mb.tokens.data(), mb.targets.data(), *params_);
-    const rl::MicroObjective o = rl::micro_objective(rl_->objective, mb, rollouts, rows, model_->token_losses(), old_logp,
+    const rl::MicroObjective o = rl::micro_objective(rl_->objective, mb, rollouts, mb.which, model_->token_losses(), old_logp,
                                                      ref_logp, total_tokens, b.sequences_per_step(),
                                                      model_->token_entropies());
     const rl::Evaluated& e = o.evaluated;
@@ -452,7 +469,7 @@ Trainer::StepResult Trainer::rl_update(const std::vector<rl::Rollout>& rollouts,
     sums.entropy += e.entropy, sums.actor_trained = true;
     model_->set_loss_weights(o.loss_weights.data());
     model_->set_entropy_weights(o.entropy_weights.empty() ? nullptr : o.entropy_weights.data());
-    engine_->begin_backward(m == b.micro_batches_per_step() - 1);
+    engine_->begin_backward(m == passes - 1);
     model_->backward(*params_, *grads_, static_cast<float>(loss_scale));
     engine_->end_backward();
   }
@@ -486,7 +503,8 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
       comm_->all_reduce_value(static_cast<double>(backend_->memory_stats().peak_bytes), dist::ReduceOp::kMax));
   if (!metrics_) return;
   enum { kResponses, kPromptTokens, kReward, kRewardSq, kCorrect, kTokens, kTruncated, kNll, kAdv, kAdvSq, kPolicy,
-         kKl, kClipped, kGenS, kUpdateS, kRewardS, kValueLoss, kValueClipped, kValues, kReturns, kRewardKl, kEntropy };
+         kKl, kClipped, kGenS, kUpdateS, kRewardS, kValueLoss, kValueClipped, kValues, kReturns, kRewardKl, kEntropy,
+         kUpdateCells };
   const double n = std::max(1.0, v[kResponses]), tokens = std::max(1.0, v[kTokens]);
   const double updates = static_cast<double>(rl_->layout.steps_per_epoch() * config_.rl.epochs);
   RlMetrics m;
@@ -516,6 +534,7 @@ void Trainer::rl_log(const StepResult& r, const RlSums& mine) {
   const double sequence_tokens = v[kPromptTokens] + v[kTokens];
   m.gen_tokens_per_s = sequence_tokens / std::max(1e-9, v[kGenS]);
   m.train_tokens_per_s = sequence_tokens * static_cast<double>(config_.rl.epochs) / std::max(1e-9, v[kUpdateS]);
+  m.update_fill = sequence_tokens / std::max(1.0, v[kUpdateCells]);
   m.mem_peak_bytes = peak, m.mem_predicted_bytes = predicted_peak_;
   m.skipped = r.skipped;
   metrics_->rl_iteration(m);

@@ -10,6 +10,7 @@
 #include "rl/batch_rules.hpp"
 #include "rl/objectives.hpp"
 #include "rl/rewards.hpp"
+#include "rl/rollouts.hpp"
 #include "train/trainer.hpp"
 
 namespace zt::train {
@@ -25,6 +26,7 @@ struct Trainer::RlRun {
   std::int64_t max_len = 0;                           // prompt + response of one sequence
   gen::EngineOptions engine_options;                  // the rollouts' engine, made per iteration
   std::unique_ptr<model::DeviceWeights> reference;    // rl.kl_coef > 0: the initial policy's weights
+  rl::UpdatePlan plan;                                // the iteration's forward passes (rl_plan)
 };
 
 // The iteration's figures on this rank, summed over the data-parallel ranks for the metrics line.
@@ -40,10 +42,11 @@ struct Trainer::RlSums {
   double reward_kl = 0;         // rl.kl_in_reward: the responses' mean per-token KL, summed (verl reward_kl_penalty)
   double critic_grad_norm = 0;  // the last critic step's (the same on every rank: not summed)
   bool actor_trained = false;   // an actor step ran this iteration (not PPO's critic warm-up): entropy is set
+  double update_cells = 0;      // an epoch's forward passes' cells (passes x train.micro_batch x model.seq_len)
   std::vector<double> packed() const {
     return {responses, prompt_tokens, reward, reward_sq, correct, response_tokens, truncated, sampled_nll, advantage, advantage_sq,
             policy_loss, kl, clipped, gen_s, update_s, reward_s, value_loss, value_clipped, values, returns, reward_kl,
-            entropy};
+            entropy, update_cells};
   }
 };
 

@@ -82,15 +82,20 @@ OpCase rope(std::int64_t B, std::int64_t T, int hs, int rot_heads, std::int64_t 
           .fd = FiniteDiff{{{"x", "dx"}}, {{"dx", "x"}}}};
 }
 
-// RoPE at given positions (generation over a KV cache): a decode step's rows at scattered positions, one
-// a padding row (-1) that stays as it was.
-OpCase positioned_rope() {
+// RoPE at given positions: generation's decode step, rows at scattered positions, one a padding row (-1)
+// that stays as it was, forward and backward; and packed sequences in training (positions restarting
+// inside a row), with finite differences on the CPU.
+OpCase positioned_rope(std::int64_t B, std::int64_t T, Values positions, bool fd) {
   model::RopeParams p;
   p.theta = 500000;
-  return {.name = "rope at positions B=4 T=1 hs=32 rotated heads=3 W=160",
-          .args = {inout("x", {4, 1, 160}, normal(22)), in("inv_freq", {16}, given(model::rope_inv_freq(32, p)), Kind::kF32),
-                   ids("positions", {4, 1}, given({0, 7, 4095, -1}))},
-          .forward = [](Call& c) { c.be.rope_forward(c["x"], c["inv_freq"], 3, c["positions"]); }};
+  OpCase c{.name = cat("rope at positions B=", B, " T=", T, " hs=32 rotated heads=3 W=160", fd ? " (packed)" : ""),
+           .args = {inout("x", {B, T, 160}, normal(22)),
+                    in("inv_freq", {16}, given(model::rope_inv_freq(32, p)), Kind::kF32),
+                    ids("positions", {B, T}, std::move(positions)), inout("dx", {B, T, 160}, normal(23)).bwd()},
+           .forward = [](Call& c) { c.be.rope_forward(c["x"], c["inv_freq"], 3, c["positions"]); },
+           .backward = [](Call& c) { c.be.rope_backward(c["dx"], c["inv_freq"], 3, c["positions"]); }};
+  if (fd) c.fd = FiniteDiff{{{"x", "dx"}}, {{"dx", "x"}}};
+  return c;
 }
 
 // Attention over a KV cache: B batch rows of T new tokens each into S slots of max_len positions, slot
@@ -197,7 +202,11 @@ std::vector<OpCase> attention_cases() {
   for (const Attention& k : {Attention{2, 7, 1, 5}, {2, 7, 3, 2}, {1, 70, 1, 4}, {1, 6, 4, 2, 2}})
     cases.push_back(attention(k));
   cases.push_back(rope(2, 300, 16, 6, 128));
-  cases.push_back(positioned_rope());
+  cases.push_back(positioned_rope(4, 1, given({0, 7, 4095, -1}), false));
+  cases.push_back(positioned_rope(2, 6, given({0, 1, 2, 3, 0, 1, 5, 6, 7, 0, 1, 2}), false));
+  OpCase packed_rope = positioned_rope(1, 5, given({0, 1, 0, 1, 2}), true);
+  packed_rope.where = Where::kCpuOnly;
+  cases.push_back(std::move(packed_rope));
   // Decode steps: 4 rows in 6 slots, caches 0, 300 (two device splits), 519 and padding; GQA groups of 2.
   cases.push_back(cached_attention({.B = 4, .T = 1, .S = 6, .max_len = 520, .NH = 4, .NKV = 2, .hs = 64,
                                     .slots = {5, 0, 2, 3}, .first = {0, 300, 519, -1}}));

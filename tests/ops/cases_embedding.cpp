@@ -29,13 +29,35 @@ OpCase embedding(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t Vp
   return c;
 }
 
-// Generation's embedding: each token's wpe row at a given position (-1: a padding token, row 0), not t.
-OpCase positioned_embedding() {
-  return {.name = "embedding at positions B=3 T=2 C=40 Vp=64 maxT=300",
-          .args = {ids("tokens", {3, 2}, uniform_ints(7, 64)), in("wte", {64, 40}, normal(8)),
-                   in("wpe", {300, 40}, normal(9)), ids("positions", {3, 2}, given({0, 1, 257, 258, 299, -1})),
-                   out("out", {3, 2, 40})},
-          .forward = [](Call& c) { c.be.embedding_forward(c["out"], c["tokens"], c["wte"], c["wpe"], c["positions"]); }};
+// Positions of B rows of T tokens packed with sequences starting at `starts` (each row alike): t - start.
+Values restarting_positions(std::int64_t B, std::int64_t T, std::vector<std::int64_t> starts) {
+  std::vector<float> v;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0, s = 0; t < T; ++t) {
+      while (s + 1 < static_cast<std::int64_t>(starts.size()) && starts[static_cast<std::size_t>(s + 1)] <= t) ++s;
+      v.push_back(static_cast<float>(t - starts[static_cast<std::size_t>(s)]));
+    }
+  return given(v);
+}
+
+// Each token's wpe row at a given position, not t: generation's (-1: a padding token, row 0, which adds
+// nothing to dwpe) and packed sequences' in training (positions restarting inside a row, so rows of one
+// position collide in dwpe's scatter). Without -1 the finite differences check the backward, on the CPU.
+OpCase positioned_embedding(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t maxT, Values positions,
+                            bool fd) {
+  OpCase c{.name = cat("embedding at positions B=", B, " T=", T, " C=", C, " Vp=64 maxT=", maxT, fd ? " (packed)" : ""),
+           .args = {ids("tokens", {B, T}, uniform_ints(7, 64)), in("wte", {64, C}, normal(8)),
+                    in("wpe", {maxT, C}, normal(9)), ids("positions", {B, T}, std::move(positions)),
+                    out("out", {B, T, C}), in("dout", {B, T, C}, normal(10)),
+                    grad("dwte", {64, C}, normal(11)).matching(Match::kExact),
+                    grad("dwpe", {maxT, C}, normal(12)).matching(Match::kExact)},
+           .forward = [](Call& c) { c.be.embedding_forward(c["out"], c["tokens"], c["wte"], c["wpe"], c["positions"]); },
+           .backward =
+               [](Call& c) {
+                 c.be.embedding_backward(c["dwte"], c["dwpe"], c["dout"], c["tokens"], c["positions"]);
+               }};
+  if (fd) c.fd = FiniteDiff{{{"out", "dout"}}, {{"dwte", "wte"}, {"dwpe", "wpe"}}};
+  return c;
 }
 
 }  // namespace
@@ -48,7 +70,11 @@ std::vector<OpCase> embedding_cases() {
   OpCase small = embedding(2, 7, 5, 11, 9, given({3, 3, 0, 10, 7, 3, 1, 2, 2, 9, 0, 5, 5, 4}));
   small.where = Where::kCpuOnly;
   cases.push_back(std::move(small));
-  cases.push_back(positioned_embedding());
+  cases.push_back(positioned_embedding(3, 2, 40, 300, given({0, 1, 257, 258, 299, -1}), false));
+  cases.push_back(positioned_embedding(2, 300, 40, 300, restarting_positions(2, 300, {0, 90, 91, 250}), false));
+  OpCase packed = positioned_embedding(2, 8, 6, 8, given({0, 1, 2, 0, 1, 2, 3, 0, 0, 1, 0, 1, 2, 3, 4, 5}), true);
+  packed.where = Where::kCpuOnly;
+  cases.push_back(std::move(packed));
   // One piece of a table split by rows (zero.split_vocab): tokens another piece holds (kTokenInOtherRows)
   // leave their rows of out as they are and add nothing to dwte.
   cases.push_back(embedding(2, 9, 48, 12, 0,

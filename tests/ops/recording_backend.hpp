@@ -35,7 +35,8 @@ class RecordingBackend : public Backend {
   }
   ZT_FORWARD(fill_zero, (Tensor t), (t))
   ZT_FORWARD(embedding_forward, (Tensor out, Tensor tok, Tensor wte, Tensor wpe, Tensor pos), (out, tok, wte, wpe, pos))
-  ZT_FORWARD(embedding_backward, (Tensor dwte, Tensor dwpe, Tensor dout, Tensor tok), (dwte, dwpe, dout, tok))
+  ZT_FORWARD(embedding_backward, (Tensor dwte, Tensor dwpe, Tensor dout, Tensor tok, Tensor pos),
+             (dwte, dwpe, dout, tok, pos))
   ZT_FORWARD(layernorm_forward, (Tensor o, Tensor m, Tensor r, Tensor x, Tensor w, Tensor b), (o, m, r, x, w, b))
   ZT_FORWARD(layernorm_backward, (Tensor dx, Tensor dw, Tensor db, Tensor dy, Tensor x, Tensor w, Tensor m, Tensor r),
              (dx, dw, db, dy, x, w, m, r))
@@ -72,7 +73,7 @@ class RecordingBackend : public Backend {
              (Tensor dx, Tensor dw, Tensor dy, Tensor x, Tensor w, Tensor r, int first, int n),
              (dx, dw, dy, x, w, r, first, n))
   ZT_FORWARD(rope_forward, (Tensor x, Tensor f, int n, Tensor pos), (x, f, n, pos))
-  ZT_FORWARD(rope_backward, (Tensor dx, Tensor f, int n), (dx, f, n))
+  ZT_FORWARD(rope_backward, (Tensor dx, Tensor f, int n, Tensor pos), (dx, f, n, pos))
   ZT_FORWARD(swiglu_forward, (Tensor o, Tensor x), (o, x))
   ZT_FORWARD(swiglu_backward, (Tensor dx, Tensor x, Tensor dy), (dx, x, dy))
   ZT_FORWARD(add, (Tensor o, Tensor a, Tensor b), (o, a, b))

@@ -11,6 +11,8 @@
 # - a run stopped and resumed gives the uninterrupted run's metrics exactly;
 # - 2 data-parallel ranks sample the first iteration as 1 rank does, also at ZeRO-3 (weights gathered);
 #   2 tensor-parallel ranks the first two;
+# - packed rollouts (rl.pack_rollouts) update as one rollout a row does, within fp32 rounding: a full actor,
+#   a LoRA actor with dropout, and 2 ranks at ZeRO-3;
 # - a LoRA actor (KL to its base) samples as the full model first, trains and exports its adapter; at
 #   ZeRO-3 on 2 ranks (base and adapters gathered whole for the rollouts) it samples iterations 1-2 as 1
 #   rank does, with a bf16-or-fp32 base and with an NF4 base;
@@ -117,6 +119,46 @@ sampled() { grep -E '"step": [12],' "$1" | grep -oE '"(reward_mean|accuracy|resp
 [ "$(sampled "$W/tp2.jsonl")" = "$(sampled "$W/straight.jsonl")" ] ||
   fail "iterations 1-2 at parallel.tp=2 differ from 1 rank: $(sampled "$W/tp2.jsonl" | tr '\n' ' ')"
 echo "ok: parallel.tp=2 samples iterations 1-2 as 1 rank does"
+
+# ---- packed rollouts (rl.pack_rollouts, the default) against one rollout a row: iteration 1's rollouts are
+# the same and its update's figures equal within fp32 rounding (the model reads each packed rollout at its
+# own positions, alone); a LoRA actor with dropout too (its masks keyed per rollout); 2 ranks at ZeRO-3 in
+# passes of one row, where rank 0 packs into fewer passes and runs 2 empty ones to rank 1's count (seed 5).
+# The task's rollouts (11 tokens in rows of 16) do not pair: a random GPT-2 in rows of 64 writes up to 30 new
+# bytes (two such rollouts fill more than a row; one ended early by its end-of-text pairs with one).
+close() {  # A B: iteration 1's figures of metrics files A (packed) and B within 1e-4 relative; A's update_fill
+  python3 - "$@" <<'PY'  # above B's unless a third argument says "padded" (empty passes count as cells)
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"accuracy"' in l][0] for f in sys.argv[1:3])
+for k in ["reward_mean", "accuracy", "response_length"]:
+    assert a[k] == b[k], (k, a[k], b[k])
+keys = ["loss", "pg_loss", "grad_norm", "entropy", "clip_fraction"]
+for k in keys:
+    assert abs(a[k] - b[k]) <= 1e-4 * max(1.0, abs(b[k])), (k, a[k], b[k])
+if sys.argv[3:] != ["padded"]:
+    assert a["update_fill"] > b["update_fill"], ("packing should fill more of the passes", a["update_fill"], b["update_fill"])
+print(f"ok: packed = one a row within rounding ({', '.join(keys)}); update_fill {b['update_fill']:.2f} -> {a['update_fill']:.2f}")
+PY
+}
+random_gpt2=(--model.n_layer=2 --model.n_embd=64 --model.n_head=4 --model.vocab_size=257 --model.seq_len=64
+             --data.vocab="$task/tokenizer.json" --rl.prompts="$task/prompts.jsonl" --rl.batch=4 --rl.group_size=4
+             --rl.max_new_tokens=30 --rl.epochs=2 --train.micro_batch=1 --train.max_steps=1 --train.threads=1 --ckpt.every=0
+             --train.seed=5)
+expect_exit 0 "$ZT_BIN/ztrain" "${random_gpt2[@]}" --ckpt.dir="$W/packed" --log.metrics="$W/packed.jsonl"
+expect_exit 0 "$ZT_BIN/ztrain" "${random_gpt2[@]}" --rl.pack_rollouts=false --ckpt.dir="$W/rows" --log.metrics="$W/rows.jsonl"
+close "$W/packed.jsonl" "$W/rows.jsonl" ||
+  fail "packed rollouts' update differs from one a row's (above)"
+dropout=(--lora.rank=4 --lora.targets=c_attn,c_fc --lora.dropout=0.3 --optim.lr=1e-2)
+expect_exit 0 "$ZT_BIN/ztrain" "${random_gpt2[@]}" "${dropout[@]}" --ckpt.dir="$W/lora-packed" --log.metrics="$W/lora-packed.jsonl"
+expect_exit 0 "$ZT_BIN/ztrain" "${random_gpt2[@]}" "${dropout[@]}" --rl.pack_rollouts=false --ckpt.dir="$W/lora-rows" \
+  --log.metrics="$W/lora-rows.jsonl"
+close "$W/lora-packed.jsonl" "$W/lora-rows.jsonl" ||
+  fail "a LoRA actor's packed update with dropout differs from one a row's (above)"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" --train.zero_stage=3 \
+  --ckpt.dir="$W/z3-packed" --log.metrics="$W/z3-packed.jsonl"
+expect_in "$W/out" "iteration 1: 2 empty forward pass.* on data-parallel rank 0" "rank 0 should run empty passes here"
+close "$W/z3-packed.jsonl" "$W/rows.jsonl" padded ||
+  fail "packed rollouts at ZeRO-3 on 2 ranks differ from one a row on 1 rank (above)"
 
 # ---- the update against PyTorch: one optimizer step's GRPO loss and gradient norm on the rollouts the run
 # wrote (rl.rollout_dir), 1 rank and 2 ranks at ZeRO-3 (rl_update_reference.py; skipped without PyTorch) --

@@ -29,7 +29,7 @@ class CpuBackend final : public Backend {
   void reset_peak() override;
 
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe, Tensor positions = Tensor()) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, Tensor positions = Tensor()) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                           Tensor mean, Tensor rstd) override;
@@ -62,7 +62,7 @@ class CpuBackend final : public Backend {
   void rmsnorm_backward_accumulate(Tensor dres, Tensor dweight, Tensor dout, Tensor inp, Tensor weight,
                                    Tensor rstd) override;
   void rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads, Tensor positions = Tensor()) override;
-  void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) override;
+  void rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads, Tensor positions = Tensor()) override;
   void swiglu_forward(Tensor out, Tensor inp) override;
   void swiglu_backward(Tensor dinp, Tensor inp, Tensor dout) override;
   void add(Tensor out, Tensor a, Tensor b) override;

@@ -40,25 +40,30 @@ void embed(T* o, const std::int32_t* tok, const T* e, const T* p, const std::int
   }
 }
 
-// dwte[tok] += dout rows (column strip per thread, rows in order); dwpe[t] += sum_b dout[b,t] (dp null:
-// none). T is dout's storage type.
+// dst[key[r]] += rows r of d [n, C] in row order (column strip per thread: a fixed summation order per
+// column, the same for any thread count); a key outside [0, n_keys) adds nothing (kTokenInOtherRows, a
+// padding position -1). T is d's storage type.
 template <typename T>
-void embed_grads(float* dw, float* dp, const T* d, const std::int32_t* tok, std::int64_t B, std::int64_t T_len,
-                 std::int64_t C, int threads) {
+void scatter_rows(float* dst, const T* d, const std::int32_t* key, std::int64_t n, std::int64_t n_keys, std::int64_t C,
+                  int threads) {
   const int parts = threads;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int s = 0; s < parts; ++s) {
     std::int64_t c0, c1;
     column_strip(C, parts, s, c0, c1);
-    for (std::int64_t bt = 0; bt < B * T_len; ++bt) {  // rows in order: a fixed summation order per column
-      if (tok[bt] == kTokenInOtherRows) continue;
-      float* wr = dw + tok[bt] * C;
-      const T* dr = d + bt * C;
+    for (std::int64_t r = 0; r < n; ++r) {
+      if (key[r] < 0 || key[r] >= n_keys) continue;
+      float* wr = dst + key[r] * C;
+      const T* dr = d + r * C;
 #pragma omp simd
       for (std::int64_t c = c0; c < c1; ++c) wr[c] += load(dr[c]);
     }
   }
-  if (dp == nullptr) return;
+}
+
+// dwpe[t] += sum_b dout[b,t] (b in order). T is dout's storage type.
+template <typename T>
+void position_grads(float* dp, const T* d, std::int64_t B, std::int64_t T_len, std::int64_t C, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t t = 0; t < T_len; ++t) {
     float* pr = dp + t * C;
@@ -88,23 +93,28 @@ void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor
   });
 }
 
-// dwte[tokens[b,t],:] += dout[b,t,:];  dwpe[t,:] += sum_b dout[b,t,:]
-void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+// dwte[tokens[b,t],:] += dout[b,t,:];  dwpe[t or positions[b,t],:] += dout[b,t,:]
+void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, Tensor positions) {
   const char* op = "embedding_backward";
   ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
   const std::int64_t B = tokens.dim(0), T = tokens.dim(1), C = dwte.dim(-1);
   expect_shape(op, "dout", dout, {B, T, C});
+  const std::int32_t* pos = nullptr;
   if (!dwpe.empty()) {
     ZT_CHECK_EQ(dwpe.dim(-1), C, op, ": dwpe and dwte widths differ");
-    ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
+    pos = check_positions(op, positions, B, T, dwpe.dim(0), true);
+    if (pos == nullptr) ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
   }
   const DType x = compute_dtype(op, {{"dwte", dwte, Role::kF32}, {"dwpe", dwpe, Role::kF32},
                                      {"dout", dout, Role::kCompute}});
   const std::int32_t* tok = tokens.i32(op);
   check_tokens(op, tok, B * T, dwte.dim(0), !dwpe.empty());
   with_storage(x, [&](auto tag) {
-    float* dp = dwpe.empty() ? nullptr : dwpe.f32(op);
-    embed_grads(dwte.f32(op), dp, data_as<decltype(tag)>(dout), tok, B, T, C, threads_);
+    const auto* d = data_as<decltype(tag)>(dout);
+    scatter_rows(dwte.f32(op), d, tok, B * T, dwte.dim(0), C, threads_);
+    if (dwpe.empty()) return;
+    if (pos != nullptr) scatter_rows(dwpe.f32(op), d, pos, B * T, dwpe.dim(0), C, threads_);
+    else position_grads(dwpe.f32(op), d, B, T, C, threads_);
   });
 }
 

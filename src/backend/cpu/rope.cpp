@@ -56,8 +56,8 @@ void CpuBackend::rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads, Tensor
 }
 
 // The rotation is orthogonal: its gradient is the rotation by the opposite angle.
-void CpuBackend::rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) {
-  rope("rope_backward", dx, inv_freq, n_rot_heads, -1.0f, threads_);
+void CpuBackend::rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads, Tensor positions) {
+  rope("rope_backward", dx, inv_freq, n_rot_heads, -1.0f, threads_, positions);
 }
 
 }  // namespace zt::backend::cpu

@@ -43,8 +43,8 @@ __global__ void iota_kernel(std::int32_t* rows, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_step()) rows[i] = static_cast<std::int32_t>(i);
 }
 
-// After the stable sort: tok[i] the i-th smallest token, row[i] its row (rows of one token ascending).
-// Block i starts a run when tok[i] differs from tok[i-1] and then owns that token's dwte row:
+// After the stable sort: tok[i] the i-th smallest token (or position), row[i] its row (rows of one token
+// ascending). Block i starts a run when tok[i] differs from tok[i-1] and then owns that token's dwte row:
 //   dwte[tok, c] = (((dwte[tok, c] + dout[r0, c]) + dout[r1, c]) + ...), rows in order (the CPU's order).
 // Other blocks leave at once; tokens outside wte's rows (NaN in forward, or kTokenInOtherRows) add
 // nothing. dwte f32.
@@ -100,7 +100,35 @@ static std::size_t int_array_bytes(std::int64_t n) {
   return (static_cast<std::size_t>(n) * sizeof(std::int32_t) + 255) / 256 * 256;
 }
 
-void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+// dst[key[r], :] += d[r, :] for the n rows r in row order (keys outside [0, n_keys) add nothing): the
+// stable sort of (key, row), then one block per run of a key.
+template <typename X>
+static void scatter_rows_sorted(CudaBackend& be, const char* op, float* dst, const X* d, const std::int32_t* keys,
+                                std::int64_t n, std::int64_t n_keys, std::int64_t C, cudaStream_t stream) {
+  ZT_CHECK_LE(n, std::numeric_limits<std::int32_t>::max(), op, ": ", n, " rows exceed the sort's int32 row ids");
+  // Scratch: rows (0..n-1), sorted keys, sorted rows, then CUB's temporary storage.
+  const std::size_t ints = int_array_bytes(n);
+  std::size_t cub_bytes = 0;
+  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, keys, static_cast<std::int32_t*>(nullptr),
+                                                static_cast<const std::int32_t*>(nullptr),
+                                                static_cast<std::int32_t*>(nullptr), n, 0, 32, stream));
+  Buffer scratch = be.allocate(3 * ints + cub_bytes);
+  unsigned char* base = static_cast<unsigned char*>(scratch.data());
+  auto* rows = reinterpret_cast<std::int32_t*>(base);
+  auto* sorted_keys = reinterpret_cast<std::int32_t*>(base + ints);
+  auto* sorted_rows = reinterpret_cast<std::int32_t*>(base + 2 * ints);
+  void* cub_temp = base + 3 * ints;
+  iota_kernel<<<grid_stride_blocks(n), kBlockThreads, 0, stream>>>(rows, n);
+  ZT_CUDA_LAUNCH_CHECK();
+  // All 32 bits: LSD radix sort is stable, so each key's rows stay in ascending order.
+  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_temp, cub_bytes, keys, sorted_keys, rows, sorted_rows, n, 0, 32,
+                                                stream));
+  embedding_dwte_runs_kernel<X><<<static_cast<unsigned>(n), kBlockThreads, 0, stream>>>(dst, d, sorted_keys,
+                                                                                        sorted_rows, n, C, n_keys);
+  ZT_CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, Tensor positions) {
   const char* op = "embedding_backward";
   ZT_CHECK_EQ(tokens.rank, 2, op, ": tokens must be [B,T], got ", tokens.shape_string());
   expect_dtype(op, "tokens", tokens, DType::kI32);
@@ -108,39 +136,24 @@ void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tens
   expect_shape(op, "dout", dout, {B, T, C});
   ZT_CHECK_EQ(dwte.rank, 2, op, ": dwte must be [Vp,C]");
   expect_dtype(op, "dwte", dwte, DType::kF32);
+  const std::int32_t* pos = nullptr;
   if (!dwpe.empty()) {
     ZT_CHECK_EQ(dwpe.dim(-1), C, op, ": dwpe and dwte widths differ");
-    ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
+    pos = check_positions(op, positions, B, T, 0, false);
+    if (pos == nullptr) ZT_CHECK_LE(T, dwpe.dim(0), op, ": sequence longer than the position table");
     expect_dtype(op, "dwpe", dwpe, DType::kF32);
   }
   if (n * C == 0) return;
-  ZT_CHECK_LE(n, std::numeric_limits<std::int32_t>::max(), op, ": ", n, " rows exceed the sort's int32 row ids");
-  const std::int32_t* tok = static_cast<const std::int32_t*>(tokens.data);
-
-  // Scratch: rows (0..n-1), sorted tokens, sorted rows, then CUB's temporary storage.
-  const std::size_t ints = int_array_bytes(n);
-  std::size_t cub_bytes = 0;
-  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, tok, static_cast<std::int32_t*>(nullptr),
-                                                static_cast<const std::int32_t*>(nullptr),
-                                                static_cast<std::int32_t*>(nullptr), n, 0, 32, stream_));
-  Buffer scratch = allocate(3 * ints + cub_bytes);
-  unsigned char* base = static_cast<unsigned char*>(scratch.data());
-  auto* rows = reinterpret_cast<std::int32_t*>(base);
-  auto* sorted_tok = reinterpret_cast<std::int32_t*>(base + ints);
-  auto* sorted_rows = reinterpret_cast<std::int32_t*>(base + 2 * ints);
-  void* cub_temp = base + 3 * ints;
-  iota_kernel<<<grid_stride_blocks(n), kBlockThreads, 0, stream_>>>(rows, n);
-  ZT_CUDA_LAUNCH_CHECK();
-  // All 32 bits: LSD radix sort is stable, so each token's rows stay in ascending order.
-  ZT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_temp, cub_bytes, tok, sorted_tok, rows, sorted_rows, n, 0, 32,
-                                                stream_));
   dispatch_float(dout.dtype, op, [&](auto tag) {
     using X = decltype(tag);
     const X* d = static_cast<const X*>(dout.data);
-    embedding_dwte_runs_kernel<X><<<static_cast<unsigned>(n), kBlockThreads, 0, stream_>>>(
-        static_cast<float*>(dwte.data), d, sorted_tok, sorted_rows, n, C, dwte.dim(0));
-    ZT_CUDA_LAUNCH_CHECK();
+    scatter_rows_sorted<X>(*this, op, static_cast<float*>(dwte.data), d, static_cast<const std::int32_t*>(tokens.data),
+                           n, dwte.dim(0), C, stream_);
     if (dwpe.empty()) return;
+    if (pos != nullptr) {
+      scatter_rows_sorted<X>(*this, op, static_cast<float*>(dwpe.data), d, pos, n, dwpe.dim(0), C, stream_);
+      return;
+    }
     embedding_dwpe_kernel<X><<<grid_stride_blocks(T * C), kBlockThreads, 0, stream_>>>(
         static_cast<float*>(dwpe.data), d, B, T, C);
     ZT_CUDA_LAUNCH_CHECK();

@@ -57,8 +57,8 @@ void CudaBackend::rope_forward(Tensor x, Tensor inv_freq, int n_rot_heads, Tenso
 }
 
 // The rotation is orthogonal: its gradient is the rotation by the opposite angle.
-void CudaBackend::rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads) {
-  rope("rope_backward", dx, inv_freq, n_rot_heads, -1.0f, stream_);
+void CudaBackend::rope_backward(Tensor dx, Tensor inv_freq, int n_rot_heads, Tensor positions) {
+  rope("rope_backward", dx, inv_freq, n_rot_heads, -1.0f, stream_, positions);
 }
 
 }  // namespace zt::backend::cuda

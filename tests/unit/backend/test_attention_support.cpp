@@ -119,7 +119,7 @@ TEST(CudnnAttentionSupport, TheStartUpChoiceNamesTheImplementationAndWhy) {
   AttentionQuery masked = gpt2();
   masked.document_mask = true;
   const std::string why = attention_choice(AttentionImpl::kAuto, masked, kH100, "");
-  EXPECT_TRUE(contains(why, "native kernels (train.attention=auto: data.document_mask=true")) << why;
+  EXPECT_TRUE(contains(why, "native kernels (train.attention=auto: a document mask (data.document_mask=true")) << why;
   EXPECT_EQ(attention_choice(AttentionImpl::kAuto, gpt2(), kH100, "this ztrain was built without cuDNN"),
             "native kernels (train.attention=auto: this ztrain was built without cuDNN)");
 }

@@ -47,6 +47,12 @@ TEST(AttentionCheck, CudnnWithFp32OrADocumentMaskIsExit2NamingBothKeys) {
   c = gpt2_bf16(config::Attention::kCudnn);
   c.data.document_mask = true;
   expect_refused(c, config::Device::kCuda, {"train.attention=cudnn", "data.document_mask=true"});
+  // RL's packed rollouts carry a document mask too; one rollout a row does not.
+  c = gpt2_bf16(config::Attention::kCudnn);
+  c.rl.prompts = "prompts.jsonl";
+  expect_refused(c, config::Device::kCuda, {"train.attention=cudnn", "rl.pack_rollouts=true"});
+  c.rl.pack_rollouts = false;
+  EXPECT_NO_THROW(check_attention(c, config::Device::kCuda));
 }
 
 TEST(AttentionCheck, CudnnWithAHeadSizeOutsideCudnnsMatrixIsExit2) {
