@@ -195,7 +195,9 @@ void add_model_state(MemoryPlan& p, const model::ParamTable& table, std::int64_t
   if (pass.tied) what += zero.reduce_tied_early ? "; the tied head's share reduced early" : "; the tied head's share held to the end";
   if (stage == 3) what += "; the gathered parameter unit in use and the prefetched next";
   if (!pass.units.empty()) what += "; the token embedding and the LM head in units of the loss's chunks (zero.split_vocab)";
-  p.rows.push_back({prefix + (prefix.empty() ? "communication buffers" : "comm buffers"), transient, what});
+  // Transient: a step's (PPO's critic steps before the actor, never with it).
+  p.rows.push_back({prefix + (prefix.empty() ? "communication buffers" : "comm buffers"), transient, what,
+                    prefix == "critic " ? Phase::kCriticUpdate : Phase::kUpdate});
 }
 
 // LoRA's frozen base: its compute-dtype weights (a 1/W slice at stage 3, which also holds the gathered
@@ -223,7 +225,8 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
     const std::vector<int> order = optim::forward_backward_order(base.shape().n_layer, base.shape().tie_embeddings, units);
     p.rows.push_back({"gathered base units", model::nf4_sharded_transient_bytes(base, compute, *nf4, shards, order, split),
                       cat("the unit in use (a block dequantized, ", dtype_name(compute),
-                          ") and the prefetched next one's quantized bytes", split_note)});
+                          ") and the prefetched next one's quantized bytes", split_note),
+                      Phase::kUpdate});
     return;
   }
   const optim::Partition part = partition_of(base, world, stage == 3 ? 3 : 0, stage == 3 ? units.ranges : std::vector<optim::FlatRange>{});
@@ -242,7 +245,7 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
   }
   const EnginePass pass = decoder_pass(base.shape(), units);
   p.rows.push_back({"gathered base units", optim::transient_peak_bytes(part, 3, compute, zero, true, pass.order, pass.calls),
-                    "the unit in use and the prefetched next" + split_note});
+                    "the unit in use and the prefetched next" + split_note, Phase::kUpdate});
 }
 }  // namespace
 
@@ -314,20 +317,36 @@ std::optional<model::ParamTable> rank_adapters(const config::Config& c, const mo
 // prefill and decoding activations and logits) beside the training state; at ZeRO-3 the whole weights
 // gathered for it (a LoRA actor's base, as its NF4 bytes with lora.base_dtype=nf4, and its adapters: this
 // rank's tables `table` and `adapters`); the initial policy's weights for the KL term (a LoRA actor's
-// reference is its base); the packed rollouts' per-token layout (rl.pack_rollouts).
+// reference is its base); the packed rollouts' per-token layout (rl.pack_rollouts). rollout_len: the
+// rollouts' sequences where the prompts are known (the trainer), else 0 (model.seq_len bounds them).
 void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
-                  const std::optional<model::ParamTable>& adapters, int tp, DType compute) {
+                  const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
+                  std::int64_t rollout_len) {
   const model::GptShape shape = model::model_shape(config.model);
-  p.rows.push_back({"rollout engine", gen::Engine::bytes(shape, tp, rl::engine_options(config, shape.seq_len)),
-                    cat(config.rl.slots, " sequences of ", shape.seq_len, " tokens: KV cache, activations, logits")});
+  const std::int64_t len = rollout_len > 0 ? std::min<std::int64_t>(rollout_len, shape.seq_len) : shape.seq_len;
+  const gen::EngineOptions engine = rl::engine_options(config, len, dp);
+  p.rows.push_back({"rollout engine", gen::Engine::bytes(shape, tp, engine),
+                    cat(engine.slots, " sequences of ", len, " tokens",
+                        rollout_len > 0 ? " (the longest prompt + rl.max_new_tokens)" : " (model.seq_len, their bound)",
+                        ": KV cache, activations, logits; freed for the update"),
+                    Phase::kRollouts});
+  if (adapters) {  // the rollouts' own LoRA scratch (LoraBase::attach_generation: micro-batch rows of seq_len)
+    const std::int64_t rows = gen::rows_for_lora(engine);
+    const int micro = static_cast<int>((rows + shape.seq_len - 1) / shape.seq_len);
+    p.rows.push_back({"rollout adapters", model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp),
+                      cat("LoRA scratch of the rollouts' passes (", micro, " x ", shape.seq_len, " rows)")});  // held
+  }
   if (config.train.zero_stage == 3) {
     const bool nf4 = adapters && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
-    std::uint64_t bytes = nf4 ? model::nf4_held_bytes(table, compute, model::nf4_options(config))
+    // An NF4 base held whole dequantizes a block at a time, as the frozen base of ZeRO 0-2 does.
+    std::uint64_t bytes = nf4 ? model::nf4_held_bytes(table, compute, model::nf4_options(config)) +
+                                    model::nf4_unit_scratch_bytes(table, compute, model::nf4_options(config))
                               : table.numel() * dtype_size(compute);
     if (adapters) bytes += adapters->numel() * dtype_size(compute);
     p.rows.push_back({"gathered weights", bytes,
-                      cat(nf4 ? "NF4 base" : dtype_name(compute), adapters ? " and adapters" : "",
-                          ", ZeRO-3: the whole weights while the rollouts run")});
+                      cat(nf4 ? "NF4 base (and a block dequantized)" : dtype_name(compute), adapters ? " and adapters" : "",
+                          ", ZeRO-3: the whole weights while the rollouts run"),
+                      Phase::kRollouts});
   }
   if (config.rl.pack_rollouts) {  // the model's segment starts and positions, [micro_batch, seq_len] i32 each
     const bool ppo = config.rl.algorithm == config::RlAlgorithm::kPpo;
@@ -365,7 +384,7 @@ void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, in
 MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table,
                      const std::optional<model::ParamTable>& adapters, std::int64_t world_size, std::int64_t dp,
                      std::uint64_t activations, const std::string& activations_note, int threads,
-                     std::uint64_t capacity, config::Device device) {
+                     std::uint64_t capacity, config::Device device, std::int64_t rollout_len = 0) {
   const model::GptShape& shape = table.shape();
   const int tp = static_cast<int>(config.parallel.tp);
   MemoryPlan p;
@@ -393,14 +412,14 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape, units), gathers_per_step(config, dp));
   }
   p.rows.push_back({"activations", activations, activations_note});
-  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, tp, compute);
+  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, rollout_len);
   if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute);
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
   else
     p.rows.push_back({"workspace", model::cpu_workspace_bytes(shape, micro, tp, threads, compute, config.train.loss_chunk),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
-  for (const PlanRow& r : p.rows) p.total_bytes += r.bytes;
+  p.total_bytes = peak_of(p.rows);
   return p;
 }
 
@@ -448,7 +467,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
 
 namespace {
 MemoryPlan device_plan(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
-                       config::Device device) {
+                       config::Device device, std::int64_t rollout_len) {
   if (config.parallel.pp > 1) return pipeline_plan(config, world_size, threads, capacity, device);
   const bool lora = config.lora.rank > 0;
   const model::GptShape shape = model::model_shape(config.model);
@@ -464,13 +483,19 @@ MemoryPlan device_plan(const config::Config& config, std::int64_t world_size, in
                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ",
                        dtype_name(model::compute_dtype(config.train.precision)), ", recompute=",
                        config::to_string(config.train.recompute), split),
-                   threads, capacity, device);
+                   threads, capacity, device, rollout_len);
 }
 }  // namespace
 
+std::uint64_t peak_of(const std::vector<PlanRow>& rows) {
+  std::uint64_t held = 0, phase[3] = {0, 0, 0};  // kRollouts, kUpdate, kCriticUpdate
+  for (const PlanRow& r : rows) (r.phase == Phase::kHeld ? held : phase[static_cast<int>(r.phase) - 1]) += r.bytes;
+  return held + std::max({phase[0], phase[1], phase[2]});
+}
+
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
-                       config::Device device) {
-  MemoryPlan p = device_plan(config, world_size, threads, capacity, device);
+                       config::Device device, std::int64_t rollout_len) {
+  MemoryPlan p = device_plan(config, world_size, threads, capacity, device, rollout_len);
   p.host_is_device = device == config::Device::kCpu;
   const std::int64_t ranks_per_node = std::max<std::int64_t>(1, std::min(world_size, config.plan.gpus_per_node));
   if (!p.host_is_device && config.plan.host_memory_gb > 0)
@@ -622,6 +647,11 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
     std::snprintf(line, sizeof line, "  %-22s %12s  ", r.what.c_str(), mib(r.bytes).c_str());
     out << line << r.note << "\n";
   }
+  std::uint64_t rollouts = 0;
+  for (const PlanRow& r : p.rows) rollouts += r.phase == Phase::kRollouts ? r.bytes : 0;
+  if (rollouts > 0)
+    out << "  (the rollouts' rows, " << mib(rollouts) << ", the actor's step's transients and the critic's are never "
+        << "held together: the total counts the largest)\n";
   char total[160];
   std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",

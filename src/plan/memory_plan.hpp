@@ -13,15 +13,22 @@
 
 namespace zt::plan {
 
+// When a row's bytes are allocated. An RL iteration generates, then updates: what only its rollouts hold
+// (their engine, the weights gathered for it: freed after) and what only an optimizer step holds (ZeRO
+// 2-3's transient buffers: the actor's, or PPO's critic's, which steps before the actor) never coexist,
+// so the peak is the held rows plus the largest phase. Outside RL only kHeld and kUpdate occur.
+enum class Phase { kHeld, kRollouts, kUpdate, kCriticUpdate };
+
 struct PlanRow {
   std::string what;    // "parameters", "gradients", ...
   std::uint64_t bytes; // per rank
   std::string note;    // how it was counted
+  Phase phase = Phase::kHeld;
 };
 
 struct MemoryPlan {
   std::vector<PlanRow> rows;
-  std::uint64_t total_bytes = 0;      // predicted peak of the backend allocator on one rank
+  std::uint64_t total_bytes = 0;      // predicted peak of the backend allocator on one rank (peak_of(rows))
   // ZeRO-Offload's state off the device (host memory, an NVMe file, its traffic per step): not in total_bytes.
   std::vector<PlanRow> offload_rows;
   std::uint64_t nvme_bytes = 0;       // offload.to=nvme: this rank's files (its model's and a PPO critic's)
@@ -44,10 +51,16 @@ struct MemoryPlan {
   bool fits() const { return device_fits() && host_fits(); }
 };
 
+// The held rows plus the largest phase's (Phase).
+std::uint64_t peak_of(const std::vector<PlanRow>& rows);
+
 // Predicts one rank's peak for `config` on `world_size` ranks with `threads` CPU threads per rank, on
-// `device` (resolved: cpu or cuda; the backends' workspaces differ).
+// `device` (resolved: cpu or cuda; the backends' workspaces differ). RL: the rollouts' engine holds
+// sequences of rollout_len tokens where the prompts are known (the longest + rl.max_new_tokens: the
+// trainer's own prediction), else of model.seq_len, their bound (--plan, which reads no prompts).
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads,
-                       std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu);
+                       std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu,
+                       std::int64_t rollout_len = 0);
 
 // What would make a plan that does not fit fit: the largest micro-batch, other ZeRO stages, more ranks,
 // full recomputation, and the cheapest offload tier that fits (host memory before NVMe).

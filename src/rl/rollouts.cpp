@@ -27,8 +27,9 @@ std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uin
 
 }  // namespace
 
-gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len) {
-  gen::EngineOptions e{.slots = static_cast<int>(c.rl.slots), .max_len = max_len, .prefill_chunk = max_len,
+gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len, std::int64_t dp) {
+  const std::int64_t sequences = std::max<std::int64_t>(1, c.rl.batch * c.rl.group_size / std::max<std::int64_t>(1, dp));
+  gen::EngineOptions e{.slots = static_cast<int>(std::min(c.rl.slots, sequences)), .max_len = max_len, .prefill_chunk = max_len,
                        .compute = model::compute_dtype(c.train.precision)};
   e.sampling = {static_cast<float>(c.rl.temperature), static_cast<int>(c.rl.top_k), static_cast<float>(c.rl.top_p),
                 c.train.seed};

@@ -30,6 +30,7 @@
 #include "model/init.hpp"
 #include "model/tp_split.hpp"
 #include "optim/schedule.hpp"
+#include "plan/memory_plan.hpp"
 #include "rl/batch_rules.hpp"
 #include "rl/objectives.hpp"
 #include "rl/ppo.hpp"
@@ -53,6 +54,8 @@ void Trainer::open_rl(const ResumePoint& resume) {
   r.tokenizer = &text_tokenizer(config_, "rl.reward");
   r.prompts = read_answer_prompts(c.prompts, c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
   r.max_len = max_sequence_len(config_, r.prompts, c.max_new_tokens, "rl.prompts");
+  // The plan's rollouts at their known length (the start-up plan bounded them by model.seq_len).
+  predicted_peak_ = plan::plan_memory(config_, world_.size(), placement_.threads, 0, placement_.device, r.max_len).total_bytes;
   r.stop_tokens = gen::end_tokens(*r.tokenizer, gen::template_of_tokenizer(r.tokenizer));
   r.layout = rl::layout_of(config_, static_cast<int>(derived_.dp_size));
   r.objective = {.algorithm = c.algorithm, .clip_low = c.clip_ratio,
@@ -60,7 +63,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
                  .kl_coef = c.kl_in_reward ? 0.0 : c.kl_coef,  // in the reward instead (rl_gae)
                  .kl = c.kl_estimator, .aggregation = c.loss_agg, .entropy_coeff = c.entropy_coeff};
   r.reward = rl::make_reward(c.reward, c.reward_timeout_s);
-  gen::EngineOptions e = rl::engine_options(config_, r.max_len);
+  gen::EngineOptions e = rl::engine_options(config_, r.max_len, derived_.dp_size);
   e.tp_group = grid_comms_.tp.get();
   if (lora_) e.lora = &lora_->attach_generation(gen::rows_for_lora(e));  // the actor: base + live adapters
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));
@@ -82,7 +85,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
   log::info(rl::describe(r.layout));
   log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",
                 r.reward->describe(), "; responses up to ", c.max_new_tokens,
-                " tokens (sequences of ", r.max_len, "), ", c.slots, " decoded together per rank",
+                " tokens (sequences of ", r.max_len, "), ", r.engine_options.slots, " decoded together per rank",
                 c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef, c.kl_in_reward ? " in the reward" : " in the loss") : ""));
 }
 

@@ -160,6 +160,22 @@ expect_in "$W/out" "iteration 1: 2 empty forward pass.* on data-parallel rank 0"
 close "$W/z3-packed.jsonl" "$W/rows.jsonl" padded ||
   fail "packed rollouts at ZeRO-3 on 2 ranks differ from one a row on 1 rank (above)"
 
+# The trainer's memory plan at the rollouts' known length (the longest prompt + rl.max_new_tokens, not
+# model.seq_len; slots up to the rank's sequences), the rollouts' rows and the update's transients apart
+# (never held together): the allocator's peak to 1%, packed and not, a LoRA actor, ZeRO-3 (the weights
+# gathered for the rollouts, the units for the update); PPO's below.
+plan_is_peak() {
+  python3 - "$@" <<'PY' || fail "the plan misses the peak (above)"
+import json, sys
+for f in sys.argv[1:]:
+    r = [json.loads(l) for l in open(f) if '"accuracy"' in l][0]
+    ratio = r["mem_predicted_bytes"] / r["mem_peak_bytes"]
+    assert abs(ratio - 1) <= 0.01, (f, r["mem_predicted_bytes"], r["mem_peak_bytes"])
+    print(f"ok: the RL plan is the peak within 1%: {f.split('/')[-1]} {ratio:.4f}")
+PY
+}
+plan_is_peak "$W/packed.jsonl" "$W/rows.jsonl" "$W/lora-packed.jsonl" "$W/z3-packed.jsonl"
+
 # ---- the update against PyTorch: one optimizer step's GRPO loss and gradient norm on the rollouts the run
 # wrote (rl.rollout_dir), 1 rank and 2 ranks at ZeRO-3 (rl_update_reference.py; skipped without PyTorch) --
 one_step=(--train.max_steps=1 --rl.batch=10 --rl.mini_batch=10 --rl.epochs=1)
@@ -301,6 +317,7 @@ for a, b in zip(one, two):
 PY
 done
 echo "ok: PPO on 2 data-parallel ranks (ZeRO-1 and ZeRO-3) and on parallel.tp=2 follows 1 rank (samples, value loss, advantages)"
+plan_is_peak "$W/ppo-dp1.jsonl" "$W/ppo-dp2.jsonl" "$W/ppo-z3.jsonl" "$W/ppo-tp2.jsonl"
 # The KL to the reference as a per-token reward penalty (verl's use_kl_in_reward, its k1 estimator).
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --train.max_steps=3 --rl.kl_coef=0.05 \
   --rl.kl_in_reward=true --rl.kl_estimator=k1 --ckpt.dir="$W/ppo-kl" --log.metrics="$W/ppo-kl.jsonl"
