@@ -91,8 +91,9 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
     capacity = plan::host_memory_per_rank(world.local_size());
     from = "this host's available memory";
   }
-  MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device), {}, from};
-  if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device);
+  const plan::GenerationLengths lengths = train::known_generation_lengths(c);
+  MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device, lengths), {}, from};
+  if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device, lengths);
   return m;
 }
 

@@ -158,6 +158,7 @@ struct LogConfig {
   std::string eval_answer_rule = "gsm8k";
   std::string eval_answer_field = "answer";
   std::int64_t eval_max_new_tokens = 256;
+  std::int64_t eval_slots = 32;            // sequences the answer evaluation decodes together per rank
   std::int64_t eval_samples = 1;         // per prompt (pass@k)
   double eval_temperature = 0;           // 0: greedy
 };

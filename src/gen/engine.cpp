@@ -198,6 +198,10 @@ std::vector<Completion> Engine::run(const std::vector<Request>& requests) {
 
 const EngineStats& Engine::stats() const { return impl_->stats; }
 
+EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute) {
+  return {.slots = slots, .max_len = max_len, .prefill_chunk = max_len, .compute = compute};
+}
+
 std::int64_t rows_for_lora(const EngineOptions& o) {
   return std::max<std::int64_t>(static_cast<std::int64_t>(o.prefill_rows) * chunk_of(o), o.slots);
 }

@@ -90,6 +90,10 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
+// The answer evaluation's engine at log.eval_every (train::AnswerEvaluation's, and the memory plan's):
+// `slots` sequences of max_len tokens, prompts prefilled whole, in `compute`; the caller adds its sampling.
+EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute);
+
 // The most rows one forward of the engine runs (a prefill's or a decoding step's): what a LoRA it takes
 // must be made for.
 std::int64_t rows_for_lora(const EngineOptions& options);

@@ -313,28 +313,26 @@ std::optional<model::ParamTable> rank_adapters(const config::Config& c, const mo
                                    static_cast<int>(c.parallel.tp));
 }
 
-// RL (rl.prompts): the rollouts' generation engine (KV cache of rl.slots sequences of model.seq_len, its
-// prefill and decoding activations and logits) beside the training state; at ZeRO-3 the whole weights
-// gathered for it (a LoRA actor's base, as its NF4 bytes with lora.base_dtype=nf4, and its adapters: this
-// rank's tables `table` and `adapters`); the initial policy's weights for the KL term (a LoRA actor's
-// reference is its base); the packed rollouts' per-token layout (rl.pack_rollouts). rollout_len: the
-// rollouts' sequences where the prompts are known (the trainer), else 0 (model.seq_len bounds them).
-void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
-                  const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
-                  std::int64_t rollout_len) {
+// A generation engine beside the training state (`what`: "rollout", RL's; "evaluation", log.eval_prompts'),
+// made for its passes and freed after (Phase::kGeneration): its KV cache, prefill and decoding activations
+// and logits; at ZeRO-3 the whole weights gathered for it (a LoRA run's base, as its NF4 bytes with
+// lora.base_dtype=nf4, and its adapters: this rank's tables `table` and `adapters`); a LoRA run's scratch
+// for the engine's passes (LoraBase::attach_generation, kept). `known`: the sequences' length was read
+// from the prompts (the trainer), not bounded by model.seq_len (--plan).
+void add_generation(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
+                    const std::optional<model::ParamTable>& adapters, int tp, DType compute,
+                    const gen::EngineOptions& engine, const std::string& what, const std::string& known) {
   const model::GptShape shape = model::model_shape(config.model);
-  const std::int64_t len = rollout_len > 0 ? std::min<std::int64_t>(rollout_len, shape.seq_len) : shape.seq_len;
-  const gen::EngineOptions engine = rl::engine_options(config, len, dp);
-  p.rows.push_back({"rollout engine", gen::Engine::bytes(shape, tp, engine),
-                    cat(engine.slots, " sequences of ", len, " tokens",
-                        rollout_len > 0 ? " (the longest prompt + rl.max_new_tokens)" : " (model.seq_len, their bound)",
-                        ": KV cache, activations, logits; freed for the update"),
-                    Phase::kRollouts});
-  if (adapters) {  // the rollouts' own LoRA scratch (LoraBase::attach_generation: micro-batch rows of seq_len)
+  p.rows.push_back({what + " engine", gen::Engine::bytes(shape, tp, engine),
+                    cat(engine.slots, " sequences of ", engine.max_len, " tokens (",
+                        known.empty() ? "model.seq_len, their bound" : known,
+                        "): KV cache, activations, logits; freed after"),
+                    Phase::kGeneration});
+  if (adapters) {  // micro-batch rows of seq_len
     const std::int64_t rows = gen::rows_for_lora(engine);
     const int micro = static_cast<int>((rows + shape.seq_len - 1) / shape.seq_len);
-    p.rows.push_back({"rollout adapters", model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp),
-                      cat("LoRA scratch of the rollouts' passes (", micro, " x ", shape.seq_len, " rows)")});  // held
+    p.rows.push_back({what + " adapters", model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp),
+                      cat("LoRA scratch of the ", what, " engine's passes (", micro, " x ", shape.seq_len, " rows)")});
   }
   if (config.train.zero_stage == 3) {
     const bool nf4 = adapters && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
@@ -343,11 +341,28 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, const model::Para
                                     model::nf4_unit_scratch_bytes(table, compute, model::nf4_options(config))
                               : table.numel() * dtype_size(compute);
     if (adapters) bytes += adapters->numel() * dtype_size(compute);
-    p.rows.push_back({"gathered weights", bytes,
+    p.rows.push_back({what + " weights", bytes,
                       cat(nf4 ? "NF4 base (and a block dequantized)" : dtype_name(compute), adapters ? " and adapters" : "",
-                          ", ZeRO-3: the whole weights while the rollouts run"),
-                      Phase::kRollouts});
+                          ", ZeRO-3: the whole weights gathered while the engine runs"),
+                      Phase::kGeneration});
   }
+}
+
+// The sequence length a generation engine plans: `known` (> 0, read from the prompts) or model.seq_len.
+std::int64_t generation_len(const config::Config& config, std::int64_t known) {
+  return known > 0 ? std::min(known, config.model.seq_len) : config.model.seq_len;
+}
+
+// RL (rl.prompts): the rollouts' engine (rl::engine_options, up to the rank's sequences as slots); the
+// initial policy's weights for the KL term (a LoRA actor's reference is its base); the packed rollouts'
+// per-token layout (rl.pack_rollouts).
+void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
+                  const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
+                  std::int64_t known_len) {
+  const model::GptShape shape = model::model_shape(config.model);
+  add_generation(p, config, table, adapters, tp, compute,
+                 rl::engine_options(config, generation_len(config, known_len), dp), "rollout",
+                 known_len > 0 ? "the longest prompt + rl.max_new_tokens" : "");
   if (config.rl.pack_rollouts) {  // the model's segment starts and positions, [micro_batch, seq_len] i32 each
     const bool ppo = config.rl.algorithm == config::RlAlgorithm::kPpo;
     const std::uint64_t bytes = 2ull * static_cast<std::uint64_t>(config.train.micro_batch * shape.seq_len) *
@@ -384,7 +399,7 @@ void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, in
 MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table,
                      const std::optional<model::ParamTable>& adapters, std::int64_t world_size, std::int64_t dp,
                      std::uint64_t activations, const std::string& activations_note, int threads,
-                     std::uint64_t capacity, config::Device device, std::int64_t rollout_len = 0) {
+                     std::uint64_t capacity, config::Device device, GenerationLengths lengths = {}) {
   const model::GptShape& shape = table.shape();
   const int tp = static_cast<int>(config.parallel.tp);
   MemoryPlan p;
@@ -412,7 +427,13 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape, units), gathers_per_step(config, dp));
   }
   p.rows.push_back({"activations", activations, activations_note});
-  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, rollout_len);
+  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, lengths.rollouts);
+  if (!config.log.eval_prompts.empty())  // the answer evaluation at log.eval_every, between steps
+    add_generation(p, config, table, adapters, tp, compute,
+                   gen::evaluation_engine(static_cast<int>(config.log.eval_slots), generation_len(config, lengths.evaluation),
+                                          compute),
+                   "evaluation",
+                   lengths.evaluation > 0 ? "the longest prompt + log.eval_max_new_tokens" : "");
   if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute);
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
@@ -467,7 +488,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
 
 namespace {
 MemoryPlan device_plan(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
-                       config::Device device, std::int64_t rollout_len) {
+                       config::Device device, GenerationLengths lengths) {
   if (config.parallel.pp > 1) return pipeline_plan(config, world_size, threads, capacity, device);
   const bool lora = config.lora.rank > 0;
   const model::GptShape shape = model::model_shape(config.model);
@@ -483,19 +504,19 @@ MemoryPlan device_plan(const config::Config& config, std::int64_t world_size, in
                    cat("one micro-batch of ", micro, " x ", shape.seq_len, " tokens, ",
                        dtype_name(model::compute_dtype(config.train.precision)), ", recompute=",
                        config::to_string(config.train.recompute), split),
-                   threads, capacity, device, rollout_len);
+                   threads, capacity, device, lengths);
 }
 }  // namespace
 
 std::uint64_t peak_of(const std::vector<PlanRow>& rows) {
-  std::uint64_t held = 0, phase[3] = {0, 0, 0};  // kRollouts, kUpdate, kCriticUpdate
+  std::uint64_t held = 0, phase[3] = {0, 0, 0};  // kGeneration, kUpdate, kCriticUpdate
   for (const PlanRow& r : rows) (r.phase == Phase::kHeld ? held : phase[static_cast<int>(r.phase) - 1]) += r.bytes;
   return held + std::max({phase[0], phase[1], phase[2]});
 }
 
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
-                       config::Device device, std::int64_t rollout_len) {
-  MemoryPlan p = device_plan(config, world_size, threads, capacity, device, rollout_len);
+                       config::Device device, GenerationLengths lengths) {
+  MemoryPlan p = device_plan(config, world_size, threads, capacity, device, lengths);
   p.host_is_device = device == config::Device::kCpu;
   const std::int64_t ranks_per_node = std::max<std::int64_t>(1, std::min(world_size, config.plan.gpus_per_node));
   if (!p.host_is_device && config.plan.host_memory_gb > 0)
@@ -509,7 +530,8 @@ namespace {
 // the state's file read and written every step, a few chunk buffers in host memory); where the optimizer
 // state alone is not enough, the parameters too at ZeRO-3 (train.offload=params), host memory first.
 void add_param_offload_fix(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                           config::Device device, std::vector<std::string>& out) {
+                           config::Device device, const GenerationLengths& lengths,
+                           std::vector<std::string>& out) {
   config::Config c = config;
   c.train.offload = config::Offload::kParams;
   c.train.zero_stage = 3;
@@ -517,7 +539,7 @@ void add_param_offload_fix(const config::Config& config, std::int64_t world, int
     if (config.train.offload == config::Offload::kParams && to <= config.offload.to) continue;  // what it runs now
     c.offload.to = to;
     c.offload.nvme_dir = to == config::OffloadTo::kNvme ? "DIR" : "";
-    const MemoryPlan p = plan_memory(c, world, threads, capacity, device);
+    const MemoryPlan p = plan_memory(c, world, threads, capacity, device, lengths);
     if (!p.fits()) continue;
     out.push_back(to == config::OffloadTo::kHost
                       ? cat("train.offload=params with train.zero_stage=3 (the optimizer state and the parameters' shard "
@@ -530,18 +552,19 @@ void add_param_offload_fix(const config::Config& config, std::int64_t world, int
 }
 
 void add_offload_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                       config::Device device, std::vector<std::string>& out) {
+                       config::Device device, const GenerationLengths& lengths,
+                           std::vector<std::string>& out) {
   if (config.lora.rank > 0) return;
-  if (config.train.offload == config::Offload::kParams) return add_param_offload_fix(config, world, threads, capacity, device, out);
+  if (config.train.offload == config::Offload::kParams) return add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
   const bool offloading = config.train.offload == config::Offload::kOptimizer;
   if (offloading && config.offload.to == config::OffloadTo::kNvme)
-    return add_param_offload_fix(config, world, threads, capacity, device, out);
+    return add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
   config::Config c = config;
   c.train.offload = config::Offload::kOptimizer;
   for (std::int64_t s = std::max<std::int64_t>(1, config.train.zero_stage); s <= 3; ++s) {
     c.train.zero_stage = s;
     c.offload.to = config::OffloadTo::kHost;
-    const MemoryPlan host = plan_memory(c, world, threads, capacity, device);
+    const MemoryPlan host = plan_memory(c, world, threads, capacity, device, lengths);
     if (host.fits() && !offloading) {
       out.push_back(cat("train.offload=optimizer with train.zero_stage=", s, " (the cheapest tier: host memory, ",
                         mib(host.host_bytes), " per rank)"));
@@ -549,7 +572,7 @@ void add_offload_fixes(const config::Config& config, std::int64_t world, int thr
     }
     c.offload.to = config::OffloadTo::kNvme;
     c.offload.nvme_dir = "DIR";
-    const MemoryPlan nvme = plan_memory(c, world, threads, capacity, device);
+    const MemoryPlan nvme = plan_memory(c, world, threads, capacity, device, lengths);
     if (nvme.fits()) {
       out.push_back(cat("train.offload=optimizer offload.to=nvme offload.nvme_dir=DIR (a node-local disk) with "
                         "train.zero_stage=", s, ": host memory cannot hold the state (", mib(host.host_bytes),
@@ -558,25 +581,26 @@ void add_offload_fixes(const config::Config& config, std::int64_t world, int thr
       return;
     }
   }
-  add_param_offload_fix(config, world, threads, capacity, device, out);
+  add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
 }
 
 // Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
 // are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
 void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                         config::Device device, std::vector<std::string>& out) {
+                         config::Device device, const GenerationLengths& lengths,
+                           std::vector<std::string>& out) {
   if (config.train.recompute == config::Recompute::kFull) return;
   config::Config c = config;
   c.train.recompute = config::Recompute::kFull;
   for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
     c.train.zero_stage = s;
-    if (!plan_memory(c, world, threads, capacity, device).fits()) continue;
+    if (!plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
     out.push_back(cat("train.recompute=full with train.zero_stage=", s));
     return;
   }
   c.train.zero_stage = 3;
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (plan_memory(c, w, threads, capacity, device).fits()) {
+    if (plan_memory(c, w, threads, capacity, device, lengths).fits()) {
       out.push_back(cat(w, " ranks at train.zero_stage=3 with train.recompute=full"));
       return;
     }
@@ -585,7 +609,8 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
 // ZeRO 2-3's transient buffers on this layout: the zero.* keys that bound them, where one (or both) makes
 // the plan fit as it stands (the same stage, micro-batch and ranks).
 void add_zero_buffer_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                           config::Device device, std::vector<std::string>& out) {
+                           config::Device device, const GenerationLengths& lengths,
+                           std::vector<std::string>& out) {
   if (config.train.zero_stage < 2) return;
   std::vector<std::pair<std::string, std::function<void(config::Config&)>>> levers;
   if (!config.zero.split_vocab)
@@ -596,15 +621,31 @@ void add_zero_buffer_fixes(const config::Config& config, std::int64_t world, int
   for (const auto& [key, set] : levers) {
     config::Config c = config;
     set(c), set(all);
-    if (plan_memory(c, world, threads, capacity, device).fits()) return out.push_back(cat(key, " (ZeRO's transient buffers)"));
+    if (plan_memory(c, world, threads, capacity, device, lengths).fits()) return out.push_back(cat(key, " (ZeRO's transient buffers)"));
   }
-  if (levers.size() > 1 && plan_memory(all, world, threads, capacity, device).fits())
+  if (levers.size() > 1 && plan_memory(all, world, threads, capacity, device, lengths).fits())
     out.push_back(cat(levers[0].first, " ", levers[1].first, " (ZeRO's transient buffers)"));
 }
 }  // namespace
 
+// A generation engine's KV cache grows with its slots: the most slots that fit (the rollouts' rl.slots, the
+// answer evaluation's log.eval_slots), halving from the configured count.
+void add_generation_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                          config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+  config::Config c = config;
+  if (config.rl.enabled())
+    for (c.rl.slots = config.rl.slots / 2; c.rl.slots >= 1; c.rl.slots /= 2)
+      if (plan_memory(c, world, threads, capacity, device, lengths).fits())
+        return out.push_back(cat("rl.slots=", c.rl.slots, " (the rollouts' KV cache holds that many sequences)"));
+  if (!config.log.eval_prompts.empty())
+    for (c.log.eval_slots = config.log.eval_slots / 2; c.log.eval_slots >= 1; c.log.eval_slots /= 2)
+      if (plan_memory(c, world, threads, capacity, device, lengths).fits())
+        return out.push_back(cat("log.eval_slots=", c.log.eval_slots,
+                                 " (the answer evaluation's KV cache holds that many sequences)"));
+}
+
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                                     config::Device device) {
+                                     config::Device device, GenerationLengths lengths) {
   std::vector<std::string> out;
   config::Config c = config;
   // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
@@ -613,7 +654,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
     c.train.zero_stage = s;
     for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
       c.train.micro_batch = m;
-      if (!plan_memory(c, world, threads, capacity, device).fits()) continue;
+      if (!plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
       out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
                         m == config.train.micro_batch ? "" : " (the largest that fits at this stage)"));
       break;
@@ -622,13 +663,14 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   c = config;
   c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (plan_memory(c, w, threads, capacity, device).fits()) {
+    if (plan_memory(c, w, threads, capacity, device, lengths).fits()) {
       out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
       break;
     }
-  add_zero_buffer_fixes(config, world, threads, capacity, device, out);
-  add_recompute_fixes(config, world, threads, capacity, device, out);
-  add_offload_fixes(config, world, threads, capacity, device, out);
+  add_zero_buffer_fixes(config, world, threads, capacity, device, lengths, out);
+  add_recompute_fixes(config, world, threads, capacity, device, lengths, out);
+  add_offload_fixes(config, world, threads, capacity, device, lengths, out);
+  add_generation_fixes(config, world, threads, capacity, device, lengths, out);
   if (out.empty())
     out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
   return out;
@@ -647,11 +689,11 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
     std::snprintf(line, sizeof line, "  %-22s %12s  ", r.what.c_str(), mib(r.bytes).c_str());
     out << line << r.note << "\n";
   }
-  std::uint64_t rollouts = 0;
-  for (const PlanRow& r : p.rows) rollouts += r.phase == Phase::kRollouts ? r.bytes : 0;
-  if (rollouts > 0)
-    out << "  (the rollouts' rows, " << mib(rollouts) << ", the actor's step's transients and the critic's are never "
-        << "held together: the total counts the largest)\n";
+  std::uint64_t generation = 0;
+  for (const PlanRow& r : p.rows) generation += r.phase == Phase::kGeneration ? r.bytes : 0;
+  if (generation > 0)
+    out << "  (the generation engine's rows, " << mib(generation) << ", and an optimizer step's transient buffers "
+        << "(the actor's, a critic's) are never held together: the total counts the largest)\n";
   char total[160];
   std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",

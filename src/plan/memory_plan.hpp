@@ -13,11 +13,11 @@
 
 namespace zt::plan {
 
-// When a row's bytes are allocated. An RL iteration generates, then updates: what only its rollouts hold
-// (their engine, the weights gathered for it: freed after) and what only an optimizer step holds (ZeRO
-// 2-3's transient buffers: the actor's, or PPO's critic's, which steps before the actor) never coexist,
-// so the peak is the held rows plus the largest phase. Outside RL only kHeld and kUpdate occur.
-enum class Phase { kHeld, kRollouts, kUpdate, kCriticUpdate };
+// When a row's bytes are allocated. Generation (an RL iteration's rollouts, or the answer evaluation at
+// log.eval_every: their engine and the weights gathered for it, freed after) and an optimizer step's
+// transient buffers (ZeRO 2-3's: the actor's, or PPO's critic's, which steps before the actor) never
+// coexist, so the peak is the held rows plus the largest phase.
+enum class Phase { kHeld, kGeneration, kUpdate, kCriticUpdate };
 
 struct PlanRow {
   std::string what;    // "parameters", "gradients", ...
@@ -55,17 +55,21 @@ struct MemoryPlan {
 std::uint64_t peak_of(const std::vector<PlanRow>& rows);
 
 // Predicts one rank's peak for `config` on `world_size` ranks with `threads` CPU threads per rank, on
-// `device` (resolved: cpu or cuda; the backends' workspaces differ). RL: the rollouts' engine holds
-// sequences of rollout_len tokens where the prompts are known (the longest + rl.max_new_tokens: the
-// trainer's own prediction), else of model.seq_len, their bound (--plan, which reads no prompts).
+// `device` (resolved: cpu or cuda; the backends' workspaces differ). Generation (RL's rollouts, the
+// answer evaluation's): sequences of `lengths` tokens where the prompts are known (the longest + the new
+// tokens: the trainer's own prediction), else of model.seq_len, their bound (--plan reads no prompts).
+struct GenerationLengths {
+  std::int64_t rollouts = 0, evaluation = 0;  // tokens a sequence; 0: unknown, model.seq_len bounds it
+};
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads,
                        std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu,
-                       std::int64_t rollout_len = 0);
+                       GenerationLengths lengths = {});
 
 // What would make a plan that does not fit fit: the largest micro-batch, other ZeRO stages, more ranks,
 // full recomputation, and the cheapest offload tier that fits (host memory before NVMe).
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world_size, int threads,
-                                     std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu);
+                                     std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu,
+                                     GenerationLengths lengths = {});
 
 // The CUDA backend's own scratch at this shape: the cuBLASLt workspace (32 MiB) and the flash-attention
 // backward's per-row terms D (B*NH*T f32; its dQ pass writes dqkv directly, with no accumulator).

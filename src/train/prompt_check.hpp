@@ -9,6 +9,7 @@
 
 #include "config/config.hpp"
 #include "gen/prompt_io.hpp"
+#include "plan/memory_plan.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace zt::train {
@@ -29,5 +30,11 @@ std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::Pr
 
 // RL's start-up check: the batch layout over the data-parallel ranks, the tokenizer, every prompt line.
 void check_rl_inputs(const config::Config& c, std::int64_t dp_size);
+
+// The sequence lengths the generation engines will have, for the memory plan (RL's rollouts, the answer
+// evaluation's): each prompt set's longest prompt + its new tokens where the set and its tokenizer can be
+// read here, else 0 (model.seq_len bounds them: --plan where the prompts or the model's tokenizer are
+// not). A set that cannot be read is left to the start-up checks, which name the file and line.
+plan::GenerationLengths known_generation_lengths(const config::Config& c);
 
 }  // namespace zt::train

@@ -92,7 +92,6 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
   // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
-  predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device).total_bytes;
   if (config.log.sample_every > 0) tokenizer_ = &load_tokenizer(config.data.vocab);
   if (lora_) {
     params_ = lora_->base_source();
@@ -113,6 +112,11 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (config.rl.enabled()) open_rl(resume);
   else open_data();
   if (!config.log.eval_prompts.empty()) answer_eval_ = std::make_unique<AnswerEvaluation>(config);
+  // The plan with the evaluation's sequences at their known length (open_rl plans an RL run's rollouts).
+  if (!config.rl.enabled())
+    predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device,
+                                        {.evaluation = answer_eval_ ? answer_eval_->max_len() : 0})
+                          .total_bytes;
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
   stragglers_ = std::make_unique<health::StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp), ring_.get());
   if (metrics_ && !resume.empty())

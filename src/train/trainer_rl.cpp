@@ -55,7 +55,8 @@ void Trainer::open_rl(const ResumePoint& resume) {
   r.prompts = read_answer_prompts(c.prompts, c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
   r.max_len = max_sequence_len(config_, r.prompts, c.max_new_tokens, "rl.prompts");
   // The plan's rollouts at their known length (the start-up plan bounded them by model.seq_len).
-  predicted_peak_ = plan::plan_memory(config_, world_.size(), placement_.threads, 0, placement_.device, r.max_len).total_bytes;
+  predicted_peak_ =
+      plan::plan_memory(config_, world_.size(), placement_.threads, 0, placement_.device, {.rollouts = r.max_len}).total_bytes;
   r.stop_tokens = gen::end_tokens(*r.tokenizer, gen::template_of_tokenizer(r.tokenizer));
   r.layout = rl::layout_of(config_, static_cast<int>(derived_.dp_size));
   r.objective = {.algorithm = c.algorithm, .clip_low = c.clip_ratio,

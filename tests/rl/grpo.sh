@@ -56,7 +56,7 @@ PY
 # optim.lr=0 the adapters stay at B = 0, so it scores the export exactly as zgen did.
 expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" --config "$configs/rl-arith-format.ini" --data.train="$W/tok/train_*.h5" \
   --data.vocab="$task/tokenizer.json" --train.threads=1 --init.from="$W/hf" --lora.rank=4 --lora.targets=c_attn,c_fc \
-  --train.zero_stage=3 --train.micro_batch=16 --train.max_steps=1 --optim.lr=0 --optim.min_lr=0 --log.eval_prompts="$task/prompts.jsonl" \
+  --train.zero_stage=3 --train.micro_batch=16 --train.max_steps=2 --optim.lr=0 --optim.min_lr=0 --log.eval_prompts="$task/prompts.jsonl" \
   --log.eval_every=1 --log.eval_max_new_tokens=8 --ckpt.dir="$W/lora-eval" --log.metrics="$W/lora-eval.jsonl"
 python3 - "$W/lora-eval.jsonl" "$W/zgen-eval.json" <<'PY' || fail "a LoRA run's evaluation at ZeRO-3 differs from zgen's (above)"
 import json, sys
@@ -64,6 +64,17 @@ e = [json.loads(l) for l in open(sys.argv[1]) if '"eval_accuracy"' in l][-1]
 z = json.load(open(sys.argv[2]))
 assert e["eval_accuracy"] == z["accuracy"], (e, z)
 print(f"ok: a LoRA run's evaluation at ZeRO-3 on 2 ranks = zgen's: accuracy {z['accuracy']}")
+PY
+# The answer evaluation is in the trainer's memory plan (its engine at the prompts' known length, and at
+# ZeRO-3 the whole weights gathered for it, never held with the step's transient buffers): the last step's
+# allocator peak, after evaluations, is the plan to 1% (1 rank; LoRA at ZeRO-3 on 2 ranks).
+python3 - "$W/pre.jsonl" "$W/lora-eval.jsonl" <<'PY' || fail "the plan with the answer evaluation misses the peak (above)"
+import json, sys
+for f in sys.argv[1:]:
+    r = [json.loads(l) for l in open(f) if '"mem_peak_bytes"' in l][-1]
+    ratio = r["mem_predicted_bytes"] / r["mem_peak_bytes"]
+    assert abs(ratio - 1) <= 0.01, (f, r["step"], r["mem_predicted_bytes"], r["mem_peak_bytes"])
+    print(f"ok: the plan with the answer evaluation is the peak within 1%: {f.split('/')[-1]} {ratio:.4f}")
 PY
 rl=(--config "$configs/rl-arith-grpo.ini" --init.from="$W/hf" --data.vocab="$task/tokenizer.json" --train.threads=1
     --rl.prompts="$task/prompts.jsonl" --ckpt.every=0)

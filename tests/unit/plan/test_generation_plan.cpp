@@ -1,0 +1,125 @@
+// The memory plan of a run that generates beside its training: RL's rollouts and the answer evaluation
+// at log.eval_every. Their engine (and at ZeRO-3 the whole weights gathered for it) is freed before an
+// optimizer step's transient buffers are taken, and PPO's critic steps before the actor: the total is
+// the held rows plus the largest phase. A known sequence length (the longest prompt + its new tokens)
+// plans a smaller engine than model.seq_len's bound, and a plan the engine keeps from fitting names the
+// slot count that fits. (That each total is the allocator's peak is tests/rl/grpo.sh's, on the CPU.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "config/config.hpp"
+#include "plan/memory_plan.hpp"
+
+namespace zt::plan {
+namespace {
+
+// A Qwen2.5-0.5B-like Llama in bf16 at T 2048, 8 ranks.
+config::Config qwen_like() {
+  config::Config c;
+  c.model.arch = config::Arch::kLlama;
+  c.model.n_layer = 24;
+  c.model.n_head = 14;
+  c.model.n_kv_head = 2;
+  c.model.n_embd = 896;
+  c.model.ffn_hidden = 4864;
+  c.model.vocab_size = 151936;
+  c.model.seq_len = 2048;
+  c.model.qkv_bias = true;
+  c.train.precision = config::Precision::kBf16;
+  c.train.micro_batch = 4;
+  c.train.global_batch = 32;
+  return c;
+}
+
+const PlanRow* row(const MemoryPlan& p, const std::string& what) {
+  for (const PlanRow& r : p.rows)
+    if (r.what == what) return &r;
+  return nullptr;
+}
+
+std::uint64_t sum_of(const MemoryPlan& p, Phase phase) {
+  std::uint64_t bytes = 0;
+  for (const PlanRow& r : p.rows) bytes += r.phase == phase ? r.bytes : 0;
+  return bytes;
+}
+
+TEST(GenerationPlan, ThePeakIsTheHeldRowsPlusTheLargestPhase) {
+  config::Config c = qwen_like();
+  c.rl.prompts = "prompts.jsonl";
+  c.rl.algorithm = config::RlAlgorithm::kPpo;
+  c.train.zero_stage = 3;
+  const MemoryPlan p = plan_memory(c, 8, 1, 0, config::Device::kCuda);
+  ASSERT_NE(row(p, "rollout engine"), nullptr);
+  ASSERT_NE(row(p, "rollout weights"), nullptr) << "ZeRO-3 gathers the whole weights for the rollouts";
+  EXPECT_EQ(row(p, "rollout engine")->phase, Phase::kGeneration);
+  EXPECT_EQ(row(p, "communication buffers")->phase, Phase::kUpdate);
+  EXPECT_EQ(row(p, "critic comm buffers")->phase, Phase::kCriticUpdate);
+  const std::uint64_t generation = sum_of(p, Phase::kGeneration), actor = sum_of(p, Phase::kUpdate),
+                      critic = sum_of(p, Phase::kCriticUpdate), held = sum_of(p, Phase::kHeld);
+  EXPECT_GT(actor, 0u);
+  EXPECT_GT(critic, 0u);
+  EXPECT_EQ(p.total_bytes, held + std::max({generation, actor, critic}));
+  EXPECT_LT(p.total_bytes, held + generation + actor + critic);
+  EXPECT_EQ(peak_of(p.rows), p.total_bytes);
+}
+
+TEST(GenerationPlan, AKnownLengthPlansASmallerEngineThanTheSeqLenBound) {
+  config::Config c = qwen_like();
+  c.rl.prompts = "prompts.jsonl";
+  c.rl.max_new_tokens = 256;
+  const MemoryPlan bound = plan_memory(c, 8, 1, 0, config::Device::kCuda);
+  const MemoryPlan known = plan_memory(c, 8, 1, 0, config::Device::kCuda, {.rollouts = 320});
+  EXPECT_NE(row(bound, "rollout engine")->note.find("model.seq_len, their bound"), std::string::npos);
+  EXPECT_NE(row(known, "rollout engine")->note.find("of 320 tokens (the longest prompt + rl.max_new_tokens)"),
+            std::string::npos)
+      << row(known, "rollout engine")->note;
+  EXPECT_LT(row(known, "rollout engine")->bytes * 5, row(bound, "rollout engine")->bytes)
+      << "320 tokens against 2048: the KV cache is most of the engine";
+  // A length past model.seq_len is bounded by it.
+  EXPECT_EQ(plan_memory(c, 8, 1, 0, config::Device::kCuda, {.rollouts = 5000}).total_bytes, bound.total_bytes);
+  // The engine has at most the rank's sequences as slots: 4 prompts x 2 responses over 8 ranks is 1 each.
+  c.rl.batch = 8, c.rl.group_size = 2;
+  EXPECT_NE(row(plan_memory(c, 8, 1, 0), "rollout engine")->note.find("2 sequences"), std::string::npos);
+}
+
+TEST(GenerationPlan, TheAnswerEvaluationIsPlannedWithItsSlots) {
+  config::Config c = qwen_like();
+  EXPECT_EQ(row(plan_memory(c, 8, 1, 0, config::Device::kCuda), "evaluation engine"), nullptr);
+  c.log.eval_prompts = "eval.jsonl";
+  c.log.eval_every = 100;
+  c.train.zero_stage = 3;
+  const MemoryPlan p = plan_memory(c, 8, 1, 0, config::Device::kCuda, {.evaluation = 512});
+  ASSERT_NE(row(p, "evaluation engine"), nullptr);
+  EXPECT_NE(row(p, "evaluation engine")->note.find("32 sequences of 512 tokens"), std::string::npos);
+  ASSERT_NE(row(p, "evaluation weights"), nullptr);
+  EXPECT_EQ(row(p, "evaluation weights")->phase, Phase::kGeneration);
+  c.log.eval_slots = 8;
+  const MemoryPlan fewer = plan_memory(c, 8, 1, 0, config::Device::kCuda, {.evaluation = 512});
+  EXPECT_LT(row(fewer, "evaluation engine")->bytes, row(p, "evaluation engine")->bytes);
+}
+
+// With the capacity just under what 32 evaluation slots need, the fixes name log.eval_slots; an RL run's
+// rollouts likewise name rl.slots.
+TEST(GenerationPlan, APlanTheEngineKeepsFromFittingNamesTheSlotsThatFit) {
+  config::Config c = qwen_like();
+  c.log.eval_prompts = "eval.jsonl";
+  c.log.eval_every = 100;
+  const MemoryPlan p = plan_memory(c, 8, 1, 0, config::Device::kCuda);
+  const std::uint64_t capacity = p.total_bytes - row(p, "evaluation engine")->bytes / 3;
+  ASSERT_FALSE(plan_memory(c, 8, 1, capacity, config::Device::kCuda).fits());
+  const std::vector<std::string> fixes = suggestions(c, 8, 1, capacity, config::Device::kCuda);
+  EXPECT_TRUE(std::any_of(fixes.begin(), fixes.end(), [](const std::string& f) { return f.rfind("log.eval_slots=", 0) == 0; }))
+      << "fixes: " << fixes.size();
+  config::Config rl = qwen_like();
+  rl.rl.prompts = "prompts.jsonl";
+  rl.rl.slots = 64;
+  const MemoryPlan q = plan_memory(rl, 8, 1, 0, config::Device::kCuda);
+  const std::vector<std::string> rl_fixes =
+      suggestions(rl, 8, 1, q.total_bytes - row(q, "rollout engine")->bytes / 3, config::Device::kCuda);
+  EXPECT_TRUE(std::any_of(rl_fixes.begin(), rl_fixes.end(), [](const std::string& f) { return f.rfind("rl.slots=", 0) == 0; }));
+}
+
+}  // namespace
+}  // namespace zt::plan
