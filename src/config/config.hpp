@@ -130,6 +130,7 @@ struct DataConfig {
   std::string vocab;
   DataVerify verify = DataVerify::kOnRead;  // when token chunks' checksums are checked
   bool document_mask = false;  // attention stays inside each document / packed sample (doc_offsets)
+  bool reset_positions = false;  // with document_mask: positions restart at each document's start
 };
 
 struct CkptConfig {

@@ -231,6 +231,13 @@ std::vector<int> pipeline_layers(const Config& c) {
 
 namespace {
 
+void check_data(const DataConfig& d) {
+  if (d.reset_positions && !d.document_mask)
+    throw ConfigError("data.reset_positions=true restarts positions at the documents the document mask keeps apart: "
+                      "set data.document_mask=true too (a token attending another document at a restarted position "
+                      "would see positions out of order)");
+}
+
 void check_logging(const Config& c) {
   if (c.log.eval_every > 0 && c.data.valid.empty() && c.log.eval_prompts.empty())
     throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs something to evaluate: validation shards "
@@ -299,6 +306,7 @@ void validate(const Config& config) {
   if (config.parallel.pp * config.parallel.vpp <= config.model.n_layer) pipeline_layers(config);  // else derive says it
   check_lora(config);
   check_rl(config);
+  check_data(config.data);
   check_logging(config);
   check_debug(config);
 }

@@ -70,14 +70,14 @@ void read_window(const TokenSource& source, std::uint64_t start, std::int64_t se
 }
 
 BatchLoader::BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
-                         std::int64_t grad_accum, std::uint64_t first_step, int depth, bool document_mask)
+                         std::int64_t grad_accum, std::uint64_t first_step, int depth, DocumentViews documents)
     : BatchLoader(std::vector<std::shared_ptr<const TokenSource>>{std::move(source)}, BlendedOrder(order), slice,
-                  grad_accum, first_step, depth, document_mask) {}
+                  grad_accum, first_step, depth, documents) {}
 
 BatchLoader::BatchLoader(std::vector<std::shared_ptr<const TokenSource>> sources, BlendedOrder order, BatchSlice slice,
-                         std::int64_t grad_accum, std::uint64_t first_step, int depth, bool document_mask)
+                         std::int64_t grad_accum, std::uint64_t first_step, int depth, DocumentViews documents)
     : sources_(std::move(sources)), order_(std::move(order)), slice_(slice), grad_accum_(grad_accum),
-      next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)), document_mask_(document_mask),
+      next_step_to_read_(first_step), depth_(static_cast<std::size_t>(depth)), documents_(documents),
       thread_([this] { produce(); }) {}
 
 BatchLoader::~BatchLoader() {
@@ -98,7 +98,9 @@ StepBatch BatchLoader::read_step(std::uint64_t step) const {
   const std::size_t n = static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * (b.seq_len + 1));
   b.windows.resize(n);
   if (sources_.front()->has_loss_mask()) b.loss_mask.resize(n);
-  if (document_mask_) b.segment_starts.resize(static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * b.seq_len));
+  const auto cells = static_cast<std::size_t>(grad_accum_ * slice_.micro_batch * b.seq_len);
+  if (documents_.segment_starts || documents_.positions) b.segment_starts.resize(cells);
+  if (documents_.positions) b.document_positions.resize(cells);
   for (std::int64_t m = 0; m < grad_accum_; ++m)
     for (std::int64_t j = 0; j < slice_.micro_batch; ++j) {
       const BlendedOrder::Window w = order_.window(slice_.window(step, m, j));
@@ -107,8 +109,10 @@ StepBatch BatchLoader::read_step(std::uint64_t step) const {
       read_window(source, w.start, b.seq_len, out);
       if (!b.loss_mask.empty())
         source.read_loss_mask(w.start, static_cast<std::uint64_t>(b.seq_len) + 1, b.loss_mask.data() + (out - b.windows.data()));
-      if (document_mask_)
-        window_segment_starts(source, w.start, b.seq_len, b.segment_starts.data() + (m * slice_.micro_batch + j) * b.seq_len);
+      const std::int64_t first = (m * slice_.micro_batch + j) * b.seq_len;
+      if (!b.segment_starts.empty()) window_segment_starts(source, w.start, b.seq_len, b.segment_starts.data() + first);
+      for (std::int64_t t = 0; !b.document_positions.empty() && t < b.seq_len; ++t)
+        b.document_positions[static_cast<std::size_t>(first + t)] = static_cast<std::int32_t>(t) - b.segment_starts[static_cast<std::size_t>(first + t)];
     }
   return b;
 }

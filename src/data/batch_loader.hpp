@@ -33,6 +33,12 @@ struct StepBatch {
   const std::int32_t* segments(std::int64_t micro) const {
     return segment_starts.empty() ? nullptr : segment_starts.data() + micro * micro_batch * seq_len;
   }
+  // data.reset_positions: as segment_starts, each input's position in its document (its index in the
+  // window less its segment start); empty when off.
+  std::vector<std::int32_t> document_positions;
+  const std::int32_t* positions(std::int64_t micro) const {
+    return document_positions.empty() ? nullptr : document_positions.data() + micro * micro_batch * seq_len;
+  }
 
   const std::int32_t* window(std::int64_t micro, std::int64_t j) const {
     return windows.data() + ((micro * micro_batch + j) * (seq_len + 1));
@@ -45,14 +51,20 @@ struct StepBatch {
   std::uint64_t trained_targets() const;
 };
 
+// What each step gives of its windows' documents (the shards' doc_offsets): the segment starts
+// (data.document_mask) and each input's position in its document (data.reset_positions).
+struct DocumentViews {
+  bool segment_starts = false, positions = false;
+};
+
 class BatchLoader {
  public:
-  // document_mask: also give each step's segment starts (StepBatch::segment_starts).
+  // documents: also give each step's segment starts and document positions (StepBatch).
   BatchLoader(std::shared_ptr<const TokenSource> source, WindowOrder order, BatchSlice slice,
-              std::int64_t grad_accum, std::uint64_t first_step, int depth = 2, bool document_mask = false);
+              std::int64_t grad_accum, std::uint64_t first_step, int depth = 2, DocumentViews documents = {});
   // A blend: window g comes from sources[order.window(g).corpus] (all of one kind: loss mask, packing).
   BatchLoader(std::vector<std::shared_ptr<const TokenSource>> sources, BlendedOrder order, BatchSlice slice,
-              std::int64_t grad_accum, std::uint64_t first_step, int depth = 2, bool document_mask = false);
+              std::int64_t grad_accum, std::uint64_t first_step, int depth = 2, DocumentViews documents = {});
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -71,7 +83,7 @@ class BatchLoader {
   std::int64_t grad_accum_;
   std::uint64_t next_step_to_read_;
   std::size_t depth_;
-  bool document_mask_;
+  DocumentViews documents_;
 
   std::mutex mutex_;
   std::condition_variable changed_;

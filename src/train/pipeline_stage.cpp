@@ -136,6 +136,7 @@ double PipelineStage::run(const PipeOp& op, const data::StepBatch& batch, model:
     }
     batch.split(op.micro, inputs_, targets_);
     m.set_segment_starts(batch.segments(op.micro));  // data.document_mask, else null
+    m.set_positions(batch.positions(op.micro));      // data.reset_positions, else null
     return m.forward(inputs_.data(), targets_.data(), params);
   });
 }

@@ -237,7 +237,7 @@ void Trainer::open_data() {
   // Ranks of one TP group read the same slice: the grid's DP rank picks it.
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
   loader_ = std::make_unique<data::BatchLoader>(blend_.sources, *blend_.order, slice, derived_.grad_accum, step_, 2,
-                                                config_.data.document_mask);
+                                                data::DocumentViews{config_.data.document_mask, config_.data.reset_positions});
   log::info(cat("data: ", blend_.describe()));
 }
 

@@ -30,7 +30,8 @@ std::optional<double> Trainer::evaluate() {
   data::WindowOrder order(valid_tokens_->n_tokens(), config_.model.seq_len, /*shuffle=*/false, 0,
                           valid_tokens_->packed_window() != 0);
   data::BatchSlice slice{config_.train.global_batch, config_.train.micro_batch, derived_.dp_size, grid_.dp_rank()};
-  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1, config_.data.document_mask);
+  data::BatchLoader loader(valid_tokens_, order, slice, derived_.grad_accum, 0, 1,
+                           data::DocumentViews{config_.data.document_mask, config_.data.reset_positions});
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;
   std::uint64_t targets_here = 0;
@@ -53,6 +54,7 @@ std::optional<double> Trainer::evaluate() {
       batch.split(m, inputs, targets);
       expect_access_order(false);
       model_->set_segment_starts(batch.segments(m));
+      model_->set_positions(batch.positions(m));
       loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     }
   }

@@ -69,6 +69,7 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
     t = Clock::now();
     health::hang_point(config_.debug, world_.rank(), config::HangPhase::kForward, step_ + 1);
     model_->set_segment_starts(batch.segments(m));  // data.document_mask, else null
+    model_->set_positions(batch.positions(m));      // data.reset_positions, else null
     if (lora_) lora_->set_dropout(true, first_token(m));
     loss_sum += model_->forward(inputs.data(), targets.data(), *params_);
     health::slow_point(config_.debug, world_.rank(), ms_since(t));

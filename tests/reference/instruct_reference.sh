@@ -5,7 +5,9 @@
 # (micro 2 x accum 4) and on 2 ranks (micro 2 x accum 2 x 2, ZeRO 1). The loss is the mean over the
 # masked-in targets of the whole global batch: the per-micro-batch-mean variant must miss by far.
 # Then data.document_mask=true (attention inside each packed sample) against PyTorch's block-diagonal
-# causal mask on 1 and 2 ranks; the variant without the document mask must miss. Skips (77) without PyTorch.
+# causal mask on 1 and 2 ranks; the variant without the document mask must miss; and with
+# data.reset_positions=true too (each sample's positions from 0), the variant at the window's positions
+# must miss. Skips (77) without PyTorch.
 source "$(dirname "$0")/../lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 PY=${1:-/usr/bin/python3}
@@ -20,11 +22,12 @@ mkdir -p "$ZT_WORK/data"
   fail "make_test_shards failed"
 expect_exit 0 "$PY" "$here/train_reference.py" init "$ini" "$ZT_WORK/init.safetensors"
 
-run() {  # run NP ZERO_STAGE [DOCUMENT_MASK] -> metrics file path
-  local m="$ZT_WORK/metrics_np${1}_zero${2}_${3:-false}.jsonl"
+run() {  # run NP ZERO_STAGE [DOCUMENT_MASK [RESET_POSITIONS]] -> metrics file path
+  local m="$ZT_WORK/metrics_np${1}_zero${2}_${3:-false}_${4:-false}.jsonl"
   expect_exit 0 zt_mpirun "$1" "$ZT_BIN/ztrain" --config "$ini" --data.train="$ZT_WORK/data/train_*.h5" \
     --init.from="$ZT_WORK/init.safetensors" --train.threads=1 --train.zero_stage="$2" --log.metrics="$m" \
-    --ckpt.resume=none --ckpt.dir="$ZT_WORK/ckpt_np${1}_zero${2}_${3:-false}" --data.document_mask="${3:-false}"
+    --ckpt.resume=none --ckpt.dir="$ZT_WORK/ckpt_np${1}_zero${2}_${3:-false}_${4:-false}" --data.document_mask="${3:-false}" \
+    --data.reset_positions="${4:-false}"
   echo "$m"
 }
 metrics=("$(run 1 0)" "$(run 2 1)")
@@ -36,3 +39,11 @@ metrics=("$(run 1 0 true)" "$(run 2 1 true)")
 "$PY" "$here/train_reference.py" check "$ini" "$ZT_WORK/init.safetensors" "$ZT_WORK/tokens.u32" "${metrics[@]}" \
   --mask "$ZT_WORK/mask.u8" --packed --doc-starts "$ZT_WORK/docs.u64" ||
   fail "ztrain's document-masked training differs from PyTorch's (table above)"
+
+# data.reset_positions: each packed sample also at its own positions from 0 (Hugging Face's packed
+# position_ids, Megatron's --reset-position-ids) against PyTorch reading wpe at those positions; the
+# variant at the window's positions must miss.
+metrics=("$(run 1 0 true true)" "$(run 2 1 true true)")
+"$PY" "$here/train_reference.py" check "$ini" "$ZT_WORK/init.safetensors" "$ZT_WORK/tokens.u32" "${metrics[@]}" \
+  --mask "$ZT_WORK/mask.u8" --packed --doc-starts "$ZT_WORK/docs.u64" --reset-positions ||
+  fail "ztrain's training with positions reset per sample differs from PyTorch's (table above)"

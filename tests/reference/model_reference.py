@@ -47,9 +47,10 @@ def attention(qkv, n_head, sample=None):
     return (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, C)
 
 
-def forward(P, cfg, tokens, sample=None, hidden=False):
+def forward(P, cfg, tokens, sample=None, hidden=False, positions=None):
     T = tokens.shape[1]
-    x = P["transformer.wte.weight"][tokens] + P["transformer.wpe.weight"][:T]
+    wpe = P["transformer.wpe.weight"]
+    x = P["transformer.wte.weight"][tokens] + (wpe[:T] if positions is None else wpe[positions])
     for i in range(cfg["n_layer"]):
         h = lambda n: P[f"transformer.h.{i}.{n}"]  # noqa: E731
         a = layernorm(x, h("ln_1.weight"), h("ln_1.bias"))

@@ -172,11 +172,16 @@ def train(c, init, tokens, variant=""):
         loss_total = 0.0
         for m in range(accum):
             rows = slice(m * c["micro_batch"], (m + 1) * c["micro_batch"])
-            sample = None
+            sample, positions = None, None
             if c.get("doc_starts") is not None and variant != "no_document_mask":
-                sample = torch.from_numpy(step_windows(c, c["doc_starts"], step, shift)[rows, :-1])
-                sample = torch.cumsum(sample, 1)  # the sample index of each position within its window
-            logits = forward(P, cfg, windows[rows, :-1], sample).reshape(-1, c["vocab_size"])
+                starts = torch.from_numpy(step_windows(c, c["doc_starts"], step, shift)[rows, :-1])
+                sample = torch.cumsum(starts, 1)  # the sample index of each position within its window
+                if c.get("reset_positions") and variant != "no_reset_positions":
+                    # Hugging Face's packed position_ids: t less the start of its sample (a sample begun
+                    # before the window counts from the window's first token)
+                    t = torch.arange(starts.shape[1]).expand_as(starts)
+                    positions = t - torch.cummax(t * starts, 1).values
+            logits = forward(P, cfg, windows[rows, :-1], sample, positions=positions).reshape(-1, c["vocab_size"])
             if c.get("mask") is None:
                 loss = torch.nn.functional.cross_entropy(logits, targets[rows].reshape(-1))
                 scaled = loss if variant == "sum_of_means" else loss / accum
@@ -281,6 +286,8 @@ def sensitivity(c, init, tokens, ztrain_rows, tolerance):
     variants = VARIANTS if c.get("mask") is None else MASKED_VARIANTS
     if c.get("doc_starts") is not None:
         variants += ("no_document_mask",)
+    if c.get("reset_positions"):
+        variants += ("no_reset_positions",)
     for v in variants:
         hist = train(c, init, tokens, v)
         miss = max(max(rel(ztrain_rows[s]["loss"], l), rel(ztrain_rows[s]["grad_norm"], g))
@@ -306,6 +313,8 @@ def main():
     pc.add_argument("--mask", help="instruction data: the loss mask, one uint8 per token")
     pc.add_argument("--packed", action="store_true", help="windows of seq_len+1 laid end to end (ztok --pack)")
     pc.add_argument("--doc-starts", help="data.document_mask: the sample starts, little-endian uint64 positions")
+    pc.add_argument("--reset-positions", action="store_true",
+                    help="data.reset_positions: with --doc-starts, positions restart at each sample's start")
     a = p.parse_args()
     c = read_config(a.config)
     torch.manual_seed(c["seed"])
@@ -319,6 +328,7 @@ def main():
     if a.mask:
         c["mask"] = np.fromfile(a.mask, dtype="u1")
         assert len(c["mask"]) == len(tokens), "one mask value per token"
+    c["reset_positions"] = a.reset_positions
     if a.doc_starts:  # as a 0/1 flag per token, so windows of it are read like the tokens
         c["doc_starts"] = np.zeros(len(tokens), dtype=np.int64)
         c["doc_starts"][np.fromfile(a.doc_starts, dtype="<u8")] = 1

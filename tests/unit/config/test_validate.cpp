@@ -171,6 +171,11 @@ TEST(Validate, Contradictions) {
   c = Config{};
   c.train.loss_scale = "big";
   EXPECT_NE(error_of([&] { validate(c); }).find("train.loss_scale=big"), std::string::npos);
+  c = Config{};
+  c.data.reset_positions = true;  // positions restart at the documents the mask keeps apart
+  EXPECT_NE(error_of([&] { validate(c); }).find("set data.document_mask=true too"), std::string::npos);
+  c.data.document_mask = true;
+  EXPECT_NO_THROW(validate(c));
 }
 
 TEST(Validate, DefaultsAreValid) { EXPECT_NO_THROW(validate(Config{})); }

@@ -70,5 +70,27 @@ TEST(BatchLoader, ReaderFailureReachesTheCaller) {
   }
 }
 
+// data.reset_positions: the loader gives each input's position in its document beside the segment
+// starts (a document begun before the window counts from the window's first token); off, neither.
+TEST(BatchLoader, DocumentPositionsRestartAtEachDocumentInsideItsWindow) {
+  auto source = std::make_shared<MemoryTokens>(std::vector<std::int32_t>(80), std::vector<std::uint8_t>(80, 1));
+  source->set_document_starts({0, 3, 12, 15, 18, 30, 41});
+  WindowOrder order(80, 8, /*shuffle=*/false, 0);
+  BatchSlice slice{/*global=*/2, /*micro=*/2, /*dp=*/1, /*rank=*/0};
+  BatchLoader loader(source, order, slice, /*grad_accum=*/1, /*first_step=*/0, 1, DocumentViews{true, true});
+  const StepBatch b = loader.next();
+  ASSERT_NE(b.positions(0), nullptr);
+  const std::vector<std::int32_t> got(b.positions(0), b.positions(0) + 16);
+  std::vector<std::int32_t> want;
+  for (std::int64_t j = 0; j < 2; ++j)
+    for (std::int64_t t = 0; t < 8; ++t) want.push_back(static_cast<std::int32_t>(t) - b.segments(0)[j * 8 + t]);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(std::vector<std::int32_t>(got.begin(), got.begin() + 8), (std::vector<std::int32_t>{0, 1, 2, 0, 1, 2, 3, 4}));
+  BatchLoader plain(source, order, slice, 1, 0, 1, DocumentViews{true, false});
+  const StepBatch p = plain.next();
+  EXPECT_EQ(p.positions(0), nullptr);
+  EXPECT_NE(p.segments(0), nullptr);
+}
+
 }  // namespace
 }  // namespace zt::data
