@@ -370,9 +370,22 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, const model::Para
     p.rows.push_back({"packed rollouts", bytes,
                       cat("rl.pack_rollouts: each pass's segment starts and positions", ppo ? " (actor and critic)" : "")});
   }
-  if (config.rl.kl_coef > 0 && config.lora.rank == 0)
-    p.rows.push_back({"reference policy", model::ParamTable(shape).numel() / static_cast<std::uint64_t>(tp) * dtype_size(compute),
-                      cat(dtype_name(compute), ", rl.kl_coef's initial weights")});
+  if (config.rl.kl_coef == 0 || config.lora.rank > 0) return;  // a LoRA actor's reference is its base
+  if (config.train.zero_stage < 3) {
+    p.rows.push_back({"reference policy", table.numel() * dtype_size(compute), cat(dtype_name(compute), ", rl.kl_coef's initial weights")});
+    return;
+  }
+  // train::ReferencePolicy at ZeRO-3: a frozen engine over the actor's units, gathered in its forward pass.
+  const optim::EngineUnits units = optim::decoder_engine_units(config, table, 0);
+  const optim::Partition part = partition_of(table, dp, 3, units.ranges);
+  p.rows.push_back({"reference policy", part.total_shard_numel() * dtype_size(compute),
+                    cat(dtype_name(compute), ", rl.kl_coef's initial weights, 1/W slice of each unit")});
+  const bool tied = shape.tie_embeddings;
+  p.rows.push_back({"reference units",
+                    optim::transient_peak_bytes(part, 3, compute, optim::ZeroOptions::from(config.zero), true,
+                                                optim::forward_order(shape.n_layer, tied, units),
+                                                optim::decoder_calls(shape.n_layer, tied, false, units)),
+                    "the unit in use and the prefetched next, in its forward pass over the rollouts", Phase::kReference});
 }
 
 // PPO's critic (train/critic.hpp): a value-head copy of the model on the same layout, with its own
@@ -509,9 +522,9 @@ MemoryPlan device_plan(const config::Config& config, std::int64_t world_size, in
 }  // namespace
 
 std::uint64_t peak_of(const std::vector<PlanRow>& rows) {
-  std::uint64_t held = 0, phase[3] = {0, 0, 0};  // kGeneration, kUpdate, kCriticUpdate
+  std::uint64_t held = 0, phase[4] = {0, 0, 0, 0};  // kGeneration, kUpdate, kCriticUpdate, kReference
   for (const PlanRow& r : rows) (r.phase == Phase::kHeld ? held : phase[static_cast<int>(r.phase) - 1]) += r.bytes;
-  return held + std::max({phase[0], phase[1], phase[2]});
+  return held + std::max({phase[0], phase[1], phase[2], phase[3]});
 }
 
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,

@@ -16,8 +16,9 @@ namespace zt::plan {
 // When a row's bytes are allocated. Generation (an RL iteration's rollouts, or the answer evaluation at
 // log.eval_every: their engine and the weights gathered for it, freed after) and an optimizer step's
 // transient buffers (ZeRO 2-3's: the actor's, or PPO's critic's, which steps before the actor) never
-// coexist, so the peak is the held rows plus the largest phase.
-enum class Phase { kHeld, kGeneration, kUpdate, kCriticUpdate };
+// coexist, nor RL's ZeRO-3 reference gathering its units for its own pass, so the peak is the held rows
+// plus the largest phase.
+enum class Phase { kHeld, kGeneration, kUpdate, kCriticUpdate, kReference };
 
 struct PlanRow {
   std::string what;    // "parameters", "gradients", ...

@@ -43,6 +43,7 @@
 namespace zt::train {
 
 class Critic;
+class ReferencePolicy;
 
 class Trainer {
  public:
@@ -97,7 +98,7 @@ class Trainer {
   struct RlRun;
   struct RlSums;
   void open_rl(const ResumePoint& resume);  // a resumed PPO run's critic from resume.dir
-  std::unique_ptr<model::DeviceWeights> reference_weights();
+  std::unique_ptr<ReferencePolicy> reference_policy();
   std::unique_ptr<GenerationWeights> generation_weights();  // lora_base.hpp's (collective at ZeRO-3)
   int rl_loop();
   StepResult rl_iteration();
@@ -108,8 +109,9 @@ class Trainer {
   // and pass m of optimizer step `step` as a micro-batch; the model told its layout.
   void rl_plan(const std::vector<rl::Rollout>& rollouts);
   rl::MicroBatch rl_micro_batch(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t m) const;
-  std::vector<std::vector<float>> rl_logprobs(const std::vector<rl::Rollout>& rollouts, model::ParamSource& params,
-                                              bool without_adapters = false);
+  // The rollouts' response log-probabilities under the current policy, the KL reference or a LoRA base.
+  enum class LogprobsOf { kPolicy, kReference, kBase };
+  std::vector<std::vector<float>> rl_logprobs(const std::vector<rl::Rollout>& rollouts, LogprobsOf of);
   StepResult rl_update(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t total_tokens,
                        const std::vector<std::vector<float>>& old_logp, const std::vector<std::vector<float>>& ref_logp,
                        std::int64_t adam_step, double lr, RlSums& sums);

@@ -69,7 +69,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
   if (lora_) e.lora = &lora_->attach_generation(gen::rows_for_lora(e));  // the actor: base + live adapters
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));
   r.engine_options = e;
-  if (c.kl_coef > 0 && !lora_) r.reference = reference_weights();  // a LoRA actor's is its base
+  if (c.kl_coef > 0 && !lora_) r.reference = reference_policy();  // a LoRA actor's is its base
   if (c.algorithm == config::RlAlgorithm::kPpo) {
     critic_ = std::make_unique<Critic>(*backend_, config_, dp_comm(), grid_comms_.tp.get(), grid_, offload_threads());
     checkpointer_->add_critic(critic_->table(), critic_->engine(), critic_->shard_map());
@@ -90,14 +90,15 @@ void Trainer::open_rl(const ResumePoint& resume) {
                 c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef, c.kl_in_reward ? " in the reward" : " in the loss") : ""));
 }
 
-// The initial policy (init.from, else train.seed's initialisation), this rank's part, in the compute dtype.
-std::unique_ptr<model::DeviceWeights> Trainer::reference_weights() {
+// The initial policy (init.from, else train.seed's initialisation): this rank's part in the compute dtype,
+// sharded over the data-parallel group at ZeRO-3 (reference_policy.hpp).
+std::unique_ptr<ReferencePolicy> Trainer::reference_policy() {
   std::vector<float> flat(table_.numel());
   if (config_.init.from.empty()) model::init_params(table_, config_.train.seed, flat.data());
   else read_shared_input(world_, [&] { model::load_pretrained(config_.init.from, table_, flat.data()); },
                          cat("init.from=", config_.init.from, " (rl.kl_coef's reference)"));
-  if (grid_.tp > 1) flat = model::tp_cut_flat(table_, shard_table(), flat.data(), grid_.tp, grid_.tp_rank());
-  return std::make_unique<model::DeviceWeights>(*backend_, shard_table(), flat, model::compute_dtype(config_.train.precision));
+  return std::make_unique<ReferencePolicy>(*backend_, config_, shard_table(), shard_map_ ? &*shard_map_ : nullptr,
+                                           dp_comm(), engine_units_, flat);
 }
 
 // ZeRO-3: every unit gathered once, in unit order, on every rank of the data-parallel group, into one
@@ -368,18 +369,18 @@ rl::MicroBatch Trainer::rl_micro_batch(const std::vector<rl::Rollout>& rollouts,
                   static_cast<int>(b.micro_batch), config_.model.seq_len, b.group, step_ * b.batch * b.group);
 }
 
-// Every response token's log-probability under `params`, per rollout (a forward pass per micro-batch, no
-// backward): the policy before the iteration's first update (the PPO ratio's old policy), or the reference
-// (`without_adapters`: a LoRA actor's base alone).
-std::vector<std::vector<float>> Trainer::rl_logprobs(const std::vector<rl::Rollout>& rollouts, model::ParamSource& params,
-                                                     bool without_adapters) {
+// Every response token's log-probability, per rollout (a forward pass per micro-batch, no backward), under
+// the policy before the iteration's first update (the PPO ratio's old policy), the reference
+// (ReferencePolicy), or a LoRA actor's base alone (its KL reference).
+std::vector<std::vector<float>> Trainer::rl_logprobs(const std::vector<rl::Rollout>& rollouts, LogprobsOf of) {
   const rl::UpdatePlan& plan = rl_->plan;
-  if (without_adapters) model_->set_lora(nullptr);
+  if (of == LogprobsOf::kBase) model_->set_lora(nullptr);
   std::vector<std::vector<float>> out(rollouts.size());
   for (std::int64_t step = 0; step < static_cast<std::int64_t>(plan.steps.size()); ++step)
     for (std::int64_t m = 0; m < plan.passes(step); ++m) {
       const rl::MicroBatch mb = rl_micro_batch(rollouts, step, m);
-      if (&params == params_.get() && !without_adapters) expect_access_order(false);
+      if (of == LogprobsOf::kPolicy) expect_access_order(false);
+      model::ParamSource& params = of == LogprobsOf::kReference ? rl_->reference->params() : *params_;
       if (lora_) lora_->set_dropout(false);
       rl::use_layout(*model_, mb);
       model_->forward(mb.tokens.data(), mb.targets.data(), params);
@@ -388,7 +389,7 @@ std::vector<std::vector<float>> Trainer::rl_logprobs(const std::vector<rl::Rollo
         for (std::int64_t k = mb.offsets[i]; k < mb.offsets[i + 1]; ++k)
           out[mb.which[i]].push_back(-losses[static_cast<std::size_t>(k)]);
     }
-  if (without_adapters) model_->set_lora(&lora_->lora());
+  if (of == LogprobsOf::kBase) model_->set_lora(&lora_->lora());
   return out;
 }
 
@@ -411,9 +412,9 @@ Trainer::StepResult Trainer::rl_iteration() {
   const std::int64_t updates = b.steps_per_epoch() * config_.rl.epochs;
   std::vector<std::vector<float>> old_logp, ref_logp;
   // The first step's forward would equal it; the reward's KL penalty needs it before.
-  if (updates > 1 || config_.rl.kl_in_reward) old_logp = rl_logprobs(rollouts, *params_);
-  if (r.reference) ref_logp = rl_logprobs(rollouts, r.reference->params());
-  else if (config_.rl.kl_coef > 0) ref_logp = rl_logprobs(rollouts, *params_, /*without_adapters=*/true);
+  if (updates > 1 || config_.rl.kl_in_reward) old_logp = rl_logprobs(rollouts, LogprobsOf::kPolicy);
+  if (r.reference) ref_logp = rl_logprobs(rollouts, LogprobsOf::kReference);
+  else if (config_.rl.kl_coef > 0) ref_logp = rl_logprobs(rollouts, LogprobsOf::kBase);
   if (critic_) rl_gae(rollouts, old_logp, ref_logp, sums);
   if (!config_.rl.rollout_dir.empty()) rl_write_rollouts(rollouts);  // after GAE: PPO's per-token arrays too
   // PPO's critic warm-up: the first rl.critic_warmup iterations train the critic alone.

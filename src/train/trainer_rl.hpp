@@ -11,6 +11,7 @@
 #include "rl/objectives.hpp"
 #include "rl/rewards.hpp"
 #include "rl/rollouts.hpp"
+#include "train/reference_policy.hpp"
 #include "train/trainer.hpp"
 
 namespace zt::train {
@@ -25,7 +26,7 @@ struct Trainer::RlRun {
   rl::Objective objective;
   std::int64_t max_len = 0;                           // prompt + response of one sequence
   gen::EngineOptions engine_options;                  // the rollouts' engine, made per iteration
-  std::unique_ptr<model::DeviceWeights> reference;    // rl.kl_coef > 0: the initial policy's weights
+  std::unique_ptr<ReferencePolicy> reference;         // rl.kl_coef > 0: the initial policy's weights
   rl::UpdatePlan plan;                                // the iteration's forward passes (rl_plan)
 };
 

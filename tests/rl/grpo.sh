@@ -171,6 +171,28 @@ expect_in "$W/out" "iteration 1: 2 empty forward pass.* on data-parallel rank 0"
 close "$W/z3-packed.jsonl" "$W/rows.jsonl" padded ||
   fail "packed rollouts at ZeRO-3 on 2 ranks differ from one a row on 1 rank (above)"
 
+# The KL reference at ZeRO-3 is sharded over the ranks (a frozen engine gathering a unit at a time in its
+# pass), not a whole copy per rank: the same KL and loss as ZeRO-1's whole copy on the same 2 ranks over 2
+# iterations (the second's rollouts sampled after an update), with less memory.
+kl=(--rl.kl_coef=0.1 --optim.lr=1e-2 --train.max_steps=2)
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" "${kl[@]}" --train.zero_stage=1 --ckpt.dir="$W/kl-z1" \
+  --log.metrics="$W/kl-z1.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" "${kl[@]}" --train.zero_stage=3 --ckpt.dir="$W/kl-z3" \
+  --log.metrics="$W/kl-z3.jsonl"
+python3 - "$W/kl-z3.jsonl" "$W/kl-z1.jsonl" <<'PY' || fail "the ZeRO-3 KL reference differs from the whole copy (above)"
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"accuracy"' in l] for f in sys.argv[1:3])
+assert len(a) == len(b) == 2, (len(a), len(b))
+for x, y in zip(a, b):
+    for k in ("reward_mean", "response_length"):
+        assert x[k] == y[k], (x["step"], k, x[k], y[k])
+    for k in ("kl", "loss", "grad_norm"):
+        assert abs(x[k] - y[k]) <= 1e-4 * max(abs(y[k]), 1e-3), (x["step"], k, x[k], y[k])
+assert a[1]["kl"] > 1e-4, ("the second iteration should have moved from the reference", a[1]["kl"])
+assert a[0]["mem_peak_bytes"] < b[0]["mem_peak_bytes"], (a[0]["mem_peak_bytes"], b[0]["mem_peak_bytes"])
+print(f"ok: the ZeRO-3 reference = the whole copy's KL ({a[1]['kl']:.3e} at iteration 2), "
+      f"peak {a[0]['mem_peak_bytes']} < {b[0]['mem_peak_bytes']} bytes")
+PY
 # The trainer's memory plan at the rollouts' known length (the longest prompt + rl.max_new_tokens, not
 # model.seq_len; slots up to the rank's sequences), the rollouts' rows and the update's transients apart
 # (never held together): the allocator's peak to 1%, packed and not, a LoRA actor, ZeRO-3 (the weights
@@ -185,7 +207,7 @@ for f in sys.argv[1:]:
     print(f"ok: the RL plan is the peak within 1%: {f.split('/')[-1]} {ratio:.4f}")
 PY
 }
-plan_is_peak "$W/packed.jsonl" "$W/rows.jsonl" "$W/lora-packed.jsonl" "$W/z3-packed.jsonl"
+plan_is_peak "$W/packed.jsonl" "$W/rows.jsonl" "$W/lora-packed.jsonl" "$W/z3-packed.jsonl" "$W/kl-z1.jsonl" "$W/kl-z3.jsonl"
 
 # ---- the update against PyTorch: one optimizer step's GRPO loss and gradient norm on the rollouts the run
 # wrote (rl.rollout_dir), 1 rank and 2 ranks at ZeRO-3 (rl_update_reference.py; skipped without PyTorch) --

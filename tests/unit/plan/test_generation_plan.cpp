@@ -65,6 +65,26 @@ TEST(GenerationPlan, ThePeakIsTheHeldRowsPlusTheLargestPhase) {
   EXPECT_EQ(peak_of(p.rows), p.total_bytes);
 }
 
+// rl.kl_coef's reference: a whole copy a rank below ZeRO-3; at ZeRO-3 a 1/W slice, its units gathered in
+// its own pass (a phase of its own).
+TEST(GenerationPlan, TheKlReferenceIsShardedAtZero3) {
+  config::Config c = qwen_like();
+  c.rl.prompts = "prompts.jsonl";
+  c.rl.kl_coef = 0.05;
+  c.train.zero_stage = 2;
+  const MemoryPlan whole = plan_memory(c, 8, 1, 0, config::Device::kCuda);
+  c.train.zero_stage = 3;
+  const MemoryPlan sharded = plan_memory(c, 8, 1, 0, config::Device::kCuda);
+  ASSERT_NE(row(whole, "reference policy"), nullptr);
+  ASSERT_NE(row(sharded, "reference policy"), nullptr);
+  EXPECT_LT(row(sharded, "reference policy")->bytes * 7, row(whole, "reference policy")->bytes) << "1/8 of it, padded";
+  ASSERT_NE(row(sharded, "reference units"), nullptr);
+  EXPECT_EQ(row(sharded, "reference units")->phase, Phase::kReference);
+  EXPECT_EQ(row(whole, "reference units"), nullptr);
+  c.lora.rank = 8;  // a LoRA actor's reference is its frozen base: no copy
+  EXPECT_EQ(row(plan_memory(c, 8, 1, 0, config::Device::kCuda), "reference policy"), nullptr);
+}
+
 TEST(GenerationPlan, AKnownLengthPlansASmallerEngineThanTheSeqLenBound) {
   config::Config c = qwen_like();
   c.rl.prompts = "prompts.jsonl";
