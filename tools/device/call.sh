@@ -37,8 +37,9 @@
 # Optional steps, after these and droppable: memory_modes (tools/bench/memory_modes/run.sh --device cuda,
 # ZT_CALL_MM_S 120, ZT_CALL_MM_ARGS), ckpt (tools/bench/ckpt/run.sh --device cuda, ZT_CALL_CKPT_S 120) and
 # generate (tools/bench/generate/run.sh --device cuda, ZT_CALL_GEN_S 120, ZT_CALL_GEN_ARGS; bench-generate.md)
-# and rl (tools/bench/rl/run.sh --device cuda --precision bf16, GRPO then PPO: the rollouts' decoding, the
-# per-token loss weights and PPO's value head on the GPU; ZT_CALL_RL_S 120, ZT_CALL_RL_ARGS; logs.tar.gz).
+# and rl (tools/bench/rl/run.sh --device cuda --precision bf16: GRPO at T 512 packed and one rollout a row,
+# then PPO: the rollouts' decoding, the per-token loss weights, the document mask and PPO's value head on the
+# GPU; ZT_CALL_RL_S 120, ZT_CALL_RL_ARGS; logs.tar.gz).
 # More knobs: ZT_CALL_CTEST_ARGS (-j8; e.g. "-R tp_training -j8"), ZT_CALL_SANITIZE=0 (ctest alone),
 # ZT_RACECHECK_FILTER and ZT_MEMCHECK_S (tools/device/sanitize.sh), ZT_CALL_PROFILE_MB (16),
 # ZT_CALL_GPT2_PEER_ARGS and ZT_CALL_LLAMA_PEER_ARGS (e.g. "--sdpa-backend cudnn --gqa repeat_kv").

@@ -216,22 +216,27 @@ step_generate() {
   result "generate bench exit $rc (bench-generate.md; logs.tar.gz: generate/generate.txt)"
   return "$rc"
 }
-# step_rl: tools/bench/rl/run.sh --device cuda --precision bf16, GRPO then PPO on its default shape (the
-# generation engine's decoding, the loss weights, PPO's value head and critic on the GPU for the first
-# time); ZT_CALL_RL_ARGS adds options (e.g. "--shape '12 768 12' --seq-len 512"). Half the time each.
+# step_rl: tools/bench/rl/run.sh --device cuda --precision bf16 (the generation engine's decoding, the loss
+# weights, PPO's value head and critic on the GPU for the first time): GRPO at T 512 with the rollouts
+# packed (the document mask: the native attention kernels) and one a row (cuDNN's SDPA), the trade-off
+# rl.pack_rollouts' default rests on, then PPO on the default shape; ZT_CALL_RL_ARGS adds options to each
+# (e.g. "--shape '12 768 12'"). A third of the time each.
 step_rl() {
-  local give=$1 args algorithm rc=0
+  local give=$1 args run rc=0
   step_dir=$2
   if ! $have_gpu; then result "skipped: no GPU"; return 0; fi
   eval "args=(${ZT_CALL_RL_ARGS:-})"
-  for algorithm in grpo ppo; do
+  local -A runs=([grpo-packed]="--algorithm grpo --seq-len 512 --pack true"
+                 [grpo-rows]="--algorithm grpo --seq-len 512 --pack false" [ppo]="--algorithm ppo")
+  for run in grpo-packed grpo-rows ppo; do
+    # shellcheck disable=SC2086  # a run's options
     ( [ -f .devdeps/env.sh ] && { set +u; source .devdeps/env.sh; set -u; }
-      ZT_BUILD_DIR=$b timeout --kill-after=10 $((give / 2)) tools/bench/rl/run.sh --device cuda --precision bf16 \
-        --algorithm "$algorithm" --out "$step_dir/work-$algorithm" "${args[@]}" ) >"$step_dir/rl-$algorithm.txt" 2>&1 || rc=1
-    cp "$step_dir/work-$algorithm/ztrain.log" "$step_dir/ztrain-$algorithm.log" 2>/dev/null
-    rm -rf "$step_dir/work-$algorithm"
-    tail -n 4 "$step_dir/rl-$algorithm.txt"
+      ZT_BUILD_DIR=$b timeout --kill-after=10 $((give / 3)) tools/bench/rl/run.sh --device cuda --precision bf16 \
+        ${runs[$run]} --out "$step_dir/work-$run" "${args[@]}" ) >"$step_dir/rl-$run.txt" 2>&1 || rc=1
+    cp "$step_dir/work-$run/ztrain.log" "$step_dir/ztrain-$run.log" 2>/dev/null
+    rm -rf "$step_dir/work-$run"
+    tail -n 4 "$step_dir/rl-$run.txt"
   done
-  result "rl bench exit $rc (logs.tar.gz: rl/rl-grpo.txt, rl/rl-ppo.txt)"
+  result "rl bench exit $rc (logs.tar.gz: rl/rl-grpo-packed.txt, rl/rl-grpo-rows.txt, rl/rl-ppo.txt)"
   return "$rc"
 }
