@@ -87,7 +87,12 @@ void Trainer::open_rl(const ResumePoint& resume) {
   log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",
                 r.reward->describe(), "; responses up to ", c.max_new_tokens,
                 " tokens (sequences of ", r.max_len, "), ", r.engine_options.slots, " decoded together per rank",
-                c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef, c.kl_in_reward ? " in the reward" : " in the loss") : ""));
+                c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef, c.kl_in_reward ? " in the reward" : " in the loss",
+                                    r.reference && r.reference->sharded() ? " (the reference sharded, ZeRO-3)" : "")
+                              : "",
+                c.pack_rollouts ? cat("; the update packs rollouts several to a row of ", config_.model.seq_len,
+                                      " (rl.pack_rollouts)")
+                                : "; the update takes one rollout a row (rl.pack_rollouts=false)"));
 }
 
 // The initial policy (init.from, else train.seed's initialisation): this rank's part in the compute dtype,
