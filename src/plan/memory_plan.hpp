@@ -61,6 +61,7 @@ std::uint64_t peak_of(const std::vector<PlanRow>& rows);
 // tokens: the trainer's own prediction), else of model.seq_len, their bound (--plan reads no prompts).
 struct GenerationLengths {
   std::int64_t rollouts = 0, evaluation = 0;  // tokens a sequence; 0: unknown, model.seq_len bounds it
+  std::int64_t evaluation_prompts = 0;        // log.eval_prompts' count (its slots); 0: unknown
 };
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads,
                        std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu,

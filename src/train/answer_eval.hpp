@@ -36,8 +36,10 @@ class AnswerEvaluation {
   // run's adapters, made for gen::rows_for_lora(options).
   AnswerScores run(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params,
                    const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank);
-  // The engine's options for this evaluation (gen::evaluation_engine with its sampling).
-  gen::EngineOptions engine_options(const config::Config& c) const;
+  // The engine's options for this evaluation on one of dp data-parallel ranks (gen::evaluation_engine
+  // with its sampling, gen::evaluation_slots).
+  gen::EngineOptions engine_options(const config::Config& c, std::int64_t dp) const;
+  std::int64_t prompt_count() const { return static_cast<std::int64_t>(prompts_.size()); }
   // Its sequences' length: the longest prompt + log.eval_max_new_tokens, at most model.seq_len.
   std::int64_t max_len() const { return max_len_; }
 

@@ -49,18 +49,21 @@ void check_rl_inputs(const config::Config& c, std::int64_t dp_size) {
 }
 
 plan::GenerationLengths known_generation_lengths(const config::Config& c) {
-  const auto longest = [&](const std::string& glob, const std::string& field, const std::string& field_key,
-                           std::int64_t max_new, const std::string& key) -> std::int64_t {
-    if (glob.empty()) return 0;
+  // The set's longest sequence and its prompt count, or {0, 0} where it cannot be read here.
+  const auto known = [&](const std::string& glob, const std::string& field, const std::string& field_key,
+                         std::int64_t max_new, const std::string& key) -> std::pair<std::int64_t, std::int64_t> {
+    if (glob.empty()) return {0, 0};
     try {
-      return max_sequence_len(c, read_answer_prompts(glob, field, field_key, text_tokenizer(c, key)), max_new, key);
+      const std::vector<gen::PromptLine> prompts = read_answer_prompts(glob, field, field_key, text_tokenizer(c, key));
+      return {max_sequence_len(c, prompts, max_new, key), static_cast<std::int64_t>(prompts.size())};
     } catch (const Error&) {
-      return 0;  // the start-up checks say why
+      return {0, 0};  // the start-up checks say why
     }
   };
-  return {.rollouts = longest(c.rl.prompts, c.rl.answer_field, "rl.answer_field", c.rl.max_new_tokens, "rl.prompts"),
-          .evaluation = longest(c.log.eval_prompts, c.log.eval_answer_field, "log.eval_answer_field",
-                                c.log.eval_max_new_tokens, "log.eval_prompts")};
+  const auto rl = known(c.rl.prompts, c.rl.answer_field, "rl.answer_field", c.rl.max_new_tokens, "rl.prompts");
+  const auto eval = known(c.log.eval_prompts, c.log.eval_answer_field, "log.eval_answer_field", c.log.eval_max_new_tokens,
+                          "log.eval_prompts");
+  return {.rollouts = rl.first, .evaluation = eval.first, .evaluation_prompts = eval.second};
 }
 
 }  // namespace zt::train

@@ -74,7 +74,7 @@ bool Trainer::eval_due() const {
 
 // The answer evaluation's engine on the trainer's weights (a LoRA run's adapters applied, no dropout).
 void Trainer::evaluate_answers() {
-  gen::EngineOptions e = answer_eval_->engine_options(config_);
+  gen::EngineOptions e = answer_eval_->engine_options(config_, dp_comm().size());
   e.tp_group = grid_comms_.tp.get();
   if (lora_) {
     lora_->set_dropout(false);

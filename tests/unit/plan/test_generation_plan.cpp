@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "gen/engine.hpp"
 #include "plan/memory_plan.hpp"
 
 namespace zt::plan {
@@ -118,6 +119,14 @@ TEST(GenerationPlan, TheAnswerEvaluationIsPlannedWithItsSlots) {
   c.log.eval_slots = 8;
   const MemoryPlan fewer = plan_memory(c, 8, 1, 0, config::Device::kCuda, {.evaluation = 512});
   EXPECT_LT(row(fewer, "evaluation engine")->bytes, row(p, "evaluation engine")->bytes);
+  // 25 prompts dealt over 8 ranks, 2 samples each: the busiest rank decodes 4 x 2 = 8 sequences at most.
+  c.log.eval_slots = 32, c.log.eval_samples = 2;
+  const MemoryPlan dealt = plan_memory(c, 8, 1, 0, config::Device::kCuda, {.evaluation = 512, .evaluation_prompts = 25});
+  EXPECT_NE(row(dealt, "evaluation engine")->note.find("8 sequences of 512 tokens"), std::string::npos)
+      << row(dealt, "evaluation engine")->note;
+  EXPECT_EQ(gen::evaluation_slots(32, 25, 2, 8), 8);
+  EXPECT_EQ(gen::evaluation_slots(4, 25, 2, 8), 4);
+  EXPECT_EQ(gen::evaluation_slots(32, 0, 2, 8), 32);
 }
 
 // With the capacity just under what 32 evaluation slots need, the fixes name log.eval_slots; an RL run's
