@@ -228,6 +228,8 @@ void prepare(Job& j, const dist::World& world) {
   std::int64_t longest = 0;
   for (const PromptLine& p : j.prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));
   j.max_len = j.o.max_len > 0 ? j.o.max_len : std::min(j.model->context, longest + j.o.max_new);
+  // The cache for at most the busiest data-parallel group's sequences: a slot more would hold nothing.
+  j.o.slots = gen::dealt_slots(j.o.slots, static_cast<std::int64_t>(j.prompts.size()), j.o.samples, world.size() / j.o.tp);
   if (j.max_len > j.model->context)
     throw ConfigError(cat("--max-len ", j.max_len, " exceeds the model's context of ", j.model->context, " positions"));
   for (std::size_t i = 0; i < j.prompts.size(); ++i) {

@@ -72,7 +72,7 @@ config::cli::Spec make_zgen_spec() {
        .help = "tokens per sequence (prompt + new): the cache's length; default the longest prompt + --max-new-tokens, "
                "at most the model's context",
        .min = 2, .max = 1 << 24},
-      {.name = "slots", .type = Type::kInt, .value_name = "N", .help = "sequences decoded together (the cache's slots)",
+      {.name = "slots", .type = Type::kInt, .value_name = "N", .help = "sequences decoded together (the cache's slots; at most a rank's prompts x --samples)",
        .default_value = "32", .min = 1, .max = 1 << 16},
       {.name = "prefill-chunk", .type = Type::kInt, .value_name = "N", .help = "prompt tokens per prefill forward",
        .default_value = "256", .min = 1, .max = 1 << 20},

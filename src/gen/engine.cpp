@@ -202,7 +202,7 @@ EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute) 
   return {.slots = slots, .max_len = max_len, .prefill_chunk = max_len, .compute = compute};
 }
 
-int evaluation_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, std::int64_t dp) {
+int dealt_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, std::int64_t dp) {
   if (prompts <= 0) return static_cast<int>(slots);
   const std::int64_t busiest = (prompts + std::max<std::int64_t>(1, dp) - 1) / std::max<std::int64_t>(1, dp) * samples;
   return static_cast<int>(std::clamp<std::int64_t>(busiest, 1, slots));

@@ -93,9 +93,10 @@ class Engine {
 // The answer evaluation's engine at log.eval_every (train::AnswerEvaluation's, and the memory plan's):
 // `slots` sequences of max_len tokens, prompts prefilled whole, in `compute`; the caller adds its sampling.
 EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute);
-// Its slots on one of dp ranks dealt `prompts` prompts round robin, `samples` sequences each: at most
-// `slots`, and no more than the busiest rank's sequences (a slot more holds nothing); prompts 0: unknown.
-int evaluation_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, std::int64_t dp);
+// An engine's slots on one of dp ranks dealt `prompts` prompts round robin, `samples` sequences each (the
+// answer evaluation's, zgen's): at most `slots`, and no more than the busiest rank's sequences (a slot
+// more holds nothing); prompts 0: unknown, `slots`.
+int dealt_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, std::int64_t dp);
 
 // The most rows one forward of the engine runs (a prefill's or a decoding step's): what a LoRA it takes
 // must be made for.

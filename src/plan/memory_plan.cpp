@@ -443,7 +443,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, lengths.rollouts);
   if (!config.log.eval_prompts.empty())  // the answer evaluation at log.eval_every, between steps
     add_generation(p, config, table, adapters, tp, compute,
-                   gen::evaluation_engine(gen::evaluation_slots(config.log.eval_slots, lengths.evaluation_prompts,
+                   gen::evaluation_engine(gen::dealt_slots(config.log.eval_slots, lengths.evaluation_prompts,
                                                                 config.log.eval_samples, dp),
                                           generation_len(config, lengths.evaluation), compute),
                    "evaluation",

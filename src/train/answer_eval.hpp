@@ -37,7 +37,7 @@ class AnswerEvaluation {
   AnswerScores run(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params,
                    const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank);
   // The engine's options for this evaluation on one of dp data-parallel ranks (gen::evaluation_engine
-  // with its sampling, gen::evaluation_slots).
+  // with its sampling, gen::dealt_slots).
   gen::EngineOptions engine_options(const config::Config& c, std::int64_t dp) const;
   std::int64_t prompt_count() const { return static_cast<std::int64_t>(prompts_.size()); }
   // Its sequences' length: the longest prompt + log.eval_max_new_tokens, at most model.seq_len.

@@ -71,6 +71,16 @@ expect_in "$ZT_WORK/err" "LoRA adapters merged into their base"
 expect_exit 0 "$zgen" --model "$W/lora-merged" --out "$W/lora-merged.jsonl" "${run[@]}"
 cmp "$W/lora.jsonl" "$W/lora-merged.jsonl" || fail "the LoRA checkpoint generates differently from its merged export"
 expect_exit 0 "$zgen" --model "$W/gpt2-hf" --out "$W/base.jsonl" "${run[@]}"
+# The cache holds no more slots than the sequences: 7 prompts of one sample on one rank take 7 of the 32
+# asked, and greedy decoding gives the same tokens as in 3 slots.
+expect_exit 0 "$zgen" --model "$W/gpt2-hf" --out "$W/few.jsonl" --prompts "$W/prompts.jsonl" --max-new-tokens 8 \
+  --device cpu --threads 1 --slots 32
+expect_in "$ZT_WORK/err" "; 7 slots of " "zgen should take only as many slots as it has sequences"
+python3 - "$W/few.jsonl" "$W/base.jsonl" <<'PY' || fail "7 slots decoded other tokens than 3 (above)"
+import json, sys
+a, b = ([json.loads(l)["token_ids"] for l in open(f)] for f in sys.argv[1:3])
+assert a == b, (a, b)
+PY
 python3 - "$W/base.jsonl" "$W/lora.jsonl" <<'PY' || fail "the adapters changed nothing: the LoRA case would not see a lost merge"
 import json, sys
 a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
@@ -127,7 +137,7 @@ expect_in "$ZT_WORK/err" "text.jsonl:1: a text prompt needs a tokenizer"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/prompts.jsonl" --device cpu
 expect_in "$ZT_WORK/err" "is an input of the run"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
-  --slots 4096 --memory-gb 0.01
+  --slots 4096 --samples 4096 --temperature 1 --memory-gb 0.01
 expect_in "$ZT_WORK/err" "a KV cache of 4096 slots x 32 tokens need .* GiB on cpu, which has 0.01 GiB: --slots [0-9]+ fits"
 expect_exit 2 "$zgen" --model "$W/nothing" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl"
 expect_in "$ZT_WORK/err" "nothing: no such directory"

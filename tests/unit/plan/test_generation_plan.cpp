@@ -124,9 +124,9 @@ TEST(GenerationPlan, TheAnswerEvaluationIsPlannedWithItsSlots) {
   const MemoryPlan dealt = plan_memory(c, 8, 1, 0, config::Device::kCuda, {.evaluation = 512, .evaluation_prompts = 25});
   EXPECT_NE(row(dealt, "evaluation engine")->note.find("8 sequences of 512 tokens"), std::string::npos)
       << row(dealt, "evaluation engine")->note;
-  EXPECT_EQ(gen::evaluation_slots(32, 25, 2, 8), 8);
-  EXPECT_EQ(gen::evaluation_slots(4, 25, 2, 8), 4);
-  EXPECT_EQ(gen::evaluation_slots(32, 0, 2, 8), 32);
+  EXPECT_EQ(gen::dealt_slots(32, 25, 2, 8), 8);
+  EXPECT_EQ(gen::dealt_slots(4, 25, 2, 8), 4);
+  EXPECT_EQ(gen::dealt_slots(32, 0, 2, 8), 32);
 }
 
 // With the capacity just under what 32 evaluation slots need, the fixes name log.eval_slots; an RL run's
