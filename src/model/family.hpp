@@ -55,6 +55,12 @@ class Family {
   virtual std::string describe(const GptShape& /*s*/) const { return display; }
   // The Hugging Face config.json of a model of this shape (its architecture, fields and defaults).
   virtual std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) const = 0;
+  // transformers' class of a model of this shape, as the family's config names it: `causal_lm` (its LM
+  // head's model), or for a value head (PPO's critic) `prefix` + "ForSequenceClassification" (one label:
+  // TRL's value and reward models).
+  static std::string hf_architecture(const GptShape& s, const std::string& prefix, const std::string& causal_lm) {
+    return s.value_head ? prefix + "ForSequenceClassification" : causal_lm;
+  }
 
   // What the model costs (cost.hpp reads these). A token's attention FLOPs in one block, forward +
   // backward: 12 A T by default (PaLM: QK^T and AV over all T keys, A the heads' width).

@@ -199,7 +199,7 @@ class Gpt2Family final : public Family {
 
   std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) const override {
     nlohmann::json c = {
-        {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
+        {"architectures", {hf_architecture(s, "GPT2", "GPT2LMHeadModel")}}, {"model_type", "gpt2"},  {"activation_function", "gelu_new"},
         {"n_layer", s.n_layer},                 {"n_head", s.n_head},    {"n_embd", s.n_embd},
         {"vocab_size", s.vocab_size},           {"n_positions", s.seq_len}, {"n_ctx", s.seq_len},
         {"n_inner", nullptr},                   {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},

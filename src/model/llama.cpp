@@ -271,7 +271,7 @@ class LlamaFamily final : public Family {
   // biases Qwen2ForCausalLM's.
   std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) const override {
     nlohmann::json c = {
-        {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},     {"hidden_act", "silu"},
+        {"architectures", {hf_architecture(s, "Llama", "LlamaForCausalLM")}}, {"model_type", "llama"},     {"hidden_act", "silu"},
         {"hidden_size", s.n_embd},               {"intermediate_size", s.ffn_hidden},
         {"num_hidden_layers", s.n_layer},        {"num_attention_heads", s.n_head},
         {"num_key_value_heads", s.n_kv_head},    {"head_dim", s.head_size()},
@@ -281,7 +281,7 @@ class LlamaFamily final : public Family {
         {"attention_dropout", 0.0},              {"initializer_range", 0.02}, {"pretraining_tp", 1},
         {"use_cache", true},                     {"torch_dtype", torch_dtype}};
     if (s.qkv_bias) {  // Qwen2ForCausalLM: Qwen2Config's fields (no attention_bias: q, k, v always have biases)
-      c["architectures"] = {"Qwen2ForCausalLM"}, c["model_type"] = "qwen2";
+      c["architectures"] = {hf_architecture(s, "Qwen2", "Qwen2ForCausalLM")}, c["model_type"] = "qwen2";
       for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp", "head_dim"}) c.erase(llama_only);
       c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
     }
@@ -290,7 +290,7 @@ class LlamaFamily final : public Family {
         throw ConfigError("model.qk_norm with model.qkv_bias has no Hugging Face architecture for config.json "
                           "(Qwen3's attention_bias puts biases on q, k, v and o, which ztrain does not compute): a "
                           "model with both trains but cannot be exported");
-      c["architectures"] = {"Qwen3ForCausalLM"}, c["model_type"] = "qwen3";
+      c["architectures"] = {hf_architecture(s, "Qwen3", "Qwen3ForCausalLM")}, c["model_type"] = "qwen3";
       for (const char* llama_only : {"mlp_bias", "pretraining_tp"}) c.erase(llama_only);
       c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
     }

@@ -442,13 +442,10 @@ void save_raw_tensors(const std::string& path, std::vector<RawTensor> tensors) {
 std::string hf_config_json(const GptShape& s, const std::string& torch_dtype) {
   const std::string text = family_of(s.arch).hf_config_json(s, torch_dtype);
   if (!s.value_head) return text;
-  // A critic: transformers' sequence-classification model of the family with one label (its head is
-  // score.weight [1, C]), as TRL's PPO value and reward models are.
+  // A critic: transformers' sequence-classification model of the family (the family named its class,
+  // Family::hf_architecture) with one label (its head is score.weight [1, C]), as TRL's PPO value and
+  // reward models are.
   nlohmann::ordered_json c = nlohmann::ordered_json::parse(text);
-  std::string arch = c["architectures"][0].get<std::string>();
-  for (const char* lm : {"LMHeadModel", "ForCausalLM"})
-    if (const auto at = arch.find(lm); at != std::string::npos) arch = arch.substr(0, at) + "ForSequenceClassification";
-  c["architectures"] = {arch};
   c["id2label"] = {{"0", "LABEL_0"}};
   c["label2id"] = {{"LABEL_0", 0}};
   c["tie_word_embeddings"] = false;

@@ -10,6 +10,7 @@
 
 #include "backend/backend.hpp"
 #include "model/decoder.hpp"
+#include "model/safetensors.hpp"
 #include "tests/unit/model/far_from_init.hpp"
 
 namespace zt::model {
@@ -158,6 +159,28 @@ TEST_P(ValueHead, BackwardWithoutWeightsAndLogitsAreRefused) {
   run.model.forward(t.data(), nullptr, params);
   EXPECT_THROW(run.model.backward(params, grads, 1.0f), Error);
   EXPECT_THROW(run.model.forward_logits(t.data(), params), Error);
+}
+
+// A critic exports as its family's transformers sequence-classification model with one label (TRL's value
+// model); the actor as its causal LM; a Qwen2 critic (q, k, v biases) as Qwen2's.
+TEST(ValueHeadConfig, NamesTheFamilysSequenceClassificationModel) {
+  const auto arch = [](const GptShape& s) {
+    const std::string text = hf_config_json(s);
+    const std::size_t at = text.find("\"architectures\"");
+    return text.substr(at, text.find(']', at) - at);
+  };
+  for (const bool llama : {false, true}) {
+    const GptShape actor = actor_shape(llama);
+    EXPECT_NE(arch(actor).find(llama ? "LlamaForCausalLM" : "GPT2LMHeadModel"), std::string::npos) << arch(actor);
+    EXPECT_NE(arch(value_model_shape(actor)).find(llama ? "LlamaForSequenceClassification" : "GPT2ForSequenceClassification"),
+              std::string::npos)
+        << arch(value_model_shape(actor));
+  }
+  GptShape qwen2 = actor_shape(true);
+  qwen2.qkv_bias = true;
+  EXPECT_NE(arch(value_model_shape(qwen2)).find("Qwen2ForSequenceClassification"), std::string::npos)
+      << arch(value_model_shape(qwen2));
+  EXPECT_NE(hf_config_json(value_model_shape(qwen2)).find("\"LABEL_0\""), std::string::npos) << "one label";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ValueHead, ::testing::Bool(),
