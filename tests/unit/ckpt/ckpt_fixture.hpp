@@ -11,15 +11,14 @@
 #include "ckpt/layout.hpp"
 #include "ckpt/state.hpp"
 #include "ckpt/writer.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace zt::ckpt::test {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("zt_ckpt_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : zt::test::TempDir {
+  TempDir() : zt::test::TempDir("ckpt_test") {}
 };
 
 inline ModelDesc tiny_model() {

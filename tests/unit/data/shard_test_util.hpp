@@ -10,20 +10,13 @@
 #include <vector>
 
 #include "data/shard.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace zt::data::testing {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("zt_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using zt::test::TempDir;
 
 inline TokenizerInfo gpt2_info() { return {"gpt2", std::string(64, 'a'), 50257, 50256}; }
 

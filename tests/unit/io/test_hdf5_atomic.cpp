@@ -9,16 +9,15 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "io/hdf5.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace zt::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct AtomicTempDir {
-  fs::path path = fs::temp_directory_path() / ("zt_h5_test_" + std::to_string(::getpid()));
-  AtomicTempDir() { fs::create_directories(path); }
-  ~AtomicTempDir() { fs::remove_all(path); }
+struct AtomicTempDir : test::TempDir {  // its own name and path beside the other io tests' (a unity build)
+  AtomicTempDir() : TempDir("h5_test") {}
 };
 
 std::string slurp(const fs::path& p) {

@@ -9,16 +9,15 @@
 
 #include "core/error.hpp"
 #include "io/input_stream.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace zt::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("zt_io_test_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("io_test") {}
 };
 
 void put(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }

@@ -11,16 +11,15 @@
 
 #include "core/error.hpp"
 #include "io/staged_output.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace zt::io {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct StagingTempDir {
-  fs::path path = fs::temp_directory_path() / ("zt_staged_test_" + std::to_string(::getpid()));
-  StagingTempDir() { fs::create_directories(path); }
-  ~StagingTempDir() { fs::remove_all(path); }
+struct StagingTempDir : test::TempDir {  // its own name and path beside the other io tests' (a unity build)
+  StagingTempDir() : TempDir("staged_test") {}
 };
 
 void write(const fs::path& p, const std::string& text) {

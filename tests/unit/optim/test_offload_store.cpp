@@ -18,7 +18,7 @@
 #include "core/error.hpp"
 #include "optim/zero/nvme_store.hpp"
 #include "optim/zero/offload.hpp"
-#include "tests/unit/optim/temp_dir.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace zt::optim {
 namespace {

@@ -14,7 +14,7 @@
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
 #include "optim/zero/param_store.hpp"
-#include "tests/unit/optim/temp_dir.hpp"
+#include "tests/unit/temp_dir.hpp"
 
 namespace zt::optim {
 namespace {
