@@ -1,6 +1,8 @@
 // Check-failure reporting shared by the ZT_CHECK macros.
 #include "core/error.hpp"
 
+#include <cstdio>
+
 namespace zt::detail {
 
 void throw_check_failure(const char* file, int line, const std::string& condition,
@@ -11,3 +13,11 @@ void throw_check_failure(const char* file, int line, const std::string& conditio
 }
 
 }  // namespace zt::detail
+
+namespace zt {
+std::string fixed(double v, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, v);
+  return text;
+}
+}  // namespace zt

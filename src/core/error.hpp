@@ -59,6 +59,9 @@ std::string cat(Args&&... args) {
 
 using detail::cat;
 
+// v with `digits` digits after the point ("%.*f"): the reports' and tables' numbers.
+std::string fixed(double v, int digits);
+
 }  // namespace zt
 
 // Invariant checks that stay on in release builds; the message names both sides.

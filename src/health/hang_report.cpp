@@ -26,12 +26,6 @@ std::string one_line(std::string s) {
   return s;
 }
 
-std::string fixed_digits(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 template <typename E, std::size_t N>
 std::optional<E> enum_of(const std::string& name, const std::array<E, N>& all, const char* (*namer)(E)) {
   for (E e : all)
@@ -98,7 +92,7 @@ std::pair<std::string, std::string> diagnose(int r, const std::vector<View>& vie
   const std::string name = who(r, known);
   const View& v = views[static_cast<std::size_t>(r)];
   if (!v.notes) {
-    std::string s = cat(name, " sent no notes within ", fixed_digits(waited_s, 1),
+    std::string s = cat(name, " sent no notes within ", fixed(waited_s, 1),
                         " s: it is stopped (SIGSTOP), dead, or cannot write ckpt.dir/diag/");
     return {s, s};
   }
@@ -130,15 +124,15 @@ std::pair<std::string, std::string> diagnose(int r, const std::vector<View>& vie
       if (o.notes && o.notes != v.notes && o.last_seq[static_cast<std::size_t>(e.group)] >= e.seq) first = false;
     if (first)
       return {cat(name, " skipped ", describe(b), ": it went on to ", describe(e), ", which no other rank entered"),
-              cat(never, ": it went on to ", describe(e), " (", fixed_digits(v.waited_s(), 1),
+              cat(never, ": it went on to ", describe(e), " (", fixed(v.waited_s(), 1),
                   " s), which no other rank entered: a collective skipped on one rank, e.g. a collective behind a "
                   "condition that differs between ranks")};
     return {cat(never, ": it waits in ", describe(e)), cat(never, ": it waits in ", describe(e), " since ",
-                                                            fixed_digits(v.waited_s(), 1), " s")};
+                                                            fixed(v.waited_s(), 1), " s")};
   }
   std::string detail = never;
   if (const CollRecord* last = v.last_done())
-    detail += cat(": it last left ", describe(*last), " ", fixed_digits(v.notes->written_s - last->leave_s, 1), " s before its notes");
+    detail += cat(": it last left ", describe(*last), " ", fixed(v.notes->written_s - last->leave_s, 1), " s before its notes");
   detail += cat(" (stuck or slow outside collectives: compute, I/O, a data read; `gdb -p ", v.notes->pid, "` on ",
                 v.notes->host, " shows where)");
   return {never, detail};
@@ -161,14 +155,14 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::string format_notes(const RankNotes& n) {
   std::ostringstream out;
   out << kMagic << "\nincident " << n.incident << "\nrank " << n.rank << " of " << n.world_size << "\nhost " << n.host
-      << "\npid " << n.pid << "\nwritten " << fixed_digits(n.written_s, 3) << "\nfailed " << (n.failed ? 1 : 0)
+      << "\npid " << n.pid << "\nwritten " << fixed(n.written_s, 3) << "\nfailed " << (n.failed ? 1 : 0)
       << "\nfailure " << one_line(n.failure);
   for (const auto& [host, verdict] : n.reach) out << "\nreach " << host << ' ' << verdict;
   out << "\nrecords " << n.ring.size()
       << "\n# seq group kind bytes call enter_s leave_s state context (oldest first)\n";
   for (const CollRecord& r : n.ring)
     out << r.seq << ' ' << dist::group_name(r.group) << ' ' << dist::kind_name(r.kind) << ' ' << r.bytes << ' ' << r.call
-        << ' ' << fixed_digits(r.enter_s, 6) << ' ' << fixed_digits(r.leave_s, 6) << ' ' << dist::state_name(r.state) << ' '
+        << ' ' << fixed(r.enter_s, 6) << ' ' << fixed(r.leave_s, 6) << ' ' << dist::state_name(r.state) << ' '
         << r.context << '\n';
   out << "end\n";
   return out.str();
@@ -225,12 +219,12 @@ static HangSummary summarize_p2p(const std::vector<View>& views, const std::vect
   for (std::size_t r = 0; r < views.size(); ++r) {
     const View& v = views[r];
     if (!v.notes) {
-      const std::string s = cat(who(static_cast<int>(r), known), " sent no notes within ", fixed_digits(waited_s, 1),
+      const std::string s = cat(who(static_cast<int>(r), known), " sent no notes within ", fixed(waited_s, 1),
                                 " s: it is stopped (SIGSTOP), dead, or cannot write ckpt.dir/diag/");
       out.headline += s + "; ";
       out.lines.push_back(s);
     } else if (v.current) {
-      const std::string s = cat(who(static_cast<int>(r), known), " waited ", fixed_digits(v.waited_s(), 1), " s in ", describe(*v.current));
+      const std::string s = cat(who(static_cast<int>(r), known), " waited ", fixed(v.waited_s(), 1), " s in ", describe(*v.current));
       waiting.push_back(s);
       out.lines.push_back(s);
     } else {  // the stage its neighbours wait for
@@ -264,7 +258,7 @@ HangSummary network_view(const std::vector<View>& views, const std::vector<std::
   HangSummary out;
   for (const View& v : views) {
     if (!v.notes || v.notes->reach.empty()) continue;
-    std::string line = cat("TCP probe from ", v.notes->host, " (rank ", v.notes->rank, ", ", fixed_digits(kReachProbeS, 1), " s):");
+    std::string line = cat("TCP probe from ", v.notes->host, " (rank ", v.notes->rank, ", ", fixed(kReachProbeS, 1), " s):");
     for (const auto& [host, verdict] : v.notes->reach) {
       answered[v.notes->host][host] = verdict != "unreachable";
       line += cat(" ", host, " ", verdict, ",");
@@ -298,7 +292,7 @@ HangSummary network_view(const std::vector<View>& views, const std::vector<std::
     out.headline += cat(out.headline.empty() ? "" : "; ", "node ", h, on,
                         others_talk ? " is unreachable: no TCP answer between it and any other node within "
                                     : " reaches no other node and none reaches it: no TCP answer either way within ",
-                        fixed_digits(kReachProbeS, 1), " s",
+                        fixed(kReachProbeS, 1), " s",
                         others_talk ? ", while the others reach each other: its link, switch port or power is down"
                                     : ": a partition, or the link of one of them");
   }
@@ -369,7 +363,7 @@ static HangSummary summarize_collectives(const std::vector<View>& views, const s
     out.lines.push_back(detail);
   }
   const std::string waiting = cat(waiters.size(), waiters.size() == 1 ? " rank (" : " ranks (", rank_list(waiters),
-                                  ") waited ", fixed_digits(waited, 1), " s in ", describe(*b));
+                                  ") waited ", fixed(waited, 1), " s in ", describe(*b));
   if (clauses.empty()) {
     out.headline = cat(describe(*b), " did not complete though no rank stays out of it: ", waiting);
   } else {

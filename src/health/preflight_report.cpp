@@ -11,11 +11,8 @@
 
 namespace zt::health {
 namespace {
-std::string fixed(double v, int digits) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", digits, std::isfinite(v) ? v : 0.0);
-  return text;
-}
+// A measurement that failed (not finite) reads as 0 in the report.
+std::string fixed(double v, int digits) { return zt::fixed(std::isfinite(v) ? v : 0.0, digits); }
 std::string padded(const std::string& s, std::size_t width) { return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' '); }
 std::string number(double v) {  // JSON has no inf or nan
   char text[64];

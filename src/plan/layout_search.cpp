@@ -33,12 +33,6 @@ bool tp_splits_model(const config::Config& c, int tp) {
 constexpr config::Recompute kRecomputes[] = {config::Recompute::kNone, config::Recompute::kSelective,
                                              config::Recompute::kFull};
 
-std::string fixed(double v, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
 // 1234567 -> "1,234,567"
 std::string grouped(double v) {
   std::string s = fixed(v, 0), out;
