@@ -94,7 +94,7 @@ class Engine {
 // `slots` sequences of max_len tokens, prompts prefilled whole, in `compute`; the caller adds its sampling.
 EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute);
 // An engine's slots on one of dp ranks dealt `prompts` prompts round robin, `samples` sequences each (the
-// answer evaluation's, zgen's): at most `slots`, and no more than the busiest rank's sequences (a slot
+// answer evaluation's, zgen's, RL's rollouts'): at most `slots`, and no more than the busiest rank's sequences (a slot
 // more holds nothing); prompts 0: unknown, `slots`.
 int dealt_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, std::int64_t dp);
 

@@ -544,8 +544,7 @@ namespace {
 // the state's file read and written every step, a few chunk buffers in host memory); where the optimizer
 // state alone is not enough, the parameters too at ZeRO-3 (train.offload=params), host memory first.
 void add_param_offload_fix(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                           config::Device device, const GenerationLengths& lengths,
-                           std::vector<std::string>& out) {
+                           config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
   config::Config c = config;
   c.train.offload = config::Offload::kParams;
   c.train.zero_stage = 3;
@@ -566,8 +565,7 @@ void add_param_offload_fix(const config::Config& config, std::int64_t world, int
 }
 
 void add_offload_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                       config::Device device, const GenerationLengths& lengths,
-                           std::vector<std::string>& out) {
+                       config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
   if (config.lora.rank > 0) return;
   if (config.train.offload == config::Offload::kParams) return add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
   const bool offloading = config.train.offload == config::Offload::kOptimizer;
@@ -601,8 +599,7 @@ void add_offload_fixes(const config::Config& config, std::int64_t world, int thr
 // Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
 // are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
 void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                         config::Device device, const GenerationLengths& lengths,
-                           std::vector<std::string>& out) {
+                         config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
   if (config.train.recompute == config::Recompute::kFull) return;
   config::Config c = config;
   c.train.recompute = config::Recompute::kFull;
@@ -623,8 +620,7 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
 // ZeRO 2-3's transient buffers on this layout: the zero.* keys that bound them, where one (or both) makes
 // the plan fit as it stands (the same stage, micro-batch and ranks).
 void add_zero_buffer_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                           config::Device device, const GenerationLengths& lengths,
-                           std::vector<std::string>& out) {
+                           config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
   if (config.train.zero_stage < 2) return;
   std::vector<std::pair<std::string, std::function<void(config::Config&)>>> levers;
   if (!config.zero.split_vocab)

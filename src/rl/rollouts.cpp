@@ -28,8 +28,8 @@ std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uin
 }  // namespace
 
 gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len, std::int64_t dp) {
-  const std::int64_t sequences = std::max<std::int64_t>(1, c.rl.batch * c.rl.group_size / std::max<std::int64_t>(1, dp));
-  gen::EngineOptions e{.slots = static_cast<int>(std::min(c.rl.slots, sequences)), .max_len = max_len, .prefill_chunk = max_len,
+  gen::EngineOptions e{.slots = gen::dealt_slots(c.rl.slots, c.rl.batch, c.rl.group_size, dp), .max_len = max_len,
+                       .prefill_chunk = max_len,
                        .compute = model::compute_dtype(c.train.precision)};
   e.sampling = {static_cast<float>(c.rl.temperature), static_cast<int>(c.rl.top_k), static_cast<float>(c.rl.top_p),
                 c.train.seed};
@@ -110,9 +110,8 @@ MicroBatch pack(std::span<const Rollout> rollouts, std::span<const Placement> pl
     m.offsets.push_back(m.offsets.back() + R);
     m.which.push_back(p.rollout);
     // Dropout: its cells up to the next rollout of the row (or the row's end), keyed as if alone in a row.
-    std::int64_t end = seq_len;
-    for (const Placement& q : placements)
-      if (q.row == p.row && q.column > p.column) end = std::min(end, q.column);
+    const bool row_goes_on = i + 1 < placements.size() && placements[i + 1].row == p.row;
+    const std::int64_t end = row_goes_on ? placements[i + 1].column : seq_len;
     ZT_CHECK(end >= p.column + P + R, "rl: rollouts overlap in row ", p.row, " at column ", end);
     const std::int64_t key = (first_sequence + rollout_sequence(r, group)) * seq_len;
     m.dropout_rows.push_back({.first = base, .count = end - p.column, .key = static_cast<std::uint64_t>(key)});

@@ -92,7 +92,7 @@ struct MicroBatch {
 };
 
 // The micro-batch of `rows` rows holding the placed rollouts (prompt + response within seq_len of their
-// column; placements of one row in column order, not overlapping). first_sequence: the iteration's first
+// column; placements of one row together and in column order, not overlapping: plan_update's). first_sequence: the iteration's first
 // sequence among the run's (iteration * batch * group), for the dropout keys.
 MicroBatch pack(std::span<const Rollout> rollouts, std::span<const Placement> placements, int rows, std::int64_t seq_len,
                 std::int64_t group = 1, std::int64_t first_sequence = 0);
