@@ -1,0 +1,164 @@
+// The memory plan's suggestions (plan::suggestions): the layouts and keys that make a plan that does not fit
+// fit, each tried through plan_memory itself: a larger ZeRO stage or a smaller micro-batch, more ranks,
+// ZeRO's buffer keys, full recomputation, the cheapest offload tier, fewer generation slots.
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "plan/memory_plan.hpp"
+#include "plan/plan_rows.hpp"
+
+namespace zt::plan {
+namespace {
+// The cheapest offload tier that fits, at the first ZeRO stage where it does: train.offload=optimizer in
+// host memory (ZeRO-Offload: PCIe traffic, the host AdamW), else on a node-local NVMe disk (ZeRO-Infinity:
+// the state's file read and written every step, a few chunk buffers in host memory); where the optimizer
+// state alone is not enough, the parameters too at ZeRO-3 (train.offload=params), host memory first.
+void add_param_offload_fix(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                           config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+  config::Config c = config;
+  c.train.offload = config::Offload::kParams;
+  c.train.zero_stage = 3;
+  for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
+    if (config.train.offload == config::Offload::kParams && to <= config.offload.to) continue;  // what it runs now
+    c.offload.to = to;
+    c.offload.nvme_dir = to == config::OffloadTo::kNvme ? "DIR" : "";
+    const MemoryPlan p = plan_memory(c, world, threads, capacity, device, lengths);
+    if (!p.fits()) continue;
+    out.push_back(to == config::OffloadTo::kHost
+                      ? cat("train.offload=params with train.zero_stage=3 (the optimizer state and the parameters' shard "
+                            "in host memory, ", mib(p.host_bytes), " per rank; each unit's slice crosses PCIe at each gather)")
+                      : cat("train.offload=params offload.to=nvme offload.nvme_dir=DIR (a node-local disk) with "
+                            "train.zero_stage=3: ", mib(p.nvme_bytes), " of files per rank, ", mib(p.host_bytes),
+                            " of host buffers; each unit's slice read from the disk at each gather"));
+    return;
+  }
+}
+
+void add_offload_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                       config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+  if (config.lora.rank > 0) return;
+  if (config.train.offload == config::Offload::kParams) return add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
+  const bool offloading = config.train.offload == config::Offload::kOptimizer;
+  if (offloading && config.offload.to == config::OffloadTo::kNvme)
+    return add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
+  config::Config c = config;
+  c.train.offload = config::Offload::kOptimizer;
+  for (std::int64_t s = std::max<std::int64_t>(1, config.train.zero_stage); s <= 3; ++s) {
+    c.train.zero_stage = s;
+    c.offload.to = config::OffloadTo::kHost;
+    const MemoryPlan host = plan_memory(c, world, threads, capacity, device, lengths);
+    if (host.fits() && !offloading) {
+      out.push_back(cat("train.offload=optimizer with train.zero_stage=", s, " (the cheapest tier: host memory, ",
+                        mib(host.host_bytes), " per rank)"));
+      return;
+    }
+    c.offload.to = config::OffloadTo::kNvme;
+    c.offload.nvme_dir = "DIR";
+    const MemoryPlan nvme = plan_memory(c, world, threads, capacity, device, lengths);
+    if (nvme.fits()) {
+      out.push_back(cat("train.offload=optimizer offload.to=nvme offload.nvme_dir=DIR (a node-local disk) with "
+                        "train.zero_stage=", s, ": host memory cannot hold the state (", mib(host.host_bytes),
+                        " per rank); NVMe: a ", mib(nvme.nvme_bytes), " file per rank, read and written every step, ",
+                        mib(nvme.host_bytes), " of host buffers"));
+      return;
+    }
+  }
+  add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
+}
+
+// Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
+// are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
+void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                         config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+  if (config.train.recompute == config::Recompute::kFull) return;
+  config::Config c = config;
+  c.train.recompute = config::Recompute::kFull;
+  for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
+    c.train.zero_stage = s;
+    if (!plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+    out.push_back(cat("train.recompute=full with train.zero_stage=", s));
+    return;
+  }
+  c.train.zero_stage = 3;
+  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
+    if (plan_memory(c, w, threads, capacity, device, lengths).fits()) {
+      out.push_back(cat(w, " ranks at train.zero_stage=3 with train.recompute=full"));
+      return;
+    }
+}
+
+// ZeRO 2-3's transient buffers on this layout: the zero.* keys that bound them, where one (or both) makes
+// the plan fit as it stands (the same stage, micro-batch and ranks).
+void add_zero_buffer_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                           config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+  if (config.train.zero_stage < 2) return;
+  std::vector<std::pair<std::string, std::function<void(config::Config&)>>> levers;
+  if (!config.zero.split_vocab)
+    levers.push_back({"zero.split_vocab=true", [](config::Config& c) { c.zero.split_vocab = true; }});
+  if (config.zero.reduce_dtype == config::ReduceDtype::kFp32 && config.train.precision != config::Precision::kFp32)
+    levers.push_back({"zero.reduce_dtype=compute", [](config::Config& c) { c.zero.reduce_dtype = config::ReduceDtype::kCompute; }});
+  config::Config all = config;
+  for (const auto& [key, set] : levers) {
+    config::Config c = config;
+    set(c), set(all);
+    if (plan_memory(c, world, threads, capacity, device, lengths).fits()) return out.push_back(cat(key, " (ZeRO's transient buffers)"));
+  }
+  if (levers.size() > 1 && plan_memory(all, world, threads, capacity, device, lengths).fits())
+    out.push_back(cat(levers[0].first, " ", levers[1].first, " (ZeRO's transient buffers)"));
+}
+
+// A generation engine's KV cache grows with its slots: the most slots that fit (the rollouts' rl.slots, the
+// answer evaluation's log.eval_slots), halving from the configured count.
+void add_generation_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                          config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+  config::Config c = config;
+  if (config.rl.enabled())
+    for (c.rl.slots = config.rl.slots / 2; c.rl.slots >= 1; c.rl.slots /= 2)
+      if (plan_memory(c, world, threads, capacity, device, lengths).fits())
+        return out.push_back(cat("rl.slots=", c.rl.slots, " (the rollouts' KV cache holds that many sequences)"));
+  if (!config.log.eval_prompts.empty())
+    for (c.log.eval_slots = config.log.eval_slots / 2; c.log.eval_slots >= 1; c.log.eval_slots /= 2)
+      if (plan_memory(c, world, threads, capacity, device, lengths).fits())
+        return out.push_back(cat("log.eval_slots=", c.log.eval_slots,
+                                 " (the answer evaluation's KV cache holds that many sequences)"));
+}
+
+}  // namespace
+
+std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                                     config::Device device, GenerationLengths lengths) {
+  std::vector<std::string> out;
+  config::Config c = config;
+  // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
+  // train.global_batch).
+  for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
+    c.train.zero_stage = s;
+    for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
+      c.train.micro_batch = m;
+      if (!plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+      out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
+                        m == config.train.micro_batch ? "" : " (the largest that fits at this stage)"));
+      break;
+    }
+  }
+  c = config;
+  c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
+  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
+    if (plan_memory(c, w, threads, capacity, device, lengths).fits()) {
+      out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
+      break;
+    }
+  add_zero_buffer_fixes(config, world, threads, capacity, device, lengths, out);
+  add_recompute_fixes(config, world, threads, capacity, device, lengths, out);
+  add_offload_fixes(config, world, threads, capacity, device, lengths, out);
+  add_generation_fixes(config, world, threads, capacity, device, lengths, out);
+  if (out.empty())
+    out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
+  return out;
+}
+
+}  // namespace zt::plan
