@@ -46,7 +46,7 @@ class AnswerEvaluation {
  private:
   const config::Config& config_;
   const tok::Tokenizer* tokenizer_ = nullptr;
-  std::vector<gen::PromptLine> prompts_;
+  const std::vector<gen::PromptLine>& prompts_;  // read_answer_prompts' lines (kept for the process)
   std::vector<std::int32_t> stop_tokens_;
   gen::AnswerRule rule_;
   std::int64_t max_len_ = 0;

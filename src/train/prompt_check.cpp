@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "gen/engine.hpp"
@@ -21,13 +24,20 @@ const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string&
   return load_tokenizer(path);
 }
 
-std::vector<gen::PromptLine> read_answer_prompts(const std::string& glob, const std::string& answer_field,
-                                                 const std::string& answer_key, const tok::Tokenizer& tokenizer) {
+const std::vector<gen::PromptLine>& read_answer_prompts(const std::string& glob, const std::string& answer_field,
+                                                        const std::string& answer_key, const tok::Tokenizer& tokenizer) {
+  // Once a process: the memory plan's lengths, the start-up check and the trainer all read the set (a
+  // million prompts tokenize for seconds). A set that fails is not kept: each caller gets its error.
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, std::string, const tok::Tokenizer*>, std::vector<gen::PromptLine>> read;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(glob, answer_field, &tokenizer);
+  if (const auto it = read.find(key); it != read.end()) return it->second;
   gen::PromptFormat format{&tokenizer, gen::template_of_tokenizer(&tokenizer), answer_field};
   format.tokenizer_hint = "set data.vocab";
   format.template_hint = "the tokenizer has the special tokens of no chat template (chatml, llama3)";
   format.answer_hint = answer_key;
-  return gen::read_prompts(glob, format);
+  return read.emplace(key, gen::read_prompts(glob, format)).first->second;
 }
 
 std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
@@ -54,7 +64,7 @@ plan::GenerationLengths known_generation_lengths(const config::Config& c) {
                          std::int64_t max_new, const std::string& key) -> std::pair<std::int64_t, std::int64_t> {
     if (glob.empty()) return {0, 0};
     try {
-      const std::vector<gen::PromptLine> prompts = read_answer_prompts(glob, field, field_key, text_tokenizer(c, key));
+      const std::vector<gen::PromptLine>& prompts = read_answer_prompts(glob, field, field_key, text_tokenizer(c, key));
       return {max_sequence_len(c, prompts, max_new, key), static_cast<std::int64_t>(prompts.size())};
     } catch (const Error&) {
       return {0, 0};  // the start-up checks say why

@@ -19,9 +19,10 @@ namespace zt::train {
 const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key);
 
 // The prompt lines of `glob` with the tokenizer (and its chat template, for messages lines), each with
-// its reference in `answer_field` (the key `answer_key` names it).
-std::vector<gen::PromptLine> read_answer_prompts(const std::string& glob, const std::string& answer_field,
-                                                 const std::string& answer_key, const tok::Tokenizer& tokenizer);
+// its reference in `answer_field` (the key `answer_key` names it). Read once a process (the files are
+// inputs of the run, not changed under it): later calls return the same lines.
+const std::vector<gen::PromptLine>& read_answer_prompts(const std::string& glob, const std::string& answer_field,
+                                                        const std::string& answer_key, const tok::Tokenizer& tokenizer);
 
 // The longest sequence generated: the longest prompt + max_new, at most model.seq_len; a prompt leaving
 // no room for one new token is refused, naming its line and `key` (the prompts' key).

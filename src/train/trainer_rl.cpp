@@ -52,8 +52,8 @@ void Trainer::open_rl(const ResumePoint& resume) {
   RlRun& r = *rl_;
   const config::RlConfig& c = config_.rl;
   r.tokenizer = &text_tokenizer(config_, "rl.reward");
-  r.prompts = read_answer_prompts(c.prompts, c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
-  r.max_len = max_sequence_len(config_, r.prompts, c.max_new_tokens, "rl.prompts");
+  r.prompts = &read_answer_prompts(c.prompts, c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
+  r.max_len = max_sequence_len(config_, *r.prompts, c.max_new_tokens, "rl.prompts");
   // The plan's rollouts at their known length (the start-up plan bounded them by model.seq_len).
   predicted_peak_ =
       plan::plan_memory(config_, world_.size(), placement_.threads, 0, placement_.device, {.rollouts = r.max_len}).total_bytes;
@@ -84,7 +84,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
                   "; checkpointed with the actor (", ckpt::kCriticDir, "/)"));
   }
   log::info(rl::describe(r.layout));
-  log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts.size(), " prompts (", c.prompts, "), reward ",
+  log::info(cat("rl: ", config::to_string(c.algorithm), " on ", r.prompts->size(), " prompts (", c.prompts, "), reward ",
                 r.reward->describe(), "; responses up to ", c.max_new_tokens,
                 " tokens (sequences of ", r.max_len, "), ", r.engine_options.slots, " decoded together per rank",
                 c.kl_coef > 0 ? cat("; KL to the initial policy x ", c.kl_coef, c.kl_in_reward ? " in the reward" : " in the loss",
@@ -166,13 +166,13 @@ std::vector<rl::Rollout> Trainer::rl_generate(RlSums& sums) {
   RlRun& r = *rl_;
   const config::RlConfig& c = config_.rl;
   const std::int64_t iteration = step_;
-  const std::vector<std::size_t> prompts = rl::iteration_prompts(r.prompts.size(), config_.train.seed, iteration, c.batch);
+  const std::vector<std::size_t> prompts = rl::iteration_prompts(r.prompts->size(), config_.train.seed, iteration, c.batch);
   std::vector<gen::Request> requests;
   std::vector<rl::Rollout> rollouts;
   for (std::int64_t position : rl::rank_positions(c.batch, r.layout.mini_batch, r.layout.dp, grid_.dp_rank()))
     for (int s = 0; s < c.group_size; ++s) {
       const std::size_t line = prompts[static_cast<std::size_t>(position)];
-      const gen::PromptLine& p = r.prompts[line];
+      const gen::PromptLine& p = (*r.prompts)[line];
       requests.push_back({p.ids, c.max_new_tokens, r.stop_tokens,
                           rl::response_stream(iteration, c.batch, position, c.group_size, s)});
       rollouts.push_back({.position = position, .line = line, .sample = s, .prompt = p.ids});
@@ -204,7 +204,7 @@ void Trainer::rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
   RlRun& r = *rl_;
   std::vector<rl::RewardInput> inputs;
   for (rl::Rollout& ro : rollouts) {
-    const gen::PromptLine& p = r.prompts[ro.line];
+    const gen::PromptLine& p = (*r.prompts)[ro.line];
     const gen::Completion c{ro.response, {}, ro.truncated ? gen::Finish::kLength : gen::Finish::kStop};
     ro.prompt_text = r.tokenizer->decode(std::vector<std::uint32_t>(ro.prompt.begin(), ro.prompt.end()));
     ro.response_text = gen::completion_text(c, *r.tokenizer, {}, r.stop_tokens);
@@ -313,7 +313,7 @@ void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
   std::string mine;
   for (std::size_t k = 0; grid_.tp_rank() == 0 && k < rollouts.size(); ++k) {  // a TP group's first rank speaks for it
     const rl::Rollout& ro = rollouts[k];
-    const gen::PromptLine& p = rl_->prompts[ro.line];
+    const gen::PromptLine& p = (*rl_->prompts)[ro.line];
     nlohmann::ordered_json line = {{"step", step_ + 1}, {"position", ro.position}, {"sample", ro.sample}, {"id", p.id},
                                    {"prompt_ids", ro.prompt}, {"response_ids", ro.response}, {"prompt", ro.prompt_text},
                                    {"response", ro.response_text}, {"reference", p.reference.value_or("")}, {"reward", ro.reward},

@@ -19,7 +19,7 @@ namespace zt::train {
 // What an RL run holds beside the trainer's model and engine.
 struct Trainer::RlRun {
   const tok::Tokenizer* tokenizer = nullptr;
-  std::vector<gen::PromptLine> prompts;
+  const std::vector<gen::PromptLine>* prompts = nullptr;  // read_answer_prompts' lines (kept for the process)
   std::vector<std::int32_t> stop_tokens;
   std::unique_ptr<rl::Reward> reward;
   rl::BatchLayout layout;
