@@ -189,7 +189,8 @@ gen::EngineOptions engine_options(const Job& j, int slots) {
 std::uint64_t rank_bytes(const Job& j, int slots) {
   const std::uint64_t weights = j.model->table.numel() / static_cast<std::uint64_t>(j.o.tp);
   return weights * (sizeof(float) + (j.dtype == DType::kF32 ? 0 : dtype_size(j.dtype))) +
-         gen::Engine::bytes(j.model->table.shape(), j.o.tp, engine_options(j, slots));
+         gen::Engine::bytes(j.model->table.shape(), j.o.tp, engine_options(j, slots),
+                           j.placement.device == config::Device::kCuda);
 }
 
 // The cache and the weights planned against the rank's memory before anything is allocated; refused,

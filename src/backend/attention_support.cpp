@@ -4,6 +4,8 @@
 // build: fp16/bf16, causal (top-left diagonal), no bias, dropout or padding, a scalar scale.
 #include "backend/attention_support.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace zt::backend {
@@ -84,6 +86,24 @@ std::string attention_choice(AttentionImpl impl, const AttentionQuery& q, const 
   const std::string why = cudnn_attention_refusal(q, &runtime);
   if (!why.empty()) return cat("native kernels (", key, ": ", why, ")");
   return cat("cuDNN ", cudnn_version_string(runtime.version), " fused SDPA (", key, ")");
+}
+
+namespace {
+std::uint64_t partials_per_query(std::int64_t max_len, std::int64_t head_size) {
+  const std::int64_t splits = (max_len + kCachedAttentionKeysPerSplit - 1) / kCachedAttentionKeysPerSplit;
+  return static_cast<std::uint64_t>(splits * (head_size + 2)) * sizeof(float);
+}
+}  // namespace
+
+std::int64_t cached_attention_group(std::int64_t items, std::int64_t max_len, std::int64_t head_size) {
+  const auto fit = static_cast<std::int64_t>(kCachedAttentionScratchBudget / partials_per_query(max_len, head_size));
+  return std::max<std::int64_t>(1, std::min(items, fit));
+}
+
+std::uint64_t cached_attention_scratch_bytes(std::int64_t items, std::int64_t max_len, std::int64_t head_size) {
+  if (items <= 0) return 0;
+  return static_cast<std::uint64_t>(cached_attention_group(items, max_len, head_size)) *
+         partials_per_query(max_len, head_size);
 }
 
 }  // namespace zt::backend

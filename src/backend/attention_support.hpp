@@ -54,4 +54,15 @@ std::string cudnn_version_string(int version);
 std::string attention_choice(AttentionImpl impl, const AttentionQuery& q, const CudnnRuntime& runtime,
                              const std::string& unavailable);
 
+// The CUDA backend's attention over a KV cache (attention_cached_forward): each query's keys in splits of
+// kCachedAttentionKeysPerSplit (flash decoding), each split's partial (max, sum, acc[hs]) in an fp32
+// scratch, the (row, head) queries in groups whose partials fit kCachedAttentionScratchBudget. Here, with
+// no CUDA types, so the memory plans (gen::Engine::bytes) count what the kernel allocates.
+inline constexpr std::int64_t kCachedAttentionKeysPerSplit = 256;
+inline constexpr std::uint64_t kCachedAttentionScratchBudget = 64ull << 20;
+// The queries a group holds: `items` (rows x heads) at most, as many as the budget allows, at least one.
+std::int64_t cached_attention_group(std::int64_t items, std::int64_t max_len, std::int64_t head_size);
+// Its scratch: the group's partials (a cache of max_len tokens, head size head_size).
+std::uint64_t cached_attention_scratch_bytes(std::int64_t items, std::int64_t max_len, std::int64_t head_size);
+
 }  // namespace zt::backend

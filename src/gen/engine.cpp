@@ -6,6 +6,7 @@
 #include <deque>
 #include <span>
 
+#include "backend/attention_support.hpp"
 #include "core/error.hpp"
 #include "model/kv_cache.hpp"
 #include "model/model.hpp"
@@ -212,12 +213,18 @@ std::int64_t rows_for_lora(const EngineOptions& o) {
   return std::max<std::int64_t>(static_cast<std::int64_t>(o.prefill_rows) * chunk_of(o), o.slots);
 }
 
-std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOptions& o) {
+std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOptions& o, bool on_cuda) {
   const std::size_t logits = static_cast<std::size_t>(o.slots) * static_cast<std::size_t>(shape.padded_vocab) *
                              dtype_size(o.compute) / static_cast<std::size_t>(tp);
+  std::size_t attention = 0;  // the larger of a prefill's and a decoding step's (freed after each call)
+  if (on_cuda) {
+    const std::int64_t heads = shape.n_head / tp, hs = shape.head_size();
+    attention = backend::cached_attention_scratch_bytes(
+        std::max<std::int64_t>(prefill_rows_of(o) * chunk_of(o), o.slots) * heads, o.max_len, hs);
+  }
   return model::KvCache::bytes(shape, tp, o.compute, o.slots, o.max_len) +
          model::model_activation_bytes(shape, model_options(o, prefill_rows_of(o), chunk_of(o)), tp) +
-         model::model_activation_bytes(shape, model_options(o, o.slots, 1), tp) + logits;
+         model::model_activation_bytes(shape, model_options(o, o.slots, 1), tp) + logits + attention;
 }
 
 }  // namespace zt::gen

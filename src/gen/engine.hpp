@@ -82,8 +82,9 @@ class Engine {
   const EngineStats& stats() const;
 
   // What an engine with these options allocates on the backend for a model of this shape on tp ranks
-  // (the cache, both models' activations, the logits of one step): the memory planner's figure.
-  static std::size_t bytes(const model::GptShape& shape, int tp, const EngineOptions& options);
+  // (the cache, both models' activations, the logits of one step; on_cuda: the CUDA backend's attention
+  // over the cache adds its split partials' scratch): the memory planner's figure.
+  static std::size_t bytes(const model::GptShape& shape, int tp, const EngineOptions& options, bool on_cuda);
 
  private:
   struct Impl;

@@ -13,9 +13,10 @@ namespace zt::plan {
 
 void add_generation(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                     const std::optional<model::ParamTable>& adapters, int tp, DType compute,
-                    const gen::EngineOptions& engine, const std::string& what, const std::string& known) {
+                    const gen::EngineOptions& engine, const std::string& what, const std::string& known,
+                    config::Device device) {
   const model::GptShape shape = model::model_shape(config.model);
-  p.rows.push_back({what + " engine", gen::Engine::bytes(shape, tp, engine),
+  p.rows.push_back({what + " engine", gen::Engine::bytes(shape, tp, engine, device == config::Device::kCuda),
                     cat(engine.slots, " sequences of ", engine.max_len, " tokens (",
                         known.empty() ? "model.seq_len, their bound" : known,
                         "): KV cache, activations, logits; freed after"),
@@ -46,11 +47,11 @@ std::int64_t generation_len(const config::Config& config, std::int64_t known) {
 
 void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                   const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
-                  std::int64_t known_len) {
+                  std::int64_t known_len, config::Device device) {
   const model::GptShape shape = model::model_shape(config.model);
   add_generation(p, config, table, adapters, tp, compute,
                  rl::engine_options(config, generation_len(config, known_len), dp), "rollout",
-                 known_len > 0 ? "the longest prompt + rl.max_new_tokens" : "");
+                 known_len > 0 ? "the longest prompt + rl.max_new_tokens" : "", device);
   if (config.rl.pack_rollouts) {  // the model's segment starts and positions, [micro_batch, seq_len] i32 each
     const bool ppo = config.rl.algorithm == config::RlAlgorithm::kPpo;
     const std::uint64_t bytes = 2ull * static_cast<std::uint64_t>(config.train.micro_batch * shape.seq_len) *

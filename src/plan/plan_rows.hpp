@@ -66,10 +66,12 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
 // and logits; at ZeRO-3 the whole weights gathered for it (a LoRA run's base, as its NF4 bytes with
 // lora.base_dtype=nf4, and its adapters: this rank's tables `table` and `adapters`); a LoRA run's scratch
 // for the engine's passes (LoraBase::attach_generation, kept). `known`: the sequences' length was read
-// from the prompts (the trainer), not bounded by model.seq_len (--plan).
+// from the prompts (the trainer), not bounded by model.seq_len (--plan). device: the backend's (CUDA's
+// attention over the cache has a scratch of its own).
 void add_generation(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                     const std::optional<model::ParamTable>& adapters, int tp, DType compute,
-                    const gen::EngineOptions& engine, const std::string& what, const std::string& known);
+                    const gen::EngineOptions& engine, const std::string& what, const std::string& known,
+                    config::Device device);
 
 // The sequence length a generation engine plans: `known` (> 0, read from the prompts) or model.seq_len.
 std::int64_t generation_len(const config::Config& config, std::int64_t known);
@@ -79,7 +81,7 @@ std::int64_t generation_len(const config::Config& config, std::int64_t known);
 // per-token layout (rl.pack_rollouts).
 void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                   const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
-                  std::int64_t known_len);
+                  std::int64_t known_len, config::Device device);
 
 // PPO's critic (train/critic.hpp): a value-head copy of the model on the same layout, with its own
 // gradients and optimizer state, and the activations of its forward and backward (taken while the

@@ -223,6 +223,10 @@ std::vector<OpCase> attention_cases() {
   OpCase long_cache = cached_attention({.B = 1, .T = 1, .S = 1, .max_len = 4100, .NH = 8, .NKV = 2, .hs = 128,
                                         .slots = {0}, .first = {4099}, .seed = 64});
   cases.push_back(std::move(long_cache));
+  // A prefill chunk over a long cache (256 device splits): its queries' partials pass the device's scratch
+  // budget, so it takes them in two groups; row 1 near position 0 leaves all but its first split keyless.
+  cases.push_back(cached_attention({.B = 2, .T = 512, .S = 2, .max_len = 65536, .NH = 4, .NKV = 1, .hs = 16,
+                                    .slots = {1, 0}, .first = {65000, 0}, .padding = 24, .seed = 65}));
   OpCase small = rope(1, 9, 8, 3, 24);
   small.where = Where::kCpuOnly;
   cases.push_back(std::move(small));

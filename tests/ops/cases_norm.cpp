@@ -121,6 +121,8 @@ std::vector<OpCase> norm_cases() {
   cases.push_back(head_rmsnorm(37, 64, 0, 3));   // q heads
   cases.push_back(head_rmsnorm(37, 128, 3, 1));  // a k head after them
   cases.push_back(head_rmsnorm(300, 40, 1, 3));  // 900 head rows: several column-sum chunks; hs not 32's multiple
+  // 150,000 head rows (tokens x heads): past 128 x 1024, the column sums' chunks grow beyond 128 rows.
+  cases.push_back(head_rmsnorm(50000, 16, 0, 3));
   cases.push_back(on_cpu(head_rmsnorm_fd()));
   // Finite differences on small shapes: odd C, and C wider than one 64-column strip.
   cases.push_back(on_cpu(layernorm(7, 5)));

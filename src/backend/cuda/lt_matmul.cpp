@@ -79,6 +79,7 @@ struct LtMatmul::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool ran = false;  // cublasLtMatmul has accepted it once
   ~Plan() {
     if (a) lt().MatrixLayoutDestroy(a);
     if (b) lt().MatrixLayoutDestroy(b);
@@ -192,8 +193,20 @@ bool LtMatmul::try_run(const LtGemm& g, cudaStream_t stream, const char* op) {
   }
   if (g.bias != nullptr) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
   if (uses_aux(e)) set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
-  ZT_CUBLAS_CHECK(lt().Matmul(handle_, plan->desc, &g.alpha, g.a, plan->a, g.b, plan->b, &g.beta, g.d, plan->d, g.d,
-                                 plan->d, &plan->algo, workspace_, workspace_bytes_, stream));
+  const cublasStatus_t rc = lt().Matmul(handle_, plan->desc, &g.alpha, g.a, plan->a, g.b, plan->b, &g.beta, g.d, plan->d,
+                                        g.d, plan->d, &plan->algo, workspace_, workspace_bytes_, stream);
+  // The heuristic's algorithm can still be refused by the call itself for a fused epilogue (a dtype pair
+  // the kernel lacks): at its first call nothing was queued, so that is a refusal like the heuristic's and
+  // the caller runs the unfused ops. Afterwards, or for a plain GEMM, it is an error.
+  const bool refused_at_call = !plan->ran && e != LtEpilogue::kNone &&
+                               (rc == CUBLAS_STATUS_NOT_SUPPORTED || rc == CUBLAS_STATUS_INVALID_VALUE);
+  if (refused_at_call) {
+    plans_[key] = nullptr;
+    refused_.push_back(describe(g, op) + " (refused at its first call)");
+    return false;
+  }
+  ZT_CUBLAS_CHECK(rc);
+  plan->ran = true;
   return true;
 }
 

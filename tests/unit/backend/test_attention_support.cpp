@@ -130,6 +130,26 @@ TEST(CudnnAttentionSupport, ImplementationNamesAreTheOptionValues) {
   EXPECT_STREQ(attention_impl_name(AttentionImpl::kNative), "native");
 }
 
+// The CUDA attention over a KV cache keeps each query's split partials in a scratch bounded by the
+// budget, taking the queries in groups: a prefill of 4 rows of 8192 tokens of Llama 3.1 8B's 32 heads
+// (128 wide) would need 17 GiB of partials at once (4 x 8192 x 32 x 32 splits x 130 floats).
+TEST(CachedAttentionScratch, IsBoundedByTheBudgetWhateverTheQueries) {
+  const std::int64_t llama_prefill = 4 * 8192 * 32;
+  const std::uint64_t per_query = 32 * 130 * sizeof(float);
+  EXPECT_GT(static_cast<std::uint64_t>(llama_prefill) * per_query, 16ull << 30);
+  EXPECT_LE(cached_attention_scratch_bytes(llama_prefill, 8192, 128), kCachedAttentionScratchBudget);
+  EXPECT_EQ(cached_attention_group(llama_prefill, 8192, 128),
+            static_cast<std::int64_t>(kCachedAttentionScratchBudget / per_query));
+  // Few queries (decoding at batch 1) take what they need, in one group.
+  EXPECT_EQ(cached_attention_group(32, 8192, 128), 32);
+  EXPECT_EQ(cached_attention_scratch_bytes(32, 8192, 128), 32 * per_query);
+  EXPECT_EQ(cached_attention_scratch_bytes(0, 8192, 128), 0u);
+  // A cache so long that one query's partials pass the budget still runs, a query at a time.
+  const std::int64_t huge = 1ll << 30;
+  EXPECT_EQ(cached_attention_group(1000, huge, 128), 1);
+  EXPECT_GT(cached_attention_scratch_bytes(1000, huge, 128), kCachedAttentionScratchBudget);
+}
+
 }  // namespace
 
 namespace cuda {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/attention_support.hpp"
 #include "config/config.hpp"
 #include "gen/engine.hpp"
 #include "plan/memory_plan.hpp"
@@ -148,6 +149,21 @@ TEST(GenerationPlan, APlanTheEngineKeepsFromFittingNamesTheSlotsThatFit) {
   const std::vector<std::string> rl_fixes =
       suggestions(rl, 8, 1, q.total_bytes - row(q, "rollout engine")->bytes / 3, config::Device::kCuda);
   EXPECT_TRUE(std::any_of(rl_fixes.begin(), rl_fixes.end(), [](const std::string& f) { return f.rfind("rl.slots=", 0) == 0; }));
+}
+
+// The CUDA backend's attention over the cache has a scratch of its own (its split partials, at most
+// kCachedAttentionScratchBudget a call); the CPU's does not: the engine row says so on each.
+TEST(GenerationPlan, TheCudaEngineCountsItsCachedAttentionScratch) {
+  config::Config c = qwen_like();
+  c.log.eval_prompts = "eval.jsonl";
+  c.log.eval_every = 100;
+  const MemoryPlan gpu = plan_memory(c, 8, 1, 0, config::Device::kCuda, {.evaluation = 2048});
+  const MemoryPlan cpu = plan_memory(c, 8, 1, 0, config::Device::kCpu, {.evaluation = 2048});
+  const std::int64_t prefill_queries = 4 * 2048 * 14;  // the evaluation prefills 4 rows of its whole length
+  EXPECT_EQ(row(gpu, "evaluation engine")->bytes - row(cpu, "evaluation engine")->bytes,
+            backend::cached_attention_scratch_bytes(prefill_queries, 2048, 64));
+  EXPECT_LE(row(gpu, "evaluation engine")->bytes - row(cpu, "evaluation engine")->bytes,
+            backend::kCachedAttentionScratchBudget);
 }
 
 }  // namespace
