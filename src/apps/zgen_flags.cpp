@@ -38,7 +38,7 @@ config::cli::Spec make_zgen_spec() {
   s.about = kAbout;
   s.flags = {
       {.name = "model", .value_name = "DIR", .help = "a ztrain checkpoint directory or a Hugging Face model directory"},
-      {.name = "prompts", .value_name = "IN.jsonl", .help = "the prompts, one JSON object per line (.gz/.zst too)"},
+      {.name = "prompts", .value_name = "IN.jsonl", .help = "the prompts, one JSON object per line (.gz/.zst too); a glob reads every match in byte order"},
       {.name = "out", .value_name = "OUT.jsonl", .help = "the samples, one JSON object per line"},
       {.name = "tokenizer", .value_name = "PATH",
        .help = "GPT-2's encoder.json + vocab.bpe directory, a tokenizer.json or a tiktoken rank file (as ztok --vocab)"},

@@ -121,6 +121,9 @@ int run_single(int argc, char** argv) {
   } catch (const zt::Error& e) {
     std::cerr << "ztok: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const std::exception& e) {  // a parser's own error: still a usage error, never std::terminate
+    std::cerr << "ztok: the command line cannot be read: " << e.what() << " (see --help)\n";
+    return zt::kExitUsage;
   }
   try {
     if (p.instruct) report_instruct(zt::ztok::run_instruct(p.options, *p.instruct), p.options);

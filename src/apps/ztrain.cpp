@@ -22,6 +22,7 @@
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
+#include "rl/batch_rules.hpp"
 #include "train/attention_check.hpp"
 #include "train/data_check.hpp"
 #include "train/output_check.hpp"
@@ -107,7 +108,7 @@ void check_tensor_parallel(const dist::World& world, const config::Config& c, co
 
 // --plan --plan.search: rank 0 prints the layouts ranked by predicted tokens/s; exit 0 if one fits, 2 if none.
 int print_search(const dist::World& world, const Startup& s, const MemoryCheck& m) {
-  const config::Config& c = s.cl.config;
+  const config::Config c = plan::search_config(s.cl.config);
   const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
   const plan::Machine machine = plan::machine_of(c.plan, ranks, m.plan.capacity_bytes, s.plan_device, s.placement.threads);
   const plan::SearchResult r = plan::search_layouts(c, machine);
@@ -151,6 +152,8 @@ int run(dist::World& world, int argc, char** argv) {
     // --plan for plan.world_size ranks splits the batch (and the grid) over those, not over this world.
     const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;
     s.derived = config::derive(s.cl.config, planning_elsewhere ? s.cl.config.plan.world_size : world.size());
+    if (s.cl.config.rl.enabled() && !s.cl.config.plan.search)  // --plan too: what RL's batch rules refuse is no plan
+      rl::check_batch_layout(rl::layout_of(s.cl.config, static_cast<int>(s.derived.dp_size)));
     model::check_tp_degree(model::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp));
     train::check_attention(s.cl.config, s.plan_device);
   }, "parsing the configuration");

@@ -45,7 +45,9 @@ po::parsed_options split(const po::options_description& desc, int argc, const ch
 
 std::string text_of(const po::options_description& desc, const po::option& occurrence) {
   boost::any value;
-  desc.find(occurrence.string_key, false).semantic()->parse(value, occurrence.value, true);
+  // The bytes as given: UTF-8 stays UTF-8 (utf8=true would convert through the C locale and throw on any
+  // byte >= 0x80: a path, a stop string or a regex in another script).
+  desc.find(occurrence.string_key, false).semantic()->parse(value, occurrence.value, /*utf8=*/false);
   return boost::any_cast<std::string>(value);
 }
 

@@ -8,6 +8,7 @@
 // checked against the one value ztrain's block computes (the tables below), or refused: none is ignored.
 #include "config/hf_config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <vector>
 
@@ -163,8 +164,11 @@ std::vector<Field> rope_fields(const JsonFields& c) {
   if (!c.has("rope_scaling")) return {{"model.rope_scaling", "rope_scaling", "none"}};
   const JsonFields r = c.object("rope_scaling");
   const std::string type = r.string("rope_type", r.string("type", ""));
+  // transformers' "default" is the unscaled rotation, as a null rope_scaling
+  if (type == "default") return {{"model.rope_scaling", "rope_scaling.rope_type", "none"}};
   if (type != "llama3")
-    throw ConfigError(cat(c.file(), ": rope_scaling type '", type, "' is not supported; ztrain implements llama3 or none"));
+    throw ConfigError(cat(c.file(), ": rope_scaling type '", type,
+                          "' is not supported; ztrain implements llama3 or none (null or \"default\")"));
   return {{"model.rope_scaling", "rope_scaling.rope_type", "llama3"},
           {"model.rope_factor", "rope_scaling.factor", number_text(r, "factor")},
           {"model.rope_low_freq_factor", "rope_scaling.low_freq_factor", number_text(r, "low_freq_factor")},
@@ -242,11 +246,16 @@ void apply(Config& config, const std::set<std::string>& given, const Field& f, c
                           ": drop ", f.key, " to take the model's value, or start from another model"));
 }
 
-// Mistral attends within a window of sliding_window tokens (transformers' default 4096; null: none);
-// at model.seq_len <= the window that is full causal attention, which ztrain computes.
-void check_window(const Config& config, const nlohmann::json& j, const JsonFields& c) {
+// Mistral attends within a window of sliding_window tokens (transformers' default 4096; null: none; 0
+// where it has none).
+std::int64_t mistral_window(const nlohmann::json& j, const JsonFields& c) {
   const bool none = j.contains("sliding_window") && j["sliding_window"].is_null();
-  const std::int64_t window = none ? 0 : c.integer("sliding_window", 4096);
+  return none ? 0 : c.integer("sliding_window", 4096);
+}
+
+// At model.seq_len <= the window that is full causal attention, which ztrain computes.
+void check_window(const Config& config, const nlohmann::json& j, const JsonFields& c) {
+  const std::int64_t window = mistral_window(j, c);
   if (window > 0 && config.model.seq_len > window)
     throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds sliding_window=", window, " in ", c.file(),
                           ": ztrain's attention is full causal, the same as the window only up to it; give "
@@ -280,7 +289,10 @@ std::int64_t hf_context_length(const std::string& dir) {
   const std::string file = config_json_of(config);
   const nlohmann::json j = read_config_json(file);
   const JsonFields c(j, file, kIncomplete);
-  return context_length(c, llama_block(architecture(c)));
+  const std::string arch = architecture(c);
+  const std::int64_t positions = context_length(c, llama_block(arch));
+  const std::int64_t window = arch == "MistralForCausalLM" ? mistral_window(j, c) : 0;
+  return window > 0 ? std::min(positions, window) : positions;
 }
 
 void apply_hf_config(Config& config, const std::set<std::string>& given) {

@@ -20,8 +20,10 @@ bool is_hf_directory(const std::string& path);
 // max_position_embeddings (n_positions). Must run before validate(), so every check sees the real shape.
 void apply_hf_config(Config& config, const std::set<std::string>& given);
 
-// The positions a Hugging Face model directory's model takes: config.json's max_position_embeddings
-// (Llama family; 2048 when absent) or n_positions (GPT-2; 1024), of a PEFT directory's base too.
+// The positions a Hugging Face model directory's model takes as ztrain computes it: config.json's
+// max_position_embeddings (Llama family; 2048 when absent) or n_positions (GPT-2; 1024), of a PEFT
+// directory's base too; for Mistral at most its sliding_window (within it the window's attention is the
+// full causal attention ztrain runs: zgen's and zckpt's context).
 std::int64_t hf_context_length(const std::string& dir);
 
 }  // namespace zt::config

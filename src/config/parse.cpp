@@ -15,6 +15,7 @@
 #include "config/argv.hpp"
 #include "config/command_line.hpp"
 #include "config/hf_config.hpp"
+#include "config/ini.hpp"
 #include "config/lora.hpp"
 #include "config/options.hpp"
 #include "config/value.hpp"
@@ -82,8 +83,6 @@ std::string did_you_mean(const std::string& key) {
     const std::string key = where.empty() ? argv::name_in(u->get_option_name()) : u->get_option_name();
     throw ConfigError(cat("unknown option '", key, "'", where, did_you_mean(key)));
   }
-  if (const auto* line = dynamic_cast<const po::invalid_config_file_syntax*>(&e))
-    throw ConfigError(cat("line '", line->tokens(), "'", where, " is neither [section] nor key = value (see --help)"));
   throw ConfigError(cat(e.what(), where, " (see --help)"));  // Boost's words: a value missing or not taken
 }
 
@@ -120,9 +119,8 @@ Arguments parse_arguments(int argc, const char* const* argv) {
   return args;
 }
 
-// The file's values, each key once: `[section]` lines, `key = value` lines (both trimmed), `#`
-// comments (to the end of the line), as Boost reads INI files. A directory or unreadable path is
-// named, not read as empty.
+// The file's values, each key once, in ztrain's INI grammar (config/ini.hpp). A directory or unreadable
+// path is named, not read as empty.
 KeyValues parse_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -134,19 +132,15 @@ KeyValues parse_config_file(const std::string& path) {
                           exists ? cat("not readable (", std::strerror(errno), ")") : "no such file"));
   }
   const std::string where = cat(" in config file '", path, "'");
-  const po::options_description keys = key_options(false);
-  po::parsed_options lines(&keys);
-  try {
-    lines = po::parse_config_file(in, keys, /*allow_unregistered=*/false);
-  } catch (const po::error& e) {
-    refuse(e, where);
-  }
+  const std::vector<ini::Entry> lines = ini::read(in, where);
   if (in.bad()) throw ConfigError(cat("cannot read config file '", path, "': ", std::strerror(errno)));
   KeyValues values;
-  for (const po::option& o : lines.options) {
-    std::vector<std::string>& v = values[o.string_key];
-    if (!v.empty()) throw ConfigError(cat("option '", o.string_key, "' given more than once", where));
-    v.push_back(o.value.front());
+  for (const ini::Entry& e : lines) {
+    if (!find_option(e.key))
+      throw ConfigError(cat("unknown option '", e.key, "'", where, " (line ", e.line, ")", did_you_mean(e.key)));
+    std::vector<std::string>& v = values[e.key];
+    if (!v.empty()) throw ConfigError(cat("option '", e.key, "' given more than once", where, " (line ", e.line, ")"));
+    v.push_back(e.value);
   }
   return values;
 }
@@ -195,25 +189,21 @@ std::string to_ini(const Config& config) {
       section = o.section();
       out << (out.tellp() > 0 ? "\n" : "") << "[" << section << "]\n";
     }
-    out << o.name() << " = " << o.format(config) << "\n";
+    out << o.name() << " = " << ini::quoted(o.format(config)) << "\n";
   }
   return out.str();
 }
 
-Config from_ini(const std::string& ini) {
+Config from_ini(const std::string& text) {
   Config out;
-  std::string section, line;
-  std::istringstream in(ini);
-  while (std::getline(in, line)) {
-    if (line.starts_with("[")) section = line.substr(1, line.find(']') - 1);
-    const std::size_t eq = line.find(" = ");
-    if (eq == std::string::npos) continue;
-    const Option* o = find_option(section + "." + line.substr(0, eq));
-    try {
-      if (o) o->assign(out, line.substr(eq + 3));
-    } catch (const ConfigError&) {  // a value this ztrain's ranges no longer take: the default stands in
+  std::istringstream in(text);
+  for (const ini::Entry& e : ini::read(in, " in a checkpoint's configuration"))
+    if (const Option* o = find_option(e.key)) {
+      try {
+        o->assign(out, e.value);
+      } catch (const ConfigError&) {  // a value this ztrain's ranges no longer take: the default stands in
+      }
     }
-  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "ztok/corpus.hpp"
 #include "tok/utf8.hpp"
 #include "ztok/instruct_records.hpp"
 
@@ -69,7 +70,9 @@ PromptLine parse_line(std::string_view text, const std::string& where, const Pro
   }
   if (!f.answer_field.empty()) {
     const auto it = record.find(f.answer_field);
-    if (it == record.end()) bad(where, cat("the reference answer field `", f.answer_field, "` (", f.answer_hint, ") is missing"));
+    if (it == record.end() || it->is_null())
+      bad(where, cat("the reference answer field `", f.answer_field, "` (", f.answer_hint, ") is ",
+                     it == record.end() ? "missing" : "null: give the answer the rewards score against"));
     p.reference = it->is_string() ? it->get<std::string>() : it->dump();
   }
   return p;
@@ -77,15 +80,22 @@ PromptLine parse_line(std::string_view text, const std::string& where, const Pro
 
 }  // namespace
 
-std::vector<PromptLine> read_prompts(const std::string& path, const PromptFormat& format) {
+std::vector<PromptLine> read_prompts(const std::string& glob, const PromptFormat& format) {
   if (format.tokenizer && format.chat_template) ztok::check_template_specials(*format.chat_template, *format.tokenizer);
+  std::vector<std::string> paths;
+  try {
+    paths = ztok::expand_inputs({glob});
+  } catch (const InputError& e) {
+    throw InputError(cat(format.source, "=", glob, ": ", e.what(), " (give the JSONL prompt file, or a glob of them)"));
+  }
   std::unique_ptr<tok::Encoder> encoder = format.tokenizer ? std::make_unique<tok::Encoder>(*format.tokenizer) : nullptr;
   std::vector<PromptLine> lines;
-  ztok::for_each_line(path, [&](std::string_view line, std::uint64_t n) {
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
-    lines.push_back(parse_line(line, cat(path, ":", n), format, encoder.get()));
-  });
-  if (lines.empty()) throw InputError(cat(path, ": no prompt lines"));
+  for (const std::string& path : paths)
+    ztok::for_each_line(path, [&](std::string_view line, std::uint64_t n) {
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+      lines.push_back(parse_line(line, cat(path, ":", n), format, encoder.get()));
+    });
+  if (lines.empty()) throw InputError(cat(format.source, "=", glob, ": no prompt lines"));
   return lines;
 }
 

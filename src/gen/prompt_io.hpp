@@ -35,12 +35,14 @@ struct PromptFormat {
   std::string tokenizer_hint = "give zgen --tokenizer PATH (or prompt_ids)";
   std::string template_hint = "give zgen --chat-template chatml|llama3";
   std::string answer_hint = "--answer-field";
+  std::string source = "--prompts";  // what names the files, for the error when none is there
 };
 
-// Every non-blank line of `path` (.gz/.zst too). A bad line (not an object, no id, none or two of the
-// prompt fields, a text prompt without a tokenizer, a missing reference) is an InputError naming
-// FILE:LINE and the field.
-std::vector<PromptLine> read_prompts(const std::string& path, const PromptFormat& format);
+// Every non-blank line of the files `glob` names (a path or a glob, each glob's matches in byte order;
+// .gz/.zst too). No such file is an InputError naming format.source; a bad line (not an object, no id,
+// none or two of the prompt fields, a text prompt without a tokenizer, a missing or null reference) is
+// one naming FILE:LINE and the field.
+std::vector<PromptLine> read_prompts(const std::string& glob, const PromptFormat& format);
 
 // The chat template whose special tokens the tokenizer has (chatml, then llama3); none without a tokenizer.
 std::optional<ztok::ChatTemplate> template_of_tokenizer(const tok::Tokenizer* t);

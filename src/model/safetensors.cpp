@@ -171,8 +171,11 @@ Header read_header(const std::string& path, std::ifstream& in) {
   return h;
 }
 
+// Buffers older conversions saved beside the parameters, which transformers drops on load too: GPT-2's
+// causal masks, Llama's RoPE frequencies (recomputed from rope_theta), a tied head's copy.
 bool ignorable(const std::string& name) {
-  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name.ends_with(".rotary_emb.inv_freq") ||
+         name == "lm_head.weight";
 }
 
 // The file's entry for parameter p: GPT2LMHeadModel name first, then the Hub's name without the prefix.

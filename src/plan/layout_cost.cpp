@@ -53,6 +53,7 @@
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
+#include "rl/batch_rules.hpp"
 
 namespace zt::plan {
 
@@ -228,8 +229,9 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
 
 namespace {
 // What the trainer runs today (train/pipeline_stage.cpp's refusals); the planner ranks nothing else.
-std::string unsupported_reason(const Layout& l, const Machine& m) {
+std::string unsupported_reason(const config::Config& c, const Layout& l, const Machine& m) {
   if (l.pp == 1) return "";
+  if (c.rl.enabled()) return "RL does not run under a pipeline yet (rl.prompts with parallel.pp > 1 is refused)";
   if (l.zero_stage >= 2)
     return "pipeline stages pair with ZeRO 0-1 (stages 2-3 would reduce-scatter every micro-batch)";
   if (m.device == config::Device::kCuda)
@@ -253,11 +255,26 @@ std::string schedule_reason(const config::Config& c, const Layout& l) {
 
 }  // namespace
 
+namespace {
+// The configured layout may not split its batch (the search's always do): config::derive's and RL's
+// batch rules (rl/batch_rules.hpp), said in short.
+std::string batch_reason(const config::Config& c, const Layout& l) {
+  if (c.rl.enabled() && rl::layout_of(c, 1).mini_batch % l.dp != 0)
+    return cat("rl.mini_batch=", rl::layout_of(c, 1).mini_batch, " prompts do not deal evenly to ", l.dp, " data-parallel ranks");
+  if (c.train.global_batch % (std::int64_t{l.dp} * l.micro_batch) != 0)
+    return cat(c.rl.enabled() ? "an optimizer step's " : "train.global_batch=", c.train.global_batch,
+               c.rl.enabled() ? " sequences" : "", " do not split into ", l.dp, " data-parallel ranks x micro_batch ",
+               l.micro_batch);
+  return "";
+}
+}  // namespace
+
 Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   Candidate k;
   k.layout = l;
-  k.rejected = schedule_reason(c, l);
-  if (k.rejected.empty()) k.rejected = unsupported_reason(l, m);
+  k.rejected = batch_reason(c, l);
+  if (k.rejected.empty()) k.rejected = schedule_reason(c, l);
+  if (k.rejected.empty()) k.rejected = unsupported_reason(c, l, m);
   if (!k.rejected.empty()) return k;
   // plan.host_memory_gb (in c) checks the offloaded state against the node's host memory.
   const MemoryPlan p = plan_memory(layout_config(c, l), std::int64_t{l.tp} * l.pp * l.dp, m.threads, m.capacity_bytes, m.device);

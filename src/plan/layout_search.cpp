@@ -10,6 +10,7 @@
 #include "model/family.hpp"
 #include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
+#include "rl/batch_rules.hpp"
 
 namespace zt::plan {
 namespace {
@@ -102,6 +103,21 @@ std::string layout_flags(const Layout& l) {
   return f;
 }
 
+config::Config search_config(const config::Config& c) {
+  if (!c.rl.enabled()) return c;
+  config::Config u = c;
+  u.train.global_batch = rl::layout_of(c, 1).sequences_per_step();
+  return u;
+}
+
+namespace {
+// The data-parallel ranks that can split an optimizer step: train.global_batch's sequences, and under RL
+// its rl.mini_batch prompts whole (a prompt's group on one rank: rl/batch_rules.hpp).
+bool splits_step(const config::Config& c, std::int64_t dp) {
+  return c.train.global_batch % dp == 0 && (!c.rl.enabled() || rl::layout_of(c, 1).mini_batch % dp == 0);
+}
+}  // namespace
+
 Layout configured_layout(const config::Config& c, std::int64_t world) {
   Layout l;
   l.tp = static_cast<int>(c.parallel.tp);
@@ -132,7 +148,7 @@ std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m)
     for (int pp : divisors(m.world / tp)) {
       if (pp > layers || !pipeline_available(pp)) continue;
       const std::int64_t dp = m.world / (std::int64_t{tp} * pp);
-      if (c.train.global_batch % dp != 0) continue;
+      if (!splits_step(c, dp)) continue;
       const std::int64_t per_rank = c.train.global_batch / dp;
       for (int mb : divisors(per_rank)) {
         if (c.parallel.sequence_parallel && (std::int64_t{mb} * c.model.seq_len) % tp != 0) continue;
@@ -196,7 +212,10 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
   const std::int64_t nodes = (m.world + m.gpus_per_node - 1) / m.gpus_per_node;
   out << "layout search: " << model::family_of(s.arch).display << " L=" << s.n_layer << " C=" << s.n_embd
       << " H=" << s.n_head << " T=" << s.seq_len << " ("
-      << (params >= 1e9 ? fixed(params / 1e9, 2) + " B" : fixed(params / 1e6, 1) + " M") << " parameters), global batch "
+      << (params >= 1e9 ? fixed(params / 1e9, 2) + " B" : fixed(params / 1e6, 1) + " M") << " parameters), "
+      << (c.rl.enabled() ? cat("RL update: rl.mini_batch ", rl::layout_of(c, 1).mini_batch, " x rl.group_size ", c.rl.group_size,
+                               " = ")
+                         : std::string("global batch "))
       << c.train.global_batch << " x " << s.seq_len << " tokens, " << config::to_string(c.train.precision) << ", on "
       << m.world << " " << (m.device == config::Device::kCuda ? "GPUs" : "CPU ranks") << " (" << nodes << " node(s) x "
       << std::min(m.world, m.gpus_per_node) << ")\n"
@@ -207,25 +226,36 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
       << (m.device == config::Device::kCpu ? "  (CPU ranks: set plan.gpu_tflops and the plan.*_gbps links to this machine's; "
                                              "tools/bench/plan_search_vs_measured.sh measures them)\n" : "")
       << "  " << r.tried << " layouts: " << r.ranked.size() << " fit, " << r.out_of_memory << " need more memory, "
-      << r.unsupported << " not run by ztrain yet\n";
+      << r.unsupported << " not run by ztrain yet\n"
+      << (c.rl.enabled() ? "  (RL: the optimizer steps of an iteration ranked; its rollouts' generation is not in the "
+                           "prediction)\n" : "");
   for (const auto& [why, count] : r.unsupported_why) out << "    " << count << ": " << why << "\n";
-  if (r.ranked.empty()) {
-    out << "  no layout fits: more devices, more memory per device, or a smaller model\n";
+  if (r.tried == 0) {
+    out << "  no layout of " << m.world << " ranks splits the batch: the data-parallel ranks (the world over tp x pp) "
+        << "must divide " << (c.rl.enabled() ? cat("rl.mini_batch=", rl::layout_of(c, 1).mini_batch, " prompts")
+                                             : cat("train.global_batch=", c.train.global_batch))
+        << "; choose plan.world_size, or that batch, so they do\n";
+  } else if (r.ranked.empty() && r.out_of_memory == 0) {
+    out << "  no layout of " << m.world << " ranks is one ztrain runs (the reasons above): choose another plan.world_size\n";
   } else {
-    out << "  rank  tp  pp vpp   dp micro accum recompute zero offload mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
-           "  pp comm   bubble  offload\n";
-    const std::vector<Candidate> top = best_distinct(r.ranked, show);
-    for (std::size_t i = 0; i < top.size(); ++i) out << row(std::to_string(i + 1), top[i]);
-    out << "  (times in ms per step; flags to run each:)\n";
-    for (std::size_t i = 0; i < top.size(); ++i) out << "  " << (i + 1) << ": " << layout_flags(top[i].layout) << "\n";
+    if (r.ranked.empty()) {
+      out << "  no layout fits: more devices, more memory per device, or a smaller model\n";
+    } else {
+      out << "  rank  tp  pp vpp   dp micro accum recompute zero offload mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
+             "  pp comm   bubble  offload\n";
+      const std::vector<Candidate> top = best_distinct(r.ranked, show);
+      for (std::size_t i = 0; i < top.size(); ++i) out << row(std::to_string(i + 1), top[i]);
+      out << "  (times in ms per step; flags to run each:)\n";
+      for (std::size_t i = 0; i < top.size(); ++i) out << "  " << (i + 1) << ": " << layout_flags(top[i].layout) << "\n";
+    }
+    if (!r.best_rejected)
+      out << "  best rejected: none for memory (every layout ztrain runs fits in "
+          << (m.capacity_bytes ? gib_text(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << ")\n";
+    else
+      out << "  best rejected: " << describe(r.best_rejected->layout) << ": " << r.best_rejected->rejected << " (would run "
+          << fixed(r.best_rejected->time.total() * 1e3, 1) << " ms/step, " << grouped(r.best_rejected->tokens_per_s)
+          << " tokens/s)\n";
   }
-  if (!r.best_rejected)
-    out << "  best rejected: none for memory (every layout ztrain runs fits in "
-        << (m.capacity_bytes ? gib_text(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << ")\n";
-  else
-    out << "  best rejected: " << describe(r.best_rejected->layout) << ": " << r.best_rejected->rejected << " (would run "
-        << fixed(r.best_rejected->time.total() * 1e3, 1) << " ms/step, " << grouped(r.best_rejected->tokens_per_s)
-        << " tokens/s)\n";
   out << "  configured (" << describe(configured.layout) << "): ";
   if (configured.rejected.empty() || configured.out_of_memory)
     out << "predicted " << fixed(configured.time.total() * 1e3, 3) << " ms/step, " << grouped(configured.tokens_per_s)

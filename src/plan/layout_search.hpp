@@ -88,7 +88,12 @@ struct SearchResult {
   std::vector<std::pair<std::string, std::int64_t>> unsupported_why;  // each reason and its count
 };
 
-// Every layout of plan.world_size ranks with train.global_batch fixed (grad accumulation follows).
+// The configuration the search ranks: as given, or under RL (rl.prompts) with train.global_batch set to
+// the sequences of an update's optimizer step (rl.mini_batch x rl.group_size), which RL trains with.
+config::Config search_config(const config::Config& c);
+
+// Every layout of plan.world_size ranks with train.global_batch fixed (grad accumulation follows); under
+// RL each data-parallel rank takes rl.mini_batch's prompts whole. `c`: search_config's.
 std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m);
 SearchResult search_layouts(const config::Config& c, const Machine& m);
 

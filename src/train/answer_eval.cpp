@@ -11,7 +11,7 @@ namespace zt::train {
 namespace {
 
 const std::vector<gen::PromptLine>& read_eval_prompts(const config::Config& c, const tok::Tokenizer& t) {
-  return read_answer_prompts(c.log.eval_prompts, c.log.eval_answer_field, "log.eval_answer_field", t);
+  return read_answer_prompts(c.log.eval_prompts, "log.eval_prompts", c.log.eval_answer_field, "log.eval_answer_field", t);
 }
 
 }  // namespace

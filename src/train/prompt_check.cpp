@@ -24,7 +24,8 @@ const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string&
   return load_tokenizer(path);
 }
 
-const std::vector<gen::PromptLine>& read_answer_prompts(const std::string& glob, const std::string& answer_field,
+const std::vector<gen::PromptLine>& read_answer_prompts(const std::string& glob, const std::string& glob_key,
+                                                        const std::string& answer_field,
                                                         const std::string& answer_key, const tok::Tokenizer& tokenizer) {
   // Once a process: the memory plan's lengths, the start-up check and the trainer all read the set (a
   // million prompts tokenize for seconds). A set that fails is not kept: each caller gets its error.
@@ -37,6 +38,7 @@ const std::vector<gen::PromptLine>& read_answer_prompts(const std::string& glob,
   format.tokenizer_hint = "set data.vocab";
   format.template_hint = "the tokenizer has the special tokens of no chat template (chatml, llama3)";
   format.answer_hint = answer_key;
+  format.source = glob_key;
   return read.emplace(key, gen::read_prompts(glob, format)).first->second;
 }
 
@@ -54,7 +56,7 @@ std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::Pr
 void check_rl_inputs(const config::Config& c, std::int64_t dp_size) {
   rl::check_batch_layout(rl::layout_of(c, static_cast<int>(dp_size)));
   const tok::Tokenizer& t = text_tokenizer(c, "rl.reward");
-  max_sequence_len(c, read_answer_prompts(c.rl.prompts, c.rl.answer_field, "rl.answer_field", t), c.rl.max_new_tokens,
+  max_sequence_len(c, read_answer_prompts(c.rl.prompts, "rl.prompts", c.rl.answer_field, "rl.answer_field", t), c.rl.max_new_tokens,
                    "rl.prompts");
 }
 
@@ -64,7 +66,7 @@ plan::GenerationLengths known_generation_lengths(const config::Config& c) {
                          std::int64_t max_new, const std::string& key) -> std::pair<std::int64_t, std::int64_t> {
     if (glob.empty()) return {0, 0};
     try {
-      const std::vector<gen::PromptLine>& prompts = read_answer_prompts(glob, field, field_key, text_tokenizer(c, key));
+      const std::vector<gen::PromptLine>& prompts = read_answer_prompts(glob, key, field, field_key, text_tokenizer(c, key));
       return {max_sequence_len(c, prompts, max_new, key), static_cast<std::int64_t>(prompts.size())};
     } catch (const Error&) {
       return {0, 0};  // the start-up checks say why

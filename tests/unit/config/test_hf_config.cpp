@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/hf_config.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
@@ -134,7 +135,13 @@ TEST(HfConfig, Qwen3IsLlamaWithHeadNormsAndItsOwnHeadWidth) {
   biased.replace(biased.find(off), off.size(), "\"attention_bias\": true");
   const std::string with_bias = model_dir(biased);
   EXPECT_NE(error_of({"--init.from=" + with_bias}).find("attention_bias=true"), std::string::npos);
-  for (const std::string& d : {dir, with_bias}) std::filesystem::remove_all(d);
+  // transformers' rope_type "default" is no scaling, as null is
+  std::string plain = qwen;
+  const std::string null_scaling = "\"rope_scaling\": null";
+  plain.replace(plain.find(null_scaling), null_scaling.size(), R"("rope_scaling": {"rope_type": "default"})");
+  const std::string with_default = model_dir(plain);
+  EXPECT_EQ(parse_cli({"--init.from=" + with_default, "--model.seq_len=1024"}).config.model.rope_scaling, RopeScaling::kNone);
+  for (const std::string& d : {dir, with_bias, with_default}) std::filesystem::remove_all(d);
 }
 
 // Qwen2.5 0.5B's published config.json: Llama's block with q, k, v biases (model.qkv_bias), loaded as
@@ -184,6 +191,10 @@ TEST(HfConfig, MistralLoadsWhileItsWindowDoesNotBind) {
     "max_position_embeddings": 32768})");
   EXPECT_NE(error_of({"--init.from=" + no_window_key, "--model.seq_len=8192"}).find("sliding_window=4096"),
             std::string::npos);  // transformers' MistralConfig default
+  // zgen's and zckpt's context: the positions, at most the window (v0.1's 4096 of 32768 loads there too).
+  EXPECT_EQ(hf_context_length(v03), 32768);
+  EXPECT_EQ(hf_context_length(v01), 4096);
+  EXPECT_EQ(hf_context_length(no_window_key), 4096);
   for (const std::string& d : {v03, v01, no_window_key}) std::filesystem::remove_all(d);
 }
 

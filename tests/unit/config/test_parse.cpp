@@ -186,16 +186,15 @@ TEST(Parse, IniCommentsWhitespaceAndCrlfAreIgnored) {
 
 TEST(Parse, IniLineThatIsNoKeyValueIsNamed) {
   std::string ini = temp_ini("[model]\nn_layer\n");
-  expect_config_error({"--config", ini}, {"line 'n_layer'", ini, "key = value"});
+  expect_config_error({"--config", ini}, {"line 2 'n_layer'", ini, "neither [section] nor key = value"});
   std::remove(ini.c_str());
 }
 
-// Boost's INI reader (config/parse.cpp) as the hand-written one read files: ';' starts no comment
-// (newer Boost releases skip such lines), an empty value is the empty value, options that are no key
-// are unknown there.
-TEST(Parse, IniReadsAsBeforeBoost) {
-  std::string ini = temp_ini("; a comment?\n[optim]\nlr = 1e-3\n");
-  expect_config_error({"--config", ini}, {"line '; a comment?'", ini, "is neither [section] nor key = value"});
+// The INI grammar (config/ini.hpp): ';' and '#' comment lines, an empty value is the empty value,
+// options that are no key are unknown there.
+TEST(Parse, IniCommentsEmptyValuesAndUnknownKeys) {
+  std::string ini = temp_ini("; a comment\n  # another\n[optim]\nlr = 1e-3\n");
+  EXPECT_DOUBLE_EQ(parse({"--config", ini}).config.optim.lr, 1e-3);
   std::remove(ini.c_str());
   ini = temp_ini("[data]\nvalid =   \n[log]\nsample_prompt =  two  words \n");
   const Config c = parse({"--config", ini}).config;
@@ -208,6 +207,55 @@ TEST(Parse, IniReadsAsBeforeBoost) {
   ini = temp_ini("[optim]\nlr = 1e-3\n");  // --optim.lr=abc is checked even though the file gives lr
   expect_config_error({"--config", ini, "--optim.lr=abc"}, {"optim.lr=abc", "not a number"});
   std::remove(ini.c_str());
+}
+
+// A '#' inside a word is the value's (GSM8K's answer marker, a directory name); after a blank it starts
+// a comment; a quoted value keeps everything between its quotes. Boost's reader cut all three at '#'.
+TEST(Parse, IniHashesInsideValuesAndQuotedValues) {
+  std::string ini = temp_ini(
+      "[rl]\nreward = regex:#### ([0-9]+)\n[ckpt]\ndir = runs/#2   # the second try\n"
+      "[log]\nsample_prompt = \"  Issue #5 said \\\"no\\\"\\n\"  # quoted\n");
+  const Config c = parse({"--config", ini}).config;
+  EXPECT_EQ(c.rl.reward, "regex:#### ([0-9]+)");
+  EXPECT_EQ(c.ckpt.dir, "runs/#2");
+  EXPECT_EQ(c.log.sample_prompt, "  Issue #5 said \"no\"\n");
+  std::remove(ini.c_str());
+  ini = temp_ini("[log]\nsample_prompt = \"open\n");
+  expect_config_error({"--config", ini}, {"line 2", ini, "no closing"});
+  std::remove(ini.c_str());
+  ini = temp_ini("[log]\nsample_prompt = \"a\" b\n");
+  expect_config_error({"--config", ini}, {"line 2", ini, "after the quoted value"});
+  std::remove(ini.c_str());
+}
+
+// A file saved with a UTF-8 byte-order mark (Windows editors) reads as without it.
+TEST(Parse, IniByteOrderMarkIsSkipped) {
+  const std::string ini = temp_ini("\xEF\xBB\xBF[optim]\nlr = 2e-3\n");
+  EXPECT_DOUBLE_EQ(parse({"--config", ini}).config.optim.lr, 2e-3);
+  std::remove(ini.c_str());
+}
+
+// --print-config's INI loads back to the same values, whatever they hold.
+TEST(Parse, PrintedConfigLoadsBackWithHashesBlanksAndNewlines) {
+  const Config c = parse({"--rl.reward=regex:(.*) #### x", "--log.sample_prompt= a # b\nc ", "--ckpt.dir=runs/#2",
+                          "--data.valid="}).config;
+  const std::string ini = temp_ini(to_ini(c));
+  const Config back = parse({"--config", ini}).config;
+  EXPECT_EQ(back.rl.reward, "regex:(.*) #### x");
+  EXPECT_EQ(back.log.sample_prompt, " a # b\nc ");
+  EXPECT_EQ(back.ckpt.dir, "runs/#2");
+  EXPECT_EQ(back.data.valid, "");
+  EXPECT_EQ(to_ini(back), to_ini(c));
+  EXPECT_EQ(from_ini(to_ini(c)).log.sample_prompt, " a # b\nc ");
+  std::remove(ini.c_str());
+}
+
+// Command-line values are bytes: UTF-8 in a path or a prompt is taken as given (Boost's utf8 conversion
+// through the C locale threw "character conversion failed" on any byte >= 0x80).
+TEST(Parse, NonAsciiCommandLineValuesAreTakenAsGiven) {
+  const Config c = parse({"--ckpt.dir=runs/é", "--log.sample_prompt=日本語"}).config;
+  EXPECT_EQ(c.ckpt.dir, "runs/é");
+  EXPECT_EQ(c.log.sample_prompt, "日本語");
 }
 
 TEST(Parse, GeneralOptionMisuseNamesTheOption) {

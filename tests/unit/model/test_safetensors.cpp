@@ -151,6 +151,7 @@ TEST_F(Safetensors, HubNamesBuffersTiedHeadAnd16BitDtypesLoad) {
   ts.push_back({"lm_head.weight", "F32", wte.hf_shape, f32_bytes(&w[wte.offset], wte.hf_numel())});
   ts.push_back({"h.0.attn.bias", "F32", {1, 1, 8, 8}, std::vector<char>(64 * 4)});
   ts.push_back({"h.1.attn.masked_bias", "F32", {}, std::vector<char>(4)});
+  ts.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {4}, std::vector<char>(16)});  // Llama's, older
   write_file(path("hub.safetensors"), ts);
   std::vector<float> got(small_.numel(), 9.0f);
   load_safetensors(path("hub.safetensors"), small_, got.data());

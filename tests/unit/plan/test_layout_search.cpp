@@ -78,6 +78,34 @@ TEST(LayoutSearch, EveryLayoutFillsTheWorldWithTpInsideANodeAndTheBatchSplit) {
   EXPECT_EQ(saw_interleaved, pipeline_available(2));
 }
 
+// RL trains with rl.mini_batch prompts x rl.group_size responses an optimizer step, not train.global_batch:
+// the search ranks those steps, deals each step's prompts whole to the data-parallel ranks, and names the
+// pipeline (which RL does not run) as the reason its layouts are out.
+TEST(LayoutSearch, AnRlRunIsSearchedAtItsOptimizerStepsBatch) {
+  config::Config rl = gpt2_small();
+  rl.rl.prompts = "prompts.jsonl";
+  rl.rl.batch = 64, rl.rl.mini_batch = 32, rl.rl.group_size = 5;
+  rl.train.micro_batch = 8;
+  const config::Config c = search_config(rl);
+  EXPECT_EQ(c.train.global_batch, 160);
+  EXPECT_EQ(configured_layout(c, 2).grad_accum, 10);
+  const Machine m = gpus(4, 4, 80);
+  bool saw_pp = false;
+  for (const Layout& l : enumerate_layouts(c, m)) {
+    EXPECT_EQ(32 % l.dp, 0) << "a step's 32 prompts split whole: " << layout_flags(l);
+    EXPECT_EQ(std::int64_t{l.micro_batch} * l.grad_accum * l.dp, 160) << layout_flags(l);
+    if (l.pp == 1) continue;
+    saw_pp = true;
+    EXPECT_NE(evaluate(c, l, m).rejected.find("RL does not run under a pipeline"), std::string::npos);
+  }
+  EXPECT_EQ(saw_pp, pipeline_available(2));
+  const std::string table = format_search(c, m, search_layouts(c, m), evaluate(c, configured_layout(c, 4), m));
+  EXPECT_NE(table.find("RL update: rl.mini_batch 32 x rl.group_size 5 = 160"), std::string::npos) << table;
+  // 3 data-parallel ranks cannot take 32 prompts whole: the configured layout says so.
+  EXPECT_NE(evaluate(c, configured_layout(c, 3), gpus(3, 4, 80)).rejected.find("rl.mini_batch=32 prompts do not deal evenly"),
+            std::string::npos);
+}
+
 TEST(LayoutSearch, RanksOnlyWhatFitsAndRunsAndNamesWhyTheBestRejectedDoesNot) {
   const config::Config c = llama_8b();
   const Machine m = gpus(32, 4, 80);

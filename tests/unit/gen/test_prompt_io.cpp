@@ -1,0 +1,67 @@
+// The prompt files zgen (--prompts), RL (rl.prompts) and the answer evaluation (log.eval_prompts) read:
+// a path or a glob, each glob's matches in byte order; what is not there is refused naming the key that
+// gave it; a reference answer that is null is refused like a missing one.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "gen/prompt_io.hpp"
+#include "../temp_dir.hpp"
+
+namespace zt::gen {
+namespace {
+
+void write(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+std::string error_of(const std::string& glob, const PromptFormat& f) {
+  try {
+    read_prompts(glob, f);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PromptFiles, AGlobReadsEveryMatchInByteOrder) {
+  const test::TempDir dir("prompt_io");
+  write(dir.path / "part_b.jsonl", R"({"id": "b", "prompt_ids": [3, 4]})" "\n");
+  write(dir.path / "part_a.jsonl", R"({"id": "a1", "prompt_ids": [1]})" "\n\n" R"({"id": "a2", "prompt_ids": [2]})" "\n");
+  const std::vector<PromptLine> lines = read_prompts((dir.path / "part_*.jsonl").string(), {});
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].id, "a1");
+  EXPECT_EQ(lines[1].id, "a2");
+  EXPECT_EQ(lines[2].id, "b");
+  EXPECT_EQ(lines[2].ids, (std::vector<std::int32_t>{3, 4}));
+  EXPECT_EQ(read_prompts((dir.path / "part_b.jsonl").string(), {}).size(), 1u);  // a plain path
+}
+
+TEST(PromptFiles, WhatIsNotThereIsRefusedNamingItsKey) {
+  const test::TempDir dir("prompt_io");
+  PromptFormat rl;
+  rl.source = "rl.prompts";
+  const std::string missing = error_of((dir.path / "nope.jsonl").string(), rl);
+  EXPECT_NE(missing.find("rl.prompts=" + (dir.path / "nope.jsonl").string()), std::string::npos) << missing;
+  const std::string unmatched = error_of((dir.path / "x_*.jsonl").string(), {});
+  EXPECT_NE(unmatched.find("--prompts="), std::string::npos) << unmatched;
+  EXPECT_NE(unmatched.find("matches no file"), std::string::npos) << unmatched;
+  write(dir.path / "blank.jsonl", "\n  \n");
+  EXPECT_NE(error_of((dir.path / "blank.jsonl").string(), rl).find("no prompt lines"), std::string::npos);
+}
+
+TEST(PromptFiles, ANullReferenceAnswerIsRefusedLikeAMissingOne) {
+  const test::TempDir dir("prompt_io");
+  PromptFormat f;
+  f.answer_field = "answer";
+  f.answer_hint = "rl.answer_field";
+  write(dir.path / "p.jsonl", R"({"id": 1, "prompt_ids": [1], "answer": "4"})" "\n" R"({"id": 2, "prompt_ids": [1], "answer": null})" "\n");
+  const std::string e = error_of((dir.path / "p.jsonl").string(), f);
+  EXPECT_NE(e.find("p.jsonl:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("is null"), std::string::npos) << e;
+  write(dir.path / "q.jsonl", R"({"id": 1, "prompt_ids": [1], "answer": 42})" "\n");
+  EXPECT_EQ(read_prompts((dir.path / "q.jsonl").string(), f).front().reference, "42");  // a number's text
+}
+
+}  // namespace
+}  // namespace zt::gen
