@@ -115,13 +115,19 @@ Options options_of(const config::cli::Args& a) {
   return o;
 }
 
-// The tokenizer: --tokenizer, else the Hugging Face directory's tokenizer.json, else the checkpoint's
-// run's data.vocab; none when there is neither.
-std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const model::SavedModel& m) {
-  std::string path = o.tokenizer;
-  if (path.empty() && !m.checkpoint && fs::exists(fs::path(o.model) / "tokenizer.json"))
-    path = (fs::path(o.model) / "tokenizer.json").string();
-  if (path.empty() && m.checkpoint) path = m.config.data.vocab;
+// The tokenizer's file: --tokenizer, else the Hugging Face directory's tokenizer.json, else (a checkpoint)
+// its run's data.vocab or its init.from directory's tokenizer.json (where ztrain's RL and evaluation read
+// theirs); "" when there is none.
+std::string tokenizer_path(const Options& o, const model::SavedModel& m) {
+  if (!o.tokenizer.empty()) return o.tokenizer;
+  if (m.checkpoint && !m.config.data.vocab.empty()) return m.config.data.vocab;
+  const fs::path dir = m.checkpoint ? fs::path(m.config.init.from) : fs::path(o.model);
+  std::error_code ec;
+  if (!dir.empty() && fs::exists(dir / "tokenizer.json", ec)) return (dir / "tokenizer.json").string();
+  return "";
+}
+
+std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::string& path) {
   if (path.empty()) return nullptr;
   tok::VocabularyOptions v;
   std::string specials;
@@ -130,9 +136,12 @@ std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const model::Sa
   return std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path, v));
 }
 
-// --chat-template, else the template whose specials the tokenizer has.
-std::optional<ztok::ChatTemplate> template_of(const Options& o, const tok::Tokenizer* t) {
-  return o.chat_template ? o.chat_template : gen::template_of_tokenizer(t);
+// --chat-template, else the model's (gen::chat_template_of: tokenizer_config.json beside the tokenizer).
+gen::ChatChoice template_of(const Options& o, const tok::Tokenizer* t, const std::string& path) {
+  if (o.chat_template) return {o.chat_template, ""};
+  gen::ChatChoice c = gen::chat_template_of(t, path);
+  if (!c.chat) c.why_none += "; or give zgen --chat-template chatml|qwen2.5|llama3|llama3.1|llama3.2";
+  return c;
 }
 
 // A Hugging Face directory's generation_config.json eos_token_id (an id or a list: Llama 3 Instruct ends
@@ -220,11 +229,15 @@ void prepare(Job& j, const dist::World& world) {
   j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model));
   const model::GptShape& shape = j.model->table.shape();
   if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp);
-  j.tokenizer = load_tokenizer(j.o, *j.model);
-  j.chat = template_of(j.o, j.tokenizer.get());
+  const std::string tokenizer_file = tokenizer_path(j.o, *j.model);
+  j.tokenizer = load_tokenizer(j.o, tokenizer_file);
+  const gen::ChatChoice chat = template_of(j.o, j.tokenizer.get(), tokenizer_file);
+  j.chat = chat.chat;
   if (j.o.rule && !j.tokenizer) throw ConfigError("--answer-rule reads the samples' text: it needs a tokenizer (--tokenizer)");
   if (!j.o.stops.empty() && !j.tokenizer) throw ConfigError("--stop strings are matched in the text: give --tokenizer");
-  j.prompts = gen::read_prompts(j.o.prompts, {j.tokenizer.get(), j.chat, j.o.rule ? j.o.answer_field : ""});
+  gen::PromptFormat format{j.tokenizer.get(), j.chat, j.o.rule ? j.o.answer_field : ""};
+  if (!j.chat) format.template_hint = chat.why_none;
+  j.prompts = gen::read_prompts(j.o.prompts, format);
   j.stop_tokens = stop_tokens_of(j.o, *j.model, j.tokenizer.get(), j.chat);
   std::int64_t longest = 0;
   for (const PromptLine& p : j.prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));

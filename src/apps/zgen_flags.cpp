@@ -13,11 +13,14 @@ constexpr const char* kAbout =
     "Face model directory (config.json + safetensors: GPT-2, Llama, Mistral, Qwen2, Qwen3).\n"
     "IN.jsonl: one JSON object per line with an \"id\" (echoed) and one of \"prompt\" (text, encoded with the\n"
     "tokenizer, its BOS first where it has one), \"messages\" ([{\"role\", \"content\"}, ...], rendered by\n"
-    "--chat-template with the assistant's header) or \"prompt_ids\" (token ids, used as given).\n"
+    "the model's chat template (tokenizer_config.json's: Qwen2's or Qwen2.5's ChatML, Llama 3's, 3.1's or 3.2's; another\n"
+    "is refused, not rendered another way) or --chat-template, with the assistant's header) or \"prompt_ids\"\n"
+    "(token ids, used as given).\n"
     "OUT.jsonl: one line per sample, in input order whatever the ranks: {\"id\", [\"sample\",] \"text\" (with a\n"
     "tokenizer), \"token_ids\", \"logprobs\", \"finish_reason\": \"stop\"|\"length\"}; with --answer-rule also\n"
     "\"answer\", \"reference\", \"score\". Written when every prompt is done (built beside, renamed into place).\n"
-    "The tokenizer: --tokenizer, else DIR/tokenizer.json, else a checkpoint's data.vocab; without one only\n"
+    "The tokenizer: --tokenizer, else DIR/tokenizer.json, else a checkpoint's data.vocab or its init.from's\n"
+    "tokenizer.json; without one only\n"
     "prompt_ids lines are taken and no text is written. Sequences stop at a stop token (generation_config.json's\n"
     "eos_token_id, the tokenizer's end of text, the chat template's end of turn, unless --ignore-eos; --stop-id\n"
     "adds ids), a --stop string (the text is cut before it), --max-new-tokens or the context (--max-len).\n"
@@ -44,9 +47,10 @@ config::cli::Spec make_zgen_spec() {
        .help = "GPT-2's encoder.json + vocab.bpe directory, a tokenizer.json or a tiktoken rank file (as ztok --vocab)"},
       {.name = "special", .type = Type::kList, .value_name = "NAME=ID[,..]",
        .help = "special tokens the tokenizer lacks (the chat template's, as ztok --special)"},
-      {.name = "chat-template", .type = Type::kChoice, .value_name = "chatml|llama3",
-       .help = "how \"messages\" prompts are rendered (default: the one whose specials the tokenizer has)",
-       .choices = {"chatml", "llama3"}},
+      {.name = "chat-template", .type = Type::kChoice, .value_name = "chatml|qwen2.5|llama3|llama3.1|llama3.2",
+       .help = "how \"messages\" prompts are rendered (default: the model's, its tokenizer_config.json chat_template, "
+               "else the one whose specials the tokenizer has)",
+       .choices = {"chatml", "qwen2.5", "llama3", "llama3.1", "llama3.2"}},
       {.name = "max-new-tokens", .type = Type::kInt, .value_name = "N", .help = "new tokens per sample at most",
        .default_value = "256", .min = 1, .max = 1 << 24},
       {.name = "temperature", .type = Type::kNum, .value_name = "T", .help = "0: greedy", .default_value = "0",

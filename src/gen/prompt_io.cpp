@@ -2,10 +2,12 @@
 #include "gen/prompt_io.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.hpp"
-#include "ztok/corpus.hpp"
 #include "tok/utf8.hpp"
+#include "ztok/corpus.hpp"
 #include "ztok/instruct_records.hpp"
 
 namespace zt::gen {
@@ -107,6 +109,40 @@ std::optional<ztok::ChatTemplate> template_of_tokenizer(const tok::Tokenizer* t)
       return c;
   }
   return std::nullopt;
+}
+
+ChatChoice chat_template_of(const tok::Tokenizer* t, const std::string& tokenizer_path) {
+  if (t == nullptr) return {std::nullopt, "a messages line needs a tokenizer"};
+  std::error_code ec;
+  const std::filesystem::path from(tokenizer_path);
+  const std::filesystem::path file =
+      (std::filesystem::is_directory(from, ec) ? from : from.parent_path()) / "tokenizer_config.json";
+  std::string jinja;
+  if (!tokenizer_path.empty() && std::filesystem::exists(file, ec)) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(std::ifstream(file));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(cat(file.string(), " is not valid JSON: ", e.what()));
+    }
+    const nlohmann::json* field = j.contains("chat_template") ? &j["chat_template"] : nullptr;
+    if (field && field->is_string()) jinja = field->get<std::string>();
+    if (field && field->is_array())  // named templates: the default one
+      for (const nlohmann::json& named : *field)
+        if (named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+          jinja = named["template"].get<std::string>();
+  }
+  if (jinja.empty()) {
+    const std::optional<ztok::ChatTemplate> by_specials = template_of_tokenizer(t);
+    return {by_specials, by_specials ? "" : "the tokenizer has the special tokens of no chat template ztrain renders "
+                                            "(chatml, qwen2.5, llama3, llama3.1, llama3.2)"};
+  }
+  const std::optional<ztok::ChatTemplate> chat = ztok::identify_chat_template(jinja);
+  if (!chat)
+    return {std::nullopt, cat(file.string(), "'s chat_template is none ztrain renders (Qwen2's and Qwen2.5's ChatML, "
+                                             "Llama 3's, 3.1's, 3.2's), and rendering it another way would change the "
+                                             "prompts: give prompt lines with the text rendered, or prompt_ids")};
+  return {chat, ""};
 }
 
 std::vector<std::int32_t> end_tokens(const tok::Tokenizer& t, const std::optional<ztok::ChatTemplate>& chat) {

@@ -33,7 +33,7 @@ struct PromptFormat {
   // How the program's user gives what a line needs, for the errors: a tokenizer, a chat template, the
   // answer field's name (zgen's flags by default; RL names its keys).
   std::string tokenizer_hint = "give zgen --tokenizer PATH (or prompt_ids)";
-  std::string template_hint = "give zgen --chat-template chatml|llama3";
+  std::string template_hint = "give zgen --chat-template chatml|qwen2.5|llama3|llama3.1|llama3.2";
   std::string answer_hint = "--answer-field";
   std::string source = "--prompts";  // what names the files, for the error when none is there
 };
@@ -46,6 +46,17 @@ std::vector<PromptLine> read_prompts(const std::string& glob, const PromptFormat
 
 // The chat template whose special tokens the tokenizer has (chatml, then llama3); none without a tokenizer.
 std::optional<ztok::ChatTemplate> template_of_tokenizer(const tok::Tokenizer* t);
+
+// The chat template messages lines render with, for the tokenizer read from `tokenizer_path` (a
+// tokenizer.json or a directory): the model's own, tokenizer_config.json's chat_template beside it as
+// ztok::identify_chat_template names it (Qwen2.5's default system message, Llama 3.1's date block), else,
+// without that file or field, template_of_tokenizer's. A model template that is none ztrain renders gives
+// none and `why_none` says so, naming the file: a messages line is then refused, never rendered another way.
+struct ChatChoice {
+  std::optional<ztok::ChatTemplate> chat;
+  std::string why_none;  // for PromptFormat::template_hint
+};
+ChatChoice chat_template_of(const tok::Tokenizer* t, const std::string& tokenizer_path);
 
 // The tokens that end a response: the tokenizer's end of text and, with a chat template, its end of turn
 // (those the tokenizer has).

@@ -10,20 +10,19 @@
 namespace zt::train {
 namespace {
 
-const std::vector<gen::PromptLine>& read_eval_prompts(const config::Config& c, const tok::Tokenizer& t) {
-  return read_answer_prompts(c.log.eval_prompts, "log.eval_prompts", c.log.eval_answer_field, "log.eval_answer_field", t);
+const std::vector<gen::PromptLine>& read_eval_prompts(const config::Config& c) {
+  return read_answer_prompts(c, PromptSet::kEvaluation);
 }
 
 }  // namespace
 
 void check_eval_prompts(const config::Config& c) {
   gen::AnswerRule::parse(c.log.eval_answer_rule, "log.eval_answer_rule");
-  const tok::Tokenizer& t = text_tokenizer(c, "log.eval_prompts");
-  max_sequence_len(c, read_eval_prompts(c, t), c.log.eval_max_new_tokens, "log.eval_prompts");
+  max_sequence_len(c, read_eval_prompts(c), c.log.eval_max_new_tokens, "log.eval_prompts");
 }
 
 AnswerEvaluation::AnswerEvaluation(const config::Config& c)
-    : config_(c), tokenizer_(&text_tokenizer(c, "log.eval_prompts")), prompts_(read_eval_prompts(c, *tokenizer_)),
+    : config_(c), tokenizer_(&text_tokenizer(c, "log.eval_prompts")), prompts_(read_eval_prompts(c)),
       rule_(gen::AnswerRule::parse(c.log.eval_answer_rule, "log.eval_answer_rule")),
       max_len_(max_sequence_len(c, prompts_, c.log.eval_max_new_tokens, "log.eval_prompts")) {
   stop_tokens_ = gen::end_tokens(*tokenizer_, gen::template_of_tokenizer(tokenizer_));

@@ -14,32 +14,51 @@
 
 namespace zt::train {
 
-const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key) {
+namespace {
+std::string text_tokenizer_path(const config::Config& c, const std::string& key) {
   std::string path = c.data.vocab;
   const std::filesystem::path hf = std::filesystem::path(c.init.from) / "tokenizer.json";
   if (path.empty() && !c.init.from.empty() && std::filesystem::exists(hf)) path = hf.string();
   if (path.empty())
     throw ConfigError(cat(key, " reads and scores text: set data.vocab (a GPT-2 directory, a .tiktoken file or a "
                           "tokenizer.json), or init.from a Hugging Face directory holding tokenizer.json"));
-  return load_tokenizer(path);
+  return path;
 }
 
-const std::vector<gen::PromptLine>& read_answer_prompts(const std::string& glob, const std::string& glob_key,
-                                                        const std::string& answer_field,
-                                                        const std::string& answer_key, const tok::Tokenizer& tokenizer) {
+struct SetKeys {
+  const std::string& glob;
+  std::string glob_key;
+  const std::string& answer_field;
+  std::string answer_key;
+};
+SetKeys keys_of(const config::Config& c, PromptSet set) {
+  if (set == PromptSet::kRl) return {c.rl.prompts, "rl.prompts", c.rl.answer_field, "rl.answer_field"};
+  return {c.log.eval_prompts, "log.eval_prompts", c.log.eval_answer_field, "log.eval_answer_field"};
+}
+}  // namespace
+
+const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key) {
+  return load_tokenizer(text_tokenizer_path(c, key));
+}
+
+const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c, PromptSet set) {
+  const SetKeys k = keys_of(c, set);
+  const std::string path = text_tokenizer_path(c, k.glob_key);
+  const tok::Tokenizer& tokenizer = load_tokenizer(path);
   // Once a process: the memory plan's lengths, the start-up check and the trainer all read the set (a
   // million prompts tokenize for seconds). A set that fails is not kept: each caller gets its error.
   static std::mutex mutex;
-  static std::map<std::tuple<std::string, std::string, const tok::Tokenizer*>, std::vector<gen::PromptLine>> read;
+  static std::map<std::tuple<std::string, std::string, std::string>, std::vector<gen::PromptLine>> read;
   const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(glob, answer_field, &tokenizer);
+  const auto key = std::make_tuple(k.glob, k.answer_field, path);
   if (const auto it = read.find(key); it != read.end()) return it->second;
-  gen::PromptFormat format{&tokenizer, gen::template_of_tokenizer(&tokenizer), answer_field};
+  const gen::ChatChoice chat = gen::chat_template_of(&tokenizer, path);
+  gen::PromptFormat format{&tokenizer, chat.chat, k.answer_field};
   format.tokenizer_hint = "set data.vocab";
-  format.template_hint = "the tokenizer has the special tokens of no chat template (chatml, llama3)";
-  format.answer_hint = answer_key;
-  format.source = glob_key;
-  return read.emplace(key, gen::read_prompts(glob, format)).first->second;
+  format.template_hint = chat.why_none;
+  format.answer_hint = k.answer_key;
+  format.source = k.glob_key;
+  return read.emplace(key, gen::read_prompts(k.glob, format)).first->second;
 }
 
 std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
@@ -55,26 +74,25 @@ std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::Pr
 
 void check_rl_inputs(const config::Config& c, std::int64_t dp_size) {
   rl::check_batch_layout(rl::layout_of(c, static_cast<int>(dp_size)));
-  const tok::Tokenizer& t = text_tokenizer(c, "rl.reward");
-  max_sequence_len(c, read_answer_prompts(c.rl.prompts, "rl.prompts", c.rl.answer_field, "rl.answer_field", t), c.rl.max_new_tokens,
+  text_tokenizer(c, "rl.reward");
+  max_sequence_len(c, read_answer_prompts(c, PromptSet::kRl), c.rl.max_new_tokens,
                    "rl.prompts");
 }
 
 plan::GenerationLengths known_generation_lengths(const config::Config& c) {
   // The set's longest sequence and its prompt count, or {0, 0} where it cannot be read here.
-  const auto known = [&](const std::string& glob, const std::string& field, const std::string& field_key,
-                         std::int64_t max_new, const std::string& key) -> std::pair<std::int64_t, std::int64_t> {
+  const auto known = [&](PromptSet set, const std::string& glob, std::int64_t max_new,
+                         const std::string& key) -> std::pair<std::int64_t, std::int64_t> {
     if (glob.empty()) return {0, 0};
     try {
-      const std::vector<gen::PromptLine>& prompts = read_answer_prompts(glob, key, field, field_key, text_tokenizer(c, key));
+      const std::vector<gen::PromptLine>& prompts = read_answer_prompts(c, set);
       return {max_sequence_len(c, prompts, max_new, key), static_cast<std::int64_t>(prompts.size())};
     } catch (const Error&) {
       return {0, 0};  // the start-up checks say why
     }
   };
-  const auto rl = known(c.rl.prompts, c.rl.answer_field, "rl.answer_field", c.rl.max_new_tokens, "rl.prompts");
-  const auto eval = known(c.log.eval_prompts, c.log.eval_answer_field, "log.eval_answer_field", c.log.eval_max_new_tokens,
-                          "log.eval_prompts");
+  const auto rl = known(PromptSet::kRl, c.rl.prompts, c.rl.max_new_tokens, "rl.prompts");
+  const auto eval = known(PromptSet::kEvaluation, c.log.eval_prompts, c.log.eval_max_new_tokens, "log.eval_prompts");
   return {.rollouts = rl.first, .evaluation = eval.first, .evaluation_prompts = eval.second};
 }
 

@@ -18,12 +18,15 @@ namespace zt::train {
 // `key` names what needs it in the error (rl.reward, log.eval_prompts).
 const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key);
 
-// The prompt lines of `glob` (the key `glob_key` names it) with the tokenizer (and its chat template, for messages lines), each with
-// its reference in `answer_field` (the key `answer_key` names it). Read once a process (the files are
-// inputs of the run, not changed under it): later calls return the same lines.
-const std::vector<gen::PromptLine>& read_answer_prompts(const std::string& glob, const std::string& glob_key,
-                                                        const std::string& answer_field,
-                                                        const std::string& answer_key, const tok::Tokenizer& tokenizer);
+// RL's prompt set (rl.prompts, rl.answer_field) or the answer evaluation's (log.eval_prompts,
+// log.eval_answer_field).
+enum class PromptSet { kRl, kEvaluation };
+
+// The set's prompt lines with text_tokenizer's tokenizer and, for messages lines, the model's chat
+// template (gen::chat_template_of: tokenizer_config.json's beside the tokenizer), each with its reference.
+// Read once a process (the files are inputs of the run, not changed under it): later calls return the
+// same lines.
+const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c, PromptSet set);
 
 // The longest sequence generated: the longest prompt + max_new, at most model.seq_len; a prompt leaving
 // no room for one new token is refused, naming its line and `key` (the prompts' key).

@@ -52,7 +52,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
   RlRun& r = *rl_;
   const config::RlConfig& c = config_.rl;
   r.tokenizer = &text_tokenizer(config_, "rl.reward");
-  r.prompts = &read_answer_prompts(c.prompts, "rl.prompts", c.answer_field, "rl.answer_field", *r.tokenizer);  // checked at start-up
+  r.prompts = &read_answer_prompts(config_, PromptSet::kRl);  // checked at start-up
   r.max_len = max_sequence_len(config_, *r.prompts, c.max_new_tokens, "rl.prompts");
   // The plan's rollouts at their known length (the start-up plan bounded them by model.seq_len).
   predicted_peak_ =

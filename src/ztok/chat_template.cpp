@@ -1,6 +1,10 @@
-// Chat templates written out from their Jinja sources (Qwen2's tokenizer_config.json chat_template for
-// ChatML, Meta-Llama-3-8B-Instruct's for Llama 3) as a list of parts: specials and text runs.
+// Chat templates written out from their Jinja sources (the tokenizer_config.json chat_template of Qwen2
+// and Qwen2.5 for ChatML, of Meta-Llama-3-8B-Instruct, Llama-3.1-8B-Instruct and Llama-3.2-1B-Instruct for
+// Llama 3) as a list of parts: specials and text runs. Tools and tool calls are not rendered.
 #include "ztok/chat_template.hpp"
+
+#include <ctime>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -8,6 +12,8 @@ namespace zt::ztok {
 namespace {
 
 constexpr const char* kQwenDefaultSystem = "You are a helpful assistant.";
+constexpr const char* kQwen25DefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+constexpr const char* kLlama31Date = "26 Jul 2024";  // Llama 3.1's date_string when none is given
 
 // One piece of a rendered conversation: a special token, or text encoded as one string. `trained_from`
 // is the byte offset in `text` where an assistant's content starts (npos: none of it is trained); a
@@ -28,10 +34,10 @@ Part header_and_content(const std::string& header, const ChatMessage& m, const s
   return p;
 }
 
-std::vector<Part> chatml_parts(const std::vector<ChatMessage>& messages, bool generation_prompt) {
+std::vector<Part> chatml_parts(const std::vector<ChatMessage>& messages, bool generation_prompt, const char* default_system) {
   std::vector<Part> parts;
   if (messages.empty() || messages.front().role != "system")
-    parts.insert(parts.end(), {special("<|im_start|>"), text(cat("system\n", kQwenDefaultSystem)),
+    parts.insert(parts.end(), {special("<|im_start|>"), text(cat("system\n", default_system)),
                                special("<|im_end|>"), text("\n")});
   for (const ChatMessage& m : messages) {
     parts.push_back(special("<|im_start|>"));
@@ -43,19 +49,64 @@ std::vector<Part> chatml_parts(const std::vector<ChatMessage>& messages, bool ge
   return parts;
 }
 
-std::vector<Part> llama3_parts(const std::vector<ChatMessage>& messages, bool generation_prompt) {
+void add_llama3_turn(std::vector<Part>& parts, const ChatMessage& m) {
+  parts.push_back(special("<|start_header_id|>"));
+  parts.push_back(text(m.role));
+  parts.push_back(special("<|end_header_id|>"));
+  parts.push_back(header_and_content("\n\n", m, strip_unicode_space(m.content)));
+  parts.push_back(special("<|eot_id|>", m.role == "assistant"));
+}
+
+// Llama 3.1/3.2: `date` non-empty opens with the system turn (the conversation's system message moved
+// into it); empty: Llama 3's, every message its own turn.
+std::vector<Part> llama3_parts(const std::vector<ChatMessage>& messages, bool generation_prompt, const std::string& date) {
   std::vector<Part> parts{special("<|begin_of_text|>")};
-  for (const ChatMessage& m : messages) {
-    parts.push_back(special("<|start_header_id|>"));
-    parts.push_back(text(m.role));
-    parts.push_back(special("<|end_header_id|>"));
-    parts.push_back(header_and_content("\n\n", m, strip_unicode_space(m.content)));
-    parts.push_back(special("<|eot_id|>", m.role == "assistant"));
+  std::size_t first = 0;
+  if (!date.empty()) {
+    const bool system = !messages.empty() && messages.front().role == "system";
+    first = system ? 1 : 0;
+    parts.insert(parts.end(), {special("<|start_header_id|>"), text("system"), special("<|end_header_id|>"),
+                               text(cat("\n\nCutting Knowledge Date: December 2023\nToday Date: ", date, "\n\n",
+                                        system ? strip_unicode_space(messages.front().content) : "")),
+                               special("<|eot_id|>")});
   }
+  for (std::size_t i = first; i < messages.size(); ++i) add_llama3_turn(parts, messages[i]);
   if (generation_prompt)
     parts.insert(parts.end(), {special("<|start_header_id|>"), text("assistant"), special("<|end_header_id|>"), text("\n\n")});
   return parts;
 }
+
+// strftime_now("%d %b %Y") in the C locale, once a process.
+const std::string& todays_date() {
+  static const std::string date = [] {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+    return std::string(buf);
+  }();
+  return date;
+}
+
+std::vector<Part> parts_of(ChatTemplate t, const std::vector<ChatMessage>& messages, bool generation_prompt) {
+  switch (t) {
+    case ChatTemplate::kChatml: return chatml_parts(messages, generation_prompt, kQwenDefaultSystem);
+    case ChatTemplate::kQwen25: return chatml_parts(messages, generation_prompt, kQwen25DefaultSystem);
+    case ChatTemplate::kLlama3: return llama3_parts(messages, generation_prompt, "");
+    case ChatTemplate::kLlama31: return llama3_parts(messages, generation_prompt, kLlama31Date);
+    case ChatTemplate::kLlama32: return llama3_parts(messages, generation_prompt, todays_date());
+  }
+  return {};
+}
+
+bool chatml(ChatTemplate t) { return t == ChatTemplate::kChatml || t == ChatTemplate::kQwen25; }
+
+constexpr std::pair<ChatTemplate, const char*> kNames[] = {{ChatTemplate::kChatml, "chatml"},
+                                                           {ChatTemplate::kQwen25, "qwen2.5"},
+                                                           {ChatTemplate::kLlama3, "llama3"},
+                                                           {ChatTemplate::kLlama31, "llama3.1"},
+                                                           {ChatTemplate::kLlama32, "llama3.2"}};
 
 // Decodes the code point at text[i] (valid UTF-8) and its length.
 char32_t code_point_at(const std::string& s, std::size_t i, std::size_t& length) {
@@ -75,17 +126,35 @@ bool is_python_space(char32_t c) {
 }  // namespace
 
 ChatTemplate parse_chat_template(const std::string& name) {
-  if (name == "chatml") return ChatTemplate::kChatml;
-  if (name == "llama3") return ChatTemplate::kLlama3;
-  throw ConfigError(cat("--chat-template must be chatml (Qwen2's ChatML) or llama3 (Llama 3's), not '", name, "'"));
+  for (const auto& [t, n] : kNames)
+    if (name == n) return t;
+  throw ConfigError(cat("--chat-template must be chatml (Qwen2's ChatML), qwen2.5, llama3 (Llama 3's), llama3.1 (3.1's and "
+                        "3.3's) or llama3.2 (3.2's, today's date), not '", name, "'"));
 }
 
-std::string to_string(ChatTemplate t) { return t == ChatTemplate::kChatml ? "chatml" : "llama3"; }
+std::string to_string(ChatTemplate t) {
+  for (const auto& [k, n] : kNames)
+    if (t == k) return n;
+  return "?";
+}
 
-std::string turn_end_token(ChatTemplate t) { return t == ChatTemplate::kChatml ? "<|im_end|>" : "<|eot_id|>"; }
+std::optional<ChatTemplate> identify_chat_template(const std::string& jinja) {
+  const auto has = [&](const char* s) { return jinja.find(s) != std::string::npos; };
+  if (has("<|im_start|>") && !has("<think>")) {
+    if (has("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")) return ChatTemplate::kQwen25;
+    if (has("You are a helpful assistant.")) return ChatTemplate::kChatml;
+    return std::nullopt;
+  }
+  if (!has("<|start_header_id|>") || !has("<|eot_id|>")) return std::nullopt;
+  if (!has("Cutting Knowledge Date: December 2023")) return ChatTemplate::kLlama3;
+  if (has("strftime_now")) return ChatTemplate::kLlama32;
+  return has("\"26 Jul 2024\"") ? std::optional(ChatTemplate::kLlama31) : std::nullopt;
+}
+
+std::string turn_end_token(ChatTemplate t) { return chatml(t) ? "<|im_end|>" : "<|eot_id|>"; }
 
 std::vector<std::string> template_specials(ChatTemplate t) {
-  if (t == ChatTemplate::kChatml) return {"<|im_start|>", "<|im_end|>"};
+  if (chatml(t)) return {"<|im_start|>", "<|im_end|>"};
   return {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
 }
 
@@ -107,8 +176,7 @@ TokenizedSample render_chat(ChatTemplate t, const std::vector<ChatMessage>& mess
                             tok::Encoder& encoder, bool generation_prompt) {
   TokenizedSample out;
   const tok::PreTokenizer& pre = tokenizer.pretokenizer();
-  for (const Part& p : t == ChatTemplate::kChatml ? chatml_parts(messages, generation_prompt)
-                                                  : llama3_parts(messages, generation_prompt)) {
+  for (const Part& p : parts_of(t, messages, generation_prompt)) {
     if (p.special) {
       const std::uint32_t id = tokenizer.special_id(p.text);
       ZT_CHECK(id != tok::Vocab::kNone, "special token ", p.text, " has no id (check_template_specials)");

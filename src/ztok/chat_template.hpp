@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,14 +16,28 @@ enum class ChatTemplate {
   // Qwen2's ChatML: "<|im_start|>" role "\n" content "<|im_end|>" "\n" per message, and first the
   // system message "You are a helpful assistant." when the conversation does not open with one.
   kChatml,
+  // Qwen2.5's: ChatML with the default system message "You are Qwen, created by Alibaba Cloud. You are a
+  // helpful assistant."
+  kQwen25,
   // Llama 3's: "<|begin_of_text|>", then "<|start_header_id|>" role "<|end_header_id|>" "\n\n"
   // content.strip() "<|eot_id|>" per message (Jinja's trim: Python's str.strip()).
   kLlama3,
+  // Llama 3.1's (and 3.3's): Llama 3's, opened by a system turn that always comes: "Cutting Knowledge Date:
+  // December 2023\nToday Date: 26 Jul 2024\n\n" and the conversation's system message (stripped), if any.
+  kLlama31,
+  // Llama 3.2's: 3.1's with today's date, as transformers renders it (strftime_now("%d %b %Y"), local
+  // time, read once a process): the same prompt renders differently on another day.
+  kLlama32,
 };
 
-// "chatml" or "llama3"; anything else is a ConfigError listing both.
+// "chatml", "qwen2.5", "llama3", "llama3.1" or "llama3.2"; anything else is a ConfigError listing them.
 ChatTemplate parse_chat_template(const std::string& name);
 std::string to_string(ChatTemplate t);
+
+// Which of the templates above a model's Jinja chat_template (tokenizer_config.json's) renders as, from the
+// text that tells them apart (the default system messages, the date block); none for any other template
+// (Qwen3's thinking, Mistral's [INST], ...): ztrain does not run Jinja.
+std::optional<ChatTemplate> identify_chat_template(const std::string& jinja);
 
 struct ChatMessage {
   std::string role;     // system, user or assistant

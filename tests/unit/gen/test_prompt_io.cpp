@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "gen/prompt_io.hpp"
 #include "../temp_dir.hpp"
+#include "../tok/vocab_fixture.hpp"
 
 namespace zt::gen {
 namespace {
@@ -61,6 +62,30 @@ TEST(PromptFiles, ANullReferenceAnswerIsRefusedLikeAMissingOne) {
   EXPECT_NE(e.find("is null"), std::string::npos) << e;
   write(dir.path / "q.jsonl", R"({"id": 1, "prompt_ids": [1], "answer": 42})" "\n");
   EXPECT_EQ(read_prompts((dir.path / "q.jsonl").string(), f).front().reference, "42");  // a number's text
+}
+
+// A messages line renders as the model's own template (tokenizer_config.json beside its tokenizer), else by
+// the specials the tokenizer has; a model template ztrain does not render is said, never replaced.
+TEST(PromptFiles, MessagesRenderWithTheModelsOwnTemplate) {
+  const std::string vocab = tok::testing::vocab_dir_or_empty();
+  if (vocab.empty()) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
+  tok::Tokenizer t(tok::Vocab::load(vocab));
+  t.add_special("<|im_start|>", 50257);
+  t.add_special("<|im_end|>", 50258);
+  const test::TempDir dir("prompt_io");
+  const std::string tokenizer = (dir.path / "tokenizer.json").string();  // where the file would be
+  EXPECT_EQ(chat_template_of(&t, tokenizer).chat, ztok::ChatTemplate::kChatml);  // no tokenizer_config.json
+  write(dir.path / "tokenizer_config.json",
+        R"({"chat_template": "{{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}"})");
+  EXPECT_EQ(chat_template_of(&t, tokenizer).chat, ztok::ChatTemplate::kQwen25);
+  write(dir.path / "tokenizer_config.json", R"({"chat_template": "{{ '<|im_start|>' + message.role + '\n<think>\n' }}"})");
+  const ChatChoice qwen3 = chat_template_of(&t, tokenizer);
+  EXPECT_EQ(qwen3.chat, std::nullopt);
+  EXPECT_NE(qwen3.why_none.find("tokenizer_config.json's chat_template is none ztrain renders"), std::string::npos);
+  write(dir.path / "p.jsonl", R"({"id": 1, "messages": [{"role": "user", "content": "hi"}]})" "\n");
+  PromptFormat f{&t, qwen3.chat, ""};
+  f.template_hint = qwen3.why_none;
+  EXPECT_NE(error_of((dir.path / "p.jsonl").string(), f).find("none ztrain renders"), std::string::npos);
 }
 
 }  // namespace

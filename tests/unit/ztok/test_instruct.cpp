@@ -99,6 +99,68 @@ TEST(ChatTemplate, Llama3RendersAsMetaLlama3WithContentTrimmed) {
   EXPECT_EQ(decode(*tokenizer, s, true), "Hello!<|eot_id|>");
 }
 
+// Qwen2.5-Instruct's template: ChatML whose default system message names Qwen.
+TEST(ChatTemplate, Qwen25RendersWithItsOwnDefaultSystemMessage) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  tok::Encoder enc(*tokenizer);
+  const TokenizedSample s = render_chat(ChatTemplate::kQwen25, {{"user", "What is 2+2?"}}, *tokenizer, enc, true);
+  EXPECT_EQ(decode(*tokenizer, s),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
+  const TokenizedSample own = render(ChatTemplate::kQwen25, *tokenizer, {{"system", "Be terse."}, {"user", "Hi"}});
+  EXPECT_EQ(decode(*tokenizer, own), "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+}
+
+// Llama 3.1's template: a system turn always opens, its date block then the conversation's system message
+// (trimmed, and taken out of the turns); 3.2's is the same with today's date.
+TEST(ChatTemplate, Llama31OpensWithTheDateBlockAndTheSystemMessage) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  tok::Encoder enc(*tokenizer);
+  const TokenizedSample bare = render_chat(ChatTemplate::kLlama31, {{"user", " Hi\n"}}, *tokenizer, enc, true);
+  EXPECT_EQ(decode(*tokenizer, bare),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const TokenizedSample s = render(ChatTemplate::kLlama31, *tokenizer,
+                                   {{"system", " Be brief. "}, {"user", "Hi"}, {"assistant", "Hello!"}});
+  EXPECT_EQ(decode(*tokenizer, s),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>");
+  EXPECT_EQ(decode(*tokenizer, s, true), "Hello!<|eot_id|>");
+  const std::string today = decode(*tokenizer, render(ChatTemplate::kLlama32, *tokenizer, {{"user", "Hi"}}));
+  EXPECT_EQ(today.find("Today Date: 26 Jul 2024"), std::string::npos);
+  EXPECT_NE(today.find("Today Date: "), std::string::npos);
+}
+
+// The models' own templates (tokenizer_config.json's chat_template, in part) tell which rendering is theirs.
+TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
+  const std::string qwen2 =
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou "
+      "are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + "
+      "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+  const std::string qwen25 = "{%- else %}\n        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are "
+                             "a helpful assistant.<|im_end|>\\n' }}";
+  const std::string qwen25_math = "{{- '<|im_start|>system\\nPlease reason step by step, and put your final answer "
+                                  "within \\\\boxed{}.<|im_end|>\\n' }}";
+  const std::string qwen3 = "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content }}";
+  const std::string llama3 =
+      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+      "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% endfor %}";
+  const std::string llama31 = llama3 + "{%- set date_string = \"26 Jul 2024\" %}{{- \"Cutting Knowledge Date: December 2023\\n\" }}";
+  const std::string llama32 = llama31 + "{%- set date_string = strftime_now(\"%d %b %Y\") %}";
+  EXPECT_EQ(identify_chat_template(qwen2), ChatTemplate::kChatml);
+  EXPECT_EQ(identify_chat_template(qwen25), ChatTemplate::kQwen25);
+  EXPECT_EQ(identify_chat_template(llama3), ChatTemplate::kLlama3);
+  EXPECT_EQ(identify_chat_template(llama31), ChatTemplate::kLlama31);
+  EXPECT_EQ(identify_chat_template(llama32), ChatTemplate::kLlama32);
+  EXPECT_EQ(identify_chat_template(qwen25_math), std::nullopt);  // another default system message
+  EXPECT_EQ(identify_chat_template(qwen3), std::nullopt);        // thinking blocks
+  EXPECT_EQ(identify_chat_template("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), std::nullopt);
+  for (const char* name : {"chatml", "qwen2.5", "llama3", "llama3.1", "llama3.2"})
+    EXPECT_EQ(to_string(parse_chat_template(name)), name);
+}
+
 TEST(ChatTemplate, SpecialTokenTextInContentIsPlainText) {
   ZT_REQUIRE_SPECIALS_TOKENIZER();
   const TokenizedSample s = render(ChatTemplate::kChatml, *tokenizer,
