@@ -165,10 +165,13 @@ void write_staged(io::StagedOutput& out, const std::string& flag, const std::str
   try {
     write(out.staging());
     out.commit();
-  } catch (const Error& e) {
+  } catch (const IoError& e) {  // the disk: where the advice helps
     out.discard();
     throw IoError(cat("cannot write ", flag, " ", path, ": ", e.what(), "; nothing was changed at ", path,
                       " (the partial copy was removed): free space there or choose another place, then run the command again"));
+  } catch (const Error& e) {  // what is being written cannot be (a model no format holds): its own words and code
+    out.discard();
+    throw Error(cat(e.what(), "; nothing was changed at ", path), e.exit_code());
   }
 }
 
@@ -214,6 +217,26 @@ int verify(const std::string& dir) {
 
 // --adapter DIR: PEFT's layout, what PeftModel.from_pretrained(base, DIR) loads: the adapters' fp32 master
 // weights under their PEFT names, and adapter_config.json naming the base (the run's init.from).
+// The tokenizer's and generation's files of a Hugging Face directory `from` into `to` (those it has), so
+// that a directory written here generates and chats as its source did.
+void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  if (from.empty() || !fs::is_directory(from, ec)) return;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
+                        "generation_config.json"})
+    if (fs::exists(from / f, ec)) fs::copy_file(from / f, to / f);
+}
+
+// Where a run's tokenizer came from, for an export: its init.from directory (a fine-tune of a Hugging Face
+// model: its tokenizer and templates), else a tokenizer.json given as data.vocab (copied as such).
+void copy_run_tokenizer(const config::Config& run, const fs::path& to) {
+  const fs::path from(config::lora_base_path(run));  // init.from, or a PEFT directory's base
+  std::error_code ec;
+  if (!from.empty() && fs::exists(from / "config.json", ec)) return copy_tokenizer_files(from, to);
+  if (run.data.vocab.ends_with(".json") && fs::is_regular_file(run.data.vocab, ec))
+    fs::copy_file(run.data.vocab, to / "tokenizer.json");
+}
+
 int export_adapter(const Args& a) {
   const ckpt::Checkpoint c = open_committed(a.dir);
   const config::Config config = run_config_of(c);
@@ -263,8 +286,12 @@ int export_weights(const Args& a) {
                                    : a.merge  ? model::checkpoint_merged_weights(c, table)
                                               : c.read_master();
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
-    if (file) model::export_pretrained((dir / path.filename()).string(), table, master.data());
-    else model::export_hf_directory(dir.string(), table, master.data(), a.dtype != "fp32", a.max_shard);
+    if (file) {
+      model::export_pretrained((dir / path.filename()).string(), table, master.data());
+      return;
+    }
+    model::export_hf_directory(dir.string(), table, master.data(), a.dtype != "fp32", a.max_shard);
+    if (!a.critic) copy_run_tokenizer(run_config_of(c), dir);
   });
   std::cout << "exported " << (a.critic ? "the critic of " : "") << "step " << c.manifest().step << " of " << a.dir << " to " << a.out
             << (file ? " (+ config.json)" : cat(" (", a.dtype == "fp32" ? "fp32" : "bf16", ", config.json)")) << "\n";
@@ -305,9 +332,7 @@ int quantize(const Args& a) {
   int quantized = 0;
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
     quantized = model::export_bnb_nf4_directory(dir.string(), table, flat.data(), a.block, a.double_quant, a.dtype != "fp32");
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
-                          "generation_config.json"})
-      if (fs::exists(fs::path(a.dir) / f)) fs::copy_file(fs::path(a.dir) / f, dir / f);
+    copy_tokenizer_files(a.dir, dir);
   });
   std::cout << "quantized " << quantized << " weights of " << a.dir << " to " << a.out << " (bitsandbytes NF4, blocks of "
             << a.block << (a.double_quant ? ", double quantization" : "") << "; the rest "

@@ -146,7 +146,7 @@ gen::ChatChoice template_of(const Options& o, const tok::Tokenizer* t, const std
 
 // A Hugging Face directory's generation_config.json eos_token_id (an id or a list: Llama 3 Instruct ends
 // turns with two), as generate() stops on them; none without the file.
-std::vector<std::int32_t> generation_config_eos(const std::string& dir) {
+std::vector<std::int32_t> generation_config_eos(const std::string& dir, std::int64_t vocab) {
   const fs::path file = fs::path(dir) / "generation_config.json";
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return {};
@@ -160,8 +160,14 @@ std::vector<std::int32_t> generation_config_eos(const std::string& dir) {
   }
   std::vector<std::int32_t> ids;
   const nlohmann::json eos = j.is_object() && j.contains("eos_token_id") ? j["eos_token_id"] : nlohmann::json();
-  for (const nlohmann::json& v : eos.is_array() ? eos : nlohmann::json::array({eos}))
-    if (v.is_number_integer() && v.get<std::int64_t>() >= 0) ids.push_back(static_cast<std::int32_t>(v.get<std::int64_t>()));
+  if (eos.is_null()) return ids;
+  for (const nlohmann::json& v : eos.is_array() ? eos : nlohmann::json::array({eos})) {
+    // A stop id the model cannot produce would never stop it: the file is wrong, and generate() refuses it too.
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= vocab)
+      throw InputError(cat(file.string(), ": eos_token_id ", v.dump(), " is not a token id of the model's vocabulary [0, ",
+                           vocab, "): fix the file, or give --ignore-eos with --stop-id"));
+    ids.push_back(static_cast<std::int32_t>(v.get<std::int64_t>()));
+  }
   return ids;
 }
 
@@ -170,7 +176,7 @@ std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedMod
   std::vector<std::int32_t> stops = o.stop_ids;
   if (o.ignore_eos) return stops;
   if (!m.checkpoint)
-    for (std::int32_t id : generation_config_eos(o.model)) stops.push_back(id);
+    for (std::int32_t id : generation_config_eos(o.model, m.table.shape().vocab_size)) stops.push_back(id);
   if (t == nullptr) return stops;
   for (std::int32_t id : gen::end_tokens(*t, chat)) stops.push_back(id);
   return stops;
@@ -228,7 +234,7 @@ void prepare(Job& j, const dist::World& world) {
     throw ConfigError(cat("--tp ", j.o.tp, " does not divide the ", world.size(), " ranks"));
   j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model));
   const model::GptShape& shape = j.model->table.shape();
-  if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp);
+  if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp, "--tp");
   const std::string tokenizer_file = tokenizer_path(j.o, *j.model);
   j.tokenizer = load_tokenizer(j.o, tokenizer_file);
   const gen::ChatChoice chat = template_of(j.o, j.tokenizer.get(), tokenizer_file);

@@ -41,7 +41,8 @@ struct Fixed {
   const char* what;                   // what that is, for the message
 };
 
-// GPT2Config's fields (transformers' configuration_gpt2.py) beyond the shape (read into [model] keys),
+// GPT2Config's fields (transformers' configuration_gpt2.py) beyond the shape (`what` says what the block
+// computes in words; the message adds the field's values) (read into [model] keys),
 // the context (n_positions) and n_inner (checked against 4 n_embd below).
 const std::vector<Fixed>& gpt2_fixed() {
   static const std::vector<Fixed> kFixed = {
@@ -51,9 +52,9 @@ const std::vector<Fixed>& gpt2_fixed() {
       {"layer_norm_epsilon", Kind::kNumber, "1e-5", {"1e-5"}, "LayerNorm with epsilon 1e-5"},
       {"scale_attn_weights", Kind::kBool, "true", {"true"}, "attention scores divided by sqrt(head size)"},
       {"scale_attn_by_inverse_layer_idx", Kind::kBool, "false", {"false"},
-       "attention scores not divided by the layer index (scale_attn_by_inverse_layer_idx false)"},
+       "attention scores not divided by the layer index"},
       {"add_cross_attention", Kind::kBool, "false", {"false"}, "a decoder without cross-attention"},
-      {"tie_word_embeddings", Kind::kBool, "true", {"true"}, "an LM head tied to wte (tie_word_embeddings true)"},
+      {"tie_word_embeddings", Kind::kBool, "true", {"true"}, "an LM head tied to wte"},
       // Only where the attention is computed in what precision: the same function either way.
       {"reorder_and_upcast_attn", Kind::kBool, "false", {"false", "true"}, ""},
   };
@@ -63,12 +64,12 @@ const std::vector<Fixed>& gpt2_fixed() {
 // LlamaConfig's (and Mistral's, Qwen2's) beyond the shape, RoPE, norm and tie fields read into [model] keys.
 const std::vector<Fixed>& llama_fixed() {
   static const std::vector<Fixed> kFixed = {
-      {"hidden_act", Kind::kString, "silu", {"silu"}, "SwiGLU with SiLU (hidden_act silu)"},
+      {"hidden_act", Kind::kString, "silu", {"silu"}, "SwiGLU with SiLU"},
       {"attention_bias", Kind::kBool, "false", {"false"},
-       "no biases on q, k, v, o (attention_bias false; Qwen2ForCausalLM's q, k, v biases are model.qkv_bias)"},
-      {"mlp_bias", Kind::kBool, "false", {"false"}, "no biases in the MLP (mlp_bias false)"},
+       "no biases on q, k, v, o (Qwen2ForCausalLM's q, k, v biases are model.qkv_bias)"},
+      {"mlp_bias", Kind::kBool, "false", {"false"}, "no biases in the MLP"},
       {"use_sliding_window", Kind::kBool, "false", {"false"},
-       "full causal attention on every layer (Qwen2's use_sliding_window false)"},
+       "full causal attention on every layer"},
       // Splits the matmuls into slices in transformers: the same function.
       {"pretraining_tp", Kind::kNumber, "1", {}, ""},
   };

@@ -1,5 +1,6 @@
 // Checks that involve more than one key, and the batch arithmetic that needs the world size.
 // Every message says the arithmetic and the nearest valid values, never a bare assertion.
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -34,11 +35,18 @@ std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
 }
 
 void check_model(const ModelConfig& m) {
-  if (m.n_embd % m.n_head != 0)
-    throw ConfigError(cat("model.n_embd=", m.n_embd, " is not divisible by model.n_head=", m.n_head,
-                          ": every head needs n_embd/n_head channels; use model.n_head in {",
-                          join(divisors(m.n_embd, 64)), "} or model.n_embd=", (m.n_embd / m.n_head) * m.n_head,
-                          " or ", (m.n_embd / m.n_head + 1) * m.n_head));
+  if (m.n_embd % m.n_head == 0) return;
+  // Llama's RoPE rotates pairs of channels: its heads are an even number of channels wide.
+  const std::int64_t step = m.arch == Arch::kLlama ? 2 : 1;
+  std::vector<std::int64_t> heads;
+  for (const std::int64_t d : divisors(m.n_embd, 64))
+    if ((m.n_embd / d) % step == 0) heads.push_back(d);
+  const std::int64_t width = (m.n_embd / m.n_head + step - 1) / step * step;  // the head size at or above, even for RoPE
+  const std::int64_t below = std::max<std::int64_t>(step, m.n_embd / m.n_head / step * step);
+  throw ConfigError(cat("model.n_embd=", m.n_embd, " is not divisible by model.n_head=", m.n_head,
+                        ": every head needs n_embd/n_head channels", step == 2 ? " (an even number: RoPE rotates pairs)" : "",
+                        heads.empty() ? std::string() : cat("; use model.n_head in {", join(heads), "}"),
+                        " or model.n_embd=", below * m.n_head, " or ", (width == below ? width + step : width) * m.n_head));
 }
 
 // A key only another family reads (the option table's Option::family), given a value that would change

@@ -34,8 +34,7 @@ void check_request(const Request& r, std::size_t index, std::int64_t vocab, std:
                             ", outside the model's vocabulary [0, ", vocab, ")"));
   if (n >= max_len)
     throw ConfigError(cat(what, ": request ", index, "'s prompt has ", n, " tokens, which leaves no room for a new one in "
-                          "the context of ", max_len, " (zgen --max-len, at most the model's seq_len): shorten it or "
-                          "raise the context"));
+                          "the context of ", max_len, ": shorten it or raise the context"));
   if (r.max_new_tokens < 1)
     throw ConfigError(cat(what, ": request ", index, " asks for ", r.max_new_tokens, " new tokens (at least 1)"));
 }

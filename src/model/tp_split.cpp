@@ -97,13 +97,13 @@ TpSplit tp_split_of(const ParamInfo& p, const GptShape& s) {
   return family_of(s.arch).tp_split(p, s);
 }
 
-void check_tp_degree(const GptShape& s, int tp) {
+void check_tp_degree(const GptShape& s, int tp, const std::string& key) {
   if (tp == 1) return;
   const std::string valid = divisors_of_all({s.n_head, s.n_kv_head, s.ffn_hidden});
   auto need = [&](std::int64_t value, const char* what, const char* why) {
     if (value % tp != 0)
-      throw ConfigError(cat("parallel.tp=", tp, " does not divide ", what, "=", value, ": ", why,
-                            "; use parallel.tp in {", valid, "}"));
+      throw ConfigError(cat(key, "=", tp, " does not divide ", what, "=", value, ": ", why, "; use ", key, " in {",
+                            valid, "}"));
   };
   need(s.n_head, "model.n_head", "each tensor-parallel rank computes whole attention heads");
   need(s.n_kv_head, "the K/V heads (model.n_kv_head)",

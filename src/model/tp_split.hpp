@@ -36,7 +36,7 @@ TpSplit tp_split_of(const ParamInfo& p, const GptShape& shape);
 
 // Throws ConfigError unless tp divides what it must: the heads, the K/V heads (GQA: naming the
 // degrees that work) and the MLP width.
-void check_tp_degree(const GptShape& shape, int tp);
+void check_tp_degree(const GptShape& shape, int tp, const std::string& key = "parallel.tp");
 
 // A TP rank's rows of the token embedding and LM head: ceil(Vp / tp) (without the zero row).
 std::int64_t vocab_shard_rows(const GptShape& shape, int tp);
