@@ -40,15 +40,19 @@ expect_exit() {
   fi
 }
 
-# expect_in FILE PATTERN [WHAT]: the file matches the extended regex.
 # require_cuda: skips the test (exit 77), saying why, without a CUDA backend or a visible GPU.
 require_cuda() {
   "$ZT_BIN/ztrain" --train.device=cuda --print-config >"$ZT_WORK/probe" 2>&1 ||
     skip "no CUDA device visible or no CUDA backend in this build: $(tail -n 1 "$ZT_WORK/probe")"
 }
 
+# expect_in FILE PATTERN [WHAT]: the file matches the extended regex.
 expect_in() {
   grep -Eq -- "$2" "$1" || { echo "--- $1"; tail -n 40 "$1"; fail "${3:-pattern '$2' not found in $1}"; }
+}
+# expect_not_in FILE PATTERN [WHAT]: the file does not match the extended regex.
+expect_not_in() {
+  ! grep -Eq -- "$2" "$1" || { echo "--- $1"; grep -E -- "$2" "$1" | head -n 5; fail "${3:-pattern '$2' found in $1}"; }
 }
 
 # A tiny synthetic GPT-2 setup: shards in $ZT_WORK/data and the ztrain options that fit them.

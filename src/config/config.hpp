@@ -246,6 +246,7 @@ struct RlConfig {
   LossAggregation loss_agg = LossAggregation::kTokenMean;
   bool norm_adv_by_std = true;            // GRPO's division by the group's std (false: Dr. GRPO)
   bool pack_rollouts = true;              // several rollouts a row in the update's passes (document mask)
+  bool balance_rollouts = true;           // re-deal each step's rollouts over the ranks by length (verl balance_batch)
   std::string rollout_dir;                // each iteration's rollouts as JSONL here (verl rollout_data_dir); empty = none
   // PPO (rl.algorithm=ppo): the critic and GAE, verl's names and defaults
   double gamma = 1.0;                     // verl algorithm.gamma

@@ -146,14 +146,24 @@ std::int64_t UpdatePlan::rows_used() const {
   return n;
 }
 
-UpdatePlan plan_update(std::span<const Rollout> rollouts, std::int64_t steps, std::int64_t micro_batch,
+std::vector<std::size_t> step_sizes(std::span<const Rollout> rollouts, std::int64_t steps, std::int64_t mini_batch) {
+  std::vector<std::size_t> sizes(static_cast<std::size_t>(steps), 0);
+  std::int64_t last = 0;
+  for (const Rollout& r : rollouts) {
+    const std::int64_t s = r.position / mini_batch;
+    ZT_CHECK(s >= last && s < steps, "rl: rollout at position ", r.position, " out of step order (step ", s, " of ", steps, ")");
+    ++sizes[static_cast<std::size_t>(last = s)];
+  }
+  return sizes;
+}
+
+UpdatePlan plan_update(std::span<const Rollout> rollouts, std::span<const std::size_t> step_sizes, std::int64_t micro_batch,
                        std::int64_t seq_len, bool pack) {
-  ZT_CHECK(steps > 0 && micro_batch > 0 && rollouts.size() % static_cast<std::size_t>(steps) == 0, "rl: ",
-           rollouts.size(), " rollouts in ", steps, " optimizer steps");
-  const std::size_t per_step = rollouts.size() / static_cast<std::size_t>(steps);
+  ZT_CHECK(micro_batch > 0 && std::accumulate(step_sizes.begin(), step_sizes.end(), std::size_t{0}) == rollouts.size(),
+           "rl: ", rollouts.size(), " rollouts in steps of ", step_sizes.size());
   UpdatePlan plan;
-  for (std::size_t s = 0; s < static_cast<std::size_t>(steps); ++s) {
-    const std::size_t first = s * per_step;
+  std::size_t first = 0;
+  for (const std::size_t per_step : step_sizes) {
     std::vector<Placement> placed;  // rows numbered over the step
     if (!pack) {
       for (std::size_t k = 0; k < per_step; ++k) placed.push_back({first + k, static_cast<int>(k), 0});
@@ -185,6 +195,7 @@ UpdatePlan plan_update(std::span<const Rollout> rollouts, std::int64_t steps, st
       passes[pass].push_back(p);
     }
     plan.steps.push_back(std::move(passes));
+    first += per_step;
   }
   return plan;
 }

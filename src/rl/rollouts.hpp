@@ -106,7 +106,8 @@ void use_layout(model::Model& model, const MicroBatch& mb);
 std::int64_t rollout_sequence(const Rollout& r, std::int64_t group);
 
 // This rank's forward passes over an iteration's rollouts, per optimizer step: each pass's placements.
-// Unpacked: the step's rollouts in order, one a row, micro_batch rows a pass (the batch rules' count).
+// The rollouts come in step order, step_sizes[s] of them in step s (the batch rules' equal shares, or
+// rl.balance_rollouts' dealing). Unpacked: the step's rollouts in order, one a row, micro_batch rows a pass.
 // Packed (rl.pack_rollouts): each step's rollouts by first-fit decreasing length (prompt + response; ties
 // in rollout order) into rows of seq_len, micro_batch rows a pass: as many passes as the rows need.
 struct UpdatePlan {
@@ -117,8 +118,11 @@ struct UpdatePlan {
   void pad_to(std::span<const std::int64_t> counts);
   std::int64_t rows_used() const;  // rows holding a rollout, over every step
 };
-UpdatePlan plan_update(std::span<const Rollout> rollouts, std::int64_t steps, std::int64_t micro_batch,
+UpdatePlan plan_update(std::span<const Rollout> rollouts, std::span<const std::size_t> step_sizes, std::int64_t micro_batch,
                        std::int64_t seq_len, bool pack);
+
+// How many of `rollouts` (in step order) belong to each of `steps` optimizer steps of mini_batch prompts.
+std::vector<std::size_t> step_sizes(std::span<const Rollout> rollouts, std::int64_t steps, std::int64_t mini_batch);
 
 // The objective of micro-batch `mb` (rollouts `which`, packed by pack()) given the model's token losses
 // on it [rows * seq_len]: each response token's log p is minus its loss; old_logp and ref_logp hold each

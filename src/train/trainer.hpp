@@ -107,6 +107,7 @@ class Trainer {
   void rl_write_rollouts(const std::vector<rl::Rollout>& rollouts);  // rl.rollout_dir (collective)
   // The iteration's forward passes (rl::UpdatePlan, equal counts over the data-parallel group: collective),
   // and pass m of optimizer step `step` as a micro-batch; the model told its layout.
+  void rl_balance(std::vector<rl::Rollout>& rollouts);
   void rl_plan(const std::vector<rl::Rollout>& rollouts);
   rl::MicroBatch rl_micro_batch(const std::vector<rl::Rollout>& rollouts, std::int64_t step, std::int64_t m) const;
   // The rollouts' response log-probabilities under the current policy, the KL reference or a LoRA base.

@@ -31,6 +31,7 @@
 #include "model/tp_split.hpp"
 #include "optim/schedule.hpp"
 #include "plan/memory_plan.hpp"
+#include "rl/balance.hpp"
 #include "rl/batch_rules.hpp"
 #include "rl/objectives.hpp"
 #include "rl/ppo.hpp"
@@ -344,12 +345,34 @@ void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
   io::write_file_atomic((std::filesystem::path(config_.rl.rollout_dir) / name).string(), text);
 }
 
+// rl.balance_rollouts (rl/balance.hpp): every data-parallel rank's rollouts gathered and each optimizer
+// step's dealt again by length; this rank keeps its own, in (position, sample) order. The ranks of a
+// tensor-parallel group hold the same rollouts: its first rank speaks for it. Packed passes only: one
+// rollout a row, every rank runs the batch rules' equal count whatever the lengths.
+void Trainer::rl_balance(std::vector<rl::Rollout>& rollouts) {
+  const rl::BatchLayout& b = rl_->layout;
+  if (!config_.rl.balance_rollouts || !config_.rl.pack_rollouts || b.dp == 1) return;
+  const std::string what = cat("iteration ", step_ + 1, " rollouts dealt for the update");
+  std::string all;
+  for (const std::string& part : world_.gather_to_root(grid_.tp_rank() == 0 ? rl::to_wire(rollouts) : "", what)) all += part;
+  std::vector<rl::Rollout> every = rl::from_wire(world_.broadcast_from_root(all, what), *rl_->prompts);
+  const std::vector<int> ranks = rl::balanced_ranks(every, b.mini_batch, b.dp);
+  std::vector<rl::Rollout> mine;
+  for (std::size_t k = 0; k < every.size(); ++k)
+    if (ranks[k] == grid_.dp_rank()) mine.push_back(std::move(every[k]));
+  std::sort(mine.begin(), mine.end(), [](const rl::Rollout& x, const rl::Rollout& y) {
+    return x.position != y.position ? x.position < y.position : x.sample < y.sample;
+  });
+  rollouts = std::move(mine);
+}
+
 // The iteration's passes on this rank (packed or one rollout a row, rl.pack_rollouts), as many per
 // optimizer step as the data-parallel group's most (empty ones where this rank has fewer: their
 // collectives still run).
 void Trainer::rl_plan(const std::vector<rl::Rollout>& rollouts) {
   const rl::BatchLayout& b = rl_->layout;
-  rl::UpdatePlan plan = rl::plan_update(rollouts, b.steps_per_epoch(), b.micro_batch, config_.model.seq_len,
+  rl::UpdatePlan plan = rl::plan_update(rollouts, rl::step_sizes(rollouts, b.steps_per_epoch(), b.mini_batch), b.micro_batch,
+                                        config_.model.seq_len,
                                         config_.rl.pack_rollouts);
   std::vector<double> counts;
   for (std::int64_t s = 0; s < b.steps_per_epoch(); ++s) counts.push_back(static_cast<double>(plan.passes(s)));
@@ -405,13 +428,14 @@ Trainer::StepResult Trainer::rl_iteration() {
   std::vector<rl::Rollout> rollouts = rl_generate(sums);
   rl_score(rollouts, sums);
   const auto t = Clock::now();
+  rl_balance(rollouts);
   rl_plan(rollouts);
   for (std::int64_t s = 0; s < b.steps_per_epoch(); ++s)
     sums.update_cells += static_cast<double>(r.plan.passes(s) * b.micro_batch * config_.model.seq_len);
   // The aggregation's denominators: each optimizer step's response tokens over all ranks (one all-reduce).
   std::vector<double> step_tokens(static_cast<std::size_t>(b.steps_per_epoch()), 0.0);
-  for (std::size_t k = 0; k < rollouts.size(); ++k)
-    step_tokens[k / static_cast<std::size_t>(b.sequences_per_rank_step())] += static_cast<double>(rollouts[k].response.size());
+  for (const rl::Rollout& ro : rollouts)
+    step_tokens[static_cast<std::size_t>(ro.position / b.mini_batch)] += static_cast<double>(ro.response.size());
   set_comm_context(cat("iteration ", step_ + 1, " token counts"));
   dp_comm().all_reduce_values(step_tokens, dist::ReduceOp::kSum);
   const std::int64_t updates = b.steps_per_epoch() * config_.rl.epochs;

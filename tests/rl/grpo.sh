@@ -165,16 +165,33 @@ expect_exit 0 "$ZT_BIN/ztrain" "${random_gpt2[@]}" "${dropout[@]}" --rl.pack_rol
   --log.metrics="$W/lora-rows.jsonl"
 close "$W/lora-packed.jsonl" "$W/lora-rows.jsonl" ||
   fail "a LoRA actor's packed update with dropout differs from one a row's (above)"
-expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" --train.zero_stage=3 \
+# Generation deals rank 1 the longer responses here: without rl.balance_rollouts rank 0 runs empty passes
+# (their collectives) to rank 1's count; with it (the default) each step's rollouts are dealt again by
+# length, no rank waits, and the update is the same sum over the same rollouts.
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" --train.zero_stage=3 --rl.balance_rollouts=false \
   --ckpt.dir="$W/z3-packed" --log.metrics="$W/z3-packed.jsonl"
 expect_in "$W/out" "iteration 1: 2 empty forward pass.* on data-parallel rank 0" "rank 0 should run empty passes here"
 close "$W/z3-packed.jsonl" "$W/rows.jsonl" padded ||
   fail "packed rollouts at ZeRO-3 on 2 ranks differ from one a row on 1 rank (above)"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" --train.zero_stage=3 \
+  --ckpt.dir="$W/z3-balanced" --log.metrics="$W/z3-balanced.jsonl"
+expect_not_in "$W/out" "empty forward pass" "balanced rollouts should leave no rank empty passes here"
+close "$W/z3-balanced.jsonl" "$W/rows.jsonl" padded ||
+  fail "balanced packed rollouts at ZeRO-3 on 2 ranks differ from one a row on 1 rank (above)"
+python3 - "$W/z3-balanced.jsonl" "$W/z3-packed.jsonl" <<'PY' || fail "balancing should fill more of the update's passes"
+import json, sys
+a, b = ([json.loads(l) for l in open(f) if '"accuracy"' in l][0] for f in sys.argv[1:3])
+assert a["update_fill"] > b["update_fill"], (a["update_fill"], b["update_fill"])
+print(f"ok: balanced update_fill {b['update_fill']:.2f} -> {a['update_fill']:.2f}")
+PY
 
 # The KL reference at ZeRO-3 is sharded over the ranks (a frozen engine gathering a unit at a time in its
 # pass), not a whole copy per rank: the same KL and loss as ZeRO-1's whole copy on the same 2 ranks over 2
-# iterations (the second's rollouts sampled after an update), with less memory.
-kl=(--rl.kl_coef=0.1 --optim.lr=1e-2 --train.max_steps=2)
+# iterations (the second's rollouts sampled after an update), with less memory. The random model earns no
+# reward, so the first update's gradient is the KL's at the reference itself: zero up to rounding, which
+# AdamW at its default eps would scale into full steps (a comparison of rounding noise); optim.eps=1e-4
+# leaves weight decay to move the policy, and the second iteration's KL gradient is a real one.
+kl=(--rl.kl_coef=0.1 --optim.lr=1e-1 --optim.eps=1e-4 --train.max_steps=2)
 expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" "${kl[@]}" --train.zero_stage=1 --ckpt.dir="$W/kl-z1" \
   --log.metrics="$W/kl-z1.jsonl"
 expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${random_gpt2[@]}" "${kl[@]}" --train.zero_stage=3 --ckpt.dir="$W/kl-z3" \

@@ -20,6 +20,9 @@ namespace zt::rl {
 namespace {
 namespace packing {  // its own names beside test_rl_update.cpp's in a unity build
 
+// n rollouts in `steps` equal optimizer steps (the batch rules' shares).
+std::vector<std::size_t> even(std::size_t n, std::size_t steps) { return std::vector<std::size_t>(steps, n / steps); }
+
 constexpr std::int64_t kSeq = 12;
 constexpr int kRows = 6;
 constexpr std::int64_t kGroup = 2, kFirstSequence = 10;
@@ -39,10 +42,10 @@ std::vector<Rollout> short_rollouts() {
 
 TEST(RlPackPlan, FirstFitDecreasingFillsFewerRowsAndPlacesEveryRolloutOnce) {
   const std::vector<Rollout> r = short_rollouts();
-  const UpdatePlan one_a_row = plan_update(r, 1, 2, kSeq, false);
+  const UpdatePlan one_a_row = plan_update(r, even(r.size(), 1), 2, kSeq, false);
   ASSERT_EQ(one_a_row.passes(0), 3);  // the batch rules' count: 6 rollouts, 2 rows a pass
   EXPECT_EQ(one_a_row.rows_used(), 6);
-  const UpdatePlan packed = plan_update(r, 1, 2, kSeq, true);
+  const UpdatePlan packed = plan_update(r, even(r.size(), 1), 2, kSeq, true);
   ASSERT_EQ(packed.passes(0), 2);
   EXPECT_EQ(packed.rows_used(), 3);
   std::set<std::size_t> seen;
@@ -60,7 +63,7 @@ TEST(RlPackPlan, FirstFitDecreasingFillsFewerRowsAndPlacesEveryRolloutOnce) {
   EXPECT_EQ(packed.steps[0][0][0].rollout, 4u);
   EXPECT_EQ(packed.steps[0][0][1].rollout, 1u);
   // Two optimizer steps take their own rollouts; the group's most passes pads a step with empty ones.
-  UpdatePlan two = plan_update(r, 2, 2, kSeq, true);
+  UpdatePlan two = plan_update(r, even(r.size(), 2), 2, kSeq, true);
   for (const auto& pass : two.steps[1])
     for (const Placement& p : pass) EXPECT_GE(p.rollout, 3u);
   const std::vector<std::int64_t> most = {3, 2};
@@ -72,7 +75,7 @@ TEST(RlPackPlan, FirstFitDecreasingFillsFewerRowsAndPlacesEveryRolloutOnce) {
 
 TEST(RlPackPlan, APackedMicroBatchGivesEachRolloutItsOwnStartsPositionsAndDropoutKeys) {
   const std::vector<Rollout> r = short_rollouts();
-  const UpdatePlan packed = plan_update(r, 1, kRows, kSeq, true);
+  const UpdatePlan packed = plan_update(r, even(r.size(), 1), kRows, kSeq, true);
   const MicroBatch mb = pack(r, packed.steps[0][0], kRows, kSeq, kGroup, kFirstSequence);
   ASSERT_EQ(mb.segment_starts.size(), static_cast<std::size_t>(kRows * kSeq));
   // Row 0: rollout 4 at [0, 8), rollout 1 at [8, 12).
@@ -87,7 +90,7 @@ TEST(RlPackPlan, APackedMicroBatchGivesEachRolloutItsOwnStartsPositionsAndDropou
   EXPECT_EQ(mb.dropout_rows[1].count, 4);
   EXPECT_EQ(mb.dropout_rows[1].key, static_cast<std::uint64_t>((kFirstSequence + rollout_sequence(r[1], kGroup)) * kSeq));
   // One rollout a row: no starts or positions (the model's defaults), each row keyed whole.
-  const MicroBatch plain = pack(r, plan_update(r, 1, kRows, kSeq, false).steps[0][0], kRows, kSeq, kGroup, kFirstSequence);
+  const MicroBatch plain = pack(r, plan_update(r, even(r.size(), 1), kRows, kSeq, false).steps[0][0], kRows, kSeq, kGroup, kFirstSequence);
   EXPECT_TRUE(plain.segment_starts.empty());
   EXPECT_TRUE(plain.positions_in_sequence.empty());
   EXPECT_EQ(plain.dropout_rows[2].first, 2 * kSeq);
@@ -128,7 +131,7 @@ TEST_P(RlPacking, TokenLossesAndGradientsEqualOneRolloutARow) {
   const std::vector<Rollout> r = short_rollouts();
 
   auto run = [&](bool pack_rows, bool positions) {
-    const UpdatePlan plan = plan_update(r, 1, kRows, kSeq, pack_rows);
+    const UpdatePlan plan = plan_update(r, even(r.size(), 1), kRows, kSeq, pack_rows);
     const MicroBatch mb = pack(r, plan.steps[0][0], kRows, kSeq, kGroup, kFirstSequence);
     const std::size_t n_trained = lora_on ? adapters.numel() : table.numel();
     std::vector<float> zeros(n_trained, 0.0f);
