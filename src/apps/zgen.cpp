@@ -140,7 +140,7 @@ std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::stri
 gen::ChatChoice template_of(const Options& o, const tok::Tokenizer* t, const std::string& path) {
   if (o.chat_template) return {o.chat_template, ""};
   gen::ChatChoice c = gen::chat_template_of(t, path);
-  if (!c.chat) c.why_none += "; or give zgen --chat-template chatml|qwen2.5|llama3|llama3.1|llama3.2";
+  if (!c.chat) c.why_none += "; or give zgen --chat-template chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2";
   return c;
 }
 

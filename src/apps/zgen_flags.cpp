@@ -47,10 +47,10 @@ config::cli::Spec make_zgen_spec() {
        .help = "GPT-2's encoder.json + vocab.bpe directory, a tokenizer.json or a tiktoken rank file (as ztok --vocab)"},
       {.name = "special", .type = Type::kList, .value_name = "NAME=ID[,..]",
        .help = "special tokens the tokenizer lacks (the chat template's, as ztok --special)"},
-      {.name = "chat-template", .type = Type::kChoice, .value_name = "chatml|qwen2.5|llama3|llama3.1|llama3.2",
+      {.name = "chat-template", .type = Type::kChoice, .value_name = "chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2",
        .help = "how \"messages\" prompts are rendered (default: the model's, its tokenizer_config.json chat_template, "
                "else the one whose specials the tokenizer has)",
-       .choices = {"chatml", "qwen2.5", "llama3", "llama3.1", "llama3.2"}},
+       .choices = {"chatml", "qwen2.5", "qwen3", "llama3", "llama3.1", "llama3.2"}},
       {.name = "max-new-tokens", .type = Type::kInt, .value_name = "N", .help = "new tokens per sample at most",
        .default_value = "256", .min = 1, .max = 1 << 24},
       {.name = "temperature", .type = Type::kNum, .value_name = "T", .help = "0: greedy", .default_value = "0",

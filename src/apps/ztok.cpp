@@ -33,7 +33,7 @@ std::optional<zt::ztok::InstructOptions> instruct_options(const zt::config::cli:
       throw zt::ConfigError("--chat-template, --pack and --seq-len apply to --format instruct");
     return std::nullopt;
   }
-  if (!args.given("chat-template")) throw zt::ConfigError("--format instruct needs --chat-template chatml|qwen2.5|llama3|llama3.1|llama3.2 (the model's)");
+  if (!args.given("chat-template")) throw zt::ConfigError("--format instruct needs --chat-template chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2 (the model's)");
   if (args.on("pack") != args.given("seq-len"))
     throw zt::ConfigError("--pack and --seq-len N (N >= 1, the model.seq_len to train with) go together");
   zt::ztok::InstructOptions in;

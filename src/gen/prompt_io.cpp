@@ -135,13 +135,13 @@ ChatChoice chat_template_of(const tok::Tokenizer* t, const std::string& tokenize
   if (jinja.empty()) {
     const std::optional<ztok::ChatTemplate> by_specials = template_of_tokenizer(t);
     return {by_specials, by_specials ? "" : "the tokenizer has the special tokens of no chat template ztrain renders "
-                                            "(chatml, qwen2.5, llama3, llama3.1, llama3.2)"};
+                                            "(chatml, qwen2.5, qwen3, llama3, llama3.1, llama3.2)"};
   }
   const std::optional<ztok::ChatTemplate> chat = ztok::identify_chat_template(jinja);
   if (!chat)
-    return {std::nullopt, cat(file.string(), "'s chat_template is none ztrain renders (Qwen2's and Qwen2.5's ChatML, "
-                                             "Llama 3's, 3.1's, 3.2's), and rendering it another way would change the "
-                                             "prompts: give prompt lines with the text rendered, or prompt_ids")};
+    return {std::nullopt, cat(file.string(), "'s chat_template is none ztrain renders (Qwen2's, Qwen2.5's and Qwen3's "
+                                             "ChatML, Llama 3's, 3.1's, 3.2's), and rendering it another way would "
+                                             "change the prompts: give prompt lines with the text rendered, or prompt_ids")};
   return {chat, ""};
 }
 

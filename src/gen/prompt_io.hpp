@@ -33,7 +33,7 @@ struct PromptFormat {
   // How the program's user gives what a line needs, for the errors: a tokenizer, a chat template, the
   // answer field's name (zgen's flags by default; RL names its keys).
   std::string tokenizer_hint = "give zgen --tokenizer PATH (or prompt_ids)";
-  std::string template_hint = "give zgen --chat-template chatml|qwen2.5|llama3|llama3.1|llama3.2";
+  std::string template_hint = "give zgen --chat-template chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2";
   std::string answer_hint = "--answer-field";
   std::string source = "--prompts";  // what names the files, for the error when none is there
 };

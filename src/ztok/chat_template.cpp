@@ -76,6 +76,39 @@ std::vector<Part> llama3_parts(const std::vector<ChatMessage>& messages, bool ge
   return parts;
 }
 
+// Qwen3's: its template's non-tool branch. The last user turn splits the conversation: an assistant turn
+// after it would get a thinking block (which ztrain does not write: refused); one before it keeps only the
+// text after its "</think>", left-stripped of newlines.
+std::vector<Part> qwen3_parts(const std::vector<ChatMessage>& messages, bool generation_prompt) {
+  std::size_t last_query = messages.empty() ? 0 : messages.size() - 1;
+  for (std::size_t i = messages.size(); i-- > 0;)
+    if (messages[i].role == "user") {
+      last_query = i;
+      break;
+    }
+  std::vector<Part> parts;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    std::string content = m.content;
+    if (m.role == "assistant") {
+      if (i > last_query)
+        throw InputError("Qwen3's chat template writes a thinking block into an assistant turn after the last user "
+                         "turn, which ztrain does not render: give prompts that end with a user turn (or prompt lines "
+                         "rendered by the model's template)");
+      if (const std::size_t end = content.rfind("</think>"); end != std::string::npos) {
+        content = content.substr(end + 8);
+        content.erase(0, content.find_first_not_of('\n') == std::string::npos ? content.size() : content.find_first_not_of('\n'));
+      }
+    }
+    parts.push_back(special("<|im_start|>"));
+    parts.push_back(header_and_content(m.role + "\n", m, content));
+    parts.push_back(special("<|im_end|>", m.role == "assistant"));
+    parts.push_back(text("\n"));
+  }
+  if (generation_prompt) parts.insert(parts.end(), {special("<|im_start|>"), text("assistant\n")});
+  return parts;
+}
+
 // strftime_now("%d %b %Y") in the C locale, once a process.
 const std::string& todays_date() {
   static const std::string date = [] {
@@ -96,14 +129,16 @@ std::vector<Part> parts_of(ChatTemplate t, const std::vector<ChatMessage>& messa
     case ChatTemplate::kLlama3: return llama3_parts(messages, generation_prompt, "");
     case ChatTemplate::kLlama31: return llama3_parts(messages, generation_prompt, kLlama31Date);
     case ChatTemplate::kLlama32: return llama3_parts(messages, generation_prompt, todays_date());
+    case ChatTemplate::kQwen3: return qwen3_parts(messages, generation_prompt);
   }
   return {};
 }
 
-bool chatml(ChatTemplate t) { return t == ChatTemplate::kChatml || t == ChatTemplate::kQwen25; }
+bool chatml(ChatTemplate t) { return t == ChatTemplate::kChatml || t == ChatTemplate::kQwen25 || t == ChatTemplate::kQwen3; }
 
 constexpr std::pair<ChatTemplate, const char*> kNames[] = {{ChatTemplate::kChatml, "chatml"},
                                                            {ChatTemplate::kQwen25, "qwen2.5"},
+                                                           {ChatTemplate::kQwen3, "qwen3"},
                                                            {ChatTemplate::kLlama3, "llama3"},
                                                            {ChatTemplate::kLlama31, "llama3.1"},
                                                            {ChatTemplate::kLlama32, "llama3.2"}};
@@ -128,8 +163,8 @@ bool is_python_space(char32_t c) {
 ChatTemplate parse_chat_template(const std::string& name) {
   for (const auto& [t, n] : kNames)
     if (name == n) return t;
-  throw ConfigError(cat("--chat-template must be chatml (Qwen2's ChatML), qwen2.5, llama3 (Llama 3's), llama3.1 (3.1's and "
-                        "3.3's) or llama3.2 (3.2's, today's date), not '", name, "'"));
+  throw ConfigError(cat("--chat-template must be chatml (Qwen2's ChatML), qwen2.5, qwen3 (prompts), llama3 (Llama 3's), "
+                        "llama3.1 (3.1's and 3.3's) or llama3.2 (3.2's, today's date), not '", name, "'"));
 }
 
 std::string to_string(ChatTemplate t) {
@@ -140,7 +175,10 @@ std::string to_string(ChatTemplate t) {
 
 std::optional<ChatTemplate> identify_chat_template(const std::string& jinja) {
   const auto has = [&](const char* s) { return jinja.find(s) != std::string::npos; };
-  if (has("<|im_start|>") && !has("<think>")) {
+  if (has("<|im_start|>") && has("<think>")) {  // Qwen3's: its thinking blocks and the last user query it finds
+    return has("last_query_index") && has("</think>") ? std::optional(ChatTemplate::kQwen3) : std::nullopt;
+  }
+  if (has("<|im_start|>")) {
     if (has("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")) return ChatTemplate::kQwen25;
     if (has("You are a helpful assistant.")) return ChatTemplate::kChatml;
     return std::nullopt;

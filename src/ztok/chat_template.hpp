@@ -28,15 +28,19 @@ enum class ChatTemplate {
   // Llama 3.2's: 3.1's with today's date, as transformers renders it (strftime_now("%d %b %Y"), local
   // time, read once a process): the same prompt renders differently on another day.
   kLlama32,
+  // Qwen3's: ChatML with no default system message; an earlier assistant turn keeps only what follows its
+  // "</think>". For prompts only: a conversation ending in an assistant turn (the thinking block Qwen3's
+  // template writes into it) is refused, as is instruction data.
+  kQwen3,
 };
 
-// "chatml", "qwen2.5", "llama3", "llama3.1" or "llama3.2"; anything else is a ConfigError listing them.
+// "chatml", "qwen2.5", "qwen3", "llama3", "llama3.1" or "llama3.2"; anything else is a ConfigError listing them.
 ChatTemplate parse_chat_template(const std::string& name);
 std::string to_string(ChatTemplate t);
 
 // Which of the templates above a model's Jinja chat_template (tokenizer_config.json's) renders as, from the
-// text that tells them apart (the default system messages, the date block); none for any other template
-// (Qwen3's thinking, Mistral's [INST], ...): ztrain does not run Jinja.
+// text that tells them apart (the default system messages, the date block, Qwen3's thinking); none for any
+// other template (Mistral's [INST], ...): ztrain does not run Jinja.
 std::optional<ChatTemplate> identify_chat_template(const std::string& jinja);
 
 struct ChatMessage {

@@ -133,6 +133,22 @@ TEST(ChatTemplate, Llama31OpensWithTheDateBlockAndTheSystemMessage) {
   EXPECT_NE(today.find("Today Date: "), std::string::npos);
 }
 
+// Qwen3's template for prompts: no default system message; an earlier assistant turn keeps what follows its
+// "</think>"; a conversation ending in an assistant turn (which would get a thinking block) is refused.
+TEST(ChatTemplate, Qwen3RendersPromptsAndRefusesAFinalAssistantTurn) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  tok::Encoder enc(*tokenizer);
+  const TokenizedSample s = render_chat(
+      ChatTemplate::kQwen3, {{"user", "Q1"}, {"assistant", "<think>\nhmm\n</think>\n\nA1"}, {"user", "Q2"}}, *tokenizer, enc,
+      true);
+  EXPECT_EQ(decode(*tokenizer, s),
+            "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  const TokenizedSample system = render_chat(ChatTemplate::kQwen3, {{"system", "S"}, {"user", "Q"}}, *tokenizer, enc, true);
+  EXPECT_EQ(decode(*tokenizer, system), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_THROW(render(ChatTemplate::kQwen3, *tokenizer, {{"user", "Q"}, {"assistant", "A"}}), InputError);
+}
+
 // The models' own templates (tokenizer_config.json's chat_template, in part) tell which rendering is theirs.
 TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
   const std::string qwen2 =
@@ -143,7 +159,9 @@ TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
                              "a helpful assistant.<|im_end|>\\n' }}";
   const std::string qwen25_math = "{{- '<|im_start|>system\\nPlease reason step by step, and put your final answer "
                                   "within \\\\boxed{}.<|im_end|>\\n' }}";
-  const std::string qwen3 = "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content }}";
+  const std::string qwen3_part = "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content }}";
+  const std::string qwen3 = "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}" +
+                            qwen3_part + "{%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}";
   const std::string llama3 =
       "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
       "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% endfor %}";
@@ -155,9 +173,10 @@ TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
   EXPECT_EQ(identify_chat_template(llama31), ChatTemplate::kLlama31);
   EXPECT_EQ(identify_chat_template(llama32), ChatTemplate::kLlama32);
   EXPECT_EQ(identify_chat_template(qwen25_math), std::nullopt);  // another default system message
-  EXPECT_EQ(identify_chat_template(qwen3), std::nullopt);        // thinking blocks
+  EXPECT_EQ(identify_chat_template(qwen3), ChatTemplate::kQwen3);
+  EXPECT_EQ(identify_chat_template(qwen3_part), std::nullopt);  // thinking blocks, but not Qwen3's whole rule
   EXPECT_EQ(identify_chat_template("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), std::nullopt);
-  for (const char* name : {"chatml", "qwen2.5", "llama3", "llama3.1", "llama3.2"})
+  for (const char* name : {"chatml", "qwen2.5", "qwen3", "llama3", "llama3.1", "llama3.2"})
     EXPECT_EQ(to_string(parse_chat_template(name)), name);
 }
 
