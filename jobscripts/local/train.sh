@@ -61,11 +61,8 @@ launch=(mpirun -np "$ZT_NP" --bind-to none)
 say "==== ztrain on $(hostname -s), $ZT_NP ranks, script pid $$"
 say "binary: $ztrain: $("$ztrain" --version)"
 say "launch: ${launch[*]} $ztrain ${args[*]}"
-say "resolved configuration (ztrain --print-config):"
-"${launch[@]}" "$ztrain" "${args[@]}" --print-config
-rc=$?
-[ "$rc" -eq 0 ] || { say "--print-config failed (exit $rc): nothing started"; exit "$rc"; }
-
+# Trapped before the first launch: a signal during --print-config is a stop request
+# too (bash runs the trap when that command returns; training then does not start: exit 75).
 launcher_pid="" asked=""
 # shellcheck disable=SC2317  # called from the traps below
 forward() {  # first signal: every rank checkpoints and exits 75; a second Ctrl-C: stop at once
@@ -82,6 +79,12 @@ forward() {  # first signal: every rank checkpoints and exits 75; a second Ctrl-
 trap 'forward INT' INT
 trap 'forward USR1' USR1
 trap 'forward TERM' TERM
+
+say "resolved configuration (ztrain --print-config):"
+"${launch[@]}" "$ztrain" "${args[@]}" --print-config
+rc=$?
+[ "$rc" -eq 0 ] || [ -n "$asked" ] || { say "--print-config failed (exit $rc): nothing started"; exit "$rc"; }
+
 
 restarts=0
 while :; do

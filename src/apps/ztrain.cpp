@@ -27,6 +27,7 @@
 #include "train/data_check.hpp"
 #include "train/output_check.hpp"
 #include "train/run.hpp"
+#include "train/signals.hpp"
 #include "train/pipeline_stage.hpp"
 #include "train/answer_eval.hpp"
 #include "train/prompt_check.hpp"
@@ -139,6 +140,7 @@ int print_plan(const dist::World& world, const Startup& s) {
 }
 
 int run(dist::World& world, int argc, char** argv) {
+  train::install_stop_signal_handlers();  // again after MPI_Init (main installed them before it)
   Startup s;
   world.set_timeout(config::Config{}.dist.timeout_s);  // the watchdog's default until the config is read
   const int code = agree_on_startup(world, [&] {
@@ -242,5 +244,9 @@ int run(dist::World& world, int argc, char** argv) {
 }  // namespace zt::apps
 
 int main(int argc, char** argv) {
+  // Before MPI's start-up (a second or more on a loaded node): a stop signal from then on is a request.
+  // run() installs them again after MPI_Init, in case the MPI library took either signal.
+  zt::train::process_started();
+  zt::train::install_stop_signal_handlers();
   return zt::apps::main_with_world("ztrain", argc, argv, [&](zt::dist::World& world) { return zt::apps::run(world, argc, argv); });
 }

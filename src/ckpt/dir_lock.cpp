@@ -222,6 +222,14 @@ DirLock DirLock::acquire(const fs::path& ckpt_dir, const LockHolder& me, double 
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
+    // A lock that names no holder (empty, not ztrain's text, a directory: a shared file system may show a
+    // lock before its text) is held like any other until its heartbeat is old; the refusal says what it is.
+    if (why.empty() && held.holder.host.empty() && held.holder.pid == 0)
+      throw ConfigError(cat("ckpt.dir=", ckpt_dir.string(), ": its lock file ", lock.string(), " names no job (",
+                            fs::is_directory(lock, ec) ? "a directory" : held.text.empty() ? "empty" : "no job=, host=, pid= lines",
+                            ", heartbeat ", static_cast<long>(held.heartbeat_age_s), " s ago): if no job uses ckpt.dir, remove "
+                            "it and rerun; otherwise it is taken over once it has had no heartbeat for ",
+                            static_cast<long>(stale_after_s), " s"));
     if (why.empty())
       throw ConfigError(cat("ckpt.dir=", ckpt_dir.string(), " is in use by another job: ", held.holder.describe(),
                             " (lock file ", lock.string(), ", heartbeat ", static_cast<long>(held.heartbeat_age_s),

@@ -86,8 +86,14 @@ class Communicator {
   // first step completes (start-up, compilation, first touches), the configured one after.
   void set_context(std::string context) { context_ = std::move(context); }
   const std::string& context() const { return context_; }
-  void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // words: how a timeout message names the limit (start_up_limit_words' "30 s (start-up, ... 10 x
+  // dist.timeout_s=3 s)"); empty: "dist.timeout_s=<seconds> s".
+  void set_timeout(double seconds, std::string words = {}) { timeout_s_ = seconds, timeout_words_ = std::move(words); }
   double timeout_s() const { return timeout_s_; }
+  const std::string& limit_words() const { return timeout_words_; }  // as given to set_timeout
+  std::string timeout_words() const {
+    return timeout_words_.empty() ? cat("dist.timeout_s=", timeout_s_, " s") : timeout_words_;
+  }
 
   const CommStats& stats() const { return stats_; }
 
@@ -118,6 +124,7 @@ class Communicator {
   CommStats stats_;
   std::string context_ = "start-up";
   double timeout_s_ = 600;
+  std::string timeout_words_;
 };
 
 // MPI over host buffers: the CPU backend, and host-side work (optimizer offload, host-staged GPU

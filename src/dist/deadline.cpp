@@ -12,9 +12,9 @@ std::string start_up_limit_words(double timeout_s) {
              timeout_s, " s)");
 }
 
-std::string collective_timeout_message(const std::string& what, double timeout_s, const std::string& issued_in,
+std::string collective_timeout_message(const std::string& what, const std::string& limit, const std::string& issued_in,
                                        const std::string& waited_in) {
-  return cat(what, " did not complete within dist.timeout_s=", timeout_s, " s (", waited_in,
+  return cat(what, " did not complete within ", limit, " (", waited_in,
              issued_in == waited_in ? "" : cat("; issued in ", issued_in), "): a peer rank is hung, stopped, dead or far ",
              "behind; aborting the job so it can resume from the last checkpoint");
 }

@@ -33,7 +33,7 @@ inline Clock::time_point deadline_after(Clock::time_point start, double seconds)
 // ISSUED): ...". The hang report names a collective by the context it was issued in (its ring record);
 // a rank may wait for it in a later one (a gradient bucket issued in a micro-batch, waited for in the
 // step's gradient reduction): both are said, so the report and this line name the same phase.
-std::string collective_timeout_message(const std::string& what, double timeout_s, const std::string& issued_in,
+std::string collective_timeout_message(const std::string& what, const std::string& limit, const std::string& issued_in,
                                        const std::string& waited_in);
 
 // How a waiter spends the time between polls. Open MPI progresses nonblocking operations (libnbc

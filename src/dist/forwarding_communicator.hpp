@@ -20,13 +20,14 @@ class ForwardingCommunicator : public Communicator {
 
  protected:
   explicit ForwardingCommunicator(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {
-    set_timeout(inner_->timeout_s());
+    set_timeout(inner_->timeout_s(), inner_->limit_words());
   }
   Communicator& inner() const { return *inner_; }
   // This one's context and deadline to the inner one (no string copy per call within one context).
   void pass_settings() {
     if (inner_->context() != context()) inner_->set_context(context());
-    inner_->set_timeout(timeout_s());
+    if (inner_->timeout_s() != timeout_s() || inner_->limit_words() != limit_words())
+      inner_->set_timeout(timeout_s(), limit_words());
   }
   void copy_stats() { stats_ = inner_->stats(); }  // the inner one counts the bytes
 

@@ -86,7 +86,7 @@ class MpiWork : public Work {
 
   void wait() override {
     if (poll_until(deadline_after(Clock::now(), comm_.timeout_s()), [this] { return done(); })) return;
-    throw CommError(collective_timeout_message(what_, comm_.timeout_s(), issued_in_, comm_.context()));
+    throw CommError(collective_timeout_message(what_, comm_.timeout_words(), issued_in_, comm_.context()));
   }
 
  private:

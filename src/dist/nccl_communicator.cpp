@@ -71,7 +71,7 @@ class NcclWork : public Work {
     // add its granularity to each; past it, 1 ms sleeps.
     if (poll_until(deadline_after(Clock::now(), comm_.timeout_s()), [this] { return done(); }, {0.05, 0.001, {}})) return;
     ncclCommAbort(nccl_);  // the only way to free a rank stuck in an NCCL kernel
-    throw CommError(collective_timeout_message(what_, comm_.timeout_s(), issued_in_, comm_.context()));
+    throw CommError(collective_timeout_message(what_, comm_.timeout_words(), issued_in_, comm_.context()));
   }
 
  private:

@@ -80,7 +80,7 @@ void TimedCommunicator::all_reduce_values(std::span<double> values, dist::Reduce
 std::unique_ptr<dist::Communicator> TimedCommunicator::split(int color, int key) {
   auto child = std::make_unique<TimedCommunicator>(timed([&](dist::Communicator& c) { return c.split(color, key); }));
   child->set_context(context());
-  child->set_timeout(timeout_s());
+  child->set_timeout(timeout_s(), limit_words());
   return child;
 }
 

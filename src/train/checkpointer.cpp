@@ -3,6 +3,7 @@
 #include "train/checkpointer.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -340,10 +341,16 @@ void Checkpointer::fail(const Pending& p, const std::string& error) const {
     std::error_code ignored;
     fs::remove_all(p.tmp, ignored);  // never leave a half-written checkpoint behind
   }
+  // The fix follows the cause: a full disk, a read-only or vanished directory, or another rank's failure.
+  const bool full = error.find(std::strerror(ENOSPC)) != std::string::npos || error.find("disk full") != std::string::npos;
+  const bool read_only = error.find(std::strerror(EROFS)) != std::string::npos || error.find(std::strerror(EACCES)) != std::string::npos;
+  const std::string fix = error.empty() ? "see the failing rank's message above"
+                          : full        ? cat("free space in ckpt.dir=", config_.ckpt.dir, " (or lower ckpt.keep)")
+                          : read_only   ? cat("make ckpt.dir=", config_.ckpt.dir, " writable again, or give another one")
+                                        : cat("fix what the error above names in ckpt.dir=", config_.ckpt.dir);
   throw CheckpointError(cat("checkpoint ", ckpt::step_dir_name(p.step), " was not written",
                             error.empty() ? " (another rank failed: see its message)" : "",
-                            "; the checkpoints before it are intact. Free space in ckpt.dir=", config_.ckpt.dir,
-                            " (or lower ckpt.keep) and rerun with ckpt.resume=auto"));
+                            "; the checkpoints before it are intact: ", fix, ", then rerun with ckpt.resume=auto"));
 }
 
 ckpt::TrainState Checkpointer::load(const fs::path& dir) {

@@ -3,7 +3,12 @@
 
 #include <cmath>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -19,15 +24,44 @@ MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   if (path.empty()) return;
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  file_.open(path, std::ios::app);
-  if (!file_) throw IoError(cat("cannot open the metrics file log.metrics='", path, "' for appending"));
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw IoError(cat("cannot open the metrics file log.metrics='", path, "' for appending: ", std::strerror(errno)));
+  // A torn last line (a run killed or out of disk mid-write): cut back to the last whole line.
+  const off_t size = ::lseek(fd_, 0, SEEK_END);
+  if (size <= 0) return;
+  const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  off_t keep = size;
+  char c = 0;
+  while (reader >= 0 && keep > 0 && ::pread(reader, &c, 1, keep - 1) == 1 && c != '\n') --keep;
+  if (reader >= 0) ::close(reader);
+  if (keep == size) return;
+  if (::ftruncate(fd_, keep) != 0)
+    throw IoError(cat("the metrics file '", path, "' ends in half a line, which cannot be cut off: ", std::strerror(errno)));
+  log::warn(cat("the metrics file '", path, "' ended in half a line (", size - keep,
+                " bytes, a run stopped mid-write): cut off, the file holds whole lines"));
+}
+
+MetricsLog::~MetricsLog() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsLog::write_line(const std::string& line) {
-  if (!file_.is_open()) return;
-  file_ << line << '\n';
-  file_.flush();
-  if (!file_) throw IoError(cat("writing the metrics file '", path_, "' failed (disk full?)"));
+  if (fd_ < 0) return;
+  const std::string whole = line + '\n';
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  std::size_t done = 0;
+  while (done < whole.size()) {
+    const ssize_t w = ::write(fd_, whole.data() + done, whole.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = errno;
+      if (before >= 0 && ::ftruncate(fd_, before) != 0) {}  // the file keeps its whole lines
+      throw IoError(cat("writing the metrics file '", path_, "' failed: ", std::strerror(err),
+                        err == ENOSPC ? " (free space there, or set log.metrics elsewhere)" : ""));
+    }
+    done += static_cast<std::size_t>(w);
+  }
 }
 
 void MetricsLog::step(const StepMetrics& m) {

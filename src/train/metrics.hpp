@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,10 +67,16 @@ struct RlMetrics {
   double value_loss = 0, value_clip_fraction = 0, critic_grad_norm = 0, values_mean = 0, returns_mean = 0;
 };
 
+// Each line goes to the file with one write(2) on an O_APPEND descriptor, and a write that fails (a full
+// disk) is cut back off, so the file holds whole JSON lines only; a file a killed run left ending in half
+// a line has that half cut off when it is opened again (said in a warning), before the next line.
 class MetricsLog {
  public:
   // Opens path for appending ("" = console only). Only rank 0 constructs one with a path.
   explicit MetricsLog(const std::string& path);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
   void step(const StepMetrics& m);
   void eval(std::int64_t step, double val_loss);
   void rl_iteration(const RlMetrics& m);
@@ -81,7 +86,7 @@ class MetricsLog {
 
  private:
   void write_line(const std::string& line);
-  std::ofstream file_;
+  int fd_ = -1;
   std::string path_;
 };
 

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -17,9 +18,10 @@ namespace {
 // A process-wide flag is the one thing a signal handler may touch (hence a global, docs/STYLE.md §6).
 volatile std::sig_atomic_t g_stop_signal = 0;
 
-// The report a signal during a save prints, formatted before the save (a handler may not format).
+// The report a signal during a save prints, one whole line per signal, formatted before the save (a
+// handler may not format) and written with one write(2), so two ranks' lines never interleave.
 volatile std::sig_atomic_t g_saving = 0;
-char g_save_prefix[160], g_save_suffix[320];
+char g_save_line_term[480], g_save_line_usr1[480];
 
 void write_all(const char* text) {
   std::size_t n = std::strlen(text);
@@ -34,11 +36,7 @@ void write_all(const char* text) {
 extern "C" void on_stop_signal(int signal) {
   const int saved_errno = errno;  // write(2) must not disturb the interrupted code's errno
   g_stop_signal = signal;
-  if (g_saving) {
-    write_all(g_save_prefix);
-    write_all(signal == SIGTERM ? "SIGTERM" : signal == SIGUSR1 ? "SIGUSR1" : "a stop signal");
-    write_all(g_save_suffix);
-  }
+  if (g_saving) write_all(signal == SIGTERM ? g_save_line_term : g_save_line_usr1);
   errno = saved_errno;
 }
 
@@ -63,17 +61,22 @@ void install_stop_signal_handlers() {
 
 int stop_signal_received() { return g_stop_signal; }
 
+std::chrono::steady_clock::time_point process_started() {
+  static const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  return started;
+}
+
 void block_stop_signals_in_this_thread() {
   const sigset_t set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 SaveNotice::SaveNotice(int rank, const std::string& checkpoint) {
-  std::snprintf(g_save_prefix, sizeof g_save_prefix, "rank %d: ", rank);
-  std::snprintf(g_save_suffix, sizeof g_save_suffix,
-                " during the save of checkpoint %s: finishing it, then the job stops (exit 75). A SIGKILL "
-                "before it is committed loses only this checkpoint; the earlier ones stay\n",
-                checkpoint.c_str());
+  for (const auto& [line, name] : {std::pair{g_save_line_term, "SIGTERM"}, std::pair{g_save_line_usr1, "SIGUSR1"}})
+    std::snprintf(line, sizeof g_save_line_term,
+                  "rank %d: %s during the save of checkpoint %s: finishing the save before stopping. A SIGKILL "
+                  "before it is committed loses only this checkpoint; the earlier ones stay\n",
+                  rank, name, checkpoint.c_str());
   g_saving = 1;
 }
 

@@ -3,15 +3,21 @@
 // boundaries, agrees on it over all ranks, checkpoints and exits 75. The only place that knows signals.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace zt::train {
 
 // Installs the handlers (idempotent). They stay installed for the rest of the process: a second
-// signal arriving while the process checkpoints or shuts down must not kill it half-way.
+// signal arriving while the process checkpoints or shuts down must not kill it half-way. ztrain installs
+// them first thing, so a signal during start-up (the lock, a resume's verification, the preflight) is a
+// stop request too, not the default action's death.
 void install_stop_signal_handlers();
 // The last stop signal received (SIGUSR1 or SIGTERM), or 0 if none.
 int stop_signal_received();
+// When the process started (the first call: ztrain makes it first thing), where train.time_limit_min
+// counts from: a job script's margin covers its start-up too.
+std::chrono::steady_clock::time_point process_started();
 // Blocks the stop signals in the calling thread, so they are delivered to the training thread and
 // never interrupt a background writer's system calls.
 void block_stop_signals_in_this_thread();

@@ -43,7 +43,7 @@ std::string describe_grid(const dist::Grid& g) {
 Trainer::Trainer(dist::World& world, const config::Config& config, const config::Derived& derived,
                  const dist::Placement& placement, const ResumePoint& resume)
     : world_(world), config_(config), derived_(derived), placement_(placement), table_(model::model_shape(config.model)),
-      started_(Clock::now()), scaler_(config.train) {
+      started_(process_started()), scaler_(config.train) {
   install_stop_signal_handlers();
   backend_ = make_backend(config, placement);
   ring_ = std::make_unique<dist::CollectiveRing>();
@@ -51,7 +51,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   auto timed = std::make_unique<dist::TimedCommunicator>(
       std::make_unique<dist::RecordingCommunicator>(make_communicator(world, config, placement, *backend_), *ring_));
   timed_comm_ = timed.get(), comm_ = std::move(timed);
-  comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s);  // loose until step 1 completes
+  comm_->set_timeout(dist::kStartUpFactor * config.dist.timeout_s,  // loose until step 1 completes
+                     dist::start_up_limit_words(config.dist.timeout_s));
   const DType compute = model::compute_dtype(config.train.precision);
   model::ModelOptions model_options{.micro_batch = static_cast<int>(config.train.micro_batch),
                                     .recompute = config.train.recompute, .compute = compute,

@@ -85,7 +85,8 @@ class Trainer {
   // The next step's batch, read before the step boundary; nullopt: a DataError here (data_error_).
   std::optional<data::StepBatch> read_next_batch();
   void agree_max(std::int32_t* flags, std::size_t n);  // collective: each flag's maximum over ranks
-  bool data_error_anywhere();  // collective: the first batch of this invocation is unreadable somewhere
+  bool data_error_anywhere();        // collective: the first batch of this invocation is unreadable somewhere
+  bool stopped_before_first_step();  // collective: a stop requested during start-up on any rank
   int stop_on_data_error();    // collective: rank 0 names each failing rank's shard and range; exit 1
   bool stop_requested_here() const;          // a signal or the time limit, on this rank
   bool time_is_up() const;                   // train.time_limit_min has passed

@@ -32,6 +32,7 @@ int Trainer::train_loop() {
   window_.emplace(loader_->wait_ms_total(), comm_bytes());
   std::optional<data::StepBatch> batch = read_next_batch();
   if (data_error_anywhere()) return stop_on_data_error();  // before this invocation's first step
+  if (stopped_before_first_step()) return record_exit(kExitRequeue, stop_reason());
   while (step_ < last) {
     const StepResult r = take_step(*batch);
     if (!std::isfinite(r.loss) && !r.skipped)  // fp16: an overflowing step is the scaler's business
@@ -81,6 +82,20 @@ std::optional<data::StepBatch> Trainer::read_next_batch() {
     data_error_ = e.what();
     return std::nullopt;
   }
+}
+
+// A stop requested during start-up (a signal while rank 0 verified the checkpoint, a time limit already
+// spent): every rank agrees before step 1 and the run ends there with 75, its resume point unchanged (no
+// step was trained, so there is nothing to save).
+bool Trainer::stopped_before_first_step() {
+  std::int32_t flag = stop_requested_here() ? 1 : 0;
+  set_comm_context(cat("step ", step_ + 1, " start (agreeing on a stop requested during start-up)"));
+  agree_max(&flag, 1);
+  if (flag != 0)
+    log::info(cat("stopped before step ", step_ + 1, " on ", stop_reason(), " during start-up: exit ", kExitRequeue,
+                  " (requeue; ", step_ > 0 ? cat("ckpt.resume=auto continues from step ", step_) : std::string("nothing trained yet"),
+                  ")"));
+  return flag != 0;
 }
 
 bool Trainer::data_error_anywhere() {
@@ -137,7 +152,16 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   if (flags[1] == 0) checkpointer_->finish();  // commits a finished background write, if any
   data_failed_ = flags[2] != 0;
   const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
-  if (stop || checkpointer_->due(step_, last)) checkpointer_->save(train_state());
+  if (!stop && checkpointer_->due(step_, last)) {
+    checkpointer_->save(train_state());
+    // A signal during that save: stop right after it (one more agreement; the checkpoint is this step's),
+    // rather than train a step and save again inside the launcher's grace before its SIGKILL.
+    std::int32_t late = stop_requested_here() ? 1 : 0;
+    set_comm_context(cat("step ", step_ + 1, " start (agreeing on a stop requested during the save of step ", step_, ")"));
+    agree_max(&late, 1);
+    return late != 0 && step_ < last;
+  }
+  if (stop) checkpointer_->save(train_state());
   return stop;
 }
 

@@ -141,6 +141,7 @@ int Trainer::rl_loop() {
     return kExitOk;
   }
   const std::int64_t first = step_ + 1;
+  if (stopped_before_first_step()) return record_exit(kExitRequeue, stop_reason());
   while (step_ < last) {
     const StepResult r = rl_iteration();
     if (!std::isfinite(r.loss) && !r.skipped)
