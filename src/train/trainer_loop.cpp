@@ -84,11 +84,12 @@ std::optional<data::StepBatch> Trainer::read_next_batch() {
   }
 }
 
-// A stop requested during start-up (a signal while rank 0 verified the checkpoint, a time limit already
-// spent): every rank agrees before step 1 and the run ends there with 75, its resume point unchanged (no
-// step was trained, so there is nothing to save).
+// A stop signal during start-up (while rank 0 verified the checkpoint, while the model loaded): every rank
+// agrees before step 1 and the run ends there with 75, its resume point unchanged (no step was trained,
+// so there is nothing to save). Not train.time_limit_min, which a long start-up may already have spent:
+// it stops at the first boundary, after a step, so that a requeued job always makes progress.
 bool Trainer::stopped_before_first_step() {
-  std::int32_t flag = stop_requested_here() ? 1 : 0;
+  std::int32_t flag = stop_signal_received() != 0 ? 1 : 0;
   set_comm_context(cat("step ", step_ + 1, " start (agreeing on a stop requested during start-up)"));
   agree_max(&flag, 1);
   if (flag != 0)

@@ -2,7 +2,7 @@
 # SIGUSR1 to mpirun (forwarded to every rank), SIGUSR1 to one rank only, SIGTERM to a single-process
 # ztrain, and train.time_limit_min: each stops the run at a step boundary with a checkpoint and exit
 # 75, also when a second signal follows during the save; resuming with ckpt.resume=auto then finishes
-# with exactly the losses of an uninterrupted run.
+# with exactly the losses of an uninterrupted run. A USR1 during start-up stops it with 75 too.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 mkdir -p "$ZT_WORK/data"
@@ -68,4 +68,16 @@ expect_exit 75 zt_mpirun 2 "$ZT_BIN/ztrain" "${args[@]}" --train.time_limit_min=
 expect_in "$ZT_WORK/out" "stopped after step [0-9]+ on train.time_limit_min=0.001, checkpointed: exit 75"
 rc=75
 check_stopped_then_resume limit 2
+
+# A stop signal during start-up is a request too (the handlers come before MPI starts): USR1 to a single
+# ztrain as soon as it prints its first start-up line (the model not built, no step run) ends it with 75
+# before step 1, or, on a fast machine, at the first boundary; never the signal's default death (138).
+"$ZT_BIN/ztrain" "${args[@]}" --ckpt.dir="$ZT_WORK/early" --log.metrics="$ZT_WORK/early.jsonl" >"$ZT_WORK/out" 2>"$ZT_WORK/err" &
+pid=$!
+for i in $(seq 1200); do grep -qs "rank 0 on" "$ZT_WORK/out" "$ZT_WORK/err" && break; sleep 0.01; done
+kill -USR1 "$pid"
+wait "$pid"; rc=$?
+[ "$rc" -eq 75 ] || { tail -n 20 "$ZT_WORK/err"; fail "a USR1 during start-up: exit $rc, expected 75"; }
+grep -Eq "stopped (before step 1 on SIGUSR1 during start-up|after step [0-9]+ on SIGUSR1)" "$ZT_WORK/out" "$ZT_WORK/err" ||
+  fail "a USR1 during start-up was not reported as a stop"
 echo "PASS"
