@@ -198,8 +198,12 @@ std::vector<Completion> Engine::run(const std::vector<Request>& requests) {
 
 const EngineStats& Engine::stats() const { return impl_->stats; }
 
-EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute) {
-  return {.slots = slots, .max_len = max_len, .prefill_chunk = max_len, .compute = compute};
+EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute, std::int64_t prompt_len) {
+  return {.slots = slots, .max_len = max_len, .prefill_chunk = whole_prompt_chunk(max_len, prompt_len), .compute = compute};
+}
+
+std::int64_t whole_prompt_chunk(std::int64_t max_len, std::int64_t prompt_len) {
+  return prompt_len > 0 ? std::min(prompt_len, max_len) : max_len;
 }
 
 int dealt_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, std::int64_t dp) {

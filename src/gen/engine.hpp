@@ -92,8 +92,14 @@ class Engine {
 };
 
 // The answer evaluation's engine at log.eval_every (train::AnswerEvaluation's, and the memory plan's):
-// `slots` sequences of max_len tokens, prompts prefilled whole, in `compute`; the caller adds its sampling.
-EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute);
+// `slots` sequences of max_len tokens, prompts prefilled whole (whole_prompt_chunk), in `compute`; the caller
+// adds its sampling.
+EngineOptions evaluation_engine(int slots, std::int64_t max_len, DType compute, std::int64_t prompt_len = 0);
+
+// The prefill chunk that takes every prompt whole: the longest prompt (prompt_len, known), else max_len,
+// their bound. A chunk of max_len would run the padding up to max_len through the model too: about as many
+// token passes as the decoding's, for nothing.
+std::int64_t whole_prompt_chunk(std::int64_t max_len, std::int64_t prompt_len);
 // An engine's slots on one of dp ranks dealt `prompts` prompts round robin, `samples` sequences each (the
 // answer evaluation's, zgen's, RL's rollouts'): at most `slots`, and no more than the busiest rank's sequences (a slot
 // more holds nothing); prompts 0: unknown, `slots`.

@@ -47,10 +47,10 @@ std::int64_t generation_len(const config::Config& config, std::int64_t known) {
 
 void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                   const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
-                  std::int64_t known_len, config::Device device) {
+                  std::int64_t known_len, std::int64_t prompt_len, config::Device device) {
   const model::GptShape shape = model::model_shape(config.model);
   add_generation(p, config, table, adapters, tp, compute,
-                 rl::engine_options(config, generation_len(config, known_len), dp), "rollout",
+                 rl::engine_options(config, generation_len(config, known_len), dp, prompt_len), "rollout",
                  known_len > 0 ? "the longest prompt + rl.max_new_tokens" : "", device);
   if (config.rl.pack_rollouts) {  // the model's segment starts and positions, [micro_batch, seq_len] i32 each
     const bool ppo = config.rl.algorithm == config::RlAlgorithm::kPpo;

@@ -148,12 +148,12 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape, units), gathers_per_step(config, dp));
   }
   p.rows.push_back({"activations", activations, activations_note});
-  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, lengths.rollouts, device);
+  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, lengths.rollouts, lengths.rollout_prompt, device);
   if (!config.log.eval_prompts.empty())  // the answer evaluation at log.eval_every, between steps
     add_generation(p, config, table, adapters, tp, compute,
                    gen::evaluation_engine(gen::dealt_slots(config.log.eval_slots, lengths.evaluation_prompts,
                                                                 config.log.eval_samples, dp),
-                                          generation_len(config, lengths.evaluation), compute),
+                                          generation_len(config, lengths.evaluation), compute, lengths.evaluation_prompt),
                    "evaluation",
                    lengths.evaluation > 0 ? "the longest prompt + log.eval_max_new_tokens" : "", device);
   if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute);

@@ -62,6 +62,7 @@ std::uint64_t peak_of(const std::vector<PlanRow>& rows);
 struct GenerationLengths {
   std::int64_t rollouts = 0, evaluation = 0;  // tokens a sequence; 0: unknown, model.seq_len bounds it
   std::int64_t evaluation_prompts = 0;        // log.eval_prompts' count (its slots); 0: unknown
+  std::int64_t rollout_prompt = 0, evaluation_prompt = 0;  // the longest prompt (the prefill chunk); 0: unknown
 };
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads,
                        std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu,

@@ -81,7 +81,7 @@ std::int64_t generation_len(const config::Config& config, std::int64_t known);
 // per-token layout (rl.pack_rollouts).
 void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                   const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
-                  std::int64_t known_len, config::Device device);
+                  std::int64_t known_len, std::int64_t prompt_len, config::Device device);
 
 // PPO's critic (train/critic.hpp): a value-head copy of the model on the same layout, with its own
 // gradients and optimizer state, and the activations of its forward and backward (taken while the

@@ -27,9 +27,9 @@ std::vector<std::size_t> epoch_order(std::size_t n, std::uint64_t seed, std::uin
 
 }  // namespace
 
-gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len, std::int64_t dp) {
+gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len, std::int64_t dp, std::int64_t prompt_len) {
   gen::EngineOptions e{.slots = gen::dealt_slots(c.rl.slots, c.rl.batch, c.rl.group_size, dp), .max_len = max_len,
-                       .prefill_chunk = max_len,
+                       .prefill_chunk = gen::whole_prompt_chunk(max_len, prompt_len),
                        .compute = model::compute_dtype(c.train.precision)};
   e.sampling = {static_cast<float>(c.rl.temperature), static_cast<int>(c.rl.top_k), static_cast<float>(c.rl.top_p),
                 c.train.seed};

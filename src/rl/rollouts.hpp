@@ -27,9 +27,9 @@ namespace zt::rl {
 
 // The generation engine's options for the rollouts on one of dp data-parallel ranks: rl.slots sequences
 // (at most the rank's rl.batch x rl.group_size / dp of an iteration: a slot more holds nothing) of max_len
-// tokens, prompts prefilled whole (chunks of max_len), the compute dtype, the rl.* sampling with train.seed
+// tokens, prompts prefilled whole (chunks of the longest prompt, prompt_len; 0: of max_len), the compute dtype, the rl.* sampling with train.seed
 // (the trainer's and the memory plan's).
-gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len, std::int64_t dp);
+gen::EngineOptions engine_options(const config::Config& c, std::int64_t max_len, std::int64_t dp, std::int64_t prompt_len = 0);
 
 // The prompt-set indices iteration `iteration` takes, in order (batch of them; a set smaller than the
 // batch repeats within it, each repetition of an epoch in a new order).

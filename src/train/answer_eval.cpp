@@ -30,7 +30,7 @@ AnswerEvaluation::AnswerEvaluation(const config::Config& c)
 
 gen::EngineOptions AnswerEvaluation::engine_options(const config::Config& c, std::int64_t dp) const {
   gen::EngineOptions e = gen::evaluation_engine(gen::dealt_slots(c.log.eval_slots, prompt_count(), c.log.eval_samples, dp),
-                                                max_len_, model::compute_dtype(c.train.precision));
+                                                max_len_, model::compute_dtype(c.train.precision), longest_prompt());
   e.sampling = {static_cast<float>(c.log.eval_temperature), 0, 1.0f, c.train.seed};
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(tokenizer_->n_ids(), c.model.vocab_size));
   return e;

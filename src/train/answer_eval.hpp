@@ -17,6 +17,7 @@
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
 #include "model/param_source.hpp"
+#include "train/prompt_check.hpp"
 #include "model/param_table.hpp"
 
 namespace zt::train {
@@ -42,6 +43,7 @@ class AnswerEvaluation {
   std::int64_t prompt_count() const { return static_cast<std::int64_t>(prompts_.size()); }
   // Its sequences' length: the longest prompt + log.eval_max_new_tokens, at most model.seq_len.
   std::int64_t max_len() const { return max_len_; }
+  std::int64_t longest_prompt() const { return train::longest_prompt(prompts_); }
 
  private:
   const config::Config& config_;

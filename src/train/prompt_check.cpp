@@ -61,11 +61,15 @@ const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c,
   return read.emplace(key, gen::read_prompts(k.glob, format)).first->second;
 }
 
-std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
-                              const std::string& key) {
+std::int64_t longest_prompt(const std::vector<gen::PromptLine>& prompts) {
   std::int64_t longest = 0;
   for (const gen::PromptLine& p : prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));
-  const std::int64_t max_len = std::min(c.model.seq_len, longest + max_new);
+  return longest;
+}
+
+std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
+                              const std::string& key) {
+  const std::int64_t max_len = std::min(c.model.seq_len, longest_prompt(prompts) + max_new);
   for (std::size_t i = 0; i < prompts.size(); ++i)
     gen::check_request({prompts[i].ids, max_new, {}, 0}, i, c.model.vocab_size, max_len,
                        cat(prompts[i].where, " (", key, "; model.seq_len=", c.model.seq_len, ")"));
@@ -80,20 +84,23 @@ void check_rl_inputs(const config::Config& c, std::int64_t dp_size) {
 }
 
 plan::GenerationLengths known_generation_lengths(const config::Config& c) {
-  // The set's longest sequence and its prompt count, or {0, 0} where it cannot be read here.
-  const auto known = [&](PromptSet set, const std::string& glob, std::int64_t max_new,
-                         const std::string& key) -> std::pair<std::int64_t, std::int64_t> {
-    if (glob.empty()) return {0, 0};
+  // The set's longest sequence, its prompt count and its longest prompt, or zeros where it cannot be read here.
+  struct Known {
+    std::int64_t sequence = 0, prompts = 0, prompt = 0;
+  };
+  const auto known = [&](PromptSet set, const std::string& glob, std::int64_t max_new, const std::string& key) -> Known {
+    if (glob.empty()) return {};
     try {
       const std::vector<gen::PromptLine>& prompts = read_answer_prompts(c, set);
-      return {max_sequence_len(c, prompts, max_new, key), static_cast<std::int64_t>(prompts.size())};
+      return {max_sequence_len(c, prompts, max_new, key), static_cast<std::int64_t>(prompts.size()), longest_prompt(prompts)};
     } catch (const Error&) {
-      return {0, 0};  // the start-up checks say why
+      return {};  // the start-up checks say why
     }
   };
-  const auto rl = known(PromptSet::kRl, c.rl.prompts, c.rl.max_new_tokens, "rl.prompts");
-  const auto eval = known(PromptSet::kEvaluation, c.log.eval_prompts, c.log.eval_max_new_tokens, "log.eval_prompts");
-  return {.rollouts = rl.first, .evaluation = eval.first, .evaluation_prompts = eval.second};
+  const Known rl = known(PromptSet::kRl, c.rl.prompts, c.rl.max_new_tokens, "rl.prompts");
+  const Known eval = known(PromptSet::kEvaluation, c.log.eval_prompts, c.log.eval_max_new_tokens, "log.eval_prompts");
+  return {.rollouts = rl.sequence, .evaluation = eval.sequence, .evaluation_prompts = eval.prompts,
+          .rollout_prompt = rl.prompt, .evaluation_prompt = eval.prompt};
 }
 
 }  // namespace zt::train

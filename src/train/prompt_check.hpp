@@ -33,6 +33,9 @@ const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c,
 std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
                               const std::string& key);
 
+// The longest prompt's tokens: the generation engines prefill prompts whole, in chunks of it.
+std::int64_t longest_prompt(const std::vector<gen::PromptLine>& prompts);
+
 // RL's start-up check: the batch layout over the data-parallel ranks, the tokenizer, every prompt line.
 void check_rl_inputs(const config::Config& c, std::int64_t dp_size);
 

@@ -117,7 +117,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   if (!config.rl.enabled())
     predicted_peak_ = plan::plan_memory(config, world.size(), placement.threads, 0, placement.device,
                                         {.evaluation = answer_eval_ ? answer_eval_->max_len() : 0,
-                                         .evaluation_prompts = answer_eval_ ? answer_eval_->prompt_count() : 0})
+                                         .evaluation_prompts = answer_eval_ ? answer_eval_->prompt_count() : 0,
+                                         .evaluation_prompt = answer_eval_ ? answer_eval_->longest_prompt() : 0})
                           .total_bytes;
   if (world.is_root()) metrics_ = std::make_unique<MetricsLog>(config.log.metrics);
   stragglers_ = std::make_unique<health::StragglerWatch>(world, config.log, static_cast<int>(config.parallel.pp), ring_.get());
