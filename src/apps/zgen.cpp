@@ -34,6 +34,7 @@
 #include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
 #include "tok/encoding.hpp"
+#include "train/prompt_check.hpp"
 #include "train/wiring.hpp"
 
 namespace zt::apps {
@@ -136,10 +137,12 @@ std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::stri
   return std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path, v));
 }
 
-// --chat-template, else the model's (gen::chat_template_of: tokenizer_config.json beside the tokenizer).
-gen::ChatChoice template_of(const Options& o, const tok::Tokenizer* t, const std::string& path) {
+// --chat-template, else the model's (gen::chat_template_of: tokenizer_config.json beside the tokenizer),
+// else on a checkpoint its training data's (as ztrain's evaluation of it).
+gen::ChatChoice template_of(const Options& o, const tok::Tokenizer* t, const std::string& path, const model::SavedModel& m) {
   if (o.chat_template) return {o.chat_template, ""};
   gen::ChatChoice c = gen::chat_template_of(t, path);
+  if (m.checkpoint && t != nullptr) c = train::training_data_template(m.config, std::move(c));
   if (!c.chat) c.why_none += "; or give zgen --chat-template chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2";
   return c;
 }
@@ -237,7 +240,7 @@ void prepare(Job& j, const dist::World& world) {
   if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp, "--tp");
   const std::string tokenizer_file = tokenizer_path(j.o, *j.model);
   j.tokenizer = load_tokenizer(j.o, tokenizer_file);
-  const gen::ChatChoice chat = template_of(j.o, j.tokenizer.get(), tokenizer_file);
+  const gen::ChatChoice chat = template_of(j.o, j.tokenizer.get(), tokenizer_file, *j.model);
   j.chat = chat.chat;
   if (j.o.rule && !j.tokenizer) throw ConfigError("--answer-rule reads the samples' text: it needs a tokenizer (--tokenizer)");
   if (!j.o.stops.empty() && !j.tokenizer) throw ConfigError("--stop strings are matched in the text: give --tokenizer");

@@ -197,9 +197,11 @@ void check_peft_base(const Config& c) {
   std::error_code ec;
   if (!std::filesystem::exists(base, ec))
     throw ConfigError(cat("init.from=", c.init.from, ": the adapter's base ", base, " (base_model_name_or_path in ", file,
-                          ") is not found here; a Hub id must be downloaded first (e.g. huggingface-cli download ", base,
-                          " --local-dir DIR), then set base_model_name_or_path to that directory (or to the base's "
-                          ".safetensors file)"));
+                          ") is not found from ", std::filesystem::current_path(ec).string(),
+                          ": a relative path is read from the current directory (set base_model_name_or_path to the "
+                          "base's absolute path, or run from where it is relative to); a Hub id must be downloaded "
+                          "first (e.g. huggingface-cli download ", base, " --local-dir DIR), then set "
+                          "base_model_name_or_path to that directory (or to the base's .safetensors file)"));
 }
 
 std::string lora_base_path(const Config& c) {

@@ -175,6 +175,13 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
     for (const std::string& text : values_of(args.keys, o.key)) o.assign(cl.config, text);
     if (file.count(o.key) || args.keys.count(o.key)) cl.given.insert(o.key);
   }
+  // Paths a checkpoint keeps and other programs read from other directories (zgen and zckpt --merge on the
+  // checkpoint, a PEFT export's base_model_name_or_path): absolute where they exist.
+  for (std::string* path : {&cl.config.init.from, &cl.config.data.vocab}) {
+    std::error_code ec;
+    if (!path->empty() && std::filesystem::exists(*path, ec))
+      *path = std::filesystem::absolute(*path, ec).lexically_normal().string();
+  }
   check_peft_base(cl.config);  // a Hub id as an adapter's base: said as such, not as the wrong model
   if (is_hf_directory(lora_base_path(cl.config))) apply_hf_config(cl.config, cl.given);  // before the checks
   validate(cl.config);

@@ -80,6 +80,7 @@ struct ShardInfo {
   bool wide_tokens = false;  // stored as uint32 (vocabularies above 65536)
   std::vector<std::string> sources;
   bool has_loss_mask = false;   // instruction data: dataset `loss_mask`
+  std::string chat_template;    // instruction data: the template it was rendered with ("" without)
   std::uint64_t window = 0;     // packed instruction data: windows of this many tokens, end to end
 };
 

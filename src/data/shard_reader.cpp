@@ -53,6 +53,7 @@ ShardInfo read_info(const io::H5File& f) {
   if (!f.has_attr("sources")) invalid(f.path(), "no attribute `sources`");
   info.sources = f.attr_strings("sources");
   info.has_loss_mask = f.has("loss_mask");
+  if (f.has_attr("chat_template")) info.chat_template = f.attr_string("chat_template");
   if (f.has_attr("window")) {
     info.window = f.attr_u64("window");
     if (info.window < 2 || info.n_tokens % info.window != 0)

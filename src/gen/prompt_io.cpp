@@ -142,7 +142,7 @@ ChatChoice chat_template_of(const tok::Tokenizer* t, const std::string& tokenize
     return {std::nullopt, cat(file.string(), "'s chat_template is none ztrain renders (Qwen2's, Qwen2.5's and Qwen3's "
                                              "ChatML, Llama 3's, 3.1's, 3.2's), and rendering it another way would "
                                              "change the prompts: give prompt lines with the text rendered, or prompt_ids")};
-  return {chat, ""};
+  return {chat, "", true};
 }
 
 std::vector<std::int32_t> end_tokens(const tok::Tokenizer& t, const std::optional<ztok::ChatTemplate>& chat) {

@@ -54,7 +54,8 @@ std::optional<ztok::ChatTemplate> template_of_tokenizer(const tok::Tokenizer* t)
 // none and `why_none` says so, naming the file: a messages line is then refused, never rendered another way.
 struct ChatChoice {
   std::optional<ztok::ChatTemplate> chat;
-  std::string why_none;  // for PromptFormat::template_hint
+  std::string why_none;     // for PromptFormat::template_hint
+  bool model_template = false;  // named by tokenizer_config.json (not guessed from the specials)
 };
 ChatChoice chat_template_of(const tok::Tokenizer* t, const std::string& tokenizer_path);
 

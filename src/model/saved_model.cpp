@@ -15,6 +15,7 @@
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
 #include "model/lora.hpp"
+#include "model/nf4_params.hpp"
 
 namespace zt::model {
 namespace fs = std::filesystem;
@@ -45,6 +46,11 @@ std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const Pa
   if (config.lora.rank == 0)
     throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
   const std::string from = config::lora_base_path(config);
+  std::error_code ec;
+  if (!from.empty() && !fs::exists(from, ec))  // a run before paths were kept absolute, or a base moved away
+    throw InputError(cat(c.dir().string(), ": its run's LoRA base init.from=", from, " is not found from ",
+                         fs::current_path(ec).string(), " (a relative path is read from the current directory: run from ",
+                         "the training run's directory, or put the base back where it was)"));
   std::vector<float> weights(base.numel());
   if (from.empty()) init_params(base, config.train.seed, weights.data());
   else load_pretrained(from, base, weights.data());
@@ -53,6 +59,9 @@ std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const Pa
   if (to_hex(hash.finish()) != c.state().lora_base_sha256)
     throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
                          from, " now has another: the merge needs the run's base there"));
+  // A QLoRA run (lora.base_dtype=nf4) trained its adapters on the NF4 base: merged into those values (each
+  // block weight quantized and dequantized, as its model saw them), not into the fp32 base it read.
+  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) weights = nf4_fake_quantized(base, weights, nf4_options(config));
   merge_lora(base, weights.data(), checkpoint_table(c), c.read_master().data(), lora_spec(config).scale());
   return weights;
 }

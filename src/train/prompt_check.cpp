@@ -8,6 +8,9 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "data/blend.hpp"
+#include "data/shard.hpp"
+#include "data/shard_set.hpp"
 #include "gen/engine.hpp"
 #include "rl/batch_rules.hpp"
 #include "train/data_check.hpp"
@@ -37,6 +40,18 @@ SetKeys keys_of(const config::Config& c, PromptSet set) {
 }
 }  // namespace
 
+gen::ChatChoice training_data_template(const config::Config& c, gen::ChatChoice chat) {
+  if (chat.model_template || c.data.train.empty()) return chat;
+  try {
+    const std::vector<std::string> shards = data::expand_globs(data::parse_blend(c.data.train, "data.train").front().glob,
+                                                               "data.train");
+    const std::string name = data::ShardReader::validate(shards.front()).chat_template;
+    if (!name.empty()) return {ztok::parse_chat_template(name), "", false};
+  } catch (const Error&) {  // the data checks name what is wrong with the shards
+  }
+  return chat;
+}
+
 const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key) {
   return load_tokenizer(text_tokenizer_path(c, key));
 }
@@ -52,7 +67,7 @@ const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c,
   const std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_tuple(k.glob, k.answer_field, path);
   if (const auto it = read.find(key); it != read.end()) return it->second;
-  const gen::ChatChoice chat = gen::chat_template_of(&tokenizer, path);
+  const gen::ChatChoice chat = training_data_template(c, gen::chat_template_of(&tokenizer, path));
   gen::PromptFormat format{&tokenizer, chat.chat, k.answer_field};
   format.tokenizer_hint = "set data.vocab";
   format.template_hint = chat.why_none;

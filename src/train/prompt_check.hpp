@@ -33,6 +33,12 @@ const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c,
 std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::PromptLine>& prompts, std::int64_t max_new,
                               const std::string& key);
 
+// Without the model's own template (no tokenizer_config.json beside the tokenizer: `chat` not
+// model_template), the template the run's instruction data (data.train) was rendered with, its shards'
+// chat_template (ztok --chat-template), before a guess from the tokenizer's specials: an evaluation of a
+// fine-tune (ztrain's, or zgen's on its checkpoint) asks as its training data did.
+gen::ChatChoice training_data_template(const config::Config& c, gen::ChatChoice chat);
+
 // The longest prompt's tokens: the generation engines prefill prompts whole, in chunks of it.
 std::int64_t longest_prompt(const std::vector<gen::PromptLine>& prompts);
 
