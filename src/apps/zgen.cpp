@@ -121,11 +121,9 @@ Options options_of(const config::cli::Args& a) {
 // theirs); "" when there is none.
 std::string tokenizer_path(const Options& o, const model::SavedModel& m) {
   if (!o.tokenizer.empty()) return o.tokenizer;
-  if (m.checkpoint && !m.config.data.vocab.empty()) return m.config.data.vocab;
-  const fs::path dir = m.checkpoint ? fs::path(m.config.init.from) : fs::path(o.model);
+  if (m.checkpoint) return train::run_tokenizer_path(m.config);
   std::error_code ec;
-  if (!dir.empty() && fs::exists(dir / "tokenizer.json", ec)) return (dir / "tokenizer.json").string();
-  return "";
+  return fs::exists(fs::path(o.model) / "tokenizer.json", ec) ? (fs::path(o.model) / "tokenizer.json").string() : "";
 }
 
 std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::string& path) {
@@ -248,8 +246,7 @@ void prepare(Job& j, const dist::World& world) {
   if (!j.chat) format.template_hint = chat.why_none;
   j.prompts = gen::read_prompts(j.o.prompts, format);
   j.stop_tokens = stop_tokens_of(j.o, *j.model, j.tokenizer.get(), j.chat);
-  std::int64_t longest = 0;
-  for (const PromptLine& p : j.prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.ids.size()));
+  const std::int64_t longest = train::longest_prompt(j.prompts);
   j.max_len = j.o.max_len > 0 ? j.o.max_len : std::min(j.model->context, longest + j.o.max_new);
   // The cache for at most the busiest data-parallel group's sequences: a slot more would hold nothing.
   j.o.slots = gen::dealt_slots(j.o.slots, static_cast<std::int64_t>(j.prompts.size()), j.o.samples, world.size() / j.o.tp);

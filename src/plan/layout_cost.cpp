@@ -259,7 +259,7 @@ namespace {
 // The configured layout may not split its batch (the search's always do): config::derive's and RL's
 // batch rules (rl/batch_rules.hpp), said in short.
 std::string batch_reason(const config::Config& c, const Layout& l) {
-  if (c.rl.enabled() && rl::layout_of(c, 1).mini_batch % l.dp != 0)
+  if (!rl_prompts_deal(c, l.dp))
     return cat("rl.mini_batch=", rl::layout_of(c, 1).mini_batch, " prompts do not deal evenly to ", l.dp, " data-parallel ranks");
   if (c.train.global_batch % (std::int64_t{l.dp} * l.micro_batch) != 0)
     return cat(c.rl.enabled() ? "an optimizer step's " : "train.global_batch=", c.train.global_batch,

@@ -110,12 +110,14 @@ config::Config search_config(const config::Config& c) {
   return u;
 }
 
+bool rl_prompts_deal(const config::Config& c, std::int64_t dp) {
+  return !c.rl.enabled() || rl::layout_of(c, 1).mini_batch % dp == 0;
+}
+
 namespace {
 // The data-parallel ranks that can split an optimizer step: train.global_batch's sequences, and under RL
-// its rl.mini_batch prompts whole (a prompt's group on one rank: rl/batch_rules.hpp).
-bool splits_step(const config::Config& c, std::int64_t dp) {
-  return c.train.global_batch % dp == 0 && (!c.rl.enabled() || rl::layout_of(c, 1).mini_batch % dp == 0);
-}
+// its prompts whole.
+bool splits_step(const config::Config& c, std::int64_t dp) { return c.train.global_batch % dp == 0 && rl_prompts_deal(c, dp); }
 }  // namespace
 
 Layout configured_layout(const config::Config& c, std::int64_t world) {

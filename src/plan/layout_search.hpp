@@ -92,6 +92,10 @@ struct SearchResult {
 // the sequences of an update's optimizer step (rl.mini_batch x rl.group_size), which RL trains with.
 config::Config search_config(const config::Config& c);
 
+// Whether dp data-parallel ranks take an RL optimizer step's rl.mini_batch prompts whole (a prompt's group
+// on one rank: rl/batch_rules.hpp); true without RL.
+bool rl_prompts_deal(const config::Config& c, std::int64_t dp);
+
 // Every layout of plan.world_size ranks with train.global_batch fixed (grad accumulation follows); under
 // RL each data-parallel rank takes rl.mini_batch's prompts whole. `c`: search_config's.
 std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m);

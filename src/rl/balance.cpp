@@ -4,14 +4,11 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <numeric>
 
 #include "core/error.hpp"
 
 namespace zt::rl {
 namespace {
-
-std::int64_t tokens_of(const Rollout& r) { return static_cast<std::int64_t>(r.prompt.size() + r.response.size()); }
 
 template <typename T>
 void put(std::string& out, const T& v) {
@@ -56,32 +53,17 @@ std::vector<int> balanced_ranks(std::span<const Rollout> rollouts, std::int64_t 
   for (auto& [step, members] : steps) {
     std::sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
       const Rollout &x = rollouts[a], &y = rollouts[b];
-      if (tokens_of(x) != tokens_of(y)) return tokens_of(x) > tokens_of(y);
+      if (rollout_tokens(x) != rollout_tokens(y)) return rollout_tokens(x) > rollout_tokens(y);
       return x.position != y.position ? x.position < y.position : x.sample < y.sample;
     });
     std::vector<std::int64_t> load(static_cast<std::size_t>(dp), 0);
     for (const std::size_t k : members) {
       const auto least = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
       rank[k] = least;
-      load[static_cast<std::size_t>(least)] += tokens_of(rollouts[k]);
+      load[static_cast<std::size_t>(least)] += rollout_tokens(rollouts[k]);
     }
   }
   return rank;
-}
-
-double token_imbalance(std::span<const Rollout> rollouts, std::span<const int> ranks, std::int64_t mini_batch, int dp) {
-  std::map<std::int64_t, std::vector<double>> load;  // per step, per rank
-  for (std::size_t k = 0; k < rollouts.size(); ++k) {
-    std::vector<double>& l = load[rollouts[k].position / mini_batch];
-    l.resize(static_cast<std::size_t>(dp), 0.0);
-    l[static_cast<std::size_t>(ranks[k])] += static_cast<double>(tokens_of(rollouts[k]));
-  }
-  double worst = 1;
-  for (const auto& [step, l] : load) {
-    const double mean = std::accumulate(l.begin(), l.end(), 0.0) / dp;
-    if (mean > 0) worst = std::max(worst, *std::max_element(l.begin(), l.end()) / mean);
-  }
-  return worst;
 }
 
 std::string to_wire(std::span<const Rollout> rollouts) {

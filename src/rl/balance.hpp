@@ -24,10 +24,6 @@ namespace zt::rl {
 // to the lower rank. A pure function of the rollouts: the same on every rank.
 std::vector<int> balanced_ranks(std::span<const Rollout> rollouts, std::int64_t mini_batch, int dp);
 
-// The busiest rank's tokens over the mean, for the worst optimizer step (1: even), when each rollout is
-// updated by ranks[k].
-double token_imbalance(std::span<const Rollout> rollouts, std::span<const int> ranks, std::int64_t mini_batch, int dp);
-
 // What the update reads of the rollouts, as bytes and back (every rank's, gathered and shared): position,
 // line, sample, response, truncated, reward, advantage and the texts; a rollout's prompt is its line's.
 std::string to_wire(std::span<const Rollout> rollouts);

@@ -73,6 +73,8 @@ void use_layout(model::Model& model, const MicroBatch& mb) {
 
 std::int64_t rollout_sequence(const Rollout& r, std::int64_t group) { return r.position * group + r.sample; }
 
+std::int64_t rollout_tokens(const Rollout& r) { return static_cast<std::int64_t>(r.prompt.size() + r.response.size()); }
+
 MicroBatch pack(std::span<const Rollout> rollouts, std::span<const Placement> placements, int rows, std::int64_t seq_len,
                 std::int64_t group, std::int64_t first_sequence) {
   MicroBatch m;
@@ -170,9 +172,7 @@ UpdatePlan plan_update(std::span<const Rollout> rollouts, std::span<const std::s
     } else {
       std::vector<std::size_t> order(per_step);
       std::iota(order.begin(), order.end(), first);
-      const auto length = [&](std::size_t i) {
-        return static_cast<std::int64_t>(rollouts[i].prompt.size() + rollouts[i].response.size());
-      };
+      const auto length = [&](std::size_t i) { return rollout_tokens(rollouts[i]); };
       std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return length(a) > length(b); });
       std::vector<std::int64_t> used;  // per row: its columns taken
       for (const std::size_t i : order) {

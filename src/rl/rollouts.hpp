@@ -102,6 +102,9 @@ MicroBatch pack(std::span<const Rollout> rollouts, std::span<const std::size_t> 
 // The micro-batch's layout told to a model: its segment starts and positions (none: the defaults).
 void use_layout(model::Model& model, const MicroBatch& mb);
 
+// The rollout's tokens in a row: prompt + response (what packing and the balance deal by).
+std::int64_t rollout_tokens(const Rollout& r);
+
 // The rollout's sequence among the iteration's (over all ranks): position * group + sample.
 std::int64_t rollout_sequence(const Rollout& r, std::int64_t group);
 

@@ -24,7 +24,8 @@ void check_eval_prompts(const config::Config& c) {
 AnswerEvaluation::AnswerEvaluation(const config::Config& c)
     : config_(c), tokenizer_(&text_tokenizer(c, "log.eval_prompts")), prompts_(read_eval_prompts(c)),
       rule_(gen::AnswerRule::parse(c.log.eval_answer_rule, "log.eval_answer_rule")),
-      max_len_(max_sequence_len(c, prompts_, c.log.eval_max_new_tokens, "log.eval_prompts")) {
+      max_len_(max_sequence_len(c, prompts_, c.log.eval_max_new_tokens, "log.eval_prompts")),
+      longest_prompt_(train::longest_prompt(prompts_)) {
   stop_tokens_ = gen::end_tokens(*tokenizer_, gen::template_of_tokenizer(tokenizer_));
 }
 

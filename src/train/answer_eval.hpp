@@ -17,7 +17,6 @@
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
 #include "model/param_source.hpp"
-#include "train/prompt_check.hpp"
 #include "model/param_table.hpp"
 
 namespace zt::train {
@@ -43,7 +42,7 @@ class AnswerEvaluation {
   std::int64_t prompt_count() const { return static_cast<std::int64_t>(prompts_.size()); }
   // Its sequences' length: the longest prompt + log.eval_max_new_tokens, at most model.seq_len.
   std::int64_t max_len() const { return max_len_; }
-  std::int64_t longest_prompt() const { return train::longest_prompt(prompts_); }
+  std::int64_t longest_prompt() const { return longest_prompt_; }
 
  private:
   const config::Config& config_;
@@ -51,7 +50,7 @@ class AnswerEvaluation {
   const std::vector<gen::PromptLine>& prompts_;  // read_answer_prompts' lines (kept for the process)
   std::vector<std::int32_t> stop_tokens_;
   gen::AnswerRule rule_;
-  std::int64_t max_len_ = 0;
+  std::int64_t max_len_ = 0, longest_prompt_ = 0;
 };
 
 // log.eval_prompts as a start-up check (exit 2 naming the file and line): readable, each line with its

@@ -17,11 +17,16 @@
 
 namespace zt::train {
 
+std::string run_tokenizer_path(const config::Config& c) {
+  if (!c.data.vocab.empty()) return c.data.vocab;
+  const std::filesystem::path hf = std::filesystem::path(c.init.from) / "tokenizer.json";
+  std::error_code ec;
+  return !c.init.from.empty() && std::filesystem::exists(hf, ec) ? hf.string() : "";
+}
+
 namespace {
 std::string text_tokenizer_path(const config::Config& c, const std::string& key) {
-  std::string path = c.data.vocab;
-  const std::filesystem::path hf = std::filesystem::path(c.init.from) / "tokenizer.json";
-  if (path.empty() && !c.init.from.empty() && std::filesystem::exists(hf)) path = hf.string();
+  const std::string path = run_tokenizer_path(c);
   if (path.empty())
     throw ConfigError(cat(key, " reads and scores text: set data.vocab (a GPT-2 directory, a .tiktoken file or a "
                           "tokenizer.json), or init.from a Hugging Face directory holding tokenizer.json"));

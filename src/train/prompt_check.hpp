@@ -14,6 +14,10 @@
 
 namespace zt::train {
 
+// A run's tokenizer file: data.vocab, else init.from's tokenizer.json; "" without either (zgen reads a
+// checkpoint's run by it).
+std::string run_tokenizer_path(const config::Config& c);
+
 // The tokenizer prompts are read and responses scored with: data.vocab, else init.from's tokenizer.json.
 // `key` names what needs it in the error (rl.reward, log.eval_prompts).
 const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key);

@@ -55,11 +55,11 @@ void Trainer::open_rl(const ResumePoint& resume) {
   r.tokenizer = &text_tokenizer(config_, "rl.reward");
   r.prompts = &read_answer_prompts(config_, PromptSet::kRl);  // checked at start-up
   r.max_len = max_sequence_len(config_, *r.prompts, c.max_new_tokens, "rl.prompts");
+  const std::int64_t longest = longest_prompt(*r.prompts);  // the prefill chunk
   // The plan's rollouts at their known length (the start-up plan bounded them by model.seq_len).
-  predicted_peak_ =
-      plan::plan_memory(config_, world_.size(), placement_.threads, 0, placement_.device,
-                        {.rollouts = r.max_len, .rollout_prompt = longest_prompt(*r.prompts)})
-          .total_bytes;
+  predicted_peak_ = plan::plan_memory(config_, world_.size(), placement_.threads, 0, placement_.device,
+                                      {.rollouts = r.max_len, .rollout_prompt = longest})
+                        .total_bytes;
   r.stop_tokens = gen::end_tokens(*r.tokenizer, gen::template_of_tokenizer(r.tokenizer));
   r.layout = rl::layout_of(config_, static_cast<int>(derived_.dp_size));
   r.objective = {.algorithm = c.algorithm, .clip_low = c.clip_ratio,
@@ -67,7 +67,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
                  .kl_coef = c.kl_in_reward ? 0.0 : c.kl_coef,  // in the reward instead (rl_gae)
                  .kl = c.kl_estimator, .aggregation = c.loss_agg, .entropy_coeff = c.entropy_coeff};
   r.reward = rl::make_reward(c.reward, c.reward_timeout_s);
-  gen::EngineOptions e = rl::engine_options(config_, r.max_len, derived_.dp_size, longest_prompt(*r.prompts));
+  gen::EngineOptions e = rl::engine_options(config_, r.max_len, derived_.dp_size, longest);
   e.tp_group = grid_comms_.tp.get();
   if (lora_) e.lora = &lora_->attach_generation(gen::rows_for_lora(e));  // the actor: base + live adapters
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));

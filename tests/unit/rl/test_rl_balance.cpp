@@ -3,7 +3,9 @@
 // step; and the bytes the ranks exchange read back as what was written.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <vector>
 
 #include "core/error.hpp"
@@ -25,6 +27,21 @@ std::vector<Rollout> skewed() {
       r.push_back(x);
     }
   return r;
+}
+
+// The busiest rank's tokens over the mean, for the worst optimizer step (1: even), when rollout k is
+// updated by ranks[k].
+double token_imbalance(const std::vector<Rollout>& r, const std::vector<int>& ranks, std::int64_t mini_batch, int dp) {
+  std::map<std::int64_t, std::vector<double>> load;  // per step, per rank
+  for (std::size_t k = 0; k < r.size(); ++k) {
+    std::vector<double>& l = load[r[k].position / mini_batch];
+    l.resize(static_cast<std::size_t>(dp), 0.0);
+    l[static_cast<std::size_t>(ranks[k])] += static_cast<double>(rollout_tokens(r[k]));
+  }
+  double worst = 1;
+  for (const auto& [step, l] : load)
+    worst = std::max(worst, *std::max_element(l.begin(), l.end()) * dp / std::accumulate(l.begin(), l.end(), 0.0));
+  return worst;
 }
 
 std::vector<int> dealt_by_generation(const std::vector<Rollout>& r, std::int64_t mini_batch, int dp) {
