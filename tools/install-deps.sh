@@ -15,6 +15,7 @@ PACKAGES=(
   libopenblas-dev libutf8proc-dev nlohmann-json3-dev zlib1g-dev libzstd-dev
   # tests: GoogleTest, the PyTorch and tiktoken references, script checks
   googletest libgtest-dev libgmock-dev python3 python3-torch python3-numpy nodejs npm shellcheck
+  python3-jinja2  # the models' own chat templates, the reference of ztok's instruction data
   time  # /usr/bin/time -v: peak RSS in the ztok memory test and the benchmarks
   # tools: metrics plots, job-script tests
   python3-matplotlib procps

@@ -212,8 +212,8 @@ int dealt_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, 
   return static_cast<int>(std::clamp<std::int64_t>(busiest, 1, slots));
 }
 
-std::int64_t rows_for_lora(const EngineOptions& o) {
-  return std::max<std::int64_t>(static_cast<std::int64_t>(o.prefill_rows) * chunk_of(o), o.slots);
+std::int64_t forward_rows(const EngineOptions& o) {
+  return std::max<std::int64_t>(static_cast<std::int64_t>(prefill_rows_of(o)) * chunk_of(o), o.slots);
 }
 
 std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOptions& o, bool on_cuda) {
@@ -222,8 +222,7 @@ std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOpti
   std::size_t attention = 0;  // the larger of a prefill's and a decoding step's (freed after each call)
   if (on_cuda) {
     const std::int64_t heads = shape.n_head / tp, hs = shape.head_size();
-    attention = backend::cached_attention_scratch_bytes(
-        std::max<std::int64_t>(prefill_rows_of(o) * chunk_of(o), o.slots) * heads, o.max_len, hs);
+    attention = backend::cached_attention_scratch_bytes(forward_rows(o) * heads, o.max_len, hs);
   }
   return model::KvCache::bytes(shape, tp, o.compute, o.slots, o.max_len) +
          model::model_activation_bytes(shape, model_options(o, prefill_rows_of(o), chunk_of(o)), tp) +

@@ -50,7 +50,7 @@ struct EngineOptions {
   DType compute = DType::kF32;          // the activations' and the cache's dtype (the weights')
   dist::Communicator* tp_group = nullptr;
   // LoRA adapters on the weights (an RL actor's, live as they train): both of the engine's models take
-  // them. Made for at least rows_for_lora(options, seq_len) / seq_len micro-batch rows; null: none.
+  // them. Made for at least forward_rows(options) token rows; null: none.
   model::Lora* lora = nullptr;
   SamplingParams sampling;
   std::int64_t drawable = 0;            // ids [0, drawable) can be drawn; 0: the model's vocab_size
@@ -105,9 +105,9 @@ std::int64_t whole_prompt_chunk(std::int64_t max_len, std::int64_t prompt_len);
 // more holds nothing); prompts 0: unknown, `slots`.
 int dealt_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, std::int64_t dp);
 
-// The most rows one forward of the engine runs (a prefill's or a decoding step's): what a LoRA it takes
-// must be made for.
-std::int64_t rows_for_lora(const EngineOptions& options);
+// The most token rows one forward of the engine runs: a prefill's (its rows, at most slots, x the chunk) or
+// a decoding step's (one per slot). What a LoRA it takes is made for, and what cached attention's scratch spans.
+std::int64_t forward_rows(const EngineOptions& options);
 
 // Throws ConfigError naming the request (its index, `what` names the input: a file and line) unless its
 // prompt is non-empty, its ids in [0, vocab), and prompt + 1 new token fit max_len.

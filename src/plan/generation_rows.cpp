@@ -22,7 +22,7 @@ void add_generation(MemoryPlan& p, const config::Config& config, const model::Pa
                         "): KV cache, activations, logits; freed after"),
                     Phase::kGeneration});
   if (adapters) {  // micro-batch rows of seq_len
-    const std::int64_t rows = gen::rows_for_lora(engine);
+    const std::int64_t rows = gen::forward_rows(engine);
     const int micro = static_cast<int>((rows + shape.seq_len - 1) / shape.seq_len);
     p.rows.push_back({what + " adapters", model::Lora::scratch_bytes(shape, static_cast<int>(config.lora.rank), micro, compute, tp),
                       cat("LoRA scratch of the ", what, " engine's passes (", micro, " x ", shape.seq_len, " rows)")});

@@ -81,34 +81,64 @@ void Encoder::encode_valid(std::string_view text, std::vector<std::uint32_t>& ou
   }
 }
 
+void Encoder::encode_valid_marking(std::string_view text, std::size_t boundary, std::vector<std::uint32_t>& out,
+                                   std::vector<std::uint8_t>& past) {
+  past.resize(out.size(), 0);
+  const Marking marking{boundary, &past};
+  if (tokenizer_->has_text_rules()) {
+    encode_between_added(text, tokenizer_->raw_added(), tokenizer_->rules().nfc, out, &marking);
+  } else {
+    encode_pieces(text, out, &marking);
+  }
+}
+
+// Where `boundary` (an offset in the text) falls in NFC(part), the part starting at byte `pos` of the text:
+// NFC of what precedes it there, as NFC does not join across the boundary.
+std::size_t Encoder::normalized_boundary(std::string_view part, std::size_t boundary, std::size_t pos) {
+  if (boundary <= pos) return 0;
+  if (boundary >= pos + part.size()) return std::string::npos;
+  std::string head;
+  to_nfc(part.substr(0, boundary - pos), head);
+  return head.size();
+}
+
 // HF tokenizers' order: split at the raw added tokens, normalise each part between them, split that at
 // the normalised added tokens, then pre-tokenise and merge each part on its own.
 void Encoder::encode_between_added(std::string_view text, const AddedTokenMatcher& added, bool normalize,
-                                   std::vector<std::uint32_t>& out) {
+                                   std::vector<std::uint32_t>& out, const Marking* marking) {
   for (std::size_t pos = 0;;) {
     const AddedTokenMatcher::Match m = added.empty() ? AddedTokenMatcher::Match{AddedTokenMatcher::kNoMatch, 0, 0}
                                                      : added.find(text, pos);
     const std::size_t end = m.begin == AddedTokenMatcher::kNoMatch ? text.size() : m.begin;
     if (end > pos) {
       const std::string_view part = text.substr(pos, end - pos);
-      if (normalize) {
+      if (normalize) {  // the boundary in the normalised part
+        const Marking inner{marking ? normalized_boundary(part, marking->boundary, pos) : 0, marking ? marking->past : nullptr};
         to_nfc(part, normalized_);
-        encode_between_added(normalized_, tokenizer_->normalized_added(), false, out);
+        encode_between_added(normalized_, tokenizer_->normalized_added(), false, out, marking ? &inner : nullptr);
       } else {
-        encode_pieces(part, out);
+        const Marking inner{marking && marking->boundary > pos ? marking->boundary - pos : 0, marking ? marking->past : nullptr};
+        encode_pieces(part, out, marking ? &inner : nullptr);
       }
     }
     if (m.begin == AddedTokenMatcher::kNoMatch) return;
     out.push_back(m.id);
+    if (marking) marking->past->push_back(m.begin + m.length > marking->boundary ? 1 : 0);
     pos = m.begin + m.length;
   }
 }
 
-void Encoder::encode_pieces(std::string_view text, std::vector<std::uint32_t>& out) {
+void Encoder::encode_pieces(std::string_view text, std::vector<std::uint32_t>& out, const Marking* marking) {
   const PreTokenizer& pre = tokenizer_->pretokenizer();
   for (std::size_t pos = 0; pos < text.size();) {
     const std::size_t end = pre.piece_end(text, pos);
+    const std::size_t first = out.size();
     encode_piece(text.substr(pos, end - pos), out);
+    if (marking)  // each id's own end: a piece's tokens spell it byte for byte
+      for (std::size_t i = first, at = pos; i < out.size(); ++i) {
+        at += tokenizer_->vocab().token_bytes(out[i]).size();
+        marking->past->push_back(at > marking->boundary ? 1 : 0);
+      }
     pos = end;
   }
 }

@@ -99,13 +99,24 @@ class Encoder {
   std::size_t encode(std::string_view text, std::vector<std::uint32_t>& out);
   // Same for text known to be valid UTF-8.
   void encode_valid(std::string_view text, std::vector<std::uint32_t>& out);
+  // encode_valid, and for each id appended, whether the text it comes from ends past byte `boundary` of
+  // `text` (1) or not (0), appended to `past`: which ids of a rendered chat turn hold its reply. The
+  // boundary must be a place NFC does not join across (after a line feed, as every template's header ends).
+  void encode_valid_marking(std::string_view text, std::size_t boundary, std::vector<std::uint32_t>& out,
+                            std::vector<std::uint8_t>& past);
   // Appends the ids of one pre-token piece.
   void encode_piece(std::string_view piece, std::vector<std::uint32_t>& out);
 
  private:
-  void encode_pieces(std::string_view text, std::vector<std::uint32_t>& out);
+  // Where ids came from relative to a boundary, for encode_valid_marking; null on the plain path.
+  struct Marking {
+    std::size_t boundary;  // a byte offset in the text being encoded
+    std::vector<std::uint8_t>* past;
+  };
+  void encode_pieces(std::string_view text, std::vector<std::uint32_t>& out, const Marking* marking = nullptr);
   void encode_between_added(std::string_view text, const AddedTokenMatcher& added, bool normalize,
-                            std::vector<std::uint32_t>& out);
+                            std::vector<std::uint32_t>& out, const Marking* marking = nullptr);
+  static std::size_t normalized_boundary(std::string_view part, std::size_t boundary, std::size_t pos);
 
   const Tokenizer* tokenizer_;
   BpeMerger merger_;

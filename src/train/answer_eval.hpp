@@ -33,7 +33,7 @@ class AnswerEvaluation {
   explicit AnswerEvaluation(const config::Config& c);
   // Collective over dp (the data-parallel group; every rank of a TP group runs the same prompts over
   // options.tp_group). table and params: the model's (this rank's part under TP); options.lora: a LoRA
-  // run's adapters, made for gen::rows_for_lora(options).
+  // run's adapters, made for gen::forward_rows(options).
   AnswerScores run(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params,
                    const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank);
   // The engine's options for this evaluation on one of dp data-parallel ranks (gen::evaluation_engine

@@ -77,7 +77,7 @@ class LoraBase {
   model::Lora& attach(optim::ZeroEngine& adapter_engine, int micro_batch);
   model::Lora& lora() { return *lora_; }  // attach's
   // The same adapters for generation (RL's rollouts, after attach): forward only, for forwards of up to
-  // `rows` rows (gen::rows_for_lora), reading the adapter engine's live weights.
+  // `rows` rows (gen::forward_rows), reading the adapter engine's live weights.
   model::Lora& attach_generation(std::int64_t rows);
   // The generation adapters read `adapters` (a whole copy gathered at ZeRO-3, which the caller keeps)
   // from here on; null: the adapter engine's again.

@@ -78,7 +78,7 @@ void Trainer::evaluate_answers() {
   e.tp_group = grid_comms_.tp.get();
   if (lora_) {
     lora_->set_dropout(false);
-    e.lora = &lora_->attach_generation(gen::rows_for_lora(e));
+    e.lora = &lora_->attach_generation(gen::forward_rows(e));
   }
   set_comm_context(cat("answer evaluation after step ", step_));
   const std::unique_ptr<GenerationWeights> weights = generation_weights();  // before the ranks' decoding diverges

@@ -69,7 +69,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
   r.reward = rl::make_reward(c.reward, c.reward_timeout_s);
   gen::EngineOptions e = rl::engine_options(config_, r.max_len, derived_.dp_size, longest);
   e.tp_group = grid_comms_.tp.get();
-  if (lora_) e.lora = &lora_->attach_generation(gen::rows_for_lora(e));  // the actor: base + live adapters
+  if (lora_) e.lora = &lora_->attach_generation(gen::forward_rows(e));  // the actor: base + live adapters
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));
   r.engine_options = e;
   if (c.kl_coef > 0 && !lora_) r.reference = reference_policy();  // a LoRA actor's is its base

@@ -76,29 +76,42 @@ std::vector<Part> llama3_parts(const std::vector<ChatMessage>& messages, bool ge
   return parts;
 }
 
-// Qwen3's: its template's non-tool branch. The last user turn splits the conversation: an assistant turn
-// after it would get a thinking block (which ztrain does not write: refused); one before it keeps only the
-// text after its "</think>", left-stripped of newlines.
-std::vector<Part> qwen3_parts(const std::vector<ChatMessage>& messages, bool generation_prompt) {
-  std::size_t last_query = messages.empty() ? 0 : messages.size() - 1;
+std::string lstrip_newlines(const std::string& s) { return s.substr(std::min(s.size(), s.find_first_not_of('\n'))); }
+std::string rstrip_newlines(const std::string& s) {
+  const std::size_t last = s.find_last_not_of('\n');
+  return last == std::string::npos ? "" : s.substr(0, last + 1);
+}
+
+// Qwen3's last user query: its last user turn that is not a tool response.
+std::size_t qwen3_last_query(const std::vector<ChatMessage>& messages) {
+  const auto tool_response = [](const std::string& c) {
+    return c.starts_with("<tool_response>") && c.ends_with("</tool_response>");
+  };
   for (std::size_t i = messages.size(); i-- > 0;)
-    if (messages[i].role == "user") {
-      last_query = i;
-      break;
-    }
+    if (messages[i].role == "user" && !tool_response(messages[i].content)) return i;
+  return messages.empty() ? 0 : messages.size() - 1;
+}
+
+// Qwen3's: its template's non-tool branch. An assistant turn's reasoning is its reasoning_content, else
+// what its content holds between <think> and </think> (its content then what follows). Turns up to the last
+// user query keep only their content; a later one with reasoning, and the last message, get a thinking
+// block (empty without reasoning), which is the reply's and trained.
+std::vector<Part> qwen3_parts(const std::vector<ChatMessage>& messages, bool generation_prompt) {
+  const std::size_t last_query = qwen3_last_query(messages);
   std::vector<Part> parts;
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     std::string content = m.content;
     if (m.role == "assistant") {
-      if (i > last_query)
-        throw InputError("Qwen3's chat template writes a thinking block into an assistant turn after the last user "
-                         "turn, which ztrain does not render: give prompts that end with a user turn (or prompt lines "
-                         "rendered by the model's template)");
-      if (const std::size_t end = content.rfind("</think>"); end != std::string::npos) {
-        content = content.substr(end + 8);
-        content.erase(0, content.find_first_not_of('\n') == std::string::npos ? content.size() : content.find_first_not_of('\n'));
+      std::string reasoning = m.reasoning.value_or("");
+      if (!m.reasoning && content.find("</think>") != std::string::npos) {
+        reasoning = rstrip_newlines(content.substr(0, content.find("</think>")));
+        if (const std::size_t open = reasoning.rfind("<think>"); open != std::string::npos) reasoning.erase(0, open + 7);
+        reasoning = lstrip_newlines(reasoning);
+        content = lstrip_newlines(content.substr(content.rfind("</think>") + 8));
       }
+      if (i > last_query && (i + 1 == messages.size() || !reasoning.empty()))
+        content = cat("<think>\n", lstrip_newlines(rstrip_newlines(reasoning)), "\n</think>\n\n", lstrip_newlines(content));
     }
     parts.push_back(special("<|im_start|>"));
     parts.push_back(header_and_content(m.role + "\n", m, content));
@@ -163,7 +176,7 @@ bool is_python_space(char32_t c) {
 ChatTemplate parse_chat_template(const std::string& name) {
   for (const auto& [t, n] : kNames)
     if (name == n) return t;
-  throw ConfigError(cat("--chat-template must be chatml (Qwen2's ChatML), qwen2.5, qwen3 (prompts), llama3 (Llama 3's), "
+  throw ConfigError(cat("--chat-template must be chatml (Qwen2's ChatML), qwen2.5, qwen3, llama3 (Llama 3's), "
                         "llama3.1 (3.1's and 3.3's) or llama3.2 (3.2's, today's date), not '", name, "'"));
 }
 
@@ -213,7 +226,6 @@ void check_template_specials(ChatTemplate t, const tok::Tokenizer& tokenizer) {
 TokenizedSample render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages, const tok::Tokenizer& tokenizer,
                             tok::Encoder& encoder, bool generation_prompt) {
   TokenizedSample out;
-  const tok::PreTokenizer& pre = tokenizer.pretokenizer();
   for (const Part& p : parts_of(t, messages, generation_prompt)) {
     if (p.special) {
       const std::uint32_t id = tokenizer.special_id(p.text);
@@ -222,14 +234,10 @@ TokenizedSample render_chat(ChatTemplate t, const std::vector<ChatMessage>& mess
       out.loss_mask.push_back(p.trained ? 1 : 0);
       continue;
     }
-    // Piece by piece (the pre-tokenizer's cuts, which no token crosses), so each token's bytes are known.
-    for (std::size_t pos = 0; pos < p.text.size();) {
-      const std::size_t end = pre.piece_end(p.text, pos);
-      encoder.encode_piece(std::string_view(p.text).substr(pos, end - pos), out.ids);
-      const bool trained = p.trained_from != std::string::npos && end > p.trained_from;
-      out.loss_mask.resize(out.ids.size(), trained ? 1 : 0);
-      pos = end;
-    }
+    // As the tokenizer encodes any text (its added tokens, NFC, pre-tokenizer): an id that holds bytes of
+    // an assistant's content is trained.
+    encoder.encode_valid_marking(p.text, p.trained_from == std::string::npos ? p.text.size() : p.trained_from,
+                                 out.ids, out.loss_mask);
   }
   return out;
 }

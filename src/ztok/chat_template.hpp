@@ -28,9 +28,9 @@ enum class ChatTemplate {
   // Llama 3.2's: 3.1's with today's date, as transformers renders it (strftime_now("%d %b %Y"), local
   // time, read once a process): the same prompt renders differently on another day.
   kLlama32,
-  // Qwen3's: ChatML with no default system message; an earlier assistant turn keeps only what follows its
-  // "</think>". For prompts only: a conversation ending in an assistant turn (the thinking block Qwen3's
-  // template writes into it) is refused, as is instruction data.
+  // Qwen3's: ChatML with no default system message; an assistant turn's reasoning (reasoning_content, or
+  // its content's <think>...</think>) is dropped up to the last user turn and written as a thinking block
+  // after it (the last message always gets one, empty without reasoning).
   kQwen3,
 };
 
@@ -46,6 +46,7 @@ std::optional<ChatTemplate> identify_chat_template(const std::string& jinja);
 struct ChatMessage {
   std::string role;     // system, user or assistant
   std::string content;  // plain text: a special token's text in it is ordinary text
+  std::optional<std::string> reasoning;  // an assistant's reasoning_content (only Qwen3's template writes it)
 };
 
 // The special tokens the template writes; each must have an id (tok::Tokenizer::special_id).

@@ -37,6 +37,10 @@ std::vector<ChatMessage> parse_chat_messages(const json& list, const std::string
                   string_field(list[i], "content", field + ".content", where)};
     if (m.role != "system" && m.role != "user" && m.role != "assistant")
       bad(where, field + ".role", cat("is '", m.role, "': it must be system, user or assistant"));
+    if (const auto r = list[i].find("reasoning_content"); r != list[i].end() && !r->is_null()) {
+      if (!r->is_string()) bad(where, field + ".reasoning_content", cat("must be a string or null, not ", r->type_name()));
+      m.reasoning = r->get<std::string>();
+    }
     out.push_back(std::move(m));
   }
   return out;

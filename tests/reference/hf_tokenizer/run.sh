@@ -7,6 +7,7 @@
 #   checks merges in list order, ignore_merges, added tokens, NFC, BOS and 128k-152k vocabularies;
 #   then ztok end to end (JSONL documents: BOS + ids + end of text; uint32 shards above 65536 ids; a
 #   long document in 64-byte chunks; two ranks under mpirun, when present, as one process).
+# WHICH chat: ztok --format instruct against the Llama 3 and Qwen3 chat templates the packages ship (jinja2).
 # WHICH llama3 | qwen2: the files as shipped, with their own patterns (cl100k's scanner, Qwen2's with
 #   single digits), and ztok end to end on a long document read in 64-byte chunks, so that the cl100k
 #   cut rule and the added tokens (Qwen2's non-special ones) are both crossed.
@@ -89,6 +90,33 @@ long_document_read_in_chunks() {
     { say "FAIL: $name: a document cut into 64-byte chunks differs from the whole"; return 1; }
   say "$name: a $(stat -c %s "$work/long.txt")-byte document read in 64-byte chunks = ${bos:+BOS $bos + }the reference's ids of the whole + EOT $eot"
 }
+
+# --- chat: ztok --format instruct against the models' own chat templates --------------------------------
+# Each conversation of chat_conversations.jsonl rendered by jinja2 with the model's tokenizer_config.json
+# chat_template (as transformers' apply_chat_template) and encoded by the reference must give ztok's
+# sample ids; its loss mask must be 1 exactly on the tokens that end inside an assistant's content or are
+# its end token. The Llama 3 template (llama3, as the llama3_1 package ships it) and Qwen3's (qwen3) with their own tokenizer.json: NFC,
+# non-special added tokens (<think>, <tool_call>) in content, thinking blocks, Unicode white space.
+if [ "$which" = chat ]; then
+  /usr/bin/python3 -c 'import jinja2' 2>/dev/null || { say "SKIP: python3-jinja2 is not installed (tools/install-deps.sh installs it)"; exit 77; }
+  conversations=$here/chat_conversations.jsonl
+  failed=0
+  for pair in llama3:llama3 qwen2:qwen3; do
+    name=${pair%%:*} template=${pair#*:} out=$work/out-chat-${pair%%:*}
+    /usr/bin/python3 "$here/chat_reference.py" render "$work/tok/$name.config.json" "$conversations" "$work/cases/chat-$name.json"
+    node "$work/node/hf-encode.mjs" "$work/tok/$name.json" "$work/tok/$name.config.json" "$work/cases/chat-$name.json" "$work/chat-$name.ids"
+    rm -rf "$out"
+    "$ztok" -q --format instruct --chat-template "$template" --vocab "$work/tok/$name.json" --out "$out" "$conversations"
+    "$shard_dump" tokens "$out.u32" "$out"/train_*.h5
+    "$shard_dump" mask "$out.mask" "$out"/train_*.h5
+    "$shard_dump" docs "$out"/train_*.h5 >"$out.docs"
+    say "$name with --chat-template $template:"
+    /usr/bin/python3 "$here/chat_reference.py" check "$work/tok/$name.json" "$work/tok/$name.config.json" "$conversations" \
+      "$work/chat-$name.ids" "$out.u32" "$out.mask" "$out.docs" || failed=1
+  done
+  [ $failed = 0 ] || { say "FAIL: ztok's instruction samples differ from the models' own templates"; exit 1; }
+  exit 0
+fi
 
 # --- the files as shipped, with their own patterns -----------------------------------------------------
 if [ "$which" != main ]; then

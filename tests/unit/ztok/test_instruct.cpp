@@ -133,20 +133,40 @@ TEST(ChatTemplate, Llama31OpensWithTheDateBlockAndTheSystemMessage) {
   EXPECT_NE(today.find("Today Date: "), std::string::npos);
 }
 
-// Qwen3's template for prompts: no default system message; an earlier assistant turn keeps what follows its
-// "</think>"; a conversation ending in an assistant turn (which would get a thinking block) is refused.
-TEST(ChatTemplate, Qwen3RendersPromptsAndRefusesAFinalAssistantTurn) {
+// Qwen3's template (its Jinja rendered by jinja2 gives these strings): no default system message; an
+// assistant turn keeps only what follows its "</think>" up to the last user query (a user turn that is not
+// a tool response); after it a turn with reasoning, and always the last message, gets a thinking block,
+// trained with the reply.
+TEST(ChatTemplate, Qwen3WritesThinkingBlocksAfterTheLastQuery) {
   ZT_REQUIRE_SPECIALS_TOKENIZER();
   tok::Encoder enc(*tokenizer);
-  const TokenizedSample s = render_chat(
+  const TokenizedSample prompt = render_chat(
       ChatTemplate::kQwen3, {{"user", "Q1"}, {"assistant", "<think>\nhmm\n</think>\n\nA1"}, {"user", "Q2"}}, *tokenizer, enc,
       true);
-  EXPECT_EQ(decode(*tokenizer, s),
+  EXPECT_EQ(decode(*tokenizer, prompt),
             "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n"
             "<|im_start|>assistant\n");
   const TokenizedSample system = render_chat(ChatTemplate::kQwen3, {{"system", "S"}, {"user", "Q"}}, *tokenizer, enc, true);
   EXPECT_EQ(decode(*tokenizer, system), "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_THROW(render(ChatTemplate::kQwen3, *tokenizer, {{"user", "Q"}, {"assistant", "A"}}), InputError);
+
+  const TokenizedSample reply = render(ChatTemplate::kQwen3, *tokenizer, {{"user", "Q"}, {"assistant", "A"}});
+  EXPECT_EQ(decode(*tokenizer, reply), "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n");
+  EXPECT_EQ(decode(*tokenizer, reply, true), "<think>\n\n</think>\n\nA<|im_end|>");
+  const TokenizedSample reasoned = render(ChatTemplate::kQwen3, *tokenizer, {{"user", "Q"}, {"assistant", "A", "r"}});
+  EXPECT_EQ(decode(*tokenizer, reasoned), "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nA<|im_end|>\n");
+  EXPECT_EQ(decode(*tokenizer, render(ChatTemplate::kQwen3, *tokenizer,
+                                      {{"user", "Q"}, {"assistant", "<think>x</think>mid"}, {"assistant", "end"}})),
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nx\n</think>\n\nmid<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nend<|im_end|>\n");
+  EXPECT_EQ(decode(*tokenizer, render(ChatTemplate::kQwen3, *tokenizer, {{"user", "Q"}, {"assistant", "plain"}, {"assistant", "last"}})),
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nplain<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nlast<|im_end|>\n");
+  EXPECT_EQ(decode(*tokenizer, render(ChatTemplate::kQwen3, *tokenizer,
+                                      {{"user", "Q1"}, {"assistant", "\n\n<think>\nold\n</think>\n\nA1"},
+                                       {"user", "<tool_response>x</tool_response>"}, {"assistant", "A2"}})),
+            "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n<think>\nold\n</think>\n\nA1<|im_end|>\n"
+            "<|im_start|>user\n<tool_response>x</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nA2"
+            "<|im_end|>\n");
 }
 
 // The models' own templates (tokenizer_config.json's chat_template, in part) tell which rendering is theirs.
@@ -242,6 +262,15 @@ TEST(InstructRecords, BadRecordsNameFileLineAndField) {
   ASSERT_EQ(m.size(), 2u);
   EXPECT_EQ(m[0].role, "user");
   EXPECT_EQ(m[1].content, "r");
+  const auto reasoned = parse_instruct_record(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\", "
+      "\"reasoning_content\": \"r\"}, {\"role\": \"assistant\", \"content\": \"b\", \"reasoning_content\": null}]}", "x");
+  ASSERT_EQ(reasoned.size(), 3u);
+  EXPECT_EQ(reasoned[1].reasoning, "r");
+  EXPECT_FALSE(reasoned[2].reasoning.has_value());
+  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"reasoning_content\": 3}]}")
+                .find("field `messages[0].reasoning_content` must be a string or null"),
+            std::string::npos);
 }
 
 TokenizedSample sample(std::uint32_t first, std::size_t n) {
