@@ -348,8 +348,8 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
     if (j.tokenizer) text = gen::completion_text(out[k], *j.tokenizer, j.o.stops, j.stop_tokens);
     std::optional<Scored> scored;
     if (j.o.rule) {
-      const std::string& ref = *j.prompts[p].reference;
-      scored = Scored{j.o.rule->extract(*text), j.o.rule->score(*text, j.o.rule->reduce_reference(ref))};
+      const std::string reference = j.o.rule->reduce_reference(*j.prompts[p].reference);
+      scored = Scored{j.o.rule->extract(*text), j.o.rule->score(*text, reference), reference};
     }
     samples.push_back({p, s, output_line(j.prompts[p], j.o.samples > 1 ? s : -1, out[k], text, scored ? &*scored : nullptr),
                        scored ? scored->score : 0.0});

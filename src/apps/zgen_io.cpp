@@ -14,7 +14,7 @@ std::string output_line(const PromptLine& p, int sample, const Completion& c, co
   out["finish_reason"] = gen::finish_name(c.finish);
   if (scored) {
     out["answer"] = scored->answer ? nlohmann::ordered_json(*scored->answer) : nlohmann::ordered_json(nullptr);
-    out["reference"] = p.reference ? nlohmann::ordered_json(*p.reference) : nlohmann::ordered_json(nullptr);
+    out["reference"] = scored->reference;
     out["score"] = scored->score;
   }
   return out.dump();

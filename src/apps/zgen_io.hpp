@@ -21,6 +21,7 @@ using gen::PromptLine;
 struct Scored {
   std::optional<std::string> answer;  // what the rule took from the text
   double score = 0;
+  std::string reference;              // the reference field reduced by the rule: what the answer was scored against
 };
 
 // One output line (no trailing newline). sample < 0: no "sample" field (one sample per prompt).

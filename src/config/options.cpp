@@ -245,7 +245,7 @@ std::vector<Option> build_table() {
       opt("log.eval_every", &C::log, &LogConfig::eval_every, "evaluate on data.valid every N steps (0 = off)", I64{0, kMaxSteps}),
       opt("log.eval_batches", &C::log, &LogConfig::eval_batches, "global batches per evaluation", I64{1, kMaxCount}),
       opt("log.eval_prompts", &C::log, &LogConfig::eval_prompts, "answer evaluation every log.eval_every steps: JSONL prompt lines with reference answers (zgen's format: an id, one of prompt, messages or prompt_ids, and log.eval_answer_field), generated from the weights being trained, scored by log.eval_answer_rule; a metrics line with eval_accuracy and pass@k (empty = off)"),
-      opt("log.eval_answer_rule", &C::log, &LogConfig::eval_answer_rule, "how log.eval_prompts' responses are scored: gsm8k (the first #### N), gsm8k-flexible (the last number), boxed, exact, regex:PATTERN"),
+      opt("log.eval_answer_rule", &C::log, &LogConfig::eval_answer_rule, "how log.eval_prompts' responses are scored: gsm8k (the last #### N), gsm8k-flexible (the last number), boxed, exact, regex:PATTERN"),
       opt("log.eval_answer_field", &C::log, &LogConfig::eval_answer_field, "log.eval_prompts' field holding the reference answer"),
       opt("log.eval_slots", &C::log, &LogConfig::eval_slots, "sequences each rank decodes together in the answer evaluation, at most (no more than its share of log.eval_prompts x log.eval_samples): its KV cache holds this many, planned by --plan", I64{1, 65536}),
       opt("log.eval_max_new_tokens", &C::log, &LogConfig::eval_max_new_tokens, "longest response of the answer evaluation", I64{1, kMaxWidth}),

@@ -1,9 +1,13 @@
 // Verifiable answers (answers.hpp).
 #include "gen/answers.hpp"
 
-#include <map>
+#include <pthread.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <map>
 
 #include "core/error.hpp"
 
@@ -16,10 +20,73 @@ std::string trimmed(std::string_view s) {
   return std::string(s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1));
 }
 
-// GSM8K's number pattern: an optional minus, then digits, dots and commas.
-const std::regex& number_run() {
-  static const std::regex kRun(R"(-?[0-9.,]+)");
-  return kRun;
+// verl's GSM8K rules read only a response's last 300 characters (code points), where the final answer is.
+constexpr std::size_t kGsm8kClipChars = 300;
+// A regex rule reads at most a response's last 256 KiB, on a thread whose stack holds std::regex's
+// recursion (about 400 bytes a character matched by a quantifier): a long response never overflows it.
+constexpr std::size_t kRegexTextBytes = 256 * 1024;
+constexpr std::size_t kRegexInlineBytes = 2048;  // shorter texts run on the caller's stack
+constexpr std::size_t kRegexStackBytes = std::size_t{256} << 20;
+
+bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+// The last `chars` code points of UTF-8 text (Python's text[-chars:]).
+std::string_view last_chars(std::string_view text, std::size_t chars) {
+  std::size_t at = text.size();
+  for (std::size_t n = 0; at > 0 && n < chars; ++n)
+    do --at;
+    while (at > 0 && continuation_byte(text[at]));
+  return text.substr(at);
+}
+
+// The last `bytes` bytes of UTF-8 text, cut at a character's start.
+std::string_view last_bytes(std::string_view text, std::size_t bytes) {
+  if (text.size() <= bytes) return text;
+  std::size_t at = text.size() - bytes;
+  while (at < text.size() && continuation_byte(text[at])) ++at;
+  return text.substr(at);
+}
+
+bool number_char(char c) { return (c >= '0' && c <= '9') || c == '.' || c == ','; }
+
+// The match of GSM8K's number pattern -?[0-9.,]+ starting at `at`, or an empty view.
+std::string_view number_at(std::string_view text, std::size_t at) {
+  std::size_t end = at + (at < text.size() && text[at] == '-' ? 1 : 0);
+  const std::size_t digits = end;
+  while (end < text.size() && number_char(text[end])) ++end;
+  return end > digits ? text.substr(at, end - at) : std::string_view();
+}
+
+// Runs f on a thread with a stack of kRegexStackBytes (std::regex recurses per character) and returns
+// its result; an exception comes back to the caller.
+using Extraction = std::function<std::optional<std::string>()>;
+std::optional<std::string> on_large_stack(const Extraction& f) {
+  struct Job {
+    const Extraction* f;
+    std::optional<std::string> result;
+    std::exception_ptr error;
+  } job{&f, std::nullopt, nullptr};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kRegexStackBytes);
+  pthread_t thread;
+  const int rc = pthread_create(
+      &thread, &attr,
+      [](void* p) -> void* {
+        Job& j = *static_cast<Job*>(p);
+        try {
+          j.result = (*j.f)();
+        } catch (...) {
+          j.error = std::current_exception();
+        }
+        return nullptr;
+      },
+      &job);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) throw Error(cat("answer rule: cannot start the regex thread (", std::strerror(rc), ")"));
+  pthread_join(thread, nullptr);
+  if (job.error) std::rethrow_exception(job.error);
+  return job.result;
 }
 
 std::string without(std::string s, const std::string& chars) {
@@ -73,27 +140,40 @@ AnswerRule AnswerRule::parse(const std::string& spec, const std::string& key) {
 }
 
 std::optional<std::string> AnswerRule::extract(std::string_view response) const {
-  const std::string text(response);
-  std::smatch m;
   switch (kind_) {
-    case Kind::kGsm8k: {
-      static const std::regex kLine(R"(#### (-?[0-9.,]+))");
-      if (!std::regex_search(text, m, kLine)) return std::nullopt;
-      return without(m[1].str(), ",$");
-    }
-    case Kind::kGsm8kFlexible: {
+    case Kind::kGsm8k: {  // the last "#### N" of the last 300 characters
+      const std::string_view text = last_chars(response, kGsm8kClipChars);
       std::optional<std::string> last;
-      for (auto it = std::sregex_iterator(text.begin(), text.end(), number_run()); it != std::sregex_iterator(); ++it)
-        if (const std::string s = it->str(); !s.empty() && s != ".") last = s;
+      for (std::size_t at = text.find("#### "); at != std::string_view::npos; at = text.find("#### ", at + 1))
+        if (const std::string_view n = number_at(text, at + 5); !n.empty()) last = without(std::string(n), ",$");
       return last;
+    }
+    case Kind::kGsm8kFlexible: {  // the last number of the last 300 characters that is not "."
+      const std::string_view text = last_chars(response, kGsm8kClipChars);
+      std::optional<std::string> first, last;
+      for (std::size_t at = 0; at < text.size();) {
+        const std::string_view n = number_at(text, at);
+        if (n.empty()) {
+          ++at;
+          continue;
+        }
+        if (!first) first = std::string(n);
+        if (n != ".") last = std::string(n);
+        at += n.size();
+      }
+      return last ? last : first;  // verl's loop: every match "." leaves the first
     }
     case Kind::kBoxed: return last_boxed(response);
     case Kind::kExact: return trimmed(response);
     case Kind::kRegex: {
-      std::optional<std::string> last;
-      for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern_); it != std::sregex_iterator(); ++it)
-        last = it->size() > 1 ? (*it)[1].str() : it->str();
-      return last;
+      const std::string text(last_bytes(response, kRegexTextBytes));
+      const Extraction last_match = [&]() -> std::optional<std::string> {
+        std::optional<std::string> last;
+        for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern_); it != std::sregex_iterator(); ++it)
+          last = it->size() > 1 ? (*it)[1].str() : it->str();
+        return last;
+      };
+      return text.size() <= kRegexInlineBytes ? last_match() : on_large_stack(last_match);
     }
   }
   return std::nullopt;
@@ -107,7 +187,7 @@ double AnswerRule::score(std::string_view response, std::string_view reference, 
   const std::optional<std::string> answer = extract(response);
   if (!answer) return 0;
   const std::string a = trimmed(*answer), ref = trimmed(reference);
-  const bool numeric = kind_ == Kind::kGsm8k || kind_ == Kind::kGsm8kFlexible;
+  const bool numeric = kind_ != Kind::kExact;
   if (a == ref || (numeric && same_number(without(a, ","), without(ref, ",")))) return score;
   return format_score;
 }

@@ -1,15 +1,18 @@
 // Verifiable answers: the final answer a rule takes from a response, its score against the reference,
 // and pass@k. The evaluation of a fine-tune (zgen's, and at train.eval_every) and RL's rewards
 // (rl.reward=answer|exact|regex:...) read the same rules. Rules, by their names in configurations:
-//   gsm8k           verl's gsm8k strict rule: the first "#### N" (N: -?[0-9.,]+), commas and '$'
-//                   removed; no such line is no answer (the format is part of the task).
-//   gsm8k-flexible  verl's flexible rule: the last number-like run (-?[0-9.,]+) that is not "" or ".".
+//   gsm8k           verl's gsm8k strict rule: in the last 300 characters, the last "#### N" (N: -?[0-9.,]+),
+//                   commas and '$' removed; no such line is no answer (the format is part of the task).
+//   gsm8k-flexible  verl's flexible rule: in the last 300 characters, the last number-like run
+//                   (-?[0-9.,]+) that is not "." (the first when all are).
 //   boxed           the content of the last \boxed{...} (braces balanced), as MATH answers are written.
 //   exact           the whole response, surrounding white space trimmed.
-//   regex:PATTERN   the last match of PATTERN (ECMAScript), its first group when it has one.
-// A score is `score` for an answer equal to the reference (both trimmed; for the number rules also
-// equal as numbers, so "18.0" is "18"), `format_score` for another answer, 0 for none: verl's
-// compute_score with its defaults 1 and 0.
+//   regex:PATTERN   the last match of PATTERN (ECMAScript) in the response's last 256 KiB, its first group
+//                   when it has one.
+// A score is `score` for an answer equal to the reference (both trimmed; but for exact also equal as
+// numbers once commas are dropped, so "18.0" is "18" and "1,234" is "1234"), `format_score` for another
+// answer, 0 for none: verl's compute_score with its defaults 1 and 0. No rule recurses per character of
+// the response: any text gives an answer or none.
 #pragma once
 
 #include <optional>

@@ -12,13 +12,22 @@ namespace {
 
 AnswerRule rule(const std::string& spec) { return AnswerRule::parse(spec, "rl.reward"); }
 
-TEST(Answers, Gsm8kStrictTakesTheFirstMarkedNumberWithoutCommasOrDollars) {
+// verl's current gsm8k.py: the response clipped to its last 300 characters, then the last match.
+TEST(Answers, Gsm8kStrictTakesTheLastMarkedNumberWithoutCommasOrDollars) {
   const AnswerRule r = rule("gsm8k");
   EXPECT_EQ(r.extract("She pays 3 * 4 = 12.\n#### 1,234").value(), "1234");
-  EXPECT_EQ(r.extract("#### -7.5 and later #### 9").value(), "-7.5");  // verl's re.search: the first
-  EXPECT_EQ(r.extract("#### $5 then #### 6").value(), "6");              // "$5" is not in the format
-  EXPECT_FALSE(r.extract("The answer is 12.").has_value());                // no "#### ": no answer
-  EXPECT_FALSE(r.extract("####12").has_value());                          // the space is part of the format
+  EXPECT_EQ(r.extract("#### -7.5 and later #### 9").value(), "9");  // verl's findall: the last
+  EXPECT_EQ(r.extract("#### 6 then #### $5").value(), "6");         // "$5" is not in the format
+  EXPECT_EQ(r.extract("##### 8").value(), "8");
+  EXPECT_FALSE(r.extract("The answer is 12.").has_value());           // no "#### ": no answer
+  EXPECT_FALSE(r.extract("####12").has_value());                     // the space is part of the format
+  EXPECT_FALSE(r.extract("#### 5" + std::string(300, 'x')).has_value());  // past the last 300 characters
+  EXPECT_EQ(r.extract("#### 5" + std::string(294, 'x')).value(), "5");   // "#### 5" + 294: exactly 300
+  // 300 characters, not bytes: 294 two-byte characters after "#### 5" leave it in.
+  std::string wide;
+  for (int i = 0; i < 294; ++i) wide += "\xc3\xa9";
+  EXPECT_EQ(r.extract("#### 5" + wide).value(), "5");
+  EXPECT_FALSE(r.extract("#### 5" + wide + "\xc3\xa9").has_value());
   EXPECT_EQ(r.score("so #### 72", "72"), 1.0);
   EXPECT_EQ(r.score("so #### 72.0", "72"), 1.0);  // equal as numbers
   EXPECT_EQ(r.score("so #### 71", "72"), 0.0);
@@ -31,8 +40,12 @@ TEST(Answers, Gsm8kFlexibleTakesTheLastNumber) {
   EXPECT_EQ(r.extract("3 apples and 4 pears make 7.").value(), "7.");
   EXPECT_EQ(r.score("3 apples and 4 pears make 7.", "7"), 1.0);  // "7." is 7 as a number
   EXPECT_EQ(r.extract("costs 1,000 dollars . ").value(), "1,000");
+  EXPECT_EQ(r.extract("5-3").value(), "-3");
+  EXPECT_EQ(r.extract("a . b . c").value(), ".");  // every match ".": verl's loop leaves the first
   EXPECT_EQ(r.score("costs 1,000 dollars", "1000"), 1.0);
-  EXPECT_FALSE(r.extract("no digits here.").has_value());
+  EXPECT_EQ(r.extract("no digits here.").value(), ".");  // an answer, which equals no number
+  EXPECT_EQ(r.score("no digits here.", "7", 0.1), 0.1);
+  EXPECT_FALSE(r.extract("no digits here").has_value());
 }
 
 TEST(Answers, BoxedExactAndRegex) {
@@ -40,13 +53,31 @@ TEST(Answers, BoxedExactAndRegex) {
   EXPECT_EQ(boxed.extract("so \\boxed{1} then \\boxed{\\frac{1}{2}} done").value(), "\\frac{1}{2}");
   EXPECT_FALSE(boxed.extract("\\boxed{unclosed").has_value());
   EXPECT_EQ(boxed.score("\\boxed{ 42 }", "42"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{18.0}", "18"), 1.0);    // numbers as numbers in every rule but exact
+  EXPECT_EQ(boxed.score("\\boxed{1,234}", "1234"), 1.0);
   const AnswerRule exact = rule("exact");
   EXPECT_EQ(exact.score("  Paris\n", "Paris"), 1.0);
   EXPECT_EQ(exact.score("Paris, France", "Paris"), 0.0);
+  EXPECT_EQ(exact.score("18.0", "18"), 0.0);
   const AnswerRule re = rule("regex:Answer: ([A-D])");
   EXPECT_EQ(re.extract("Answer: B ... Answer: C").value(), "C");  // the last match, its group
   EXPECT_EQ(re.score("Answer: C", "C"), 1.0);
   EXPECT_EQ(rule("regex:[0-9]+").extract("a 1 b 22").value(), "22");  // no group: the match
+  EXPECT_EQ(rule("regex:answer: (.*)").score("answer: 18.0", "18"), 1.0);
+}
+
+// A degenerate response (an RL policy repeating digits, a long-context answer) gives an answer or none:
+// std::regex recurses once per character, which overflowed the stack at a few tens of thousands.
+TEST(Answers, LongResponsesNeverCrashARule) {
+  const std::string digits(200000, '7');
+  EXPECT_FALSE(rule("gsm8k").extract("#### " + digits).has_value());  // its last 300 characters hold no "#### "
+  EXPECT_EQ(rule("gsm8k").extract(digits + " #### 42").value(), "42");
+  EXPECT_EQ(rule("gsm8k-flexible").extract(digits).value(), std::string(300, '7'));
+  EXPECT_EQ(rule("regex:answer: (.*)").extract("answer: " + std::string(200000, 'x')).value(), std::string(200000, 'x'));
+  EXPECT_EQ(rule("regex:answer: (.*)").extract(std::string(1 << 20, 'x') + "answer: 5").value(), "5");  // its last 256 KiB
+  EXPECT_FALSE(rule("regex:answer: (.*)").extract("answer: " + std::string(1 << 20, 'x')).has_value());
+  EXPECT_EQ(rule("regex:((?:.|\\n)*)z").extract(std::string(100000, 'y') + "z").value(), std::string(100000, 'y'));
+  EXPECT_EQ(rule("boxed").extract("\\boxed{" + digits + "}").value(), digits);
 }
 
 TEST(Answers, UnknownRulesAndBadPatternsNameTheKey) {
