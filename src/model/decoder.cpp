@@ -181,6 +181,12 @@ void Decoder::set_entropy(bool on) {
 
 void Decoder::set_entropy_weights(const float* weights) { set_row_weights(be_, entropy_weights_, weights, g_.N); }
 
+void Decoder::set_logit_temperature(float t) {
+  ZT_CHECK(t > 0 && (t == 1 || (!g_.value_head && !g_.generation)), "model: logit temperature ", t,
+           " (positive; a language model's training forward only)");
+  logit_scale_ = 1.0f / t;
+}
+
 void Decoder::set_lora(Lora* lora) {
   env_.lora = lora;
   if (!lora) return;
@@ -269,6 +275,8 @@ void Decoder::value_backward(const Tensor& head_weight, const Tensor& head_grad,
 // the same), added on the host in row order. Under SP the head reads every row: lnf gathered.
 void Decoder::loss_forward(layers::HeadRows& head, const std::int32_t* targets) {
   const std::int64_t lo = g_.tp > 1 ? env_.ctx.rank() * g_.vocab_rows : 0;  // this rank's first vocabulary id
+  // logits / t = (lnf / t) w^T: the head's input scaled (kept so, as the backward's d(weight) needs it).
+  if (logit_scale_ != 1.0f) be_.scale(t_.lnf, logit_scale_);
   token_losses_ = loss_.forward(env_.gathered(t_.lnf), head, g_.vocab_rows, targets, lo, g_.s.vocab_size,
                                 g_.tp > 1 ? &row_reduce_ : nullptr, entropy_);
   loss_sum_ = 0.0;
@@ -371,6 +379,7 @@ void Decoder::loss_backward(layers::HeadRows& head, float dloss) {
                  entropy_weights_.bytes() ? entropy_weights_.view(DType::kF32, {g_.N}) : Tensor());
   if (g_.sp) layers::reduce_scatter_rows(env_.ctx, env_.dfull, env_.dln);
   else layers::all_reduce_sum(env_.ctx, env_.dln);
+  if (logit_scale_ != 1.0f) be_.scale(env_.dln, logit_scale_);  // d(lnf) = d(lnf / t) / t
 }
 
 // The loss with the LM head (tied: the token embedding's rows, a copy on a last stage without the

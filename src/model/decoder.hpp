@@ -171,6 +171,7 @@ class Decoder final : public Model {
   const std::vector<float>& token_losses() const override { return token_losses_; }
   void set_entropy(bool on) override;
   const std::vector<float>& token_entropies() const override { return loss_.entropies(); }
+  void set_logit_temperature(float t) override;
   void set_entropy_weights(const float* weights) override;
   const std::vector<float>& values() const override { return token_losses_; }
   void set_lora(Lora* lora) override;
@@ -236,6 +237,7 @@ class Decoder final : public Model {
   std::vector<float> token_losses_;  // the latest forward's, per token (a value head: its values)
   backend::Buffer loss_weights_;     // set_loss_weights' [N] f32 on the backend; empty: none
   bool entropy_ = false;             // set_entropy: forwards compute the tokens' entropies
+  float logit_scale_ = 1.0f;         // 1 / set_logit_temperature's t: the head's input is scaled by it
   backend::Buffer entropy_weights_;  // set_entropy_weights' [N] f32 on the backend; empty: none
   std::vector<float> host_logits_;
   backend::Buffer logits_buffer_;  // logits_forward's [rows, vocab_rows], kept between calls

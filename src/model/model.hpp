@@ -91,6 +91,10 @@ class Model {
   // exact one-chunk op (layers/chunked_lm_loss.hpp).
   virtual void set_entropy(bool on) = 0;
   virtual const std::vector<float>& token_entropies() const = 0;
+  // RL's rollout temperature: forwards and backwards from here on divide the LM head's logits by t
+  // before the loss (the tokens' log-probabilities and entropies are the sampling distribution's, as
+  // verl's actor divides its logits by the rollout temperature); 1: none. A language model's only.
+  virtual void set_logit_temperature(float t) = 0;
   // Per-token entropy weights e_n (host [B*T] f32): backward passes from here on also give the gradients
   // of sum_n dloss * e_n * H_n (the forward must have computed entropies); nullptr: none.
   virtual void set_entropy_weights(const float* weights) = 0;

@@ -433,6 +433,9 @@ Trainer::StepResult Trainer::rl_iteration() {
   const auto t = Clock::now();
   rl_balance(rollouts);
   rl_plan(rollouts);
+  // The log-probabilities, ratio, KL and entropy of the distribution the rollouts were drawn from (verl's
+  // logits / rollout temperature); greedy rollouts (0) leave the logits as they are.
+  model_->set_logit_temperature(config_.rl.temperature > 0 ? static_cast<float>(config_.rl.temperature) : 1.0f);
   for (std::int64_t s = 0; s < b.steps_per_epoch(); ++s)
     sums.update_cells += static_cast<double>(r.plan.passes(s) * b.micro_batch * config_.model.seq_len);
   // The aggregation's denominators: each optimizer step's response tokens over all ranks (one all-reduce).
@@ -466,6 +469,7 @@ Trainer::StepResult Trainer::rl_iteration() {
   }
   model_->set_segment_starts(nullptr);  // the next user of the model (evaluation, sampling): one sequence a row
   model_->set_positions(nullptr);
+  model_->set_logit_temperature(1.0f);
   if (placement_.device == config::Device::kCuda) backend_->synchronize();
   sums.update_s = seconds_since(t);
   ++step_;

@@ -8,6 +8,8 @@ gradient's global norm (before clipping) with the run's first metrics line, with
 computes in fp32). The entropy bonus (--entropy_coeff C, verl's actor.entropy_coeff): the loss minus C
 times the token-mean of each response position's entropy of the whole softmax (verl's entropy_from_logits
 and agg_loss); the metrics line's `entropy` is that token-mean, compared in every run.
+--temperature=T (the run's rl.temperature): the logits are divided by T before the log-softmax, in the
+log-probabilities and the entropy alike (verl's actor: logits.div_(temperature)).
 
 PPO (--ppo --gamma=G --lam=L; rl.kl_coef 0): the rollouts carry the critic's values at the rollout
 (`old_values`) and the run's GAE (`token_advantages`, `returns`). GAE is recomputed here from the rewards and
@@ -25,7 +27,7 @@ the loss and the entropy alike; token-mean otherwise.
 With --critic=DIR (the run's critic exported by zckpt export --critic, unchanged by its step: rl.critic_lr=1e-30),
 its values are checked against old_values and the value loss's gradient norm against `critic_grad_norm`.
 
-usage: rl_update_reference.py [--entropy_coeff=C] [--ppo --gamma=G --lam=L [--critic=DIR]] [--gspo] [--loss_agg=MODE]
+usage: rl_update_reference.py [--entropy_coeff=C] [--temperature=T] [--ppo --gamma=G --lam=L [--critic=DIR]] [--gspo] [--loss_agg=MODE]
                               MODEL_DIR ROLLOUTS.jsonl METRICS.jsonl [...]
 Exits 77 (skip) when PyTorch is not installed, 1 naming the difference.
 """
@@ -52,6 +54,7 @@ def main():
         key, _, value = args.pop(0)[2:].partition("=")
         flags[key] = value
     coeff = float(flags.get("entropy_coeff", 0))
+    temperature = float(flags.get("temperature", 1))
     ppo, gspo = "ppo" in flags, "gspo" in flags
     seq_mean = flags.get("loss_agg", "token-mean") == "seq-mean-token-mean"
     model_dir, rollouts_path, metrics_paths = args[0], args[1], args[2:]
@@ -79,7 +82,7 @@ def main():
     entropy = torch.zeros((), dtype=torch.float64)
     for r in rollouts:
         seq = r["prompt_ids"] + r["response_ids"]
-        logp = torch.log_softmax(model_reference.forward(P, j, torch.tensor([seq[:-1]]))[0], -1)
+        logp = torch.log_softmax(model_reference.forward(P, j, torch.tensor([seq[:-1]]))[0] / temperature, -1)
         P0 = len(r["prompt_ids"])
         token_logp = logp[P0 - 1:, :].gather(1, torch.tensor(r["response_ids"]).unsqueeze(1)).squeeze(1)
         ratio = torch.exp(token_logp - token_logp.detach())  # 1, with the policy's gradient

@@ -241,16 +241,18 @@ expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --train.m
 rc=$?
 [ "$rc" -eq 77 ] && echo "NOTE: no PyTorch: the update's reference comparison is skipped"
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update's loss or gradient norm differs from PyTorch's (above)"
-# The entropy bonus: the same rollouts (the coefficient acts after sampling); tp=2 combines the entropy's
-# statistics over the vocabulary shards.
-expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --rl.entropy_coeff=0.05 --ckpt.dir="$W/ent1" \
-  --log.metrics="$W/ent1.jsonl"
-expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" --rl.entropy_coeff=0.05 --parallel.tp=2 \
+# The entropy bonus at rollout temperature 1.7: the loss's log-probabilities and entropies are those of
+# logits / 1.7, the distribution the rollouts were drawn from (verl's); tp=2 combines the entropy's
+# statistics over the vocabulary shards (the same rollouts: sampling does not depend on tp).
+hot=(--rl.entropy_coeff=0.05 --rl.temperature=1.7)
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${hot[@]}" --rl.rollout_dir="$W/hot-rollouts" \
+  --ckpt.dir="$W/ent1" --log.metrics="$W/ent1.jsonl"
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${one_step[@]}" "${hot[@]}" --parallel.tp=2 \
   --ckpt.dir="$W/ent2" --log.metrics="$W/ent2.jsonl"
-"$PY" "$here/../reference/rl_update_reference.py" --entropy_coeff=0.05 "$W/hf" "$W/rollouts/step_00000001.jsonl" \
-  "$W/ent1.jsonl" "$W/ent2.jsonl"
+"$PY" "$here/../reference/rl_update_reference.py" --entropy_coeff=0.05 --temperature=1.7 "$W/hf" \
+  "$W/hot-rollouts/step_00000001.jsonl" "$W/ent1.jsonl" "$W/ent2.jsonl"
 rc=$?
-[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update with an entropy bonus differs from PyTorch's (above)"
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "the update with an entropy bonus at temperature 1.7 differs from PyTorch's (above)"
 # PPO's update: GAE (gamma 0.9, lambda 0.8) and the whitening recomputed from the rollouts' rewards and the
 # critic's values, the actor's loss and gradient norm with the per-token advantages, the critic's values (its
 # export, zckpt export --critic) and its value loss and gradient norm, 1 rank and 2 at ZeRO-3.
