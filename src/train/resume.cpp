@@ -2,6 +2,7 @@
 #include "train/resume.hpp"
 
 #include <cstring>
+#include <ctime>
 #include <sstream>
 
 #include "ckpt/layout.hpp"
@@ -237,6 +238,35 @@ void warn_in_the_way(const config::Config& c, const ckpt::ResumeSearch& found, c
   }
 }
 
+// A rollback: resuming step K while ckpt.dir holds committed checkpoints of later steps (the timeline the
+// user rolled back from). Left there, the next ckpt.resume=auto (every requeue) would pick them up again and
+// rotation would count them as this run's newest, deleting step K first; so they are moved, whole, to
+// ckpt.dir/abandoned/after_step_K_<UTC time>/ and named. Nothing is deleted.
+void set_aside_later_steps(const config::Config& c, std::int64_t step) {
+  std::vector<ckpt::StepDir> later;
+  for (const ckpt::StepDir& d : ckpt::list_step_dirs(c.ckpt.dir))
+    if (!d.tmp && d.step > step) later.push_back(d);
+  if (later.empty()) return;
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+  const fs::path aside = fs::path(c.ckpt.dir) / "abandoned" / cat("after_step_", step, "_", stamp);
+  std::error_code ec;
+  fs::create_directories(aside, ec);
+  if (ec) throw IoError(cat("cannot create ", aside.string(), " to set aside the checkpoints after step ", step, ": ", ec.message()));
+  std::string moved;
+  for (const ckpt::StepDir& d : later) {
+    fs::rename(d.path, aside / d.path.filename(), ec);
+    if (ec) throw IoError(cat("cannot move ", d.path.string(), " into ", aside.string(), ": ", ec.message()));
+    moved += cat(moved.empty() ? "" : ", ", d.path.filename().string());
+  }
+  log::warn(cat("rolled back to step ", step, ": the later checkpoints of ckpt.dir (", moved, ") are moved to ",
+                aside.string(), ", so that ckpt.resume=auto and rotation follow this run from step ", step,
+                " (delete them once unneeded)"));
+}
+
 // Rank 0's text on every rank (up to 255 bytes), over the one collective World has for it.
 std::string text_from_root(const dist::World& world, const std::string& text) {
   constexpr std::size_t kWords = 32;
@@ -253,6 +283,11 @@ ResumePoint pick_resume(const config::Config& c) {
   const std::string& how = c.ckpt.resume;
   if (how == "none") return start_afresh(c);
   if (how != "auto") {
+    if (const std::vector<ckpt::StepDir> inside = ckpt::list_step_dirs(how);
+        !inside.empty() && !fs::exists(fs::path(how) / ckpt::kManifestFile))
+      throw InputError(cat("ckpt.resume=", how, " is a directory of checkpoints (", inside.front().path.filename().string(),
+                           inside.size() > 1 ? ", ..." : "", "), not one: give one of them, e.g. ckpt.resume=",
+                           inside.front().path.string(), ", or ckpt.dir=", how, " with ckpt.resume=auto for the newest that verifies"));
     const std::vector<std::string> problems = ckpt::verify(how);
     if (!problems.empty())
       throw InputError(cat("ckpt.resume=", how, " does not verify: ", joined(problems),
@@ -260,7 +295,9 @@ ResumePoint pick_resume(const config::Config& c) {
     check_fits(how, c);
     const std::int64_t step = ckpt::Checkpoint(how).manifest().step;
     log::info(cat("resuming from ", how, " (step ", step, ")"));
-    return resumed(how, step);
+    ResumePoint p = resumed(how, step);
+    set_aside_later_steps(c, step);
+    return p;
   }
   const ckpt::ResumeSearch found = ckpt::find_newest_sound(c.ckpt.dir);
   for (const ckpt::Skipped& s : found.skipped)

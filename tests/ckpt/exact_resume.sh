@@ -2,7 +2,7 @@
 # For every ZeRO stage on 2 ranks with gradient accumulation and shuffled data: 8 steps straight vs
 # 4 steps (train.stop_at_step, exit 0) + resume + 4 give bit-identical losses and final weights; the
 # same with asynchronous checkpoints every 2 steps. The resumed run logs a resume event; the exported
-# weights load with init.from.
+# weights load with init.from. A rollback to an earlier checkpoint sets the later ones aside.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/ckpt_lib.sh"
@@ -34,4 +34,18 @@ expect_in "$ZT_WORK/out" "checkpoint .*step_00000006: .*\(async: snapshot [0-9.]
 train 2 --train.zero_stage=2 --ckpt.async=true --ckpt.every=2 --ckpt.dir="$ZT_WORK/async" --log.metrics="$ZT_WORK/async.jsonl"
 same_losses "$ZT_WORK/s2/straight.jsonl" "$ZT_WORK/async.jsonl"
 same_weights "$ZT_WORK/s2/straight/step_00000008" "$ZT_WORK/async/step_00000008"
+
+# A rollback: resuming the earlier step_6 of a ckpt.dir that holds step_8 moves step_8 aside (kept, named),
+# so that rotation keeps the new branch and the next ckpt.resume=auto (every requeue) continues it.
+train 2 --train.zero_stage=2 --ckpt.every=1 --ckpt.keep=2 --ckpt.dir="$ZT_WORK/async" --log.metrics="$ZT_WORK/rewound.jsonl" \
+  --ckpt.resume="$ZT_WORK/async/step_00000006" --train.stop_at_step=7
+expect_in "$ZT_WORK/err" "rolled back to step 6: the later checkpoints of ckpt.dir \(step_00000008\) are moved to .*abandoned/after_step_6_"
+[ "$(ls "$ZT_WORK/async")" = "$(printf 'abandoned\nstep_00000006\nstep_00000007')" ] || fail "after the rollback: $(ls "$ZT_WORK/async")"
+ls "$ZT_WORK"/async/abandoned/after_step_6_*/step_00000008/MANIFEST.json >/dev/null || fail "step_8 was not set aside whole"
+train 2 --train.zero_stage=2 --ckpt.every=1 --ckpt.keep=2 --ckpt.dir="$ZT_WORK/async" --log.metrics="$ZT_WORK/rewound.jsonl" \
+  --train.stop_at_step=8
+expect_in "$ZT_WORK/out" "resuming from .*async/step_00000007 \(step 7\), the newest"
+# ckpt.resume given a ckpt.dir (Megatron's --load) is named as one, with the fix.
+train_expect 2 1 --ckpt.dir="$ZT_WORK/other" --ckpt.resume="$ZT_WORK/async"
+expect_in "$ZT_WORK/err" "ckpt.resume=.*/async is a directory of checkpoints \(step_00000008, ...\), not one: give one of them"
 echo "PASS"
