@@ -23,6 +23,7 @@
 #include "config/hf_config.hpp"
 #include "model/bnb_nf4.hpp"
 #include "model/checkpoint_desc.hpp"
+#include "model/export_base.hpp"
 #include "model/family.hpp"
 #include "model/from_config.hpp"
 #include "model/hf_dir.hpp"
@@ -229,12 +230,13 @@ void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
 
 // Where a run's tokenizer came from, for an export: its init.from directory (a fine-tune of a Hugging Face
 // model: its tokenizer and templates), else a tokenizer.json given as data.vocab (copied as such).
+// A tokenizer.json given as data.vocab is the one the run tokenized with: it wins over the base's.
 void copy_run_tokenizer(const config::Config& run, const fs::path& to) {
   const fs::path from(config::lora_base_path(run));  // init.from, or a PEFT directory's base
   std::error_code ec;
-  if (!from.empty() && fs::exists(from / "config.json", ec)) return copy_tokenizer_files(from, to);
+  if (!from.empty() && fs::exists(from / "config.json", ec)) copy_tokenizer_files(from, to);
   if (run.data.vocab.ends_with(".json") && fs::is_regular_file(run.data.vocab, ec))
-    fs::copy_file(run.data.vocab, to / "tokenizer.json");
+    fs::copy_file(run.data.vocab, to / "tokenizer.json", fs::copy_options::overwrite_existing);
 }
 
 int export_adapter(const Args& a) {
@@ -275,22 +277,29 @@ int export_weights(const Args& a) {
   const model::ParamTable table = a.critic ? model::ParamTable(model::value_model_shape(base_table_of(c).shape()))
                                  : a.merge  ? base_table_of(c)
                                             : table_of(c);
+  const std::string base = a.critic ? std::string() : config::lora_base_path(run_config_of(c));
   // Several .safetensors files of one model may share a directory: its config.json is theirs.
   io::StagedOutput out = file ? io::StagedOutput::files(path.parent_path(), {path.filename().string(), "config.json"},
                                                         "--out", inputs_of(c), a.overwrite,
-                                                        {{"config.json", model::hf_config_json(table.shape())}})
+                                                        {{"config.json", model::hf_config_json(model::at_base_context(table.shape(), base))}})
                               : io::StagedOutput::directory(path, "--out", inputs_of(c), a.overwrite);
   require_sound(a.dir);
-  // exact fp32 master weights, not model.h5; with --merge the base plus the adapters
-  const std::vector<float> master = a.critic ? ckpt::Checkpoint(c.dir() / ckpt::kCriticDir).read_master()
-                                   : a.merge  ? model::checkpoint_merged_weights(c, table)
-                                              : c.read_master();
+  // exact fp32 master weights, not model.h5; with --merge the base plus the adapters; at the base's
+  // context when the run trained at a shorter one
+  const model::ExportWeights exported = model::at_base_context(
+      table,
+      a.critic  ? ckpt::Checkpoint(c.dir() / ckpt::kCriticDir).read_master()
+      : a.merge ? model::checkpoint_merged_weights(c, table)
+                : c.read_master(),
+      base);
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
     if (file) {
-      model::export_pretrained((dir / path.filename()).string(), table, master.data());
+      model::export_pretrained((dir / path.filename()).string(), exported.table, exported.weights.data());
+      model::carry_base_token_ids(dir.string(), base);
       return;
     }
-    model::export_hf_directory(dir.string(), table, master.data(), a.dtype != "fp32", a.max_shard);
+    model::export_hf_directory(dir.string(), exported.table, exported.weights.data(), a.dtype != "fp32", a.max_shard);
+    model::carry_base_token_ids(dir.string(), base);
     if (!a.critic) copy_run_tokenizer(run_config_of(c), dir);
   });
   std::cout << "exported " << (a.critic ? "the critic of " : "") << "step " << c.manifest().step << " of " << a.dir << " to " << a.out

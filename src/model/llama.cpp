@@ -282,7 +282,8 @@ class LlamaFamily final : public Family {
         {"use_cache", true},                     {"torch_dtype", torch_dtype}};
     if (s.qkv_bias) {  // Qwen2ForCausalLM: Qwen2Config's fields (no attention_bias: q, k, v always have biases)
       c["architectures"] = {hf_architecture(s, "Qwen2", "Qwen2ForCausalLM")}, c["model_type"] = "qwen2";
-      for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp", "head_dim"}) c.erase(llama_only);
+      for (const char* llama_only : {"attention_bias", "mlp_bias", "pretraining_tp"}) c.erase(llama_only);
+      if (s.head_size() * s.n_head == s.n_embd) c.erase("head_dim");  // Qwen2Config reads it only when it differs
       c["use_sliding_window"] = false, c["sliding_window"] = nullptr, c["max_window_layers"] = s.n_layer;
     }
     if (s.qk_norm) {  // Qwen3ForCausalLM: Qwen3Config's fields (attention_bias: biases on q, k, v and o)

@@ -99,6 +99,34 @@ expect_in "$W/err" "model.arch=llama disagrees with architectures=gpt2"
 expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/gpt2/hf32" --model.seq_len=32 --ckpt.dir="$W/x"
 expect_in "$W/err" "model.seq_len=32 exceeds n_positions=16"
 
+# A fine-tune at a shorter model.seq_len than its base's context exports at the base's: GPT-2's position
+# rows past it (never held by the run) are the base's, the trained ones the run's; the base's token ids
+# (config.json's only: no generation_config.json) come along.
+cp -r "$W/gpt2/hf32" "$W/gpt2/ids"
+/usr/bin/python3 - "$W/gpt2/ids/config.json" <<'PY' || fail "cannot edit config.json"
+import json, sys
+c = json.load(open(sys.argv[1])); c.update(bos_token_id=1, eos_token_id=[2, 3], pad_token_id=0)
+json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/gpt2/ids" --model.seq_len=8 --optim.lr=1e-2 \
+  --optim.min_lr=1e-2 --optim.warmup_steps=0 --ckpt.dir="$W/short"
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/short/step_00000001" --out "$W/short-hf" --dtype fp32
+/usr/bin/python3 - "$W/gpt2/ids" "$W/short-hf" <<'PY' || fail "the export's context or token ids differ from its base's (above)"
+import json, struct, sys
+def wpe(d):
+    f = open(d + "/model.safetensors", "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+    t = h["transformer.wpe.weight"]; f.seek(8 + n + t["data_offsets"][0])
+    return t["shape"], f.read(t["data_offsets"][1] - t["data_offsets"][0])
+(bshape, base), (eshape, exp) = wpe(sys.argv[1]), wpe(sys.argv[2])
+row = bshape[1] * 4
+c = json.load(open(sys.argv[2] + "/config.json"))
+assert eshape == bshape == [16, bshape[1]] and c["n_positions"] == 16, (eshape, bshape, c["n_positions"])
+assert exp[8 * row:] == base[8 * row:], "rows 8..15 are not the base's"
+assert exp[:8 * row] != base[:8 * row], "rows 0..7 were trained"
+assert (c["bos_token_id"], c["eos_token_id"], c["pad_token_id"]) == (1, [2, 3], 0), c
+print("ok: exported at the base's 16 positions (rows 8..15 the base's) with its token ids")
+PY
+
 # A tensor missing from a shard: named, with the index it should be listed in; an extra one with its file.
 cp -r "$W/llama/shards" "$W/cut"
 shard=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["weight_map"]["model.embed_tokens.weight"])' \

@@ -181,6 +181,10 @@ TEST(ValueHeadConfig, NamesTheFamilysSequenceClassificationModel) {
   EXPECT_NE(arch(value_model_shape(qwen2)).find("Qwen2ForSequenceClassification"), std::string::npos)
       << arch(value_model_shape(qwen2));
   EXPECT_NE(hf_config_json(value_model_shape(qwen2)).find("\"LABEL_0\""), std::string::npos) << "one label";
+  // Qwen2Config reads head_dim only when given: written when the heads are not n_embd / n_head wide.
+  EXPECT_EQ(hf_config_json(qwen2).find("\"head_dim\""), std::string::npos);
+  qwen2.head_dim = qwen2.n_embd / qwen2.n_head / 2;
+  EXPECT_NE(hf_config_json(qwen2).find(cat("\"head_dim\": ", qwen2.head_dim)), std::string::npos) << hf_config_json(qwen2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ValueHead, ::testing::Bool(),

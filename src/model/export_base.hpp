@@ -1,0 +1,31 @@
+// What an export of a fine-tune takes from the Hugging Face directory it started from (the run's
+// init.from, or a PEFT directory's base): the base's context, and the config.json fields no ztrain key holds.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/param_table.hpp"
+
+namespace zt::model {
+
+struct ExportWeights {
+  ParamTable table;
+  std::vector<float> weights;  // fp32, table's flat layout
+};
+
+// The shape with the base's context when that is longer than shape.seq_len (below).
+GptShape at_base_context(GptShape shape, const std::string& base);
+
+// The exported model at its base's context when the run trained at a shorter model.seq_len: Llama's
+// max_position_embeddings (config only), GPT-2's position table widened to the base's n_positions, rows
+// past the run's seq_len (which the run never held, hence never trained) read from the base. Unchanged
+// when `base` is not a model directory or its context is not longer. Throws InputError naming the base.
+ExportWeights at_base_context(ParamTable table, std::vector<float> weights, const std::string& base);
+
+// The base's bos_token_id, eos_token_id and pad_token_id written into export_dir/config.json (which the
+// export wrote from the model's shape): generate() reads them when no generation_config.json says. Nothing
+// when `base` is not a model directory.
+void carry_base_token_ids(const std::string& export_dir, const std::string& base);
+
+}  // namespace zt::model
