@@ -28,6 +28,7 @@
 #include "gen/answers.hpp"
 #include "gen/engine.hpp"
 #include "io/atomic_file.hpp"
+#include "io/dir_probe.hpp"
 #include "model/device_weights.hpp"
 #include "model/param_source.hpp"
 #include "model/saved_model.hpp"
@@ -230,7 +231,21 @@ void check_memory(const Job& j, const dist::World& world) {
 }
 
 // Everything that can be refused before work: options, model, tokenizer, prompts, the context, memory.
+// --out and --summary, before any work (rank 0 writes them at the end): not a directory, in a directory
+// that exists or can be made, and writable there.
+void check_output(const std::string& flag, const std::string& path, const dist::World& world) {
+  if (path.empty() || !world.is_root()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw ConfigError(cat("--", flag, " ", path, " is a directory: give a file path in it (e.g. ", (fs::path(path) / "samples.jsonl").string(), ")"));
+  const fs::path file(path);
+  const std::string error = io::probe_writable_dir(file.has_parent_path() ? file.parent_path() : fs::path("."), world.host());
+  if (!error.empty()) throw ConfigError(cat("--", flag, " ", path, " cannot be written: ", error, ". Fix: a writable directory"));
+}
+
 void prepare(Job& j, const dist::World& world) {
+  check_output("out", j.o.out, world);
+  check_output("summary", j.o.summary, world);
   if (world.size() % j.o.tp != 0)
     throw ConfigError(cat("--tp ", j.o.tp, " does not divide the ", world.size(), " ranks"));
   j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model));

@@ -33,12 +33,13 @@ std::vector<std::int32_t> ids_of(const json& list, const std::string& where) {
 
 std::vector<std::int32_t> as_ids(const std::vector<std::uint32_t>& ids) { return {ids.begin(), ids.end()}; }
 
-// The tokens of a text prompt: the tokenizer's BOS first where it has one (as a Hugging Face tokenizer
-// encodes with add_special_tokens), then the text.
+// The tokens of a text prompt as a Hugging Face tokenizer encodes it (tokenizer(text)): the tokenizer's
+// BOS first where it has one (add_special_tokens), then the text, in which a special token's text is that
+// token (a prompt rendered by hand, "<|im_start|>user\n...", reaches the model as its template would).
 std::vector<std::int32_t> encode_text(const std::string& text, const tok::Tokenizer& t, tok::Encoder& encoder) {
   std::vector<std::uint32_t> ids;
   if (t.bos() != tok::Vocab::kNone) ids.push_back(t.bos());
-  encoder.encode(text, ids);
+  encoder.encode_with_specials(text, ids);
   return as_ids(ids);
 }
 

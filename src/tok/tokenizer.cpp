@@ -34,6 +34,19 @@ std::uint32_t Tokenizer::special_id(std::string_view name) const {
   return it == specials_.end() ? Vocab::kNone : it->second;
 }
 
+std::vector<AddedTokenMatcher::Token> Tokenizer::special_tokens() const {
+  std::vector<AddedTokenMatcher::Token> out;
+  const auto add = [&](const std::string& text, std::uint32_t id) {
+    for (const AddedTokenMatcher::Token& t : out)
+      if (t.text == text) return;
+    if (!text.empty()) out.push_back({text, id});
+  };
+  for (const SpecialToken& t : vocab_.specials()) add(t.text, t.id);
+  for (const AddedTokenMatcher::Token& t : rules_.specials) add(t.text, t.id);
+  for (const auto& [name, id] : specials_) add(name, id);
+  return out;
+}
+
 void Tokenizer::add_special(const std::string& name, std::uint32_t id) {
   const std::uint32_t known = special_id(name);
   if (known == id) return;  // the vocabulary's own special, or one declared before, given again
@@ -71,6 +84,20 @@ std::size_t Encoder::encode(std::string_view text, std::vector<std::uint32_t>& o
     repaired_.shrink_to_fit();
   }
   return replacements;
+}
+
+std::size_t Encoder::encode_with_specials(std::string_view text, std::vector<std::uint32_t>& out) {
+  if (!specials_) specials_ = std::make_unique<AddedTokenMatcher>(tokenizer_->special_tokens());
+  std::size_t replaced = 0;
+  for (std::size_t pos = 0;;) {
+    const AddedTokenMatcher::Match m = specials_->empty() ? AddedTokenMatcher::Match{AddedTokenMatcher::kNoMatch, 0, 0}
+                                                          : specials_->find(text, pos);
+    const std::size_t end = m.begin == AddedTokenMatcher::kNoMatch ? text.size() : m.begin;
+    if (end > pos) replaced += encode(text.substr(pos, end - pos), out);
+    if (m.begin == AddedTokenMatcher::kNoMatch) return replaced;
+    out.push_back(m.id);
+    pos = m.begin + m.length;
+  }
 }
 
 void Encoder::encode_valid(std::string_view text, std::vector<std::uint32_t>& out) {

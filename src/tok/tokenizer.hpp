@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,8 @@ class Tokenizer {
   // tokens, GPT-2's <|endoftext|>), then those declared with add_special (ztok's --special NAME=ID).
   // The one lookup chat templates use, whatever file the specials come from.
   std::uint32_t special_id(std::string_view name) const;
+  // Every special token: the vocabulary's, a tokenizer.json's special added tokens, those add_special declared.
+  std::vector<AddedTokenMatcher::Token> special_tokens() const;
   // Declares a special token before the tokenizer is shared. The vocabulary's own special given again
   // with its id is accepted; an id of an ordinary token, or a name or id already taken differently, is
   // a zt::InputError.
@@ -106,6 +109,9 @@ class Encoder {
                             std::vector<std::uint8_t>& past);
   // Appends the ids of one pre-token piece.
   void encode_piece(std::string_view piece, std::vector<std::uint32_t>& out);
+  // As encode(), but as a Hugging Face tokenizer encodes a prompt (tokenizer(text)): a special token's
+  // text (leftmost, longest) is that token's id. Returns the replacements of ill-formed UTF-8.
+  std::size_t encode_with_specials(std::string_view text, std::vector<std::uint32_t>& out);
 
  private:
   // Where ids came from relative to a boundary, for encode_valid_marking; null on the plain path.
@@ -125,6 +131,7 @@ class Encoder {
   std::size_t cache_limit_;
   std::string repaired_;                  // scratch for text with ill-formed UTF-8
   std::string normalized_;                // scratch: NFC of the text between two raw added tokens
+  std::unique_ptr<AddedTokenMatcher> specials_;  // encode_with_specials: every special's text, made at first use
 };
 
 }  // namespace zt::tok

@@ -136,6 +136,13 @@ expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/text.jsonl" 
 expect_in "$ZT_WORK/err" "text.jsonl:1: a text prompt needs a tokenizer"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/prompts.jsonl" --device cpu
 expect_in "$ZT_WORK/err" "is an input of the run"
+# Outputs are checked before any work: a directory as --out, a --summary that cannot be written.
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W" --device cpu
+expect_in "$ZT_WORK/err" "--out .* is a directory: give a file path in it"
+touch "$W/a-file"
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
+  --answer-rule exact --summary "$W/a-file/s.json"
+expect_in "$ZT_WORK/err" "--summary .*a-file/s.json cannot be written"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
   --slots 4096 --samples 4096 --temperature 1 --memory-gb 0.01
 expect_in "$ZT_WORK/err" "a KV cache of 4096 slots x 32 tokens need .* GiB on cpu, which has 0.01 GiB: --slots [0-9]+ fits"

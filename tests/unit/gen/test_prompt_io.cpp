@@ -88,5 +88,38 @@ TEST(PromptFiles, MessagesRenderWithTheModelsOwnTemplate) {
   EXPECT_NE(error_of((dir.path / "p.jsonl").string(), f).find("none ztrain renders"), std::string::npos);
 }
 
+// A text prompt is encoded as a Hugging Face tokenizer encodes it: a special token's text is that token
+// (a prompt rendered by hand), the vocabulary's own (<|endoftext|>) and declared ones alike.
+TEST(PromptFiles, SpecialTokenTextInAPromptIsThatToken) {
+  const std::string vocab = tok::testing::vocab_dir_or_empty();
+  if (vocab.empty()) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
+  tok::Tokenizer t(tok::Vocab::load(vocab));
+  t.add_special("<|im_start|>", 50257);
+  t.add_special("<|im_end|>", 50258);
+  const test::TempDir dir("prompt_io");
+  write(dir.path / "p.jsonl", R"({"id": 1, "prompt": "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"})" "\n"
+                              R"({"id": 2, "prompt": "a<|endoftext|>b<|im_end"})" "\n");
+  const std::vector<PromptLine> lines = read_prompts((dir.path / "p.jsonl").string(), PromptFormat{&t, std::nullopt, ""});
+  tok::Encoder e(t);
+  std::vector<std::uint32_t> user, a, b, tail;
+  e.encode("user\nhi", user), e.encode("a", a), e.encode("b", b), e.encode("<|im_end", tail);  // no special: plain text
+  std::vector<std::int32_t> want{50257};
+  want.insert(want.end(), user.begin(), user.end());
+  want.push_back(50258);
+  std::vector<std::uint32_t> rest;
+  e.encode("\n", rest);
+  want.insert(want.end(), rest.begin(), rest.end());
+  want.push_back(50257);
+  rest.clear();
+  e.encode("assistant\n", rest);
+  want.insert(want.end(), rest.begin(), rest.end());
+  EXPECT_EQ(lines[0].ids, want);
+  std::vector<std::int32_t> second(a.begin(), a.end());
+  second.push_back(50256);
+  second.insert(second.end(), b.begin(), b.end());
+  second.insert(second.end(), tail.begin(), tail.end());
+  EXPECT_EQ(lines[1].ids, second);
+}
+
 }  // namespace
 }  // namespace zt::gen
