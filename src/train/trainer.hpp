@@ -60,6 +60,7 @@ class Trainer {
     double loss = 0, grad_norm = 0, lr = 0, loss_scale = 1;
     double trained_targets = 0;  // over all ranks: the loss's denominator
     bool skipped = false;  // fp16 overflow: no update
+    bool abandoned = false;  // RL: the iteration was given up on a stop signal (rl_score_or_stop), nothing applied
   };
   int train_loop();  // run() without the hang report
   // train_step, then the counters: step_, tokens_, last_loss_ and the window's steps and blocked time.
@@ -105,6 +106,10 @@ class Trainer {
   StepResult rl_iteration();
   std::vector<rl::Rollout> rl_generate(RlSums& sums);
   void rl_score(std::vector<rl::Rollout>& rollouts, RlSums& sums);
+  // rl_score; false, on every rank, when a stop signal ended the reward program on some rank (a
+  // whole-job SIGTERM reaches it too: scancel, a time limit): the iteration is then given up.
+  bool rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums);
+  int rl_stop_after_abandoned_iteration();  // the stop that follows: the last whole iteration's checkpoint, 75
   void rl_write_rollouts(const std::vector<rl::Rollout>& rollouts);  // rl.rollout_dir (collective)
   // The iteration's forward passes (rl::UpdatePlan, equal counts over the data-parallel group: collective),
   // and pass m of optimizer step `step` as a micro-batch; the model told its layout.

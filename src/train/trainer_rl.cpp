@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <numeric>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,7 @@
 #include "rl/rewards.hpp"
 #include "rl/rollouts.hpp"
 #include "train/critic.hpp"
+#include "train/signals.hpp"
 #include "train/prompt_check.hpp"
 #include "train/shared_input.hpp"
 #include "train/trainer_rl.hpp"
@@ -45,6 +47,7 @@
 namespace zt::train {
 namespace {
 using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
@@ -146,6 +149,7 @@ int Trainer::rl_loop() {
   if (stopped_before_first_step()) return record_exit(kExitRequeue, stop_reason());
   while (step_ < last) {
     const StepResult r = rl_iteration();
+    if (r.abandoned) return rl_stop_after_abandoned_iteration();
     if (!std::isfinite(r.loss) && !r.skipped)
       throw Error(cat("the RL loss became ", r.loss, " at iteration ", step_, ": lower optim.lr or rl.clip_ratio"));
     if (step_ == first) {
@@ -163,6 +167,38 @@ int Trainer::rl_loop() {
   checkpointer_->finish();
   log::info(cat("done: ", step_, " RL iterations"));
   return record_exit(kExitOk, "done");
+}
+
+int Trainer::rl_stop_after_abandoned_iteration() {
+  checkpointer_->finish();
+  const fs::path newest = fs::path(config_.ckpt.dir) / ckpt::step_dir_name(step_) / ckpt::kManifestFile;
+  std::error_code ec;
+  const bool saved = world_.max_over_ranks(world_.is_root() && fs::exists(newest, ec) ? 1 : 0,
+                                           cat("iteration ", step_ + 1, " given up (is step ", step_, " saved?)")) != 0;
+  if (step_ > 0 && !saved) checkpointer_->save(train_state());
+  checkpointer_->finish();
+  log::info(cat("stopped after iteration ", step_, " on ", stop_reason(), " (iteration ", step_ + 1, " given up), ",
+                step_ == 0 ? "nothing trained" : "checkpointed", ": exit ", kExitRequeue,
+                " (requeue; ckpt.resume=auto continues from here)"));
+  return record_exit(kExitRequeue, stop_reason());
+}
+
+bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
+  std::int32_t ended = 0;
+  try {
+    rl_score(rollouts, sums);
+  } catch (const Error& e) {
+    // The job's signal may reach ztrain just after the program it killed: a moment to see it.
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (stop_signal_received() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (stop_signal_received() == 0) throw;
+    log::warn(cat("rank ", world_.rank(), ": ", e.what(), " -- during a stop (", stop_reason(), "), which reaches the ",
+                  "whole job: iteration ", step_ + 1, " is given up, nothing of it applied"));
+    ended = 1;
+  }
+  set_comm_context(cat("iteration ", step_ + 1, " scored (agreeing on a reward program ended by a stop)"));
+  agree_max(&ended, 1);
+  return ended == 0;
 }
 
 // This rank's rollouts of the iteration: mini-batch after mini-batch, each prompt's group together.
@@ -429,7 +465,7 @@ Trainer::StepResult Trainer::rl_iteration() {
   const rl::BatchLayout& b = r.layout;
   RlSums sums;
   std::vector<rl::Rollout> rollouts = rl_generate(sums);
-  rl_score(rollouts, sums);
+  if (!rl_score_or_stop(rollouts, sums)) return StepResult{.abandoned = true};
   const auto t = Clock::now();
   rl_balance(rollouts);
   rl_plan(rollouts);

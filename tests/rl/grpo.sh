@@ -315,6 +315,32 @@ expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --rl
   --ckpt.dir="$W/cmd" --log.metrics="$W/cmd.jsonl"
 diff <(strip "$W/cmd.jsonl") <(strip "$W/straight.jsonl" | head -2) || fail "the reward program's run differs from the built-in rule's"
 echo "ok: rl.reward=command:PROGRAM = rl.reward=answer"
+# A whole-job SIGTERM (scancel, a time limit) reaches the reward program too: here, at its second batch, it
+# signals its ztrain and dies of SIGTERM itself. Iteration 2 is given up (nothing applied), iteration 1's
+# checkpoint stays, exit 75; the resumed run's iteration 2 is the uninterrupted one.
+cat >"$W/dies.py" <<'PY'
+import json, os, re, signal, sys
+per_iteration = int(sys.argv[1])  # answers of one iteration (rl.batch x rl.group_size on 1 rank)
+for n, line in enumerate(sys.stdin):
+    if n == per_iteration:  # iteration 2's first line: the job's SIGTERM reaches ztrain and this program
+        pid = os.getppid()
+        while open(f"/proc/{pid}/comm").read().strip() != "ztrain":
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        os.kill(pid, signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+    r = json.loads(line)
+    m = re.search(r"#### (-?[0-9.,]+)", r["response"])
+    print(json.dumps({"score": 1.0 if m and m.group(1).replace(",", "") == r["reference"] else 0.0}), flush=True)
+PY
+expect_exit 75 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --rl.reward="command:python3 $W/dies.py 80" \
+  --ckpt.dir="$W/dies" --log.metrics="$W/dies.jsonl"
+expect_in "$W/err" "during a stop \(SIGTERM\), which reaches the whole job: iteration 2 is given up"
+expect_in "$W/out" "stopped after iteration 1 on SIGTERM \(iteration 2 given up\), checkpointed: exit 75"
+[ "$(ls "$W/dies")" = step_00000001 ] || fail "expected iteration 1's checkpoint alone: $(ls "$W/dies")"
+expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --rl.reward="command:python3 $W/score.py" \
+  --ckpt.dir="$W/dies" --log.metrics="$W/dies.jsonl"
+diff <(strip "$W/dies.jsonl") <(strip "$W/straight.jsonl" | head -2) || fail "the run resumed after the given-up iteration differs"
+echo "ok: a reward program killed by the job's SIGTERM gives up its iteration: exit 75, resumed = uninterrupted"
 
 # ---- GSPO and the KL term run -----------------------------------------------------------------------------
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" --train.max_steps=3 --rl.algorithm=gspo --rl.kl_coef=0.05 --rl.kl_estimator=k1 \
