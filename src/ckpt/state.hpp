@@ -88,6 +88,9 @@ struct TrainState {
   // LoRA runs: the checkpoint holds the adapters only; its base is init.from (in config_ini) with the
   // SHA-256 of its fp32 weights here (resume refuses another base). Empty for other runs.
   std::string lora_base_sha256;
+  // RL with rl.kl_coef (a full actor): the SHA-256 of the reference's fp32 weights (the initial policy,
+  // read from init.from at each start): a resume refuses another. Empty for other runs.
+  std::string rl_reference_sha256;
 };
 
 // A file of a checkpoint: its path relative to the checkpoint directory, size and SHA-256 (hex).

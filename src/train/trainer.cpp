@@ -228,6 +228,7 @@ ckpt::TrainState Trainer::train_state() const {
   s.config_ini = config::to_ini(config_);
   s.git_revision = git_revision();
   if (lora_) s.lora_base_sha256 = lora_->base_sha256();
+  s.rl_reference_sha256 = reference_sha256_;
   return s;
 }
 

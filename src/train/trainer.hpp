@@ -100,7 +100,7 @@ class Trainer {
   struct RlRun;
   struct RlSums;
   void open_rl(const ResumePoint& resume);  // a resumed PPO run's critic from resume.dir
-  std::unique_ptr<ReferencePolicy> reference_policy();
+  std::unique_ptr<ReferencePolicy> reference_policy(const ResumePoint& resume);
   std::unique_ptr<GenerationWeights> generation_weights();  // lora_base.hpp's (collective at ZeRO-3)
   int rl_loop();
   StepResult rl_iteration();
@@ -189,6 +189,7 @@ class Trainer {
   const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
   std::unique_ptr<health::HangNotes> hang_notes_;  // answers and reports hangs from ring_ (ckpt.dir/diag/)
   std::unique_ptr<RlRun> rl_;  // rl.prompts set: the RL run (trainer_rl.cpp)
+  std::string reference_sha256_;  // rl.kl_coef's reference (a full actor's initial policy): checkpointed
   std::unique_ptr<Critic> critic_;  // rl.algorithm=ppo
   std::unique_ptr<AnswerEvaluation> answer_eval_;  // log.eval_prompts set
 };

@@ -17,8 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/layout.hpp"
+#include "ckpt/reader.hpp"
 #include "config/options.hpp"
 #include "core/log.hpp"
+#include "core/sha256.hpp"
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
 #include "health/faults.hpp"
@@ -75,7 +77,7 @@ void Trainer::open_rl(const ResumePoint& resume) {
   if (lora_) e.lora = &lora_->attach_generation(gen::forward_rows(e));  // the actor: base + live adapters
   e.drawable = static_cast<std::int64_t>(std::min<std::uint64_t>(r.tokenizer->n_ids(), config_.model.vocab_size));
   r.engine_options = e;
-  if (c.kl_coef > 0 && !lora_) r.reference = reference_policy();  // a LoRA actor's is its base
+  if (c.kl_coef > 0 && !lora_) r.reference = reference_policy(resume);  // a LoRA actor's is its base
   if (c.algorithm == config::RlAlgorithm::kPpo) {
     critic_ = std::make_unique<Critic>(*backend_, config_, dp_comm(), grid_comms_.tp.get(), grid_, offload_threads());
     checkpointer_->add_critic(critic_->table(), critic_->engine(), critic_->shard_map());
@@ -103,11 +105,24 @@ void Trainer::open_rl(const ResumePoint& resume) {
 
 // The initial policy (init.from, else train.seed's initialisation): this rank's part in the compute dtype,
 // sharded over the data-parallel group at ZeRO-3 (reference_policy.hpp).
-std::unique_ptr<ReferencePolicy> Trainer::reference_policy() {
+// The initial policy, read again at every start: its hash is checkpointed, so that a resume whose init.from
+// now holds other weights (a download of a newer revision, an export made again there) is refused rather
+// than measure the KL to another model. A checkpoint without one (written before) is not checked.
+std::unique_ptr<ReferencePolicy> Trainer::reference_policy(const ResumePoint& resume) {
   std::vector<float> flat(table_.numel());
-  if (config_.init.from.empty()) model::init_params(table_, config_.train.seed, flat.data());
-  else read_shared_input(world_, [&] { model::load_pretrained(config_.init.from, table_, flat.data()); },
-                         cat("init.from=", config_.init.from, " (rl.kl_coef's reference)"));
+  const std::string recorded = resume.empty() ? std::string() : ckpt::Checkpoint(resume.dir).state().rl_reference_sha256;
+  read_shared_input(world_, [&] {
+    if (config_.init.from.empty()) model::init_params(table_, config_.train.seed, flat.data());
+    else model::load_pretrained(config_.init.from, table_, flat.data());
+    Sha256 hash;
+    hash.update(flat.data(), flat.size() * sizeof(float));
+    reference_sha256_ = to_hex(hash.finish());
+    if (!recorded.empty() && recorded != reference_sha256_)
+      throw InputError(cat(resume.dir.string(), ": this run's KL reference (rl.kl_coef, its initial policy) had sha256 ",
+                           recorded, ", but init.from=", config_.init.from.empty() ? "(train.seed's init)" : config_.init.from,
+                           " now has sha256 ", reference_sha256_, ": put the run's initial model back there, or start "
+                           "a new run (another ckpt.dir)"));
+  }, cat("init.from=", config_.init.from, " (rl.kl_coef's reference)"));
   return std::make_unique<ReferencePolicy>(*backend_, config_, shard_table(), shard_map_ ? &*shard_map_ : nullptr,
                                            dp_comm(), engine_units_, flat);
 }

@@ -341,6 +341,16 @@ expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --rl
   --ckpt.dir="$W/dies" --log.metrics="$W/dies.jsonl"
 diff <(strip "$W/dies.jsonl") <(strip "$W/straight.jsonl" | head -2) || fail "the run resumed after the given-up iteration differs"
 echo "ok: a reward program killed by the job's SIGTERM gives up its iteration: exit 75, resumed = uninterrupted"
+# rl.kl_coef's reference (the initial policy, read from init.from at each start) is hashed into the
+# checkpoint: a resume whose init.from now holds other weights of the same shape is refused.
+cp -r "$W/hf" "$W/hf-kl"
+kl_run=("${rl[@]/#--init.from=*/--init.from=$W/hf-kl}" "${short[@]}" --train.max_steps=2 --rl.kl_coef=0.1 --ckpt.dir="$W/klref")
+expect_exit 0 "$ZT_BIN/ztrain" "${kl_run[@]}" --train.stop_at_step=1
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/klref/step_00000001" --out "$W/hf-moved" --dtype fp32
+cp "$W/hf-moved/model.safetensors" "$W/hf-kl/model.safetensors"
+expect_exit 2 "$ZT_BIN/ztrain" "${kl_run[@]}"
+expect_in "$W/err" "this run's KL reference \(rl.kl_coef, its initial policy\) had sha256 [0-9a-f]+, but init.from=.*hf-kl now has"
+echo "ok: a KL reference that changed under init.from is refused at resume"
 
 # ---- GSPO and the KL term run -----------------------------------------------------------------------------
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" --train.max_steps=3 --rl.algorithm=gspo --rl.kl_coef=0.05 --rl.kl_estimator=k1 \
