@@ -25,12 +25,15 @@ struct Part {
   bool trained = false;
 };
 
+// An assistant message is trained on unless its "weight" is 0 (OpenAI's fine-tuning format).
+bool trained(const ChatMessage& m) { return m.role == "assistant" && m.weight != 0; }
+
 Part special(const char* name, bool trained = false) { return {true, name, std::string::npos, trained}; }
 Part text(std::string t) { return {false, std::move(t), std::string::npos, false}; }
 // Header text followed by a message's content; the content is trained for the assistant.
 Part header_and_content(const std::string& header, const ChatMessage& m, const std::string& content) {
   Part p = text(header + content);
-  if (m.role == "assistant") p.trained_from = header.size();
+  if (trained(m)) p.trained_from = header.size();
   return p;
 }
 
@@ -42,7 +45,7 @@ std::vector<Part> chatml_parts(const std::vector<ChatMessage>& messages, bool ge
   for (const ChatMessage& m : messages) {
     parts.push_back(special("<|im_start|>"));
     parts.push_back(header_and_content(m.role + "\n", m, m.content));
-    parts.push_back(special("<|im_end|>", m.role == "assistant"));
+    parts.push_back(special("<|im_end|>", trained(m)));
     parts.push_back(text("\n"));
   }
   if (generation_prompt) parts.insert(parts.end(), {special("<|im_start|>"), text("assistant\n")});
@@ -54,7 +57,7 @@ void add_llama3_turn(std::vector<Part>& parts, const ChatMessage& m) {
   parts.push_back(text(m.role));
   parts.push_back(special("<|end_header_id|>"));
   parts.push_back(header_and_content("\n\n", m, strip_unicode_space(m.content)));
-  parts.push_back(special("<|eot_id|>", m.role == "assistant"));
+  parts.push_back(special("<|eot_id|>", trained(m)));
 }
 
 // Llama 3.1/3.2: `date` non-empty opens with the system turn (the conversation's system message moved
@@ -115,7 +118,7 @@ std::vector<Part> qwen3_parts(const std::vector<ChatMessage>& messages, bool gen
     }
     parts.push_back(special("<|im_start|>"));
     parts.push_back(header_and_content(m.role + "\n", m, content));
-    parts.push_back(special("<|im_end|>", m.role == "assistant"));
+    parts.push_back(special("<|im_end|>", trained(m)));
     parts.push_back(text("\n"));
   }
   if (generation_prompt) parts.insert(parts.end(), {special("<|im_start|>"), text("assistant\n")});

@@ -47,6 +47,7 @@ struct ChatMessage {
   std::string role;     // system, user or assistant
   std::string content;  // plain text: a special token's text in it is ordinary text
   std::optional<std::string> reasoning;  // an assistant's reasoning_content (only Qwen3's template writes it)
+  int weight = 1;  // an assistant's "weight" (OpenAI's fine-tuning format): 0 keeps it out of the loss mask
 };
 
 // The special tokens the template writes; each must have an id (tok::Tokenizer::special_id).
@@ -55,7 +56,8 @@ std::vector<std::string> template_specials(ChatTemplate t);
 void check_template_specials(ChatTemplate t, const tok::Tokenizer& tokenizer);
 
 // One conversation as ids and its loss mask: 1 on every token of an assistant message's content and on
-// its end token (<|im_end|> / <|eot_id|>), 0 elsewhere (the template's headers, the other roles).
+// its end token (<|im_end|> / <|eot_id|>) but for one of weight 0, 0 elsewhere (the template's headers,
+// the other roles).
 struct TokenizedSample {
   std::vector<std::uint32_t> ids;
   std::vector<std::uint8_t> loss_mask;

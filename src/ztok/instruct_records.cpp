@@ -37,6 +37,16 @@ std::vector<ChatMessage> parse_chat_messages(const json& list, const std::string
                   string_field(list[i], "content", field + ".content", where)};
     if (m.role != "system" && m.role != "user" && m.role != "assistant")
       bad(where, field + ".role", cat("is '", m.role, "': it must be system, user or assistant"));
+    if (list[i].contains("tool_calls") && !list[i]["tool_calls"].is_null() &&
+        !(list[i]["tool_calls"].is_array() && list[i]["tool_calls"].empty()))
+      bad(where, field + ".tool_calls", "is given: ztrain's templates do not render tool calls (a turn of them would be "
+                                        "trained as an empty reply); drop the record, or render it yourself as prompt_ids");
+    if (const auto w = list[i].find("weight"); w != list[i].end()) {
+      if (!w->is_number_integer() || (w->get<int>() != 0 && w->get<int>() != 1))
+        bad(where, field + ".weight", cat("is ", w->dump(), ": it must be 0 (not trained) or 1"));
+      if (m.role != "assistant") bad(where, field + ".weight", "is given on a " + m.role + " message: only assistant messages are trained");
+      m.weight = w->get<int>();
+    }
     if (const auto r = list[i].find("reasoning_content"); r != list[i].end() && !r->is_null()) {
       if (!r->is_string()) bad(where, field + ".reasoning_content", cat("must be a string or null, not ", r->type_name()));
       m.reasoning = r->get<std::string>();
@@ -54,6 +64,9 @@ std::vector<ChatMessage> parse_instruct_record(std::string_view line, const std:
     throw InputError(cat(where, ": not a JSON object (", e.what(), ")"));
   }
   if (!record.is_object()) throw InputError(cat(where, ": a ", record.type_name(), ", not a JSON object"));
+  if (record.contains("tools") && !record["tools"].is_null() && !(record["tools"].is_array() && record["tools"].empty()))
+    bad(where, "tools", "is given: ztrain's templates do not render tool definitions; drop the record's tools (and tool "
+                        "calls), or render the conversation yourself");
   const bool chat = record.contains("messages"), pair = record.contains("prompt") || record.contains("response");
   if (chat && pair) bad(where, "messages", "comes with prompt/response: give one form or the other");
   std::vector<ChatMessage> messages;
@@ -64,8 +77,8 @@ std::vector<ChatMessage> parse_instruct_record(std::string_view line, const std:
     messages.push_back({"assistant", string_field(record, "response", "response", where)});
   }
   for (const ChatMessage& m : messages)
-    if (m.role == "assistant") return messages;
-  bad(where, "messages", "has no assistant message: nothing to train on");
+    if (m.role == "assistant" && m.weight != 0) return messages;
+  bad(where, "messages", "has no assistant message (of weight 1): nothing to train on");
 }
 
 void for_each_line(const std::string& path, const std::function<void(std::string_view, std::uint64_t)>& f) {

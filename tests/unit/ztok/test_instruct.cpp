@@ -271,6 +271,36 @@ TEST(InstructRecords, BadRecordsNameFileLineAndField) {
   EXPECT_NE(error_of("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"reasoning_content\": 3}]}")
                 .find("field `messages[0].reasoning_content` must be a string or null"),
             std::string::npos);
+  // Tools are not rendered: refused rather than trained as empty replies; OpenAI's per-message weight.
+  EXPECT_NE(error_of("{\"tools\": [{\"type\": \"function\"}], \"messages\": [{\"role\": \"assistant\", \"content\": \"a\"}]}")
+                .find("field `tools` is given"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": "
+                     "\"\", \"tool_calls\": [{\"id\": \"1\"}]}]}")
+                .find("field `messages[1].tool_calls` is given"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": 0.5}]}")
+                .find("field `messages[0].weight` is 0.5: it must be 0 (not trained) or 1"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": 0}]}")
+                .find("no assistant message (of weight 1)"),
+            std::string::npos);
+  const auto weighted = parse_instruct_record(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\", "
+      "\"weight\": 0}, {\"role\": \"user\", \"content\": \"q2\"}, {\"role\": \"assistant\", \"content\": \"b\", \"weight\": 1}]}",
+      "x");
+  EXPECT_EQ(weighted[1].weight, 0);
+  EXPECT_EQ(weighted[3].weight, 1);
+}
+
+// An assistant message of weight 0 is rendered but kept out of the loss mask, its end token too.
+TEST(ChatTemplate, WeightZeroMessagesAreNotTrained) {
+  ZT_REQUIRE_SPECIALS_TOKENIZER();
+  ChatMessage skipped{"assistant", "Skip me."};
+  skipped.weight = 0;
+  const TokenizedSample s = render(ChatTemplate::kChatml, *tokenizer, {{"user", "Q1"}, skipped, {"user", "Q2"}, {"assistant", "Keep me."}});
+  EXPECT_EQ(decode(*tokenizer, s, true), "Keep me.<|im_end|>");
+  EXPECT_NE(decode(*tokenizer, s).find("Skip me.<|im_end|>"), std::string::npos);
 }
 
 TokenizedSample sample(std::uint32_t first, std::size_t n) {
