@@ -43,7 +43,11 @@ SplitTotals totals_from(const json& j) {
 
 json to_json(const ZtokSettings& s) {
   json inputs = json::array();
-  for (const auto& [name, bytes] : s.inputs) inputs.push_back({{"name", name}, {"bytes", bytes}});
+  for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+    json in = {{"name", s.inputs[i].first}, {"bytes", s.inputs[i].second}};
+    if (s.modified_ns.size() == s.inputs.size()) in["modified_ns"] = s.modified_ns[i];
+    inputs.push_back(in);
+  }
   return {{"vocab_hash", s.vocab_hash}, {"format", s.format}, {"field", s.field}, {"split", s.split},
           {"shard_tokens", s.shard_tokens}, {"valid_fraction", s.valid_fraction}, {"inputs", inputs}};
 }
@@ -78,7 +82,11 @@ ZtokSettings settings_from(const json& j) {
   s.split = j.at("split").get<std::string>();
   s.shard_tokens = j.at("shard_tokens").get<std::uint64_t>();
   s.valid_fraction = j.at("valid_fraction").get<double>();
-  for (const json& in : j.at("inputs")) s.inputs.emplace_back(in.at("name").get<std::string>(), in.at("bytes").get<std::uint64_t>());
+  for (const json& in : j.at("inputs")) {
+    s.inputs.emplace_back(in.at("name").get<std::string>(), in.at("bytes").get<std::uint64_t>());
+    if (in.contains("modified_ns")) s.modified_ns.push_back(in.at("modified_ns").get<std::int64_t>());
+  }
+  if (s.modified_ns.size() != s.inputs.size()) s.modified_ns.clear();  // absent before ztok recorded them
   return s;
 }
 
@@ -125,6 +133,11 @@ std::string settings_difference(const ZtokSettings& a, const ZtokSettings& b) {
     if (a.inputs[i] != b.inputs[i])
       return cat("input ", i + 1, ": ", a.inputs[i].first, " (", a.inputs[i].second, " bytes) vs ", b.inputs[i].first,
                  " (", b.inputs[i].second, " bytes)");
+  if (a.modified_ns.size() == a.inputs.size() && b.modified_ns.size() == b.inputs.size())
+    for (std::size_t i = 0; i < a.inputs.size(); ++i)
+      if (a.modified_ns[i] != b.modified_ns[i])
+        return cat("input ", i + 1, ": ", a.inputs[i].first, " was modified since that run read it (same size, another "
+                   "modification time)");
   return "";
 }
 

@@ -26,6 +26,9 @@ struct ZtokSettings {
   std::uint64_t shard_tokens = 0;
   double valid_fraction = 0;
   std::vector<std::pair<std::string, std::uint64_t>> inputs;  // name as given, size in bytes
+  // Each input's modification time (ns): an input edited in place at the same size is another input.
+  // Empty when not recorded (a run of an older ztok): then not compared.
+  std::vector<std::int64_t> modified_ns;
   bool operator==(const ZtokSettings&) const = default;
 };
 

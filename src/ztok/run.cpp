@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+
 #include "core/error.hpp"
 #include "core/sha256.hpp"
 #include "io/dir_probe.hpp"
@@ -37,7 +40,11 @@ ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>&
   s.split = o.corpus.split == SplitMode::kParagraph ? "paragraph" : "file";
   s.shard_tokens = o.shard_tokens;
   s.valid_fraction = o.valid_fraction;
-  for (const std::string& in : inputs) s.inputs.emplace_back(in, std::filesystem::file_size(in));
+  for (const std::string& in : inputs) {
+    s.inputs.emplace_back(in, std::filesystem::file_size(in));
+    s.modified_ns.push_back(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::filesystem::last_write_time(in).time_since_epoch()).count());
+  }
   return s;
 }
 

@@ -57,4 +57,11 @@ grep -q 'nothing to do' "$work/again.log" || fail "a complete run was not recogn
 mkdir -p "$work/foreign" && cp "$work/straight/train_000000.h5" "$work/foreign/"
 set +e; "$ztok" --out "$work/foreign" "${args[@]}" >/dev/null 2>&1; rc=$?; set -e
 [ $rc -eq 2 ] || fail "an --out with foreign shards gave exit $rc, expected 2"
-echo "ok: other settings refused (exit 2), complete run is a no-op, foreign shards refused"
+# An input edited in place at the same size (here only its modification time moves) is another input.
+first_input=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["settings"]["inputs"][0]["name"])' \
+  "$work/straight/ztok-progress.json")
+touch -d '2001-01-01' "$first_input"
+set +e; "$ztok" --out "$work/straight" "${args[@]}" >/dev/null 2>"$work/edited.log"; rc=$?; set -e
+[ $rc -eq 2 ] && grep -q 'was modified since that run read it' "$work/edited.log" ||
+  fail "an input modified since the run was not noticed (exit $rc): $(cat "$work/edited.log")"
+echo "ok: other settings refused (exit 2), complete run is a no-op, foreign shards refused, an edited input refused"
