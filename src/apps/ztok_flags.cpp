@@ -91,7 +91,7 @@ config::cli::Spec make_ztok_spec() {
        .help = "tokens per shard; only the last shard of a split is shorter",
        .default_value = std::to_string(d.shard_tokens), .min = 1, .max = 1e12},
       {.name = "valid-fraction", .type = Type::kNum, .value_name = "F",
-       .help = "share of documents for valid_*.h5, chosen by a hash of (input name, document index)",
+       .help = "share of documents for valid_*.h5, chosen by a hash of (input file name, document index)",
        .default_value = format_double(d.valid_fraction), .min = 0, .max = 1},
       {.name = "threads", .type = Type::kInt, .value_name = "N",
        .help = "tokenizer threads (the output does not depend on it); under mpirun the cores divided by the "

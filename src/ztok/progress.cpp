@@ -49,7 +49,8 @@ json to_json(const ZtokSettings& s) {
     inputs.push_back(in);
   }
   return {{"vocab_hash", s.vocab_hash}, {"format", s.format}, {"field", s.field}, {"split", s.split},
-          {"shard_tokens", s.shard_tokens}, {"valid_fraction", s.valid_fraction}, {"inputs", inputs}};
+          {"shard_tokens", s.shard_tokens}, {"valid_fraction", s.valid_fraction}, {"split_key", s.split_key},
+          {"inputs", inputs}};
 }
 
 json to_json(const InputPosition& at) {
@@ -82,6 +83,7 @@ ZtokSettings settings_from(const json& j) {
   s.split = j.at("split").get<std::string>();
   s.shard_tokens = j.at("shard_tokens").get<std::uint64_t>();
   s.valid_fraction = j.at("valid_fraction").get<double>();
+  s.split_key = j.value("split_key", std::string("as-given"));  // absent: an older ztok's rule
   for (const json& in : j.at("inputs")) {
     s.inputs.emplace_back(in.at("name").get<std::string>(), in.at("bytes").get<std::uint64_t>());
     if (in.contains("modified_ns")) s.modified_ns.push_back(in.at("modified_ns").get<std::int64_t>());
@@ -128,6 +130,9 @@ std::string settings_difference(const ZtokSettings& a, const ZtokSettings& b) {
   if (a.split != b.split) return cat("--split ", a.split, " vs ", b.split);
   if (a.shard_tokens != b.shard_tokens) return cat("--shard-tokens ", a.shard_tokens, " vs ", b.shard_tokens);
   if (a.valid_fraction != b.valid_fraction) return cat("--valid-fraction ", a.valid_fraction, " vs ", b.valid_fraction);
+  if (a.valid_fraction > 0 && a.split_key != b.split_key)
+    return cat("the --valid-fraction split names inputs ", a.split_key == "as-given" ? "by their paths as typed (an older ztok)" : "by their file names",
+               " vs ", b.split_key == "as-given" ? "by their paths as typed" : "by their file names");
   if (a.inputs.size() != b.inputs.size()) return cat(a.inputs.size(), " inputs vs ", b.inputs.size());
   for (std::size_t i = 0; i < a.inputs.size(); ++i)
     if (a.inputs[i] != b.inputs[i])

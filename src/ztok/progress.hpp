@@ -29,6 +29,9 @@ struct ZtokSettings {
   // Each input's modification time (ns): an input edited in place at the same size is another input.
   // Empty when not recorded (a run of an older ztok): then not compared.
   std::vector<std::int64_t> modified_ns;
+  // How --valid-fraction names an input (split_name): "file-name"; "as-given" for runs of an older ztok,
+  // which hashed the path as typed (their split cannot be continued by this one).
+  std::string split_key = "file-name";
   bool operator==(const ZtokSettings&) const = default;
 };
 

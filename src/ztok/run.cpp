@@ -70,12 +70,19 @@ void route_chunk(const TokenizedChunk& r, const std::vector<std::string>& inputs
   }
 }
 
+std::string split_name(const std::string& source) {
+  std::string name = std::filesystem::path(source).filename().string();
+  for (const char* suffix : {".gz", ".zst"})
+    if (name.size() > std::string_view(suffix).size() && name.ends_with(suffix)) name.resize(name.size() - std::string_view(suffix).size());
+  return name;
+}
+
 bool is_validation_document(const std::string& source, std::uint64_t doc, double fraction) {
   if (fraction <= 0) return false;
   if (fraction >= 1) return true;
   const Sha256::Digest d = [&] {
     Sha256 h;
-    h.update(source);
+    h.update(split_name(source));
     h.update(cat("\n", doc));
     return h.finish();
   }();

@@ -69,8 +69,12 @@ struct RoutedSegment {
 void route_chunk(const TokenizedChunk& r, const std::vector<std::string>& inputs, double valid_fraction,
                  const std::function<void(const RoutedSegment&)>& sink);
 
+// An input's name for the split: its file name without directories and without .gz/.zst, so that
+// however the path is spelled (./x, an absolute path, another working directory, compressed or not) one
+// corpus gives one held-out set.
+std::string split_name(const std::string& source);
 // Whether document `doc` of input `source` goes to the validation split: the first 8 bytes of
-// SHA-256(source + "\n" + decimal doc), read big-endian, as a fraction of 2^64, are below `fraction`.
+// SHA-256(split_name(source) + "\n" + decimal doc), read big-endian, as a fraction of 2^64, are below `fraction`.
 bool is_validation_document(const std::string& source, std::uint64_t doc, double fraction);
 
 }  // namespace zt::ztok

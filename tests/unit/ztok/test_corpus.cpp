@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "ztok/corpus.hpp"
+#include "ztok/run.hpp"
 #include "ztok/tokenize_stream.hpp"
 #include "../data/shard_test_util.hpp"
 #include "../tok/vocab_fixture.hpp"
@@ -295,6 +296,23 @@ TEST(TokenizeStream, TheFirstBadJsonlLineIsReportedWhateverTheThreads) {
       EXPECT_LT(delivered, 120u);
     }
   }
+}
+
+// The held-out split names an input by its file name: however the path is spelled, compressed or not,
+// one corpus gives one split; another file name another.
+TEST(ValidSplit, DependsOnTheFileNameNotOnHowThePathIsSpelled) {
+  for (const char* path : {"data/x.jsonl", "./data/x.jsonl", "/abs/data/x.jsonl", "x.jsonl", "data/x.jsonl.zst", "x.jsonl.gz"})
+    EXPECT_EQ(split_name(path), "x.jsonl") << path;
+  int same = 0, other = 0, valid = 0;
+  for (std::uint64_t doc = 0; doc < 2000; ++doc) {
+    const bool v = is_validation_document("data/x.jsonl", doc, 0.1);
+    valid += v ? 1 : 0;
+    same += v == is_validation_document("/elsewhere/x.jsonl.zst", doc, 0.1) ? 1 : 0;
+    other += v == is_validation_document("data/y.jsonl", doc, 0.1) ? 1 : 0;
+  }
+  EXPECT_EQ(same, 2000);
+  EXPECT_LT(other, 2000);
+  EXPECT_NEAR(valid, 200, 50);
 }
 
 }  // namespace
