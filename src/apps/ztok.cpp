@@ -49,6 +49,9 @@ zt::ztok::ZtokOptions check_and_convert(const zt::config::cli::Args& args) {
   const std::string format = args.text("format");
   if (format != "text" && args.given("split"))
     throw zt::ConfigError("--split applies to --format text (each JSONL line is one document)");
+  if (format != "jsonl" && args.given("field"))
+    throw zt::ConfigError(zt::cat("--field applies to --format jsonl (the JSON field holding each document's text); ",
+                                  "with --format ", format, " it would be ignored: add --format jsonl"));
   zt::ztok::ZtokOptions o;
   o.inputs = args.positional();
   o.corpus.format = format == "jsonl" ? zt::ztok::InputFormat::kJsonl : zt::ztok::InputFormat::kText;

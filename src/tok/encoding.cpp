@@ -63,12 +63,19 @@ LoadedVocabulary load_vocabulary(const std::filesystem::path& path, const Vocabu
   const std::vector<SpecialToken> declared = extra ? options.specials : std::vector<SpecialToken>{};
   const bool custom = options.pattern.has_value() || (!options.specials.empty() && !extra);
   if (std::filesystem::is_directory(path)) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path / "encoder.json", ec) && std::filesystem::exists(path / "tokenizer.json", ec))
+      throw InputError(cat(where, " is a model directory with a tokenizer.json (not GPT-2's encoder.json + vocab.bpe): "
+                           "pass --vocab ", (path / "tokenizer.json").string()));
     if ((named != nullptr && named->name != "gpt2") || custom)
       throw InputError(cat(where, " is a directory, i.e. GPT-2's encoder.json + vocab.bpe: --encoding other than gpt2, "
                            "--pattern and --special apply to tiktoken rank files (", kFetchHint, ")"));
     return {Vocab::load(path), Pattern{PatternKind::kGpt2, 3}, "gpt2", {}, declared};
   }
   if (path.extension() == ".json") {
+    if (path.filename() == "encoder.json")
+      throw InputError(cat(where, " is GPT-2's encoder.json, which comes with vocab.bpe: pass their directory, --vocab ",
+                           path.parent_path().empty() ? std::string(".") : path.parent_path().string()));
     if (named != nullptr || custom)
       throw InputError(cat(where, " is a tokenizer.json, which brings its own pattern and special tokens: "
                            "--encoding, --pattern and --special apply to tiktoken rank files"));
@@ -113,8 +120,12 @@ std::vector<SpecialToken> parse_special_tokens(std::string_view spec) {
     std::uint32_t id = 0;
     const std::string_view id_text = eq == std::string_view::npos ? "" : item.substr(eq + 1);
     const auto [end, err] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+    const bool digits = !id_text.empty() && id_text.find_first_not_of("0123456789") == std::string_view::npos;
+    if (eq != 0 && eq != std::string_view::npos && digits && (err == std::errc::result_out_of_range || id >= (1u << 30)))
+      throw ConfigError(cat("--special: \"", item, "\": the id ", id_text, " is out of range (ids are below 2^30 = ",
+                            1u << 30, ")"));
     if (eq == 0 || eq == std::string_view::npos || id_text.empty() || err != std::errc() ||
-        end != id_text.data() + id_text.size() || id >= (1u << 30))
+        end != id_text.data() + id_text.size())
       throw ConfigError(cat("--special: \"", item, "\" is not NAME=ID (e.g. --special '<|endoftext|>=100257')"));
     for (const SpecialToken& s : out)
       if (s.text == item.substr(0, eq) || s.id == id)

@@ -51,6 +51,10 @@ std::vector<std::string> sources_of(const std::vector<Piece>& pieces, const std:
 }  // namespace
 
 std::string shard_file_name(const std::string& prefix, std::uint64_t index) {
+  // ztrain reads a split's shards in the byte order of their names: six digits keep that the shards' order.
+  if (index > 999999)
+    throw InputError(cat("the ", prefix, " split needs more than 1,000,000 shards, past the six digits of their names ",
+                         "(ztrain reads them in name order): raise --shard-tokens and start over in an empty --out"));
   char digits[32];
   std::snprintf(digits, sizeof digits, "%06llu", static_cast<unsigned long long>(index));
   return prefix + "_" + digits + ".h5";

@@ -27,6 +27,20 @@ expect_error array.jsonl '["text"]\n' 1 'no field "text"'
 expect_error truncated.jsonl '{"text": "a"}\n{"text": "unterminated' 2 'not valid JSON'
 set +e; "$ztok" --vocab "$vocab" --out "$work/x" --format jsonl --split paragraph "$work/good.jsonl" 2>/dev/null; rc=$?; set -e
 [ $rc -eq 2 ] || fail "--split with --format jsonl: exit $rc, expected 2"
+# Options that would be ignored or mistyped are named: --field without --format jsonl, an id out of
+# range, GPT-2's encoder.json for its directory, a model directory for its tokenizer.json.
+refused() {  # NEEDLE ARGS...: exit 2 with NEEDLE in the message
+  local needle=$1; shift
+  set +e; "$ztok" "$@" 2>"$work/refused.log" >/dev/null; local rc=$?; set -e
+  [ $rc -eq 2 ] && grep -q -- "$needle" "$work/refused.log" || fail "expected exit 2 with '$needle', got $rc: $(cat "$work/refused.log")"
+}
+refused "--field applies to --format jsonl" --vocab "$vocab" --out "$work/x" --field text "$work/good.jsonl"
+refused "the id 4294967296 is out of range" --vocab "$vocab" --out "$work/x" --format instruct --chat-template chatml \
+  --special '<|im_start|>=4294967296' "$work/good.jsonl"
+refused "is GPT-2's encoder.json, which comes with vocab.bpe: pass their directory" --vocab "$vocab/encoder.json" \
+  --out "$work/x" "$work/good.jsonl"
+mkdir -p "$work/model" && echo '{}' >"$work/model/tokenizer.json"
+refused "is a model directory with a tokenizer.json" --vocab "$work/model" --out "$work/x" "$work/good.jsonl"
 set +e; "$ztok" --vocab "$vocab" --out "$work/x" "$work/missing.txt" 2>/dev/null; rc=$?; set -e
 [ $rc -eq 2 ] || fail "a missing input: exit $rc, expected 2"
 set +e; "$ztok" --vocab "$work" --out "$work/x" "$work/good.jsonl" 2>/dev/null; rc=$?; set -e
