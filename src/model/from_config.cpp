@@ -15,6 +15,10 @@ LoraSpec lora_spec(const config::Config& c) {
 
 Nf4Options nf4_options(const config::Config& c) { return {.block = 64, .double_quant = c.lora.base_double_quant}; }
 
+Nf4Options nf4_store_options(const config::Config& c) {
+  return {.block = 64, .double_quant = c.lora.base_double_quant && c.parallel.tp == 1};
+}
+
 DType compute_dtype(config::Precision p) {
   switch (p) {
     case config::Precision::kFp32: return DType::kF32;

@@ -24,11 +24,23 @@ bool nf4_quantized(const ParamTable& table, std::size_t p) {
   return info.shape.size() == 2 && info.unit >= 1 && info.unit <= table.shape().n_layer;
 }
 
-std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o) {
+namespace {
+// A bitsandbytes directory's NF4 weight p, stored in the quantization `o` asks for: taken as stored.
+const quant::Nf4Tensor* taken_as_stored(const Nf4Weights* stored, std::size_t p, const ParamInfo& info, const Nf4Options& o) {
+  const auto it = stored ? stored->find(p) : Nf4Weights::const_iterator();
+  const bool as_stored = stored && it != stored->end() && it->second.block == o.block && it->second.nested == o.double_quant &&
+                         it->second.numel == static_cast<std::int64_t>(info.numel) &&
+                         (!it->second.nested || it->second.nested_absmax.block == kNested);
+  return as_stored ? &it->second : nullptr;
+}
+}  // namespace
+
+std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o,
+                                      const Nf4Weights* stored) {
   ZT_CHECK_EQ(flat.size(), table.numel(), "nf4_fake_quantized: the flat values do not match the table");
   std::vector<float> out(flat.begin(), flat.end());
   for (std::size_t p = 0; p < table.params().size(); ++p) {
-    if (!nf4_quantized(table, p)) continue;
+    if (!nf4_quantized(table, p) || taken_as_stored(stored, p, table.params()[p], o)) continue;  // stored: its values
     const ParamInfo& info = table.params()[p];
     const std::vector<float> back =
         quant::dequantize_nf4(quant::quantize_nf4(flat.subspan(info.offset, info.numel), o.block, o.double_quant));
@@ -206,11 +218,8 @@ void Nf4Params::store(int k, std::span<const float> flat, const Nf4Weights* stor
       kept.insert(kept.end(), values.begin(), values.end());
       continue;
     }
-    const auto it = stored ? stored->find(p) : Nf4Weights::const_iterator();
-    const bool as_stored = stored && it != stored->end() && it->second.block == options_.block &&
-                           it->second.nested == options_.double_quant && it->second.numel == static_cast<std::int64_t>(info.numel) &&
-                           (!it->second.nested || it->second.nested_absmax.block == kNested);
-    const quant::Nf4Tensor t = as_stored ? it->second : quant::quantize_nf4(values, options_.block, options_.double_quant);
+    const quant::Nf4Tensor* as_stored = taken_as_stored(stored, p, info, options_);
+    const quant::Nf4Tensor t = as_stored ? *as_stored : quant::quantize_nf4(values, options_.block, options_.double_quant);
     s.quantized.push_back({p, codes, s.n_scales, nested, t.offset});
     std::memcpy(bytes.data() + s.at.codes + codes, t.packed.data(), t.packed.size());
     codes += t.packed.size();

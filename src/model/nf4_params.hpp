@@ -36,9 +36,11 @@ struct Nf4Options {
 bool nf4_quantized(const ParamTable& table, std::size_t p);
 
 // The flat fp32 values a model sees through an Nf4Params over `flat`: each NF4 parameter quantized and
-// dequantized (quant::quantize_nf4, dequantize_nf4), the rest unchanged. The reference ("fake-quantized")
-// base for tests and equivalence runs.
-std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o);
+// dequantized (quant::quantize_nf4, dequantize_nf4), those `stored` holds in that quantization (a
+// bitsandbytes directory's, dequantized into `flat`) as they are, the rest unchanged. The reference
+// ("fake-quantized") base for tests, merges, and a tensor-parallel shard's values.
+std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o,
+                                      const Nf4Weights* stored = nullptr);
 
 // What an Nf4Params over the table, sharded over `shards` ranks (1: whole), holds on the backend (its
 // held_bytes(), for the memory plan); the most it adds while a unit is in use (one block's scratch: the

@@ -52,8 +52,9 @@ std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const Pa
                          fs::current_path(ec).string(), " (a relative path is read from the current directory: run from ",
                          "the training run's directory, or put the base back where it was)"));
   std::vector<float> weights(base.numel());
+  Nf4Weights stored;  // a bitsandbytes directory's NF4 weights: the run took them as stored
   if (from.empty()) init_params(base, config.train.seed, weights.data());
-  else load_pretrained(from, base, weights.data());
+  else load_pretrained(from, base, weights.data(), &stored);
   Sha256 hash;
   hash.update(weights.data(), weights.size() * sizeof(float));
   if (to_hex(hash.finish()) != c.state().lora_base_sha256)
@@ -61,7 +62,8 @@ std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const Pa
                          from, " now has another: the merge needs the run's base there"));
   // A QLoRA run (lora.base_dtype=nf4) trained its adapters on the NF4 base: merged into those values (each
   // block weight quantized and dequantized, as its model saw them), not into the fp32 base it read.
-  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) weights = nf4_fake_quantized(base, weights, nf4_options(config));
+  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4)
+    weights = nf4_fake_quantized(base, weights, nf4_options(config), &stored);
   merge_lora(base, weights.data(), checkpoint_table(c), c.read_master().data(), lora_spec(config).scale());
   return weights;
 }

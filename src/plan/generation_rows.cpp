@@ -30,8 +30,8 @@ void add_generation(MemoryPlan& p, const config::Config& config, const model::Pa
   if (config.train.zero_stage == 3) {
     const bool nf4 = adapters && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
     // An NF4 base held whole dequantizes a block at a time, as the frozen base of ZeRO 0-2 does.
-    std::uint64_t bytes = nf4 ? model::nf4_held_bytes(table, compute, model::nf4_options(config)) +
-                                    model::nf4_unit_scratch_bytes(table, compute, model::nf4_options(config))
+    std::uint64_t bytes = nf4 ? model::nf4_held_bytes(table, compute, model::nf4_store_options(config)) +
+                                    model::nf4_unit_scratch_bytes(table, compute, model::nf4_store_options(config))
                               : table.numel() * dtype_size(compute);
     if (adapters) bytes += adapters->numel() * dtype_size(compute);
     p.rows.push_back({what + " weights", bytes,

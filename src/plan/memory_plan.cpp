@@ -136,7 +136,7 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
   const int micro = static_cast<int>(config.train.micro_batch);
   if (adapters) {
     add_frozen_base(p, table, dp, stage, compute,
-                    config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? std::optional(model::nf4_options(config))
+                    config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? std::optional(model::nf4_store_options(config))
                                                                           : std::nullopt,
                     zero, optim::offload_options(config, 0, 0, "base"), gathers_per_step(config, dp),
                     optim::split_vocab_pieces(config, table, 0));

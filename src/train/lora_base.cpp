@@ -30,7 +30,8 @@ LoraBase::LoraBase(backend::Backend& backend, dist::Communicator& comm, const co
   if (stage == 3) pieces = optim::split_vocab_pieces(config, held, part ? part->grid.tp_rank() : 0);
   base_units_ = optim::engine_units(held, pieces);
   if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {  // sharded over the group at ZeRO-3
-    nf4_ = std::make_unique<model::Nf4Params>(backend, held, compute, model::nf4_options(config),
+    quantization_ = model::nf4_options(config);
+    nf4_ = std::make_unique<model::Nf4Params>(backend, held, compute, model::nf4_store_options(config),
                                               stage == 3 ? &comm : nullptr, pieces);
     return;
   }
@@ -76,7 +77,8 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
   // A bitsandbytes 4-bit directory's NF4 weights, for an NF4 base held whole (a TP or pipeline part cuts
   // the weights, and so the blocks, otherwise: quantized again from the dequantized values there).
   model::Nf4Weights stored;
-  model::Nf4Weights* keep = nf4_ && !part_ ? &stored : nullptr;
+  const bool cut = part_ && part_->grid.tp > 1;  // the blocks' tensors cut: quantized whole first, below
+  model::Nf4Weights* keep = nf4_ ? &stored : nullptr;
   read_shared_input(world, [&] {
     if (from.empty()) model::init_params(base_, seed, flat.data());
     else model::load_pretrained(from, base_, flat.data(), keep);
@@ -85,6 +87,13 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
     sha256 = to_hex(hash.finish());
     if (check) check(sha256);
   }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
+  // A tensor-parallel shard holds the values of the whole tensors' quantization (tp = 1's base; stored NF4
+  // as stored), which its single quantization in blocks of the same alignment keeps exactly.
+  if (nf4_ && cut) {
+    flat = model::nf4_fake_quantized(base_, flat, quantization_, &stored);
+    warn_unaligned_nf4_shards();
+  }
+  if (nf4_ && part_) stored.clear();  // a part's tensors are its own: quantized from the values above
   const ReadGlobal local = local_reader(part_, read_flat(flat.data()));
   if (nf4_) {  // quantized here, from this rank's part in fp32
     const model::ParamTable& held = part_ ? part_->local : base_;
@@ -96,6 +105,25 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
     base_engine_->load_params(local);
   }
   return sha256;
+}
+
+// A shard whose 64-blocks are not the whole tensor's (a row-parallel cut of a width that is not a multiple
+// of 64 per rank) is quantized in blocks of its own: its values then differ from tp = 1's base. Said once.
+void LoraBase::warn_unaligned_nf4_shards() const {
+  const auto block = static_cast<std::int64_t>(quantization_.block);
+  std::vector<std::string> names;
+  for (std::size_t p = 0; p < part_->local.params().size(); ++p) {
+    if (!model::nf4_quantized(part_->local, p)) continue;
+    const model::ParamInfo& mine = part_->local.params()[p];
+    const model::ParamInfo& whole = base_.find(mine.name);
+    const std::int64_t in = whole.shape[1], in_mine = mine.shape[1];
+    if (in % block != 0 || (in_mine != in && in_mine % block != 0)) names.push_back(mine.name);
+  }
+  if (!names.empty())
+    log::warn(cat("lora.base_dtype=nf4 at parallel.tp=", part_->grid.tp, ": ", names.size(), " weights' shards (", names.front(),
+                  names.size() > 1 ? ", ..." : "", ") are not whole ", block, "-blocks of their tensors; quantized in blocks ",
+                  "of their own, their values differ slightly from the base at parallel.tp=1 (a width of ", block,
+                  " x tp per rank avoids it)"));
 }
 
 void LoraBase::init(const dist::World& world, const config::Config& c, optim::ZeroEngine& adapter_engine) {

@@ -114,6 +114,8 @@ class LoraBase {
   optim::EngineUnits base_units_;  // the base's units: the held table's, split vocabulary units at ZeRO-3
   std::unique_ptr<optim::ZeroEngine> base_engine_;  // null with nf4_
   std::unique_ptr<model::Nf4Params> nf4_;
+  model::Nf4Options quantization_;  // nf4_'s base quantization over whole tensors (nf4_options)
+  void warn_unaligned_nf4_shards() const;
   std::unique_ptr<model::Lora> lora_, generation_lora_;
   std::unique_ptr<optim::ZeroParams> adapter_params_;
   std::unique_ptr<optim::ZeroGrads> adapter_grads_;

@@ -4,7 +4,7 @@
 # fake-quantized base (init.from a directory whose block weights were quantized and dequantized:
 # tests/tools/fake_quantize_nf4), GPT-2 and Llama on one rank, double quantization too, GPT-2 on two
 # ranks at ZeRO 2 and at ZeRO-3 (the base's quantized bytes sharded and gathered per unit), Llama with
-# double quantization at ZeRO-3; the start-up line and the memory plan name the NF4 base (at ZeRO-3 its
+# double quantization at ZeRO-3 and at parallel.tp=2 (the same base as at tp=1); the start-up line and the memory plan name the NF4 base (at ZeRO-3 its
 # 1/W slice and the gathered units); a bf16 base under fp32 compute and double quantization without nf4
 # are exit 2 naming the fix. zckpt quantize saves a base in bitsandbytes' 4-bit format, which NF4 runs
 # reload as stored.
@@ -71,6 +71,15 @@ run llama_nf4_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora
   --lora.base_double_quant=true --train.zero_stage=3
 run llama_ref_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base.fake_dq" --train.zero_stage=3
 same_curve llama_ref_dq_3 llama_nf4_dq_3 1 0
+# Tensor parallelism: a rank's shard holds the values of the whole tensors' double quantization (its
+# scales in fp32), so tp=2 follows tp=1 (shards of whole 64-blocks: n_embd 128, ffn 256).
+wide=(--model.arch=llama --model.n_embd=128 --model.n_head=4 --model.n_kv_head=2 --model.ffn_hidden=256)
+base wide_base "${wide[@]}"
+wide_lora=("${wide[@]}" --lora.targets=q,k,v,o,gate,up,down --lora.base_dtype=nf4 --lora.base_double_quant=true
+           --train.max_steps=8 --init.from="$ZT_WORK/wide_base")
+run wide_dq_1 1 "${wide_lora[@]}"
+run wide_dq_tp2 2 "${wide_lora[@]}" --parallel.tp=2
+same_curve wide_dq_1 wide_dq_tp2
 
 # The quantized base saved and reloaded: zckpt quantize writes bitsandbytes' 4-bit format (bnb_format_check.py
 # replays bitsandbytes' rules on the source weights: every code, scale and map; GPT-2's Conv1D weights
