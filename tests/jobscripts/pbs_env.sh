@@ -41,6 +41,7 @@ cat >"$w/fakebin/mpirun" <<EOF
 #!/bin/bash
 # mpirun, recorded; ZT_FAKE_RC=N: the training launch (not --print-config) exits N instead of running
 printf '%s ' "\$@" >>"$w/mpirun.calls"; echo >>"$w/mpirun.calls"
+echo "keepalive=\${OMPI_MCA_oob_tcp_keepalive_time:-} \${OMPI_MCA_oob_tcp_keepalive_intvl:-} \${OMPI_MCA_oob_tcp_keepalive_probes:-}" >"$w/mpirun.env"
 case " \$* " in *" --print-config "*) exec "$real_mpirun" "\$@" ;; esac
 # ZT_FAKE_RECORD=LINE: appended to the metrics first, as ztrain's exit record (mpirun then reports 1 after a SIGTERM)
 [ -z "\${ZT_FAKE_RECORD:-}" ] || echo "\$ZT_FAKE_RECORD" >>"$w/work/runs/ztest/metrics.jsonl"
@@ -79,6 +80,7 @@ expect_in "$log" " --ckpt.dir=runs/ztest/checkpoints --ckpt.resume=auto --log.me
 expect_in "$log" " --train.threads=1 " "train.threads = NCPUS / ranks per node"
 expect_not_in "$log" "launch: .*-x CUDA_VISIBLE_DEVICES" "CUDA_VISIBLE_DEVICES forwarded: PBS sets it per host, -x would give every node the first one's"
 expect_in "$log" "ztrain finished \(exit 0\)" "the end"
+[ "$(cat "$w/mpirun.env")" = "keepalive=15 2 3" ] || fail "train-cpu.pbs: mpirun's oob keepalive: $(cat "$w/mpirun.env")"
 [ "$(grep -c -- '--hostfile' "$w/mpirun.calls")" -eq 2 ] || fail "expected 2 mpirun calls (--print-config, training)"
 [ -s runs/ztest/metrics.jsonl ] || fail "no metrics in runs/ztest/"
 [ ! -e "$w/qsub.calls" ] || fail "a finished run submitted a successor: $(cat "$w/qsub.calls")"
@@ -202,6 +204,7 @@ if "$ZT_SOURCE/tools/fetch-vocab.sh" "$vocab" >"$w/vocab.log" 2>&1; then
   [ "$rc" -eq 0 ] || { tail ztest.4000.log; fail "tokenize.pbs: exit $rc"; }
   expect_in ztest.4000.log "ranks: 2 x 1 threads" "2 ranks from PBS_NODEFILE, threads from NCPUS"
   expect_in ztest.4000.log "launch: mpirun -np 2 --hostfile $w/nodefile .*ztok .* corpus/\*\.txt" "the launch line"
+  [ "$(cat "$w/mpirun.env")" = "keepalive=15 2 3" ] || fail "tokenize.pbs: mpirun's oob keepalive: $(cat "$w/mpirun.env")"
   "$ZT_BIN/ztok" --vocab "$vocab" --out single --threads 1 -q --split paragraph --shard-tokens 10 'corpus/*.txt' >/dev/null ||
     fail "ztok"
   for f in single/*.h5; do cmp "$f" "tok/${f#single/}" || fail "tokenize.pbs: tok/${f#single/} differs from one ztok's"; done
