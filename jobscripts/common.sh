@@ -2,7 +2,7 @@
 # from the checkout ($ZT_ROOT/jobscripts/common.sh): launching and waiting with a watchdog, ztrain's exit
 # record, the run's progress. Needs the script's say() and its variables launcher_pid and asked (the traps').
 # shellcheck shell=bash
-# shellcheck disable=SC2154  # asked, ckpt_dir: the sourcing script's
+# shellcheck disable=SC2154  # asked, ckpt_dir, launch: the sourcing script's
 
 # Open MPI's out-of-band TCP keepalive, short (Open MPI's default: 300 s of silence, then 9 probes 20 s
 # apart): mpirun notices a node's daemon it can no longer reach (a lost node, a cut link) within about
@@ -50,16 +50,15 @@ zt_record() { zt_since "$1" "$2" | grep '"event": "exit"' | tail -n 1; }
 # zt_field NAME JSON_LINE: an integer field of a metrics line.
 zt_field() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" <<<"$2"; }
 
-# zt_watchdog PID SUMMARY METRICS BYTES GRACE_S FLAG (in the background): once ztrain's ranks have
+# zt_watchdog PID SUMMARY OLD METRICS BYTES GRACE_S FLAG (in the background): once ztrain's ranks have
 # ended, the launcher should follow within seconds; mpirun can instead hang for minutes or for ever when
 # a node is frozen (its processes stopped) or lost (its daemon unreachable). Here "ended" is: the hang
-# report (ckpt.dir/diag/summary.txt, written by the reporting rank just before the job aborts) has a new
-# incident, or rank 0 has appended its exit record (exit 0 or 75, written as it returns). If the launcher
+# report (ckpt.dir/diag/summary.txt, written by the reporting rank just before the job aborts) has an
+# incident line other than OLD (its first line before the launch: an earlier job's), or rank 0 has appended its exit record (exit 0 or 75, written as it returns). If the launcher
 # is still alive GRACE_S seconds later, it is killed (SIGKILL) and FLAG says why. The scheduler ends
 # whatever the launcher leaves behind on other nodes when the job ends.
 zt_watchdog() {
-  local pid=$1 summary=$2 metrics=$3 bytes=$4 grace=$5 flag=$6 old first seen="" why=""
-  old=$(head -n 1 "$summary" 2>/dev/null)
+  local pid=$1 summary=$2 old=$3 metrics=$4 bytes=$5 grace=$6 flag=$7 first seen="" why=""
   while kill -0 "$pid" 2>/dev/null; do
     if [ -z "$seen" ]; then
       first=$(head -n 1 "$summary" 2>/dev/null)
@@ -80,6 +79,18 @@ zt_watchdog() {
   return 0
 }
 
+# zt_stop_launcher PID: end a launch now: mpirun on SIGTERM ends its ranks (SIGTERM, then SIGKILL, each
+# ZT_TERM_GRACE_S later: odls_base_sigkill_timeout) and exits 1; srun ends its step on two SIGINTs
+# within a second.
+zt_stop_launcher() {
+  if [ "${launch[0]}" = srun ]; then
+    kill -INT "$1" 2>/dev/null; sleep 0.3; kill -INT "$1" 2>/dev/null
+  else
+    kill -TERM "$1" 2>/dev/null
+  fi
+  return 0
+}
+
 # zt_launch [--watch SUMMARY METRICS BYTES] COMMAND...: runs COMMAND in the background and waits for it,
 # so that the traps run at once when a signal comes (bash runs a trap only between commands); sets rc
 # to its exit status and launcher_pid while it runs. With --watch, zt_watchdog guards it (ZT_WATCHDOG_S,
@@ -87,8 +98,8 @@ zt_watchdog() {
 zt_launch() {
   local watch=() watch_pid="" flag
   watchdog_why=""
-  if [ "$1" = --watch ]; then
-    watch=("$2" "$3" "$4")
+  if [ "$1" = --watch ]; then  # the hang report's incident line now, before the launch: an earlier job's
+    watch=("$2" "$(head -n 1 "$2" 2>/dev/null)" "$3" "$4")
     shift 4
   fi
   "$@" &

@@ -8,7 +8,7 @@
 #  - no progress (Slurm): a stop before step 1 (exit 75, nothing trained) is not requeued and the log
 #    says why, not "checkpointed"; a stop after training steps is requeued as before; a time limit within
 #    the --signal offset is warned about at start; a USR1 during the (opt-in) preflight ends it at once
-#    (the preflight runs in the background), with no requeue;
+#    (the preflight runs in the background; its mpirun gets SIGTERM), with no requeue;
 #  - the same stop before step 1 under PBS submits no successor.
 source "$(dirname "$0")/../lib.sh"
 w=$ZT_WORK
@@ -16,7 +16,7 @@ mkdir -p "$w/fakebin" "$w/work"
 cd "$w/work" || fail "cd"
 
 # ---- fakes ---------------------------------------------------------------------------------------
-# mpirun: --print-config prints a line; --preflight sleeps (FAKE_PREFLIGHT_S) until a USR1 (exit 75);
+# mpirun: --print-config prints a line; --preflight sleeps (FAKE_PREFLIGHT_S) until a SIGTERM (exit 1);
 # training does FAKE_TRAIN: hang (the hang report, then never exits), record_hang (75 after step 7, then
 # never exits), startup75 (75 before step 1), progress75 (75 after step 7).
 cat >"$w/fakebin/mpirun" <<EOF
@@ -27,8 +27,10 @@ case " \$* " in
   *" --print-config "*) echo "# fake resolved configuration"; exit 0 ;;
   *" --preflight "*)
     sleep "\${FAKE_PREFLIGHT_S:-0}" & s=\$!
-    trap 'kill \$s; echo "fake preflight: USR1"; exit 75' USR1
-    wait \$s; exit 0 ;;
+    # as ztrain --preflight: a USR1 waits for the measurements' end; mpirun on a SIGTERM ends the ranks, exit 1
+    trap 'echo "fake preflight: USR1 (finishing the measurements)"' USR1
+    trap 'kill \$s; echo "fake preflight: SIGTERM"; exit 1' TERM
+    while kill -0 \$s 2>/dev/null; do wait \$s; done; exit 0 ;;
 esac
 ck=\$ZT_RUN_DIR/checkpoints m=\$ZT_RUN_DIR/metrics.jsonl
 mkdir -p "\$ck" "\$ZT_RUN_DIR"
@@ -166,7 +168,7 @@ wait "$pid"
 rc=$? dt=$((SECONDS - t))
 [ "$rc" -eq 75 ] || { cat slurm.out; fail "USR1 during the preflight: exit $rc, expected 75"; }
 expect_in slurm.out "got SIGUSR1: asking ztrain to checkpoint and stop"
-expect_in slurm.out "fake preflight: USR1" "the USR1 reached the preflight's launcher"
+expect_in slurm.out "fake preflight: SIGTERM" "the script ended the preflight's launcher"
 [ "$(grep -c -- '--preflight' "$w/mpirun.calls")" = "$(wc -l <"$w/mpirun.calls" | awk '{print $1 - 1}')" ] ||
   fail "training started after a USR1 during the preflight"
 [ ! -e "$w/requeue.calls" ] || fail "USR1 during the preflight: requeued with nothing trained"
