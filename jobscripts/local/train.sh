@@ -23,12 +23,16 @@ ZT_SEGMENT_MIN=${ZT_SEGMENT_MIN:-0}  # train.time_limit_min of each start (0 = r
 ZT_MAX_RESTARTS=${ZT_MAX_RESTARTS:-100}  # give up after this many restarts
 ZT_LOG=${ZT_LOG:-$ZT_RUN_DIR/train.log}  # appended copy of the output (empty = none)
 ZT_ARGS=${ZT_ARGS:-}               # more ztrain options (space-separated); the script's arguments too
+ZT_WATCHDOG_S=${ZT_WATCHDOG_S:-60} # kill an mpirun still running this long after ztrain's ranks have
+                                   # ended (its hang report or exit record)
 # ------------------------------------------------------------------------------------------------
 
 set -uo pipefail
 say() { printf '[%(%F %T)T] local: %s\n' -1 "$*"; }
 ztrain=$ZT_BIN/ztrain
 [ -x "$ztrain" ] || { say "no ztrain at $ztrain (build with tools/build.sh, or set ZT_BIN)"; exit 2; }
+# shellcheck source=jobscripts/common.sh
+source "$ZT_ROOT/jobscripts/common.sh" || { say "no $ZT_ROOT/jobscripts/common.sh: set ZT_ROOT to the checkout"; exit 2; }
 mkdir -p "$ZT_RUN_DIR"
 if [ -n "$ZT_LOG" ]; then
   # tee ignores SIGINT, so that Ctrl-C leaves the log running while the ranks save.
@@ -54,6 +58,7 @@ opt train.time_limit_min "$ZT_SEGMENT_MIN"
 [ -z "$ZT_VALID" ] || opt data.valid "$ZT_VALID"
 [ -z "$ZT_VOCAB" ] || opt data.vocab "$ZT_VOCAB"
 args+=("${user_args[@]}")
+zt_mpi_keepalive  # one host needs none; with hosts added to `launch`, a lost one ends the job in seconds
 launch=(mpirun -np "$ZT_NP" --bind-to none)
 [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
 [ "$ZT_NP" -le "$(nproc)" ] || launch+=(--oversubscribe)
@@ -86,23 +91,24 @@ rc=$?
 [ "$rc" -eq 0 ] || [ -n "$asked" ] || { say "--print-config failed (exit $rc): nothing started"; exit "$rc"; }
 
 
+# Where ztrain writes its exit record and its hang report: --log.metrics and --ckpt.dir (ours or the user's).
+metrics=$(zt_arg_value log.metrics "$ZT_RUN_DIR/metrics.jsonl" "${args[@]}")
+ckpt_dir=$(zt_arg_value ckpt.dir "$ZT_CKPT_DIR" "${args[@]}")
+summary=$ckpt_dir/diag/summary.txt
 restarts=0
 while :; do
   [ "$restarts" -eq 0 ] || say "restart $restarts: resuming from the newest checkpoint in $ZT_CKPT_DIR"
   [ -z "$asked" ] || { rc=75; break; }
+  metrics_bytes=$({ wc -c <"$metrics"; } 2>/dev/null || echo 0)
+  step_at_start=$(zt_newest_step "$ckpt_dir")
   # Its own session: a Ctrl-C on the terminal reaches this script only, which asks for a checkpoint.
-  setsid "${launch[@]}" "$ztrain" "${args[@]}" &
-  launcher_pid=$!
-  [ -z "$asked" ] || kill -USR1 "$launcher_pid"
-  wait "$launcher_pid"
-  rc=$?
-  # `wait` returns early (>128) when a trapped signal arrives: wait again until mpirun exits.
-  while [ "$rc" -gt 128 ] && kill -0 "$launcher_pid" 2>/dev/null; do
-    wait "$launcher_pid"
-    rc=$?
-  done
-  launcher_pid=""
+  zt_launch --watch "$summary" "$metrics" "$metrics_bytes" setsid "${launch[@]}" "$ztrain" "${args[@]}"
+  zt_train_rc "$summary" "$metrics" "$metrics_bytes"
   if [ "$rc" -ne 75 ] || [ -n "$asked" ] || [ "$restarts" -ge "$ZT_MAX_RESTARTS" ]; then break; fi
+  if ! zt_trained "$metrics" "$metrics_bytes" "$step_at_start"; then
+    say "ztrain stopped (exit 75) before training a step: not restarted (it would stop there again)"
+    break
+  fi
   say "ztrain checkpointed at its time limit (exit 75)"
   restarts=$((restarts + 1))
 done

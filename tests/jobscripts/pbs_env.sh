@@ -5,8 +5,11 @@
 # exit with a given code instead of training):
 #  - a real 2-rank run: the launch line (hostfile, -np from PBS_NODEFILE, threads from NCPUS), the log
 #    header (revision, resolved config, time limit from qstat's walltime), exit 0, no successor;
-#  - exit 75 submits the successor with depend=afterany:PBS_JOBID, same name, queue and settings;
-#    not when ZT_MAX_CHAIN is reached, the STOP file exists, or ztrain failed;
+#    CUDA_VISIBLE_DEVICES is not forwarded with -x (PBS sets it per host);
+#  - exit 75 after training steps submits the successor with depend=afterany:PBS_JOBID, the same name,
+#    queue, account, project and resources (-l select/walltime/place from qstat -f, wrapped lines
+#    joined) and every ZT_* setting; not when ZT_MAX_CHAIN is reached, the STOP file exists, or ztrain
+#    failed;
 #  - the whole chain, where ztrain stops itself at train.time_limit_min: each job's successor started
 #    as PBS would (its -v settings) resumes, and the last one ends with the uninterrupted run's loss
 #    (ZT_TEST_FULL=1 only: in CI the Slurm requeue test and local_restart.sh run such chains);
@@ -26,14 +29,19 @@ n=\$(wc -l <"$w/qsub.calls"); echo "\$((1234 + n)).pbs0"
 EOF
 cat >"$w/fakebin/qstat" <<'EOF'
 #!/bin/bash
-# fake qstat -f JOBID: the lines train.pbs reads
+# fake qstat -f JOBID: the lines train.pbs reads, a long value wrapped as qstat does (a tab starts the
+# continuation), and job-wide resources PBS derives from select (ncpus, nodect: never passed on)
 [ "$1" = -f ] || exit 1
-printf 'Job Id: %s\n    Job_Name = x\n    resources_used.walltime = 00:01:00\n    Resource_List.walltime = 00:30:00\n' "$2"
+printf 'Job Id: %s\n    Job_Name = x\n    resources_used.walltime = 00:01:00\n    Account_Name = acct1\n' "$2"
+printf '    Resource_List.ncpus = 2\n    Resource_List.nodect = 1\n    Resource_List.place = scatter:excl\n'
+printf '    Resource_List.select = 1:ncpus=2:mpiprocs=2:mem=4gb:site_re\n\tsource=abc\n    Resource_List.walltime = 00:30:00\n'
+printf '    project = proj1\n    Variable_List = PBS_O_HOME=/root,PBS_O_QUEUE=workq\n'
 EOF
 cat >"$w/fakebin/mpirun" <<EOF
 #!/bin/bash
 # mpirun, recorded; ZT_FAKE_RC=N: the training launch (not --print-config) exits N instead of running
 printf '%s ' "\$@" >>"$w/mpirun.calls"; echo >>"$w/mpirun.calls"
+echo "keepalive=\${OMPI_MCA_oob_tcp_keepalive_time:-} \${OMPI_MCA_oob_tcp_keepalive_intvl:-} \${OMPI_MCA_oob_tcp_keepalive_probes:-}" >"$w/mpirun.env"
 case " \$* " in *" --print-config "*) exec "$real_mpirun" "\$@" ;; esac
 # ZT_FAKE_RECORD=LINE: appended to the metrics first, as ztrain's exit record (mpirun then reports 1 after a SIGTERM)
 [ -z "\${ZT_FAKE_RECORD:-}" ] || echo "\$ZT_FAKE_RECORD" >>"$w/work/runs/ztest/metrics.jsonl"
@@ -57,7 +65,7 @@ cpu_pbs=$ZT_SOURCE/jobscripts/pbs/train-cpu.pbs
 base=(ZT_CONFIG= "ZT_DATA=$w/data/train_*.h5" "ZT_ARGS=${model[*]} --train.max_steps=20")
 
 # ---- a real run to the end ----------------------------------------------------------------------
-pbs_job 1234.pbs0 "$cpu_pbs" "${base[@]}"
+pbs_job 1234.pbs0 "$cpu_pbs" "${base[@]}" CUDA_VISIBLE_DEVICES=GPU-aaaa-node0
 rc=$?
 log=$w/work/ztest.1234.log
 [ "$rc" -eq 0 ] || { cat "$w/job.out"; tail -n 30 "$log"; fail "real run: exit $rc"; }
@@ -70,14 +78,18 @@ expect_in "$log" "^# world_size = 2 " "the resolved configuration"
 expect_in "$log" "launch: mpirun -np 2 --hostfile $w/nodefile --map-by slot --bind-to none -x PATH " "the launch line"
 expect_in "$log" " --ckpt.dir=runs/ztest/checkpoints --ckpt.resume=auto --log.metrics=runs/ztest/metrics.jsonl --train.time_limit_min=25.00 " "the ztrain options"
 expect_in "$log" " --train.threads=1 " "train.threads = NCPUS / ranks per node"
+expect_not_in "$log" "launch: .*-x CUDA_VISIBLE_DEVICES" "CUDA_VISIBLE_DEVICES forwarded: PBS sets it per host, -x would give every node the first one's"
 expect_in "$log" "ztrain finished \(exit 0\)" "the end"
+[ "$(cat "$w/mpirun.env")" = "keepalive=15 2 3" ] || fail "train-cpu.pbs: mpirun's oob keepalive: $(cat "$w/mpirun.env")"
 [ "$(grep -c -- '--hostfile' "$w/mpirun.calls")" -eq 2 ] || fail "expected 2 mpirun calls (--print-config, training)"
 [ -s runs/ztest/metrics.jsonl ] || fail "no metrics in runs/ztest/"
 [ ! -e "$w/qsub.calls" ] || fail "a finished run submitted a successor: $(cat "$w/qsub.calls")"
-echo "ok: real run: header, launch line, exit 0, no successor"
+echo "ok: real run: header, launch line (no -x CUDA_VISIBLE_DEVICES), exit 0, no successor"
 
 # ---- exit 75 -> successor; and when not ---------------------------------------------------------
-pbs_job 2000.pbs0 "$cpu_pbs" "${base[@]}" ZT_FAKE_RC=75 "ZT_VALID=$w/a,$w/b"
+trained='{"event": "exit", "step": 7, "code": 75, "reason": "train.time_limit_min"}'  # a start that trained steps
+pbs_job 2000.pbs0 "$cpu_pbs" "${base[@]}" ZT_FAKE_RC=75 "ZT_FAKE_RECORD=$trained" "ZT_VALID=$w/a,$w/b" \
+  ZT_TERM_GRACE_S=8 ZT_PBS_OFFLINE=1 "ZT_PREFLIGHT_ARGS=--preflight.max_mb=1 --x=a'b,c" ZT_SITE_SETTING=42
 rc=$?
 [ "$rc" -eq 75 ] || { tail -n 20 ztest.2000.log; fail "exit 75 case: script exit $rc"; }
 [ "$(wc -l <"$w/qsub.calls")" -eq 1 ] || fail "expected one qsub call, got: $(cat "$w/qsub.calls")"
@@ -89,9 +101,17 @@ IFS=$'\t' read -r -a q <<<"$call"
 [ "${q[4]}" = -v ] || fail "qsub passes no -v settings"
 [ "${q[6]} ${q[7]}" = "-q workq" ] || fail "qsub does not keep the queue"
 [ "${q[-1]}" = "$cpu_pbs" ] || fail "the successor runs ${q[-1]}, not $cpu_pbs"
-for v in "ZT_CHAIN=1" "ZT_CONFIG=" "ZT_VALID='$w/a,$w/b'" "ZT_SCRIPT=$cpu_pbs" "ZT_DEVICE=cpu" "ZT_TIME_MARGIN_MIN=4"; do
-  [[ ,${q[5]}, == *",$v,"* ]] || fail "qsub -v lacks $v: ${q[5]}"
+for v in "ZT_CHAIN=1" "ZT_CONFIG=" "ZT_VALID='$w/a,$w/b'" "ZT_SCRIPT=$cpu_pbs" "ZT_DEVICE=cpu" "ZT_TIME_MARGIN_MIN=4" \
+         "ZT_TERM_GRACE_S=8" "ZT_PBS_OFFLINE=1" "ZT_PREFLIGHT_ARGS=\"--preflight.max_mb=1 --x=a'b,c\"" "ZT_SITE_SETTING=42"; do
+  [[ ,${q[5]}, == *",$v,"* ]] || fail "qsub -v lacks $v (every ZT_* setting goes to the successor): ${q[5]}"
 done
+# The successor asks for this job's resources, account and project (from qstat -f), not the #PBS defaults.
+args=$'\t'$call
+for a in "-l"$'\t'"select=1:ncpus=2:mpiprocs=2:mem=4gb:site_resource=abc" "-l"$'\t'"walltime=00:30:00" \
+         "-l"$'\t'"place=scatter:excl" "-A"$'\t'"acct1" "-P"$'\t'"proj1"; do
+  [[ $args == *$'\t'"$a"$'\t'* ]] || fail "the successor's qsub lacks ${a/$'\t'/ }: $call"
+done
+[[ $args != *"ncpus=2"$'\t'* && $args != *"nodect"* ]] || fail "the successor's qsub passes a resource PBS derives (ncpus, nodect): $call"
 expect_in ztest.2000.log "submitting the successor" "the log says it submits"
 expect_in ztest.2000.log "successor 1235.pbs0 starts when 2000.pbs0 has ended" "the log names the successor"
 
@@ -103,15 +123,15 @@ no_successor() {  # no_successor WANT_RC WHAT JOBID VAR=VALUE...: exits WANT_RC,
   [ "$rc" -eq "$want" ] || { tail -n 20 "ztest.${id%%.*}.log"; fail "$what: exit $rc, expected $want"; }
   [ ! -s "$w/qsub.calls" ] || fail "$what: submitted a successor: $(cat "$w/qsub.calls")"
 }
-no_successor 75 "ZT_MAX_CHAIN reached" 2001.pbs0 ZT_FAKE_RC=75 ZT_CHAIN=3 ZT_MAX_CHAIN=3
+no_successor 75 "ZT_MAX_CHAIN reached" 2001.pbs0 ZT_FAKE_RC=75 "ZT_FAKE_RECORD=$trained" ZT_CHAIN=3 ZT_MAX_CHAIN=3
 expect_in ztest.2001.log "job 4 of the chain \(ZT_MAX_CHAIN=3\): no successor"
 mkdir -p runs/ztest && touch runs/ztest/STOP
-no_successor 75 "STOP file" 2002.pbs0 ZT_FAKE_RC=75
+no_successor 75 "STOP file" 2002.pbs0 ZT_FAKE_RC=75 "ZT_FAKE_RECORD=$trained"
 rm runs/ztest/STOP
 no_successor 1 "ztrain failing" 2003.pbs0 ZT_FAKE_RC=1
 no_successor 2 "bad configuration" 2004.pbs0 ZT_ARGS="--train.max_steps=-3"
 expect_in ztest.2004.log "--print-config failed \(exit 2\): nothing started, no successor"
-echo "ok: exit 75 submits the successor (depend=afterany, name, queue, settings); not at ZT_MAX_CHAIN, with STOP, on 1 or 2"
+echo "ok: exit 75 submits the successor (depend=afterany, name, queue, account, project, -l select/walltime/place, every ZT_* setting); not at ZT_MAX_CHAIN, with STOP, on 1 or 2"
 
 # mpirun reports 1 after a SIGTERM although the ranks checkpointed: the exit record of this start says 75.
 pbs_job 2005.pbs0 "$cpu_pbs" "${base[@]}" ZT_FAKE_RC=1 \
@@ -184,6 +204,7 @@ if "$ZT_SOURCE/tools/fetch-vocab.sh" "$vocab" >"$w/vocab.log" 2>&1; then
   [ "$rc" -eq 0 ] || { tail ztest.4000.log; fail "tokenize.pbs: exit $rc"; }
   expect_in ztest.4000.log "ranks: 2 x 1 threads" "2 ranks from PBS_NODEFILE, threads from NCPUS"
   expect_in ztest.4000.log "launch: mpirun -np 2 --hostfile $w/nodefile .*ztok .* corpus/\*\.txt" "the launch line"
+  [ "$(cat "$w/mpirun.env")" = "keepalive=15 2 3" ] || fail "tokenize.pbs: mpirun's oob keepalive: $(cat "$w/mpirun.env")"
   "$ZT_BIN/ztok" --vocab "$vocab" --out single --threads 1 -q --split paragraph --shard-tokens 10 'corpus/*.txt' >/dev/null ||
     fail "ztok"
   for f in single/*.h5; do cmp "$f" "tok/${f#single/}" || fail "tokenize.pbs: tok/${f#single/} differs from one ztok's"; done
