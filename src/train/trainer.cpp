@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "ckpt/layout.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
 #include "core/version.hpp"
@@ -202,8 +203,11 @@ void Trainer::resume_from(const ResumePoint& resume) {
   scaler_.restore(s.loss_scale);
   // The cursor counts global windows; the loader derives it from the step (same global_batch, checked
   // by pick_resume), so the next batch is the one the interrupted run would have taken.
-  ZT_CHECK_EQ(s.windows_consumed, static_cast<std::uint64_t>(step_ * config_.train.global_batch), "data cursor of ",
-              resume.dir.string());
+  if (s.windows_consumed != static_cast<std::uint64_t>(step_ * config_.train.global_batch))
+    throw InputError(cat(resume.dir.string(), "/", ckpt::kStateFile, ": its data cursor (windows_consumed ",
+                         s.windows_consumed, ") is not its step x train.global_batch (", step_, " x ",
+                         config_.train.global_batch, "): the file was edited or written by another tool; resume an "
+                         "earlier checkpoint (ckpt.resume=PATH)"));
   log::info(cat("resumed from ", resume.dir.string(), ": step ", step_, ", ", tokens_, " tokens, data cursor at window ",
                 s.windows_consumed));
   if (config_.rl.enabled()) return;  // RL's prompt cursor is the iteration (step_): no data blend

@@ -26,7 +26,7 @@ int Trainer::train_loop() {
   if (step_ >= last) {
     log::info(cat("nothing to train: the run is at step ", step_, " and stops at step ", last,
                   " (train.max_steps / train.stop_at_step)"));
-    return kExitOk;
+    return record_exit(kExitOk, "nothing to train");
   }
   const std::int64_t first = step_ + 1;  // this invocation's first step (after a resume: not step 1)
   window_.emplace(loader_->wait_ms_total(), comm_bytes());

@@ -158,7 +158,7 @@ int Trainer::rl_loop() {
   const std::int64_t last = config_.train.stop_at_step > 0 ? config_.train.stop_at_step : config_.train.max_steps;
   if (step_ >= last) {
     log::info(cat("nothing to train: the run is at iteration ", step_, " and stops at ", last, " (train.max_steps)"));
-    return kExitOk;
+    return record_exit(kExitOk, "nothing to train");
   }
   const std::int64_t first = step_ + 1;
   if (stopped_before_first_step()) return record_exit(kExitRequeue, stop_reason());

@@ -45,6 +45,9 @@ ls "$ZT_WORK"/async/abandoned/after_step_6_*/step_00000008/MANIFEST.json >/dev/n
 train 2 --train.zero_stage=2 --ckpt.every=1 --ckpt.keep=2 --ckpt.dir="$ZT_WORK/async" --log.metrics="$ZT_WORK/rewound.jsonl" \
   --train.stop_at_step=8
 expect_in "$ZT_WORK/out" "resuming from .*async/step_00000007 \(step 7\), the newest"
+# Rerun at its last step: nothing to train, exit 0, and the metrics say how it ended.
+train 2 --train.zero_stage=2 --ckpt.dir="$ZT_WORK/async" --log.metrics="$ZT_WORK/rewound.jsonl"
+expect_in "$ZT_WORK/rewound.jsonl" '"event": "exit", "step": 8, "code": 0, "reason": "nothing to train"'
 # ckpt.resume given a ckpt.dir (Megatron's --load) is named as one, with the fix.
 train_expect 2 1 --ckpt.dir="$ZT_WORK/other" --ckpt.resume="$ZT_WORK/async"
 expect_in "$ZT_WORK/err" "ckpt.resume=.*/async is a directory of checkpoints \(step_00000008, ...\), not one: give one of them"
