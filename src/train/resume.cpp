@@ -34,6 +34,19 @@ std::string describe(const ckpt::ModelDesc& m) {
   return out;
 }
 
+// " (first difference: tensor NAME [shape] at offset N vs ...)": where two parameter tables part, which
+// the hyper-parameters alone may not show (a manifest edited by hand, a table of another layout).
+std::string first_difference(const std::vector<ckpt::ParamDesc>& saved, const std::vector<ckpt::ParamDesc>& mine) {
+  const auto text = [](const ckpt::ParamDesc& p) {
+    std::string shape;
+    for (std::int64_t d : p.shape) shape += cat(shape.empty() ? "" : ", ", d);
+    return cat(p.name, " [", shape, "] at offset ", p.flat_offset);
+  };
+  for (std::size_t i = 0; i < std::min(saved.size(), mine.size()); ++i)
+    if (!(saved[i] == mine[i])) return cat(" (first difference, tensor ", i, ": ", text(saved[i]), " vs ", text(mine[i]), ")");
+  return cat(" (", saved.size(), " tensors vs ", mine.size(), ")");
+}
+
 bool same_adapters(const model::LoraSpec& a, const model::LoraSpec& b) {
   return a.rank == b.rank && a.alpha == b.alpha && a.rslora == b.rslora && a.targets == b.targets &&
          a.dropout == b.dropout;
@@ -139,11 +152,18 @@ void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::ModelDesc mine =
       model::describe_model(c.lora.rank > 0 ? model::lora_table(base.shape(), model::lora_spec(c)) : base);
   const std::string fix = " (ckpt.resume=none starts afresh; another ckpt.dir keeps both runs)";
-  if (cp.manifest().model.params != mine.params)
+  if (cp.manifest().model.params != mine.params) {
+    std::error_code ec;
+    const bool from_gone = !c.init.from.empty() && !fs::exists(c.init.from, ec);
     throw InputError(cat("checkpoint ", dir.string(), " holds a model with ", describe(cp.manifest().model),
-                         "; this run's is ", describe(mine), ": use the same model.* keys",
-                         c.lora.rank > 0 ? " and the same lora.rank and lora.targets (a LoRA checkpoint holds its adapters)" : "",
+                         "; this run's is ", describe(mine), first_difference(cp.manifest().model.params, mine.params),
+                         from_gone ? cat(": this run's model.* keys come from init.from=", c.init.from,
+                                         "'s config.json, which is not there: put the directory back, or give the "
+                                         "checkpoint's model.* keys")
+                                   : cat(": use the same model.* keys",
+                                         c.lora.rank > 0 ? " and the same lora.rank and lora.targets (a LoRA checkpoint holds its adapters)" : ""),
                          fix));
+  }
   check_model_keys(dir, then, c);
   check_rl_resume(dir, then, c, ckpt::has_critic(cp.manifest()));
   if (s.global_batch != static_cast<std::uint64_t>(c.train.global_batch))
