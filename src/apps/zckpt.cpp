@@ -367,6 +367,7 @@ int run(int argc, char** argv) {
 }  // namespace zt::apps
 
 int main(int argc, char** argv) {
+  zt::io::remove_staging_on_stop_signals();  // a stop signal leaves no half-written output behind
   try {
     return zt::apps::run(argc, argv);
   } catch (const zt::Error& e) {

@@ -1,7 +1,17 @@
 // The output rule of the offline tools (staged_output.hpp): check, stage beside, rename into place.
 #include "io/staged_output.hpp"
 
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include <fstream>
 #include <string_view>
@@ -10,10 +20,23 @@
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 
+extern char** environ;
+
 namespace zt::io {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The staging directories in progress, for remove_staging_on_stop_signals' thread.
+std::mutex staging_mutex;
+std::set<std::string>& stagings() {
+  static std::set<std::string> paths;
+  return paths;
+}
+void untrack(const fs::path& staging) {
+  const std::lock_guard lock(staging_mutex);
+  stagings().erase(staging.string());
+}
 
 // Absolute, symlinks and `..` resolved as far as the path exists (the rest lexically).
 fs::path resolved(const fs::path& p) {
@@ -67,7 +90,11 @@ fs::path make_staging(const fs::path& parent, const std::string& name, const std
   // A name nobody uses: never remove what is there (a leftover of a killed run is left for its owner).
   for (int attempt = 0; attempt < 100; ++attempt) {
     const fs::path staging = parent / (name + pid_suffix(attempt == 0 ? std::string(".tmp") : cat(".", attempt, ".tmp")));
-    if (fs::create_directory(staging, ec)) return staging;
+    const std::lock_guard lock(staging_mutex);  // made and tracked at once: a stop signal sees it, or it is never made
+    if (fs::create_directory(staging, ec)) {
+      stagings().insert(staging.string());
+      return staging;
+    }
     if (ec && ec != std::errc::file_exists)
       throw ConfigError(cat(flag, " ", out.string(), ": cannot write in ", parent.string(), ": ", ec.message(),
                             "; choose a directory you can write, or fix its permissions"));
@@ -163,12 +190,14 @@ void StagedOutput::discard() noexcept {
   if (committed_ || staging_.empty()) return;
   std::error_code ignored;
   fs::remove_all(staging_, ignored);
+  untrack(staging_);
   if (created_.empty()) return;
   for (fs::path p = staging_.parent_path(); fs::remove(p, ignored) && p != created_;) p = p.parent_path();  // empty ones only
 }
 
 void StagedOutput::commit() {
   fsync_tree(staging_);
+  untrack(staging_);  // from here its files are being renamed into place
   if (!names_.empty()) {
     for (const std::string& name : names_) rename_or_throw(staging_ / name, target_ / name);
     committed_ = true;
@@ -188,6 +217,57 @@ void StagedOutput::commit() {
   committed_ = true;
   if (replace) fs::remove_all(aside, ec);
   fsync_path(target_.parent_path());
+}
+
+namespace {
+int stop_pipe[2] = {-1, -1};
+void on_staging_stop_signal(int sig) {  // async-signal-safe: the signal's number to the cleanup thread
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t written = ::write(stop_pipe[1], &b, 1);
+}
+}  // namespace
+
+// A handler, not a blocked mask and sigwait: threads that libraries start before main (OpenBLAS's pool)
+// would take a process-directed signal with its default action.
+void remove_staging_on_stop_signals() {
+  if (::pipe2(stop_pipe, O_CLOEXEC) != 0) return;  // no cleanup then: the signals keep their default action
+  std::thread([] {
+    unsigned char b = 0;
+    while (::read(stop_pipe[0], &b, 1) < 0 && errno == EINTR) {
+    }
+    const int sig = b;
+    staging_mutex.lock();  // held until the end: no staging directory is made after these are set aside
+    // Each staging directory and the siblings its writers made (OUT.<pid>.tmp.tmp, ...) renamed away at
+    // once, so that the writers still running fail rather than refill them; an rm of its own removes them
+    // while this process ends (the other threads cannot be stopped, and a large copy takes a while).
+    std::vector<std::string> doomed;
+    for (const std::string& path : stagings()) {
+      const fs::path staging(path);
+      std::error_code ec;
+      for (const fs::directory_entry& e : fs::directory_iterator(staging.parent_path(), ec)) {
+        const std::string name = e.path().filename().string();
+        if (!name.starts_with(staging.filename().string()) || name.ends_with(".removing")) continue;
+        const fs::path away = e.path().string() + ".removing";
+        std::error_code renamed;
+        fs::rename(e.path(), away, renamed);
+        if (!renamed) doomed.push_back(away.string());
+      }
+    }
+    if (!doomed.empty()) {
+      std::vector<char*> argv{const_cast<char*>("rm"), const_cast<char*>("-rf"), const_cast<char*>("--")};
+      for (std::string& d : doomed) argv.push_back(d.data());
+      argv.push_back(nullptr);
+      pid_t pid = 0;
+      posix_spawnp(&pid, "rm", nullptr, nullptr, argv.data(), environ);
+    }
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);  // ends the process as the signal would have (its status says so)
+  }).detach();
+  struct sigaction sa {};
+  sa.sa_handler = on_staging_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
 }  // namespace zt::io

@@ -55,4 +55,9 @@ class StagedOutput {
 // symlinks and `..`, also through hard links and bind mounts); "" when it may.
 std::string guarded_conflict(const std::filesystem::path& target, const Guarded& guarded);
 
+// For a tool whose outputs are StagedOutputs (zckpt): SIGTERM, SIGINT and SIGHUP remove every staging
+// directory in progress (a killed export leaves no OUT.<pid>.tmp behind), then end the process as the
+// signal would (a handler passes the signal to a thread of its own, which removes them). Call first in main.
+void remove_staging_on_stop_signals();
+
 }  // namespace zt::io

@@ -4,7 +4,8 @@
 # `..`, or into a directory holding it), into the checkpoint itself, are exit 2 naming the path and why,
 # --overwrite included, and the base stays byte-identical (so the run still resumes). Any existing
 # non-empty output is refused without --overwrite and replaced whole with it; an empty one is fine;
-# nothing is left beside an output (no .tmp, no .old); an unwritable place is exit 2 naming it.
+# nothing is left beside an output (no .tmp, no .old), not even when a stop signal ends zckpt; an unwritable
+# place is exit 2 naming it.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 source "$here/ckpt_lib.sh"
@@ -87,6 +88,24 @@ if mkdir "$ZT_WORK/ro" && mount -t tmpfs -o ro,size=64k tmpfs "$ZT_WORK/ro" 2>/d
     export "$lora" --adapter "$ZT_WORK/ro/a"
   echo "a read-only file system is exit 2"
 fi
+
+# A stop signal (a time limit, a closed session) removes the staged output and what its writers staged
+# beside it: nothing OUT.<pid>.tmp* is left. A checkpoint large enough that the reshard is caught at work.
+expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "$(tiny_data_args)" --model.vocab_size=97 --model.seq_len=16 --model.n_layer=4 \
+  --model.n_head=8 --model.n_embd=512 --train.device=cpu --train.threads=1 --train.global_batch=2 --train.micro_batch=2 --train.max_steps=1 \
+  --ckpt.dir="$ZT_WORK/big"
+for sig in TERM HUP; do
+  "$ZT_BIN/zckpt" reshard "$ZT_WORK/big/step_00000001" --world 2 --out "$ZT_WORK/rs-$sig" >/dev/null 2>&1 &
+  pid=$!
+  for _ in $(seq 1 2000); do compgen -G "$ZT_WORK/rs-$sig.*.tmp" >/dev/null && break; sleep 0.005; done
+  compgen -G "$ZT_WORK/rs-$sig.*.tmp" >/dev/null || fail "zckpt reshard staged nothing to interrupt"
+  kill -$sig $pid
+  rc=0; wait $pid || rc=$?
+  [ $rc -gt 128 ] || fail "zckpt reshard did not end on SIG$sig (exit $rc)"
+  for _ in $(seq 1 200); do compgen -G "$ZT_WORK/rs-$sig*" >/dev/null || break; sleep 0.05; done
+  ! compgen -G "$ZT_WORK/rs-$sig*" >/dev/null || fail "SIG$sig left: $(ls -d "$ZT_WORK/rs-$sig"*)"
+done
+echo "ok: a stop signal leaves no staged output behind"
 
 # The base and the checkpoint are what they were: the LoRA run resumes.
 train 1 --init.from="$base" --lora.rank=4 --lora.alpha=8 --train.max_steps=3 --ckpt.dir="$ZT_WORK/lora"
