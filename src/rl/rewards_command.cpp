@@ -24,6 +24,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kExitGraceMs = 2000;               // for the program to exit once its stdin closes
+constexpr int kExitCheckMs = 200;                // how often a wait for answers checks the program is alive
 constexpr std::size_t kMaxLineBytes = 1 << 20;   // an answer is a number: a longer line is a fault
 constexpr std::size_t kQuoteChars = 200;         // of an offending line in an error
 constexpr const char* kAnswerForm =
@@ -125,6 +126,15 @@ pid_t spawn(const std::string& program, int child_in, int child_out) {
 
 }  // namespace
 
+namespace {
+// Whether the process has exited, left unreaped: its process group (what it started) can still be killed
+// with no risk of reaching a stranger.
+bool exited_unreaped(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+}  // namespace
+
 CommandReward::CommandReward(std::string program, double timeout_s)
     : program_(std::move(program)), timeout_s_(timeout_s) {
   int in[2], out[2];
@@ -190,9 +200,21 @@ std::vector<double> CommandReward::exchange(const std::vector<RewardInput>& batc
     pollfd fds[2] = {{from_, POLLIN, 0}, {to_, POLLOUT, 0}};
     const bool writing = written < out.size() && !input_closed;
     const double left_ms = std::ceil(std::chrono::duration<double, std::milli>(left).count());
-    const int ready = ::poll(fds, writing ? 2 : 1, static_cast<int>(std::min(left_ms, 1e9)));
+    // At most kExitCheckMs a wait: a program that exited while a process it started keeps its output
+    // open (no end of file comes) is seen as ended, not as slow.
+    const int ready = ::poll(fds, writing ? 2 : 1, static_cast<int>(std::min(left_ms, double{kExitCheckMs})));
     if (ready < 0 && errno != EINTR) throw Error(cat(prefix(), ": poll failed: ", std::strerror(errno)));
-    if (ready <= 0) continue;
+    if (ready <= 0) {
+      if (!reaped_ && exited_unreaped(pid_)) {
+        kill_group();  // what it started too (its group outlives it), then reaped: its own status kept
+        read_some(scores, n);  // what it wrote before it ended
+        if (scores.size() < n)
+          throw Error(cat(prefix(), ": the program ended after ", scores.size(), " of the ", n,
+                          " answers of this batch: it ", ending(), " (a process it started still holds its output). Its "
+                          "standard error is ztrain's (above). It must answer every line, and run until its input ends"));
+      }
+      continue;
+    }
     // Answers first: what the program wrote before it died is counted and checked.
     if (fds[0].revents != 0) {
       read_some(scores, n);

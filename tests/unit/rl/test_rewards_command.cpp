@@ -4,6 +4,8 @@
 // what happened; it is killed on a timeout and reaped at the end, and its death never kills us (SIGPIPE).
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -138,6 +140,17 @@ TEST_F(CommandRewardTest, AProgramNotFoundIsSaidSo) {
 
 TEST_F(CommandRewardTest, AKilledProgramNamesTheSignal) {
   EXPECT_HAS(failure(*make_reward("command:kill -9 $$", 10), inputs(3)), "killed by signal 9 (SIGKILL)");
+}
+
+// A program that exits while a process it started keeps its output open never gives an end of file: it is
+// named as ended, with its status, at once, not as silent after rl.reward_timeout_s.
+TEST_F(CommandRewardTest, AProgramThatExitsWhileItsChildHoldsItsOutputIsNamedAtOnce) {
+  auto reward = make_reward("command:sleep 30 & exit 1", 20);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = failure(*reward, inputs(3));
+  EXPECT_HAS(e, "the program ended after 0 of the 3 answers of this batch: it exited with status 1 (a process it "
+                "started still holds its output)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "waited for the timeout";
 }
 
 TEST_F(CommandRewardTest, ItsDeathWhileWeWriteIsAnErrorNotOurSigpipe) {
