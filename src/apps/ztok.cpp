@@ -110,6 +110,8 @@ void report_instruct(const zt::ztok::InstructSummary& s, const zt::ztok::ZtokOpt
   zt::log::info("ztok: ", s.records, " instruction records -> ", s.train_tokens, " train tokens in ", s.train_shards,
                 " shard(s), ", s.valid_tokens, " valid tokens in ", s.valid_shards, " shard(s) under ", o.out_dir.string(),
                 "; ", s.masked_in_tokens, " tokens in the loss mask, ", s.padding_tokens, " padding tokens");
+  if (s.replacements > 0)
+    zt::log::warn("ztok: ", s.replacements, " ill-formed UTF-8 sequence(s) or lone surrogate escape(s) read as U+FFFD");
   if (s.samples_cut > 0)
     zt::log::warn("ztok: ", s.samples_cut, " sample(s) were longer than a window (--seq-len + 1) and were cut across "
                   "windows; a larger --seq-len keeps them whole");

@@ -63,4 +63,40 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+namespace {
+// The code unit of a \uXXXX escape at json[at] ('\\'), or -1 when there is none.
+long escape_at(const std::string& json, std::size_t at) {
+  if (at + 6 > json.size() || json[at] != '\\' || json[at + 1] != 'u') return -1;
+  long v = 0;
+  for (std::size_t k = at + 2; k < at + 6; ++k) {
+    const char c = json[k];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+}  // namespace
+
+std::size_t replace_lone_surrogate_escapes(std::string& json) {
+  std::size_t replaced = 0;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    if (json[i] != '\\') continue;
+    const long unit = escape_at(json, i);
+    if (unit < 0xD800 || unit > 0xDFFF) {  // another escape (\\, \", \n, \u0041): skipped whole
+      i += unit < 0 ? 1 : 5;
+      continue;
+    }
+    const long next = unit <= 0xDBFF ? escape_at(json, i + 6) : -1;
+    if (next >= 0xDC00 && next <= 0xDFFF) {  // a pair: kept
+      i += 11;
+      continue;
+    }
+    json.replace(i + 2, 4, "FFFD");
+    ++replaced;
+    i += 5;
+  }
+  return replaced;
+}
+
 }  // namespace zt::io

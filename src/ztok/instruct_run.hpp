@@ -25,6 +25,7 @@ struct InstructSummary {
   std::uint64_t masked_in_tokens = 0;  // loss_mask 1s, both splits
   std::uint64_t samples_cut = 0;       // longer than a window: continued in the next one
   std::uint64_t padding_tokens = 0;
+  std::uint64_t replacements = 0;      // ill-formed UTF-8 and lone surrogate escapes, read as U+FFFD
 };
 
 // Does the job. Refuses (ConfigError) an --out that already holds shards; a bad record is an InputError

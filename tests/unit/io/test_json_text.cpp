@@ -28,5 +28,15 @@ TEST(JsonString, ReplacesBytesThatAreNotUtf8) {
   EXPECT_EQ(json_string("\xE2\x82 ok"), "\"\\ufffd\\ufffd ok\"");  // a 3-byte sequence missing its last
 }
 
+// A lone surrogate escape (half of an emoji cut off) reads as U+FFFD; pairs, other escapes and an escaped
+// backslash before "u" stay as they are.
+TEST(LoneSurrogates, BecomeTheReplacementCharacter) {
+  std::string j = R"({"a": "x\ud83d", "b": "\ud83d\ude00", "c": "\ude00y", "d": "\\ud83d", "e": "\n\u0041"})";
+  EXPECT_EQ(replace_lone_surrogate_escapes(j), 2u);
+  EXPECT_EQ(j, R"({"a": "x\uFFFD", "b": "\ud83d\ude00", "c": "\uFFFDy", "d": "\\ud83d", "e": "\n\u0041"})");
+  std::string end = R"("\ud83d)";  // at the very end, no room for a low half
+  EXPECT_EQ(replace_lone_surrogate_escapes(end), 1u);
+}
+
 }  // namespace
 }  // namespace zt::io
