@@ -6,6 +6,9 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <initializer_list>
+
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -74,6 +77,9 @@ class GzipStream : public InputStream {
         break;
       }
       if (!in_member_) {  // a new member begins (gzip files may be concatenated)
+        // Zero bytes after a member (tape blocks, a padded copy) are no member: skipped, as gzip -d does.
+        while (z_.avail_in > 0 && *z_.next_in == 0) ++z_.next_in, --z_.avail_in;
+        if (z_.avail_in == 0) continue;
         if (inflateReset(&z_) != Z_OK) throw IoError(cat("zlib reset failed on ", path_));
         in_member_ = true;
       }
@@ -134,9 +140,26 @@ class ZstdStream : public InputStream {
 
 }  // namespace
 
+// A file is read by what its first bytes are, whatever its name (.GZ, a .txt that was gzipped): gzip and
+// zstd decompressed; xz and bzip2, which ztrain does not read, refused with the fix.
 std::unique_ptr<InputStream> InputStream::open(const std::string& path) {
-  if (ends_with(path, ".gz")) return std::make_unique<GzipStream>(path);
-  if (ends_with(path, ".zst")) return std::make_unique<ZstdStream>(path);
+  unsigned char head[6] = {};
+  std::size_t got = 0;
+  {
+    RawFile probe(path);
+    got = probe.read(reinterpret_cast<char*>(head), sizeof head);
+  }
+  const auto starts = [&](std::initializer_list<unsigned char> magic) {
+    return got >= magic.size() && std::equal(magic.begin(), magic.end(), head);
+  };
+  if (starts({0x1F, 0x8B})) return std::make_unique<GzipStream>(path);
+  if (starts({0x28, 0xB5, 0x2F, 0xFD})) return std::make_unique<ZstdStream>(path);
+  if (starts({0xFD, '7', 'z', 'X', 'Z', 0x00}) || starts({'B', 'Z', 'h'}))
+    throw InputError(cat("input ", path, " is ", head[0] == 'B' ? "bzip2" : "xz", "-compressed, which is not read here: ",
+                         "decompress it (", head[0] == 'B' ? "bunzip2" : "xz -d", "), or recompress it with gzip or zstd"));
+  if (got > 0 && (ends_with(path, ".gz") || ends_with(path, ".zst")))  // an empty one is empty text
+    throw InputError(cat("input ", path, " is named as compressed but does not start as ", ends_with(path, ".gz") ? "gzip" : "zstd",
+                         " does: rename it, or check that it was written whole"));
   return std::make_unique<PlainStream>(path);
 }
 

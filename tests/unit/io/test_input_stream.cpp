@@ -78,12 +78,37 @@ TEST(InputStream, TruncatedOrCorruptInputIsAnErrorNamingTheFile) {
   put(dir.path / "cut.zst", zs.substr(0, zs.size() / 2));
   put(dir.path / "bad.gz", "this is not gzip at all");
   put(dir.path / "bad.zst", "this is not zstd at all");
+  // Found while reading (the work begun): exit 1, as any error then; one named .gz that is not gzip at
+  // all is found at open (exit 2).
   for (const char* name : {"cut.gz", "cut.zst", "bad.gz", "bad.zst", "missing.txt"}) {
     try {
       read_all(dir.path / name);
       ADD_FAILURE() << name << " was read without error";
-    } catch (const IoError& e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+// What a file is comes from its first bytes: gzip or zstd under any name, zero padding after a gzip member
+// skipped (as gzip -d does), xz and bzip2 refused with the fix.
+TEST(InputStream, CompressionIsReadFromTheFirstBytes) {
+  TempDir dir;
+  const std::string text = sample(5000);
+  put(dir.path / "upper.GZ", gzip(text));
+  put(dir.path / "plain-named.txt", zstd(text));
+  put(dir.path / "padded.gz", gzip(text) + std::string(512, '\0'));
+  EXPECT_EQ(read_all(dir.path / "upper.GZ"), text);
+  EXPECT_EQ(read_all(dir.path / "plain-named.txt"), text);
+  EXPECT_EQ(read_all(dir.path / "padded.gz"), text);
+  put(dir.path / "x.xz", std::string("\xFD" "7zXZ", 5) + std::string(1, '\0') + "rest");
+  put(dir.path / "x.bz2", "BZh91AY&SY");
+  for (const char* name : {"x.xz", "x.bz2"}) {
+    try {
+      read_all(dir.path / name);
+      ADD_FAILURE() << name << " was read";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("-compressed, which is not read here"), std::string::npos) << e.what();
     }
   }
 }
