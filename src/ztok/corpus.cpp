@@ -68,7 +68,10 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns)
       continue;
     }
     std::vector<std::string> matches = glob_files(p);
-    if (matches.empty()) throw InputError(cat("input pattern ", p, " matches no file"));
+    std::error_code ec;
+    if (matches.empty() && std::filesystem::is_regular_file(p, ec)) matches = {p};  // a name with [ ] in it, as bash takes it
+    if (matches.empty())
+      throw InputError(cat("input pattern ", p, " matches no file (a name with *, ? or [ in it: escape them as \\*, \\? and \\[)"));
     inputs.insert(inputs.end(), matches.begin(), matches.end());
   }
   return inputs;

@@ -251,6 +251,8 @@ TEST(Corpus, InputsExpandInByteOrderAndMissingOnesAreNamed) {
             (std::vector<std::string>{d + "/B.txt", d + "/a.txt", d + "/b.txt", d + "/a.md"}));
   EXPECT_THROW(expand_inputs({d + "/nope.txt"}), InputError);
   EXPECT_THROW(expand_inputs({d + "/*.nope"}), InputError);
+  put(dir.path / "part[1].txt", "x");  // a name with [ ]: taken as named when the pattern matches nothing
+  EXPECT_EQ(expand_inputs({d + "/part[1].txt"}), std::vector<std::string>{d + "/part[1].txt"});
 }
 
 TEST(TokenizeStream, AnyThreadCountGivesTheSameIdsInOrder) {
