@@ -3,6 +3,8 @@
 // gave it; a reference answer that is null is refused like a missing one.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include <fstream>
 #include <string>
 
@@ -64,14 +66,22 @@ TEST(PromptFiles, ANullReferenceAnswerIsRefusedLikeAMissingOne) {
   EXPECT_EQ(read_prompts((dir.path / "q.jsonl").string(), f).front().reference, "42");  // a number's text
 }
 
+// GPT-2's vocabulary with ChatML's two specials past it; null without the vocabulary.
+std::unique_ptr<tok::Tokenizer> chatml_tokenizer() {
+  const std::string vocab = tok::testing::vocab_dir_or_empty();
+  if (vocab.empty()) return nullptr;
+  auto t = std::make_unique<tok::Tokenizer>(tok::Vocab::load(vocab));
+  t->add_special("<|im_start|>", 50257);
+  t->add_special("<|im_end|>", 50258);
+  return t;
+}
+
 // A messages line renders as the model's own template (tokenizer_config.json beside its tokenizer), else by
 // the specials the tokenizer has; a model template ztrain does not render is said, never replaced.
 TEST(PromptFiles, MessagesRenderWithTheModelsOwnTemplate) {
-  const std::string vocab = tok::testing::vocab_dir_or_empty();
-  if (vocab.empty()) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
-  tok::Tokenizer t(tok::Vocab::load(vocab));
-  t.add_special("<|im_start|>", 50257);
-  t.add_special("<|im_end|>", 50258);
+  const std::unique_ptr<tok::Tokenizer> chatml = chatml_tokenizer();
+  if (!chatml) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
+  tok::Tokenizer& t = *chatml;
   const test::TempDir dir("prompt_io");
   const std::string tokenizer = (dir.path / "tokenizer.json").string();  // where the file would be
   EXPECT_EQ(chat_template_of(&t, tokenizer).chat, ztok::ChatTemplate::kChatml);  // no tokenizer_config.json
@@ -91,11 +101,9 @@ TEST(PromptFiles, MessagesRenderWithTheModelsOwnTemplate) {
 // A text prompt is encoded as a Hugging Face tokenizer encodes it: a special token's text is that token
 // (a prompt rendered by hand), the vocabulary's own (<|endoftext|>) and declared ones alike.
 TEST(PromptFiles, SpecialTokenTextInAPromptIsThatToken) {
-  const std::string vocab = tok::testing::vocab_dir_or_empty();
-  if (vocab.empty()) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
-  tok::Tokenizer t(tok::Vocab::load(vocab));
-  t.add_special("<|im_start|>", 50257);
-  t.add_special("<|im_end|>", 50258);
+  const std::unique_ptr<tok::Tokenizer> chatml = chatml_tokenizer();
+  if (!chatml) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
+  tok::Tokenizer& t = *chatml;
   const test::TempDir dir("prompt_io");
   write(dir.path / "p.jsonl", R"({"id": 1, "prompt": "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"})" "\n"
                               R"({"id": 2, "prompt": "a<|endoftext|>b<|im_end"})" "\n");

@@ -245,6 +245,11 @@ std::string error_of(const std::string& line) {
   return "";
 }
 
+// The record is refused with `needle` in the message.
+void expect_refused(const std::string& line, const std::string& needle) {
+  EXPECT_NE(error_of(line).find(needle), std::string::npos) << line << " -> " << error_of(line);
+}
+
 TEST(InstructRecords, BadRecordsNameFileLineAndField) {
   EXPECT_NE(error_of("{\"prompt\": 1, \"response\": \"x\"}").find("set.jsonl:7: field `prompt` must be a string"),
             std::string::npos);
@@ -268,23 +273,18 @@ TEST(InstructRecords, BadRecordsNameFileLineAndField) {
   ASSERT_EQ(reasoned.size(), 3u);
   EXPECT_EQ(reasoned[1].reasoning, "r");
   EXPECT_FALSE(reasoned[2].reasoning.has_value());
-  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"reasoning_content\": 3}]}")
-                .find("field `messages[0].reasoning_content` must be a string or null"),
-            std::string::npos);
+  expect_refused("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"reasoning_content\": 3}]}",
+                 "field `messages[0].reasoning_content` must be a string or null");
   // Tools are not rendered: refused rather than trained as empty replies; OpenAI's per-message weight.
-  EXPECT_NE(error_of("{\"tools\": [{\"type\": \"function\"}], \"messages\": [{\"role\": \"assistant\", \"content\": \"a\"}]}")
-                .find("field `tools` is given"),
-            std::string::npos);
-  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": "
-                     "\"\", \"tool_calls\": [{\"id\": \"1\"}]}]}")
-                .find("field `messages[1].tool_calls` is given"),
-            std::string::npos);
-  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": 0.5}]}")
-                .find("field `messages[0].weight` is 0.5: it must be 0 (not trained) or 1"),
-            std::string::npos);
-  EXPECT_NE(error_of("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": 0}]}")
-                .find("no assistant message (of weight 1)"),
-            std::string::npos);
+  expect_refused("{\"tools\": [{\"type\": \"function\"}], \"messages\": [{\"role\": \"assistant\", \"content\": \"a\"}]}",
+                 "field `tools` is given");
+  expect_refused("{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": "
+                     "\"\", \"tool_calls\": [{\"id\": \"1\"}]}]}",
+                 "field `messages[1].tool_calls` is given");
+  expect_refused("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": 0.5}]}",
+                 "field `messages[0].weight` is 0.5: it must be 0 (not trained) or 1");
+  expect_refused("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": 0}]}",
+                 "no assistant message (of weight 1)");
   const auto weighted = parse_instruct_record(
       "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\", "
       "\"weight\": 0}, {\"role\": \"user\", \"content\": \"q2\"}, {\"role\": \"assistant\", \"content\": \"b\", \"weight\": 1}]}",
