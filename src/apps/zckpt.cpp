@@ -2,6 +2,8 @@
 // (docs/INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
 // a failure, 2 usage.
 #include <cstdio>
+#include <thread>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -356,11 +358,23 @@ int run(int argc, char** argv) {
     return kExitOk;
   }
   const Args a = parse_args(args);
-  if (a.command == "info") return info(a.dir);
-  if (a.command == "verify") return verify(a.dir);
-  if (a.command == "export") return export_weights(a);
-  if (a.command == "quantize") return quantize(a);
-  return reshard(a);
+  const bool there = fs::exists(a.dir);
+  try {
+    if (a.command == "info") return info(a.dir);
+    if (a.command == "verify") return verify(a.dir);
+    if (a.command == "export") return export_weights(a);
+    if (a.command == "quantize") return quantize(a);
+    return reshard(a);
+  } catch (const Error& e) {
+    // A checkpoint that vanished while it was read (a running job's rotation: ckpt.keep) is no damaged one.
+    std::error_code ec;
+    for (int i = 0; i < 50 && there && fs::exists(a.dir, ec); ++i)  // a removal under way: files go first
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (there && !fs::exists(a.dir, ec))
+      throw IoError(cat(a.dir, " was removed while zckpt read it (", e.what(), "); a running job's rotation (ckpt.keep) "
+                        "deletes its older checkpoints: copy the checkpoint first, or read one the job keeps"));
+    throw;
+  }
 }
 
 }  // namespace
