@@ -80,6 +80,7 @@ config::Config layout_config(const config::Config& c, const Layout& l) {
   s.parallel.pp = l.pp;
   s.parallel.vpp = l.vpp;
   s.parallel.schedule = l.vpp > 1 ? config::PipeSchedule::kInterleaved : config::PipeSchedule::kOneFOneB;
+  s.parallel.sequence_parallel = l.sequence_parallel && l.tp > 1;
   // parallel.pp_layers holds for the configured pipeline only; other layouts are cut by cost.
   if (l.pp != c.parallel.pp || l.vpp != c.parallel.vpp) s.parallel.pp_layers.clear();
   s.train.micro_batch = l.micro_batch;

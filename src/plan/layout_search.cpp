@@ -54,8 +54,9 @@ std::string row(const std::string& rank, const Candidate& k) {
   const Layout& l = k.layout;
   char line[256];
   const double ms = 1e3;
-  std::snprintf(line, sizeof line, "  %4s %3d %3d %3d %4d %5d %5d %-9s %4d %-7s %7s %9s %11s %8s %8s %8s %8s %8s %8s\n",
-                rank.c_str(), l.tp, l.pp, l.vpp, l.dp, l.micro_batch, l.grad_accum, config::to_string(l.recompute).c_str(),
+  std::snprintf(line, sizeof line, "  %4s %3d %-3s %3d %3d %4d %5d %5d %-9s %4d %-7s %7s %9s %11s %8s %8s %8s %8s %8s %8s\n",
+                rank.c_str(), l.tp, l.sequence_parallel ? "sp" : "-", l.pp, l.vpp, l.dp, l.micro_batch, l.grad_accum,
+                config::to_string(l.recompute).c_str(),
                 l.zero_stage, offload_name(l).c_str(), gib_text(k.memory_bytes).c_str(), fixed(k.time.total() * ms, 1).c_str(),
                 grouped(k.tokens_per_s).c_str(), fixed(k.time.compute * ms, 1).c_str(), fixed(k.time.tp_comm * ms, 1).c_str(),
                 fixed(k.time.dp_comm * ms, 1).c_str(), fixed(k.time.pp_comm * ms, 1).c_str(),
@@ -64,7 +65,7 @@ std::string row(const std::string& rank, const Candidate& k) {
 }
 
 std::string describe(const Layout& l) {
-  return cat("tp ", l.tp, " x pp ", l.pp, l.vpp > 1 ? cat(" (vpp ", l.vpp, ")") : "", " x dp ", l.dp, ", micro_batch ",
+  return cat("tp ", l.tp, l.sequence_parallel ? " (SP)" : "", " x pp ", l.pp, l.vpp > 1 ? cat(" (vpp ", l.vpp, ")") : "", " x dp ", l.dp, ", micro_batch ",
              l.micro_batch, " x ", l.grad_accum, ", recompute ", config::to_string(l.recompute), ", ZeRO ", l.zero_stage,
              l.offload == config::Offload::kNone ? ""
              : l.offload == config::Offload::kParams ? cat(", optimizer and parameters offloaded to ", config::to_string(l.offload_to))
@@ -92,14 +93,14 @@ std::vector<Candidate> best_distinct(const std::vector<Candidate>& ranked, int s
 std::string gib_text(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
 
 std::string layout_flags(const Layout& l) {
-  std::string f = cat("--parallel.tp=", l.tp);
-  if (l.pp > 1) f += cat(" --parallel.pp=", l.pp);
-  if (l.vpp > 1) f += cat(" --parallel.schedule=interleaved --parallel.vpp=", l.vpp);
+  std::string f = cat("--parallel.tp=", l.tp, " --parallel.pp=", l.pp,
+                      l.vpp > 1 ? cat(" --parallel.schedule=interleaved --parallel.vpp=", l.vpp)
+                                : std::string(" --parallel.schedule=1f1b --parallel.vpp=1"),
+                      " --parallel.sequence_parallel=", l.sequence_parallel ? "true" : "false");
   f += cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
-           " --train.zero_stage=", l.zero_stage);
-  if (l.offload != config::Offload::kNone) f += cat(" --train.offload=", config::to_string(l.offload));
-  if (l.offload != config::Offload::kNone && l.offload_to == config::OffloadTo::kNvme)
-    f += " --offload.to=nvme --offload.nvme_dir=DIR";
+           " --train.zero_stage=", l.zero_stage, " --train.offload=", config::to_string(l.offload));
+  if (l.offload != config::Offload::kNone)
+    f += l.offload_to == config::OffloadTo::kNvme ? " --offload.to=nvme --offload.nvme_dir=DIR" : " --offload.to=host";
   return f;
 }
 
@@ -132,11 +133,12 @@ Layout configured_layout(const config::Config& c, std::int64_t world) {
   l.zero_stage = static_cast<int>(c.train.zero_stage);
   l.offload = c.train.offload;
   l.offload_to = c.offload.to;
+  l.sequence_parallel = c.parallel.sequence_parallel;
   return l;
 }
 
-// TP divides the node and the model (whole heads, K/V heads and MLP blocks; under sequence parallelism
-// also each micro-batch's token rows); PP divides
+// TP divides the node and the model (whole heads, K/V heads and MLP blocks), with and without sequence
+// parallelism (which needs each micro-batch's token rows to divide by tp); PP divides
 // what TP leaves of the world, at most one stage per block (the cut balances any count by cost); DP is
 // what is left and must split train.global_batch; the micro-batch divides each DP rank's share, the
 // rest is gradient accumulation (= the pipeline's micro-batches). The interleaved schedule (vpp = 2)
@@ -153,25 +155,27 @@ std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m)
       if (!splits_step(c, dp)) continue;
       const std::int64_t per_rank = c.train.global_batch / dp;
       for (int mb : divisors(per_rank)) {
-        if (c.parallel.sequence_parallel && (std::int64_t{mb} * c.model.seq_len) % tp != 0) continue;
         const int accum = static_cast<int>(per_rank / mb);
         for (int vpp : {1, 2}) {
           if (vpp > 1 && (pp == 1 || accum % pp != 0 || pp * vpp > layers)) continue;
           for (config::Recompute rc : kRecomputes)
-            for (int zero = 0; zero <= 3; ++zero) {
-              const Layout l{tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero};
-              out.push_back(l);
-              if (zero == 0 || c.lora.rank > 0) continue;  // offload is ZeRO's sharded state (a LoRA run's is tiny)
-              for (config::Offload what : {config::Offload::kOptimizer, config::Offload::kParams}) {
-                if (what == config::Offload::kParams && zero != 3) continue;  // only ZeRO-3 shards the parameters
-                for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
-                  Layout o = l;
-                  o.offload = what;
-                  o.offload_to = to;
-                  out.push_back(o);
+            for (int zero = 0; zero <= 3; ++zero)
+              for (const bool sp : {false, true}) {  // sequence parallelism: TP's activations cut by tp too
+                if (sp && (tp == 1 || (std::int64_t{mb} * c.model.seq_len) % tp != 0)) continue;
+                Layout l{tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero};
+                l.sequence_parallel = sp;
+                out.push_back(l);
+                if (zero == 0 || c.lora.rank > 0) continue;  // offload is ZeRO's sharded state (a LoRA run's is tiny)
+                for (config::Offload what : {config::Offload::kOptimizer, config::Offload::kParams}) {
+                  if (what == config::Offload::kParams && zero != 3) continue;  // only ZeRO-3 shards the parameters
+                  for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
+                    Layout o = l;
+                    o.offload = what;
+                    o.offload_to = to;
+                    out.push_back(o);
+                  }
                 }
               }
-            }
         }
       }
     }
@@ -243,7 +247,7 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
     if (r.ranked.empty()) {
       out << "  no layout fits: more devices, more memory per device, or a smaller model\n";
     } else {
-      out << "  rank  tp  pp vpp   dp micro accum recompute zero offload mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
+      out << "  rank  tp sp   pp vpp   dp micro accum recompute zero offload mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
              "  pp comm   bubble  offload\n";
       const std::vector<Candidate> top = best_distinct(r.ranked, show);
       for (std::size_t i = 0; i < top.size(); ++i) out << row(std::to_string(i + 1), top[i]);

@@ -46,11 +46,12 @@ struct Layout {
   int zero_stage = 0;
   config::Offload offload = config::Offload::kNone;     // train.offload (the search tries optimizer at ZeRO >= 1, params at 3)
   config::OffloadTo offload_to = config::OffloadTo::kHost;
+  bool sequence_parallel = false;  // parallel.sequence_parallel (tp > 1 only)
   bool operator==(const Layout&) const = default;
 };
 
-// The command-line flags that run `layout` (parallel.pp only when pp > 1; parallel.schedule=interleaved
-// and parallel.vpp when vpp > 1).
+// The command-line flags that run `layout`, every layout key given (pipeline, schedule, offload, sequence
+// parallelism too), so that appended to the configured command line they run this layout and no other.
 std::string layout_flags(const Layout& l);
 
 // Bytes as GiB with one decimal ("79.1"): the search's table and its rejections.

@@ -285,14 +285,37 @@ TEST(LayoutSearch, ComputeIsTheBusiestRanksOfTheTrainersCut) {
   }
 }
 
+// Every layout key is given, so that appended to a configured command line (a pipeline, an interleaved
+// schedule, offload, sequence parallelism) the flags run this layout and no other.
 TEST(LayoutSearch, FlagsNameEveryAxis) {
   EXPECT_EQ(layout_flags({1, 4, 1, 4, 1, 8, config::Recompute::kSelective, 1}),
-            "--parallel.tp=1 --parallel.pp=4 --train.micro_batch=1 --train.recompute=selective --train.zero_stage=1");
-  EXPECT_EQ(layout_flags({4, 1, 1, 8, 2, 4, config::Recompute::kNone, 3}),
-            "--parallel.tp=4 --train.micro_batch=2 --train.recompute=none --train.zero_stage=3");
+            "--parallel.tp=1 --parallel.pp=4 --parallel.schedule=1f1b --parallel.vpp=1 --parallel.sequence_parallel=false "
+            "--train.micro_batch=1 --train.recompute=selective --train.zero_stage=1 --train.offload=none");
+  Layout sp{4, 1, 1, 8, 2, 4, config::Recompute::kNone, 3, config::Offload::kOptimizer};
+  sp.sequence_parallel = true;
+  EXPECT_EQ(layout_flags(sp),
+            "--parallel.tp=4 --parallel.pp=1 --parallel.schedule=1f1b --parallel.vpp=1 --parallel.sequence_parallel=true "
+            "--train.micro_batch=2 --train.recompute=none --train.zero_stage=3 --train.offload=optimizer --offload.to=host");
   EXPECT_EQ(layout_flags({1, 2, 2, 4, 1, 8, config::Recompute::kFull, 0}),
-            "--parallel.tp=1 --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 --train.micro_batch=1 "
-            "--train.recompute=full --train.zero_stage=0");
+            "--parallel.tp=1 --parallel.pp=2 --parallel.schedule=interleaved --parallel.vpp=2 "
+            "--parallel.sequence_parallel=false --train.micro_batch=1 --train.recompute=full --train.zero_stage=0 "
+            "--train.offload=none");
+}
+
+// The search tries sequence parallelism where tp > 1 (it cuts TP's activations by tp), and never on tp = 1
+// even when the configuration sets it (the run refuses that).
+TEST(LayoutSearch, SequenceParallelismIsAnAxisOfTpLayouts) {
+  config::Config c = llama_8b();
+  c.parallel.sequence_parallel = true;
+  c.parallel.tp = 2;
+  Machine m;
+  m.world = 8, m.gpus_per_node = 4;
+  bool tried = false;
+  for (const Layout& l : enumerate_layouts(c, m)) {
+    EXPECT_FALSE(l.sequence_parallel && l.tp == 1) << layout_flags(l);
+    tried = tried || (l.sequence_parallel && l.tp > 1);
+  }
+  EXPECT_TRUE(tried);
 }
 
 // Optimizer offload is one more axis at ZeRO >= 1: the host tier (the state over PCIe to host memory and
