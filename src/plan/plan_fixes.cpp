@@ -8,11 +8,27 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "plan/layout_search.hpp"
+#include "config/derived.hpp"
 #include "plan/memory_plan.hpp"
 #include "plan/plan_rows.hpp"
 
 namespace zt::plan {
 namespace {
+
+// Whether the run takes this configuration on `world` ranks (config::derive's batch and schedule rules,
+// and RL's prompts dealt whole): a suggestion the run would then refuse is no fix.
+bool accepted(const config::Config& c, std::int64_t world) {
+  const std::int64_t model_ranks = c.parallel.tp * c.parallel.pp;
+  if (world % model_ranks != 0) return false;
+  try {
+    config::derive(c, world);
+  } catch (const ConfigError&) {
+    return false;
+  }
+  return rl_prompts_deal(c, world / model_ranks);
+}
+
 // The cheapest offload tier that fits, at the first ZeRO stage where it does: train.offload=optimizer in
 // host memory (ZeRO-Offload: PCIe traffic, the host AdamW), else on a node-local NVMe disk (ZeRO-Infinity:
 // the state's file read and written every step, a few chunk buffers in host memory); where the optimizer
@@ -85,7 +101,7 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
   }
   c.train.zero_stage = 3;
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (plan_memory(c, w, threads, capacity, device, lengths).fits()) {
+    if (accepted(c, w) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
       out.push_back(cat(w, " ranks at train.zero_stage=3 with train.recompute=full"));
       return;
     }
@@ -139,7 +155,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
     c.train.zero_stage = s;
     for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
       c.train.micro_batch = m;
-      if (!plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+      if (!accepted(c, world) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
       out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
                         m == config.train.micro_batch ? "" : " (the largest that fits at this stage)"));
       break;
@@ -148,7 +164,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   c = config;
   c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (plan_memory(c, w, threads, capacity, device, lengths).fits()) {
+    if (accepted(c, w) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
       out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
       break;
     }

@@ -151,6 +151,23 @@ TEST(GenerationPlan, APlanTheEngineKeepsFromFittingNamesTheSlotsThatFit) {
   EXPECT_TRUE(std::any_of(rl_fixes.begin(), rl_fixes.end(), [](const std::string& f) { return f.rfind("rl.slots=", 0) == 0; }));
 }
 
+// A fix the run would refuse is no fix: the micro-batches named divide the batch, the rank counts split it
+// (global_batch 12 on 1 rank, micro_batch 6, too little memory: 4 or 3, never 5).
+TEST(GenerationPlan, FixesAreOnlyLayoutsTheRunTakes) {
+  config::Config c = qwen_like();
+  c.train.global_batch = 12;
+  c.train.micro_batch = 6;
+  const MemoryPlan p = plan_memory(c, 1, 1, 0, config::Device::kCuda);
+  const std::uint64_t capacity = p.total_bytes - p.total_bytes / 20;
+  ASSERT_FALSE(plan_memory(c, 1, 1, capacity, config::Device::kCuda).fits());
+  for (const std::string& f : suggestions(c, 1, 1, capacity, config::Device::kCuda)) {
+    if (const std::size_t at = f.find("train.micro_batch="); at != std::string::npos)
+      EXPECT_EQ(12 % std::stoi(f.substr(at + 18)), 0) << f;
+    if (const std::size_t at = f.find(" ranks at"); at != std::string::npos)
+      EXPECT_EQ(12 % std::stoi(f.substr(0, at)), 0) << f;
+  }
+}
+
 // The CUDA backend's attention over the cache has a scratch of its own (its split partials, at most
 // kCachedAttentionScratchBudget a call); the CPU's does not: the engine row says so on each.
 TEST(GenerationPlan, TheCudaEngineCountsItsCachedAttentionScratch) {
