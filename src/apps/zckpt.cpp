@@ -1,13 +1,13 @@
 // zckpt: inspect, verify, export and reshard ztrain checkpoints offline, without mpirun
 // (docs/INTERFACE.md "zckpt and the checkpoint"). Exit codes: 0 done (verify: sound), 1 a problem found or
 // a failure, 2 usage.
-#include <cstdio>
-#include <thread>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/app_flags.hpp"

@@ -230,7 +230,6 @@ void check_memory(const Job& j, const dist::World& world) {
                         "; or shorten --max-len / --max-new-tokens, or split the model with --tp"));
 }
 
-// Everything that can be refused before work: options, model, tokenizer, prompts, the context, memory.
 // --out and --summary, before any work (rank 0 writes them at the end): not a directory, in a directory
 // that exists or can be made, and writable there.
 void check_output(const std::string& flag, const std::string& path, const dist::World& world) {
@@ -243,6 +242,7 @@ void check_output(const std::string& flag, const std::string& path, const dist::
   if (!error.empty()) throw ConfigError(cat("--", flag, " ", path, " cannot be written: ", error, ". Fix: a writable directory"));
 }
 
+// Everything that can be refused before work: outputs, options, model, tokenizer, prompts, the context, memory.
 void prepare(Job& j, const dist::World& world) {
   check_output("out", j.o.out, world);
   check_output("summary", j.o.summary, world);

@@ -9,8 +9,8 @@
 //   exact           the whole response, surrounding white space trimmed.
 //   regex:PATTERN   the last match of PATTERN (ECMAScript) in the response's last 256 KiB, its first group
 //                   when it has one.
-// A score is `score` for an answer equal to the reference (both trimmed; but for exact also equal as
-// numbers once commas are dropped, so "18.0" is "18" and "1,234" is "1234"), `format_score` for another
+// A score is `score` for an answer equal to the reference (both trimmed; in every rule other than exact
+// also equal as numbers once commas are dropped, so "18.0" is "18" and "1,234" is "1234"), `format_score` for another
 // answer, 0 for none: verl's compute_score with its defaults 1 and 0. No rule recurses per character of
 // the response: any text gives an answer or none.
 #pragma once

@@ -50,11 +50,8 @@ ExportWeights at_base_context(ParamTable table, std::vector<float> weights, cons
   load_pretrained(base, wide, out.data());
   for (const ParamInfo& p : table.params()) {
     const ParamInfo& q = wide.find(p.name);
-    if (p.numel == q.numel) {
-      std::copy_n(weights.begin() + static_cast<std::ptrdiff_t>(p.offset), p.numel, out.begin() + static_cast<std::ptrdiff_t>(q.offset));
-      continue;
-    }
-    ZT_CHECK(p.shape.size() == 2 && p.shape[0] == trained && q.shape[0] == context && p.shape[1] == q.shape[1],
+    ZT_CHECK(p.numel == q.numel ||
+                 (p.shape.size() == 2 && p.shape[0] == trained && q.shape[0] == context && p.shape[1] == q.shape[1]),
              "export: ", p.name, " differs from the base's beyond its positions");
     std::copy_n(weights.begin() + static_cast<std::ptrdiff_t>(p.offset), p.numel, out.begin() + static_cast<std::ptrdiff_t>(q.offset));
   }

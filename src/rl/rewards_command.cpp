@@ -124,9 +124,6 @@ pid_t spawn(const std::string& program, int child_in, int child_out) {
   return pid;
 }
 
-}  // namespace
-
-namespace {
 // Whether the process has exited, left unreaped: its process group (what it started) can still be killed
 // with no risk of reaching a stranger.
 bool exited_unreaped(pid_t pid) {

@@ -74,8 +74,8 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
                                 const std::function<void(const std::string& sha256)>& check) {
   std::vector<float> flat(base_.numel());
   std::string sha256;
-  // A bitsandbytes 4-bit directory's NF4 weights, for an NF4 base held whole (a TP or pipeline part cuts
-  // the weights, and so the blocks, otherwise: quantized again from the dequantized values there).
+  // A bitsandbytes 4-bit directory's NF4 weights, taken as stored by a base held whole, and by the whole
+  // tensors' quantization a tensor-parallel part's values come from (below).
   model::Nf4Weights stored;
   const bool cut = part_ && part_->grid.tp > 1;  // the blocks' tensors cut: quantized whole first, below
   model::Nf4Weights* keep = nf4_ ? &stored : nullptr;

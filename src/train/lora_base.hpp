@@ -104,6 +104,7 @@ class LoraBase {
   std::size_t base_bytes() const { return nf4_ ? nf4_->held_bytes() : base_engine_->memory().params; }
 
  private:
+  void warn_unaligned_nf4_shards() const;  // load_base under TP
   backend::Backend& backend_;
   const model::ParamTable& base_;
   const ShardMap* part_;
@@ -115,7 +116,6 @@ class LoraBase {
   std::unique_ptr<optim::ZeroEngine> base_engine_;  // null with nf4_
   std::unique_ptr<model::Nf4Params> nf4_;
   model::Nf4Options quantization_;  // nf4_'s base quantization over whole tensors (nf4_options)
-  void warn_unaligned_nf4_shards() const;
   std::unique_ptr<model::Lora> lora_, generation_lora_;
   std::unique_ptr<optim::ZeroParams> adapter_params_;
   std::unique_ptr<optim::ZeroGrads> adapter_grads_;

@@ -104,10 +104,10 @@ void Trainer::open_rl(const ResumePoint& resume) {
 }
 
 // The initial policy (init.from, else train.seed's initialisation): this rank's part in the compute dtype,
-// sharded over the data-parallel group at ZeRO-3 (reference_policy.hpp).
-// The initial policy, read again at every start: its hash is checkpointed, so that a resume whose init.from
-// now holds other weights (a download of a newer revision, an export made again there) is refused rather
-// than measure the KL to another model. A checkpoint without one (written before) is not checked.
+// sharded over the data-parallel group at ZeRO-3 (reference_policy.hpp). Read again at every start, its hash
+// is checkpointed, so that a resume whose init.from now holds other weights (a download of a newer revision,
+// an export made again there) is refused rather than measure the KL to another model. A checkpoint without
+// one (written before) is not checked.
 std::unique_ptr<ReferencePolicy> Trainer::reference_policy(const ResumePoint& resume) {
   std::vector<float> flat(table_.numel());
   const std::string recorded = resume.empty() ? std::string() : ckpt::Checkpoint(resume.dir).state().rl_reference_sha256;

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "io/input_stream.hpp"
+#include "io/json_text.hpp"
 #include "tok/unicode.hpp"
 #include "tok/utf8.hpp"
 
@@ -56,6 +57,12 @@ std::vector<std::string> glob_files(const std::string& pattern) {
 }
 
 }  // namespace
+
+std::size_t repaired_jsonl_line(std::string_view line, std::string& out) {
+  out.clear();
+  const std::size_t replaced = tok::append_replacing_invalid(line, out);
+  return replaced + io::replace_lone_surrogate_escapes(out);
+}
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns) {
   std::vector<std::string> inputs;

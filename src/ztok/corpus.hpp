@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tok/added_tokens.hpp"
@@ -32,6 +33,11 @@ struct CorpusOptions {
   tok::PatternKind pattern = tok::PatternKind::kGpt2;  // the pre-tokenizer, whose pieces no cut may split
   std::vector<std::string> unsplittable;  // texts no cut may fall inside: the tokenizer's added tokens
 };
+
+// A JSON Lines line as ztok reads it: its ill-formed UTF-8, and each JSON escape of a lone surrogate (a
+// truncated emoji), read as U+FFFD (tiktoken's and Python's errors="replace"), into `out`. Returns how many
+// were replaced (the run's summary counts them).
+std::size_t repaired_jsonl_line(std::string_view line, std::string& out);
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without
 // glob characters must exist; a glob must match at least one file. Otherwise a zt::InputError.

@@ -5,8 +5,6 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "tok/utf8.hpp"
-#include "io/json_text.hpp"
 #include "ztok/corpus.hpp"
 #include "ztok/instruct_records.hpp"
 #include "ztok/sample_packing.hpp"
@@ -65,9 +63,8 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   for (const std::string& path : inputs)
     for_each_line(path, [&](std::string_view line, std::uint64_t number) {
       if (std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; })) return;
-      std::string repaired;  // as --format jsonl reads a line: ill-formed UTF-8 and lone surrogates as U+FFFD
-      s.replacements += tok::append_replacing_invalid(line, repaired);
-      s.replacements += io::replace_lone_surrogate_escapes(repaired);
+      std::string repaired;  // as --format jsonl reads a line
+      s.replacements += repaired_jsonl_line(line, repaired);
       const std::vector<ChatMessage> messages = parse_instruct_record(repaired, cat(path, ":", number));
       const bool to_valid = is_validation_document(path, s.records++, o.valid_fraction);
       (to_valid ? valid : train).add(render_chat(instruct.chat_template, messages, tokenizer, encoder));

@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
-#include "io/json_text.hpp"
 #include "tok/utf8.hpp"
 
 namespace zt::ztok {
@@ -21,8 +20,7 @@ namespace {
 std::string jsonl_text(std::string_view line, const std::string& field, const std::string& where,
                        std::uint64_t& replacements) {
   std::string repaired;
-  replacements += tok::append_replacing_invalid(line, repaired);
-  replacements += io::replace_lone_surrogate_escapes(repaired);  // a truncated emoji's half, as tiktoken reads it
+  replacements += repaired_jsonl_line(line, repaired);
   nlohmann::json record;
   try {
     record = nlohmann::json::parse(repaired);

@@ -161,10 +161,12 @@ TEST(GenerationPlan, FixesAreOnlyLayoutsTheRunTakes) {
   const std::uint64_t capacity = p.total_bytes - p.total_bytes / 20;
   ASSERT_FALSE(plan_memory(c, 1, 1, capacity, config::Device::kCuda).fits());
   for (const std::string& f : suggestions(c, 1, 1, capacity, config::Device::kCuda)) {
-    if (const std::size_t at = f.find("train.micro_batch="); at != std::string::npos)
+    if (const std::size_t at = f.find("train.micro_batch="); at != std::string::npos) {
       EXPECT_EQ(12 % std::stoi(f.substr(at + 18)), 0) << f;
-    if (const std::size_t at = f.find(" ranks at"); at != std::string::npos)
+    }
+    if (const std::size_t at = f.find(" ranks at"); at != std::string::npos) {
       EXPECT_EQ(12 % std::stoi(f.substr(0, at)), 0) << f;
+    }
   }
 }
 
