@@ -41,9 +41,10 @@ expect_exit() {
 }
 
 # require_cuda: skips the test (exit 77), saying why, without a CUDA backend or a visible GPU.
+# (--print-config of train.device=cuda prints on a host without a GPU too, its rank lines then this host's.)
 require_cuda() {
-  "$ZT_BIN/ztrain" --train.device=cuda --print-config >"$ZT_WORK/probe" 2>&1 ||
-    skip "no CUDA device visible or no CUDA backend in this build: $(tail -n 1 "$ZT_WORK/probe")"
+  "$ZT_BIN/ztrain" --train.device=cuda --print-config >"$ZT_WORK/probe" 2>&1 && grep -q "^# rank 0: .* device=cuda" "$ZT_WORK/probe" ||
+    skip "no CUDA device visible or no CUDA backend in this build: $(grep -m1 "no GPU\|rank 0:" "$ZT_WORK/probe")"
 }
 
 # expect_in FILE PATTERN [WHAT]: the file matches the extended regex.

@@ -214,9 +214,13 @@ std::uint64_t rank_bytes(const Job& j, int slots) {
 // with the --slots that would fit, when they cannot fit.
 void check_memory(const Job& j, const dist::World& world) {
   const bool gpu = j.placement.device == config::Device::kCuda;
-  const std::uint64_t capacity = j.o.memory_gb > 0 ? static_cast<std::uint64_t>(j.o.memory_gb * (1ull << 30))
-                                 : gpu             ? dist::cuda_device_memory_bytes(j.placement.device_index)
-                                                   : plan::host_memory_per_rank(world.local_size());
+  std::uint64_t capacity = j.o.memory_gb > 0 ? static_cast<std::uint64_t>(j.o.memory_gb * (1ull << 30))
+                           : gpu             ? dist::cuda_device_memory_bytes(j.placement.device_index)
+                                             : plan::host_memory_per_rank(world.local_size());
+  // Of the GPU's own memory, ztrain's plan.reserve_gb default is kept free for what lives outside the
+  // allocator (the CUDA context, NCCL, library handles); --memory-gb is what the weights and cache may use.
+  const auto reserve = static_cast<std::uint64_t>(config::PlanConfig{}.reserve_gb * (1ull << 30));
+  if (gpu && j.o.memory_gb == 0 && capacity > reserve) capacity -= reserve;
   const std::uint64_t need = rank_bytes(j, j.o.slots);
   if (capacity == 0 || need <= capacity) return;
   int fits = 0;

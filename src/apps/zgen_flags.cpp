@@ -94,8 +94,8 @@ config::cli::Spec make_zgen_spec() {
        .help = "CPU threads per rank (default: the cores divided by the ranks on the node)", .default_value = "0",
        .min = 0, .max = 65536},
       {.name = "memory-gb", .type = Type::kNum, .value_name = "G",
-       .help = "plan the weights and the cache against G GiB per rank (0: the GPU's memory, or the host's available "
-               "memory shared by the node's ranks)",
+       .help = "plan the weights and the cache against G GiB per rank (0: the GPU's memory less 2 GiB for the CUDA "
+               "context and NCCL, or the host's available memory shared by the node's ranks)",
        .default_value = "0", .min = 0, .max = 1 << 20},
       {.name = "timeout-s", .type = Type::kNum, .value_name = "S",
        .help = "under mpirun: the deadline of every wait on a peer (a rank that never answers ends the job, exit 1)",

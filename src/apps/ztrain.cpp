@@ -28,7 +28,6 @@
 #include "train/output_check.hpp"
 #include "train/run.hpp"
 #include "train/signals.hpp"
-#include "train/pipeline_stage.hpp"
 #include "train/answer_eval.hpp"
 #include "train/prompt_check.hpp"
 
@@ -40,13 +39,17 @@ struct Startup {
   config::Derived derived;
   dist::Placement placement;
   config::Device plan_device = config::Device::kCpu;  // what the memory plan is for
+  // --plan --plan.search: why the configured layout does not run on the planned ranks (the search picks
+  // the micro-batch and the grid itself, so this is a line of its table, not a refusal).
+  std::string configured_refusal;
 };
 
-// Places this rank. --plan with train.device=cuda plans for GPUs even where none is visible (a login
-// node), so there the placement falls back to what is here and only the plan speaks of CUDA.
+// Places this rank. --plan and --print-config with train.device=cuda speak of GPUs even where none is
+// visible (a login node), so there the placement falls back to what is here and only the plan (and
+// --print-config's header) speaks of CUDA.
 void place(dist::World& world, Startup& s) {
   config::Config c = s.cl.config;
-  const bool plan_for_cuda = s.cl.plan && c.train.device == config::Device::kCuda;
+  const bool plan_for_cuda = (s.cl.plan || s.cl.print_config) && c.train.device == config::Device::kCuda;
   if (plan_for_cuda) c.train.device = config::Device::kAuto;
   s.placement = dist::place_rank(world, c, train::cuda_backend_built());
   s.plan_device = plan_for_cuda ? config::Device::kCuda : s.placement.device;
@@ -60,15 +63,24 @@ void print_config(const dist::World& world, const Startup& s) {
   const std::vector<std::string> ranks = world.gather_to_root(mine, "--print-config: collecting the ranks' layout");
   if (!world.is_root()) return;
   const config::Config& c = s.cl.config;
+  const bool gpu_elsewhere = s.plan_device == config::Device::kCuda && s.placement.device != config::Device::kCuda;
+  const config::CommBackend comm = gpu_elsewhere ? (config::uses_nccl(c, config::Device::kCuda) ? config::CommBackend::kNccl
+                                                                                             : config::CommBackend::kMpi)
+                                                 : s.placement.comm;
   std::cout << "# ztrain " << version() << " (git " << git_revision() << "): resolved configuration; loads again with --config\n"
             << "# world_size = " << world.size() << " (data-parallel ranks), nodes = " << world.n_nodes()
-            << ", dist.backend resolved = " << config::to_string(s.placement.comm) << "\n";
+            << ", dist.backend resolved = " << config::to_string(comm) << "\n";
+  if (gpu_elsewhere)
+    std::cout << "# train.device=cuda: no GPU is visible here, so the ranks below are this host's; the job runs where GPUs are\n";
   for (const std::string& line : ranks) std::cout << line << "\n";
-  std::cout << "# grad_accum = " << s.derived.grad_accum << " (train.global_batch " << c.train.global_batch
-            << " = micro_batch " << c.train.micro_batch << " x grad_accum " << s.derived.grad_accum << " x ranks "
-            << s.derived.dp_size << ")\n"
-            << "# tokens_per_step = " << s.derived.tokens_per_step << " (global_batch x seq_len)\n\n"
-            << config::to_ini(c) << std::flush;
+  if (c.rl.enabled())  // RL's batches are rl.*'s: train.global_batch is not read
+    std::cout << "# " << rl::describe(rl::layout_of(c, static_cast<int>(s.derived.dp_size))) << "\n\n";
+  else
+    std::cout << "# grad_accum = " << s.derived.grad_accum << " (train.global_batch " << c.train.global_batch
+              << " = micro_batch " << c.train.micro_batch << " x grad_accum " << s.derived.grad_accum << " x ranks "
+              << s.derived.dp_size << ")\n"
+              << "# tokens_per_step = " << s.derived.tokens_per_step << " (global_batch x seq_len)\n\n";
+  std::cout << config::to_ini(c) << std::flush;
 }
 
 struct MemoryCheck {
@@ -93,6 +105,14 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
     capacity = plan::host_memory_per_rank(world.local_size());
     from = "this host's available memory";
   }
+  if (s.plan_device == config::Device::kCuda && capacity > 0) {  // what lives outside the allocator
+    const auto reserve = static_cast<std::uint64_t>(c.plan.reserve_gb * (1ull << 30));
+    if (reserve >= capacity)
+      throw ConfigError(cat("plan.reserve_gb=", c.plan.reserve_gb, " leaves nothing of the device's ",
+                            static_cast<double>(capacity) / (1ull << 30), " GiB: use a smaller plan.reserve_gb"));
+    capacity -= reserve;
+    from += cat(" less plan.reserve_gb=", c.plan.reserve_gb, " (the CUDA context, NCCL, library handles)");
+  }
   const plan::GenerationLengths lengths = train::known_generation_lengths(c);
   MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device, lengths), {}, from};
   if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device, lengths);
@@ -101,10 +121,21 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
 
 // parallel.tp > 1 (issue 20): TP groups must share a node (said before any work, exit 2).
 // parallel.pp > 1 (issue 21): what the pipeline does not run yet is refused the same way.
-void check_tensor_parallel(const dist::World& world, const config::Config& c, const dist::Placement& placement) {
+void check_tensor_parallel(const dist::World& world, const config::Config& c, config::Device device) {
   dist::check_tp_groups_share_nodes(dist::Grid::make(world.size(), static_cast<int>(c.parallel.tp), world.rank(),
                                                      static_cast<int>(c.parallel.pp)), world);
-  train::check_pipeline_config(c, placement.comm == config::CommBackend::kNccl);
+  config::check_pipeline_runs(c, config::uses_nccl(c, device));
+}
+
+// --plan for plan.world_size ranks elsewhere: the grid rules the run checks on its own ranks (a TP group
+// inside a node of plan.gpus_per_node GPUs; what the pipeline runs), so that exit 0 means the job starts.
+void check_planned_grid(const config::Config& c, config::Device device) {
+  if (device == config::Device::kCuda && c.parallel.tp > c.plan.gpus_per_node)
+    throw ConfigError(cat("parallel.tp=", c.parallel.tp, " spans more than a node of plan.gpus_per_node=", c.plan.gpus_per_node,
+                          " GPUs: a tensor-parallel group talks every layer and must stay inside one node (the run "
+                          "refuses one that crosses); use parallel.tp <= ", c.plan.gpus_per_node,
+                          " (with data or pipeline parallelism across nodes), or set plan.gpus_per_node to the nodes' GPUs"));
+  config::check_pipeline_runs(c, config::uses_nccl(c, device));
 }
 
 // --plan --plan.search: rank 0 prints the layouts ranked by predicted tokens/s; exit 0 if one fits, 2 if none.
@@ -113,7 +144,11 @@ int print_search(const dist::World& world, const Startup& s, const MemoryCheck& 
   const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
   const plan::Machine machine = plan::machine_of(c.plan, ranks, m.plan.capacity_bytes, s.plan_device, s.placement.threads);
   const plan::SearchResult r = plan::search_layouts(c, machine);
-  const plan::Candidate mine = plan::evaluate(c, plan::configured_layout(c, ranks), machine);
+  plan::Candidate mine = plan::evaluate(c, plan::configured_layout(c, ranks), machine);
+  if (!s.configured_refusal.empty()) {
+    mine.rejected = cat("not runnable on ", ranks, " ranks: ", s.configured_refusal);
+    mine.out_of_memory = false;
+  }
   if (world.is_root())
     std::cout << plan::format_search(c, machine, r, mine) << "  (" << (s.plan_device == config::Device::kCuda ? "CUDA" : "CPU")
               << " backend; memory from the memory plan, capacity from " << m.capacity_from << ")\n";
@@ -122,7 +157,7 @@ int print_search(const dist::World& world, const Startup& s, const MemoryCheck& 
 
 // --plan: rank 0 prints the table; exit 0 if it fits, 2 if not. Needs no data, GPU or launcher.
 int print_plan(const dist::World& world, const Startup& s) {
-  if (s.cl.config.plan.world_size > 0) config::derive(s.cl.config, s.cl.config.plan.world_size);  // batch split
+  if (s.cl.config.plan.world_size > 0 && !s.cl.config.plan.search) check_planned_grid(s.cl.config, s.plan_device);
   // A plan needs no weights, but a Hugging Face directory's config.json gives the [model] keys not set: one
   // that is not here leaves them at their defaults, which the plan must say (a login node without the model).
   std::error_code ec;
@@ -131,11 +166,20 @@ int print_plan(const dist::World& world, const Startup& s) {
     log::warn(cat("init.from=", from, " is not here: the plan is of the [model] keys as given, their defaults for ",
                   "the rest, not of that model's config.json (set the model keys, or plan where the model is)"));
   const MemoryCheck m = check_memory(world, s);
-  if (s.cl.config.plan.search) return print_search(world, s, m);
+  // No GPU here and no plan.device_memory_gb: the table is printed, but "fits" would be a guess (exit 2).
+  auto unknown_capacity = [&] {
+    return ConfigError(cat("--plan for train.device=cuda where no GPU is visible has no device memory to plan against: ",
+                           "set plan.device_memory_gb to the GPUs' memory in GiB (79.6 for an H100 80GB, 140.4 for an H200)"));
+  };
+  if (s.cl.config.plan.search) {
+    if (m.plan.capacity_bytes == 0) throw unknown_capacity();
+    return print_search(world, s, m);
+  }
   if (world.is_root())
     std::cout << plan::format_plan(m.plan, m.fixes) << "  (" << (s.plan_device == config::Device::kCuda ? "CUDA" : "CPU")
               << " backend, " << config::to_string(s.cl.config.train.precision) << "; capacity from "
               << m.capacity_from << ")\n";
+  if (m.plan.capacity_bytes == 0) throw unknown_capacity();
   return m.plan.fits() ? kExitOk : kExitUsage;
 }
 
@@ -153,7 +197,16 @@ int run(dist::World& world, int argc, char** argv) {
     place(world, s);
     // --plan for plan.world_size ranks splits the batch (and the grid) over those, not over this world.
     const bool planning_elsewhere = s.cl.plan && s.cl.config.plan.world_size > 0;
-    s.derived = config::derive(s.cl.config, planning_elsewhere ? s.cl.config.plan.world_size : world.size());
+    const std::int64_t ranks = planning_elsewhere ? s.cl.config.plan.world_size : world.size();
+    if (s.cl.plan && s.cl.config.plan.search) {  // the search splits the batch its own ways: the configured
+      try {                                        // layout not splitting it is one line of the table
+        s.derived = config::derive(s.cl.config, ranks);
+      } catch (const ConfigError& e) {
+        s.configured_refusal = e.what();
+      }
+    } else {
+      s.derived = config::derive(s.cl.config, ranks);
+    }
     if (s.cl.config.rl.enabled() && !s.cl.config.plan.search)  // --plan too: what RL's batch rules refuse is no plan
       rl::check_batch_layout(rl::layout_of(s.cl.config, static_cast<int>(s.derived.dp_size)));
     model::check_tp_degree(model::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp));
@@ -169,8 +222,11 @@ int run(dist::World& world, int argc, char** argv) {
     return kExitOk;
   }
   const bool grid = s.cl.config.parallel.tp > 1 || s.cl.config.parallel.pp > 1;
-  if (grid && !s.cl.plan)  // its own agreement: the host check is collective
-    if (const int tp_code = agree_on_startup(world, [&] { check_tensor_parallel(world, s.cl.config, s.placement); },
+  // --plan on these ranks checks the grid as the run would; for plan.world_size ranks print_plan does, and
+  // the search ranks layouts of its own.
+  const bool grid_here = !s.cl.plan || (s.cl.config.plan.world_size == 0 && !s.cl.config.plan.search);
+  if (grid && grid_here)  // its own agreement: the host check is collective
+    if (const int tp_code = agree_on_startup(world, [&] { check_tensor_parallel(world, s.cl.config, s.plan_device); },
                                              "checking the tensor- and pipeline-parallel grid");
         tp_code != kExitOk)
       return tp_code;

@@ -40,6 +40,11 @@ inline constexpr std::int32_t kTokenInOtherRows = -1;
 struct MemoryStats {
   std::size_t current_bytes = 0;  // held by this backend's allocator now
   std::size_t peak_bytes = 0;     // the most it held since the last reset_peak()
+  // GPUs (0 elsewhere): the allocator's raw bytes (live blocks rounded, plus its cache), and the whole
+  // device's use (cudaMemGetInfo: the context, NCCL, library handles, other processes): what lies between
+  // them is what plan.reserve_gb keeps free.
+  std::size_t reserved_bytes = 0;
+  std::size_t device_used_bytes = 0;
 };
 
 enum class WeightLayout {

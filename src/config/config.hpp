@@ -203,6 +203,10 @@ struct PlanConfig {
   std::int64_t world_size = 0;      // 0 = the world this runs in
   double device_memory_gb = 0;      // 0 = the device's own (or the host's, on the CPU backend)
   double host_memory_gb = 0;        // a GPU node's host memory for train.offload's state (0 = not checked)
+  // On GPUs, memory the plan leaves free outside the allocator's peak: the CUDA context (~0.5 GiB with
+  // lazy module loading), NCCL's channel buffers (more with NVLink SHARP), the cuBLAS/cuDNN handles.
+  // An estimate until measured (metrics' mem_device_used_bytes less mem_peak_bytes says what a run had).
+  double reserve_gb = 2;
   // --plan --plan.search (plan/layout_search.hpp): the machine the layouts are ranked for. Defaults: an
   // H100 SXM node with NDR InfiniBand, as achievable rates, not datasheet peaks:
   bool search = false;

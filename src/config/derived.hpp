@@ -18,4 +18,11 @@ struct Derived {
 // group read the same sequences, so they count once).
 Derived derive(const Config& config, std::int64_t world_size);
 
+// What the trainer does not run with parallel.pp > 1 yet: throws ConfigError naming the key, the reason
+// and the fix. nccl: the job communicates over NCCL (dist.backend, resolved). The run, --plan and the
+// plan's fixes ask the same rule.
+void check_pipeline_runs(const Config& c, bool nccl);
+// Whether a job on `device` communicates over NCCL: dist.backend, or its default there (auto: NCCL on CUDA).
+bool uses_nccl(const Config& c, Device device);
+
 }  // namespace zt::config

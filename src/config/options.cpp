@@ -4,6 +4,7 @@
 #include "config/options.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "config/value.hpp"
@@ -276,6 +277,7 @@ std::vector<Option> build_table() {
       opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", I64{0, kMaxRanks}),
       opt("plan.world_size", &C::plan, &PlanConfig::world_size, "--plan for this many ranks instead of the running world (0 = running world)", I64{0, kMaxRanks}),
       opt("plan.device_memory_gb", &C::plan, &PlanConfig::device_memory_gb, "--plan against this much memory per device in GiB (0 = the device's own)", closed(0, 1 << 20)),
+      opt("plan.reserve_gb", &C::plan, &PlanConfig::reserve_gb, "on GPUs: memory per device the plan keeps free outside the allocator's peak (the CUDA context, NCCL's buffers, cuBLAS/cuDNN handles), in GiB, taken off the device's memory (its own or plan.device_memory_gb) before the fit test", closed(0, 1 << 20)),
       opt("plan.host_memory_gb", &C::plan, &PlanConfig::host_memory_gb, "--plan on GPUs: host memory per node in GiB, shared by its min(ranks, plan.gpus_per_node) ranks, against which train.offload's host state is checked (0 = not checked; on the CPU backend the host is the device)", closed(0, 1 << 24)),
       opt("plan.search", &C::plan, &PlanConfig::search, "--plan: rank the parallel layouts (TP x PP x DP x micro-batch x recompute x ZeRO stage) by predicted tokens/s on plan.world_size ranks; prints the best 5 as flags"),
       opt("plan.gpus_per_node", &C::plan, &PlanConfig::gpus_per_node, "--plan.search: devices per node (TP stays inside one; default an HGX H100 node)", I64{1, 1024}),
@@ -341,7 +343,10 @@ const Option* find_option(std::string_view key) {
 std::string nearest_key(std::string_view key) {
   std::string best;
   std::size_t best_distance = 4;  // farther than 3 edits is not a typo
+  std::string lower(key);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   for (const Option& o : options()) {
+    if (o.key == lower) return o.key;  // [TRAIN] device=...: right key, wrong case
     std::size_t d = value::edit_distance(key, o.key);
     if (d < best_distance) best_distance = d, best = o.key;
     if (o.name() == key) return o.key;  // right name, missing or wrong section

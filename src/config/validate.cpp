@@ -348,32 +348,63 @@ Derived derive(const Config& config, std::int64_t world_size) {
     d.tokens_per_step = mini * config.rl.group_size * config.model.seq_len;
     return d;
   }
-  if (global % per_step != 0) {
-    std::int64_t lower = (global / per_step) * per_step, upper = lower + per_step;
-    std::string fix = lower > 0 ? cat("train.global_batch=", lower, " or ", upper) : cat("train.global_batch=", upper);
-    std::vector<std::int64_t> micro_ok;
+  // Every batch rule that follows (the split, the interleaved schedule's groups of pp micro-batches,
+  // sequence parallelism's token rows): a value suggested below passes all of them, not only the first.
+  const bool interleaved = vpp > 1;
+  auto splits = [&](std::int64_t g, std::int64_t m) {
+    if (g % (m * dp_size) != 0) return false;
+    if (interleaved && (g / (m * dp_size)) % pp != 0) return false;
+    return !config.parallel.sequence_parallel || (m * config.model.seq_len) % tp == 0;
+  };
+  auto micro_fix = [&] {  // the micro-batches that keep train.global_batch
+    std::vector<std::int64_t> ok;
     for (std::int64_t m : divisors(global, global))
-      if ((global / m) % dp_size == 0) micro_ok.push_back(m);
-    if (!micro_ok.empty()) fix += cat(", or train.micro_batch in {", join(micro_ok), "}");
+      if (splits(global, m)) ok.push_back(m);
+    return ok.empty() ? std::string() : cat(", or train.micro_batch in {", join(ok), "}");
+  };
+  if (global % per_step != 0) {
+    const std::int64_t step = interleaved ? per_step * pp : per_step;  // the batches that split at this micro-batch
+    const std::int64_t lower = (global / step) * step, upper = lower + step;
+    std::string fix = lower > 0 ? cat("train.global_batch=", lower, " or ", upper) : cat("train.global_batch=", upper);
+    fix += micro_fix();
     std::string ranks;  // how the data-parallel ranks come out of the world
     if (pp > 1) ranks = cat(" = ", world_size, " ranks / (parallel.pp=", pp, " x parallel.tp=", tp, ")");
     else if (tp > 1) ranks = cat(" = ", world_size, " ranks / parallel.tp=", tp);
     throw ConfigError(cat("train.global_batch=", global, " is not divisible by train.micro_batch(", micro,
-                          ") x data-parallel ranks(", dp_size, ranks, ") = ", per_step, "; use ", fix));
+                          ") x data-parallel ranks(", dp_size, ranks, ") = ", per_step, "; use ", fix,
+                          interleaved ? cat(" (parallel.schedule=interleaved also takes the micro-batches in groups of parallel.pp=", pp, ")") : ""));
   }
   Derived d;
   d.dp_size = dp_size;
   d.grad_accum = global / per_step;
-  if (vpp > 1 && d.grad_accum % pp != 0) {  // model/pipeline_schedule.hpp: whole groups of pp micro-batches
+  if (interleaved && d.grad_accum % pp != 0) {  // model/pipeline_schedule.hpp: whole groups of pp micro-batches
     const std::int64_t upper = (d.grad_accum / pp + 1) * pp * per_step;
     throw ConfigError(cat("parallel.schedule=interleaved takes the step's micro-batches in groups of parallel.pp=", pp,
                           ", and train.global_batch=", global, " / (train.micro_batch(", micro, ") x data-parallel ranks(",
                           dp_size, ")) = ", d.grad_accum, " micro-batches is not a multiple of ", pp, "; use train.global_batch=",
                           upper, d.grad_accum > pp ? cat(" or ", (d.grad_accum / pp) * pp * per_step) : "",
+                          micro_fix(),
                           ", or parallel.schedule=1f1b"));
   }
   d.tokens_per_step = global * config.model.seq_len;
   return d;
+}
+
+void check_pipeline_runs(const Config& c, bool nccl) {
+  const std::int64_t pp = c.parallel.pp;
+  if (pp == 1) return;
+  auto refuse = [&](const std::string& what) { throw ConfigError(cat("parallel.pp=", pp, " with ", what)); };
+  if (c.train.zero_stage >= 2)
+    refuse(cat("train.zero_stage=", c.train.zero_stage, ": stages 2-3 reduce (and at 3 gather) every unit per "
+               "micro-batch, while a pipeline accumulates the gradients of all its micro-batches first (as "
+               "Megatron-LM and DeepSpeed do) and reduces them once; use train.zero_stage=0 or 1"));
+  if (nccl)
+    refuse("dist.backend=nccl: the NCCL send/recv path of the pipeline has not run on GPUs yet; use "
+           "dist.backend=mpi (host-staged)");
+}
+
+bool uses_nccl(const Config& c, Device device) {
+  return c.dist.backend == CommBackend::kNccl || (c.dist.backend == CommBackend::kAuto && device == Device::kCuda);
 }
 
 }  // namespace zt::config

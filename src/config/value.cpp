@@ -54,10 +54,11 @@ double parse_double(std::string_view key, std::string_view raw) {
 }
 
 bool parse_bool(std::string_view key, std::string_view raw) {
-  std::string_view text = trim(raw);
+  std::string text(trim(raw));  // any case: True (Python), TRUE, yes, On
+  for (char& ch : text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
   if (text == "false" || text == "0" || text == "no" || text == "off") return false;
-  reject(key, raw, "not a boolean (true|false)");
+  reject(key, raw, "not a boolean (true|false, yes|no, on|off, 1|0, in any case)");
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

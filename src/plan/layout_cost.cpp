@@ -229,13 +229,13 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
 }
 
 namespace {
-// What the trainer runs today (train/pipeline_stage.cpp's refusals); the planner ranks nothing else.
+// What the trainer runs today (config::check_pipeline_runs); the planner ranks nothing else.
 std::string unsupported_reason(const config::Config& c, const Layout& l, const Machine& m) {
   if (l.pp == 1) return "";
   if (c.rl.enabled()) return "RL does not run under a pipeline yet (rl.prompts with parallel.pp > 1 is refused)";
   if (l.zero_stage >= 2)
     return "pipeline stages pair with ZeRO 0-1 (stages 2-3 would reduce-scatter every micro-batch)";
-  if (m.device == config::Device::kCuda)
+  if (m.device == config::Device::kCuda)  // host-staged (dist.backend=mpi) runs, but its cost is not modelled
     return "the pipeline over NCCL has not run on GPUs yet (dist.backend=nccl is refused with parallel.pp > 1)";
   return "";
 }

@@ -268,7 +268,7 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
   char total[160];
   std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",
-                p.device_fits() ? "fits" : "DOES NOT FIT");
+                p.capacity_bytes == 0 ? "capacity unknown" : p.device_fits() ? "fits" : "DOES NOT FIT");
   out << total;
   if (!p.offload_rows.empty()) {
     out << "  off the device, not in the total (train.offload):\n";

@@ -16,13 +16,15 @@
 namespace zt::plan {
 namespace {
 
-// Whether the run takes this configuration on `world` ranks (config::derive's batch and schedule rules,
-// and RL's prompts dealt whole): a suggestion the run would then refuse is no fix.
-bool accepted(const config::Config& c, std::int64_t world) {
+// Whether the run takes this configuration on `world` ranks of `device` (config::derive's batch and
+// schedule rules, what a pipeline runs with, and RL's prompts dealt whole): a suggestion the run would
+// then refuse is no fix.
+bool accepted(const config::Config& c, std::int64_t world, config::Device device) {
   const std::int64_t model_ranks = c.parallel.tp * c.parallel.pp;
   if (world % model_ranks != 0) return false;
   try {
     config::derive(c, world);
+    config::check_pipeline_runs(c, config::uses_nccl(c, device));
   } catch (const ConfigError&) {
     return false;
   }
@@ -42,6 +44,7 @@ void add_param_offload_fix(const config::Config& config, std::int64_t world, int
     if (config.train.offload == config::Offload::kParams && to <= config.offload.to) continue;  // what it runs now
     c.offload.to = to;
     c.offload.nvme_dir = to == config::OffloadTo::kNvme ? "DIR" : "";
+    if (!accepted(c, world, device)) return;
     const MemoryPlan p = plan_memory(c, world, threads, capacity, device, lengths);
     if (!p.fits()) continue;
     out.push_back(to == config::OffloadTo::kHost
@@ -65,6 +68,7 @@ void add_offload_fixes(const config::Config& config, std::int64_t world, int thr
   c.train.offload = config::Offload::kOptimizer;
   for (std::int64_t s = std::max<std::int64_t>(1, config.train.zero_stage); s <= 3; ++s) {
     c.train.zero_stage = s;
+    if (!accepted(c, world, device)) break;
     c.offload.to = config::OffloadTo::kHost;
     const MemoryPlan host = plan_memory(c, world, threads, capacity, device, lengths);
     if (host.fits() && !offloading) {
@@ -95,14 +99,15 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
   c.train.recompute = config::Recompute::kFull;
   for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
     c.train.zero_stage = s;
-    if (!plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+    if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
     out.push_back(cat("train.recompute=full with train.zero_stage=", s));
     return;
   }
-  c.train.zero_stage = 3;
+  // The most sharding the layout runs with: ZeRO-3, or ZeRO-1 under a pipeline (config::check_pipeline_runs).
+  c.train.zero_stage = config.parallel.pp > 1 ? std::max<std::int64_t>(1, config.train.zero_stage) : 3;
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (accepted(c, w) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
-      out.push_back(cat(w, " ranks at train.zero_stage=3 with train.recompute=full"));
+    if (accepted(c, w, device) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
+      out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " with train.recompute=full"));
       return;
     }
 }
@@ -155,7 +160,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
     c.train.zero_stage = s;
     for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
       c.train.micro_batch = m;
-      if (!accepted(c, world) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+      if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
       out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
                         m == config.train.micro_batch ? "" : " (the largest that fits at this stage)"));
       break;
@@ -164,7 +169,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   c = config;
   c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (accepted(c, w) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
+    if (accepted(c, w, device) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
       out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
       break;
     }

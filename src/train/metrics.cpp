@@ -71,6 +71,9 @@ void MetricsLog::step(const StepMetrics& m) {
                          ", \"tokens_per_s\": ", json_number(m.tokens_per_s), ", \"step_ms\": ", json_number(m.step_ms),
                          ", \"data_wait_ms\": ", json_number(m.data_wait_ms), ", \"comm_bytes\": ", json_number(m.comm_bytes), ", \"mem_peak_bytes\": ", m.mem_peak_bytes);
   if (m.mem_predicted_bytes) line += cat(", \"mem_predicted_bytes\": ", *m.mem_predicted_bytes);
+  if (m.mem_device_used_bytes)
+    line += cat(", \"mem_reserved_bytes\": ", m.mem_reserved_bytes.value_or(0), ", \"mem_device_used_bytes\": ",
+                *m.mem_device_used_bytes);
   line += cat(", \"tokens_per_s_per_rank\": ", json_number(m.tokens_per_s_per_rank), ", \"forward_ms\": ",
               json_number(m.forward_ms), ", \"backward_ms\": ", json_number(m.backward_ms), ", \"comm_ms\": ",
               json_number(m.comm_ms), ", \"optimizer_ms\": ", json_number(m.optimizer_ms));

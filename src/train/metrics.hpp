@@ -22,6 +22,8 @@ struct StepMetrics {
   double step_ms = 0;               // mean over the steps since the previous line
   std::uint64_t mem_peak_bytes = 0; // max over ranks of the backend allocator's peak
   std::optional<std::uint64_t> mem_predicted_bytes;
+  // GPUs: max over ranks of the allocator's raw bytes (live + cached) and of the device's whole use.
+  std::optional<std::uint64_t> mem_reserved_bytes, mem_device_used_bytes;
   std::optional<double> mfu;
   double data_wait_ms = 0;          // mean per step: the loop blocked on the loader
   double comm_bytes = 0;            // mean per step: payload bytes this rank handed to collectives

@@ -11,19 +11,6 @@
 
 namespace zt::train {
 
-void check_pipeline_config(const config::Config& c, bool nccl) {
-  const std::int64_t pp = c.parallel.pp;
-  if (pp == 1) return;
-  auto refuse = [&](const std::string& what) { throw ConfigError(cat("parallel.pp=", pp, " with ", what)); };
-  if (c.train.zero_stage >= 2)
-    refuse(cat("train.zero_stage=", c.train.zero_stage, ": stages 2-3 reduce (and at 3 gather) every unit per "
-               "micro-batch, while a pipeline accumulates the gradients of all its micro-batches first (as "
-               "Megatron-LM and DeepSpeed do) and reduces them once; use train.zero_stage=0 or 1"));
-  if (nccl)
-    refuse("dist.backend=nccl: the NCCL send/recv path of the pipeline has not run on GPUs yet; use "
-           "dist.backend=mpi (host-staged)");
-}
-
 PipelineStage::PipelineStage(backend::Backend& backend, const model::ParamTable& global, const dist::Grid& grid, int vpp,
                              std::int64_t micro_batches, const model::ModelOptions& models,
                              const std::vector<int>& blocks)

@@ -38,10 +38,6 @@
 
 namespace zt::train {
 
-// What the trainer does not run with parallel.pp > 1 yet: throws ConfigError naming the key, the
-// reason and the fix. nccl: the job communicates over NCCL (dist.backend).
-void check_pipeline_config(const config::Config& c, bool nccl);
-
 class PipelineStage {
  public:
   // global: the whole model's table; vpp: model chunks per rank (1: 1F1B); micro_batches: the step's

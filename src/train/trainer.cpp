@@ -157,7 +157,7 @@ Trainer::~Trainer() = default;
 // group; under parallel.tp > 1 the TP shard of the stage's, run by the TP models over the TP group),
 // checkpointed in the global shape (shard_map.hpp); the split is said once.
 void Trainer::make_pipeline_stage() {
-  check_pipeline_config(config_, placement_.comm == config::CommBackend::kNccl);
+  config::check_pipeline_runs(config_, placement_.comm == config::CommBackend::kNccl);
   grid_comms_ = dist::split_grid(*comm_, grid_);
   const model::ModelOptions models{.micro_batch = static_cast<int>(config_.train.micro_batch),
                                    .recompute = config_.train.recompute,

@@ -16,7 +16,7 @@ source "$(dirname "$0")/../lib.sh"
 cfg=$ZT_SOURCE/inputs/configs
 llama70b=(--config "$cfg/llama3.1-8b.ini" --model.n_layer=80 --model.n_head=64 --model.n_embd=8192 --model.ffn_hidden=28672
           --model.seq_len=2048 --lora.rank=16 --lora.targets=q,k,v,o,gate,up,down --train.zero_stage=3 --train.recompute=full
-          --plan --plan.device_memory_gb=16 --train.device=cuda)
+          --plan --plan.device_memory_gb=16 --plan.reserve_gb=0 --train.device=cuda)  # the bare 16 GiB
 expect_exit 2 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=8
 expect_in "$ZT_WORK/out" "DOES NOT FIT"
 expect_in "$ZT_WORK/out" "would fit with: 16 ranks at train.zero_stage=3"

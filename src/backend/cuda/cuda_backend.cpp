@@ -125,7 +125,12 @@ void CudaBackend::synchronize() {
 
 MemoryStats CudaBackend::memory_stats() const {
   const AllocatorStats s = allocator_->stats();
-  return MemoryStats{s.current_bytes, s.peak_bytes};
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+    cudaGetLastError();  // a reading, not a failure of the step
+    free = total;
+  }
+  return MemoryStats{s.current_bytes, s.peak_bytes, s.reserved_bytes, total - free};
 }
 
 void CudaBackend::reset_peak() { allocator_->reset_peak(); }

@@ -81,9 +81,22 @@ TEST(Parse, BareBoolKeyMeansTrue) {
   expect_config_error({"--model.n_layer", "--plan"}, {"model.n_layer"});  // only BOOL keys go bare
 }
 
+TEST(Parse, BooleansInAnyCase) {
+  EXPECT_TRUE(parse({"--ckpt.async=True"}).config.ckpt.async);
+  EXPECT_TRUE(parse({"--ckpt.async=YES"}).config.ckpt.async);
+  EXPECT_FALSE(parse({"--ckpt.async=Off"}).config.ckpt.async);
+  expect_config_error({"--ckpt.async=maybe"}, {"not a boolean (true|false, yes|no, on|off, 1|0, in any case)"});
+}
+
 TEST(Parse, UnknownCommandLineKeySuggestsNearest) {
   expect_config_error({"--optim.lrr=3"}, {"optim.lrr", "did you mean optim.lr"});
   expect_config_error({"--lr=3"}, {"'lr'", "did you mean optim.lr"});
+}
+
+TEST(Parse, WrongCaseSectionInAFileSuggestsTheKey) {
+  std::string ini = temp_ini("[TRAIN]\ndevice = cpu\n");
+  expect_config_error({"--config", ini}, {"TRAIN.device", "did you mean train.device?"});
+  std::remove(ini.c_str());
 }
 
 TEST(Parse, UnknownFileKeyNamesFileAndKey) {

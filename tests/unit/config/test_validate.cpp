@@ -54,6 +54,45 @@ TEST(Derive, MicroLargerThanGlobalSuggestsValidMicroBatches) {
   EXPECT_NE(msg.find("train.micro_batch in {1, 2, 4}"), std::string::npos) << msg;
 }
 
+// The values a refusal suggests pass the rules that come after the split (sweep 8's F7): the interleaved
+// schedule's groups of pp micro-batches and sequence parallelism's token rows.
+TEST(Derive, SuggestedBatchesPassTheScheduleAndSequenceParallelRules) {
+  Config c;
+  c.model.n_layer = 4;
+  c.parallel.pp = 2, c.parallel.vpp = 2, c.parallel.schedule = PipeSchedule::kInterleaved;
+  c.train.global_batch = 12, c.train.micro_batch = 4;
+  std::string msg = error_of([&] { derive(c, 4); });  // dp 2: 12 % 8
+  EXPECT_NE(msg.find("use train.global_batch=16, or train.micro_batch in {1, 3}"), std::string::npos) << msg;
+  c.train.global_batch = 12, c.train.micro_batch = 6;  // splits, but 1 micro-batch per step is no group of 2
+  msg = error_of([&] { derive(c, 4); });
+  EXPECT_NE(msg.find("use train.global_batch=24, or train.micro_batch in {1, 3}, or parallel.schedule=1f1b"),
+            std::string::npos) << msg;
+  for (std::int64_t m : {1, 3}) {
+    c.train.micro_batch = m;
+    EXPECT_NO_THROW(derive(c, 4)) << m;
+  }
+  Config sp;
+  sp.parallel.tp = 2, sp.parallel.sequence_parallel = true;
+  sp.model.seq_len = 63;
+  sp.train.global_batch = 12, sp.train.micro_batch = 4;
+  msg = error_of([&] { derive(sp, 4); });  // micro 3 would split the batch but not the 189 token rows
+  EXPECT_NE(msg.find("or train.micro_batch in {2, 6}"), std::string::npos) << msg;
+}
+
+TEST(Derive, PipelineRunsWithZero01AndHostStagedTransfers) {
+  Config c;
+  c.parallel.pp = 2;
+  c.train.zero_stage = 2;
+  EXPECT_NE(error_of([&] { check_pipeline_runs(c, false); }).find("use train.zero_stage=0 or 1"), std::string::npos);
+  c.train.zero_stage = 1;
+  EXPECT_NO_THROW(check_pipeline_runs(c, false));
+  EXPECT_NE(error_of([&] { check_pipeline_runs(c, true); }).find("use dist.backend=mpi"), std::string::npos);
+  EXPECT_TRUE(uses_nccl(c, Device::kCuda));
+  EXPECT_FALSE(uses_nccl(c, Device::kCpu));
+  c.dist.backend = CommBackend::kMpi;
+  EXPECT_FALSE(uses_nccl(c, Device::kCuda));
+}
+
 TEST(Derive, DebugRankOutsideTheWorldIsRejected) {
   Config c;
   c.debug.rank = 4;

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# --plan's exit code is the run's start-up verdict: a layout the run refuses is exit 2 under --plan too,
+# naming the same rule (a pipeline at ZeRO 2-3, a pipeline over NCCL, a TP group wider than
+# plan.gpus_per_node), and the fixes it prints for a pipeline stay at ZeRO 0-1. A CUDA plan keeps
+# plan.reserve_gb off the device's memory, and one without any capacity (no GPU here, no
+# plan.device_memory_gb) is exit 2, not "fits". --plan.search ranks layouts whatever the configured batch
+# does on plan.world_size ranks (the configured line says why it would not run).
+source "$(dirname "$0")/../lib.sh"
+cfg=$ZT_SOURCE/inputs/configs
+tiny=(--config "$cfg/cpu-tiny.ini" --train.device=cpu --model.n_layer=2 --train.global_batch=8 --train.micro_batch=2)
+
+# The run and --plan refuse a pipeline at ZeRO-3 alike (CPU, 2 ranks planned from 1).
+expect_exit 2 "$ZT_BIN/ztrain" "${tiny[@]}" --parallel.pp=2 --train.zero_stage=3 --plan --plan.world_size=2
+expect_in "$ZT_WORK/err" "parallel.pp=2 with train.zero_stage=3: .*use train.zero_stage=0 or 1"
+# Too little memory for a pipeline: the fixes raise the rank count at ZeRO-1, never ZeRO-2/3.
+expect_exit 2 "$ZT_BIN/ztrain" "${tiny[@]}" --parallel.pp=2 --train.zero_stage=1 --plan --plan.world_size=2 \
+  --plan.device_memory_gb=0.001
+expect_in "$ZT_WORK/out" "DOES NOT FIT"
+expect_in "$ZT_WORK/out" "would fit with: "
+expect_not_in "$ZT_WORK/out" "zero_stage=[23]"
+# GPU plans: a pipeline over NCCL (the default on CUDA) is refused as the run refuses it, host-staged is
+# planned; a TP group wider than a node is refused.
+gpu=(--config "$cfg/llama3.1-8b.ini" --plan --train.device=cuda --plan.device_memory_gb=79.6)
+expect_exit 2 "$ZT_BIN/ztrain" "${gpu[@]}" --plan.world_size=16 --parallel.pp=2 --train.zero_stage=1
+expect_in "$ZT_WORK/err" "parallel.pp=2 with dist.backend=nccl"
+expect_exit 0 "$ZT_BIN/ztrain" "${gpu[@]}" --plan.world_size=16 --parallel.pp=2 --train.zero_stage=1 --dist.backend=mpi
+expect_exit 2 "$ZT_BIN/ztrain" "${gpu[@]}" --plan.world_size=8 --plan.gpus_per_node=4 --parallel.tp=8
+expect_in "$ZT_WORK/err" "parallel.tp=8 spans more than a node of plan.gpus_per_node=4 GPUs"
+# The reserve: 79.6 GiB less 2 = 79462.4 MiB for the allocator; plan.reserve_gb=0 plans the bare device.
+expect_exit 0 "$ZT_BIN/ztrain" "${gpu[@]}" --plan.world_size=8
+expect_in "$ZT_WORK/out" "of 79462.4 MiB available per rank: fits"
+expect_in "$ZT_WORK/out" "capacity from plan.device_memory_gb less plan.reserve_gb=2"
+expect_exit 0 "$ZT_BIN/ztrain" "${gpu[@]}" --plan.world_size=8 --plan.reserve_gb=0
+expect_in "$ZT_WORK/out" "of 81510.4 MiB available per rank: fits"
+# No GPU here and no capacity given: the table, "capacity unknown", exit 2 naming the key. Only where no
+# GPU is visible (a GPU host plans against its own).
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  expect_exit 2 "$ZT_BIN/ztrain" --config "$cfg/llama3.1-8b.ini" --plan --train.device=cuda
+  expect_in "$ZT_WORK/out" "available per rank: capacity unknown"
+  expect_in "$ZT_WORK/err" "set plan.device_memory_gb"
+fi
+# The search on 128 GPUs of the configured 64-sequence batch at micro_batch 1: it picks its own splits.
+expect_exit 0 "$ZT_BIN/ztrain" "${gpu[@]}" --plan.search --plan.world_size=128
+expect_in "$ZT_WORK/out" "^ +1 +[0-9]+ "
+expect_in "$ZT_WORK/out" "configured .*: not runnable on 128 ranks: train.global_batch=64 is not divisible"
+echo PASS
