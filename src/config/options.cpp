@@ -351,6 +351,13 @@ std::string nearest_key(std::string_view key) {
     if (d < best_distance) best_distance = d, best = o.key;
     if (o.name() == key) return o.key;  // right name, missing or wrong section
   }
+  if (!best.empty()) return best;
+  const std::size_t dot = lower.find('.');
+  const std::string name = dot == std::string::npos ? lower : lower.substr(dot + 1);
+  for (const Option& o : options())  // train.eval_every: the name in another section
+    if (o.name() == name) return o.key;
+  for (const Option& o : options())  // optim.warmup: the start of a longer key
+    if (lower.size() >= 5 && o.key.rfind(lower, 0) == 0) return o.key;
   return best;
 }
 

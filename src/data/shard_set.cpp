@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/sha256.hpp"
 
 namespace zt::data {
@@ -62,6 +63,11 @@ std::vector<std::string> expand_globs(const std::string& patterns, const std::st
     out.insert(out.end(), matches.begin(), matches.end());
   }
   if (out.empty()) throw InputError(cat(key, " is empty: give a glob of shards written by ztok"));
+  std::vector<std::string> sorted = out;  // a shard two globs match is read twice: say so (a mistake, or meant)
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+    log::warn(cat(key, "='", patterns, "': ", *twice, " is matched by more than one glob and is read as often as it is "
+                  "matched (to weight corpora, give a blend: W1:GLOB1,W2:GLOB2)"));
   return out;
 }
 

@@ -39,8 +39,8 @@ WindowOrder::WindowOrder(std::uint64_t n_tokens, std::int64_t seq_len, bool shuf
       shuffle_(shuffle), seed_(seed) {
   ZT_CHECK_GE(seq_len, 1);
   if (n_tokens < static_cast<std::uint64_t>(seq_len) + 1)
-    throw DataError(cat("the training data holds ", n_tokens, " tokens, fewer than one window of model.seq_len+1 = ",
-                        seq_len + 1, ": give more data (data.train) or a shorter model.seq_len"));
+    throw DataError(cat("the data holds ", n_tokens, " tokens, fewer than one window of model.seq_len+1 = ",
+                        seq_len + 1, ": give more data or a shorter model.seq_len"));
   windows_per_epoch_ = windows_in(n_tokens, seq_len, packed);
 }
 

@@ -99,7 +99,13 @@ void check_data(const config::Config& c, int rank, int world_size) {
       throw InputError(cat("data.train: ", corpus.spec.glob, " holds ", corpus.shards->n_tokens(), " tokens, fewer than one "
                            "window of model.seq_len+1 = ", c.model.seq_len + 1, ": give more data or a shorter model.seq_len"));
   }
-  if (valid) check_packing("data.valid", *valid, c.model.seq_len);
+  if (valid) {  // found here, not at the first evaluation log.eval_every steps into the run
+    check_packing("data.valid", *valid, c.model.seq_len);
+    if (valid->n_tokens() < static_cast<std::uint64_t>(c.model.seq_len) + 1)
+      throw InputError(cat("data.valid: ", c.data.valid, " holds ", valid->n_tokens(), " tokens, fewer than one window "
+                           "of model.seq_len+1 = ", c.model.seq_len + 1, ": give a larger validation set (ztok "
+                           "--valid-fraction), a shorter model.seq_len, or data.valid= (no evaluation)"));
+  }
   if (c.data.verify != config::DataVerify::kFull) return;
   for (const data::Corpus& corpus : train) verify_all("data.train", *corpus.shards, rank, world_size);
   if (valid) verify_all("data.valid", *valid, rank, world_size);

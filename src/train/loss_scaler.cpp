@@ -38,8 +38,13 @@ bool LossScaler::update(bool finite) {
 }
 
 void LossScaler::restore(const ckpt::LossScaleState& saved) {
-  if (!state_.enabled || !saved.enabled) return;
-  if (dynamic_) state_ = saved;  // a fixed scale stays what this run configures
+  // The skipped steps made no update, and AdamW's step count (its bias correction) leaves them out:
+  // carried whatever the scale and the precision, a fixed scale's skips and an fp16 run resumed in bf16
+  // included (as torch keeps its optimizer's step apart from the GradScaler).
+  state_.skipped_steps = saved.skipped_steps;
+  if (!state_.enabled || !saved.enabled || !dynamic_) return;  // a fixed scale stays what this run configures
+  state_.scale = saved.scale;
+  state_.good_steps = saved.good_steps;
 }
 
 }  // namespace zt::train

@@ -20,7 +20,7 @@ class LossScaler {
 
   bool enabled() const { return state_.enabled; }
   double scale() const { return state_.scale; }
-  std::int64_t skipped_steps() const { return state_.skipped_steps; }
+  std::int64_t skipped_steps() const { return state_.skipped_steps; }  // steps with no update, ever
 
   // After the gradients of a step are reduced: `finite` says whether the global gradient norm (of
   // the scaled gradients) is finite. Returns whether the step is applied; adjusts the scale. Throws
@@ -29,7 +29,8 @@ class LossScaler {
 
   // The state a checkpoint keeps, so that a resumed run scales exactly as the uninterrupted one.
   const ckpt::LossScaleState& state() const { return state_; }
-  // Restores a checkpoint's state; a checkpoint from a run without fp16 leaves the configured start.
+  // Restores a checkpoint's state: its skipped steps always (AdamW's step count leaves them out), its
+  // dynamic scale where both runs scale dynamically; otherwise the configured scale.
   void restore(const ckpt::LossScaleState& saved);
 
  private:

@@ -5,6 +5,8 @@
 #   bf16 working copy is its rounding);
 # - fp16 with dynamic loss scaling from an absurd initial scale: overflowing steps are skipped and
 #   logged ("skipped": true), the scale halves on each overflow and only then, training proceeds;
+# - fp16 at a fixed scale with overflows before a stop: the resume takes the skip count back (AdamW's
+#   step leaves skipped steps out), bit-identical;
 # - the checkpoint's model.h5 holds the fp32 master, not the rounded working weights.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
@@ -61,4 +63,16 @@ assert len(skipped) < 30 and steps[-1]["step"] == 40
 assert steps[-1]["loss"] < by_step[lead + 1]["loss"], "no learning after the scale settled"
 PY
 expect_in "$ZT_WORK/err" "fp16 gradients overflowed at loss scale"
+
+# fp16 at a fixed scale that overflows now and then (2e6 here: steps 10-12 and 15 of 16): the skipped steps
+# count out of AdamW's step, so a resume after skips must take their count back (it restarted at 0, and
+# every later step's bias correction moved): stop at 13, resume, bit-identical to the straight run.
+fixed=(--train.precision=fp16 --train.loss_scale=2e6 --train.max_steps=16)
+train 2 "${fixed[@]}" --ckpt.dir="$ZT_WORK/fixed/straight" --log.metrics="$ZT_WORK/fixed/straight.jsonl"
+grep '"skipped": true' "$ZT_WORK/fixed/straight.jsonl" | grep -q '"step": \(1[0-3]\|[1-9]\),' ||
+  fail "no fixed-scale overflow before step 13: the case tests nothing (pick another train.loss_scale)"
+train 2 "${fixed[@]}" --ckpt.dir="$ZT_WORK/fixed/split" --log.metrics="$ZT_WORK/fixed/split.jsonl" --train.stop_at_step=13
+train 2 "${fixed[@]}" --ckpt.dir="$ZT_WORK/fixed/split" --log.metrics="$ZT_WORK/fixed/split.jsonl"
+same_losses "$ZT_WORK/fixed/straight.jsonl" "$ZT_WORK/fixed/split.jsonl"
+echo "fp16 fixed scale: skips carried over a resume, bit-identical"
 echo "PASS"

@@ -74,6 +74,11 @@ cp "$ZT_WORK/data/train_000000.h5" "$ZT_WORK/header.h5" && truncate -s 1000 "$ZT
 refused 4 "^rank 0: shard $ZT_WORK/header.h5 cannot be read \(truncated or corrupt\?\)" --data.train="$ZT_WORK/header.h5"
 refused 4 "^rank 0: shard .*train_000000.h5 has vocab_size 97 \(.* tokenizer\) but the model has only 96: set model.vocab_size to at least 97" \
   --model.vocab_size=96 --ckpt.dir="$ZT_WORK/other"  # the last --ckpt.dir wins: no checkpoint of another shape
+# A validation set shorter than one window: refused at start-up, not at the first evaluation
+# log.eval_every steps in (it was exit 1 there, naming data.train, the steps lost).
+mkdir -p "$ZT_WORK/short" && "$ZT_BIN/../tests/make_test_shards" "$ZT_WORK/short/valid" --tokens 10 --vocab 97 --seed 5 >/dev/null || fail "make_test_shards"
+refused 2 "^rank 0: data.valid: .*short/valid_\*.h5 holds 10 tokens, fewer than one window of model.seq_len\+1 = 17" \
+  --data.valid="$ZT_WORK/short/valid_*.h5" --log.eval_every=2
 
 # An input every rank reads (init.from): a damaged file is printed once, not once per rank.
 head -c 1000 /dev/zero | tr '\0' 'x' >"$ZT_WORK/bad.safetensors"

@@ -91,6 +91,8 @@ TEST(Parse, BooleansInAnyCase) {
 TEST(Parse, UnknownCommandLineKeySuggestsNearest) {
   expect_config_error({"--optim.lrr=3"}, {"optim.lrr", "did you mean optim.lr"});
   expect_config_error({"--lr=3"}, {"'lr'", "did you mean optim.lr"});
+  expect_config_error({"--train.eval_every=3"}, {"did you mean log.eval_every"});  // the key in another section
+  expect_config_error({"--optim.warmup=3"}, {"did you mean optim.warmup_steps"});  // the start of the key
 }
 
 TEST(Parse, WrongCaseSectionInAFileSuggestsTheKey) {

@@ -80,5 +80,28 @@ TEST(LossScaler, RestoreContinuesExactlyAndIgnoresNonFp16Checkpoints) {
   EXPECT_EQ(c.scale(), 1024);
 }
 
+// The skipped steps count out of AdamW's step (its bias correction): a resume takes them back whatever
+// the scale (a fixed one's skips too) and whatever the precision resumed in (fp16 -> bf16 keeps them,
+// and a bf16 checkpoint of them hands them on again).
+TEST(LossScaler, RestoreKeepsTheSkippedStepsWhateverTheScaleAndPrecision) {
+  LossScaler fixed(fp16("65536"));
+  fixed.update(false), fixed.update(true), fixed.update(false);
+  LossScaler resumed(fp16("65536"));
+  resumed.restore(fixed.state());
+  EXPECT_EQ(resumed.skipped_steps(), 2);
+  EXPECT_EQ(resumed.scale(), 65536);
+  config::TrainConfig bf16;
+  bf16.precision = config::Precision::kBf16;
+  LossScaler in_bf16(bf16);
+  in_bf16.restore(fixed.state());
+  EXPECT_FALSE(in_bf16.enabled());
+  EXPECT_EQ(in_bf16.skipped_steps(), 2);
+  EXPECT_TRUE(in_bf16.update(false));  // bf16 never skips
+  LossScaler back_in_fp16(fp16());
+  back_in_fp16.restore(in_bf16.state());
+  EXPECT_EQ(back_in_fp16.skipped_steps(), 2);
+  EXPECT_EQ(back_in_fp16.scale(), 1024);  // a disabled scaler's state has no scale to take
+}
+
 }  // namespace
 }  // namespace zt::train
