@@ -297,11 +297,11 @@ int export_weights(const Args& a) {
   write_staged(out, "--out", a.out, [&](const fs::path& dir) {
     if (file) {
       model::export_pretrained((dir / path.filename()).string(), exported.table, exported.weights.data());
-      model::carry_base_token_ids(dir.string(), base);
+      model::carry_base_config(dir.string(), base);
       return;
     }
     model::export_hf_directory(dir.string(), exported.table, exported.weights.data(), a.dtype != "fp32", a.max_shard);
-    model::carry_base_token_ids(dir.string(), base);
+    model::carry_base_config(dir.string(), base);
     if (!a.critic) copy_run_tokenizer(run_config_of(c), dir);
   });
   std::cout << "exported " << (a.critic ? "the critic of " : "") << "step " << c.manifest().step << " of " << a.dir << " to " << a.out

@@ -40,7 +40,7 @@ config::cli::Spec make_zgen_spec() {
   s.program = "zgen";
   s.about = kAbout;
   s.flags = {
-      {.name = "model", .value_name = "DIR", .help = "a ztrain checkpoint directory or a Hugging Face model directory"},
+      {.name = "model", .value_name = "DIR", .help = "a ztrain checkpoint directory, a Hugging Face model directory, or a PEFT LoRA adapter directory (merged into its base at load)"},
       {.name = "prompts", .value_name = "IN.jsonl", .help = "the prompts, one JSON object per line (.gz/.zst too); a glob reads every match in byte order"},
       {.name = "out", .value_name = "OUT.jsonl", .help = "the samples, one JSON object per line"},
       {.name = "tokenizer", .value_name = "PATH",

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <vector>
 
 #include "config/json_fields.hpp"
@@ -28,6 +29,7 @@ struct Field {
   std::string key;   // ours: model.n_head
   std::string name;  // config.json's: num_attention_heads
   std::string text;  // the value as our option table reads it
+  std::string shown = "";  // the file's value for messages where it is not `text` (architectures' class name)
 };
 
 // A config.json field that changes the function, of which ztrain's block computes only the values in
@@ -161,34 +163,87 @@ std::string int_text(const JsonFields& c, const std::string& name, std::optional
   return std::to_string(c.integer(name, fallback));
 }
 
-std::vector<Field> rope_fields(const JsonFields& c) {
-  if (!c.has("rope_scaling")) return {{"model.rope_scaling", "rope_scaling", "none"}};
-  const JsonFields r = c.object("rope_scaling");
-  const std::string type = r.string("rope_type", r.string("type", ""));
+// The scaling of a rope_scaling (v4) or rope_parameters (v5) object `r`: its type (rope_type, or v4's
+// older "type"), and llama3's four numbers.
+std::vector<Field> scaling_fields(const JsonFields& r) {
+  const std::string type = r.string("rope_type", r.string("type", "default"));
   // transformers' "default" is the unscaled rotation, as a null rope_scaling
-  if (type == "default") return {{"model.rope_scaling", "rope_scaling.rope_type", "none"}};
+  if (type == "default") return {{"model.rope_scaling", r.path("rope_type"), "none"}};
   if (type != "llama3")
-    throw ConfigError(cat(c.file(), ": rope_scaling type '", type,
+    throw ConfigError(cat(r.file(), ": ", r.path("rope_type"), " '", type,
                           "' is not supported; ztrain implements llama3 or none (null or \"default\")"));
-  return {{"model.rope_scaling", "rope_scaling.rope_type", "llama3"},
-          {"model.rope_factor", "rope_scaling.factor", number_text(r, "factor")},
-          {"model.rope_low_freq_factor", "rope_scaling.low_freq_factor", number_text(r, "low_freq_factor")},
-          {"model.rope_high_freq_factor", "rope_scaling.high_freq_factor", number_text(r, "high_freq_factor")},
-          {"model.rope_original_max_position", "rope_scaling.original_max_position_embeddings",
+  return {{"model.rope_scaling", r.path("rope_type"), "llama3"},
+          {"model.rope_factor", r.path("factor"), number_text(r, "factor")},
+          {"model.rope_low_freq_factor", r.path("low_freq_factor"), number_text(r, "low_freq_factor")},
+          {"model.rope_high_freq_factor", r.path("high_freq_factor"), number_text(r, "high_freq_factor")},
+          {"model.rope_original_max_position", r.path("original_max_position_embeddings"),
            int_text(r, "original_max_position_embeddings")}};
+}
+
+// transformers v5 writes RoPE as one object, `"rope_parameters": {"rope_theta": 500000.0, "rope_type":
+// "llama3", "factor": 8.0, ...}`, and no top-level rope_theta / rope_scaling (v4's, still read). Only
+// the keys of the types ztrain computes are taken; a per-layer-type object (Gemma 3's: an object per
+// attention kind) or any other key is refused naming it, as a RoPE not read would be a silently other model.
+void check_rope_parameters(const nlohmann::json& p, const JsonFields& r) {
+  static const std::set<std::string> kKnown = {"rope_theta", "rope_type", "type", "factor", "low_freq_factor",
+                                               "high_freq_factor", "original_max_position_embeddings"};
+  for (const auto& [key, value] : p.items()) {
+    if (value.is_object())
+      throw ConfigError(cat(r.file(), ": ", r.path(key), " is an object: RoPE per layer type is not supported; ztrain "
+                            "rotates every layer alike (one rope_theta, llama3 scaling or none)"));
+    if (key == "partial_rotary_factor" && value.is_number() && value.get<double>() == 1.0) continue;
+    if (!kKnown.count(key))
+      throw ConfigError(cat(r.file(), ": ", r.path(key), "=", value.dump(), " is not supported; ztrain's RoPE takes "
+                            "rope_theta, and rope_type default or llama3 (factor, low_freq_factor, high_freq_factor, "
+                            "original_max_position_embeddings)"));
+  }
+}
+
+// RoPE's base and scaling, from v4's top-level keys or v5's rope_parameters (both present: they must
+// agree). Any other top-level rope_* key is refused naming it.
+std::vector<Field> rope_fields(const nlohmann::json& j, const JsonFields& c) {
+  for (const auto& [key, value] : j.items())
+    if (key.rfind("rope", 0) == 0 && key != "rope_theta" && key != "rope_scaling" && key != "rope_parameters" && !value.is_null())
+      throw ConfigError(cat(c.file(), ": ", key, "=", value.dump(), " is not supported; ztrain's RoPE takes rope_theta "
+                            "and rope_scaling (transformers v4) or rope_parameters (v5)"));
+  std::vector<Field> v4 = {{"model.rope_theta", "rope_theta", number_text(c, "rope_theta", "10000")}};
+  if (c.has("rope_scaling")) {
+    for (Field& f : scaling_fields(c.object("rope_scaling"))) v4.push_back(std::move(f));
+  } else {
+    v4.push_back({"model.rope_scaling", "rope_scaling", "none"});
+  }
+  if (!c.has("rope_parameters")) return v4;
+  const JsonFields r = c.object("rope_parameters");
+  check_rope_parameters(j.at("rope_parameters"), r);
+  std::vector<Field> v5 = {{"model.rope_theta", r.path("rope_theta"),
+                            r.has("rope_theta") ? number_text(r, "rope_theta") : v4.front().text}};
+  for (Field& f : scaling_fields(r)) v5.push_back(std::move(f));
+  for (const Field& old : v4) {  // what v4's keys say, where the file has them, is what rope_parameters says
+    if (!c.has(old.name.substr(0, old.name.find('.')))) continue;
+    const auto same = std::find_if(v5.begin(), v5.end(), [&](const Field& f) { return f.key == old.key; });
+    const Option* o = find_option(old.key);
+    Config a, b;
+    o->assign(a, old.text);
+    if (same != v5.end()) o->assign(b, same->text);
+    if (same == v5.end() || o->format(a) != o->format(b))
+      throw ConfigError(cat(c.file(), ": ", old.name, "=", old.text, " disagrees with ",
+                            same == v5.end() ? r.path("rope_type") + " " + v5[1].text : cat(same->name, "=", same->text),
+                            ": the file holds RoPE twice, differently; keep one (transformers v5 reads rope_parameters)"));
+  }
+  return v5;
 }
 
 // head_dim: transformers' LlamaConfig and Qwen2Config default to hidden_size / num_attention_heads (0 here:
 // the same), Qwen3Config to 128.
-std::vector<Field> llama_fields(const JsonFields& c, const std::string& arch) {
+std::vector<Field> llama_fields(const nlohmann::json& j, const JsonFields& c, const std::string& arch) {
   const std::int64_t heads = c.integer("num_attention_heads");
   const bool qwen3 = arch == "Qwen3ForCausalLM";
   const std::int64_t head_dim = c.integer("head_dim", qwen3 ? 128 : 0);
   const bool own_width = head_dim != 0 && head_dim * heads != c.integer("hidden_size");
   std::vector<Field> f = {
-      {"model.arch", "architectures", "llama"},
-      {"model.qkv_bias", "architectures", arch == "Qwen2ForCausalLM" ? "true" : "false"},
-      {"model.qk_norm", "architectures", qwen3 ? "true" : "false"},
+      {"model.arch", "architectures", "llama", arch},
+      {"model.qkv_bias", "architectures", arch == "Qwen2ForCausalLM" ? "true" : "false", arch},
+      {"model.qk_norm", "architectures", qwen3 ? "true" : "false", arch},
       {"model.head_dim", "head_dim", std::to_string(own_width ? head_dim : 0)},
       {"model.n_layer", "num_hidden_layers", int_text(c, "num_hidden_layers")},
       {"model.n_head", "num_attention_heads", std::to_string(heads)},
@@ -196,15 +251,14 @@ std::vector<Field> llama_fields(const JsonFields& c, const std::string& arch) {
       {"model.n_embd", "hidden_size", int_text(c, "hidden_size")},
       {"model.ffn_hidden", "intermediate_size", int_text(c, "intermediate_size")},
       {"model.vocab_size", "vocab_size", int_text(c, "vocab_size")},
-      {"model.rope_theta", "rope_theta", number_text(c, "rope_theta", "10000")},
       {"model.norm_eps", "rms_norm_eps", number_text(c, "rms_norm_eps", "1e-6")},
       {"model.tie_embeddings", "tie_word_embeddings", c.boolean("tie_word_embeddings", false) ? "true" : "false"}};
-  for (Field& r : rope_fields(c)) f.push_back(std::move(r));
+  for (Field& r : rope_fields(j, c)) f.push_back(std::move(r));
   return f;
 }
 
 std::vector<Field> gpt2_fields(const JsonFields& c) {
-  return {{"model.arch", "architectures", "gpt2"},
+  return {{"model.arch", "architectures", "gpt2", "GPT2LMHeadModel"},
           {"model.n_layer", "n_layer", int_text(c, "n_layer")},
           {"model.n_head", "n_head", int_text(c, "n_head")},
           {"model.n_embd", "n_embd", int_text(c, "n_embd")},
@@ -243,7 +297,7 @@ void apply(Config& config, const std::set<std::string>& given, const Field& f, c
   if (!given.count(f.key)) return static_cast<void>(config = probe);
   const std::string mine = o->format(config), theirs = o->format(probe);
   if (mine != theirs && !(f.key == "model.tie_embeddings" && mine == "auto"))
-    throw ConfigError(cat(f.key, "=", mine, " disagrees with ", f.name, "=", f.text, " in ", file,
+    throw ConfigError(cat(f.key, "=", mine, " disagrees with ", f.name, "=", f.shown.empty() ? f.text : f.shown, " in ", file,
                           ": drop ", f.key, " to take the model's value, or start from another model"));
 }
 
@@ -270,30 +324,59 @@ bool is_hf_directory(const std::string& path) {
   return !path.empty() && std::filesystem::is_directory(path, ec);
 }
 
+bool has_config_json(const std::string& path) {
+  std::error_code ec;
+  if (path.empty()) return false;
+  const std::filesystem::path p(path);
+  if (std::filesystem::is_directory(p, ec)) return true;
+  return std::filesystem::is_regular_file(p, ec) && std::filesystem::exists(p.parent_path() / "config.json", ec);
+}
+
 namespace {
-// init.from's config.json (a PEFT adapter directory's: its base's, config/lora.hpp).
+// init.from's config.json (a PEFT adapter directory's: its base's, config/lora.hpp): in the directory, or
+// beside the .safetensors file (zckpt export --out FILE.safetensors writes it there).
 std::string config_json_of(const Config& config) {
-  return (std::filesystem::path(lora_base_path(config)) / "config.json").string();
+  const std::filesystem::path base(lora_base_path(config));
+  std::error_code ec;
+  const bool file = std::filesystem::is_regular_file(base, ec);
+  return ((file ? base.parent_path() : base) / "config.json").string();
 }
 nlohmann::json read_config_json(const std::string& file) {
   return read_json_object(file, "init.from's config.json (a Hugging Face model directory holds config.json beside its "
                                 "safetensors; or give init.from=FILE.safetensors)");
 }
-std::int64_t context_length(const JsonFields& c, bool llama) {
-  return c.integer(llama ? "max_position_embeddings" : "n_positions", llama ? 2048 : 1024);
+// The positions the model takes: the file's, else transformers' default for its class (LlamaConfig
+// 2048, MistralConfig 4096 x 32, Qwen2Config and Qwen3Config 32768, GPT2Config's n_positions 1024).
+std::int64_t context_length(const JsonFields& c, const std::string& arch) {
+  if (!llama_block(arch)) return c.integer("n_positions", 1024);
+  const std::int64_t fallback = arch == "MistralForCausalLM" ? 131072
+                                : arch == "Qwen2ForCausalLM" || arch == "Qwen3ForCausalLM" ? 32768 : 2048;
+  return c.integer("max_position_embeddings", fallback);
+}
+
+struct ConfigJson {
+  std::string file;
+  nlohmann::json j;
+};
+ConfigJson config_json_in(const std::string& dir) {
+  Config config;
+  config.init.from = dir;
+  std::string file = config_json_of(config);
+  nlohmann::json j = read_config_json(file);
+  return {std::move(file), std::move(j)};
 }
 }  // namespace
 
 std::int64_t hf_context_length(const std::string& dir) {
-  Config config;
-  config.init.from = dir;
-  const std::string file = config_json_of(config);
-  const nlohmann::json j = read_config_json(file);
-  const JsonFields c(j, file, kIncomplete);
+  const HfContext context = hf_context(dir);
+  return context.window > 0 ? std::min(context.positions, context.window) : context.positions;
+}
+
+HfContext hf_context(const std::string& dir) {
+  const ConfigJson f = config_json_in(dir);
+  const JsonFields c(f.j, f.file, kIncomplete);
   const std::string arch = architecture(c);
-  const std::int64_t positions = context_length(c, llama_block(arch));
-  const std::int64_t window = arch == "MistralForCausalLM" ? mistral_window(j, c) : 0;
-  return window > 0 ? std::min(positions, window) : positions;
+  return {arch, context_length(c, arch), arch == "MistralForCausalLM" ? mistral_window(f.j, c) : 0};
 }
 
 void apply_hf_config(Config& config, const std::set<std::string>& given) {
@@ -307,9 +390,9 @@ void apply_hf_config(Config& config, const std::set<std::string>& given) {
                           "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or GPT2LMHeadModel"));
   check_fixed(c, llama);
   check_shape_fields(c, llama);
-  for (const Field& f : llama ? llama_fields(c, arch) : gpt2_fields(c)) apply(config, given, f, file);
+  for (const Field& f : llama ? llama_fields(j, c, arch) : gpt2_fields(c)) apply(config, given, f, file);
   const std::string positions = llama ? "max_position_embeddings" : "n_positions";
-  const std::int64_t max_len = context_length(c, llama);
+  const std::int64_t max_len = context_length(c, arch);
   if (config.model.seq_len > max_len)
     throw ConfigError(cat("model.seq_len=", config.model.seq_len, " exceeds ", positions, "=", max_len, " in ", file,
                           ": give model.seq_len <= ", max_len));

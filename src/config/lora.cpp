@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -32,12 +33,30 @@ std::string list(const std::vector<std::string>& names) {
 
 namespace {
 
+// PEFT matches a target as the end of a module's dotted name, so `self_attn.q_proj` names what `q_proj`
+// does; the module's own path within a block reads as its name. GPT-2's c_proj is one ztrain target for
+// both output projections (attn.c_proj, mlp.c_proj): one of them alone is no ztrain target.
+std::string without_block_path(Arch arch, const std::string& name, std::set<std::string>& c_proj_paths) {
+  static const std::vector<std::pair<std::string, std::string>> kLlama = {
+      {"self_attn.q_proj", "q_proj"}, {"self_attn.k_proj", "k_proj"}, {"self_attn.v_proj", "v_proj"},
+      {"self_attn.o_proj", "o_proj"}, {"mlp.gate_proj", "gate_proj"}, {"mlp.up_proj", "up_proj"}, {"mlp.down_proj", "down_proj"}};
+  static const std::vector<std::pair<std::string, std::string>> kGpt2 = {
+      {"attn.c_attn", "c_attn"}, {"mlp.c_fc", "c_fc"}, {"attn.c_proj", "c_proj"}, {"mlp.c_proj", "c_proj"}};
+  for (const auto& [path, module] : arch == Arch::kLlama ? kLlama : kGpt2)
+    if (name == path) {
+      if (module == "c_proj") c_proj_paths.insert(path);
+      return module;
+    }
+  return name;
+}
+
 // The modules a comma-separated list names (`what` says whose list it is in errors: the user's
 // lora.targets as written, or an adapter's target_modules). Llama's short names gain "_proj".
 std::vector<std::string> modules_named(Arch arch, const std::string& names, const std::string& what) {
   const std::vector<std::string>& known = family_modules(arch);
   const std::string family = arch == Arch::kLlama ? "llama" : "gpt2";
   std::vector<bool> chosen(known.size(), false);
+  std::set<std::string> c_proj_paths;  // GPT-2's attn.c_proj / mlp.c_proj as written
   std::stringstream in(names);
   std::string given;
   while (std::getline(in, given, ',')) {
@@ -48,6 +67,7 @@ std::vector<std::string> modules_named(Arch arch, const std::string& names, cons
       throw ConfigError(cat(what, " has an empty name (two commas, or a comma at an end); use a comma-separated subset of ",
                             list(known)));
     const std::string as_written = name;
+    name = without_block_path(arch, name, c_proj_paths);
     if (arch == Arch::kLlama && !name.ends_with("_proj")) name += "_proj";  // q -> q_proj
     const auto it = std::find(known.begin(), known.end(), name);
     if (it == known.end())
@@ -56,6 +76,9 @@ std::vector<std::string> modules_named(Arch arch, const std::string& names, cons
                             list(known), arch == Arch::kLlama ? " (or q,k,v,o,gate,up,down)" : ""));
     chosen[static_cast<std::size_t>(it - known.begin())] = true;
   }
+  if (c_proj_paths.size() == 1)
+    throw ConfigError(cat(what, ": ", *c_proj_paths.begin(), " alone: ztrain's GPT-2 adapts c_proj as one target, both "
+                          "output projections (attn.c_proj and mlp.c_proj, as PEFT's \"c_proj\" matches them); name both, or c_proj"));
   std::vector<std::string> out;
   for (std::size_t i = 0; i < known.size(); ++i)
     if (chosen[i]) out.push_back(known[i]);
@@ -186,7 +209,11 @@ void check_adapter_config(const Config& c, const std::string& file) {
 
 std::string adapter_base(const std::string& file) {
   const nlohmann::json j = read_adapter_config(file);
-  return JsonFields(j, file, kNotAdapter).string("base_model_name_or_path");
+  const JsonFields f(j, file, kNotAdapter);
+  if (!f.has("base_model_name_or_path"))  // PEFT writes null for a model built in memory
+    throw ConfigError(cat(file, ": base_model_name_or_path is ", f.text("base_model_name_or_path"), ": the adapter does not "
+                          "say which model it sits on; set it to the base model's directory (or .safetensors file)"));
+  return f.string("base_model_name_or_path");
 }
 }  // namespace
 
@@ -233,6 +260,18 @@ void check_base_dtype(const Config& c) {
 }
 
 }  // namespace
+
+void apply_adapter_config(Config& c) {
+  const std::string file = peft_adapter_config_path(c);
+  if (file.empty()) return;
+  const nlohmann::json j = read_adapter_config(file);
+  const JsonFields f(j, file, kNotAdapter);
+  c.lora.rank = f.integer("r");
+  c.lora.alpha = f.number("lora_alpha");
+  c.lora.rslora = f.boolean("use_rslora", false);
+  c.lora.dropout = f.number("lora_dropout", 0.0);
+  c.lora.targets = list(modules_named(c.model.arch, target_list(j, f, file, c.model.arch), file));
+}
 
 void check_lora(const Config& c) {
   const LoraConfig& l = c.lora;

@@ -29,6 +29,11 @@ std::string lora_base_path(const Config& c);
 // (a Hub id is not downloaded by ztrain). Nothing for any other init.from.
 void check_peft_base(const Config& c);
 
+// init.from a PEFT adapter directory: its r, lora_alpha, use_rslora, lora_dropout and target_modules into
+// the lora.* keys (after the base's config.json is applied: "all-linear" is the family's modules), for a
+// program that runs the adapter rather than trains it (zgen); check_lora then checks the rest.
+void apply_adapter_config(Config& c);
+
 // ConfigError when the lora.* keys do not fit the run (throws nothing when lora.rank = 0 and the other
 // keys are at their defaults), or disagree with the PEFT adapter init.from names (its r, lora_alpha,
 // use_rslora, lora_dropout, target_modules), or that adapter uses a LoraConfig option ztrain does not

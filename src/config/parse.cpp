@@ -183,7 +183,7 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
       *path = std::filesystem::absolute(*path, ec).lexically_normal().string();
   }
   check_peft_base(cl.config);  // a Hub id as an adapter's base: said as such, not as the wrong model
-  if (is_hf_directory(lora_base_path(cl.config))) apply_hf_config(cl.config, cl.given);  // before the checks
+  if (has_config_json(lora_base_path(cl.config))) apply_hf_config(cl.config, cl.given);  // before the checks
   validate(cl.config);
   return cl;
 }

@@ -23,19 +23,13 @@ nlohmann::ordered_json read_json(const fs::path& path) {
   }
 }
 
-// The positions the base's config.json declares (max_position_embeddings, GPT-2's n_positions); 0: none.
-std::int64_t declared_positions(const std::string& base) {
-  const nlohmann::ordered_json c = read_json(fs::path(base) / "config.json");
-  for (const char* key : {"max_position_embeddings", "n_positions"})
-    if (c.contains(key) && c[key].is_number_integer()) return c[key].get<std::int64_t>();
-  return 0;
-}
-
 }  // namespace
 
+// The base's positions as transformers reads its config.json (the default of its class where the file
+// has none: an absent key is not the run's training length).
 GptShape at_base_context(GptShape shape, const std::string& base) {
   if (base.empty() || !config::is_hf_directory(base)) return shape;
-  shape.seq_len = static_cast<int>(std::max<std::int64_t>(shape.seq_len, declared_positions(base)));
+  shape.seq_len = static_cast<int>(std::max<std::int64_t>(shape.seq_len, config::hf_context(base).positions));
   return shape;
 }
 
@@ -58,7 +52,7 @@ ExportWeights at_base_context(ParamTable table, std::vector<float> weights, cons
   return {std::move(wide), std::move(out)};
 }
 
-void carry_base_token_ids(const std::string& export_dir, const std::string& base) {
+void carry_base_config(const std::string& export_dir, const std::string& base) {
   if (base.empty() || !config::is_hf_directory(base)) return;
   const fs::path to = fs::path(export_dir) / "config.json";
   const nlohmann::ordered_json source = read_json(fs::path(base) / "config.json");
@@ -66,6 +60,15 @@ void carry_base_token_ids(const std::string& export_dir, const std::string& base
   bool changed = false;
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
     if (source.contains(key) && !source[key].is_null()) exported[key] = source[key], changed = true;
+  // Mistral is Llama's block attending within a window the run never exceeded (model.seq_len <= it):
+  // exported as a Llama it would claim full attention over all its positions, another function past the
+  // window. It goes back as what it was, window and all (0: none, written null as transformers does).
+  if (const config::HfContext context = config::hf_context(base); context.architecture == "MistralForCausalLM") {
+    exported["architectures"] = nlohmann::ordered_json::array({"MistralForCausalLM"});
+    exported["model_type"] = "mistral";
+    exported["sliding_window"] = context.window > 0 ? nlohmann::ordered_json(context.window) : nlohmann::ordered_json();
+    changed = true;
+  }
   if (changed) write_text_file(to.string(), exported.dump(2) + "\n");
 }
 

@@ -23,9 +23,10 @@ GptShape at_base_context(GptShape shape, const std::string& base);
 // when `base` is not a model directory or its context is not longer. Throws InputError naming the base.
 ExportWeights at_base_context(ParamTable table, std::vector<float> weights, const std::string& base);
 
-// The base's bos_token_id, eos_token_id and pad_token_id written into export_dir/config.json (which the
-// export wrote from the model's shape): generate() reads them when no generation_config.json says. Nothing
-// when `base` is not a model directory.
-void carry_base_token_ids(const std::string& export_dir, const std::string& base);
+// What the base's config.json says that the model's shape does not, written into export_dir/config.json
+// (which the export wrote from the shape): bos_token_id, eos_token_id and pad_token_id (generate() reads
+// them when no generation_config.json says), and a Mistral base's class and sliding_window. Nothing when
+// `base` is not a model directory.
+void carry_base_config(const std::string& export_dir, const std::string& base);
 
 }  // namespace zt::model

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "model/safetensors.hpp"
 
 namespace zt::model {
@@ -99,10 +100,23 @@ void load_pretrained(const std::string& path, const ParamTable& table, float* ho
   if (!fs::is_directory(path, ec)) return load_safetensors(path, table, host_params, nf4);
   const fs::path dir(path);
   const std::string index = (dir / kIndex).string();
+  // transformers' order: model.safetensors before the index, where a directory has both (a copy left over)
+  if (fs::exists(dir / kSingle)) {
+    if (fs::exists(index))
+      log::warn(cat(path, ": holds both ", kSingle, " and ", kIndex, "; reading ", kSingle, " as transformers does "
+                    "(remove the one that is stale)"));
+    return load_safetensors((dir / kSingle).string(), table, host_params, nf4);
+  }
   if (fs::exists(index)) return load_safetensors_files(shards_of(dir, index), index, table, host_params, nf4);
-  if (!fs::exists(dir / kSingle))
-    throw InputError(cat(path, ": holds neither ", kSingle, " nor ", kIndex, "; not a Hugging Face model directory"));
-  load_safetensors((dir / kSingle).string(), table, host_params, nf4);
+  if (fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "pytorch_model.bin.index.json"))
+    throw InputError(cat(path, ": holds PyTorch pickle weights (pytorch_model.bin), which ztrain does not read (a pickle "
+                         "runs code): convert them to safetensors (in Python: AutoModelForCausalLM.from_pretrained(DIR)."
+                         "save_pretrained(OUT, safe_serialization=True)) and give OUT"));
+  if (fs::exists(dir / "adapter_config.json"))
+    throw InputError(cat(path, ": a PEFT adapter (adapter_config.json), not a model: give its base (the adapter's "
+                         "base_model_name_or_path); init.from=", path, " trains the adapter, zgen --model ", path,
+                         " generates with it merged"));
+  throw InputError(cat(path, ": holds neither ", kSingle, " nor ", kIndex, "; not a Hugging Face model directory"));
 }
 
 std::uint64_t parse_shard_size(const std::string& text) {

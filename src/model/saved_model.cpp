@@ -16,6 +16,7 @@
 #include "model/init.hpp"
 #include "model/lora.hpp"
 #include "model/nf4_params.hpp"
+#include "model/safetensors.hpp"
 
 namespace zt::model {
 namespace fs = std::filesystem;
@@ -94,6 +95,30 @@ SavedModel from_hf_directory(const std::string& path) {
   return m;
 }
 
+// A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) on the base its
+// base_model_name_or_path names: the adapters merged into it, as zckpt export --merge merges a run's.
+SavedModel from_peft_adapter(const std::string& path) {
+  config::Config c;
+  c.init.from = path;
+  config::check_peft_base(c);
+  c.model.seq_len = config::hf_context_length(path);  // the base's
+  config::apply_hf_config(c, {});
+  config::apply_adapter_config(c);
+  config::check_lora(c);
+  const std::string base = config::lora_base_path(c);
+  SavedModel m{.config = c, .table = ParamTable(model_shape(c.model))};
+  m.weights.assign(m.table.numel(), 0.0f);
+  load_pretrained(base, m.table, m.weights.data());
+  const ParamTable adapters = lora_table(m.table.shape(), lora_spec(c));
+  std::vector<float> adapter_weights(adapters.numel());
+  load_safetensors((fs::path(path) / "adapter_model.safetensors").string(), adapters, adapter_weights.data());
+  merge_lora(m.table, m.weights.data(), adapters, adapter_weights.data(), lora_spec(c).scale());
+  m.context = c.model.seq_len;
+  m.source = cat("PEFT adapter ", path, " (rank ", c.lora.rank, ") merged into its base ", base, " (",
+                 family_of(m.table.shape().arch).describe(m.table.shape()), ")");
+  return m;
+}
+
 }  // namespace
 
 SavedModel load_saved_model(const std::string& path) {
@@ -102,8 +127,9 @@ SavedModel load_saved_model(const std::string& path) {
     throw ConfigError(cat(path, ": no such directory (a ztrain checkpoint step_N/ or a Hugging Face model directory)"));
   if (fs::exists(fs::path(path) / ckpt::kManifestFile, ec)) return from_checkpoint(path);
   if (fs::exists(fs::path(path) / "config.json", ec)) return from_hf_directory(path);
-  throw ConfigError(cat(path, " holds neither ", ckpt::kManifestFile, " (a committed ztrain checkpoint) nor config.json (a "
-                        "Hugging Face model directory)"));
+  if (fs::exists(fs::path(path) / "adapter_config.json", ec)) return from_peft_adapter(path);
+  throw ConfigError(cat(path, " holds neither ", ckpt::kManifestFile, " (a committed ztrain checkpoint), config.json (a "
+                        "Hugging Face model directory) nor adapter_config.json (a PEFT adapter)"));
 }
 
 }  // namespace zt::model

@@ -95,7 +95,7 @@ expect_in "$W/err" "--max-shard-size needs --out DIR"
 expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/llama/hf32" --model.n_kv_head=2 --ckpt.dir="$W/x"
 expect_in "$W/err" "model.n_kv_head=2 disagrees with num_key_value_heads=1 in .*hf32/config.json"
 expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/gpt2/hf32" --model.arch=llama --ckpt.dir="$W/x"
-expect_in "$W/err" "model.arch=llama disagrees with architectures=gpt2"
+expect_in "$W/err" "model.arch=llama disagrees with architectures=GPT2LMHeadModel"
 expect_exit 2 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/gpt2/hf32" --model.seq_len=32 --ckpt.dir="$W/x"
 expect_in "$W/err" "model.seq_len=32 exceeds n_positions=16"
 
@@ -126,6 +126,29 @@ assert exp[:8 * row] != base[:8 * row], "rows 0..7 were trained"
 assert (c["bos_token_id"], c["eos_token_id"], c["pad_token_id"]) == (1, [2, 3], 0), c
 print("ok: exported at the base's 16 positions (rows 8..15 the base's) with its token ids")
 PY
+
+# A Mistral base (Llama's block within a sliding window) goes back as MistralForCausalLM with its window,
+# not as a Llama attending past it; a base that leaves max_position_embeddings out is exported at its
+# class's default (transformers': Mistral 131072, Llama 2048), not at the run's model.seq_len.
+for arch in MistralForCausalLM LlamaForCausalLM; do
+  rm -rf "$W/base" && cp -r "$W/llama/hf32" "$W/base"
+  /usr/bin/python3 - "$W/base/config.json" "$arch" <<'PY' || fail "cannot edit config.json"
+import json, sys
+c = json.load(open(sys.argv[1])); c.pop("max_position_embeddings", None); c["architectures"] = [sys.argv[2]]
+if sys.argv[2] == "MistralForCausalLM": c.update(model_type="mistral", sliding_window=16)
+json.dump(c, open(sys.argv[1], "w"))
+PY
+  expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/base" --ckpt.dir="$W/ck_$arch"
+  expect_exit 0 "$ZT_BIN/zckpt" export "$W/ck_$arch/step_00000001" --out "$W/hf_$arch" --dtype fp32
+  /usr/bin/python3 - "$W/hf_$arch/config.json" "$arch" <<'PY' || fail "$arch: the export's class, window or context (above)"
+import json, sys
+c = json.load(open(sys.argv[1]))
+want = (["MistralForCausalLM"], 16, 131072) if sys.argv[2] == "MistralForCausalLM" else (["LlamaForCausalLM"], None, 2048)
+got = (c["architectures"], c.get("sliding_window"), c["max_position_embeddings"])
+assert got == want, (got, want)
+print("ok:", sys.argv[2], got)
+PY
+done
 
 # A tensor missing from a shard: named, with the index it should be listed in; an extra one with its file.
 cp -r "$W/llama/shards" "$W/cut"

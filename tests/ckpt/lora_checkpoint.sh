@@ -72,4 +72,20 @@ done
 train_expect 2 1 "${ADAPTER[@]}" --lora.rank=8 --ckpt.dir="$ZT_WORK/again2"
 expect_in "$ZT_WORK/err" "lora.rank=8 disagrees with r=4 in .*adapter_config.json: set lora.rank=4"
 echo "a PEFT adapter directory in init.from continues training, its adapters re-read identical"
+
+# zgen --model ADAPTER_DIR runs the adapter merged into its base at load: the same tokens and log-probs as
+# the merged export of the same checkpoint.
+printf '{"id": 1, "prompt_ids": [1, 2, 3]}\n{"id": 2, "prompt_ids": [5, 8]}\n' >"$ZT_WORK/p.jsonl"
+for model in adapter_straight merged; do
+  expect_exit 0 "$ZT_BIN/zgen" --model "$ZT_WORK/$model" --prompts "$ZT_WORK/p.jsonl" --out "$ZT_WORK/gen_$model.jsonl" \
+    --max-new-tokens 6 --temperature 0
+done
+/usr/bin/python3 - "$ZT_WORK/gen_adapter_straight.jsonl" "$ZT_WORK/gen_merged.jsonl" <<'PY' || fail "zgen on the adapter differs from the merged export"
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+for x, y in zip(a, b):
+    assert x["token_ids"] == y["token_ids"], (x, y)
+    assert max(abs(p - q) for p, q in zip(x["logprobs"], y["logprobs"])) < 1e-5, (x, y)
+print("ok: zgen on the PEFT adapter = zgen on the merged export")
+PY
 echo "PASS"

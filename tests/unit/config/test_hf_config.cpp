@@ -109,6 +109,63 @@ TEST(HfConfig, Gpt2DirectoriesAndUnsupportedArchitectures) {
   for (const std::string& d : {dir, other, empty}) std::filesystem::remove_all(d);
 }
 
+// transformers v5 writes RoPE as one object, rope_parameters, and no top-level rope_theta / rope_scaling:
+// read (it was silently rope_theta 10000, unscaled), checked against v4's keys where both are written, and
+// what ztrain does not compute (yarn, RoPE per layer type, other keys) refused naming the field.
+TEST(HfConfig, TransformersV5RopeParametersAreRead) {
+  auto v5 = [](const std::string& rope) {
+    std::string llama = kLlama32_1b;
+    const std::size_t a = llama.find("\"rope_theta\""), b = llama.find("\"tie_word_embeddings\"");
+    return llama.replace(a, b - a, "\"rope_parameters\": " + rope + ", ");
+  };
+  const std::string dir = model_dir(v5(R"({"rope_theta": 500000.0, "rope_type": "llama3", "factor": 32.0,
+    "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192})"));
+  ModelConfig m = parse_cli({"--init.from=" + dir, "--model.seq_len=256"}).config.model;
+  EXPECT_EQ(m.rope_theta, 500000.0);
+  EXPECT_EQ(m.rope_scaling, RopeScaling::kLlama3);
+  EXPECT_EQ(m.rope_factor, 32.0);
+  EXPECT_EQ(m.rope_original_max_position, 8192);
+  const std::string plain = model_dir(v5(R"({"rope_theta": 1000000.0, "rope_type": "default"})"));
+  m = parse_cli({"--init.from=" + plain, "--model.seq_len=256"}).config.model;
+  EXPECT_EQ(m.rope_theta, 1000000.0);
+  EXPECT_EQ(m.rope_scaling, RopeScaling::kNone);
+  const std::string yarn = model_dir(v5(R"({"rope_theta": 10000.0, "rope_type": "yarn", "factor": 4.0})"));
+  std::string msg = error_of({"--init.from=" + yarn});
+  EXPECT_NE(msg.find("rope_parameters.rope_type 'yarn' is not supported"), std::string::npos) << msg;
+  const std::string layered = model_dir(v5(R"({"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}})"));
+  msg = error_of({"--init.from=" + layered});
+  EXPECT_NE(msg.find("rope_parameters.full_attention is an object: RoPE per layer type is not supported"), std::string::npos) << msg;
+  const std::string partial = model_dir(v5(R"({"rope_theta": 1e4, "rope_type": "default", "partial_rotary_factor": 0.5})"));
+  msg = error_of({"--init.from=" + partial});
+  EXPECT_NE(msg.find("rope_parameters.partial_rotary_factor=0.5 is not supported"), std::string::npos) << msg;
+  std::string both = v5(R"({"rope_theta": 1e6, "rope_type": "default"})");
+  both.insert(1, "\"rope_theta\": 10000.0, ");
+  const std::string twice = model_dir(both);
+  msg = error_of({"--init.from=" + twice});
+  EXPECT_NE(msg.find("rope_theta=10000.0 disagrees with rope_parameters.rope_theta=1000000.0"), std::string::npos) << msg;
+  std::string other = kLlama32_1b;
+  other.insert(1, "\"rope_interleaved\": true, ");
+  const std::string unknown = model_dir(other);
+  msg = error_of({"--init.from=" + unknown});
+  EXPECT_NE(msg.find("rope_interleaved=true is not supported"), std::string::npos) << msg;
+  for (const std::string& d : {dir, plain, yarn, layered, partial, twice, unknown}) std::filesystem::remove_all(d);
+}
+
+// init.from=FILE.safetensors reads the config.json beside it (zckpt export --out FILE.safetensors writes
+// one there): the file's model, not ztrain's defaults (rope_theta 500000 where the model has 10000).
+TEST(HfConfig, AFileTakesTheConfigJsonBesideIt) {
+  std::string llama = kLlama32_1b;
+  llama.replace(llama.find("500000.0"), 8, "10000.0");
+  const std::string dir = model_dir(llama);
+  std::ofstream(dir + "/model.safetensors") << "x";
+  const ModelConfig m = parse_cli({"--init.from=" + dir + "/model.safetensors", "--model.seq_len=256"}).config.model;
+  EXPECT_EQ(m.rope_theta, 10000.0);
+  EXPECT_EQ(m.n_layer, 16);
+  std::filesystem::remove(dir + "/config.json");
+  EXPECT_EQ(parse_cli({"--init.from=" + dir + "/model.safetensors"}).config.model.rope_theta, ModelConfig{}.rope_theta);
+  std::filesystem::remove_all(dir);
+}
+
 // Qwen3 0.6B's published config.json: Llama's block with q and k head norms (model.qk_norm) and 16 heads
 // of 128 over a width of 1024 (model.head_dim); attention_bias (biases on q, k, v and o) is refused.
 TEST(HfConfig, Qwen3IsLlamaWithHeadNormsAndItsOwnHeadWidth) {

@@ -359,6 +359,17 @@ TEST(Validate, LoraTargetsAreEitherFamilysModuleNames) {
             std::string::npos);
   c.lora.targets = "q,,v";
   EXPECT_NE(error_of([&] { validate(c); }).find("lora.targets=q,,v has an empty name"), std::string::npos);
+  // PEFT matches a target as the end of a module's name: the module's path in its block names it too.
+  c.lora.targets = "self_attn.q_proj,mlp.down_proj";
+  EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "down_proj"}));
+  c.lora.targets = "layers.0.self_attn.q_proj";  // one layer only: not a ztrain target
+  EXPECT_NE(error_of([&] { validate(c); }).find("has no module 'layers.0.self_attn.q_proj'"), std::string::npos);
+  c.model.arch = Arch::kGpt2;
+  c.lora.targets = "attn.c_attn,attn.c_proj,mlp.c_proj";
+  EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"c_attn", "c_proj"}));
+  c.lora.targets = "attn.c_attn,mlp.c_proj";  // one of GPT-2's two c_proj alone
+  EXPECT_NE(error_of([&] { validate(c); }).find("mlp.c_proj alone: ztrain's GPT-2 adapts c_proj as one target"),
+            std::string::npos);
 }
 
 // init.from a PEFT adapter directory: its target_modules are named as its own, never as lora.targets.
