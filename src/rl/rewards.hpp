@@ -39,6 +39,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
+
 namespace zt::rl {
 
 // One response to score. id is the prompt line's "id", any JSON, passed to a command reward as is.
@@ -47,6 +49,14 @@ struct RewardInput {
   std::string response;
   std::string reference;
   nlohmann::json id;
+};
+
+// A command reward's program ended (closed its output, exited) before it answered every line: what a
+// whole-job stop signal also causes, so the trainer may treat it as the stop. Its other faults (an answer
+// that is no score, silence past rl.reward_timeout_s) are plain zt::Errors: the program's own.
+class RewardProgramEnded : public Error {
+ public:
+  using Error::Error;
 };
 
 // A reward of responses. Per process and not thread-safe: one caller at a time.

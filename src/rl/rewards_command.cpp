@@ -15,7 +15,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <thread>
+#include <vector>
+
+#include "core/log.hpp"
 
 extern char** environ;
 
@@ -27,6 +31,7 @@ constexpr int kExitGraceMs = 2000;               // for the program to exit once
 constexpr int kExitCheckMs = 200;                // how often a wait for answers checks the program is alive
 constexpr std::size_t kMaxLineBytes = 1 << 20;   // an answer is a number: a longer line is a fault
 constexpr std::size_t kQuoteChars = 200;         // of an offending line in an error
+constexpr double kMaxScore = 1e30;               // |score|: fp32 advantages (sums, differences) stay finite
 constexpr const char* kAnswerForm =
     "each answer is one line: a JSON number (1, 0.5) or an object with a numeric \"score\" ({\"score\": 1.0}); logs go to "
     "stderr, never stdout";
@@ -95,6 +100,29 @@ class SigpipeBlock {
 
 // Spawns `/bin/sh -c program` with stdin and stdout on the pipes, stderr ours, in a new process group
 // (so a kill reaches what sh starts), with default signal handling and no other descriptor of ours.
+// ztrain's environment without what the MPI launcher and library set for this rank (Open MPI's OMPI_*
+// rank variables and its internal MCA ones: ess, orte_*, pmix, initial_wdir; PMIx's server and namespace;
+// PMI's): a program that starts an MPI job of its own (a judge model under mpirun) would otherwise take
+// itself for one of ztrain's ranks, or a singleton of it. The user's own OMPI_MCA_* settings and
+// OMPI_ALLOW_RUN_AS_ROOT* stay.
+bool mpi_rank_variable(std::string_view var) {
+  if (var.starts_with("PMIX_") || var.starts_with("PMI_")) return true;
+  if (!var.starts_with("OMPI_") || var.starts_with("OMPI_ALLOW_")) return false;
+  if (!var.starts_with("OMPI_MCA_")) return true;  // OMPI_COMM_WORLD_RANK, OMPI_COMMAND, ...
+  const std::string_view mca = var.substr(9);
+  for (const char* internal : {"ess=", "ess_", "orte_", "pmix=", "pmix_", "initial_wdir=", "shmem_RUNTIME_QUERY_hint="})
+    if (mca.starts_with(internal)) return true;
+  return false;
+}
+
+std::vector<char*> program_environment() {
+  std::vector<char*> out;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!mpi_rank_variable(*e)) out.push_back(*e);
+  out.push_back(nullptr);
+  return out;
+}
+
 pid_t spawn(const std::string& program, int child_in, int child_out) {
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
@@ -116,19 +144,13 @@ pid_t spawn(const std::string& program, int child_in, int child_out) {
   std::string sh = "sh", dash_c = "-c", prog = program;
   char* argv[] = {sh.data(), dash_c.data(), prog.data(), nullptr};
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, "/bin/sh", &files, &attr, argv, environ);
+  const std::vector<char*> env = program_environment();
+  const int rc = posix_spawn(&pid, "/bin/sh", &files, &attr, argv, env.data());
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&files);
   if (rc != 0)
     throw Error(cat("rl.reward=command:", program, ": cannot start /bin/sh -c: ", std::strerror(rc)));
   return pid;
-}
-
-// Whether the process has exited, left unreaped: its process group (what it started) can still be killed
-// with no risk of reaching a stranger.
-bool exited_unreaped(pid_t pid) {
-  siginfo_t info{};
-  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
 }
 }  // namespace
 
@@ -155,8 +177,19 @@ CommandReward::CommandReward(std::string program, double timeout_s)
 
 CommandReward::~CommandReward() {
   close_fd(to_);  // end of input: the program's cue to exit
-  if (!reaped_ && !wait_exit(kExitGraceMs)) kill_group();
+  const bool ending_here = !reaped_ && !failed_;  // (a failed program was ended, and said so, already)
+  const bool in_time = reaped_ || wait_exit(kExitGraceMs);
+  kill_group();  // what it started too: a helper left running holds the job's stderr (mpirun waits on it)
   close_fd(from_);
+  if (!ending_here) return;
+  if (!in_time)
+    log::warn_any_rank(cat(prefix(), ": the program did not exit within ", kExitGraceMs / 1000, " s of the end of its "
+                           "input, so ztrain killed it (SIGKILL to its process group): it should exit when its stdin closes"));
+  else if (status_ != -1 && (WIFSIGNALED(status_) || WEXITSTATUS(status_) != 0))
+    log::warn_any_rank(cat(prefix(), ": at the end of the run the program ",
+                           WIFSIGNALED(status_) ? cat("was killed by signal ", signal_text(WTERMSIG(status_)))
+                                                : cat("exited with status ", WEXITSTATUS(status_)),
+                           " (its standard error, above, may say why); the scores it gave were used"));
 }
 
 std::string CommandReward::describe() const {
@@ -202,11 +235,11 @@ std::vector<double> CommandReward::exchange(const std::vector<RewardInput>& batc
     const int ready = ::poll(fds, writing ? 2 : 1, static_cast<int>(std::min(left_ms, double{kExitCheckMs})));
     if (ready < 0 && errno != EINTR) throw Error(cat(prefix(), ": poll failed: ", std::strerror(errno)));
     if (ready <= 0) {
-      if (!reaped_ && exited_unreaped(pid_)) {
+      if (!reaped_ && exited()) {
         kill_group();  // what it started too (its group outlives it), then reaped: its own status kept
         read_some(scores, n);  // what it wrote before it ended
         if (scores.size() < n)
-          throw Error(cat(prefix(), ": the program ended after ", scores.size(), " of the ", n,
+          throw RewardProgramEnded(cat(prefix(), ": the program ended after ", scores.size(), " of the ", n,
                           " answers of this batch: it ", ending(), " (a process it started still holds its output). Its "
                           "standard error is ztrain's (above). It must answer every line, and run until its input ends"));
       }
@@ -292,6 +325,9 @@ double CommandReward::parse_answer(std::string_view line, std::size_t index, std
                     ", not a number; ", kAnswerForm));
   const double s = value->get<double>();
   if (!std::isfinite(s)) throw Error(cat(where, "is not a finite number; score with a finite number"));
+  // The advantages are computed in fp32 (and summed): a score beyond 1e30 would be an infinity there.
+  if (std::abs(s) > kMaxScore)
+    throw Error(cat(where, "is beyond +-", kMaxScore, ", the scores ztrain takes (its advantages are fp32); scale the scores down"));
   return s;
 }
 
@@ -308,8 +344,8 @@ void CommandReward::check_idle() {
                     "and nothing else to stdout (logs go to stderr)"));
 }
 
-Error CommandReward::stopped(std::size_t answered, std::size_t n) {
-  return Error(cat(prefix(), ": the program closed its output after ", answered, " of the ", n,
+RewardProgramEnded CommandReward::stopped(std::size_t answered, std::size_t n) {
+  return RewardProgramEnded(cat(prefix(), ": the program closed its output after ", answered, " of the ", n,
                    " answers of this batch: it ", ending(),
                    ". Its standard error is ztrain's (above). It must answer every line, and run until its input ends"));
 }
@@ -327,10 +363,9 @@ Error CommandReward::timed_out(std::size_t answered, std::size_t n, std::size_t 
 
 // How the program ended, for an error: it is given kExitGraceMs to exit, then killed.
 std::string CommandReward::ending() {
-  if (!reaped_ && !wait_exit(kExitGraceMs)) {
-    kill_group();
-    return cat("did not exit within ", kExitGraceMs / 1000, " s, so ztrain killed it");
-  }
+  const bool in_time = reaped_ || wait_exit(kExitGraceMs);
+  kill_group();  // what it started too; reaps it (its own status kept when it had exited)
+  if (!in_time) return cat("did not exit within ", kExitGraceMs / 1000, " s, so ztrain killed it");
   if (status_ == -1) return "exited (its status is unknown: reaped elsewhere)";
   if (WIFSIGNALED(status_)) return cat("was killed by signal ", signal_text(WTERMSIG(status_)));
   const int code = WEXITSTATUS(status_);
@@ -345,21 +380,22 @@ std::string CommandReward::ending() {
   return cat("exited with status ", code);
 }
 
-bool CommandReward::reap_nohang() {
+// Whether the program has exited. It is left unreaped (a zombie keeps its pid, its group's id, from
+// reuse), so that kill_group can still end what it started; SIGCHLD ignored reaps it in the kernel.
+bool CommandReward::exited() {
   if (reaped_) return true;
-  int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) status_ = status, reaped_ = true;
-  else if (r < 0 && errno == ECHILD) status_ = -1, reaped_ = true;  // SIGCHLD ignored: reaped by the kernel
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0) return info.si_pid == pid_;
+  if (errno == ECHILD) status_ = -1, reaped_ = true;
   return reaped_;
 }
 
-// Waits up to timeout_ms for the program to exit, reading and dropping what it still writes (a program
-// blocked on a full stdout pipe could never exit). Never throws.
+// Waits up to timeout_ms for the program to exit (unreaped), reading and dropping what it still writes (a
+// program blocked on a full stdout pipe could never exit). Never throws.
 bool CommandReward::wait_exit(int timeout_ms) {
   const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
   bool eof = from_ < 0;
-  while (!reap_nohang()) {
+  while (!exited()) {
     if (Clock::now() >= end) return false;
     pollfd p{from_, POLLIN, 0};
     if (eof || ::poll(&p, 1, 10) <= 0) {
@@ -373,8 +409,9 @@ bool CommandReward::wait_exit(int timeout_ms) {
   return true;
 }
 
-// SIGKILL to the program's whole process group, then reap it. The group is sh's pid, which cannot be
-// reused before sh is reaped, so the kill reaches no stranger. Never throws.
+// SIGKILL to the program's whole process group (sh, exited or not, and what it started), then reap sh:
+// its own status when it had exited. The group is sh's pid, which cannot be reused before sh is reaped,
+// so the kill reaches no stranger. Never throws.
 void CommandReward::kill_group() {
   if (reaped_ || pid_ <= 0) return;
   ::kill(-pid_, SIGKILL);

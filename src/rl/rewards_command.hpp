@@ -18,7 +18,9 @@ class CommandReward : public Reward {
  public:
   // Starts `/bin/sh -c program` in a process group of its own; throws zt::Error when it cannot.
   CommandReward(std::string program, double timeout_s);
-  // Closes the program's stdin, waits up to 2 s for it to exit, then kills its group; reaps it.
+  // Closes the program's stdin, waits up to 2 s for it to exit, then kills its group (what it started
+  // too: a helper left running would hold the job's output open); reaps it. A non-zero exit, or a
+  // program that had to be killed, is warned about.
   ~CommandReward() override;
   CommandReward(const CommandReward&) = delete;
   CommandReward& operator=(const CommandReward&) = delete;
@@ -32,11 +34,11 @@ class CommandReward : public Reward {
   void read_some(std::vector<double>& scores, std::size_t n);
   double parse_answer(std::string_view line, std::size_t index, std::size_t n) const;
   void check_idle();
-  Error stopped(std::size_t answered, std::size_t n);
+  RewardProgramEnded stopped(std::size_t answered, std::size_t n);
   Error timed_out(std::size_t answered, std::size_t n, std::size_t written, std::size_t total, bool input_closed);
   std::string prefix() const;
   std::string ending();
-  bool reap_nohang();
+  bool exited();
   bool wait_exit(int timeout_ms);
   void kill_group();
 

@@ -1,4 +1,4 @@
-// Start-up probes of ckpt.dir and log.metrics (output_check.hpp).
+// Start-up probes of ckpt.dir, log.metrics and rl.rollout_dir (output_check.hpp).
 #include "train/output_check.hpp"
 
 #include <algorithm>
@@ -100,6 +100,18 @@ void check_metrics(const dist::World& world, const config::Config& c) {
     throw ConfigError(cat("log.metrics=", c.log.metrics, " cannot be written: ", error,
                           ". Fix: make its directory writable, or set log.metrics to another path (empty = none)."));
 }
+
+// rl.rollout_dir: rank 0 writes each iteration's rollouts there; made now if missing (as the first write
+// would), and probed, so that a bad path is exit 2 here, not an error after the first iteration's work.
+void check_rollout_dir(const dist::World& world, const config::Config& c) {
+  const fs::path dir(c.rl.rollout_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string error = ec ? cat("cannot make it: ", ec.message()) : io::probe_writable_dir(dir, world.host());
+  if (!error.empty())
+    throw ConfigError(cat("rl.rollout_dir=", c.rl.rollout_dir, " cannot be written on host ", world.host(), ": ", error,
+                          ". Fix: point rl.rollout_dir at a writable directory, or leave it empty (no rollouts on disk)."));
+}
 }  // namespace
 
 namespace {
@@ -128,6 +140,7 @@ void check_outputs(const dist::World& world, const config::Config& config, bool 
   const bool nvme = config.train.offload != config::Offload::kNone && config.offload.to == config::OffloadTo::kNvme;
   if (nvme && world.local_rank() == 0) check_nvme_dir(world, config, force);
   if (world.is_root() && !config.log.metrics.empty()) check_metrics(world, config);
+  if (world.is_root() && config.rl.enabled() && !config.rl.rollout_dir.empty()) check_rollout_dir(world, config);
 }
 
 }  // namespace zt::train

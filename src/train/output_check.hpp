@@ -18,7 +18,8 @@ std::uint64_t predicted_checkpoint_bytes(const config::Config& config, int world
 // Not collective (the caller agrees on the outcome, agree_on_startup): the first rank of each node
 // probes ckpt.dir (creating it if missing) and compares its free space with the checkpoints this run
 // will hold at once, and with offload.to=nvme probes offload.nvme_dir (which must exist) and compares
-// its free space with the node's ranks' files; rank 0 probes log.metrics' directory. Throws ConfigError naming the path, the
+// its free space with the node's ranks' files; rank 0 probes log.metrics' directory and an RL run's rl.rollout_dir (made
+// if missing). Throws ConfigError naming the path, the
 // error, the bytes needed and free, and the fix. `force` (--force) lets a run short of space start.
 void check_outputs(const dist::World& world, const config::Config& config, bool force);
 

@@ -270,9 +270,9 @@ void Trainer::set_comm_context(const std::string& context) {
   for (auto* group : groups()) group->set_context(context);
 }
 
-void Trainer::set_comm_timeout(double seconds) {
-  comm_->set_timeout(seconds);
-  for (auto* group : groups()) group->set_timeout(seconds);
+void Trainer::set_comm_timeout(double seconds, const std::string& words) {
+  comm_->set_timeout(seconds, words);
+  for (auto* group : groups()) group->set_timeout(seconds, words);
 }
 
 double Trainer::blocked_ms() const {

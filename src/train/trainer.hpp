@@ -143,7 +143,7 @@ class Trainer {
   void make_pipeline_stage();                         // parallel.pp > 1: the stage, its table and groups
   std::vector<dist::Communicator*> groups() const;    // the groups split from comm_ (the grid's)
   void set_comm_context(const std::string& context);  // on every group (watchdog messages)
-  void set_comm_timeout(double seconds);
+  void set_comm_timeout(double seconds, const std::string& words = {});  // words: Communicator::set_timeout's
 
   dist::World& world_;  // non-const: the trainer tightens its deadline after step 1
   const config::Config& config_;

@@ -21,6 +21,7 @@
 #include "config/options.hpp"
 #include "core/log.hpp"
 #include "core/sha256.hpp"
+#include "dist/deadline.hpp"
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
 #include "health/faults.hpp"
@@ -202,8 +203,10 @@ bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums)
   std::int32_t ended = 0;
   try {
     rl_score(rollouts, sums);
-  } catch (const Error& e) {
-    // The job's signal may reach ztrain just after the program it killed: a moment to see it.
+  } catch (const rl::RewardProgramEnded& e) {
+    // A program that ended is what a whole-job stop signal does to it; its other faults (a bad answer, a
+    // timeout) are its own and stop the run (exit 1) even during a stop. The job's signal may reach ztrain
+    // just after the program it killed: a moment to see it.
     const auto until = Clock::now() + std::chrono::seconds(2);
     while (stop_signal_received() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (stop_signal_received() == 0) throw;
@@ -211,8 +214,18 @@ bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums)
                   "whole job: iteration ", step_ + 1, " is given up, nothing of it applied"));
     ended = 1;
   }
-  set_comm_context(cat("iteration ", step_ + 1, " scored (agreeing on a reward program ended by a stop)"));
+  // The ranks meet after their reward programs, whose time differs per rank (responses of other lengths,
+  // a judge model on a slower node) while each program keeps its own rl.reward_timeout_s: the start-up's
+  // loose deadline for this one agreement, not a step's.
+  set_comm_context(cat("iteration ", step_ + 1, " scored (the ranks meet after their reward programs: a rank ",
+                       "missing here may still be scoring)"));
+  const double step_timeout_s = comm_->timeout_s(), loose_s = dist::kStartUpFactor * config_.dist.timeout_s;
+  const std::string step_words = comm_->limit_words();
+  if (loose_s > step_timeout_s)
+    set_comm_timeout(loose_s, cat(loose_s, " s (the reward phase, whose time differs per rank: ", dist::kStartUpFactor,
+                                  " x dist.timeout_s=", config_.dist.timeout_s, " s; raise dist.timeout_s for larger differences)"));
   agree_max(&ended, 1);
+  set_comm_timeout(step_timeout_s, step_words);
   return ended == 0;
 }
 
@@ -378,7 +391,8 @@ void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
       line["returns"] = ro.returns;
       line["old_values"] = ro.old_values;
     }
-    mine += line.dump() + "\n";
+    // (a prompt_ids prompt may decode to bytes that are no UTF-8, a character cut in two: U+FFFD here)
+    mine += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   const std::vector<std::string> parts = world_.gather_to_root(mine, "rl.rollout_dir: the rollouts gathered on rank 0");
   if (!world_.is_root()) return;
@@ -395,8 +409,14 @@ void Trainer::rl_write_rollouts(const std::vector<rl::Rollout>& rollouts) {
   for (const auto& [key, line] : lines) text += line + "\n";
   char name[32];
   std::snprintf(name, sizeof name, "step_%08lld.jsonl", static_cast<long long>(step_ + 1));
-  std::filesystem::create_directories(config_.rl.rollout_dir);
-  io::write_file_atomic((std::filesystem::path(config_.rl.rollout_dir) / name).string(), text);
+  const std::string path = (std::filesystem::path(config_.rl.rollout_dir) / name).string();
+  try {
+    std::filesystem::create_directories(config_.rl.rollout_dir);
+    io::write_file_atomic(path, text);
+  } catch (const std::exception& e) {  // a disk that filled or went away mid-run
+    throw IoError(cat("rl.rollout_dir=", config_.rl.rollout_dir, ": writing ", path, " failed: ", e.what(),
+                      " (free space there, or leave rl.rollout_dir empty)"));
+  }
 }
 
 // rl.balance_rollouts (rl/balance.hpp): every data-parallel rank's rollouts gathered and each optimizer

@@ -423,6 +423,9 @@ expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.kl_coef=0.05 --rl.kl_in_reward=tr
 expect_in "$W/err" "rl.kl_in_reward=true with rl.algorithm=grpo"
 expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" --train.precision=fp16 --ckpt.dir="$W/refused"
 expect_in "$W/err" "rl.algorithm=ppo with train.precision=fp16"
+: >"$W/a_file"  # rl.rollout_dir under a file: exit 2 at start-up naming the key (was exit 1 after iteration 1)
+expect_exit 2 "$ZT_BIN/ztrain" "${rl[@]}" --rl.rollout_dir="$W/a_file/rollouts" --ckpt.dir="$W/refused"
+expect_in "$W/err" "rl.rollout_dir=.*a_file/rollouts cannot be written"
 
 # ---- PPO resumes exactly: the critic's weights and AdamW moments are in the checkpoint (critic/) ----------
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${ppo[@]}" "${short[@]}" --ckpt.dir="$W/ppo-straight" \

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -202,6 +203,28 @@ TEST_F(CommandRewardTest, LinesThatAreNotScoresAreQuoted) {
   EXPECT_HAS(with("-1e999"), "`-1e999`, is not a finite number");
   EXPECT_HAS(with(""), "answer 1 of 4 of this batch, ``, is not JSON");
   EXPECT_HAS(with(std::string(1000, 'x')), cat("`", std::string(200, 'x'), "...` (1000 bytes), is not JSON"));
+  // Finite as a double, infinite as the fp32 the advantages are computed in.
+  EXPECT_HAS(with("1e39"), "`1e39`, is beyond +-1e+30");
+  EXPECT_HAS(with("{\"score\": -1.7e308}"), "is beyond +-1e+30");
+}
+
+// A program's faults other than ending (a bad answer, a timeout) are not RewardProgramEnded, the one
+// error the trainer may take for a whole-job stop's doing; an exit is.
+TEST_F(CommandRewardTest, OnlyAnEndedProgramIsRewardProgramEnded) {
+  const auto kind = [&](const std::string& spec) {
+    try {
+      make_reward(spec, 0.5)->score(inputs(3));
+    } catch (const RewardProgramEnded&) {
+      return std::string("ended");
+    } catch (const Error&) {
+      return std::string("fault");
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(kind("command:exit 0"), "ended");
+  EXPECT_EQ(kind("command:kill -TERM $$"), "ended");
+  EXPECT_EQ(kind("command:while read -r l; do echo x; done"), "fault");
+  EXPECT_EQ(kind("command:exec sleep 30"), "fault");
 }
 
 TEST_F(CommandRewardTest, ASilentProgramTimesOutAndIsKilled) {
@@ -220,6 +243,39 @@ TEST_F(CommandRewardTest, AProgramThatClosesItsInputAndHangsTimesOut) {
   const std::string e = failure(*make_reward("command:exec 0<&-; sleep 30", 0.5), inputs(5000, 2000));
   EXPECT_HAS(e, "no progress for rl.reward_timeout_s=0.5 s");
   EXPECT_HAS(e, "(the program closed its stdin)");
+}
+
+// What the program starts in the background (a helper server) is killed with it at the end: left
+// running it would hold ztrain's stderr open, and mpirun (or a `| tee log`) would wait for it.
+TEST_F(CommandRewardTest, TheEndKillsWhatTheProgramStarted) {
+  const std::string helper = (dir_ / "helper").string();
+  auto reward = make_reward("command:sleep 30 & echo $! > " + helper + "; while read -r l; do echo 1; done", 10);
+  EXPECT_EQ(reward->score(inputs(2)), (std::vector<double>{1, 1}));
+  pid_t pid = -1;
+  std::ifstream(helper) >> pid;
+  ASSERT_GT(pid, 0);
+  reward.reset();  // its stdin closes, the loop ends, sh exits: the helper goes with it
+  // Killed: gone, or a zombie left to whoever reaps orphans here (state Z in /proc/PID/stat)
+  const auto dead = [&] {
+    std::string stat;
+    std::getline(std::ifstream("/proc/" + std::to_string(pid) + "/stat"), stat);
+    const std::size_t paren = stat.rfind(')');
+    return reaped(pid) || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+  };
+  for (int i = 0; i < 100 && !dead(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(dead()) << "the background helper " << pid << " outlived the run";
+}
+
+// Its environment is ztrain's less what the MPI launcher set for ztrain's rank: an MPI program it starts
+// is a job of its own. The user's MCA settings stay.
+TEST_F(CommandRewardTest, TheProgramDoesNotInheritTheRanksMpiVariables) {
+  ::setenv("OMPI_COMM_WORLD_RANK", "3", 1), ::setenv("PMIX_RANK", "3", 1), ::setenv("OMPI_MCA_ess", "singleton", 1);
+  ::setenv("OMPI_MCA_btl", "self,tcp", 1);
+  // 100 for the user's setting, plus anything of the rank's
+  auto reward = make_reward("command:b=0; [ \"$OMPI_MCA_btl\" = self,tcp ] && b=100; while read -r l; do "
+                            "echo $((${OMPI_COMM_WORLD_RANK:-0} + ${PMIX_RANK:-0} + ${#OMPI_MCA_ess} + b)); done", 10);
+  EXPECT_EQ(reward->score(inputs(1)), (std::vector<double>{100}));
+  ::unsetenv("OMPI_COMM_WORLD_RANK"), ::unsetenv("PMIX_RANK"), ::unsetenv("OMPI_MCA_ess"), ::unsetenv("OMPI_MCA_btl");
 }
 
 TEST_F(CommandRewardTest, TheEndKillsAProgramThatIgnoresItsEndOfInput) {
