@@ -114,6 +114,9 @@ def ztrain_result(run, a, n_expected):
          "tokens_per_s_mean": mean_tps, "ms_per_step": statistics.median(r["step_ms"] for r in timed),
          "mem_peak_bytes": max(r["mem_peak_bytes"] for r in timed),
          "mem_predicted_bytes": timed[-1].get("mem_predicted_bytes"), "smi_peak_mib": smi_peak_mib(run["smi"]),
+         # the device's use beyond the allocator's (CUDA context, NCCL, libraries): what plan.reserve_gb keeps
+         "outside_allocator_bytes": max((r["mem_device_used_bytes"] - r["mem_reserved_bytes"] for r in timed
+                                         if "mem_device_used_bytes" in r), default=None),
          "final_loss": timed[-1]["loss"], "phase_ms": {k: statistics.median(r[k] for r in timed) for k in
                                                        ("forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "data_wait_ms")
                                                        if all(k in r for r in timed)}}
@@ -172,6 +175,7 @@ def table_rows(z, p):
             ("micro-batch (x seq_len tokens/step)", *both("micro_batch", "d"), ""),
             ("peak allocated MiB", *both("mem_peak_bytes", ".0f", mib), ""),
             ("peak nvidia-smi memory.used MiB", *both("smi_peak_mib", ".0f"), ""),
+            ("outside the allocator MiB (plan.reserve_gb: 2048)", *both("outside_allocator_bytes", ".0f", mib), ""),
             ("last loss (each side's own data)", *both("final_loss", ".4f"), "")]
 
 
