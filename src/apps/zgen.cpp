@@ -230,8 +230,8 @@ void check_memory(const Job& j, const dist::World& world) {
   throw ConfigError(cat("the weights and a KV cache of ", j.o.slots, " slots x ", j.max_len, " tokens need ",
                         static_cast<double>(need) / gib, " GiB on ", j.placement.device_name(), ", which has ",
                         static_cast<double>(capacity) / gib, " GiB: ",
-                        fits > 0 ? cat("--slots ", fits, " fits") : "not even one slot fits",
-                        "; or shorten --max-len / --max-new-tokens, or split the model with --tp"));
+                        fits > 0 ? cat("--slots ", fits, " fits; or shorten --max-len / --max-new-tokens, or split the model with --tp")
+                                 : "not even one slot fits: shorten --max-len / --max-new-tokens, or split the model with --tp"));
 }
 
 // --out and --summary, before any work (rank 0 writes them at the end): not a directory, in a directory

@@ -106,9 +106,13 @@ std::string see_help(const Spec& spec) { return cat(" (see ", spec.program, " --
   }
   std::string near;
   std::size_t best = 3;  // farther than 2 edits is not a typo
-  for (const Flag& f : spec.flags)
-    if (const std::size_t d = value::edit_distance(name, f.name); !f.hidden && d < best && takes(command, f.name))
-      best = d, near = f.name;
+  std::vector<std::string> starting;  // --temp: the start of --temperature, nearer than --tp's 2 edits
+  for (const Flag& f : spec.flags) {
+    if (f.hidden || !takes(command, f.name)) continue;
+    if (name.size() >= 3 && f.name.starts_with(name)) starting.push_back(f.name);
+    if (const std::size_t d = value::edit_distance(name, f.name); d < best) best = d, near = f.name;
+  }
+  if (starting.size() == 1) near = starting.front();
   throw ConfigError(cat("unknown option ", given, near.empty() ? "" : cat("; did you mean --", near, "?"), see_help(spec)));
 }
 

@@ -345,6 +345,10 @@ std::string nearest_key(std::string_view key) {
   std::size_t best_distance = 4;  // farther than 3 edits is not a typo
   std::string lower(key);
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  std::vector<std::string> starting;  // train.zero: the start of train.zero_stage, before train.seed's 3 edits
+  for (const Option& o : options())
+    if (lower.size() >= 5 && o.key.starts_with(lower)) starting.push_back(o.key);
+  if (starting.size() == 1) return starting.front();
   for (const Option& o : options()) {
     if (o.key == lower) return o.key;  // [TRAIN] device=...: right key, wrong case
     std::size_t d = value::edit_distance(key, o.key);
@@ -356,9 +360,7 @@ std::string nearest_key(std::string_view key) {
   const std::string name = dot == std::string::npos ? lower : lower.substr(dot + 1);
   for (const Option& o : options())  // train.eval_every: the name in another section
     if (o.name() == name) return o.key;
-  for (const Option& o : options())  // optim.warmup: the start of a longer key
-    if (lower.size() >= 5 && o.key.rfind(lower, 0) == 0) return o.key;
-  return best;
+  return starting.empty() ? best : starting.front();  // optim.warmup: the start of a longer key
 }
 
 std::string to_string(Device v) { return value::enum_name(v); }

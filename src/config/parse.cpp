@@ -218,7 +218,8 @@ std::string help_text(const std::string& program) {
   std::ostringstream out;
   out << "Usage: mpirun -np N " << program << " [--config FILE] [--section.key=VALUE ...]\n"
       << "       " << program << " --print-config | --plan | --preflight | --help\n\n"
-      << "Trains a GPT-2-style model. Every key has a default; the INI file's [section] key=value is the\n"
+      << "Trains, fine-tunes (LoRA, QLoRA) and post-trains (RL) GPT-2 and Llama-family models (Llama, Mistral,\n"
+      << "Qwen2, Qwen3). Every key has a default; the INI file's [section] key=value is the\n"
       << "option --section.key=VALUE, and the command line wins over the file.\n\n"
       << "Exit codes: 0 done, 1 runtime error, 2 usage or configuration error (nothing started),\n"
       << "75 checkpointed on a signal or time limit (requeue me).\n\n"

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "plan/layout_search.hpp"
 #include "config/derived.hpp"
+#include "config/parse.hpp"
 #include "plan/memory_plan.hpp"
 #include "plan/plan_rows.hpp"
 
@@ -23,12 +24,37 @@ bool accepted(const config::Config& c, std::int64_t world, config::Device device
   const std::int64_t model_ranks = c.parallel.tp * c.parallel.pp;
   if (world % model_ranks != 0) return false;
   try {
+    config::validate(c);
     config::derive(c, world);
     config::check_pipeline_runs(c, config::uses_nccl(c, device));
   } catch (const ConfigError&) {
     return false;
   }
   return rl_prompts_deal(c, world / model_ranks);
+}
+
+// The fewest ranks, 2x to 64x `world`, on which `c` fits: keeping train.global_batch where it splits over
+// them, else (not under RL, whose batches are rl.*'s) with the smallest global batch above it that does,
+// which the fix then names (it changes the optimizer step). "" when none fits.
+std::string fewest_ranks(const config::Config& c, std::int64_t world, int threads, std::uint64_t capacity,
+                         config::Device device, const GenerationLengths& lengths) {
+  const auto fits = [&](const config::Config& k, std::int64_t w) {
+    return accepted(k, w, device) && plan_memory(k, w, threads, capacity, device, lengths).fits();
+  };
+  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
+    if (fits(c, w)) return cat(w, " ranks");
+  if (c.rl.enabled()) return "";
+  for (std::int64_t w = world * 2; w <= world * 64; w *= 2) {
+    config::Config k = c;
+    const std::int64_t split = (w / (c.parallel.tp * c.parallel.pp)) * c.train.micro_batch *
+                               (c.parallel.vpp > 1 ? c.parallel.pp : 1);  // sequences one step of w ranks takes at least
+    if (split <= 0) continue;
+    k.train.global_batch = (c.train.global_batch + split - 1) / split * split;
+    if (fits(k, w))
+      return cat(w, " ranks and train.global_batch=", k.train.global_batch, " (", c.train.global_batch,
+                 " does not split over them)");
+  }
+  return "";
 }
 
 // The cheapest offload tier that fits, at the first ZeRO stage where it does: train.offload=optimizer in
@@ -47,9 +73,10 @@ void add_param_offload_fix(const config::Config& config, std::int64_t world, int
     if (!accepted(c, world, device)) return;
     const MemoryPlan p = plan_memory(c, world, threads, capacity, device, lengths);
     if (!p.fits()) continue;
+    const char* what = config.lora.rank > 0 ? "the frozen base's shard" : "the optimizer state and the parameters' shard";
     out.push_back(to == config::OffloadTo::kHost
-                      ? cat("train.offload=params with train.zero_stage=3 (the optimizer state and the parameters' shard "
-                            "in host memory, ", mib(p.host_bytes), " per rank; each unit's slice crosses PCIe at each gather)")
+                      ? cat("train.offload=params with train.zero_stage=3 (", what, " in host memory, ", mib(p.host_bytes),
+                            " per rank; each unit's slice crosses PCIe at each gather)")
                       : cat("train.offload=params offload.to=nvme offload.nvme_dir=DIR (a node-local disk) with "
                             "train.zero_stage=3: ", mib(p.nvme_bytes), " of files per rank, ", mib(p.host_bytes),
                             " of host buffers; each unit's slice read from the disk at each gather"));
@@ -59,7 +86,9 @@ void add_param_offload_fix(const config::Config& config, std::int64_t world, int
 
 void add_offload_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
                        config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
-  if (config.lora.rank > 0) return;
+  // A LoRA run's optimizer state is its adapters' (small); its frozen bf16/fp32 base is offloaded as
+  // parameters at ZeRO-3 (an NF4 base stays on the device: accepted() asks config::validate).
+  if (config.lora.rank > 0) return add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
   if (config.train.offload == config::Offload::kParams) return add_param_offload_fix(config, world, threads, capacity, device, lengths, out);
   const bool offloading = config.train.offload == config::Offload::kOptimizer;
   if (offloading && config.offload.to == config::OffloadTo::kNvme)
@@ -105,11 +134,8 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
   }
   // The most sharding the layout runs with: ZeRO-3, or ZeRO-1 under a pipeline (config::check_pipeline_runs).
   c.train.zero_stage = config.parallel.pp > 1 ? std::max<std::int64_t>(1, config.train.zero_stage) : 3;
-  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (accepted(c, w, device) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
-      out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " with train.recompute=full"));
-      return;
-    }
+  if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths); !ranks.empty())
+    out.push_back(cat(ranks, " at train.zero_stage=", c.train.zero_stage, " with train.recompute=full"));
 }
 
 // ZeRO 2-3's transient buffers on this layout: the zero.* keys that bound them, where one (or both) makes
@@ -168,17 +194,15 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   }
   c = config;
   c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
-  for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
-    if (accepted(c, w, device) && plan_memory(c, w, threads, capacity, device, lengths).fits()) {
-      out.push_back(cat(w, " ranks at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
-      break;
-    }
+  if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths); !ranks.empty())
+    out.push_back(cat(ranks, " at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
   add_zero_buffer_fixes(config, world, threads, capacity, device, lengths, out);
   add_recompute_fixes(config, world, threads, capacity, device, lengths, out);
   add_offload_fixes(config, world, threads, capacity, device, lengths, out);
   add_generation_fixes(config, world, threads, capacity, device, lengths, out);
   if (out.empty())
-    out.push_back("nothing up to ZeRO-3, micro_batch 1, full recompute and 64x the ranks fits: use a smaller model");
+    out.push_back("nothing fits: neither ZeRO-3, micro_batch 1, full recompute, offload, nor up to 64x the ranks (with "
+                  "a global batch that splits over them): use a smaller model or larger devices");
   return out;
 }
 

@@ -28,6 +28,15 @@ expect_exit 2 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16 --zero.spli
 expect_in "$ZT_WORK/out" "gathered base units +3636.0 MiB"
 expect_in "$ZT_WORK/out" "would fit with: 32 ranks at train.zero_stage=3"
 expect_in "$ZT_WORK/out" "would fit with: zero.split_vocab=true \\(ZeRO's transient buffers\\)"
+# With the reserve the GPUs keep outside the allocator (plan.reserve_gb=2: 14 GiB left), 16 ranks do not fit:
+# the fixes name the base offloaded at ZeRO-3 and 32 ranks with a global batch that splits over them (the
+# configured one does not), never "a smaller model".
+expect_exit 2 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16 --plan.reserve_gb=2 --train.global_batch=16
+expect_in "$ZT_WORK/out" "would fit with: 32 ranks and train.global_batch=32 \(16 does not split over them\) at train.zero_stage=3"
+expect_in "$ZT_WORK/out" "would fit with: train.offload=params with train.zero_stage=3 \(the frozen base's shard in host memory"
+expect_not_in "$ZT_WORK/out" "smaller model"
+expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=16 --plan.reserve_gb=2 --train.global_batch=16 --train.offload=params
+expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=32 --plan.reserve_gb=2 --train.global_batch=32
 expect_exit 0 "$ZT_BIN/ztrain" "${llama70b[@]}" --plan.world_size=32 --zero.split_vocab=false
 expect_in "$ZT_WORK/out" "frozen base +4205.3 MiB +bf16, 1/W slice of each unit; no gradient, master or optimizer state"
 expect_in "$ZT_WORK/out" "adapter optimizer state +49.4 MiB"
