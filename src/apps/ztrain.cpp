@@ -68,7 +68,11 @@ void print_config(const dist::World& world, const Startup& s) {
                                                                                              : config::CommBackend::kMpi)
                                                  : s.placement.comm;
   std::cout << "# ztrain " << version() << " (git " << git_revision() << "): resolved configuration; loads again with --config\n"
-            << "# world_size = " << world.size() << " (data-parallel ranks), nodes = " << world.n_nodes()
+            << "# world_size = " << world.size() << " ("
+            << (c.parallel.pp * c.parallel.tp > 1 ? cat("parallel.pp ", c.parallel.pp, " x data-parallel ", s.derived.dp_size,
+                                                        " x parallel.tp ", c.parallel.tp)
+                                                  : "data-parallel ranks")
+            << "), nodes = " << world.n_nodes()
             << ", dist.backend resolved = " << config::to_string(comm) << "\n";
   if (gpu_elsewhere)
     std::cout << "# train.device=cuda: no GPU is visible here, so the ranks below are this host's; the job runs where GPUs are\n";

@@ -133,7 +133,9 @@ void check_train(const Config& c) {
   if (t.offload == Offload::kParams && t.zero_stage != 3)
     throw ConfigError(cat("train.offload=params needs train.zero_stage=3 (this run: ", t.zero_stage,
                           "): only ZeRO-3 shards the parameters, so only it can keep them off the device between "
-                          "uses. Fix: train.zero_stage=3, or train.offload=optimizer to offload the optimizer state alone"));
+                          "uses. Fix: ", c.parallel.pp > 1 ? "parallel.pp=1 with train.zero_stage=3 (a pipeline pairs with ZeRO 0-1)"
+                                                           : "train.zero_stage=3",
+                          ", or train.offload=optimizer to offload the optimizer state alone"));
   if (t.offload == Offload::kParams && c.lora.rank > 0 && c.lora.base_dtype == LoraBaseDtype::kNf4)
     throw ConfigError("train.offload=params does not take an NF4 base (lora.base_dtype=nf4): its 4-bit blocks stay "
                       "on the device, sharded at ZeRO-3. Fix: lora.base_dtype=bf16 (the base offloaded), or "

@@ -120,7 +120,7 @@ std::optional<model::ParamTable> rank_adapters(const config::Config& c, const mo
 MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& table,
                      const std::optional<model::ParamTable>& adapters, std::int64_t world_size, std::int64_t dp,
                      std::uint64_t activations, const std::string& activations_note, int threads,
-                     std::uint64_t capacity, config::Device device, GenerationLengths lengths = {}) {
+                     std::uint64_t capacity, config::Device device, GenerationLengths lengths = {}, int models = 1) {
   const model::GptShape& shape = table.shape();
   const int tp = static_cast<int>(config.parallel.tp);
   MemoryPlan p;
@@ -148,6 +148,12 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     add_model_state(p, table, dp, stage, compute, offload, config.zero, decoder_pass(shape, units), gathers_per_step(config, dp));
   }
   p.rows.push_back({"activations", activations, activations_note});
+  // data.document_mask's segment starts and data.reset_positions' positions: a [micro_batch, seq_len] i32
+  // array each on the backend, per model (a pipeline rank's in-flight ones each hold their own).
+  if (const int views = (config.data.document_mask ? 1 : 0) + (config.data.reset_positions ? 1 : 0); views > 0)
+    p.rows.push_back({"document views", static_cast<std::uint64_t>(views) * models * micro * shape.seq_len * sizeof(std::int32_t),
+                      cat(config.data.reset_positions ? "segment starts and positions" : "segment starts",
+                          ", i32 per token", models > 1 ? cat(", x ", models, " models in flight") : "")});
   if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, lengths.rollouts, lengths.rollout_prompt, device);
   if (!config.log.eval_prompts.empty())  // the answer evaluation at log.eval_every, between steps
     add_generation(p, config, table, adapters, tp, compute,
@@ -180,9 +186,11 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
   std::vector<std::uint64_t> totals, activations;
   for (int r = 0; r < pp; ++r) {
     std::uint64_t acts = 0;
+    int models = 0;
     std::string sets;
     for (const StageActivations& a : rank_activations(config, cut, world_size, r)) {
       acts += static_cast<std::uint64_t>(a.in_flight) * a.bytes;
+      models += a.in_flight;
       sets += cat(sets.empty() ? "" : " + ", a.in_flight, " x ", mib(a.bytes));
     }
     const std::string note = cat(sets, " in flight (of ", m, " micro-batches of ", config.train.micro_batch, " x ",
@@ -190,7 +198,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
                                  ", recompute=", config::to_string(config.train.recompute));
     const model::ParamTable table = model::part_table(global, cut, r, static_cast<int>(config.parallel.tp));
     MemoryPlan p = rank_plan(config, table, rank_adapters(config, cut, r), world_size, dp, acts, note, threads, capacity,
-                             device);
+                             device, {}, models);
     totals.push_back(p.total_bytes);
     activations.push_back(acts);
     if (r == 0 || p.total_bytes > busiest.total_bytes) {

@@ -52,6 +52,13 @@ bool same_adapters(const model::LoraSpec& a, const model::LoraSpec& b) {
          a.dropout == b.dropout;
 }
 
+// The frozen base the adapters were trained on: NF4 (with its double quantization or not) is another
+// function than the base in the compute dtype; bf16 and fp32 follow train.precision, which a resume may change.
+bool same_base(const config::LoraConfig& a, const config::LoraConfig& b) {
+  const bool nf4 = a.base_dtype == config::LoraBaseDtype::kNf4;
+  return nf4 == (b.base_dtype == config::LoraBaseDtype::kNf4) && (!nf4 || a.base_double_quant == b.base_double_quant);
+}
+
 // Every key that changes the function the model computes must be the checkpoint's: the model.* keys (as
 // the model's shape: `auto` and the value it resolves to are the same), and for a LoRA run the adapters'
 // lora.* keys (lora.dropout too: the training function). docs/INTERFACE.md names the keys a resume may
@@ -67,7 +74,8 @@ void check_model_keys(const fs::path& dir, const config::Config& then, const con
     bool same = false;
     try {
       o.assign(alt, was);
-      same = adapters ? same_adapters(model::lora_spec(alt), model::lora_spec(now)) : model::model_shape(alt.model) == shape;
+      same = adapters ? same_adapters(model::lora_spec(alt), model::lora_spec(now)) && same_base(alt.lora, now.lora)
+                      : model::model_shape(alt.model) == shape;
     } catch (const Error&) {  // not even a valid combination with this run's other keys: a different model
     }
     if (!same)

@@ -134,10 +134,14 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
                 world.size(), " rank(s)", grid_.pp > 1 || grid_.tp > 1 ? cat(" = ", describe_grid(grid_)) : "",
                 ", ZeRO stage ", config.train.zero_stage, ", grad_accum ",
                 derived.grad_accum, ", ", derived.tokens_per_step, " tokens/step"));
+  if (config.model.qk_norm && config.model.qkv_bias)  // said now, not at the export after the run
+    log::warn("model.qk_norm with model.qkv_bias: no Hugging Face architecture has both (Qwen2 has the q, k, v biases, "
+              "Qwen3 the head norms), so this model trains, resumes and generates with zgen, but zckpt export cannot "
+              "write it as a Hugging Face directory");
   if (const optim::EngineUnits& split = lora_ ? lora_->base_units() : engine_units_; split.pieced())
     log::info(cat("zero.split_vocab: the ", lora_ ? "frozen base's " : "", "token embedding in ", split.pieces(0),
                   " units and the LM head in ", split.pieces(config.model.n_layer + 1) - 1,
-                  " (the loss's vocabulary chunks; TP rank ", grid_.tp_rank(), "), gathered",
+                  " (the loss's vocabulary chunks", grid_.tp > 1 ? cat("; TP rank ", grid_.tp_rank()) : "", "), gathered",
                   lora_ ? "" : " and reduced", " one at a time"));
   const std::string params_off = mem.host_params ? cat(" (+ ", mib(mem.host_params), " on the host",
                                                        mem.nvme_params ? cat(" and ", mib(mem.nvme_params), " on NVMe") : "",

@@ -43,7 +43,10 @@ expect_in "$ZT_WORK/err" "^rank 0: .*trained on a base with sha256 [0-9a-f]{64},
 [ "$(grep -c "trained on a base with sha256" "$ZT_WORK/err")" -eq 1 ] || fail "the base's problem printed by more than one rank"
 train_expect 2 1 "${LORA[@]}" --lora.targets=c_attn --ckpt.dir="$ZT_WORK/split" --ckpt.resume="$ZT_WORK/split/step_00000004"
 expect_in "$ZT_WORK/err" "the same lora.rank and lora.targets"
-echo "another base and other targets are refused"
+# The base quantized (QLoRA) is another base too: the adapters were trained on the compute-dtype one.
+train_expect 2 1 "${LORA[@]}" --lora.base_dtype=nf4 --ckpt.dir="$ZT_WORK/split" --ckpt.resume="$ZT_WORK/split/step_00000004"
+expect_in "$ZT_WORK/err" "was trained with lora.base_dtype=auto; this run has lora.base_dtype=nf4"
+echo "another base, a quantized one and other targets are refused"
 # A LoRA checkpoint resumed as full training, or a full one with lora.rank: refused naming LoRA and the fix.
 train_expect 2 1 --init.from="$base" --ckpt.dir="$ZT_WORK/split" --ckpt.resume="$ZT_WORK/split/step_00000004"
 expect_in "$ZT_WORK/err" "is a LoRA checkpoint \(lora.rank=4, lora.alpha=8, lora.targets=c_attn,c_proj\): it holds the adapters only, on the frozen base init.from=.*base/model.safetensors, but this run has lora.rank=0 \(full training\)"

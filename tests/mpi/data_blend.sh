@@ -74,7 +74,12 @@ train 1 split1 --data.train="$blend"
 close_losses "$ZT_WORK/blend2.jsonl" "$ZT_WORK/split1.jsonl" 2e-8 4 || fail "the blend resumed on 1 rank differs"
 
 # Document masks and instruction loss masks work across a blend (each window's own corpus).
-train 1 docmask --data.train="$blend" --data.document_mask=true --train.max_steps=2
+train 1 docmask --data.train="$blend" --data.document_mask=true --data.reset_positions=true --train.max_steps=2
+# Their per-token segment starts and positions are in the memory plan (a row of their own): never below the peak.
+/usr/bin/python3 -c 'import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if "loss" in l][-1]
+sys.exit(0 if r["mem_predicted_bytes"] >= r["mem_peak_bytes"] else 1)' "$ZT_WORK/docmask.jsonl" ||
+  fail "the document views are missing from the memory plan: $(tail -n 1 "$ZT_WORK/docmask.jsonl")"
 shards "$ZT_WORK/inst/more" --tokens 3000 --vocab 97 --seed 9 --instruct 1
 train 1 instruct --data.train="0.5:$ZT_WORK/inst/train_*.h5,0.5:$ZT_WORK/inst/more_*.h5" --train.max_steps=2
 expect_in "$ZT_WORK/instruct.jsonl" '"trained_tokens": [0-9]+'
