@@ -337,6 +337,9 @@ int quantize(const Args& a) {
   config::apply_hf_config(c, {});
   const model::ParamTable table(model::model_shape(c.model));
   quant::check_block(a.block);  // before the model is read
+  if (a.out.ends_with(".safetensors"))  // export writes that as a file: quantize's output is a directory
+    throw ConfigError(cat("--out ", a.out, ": zckpt quantize writes a Hugging Face directory (config.json with its "
+                          "quantization_config beside the weights), not one .safetensors file: give a directory name"));
   io::StagedOutput out = io::StagedOutput::directory(a.out, "--out", {{a.dir, "the model being quantized"}}, a.overwrite);
   std::vector<float> flat(table.numel());
   model::load_pretrained(a.dir, table, flat.data());

@@ -62,8 +62,9 @@ const config::cli::Spec& zckpt_spec() {
         {.name = "world", .type = Type::kInt, .value_name = "N", .help = "reshard: the ranks of the new checkpoint",
          .min = 1, .max = 1 << 20},
         {.name = "block", .type = Type::kInt, .value_name = "N",
-         .help = "quantize: elements per NF4 block, a power of two (bitsandbytes' blocksize; lora.nf4_block must match "
-                 "for the codes to be taken as stored)", .default_value = "64", .min = 32, .max = 4096},
+         .help = "quantize: elements per NF4 block, a power of two (bitsandbytes' blocksize); ztrain's NF4 base "
+                 "(lora.base_dtype=nf4) takes the codes as stored in blocks of 64 only, and quantizes others again",
+         .default_value = "64", .min = 32, .max = 4096},
         {.name = "double-quant", .type = Type::kSwitch,
          .help = "quantize: the blocks' scales as 8-bit codes in blocks of 256 (bnb_4bit_use_double_quant)"},
     };

@@ -87,6 +87,18 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
     sha256 = to_hex(hash.finish());
     if (check) check(sha256);
   }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
+  // A directory quantized in other blocks (zckpt quantize --block, bitsandbytes' blocksize) or with another
+  // double quantization than this run's is read dequantized, then quantized again here: said, as its values
+  // then differ slightly from the stored ones.
+  for (const auto& [p, t] : stored)
+    if (nf4_ && (t.block != quantization_.block || t.nested != quantization_.double_quant)) {
+      log::warn(cat("lora: the NF4 weights of ", from, " are in blocks of ", t.block, t.nested ? " with" : " without",
+                    " double quantization; this run's NF4 base is in blocks of ", quantization_.block,
+                    quantization_.double_quant ? " with" : " without", " (lora.base_double_quant): they are dequantized and ",
+                    "quantized again (zckpt quantize --block ", quantization_.block,
+                    quantization_.double_quant ? " --double-quant" : "", " writes them as this run takes them)"));
+      break;
+    }
   // A tensor-parallel shard holds the values of the whole tensors' quantization (tp = 1's base; stored NF4
   // as stored), which its single quantization in blocks of the same alignment keeps exactly.
   if (nf4_ && cut) {

@@ -22,7 +22,7 @@ run_a=$(run_of "$D/step_00000004")
 [ -n "$run_a" ] && [ "$(run_of "$D/step_00000002")" = "$run_a" ] || fail "run A's checkpoints do not carry one run id ('$run_a')"
 # A checkpoint written before run ids: no run_id in its manifest (not checksummed: it still verifies).
 train 2 --ckpt.dir="$ZT_WORK/old" --train.stop_at_step=1
-sed -i '/"run_id"/d' "$ZT_WORK/old/step_00000001/MANIFEST.json" && mv "$ZT_WORK/old/step_00000001" "$D/"
+sed -i '/"run_id"\|"manifest_sha256"/d' "$ZT_WORK/old/step_00000001/MANIFEST.json" && mv "$ZT_WORK/old/step_00000001" "$D/"
 expect_exit 0 "$ZT_BIN/zckpt" verify "$D/step_00000001"
 expect_in "$ZT_WORK/out" "sound \(step 1, .*owner unknown"
 before=("$D/step_00000001" "$D/step_00000002" "$D/step_00000004")

@@ -106,6 +106,9 @@ run llama_bnb_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb_dq" --lo
 same_curve llama_nf4_dq_3 llama_bnb_dq_3 1 0
 run gpt2_bnb 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_bnb" --lora.base_dtype=nf4 --lora.base_double_quant=true
 falls gpt2_bnb
+# Stored with double quantization, run without: read dequantized and quantized again, said.
+run llama_bnb_other 1 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb_dq" --lora.base_dtype=nf4 --train.max_steps=1
+expect_in "$ZT_WORK/err" "NF4 weights of .*llama_bnb_dq are in blocks of 64 with double quantization; this run's NF4 base is in blocks of 64 without .*quantized again"
 expect_exit 2 "$ZT_BIN/zckpt" quantize "$ZT_WORK/llama_base" --out "$ZT_WORK/llama_bnb" --dtype fp32
 expect_in "$ZT_WORK/err" "llama_bnb"
 

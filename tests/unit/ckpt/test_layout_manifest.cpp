@@ -47,6 +47,30 @@ TEST(CkptManifest, JsonRoundTrip) {
   EXPECT_EQ(manifest_json(back), manifest_json(m));
 }
 
+// The manifest carries a checksum of itself: one changed digit of an offset (which the files' SHA-256s do
+// not cover) is refused as a damaged manifest; a manifest without one (an older writer) still reads.
+TEST(CkptManifest, ItsOwnChecksumCatchesAChangedField) {
+  Manifest m{kFormatVersion, 7, 2, 3, test::tiny_model(), {}, {{"model.h5", 123, "ab"}}};
+  m.rank_ranges = {test::ranges_for(m.model, 2, 0), test::ranges_for(m.model, 2, 1)};
+  const std::string text = manifest_json(m);
+  ASSERT_NE(text.find("\"manifest_sha256\""), std::string::npos);
+  std::string flipped = text;
+  const std::size_t at = flipped.find("\"zero_stage\": 3");
+  ASSERT_NE(at, std::string::npos);
+  flipped[at + 14] = '2';
+  try {
+    parse_manifest(flipped, "MANIFEST.json");
+    ADD_FAILURE() << "a changed zero_stage read as sound";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("MANIFEST.json: its content does not match its manifest_sha256"), std::string::npos)
+        << e.what();
+  }
+  std::string older = text;
+  const std::size_t line = older.find(" \"manifest_sha256\"");
+  older.erase(line, older.find('\n', line) + 1 - line);
+  EXPECT_EQ(parse_manifest(older, "MANIFEST.json").zero_stage, 3);
+}
+
 // A tensor-parallel shard of a row-parallel matrix is one range per row: the manifest writes each run
 // of equal ranges at equal strides as one [offset, numel, stride, count] group (format_version 2), and
 // a manifest without such a run stays version 1, range for range.
