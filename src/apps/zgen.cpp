@@ -49,7 +49,7 @@ void note(const Parts&... parts) {
 }
 
 struct Options {
-  std::string model, prompts, out, tokenizer, summary, answer_field;
+  std::string model, prompts, out, tokenizer, summary, answer_field, pattern;
   std::vector<std::string> specials, stops;
   std::vector<std::int32_t> stop_ids;
   std::optional<ztok::ChatTemplate> chat_template;
@@ -89,6 +89,7 @@ Options options_of(const config::cli::Args& a) {
     throw ConfigError("--model DIR, --prompts IN.jsonl and --out OUT.jsonl are required (see zgen --help)");
   o.tokenizer = a.text("tokenizer"), o.summary = a.text("summary"), o.answer_field = a.text("answer-field");
   o.specials = a.list("special"), o.stops = a.list("stop"), o.stop_ids = parse_ids(a.list("stop-id"));
+  if (a.given("pattern")) o.pattern = a.text("pattern");
   for (const std::string& s : o.stops)
     if (s.empty()) throw ConfigError("--stop: an empty stop string would stop every sequence at once");
   if (a.given("chat-template")) o.chat_template = ztok::parse_chat_template(a.text("chat-template"));
@@ -133,6 +134,7 @@ std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::stri
   std::string specials;
   for (const std::string& s : o.specials) specials += (specials.empty() ? "" : ",") + s;
   if (!specials.empty()) v.specials = tok::parse_special_tokens(specials), v.extra_specials = true;
+  if (!o.pattern.empty()) v.pattern = tok::pattern_by_name(o.pattern);
   return std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path, v));
 }
 
@@ -196,9 +198,15 @@ struct Job {
   DType dtype = DType::kF32;
 };
 
+// With a tokenizer, only the ids it has are drawn (a model's vocabulary is often padded past them, as
+// ztrain's evaluation, rollouts and samples draw): a padded row's id has no text.
 gen::EngineOptions engine_options(const Job& j, int slots) {
-  return {.slots = slots, .max_len = j.max_len, .prefill_chunk = j.o.prefill_chunk, .prefill_rows = j.o.prefill_rows,
-          .compute = j.dtype};
+  gen::EngineOptions e{.slots = slots, .max_len = j.max_len, .prefill_chunk = j.o.prefill_chunk,
+                       .prefill_rows = j.o.prefill_rows, .compute = j.dtype};
+  if (j.tokenizer)
+    e.drawable = static_cast<std::int64_t>(
+        std::min<std::uint64_t>(j.tokenizer->n_ids(), static_cast<std::uint64_t>(j.model->table.shape().vocab_size)));
+  return e;
 }
 
 // What a rank holds at its peak: its weights in the compute dtype and, while they are converted, in fp32;

@@ -45,8 +45,12 @@ config::cli::Spec make_zgen_spec() {
       {.name = "out", .value_name = "OUT.jsonl", .help = "the samples, one JSON object per line"},
       {.name = "tokenizer", .value_name = "PATH",
        .help = "GPT-2's encoder.json + vocab.bpe directory, a tokenizer.json or a tiktoken rank file (as ztok --vocab)"},
+      {.name = "pattern", .type = Type::kChoice, .value_name = "gpt2|cl100k|o200k",
+       .help = "pre-tokenisation of a tiktoken rank file that is no known encoding (as ztok --pattern; with --special)",
+       .choices = {"gpt2", "cl100k", "o200k"}},
       {.name = "special", .type = Type::kList, .value_name = "NAME=ID[,..]",
-       .help = "special tokens the tokenizer lacks (the chat template's, as ztok --special)"},
+       .help = "special tokens the tokenizer lacks (the chat template's, as ztok --special); of a rank file that is no "
+               "known encoding, its own"},
       {.name = "chat-template", .type = Type::kChoice, .value_name = "chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2",
        .help = "how \"messages\" prompts are rendered (default: the model's, its tokenizer_config.json chat_template, "
                "else the one whose specials the tokenizer has)",

@@ -189,4 +189,14 @@ assert list(s) == ["rule", "prompts", "samples_per_prompt", "accuracy", "pass@1"
 assert s["prompts"] == 2 and abs(s["accuracy"] - sum(l["score"] for l in lines) / 6) < 1e-12 and s["pass@1"] <= s["pass@3"], s
 print("ok: text prompts, the stop string cuts the same draws, the evaluation's scores and summary", s)
 PY
+# A model whose vocabulary is padded far past its tokenizer's ids (100000 rows, 50257 ids): only the ids
+# the tokenizer has are drawn (a padded row's id has no text), as ztrain's evaluation and rollouts draw.
+"$ZT_BIN/ztrain" --model.n_layer=1 --model.n_head=2 --model.n_embd=32 --model.seq_len=64 --model.vocab_size=100000 \
+  --train.device=cpu --train.threads=1 --train.max_steps=1 "$(tiny_data_args)" --ckpt.dir="$W/padded" \
+  >"$W/padded.log" 2>&1 || { tail "$W/padded.log"; fail "training the padded model"; }
+expect_exit 0 "$zgen" --model "$W/padded/step_00000001" --prompts "$W/qa.jsonl" --max-new-tokens 8 --tokenizer "$vocab" \
+  --temperature 2 --seed 5 --samples 8 --device cpu -q --out "$W/padded.jsonl"
+python3 -c 'import json, sys
+ids = [t for l in open(sys.argv[1]) for t in json.loads(l)["token_ids"]]
+assert len(ids) == 2 * 8 * 8 and max(ids) < 50257, max(ids)' "$W/padded.jsonl" || fail "zgen drew ids the tokenizer does not have"
 echo "PASS"
