@@ -240,8 +240,9 @@ std::vector<double> CommandReward::exchange(const std::vector<RewardInput>& batc
         read_some(scores, n);  // what it wrote before it ended
         if (scores.size() < n)
           throw RewardProgramEnded(cat(prefix(), ": the program ended after ", scores.size(), " of the ", n,
-                          " answers of this batch: it ", ending(), " (a process it started still holds its output). Its "
-                          "standard error is ztrain's (above). It must answer every line, and run until its input ends"));
+                                       " answers of this batch: it ", ending(), " (a process it started still holds its ",
+                                       "output). Its standard error is ztrain's (above). It must answer every line, and ",
+                                       "run until its input ends"));
       }
       continue;
     }
@@ -346,8 +347,9 @@ void CommandReward::check_idle() {
 
 RewardProgramEnded CommandReward::stopped(std::size_t answered, std::size_t n) {
   return RewardProgramEnded(cat(prefix(), ": the program closed its output after ", answered, " of the ", n,
-                   " answers of this batch: it ", ending(),
-                   ". Its standard error is ztrain's (above). It must answer every line, and run until its input ends"));
+                                " answers of this batch: it ", ending(),
+                                ". Its standard error is ztrain's (above). It must answer every line, and run until its "
+                                "input ends"));
 }
 
 Error CommandReward::timed_out(std::size_t answered, std::size_t n, std::size_t written, std::size_t total,
