@@ -237,7 +237,9 @@ std::vector<double> CommandReward::exchange(const std::vector<RewardInput>& batc
     if (ready <= 0) {
       if (!reaped_ && exited()) {
         kill_group();  // what it started too (its group outlives it), then reaped: its own status kept
-        read_some(scores, n);  // what it wrote before it ended
+        // What it wrote before it ended; an end of file now is the kill of what held its output, not the
+        // program closing it (which of the two a read sees depends on when the killed process is gone).
+        read_some(scores, n, /*ended=*/true);
         if (scores.size() < n)
           throw RewardProgramEnded(cat(prefix(), ": the program ended after ", scores.size(), " of the ", n,
                                        " answers of this batch: it ", ending(), " (a process it started still holds its ",
@@ -278,14 +280,17 @@ bool CommandReward::write_some(const std::string& out, std::size_t& written) {
   throw Error(cat(prefix(), ": writing to the program failed: ", std::strerror(errno)));
 }
 
-void CommandReward::read_some(std::vector<double>& scores, std::size_t n) {
+void CommandReward::read_some(std::vector<double>& scores, std::size_t n, bool ended) {
   char buf[1 << 16];
   const ssize_t r = ::read(from_, buf, sizeof buf);
   if (r < 0) {
     if (errno == EAGAIN || errno == EINTR) return;
     throw Error(cat(prefix(), ": reading the program's answers failed: ", std::strerror(errno)));
   }
-  if (r == 0) throw stopped(scores.size(), n);
+  if (r == 0) {
+    if (ended) return;
+    throw stopped(scores.size(), n);
+  }
   pending_.append(buf, static_cast<std::size_t>(r));
   std::size_t start = 0;
   for (std::size_t end; (end = pending_.find('\n', start)) != std::string::npos; start = end + 1) {

@@ -31,7 +31,8 @@ class CommandReward : public Reward {
  private:
   std::vector<double> exchange(const std::vector<RewardInput>& batch);
   bool write_some(const std::string& out, std::size_t& written);
-  void read_some(std::vector<double>& scores, std::size_t n);
+  // ended: the program is known to have ended (an end of file is then no news).
+  void read_some(std::vector<double>& scores, std::size_t n, bool ended = false);
   double parse_answer(std::string_view line, std::size_t index, std::size_t n) const;
   void check_idle();
   RewardProgramEnded stopped(std::size_t answered, std::size_t n);
