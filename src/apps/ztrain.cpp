@@ -64,9 +64,7 @@ void print_config(const dist::World& world, const Startup& s) {
   if (!world.is_root()) return;
   const config::Config& c = s.cl.config;
   const bool gpu_elsewhere = s.plan_device == config::Device::kCuda && s.placement.device != config::Device::kCuda;
-  const config::CommBackend comm = gpu_elsewhere ? (config::uses_nccl(c, config::Device::kCuda) ? config::CommBackend::kNccl
-                                                                                             : config::CommBackend::kMpi)
-                                                 : s.placement.comm;
+  const config::CommBackend comm = gpu_elsewhere ? config::comm_backend(c, config::Device::kCuda) : s.placement.comm;
   std::cout << "# ztrain " << version() << " (git " << git_revision() << "): resolved configuration; loads again with --config\n"
             << "# world_size = " << world.size() << " ("
             << (c.parallel.pp * c.parallel.tp > 1 ? cat("parallel.pp ", c.parallel.pp, " x data-parallel ", s.derived.dp_size,

@@ -22,7 +22,9 @@ Derived derive(const Config& config, std::int64_t world_size);
 // and the fix. nccl: the job communicates over NCCL (dist.backend, resolved). The run, --plan and the
 // plan's fixes ask the same rule.
 void check_pipeline_runs(const Config& c, bool nccl);
-// Whether a job on `device` communicates over NCCL: dist.backend, or its default there (auto: NCCL on CUDA).
+// The communicator a job on `device` uses: dist.backend, or its default there (auto: NCCL on CUDA, MPI on
+// the CPU); uses_nccl says whether that is NCCL.
+CommBackend comm_backend(const Config& c, Device device);
 bool uses_nccl(const Config& c, Device device);
 
 }  // namespace zt::config

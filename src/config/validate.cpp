@@ -405,8 +405,11 @@ void check_pipeline_runs(const Config& c, bool nccl) {
            "dist.backend=mpi (host-staged)");
 }
 
-bool uses_nccl(const Config& c, Device device) {
-  return c.dist.backend == CommBackend::kNccl || (c.dist.backend == CommBackend::kAuto && device == Device::kCuda);
+CommBackend comm_backend(const Config& c, Device device) {
+  if (c.dist.backend != CommBackend::kAuto) return c.dist.backend;
+  return device == Device::kCuda ? CommBackend::kNccl : CommBackend::kMpi;
 }
+
+bool uses_nccl(const Config& c, Device device) { return comm_backend(c, device) == CommBackend::kNccl; }
 
 }  // namespace zt::config

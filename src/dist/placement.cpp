@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "config/derived.hpp"
 #include "config/options.hpp"
 #include "core/error.hpp"
 
@@ -32,8 +33,7 @@ Placement place_rank(const World& world, const config::Config& config, bool cuda
   const int gpus = cuda_device_count();
   Placement p;
   p.device = resolve_device(world, config.train.device, cuda_backend_built, gpus);
-  p.comm = config.dist.backend;
-  if (p.comm == CommBackend::kAuto) p.comm = p.device == Device::kCuda ? CommBackend::kNccl : CommBackend::kMpi;
+  p.comm = config::comm_backend(config, p.device);
   if (p.device == Device::kCpu && p.comm == CommBackend::kNccl)
     throw ConfigError("dist.backend=nccl needs GPUs, but this rank computes on the CPU (train.device): "
                       "use dist.backend=mpi or auto");

@@ -90,8 +90,8 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
   // A directory quantized in other blocks (zckpt quantize --block, bitsandbytes' blocksize) or with another
   // double quantization than this run's is read dequantized, then quantized again here: said, as its values
   // then differ slightly from the stored ones.
-  for (const auto& [p, t] : stored)
-    if (nf4_ && (t.block != quantization_.block || t.nested != quantization_.double_quant)) {
+  for (const auto& [p, t] : stored)  // (filled for an NF4 base only)
+    if (t.block != quantization_.block || t.nested != quantization_.double_quant) {
       log::warn(cat("lora: the NF4 weights of ", from, " are in blocks of ", t.block, t.nested ? " with" : " without",
                     " double quantization; this run's NF4 base is in blocks of ", quantization_.block,
                     quantization_.double_quant ? " with" : " without", " (lora.base_double_quant): they are dequantized and ",

@@ -102,12 +102,9 @@ void check_metrics(const dist::World& world, const config::Config& c) {
 }
 
 // rl.rollout_dir: rank 0 writes each iteration's rollouts there; made now if missing (as the first write
-// would), and probed, so that a bad path is exit 2 here, not an error after the first iteration's work.
+// would) and probed, so that a bad path is exit 2 here, not an error after the first iteration's work.
 void check_rollout_dir(const dist::World& world, const config::Config& c) {
-  const fs::path dir(c.rl.rollout_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  const std::string error = ec ? cat("cannot make it: ", ec.message()) : io::probe_writable_dir(dir, world.host());
+  const std::string error = io::probe_writable_dir(c.rl.rollout_dir, world.host());
   if (!error.empty())
     throw ConfigError(cat("rl.rollout_dir=", c.rl.rollout_dir, " cannot be written on host ", world.host(), ": ", error,
                           ". Fix: point rl.rollout_dir at a writable directory, or leave it empty (no rollouts on disk)."));

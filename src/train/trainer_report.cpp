@@ -101,15 +101,14 @@ void Trainer::log_step(const StepResult& r) {
   const MetricsWindow::Closed w =
       window_->close(m, loader_->wait_ms_total(), comm_bytes(), derived_.tokens_per_step, world_.size());
   const backend::MemoryStats memory = backend_->memory_stats();
-  auto max_over_ranks = [&](std::size_t bytes) {
-    return static_cast<std::uint64_t>(comm_->all_reduce_value(static_cast<double>(bytes), dist::ReduceOp::kMax));
-  };
-  m.mem_peak_bytes = max_over_ranks(memory.peak_bytes);
+  // Each the max over ranks, in one all-reduce (the GPUs' two readings are 0 on the CPU backend).
+  std::vector<double> bytes = {static_cast<double>(memory.peak_bytes), static_cast<double>(memory.reserved_bytes),
+                               static_cast<double>(memory.device_used_bytes)};
+  comm_->all_reduce_values(bytes, dist::ReduceOp::kMax);
+  m.mem_peak_bytes = static_cast<std::uint64_t>(bytes[0]);
   m.mem_predicted_bytes = predicted_peak_;
-  if (placement_.device == config::Device::kCuda) {
-    m.mem_reserved_bytes = max_over_ranks(memory.reserved_bytes);
-    m.mem_device_used_bytes = max_over_ranks(memory.device_used_bytes);
-  }
+  if (placement_.device == config::Device::kCuda)
+    m.mem_reserved_bytes = static_cast<std::uint64_t>(bytes[1]), m.mem_device_used_bytes = static_cast<std::uint64_t>(bytes[2]);
   if (scaler_.enabled()) m.loss_scale = r.loss_scale;
   if (pipeline_) {  // the window's share of waiting in transfers, averaged over the ranks (collective)
     const double run = pipeline_->run_ms() - pipeline_run_ms_, wait = pipeline_->wait_ms() - pipeline_wait_ms_;
