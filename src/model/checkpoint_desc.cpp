@@ -11,6 +11,10 @@ ckpt::ModelDesc describe_model(const ParamTable& table) {
   if (s.arch == Arch::kLlama)  // what the parameter table needs beyond GPT-2's fields (zckpt rebuilds it)
     d.hyper.insert(d.hyper.end(), {{"llama", 1}, {"n_kv_head", s.n_kv_head}, {"ffn_hidden", s.ffn_hidden},
                                    {"tie_embeddings", s.tie_embeddings ? 1 : 0}});
+  // Named only when set, so a plain Llama's description reads as before; each changes the table's tensors.
+  if (s.qkv_bias) d.hyper.push_back({"qkv_bias", 1});  // Qwen2
+  if (s.qk_norm) d.hyper.push_back({"qk_norm", 1});    // Qwen3
+  if (s.head_dim > 0) d.hyper.push_back({"head_dim", s.head_dim});
   if (s.value_head) d.hyper.push_back({"value_head", 1});  // a critic (PPO)
   for (const ParamInfo& p : table.params())
     d.params.push_back({p.name, p.shape, p.hf_shape, static_cast<std::int64_t>(p.offset)});

@@ -64,9 +64,10 @@ std::string row(const std::string& rank, const Candidate& k) {
   return line;
 }
 
+// A configured batch that does not split has no accumulation count (its refusal follows the description).
 std::string describe(const Layout& l) {
   return cat("tp ", l.tp, l.sequence_parallel ? " (SP)" : "", " x pp ", l.pp, l.vpp > 1 ? cat(" (vpp ", l.vpp, ")") : "", " x dp ", l.dp, ", micro_batch ",
-             l.micro_batch, " x ", l.grad_accum, ", recompute ", config::to_string(l.recompute), ", ZeRO ", l.zero_stage,
+             l.micro_batch, l.grad_accum > 0 ? cat(" x ", l.grad_accum) : "", ", recompute ", config::to_string(l.recompute), ", ZeRO ", l.zero_stage,
              l.offload == config::Offload::kNone ? ""
              : l.offload == config::Offload::kParams ? cat(", optimizer and parameters offloaded to ", config::to_string(l.offload_to))
                                                       : cat(", optimizer offloaded to ", offload_name(l)));

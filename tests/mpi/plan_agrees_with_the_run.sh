@@ -43,4 +43,6 @@ fi
 expect_exit 0 "$ZT_BIN/ztrain" "${gpu[@]}" --plan.search --plan.world_size=128
 expect_in "$ZT_WORK/out" "^ +1 +[0-9]+ "
 expect_in "$ZT_WORK/out" "configured .*: not runnable on 128 ranks: train.global_batch=64 is not divisible"
+# ... and names no accumulation count it does not have (it said "micro_batch 1 x 0").
+expect_in "$ZT_WORK/out" "configured \\(.*micro_batch 1, recompute"
 echo PASS

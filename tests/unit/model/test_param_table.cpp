@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
+#include "model/checkpoint_desc.hpp"
 #include "model/param_table.hpp"
 
 namespace zt::model {
@@ -64,6 +65,22 @@ TEST(ParamTable, NamesShapesAndDecayFollowHuggingFace) {
   EXPECT_EQ(t.params().front().name, "transformer.wte.weight");
   EXPECT_EQ(t.params().back().name, "transformer.ln_f.bias");
   EXPECT_THROW(t.find("lm_head.weight"), Error);
+}
+
+// zckpt info prints the description's hyper-parameters: the Qwen-style keys that change the tensors must be
+// there (a Qwen2 and a plain Llama of the same widths otherwise read the same), and only when set.
+TEST(ParamTable, DescriptionNamesTheKeysThatChangeTheTensors) {
+  const auto keys = [](const GptShape& s) {
+    std::string out;
+    for (const auto& [k, v] : describe_model(ParamTable(s)).hyper) out += k + "=" + std::to_string(v) + " ";
+    return out;
+  };
+  const GptShape llama = GptShape::make_llama(2, 4, 32, 64, 8, 2, 40, false, 1e-5, RopeParams{});
+  GptShape qwen3 = llama;
+  qwen3.qkv_bias = true, qwen3.qk_norm = true, qwen3.head_dim = 12;
+  EXPECT_EQ(keys(llama).find("qkv_bias"), std::string::npos);
+  EXPECT_EQ(keys(llama).find("head_dim"), std::string::npos);
+  EXPECT_NE(keys(qwen3).find("qkv_bias=1 qk_norm=1 head_dim=12 "), std::string::npos) << keys(qwen3);
 }
 
 }  // namespace
