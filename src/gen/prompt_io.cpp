@@ -141,8 +141,9 @@ ChatChoice chat_template_of(const tok::Tokenizer* t, const std::string& tokenize
   const std::optional<ztok::ChatTemplate> chat = ztok::identify_chat_template(jinja);
   if (!chat)
     return {std::nullopt, cat(file.string(), "'s chat_template is none ztrain renders (Qwen2's, Qwen2.5's and Qwen3's "
-                                             "ChatML, Llama 3's, 3.1's, 3.2's), and rendering it another way would "
-                                             "change the prompts: give prompt lines with the text rendered, or prompt_ids")};
+                                             "ChatML, Llama 3's, 3.1's, 3.2's): ", ztok::unidentified_because(jinja),
+                                             ", and rendering it another way would change the prompts: give prompt "
+                                             "lines with the text rendered, or prompt_ids")};
   return {chat, "", true};
 }
 

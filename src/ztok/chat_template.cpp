@@ -189,20 +189,61 @@ std::string to_string(ChatTemplate t) {
   return "?";
 }
 
-std::optional<ChatTemplate> identify_chat_template(const std::string& jinja) {
+namespace {
+
+// The template a Jinja text resembles, and, when its text says it renders otherwise than that template's
+// renderer, what differs. The phrases name the family (ChatML's <|im_start|>, Llama 3's headers) and the
+// member (the default system messages, the date block, Qwen3's thinking); the checks refuse what the
+// sweeps found taken for a family member while rendering otherwise: a default system message of another
+// text, a system turn a Llama 3 template writes itself, content not trimmed where Llama's trims it (or
+// trimmed where ChatML's keeps it), a template that raises (refuses conversations ours render).
+struct Resemblance {
+  std::optional<ChatTemplate> chat;
+  std::string differs;  // empty: it renders as `chat`
+};
+
+Resemblance resemble(const std::string& jinja) {
   const auto has = [&](const char* s) { return jinja.find(s) != std::string::npos; };
-  if (has("<|im_start|>") && has("<think>")) {  // Qwen3's: its thinking blocks and the last user query it finds
-    return has("last_query_index") && has("</think>") ? std::optional(ChatTemplate::kQwen3) : std::nullopt;
-  }
   if (has("<|im_start|>")) {
-    if (has("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")) return ChatTemplate::kQwen25;
-    if (has("You are a helpful assistant.")) return ChatTemplate::kChatml;
-    return std::nullopt;
+    if (has("<think>")) {  // Qwen3's: its thinking blocks and the last user query it finds
+      if (!has("last_query_index") || !has("</think>")) return {};
+      return {ChatTemplate::kQwen3, has("raise_exception") ? "it raises errors (Qwen3's does not)" : ""};
+    }
+    const char* qwen25 = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    const ChatTemplate t = has(qwen25) ? ChatTemplate::kQwen25 : ChatTemplate::kChatml;
+    if (!has(qwen25) && !has("You are a helpful assistant.")) return {};
+    if (!has(t == ChatTemplate::kQwen25 ? "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>"
+                                        : "You are a helpful assistant.<|im_end|>"))
+      return {t, "its default system message is another text"};
+    if (has("raise_exception")) return {t, "it raises errors on some conversations (Qwen2's and Qwen2.5's do not)"};
+    if (has("trim") || has("strip(")) return {t, "it trims the messages' content (Qwen2's and Qwen2.5's keep it whole)"};
+    return {t, ""};
   }
-  if (!has("<|start_header_id|>") || !has("<|eot_id|>")) return std::nullopt;
-  if (!has("Cutting Knowledge Date: December 2023")) return ChatTemplate::kLlama3;
-  if (has("strftime_now")) return ChatTemplate::kLlama32;
-  return has("\"26 Jul 2024\"") ? std::optional(ChatTemplate::kLlama31) : std::nullopt;
+  if (!has("<|start_header_id|>") || !has("<|eot_id|>")) return {};
+  if (!has("Cutting Knowledge Date: December 2023")) {  // Llama 3's: each message's role, nothing of its own
+    if (!has("trim")) return {ChatTemplate::kLlama3, "it does not trim the messages' content (Llama 3's does)"};
+    if (has("system<|end_header_id|>")) return {ChatTemplate::kLlama3, "it writes a system turn of its own (Llama 3's does not)"};
+    if (has("raise_exception")) return {ChatTemplate::kLlama3, "it raises errors on some conversations (Llama 3's does not)"};
+    return {ChatTemplate::kLlama3, ""};
+  }
+  const ChatTemplate t = has("strftime_now") ? ChatTemplate::kLlama32 : ChatTemplate::kLlama31;
+  if (t == ChatTemplate::kLlama31 && !has("\"26 Jul 2024\"")) return {t, "its date is not Llama 3.1's (26 Jul 2024)"};
+  if (!has("trim")) return {t, "it does not trim the messages' content (Llama 3.1's and 3.2's do)"};
+  return {t, ""};
+}
+
+}  // namespace
+
+std::optional<ChatTemplate> identify_chat_template(const std::string& jinja) {
+  const Resemblance r = resemble(jinja);
+  return r.differs.empty() ? r.chat : std::nullopt;
+}
+
+std::string unidentified_because(const std::string& jinja) {
+  const Resemblance r = resemble(jinja);
+  if (!r.chat) return "it is none of them";
+  if (r.differs.empty()) return "";
+  return cat("it resembles ", to_string(*r.chat), "'s, but ", r.differs);
 }
 
 std::string turn_end_token(ChatTemplate t) { return chatml(t) ? "<|im_end|>" : "<|eot_id|>"; }

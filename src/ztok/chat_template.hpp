@@ -39,9 +39,14 @@ ChatTemplate parse_chat_template(const std::string& name);
 std::string to_string(ChatTemplate t);
 
 // Which of the templates above a model's Jinja chat_template (tokenizer_config.json's) renders as, from the
-// text that tells them apart (the default system messages, the date block, Qwen3's thinking); none for any
-// other template (Mistral's [INST], ...): ztrain does not run Jinja.
+// text that tells them apart (the default system messages, the date block, Qwen3's thinking) and checks
+// that it renders as that one (no other default system message, no system turn of its own, content trimmed
+// as that one trims it, no errors raised); none for any other template (Mistral's [INST], a variant): ztrain
+// does not run Jinja, so what it cannot render exactly it refuses.
 std::optional<ChatTemplate> identify_chat_template(const std::string& jinja);
+// Why identify_chat_template names none ("it resembles llama3's, but it writes a system turn of its own");
+// empty when it names one.
+std::string unidentified_because(const std::string& jinja);
 
 struct ChatMessage {
   std::string role;     // system, user or assistant

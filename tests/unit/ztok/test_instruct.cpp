@@ -196,6 +196,28 @@ TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
   EXPECT_EQ(identify_chat_template(qwen3), ChatTemplate::kQwen3);
   EXPECT_EQ(identify_chat_template(qwen3_part), std::nullopt);  // thinking blocks, but not Qwen3's whole rule
   EXPECT_EQ(identify_chat_template("{{ '[INST] ' + message['content'] + ' [/INST]' }}"), std::nullopt);
+  // Variants that name a family but render otherwise (a Jinja renderer would give other prompts): refused, saying why.
+  const std::string llama3_body =
+      "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
+      "message['content'] | trim + '<|eot_id|>' }}{% endfor %}";
+  const std::string own_system = "{% if messages[0]['role'] != 'system' %}{{ '<|start_header_id|>system<|end_header_id|>"
+                                 "\\n\\nYou are a pirate.<|eot_id|>' }}{% endif %}" + llama3_body;
+  EXPECT_EQ(identify_chat_template(own_system), std::nullopt);
+  EXPECT_NE(unidentified_because(own_system).find("resembles llama3's, but it writes a system turn of its own"), std::string::npos);
+  std::string untrimmed = llama3_body;
+  untrimmed.replace(untrimmed.find(" | trim"), 7, "");
+  EXPECT_EQ(identify_chat_template(untrimmed), std::nullopt);
+  EXPECT_NE(unidentified_because(untrimmed).find("does not trim"), std::string::npos);
+  const std::string strict = qwen2 + "{% if message['role'] == 'user' %}{{ raise_exception('roles must alternate') }}{% endif %}";
+  EXPECT_EQ(identify_chat_template(strict), std::nullopt);
+  EXPECT_NE(unidentified_because(strict).find("raises"), std::string::npos);
+  std::string other_system = qwen2;
+  other_system.replace(other_system.find("assistant."), 10, "assistant. Answer in French.");
+  EXPECT_EQ(identify_chat_template(other_system), std::nullopt);
+  EXPECT_NE(unidentified_because(other_system).find("default system message is another text"), std::string::npos);
+  EXPECT_EQ(identify_chat_template(qwen2 + "{{ message['content'] | trim }}"), std::nullopt);
+  EXPECT_EQ(identify_chat_template(llama31 + "{{ raise_exception('only single tool-calls') }}"), ChatTemplate::kLlama31);  // 3.1's own
+  EXPECT_EQ(unidentified_because(llama31), "");
   for (const char* name : {"chatml", "qwen2.5", "qwen3", "llama3", "llama3.1", "llama3.2"})
     EXPECT_EQ(to_string(parse_chat_template(name)), name);
 }
