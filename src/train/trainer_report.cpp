@@ -3,6 +3,7 @@
 #include "train/trainer.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/log.hpp"
 #include "io/json_text.hpp"
@@ -60,7 +61,15 @@ std::optional<double> Trainer::evaluate() {
   }
   const double count = global_trained_targets(targets_here, *valid_tokens_);
   if (pipeline_) loss_sum = grid_comms_.pp->all_reduce_value(loss_sum, dist::ReduceOp::kSum);  // the last stage's
-  return dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum) / std::max(1.0, count);
+  const double sum = dp_comm().all_reduce_value(loss_sum, dist::ReduceOp::kSum);
+  if (count > 0) return sum / count;
+  // Windows of prompts only (an instruction set's long prompts, short answers): no mean to report. A 0
+  // would read as a perfect model (and win a best-checkpoint choice); null says there was nothing.
+  if (world_.is_root())
+    log::warn(cat("evaluation after step ", step_, ": its ", batches, " batches of data.valid hold no trained target (the ",
+                  "loss mask is 0 on every one): val_loss and val_ppl are null. Fix: raise log.eval_batches, or give ",
+                  "data.valid samples whose answers fall inside the windows read"));
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 // A metrics line every log.every steps, after the last step and after every skipped (fp16 overflow) step.

@@ -4,6 +4,7 @@
 // that enter it (all of them, or the 1s of an instruction set's loss mask), so each such token's loss
 // enters the backward pass with weight 1 / (their global count) on every rank and micro-batch, and the
 // summed gradients over ranks equal those of one big batch, whatever the world size or accumulation.
+#include "core/log.hpp"
 #include "train/trainer.hpp"
 
 #include <algorithm>
@@ -39,6 +40,10 @@ Trainer::StepResult Trainer::train_step(const data::StepBatch& batch) {
   StepResult r;
   r.trained_targets = global_trained_targets(batch.trained_targets(), *train_tokens_);
   const double denominator = std::max(1.0, r.trained_targets);  // a step with no trained target: loss 0
+  if (r.trained_targets == 0 && world_.is_root())
+    log::warn(cat("step ", step_ + 1, ": the global batch holds no trained target (its loss mask is 0 everywhere): ",
+                  "loss 0 and zero gradients; AdamW still applies its momentum and weight decay, as torch's ",
+                  "optimizer.step() does after a zero loss. Fix: samples whose answers fall inside the windows"));
   const float dloss = static_cast<float>(loss_scale / denominator);
   std::vector<std::int32_t> inputs, targets;
   double loss_sum = 0;

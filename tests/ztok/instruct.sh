@@ -96,4 +96,21 @@ expect_exit2 "needs --chat-template" --out "$work/o5" --format instruct "$work/s
 expect_exit2 "already holds shards" --out "$work/chatml" --format instruct --chat-template chatml "${chatml[@]}" "$work/set.jsonl"
 expect_exit2 "is a token of the vocabulary" --out "$work/o6" --format instruct --chat-template chatml --special '<|im_start|>=7' \
   --special '<|im_end|>=50258' "$work/set.jsonl"
+
+# An evaluation whose windows hold prompt tokens only (a long prompt, a short answer) has no mean to
+# report: val_loss and val_ppl are null with a warning, not 0 and 1 (a perfect score).
+printf '{"prompt": "Hi there", "response": "Hello, friend."}\n' >"$work/t.jsonl"
+{ printf '{"prompt": "'; for _ in $(seq 14); do printf 'please read this long question carefully '; done
+  printf '", "response": "Yes."}\n'; } >"$work/v.jsonl"
+for set in t v; do
+  "$ztok" -q --vocab "$vocab" --out "$work/packed-$set" --format instruct --chat-template chatml "${chatml[@]}" --pack \
+    --seq-len 32 "$work/$set.jsonl" || fail "ztok --pack $set"
+done
+"$bin/ztrain" --model.n_layer=1 --model.n_head=2 --model.n_embd=16 --model.vocab_size=50259 --model.seq_len=32 \
+  --train.device=cpu --train.threads=1 --data.train="$work/packed-t/train_*.h5" --data.valid="$work/packed-v/train_*.h5" \
+  --data.shuffle=false --train.global_batch=2 --train.micro_batch=1 --train.max_steps=1 --log.eval_every=1 \
+  --log.eval_batches=1 --ckpt.dir="$work/ckpt" --log.metrics="$work/m.jsonl" </dev/null >"$work/eval.log" 2>&1 ||
+  fail "ztrain on the packed sets: $(tail -n 3 "$work/eval.log")"
+grep -q '"val_loss": null, "val_ppl": null' "$work/m.jsonl" || fail "no-target evaluation: $(grep val_loss "$work/m.jsonl")"
+grep -q "hold no trained target" "$work/eval.log" || fail "no warning for the no-target evaluation"
 echo "PASS"
