@@ -34,8 +34,17 @@ void SampleLayout::add(const TokenizedSample& s) {
   if (window_ == 0) return append(s, 0, n);
   if (n > room()) pad_open_window();
   if (n <= window_) return append(s, 0, n);
-  ++cut_;  // longer than a window: whole windows, then the rest opens the next one
-  for (std::uint64_t begin = 0; begin < n; begin += window_) append(s, begin, std::min(n, begin + window_));
+  // Longer than a window: whole windows, each continuation opening with the token the previous window
+  // ended on. A window's first token is an input only (nothing predicts it), so without that repeat the
+  // token at each cut would never be trained; repeated, it is a target at the end of one window and the
+  // input at the start of the next (Megatron's windows overlap by one token for the same reason). The
+  // repeat's mask is 0: the shards' mask counts each trained token once.
+  ++cut_;
+  for (std::uint64_t begin = 0;; begin += window_ - 1) {
+    append(s, begin, std::min(n, begin + window_));
+    if (begin > 0) mask_[starts_.back()] = 0;
+    if (begin + window_ >= n) return;
+  }
 }
 
 void SampleLayout::finish() { pad_open_window(); }

@@ -2,7 +2,8 @@
 // into windows of exactly `window` (= model.seq_len + 1) tokens laid end to end. Packing is greedy and
 // keeps the input order: a sample goes whole into the open window when it fits, else the open window
 // is padded (pad id, loss mask 0) and the sample opens the next one; a sample longer than a window
-// fills whole windows and its rest opens the next one (counted in samples_cut).
+// fills whole windows and its rest opens the next one (counted in samples_cut), each continuation
+// starting with the token its previous window ended on, so that every token of the sample is a target once.
 #pragma once
 
 #include <cstdint>

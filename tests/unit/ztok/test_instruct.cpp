@@ -337,7 +337,8 @@ TEST(SamplePacking, SamplesStayWholeInTheirWindowAndLongOnesAreCut) {
                                                                                       {50, 11}, {70, 1}})
     packed.add(sample(first, n));
   packed.finish();
-  // [10 11 12 20 21 22 23 p] [30 31 p..] [40..47] [50..57] [58 59 60 70 p p p p]
+  // [10 11 12 20 21 22 23 p] [30 31 p..] [40..47] [50..57] [57 58 59 60 70 p p p]: the cut sample's
+  // continuation opens with 57, the token its first window ended on (a target there, an input here).
   const std::vector<std::uint32_t>& t = packed.tokens();
   ASSERT_EQ(t.size(), 40u);
   EXPECT_EQ((std::vector<std::uint32_t>(t.begin(), t.begin() + 8)), (std::vector<std::uint32_t>{10, 11, 12, 20, 21, 22, 23, 0}));
@@ -345,12 +346,17 @@ TEST(SamplePacking, SamplesStayWholeInTheirWindowAndLongOnesAreCut) {
   EXPECT_EQ(t[10], 0u);
   EXPECT_EQ(t[16], 40u);
   EXPECT_EQ(t[24], 50u);
-  EXPECT_EQ(t[32], 58u);
-  EXPECT_EQ(t[35], 70u);
+  EXPECT_EQ((std::vector<std::uint32_t>(t.begin() + 31, t.begin() + 37)), (std::vector<std::uint32_t>{57, 57, 58, 59, 60, 70}));
   EXPECT_EQ(packed.loss_mask()[7], 0);  // padding is never trained
+  EXPECT_EQ(packed.loss_mask()[31], 1);  // 57 as the first window's last target
+  EXPECT_EQ(packed.loss_mask()[32], 0);  // ... and as the continuation's first input: counted once
   EXPECT_EQ(packed.samples_cut(), 1u);
-  EXPECT_EQ(packed.padding_tokens(), 1u + 6u + 4u);
-  EXPECT_EQ(packed.sample_starts(), (std::vector<std::uint64_t>{0, 3, 8, 16, 24, 32, 35}));
+  EXPECT_EQ(packed.padding_tokens(), 1u + 6u + 3u);
+  EXPECT_EQ(packed.sample_starts(), (std::vector<std::uint64_t>{0, 3, 8, 16, 24, 32, 36}));
+  // Every trained token of every sample is a target once: the mask's 1s past each window's first token.
+  std::uint64_t targets = 0;
+  for (std::size_t i = 0; i < t.size(); ++i) targets += i % 8 != 0 && packed.loss_mask()[i] == 1;
+  EXPECT_EQ(targets, packed.trained_tokens());
 
   SampleLayout plain(0, 0);
   plain.add(sample(10, 3));
