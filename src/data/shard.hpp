@@ -82,6 +82,7 @@ struct ShardInfo {
   bool has_loss_mask = false;   // instruction data: dataset `loss_mask`
   std::string chat_template;    // instruction data: the template it was rendered with ("" without)
   std::uint64_t window = 0;     // packed instruction data: windows of this many tokens, end to end
+  bool checksummed = true;      // `tokens` carries Fletcher-32 (ztok's do; another writer's may not)
 };
 
 // What a reader requires of a shard; an unset field is not checked.
@@ -94,7 +95,8 @@ struct ShardExpectation {
 // Reads a shard after validating it. open() checks, before any token is read: the file is HDF5 with
 // format "ztrain-tokens" and format_version 1, the expected vocab_hash / eot, vocab_size at most the
 // expected one, n_tokens
-// against the length of `tokens`, n_docs against `doc_offsets`, and the token type. Every problem
+// against the length of `tokens`, n_docs against `doc_offsets`, the element types, and that every
+// dataset's storage was written and its filters are available (never read as zeros). Every problem
 // there (missing, truncated, corrupt, wrong schema, other vocabulary) is a zt::InputError naming the
 // file and the fix; a failure in a later read is a zt::DataError naming the file and range.
 class ShardReader {

@@ -26,9 +26,17 @@ constexpr const char* kRewrite = "; write it again with ztok (or remove it from 
   throw InputError(cat("shard ", path, ": ", what, kRewrite));
 }
 
+// An integer attribute; one that is not a non-negative integer is a schema problem, not a damaged file.
+std::uint64_t u64_attr(const io::H5File& f, const char* name) {
+  try {
+    return f.attr_u64(name);
+  } catch (const IoError& e) {
+    invalid(f.path(), e.what());
+  }
+}
 std::uint64_t required_u64(const io::H5File& f, const char* name) {
   if (!f.has_attr(name)) invalid(f.path(), cat("no attribute `", name, "`: not a ztrain token shard"));
-  return f.attr_u64(name);
+  return u64_attr(f, name);
 }
 std::string required_string(const io::H5File& f, const char* name) {
   if (!f.has_attr(name)) invalid(f.path(), cat("no attribute `", name, "`: not a ztrain token shard"));
@@ -47,7 +55,7 @@ ShardInfo read_info(const io::H5File& f) {
   info.tokenizer.vocab_hash = required_string(f, "vocab_hash");
   info.tokenizer.vocab_size = required_u64(f, "vocab_size");
   info.tokenizer.eot = required_u64(f, "eot");
-  if (f.has_attr("bos")) info.tokenizer.bos = f.attr_u64("bos");
+  if (f.has_attr("bos")) info.tokenizer.bos = u64_attr(f, "bos");
   info.n_tokens = required_u64(f, "n_tokens");
   info.n_docs = required_u64(f, "n_docs");
   if (!f.has_attr("sources")) invalid(f.path(), "no attribute `sources`");
@@ -55,7 +63,7 @@ ShardInfo read_info(const io::H5File& f) {
   info.has_loss_mask = f.has("loss_mask");
   if (f.has_attr("chat_template")) info.chat_template = f.attr_string("chat_template");
   if (f.has_attr("window")) {
-    info.window = f.attr_u64("window");
+    info.window = u64_attr(f, "window");
     if (info.window < 2 || info.n_tokens % info.window != 0)
       invalid(f.path(), cat("window ", info.window, " is below 2 or does not divide n_tokens ", info.n_tokens));
   }
@@ -79,20 +87,41 @@ void check_expectation(const ShardInfo& info, const ShardExpectation& expect) {
   if (t.bos && *t.bos >= t.vocab_size) invalid(path, cat("bos ", *t.bos, " is not below vocab_size ", t.vocab_size));
 }
 
+// A dataset's element type, or the schema's refusal naming the type found and the one it must be.
+io::H5Type type_of(const std::string& path, const io::H5Dataset& d, const char* name, const char* required) {
+  try {
+    return d.type();
+  } catch (const IoError&) {
+    invalid(path, cat("dataset `", name, "` holds ", d.type_name(), "; the schema's is ", required));
+  }
+}
+
 void check_datasets(const ShardReader::Impl& s) {
   const std::string path = s.info.path.string();
   const std::uint64_t length = s.tokens.length();
   if (length != s.info.n_tokens)
     invalid(path, cat("n_tokens says ", s.info.n_tokens, " but dataset `tokens` holds ", length));
-  const io::H5Type type = s.tokens.type();
-  if (type != io::H5Type::kU16 && type != io::H5Type::kU32) invalid(path, "dataset `tokens` is not uint16 or uint32");
+  const char* token_types = "little-endian uint16 or uint32 (numpy: astype('<u2') or astype('<u4'))";
+  const io::H5Type type = type_of(path, s.tokens, "tokens", token_types);
+  if (type != io::H5Type::kU16 && type != io::H5Type::kU32)
+    invalid(path, cat("dataset `tokens` holds ", s.tokens.type_name(), "; the schema's is ", token_types));
   if (type == io::H5Type::kU16 && shard_ids_are_wide(s.info.tokenizer.vocab_size))
     invalid(path, cat("uint16 tokens cannot hold vocab_size ", s.info.tokenizer.vocab_size));
   if (s.docs.length() != s.info.n_docs)
     invalid(path, cat("n_docs says ", s.info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));
-  if (s.docs.type() != io::H5Type::kU64) invalid(path, "dataset `doc_offsets` is not uint64");
-  if (s.loss_mask && (s.loss_mask->type() != io::H5Type::kU8 || s.loss_mask->length() != s.info.n_tokens))
+  const char* offset_type = "little-endian uint64 (numpy: astype('<u8'))";
+  if (type_of(path, s.docs, "doc_offsets", offset_type) != io::H5Type::kU64)
+    invalid(path, cat("dataset `doc_offsets` holds ", s.docs.type_name(), "; the schema's is ", offset_type));
+  if (s.loss_mask && (type_of(path, *s.loss_mask, "loss_mask", "uint8") != io::H5Type::kU8 ||
+                      s.loss_mask->length() != s.info.n_tokens))
     invalid(path, cat("dataset `loss_mask` is not uint8 with one value per token (", s.info.n_tokens, ")"));
+  // Found here, before training, not as zeros trained on or as a "damaged" chunk hours in.
+  const std::pair<const char*, const io::H5Dataset*> datasets[] = {
+      {"tokens", &s.tokens}, {"doc_offsets", &s.docs}, {"loss_mask", s.loss_mask ? &*s.loss_mask : nullptr}};
+  for (const auto& [name, d] : datasets)
+    if (d != nullptr)
+      if (const std::string problem = d->storage_problem(); !problem.empty())
+        invalid(path, cat("dataset `", name, "`: ", problem));
 }
 
 }  // namespace
@@ -124,6 +153,7 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
     Impl& s = *reader.impl_;
     check_datasets(s);
     s.info.wide_tokens = s.tokens.type() == io::H5Type::kU32;
+    s.info.checksummed = s.tokens.checksummed();
     s.chunks = VerifiedChunks::open(path, s.tokens, s.info.n_tokens, s.info.wide_tokens);
     return reader;
   } catch (const InputError&) {
@@ -231,7 +261,7 @@ std::vector<std::uint64_t> ShardReader::doc_offsets() const {
   for (std::size_t i = 0; i < offsets.size(); ++i)
     if (offsets[i] >= info.n_tokens || (i > 0 && offsets[i] <= offsets[i - 1]))
       throw DataError(cat("shard ", info.path.string(), ": doc_offsets[", i, "] = ", offsets[i],
-                          " is not increasing and below n_tokens ", info.n_tokens));
+                          " is not increasing and below n_tokens ", info.n_tokens, kRewrite));
   return offsets;
 }
 

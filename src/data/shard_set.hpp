@@ -46,6 +46,8 @@ class ShardSet final : public TokenSource {
   std::vector<std::uint64_t> document_starts(std::uint64_t start, std::uint64_t count) const override;
   const ShardInfo& first_info() const;
   ShardSetPrint fingerprint() const;
+  // The shards whose tokens carry no Fletcher-32 (another writer's): nothing finds a damaged chunk there.
+  std::vector<std::string> unchecksummed() const;
 
  private:
   std::vector<ShardReader> shards_;

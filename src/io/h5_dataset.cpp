@@ -81,7 +81,70 @@ H5Type H5Dataset::type() const {
   H5Handle t(ZT_H5(H5Dget_type(id()), where_), H5Kind::kDatatype);
   for (H5Type candidate : {H5Type::kU8, H5Type::kU16, H5Type::kU32, H5Type::kU64, H5Type::kI32, H5Type::kF32})
     if (ZT_H5(H5Tequal(t.get(), file_type_of(candidate)), where_) > 0) return candidate;
-  throw IoError(cat(where_, " has an element type ztrain does not use"));
+  throw IoError(cat(where_, " has element type ", type_name(), ", which ztrain does not read"));
+}
+
+std::string H5Dataset::type_name() const {
+  H5Handle t(ZT_H5(H5Dget_type(id()), where_), H5Kind::kDatatype);
+  const std::size_t bits = 8 * H5Tget_size(t.get());
+  const char* order = H5Tget_order(t.get()) == H5T_ORDER_BE ? " big-endian" : "";
+  switch (H5Tget_class(t.get())) {
+    case H5T_INTEGER: return cat(H5Tget_sign(t.get()) == H5T_SGN_NONE ? "uint" : "int", bits, order);
+    case H5T_FLOAT: return cat("float", bits, order);
+    case H5T_STRING: return "string";
+    default: return cat("a compound or other non-numeric type of ", bits, " bits");
+  }
+}
+
+std::string H5Dataset::storage_problem() const {
+  H5Handle dcpl(ZT_H5(H5Dget_create_plist(id()), where_), H5Kind::kPropList);
+  const int n_filters = ZT_H5(H5Pget_nfilters(dcpl.get()), where_);
+  for (int i = 0; i < n_filters; ++i) {
+    unsigned flags = 0;
+    std::size_t n_values = 0;
+    char name[64] = {};
+    const H5Z_filter_t filter = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &n_values, nullptr,
+                                               sizeof name, name, nullptr);
+    if (filter < 0) detail::throw_h5_failure("H5Pget_filter2", where_);
+    if (H5Zfilter_avail(filter) <= 0)
+      return cat("its chunks are filtered by HDF5 filter ", filter, name[0] ? cat(" (", name, ")") : "",
+                 ", which this HDF5 library does not have (a plugin such as lzf): write it without that filter "
+                 "(gzip, or none)");
+  }
+  // Storage never written there would read as the fill value (0) for every element the writer skipped.
+  const std::vector<std::uint64_t> shape = dims();
+  std::uint64_t elements = 1;
+  for (std::uint64_t d : shape) elements *= d;
+  if (elements == 0) return "";
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  if (layout == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(shape.size());
+    if (ZT_H5(H5Pget_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()), where_) != static_cast<int>(chunk.size()))
+      detail::throw_h5_failure("H5Pget_chunk", where_);
+    hsize_t expected = 1, written = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) expected *= (shape[i] + chunk[i] - 1) / chunk[i];
+    H5Handle space(ZT_H5(H5Dget_space(id()), where_), H5Kind::kDataspace);
+    ZT_H5(H5Dget_num_chunks(id(), space.get(), &written), where_);
+    if (written < expected)
+      return cat("only ", written, " of its ", expected, " chunks were ever written (the writer stopped part way?): ",
+                 "the rest would read as zeros");
+  } else if (layout == H5D_CONTIGUOUS && H5Dget_offset(id()) == HADDR_UNDEF) {
+    return "its storage was never written (the writer stopped part way?): it would read as zeros";
+  }
+  return "";
+}
+
+bool H5Dataset::checksummed() const {
+  H5Handle dcpl(ZT_H5(H5Dget_create_plist(id()), where_), H5Kind::kPropList);
+  const int n_filters = ZT_H5(H5Pget_nfilters(dcpl.get()), where_);
+  for (int i = 0; i < n_filters; ++i) {
+    unsigned flags = 0;
+    std::size_t n_values = 0;
+    if (H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &n_values, nullptr, 0, nullptr, nullptr) ==
+        H5Z_FILTER_FLETCHER32)
+      return true;
+  }
+  return false;
 }
 
 void H5Dataset::io(bool write, std::uint64_t offset, std::uint64_t n, H5Id mem_type, void* data) const {

@@ -78,6 +78,7 @@ std::vector<std::string> read_strings(hid_t attr, const std::string& where) {
   if (ZT_H5(H5Tis_variable_str(type.get()), where) > 0) {  // written by other tools (h5py's default)
     H5Handle mem(ZT_H5(H5Tcopy(H5T_C_S1), where), H5Kind::kDatatype);
     ZT_H5(H5Tset_size(mem.get(), H5T_VARIABLE), where);
+    ZT_H5(H5Tset_cset(mem.get(), H5Tget_cset(type.get())), where);  // h5py writes UTF-8: no conversion to ASCII
     std::vector<char*> ptrs(n, nullptr);
     ZT_H5(H5Aread(attr, mem.get(), ptrs.data()), where);
     for (char* p : ptrs) out.emplace_back(p ? p : "");
@@ -179,6 +180,12 @@ std::uint64_t H5Object::attr_u64(const std::string& name) const {
   H5Handle space(ZT_H5(H5Aget_space(attr.get()), w), H5Kind::kDataspace);
   if (H5Tget_class(type.get()) != H5T_INTEGER || ZT_H5(H5Sget_simple_extent_npoints(space.get()), w) != 1)
     throw IoError(cat(w, " is not a single integer"));
+  if (H5Tget_sign(type.get()) == H5T_SGN_2) {  // HDF5 would convert a negative value to 0
+    std::int64_t signed_value = 0;
+    ZT_H5(H5Aread(attr.get(), H5T_NATIVE_INT64, &signed_value), w);
+    if (signed_value < 0) throw IoError(cat(w, " is ", signed_value, ": negative"));
+    return static_cast<std::uint64_t>(signed_value);
+  }
   std::uint64_t value = 0;
   ZT_H5(H5Aread(attr.get(), H5T_NATIVE_UINT64, &value), w);
   return value;

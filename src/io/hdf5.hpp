@@ -67,7 +67,12 @@ class H5Dataset : public H5Object {
   using H5Object::H5Object;
   std::uint64_t length() const;  // throws unless the dataset is 1-D
   std::vector<std::uint64_t> dims() const;
-  H5Type type() const;           // throws for a type ztrain never writes
+  H5Type type() const;           // throws for a type ztrain never writes, naming it (type_name)
+  std::string type_name() const;  // "uint16", "int64 big-endian", ...
+  // Why the stored data cannot be read as written, or "": a filter this HDF5 lacks (lzf, ...), or storage
+  // never (or only partly) written, whose elements would read as the fill value.
+  std::string storage_problem() const;
+  bool checksummed() const;       // a Fletcher-32 filter guards its chunks
   void write(std::uint64_t offset, std::span<const float> values);
   void read(std::uint64_t offset, std::span<float> out) const;
   // The whole dataset, any rank, row-major; the span's size must equal the element count.

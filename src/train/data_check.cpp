@@ -31,7 +31,9 @@ std::uint64_t verify_blocks(const data::TokenSource& tokens, int rank, int world
   return checked;
 }
 
-void verify_all(const std::string& key, const data::TokenSource& tokens, int rank, int world_size) {
+// Logged by rank 0 for its own share: the other ranks' shares are agreed on after (a bad chunk there
+// still ends the start-up with exit 2).
+void verify_all(const std::string& key, const data::ShardSet& tokens, int rank, int world_size) {
   const auto start = std::chrono::steady_clock::now();
   std::uint64_t checked = 0;
   try {
@@ -40,8 +42,31 @@ void verify_all(const std::string& key, const data::TokenSource& tokens, int ran
     throw InputError(cat("data.verify=full: ", key, ": ", e.what()));
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  log::info(cat("data.verify=full: ", key, ": every chunk of ", tokens.describe(), " checked (rank 0: ", checked,
-                " tokens in ", s, " s)"));
+  const std::size_t unchecked = tokens.unchecksummed().size();
+  log::info(cat("data.verify=full: ", key, ": rank 0 read its ", world_size > 1 ? "share" : "whole", " of ",
+                tokens.describe(), " (", checked, " tokens in ", s, " s)",
+                unchecked ? cat("; the chunks of ", unchecked, " shards carry no checksum: their ids were range-checked only")
+                          : ": every chunk's checksum held"));
+}
+
+// Shards another tool wrote without Fletcher-32: their reads cannot find a damaged chunk.
+void warn_unchecksummed(const std::string& key, const data::ShardSet& tokens) {
+  const std::vector<std::string> bare = tokens.unchecksummed();
+  if (!bare.empty())
+    log::warn(cat(key, ": ", bare.size(), " shard(s) (", bare.front(), bare.size() > 1 ? ", ..." : "",
+                  ") hold tokens without Fletcher-32 checksums (not written by ztok): a damaged chunk there would be "
+                  "trained on as it reads, and data.verify=full can check only their ids' range; write them with "
+                  "ztok, or with h5py's fletcher32=True"));
+}
+
+// data.document_mask / data.reset_positions read every shard's doc_offsets: checked here, exit 2 at
+// start-up, not in the loader's thread at the first step.
+void check_documents(const std::string& key, const data::ShardSet& tokens) {
+  try {
+    tokens.document_starts(0, 1);
+  } catch (const DataError& e) {
+    throw InputError(cat(key, ": ", e.what()));
+  }
 }
 // Packed shards hold windows of exactly model.seq_len + 1 tokens: any other length would cut samples.
 void check_packing(const std::string& key, const data::TokenSource& tokens, std::int64_t seq_len) {
@@ -105,6 +130,12 @@ void check_data(const config::Config& c, int rank, int world_size) {
       throw InputError(cat("data.valid: ", c.data.valid, " holds ", valid->n_tokens(), " tokens, fewer than one window "
                            "of model.seq_len+1 = ", c.model.seq_len + 1, ": give a larger validation set (ztok "
                            "--valid-fraction), a shorter model.seq_len, or data.valid= (no evaluation)"));
+  }
+  for (const data::Corpus& corpus : train) warn_unchecksummed("data.train", *corpus.shards);
+  if (valid) warn_unchecksummed("data.valid", *valid);
+  if (c.data.document_mask || c.data.reset_positions) {
+    for (const data::Corpus& corpus : train) check_documents("data.train", *corpus.shards);
+    if (valid) check_documents("data.valid", *valid);
   }
   if (c.data.verify != config::DataVerify::kFull) return;
   for (const data::Corpus& corpus : train) verify_all("data.train", *corpus.shards, rank, world_size);

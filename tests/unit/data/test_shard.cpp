@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <hdf5.h>
+
 #include "core/error.hpp"
 #include "data/shard_set.hpp"
 #include "io/hdf5.hpp"
@@ -145,9 +147,94 @@ TEST(Shard, ReaderRefusesOtherVocabulariesAndSchemas) {
     f.set_attr("n_tokens", std::uint64_t{10});
     f.create_dataset("tokens", io::H5Type::kF32, 10);
     f.create_dataset("doc_offsets", io::H5Type::kU64, 0);
-  }), {}, "not uint16 or uint32");
+  }), {}, "`tokens` holds float32; the schema's is little-endian uint16 or uint32");
   put(dir.path / "text.h5", "hello");
   expect_input_error(dir.path / "text.h5", {}, "cannot be read");
+}
+
+// Shards another tool wrote (h5py from a converter): what the schema allows is read; what would train on
+// zeros or fail hours in is refused at open, naming the dataset and the problem.
+TEST(Shard, ForeignWritersShardsAreReadOrRefusedAtOpen) {
+  TempDir dir("shard");
+  const auto forge = [&](const char* name, std::uint64_t n, const io::H5DatasetOptions& options, std::uint64_t written) {
+    io::H5File f = io::H5File::create((dir.path / name).string());
+    f.set_attr("format", std::string("ztrain-tokens"));
+    f.set_attr("format_version", std::uint64_t{1});
+    for (const char* s : {"tokenizer", "vocab_hash"}) f.set_attr(s, std::string("gpt2"));
+    f.set_attr("vocab_size", std::uint64_t{50257});
+    f.set_attr("eot", std::uint64_t{50256});
+    f.set_attr("n_tokens", n);
+    f.set_attr("n_docs", std::uint64_t{1});
+    f.set_attr("sources", std::vector<std::string>{"x"});
+    io::H5Dataset tokens = f.create_dataset("tokens", io::H5Type::kU16, n, options);
+    const std::vector<std::uint16_t> ids(written, 7);
+    tokens.write(0, std::span<const std::uint16_t>(ids));
+    f.create_dataset("doc_offsets", io::H5Type::kU64, 1).write_all(std::span<const std::uint64_t>(std::vector<std::uint64_t>{0}));
+    return dir.path / name;
+  };
+  // A converter that stopped part way: the unwritten chunks (or storage) would read as zeros.
+  expect_input_error(forge("part.h5", 1000, {.chunk = 100, .checksum = true}, 300), {}, "only 3 of its 10 chunks were ever written");
+  expect_input_error(forge("bare.h5", 1000, {.chunk = 100}, 250), {}, "only 3 of its 10 chunks");
+  expect_input_error(forge("flat.h5", 1000, {}, 0), {}, "`tokens`: its storage was never written");
+  // Whole, without checksums (h5py's default): read, and said to be unchecksummed.
+  const ShardReader plain = ShardReader::open(forge("plain.h5", 1000, {.chunk = 100}, 1000), {});
+  EXPECT_FALSE(plain.info().checksummed);
+  EXPECT_TRUE(ShardReader::open(forge("ztok.h5", 1000, {.chunk = 100, .checksum = true}, 1000), {}).info().checksummed);
+
+  // h5py's own forms: a variable-length UTF-8 string attribute is read; a negative integer is named.
+  const fs::path utf8 = forge("utf8.h5", 10, {}, 10);
+  {
+    const hid_t file = H5Fopen(utf8.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    H5Tset_cset(type, H5T_CSET_UTF8);
+    const hid_t space = H5Screate(H5S_SCALAR);
+    H5Adelete(file, "tokenizer");
+    const hid_t attr = H5Acreate2(file, "tokenizer", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    const char* text = "gpt2";
+    ASSERT_GE(H5Awrite(attr, type, &text), 0);
+    const std::int64_t minus_one = -1;
+    H5Adelete(file, "eot");
+    const hid_t eot = H5Acreate2(file, "eot", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(H5Awrite(eot, H5T_NATIVE_INT64, &minus_one), 0);
+    for (hid_t h : {attr, eot}) H5Aclose(h);
+    H5Sclose(space), H5Tclose(type), H5Fclose(file);
+  }
+  expect_input_error(utf8, {}, "attribute eot is -1: negative");
+  // A type outside the schema is named, with the conversion that fixes it.
+  const fs::path wide = dir.path / "int64.h5";
+  {
+    io::H5File f = io::H5File::create(wide.string());
+    f.set_attr("format", std::string("ztrain-tokens"));
+    f.set_attr("format_version", std::uint64_t{1});
+    for (const char* s : {"tokenizer", "vocab_hash"}) f.set_attr(s, std::string("gpt2"));
+    f.set_attr("vocab_size", std::uint64_t{50257});
+    f.set_attr("eot", std::uint64_t{50256});
+    f.set_attr("n_tokens", std::uint64_t{4});
+    f.set_attr("n_docs", std::uint64_t{0});
+    f.set_attr("sources", std::vector<std::string>{});
+    const hsize_t n = 4;
+    const hid_t space = H5Screate_simple(1, &n, nullptr);
+    const hid_t d = H5Dcreate2(f.id(), "tokens", H5T_STD_I64BE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(d), H5Sclose(space);
+    f.create_dataset("doc_offsets", io::H5Type::kU64, 0);
+  }
+  expect_input_error(wide, {}, "`tokens` holds int64 big-endian; the schema's is little-endian uint16 or uint32 (numpy: astype('<u2')");
+}
+
+// doc_offsets that go back or past the end: the document starts (data.document_mask, reset_positions)
+// refuse them naming the shard and the fix (the trainer asks at start-up: exit 2).
+TEST(Shard, BadDocumentOffsetsAreRefusedNamingTheFix) {
+  TempDir dir("shard");
+  write_shard(dir.path / "back.h5", ramp(1000), {0, 500, 400});
+  const ShardSet set({(dir.path / "back.h5").string()}, {});
+  try {
+    set.document_starts(0, 1);
+    ADD_FAILURE() << "offsets that go back were read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("doc_offsets[2] = 400 is not increasing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("write it again with ztok"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Shard, FormatVersionIsChecked) {
