@@ -16,7 +16,7 @@ enum class ReduceDtype { kFp32, kCompute };  // zero.reduce_dtype: the dtype ZeR
 enum class TiedReduce { kAuto, kTrue, kFalse };  // zero.reduce_tied_early (auto: where it lowers the peak)
 enum class Attention { kAuto, kCudnn, kNative };  // the CUDA backend's attention implementation
 // TEST ONLY (debug.*): where debug.hang_at_step hits, and how the rank stops responding there.
-enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume };
+enum class HangPhase { kStepEnd, kForward, kBackward, kReduce, kOptimizer, kCkptWrite, kCkptCommit, kResume, kGenerate };
 enum class HangMode { kSleep, kSigstop, kSigkill };
 enum class Schedule { kCosine, kLinear, kSqrt, kConstant };
 enum class CommBackend { kAuto, kNccl, kMpi };

@@ -271,7 +271,7 @@ std::vector<Option> build_table() {
       opt("debug.kill_at_step", &C::debug, &DebugConfig::kill_at_step, "TEST ONLY: SIGKILL debug.rank after this step (0 = off)", I64{0, kMaxSteps}),
       opt("debug.skip_collective_at_step", &C::debug, &DebugConfig::skip_collective_at_step, "TEST ONLY: debug.rank leaves out the step boundary's all-reduce after this step, a checkpoint step (0 = off); the hang report names the skip", I64{0, kMaxSteps}),
       opt("debug.rank", &C::debug, &DebugConfig::rank, "TEST ONLY: the rank the debug faults hit", I64{0, kMaxRanks - 1}),
-      opt("debug.hang_phase", &C::debug, &DebugConfig::hang_phase, "TEST ONLY: where debug.hang_at_step hits: after the step (step_end), in that step's phase, in its checkpoint's write (some files written) or commit, or while resuming from the checkpoint of that step"),
+      opt("debug.hang_phase", &C::debug, &DebugConfig::hang_phase, "TEST ONLY: where debug.hang_at_step hits: after the step (step_end), in that step's phase, in its checkpoint's write (some files written) or commit, while resuming from the checkpoint of that step, or in an RL iteration's rollout generation (generate)"),
       opt("debug.hang_mode", &C::debug, &DebugConfig::hang_mode, "TEST ONLY: how debug.hang_at_step stops the rank: sleep forever, raise SIGSTOP, or SIGKILL"),
       opt("debug.slow_rank_factor", &C::debug, &DebugConfig::slow_rank_factor, "TEST ONLY: debug.rank sleeps so its --preflight GEMM and node-pair exchanges, and its training forward passes, take this many times as long (1 = off)", closed(1, 1e6)),
       opt("debug.ranks_per_node", &C::debug, &DebugConfig::ranks_per_node, "TEST ONLY: --preflight treats each run of this many consecutive ranks as one node (0 = the real hosts)", I64{0, kMaxRanks}),

@@ -65,10 +65,10 @@ template <> struct EnumNames<Attention> {
       {{Attention::kAuto, "auto"}, {Attention::kCudnn, "cudnn"}, {Attention::kNative, "native"}}};
 };
 template <> struct EnumNames<HangPhase> {
-  static constexpr std::array<std::pair<HangPhase, const char*>, 8> kNames{
+  static constexpr std::array<std::pair<HangPhase, const char*>, 9> kNames{
       {{HangPhase::kStepEnd, "step_end"}, {HangPhase::kForward, "forward"}, {HangPhase::kBackward, "backward"},
        {HangPhase::kReduce, "reduce"}, {HangPhase::kOptimizer, "optimizer"}, {HangPhase::kCkptWrite, "ckpt_write"},
-       {HangPhase::kCkptCommit, "ckpt_commit"}, {HangPhase::kResume, "resume"}}};
+       {HangPhase::kCkptCommit, "ckpt_commit"}, {HangPhase::kResume, "resume"}, {HangPhase::kGenerate, "generate"}}};
 };
 template <> struct EnumNames<HangMode> {
   static constexpr std::array<std::pair<HangMode, const char*>, 3> kNames{

@@ -208,12 +208,13 @@ bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums)
   }
   // The ranks meet after their reward programs, whose time differs per rank (responses of other lengths,
   // a judge model on a slower node) while each program keeps its own rl.reward_timeout_s: the start-up's
-  // loose deadline for this one agreement, not a step's.
-  set_comm_context(cat("iteration ", step_ + 1, " scored (the ranks meet after their reward programs: a rank ",
-                       "missing here may still be scoring)"));
+  // loose deadline for this one agreement, not a step's. Built-in rewards take microseconds: a step's.
+  const bool programs = config_.rl.reward.rfind("command:", 0) == 0;
+  set_comm_context(cat("iteration ", step_ + 1, " scored", programs ? " (the ranks meet after their reward programs: a rank "
+                                                                      "missing here may still be scoring)" : ""));
   const double step_timeout_s = comm_->timeout_s(), loose_s = dist::kStartUpFactor * config_.dist.timeout_s;
   const std::string step_words = comm_->limit_words();
-  if (loose_s > step_timeout_s)
+  if (programs && loose_s > step_timeout_s)
     set_comm_timeout(loose_s, cat(loose_s, " s (the reward phase, whose time differs per rank: ", dist::kStartUpFactor,
                                   " x dist.timeout_s=", config_.dist.timeout_s, " s; raise dist.timeout_s for larger differences)"));
   agree_max(&ended, 1);
@@ -255,6 +256,13 @@ Trainer::StepResult Trainer::rl_iteration() {
   const rl::BatchLayout& b = r.layout;
   RlSums sums;
   std::vector<rl::Rollout> rollouts = rl_generate(sums);
+  // The ranks meet once their shares are generated, at a step's deadline (dist.timeout_s holds the
+  // ranks' generation times apart, as torch's collective timeout does verl's): a rank stopped or lost
+  // while generating is found here, not after the reward phase's 10 x dist.timeout_s.
+  set_comm_context(cat("iteration ", step_ + 1, " rollouts generated (the ranks meet after generating their shares: a ",
+                       "rank missing here may still be generating)"));
+  std::int32_t generated = 0;
+  agree_max(&generated, 1);
   if (!rl_score_or_stop(rollouts, sums)) return StepResult{.abandoned = true};
   const auto t = Clock::now();
   rl_balance(rollouts);

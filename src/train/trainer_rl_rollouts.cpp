@@ -9,6 +9,7 @@
 
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
+#include "health/faults.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json_text.hpp"
 #include "rl/balance.hpp"
@@ -38,6 +39,7 @@ std::vector<rl::Rollout> Trainer::rl_generate(RlSums& sums) {
       sums.prompt_tokens += static_cast<double>(p.ids.size());
     }
   set_comm_context(cat("iteration ", step_ + 1, " rollouts"));
+  health::hang_point(config_.debug, world_.rank(), config::HangPhase::kGenerate, step_ + 1);  // TEST ONLY
   if (lora_) lora_->set_dropout(false);
   const auto t = Clock::now();
   // The engine (its KV cache) lives while the rollouts run. At ZeRO-3 it reads a whole copy of the
