@@ -123,13 +123,22 @@ std::vector<char*> program_environment() {
   return out;
 }
 
-pid_t spawn(const std::string& program, int child_in, int child_out) {
+// The shell ztrain starts: a watcher in the program's group, blocked on the life pipe (fd 3) whose only
+// writer is ztrain, kills the whole group at its end: when the rank dies however it dies (SIGKILL from
+// mpirun's teardown included, where no destructor runs), the program and what it started (a judge
+// server holding a GPU or a port) go with it. The watcher holds none of the program's pipes; then the
+// program runs in the shell's place (same pid, the group's leader).
+constexpr const char* kWatchedShell =
+    "(read -r x <&3; kill -KILL 0) </dev/null >/dev/null 2>&1 & exec 3<&-; exec /bin/sh -c \"$1\"";
+
+pid_t spawn(const std::string& program, int child_in, int child_out, int life) {
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
   posix_spawn_file_actions_adddup2(&files, child_in, 0);
   posix_spawn_file_actions_adddup2(&files, child_out, 1);
+  posix_spawn_file_actions_adddup2(&files, life, 3);
 #if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
-  posix_spawn_file_actions_addclosefrom_np(&files, 3);  // before 2.34 only our O_CLOEXEC ones close
+  posix_spawn_file_actions_addclosefrom_np(&files, 4);  // before 2.34 only our O_CLOEXEC ones close
 #endif
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -141,8 +150,8 @@ pid_t spawn(const std::string& program, int child_in, int child_out) {
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  std::string sh = "sh", dash_c = "-c", prog = program;
-  char* argv[] = {sh.data(), dash_c.data(), prog.data(), nullptr};
+  std::string sh = "sh", dash_c = "-c", watched = kWatchedShell, name = "ztrain-reward", prog = program;
+  char* argv[] = {sh.data(), dash_c.data(), watched.data(), name.data(), prog.data(), nullptr};
   pid_t pid = -1;
   const std::vector<char*> env = program_environment();
   const int rc = posix_spawn(&pid, "/bin/sh", &files, &attr, argv, env.data());
@@ -163,14 +172,20 @@ CommandReward::CommandReward(std::string program, double timeout_s)
     ::close(in[0]), ::close(in[1]);
     throw Error(cat(prefix(), ": cannot make a pipe: ", std::strerror(err)));
   }
-  to_ = in[1], from_ = out[0];
+  int life[2];
+  if (pipe2(life, O_CLOEXEC) != 0) {
+    const int err = errno;
+    ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
+    throw Error(cat(prefix(), ": cannot make a pipe: ", std::strerror(err)));
+  }
+  to_ = in[1], from_ = out[0], life_ = life[1];
   try {
-    pid_ = spawn(program_, in[0], out[1]);
+    pid_ = spawn(program_, in[0], out[1], life[0]);
   } catch (...) {
-    ::close(in[0]), ::close(out[1]), close_fd(to_), close_fd(from_);
+    ::close(in[0]), ::close(out[1]), ::close(life[0]), close_fd(to_), close_fd(from_), close_fd(life_);
     throw;
   }
-  ::close(in[0]), ::close(out[1]);
+  ::close(in[0]), ::close(out[1]), ::close(life[0]);
   fcntl(to_, F_SETFL, fcntl(to_, F_GETFL) | O_NONBLOCK);
   fcntl(from_, F_SETFL, fcntl(from_, F_GETFL) | O_NONBLOCK);
 }
@@ -180,6 +195,7 @@ CommandReward::~CommandReward() {
   const bool ending_here = !reaped_ && !failed_;  // (a failed program was ended, and said so, already)
   const bool in_time = reaped_ || wait_exit(kExitGraceMs);
   kill_group();  // what it started too: a helper left running holds the job's stderr (mpirun waits on it)
+  close_fd(life_);  // after the kill: its end would have the watcher kill the program mid-exit
   close_fd(from_);
   if (!ending_here) return;
   if (!in_time)

@@ -48,6 +48,7 @@ class CommandReward : public Reward {
   pid_t pid_ = -1;
   int to_ = -1;    // the program's stdin (our end, non-blocking)
   int from_ = -1;  // the program's stdout (our end, non-blocking)
+  int life_ = -1;  // held open while ztrain lives: its end (a rank killed) has the program's group killed
   std::string pending_;  // bytes read after the last complete answer line
   bool reaped_ = false;
   int status_ = -1;  // waitpid's status once reaped; -1 unknown (reaped elsewhere)

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -264,6 +265,36 @@ TEST_F(CommandRewardTest, TheEndKillsWhatTheProgramStarted) {
   };
   for (int i = 0; i < 100 && !dead(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(dead()) << "the background helper " << pid << " outlived the run";
+}
+
+// A rank that dies without running a destructor (SIGKILL from mpirun's teardown; here a child process's
+// _exit) still has the program's group killed, the helper it started included: the watcher in the group
+// sees the life pipe's end.
+TEST_F(CommandRewardTest, ARankThatDiesTakesTheProgramsGroupWithIt) {
+  const std::string helper = (dir_ / "helper").string();
+  const pid_t rank = ::fork();
+  ASSERT_GE(rank, 0);
+  if (rank == 0) {  // the "rank": starts the program, scores once, dies at once
+    auto reward = make_reward("command:sleep 30 & echo $! > " + helper + "; while read -r l; do echo 1; done", 10);
+    const bool scored = reward->score(inputs(1)) == std::vector<double>{1};
+    ::_exit(scored ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(rank, &status, 0), rank);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the rank's scoring failed";
+  pid_t pid = -1;
+  std::ifstream(helper) >> pid;
+  ASSERT_GT(pid, 0);
+  const auto dead = [&] {
+    std::string stat;
+    std::getline(std::ifstream("/proc/" + std::to_string(pid) + "/stat"), stat);
+    const std::size_t paren = stat.rfind(')');
+    return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+  };
+  for (int i = 0; i < 300 && !dead(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool gone = dead();
+  if (!gone) ::kill(pid, SIGKILL);
+  EXPECT_TRUE(gone) << "the background helper " << pid << " outlived its rank";
 }
 
 // Its environment is ztrain's less what the MPI launcher set for ztrain's rank: an MPI program it starts
