@@ -83,6 +83,7 @@ class Trainer {
   void resume_from(const ResumePoint& resume);
   void open_data();
   bool at_step_boundary(std::int64_t last);  // collective; true: stop now (checkpointed)
+  std::string stopped_line(const char* unit) const;  // "stopped after step N on SIGTERM, checkpointed: exit 75 ..."
   // The next step's batch, read before the step boundary; nullopt: a DataError here (data_error_).
   std::optional<data::StepBatch> read_next_batch();
   void agree_max(std::int32_t* flags, std::size_t n);  // collective: each flag's maximum over ranks
@@ -173,6 +174,8 @@ class Trainer {
   std::chrono::steady_clock::time_point started_;  // for train.time_limit_min
   LossScaler scaler_;
   std::int64_t step_ = 0;        // completed optimizer steps
+  std::int64_t background_save_ = -1;  // the step whose checkpoint ckpt.async last wrote in the background
+  bool kept_background_save_ = false;  // a stop kept that checkpoint instead of writing its step's
   std::uint64_t tokens_ = 0;     // tokens trained on, cumulative
   std::uint64_t windows_per_epoch_ = 0;
   TrainBlend blend_;              // data.train's corpora and order (one corpus: today's order)

@@ -56,8 +56,7 @@ int Trainer::train_loop() {
     if (at_step_boundary(last)) {
       checkpointer_->finish();
       if (data_failed_) return stop_on_data_error();
-      log::info(cat("stopped after step ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
-                    " (requeue; ckpt.resume=auto continues from here)"));
+      log::info(stopped_line("step"));
       return record_exit(kExitRequeue, stop_reason());
     }
   }
@@ -155,6 +154,7 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
   if (!stop && checkpointer_->due(step_, last)) {
     checkpointer_->save(train_state());
+    if (config_.ckpt.async) background_save_ = step_;
     // A signal during that save: stop right after it (one more agreement; the checkpoint is this step's),
     // rather than train a step and save again inside the launcher's grace before its SIGKILL.
     std::int32_t late = stop_requested_here() ? 1 : 0;
@@ -162,8 +162,22 @@ bool Trainer::at_step_boundary(std::int64_t last) {
     agree_max(&late, 1);
     return late != 0 && step_ < last;
   }
-  if (stop) checkpointer_->save(train_state());
+  // A stop request during a background write (ckpt.async) is seen here, a step later: that write (of the
+  // previous step) is what the stop keeps, as a synchronous save's stop keeps its own, rather than a
+  // second full write inside the launcher's grace before its SIGKILL. The step trained meanwhile is
+  // trained again on resume.
+  kept_background_save_ = stop && !data_failed_ && background_save_ == step_ - 1;
+  if (stop && !kept_background_save_) checkpointer_->save(train_state());
   return stop;
+}
+
+std::string Trainer::stopped_line(const char* unit) const {
+  const std::string requeue = cat("exit ", kExitRequeue, " (requeue; ckpt.resume=auto continues from ");
+  if (kept_background_save_)
+    return cat("stopped after ", unit, " ", step_, " on ", stop_reason(), ": the checkpoint is ", unit, " ", step_ - 1,
+               "'s, written in the background during ", unit, " ", step_, " (no second save in the launcher's grace); ",
+               requeue, "there, ", unit, " ", step_, " trained again)");
+  return cat("stopped after ", unit, " ", step_, " on ", stop_reason(), ", checkpointed: ", requeue, "here)");
 }
 
 }  // namespace zt::train

@@ -167,8 +167,7 @@ int Trainer::rl_loop() {
     health::inject_faults(config_.debug, world_.rank(), step_);
     if (at_step_boundary(last)) {
       checkpointer_->finish();
-      log::info(cat("stopped after iteration ", step_, " on ", stop_reason(), ", checkpointed: exit ", kExitRequeue,
-                    " (requeue; ckpt.resume=auto continues from here)"));
+      log::info(stopped_line("iteration"));
       return record_exit(kExitRequeue, stop_reason());
     }
   }

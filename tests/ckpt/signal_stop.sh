@@ -2,7 +2,8 @@
 # SIGUSR1 to mpirun (forwarded to every rank), SIGUSR1 to one rank only, SIGTERM to a single-process
 # ztrain, and train.time_limit_min: each stops the run at a step boundary with a checkpoint and exit
 # 75, also when a second signal follows during the save; resuming with ckpt.resume=auto then finishes
-# with exactly the losses of an uninterrupted run. A USR1 during start-up stops it with 75 too.
+# with exactly the losses of an uninterrupted run. With ckpt.async, a stop during the background write
+# keeps that checkpoint (no second one). A USR1 during start-up stops it with 75 too.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
 mkdir -p "$ZT_WORK/data"
@@ -68,6 +69,24 @@ expect_exit 75 zt_mpirun 2 "$ZT_BIN/ztrain" "${args[@]}" --train.time_limit_min=
 expect_in "$ZT_WORK/out" "stopped after step [0-9]+ on train.time_limit_min=0.001, checkpointed: exit 75"
 rc=75
 check_stopped_then_resume limit 2
+
+# ckpt.async=true: a SIGTERM once step 2's checkpoint is being written in the background lands in step 3
+# (slowed to ~0.5 s); the stop keeps step 2's checkpoint and writes no second one (step_00000003 never
+# appears), and the resume trains step 3 again to the uninterrupted run's losses.
+"$ZT_BIN/ztrain" "${args[@]}" --ckpt.async=true --ckpt.every=2 --debug.slow_rank_factor=15 --ckpt.dir="$ZT_WORK/async" \
+  --log.metrics="$ZT_WORK/async.jsonl" >"$ZT_WORK/out" 2>"$ZT_WORK/err" &
+pid=$!
+for i in $(seq 1200); do compgen -G "$ZT_WORK/async/step_00000002*" >/dev/null && break; sleep 0.01; done
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+[ "$rc" -eq 75 ] || { tail -n 20 "$ZT_WORK/err"; fail "async: exit $rc, expected 75"; }
+expect_in "$ZT_WORK/out" "stopped after step 3 on SIGTERM: the checkpoint is step 2's, written in the background during step 3"
+[ ! -e "$ZT_WORK/async/step_00000003" ] && [ ! -e "$ZT_WORK/async/step_00000003.tmp" ] || fail "async: a second checkpoint was written"
+expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/async/step_00000002"
+expect_exit 0 "$ZT_BIN/ztrain" "${args[@]}" --ckpt.dir="$ZT_WORK/async" --log.metrics="$ZT_WORK/async.jsonl"
+diff <(loss_column "$ZT_WORK/ref1.jsonl") <(loss_column "$ZT_WORK/async.jsonl") >/dev/null ||
+  fail "async: the resumed run's losses differ from the uninterrupted run's"
+echo "async: the stop kept step 2's background checkpoint; the resume matches the uninterrupted run"
 
 # A stop signal during start-up is a request too (the handlers come before MPI starts): USR1 to a single
 # ztrain as soon as it prints its first start-up line (the model not built, no step run) ends it with 75
