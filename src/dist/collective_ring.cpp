@@ -48,7 +48,7 @@ double wall_seconds() {
 CollectiveRing::CollectiveRing() : slots_(kCapacity) {}
 
 CollectiveRing::Ticket CollectiveRing::enter(CollGroup group, CollKind kind, std::uint64_t bytes,
-                                             std::string_view context) {
+                                             std::string_view context, std::uint32_t comm) {
   const double now = wall_seconds();
   const std::size_t n = std::min(context.size(), CollRecord::kContextChars);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -68,6 +68,7 @@ CollectiveRing::Ticket CollectiveRing::enter(CollGroup group, CollKind kind, std
   r.leave_s = 0;
   r.kind = kind;
   r.group = group;
+  r.comm = comm;
   r.state = CollState::kOpen;
   std::memcpy(r.context, context.data(), n);
   r.context[n] = '\0';
@@ -93,9 +94,17 @@ std::vector<CollRecord> CollectiveRing::snapshot() const {
 }
 
 RingScope::RingScope(CollectiveRing* ring, CollGroup group, CollKind kind, std::uint64_t bytes,
-                     std::string_view context)
+                     std::string_view context, std::uint32_t comm)
     : ring_(ring), exceptions_(std::uncaught_exceptions()) {
-  if (ring_) ticket_ = ring_->enter(group, kind, bytes, context);
+  if (ring_) ticket_ = ring_->enter(group, kind, bytes, context, comm);
+}
+
+std::uint32_t split_label(std::uint32_t parent, std::uint32_t split_index, int color) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the three words
+  for (const std::uint64_t word : {std::uint64_t{parent}, std::uint64_t{split_index}, static_cast<std::uint64_t>(color)})
+    for (int b = 0; b < 8; ++b) h = (h ^ ((word >> (8 * b)) & 0xff)) * 1099511628211ull;
+  const auto label = static_cast<std::uint32_t>(h ^ (h >> 32));
+  return label == 0 ? 1 : label;  // 0 is the root's
 }
 
 RingScope::~RingScope() {

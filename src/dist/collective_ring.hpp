@@ -39,6 +39,9 @@ struct CollRecord {
   CollKind kind = CollKind::kAllReduce;
   CollGroup group = CollGroup::kDp;
   CollState state = CollState::kOpen;
+  // Which communicator of the group: equal on every member, different for different communicators
+  // (split_label). Sequences are per group on each rank, so ranks compare #n only within one communicator.
+  std::uint32_t comm = 0;
   char context[kContextChars + 1] = {};
 };
 
@@ -54,7 +57,7 @@ class CollectiveRing {
   };
 
   CollectiveRing();
-  Ticket enter(CollGroup group, CollKind kind, std::uint64_t bytes, std::string_view context);
+  Ticket enter(CollGroup group, CollKind kind, std::uint64_t bytes, std::string_view context, std::uint32_t comm = 0);
   void leave(const Ticket& t, CollState how = CollState::kDone);
 
   // The records in the order entered, oldest first (the watcher thread's copy; allocates).
@@ -71,11 +74,17 @@ class CollectiveRing {
 
 double wall_seconds();  // now, as CollRecord's times
 
+// The label of the communicator a split makes: from its parent's label, the split's place among the
+// parent's splits (every member splits in the same order: they are collective) and the member's color.
+// Members of one child get one label; the children of one split, or of two splits, get different ones.
+std::uint32_t split_label(std::uint32_t parent, std::uint32_t split_index, int color);
+
 // The RAII form for blocking operations: enters at construction; leaves at destruction, as timed out
 // when an exception (the deadline's CommError) unwinds it. A null ring records nothing.
 class RingScope {
  public:
-  RingScope(CollectiveRing* ring, CollGroup group, CollKind kind, std::uint64_t bytes, std::string_view context);
+  RingScope(CollectiveRing* ring, CollGroup group, CollKind kind, std::uint64_t bytes, std::string_view context,
+            std::uint32_t comm = 0);
   ~RingScope();
   RingScope(const RingScope&) = delete;
   RingScope& operator=(const RingScope&) = delete;

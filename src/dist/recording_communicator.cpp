@@ -41,15 +41,16 @@ class RecordingCommunicator::RecordedWork final : public dist::Work {
   dist::CollectiveRing::Ticket ticket_;
 };
 
-RecordingCommunicator::RecordingCommunicator(std::unique_ptr<dist::Communicator> inner, dist::CollectiveRing& ring)
-    : ForwardingCommunicator(std::move(inner)), ring_(ring) {}
+RecordingCommunicator::RecordingCommunicator(std::unique_ptr<dist::Communicator> inner, dist::CollectiveRing& ring,
+                                             std::uint32_t label)
+    : ForwardingCommunicator(std::move(inner)), ring_(ring), label_(label) {}
 
 template <typename F>
 std::unique_ptr<dist::Work> RecordingCommunicator::recorded(dist::CollKind kind, std::size_t bytes, F issue,
                                                             dist::CollGroup group, const std::string& detail) {
   pass_settings();
   const dist::CollectiveRing::Ticket ticket =
-      ring_.enter(group, kind, bytes, detail.empty() ? context() : cat(context(), ", ", detail));
+      ring_.enter(group, kind, bytes, detail.empty() ? context() : cat(context(), ", ", detail), label_);
   std::unique_ptr<dist::Work> work;
   try {
     work = issue(inner());
@@ -91,22 +92,23 @@ std::unique_ptr<dist::Work> RecordingCommunicator::recv(dist::Span buffer, int p
 // The blocking ones complete (or throw) before they return: one scope each.
 void RecordingCommunicator::barrier() {
   pass_settings();
-  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context());
+  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context(), label_);
   inner().barrier();
   copy_stats();
 }
 
 void RecordingCommunicator::all_reduce_values(std::span<double> values, dist::ReduceOp op) {
   pass_settings();
-  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kAllReduce, values.size_bytes(), context());
+  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kAllReduce, values.size_bytes(), context(),
+                                 label_);
   inner().all_reduce_values(values, op);
   copy_stats();
 }
 
 std::unique_ptr<dist::Communicator> RecordingCommunicator::split(int color, int key) {
   pass_settings();
-  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context());
-  return std::make_unique<RecordingCommunicator>(inner().split(color, key), ring_);
+  const dist::RingScope recorded(&ring_, dist::CollGroup::kDp, dist::CollKind::kBarrier, 0, context(), label_);
+  return std::make_unique<RecordingCommunicator>(inner().split(color, key), ring_, split_label(label_, ++splits_, color));
 }
 
 }  // namespace zt::dist

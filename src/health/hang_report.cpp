@@ -19,7 +19,7 @@ using dist::CollKind;
 using dist::CollRecord;
 using dist::CollState;
 
-constexpr const char* kMagic = "ztrain hang notes v1";
+constexpr const char* kMagic = "ztrain hang notes v2";  // v2: the communicator label column
 
 std::string one_line(std::string s) {
   std::replace(s.begin(), s.end(), '\n', ' ');
@@ -47,7 +47,8 @@ std::string describe(const CollRecord& r) {
 // The same collective on two ranks. The world's agreements carry each rank's own payload (a gather's
 // part, an empty one to a broadcast from rank 0): their sizes differ by design.
 bool same_call(const CollRecord& a, const CollRecord& b) {
-  return a.group == b.group && a.seq == b.seq && a.kind == b.kind && (a.group == CollGroup::kWorld || a.bytes == b.bytes);
+  return a.group == b.group && a.comm == b.comm && a.seq == b.seq && a.kind == b.kind &&
+         (a.group == CollGroup::kWorld || a.bytes == b.bytes);
 }
 
 // One rank's notes, digested: the collective it is in (the oldest not completed: with several in
@@ -69,6 +70,13 @@ struct View {
     for (const CollRecord& r : notes->ring)
       if (r.group == g && r.seq == seq) return &r;
     return nullptr;
+  }
+  // A member of communicator `comm` of `group`: it entered one of its collectives (the ring holds the last
+  // 1024; the training communicators' turn comes every step). The root's (0) has every rank.
+  bool member_of(CollGroup group, std::uint32_t comm) const {
+    if (comm == 0) return true;
+    return std::any_of(notes->ring.begin(), notes->ring.end(),
+                       [&](const CollRecord& r) { return r.group == group && r.comm == comm; });
   }
   const CollRecord* last_done() const {
     const CollRecord* out = nullptr;
@@ -159,9 +167,9 @@ std::string format_notes(const RankNotes& n) {
       << "\nfailure " << one_line(n.failure);
   for (const auto& [host, verdict] : n.reach) out << "\nreach " << host << ' ' << verdict;
   out << "\nrecords " << n.ring.size()
-      << "\n# seq group kind bytes call enter_s leave_s state context (oldest first)\n";
+      << "\n# seq group comm kind bytes call enter_s leave_s state context (oldest first)\n";
   for (const CollRecord& r : n.ring)
-    out << r.seq << ' ' << dist::group_name(r.group) << ' ' << dist::kind_name(r.kind) << ' ' << r.bytes << ' ' << r.call
+    out << r.seq << ' ' << dist::group_name(r.group) << ' ' << r.comm << ' ' << dist::kind_name(r.kind) << ' ' << r.bytes << ' ' << r.call
         << ' ' << fixed(r.enter_s, 6) << ' ' << fixed(r.leave_s, 6) << ' ' << dist::state_name(r.state) << ' '
         << r.context << '\n';
   out << "end\n";
@@ -197,7 +205,7 @@ std::optional<RankNotes> parse_notes(const std::string& text) {
     std::istringstream f(line);
     CollRecord r;
     std::string group, kind, state;
-    f >> r.seq >> group >> kind >> r.bytes >> r.call >> r.enter_s >> r.leave_s >> state;
+    f >> r.seq >> group >> r.comm >> kind >> r.bytes >> r.call >> r.enter_s >> r.leave_s >> state;
     const auto g = enum_of(group, kGroups, dist::group_name);
     const auto k = enum_of(kind, kKinds, dist::kind_name);
     const auto s = enum_of(state, kStates, dist::state_name);
@@ -353,6 +361,12 @@ static HangSummary summarize_collectives(const std::vector<View>& views, const s
   std::vector<std::string> clauses;
   for (int r : others) {
     const View& v = views[static_cast<std::size_t>(r)];
+    if (v.notes && !v.member_of(b->group, b->comm)) {  // another TP group's or stage's rank: its #n is not b
+      out.lines.push_back(cat(who(r, known), v.current ? cat(" waits in ", describe(*v.current), " since ", fixed(v.waited_s(), 1), " s")
+                                                        : " is in no collective",
+                              ", outside the communicator of ", describe(*b)));
+      continue;
+    }
     const CollRecord* mine = v.notes ? v.find(b->group, b->seq) : nullptr;
     if (group == CollGroup::kWorld && mine && same_call(*mine, *b) && mine->state == CollState::kDone) {
       went_on.push_back(r);  // gave rank 0 its part and waits for the next agreement: not a cause

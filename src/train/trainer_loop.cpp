@@ -158,7 +158,7 @@ bool Trainer::at_step_boundary(std::int64_t last) {
     // A signal during that save: stop right after it (one more agreement; the checkpoint is this step's),
     // rather than train a step and save again inside the launcher's grace before its SIGKILL.
     std::int32_t late = stop_requested_here() ? 1 : 0;
-    set_comm_context(cat("step ", step_ + 1, " start (agreeing on a stop requested during the save of step ", step_, ")"));
+    set_comm_context(cat("step ", step_ + 1, " start (after the save of step ", step_, ": agreeing on any stop requested during it)"));
     agree_max(&late, 1);
     return late != 0 && step_ < last;
   }

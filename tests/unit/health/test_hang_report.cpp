@@ -45,11 +45,12 @@ struct Step {
   std::uint64_t bytes;
   const char* context;
   bool left;
+  std::uint32_t comm = 0;  // the communicator's label (0: the root's)
 };
 RankNotes notes_of(int rank, const std::vector<Step>& steps) {
   dist::CollectiveRing ring;
   for (const Step& s : steps) {
-    auto t = ring.enter(s.group, s.kind, s.bytes, s.context);
+    auto t = ring.enter(s.group, s.kind, s.bytes, s.context, s.comm);
     if (s.left) ring.leave(t);
   }
   RankNotes n;
@@ -98,6 +99,37 @@ TEST(HangReport, NamesTheRankThatNeverEntered) {
       << s.headline;
   ASSERT_EQ(s.lines.size(), 1u);
   EXPECT_NE(s.lines[0].find("it last left all_reduce #1 (step 3 start"), std::string::npos) << s.lines[0];
+}
+
+// parallel.tp=2 on 4 ranks (sweep 19 F2): TP groups {0, 1} and {2, 3} are communicators A and B; rank 1
+// never enters A's all-reduce #2 that rank 0 waits in. Ranks 2 and 3 are in B's #2: outside A, they are
+// listed with where they wait, never said to have "left" or "disagreed on" A's collective.
+TEST(HangReport, ComparesAWaiterOnlyWithItsCommunicatorsRanks) {
+  const std::uint32_t a = dist::split_label(0, 1, 0), b = dist::split_label(0, 1, 1);
+  EXPECT_NE(a, b);
+  EXPECT_NE(dist::split_label(0, 2, 0), a);  // another split of the same parent, the same color
+  const Step tp_a{CollGroup::kDp, CollKind::kAllReduce, 4096, "step 3 micro-batch 1/2", false, a};
+  const Step tp_b_done{CollGroup::kDp, CollKind::kAllReduce, 4096, "step 3 micro-batch 1/2", true, b};
+  const Step tp_b_next{CollGroup::kDp, CollKind::kAllReduce, 4096, "step 3 micro-batch 2/2", false, b};
+  const Step boundary_a{CollGroup::kDp, CollKind::kAllReduce, 12, "step 3 start", true, a};
+  const Step boundary_b{CollGroup::kDp, CollKind::kAllReduce, 12, "step 3 start", true, b};
+  std::vector<std::optional<RankNotes>> n;
+  n.push_back(notes_of(0, {boundary_a, tp_a}));
+  n.push_back(notes_of(1, {boundary_a}));
+  n.push_back(notes_of(2, {boundary_b, tp_b_done, tp_b_next}));
+  n.push_back(notes_of(3, {boundary_b, tp_b_done, tp_b_next}));
+  const HangSummary s = summarize_hang(n, known(), 0.2);
+  EXPECT_NE(s.headline.find("rank 1 on node n01 never entered all_reduce #2 (step 3 micro-batch 1/2"), std::string::npos)
+      << s.headline;
+  EXPECT_EQ(s.headline.find("rank 2"), std::string::npos) << s.headline;
+  EXPECT_EQ(s.headline.find("rank 3"), std::string::npos) << s.headline;
+  bool listed = false;
+  for (const std::string& line : s.lines)
+    listed = listed || line.find("rank 2 on node n02 waits in all_reduce #3 (step 3 micro-batch 2/2") != std::string::npos;
+  EXPECT_TRUE(listed) << (s.lines.empty() ? "" : s.lines.back());
+  const auto back = parse_notes(format_notes(*n[2]));  // the label survives the notes file
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->ring.back().comm, b);
 }
 
 TEST(HangReport, NamesARankWithoutNotes) {
