@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "ztok/instruct_run.hpp"
 #include "ztok/job.hpp"
+#include "dist/deadline.hpp"
 #include "dist/world.hpp"
 
 namespace {
@@ -201,5 +202,6 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zt::dist::set_abort_advice(" (run the same command again to resume)");
   return zt::apps::main_with_world("ztok", argc, argv, [&](zt::dist::World& world) { return world.size() == 1 ? run_single(argc, argv) : run_ranks(world, argc, argv); });
 }

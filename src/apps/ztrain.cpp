@@ -306,5 +306,6 @@ int main(int argc, char** argv) {
   // run() installs them again after MPI_Init, in case the MPI library took either signal.
   zt::train::process_started();
   zt::train::install_stop_signal_handlers();
+  zt::dist::set_abort_advice(" so it can resume from the last checkpoint (ckpt.resume=auto)");
   return zt::apps::main_with_world("ztrain", argc, argv, [&](zt::dist::World& world) { return zt::apps::run(world, argc, argv); });
 }

@@ -16,8 +16,18 @@ std::string collective_timeout_message(const std::string& what, const std::strin
                                        const std::string& waited_in) {
   return cat(what, " did not complete within ", limit, " (", waited_in,
              issued_in == waited_in ? "" : cat("; issued in ", issued_in), "): a peer rank is hung, stopped, dead or far ",
-             "behind; aborting the job so it can resume from the last checkpoint");
+             "behind; aborting the job", abort_advice());
 }
+
+namespace {
+std::string& advice_text() {
+  static std::string text;
+  return text;
+}
+}  // namespace
+
+void set_abort_advice(std::string advice) { advice_text() = std::move(advice); }
+const std::string& abort_advice() { return advice_text(); }
 
 bool poll_until(Clock::time_point deadline, const std::function<bool()>& done, const Pacing& pacing) {
   const Clock::time_point start = Clock::now();

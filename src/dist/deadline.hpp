@@ -36,6 +36,12 @@ inline Clock::time_point deadline_after(Clock::time_point start, double seconds)
 std::string collective_timeout_message(const std::string& what, const std::string& limit, const std::string& issued_in,
                                        const std::string& waited_in);
 
+// What a job aborted on a deadline can do next, after "aborting the job": the program's own words (ztrain:
+// " so it can resume from the last checkpoint (ckpt.resume=auto)"; zgen, which keeps no state: none).
+// Set once at start-up; "" until then.
+void set_abort_advice(std::string advice);
+const std::string& abort_advice();
+
 // How a waiter spends the time between polls. Open MPI progresses nonblocking operations (libnbc
 // schedules, shared-memory fragments) only inside MPI calls, so a waiter that sleeps stalls its peers'
 // pipelines too: with a 1 ms back-off a 29 MB all-reduce on 4 oversubscribed ranks took 7x as long as

@@ -127,8 +127,8 @@ struct Agreement {
 
   [[noreturn]] void no_answer() const {
     throw CommError(cat(what, ": no answer from rank 0 within ", limit, " + ", World::kPeerGraceS,
-                        " s: rank 0, or a rank it waits for, is stopped, hung, dead or far behind; aborting the job, "
-                        "which can resume from the last checkpoint (ckpt.resume=auto)"));
+                        " s: rank 0, or a rank it waits for, is stopped, hung, dead or far behind; aborting the job",
+                        abort_advice()));
   }
 };
 

@@ -19,5 +19,15 @@ TEST(Deadline, TooLongForTheClockIsNeverNotThePast) {
   EXPECT_EQ(deadline_after(now, 2.5), now + std::chrono::milliseconds(2500));
 }
 
+// The abort's advice is the program's: zgen keeps no checkpoint to resume from (sweep 19 F5), ztrain does.
+TEST(Deadline, TheAbortAdviceIsTheProgramsOwn) {
+  const std::string zgen = collective_timeout_message("all_reduce", "3 s", "x", "x");
+  EXPECT_EQ(zgen.substr(zgen.size() - std::string("aborting the job").size()), "aborting the job") << zgen;
+  set_abort_advice(" so it can resume from the last checkpoint (ckpt.resume=auto)");
+  EXPECT_NE(collective_timeout_message("all_reduce", "3 s", "x", "x").find("aborting the job so it can resume"),
+            std::string::npos);
+  set_abort_advice("");
+}
+
 }  // namespace
 }  // namespace zt::dist
