@@ -71,9 +71,9 @@ rc=75
 check_stopped_then_resume limit 2
 
 # ckpt.async=true: a SIGTERM once step 2's checkpoint is being written in the background lands in step 3
-# (slowed to ~0.5 s); the stop keeps step 2's checkpoint and writes no second one (step_00000003 never
+# (its forward passes slowed to ~1 s); the stop keeps step 2's checkpoint and writes no second one (step_00000003 never
 # appears), and the resume trains step 3 again to the uninterrupted run's losses.
-"$ZT_BIN/ztrain" "${args[@]}" --ckpt.async=true --ckpt.every=2 --debug.slow_rank_factor=15 --ckpt.dir="$ZT_WORK/async" \
+"$ZT_BIN/ztrain" "${args[@]}" --ckpt.async=true --ckpt.every=2 --debug.slow_rank_factor=200 --ckpt.dir="$ZT_WORK/async" \
   --log.metrics="$ZT_WORK/async.jsonl" >"$ZT_WORK/out" 2>"$ZT_WORK/err" &
 pid=$!
 for i in $(seq 1200); do compgen -G "$ZT_WORK/async/step_00000002*" >/dev/null && break; sleep 0.01; done
