@@ -110,6 +110,17 @@ void expect_input_error(const fs::path& path, const ShardExpectation& expect, co
   }
 }
 
+// The schema's header attributes (a forged shard's; n_tokens is the caller's).
+void header_attrs(io::H5File& f, std::uint64_t n_docs, const std::vector<std::string>& sources) {
+  f.set_attr("format", std::string("ztrain-tokens"));
+  f.set_attr("format_version", std::uint64_t{1});
+  for (const char* s : {"tokenizer", "vocab_hash"}) f.set_attr(s, std::string("gpt2"));
+  f.set_attr("vocab_size", std::uint64_t{50257});
+  f.set_attr("eot", std::uint64_t{50256});
+  f.set_attr("n_docs", n_docs);
+  f.set_attr("sources", sources);
+}
+
 TEST(Shard, ReaderRefusesOtherVocabulariesAndSchemas) {
   TempDir dir("shard");
   const fs::path good = dir.path / "good.h5";
@@ -123,14 +134,7 @@ TEST(Shard, ReaderRefusesOtherVocabulariesAndSchemas) {
 
   auto forge = [&](const char* name, auto&& edit) {  // a shard with one thing wrong
     io::H5File f = io::H5File::create((dir.path / name).string());
-    const std::vector<std::uint32_t> v = ramp(10);
-    f.set_attr("format", std::string("ztrain-tokens"));
-    f.set_attr("format_version", std::uint64_t{1});
-    for (const char* s : {"tokenizer", "vocab_hash"}) f.set_attr(s, std::string("gpt2"));
-    f.set_attr("vocab_size", std::uint64_t{50257});
-    f.set_attr("eot", std::uint64_t{50256});
-    f.set_attr("n_docs", std::uint64_t{0});
-    f.set_attr("sources", std::vector<std::string>{});
+    header_attrs(f, 0, {});
     edit(f);
     return dir.path / name;
   };
@@ -158,14 +162,8 @@ TEST(Shard, ForeignWritersShardsAreReadOrRefusedAtOpen) {
   TempDir dir("shard");
   const auto forge = [&](const char* name, std::uint64_t n, const io::H5DatasetOptions& options, std::uint64_t written) {
     io::H5File f = io::H5File::create((dir.path / name).string());
-    f.set_attr("format", std::string("ztrain-tokens"));
-    f.set_attr("format_version", std::uint64_t{1});
-    for (const char* s : {"tokenizer", "vocab_hash"}) f.set_attr(s, std::string("gpt2"));
-    f.set_attr("vocab_size", std::uint64_t{50257});
-    f.set_attr("eot", std::uint64_t{50256});
+    header_attrs(f, 1, {"x"});
     f.set_attr("n_tokens", n);
-    f.set_attr("n_docs", std::uint64_t{1});
-    f.set_attr("sources", std::vector<std::string>{"x"});
     io::H5Dataset tokens = f.create_dataset("tokens", io::H5Type::kU16, n, options);
     const std::vector<std::uint16_t> ids(written, 7);
     tokens.write(0, std::span<const std::uint16_t>(ids));
@@ -205,14 +203,8 @@ TEST(Shard, ForeignWritersShardsAreReadOrRefusedAtOpen) {
   const fs::path wide = dir.path / "int64.h5";
   {
     io::H5File f = io::H5File::create(wide.string());
-    f.set_attr("format", std::string("ztrain-tokens"));
-    f.set_attr("format_version", std::uint64_t{1});
-    for (const char* s : {"tokenizer", "vocab_hash"}) f.set_attr(s, std::string("gpt2"));
-    f.set_attr("vocab_size", std::uint64_t{50257});
-    f.set_attr("eot", std::uint64_t{50256});
+    header_attrs(f, 0, {});
     f.set_attr("n_tokens", std::uint64_t{4});
-    f.set_attr("n_docs", std::uint64_t{0});
-    f.set_attr("sources", std::vector<std::string>{});
     const hsize_t n = 4;
     const hid_t space = H5Screate_simple(1, &n, nullptr);
     const hid_t d = H5Dcreate2(f.id(), "tokens", H5T_STD_I64BE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
