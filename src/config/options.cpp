@@ -143,6 +143,9 @@ constexpr double kMaxTimeoutS = 1e6;  // 11.6 days; 10x through start-up still f
 constexpr double kMaxRate = 100;      // learning rates and weight decay: far above any that trains
 constexpr double kMaxFactor = 1024;   // RoPE scaling factors (Llama 3.1: 8, Llama 3.2: 32)
 constexpr double kMaxScale = 1e12;    // fp16 loss scales (dynamic scaling starts at 65536)
+// Probabilities and decay rates below 1 that the optimizer and the dropout masks hold in fp32: above this,
+// a value rounds to 1.0f (AdamW's bias correction divides by 1 - beta^t = 0; dropout keeps nothing).
+constexpr double kBelowOneFp32 = 0.9999999;
 
 // train.loss_scale: "dynamic" or a fixed scale in the same range as the dynamic ones.
 Option loss_scale_option() {
@@ -214,7 +217,7 @@ std::vector<Option> build_table() {
       opt("lora.alpha", &C::lora, &LoraConfig::alpha, "LoRA alpha: the adapter output is scaled by alpha/rank (alpha/sqrt(rank) with lora.rslora)", above(0, 1e6)),
       opt("lora.rslora", &C::lora, &LoraConfig::rslora, "rank-stabilised LoRA scaling alpha/sqrt(rank) (PEFT use_rslora)"),
       opt("lora.targets", &C::lora, &LoraConfig::targets, "comma-separated modules to adapt, PEFT target_modules names: llama q,k,v,o,gate,up,down; gpt2 c_attn,c_proj (attention and MLP output),c_fc (empty: q,v for llama, c_attn for gpt2)"),
-      opt("lora.dropout", &C::lora, &LoraConfig::dropout, "dropout probability on the adapters' input in training passes (PEFT lora_dropout; counter-based masks from train.seed: the same on any world size)", NumRange{0, 1, false, true}),
+      opt("lora.dropout", &C::lora, &LoraConfig::dropout, "dropout probability on the adapters' input in training passes (PEFT lora_dropout; counter-based masks from train.seed: the same on any world size)", closed(0, kBelowOneFp32)),
       opt("lora.base_dtype", &C::lora, &LoraConfig::base_dtype, "how the frozen base is held: auto = the compute dtype (train.precision); bf16 or fp32 = that dtype, which must be the compute dtype; nf4 = QLoRA: the blocks' matmul weights as 4-bit NormalFloat codes in blocks of 64 with an fp32 scale each (bitsandbytes' codes, quantized at load over each whole tensor, then cut for TP), embeddings, norms, biases and the LM head in the compute dtype, each block dequantized while in use (any train.zero_stage; stage 3 shards and gathers the codes)"),
       opt("lora.base_double_quant", &C::lora, &LoraConfig::base_double_quant, "with lora.base_dtype=nf4: the blocks' scales quantized too, 8-bit in blocks of 256 less their mean (QLoRA's double quantization: 0.127 instead of 0.5 bits a weight for the scales)"),
       opt("optim.lr", &C::optim, &OptimConfig::lr, "peak learning rate", closed(0, kMaxRate)),
@@ -223,8 +226,8 @@ std::vector<Option> build_table() {
       opt("optim.schedule", &C::optim, &OptimConfig::schedule, "learning-rate decay after warm-up, from optim.lr to optim.min_lr: cosine, linear, sqrt (1 - sqrt of the progress), or constant (no decay)"),
       opt("optim.decay_fraction", &C::optim, &OptimConfig::decay_fraction, "the last fraction of the steps after warm-up over which the learning rate decays; before it, it stays at optim.lr (< 1: warmup-stable-decay, WSD)", above(0, 1)),
       opt("optim.weight_decay", &C::optim, &OptimConfig::weight_decay, "decoupled weight decay (AdamW) on 2-D weights, embeddings included", closed(0, kMaxRate)),
-      opt("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1", NumRange{0, 1, false, true}),
-      opt("optim.beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2", NumRange{0, 1, false, true}),
+      opt("optim.beta1", &C::optim, &OptimConfig::beta1, "AdamW beta1", closed(0, kBelowOneFp32)),
+      opt("optim.beta2", &C::optim, &OptimConfig::beta2, "AdamW beta2", closed(0, kBelowOneFp32)),
       opt("optim.eps", &C::optim, &OptimConfig::eps, "AdamW epsilon", above(0, 1)),
       opt("optim.grad_clip", &C::optim, &OptimConfig::grad_clip, "clip the global gradient norm to this (0 = off)", closed(0, 1e12)),
       opt("data.train", &C::data, &DataConfig::train, "training shards written by ztok (a glob, e.g. data/tok/train_*.h5), or a weighted blend of corpora WEIGHT:GLOB,... (e.g. 0.7:web/train_*.h5,0.3:code/train_*.h5; weights normalised)"),

@@ -448,7 +448,16 @@ TEST(Validate, LoraDropoutIsAProbabilityBelowOne) {
   ASSERT_NE(o, nullptr);
   EXPECT_NO_THROW(o->assign(c, "0.05"));
   EXPECT_DOUBLE_EQ(c.lora.dropout, 0.05);
-  EXPECT_NE(error_of([&] { o->assign(c, "1"); }).find("must be in [0, 1)"), std::string::npos);
+  EXPECT_NE(error_of([&] { o->assign(c, "1"); }).find("must be in [0, 0.9999999]"), std::string::npos);
+  // Held in fp32 (the masks, AdamW's state): a value that rounds to 1.0f is refused, not a run-time failure
+  // (dropout p=1) or a NaN loss (1 - beta^t = 0).
+  for (const char* key : {"lora.dropout", "optim.beta1", "optim.beta2"}) {
+    const Option* k = find_option(key);
+    ASSERT_NE(k, nullptr);
+    EXPECT_NE(error_of([&] { k->assign(c, "0.99999999"); }).find("must be in [0, 0.9999999]"), std::string::npos) << key;
+    EXPECT_NO_THROW(k->assign(c, "0.9999999")) << key;
+    EXPECT_LT(static_cast<float>(0.9999999), 1.0f);
+  }
 }
 
 TEST(Validate, PipelineLayersAreCountsPerStageSummingToTheBlocks) {
