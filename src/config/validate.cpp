@@ -41,12 +41,18 @@ void check_model(const ModelConfig& m) {
   std::vector<std::int64_t> heads;
   for (const std::int64_t d : divisors(m.n_embd, 64))
     if ((m.n_embd / d) % step == 0) heads.push_back(d);
-  const std::int64_t width = (m.n_embd / m.n_head + step - 1) / step * step;  // the head size at or above, even for RoPE
+  // The head sizes just below and above n_embd/n_head (at least one step: never n_embd=0), even for RoPE;
+  // only widths the option table allows (model.n_embd <= 65536) are offered.
   const std::int64_t below = std::max<std::int64_t>(step, m.n_embd / m.n_head / step * step);
+  const std::int64_t above = std::max((m.n_embd / m.n_head + step - 1) / step * step, below + step);
+  std::vector<std::int64_t> widths;
+  for (const std::int64_t w : {below * m.n_head, above * m.n_head})
+    if (w <= 65536) widths.push_back(w);
+  std::string embd;
+  for (const std::int64_t w : widths) embd += cat(embd.empty() ? " or model.n_embd=" : " or ", w);
   throw ConfigError(cat("model.n_embd=", m.n_embd, " is not divisible by model.n_head=", m.n_head,
                         ": every head needs n_embd/n_head channels", step == 2 ? " (an even number: RoPE rotates pairs)" : "",
-                        heads.empty() ? std::string() : cat("; use model.n_head in {", join(heads), "}"),
-                        " or model.n_embd=", below * m.n_head, " or ", (width == below ? width + step : width) * m.n_head));
+                        heads.empty() ? std::string() : cat("; use model.n_head in {", join(heads), "}"), embd));
 }
 
 // A key only another family reads (the option table's Option::family), given a value that would change

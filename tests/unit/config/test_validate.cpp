@@ -188,6 +188,16 @@ TEST(Validate, HeadsMustDivideWidth) {
   std::string msg = error_of([&] { validate(c); });
   EXPECT_NE(msg.find("model.n_embd=100 is not divisible by model.n_head=3"), std::string::npos) << msg;
   EXPECT_NE(msg.find("model.n_embd=99 or 102"), std::string::npos) << msg;
+  // Fewer channels than heads: the widths offered are whole heads, never n_embd=0 (outside its range),
+  // and never above the table's 65536.
+  c.model.n_embd = 1, c.model.n_head = 4;
+  msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("model.n_embd=4 or 8"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(" or 0"), std::string::npos) << msg;
+  c.model.n_embd = 100, c.model.n_head = 65536;
+  msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("model.n_embd=65536"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("131072"), std::string::npos) << msg;
 }
 
 TEST(Validate, Contradictions) {
