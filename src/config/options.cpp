@@ -352,6 +352,14 @@ std::string nearest_key(std::string_view key) {
   for (const Option& o : options())
     if (lower.size() >= 5 && o.key.starts_with(lower)) starting.push_back(o.key);
   if (starting.size() == 1) return starting.front();
+  if (const std::size_t dot = lower.find('.'); dot != std::string::npos && dot + 1 < lower.size()) {
+    // train.steps: the end of one key of its section (train.max_steps), before train.seed's 3 edits
+    const std::string section = lower.substr(0, dot + 1), tail = "_" + lower.substr(dot + 1);
+    std::vector<std::string> ending;
+    for (const Option& o : options())
+      if (o.key.starts_with(section) && o.key.ends_with(tail)) ending.push_back(o.key);
+    if (ending.size() == 1) return ending.front();
+  }
   for (const Option& o : options()) {
     if (o.key == lower) return o.key;  // [TRAIN] device=...: right key, wrong case
     std::size_t d = value::edit_distance(key, o.key);

@@ -94,6 +94,7 @@ TEST(Parse, UnknownCommandLineKeySuggestsNearest) {
   expect_config_error({"--train.eval_every=3"}, {"did you mean log.eval_every"});  // the key in another section
   expect_config_error({"--optim.warmup=3"}, {"did you mean optim.warmup_steps"});  // the start of the key
   expect_config_error({"--train.zero=1"}, {"did you mean train.zero_stage"});  // before train.seed's 3 edits
+  expect_config_error({"--train.steps=9"}, {"did you mean train.max_steps"});  // the end of the key, before train.seed
 }
 
 TEST(Parse, WrongCaseSectionInAFileSuggestsTheKey) {
