@@ -1,6 +1,8 @@
 // ztrain's INI grammar (ini.hpp).
 #include "config/ini.hpp"
 
+#include "config/value.hpp"
+
 #include "core/error.hpp"
 
 namespace zt::config::ini {
@@ -23,7 +25,7 @@ std::string before_comment(const std::string& text) {
 }
 
 [[noreturn]] void refuse_line(const std::string& line, int number, const std::string& where, const std::string& why) {
-  throw ConfigError(cat("line ", number, " '", line, "'", where, ": ", why));
+  throw ConfigError(cat("line ", number, " '", value::printable(line), "'", where, ": ", why));
 }
 
 // A value that starts with a quote: its text up to the closing quote (escapes resolved); only blanks or a

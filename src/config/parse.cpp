@@ -119,9 +119,13 @@ Arguments parse_arguments(int argc, const char* const* argv) {
   return args;
 }
 
-// The file's values, each key once, in ztrain's INI grammar (config/ini.hpp). A directory or unreadable
-// path is named, not read as empty.
-KeyValues parse_config_file(const std::string& path) {
+// The file's values, each key once, in ztrain's INI grammar (config/ini.hpp), and the line each is on.
+// A directory or unreadable path is named, not read as empty.
+struct FileValues {
+  KeyValues values;
+  std::map<std::string, int, std::less<>> lines;
+};
+FileValues parse_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError(cat("--config ", path, " is a directory: give the INI file (e.g. inputs/configs/cpu-tiny.ini)"));
@@ -134,15 +138,16 @@ KeyValues parse_config_file(const std::string& path) {
   const std::string where = cat(" in config file '", path, "'");
   const std::vector<ini::Entry> lines = ini::read(in, where);
   if (in.bad()) throw ConfigError(cat("cannot read config file '", path, "': ", std::strerror(errno)));
-  KeyValues values;
+  FileValues out;
   for (const ini::Entry& e : lines) {
     if (!find_option(e.key))
       throw ConfigError(cat("unknown option '", e.key, "'", where, " (line ", e.line, ")", did_you_mean(e.key)));
-    std::vector<std::string>& v = values[e.key];
+    std::vector<std::string>& v = out.values[e.key];
     if (!v.empty()) throw ConfigError(cat("option '", e.key, "' given more than once", where, " (line ", e.line, ")"));
     v.push_back(e.value);
+    out.lines[e.key] = e.line;
   }
-  return values;
+  return out;
 }
 
 // The values given for `key`, in the order they take effect (empty: not given).
@@ -164,14 +169,22 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   cl.force = args.switches.count("force") > 0;
   cl.version = args.switches.count("version") > 0;
   if (cl.help || cl.help_markdown || cl.version) return cl;
-  KeyValues file;
+  FileValues from_file;
   if (args.config) {
     cl.config_file = *args.config;
-    file = parse_config_file(cl.config_file);
+    from_file = parse_config_file(cl.config_file);
   }
-  // File first, then each command-line occurrence in order: every value is checked, the last stays.
+  const KeyValues& file = from_file.values;
+  // File first, then each command-line occurrence in order: every value is checked, the last stays. A
+  // file's bad value is named with the file and line, as its unknown keys are.
   for (const Option& o : options()) {
-    for (const std::string& text : values_of(file, o.key)) o.assign(cl.config, text);
+    for (const std::string& text : values_of(file, o.key)) {
+      try {
+        o.assign(cl.config, text);
+      } catch (const ConfigError& e) {
+        throw ConfigError(cat(e.what(), " (in config file '", cl.config_file, "', line ", from_file.lines.at(o.key), ")"));
+      }
+    }
     for (const std::string& text : values_of(args.keys, o.key)) o.assign(cl.config, text);
     if (file.count(o.key) || args.keys.count(o.key)) cl.given.insert(o.key);
   }

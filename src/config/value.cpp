@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <type_traits>
 #include <system_error>
 #include <vector>
@@ -81,6 +82,24 @@ std::string format_double(double v) {
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general);
   ZT_CHECK(ec == std::errc());
   return std::string(buf, end);
+}
+
+std::string printable(std::string_view text) {
+  if (text.empty()) return "''";
+  constexpr std::size_t kShown = 200;
+  std::string out;
+  for (const char c : text.substr(0, kShown)) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", b);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  if (text.size() > kShown) out += cat("... (", text.size(), " bytes)");
+  return out;
 }
 
 }  // namespace zt::config::value

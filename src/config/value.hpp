@@ -12,8 +12,12 @@
 
 namespace zt::config::value {
 
+// Text as a message may show it: control bytes (a NUL from a UTF-16 file, a terminal escape from a binary
+// one) as \xNN, and a long text cut at 200 bytes with its length; "''" for the empty text.
+std::string printable(std::string_view text);
+
 [[noreturn]] inline void reject(std::string_view key, std::string_view text, std::string_view why) {
-  throw ConfigError(cat(key, "=", text.empty() ? "''" : text, ": ", why));
+  throw ConfigError(cat(key, "=", printable(text), ": ", why));
 }
 
 // An integer in [lo, hi]: one outside it, or beyond 64 bits, is rejected naming the range.

@@ -55,6 +55,18 @@ TEST(Parse, IniSectionsBecomeDottedKeys) {
   std::remove(ini.c_str());
 }
 
+// A file's bad value names the file and line (as its unknown keys do); control bytes in a value (a NUL
+// from a UTF-16 file) are shown escaped, never cutting the message short.
+TEST(Parse, FileValuesAreNamedWithFileAndLineAndShownPrintably) {
+  std::string ini = temp_ini("[optim]\nlr = 3e-4\n\n[model]\nn_layer = 4x\n");
+  expect_config_error({"--config", ini}, {"model.n_layer=4x", "(in config file '" + ini + "', line 5)"});
+  std::remove(ini.c_str());
+  const std::string nul = temp_ini(std::string("[model]\nn_layer = 4\0x\n", 22));
+  expect_config_error({"--config", nul}, {"model.n_layer=4\\x00x:", "line 2)"});
+  std::remove(nul.c_str());
+  expect_config_error({"--model.n_layer=" + std::string(300, 'a') + "\x1b"}, {"... (301 bytes)"});
+}
+
 TEST(Parse, CommandLineWinsOverFile) {
   std::string ini = temp_ini("[optim]\nlr = 3e-4\n");
   EXPECT_DOUBLE_EQ(parse({"--config", ini, "--optim.lr=1e-3"}).config.optim.lr, 1e-3);
