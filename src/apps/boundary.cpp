@@ -1,7 +1,11 @@
 // Exception boundary shared by the programs' mains.
 #include "apps/boundary.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -48,7 +52,33 @@ int agree_on_startup(const dist::World& world, const std::function<void()>& star
   return static_cast<int>(worst);
 }
 
+namespace {
+bool writable_dir(const char* path) {
+  struct stat st {};
+  return path != nullptr && *path != '\0' && ::stat(path, &st) == 0 && S_ISDIR(st.st_mode) && ::access(path, W_OK | X_OK) == 0;
+}
+
+// Open MPI makes its session directory under $TMPDIR (unless OMPI_MCA_orte_tmpdir_base names one) before
+// any argument is read: an unusable TMPDIR (read-only, a file) failed even --help with only Open MPI's
+// abort text. Pointed at /tmp instead, saying so; where /tmp is no better, said plainly (false).
+bool usable_session_dir(const char* program) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  if (tmpdir == nullptr || *tmpdir == '\0' || std::getenv("OMPI_MCA_orte_tmpdir_base") != nullptr || writable_dir(tmpdir))
+    return true;
+  if (!writable_dir("/tmp")) {
+    std::fprintf(stderr, "%s: TMPDIR=%s is not a writable directory, nor is /tmp: MPI needs one for its session "
+                 "directory; set TMPDIR to a writable directory\n", program, tmpdir);
+    return false;
+  }
+  ::setenv("OMPI_MCA_orte_tmpdir_base", "/tmp", 1);
+  std::fprintf(stderr, "%s: warning: TMPDIR=%s is not a writable directory: MPI's session directory goes to /tmp "
+               "instead (set TMPDIR to a writable directory)\n", program, tmpdir);
+  return true;
+}
+}  // namespace
+
 int main_with_world(const char* program, int argc, char** argv, const std::function<int(dist::World&)>& run) {
+  if (!usable_session_dir(program)) return kExitUsage;
   std::unique_ptr<dist::World> world;
   try {
     world = dist::World::init(argc, argv);
