@@ -182,9 +182,13 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   config::Config c = config;
   // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
   // train.global_batch).
+  const std::int64_t dp = std::max<std::int64_t>(1, world / (config.parallel.tp * config.parallel.pp));
   for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
     c.train.zero_stage = s;
     for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
+      // Only a micro-batch that splits the step's sequences over the ranks can be taken (derive's first
+      // rule, cheap to ask first: the range reaches 2^24); RL's steps are rl.*'s, asked of accepted().
+      if (!config.rl.enabled() && config.train.global_batch % (m * dp) != 0) continue;
       c.train.micro_batch = m;
       if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
       out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
