@@ -2,6 +2,7 @@
 // Every message says the arithmetic and the nearest valid values, never a bare assertion.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -260,7 +261,26 @@ void check_data(const DataConfig& d) {
                       "would see positions out of order)");
 }
 
+// The keys `of_feature` picks that differ from their defaults, "a / b": given for a feature that is off,
+// they would do nothing (lora.*'s rule, check_lora).
+std::string changed_keys(const Config& c, const std::function<bool(const Option&)>& of_feature) {
+  std::string out;
+  const Config defaults;
+  for (const Option& o : options())
+    if (of_feature(o) && o.format(c) != o.format(defaults)) out += cat(out.empty() ? "" : " / ", o.key);
+  return out;
+}
+
 void check_logging(const Config& c) {
+  if (c.log.eval_prompts.empty()) {  // the answer evaluation's own keys do nothing without its prompts
+    const std::string given = changed_keys(c, [](const Option& o) {
+      return o.key.starts_with("log.eval_") && o.key != "log.eval_prompts" && o.key != "log.eval_every" &&
+             o.key != "log.eval_batches";
+    });
+    if (!given.empty())
+      throw ConfigError(cat(given, " given, but the answer evaluation is off without log.eval_prompts: set "
+                            "log.eval_prompts (prompts with answers) or drop them"));
+  }
   if (c.log.eval_every > 0 && c.data.valid.empty() && c.log.eval_prompts.empty())
     throw ConfigError(cat("log.eval_every=", c.log.eval_every, " needs something to evaluate: validation shards "
                           "(data.valid=GLOB; ztok --valid-fraction writes them) or prompts with answers "
@@ -296,7 +316,13 @@ void check_debug(const Config& config) {
 
 // What RL runs on so far: no pipeline; at ZeRO-3 the rollouts gather the weights, not yet a LoRA actor's.
 void check_rl(const Config& c) {
-  if (!c.rl.enabled()) return;
+  if (!c.rl.enabled()) {
+    if (const std::string given = changed_keys(c, [](const Option& o) { return o.section() == "rl" && o.key != "rl.prompts"; });
+        !given.empty())
+      throw ConfigError(cat(given, " given, but RL is off without rl.prompts: set rl.prompts (the prompts with their "
+                            "answers) or drop them"));
+    return;
+  }
   if (c.parallel.pp > 1)
     throw ConfigError(cat("rl.prompts: RL does not run under a pipeline yet (parallel.pp=", c.parallel.pp,
                           "): use parallel.pp=1 (parallel.tp and data parallelism work)"));

@@ -242,7 +242,7 @@ TEST(Parse, IniCommentsEmptyValuesAndUnknownKeys) {
 // a comment; a quoted value keeps everything between its quotes. Boost's reader cut all three at '#'.
 TEST(Parse, IniHashesInsideValuesAndQuotedValues) {
   std::string ini = temp_ini(
-      "[rl]\nreward = regex:#### ([0-9]+)\n[ckpt]\ndir = runs/#2   # the second try\n"
+      "[model]\nseq_len = 512\n[rl]\nprompts = p.jsonl\nreward = regex:#### ([0-9]+)\n[ckpt]\ndir = runs/#2   # the second try\n"
       "[log]\nsample_prompt = \"  Issue #5 said \\\"no\\\"\\n\"  # quoted\n");
   const Config c = parse({"--config", ini}).config;
   EXPECT_EQ(c.rl.reward, "regex:#### ([0-9]+)");
@@ -266,8 +266,8 @@ TEST(Parse, IniByteOrderMarkIsSkipped) {
 
 // --print-config's INI loads back to the same values, whatever they hold.
 TEST(Parse, PrintedConfigLoadsBackWithHashesBlanksAndNewlines) {
-  const Config c = parse({"--rl.reward=regex:(.*) #### x", "--log.sample_prompt= a # b\nc ", "--ckpt.dir=runs/#2",
-                          "--data.valid="}).config;
+  const Config c = parse({"--model.seq_len=512", "--rl.prompts=p.jsonl", "--rl.reward=regex:(.*) #### x", "--log.sample_prompt= a # b\nc ",
+                          "--ckpt.dir=runs/#2", "--data.valid="}).config;
   const std::string ini = temp_ini(to_ini(c));
   const Config back = parse({"--config", ini}).config;
   EXPECT_EQ(back.rl.reward, "regex:(.*) #### x");

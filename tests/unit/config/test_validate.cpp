@@ -470,6 +470,21 @@ TEST(Validate, LoraDropoutIsAProbabilityBelowOne) {
   }
 }
 
+// Keys of a feature that is off do nothing: refused, as lora.* without lora.rank is (sweep 18 F7).
+TEST(Validate, KeysOfAFeatureThatIsOffAreRefused) {
+  Config c;
+  c.rl.reward = "bogus";
+  c.rl.algorithm = RlAlgorithm::kPpo;
+  std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("rl.algorithm / rl.reward given, but RL is off without rl.prompts"), std::string::npos) << msg;
+  c = Config{};
+  c.log.eval_answer_rule = "bogus";
+  msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("log.eval_answer_rule given, but the answer evaluation is off without log.eval_prompts"),
+            std::string::npos) << msg;
+  EXPECT_EQ(error_of([&] { validate(Config{}); }), "");
+}
+
 TEST(Validate, PipelineLayersAreCountsPerStageSummingToTheBlocks) {
   Config c;
   c.model.n_layer = 12;
