@@ -12,6 +12,8 @@ namespace zt::io::detail {
 
 // HDF5's own description of the most recent failure (innermost first), from its error stack.
 std::string h5_error_stack();
+// One HDF5 error description on one line ("file write failed: No space left on device (errno 28)").
+std::string one_line_error(std::string desc);
 
 [[noreturn]] void throw_h5_failure(const char* call, const std::string& where);
 

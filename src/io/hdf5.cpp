@@ -21,11 +21,29 @@ namespace {
 
 namespace detail {
 
+// One HDF5 error description on one line: a system call's failure, which HDF5 writes as "file write
+// failed: time = ...\n, filename = ..., errno = 28, error message = 'No space left on device', buf = ...",
+// as "file write failed: No space left on device (errno 28)"; any other with its line breaks as blanks.
+std::string one_line_error(std::string desc) {
+  const std::size_t message = desc.find("error message = '");
+  const std::size_t number = desc.find("errno = ");
+  if (message != std::string::npos && number != std::string::npos) {
+    const std::size_t from = message + 17, to = desc.find('\'', from);
+    const std::string what = desc.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    const std::string code = desc.substr(number + 8, desc.find_first_not_of("0123456789", number + 8) - (number + 8));
+    const std::size_t head = desc.find(": time = ");
+    return cat(head == std::string::npos ? std::string() : desc.substr(0, head) + ": ", what, " (errno ", code, ")");
+  }
+  for (char& c : desc)
+    if (c == '\n' || c == '\r') c = ' ';
+  return desc;
+}
+
 std::string h5_error_stack() {
   std::string text;
   auto walk = [](unsigned n, const H5E_error2_t* e, void* data) -> herr_t {
     auto* out = static_cast<std::string*>(data);
-    if (n < 3 && e->desc != nullptr) *out += cat(n ? "; " : "", e->desc, " (", e->func_name, ")");
+    if (n < 3 && e->desc != nullptr) *out += cat(n ? "; " : "", one_line_error(e->desc), " (", e->func_name, ")");
     return 0;
   };
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk, &text);

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
+#include "io/h5_check.hpp"
 #include "io/hdf5.hpp"
 #include "tests/unit/temp_dir.hpp"
 
@@ -140,4 +141,14 @@ TEST(AtomicFile, ReplacesWholeOrLeavesTheOldFile) {
 }
 
 }  // namespace
+// A system call's failure as HDF5 describes it (two lines, its buffer's address, its byte counts), on one
+// line with the reason: what every rank prints when ckpt.dir fills up.
+TEST(Hdf5Errors, ASystemFailureIsOneLineWithItsReason) {
+  EXPECT_EQ(detail::one_line_error("file write failed: time = Mon Nov 30 17:51:50 2026\n, filename = 'x.h5', file "
+                                   "descriptor = 19, errno = 28, error message = 'No space left on device', buf = "
+                                   "0x557c, total write size = 8, bytes actually written = 18446744073709551615"),
+            "file write failed: No space left on device (errno 28)");
+  EXPECT_EQ(detail::one_line_error("unable to open\nfile"), "unable to open file");
+}
+
 }  // namespace zt::io
