@@ -359,6 +359,13 @@ std::string nearest_key(std::string_view key) {
     for (const Option& o : options())
       if (o.key.starts_with(section) && o.key.ends_with(tail)) ending.push_back(o.key);
     if (ending.size() == 1) return ending.front();
+    // zero.stage: the words of one key's name in another section (train.zero_stage)
+    std::string joined = lower;
+    joined[dot] = '_';
+    ending.clear();
+    for (const Option& o : options())
+      if (o.key.ends_with("." + joined) || o.key.ends_with("_" + joined)) ending.push_back(o.key);
+    if (ending.size() == 1) return ending.front();
   }
   for (const Option& o : options()) {
     if (o.key == lower) return o.key;  // [TRAIN] device=...: right key, wrong case

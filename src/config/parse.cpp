@@ -80,7 +80,20 @@ std::string did_you_mean(const std::string& key) {
 // Boost's errors as ConfigErrors that say what to do. `where` is "" or " in config file 'PATH'".
 [[noreturn]] void refuse(const po::error& e, const std::string& where) {
   if (const auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
-    const std::string key = where.empty() ? argv::name_in(u->get_option_name()) : u->get_option_name();
+    const std::string token = u->get_option_name();
+    const std::string key = where.empty() ? argv::name_in(token) : token;
+    // `-model.n_layer`: a real key with one dash (the suggestion would be the same text back)
+    const auto general = [&](const std::string& name) {
+      for (const cli::Flag& f : general_flags())
+        if (f.name == name) return true;
+      return false;
+    };
+    if (where.empty() && !token.starts_with("--") && (find_option(key) || general(key)))
+      throw ConfigError(cat("unknown option '", token, "': options take two dashes: --", key));
+    // `--print-conf`: a general flag's start or a near miss, not a key's
+    for (const cli::Flag& f : general_flags())
+      if (where.empty() && key.size() >= 4 && (f.name.starts_with(key) || value::edit_distance(key, f.name) <= 2))
+        throw ConfigError(cat("unknown option '", key, "'; did you mean --", f.name, "?"));
     throw ConfigError(cat("unknown option '", key, "'", where, did_you_mean(key)));
   }
   throw ConfigError(cat(e.what(), where, " (see --help)"));  // Boost's words: a value missing or not taken

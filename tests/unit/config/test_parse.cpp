@@ -107,6 +107,9 @@ TEST(Parse, UnknownCommandLineKeySuggestsNearest) {
   expect_config_error({"--optim.warmup=3"}, {"did you mean optim.warmup_steps"});  // the start of the key
   expect_config_error({"--train.zero=1"}, {"did you mean train.zero_stage"});  // before train.seed's 3 edits
   expect_config_error({"--train.steps=9"}, {"did you mean train.max_steps"});  // the end of the key, before train.seed
+  expect_config_error({"--zero.stage=1"}, {"did you mean train.zero_stage"});   // a key's words in another section
+  expect_config_error({"-model.n_layer=2"}, {"options take two dashes: --model.n_layer"});
+  expect_config_error({"--print-conf"}, {"did you mean --print-config?"});        // a general flag, not a key
 }
 
 TEST(Parse, WrongCaseSectionInAFileSuggestsTheKey) {
