@@ -110,6 +110,8 @@ std::string see_help(const Spec& spec) { return cat(" (see ", spec.program, " --
   for (const Flag& f : spec.flags) {
     if (f.hidden || !takes(command, f.name)) continue;
     if (name.size() >= 3 && f.name.starts_with(name)) starting.push_back(f.name);
+    // A one-letter option (-x) is a short flag: two edits away from every short long name (--tp) says nothing
+    if (name.size() < 2) continue;
     if (const std::size_t d = value::edit_distance(name, f.name); d < best) best = d, near = f.name;
   }
   if (starting.size() == 1) near = starting.front();

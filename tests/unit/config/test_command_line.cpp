@@ -102,6 +102,7 @@ TEST(CommandLine, UnknownFlagSuggestsTheNearestVisibleOne) {
   EXPECT_EQ(error_of(spec, {"-x"}), "unknown option -x (see tool --help)");
   // No guessing of abbreviations: --thr is not --threads, but the flag it begins is named.
   EXPECT_EQ(error_of(spec, {"--thr", "3"}), "unknown option --thr; did you mean --threads? (see tool --help)");
+  EXPECT_EQ(error_of(spec, {"-x"}), "unknown option -x (see tool --help)");  // no two-edit guess from one letter
 }
 
 TEST(CommandLine, MissingValueSwitchValueAndRepeatsAreRefused) {
