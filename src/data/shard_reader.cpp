@@ -30,8 +30,10 @@ constexpr const char* kRewrite = "; write it again with ztok (or remove it from 
 std::uint64_t u64_attr(const io::H5File& f, const char* name) {
   try {
     return f.attr_u64(name);
-  } catch (const IoError& e) {
-    invalid(f.path(), e.what());
+  } catch (const IoError& e) {  // "<file> attribute eot is -1: negative": the file is named once, by invalid()
+    const std::string what = e.what();
+    const std::size_t at = what.find(" attribute ");
+    invalid(f.path(), at == std::string::npos ? what : what.substr(at + 1));
   }
 }
 std::uint64_t required_u64(const io::H5File& f, const char* name) {

@@ -114,8 +114,7 @@ struct Agreement {
     std::string list;
     for (int r : ranks) list += cat(list.empty() ? "" : ", ", r);
     throw CommError(cat(what, ": rank", ranks.size() > 1 ? "s " : " ", list, " ", how, " within ", limit,
-                        " (stopped, hung, dead or far behind); aborting the job, which can resume "
-                        "from the last checkpoint (ckpt.resume=auto)"));
+                        " (stopped, hung, dead or far behind); aborting the job", abort_advice()));
   }
 
   // Rank 0's broadcast of the answer did not complete (a rank left between collecting and answering).

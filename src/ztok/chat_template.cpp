@@ -202,9 +202,29 @@ struct Resemblance {
   std::string differs;  // empty: it renders as `chat`
 };
 
+// Every "<|im_end|>" of a ChatML template followed by a line break (written '\n', or as a literal one,
+// directly or as the next concatenated string): ChatML's turns end "<|im_end|>\n".
+bool turns_end_with_newline(const std::string& jinja) {
+  const std::string end = "<|im_end|>";
+  for (std::size_t at = jinja.find(end); at != std::string::npos; at = jinja.find(end, at + 1)) {
+    std::string next;
+    for (std::size_t i = at + end.size(); i < jinja.size() && next.size() < 8; ++i)
+      if (jinja[i] != ' ') next += jinja[i];
+    if (!(next.starts_with("\\n") || next.starts_with("\n") || next.starts_with("'+'\\n") ||
+          next.starts_with("\"+\"\\n") || next.starts_with("'+'\n") || next.starts_with("\"+\"\n")))
+      return false;
+  }
+  return true;
+}
+
 Resemblance resemble(const std::string& jinja) {
   const auto has = [&](const char* s) { return jinja.find(s) != std::string::npos; };
+  // A template that adds messages of its own (a default system turn put into the list) renders turns ours
+  // does not; 3.1's and Qwen3's own only take the system message out of the list ("messages[1:]").
+  const bool adds_messages = has("] + messages") || has("]+messages") || has("messages + [") || has("messages+[");
   if (has("<|im_start|>")) {
+    if (adds_messages) return {ChatTemplate::kChatml, "it adds messages of its own to the conversation"};
+    if (!turns_end_with_newline(jinja)) return {ChatTemplate::kChatml, "its turns do not end with <|im_end|> and a line break"};
     if (has("<think>")) {  // Qwen3's: its thinking blocks and the last user query it finds
       if (!has("last_query_index") || !has("</think>")) return {};
       return {ChatTemplate::kQwen3, has("raise_exception") ? "it raises errors (Qwen3's does not)" : ""};
@@ -220,6 +240,9 @@ Resemblance resemble(const std::string& jinja) {
     return {t, ""};
   }
   if (!has("<|start_header_id|>") || !has("<|eot_id|>")) return {};
+  if (adds_messages) return {ChatTemplate::kLlama3, "it adds messages of its own to the conversation"};
+  if (!has("<|start_header_id|>assistant<|end_header_id|>"))
+    return {ChatTemplate::kLlama3, "its generation prompt is not the assistant's header"};
   if (!has("Cutting Knowledge Date: December 2023")) {  // Llama 3's: each message's role, nothing of its own
     if (!has("trim")) return {ChatTemplate::kLlama3, "it does not trim the messages' content (Llama 3's does)"};
     if (has("system<|end_header_id|>")) return {ChatTemplate::kLlama3, "it writes a system turn of its own (Llama 3's does not)"};

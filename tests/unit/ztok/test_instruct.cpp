@@ -184,7 +184,8 @@ TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
                             qwen3_part + "{%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}";
   const std::string llama3 =
       "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
-      "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% endfor %}";
+      "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}{% endfor %}"
+      "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
   const std::string llama31 = llama3 + "{%- set date_string = \"26 Jul 2024\" %}{{- \"Cutting Knowledge Date: December 2023\\n\" }}";
   const std::string llama32 = llama31 + "{%- set date_string = strftime_now(\"%d %b %Y\") %}";
   EXPECT_EQ(identify_chat_template(qwen2), ChatTemplate::kChatml);
@@ -199,7 +200,8 @@ TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
   // Variants that name a family but render otherwise (a Jinja renderer would give other prompts): refused, saying why.
   const std::string llama3_body =
       "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "
-      "message['content'] | trim + '<|eot_id|>' }}{% endfor %}";
+      "message['content'] | trim + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}{{ "
+      "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
   const std::string own_system = "{% if messages[0]['role'] != 'system' %}{{ '<|start_header_id|>system<|end_header_id|>"
                                  "\\n\\nYou are a pirate.<|eot_id|>' }}{% endif %}" + llama3_body;
   EXPECT_EQ(identify_chat_template(own_system), std::nullopt);
@@ -218,6 +220,19 @@ TEST(ChatTemplate, ModelTemplatesAreIdentifiedByWhatTellsThemApart) {
   EXPECT_EQ(identify_chat_template(qwen2 + "{{ message['content'] | trim }}"), std::nullopt);
   EXPECT_EQ(identify_chat_template(llama31 + "{{ raise_exception('only single tool-calls') }}"), ChatTemplate::kLlama31);  // 3.1's own
   EXPECT_EQ(unidentified_because(llama31), "");
+  // Sweep 21's: a default system turn put into the list, a generation prompt of another role, ChatML turns
+  // without their line break.
+  const std::string sysvar = "{% if messages[0]['role'] != 'system' %}{% set messages = [{'role': 'system', 'content': "
+                             "'You are a pirate.'}] + messages %}{% endif %}" + llama3_body;
+  EXPECT_NE(unidentified_because(sysvar).find("adds messages of its own"), std::string::npos) << unidentified_because(sysvar);
+  std::string model_role = llama3_body;
+  model_role.replace(model_role.rfind("assistant"), 9, "model");
+  EXPECT_NE(unidentified_because(model_role).find("generation prompt is not the assistant's header"), std::string::npos);
+  std::string no_break = qwen2;
+  const std::string with_break = "'<|im_end|>' + '\\n'";
+  no_break.replace(no_break.find(with_break), with_break.size(), "'<|im_end|>'");
+  EXPECT_NE(unidentified_because(no_break).find("do not end with <|im_end|> and a line break"), std::string::npos)
+      << no_break;
   for (const char* name : {"chatml", "qwen2.5", "qwen3", "llama3", "llama3.1", "llama3.2"})
     EXPECT_EQ(to_string(parse_chat_template(name)), name);
 }
