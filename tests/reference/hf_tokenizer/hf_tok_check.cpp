@@ -1,6 +1,8 @@
 // Compares ztok's encoding of a tokenizer.json with the reference's ids (hf-encode.mjs), text by text,
 // and checks that decoding gives the text back (its NFC form under an NFC normalizer).
 //   hf_tok_check TOKENIZER.json CASES.json IDS.bin [CASES.json IDS.bin]...
+//   hf_tok_check --template TOKENIZER_CONFIG.json: the chat template ztrain takes the model's own
+//     chat_template for (ztok::identify_chat_template), or "none: why" (zgen, evaluation and RL refuse it).
 //   hf_tok_check --equal VOCAB_A VOCAB_B: the two tokenizers give the same ids on every Unicode scalar
 //     value in five contexts (GPT-2's tokenizer.json against encoder.json + vocab.bpe: HF's merge-list
 //     rule against tiktoken's, which tests/reference/tiktoken checks on the same texts).
@@ -19,6 +21,7 @@
 #include "tok/nfc.hpp"
 #include "tok/tokenizer.hpp"
 #include "tok/unicode.hpp"
+#include "ztok/chat_template.hpp"
 
 namespace {
 
@@ -111,6 +114,17 @@ int equal_on_every_code_point(const char* a_path, const char* b_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--template") {
+    try {
+      const std::string jinja = nlohmann::json::parse(read_all(argv[2])).at("chat_template").get<std::string>();
+      const auto chat = zt::ztok::identify_chat_template(jinja);
+      std::cout << (chat ? zt::ztok::to_string(*chat) : "none: " + zt::ztok::unidentified_because(jinja)) << "\n";
+      return 0;
+    } catch (const std::exception& e) {
+      std::cerr << "hf_tok_check: " << e.what() << "\n";
+      return 2;
+    }
+  }
   if (argc == 4 && std::string(argv[1]) == "--equal") {
     try {
       return equal_on_every_code_point(argv[2], argv[3]);

@@ -101,6 +101,12 @@ if [ "$which" = chat ]; then
   /usr/bin/python3 -c 'import jinja2' 2>/dev/null || { say "SKIP: python3-jinja2 is not installed (tools/install-deps.sh installs it)"; exit 77; }
   conversations=$here/chat_conversations.jsonl
   failed=0
+  # The models' own templates, as shipped, are the ones ztrain names (zgen, evaluation and RL render
+  # `messages` with them; a variant that renders otherwise is refused: tests/unit/ztok/test_instruct.cpp).
+  for pair in llama3:llama3 qwen2:qwen3; do
+    named=$("$check" --template "$work/tok/${pair%%:*}.config.json")
+    [ "$named" = "${pair#*:}" ] || { say "FAIL: ${pair%%:*}'s own chat_template is taken for '$named', not ${pair#*:}"; exit 1; }
+  done
   for pair in llama3:llama3 qwen2:qwen3; do
     name=${pair%%:*} template=${pair#*:} out=$work/out-chat-${pair%%:*}
     /usr/bin/python3 "$here/chat_reference.py" render "$work/tok/$name.config.json" "$conversations" "$work/cases/chat-$name.json"
