@@ -1,6 +1,8 @@
 // Shard reader: validates the schema and the expectations before a single token is read, and turns
 // every HDF5 failure into an error that names the shard.
 #include <algorithm>
+#include <initializer_list>
+#include <optional>
 
 #include "core/error.hpp"
 #include "data/shard.hpp"
@@ -89,13 +91,18 @@ void check_expectation(const ShardInfo& info, const ShardExpectation& expect) {
   if (t.bos && *t.bos >= t.vocab_size) invalid(path, cat("bos ", *t.bos, " is not below vocab_size ", t.vocab_size));
 }
 
-// A dataset's element type, or the schema's refusal naming the type found and the one it must be.
-io::H5Type type_of(const std::string& path, const io::H5Dataset& d, const char* name, const char* required) {
+// A dataset's element type when it is one the schema allows, else the refusal naming the type found
+// (any, even one ztrain never reads) and the one it must be.
+io::H5Type type_in(const std::string& path, const io::H5Dataset& d, const char* name,
+                   std::initializer_list<io::H5Type> allowed, const char* required) {
+  std::optional<io::H5Type> type;
   try {
-    return d.type();
-  } catch (const IoError&) {
-    invalid(path, cat("dataset `", name, "` holds ", d.type_name(), "; the schema's is ", required));
+    type = d.type();
+  } catch (const IoError&) {  // a type ztrain never reads: named below by type_name()
   }
+  if (!type || std::find(allowed.begin(), allowed.end(), *type) == allowed.end())
+    invalid(path, cat("dataset `", name, "` holds ", d.type_name(), "; the schema's is ", required));
+  return *type;
 }
 
 void check_datasets(const ShardReader::Impl& s) {
@@ -103,19 +110,15 @@ void check_datasets(const ShardReader::Impl& s) {
   const std::uint64_t length = s.tokens.length();
   if (length != s.info.n_tokens)
     invalid(path, cat("n_tokens says ", s.info.n_tokens, " but dataset `tokens` holds ", length));
-  const char* token_types = "little-endian uint16 or uint32 (numpy: astype('<u2') or astype('<u4'))";
-  const io::H5Type type = type_of(path, s.tokens, "tokens", token_types);
-  if (type != io::H5Type::kU16 && type != io::H5Type::kU32)
-    invalid(path, cat("dataset `tokens` holds ", s.tokens.type_name(), "; the schema's is ", token_types));
+  const io::H5Type type = type_in(path, s.tokens, "tokens", {io::H5Type::kU16, io::H5Type::kU32},
+                                  "little-endian uint16 or uint32 (numpy: astype('<u2') or astype('<u4'))");
   if (type == io::H5Type::kU16 && shard_ids_are_wide(s.info.tokenizer.vocab_size))
     invalid(path, cat("uint16 tokens cannot hold vocab_size ", s.info.tokenizer.vocab_size));
   if (s.docs.length() != s.info.n_docs)
     invalid(path, cat("n_docs says ", s.info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));
-  const char* offset_type = "little-endian uint64 (numpy: astype('<u8'))";
-  if (type_of(path, s.docs, "doc_offsets", offset_type) != io::H5Type::kU64)
-    invalid(path, cat("dataset `doc_offsets` holds ", s.docs.type_name(), "; the schema's is ", offset_type));
-  if (s.loss_mask && (type_of(path, *s.loss_mask, "loss_mask", "uint8") != io::H5Type::kU8 ||
-                      s.loss_mask->length() != s.info.n_tokens))
+  type_in(path, s.docs, "doc_offsets", {io::H5Type::kU64}, "little-endian uint64 (numpy: astype('<u8'))");
+  if (s.loss_mask) type_in(path, *s.loss_mask, "loss_mask", {io::H5Type::kU8}, "uint8");
+  if (s.loss_mask && s.loss_mask->length() != s.info.n_tokens)
     invalid(path, cat("dataset `loss_mask` is not uint8 with one value per token (", s.info.n_tokens, ")"));
   // Found here, before training, not as zeros trained on or as a "damaged" chunk hours in.
   const std::pair<const char*, const io::H5Dataset*> datasets[] = {

@@ -1,10 +1,32 @@
 // HDF5 files and 1-D datasets: deterministic creation, hyperslab reads and writes.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "io/h5_check.hpp"
 #include "io/hdf5.hpp"
 
 namespace zt::io {
+namespace {
+// The filters of a dataset's pipeline (its creation property list), in order, with the names they carry.
+struct Filter {
+  H5Z_filter_t id;
+  std::string name;
+};
+std::vector<Filter> filters_of(hid_t dcpl, const std::string& where) {
+  std::vector<Filter> out;
+  const int n = ZT_H5(H5Pget_nfilters(dcpl), where);
+  for (int i = 0; i < n; ++i) {
+    unsigned flags = 0;
+    std::size_t n_values = 0;
+    char name[64] = {};
+    const H5Z_filter_t id = H5Pget_filter2(dcpl, static_cast<unsigned>(i), &flags, &n_values, nullptr, sizeof name, name, nullptr);
+    if (id < 0) detail::throw_h5_failure("H5Pget_filter2", where);
+    out.push_back({id, name});
+  }
+  return out;
+}
+}  // namespace
 
 H5File H5File::create(const std::string& path) {
   silence_hdf5_errors();
@@ -98,19 +120,11 @@ std::string H5Dataset::type_name() const {
 
 std::string H5Dataset::storage_problem() const {
   H5Handle dcpl(ZT_H5(H5Dget_create_plist(id()), where_), H5Kind::kPropList);
-  const int n_filters = ZT_H5(H5Pget_nfilters(dcpl.get()), where_);
-  for (int i = 0; i < n_filters; ++i) {
-    unsigned flags = 0;
-    std::size_t n_values = 0;
-    char name[64] = {};
-    const H5Z_filter_t filter = H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &n_values, nullptr,
-                                               sizeof name, name, nullptr);
-    if (filter < 0) detail::throw_h5_failure("H5Pget_filter2", where_);
-    if (H5Zfilter_avail(filter) <= 0)
-      return cat("its chunks are filtered by HDF5 filter ", filter, name[0] ? cat(" (", name, ")") : "",
+  for (const Filter& f : filters_of(dcpl.get(), where_))
+    if (H5Zfilter_avail(f.id) <= 0)
+      return cat("its chunks are filtered by HDF5 filter ", f.id, f.name.empty() ? "" : cat(" (", f.name, ")"),
                  ", which this HDF5 library does not have (a plugin such as lzf): write it without that filter "
                  "(gzip, or none)");
-  }
   // Storage never written there would read as the fill value (0) for every element the writer skipped.
   const std::vector<std::uint64_t> shape = dims();
   std::uint64_t elements = 1;
@@ -136,15 +150,8 @@ std::string H5Dataset::storage_problem() const {
 
 bool H5Dataset::checksummed() const {
   H5Handle dcpl(ZT_H5(H5Dget_create_plist(id()), where_), H5Kind::kPropList);
-  const int n_filters = ZT_H5(H5Pget_nfilters(dcpl.get()), where_);
-  for (int i = 0; i < n_filters; ++i) {
-    unsigned flags = 0;
-    std::size_t n_values = 0;
-    if (H5Pget_filter2(dcpl.get(), static_cast<unsigned>(i), &flags, &n_values, nullptr, 0, nullptr, nullptr) ==
-        H5Z_FILTER_FLETCHER32)
-      return true;
-  }
-  return false;
+  const std::vector<Filter> filters = filters_of(dcpl.get(), where_);
+  return std::any_of(filters.begin(), filters.end(), [](const Filter& f) { return f.id == H5Z_FILTER_FLETCHER32; });
 }
 
 void H5Dataset::io(bool write, std::uint64_t offset, std::uint64_t n, H5Id mem_type, void* data) const {
@@ -217,12 +224,11 @@ void H5Dataset::read(std::uint64_t offset, std::span<std::uint64_t> out) const {
 
 std::optional<std::uint64_t> H5Dataset::checksummed_chunk_elements() const {
   H5Handle dcpl(ZT_H5(H5Dget_create_plist(id()), where_), H5Kind::kPropList);
-  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED || ZT_H5(H5Pget_nfilters(dcpl.get()), where_) != 1) return std::nullopt;
-  unsigned flags = 0;
-  std::size_t n_values = 0;
-  const H5Z_filter_t filter = H5Pget_filter2(dcpl.get(), 0, &flags, &n_values, nullptr, 0, nullptr, nullptr);
+  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return std::nullopt;
+  const std::vector<Filter> filters = filters_of(dcpl.get(), where_);
   hsize_t chunk = 0;
-  if (filter != H5Z_FILTER_FLETCHER32 || ZT_H5(H5Pget_chunk(dcpl.get(), 1, &chunk), where_) != 1) return std::nullopt;
+  if (filters.size() != 1 || filters[0].id != H5Z_FILTER_FLETCHER32 || ZT_H5(H5Pget_chunk(dcpl.get(), 1, &chunk), where_) != 1)
+    return std::nullopt;
   return chunk;
 }
 
