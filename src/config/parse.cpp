@@ -132,12 +132,9 @@ Arguments parse_arguments(int argc, const char* const* argv) {
   return args;
 }
 
-// The file's values, each key once, in ztrain's INI grammar (config/ini.hpp), and the line each is on.
+// The file's entries by key, each key once, in ztrain's INI grammar (config/ini.hpp): its value and line.
 // A directory or unreadable path is named, not read as empty.
-struct FileValues {
-  KeyValues values;
-  std::map<std::string, int, std::less<>> lines;
-};
+using FileValues = std::map<std::string, ini::Entry, std::less<>>;
 FileValues parse_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
@@ -155,10 +152,8 @@ FileValues parse_config_file(const std::string& path) {
   for (const ini::Entry& e : lines) {
     if (!find_option(e.key))
       throw ConfigError(cat("unknown option '", e.key, "'", where, " (line ", e.line, ")", did_you_mean(e.key)));
-    std::vector<std::string>& v = out.values[e.key];
-    if (!v.empty()) throw ConfigError(cat("option '", e.key, "' given more than once", where, " (line ", e.line, ")"));
-    v.push_back(e.value);
-    out.lines[e.key] = e.line;
+    if (!out.emplace(e.key, e).second)
+      throw ConfigError(cat("option '", e.key, "' given more than once", where, " (line ", e.line, ")"));
   }
   return out;
 }
@@ -182,20 +177,19 @@ CommandLine parse_command_line(int argc, const char* const* argv) {
   cl.force = args.switches.count("force") > 0;
   cl.version = args.switches.count("version") > 0;
   if (cl.help || cl.help_markdown || cl.version) return cl;
-  FileValues from_file;
+  FileValues file;
   if (args.config) {
     cl.config_file = *args.config;
-    from_file = parse_config_file(cl.config_file);
+    file = parse_config_file(cl.config_file);
   }
-  const KeyValues& file = from_file.values;
   // File first, then each command-line occurrence in order: every value is checked, the last stays. A
   // file's bad value is named with the file and line, as its unknown keys are.
   for (const Option& o : options()) {
-    for (const std::string& text : values_of(file, o.key)) {
+    if (const auto entry = file.find(o.key); entry != file.end()) {
       try {
-        o.assign(cl.config, text);
+        o.assign(cl.config, entry->second.value);
       } catch (const ConfigError& e) {
-        throw ConfigError(cat(e.what(), " (in config file '", cl.config_file, "', line ", from_file.lines.at(o.key), ")"));
+        throw ConfigError(cat(e.what(), " (in config file '", cl.config_file, "', line ", entry->second.line, ")"));
       }
     }
     for (const std::string& text : values_of(args.keys, o.key)) o.assign(cl.config, text);
