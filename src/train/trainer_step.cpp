@@ -4,13 +4,13 @@
 // that enter it (all of them, or the 1s of an instruction set's loss mask), so each such token's loss
 // enters the backward pass with weight 1 / (their global count) on every rank and micro-batch, and the
 // summed gradients over ranks equal those of one big batch, whatever the world size or accumulation.
-#include "core/log.hpp"
 #include "train/trainer.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "core/log.hpp"
 #include "health/faults.hpp"
 #include "optim/schedule.hpp"
 #include "train/wiring.hpp"

@@ -203,22 +203,19 @@ struct Resemblance {
 };
 
 // Every "<|im_end|>" of a ChatML template followed by a line break (written '\n', or as a literal one,
-// directly or as the next concatenated string): ChatML's turns end "<|im_end|>\n".
+// directly or as the next concatenated string: the blanks, quotes and +'s between are skipped): ChatML's
+// turns end "<|im_end|>\n".
 bool turns_end_with_newline(const std::string& jinja) {
   const std::string end = "<|im_end|>";
   for (std::size_t at = jinja.find(end); at != std::string::npos; at = jinja.find(end, at + 1)) {
-    std::string next;
-    for (std::size_t i = at + end.size(); i < jinja.size() && next.size() < 8; ++i)
-      if (jinja[i] != ' ') next += jinja[i];
-    if (!(next.starts_with("\\n") || next.starts_with("\n") || next.starts_with("'+'\\n") ||
-          next.starts_with("\"+\"\\n") || next.starts_with("'+'\n") || next.starts_with("\"+\"\n")))
-      return false;
+    const std::size_t next = jinja.find_first_not_of(" '\"+", at + end.size());
+    if (next == std::string::npos || !(jinja[next] == '\n' || jinja.compare(next, 2, "\\n") == 0)) return false;
   }
   return true;
 }
 
 Resemblance resemble(const std::string& jinja) {
-  const auto has = [&](const char* s) { return jinja.find(s) != std::string::npos; };
+  const auto has = [&](std::string_view s) { return jinja.find(s) != std::string::npos; };
   // A template that adds messages of its own (a default system turn put into the list) renders turns ours
   // does not; 3.1's and Qwen3's own only take the system message out of the list ("messages[1:]").
   const bool adds_messages = has("] + messages") || has("]+messages") || has("messages + [") || has("messages+[");
@@ -229,12 +226,11 @@ Resemblance resemble(const std::string& jinja) {
       if (!has("last_query_index") || !has("</think>")) return {};
       return {ChatTemplate::kQwen3, has("raise_exception") ? "it raises errors (Qwen3's does not)" : ""};
     }
-    const char* qwen25 = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    const std::string qwen25 = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
     const ChatTemplate t = has(qwen25) ? ChatTemplate::kQwen25 : ChatTemplate::kChatml;
-    if (!has(qwen25) && !has("You are a helpful assistant.")) return {};
-    if (!has(t == ChatTemplate::kQwen25 ? "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>"
-                                        : "You are a helpful assistant.<|im_end|>"))
-      return {t, "its default system message is another text"};
+    const std::string system = t == ChatTemplate::kQwen25 ? qwen25 : "You are a helpful assistant.";
+    if (!has(system)) return {};
+    if (!has(system + "<|im_end|>")) return {t, "its default system message is another text"};
     if (has("raise_exception")) return {t, "it raises errors on some conversations (Qwen2's and Qwen2.5's do not)"};
     if (has("trim") || has("strip(")) return {t, "it trims the messages' content (Qwen2's and Qwen2.5's keep it whole)"};
     return {t, ""};
