@@ -8,6 +8,7 @@
 
 #include "apps/boundary.hpp"
 #include "ckpt/dir_lock.hpp"
+#include "data/shard_set.hpp"
 #include "config/derived.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
@@ -283,6 +284,7 @@ int run(dist::World& world, int argc, char** argv) {
   if (resume_code != kExitOk) return resume_code;
   // Bad data (no shard, a damaged header, another vocabulary; with data.verify=full a bad chunk) is a
   // start-up error like a bad config: found before any work, printed once.
+  data::limit_open_shards(static_cast<std::size_t>(s.cl.config.data.open_shards));
   const int data_code = agree_on_startup(world, [&] {
     if (s.cl.config.rl.enabled()) train::check_rl_inputs(s.cl.config, s.derived.dp_size);
     else train::check_data(s.cl.config, world.rank(), world.size());

@@ -131,6 +131,7 @@ struct DataConfig {
   DataVerify verify = DataVerify::kOnRead;  // when token chunks' checksums are checked
   bool document_mask = false;  // attention stays inside each document / packed sample (doc_offsets)
   bool reset_positions = false;  // with document_mask: positions restart at each document's start
+  std::int64_t open_shards = 128;  // shard files open through HDF5 at once per rank (data::limit_open_shards)
 };
 
 struct CkptConfig {

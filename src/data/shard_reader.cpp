@@ -11,12 +11,17 @@
 
 namespace zt::data {
 
-struct ShardReader::Impl {
-  ShardInfo info;
+// The file as HDF5 opened it: closed between uses when a shard set keeps few files open (close_file).
+struct OpenShard {
   io::H5File file;
   io::H5Dataset tokens;
   io::H5Dataset docs;
   std::optional<io::H5Dataset> loss_mask;  // instruction shards only
+};
+
+struct ShardReader::Impl {
+  ShardInfo info;
+  std::optional<OpenShard> h5;             // null after close_file(), until the next call that needs HDF5
   std::unique_ptr<VerifiedChunks> chunks;  // reads of chunks HDF5 verified before; null: HDF5 only
 };
 
@@ -105,21 +110,21 @@ io::H5Type type_in(const std::string& path, const io::H5Dataset& d, const char* 
   return *type;
 }
 
-void check_datasets(const ShardReader::Impl& s) {
-  const std::string path = s.info.path.string();
+void check_datasets(const ShardInfo& info, const OpenShard& s) {
+  const std::string path = info.path.string();
   const std::uint64_t length = s.tokens.length();
-  if (length != s.info.n_tokens)
-    invalid(path, cat("n_tokens says ", s.info.n_tokens, " but dataset `tokens` holds ", length));
+  if (length != info.n_tokens)
+    invalid(path, cat("n_tokens says ", info.n_tokens, " but dataset `tokens` holds ", length));
   const io::H5Type type = type_in(path, s.tokens, "tokens", {io::H5Type::kU16, io::H5Type::kU32},
                                   "little-endian uint16 or uint32 (numpy: astype('<u2') or astype('<u4'))");
-  if (type == io::H5Type::kU16 && shard_ids_are_wide(s.info.tokenizer.vocab_size))
-    invalid(path, cat("uint16 tokens cannot hold vocab_size ", s.info.tokenizer.vocab_size));
-  if (s.docs.length() != s.info.n_docs)
-    invalid(path, cat("n_docs says ", s.info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));
+  if (type == io::H5Type::kU16 && shard_ids_are_wide(info.tokenizer.vocab_size))
+    invalid(path, cat("uint16 tokens cannot hold vocab_size ", info.tokenizer.vocab_size));
+  if (s.docs.length() != info.n_docs)
+    invalid(path, cat("n_docs says ", info.n_docs, " but dataset `doc_offsets` holds ", s.docs.length()));
   type_in(path, s.docs, "doc_offsets", {io::H5Type::kU64}, "little-endian uint64 (numpy: astype('<u8'))");
   if (s.loss_mask) type_in(path, *s.loss_mask, "loss_mask", {io::H5Type::kU8}, "uint8");
-  if (s.loss_mask && s.loss_mask->length() != s.info.n_tokens)
-    invalid(path, cat("dataset `loss_mask` is not uint8 with one value per token (", s.info.n_tokens, ")"));
+  if (s.loss_mask && s.loss_mask->length() != info.n_tokens)
+    invalid(path, cat("dataset `loss_mask` is not uint8 with one value per token (", info.n_tokens, ")"));
   // Found here, before training, not as zeros trained on or as a "damaged" chunk hours in.
   const std::pair<const char*, const io::H5Dataset*> datasets[] = {
       {"tokens", &s.tokens}, {"doc_offsets", &s.docs}, {"loss_mask", s.loss_mask ? &*s.loss_mask : nullptr}};
@@ -129,6 +134,40 @@ void check_datasets(const ShardReader::Impl& s) {
         invalid(path, cat("dataset `", name, "`: ", problem));
 }
 
+OpenShard open_datasets(io::H5File file, const ShardInfo& info) {
+  for (const char* ds : {"tokens", "doc_offsets"})
+    if (!file.has(ds)) invalid(info.path.string(), cat("no dataset `", ds, "`"));
+  io::H5Dataset tokens = file.open_dataset("tokens");
+  io::H5Dataset docs = file.open_dataset("doc_offsets");
+  std::optional<io::H5Dataset> loss_mask;
+  if (info.has_loss_mask) loss_mask.emplace(file.open_dataset("loss_mask"));
+  return OpenShard{std::move(file), std::move(tokens), std::move(docs), std::move(loss_mask)};
+}
+
+// The file of a shard whose HDF5 handles were closed (close_file), opened again. The run validated it
+// at start-up: a file replaced or rewritten since (other tokens at the same positions, or none) is a
+// DataError, never read as the shard the window order was built on.
+const OpenShard& reopened(ShardReader::Impl& s) {
+  if (s.h5) return *s.h5;
+  const std::string path = s.info.path.string();
+  try {
+    io::H5File file = io::H5File::open_read(path);
+    const ShardInfo now = read_info(file);
+    if (now.n_tokens != s.info.n_tokens || now.n_docs != s.info.n_docs ||
+        now.tokenizer.vocab_hash != s.info.tokenizer.vocab_hash || now.has_loss_mask != s.info.has_loss_mask ||
+        now.window != s.info.window || now.sources != s.info.sources)
+      throw DataError(cat("shard ", path, " changed on disk during the run (now ", now.n_tokens, " tokens in ", now.n_docs,
+                          " documents, was ", s.info.n_tokens, " in ", s.info.n_docs,
+                          "): put the shards of a run back as they were, or start a new run on the new ones"));
+    s.h5.emplace(open_datasets(std::move(file), s.info));
+    return *s.h5;
+  } catch (const DataError&) {
+    throw;
+  } catch (const Error& e) {
+    throw DataError(cat("shard ", path, " was readable at start-up and cannot be opened again: ", e.what()));
+  }
+}
+
 }  // namespace
 
 ShardReader::ShardReader() = default;
@@ -136,6 +175,11 @@ ShardReader::ShardReader(ShardReader&&) noexcept = default;
 ShardReader& ShardReader::operator=(ShardReader&&) noexcept = default;
 ShardReader::~ShardReader() = default;
 const ShardInfo& ShardReader::info() const { return impl_->info; }
+bool ShardReader::file_open() const { return impl_->h5.has_value(); }
+void ShardReader::close_file() const {
+  impl_->h5.reset();
+  if (impl_->chunks) impl_->chunks->release_scratch();
+}
 
 ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpectation& expect) {
   const std::string name = path.string();
@@ -146,20 +190,16 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
     io::H5File file = io::H5File::open_read(name);
     ShardInfo info = read_info(file);
     check_expectation(info, expect);
-    for (const char* ds : {"tokens", "doc_offsets"})
-      if (!file.has(ds)) invalid(name, cat("no dataset `", ds, "`"));
-    io::H5Dataset tokens = file.open_dataset("tokens");
-    io::H5Dataset docs = file.open_dataset("doc_offsets");
+    OpenShard h5 = open_datasets(std::move(file), info);
+    check_datasets(info, h5);
+    info.wide_tokens = h5.tokens.type() == io::H5Type::kU32;
+    info.checksummed = h5.tokens.checksummed();
     ShardReader reader;
-    std::optional<io::H5Dataset> loss_mask;
-    if (info.has_loss_mask) loss_mask.emplace(file.open_dataset("loss_mask"));
-    reader.impl_ = std::make_unique<Impl>(
-        Impl{std::move(info), std::move(file), std::move(tokens), std::move(docs), std::move(loss_mask), {}});
+    reader.impl_ = std::make_unique<Impl>();
     Impl& s = *reader.impl_;
-    check_datasets(s);
-    s.info.wide_tokens = s.tokens.type() == io::H5Type::kU32;
-    s.info.checksummed = s.tokens.checksummed();
-    s.chunks = VerifiedChunks::open(path, s.tokens, s.info.n_tokens, s.info.wide_tokens);
+    s.chunks = VerifiedChunks::open(path, h5.tokens, info.n_tokens, info.wide_tokens);
+    s.info = std::move(info);
+    s.h5.emplace(std::move(h5));
     return reader;
   } catch (const InputError&) {
     throw;
@@ -173,10 +213,10 @@ bool reads_cleanly(const ShardReader::Impl& s, std::uint64_t start, std::uint64_
   try {
     if (s.info.wide_tokens) {
       std::vector<std::uint32_t> ids(n);
-      s.tokens.read(start, std::span(ids));
+      s.h5->tokens.read(start, std::span(ids));
     } else {
       std::vector<std::uint16_t> ids(n);
-      s.tokens.read(start, std::span(ids));
+      s.h5->tokens.read(start, std::span(ids));
     }
     return true;
   } catch (const Error&) {
@@ -188,7 +228,7 @@ bool reads_cleanly(const ShardReader::Impl& s, std::uint64_t start, std::uint64_
 // on its own (a window may span two), the inputs whose tokens it holds, and the fix.
 [[noreturn]] void throw_unreadable(const ShardReader::Impl& s, std::uint64_t start, std::uint64_t n, const Error& e) {
   std::uint64_t lo = start, hi = start + n;
-  if (const std::optional<std::uint64_t> chunk = s.tokens.checksummed_chunk_elements(); chunk && *chunk > 0)
+  if (const std::optional<std::uint64_t> chunk = s.h5->tokens.checksummed_chunk_elements(); chunk && *chunk > 0)
     for (std::uint64_t first = start / *chunk * *chunk; first < start + n; first += *chunk) {
       const std::uint64_t end = std::min(first + *chunk, s.info.n_tokens);
       if (!reads_cleanly(s, first, end - first)) {
@@ -207,22 +247,23 @@ bool reads_cleanly(const ShardReader::Impl& s, std::uint64_t start, std::uint64_
 // Tokens [start, start + ids.size()): by pread from chunks verified and located before (no HDF5 call),
 // else, when `hdf5` allows it, verifying or locating them (verified_chunks.hpp) or through HDF5's own
 // read; false when `hdf5` is not allowed and that would be needed.
-bool read_ids(const ShardReader::Impl& s, std::uint64_t start, std::span<std::uint32_t> ids, bool hdf5) {
+bool read_ids(ShardReader::Impl& s, std::uint64_t start, std::span<std::uint32_t> ids, bool hdf5) {
   const std::string path = s.info.path.string();
   if (start > s.info.n_tokens || ids.size() > s.info.n_tokens - start)
     throw DataError(cat("shard ", path, ": tokens [", start, ", ", start + ids.size(), ") are outside its ",
                         s.info.n_tokens));
   if (!(s.chunks && s.chunks->read(start, ids))) {
     if (!hdf5) return false;
+    const io::H5Dataset& tokens = reopened(s).tokens;
     try {
-      if (!(s.chunks && s.chunks->read_touching(s.tokens, start, ids))) {
+      if (!(s.chunks && s.chunks->read_touching(tokens, start, ids))) {
         // HDF5's own read decides (checksum, layout); in the stored type: no HDF5 conversion, whose
         // 1 MiB buffer it zeroes on every read.
         if (s.info.wide_tokens) {
-          s.tokens.read(start, ids);
+          tokens.read(start, ids);
         } else {
           std::vector<std::uint16_t> narrow(ids.size());
-          s.tokens.read(start, std::span(narrow));
+          tokens.read(start, std::span(narrow));
           std::copy(narrow.begin(), narrow.end(), ids.begin());
         }
         if (s.chunks) s.chunks->mark_verified(start, ids.size());
@@ -258,8 +299,9 @@ bool ShardReader::read_verified(std::uint64_t start, std::span<std::int32_t> out
 std::vector<std::uint64_t> ShardReader::doc_offsets() const {
   const ShardInfo& info = impl_->info;
   std::vector<std::uint64_t> offsets(info.n_docs);
+  const io::H5Dataset& docs = reopened(*impl_).docs;
   try {
-    impl_->docs.read(0, std::span(offsets));
+    docs.read(0, std::span(offsets));
   } catch (const Error& e) {
     throw DataError(cat("shard ", info.path.string(), ": cannot read doc_offsets: ", e.what()));
   }
@@ -271,14 +313,15 @@ std::vector<std::uint64_t> ShardReader::doc_offsets() const {
 }
 
 void ShardReader::read_loss_mask(std::uint64_t start, std::span<std::uint8_t> out) const {
-  const Impl& s = *impl_;
+  Impl& s = *impl_;
   const std::string path = s.info.path.string();
-  ZT_CHECK(s.loss_mask.has_value(), "shard ", path, " has no loss_mask");
+  ZT_CHECK(s.info.has_loss_mask, "shard ", path, " has no loss_mask");
   if (start > s.info.n_tokens || out.size() > s.info.n_tokens - start)
     throw DataError(cat("shard ", path, ": loss_mask [", start, ", ", start + out.size(), ") is outside its ",
                         s.info.n_tokens));
+  const io::H5Dataset& loss_mask = *reopened(s).loss_mask;
   try {
-    s.loss_mask->read(start, out);
+    loss_mask.read(start, out);
   } catch (const Error& e) {
     throw DataError(cat("shard ", path, ": loss_mask [", start, ", ", start + out.size(), ") is unreadable (", e.what(),
                         "): the file is damaged; run ztok again for its input (", s.info.sources.empty() ? "" : s.info.sources[0],

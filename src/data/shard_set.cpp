@@ -20,6 +20,43 @@ std::mutex& hdf5_read_mutex() {
   static std::mutex m;
   return m;
 }
+
+// HDF5 keeps about 530 KiB of its own per open file (BENCHMARKS.md "Memory per open shard"): 10,000
+// shards held open would cost 5 GB a rank. At most `limit` shard files are open through HDF5 at once,
+// across every shard set of the process; the least recently used one is closed (ShardReader::close_file:
+// its verified chunks stay readable without HDF5) and opened again when a read needs HDF5. Under
+// hdf5_read_mutex.
+class OpenFiles {
+ public:
+  // `shard` is about to call into HDF5: it becomes the most recently used, and is open or will open.
+  void use(const ShardReader& shard) {
+    if (!open_.empty() && open_.back() == &shard) return;
+    if (const auto at = std::find(open_.begin(), open_.end(), &shard); at != open_.end()) open_.erase(at);
+    open_.push_back(&shard);
+    trim();
+  }
+  void forget(const ShardReader& shard) { std::erase(open_, &shard); }
+  std::size_t limit() const { return limit_; }
+  void set_limit(std::size_t n) {
+    limit_ = std::max<std::size_t>(n, 1);
+    trim();
+  }
+
+ private:
+  void trim() {
+    while (open_.size() > limit_) {
+      open_.front()->close_file();
+      open_.erase(open_.begin());
+    }
+  }
+  std::vector<const ShardReader*> open_;  // least recently used first
+  std::size_t limit_ = kDefaultOpenShards;
+};
+
+OpenFiles& open_files() {
+  static OpenFiles files;
+  return files;
+}
 // Plain and instruction shards, shards packed for different windows, or tokenized with different
 // vocabularies (the same ids would mean other tokens), do not mix in one stream: one glob's shards, or
 // the corpora of a data.train blend.
@@ -72,12 +109,22 @@ std::vector<std::string> expand_globs(const std::string& patterns, const std::st
   return out;
 }
 
-ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation& expect) {
-  // Each shard stays open with two descriptors (HDF5's, the verified reads'): ~500 pass the usual 1024.
-  if (!paths.empty()) io::make_room_for_files(2 * paths.size(), cat(paths.size(), " shards (", paths.front(), ", ...)"));
+void limit_open_shards(std::size_t files) {
   std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+  open_files().set_limit(files);
+}
+
+ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation& expect) {
+  std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+  // A descriptor per shard for the verified reads, and HDF5's for the open ones: ~1000 shards pass the
+  // usual soft limit of 1024.
+  if (!paths.empty())
+    io::make_room_for_files(paths.size() + std::min(paths.size(), open_files().limit()),
+                            cat(paths.size(), " shards (", paths.front(), ", ...)"));
+  shards_.reserve(paths.size());  // the open-file list points at them
   for (const std::string& p : paths) {
     shards_.push_back(ShardReader::open(p, expect));
+    open_files().use(shards_.back());
     starts_.push_back(total_);
     total_ += shards_.back().info().n_tokens;
     check_same_kind(shards_.front().info(), shards_.back().info());
@@ -85,7 +132,10 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation
   starts_.push_back(total_);
 }
 
-ShardSet::~ShardSet() = default;
+ShardSet::~ShardSet() {
+  std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+  for (const ShardReader& shard : shards_) open_files().forget(shard);
+}
 
 const ShardInfo& ShardSet::first_info() const { return shards_.front().info(); }
 
@@ -115,6 +165,7 @@ void ShardSet::read(std::uint64_t start, std::uint64_t count, std::int32_t* out)
     const std::span<std::int32_t> piece(out, n);
     if (!shards_[s].read_verified(offset, piece)) {  // chunks read before: plain pread, no lock
       std::lock_guard<std::mutex> lock(hdf5_read_mutex());
+      open_files().use(shards_[s]);
       shards_[s].read(offset, piece);
     }
     out += n;
@@ -130,6 +181,7 @@ void ShardSet::read_loss_mask(std::uint64_t start, std::uint64_t count, std::uin
   std::size_t s = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
   while (count > 0) {
     const std::uint64_t n = std::min(count, starts_[s + 1] - start);
+    open_files().use(shards_[s]);
     shards_[s].read_loss_mask(start - starts_[s], std::span<std::uint8_t>(out, n));
     out += n;
     start += n;
@@ -142,8 +194,10 @@ std::vector<std::uint64_t> ShardSet::document_starts(std::uint64_t start, std::u
   {
     std::lock_guard<std::mutex> lock(hdf5_read_mutex());
     if (!doc_starts_loaded_) {
-      for (std::size_t s = 0; s < shards_.size(); ++s)
+      for (std::size_t s = 0; s < shards_.size(); ++s) {
+        open_files().use(shards_[s]);
         for (const std::uint64_t d : shards_[s].doc_offsets()) doc_starts_.push_back(starts_[s] + d);
+      }
       doc_starts_loaded_ = true;
     }
   }

@@ -3,6 +3,7 @@
 // token is read; a problem names the file and the fix.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,6 +14,12 @@
 #include "data/token_source.hpp"
 
 namespace zt::data {
+
+// How many shard files a process keeps open through HDF5 at once, across every ShardSet (data.open_shards):
+// HDF5 holds about 530 KiB per open file. The least recently read is closed beyond it and opened again
+// when needed; chunks read twice before are read without HDF5 either way. At least 1.
+inline constexpr std::size_t kDefaultOpenShards = 128;
+void limit_open_shards(std::size_t files);
 
 // Files matching a glob (or a comma-separated list of globs), each glob's matches sorted by byte
 // value, in the order given. No match is an InputError naming `key` (e.g. "data.train").

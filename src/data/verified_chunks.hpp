@@ -47,6 +47,9 @@ class VerifiedChunks {
   bool read_touching(const io::H5Dataset& tokens, std::uint64_t start, std::span<std::uint32_t> out);
   // After HDF5's own read of elements [start, start + n) succeeded: their chunks are verified.
   void mark_verified(std::uint64_t start, std::uint64_t n);
+  // Frees read_touching's one-chunk buffer (32-64 KiB) until its next call: a shard whose HDF5 file
+  // is closed keeps only its chunk table and descriptor. Under the callers' HDF5 lock, as read_touching.
+  void release_scratch() { stored_.reset(); }
 
  private:
   static constexpr std::uint64_t kNoOffset = 0, kUnlocatable = ~std::uint64_t{0};

@@ -3,7 +3,8 @@
 // Each row opens the shards afresh, so a chunk's first read checks its checksum and its second looks
 // up where it lies (data/verified_chunks.hpp); the last row reads every chunk twice first: the
 // steady state of a run once its chunks have been touched.
-//   bench_loader GLOB [--seq-len 1024] [--micro 16] [--accum 4] [--steps 50] [--world 8]
+//   bench_loader GLOB [--seq-len 1024] [--micro 16] [--accum 4] [--steps 50] [--world 8] [--open-shards 128]
+// (--open-shards: data.open_shards, the shard files kept open through HDF5 at once)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string glob;
   long seq_len = 1024, micro = 16, accum = 4, steps = 50, world = 8;
+  long open_shards = static_cast<long>(zt::data::kDefaultOpenShards);
 };
 
 Options parse(int argc, char** argv) {
@@ -33,6 +35,7 @@ Options parse(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--accum")) o.accum = v;
     else if (!std::strcmp(argv[i], "--steps")) o.steps = v;
     else if (!std::strcmp(argv[i], "--world")) o.world = v;
+    else if (!std::strcmp(argv[i], "--open-shards")) o.open_shards = v;
   }
   return o;
 }
@@ -65,10 +68,11 @@ double run(const Options& o, bool shuffle, bool verified_first, long* wrong) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_loader GLOB [--seq-len T] [--micro B] [--accum A] [--steps S] [--world W]\n");
+    std::fprintf(stderr, "usage: bench_loader GLOB [--seq-len T] [--micro B] [--accum A] [--steps S] [--world W] [--open-shards N]\n");
     return 2;
   }
   const Options o = parse(argc, argv);
+  zt::data::limit_open_shards(static_cast<std::size_t>(std::max(1L, o.open_shards)));
   long wrong_seq = 0, wrong_shuf = 0, wrong_ver = 0;
   run(o, true, false, &wrong_shuf);  // warm-up: file cache
   const double in_order = run(o, false, false, &wrong_seq);

@@ -1,0 +1,91 @@
+// A shard set keeps at most data.open_shards files open through HDF5 (shard_set.hpp): reads through a
+// bounded set give the same tokens and documents as through an unbounded one, and a shard reopened after
+// it changed on disk is refused.
+#include <gtest/gtest.h>
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "core/error.hpp"
+#include "data/shard_set.hpp"
+#include "shard_test_util.hpp"
+
+namespace zt::data {
+namespace {
+
+using namespace testing;
+
+// The process-wide limit, put back after each test.
+class OpenShards : public ::testing::Test {
+ protected:
+  void TearDown() override { limit_open_shards(kDefaultOpenShards); }
+};
+
+std::int64_t open_hdf5_files() { return H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_FILE); }
+
+TEST_F(OpenShards, ABoundedSetReadsWhatAnUnboundedOneReads) {
+  TempDir dir("open_shards");
+  std::vector<std::string> paths;
+  std::vector<std::int32_t> stream;
+  std::vector<std::uint64_t> doc_starts;
+  for (std::uint32_t s = 0; s < 6; ++s) {  // 1.5 chunks each: windows cross chunk and shard boundaries
+    std::vector<std::uint32_t> tokens(kShardChunkTokens * 3 / 2 + s);
+    for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::uint32_t>((i * 31 + s * 977) % 50257);
+    const std::vector<std::uint64_t> docs = {0, 100 + s, kShardChunkTokens + s};
+    for (const std::uint64_t d : docs) doc_starts.push_back(stream.size() + d);
+    stream.insert(stream.end(), tokens.begin(), tokens.end());
+    paths.push_back((dir.path / cat("s", s, ".h5")).string());
+    write_shard(paths.back(), tokens, docs);
+  }
+  const std::int64_t before = open_hdf5_files();
+  limit_open_shards(2);
+  const ShardSet set(paths, {});
+  EXPECT_LE(open_hdf5_files() - before, 2);
+  ASSERT_EQ(set.n_tokens(), stream.size());
+  EXPECT_EQ(set.document_starts(0, stream.size()), doc_starts);
+  // Windows in a shuffled order, three times: each chunk is verified (HDF5), located (HDF5), then read
+  // without HDF5, while the open files rotate.
+  const std::uint64_t window = 1025;
+  std::vector<std::uint64_t> starts(stream.size() / 700);
+  for (std::size_t i = 0; i < starts.size(); ++i) starts[i] = std::min<std::uint64_t>(i * 700, stream.size() - window);
+  std::mt19937 rng(7);
+  std::vector<std::int32_t> got(window);
+  for (int pass = 0; pass < 3; ++pass) {
+    std::shuffle(starts.begin(), starts.end(), rng);
+    for (const std::uint64_t start : starts) {
+      set.read(start, window, got.data());
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), stream.begin() + static_cast<std::ptrdiff_t>(start))) << start;
+      ASSERT_LE(open_hdf5_files() - before, 2);
+    }
+  }
+}
+
+TEST_F(OpenShards, AShardChangedOnDiskIsRefusedWhenOpenedAgain) {
+  TempDir dir("open_shards_changed");
+  std::vector<std::string> paths;
+  const std::vector<std::uint32_t> tokens(kShardChunkTokens * 2, 5);
+  for (int s = 0; s < 3; ++s) {
+    paths.push_back((dir.path / cat("s", s, ".h5")).string());
+    write_shard(paths.back(), tokens, {0});
+  }
+  limit_open_shards(1);
+  const ShardSet set(paths, {});  // s0 and s1 were closed as the next ones opened
+  write_shard(paths[0], std::vector<std::uint32_t>(tokens.size() - 1, 6), {0});  // another run's ztok
+  std::vector<std::int32_t> got(10);
+  try {
+    set.read(0, got.size(), got.data());
+    FAIL() << "read a replaced shard";
+  } catch (const DataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("changed on disk during the run"), std::string::npos) << what;
+    EXPECT_NE(what.find(paths[0]), std::string::npos) << what;
+  }
+  set.read(tokens.size() + 3, got.size(), got.data());  // the others still read
+  EXPECT_EQ(got.front(), 5);
+}
+
+}  // namespace
+}  // namespace zt::data
