@@ -68,12 +68,16 @@ std::vector<std::string> modules_named(Arch arch, const std::string& names, cons
                             list(known)));
     const std::string as_written = name;
     name = without_block_path(arch, name, c_proj_paths);
-    if (arch == Arch::kLlama && !name.ends_with("_proj")) name += "_proj";  // q -> q_proj
+    static const std::set<std::string> kShortLlama = {"q", "k", "v", "o", "gate", "up", "down"};
+    if (arch == Arch::kLlama && kShortLlama.contains(name)) name += "_proj";  // q -> q_proj
     const auto it = std::find(known.begin(), known.end(), name);
-    if (it == known.end())
+    if (it == known.end()) {
+      const bool outside_blocks = name == "lm_head" || name == "embed_tokens" || name == "wte" || name == "wpe";
       throw ConfigError(cat(what, ": model.arch=", family, " has no module '", as_written, "'",
-                            name == as_written ? "" : cat(" (read as ", name, ")"), "; use a comma-separated subset of ",
-                            list(known), arch == Arch::kLlama ? " (or q,k,v,o,gate,up,down)" : ""));
+                            outside_blocks ? " that LoRA adapts here (only the blocks' linear layers take adapters)" : "",
+                            "; use a comma-separated subset of ", list(known),
+                            arch == Arch::kLlama ? " (or q,k,v,o,gate,up,down)" : ""));
+    }
     chosen[static_cast<std::size_t>(it - known.begin())] = true;
   }
   if (c_proj_paths.size() == 1)

@@ -36,6 +36,21 @@ RawTensor raw(const std::string& name, const char* dtype, std::vector<std::int64
   return t;
 }
 
+// The packed codes: uint8, or the same bytes viewed as another dtype (bnb_4bit_quant_storage, e.g.
+// bfloat16 for FSDP-QLoRA: a [n/4, 1] BF16 tensor holds the n/2 code bytes unchanged).
+template <typename Fail>
+std::vector<std::uint8_t> packed_codes(const std::string& weight, std::int64_t bytes,
+                                       const std::function<std::optional<RawTensor>(const std::string&)>& fetch,
+                                       const Fail& fail) {
+  const std::optional<RawTensor> t = fetch(weight);
+  if (!t) throw fail(cat(weight, " is missing"));
+  if (static_cast<std::int64_t>(t->bytes.size()) != bytes)
+    throw fail(cat(weight, " is ", t->dtype, " with ", numel_of(t->shape), " elements (", t->bytes.size(),
+                   " bytes), expected the ", bytes, " bytes of its shape's packed 4-bit codes (any "
+                   "bnb_4bit_quant_storage): the file does not match its quant state; quantize the model again"));
+  return {t->bytes.begin(), t->bytes.end()};
+}
+
 }  // namespace
 
 bool is_bnb_nf4_companion(const std::string& tensor, const std::string& weight) {
@@ -50,7 +65,7 @@ bool is_bnb_nf4_companion(const std::string& tensor, const std::string& weight) 
 BnbNf4Weight read_bnb_nf4(const std::string& file, const std::string& weight,
                           const std::function<std::optional<RawTensor>(const std::string&)>& fetch) {
   auto fail = [&](const std::string& what) -> InputError {
-    return InputError(cat(file, ": 4-bit weight ", weight, ": ", what, " (bitsandbytes' NF4 format: model/bnb_nf4.hpp)"));
+    return InputError(cat(file, ": 4-bit weight ", weight, ": ", what, " (bitsandbytes' 4-bit NF4 serialization)"));
   };
   auto need = [&](const std::string& suffix, const char* dtype, std::int64_t numel) {
     std::optional<RawTensor> t = fetch(weight + suffix);
@@ -84,7 +99,7 @@ BnbNf4Weight read_bnb_nf4(const std::string& file, const std::string& weight,
   if (t.block <= 0 || (t.nested && t.nested_absmax.block <= 0)) throw fail("a block size is not positive");
   t.numel = numel_of(w.shape);
   const std::int64_t blocks = (t.numel + t.block - 1) / t.block;
-  t.packed = values_of<std::uint8_t>(need("", "U8", (t.numel + 1) / 2));
+  t.packed = packed_codes(weight, (t.numel + 1) / 2, fetch, fail);
   const std::vector<float> levels = values_of<float>(need(".quant_map", "F32", 16));
   if (std::memcmp(levels.data(), quant::nf4_levels().data(), sizeof(float) * 16) != 0)
     throw fail(".quant_map is not the 16 NF4 levels (another 4-bit type: only NF4 is read)");

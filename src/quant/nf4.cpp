@@ -24,8 +24,10 @@ std::uint8_t nearest(const std::array<float, N>& levels, float v) {
   return static_cast<std::uint8_t>(lo);
 }
 
-// Each block's absmax (a zero block's as 1e-38, so its codes are 0) and x scaled into [-1, 1] by its
-// reciprocal.
+// Each block's absmax and x scaled into [-1, 1] by its reciprocal. A zero block's is taken as 1e-38,
+// so its codes are those of 0.0 (0x77), as bitsandbytes' CPU quantizer writes them; its CUDA kernel
+// writes 0x00 there (0 * 1/0 is NaN, which falls to code 0: -1.0), which dequantizes to 0 without
+// double quantization and to minus the nested scale's rounding error with it; 0x77 is 0 either way.
 std::vector<float> scale_blocks(std::span<const float> x, int block, std::vector<float>& absmax) {
   const std::size_t n = x.size(), b = static_cast<std::size_t>(block);
   std::vector<float> scaled(n);
@@ -136,7 +138,9 @@ Nf4Tensor quantize_nf4(std::span<const float> x, int block, bool double_quant) {
   t.numel = static_cast<std::int64_t>(x.size());
   t.block = block;
   const std::vector<float> scaled = scale_blocks(x, block, t.absmax);
+  // An odd count's spare low nibble holds the code of 0.0, as bitsandbytes writes it (never read back).
   t.packed.assign((x.size() + 1) / 2, 0);
+  if (x.size() % 2 != 0) t.packed.back() = kNf4ZeroCode;
   for (std::size_t i = 0; i < scaled.size(); ++i)
     t.packed[i / 2] |= static_cast<std::uint8_t>(nearest(nf4_levels(), scaled[i]) << (i % 2 == 0 ? 4 : 0));
   if (double_quant) {  // the scales less their mean (fp32), in 8 bits: QLoRA's double quantization

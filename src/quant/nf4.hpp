@@ -18,6 +18,7 @@ namespace zt::quant {
 // The 16 NF4 levels, ascending (code i is level i): quantiles of N(0, 1) scaled to [-1, 1], with an
 // exact 0 (QLoRA, appendix E).
 const std::array<float, 16>& nf4_levels();
+inline constexpr std::uint8_t kNf4ZeroCode = 7;  // nf4_levels()[7] == 0.0f
 // The 256 values of the signed dynamic 8-bit map (bitsandbytes' create_dynamic_map(signed=True): for
 // each exponent 10^-6 .. 10^0 a linear fraction of 1, 2, 4 .. 64 steps over (0.1, 1], both signs, 0 and
 // 1), ascending: the code of double quantization.

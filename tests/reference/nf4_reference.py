@@ -59,8 +59,8 @@ def main():
     for name, x in cases.items():
         t = torch.from_numpy(x)
         codes, absmax = blockwise(t, NF4, 64)
-        if codes.numel() % 2:
-            codes = torch.cat([codes, torch.zeros(1, dtype=torch.int32)])
+        if codes.numel() % 2:  # bitsandbytes pads with the value 0.0: code 7
+            codes = torch.cat([codes, torch.full((1,), 7, dtype=torch.int32)])
         packed = (codes[0::2] << 4) | codes[1::2]
         offset = absmax.mean()
         q8, absmax8 = blockwise(absmax - offset, dynamic_map(), 256)

@@ -364,8 +364,11 @@ TEST(Validate, LoraTargetsAreEitherFamilysModuleNames) {
   EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "v_proj"}));
   // Errors name what the user wrote (issue 36), not the name it was read as.
   c.lora.targets = "q, c_attn";
-  EXPECT_NE(error_of([&] { validate(c); }).find("lora.targets=q, c_attn: model.arch=llama has no module 'c_attn' (read as "
-                                                "c_attn_proj); use a comma-separated subset of q_proj,"),
+  EXPECT_NE(error_of([&] { validate(c); }).find("lora.targets=q, c_attn: model.arch=llama has no module 'c_attn'; use a "
+                                                "comma-separated subset of q_proj,"),
+            std::string::npos);
+  c.lora.targets = "q,lm_head";  // outside the blocks: said so, under the name written (sweep 24 F4)
+  EXPECT_NE(error_of([&] { validate(c); }).find("has no module 'lm_head' that LoRA adapts here (only the blocks' linear"),
             std::string::npos);
   c.lora.targets = "q,,v";
   EXPECT_NE(error_of([&] { validate(c); }).find("lora.targets=q,,v has an empty name"), std::string::npos);

@@ -19,6 +19,7 @@
 #include "model/decoder.hpp"
 #include "model/lora.hpp"
 #include "model/model.hpp"
+#include "model/bnb_nf4.hpp"
 #include "model/nf4_params.hpp"
 
 namespace zt::model {
@@ -219,6 +220,48 @@ TEST(Nf4Params, AUnitTakenTwiceIsHeldUntilItsLastRelease) {
   nf4.release(1);
   EXPECT_EQ(nf4.units_in_use(), 0);
   EXPECT_THROW(nf4.release(1), Error);
+}
+
+}  // namespace
+}  // namespace zt::model
+
+namespace zt::model {
+namespace {
+
+// bitsandbytes' serialized NF4 weight read back as written; the packed codes stored as another dtype
+// (bnb_4bit_quant_storage=bfloat16, FSDP-QLoRA's [n/4, 1] BF16 tensor) are the same bytes (sweep 24 F3);
+// a packed tensor of another size is refused naming its bytes.
+TEST(BnbNf4, ReadsTheCodesWhateverTheirStorageDtype) {
+  std::vector<float> w(13 * 24);  // 312 values: 156 code bytes, 78 bf16s; blocks of 64 and a short one
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::sin(static_cast<float>(i) * 0.37f);
+  const quant::Nf4Tensor t = quant::quantize_nf4(w, 64, true);
+  const std::vector<std::int64_t> shape = {13, 24};
+  const std::vector<RawTensor> tensors = bnb_nf4_tensors("q.weight", t, shape, "bfloat16");
+  auto read = [&](const std::string& dtype, std::vector<std::int64_t> packed_shape, std::size_t drop) {
+    return read_bnb_nf4("m.safetensors", "q.weight", [&](const std::string& name) -> std::optional<RawTensor> {
+      for (RawTensor r : tensors)
+        if (r.name == name) {
+          if (name == "q.weight") r.dtype = dtype, r.shape = packed_shape, r.bytes.resize(r.bytes.size() - drop);
+          return r;
+        }
+      return std::nullopt;
+    });
+  };
+  for (const auto& [dtype, packed_shape] :
+       {std::pair<std::string, std::vector<std::int64_t>>{"U8", {156, 1}}, {"BF16", {78, 1}}, {"F32", {39, 1}}}) {
+    const BnbNf4Weight back = read(dtype, packed_shape, 0);
+    EXPECT_EQ(back.shape, shape) << dtype;
+    EXPECT_EQ(back.tensor.packed, t.packed) << dtype;
+    EXPECT_EQ(back.tensor.nested_absmax.codes, t.nested_absmax.codes) << dtype;
+    EXPECT_EQ(quant::dequantize_nf4(back.tensor), quant::dequantize_nf4(t)) << dtype;
+  }
+  try {
+    read("BF16", {77, 1}, 2);
+    FAIL() << "read a short packed tensor";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("q.weight is BF16 with 77 elements (154 bytes), expected the 156 bytes"),
+              std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
