@@ -234,7 +234,8 @@ void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
 // model: its tokenizer and templates), else a tokenizer.json given as data.vocab (copied as such).
 // A tokenizer.json given as data.vocab is the one the run tokenized with: it wins over the base's.
 void copy_run_tokenizer(const config::Config& run, const fs::path& to) {
-  const fs::path from(config::lora_base_path(run));  // init.from, or a PEFT directory's base
+  // init.from, or a PEFT directory's base: a model directory, or the one holding its .safetensors file
+  const fs::path from(config::hf_config_dir(config::lora_base_path(run)));
   std::error_code ec;
   if (!from.empty() && fs::exists(from / "config.json", ec)) copy_tokenizer_files(from, to);
   if (run.data.vocab.ends_with(".json") && fs::is_regular_file(run.data.vocab, ec))

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.hpp"
+#include "config/hf_config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/read_file.hpp"
@@ -70,12 +71,9 @@ gen::ChatChoice template_of(const Options& o, const tok::Tokenizer* t, const std
   return c;
 }
 
-// A Hugging Face directory's generation_config.json eos_token_id (an id or a list: Llama 3 Instruct ends
-// turns with two), as generate() stops on them; none without the file.
-std::vector<std::int32_t> generation_config_eos(const std::string& dir, std::int64_t vocab) {
-  const fs::path file = fs::path(dir) / "generation_config.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return {};
+// The eos_token_id of a JSON file (an id or a list: Llama 3 Instruct ends turns with two); none when
+// the file has none.
+std::vector<std::int32_t> eos_ids_in(const fs::path& file, std::int64_t vocab) {
   const std::optional<std::string> text = read_file(file);
   if (!text) throw InputError(cat(file.string(), ": cannot be read"));
   nlohmann::json j;
@@ -95,6 +93,18 @@ std::vector<std::int32_t> generation_config_eos(const std::string& dir, std::int
     ids.push_back(static_cast<std::int32_t>(v.get<std::int64_t>()));
   }
   return ids;
+}
+
+// The ids generate() stops on for a Hugging Face directory: generation_config.json's eos_token_id, or
+// where there is no such file config.json's (transformers then builds the generation config from the
+// model's: GenerationConfig.from_model_config).
+std::vector<std::int32_t> generation_config_eos(const std::string& model, std::int64_t vocab) {
+  const std::string dir = config::hf_config_dir(model);
+  if (dir.empty()) return {};
+  std::error_code ec;
+  const fs::path generation = fs::path(dir) / "generation_config.json", config = fs::path(dir) / "config.json";
+  if (fs::is_regular_file(generation, ec)) return eos_ids_in(generation, vocab);
+  return fs::is_regular_file(config, ec) ? eos_ids_in(config, vocab) : std::vector<std::int32_t>{};
 }
 
 std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedModel& m, const tok::Tokenizer* t,

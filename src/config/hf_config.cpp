@@ -9,6 +9,7 @@
 #include "config/hf_config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <vector>
@@ -165,19 +166,32 @@ std::string int_text(const JsonFields& c, const std::string& name, std::optional
 
 // The scaling of a rope_scaling (v4) or rope_parameters (v5) object `r`: its type (rope_type, or v4's
 // older "type"), and llama3's four numbers.
-std::vector<Field> scaling_fields(const JsonFields& r) {
+std::vector<Field> scaling_fields(const JsonFields& r, bool empty_object = false) {
+  if (empty_object)  // transformers v4 fails on it (no rope_type): null is "no scaling"
+    throw ConfigError(cat(r.file(), ": ", r.path("").substr(0, r.path("").size() - 1), " is an empty object; give null (or {\"rope_type\": \"default\"}) "
+                          "for no scaling, or llama3's rope_type, factor, low_freq_factor, high_freq_factor and "
+                          "original_max_position_embeddings"));
   const std::string type = r.string("rope_type", r.string("type", "default"));
   // transformers' "default" is the unscaled rotation, as a null rope_scaling
   if (type == "default") return {{"model.rope_scaling", r.path("rope_type"), "none"}};
   if (type != "llama3")
     throw ConfigError(cat(r.file(), ": ", r.path("rope_type"), " '", type,
                           "' is not supported; ztrain implements llama3 or none (null or \"default\")"));
+  if (r.number("high_freq_factor") <= r.number("low_freq_factor"))
+    throw ConfigError(cat(r.file(), ": ", r.path("high_freq_factor"), "=", r.text("high_freq_factor"), " must be above ",
+                          r.path("low_freq_factor"), "=", r.text("low_freq_factor"), " (Llama 3.1: 4 and 1): the "
+                          "llama3 scaling blends between the two wavelengths they set"));
+  // An integral number written as a float (16.0) is the integer transformers divides by.
+  const double original = r.number("original_max_position_embeddings");
+  if (original != std::floor(original) || original < 1 || original > 1e15)
+    throw ConfigError(cat(r.file(), ": ", r.path("original_max_position_embeddings"), "=",
+                          r.text("original_max_position_embeddings"), " is not a whole number of positions"));
   return {{"model.rope_scaling", r.path("rope_type"), "llama3"},
           {"model.rope_factor", r.path("factor"), number_text(r, "factor")},
           {"model.rope_low_freq_factor", r.path("low_freq_factor"), number_text(r, "low_freq_factor")},
           {"model.rope_high_freq_factor", r.path("high_freq_factor"), number_text(r, "high_freq_factor")},
           {"model.rope_original_max_position", r.path("original_max_position_embeddings"),
-           int_text(r, "original_max_position_embeddings")}};
+           std::to_string(static_cast<std::int64_t>(original))}};
 }
 
 // transformers v5 writes RoPE as one object, `"rope_parameters": {"rope_theta": 500000.0, "rope_type":
@@ -208,7 +222,7 @@ std::vector<Field> rope_fields(const nlohmann::json& j, const JsonFields& c) {
                             "and rope_scaling (transformers v4) or rope_parameters (v5)"));
   std::vector<Field> v4 = {{"model.rope_theta", "rope_theta", number_text(c, "rope_theta", "10000")}};
   if (c.has("rope_scaling")) {
-    for (Field& f : scaling_fields(c.object("rope_scaling"))) v4.push_back(std::move(f));
+    for (Field& f : scaling_fields(c.object("rope_scaling"), j.at("rope_scaling").empty())) v4.push_back(std::move(f));
   } else {
     v4.push_back({"model.rope_scaling", "rope_scaling", "none"});
   }
@@ -236,6 +250,11 @@ std::vector<Field> rope_fields(const nlohmann::json& j, const JsonFields& c) {
 // head_dim: transformers' LlamaConfig and Qwen2Config default to hidden_size / num_attention_heads (0 here:
 // the same), Qwen3Config to 128.
 std::vector<Field> llama_fields(const nlohmann::json& j, const JsonFields& c, const std::string& arch) {
+  // null is "the default" for most fields (head_dim, num_key_value_heads); for these transformers keeps
+  // the None and fails on it, so a file with one is not a model it loads.
+  for (const char* key : {"rms_norm_eps", "rope_theta"})
+    if (j.contains(key) && j.at(key).is_null())
+      throw ConfigError(cat(c.file(), ": ", key, " is null; give its number (transformers cannot run the model without it)"));
   const std::int64_t heads = c.integer("num_attention_heads");
   const bool qwen3 = arch == "Qwen3ForCausalLM";
   const std::int64_t head_dim = c.integer("head_dim", qwen3 ? 128 : 0);
@@ -265,17 +284,36 @@ std::vector<Field> gpt2_fields(const JsonFields& c) {
           {"model.vocab_size", "vocab_size", int_text(c, "vocab_size")}};
 }
 
-std::string architecture(const JsonFields& c) {
-  if (c.has("architectures")) {
-    const std::vector<std::string> names = c.strings("architectures");
-    if (!names.empty()) return names.front();
-  }
-  const std::string type = c.string("model_type");  // older files name only the type
+// The class transformers' AutoModelForCausalLM builds for a model_type ztrain knows; "" for another.
+std::string class_of_model_type(const std::string& type) {
   if (type == "llama") return "LlamaForCausalLM";
   if (type == "mistral") return "MistralForCausalLM";
   if (type == "qwen2") return "Qwen2ForCausalLM";
   if (type == "qwen3") return "Qwen3ForCausalLM";
-  return type == "gpt2" ? "GPT2LMHeadModel" : type;
+  return type == "gpt2" ? "GPT2LMHeadModel" : "";
+}
+
+// architectures[0], else (older files name only the type) model_type's class. When both name classes
+// ztrain knows they must agree: transformers builds model_type's class and vLLM architectures', so a
+// file where they differ (a Llama class with Mistral's window, or with Qwen2's biases in the file) means
+// two functions (exit 2 naming both).
+std::string architecture(const JsonFields& c) {
+  const std::string type = c.has("model_type") ? c.string("model_type") : "";
+  const std::string typed = class_of_model_type(type);
+  if (c.has("architectures")) {
+    const std::vector<std::string> names = c.strings("architectures");
+    if (!names.empty()) {
+      const std::string& named = names.front();
+      const bool known = named == "LlamaForCausalLM" || named == "MistralForCausalLM" || named == "Qwen2ForCausalLM" ||
+                         named == "Qwen3ForCausalLM" || named == "GPT2LMHeadModel";
+      if (!typed.empty() && known && typed != named)
+        throw ConfigError(cat(c.file(), ": model_type \"", type, "\" is transformers' ", typed, " but architectures names ",
+                              names.front(), ": transformers builds the first and vLLM the second, other functions; "
+                              "make the two agree (the class the weights were trained as)"));
+      return names.front();
+    }
+  }
+  return typed.empty() ? type : typed;
 }
 
 // The block families ztrain's Llama computes: Llama itself, Mistral (its window checked against
@@ -330,6 +368,12 @@ bool has_config_json(const std::string& path) {
   const std::filesystem::path p(path);
   if (std::filesystem::is_directory(p, ec)) return true;
   return std::filesystem::is_regular_file(p, ec) && std::filesystem::exists(p.parent_path() / "config.json", ec);
+}
+
+std::string hf_config_dir(const std::string& path) {
+  if (!has_config_json(path)) return "";
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) ? path : std::filesystem::path(path).parent_path().string();
 }
 
 namespace {

@@ -16,6 +16,9 @@ bool is_hf_directory(const std::string& path);
 // with config.json beside it (what zckpt export --out FILE.safetensors writes, and a model directory's
 // own file): its RoPE, norm epsilon and head width are the file's model's, not ztrain's defaults.
 bool has_config_json(const std::string& path);
+// The directory whose config.json (and tokenizer and generation files) describe `path`: `path` itself
+// or a .safetensors file's directory; "" when has_config_json(path) is false.
+std::string hf_config_dir(const std::string& path);
 
 // Reads DIR/config.json (LlamaForCausalLM or GPT2LMHeadModel) into config.model: architectures ->
 // model.arch, the shape fields, RoPE and norm settings, tie_word_embeddings, each only where its key is

@@ -28,7 +28,7 @@ nlohmann::ordered_json read_json(const fs::path& path) {
 // The base's positions as transformers reads its config.json (the default of its class where the file
 // has none: an absent key is not the run's training length).
 GptShape at_base_context(GptShape shape, const std::string& base) {
-  if (base.empty() || !config::is_hf_directory(base)) return shape;
+  if (!config::has_config_json(base)) return shape;  // a directory, or a .safetensors file with config.json beside
   shape.seq_len = static_cast<int>(std::max<std::int64_t>(shape.seq_len, config::hf_context(base).positions));
   return shape;
 }
@@ -53,9 +53,9 @@ ExportWeights at_base_context(ParamTable table, std::vector<float> weights, cons
 }
 
 void carry_base_config(const std::string& export_dir, const std::string& base) {
-  if (base.empty() || !config::is_hf_directory(base)) return;
+  if (!config::has_config_json(base)) return;
   const fs::path to = fs::path(export_dir) / "config.json";
-  const nlohmann::ordered_json source = read_json(fs::path(base) / "config.json");
+  const nlohmann::ordered_json source = read_json(fs::path(config::hf_config_dir(base)) / "config.json");
   nlohmann::ordered_json exported = read_json(to);
   bool changed = false;
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})

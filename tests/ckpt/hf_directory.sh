@@ -126,6 +126,16 @@ assert exp[:8 * row] != base[:8 * row], "rows 0..7 were trained"
 assert (c["bos_token_id"], c["eos_token_id"], c["pad_token_id"]) == (1, [2, 3], 0), c
 print("ok: exported at the base's 16 positions (rows 8..15 the base's) with its token ids")
 PY
+# The same base named by its file (config.json beside it, as models.md allows) exports the same directory:
+# its context, position rows, token ids and tokenizer files are the base's as well (sweep 22 F1).
+echo '{"eos_token_id": 3}' >"$W/gpt2/ids/generation_config.json"
+expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/gpt2/ids/model.safetensors" --model.seq_len=8 \
+  --optim.lr=1e-2 --optim.min_lr=1e-2 --optim.warmup_steps=0 --ckpt.dir="$W/short-file"
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/short-file/step_00000001" --out "$W/short-file-hf" --dtype fp32
+cmp "$W/short-hf/model.safetensors" "$W/short-file-hf/model.safetensors" || fail "a file base's export differs from its directory's"
+cmp "$W/short-hf/config.json" "$W/short-file-hf/config.json" || fail "a file base's config.json differs from its directory's"
+cmp "$W/gpt2/ids/generation_config.json" "$W/short-file-hf/generation_config.json" || fail "a file base's generation_config.json was not copied"
+echo "ok: a base named by its .safetensors file exports as its directory does"
 
 # A Mistral base (Llama's block within a sliding window) goes back as MistralForCausalLM with its window,
 # not as a Llama attending past it; a base that leaves max_position_embeddings out is exported at its
@@ -138,9 +148,12 @@ c = json.load(open(sys.argv[1])); c.pop("max_position_embeddings", None); c["arc
 if sys.argv[2] == "MistralForCausalLM": c.update(model_type="mistral", sliding_window=16)
 json.dump(c, open(sys.argv[1], "w"))
 PY
-  expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$W/base" --ckpt.dir="$W/ck_$arch"
-  expect_exit 0 "$ZT_BIN/zckpt" export "$W/ck_$arch/step_00000001" --out "$W/hf_$arch" --dtype fp32
-  /usr/bin/python3 - "$W/hf_$arch/config.json" "$arch" <<'PY' || fail "$arch: the export's class, window or context (above)"
+  # The base as a directory, and as its .safetensors file with config.json beside it (sweep 22 F1).
+  for from in "$W/base" "$W/base/model.safetensors"; do
+    rm -rf "$W/ck_$arch" "$W/hf_$arch"
+    expect_exit 0 zt_mpirun 1 "$ZT_BIN/ztrain" "${FROM[@]}" --init.from="$from" --ckpt.dir="$W/ck_$arch"
+    expect_exit 0 "$ZT_BIN/zckpt" export "$W/ck_$arch/step_00000001" --out "$W/hf_$arch" --dtype fp32
+    /usr/bin/python3 - "$W/hf_$arch/config.json" "$arch" <<'PY' || fail "$arch from $from: the export's class, window or context (above)"
 import json, sys
 c = json.load(open(sys.argv[1]))
 want = (["MistralForCausalLM"], 16, 131072) if sys.argv[2] == "MistralForCausalLM" else (["LlamaForCausalLM"], None, 2048)
@@ -148,6 +161,7 @@ got = (c["architectures"], c.get("sliding_window"), c["max_position_embeddings"]
 assert got == want, (got, want)
 print("ok:", sys.argv[2], got)
 PY
+  done
 done
 
 # A tensor missing from a shard: named, with the index it should be listed in; an extra one with its file.

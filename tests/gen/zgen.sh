@@ -103,6 +103,17 @@ for a, b in zip(free, cut):
 assert cut[6]["finish_reason"] == "stop"
 print("ok: eos_token_id", eos, "from generation_config.json ends the samples holding it")
 PY
+# Without generation_config.json, config.json's eos_token_id stops them (transformers builds the generation
+# config from the model's: sweep 22 F3).
+cp "$W/gpt2-hf/config.json" "$W/config.json.kept"
+/usr/bin/python3 - "$W/gpt2-hf/config.json" "$eos" <<'PY' || fail "cannot edit config.json"
+import json, sys
+c = json.load(open(sys.argv[1])); c["eos_token_id"] = int(sys.argv[2]); json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_exit 0 "$zgen" --model "$W/gpt2-hf" --out "$W/eos-config.jsonl" "${run[@]}"
+mv "$W/config.json.kept" "$W/gpt2-hf/config.json"
+cmp "$W/eos.jsonl" "$W/eos-config.jsonl" || fail "config.json's eos_token_id did not stop the samples as generation_config.json's"
+echo "ok: config.json's eos_token_id stops them the same without generation_config.json"
 
 # ---- sampled: the same continuations on 1 rank, 2 data-parallel ranks, 2 tensor-parallel ranks ------------
 sampled=(--model "$W/qwen2/step_00000030" --prompts "$W/prompts.jsonl" --max-new-tokens 6 --temperature 0.9 --top-k 40

@@ -322,6 +322,52 @@ TEST(HfConfig, LlamaFieldsThatChangeTheFunctionAreRefusedByName) {
   std::filesystem::remove_all(dir);
 }
 
+// A file whose model_type and architectures name different families (transformers builds the first,
+// vLLM the second: two functions) is refused naming both (sweep 22 F2); agreeing ones load.
+TEST(HfConfig, ModelTypeAndArchitecturesMustAgree) {
+  for (const auto& [type, arch] : {std::pair<std::string, std::string>{"mistral", "LlamaForCausalLM"},
+                                   {"llama", "Qwen2ForCausalLM"}, {"llama", "Qwen3ForCausalLM"}}) {
+    std::string llama = kLlama32_1b;
+    llama.replace(llama.find("\"llama\""), 7, "\"" + type + "\"");
+    llama.replace(llama.find("LlamaForCausalLM"), 16, arch);
+    const std::string dir = model_dir(llama);
+    const std::string msg = error_of({"--init.from=" + dir});
+    EXPECT_NE(msg.find("model_type \"" + type + "\" is transformers' "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("but architectures names " + arch), std::string::npos) << msg;
+    std::filesystem::remove_all(dir);
+  }
+  const std::string dir = model_dir(kLlama32_1b);
+  EXPECT_NO_THROW(parse_cli({"--init.from=" + dir}));
+  std::filesystem::remove_all(dir);
+}
+
+// Values transformers cannot run are refused naming the file's field, not [model] keys (sweep 22 F4); an
+// integral float is the integer transformers divides by.
+TEST(HfConfig, RopeScalingAndNormFieldsAreCheckedAsTheFileWritesThem) {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string llama = kLlama32_1b;
+    llama.replace(llama.find(from), from.size(), to);
+    return llama;
+  };
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {with("\"high_freq_factor\": 4.0", "\"high_freq_factor\": 1.0"),
+       "rope_scaling.high_freq_factor=1.0 must be above rope_scaling.low_freq_factor=1.0"},
+      {with("\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": null"), "rms_norm_eps is null; give its number"},
+      {with("\"rope_theta\": 500000.0", "\"rope_theta\": null"), "rope_theta is null; give its number"},
+      {with("\"rope_scaling\": {", "\"rope_scaling\": {}, \"x\": {"), "rope_scaling is an empty object; give null"},
+      {with("\"original_max_position_embeddings\": 8192", "\"original_max_position_embeddings\": 8192.5"),
+       "rope_scaling.original_max_position_embeddings=8192.5 is not a whole number"}};
+  for (const auto& [json, expected] : refused) {
+    const std::string dir = model_dir(json);
+    const std::string msg = error_of({"--init.from=" + dir});
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    std::filesystem::remove_all(dir);
+  }
+  const std::string dir = model_dir(with("\"original_max_position_embeddings\": 8192", "\"original_max_position_embeddings\": 8192.0"));
+  EXPECT_EQ(parse_cli({"--init.from=" + dir}).config.model.rope_original_max_position, 8192);
+  std::filesystem::remove_all(dir);
+}
+
 // A field of the wrong JSON type, or a config.json that is no JSON object file, is a ConfigError naming
 // the file and the key: never a JSON library exception or a filesystem error.
 TEST(HfConfig, WrongTypesAndNonFilesNameTheFileAndTheKey) {
