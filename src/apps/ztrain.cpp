@@ -217,6 +217,8 @@ int run(dist::World& world, int argc, char** argv) {
   }, "parsing the configuration");
   if (code != kExitOk) return code;
   world.set_timeout(s.cl.config.dist.timeout_s);
+  if (s.cl.help || s.cl.help_markdown || s.cl.version || s.cl.plan || s.cl.print_config)
+    train::restore_default_stop_signals();  // nothing to save: a stop ends it
   if (s.cl.help || s.cl.help_markdown || s.cl.version) {
     if (!world.is_root()) return kExitOk;
     if (s.cl.help) std::cout << config::help_text("ztrain");

@@ -13,7 +13,9 @@ namespace zt::model {
 TokenFlops token_flops(const GptShape& shape, Recompute recompute) {
   const Family& family = family_of(shape.arch);
   TokenFlops f;
-  f.block_params = static_cast<double>(ParamTable(shape).units()[1].numel);  // every block alike
+  GptShape one_block = shape;  // every block alike: one block's table says it (a whole table of
+  one_block.n_layer = 1;       // thousands of blocks, built per layout costed, slowed the planner's search)
+  f.block_params = static_cast<double>(ParamTable(one_block).units()[1].numel);
   f.attention = family.attention_flops(shape);
   f.block = 6 * f.block_params + f.attention;
   if (recompute == Recompute::kFull) f.block += 2 * f.block_params + f.attention / 3;

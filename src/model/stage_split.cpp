@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
+#include <tuple>
+#include <vector>
 
 #include "core/error.hpp"
 #include "model/tp_split.hpp"
@@ -31,49 +34,91 @@ double stage_flops(const GptShape& shape, const Stage& stage, Recompute recomput
   return stage_cost(token_flops(shape, recompute), shape.n_layer, stage);
 }
 
-// Two passes of dynamic programming over (stages so far, blocks so far), O(stages x L^2): the least
-// largest stage cost, then the least sum of squares under it. Costs are compared with a relative
-// tolerance so that cuts equal in exact arithmetic tie whatever the rounding.
+namespace {
+std::vector<Stage> cheapest_cut(const GptShape& shape, int stages);
+}  // namespace
+
+// The cut with the least largest stage cost, then the least sum of squared stage costs under that bound,
+// then (a tie) the fewest blocks on the last stage, then on the one before it, and so on: more on the
+// earlier stages. Blocks cost alike and only the first stage (the embedding) and the last (the head)
+// cost more, so for given first and last stages the middle ones split the rest evenly, the larger shares
+// first: that lowers both the largest and the sum of squares. What remains is the first and last stages'
+// counts, O(L^2) pairs (the dynamic program over every cut this replaces was O(stages x L^2): minutes for
+// the layout search at thousands of blocks). Costs are compared with a relative tolerance so that cuts
+// equal in exact arithmetic tie whatever the rounding. tests/unit/train/test_shard_map.cpp checks it
+// against that dynamic program on every small case.
 std::vector<Stage> split_blocks(const GptShape& shape, int stages) {
   const int n_layer = shape.n_layer;
   ZT_CHECK(stages >= 1 && stages <= n_layer, "split_blocks: ", stages, " stages for ", n_layer, " blocks");
+  if (stages == 1) return {{0, n_layer}};  // no cut to choose (the search asks for every layout it costs)
+  // The layout search asks for the same cut for every layout of one stage count: the last few kept.
+  thread_local std::vector<std::tuple<GptShape, int, std::vector<Stage>>> recent;
+  for (const auto& [s, n, cut] : recent)
+    if (n == stages && s == shape) return cut;
+  std::vector<Stage> cut = cheapest_cut(shape, stages);
+  if (recent.size() >= 16) recent.erase(recent.begin());
+  recent.emplace_back(shape, stages, cut);
+  return cut;
+}
+
+namespace {
+std::vector<Stage> cheapest_cut(const GptShape& shape, int stages) {
+  const int n_layer = shape.n_layer;
   const TokenFlops f = token_flops(shape);
-  auto cost = [&](int s, int blocks) {
-    return blocks * f.block + (s == 0 ? f.embedding : 0) + (s == stages - 1 ? f.head : 0);
+  const int middle = stages - 2;
+  struct Cut {
+    int first = 0, last = 0;
+    double largest = 0, squares = 0;
   };
-  auto below = [](double a, double b) { return std::isinf(b) ? a < b : a < b - 1e-12 * std::abs(b); };
-  const double inf = std::numeric_limits<double>::infinity();
-  using Table = std::vector<std::vector<double>>;
-  // most[s][j]: the least largest stage cost of the first j blocks on stages 0..s-1.
-  Table most(static_cast<std::size_t>(stages + 1), std::vector<double>(static_cast<std::size_t>(n_layer + 1), inf));
-  most[0][0] = 0;
-  for (int s = 1; s <= stages; ++s)
-    for (int j = s; j <= n_layer; ++j)
-      for (int k = 1; k <= j - (s - 1); ++k)
-        most[s][j] = std::min(most[s][j], std::max(most[s - 1][j - k], cost(s - 1, k)));
-  const double bound = most[stages][n_layer];
-  // squares[s][j]: the least sum of squared stage costs with every stage within the bound; take: the
-  // last stage's blocks (the fewest on a tie: more on the earlier stages).
-  Table squares(most.size(), std::vector<double>(most[0].size(), inf));
-  std::vector<std::vector<int>> take(most.size(), std::vector<int>(most[0].size(), 0));
-  squares[0][0] = 0;
-  for (int s = 1; s <= stages; ++s)
-    for (int j = s; j <= n_layer; ++j)
-      for (int k = 1; k <= j - (s - 1) && !below(bound, cost(s - 1, k)); ++k) {
-        const double q = squares[s - 1][j - k] + cost(s - 1, k) * cost(s - 1, k);
-        if (squares[s - 1][j - k] < inf && below(q, squares[s][j])) squares[s][j] = q, take[s][j] = k;
-      }
-  std::vector<int> blocks(static_cast<std::size_t>(stages));
-  for (int s = stages, j = n_layer; s >= 1; j -= blocks[static_cast<std::size_t>(s - 1)], --s)
-    blocks[static_cast<std::size_t>(s - 1)] = take[s][j];
+  // The cut with `first` and `last` blocks on the end stages, the rest evenly over the middle.
+  auto cut_of = [&](int first, int last) {
+    const int rest = n_layer - first - last;
+    const double head = first * f.block + f.embedding, tail = last * f.block + f.head;
+    Cut c{first, last, std::max(head, tail), head * head + tail * tail};
+    if (middle > 0) {
+      const int q = rest / middle, r = rest % middle;  // r stages of q + 1, the others of q
+      const double big = (q + 1) * f.block, small = q * f.block;
+      c.largest = std::max(c.largest, r > 0 ? big : small);
+      c.squares += r * big * big + (middle - r) * small * small;
+    }
+    return c;
+  };
+  auto below = [](double a, double b) { return a < b - 1e-12 * std::abs(b); };
+  // The blocks of every stage, last first: the tie-break's order.
+  auto reversed_blocks = [&](const Cut& c) {
+    std::vector<int> out = {c.last};
+    const int rest = n_layer - c.first - c.last;
+    for (int s = middle - 1; s >= 0; --s) out.push_back(rest / middle + (s < rest % middle ? 1 : 0));
+    out.push_back(c.first);
+    return out;
+  };
+  // Every (first, last) pair leaving each middle stage a block; with no middle stage, first + last = L.
+  auto each_pair = [&](const auto& visit) {
+    for (int last = 1; last <= n_layer - 1 - middle; ++last) {
+      const int most_first = n_layer - last - middle;
+      for (int first = middle > 0 ? 1 : most_first; first <= most_first; ++first) visit(cut_of(first, last));
+    }
+  };
+  double bound = std::numeric_limits<double>::infinity();
+  each_pair([&](const Cut& c) { bound = std::min(bound, c.largest); });
+  std::optional<Cut> best;
+  each_pair([&](const Cut& c) {
+    if (below(bound, c.largest)) return;  // over the bound
+    if (!best || below(c.squares, best->squares) ||
+        (!below(best->squares, c.squares) && reversed_blocks(c) < reversed_blocks(*best)))
+      best = c;
+  });
   std::vector<Stage> out;
   int first = 0;
+  std::vector<int> blocks = reversed_blocks(*best);
+  std::reverse(blocks.begin(), blocks.end());
   for (int b : blocks) {
     out.push_back({first, first + b});
     first += b;
   }
   return out;
 }
+}  // namespace
 
 namespace {
 

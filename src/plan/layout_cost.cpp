@@ -53,6 +53,7 @@
 #include "model/tp_split.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/memory_plan.hpp"
+#include "plan/plan_rows.hpp"
 #include "rl/batch_rules.hpp"
 
 namespace zt::plan {
@@ -158,7 +159,8 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
   if (l.dp > 1) {
     // The rank's own parameters: the whole model's or its TP shard; a pipeline rank's stages (their TP
     // shard taken as 1/tp of them).
-    const model::ParamTable global(shape);
+    const auto whole = whole_table(shape);
+    const model::ParamTable& global = *whole;
     const model::ParamTable rank_table = l.tp == 1 ? global : model::tp_local_table(global, l.tp);  // pp = 1's
     const double model_psi = 4.0 * (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
                                              : static_cast<double>(rank_table.numel()));
@@ -202,7 +204,8 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
   }
   if (l.offload != config::Offload::kNone) {
     // The rank's optimizer shard: its TP-local (or pipeline) parameters over the DP ranks.
-    const model::ParamTable global(shape);
+    const auto whole = whole_table(shape);
+    const model::ParamTable& global = *whole;
     const double params = (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
                                     : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel())) /
                           l.dp;

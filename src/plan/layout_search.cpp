@@ -1,5 +1,6 @@
 // Enumerating the layouts, ranking them, and the table --plan --plan.search prints.
 #include "plan/layout_search.hpp"
+#include "plan/plan_rows.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -215,7 +216,7 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
                           int show) {
   std::ostringstream out;
   const model::GptShape s = model::model_shape(c.model);
-  const double params = static_cast<double>(model::ParamTable(s).numel());
+  const double params = static_cast<double>(whole_table(s)->numel());
   const std::int64_t nodes = (m.world + m.gpus_per_node - 1) / m.gpus_per_node;
   out << "layout search: " << model::family_of(s.arch).display << " L=" << s.n_layer << " C=" << s.n_embd
       << " H=" << s.n_head << " T=" << s.seq_len << " ("

@@ -179,7 +179,8 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
   const model::GptShape shape = model::model_shape(config.model);
   const int pp = static_cast<int>(config.parallel.pp), vpp = static_cast<int>(config.parallel.vpp);
   const model::PipelineCut cut = pipeline_cut(config);
-  const model::ParamTable global(shape);
+  const auto whole = whole_table(shape);
+  const model::ParamTable& global = *whole;
   const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * pp));
   const std::int64_t m = pipeline_micro_batches(config, world_size);
   MemoryPlan busiest;
@@ -224,7 +225,8 @@ MemoryPlan device_plan(const config::Config& config, std::int64_t world_size, in
   const model::GptShape shape = model::model_shape(config.model);
   const int tp = static_cast<int>(config.parallel.tp);
   const bool sp = config.parallel.sequence_parallel;
-  const model::ParamTable global(shape);
+  const auto whole = whole_table(shape);
+  const model::ParamTable& global = *whole;
   const model::ParamTable table = tp == 1 ? global : model::tp_local_table(global, tp);
   const int micro = static_cast<int>(config.train.micro_batch);
   const std::string split = cat(tp == 1 ? "" : cat("; 1/", tp, " of heads, MLP, vocabulary", sp ? ", residual rows (SP)" : ""),

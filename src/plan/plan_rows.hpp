@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, in
 
 // "12.3 MiB"
 std::string mib(std::uint64_t bytes);
+
+// The whole model's parameter table for `shape`, built once for the last shape asked (the search plans
+// and costs every layout of one model: a table of thousands of blocks per layout was most of its time).
+std::shared_ptr<const model::ParamTable> whole_table(const model::GptShape& shape);
 
 // One training micro-batch as an engine sees it: the access order it is told and the calls it gets.
 struct EnginePass {

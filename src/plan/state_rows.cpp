@@ -15,6 +15,12 @@ optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, in
   return optim::Partition(units.empty() ? optim::units_of(t) : units, {}, static_cast<int>(w), 0);
 }
 
+std::shared_ptr<const model::ParamTable> whole_table(const model::GptShape& shape) {
+  thread_local std::shared_ptr<const model::ParamTable> last;
+  if (!last || !(last->shape() == shape)) last = std::make_shared<const model::ParamTable>(shape);
+  return last;
+}
+
 std::string mib(std::uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));

@@ -59,6 +59,11 @@ void install_stop_signal_handlers() {
     if (sigaction(s, &action, nullptr) != 0) throw Error(cat("cannot install the ", signal_name(s), " handler"));
 }
 
+void restore_default_stop_signals() {
+  for (int s : {SIGUSR1, SIGTERM}) std::signal(s, SIG_DFL);
+  if (const int pending = g_stop_signal; pending != 0) std::raise(pending);  // one that came before
+}
+
 int stop_signal_received() { return g_stop_signal; }
 
 std::chrono::steady_clock::time_point process_started() {

@@ -13,6 +13,9 @@ namespace zt::train {
 // them first thing, so a signal during start-up (the lock, a resume's verification, the preflight) is a
 // stop request too, not the default action's death.
 void install_stop_signal_handlers();
+// For a command that saves nothing (--plan, --print-config, --help): the signals' default action again,
+// so a stop ends it at once (a layout search may take seconds); one received before ends it now.
+void restore_default_stop_signals();
 // The last stop signal received (SIGUSR1 or SIGTERM), or 0 if none.
 int stop_signal_received();
 // When the process started (the first call: ztrain makes it first thing), where train.time_limit_min

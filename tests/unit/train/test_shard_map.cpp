@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -49,6 +51,55 @@ std::vector<int> block_counts(const std::vector<model::Stage>& stages, int n_lay
 
 const model::GptShape kGpt2Small = model::GptShape::make(12, 12, 768, 50257, 1024);
 const model::GptShape kLlama8B = model::GptShape::make_llama(32, 32, 4096, 128256, 8192, 8, 14336, false, 1e-5, {});
+
+// The cut split_blocks promises, by the dynamic program over every cut it replaced (O(stages x L^2)):
+// the least largest stage cost, then the least sum of squares under it, then the fewest blocks on the
+// last stage, the one before it, and so on.
+std::vector<int> cut_by_dynamic_program(const model::GptShape& shape, int stages) {
+  const int n_layer = shape.n_layer;
+  const model::TokenFlops f = model::token_flops(shape);
+  auto cost = [&](int s, int blocks) {
+    return blocks * f.block + (s == 0 ? f.embedding : 0) + (s == stages - 1 ? f.head : 0);
+  };
+  auto below = [](double a, double b) { return std::isinf(b) ? a < b : a < b - 1e-12 * std::abs(b); };
+  const double inf = std::numeric_limits<double>::infinity();
+  using Table = std::vector<std::vector<double>>;
+  Table most(static_cast<std::size_t>(stages + 1), std::vector<double>(static_cast<std::size_t>(n_layer + 1), inf));
+  most[0][0] = 0;
+  for (int s = 1; s <= stages; ++s)
+    for (int j = s; j <= n_layer; ++j)
+      for (int k = 1; k <= j - (s - 1); ++k) most[s][j] = std::min(most[s][j], std::max(most[s - 1][j - k], cost(s - 1, k)));
+  const double bound = most[stages][n_layer];
+  Table squares(most.size(), std::vector<double>(most[0].size(), inf));
+  std::vector<std::vector<int>> take(most.size(), std::vector<int>(most[0].size(), 0));
+  squares[0][0] = 0;
+  for (int s = 1; s <= stages; ++s)
+    for (int j = s; j <= n_layer; ++j)
+      for (int k = 1; k <= j - (s - 1) && !below(bound, cost(s - 1, k)); ++k) {
+        const double q = squares[s - 1][j - k] + cost(s - 1, k) * cost(s - 1, k);
+        if (squares[s - 1][j - k] < inf && below(q, squares[s][j])) squares[s][j] = q, take[s][j] = k;
+      }
+  std::vector<int> blocks(static_cast<std::size_t>(stages));
+  for (int s = stages, j = n_layer; s >= 1; j -= blocks[static_cast<std::size_t>(s - 1)], --s)
+    blocks[static_cast<std::size_t>(s - 1)] = take[s][j];
+  return blocks;
+}
+
+TEST(StageSplit, EqualsTheDynamicProgramOverEveryCut) {
+  int cases = 0;
+  for (const int vocab : {97, 5000, 50257})
+    for (const int width : {32, 256})
+      for (const bool llama : {false, true})
+        for (int n_layer = 1; n_layer <= 24; ++n_layer) {
+          const model::GptShape shape = llama ? model::GptShape::make_llama(n_layer, 4, width, vocab, 64, 2, 3 * width,
+                                                                            false, 1e-5, {})
+                                              : model::GptShape::make(n_layer, 4, width, vocab, 64);
+          for (int stages = 1; stages <= n_layer; ++stages, ++cases)
+            ASSERT_EQ(block_counts(model::split_blocks(shape, stages), n_layer), cut_by_dynamic_program(shape, stages))
+                << "L " << n_layer << " stages " << stages << " vocab " << vocab << " width " << width << " llama " << llama;
+        }
+  EXPECT_EQ(cases, 3 * 2 * 2 * 300);
+}
 
 TEST(StageSplit, BalancedByCost) {
   // GPT-2 124M: the head's 6 C Vp is ~4.5 blocks, so the last stage takes fewer blocks.
