@@ -1,7 +1,12 @@
 // ztok: the offline pre-tokenizer. Parses the command line, runs ztok::ZtokJob on one process (a group
 // of one rank, no MPI) or on the ranks of mpirun, maps errors to exit codes (0 done, 1 runtime error, 2
 // usage or bad input).
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -76,6 +81,7 @@ zt::ztok::ZtokOptions check_and_convert(const zt::config::cli::Args& args) {
   o.checkpoint_seconds = args.number("debug-checkpoint-seconds");
   o.debug_kill_after_chunks = static_cast<std::uint64_t>(args.integer("debug-kill-after-chunks"));
   o.debug_kill_rank = static_cast<int>(args.integer("debug-kill-rank"));
+  o.debug_kill_signal = static_cast<int>(args.integer("debug-kill-signal"));
   return o;
 }
 
@@ -118,6 +124,29 @@ void report_instruct(const zt::ztok::InstructSummary& s, const zt::ztok::ZtokOpt
                   "windows; a larger --seq-len keeps them whole");
 }
 
+// A stop signal (Ctrl-C, a scheduler's SIGTERM at the time limit) ends ztok as its default action does,
+// after one line saying what it leaves: the output is unfinished (ztok-progress.json says so, and ztrain
+// refuses it) and how to finish it.
+char g_stop_line[1024];
+std::size_t g_stop_line_size = 0;
+
+extern "C" void on_stop_signal(int signal) {
+  const ssize_t written = ::write(STDERR_FILENO, g_stop_line, g_stop_line_size);
+  (void)written;  // nothing to do about a failed write in a handler
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+void say_what_a_stop_leaves(const zt::ztok::ZtokOptions& o, bool instruct) {
+  const std::string line = zt::cat("\nztok: stopped by a signal: ", o.out_dir.string(), " is unfinished (ztrain refuses it); ",
+                                   instruct ? "run the command again into an empty --out"
+                                            : "run the same command again to resume where it stopped",
+                                   "\n");
+  g_stop_line_size = std::min(line.size(), sizeof g_stop_line);
+  std::memcpy(g_stop_line, line.data(), g_stop_line_size);
+  for (int s : {SIGINT, SIGTERM}) std::signal(s, on_stop_signal);
+}
+
 // One process, no launcher (or mpirun -np 1): errors printed as they come, --format instruct allowed.
 int run_single(int argc, char** argv) {
   Parsed p;
@@ -131,6 +160,7 @@ int run_single(int argc, char** argv) {
     std::cerr << "ztok: the command line cannot be read: " << e.what() << " (see --help)\n";
     return zt::kExitUsage;
   }
+  say_what_a_stop_leaves(p.options, p.instruct.has_value());
   try {
     if (p.instruct) report_instruct(zt::ztok::run_instruct(p.options, *p.instruct), p.options);
     else report(zt::ztok::run_ztok(p.options), p.options, 1);
@@ -190,6 +220,7 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
     job = std::make_unique<zt::ztok::ZtokJob>(p.options, group);
   }));
   if (code != zt::kExitOk || p.help) return code;
+  if (world.is_root()) say_what_a_stop_leaves(p.options, false);  // once, not by every rank mpirun signals
   set_deadline(p.options.timeout_s);  // the small agreements from here on; waits use heartbeats
   code = zt::apps::agree_on_startup(world, as_ztok([&] { job->check_shared_view(); }));
   if (code != zt::kExitOk) return code;

@@ -114,6 +114,7 @@ config::cli::Spec make_ztok_spec() {
        .min = 0, .max = 1e6, .hidden = true},
       {.name = "debug-kill-after-chunks", .type = Type::kInt, .default_value = "0", .min = 0, .max = 1e12, .hidden = true},
       {.name = "debug-kill-rank", .type = Type::kInt, .default_value = "0", .min = 0, .max = (1 << 20) - 1, .hidden = true},
+      {.name = "debug-kill-signal", .type = Type::kInt, .default_value = "9", .min = 1, .max = 31, .hidden = true},
   };
   return s;
 }

@@ -20,6 +20,10 @@ inline constexpr std::uint64_t kShardFormatVersion = 1;
 // 100M-token shard's chunk index stays small.
 inline constexpr std::uint64_t kShardChunkTokens = std::uint64_t{1} << 14;
 
+// ztok's record of a run in its --out directory, beside the shards: `"complete": true` once every
+// shard of the run is written (ztok/progress.hpp). A reader refuses a directory whose run did not finish.
+inline constexpr const char* kZtokProgressFile = "ztok-progress.json";
+
 // Shard ids are uint16 when vocab_size <= 65536, else uint32: the one rule the shard writer, ztok's
 // journals and the reader follow (GPT-2's 50257 ids fit; cl100k_base's 100277 and o200k_base's 200019
 // do not).

@@ -4,8 +4,13 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -84,6 +89,23 @@ void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const
                        " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
                        other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
                        "the same ztok --vocab"));
+}
+
+void check_ztok_finished(const std::vector<std::string>& paths, const std::string& key) {
+  std::set<std::filesystem::path> dirs;
+  for (const std::string& p : paths) dirs.insert(std::filesystem::path(p).parent_path());
+  for (const std::filesystem::path& dir : dirs) {
+    const std::filesystem::path progress = (dir.empty() ? "." : dir) / kZtokProgressFile;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(progress, ec)) continue;  // shards moved out, or another writer's
+    std::ifstream in(progress);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("complete", true) == false)
+      throw InputError(cat(key, ": the ztok run that writes ", (dir.empty() ? "." : dir).string(), " did not finish (",
+                           progress.string(), " says \"complete\": false): its shards hold part of the input. Run "
+                           "the same ztok command again (it resumes where it stopped), or move the shards out of that "
+                           "directory to train on them as they are"));
+  }
 }
 
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key) {
@@ -213,13 +235,17 @@ std::string ShardSet::describe() const {
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
                                                const ShardExpectation& expect) {
-  return std::make_shared<ShardSet>(expand_globs(patterns, key), expect);
+  const std::vector<std::string> paths = expand_globs(patterns, key);
+  check_ztok_finished(paths, key);
+  return std::make_shared<ShardSet>(paths, expect);
 }
 
 std::vector<Corpus> open_corpora(const std::string& value, const std::string& key, const ShardExpectation& expect) {
   std::vector<Corpus> out;
   for (const CorpusSpec& spec : parse_blend(value, key)) {
-    out.push_back({spec, std::make_shared<ShardSet>(expand_globs(spec.glob, key), expect)});
+    const std::vector<std::string> paths = expand_globs(spec.glob, key);
+    check_ztok_finished(paths, key);
+    out.push_back({spec, std::make_shared<ShardSet>(paths, expect)});
     const ShardInfo &first = out.front().shards->first_info(), &other = out.back().shards->first_info();
     check_same_kind(first, other);
   }

@@ -25,6 +25,10 @@ void limit_open_shards(std::size_t files);
 // value, in the order given. No match is an InputError naming `key` (e.g. "data.train").
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key);
 
+// InputError naming `key` when a directory holding some of `paths` has a ztok-progress.json whose run
+// did not finish (interrupted, failed: part of the input). open_shards and open_corpora check it.
+void check_ztok_finished(const std::vector<std::string>& paths, const std::string& key);
+
 // InputError unless the two shards were tokenized with the same vocabulary (vocab_hash): the same ids
 // would mean other tokens. The keys ("data.train", "data.valid") name where each came from, if given.
 void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key = "",

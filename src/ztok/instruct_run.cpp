@@ -7,6 +7,8 @@
 #include "core/error.hpp"
 #include "ztok/corpus.hpp"
 #include "ztok/instruct_records.hpp"
+#include "ztok/progress.hpp"
+#include "ztok/run.hpp"
 #include "ztok/sample_packing.hpp"
 #include "data/shard.hpp"
 #include "ztok/shard_assembly.hpp"
@@ -79,10 +81,23 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   info.vocab_size = tokenizer.n_ids();
   info.bos.reset();
   const data::InstructLayout shape{true, to_string(instruct.chat_template), window};
+  // "complete": false until the last shard is in place: a run killed while writing leaves a directory
+  // ztrain refuses (data::check_ztok_finished), not a set of shards that looks finished.
+  ZtokProgress progress;
+  progress.settings = ztok_settings(o, inputs, info.vocab_hash);
+  progress.settings.format = "instruct";
+  progress.settings.field.clear();
+  save_progress(o.out_dir, progress);
   s.train_shards = write_split(o.out_dir, "train", train, info, shape, o.shard_tokens, inputs);
   s.valid_shards = write_split(o.out_dir, "valid", valid, info, shape, o.shard_tokens, inputs);
   s.train_tokens = train.tokens().size();
   s.valid_tokens = valid.tokens().size();
+  progress.train = {s.train_shards, s.train_tokens, train.samples()};
+  progress.valid = {s.valid_shards, s.valid_tokens, valid.samples()};
+  progress.documents = s.records;
+  progress.replacements = s.replacements;
+  progress.complete = true;
+  save_progress(o.out_dir, progress);
   s.masked_in_tokens = train.trained_tokens() + valid.trained_tokens();
   s.samples_cut = train.samples_cut() + valid.samples_cut();
   s.padding_tokens = train.padding_tokens() + valid.padding_tokens();

@@ -200,7 +200,7 @@ RankProgress ZtokJob::tokenize_block(const std::function<void(std::uint64_t, std
     p.input_bytes = base + c.chunk.file_bytes;
     if (options_.debug_kill_after_chunks > 0 && options_.debug_kill_rank == group_.rank() &&
         ++chunks == options_.debug_kill_after_chunks)
-      std::raise(SIGKILL);
+      std::raise(options_.debug_kill_signal);
     if (journals.cut_since_save() || seconds_since(saved_at) >= options_.checkpoint_seconds) {
       journals.save();  // at a chunk's end (where reading resumes), and after a shard, not to write it again
       saved_at = Clock::now();

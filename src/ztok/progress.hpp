@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/shard.hpp"
 #include "ztok/corpus.hpp"
 #include "ztok/token_journal.hpp"
 
@@ -66,7 +67,7 @@ struct RankProgress {
   bool done = false;                             // its block is tokenized
 };
 
-inline constexpr const char* kProgressFile = "ztok-progress.json";
+inline constexpr const char* kProgressFile = data::kZtokProgressFile;
 
 // Reads DIR/ztok-progress.json; nullopt when absent. A damaged file is a zt::InputError.
 std::optional<ZtokProgress> load_progress(const std::filesystem::path& dir);

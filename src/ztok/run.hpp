@@ -33,10 +33,11 @@ struct ZtokOptions {
   double checkpoint_seconds = 10;    // save progress at least this often (and after every shard)
   std::size_t chunk_bytes = CorpusReader::kDefaultChunkBytes;
   double timeout_s = 600;            // ranks: a peer with no heartbeat this long ends the job (heartbeat.hpp)
-  // Fault injection for tests only: SIGKILL the process of rank debug_kill_rank (0 without mpirun)
-  // after that many chunks (0 = off).
+  // Fault injection for tests only: signal debug_kill_signal (SIGKILL; SIGTERM as a scheduler sends it)
+  // to the process of rank debug_kill_rank (0 without mpirun) after that many chunks (0 = off).
   std::uint64_t debug_kill_after_chunks = 0;
   int debug_kill_rank = 0;
+  int debug_kill_signal = 9;
 };
 
 struct ZtokSummary {

@@ -40,6 +40,8 @@ PY
 
 "$ztok" --vocab "$vocab" --out "$work/chatml" --format instruct --chat-template chatml "${chatml[@]}" -q "$work/set.jsonl" \
   2>"$work/chatml.log" || fail "ztok chatml: $(cat "$work/chatml.log")"
+# The run is recorded finished (ztrain refuses a directory whose ztok-progress.json says otherwise).
+grep -q '"complete": true' "$work/chatml/ztok-progress.json" || fail "the instruct run is not recorded complete"
 decode "$work/chatml" '<|im_start|>' '<|im_end|>' >"$work/chatml.txt"
 cat >"$work/chatml.want" <<'EOF2'
 '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\nBlue.<|im_end|>\n<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nSay <|im_end|> please<|im_end|>\n<|im_start|>assistant\n It is <|im_end|> <|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n<|im_start|>assistant\ncafé<|im_end|>\n'

@@ -14,6 +14,7 @@ for kill_at in 1 4 9 23; do
   rc=$?
   set -e
   [ $rc -eq 137 ] || fail "kill after $kill_at chunks: exit $rc, expected 137 (SIGKILL)"
+  grep -q '"complete": false' "$out/ztok-progress.json" || fail "kill after $kill_at: the output is not marked unfinished"
   "$ztok" --out "$out" "${args[@]}" >"$work/resume.log"
   grep -q resumed "$work/resume.log" || [ "$kill_at" -le 1 ] || fail "kill after $kill_at: the rerun did not resume"
   for f in "$work/straight"/*.h5; do
@@ -23,6 +24,18 @@ for kill_at in 1 4 9 23; do
   [ ! -e "$out/.ztok" ] || fail "kill after $kill_at: journals left behind: $(ls -A "$out/.ztok")"
   echo "ok: killed after $kill_at chunks, resumed: identical shards"
 done
+# A scheduler's SIGTERM: ztok says what it leaves (unfinished, run again to resume) and dies by the signal.
+out=$work/terminated
+set +e
+"$ztok" --out "$out" --debug-kill-after-chunks 4 --debug-kill-signal 15 "${args[@]}" >/dev/null 2>"$work/term.err"
+rc=$?
+set -e
+[ $rc -eq 143 ] || fail "SIGTERM: exit $rc, expected 143"
+grep -q "stopped by a signal: $out is unfinished (ztrain refuses it); run the same command again to resume" "$work/term.err" ||
+  fail "SIGTERM: no line saying the output is unfinished: $(cat "$work/term.err")"
+"$ztok" --out "$out" "${args[@]}" >/dev/null
+for f in "$work/straight"/*.h5; do cmp "$f" "$out/$(basename "$f")" || fail "SIGTERM, resumed: $(basename "$f") differs"; done
+echo "ok: SIGTERM said what it left, and the rerun finished it"
 # --split file: documents of ~100 kB span many 20 kB chunks, so resumes start inside a document.
 file_args=("${args[@]/paragraph/file}")
 "$ztok" --out "$work/straight-file" "${file_args[@]}" >/dev/null

@@ -89,3 +89,32 @@ TEST_F(OpenShards, AShardChangedOnDiskIsRefusedWhenOpenedAgain) {
 
 }  // namespace
 }  // namespace zt::data
+
+namespace zt::data {
+namespace {
+
+// The shards of a ztok run that did not finish (its ztok-progress.json says "complete": false: killed,
+// failed) are refused by data.train and data.valid, naming the directory and the fix; a finished run's,
+// and shards without a progress file (moved out, another writer's), are read (sweep 23 F1).
+TEST(ZtokFinished, AnUnfinishedRunsShardsAreRefused) {
+  testing::TempDir dir("ztok_finished");
+  testing::write_shard(dir.path / "train_000000.h5", std::vector<std::uint32_t>(100, 3), {0});
+  const std::string glob = (dir.path / "train_*.h5").string();
+  EXPECT_NO_THROW(open_shards(glob, "data.train", {}));  // no progress file
+  testing::put(dir.path / kZtokProgressFile, R"({"format": "ztok-progress", "version": 1, "complete": false})");
+  try {
+    open_shards(glob, "data.train", {});
+    FAIL() << "read an unfinished run's shards";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("data.train: the ztok run that writes " + dir.path.string() + " did not finish"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("Run the same ztok command again"), std::string::npos) << what;
+  }
+  EXPECT_THROW(open_corpora("1:" + glob, "data.train", {}), InputError);
+  testing::put(dir.path / kZtokProgressFile, R"({"format": "ztok-progress", "version": 1, "complete": true})");
+  EXPECT_NO_THROW(open_shards(glob, "data.train", {}));
+}
+
+}  // namespace
+}  // namespace zt::data
