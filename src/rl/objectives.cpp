@@ -56,10 +56,12 @@ struct Clipped {
   double loss, dloss_dratio;
   bool clipped;
 };
-Clipped clipped_term(double A, double r, double low, double high) {
+// dual_clip: verl's vanilla (PPO, GRPO) loss bounds a negative advantage's loss by 3|A|; its GSPO loss,
+// as the GSPO paper's, does not.
+Clipped clipped_term(double A, double r, double low, double high, bool dual_clip) {
   const double l1 = -A * r, l2 = -A * std::clamp(r, 1 - low, 1 + high);
   Clipped c{std::max(l1, l2), l1 >= l2 ? -A : 0.0, l2 > l1};
-  if (A < 0 && -A * 3.0 < c.loss) c = {-A * 3.0, 0.0, c.clipped};  // dual clip: the loss is bounded by 3|A|
+  if (dual_clip && A < 0 && -A * 3.0 < c.loss) c = {-A * 3.0, 0.0, c.clipped};
   return c;
 }
 
@@ -102,7 +104,7 @@ Evaluated evaluate(const Objective& o, const Tokens& t) {
       const bool flows = o.algorithm == Algorithm::kGspo ? seq_log_ratio <= 10.0 : std::abs(token_log_ratio) <= 20.0;
       const double r = std::exp(log_r);
       const double A = per_token ? t.token_advantages[k] : t.advantages[i];
-      const Clipped p = clipped_term(A, r, o.clip_low, o.clip_high);
+      const Clipped p = clipped_term(A, r, o.clip_low, o.clip_high, o.algorithm != Algorithm::kGspo);
       e.policy_loss += c * p.loss;
       double dlogp = flows ? c * p.dloss_dratio * r : 0.0;
       clipped_tokens += p.clipped ? 1 : 0;

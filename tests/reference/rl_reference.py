@@ -1,7 +1,7 @@
 """Golden RL objectives as verl computes them (trainer/ppo/core_algos.py, written out here: verl is not
 installable), on padded [B, T] tensors with a response mask, the gradient in log p by autograd:
 compute_grpo_outcome_advantage (groups by prompt, torch.std, a group of one: mean 0, std 1, eps 1e-6),
-compute_policy_loss_vanilla (ratio exp(clamp(logp - old, -20, 20)), the clipped max, dual clip 3 for A < 0,
+compute_policy_loss_vanilla (ratio exp(clamp(logp - old, -20, 20)), the clipped max, dual clip 3 for A < 0 (not GSPO's),
 pg_clipfrac), compute_policy_loss_gspo (the sequence log-ratio's mean, clamped at 10, through
 logp - logp.detach()), kl_penalty k1 and low_var_kl (k3), agg_loss (token-mean, seq-mean-token-mean,
 seq-mean-token-sum), and the actor's loss = pg_loss + kl_coef * agg_loss(kl).
@@ -61,6 +61,8 @@ def policy_loss(alg, old, logp, adv, mask, mode, low, high, clip_c=3.0):
     l2 = -adv * torch.clamp(ratio, 1 - low, 1 + high)
     clip1 = torch.maximum(l1, l2)
     clipfrac = masked_mean(torch.gt(l2, l1).double(), mask)
+    if alg != 0:  # verl's compute_policy_loss_gspo (and the GSPO paper): no dual clip
+        return agg_loss(clip1, mask, mode), clipfrac
     clip2 = torch.min(-adv * clip_c, clip1)
     losses = torch.where(adv < 0, clip2, clip1)
     return agg_loss(losses, mask, mode), clipfrac

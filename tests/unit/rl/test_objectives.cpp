@@ -98,6 +98,21 @@ TEST(Objective, AHandWorkedCase) {
   EXPECT_EQ(e.clipped_tokens, 1);
 }
 
+// A negative advantage far off-policy (ratio e^2 = 7.39 > 3): verl's vanilla loss (PPO, GRPO) caps the
+// loss at 3|A| with no gradient (dual clip); its GSPO loss, as the paper's, keeps -A r and its gradient
+// (sweep 25 F1).
+TEST(Objective, TheDualClipIsPposAndGrposNotGspos) {
+  const std::vector<std::int64_t> offsets = {0, 2};
+  const std::vector<float> old = {-3.0f, -3.0f}, logp = {-1.0f, -1.0f}, adv = {-1.0f};
+  const double r = std::exp(2.0);
+  const Evaluated grpo = evaluate({.algorithm = Algorithm::kGrpo, .clip_low = 0.2, .clip_high = 0.2}, {offsets, logp, old, {}, adv});
+  EXPECT_NEAR(grpo.loss, 3.0, 1e-6);
+  EXPECT_EQ(grpo.weights[0], 0.0f);
+  const Evaluated gspo = evaluate({.algorithm = Algorithm::kGspo, .clip_low = 0.2, .clip_high = 0.2}, {offsets, logp, old, {}, adv});
+  EXPECT_NEAR(gspo.loss, r, 1e-5);
+  EXPECT_NE(gspo.weights[0], 0.0f);
+}
+
 // A mini-batch evaluated in two parts (two micro-batches, or two ranks) with the whole's totals: the
 // parts' losses add up to the whole's and each token keeps its weight, for every aggregation.
 TEST(Objective, PartsWithTheWholesTotalsAddUpToTheWhole) {
