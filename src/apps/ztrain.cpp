@@ -105,8 +105,14 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
     capacity = dist::cuda_device_memory_bytes(s.placement.device_index);
     from = "the GPU's total memory";
   } else if (s.plan_device == config::Device::kCpu) {
-    capacity = plan::host_memory_per_rank(world.local_size());
-    from = "this host's available memory";
+    // plan.world_size ranks on CPUs share hosts as the run's would: this host's memory over as many of
+    // them as one host takes (plan.gpus_per_node, at most all of them), not over this one process.
+    const std::int64_t on_host = c.plan.world_size > 0 ? std::min(c.plan.world_size, c.plan.gpus_per_node)
+                                                       : world.local_size();
+    capacity = plan::host_memory_per_rank(static_cast<int>(on_host));
+    from = c.plan.world_size > 0 ? cat("this host's available memory over ", on_host, " ranks (plan.world_size, at most ",
+                                       "plan.gpus_per_node a host)")
+                                 : "this host's available memory";
   }
   if (s.plan_device == config::Device::kCuda && capacity > 0) {  // what lives outside the allocator
     const auto reserve = static_cast<std::uint64_t>(c.plan.reserve_gb * (1ull << 30));

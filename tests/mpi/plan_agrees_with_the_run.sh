@@ -18,6 +18,15 @@ expect_exit 2 "$ZT_BIN/ztrain" "${tiny[@]}" --parallel.pp=2 --train.zero_stage=1
 expect_in "$ZT_WORK/out" "DOES NOT FIT"
 expect_in "$ZT_WORK/out" "would fit with: "
 expect_not_in "$ZT_WORK/out" "zero_stage=[23]"
+# CPU ranks planned from one process share this host's memory as the run's would (sweep 26 F3): 4 ranks
+# on one host get what mpirun -np 4 gets, not each the whole host.
+expect_exit 0 "$ZT_BIN/ztrain" "${tiny[@]}" --plan --plan.world_size=4 --plan.gpus_per_node=4
+one=$(grep -o 'of [0-9.]* MiB available per rank' "$ZT_WORK/out" | grep -o '[0-9.]*' | head -1)
+expect_in "$ZT_WORK/out" "over 4 ranks \\(plan.world_size, at most plan.gpus_per_node a host\\)"
+expect_exit 0 zt_mpirun 4 "$ZT_BIN/ztrain" "${tiny[@]}" --plan
+four=$(grep -o 'of [0-9.]* MiB available per rank' "$ZT_WORK/out" | grep -o '[0-9.]*' | head -1)
+/usr/bin/python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 0.1 * b)" "$one" "$four" ||
+  fail "one process planning 4 CPU ranks gave each $one MiB, mpirun -np 4 gives $four"
 # GPU plans: a pipeline over NCCL (the default on CUDA) is refused as the run refuses it, host-staged is
 # planned; a TP group wider than a node is refused.
 gpu=(--config "$cfg/llama3.1-8b.ini" --plan --train.device=cuda --plan.device_memory_gb=79.6)
