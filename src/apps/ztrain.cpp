@@ -124,7 +124,7 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   }
   const plan::GenerationLengths lengths = train::known_generation_lengths(c);
   MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device, lengths), {}, from};
-  if (!m.plan.fits()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device, lengths);
+  if (!m.plan.fits() && !m.plan.only_loading_does_not_fit()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device, lengths);
   return m;
 }
 

@@ -3,6 +3,7 @@
 // activation layout), allocating nothing, so it plans a 7B model on 64 ranks from a laptop.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ struct MemoryPlan {
   std::uint64_t nvme_bytes = 0;       // offload.to=nvme: this rank's files (its model's and a PPO critic's)
   std::uint64_t host_bytes = 0;       // the offload rows' host memory (state or NVMe buffers)
   std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
+  // Loading, before step 1: init.from's weights (a LoRA run's base, the seed's init included) read whole
+  // in fp32 on the host, beside what is already allocated (held_bytes: the held rows). On the CPU backend
+  // that is the device; on GPUs host memory. Not the allocator's: not in total_bytes.
+  std::uint64_t load_bytes = 0;
+  std::uint64_t held_bytes = 0;
   // Host memory one rank may use for host_bytes: on the CPU backend the device is the host (the
   // offload rows share capacity_bytes); on GPUs plan.host_memory_gb over the node's ranks (0 = unknown).
   bool host_is_device = false;
@@ -47,9 +53,21 @@ struct MemoryPlan {
   std::string busiest_note;                            // its chunks: "embedding + blocks 0-7"
   std::vector<std::uint64_t> stage_total_bytes;        // every pipeline rank's total, in rank order
   std::vector<std::uint64_t> stage_activation_bytes;   // and its activations row
-  bool device_fits() const { return capacity_bytes == 0 || total_bytes + (host_is_device ? host_bytes : 0) <= capacity_bytes; }
-  bool host_fits() const { return host_is_device || host_capacity_bytes == 0 || host_bytes <= host_capacity_bytes; }
+  // The rank's peak on the device: the step's (total_bytes), or while loading on the CPU backend.
+  std::uint64_t device_peak() const {
+    return std::max(total_bytes, host_is_device ? held_bytes + load_bytes : 0) + (host_is_device ? host_bytes : 0);
+  }
+  bool device_fits() const { return capacity_bytes == 0 || device_peak() <= capacity_bytes; }
+  bool host_fits() const {
+    return host_is_device || host_capacity_bytes == 0 || host_bytes + load_bytes <= host_capacity_bytes;
+  }
   bool fits() const { return device_fits() && host_fits(); }
+  // Only loading does not fit: no layout of the step is the fix (fewer ranks a host, or more memory).
+  bool only_loading_does_not_fit() const {
+    MemoryPlan without = *this;
+    without.load_bytes = 0;
+    return !fits() && without.fits();
+  }
 };
 
 // The held rows plus the largest phase's (Phase).
