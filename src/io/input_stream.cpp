@@ -73,7 +73,7 @@ class GzipStream : public InputStream {
     z_.avail_out = static_cast<uInt>(n);
     while (z_.avail_out == n) {
       if (z_.avail_in == 0 && !refill()) {
-        if (in_member_) throw IoError(cat("input ", path_, " is truncated (gzip stream ends early)"));
+        if (in_member_) throw InputError(cat("input ", path_, " is truncated (gzip stream ends early): compress it again, or drop it"));
         break;
       }
       if (!in_member_) {  // a new member begins (gzip files may be concatenated)
@@ -86,7 +86,7 @@ class GzipStream : public InputStream {
       const int rc = inflate(&z_, Z_NO_FLUSH);
       if (rc == Z_STREAM_END) in_member_ = false;
       else if (rc != Z_OK && rc != Z_BUF_ERROR)
-        throw IoError(cat("input ", path_, " is not valid gzip: ", z_.msg ? z_.msg : "corrupt data"));
+        throw InputError(cat("input ", path_, " is not valid gzip (", z_.msg ? z_.msg : "corrupt data", "): compress it again, or drop it"));
     }
     return n - z_.avail_out;
   }
@@ -118,13 +118,13 @@ class ZstdStream : public InputStream {
         const std::size_t got = file_.read(in_.data(), in_.size());
         file_bytes_read_ += got;
         if (got == 0) {
-          if (frame_open_) throw IoError(cat("input ", path_, " is truncated (zstd frame ends early)"));
+          if (frame_open_) throw InputError(cat("input ", path_, " is truncated (zstd frame ends early): compress it again, or drop it"));
           break;
         }
         in_buf_ = ZSTD_inBuffer{in_.data(), got, 0};
       }
       const std::size_t rc = ZSTD_decompressStream(ctx_, &out, &in_buf_);
-      if (ZSTD_isError(rc)) throw IoError(cat("input ", path_, " is not valid zstd: ", ZSTD_getErrorName(rc)));
+      if (ZSTD_isError(rc)) throw InputError(cat("input ", path_, " is not valid zstd (", ZSTD_getErrorName(rc), "): compress it again, or drop it"));
       frame_open_ = rc != 0;
     }
     return out.pos;

@@ -46,11 +46,23 @@ std::vector<std::string> glob_files(const std::string& pattern) {
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g);
   std::vector<std::string> files;
+  // Directories are skipped (a glob such as data/* may match some); anything else that is no regular file
+  // (a link to storage not mounted, a FIFO, a device) is refused naming it, as the same path given
+  // directly is: a corpus must not shrink silently.
+  std::string refused;
   if (rc == 0) {
-    for (std::size_t i = 0; i < g.gl_pathc; ++i)
-      if (std::filesystem::is_regular_file(g.gl_pathv[i])) files.emplace_back(g.gl_pathv[i]);
+    for (std::size_t i = 0; i < g.gl_pathc && refused.empty(); ++i) {
+      std::error_code ec;
+      const std::filesystem::file_status status = std::filesystem::status(g.gl_pathv[i], ec);
+      if (std::filesystem::is_regular_file(status)) files.emplace_back(g.gl_pathv[i]);
+      else if (!std::filesystem::is_directory(status)) refused = g.gl_pathv[i];
+    }
   }
   globfree(&g);
+  if (!refused.empty())
+    throw InputError(cat("input pattern ", pattern, " matches ", refused, ", which ",
+                         std::filesystem::is_symlink(refused) ? "is a link to nothing (storage not mounted?)" : "is not a regular file",
+                         ": fix or remove it, or narrow the pattern"));
   if (rc != 0 && rc != GLOB_NOMATCH) throw InputError(cat("cannot expand input pattern ", pattern));
   std::sort(files.begin(), files.end());  // std::string compares as unsigned bytes
   return files;
@@ -95,10 +107,20 @@ CorpusReader::CorpusReader(std::vector<std::string> inputs, CorpusOptions option
 
 CorpusReader::~CorpusReader() = default;
 
+CorpusReader::FileState CorpusReader::file_state(const std::string& name) {
+  std::error_code ec;
+  FileState state;
+  state.bytes = std::filesystem::file_size(name, ec);
+  if (ec) state.bytes = 0;
+  state.modified = std::filesystem::last_write_time(name, ec);
+  return state;
+}
+
 bool CorpusReader::open_file() {
   if (pos_.file >= inputs_.size()) return false;
   const std::string& name = inputs_[pos_.file];
   stream_ = io::InputStream::open(name);
+  opened_ = file_state(name);
   buf_.clear();
   head_ = 0;
   eof_ = false;
@@ -120,6 +142,14 @@ bool CorpusReader::open_file() {
 }
 
 void CorpusReader::close_file() {
+  // A file written or truncated while it was read (a producer still writing, an rsync in progress) gave
+  // other bytes than the size and time recorded for it: refused, not recorded as tokenized.
+  const std::string& name = inputs_[pos_.file];
+  const FileState now = file_state(name);
+  if (now.bytes != opened_.bytes || now.modified != opened_.modified || stream_->file_bytes_read() != opened_.bytes)
+    throw InputError(cat("input ", name, " changed while ztok read it (", opened_.bytes, " bytes when opened, ",
+                         stream_->file_bytes_read(), " read, ", now.bytes, " now", now.modified != opened_.modified ? ", modified since" : "",
+                         "): wait until it is complete, then run ztok again into a new --out directory"));
   closed_file_bytes_ += stream_->file_bytes_read();
   stream_.reset();
   buf_.clear();

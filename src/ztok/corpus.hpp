@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -85,6 +86,11 @@ class CorpusReader {
   bool next(Chunk& chunk);
 
  private:
+  struct FileState {
+    std::uint64_t bytes = 0;
+    std::filesystem::file_time_type modified;
+  };
+  static FileState file_state(const std::string& name);
   bool open_file();  // the file at pos_.file, skipped to pos_.offset; false when none is left
   void close_file();
   void fill(std::size_t bytes);  // until `bytes` are buffered past head_, or the file ends
@@ -109,6 +115,7 @@ class CorpusReader {
   bool eof_ = false;       // the current file has no more bytes past buf_
   bool file_done_ = false; // its last document was emitted
   std::uint64_t closed_file_bytes_ = 0;
+  FileState opened_;       // the current file's size and time when opened
   std::uint64_t seq_ = 0;
 };
 

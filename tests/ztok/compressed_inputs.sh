@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # .gz and .zst inputs (also concatenated members / frames) give the same ids as the plain files;
-# a truncated compressed input is an error naming it.
+# a truncated compressed input is bad input (exit 2) naming it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 make_corpus "$work/plain" 3 3000
 mkdir -p "$work/gz" "$work/zst"
@@ -19,6 +19,10 @@ cmp "$work/plain.u32" "$work/zst.u32" || fail ".zst inputs give other ids than t
 echo "ok: plain, .gz (two members) and .zst give identical ids"
 head -c 5000 "$work/zst/part_002.txt.zst" >"$work/cut.zst"
 set +e; "$ztok" --vocab "$vocab" --out "$work/out-cut" -q "$work/cut.zst" >/dev/null 2>"$work/cut.log"; rc=$?; set -e
-[ $rc -eq 1 ] || fail "truncated .zst: exit $rc, expected 1"
+[ $rc -eq 2 ] || fail "truncated .zst: exit $rc, expected 2 (bad input, as --help says; sweep 23 F7)"
 grep -q 'cut.zst is truncated' "$work/cut.log" || fail "truncated input not named: $(cat "$work/cut.log")"
-echo "ok: a truncated .zst input is named (exit 1)"
+head -c 3000 "$work/gz/part_001.txt.gz" >"$work/cut.gz"
+set +e; "$ztok" --vocab "$vocab" --out "$work/out-cutgz" -q "$work/cut.gz" >/dev/null 2>"$work/cutgz.log"; rc=$?; set -e
+[ $rc -eq 2 ] || fail "truncated .gz: exit $rc, expected 2"
+grep -q 'cut.gz is truncated' "$work/cutgz.log" || fail "truncated .gz not named: $(cat "$work/cutgz.log")"
+echo "ok: a truncated .zst or .gz input is named (exit 2)"

@@ -46,3 +46,14 @@ set +e; "$ztok" --vocab "$vocab" --out "$work/x" "$work/missing.txt" 2>/dev/null
 set +e; "$ztok" --vocab "$work" --out "$work/x" "$work/good.jsonl" 2>/dev/null; rc=$?; set -e
 [ $rc -eq 2 ] || fail "a missing vocabulary: exit $rc, expected 2"
 echo "ok: usage errors exit 2"
+# A glob matching a link to nothing (storage not mounted) or a FIFO is refused naming it, as the path given
+# directly is; a directory it matches is skipped (sweep 23 F6).
+mkdir -p "$work/globbed/sub"
+printf '{"text": "one"}\n' >"$work/globbed/a.jsonl"
+ln -s "$work/nowhere/b.jsonl" "$work/globbed/b.jsonl"
+set +e; "$ztok" --vocab "$vocab" --out "$work/g1" --format jsonl -q "$work/globbed/*" >/dev/null 2>"$work/g1.log"; rc=$?; set -e
+[ $rc -eq 2 ] || fail "a glob matching a dangling link: exit $rc, expected 2"
+grep -q "matches $work/globbed/b.jsonl, which is a link to nothing" "$work/g1.log" || fail "dangling link not named: $(cat "$work/g1.log")"
+rm "$work/globbed/b.jsonl"
+"$ztok" --vocab "$vocab" --out "$work/g2" --format jsonl -q "$work/globbed/*" >/dev/null || fail "a glob matching a directory"
+echo "ok: a glob's dangling link is refused, its directory skipped"

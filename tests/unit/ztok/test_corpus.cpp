@@ -2,6 +2,9 @@
 // ordered tokenize stream for any thread count.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/error.hpp"
 #include "ztok/corpus.hpp"
 #include "ztok/run.hpp"
@@ -315,6 +318,36 @@ TEST(ValidSplit, DependsOnTheFileNameNotOnHowThePathIsSpelled) {
   EXPECT_EQ(same, 2000);
   EXPECT_LT(other, 2000);
   EXPECT_NEAR(valid, 200, 50);
+}
+
+}  // namespace
+}  // namespace zt::ztok
+
+namespace zt::ztok {
+namespace {
+
+// A file that grows or shrinks while it is read (a producer still writing it) is refused when its end
+// is reached, naming it, not recorded as read at the size it had (sweep 23 F2).
+TEST(Corpus, AFileChangedWhileReadIsRefused) {
+  for (const bool grow : {true, false}) {
+    data::testing::TempDir dir("corpus_changed");
+    const std::string path = (dir.path / "live.txt").string();
+    std::string text;  // 3 MiB of words: cut into many chunks, read 1 MiB at a time
+    while (text.size() < (3u << 20)) text += "word ";
+    data::testing::put(path, text);
+    CorpusReader reader({path}, {}, {}, 1 << 16);
+    Chunk chunk;
+    ASSERT_TRUE(reader.next(chunk));
+    if (grow) std::ofstream(path, std::ios::app) << std::string(1 << 20, 'b');
+    else std::filesystem::resize_file(path, 2 << 20);
+    try {
+      while (reader.next(chunk)) {
+      }
+      FAIL() << (grow ? "a grown" : "a truncated") << " file was read as if whole";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("input " + path + " changed while ztok read it"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
