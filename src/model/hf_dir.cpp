@@ -95,9 +95,12 @@ void remove_stale_weights(const fs::path& dir) {
 
 }  // namespace
 
-void load_pretrained(const std::string& path, const ParamTable& table, float* host_params, Nf4Weights* nf4) {
+namespace {
+// The safetensors files of init.from (a file, or a directory as save_pretrained writes it) and where a
+// missing tensor is reported; anything else is an InputError saying what the path holds.
+std::pair<std::vector<std::string>, std::string> weight_files(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) return load_safetensors(path, table, host_params, nf4);
+  if (!fs::is_directory(path, ec)) return {{path}, path};
   const fs::path dir(path);
   const std::string index = (dir / kIndex).string();
   // transformers' order: model.safetensors before the index, where a directory has both (a copy left over)
@@ -105,9 +108,9 @@ void load_pretrained(const std::string& path, const ParamTable& table, float* ho
     if (fs::exists(index))
       log::warn(cat(path, ": holds both ", kSingle, " and ", kIndex, "; reading ", kSingle, " as transformers does "
                     "(remove the one that is stale)"));
-    return load_safetensors((dir / kSingle).string(), table, host_params, nf4);
+    return {{(dir / kSingle).string()}, (dir / kSingle).string()};
   }
-  if (fs::exists(index)) return load_safetensors_files(shards_of(dir, index), index, table, host_params, nf4);
+  if (fs::exists(index)) return {shards_of(dir, index), index};
   if (fs::exists(dir / "pytorch_model.bin") || fs::exists(dir / "pytorch_model.bin.index.json"))
     throw InputError(cat(path, ": holds PyTorch pickle weights (pytorch_model.bin), which ztrain does not read (a pickle "
                          "runs code): convert them to safetensors (in Python: AutoModelForCausalLM.from_pretrained(DIR)."
@@ -117,6 +120,17 @@ void load_pretrained(const std::string& path, const ParamTable& table, float* ho
                          "base_model_name_or_path); init.from=", path, " trains the adapter, zgen --model ", path,
                          " generates with it merged"));
   throw InputError(cat(path, ": holds neither ", kSingle, " nor ", kIndex, "; not a Hugging Face model directory"));
+}
+}  // namespace
+
+void load_pretrained(const std::string& path, const ParamTable& table, float* host_params, Nf4Weights* nf4) {
+  const auto [files, where] = weight_files(path);
+  load_safetensors_files(files, where, table, host_params, nf4);
+}
+
+SafetensorsReader open_pretrained(const std::string& path, const ParamTable& table) {
+  const auto [files, where] = weight_files(path);
+  return SafetensorsReader(files, where, table);
 }
 
 std::uint64_t parse_shard_size(const std::string& text) {

@@ -15,6 +15,9 @@ namespace zt::model {
 // config::apply_hf_config; here only the weights are read). Throws InputError naming the file.
 // bitsandbytes NF4 weights are dequantized; `nf4` (optional) receives those stored in the table's layout.
 void load_pretrained(const std::string& path, const ParamTable& table, float* host_params, Nf4Weights* nf4 = nullptr);
+// The same weights read range by range (SafetensorsReader): what a rank loads of init.from without a
+// whole-model copy.
+SafetensorsReader open_pretrained(const std::string& path, const ParamTable& table);
 
 // "5GB", "500MB", "2GiB", "1000" (bytes) as transformers' max_shard_size: GB/MB/KB are powers of 1000,
 // GiB/MiB/KiB powers of 1024. Throws ConfigError naming the text.

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -22,12 +23,8 @@
 #include "core/log.hpp"
 
 namespace zt::model {
-namespace {
-
-static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
-
-constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
-const std::string kPrefix = "transformer.";
+// The files' index, named (not in the anonymous namespace) because SafetensorsReader::Impl holds it.
+namespace safetensors_index {
 
 struct Entry {
   std::string dtype;
@@ -47,6 +44,16 @@ struct Located {
   Entry e;
 };
 using Tensors = std::map<std::string, Located>;
+
+}  // namespace safetensors_index
+
+namespace {
+using namespace safetensors_index;
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+const std::string kPrefix = "transformer.";
 
 std::string shape_str(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -389,6 +396,82 @@ void load_safetensors_files(const std::vector<std::string>& files, const std::st
       log::info(loc.file, ": using the first ", table.shape().seq_len, " of ", loc.e.shape[0], " positions of ", name);
   }
   check_lm_head(t, table, host_params);
+}
+
+struct SafetensorsReader::Impl {
+  using Tensors = safetensors_index::Tensors;
+  using Located = safetensors_index::Located;
+  const ParamTable& table;
+  Tensors tensors;
+  std::set<std::string> quantized;
+  std::vector<const std::pair<const std::string, Located>*> located;  // per parameter
+  mutable std::map<std::string, std::ifstream> open;                 // by file
+  mutable std::optional<std::size_t> dequantized_param;              // the 4-bit weight in `dequantized`
+  mutable std::vector<float> dequantized;
+
+  // Elements [first, first + count) of parameter i's stored tensor (its HF layout), widened to fp32.
+  void read_stored(std::size_t i, std::int64_t first, std::int64_t count, float* out) const {
+    const auto& [name, loc] = *located[i];
+    if (quantized.count(name)) {  // dequantized whole, once while its ranges are read
+      if (dequantized_param != i) {
+        dequantized.assign(table.params()[i].hf_numel(), 0.0f);
+        read_bnb_param(tensors, table, name, i, dequantized.data(), nullptr);
+        dequantized_param = i;
+      }
+      std::copy_n(dequantized.begin() + first, count, out);
+      return;
+    }
+    std::ifstream& in = open.try_emplace(loc.file, loc.file, std::ios::binary).first->second;
+    const std::size_t width = dtype_bytes(loc.e.dtype);
+    std::vector<char> raw(static_cast<std::size_t>(count) * width);
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(loc.data_start + loc.e.begin + static_cast<std::uint64_t>(first) * width));
+    if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
+      throw InputError(cat(loc.file, ": could not read tensor ", name, " (file truncated?)"));
+    if (loc.e.dtype == "F32") {
+      std::memcpy(out, raw.data(), raw.size());
+    } else {
+      const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
+      for (std::int64_t k = 0; k < count; ++k)
+        out[k] = loc.e.dtype == "BF16" ? backend::bf16_to_f32(half[k]) : backend::f16_to_f32(half[k]);
+    }
+    check_finite(loc.file, name, out, static_cast<std::size_t>(count));
+  }
+};
+
+SafetensorsReader::SafetensorsReader(const std::vector<std::string>& files, const std::string& where, const ParamTable& table)
+    : impl_(std::make_unique<Impl>(Impl{table, read_all(files), {}, {}, {}, {}, {}})) {
+  Impl& m = *impl_;
+  m.quantized = bnb_nf4_weights(m.tensors);
+  validate(where, m.tensors, table, m.quantized);
+  for (const ParamInfo& p : table.params()) {
+    m.located.push_back(lookup(m.tensors, p));
+    const auto& [name, loc] = *m.located.back();
+    if (p.name == "transformer.wpe.weight" && loc.e.shape[0] > table.shape().seq_len)
+      log::info(loc.file, ": using the first ", table.shape().seq_len, " of ", loc.e.shape[0], " positions of ", name);
+  }
+  // A tied head in the file must be the embedding: both read whole here, one tensor each, then freed.
+  if (m.tensors.count("lm_head.weight") && table.find_or_null("lm_head.weight") == nullptr) {
+    const ParamInfo& wte = table.params().front();
+    std::vector<float> embedding(table.numel() > 0 ? wte.offset + wte.hf_numel() : 0);
+    read(wte.offset, wte.hf_numel(), embedding.data() + wte.offset);
+    check_lm_head(m.tensors, table, embedding.data());
+  }
+}
+
+SafetensorsReader::~SafetensorsReader() = default;
+SafetensorsReader::SafetensorsReader(SafetensorsReader&&) noexcept = default;
+
+void SafetensorsReader::read(std::int64_t offset, std::int64_t count, float* out) const {
+  const Impl& m = *impl_;
+  std::fill(out, out + count, 0.0f);  // a padded vocabulary's rows, and any gap between parameters
+  const std::int64_t end = offset + count;
+  for (std::size_t i = 0; i < m.table.params().size(); ++i) {
+    const ParamInfo& p = m.table.params()[i];
+    const auto first = static_cast<std::int64_t>(p.offset), stored = static_cast<std::int64_t>(p.hf_numel());
+    const std::int64_t a = std::max(offset, first), b = std::min(end, first + stored);  // within what the file holds
+    if (a < b) m.read_stored(i, a - first, b - a, out + (a - offset));
+  }
 }
 
 void save_safetensors(const std::string& path, const ParamTable& table, const float* host_params) {

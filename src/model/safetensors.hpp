@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,25 @@ void load_safetensors(const std::string& path, const ParamTable& table, float* h
 // the file that holds it.
 void load_safetensors_files(const std::vector<std::string>& files, const std::string& where, const ParamTable& table,
                             float* host_params, Nf4Weights* nf4 = nullptr);
+
+// The same weights read range by range in the table's flat order, never whole: the files' headers are
+// read and checked at construction as load_safetensors_files checks them (and a tied head against the
+// embedding), each range's bytes when read (widened to fp32, checked finite; a padded vocabulary's rows
+// 0; a 4-bit weight dequantized whole, one at a time). A rank that loads its part (a ZeRO shard, a TP
+// or pipeline part) holds a unit of it at a time, not the model (outside sweep 26: every rank held a
+// whole fp32 copy, 30 GiB for an 8B model). Not thread-safe.
+class SafetensorsReader {
+ public:
+  SafetensorsReader(const std::vector<std::string>& files, const std::string& where, const ParamTable& table);
+  ~SafetensorsReader();
+  SafetensorsReader(SafetensorsReader&&) noexcept;
+  // Flat values [offset, offset + count) of the table, in fp32.
+  void read(std::int64_t offset, std::int64_t count, float* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Writes tensors as stored (names sorted, metadata {"format": "pt"}), to path.tmp, then renamed. Throws IoError.
 void save_raw_tensors(const std::string& path, std::vector<RawTensor> tensors);

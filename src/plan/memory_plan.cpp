@@ -246,24 +246,31 @@ std::uint64_t peak_of(const std::vector<PlanRow>& rows) {
   return held + std::max({phase[0], phase[1], phase[2], phase[3]});
 }
 
-// What loading holds on the host beside the allocated state (train/trainer.cpp init_parameters,
-// train/lora_base.cpp load_base): the whole model's fp32 values, read from init.from (or, for a LoRA
-// base, made from the seed) before each rank takes its part; an NF4 base a second such copy (the fp32
-// values of the part it quantizes, or a tensor-parallel base's whole tensors quantized). A full model
-// from the seed's init is made range by range: nothing. Measured on the CPU (outside sweep 26's 4-layer
-// Llama, 244.5 MiB of weights): full fine-tuning 1546 MiB against 1537 planned, LoRA 569 against 563,
-// QLoRA 745 against 796.
-std::uint64_t load_bytes(const config::Config& config) {
+// What loading holds on the host beside the allocated state, before step 1. The weights are read range
+// by range (model::SafetensorsReader, or the seed's init by range) into the engine a unit at a time
+// (ZeroEngine::load_params: the unit's fp32 values, this rank's slice of it at ZeRO-3) with the
+// stored bytes of the tensor being read: about 1.5 x the largest unit in fp32; a LoRA base also hashes
+// the whole base in 16 MiB blocks. An NF4 base is still quantized from whole copies: the whole model in
+// fp32 twice (train/lora_base.cpp load_base). Measured on the CPU (outside sweep 26's 4-layer Llama,
+// 244.5 MiB of weights, its largest unit the 98 MiB embedding): full fine-tuning from a directory 1357
+// MiB against 1292 + 147 planned, LoRA 342 against 318 + 163, QLoRA 745 against 307 + 489.
+std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) {
+  const auto whole = whole_table(model::model_shape(config.model));
   const bool lora = config.lora.rank > 0;
-  if (!lora && config.init.from.empty()) return 0;
-  const std::uint64_t whole = whole_table(model::model_shape(config.model))->numel() * sizeof(float);
-  return whole * (lora && config.lora.base_dtype == config::LoraBaseDtype::kNf4 ? 2 : 1);
+  if (lora && config.lora.base_dtype == config::LoraBaseDtype::kNf4) return 2 * whole->numel() * sizeof(float);
+  std::uint64_t largest = 0;
+  for (const auto& u : whole->units()) largest = std::max<std::uint64_t>(largest, u.numel);
+  const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * config.parallel.pp));
+  if (config.train.zero_stage == 3) largest = (largest + dp - 1) / dp;
+  const std::uint64_t hash_block = lora ? std::min<std::uint64_t>(whole->numel(), 1u << 22) * sizeof(float) : 0;
+  return largest * sizeof(float) * 3 / 2 + hash_block;
 }
 
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device, GenerationLengths lengths) {
   MemoryPlan p = device_plan(config, world_size, threads, capacity, device, lengths);
-  p.load_bytes = load_bytes(config);
+  p.load_bytes = load_bytes(config, world_size);
+  p.load_whole = config.lora.rank > 0 && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
   for (const PlanRow& r : p.rows)
     if (r.phase == Phase::kHeld) p.held_bytes += r.bytes;
   p.host_is_device = device == config::Device::kCpu;
@@ -298,15 +305,17 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
                 p.capacity_bytes == 0 ? "capacity unknown" : p.device_fits() ? "fits" : "DOES NOT FIT");
   out << total;
   if (p.load_bytes > 0) {  // before step 1, not the allocator's
-    const char* fix = "; each rank reads the whole model: fewer ranks a host, or more memory";
+    const char* fix = "; fewer ranks a host, or more memory";
+    const std::string what = cat("loading's host staging, ", mib(p.load_bytes), p.load_whole ? " (the whole model in fp32, twice: an NF4 base)"
+                                                                                             : " (the unit being read)");
     if (p.host_is_device)
-      out << "  loading (before step 1): the held rows, " << mib(p.held_bytes) << ", plus the weights read whole in fp32, "
-          << mib(p.load_bytes) << (p.host_bytes ? cat(", plus the offloaded state, ", mib(p.host_bytes)) : "") << ": "
+      out << "  loading (before step 1): the held rows, " << mib(p.held_bytes) << ", plus " << what
+          << (p.host_bytes ? cat(", plus the offloaded state, ", mib(p.host_bytes)) : "") << ": "
           << mib(p.held_bytes + p.load_bytes + p.host_bytes)
           << (p.capacity_bytes == 0 ? "" : p.held_bytes + p.load_bytes + p.host_bytes <= p.capacity_bytes ? ": fits" : cat(": DOES NOT FIT", fix))
           << "\n";
     else
-      out << "  host memory while loading (before step 1): the weights read whole in fp32, " << mib(p.load_bytes)
+      out << "  host memory while loading (before step 1): " << what
           << (p.host_bytes ? cat(", plus the offloaded state, ", mib(p.host_bytes)) : "")
           << (p.host_capacity_bytes == 0 ? " per rank (set plan.host_memory_gb, a node's, to check it)"
                                          : cat(" of ", mib(p.host_capacity_bytes), " per rank: ",

@@ -36,10 +36,12 @@ struct MemoryPlan {
   std::uint64_t nvme_bytes = 0;       // offload.to=nvme: this rank's files (its model's and a PPO critic's)
   std::uint64_t host_bytes = 0;       // the offload rows' host memory (state or NVMe buffers)
   std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
-  // Loading, before step 1: init.from's weights (a LoRA run's base, the seed's init included) read whole
-  // in fp32 on the host, beside what is already allocated (held_bytes: the held rows). On the CPU backend
-  // that is the device; on GPUs host memory. Not the allocator's: not in total_bytes.
+  // Loading, before step 1: the host staging of the weights being read (init.from, the seed's init; a
+  // unit at a time, or for an NF4 base the whole model in fp32 twice: load_whole), beside what is already
+  // allocated (held_bytes: the held rows). On the CPU backend that is the device; on GPUs host memory.
+  // Not the allocator's: not in total_bytes.
   std::uint64_t load_bytes = 0;
+  bool load_whole = false;
   std::uint64_t held_bytes = 0;
   // Host memory one rank may use for host_bytes: on the CPU backend the device is the host (the
   // offload rows share capacity_bytes); on GPUs plan.host_memory_gb over the node's ranks (0 = unknown).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "plan/memory_plan.hpp"
 #include "config/lora.hpp"
@@ -72,6 +73,7 @@ void LoraBase::bind_generation(model::ParamSource* adapters) {
 // Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
 std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
                                 const std::function<void(const std::string& sha256)>& check) {
+  if (!nf4_) return load_base_by_ranges(world, from, seed, check);
   std::vector<float> flat(base_.numel());
   std::string sha256;
   // A bitsandbytes 4-bit directory's NF4 weights, taken as stored by a base held whole, and by the whole
@@ -116,6 +118,33 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
   } else {
     base_engine_->load_params(local);
   }
+  return sha256;
+}
+
+// A bf16/fp32 base read range by range (model::SafetensorsReader, or the seed's init by range): the hash
+// over the whole base in blocks, then this rank's part into the frozen engine, with no whole-model copy
+// on the host (an NF4 base still quantizes from one: load_base above).
+std::string LoraBase::load_base_by_ranges(const dist::World& world, const std::string& from, std::uint64_t seed,
+                                          const std::function<void(const std::string& sha256)>& check) {
+  std::string sha256;
+  read_shared_input(world, [&] {
+    std::optional<model::SafetensorsReader> file;
+    if (!from.empty()) file.emplace(model::open_pretrained(from, base_));
+    const ReadGlobal read = [&](std::int64_t offset, std::int64_t count, float* out) {
+      if (file) file->read(offset, count, out);
+      else model::init_params_range(base_, seed, static_cast<std::size_t>(offset), static_cast<std::size_t>(count), out);
+    };
+    Sha256 hash;  // of the whole base, in flat order: the same digest as over one whole copy
+    std::vector<float> block(std::min<std::size_t>(base_.numel(), std::size_t{1} << 22));  // 16 MiB
+    for (std::size_t at = 0; at < base_.numel(); at += block.size()) {
+      const std::size_t n = std::min(block.size(), base_.numel() - at);
+      read(static_cast<std::int64_t>(at), static_cast<std::int64_t>(n), block.data());
+      hash.update(block.data(), n * sizeof(float));
+    }
+    sha256 = to_hex(hash.finish());
+    if (check) check(sha256);
+    base_engine_->load_params(local_reader(part_, read));
+  }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
   return sha256;
 }
 

@@ -87,6 +87,8 @@ class LoraBase {
   // a bad base, or `check`'s error, is printed once (ReportedError; train/shared_input.hpp).
   std::string load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
                         const std::function<void(const std::string& sha256)>& check = {});
+  std::string load_base_by_ranges(const dist::World& world, const std::string& from, std::uint64_t seed,
+                                  const std::function<void(const std::string& sha256)>& check);
   // A new run: the base (init.from, or the base a PEFT adapter directory there names) and the adapters
   // (that directory's, else PEFT's init from train.seed) into the engine that trains them.
   void init(const dist::World& world, const config::Config& config, optim::ZeroEngine& adapter_engine);

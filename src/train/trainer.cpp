@@ -192,10 +192,14 @@ void Trainer::init_parameters() {
     }));
     return;
   }
-  std::vector<float> flat(table_.numel());
-  read_shared_input(world_, [&] { model::load_pretrained(config_.init.from, table_, flat.data()); },
-                    cat("init.from=", config_.init.from));
-  engine_->load_params(local_reader(map, read_flat(flat.data())));
+  // Each rank reads its part of the files, a unit at a time (no whole-model copy on the host); every
+  // rank's problem (a damaged tensor in its part) is agreed on, as the headers' are.
+  read_shared_input(world_, [&] {
+    const model::SafetensorsReader weights = model::open_pretrained(config_.init.from, table_);
+    engine_->load_params(local_reader(map, [&](std::int64_t offset, std::int64_t count, float* out) {
+      weights.read(offset, count, out);
+    }));
+  }, cat("init.from=", config_.init.from));
   log::info(cat("initialised from ", config_.init.from));
 }
 
