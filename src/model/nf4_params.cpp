@@ -197,29 +197,45 @@ void Nf4Params::load(std::span<const float> flat, const Nf4Weights* stored) {
   finish_gathers();
   for (UnitStore& s : units_) s = UnitStore{.unit = s.unit, .range = s.range};
   held_bytes_ = 0;
-  for (int k = 0; k < static_cast<int>(units_.size()); ++k) store(k, flat, stored);
+  for (int k = 0; k < static_cast<int>(units_.size()); ++k) store(k, flat, 0, stored);
+}
+
+void Nf4Params::load(const ReadRange& read, const std::function<Nf4Weights(std::size_t, std::size_t)>& stored_of) {
+  ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: reloaded while a unit is in use");
+  finish_gathers();
+  for (UnitStore& s : units_) s = UnitStore{.unit = s.unit, .range = s.range};
+  held_bytes_ = 0;
+  std::vector<float> values;
+  for (int k = 0; k < static_cast<int>(units_.size()); ++k) {
+    const UnitStore& s = units_[static_cast<std::size_t>(k)];
+    values.resize(s.range.numel);
+    read(static_cast<std::int64_t>(s.range.offset), static_cast<std::int64_t>(s.range.numel), values.data());
+    const Nf4Weights stored = stored_of ? stored_of(table_.first_param(s.unit), table_.end_param(s.unit)) : Nf4Weights{};
+    store(k, values, static_cast<std::int64_t>(s.range.offset), &stored);
+  }
 }
 
 // The store's bytes built on the host in its layout, then all of them (or this rank's slice) to the backend.
-void Nf4Params::store(int k, std::span<const float> flat, const Nf4Weights* stored) {
+void Nf4Params::store(int k, std::span<const float> values, std::int64_t base, const Nf4Weights* stored) {
   UnitStore& s = units_[static_cast<std::size_t>(k)];
   const int u = s.unit, shards = sharded() ? group_->size() : 1;
   const bool whole = s.range.numel == table_.units()[static_cast<std::size_t>(u)].numel;
   s.at = layout_of(table_, {u, s.range, whole}, compute_, options_, shards);
   std::vector<float> kept;
-  if (!whole) kept.assign(flat.begin() + static_cast<std::ptrdiff_t>(s.range.offset),
-                          flat.begin() + static_cast<std::ptrdiff_t>(s.range.offset + s.range.numel));
+  const auto at = [&](std::size_t offset) { return static_cast<std::size_t>(static_cast<std::int64_t>(offset) - base); };
+  if (!whole) kept.assign(values.begin() + static_cast<std::ptrdiff_t>(at(s.range.offset)),
+                          values.begin() + static_cast<std::ptrdiff_t>(at(s.range.offset) + s.range.numel));
   std::vector<std::byte> bytes(s.at.bytes);
   std::size_t codes = 0, nested = 0;
   for (std::size_t p = table_.first_param(u); whole && p < table_.end_param(u); ++p) {
     const ParamInfo& info = table_.params()[p];
-    const std::span<const float> values = flat.subspan(info.offset, info.numel);
+    const std::span<const float> param = values.subspan(at(info.offset), info.numel);
     if (!nf4_quantized(table_, p)) {
-      kept.insert(kept.end(), values.begin(), values.end());
+      kept.insert(kept.end(), param.begin(), param.end());
       continue;
     }
     const quant::Nf4Tensor* as_stored = taken_as_stored(stored, p, info, options_);
-    const quant::Nf4Tensor t = as_stored ? *as_stored : quant::quantize_nf4(values, options_.block, options_.double_quant);
+    const quant::Nf4Tensor t = as_stored ? *as_stored : quant::quantize_nf4(param, options_.block, options_.double_quant);
     s.quantized.push_back({p, codes, s.n_scales, nested, t.offset});
     std::memcpy(bytes.data() + s.at.codes + codes, t.packed.data(), t.packed.size());
     codes += t.packed.size();

@@ -77,6 +77,10 @@ class Nf4Params final : public ParamSource {
   // parameter index, taken as they are where their blocks are this base's (the same block size and double
   // quantization); the others are quantized here from flat.
   void load(std::span<const float> flat, const Nf4Weights* stored = nullptr);
+  // The same unit by unit, never the whole table: `read` gives the fp32 values of a flat range, and
+  // `stored_of(first, end)` (optional) the stored codes of parameters [first, end) (one unit's).
+  using ReadRange = std::function<void(std::int64_t offset, std::int64_t count, float* out)>;
+  void load(const ReadRange& read, const std::function<Nf4Weights(std::size_t, std::size_t)>& stored_of = {});
 
   // Unit u in `compute`: units without NF4 parameters are views of what is kept (sharded: of its gathered
   // bytes); a block's is a scratch buffer, its NF4 weights dequantized and the others copied in, held until
@@ -131,7 +135,8 @@ class Nf4Params final : public ParamSource {
   };
   bool sharded() const { return group_ != nullptr; }
   // Stores are numbered k (a unit's pieces one each, first_[u] + i); the functions below take them.
-  void store(int k, std::span<const float> flat, const Nf4Weights* stored);
+  // Unit k from `values`, the flat values [base, base + values.size()) that cover its range.
+  void store(int k, std::span<const float> values, std::int64_t base, const Nf4Weights* stored);
   void launch_gather(int k);
   const std::byte* whole_bytes(int k);  // the store's quantized bytes, gathered first when sharded
   backend::Tensor take(int k);          // the store's values (a block's dequantized), then the next's gather

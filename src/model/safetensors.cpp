@@ -459,6 +459,14 @@ SafetensorsReader::SafetensorsReader(const std::vector<std::string>& files, cons
   }
 }
 
+void SafetensorsReader::read_stored_nf4(std::size_t i, Nf4Weights& into) const {
+  const Impl& m = *impl_;
+  const std::string& name = m.located[i]->first;
+  if (!m.quantized.count(name) || bnb_transposed(m.table, i)) return;
+  std::vector<float> values(m.table.params()[i].hf_numel());  // one tensor, dequantized beside its codes
+  read_bnb_param(m.tensors, m.table, name, i, values.data(), &into);
+}
+
 SafetensorsReader::~SafetensorsReader() = default;
 SafetensorsReader::SafetensorsReader(SafetensorsReader&&) noexcept = default;
 

@@ -57,6 +57,9 @@ class SafetensorsReader {
   SafetensorsReader(SafetensorsReader&&) noexcept;
   // Flat values [offset, offset + count) of the table, in fp32.
   void read(std::int64_t offset, std::int64_t count, float* out) const;
+  // Parameter i's codes and scales as stored (a bitsandbytes 4-bit weight in the table's layout) into
+  // `into`; nothing for one stored otherwise.
+  void read_stored_nf4(std::size_t i, Nf4Weights& into) const;
 
  private:
   struct Impl;

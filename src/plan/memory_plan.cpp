@@ -249,28 +249,32 @@ std::uint64_t peak_of(const std::vector<PlanRow>& rows) {
 // What loading holds on the host beside the allocated state, before step 1. The weights are read range
 // by range (model::SafetensorsReader, or the seed's init by range) into the engine a unit at a time
 // (ZeroEngine::load_params: the unit's fp32 values, this rank's slice of it at ZeRO-3) with the
-// stored bytes of the tensor being read: about 1.5 x the largest unit in fp32; a LoRA base also hashes
-// the whole base in 16 MiB blocks. An NF4 base is still quantized from whole copies: the whole model in
-// fp32 twice (train/lora_base.cpp load_base). Measured on the CPU (outside sweep 26's 4-layer Llama,
+// stored bytes of the tensor being read: about 1.5 x the largest unit in fp32; an NF4 base quantizes a
+// unit at a time, beside a dequantized tensor and its codes: about 2 x; a LoRA base also hashes the whole
+// base in 16 MiB blocks. A tensor-parallel NF4 base is still quantized from whole copies: the whole model
+// in fp32 twice (train/lora_base.cpp load_base). Measured on the CPU (outside sweep 26's 4-layer Llama,
 // 244.5 MiB of weights, its largest unit the 98 MiB embedding): full fine-tuning from a directory 1357
-// MiB against 1292 + 147 planned, LoRA 342 against 318 + 163, QLoRA 745 against 307 + 489.
+// MiB against 1292 + 147 planned, LoRA 342 against 318 + 163, QLoRA 370 against 307 + 212 (before: 1546,
+// 569 and 745, every rank holding the whole model in fp32, the NF4 base twice). The plan's held rows are
+// all allocated by then; not all are, so it errs high.
 std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) {
   const auto whole = whole_table(model::model_shape(config.model));
-  const bool lora = config.lora.rank > 0;
-  if (lora && config.lora.base_dtype == config::LoraBaseDtype::kNf4) return 2 * whole->numel() * sizeof(float);
+  const bool lora = config.lora.rank > 0, nf4 = lora && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
+  if (nf4 && config.parallel.tp > 1) return 2 * whole->numel() * sizeof(float);
   std::uint64_t largest = 0;
   for (const auto& u : whole->units()) largest = std::max<std::uint64_t>(largest, u.numel);
   const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * config.parallel.pp));
-  if (config.train.zero_stage == 3) largest = (largest + dp - 1) / dp;
+  // ZeRO-3: an engine loads its slice of each unit; an NF4 store builds the whole unit's bytes, then keeps its slice.
+  if (config.train.zero_stage == 3 && !nf4) largest = (largest + dp - 1) / dp;
   const std::uint64_t hash_block = lora ? std::min<std::uint64_t>(whole->numel(), 1u << 22) * sizeof(float) : 0;
-  return largest * sizeof(float) * 3 / 2 + hash_block;
+  return static_cast<std::uint64_t>(static_cast<double>(largest * sizeof(float)) * (nf4 ? 2.0 : 1.5)) + hash_block;
 }
 
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device, GenerationLengths lengths) {
   MemoryPlan p = device_plan(config, world_size, threads, capacity, device, lengths);
   p.load_bytes = load_bytes(config, world_size);
-  p.load_whole = config.lora.rank > 0 && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
+  p.load_whole = config.lora.rank > 0 && config.lora.base_dtype == config::LoraBaseDtype::kNf4 && config.parallel.tp > 1;
   for (const PlanRow& r : p.rows)
     if (r.phase == Phase::kHeld) p.held_bytes += r.bytes;
   p.host_is_device = device == config::Device::kCpu;
@@ -306,7 +310,7 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
   out << total;
   if (p.load_bytes > 0) {  // before step 1, not the allocator's
     const char* fix = "; fewer ranks a host, or more memory";
-    const std::string what = cat("loading's host staging, ", mib(p.load_bytes), p.load_whole ? " (the whole model in fp32, twice: an NF4 base)"
+    const std::string what = cat("loading's host staging, ", mib(p.load_bytes), p.load_whole ? " (the whole model in fp32, twice: a tensor-parallel NF4 base)"
                                                                                              : " (the unit being read)");
     if (p.host_is_device)
       out << "  loading (before step 1): the held rows, " << mib(p.held_bytes) << ", plus " << what

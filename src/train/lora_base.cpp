@@ -73,7 +73,8 @@ void LoraBase::bind_generation(model::ParamSource* adapters) {
 // Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
 std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
                                 const std::function<void(const std::string& sha256)>& check) {
-  if (!nf4_) return load_base_by_ranges(world, from, seed, check);
+  // A tensor-parallel NF4 base takes the whole tensors' quantization: read whole (below).
+  if (!nf4_ || !(part_ && part_->grid.tp > 1)) return load_base_by_ranges(world, from, seed, check);
   std::vector<float> flat(base_.numel());
   std::string sha256;
   // A bitsandbytes 4-bit directory's NF4 weights, taken as stored by a base held whole, and by the whole
@@ -89,16 +90,9 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
     sha256 = to_hex(hash.finish());
     if (check) check(sha256);
   }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
-  // A directory quantized in other blocks (zckpt quantize --block, bitsandbytes' blocksize) or with another
-  // double quantization than this run's is read dequantized, then quantized again here: said, as its values
-  // then differ slightly from the stored ones.
   for (const auto& [p, t] : stored)  // (filled for an NF4 base only)
     if (t.block != quantization_.block || t.nested != quantization_.double_quant) {
-      log::warn(cat("lora: the NF4 weights of ", from, " are in blocks of ", t.block, t.nested ? " with" : " without",
-                    " double quantization; this run's NF4 base is in blocks of ", quantization_.block,
-                    quantization_.double_quant ? " with" : " without", " (lora.base_double_quant): they are dequantized and ",
-                    "quantized again (zckpt quantize --block ", quantization_.block,
-                    quantization_.double_quant ? " --double-quant" : "", " writes them as this run takes them)"));
+      warn_requantized(from, t.block, t.nested);
       break;
     }
   // A tensor-parallel shard holds the values of the whole tensors' quantization (tp = 1's base; stored NF4
@@ -143,9 +137,37 @@ std::string LoraBase::load_base_by_ranges(const dist::World& world, const std::s
     }
     sha256 = to_hex(hash.finish());
     if (check) check(sha256);
-    base_engine_->load_params(local_reader(part_, read));
+    if (!nf4_) return base_engine_->load_params(local_reader(part_, read));
+    // NF4: quantized unit by unit; a base held whole takes a bitsandbytes 4-bit directory's codes as
+    // stored (a part's tensors are its own: quantized from their values).
+    std::size_t as_stored = 0;
+    std::optional<std::pair<int, bool>> other_blocks;  // the first stored in other blocks
+    nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) {
+      model::Nf4Weights stored;
+      if (!file || part_) return stored;
+      for (std::size_t p = first; p < end; ++p) file->read_stored_nf4(p, stored);
+      for (const auto& [p, t] : stored) {
+        const bool same = t.block == quantization_.block && t.nested == quantization_.double_quant;
+        as_stored += same ? 1 : 0;
+        if (!same && !other_blocks) other_blocks = std::pair{t.block, t.nested};
+      }
+      return stored;
+    });
+    if (other_blocks) warn_requantized(from, other_blocks->first, other_blocks->second);
+    if (as_stored > 0) log::info("lora: ", as_stored, " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");
   }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
   return sha256;
+}
+
+// A directory quantized in other blocks (zckpt quantize --block, bitsandbytes' blocksize) or with another
+// double quantization than this run's is read dequantized, then quantized again here: said, as its values
+// then differ slightly from the stored ones.
+void LoraBase::warn_requantized(const std::string& from, int block, bool nested) const {
+  log::warn(cat("lora: the NF4 weights of ", from, " are in blocks of ", block, nested ? " with" : " without",
+                " double quantization; this run's NF4 base is in blocks of ", quantization_.block,
+                quantization_.double_quant ? " with" : " without", " (lora.base_double_quant): they are dequantized and ",
+                "quantized again (zckpt quantize --block ", quantization_.block,
+                quantization_.double_quant ? " --double-quant" : "", " writes them as this run takes them)"));
 }
 
 // A shard whose 64-blocks are not the whole tensor's (a row-parallel cut of a width that is not a multiple

@@ -89,6 +89,7 @@ class LoraBase {
                         const std::function<void(const std::string& sha256)>& check = {});
   std::string load_base_by_ranges(const dist::World& world, const std::string& from, std::uint64_t seed,
                                   const std::function<void(const std::string& sha256)>& check);
+  void warn_requantized(const std::string& from, int block, bool nested) const;
   // A new run: the base (init.from, or the base a PEFT adapter directory there names) and the adapters
   // (that directory's, else PEFT's init from train.seed) into the engine that trains them.
   void init(const dist::World& world, const config::Config& config, optim::ZeroEngine& adapter_engine);

@@ -215,7 +215,7 @@ TEST(MemoryPlan, OffloadRowsAreWhatTheEngineHoldsOffTheDevice) {
 
 TEST(MemoryPlan, AConfigThatDoesNotFitNamesFixes) {
   config::Config c = small_config(0, 8);
-  const std::uint64_t capacity = plan_memory(small_config(1, 2), 4, 1, 0).total_bytes;  // fits stage 1, micro 2
+  const std::uint64_t capacity = plan_memory(small_config(1, 2), 4, 1, 0).device_peak();  // fits stage 1, micro 2
   const MemoryPlan p = plan_memory(c, 4, 1, capacity);
   EXPECT_FALSE(p.fits());
   const std::vector<std::string> fixes = suggestions(c, 4, 1, capacity);
@@ -337,7 +337,7 @@ TEST(ZeroTransients, APlanThatMissesByTheBuffersNamesTheirKeys) {
   c.train.loss_chunk = 512;
   c.train.precision = config::Precision::kBf16;
   c.zero.reduce_dtype = config::ReduceDtype::kCompute;
-  const std::uint64_t capacity = plan_memory(c, 2, 1, 0).total_bytes;
+  const std::uint64_t capacity = plan_memory(c, 2, 1, 0).device_peak();  // the step's, or loading's
   c.zero.reduce_dtype = config::ReduceDtype::kFp32;
   c.zero.split_vocab = false;
   ASSERT_FALSE(plan_memory(c, 2, 1, capacity).fits());
