@@ -158,6 +158,50 @@ TEST_F(Safetensors, HubNamesBuffersTiedHeadAnd16BitDtypesLoad) {
   EXPECT_EQ(got, want);
 }
 
+// The range reader (what a rank loads of init.from: its part, a unit at a time) gives what the whole
+// load gives over any ranges: Hub names, 16-bit dtypes widened, a longer position table cut, padded
+// vocabulary rows 0, the tied head checked at construction; a file with NaN is refused in the range read.
+TEST_F(Safetensors, RangeReadsEqualTheWholeLoad) {
+  const ParamTable longer(GptShape::make(2, 2, 24, 61, 20));
+  std::vector<float> w = weights(longer, 4);
+  std::vector<FileTensor> ts = tensors(longer, w, /*hub_names=*/true);
+  for (FileTensor& t : ts)
+    if (t.name.ends_with("c_fc.weight")) {  // BF16
+      const std::size_t n = t.raw.size() / 4;
+      std::vector<char> half(n * 2);
+      auto* h = reinterpret_cast<std::uint16_t*>(half.data());
+      const auto* f = reinterpret_cast<const float*>(t.raw.data());
+      for (std::size_t i = 0; i < n; ++i) h[i] = backend::f32_to_bf16(f[i]);
+      t.dtype = "BF16", t.raw = std::move(half);
+    }
+  const ParamInfo& wte = longer.find("transformer.wte.weight");
+  ts.push_back({"lm_head.weight", "F32", wte.hf_shape, f32_bytes(&w[wte.offset], wte.hf_numel())});
+  write_file(path("m.safetensors"), ts);
+  std::vector<float> whole(small_.numel(), 9.0f);
+  load_safetensors(path("m.safetensors"), small_, whole.data());
+  const SafetensorsReader reader = open_pretrained(path("m.safetensors"), small_);
+  for (const std::int64_t step : std::initializer_list<std::int64_t>{1, 7, 100, 1000, static_cast<std::int64_t>(small_.numel())}) {
+    std::vector<float> ranges(small_.numel(), 9.0f);
+    for (std::int64_t at = 0; at < static_cast<std::int64_t>(small_.numel()); at += step)
+      reader.read(at, std::min<std::int64_t>(step, static_cast<std::int64_t>(small_.numel()) - at), ranges.data() + at);
+    ASSERT_EQ(ranges, whole) << "ranges of " << step;
+  }
+  // A damaged tensor is found by the read that touches it, naming it.
+  const ParamInfo& ln = small_.find("transformer.h.1.ln_2.weight");
+  for (FileTensor& t : ts)
+    if (t.name == "h.1.ln_2.weight") reinterpret_cast<float*>(t.raw.data())[3] = std::numeric_limits<float>::quiet_NaN();
+  write_file(path("nan.safetensors"), ts);
+  const SafetensorsReader damaged = open_pretrained(path("nan.safetensors"), small_);
+  std::vector<float> part(ln.numel);
+  EXPECT_NO_THROW(damaged.read(0, 10, part.data()));
+  try {
+    damaged.read(static_cast<std::int64_t>(ln.offset), static_cast<std::int64_t>(ln.numel), part.data());
+    FAIL() << "read a NaN";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("h.1.ln_2.weight holds 1 NaN"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Safetensors, LongerPositionTableIsCutToSeqLen) {
   const ParamTable longer(GptShape::make(2, 2, 24, 61, 20));
   const std::vector<float> w = weights(longer, 3);
