@@ -220,7 +220,8 @@ void prepare(Job& j, const dist::World& world) {
   check_output("summary", j.o.summary, world);
   if (world.size() % j.o.tp != 0)
     throw ConfigError(cat("--tp ", j.o.tp, " does not divide the ", world.size(), " ranks"));
-  j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model));
+  // The model's shape, context and tokenizer now; its weights once the memory plan says they fit.
+  j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model, /*weights=*/false));
   const model::GptShape& shape = j.model->table.shape();
   if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp, "--tp");
   const std::string tokenizer_file = tokenizer_path(j.o, *j.model);
@@ -251,6 +252,7 @@ void prepare(Job& j, const dist::World& world) {
   const bool gpu = j.placement.device == config::Device::kCuda;
   j.dtype = j.o.dtype == "bf16" || (j.o.dtype == "auto" && gpu) ? DType::kBF16 : DType::kF32;
   check_memory(j, world);
+  j.model->weights = model::load_saved_model(j.o.model).weights;
 }
 
 }  // namespace zt::apps

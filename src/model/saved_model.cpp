@@ -71,25 +71,27 @@ std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const Pa
 
 namespace {
 
-SavedModel from_checkpoint(const std::string& path) {
+SavedModel from_checkpoint(const std::string& path, bool weights) {
   const ckpt::Checkpoint c(path);
   SavedModel m{.config = checkpoint_config(c), .table = checkpoint_base_table(c)};
   const bool lora = m.config.lora.rank > 0;
-  m.weights = lora ? checkpoint_merged_weights(c, m.table) : c.read_master();
+  if (weights) m.weights = lora ? checkpoint_merged_weights(c, m.table) : c.read_master();
   m.context = m.table.shape().seq_len;
   m.source = cat("step ", c.manifest().step, " of checkpoint ", path, lora ? " (LoRA adapters merged into their base)" : "");
   m.checkpoint = true;
   return m;
 }
 
-SavedModel from_hf_directory(const std::string& path) {
+SavedModel from_hf_directory(const std::string& path, bool weights) {
   config::Config c;
   c.init.from = path;
   c.model.seq_len = config::hf_context_length(path);
   config::apply_hf_config(c, {});
   SavedModel m{.config = c, .table = ParamTable(model_shape(c.model))};
-  m.weights.assign(m.table.numel(), 0.0f);
-  load_pretrained(path, m.table, m.weights.data());
+  if (weights) {
+    m.weights.assign(m.table.numel(), 0.0f);
+    load_pretrained(path, m.table, m.weights.data());
+  }
   m.context = c.model.seq_len;
   m.source = cat("Hugging Face directory ", path, " (", family_of(m.table.shape().arch).describe(m.table.shape()), ")");
   return m;
@@ -97,7 +99,7 @@ SavedModel from_hf_directory(const std::string& path) {
 
 // A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) on the base its
 // base_model_name_or_path names: the adapters merged into it, as zckpt export --merge merges a run's.
-SavedModel from_peft_adapter(const std::string& path) {
+SavedModel from_peft_adapter(const std::string& path, bool weights) {
   config::Config c;
   c.init.from = path;
   config::check_peft_base(c);
@@ -107,12 +109,14 @@ SavedModel from_peft_adapter(const std::string& path) {
   config::check_lora(c);
   const std::string base = config::lora_base_path(c);
   SavedModel m{.config = c, .table = ParamTable(model_shape(c.model))};
-  m.weights.assign(m.table.numel(), 0.0f);
-  load_pretrained(base, m.table, m.weights.data());
-  const ParamTable adapters = lora_table(m.table.shape(), lora_spec(c));
-  std::vector<float> adapter_weights(adapters.numel());
-  load_safetensors((fs::path(path) / "adapter_model.safetensors").string(), adapters, adapter_weights.data());
-  merge_lora(m.table, m.weights.data(), adapters, adapter_weights.data(), lora_spec(c).scale());
+  if (weights) {
+    m.weights.assign(m.table.numel(), 0.0f);
+    load_pretrained(base, m.table, m.weights.data());
+    const ParamTable adapters = lora_table(m.table.shape(), lora_spec(c));
+    std::vector<float> adapter_weights(adapters.numel());
+    load_safetensors((fs::path(path) / "adapter_model.safetensors").string(), adapters, adapter_weights.data());
+    merge_lora(m.table, m.weights.data(), adapters, adapter_weights.data(), lora_spec(c).scale());
+  }
   m.context = c.model.seq_len;
   m.source = cat("PEFT adapter ", path, " (rank ", c.lora.rank, ") merged into its base ", base, " (",
                  family_of(m.table.shape().arch).describe(m.table.shape()), ")");
@@ -121,13 +125,13 @@ SavedModel from_peft_adapter(const std::string& path) {
 
 }  // namespace
 
-SavedModel load_saved_model(const std::string& path) {
+SavedModel load_saved_model(const std::string& path, bool weights) {
   std::error_code ec;
   if (!fs::is_directory(path, ec))
     throw ConfigError(cat(path, ": no such directory (a ztrain checkpoint step_N/ or a Hugging Face model directory)"));
-  if (fs::exists(fs::path(path) / ckpt::kManifestFile, ec)) return from_checkpoint(path);
-  if (fs::exists(fs::path(path) / "config.json", ec)) return from_hf_directory(path);
-  if (fs::exists(fs::path(path) / "adapter_config.json", ec)) return from_peft_adapter(path);
+  if (fs::exists(fs::path(path) / ckpt::kManifestFile, ec)) return from_checkpoint(path, weights);
+  if (fs::exists(fs::path(path) / "config.json", ec)) return from_hf_directory(path, weights);
+  if (fs::exists(fs::path(path) / "adapter_config.json", ec)) return from_peft_adapter(path, weights);
   throw ConfigError(cat(path, " holds neither ", ckpt::kManifestFile, " (a committed ztrain checkpoint), config.json (a "
                         "Hugging Face model directory) nor adapter_config.json (a PEFT adapter)"));
 }

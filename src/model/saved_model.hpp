@@ -36,6 +36,7 @@ struct SavedModel {
 // path: a committed ztrain checkpoint directory (MANIFEST.json), or a Hugging Face model directory
 // (config.json beside model.safetensors or its shards). Throws ConfigError / InputError /
 // CheckpointError naming the path and what it lacks.
-SavedModel load_saved_model(const std::string& path);
+// weights = false: everything but the weights (empty), so a job can be planned before it reads them.
+SavedModel load_saved_model(const std::string& path, bool weights = true);
 
 }  // namespace zt::model

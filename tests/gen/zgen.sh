@@ -157,6 +157,13 @@ expect_in "$ZT_WORK/err" "--summary .*a-file/s.json cannot be written"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
   --slots 4096 --samples 4096 --temperature 1 --memory-gb 0.01
 expect_in "$ZT_WORK/err" "a KV cache of 4096 slots x 32 tokens need .* GiB on cpu, which has 0.01 GiB: --slots [0-9]+ fits"
+# ... before the weights are read (sweep 26 F5): a directory whose weights file is cut short is refused
+# for memory, not for the file.
+mkdir -p "$W/cut-hf" && cp "$W/gpt2-hf/config.json" "$W/cut-hf/" && head -c 100 "$W/gpt2-hf/model.safetensors" >"$W/cut-hf/model.safetensors"
+expect_exit 2 "$zgen" --model "$W/cut-hf" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu --memory-gb 0.000001
+expect_in "$ZT_WORK/err" "need .* GiB on cpu, which has .* GiB"
+expect_exit 2 "$zgen" --model "$W/cut-hf" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu
+expect_in "$ZT_WORK/err" "cut-hf/model.safetensors"
 expect_exit 2 "$zgen" --model "$W/nothing" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl"
 expect_in "$ZT_WORK/err" "nothing: no such directory"
 [ ! -e "$W/x.jsonl" ] || fail "a refused run wrote its output"
