@@ -270,6 +270,26 @@ std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) 
   return static_cast<std::uint64_t>(static_cast<double>(largest * sizeof(float)) * (nf4 ? 2.0 : 1.5)) + hash_block;
 }
 
+// On the CPU backend, outside the allocator during a step (MemoryPlan::outside_bytes): 64 MiB of BLAS and
+// library buffers (one rank's RSS above the plan: ~50 MiB), and where gradients are reduced (more than one
+// data-parallel rank, or ZeRO 2-3's reduce-scatter even on one) Open MPI's scratch for its non-blocking
+// collectives, which copy what they reduce: 1.5 x the largest reduction at ZeRO-0 (a bucket, or a unit
+// larger than one: the embedding) and 3.5 x at ZeRO 1-3 (more in flight). Measured by outside sweep 26 on a
+// 38M GPT-2 (its 98 MiB embedding unit) at 1, 2 and 4 ranks: 1.4 x at ZeRO-0, up to 2.9 x at ZeRO-1 and
+// 3.5 x at ZeRO-3 on 4 ranks.
+std::uint64_t cpu_outside_bytes(const config::Config& config, std::int64_t world_size) {
+  constexpr std::uint64_t kLibraries = 64ull << 20;
+  const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * config.parallel.pp));
+  const int stage = static_cast<int>(config.train.zero_stage);
+  if (dp == 1 && stage < 2) return kLibraries;
+  const auto whole = whole_table(model::model_shape(config.model));
+  std::uint64_t largest = 0;
+  for (const auto& u : whole->units()) largest = std::max<std::uint64_t>(largest, u.numel);
+  const auto reduced = std::max<std::uint64_t>(largest * sizeof(float) / static_cast<std::uint64_t>(config.parallel.tp),
+                                               static_cast<std::uint64_t>(config.zero.bucket_mb * (1 << 20)));
+  return kLibraries + static_cast<std::uint64_t>(static_cast<double>(reduced) * (stage == 0 ? 1.5 : 3.5));
+}
+
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device, GenerationLengths lengths) {
   MemoryPlan p = device_plan(config, world_size, threads, capacity, device, lengths);
@@ -278,6 +298,7 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
   for (const PlanRow& r : p.rows)
     if (r.phase == Phase::kHeld) p.held_bytes += r.bytes;
   p.host_is_device = device == config::Device::kCpu;
+  if (p.host_is_device) p.outside_bytes = cpu_outside_bytes(config, world_size);
   const std::int64_t ranks_per_node = std::max<std::int64_t>(1, std::min(world_size, config.plan.gpus_per_node));
   if (!p.host_is_device && config.plan.host_memory_gb > 0)
     p.host_capacity_bytes = static_cast<std::uint64_t>(config.plan.host_memory_gb * (1ull << 30)) / ranks_per_node;
@@ -308,6 +329,10 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",
                 p.capacity_bytes == 0 ? "capacity unknown" : p.device_fits() ? "fits" : "DOES NOT FIT");
   out << total;
+  if (p.outside_bytes > 0)  // the CPU backend's: the device is the host
+    out << "  outside the allocator: " << mib(p.outside_bytes) << " (BLAS and library buffers"
+        << (p.outside_bytes > (64ull << 20) ? ", Open MPI's scratch for the gradient reductions" : "") << "): a step's peak "
+        << mib(p.total_bytes + p.outside_bytes) << "\n";
   if (p.load_bytes > 0) {  // before step 1, not the allocator's
     const char* fix = "; fewer ranks a host, or more memory";
     const std::string what = cat("loading's host staging, ", mib(p.load_bytes), p.load_whole ? " (the whole model in fp32, twice: a tensor-parallel NF4 base)"

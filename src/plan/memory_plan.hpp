@@ -42,6 +42,10 @@ struct MemoryPlan {
   // Not the allocator's: not in total_bytes.
   std::uint64_t load_bytes = 0;
   bool load_whole = false;
+  // On the CPU backend, what the rank holds outside the backend's allocator during a step: the MPI
+  // library's scratch for the gradient collectives (Open MPI's non-blocking reductions copy their buffers)
+  // and the BLAS and libraries' own buffers. Not in total_bytes (the allocator's peak); in device_peak.
+  std::uint64_t outside_bytes = 0;
   std::uint64_t held_bytes = 0;
   // Host memory one rank may use for host_bytes: on the CPU backend the device is the host (the
   // offload rows share capacity_bytes); on GPUs plan.host_memory_gb over the node's ranks (0 = unknown).
@@ -57,7 +61,8 @@ struct MemoryPlan {
   std::vector<std::uint64_t> stage_activation_bytes;   // and its activations row
   // The rank's peak on the device: the step's (total_bytes), or while loading on the CPU backend.
   std::uint64_t device_peak() const {
-    return std::max(total_bytes, host_is_device ? held_bytes + load_bytes : 0) + (host_is_device ? host_bytes : 0);
+    if (!host_is_device) return total_bytes;
+    return std::max(total_bytes + outside_bytes, held_bytes + load_bytes) + host_bytes;
   }
   bool device_fits() const { return capacity_bytes == 0 || device_peak() <= capacity_bytes; }
   bool host_fits() const {
