@@ -87,11 +87,6 @@ TEST_F(OpenShards, AShardChangedOnDiskIsRefusedWhenOpenedAgain) {
   EXPECT_EQ(got.front(), 5);
 }
 
-}  // namespace
-}  // namespace zt::data
-
-namespace zt::data {
-namespace {
 
 // The shards of a ztok run that did not finish (its ztok-progress.json says "complete": false: killed,
 // failed) are refused by data.train and data.valid, naming the directory and the fix; a finished run's,

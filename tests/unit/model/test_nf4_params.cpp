@@ -222,11 +222,6 @@ TEST(Nf4Params, AUnitTakenTwiceIsHeldUntilItsLastRelease) {
   EXPECT_THROW(nf4.release(1), Error);
 }
 
-}  // namespace
-}  // namespace zt::model
-
-namespace zt::model {
-namespace {
 
 // bitsandbytes' serialized NF4 weight read back as written; the packed codes stored as another dtype
 // (bnb_4bit_quant_storage=bfloat16, FSDP-QLoRA's [n/4, 1] BF16 tensor) are the same bytes (sweep 24 F3);

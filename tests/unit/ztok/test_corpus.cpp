@@ -320,11 +320,6 @@ TEST(ValidSplit, DependsOnTheFileNameNotOnHowThePathIsSpelled) {
   EXPECT_NEAR(valid, 200, 50);
 }
 
-}  // namespace
-}  // namespace zt::ztok
-
-namespace zt::ztok {
-namespace {
 
 // A file that grows or shrinks while it is read (a producer still writing it) is refused when its end
 // is reached, naming it, not recorded as read at the size it had (sweep 23 F2).
