@@ -120,13 +120,16 @@ std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedMod
 
 
 
-// What a rank holds at its peak: its weights in the compute dtype and, while they are converted, in fp32;
-// the engine's cache, activations and logits.
+// What a rank holds at its peak on its device: its weights (its TP shard) in the compute dtype, and the
+// engine's cache, activations and logits; on the CPU, where the device is the host, also the whole model's
+// fp32 values read from --model and, under --tp, the shard cut from them, while they are converted (zgen.cpp
+// rank_weights; outside sweeps 26 and 27 measured the copy the plan had left out).
 std::uint64_t rank_bytes(const Job& j, int slots) {
-  const std::uint64_t weights = j.model->table.numel() / static_cast<std::uint64_t>(j.o.tp);
-  return weights * (sizeof(float) + (j.dtype == DType::kF32 ? 0 : dtype_size(j.dtype))) +
-         gen::Engine::bytes(j.model->table.shape(), j.o.tp, engine_options(j, slots),
-                           j.placement.device == config::Device::kCuda);
+  const bool gpu = j.placement.device == config::Device::kCuda;
+  const std::uint64_t whole = j.model->table.numel(), local = whole / static_cast<std::uint64_t>(j.o.tp);
+  std::uint64_t weights = local * dtype_size(j.dtype);
+  if (!gpu) weights += whole * sizeof(float) + (j.o.tp > 1 ? local * sizeof(float) : 0);
+  return weights + gen::Engine::bytes(j.model->table.shape(), j.o.tp, engine_options(j, slots), gpu);
 }
 
 // The cache and the weights planned against the rank's memory before anything is allocated; refused,

@@ -137,6 +137,10 @@ extern "C" void on_stop_signal(int signal) {
   std::raise(signal);
 }
 
+void stop_quietly() {
+  for (int s : {SIGINT, SIGTERM}) std::signal(s, SIG_DFL);
+}
+
 void say_what_a_stop_leaves(const zt::ztok::ZtokOptions& o, bool instruct) {
   const std::string line = zt::cat("\nztok: stopped by a signal: ", o.out_dir.string(), " is unfinished (ztrain refuses it); ",
                                    instruct ? "run the command again into an empty --out"
@@ -162,8 +166,15 @@ int run_single(int argc, char** argv) {
   }
   say_what_a_stop_leaves(p.options, p.instruct.has_value());
   try {
-    if (p.instruct) report_instruct(zt::ztok::run_instruct(p.options, *p.instruct), p.options);
-    else report(zt::ztok::run_ztok(p.options), p.options, 1);
+    if (p.instruct) {
+      const zt::ztok::InstructSummary s = zt::ztok::run_instruct(p.options, *p.instruct);
+      stop_quietly();  // the output is complete: a stop now says nothing false
+      report_instruct(s, p.options);
+    } else {
+      const zt::ztok::ZtokSummary s = zt::ztok::run_ztok(p.options);
+      stop_quietly();
+      report(s, p.options, 1);
+    }
     return zt::kExitOk;
   } catch (const zt::Error& e) {
     zt::log::fatal(std::string("ztok: ") + e.what());
@@ -225,7 +236,11 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
   code = zt::apps::agree_on_startup(world, as_ztok([&] { job->check_shared_view(); }));
   if (code != zt::kExitOk) return code;
   return zt::apps::run_or_abort(world, [&] {
-    as_ztok([&] { report(job->run(), p.options, world.size()); })();
+    as_ztok([&] {
+      const zt::ztok::ZtokSummary s = job->run();
+      stop_quietly();
+      report(s, p.options, world.size());
+    })();
     return zt::kExitOk;
   });
 }

@@ -95,6 +95,7 @@ std::vector<std::string> modules_named(Arch arch, const std::string& names, cons
 std::vector<std::string> lora_target_modules(const Config& c) {
   if (c.lora.targets.empty()) return c.model.arch == Arch::kLlama ? std::vector<std::string>{"q_proj", "v_proj"}
                                                                   : std::vector<std::string>{"c_attn"};
+  if (c.lora.targets == "all-linear") return family_modules(c.model.arch);  // PEFT's keyword: every block linear
   return modules_named(c.model.arch, c.lora.targets, cat("lora.targets=", c.lora.targets));
 }
 

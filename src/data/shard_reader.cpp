@@ -1,5 +1,7 @@
 // Shard reader: validates the schema and the expectations before a single token is read, and turns
 // every HDF5 failure into an error that names the shard.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <initializer_list>
 #include <optional>
@@ -19,8 +21,24 @@ struct OpenShard {
   std::optional<io::H5Dataset> loss_mask;  // instruction shards only
 };
 
+// Which file a path named when the shard was validated: a file put in its place since (a rename over
+// it, a rewrite) differs in inode, size or modification time even where its header says the same.
+struct FileIdentity {
+  std::uint64_t device = 0, inode = 0, bytes = 0;
+  std::int64_t modified_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+static std::optional<FileIdentity> identity_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                      static_cast<std::uint64_t>(st.st_size),
+                      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
 struct ShardReader::Impl {
   ShardInfo info;
+  std::optional<FileIdentity> identity;    // when validated
   std::optional<OpenShard> h5;             // null after close_file(), until the next call that needs HDF5
   std::unique_ptr<VerifiedChunks> chunks;  // reads of chunks HDF5 verified before; null: HDF5 only
 };
@@ -150,6 +168,9 @@ OpenShard open_datasets(io::H5File file, const ShardInfo& info) {
 const OpenShard& reopened(ShardReader::Impl& s) {
   if (s.h5) return *s.h5;
   const std::string path = s.info.path.string();
+  if (identity_of(path) != s.identity)
+    throw DataError(cat("shard ", path, " changed on disk during the run (another file in its place, or rewritten): put the "
+                        "shards of a run back as they were, or start a new run on the new ones"));
   try {
     io::H5File file = io::H5File::open_read(path);
     const ShardInfo now = read_info(file);
@@ -197,6 +218,7 @@ ShardReader ShardReader::open(const std::filesystem::path& path, const ShardExpe
     ShardReader reader;
     reader.impl_ = std::make_unique<Impl>();
     Impl& s = *reader.impl_;
+    s.identity = identity_of(name);
     s.chunks = VerifiedChunks::open(path, h5.tokens, info.n_tokens, info.wide_tokens);
     s.info = std::move(info);
     s.h5.emplace(std::move(h5));

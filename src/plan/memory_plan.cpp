@@ -327,12 +327,16 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
   char total[160];
   std::snprintf(total, sizeof total, "  %-22s %12s  of %s available per rank: %s\n", "total (predicted peak)",
                 mib(p.total_bytes).c_str(), p.capacity_bytes ? mib(p.capacity_bytes).c_str() : "?",
-                p.capacity_bytes == 0 ? "capacity unknown" : p.device_fits() ? "fits" : "DOES NOT FIT");
+                p.capacity_bytes == 0                                                        ? "capacity unknown"
+                : p.total_bytes + (p.host_is_device ? p.host_bytes : 0) <= p.capacity_bytes ? "fits"
+                                                                                             : "DOES NOT FIT");
   out << total;
   if (p.outside_bytes > 0)  // the CPU backend's: the device is the host
     out << "  outside the allocator: " << mib(p.outside_bytes) << " (BLAS and library buffers"
         << (p.outside_bytes > (64ull << 20) ? ", Open MPI's scratch for the gradient reductions" : "") << "): a step's peak "
-        << mib(p.total_bytes + p.outside_bytes) << "\n";
+        << mib(p.total_bytes + p.outside_bytes)
+        << (p.capacity_bytes == 0 ? "" : p.total_bytes + p.outside_bytes + p.host_bytes <= p.capacity_bytes ? ": fits" : ": DOES NOT FIT")
+        << "\n";
   if (p.load_bytes > 0) {  // before step 1, not the allocator's
     const char* fix = "; fewer ranks a host, or more memory";
     const std::string what = cat("loading's host staging, ", mib(p.load_bytes), p.load_whole ? " (the whole model in fp32, twice: a tensor-parallel NF4 base)"

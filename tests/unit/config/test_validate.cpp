@@ -362,6 +362,8 @@ TEST(Validate, LoraTargetsAreEitherFamilysModuleNames) {
   EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "k_proj", "down_proj"}));
   c.lora.targets = "";
   EXPECT_EQ(lora_target_modules(c), (std::vector<std::string>{"q_proj", "v_proj"}));
+  c.lora.targets = "all-linear";  // PEFT's keyword, as an adapter_config.json gives it (outside sweep 27 F6)
+  EXPECT_EQ(lora_target_modules(c).size(), 7u);
   // Errors name what the user wrote (issue 36), not the name it was read as.
   c.lora.targets = "q, c_attn";
   EXPECT_NE(error_of([&] { validate(c); }).find("lora.targets=q, c_attn: model.arch=llama has no module 'c_attn'; use a "

@@ -85,6 +85,11 @@ TEST_F(OpenShards, AShardChangedOnDiskIsRefusedWhenOpenedAgain) {
   }
   set.read(tokens.size() + 3, got.size(), got.data());  // the others still read
   EXPECT_EQ(got.front(), 5);
+  // The same shape, vocabulary and sources, other tokens: another file in its place all the same
+  // (outside sweep 27 F1).
+  set.read(2 * tokens.size() + 3, got.size(), got.data());  // s2 opens, s1 closes
+  write_shard(paths[1], std::vector<std::uint32_t>(tokens.size(), 7), {0});
+  EXPECT_THROW(set.read(tokens.size() + kShardChunkTokens + 5, got.size(), got.data()), DataError);
 }
 
 
