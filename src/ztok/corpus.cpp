@@ -121,6 +121,9 @@ bool CorpusReader::open_file() {
   const std::string& name = inputs_[pos_.file];
   stream_ = io::InputStream::open(name);
   opened_ = file_state(name);
+  if (pos_.file < expected_bytes_.size() && opened_.bytes != expected_bytes_[pos_.file])
+    throw InputError(cat("input ", name, " changed since the run started (", expected_bytes_[pos_.file], " bytes then, ",
+                         opened_.bytes, " now): wait until it is complete, then run ztok again into a new --out directory"));
   buf_.clear();
   head_ = 0;
   eof_ = false;

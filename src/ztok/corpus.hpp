@@ -82,6 +82,10 @@ class CorpusReader {
   ~CorpusReader();
   const std::vector<std::string>& inputs() const { return inputs_; }
 
+  // Each input's size when the run started (inputs()' order; empty: not checked): a file of another size
+  // when it is opened (it grew or shrank since) is an InputError, as one that changes while read is.
+  void expect_sizes(std::vector<std::uint64_t> bytes) { expected_bytes_ = std::move(bytes); }
+
   // The next chunk in input order (at least one segment); false when every input is read.
   bool next(Chunk& chunk);
 
@@ -116,6 +120,7 @@ class CorpusReader {
   bool file_done_ = false; // its last document was emitted
   std::uint64_t closed_file_bytes_ = 0;
   FileState opened_;       // the current file's size and time when opened
+  std::vector<std::uint64_t> expected_bytes_;
   std::uint64_t seq_ = 0;
 };
 

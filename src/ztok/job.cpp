@@ -184,6 +184,9 @@ RankProgress ZtokJob::tokenize_block(const std::function<void(std::uint64_t, std
     base += settings_.inputs[p.first_input + i].second;
   const CorpusOptions corpus = cutting_safely_for(options_.corpus, *tokenizer_);
   CorpusReader reader(block, corpus, p.position, options_.chunk_bytes);
+  std::vector<std::uint64_t> sizes;  // as recorded when the run started
+  for (std::uint64_t i = p.first_input; i < p.end_input; ++i) sizes.push_back(settings_.inputs[i].second);
+  reader.expect_sizes(std::move(sizes));
   TokenizeStream stream(*tokenizer_, reader, corpus, options_.threads,
                         2 * static_cast<std::size_t>(options_.threads) + 2);
   Clock::time_point saved_at = Clock::now();

@@ -345,5 +345,25 @@ TEST(Corpus, AFileChangedWhileReadIsRefused) {
   }
 }
 
+// A later input that changed between the run's start (its recorded size) and its turn is refused when it
+// is opened, not tokenized whole and recorded at the old size (outside sweep 27 F3).
+TEST(Corpus, AnInputOfAnotherSizeThanAtTheStartIsRefusedWhenOpened) {
+  data::testing::TempDir dir("corpus_grown");
+  const std::string a = (dir.path / "a.txt").string(), b = (dir.path / "b.txt").string();
+  data::testing::put(a, "one two\n");
+  data::testing::put(b, "three four five\n");
+  CorpusReader reader({a, b}, {}, {}, 1 << 16);
+  reader.expect_sizes({8, 10});  // b had 10 bytes when the run started; it has 16 now
+  Chunk chunk;
+  try {
+    while (reader.next(chunk)) {
+    }
+    FAIL() << "an input of another size was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("input " + b + " changed since the run started (10 bytes then, 16 now)"),
+              std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace zt::ztok
