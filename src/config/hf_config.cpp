@@ -284,6 +284,13 @@ std::vector<Field> gpt2_fields(const JsonFields& c) {
           {"model.vocab_size", "vocab_size", int_text(c, "vocab_size")}};
 }
 
+// The block families ztrain's Llama computes: Llama itself, Mistral (its window checked against
+// model.seq_len after the keys are applied), Qwen2 (model.qkv_bias) and Qwen3 (model.qk_norm, head_dim).
+bool llama_block(const std::string& arch) {
+  return arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "Qwen2ForCausalLM" ||
+         arch == "Qwen3ForCausalLM";
+}
+
 // The class transformers' AutoModelForCausalLM builds for a model_type ztrain knows; "" for another.
 std::string class_of_model_type(const std::string& type) {
   if (type == "llama") return "LlamaForCausalLM";
@@ -304,23 +311,14 @@ std::string architecture(const JsonFields& c) {
     const std::vector<std::string> names = c.strings("architectures");
     if (!names.empty()) {
       const std::string& named = names.front();
-      const bool known = named == "LlamaForCausalLM" || named == "MistralForCausalLM" || named == "Qwen2ForCausalLM" ||
-                         named == "Qwen3ForCausalLM" || named == "GPT2LMHeadModel";
-      if (!typed.empty() && known && typed != named)
+      if (!typed.empty() && (llama_block(named) || named == "GPT2LMHeadModel") && typed != named)
         throw ConfigError(cat(c.file(), ": model_type \"", type, "\" is transformers' ", typed, " but architectures names ",
-                              names.front(), ": transformers builds the first and vLLM the second, other functions; "
+                              named, ": transformers builds the first and vLLM the second, other functions; "
                               "make the two agree (the class the weights were trained as)"));
-      return names.front();
+      return named;
     }
   }
   return typed.empty() ? type : typed;
-}
-
-// The block families ztrain's Llama computes: Llama itself, Mistral (its window checked against
-// model.seq_len after the keys are applied), Qwen2 (model.qkv_bias) and Qwen3 (model.qk_norm, head_dim).
-bool llama_block(const std::string& arch) {
-  return arch == "LlamaForCausalLM" || arch == "MistralForCausalLM" || arch == "Qwen2ForCausalLM" ||
-         arch == "Qwen3ForCausalLM";
 }
 
 // Given keys must agree; a given tie_embeddings=auto agrees with either.

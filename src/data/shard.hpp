@@ -120,7 +120,6 @@ class ShardReader {
   // again and checks it is the same shard (a DataError when it changed on disk). Under the callers'
   // HDF5 lock, as the reads that call into HDF5.
   void close_file() const;
-  bool file_open() const;
   // Tokens [start, start + out.size()); each is checked to be < vocab_size, and each chunk's
   // Fletcher-32 on its first read (a damaged chunk is a DataError). Chunks are read with pread once
   // HDF5 has said where they lie (verified_chunks.hpp). May call into HDF5 (and open the file again

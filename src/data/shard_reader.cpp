@@ -196,7 +196,6 @@ ShardReader::ShardReader(ShardReader&&) noexcept = default;
 ShardReader& ShardReader::operator=(ShardReader&&) noexcept = default;
 ShardReader::~ShardReader() = default;
 const ShardInfo& ShardReader::info() const { return impl_->info; }
-bool ShardReader::file_open() const { return impl_->h5.has_value(); }
 void ShardReader::close_file() const {
   impl_->h5.reset();
   if (impl_->chunks) impl_->chunks->release_scratch();

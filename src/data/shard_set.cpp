@@ -77,20 +77,9 @@ void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
                          " were packed for different windows (", first.window, " and ", other.window,
                          " tokens; 0: not packed): write them with the same ztok --pack --seq-len"));
 }
-}  // namespace
 
-void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key,
-                           const std::string& other_key) {
-  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) return;
-  const auto named = [](const ShardInfo& s, const std::string& key) {
-    return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
-  };
-  throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
-                       " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
-                       other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
-                       "the same ztok --vocab"));
-}
-
+// An InputError naming `key` when a directory holding some of `paths` has a ztok-progress.json whose
+// run did not finish.
 void check_ztok_finished(const std::vector<std::string>& paths, const std::string& key) {
   std::set<std::filesystem::path> dirs;
   for (const std::string& p : paths) dirs.insert(std::filesystem::path(p).parent_path());
@@ -106,6 +95,19 @@ void check_ztok_finished(const std::vector<std::string>& paths, const std::strin
                            "the same ztok command again (it resumes where it stopped), or move the shards out of that "
                            "directory to train on them as they are"));
   }
+}
+}  // namespace
+
+void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key,
+                           const std::string& other_key) {
+  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) return;
+  const auto named = [](const ShardInfo& s, const std::string& key) {
+    return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
+  };
+  throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
+                       " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
+                       other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
+                       "the same ztok --vocab"));
 }
 
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key) {
@@ -233,19 +235,22 @@ std::string ShardSet::describe() const {
              first.has_loss_mask ? cat(" (instruction data, loss mask", first.window ? cat(", packed in windows of ", first.window) : "", ")") : "");
 }
 
-std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
-                                               const ShardExpectation& expect) {
+std::shared_ptr<ShardSet> open_shard_set(const std::string& patterns, const std::string& key,
+                                         const ShardExpectation& expect) {
   const std::vector<std::string> paths = expand_globs(patterns, key);
   check_ztok_finished(paths, key);
   return std::make_shared<ShardSet>(paths, expect);
 }
 
+std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
+                                               const ShardExpectation& expect) {
+  return open_shard_set(patterns, key, expect);
+}
+
 std::vector<Corpus> open_corpora(const std::string& value, const std::string& key, const ShardExpectation& expect) {
   std::vector<Corpus> out;
   for (const CorpusSpec& spec : parse_blend(value, key)) {
-    const std::vector<std::string> paths = expand_globs(spec.glob, key);
-    check_ztok_finished(paths, key);
-    out.push_back({spec, std::make_shared<ShardSet>(paths, expect)});
+    out.push_back({spec, open_shard_set(spec.glob, key, expect)});
     const ShardInfo &first = out.front().shards->first_info(), &other = out.back().shards->first_info();
     check_same_kind(first, other);
   }

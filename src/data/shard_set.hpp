@@ -25,10 +25,6 @@ void limit_open_shards(std::size_t files);
 // value, in the order given. No match is an InputError naming `key` (e.g. "data.train").
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key);
 
-// InputError naming `key` when a directory holding some of `paths` has a ztok-progress.json whose run
-// did not finish (interrupted, failed: part of the input). open_shards and open_corpora check it.
-void check_ztok_finished(const std::vector<std::string>& paths, const std::string& key);
-
 // InputError unless the two shards were tokenized with the same vocabulary (vocab_hash): the same ids
 // would mean other tokens. The keys ("data.train", "data.valid") name where each came from, if given.
 void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key = "",
@@ -68,6 +64,11 @@ class ShardSet final : public TokenSource {
   mutable bool doc_starts_loaded_ = false;
 };
 
+// The shards a split's globs match (`key`: "data.train", "data.valid"), validated; an InputError naming
+// `key` when a directory holding some of them has a ztok-progress.json whose run did not finish
+// (interrupted, failed: part of the input).
+std::shared_ptr<ShardSet> open_shard_set(const std::string& patterns, const std::string& key,
+                                         const ShardExpectation& expect);
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
                                                const ShardExpectation& expect);
 

@@ -193,14 +193,11 @@ void Nf4Params::finish_gathers() {
 
 void Nf4Params::load(std::span<const float> flat, const Nf4Weights* stored) {
   ZT_CHECK_EQ(flat.size(), table_.numel(), "Nf4Params: the flat values do not match the table");
-  ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: reloaded while a unit is in use");
-  finish_gathers();
-  for (UnitStore& s : units_) s = UnitStore{.unit = s.unit, .range = s.range};
-  held_bytes_ = 0;
-  for (int k = 0; k < static_cast<int>(units_.size()); ++k) store(k, flat, 0, stored);
+  load([&](std::int64_t offset, std::int64_t count, float* out) { std::copy_n(flat.data() + offset, count, out); },
+       [stored](std::size_t, std::size_t) { return stored; });
 }
 
-void Nf4Params::load(const ReadRange& read, const std::function<Nf4Weights(std::size_t, std::size_t)>& stored_of) {
+void Nf4Params::load(const ReadRange& read, const StoredOf& stored_of) {
   ZT_CHECK_EQ(units_in_use(), 0, "Nf4Params: reloaded while a unit is in use");
   finish_gathers();
   for (UnitStore& s : units_) s = UnitStore{.unit = s.unit, .range = s.range};
@@ -210,8 +207,8 @@ void Nf4Params::load(const ReadRange& read, const std::function<Nf4Weights(std::
     const UnitStore& s = units_[static_cast<std::size_t>(k)];
     values.resize(s.range.numel);
     read(static_cast<std::int64_t>(s.range.offset), static_cast<std::int64_t>(s.range.numel), values.data());
-    const Nf4Weights stored = stored_of ? stored_of(table_.first_param(s.unit), table_.end_param(s.unit)) : Nf4Weights{};
-    store(k, values, static_cast<std::int64_t>(s.range.offset), &stored);
+    const Nf4Weights* stored = stored_of ? stored_of(table_.first_param(s.unit), table_.end_param(s.unit)) : nullptr;
+    store(k, values, static_cast<std::int64_t>(s.range.offset), stored);
   }
 }
 

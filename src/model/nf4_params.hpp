@@ -78,9 +78,11 @@ class Nf4Params final : public ParamSource {
   // quantization); the others are quantized here from flat.
   void load(std::span<const float> flat, const Nf4Weights* stored = nullptr);
   // The same unit by unit, never the whole table: `read` gives the fp32 values of a flat range, and
-  // `stored_of(first, end)` (optional) the stored codes of parameters [first, end) (one unit's).
+  // `stored_of(first, end)` (optional; null: none) stored codes covering parameters [first, end) (one
+  // unit's), valid until its next call.
   using ReadRange = std::function<void(std::int64_t offset, std::int64_t count, float* out)>;
-  void load(const ReadRange& read, const std::function<Nf4Weights(std::size_t, std::size_t)>& stored_of = {});
+  using StoredOf = std::function<const Nf4Weights*(std::size_t first, std::size_t end)>;
+  void load(const ReadRange& read, const StoredOf& stored_of = {});
 
   // Unit u in `compute`: units without NF4 parameters are views of what is kept (sharded: of its gathered
   // bytes); a block's is a scratch buffer, its NF4 weights dequantized and the others copied in, held until

@@ -265,16 +265,16 @@ void check_finite(const std::string& path, const std::string& name, const float*
                        "is damaged, or the model it was saved from had diverged; give another checkpoint"));
 }
 
-// The first `count` elements of entry e, widened to f32.
-void read_tensor(const std::string& name, const Located& loc, std::size_t count, float* out) {
-  const std::string& path = loc.file;
+// Elements [first, first + count) of entry e, read from `in` (its file), widened to f32, checked finite.
+void read_tensor_range(std::ifstream& in, const std::string& name, const Located& loc, std::uint64_t first,
+                       std::size_t count, float* out) {
   const Entry& e = loc.e;
-  std::ifstream in(path, std::ios::binary);
   const std::size_t width = dtype_bytes(e.dtype);
   std::vector<char> raw(count * width);
-  in.seekg(static_cast<std::streamoff>(loc.data_start + e.begin));
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(loc.data_start + e.begin + first * width));
   if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
-    throw InputError(cat(path, ": could not read tensor ", name, " (file truncated?)"));
+    throw InputError(cat(loc.file, ": could not read tensor ", name, " (file truncated?)"));
   if (e.dtype == "F32") {
     std::memcpy(out, raw.data(), raw.size());
   } else {
@@ -282,7 +282,13 @@ void read_tensor(const std::string& name, const Located& loc, std::size_t count,
     for (std::size_t i = 0; i < count; ++i)
       out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
   }
-  check_finite(path, name, out, count);
+  check_finite(loc.file, name, out, count);
+}
+
+// The first `count` elements of entry e, widened to f32.
+void read_tensor(const std::string& name, const Located& loc, std::size_t count, float* out) {
+  std::ifstream in(loc.file, std::ios::binary);
+  read_tensor_range(in, name, loc, 0, count, out);
 }
 
 std::vector<char> read_raw(const std::string& name, const Located& loc) {
@@ -422,20 +428,7 @@ struct SafetensorsReader::Impl {
       return;
     }
     std::ifstream& in = open.try_emplace(loc.file, loc.file, std::ios::binary).first->second;
-    const std::size_t width = dtype_bytes(loc.e.dtype);
-    std::vector<char> raw(static_cast<std::size_t>(count) * width);
-    in.clear();
-    in.seekg(static_cast<std::streamoff>(loc.data_start + loc.e.begin + static_cast<std::uint64_t>(first) * width));
-    if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
-      throw InputError(cat(loc.file, ": could not read tensor ", name, " (file truncated?)"));
-    if (loc.e.dtype == "F32") {
-      std::memcpy(out, raw.data(), raw.size());
-    } else {
-      const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
-      for (std::int64_t k = 0; k < count; ++k)
-        out[k] = loc.e.dtype == "BF16" ? backend::bf16_to_f32(half[k]) : backend::f16_to_f32(half[k]);
-    }
-    check_finite(loc.file, name, out, static_cast<std::size_t>(count));
+    read_tensor_range(in, name, loc, static_cast<std::uint64_t>(first), static_cast<std::size_t>(count), out);
   }
 };
 
@@ -452,8 +445,8 @@ SafetensorsReader::SafetensorsReader(const std::vector<std::string>& files, cons
   }
   // A tied head in the file must be the embedding: both read whole here, one tensor each, then freed.
   if (m.tensors.count("lm_head.weight") && table.find_or_null("lm_head.weight") == nullptr) {
-    const ParamInfo& wte = table.params().front();
-    std::vector<float> embedding(table.numel() > 0 ? wte.offset + wte.hf_numel() : 0);
+    const ParamInfo& wte = table.params().front();  // its values where check_lm_head reads them: at its offset
+    std::vector<float> embedding(wte.offset + wte.hf_numel());
     read(wte.offset, wte.hf_numel(), embedding.data() + wte.offset);
     check_lm_head(m.tensors, table, embedding.data());
   }

@@ -35,9 +35,6 @@ double stage_flops(const GptShape& shape, const Stage& stage, Recompute recomput
 }
 
 namespace {
-std::vector<Stage> cheapest_cut(const GptShape& shape, int stages);
-}  // namespace
-
 // The cut with the least largest stage cost, then the least sum of squared stage costs under that bound,
 // then (a tie) the fewest blocks on the last stage, then on the one before it, and so on: more on the
 // earlier stages. Blocks cost alike and only the first stage (the embedding) and the last (the head)
@@ -47,21 +44,6 @@ std::vector<Stage> cheapest_cut(const GptShape& shape, int stages);
 // the layout search at thousands of blocks). Costs are compared with a relative tolerance so that cuts
 // equal in exact arithmetic tie whatever the rounding. tests/unit/train/test_shard_map.cpp checks it
 // against that dynamic program on every small case.
-std::vector<Stage> split_blocks(const GptShape& shape, int stages) {
-  const int n_layer = shape.n_layer;
-  ZT_CHECK(stages >= 1 && stages <= n_layer, "split_blocks: ", stages, " stages for ", n_layer, " blocks");
-  if (stages == 1) return {{0, n_layer}};  // no cut to choose (the search asks for every layout it costs)
-  // The layout search asks for the same cut for every layout of one stage count: the last few kept.
-  thread_local std::vector<std::tuple<GptShape, int, std::vector<Stage>>> recent;
-  for (const auto& [s, n, cut] : recent)
-    if (n == stages && s == shape) return cut;
-  std::vector<Stage> cut = cheapest_cut(shape, stages);
-  if (recent.size() >= 16) recent.erase(recent.begin());
-  recent.emplace_back(shape, stages, cut);
-  return cut;
-}
-
-namespace {
 std::vector<Stage> cheapest_cut(const GptShape& shape, int stages) {
   const int n_layer = shape.n_layer;
   const TokenFlops f = token_flops(shape);
@@ -119,6 +101,22 @@ std::vector<Stage> cheapest_cut(const GptShape& shape, int stages) {
   return out;
 }
 }  // namespace
+
+// cheapest_cut, kept for the stage counts asked last.
+std::vector<Stage> split_blocks(const GptShape& shape, int stages) {
+  const int n_layer = shape.n_layer;
+  ZT_CHECK(stages >= 1 && stages <= n_layer, "split_blocks: ", stages, " stages for ", n_layer, " blocks");
+  if (stages == 1) return {{0, n_layer}};  // no cut to choose (the search asks for every layout it costs)
+  // The layout search asks for the same cut for every layout of one stage count: the last few kept.
+  thread_local std::vector<std::tuple<GptShape, int, std::vector<Stage>>> recent;
+  for (const auto& [s, n, cut] : recent)
+    if (n == stages && s == shape) return cut;
+  std::vector<Stage> cut = cheapest_cut(shape, stages);
+  if (recent.size() >= 16) recent.erase(recent.begin());
+  recent.emplace_back(shape, stages, cut);
+  return cut;
+}
+
 
 namespace {
 

@@ -68,7 +68,7 @@ std::uint64_t activation_bytes(const config::Config& c, const model::GptShape& s
 }
 
 std::int64_t pipeline_micro_batches(const config::Config& c, std::int64_t world_size) {
-  const std::int64_t pp = c.parallel.pp, dp = std::max<std::int64_t>(1, world_size / (c.parallel.tp * pp));
+  const std::int64_t pp = c.parallel.pp, dp = data_parallel_ranks(c, world_size);
   const std::int64_t per_pass = c.train.micro_batch * dp;
   std::int64_t m = std::max<std::int64_t>(1, (c.train.global_batch + per_pass - 1) / per_pass);
   if (c.parallel.vpp > 1) m = (m + pp - 1) / pp * pp;  // whole groups of pp (model/pipeline_schedule.hpp)
@@ -181,7 +181,7 @@ MemoryPlan pipeline_plan(const config::Config& config, std::int64_t world_size, 
   const model::PipelineCut cut = pipeline_cut(config);
   const auto whole = whole_table(shape);
   const model::ParamTable& global = *whole;
-  const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * pp));
+  const std::int64_t dp = data_parallel_ranks(config, world_size);
   const std::int64_t m = pipeline_micro_batches(config, world_size);
   MemoryPlan busiest;
   std::vector<std::uint64_t> totals, activations;
@@ -246,6 +246,14 @@ std::uint64_t peak_of(const std::vector<PlanRow>& rows) {
   return held + std::max({phase[0], phase[1], phase[2], phase[3]});
 }
 
+namespace {
+// The elements of the table's largest unit (the embedding, for most vocabularies).
+std::uint64_t largest_unit(const model::ParamTable& table) {
+  std::uint64_t largest = 0;
+  for (const auto& u : table.units()) largest = std::max<std::uint64_t>(largest, u.numel);
+  return largest;
+}
+
 // What loading holds on the host beside the allocated state, before step 1. The weights are read range
 // by range (model::SafetensorsReader, or the seed's init by range) into the engine a unit at a time
 // (ZeroEngine::load_params: the unit's fp32 values, this rank's slice of it at ZeRO-3) with the
@@ -261,9 +269,8 @@ std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) 
   const auto whole = whole_table(model::model_shape(config.model));
   const bool lora = config.lora.rank > 0, nf4 = lora && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
   if (nf4 && config.parallel.tp > 1) return 2 * whole->numel() * sizeof(float);
-  std::uint64_t largest = 0;
-  for (const auto& u : whole->units()) largest = std::max<std::uint64_t>(largest, u.numel);
-  const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * config.parallel.pp));
+  std::uint64_t largest = largest_unit(*whole);
+  const std::int64_t dp = data_parallel_ranks(config, world_size);
   // ZeRO-3: an engine loads its slice of each unit; an NF4 store builds the whole unit's bytes, then keeps its slice.
   if (config.train.zero_stage == 3 && !nf4) largest = (largest + dp - 1) / dp;
   const std::uint64_t hash_block = lora ? std::min<std::uint64_t>(whole->numel(), 1u << 22) * sizeof(float) : 0;
@@ -279,16 +286,15 @@ std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) 
 // 3.5 x at ZeRO-3 on 4 ranks.
 std::uint64_t cpu_outside_bytes(const config::Config& config, std::int64_t world_size) {
   constexpr std::uint64_t kLibraries = 64ull << 20;
-  const std::int64_t dp = std::max<std::int64_t>(1, world_size / (config.parallel.tp * config.parallel.pp));
+  const std::int64_t dp = data_parallel_ranks(config, world_size);
   const int stage = static_cast<int>(config.train.zero_stage);
   if (dp == 1 && stage < 2) return kLibraries;
-  const auto whole = whole_table(model::model_shape(config.model));
-  std::uint64_t largest = 0;
-  for (const auto& u : whole->units()) largest = std::max<std::uint64_t>(largest, u.numel);
+  const std::uint64_t largest = largest_unit(*whole_table(model::model_shape(config.model)));
   const auto reduced = std::max<std::uint64_t>(largest * sizeof(float) / static_cast<std::uint64_t>(config.parallel.tp),
                                                static_cast<std::uint64_t>(config.zero.bucket_mb * (1 << 20)));
   return kLibraries + static_cast<std::uint64_t>(static_cast<double>(reduced) * (stage == 0 ? 1.5 : 3.5));
 }
+}  // namespace
 
 MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, int threads, std::uint64_t capacity,
                        config::Device device, GenerationLengths lengths) {

@@ -182,7 +182,7 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   config::Config c = config;
   // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
   // train.global_batch).
-  const std::int64_t dp = std::max<std::int64_t>(1, world / (config.parallel.tp * config.parallel.pp));
+  const std::int64_t dp = data_parallel_ranks(config, world);
   for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
     c.train.zero_stage = s;
     for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {

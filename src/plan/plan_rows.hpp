@@ -30,6 +30,9 @@ optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, in
 // "12.3 MiB"
 std::string mib(std::uint64_t bytes);
 
+// The data-parallel ranks of `world` under the config's parallel.tp and parallel.pp (at least 1).
+std::int64_t data_parallel_ranks(const config::Config& config, std::int64_t world);
+
 // The whole model's parameter table for `shape`, built once for the last shape asked (the search plans
 // and costs every layout of one model: a table of thousands of blocks per layout was most of its time).
 std::shared_ptr<const model::ParamTable> whole_table(const model::GptShape& shape);

@@ -15,6 +15,10 @@ optim::Partition partition_of(const model::ParamTable& t, std::int64_t world, in
   return optim::Partition(units.empty() ? optim::units_of(t) : units, {}, static_cast<int>(w), 0);
 }
 
+std::int64_t data_parallel_ranks(const config::Config& config, std::int64_t world) {
+  return std::max<std::int64_t>(1, world / (config.parallel.tp * config.parallel.pp));
+}
+
 std::shared_ptr<const model::ParamTable> whole_table(const model::GptShape& shape) {
   thread_local std::shared_ptr<const model::ParamTable> last;
   if (!last || !(last->shape() == shape)) last = std::make_shared<const model::ParamTable>(shape);

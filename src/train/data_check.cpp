@@ -114,10 +114,7 @@ void check_data(const config::Config& c, int rank, int world_size) {
   if (data::parse_blend(c.data.valid, "data.valid").front().glob != c.data.valid)
     throw ConfigError(cat("data.valid=", c.data.valid, " is weighted: evaluation reads one set of shards; give its "
                           "glob(s) without weights (e.g. data.valid=web/valid_*.h5,code/valid_*.h5)"));
-  const std::vector<std::string> valid_paths = c.data.valid.empty() ? std::vector<std::string>{}
-                                                                      : data::expand_globs(c.data.valid, "data.valid");
-  data::check_ztok_finished(valid_paths, "data.valid");
-  const auto valid = valid_paths.empty() ? nullptr : std::make_shared<data::ShardSet>(valid_paths, expect);
+  const auto valid = c.data.valid.empty() ? nullptr : data::open_shard_set(c.data.valid, "data.valid", expect);
   // Evaluated by the model data.train trains: its ids must mean the same tokens, with or without data.vocab.
   if (valid) data::check_same_vocabulary(train.front().shards->first_info(), valid->first_info(), "data.train", "data.valid");
   for (const data::Corpus& corpus : train) {

@@ -142,16 +142,17 @@ std::string LoraBase::load_base_by_ranges(const dist::World& world, const std::s
     // stored (a part's tensors are its own: quantized from their values).
     std::size_t as_stored = 0;
     std::optional<std::pair<int, bool>> other_blocks;  // the first stored in other blocks
-    nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) {
-      model::Nf4Weights stored;
-      if (!file || part_) return stored;
+    model::Nf4Weights stored;                          // the unit's being loaded
+    nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {
+      if (!file || part_) return nullptr;
+      stored.clear();
       for (std::size_t p = first; p < end; ++p) file->read_stored_nf4(p, stored);
       for (const auto& [p, t] : stored) {
         const bool same = t.block == quantization_.block && t.nested == quantization_.double_quant;
         as_stored += same ? 1 : 0;
         if (!same && !other_blocks) other_blocks = std::pair{t.block, t.nested};
       }
-      return stored;
+      return &stored;
     });
     if (other_blocks) warn_requantized(from, other_blocks->first, other_blocks->second);
     if (as_stored > 0) log::info("lora: ", as_stored, " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");

@@ -82,7 +82,7 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   info.bos.reset();
   const data::InstructLayout shape{true, to_string(instruct.chat_template), window};
   // "complete": false until the last shard is in place: a run killed while writing leaves a directory
-  // ztrain refuses (data::check_ztok_finished), not a set of shards that looks finished.
+  // ztrain refuses (data::open_shard_set), not a set of shards that looks finished.
   ZtokProgress progress;
   progress.settings = ztok_settings(o, inputs, info.vocab_hash);
   progress.settings.format = "instruct";
