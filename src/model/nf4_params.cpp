@@ -35,16 +35,24 @@ const quant::Nf4Tensor* taken_as_stored(const Nf4Weights* stored, std::size_t p,
 }
 }  // namespace
 
+bool nf4_fake_quantize_param(const ParamTable& table, std::size_t p, std::span<float> values, const Nf4Options& o,
+                             const Nf4Weights* stored) {
+  const ParamInfo& info = table.params()[p];
+  ZT_CHECK_EQ(values.size(), info.numel, "nf4_fake_quantize_param: the values are not parameter ", info.name, "'s");
+  if (taken_as_stored(stored, p, info, o)) return true;  // stored: its values
+  const std::vector<float> back = quant::dequantize_nf4(quant::quantize_nf4(values, o.block, o.double_quant));
+  std::copy(back.begin(), back.end(), values.begin());
+  return false;
+}
+
 std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o,
                                       const Nf4Weights* stored) {
   ZT_CHECK_EQ(flat.size(), table.numel(), "nf4_fake_quantized: the flat values do not match the table");
   std::vector<float> out(flat.begin(), flat.end());
   for (std::size_t p = 0; p < table.params().size(); ++p) {
-    if (!nf4_quantized(table, p) || taken_as_stored(stored, p, table.params()[p], o)) continue;  // stored: its values
+    if (!nf4_quantized(table, p)) continue;
     const ParamInfo& info = table.params()[p];
-    const std::vector<float> back =
-        quant::dequantize_nf4(quant::quantize_nf4(flat.subspan(info.offset, info.numel), o.block, o.double_quant));
-    std::copy(back.begin(), back.end(), out.begin() + static_cast<std::ptrdiff_t>(info.offset));
+    nf4_fake_quantize_param(table, p, std::span<float>(out).subspan(info.offset, info.numel), o, stored);
   }
   return out;
 }

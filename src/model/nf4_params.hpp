@@ -41,6 +41,10 @@ bool nf4_quantized(const ParamTable& table, std::size_t p);
 // ("fake-quantized") base for tests, merges, and a tensor-parallel shard's values.
 std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o,
                                       const Nf4Weights* stored = nullptr);
+// The same for NF4 parameter p alone, its values in place (a tensor at a time: a tensor-parallel base's
+// loading); true when `stored` holds it in that quantization (its values then kept).
+bool nf4_fake_quantize_param(const ParamTable& table, std::size_t p, std::span<float> values, const Nf4Options& o,
+                             const Nf4Weights* stored = nullptr);
 
 // What an Nf4Params over the table, sharded over `shards` ranks (1: whole), holds on the backend (its
 // held_bytes(), for the memory plan); the most it adds while a unit is in use (one block's scratch: the

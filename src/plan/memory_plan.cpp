@@ -41,6 +41,7 @@
 #include "core/error.hpp"
 #include "gen/engine.hpp"
 #include "model/model.hpp"
+#include "model/nf4_params.hpp"
 #include "model/pipeline_schedule.hpp"
 #include "model/stage_split.hpp"
 #include "model/tp_split.hpp"
@@ -254,27 +255,37 @@ std::uint64_t largest_unit(const model::ParamTable& table) {
   return largest;
 }
 
+// The elements of the table's largest NF4 weight (0: none).
+std::uint64_t largest_nf4_weight(const model::ParamTable& table) {
+  std::uint64_t largest = 0;
+  for (std::size_t p = 0; p < table.params().size(); ++p)
+    if (model::nf4_quantized(table, p)) largest = std::max<std::uint64_t>(largest, table.params()[p].numel);
+  return largest;
+}
+
 // What loading holds on the host beside the allocated state, before step 1. The weights are read range
 // by range (model::SafetensorsReader, or the seed's init by range) into the engine a unit at a time
 // (ZeroEngine::load_params: the unit's fp32 values, this rank's slice of it at ZeRO-3) with the
 // stored bytes of the tensor being read: about 1.5 x the largest unit in fp32; an NF4 base quantizes a
-// unit at a time, beside a dequantized tensor and its codes: about 2 x; a LoRA base also hashes the whole
-// base in 16 MiB blocks. A tensor-parallel NF4 base is still quantized from whole copies: the whole model
-// in fp32 twice (train/lora_base.cpp load_base). Measured on the CPU (outside sweep 26's 4-layer Llama,
-// 244.5 MiB of weights, its largest unit the 98 MiB embedding): full fine-tuning from a directory 1357
-// MiB against 1292 + 147 planned, LoRA 342 against 318 + 163, QLoRA 370 against 307 + 212 (before: 1546,
-// 569 and 745, every rank holding the whole model in fp32, the NF4 base twice). The plan's held rows are
-// all allocated by then; not all are, so it errs high.
+// unit at a time, beside a dequantized tensor and its codes: about 2 x; a tensor-parallel NF4 base also
+// holds one whole weight in fp32 and its quantization's round trip (train/lora_base.cpp
+// whole_tensors_quantized): 2 x the largest NF4 weight; a LoRA base also hashes the whole base in 16 MiB
+// blocks. Measured on the CPU (outside sweep 26's 4-layer Llama, 244.5 MiB of weights, its largest unit
+// the 98 MiB embedding): full fine-tuning from a directory 1357 MiB against 1292 + 147 planned, LoRA 342
+// against 318 + 163, QLoRA 370 against 307 + 212 (before: 1546, 569 and 745, every rank holding the whole
+// model in fp32, the NF4 base twice). The plan's held rows are all allocated by then; not all are, so it
+// errs high.
 std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) {
   const auto whole = whole_table(model::model_shape(config.model));
   const bool lora = config.lora.rank > 0, nf4 = lora && config.lora.base_dtype == config::LoraBaseDtype::kNf4;
-  if (nf4 && config.parallel.tp > 1) return 2 * whole->numel() * sizeof(float);
   std::uint64_t largest = largest_unit(*whole);
   const std::int64_t dp = data_parallel_ranks(config, world_size);
   // ZeRO-3: an engine loads its slice of each unit; an NF4 store builds the whole unit's bytes, then keeps its slice.
   if (config.train.zero_stage == 3 && !nf4) largest = (largest + dp - 1) / dp;
   const std::uint64_t hash_block = lora ? std::min<std::uint64_t>(whole->numel(), 1u << 22) * sizeof(float) : 0;
-  return static_cast<std::uint64_t>(static_cast<double>(largest * sizeof(float)) * (nf4 ? 2.0 : 1.5)) + hash_block;
+  const std::uint64_t whole_weight = nf4 && config.parallel.tp > 1 ? 2 * largest_nf4_weight(*whole) * sizeof(float) : 0;
+  return static_cast<std::uint64_t>(static_cast<double>(largest * sizeof(float)) * (nf4 ? 2.0 : 1.5)) + hash_block +
+         whole_weight;
 }
 
 // On the CPU backend, outside the allocator during a step (MemoryPlan::outside_bytes): 64 MiB of BLAS and
@@ -300,7 +311,6 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
                        config::Device device, GenerationLengths lengths) {
   MemoryPlan p = device_plan(config, world_size, threads, capacity, device, lengths);
   p.load_bytes = load_bytes(config, world_size);
-  p.load_whole = config.lora.rank > 0 && config.lora.base_dtype == config::LoraBaseDtype::kNf4 && config.parallel.tp > 1;
   for (const PlanRow& r : p.rows)
     if (r.phase == Phase::kHeld) p.held_bytes += r.bytes;
   p.host_is_device = device == config::Device::kCpu;
@@ -345,8 +355,7 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
         << "\n";
   if (p.load_bytes > 0) {  // before step 1, not the allocator's
     const char* fix = "; fewer ranks a host, or more memory";
-    const std::string what = cat("loading's host staging, ", mib(p.load_bytes), p.load_whole ? " (the whole model in fp32, twice: a tensor-parallel NF4 base)"
-                                                                                             : " (the unit being read)");
+    const std::string what = cat("loading's host staging, ", mib(p.load_bytes), " (the unit being read)");
     if (p.host_is_device)
       out << "  loading (before step 1): the held rows, " << mib(p.held_bytes) << ", plus " << what
           << (p.host_bytes ? cat(", plus the offloaded state, ", mib(p.host_bytes)) : "") << ": "

@@ -37,11 +37,10 @@ struct MemoryPlan {
   std::uint64_t host_bytes = 0;       // the offload rows' host memory (state or NVMe buffers)
   std::uint64_t capacity_bytes = 0;   // what one rank may use (0 = unknown)
   // Loading, before step 1: the host staging of the weights being read (init.from, the seed's init; a
-  // unit at a time, or for an NF4 base the whole model in fp32 twice: load_whole), beside what is already
+  // unit at a time, and for a tensor-parallel NF4 base one whole weight), beside what is already
   // allocated (held_bytes: the held rows). On the CPU backend that is the device; on GPUs host memory.
   // Not the allocator's: not in total_bytes.
   std::uint64_t load_bytes = 0;
-  bool load_whole = false;
   // On the CPU backend, what the rank holds outside the backend's allocator during a step: the MPI
   // library's scratch for the gradient collectives (Open MPI's non-blocking reductions copy their buffers)
   // and the BLAS and libraries' own buffers. Not in total_bytes (the allocator's peak); in device_peak.

@@ -2,8 +2,11 @@
 #include "train/lora_base.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
+#include <set>
 
 #include "plan/memory_plan.hpp"
 #include "config/lora.hpp"
@@ -69,57 +72,12 @@ void LoraBase::bind_generation(model::ParamSource* adapters) {
   generation_lora_->bind(adapters ? adapters : adapter_params_.get(), nullptr);
 }
 
-// The hash is of the whole base, whatever part of it this rank holds: any layout checks the same base.
-// Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
+// The base is read range by range (model::SafetensorsReader, or the seed's init by range): the hash over
+// the whole base in blocks, then this rank's part into the frozen engine, with no whole-model copy on the
+// host. The hash is of the whole base, whatever part of it this rank holds: any layout checks the same
+// base. Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
 std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
                                 const std::function<void(const std::string& sha256)>& check) {
-  // A tensor-parallel NF4 base takes the whole tensors' quantization: read whole (below).
-  if (!nf4_ || !(part_ && part_->grid.tp > 1)) return load_base_by_ranges(world, from, seed, check);
-  std::vector<float> flat(base_.numel());
-  std::string sha256;
-  // A bitsandbytes 4-bit directory's NF4 weights, taken as stored by a base held whole, and by the whole
-  // tensors' quantization a tensor-parallel part's values come from (below).
-  model::Nf4Weights stored;
-  const bool cut = part_ && part_->grid.tp > 1;  // the blocks' tensors cut: quantized whole first, below
-  model::Nf4Weights* keep = nf4_ ? &stored : nullptr;
-  read_shared_input(world, [&] {
-    if (from.empty()) model::init_params(base_, seed, flat.data());
-    else model::load_pretrained(from, base_, flat.data(), keep);
-    Sha256 hash;
-    hash.update(flat.data(), flat.size() * sizeof(float));
-    sha256 = to_hex(hash.finish());
-    if (check) check(sha256);
-  }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
-  for (const auto& [p, t] : stored)  // (filled for an NF4 base only)
-    if (t.block != quantization_.block || t.nested != quantization_.double_quant) {
-      warn_requantized(from, t.block, t.nested);
-      break;
-    }
-  // A tensor-parallel shard holds the values of the whole tensors' quantization (tp = 1's base; stored NF4
-  // as stored), which its single quantization in blocks of the same alignment keeps exactly.
-  if (nf4_ && cut) {
-    flat = model::nf4_fake_quantized(base_, flat, quantization_, &stored);
-    warn_unaligned_nf4_shards();
-  }
-  if (nf4_ && part_) stored.clear();  // a part's tensors are its own: quantized from the values above
-  const ReadGlobal local = local_reader(part_, read_flat(flat.data()));
-  if (nf4_) {  // quantized here, from this rank's part in fp32
-    const model::ParamTable& held = part_ ? part_->local : base_;
-    std::vector<float> mine(held.numel());
-    local(0, static_cast<std::int64_t>(mine.size()), mine.data());
-    nf4_->load(mine, keep);
-    if (!stored.empty()) log::info("lora: ", stored.size(), " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");
-  } else {
-    base_engine_->load_params(local);
-  }
-  return sha256;
-}
-
-// A bf16/fp32 base read range by range (model::SafetensorsReader, or the seed's init by range): the hash
-// over the whole base in blocks, then this rank's part into the frozen engine, with no whole-model copy
-// on the host (an NF4 base still quantizes from one: load_base above).
-std::string LoraBase::load_base_by_ranges(const dist::World& world, const std::string& from, std::uint64_t seed,
-                                          const std::function<void(const std::string& sha256)>& check) {
   std::string sha256;
   read_shared_input(world, [&] {
     std::optional<model::SafetensorsReader> file;
@@ -138,26 +96,69 @@ std::string LoraBase::load_base_by_ranges(const dist::World& world, const std::s
     sha256 = to_hex(hash.finish());
     if (check) check(sha256);
     if (!nf4_) return base_engine_->load_params(local_reader(part_, read));
-    // NF4: quantized unit by unit; a base held whole takes a bitsandbytes 4-bit directory's codes as
-    // stored (a part's tensors are its own: quantized from their values).
-    std::size_t as_stored = 0;
+    // NF4: quantized unit by unit, with what a bitsandbytes 4-bit directory stores (a tensor's codes in
+    // this run's blocks are taken as stored; in others, dequantized and quantized again: said).
+    std::set<std::size_t> as_stored;
     std::optional<std::pair<int, bool>> other_blocks;  // the first stored in other blocks
-    model::Nf4Weights stored;                          // the unit's being loaded
-    nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {
-      if (!file || part_) return nullptr;
+    model::Nf4Weights stored;                          // the tensors' being loaded
+    const auto stored_of = [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {
       stored.clear();
+      if (!file) return nullptr;
       for (std::size_t p = first; p < end; ++p) file->read_stored_nf4(p, stored);
       for (const auto& [p, t] : stored) {
         const bool same = t.block == quantization_.block && t.nested == quantization_.double_quant;
-        as_stored += same ? 1 : 0;
+        if (same) as_stored.insert(p);
         if (!same && !other_blocks) other_blocks = std::pair{t.block, t.nested};
       }
       return &stored;
-    });
+    };
+    if (part_ && part_->grid.tp > 1) {  // a TP shard: from its whole tensors' quantization (below)
+      nf4_->load(local_reader(part_, whole_tensors_quantized(read, stored_of)), nullptr);
+      warn_unaligned_nf4_shards();
+    } else {  // a base held whole takes stored codes as they are; a pipeline stage's tensors are its own
+      nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) {
+        return part_ ? nullptr : stored_of(first, end);
+      });
+    }
     if (other_blocks) warn_requantized(from, other_blocks->first, other_blocks->second);
-    if (as_stored > 0) log::info("lora: ", as_stored, " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");
+    if (!as_stored.empty()) log::info("lora: ", as_stored.size(), " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");
   }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
   return sha256;
+}
+
+// A tensor-parallel shard holds the values of its whole tensors' quantization (tp = 1's base, stored NF4
+// as stored), which its own quantization in blocks of the same alignment keeps exactly: each NF4 weight is
+// read whole, one at a time, quantized and dequantized (model::nf4_fake_quantize_param), and the shard's
+// ranges cut from it; the rest is read as it is. One tensor in fp32 at a time, never the model.
+ReadGlobal LoraBase::whole_tensors_quantized(ReadGlobal read, model::Nf4Params::StoredOf stored_of) const {
+  struct Tensor {
+    std::size_t param = SIZE_MAX;
+    std::vector<float> values;
+  };
+  auto cached = std::make_shared<Tensor>();
+  return [this, read = std::move(read), stored_of = std::move(stored_of), cached](std::int64_t offset, std::int64_t count,
+                                                                                 float* out) {
+    const std::int64_t end = offset + count;
+    std::int64_t at = offset;
+    for (std::size_t p = 0; p < base_.params().size() && at < end; ++p) {
+      const model::ParamInfo& info = base_.params()[p];
+      const auto first = static_cast<std::int64_t>(info.offset), last = first + static_cast<std::int64_t>(info.numel);
+      if (!model::nf4_quantized(base_, p) || last <= at) continue;
+      if (first >= end) break;
+      if (at < first) read(at, first - at, out + (at - offset));  // the unquantized parameters before it
+      at = std::max(at, first);
+      if (cached->param != p) {
+        cached->values.resize(info.numel);
+        read(first, static_cast<std::int64_t>(info.numel), cached->values.data());
+        model::nf4_fake_quantize_param(base_, p, cached->values, quantization_, stored_of(p, p + 1));
+        cached->param = p;
+      }
+      const std::int64_t n = std::min(end, last) - at;
+      std::copy_n(cached->values.begin() + (at - first), n, out + (at - offset));
+      at += n;
+    }
+    if (at < end) read(at, end - at, out + (at - offset));
+  };
 }
 
 // A directory quantized in other blocks (zckpt quantize --block, bitsandbytes' blocksize) or with another

@@ -87,9 +87,6 @@ class LoraBase {
   // a bad base, or `check`'s error, is printed once (ReportedError; train/shared_input.hpp).
   std::string load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
                         const std::function<void(const std::string& sha256)>& check = {});
-  std::string load_base_by_ranges(const dist::World& world, const std::string& from, std::uint64_t seed,
-                                  const std::function<void(const std::string& sha256)>& check);
-  void warn_requantized(const std::string& from, int block, bool nested) const;
   // A new run: the base (init.from, or the base a PEFT adapter directory there names) and the adapters
   // (that directory's, else PEFT's init from train.seed) into the engine that trains them.
   void init(const dist::World& world, const config::Config& config, optim::ZeroEngine& adapter_engine);
@@ -107,6 +104,8 @@ class LoraBase {
   std::size_t base_bytes() const { return nf4_ ? nf4_->held_bytes() : base_engine_->memory().params; }
 
  private:
+  ReadGlobal whole_tensors_quantized(ReadGlobal read, model::Nf4Params::StoredOf stored_of) const;  // load_base under TP
+  void warn_requantized(const std::string& from, int block, bool nested) const;
   void warn_unaligned_nf4_shards() const;  // load_base under TP
   backend::Backend& backend_;
   const model::ParamTable& base_;

@@ -105,6 +105,12 @@ run llama_bnb_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb_dq" --lo
   --lora.base_double_quant=true --train.zero_stage=3
 same_curve llama_nf4_dq_3 llama_bnb_dq_3 1 0
 run gpt2_bnb 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_bnb" --lora.base_dtype=nf4 --lora.base_double_quant=true
+# A tensor-parallel shard of a stored directory takes the stored tensors' values (each read whole, one at a
+# time): tp=2 follows tp=1 again.
+expect_exit 0 "$ZT_BIN/zckpt" quantize "$ZT_WORK/wide_base" --out "$ZT_WORK/wide_bnb_dq" --dtype fp32 --double-quant
+run wide_bnb_tp2 2 "${wide_lora[@]}" --init.from="$ZT_WORK/wide_bnb_dq" --parallel.tp=2
+expect_in "$ZT_WORK/out" "NF4 weights of .*wide_bnb_dq taken as stored"
+same_curve wide_dq_1 wide_bnb_tp2
 falls gpt2_bnb
 # Stored with double quantization, run without: read dequantized and quantized again, said.
 run llama_bnb_other 1 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb_dq" --lora.base_dtype=nf4 --train.max_steps=1
