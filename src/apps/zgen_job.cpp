@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "core/read_file.hpp"
 #include "io/dir_probe.hpp"
+#include "model/device_weights.hpp"
 #include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/prompt_check.hpp"
@@ -123,11 +124,12 @@ std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedMod
 // What a rank holds at its peak on its device: its weights (its TP shard) in the compute dtype, and the
 // engine's cache, activations and logits; on the CPU, where the device is the host, also the whole model's
 // fp32 values read from --model and, under --tp, the shard cut from them, while they are converted (zgen.cpp
-// rank_weights; outside sweeps 26 and 27 measured the copy the plan had left out).
+// rank_weights; outside sweeps 26 and 27 measured the copy the plan had left out), and the conversion's
+// staging block (model::DeviceWeights).
 std::uint64_t rank_bytes(const Job& j, int slots) {
   const bool gpu = j.placement.device == config::Device::kCuda;
   const std::uint64_t whole = j.model->table.numel(), local = whole / static_cast<std::uint64_t>(j.o.tp);
-  std::uint64_t weights = local * dtype_size(j.dtype);
+  std::uint64_t weights = local * dtype_size(j.dtype) + model::DeviceWeights::staging_bytes(local, j.dtype, false, !gpu);
   if (!gpu) weights += whole * sizeof(float) + (j.o.tp > 1 ? local * sizeof(float) : 0);
   return weights + gen::Engine::bytes(j.model->table.shape(), j.o.tp, engine_options(j, slots), gpu);
 }

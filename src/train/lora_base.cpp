@@ -11,11 +11,10 @@
 #include "plan/memory_plan.hpp"
 #include "config/lora.hpp"
 #include "core/log.hpp"
-#include "core/sha256.hpp"
 #include "train/shared_input.hpp"
 #include "model/from_config.hpp"
-#include "model/hf_dir.hpp"
 #include "model/init.hpp"
+#include "model/initial_weights.hpp"
 #include "model/safetensors.hpp"
 
 namespace zt::train {
@@ -72,28 +71,17 @@ void LoraBase::bind_generation(model::ParamSource* adapters) {
   generation_lora_->bind(adapters ? adapters : adapter_params_.get(), nullptr);
 }
 
-// The base is read range by range (model::SafetensorsReader, or the seed's init by range): the hash over
-// the whole base in blocks, then this rank's part into the frozen engine, with no whole-model copy on the
+// The base is read range by range (model::InitialWeights): the hash over the whole base in blocks, then this rank's part into the frozen engine, with no whole-model copy on the
 // host. The hash is of the whole base, whatever part of it this rank holds: any layout checks the same
 // base. Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
 std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
                                 const std::function<void(const std::string& sha256)>& check) {
   std::string sha256;
   read_shared_input(world, [&] {
-    std::optional<model::SafetensorsReader> file;
-    if (!from.empty()) file.emplace(model::open_pretrained(from, base_));
-    const ReadGlobal read = [&](std::int64_t offset, std::int64_t count, float* out) {
-      if (file) file->read(offset, count, out);
-      else model::init_params_range(base_, seed, static_cast<std::size_t>(offset), static_cast<std::size_t>(count), out);
-    };
-    Sha256 hash;  // of the whole base, in flat order: the same digest as over one whole copy
-    std::vector<float> block(std::min<std::size_t>(base_.numel(), std::size_t{1} << 22));  // 16 MiB
-    for (std::size_t at = 0; at < base_.numel(); at += block.size()) {
-      const std::size_t n = std::min(block.size(), base_.numel() - at);
-      read(static_cast<std::int64_t>(at), static_cast<std::int64_t>(n), block.data());
-      hash.update(block.data(), n * sizeof(float));
-    }
-    sha256 = to_hex(hash.finish());
+    const model::InitialWeights weights(from, base_, seed);
+    const model::SafetensorsReader* file = weights.file();
+    const ReadGlobal read = [&](std::int64_t offset, std::int64_t count, float* out) { weights.read(offset, count, out); };
+    sha256 = weights.sha256();
     if (check) check(sha256);
     if (!nf4_) return base_engine_->load_params(local_reader(part_, read));
     // NF4: quantized unit by unit, with what a bitsandbytes 4-bit directory stores (a tensor's codes in

@@ -7,19 +7,17 @@ namespace zt::train {
 
 ReferencePolicy::ReferencePolicy(backend::Backend& be, const config::Config& c, const model::ParamTable& local,
                                  const ShardMap* map, dist::Communicator& dp, const optim::EngineUnits& units,
-                                 const std::vector<float>& global)
+                                 const ReadGlobal& global)
     : local_(local), units_(units) {
   const DType compute = model::compute_dtype(c.train.precision);
   if (c.train.zero_stage != 3) {
-    std::vector<float> mine(local.numel());
-    local_reader(map, read_flat(global.data()))(0, static_cast<std::int64_t>(mine.size()), mine.data());
-    whole_ = std::make_unique<model::DeviceWeights>(be, local, mine, compute);
+    whole_ = std::make_unique<model::DeviceWeights>(be, local, local_reader(map, global), compute);
     return;
   }
   engine_ = std::make_unique<optim::ZeroEngine>(be, dp, units.ranges, optim::params_of(local), 3,
                                                 optim::ZeroOptions::from(c.zero), optim::OffloadOptions{}, compute,
                                                 /*frozen=*/true);
-  engine_->load_params(local_reader(map, read_flat(global.data())));
+  engine_->load_params(local_reader(map, global));
   sharded_params_ = std::make_unique<optim::ZeroParams>(*engine_, &units_);
 }
 

@@ -22,12 +22,13 @@ namespace zt::train {
 
 class ReferencePolicy {
  public:
-  // global: the whole model's initial values (fp32, the global table's layout); local: this rank's part
+  // global: the whole model's initial values by range (fp32, the global table's layout; read a block or a
+  // unit at a time, never whole); local: this rank's part
   // (a TP shard, read through map; map null at tp = 1); units: the actor engine's units of `local` (the
   // vocabulary's pieces with zero.split_vocab), which the ZeRO-3 engine gathers by. Collective at ZeRO-3
   // over dp. The tables, map and units must outlive this.
   ReferencePolicy(backend::Backend& be, const config::Config& c, const model::ParamTable& local, const ShardMap* map,
-                  dist::Communicator& dp, const optim::EngineUnits& units, const std::vector<float>& global);
+                  dist::Communicator& dp, const optim::EngineUnits& units, const ReadGlobal& global);
   // The weights for the next forward pass (at ZeRO-3 with the pass's gather order set).
   model::ParamSource& params();
   bool sharded() const { return engine_ != nullptr; }

@@ -17,7 +17,7 @@
 #include "dist/deadline.hpp"
 #include "model/family.hpp"
 #include "model/init.hpp"
-#include "model/hf_dir.hpp"
+#include "model/initial_weights.hpp"
 #include "optim/zero/transients.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/attention_check.hpp"
@@ -184,22 +184,18 @@ void Trainer::make_pipeline_stage() {
 void Trainer::init_parameters() {
   if (lora_) return lora_->init(world_, config_, *engine_);
   // The global model's initial values whatever the grid: a rank's part (TP shard, pipeline stage, or
-  // both) reads its runs of them.
+  // both) reads its runs of them (model::InitialWeights), a unit at a time (no whole-model copy on the
+  // host); every rank's problem with init.from (a damaged tensor in its part) is agreed on, as the
+  // headers' are.
   const ShardMap* map = shard_map_ ? &*shard_map_ : nullptr;
-  if (config_.init.from.empty()) {
-    engine_->load_params(local_reader(map, [&](std::int64_t offset, std::int64_t count, float* out) {
-      model::init_params_range(table_, config_.train.seed, offset, count, out);
-    }));
-    return;
-  }
-  // Each rank reads its part of the files, a unit at a time (no whole-model copy on the host); every
-  // rank's problem (a damaged tensor in its part) is agreed on, as the headers' are.
-  read_shared_input(world_, [&] {
-    const model::SafetensorsReader weights = model::open_pretrained(config_.init.from, table_);
+  const auto load = [&] {
+    const model::InitialWeights weights(config_.init.from, table_, config_.train.seed);
     engine_->load_params(local_reader(map, [&](std::int64_t offset, std::int64_t count, float* out) {
       weights.read(offset, count, out);
     }));
-  }, cat("init.from=", config_.init.from));
+  };
+  if (config_.init.from.empty()) return load();
+  read_shared_input(world_, load, cat("init.from=", config_.init.from));
   log::info(cat("initialised from ", config_.init.from));
 }
 

@@ -18,15 +18,13 @@
 #include "ckpt/reader.hpp"
 #include "config/options.hpp"
 #include "core/log.hpp"
-#include "core/sha256.hpp"
 #include "dist/deadline.hpp"
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
 #include "health/faults.hpp"
 #include "model/family.hpp"
 #include "model/from_config.hpp"
-#include "model/hf_dir.hpp"
-#include "model/init.hpp"
+#include "model/initial_weights.hpp"
 #include "plan/memory_plan.hpp"
 #include "rl/batch_rules.hpp"
 #include "rl/objectives.hpp"
@@ -102,22 +100,23 @@ void Trainer::open_rl(const ResumePoint& resume) {
 // an export made again there) is refused rather than measure the KL to another model. A checkpoint without
 // one (written before) is not checked.
 std::unique_ptr<ReferencePolicy> Trainer::reference_policy(const ResumePoint& resume) {
-  std::vector<float> flat(table_.numel());
   const std::string recorded = resume.empty() ? std::string() : ckpt::Checkpoint(resume.dir).state().rl_reference_sha256;
-  read_shared_input(world_, [&] {
-    if (config_.init.from.empty()) model::init_params(table_, config_.train.seed, flat.data());
-    else model::load_pretrained(config_.init.from, table_, flat.data());
-    Sha256 hash;
-    hash.update(flat.data(), flat.size() * sizeof(float));
-    reference_sha256_ = to_hex(hash.finish());
+  std::unique_ptr<ReferencePolicy> reference;
+  read_shared_input(world_, [&] {  // range by range (model::InitialWeights): no whole-model copy on the host
+    const model::InitialWeights weights(config_.init.from, table_, config_.train.seed);
+    reference_sha256_ = weights.sha256();
     if (!recorded.empty() && recorded != reference_sha256_)
       throw InputError(cat(resume.dir.string(), ": this run's KL reference (rl.kl_coef, its initial policy) had sha256 ",
                            recorded, ", but init.from=", config_.init.from.empty() ? "(train.seed's init)" : config_.init.from,
                            " now has sha256 ", reference_sha256_, ": put the run's initial model back there, or start "
                            "a new run (another ckpt.dir)"));
+    reference = std::make_unique<ReferencePolicy>(*backend_, config_, shard_table(), shard_map_ ? &*shard_map_ : nullptr,
+                                                  dp_comm(), engine_units_,
+                                                  [&](std::int64_t offset, std::int64_t count, float* out) {
+                                                    weights.read(offset, count, out);
+                                                  });
   }, cat("init.from=", config_.init.from, " (rl.kl_coef's reference)"));
-  return std::make_unique<ReferencePolicy>(*backend_, config_, shard_table(), shard_map_ ? &*shard_map_ : nullptr,
-                                           dp_comm(), engine_units_, flat);
+  return reference;
 }
 
 // ZeRO-3: every unit gathered once, in unit order, on every rank of the data-parallel group, into one
