@@ -2,7 +2,7 @@
 # Packs this machine's CUDA build (build/, nvcc for sm_90a here) into .devbuild/ for the lent GPU machine,
 # so that a device call spends its scarce minutes on tests and benchmarks rather than on nvcc:
 #   tools/device/pack-build.sh            then carry [".devdeps", ".peers", ".devbuild"]
-# .devbuild/ holds the stripped programs the GPU tests and benchmarks run (ztrain, zckpt, ztok, the gpu
+# .devbuild/ holds the stripped programs the GPU tests and benchmarks run (ztrain, zckpt, ztok, zgen, the gpu
 # test binaries, make_test_shards, bench_*) in one build.tar.xz, ctest's files for the whole tree, and
 # BUILD_DIR/SOURCE_DIR: the absolute paths those ctest files name. On the device, gpu-check.sh --prebuilt
 # unpacks it and links those paths to the device's copy, so `ctest -L gpu` runs there unchanged.
@@ -22,7 +22,7 @@ cmake --build "$build" -j "$(nproc)" >/dev/null
 rm -rf "$dst" && mkdir -p "$dst"
 stage=$(mktemp -d "${TMPDIR:-/tmp}/pack-build.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-programs=(bin/ztrain bin/zckpt bin/ztok tests/make_test_shards tests/test_nccl_communicator tests/test_op_cases_cuda
+programs=(bin/ztrain bin/zckpt bin/ztok bin/zgen tests/make_test_shards tests/test_nccl_communicator tests/test_op_cases_cuda
           bench/bench_attention bench/bench_tp bench/bench_ops)
 for t in "$build"/tests/test_cuda_*; do programs+=("tests/${t##*/}"); done
 for p in "${programs[@]}"; do

@@ -59,9 +59,9 @@ class CudnnSdpa final : public CudnnAttention {
     const std::size_t v_at = k_at + static_cast<std::size_t>(key.NKV) * key.hs * dtype_size(qkv.dtype);
     float scale = 1.0f / std::sqrt(static_cast<float>(key.hs)), neg_inf = plan->neg_inf;
     Buffer workspace = memory_.allocate(plan->workspace_bytes);
-    run(*plan, workspace, {cudnn::kQ, cudnn::kK, cudnn::kV, cudnn::kO, cudnn::kStats, cudnn::kScale, cudnn::kNegInf},
-        {q, q + k_at, q + v_at, out.data, lse.data, &scale, &neg_inf}, stream);
-    return true;
+    return run(op, key, *plan, workspace,
+               {cudnn::kQ, cudnn::kK, cudnn::kV, cudnn::kO, cudnn::kStats, cudnn::kScale, cudnn::kNegInf},
+               {q, q + k_at, q + v_at, out.data, lse.data, &scale, &neg_inf}, stream);
   }
 
   bool backward(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
@@ -94,8 +94,7 @@ class CudnnSdpa final : public CudnnAttention {
         ZT_CUDA_CHECK(cudaMemsetAsync(w + plan->dq_accum_offset, 0,
                                       static_cast<std::size_t>(d.B * n_head * d.T) * key.hs * sizeof(float), stream));
     }
-    run(*plan, workspace, uids, pointers, stream);
-    return true;
+    return run(op, key, *plan, workspace, uids, pointers, stream);
   }
 
  private:
@@ -137,13 +136,25 @@ class CudnnSdpa final : public CudnnAttention {
     return nullptr;
   }
 
-  void run(const SdpaPlan& plan, const Buffer& workspace, const std::vector<Uid>& uids,
-           const std::vector<void*>& pointers, cudaStream_t stream) {
+  // Whether cuDNN ran the call. A plan that fails on its first execution is, under train.attention=auto,
+  // a refusal from then on (said once; the native kernels run the shape), as cuBLASLt's matmuls fall back
+  // (lt_matmul.cpp); under cudnn, or once the plan has run, the failure propagates.
+  bool run(const char* op, const SdpaKey& key, const SdpaPlan& plan, const Buffer& workspace,
+           const std::vector<Uid>& uids, const std::vector<void*>& pointers, cudaStream_t stream) {
     ZT_CUDNN_CHECK(cudnnSetStream(handle_.get(), stream));
     // The workspace goes back to the allocator when the caller's Buffer dies, right after this launch:
     // safe on the one compute stream, where the next user of the block queues behind it.
     std::byte* engine_workspace = static_cast<std::byte*>(workspace.data()) + plan.engine_offset;
-    cudnn::execute(handle_.get(), plan.exec, uids, pointers, plan.exec.workspace_bytes > 0 ? engine_workspace : nullptr);
+    try {
+      cudnn::execute(handle_.get(), plan.exec, uids, pointers, plan.exec.workspace_bytes > 0 ? engine_workspace : nullptr);
+    } catch (const Error& e) {
+      if (impl_ == AttentionImpl::kCudnn || !cache_.refuse_if_never_ran(key, e.what())) throw;
+      log::warn(cat(op, ": cuDNN's plan for ", describe(key), " failed on its first run (", e.what(),
+                    "); the native kernels run this shape"));
+      return false;
+    }
+    cache_.mark_ran(key);
+    return true;
   }
 
   Backend& memory_;

@@ -33,8 +33,9 @@ class CudnnAttention {
 // cuDNN on the calling thread's current device, of compute capability sm (major * 10 + minor); the
 // workspace of each call is allocated from `memory` (the backend itself, which outlives this).
 // deterministic: the backward's dP-workspace algorithm (bitwise repeatable) rather than atomics on dQ.
-// Throws zt::Error saying why cuDNN cannot be used at all: this build has no cuDNN, the library does
-// not load, or the device or cuDNN version is outside the support matrix.
+// Throws zt::Error saying why cuDNN cannot be used at all: this build has no cuDNN (cudnn_absent.cpp), or
+// the device or cuDNN version is outside the support matrix. A build with cuDNN links libcudnn.so.9 (as
+// it links NCCL): the loader needs it at start-up, CPU runs included (docs/guide/building-and-testing.md).
 std::unique_ptr<CudnnAttention> make_cudnn_attention(Backend& memory, AttentionImpl impl, int sm, bool deterministic);
 
 }  // namespace zt::backend::cuda

@@ -45,6 +45,7 @@ class SdpaPlanCache {
   struct Entry {
     std::unique_ptr<Plan> plan;  // null when cuDNN refused the shape
     std::string refusal;         // why (the build's error message), when it did
+    bool ran = false;            // the plan has executed once
   };
   struct Lookup {
     const Entry& entry;
@@ -65,6 +66,19 @@ class SdpaPlanCache {
     }
     ++builds_;
     return {entries_.emplace(key, std::move(entry)).first->second, true};
+  }
+
+  // After executing key's plan: it ran (mark_ran), or it failed. A plan can build and still fail on its
+  // first execution (what the heuristics did not check): then it becomes a refusal (`why`) and this
+  // returns true, so the caller runs the shape natively from now on, as one that does not build. Once a
+  // plan has run, a failure is not the shape's: false, the caller throws.
+  void mark_ran(const SdpaKey& key) { entries_.at(key).ran = true; }
+  bool refuse_if_never_ran(const SdpaKey& key, std::string why) {
+    Entry& e = entries_.at(key);
+    if (e.ran) return false;
+    e.plan.reset();
+    e.refusal = std::move(why);
+    return true;
   }
 
   std::size_t size() const { return entries_.size(); }

@@ -226,6 +226,26 @@ TEST(SdpaPlanCache, ARefusedShapeIsRememberedWithItsReason) {
   EXPECT_EQ(attempts, 1);
 }
 
+// A plan that builds but fails on its first execution becomes a refusal (the native kernels run the
+// shape from then on, not rebuilt); once a plan has run, a failure is not the shape's and is not cached.
+TEST(SdpaPlanCache, APlanThatFailsOnItsFirstRunIsRefusedAfter) {
+  SdpaPlanCache<FakePlan> cache;
+  int builds = 0;
+  auto build = [&] { return std::make_unique<FakePlan>(FakePlan{++builds}); };
+  const SdpaKey fails = key(SdpaKey::Pass::kBackward, 4, 256), runs = key(SdpaKey::Pass::kForward, 4, 256);
+  ASSERT_NE(cache.get(fails, build).entry.plan, nullptr);
+  EXPECT_TRUE(cache.refuse_if_never_ran(fails, "cuDNN: cudnnBackendExecute failed: CUDNN_STATUS_EXECUTION_FAILED"));
+  const auto after = cache.get(fails, build);
+  EXPECT_FALSE(after.built_now);
+  EXPECT_EQ(after.entry.plan, nullptr);
+  EXPECT_TRUE(contains(after.entry.refusal, "EXECUTION_FAILED"));
+  ASSERT_NE(cache.get(runs, build).entry.plan, nullptr);
+  cache.mark_ran(runs);
+  EXPECT_FALSE(cache.refuse_if_never_ran(runs, "a later failure"));
+  EXPECT_NE(cache.get(runs, build).entry.plan, nullptr) << "a plan that has run stays";
+  EXPECT_EQ(builds, 2);
+}
+
 // Not a refusal: an exception other than zt::Error (out of host memory, a bug) propagates and nothing
 // is cached, so the next call tries again.
 TEST(SdpaPlanCache, OtherFailuresPropagateAndAreNotCached) {
