@@ -9,10 +9,12 @@
 
 #include "backend/backend.hpp"
 #include "config/hf_config.hpp"
+#include "config/lora.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/read_file.hpp"
 #include "io/dir_probe.hpp"
+#include "io/staged_output.hpp"
 #include "model/device_weights.hpp"
 #include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
@@ -202,9 +204,6 @@ Options options_of(const config::cli::Args& a) {
   o.memory_gb = a.number("memory-gb");
   if (o.samples > 1 && o.sampling.temperature == 0)
     log::warn("zgen: --samples ", o.samples, " with greedy decoding (--temperature 0) gives the same text every time");
-  for (const std::string& p : {o.prompts, o.model})
-    if (fs::weakly_canonical(o.out) == fs::weakly_canonical(p))
-      throw ConfigError(cat("--out ", o.out, " is an input of the run (", p, "): write the samples elsewhere"));
   return o;
 }
 
@@ -219,6 +218,25 @@ gen::EngineOptions engine_options(const Job& j, int slots) {
   return e;
 }
 
+// --out and --summary never land on what zgen reads (zckpt's output rule, io::guarded_conflict): not on, in
+// or holding the model (its directory or checkpoint; the base a LoRA checkpoint or PEFT adapter merges
+// into, and a checkpoint's data.vocab), the
+// prompts or the tokenizer (outside sweep 30 F1: --out inside the model directory replaced its config.json).
+void refuse_outputs_over_inputs(const Options& o, const model::SavedModel& m, const std::string& tokenizer_file) {
+  std::vector<io::Guarded> inputs = {{o.model, "the model (--model)"}, {o.prompts, "the prompts (--prompts)"}};
+  if (!tokenizer_file.empty()) inputs.push_back({tokenizer_file, "the tokenizer"});
+  const std::string base = m.config.lora.rank > 0 ? config::lora_base_path(m.config) : m.config.init.from;
+  if (!base.empty()) inputs.push_back({base, "the model's base (init.from)"});
+  if (m.checkpoint && !m.config.data.vocab.empty()) inputs.push_back({m.config.data.vocab, "the checkpoint's data.vocab"});
+  for (const auto& [flag, path] : {std::pair{"out", o.out}, std::pair{"summary", o.summary}}) {
+    if (path.empty()) continue;
+    for (const io::Guarded& g : inputs)
+      if (const std::string why = io::guarded_conflict(path, g); !why.empty())
+        throw ConfigError(cat("--", flag, " ", path, ": ", why, ": zgen never writes over what it reads; give --", flag,
+                              " a path outside it"));
+  }
+}
+
 // Everything that can be refused before work: outputs, options, model, tokenizer, prompts, the context, memory.
 void prepare(Job& j, const dist::World& world) {
   check_output("out", j.o.out, world);
@@ -230,6 +248,7 @@ void prepare(Job& j, const dist::World& world) {
   const model::GptShape& shape = j.model->table.shape();
   if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp, "--tp");
   const std::string tokenizer_file = tokenizer_path(j.o, *j.model);
+  refuse_outputs_over_inputs(j.o, *j.model, tokenizer_file);
   j.tokenizer = load_tokenizer(j.o, tokenizer_file);
   const gen::ChatChoice chat = template_of(j.o, j.tokenizer.get(), tokenizer_file, *j.model);
   j.chat = chat.chat;

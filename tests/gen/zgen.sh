@@ -146,7 +146,15 @@ printf '{"id": 1, "prompt": "Hello"}\n' >"$W/text.jsonl"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/text.jsonl" --out "$W/x.jsonl" --device cpu
 expect_in "$ZT_WORK/err" "text.jsonl:1: a text prompt needs a tokenizer"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/prompts.jsonl" --device cpu
-expect_in "$ZT_WORK/err" "is an input of the run"
+expect_in "$ZT_WORK/err" "--out .*prompts.jsonl: is the prompts \\(--prompts\\) .*: zgen never writes over what it reads"
+# ... nor anything in or holding the model (sweep 30 F1: --out inside the checkpoint replaced its state.json).
+cp "$W/gpt2/step_00000030/state.json" "$W/state.kept"
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/gpt2/step_00000030/state.json" --device cpu
+expect_in "$ZT_WORK/err" "state.json: lies inside the model \\(--model\\)"
+cmp -s "$W/gpt2/step_00000030/state.json" "$W/state.kept" || fail "zgen --out inside the checkpoint changed its state.json"
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
+  --answer-rule exact --summary "$W/gpt2/step_00000030/s.json"
+expect_in "$ZT_WORK/err" "--summary .*s.json: lies inside the model"
 # Outputs are checked before any work: a directory as --out, a --summary that cannot be written.
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W" --device cpu
 expect_in "$ZT_WORK/err" "--out .* is a directory: give a file path in it"
