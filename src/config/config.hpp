@@ -57,6 +57,13 @@ struct ModelConfig {
   std::int64_t head_dim = 0;  // llama: the attention heads' width; 0 = n_embd / n_head
 };
 
+// Llama's SwiGLU width rule (Meta's llama/model.py): int(8C/3), times the multiplier, rounded up to a multiple.
+inline int llama_ffn_hidden(int n_embd, double multiplier, int multiple_of) {
+  std::int64_t hidden = 2 * (4 * std::int64_t{n_embd}) / 3;  // int(2 * 4C / 3)
+  hidden = static_cast<std::int64_t>(multiplier * static_cast<double>(hidden));
+  return static_cast<int>((hidden + multiple_of - 1) / multiple_of * multiple_of);
+}
+
 struct InitConfig {
   std::string from;  // Hugging Face .safetensors file or model directory; empty = random init from train.seed
 };

@@ -421,6 +421,22 @@ HfContext hf_context(const std::string& dir) {
   return {arch, context_length(c, arch), arch == "MistralForCausalLM" ? mistral_window(f.j, c) : 0};
 }
 
+// config.json's intermediate_size is the width (model.ffn_hidden): Llama's rule keys (ffn_multiplier,
+// ffn_multiple_of, from an INI written for training from scratch) that give the same width are
+// redundant and dropped; others disagree with the file (outside sweep 30 F2: they were refused as if
+// the user had given ffn_hidden).
+void take_ffn_width(Config& config, const std::string& file) {
+  ModelConfig& m = config.model;
+  const ModelConfig d;
+  if (m.ffn_multiplier == d.ffn_multiplier && m.ffn_multiple_of == d.ffn_multiple_of) return;
+  const int rule = llama_ffn_hidden(static_cast<int>(m.n_embd), m.ffn_multiplier, static_cast<int>(m.ffn_multiple_of));
+  if (rule != m.ffn_hidden)
+    throw ConfigError(cat("model.ffn_multiplier=", m.ffn_multiplier, " and model.ffn_multiple_of=", m.ffn_multiple_of,
+                          " give a SwiGLU width of ", rule, ", but intermediate_size=", m.ffn_hidden, " in ", file,
+                          ": drop them (the directory's width is taken)"));
+  m.ffn_multiplier = d.ffn_multiplier, m.ffn_multiple_of = d.ffn_multiple_of;
+}
+
 void apply_hf_config(Config& config, const std::set<std::string>& given) {
   const std::string file = config_json_of(config);
   const nlohmann::json j = read_config_json(file);
@@ -433,6 +449,7 @@ void apply_hf_config(Config& config, const std::set<std::string>& given) {
   check_fixed(c, llama);
   check_shape_fields(c, llama);
   for (const Field& f : llama ? llama_fields(j, c, arch) : gpt2_fields(c)) apply(config, given, f, file);
+  if (llama) take_ffn_width(config, file);
   const std::string positions = llama ? "max_position_embeddings" : "n_positions";
   const std::int64_t max_len = context_length(c, arch);
   if (config.model.seq_len > max_len)

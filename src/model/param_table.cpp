@@ -51,12 +51,6 @@ GptShape value_model_shape(const GptShape& actor) {
   return s;
 }
 
-int llama_ffn_hidden(int n_embd, double multiplier, int multiple_of) {
-  std::int64_t hidden = 2 * (4 * std::int64_t{n_embd}) / 3;  // int(2 * 4C / 3)
-  hidden = static_cast<std::int64_t>(multiplier * static_cast<double>(hidden));
-  return static_cast<int>((hidden + multiple_of - 1) / multiple_of * multiple_of);
-}
-
 std::size_t ParamInfo::hf_numel() const {
   std::size_t n = 1;
   for (std::int64_t d : hf_shape) n *= static_cast<std::size_t>(d);

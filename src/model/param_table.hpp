@@ -50,8 +50,7 @@ struct GptShape {
 // The critic of a model of this shape: the same body with a value head (GptShape::value_head).
 GptShape value_model_shape(const GptShape& actor);
 
-// Llama's SwiGLU width rule (Meta's llama/model.py): int(8C/3), times the multiplier, rounded up to a multiple.
-int llama_ffn_hidden(int n_embd, double multiplier, int multiple_of);
+using config::llama_ffn_hidden;  // Llama's SwiGLU width rule
 
 constexpr int kVocabMultiple = 64;
 constexpr const char* kValueHeadName = "score.weight";  // GptShape::value_head's [1, C]

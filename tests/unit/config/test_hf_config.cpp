@@ -50,6 +50,19 @@ std::string error_of(std::vector<std::string> args) {
   return "no ConfigError";
 }
 
+// intermediate_size is the width: Llama's rule keys (an INI's for training from scratch) that give the
+// same width are dropped; others are refused naming the file's width (sweep 30 F2: refused as if the user
+// had given model.ffn_hidden).
+TEST(HfConfig, FfnRuleKeysThatGiveTheFilesWidthAreDropped) {
+  const std::string dir = model_dir(kLlama32_1b);  // 2048 -> 8192: int(8C/3) x 1.5, a multiple of 256
+  const CommandLine cl = parse_cli({"--init.from=" + dir, "--model.ffn_multiplier=1.5", "--model.ffn_multiple_of=256"});
+  EXPECT_EQ(cl.config.model.ffn_hidden, 8192);
+  EXPECT_EQ(cl.config.model.ffn_multiplier, ModelConfig{}.ffn_multiplier);
+  const std::string e = error_of({"--init.from=" + dir, "--model.ffn_multiple_of=64"});
+  EXPECT_NE(e.find("give a SwiGLU width of 5504, but intermediate_size=8192 in " + dir), std::string::npos) << e;
+  EXPECT_NE(e.find("drop them"), std::string::npos) << e;
+}
+
 TEST(HfConfig, LlamaKeysNotGivenComeFromConfigJson) {
   const std::string dir = model_dir(kLlama32_1b);
   const CommandLine cl = parse_cli({"--init.from=" + dir, "--model.seq_len=256"});
