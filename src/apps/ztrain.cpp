@@ -97,6 +97,7 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   const config::Config& c = s.cl.config;
   const std::int64_t ranks = c.plan.world_size > 0 ? c.plan.world_size : world.size();
   std::uint64_t capacity = 0;  // unknown: a GPU plan made where no GPU is
+  std::int64_t on_host = 0;    // the ranks sharing a host's memory as capacity (CPU ranks)
   std::string from = "nowhere: no GPU here, set plan.device_memory_gb";
   if (c.plan.device_memory_gb > 0) {
     capacity = static_cast<std::uint64_t>(c.plan.device_memory_gb * (1ull << 30));
@@ -107,8 +108,7 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   } else if (s.plan_device == config::Device::kCpu) {
     // plan.world_size ranks on CPUs share hosts as the run's would: this host's memory over as many of
     // them as one host takes (plan.gpus_per_node, at most all of them), not over this one process.
-    const std::int64_t on_host = c.plan.world_size > 0 ? std::min(c.plan.world_size, c.plan.gpus_per_node)
-                                                       : world.local_size();
+    on_host = c.plan.world_size > 0 ? std::min(c.plan.world_size, c.plan.gpus_per_node) : world.local_size();
     capacity = plan::host_memory_per_rank(static_cast<int>(on_host));
     from = c.plan.world_size > 0 ? cat("this host's available memory over ", on_host, " ranks (plan.world_size, at most ",
                                        "plan.gpus_per_node a host)")
@@ -124,7 +124,8 @@ MemoryCheck check_memory(const dist::World& world, const Startup& s) {
   }
   const plan::GenerationLengths lengths = train::known_generation_lengths(c);
   MemoryCheck m{plan::plan_memory(c, ranks, s.placement.threads, capacity, s.plan_device, lengths), {}, from};
-  if (!m.plan.fits() && !m.plan.only_loading_does_not_fit()) m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device, lengths);
+  if (!m.plan.fits() && !m.plan.only_loading_does_not_fit())
+    m.fixes = plan::suggestions(c, ranks, s.placement.threads, capacity, s.plan_device, lengths, on_host);
   return m;
 }
 

@@ -94,9 +94,12 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
 
 // What would make a plan that does not fit fit: the largest micro-batch, other ZeRO stages, more ranks,
 // full recomputation, and the cheapest offload tier that fits (host memory before NVMe).
+// ranks_on_host: where capacity_bytes is a host's memory shared by that many ranks (CPU ranks), more
+// ranks are planned with the host's memory over as many of them as one host takes (plan.gpus_per_node,
+// as --plan --plan.world_size plans them); 0: capacity_bytes is each rank's whatever the world (a GPU's).
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world_size, int threads,
                                      std::uint64_t capacity_bytes, config::Device device = config::Device::kCpu,
-                                     GenerationLengths lengths = {});
+                                     GenerationLengths lengths = {}, std::int64_t ranks_on_host = 0);
 
 // The CUDA backend's own scratch at this shape: the cuBLASLt workspace (32 MiB) and the flash-attention
 // backward's per-row terms D (B*NH*T f32; its dQ pass writes dqkv directly, with no accumulator).

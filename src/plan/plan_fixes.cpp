@@ -36,10 +36,17 @@ bool accepted(const config::Config& c, std::int64_t world, config::Device device
 // The fewest ranks, 2x to 64x `world`, on which `c` fits: keeping train.global_batch where it splits over
 // them, else (not under RL, whose batches are rl.*'s) with the smallest global batch above it that does,
 // which the fix then names (it changes the optimizer step). "" when none fits.
+// ranks_on_host: suggestions'.
 std::string fewest_ranks(const config::Config& c, std::int64_t world, int threads, std::uint64_t capacity,
-                         config::Device device, const GenerationLengths& lengths) {
+                         config::Device device, const GenerationLengths& lengths, std::int64_t ranks_on_host) {
+  const auto capacity_at = [&](std::int64_t w) {  // a host's memory over the ranks it takes of w (outside sweep 30 F3)
+    if (ranks_on_host <= 0) return capacity;
+    const std::int64_t sharing = std::max<std::int64_t>(1, std::min(w, c.plan.gpus_per_node));
+    return static_cast<std::uint64_t>(static_cast<double>(capacity) * static_cast<double>(ranks_on_host) /
+                                      static_cast<double>(sharing));
+  };
   const auto fits = [&](const config::Config& k, std::int64_t w) {
-    return accepted(k, w, device) && plan_memory(k, w, threads, capacity, device, lengths).fits();
+    return accepted(k, w, device) && plan_memory(k, w, threads, capacity_at(w), device, lengths).fits();
   };
   for (std::int64_t w = world * 2; w <= world * 64; w *= 2)
     if (fits(c, w)) return cat(w, " ranks");
@@ -122,7 +129,8 @@ void add_offload_fixes(const config::Config& config, std::int64_t world, int thr
 // Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
 // are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
 void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                         config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+                         config::Device device, const GenerationLengths& lengths, std::int64_t ranks_on_host,
+                         std::vector<std::string>& out) {
   if (config.train.recompute == config::Recompute::kFull) return;
   config::Config c = config;
   c.train.recompute = config::Recompute::kFull;
@@ -134,7 +142,7 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
   }
   // The most sharding the layout runs with: ZeRO-3, or ZeRO-1 under a pipeline (config::check_pipeline_runs).
   c.train.zero_stage = config.parallel.pp > 1 ? std::max<std::int64_t>(1, config.train.zero_stage) : 3;
-  if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths); !ranks.empty())
+  if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths, ranks_on_host); !ranks.empty())
     out.push_back(cat(ranks, " at train.zero_stage=", c.train.zero_stage, " with train.recompute=full"));
 }
 
@@ -177,7 +185,7 @@ void add_generation_fixes(const config::Config& config, std::int64_t world, int 
 }  // namespace
 
 std::vector<std::string> suggestions(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
-                                     config::Device device, GenerationLengths lengths) {
+                                     config::Device device, GenerationLengths lengths, std::int64_t ranks_on_host) {
   std::vector<std::string> out;
   config::Config c = config;
   // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
@@ -198,10 +206,10 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   }
   c = config;
   c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
-  if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths); !ranks.empty())
+  if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths, ranks_on_host); !ranks.empty())
     out.push_back(cat(ranks, " at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
   add_zero_buffer_fixes(config, world, threads, capacity, device, lengths, out);
-  add_recompute_fixes(config, world, threads, capacity, device, lengths, out);
+  add_recompute_fixes(config, world, threads, capacity, device, lengths, ranks_on_host, out);
   add_offload_fixes(config, world, threads, capacity, device, lengths, out);
   add_generation_fixes(config, world, threads, capacity, device, lengths, out);
   if (out.empty())

@@ -170,6 +170,33 @@ TEST(GenerationPlan, FixesAreOnlyLayoutsTheRunTakes) {
   }
 }
 
+// On CPU ranks a host's memory is shared by the ranks on it: a rank count offered as a fix is planned with
+// the host's memory over as many as a host takes (plan.gpus_per_node), so the layout it names fits when
+// planned (outside sweep 30 F3: 16 ranks were offered on the current rank's whole share).
+TEST(GenerationPlan, ARankCountOfferedOnCpuRanksFitsInItsShareOfTheHost) {
+  config::Config c = qwen_like();
+  c.train.zero_stage = 1;
+  c.plan.gpus_per_node = 2;
+  const MemoryPlan p = plan_memory(c, 1, 1, 0, config::Device::kCpu);
+  int offered = 0;
+  for (const std::uint64_t capacity : {p.total_bytes * 9 / 10, p.total_bytes / 2, p.total_bytes / 3}) {
+    for (const std::string& f : suggestions(c, 1, 1, capacity, config::Device::kCpu, {}, /*ranks_on_host=*/1)) {
+      const std::size_t at = f.find(" ranks");
+      if (at == std::string::npos || f.find_first_not_of("0123456789") != at) continue;
+      const std::int64_t w = std::stoll(f.substr(0, at));
+      config::Config k = c;
+      k.train.zero_stage = std::stoll(f.substr(f.find("train.zero_stage=") + 17));
+      if (f.find("recompute=full") != std::string::npos) k.train.recompute = config::Recompute::kFull;
+      if (const std::size_t gb = f.find("train.global_batch="); gb != std::string::npos)
+        k.train.global_batch = std::stoll(f.substr(gb + 19));
+      const std::uint64_t share = capacity / static_cast<std::uint64_t>(std::min<std::int64_t>(w, 2));
+      EXPECT_TRUE(plan_memory(k, w, 1, share, config::Device::kCpu).fits()) << f << " at capacity " << capacity;
+      ++offered;
+    }
+  }
+  EXPECT_GT(offered, 0) << "no rank count was offered: the case checks nothing";
+}
+
 // The CUDA backend's attention over the cache has a scratch of its own (its split partials, at most
 // kCachedAttentionScratchBudget a call); the CPU's does not: the engine row says so on each.
 TEST(GenerationPlan, TheCudaEngineCountsItsCachedAttentionScratch) {
