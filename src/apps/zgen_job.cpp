@@ -272,7 +272,7 @@ void prepare(Job& j, const dist::World& world) {
   placement_config.train.device = j.o.device;
   placement_config.train.threads = j.o.threads;
   placement_config.dist.timeout_s = j.o.timeout_s;
-  j.placement = dist::place_rank(world, placement_config, backend::cuda_backend_built());
+  j.placement = dist::place_rank(world, placement_config, backend::cuda_backend_built(), "--device");
   const bool gpu = j.placement.device == config::Device::kCuda;
   j.dtype = j.o.dtype == "bf16" || (j.o.dtype == "auto" && gpu) ? DType::kBF16 : DType::kF32;
   check_memory(j, world);

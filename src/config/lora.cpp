@@ -283,9 +283,10 @@ void check_lora(const Config& c) {
   const LoraConfig d;
   if (const std::string file = peft_adapter_config_path(c); !file.empty()) check_adapter_config(c, file);
   if (l.rank == 0) {
-    if (!l.targets.empty() || l.alpha != d.alpha || l.rslora || l.base_dtype != d.base_dtype || l.base_double_quant)
-      throw ConfigError("lora.targets / lora.alpha / lora.rslora / lora.base_dtype / lora.base_double_quant are given "
-                        "but lora.rank=0 turns LoRA off: set lora.rank (e.g. 16) or drop them");
+    if (!l.targets.empty() || l.alpha != d.alpha || l.rslora || l.dropout != d.dropout || l.base_dtype != d.base_dtype ||
+        l.base_double_quant)
+      throw ConfigError("lora.targets / lora.alpha / lora.rslora / lora.dropout / lora.base_dtype / lora.base_double_quant "
+                        "are given but lora.rank=0 turns LoRA off: set lora.rank (e.g. 16) or drop them");
     return;
   }
   lora_target_modules(c);  // throws on an unknown name

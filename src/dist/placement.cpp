@@ -17,22 +17,25 @@ std::string Placement::device_name() const {
 }
 
 namespace {
-Device resolve_device(const World& world, Device requested, bool cuda_backend_built, int gpus) {
+// key: how the caller's user names the device ("train.device", zgen's "--device").
+Device resolve_device(const World& world, Device requested, bool cuda_backend_built, int gpus, const std::string& key) {
   if (requested == Device::kAuto) return cuda_backend_built && gpus > 0 ? Device::kCuda : Device::kCpu;
+  const std::string eq = key.starts_with("--") ? " " : "=";
   if (requested == Device::kCuda && !cuda_backend_built)
-    throw ConfigError("train.device=cuda, but this ztrain binary has no CUDA backend: rebuild where nvcc is "
-                      "installed (tools/build.sh -DZTRAIN_CUDA=ON) or use train.device=cpu");
+    throw ConfigError(cat(key, eq, "cuda, but this binary has no CUDA backend: rebuild where nvcc is installed ",
+                          "(tools/build.sh -DZTRAIN_CUDA=ON) or use ", key, eq, "cpu"));
   if (requested == Device::kCuda && gpus == 0)
-    throw ConfigError(cat("train.device=cuda, but no CUDA device is visible on host ", world.host(), " (rank ",
-                          world.rank(), "): check CUDA_VISIBLE_DEVICES and the driver, or use train.device=cpu"));
+    throw ConfigError(cat(key, eq, "cuda, but no CUDA device is visible on host ", world.host(), " (rank ", world.rank(),
+                          "): check CUDA_VISIBLE_DEVICES and the driver, or use ", key, eq, "cpu"));
   return requested;
 }
 }  // namespace
 
-Placement place_rank(const World& world, const config::Config& config, bool cuda_backend_built) {
+Placement place_rank(const World& world, const config::Config& config, bool cuda_backend_built,
+                     const std::string& device_key) {
   const int gpus = cuda_device_count();
   Placement p;
-  p.device = resolve_device(world, config.train.device, cuda_backend_built, gpus);
+  p.device = resolve_device(world, config.train.device, cuda_backend_built, gpus, device_key);
   p.comm = config::comm_backend(config, p.device);
   if (p.device == Device::kCpu && p.comm == CommBackend::kNccl)
     throw ConfigError("dist.backend=nccl needs GPUs, but this rank computes on the CPU (train.device): "

@@ -20,7 +20,9 @@ struct Placement {
 
 // Resolves train.device, dist.backend and train.threads for this rank. cuda_backend_built says
 // whether this binary can compute on GPUs at all. Throws ConfigError (e.g. more ranks on a host
-// than GPUs with NCCL) naming the host, the counts and the fix.
-Placement place_rank(const World& world, const config::Config& config, bool cuda_backend_built);
+// than GPUs with NCCL) naming the host, the counts and the fix; device_key: the option that chose
+// train.device, as the program's user names it.
+Placement place_rank(const World& world, const config::Config& config, bool cuda_backend_built,
+                     const std::string& device_key = "train.device");
 
 }  // namespace zt::dist

@@ -425,6 +425,9 @@ TEST(Validate, LoraScaleAndTheKeysItNeeds) {
   Config off;
   off.lora.targets = "c_attn";  // rank 0: LoRA is off, a target is a mistake
   EXPECT_NE(error_of([&] { validate(off); }).find("lora.rank=0 turns LoRA off"), std::string::npos);
+  Config dropout;
+  dropout.lora.dropout = 0.1;  // likewise (sweep 30 F4: accepted)
+  EXPECT_NE(error_of([&] { validate(dropout); }).find("lora.dropout / "), std::string::npos);
 }
 
 // lora.base_dtype: nf4 at every ZeRO stage (sharded at 3); bf16/fp32 only as the compute dtype; double
