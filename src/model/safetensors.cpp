@@ -384,26 +384,6 @@ void load_safetensors(const std::string& path, const ParamTable& table, float* h
   load_safetensors_files({path}, path, table, host_params, nf4);
 }
 
-void load_safetensors_files(const std::vector<std::string>& files, const std::string& where, const ParamTable& table,
-                            float* host_params, Nf4Weights* nf4) {
-  const Tensors t = read_all(files);
-  const std::set<std::string> quantized = bnb_nf4_weights(t);
-  validate(where, t, table, quantized);
-  std::fill(host_params, host_params + table.numel(), 0.0f);  // wte's padded rows stay 0
-  for (std::size_t i = 0; i < table.params().size(); ++i) {
-    const ParamInfo& p = table.params()[i];
-    const auto& [name, loc] = *lookup(t, p);
-    if (quantized.count(name)) {
-      read_bnb_param(t, table, name, i, host_params + p.offset, nf4);
-      continue;
-    }
-    read_tensor(name, loc, p.hf_numel(), host_params + p.offset);
-    if (p.name == "transformer.wpe.weight" && loc.e.shape[0] > table.shape().seq_len)
-      log::info(loc.file, ": using the first ", table.shape().seq_len, " of ", loc.e.shape[0], " positions of ", name);
-  }
-  check_lm_head(t, table, host_params);
-}
-
 struct SafetensorsReader::Impl {
   using Tensors = safetensors_index::Tensors;
   using Located = safetensors_index::Located;
@@ -473,6 +453,15 @@ void SafetensorsReader::read(std::int64_t offset, std::int64_t count, float* out
     const std::int64_t a = std::max(offset, first), b = std::min(end, first + stored);  // within what the file holds
     if (a < b) m.read_stored(i, a - first, b - a, out + (a - offset));
   }
+}
+
+// The whole model through the reader: its checks, then every range at once.
+void load_safetensors_files(const std::vector<std::string>& files, const std::string& where, const ParamTable& table,
+                            float* host_params, Nf4Weights* nf4) {
+  const SafetensorsReader reader(files, where, table);
+  reader.read(0, static_cast<std::int64_t>(table.numel()), host_params);
+  if (nf4)
+    for (std::size_t i = 0; i < table.params().size(); ++i) reader.read_stored_nf4(i, *nf4);
 }
 
 void save_safetensors(const std::string& path, const ParamTable& table, const float* host_params) {
