@@ -18,6 +18,7 @@ class InputStream {
   // Bytes taken from the file itself so far (compressed bytes for .gz/.zst): progress and ETA.
   std::uint64_t file_bytes_read() const { return file_bytes_read_; }
   const std::string& path() const { return path_; }
+  virtual bool compressed() const { return false; }  // .gz / .zst (by their magic bytes)
 
   static std::unique_ptr<InputStream> open(const std::string& path);
 
@@ -26,5 +27,10 @@ class InputStream {
   std::string path_;
   std::uint64_t file_bytes_read_ = 0;
 };
+
+// Reads the rest of a compressed `in`, dropping it (a plain one: nothing): its checksums are read only at
+// the end of a member, so damage that first showed as a bad record (garbage decompressed) is then thrown
+// as what it is.
+void read_to_end(InputStream& in);
 
 }  // namespace zt::io

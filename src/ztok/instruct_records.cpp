@@ -86,14 +86,19 @@ void for_each_line(const std::string& path, const std::function<void(std::string
   std::string pending;
   std::vector<char> buffer(1 << 16);
   std::uint64_t line = 0;
-  for (std::size_t n; (n = in->read(buffer.data(), buffer.size())) > 0;) {
-    pending.append(buffer.data(), n);
-    std::size_t start = 0;
-    for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
-      f(std::string_view(pending).substr(start, nl - start), ++line);
-    pending.erase(0, start);
+  try {
+    for (std::size_t n; (n = in->read(buffer.data(), buffer.size())) > 0;) {
+      pending.append(buffer.data(), n);
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = pending.find('\n', start)) != std::string::npos; start = nl + 1)
+        f(std::string_view(pending).substr(start, nl - start), ++line);
+      pending.erase(0, start);
+    }
+    if (!pending.empty()) f(pending, ++line);
+  } catch (const InputError&) {  // a bad record of a damaged .gz/.zst: the damage is what is said
+    io::read_to_end(*in);
+    throw;
   }
-  if (!pending.empty()) f(pending, ++line);
 }
 
 }  // namespace zt::ztok

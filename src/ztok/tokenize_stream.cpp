@@ -7,10 +7,14 @@
 #endif
 
 #include <cstdio>
+#include <optional>
+#include <set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "io/input_stream.hpp"
 #include "tok/utf8.hpp"
 
 namespace zt::ztok {
@@ -43,6 +47,23 @@ void refuse_invalid_utf8(std::string_view text, const std::string& file, std::ui
   throw InputError(cat(file, ": not valid UTF-8 at byte offset ", offset + bad, " (byte ", byte,
                        "); --strict-utf8 refuses it: convert the file to UTF-8 (e.g. iconv -f LATIN1 -t UTF-8), "
                        "remove it if it is binary, or leave out --strict-utf8 to replace ill-formed bytes by U+FFFD"));
+}
+
+// A compressed input's damage shows only when its checksum is read at the end of the member, after the
+// garbage before it was taken for a bad JSON line or bad UTF-8: on such an error in a .gz/.zst input, the
+// file is read to its end (io::read_to_end), and a damaged one is reported as that (outside sweep 27 F5).
+std::optional<std::exception_ptr> damaged_input_error(const std::vector<std::string>& inputs, const Chunk& chunk) {
+  std::set<std::uint64_t> checked;
+  for (const Segment& s : chunk.segments) {
+    const std::string& file = inputs[s.file];
+    if (!checked.insert(s.file).second) continue;
+    try {
+      io::read_to_end(*io::InputStream::open(file));
+    } catch (const Error&) {  // IoError (unreadable), InputError (not valid gzip / zstd)
+      return std::current_exception();
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -85,6 +106,8 @@ void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, cons
       if (s.doc_end) out.tokens.push_back(tokenizer.eot());
       out.token_end.push_back(out.tokens.size());
     }
+  } catch (const InputError&) {
+    out.error = damaged_input_error(inputs, chunk).value_or(std::current_exception());
   } catch (...) {
     out.error = std::current_exception();
   }

@@ -26,3 +26,28 @@ set +e; "$ztok" --vocab "$vocab" --out "$work/out-cutgz" -q "$work/cut.gz" >/dev
 [ $rc -eq 2 ] || fail "truncated .gz: exit $rc, expected 2"
 grep -q 'cut.gz is truncated' "$work/cutgz.log" || fail "truncated .gz not named: $(cat "$work/cutgz.log")"
 echo "ok: a truncated .zst or .gz input is named (exit 2)"
+# A damaged byte mid-member decompresses to garbage before the member's checksum is read: in JSONL (and
+# instruction data) the garbage first fails as a bad line; the file's damage is what is said (sweep 27 F5).
+/usr/bin/python3 - "$work/plain/part_001.txt" "$work/docs.jsonl" "$work/chat.jsonl" <<'PY'
+import json, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+with open(sys.argv[2], "w") as f:
+    for i in range(0, len(text), 400): f.write(json.dumps({"text": text[i:i + 400]}) + "\n")
+with open(sys.argv[3], "w") as f:
+    for i in range(0, len(text), 400): f.write(json.dumps({"prompt": text[i:i + 200], "response": text[i + 200:i + 400]}) + "\n")
+PY
+for name in docs chat; do
+  gzip -c "$work/$name.jsonl" >"$work/$name.jsonl.gz"
+  /usr/bin/python3 -c "import sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)//2]^=0xFF; open(p,'wb').write(b)" "$work/$name.jsonl.gz"
+done
+chatml=(--chat-template chatml --special '<|im_start|>=50257' --special '<|im_end|>=50258')
+for kind in docs chat; do
+  set -- "$kind" --format jsonl
+  [ "$kind" = chat ] && set -- "$kind" --format instruct "${chatml[@]}"
+  name=$1; shift
+  set +e; "$ztok" --vocab "$vocab" --out "$work/out-bad-$name" -q "$@" "$work/$name.jsonl.gz" >/dev/null 2>"$work/bad-$name.log"; rc=$?; set -e
+  set -- "$name" "" "$2"
+  [ $rc -eq 2 ] || fail "damaged $1.jsonl.gz ($3): exit $rc, expected 2"
+  grep -q "$1.jsonl.gz is not valid gzip" "$work/bad-$1.log" || fail "damaged $1.jsonl.gz ($3) not named as such: $(cat "$work/bad-$1.log")"
+done
+echo "ok: a damaged .jsonl.gz is named as damaged gzip, not as bad JSON (jsonl and instruct)"
