@@ -28,6 +28,26 @@ zt_arg_value() {
   printf '%s\n' "$value"
 }
 
+# zt_resume_once ARRAY START: on a later start of a chain (START > 0: a requeue, a successor, a restart),
+# a ckpt.resume other than auto among ztrain's arguments in ARRAY (a rollback to a step_K, or none: a new
+# run) is replaced by auto, and said: the first start applied it; repeated, every start would roll back
+# again (moving the last segment's checkpoints to abandoned/) or refuse the run's own checkpoints.
+zt_resume_once() {
+  local -n _zt_args=$1
+  local start=$2 value=auto kept=() i
+  [ "$start" -gt 0 ] || return 0
+  for ((i = 0; i < ${#_zt_args[@]}; i++)); do
+    case ${_zt_args[i]} in
+      --ckpt.resume=*) value=${_zt_args[i]#--ckpt.resume=} ;;
+      --ckpt.resume) value=${_zt_args[i + 1]:-auto}; i=$((i + 1)) ;;
+      *) kept+=("${_zt_args[i]}") ;;
+    esac
+  done
+  [ "$value" != auto ] || return 0
+  say "ckpt.resume=$value was for the first start of this chain, which applied it; this start resumes from the newest checkpoint (ckpt.resume=auto)"
+  _zt_args=("${kept[@]}" --ckpt.resume=auto)
+}
+
 # zt_newest_step DIR: the step of the newest committed checkpoint DIR/step_N (0 when none).
 zt_newest_step() {
   local n

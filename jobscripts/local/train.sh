@@ -98,6 +98,7 @@ summary=$ckpt_dir/diag/summary.txt
 restarts=0
 while :; do
   [ "$restarts" -eq 0 ] || say "restart $restarts: resuming from the newest checkpoint in $ZT_CKPT_DIR"
+  zt_resume_once args "$restarts"  # a rollback (or none) given to the script is the first start's
   [ -z "$asked" ] || { rc=75; break; }
   metrics_bytes=$({ wc -c <"$metrics"; } 2>/dev/null || echo 0)
   step_at_start=$(zt_newest_step "$ckpt_dir")
