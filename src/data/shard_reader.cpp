@@ -28,12 +28,22 @@ struct FileIdentity {
   std::int64_t modified_ns = 0;
   bool operator==(const FileIdentity&) const = default;
 };
-static std::optional<FileIdentity> identity_of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+static FileIdentity identity_of(const struct stat& st) {
   return FileIdentity{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
                       static_cast<std::uint64_t>(st.st_size),
                       static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+static std::optional<FileIdentity> identity_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return identity_of(st);
+}
+// The identity of the file open at fd: a file rewritten in place (cp over it, h5py's 'w') keeps its inode
+// but not its size or time.
+static std::optional<FileIdentity> identity_of(int fd) {
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) return std::nullopt;
+  return identity_of(st);
 }
 
 struct ShardReader::Impl {
@@ -273,6 +283,11 @@ bool read_ids(ShardReader::Impl& s, std::uint64_t start, std::span<std::uint32_t
   if (start > s.info.n_tokens || ids.size() > s.info.n_tokens - start)
     throw DataError(cat("shard ", path, ": tokens [", start, ", ", start + ids.size(), ") are outside its ",
                         s.info.n_tokens));
+  // Verified chunks are read by pread on a descriptor kept open: a file rewritten in place since start-up
+  // would give other bytes with no HDF5 call to notice (outside sweep 29 F2); one fstat a read.
+  if (s.chunks && s.chunks->fd() >= 0 && identity_of(s.chunks->fd()) != s.identity)
+    throw DataError(cat("shard ", path, " changed on disk during the run (rewritten in place: cp over it, or a converter ",
+                        "run again): put the shards of a run back as they were, or start a new run on the new ones"));
   if (!(s.chunks && s.chunks->read(start, ids))) {
     if (!hdf5) return false;
     const io::H5Dataset& tokens = reopened(s).tokens;

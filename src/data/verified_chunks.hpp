@@ -50,6 +50,8 @@ class VerifiedChunks {
   // Frees read_touching's one-chunk buffer (32-64 KiB) until its next call: a shard whose HDF5 file
   // is closed keeps only its chunk table and descriptor. Under the callers' HDF5 lock, as read_touching.
   void release_scratch() { stored_.reset(); }
+  // The descriptor reads go through (-1: none): its file's identity is checked before each (shard_reader.cpp).
+  int fd() const { return fd_; }
 
  private:
   static constexpr std::uint64_t kNoOffset = 0, kUnlocatable = ~std::uint64_t{0};

@@ -6,6 +6,9 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <random>
 
@@ -93,6 +96,33 @@ TEST_F(OpenShards, AShardChangedOnDiskIsRefusedWhenOpenedAgain) {
 }
 
 
+// A shard rewritten in place (cp over it keeps the inode) while its verified chunks are read by pread on a
+// kept descriptor is refused before the next read, open or not (outside sweep 29 F2: read silently).
+TEST_F(OpenShards, AShardRewrittenInPlaceIsRefusedAtTheNextRead) {
+  TempDir dir("open_shards_in_place");
+  const std::vector<std::uint32_t> tokens(kShardChunkTokens * 2, 5);
+  const std::string path = (dir.path / "s0.h5").string(), other = (dir.path / "other.h5").string();
+  write_shard(path, tokens, {0});
+  write_shard(other, std::vector<std::uint32_t>(tokens.size(), 9), {0});
+  // An hour old: the rewrite's time differs whatever the file system's timestamp granularity.
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  const ShardSet set({path}, {});
+  std::vector<std::int32_t> got(10);
+  for (int i = 0; i < 3; ++i) set.read(3, got.size(), got.data());  // checked, located, then by pread
+  EXPECT_EQ(got.front(), 5);
+  std::filesystem::resize_file(path, 0);  // cp's way: the same inode, truncated and written again
+  {
+    std::ifstream in(other, std::ios::binary);
+    std::ofstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+    out << in.rdbuf();
+  }
+  try {
+    set.read(3, got.size(), got.data());
+    FAIL() << "read a shard rewritten in place: " << got.front();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("rewritten in place"), std::string::npos) << e.what();
+  }
+}
 // The shards of a ztok run that did not finish (its ztok-progress.json says "complete": false: killed,
 // failed) are refused by data.train and data.valid, naming the directory and the fix; a finished run's,
 // and shards without a progress file (moved out, another writer's), are read (sweep 23 F1).
