@@ -41,7 +41,7 @@ std::string run_id_of(const fs::path& step_dir) {
 }
 
 std::string describe_owner(const std::string& run_id) {
-  return run_id.empty() ? "owner unknown: no run id in its manifest" : cat("run ", run_id);
+  return run_id.empty() ? "owner unknown: no readable manifest names a run (written before run ids, or missing or damaged)" : cat("run ", run_id);
 }
 
 Pruned prune(const fs::path& ckpt_dir, std::int64_t keep, const fs::path& protect, const std::string& run_id) {

@@ -18,7 +18,7 @@ std::string new_run_id();
 // The run id in dir/MANIFEST.json; "" where there is none or the manifest cannot be read (unknown).
 std::string run_id_of(const std::filesystem::path& step_dir);
 
-// "run ID" or "owner unknown: no run id in its manifest" (written before run ids, or unreadable).
+// "run ID" or "owner unknown: ..." (no readable manifest names a run: written before run ids, or unreadable).
 std::string describe_owner(const std::string& run_id);
 
 struct Pruned {

@@ -258,7 +258,7 @@ ResumePoint none_verifies(const config::Config& c, const ckpt::ResumeSearch& fou
 void warn_in_the_way(const config::Config& c, const ckpt::ResumeSearch& found, const std::string& run_id) {
   if (c.ckpt.overwrite) return;
   for (const ckpt::Skipped& s : found.skipped) {
-    if (s.path.string().ends_with(ckpt::kTmpSuffix)) continue;
+    if (s.path.string().ends_with(ckpt::kTmpSuffix) || !fs::exists(s.path)) continue;  // (set aside above)
     const std::string owner = ckpt::run_id_of(s.path);
     if (owner == run_id) continue;
     log::warn(cat(s.path.string(), " (", ckpt::describe_owner(owner), ") is not this run's: if this run saves that "
@@ -270,29 +270,57 @@ void warn_in_the_way(const config::Config& c, const ckpt::ResumeSearch& found, c
 // user rolled back from). Left there, the next ckpt.resume=auto (every requeue) would pick them up again and
 // rotation would count them as this run's newest, deleting step K first; so they are moved, whole, to
 // ckpt.dir/abandoned/after_step_K_<UTC time>/ and named. Nothing is deleted.
-void set_aside_later_steps(const config::Config& c, std::int64_t step) {
-  std::vector<ckpt::StepDir> later;
-  for (const ckpt::StepDir& d : ckpt::list_step_dirs(c.ckpt.dir))
-    if (!d.tmp && d.step > step) later.push_back(d);
-  if (later.empty()) return;
+// ckpt.dir/abandoned/NAME_<UTC time>/, created: where checkpoints set aside go, never deleted.
+fs::path aside_dir(const config::Config& c, const std::string& name) {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   gmtime_r(&now, &utc);
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-  const fs::path aside = fs::path(c.ckpt.dir) / "abandoned" / cat("after_step_", step, "_", stamp);
+  const fs::path aside = fs::path(c.ckpt.dir) / "abandoned" / cat(name, "_", stamp);
   std::error_code ec;
   fs::create_directories(aside, ec);
-  if (ec) throw IoError(cat("cannot create ", aside.string(), " to set aside the checkpoints after step ", step, ": ", ec.message()));
+  if (ec) throw IoError(cat("cannot create ", aside.string(), " to set checkpoints aside: ", ec.message()));
+  return aside;
+}
+
+// Moves the directories into `aside`; returns their names, joined.
+std::string move_into(const fs::path& aside, const std::vector<fs::path>& dirs) {
   std::string moved;
-  for (const ckpt::StepDir& d : later) {
-    fs::rename(d.path, aside / d.path.filename(), ec);
-    if (ec) throw IoError(cat("cannot move ", d.path.string(), " into ", aside.string(), ": ", ec.message()));
-    moved += cat(moved.empty() ? "" : ", ", d.path.filename().string());
+  for (const fs::path& d : dirs) {
+    std::error_code ec;
+    fs::rename(d, aside / d.filename(), ec);
+    if (ec) throw IoError(cat("cannot move ", d.string(), " into ", aside.string(), ": ", ec.message()));
+    moved += cat(moved.empty() ? "" : ", ", d.filename().string());
   }
+  return moved;
+}
+
+void set_aside_later_steps(const config::Config& c, std::int64_t step) {
+  std::vector<fs::path> later;
+  for (const ckpt::StepDir& d : ckpt::list_step_dirs(c.ckpt.dir))
+    if (!d.tmp && d.step > step) later.push_back(d.path);
+  if (later.empty()) return;
+  const fs::path aside = aside_dir(c, cat("after_step_", step));
+  const std::string moved = move_into(aside, later);
   log::warn(cat("rolled back to step ", step, ": the later checkpoints of ckpt.dir (", moved, ") are moved to ",
                 aside.string(), ", so that ckpt.resume=auto and rotation follow this run from step ", step,
                 " (delete them once unneeded)"));
+}
+
+// ckpt.resume=auto skipped newer step_N directories whose manifest is damaged or missing: nobody can say
+// whose they are, so this run's save of that step would refuse to replace one (exit 1, a whole ckpt.every
+// interval trained for nothing) and rotation would never remove it. They are set aside, whole, as a
+// rollback's later steps are (outside sweep 29 F3). Another run's (a manifest that names it) stay, warned.
+void set_aside_unreadable_newer(const config::Config& c, const ckpt::ResumeSearch& found) {
+  std::vector<fs::path> unreadable;
+  for (const ckpt::StepDir& d : ckpt::list_step_dirs(c.ckpt.dir))
+    if (!d.tmp && d.step > found.step && ckpt::run_id_of(d.path).empty()) unreadable.push_back(d.path);
+  if (unreadable.empty()) return;
+  const fs::path aside = aside_dir(c, cat("unreadable_after_step_", found.step));
+  const std::string moved = move_into(aside, unreadable);
+  log::warn(cat("the skipped checkpoints ", moved, " (their manifests damaged or missing: nobody can say whose they are) ",
+                "are moved to ", aside.string(), ", so that this run saves its own in their place (delete them once unneeded)"));
 }
 
 // Rank 0's text on every rank (up to 255 bytes), over the one collective World has for it.
@@ -334,6 +362,7 @@ ResumePoint pick_resume(const config::Config& c) {
   check_fits(found.chosen, c);
   log::info(cat("resuming from ", found.chosen.string(), " (step ", found.step, "), the newest checkpoint that verifies"));
   const ResumePoint p = resumed(found.chosen, found.step);
+  set_aside_unreadable_newer(c, found);
   warn_in_the_way(c, found, p.run_id);
   return p;
 }

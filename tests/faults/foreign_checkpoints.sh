@@ -7,7 +7,8 @@
 #    resuming the checkpoint without a run id goes on under a new id and never rotates that one;
 #  - ckpt.resume=auto over checkpoints none of which verifies refuses (exit 2), naming each and why;
 #  - another run's damaged step_N newer than the one resumed is named at start-up, and the save of
-#    that step refuses to replace it (exit 1).
+#    that step refuses to replace it (exit 1); one whose manifest is damaged (nobody's) is set aside whole
+#    into abandoned/ at start-up and the run saves that step (sweep 29 F3).
 # Every checkpoint not B's still verifies at the end.
 here=$(cd "$(dirname "$0")" && pwd)  # lib.sh changes into the test's work directory
 source "$here/../lib.sh"
@@ -91,4 +92,15 @@ expect_in "$ZT_WORK/err" "in_the_way/step_00000004 belongs to run $run_a, not to
 [ "$(stat -c %s "$W/step_00000004/model.h5")" -eq 1000 ] || fail "run A's damaged step_4 was replaced"
 verify_checkpoints "$W/step_00000001" "$W/step_00000002"
 echo "ok: another run's damaged step_4 in the way was named at start-up and not replaced (exit 1 at that save)"
+
+# ---- a newer step_N whose manifest is damaged (nobody can say whose): set aside whole, not in the way -
+W=$ZT_WORK/unreadable
+mkdir -p "$W" && cp -r "$G/step_00000001" "$D/step_00000004" "$W/"
+printf 'not json' >"$W/step_00000004/MANIFEST.json"
+train 2 --ckpt.dir="$W" --ckpt.every=2 --train.stop_at_step=4 --ckpt.keep=0
+expect_in "$ZT_WORK/err" "the skipped checkpoints step_00000004 \\(their manifests damaged or missing.*are moved to .*unreadable/abandoned/unreadable_after_step_1_"
+expect_not_in "$ZT_WORK/err" "is not this run's"
+grep -q "not json" "$W"/abandoned/unreadable_after_step_1_*/step_00000004/MANIFEST.json || fail "the damaged step_4 was not kept aside whole"
+verify_checkpoints "$W/step_00000002" "$W/step_00000004"
+echo "ok: a newer step_4 with a damaged manifest was set aside whole at start-up; the run saved its own step 4"
 echo "PASS"
