@@ -104,6 +104,16 @@ FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::in
   });
 }
 
+std::uint64_t stored_elements(const std::vector<std::uint64_t>& dims) {
+  if (dims.empty() || dims[0] == 0) return 0;
+  std::uint64_t row = 1;
+  for (std::size_t i = 1; i < dims.size(); ++i) row *= dims[i];
+  if (row == 0) return 0;
+  // As io::H5File::create_dataset chunks it: whole rows, at most kChunkElements, at most the dataset.
+  const std::uint64_t rows = std::clamp<std::uint64_t>(kChunkElements / row, 1, dims[0]);
+  return (dims[0] + rows - 1) / rows * rows * row;
+}
+
 FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat) {
   const fs::path path = dir / kModelFile;
   {

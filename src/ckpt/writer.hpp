@@ -33,6 +33,9 @@ FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::in
 // Rank 0: model.h5, every parameter under its HF name with its HF shape (Fletcher-32 per chunk), from
 // the full flat fp32 parameters (model.flat_numel floats).
 FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat);
+// The elements a dataset of these dims takes on disk as the writer stores it: HDF5 allocates its last chunk
+// whole (up to 4 MiB a dataset beyond the values), which a free-space estimate must count.
+std::uint64_t stored_elements(const std::vector<std::uint64_t>& dims);
 FileRecord write_state(const fs::path& dir, const TrainState& state);
 
 // Size and SHA-256 of dir/relative.

@@ -19,13 +19,13 @@ check_damage() {
   (cd "$d/step_00000004" && "$@") || fail "$name: could not damage the checkpoint"
   expect_exit 1 "$ZT_BIN/zckpt" verify "$d/step_00000004"
   expect_in "$ZT_WORK/out" "$what" "$name: zckpt verify did not name the problem"
+  # One process here (mpirun adds a second per failing job); the 2-rank case is checked once below.
+  expect_exit 2 "$ZT_BIN/ztrain" "${CKPT_COMMON[@]}" --ckpt.resume="$d/step_00000004"
+  expect_in "$ZT_WORK/err" "ckpt.resume=.*step_00000004 does not verify: .*$what" "$name: explicit path: problem not named"
   train 2 --ckpt.dir="$d" --train.stop_at_step=3 --log.metrics="$d.jsonl"
   expect_in "$ZT_WORK/err" "skipping checkpoint .*step_00000004: .*$what" "$name: resume=auto did not say what it skipped and why"
   expect_in "$ZT_WORK/out" "resuming from .*step_00000002 \(step 2\)"
   expect_in "$d.jsonl" '"event": "resume", "step": 2,'
-  # One process here (mpirun adds a second per failing job); the 2-rank case is checked once below.
-  expect_exit 2 "$ZT_BIN/ztrain" "${CKPT_COMMON[@]}" --ckpt.resume="$d/step_00000004"
-  expect_in "$ZT_WORK/err" "ckpt.resume=.*step_00000004 does not verify: .*$what" "$name: explicit path: problem not named"
   echo "$name: verify, resume=auto and resume=PATH all name it"
 }
 flip_byte() { /usr/bin/python3 -c '
@@ -35,6 +35,8 @@ check_damage truncated "optim/rank_00001_of_00002.h5: [0-9]+ bytes, the manifest
   truncate -s 50000 optim/rank_00001_of_00002.h5
 check_damage flipped "model.h5: SHA-256 differs" flip_byte model.h5
 check_damage no_manifest "MANIFEST.json: missing" rm MANIFEST.json
+# ... and resume=auto set that step_4 (nobody's: no manifest) aside whole, not left in the way of step 4's save.
+ls -d "$ZT_WORK"/no_manifest/abandoned/unreadable_after_step_2_*/step_00000004 >/dev/null || fail "no_manifest: step_4 not set aside"
 check_damage missing_shard "optim/rank_00000_of_00002.h5: missing" rm optim/rank_00000_of_00002.h5
 
 # A .tmp directory (a job that died while writing step 6) is never resumed from, and named.
