@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <initializer_list>
 #include <optional>
 
@@ -178,7 +180,11 @@ OpenShard open_datasets(io::H5File file, const ShardInfo& info) {
 const OpenShard& reopened(ShardReader::Impl& s) {
   if (s.h5) return *s.h5;
   const std::string path = s.info.path.string();
-  if (identity_of(path) != s.identity)
+  const std::optional<FileIdentity> now = identity_of(path);
+  if (!now)
+    throw DataError(cat("shard ", path, " is gone (deleted, moved, or its file system unmounted) since the run started: ",
+                        std::strerror(errno), ": put the shards of a run back as they were, or start a new run on the new ones"));
+  if (now != s.identity)
     throw DataError(cat("shard ", path, " changed on disk during the run (another file in its place, or rewritten): put the "
                         "shards of a run back as they were, or start a new run on the new ones"));
   try {

@@ -1,6 +1,7 @@
 // Stop requests by signal (docs/INTERFACE.md "Signals and stopping"): SIGUSR1 (what `sbatch
-// --signal=B:USR1@N` sends and mpirun forwards) and SIGTERM only set a flag; the loop reads it at step
-// boundaries, agrees on it over all ranks, checkpoints and exits 75. The only place that knows signals.
+// --signal=B:USR1@N` sends and mpirun forwards), SIGTERM and SIGINT (Ctrl-C on a run without mpirun; a
+// second one ends it at once) only set a flag; the loop reads it at step boundaries, agrees on it over all
+// ranks, checkpoints and exits 75. The only place that knows signals.
 #pragma once
 
 #include <chrono>
@@ -16,7 +17,7 @@ void install_stop_signal_handlers();
 // For a command that saves nothing (--plan, --print-config, --help): the signals' default action again,
 // so a stop ends it at once (a layout search may take seconds); one received before ends it now.
 void restore_default_stop_signals();
-// The last stop signal received (SIGUSR1 or SIGTERM), or 0 if none.
+// The last stop signal received (SIGUSR1, SIGTERM or SIGINT), or 0 if none.
 int stop_signal_received();
 // When the process started (the first call: ztrain makes it first thing), where train.time_limit_min
 // counts from: a job script's margin covers its start-up too.

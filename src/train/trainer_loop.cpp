@@ -122,8 +122,9 @@ int Trainer::stop_on_data_error() {
   const std::string kept = step_ > 0 ? cat("the state after step ", step_, " is checkpointed (", config_.ckpt.dir,
                                            "; a rerun with ckpt.resume=auto continues from it)")
                                      : std::string("no step was trained");
-  log::error(cat("stopped after step ", step_, " on unreadable data (above); ", kept,
-                 ": replace the shard, then rerun; exit ", kExitRuntime));
+  if (world_.is_root())  // once, after the ranks' errors it refers to
+    log::error(cat("stopped after step ", step_, " on unreadable data (above); ", kept,
+                   ": replace the shard, then rerun; exit ", kExitRuntime));
   return kExitRuntime;
 }
 

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,26 @@ int write_raw(const std::string& path, const std::vector<T>& stream) {
   const bool ok = std::fwrite(stream.data(), sizeof(T), stream.size(), f) == stream.size();
   if (std::fclose(f) != 0 || !ok) return std::fprintf(stderr, "writing %s failed\n", path.c_str()), 1;
   return 0;
+}
+
+// The shards OUT_PREFIX_NNNNNN.h5 of shard_tokens tokens each (ShardWriter: throws naming the file).
+void write_shards(const std::string& prefix, const zt::data::TokenizerInfo& info, const std::vector<std::uint32_t>& stream,
+                  const std::vector<std::uint8_t>& mask, const std::vector<std::uint64_t>& doc_starts,
+                  std::uint64_t n_tokens, std::uint64_t shard_tokens, std::uint64_t instruct, std::uint64_t window) {
+  for (std::uint64_t start = 0, index = 0; start < n_tokens; start += shard_tokens, ++index) {
+    const std::uint64_t n = std::min(shard_tokens, n_tokens - start);
+    std::vector<std::uint64_t> docs;
+    for (std::uint64_t d : doc_starts)
+      if (d >= start && d < start + n) docs.push_back(d - start);
+    char name[32];
+    std::snprintf(name, sizeof name, "_%06llu.h5", static_cast<unsigned long long>(index));
+    const zt::data::InstructLayout layout{instruct != 0, "synthetic", window};
+    zt::data::ShardWriter w(prefix + name, info, n, docs.size(), {"synthetic"}, layout);
+    w.append_tokens(std::span<const std::uint32_t>(stream.data() + start, n));
+    if (instruct != 0) w.append_loss_mask(std::span<const std::uint8_t>(mask.data() + start, n));
+    w.append_doc_offsets(docs);
+    w.commit();
+  }
 }
 }  // namespace
 
@@ -103,19 +125,16 @@ int main(int argc, char** argv) {
   info.vocab_hash = vocab_hash;
   info.vocab_size = vocab;
   info.eot = eot;
-  for (std::uint64_t start = 0, index = 0; start < n_tokens; start += shard_tokens, ++index) {
-    const std::uint64_t n = std::min(shard_tokens, n_tokens - start);
-    std::vector<std::uint64_t> docs;
-    for (std::uint64_t d : doc_starts)
-      if (d >= start && d < start + n) docs.push_back(d - start);
-    char name[32];
-    std::snprintf(name, sizeof name, "_%06llu.h5", static_cast<unsigned long long>(index));
-    const zt::data::InstructLayout layout{instruct != 0, "synthetic", window};
-    zt::data::ShardWriter w(prefix + name, info, n, docs.size(), {"synthetic"}, layout);
-    w.append_tokens(std::span<const std::uint32_t>(stream.data() + start, n));
-    if (instruct != 0) w.append_loss_mask(std::span<const std::uint8_t>(mask.data() + start, n));
-    w.append_doc_offsets(docs);
-    w.commit();
+  // The prefix's directory is made if missing; a shard that cannot be written is exit 1 with the reason.
+  if (const std::filesystem::path dir = std::filesystem::path(prefix).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return std::fprintf(stderr, "make_test_shards: cannot create %s: %s\n", dir.c_str(), ec.message().c_str()), 1;
+  }
+  try {
+    write_shards(prefix, info, stream, mask, doc_starts, n_tokens, shard_tokens, instruct, window);
+  } catch (const std::exception& e) {
+    return std::fprintf(stderr, "make_test_shards: %s\n", e.what()), 1;
   }
   if (!raw_mask_path.empty() && write_raw(raw_mask_path, mask) != 0) return 1;
   if (!raw_docs_path.empty() && write_raw(raw_docs_path, doc_starts) != 0) return 1;
