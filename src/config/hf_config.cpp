@@ -75,6 +75,9 @@ const std::vector<Fixed>& llama_fixed() {
        "full causal attention on every layer"},
       // Splits the matmuls into slices in transformers: the same function.
       {"pretraining_tp", Kind::kNumber, "1", {}, ""},
+      // RoPE over a part of each head (some configs, and transformers v5's rope_parameters, which is refused
+      // the same way): ztrain rotates every channel pair (outside sweep 31 F1: silently ignored).
+      {"partial_rotary_factor", Kind::kNumber, "1", {"1"}, "RoPE over the whole head"},
   };
   return kFixed;
 }

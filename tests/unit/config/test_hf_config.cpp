@@ -333,6 +333,16 @@ TEST(HfConfig, LlamaFieldsThatChangeTheFunctionAreRefusedByName) {
   const std::string msg = error_of({"--init.from=" + dir});
   EXPECT_NE(msg.find("hidden_act=gelu: ztrain's Llama block computes SwiGLU with SiLU"), std::string::npos) << msg;
   std::filesystem::remove_all(dir);
+  // RoPE over half of each head (sweep 31 F1: ignored, the whole head rotated); 1 is the whole head.
+  for (const char* factor : {"0.5", "1.0"}) {
+    std::string partial = kLlama32_1b;
+    partial.insert(1, cat(R"("partial_rotary_factor": )", factor, ", "));
+    const std::string d = model_dir(partial);
+    const std::string e = error_of({"--init.from=" + d});
+    if (std::string(factor) == "1.0") EXPECT_EQ(e, "no ConfigError");
+    else EXPECT_NE(e.find("partial_rotary_factor=0.5: ztrain's Llama block computes RoPE over the whole head"), std::string::npos) << e;
+    std::filesystem::remove_all(d);
+  }
 }
 
 // A file whose model_type and architectures name different families (transformers builds the first,
