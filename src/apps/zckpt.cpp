@@ -242,6 +242,26 @@ void copy_run_tokenizer(const config::Config& run, const fs::path& to) {
     fs::copy_file(run.data.vocab, to / "tokenizer.json", fs::copy_options::overwrite_existing);
 }
 
+// A full fine-tune's export reads its base (init.from) again, for the base's context (GPT-2's position rows
+// past the run's), token ids and tokenizer: a base that changed since the run started (its fingerprint,
+// recorded in the checkpoint) is refused; one that is gone is said, as the export then has the run's
+// training length and none of the base's ids or tokenizer (outside sweep 32 F1: both were silent).
+void check_base_unchanged(const ckpt::Checkpoint& c, const std::string& base, const model::ParamTable& table) {
+  if (base.empty()) return;
+  if (!config::has_config_json(base)) {
+    std::cerr << "zckpt: warning: the run's base init.from=" << base << " is gone: the export has the run's training "
+              << "length (" << table.shape().seq_len << " positions) and none of the base's token ids or tokenizer files; "
+              << "put the base back there to carry them\n";
+    return;
+  }
+  const std::string recorded = c.state().init_from_sha256;
+  if (!recorded.empty() && model::base_fingerprint(base, table.shape()) != recorded)
+    throw InputError(cat("the run's base init.from=", base, " changed since the run trained on it (its config.json",
+                         table.numel() != model::ParamTable(model::at_base_context(table.shape(), base)).numel()
+                             ? " or the position rows the export takes from it" : "",
+                         " differ): put the run's base back at ", base, " to export ", c.dir().string()));
+}
+
 int export_adapter(const Args& a) {
   const ckpt::Checkpoint c = open_committed(a.dir);
   const config::Config config = run_config_of(c);
@@ -281,6 +301,7 @@ int export_weights(const Args& a) {
                                  : a.merge  ? base_table_of(c)
                                             : table_of(c);
   const std::string base = a.critic ? std::string() : config::lora_base_path(run_config_of(c));
+  if (!a.critic && !a.merge) check_base_unchanged(c, base, table);
   // Several .safetensors files of one model may share a directory: its config.json is theirs.
   io::StagedOutput out = file ? io::StagedOutput::files(path.parent_path(), {path.filename().string(), "config.json"},
                                                         "--out", inputs_of(c), a.overwrite,

@@ -183,6 +183,7 @@ std::string state_json(const TrainState& s) {
             {"config", s.config_ini}, {"git_revision", s.git_revision}};
   if (!s.lora_base_sha256.empty()) j["lora"] = {{"base_sha256", s.lora_base_sha256}};
   if (!s.rl_reference_sha256.empty()) j["rl"] = {{"reference_sha256", s.rl_reference_sha256}};
+  if (!s.init_from_sha256.empty()) j["init"] = {{"from_sha256", s.init_from_sha256}};
   if (!s.blend.empty()) {
     json corpora = json::array();
     for (const CorpusCursor& c : s.blend) {
@@ -215,6 +216,7 @@ TrainState parse_state(const std::string& text, const std::string& where) {
     s.git_revision = j.at("git_revision").get<std::string>();
     if (j.contains("lora")) s.lora_base_sha256 = j.at("lora").at("base_sha256").get<std::string>();
     if (j.contains("rl")) s.rl_reference_sha256 = j.at("rl").at("reference_sha256").get<std::string>();
+    if (j.contains("init")) s.init_from_sha256 = j.at("init").at("from_sha256").get<std::string>();  // absent before
     const json& cursor = j.at("data_cursor");
     if (cursor.contains("blend")) {  // absent before blends
       for (const json& c : cursor.at("blend")) {

@@ -91,6 +91,9 @@ struct TrainState {
   // RL with rl.kl_coef (a full actor): the SHA-256 of the reference's fp32 weights (the initial policy,
   // read from init.from at each start): a resume refuses another. Empty for other runs.
   std::string rl_reference_sha256;
+  // A full fine-tune of a Hugging Face directory (init.from): what an export takes from that base beyond
+  // the weights (model::base_fingerprint), as at the run's start: an export refuses a base changed since.
+  std::string init_from_sha256;
 };
 
 // A file of a checkpoint: its path relative to the checkpoint directory, size and SHA-256 (hex).

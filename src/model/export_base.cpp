@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "config/hf_config.hpp"
 #include "core/error.hpp"
+#include "core/sha256.hpp"
 #include "model/hf_dir.hpp"
 #include "model/safetensors.hpp"
 
@@ -70,6 +72,25 @@ void carry_base_config(const std::string& export_dir, const std::string& base) {
     changed = true;
   }
   if (changed) write_text_file(to.string(), exported.dump(2) + "\n");
+}
+
+std::string base_fingerprint(const std::string& base, const GptShape& trained) {
+  if (base.empty() || !config::has_config_json(base)) return "";
+  Sha256 hash;
+  std::ifstream in(fs::path(config::hf_config_dir(base)) / "config.json", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  hash.update(text.data(), text.size());
+  const ParamTable table(trained), wide(at_base_context(trained, base));
+  if (wide.numel() != table.numel()) {  // the rows an export takes from the base's position table
+    const SafetensorsReader reader = open_pretrained(base, wide);
+    for (const ParamInfo& p : wide.params()) {
+      if (p.numel == table.find(p.name).numel) continue;
+      std::vector<float> values(p.numel);
+      reader.read(static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel), values.data());
+      hash.update(values.data(), values.size() * sizeof(float));
+    }
+  }
+  return to_hex(hash.finish());
 }
 
 }  // namespace zt::model

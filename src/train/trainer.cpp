@@ -15,6 +15,7 @@
 #include "io/json_text.hpp"
 #include "data/shard_set.hpp"
 #include "dist/deadline.hpp"
+#include "model/export_base.hpp"
 #include "model/family.hpp"
 #include "model/init.hpp"
 #include "model/initial_weights.hpp"
@@ -195,13 +196,17 @@ void Trainer::init_parameters() {
     }));
   };
   if (config_.init.from.empty()) return load();
-  read_shared_input(world_, load, cat("init.from=", config_.init.from));
+  read_shared_input(world_, [&] {
+    load();
+    base_fingerprint_ = model::base_fingerprint(config_.init.from, table_.shape());  // what an export reads of it
+  }, cat("init.from=", config_.init.from));
   log::info(cat("initialised from ", config_.init.from));
 }
 
 void Trainer::resume_from(const ResumePoint& resume) {
   const ckpt::TrainState s = checkpointer_->load(resume.dir);
   if (lora_) lora_->reload_base(world_, config_, s.lora_base_sha256, resume.dir.string());  // the adapters came with s
+  base_fingerprint_ = s.init_from_sha256;  // the run's start's, carried on
   step_ = s.step;
   tokens_ = s.tokens;
   scaler_.restore(s.loss_scale);
@@ -237,6 +242,7 @@ ckpt::TrainState Trainer::train_state() const {
   s.git_revision = git_revision();
   if (lora_) s.lora_base_sha256 = lora_->base_sha256();
   s.rl_reference_sha256 = reference_sha256_;
+  s.init_from_sha256 = base_fingerprint_;
   return s;
 }
 

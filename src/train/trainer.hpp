@@ -192,6 +192,7 @@ class Trainer {
   const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
   std::unique_ptr<health::HangNotes> hang_notes_;  // answers and reports hangs from ring_ (ckpt.dir/diag/)
   std::unique_ptr<RlRun> rl_;  // rl.prompts set: the RL run (trainer_rl.cpp)
+  std::string base_fingerprint_;  // a full fine-tune's init.from as an export reads it: checkpointed
   std::string reference_sha256_;  // rl.kl_coef's reference (a full actor's initial policy): checkpointed
   std::unique_ptr<Critic> critic_;  // rl.algorithm=ppo
   std::unique_ptr<AnswerEvaluation> answer_eval_;  // log.eval_prompts set

@@ -136,6 +136,17 @@ cmp "$W/short-hf/model.safetensors" "$W/short-file-hf/model.safetensors" || fail
 cmp "$W/short-hf/config.json" "$W/short-file-hf/config.json" || fail "a file base's config.json differs from its directory's"
 cmp "$W/gpt2/ids/generation_config.json" "$W/short-file-hf/generation_config.json" || fail "a file base's generation_config.json was not copied"
 echo "ok: a base named by its .safetensors file exports as its directory does"
+# The export reads the base again: one changed since the run started (its config.json here) is refused
+# naming it; one gone is said, the export then at the run's length (sweep 32 F1: both silent, exit 0).
+cp -r "$W/gpt2/ids" "$W/gpt2/ids.kept"
+sed -i 's/"pad_token_id": 0/"pad_token_id": 5/' "$W/gpt2/ids/config.json"
+expect_exit 2 "$ZT_BIN/zckpt" export "$W/short/step_00000001" --out "$W/drift-hf" --dtype fp32
+expect_in "$ZT_WORK/err" "init.from=.*gpt2/ids changed since the run trained on it .*put the run's base back"
+rm -rf "$W/gpt2/ids" && mv "$W/gpt2/ids.kept" "$W/gpt2/ids.away"
+expect_exit 0 "$ZT_BIN/zckpt" export "$W/short/step_00000001" --out "$W/gone-hf" --dtype fp32
+expect_in "$ZT_WORK/err" "init.from=.*gpt2/ids is gone: the export has the run's training length \\(8 positions\\)"
+mv "$W/gpt2/ids.away" "$W/gpt2/ids"
+echo "ok: a base changed since the run is refused at export, a gone one said"
 
 # A Mistral base (Llama's block within a sliding window) goes back as MistralForCausalLM with its window,
 # not as a Llama attending past it; a base that leaves max_position_embeddings out is exported at its
