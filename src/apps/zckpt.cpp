@@ -21,6 +21,9 @@
 #include "config/lora.hpp"
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "data/blend.hpp"
+#include "data/shard.hpp"
+#include "data/shard_set.hpp"
 #include "io/staged_output.hpp"
 #include "config/hf_config.hpp"
 #include "model/bnb_nf4.hpp"
@@ -262,6 +265,26 @@ void check_base_unchanged(const ckpt::Checkpoint& c, const std::string& base, co
                          " differ): put the run's base back at ", base, " to export ", c.dir().string()));
 }
 
+// The chat template the run's instruction shards were rendered with (ztok --chat-template, recorded in them),
+// when the export carries none (no tokenizer_config.json from the base): said, with how to give it, as
+// zgen and transformers would otherwise render chats another way or not at all (outside sweep 32 F2).
+void say_run_chat_template(const config::Config& run, const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer_config.json", ec) || run.data.train.empty()) return;
+  std::string name;
+  try {
+    const std::vector<std::string> shards =
+        data::expand_globs(data::parse_blend(run.data.train, "data.train").front().glob, "data.train");
+    name = data::ShardReader::validate(shards.front()).chat_template;
+  } catch (const Error&) {  // the run's shards moved or gone: nothing to say
+    return;
+  }
+  if (!name.empty())
+    std::cerr << "zckpt: note: the run's instruction data was rendered with the chat template " << name << ", which this "
+              << "export does not carry (no tokenizer_config.json): give zgen --chat-template " << name
+              << ", and transformers the same template as the tokenizer's chat_template\n";
+}
+
 int export_adapter(const Args& a) {
   const ckpt::Checkpoint c = open_committed(a.dir);
   const config::Config config = run_config_of(c);
@@ -326,6 +349,7 @@ int export_weights(const Args& a) {
     model::carry_base_config(dir.string(), base);
     if (!a.critic) copy_run_tokenizer(run_config_of(c), dir);
   });
+  if (!a.critic && !file) say_run_chat_template(run_config_of(c), path);
   std::cout << "exported " << (a.critic ? "the critic of " : "") << "step " << c.manifest().step << " of " << a.dir << " to " << a.out
             << (file ? " (+ config.json)" : cat(" (", a.dtype == "fp32" ? "fp32" : "bf16", ", config.json)")) << "\n";
   return kExitOk;

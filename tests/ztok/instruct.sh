@@ -115,4 +115,10 @@ done
   fail "ztrain on the packed sets: $(tail -n 3 "$work/eval.log")"
 grep -q '"val_loss": null, "val_ppl": null' "$work/m.jsonl" || fail "no-target evaluation: $(grep val_loss "$work/m.jsonl")"
 grep -q "hold no trained target" "$work/eval.log" || fail "no warning for the no-target evaluation"
+# Its export carries no template (no tokenizer_config.json): the one the data was rendered with is named,
+# with how to give it (sweep 32 F2).
+"$bin/zckpt" export "$work/ckpt/step_00000001" --out "$work/hf" >/dev/null 2>"$work/export.err" ||
+  fail "zckpt export: $(cat "$work/export.err")"
+grep -q "rendered with the chat template chatml, which this export does not carry.*zgen --chat-template chatml" \
+  "$work/export.err" || fail "the export did not name the data's chat template: $(cat "$work/export.err")"
 echo "PASS"
