@@ -103,9 +103,19 @@ std::string LoraBase::load_base(const dist::World& world, const std::string& fro
     if (part_ && part_->grid.tp > 1) {  // a TP shard: from its whole tensors' quantization (below)
       nf4_->load(local_reader(part_, whole_tensors_quantized(read, stored_of)), nullptr);
       warn_unaligned_nf4_shards();
-    } else {  // a base held whole takes stored codes as they are; a pipeline stage's tensors are its own
-      nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) {
-        return part_ ? nullptr : stored_of(first, end);
+    } else if (!part_) {  // a base held whole takes stored codes as they are
+      nf4_->load(read, stored_of);
+    } else {  // a pipeline stage holds whole tensors: the stored ones of its part, by name (sweep 32 F4)
+      model::Nf4Weights mine;
+      nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {
+        mine.clear();
+        for (std::size_t p = first; p < end; ++p) {
+          const model::ParamInfo* global = base_.find_or_null(part_->local.params()[p].name);
+          if (global == nullptr) continue;
+          const auto g = static_cast<std::size_t>(global - base_.params().data());
+          if (const model::Nf4Weights* st = stored_of(g, g + 1); st && st->count(g)) mine[p] = st->at(g);
+        }
+        return &mine;
       });
     }
     if (other_blocks) warn_requantized(from, other_blocks->first, other_blocks->second);

@@ -104,6 +104,10 @@ same_curve llama_nf4 llama_bnb 1 0
 run llama_bnb_dq_3 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb_dq" --lora.base_dtype=nf4 \
   --lora.base_double_quant=true --train.zero_stage=3
 same_curve llama_nf4_dq_3 llama_bnb_dq_3 1 0
+# A pipeline stage holds whole tensors: it takes its stored codes too (sweep 32 F4: quantized again).
+run llama_bnb_pp 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_bnb" --lora.base_dtype=nf4 --parallel.pp=2
+expect_in "$ZT_WORK/out" "NF4 weights of .*llama_bnb taken as stored"
+same_curve llama_bnb llama_bnb_pp
 run gpt2_bnb 1 "${gpt2[@]}" --init.from="$ZT_WORK/gpt2_bnb" --lora.base_dtype=nf4 --lora.base_double_quant=true
 # A tensor-parallel shard of a stored directory takes the stored tensors' values (each read whole, one at a
 # time): tp=2 follows tp=1 again.
