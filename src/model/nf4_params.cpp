@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <string>
 
 #include "backend/host_convert.hpp"
 #include "core/error.hpp"
@@ -43,6 +44,17 @@ bool nf4_fake_quantize_param(const ParamTable& table, std::size_t p, std::span<f
   const std::vector<float> back = quant::dequantize_nf4(quant::quantize_nf4(values, o.block, o.double_quant));
   std::copy(back.begin(), back.end(), values.begin());
   return false;
+}
+
+std::vector<std::string> nf4_unaligned_shards(const ParamTable& whole, const ParamTable& local, int block) {
+  std::vector<std::string> names;
+  for (std::size_t p = 0; p < local.params().size(); ++p) {
+    if (!nf4_quantized(local, p)) continue;
+    const ParamInfo& mine = local.params()[p];
+    const std::int64_t in = whole.find(mine.name).shape[1], in_mine = mine.shape[1];
+    if (in % block != 0 || (in_mine != in && in_mine % block != 0)) names.push_back(mine.name);
+  }
+  return names;
 }
 
 std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o,

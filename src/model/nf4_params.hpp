@@ -41,6 +41,11 @@ bool nf4_quantized(const ParamTable& table, std::size_t p);
 // ("fake-quantized") base for tests, merges, and a tensor-parallel shard's values.
 std::vector<float> nf4_fake_quantized(const ParamTable& table, std::span<const float> flat, const Nf4Options& o,
                                       const Nf4Weights* stored = nullptr);
+// The NF4 weights whose shards in `local` (a TP shard's table of `whole`) are not whole `block`-blocks of
+// their tensors: quantized in blocks of their own at that degree, their values differ slightly from the
+// whole tensors' (tp = 1's) quantization. Empty when local is whole.
+std::vector<std::string> nf4_unaligned_shards(const ParamTable& whole, const ParamTable& local, int block);
+
 // The same for NF4 parameter p alone, its values in place (a tensor at a time: a tensor-parallel base's
 // loading); true when `stored` holds it in that quantization (its values then kept).
 bool nf4_fake_quantize_param(const ParamTable& table, std::size_t p, std::span<float> values, const Nf4Options& o,

@@ -8,6 +8,7 @@
 #include "config/lora.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/sha256.hpp"
 #include "model/checkpoint_desc.hpp"
 #include "model/family.hpp"
@@ -16,6 +17,7 @@
 #include "model/init.hpp"
 #include "model/lora.hpp"
 #include "model/nf4_params.hpp"
+#include "model/tp_split.hpp"
 #include "model/safetensors.hpp"
 
 namespace zt::model {
@@ -63,8 +65,18 @@ std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const Pa
                          from, " now has another: the merge needs the run's base there"));
   // A QLoRA run (lora.base_dtype=nf4) trained its adapters on the NF4 base: merged into those values (each
   // block weight quantized and dequantized, as its model saw them), not into the fp32 base it read.
-  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4)
+  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {
     weights = nf4_fake_quantized(base, weights, nf4_options(config), &stored);
+    // Trained at parallel.tp > 1 on shards that are not whole blocks, the run's base was quantized per shard
+    // (train/lora_base.cpp): the merge into the whole tensors' quantization differs slightly (sweep 32 F3).
+    const int tp = static_cast<int>(config.parallel.tp), block = nf4_options(config).block;
+    if (const auto names = tp > 1 ? nf4_unaligned_shards(base, tp_local_table(base, tp), block) : std::vector<std::string>{};
+        !names.empty())
+      log::warn(cat(c.dir().string(), " was trained at parallel.tp=", tp, ", where ", names.size(), " NF4 weights' shards (",
+                    names.front(), names.size() > 1 ? ", ..." : "", ") are not whole ", block, "-blocks: its base ",
+                    "was quantized per shard, and this merge into the whole tensors' quantization differs slightly from ",
+                    "the model it trained (about 1e-3 relative)"));
+  }
   merge_lora(base, weights.data(), checkpoint_table(c), c.read_master().data(), lora_spec(config).scale());
   return weights;
 }

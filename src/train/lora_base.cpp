@@ -173,20 +173,13 @@ void LoraBase::warn_requantized(const std::string& from, int block, bool nested)
 // A shard whose 64-blocks are not the whole tensor's (a row-parallel cut of a width that is not a multiple
 // of 64 per rank) is quantized in blocks of its own: its values then differ from tp = 1's base. Said once.
 void LoraBase::warn_unaligned_nf4_shards() const {
-  const auto block = static_cast<std::int64_t>(quantization_.block);
-  std::vector<std::string> names;
-  for (std::size_t p = 0; p < part_->local.params().size(); ++p) {
-    if (!model::nf4_quantized(part_->local, p)) continue;
-    const model::ParamInfo& mine = part_->local.params()[p];
-    const model::ParamInfo& whole = base_.find(mine.name);
-    const std::int64_t in = whole.shape[1], in_mine = mine.shape[1];
-    if (in % block != 0 || (in_mine != in && in_mine % block != 0)) names.push_back(mine.name);
-  }
+  const std::vector<std::string> names = model::nf4_unaligned_shards(base_, part_->local, quantization_.block);
   if (!names.empty())
     log::warn(cat("lora.base_dtype=nf4 at parallel.tp=", part_->grid.tp, ": ", names.size(), " weights' shards (", names.front(),
-                  names.size() > 1 ? ", ..." : "", ") are not whole ", block, "-blocks of their tensors; quantized in blocks ",
-                  "of their own, their values differ slightly from the base at parallel.tp=1 (a width of ", block,
-                  " x tp per rank avoids it)"));
+                  names.size() > 1 ? ", ..." : "", ") are not whole ", quantization_.block, "-blocks of their tensors; ",
+                  "quantized in blocks of their own, their values differ slightly from the base at parallel.tp=1 (a width ",
+                  "of ", quantization_.block, " x tp per rank avoids it), which a merged export, zgen and a resume at ",
+                  "another parallel.tp use"));
 }
 
 void LoraBase::init(const dist::World& world, const config::Config& c, optim::ZeroEngine& adapter_engine) {

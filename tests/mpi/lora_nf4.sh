@@ -80,6 +80,13 @@ wide_lora=("${wide[@]}" --lora.targets=q,k,v,o,gate,up,down --lora.base_dtype=nf
 run wide_dq_1 1 "${wide_lora[@]}"
 run wide_dq_tp2 2 "${wide_lora[@]}" --parallel.tp=2
 same_curve wide_dq_1 wide_dq_tp2
+# Shards that are not whole 64-blocks (the 64-wide Llama's o_proj and down_proj at tp=2) are quantized per
+# shard: said when training, and again by a merged export, which takes the whole tensors' (sweep 32 F3).
+run narrow_tp2 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora.base_dtype=nf4 --parallel.tp=2 \
+  --train.max_steps=2 --ckpt.every=2
+expect_in "$ZT_WORK/err" "lora.base_dtype=nf4 at parallel.tp=2: .* are not whole 64-blocks .*which a merged export"
+expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/narrow_tp2.ckpt/step_00000002" --merge --out "$ZT_WORK/narrow_merged" --dtype fp32
+expect_in "$ZT_WORK/err" "was trained at parallel.tp=2, where .* NF4 weights' shards .* are not whole 64-blocks"
 
 # The quantized base saved and reloaded: zckpt quantize writes bitsandbytes' 4-bit format (bnb_format_check.py
 # replays bitsandbytes' rules on the source weights: every code, scale and map; GPT-2's Conv1D weights
