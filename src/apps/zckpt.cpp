@@ -290,6 +290,9 @@ int export_adapter(const Args& a) {
   const config::Config config = run_config_of(c);
   if (config.lora.rank == 0)
     throw ConfigError(cat(a.dir, " is not a LoRA checkpoint (lora.rank=0): export its weights with --out"));
+  if (config::lora_base_path(config).empty())  // a PEFT adapter names its base; this one exists nowhere (sweep 32 F7)
+    throw ConfigError(cat(a.dir, "'s base is train.seed's random initialisation (no init.from), which no directory ",
+                          "holds for a PEFT adapter to name: export the merged model with --merge --out DIR"));
   io::StagedOutput out = io::StagedOutput::directory(a.adapter, "--adapter", inputs_of(c), a.overwrite);
   require_sound(a.dir);
   const model::ParamTable adapters = table_of(c);

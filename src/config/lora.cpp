@@ -215,9 +215,12 @@ void check_adapter_config(const Config& c, const std::string& file) {
 std::string adapter_base(const std::string& file) {
   const nlohmann::json j = read_adapter_config(file);
   const JsonFields f(j, file, kNotAdapter);
-  if (!f.has("base_model_name_or_path"))  // PEFT writes null for a model built in memory
-    throw ConfigError(cat(file, ": base_model_name_or_path is ", f.text("base_model_name_or_path"), ": the adapter does not "
-                          "say which model it sits on; set it to the base model's directory (or .safetensors file)"));
+  // PEFT writes null for a model built in memory; "" names nothing either
+  if (!f.has("base_model_name_or_path") || f.string("base_model_name_or_path").empty())
+    throw ConfigError(cat(file, ": base_model_name_or_path is ",
+                          f.has("base_model_name_or_path") ? std::string("\"\"") : f.text("base_model_name_or_path"),
+                          ": the adapter does not say which model it sits on; set it to the base model's directory (or "
+                          ".safetensors file)"));
   return f.string("base_model_name_or_path");
 }
 }  // namespace

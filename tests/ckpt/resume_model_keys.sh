@@ -35,6 +35,12 @@ LORA=(--lora.rank=4 --lora.alpha=8 --lora.targets=q,v)
 train 1 --ckpt.dir="$L" "${LORA[@]}" --train.stop_at_step=2
 train_expect 2 1 --ckpt.dir="$L" "${LORA[@]}" --lora.alpha=16
 expect_in "$ZT_WORK/err" "was trained with lora.alpha=8; this run has lora.alpha=16"
+# ... with a way to a new run that works for adapters, in another ckpt.dir (sweep 32 F6)
+expect_in "$ZT_WORK/err" "--adapter DIR to go on training the adapters from init.from=DIR, or --merge --out DIR .*, in another ckpt.dir"
+# Its base is the seed's init, which no directory holds: a PEFT adapter of it is refused for --merge (F7).
+expect_exit 2 "$ZT_BIN/zckpt" export "$L/step_00000002" --adapter "$ZT_WORK/seed_adapter"
+expect_in "$ZT_WORK/err" "base is train.seed's random initialisation .*--merge --out DIR"
+[ ! -e "$ZT_WORK/seed_adapter" ] || fail "a refused --adapter export left $ZT_WORK/seed_adapter"
 train_expect 2 1 --ckpt.dir="$L" "${LORA[@]}" --lora.dropout=0.1
 expect_in "$ZT_WORK/err" "was trained with lora.dropout=0; this run has lora.dropout=0.1"
 train 1 --ckpt.dir="$L" --lora.rank=4 --lora.alpha=8 --lora.targets=q_proj,v_proj --train.stop_at_step=4
