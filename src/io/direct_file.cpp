@@ -52,6 +52,15 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
 
 AlignedBuffer::~AlignedBuffer() { std::free(data_); }
 
+bool remove_if_unlocked(const fs::path& file) {
+  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  if (free) ::unlink(file.c_str());  // under the lock, as DirectFile's destructor removes its own
+  ::close(fd);
+  return free;
+}
+
 DirectFile::DirectFile(const fs::path& path, std::uint64_t bytes, std::string key, std::string hint)
     : path_(path), bytes_(bytes), key_(std::move(key)), hint_(std::move(hint)) {
   try {

@@ -35,6 +35,9 @@ class AlignedBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Removes `file` if no process holds its lock (a dead run's DirectFile); true when it did.
+bool remove_if_unlocked(const std::filesystem::path& file);
+
 class DirectFile {
  public:
   // Creates `path` (its directory must exist), or reuses a stale one a dead run left (emptied first:

@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "ckpt/layout.hpp"
 #include "ckpt/writer.hpp"
 #include "core/error.hpp"
 #include "core/flat_range.hpp"
+#include "core/log.hpp"
+#include "io/direct_file.hpp"
 #include "io/dir_probe.hpp"
 #include "optim/zero/model_adapters.hpp"
 #include "plan/memory_plan.hpp"
@@ -67,6 +71,31 @@ std::uint64_t stale_offload_bytes(const fs::path& dir) {
   return bytes;
 }
 
+// A dead run's offload files of ranks this run does not have (it resumed on fewer ranks) are never reused:
+// removed at start-up, and said, unless their lock is held (another job's) (outside sweep 32 F5: they
+// stayed on the node-local disk for good, counted as free).
+void remove_dead_ranks_offload_files(const fs::path& dir, int world_size, const std::string& host) {
+  std::error_code ec;
+  std::uint64_t bytes = 0;
+  std::vector<std::string> removed;
+  for (const fs::directory_entry& rank : fs::directory_iterator(dir, ec)) {
+    const std::string name = rank.path().filename().string();
+    if (!rank.is_directory(ec) || name.rfind("rank_", 0) != 0) continue;
+    const std::string index = name.substr(5);
+    if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || std::stoll(index) < world_size) continue;
+    for (const fs::directory_entry& f : fs::directory_iterator(rank.path(), ec)) {
+      if (!f.is_regular_file(ec) || f.path().extension() != ".bin") continue;
+      const std::uint64_t size = f.file_size(ec);
+      if (io::remove_if_unlocked(f.path())) bytes += size, removed.push_back(f.path().string());
+    }
+    fs::remove(rank.path(), ec);  // when empty
+  }
+  if (!removed.empty())
+    log::info(cat("offload.nvme_dir on host ", host, ": removed ", removed.size(), " offload file(s) of ranks this run does ",
+                  "not have, left by a run that ended without cleaning up (", removed.front(),
+                  removed.size() > 1 ? ", ..." : "", "; ", mib(bytes), ")"));
+}
+
 // offload.to=nvme: offload.nvme_dir exists (a node-local disk's mount: never created, a missing one is
 // a typo or an unmounted disk) and is writable, with room for this node's ranks' files (each rank
 // then preallocates its own, the exact check).
@@ -81,6 +110,7 @@ void check_nvme_dir(const dist::World& world, const config::Config& c, bool forc
   if (!error.empty())
     throw ConfigError(cat("offload.nvme_dir=", c.offload.nvme_dir, " is not writable on host ", world.host(), ": ", error,
                           ". Fix: make it writable by the job, or point offload.nvme_dir elsewhere"));
+  remove_dead_ranks_offload_files(dir, world.size(), world.host());
   const std::uint64_t per_rank = plan::plan_memory(c, world.size(), 1, 0).nvme_bytes;
   const std::uint64_t need = per_rank * static_cast<std::uint64_t>(world.local_size());
   const std::uint64_t free = io::free_bytes(dir) + stale_offload_bytes(dir);

@@ -9,7 +9,7 @@
 # A missing, non-directory or unset offload.nvme_dir, and a disk too small for the state (a small
 # tmpfs, where mounting is allowed: the start-up check, and with --force each rank's preallocation),
 # are exit 2 before any step, naming the directory; the directory removed mid-run is exit 1 naming the
-# file, and the last checkpoint still verifies.
+# file, and the last checkpoint still verifies. A dead run's files of ranks this run lacks are removed.
 source "$(dirname "$0")/../lib.sh"
 make_tiny_data
 nvme="$ZT_WORK/nvme"
@@ -35,6 +35,22 @@ same() {  # same A B: bit-identical losses at every step and final weights
   cmp -s "$ZT_WORK/w_$1/model.safetensors" "$ZT_WORK/w_$2/model.safetensors" || fail "$1 vs $2: final weights differ"
   echo "$1 = $2: bit-identical losses and weights"
 }
+
+# A dead run's files of ranks this run does not have (it had more) are removed at start-up and said; one
+# whose lock a live process holds stays (sweep 32 F5: they stayed for good).
+mkdir -p "$nvme/rank_7" "$nvme/rank_8"
+head -c 100000 /dev/zero >"$nvme/rank_7/model.bin"
+head -c 100000 /dev/zero >"$nvme/rank_8/model.bin"
+flock -x "$nvme/rank_8/model.bin" sleep 120 &
+holder=$!
+sleep 0.5
+expect_exit 0 zt_mpirun 2 "$ZT_BIN/ztrain" "${common[@]}" --ckpt.dir="$ZT_WORK/ck_dead" --train.max_steps=1 --train.zero_stage=1 "${to_nvme[@]}"
+expect_in "$ZT_WORK/out" "offload.nvme_dir on host .*: removed 1 offload file\\(s\\) of ranks this run does not have.*rank_7/model.bin"
+[ ! -e "$nvme/rank_7" ] || fail "a dead rank's offload file stayed"
+[ -e "$nvme/rank_8/model.bin" ] || fail "a locked (live) offload file was removed"
+kill "$holder"; wait "$holder" 2>/dev/null
+rm -rf "$nvme/rank_8"
+echo "a dead run's offload file of a rank this run lacks was removed; a locked one kept"
 
 for stage in 1 3; do
   run none$stage --train.zero_stage=$stage
