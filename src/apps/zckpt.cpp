@@ -291,8 +291,9 @@ int export_adapter(const Args& a) {
   if (config.lora.rank == 0)
     throw ConfigError(cat(a.dir, " is not a LoRA checkpoint (lora.rank=0): export its weights with --out"));
   if (config::lora_base_path(config).empty())  // a PEFT adapter names its base; this one exists nowhere (sweep 32 F7)
-    throw ConfigError(cat(a.dir, "'s base is train.seed's random initialisation (no init.from), which no directory ",
-                          "holds for a PEFT adapter to name: export the merged model with --merge --out DIR"));
+    std::cerr << "zckpt: warning: " << a.dir << "'s base is train.seed's random initialisation (no init.from), which no "
+              << "directory holds: the adapter names no base (base_model_name_or_path \"\"), so nothing loads it as it is; "
+              << "the merged model (--merge --out DIR) stands alone\n";
   io::StagedOutput out = io::StagedOutput::directory(a.adapter, "--adapter", inputs_of(c), a.overwrite);
   require_sound(a.dir);
   const model::ParamTable adapters = table_of(c);
