@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "tok/nfc.hpp"
 
 namespace zt::tok {
 namespace {
@@ -64,7 +65,10 @@ bool parse_normalizer(const Context& c, const Json& n) {
 
 void check_byte_level(const Context& c, const Json& b, const std::string& path, bool use_regex) {
   if (flag(b, "add_prefix_space")) c.refuse(cat(path, ".add_prefix_space"), "true");
-  if (flag(b, "use_regex") != use_regex) c.refuse(cat(path, ".use_regex"), use_regex ? "false" : "true (after a Split)");
+  // HF's ByteLevel defaults use_regex to true (serde default_true; files before tokenizers ~0.11 leave it
+  // out): absent is true, which after a Split runs GPT-2's regex on each piece (outside sweep 34 F1/F5).
+  const bool regex = !b.contains("use_regex") || flag(b, "use_regex");
+  if (regex != use_regex) c.refuse(cat(path, ".use_regex"), use_regex ? "false" : "true (after a Split; absent means true)");
 }
 
 Pattern parse_pretokenizer(const Context& c, const Json& p) {
@@ -193,6 +197,23 @@ void check_added_token(const Context& c, const Tokens& t, const Json& added, std
                          "\" the id ", same->second, ": one token cannot have two ids; the file is inconsistent"));
 }
 
+// HF gives an added token that model.vocab does not hold the next id after model.vocab and the added tokens
+// before it in the list, whatever its "id" says (it only logs a warning): a file whose ids disagree would
+// get other ids there, so it is refused naming the one HF would give (outside sweep 34 F4).
+void check_added_order(const Context& c, const Tokens& t, const Json& added) {
+  std::uint64_t next = t.by_string.size();
+  for (std::size_t i = 0; i < added.size(); ++i) {
+    const std::string content = added[i]["content"].get<std::string>();
+    if (t.by_string.count(content)) continue;
+    const auto id = added[i]["id"].get<std::uint64_t>();
+    if (id != next)
+      throw InputError(cat(c.where, ": added_tokens[", i, "] (\"", content, "\") has id ", id, ", but Hugging Face tokenizers ",
+                           "give it ", next, " (the next id after model.vocab's ", t.by_string.size(), " entries and the ",
+                           "added tokens listed before it, whatever \"id\" says): list added_tokens in id order"));
+    ++next;
+  }
+}
+
 void read_added(const Context& c, const Json& added, bool nfc, Tokens& t, TextRules& spec) {
   if (!added.is_array()) c.refuse("added_tokens", "not an array");
   AddedSeen seen;
@@ -211,10 +232,17 @@ void read_added(const Context& c, const Json& added, bool nfc, Tokens& t, TextRu
     // bytes: BPE can still make it, as in HF tokenizers, whose model vocabulary holds it too.
     const bool vocab_entry = id < t.vocab_key.size() && !t.vocab_key[id].empty();
     if (!vocab_entry || flag(a, "special")) set_token(c, t, id, token.text, path);
-    if (flag(a, "special")) spec.specials.push_back(std::move(token));
-    else if (nfc && flag(a, "normalized")) spec.normalized_added.push_back(std::move(token));
-    else spec.raw_added.push_back(std::move(token));
+    if (flag(a, "special")) {
+      spec.specials.push_back(std::move(token));
+    } else if (nfc && flag(a, "normalized")) {  // matched in normalized text: its content normalized too (34 F3)
+      std::string normalized;
+      to_nfc(token.text, normalized);
+      spec.normalized_added.push_back({std::move(normalized), token.id});
+    } else {
+      spec.raw_added.push_back(std::move(token));
+    }
   }
+  check_added_order(c, t, added);
 }
 
 std::uint32_t special_id(const Context& c, const TextRules& spec, const std::string& name, const std::string& path) {

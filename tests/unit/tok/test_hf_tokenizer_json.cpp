@@ -123,6 +123,12 @@ TEST(HfTokenizerJson, NfcBeforeMergesAndNormalizedAddedTokens) {
   const Tokenizer raw = tokenizer_of(j.dump());
   EXPECT_EQ(encode(raw, "e\xCC\x81"), (Ids{'e', 0xCC, 0x81}));
   EXPECT_EQ(encode(raw, "\xC3\xA9!"), (Ids{270}));  // no normaliser: matched in the raw text
+  // A normalized added token written decomposed is normalized too, as HF does (sweep 34 F3: never matched).
+  Json decomposed = tiny_json();
+  decomposed["added_tokens"][4]["content"] = "e\xCC\x81!";
+  const Tokenizer d = tokenizer_of(decomposed.dump());
+  EXPECT_EQ(encode(d, "x\xC3\xA9!"), (Ids{'x', 270}));
+  EXPECT_EQ(encode(d, "xe\xCC\x81!"), (Ids{'x', 270}));
 }
 
 TEST(HfTokenizerJson, PostProcessorWithoutBos) {
@@ -135,6 +141,13 @@ TEST(HfTokenizerJson, PostProcessorWithoutBos) {
   Json seq = tiny_json();
   seq["post_processor"] = Json{{"type", "Sequence"}, {"processors", Json::array({Json{{"type", "ByteLevel"}}, tiny_json()["post_processor"]})}};
   EXPECT_EQ(tokenizer_of(seq.dump()).bos(), 267u);
+}
+
+Json split_pretokenizer(const std::string& regex) {
+  return Json{{"type", "Sequence"},
+              {"pretokenizers",
+               Json::array({Json{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
+                            Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
 }
 
 // Each edit makes a file ztok refuses; the message names the JSON path and what is there.
@@ -172,6 +185,16 @@ TEST(HfTokenizerJson, RefusesWhatItDoesNotRead) {
       },
       {"pre_tokenizer.pretokenizers[0].pattern.Regex", "\\p{N}{1,3}|\\s+", "no exact scanner"});
   expect_refused([](Json& j) { j["added_tokens"][2]["lstrip"] = true; }, {"added_tokens[2].lstrip"});
+  // HF's ByteLevel takes an absent use_regex as true: after a Split that is GPT-2's regex again (sweep 34 F1).
+  expect_refused(
+      [](Json& j) {
+        j["pre_tokenizer"] = split_pretokenizer(pattern_regex(Pattern{PatternKind::kGpt2, 3}));
+        j["pre_tokenizer"]["pretokenizers"][1].erase("use_regex");
+      },
+      {"pre_tokenizer.pretokenizers[1].use_regex", "absent means true"});
+  // Added tokens whose ids are not in list order: HF numbers them in list order (sweep 34 F4).
+  expect_refused([](Json& j) { std::swap(j["added_tokens"][2], j["added_tokens"][3]); },
+                 {"added_tokens[2] (\"<t>x\") has id 269, but Hugging Face tokenizers give it 268"});
   expect_refused([](Json& j) { j["post_processor"] = Json{{"type", "RobertaProcessing"}}; }, {"post_processor", "RobertaProcessing"});
   expect_refused([](Json& j) { j["post_processor"]["single"].push_back(j["post_processor"]["single"][0]); },
                  {"post_processor.single"});
@@ -180,6 +203,15 @@ TEST(HfTokenizerJson, RefusesWhatItDoesNotRead) {
   expect_refused([](Json& j) { j["added_tokens"] = Json{{"x", 1}}; }, {"added_tokens"});
   expect_refused([](Json& j) { j["added_tokens"][0]["content"] = "<|eos|>"; },
                  {"no end-of-text special token", "<|eos|>, <s>"});
+}
+
+// A top-level ByteLevel without use_regex (as tokenizers before ~0.11 wrote GPT-2's file) is HF's
+// default, true: the same tokenizer as with it (sweep 34 F5: refused as "false").
+TEST(HfTokenizerJson, ByteLevelWithoutUseRegexIsTrue) {
+  Json j = tiny_json();
+  j["pre_tokenizer"].erase("use_regex");
+  const Tokenizer without = tokenizer_of(j.dump()), with = tokenizer_of(tiny_text());
+  for (const char* text : {"abcd xyz", "it's 123 <t>x", "  e\xCC\x81!"}) EXPECT_EQ(encode(without, text), encode(with, text)) << text;
 }
 
 // The key model.vocab gives `id` in the tiny file.
@@ -207,13 +239,6 @@ TEST(HfTokenizerJson, CollidingAddedTokensAreRefused) {
   EXPECT_EQ(t.vocab().size(), 271u);
   EXPECT_EQ(encode(t, "bc"), Ids{256});  // still the merge's product
   EXPECT_EQ(t.decode(Ids{256}), "bc");
-}
-
-Json split_pretokenizer(const std::string& regex) {
-  return Json{{"type", "Sequence"},
-              {"pretokenizers",
-               Json::array({Json{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}},
-                            Json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
 }
 
 // A split that is already GPT-2's pattern maps to the same kind as ByteLevel's built-in regex.
