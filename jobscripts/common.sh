@@ -28,24 +28,50 @@ zt_arg_value() {
   printf '%s\n' "$value"
 }
 
-# zt_resume_once ARRAY START: on a later start of a chain (START > 0: a requeue, a successor, a restart),
-# a ckpt.resume other than auto among ztrain's arguments in ARRAY (a rollback to a step_K, or none: a new
-# run) is replaced by auto, and said: the first start applied it; repeated, every start would roll back
-# again (moving the last segment's checkpoints to abandoned/) or refuse the run's own checkpoints.
+# zt_resume_value ARGS...: the last ckpt.resume among ztrain's arguments, auto when none.
+zt_resume_value() { zt_arg_value ckpt.resume auto "$@"; }
+
+# zt_resume_once ARRAY START MARKER: on a later start of a chain (START > 0: a requeue, a successor, a
+# restart), a ckpt.resume other than auto among ztrain's arguments in ARRAY (a rollback to a step_K, or
+# none: a new run) that an earlier start applied (MARKER holds it: zt_note_resume_applied) is replaced by
+# auto, and said: repeated, every start would roll back again (moving the last segment's checkpoints to
+# abandoned/) or refuse the run's own checkpoints. One no start applied yet (ztrain never got past its
+# start-up: a requeue at launch) is kept. The first start (START 0) removes an earlier chain's MARKER.
 zt_resume_once() {
   local -n _zt_args=$1
-  local start=$2 value=auto kept=() i
-  [ "$start" -gt 0 ] || return 0
+  local start=$2 marker=$3 value kept=() i
+  value=$(zt_resume_value "${_zt_args[@]}")
+  if [ "$start" -eq 0 ]; then  # a new chain: an earlier chain's record is not this one's
+    rm -f "$marker"
+    return 0
+  fi
+  [ "$value" != auto ] || return 0
+  if [ "$(cat "$marker" 2>/dev/null)" != "$value" ]; then
+    say "ckpt.resume=$value: no earlier start of this chain got past its start-up to apply it; this start does"
+    return 0
+  fi
   for ((i = 0; i < ${#_zt_args[@]}; i++)); do
     case ${_zt_args[i]} in
-      --ckpt.resume=*) value=${_zt_args[i]#--ckpt.resume=} ;;
-      --ckpt.resume) value=${_zt_args[i + 1]:-auto}; i=$((i + 1)) ;;
+      --ckpt.resume=*) ;;
+      --ckpt.resume) i=$((i + 1)) ;;
       *) kept+=("${_zt_args[i]}") ;;
     esac
   done
-  [ "$value" != auto ] || return 0
   say "ckpt.resume=$value was for the first start of this chain, which applied it; this start resumes from the newest checkpoint (ckpt.resume=auto)"
   _zt_args=("${kept[@]}" --ckpt.resume=auto)
+}
+
+# zt_note_resume_applied ARRAY METRICS BYTES MARKER: after a launch whose ckpt.resume (in ARRAY) is not auto,
+# MARKER records it once ztrain got past its start-up: its resume event or its exit record among the lines
+# this start appended to METRICS (after BYTES).
+zt_note_resume_applied() {
+  local -n _zt_launched=$1
+  local value
+  value=$(zt_resume_value "${_zt_launched[@]}")
+  [ "$value" != auto ] || return 0
+  if zt_since "$2" "$3" | grep -q -e '"event": "resume"' -e '"event": "exit"'; then
+    printf '%s\n' "$value" >"$4"
+  fi
 }
 
 # zt_newest_step DIR: the step of the newest committed checkpoint DIR/step_N (0 when none).

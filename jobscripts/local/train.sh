@@ -95,16 +95,18 @@ rc=$?
 metrics=$(zt_arg_value log.metrics "$ZT_RUN_DIR/metrics.jsonl" "${args[@]}")
 ckpt_dir=$(zt_arg_value ckpt.dir "$ZT_CKPT_DIR" "${args[@]}")
 summary=$ckpt_dir/diag/summary.txt
+resume_marker=$ZT_RUN_DIR/.ztrain-resume-applied
 restarts=0
 while :; do
   [ "$restarts" -eq 0 ] || say "restart $restarts: resuming from the newest checkpoint in $ZT_CKPT_DIR"
-  zt_resume_once args "$restarts"  # a rollback (or none) given to the script is the first start's
+  zt_resume_once args "$restarts" "$resume_marker"  # a rollback (or none) given to the script: applied once
   [ -z "$asked" ] || { rc=75; break; }
   metrics_bytes=$({ wc -c <"$metrics"; } 2>/dev/null || echo 0)
   step_at_start=$(zt_newest_step "$ckpt_dir")
   # Its own session: a Ctrl-C on the terminal reaches this script only, which asks for a checkpoint.
   zt_launch --watch "$summary" "$metrics" "$metrics_bytes" setsid "${launch[@]}" "$ztrain" "${args[@]}"
   zt_train_rc "$summary" "$metrics" "$metrics_bytes"
+  zt_note_resume_applied args "$metrics" "$metrics_bytes" "$resume_marker"
   if [ "$rc" -ne 75 ] || [ -n "$asked" ] || [ "$restarts" -ge "$ZT_MAX_RESTARTS" ]; then break; fi
   if ! zt_trained "$metrics" "$metrics_bytes" "$step_at_start"; then
     say "ztrain stopped (exit 75) before training a step: not restarted (it would stop there again)"
