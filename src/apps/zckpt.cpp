@@ -7,6 +7,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -228,9 +229,8 @@ int verify(const std::string& dir) {
 void copy_tokenizer_files(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   if (from.empty() || !fs::is_directory(from, ec)) return;
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt",
-                        "generation_config.json"})
-    if (fs::exists(from / f, ec)) fs::copy_file(from / f, to / f);
+  for (const char* f : model::kBaseFilesExported)  // config.json is written from the shape, its fields carried
+    if (std::string_view(f) != "config.json" && fs::exists(from / f, ec)) fs::copy_file(from / f, to / f);
 }
 
 // Where a run's tokenizer came from, for an export: its init.from directory (a fine-tune of a Hugging Face
@@ -259,9 +259,9 @@ void check_base_unchanged(const ckpt::Checkpoint& c, const std::string& base, co
   }
   const std::string recorded = c.state().init_from_sha256;
   if (!recorded.empty() && model::base_fingerprint(base, table.shape()) != recorded)
-    throw InputError(cat("the run's base init.from=", base, " changed since the run trained on it (its config.json",
-                         table.numel() != model::ParamTable(model::at_base_context(table.shape(), base)).numel()
-                             ? " or the position rows the export takes from it" : "",
+    throw InputError(cat("the run's base init.from=", base, " changed since the run trained on it (its config.json or ",
+                         "tokenizer files", table.numel() != model::ParamTable(model::at_base_context(table.shape(), base)).numel()
+                             ? ", or the position rows the export takes from it," : "",
                          " differ): put the run's base back at ", base, " to export ", c.dir().string()));
 }
 

@@ -228,6 +228,8 @@ void refuse_outputs_over_inputs(const Options& o, const model::SavedModel& m, co
   const std::string base = m.config.lora.rank > 0 ? config::lora_base_path(m.config) : m.config.init.from;
   if (!base.empty()) inputs.push_back({base, "the model's base (init.from)"});
   if (m.checkpoint && !m.config.data.vocab.empty()) inputs.push_back({m.config.data.vocab, "the checkpoint's data.vocab"});
+  if (!o.summary.empty() && !io::guarded_conflict(o.summary, {o.out, "--out"}).empty())
+    throw ConfigError(cat("--summary ", o.summary, " is --out's file (or holds it): give the two outputs different paths"));
   for (const auto& [flag, path] : {std::pair{"out", o.out}, std::pair{"summary", o.summary}}) {
     if (path.empty()) continue;
     for (const io::Guarded& g : inputs)

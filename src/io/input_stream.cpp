@@ -159,9 +159,13 @@ std::unique_ptr<InputStream> InputStream::open(const std::string& path) {
   if (starts({0xFD, '7', 'z', 'X', 'Z', 0x00}) || starts({'B', 'Z', 'h'}))
     throw InputError(cat("input ", path, " is ", head[0] == 'B' ? "bzip2" : "xz", "-compressed, which is not read here: ",
                          "decompress it (", head[0] == 'B' ? "bunzip2" : "xz -d", "), or recompress it with gzip or zstd"));
-  if (got > 0 && (ends_with(path, ".gz") || ends_with(path, ".zst")))  // an empty one is empty text
-    throw InputError(cat("input ", path, " is named as compressed but does not start as ", ends_with(path, ".gz") ? "gzip" : "zstd",
-                         " does: rename it, or check that it was written whole"));
+  // Even an empty gzip or zstd stream has a header: a zero-byte one is a download or copy that failed
+  // (outside sweep 33 N7: read as empty text).
+  if (ends_with(path, ".gz") || ends_with(path, ".zst"))
+    throw InputError(cat("input ", path, got == 0 ? " is empty, without even the header a compressed file starts with"
+                                                  : cat(" is named as compressed but does not start as ",
+                                                        ends_with(path, ".gz") ? "gzip" : "zstd", " does"),
+                         ": check that it was written whole (gzip -t / zstd -t), write it again, or drop it"));
   return std::make_unique<PlainStream>(path);
 }
 

@@ -77,9 +77,15 @@ void carry_base_config(const std::string& export_dir, const std::string& base) {
 std::string base_fingerprint(const std::string& base, const GptShape& trained) {
   if (base.empty() || !config::has_config_json(base)) return "";
   Sha256 hash;
-  std::ifstream in(fs::path(config::hf_config_dir(base)) / "config.json", std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  hash.update(text.data(), text.size());
+  const fs::path dir(config::hf_config_dir(base));
+  for (const char* name : kBaseFilesExported) {  // name, length and bytes of each present
+    std::ifstream in(dir / name, std::ios::binary);
+    if (!in) continue;
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string head = cat(name, ":", text.size(), ":");
+    hash.update(head.data(), head.size());
+    hash.update(text.data(), text.size());
+  }
   const ParamTable table(trained), wide(at_base_context(trained, base));
   if (wide.numel() != table.numel()) {  // the rows an export takes from the base's position table
     const SafetensorsReader reader = open_pretrained(base, wide);

@@ -29,7 +29,12 @@ ExportWeights at_base_context(ParamTable table, std::vector<float> weights, cons
 // `base` is not a model directory.
 void carry_base_config(const std::string& export_dir, const std::string& base);
 
-// What an export takes from `base` beyond the trained weights, as one SHA-256: its config.json's bytes and,
+// The files of a base directory an export carries: its config.json's fields and the tokenizer's files.
+inline constexpr const char* kBaseFilesExported[] = {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                                     "special_tokens_map.json", "vocab.json", "merges.txt",
+                                                     "generation_config.json"};
+
+// What an export takes from `base` beyond the trained weights, as one SHA-256: the files above and,
 // for a learned position table longer than the run's (`trained`: the run's shape), that table's values.
 // "" when `base` is not a model directory. A full fine-tune records it at its start (TrainState
 // init_from_sha256); an export recomputes it and refuses a base that changed since (outside sweep 32 F1).

@@ -78,12 +78,12 @@ void check_model_keys(const fs::path& dir, const config::Config& then, const con
                       : model::model_shape(alt.model) == shape;
     } catch (const Error&) {  // not even a valid combination with this run's other keys: a different model
     }
-    // The way to a new run from it: its weights exported (a LoRA checkpoint's adapters, or the merged model),
-    // then a new ckpt.dir (resume=none in this one is refused: its checkpoints are another run's).
-    const std::string fresh = then.lora.rank > 0
-        ? cat("zckpt export ", dir.string(), " --adapter DIR to go on training the adapters from init.from=DIR, or --merge ",
-              "--out DIR for the merged model")
-        : cat("zckpt export ", dir.string(), " --out DIR, then init.from=DIR");
+    // The way to a new run from it: its weights exported (a LoRA checkpoint's merged into its base), then a
+    // new ckpt.dir (resume=none in this one is refused: its checkpoints are another run's).
+    // (A LoRA checkpoint's adapters as a PEFT directory keep their lora.* keys: only the merged model
+    // takes new ones, sweep 33 N6.)
+    const std::string fresh = cat("zckpt export ", dir.string(), then.lora.rank > 0 ? " --merge" : "",
+                                  " --out DIR, then init.from=DIR");
     if (!same)
       throw InputError(cat("checkpoint ", dir.string(), " was trained with ", o.key, "=", was, "; this run has ", o.key,
                            "=", is, ": the key changes the function the model computes, so a resume keeps it. Resume "

@@ -206,7 +206,11 @@ void Trainer::init_parameters() {
 void Trainer::resume_from(const ResumePoint& resume) {
   const ckpt::TrainState s = checkpointer_->load(resume.dir);
   if (lora_) lora_->reload_base(world_, config_, s.lora_base_sha256, resume.dir.string());  // the adapters came with s
-  base_fingerprint_ = s.init_from_sha256;  // the run's start's, carried on
+  // The run's start's, carried on; a checkpoint from before fingerprints gets this start's (sweep 33 N2),
+  // so at least a change from now on is caught at export.
+  base_fingerprint_ = s.init_from_sha256;
+  if (base_fingerprint_.empty() && !lora_ && !config_.init.from.empty())
+    base_fingerprint_ = model::base_fingerprint(config_.init.from, table_.shape());
   step_ = s.step;
   tokens_ = s.tokens;
   scaler_.restore(s.loss_scale);

@@ -142,6 +142,10 @@ cp -r "$W/gpt2/ids" "$W/gpt2/ids.kept"
 sed -i 's/"pad_token_id": 0/"pad_token_id": 5/' "$W/gpt2/ids/config.json"
 expect_exit 2 "$ZT_BIN/zckpt" export "$W/short/step_00000001" --out "$W/drift-hf" --dtype fp32
 expect_in "$ZT_WORK/err" "init.from=.*gpt2/ids changed since the run trained on it .*put the run's base back"
+cp "$W/gpt2/ids.kept/config.json" "$W/gpt2/ids/config.json"
+echo '{"eos_token_id": 3}' >"$W/gpt2/ids/tokenizer_config.json"  # a tokenizer file changed: refused too (sweep 33 N4)
+expect_exit 2 "$ZT_BIN/zckpt" export "$W/short/step_00000001" --out "$W/drift-hf" --dtype fp32
+expect_in "$ZT_WORK/err" "changed since the run trained on it \\(its config.json or tokenizer files"
 rm -rf "$W/gpt2/ids" && mv "$W/gpt2/ids.kept" "$W/gpt2/ids.away"
 expect_exit 0 "$ZT_BIN/zckpt" export "$W/short/step_00000001" --out "$W/gone-hf" --dtype fp32
 expect_in "$ZT_WORK/err" "init.from=.*gpt2/ids is gone: the export has the run's training length \\(8 positions\\)"

@@ -36,7 +36,7 @@ train 1 --ckpt.dir="$L" "${LORA[@]}" --train.stop_at_step=2
 train_expect 2 1 --ckpt.dir="$L" "${LORA[@]}" --lora.alpha=16
 expect_in "$ZT_WORK/err" "was trained with lora.alpha=8; this run has lora.alpha=16"
 # ... with a way to a new run that works for adapters, in another ckpt.dir (sweep 32 F6)
-expect_in "$ZT_WORK/err" "--adapter DIR to go on training the adapters from init.from=DIR, or --merge --out DIR .*, in another ckpt.dir"
+expect_in "$ZT_WORK/err" "zckpt export .*step_00000002 --merge --out DIR, then init.from=DIR, in another ckpt.dir"
 # Its base is the seed's init, which no directory holds: a PEFT adapter of it names no base, said (F7), and
 # loading it is refused as naming none.
 expect_exit 0 "$ZT_BIN/zckpt" export "$L/step_00000002" --adapter "$ZT_WORK/seed_adapter"

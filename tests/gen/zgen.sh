@@ -155,6 +155,9 @@ cmp -s "$W/gpt2/step_00000030/state.json" "$W/state.kept" || fail "zgen --out in
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
   --answer-rule exact --summary "$W/gpt2/step_00000030/s.json"
 expect_in "$ZT_WORK/err" "--summary .*s.json: lies inside the model"
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu \
+  --answer-rule exact --summary "$W/x.jsonl"
+expect_in "$ZT_WORK/err" "--summary .*x.jsonl is --out's file"
 # Outputs are checked before any work: a directory as --out, a --summary that cannot be written.
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W" --device cpu
 expect_in "$ZT_WORK/err" "--out .* is a directory: give a file path in it"

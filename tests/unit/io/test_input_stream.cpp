@@ -63,11 +63,19 @@ TEST(InputStream, ReadsPlainGzipAndZstdAlike) {
   put(dir.path / "x.txt.gz", gzip(a) + gzip(b));  // two members, as `cat a.gz b.gz`
   put(dir.path / "x.txt.zst", zstd(a) + zstd(b)); // two frames
   put(dir.path / "empty.gz", "");
+  put(dir.path / "empty.txt", "");
   for (const char* name : {"x.txt", "x.txt.gz", "x.txt.zst"}) {
     EXPECT_EQ(read_all(dir.path / name), a + b) << name;
     EXPECT_EQ(read_all(dir.path / name, 1), a + b) << name;
   }
-  EXPECT_EQ(read_all(dir.path / "empty.gz"), "");
+  EXPECT_EQ(read_all(dir.path / "empty.txt"), "");
+  // A zero-byte .gz is no gzip stream (even an empty one has a header): a failed download (sweep 33 N7).
+  try {
+    read_all(dir.path / "empty.gz");
+    FAIL() << "read a zero-byte .gz as empty text";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("empty.gz is empty, without even the header"), std::string::npos) << e.what();
+  }
 }
 
 TEST(InputStream, TruncatedOrCorruptInputIsAnErrorNamingTheFile) {
