@@ -13,6 +13,9 @@
 #include "config/parse.hpp"
 #include "core/log.hpp"
 #include "model/checkpoint_desc.hpp"
+#include "model/from_config.hpp"
+#include "model/nf4_params.hpp"
+#include "model/tp_split.hpp"
 #include "plan/memory_plan.hpp"
 #include "train/lora_base.hpp"
 #include "train/train_blend.hpp"
@@ -155,6 +158,22 @@ void check_rl_resume(const fs::path& dir, const config::Config& then, const conf
                   c.rl.prompts, ": the iterations from here on take their prompts from the new file's order"));
 }
 
+// An NF4 base is quantized per TP shard where the shards are not whole blocks (train/lora_base.cpp): a
+// QLoRA checkpoint resumed at another parallel.tp, where either degree cuts such shards, goes on with a
+// slightly different frozen base. Said (outside sweep 33 N5: it went on without a word).
+void warn_nf4_base_at_another_tp(const fs::path& dir, const config::Config& then, const config::Config& c,
+                                 const model::ParamTable& base) {
+  if (c.lora.rank == 0 || c.lora.base_dtype != config::LoraBaseDtype::kNf4 || then.parallel.tp == c.parallel.tp) return;
+  const int block = model::nf4_options(c).block;
+  const auto unaligned = [&](std::int64_t tp) {
+    return tp > 1 && !model::nf4_unaligned_shards(base, model::tp_local_table(base, static_cast<int>(tp)), block).empty();
+  };
+  if (unaligned(then.parallel.tp) || unaligned(c.parallel.tp))
+    log::warn(cat("checkpoint ", dir.string(), " was trained at parallel.tp=", then.parallel.tp, " and resumes at ",
+                  c.parallel.tp, ", where the NF4 base's shards are not all whole ", block, "-blocks at one of them: ",
+                  "each degree quantizes those shards its own way, so the frozen base differs slightly from here on"));
+}
+
 // The checkpoint must be of this model, and its data cursor must mean the same windows here.
 void check_fits(const fs::path& dir, const config::Config& c) {
   const ckpt::Checkpoint cp(dir);
@@ -179,6 +198,7 @@ void check_fits(const fs::path& dir, const config::Config& c) {
                          fix));
   }
   check_model_keys(dir, then, c);
+  warn_nf4_base_at_another_tp(dir, then, c, base);
   check_rl_resume(dir, then, c, ckpt::has_critic(cp.manifest()));
   if (s.global_batch != static_cast<std::uint64_t>(c.train.global_batch))
     throw InputError(cat("checkpoint ", dir.string(), " was trained with train.global_batch=", s.global_batch,

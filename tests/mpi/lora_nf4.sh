@@ -87,6 +87,10 @@ run narrow_tp2 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora.bas
 expect_in "$ZT_WORK/err" "lora.base_dtype=nf4 at parallel.tp=2: .* are not whole 64-blocks .*which a merged export"
 expect_exit 0 "$ZT_BIN/zckpt" export "$ZT_WORK/narrow_tp2.ckpt/step_00000002" --merge --out "$ZT_WORK/narrow_merged" --dtype fp32
 expect_in "$ZT_WORK/err" "was trained at parallel.tp=2, where .* NF4 weights' shards .* are not whole 64-blocks"
+# ... and resumed at tp=1, where the frozen base differs slightly from the one trained: said (sweep 33 N5).
+run_resumed narrow_tp1 1 narrow_tp2 2 "${llama_lora[@]}" --init.from="$ZT_WORK/llama_base" --lora.base_dtype=nf4 \
+  --train.max_steps=3
+expect_in "$ZT_WORK/err" "was trained at parallel.tp=2 and resumes at 1, where the NF4 base's shards are not all whole 64-blocks"
 
 # The quantized base saved and reloaded: zckpt quantize writes bitsandbytes' 4-bit format (bnb_format_check.py
 # replays bitsandbytes' rules on the source weights: every code, scale and map; GPT-2's Conv1D weights
