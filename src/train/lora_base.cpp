@@ -71,57 +71,61 @@ void LoraBase::bind_generation(model::ParamSource* adapters) {
   generation_lora_->bind(adapters ? adapters : adapter_params_.get(), nullptr);
 }
 
-// The base is read range by range (model::InitialWeights): the hash over the whole base in blocks, then this rank's part into the frozen engine, with no whole-model copy on the
-// host. The hash is of the whole base, whatever part of it this rank holds: any layout checks the same
-// base. Every rank reads the base: a problem with it (or `check`'s) is printed once (shared_input.hpp).
+// The base is read range by range (model::InitialWeights): the hash over the whole base in blocks, then
+// this rank's part into the frozen engine, with no whole-model copy on the host. The hash is of the whole
+// base, whatever part of it this rank holds: any layout checks the same base. Every rank reads the base: a
+// problem with it (or `check`'s) is printed once (shared_input.hpp).
 std::string LoraBase::load_base(const dist::World& world, const std::string& from, std::uint64_t seed,
                                 const std::function<void(const std::string& sha256)>& check) {
   std::string sha256;
   read_shared_input(world, [&] {
     const model::InitialWeights weights(from, base_, seed);
-    const model::SafetensorsReader* file = weights.file();
     const ReadGlobal read = [&](std::int64_t offset, std::int64_t count, float* out) { weights.read(offset, count, out); };
     sha256 = weights.sha256();
     if (check) check(sha256);
-    if (!nf4_) return base_engine_->load_params(local_reader(part_, read));
-    // NF4: quantized unit by unit, with what a bitsandbytes 4-bit directory stores (a tensor's codes in
-    // this run's blocks are taken as stored; in others, dequantized and quantized again: said).
-    std::set<std::size_t> as_stored;
-    std::optional<std::pair<int, bool>> other_blocks;  // the first stored in other blocks
-    model::Nf4Weights stored;                          // the tensors' being loaded
-    const auto stored_of = [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {
-      stored.clear();
-      if (!file) return nullptr;
-      for (std::size_t p = first; p < end; ++p) file->read_stored_nf4(p, stored);
-      for (const auto& [p, t] : stored) {
-        const bool same = t.block == quantization_.block && t.nested == quantization_.double_quant;
-        if (same) as_stored.insert(p);
-        if (!same && !other_blocks) other_blocks = std::pair{t.block, t.nested};
-      }
-      return &stored;
-    };
-    if (part_ && part_->grid.tp > 1) {  // a TP shard: from its whole tensors' quantization (below)
-      nf4_->load(local_reader(part_, whole_tensors_quantized(read, stored_of)), nullptr);
-      warn_unaligned_nf4_shards();
-    } else if (!part_) {  // a base held whole takes stored codes as they are
-      nf4_->load(read, stored_of);
-    } else {  // a pipeline stage holds whole tensors: the stored ones of its part, by name (sweep 32 F4)
-      model::Nf4Weights mine;
-      nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {
-        mine.clear();
-        for (std::size_t p = first; p < end; ++p) {
-          const model::ParamInfo* global = base_.find_or_null(part_->local.params()[p].name);
-          if (global == nullptr) continue;
-          const auto g = static_cast<std::size_t>(global - base_.params().data());
-          if (const model::Nf4Weights* st = stored_of(g, g + 1); st && st->count(g)) mine[p] = st->at(g);
-        }
-        return &mine;
-      });
-    }
-    if (other_blocks) warn_requantized(from, other_blocks->first, other_blocks->second);
-    if (!as_stored.empty()) log::info("lora: ", as_stored.size(), " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");
+    if (nf4_) load_nf4_base(read, weights.file(), from);
+    else base_engine_->load_params(local_reader(part_, read));
   }, from.empty() ? std::string("the LoRA base (train.seed's init)") : cat("the LoRA base ", from));
   return sha256;
+}
+
+// NF4: quantized unit by unit, with what a bitsandbytes 4-bit directory (`file`) stores: a tensor's codes in
+// this run's blocks are taken as stored; in others, dequantized and quantized again (said).
+void LoraBase::load_nf4_base(const ReadGlobal& read, const model::SafetensorsReader* file, const std::string& from) {
+  std::set<std::size_t> as_stored;
+  std::optional<std::pair<int, bool>> other_blocks;  // the first stored in other blocks
+  model::Nf4Weights stored;                          // the tensors' being loaded
+  const auto stored_of = [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {  // base_'s indices
+    stored.clear();
+    if (!file) return nullptr;
+    for (std::size_t p = first; p < end; ++p) file->read_stored_nf4(p, stored);
+    for (const auto& [p, t] : stored) {
+      const bool same = t.block == quantization_.block && t.nested == quantization_.double_quant;
+      if (same) as_stored.insert(p);
+      if (!same && !other_blocks) other_blocks = std::pair{t.block, t.nested};
+    }
+    return &stored;
+  };
+  if (part_ && part_->grid.tp > 1) {  // a TP shard: from its whole tensors' quantization (below)
+    nf4_->load(local_reader(part_, whole_tensors_quantized(read, stored_of)), nullptr);
+    warn_unaligned_nf4_shards();
+  } else if (!part_) {  // a base held whole takes stored codes as they are
+    nf4_->load(read, stored_of);
+  } else {  // a pipeline stage holds whole tensors: the stored ones of its part, by name (sweep 32 F4)
+    model::Nf4Weights mine;
+    nf4_->load(local_reader(part_, read), [&](std::size_t first, std::size_t end) -> const model::Nf4Weights* {
+      mine.clear();
+      for (std::size_t p = first; p < end; ++p) {
+        const model::ParamInfo* global = base_.find_or_null(part_->local.params()[p].name);
+        if (global == nullptr) continue;
+        const auto g = static_cast<std::size_t>(global - base_.params().data());
+        if (const model::Nf4Weights* st = stored_of(g, g + 1); st && st->count(g)) mine[p] = st->at(g);
+      }
+      return &mine;
+    });
+  }
+  if (other_blocks) warn_requantized(from, other_blocks->first, other_blocks->second);
+  if (!as_stored.empty()) log::info("lora: ", as_stored.size(), " NF4 weights of ", from, " taken as stored (bitsandbytes 4-bit)");
 }
 
 // A tensor-parallel shard holds the values of its whole tensors' quantization (tp = 1's base, stored NF4

@@ -104,6 +104,7 @@ class LoraBase {
   std::size_t base_bytes() const { return nf4_ ? nf4_->held_bytes() : base_engine_->memory().params; }
 
  private:
+  void load_nf4_base(const ReadGlobal& read, const model::SafetensorsReader* file, const std::string& from);
   ReadGlobal whole_tensors_quantized(ReadGlobal read, model::Nf4Params::StoredOf stored_of) const;  // load_base under TP
   void warn_requantized(const std::string& from, int block, bool nested) const;
   void warn_unaligned_nf4_shards() const;  // load_base under TP
