@@ -209,8 +209,12 @@ void Trainer::resume_from(const ResumePoint& resume) {
   // The run's start's, carried on; a checkpoint from before fingerprints gets this start's (sweep 33 N2),
   // so at least a change from now on is caught at export.
   base_fingerprint_ = s.init_from_sha256;
-  if (base_fingerprint_.empty() && !lora_ && !config_.init.from.empty())
+  if (base_fingerprint_.empty() && !lora_ && !config_.init.from.empty()) {
     base_fingerprint_ = model::base_fingerprint(config_.init.from, table_.shape());
+    if (!base_fingerprint_.empty())
+      log::info(cat(resume.dir.string(), " records no fingerprint of its base (written before they were): init.from=",
+                    config_.init.from, " is recorded as it is now, so an export refuses it if it changes from here on"));
+  }
   step_ = s.step;
   tokens_ = s.tokens;
   scaler_.restore(s.loss_scale);
