@@ -310,7 +310,11 @@ LoadedVocabulary parse_root(const Json& root, std::string_view json_text, const 
   for (const auto* list : {&spec.raw_added, &spec.normalized_added})
     for (const AddedTokenMatcher::Token& t : *list)
       if (t.id >= tokens.vocab_key.size() || tokens.vocab_key[t.id].empty()) parts.added.push_back(t.id);
-  for (const AddedTokenMatcher::Token& t : spec.specials) parts.added.push_back(t.id);
+  // A special token model.vocab also holds (GPT-2's <|endoftext|>, or one merges or a byte make: HF loads
+  // such a file) stays an ordinary token BPE can make, as an added one does (outside sweep 35 S1: refused
+  // with a message about the merges or bytes).
+  for (const AddedTokenMatcher::Token& t : spec.specials)
+    if (t.id >= tokens.vocab_key.size() || tokens.vocab_key[t.id].empty()) parts.added.push_back(t.id);
   Sha256 hasher;
   hasher.update(json_text);
   parts.hash = to_hex(hasher.finish());

@@ -239,6 +239,14 @@ TEST(HfTokenizerJson, CollidingAddedTokensAreRefused) {
   EXPECT_EQ(t.vocab().size(), 271u);
   EXPECT_EQ(encode(t, "bc"), Ids{256});  // still the merge's product
   EXPECT_EQ(t.decode(Ids{256}), "bc");
+  // The same as a special token (HF loads it; sweep 35 S1: refused with a message about the merges): BPE
+  // still makes it, its text being text, as every special token's is here; a single byte likewise.
+  for (const std::uint64_t id : {std::uint64_t{256}, std::uint64_t{'h'}}) {
+    Json special = tiny_json();
+    special["added_tokens"].push_back(Json{{"id", id}, {"content", vocab_key(special, id)}, {"special", true}});
+    const Tokenizer s = tokenizer_of(special.dump());
+    EXPECT_EQ(encode(s, vocab_key(special, id)), Ids{static_cast<std::uint32_t>(id)}) << id;
+  }
 }
 
 // A split that is already GPT-2's pattern maps to the same kind as ByteLevel's built-in regex.
