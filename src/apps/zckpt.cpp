@@ -22,8 +22,6 @@
 #include "config/lora.hpp"
 #include "core/error.hpp"
 #include "core/sha256.hpp"
-#include "data/blend.hpp"
-#include "data/shard.hpp"
 #include "data/shard_set.hpp"
 #include "io/staged_output.hpp"
 #include "config/hf_config.hpp"
@@ -270,16 +268,8 @@ void check_base_unchanged(const ckpt::Checkpoint& c, const std::string& base, co
 // zgen and transformers would otherwise render chats another way or not at all (outside sweep 32 F2).
 void say_run_chat_template(const config::Config& run, const fs::path& dir) {
   std::error_code ec;
-  if (fs::exists(dir / "tokenizer_config.json", ec) || run.data.train.empty()) return;
-  std::string name;
-  try {
-    const std::vector<std::string> shards =
-        data::expand_globs(data::parse_blend(run.data.train, "data.train").front().glob, "data.train");
-    name = data::ShardReader::validate(shards.front()).chat_template;
-  } catch (const Error&) {  // the run's shards moved or gone: nothing to say
-    return;
-  }
-  if (!name.empty())
+  if (fs::exists(dir / "tokenizer_config.json", ec)) return;
+  if (const std::string name = data::recorded_chat_template(run.data.train); !name.empty())
     std::cerr << "zckpt: note: the run's instruction data was rendered with the chat template " << name << ", which this "
               << "export does not carry (no tokenizer_config.json): give zgen --chat-template " << name
               << ", and transformers the same template as the tokenizer's chat_template\n";

@@ -180,11 +180,11 @@ OpenShard open_datasets(io::H5File file, const ShardInfo& info) {
 const OpenShard& reopened(ShardReader::Impl& s) {
   if (s.h5) return *s.h5;
   const std::string path = s.info.path.string();
-  const std::optional<FileIdentity> now = identity_of(path);
-  if (!now)
+  const std::optional<FileIdentity> identity = identity_of(path);
+  if (!identity)
     throw DataError(cat("shard ", path, " is gone (deleted, moved, or its file system unmounted) since the run started: ",
                         std::strerror(errno), ": put the shards of a run back as they were, or start a new run on the new ones"));
-  if (now != s.identity)
+  if (identity != s.identity)
     throw DataError(cat("shard ", path, " changed on disk during the run (another file in its place, or rewritten): put the "
                         "shards of a run back as they were, or start a new run on the new ones"));
   try {

@@ -242,6 +242,16 @@ std::shared_ptr<ShardSet> open_shard_set(const std::string& patterns, const std:
   return std::make_shared<ShardSet>(paths, expect);
 }
 
+std::string recorded_chat_template(const std::string& data_train) {
+  if (data_train.empty()) return "";
+  try {
+    const std::vector<std::string> shards = expand_globs(parse_blend(data_train, "data.train").front().glob, "data.train");
+    return ShardReader::validate(shards.front()).chat_template;
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
                                                const ShardExpectation& expect) {
   return open_shard_set(patterns, key, expect);

@@ -69,6 +69,10 @@ class ShardSet final : public TokenSource {
 // (interrupted, failed: part of the input).
 std::shared_ptr<ShardSet> open_shard_set(const std::string& patterns, const std::string& key,
                                          const ShardExpectation& expect);
+// The chat template data.train's first shard records (ztok --chat-template; `data_train`: the key's value,
+// a glob or a blend), or "" when none or when its shards cannot be read (the data checks say why).
+std::string recorded_chat_template(const std::string& data_train);
+
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
                                                const ShardExpectation& expect);
 

@@ -8,8 +8,6 @@
 #include <tuple>
 
 #include "core/error.hpp"
-#include "data/blend.hpp"
-#include "data/shard.hpp"
 #include "data/shard_set.hpp"
 #include "gen/engine.hpp"
 #include "rl/batch_rules.hpp"
@@ -46,15 +44,9 @@ SetKeys keys_of(const config::Config& c, PromptSet set) {
 }  // namespace
 
 gen::ChatChoice training_data_template(const config::Config& c, gen::ChatChoice chat) {
-  if (chat.model_template || c.data.train.empty()) return chat;
-  try {
-    const std::vector<std::string> shards = data::expand_globs(data::parse_blend(c.data.train, "data.train").front().glob,
-                                                               "data.train");
-    const std::string name = data::ShardReader::validate(shards.front()).chat_template;
-    if (!name.empty()) return {ztok::parse_chat_template(name), "", false};
-  } catch (const Error&) {  // the data checks name what is wrong with the shards
-  }
-  return chat;
+  if (chat.model_template) return chat;
+  const std::string name = data::recorded_chat_template(c.data.train);
+  return name.empty() ? chat : gen::ChatChoice{ztok::parse_chat_template(name), "", false};
 }
 
 const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key) {

@@ -292,10 +292,6 @@ void warn_in_the_way(const config::Config& c, const ckpt::ResumeSearch& found, c
   }
 }
 
-// A rollback: resuming step K while ckpt.dir holds committed checkpoints of later steps (the timeline the
-// user rolled back from). Left there, the next ckpt.resume=auto (every requeue) would pick them up again and
-// rotation would count them as this run's newest, deleting step K first; so they are moved, whole, to
-// ckpt.dir/abandoned/after_step_K_<UTC time>/ and named. Nothing is deleted.
 // ckpt.dir/abandoned/NAME_<UTC time>/, created: where checkpoints set aside go, never deleted.
 fs::path aside_dir(const config::Config& c, const std::string& name) {
   char stamp[32];
@@ -322,6 +318,10 @@ std::string move_into(const fs::path& aside, const std::vector<fs::path>& dirs) 
   return moved;
 }
 
+// A rollback: resuming step K while ckpt.dir holds committed checkpoints of later steps (the timeline the
+// user rolled back from). Left there, the next ckpt.resume=auto (every requeue) would pick them up again and
+// rotation would count them as this run's newest, deleting step K first; so they are moved, whole, to
+// ckpt.dir/abandoned/after_step_K_<UTC time>/ and named. Nothing is deleted.
 void set_aside_later_steps(const config::Config& c, std::int64_t step) {
   std::vector<fs::path> later;
   for (const ckpt::StepDir& d : ckpt::list_step_dirs(c.ckpt.dir))
