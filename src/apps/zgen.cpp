@@ -25,6 +25,7 @@
 #include "gen/engine.hpp"
 #include "io/atomic_file.hpp"
 #include "model/device_weights.hpp"
+#include "model/range_reader.hpp"
 #include "model/tp_split.hpp"
 #include "train/prompt_check.hpp"
 #include "train/wiring.hpp"
@@ -40,12 +41,12 @@ void note(const Parts&... parts) {
 }
 
 
-// The weights this rank holds (its TP shard under --tp), on the backend in the compute dtype.
+// The weights this rank holds (its TP shard under --tp), on the backend in the compute dtype, read in blocks.
 std::unique_ptr<model::DeviceWeights> rank_weights(backend::Backend& be, const Job& j, const model::ParamTable& local,
                                                    int tp_rank) {
-  if (j.o.tp == 1) return std::make_unique<model::DeviceWeights>(be, local, j.model->weights, j.dtype);
-  const std::vector<float> cut = model::tp_cut_flat(j.model->table, local, j.model->weights.data(), j.o.tp, tp_rank);
-  return std::make_unique<model::DeviceWeights>(be, local, cut, j.dtype);
+  if (j.o.tp == 1) return std::make_unique<model::DeviceWeights>(be, local, j.weights, j.dtype);
+  const model::ReadRange shard = model::tp_shard_reader(j.model->table, local, j.o.tp, tp_rank, j.weights);
+  return std::make_unique<model::DeviceWeights>(be, local, shard, j.dtype);
 }
 
 struct Sample {
@@ -76,7 +77,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
   }
   const model::ParamTable local = j.o.tp > 1 ? model::tp_local_table(j.model->table, j.o.tp) : j.model->table;
   const std::unique_ptr<model::DeviceWeights> weights = rank_weights(*be, j, local, grid.tp_rank());
-  std::vector<float>().swap(j.model->weights);  // on the backend now: the host copy's memory goes back
+  j.weights = {};  // on the backend now: the files close
   const std::vector<std::size_t> mine = share_of(j.prompts.size(), grid.dp_rank(), grid.dp);
   std::vector<gen::Request> requests;
   for (std::size_t p : mine)

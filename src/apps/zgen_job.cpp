@@ -49,7 +49,7 @@ std::vector<std::int32_t> parse_ids(const std::vector<std::string>& lists) {
 // theirs); "" when there is none.
 std::string tokenizer_path(const Options& o, const model::SavedModel& m) {
   if (!o.tokenizer.empty()) return o.tokenizer;
-  if (m.checkpoint) return train::run_tokenizer_path(m.config);
+  if (m.checkpoint()) return train::run_tokenizer_path(m.config);
   std::error_code ec;
   return fs::exists(fs::path(o.model) / "tokenizer.json", ec) ? (fs::path(o.model) / "tokenizer.json").string() : "";
 }
@@ -69,7 +69,7 @@ std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::stri
 gen::ChatChoice template_of(const Options& o, const tok::Tokenizer* t, const std::string& path, const model::SavedModel& m) {
   if (o.chat_template) return {o.chat_template, ""};
   gen::ChatChoice c = gen::chat_template_of(t, path);
-  if (m.checkpoint && t != nullptr) c = train::training_data_template(m.config, std::move(c));
+  if (m.checkpoint() && t != nullptr) c = train::training_data_template(m.config, std::move(c));
   if (!c.chat) c.why_none += "; or give zgen --chat-template chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2";
   return c;
 }
@@ -114,7 +114,7 @@ std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedMod
                                          const std::optional<ztok::ChatTemplate>& chat) {
   std::vector<std::int32_t> stops = o.stop_ids;
   if (o.ignore_eos) return stops;
-  if (!m.checkpoint)
+  if (!m.checkpoint())
     for (std::int32_t id : generation_config_eos(o.model, m.table.shape().vocab_size)) stops.push_back(id);
   if (t == nullptr) return stops;
   for (std::int32_t id : gen::end_tokens(*t, chat)) stops.push_back(id);
@@ -123,17 +123,25 @@ std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedMod
 
 
 
-// What a rank holds at its peak on its device: its weights (its TP shard) in the compute dtype, and the
-// engine's cache, activations and logits; on the CPU, where the device is the host, also the whole model's
-// fp32 values read from --model and, under --tp, the shard cut from them, while they are converted (zgen.cpp
-// rank_weights; outside sweeps 26 and 27 measured the copy the plan had left out), and the conversion's
-// staging block (model::DeviceWeights).
+// What a rank holds at its peak on its device: its weights (its TP shard under --tp) in the compute dtype,
+// and the larger of what loading them holds beside them and what generating holds. Loading: the backend's
+// fp32 block a 16-bit dtype is cast from (model::DeviceWeights) and, on the CPU, where the device is the
+// host, the block read from --model and a merged model's (LoRA checkpoint, PEFT adapter) one whole base
+// tensor (model::saved_weights_reader). Generating: the engine's cache, activations, logits and the CPU's scratch,
+// beside the backend's fp32 block, which its allocator keeps cached. The whole model is never held in fp32
+// (it was, on the host, until the eighteenth session).
 std::uint64_t rank_bytes(const Job& j, int slots) {
   const bool gpu = j.placement.device == config::Device::kCuda;
-  const std::uint64_t whole = j.model->table.numel(), local = whole / static_cast<std::uint64_t>(j.o.tp);
-  std::uint64_t weights = local * dtype_size(j.dtype) + model::DeviceWeights::staging_bytes(local, j.dtype, false, !gpu);
-  if (!gpu) weights += whole * sizeof(float) + (j.o.tp > 1 ? local * sizeof(float) : 0);
-  return weights + gen::Engine::bytes(j.model->table.shape(), j.o.tp, engine_options(j, slots), gpu);
+  const std::uint64_t local = j.model->table.numel() / static_cast<std::uint64_t>(j.o.tp);
+  const std::uint64_t weights = local * dtype_size(j.dtype);
+  const std::uint64_t device_block = model::DeviceWeights::staging_bytes(local, j.dtype, false, !gpu);
+  const std::uint64_t loading = model::DeviceWeights::staging_bytes(local, j.dtype, true, !gpu) +
+                                (gpu ? 0 : model::saved_weights_reader_bytes(*j.model));
+  const model::GptShape& shape = j.model->table.shape();
+  const gen::EngineOptions e = engine_options(j, slots);
+  const std::uint64_t generating =
+      device_block + gen::Engine::bytes(shape, j.o.tp, e, gpu) + (gpu ? 0 : gen::Engine::cpu_workspace_bytes(shape, j.o.tp, e));
+  return weights + std::max(loading, generating);
 }
 
 // The cache and the weights planned against the rank's memory before anything is allocated; refused,
@@ -227,7 +235,7 @@ void refuse_outputs_over_inputs(const Options& o, const model::SavedModel& m, co
   if (!tokenizer_file.empty()) inputs.push_back({tokenizer_file, "the tokenizer"});
   const std::string base = m.config.lora.rank > 0 ? config::lora_base_path(m.config) : m.config.init.from;
   if (!base.empty()) inputs.push_back({base, "the model's base (init.from)"});
-  if (m.checkpoint && !m.config.data.vocab.empty()) inputs.push_back({m.config.data.vocab, "the checkpoint's data.vocab"});
+  if (m.checkpoint() && !m.config.data.vocab.empty()) inputs.push_back({m.config.data.vocab, "the checkpoint's data.vocab"});
   if (!o.summary.empty() && !io::guarded_conflict(o.summary, {o.out, "--out"}).empty())
     throw ConfigError(cat("--summary ", o.summary, " is --out's file (or holds it): give the two outputs different paths"));
   for (const auto& [flag, path] : {std::pair{"out", o.out}, std::pair{"summary", o.summary}}) {
@@ -246,7 +254,7 @@ void prepare(Job& j, const dist::World& world) {
   if (world.size() % j.o.tp != 0)
     throw ConfigError(cat("--tp ", j.o.tp, " does not divide the ", world.size(), " ranks"));
   // The model's shape, context and tokenizer now; its weights once the memory plan says they fit.
-  j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model, /*weights=*/false));
+  j.model = std::make_unique<model::SavedModel>(model::load_saved_model(j.o.model));
   const model::GptShape& shape = j.model->table.shape();
   if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp, "--tp");
   const std::string tokenizer_file = tokenizer_path(j.o, *j.model);
@@ -278,7 +286,7 @@ void prepare(Job& j, const dist::World& world) {
   const bool gpu = j.placement.device == config::Device::kCuda;
   j.dtype = j.o.dtype == "bf16" || (j.o.dtype == "auto" && gpu) ? DType::kBF16 : DType::kF32;
   check_memory(j, world);
-  j.model->weights = model::load_saved_model(j.o.model).weights;
+  j.weights = model::saved_weights_reader(*j.model);  // its files opened and checked now; read on the backend
 }
 
 }  // namespace zt::apps

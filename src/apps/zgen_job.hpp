@@ -41,6 +41,7 @@ Options options_of(const config::cli::Args& a);
 struct Job {
   Options o;
   std::unique_ptr<model::SavedModel> model;
+  model::ReadRange weights;  // the model's fp32 weights by range (model::saved_weights_reader)
   std::unique_ptr<tok::Tokenizer> tokenizer;
   std::optional<ztok::ChatTemplate> chat;
   std::vector<gen::PromptLine> prompts;

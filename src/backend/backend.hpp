@@ -356,5 +356,7 @@ struct GemmExtent {
 std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute, std::int64_t rows,
                                 std::int64_t attn_width, std::int64_t qkv_width, std::span<const GemmExtent> gemms,
                                 std::int64_t vocab_columns);
+// One GEMM's part of it in a 16-bit compute dtype: its operands' and output's fp32 copies over `rows` rows.
+std::size_t cpu_gemm_workspace_bytes(std::int64_t rows, GemmExtent gemm);
 
 }  // namespace zt::backend

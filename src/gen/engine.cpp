@@ -8,6 +8,7 @@
 
 #include "backend/attention_support.hpp"
 #include "core/error.hpp"
+#include "model/cost.hpp"
 #include "model/kv_cache.hpp"
 #include "model/model.hpp"
 
@@ -227,6 +228,10 @@ std::size_t Engine::bytes(const model::GptShape& shape, int tp, const EngineOpti
   return model::KvCache::bytes(shape, tp, o.compute, o.slots, o.max_len) +
          model::model_activation_bytes(shape, model_options(o, prefill_rows_of(o), chunk_of(o)), tp) +
          model::model_activation_bytes(shape, model_options(o, o.slots, 1), tp) + logits + attention;
+}
+
+std::size_t Engine::cpu_workspace_bytes(const model::GptShape& shape, int tp, const EngineOptions& o) {
+  return model::cpu_generation_workspace_bytes(shape, forward_rows(o), tp, o.compute);
 }
 
 }  // namespace zt::gen

@@ -85,6 +85,10 @@ class Engine {
   // (the cache, both models' activations, the logits of one step; on_cuda: the CUDA backend's attention
   // over the cache adds its split partials' scratch): the memory planner's figure.
   static std::size_t bytes(const model::GptShape& shape, int tp, const EngineOptions& options, bool on_cuda);
+  // The CPU backend's scratch its passes grow (fp32 copies of 16-bit GEMM operands, the widened LM head the
+  // largest; 0 in fp32): one buffer the backend keeps and every op shares, so a plan takes the larger of this
+  // and a training step's (model::cpu_workspace_bytes), not their sum.
+  static std::size_t cpu_workspace_bytes(const model::GptShape& shape, int tp, const EngineOptions& options);
 
  private:
   struct Impl;

@@ -43,18 +43,34 @@ TpCommBytes tp_comm_bytes(const GptShape& s, int micro_batch, int tp, bool seque
   return {f64 * ce + f32 * norm_kinds * (2 * L + 1) * C + per_head, act * (activations + regathered), act * activations};
 }
 
+namespace {
+// The GEMMs of a forward on TP rank r of tp: the blocks' and the LM head's (head_columns of it at a time).
+std::vector<backend::GemmExtent> rank_gemms(const GptShape& s, int tp, std::int64_t head_columns) {
+  std::vector<backend::GemmExtent> gemms;
+  for (const BlockMatmulShape& m : family_of(s.arch).block_matmuls(s))
+    gemms.push_back(m.column_parallel ? backend::GemmExtent{m.in, m.out / tp} : backend::GemmExtent{m.in / tp, m.out});
+  gemms.push_back({s.n_embd, head_columns});
+  return gemms;
+}
+}  // namespace
+
 std::size_t cpu_workspace_bytes(const GptShape& s, int micro_batch, int tp, int threads, DType compute,
                                 std::int64_t loss_chunk) {
   const std::int64_t head_columns = layers::loss_chunk_columns(vocab_shard_rows(s, tp), loss_chunk);
-  std::vector<backend::GemmExtent> gemms;
-  for (const BlockMatmulShape& m : family_of(s.arch).block_matmuls(s))  // as TP rank r runs it
-    gemms.push_back(m.column_parallel ? backend::GemmExtent{m.in, m.out / tp} : backend::GemmExtent{m.in / tp, m.out});
-  gemms.push_back({s.n_embd, head_columns});
+  const std::vector<backend::GemmExtent> gemms = rank_gemms(s, tp, head_columns);
   // The attention's widths: its [N, A] output (never narrower than C: the planner's figure since Qwen3)
   // and its q|k|v input, as the rank's heads.
   return backend::cpu_workspace_bytes(threads, s.seq_len, compute, std::int64_t{micro_batch} * s.seq_len,
                                       std::max<std::int64_t>(s.n_embd, s.attn_width()), s.qkv_width() / tp, gemms,
                                       head_columns);
+}
+
+std::size_t cpu_generation_workspace_bytes(const GptShape& s, std::int64_t rows, int tp, DType compute) {
+  if (compute == DType::kF32) return 0;
+  std::size_t most = 0;
+  for (const backend::GemmExtent& g : rank_gemms(s, tp, vocab_shard_rows(s, tp)))
+    most = std::max(most, backend::cpu_gemm_workspace_bytes(rows, g));
+  return most;
 }
 
 }  // namespace zt::model

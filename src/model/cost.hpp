@@ -66,5 +66,9 @@ TpCommBytes tp_comm_bytes(const GptShape& shape, int micro_batch, int tp, bool s
 // head and loss in chunks of loss_chunk columns): the memory planner's workspace row.
 std::size_t cpu_workspace_bytes(const GptShape& shape, int micro_batch, int tp, int threads, DType compute,
                                 std::int64_t loss_chunk);
+// The same for a generation engine's forward of `rows` tokens (gen::Engine): the fp32 copies of its 16-bit
+// GEMM operands, the LM head's (the widened [Vp/tp, C] head) the largest; its attention over the KV cache
+// and its sampling take no scratch of this kind.
+std::size_t cpu_generation_workspace_bytes(const GptShape& shape, std::int64_t rows, int tp, DType compute);
 
 }  // namespace zt::model

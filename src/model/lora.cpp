@@ -86,24 +86,35 @@ std::string lora_base_weight(const std::string& adapter_name) {
 
 void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
                 double scale) {
-  const bool conv1d = family_of(base.shape().arch).weights == WeightLayout::kInOut;  // GPT-2 stores [in, out]
-  const std::vector<ParamInfo>& ps = adapters.params();
-  for (std::size_t i = 0; i + 1 < ps.size(); i += 2) {
-    const ParamInfo &a = ps[i], &b = ps[i + 1];
-    const ParamInfo& w = base.find(lora_base_weight(a.name));
-    const std::int64_t r = a.shape[0], in = a.shape[1], out = b.shape[0];
-    ZT_CHECK(w.numel == static_cast<std::size_t>(in * out) && b.shape[1] == r, "merge_lora: ", a.name, " does not fit ", w.name);
-    const float* A = adapter_flat + a.offset;
-    const float* B = adapter_flat + b.offset;
-    float* W = base_flat + w.offset;
-    for (std::int64_t o = 0; o < out; ++o)
-      for (std::int64_t j = 0; j < in; ++j) {
-        double d = 0;
-        for (std::int64_t k = 0; k < r; ++k) d += static_cast<double>(B[o * r + k]) * A[k * in + j];
-        float& target = conv1d ? W[j * out + o] : W[o * in + j];
-        target = static_cast<float>(target + scale * d);
-      }
+  for (std::size_t i = 0; i + 1 < adapters.params().size(); i += 2) {
+    const ParamInfo& w = base.find(lora_base_weight(adapters.params()[i].name));
+    merge_lora_pair(base, adapters, i, adapter_flat, scale, {base_flat + w.offset, w.numel});
   }
+}
+
+std::vector<std::size_t> lora_pair_of(const ParamTable& base, const ParamTable& adapters) {
+  std::vector<std::size_t> pair(base.params().size(), SIZE_MAX);
+  for (std::size_t i = 0; i + 1 < adapters.params().size(); i += 2)
+    pair.at(static_cast<std::size_t>(&base.find(lora_base_weight(adapters.params()[i].name)) - base.params().data())) = i;
+  return pair;
+}
+
+void merge_lora_pair(const ParamTable& base, const ParamTable& adapters, std::size_t first, const float* adapter_flat,
+                     double scale, std::span<float> W) {
+  const bool conv1d = family_of(base.shape().arch).weights == WeightLayout::kInOut;  // GPT-2 stores [in, out]
+  const ParamInfo &a = adapters.params()[first], &b = adapters.params()[first + 1];
+  const std::int64_t r = a.shape[0], in = a.shape[1], out = b.shape[0];
+  ZT_CHECK(W.size() == static_cast<std::size_t>(in * out) && b.shape[1] == r, "merge_lora: ", a.name, " does not fit ",
+           lora_base_weight(a.name));
+  const float* A = adapter_flat + a.offset;
+  const float* B = adapter_flat + b.offset;
+  for (std::int64_t o = 0; o < out; ++o)
+    for (std::int64_t j = 0; j < in; ++j) {
+      double d = 0;
+      for (std::int64_t k = 0; k < r; ++k) d += static_cast<double>(B[o * r + k]) * A[k * in + j];
+      float& target = conv1d ? W[j * out + o] : W[o * in + j];
+      target = static_cast<float>(target + scale * d);
+    }
 }
 
 std::string peft_adapter_config(const LoraSpec& spec, const GptShape& shape, const std::string& base_path) {

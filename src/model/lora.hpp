@@ -59,6 +59,12 @@ std::string lora_base_weight(const std::string& adapter_name);
 // double. base_flat: base.numel() floats; adapter_flat: adapters.numel() floats.
 void merge_lora(const ParamTable& base, float* base_flat, const ParamTable& adapters, const float* adapter_flat,
                 double scale);
+// The same a weight at a time (a reader merging tensor by tensor, never the whole model): lora_pair_of gives,
+// for each base parameter, the index in adapters of the lora_A its pair starts with (SIZE_MAX: not adapted),
+// and merge_lora_pair merges the pair starting at `first` into W, its base weight's values.
+std::vector<std::size_t> lora_pair_of(const ParamTable& base, const ParamTable& adapters);
+void merge_lora_pair(const ParamTable& base, const ParamTable& adapters, std::size_t first, const float* adapter_flat,
+                     double scale, std::span<float> W);
 
 // PEFT's adapter_config.json for these adapters (peft_type LORA, r, lora_alpha, lora_dropout, use_rslora,
 // target_modules, base_model_name_or_path, fan_in_fan_out for GPT-2's Conv1D), sorted keys.

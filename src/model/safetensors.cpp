@@ -266,21 +266,28 @@ void check_finite(const std::string& path, const std::string& name, const float*
 }
 
 // Elements [first, first + count) of entry e, read from `in` (its file), widened to f32, checked finite.
+// fp32 is read straight into `out`; a 16-bit tensor through a raw buffer of at most 4 MiB, widened piece by
+// piece: a reader's range (a 64 MiB block, a whole tensor) never has a copy of its file bytes beside it.
 void read_tensor_range(std::ifstream& in, const std::string& name, const Located& loc, std::uint64_t first,
                        std::size_t count, float* out) {
   const Entry& e = loc.e;
   const std::size_t width = dtype_bytes(e.dtype);
-  std::vector<char> raw(count * width);
   in.clear();
   in.seekg(static_cast<std::streamoff>(loc.data_start + e.begin + first * width));
-  if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size())))
-    throw InputError(cat(loc.file, ": could not read tensor ", name, " (file truncated?)"));
+  const auto read = [&](char* into, std::size_t bytes) {
+    if (!in.read(into, static_cast<std::streamsize>(bytes)))
+      throw InputError(cat(loc.file, ": could not read tensor ", name, " (file truncated?)"));
+  };
   if (e.dtype == "F32") {
-    std::memcpy(out, raw.data(), raw.size());
+    read(reinterpret_cast<char*>(out), count * width);
   } else {
-    const auto* half = reinterpret_cast<const std::uint16_t*>(raw.data());
-    for (std::size_t i = 0; i < count; ++i)
-      out[i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
+    std::vector<std::uint16_t> half(std::min<std::size_t>(count, std::size_t{1} << 21));
+    for (std::size_t at = 0; at < count; at += half.size()) {
+      const std::size_t n = std::min(half.size(), count - at);
+      read(reinterpret_cast<char*>(half.data()), n * width);
+      for (std::size_t i = 0; i < n; ++i)
+        out[at + i] = e.dtype == "BF16" ? backend::bf16_to_f32(half[i]) : backend::f16_to_f32(half[i]);
+    }
   }
   check_finite(loc.file, name, out, count);
 }

@@ -2,6 +2,8 @@
 #include "model/saved_model.hpp"
 
 #include <filesystem>
+#include <memory>
+#include <span>
 
 #include "ckpt/layout.hpp"
 #include "config/hf_config.hpp"
@@ -15,6 +17,7 @@
 #include "model/from_config.hpp"
 #include "model/hf_dir.hpp"
 #include "model/init.hpp"
+#include "model/initial_weights.hpp"
 #include "model/lora.hpp"
 #include "model/nf4_params.hpp"
 #include "model/tp_split.hpp"
@@ -44,7 +47,57 @@ ParamTable checkpoint_base_table(const ckpt::Checkpoint& c) {
   return table;
 }
 
-std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const ParamTable& base) {
+namespace {
+
+// Which base parameters a merge reads whole: the adapted weights, and a QLoRA run's NF4 weights (quantized
+// over their whole tensors, as its model saw them).
+struct MergeWhole {
+  std::vector<std::size_t> pair_of;  // lora_pair_of
+  bool nf4 = false;
+  bool operator()(const ParamTable& base, std::size_t p) const {
+    return pair_of[p] != SIZE_MAX || (nf4 && nf4_quantized(base, p));
+  }
+};
+
+MergeWhole merge_whole(const ParamTable& base, const config::Config& c, bool nf4) {
+  return {lora_pair_of(base, lora_table(base.shape(), lora_spec(c))), nf4};
+}
+
+// A merged model's state: its base's reader, its adapters, how they merge.
+struct Merge {
+  Merge(const ParamTable& base, const std::string& from, std::uint64_t seed, const config::Config& c, bool nf4)
+      : base(base), weights(from, base, seed), adapters(lora_table(base.shape(), lora_spec(c))),
+        adapter_values(adapters.numel()), scale(lora_spec(c).scale()), quantization(nf4_options(c)),
+        whole(merge_whole(base, c, nf4)) {}
+  const ParamTable& base;
+  InitialWeights weights;
+  ParamTable adapters;
+  std::vector<float> adapter_values;
+  double scale;
+  Nf4Options quantization;
+  MergeWhole whole;
+};
+
+// Each tensor merge.whole names read whole, NF4-quantized (a bitsandbytes directory's stored codes as
+// stored), then its adapters merged: merge_lora (and nf4_fake_quantized) a tensor at a time.
+ReadRange merged_reader(std::shared_ptr<Merge> m) {
+  return whole_tensor_reader(
+      m->base, [m](std::int64_t offset, std::int64_t count, float* out) { m->weights.read(offset, count, out); },
+      [m](std::size_t p) { return m->whole(m->base, p); },
+      [m](std::size_t p, std::span<float> values) {
+        if (m->whole.nf4 && nf4_quantized(m->base, p)) {
+          Nf4Weights stored;
+          if (const SafetensorsReader* file = m->weights.file()) file->read_stored_nf4(p, stored);
+          nf4_fake_quantize_param(m->base, p, values, m->quantization, &stored);
+        }
+        if (const std::size_t first = m->whole.pair_of[p]; first != SIZE_MAX)
+          merge_lora_pair(m->base, m->adapters, first, m->adapter_values.data(), m->scale, values);
+      });
+}
+
+}  // namespace
+
+ReadRange checkpoint_merged_reader(const ckpt::Checkpoint& c, const ParamTable& base) {
   const config::Config config = checkpoint_config(c);
   if (config.lora.rank == 0)
     throw ConfigError(cat(c.dir().string(), " is not a LoRA checkpoint (lora.rank=0): export it without --merge"));
@@ -54,56 +107,51 @@ std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const Pa
     throw InputError(cat(c.dir().string(), ": its run's LoRA base init.from=", from, " is not found from ",
                          fs::current_path(ec).string(), " (a relative path is read from the current directory: run from ",
                          "the training run's directory, or put the base back where it was)"));
-  std::vector<float> weights(base.numel());
-  Nf4Weights stored;  // a bitsandbytes directory's NF4 weights: the run took them as stored
-  if (from.empty()) init_params(base, config.train.seed, weights.data());
-  else load_pretrained(from, base, weights.data(), &stored);
-  Sha256 hash;
-  hash.update(weights.data(), weights.size() * sizeof(float));
-  if (to_hex(hash.finish()) != c.state().lora_base_sha256)
+  const bool nf4 = config.lora.base_dtype == config::LoraBaseDtype::kNf4;
+  auto merge = std::make_shared<Merge>(base, from, config.train.seed, config, nf4);
+  if (merge->weights.sha256() != c.state().lora_base_sha256)
     throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
                          from, " now has another: the merge needs the run's base there"));
+  const std::vector<float> adapters = c.read_master();
+  ZT_CHECK_EQ(adapters.size(), merge->adapter_values.size(), c.dir().string(), ": the adapters' values");
+  merge->adapter_values = adapters;
   // A QLoRA run (lora.base_dtype=nf4) trained its adapters on the NF4 base: merged into those values (each
   // block weight quantized and dequantized, as its model saw them), not into the fp32 base it read.
-  if (config.lora.base_dtype == config::LoraBaseDtype::kNf4) {
-    weights = nf4_fake_quantized(base, weights, nf4_options(config), &stored);
-    // Trained at parallel.tp > 1 on shards that are not whole blocks, the run's base was quantized per shard
-    // (train/lora_base.cpp): the merge into the whole tensors' quantization differs slightly (sweep 32 F3).
-    const int tp = static_cast<int>(config.parallel.tp), block = nf4_options(config).block;
-    if (const auto names = tp > 1 ? nf4_unaligned_shards(base, tp_local_table(base, tp), block) : std::vector<std::string>{};
-        !names.empty())
-      log::warn(cat(c.dir().string(), " was trained at parallel.tp=", tp, ", where ", names.size(), " NF4 weights' shards (",
-                    names.front(), names.size() > 1 ? ", ..." : "", ") are not whole ", block, "-blocks: its base ",
-                    "was quantized per shard, and this merge into the whole tensors' quantization differs slightly from ",
-                    "the model it trained (about 1e-3 relative)"));
-  }
-  merge_lora(base, weights.data(), checkpoint_table(c), c.read_master().data(), lora_spec(config).scale());
+  // Trained at parallel.tp > 1 on shards that are not whole blocks, the run's base was quantized per shard
+  // (train/lora_base.cpp): the merge into the whole tensors' quantization differs slightly (sweep 32 F3).
+  const int tp = static_cast<int>(config.parallel.tp), block = nf4_options(config).block;
+  if (const auto names = nf4 && tp > 1 ? nf4_unaligned_shards(base, tp_local_table(base, tp), block) : std::vector<std::string>{};
+      !names.empty())
+    log::warn(cat(c.dir().string(), " was trained at parallel.tp=", tp, ", where ", names.size(), " NF4 weights' shards (",
+                  names.front(), names.size() > 1 ? ", ..." : "", ") are not whole ", block, "-blocks: its base ",
+                  "was quantized per shard, and this merge into the whole tensors' quantization differs slightly from ",
+                  "the model it trained (about 1e-3 relative)"));
+  return merged_reader(std::move(merge));
+}
+
+std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const ParamTable& base) {
+  std::vector<float> weights(base.numel());
+  checkpoint_merged_reader(c, base)(0, static_cast<std::int64_t>(weights.size()), weights.data());
   return weights;
 }
 
 namespace {
 
-SavedModel from_checkpoint(const std::string& path, bool weights) {
+SavedModel from_checkpoint(const std::string& path) {
   const ckpt::Checkpoint c(path);
-  SavedModel m{.config = checkpoint_config(c), .table = checkpoint_base_table(c)};
+  SavedModel m{.path = path, .kind = SavedModel::Kind::kCheckpoint, .config = checkpoint_config(c), .table = checkpoint_base_table(c)};
   const bool lora = m.config.lora.rank > 0;
-  if (weights) m.weights = lora ? checkpoint_merged_weights(c, m.table) : c.read_master();
   m.context = m.table.shape().seq_len;
   m.source = cat("step ", c.manifest().step, " of checkpoint ", path, lora ? " (LoRA adapters merged into their base)" : "");
-  m.checkpoint = true;
   return m;
 }
 
-SavedModel from_hf_directory(const std::string& path, bool weights) {
+SavedModel from_hf_directory(const std::string& path) {
   config::Config c;
   c.init.from = path;
   c.model.seq_len = config::hf_context_length(path);
   config::apply_hf_config(c, {});
-  SavedModel m{.config = c, .table = ParamTable(model_shape(c.model))};
-  if (weights) {
-    m.weights.assign(m.table.numel(), 0.0f);
-    load_pretrained(path, m.table, m.weights.data());
-  }
+  SavedModel m{.path = path, .kind = SavedModel::Kind::kHuggingFace, .config = c, .table = ParamTable(model_shape(c.model))};
   m.context = c.model.seq_len;
   m.source = cat("Hugging Face directory ", path, " (", family_of(m.table.shape().arch).describe(m.table.shape()), ")");
   return m;
@@ -111,7 +159,7 @@ SavedModel from_hf_directory(const std::string& path, bool weights) {
 
 // A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) on the base its
 // base_model_name_or_path names: the adapters merged into it, as zckpt export --merge merges a run's.
-SavedModel from_peft_adapter(const std::string& path, bool weights) {
+SavedModel from_peft_adapter(const std::string& path) {
   config::Config c;
   c.init.from = path;
   config::check_peft_base(c);
@@ -119,31 +167,56 @@ SavedModel from_peft_adapter(const std::string& path, bool weights) {
   config::apply_hf_config(c, {});
   config::apply_adapter_config(c);
   config::check_lora(c);
-  const std::string base = config::lora_base_path(c);
-  SavedModel m{.config = c, .table = ParamTable(model_shape(c.model))};
-  if (weights) {
-    m.weights.assign(m.table.numel(), 0.0f);
-    load_pretrained(base, m.table, m.weights.data());
-    const ParamTable adapters = lora_table(m.table.shape(), lora_spec(c));
-    std::vector<float> adapter_weights(adapters.numel());
-    load_safetensors((fs::path(path) / "adapter_model.safetensors").string(), adapters, adapter_weights.data());
-    merge_lora(m.table, m.weights.data(), adapters, adapter_weights.data(), lora_spec(c).scale());
-  }
+  SavedModel m{.path = path, .kind = SavedModel::Kind::kPeftAdapter, .config = c, .table = ParamTable(model_shape(c.model))};
   m.context = c.model.seq_len;
-  m.source = cat("PEFT adapter ", path, " (rank ", c.lora.rank, ") merged into its base ", base, " (",
+  m.source = cat("PEFT adapter ", path, " (rank ", c.lora.rank, ") merged into its base ", config::lora_base_path(c), " (",
                  family_of(m.table.shape().arch).describe(m.table.shape()), ")");
   return m;
 }
 
+ReadRange peft_merged_reader(const SavedModel& m) {
+  auto merge = std::make_shared<Merge>(m.table, config::lora_base_path(m.config), 0, m.config, false);
+  load_safetensors((fs::path(m.path) / "adapter_model.safetensors").string(), merge->adapters, merge->adapter_values.data());
+  return merged_reader(std::move(merge));
+}
+
 }  // namespace
 
-SavedModel load_saved_model(const std::string& path, bool weights) {
+ReadRange saved_weights_reader(const SavedModel& m) {
+  switch (m.kind) {
+    case SavedModel::Kind::kCheckpoint: {
+      auto c = std::make_shared<const ckpt::Checkpoint>(m.path);
+      if (m.config.lora.rank > 0) {
+        ReadRange merged = checkpoint_merged_reader(*c, m.table);
+        return [c, merged = std::move(merged)](std::int64_t offset, std::int64_t count, float* out) { merged(offset, count, out); };
+      }
+      return [c](std::int64_t offset, std::int64_t count, float* out) {
+        c->read(ckpt::StateKind::kMaster, FlatRange{offset, count}, out);
+      };
+    }
+    case SavedModel::Kind::kHuggingFace: {
+      auto weights = std::make_shared<const InitialWeights>(m.path, m.table, 0);
+      return [weights](std::int64_t offset, std::int64_t count, float* out) { weights->read(offset, count, out); };
+    }
+    case SavedModel::Kind::kPeftAdapter: return peft_merged_reader(m);
+  }
+  throw Error("saved_weights_reader: an unknown kind of model");
+}
+
+std::size_t saved_weights_reader_bytes(const SavedModel& m) {
+  if (!m.merged()) return 0;
+  const bool nf4 = m.checkpoint() && m.config.lora.base_dtype == config::LoraBaseDtype::kNf4;
+  const MergeWhole whole = merge_whole(m.table, m.config, nf4);
+  return whole_tensor_bytes(m.table, [&](std::size_t p) { return whole(m.table, p); });
+}
+
+SavedModel load_saved_model(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec))
     throw ConfigError(cat(path, ": no such directory (a ztrain checkpoint step_N/ or a Hugging Face model directory)"));
-  if (fs::exists(fs::path(path) / ckpt::kManifestFile, ec)) return from_checkpoint(path, weights);
-  if (fs::exists(fs::path(path) / "config.json", ec)) return from_hf_directory(path, weights);
-  if (fs::exists(fs::path(path) / "adapter_config.json", ec)) return from_peft_adapter(path, weights);
+  if (fs::exists(fs::path(path) / ckpt::kManifestFile, ec)) return from_checkpoint(path);
+  if (fs::exists(fs::path(path) / "config.json", ec)) return from_hf_directory(path);
+  if (fs::exists(fs::path(path) / "adapter_config.json", ec)) return from_peft_adapter(path);
   throw ConfigError(cat(path, " holds neither ", ckpt::kManifestFile, " (a committed ztrain checkpoint), config.json (a "
                         "Hugging Face model directory) nor adapter_config.json (a PEFT adapter)"));
 }

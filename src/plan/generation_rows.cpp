@@ -11,11 +11,12 @@
 
 namespace zt::plan {
 
-void add_generation(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
+std::uint64_t add_generation(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                     const std::optional<model::ParamTable>& adapters, int tp, DType compute,
                     const gen::EngineOptions& engine, const std::string& what, const std::string& known,
                     config::Device device) {
   const model::GptShape shape = model::model_shape(config.model);
+  const std::uint64_t workspace = device == config::Device::kCuda ? 0 : gen::Engine::cpu_workspace_bytes(shape, tp, engine);
   p.rows.push_back({what + " engine", gen::Engine::bytes(shape, tp, engine, device == config::Device::kCuda),
                     cat(engine.slots, " sequences of ", engine.max_len, " tokens (",
                         known.empty() ? "model.seq_len, their bound" : known,
@@ -39,17 +40,18 @@ void add_generation(MemoryPlan& p, const config::Config& config, const model::Pa
                           ", ZeRO-3: the whole weights gathered while the engine runs"),
                       Phase::kGeneration});
   }
+  return workspace;
 }
 
 std::int64_t generation_len(const config::Config& config, std::int64_t known) {
   return known > 0 ? std::min(known, config.model.seq_len) : config.model.seq_len;
 }
 
-void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
+std::uint64_t add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                   const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
                   std::int64_t known_len, std::int64_t prompt_len, config::Device device) {
   const model::GptShape shape = model::model_shape(config.model);
-  add_generation(p, config, table, adapters, tp, compute,
+  const std::uint64_t workspace = add_generation(p, config, table, adapters, tp, compute,
                  rl::engine_options(config, generation_len(config, known_len), dp, prompt_len), "rollout",
                  known_len > 0 ? "the longest prompt + rl.max_new_tokens" : "", device);
   if (config.rl.pack_rollouts) {  // the model's segment starts and positions, [micro_batch, seq_len] i32 each
@@ -59,10 +61,10 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, const model::Para
     p.rows.push_back({"packed rollouts", bytes,
                       cat("rl.pack_rollouts: each pass's segment starts and positions", ppo ? " (actor and critic)" : "")});
   }
-  if (config.rl.kl_coef == 0 || config.lora.rank > 0) return;  // a LoRA actor's reference is its base
+  if (config.rl.kl_coef == 0 || config.lora.rank > 0) return workspace;  // a LoRA actor's reference is its base
   if (config.train.zero_stage < 3) {
     p.rows.push_back({"reference policy", table.numel() * dtype_size(compute), cat(dtype_name(compute), ", rl.kl_coef's initial weights")});
-    return;
+    return workspace;
   }
   // train::ReferencePolicy at ZeRO-3: a frozen engine over the actor's units, gathered in its forward pass.
   const optim::EngineUnits units = optim::decoder_engine_units(config, table, 0);
@@ -75,6 +77,7 @@ void add_rollouts(MemoryPlan& p, const config::Config& config, const model::Para
                                                 optim::forward_order(shape.n_layer, tied, units),
                                                 optim::decoder_calls(shape.n_layer, tied, false, units)),
                     "the unit in use and the prefetched next, in its forward pass over the rollouts", Phase::kReference});
+  return workspace;
 }
 
 void add_critic(MemoryPlan& p, const config::Config& config, std::int64_t dp, int tp, DType compute) {

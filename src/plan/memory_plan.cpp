@@ -155,19 +155,23 @@ MemoryPlan rank_plan(const config::Config& config, const model::ParamTable& tabl
     p.rows.push_back({"document views", static_cast<std::uint64_t>(views) * models * micro * shape.seq_len * sizeof(std::int32_t),
                       cat(config.data.reset_positions ? "segment starts and positions" : "segment starts",
                           ", i32 per token", models > 1 ? cat(", x ", models, " models in flight") : "")});
-  if (config.rl.enabled()) add_rollouts(p, config, table, adapters, dp, tp, compute, lengths.rollouts, lengths.rollout_prompt, device);
+  std::uint64_t engine_workspace = 0;  // the CPU scratch of a generation engine's passes
+  if (config.rl.enabled())
+    engine_workspace = add_rollouts(p, config, table, adapters, dp, tp, compute, lengths.rollouts, lengths.rollout_prompt, device);
   if (!config.log.eval_prompts.empty())  // the answer evaluation at log.eval_every, between steps
-    add_generation(p, config, table, adapters, tp, compute,
+    engine_workspace = std::max(engine_workspace, add_generation(p, config, table, adapters, tp, compute,
                    gen::evaluation_engine(gen::dealt_slots(config.log.eval_slots, lengths.evaluation_prompts,
                                                                 config.log.eval_samples, dp),
                                           generation_len(config, lengths.evaluation), compute, lengths.evaluation_prompt),
                    "evaluation",
-                   lengths.evaluation > 0 ? "the longest prompt + log.eval_max_new_tokens" : "", device);
+                   lengths.evaluation > 0 ? "the longest prompt + log.eval_max_new_tokens" : "", device));
   if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) add_critic(p, config, dp, tp, compute);
   if (device == config::Device::kCuda)
     p.rows.push_back({"workspace", cuda_workspace_bytes(shape, micro), "cuBLASLt workspace, attention backward scratch"});
-  else
-    p.rows.push_back({"workspace", model::cpu_workspace_bytes(shape, micro, tp, threads, compute, config.train.loss_chunk),
+  else  // one scratch buffer, grown to the largest op's need: a step's or a generation engine's pass
+    p.rows.push_back({"workspace",
+                      std::max<std::uint64_t>(model::cpu_workspace_bytes(shape, micro, tp, threads, compute, config.train.loss_chunk),
+                                              engine_workspace),
                       compute == DType::kF32 ? "attention scratch" : "attention scratch, fp32 copies of 16-bit operands"});
   p.total_bytes = peak_of(p.rows);
   return p;

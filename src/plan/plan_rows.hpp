@@ -76,7 +76,9 @@ void add_frozen_base(MemoryPlan& p, const model::ParamTable& base, std::int64_t 
 // for the engine's passes (LoraBase::attach_generation, kept). `known`: the sequences' length was read
 // from the prompts (the trainer), not bounded by model.seq_len (--plan). device: the backend's (CUDA's
 // attention over the cache has a scratch of its own).
-void add_generation(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
+// Returns the engine's CPU scratch (gen::Engine::cpu_workspace_bytes; 0 on CUDA), which shares the plan's
+// workspace row (the larger counts).
+std::uint64_t add_generation(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                     const std::optional<model::ParamTable>& adapters, int tp, DType compute,
                     const gen::EngineOptions& engine, const std::string& what, const std::string& known,
                     config::Device device);
@@ -87,7 +89,8 @@ std::int64_t generation_len(const config::Config& config, std::int64_t known);
 // RL (rl.prompts): the rollouts' engine (rl::engine_options, up to the rank's sequences as slots); the
 // initial policy's weights for the KL term (a LoRA actor's reference is its base); the packed rollouts'
 // per-token layout (rl.pack_rollouts).
-void add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
+// Returns the rollout engine's CPU scratch, as add_generation.
+std::uint64_t add_rollouts(MemoryPlan& p, const config::Config& config, const model::ParamTable& table,
                   const std::optional<model::ParamTable>& adapters, std::int64_t dp, int tp, DType compute,
                   std::int64_t known_len, std::int64_t prompt_len, config::Device device);
 

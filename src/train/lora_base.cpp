@@ -15,6 +15,7 @@
 #include "model/from_config.hpp"
 #include "model/init.hpp"
 #include "model/initial_weights.hpp"
+#include "model/range_reader.hpp"
 #include "model/safetensors.hpp"
 
 namespace zt::train {
@@ -133,34 +134,11 @@ void LoraBase::load_nf4_base(const ReadGlobal& read, const model::SafetensorsRea
 // read whole, one at a time, quantized and dequantized (model::nf4_fake_quantize_param), and the shard's
 // ranges cut from it; the rest is read as it is. One tensor in fp32 at a time, never the model.
 ReadGlobal LoraBase::whole_tensors_quantized(ReadGlobal read, model::Nf4Params::StoredOf stored_of) const {
-  struct Tensor {
-    std::size_t param = SIZE_MAX;
-    std::vector<float> values;
-  };
-  auto cached = std::make_shared<Tensor>();
-  return [this, read = std::move(read), stored_of = std::move(stored_of), cached](std::int64_t offset, std::int64_t count,
-                                                                                 float* out) {
-    const std::int64_t end = offset + count;
-    std::int64_t at = offset;
-    for (std::size_t p = 0; p < base_.params().size() && at < end; ++p) {
-      const model::ParamInfo& info = base_.params()[p];
-      const auto first = static_cast<std::int64_t>(info.offset), last = first + static_cast<std::int64_t>(info.numel);
-      if (!model::nf4_quantized(base_, p) || last <= at) continue;
-      if (first >= end) break;
-      if (at < first) read(at, first - at, out + (at - offset));  // the unquantized parameters before it
-      at = std::max(at, first);
-      if (cached->param != p) {
-        cached->values.resize(info.numel);
-        read(first, static_cast<std::int64_t>(info.numel), cached->values.data());
-        model::nf4_fake_quantize_param(base_, p, cached->values, quantization_, stored_of(p, p + 1));
-        cached->param = p;
-      }
-      const std::int64_t n = std::min(end, last) - at;
-      std::copy_n(cached->values.begin() + (at - first), n, out + (at - offset));
-      at += n;
-    }
-    if (at < end) read(at, end - at, out + (at - offset));
-  };
+  return model::whole_tensor_reader(
+      base_, std::move(read), [this](std::size_t p) { return model::nf4_quantized(base_, p); },
+      [this, stored_of = std::move(stored_of)](std::size_t p, std::span<float> values) {
+        model::nf4_fake_quantize_param(base_, p, values, quantization_, stored_of(p, p + 1));
+      });
 }
 
 // A directory quantized in other blocks (zckpt quantize --block, bitsandbytes' blocksize) or with another

@@ -89,6 +89,10 @@ std::size_t cpu_workspace_bytes(int threads, std::int64_t seq_len, DType compute
   return floats * sizeof(float);
 }
 
+std::size_t cpu_gemm_workspace_bytes(std::int64_t rows, GemmExtent gemm) {
+  return cpu::matmul_x_floats(rows, gemm.in, gemm.out) * sizeof(float);
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
   ZT_CHECK_GE(threads, 0, "make_cpu_backend: threads must be >= 0 (0 = OpenMP's default)");
   return std::make_unique<cpu::CpuBackend>(threads);
