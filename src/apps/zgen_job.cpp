@@ -2,6 +2,8 @@
 // and the context and memory planned, each refused with its fix before any work.
 #include "apps/zgen_job.hpp"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -20,6 +22,7 @@
 #include "plan/memory_plan.hpp"
 #include "train/prompt_check.hpp"
 #include "train/wiring.hpp"
+#include "ztok/corpus.hpp"
 
 namespace zt::apps {
 namespace fs = std::filesystem;
@@ -230,16 +233,34 @@ gen::EngineOptions engine_options(const Job& j, int slots) {
 // or holding the model (its directory or checkpoint; the base a LoRA checkpoint or PEFT adapter merges
 // into, and a checkpoint's data.vocab), the
 // prompts or the tokenizer (outside sweep 30 F1: --out inside the model directory replaced its config.json).
+// Also what it reads beside them (outside sweep 36 F10): every file a --prompts glob matches, the chat
+// template's tokenizer_config.json beside a tokenizer file, a base given as its .safetensors file's config.json.
 void refuse_outputs_over_inputs(const Options& o, const model::SavedModel& m, const std::string& tokenizer_file) {
   std::vector<io::Guarded> inputs = {{o.model, "the model (--model)"}, {o.prompts, "the prompts (--prompts)"}};
+  try {
+    for (const std::string& file : ztok::expand_inputs({o.prompts}))
+      inputs.push_back({file, cat("a prompt file --prompts ", o.prompts, " matches")});
+  } catch (const Error&) {  // nothing matches: gen::read_prompts says so
+  }
+  const auto beside = [&](const std::string& file, const char* name, const std::string& what) {
+    std::error_code ec;
+    if (!file.empty() && !fs::is_directory(file, ec)) inputs.push_back({(fs::path(file).parent_path() / name).string(), what});
+  };
   if (!tokenizer_file.empty()) inputs.push_back({tokenizer_file, "the tokenizer"});
+  beside(tokenizer_file, "tokenizer_config.json", "the chat template beside the tokenizer (tokenizer_config.json)");
   const std::string base = m.config.lora.rank > 0 ? config::lora_base_path(m.config) : m.config.init.from;
   if (!base.empty()) inputs.push_back({base, "the model's base (init.from)"});
+  beside(base, "config.json", "the config.json of the model's base (init.from)");
   if (m.checkpoint() && !m.config.data.vocab.empty()) inputs.push_back({m.config.data.vocab, "the checkpoint's data.vocab"});
   if (!o.summary.empty() && !io::guarded_conflict(o.summary, {o.out, "--out"}).empty())
     throw ConfigError(cat("--summary ", o.summary, " is --out's file (or holds it): give the two outputs different paths"));
   for (const auto& [flag, path] : {std::pair{"out", o.out}, std::pair{"summary", o.summary}}) {
     if (path.empty()) continue;
+    std::error_code ec;  // a new file the glob would match: the same command run again would read it as prompts
+    const auto spelled = [&](const std::string& p) { return fs::absolute(p, ec).lexically_normal().string(); };
+    if (!fs::exists(path, ec) && ::fnmatch(spelled(o.prompts).c_str(), spelled(path).c_str(), FNM_PATHNAME) == 0)
+      throw ConfigError(cat("--", flag, " ", path, " matches --prompts ", o.prompts, ": the next run of this command would ",
+                            "read it as prompts; give --", flag, " a path the glob does not match"));
     for (const io::Guarded& g : inputs)
       if (const std::string why = io::guarded_conflict(path, g); !why.empty())
         throw ConfigError(cat("--", flag, " ", path, ": ", why, ": zgen never writes over what it reads; give --", flag,

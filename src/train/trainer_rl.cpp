@@ -7,6 +7,7 @@
 // iteration holds everything a resume needs (PPO's critic too, in critic/): the prompt cursor and the
 // sampling streams follow from the iteration number.
 #include <algorithm>
+#include <exception>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -157,8 +158,10 @@ int Trainer::rl_loop() {
   while (step_ < last) {
     const StepResult r = rl_iteration();
     if (r.abandoned) return rl_stop_after_abandoned_iteration();
-    if (!std::isfinite(r.loss) && !r.skipped)
+    if (!std::isfinite(r.loss) && !r.skipped) {  // every rank sees the same all-reduced loss
+      commit_before_failing();
       throw Error(cat("the RL loss became ", r.loss, " at iteration ", step_, ": lower optim.lr or rl.clip_ratio"));
+    }
     if (step_ == first) {
       set_comm_timeout(config_.dist.timeout_s);
       world_.set_timeout(config_.dist.timeout_s);
@@ -190,7 +193,8 @@ int Trainer::rl_stop_after_abandoned_iteration() {
 }
 
 bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums) {
-  std::int32_t ended = 0;
+  std::int32_t ended = 0;  // 1: a program ended by the job's stop signal; 2: a reward failed (the run stops, exit 1)
+  std::exception_ptr failure;
   try {
     rl_score(rollouts, sums);
   } catch (const rl::RewardProgramEnded& e) {
@@ -199,10 +203,15 @@ bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums)
     // just after the program it killed: a moment to see it.
     const auto until = Clock::now() + std::chrono::seconds(2);
     while (stop_signal_received() == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (stop_signal_received() == 0) throw;
-    log::warn(cat("rank ", world_.rank(), ": ", e.what(), " -- during a stop (", stop_reason(), "), which reaches the ",
-                  "whole job: iteration ", step_ + 1, " is given up, nothing of it applied"));
-    ended = 1;
+    if (stop_signal_received() == 0) {
+      failure = std::current_exception(), ended = 2;
+    } else {
+      log::warn(cat("rank ", world_.rank(), ": ", e.what(), " -- during a stop (", stop_reason(), "), which reaches the ",
+                    "whole job: iteration ", step_ + 1, " is given up, nothing of it applied"));
+      ended = 1;
+    }
+  } catch (const std::exception&) {  // a crash, a timeout, a bad answer: agreed on below, then the run stops
+    failure = std::current_exception(), ended = 2;
   }
   // The ranks meet after their reward programs, whose time differs per rank (responses of other lengths,
   // a judge model on a slower node) while each program keeps its own rl.reward_timeout_s: the start-up's
@@ -217,6 +226,12 @@ bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums)
                                   " x dist.timeout_s=", config_.dist.timeout_s, " s; raise dist.timeout_s for larger differences)"));
   agree_max(&ended, 1);
   set_comm_timeout(step_timeout_s, step_words);
+  if (ended == 2) {  // every rank stops here, the last checkpoint committed first (outside sweep 37 F8)
+    commit_before_failing();
+    if (failure) std::rethrow_exception(failure);
+    throw Error(cat("iteration ", step_ + 1, ": a reward failed on another rank (its error is in that rank's log); ",
+                    "stopping with it"));
+  }
   return ended == 0;
 }
 

@@ -147,6 +147,13 @@ expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/text.jsonl" 
 expect_in "$ZT_WORK/err" "text.jsonl:1: a text prompt needs a tokenizer"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/prompts.jsonl" --device cpu
 expect_in "$ZT_WORK/err" "--out .*prompts.jsonl: is the prompts \\(--prompts\\) .*: zgen never writes over what it reads"
+# ... nor any file a --prompts glob matches, nor a new file it would match next time (sweep 36 F10).
+mkdir -p "$W/globbed" && cp "$W/prompts.jsonl" "$W/globbed/a.jsonl" && cp "$W/prompts.jsonl" "$W/globbed/b.jsonl"
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/globbed/*.jsonl" --out "$W/globbed/b.jsonl" --device cpu
+expect_in "$ZT_WORK/err" "--out .*b.jsonl: is a prompt file --prompts .*globbed/\\*.jsonl matches"
+cmp -s "$W/globbed/b.jsonl" "$W/prompts.jsonl" || fail "zgen --out replaced a prompt file its --prompts glob matched"
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/globbed/*.jsonl" --out "$W/globbed/c.jsonl" --device cpu
+expect_in "$ZT_WORK/err" "--out .*c.jsonl matches --prompts .*: the next run of this command would read it as prompts"
 # ... nor anything in or holding the model (sweep 30 F1: --out inside the checkpoint replaced its state.json).
 cp "$W/gpt2/step_00000030/state.json" "$W/state.kept"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/gpt2/step_00000030/state.json" --device cpu

@@ -341,6 +341,29 @@ expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --rl
   --ckpt.dir="$W/dies" --log.metrics="$W/dies.jsonl"
 diff <(strip "$W/dies.jsonl") <(strip "$W/straight.jsonl" | head -2) || fail "the run resumed after the given-up iteration differs"
 echo "ok: a reward program killed by the job's SIGTERM gives up its iteration: exit 75, resumed = uninterrupted"
+# A reward program that fails (here it crashes on one rank at its second batch) stops the run (exit 1) on every
+# rank, and the checkpoint still being written in the background (ckpt.async) is committed first: the run
+# resumes from iteration 1, as after a synchronous save (outside sweep 37 F8: it was left a .tmp).
+cat >"$W/crashes.py" <<'PY'
+import json, os, re, sys
+per_iteration = int(sys.argv[1])  # answers of one iteration on one of 2 ranks
+for n, line in enumerate(sys.stdin):
+    if n == per_iteration:  # the first rank's program here crashes; the other's goes on (ztrain strips OMPI_*)
+        try:
+            os.close(os.open(sys.argv[2], os.O_CREAT | os.O_EXCL))
+            sys.exit(3)
+        except FileExistsError:
+            pass
+    r = json.loads(line)
+    m = re.search(r"#### (-?[0-9.,]+)", r["response"])
+    print(json.dumps({"score": 1.0 if m and m.group(1).replace(",", "") == r["reference"] else 0.0}), flush=True)
+PY
+expect_exit 1 zt_mpirun 2 "$ZT_BIN/ztrain" "${rl[@]}" "${short[@]}" --train.max_steps=2 --ckpt.async=true --ckpt.every=1 \
+  --rl.reward="command:python3 $W/crashes.py 40 $W/crashed" --ckpt.dir="$W/crashes" --log.metrics="$W/crashes.jsonl"
+expect_in "$W/err" "a reward failed on another rank"
+[ "$(ls "$W/crashes")" = step_00000001 ] || fail "expected iteration 1's committed checkpoint alone: $(ls "$W/crashes")"
+expect_exit 0 "$ZT_BIN/zckpt" verify "$W/crashes/step_00000001"
+echo "ok: a reward program's crash on one rank stops every rank (exit 1) with the asynchronous checkpoint committed"
 # rl.kl_coef's reference (the initial policy, read from init.from at each start) is hashed into the
 # checkpoint: a resume whose init.from now holds other weights of the same shape is refused.
 cp -r "$W/hf" "$W/hf-kl"
