@@ -20,6 +20,7 @@
 #include "config/command_line.hpp"
 #include "core/error.hpp"
 #include "dist/grid.hpp"
+#include "dist/patient_wait.hpp"
 #include "dist/world.hpp"
 #include "gen/answers.hpp"
 #include "gen/engine.hpp"
@@ -105,8 +106,14 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
     note("zgen: ", j.model->source, " on ", j.placement.device_name(), " in ", dtype_name(j.dtype), "; ",
               j.prompts.size(), " prompts x ", j.o.samples, " samples over ", grid.dp, " group(s) of ", j.o.tp,
               " rank(s); ", j.o.slots, " slots of ", j.max_len, " tokens");
+  // The groups' shares take different times: a group done early waits for the others as long as they
+  // beat (dist::PatientWait), and the gather onto rank 0 then meets every rank at once.
+  dist::PatientWait finishing(world, j.o.timeout_s, "zgen: waiting for every rank to finish its share of the samples",
+                              cat("--timeout-s=", j.o.timeout_s, " s without a sign of life"));
+  e.on_step = [&finishing] { finishing.beat(); };
   gen::Engine engine(*be, local, weights->params(), e);
   const std::vector<gen::Completion> out = engine.run(requests);
+  finishing.arrive();
   if (world.rank() == 0) {  // a result, as the evaluation: printed under -q too
     const gen::EngineStats& st = engine.stats();
     note("zgen: rank 0: prefill ", st.prefill_tokens, " tokens in ", st.prefill_s, " s (",

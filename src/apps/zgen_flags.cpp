@@ -102,7 +102,8 @@ config::cli::Spec make_zgen_spec() {
                "context and NCCL, or the host's available memory shared by the node's ranks)",
        .default_value = "0", .min = 0, .max = 1 << 20},
       {.name = "timeout-s", .type = Type::kNum, .value_name = "S",
-       .help = "under mpirun: the deadline of every wait on a peer (a rank that never answers ends the job, exit 1)",
+       .help = "under mpirun: how long a rank waits for a silent peer (a rank that gives no sign of life for S seconds "
+               "ends the job, exit 1; one still generating is waited for)",
        .default_value = "600", .min = 1, .max = 1e6},
       {.name = "quiet", .type = Type::kSwitch, .help = "no progress lines on stderr", .short_name = 'q'},
   };

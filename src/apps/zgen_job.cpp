@@ -132,7 +132,7 @@ std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedMod
 // host, the block read from --model and a merged model's (LoRA checkpoint, PEFT adapter) one whole base
 // tensor (model::saved_weights_reader). Generating: the engine's cache, activations, logits and the CPU's scratch,
 // beside the backend's fp32 block, which its allocator keeps cached. The whole model is never held in fp32
-// (it was, on the host, until the eighteenth session).
+// (it was, on the host, until the seventeenth session).
 std::uint64_t rank_bytes(const Job& j, int slots) {
   const bool gpu = j.placement.device == config::Device::kCuda;
   const std::uint64_t local = j.model->table.numel() / static_cast<std::uint64_t>(j.o.tp);

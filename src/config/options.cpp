@@ -243,7 +243,7 @@ std::vector<Option> build_table() {
       opt("ckpt.every", &C::ckpt, &CkptConfig::every, "checkpoint every N steps (0 = only at the end and on signals)", I64{0, kMaxSteps}),
       opt("ckpt.keep", &C::ckpt, &CkptConfig::keep, "this run's checkpoints kept (the newest that verifies, and other runs' checkpoints, are never deleted; 0 = all)", I64{0, kMaxCount}),
       opt("ckpt.resume", &C::ckpt, &CkptConfig::resume, "auto (newest that verifies) | none | a checkpoint directory"),
-      opt("ckpt.async", &C::ckpt, &CkptConfig::async, "write checkpoints from a background thread after a snapshot to host memory"),
+      opt("ckpt.async", &C::ckpt, &CkptConfig::async, "write checkpoints from a background thread after a snapshot to host memory (the shard's state, and rank 0's whole fp32 model); with train.offload, written synchronously"),
       opt("ckpt.overwrite", &C::ckpt, &CkptConfig::overwrite, "let a new run (resume=none, or auto finding none that verifies) start in a ckpt.dir holding other runs' checkpoints, replacing those of the steps it saves"),
       opt("log.every", &C::log, &LogConfig::every, "log a metrics line every N steps", I64{1, kMaxSteps}),
       opt("log.metrics", &C::log, &LogConfig::metrics, "JSON Lines metrics file (empty = none)"),

@@ -191,8 +191,10 @@ std::vector<Completion> Engine::run(const std::vector<Request>& requests) {
         e.free_slots.pop_back();
       }
       e.start(requests, batch);
+      if (e.opts.on_step) e.opts.on_step();
     }
     if (!e.live.empty()) e.step(requests);
+    if (e.opts.on_step) e.opts.on_step();
   }
   return std::move(e.results);
 }

@@ -58,6 +58,8 @@ struct EngineOptions {
   std::function<bool(std::size_t request, const Completion& so_far)> stop_rule;
   // Called once per finished request (progress, output in order).
   std::function<void(std::size_t request, const Completion& done)> on_done;
+  // Called after every prefill and decoding step: a liveness beat (dist::PatientWait), progress.
+  std::function<void()> on_step;
 };
 
 // Where the last run's time went (benchmarks, zgen's closing line): prompts' tokens through prefill,

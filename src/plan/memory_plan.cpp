@@ -292,6 +292,34 @@ std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) 
          whole_weight;
 }
 
+// What saving a checkpoint holds on rank 0's host beside a step's peak (train/checkpointer.cpp; the
+// allocator keeps what the step freed, and an asynchronous write runs during the next step). Synchronous: the state is read from the engine slice by slice and model.h5 written from
+// units gathered one at a time: a unit and a parameter in fp32 (2 x the largest unit); with tensor or
+// pipeline parallelism rank 0 gathers the parts' whole fp32 model for model.h5 (the model, and the parts as
+// received: 2 x the model, plus its own part). Asynchronous (ckpt.async): also the rank's shard of the master
+// and both moments (12 bytes a parameter) and rank 0's whole fp32 model, copied before the write goes on in
+// the background. A LoRA run saves its adapters only. Measured (outside sweep 38's 58.8M Llama on the CPU,
+// synchronous): a ZeRO-0 save's peak 1903 -> 1197 MiB, ZeRO-3's 1437 / 1427 -> 1096 / 931 MiB on 2 ranks
+// when the shard state and the model stopped being copied whole onto every rank (seventeenth session).
+std::uint64_t save_bytes(const config::Config& config, std::int64_t world_size) {
+  const model::GptShape shape = model::model_shape(config.model);
+  const std::shared_ptr<const model::ParamTable> saved =
+      config.lora.rank > 0 ? std::make_shared<const model::ParamTable>(model::lora_table(shape, model::lora_spec(config)))
+                           : whole_table(shape);
+  const std::uint64_t model = saved->numel() * sizeof(float);
+  const auto parts = static_cast<std::uint64_t>(config.parallel.tp * config.parallel.pp);
+  const bool gathered_parts = parts > 1;
+  std::uint64_t bytes = gathered_parts ? 2 * model + model / parts : 2 * largest_unit(*saved) * sizeof(float);
+  if (config.ckpt.async && config.train.offload == config::Offload::kNone) {  // offloaded state saves synchronously
+    const auto dp = static_cast<std::uint64_t>(data_parallel_ranks(config, world_size));
+    bytes = 3 * model / parts / dp + (gathered_parts ? bytes : model);
+  }
+  if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo && config.ckpt.async &&
+      config.train.offload == config::Offload::kNone)
+    bytes *= 2;  // the critic's too
+  return bytes;
+}
+
 // On the CPU backend, outside the allocator during a step (MemoryPlan::outside_bytes): 64 MiB of BLAS and
 // library buffers (one rank's RSS above the plan: ~50 MiB), and where gradients are reduced (more than one
 // data-parallel rank, or ZeRO 2-3's reduce-scatter even on one) Open MPI's scratch for its non-blocking
@@ -323,6 +351,7 @@ MemoryPlan plan_memory(const config::Config& config, std::int64_t world_size, in
                        config::Device device, GenerationLengths lengths) {
   MemoryPlan p = device_plan(config, world_size, threads, capacity, device, lengths);
   p.load_bytes = load_bytes(config, world_size);
+  p.save_bytes = save_bytes(config, world_size);
   for (const PlanRow& r : p.rows)
     if (r.phase == Phase::kHeld) p.held_bytes += r.bytes;
   p.host_is_device = device == config::Device::kCpu;
@@ -379,7 +408,21 @@ std::string format_plan(const MemoryPlan& p, const std::vector<std::string>& fix
           << (p.host_bytes ? cat(", plus the offloaded state, ", mib(p.host_bytes)) : "")
           << (p.host_capacity_bytes == 0 ? " per rank (set plan.host_memory_gb, a node's, to check it)"
                                          : cat(" of ", mib(p.host_capacity_bytes), " per rank: ",
-                                               p.host_fits() ? "fits" : cat("DOES NOT FIT", fix)))
+                                               p.host_bytes + p.load_bytes <= p.host_capacity_bytes ? "fits" : cat("DOES NOT FIT", fix)))
+          << "\n";
+  }
+  if (p.save_bytes > 0) {  // between steps, on rank 0's host
+    const std::string what = cat("a checkpoint save's host buffers, ", mib(p.save_bytes),
+                                 p.host_bytes ? cat(", plus the offloaded state, ", mib(p.host_bytes)) : "");
+    const std::uint64_t peak = p.total_bytes + p.outside_bytes + p.save_bytes + p.host_bytes;
+    if (p.host_is_device)
+      out << "  saving a checkpoint (rank 0): a step's peak, " << mib(p.total_bytes + p.outside_bytes) << ", plus " << what
+          << ": " << mib(peak) << (p.capacity_bytes == 0 ? "" : peak <= p.capacity_bytes ? ": fits" : ": DOES NOT FIT") << "\n";
+    else
+      out << "  host memory while saving (rank 0): " << what
+          << (p.host_capacity_bytes == 0 ? " (set plan.host_memory_gb, a node's, to check it)"
+                                         : cat(" of ", mib(p.host_capacity_bytes), " per rank: ",
+                                               p.host_bytes + p.save_bytes <= p.host_capacity_bytes ? "fits" : "DOES NOT FIT"))
           << "\n";
   }
   if (!p.offload_rows.empty()) {

@@ -41,6 +41,10 @@ struct MemoryPlan {
   // allocated (held_bytes: the held rows). On the CPU backend that is the device; on GPUs host memory.
   // Not the allocator's: not in total_bytes.
   std::uint64_t load_bytes = 0;
+  // Saving a checkpoint: rank 0's host buffers (memory_plan.cpp save_bytes: a unit at a time when
+  // synchronous; the state's and the model's copies when ckpt.async), beside a step's peak: the allocator
+  // keeps what a step freed, and an asynchronous write goes on during the next step.
+  std::uint64_t save_bytes = 0;
   // On the CPU backend, what the rank holds outside the backend's allocator during a step: the MPI
   // library's scratch for the gradient collectives (Open MPI's non-blocking reductions copy their buffers)
   // and the BLAS and libraries' own buffers. Not in total_bytes (the allocator's peak); in device_peak.
@@ -58,14 +62,15 @@ struct MemoryPlan {
   std::string busiest_note;                            // its chunks: "embedding + blocks 0-7"
   std::vector<std::uint64_t> stage_total_bytes;        // every pipeline rank's total, in rank order
   std::vector<std::uint64_t> stage_activation_bytes;   // and its activations row
-  // The rank's peak on the device: the step's (total_bytes), or while loading on the CPU backend.
+  // The rank's peak on the device: the step's (total_bytes), or on the CPU backend while loading, or a step's
+  // with a checkpoint's save.
   std::uint64_t device_peak() const {
     if (!host_is_device) return total_bytes;
-    return std::max(total_bytes + outside_bytes, held_bytes + load_bytes) + host_bytes;
+    return std::max(total_bytes + outside_bytes + save_bytes, held_bytes + load_bytes) + host_bytes;
   }
   bool device_fits() const { return capacity_bytes == 0 || device_peak() <= capacity_bytes; }
   bool host_fits() const {
-    return host_is_device || host_capacity_bytes == 0 || host_bytes + load_bytes <= host_capacity_bytes;
+    return host_is_device || host_capacity_bytes == 0 || host_bytes + std::max(load_bytes, save_bytes) <= host_capacity_bytes;
   }
   bool fits() const { return device_fits() && host_fits(); }
   // Only loading does not fit: no layout of the step is the fix (fewer ranks a host, or more memory).

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "dist/patient_wait.hpp"
 #include "model/from_config.hpp"
 #include "train/prompt_check.hpp"
 
@@ -38,7 +39,8 @@ gen::EngineOptions AnswerEvaluation::engine_options(const config::Config& c, std
 }
 
 AnswerScores AnswerEvaluation::run(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params,
-                                   const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank) {
+                                   const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank,
+                                   const dist::World& world) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto samples = static_cast<int>(config_.log.eval_samples);
   std::vector<std::size_t> mine;  // prompts dealt round robin: every sample of a prompt on this rank
@@ -51,8 +53,15 @@ AnswerScores AnswerEvaluation::run(backend::Backend& be, const model::ParamTable
                           static_cast<std::uint64_t>(p) * static_cast<std::uint64_t>(samples) + static_cast<std::uint64_t>(s)});
   std::vector<gen::Completion> done;
   {
-    gen::Engine engine(be, table, params, options);  // its cache and activations go when the evaluation ends
+    // A rank whose prompts finish early waits for the others while they work, not a collective's
+    // dist.timeout_s from its arrival (outside sweep 36 F6: the run aborted, and again at each resume).
+    dist::PatientWait finishing(world, config_.dist.timeout_s, "answer evaluation: waiting for every rank to finish its prompts",
+                                cat("dist.timeout_s=", config_.dist.timeout_s, " s without a sign of life"));
+    gen::EngineOptions beating = options;
+    beating.on_step = [&finishing] { finishing.beat(); };
+    gen::Engine engine(be, table, params, beating);  // its cache and activations go when the evaluation ends
     done = engine.run(requests);
+    finishing.arrive();
   }
   std::vector<gen::ScoredSample> scored;
   for (std::size_t k = 0; k < done.size(); ++k) {

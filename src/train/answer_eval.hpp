@@ -13,6 +13,7 @@
 #include "backend/backend.hpp"
 #include "config/config.hpp"
 #include "dist/communicator.hpp"
+#include "dist/world.hpp"
 #include "gen/answers.hpp"
 #include "gen/engine.hpp"
 #include "gen/prompt_io.hpp"
@@ -32,10 +33,11 @@ class AnswerEvaluation {
   // Reads and checks log.eval_prompts (the tokenizer: data.vocab, else init.from's tokenizer.json).
   explicit AnswerEvaluation(const config::Config& c);
   // Collective over dp (the data-parallel group; every rank of a TP group runs the same prompts over
-  // options.tp_group). table and params: the model's (this rank's part under TP); options.lora: a LoRA
-  // run's adapters, made for gen::forward_rows(options).
+  // options.tp_group) and over `world`, whose ranks wait for each other's shares as long as they work
+  // (dist::PatientWait: shares of other lengths take other times). table and params: the model's (this
+  // rank's part under TP); options.lora: a LoRA run's adapters, made for gen::forward_rows(options).
   AnswerScores run(backend::Backend& be, const model::ParamTable& table, model::ParamSource& params,
-                   const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank);
+                   const gen::EngineOptions& options, dist::Communicator& dp, int dp_rank, const dist::World& world);
   // The engine's options for this evaluation on one of dp data-parallel ranks (gen::evaluation_engine
   // with its sampling, gen::dealt_slots).
   gen::EngineOptions engine_options(const config::Config& c, std::int64_t dp) const;

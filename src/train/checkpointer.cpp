@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <optional>
 
 #include "ckpt/dir_lock.hpp"
 #include "ckpt/layout.hpp"
@@ -40,16 +42,57 @@ optim::ZeroEngine::State engine_state(ckpt::StateKind kind) {
 // the master is sharded apart from the working weights), the others nothing.
 void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, const ShardMap& shards,
                          std::int64_t flat_numel, std::vector<float>& full) {
-  std::vector<float> local;
-  if (shards.grid.dp_rank() == 0 || engine.gather_is_collective()) {
-    local.resize(shards.local.numel());
-    engine.gather_params(local.data());
-  }
+  std::vector<float> local;  // DP rank 0's; the others only join a collective gather
+  if (shards.grid.dp_rank() == 0) local.resize(shards.local.numel());
+  if (shards.grid.dp_rank() == 0 || engine.gather_is_collective()) engine.gather_params(local.empty() ? nullptr : local.data());
   if (world.is_root()) full.resize(static_cast<std::size_t>(flat_numel));
-  if (shards.grid.dp_rank() != 0) local = {};
   shards.gather_on_root(world, local, world.is_root() ? full.data() : nullptr);
   if (!world.is_root()) full = {};
 }
+// A synchronous save's model.h5 from the engine's units, gathered in order as the writer asks for them
+// (rank 0), or only joined where the gather is collective (the others): one unit and one parameter in host
+// memory, never the whole model (outside sweep 38 F1: every rank held it whole at ZeRO-3).
+class UnitGather {
+ public:
+  UnitGather(optim::ZeroEngine& engine, bool keep) : engine_(engine), keep_(keep) {}
+  // Flat elements [offset, offset + count), asked for in increasing order.
+  void read(std::int64_t offset, std::int64_t count, float* out) {
+    const std::int64_t end = offset + count;
+    for (std::int64_t at = offset; at < end;) {
+      while (held_.end() <= at) next();
+      const std::int64_t n = std::min(end, held_.end()) - at;
+      if (at < held_.offset) {  // elements no unit holds
+        const std::int64_t gap = std::min(end, held_.offset) - at;
+        std::fill_n(out + (at - offset), gap, 0.f);
+        at += gap;
+        continue;
+      }
+      std::copy_n(values_.begin() + (at - held_.offset), n, out + (at - offset));
+      at += n;
+    }
+  }
+  // The units not gathered yet, joined and dropped, whatever failed: every rank's collectives complete.
+  void finish() {
+    keep_ = false;
+    while (next_ < engine_.partition().n_units()) next();
+  }
+
+ private:
+  void next() {
+    const int u = next_++;
+    ZT_CHECK_LT(u, engine_.partition().n_units(), "checkpoint: model.h5 asked for elements past the engine's units");
+    const FlatRange& unit = engine_.partition().unit(u);
+    ZT_CHECK_GE(unit.offset, held_.end(), "checkpoint: the engine's units are not in flat order");
+    if (keep_) values_.resize(static_cast<std::size_t>(unit.numel));
+    engine_.gather_unit_params(u, keep_ ? values_.data() : nullptr);
+    held_ = unit;
+  }
+  optim::ZeroEngine& engine_;
+  bool keep_;
+  int next_ = 0;
+  FlatRange held_;
+  std::vector<float> values_;
+};
 }  // namespace
 
 // A synchronous save's reader of offloaded state: elements [offset, offset + count) of the shard (the
@@ -72,6 +115,14 @@ Checkpointer::Checkpointer(const dist::World& world, const config::Config& confi
   if (async_ && !io::hdf5_is_threadsafe()) {
     log::warn("ckpt.async=true needs an HDF5 library built thread-safe (the data loader reads shards on its own "
               "thread); this one is not, so checkpoints are written synchronously");
+    async_ = false;
+  }
+  // Offloaded state (train.offload) lives off the device to spare memory: a background write would copy
+  // all of it into host memory (12 bytes a parameter of the shard; an 8B model's 90 GiB on one rank).
+  if (async_ && engine.offloads()) {
+    if (world.is_root())
+      log::info("ckpt.async=true with train.offload: checkpoints are written synchronously, read from the offloaded "
+                "state slice by slice (a background write would first copy all of it into host memory)");
     async_ = false;
   }
   // save() and finish() run different agreements for a synchronous and an asynchronous write, so every
@@ -116,10 +167,11 @@ void Checkpointer::snapshot(Part& part) {
   shard.rank = world_.rank();
   shard.world_size = world_.size();
   shard.ranges = part.ranges;
-  // Offloaded state (host memory or an NVMe file) is read by a synchronous write slice by slice: a copy
-  // of it here would take the host memory offload saves. An asynchronous write needs the copy (the
-  // state moves on while it writes).
-  part.streamed = !async_ && engine.offloads();
+  // A synchronous write reads the state from the engine slice by slice, and rank 0 writes model.h5 from
+  // units gathered one at a time (UnitGather): a copy here would take 12 bytes a parameter of the shard
+  // and the whole fp32 model in host memory (outside sweep 38 F1). An asynchronous write needs the copies
+  // (the state moves on while it writes).
+  part.streamed = !async_;
   for (ckpt::StateKind kind : ckpt::kStateKinds) {
     if (part.streamed) {
       shard.of(kind) = {};
@@ -135,13 +187,12 @@ void Checkpointer::snapshot(Part& part) {
   }
   // model.h5 in the global shape: DP rank 0 of every TP shard and pipeline stage sends rank 0 its part.
   if (part.shards) return gather_global_model(world_, engine, *part.shards, part.desc.flat_numel, full);
-  // model.h5 comes from rank 0's full fp32 copy: a collective gather at stage 3 and wherever the
-  // master is sharded apart from 16-bit working weights (mixed precision, stages 1-3); a local copy else.
-  if (world_.is_root() || engine.gather_is_collective()) {
-    full.resize(static_cast<std::size_t>(part.desc.flat_numel));
-    engine.gather_params(full.data());
-  }
-  if (!world_.is_root()) full = {};
+  full = {};
+  if (part.streamed) return;  // gathered unit by unit as model.h5 is written (UnitGather)
+  // Asynchronous: rank 0's full fp32 copy: a collective gather at stage 3 and wherever the master is
+  // sharded apart from 16-bit working weights (mixed precision, stages 1-3), the others joining it.
+  if (world_.is_root()) full.resize(static_cast<std::size_t>(part.desc.flat_numel));
+  if (world_.is_root() || engine.gather_is_collective()) engine.gather_params(full.empty() ? nullptr : full.data());
 }
 
 std::unique_ptr<Checkpointer::Pending> Checkpointer::begin(std::int64_t step) {
@@ -189,14 +240,27 @@ void Checkpointer::save(const ckpt::TrainState& state) {
       const fs::path dir = part.subdir.empty() ? tmp : tmp / part.subdir;
       ckpt::RankRecord& rec = recs.emplace_back(ckpt::RankRecord{part.shard->rank, part.shard->ranges, {}, 0});
       rec.dir = part.subdir;
-      rec.files.push_back(part.streamed ? ckpt::write_rank_shard(dir, *part.shard, state.step, streamed_reader(part))
-                                        : ckpt::write_rank_shard(dir, *part.shard, state.step));
-      if (part.subdir.empty())  // TEST ONLY: some files written
-        health::hang_point(debug, part.shard->rank, config::HangPhase::kCkptWrite, state.step);
-      if (root) {
-        rec.files.push_back(ckpt::write_model(dir, part.desc, part.full->data()));
-        rec.files.push_back(ckpt::write_state(dir, state));
+      // model.h5 from units gathered as it is written: every rank joins each gather (where collective),
+      // whatever fails on it, so that no rank is left waiting in one.
+      std::optional<UnitGather> units;
+      if (part.streamed && !part.shards && (root || part.engine->gather_is_collective())) units.emplace(*part.engine, root);
+      std::exception_ptr failed;
+      try {
+        rec.files.push_back(part.streamed ? ckpt::write_rank_shard(dir, *part.shard, state.step, streamed_reader(part))
+                                          : ckpt::write_rank_shard(dir, *part.shard, state.step));
+        if (part.subdir.empty())  // TEST ONLY: some files written
+          health::hang_point(debug, part.shard->rank, config::HangPhase::kCkptWrite, state.step);
+        if (root) {
+          rec.files.push_back(units ? ckpt::write_model(dir, part.desc,
+                                                        [&units](std::int64_t o, std::int64_t n, float* out) { units->read(o, n, out); })
+                                    : ckpt::write_model(dir, part.desc, part.full->data()));
+          rec.files.push_back(ckpt::write_state(dir, state));
+        }
+      } catch (...) {
+        failed = std::current_exception();
       }
+      if (units) units->finish();
+      if (failed) std::rethrow_exception(failed);
     }
     ckpt::RankRecord whole = std::move(recs.front());
     whole.parts.assign(std::make_move_iterator(recs.begin() + 1), std::make_move_iterator(recs.end()));

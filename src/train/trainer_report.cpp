@@ -91,7 +91,7 @@ void Trainer::evaluate_answers() {
   }
   set_comm_context(cat("answer evaluation after step ", step_));
   const std::unique_ptr<GenerationWeights> weights = generation_weights();  // before the ranks' decoding diverges
-  const AnswerScores s = answer_eval_->run(*backend_, shard_table(), weights->params(), e, dp_comm(), grid_.dp_rank());
+  const AnswerScores s = answer_eval_->run(*backend_, shard_table(), weights->params(), e, dp_comm(), grid_.dp_rank(), world_);
   if (metrics_) metrics_->answers(step_, s);
 }
 

@@ -12,7 +12,7 @@ margin_s=12  # the heartbeat's last beat (<1 s), MPI_Abort's tear-down, a loaded
 # rank 0 gets none), in 64-byte chunks so rank 1 takes several seconds while ranks 0 and 2 wait.
 mkdir -p "$work/in"
 awk 'BEGIN { srand(7); for (i = 0; i < 20000; i++) { l = ""; for (k = 0; k < 12; k++) l = l sprintf("w%x ", int(rand() * 1e6)); print l } }' >"$work/seed.txt"
-for i in $(seq 12); do cat "$work/seed.txt"; done >"$work/in/a_big.txt"
+for i in $(seq 20); do cat "$work/seed.txt"; done >"$work/in/a_big.txt"  # > timeout + 1 s even on an idle machine
 echo "tiny one" >"$work/in/b.txt"
 echo "tiny two" >"$work/in/c.txt"
 args=(--vocab "$vocab" --threads 1 -q --debug-chunk-bytes 64 --timeout-s "$timeout_s" "$work/in/*.txt")

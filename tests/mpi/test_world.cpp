@@ -2,12 +2,14 @@
 // that does not arrive into a CommError that, on rank 0 (which collects), names that rank.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/error.hpp"
 #include "dist/deadline.hpp"
+#include "dist/patient_wait.hpp"
 #include "tests/mpi/mpi_test_world.hpp"
 
 namespace zt::dist {
@@ -74,6 +76,36 @@ TEST(World, WatchdogOnRootNamesTheRankThatDidNotArrive) {
   }
   w.set_timeout(60);
   w.barrier("test barrier after the late rank");  // the late rank's message went to the abandoned receive
+}
+
+// The patient wait: the last rank works 4 x the deadline, beating as it goes, while the others arrive at
+// once: they wait for it (a slow rank is not a dead one). Then the last rank stops beating for 4 x the
+// deadline before it arrives: rank 0 names it (the others, left without rank 0's beats, stop too).
+TEST(PatientWait, WaitsForAWorkingRankAndNamesASilentOne) {
+  const World& w = test::world();
+  if (w.size() == 1) GTEST_SKIP() << "needs 2 ranks";
+  const int last = w.size() - 1;
+  const double deadline = 0.3;
+  const auto work = [&](bool beating) {
+    PatientWait wait(w, deadline, "test wait", "the test's 0.3 s");
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1200);
+    while (w.rank() == last && std::chrono::steady_clock::now() < until) {
+      if (beating) wait.beat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    wait.arrive();
+  };
+  EXPECT_NO_THROW(work(true));
+  w.barrier("test: after the patient wait");
+  try {
+    work(false);
+    ADD_FAILURE() << "rank " << w.rank() << ": a rank silent for 4 x the deadline was waited for";
+  } catch (const CommError& e) {
+    if (w.is_root()) EXPECT_NE(std::string(e.what()).find("test wait: rank " + std::to_string(last) + " has not been heard from"),
+                               std::string::npos) << e.what();
+    else EXPECT_NE(std::string(e.what()).find("rank 0 has not been heard from"), std::string::npos) << e.what();
+  }
+  w.barrier("test: after the silent rank");
 }
 
 }  // namespace

@@ -109,7 +109,11 @@ class ZeroEngine {
   void load_params(const std::function<void(std::int64_t, std::int64_t, float*)>& fill);
   // Copies the full fp32 parameters (the master where it is separate) in the model's order to host
   // memory; a collective where gather_is_collective(): every rank calls it then.
+  // flat_host may be null on a rank that only joins the collective (its values are not wanted).
   void gather_params(float* flat_host);
+  // The same for unit u alone (partition().unit(u): its values to unit_host, of its numel; null: joined only).
+  // Every rank gathers the same units in the same order where gather_is_collective().
+  void gather_unit_params(int u, float* unit_host);
   bool gather_is_collective() const { return stage_ == 3 || (mixed() && stage_ >= 1); }
   // ZeRO-Offload: the master and moments live off the device (host memory or NVMe), not in its buffers.
   bool offloads() const { return offload_ != nullptr; }
@@ -174,7 +178,6 @@ class ZeroEngine {
   void write_state(State state, std::int64_t at, std::int64_t numel, const float* src);
   const backend::Buffer& state_buffer(State state) const;  // the device's master_, exp_avg_ or exp_avg_sq_
   bool separate_master() const { return mixed() || offload_ != nullptr; }
-  void gather_master(float* flat_host);
   std::int64_t full_offset(int u) const;  // where unit u starts in the full parameter/gradient layout
   backend::Tensor owned_grads(int u) const;  // this rank's reduced gradient slice of unit u (stages 1-3)
   int unit_of(const FlatRange& range) const;  // the unit holding range, or -1 if it spans units

@@ -58,40 +58,37 @@ void ZeroEngine::load_params(const std::function<void(std::int64_t, std::int64_t
 }
 
 void ZeroEngine::gather_params(float* flat) {
-  ZT_CHECK(!frozen_ || !mixed(), "ZeroEngine: a frozen 16-bit engine has no fp32 parameters to gather");
-  if (mixed()) return gather_master(flat);
-  for (int u = 0; u < part_.n_units(); ++u) {
-    const FlatRange& unit = part_.unit(u);
-    const Tensor t = param_unit(u);
-    backend_.copy_to_host(flat + unit.offset, t.data, unit.numel * sizeof(float));
-    release_param_unit(u);
-  }
+  for (int u = 0; u < part_.n_units(); ++u) gather_unit_params(u, flat ? flat + part_.unit(u).offset : nullptr);
 }
 
-// The fp32 master, not the rounded working copy: what a checkpoint's model.h5 and an export hold.
-// Stage 0 holds all of it; stages 1-3 all-gather each unit's slices (padding included) in fp32.
-void ZeroEngine::gather_master(float* flat) {
-  std::vector<float> host;
-  for (int u = 0; u < part_.n_units(); ++u) {
-    const FlatRange& unit = part_.unit(u);
-    if (stage_ == 0) {
-      read_state(State::kMaster, part_.shard_offset(u), unit.numel, flat + unit.offset);
-      continue;
-    }
-    const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
-    Buffer full = take_transient(padded, DType::kF32);
-    const Tensor mine = fview(full, part_.rank() * shard, shard);
-    if (offload_) {  // through the host: the store may be a file
-      host.resize(shard);
-      read_state(State::kMaster, part_.shard_offset(u), shard, host.data());
-      backend_.copy_from_host(mine.data, host.data(), mine.bytes());
-    } else {
-      backend_.copy(mine.data, fview(master_, part_.shard_offset(u), shard).data, mine.bytes());
-    }
-    comm_.all_gather(dist::span_of(mine), dist::span_of(fview(full, 0, padded)))->wait();
-    backend_.copy_to_host(flat + unit.offset, full.data(), unit.numel * sizeof(float));
-    release_transient(full);
+// The fp32 master where it is separate, not the rounded working copy: what a checkpoint's model.h5 and an
+// export hold. Stage 0 holds all of it; stages 1-3 all-gather the unit's slices (padding included) in fp32.
+void ZeroEngine::gather_unit_params(int u, float* out) {
+  ZT_CHECK(!frozen_ || !mixed(), "ZeroEngine: a frozen 16-bit engine has no fp32 parameters to gather");
+  const FlatRange& unit = part_.unit(u);
+  if (!mixed()) {
+    const Tensor t = param_unit(u);
+    if (out) backend_.copy_to_host(out, t.data, unit.numel * sizeof(float));
+    release_param_unit(u);
+    return;
   }
+  if (stage_ == 0) {
+    if (out) read_state(State::kMaster, part_.shard_offset(u), unit.numel, out);
+    return;
+  }
+  const std::int64_t shard = part_.shard_numel(u), padded = part_.padded_numel(u);
+  Buffer full = take_transient(padded, DType::kF32);
+  const Tensor mine = fview(full, part_.rank() * shard, shard);
+  if (offload_) {  // through the host: the store may be a file
+    std::vector<float> host(static_cast<std::size_t>(shard));
+    read_state(State::kMaster, part_.shard_offset(u), shard, host.data());
+    backend_.copy_from_host(mine.data, host.data(), mine.bytes());
+  } else {
+    backend_.copy(mine.data, fview(master_, part_.shard_offset(u), shard).data, mine.bytes());
+  }
+  comm_.all_gather(dist::span_of(mine), dist::span_of(fview(full, 0, padded)))->wait();
+  if (out) backend_.copy_to_host(out, full.data(), unit.numel * sizeof(float));
+  release_transient(full);
 }
 
 int ZeroEngine::unit_of(const FlatRange& range) const {
