@@ -22,7 +22,8 @@ struct SamplingParams {
 struct Draw {
   std::uint32_t token = 0;
   // log p(token) under the model's own distribution, log_softmax of the raw logits over the drawable
-  // ids (vLLM's default logprobs; an RL trainer recomputes its policy's from the same weights).
+  // ids only (a padded vocabulary's rows past them left out, where a full-vocabulary log-softmax counts
+  // them; docs/guide/generation.md); an RL trainer recomputes its policy's from the same weights.
   float logprob = 0;
 };
 
