@@ -113,8 +113,22 @@ std::vector<std::int32_t> generation_config_eos(const std::string& model, std::i
   return fs::is_regular_file(config, ec) ? eos_ids_in(config, vocab) : std::vector<std::int32_t>{};
 }
 
+// A --stop-id the model cannot draw would never stop it (outside sweep 36 F4: a typo, or another tokenizer's
+// id, ran every sample to --max-new-tokens): refused as generation_config.json's is. With a tokenizer only
+// its ids are drawn (engine_options), a padded row's never.
+void check_stop_ids(const Options& o, std::int64_t vocab, const tok::Tokenizer* t) {
+  const std::int64_t drawable =
+      t == nullptr ? vocab : std::min<std::int64_t>(vocab, static_cast<std::int64_t>(t->n_ids()));
+  for (std::int32_t id : o.stop_ids)
+    if (id >= drawable)
+      throw ConfigError(cat("--stop-id ", id, " is not a token id the model can produce: its vocabulary is [0, ", drawable,
+                            ")", drawable < vocab ? cat(" (the tokenizer's ids of the model's ", vocab, " rows)") : "",
+                            ": give an id of this model's tokenizer"));
+}
+
 std::vector<std::int32_t> stop_tokens_of(const Options& o, const model::SavedModel& m, const tok::Tokenizer* t,
                                          const std::optional<ztok::ChatTemplate>& chat) {
+  check_stop_ids(o, m.table.shape().vocab_size, t);
   std::vector<std::int32_t> stops = o.stop_ids;
   if (o.ignore_eos) return stops;
   if (!m.checkpoint())
@@ -293,11 +307,16 @@ void prepare(Job& j, const dist::World& world) {
   j.max_len = j.o.max_len > 0 ? j.o.max_len : std::min(j.model->context, longest + j.o.max_new);
   // The cache for at most the busiest data-parallel group's sequences: a slot more would hold nothing.
   j.o.slots = gen::dealt_slots(j.o.slots, static_cast<std::int64_t>(j.prompts.size()), j.o.samples, world.size() / j.o.tp);
-  if (j.max_len > j.model->context)
-    throw ConfigError(cat("--max-len ", j.max_len, " exceeds the model's context of ", j.model->context, " positions"));
+  // Each names where the context comes from (outside sweep 36 F8: a Mistral window of 24 under
+  // max_position_embeddings 128 read as an unexplained 24) and offers only a fix there is.
+  const std::string context = cat("the model's context of ", j.model->context, " positions (", j.model->context_source, ")");
+  if (j.max_len > j.model->context) throw ConfigError(cat("--max-len ", j.max_len, " exceeds ", context));
+  const std::string limit = j.o.max_len > 0 && j.max_len < j.model->context
+                                ? cat("--max-len ", j.max_len, ": shorten it or raise --max-len (at most ", context, ")")
+                                : cat(context, ": shorten it");
   for (std::size_t i = 0; i < j.prompts.size(); ++i) {
     const gen::Request r{j.prompts[i].ids, j.o.max_new, {}, 0};
-    gen::check_request(r, i, shape.vocab_size, j.max_len, j.prompts[i].where);
+    gen::check_request(r, i, shape.vocab_size, j.max_len, j.prompts[i].where, limit);
   }
   config::Config placement_config;
   placement_config.train.device = j.o.device;

@@ -421,7 +421,14 @@ HfContext hf_context(const std::string& dir) {
   const ConfigJson f = config_json_in(dir);
   const JsonFields c(f.j, f.file, kIncomplete);
   const std::string arch = architecture(c);
-  return {arch, context_length(c, arch), arch == "MistralForCausalLM" ? mistral_window(f.j, c) : 0};
+  HfContext h{arch, context_length(c, arch), arch == "MistralForCausalLM" ? mistral_window(f.j, c) : 0, ""};
+  const std::string key = llama_block(arch) ? "max_position_embeddings" : "n_positions";
+  const std::string positions = cat(key, "=", h.positions, c.has(key) ? "" : " (its default: none given)");
+  h.source = h.window > 0 && h.window < h.positions
+                 ? cat("sliding_window=", h.window, " in ", f.file, ", below its ", positions,
+                       ": the full causal attention ztrain runs is the window's only up to it")
+                 : cat(positions, " in ", f.file);
+  return h;
 }
 
 // config.json's intermediate_size is the width (model.ffn_hidden): Llama's rule keys (ffn_multiplier,

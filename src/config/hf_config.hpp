@@ -34,6 +34,9 @@ struct HfContext {
   std::string architecture;  // "MistralForCausalLM"
   std::int64_t positions = 0;
   std::int64_t window = 0;
+  // Where the context comes from, for messages: "n_positions=1024 in D/config.json", "sliding_window=24 in
+  // D/config.json, below its max_position_embeddings=128: ...".
+  std::string source;
 };
 HfContext hf_context(const std::string& dir);
 

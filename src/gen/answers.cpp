@@ -3,7 +3,7 @@
 
 #include <pthread.h>
 
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -57,6 +57,75 @@ std::string_view number_at(std::string_view text, std::size_t at) {
   return end > digits ? text.substr(at, end - at) : std::string_view();
 }
 
+// A number match less the full stop of the sentence it ends ("is 2.5." gives 2.5, as "is 72." gives 72):
+// the pattern takes the stop in, and only an integer followed by one would still read as a number.
+std::string_view without_full_stop(std::string_view n) {
+  const bool digits = n.find_first_of("0123456789") != std::string_view::npos;
+  return digits && n.back() == '.' ? n.substr(0, n.size() - 1) : n;
+}
+
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+// A number's canonical text, or none when `s` is not a plain decimal number: an optional sign, digits
+// whose commas (if any) group thousands ("1,234,567"; "1,2" is a list, not twelve), an optional '.' and
+// fraction digits ("-3.50", ".5", "72."), an optional exponent ("1e3", "2.5E-4", at most 9 digits). No
+// hex, inf or nan (strtod's syntax read "0x1F" as 31). The canonical text is the value's sign, its
+// significant digits and the power of ten they scale by ("0.18e2" for "18.0" and "1.8e1"), so two numbers
+// are equal exactly when their texts are, at any size (past 2^53 too, where doubles merged neighbours).
+std::optional<std::string> canonical_number(std::string_view s) {
+  std::size_t i = 0;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+  std::string digits;
+  while (i < s.size() && digit(s[i])) digits += s[i++];
+  if (i < s.size() && s[i] == ',') {  // thousands groups: 1-3 digits, then ",ddd" groups
+    if (digits.empty() || digits.size() > 3) return std::nullopt;
+    while (i < s.size() && s[i] == ',') {
+      if (i + 3 >= s.size() || !digit(s[i + 1]) || !digit(s[i + 2]) || !digit(s[i + 3])) return std::nullopt;
+      digits.append(s.substr(i + 1, 3));
+      i += 4;
+    }
+    if (i < s.size() && digit(s[i])) return std::nullopt;  // "1,2345"
+  }
+  auto point = static_cast<std::int64_t>(digits.size());  // the decimal point's place in `digits`
+  if (i < s.size() && s[i] == '.')
+    for (++i; i < s.size() && digit(s[i]);) digits += s[i++];
+  if (digits.empty()) return std::nullopt;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    const bool down = i < s.size() && (s[i] == '+' || s[i] == '-') && s[i++] == '-';
+    std::int64_t exponent = 0;
+    std::size_t n = 0;
+    for (; i < s.size() && digit(s[i]) && n < 10; ++i, ++n) exponent = exponent * 10 + (s[i] - '0');
+    if (n == 0 || n > 9) return std::nullopt;
+    point += down ? -exponent : exponent;
+  }
+  if (i != s.size()) return std::nullopt;
+  const std::size_t lead = std::min(digits.find_first_not_of('0'), digits.size());
+  digits.erase(0, lead);
+  point -= static_cast<std::int64_t>(lead);
+  digits.erase(std::min(digits.find_last_not_of('0') + 1, digits.size()));
+  if (digits.empty()) return "0";  // -0, 0.000, 0e5
+  return cat(negative ? "-" : "", "0.", digits, "e", point);
+}
+
+// A number with its thousands commas dropped ("1,234" as 1234); any other text as it is.
+std::string ungrouped(std::string_view n) {
+  if (n.find(',') == std::string_view::npos || !canonical_number(n)) return std::string(n);
+  std::string out;
+  for (char c : n)
+    if (c != ',') out += c;
+  return out;
+}
+
+// A number as a reference states it whole: a plain number or a fraction of two ("3/4"); it is its own
+// answer, never reduced to a piece of it.
+bool plain_number_or_fraction(std::string_view s) {
+  const std::size_t slash = s.find('/');
+  if (slash == std::string_view::npos) return canonical_number(s).has_value();
+  return canonical_number(s.substr(0, slash)) && canonical_number(s.substr(slash + 1));
+}
+
 // Runs f on a thread with a stack of kRegexStackBytes (std::regex recurses per character) and returns
 // its result; an exception comes back to the caller.
 using Extraction = std::function<std::optional<std::string>()>;
@@ -89,13 +158,6 @@ std::optional<std::string> on_large_stack(const Extraction& f) {
   return job.result;
 }
 
-std::string without(std::string s, const std::string& chars) {
-  std::string out;
-  for (char c : s)
-    if (chars.find(c) == std::string::npos) out += c;
-  return out;
-}
-
 // The content of the last \boxed{...}, its braces balanced.
 std::optional<std::string> last_boxed(std::string_view text) {
   const std::size_t at = text.rfind("\\boxed{");
@@ -108,13 +170,11 @@ std::optional<std::string> last_boxed(std::string_view text) {
   return std::nullopt;  // unclosed: no answer
 }
 
-// Both parse whole as numbers and are equal: "18" and "18.0", "-3" and "-3.00".
-bool same_number(const std::string& a, const std::string& b) {
-  if (a.empty() || b.empty()) return false;
-  char* ea = nullptr;
-  char* eb = nullptr;
-  const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
-  return *ea == '\0' && *eb == '\0' && x == y;
+// Both are plain numbers (canonical_number) of the same value: "18" and "18.0", "-3" and "-3.00", "1,234"
+// and "1234".
+bool same_number(std::string_view a, std::string_view b) {
+  const std::optional<std::string> x = canonical_number(a);
+  return x && x == canonical_number(b);
 }
 
 }  // namespace
@@ -145,7 +205,7 @@ std::optional<std::string> AnswerRule::extract(std::string_view response) const 
       const std::string_view text = last_chars(response, kGsm8kClipChars);
       std::optional<std::string> last;
       for (std::size_t at = text.find("#### "); at != std::string_view::npos; at = text.find("#### ", at + 1))
-        if (const std::string_view n = number_at(text, at + 5); !n.empty()) last = without(std::string(n), ",$");
+        if (const std::string_view n = number_at(text, at + 5); !n.empty()) last = ungrouped(without_full_stop(n));
       return last;
     }
     case Kind::kGsm8kFlexible: {  // the last number of the last 300 characters that is not "."
@@ -158,7 +218,7 @@ std::optional<std::string> AnswerRule::extract(std::string_view response) const 
           continue;
         }
         if (!first) first = std::string(n);
-        if (n != ".") last = std::string(n);
+        if (n != ".") last = std::string(without_full_stop(n));
         at += n.size();
       }
       return last ? last : first;  // verl's loop: every match "." leaves the first
@@ -180,6 +240,7 @@ std::optional<std::string> AnswerRule::extract(std::string_view response) const 
 }
 
 std::string AnswerRule::reduce_reference(std::string_view reference) const {
+  if (plain_number_or_fraction(trimmed(reference))) return std::string(reference);
   return extract(reference).value_or(std::string(reference));
 }
 
@@ -188,7 +249,7 @@ double AnswerRule::score(std::string_view response, std::string_view reference, 
   if (!answer) return 0;
   const std::string a = trimmed(*answer), ref = trimmed(reference);
   const bool numeric = kind_ != Kind::kExact;
-  if (a == ref || (numeric && same_number(without(a, ","), without(ref, ",")))) return score;
+  if (a == ref || (numeric && same_number(a, ref))) return score;
   return format_score;
 }
 

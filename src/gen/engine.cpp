@@ -26,7 +26,8 @@ int prefill_rows_of(const EngineOptions& o) { return std::min(o.prefill_rows, o.
 
 const char* finish_name(Finish f) { return f == Finish::kStop ? "stop" : "length"; }
 
-void check_request(const Request& r, std::size_t index, std::int64_t vocab, std::int64_t max_len, const std::string& what) {
+void check_request(const Request& r, std::size_t index, std::int64_t vocab, std::int64_t max_len, const std::string& what,
+                   const std::string& limit) {
   const auto n = static_cast<std::int64_t>(r.prompt.size());
   if (n == 0) throw ConfigError(cat(what, ": request ", index, " has an empty prompt"));
   for (std::int64_t i = 0; i < n; ++i)
@@ -34,8 +35,8 @@ void check_request(const Request& r, std::size_t index, std::int64_t vocab, std:
       throw ConfigError(cat(what, ": request ", index, ": prompt token ", i, " is ", r.prompt[i],
                             ", outside the model's vocabulary [0, ", vocab, ")"));
   if (n >= max_len)
-    throw ConfigError(cat(what, ": request ", index, "'s prompt has ", n, " tokens, which leaves no room for a new one in "
-                          "the context of ", max_len, ": shorten it or raise the context"));
+    throw ConfigError(cat(what, ": request ", index, "'s prompt has ", n, " tokens, which leaves no room for a new one in ",
+                          limit.empty() ? cat("the context of ", max_len, ": shorten it") : limit));
   if (r.max_new_tokens < 1)
     throw ConfigError(cat(what, ": request ", index, " asks for ", r.max_new_tokens, " new tokens (at least 1)"));
 }

@@ -116,7 +116,9 @@ int dealt_slots(std::int64_t slots, std::int64_t prompts, std::int64_t samples, 
 std::int64_t forward_rows(const EngineOptions& options);
 
 // Throws ConfigError naming the request (its index, `what` names the input: a file and line) unless its
-// prompt is non-empty, its ids in [0, vocab), and prompt + 1 new token fit max_len.
-void check_request(const Request& r, std::size_t index, std::int64_t vocab, std::int64_t max_len, const std::string& what);
+// prompt is non-empty, its ids in [0, vocab), and prompt + 1 new token fit max_len. `limit` says what sets
+// max_len and the fix, after "no room for a new one in " (default: "the context of N: shorten it").
+void check_request(const Request& r, std::size_t index, std::int64_t vocab, std::int64_t max_len, const std::string& what,
+                   const std::string& limit = "");
 
 }  // namespace zt::gen

@@ -166,16 +166,19 @@ std::string decoded(const Completion& c, const tok::Tokenizer& t, std::size_t n,
 }
 }  // namespace
 
-// Called after every new token, so only the tail that can hold a stop string ending in it is decoded: the
-// newest tokens back to the one that makes the tail as long as the longest stop string (one ending
-// earlier would have stopped the sequence then).
+// Called after every new token, so only the tail that can hold a stop string ending in it is decoded (one
+// ending earlier would have stopped the sequence then): the newest token whole, and before it the tokens
+// that make at least the longest stop string's length less one byte, where such a string may begin. The
+// newest token's own bytes do not count toward that reach: a long newest token would otherwise cut off a
+// string that begins in the token before it (outside sweep 36 F7).
 bool holds_stop_string(const Completion& c, const tok::Tokenizer& tokenizer, const std::vector<std::string>& stops) {
-  if (stops.empty()) return false;
+  if (stops.empty() || c.tokens.empty()) return false;
   std::size_t longest = 0;
   for (const std::string& s : stops) longest = std::max(longest, s.size());
   const std::size_t n = c.tokens.size();
-  std::size_t first = n;
-  for (std::size_t bytes = 0; first > 0 && bytes < longest;) bytes += decoded(c, tokenizer, first, first - 1).size(), --first;
+  std::size_t first = n - 1;
+  for (std::size_t before = 0; first > 0 && before + 1 < longest;)
+    before += decoded(c, tokenizer, first, first - 1).size(), --first;
   const std::string text = decoded(c, tokenizer, n, first);
   return std::any_of(stops.begin(), stops.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
 }

@@ -20,14 +20,24 @@ double log_normaliser(std::span<const float> logits) {
   return top + std::log(sum);
 }
 
-// The ids a draw may choose, most likely first: the top_k (all when 0), then the shortest prefix whose
-// probability at `temperature` reaches top_p (at least one). probs: their renormalised probabilities.
+// The ids a draw may choose, most likely first (the smaller id first on a tie): the top_k (all when 0) and
+// every id tied with the k-th logit, as Hugging Face's TopKLogitsWarper removes only the logits below it
+// (and vLLM's top-k; outside sweep 36 F9: exactly k kept the smaller ids of a tie, bf16 logits tie often),
+// then the shortest prefix whose probability at `temperature` reaches top_p (at least one). probs: their
+// renormalised probabilities. The order is a total one, so a draw stays a pure function of its inputs.
 std::vector<std::uint32_t> candidates(std::span<const float> logits, const SamplingParams& p, std::vector<double>& probs) {
   std::vector<std::uint32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0u);
-  const std::size_t k = p.top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(p.top_k), ids.size()) : ids.size();
+  std::size_t k = p.top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(p.top_k), ids.size()) : ids.size();
   auto before = [&](std::uint32_t a, std::uint32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), before);
+  if (k < ids.size()) {  // the ids left that tie with the k-th: all larger than the tied ones in, by id
+    const float kth = logits[ids[k - 1]];
+    const auto tied = std::partition(ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                                     [&](std::uint32_t id) { return logits[id] == kth; });
+    std::sort(ids.begin() + static_cast<std::ptrdiff_t>(k), tied);
+    k = static_cast<std::size_t>(tied - ids.begin());
+  }
   ids.resize(k);
   probs.resize(k);
   const double top = logits[ids[0]];
@@ -56,7 +66,7 @@ Draw sample_token(std::span<const float> all, std::int64_t drawable, const Sampl
            " drawable ids of ", all.size(), " logits");
   const std::span<const float> logits = all.first(static_cast<std::size_t>(drawable));
   Draw d;
-  if (p.temperature <= 0 || p.top_k == 1) {
+  if (p.temperature <= 0) {
     d.token = static_cast<std::uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   } else {
     std::vector<double> probs;

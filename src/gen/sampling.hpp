@@ -1,6 +1,7 @@
 // The next token from a model's logits, as Hugging Face's generate() and vLLM's SamplingParams choose
-// it: greedy (temperature 0, or top_k = 1), else temperature, then top-k, then top-p (nucleus) over
-// what is left, renormalised (HF's logits-processor order). Every draw is a pure function of (seed,
+// it: greedy (temperature 0), else temperature, then top-k (the k largest logits and every one tied with
+// the k-th: top_k = 1 is greedy but for a tie at the top), then top-p (nucleus) over what is left,
+// renormalised (HF's logits-processor order). Every draw is a pure function of (seed,
 // stream, position): a sequence's tokens are the same whatever the batch it ran in, the world size or
 // the order the others finished (the counter RNG, core/rng.hpp). `stream` names the sequence (zgen: its
 // prompt's index and sample; training's samples: the step).
@@ -21,7 +22,8 @@ struct SamplingParams {
 struct Draw {
   std::uint32_t token = 0;
   // log p(token) under the model's own distribution, log_softmax of the raw logits over the drawable
-  // ids (vLLM's default logprobs; an RL trainer recomputes its policy's from the same weights).
+  // ids only (a padded vocabulary's rows past them left out, where a full-vocabulary log-softmax counts
+  // them; docs/guide/generation.md); an RL trainer recomputes its policy's from the same weights.
   float logprob = 0;
 };
 

@@ -142,6 +142,7 @@ SavedModel from_checkpoint(const std::string& path) {
   SavedModel m{.path = path, .kind = SavedModel::Kind::kCheckpoint, .config = checkpoint_config(c), .table = checkpoint_base_table(c)};
   const bool lora = m.config.lora.rank > 0;
   m.context = m.table.shape().seq_len;
+  m.context_source = cat("model.seq_len=", m.context, " of the checkpoint's run");
   m.source = cat("step ", c.manifest().step, " of checkpoint ", path, lora ? " (LoRA adapters merged into their base)" : "");
   return m;
 }
@@ -153,6 +154,7 @@ SavedModel from_hf_directory(const std::string& path) {
   config::apply_hf_config(c, {});
   SavedModel m{.path = path, .kind = SavedModel::Kind::kHuggingFace, .config = c, .table = ParamTable(model_shape(c.model))};
   m.context = c.model.seq_len;
+  m.context_source = config::hf_context(path).source;
   m.source = cat("Hugging Face directory ", path, " (", family_of(m.table.shape().arch).describe(m.table.shape()), ")");
   return m;
 }
@@ -169,6 +171,7 @@ SavedModel from_peft_adapter(const std::string& path) {
   config::check_lora(c);
   SavedModel m{.path = path, .kind = SavedModel::Kind::kPeftAdapter, .config = c, .table = ParamTable(model_shape(c.model))};
   m.context = c.model.seq_len;
+  m.context_source = config::hf_context(path).source;  // the base's
   m.source = cat("PEFT adapter ", path, " (rank ", c.lora.rank, ") merged into its base ", config::lora_base_path(c), " (",
                  family_of(m.table.shape().arch).describe(m.table.shape()), ")");
   return m;

@@ -37,6 +37,7 @@ struct SavedModel {
   config::Config config;       // the model's keys (and a checkpoint's run's other keys: data.vocab)
   ParamTable table;            // the whole model
   std::int64_t context = 0;    // positions the model takes: a checkpoint's model.seq_len, config.json's
+  std::string context_source;  // where `context` comes from, for messages (config::HfContext::source)
   std::string source;          // "step 40 of runs/x/checkpoints/step_00000040 (LoRA merged)", "Hugging Face directory D"
   bool checkpoint() const { return kind == Kind::kCheckpoint; }
   bool merged() const { return kind == Kind::kPeftAdapter || (checkpoint() && config.lora.rank > 0); }

@@ -1,6 +1,9 @@
 // RL's batch rules and their messages (batch_rules.hpp).
 #include "rl/batch_rules.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -8,37 +11,93 @@
 namespace zt::rl {
 namespace {
 
-// The divisors of n nearest to `want` (below and above; one when they coincide), "a or b".
-std::string nearest_divisors(std::int64_t n, std::int64_t want) {
-  std::int64_t below = 0, above = 0;
-  for (std::int64_t d = 1; d <= n; ++d) {
-    if (n % d != 0) continue;
-    if (d <= want) below = d;
-    if (d >= want && above == 0) above = d;
-  }
-  if (below == 0) return std::to_string(above);
-  if (above == 0 || above == below) return std::to_string(below);
-  return cat(below, " or ", above);
+bool steps_whole(const BatchLayout& b) { return b.batch % b.mini_batch == 0; }
+bool deals_evenly(const BatchLayout& b) { return b.mini_batch % b.dp == 0; }
+bool passes_whole(const BatchLayout& b) { return b.sequences_per_rank_step() % b.micro_batch == 0; }
+bool holds(const BatchLayout& b) { return steps_whole(b) && deals_evenly(b) && passes_whole(b); }
+
+// The divisors of n >= 1, ascending: O(sqrt n), so a refusal at the largest values the keys take is
+// instant (outside sweep 37 F3: a walk over 1..n took 5 minutes at n = 6.9e10).
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> low, high;
+  for (std::int64_t d = 1; d <= n / d; ++d)
+    if (n % d == 0) {
+      low.push_back(d);
+      if (d != n / d) high.push_back(n / d);
+    }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
 }
 
-// The multiples of m nearest to `want` (at least m), "a or b".
-std::string nearest_multiples(std::int64_t m, std::int64_t want) {
-  const std::int64_t below = std::max(m, want / m * m), above = (want + m - 1) / m * m;
-  return below == above ? std::to_string(below) : cat(below, " or ", above);
-}
-
-// The rl.mini_batch values nearest to b's under which every rule holds with b's other factors; "" if none.
-std::string valid_mini_batches(const BatchLayout& b) {
+// Of `values` (ascending), those for which `ok` holds nearest to `want`, below and above: "a or b", "a",
+// or "" when none does.
+std::string nearest(const std::vector<std::int64_t>& values, std::int64_t want, const std::function<bool(std::int64_t)>& ok) {
   std::int64_t below = 0, above = 0;
-  for (std::int64_t m = 1; m <= b.batch; ++m) {
-    if (b.batch % m != 0 || m % b.dp != 0 || (m / b.dp * b.group) % b.micro_batch != 0) continue;
-    if (m <= b.mini_batch) below = m;
-    if (m >= b.mini_batch && above == 0) above = m;
+  for (std::int64_t v : values) {
+    if (!ok(v)) continue;
+    if (v <= want) below = v;
+    if (v >= want && above == 0) above = v;
   }
   if (below == 0 && above == 0) return "";
-  if (below == 0 || above == below) return std::to_string(below == 0 ? above : below);
-  if (above == 0) return std::to_string(below);
+  if (below == 0 || above == 0 || above == below) return std::to_string(below == 0 ? above : below);
   return cat(below, " or ", above);
+}
+
+// Each way to meet every rule by changing one key, the others as given (outside sweep 37 F2: a value offered
+// for one rule was refused by another): rl.mini_batch, rl.batch (only ever rule 1's), train.micro_batch
+// (only once the prompts deal evenly into whole steps), the rank count.
+std::string valid_mini_batches(const BatchLayout& b) {
+  return nearest(divisors(b.batch), b.mini_batch, [&](std::int64_t m) {
+    BatchLayout c = b;
+    c.mini_batch = m;
+    return holds(c);
+  });
+}
+std::string valid_batches(const BatchLayout& b) {
+  if (!deals_evenly(b) || !passes_whole(b)) return "";
+  const std::int64_t m = b.mini_batch, below = std::max(m, b.batch / m * m), above = (b.batch + m - 1) / m * m;
+  return below == above ? std::to_string(below) : cat(below, " or ", above);
+}
+std::string valid_micro_batches(const BatchLayout& b) {
+  if (!steps_whole(b) || !deals_evenly(b)) return "";
+  return nearest(divisors(b.sequences_per_rank_step()), b.micro_batch, [](std::int64_t) { return true; });
+}
+std::string valid_rank_counts(const BatchLayout& b) {
+  return nearest(divisors(b.mini_batch), b.dp, [&](std::int64_t d) {
+    BatchLayout c = b;
+    c.dp = static_cast<int>(d);
+    return holds(c);
+  });
+}
+
+// Where no one key will do: an rl.mini_batch that divides rl.batch and deals evenly (the nearest), with the
+// train.micro_batch nearest the given one that divides its sequences a rank; else (rl.batch itself does not
+// deal evenly) one step of the nearest multiple of the rank count.
+std::string several_keys(const BatchLayout& b) {
+  std::int64_t best = 0;
+  for (std::int64_t m : divisors(b.batch))
+    if (m % b.dp == 0 && (best == 0 || std::llabs(m - b.mini_batch) < std::llabs(best - b.mini_batch))) best = m;
+  BatchLayout c = b;
+  if (best == 0) c.batch = c.mini_batch = std::max<std::int64_t>(b.dp, (b.batch + b.dp - 1) / b.dp * b.dp);
+  else c.mini_batch = best;
+  std::int64_t micro = 1;
+  for (std::int64_t u : divisors(c.sequences_per_rank_step()))
+    if (u <= b.micro_batch) micro = u;
+  c.micro_batch = micro;
+  return cat("no one key changed alone will do; together: ", best == 0 ? cat("rl.batch=", c.batch, ", ") : "",
+             "rl.mini_batch=", c.mini_batch, c.micro_batch == b.micro_batch ? "" : cat(", train.micro_batch=", c.micro_batch));
+}
+
+// "use K=V, or K=V" of the keys given, in order, that have a valid value; several_keys() when none has.
+std::string fixes(const BatchLayout& b, const std::vector<std::pair<const char*, std::string>>& keys) {
+  std::string out;
+  for (const auto& [key, values] : keys) {
+    if (values.empty()) continue;
+    const bool ranks = std::string(key) == "ranks";
+    out += cat(out.empty() ? "use " : ", or ", ranks ? "" : cat(key, "="), values,
+               ranks ? (values == "1" ? " rank" : " ranks") : "");
+  }
+  return out.empty() ? several_keys(b) : out;
 }
 
 std::string factors(const BatchLayout& b) {
@@ -57,25 +116,20 @@ void check_batch_layout(const BatchLayout& b) {
   for (const auto& [key, v] : {std::pair<const char*, std::int64_t>{"rl.batch", b.batch}, {"rl.group_size", b.group},
                                {"rl.mini_batch", b.mini_batch}, {"train.micro_batch", b.micro_batch}})
     if (v < 1) throw ConfigError(cat(key, "=", v, " must be at least 1"));
-  const std::string valid = valid_mini_batches(b);  // where every rule holds with the other factors
-  if (b.batch % b.mini_batch != 0)
+  if (!steps_whole(b))
     throw ConfigError(cat(factors(b), ": an iteration's ", b.batch, " prompts are not whole optimizer steps of ",
-                          b.mini_batch, " (rl.batch must be a multiple of rl.mini_batch): use rl.mini_batch=",
-                          valid.empty() ? nearest_divisors(b.batch, b.mini_batch) : valid, ", or rl.batch=",
-                          nearest_multiples(b.mini_batch, b.batch)));
-  if (b.mini_batch % b.dp != 0)
+                          b.mini_batch, " (rl.batch must be a multiple of rl.mini_batch): ",
+                          fixes(b, {{"rl.mini_batch", valid_mini_batches(b)}, {"rl.batch", valid_batches(b)}})));
+  if (!deals_evenly(b))
     throw ConfigError(cat(factors(b), ": an optimizer step's ", b.mini_batch, " prompts (over all ranks; never divided "
                           "for you) do not deal evenly to ", b.dp, " ranks, each prompt's ", b.group,
                           " responses kept on one rank: ",
-                          valid.empty() ? cat("no rl.mini_batch dividing rl.batch=", b.batch, " does; use a rank count that divides ",
-                                              b.mini_batch, ", or rl.batch and rl.mini_batch multiples of ", b.dp)
-                                        : cat("use rl.mini_batch=", valid, ", or a rank count that divides ", b.mini_batch)));
-  const std::int64_t per_rank = b.sequences_per_rank_step();
-  if (per_rank % b.micro_batch != 0)
+                          fixes(b, {{"rl.mini_batch", valid_mini_batches(b)}, {"ranks", valid_rank_counts(b)}})));
+  if (!passes_whole(b))
     throw ConfigError(cat(factors(b), ": each rank runs ", b.mini_batch / b.dp, " prompts x ", b.group, " responses = ",
-                          per_rank, " sequences per optimizer step, which train.micro_batch=", b.micro_batch,
-                          " does not divide: use train.micro_batch=", nearest_divisors(per_rank, b.micro_batch),
-                          valid.empty() ? std::string() : cat(", or rl.mini_batch=", valid)));
+                          b.sequences_per_rank_step(), " sequences per optimizer step, which train.micro_batch=",
+                          b.micro_batch, " does not divide: ",
+                          fixes(b, {{"train.micro_batch", valid_micro_batches(b)}, {"rl.mini_batch", valid_mini_batches(b)}})));
 }
 
 std::string describe(const BatchLayout& b) {

@@ -36,7 +36,7 @@ constexpr const char* kAnswerForm =
     "each answer is one line: a JSON number (1, 0.5) or an object with a numeric \"score\" ({\"score\": 1.0}); logs go to "
     "stderr, never stdout";
 
-std::string quoted(std::string_view line) {
+std::string quoted_clipped(std::string_view line) {
   if (line.size() <= kQuoteChars) return cat("`", line, "`");
   return cat("`", line.substr(0, kQuoteChars), "...` (", line.size(), " bytes)");
 }
@@ -60,7 +60,7 @@ std::string input_lines(const std::vector<RewardInput>& batch) {
 
 Error more_answers(const std::string& prefix, std::size_t n, std::string_view line) {
   return Error(cat(prefix, ": the program wrote more answers than lines: after the ", n, " answers of this batch came ",
-                   quoted(line), "; it must write exactly one answer line per input line"));
+                   quoted_clipped(line), "; it must write exactly one answer line per input line"));
 }
 
 void close_fd(int& fd) {
@@ -318,11 +318,11 @@ void CommandReward::read_some(std::vector<double>& scores, std::size_t n, bool e
   pending_.erase(0, start);
   if (pending_.size() > kMaxLineBytes)
     throw Error(cat(prefix(), ": answer ", scores.size() + 1, " of ", n, " of this batch is a line of over ",
-                    kMaxLineBytes, " bytes without its end: ", quoted(pending_), "; ", kAnswerForm));
+                    kMaxLineBytes, " bytes without its end: ", quoted_clipped(pending_), "; ", kAnswerForm));
 }
 
 double CommandReward::parse_answer(std::string_view line, std::size_t index, std::size_t n) const {
-  const std::string where = cat(prefix(), ": answer ", index + 1, " of ", n, " of this batch, ", quoted(line), ", ");
+  const std::string where = cat(prefix(), ": answer ", index + 1, " of ", n, " of this batch, ", quoted_clipped(line), ", ");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
@@ -361,7 +361,7 @@ void CommandReward::check_idle() {
   char buf[kQuoteChars];
   const ssize_t r = ::read(from_, buf, sizeof buf);
   if (r > 0)  // (an end of output is left to exchange, which says how many answers came)
-    throw Error(cat(prefix(), ": the program wrote ", quoted(std::string_view(buf, static_cast<std::size_t>(r))),
+    throw Error(cat(prefix(), ": the program wrote ", quoted_clipped(std::string_view(buf, static_cast<std::size_t>(r))),
                     " between batches, an answer to no line: it must write exactly one answer line per input line, "
                     "and nothing else to stdout (logs go to stderr)"));
 }

@@ -63,8 +63,9 @@ struct RlMetrics {
   double update_fill = 0;           // the update's forward-pass cells holding a rollout's token (rl.pack_rollouts)
   std::uint64_t mem_peak_bytes = 0, mem_predicted_bytes = 0;     // the allocator's peak (max over ranks); the plan's
   bool skipped = false;
-  // PPO's critic (written when `critic`): its value loss and clip fraction over the updates (verl vf_loss,
-  // vf_clipfrac), its last gradient norm, and the rollouts' mean value and return per response token.
+  // PPO's critic (written when `critic`): its value loss (the mean over the updates; verl vf_loss) and clip
+  // fraction (of the response tokens of every update, token-weighted; vf_clipfrac), its last gradient norm,
+  // and the rollouts' mean value and return per response token.
   bool critic = false;
   double value_loss = 0, value_clip_fraction = 0, critic_grad_norm = 0, values_mean = 0, returns_mean = 0;
 };

@@ -83,8 +83,8 @@ std::int64_t max_sequence_len(const config::Config& c, const std::vector<gen::Pr
                               const std::string& key) {
   const std::int64_t max_len = std::min(c.model.seq_len, longest_prompt(prompts) + max_new);
   for (std::size_t i = 0; i < prompts.size(); ++i)
-    gen::check_request({prompts[i].ids, max_new, {}, 0}, i, c.model.vocab_size, max_len,
-                       cat(prompts[i].where, " (", key, "; model.seq_len=", c.model.seq_len, ")"));
+    gen::check_request({prompts[i].ids, max_new, {}, 0}, i, c.model.vocab_size, max_len, cat(prompts[i].where, " (", key, ")"),
+                       cat("model.seq_len=", c.model.seq_len, ": shorten it or raise model.seq_len"));
   return max_len;
 }
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,22 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The way back to a run's KL reference that a resume's configuration no longer gives: without init.from
+// the reference is train.seed's initialisation, so the checkpoint's seed is named (outside sweep 37 F7: the
+// message said to put the model back at init.from, which the run never had).
+std::string other_reference_fix(const config::Config& c, const std::string& sha256, const ckpt::TrainState& then) {
+  const std::string changed = cat(" now has sha256 ", sha256);
+  if (!c.init.from.empty())
+    return cat("init.from=", c.init.from, changed,
+               ": put the run's initial model back there, or start a new run (another ckpt.dir)");
+  if (then.seed != c.train.seed)
+    return cat("train.seed=", c.train.seed, "'s initialisation (no init.from)", changed,
+               "; the run was trained with train.seed=", then.seed, ": resume with train.seed=", then.seed,
+               ", or start a new run (another ckpt.dir)");
+  return cat("train.seed=", c.train.seed, "'s initialisation (no init.from)", changed,
+             ": give the run's init.from again, or start a new run (another ckpt.dir)");
+}
 }  // namespace
 
 void Trainer::open_rl(const ResumePoint& resume) {
@@ -101,16 +118,16 @@ void Trainer::open_rl(const ResumePoint& resume) {
 // an export made again there) is refused rather than measure the KL to another model. A checkpoint without
 // one (written before) is not checked.
 std::unique_ptr<ReferencePolicy> Trainer::reference_policy(const ResumePoint& resume) {
-  const std::string recorded = resume.empty() ? std::string() : ckpt::Checkpoint(resume.dir).state().rl_reference_sha256;
+  std::string recorded;
+  std::optional<ckpt::TrainState> then;
+  if (!resume.empty()) then = ckpt::Checkpoint(resume.dir).state(), recorded = then->rl_reference_sha256;
   std::unique_ptr<ReferencePolicy> reference;
   read_shared_input(world_, [&] {  // range by range (model::InitialWeights): no whole-model copy on the host
     const model::InitialWeights weights(config_.init.from, table_, config_.train.seed);
     reference_sha256_ = weights.sha256();
     if (!recorded.empty() && recorded != reference_sha256_)
       throw InputError(cat(resume.dir.string(), ": this run's KL reference (rl.kl_coef, its initial policy) had sha256 ",
-                           recorded, ", but init.from=", config_.init.from.empty() ? "(train.seed's init)" : config_.init.from,
-                           " now has sha256 ", reference_sha256_, ": put the run's initial model back there, or start "
-                           "a new run (another ckpt.dir)"));
+                           recorded, ", but ", other_reference_fix(config_, reference_sha256_, *then)));
     reference = std::make_unique<ReferencePolicy>(*backend_, config_, shard_table(), shard_map_ ? &*shard_map_ : nullptr,
                                                   dp_comm(), engine_units_,
                                                   [&](std::int64_t offset, std::int64_t count, float* out) {

@@ -138,7 +138,7 @@ PY
 # ---- refusals: exit 2 naming the line or the flag -------------------------------------------------------------
 printf '{"id": 1, "prompt_ids": [1, 2]}\n{"id": 2, "prompt_ids": [%s]}\n' "$(seq -s, 1 40)" >"$W/long.jsonl"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/long.jsonl" --out "$W/x.jsonl" --device cpu
-expect_in "$ZT_WORK/err" "long.jsonl:2: request 1's prompt has 40 tokens, which leaves no room for a new one in the context of 32"
+expect_in "$ZT_WORK/err" "long.jsonl:2: request 1's prompt has 40 tokens, which leaves no room for a new one in the model's context of 32 positions \\(model.seq_len=32 of the checkpoint's run\\): shorten it"
 printf '{"id": 1, "prompt_ids": [1]}\n\n{"prompt_ids": [3]}\n' >"$W/noid.jsonl"
 expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/noid.jsonl" --out "$W/x.jsonl" --device cpu
 expect_in "$ZT_WORK/err" "noid.jsonl:3: field .id. is missing"
@@ -184,6 +184,9 @@ expect_exit 2 "$zgen" --model "$W/cut-hf" --prompts "$W/prompts.jsonl" --out "$W
 expect_in "$ZT_WORK/err" "cut-hf/model.safetensors"
 expect_exit 2 "$zgen" --model "$W/nothing" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl"
 expect_in "$ZT_WORK/err" "nothing: no such directory"
+# A --stop-id the model cannot produce, as generation_config.json's (sweep 36 F4).
+expect_exit 2 "$zgen" --model "$W/gpt2/step_00000030" --prompts "$W/prompts.jsonl" --out "$W/x.jsonl" --device cpu --stop-id 5,1000000
+expect_in "$ZT_WORK/err" "--stop-id 1000000 is not a token id the model can produce: its vocabulary is \\[0, [0-9]+\\)"
 [ ! -e "$W/x.jsonl" ] || fail "a refused run wrote its output"
 echo "ok: refusals name the line, the flag or the path, and write nothing"
 

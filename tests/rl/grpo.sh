@@ -374,6 +374,14 @@ cp "$W/hf-moved/model.safetensors" "$W/hf-kl/model.safetensors"
 expect_exit 2 "$ZT_BIN/ztrain" "${kl_run[@]}"
 expect_in "$W/err" "this run's KL reference \(rl.kl_coef, its initial policy\) had sha256 [0-9a-f]+, but init.from=.*hf-kl now has"
 echo "ok: a KL reference that changed under init.from is refused at resume"
+# Without init.from the reference is train.seed's initialisation: a resume with another seed is refused
+# naming the checkpoint's seed (sweep 37 F7: it said to put the model back at init.from).
+seed_run=("${rl[@]/#--init.from=*/--init.from=}" "${short[@]}" --model.n_layer=1 --model.n_head=2 --model.n_embd=16
+          --model.vocab_size=257 --train.max_steps=2 --rl.kl_coef=0.1 --ckpt.dir="$W/klseed")
+expect_exit 0 "$ZT_BIN/ztrain" "${seed_run[@]}" --train.stop_at_step=1
+expect_exit 2 "$ZT_BIN/ztrain" "${seed_run[@]}" --train.seed=12
+expect_in "$W/err" "but train.seed=12's initialisation \(no init.from\) now has sha256 [0-9a-f]+; the run was trained with train.seed=7: resume with train.seed=7"
+echo "ok: a KL reference from train.seed's initialisation names the checkpoint's seed at a resume with another"
 
 # ---- GSPO and the KL term run -----------------------------------------------------------------------------
 expect_exit 0 "$ZT_BIN/ztrain" "${rl[@]}" --train.max_steps=3 --rl.algorithm=gspo --rl.kl_coef=0.05 --rl.kl_estimator=k1 \

@@ -265,6 +265,10 @@ TEST(HfConfig, MistralLoadsWhileItsWindowDoesNotBind) {
   EXPECT_EQ(hf_context_length(v03), 32768);
   EXPECT_EQ(hf_context_length(v01), 4096);
   EXPECT_EQ(hf_context_length(no_window_key), 4096);
+  // Where it comes from, for messages (outside sweep 36 F8: a window read as an unexplained context).
+  EXPECT_NE(hf_context(v01).source.find("sliding_window=4096 in " + v01 + "/config.json, below its "
+                                        "max_position_embeddings=32768"), std::string::npos) << hf_context(v01).source;
+  EXPECT_EQ(hf_context(v03).source, "max_position_embeddings=32768 in " + v03 + "/config.json");
   for (const std::string& d : {v03, v01, no_window_key}) std::filesystem::remove_all(d);
 }
 

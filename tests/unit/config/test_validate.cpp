@@ -204,6 +204,10 @@ TEST(Validate, Contradictions) {
   Config c;
   c.optim.min_lr = 1;
   EXPECT_NE(error_of([&] { validate(c); }).find("optim.min_lr=1 is above optim.lr"), std::string::npos);
+  c.optim.schedule = Schedule::kLinear;  // the schedule the run uses is named (outside sweep 37 F9) ...
+  EXPECT_NE(error_of([&] { validate(c); }).find("the linear schedule (optim.schedule) decays"), std::string::npos);
+  c.optim.schedule = Schedule::kConstant;  // ... and one that never reads min_lr takes any
+  EXPECT_NO_THROW(validate(c));
   c = Config{};
   c.train.stop_at_step = 500;
   EXPECT_NE(error_of([&] { validate(c); }).find("train.stop_at_step=500"), std::string::npos);

@@ -37,8 +37,10 @@ TEST(Answers, Gsm8kStrictTakesTheLastMarkedNumberWithoutCommasOrDollars) {
 
 TEST(Answers, Gsm8kFlexibleTakesTheLastNumber) {
   const AnswerRule r = rule("gsm8k-flexible");
-  EXPECT_EQ(r.extract("3 apples and 4 pears make 7.").value(), "7.");
-  EXPECT_EQ(r.score("3 apples and 4 pears make 7.", "7"), 1.0);  // "7." is 7 as a number
+  EXPECT_EQ(r.extract("3 apples and 4 pears make 7.").value(), "7");  // less the sentence's full stop
+  EXPECT_EQ(r.score("3 apples and 4 pears make 7.", "7"), 1.0);
+  EXPECT_EQ(r.score("The answer is 2.5.", "2.5"), 1.0);  // a decimal too (outside sweep 36 F2)
+  EXPECT_EQ(r.score("The total is $1,000.", "1000"), 1.0);
   EXPECT_EQ(r.extract("costs 1,000 dollars . ").value(), "1,000");
   EXPECT_EQ(r.extract("5-3").value(), "-3");
   EXPECT_EQ(r.extract("a . b . c").value(), ".");  // every match ".": verl's loop leaves the first
@@ -46,6 +48,59 @@ TEST(Answers, Gsm8kFlexibleTakesTheLastNumber) {
   EXPECT_EQ(r.extract("no digits here.").value(), ".");  // an answer, which equals no number
   EXPECT_EQ(r.score("no digits here.", "7", 0.1), 0.1);
   EXPECT_FALSE(r.extract("no digits here").has_value());
+}
+
+// Numbers compare as plain decimals (outside sweep 36 F1): commas only where they group thousands (a list
+// "1,2" is not twelve), no hex, inf or nan (strtod's syntax), integers past 2^53 exactly.
+TEST(Answers, NumbersCompareAsPlainDecimalsExactly) {
+  const AnswerRule boxed = rule("boxed");
+  EXPECT_EQ(boxed.score("\\boxed{1,2}", "12"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{1,0,0}", "100"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{1,2}", "1,2"), 1.0);  // the same text
+  EXPECT_EQ(boxed.score("\\boxed{1,2345}", "12345"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{12,345}", "12345"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{1,234,567.50}", "1234567.5"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{0x1F}", "31"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{0x10}", "16"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{inf}", "infinity"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{nan}", "nan"), 1.0);  // the same text
+  EXPECT_EQ(boxed.score("\\boxed{1e3}", "1000"), 1.0);  // an exponent is decimal notation
+  EXPECT_EQ(boxed.score("\\boxed{1.5e-3}", "0.0015"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{2.5E+2}", "250.0"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{1e}", "1"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{1e1234567890}", "1"), 0.0);  // past 9 exponent digits: text
+  EXPECT_EQ(boxed.score("\\boxed{-0.0}", "0"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{+5}", "5.00"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{.5}", "0.5"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{007}", "7"), 1.0);
+  EXPECT_EQ(boxed.score("\\boxed{-7}", "7"), 0.0);
+  EXPECT_EQ(boxed.score("\\boxed{0.1}", "0.10000000000000001"), 0.0);  // equal as doubles, not as numbers
+  const AnswerRule gsm8k = rule("gsm8k");
+  EXPECT_EQ(gsm8k.score("#### 12345678901234567", "12345678901234568"), 0.0);
+  EXPECT_EQ(gsm8k.score("#### 12345678901234567", "12,345,678,901,234,567"), 1.0);
+  EXPECT_EQ(gsm8k.extract("#### 1,2").value(), "1,2");  // not a grouped number: kept as written
+  EXPECT_EQ(gsm8k.score("#### 1,2", "12"), 0.0);
+  EXPECT_EQ(gsm8k.extract("#### 2.5.").value(), "2.5");
+}
+
+// A reference that is a plain number or a fraction is its own answer (outside sweep 36 F3): the flexible
+// and regex rules reduced "3/4" to 4 and "1,234" to 234. Other references are reduced as before.
+TEST(Answers, APlainNumberReferenceIsNotReduced) {
+  const AnswerRule flexible = rule("gsm8k-flexible");
+  EXPECT_EQ(flexible.reduce_reference("3/4"), "3/4");
+  EXPECT_EQ(flexible.score("It is 4", flexible.reduce_reference("3/4")), 0.0);
+  EXPECT_EQ(flexible.reduce_reference("1,234"), "1,234");
+  EXPECT_EQ(flexible.reduce_reference("So the answer is 72"), "72");
+  EXPECT_EQ(flexible.reduce_reference("$18"), "18");
+  const AnswerRule re = rule("regex:([0-9]+)");
+  EXPECT_EQ(re.reduce_reference("1,234"), "1,234");
+  EXPECT_EQ(re.score("It is 234", re.reduce_reference("1,234")), 0.0);
+  EXPECT_EQ(re.score("It is 1234", re.reduce_reference("1,234")), 1.0);
+  EXPECT_EQ(rule("regex:<a>(.*)</a>").reduce_reference("<a>5</a>"), "5");
+  const AnswerRule gsm8k = rule("gsm8k");
+  EXPECT_EQ(gsm8k.reduce_reference("3 + 4 = 7\n#### 7"), "7");
+  EXPECT_EQ(gsm8k.reduce_reference(" 72 "), " 72 ");
+  EXPECT_EQ(rule("boxed").reduce_reference("\\boxed{3/4}"), "3/4");
 }
 
 TEST(Answers, BoxedExactAndRegex) {

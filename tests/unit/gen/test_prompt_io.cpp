@@ -129,5 +129,30 @@ TEST(PromptFiles, SpecialTokenTextInAPromptIsThatToken) {
   EXPECT_EQ(lines[1].ids, second);
 }
 
+// A stop string is seen when the token that completes it arrives, wherever it begins: in the token before
+// a newest token longer than the string too (outside sweep 36 F7: "e a" ending in " answer" was missed).
+TEST(StopStrings, AStringBeginningInAnEarlierTokenIsSeenWhenItsLastTokenArrives) {
+  const tok::Tokenizer* t = tok::testing::shared_tokenizer();
+  if (!t) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
+  tok::Encoder e(*t);
+  std::vector<std::uint32_t> ids;
+  e.encode("The answer is 42. Done", ids);
+  ASSERT_EQ(ids.size(), 6u);  // "The" " answer" " is" " 42" "." " Done"
+  Completion c;
+  const auto seen_after = [&](std::size_t tokens, const std::vector<std::string>& stops) {
+    c.tokens.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(tokens));
+    return holds_stop_string(c, *t, stops);
+  };
+  EXPECT_FALSE(seen_after(1, {"e a"}));
+  EXPECT_TRUE(seen_after(2, {"e a"}));        // begins in "The", ends in " answer" (7 bytes)
+  EXPECT_TRUE(seen_after(2, {"x", "e a"}));   // the longest string sets the reach
+  EXPECT_TRUE(seen_after(4, {"is 4"}));       // " is" then " 42"
+  EXPECT_TRUE(seen_after(3, {"swer is"}));
+  EXPECT_TRUE(seen_after(6, {"The answer is 42. D"}));
+  EXPECT_FALSE(seen_after(6, {"answer is 42. Done!"}));
+  EXPECT_TRUE(seen_after(1, {"Th"}));
+  EXPECT_FALSE(seen_after(0, {"Th"}));
+}
+
 }  // namespace
 }  // namespace zt::gen

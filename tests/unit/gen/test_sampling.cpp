@@ -32,7 +32,7 @@ TEST(Sampling, GreedyTakesTheLargestDrawableLogitAndTheSmallerIdOnATie) {
   const std::vector<float> l{0.5f, 2.0f, 2.0f, -1.0f, 9.0f};
   EXPECT_EQ(sample_token(l, 4, {.temperature = 0}, 0, 0).token, 1u);  // id 4 is past the drawable ids
   EXPECT_EQ(sample_token(l, 5, {.temperature = 0}, 0, 0).token, 4u);
-  EXPECT_EQ(sample_token(l, 4, {.temperature = 1, .top_k = 1}, 0, 0).token, 1u);
+  EXPECT_EQ(sample_token(l, 5, {.temperature = 1, .top_k = 1}, 0, 0).token, 4u);  // top_k 1 without a tie: greedy
 }
 
 TEST(Sampling, LogprobIsTheRawLogSoftmaxOfTheDrawnToken) {
@@ -80,6 +80,31 @@ TEST(Sampling, TemperatureTopKAndTopPGiveTheirDistributions) {
   expect_frequencies(histogram(l, {.top_p = 0.35f}, n), {1, 0, 0, 0}, n);
   // Undrawable ids never come, however likely.
   EXPECT_EQ(histogram(logits_of({0.1, 0.1, 0.8}), {}, 2000, 2).count(2), 0u);
+}
+
+// Top-k keeps every id tied with the k-th logit, as Hugging Face's TopKLogitsWarper (scores < kth removed)
+// and vLLM (outside sweep 36 F9: exactly k were kept, the smaller ids of the tie); top_k 1 with a tie at
+// the top draws among the tied. The draws stay a pure function of (seed, stream, position).
+TEST(Sampling, TopKKeepsEveryIdTiedWithTheKth) {
+  const int n = 20000;
+  std::vector<float> l(50, 0.0f);  // one id ahead of 49 tied: top_k 3 keeps all 50
+  l[7] = 1.0f;
+  const double z = std::exp(1.0) + 49;
+  std::vector<double> want(50, 1 / z);
+  want[7] = std::exp(1.0) / z;
+  expect_frequencies(histogram(l, {.top_k = 3}, n), want, n);
+  EXPECT_EQ(histogram(l, {.top_k = 3}, n).size(), 50u);
+  // Weights 0.4, 0.3 twice, 0.2, 0.1: top_k 2 and 3 keep 0.4 and both 0.3s, 4 adds 0.2; what is below the k-th goes.
+  const std::vector<float> m = logits_of({0.4, 0.2, 0.3, 0.1, 0.3});
+  expect_frequencies(histogram(m, {.top_k = 2}, n), {0.4, 0, 0.3, 0, 0.3}, n);
+  expect_frequencies(histogram(m, {.top_k = 3}, n), {0.4, 0, 0.3, 0, 0.3}, n);
+  expect_frequencies(histogram(m, {.top_k = 4}, n), {0.4 / 1.2, 0.2 / 1.2, 0.3 / 1.2, 0, 0.3 / 1.2}, n);
+  // top_k 1 on a tie at the top: both, evenly.
+  const std::vector<float> tie{0.5f, 2.0f, 2.0f, -1.0f};
+  expect_frequencies(histogram(tie, {.top_k = 1}, n), {0, 0.5, 0.5, 0}, n);
+  for (int pos = 0; pos < 20; ++pos)  // reproducible
+    EXPECT_EQ(sample_token(l, 50, {.top_k = 3, .seed = 9}, 4, pos).token,
+              sample_token(l, 50, {.top_k = 3, .seed = 9}, 4, pos).token);
 }
 
 TEST(Sampling, BadParametersNameTheKey) {

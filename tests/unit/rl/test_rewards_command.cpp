@@ -209,6 +209,14 @@ TEST_F(CommandRewardTest, LinesThatAreNotScoresAreQuoted) {
   EXPECT_HAS(with("{\"score\": -1.7e308}"), "is beyond +-1e+30");
 }
 
+// A line past 1 MiB without its end is quoted clipped like any other (outside sweep 37 F1: std::quoted,
+// found by argument-dependent lookup, quoted it whole: a 1 MiB line on stderr per rank).
+TEST_F(CommandRewardTest, AnOverLongAnswerLineIsQuotedClipped) {
+  const std::string e = failure(*make_reward("command:read -r l; head -c 1100000 /dev/zero | tr '\\0' 1; exec sleep 30", 10), inputs(2));
+  EXPECT_HAS(e, cat("is a line of over 1048576 bytes without its end: `", std::string(200, '1'), "...` ("));
+  EXPECT_LT(e.size(), 2000u);
+}
+
 // A program's faults other than ending (a bad answer, a timeout) are not RewardProgramEnded, the one
 // error the trainer may take for a whole-job stop's doing; an exit is.
 TEST_F(CommandRewardTest, OnlyAnEndedProgramIsRewardProgramEnded) {
