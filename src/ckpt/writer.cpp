@@ -115,25 +115,21 @@ std::uint64_t stored_elements(const std::vector<std::uint64_t>& dims) {
 }
 
 FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat) {
-  return write_model(dir, model, [flat](std::int64_t offset, std::int64_t count, float* out) {
-    std::copy_n(flat + offset, count, out);
-  });
+  return write_model(dir, model, [flat](std::int64_t offset, std::int64_t) { return flat + offset; });
 }
 
-FileRecord write_model(const fs::path& dir, const ModelDesc& model, const FlatReader& read) {
+FileRecord write_model(const fs::path& dir, const ModelDesc& model, const FlatView& view) {
   const fs::path path = dir / kModelFile;
   {
     io::H5File f = io::H5File::create(path.string());
     f.set_attr("format", std::string("ztrain-model"));
     f.set_attr("format_version", std::uint64_t{kFormatVersion});
     for (const auto& [key, value] : model.hyper) f.set_attr(key, static_cast<std::uint64_t>(value));
-    std::vector<float> values;  // one parameter at a time
     for (const ParamDesc& p : model.params) {
-      values.resize(static_cast<std::size_t>(p.numel()));
-      read(p.flat_offset, p.numel(), values.data());
+      const float* values = view(p.flat_offset, p.numel());
       const std::vector<std::uint64_t> dims(p.hf_shape.begin(), p.hf_shape.end());
       f.create_dataset(p.name, io::H5Type::kF32, dims, kChecked)
-          .write_all(std::span<const float>(values.data(), static_cast<std::size_t>(p.hf_numel())));
+          .write_all(std::span<const float>(values, static_cast<std::size_t>(p.hf_numel())));
     }
     f.close();
   }

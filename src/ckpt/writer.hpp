@@ -33,10 +33,11 @@ FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::in
 // Rank 0: model.h5, every parameter under its HF name with its HF shape (Fletcher-32 per chunk), from
 // the full flat fp32 parameters (model.flat_numel floats).
 FileRecord write_model(const fs::path& dir, const ModelDesc& model, const float* flat);
-// The same from `read`, asked for each parameter's flat range once, in flat order (model.params' order):
-// a writer that never holds the whole model (a synchronous save gathers its units as they are asked for).
-using FlatReader = std::function<void(std::int64_t offset, std::int64_t count, float* out)>;
-FileRecord write_model(const fs::path& dir, const ModelDesc& model, const FlatReader& read);
+// The same from `view`, asked for each parameter's flat range once, in flat order (model.params' order),
+// its values valid until the next call: a writer that never holds the whole model (a synchronous save
+// gathers its units as they are asked for).
+using FlatView = std::function<const float*(std::int64_t offset, std::int64_t count)>;
+FileRecord write_model(const fs::path& dir, const ModelDesc& model, const FlatView& view);
 // The elements a dataset of these dims takes on disk as the writer stores it: HDF5 allocates its last chunk
 // whole (up to 4 MiB a dataset beyond the values), which a free-space estimate must count.
 std::uint64_t stored_elements(const std::vector<std::uint64_t>& dims);

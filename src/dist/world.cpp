@@ -141,7 +141,9 @@ void in_pieces(std::uint64_t len, const Post& post) {
 }
 
 // Rank 0: every rank's `mine`, in rank order; the others send theirs and get {}.
-std::vector<std::string> collect(const Agreement& a, const std::string& mine) {
+// Rank 0 takes every rank's string in rank order (its own first), each received whole into one buffer and
+// handed to `take` before the next: never all of them at once.
+void collect_each(const Agreement& a, const std::string& mine, const std::function<void(int, std::string_view)>& take) {
   if (a.rank != 0) {
     std::uint64_t len = mine.size();
     std::vector<MPI_Request> sends(1, MPI_REQUEST_NULL);
@@ -150,30 +152,29 @@ std::vector<std::string> collect(const Agreement& a, const std::string& mine) {
       ZT_MPI(MPI_Isend(mine.data() + at, n, MPI_CHAR, 0, kTagData, a.comm, &sends.emplace_back(MPI_REQUEST_NULL)));
     });
     if (!a.poll(sends).empty()) a.no_answer();
-    return {};
+    return;
   }
   std::vector<std::uint64_t> lens(static_cast<std::size_t>(a.size));
   std::vector<MPI_Request> requests(static_cast<std::size_t>(a.size), MPI_REQUEST_NULL);
   for (int r = 1; r < a.size; ++r)
     ZT_MPI(MPI_Irecv(&lens[r], 1, MPI_UINT64_T, r, kTagLength, a.comm, &requests[r]));
   if (std::vector<int> late = a.poll(requests); !late.empty()) a.missing_ranks(late, "did not arrive");
-  std::vector<std::string> all(static_cast<std::size_t>(a.size));
-  all[0] = mine;
-  std::vector<MPI_Request> pieces;
-  std::vector<int> sender;  // the rank of each piece, to name a rank that stops sending
+  take(0, mine);
+  std::string received;
   for (int r = 1; r < a.size; ++r) {
-    all[r].resize(lens[r]);
+    received.resize(lens[r]);
+    std::vector<MPI_Request> pieces;
     in_pieces(lens[r], [&](std::uint64_t at, int n) {
-      ZT_MPI(MPI_Irecv(all[r].data() + at, n, MPI_CHAR, r, kTagData, a.comm, &pieces.emplace_back(MPI_REQUEST_NULL)));
-      sender.push_back(r);
+      ZT_MPI(MPI_Irecv(received.data() + at, n, MPI_CHAR, r, kTagData, a.comm, &pieces.emplace_back(MPI_REQUEST_NULL)));
     });
+    if (!a.poll(pieces).empty()) a.missing_ranks({r}, "did not finish sending");
+    take(r, received);
   }
-  if (std::vector<int> late = a.poll(pieces); !late.empty()) {
-    std::vector<int> ranks;
-    for (int i : late)
-      if (ranks.empty() || ranks.back() != sender[i]) ranks.push_back(sender[i]);
-    a.missing_ranks(ranks, "did not finish sending");
-  }
+}
+
+std::vector<std::string> collect(const Agreement& a, const std::string& mine) {
+  std::vector<std::string> all;
+  collect_each(a, mine, [&](int, std::string_view part) { all.emplace_back(part); });
   return all;
 }
 
@@ -226,6 +227,12 @@ long long World::min_over_ranks(long long value, std::string_view what) const {
 std::vector<std::string> World::gather_to_root(const std::string& mine, std::string_view what) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kGather, mine.size(), what);
   return collect({comms_->world, rank_, size_, timeout_s_, timeout_words_, what}, mine);
+}
+
+void World::gather_to_root_each(const std::string& mine, std::string_view what,
+                                const std::function<void(int rank, std::string_view bytes)>& take) const {
+  const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kGather, mine.size(), what);
+  collect_each({comms_->world, rank_, size_, timeout_s_, timeout_words_, what}, mine, take);
 }
 
 std::vector<std::uint64_t> World::all_gather(const std::vector<std::uint64_t>& mine, std::string_view what) const {

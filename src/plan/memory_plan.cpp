@@ -292,12 +292,30 @@ std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) 
          whole_weight;
 }
 
+// The fp32 elements a synchronous save's model.h5 holds at once on rank 0 (train/checkpointer.cpp
+// UnitGather): the engine unit being written, and a parameter that spans units assembled (the pieces of
+// zero.split_vocab's embedding). A LoRA run's engine holds its adapters' units.
+std::uint64_t streamed_model_elements(const config::Config& config, const model::ParamTable& saved) {
+  if (config.lora.rank > 0) return largest_unit(saved);
+  const optim::EngineUnits units = optim::decoder_engine_units(config, saved, 0);
+  std::uint64_t unit = 0, spanning = 0;
+  for (const FlatRange& r : units.ranges) unit = std::max<std::uint64_t>(unit, static_cast<std::uint64_t>(r.numel));
+  for (const model::ParamInfo& p : saved.params()) {
+    const FlatRange param{static_cast<std::int64_t>(p.offset), static_cast<std::int64_t>(p.numel)};
+    const auto overlapping = std::count_if(units.ranges.begin(), units.ranges.end(),
+                                           [&](const FlatRange& r) { return intersect(r, param).numel > 0; });
+    if (overlapping > 1) spanning = std::max<std::uint64_t>(spanning, p.numel);
+  }
+  return unit + spanning;
+}
+
 // What saving a checkpoint holds on rank 0's host beside a step's peak (train/checkpointer.cpp; the
-// allocator keeps what the step freed, and an asynchronous write runs during the next step). Synchronous: the state is read from the engine slice by slice and model.h5 written from
-// units gathered one at a time: a unit and a parameter in fp32 (2 x the largest unit); with tensor or
-// pipeline parallelism rank 0 gathers the parts' whole fp32 model for model.h5 (the model, and the parts as
-// received: 2 x the model, plus its own part). Asynchronous (ckpt.async): also the rank's shard of the master
-// and both moments (12 bytes a parameter) and rank 0's whole fp32 model, copied before the write goes on in
+// allocator keeps what the step freed, and an asynchronous write runs during the next step). Synchronous:
+// the state is read from the engine slice by slice and model.h5 written from units gathered one at a time
+// (streamed_model_elements); with tensor or pipeline parallelism rank 0 gathers the parts' whole fp32 model
+// for model.h5, placing each part as it arrives (the model, its own part and one received). Asynchronous
+// (ckpt.async, without train.offload, which saves synchronously): also the rank's shard of the master and
+// both moments (12 bytes a parameter) and rank 0's whole fp32 model, copied before the write goes on in
 // the background. A LoRA run saves its adapters only. Measured (outside sweep 38's 58.8M Llama on the CPU,
 // synchronous): a ZeRO-0 save's peak 1903 -> 1197 MiB, ZeRO-3's 1437 / 1427 -> 1096 / 931 MiB on 2 ranks
 // when the shard state and the model stopped being copied whole onto every rank (seventeenth session).
@@ -309,14 +327,13 @@ std::uint64_t save_bytes(const config::Config& config, std::int64_t world_size) 
   const std::uint64_t model = saved->numel() * sizeof(float);
   const auto parts = static_cast<std::uint64_t>(config.parallel.tp * config.parallel.pp);
   const bool gathered_parts = parts > 1;
-  std::uint64_t bytes = gathered_parts ? 2 * model + model / parts : 2 * largest_unit(*saved) * sizeof(float);
-  if (config.ckpt.async && config.train.offload == config::Offload::kNone) {  // offloaded state saves synchronously
+  std::uint64_t bytes = gathered_parts ? model + 2 * (model / parts) : streamed_model_elements(config, *saved) * sizeof(float);
+  const bool async = config.ckpt.async && config.train.offload == config::Offload::kNone;
+  if (async) {
     const auto dp = static_cast<std::uint64_t>(data_parallel_ranks(config, world_size));
     bytes = 3 * model / parts / dp + (gathered_parts ? bytes : model);
   }
-  if (config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo && config.ckpt.async &&
-      config.train.offload == config::Offload::kNone)
-    bytes *= 2;  // the critic's too
+  if (async && config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) bytes *= 2;  // the critic's too
   return bytes;
 }
 

@@ -50,26 +50,28 @@ void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, co
   if (!world.is_root()) full = {};
 }
 // A synchronous save's model.h5 from the engine's units, gathered in order as the writer asks for them
-// (rank 0), or only joined where the gather is collective (the others): one unit and one parameter in host
-// memory, never the whole model (outside sweep 38 F1: every rank held it whole at ZeRO-3).
+// (rank 0), or only joined where the gather is collective (the others): one unit in host memory (and a
+// parameter that spans units, the pieces of zero.split_vocab's embedding, assembled), never the whole model
+// (outside sweep 38 F1: every rank held it whole at ZeRO-3).
 class UnitGather {
  public:
   UnitGather(optim::ZeroEngine& engine, bool keep) : engine_(engine), keep_(keep) {}
-  // Flat elements [offset, offset + count), asked for in increasing order.
-  void read(std::int64_t offset, std::int64_t count, float* out) {
-    const std::int64_t end = offset + count;
-    for (std::int64_t at = offset; at < end;) {
+  // Flat elements [offset, offset + count), asked for in increasing order; valid until the next call.
+  const float* view(std::int64_t offset, std::int64_t count) {
+    while (held_.end() <= offset) next();
+    if (offset >= held_.offset && offset + count <= held_.end()) return values_.data() + (offset - held_.offset);
+    assembled_.assign(static_cast<std::size_t>(count), 0.f);  // across units (elements no unit holds: 0)
+    for (std::int64_t at = offset; at < offset + count;) {
       while (held_.end() <= at) next();
-      const std::int64_t n = std::min(end, held_.end()) - at;
-      if (at < held_.offset) {  // elements no unit holds
-        const std::int64_t gap = std::min(end, held_.offset) - at;
-        std::fill_n(out + (at - offset), gap, 0.f);
-        at += gap;
+      if (at < held_.offset) {
+        at = std::min(offset + count, held_.offset);
         continue;
       }
-      std::copy_n(values_.begin() + (at - held_.offset), n, out + (at - offset));
+      const std::int64_t n = std::min(offset + count, held_.end()) - at;
+      std::copy_n(values_.begin() + (at - held_.offset), n, assembled_.begin() + (at - offset));
       at += n;
     }
+    return assembled_.data();
   }
   // The units not gathered yet, joined and dropped, whatever failed: every rank's collectives complete.
   void finish() {
@@ -91,7 +93,7 @@ class UnitGather {
   bool keep_;
   int next_ = 0;
   FlatRange held_;
-  std::vector<float> values_;
+  std::vector<float> values_, assembled_;
 };
 }  // namespace
 
@@ -252,7 +254,7 @@ void Checkpointer::save(const ckpt::TrainState& state) {
           health::hang_point(debug, part.shard->rank, config::HangPhase::kCkptWrite, state.step);
         if (root) {
           rec.files.push_back(units ? ckpt::write_model(dir, part.desc,
-                                                        [&units](std::int64_t o, std::int64_t n, float* out) { units->read(o, n, out); })
+                                                        [&units](std::int64_t o, std::int64_t n) { return units->view(o, n); })
                                     : ckpt::write_model(dir, part.desc, part.full->data()));
           rec.files.push_back(ckpt::write_state(dir, state));
         }

@@ -60,24 +60,25 @@ void ShardMap::gather_on_root(const dist::World& world, const std::vector<float>
   const bool sends = grid.dp_rank() == 0;
   ZT_CHECK(!sends || local_full.size() == local.numel(), "checkpoint: the parameters of pipeline stage ", grid.pp_rank(),
            ", TP rank ", grid.tp_rank(), " hold ", local_full.size(), " of ", local.numel(), " elements");
+  // Each part placed as it arrives: on rank 0 its own part, one received part and the whole model at once.
   const std::size_t bytes_mine = local_full.size() * sizeof(float);
-  const std::string mine = sends ? std::string(reinterpret_cast<const char*>(local_full.data()), bytes_mine) : std::string();
-  const std::vector<std::string> all =
-      world.gather_to_root(mine, "gathering the model's parts (TP shards, pipeline stages) for model.h5");
-  if (!world.is_root()) return;
-  for (int s = 0; s < grid.pp; ++s) {
+  const std::string mine = sends && !world.is_root() ? std::string(reinterpret_cast<const char*>(local_full.data()), bytes_mine)
+                                                     : std::string();
+  world.gather_to_root_each(mine, "gathering the model's parts (TP shards, pipeline stages) for model.h5",
+                            [&](int rank, std::string_view bytes) {
+    dist::Grid from = grid;
+    from.rank = rank;
+    if (from.dp_rank() != 0) return;
+    if (rank == 0) bytes = {reinterpret_cast<const char*>(local_full.data()), bytes_mine};
+    const int s = from.pp_rank(), r = from.tp_rank();
     const model::ParamTable table = part_of(s);
     const bool copy = !adapters && cut.holds_tied_head_copy(global.shape(), s);
-    for (int r = 0; r < grid.tp; ++r) {
-      const std::string& bytes = all.at(static_cast<std::size_t>(grid.rank_of(0, r, s)));
-      ZT_CHECK_EQ(bytes.size(), table.numel() * sizeof(float), "checkpoint: pipeline stage ", s, ", TP rank ", r,
-                  "'s parameters");
-      const float* values = reinterpret_cast<const float*>(bytes.data());
-      const std::int64_t numel = static_cast<std::int64_t>(table.numel());
-      for (const model::TpRun& run : part_runs(global, table, grid.tp, r, copy, 0, numel, true))
-        std::copy_n(values + run.local_offset, run.numel, global_full + run.global_offset);
-    }
-  }
+    ZT_CHECK_EQ(bytes.size(), table.numel() * sizeof(float), "checkpoint: pipeline stage ", s, ", TP rank ", r, "'s parameters");
+    const float* values = reinterpret_cast<const float*>(bytes.data());
+    const std::int64_t numel = static_cast<std::int64_t>(table.numel());
+    for (const model::TpRun& run : part_runs(global, table, grid.tp, r, copy, 0, numel, true))
+      std::copy_n(values + run.local_offset, run.numel, global_full + run.global_offset);
+  });
 }
 
 std::vector<FlatRange> ShardMap::replicated_ranges() const {
