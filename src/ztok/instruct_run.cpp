@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "io/dir_flock.hpp"
 #include "ztok/corpus.hpp"
 #include "ztok/instruct_records.hpp"
 #include "ztok/progress.hpp"
@@ -53,6 +54,7 @@ std::uint64_t write_split(const std::filesystem::path& out, const char* prefix, 
 
 InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instruct) {
   check_options(o);
+  const auto out_lock = lock_out_dir(o.out_dir, 0);  // held until the last shard and the progress file are written
   const tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir, o.vocabulary);  // --special declared past it
   check_template_specials(instruct.chat_template, tokenizer);
   const std::vector<std::string> inputs = expand_inputs(o.inputs);

@@ -9,6 +9,8 @@
 
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "core/log.hpp"
+#include "io/dir_flock.hpp"
 #include "io/dir_probe.hpp"
 #include "ztok/tokenize_stream.hpp"
 
@@ -30,6 +32,18 @@ void check_out_dir(const std::filesystem::path& out) {
   if (!problem.empty())
     throw InputError(cat("--out ", out.string(), ": ", problem, ": choose a directory you can write (or fix its ",
                          "permissions), then run the same command again"));
+}
+
+std::unique_ptr<io::DirFlock> lock_out_dir(const std::filesystem::path& out, std::uint64_t rank) {
+  const std::filesystem::path file = out / (rank == 0 ? std::string(kOutLockFile) : cat(kOutLockFile, ".", rank));
+  std::string unsupported;
+  auto lock = std::make_unique<io::DirFlock>(io::DirFlock::take(
+      file, cat("--out ", out.string()), cat("two ztok runs writing one --out at once would mix their journals and shards (ztok-progress.json ",
+                "could say complete over shards of zeros)"), unsupported));
+  if (lock->held()) return lock;
+  log::warn_any_rank(cat("ztok: ", unsupported, ": --out ", out.string(), " is not locked; make sure no other ztok ",
+                         "writes it while this one runs"));
+  return nullptr;
 }
 
 ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash) {
