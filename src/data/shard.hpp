@@ -36,6 +36,10 @@ struct TokenizerInfo {
   std::uint64_t vocab_size = 0;
   std::uint64_t eot = 0;      // the end-of-text id after every document
   std::optional<std::uint64_t> bos;  // attribute `bos`, present when every document starts with this id
+  // Attribute `specials`, instruction shards only: "NAME=ID,..." (by id) of the special tokens ztok's
+  // --special declared past the vocabulary, which vocab_hash does not cover (the same vocabulary may
+  // give id 50257 to <|im_start|> in one set and to <|begin_of_text|> in another). "": none (absent).
+  std::string specials;
 };
 
 // Writes one shard atomically (PATH.tmp, then rename). The token and document counts are declared up

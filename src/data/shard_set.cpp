@@ -100,10 +100,19 @@ void check_ztok_finished(const std::vector<std::string>& paths, const std::strin
 
 void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key,
                            const std::string& other_key) {
-  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) return;
   const auto named = [](const ShardInfo& s, const std::string& key) {
     return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
   };
+  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) {
+    if (first.tokenizer.specials == other.tokenizer.specials) return;
+    // A shard of an older ztok records no specials: what its declared ids mean is unknown, so it is not
+    // mixed with one that records them either.
+    const auto listed = [](const std::string& s) { return s.empty() ? std::string("none recorded") : s; };
+    throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key), " share a vocabulary but "
+                         "give its special ids past it other meanings (specials ", listed(first.tokenizer.specials),
+                         " and ", listed(other.tokenizer.specials), "; a shard of a ztok before 2026-12 records none): "
+                         "shards read by one model must agree; tokenize them with the same ztok --special list"));
+  }
   throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
                        " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
                        other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
@@ -174,7 +183,9 @@ ShardSetPrint ShardSet::fingerprint() const {
   Sha256 hash;
   for (const ShardReader& shard : shards_) {
     const ShardInfo& i = shard.info();
-    hash.update(cat(i.path.filename().string(), '\0', i.n_tokens, '\0', i.n_docs, '\0', i.tokenizer.vocab_hash, '\n'));
+    // specials only where recorded: the fingerprints of older runs' shards stay what they were.
+    hash.update(cat(i.path.filename().string(), '\0', i.n_tokens, '\0', i.n_docs, '\0', i.tokenizer.vocab_hash,
+                    i.tokenizer.specials.empty() ? "" : cat('\0', i.tokenizer.specials), '\n'));
   }
   return {shards_.size(), total_, to_hex(hash.finish())};
 }

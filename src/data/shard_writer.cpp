@@ -101,6 +101,7 @@ void ShardWriter::create(const TokenizerInfo& tokenizer, const std::vector<std::
   f.set_attr("vocab_size", tokenizer.vocab_size);
   f.set_attr("eot", tokenizer.eot);
   if (tokenizer.bos) f.set_attr("bos", *tokenizer.bos);
+  if (!tokenizer.specials.empty()) f.set_attr("specials", tokenizer.specials);
   f.set_attr("n_tokens", s.n_tokens);
   f.set_attr("n_docs", s.n_docs);
   f.set_attr("sources", sources);

@@ -50,6 +50,16 @@ std::uint64_t write_split(const std::filesystem::path& out, const char* prefix, 
   return index;
 }
 
+// The shards' `specials` attribute: the --special tokens past the vocabulary (its own, given again, are
+// covered by vocab_hash), by id, "NAME=ID,...".
+std::string declared_specials_text(std::vector<tok::SpecialToken> specials, const tok::Tokenizer& tokenizer) {
+  std::erase_if(specials, [&](const tok::SpecialToken& s) { return s.id < tokenizer.vocab().size(); });
+  std::sort(specials.begin(), specials.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::string text;
+  for (const tok::SpecialToken& s : specials) text += cat(text.empty() ? "" : ",", s.text, "=", s.id);
+  return text;
+}
+
 }  // namespace
 
 InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instruct) {
@@ -82,6 +92,7 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   data::TokenizerInfo info = shard_tokenizer_info(tokenizer);
   info.vocab_size = tokenizer.n_ids();
   info.bos.reset();
+  info.specials = declared_specials_text(o.vocabulary.specials, tokenizer);
   const data::InstructLayout shape{true, to_string(instruct.chat_template), window};
   // "complete": false until the last shard is in place: a run killed while writing leaves a directory
   // ztrain refuses (data::open_shard_set), not a set of shards that looks finished.
