@@ -67,7 +67,7 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   const auto out_lock = lock_out_dir(o.out_dir, 0);  // held until the last shard and the progress file are written
   const tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir, o.vocabulary);  // --special declared past it
   check_template_specials(instruct.chat_template, tokenizer);
-  const std::vector<std::string> inputs = expand_inputs(o.inputs);
+  const std::vector<std::string> inputs = inputs_outside_out(expand_inputs(o.inputs), o.out_dir);
   refuse_used_out_dir(o.out_dir);
   const std::uint64_t window = instruct.pack_seq_len > 0 ? instruct.pack_seq_len + 1 : 0;
   const std::uint32_t pad = tokenizer.vocab().eot();  // padding is never a target: any id serves

@@ -67,7 +67,7 @@ ZtokJob::ZtokJob(const ZtokOptions& o, const RankGroup& group) : options_(o), gr
   // so that a second command refused on rank 0 leaves not even its other ranks' lock files.
   if (group.rank() == 0) out_lock_ = lock_out_dir(o.out_dir, 0);
   tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(o.vocab_dir, o.vocabulary));
-  inputs_ = expand_inputs(o.inputs);
+  inputs_ = inputs_outside_out(expand_inputs(o.inputs), o.out_dir);
   settings_ = ztok_settings(o, inputs_, tokenizer_->vocab().hash());
   std::vector<std::uint64_t> sizes;
   for (const auto& in : settings_.inputs) sizes.push_back(in.second);

@@ -58,6 +58,13 @@ void check_options(const ZtokOptions& o);
 // --out is a directory ztok can write (created when missing: a probe file is written and removed), or an
 // InputError (exit 2) naming it, the cause and the fix, before any input is read.
 void check_out_dir(const std::filesystem::path& out);
+// `inputs` without ztok's own files in `out` (its shards, ztok-progress.json and their .tmp): a glob over
+// --out's own directory (`ztok --out d 'd/*'`) matches them once a run has written there, and a rerun or
+// resume must see the inputs the first run saw. An InputError when nothing else is left.
+std::vector<std::string> inputs_outside_out(const std::vector<std::string>& inputs, const std::filesystem::path& out);
+// Whether any of `inputs` lies in `out` (then the advice is to remove ztok's files, never `out`).
+bool inputs_in_out(const std::vector<std::string>& inputs, const std::filesystem::path& out);
+
 inline constexpr const char* kOutLockFile = ".ztok.lock";
 
 // This rank's exclusive lock on --out for the whole run (io::DirFlock): OUT/.ztok.lock on rank 0 (one
