@@ -100,7 +100,8 @@ config::cli::Spec make_ztok_spec() {
                "ranks on the node",
        .default_value = std::to_string(cores), .min = 1, .max = 65536},
       {.name = "strict-utf8", .type = Type::kSwitch,
-       .help = "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
+       .help = "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset; for JSONL and "
+               "instruct records FILE:LINE, a lone \\uD800-\\uDFFF escape included) instead of replacing "
                "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about"},
       {.name = "timeout-s", .type = Type::kNum, .value_name = "S",
        .help = "under mpirun: a rank that shows no progress for S seconds (stopped, hung, dead; each rank rewrites "

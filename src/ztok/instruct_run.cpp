@@ -77,6 +77,7 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   for (const std::string& path : inputs)
     for_each_line(path, [&](std::string_view line, std::uint64_t number) {
       if (std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; })) return;
+      if (o.corpus.strict_utf8) refuse_ill_formed_jsonl_line(line, cat(path, ":", number));
       std::string repaired;  // as --format jsonl reads a line
       s.replacements += repaired_jsonl_line(line, repaired);
       const std::vector<ChatMessage> messages = parse_instruct_record(repaired, cat(path, ":", number));

@@ -21,8 +21,9 @@ namespace zt::ztok {
 namespace {
 
 // JSONL: the document text of one line (the line's ill-formed UTF-8 is replaced first).
-std::string jsonl_text(std::string_view line, const std::string& field, const std::string& where,
+std::string jsonl_text(std::string_view line, const std::string& field, const std::string& where, bool strict_utf8,
                        std::uint64_t& replacements) {
+  if (strict_utf8) refuse_ill_formed_jsonl_line(line, where);
   std::string repaired;
   replacements += repaired_jsonl_line(line, repaired);
   nlohmann::json record;
@@ -98,7 +99,7 @@ void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, cons
       if (s.doc_start && tokenizer.bos() != tok::Vocab::kNone) out.tokens.push_back(tokenizer.bos());
       if (options.format == InputFormat::kJsonl) {
         const std::string where = cat(inputs[s.file], ":", s.line);
-        out.replacements += encoder.encode(jsonl_text(text, options.field, where, out.replacements), out.tokens);
+        out.replacements += encoder.encode(jsonl_text(text, options.field, where, options.strict_utf8, out.replacements), out.tokens);
       } else {
         out.replacements += encoder.encode(text, out.tokens);
       }
