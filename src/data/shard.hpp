@@ -48,6 +48,8 @@ struct TokenizerInfo {
 // The fix to print after a write under ztok's --out failed with errno `err`: free space (ENOSPC,
 // EDQUOT) or raise the file size limit (EFBIG), then run the same command to resume; "" otherwise.
 std::string output_write_fix(int err);
+// How those fixes end (plain ztok runs resume); an instruction run, which does not, rewrites it.
+inline constexpr const char* kZtokResumeAdvice = "run the same command again: ztok resumes from its last saved state";
 
 // Instruction data (ztok --format instruct): a `loss_mask` dataset (uint8 per token, 1 where the token
 // is a training target, chunked and Fletcher-32 checksummed as `tokens`), the chat template's name,

@@ -89,11 +89,23 @@ void check_ztok_finished(const std::vector<std::string>& paths, const std::strin
     if (!std::filesystem::is_regular_file(progress, ec)) continue;  // shards moved out, or another writer's
     std::ifstream in(progress);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.value("complete", true) == false)
-      throw InputError(cat(key, ": the ztok run that writes ", (dir.empty() ? "." : dir).string(), " did not finish (",
-                           progress.string(), " says \"complete\": false): its shards hold part of the input. Run "
-                           "the same ztok command again (it resumes where it stopped), or move the shards out of that "
-                           "directory to train on them as they are"));
+    const std::string out = (dir.empty() ? "." : dir).string();
+    // A file ztok cannot read either (damaged, truncated) may be an unfinished run's: not taken as finished.
+    if (!j.is_object())
+      throw InputError(cat(key, ": ", progress.string(), " cannot be read (damaged or truncated), so the ztok run that ",
+                           "writes ", out, " may not have finished: run ztok again into an empty --out, or move the "
+                           "shards out of that directory to train on them as they are"));
+    if (j.value("complete", true) == false) {
+      // An instruction run (settings.format "instruct") does not resume: it is started over.
+      const bool instruct = j.contains("settings") && j["settings"].is_object() &&
+                            j["settings"].value("format", std::string()) == "instruct";
+      throw InputError(cat(key, ": the ztok run that writes ", out, " did not finish (", progress.string(),
+                           " says \"complete\": false): its shards hold part of the input. ",
+                           instruct ? cat("Remove its shards and ztok-progress.json and run the ztok command again (an "
+                                          "instruction run does not resume)")
+                                    : std::string("Run the same ztok command again (it resumes where it stopped)"),
+                           ", or move the shards out of that directory to train on them as they are"));
+    }
   }
 }
 }  // namespace

@@ -60,6 +60,17 @@ std::string declared_specials_text(std::vector<tok::SpecialToken> specials, cons
   return text;
 }
 
+// A write error's fix as an instruction run must follow it: it does not resume, so the advice to run
+// the same command again (data::kZtokResumeAdvice) becomes starting over in an emptied --out.
+[[noreturn]] void rethrow_for_instruct(const IoError& e, const std::filesystem::path& out) {
+  std::string what = e.what();
+  const std::string resume = data::kZtokResumeAdvice;
+  if (const std::size_t at = what.find(resume); at != std::string::npos)
+    what.replace(at, resume.size(), cat("run the command again into an empty --out (remove ", out.string(),
+                                        "'s shards and ztok-progress.json first): an instruction run does not resume"));
+  throw IoError(what);
+}
+
 }  // namespace
 
 InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instruct) {
@@ -101,9 +112,13 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   progress.settings = ztok_settings(o, inputs, info.vocab_hash);
   progress.settings.format = "instruct";
   progress.settings.field.clear();
-  save_progress(o.out_dir, progress);
-  s.train_shards = write_split(o.out_dir, "train", train, info, shape, o.shard_tokens, inputs);
-  s.valid_shards = write_split(o.out_dir, "valid", valid, info, shape, o.shard_tokens, inputs);
+  try {
+    save_progress(o.out_dir, progress);
+    s.train_shards = write_split(o.out_dir, "train", train, info, shape, o.shard_tokens, inputs);
+    s.valid_shards = write_split(o.out_dir, "valid", valid, info, shape, o.shard_tokens, inputs);
+  } catch (const IoError& e) {
+    rethrow_for_instruct(e, o.out_dir);
+  }
   s.train_tokens = train.tokens().size();
   s.valid_tokens = valid.tokens().size();
   progress.train = {s.train_shards, s.train_tokens, train.samples()};
@@ -111,7 +126,11 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   progress.documents = s.records;
   progress.replacements = s.replacements;
   progress.complete = true;
-  save_progress(o.out_dir, progress);
+  try {
+    save_progress(o.out_dir, progress);
+  } catch (const IoError& e) {
+    rethrow_for_instruct(e, o.out_dir);
+  }
   s.masked_in_tokens = train.trained_tokens() + valid.trained_tokens();
   s.samples_cut = train.samples_cut() + valid.samples_cut();
   s.padding_tokens = train.padding_tokens() + valid.padding_tokens();

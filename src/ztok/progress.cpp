@@ -23,8 +23,7 @@ void write_progress_file(const std::filesystem::path& path, const std::string& t
   } catch (const IoError& e) {
     const std::string what = e.what();
     if (what.find("No space left on device") == std::string::npos && what.find("Disk quota") == std::string::npos) throw;
-    throw IoError(cat(what, "; free space there (or give another --out) and run the same command again: ztok "
-                            "resumes from its last saved state"));
+    throw IoError(cat(what, "; free space there (or give another --out) and ", data::kZtokResumeAdvice));
   }
 }
 
