@@ -141,7 +141,10 @@ std::vector<std::string> expand_globs(const std::string& patterns, const std::st
     std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
     globfree(&g);
     if (matches.empty())
-      throw InputError(cat(key, "='", pattern, "' matches no file: write the shards with ztok, or fix the path"));
+      throw InputError(cat(key, "='", pattern, "' matches no file: write the shards with ztok, or fix the path",
+                           patterns.find(',') != std::string::npos
+                               ? " (a ',' separates globs, so a path holding one is cut there: rename that directory)"
+                               : ""));
     std::sort(matches.begin(), matches.end());  // byte order: file-name order is token order
     out.insert(out.end(), matches.begin(), matches.end());
   }
@@ -167,12 +170,19 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation
     io::make_room_for_files(paths.size() + std::min(paths.size(), open_files().limit()),
                             cat(paths.size(), " shards (", paths.front(), ", ...)"));
   shards_.reserve(paths.size());  // the open-file list points at them
-  for (const std::string& p : paths) {
-    shards_.push_back(ShardReader::open(p, expect));
-    open_files().use(shards_.back());
-    starts_.push_back(total_);
-    total_ += shards_.back().info().n_tokens;
-    check_same_kind(shards_.front().info(), shards_.back().info());
+  try {
+    for (const std::string& p : paths) {
+      shards_.push_back(ShardReader::open(p, expect));
+      open_files().use(shards_.back());
+      starts_.push_back(total_);
+      total_ += shards_.back().info().n_tokens;
+      check_same_kind(shards_.front().info(), shards_.back().info());
+    }
+  } catch (...) {
+    // No destructor runs for a set that was never made: its shards leave the open-file list here, or
+    // the list would point at freed readers (a later set's trim closed them: a crash).
+    for (const ShardReader& shard : shards_) open_files().forget(shard);
+    throw;
   }
   starts_.push_back(total_);
 }
@@ -188,6 +198,12 @@ std::vector<std::string> ShardSet::unchecksummed() const {
   std::vector<std::string> out;
   for (const ShardReader& shard : shards_)
     if (!shard.info().checksummed) out.push_back(shard.info().path.string());
+  return out;
+}
+
+std::vector<std::filesystem::path> ShardSet::paths() const {
+  std::vector<std::filesystem::path> out;
+  for (const ShardReader& shard : shards_) out.push_back(shard.info().path);
   return out;
 }
 
@@ -270,6 +286,16 @@ std::string recorded_chat_template(const std::string& data_train) {
   try {
     const std::vector<std::string> shards = expand_globs(parse_blend(data_train, "data.train").front().glob, "data.train");
     return ShardReader::validate(shards.front()).chat_template;
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+std::string recorded_specials(const std::string& data_train) {
+  if (data_train.empty()) return "";
+  try {
+    const std::vector<std::string> shards = expand_globs(parse_blend(data_train, "data.train").front().glob, "data.train");
+    return ShardReader::validate(shards.front()).tokenizer.specials;
   } catch (const Error&) {
     return "";
   }

@@ -10,6 +10,11 @@
 namespace zt::ztok {
 namespace {
 
+// "an array", "a string": nlohmann's type names with their article.
+std::string with_article(const std::string& type) {
+  return cat(type.find_first_of("aeiou") == 0 ? "an " : "a ", type);
+}
+
 using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& where, const std::string& field, const std::string& what) {
@@ -65,7 +70,7 @@ std::vector<ChatMessage> parse_instruct_record(std::string_view line, const std:
   } catch (const json::exception& e) {
     throw InputError(cat(where, ": not a JSON object (", e.what(), ")"));
   }
-  if (!record.is_object()) throw InputError(cat(where, ": a ", record.type_name(), ", not a JSON object"));
+  if (!record.is_object()) throw InputError(cat(where, ": ", with_article(record.type_name()), ", not a JSON object"));
   if (record.contains("tools") && !record["tools"].is_null() && !(record["tools"].is_array() && record["tools"].empty()))
     bad(where, "tools", "is given: ztrain's templates do not render tool definitions; drop the record's tools (and tool "
                         "calls), or render the conversation yourself");

@@ -32,8 +32,11 @@ std::string jsonl_text(std::string_view line, const std::string& field, const st
   } catch (const nlohmann::json::exception& e) {
     throw InputError(cat(where, ": not valid JSON (", e.what(), ")"));
   }
-  const auto it = record.is_object() ? record.find(field) : record.end();
-  if (!record.is_object() || it == record.end())
+  if (!record.is_object())
+    throw InputError(cat(where, ": a JSON ", record.type_name(), ", not an object: each line must be an object holding the "
+                         "text in field \"", field, "\""));
+  const auto it = record.find(field);
+  if (it == record.end())
     throw InputError(cat(where, ": no field \"", field, "\" (choose the text field with --field NAME)"));
   if (!it->is_string()) throw InputError(cat(where, ": field \"", field, "\" is not a string"));
   return it->get<std::string>();
