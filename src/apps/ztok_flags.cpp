@@ -90,7 +90,8 @@ config::cli::Spec make_ztok_spec() {
        .help = "text: one document per file, or per block between blank lines (\\n[ \\t]*\\n)",
        .default_value = "file", .choices = {"file", "paragraph"}},
       {.name = "shard-tokens", .type = Type::kInt, .value_name = "N",
-       .help = "tokens per shard; only the last shard of a split is shorter",
+       .help = "tokens per shard; only the last shard of a split is shorter (with --pack: the whole windows of "
+               "--seq-len + 1 tokens that fit in N, at least one)",
        .default_value = std::to_string(d.shard_tokens), .min = 1, .max = 1e12},
       {.name = "valid-fraction", .type = Type::kNum, .value_name = "F",
        .help = "share of documents for valid_*.h5, chosen by a hash of (input file name, document index)",
@@ -100,7 +101,8 @@ config::cli::Spec make_ztok_spec() {
                "ranks on the node",
        .default_value = std::to_string(cores), .min = 1, .max = 65536},
       {.name = "strict-utf8", .type = Type::kSwitch,
-       .help = "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset) instead of replacing "
+       .help = "refuse input that is not valid UTF-8 (exit 2, naming the file and byte offset; for JSONL and "
+               "instruct records FILE:LINE, a lone \\uD800-\\uDFFF escape included) instead of replacing "
                "ill-formed bytes by U+FFFD; without it, a file with over 1% of its bytes ill-formed is warned about"},
       {.name = "timeout-s", .type = Type::kNum, .value_name = "S",
        .help = "under mpirun: a rank that shows no progress for S seconds (stopped, hung, dead; each rank rewrites "

@@ -36,6 +36,10 @@ struct TokenizerInfo {
   std::uint64_t vocab_size = 0;
   std::uint64_t eot = 0;      // the end-of-text id after every document
   std::optional<std::uint64_t> bos;  // attribute `bos`, present when every document starts with this id
+  // Attribute `specials`, instruction shards only: "NAME=ID,..." (by id) of the special tokens ztok's
+  // --special declared past the vocabulary, which vocab_hash does not cover (the same vocabulary may
+  // give id 50257 to <|im_start|> in one set and to <|begin_of_text|> in another). "": none (absent).
+  std::string specials;
 };
 
 // Writes one shard atomically (PATH.tmp, then rename). The token and document counts are declared up
@@ -44,6 +48,8 @@ struct TokenizerInfo {
 // The fix to print after a write under ztok's --out failed with errno `err`: free space (ENOSPC,
 // EDQUOT) or raise the file size limit (EFBIG), then run the same command to resume; "" otherwise.
 std::string output_write_fix(int err);
+// How those fixes end (plain ztok runs resume); an instruction run, which does not, rewrites it.
+inline constexpr const char* kZtokResumeAdvice = "run the same command again: ztok resumes from its last saved state";
 
 // Instruction data (ztok --format instruct): a `loss_mask` dataset (uint8 per token, 1 where the token
 // is a training target, chunked and Fletcher-32 checksummed as `tokens`), the chat template's name,

@@ -95,6 +95,7 @@ ShardInfo read_info(const io::H5File& f) {
   info.tokenizer.vocab_size = required_u64(f, "vocab_size");
   info.tokenizer.eot = required_u64(f, "eot");
   if (f.has_attr("bos")) info.tokenizer.bos = u64_attr(f, "bos");
+  if (f.has_attr("specials")) info.tokenizer.specials = f.attr_string("specials");
   info.n_tokens = required_u64(f, "n_tokens");
   info.n_docs = required_u64(f, "n_docs");
   if (!f.has_attr("sources")) invalid(f.path(), "no attribute `sources`");
@@ -191,7 +192,8 @@ const OpenShard& reopened(ShardReader::Impl& s) {
     io::H5File file = io::H5File::open_read(path);
     const ShardInfo now = read_info(file);
     if (now.n_tokens != s.info.n_tokens || now.n_docs != s.info.n_docs ||
-        now.tokenizer.vocab_hash != s.info.tokenizer.vocab_hash || now.has_loss_mask != s.info.has_loss_mask ||
+        now.tokenizer.vocab_hash != s.info.tokenizer.vocab_hash || now.tokenizer.specials != s.info.tokenizer.specials ||
+        now.has_loss_mask != s.info.has_loss_mask ||
         now.window != s.info.window || now.sources != s.info.sources)
       throw DataError(cat("shard ", path, " changed on disk during the run (now ", now.n_tokens, " tokens in ", now.n_docs,
                           " documents, was ", s.info.n_tokens, " in ", s.info.n_docs,

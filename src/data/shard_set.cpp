@@ -89,21 +89,42 @@ void check_ztok_finished(const std::vector<std::string>& paths, const std::strin
     if (!std::filesystem::is_regular_file(progress, ec)) continue;  // shards moved out, or another writer's
     std::ifstream in(progress);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.value("complete", true) == false)
-      throw InputError(cat(key, ": the ztok run that writes ", (dir.empty() ? "." : dir).string(), " did not finish (",
-                           progress.string(), " says \"complete\": false): its shards hold part of the input. Run "
-                           "the same ztok command again (it resumes where it stopped), or move the shards out of that "
-                           "directory to train on them as they are"));
+    const std::string out = (dir.empty() ? "." : dir).string();
+    // A file ztok cannot read either (damaged, truncated) may be an unfinished run's: not taken as finished.
+    if (!j.is_object())
+      throw InputError(cat(key, ": ", progress.string(), " cannot be read (damaged or truncated), so the ztok run that ",
+                           "writes ", out, " may not have finished: run ztok again into an empty --out, or move the "
+                           "shards out of that directory to train on them as they are"));
+    if (j.value("complete", true) == false) {
+      // An instruction run (settings.format "instruct") does not resume: it is started over.
+      const bool instruct = j.contains("settings") && j["settings"].is_object() &&
+                            j["settings"].value("format", std::string()) == "instruct";
+      throw InputError(cat(key, ": the ztok run that writes ", out, " did not finish (", progress.string(),
+                           " says \"complete\": false): its shards hold part of the input. ",
+                           instruct ? cat("Remove its shards and ztok-progress.json and run the ztok command again (an "
+                                          "instruction run does not resume)")
+                                    : std::string("Run the same ztok command again (it resumes where it stopped)"),
+                           ", or move the shards out of that directory to train on them as they are"));
+    }
   }
 }
 }  // namespace
 
 void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key,
                            const std::string& other_key) {
-  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) return;
   const auto named = [](const ShardInfo& s, const std::string& key) {
     return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
   };
+  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) {
+    if (first.tokenizer.specials == other.tokenizer.specials) return;
+    // A shard of an older ztok records no specials: what its declared ids mean is unknown, so it is not
+    // mixed with one that records them either.
+    const auto listed = [](const std::string& s) { return s.empty() ? std::string("none recorded") : s; };
+    throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key), " share a vocabulary but "
+                         "give its special ids past it other meanings (specials ", listed(first.tokenizer.specials),
+                         " and ", listed(other.tokenizer.specials), "; a shard of a ztok before 2026-12 records none): "
+                         "shards read by one model must agree; tokenize them with the same ztok --special list"));
+  }
   throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
                        " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
                        other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
@@ -120,7 +141,10 @@ std::vector<std::string> expand_globs(const std::string& patterns, const std::st
     std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
     globfree(&g);
     if (matches.empty())
-      throw InputError(cat(key, "='", pattern, "' matches no file: write the shards with ztok, or fix the path"));
+      throw InputError(cat(key, "='", pattern, "' matches no file: write the shards with ztok, or fix the path",
+                           patterns.find(',') != std::string::npos
+                               ? " (a ',' separates globs, so a path holding one is cut there: rename that directory)"
+                               : ""));
     std::sort(matches.begin(), matches.end());  // byte order: file-name order is token order
     out.insert(out.end(), matches.begin(), matches.end());
   }
@@ -146,12 +170,19 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation
     io::make_room_for_files(paths.size() + std::min(paths.size(), open_files().limit()),
                             cat(paths.size(), " shards (", paths.front(), ", ...)"));
   shards_.reserve(paths.size());  // the open-file list points at them
-  for (const std::string& p : paths) {
-    shards_.push_back(ShardReader::open(p, expect));
-    open_files().use(shards_.back());
-    starts_.push_back(total_);
-    total_ += shards_.back().info().n_tokens;
-    check_same_kind(shards_.front().info(), shards_.back().info());
+  try {
+    for (const std::string& p : paths) {
+      shards_.push_back(ShardReader::open(p, expect));
+      open_files().use(shards_.back());
+      starts_.push_back(total_);
+      total_ += shards_.back().info().n_tokens;
+      check_same_kind(shards_.front().info(), shards_.back().info());
+    }
+  } catch (...) {
+    // No destructor runs for a set that was never made: its shards leave the open-file list here, or
+    // the list would point at freed readers (a later set's trim closed them: a crash).
+    for (const ShardReader& shard : shards_) open_files().forget(shard);
+    throw;
   }
   starts_.push_back(total_);
 }
@@ -170,11 +201,19 @@ std::vector<std::string> ShardSet::unchecksummed() const {
   return out;
 }
 
+std::vector<std::filesystem::path> ShardSet::paths() const {
+  std::vector<std::filesystem::path> out;
+  for (const ShardReader& shard : shards_) out.push_back(shard.info().path);
+  return out;
+}
+
 ShardSetPrint ShardSet::fingerprint() const {
   Sha256 hash;
   for (const ShardReader& shard : shards_) {
     const ShardInfo& i = shard.info();
-    hash.update(cat(i.path.filename().string(), '\0', i.n_tokens, '\0', i.n_docs, '\0', i.tokenizer.vocab_hash, '\n'));
+    // specials only where recorded: the fingerprints of older runs' shards stay what they were.
+    hash.update(cat(i.path.filename().string(), '\0', i.n_tokens, '\0', i.n_docs, '\0', i.tokenizer.vocab_hash,
+                    i.tokenizer.specials.empty() ? "" : cat('\0', i.tokenizer.specials), '\n'));
   }
   return {shards_.size(), total_, to_hex(hash.finish())};
 }
@@ -247,6 +286,16 @@ std::string recorded_chat_template(const std::string& data_train) {
   try {
     const std::vector<std::string> shards = expand_globs(parse_blend(data_train, "data.train").front().glob, "data.train");
     return ShardReader::validate(shards.front()).chat_template;
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+std::string recorded_specials(const std::string& data_train) {
+  if (data_train.empty()) return "";
+  try {
+    const std::vector<std::string> shards = expand_globs(parse_blend(data_train, "data.train").front().glob, "data.train");
+    return ShardReader::validate(shards.front()).tokenizer.specials;
   } catch (const Error&) {
     return "";
   }

@@ -55,6 +55,8 @@ class ShardSet final : public TokenSource {
   ShardSetPrint fingerprint() const;
   // The shards whose tokens carry no Fletcher-32 (another writer's): nothing finds a damaged chunk there.
   std::vector<std::string> unchecksummed() const;
+  // Every shard's path, in stream order.
+  std::vector<std::filesystem::path> paths() const;
 
  private:
   std::vector<ShardReader> shards_;
@@ -72,6 +74,9 @@ std::shared_ptr<ShardSet> open_shard_set(const std::string& patterns, const std:
 // The chat template data.train's first shard records (ztok --chat-template; `data_train`: the key's value,
 // a glob or a blend), or "" when none or when its shards cannot be read (the data checks say why).
 std::string recorded_chat_template(const std::string& data_train);
+// Likewise the special ids ztok --special declared past the vocabulary (TokenizerInfo::specials,
+// "NAME=ID,..."), or "".
+std::string recorded_specials(const std::string& data_train);
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
                                                const ShardExpectation& expect);

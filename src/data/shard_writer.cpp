@@ -27,13 +27,11 @@ constexpr std::uintmax_t kNearlyFullBytes = std::uintmax_t{4} << 20;
                     what.find("Disk quota exceeded") != std::string::npos || (!ec && space.available < kNearlyFullBytes);
   if (what.find("File too large") != std::string::npos)
     throw IoError(cat("cannot write shard ", path.string(), ": a file size limit was reached (ulimit -f; ", what,
-                      "); raise it or give a smaller --shard-tokens and run the same command again: ztok resumes "
-                      "from its last saved state"));
+                      "); raise it or give a smaller --shard-tokens and ", kZtokResumeAdvice));
   if (!full) throw IoError(cat("cannot write shard ", path.string(), ": ", what));
   throw IoError(cat("cannot write shard ", path.string(), ": the file system is full (",
                     ec ? std::string("free space unknown") : cat(space.available, " bytes free in ", dir.string()),
-                    "); nothing of this shard was kept. Free space there (or give another --out) and run the same "
-                    "command again: ztok resumes from its last saved state"));
+                    "); nothing of this shard was kept. Free space there (or give another --out) and ", kZtokResumeAdvice));
 }
 
 }  // namespace
@@ -42,7 +40,7 @@ std::string output_write_fix(int err) {
   std::string fix;
   if (err == ENOSPC || err == EDQUOT) fix = "; free space there (or give another --out)";
   if (err == EFBIG) fix = "; a file size limit was reached (ulimit -f): raise it or give a smaller --shard-tokens";
-  if (!fix.empty()) fix += " and run the same command again: ztok resumes from its last saved state";
+  if (!fix.empty()) fix += cat(" and ", kZtokResumeAdvice);
   return fix;
 }
 
@@ -101,6 +99,7 @@ void ShardWriter::create(const TokenizerInfo& tokenizer, const std::vector<std::
   f.set_attr("vocab_size", tokenizer.vocab_size);
   f.set_attr("eot", tokenizer.eot);
   if (tokenizer.bos) f.set_attr("bos", *tokenizer.bos);
+  if (!tokenizer.specials.empty()) f.set_attr("specials", tokenizer.specials);
   f.set_attr("n_tokens", s.n_tokens);
   f.set_attr("n_docs", s.n_docs);
   f.set_attr("sources", sources);

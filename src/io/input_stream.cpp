@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.hpp"
@@ -83,11 +84,14 @@ class GzipStream : public InputStream {
         if (z_.avail_in == 0) continue;
         if (inflateReset(&z_) != Z_OK) throw IoError(cat("zlib reset failed on ", path_));
         in_member_ = true;
+        member_start_ = file_bytes_read_ - z_.avail_in;
       }
       const int rc = inflate(&z_, Z_NO_FLUSH);
-      if (rc == Z_STREAM_END) in_member_ = false;
+      if (rc == Z_STREAM_END) in_member_ = false, ++members_;
       else if (rc != Z_OK && rc != Z_BUF_ERROR)
-        throw InputError(cat("input ", path_, " is not valid gzip (", z_.msg ? z_.msg : "corrupt data", "): compress it again, or drop it"));
+        throw InputError(members_ > 0 && z_.total_in < 10 ? trailing_data_error()
+                                                          : cat("input ", path_, " is not valid gzip (", z_.msg ? z_.msg : "corrupt data",
+                                                                "): compress it again, or drop it"));
     }
     return n - z_.avail_out;
   }
@@ -100,10 +104,21 @@ class GzipStream : public InputStream {
     z_.avail_in = static_cast<uInt>(got);
     return got > 0;
   }
+  // Bytes after the last complete member that do not start another one: gzip -d decompresses such a
+  // file with a warning ("trailing garbage ignored"); ztok refuses it, naming what is wrong.
+  std::string trailing_data_error() const {
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path_, ec);
+    return cat("input ", path_, " has ", ec ? std::string("some") : cat(size - member_start_), " byte(s) after the end of its ",
+               "gzip data (from byte ", member_start_, ") that are not gzip: cut them off (gzip -cd FILE | gzip > NEW), "
+               "or drop the file");
+  }
+
   RawFile file_;
   std::vector<Bytef> in_;
   z_stream z_{};
   bool in_member_ = false;
+  std::uint64_t members_ = 0, member_start_ = 0;  // complete members; the file offset of the current one
 };
 
 class ZstdStream : public InputStream {

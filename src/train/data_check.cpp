@@ -2,9 +2,11 @@
 #include "train/data_check.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "core/error.hpp"
@@ -79,6 +81,24 @@ void check_packing(const std::string& key, const data::TokenSource& tokens, std:
 }
 }  // namespace
 
+namespace {
+// A shard both trained on and evaluated on (data.train=tok/*.h5 takes valid_*.h5 too) makes the
+// validation loss a training loss: legal, but rarely meant.
+void warn_valid_in_train(const std::vector<data::Corpus>& train, const data::ShardSet& valid) {
+  std::set<std::filesystem::path> trained;
+  std::error_code ec;
+  for (const data::Corpus& corpus : train)
+    for (const std::filesystem::path& p : corpus.shards->paths()) trained.insert(std::filesystem::weakly_canonical(p, ec));
+  std::vector<std::string> both;
+  for (const std::filesystem::path& p : valid.paths())
+    if (trained.count(std::filesystem::weakly_canonical(p, ec))) both.push_back(p.string());
+  if (!both.empty())
+    log::warn(cat("data.valid shard ", both.front(), both.size() > 1 ? cat(" (and ", both.size() - 1, " more)") : "",
+                  " is also in data.train: the validation loss is then measured on trained data; narrow data.train's "
+                  "glob (e.g. train_*.h5) if that is not meant"));
+}
+}  // namespace
+
 const tok::Tokenizer& load_tokenizer(const std::string& vocab) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<const tok::Tokenizer>> loaded;
@@ -117,6 +137,7 @@ void check_data(const config::Config& c, int rank, int world_size) {
   const auto valid = c.data.valid.empty() ? nullptr : data::open_shard_set(c.data.valid, "data.valid", expect);
   // Evaluated by the model data.train trains: its ids must mean the same tokens, with or without data.vocab.
   if (valid) data::check_same_vocabulary(train.front().shards->first_info(), valid->first_info(), "data.train", "data.valid");
+  if (valid && rank == 0) warn_valid_in_train(train, *valid);
   for (const data::Corpus& corpus : train) {
     check_packing("data.train", *corpus.shards, c.model.seq_len);
     if (corpus.shards->n_tokens() < static_cast<std::uint64_t>(c.model.seq_len) + 1)

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
 #include "core/error.hpp"
+#include "tok/encoding.hpp"
+#include "ztok/chat_template.hpp"
 #include "data/shard_set.hpp"
 #include "gen/engine.hpp"
 #include "rl/batch_rules.hpp"
@@ -49,22 +52,56 @@ gen::ChatChoice training_data_template(const config::Config& c, gen::ChatChoice 
   return name.empty() ? chat : gen::ChatChoice{ztok::parse_chat_template(name), "", false};
 }
 
+namespace {
+// The tokenizer at `path` with the special ids data.train's shards record (ztok --special past the
+// vocabulary: GPT-2's directory + <|im_start|>=50257 ...), so that prompts render with the template the
+// shards were made with and answers holding those ids decode. Once a process per (path, specials).
+const tok::Tokenizer& tokenizer_with_specials(const std::string& path, const std::string& specials) {
+  if (specials.empty()) return load_tokenizer(path);
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::string>, std::unique_ptr<const tok::Tokenizer>> loaded;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = loaded[{path, specials}];
+  if (!slot) {
+    try {
+      auto t = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path));
+      for (const tok::SpecialToken& s : tok::parse_special_tokens(specials)) t->add_special(s.text, s.id);
+      slot = std::move(t);
+    } catch (const Error& e) {
+      loaded.erase({path, specials});
+      throw InputError(cat("data.vocab=", path, " with the special ids data.train's shards record (", specials, "): ",
+                           e.what(), " (set data.vocab to the vocabulary the shards were tokenized with)"));
+    }
+  }
+  return *slot;
+}
+}  // namespace
+
 const tok::Tokenizer& text_tokenizer(const config::Config& c, const std::string& key) {
-  return load_tokenizer(text_tokenizer_path(c, key));
+  return tokenizer_with_specials(text_tokenizer_path(c, key), data::recorded_specials(c.data.train));
 }
 
 const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c, PromptSet set) {
   const SetKeys k = keys_of(c, set);
   const std::string path = text_tokenizer_path(c, k.glob_key);
-  const tok::Tokenizer& tokenizer = load_tokenizer(path);
+  const std::string specials = data::recorded_specials(c.data.train);
+  const tok::Tokenizer& tokenizer = tokenizer_with_specials(path, specials);
   // Once a process: the memory plan's lengths, the start-up check and the trainer all read the set (a
   // million prompts tokenize for seconds). A set that fails is not kept: each caller gets its error.
   static std::mutex mutex;
   static std::map<std::tuple<std::string, std::string, std::string>, std::vector<gen::PromptLine>> read;
   const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(k.glob, k.answer_field, path);
+  const auto key = std::make_tuple(k.glob, k.answer_field, path + "\n" + specials);
   if (const auto it = read.find(key); it != read.end()) return it->second;
   const gen::ChatChoice chat = training_data_template(c, gen::chat_template_of(&tokenizer, path));
+  // ztrain has no --special: name what it can be given instead (ztok's check would ask for --special).
+  if (chat.chat)
+    for (const std::string& name : ztok::template_specials(*chat.chat))
+      if (tokenizer.special_id(name) == tok::Vocab::kNone)
+        throw InputError(cat(k.glob_key, ": the chat template ", ztok::to_string(*chat.chat), " writes ", name,
+                             ", which data.vocab=", path, " does not define and data.train's shards do not record (",
+                             "shards of a ztok before 2026-12 record no --special ids): tokenize the data again with "
+                             "this ztok and its --special list, or set data.vocab to a tokenizer.json that defines it"));
   gen::PromptFormat format{&tokenizer, chat.chat, k.answer_field};
   format.tokenizer_hint = "set data.vocab";
   format.template_hint = chat.why_none;

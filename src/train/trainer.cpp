@@ -24,6 +24,7 @@
 #include "train/attention_check.hpp"
 #include "train/critic.hpp"
 #include "train/data_check.hpp"
+#include "train/prompt_check.hpp"
 #include "dist/recording_communicator.hpp"
 #include "train/shared_input.hpp"
 #include "train/wiring.hpp"
@@ -95,7 +96,8 @@ Trainer::Trainer(dist::World& world, const config::Config& config, const config:
   // NVML may open on some ranks only: log_step's reduction of its readings must be joined by every rank
   // or by none, so that is decided here, once (a rank without a monitor contributes 0 to the max).
   gpu_metrics_ = world.max_over_ranks(gpu_monitor_.available() ? 1 : 0, "start-up: which ranks read GPU power") != 0;
-  if (config.log.sample_every > 0) tokenizer_ = &load_tokenizer(config.data.vocab);
+  // data.vocab (validated) with the special ids the shards record: samples of fine-tuning data hold them.
+  if (config.log.sample_every > 0) tokenizer_ = &text_tokenizer(config, "log.sample_every");
   if (lora_) {
     params_ = lora_->base_source();
     grads_ = std::make_unique<FrozenGrads>();

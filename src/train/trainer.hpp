@@ -190,7 +190,7 @@ class Trainer {
   dist::TimedCommunicator* timed_comm_ = nullptr;  // comm_, counting the time blocked in collectives
   bool gpu_metrics_ = false;  // some rank has a GPU monitor: every rank joins the reduction of readings
   std::uint64_t predicted_peak_ = 0;     // the memory planner's prediction of the allocator peak
-  const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): load_tokenizer's
+  const tok::Tokenizer* tokenizer_ = nullptr;  // for text samples (log.sample_every): text_tokenizer's
   std::unique_ptr<health::HangNotes> hang_notes_;  // answers and reports hangs from ring_ (ckpt.dir/diag/)
   std::unique_ptr<RlRun> rl_;  // rl.prompts set: the RL run (trainer_rl.cpp)
   std::string base_fingerprint_;  // a full fine-tune's init.from as an export reads it: checkpointed

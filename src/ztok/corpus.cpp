@@ -5,6 +5,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -74,6 +75,18 @@ std::size_t repaired_jsonl_line(std::string_view line, std::string& out) {
   out.clear();
   const std::size_t replaced = tok::append_replacing_invalid(line, out);
   return replaced + io::replace_lone_surrogate_escapes(out);
+}
+
+void refuse_ill_formed_jsonl_line(std::string_view line, const std::string& where) {
+  const char* const fix = "; --strict-utf8 refuses it: fix the record, or leave out --strict-utf8 to read it as U+FFFD";
+  if (const std::size_t bad = tok::first_invalid_utf8(line); bad < line.size()) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(line[bad]));
+    throw InputError(cat(where, ": not valid UTF-8 at byte ", bad, " of the line (byte ", byte, ")", fix));
+  }
+  std::string copy(line);
+  if (io::replace_lone_surrogate_escapes(copy) > 0)
+    throw InputError(cat(where, ": a \\uD800-\\uDFFF escape that is not half of a surrogate pair (it decodes to no text)", fix));
 }
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns) {

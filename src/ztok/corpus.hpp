@@ -39,6 +39,10 @@ struct CorpusOptions {
 // truncated emoji), read as U+FFFD (tiktoken's and Python's errors="replace"), into `out`. Returns how many
 // were replaced (the run's summary counts them).
 std::size_t repaired_jsonl_line(std::string_view line, std::string& out);
+// --strict-utf8 on a JSON Lines line: an InputError naming `where` (FILE:LINE) when the line holds
+// ill-formed UTF-8 or an escape of a lone surrogate (\uD800 with no \uDC00 after it: it decodes to no
+// text), either of which repaired_jsonl_line would read as U+FFFD.
+void refuse_ill_formed_jsonl_line(std::string_view line, const std::string& where);
 
 // Files and globs in command-line order; each glob's matches sorted by byte value. A name without
 // glob characters must exist; a glob must match at least one file. Otherwise a zt::InputError.

@@ -10,6 +10,11 @@
 namespace zt::ztok {
 namespace {
 
+// "an array", "a string": nlohmann's type names with their article.
+std::string with_article(const std::string& type) {
+  return cat(type.find_first_of("aeiou") == 0 ? "an " : "a ", type);
+}
+
 using nlohmann::json;
 
 [[noreturn]] void bad(const std::string& where, const std::string& field, const std::string& what) {
@@ -42,10 +47,12 @@ std::vector<ChatMessage> parse_chat_messages(const json& list, const std::string
       bad(where, field + ".tool_calls", "is given: ztrain's templates do not render tool calls (a turn of them would be "
                                         "trained as an empty reply); drop the record, or render it yourself as prompt_ids");
     if (const auto w = list[i].find("weight"); w != list[i].end()) {
-      if (!w->is_number_integer() || (w->get<int>() != 0 && w->get<int>() != 1))
+      // Compared as the JSON number, never narrowed first (4294967296 read as int was 0).
+      const bool zero = *w == 0, one = *w == 1;
+      if (!w->is_number_integer() || !(zero || one))
         bad(where, field + ".weight", cat("is ", w->dump(), ": it must be 0 (not trained) or 1"));
       if (m.role != "assistant") bad(where, field + ".weight", "is given on a " + m.role + " message: only assistant messages are trained");
-      m.weight = w->get<int>();
+      m.weight = one ? 1 : 0;
     }
     if (const auto r = list[i].find("reasoning_content"); r != list[i].end() && !r->is_null()) {
       if (!r->is_string()) bad(where, field + ".reasoning_content", cat("must be a string or null, not ", r->type_name()));
@@ -63,7 +70,7 @@ std::vector<ChatMessage> parse_instruct_record(std::string_view line, const std:
   } catch (const json::exception& e) {
     throw InputError(cat(where, ": not a JSON object (", e.what(), ")"));
   }
-  if (!record.is_object()) throw InputError(cat(where, ": a ", record.type_name(), ", not a JSON object"));
+  if (!record.is_object()) throw InputError(cat(where, ": ", with_article(record.type_name()), ", not a JSON object"));
   if (record.contains("tools") && !record["tools"].is_null() && !(record["tools"].is_array() && record["tools"].empty()))
     bad(where, "tools", "is given: ztrain's templates do not render tool definitions; drop the record's tools (and tool "
                         "calls), or render the conversation yourself");

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "io/dir_flock.hpp"
 #include "ztok/corpus.hpp"
 #include "ztok/instruct_records.hpp"
 #include "ztok/progress.hpp"
@@ -49,13 +50,35 @@ std::uint64_t write_split(const std::filesystem::path& out, const char* prefix, 
   return index;
 }
 
+// The shards' `specials` attribute: the --special tokens past the vocabulary (its own, given again, are
+// covered by vocab_hash), by id, "NAME=ID,...".
+std::string declared_specials_text(std::vector<tok::SpecialToken> specials, const tok::Tokenizer& tokenizer) {
+  std::erase_if(specials, [&](const tok::SpecialToken& s) { return s.id < tokenizer.vocab().size(); });
+  std::sort(specials.begin(), specials.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  std::string text;
+  for (const tok::SpecialToken& s : specials) text += cat(text.empty() ? "" : ",", s.text, "=", s.id);
+  return text;
+}
+
+// A write error's fix as an instruction run must follow it: it does not resume, so the advice to run
+// the same command again (data::kZtokResumeAdvice) becomes starting over in an emptied --out.
+[[noreturn]] void rethrow_for_instruct(const IoError& e, const std::filesystem::path& out) {
+  std::string what = e.what();
+  const std::string resume = data::kZtokResumeAdvice;
+  if (const std::size_t at = what.find(resume); at != std::string::npos)
+    what.replace(at, resume.size(), cat("run the command again into an empty --out (remove ", out.string(),
+                                        "'s shards and ztok-progress.json first): an instruction run does not resume"));
+  throw IoError(what);
+}
+
 }  // namespace
 
 InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instruct) {
   check_options(o);
+  const auto out_lock = lock_out_dir(o.out_dir, 0);  // held until the last shard and the progress file are written
   const tok::Tokenizer tokenizer = tok::Tokenizer::load(o.vocab_dir, o.vocabulary);  // --special declared past it
   check_template_specials(instruct.chat_template, tokenizer);
-  const std::vector<std::string> inputs = expand_inputs(o.inputs);
+  const std::vector<std::string> inputs = inputs_outside_out(expand_inputs(o.inputs), o.out_dir);
   refuse_used_out_dir(o.out_dir);
   const std::uint64_t window = instruct.pack_seq_len > 0 ? instruct.pack_seq_len + 1 : 0;
   const std::uint32_t pad = tokenizer.vocab().eot();  // padding is never a target: any id serves
@@ -65,6 +88,7 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   for (const std::string& path : inputs)
     for_each_line(path, [&](std::string_view line, std::uint64_t number) {
       if (std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; })) return;
+      if (o.corpus.strict_utf8) refuse_ill_formed_jsonl_line(line, cat(path, ":", number));
       std::string repaired;  // as --format jsonl reads a line
       s.replacements += repaired_jsonl_line(line, repaired);
       const std::vector<ChatMessage> messages = parse_instruct_record(repaired, cat(path, ":", number));
@@ -80,6 +104,7 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   data::TokenizerInfo info = shard_tokenizer_info(tokenizer);
   info.vocab_size = tokenizer.n_ids();
   info.bos.reset();
+  info.specials = declared_specials_text(o.vocabulary.specials, tokenizer);
   const data::InstructLayout shape{true, to_string(instruct.chat_template), window};
   // "complete": false until the last shard is in place: a run killed while writing leaves a directory
   // ztrain refuses (data::open_shard_set), not a set of shards that looks finished.
@@ -87,9 +112,13 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   progress.settings = ztok_settings(o, inputs, info.vocab_hash);
   progress.settings.format = "instruct";
   progress.settings.field.clear();
-  save_progress(o.out_dir, progress);
-  s.train_shards = write_split(o.out_dir, "train", train, info, shape, o.shard_tokens, inputs);
-  s.valid_shards = write_split(o.out_dir, "valid", valid, info, shape, o.shard_tokens, inputs);
+  try {
+    save_progress(o.out_dir, progress);
+    s.train_shards = write_split(o.out_dir, "train", train, info, shape, o.shard_tokens, inputs);
+    s.valid_shards = write_split(o.out_dir, "valid", valid, info, shape, o.shard_tokens, inputs);
+  } catch (const IoError& e) {
+    rethrow_for_instruct(e, o.out_dir);
+  }
   s.train_tokens = train.tokens().size();
   s.valid_tokens = valid.tokens().size();
   progress.train = {s.train_shards, s.train_tokens, train.samples()};
@@ -97,7 +126,11 @@ InstructSummary run_instruct(const ZtokOptions& o, const InstructOptions& instru
   progress.documents = s.records;
   progress.replacements = s.replacements;
   progress.complete = true;
-  save_progress(o.out_dir, progress);
+  try {
+    save_progress(o.out_dir, progress);
+  } catch (const IoError& e) {
+    rethrow_for_instruct(e, o.out_dir);
+  }
   s.masked_in_tokens = train.trained_tokens() + valid.trained_tokens();
   s.samples_cut = train.samples_cut() + valid.samples_cut();
   s.padding_tokens = train.padding_tokens() + valid.padding_tokens();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "io/dir_flock.hpp"
 #include "ztok/shard_assembly.hpp"
 #include "ztok/tokenize_stream.hpp"
 #include "ztok/heartbeat.hpp"
@@ -62,8 +63,11 @@ struct ZtokJob::Totals {
 
 ZtokJob::ZtokJob(const ZtokOptions& o, const RankGroup& group) : options_(o), group_(group) {
   check_options(o);
+  // Rank 0 locks OUT before it starts or resumes the run there; the others once it has (check_shared_view),
+  // so that a second command refused on rank 0 leaves not even its other ranks' lock files.
+  if (group.rank() == 0) out_lock_ = lock_out_dir(o.out_dir, 0);
   tokenizer_ = std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(o.vocab_dir, o.vocabulary));
-  inputs_ = expand_inputs(o.inputs);
+  inputs_ = inputs_outside_out(expand_inputs(o.inputs), o.out_dir);
   settings_ = ztok_settings(o, inputs_, tokenizer_->vocab().hash());
   std::vector<std::uint64_t> sizes;
   for (const auto& in : settings_.inputs) sizes.push_back(in.second);
@@ -77,6 +81,7 @@ ZtokJob::~ZtokJob() = default;
 void ZtokJob::check_shared_view() {
   const std::uint64_t run_id = group_.all_gather({progress_.run_id})[0];  // the run rank 0 started or resumed
   if (group_.rank() == 0) return;
+  out_lock_ = lock_out_dir(options_.out_dir, static_cast<std::uint64_t>(group_.rank()));  // before this rank writes OUT
   std::optional<ZtokProgress> seen;
   for (int attempt = 0; attempt < 20; ++attempt) {  // a network file system may show a new file late
     seen = load_progress(options_.out_dir);

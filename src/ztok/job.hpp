@@ -84,6 +84,7 @@ class ZtokJob {
   std::uint64_t input_bytes_ = 0;
   std::vector<std::size_t> blocks_;  // split_inputs
   ZtokProgress progress_;            // the run in OUT/ztok-progress.json
+  std::unique_ptr<io::DirFlock> out_lock_;  // this rank's, for the job's life (lock_out_dir)
 };
 
 // The job as one process (OneRank); its output bytes depend on the inputs and settings only, not on

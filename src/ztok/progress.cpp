@@ -23,8 +23,7 @@ void write_progress_file(const std::filesystem::path& path, const std::string& t
   } catch (const IoError& e) {
     const std::string what = e.what();
     if (what.find("No space left on device") == std::string::npos && what.find("Disk quota") == std::string::npos) throw;
-    throw IoError(cat(what, "; free space there (or give another --out) and run the same command again: ztok "
-                            "resumes from its last saved state"));
+    throw IoError(cat(what, "; free space there (or give another --out) and ", data::kZtokResumeAdvice));
   }
 }
 
@@ -92,6 +91,20 @@ ZtokSettings settings_from(const json& j) {
   return s;
 }
 
+// How to start over in `out`: delete it, unless it holds inputs (`ztok --out d 'd/*'`): then remove ztok's
+// files from it.
+std::string start_over(const std::filesystem::path& out, const ZtokSettings& settings) {
+  std::error_code ec;
+  const auto dir = std::filesystem::weakly_canonical(out, ec);
+  for (const auto& [name, bytes] : settings.inputs) {
+    std::filesystem::path parent = std::filesystem::path(name).parent_path();
+    if (!ec && std::filesystem::weakly_canonical(parent.empty() ? "." : parent, ec) == dir && !ec)
+      return cat("remove ztok's files from ", out.string(), " (train_*.h5, valid_*.h5, ", kProgressFile,
+                 ", .ztok/; not the directory: it holds inputs) to start over");
+  }
+  return cat("delete ", out.string(), " to start over");
+}
+
 }  // namespace
 
 void save_progress(const std::filesystem::path& dir, const ZtokProgress& p) {
@@ -152,12 +165,12 @@ ZtokProgress start_or_resume(const std::filesystem::path& out, const ZtokSetting
     const std::string diff = settings_difference(saved->settings, settings);
     if (!diff.empty())
       throw InputError(cat("--out ", out.string(), " holds a ztok run with other settings (", diff,
-                           "); shards made two ways must not mix: use another --out, or delete it to start over"));
+                           "); shards made two ways must not mix: use another --out, or ", start_over(out, settings)));
     if (!saved->complete && saved->ranks != ranks)
       throw InputError(cat("--out ", out.string(), " holds an interrupted ztok run on ", saved->ranks, " rank(s), not ",
                            ranks, ": resume it on as many (",
                            saved->ranks == 1 ? std::string("plain ztok, no mpirun") : cat("mpirun -np ", saved->ranks),
-                           "), or delete ", out.string(), " to start over"));
+                           "), or ", start_over(out, settings)));
     return *saved;
   }
   for (const auto& entry : std::filesystem::directory_iterator(out)) {

@@ -4,11 +4,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "core/sha256.hpp"
+#include "core/log.hpp"
+#include "io/dir_flock.hpp"
 #include "io/dir_probe.hpp"
 #include "ztok/tokenize_stream.hpp"
 
@@ -30,6 +33,54 @@ void check_out_dir(const std::filesystem::path& out) {
   if (!problem.empty())
     throw InputError(cat("--out ", out.string(), ": ", problem, ": choose a directory you can write (or fix its ",
                          "permissions), then run the same command again"));
+}
+
+std::unique_ptr<io::DirFlock> lock_out_dir(const std::filesystem::path& out, std::uint64_t rank) {
+  const std::filesystem::path file = out / (rank == 0 ? std::string(kOutLockFile) : cat(kOutLockFile, ".", rank));
+  std::string unsupported;
+  auto lock = std::make_unique<io::DirFlock>(io::DirFlock::take(
+      file, cat("--out ", out.string()), cat("two ztok runs writing one --out at once would mix their journals and shards (ztok-progress.json ",
+                "could say complete over shards of zeros)"), unsupported));
+  if (lock->held()) return lock;
+  log::warn_any_rank(cat("ztok: ", unsupported, ": --out ", out.string(), " is not locked; make sure no other ztok ",
+                         "writes it while this one runs"));
+  return nullptr;
+}
+
+namespace {
+
+bool same_dir(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec1, ec2;
+  const auto ca = std::filesystem::weakly_canonical(a.empty() ? "." : a, ec1);
+  const auto cb = std::filesystem::weakly_canonical(b.empty() ? "." : b, ec2);
+  return !ec1 && !ec2 && ca == cb;
+}
+
+// A name ztok writes in --out: train_/valid_ shards, the progress file, their .tmp while written.
+bool is_ztok_output_name(std::string name) {
+  if (name.ends_with(".tmp")) name.resize(name.size() - 4);
+  if (name == kProgressFile) return true;
+  return (name.starts_with("train_") || name.starts_with("valid_")) && name.ends_with(".h5");
+}
+
+}  // namespace
+
+std::vector<std::string> inputs_outside_out(const std::vector<std::string>& inputs, const std::filesystem::path& out) {
+  std::vector<std::string> kept;
+  for (const std::string& in : inputs) {
+    const std::filesystem::path p(in);
+    if (is_ztok_output_name(p.filename().string()) && same_dir(p.parent_path(), out)) continue;
+    kept.push_back(in);
+  }
+  if (kept.empty() && !inputs.empty())
+    throw InputError(cat("every input (", inputs.front(), inputs.size() > 1 ? ", ..." : "", ") is one of ztok's own outputs in --out ",
+                         out.string(), ": give the text or JSONL files to tokenize"));
+  return kept;
+}
+
+bool inputs_in_out(const std::vector<std::string>& inputs, const std::filesystem::path& out) {
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [&](const std::string& in) { return same_dir(std::filesystem::path(in).parent_path(), out); });
 }
 
 ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash) {

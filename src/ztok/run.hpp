@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +18,10 @@
 #include "ztok/corpus.hpp"
 #include "ztok/progress.hpp"
 #include "tok/encoding.hpp"
+
+namespace zt::io {
+class DirFlock;
+}
 
 namespace zt::ztok {
 
@@ -53,6 +58,21 @@ void check_options(const ZtokOptions& o);
 // --out is a directory ztok can write (created when missing: a probe file is written and removed), or an
 // InputError (exit 2) naming it, the cause and the fix, before any input is read.
 void check_out_dir(const std::filesystem::path& out);
+// `inputs` without ztok's own files in `out` (its shards, ztok-progress.json and their .tmp): a glob over
+// --out's own directory (`ztok --out d 'd/*'`) matches them once a run has written there, and a rerun or
+// resume must see the inputs the first run saw. An InputError when nothing else is left.
+std::vector<std::string> inputs_outside_out(const std::vector<std::string>& inputs, const std::filesystem::path& out);
+// Whether any of `inputs` lies in `out` (then the advice is to remove ztok's files, never `out`).
+bool inputs_in_out(const std::vector<std::string>& inputs, const std::filesystem::path& out);
+
+inline constexpr const char* kOutLockFile = ".ztok.lock";
+
+// This rank's exclusive lock on --out for the whole run (io::DirFlock): OUT/.ztok.lock on rank 0 (one
+// process is rank 0), OUT/.ztok.lock.N on rank N, each taken before the rank writes anything there. A
+// second ztok on the same --out (a double submit, a requeue while the first still runs) is refused,
+// exit 2, naming the holder, instead of mixing its journals and shards with the first's. Null (after a
+// warning) where the file system has no flock.
+std::unique_ptr<io::DirFlock> lock_out_dir(const std::filesystem::path& out, std::uint64_t rank);
 
 // Everything about a run that decides its output bytes (inputs expanded, vocabulary hashed).
 ZtokSettings ztok_settings(const ZtokOptions& o, const std::vector<std::string>& inputs, const std::string& vocab_hash);

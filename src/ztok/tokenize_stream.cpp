@@ -21,8 +21,9 @@ namespace zt::ztok {
 namespace {
 
 // JSONL: the document text of one line (the line's ill-formed UTF-8 is replaced first).
-std::string jsonl_text(std::string_view line, const std::string& field, const std::string& where,
+std::string jsonl_text(std::string_view line, const std::string& field, const std::string& where, bool strict_utf8,
                        std::uint64_t& replacements) {
+  if (strict_utf8) refuse_ill_formed_jsonl_line(line, where);
   std::string repaired;
   replacements += repaired_jsonl_line(line, repaired);
   nlohmann::json record;
@@ -31,8 +32,11 @@ std::string jsonl_text(std::string_view line, const std::string& field, const st
   } catch (const nlohmann::json::exception& e) {
     throw InputError(cat(where, ": not valid JSON (", e.what(), ")"));
   }
-  const auto it = record.is_object() ? record.find(field) : record.end();
-  if (!record.is_object() || it == record.end())
+  if (!record.is_object())
+    throw InputError(cat(where, ": a JSON ", record.type_name(), ", not an object: each line must be an object holding the "
+                         "text in field \"", field, "\""));
+  const auto it = record.find(field);
+  if (it == record.end())
     throw InputError(cat(where, ": no field \"", field, "\" (choose the text field with --field NAME)"));
   if (!it->is_string()) throw InputError(cat(where, ": field \"", field, "\" is not a string"));
   return it->get<std::string>();
@@ -98,7 +102,7 @@ void tokenize_chunk(tok::Encoder& encoder, const tok::Tokenizer& tokenizer, cons
       if (s.doc_start && tokenizer.bos() != tok::Vocab::kNone) out.tokens.push_back(tokenizer.bos());
       if (options.format == InputFormat::kJsonl) {
         const std::string where = cat(inputs[s.file], ":", s.line);
-        out.replacements += encoder.encode(jsonl_text(text, options.field, where, out.replacements), out.tokens);
+        out.replacements += encoder.encode(jsonl_text(text, options.field, where, options.strict_utf8, out.replacements), out.tokens);
       } else {
         out.replacements += encoder.encode(text, out.tokens);
       }

@@ -54,4 +54,16 @@ for size in "${cases[@]}"; do
   same_shards "$work/ref" "$work/roomy-$size" "$size: resumed after a full disk"
   echo "$size: exit 1, $(grep -o 'cannot write [a-z]*' "$work/err.txt"), $(shards "$work/small/out") shard(s) kept; resume identical"
 done
+# An instruction run does not resume: its write error says to start over in an empty --out, never
+# "run the same command again: ztok resumes" (which is refused there: the --out already holds shards).
+awk 'BEGIN { for (i = 0; i < 3000; i++) printf "{\"prompt\": \"question %d about the whale and the sea\", \"response\": \"answer %d: the white whale swims far away\"}\n", i, i }' >"$work/chat.jsonl"
+rc=0
+PMIX_MCA_gds=hash timeout 60 bash -c 'trap "" XFSZ; ulimit -f 48; exec "$@"' limited "$ztok" --out "$work/instruct-out" \
+  --vocab "$vocab" -q --format instruct --chat-template chatml --special '<|im_start|>=50257' --special '<|im_end|>=50258' \
+  "$work/chat.jsonl" >"$work/out.txt" 2>"$work/err.txt" || rc=$?
+[ "$rc" -eq 1 ] || { cat "$work/err.txt"; fail "instruct: expected exit 1 at the file size limit, got $rc"; }
+grep -q "run the command again into an empty --out (remove $work/instruct-out's shards and ztok-progress.json first): an instruction run does not resume" \
+  "$work/err.txt" || { cat "$work/err.txt"; fail "instruct: the fix is not to start over"; }
+! grep -q "resumes from its last saved state" "$work/err.txt" || { cat "$work/err.txt"; fail "instruct: promises a resume"; }
+echo "instruct: exit 1, $(grep -o 'cannot write [a-z]*' "$work/err.txt"), the fix starts over"
 echo "PASS"

@@ -42,4 +42,23 @@ grep -q "blob.bin: not valid UTF-8 at byte offset $first_bad (byte 0x" "$work/er
   { cat "$work/err.txt"; fail "--strict-utf8 refused valid UTF-8"; }
 same_shards "$work/clean" "$work/clean-strict" "--strict-utf8 on clean input"
 echo "warned once (blob.bin: $share replaced), strict exit 2 at offset $first_bad"
+# JSONL and instruction records: --strict-utf8 refuses raw ill-formed bytes and the escape of a lone
+# surrogate (which decodes to no text), naming FILE:LINE; instruct mode honoured it not at all before.
+printf '{"text": "ok \\ud83d\\ude00"}\n{"text": "x\\ud800y"}\n' >"$work/surr.jsonl"
+printf '{"prompt": "a", "response": "b"}\n{"prompt": "caf\xe9", "response": "b"}\n' >"$work/bad_instruct.jsonl"
+printf '{"prompt": "\\udc00", "response": "b"}\n' >"$work/surr_instruct.jsonl"
+check_strict() {  # WHAT NEEDLE ZTOK-ARGS...
+  local what=$1 needle=$2 rc=0; shift 2
+  "$ztok" --vocab "$vocab" --out "$work/strict-$RANDOM" -q --strict-utf8 "$@" >/dev/null 2>"$work/err.txt" || rc=$?
+  [ "$rc" = 2 ] && grep -qF "$needle" "$work/err.txt" || { cat "$work/err.txt"; fail "$what: exit $rc"; }
+  grep -qF -- "--strict-utf8 refuses it" "$work/err.txt" || { cat "$work/err.txt"; fail "$what: no fix"; }
+}
+instruct=(--format instruct --chat-template chatml --special '<|im_start|>=50257' --special '<|im_end|>=50258')
+check_strict "jsonl, lone surrogate escape" "surr.jsonl:2: a \\uD800-\\uDFFF escape that is not half of a surrogate pair" \
+  --format jsonl "$work/surr.jsonl"
+check_strict "instruct, ill-formed byte" "bad_instruct.jsonl:2: not valid UTF-8 at byte 15 of the line (byte 0xE9)" \
+  "${instruct[@]}" "$work/bad_instruct.jsonl"
+check_strict "instruct, lone surrogate escape" "surr_instruct.jsonl:1: a \\uD800-\\uDFFF escape" \
+  "${instruct[@]}" "$work/surr_instruct.jsonl"
+echo "strict JSONL and instruct records: refused naming FILE:LINE"
 echo "PASS"

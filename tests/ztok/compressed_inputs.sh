@@ -51,3 +51,14 @@ for kind in docs chat; do
   grep -q "$1.jsonl.gz is not valid gzip" "$work/bad-$1.log" || fail "damaged $1.jsonl.gz ($3) not named as such: $(cat "$work/bad-$1.log")"
 done
 echo "ok: a damaged .jsonl.gz is named as damaged gzip, not as bad JSON (jsonl and instruct)"
+# Bytes after the last member that start no member (gzip -d warns "trailing garbage ignored"): refused,
+# naming how many and from where, not as "incorrect header check" (sweep 39 F7c).
+{ printf 'hello world\n' | gzip; printf 'GARBAGE!!'; } >"$work/trailing.txt.gz"
+set +e
+"$ztok" --vocab "$vocab" --out "$work/trailing" -q "$work/trailing.txt.gz" >/dev/null 2>"$work/trailing.log"
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "trailing data after gzip: exit $rc, expected 2"
+grep -q "trailing.txt.gz has 9 byte(s) after the end of its gzip data (from byte [0-9]*) that are not gzip" "$work/trailing.log" ||
+  fail "trailing data after gzip: $(cat "$work/trailing.log")"
+echo "ok: bytes after the gzip data are named as such"

@@ -121,4 +121,16 @@ grep -q "hold no trained target" "$work/eval.log" || fail "no warning for the no
   fail "zckpt export: $(cat "$work/export.err")"
 grep -q "rendered with the chat template chatml, which this export does not carry.*zgen --chat-template chatml" \
   "$work/export.err" || fail "the export did not name the data's chat template: $(cat "$work/export.err")"
+# The shards record the --special ids (attribute specials): ztrain's answer evaluation renders messages
+# prompts with them on GPT-2's directory as data.vocab (it was refused asking for --special, which ztrain
+# has no key for), and decodes answers holding them (sweep 39 F10).
+printf '{"id": 1, "messages": [{"role": "user", "content": "Hi there"}], "answer": "Hello"}\n' >"$work/eval.jsonl"
+"$bin/ztrain" --model.n_layer=1 --model.n_head=2 --model.n_embd=16 --model.vocab_size=50259 --model.seq_len=32 \
+  --train.device=cpu --train.threads=1 --data.train="$work/packed-t/train_*.h5" --data.vocab="$vocab" \
+  --data.shuffle=false --train.global_batch=2 --train.micro_batch=1 --train.max_steps=1 --log.eval_every=1 \
+  --log.eval_prompts="$work/eval.jsonl" --log.eval_answer_field=answer --log.eval_answer_rule=exact \
+  --log.eval_max_new_tokens=4 --ckpt.dir="$work/ckpt-eval" --log.metrics="$work/m-eval.jsonl" </dev/null >"$work/eval2.log" 2>&1 ||
+  fail "answer evaluation on GPT-2 + --special shards: $(tail -n 3 "$work/eval2.log")"
+grep -q '"eval_accuracy"' "$work/m-eval.jsonl" || fail "no eval_accuracy line: $(cat "$work/m-eval.jsonl")"
+echo "ok: answer evaluation with the shards' recorded special ids"
 echo "PASS"

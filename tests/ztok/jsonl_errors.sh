@@ -23,7 +23,8 @@ expect_error() {  # NAME CONTENT LINE NEEDLE
 expect_error notjson.jsonl '{"text": "a"}\n{"text": "b"}\n{"text": oops}\n' 3 'not valid JSON'
 expect_error nofield.jsonl '{"text": "a"}\n\n{"content": "b"}\n' 3 'no field "text"'
 expect_error number.jsonl '{"text": 42}\n' 1 'not a string'
-expect_error array.jsonl '["text"]\n' 1 'no field "text"'
+expect_error array.jsonl '["text"]\n' 1 'a JSON array, not an object'
+expect_error string.jsonl '"just a string"\n' 1 'a JSON string, not an object: each line must be an object holding the text in field "text"'
 expect_error truncated.jsonl '{"text": "a"}\n{"text": "unterminated' 2 'not valid JSON'
 set +e; "$ztok" --vocab "$vocab" --out "$work/x" --format jsonl --split paragraph "$work/good.jsonl" 2>/dev/null; rc=$?; set -e
 [ $rc -eq 2 ] || fail "--split with --format jsonl: exit $rc, expected 2"

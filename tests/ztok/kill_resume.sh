@@ -78,3 +78,23 @@ set +e; "$ztok" --out "$work/straight" "${args[@]}" >/dev/null 2>"$work/edited.l
 [ $rc -eq 2 ] && grep -q 'was modified since that run read it' "$work/edited.log" ||
   fail "an input modified since the run was not noticed (exit $rc): $(cat "$work/edited.log")"
 echo "ok: other settings refused (exit 2), complete run is a no-op, foreign shards refused, an edited input refused"
+# --out is the inputs' own directory, read by a glob over it: ztok's own files there (shards, progress)
+# are not inputs, so a killed run resumes and a complete one reruns as a no-op; a rerun with other
+# settings is refused without advising to delete the directory (it holds the inputs).
+mkdir own && cp in/part_001.txt in/part_002.txt own/
+own_args=(--vocab "$vocab" --shard-tokens 15000 --threads 2 -q --debug-chunk-bytes 20000 "own/*")
+"$ztok" --out own-straight "${own_args[@]}" >/dev/null
+"$ztok" --out own --debug-kill-after-chunks 3 "${own_args[@]}" >/dev/null 2>&1 && fail "own dir: no kill"
+"$ztok" --out own "${own_args[@]}" >"$work/own.log" 2>&1 || fail "own dir: the rerun failed: $(cat "$work/own.log")"
+grep -q resumed "$work/own.log" || fail "own dir: the rerun did not resume: $(cat "$work/own.log")"
+same_shards own-straight own "--out the inputs' directory, killed and resumed"
+"$ztok" --out own "${own_args[@]}" >"$work/own.log" 2>&1 || fail "own dir, complete: $(cat "$work/own.log")"
+grep -q "nothing to do" "$work/own.log" || fail "own dir, complete: not a no-op: $(cat "$work/own.log")"
+set +e
+"$ztok" --out own --vocab "$vocab" --shard-tokens 9999 -q "own/*" >"$work/own.log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 2 ] || fail "own dir, other settings: exit $rc, expected 2"
+grep -q "remove ztok's files from own (train_\*.h5, valid_\*.h5, ztok-progress.json, .ztok/; not the directory: it holds inputs)" \
+  "$work/own.log" || fail "own dir, other settings: $(cat "$work/own.log")"
+echo "ok: --out the inputs' directory: resumed, reran as a no-op, and a refusal keeps the inputs"

@@ -144,6 +144,25 @@ TEST(ZtokFinished, AnUnfinishedRunsShardsAreRefused) {
   EXPECT_THROW(open_corpora("1:" + glob, "data.train", {}), InputError);
   testing::put(dir.path / kZtokProgressFile, R"({"format": "ztok-progress", "version": 1, "complete": true})");
   EXPECT_NO_THROW(open_shards(glob, "data.train", {}));
+  // An instruction run does not resume: the fix is to start it over, not "it resumes" (sweep 39 F3).
+  testing::put(dir.path / kZtokProgressFile,
+               R"({"format": "ztok-progress", "version": 1, "settings": {"format": "instruct"}, "complete": false})");
+  try {
+    open_shards(glob, "data.train", {});
+    FAIL() << "read an unfinished instruction run's shards";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("an instruction run does not resume"), std::string::npos) << what;
+    EXPECT_EQ(what.find("it resumes"), std::string::npos) << what;
+  }
+  // A progress file that cannot be read (truncated) may be an unfinished run's (sweep 39 F7g).
+  testing::put(dir.path / kZtokProgressFile, R"({"format": "ztok-progress", "version": 1, "comp)");
+  try {
+    open_shards(glob, "data.train", {});
+    FAIL() << "read shards beside a damaged progress file";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be read (damaged or truncated)"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

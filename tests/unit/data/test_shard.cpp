@@ -276,5 +276,42 @@ TEST(Shard, InstructionShardsCarryTheLossMaskAndWindow) {
   EXPECT_THROW(w.append_loss_mask(two), Error);
 }
 
+// The ids ztok --special declared past the vocabulary are recorded (`specials`); shards of one vocabulary
+// whose special ids mean other tokens, or of which one records none (an older ztok), do not mix.
+TEST(Shard, InstructionShardsWithOtherSpecialIdsDoNotMix) {
+  testing::TempDir dir("instruct_specials");
+  auto write = [&](const std::string& name, const std::string& specials) {
+    TokenizerInfo info = testing::gpt2_info();
+    info.vocab_size = 50259;
+    info.specials = specials;
+    ShardWriter w(dir.path / name, info, 3, 1, {"set.jsonl"}, InstructLayout{true, "chatml", 0});
+    const std::uint32_t tokens[] = {50257, 10, 50258};
+    const std::uint8_t mask[] = {0, 1, 1};
+    const std::uint64_t docs[] = {0};
+    w.append_tokens(tokens);
+    w.append_loss_mask(mask);
+    w.append_doc_offsets(docs);
+    w.commit();
+    return (dir.path / name).string();
+  };
+  const std::string a = write("a.h5", "<|im_start|>=50257,<|im_end|>=50258");
+  const std::string a2 = write("a2.h5", "<|im_start|>=50257,<|im_end|>=50258");
+  const std::string swapped = write("b.h5", "<|im_end|>=50257,<|im_start|>=50258");
+  const std::string older = write("c.h5", "");
+  EXPECT_EQ(ShardReader::open(a).info().tokenizer.specials, "<|im_start|>=50257,<|im_end|>=50258");
+  EXPECT_EQ(ShardReader::open(older).info().tokenizer.specials, "");
+  EXPECT_NO_THROW(ShardSet({a, a2}, {}));
+  EXPECT_NO_THROW(ShardSet({older}, {}));  // alone, a shard of an older ztok reads as before
+  for (const std::string& other : {swapped, older}) {
+    try {
+      ShardSet({a, other}, {});
+      ADD_FAILURE() << "mixed " << other;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("give its special ids past it other meanings"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("same ztok --special list"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zt::data

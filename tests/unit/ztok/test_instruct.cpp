@@ -322,6 +322,10 @@ TEST(InstructRecords, BadRecordsNameFileLineAndField) {
                  "field `messages[0].weight` is 0.5: it must be 0 (not trained) or 1");
   expect_refused("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": 0}]}",
                  "no assistant message (of weight 1)");
+  // Out of int's range: compared as the JSON number, not narrowed to 0 or 1 first.
+  for (const char* w : {"4294967296", "4294967297", "18446744073709551615", "-4294967295"})
+    expect_refused(cat("{\"messages\": [{\"role\": \"assistant\", \"content\": \"a\", \"weight\": ", w, "}]}"),
+                   cat("field `messages[0].weight` is ", w, ": it must be 0 (not trained) or 1"));
   const auto weighted = parse_instruct_record(
       "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\", "
       "\"weight\": 0}, {\"role\": \"user\", \"content\": \"q2\"}, {\"role\": \"assistant\", \"content\": \"b\", \"weight\": 1}]}",
