@@ -108,7 +108,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
               " rank(s); ", j.o.slots, " slots of ", j.max_len, " tokens");
   // The groups' shares take different times: a group done early waits for the others as long as they
   // beat (dist::PatientWait), and the gather onto rank 0 then meets every rank at once.
-  dist::PatientWait finishing(world, j.o.timeout_s, "zgen: waiting for every rank to finish its share of the samples",
+  dist::PatientWait finishing(world, j.o.timeout_s, "waiting for every rank to finish its share of the samples",
                               cat("--timeout-s=", j.o.timeout_s, " s without a sign of life"));
   e.on_step = [&finishing] { finishing.beat(); };
   gen::Engine engine(*be, local, weights->params(), e);

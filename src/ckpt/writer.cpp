@@ -23,9 +23,11 @@ const io::H5DatasetOptions kPlain{.chunk = kChunkElements, .checksum = false};
 
 // An asynchronous checkpoint writes from its own thread while the data loader reads shards, and a
 // thread-safe HDF5 serializes every call behind one library lock: one H5Dwrite of a whole optimizer
-// state (500 MB for GPT-2 124M on one rank) kept the loader waiting ~1 s. Slices of 64 MiB (whole
-// chunks) bound that wait to ~0.1 s at the 600 MiB/s measured on the H200 machine's disk.
-constexpr std::uint64_t kSliceElements = 16 * kChunkElements;
+// state (500 MB for GPT-2 124M on one rank) kept the loader waiting ~1 s. Slices of 16 MiB (whole
+// chunks) bound that wait to ~0.03 s at the 600 MiB/s measured on the H200 machine's disk, and are what a
+// synchronous save holds of the state it streams (memory_plan.cpp save_bytes; 64 MiB until sweep 40 NEW-2).
+constexpr std::uint64_t kSliceElements = kStreamedSliceBytes / sizeof(float);
+static_assert(kSliceElements % kChunkElements == 0, "slices of whole chunks");
 
 void write_in_slices(io::H5Dataset&& ds, const std::vector<float>& values) {
   for (std::uint64_t at = 0; at < values.size(); at += kSliceElements) {

@@ -25,10 +25,12 @@ fs::path prepare_tmp_dir(const fs::path& ckpt_dir, std::int64_t step, const std:
 // This rank's optimizer shard: 1-D fp32 `master`, `exp_avg`, `exp_avg_sq` and
 // `ranges` [n, 2] u64 (flat offset, numel), closed and fsynced. Throws IoError naming the file.
 FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step);
+// What write_rank_shard from a reader holds at once: a slice of one state (whole chunks), for a plan.
+inline constexpr std::uint64_t kStreamedSliceBytes = std::uint64_t{16} << 20;
 // Elements [offset, offset + count) of one state of a rank's shard (its ranges concatenated) into out.
 using ShardReader = std::function<void(StateKind kind, std::int64_t offset, std::int64_t count, float* out)>;
-// The same file, its values read slice by slice (64 MiB) through `read` instead of from shard's vectors
-// (left empty): a save of state that lives off the device (optimizer offload) holds one slice of it.
+// The same file, its values read slice by slice (16 MiB) through `read` instead of from shard's vectors
+// (left empty): a synchronous save holds one slice of the state (kStreamedSliceBytes).
 FileRecord write_rank_shard(const fs::path& dir, const RankShard& shard, std::int64_t step, const ShardReader& read);
 // Rank 0: model.h5, every parameter under its HF name with its HF shape (Fletcher-32 per chunk), from
 // the full flat fp32 parameters (model.flat_numel floats).

@@ -67,15 +67,20 @@ struct PatientWait::Impl {
     sent_at = Clock::now();
   }
 
+  // Every rank silent past timeout_s, named together: a rank stuck in a collective with a stopped one (its
+  // tensor-parallel partner) falls silent too, and rank 0 cannot tell which of them stopped first.
   void check_silence() const {
+    std::string silent;
+    double longest = 0;
     for (int r = 0; r < size; ++r) {
       if (rank == 0 ? (r == 0 || arrived[static_cast<std::size_t>(r)]) : r != 0) continue;
-      const double silent = seconds_since(heard[static_cast<std::size_t>(r)]);
-      if (silent > timeout_s)
-        throw CommError(cat(what, ": rank ", r, " has not been heard from for ", static_cast<long long>(silent), " s (",
-                            limit_words, "): stopped, hung or dead; the ranks still working are waited for as long ",
-                            "as they answer"));
+      const double s = seconds_since(heard[static_cast<std::size_t>(r)]);
+      if (s > timeout_s) silent += cat(silent.empty() ? "" : ", ", r), longest = std::max(longest, s);
     }
+    if (silent.empty()) return;
+    throw CommError(cat(what, ": rank", silent.find(',') == std::string::npos ? " " : "s ", silent, " not heard from for ",
+                        static_cast<long long>(longest), " s (", limit_words, "): stopped, hung or dead (or waiting in a ",
+                        "collective on one that is); the ranks still working are waited for as long as they answer"));
   }
 };
 

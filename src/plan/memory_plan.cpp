@@ -36,6 +36,7 @@
 #include <optional>
 #include <sstream>
 
+#include "ckpt/writer.hpp"
 #include "config/options.hpp"
 #include "config/parse.hpp"
 #include "core/error.hpp"
@@ -329,10 +330,17 @@ std::uint64_t save_bytes(const config::Config& config, std::int64_t world_size) 
   const bool gathered_parts = parts > 1;
   std::uint64_t bytes = gathered_parts ? model + 2 * (model / parts) : streamed_model_elements(config, *saved) * sizeof(float);
   const bool async = config.ckpt.async && config.train.offload == config::Offload::kNone;
+  const auto dp = static_cast<std::uint64_t>(data_parallel_ranks(config, world_size));
   if (async) {
-    const auto dp = static_cast<std::uint64_t>(data_parallel_ranks(config, world_size));
     bytes = 3 * model / parts / dp + (gathered_parts ? bytes : model);
+  } else {  // the state streamed a slice at a time, and HDF5's chunk and its filtered copy (4 MiB each)
+    bytes += std::min<std::uint64_t>(ckpt::kStreamedSliceBytes, model / parts / dp) + (std::uint64_t{8} << 20);
   }
+  // A unit gathered in fp32 on the device where the master is sharded (ZeRO-3, or mixed precision at 1-2):
+  // the engine's transient beside the host copy (on the CPU backend, the host's).
+  const bool mixed = config.train.precision != config::Precision::kFp32;
+  if (config.lora.rank == 0 && (config.train.zero_stage == 3 || (mixed && config.train.zero_stage >= 1)))
+    bytes += largest_unit(*saved) / parts * sizeof(float);
   if (async && config.rl.enabled() && config.rl.algorithm == config::RlAlgorithm::kPpo) bytes *= 2;  // the critic's too
   return bytes;
 }

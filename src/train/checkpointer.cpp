@@ -132,7 +132,18 @@ Checkpointer::Checkpointer(const dist::World& world, const config::Config& confi
   async_ = world.min_over_ranks(async_ ? 1 : 0, "start-up: whether every rank writes checkpoints asynchronously") != 0;
 }
 
-Checkpointer::~Checkpointer() = default;  // a write still in flight is joined by ~WriteJob, not committed
+// A write still in flight when the run ends on an error: on one rank, whose commit needs no other, it is
+// waited for and committed, so the newest checkpoint survives the exit 1 (outside sweep 40 NEW-4); on
+// several, the others may be gone or elsewhere, and ~WriteJob only joins it (an error every rank meets
+// commits it before throwing: Trainer::commit_before_failing).
+Checkpointer::~Checkpointer() {
+  if (!pending_ || world_.size() != 1) return;
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    log::warn(cat("the checkpoint in flight could not be committed at the exit: ", e.what()));
+  }
+}
 
 Checkpointer::Part Checkpointer::make_part(std::string subdir, const model::ParamTable& table, optim::ZeroEngine& engine,
                                            const ShardMap* shards) const {

@@ -26,4 +26,12 @@ expect_in "$ZT_WORK/err" "^rank [023]: .* did not complete within dist.timeout_s
 
 check_ends_fast 30 "SIGKILL on rank 3" -- --debug.kill_at_step=3 --debug.rank=3
 expect_in "$ZT_WORK/err" "rank 3: warning: debug.kill_at_step=3"
+
+# A one-rank run that fails after a background save (ckpt.async) commits it on the way out: step 2's
+# checkpoint survives the exit 1 (outside sweep 40 NEW-4: it was left step_00000002.tmp).
+expect_exit 1 "$ZT_BIN/ztrain" "${args[@]}" --train.max_steps=6 --ckpt.every=2 --ckpt.async=true --debug.fail_at_step=3 \
+  --ckpt.dir="$ZT_WORK/async_ck"
+[ "$(ls "$ZT_WORK/async_ck")" = step_00000002 ] || fail "expected step 2's committed checkpoint alone: $(ls "$ZT_WORK/async_ck")"
+expect_exit 0 "$ZT_BIN/zckpt" verify "$ZT_WORK/async_ck/step_00000002"
+echo "one rank: the asynchronous checkpoint in flight is committed before the exit 1"
 echo "PASS"
