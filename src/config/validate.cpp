@@ -14,6 +14,7 @@
 #include "config/options.hpp"
 #include "config/parse.hpp"
 #include "config/value.hpp"
+#include "core/divisors.hpp"
 
 namespace zt::config {
 namespace {
@@ -24,20 +25,6 @@ std::string join(const std::vector<std::int64_t>& values) {
     if (!out.empty()) out += ", ";
     out += std::to_string(v);
   }
-  return out;
-}
-
-// Divisors of n from 1 up to limit, for suggestions like "n_head in {1, 2, 4, 8}".
-// In increasing order, those up to `limit`. Pairs (d, n/d) up to sqrt(n): a refusal's suggestions are built
-// many times over by the planner's fixes, and train.global_batch reaches 2^24.
-std::vector<std::int64_t> divisors(std::int64_t n, std::int64_t limit) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t d = 1; d * d <= n; ++d) {
-    if (n % d != 0) continue;
-    if (d <= limit) out.push_back(d);
-    if (n / d != d && n / d <= limit) out.push_back(n / d);
-  }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

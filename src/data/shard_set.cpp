@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -281,24 +282,27 @@ std::shared_ptr<ShardSet> open_shard_set(const std::string& patterns, const std:
   return std::make_shared<ShardSet>(paths, expect);
 }
 
-std::string recorded_chat_template(const std::string& data_train) {
-  if (data_train.empty()) return "";
+namespace {
+// data.train's first shard's attributes, or none when there is no such key or its shards cannot be read.
+std::optional<ShardInfo> first_train_shard(const std::string& data_train) {
+  if (data_train.empty()) return std::nullopt;
   try {
     const std::vector<std::string> shards = expand_globs(parse_blend(data_train, "data.train").front().glob, "data.train");
-    return ShardReader::validate(shards.front()).chat_template;
+    return ShardReader::validate(shards.front());
   } catch (const Error&) {
-    return "";
+    return std::nullopt;
   }
+}
+}  // namespace
+
+std::string recorded_chat_template(const std::string& data_train) {
+  const std::optional<ShardInfo> first = first_train_shard(data_train);
+  return first ? first->chat_template : "";
 }
 
 std::string recorded_specials(const std::string& data_train) {
-  if (data_train.empty()) return "";
-  try {
-    const std::vector<std::string> shards = expand_globs(parse_blend(data_train, "data.train").front().glob, "data.train");
-    return ShardReader::validate(shards.front()).tokenizer.specials;
-  } catch (const Error&) {
-    return "";
-  }
+  const std::optional<ShardInfo> first = first_train_shard(data_train);
+  return first ? first->tokenizer.specials : "";
 }
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,

@@ -22,8 +22,8 @@ ReadRange whole_tensor_reader(const ParamTable& table, ReadRange read, WholePara
     for (std::size_t p = 0; p < table.params().size() && at < end; ++p) {
       const ParamInfo& info = table.params()[p];
       const auto first = static_cast<std::int64_t>(info.offset), last = first + static_cast<std::int64_t>(info.numel);
-      if (last <= at || !whole(p)) continue;
       if (first >= end) break;
+      if (last <= at || !whole(p)) continue;
       if (at < first) read(at, first - at, out + (at - offset));  // the parameters read as they are before it
       at = std::max(at, first);
       if (cached->param != p) {

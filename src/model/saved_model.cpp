@@ -59,16 +59,13 @@ struct MergeWhole {
   }
 };
 
-MergeWhole merge_whole(const ParamTable& base, const config::Config& c, bool nf4) {
-  return {lora_pair_of(base, lora_table(base.shape(), lora_spec(c))), nf4};
-}
-
-// A merged model's state: its base's reader, its adapters, how they merge.
+// A merged model's state: its base's reader, its adapters (their table: a checkpoint's, checked against its
+// manifest, or lora_table's; their values), how they merge.
 struct Merge {
-  Merge(const ParamTable& base, const std::string& from, std::uint64_t seed, const config::Config& c, bool nf4)
-      : base(base), weights(from, base, seed), adapters(lora_table(base.shape(), lora_spec(c))),
-        adapter_values(adapters.numel()), scale(lora_spec(c).scale()), quantization(nf4_options(c)),
-        whole(merge_whole(base, c, nf4)) {}
+  Merge(const ParamTable& base, const std::string& from, std::uint64_t seed, const config::Config& c, bool nf4,
+        ParamTable adapter_table)
+      : base(base), weights(from, base, seed), adapters(std::move(adapter_table)), adapter_values(adapters.numel()),
+        scale(lora_spec(c).scale()), quantization(nf4_options(c)), whole{lora_pair_of(base, adapters), nf4} {}
   const ParamTable& base;
   InitialWeights weights;
   ParamTable adapters;
@@ -108,13 +105,11 @@ ReadRange checkpoint_merged_reader(const ckpt::Checkpoint& c, const ParamTable& 
                          fs::current_path(ec).string(), " (a relative path is read from the current directory: run from ",
                          "the training run's directory, or put the base back where it was)"));
   const bool nf4 = config.lora.base_dtype == config::LoraBaseDtype::kNf4;
-  auto merge = std::make_shared<Merge>(base, from, config.train.seed, config, nf4);
+  auto merge = std::make_shared<Merge>(base, from, config.train.seed, config, nf4, checkpoint_table(c));
   if (merge->weights.sha256() != c.state().lora_base_sha256)
     throw InputError(cat(c.dir().string(), " was trained on a base with sha256 ", c.state().lora_base_sha256, ", but init.from=",
                          from, " now has another: the merge needs the run's base there"));
-  const std::vector<float> adapters = c.read_master();
-  ZT_CHECK_EQ(adapters.size(), merge->adapter_values.size(), c.dir().string(), ": the adapters' values");
-  merge->adapter_values = adapters;
+  merge->adapter_values = c.read_master();  // the manifest's table: checkpoint_table(c)'s numel
   // A QLoRA run (lora.base_dtype=nf4) trained its adapters on the NF4 base: merged into those values (each
   // block weight quantized and dequantized, as its model saw them), not into the fp32 base it read.
   // Trained at parallel.tp > 1 on shards that are not whole blocks, the run's base was quantized per shard
@@ -178,7 +173,8 @@ SavedModel from_peft_adapter(const std::string& path) {
 }
 
 ReadRange peft_merged_reader(const SavedModel& m) {
-  auto merge = std::make_shared<Merge>(m.table, config::lora_base_path(m.config), 0, m.config, false);
+  auto merge = std::make_shared<Merge>(m.table, config::lora_base_path(m.config), 0, m.config, false,
+                                       lora_table(m.table.shape(), lora_spec(m.config)));
   load_safetensors((fs::path(m.path) / "adapter_model.safetensors").string(), merge->adapters, merge->adapter_values.data());
   return merged_reader(std::move(merge));
 }
@@ -188,11 +184,8 @@ ReadRange peft_merged_reader(const SavedModel& m) {
 ReadRange saved_weights_reader(const SavedModel& m) {
   switch (m.kind) {
     case SavedModel::Kind::kCheckpoint: {
+      if (m.config.lora.rank > 0) return checkpoint_merged_reader(ckpt::Checkpoint(m.path), m.table);
       auto c = std::make_shared<const ckpt::Checkpoint>(m.path);
-      if (m.config.lora.rank > 0) {
-        ReadRange merged = checkpoint_merged_reader(*c, m.table);
-        return [c, merged = std::move(merged)](std::int64_t offset, std::int64_t count, float* out) { merged(offset, count, out); };
-      }
       return [c](std::int64_t offset, std::int64_t count, float* out) {
         c->read(ckpt::StateKind::kMaster, FlatRange{offset, count}, out);
       };
@@ -208,8 +201,8 @@ ReadRange saved_weights_reader(const SavedModel& m) {
 
 std::size_t saved_weights_reader_bytes(const SavedModel& m) {
   if (!m.merged()) return 0;
-  const bool nf4 = m.checkpoint() && m.config.lora.base_dtype == config::LoraBaseDtype::kNf4;
-  const MergeWhole whole = merge_whole(m.table, m.config, nf4);
+  const MergeWhole whole{lora_pair_of(m.table, lora_table(m.table.shape(), lora_spec(m.config))),
+                         m.checkpoint() && m.config.lora.base_dtype == config::LoraBaseDtype::kNf4};
   return whole_tensor_bytes(m.table, [&](std::size_t p) { return whole(m.table, p); });
 }
 

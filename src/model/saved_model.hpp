@@ -25,7 +25,7 @@ ParamTable checkpoint_base_table(const ckpt::Checkpoint& c);
 // checkpoint_base_table(c). Throws ConfigError for a checkpoint without adapters, InputError when the
 // base on disk is not the one the run trained on.
 std::vector<float> checkpoint_merged_weights(const ckpt::Checkpoint& c, const ParamTable& base);
-// The same by range (c and base must outlive it): the base read through model::InitialWeights, each adapted
+// The same by range (base must outlive it; c is read at once): the base read through model::InitialWeights, each adapted
 // weight (and each NF4 weight of a QLoRA run) read whole, quantized and merged, one at a time. Checks the base
 // against the recorded hash first (reading it once, in blocks).
 ReadRange checkpoint_merged_reader(const ckpt::Checkpoint& c, const ParamTable& base);

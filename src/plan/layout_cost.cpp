@@ -291,8 +291,7 @@ Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
     k.rejected = cat("needs ", gib_text(k.memory_bytes + (p.host_is_device ? p.host_bytes : 0)), " GiB of ", gib_text(m.capacity_bytes));
   } else if (!p.host_fits()) {
     k.out_of_memory = true;
-    const std::uint64_t phase = std::max(p.load_bytes, p.save_bytes);
-    k.rejected = p.host_bytes + p.load_bytes > p.host_capacity_bytes || phase == p.load_bytes
+    k.rejected = p.host_bytes + p.load_bytes > p.host_capacity_bytes  // else only the save does not fit
                      ? cat("its offloaded state needs ", gib_text(p.host_bytes), " GiB of host memory per rank, of ",
                            gib_text(p.host_capacity_bytes))
                      : cat("a checkpoint save needs ", gib_text(p.host_bytes + p.save_bytes), " GiB of host memory on rank 0",

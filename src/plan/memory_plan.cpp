@@ -293,6 +293,13 @@ std::uint64_t load_bytes(const config::Config& config, std::int64_t world_size) 
          whole_weight;
 }
 
+// What a run trains, reduces and checkpoints: the model, or a LoRA run's adapters (its base is frozen).
+std::shared_ptr<const model::ParamTable> trained_table(const config::Config& config) {
+  const model::GptShape shape = model::model_shape(config.model);
+  if (config.lora.rank > 0) return std::make_shared<const model::ParamTable>(model::lora_table(shape, model::lora_spec(config)));
+  return whole_table(shape);
+}
+
 // The fp32 elements a synchronous save's model.h5 holds at once on rank 0 (train/checkpointer.cpp
 // UnitGather): the engine unit being written, and a parameter that spans units assembled (the pieces of
 // zero.split_vocab's embedding). A LoRA run's engine holds its adapters' units.
@@ -317,14 +324,12 @@ std::uint64_t streamed_model_elements(const config::Config& config, const model:
 // for model.h5, placing each part as it arrives (the model, its own part and one received). Asynchronous
 // (ckpt.async, without train.offload, which saves synchronously): also the rank's shard of the master and
 // both moments (12 bytes a parameter) and rank 0's whole fp32 model, copied before the write goes on in
-// the background. A LoRA run saves its adapters only. Measured (outside sweep 38's 58.8M Llama on the CPU,
-// synchronous): a ZeRO-0 save's peak 1903 -> 1197 MiB, ZeRO-3's 1437 / 1427 -> 1096 / 931 MiB on 2 ranks
-// when the shard state and the model stopped being copied whole onto every rank (seventeenth session).
+// the background. A LoRA run saves its adapters only. Measured (BENCHMARKS.md, tools/bench/ckpt/save_memory.sh:
+// outside sweep 38's 58.8M Llama on the CPU, synchronous): a ZeRO-0 save's peak 1903 -> 1132 MiB, ZeRO-3's
+// 1435 / 1425 -> 1004 / 930 MiB on 2 ranks when the shard state and the model stopped being copied whole onto
+// every rank (seventeenth session).
 std::uint64_t save_bytes(const config::Config& config, std::int64_t world_size) {
-  const model::GptShape shape = model::model_shape(config.model);
-  const std::shared_ptr<const model::ParamTable> saved =
-      config.lora.rank > 0 ? std::make_shared<const model::ParamTable>(model::lora_table(shape, model::lora_spec(config)))
-                           : whole_table(shape);
+  const std::shared_ptr<const model::ParamTable> saved = trained_table(config);
   const std::uint64_t model = saved->numel() * sizeof(float);
   const auto parts = static_cast<std::uint64_t>(config.parallel.tp * config.parallel.pp);
   const bool gathered_parts = parts > 1;
@@ -360,10 +365,7 @@ std::uint64_t cpu_outside_bytes(const config::Config& config, std::int64_t world
   if (dp == 1 && stage < 2) return kLibraries;
   // What is reduced: the trained parameters' gradients (a LoRA run's adapters', not its frozen base's), a
   // bucket or a unit at a time, never more than all of them.
-  const model::GptShape shape = model::model_shape(config.model);
-  const std::shared_ptr<const model::ParamTable> trained =
-      config.lora.rank > 0 ? std::make_shared<const model::ParamTable>(model::lora_table(shape, model::lora_spec(config)))
-                           : whole_table(shape);
+  const std::shared_ptr<const model::ParamTable> trained = trained_table(config);
   const auto tp = static_cast<std::uint64_t>(config.parallel.tp);
   const std::uint64_t all = trained->numel() * sizeof(float) / tp;
   const auto reduced = std::min(all, std::max<std::uint64_t>(largest_unit(*trained) * sizeof(float) / tp,

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/divisors.hpp"
 #include "core/error.hpp"
 
 namespace zt::rl {
@@ -15,19 +16,6 @@ bool steps_whole(const BatchLayout& b) { return b.batch % b.mini_batch == 0; }
 bool deals_evenly(const BatchLayout& b) { return b.mini_batch % b.dp == 0; }
 bool passes_whole(const BatchLayout& b) { return b.sequences_per_rank_step() % b.micro_batch == 0; }
 bool holds(const BatchLayout& b) { return steps_whole(b) && deals_evenly(b) && passes_whole(b); }
-
-// The divisors of n >= 1, ascending: O(sqrt n), so a refusal at the largest values the keys take is
-// instant (outside sweep 37 F3: a walk over 1..n took 5 minutes at n = 6.9e10).
-std::vector<std::int64_t> divisors(std::int64_t n) {
-  std::vector<std::int64_t> low, high;
-  for (std::int64_t d = 1; d <= n / d; ++d)
-    if (n % d == 0) {
-      low.push_back(d);
-      if (d != n / d) high.push_back(n / d);
-    }
-  low.insert(low.end(), high.rbegin(), high.rend());
-  return low;
-}
 
 // Of `values` (ascending), those for which `ok` holds nearest to `want`, below and above: "a or b", "a",
 // or "" when none does.

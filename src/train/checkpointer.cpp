@@ -135,13 +135,16 @@ Checkpointer::Checkpointer(const dist::World& world, const config::Config& confi
 // A write still in flight when the run ends on an error: on one rank, whose commit needs no other, it is
 // waited for and committed, so the newest checkpoint survives the exit 1 (outside sweep 40 NEW-4); on
 // several, the others may be gone or elsewhere, and ~WriteJob only joins it (an error every rank meets
-// commits it before throwing: Trainer::commit_before_failing).
+// commits it before throwing: commit_before_failing).
 Checkpointer::~Checkpointer() {
-  if (!pending_ || world_.size() != 1) return;
+  if (pending_ && world_.size() == 1) commit_before_failing("at the exit");
+}
+
+void Checkpointer::commit_before_failing(std::string_view when) {
   try {
     finish();
   } catch (const std::exception& e) {
-    log::warn(cat("the checkpoint in flight could not be committed at the exit: ", e.what()));
+    log::warn(cat("the checkpoint in flight could not be committed ", when, ": ", e.what()));
   }
 }
 

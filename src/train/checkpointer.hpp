@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ckpt/state.hpp"
@@ -43,6 +44,10 @@ class Checkpointer {
   // Collective: waits for the write in flight, if any, and commits it. Throws CheckpointError if a
   // rank's write or the commit failed (the .tmp directory is removed; older checkpoints stay).
   void finish();
+  // Collective: finish() before an error every rank meets at the same point (an agreed failure), so the
+  // newest checkpoint survives the exit 1 (outside sweep 37 F8); a commit that fails is said (`when`: "before
+  // stopping") and the first error stays the one reported.
+  void commit_before_failing(std::string_view when);
   // Collective: sets master weights and moments from the checkpoint at dir (any world size or stage)
   // and returns its training state.
   ckpt::TrainState load(const std::filesystem::path& dir);

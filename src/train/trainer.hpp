@@ -110,7 +110,6 @@ class Trainer {
   // rl_score; false, on every rank, when a stop signal ended the reward program on some rank (a
   // whole-job SIGTERM reaches it too: scancel, a time limit): the iteration is then given up.
   bool rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums);
-  void commit_before_failing();  // collective: before an error every rank meets (trainer_loop.cpp)
   int rl_stop_after_abandoned_iteration();  // the stop that follows: the last whole iteration's checkpoint, 75
   void rl_write_rollouts(const std::vector<rl::Rollout>& rollouts);  // rl.rollout_dir (collective)
   // The iteration's forward passes (rl::UpdatePlan, equal counts over the data-parallel group: collective),

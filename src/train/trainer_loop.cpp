@@ -36,7 +36,7 @@ int Trainer::train_loop() {
   while (step_ < last) {
     const StepResult r = take_step(*batch);
     if (!std::isfinite(r.loss) && !r.skipped) {  // fp16: an overflowing step is the scaler's business
-      commit_before_failing();  // every rank sees the same all-reduced loss
+      checkpointer_->commit_before_failing("before stopping");  // every rank sees the same all-reduced loss
       throw Error(cat("the loss became ", r.loss, " at step ", step_, ": lower optim.lr or raise optim.warmup_steps"));
     }
     if (step_ == first) {  // start-up is over: the tight deadline from now on (dist/deadline.hpp)
@@ -66,18 +66,6 @@ int Trainer::train_loop() {
   if (data_failed_) return stop_on_data_error();  // the last step's evaluation: trained, but not done
   log::info(cat("done: ", step_, " steps, final loss ", io::json_number(last_loss_)));
   return record_exit(kExitOk, "done");
-}
-
-// Before an error every rank meets at the same point (an agreed failure): the background checkpoint write
-// still in flight (ckpt.async) is waited for and committed, so the newest checkpoint survives the exit 1
-// (it was left a .tmp until the next step boundary, which the failure never reaches: outside sweep 37 F8).
-// A commit that fails is said; the first error is the one reported.
-void Trainer::commit_before_failing() {
-  try {
-    checkpointer_->finish();
-  } catch (const std::exception& e) {
-    log::warn(cat("the checkpoint in flight could not be committed before stopping: ", e.what()));
-  }
 }
 
 // The job scripts read the exit code here: mpirun reports 1 after a SIGTERM whatever the ranks return.

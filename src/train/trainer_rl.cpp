@@ -176,7 +176,7 @@ int Trainer::rl_loop() {
     const StepResult r = rl_iteration();
     if (r.abandoned) return rl_stop_after_abandoned_iteration();
     if (!std::isfinite(r.loss) && !r.skipped) {  // every rank sees the same all-reduced loss
-      commit_before_failing();
+      checkpointer_->commit_before_failing("before stopping");
       throw Error(cat("the RL loss became ", r.loss, " at iteration ", step_, ": lower optim.lr or rl.clip_ratio"));
     }
     if (step_ == first) {
@@ -244,7 +244,7 @@ bool Trainer::rl_score_or_stop(std::vector<rl::Rollout>& rollouts, RlSums& sums)
   agree_max(&ended, 1);
   set_comm_timeout(step_timeout_s, step_words);
   if (ended == 2) {  // every rank stops here, the last checkpoint committed first (outside sweep 37 F8)
-    commit_before_failing();
+    checkpointer_->commit_before_failing("before stopping");
     if (failure) std::rethrow_exception(failure);
     throw Error(cat("iteration ", step_ + 1, ": a reward failed on another rank (its error is in that rank's log); ",
                     "stopping with it"));
