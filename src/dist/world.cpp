@@ -143,7 +143,7 @@ void in_pieces(std::uint64_t len, const Post& post) {
 // Rank 0: every rank's `mine`, in rank order; the others send theirs and get {}.
 // Rank 0 takes every rank's string in rank order (its own first), each received whole into one buffer and
 // handed to `take` before the next: never all of them at once.
-void collect_each(const Agreement& a, const std::string& mine, const std::function<void(int, std::string_view)>& take) {
+void collect_each(const Agreement& a, std::string_view mine, const std::function<void(int, std::string_view)>& take) {
   if (a.rank != 0) {
     std::uint64_t len = mine.size();
     std::vector<MPI_Request> sends(1, MPI_REQUEST_NULL);
@@ -229,7 +229,7 @@ std::vector<std::string> World::gather_to_root(const std::string& mine, std::str
   return collect({comms_->world, rank_, size_, timeout_s_, timeout_words_, what}, mine);
 }
 
-void World::gather_to_root_each(const std::string& mine, std::string_view what,
+void World::gather_to_root_each(std::string_view mine, std::string_view what,
                                 const std::function<void(int rank, std::string_view bytes)>& take) const {
   const RingScope recorded(ring_, CollGroup::kWorld, CollKind::kGather, mine.size(), what);
   collect_each({comms_->world, rank_, size_, timeout_s_, timeout_words_, what}, mine, take);

@@ -54,7 +54,7 @@ class World {
   std::vector<std::string> gather_to_root(const std::string& mine, std::string_view what = "a gather onto rank 0") const;
   // The same, each rank's string handed to `take` on rank 0 in rank order, one at a time, as it arrives:
   // rank 0 never holds them all (a tensor-parallel model's parts gathered for model.h5).
-  void gather_to_root_each(const std::string& mine, std::string_view what,
+  void gather_to_root_each(std::string_view mine, std::string_view what,
                            const std::function<void(int rank, std::string_view bytes)>& take) const;
   // Every rank's `mine` (the same length on every rank), concatenated in rank order, on every rank.
   std::vector<std::uint64_t> all_gather(const std::vector<std::uint64_t>& mine,

@@ -320,11 +320,12 @@ std::uint64_t streamed_model_elements(const config::Config& config, const model:
 // What saving a checkpoint holds on rank 0's host beside a step's peak (train/checkpointer.cpp; the
 // allocator keeps what the step freed, and an asynchronous write runs during the next step). Synchronous:
 // the state is read from the engine slice by slice and model.h5 written from units gathered one at a time
-// (streamed_model_elements); with tensor or pipeline parallelism rank 0 gathers the parts' whole fp32 model
-// for model.h5, placing each part as it arrives (the model, its own part and one received). Asynchronous
-// (ckpt.async, without train.offload, which saves synchronously): also the rank's shard of the master and
-// both moments (12 bytes a parameter) and rank 0's whole fp32 model, copied before the write goes on in
-// the background. A LoRA run saves its adapters only. Measured (BENCHMARKS.md, tools/bench/ckpt/save_memory.sh:
+// (streamed_model_elements); with tensor or pipeline parallelism a global unit at a time, assembled on rank
+// 0 from the parts' slices of it (train/model_gather.hpp: the unit, its own slice and one received, and the
+// local engine unit it reads its slice from). Asynchronous (ckpt.async, without train.offload, which saves
+// synchronously): also the rank's shard of the master and both moments (12 bytes a parameter) and rank 0's
+// whole fp32 model (with TP/PP, placing each part as it arrives: its own part and one received beside it),
+// copied before the write goes on in the background. A LoRA run saves its adapters only. Measured (BENCHMARKS.md, tools/bench/ckpt/save_memory.sh:
 // outside sweep 38's 58.8M Llama on the CPU, synchronous): a ZeRO-0 save's peak 1903 -> 1132 MiB, ZeRO-3's
 // 1435 / 1425 -> 1004 / 930 MiB on 2 ranks when the shard state and the model stopped being copied whole onto
 // every rank (seventeenth session).
@@ -333,12 +334,14 @@ std::uint64_t save_bytes(const config::Config& config, std::int64_t world_size) 
   const std::uint64_t model = saved->numel() * sizeof(float);
   const auto parts = static_cast<std::uint64_t>(config.parallel.tp * config.parallel.pp);
   const bool gathered_parts = parts > 1;
-  std::uint64_t bytes = gathered_parts ? model + 2 * (model / parts) : streamed_model_elements(config, *saved) * sizeof(float);
   const bool async = config.ckpt.async && config.train.offload == config::Offload::kNone;
   const auto dp = static_cast<std::uint64_t>(data_parallel_ranks(config, world_size));
+  std::uint64_t bytes = 0;
   if (async) {
-    bytes = 3 * model / parts / dp + (gathered_parts ? bytes : model);
+    bytes = 3 * model / parts / dp + (gathered_parts ? model + 2 * (model / parts) : model);
   } else {  // the state streamed a slice at a time, and HDF5's chunk and its filtered copy (4 MiB each)
+    const std::uint64_t unit = largest_unit(*saved) * sizeof(float), tp = static_cast<std::uint64_t>(config.parallel.tp);
+    bytes = gathered_parts ? unit + 3 * (unit / tp) : streamed_model_elements(config, *saved) * sizeof(float);
     bytes += std::min<std::uint64_t>(ckpt::kStreamedSliceBytes, model / parts / dp) + (std::uint64_t{8} << 20);
   }
   // A unit gathered in fp32 on the device where the master is sharded (ZeRO-3, or mixed precision at 1-2):

@@ -20,6 +20,7 @@
 #include "io/hdf5.hpp"
 #include "model/checkpoint_desc.hpp"
 #include "optim/zero/model_adapters.hpp"
+#include "train/model_gather.hpp"
 #include "train/signals.hpp"
 
 namespace zt::train {
@@ -49,52 +50,6 @@ void gather_global_model(const dist::World& world, optim::ZeroEngine& engine, co
   shards.gather_on_root(world, local, world.is_root() ? full.data() : nullptr);
   if (!world.is_root()) full = {};
 }
-// A synchronous save's model.h5 from the engine's units, gathered in order as the writer asks for them
-// (rank 0), or only joined where the gather is collective (the others): one unit in host memory (and a
-// parameter that spans units, the pieces of zero.split_vocab's embedding, assembled), never the whole model
-// (outside sweep 38 F1: every rank held it whole at ZeRO-3).
-class UnitGather {
- public:
-  UnitGather(optim::ZeroEngine& engine, bool keep) : engine_(engine), keep_(keep) {}
-  // Flat elements [offset, offset + count), asked for in increasing order; valid until the next call.
-  const float* view(std::int64_t offset, std::int64_t count) {
-    while (held_.end() <= offset) next();
-    if (offset >= held_.offset && offset + count <= held_.end()) return values_.data() + (offset - held_.offset);
-    assembled_.assign(static_cast<std::size_t>(count), 0.f);  // across units (elements no unit holds: 0)
-    for (std::int64_t at = offset; at < offset + count;) {
-      while (held_.end() <= at) next();
-      if (at < held_.offset) {
-        at = std::min(offset + count, held_.offset);
-        continue;
-      }
-      const std::int64_t n = std::min(offset + count, held_.end()) - at;
-      std::copy_n(values_.begin() + (at - held_.offset), n, assembled_.begin() + (at - offset));
-      at += n;
-    }
-    return assembled_.data();
-  }
-  // The units not gathered yet, joined and dropped, whatever failed: every rank's collectives complete.
-  void finish() {
-    keep_ = false;
-    while (next_ < engine_.partition().n_units()) next();
-  }
-
- private:
-  void next() {
-    const int u = next_++;
-    ZT_CHECK_LT(u, engine_.partition().n_units(), "checkpoint: model.h5 asked for elements past the engine's units");
-    const FlatRange& unit = engine_.partition().unit(u);
-    ZT_CHECK_GE(unit.offset, held_.end(), "checkpoint: the engine's units are not in flat order");
-    if (keep_) values_.resize(static_cast<std::size_t>(unit.numel));
-    engine_.gather_unit_params(u, keep_ ? values_.data() : nullptr);
-    held_ = unit;
-  }
-  optim::ZeroEngine& engine_;
-  bool keep_;
-  int next_ = 0;
-  FlatRange held_;
-  std::vector<float> values_, assembled_;
-};
 }  // namespace
 
 // A synchronous save's reader of offloaded state: elements [offset, offset + count) of the shard (the
@@ -201,12 +156,13 @@ void Checkpointer::snapshot(Part& part) {
       at += r.numel;
     }
   }
-  // model.h5 in the global shape: DP rank 0 of every TP shard and pipeline stage sends rank 0 its part.
-  if (part.shards) return gather_global_model(world_, engine, *part.shards, part.desc.flat_numel, full);
   full = {};
-  if (part.streamed) return;  // gathered unit by unit as model.h5 is written (UnitGather)
-  // Asynchronous: rank 0's full fp32 copy: a collective gather at stage 3 and wherever the master is
-  // sharded apart from 16-bit working weights (mixed precision, stages 1-3), the others joining it.
+  if (part.streamed) return;  // gathered unit by unit as model.h5 is written (model_gather.hpp)
+  // Asynchronous: rank 0's full fp32 copy. In the global shape: DP rank 0 of every TP shard and pipeline
+  // stage sends rank 0 its part.
+  if (part.shards) return gather_global_model(world_, engine, *part.shards, part.desc.flat_numel, full);
+  // Else a collective gather at stage 3 and wherever the master is sharded apart from 16-bit working
+  // weights (mixed precision, stages 1-3), the others joining it.
   if (world_.is_root()) full.resize(static_cast<std::size_t>(part.desc.flat_numel));
   if (world_.is_root() || engine.gather_is_collective()) engine.gather_params(full.empty() ? nullptr : full.data());
 }
@@ -248,7 +204,7 @@ void Checkpointer::save(const ckpt::TrainState& state) {
   for (Part& part : parts_) snapshot(part);
   const bool in_thread = async_;
   // Every part's files in one write (one background job): the actor's, then the critic's in its subdir.
-  auto work = [tmp = p->tmp, parts = parts_, state, root = world_.is_root(), in_thread, debug = config_.debug] {
+  auto work = [tmp = p->tmp, parts = parts_, state, root = world_.is_root(), in_thread, debug = config_.debug, &world = world_] {
     if (in_thread) block_stop_signals_in_this_thread();
     const auto t = Clock::now();
     std::vector<ckpt::RankRecord> recs;
@@ -256,27 +212,30 @@ void Checkpointer::save(const ckpt::TrainState& state) {
       const fs::path dir = part.subdir.empty() ? tmp : tmp / part.subdir;
       ckpt::RankRecord& rec = recs.emplace_back(ckpt::RankRecord{part.shard->rank, part.shard->ranges, {}, 0});
       rec.dir = part.subdir;
-      // model.h5 from units gathered as it is written: every rank joins each gather (where collective),
-      // whatever fails on it, so that no rank is left waiting in one.
+      // model.h5 first, from units gathered as it is written (model_gather.hpp), so that the others wait
+      // in each gather for one unit's write, not for rank 0's shard: every rank joins each gather (where
+      // collective; under TP/PP every rank), whatever fails on it, so that no rank is left waiting in one.
+      std::unique_ptr<UnitSource> source;
+      if (part.streamed && part.shards) source = std::make_unique<PartsSource>(world, *part.engine, *part.shards);
+      else if (part.streamed && (root || part.engine->gather_is_collective())) source = std::make_unique<EngineSource>(*part.engine);
       std::optional<UnitGather> units;
-      if (part.streamed && !part.shards && (root || part.engine->gather_is_collective())) units.emplace(*part.engine, root);
+      if (source) units.emplace(*source, root);
       std::exception_ptr failed;
       try {
-        rec.files.push_back(part.streamed ? ckpt::write_rank_shard(dir, *part.shard, state.step, streamed_reader(part))
-                                          : ckpt::write_rank_shard(dir, *part.shard, state.step));
-        if (part.subdir.empty())  // TEST ONLY: some files written
-          health::hang_point(debug, part.shard->rank, config::HangPhase::kCkptWrite, state.step);
-        if (root) {
+        if (root)
           rec.files.push_back(units ? ckpt::write_model(dir, part.desc,
                                                         [&units](std::int64_t o, std::int64_t n) { return units->view(o, n); })
                                     : ckpt::write_model(dir, part.desc, part.full->data()));
-          rec.files.push_back(ckpt::write_state(dir, state));
-        }
       } catch (...) {
         failed = std::current_exception();
       }
       if (units) units->finish();
       if (failed) std::rethrow_exception(failed);
+      rec.files.push_back(part.streamed ? ckpt::write_rank_shard(dir, *part.shard, state.step, streamed_reader(part))
+                                        : ckpt::write_rank_shard(dir, *part.shard, state.step));
+      if (part.subdir.empty())  // TEST ONLY: some files written
+        health::hang_point(debug, part.shard->rank, config::HangPhase::kCkptWrite, state.step);
+      if (root) rec.files.push_back(ckpt::write_state(dir, state));
     }
     ckpt::RankRecord whole = std::move(recs.front());
     whole.parts.assign(std::make_move_iterator(recs.begin() + 1), std::make_move_iterator(recs.end()));

@@ -16,6 +16,7 @@
 #include "dist/world.hpp"
 #include "model/model.hpp"
 #include "optim/zero/engine.hpp"
+#include "optim/zero/model_adapters.hpp"
 #include "rl/rollouts.hpp"
 #include "train/shard_map.hpp"
 

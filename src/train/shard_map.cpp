@@ -50,6 +50,12 @@ std::vector<model::TpRun> ShardMap::saved_runs() const {
   return runs;
 }
 
+std::vector<model::TpRun> ShardMap::part_saved_runs(const model::ParamTable& part, int s, int r, std::int64_t offset,
+                                                    std::int64_t numel) const {
+  const bool copy = !adapters && cut.holds_tied_head_copy(global.shape(), s);
+  return part_runs(global, part, grid.tp, r, copy, offset, numel, true);
+}
+
 void ShardMap::read_local(std::int64_t offset, std::int64_t count, float* out, const ReadGlobal& read) const {
   std::fill(out, out + count, 0.f);  // the zero rows, which map nowhere
   for (const model::TpRun& run : part_runs(global, local, grid.tp, grid.tp_rank(), tied_copy(), offset, count, false))
@@ -72,11 +78,9 @@ void ShardMap::gather_on_root(const dist::World& world, const std::vector<float>
     if (rank == 0) bytes = {reinterpret_cast<const char*>(local_full.data()), bytes_mine};
     const int s = from.pp_rank(), r = from.tp_rank();
     const model::ParamTable table = part_of(s);
-    const bool copy = !adapters && cut.holds_tied_head_copy(global.shape(), s);
     ZT_CHECK_EQ(bytes.size(), table.numel() * sizeof(float), "checkpoint: pipeline stage ", s, ", TP rank ", r, "'s parameters");
     const float* values = reinterpret_cast<const float*>(bytes.data());
-    const std::int64_t numel = static_cast<std::int64_t>(table.numel());
-    for (const model::TpRun& run : part_runs(global, table, grid.tp, r, copy, 0, numel, true))
+    for (const model::TpRun& run : part_saved_runs(table, s, r, 0, static_cast<std::int64_t>(table.numel())))
       std::copy_n(values + run.local_offset, run.numel, global_full + run.global_offset);
   });
 }

@@ -46,6 +46,10 @@ struct ShardMap {
   // The runs (engine offset in the local table -> global flat offset) this rank checkpoints: its slice of
   // the ZeRO partition of the local table over grid.dp, as the tiling above leaves them.
   std::vector<model::TpRun> saved_runs() const;
+  // The runs the part of pipeline rank s and TP rank r (`part`: part_of(s)) saves of its local elements
+  // [offset, offset + numel), in local order: what that rank contributes to the global model.
+  std::vector<model::TpRun> part_saved_runs(const model::ParamTable& part, int s, int r, std::int64_t offset,
+                                            std::int64_t numel) const;
   // Local flat elements [offset, offset + count) read from global state (the tied copy too); zero rows 0.
   void read_local(std::int64_t offset, std::int64_t count, float* out, const ReadGlobal& read) const;
   // Collective over the world: rank 0 gets the global flat parameters (global.numel()) from DP rank 0 of

@@ -2,7 +2,7 @@
 # A checkpoint save's host memory (BENCHMARKS.md, "Loading"; outside sweep 38 F1): each rank's peak RSS over
 # a 5-step run saving at steps 2 and 4 (the save is the run's peak), against --plan's "saving a checkpoint"
 # line, for a Llama of 58.8M parameters (L 8, C 512, 8 heads over 4 K/V heads, vocabulary 32768, T 128) on
-# the CPU: ZeRO-0 on 1 rank, ZeRO-3 on 2, ZeRO-1 bf16 on 2, TP 2.
+# the CPU: ZeRO-0 on 1 rank, ZeRO-3 on 2, ZeRO-1 bf16 on 2, TP 2, PP 2, TP 2 x PP 2.
 #   tools/bench/ckpt/save_memory.sh [BIN_DIR] [OLD_BIN_DIR]   (default build/bin; OLD_BIN_DIR: compare)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -39,4 +39,6 @@ done <<'LAYOUTS'
 2 --train.zero_stage=3
 2 --train.zero_stage=1 --train.precision=bf16
 2 --parallel.tp=2 --train.zero_stage=1
+2 --parallel.pp=2 --train.zero_stage=0
+4 --parallel.tp=2 --parallel.pp=2 --train.zero_stage=1
 LAYOUTS
