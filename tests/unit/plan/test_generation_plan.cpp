@@ -175,6 +175,12 @@ TEST(GenerationPlan, FixesAreOnlyLayoutsTheRunTakes) {
 // planned (outside sweep 30 F3: 16 ranks were offered on the current rank's whole share).
 TEST(GenerationPlan, ARankCountOfferedOnCpuRanksFitsInItsShareOfTheHost) {
   config::Config c = qwen_like();
+  // A model whose optimizer state, not its activations or its embedding, is most of a CPU rank's memory,
+  // so that more ranks sharing the host can be the fix (each rank's reduction scratch grows with the
+  // largest unit: memory_plan.cpp cpu_outside_bytes).
+  c.model.vocab_size = 32000;
+  c.model.seq_len = 256;
+  c.train.micro_batch = 1;
   c.train.zero_stage = 1;
   c.plan.gpus_per_node = 2;
   const MemoryPlan p = plan_memory(c, 1, 1, 0, config::Device::kCpu);
