@@ -219,7 +219,10 @@ int run(dist::World& world, int argc, char** argv) {
     }
     if (s.cl.config.rl.enabled() && !s.cl.config.plan.search)  // --plan too: what RL's batch rules refuse is no plan
       rl::check_batch_layout(rl::layout_of(s.cl.config, static_cast<int>(s.derived.dp_size)));
-    model::check_tp_degree(model::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp));
+    const std::int64_t pp = s.cl.config.parallel.pp;  // derive() has checked that pp divides the world
+    model::check_tp_degree(model::model_shape(s.cl.config.model), static_cast<int>(s.cl.config.parallel.tp), "parallel.tp",
+                           ranks % pp == 0 ? ranks / pp : 0,
+                           pp > 1 ? cat("the world's ", ranks, " ranks / parallel.pp=", pp) : cat("the world of ", ranks, " rank(s)"));
     train::check_attention(s.cl.config, s.plan_device);
   }, "parsing the configuration");
   if (code != kExitOk) return code;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "config/config.hpp"
 
@@ -17,6 +18,11 @@ struct Derived {
 // the world or the batch does not split over the data-parallel ranks (the ranks of one tensor-parallel
 // group read the same sequences, so they count once).
 Derived derive(const Config& config, std::int64_t world_size);
+
+// The tensor-parallel degrees that divide every width tensor parallelism cuts whole (the heads, the K/V
+// heads and the MLP width: model::check_tp_degree's rule) and, when ranks > 0, those ranks; ascending,
+// 1 always among them. A refusal of parallel.tp on either rule names these, so that its values pass both.
+std::vector<std::int64_t> tp_degrees(const ModelConfig& m, std::int64_t ranks = 0);
 
 // What the trainer does not run with parallel.pp > 1 yet: throws ConfigError naming the key, the reason
 // and the fix. nccl: the job communicates over NCCL (dist.backend, resolved). The run, --plan and the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -194,11 +195,21 @@ void check_parallel(const ParallelConfig& p, const TrainConfig& t, const ModelCo
   if (p.sequence_parallel && p.tp == 1)
     throw ConfigError("parallel.sequence_parallel=true shards activations inside a tensor-parallel group, and "
                       "parallel.tp=1 has none: set parallel.tp > 1 or parallel.sequence_parallel=false");
-  if (p.sequence_parallel && (t.micro_batch * m.seq_len) % p.tp != 0)
+  if (p.sequence_parallel && (t.micro_batch * m.seq_len) % p.tp != 0) {
+    // The values that work (outside sweep 38 F3): micro-batches that also divide train.global_batch (any
+    // data-parallel split needs that), and the nearest context lengths at this micro-batch.
+    std::vector<std::int64_t> micro;
+    for (const std::int64_t d : divisors(t.global_batch))
+      if ((d * m.seq_len) % p.tp == 0) micro.push_back(d);
+    const std::int64_t step = p.tp / std::gcd(t.micro_batch, p.tp), lower = m.seq_len / step * step;
+    const std::string lengths = lower > 0 ? cat("model.seq_len=", lower, " or ", lower + step) : cat("model.seq_len=", step);
     throw ConfigError(cat("parallel.sequence_parallel=true gives each of parallel.tp=", p.tp, " ranks an equal block of a "
                           "micro-batch's train.micro_batch x model.seq_len = ", t.micro_batch * m.seq_len,
-                          " token rows, which ", p.tp, " does not divide: choose a train.micro_batch or model.seq_len "
-                          "that makes it a multiple of ", p.tp, ", or parallel.sequence_parallel=false"));
+                          " token rows, which ", p.tp, " does not divide: use ",
+                          micro.empty() ? "" : cat("train.micro_batch in {", join(micro), "} (of train.global_batch=", t.global_batch,
+                                                   "'s divisors), or "),
+                          lengths, ", or parallel.sequence_parallel=false"));
+  }
   const bool interleaved = p.schedule == PipeSchedule::kInterleaved;
   if (interleaved && (p.pp < 2 || p.vpp < 2))
     throw ConfigError(cat("parallel.schedule=interleaved runs parallel.vpp >= 2 model chunks on each of parallel.pp >= 2 "
@@ -349,6 +360,43 @@ void validate(const Config& config) {
   check_debug(config);
 }
 
+std::vector<std::int64_t> tp_degrees(const ModelConfig& m, std::int64_t ranks) {
+  const std::int64_t ffn = m.arch == Arch::kGpt2 ? 4 * m.n_embd
+                           : m.ffn_hidden > 0    ? m.ffn_hidden
+                                                 : llama_ffn_hidden(static_cast<int>(m.n_embd), m.ffn_multiplier,
+                                                                    static_cast<int>(m.ffn_multiple_of));
+  std::vector<std::int64_t> out;
+  for (const std::int64_t d : divisors(m.n_head))
+    if ((m.n_kv_head > 0 ? m.n_kv_head : m.n_head) % d == 0 && ffn % d == 0 && (ranks <= 0 || ranks % d == 0)) out.push_back(d);
+  return out;
+}
+
+namespace {
+// The world refuses parallel.pp x parallel.tp: the values that pass both it and the model's rules
+// (outside sweep 38 F3): other tp at this pp, other pp at this tp, or another world.
+std::string grid_fixes(const Config& c, std::int64_t world_size) {
+  const std::int64_t tp = c.parallel.tp, pp = c.parallel.pp, vpp = c.parallel.vpp, layers = c.model.n_layer;
+  const std::vector<std::int64_t> model_tp = tp_degrees(c.model);
+  const bool tp_ok = std::find(model_tp.begin(), model_tp.end(), tp) != model_tp.end();
+  std::vector<std::string> fixes;
+  if (world_size % pp == 0)
+    fixes.push_back(cat("parallel.tp in {", join(tp_degrees(c.model, world_size / pp)), "}", pp > 1 ? cat(" at parallel.pp=", pp) : "",
+                        " (the degrees that divide ", pp > 1 ? cat("the world's ", world_size, " ranks / parallel.pp") : "the world",
+                        " and the model's heads, K/V heads and MLP width)"));
+  if (pp > 1 || world_size % pp != 0) {  // keep this tp (or tp=1 where the model refuses it) and change pp
+    const std::int64_t keep = tp_ok && world_size % tp == 0 ? tp : 1;
+    std::vector<std::int64_t> stages;
+    for (const std::int64_t d : divisors(world_size / keep))
+      if (d * vpp <= layers) stages.push_back(d);
+    fixes.push_back(cat("parallel.pp in {", join(stages), "} at parallel.tp=", keep));
+  }
+  if (tp_ok && pp * vpp <= layers) fixes.push_back(cat("a multiple of ", pp * tp, " ranks"));
+  std::string out;
+  for (std::size_t i = 0; i < fixes.size(); ++i) out += (i == 0 ? "" : i + 1 == fixes.size() ? ", or " : ", ") + fixes[i];
+  return out;
+}
+}  // namespace
+
 Derived derive(const Config& config, std::int64_t world_size) {
   if (config.debug.rank >= world_size)
     throw ConfigError(cat("debug.rank=", config.debug.rank, " is outside the world of ", world_size,
@@ -356,12 +404,10 @@ Derived derive(const Config& config, std::int64_t world_size) {
   const std::int64_t tp = config.parallel.tp, pp = config.parallel.pp;
   if (pp == 1 && world_size % tp != 0)
     throw ConfigError(cat("parallel.tp=", tp, " does not divide the world of ", world_size,
-                          " rank(s): the world is tp x data-parallel ranks; use parallel.tp in {",
-                          join(divisors(world_size, world_size)), "} or a multiple of ", tp, " ranks"));
+                          " rank(s): the world is tp x data-parallel ranks; use ", grid_fixes(config, world_size)));
   if (world_size % (tp * pp) != 0)
     throw ConfigError(cat("parallel.pp=", pp, " x parallel.tp=", tp, " = ", pp * tp, " does not divide the world of ",
-                          world_size, " rank(s): the world is pp x data-parallel x tp ranks; use pp x tp in {",
-                          join(divisors(world_size, world_size)), "} or a multiple of ", pp * tp, " ranks"));
+                          world_size, " rank(s): the world is pp x data-parallel x tp ranks; use ", grid_fixes(config, world_size)));
   const std::int64_t vpp = config.parallel.vpp;
   if (pp * vpp > config.model.n_layer)
     throw ConfigError(cat("parallel.pp=", pp, vpp > 1 ? cat(" x parallel.vpp=", vpp, " = ", pp * vpp) : "",

@@ -97,13 +97,17 @@ TpSplit tp_split_of(const ParamInfo& p, const GptShape& s) {
   return family_of(s.arch).tp_split(p, s);
 }
 
-void check_tp_degree(const GptShape& s, int tp, const std::string& key) {
+void check_tp_degree(const GptShape& s, int tp, const std::string& key, std::int64_t ranks, const std::string& ranks_text) {
   if (tp == 1) return;
-  const std::string valid = divisors_of_all({s.n_head, s.n_kv_head, s.ffn_hidden});
+  const std::string model = divisors_of_all({s.n_head, s.n_kv_head, s.ffn_hidden});
+  // On a known world: the model's degrees that divide it too (outside sweep 38 F3: 8 heads on 3 ranks take tp=1 only).
+  const std::string on_world = ranks > 0 ? divisors_of_all({s.n_head, s.n_kv_head, s.ffn_hidden, ranks}) : model;
+  const std::string valid = on_world == model ? model + "}"
+                                              : cat(on_world, "} (of the model's {", model, "}, those that divide ",
+                                                    ranks_text.empty() ? cat(ranks, " ranks") : ranks_text, ")");
   auto need = [&](std::int64_t value, const char* what, const char* why) {
     if (value % tp != 0)
-      throw ConfigError(cat(key, "=", tp, " does not divide ", what, "=", value, ": ", why, "; use ", key, " in {",
-                            valid, "}"));
+      throw ConfigError(cat(key, "=", tp, " does not divide ", what, "=", value, ": ", why, "; use ", key, " in {", valid));
   };
   need(s.n_head, "model.n_head", "each tensor-parallel rank computes whole attention heads");
   need(s.n_kv_head, "the K/V heads (model.n_kv_head)",

@@ -35,8 +35,10 @@ const char* tp_kind_name(TpSplit::Kind kind);  // "replicated", "column", "row",
 TpSplit tp_split_of(const ParamInfo& p, const GptShape& shape);
 
 // Throws ConfigError unless tp divides what it must: the heads, the K/V heads (GQA: naming the
-// degrees that work) and the MLP width.
-void check_tp_degree(const GptShape& shape, int tp, const std::string& key = "parallel.tp");
+// degrees that work) and the MLP width. ranks > 0: the ranks tp must also divide (the world over
+// parallel.pp), so that the degrees named pass that rule too; ranks_text says what they are.
+void check_tp_degree(const GptShape& shape, int tp, const std::string& key = "parallel.tp", std::int64_t ranks = 0,
+                     const std::string& ranks_text = "");
 
 // A TP rank's rows of the token embedding and LM head: ceil(Vp / tp) (without the zero row).
 std::int64_t vocab_shard_rows(const GptShape& shape, int tp);

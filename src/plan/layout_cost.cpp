@@ -23,12 +23,15 @@
 //              and reduce-scatters behind the whole forward and backward; the all-gather of updated
 //              slices after the optimizer (stages 1-2) and the per-message latency stay exposed. On the
 //              CPU backend nothing hides (the same cores compute and reduce);
-//   offload    train.offload=optimizer (searched at ZeRO >= 1, LoRA aside): the rank's optimizer shard P
+//   offload    train.offload=optimizer (searched at ZeRO >= 1, not under LoRA): the rank's optimizer shard P
 //              (its TP or pipeline part over DP) goes down in fp32 and comes back in the compute dtype
 //              over its PCIe link (P (4 + x) / plan.pcie_gbps), and the host AdamW moves 28 + x bytes a
 //              parameter through the node's memory (plan.host_gbps shared by its ranks); offload.to=nvme
 //              also reads and writes the 12-byte state (24 P over plan.nvme_gbps shared by the node's
 //              ranks), overlapped with the AdamW (the larger counts); all of it exposed (the step waits);
+//              train.offload=params (ZeRO-3) also reads each unit's slice at each gather; under LoRA
+//              (searched with parameter offload only: the frozen base's) P is the adapters' shard and the
+//              reads are the base's and the adapters';
 //   PP comm    each micro-batch sends its activation [B, T, C] forward and its gradient back over every
 //              boundary (v times with the interleaved schedule), exposed;
 //   bubble     model::bubble_fraction(p, m, v) = (p-1)/(v m + p-1) of the pipeline's time, the busiest
@@ -60,6 +63,9 @@ namespace zt::plan {
 
 bool pipeline_available(int pp) { return pp >= 1; }
 
+// parallel.pp_layers holds for the configured pipeline only; other layouts are cut by cost.
+bool keeps_pp_layers(const config::Config& c, const Layout& l) { return l.pp == c.parallel.pp && l.vpp == c.parallel.vpp; }
+
 Machine machine_of(const config::PlanConfig& p, std::int64_t world, std::uint64_t capacity, config::Device device,
                    int threads) {
   Machine m{world, p.gpus_per_node, p.intra_node_gbps, p.inter_node_gbps, p.gpu_tflops, p.compute_efficiency,
@@ -82,8 +88,7 @@ config::Config layout_config(const config::Config& c, const Layout& l) {
   s.parallel.vpp = l.vpp;
   s.parallel.schedule = l.vpp > 1 ? config::PipeSchedule::kInterleaved : config::PipeSchedule::kOneFOneB;
   s.parallel.sequence_parallel = l.sequence_parallel && l.tp > 1;
-  // parallel.pp_layers holds for the configured pipeline only; other layouts are cut by cost.
-  if (l.pp != c.parallel.pp || l.vpp != c.parallel.vpp) s.parallel.pp_layers.clear();
+  if (!keeps_pp_layers(c, l)) s.parallel.pp_layers.clear();
   s.train.micro_batch = l.micro_batch;
   s.train.zero_stage = l.zero_stage;
   s.train.recompute = l.recompute;
@@ -146,7 +151,7 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
   const int micro = l.grad_accum;
   const model::GptShape stage = with_layers(c, lp);
   if (l.tp > 1) {
-    const bool sp = c.parallel.sequence_parallel;
+    const bool sp = l.sequence_parallel;  // the layout's, not the configured run's (outside sweep 38 F4)
     const model::TpCommBytes b = model::tp_comm_bytes(stage, l.micro_batch, l.tp, sp, model::compute_dtype(c.train.precision));
     // Full recomputation runs each block's forward collectives again in backward: 2 more of its 4 (or,
     // under SP, of its 10) [N, C] transfers a block.
@@ -209,19 +214,24 @@ StepTime predict_step(const config::Config& c, const Layout& l, const Machine& m
     const double params = (l.pp > 1 ? static_cast<double>(cut.table(global, busiest).numel()) / l.tp
                                     : static_cast<double>((l.tp == 1 ? global : model::tp_local_table(global, l.tp)).numel())) /
                           l.dp;
+    // What the optimizer steps: the model's shard, or a LoRA run's adapters' (its frozen base has no state).
+    const double trained =
+        lora ? static_cast<double>(model::adapter_part_table(model::lora_table(shape, model::lora_spec(c)), cut, busiest, l.tp).numel()) / l.dp
+             : params;
     const double x = static_cast<double>(dtype_size(model::compute_dtype(c.train.precision)));
     const double ranks = static_cast<double>(m.ranks_per_node());
-    const double pcie = params * (4 + x) / (m.pcie_gbps * 1e9);
-    const double adamw = params * (28 + x) / (m.host_gbps * 1e9 / ranks);
-    const double nvme = l.offload_to == config::OffloadTo::kNvme ? params * 24 / (m.nvme_gbps * 1e9 / ranks) : 0.0;
+    const double pcie = trained * (4 + x) / (m.pcie_gbps * 1e9);
+    const double adamw = trained * (28 + x) / (m.host_gbps * 1e9 / ranks);
+    const double nvme = l.offload_to == config::OffloadTo::kNvme ? trained * 24 / (m.nvme_gbps * 1e9 / ranks) : 0.0;
     t.offload = pcie + std::max(adamw, nvme);
     if (l.offload == config::Offload::kParams) {
       // Every micro-batch's forward and backward read each unit's slice from the tier and copy it to the
       // device before its gather (not overlapped with compute: optim/zero/param_store.hpp copies synchronously);
       // the step writes the updated slice there instead of sending it up (its x bytes leave the PCIe term).
-      const double reads = params * x * 2.0 * l.grad_accum;
-      t.offload += reads / (m.pcie_gbps * 1e9) - params * x / (m.pcie_gbps * 1e9);
-      if (l.offload_to == config::OffloadTo::kNvme) t.offload += (reads + params * x) / (m.nvme_gbps * 1e9 / ranks);
+      // A LoRA run reads its frozen base's slices and its adapters'; only the adapters are updated.
+      const double reads = (params + (lora ? trained : 0.0)) * x * 2.0 * l.grad_accum;
+      t.offload += reads / (m.pcie_gbps * 1e9) - trained * x / (m.pcie_gbps * 1e9);
+      if (l.offload_to == config::OffloadTo::kNvme) t.offload += (reads + trained * x) / (m.nvme_gbps * 1e9 / ranks);
     }
   }
   // The stage computes, talks to its TP group and sends; the bubble is model::bubble_fraction of the
@@ -283,19 +293,25 @@ Candidate evaluate(const config::Config& c, const Layout& l, const Machine& m) {
   // plan.host_memory_gb (in c) checks the offloaded state against the node's host memory.
   const MemoryPlan p = plan_memory(layout_config(c, l), std::int64_t{l.tp} * l.pp * l.dp, m.threads, m.capacity_bytes, m.device);
   k.memory_bytes = p.total_bytes;
+  k.peak_bytes = p.device_peak();
   k.host_bytes = p.host_bytes;
   k.time = predict_step(c, l, m);
   k.tokens_per_s = static_cast<double>(c.train.global_batch) * static_cast<double>(c.model.seq_len) / k.time.total();
-  if (!p.device_fits()) {
+  if (!p.device_fits()) {  // the figure the test compares, and what it is (outside sweep 38 F6)
     k.out_of_memory = true;
-    k.rejected = cat("needs ", gib_text(k.memory_bytes + (p.host_is_device ? p.host_bytes : 0)), " GiB of ", gib_text(m.capacity_bytes));
+    const std::string which = !p.host_is_device ? ""  // on GPUs the allocator's peak alone
+                              : cat(" (", p.loading_is_peak() ? "loading's peak, before step 1"
+                                                              : "a step's peak with a checkpoint save's buffers and what lies outside the allocator",
+                                    p.host_bytes ? ", and the offloaded state" : "", ")");
+    k.rejected = cat("needs ", needs_text(k.peak_bytes, m.capacity_bytes), which);
   } else if (!p.host_fits()) {
     k.out_of_memory = true;
     k.rejected = p.host_bytes + p.load_bytes > p.host_capacity_bytes  // else only the save does not fit
-                     ? cat("its offloaded state needs ", gib_text(p.host_bytes), " GiB of host memory per rank, of ",
-                           gib_text(p.host_capacity_bytes))
-                     : cat("a checkpoint save needs ", gib_text(p.host_bytes + p.save_bytes), " GiB of host memory on rank 0",
-                           p.host_bytes ? " (with the offloaded state)" : "", ", of ", gib_text(p.host_capacity_bytes));
+                     ? cat("its offloaded state needs ", memory_text(p.host_bytes, p.host_capacity_bytes),
+                           " of host memory per rank, of ", memory_text(p.host_capacity_bytes, p.host_capacity_bytes))
+                     : cat("a checkpoint save needs ", memory_text(p.host_bytes + p.save_bytes, p.host_capacity_bytes),
+                           " of host memory on rank 0", p.host_bytes ? " (with the offloaded state)" : "", ", of ",
+                           memory_text(p.host_capacity_bytes, p.host_capacity_bytes));
   }
   return k;
 }

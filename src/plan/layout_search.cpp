@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "config/options.hpp"
+#include "config/value.hpp"
 #include "core/error.hpp"
 #include "model/family.hpp"
 #include "model/tp_split.hpp"
@@ -51,14 +52,16 @@ std::string offload_name(const Layout& l) {
   return (l.offload == config::Offload::kParams ? "p-" : "") + config::to_string(l.offload_to);
 }
 
-std::string row(const std::string& rank, const Candidate& k) {
+// mib: the memory column's unit (in_mib of the capacity).
+std::string row(const std::string& rank, const Candidate& k, bool mib) {
   const Layout& l = k.layout;
+  const double unit = static_cast<double>(mib ? 1ull << 20 : 1ull << 30);
   char line[256];
   const double ms = 1e3;
   std::snprintf(line, sizeof line, "  %4s %3d %-3s %3d %3d %4d %5d %5d %-9s %4d %-7s %7s %9s %11s %8s %8s %8s %8s %8s %8s\n",
                 rank.c_str(), l.tp, l.sequence_parallel ? "sp" : "-", l.pp, l.vpp, l.dp, l.micro_batch, l.grad_accum,
                 config::to_string(l.recompute).c_str(),
-                l.zero_stage, offload_name(l).c_str(), gib_text(k.memory_bytes).c_str(), fixed(k.time.total() * ms, 1).c_str(),
+                l.zero_stage, offload_name(l).c_str(), fixed(static_cast<double>(k.peak_bytes) / unit, 1).c_str(), fixed(k.time.total() * ms, 1).c_str(),
                 grouped(k.tokens_per_s).c_str(), fixed(k.time.compute * ms, 1).c_str(), fixed(k.time.tp_comm * ms, 1).c_str(),
                 fixed(k.time.dp_comm * ms, 1).c_str(), fixed(k.time.pp_comm * ms, 1).c_str(),
                 fixed(k.time.bubble * ms, 1).c_str(), fixed(k.time.offload * ms, 1).c_str());
@@ -92,17 +95,45 @@ std::vector<Candidate> best_distinct(const std::vector<Candidate>& ranked, int s
 
 }  // namespace
 
-std::string gib_text(std::uint64_t bytes) { return fixed(static_cast<double>(bytes) / (1ull << 30), 1); }
+bool in_mib(std::uint64_t scale) { return scale < (4ull << 30); }
 
-std::string layout_flags(const Layout& l) {
+namespace {
+std::string in_unit(std::uint64_t bytes, bool mib, int decimals) {
+  return fixed(static_cast<double>(bytes) / static_cast<double>(mib ? 1ull << 20 : 1ull << 30), decimals) + (mib ? " MiB" : " GiB");
+}
+}  // namespace
+
+std::string memory_text(std::uint64_t bytes, std::uint64_t scale) { return in_unit(bytes, in_mib(scale), 1); }
+
+std::string needs_text(std::uint64_t bytes, std::uint64_t capacity) {
+  const bool mib = in_mib(capacity);
+  int decimals = 1;  // a rejected layout never reads "78.0 GiB of 78.0"
+  while (decimals < 3 && bytes != capacity && in_unit(bytes, mib, decimals) == in_unit(capacity, mib, decimals)) ++decimals;
+  return cat(in_unit(bytes, mib, decimals), " of ", in_unit(capacity, mib, decimals));
+}
+
+std::string layout_flags(const Layout& l, const config::Config& configured) {
   std::string f = cat("--parallel.tp=", l.tp, " --parallel.pp=", l.pp,
                       l.vpp > 1 ? cat(" --parallel.schedule=interleaved --parallel.vpp=", l.vpp)
                                 : std::string(" --parallel.schedule=1f1b --parallel.vpp=1"),
                       " --parallel.sequence_parallel=", l.sequence_parallel ? "true" : "false");
+  // The configured cut gives another pipeline's stages (config::pipeline_layers refuses it): cut by cost.
+  if (!configured.parallel.pp_layers.empty() && !keeps_pp_layers(configured, l)) f += " --parallel.pp_layers=";
   f += cat(" --train.micro_batch=", l.micro_batch, " --train.recompute=", config::to_string(l.recompute),
            " --train.zero_stage=", l.zero_stage, " --train.offload=", config::to_string(l.offload));
-  if (l.offload != config::Offload::kNone)
-    f += l.offload_to == config::OffloadTo::kNvme ? " --offload.to=nvme --offload.nvme_dir=DIR" : " --offload.to=host";
+  const config::OffloadConfig& o = configured.offload;
+  if (l.offload != config::Offload::kNone && l.offload_to == config::OffloadTo::kNvme) {
+    f += cat(" --offload.to=nvme", o.nvme_dir.empty() ? " --offload.nvme_dir=DIR" : "");  // else the configured disk
+  } else {
+    // offload.to=host refuses the NVMe keys (config's check_offload), and offload.to=nvme refuses train.offload=none.
+    const config::OffloadConfig defaults;
+    const bool nvme_keys = !o.nvme_dir.empty() || o.nvme_chunk_mb != defaults.nvme_chunk_mb;
+    if (l.offload != config::Offload::kNone || o.to != config::OffloadTo::kHost || nvme_keys) f += " --offload.to=host";
+    if (!o.nvme_dir.empty()) f += " --offload.nvme_dir=";
+    if (o.nvme_chunk_mb != defaults.nvme_chunk_mb) f += " --offload.nvme_chunk_mb=" + config::value::format_double(defaults.nvme_chunk_mb);
+  }
+  if (configured.zero.reduce_dtype == config::ReduceDtype::kCompute && l.zero_stage < 2)  // stages 0-1 reduce in fp32
+    f += " --zero.reduce_dtype=fp32";
   return f;
 }
 
@@ -149,6 +180,7 @@ Layout configured_layout(const config::Config& c, std::int64_t world) {
 std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m) {
   std::vector<Layout> out;
   const int layers = static_cast<int>(c.model.n_layer);
+  const bool lora = c.lora.rank > 0, nf4 = lora && c.lora.base_dtype == config::LoraBaseDtype::kNf4;
   for (int tp : divisors(std::min(m.gpus_per_node, m.world))) {
     if (m.world % tp != 0 || !tp_splits_model(c, tp)) continue;
     for (int pp : divisors(m.world / tp)) {
@@ -167,9 +199,13 @@ std::vector<Layout> enumerate_layouts(const config::Config& c, const Machine& m)
                 Layout l{tp, pp, vpp, static_cast<int>(dp), mb, accum, rc, zero};
                 l.sequence_parallel = sp;
                 out.push_back(l);
-                if (zero == 0 || c.lora.rank > 0) continue;  // offload is ZeRO's sharded state (a LoRA run's is tiny)
+                if (zero == 0) continue;  // offload is ZeRO's sharded state
                 for (config::Offload what : {config::Offload::kOptimizer, config::Offload::kParams}) {
                   if (what == config::Offload::kParams && zero != 3) continue;  // only ZeRO-3 shards the parameters
+                  // A LoRA run's optimizer state is its adapters' (tiny): its frozen base offloads as parameters
+                  // at ZeRO-3, as the plan's fixes offer (outside sweep 38 F7), unless it is NF4 (the run
+                  // keeps those blocks on the device).
+                  if (lora && (what == config::Offload::kOptimizer || nf4)) continue;
                   for (config::OffloadTo to : {config::OffloadTo::kHost, config::OffloadTo::kNvme}) {
                     Layout o = l;
                     o.offload = what;
@@ -207,7 +243,7 @@ SearchResult search_layouts(const config::Config& c, const Machine& m) {
   std::stable_sort(r.ranked.begin(), r.ranked.end(), [](const Candidate& a, const Candidate& b) {
     const double ta = a.time.total(), tb = b.time.total();
     if (std::abs(ta - tb) > 1e-9 * std::max(ta, tb)) return ta < tb;
-    return a.memory_bytes < b.memory_bytes;
+    return a.peak_bytes < b.peak_bytes;
   });
   return r;
 }
@@ -218,6 +254,11 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
   const model::GptShape s = model::model_shape(c.model);
   const double params = static_cast<double>(whole_table(s)->numel());
   const std::int64_t nodes = (m.world + m.gpus_per_node - 1) / m.gpus_per_node;
+  // The memory figures' unit: the capacity's, or (unbounded) the largest figure's.
+  std::uint64_t scale = m.capacity_bytes ? m.capacity_bytes : configured.peak_bytes;
+  if (!m.capacity_bytes)
+    for (const Candidate& k : r.ranked) scale = std::max(scale, k.peak_bytes);
+  const bool mib = in_mib(scale);
   out << "layout search: " << model::family_of(s.arch).display << " L=" << s.n_layer << " C=" << s.n_embd
       << " H=" << s.n_head << " T=" << s.seq_len << " ("
       << (params >= 1e9 ? fixed(params / 1e9, 2) + " B" : fixed(params / 1e6, 1) + " M") << " parameters), "
@@ -230,7 +271,7 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
       << "  machine: " << fixed(m.tflops, m.tflops < 10 ? 3 : 0) << " TFLOP/s x " << fixed(m.efficiency, 2)
       << " efficiency per device, links " << fixed(m.intra_gbps, 1) << " GB/s in a node, " << fixed(m.inter_gbps, 1)
       << " GB/s between nodes, " << fixed(m.latency_s * 1e6, 0) << " us a message, "
-      << (m.capacity_bytes ? gib_text(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << " per device\n"
+      << (m.capacity_bytes ? memory_text(m.capacity_bytes, scale) : std::string("unbounded memory")) << " per device\n"
       << (m.device == config::Device::kCpu ? "  (CPU ranks: set plan.gpu_tflops and the plan.*_gbps links to this machine's; "
                                              "tools/bench/plan_search_vs_measured.sh measures them)\n" : "")
       << "  " << r.tried << " layouts: " << r.ranked.size() << " fit, " << r.out_of_memory << " need more memory, "
@@ -249,16 +290,16 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
     if (r.ranked.empty()) {
       out << "  no layout fits: more devices, more memory per device, or a smaller model\n";
     } else {
-      out << "  rank  tp sp   pp vpp   dp micro accum recompute zero offload mem GiB   step ms    tokens/s  compute  tp comm  dp comm"
+      out << "  rank  tp sp   pp vpp   dp micro accum recompute zero offload " << (mib ? "mem MiB" : "mem GiB") << "   step ms    tokens/s  compute  tp comm  dp comm"
              "  pp comm   bubble  offload\n";
       const std::vector<Candidate> top = best_distinct(r.ranked, show);
-      for (std::size_t i = 0; i < top.size(); ++i) out << row(std::to_string(i + 1), top[i]);
+      for (std::size_t i = 0; i < top.size(); ++i) out << row(std::to_string(i + 1), top[i], mib);
       out << "  (times in ms per step; flags to run each:)\n";
-      for (std::size_t i = 0; i < top.size(); ++i) out << "  " << (i + 1) << ": " << layout_flags(top[i].layout) << "\n";
+      for (std::size_t i = 0; i < top.size(); ++i) out << "  " << (i + 1) << ": " << layout_flags(top[i].layout, c) << "\n";
     }
     if (!r.best_rejected)
       out << "  best rejected: none for memory (every layout ztrain runs fits in "
-          << (m.capacity_bytes ? gib_text(m.capacity_bytes) + " GiB" : std::string("unbounded memory")) << ")\n";
+          << (m.capacity_bytes ? memory_text(m.capacity_bytes, scale) : std::string("unbounded memory")) << ")\n";
     else
       out << "  best rejected: " << describe(r.best_rejected->layout) << ": " << r.best_rejected->rejected << " (would run "
           << fixed(r.best_rejected->time.total() * 1e3, 1) << " ms/step, " << grouped(r.best_rejected->tokens_per_s)
@@ -267,7 +308,7 @@ std::string format_search(const config::Config& c, const Machine& m, const Searc
   out << "  configured (" << describe(configured.layout) << "): ";
   if (configured.rejected.empty() || configured.out_of_memory)
     out << "predicted " << fixed(configured.time.total() * 1e3, 3) << " ms/step, " << grouped(configured.tokens_per_s)
-        << " tokens/s, " << gib_text(configured.memory_bytes) << " GiB"
+        << " tokens/s, " << memory_text(configured.peak_bytes, scale)
         << (configured.out_of_memory ? cat(" (", configured.rejected, ")") : "") << "\n";
   else
     out << configured.rejected << "\n";

@@ -51,11 +51,23 @@ struct Layout {
 };
 
 // The command-line flags that run `layout`, every layout key given (pipeline, schedule, offload, sequence
-// parallelism too), so that appended to the configured command line they run this layout and no other.
-std::string layout_flags(const Layout& l);
+// parallelism too), and the `configured` keys the layout does not use cleared (a parallel.pp_layers cut of
+// another pipeline, offload.to=nvme and its keys, zero.reduce_dtype=compute below ZeRO-2), so that appended
+// to the configured command line they run this layout and no other (outside sweep 38 F5).
+std::string layout_flags(const Layout& l, const config::Config& configured = {});
 
-// Bytes as GiB with one decimal ("79.1"): the search's table and its rejections.
-std::string gib_text(std::uint64_t bytes);
+// Whether `l` runs the configured parallel.pp_layers cut: the same pipeline (pp and vpp); any other is
+// cut by cost.
+bool keeps_pp_layers(const config::Config& configured, const Layout& l);
+
+// The unit of the search's memory figures for a capacity (or, unbounded, the largest figure): MiB below
+// 4 GiB (CPU ranks' capacities, where a tenth of a GiB hides the margin), else GiB.
+bool in_mib(std::uint64_t scale);
+// Bytes in that unit with one decimal and the unit ("457.3 MiB", "79.1 GiB").
+std::string memory_text(std::uint64_t bytes, std::uint64_t scale);
+// "X of Y": bytes against a capacity in one unit, with more decimals where one would print them equal
+// ("78.04 GiB of 78.00 GiB").
+std::string needs_text(std::uint64_t bytes, std::uint64_t capacity);
 
 // Seconds per optimizer step on the critical path of one device.
 struct StepTime {
@@ -68,7 +80,9 @@ struct StepTime {
 // run ("" when it can).
 struct Candidate {
   Layout layout;
-  std::uint64_t memory_bytes = 0;
+  std::uint64_t memory_bytes = 0;  // the allocator's peak (MemoryPlan::total_bytes)
+  std::uint64_t peak_bytes = 0;    // what the fit test compares with the capacity (MemoryPlan::device_peak:
+                                   // on CPU ranks with what lies outside the allocator, loading, a save)
   std::uint64_t host_bytes = 0;  // train.offload's state (or NVMe buffers) in host memory per rank
   StepTime time;
   double tokens_per_s = 0;

@@ -69,6 +69,10 @@ struct MemoryPlan {
     return std::max(total_bytes + outside_bytes + save_bytes, held_bytes + load_bytes) + host_bytes;
   }
   bool device_fits() const { return capacity_bytes == 0 || device_peak() <= capacity_bytes; }
+  // On the CPU backend, whether loading (before step 1), not a step with a save, sets device_peak.
+  bool loading_is_peak() const {
+    return host_is_device && held_bytes + load_bytes > total_bytes + outside_bytes + save_bytes;
+  }
   bool host_fits() const {
     return host_is_device || host_capacity_bytes == 0 || host_bytes + std::max(load_bytes, save_bytes) <= host_capacity_bytes;
   }

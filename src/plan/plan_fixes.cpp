@@ -1,12 +1,14 @@
 // The memory plan's suggestions (plan::suggestions): the layouts and keys that make a plan that does not fit
 // fit, each tried through plan_memory itself: a larger ZeRO stage or a smaller micro-batch, more ranks,
-// ZeRO's buffer keys, full recomputation, the cheapest offload tier, fewer generation slots.
+// ZeRO's buffer keys, full recomputation, tensor or pipeline parallelism on the same ranks, the cheapest
+// offload tier, fewer generation slots.
 #include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/divisors.hpp"
 #include "core/error.hpp"
 #include "plan/layout_search.hpp"
 #include "config/derived.hpp"
@@ -146,6 +148,76 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
     out.push_back(cat(ranks, " at train.zero_stage=", c.train.zero_stage, " with train.recompute=full"));
 }
 
+// Tensor parallelism (with sequence parallelism where a micro-batch's token rows split over tp) and
+// pipeline parallelism on the same ranks: they cut the blocks' weights and, at long context, the
+// activations that bind there (outside sweep 38 F8). The smallest tp above the configured one that fits,
+// and the smallest pp, each at the largest micro-batch that does, with the configured recomputation (else
+// full) and ZeRO stage (else another; a pipeline's 0-1: config::check_pipeline_runs). A few dozen plans
+// at most: the refusal stays quick.
+void add_model_parallel_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
+                              config::Device device, const GenerationLengths& lengths, std::vector<std::string>& out) {
+  const auto fitting = [&](config::Config c) -> std::string {  // c: the grid set; "" when nothing fits
+    const bool new_cut = c.parallel.pp != config.parallel.pp;
+    if (new_cut) c.parallel.pp_layers.clear(), c.parallel.vpp = 1, c.parallel.schedule = config::PipeSchedule::kOneFOneB;
+    const std::int64_t dp = world % (c.parallel.tp * c.parallel.pp) == 0 ? world / (c.parallel.tp * c.parallel.pp) : 0;
+    if (dp == 0) return "";
+    // The configured stage first, then the others (a tensor-parallel save gathers the whole model on rank 0,
+    // so a smaller stage may fit where ZeRO-3 does not); a pipeline's at most 1.
+    std::vector<std::int64_t> stages{c.parallel.pp > 1 ? std::min<std::int64_t>(config.train.zero_stage, 1) : config.train.zero_stage};
+    for (std::int64_t s = 0; s <= (c.parallel.pp > 1 ? 1 : 3); ++s)
+      if (s != stages.front()) stages.push_back(s);
+    std::vector<config::Recompute> recomputes{config.train.recompute};
+    if (config.train.recompute != config::Recompute::kFull) recomputes.push_back(config::Recompute::kFull);
+    std::vector<std::pair<config::Recompute, std::int64_t>> tries;  // (recompute, ZeRO stage) in order
+    for (const config::Recompute rc : recomputes)
+      for (const std::int64_t stage : stages)
+        if ((config.train.offload == config::Offload::kNone || stage > 0) &&  // offload is ZeRO's sharded state
+            (config.train.offload != config::Offload::kParams || stage == 3))
+          tries.emplace_back(rc, stage);
+    for (const auto& [rc, stage] : tries) {
+      c.train.recompute = rc;
+      c.train.zero_stage = stage;
+      for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
+        if (!config.rl.enabled() && config.train.global_batch % (m * dp) != 0) continue;
+        c.train.micro_batch = m;
+        c.parallel.sequence_parallel = c.parallel.tp > 1 && (m * c.model.seq_len) % c.parallel.tp == 0;
+        if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+        std::string keys;  // what changes, as the keys that run it
+        const auto key = [&](bool changed, const std::string& k) { keys += changed ? (keys.empty() ? "" : " ") + k : ""; };
+        key(c.parallel.tp != config.parallel.tp, cat("parallel.tp=", c.parallel.tp));
+        key(new_cut, cat("parallel.pp=", c.parallel.pp));
+        key(new_cut && config.parallel.vpp > 1, "parallel.vpp=1 parallel.schedule=1f1b");
+        key(new_cut && !config.parallel.pp_layers.empty(), "parallel.pp_layers=");
+        key(c.parallel.sequence_parallel != config.parallel.sequence_parallel,
+            cat("parallel.sequence_parallel=", c.parallel.sequence_parallel ? "true" : "false"));
+        return cat(keys, " with train.micro_batch=", m, rc != config.train.recompute ? " train.recompute=full" : "",
+                   c.train.zero_stage != config.train.zero_stage ? cat(" train.zero_stage=", c.train.zero_stage) : "");
+      }
+    }
+    return "";
+  };
+  for (const std::int64_t tp : config::tp_degrees(config.model, world / config.parallel.pp)) {
+    if (tp <= config.parallel.tp || tp > config.plan.gpus_per_node) continue;  // a TP group stays on one node
+    config::Config c = config;
+    c.parallel.tp = tp;
+    if (std::string fix = fitting(c); !fix.empty()) {
+      out.push_back(cat(fix, " (tensor parallelism on these ", world, " ranks: each holds 1/", tp, " of the blocks' weights",
+                        fix.find("sequence_parallel=true") != std::string::npos ? " and of their activations" : "", ")"));
+      break;
+    }
+  }
+  if (config.train.offload == config::Offload::kParams) return;  // ZeRO-3's; a pipeline pairs with ZeRO 0-1
+  for (const std::int64_t pp : divisors(world / config.parallel.tp)) {
+    if (pp <= config.parallel.pp || pp > config.model.n_layer) continue;
+    config::Config c = config;
+    c.parallel.pp = pp;
+    if (std::string fix = fitting(c); !fix.empty()) {
+      out.push_back(cat(fix, " (pipeline parallelism on these ", world, " ranks: each stage holds its blocks)"));
+      break;
+    }
+  }
+}
+
 // ZeRO 2-3's transient buffers on this layout: the zero.* keys that bound them, where one (or both) makes
 // the plan fit as it stands (the same stage, micro-batch and ranks).
 void add_zero_buffer_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
@@ -210,11 +282,16 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
     out.push_back(cat(ranks, " at train.zero_stage=", c.train.zero_stage, " (sharded state shrinks with the world)"));
   add_zero_buffer_fixes(config, world, threads, capacity, device, lengths, out);
   add_recompute_fixes(config, world, threads, capacity, device, lengths, ranks_on_host, out);
+  add_model_parallel_fixes(config, world, threads, capacity, device, lengths, out);
   add_offload_fixes(config, world, threads, capacity, device, lengths, out);
   add_generation_fixes(config, world, threads, capacity, device, lengths, out);
+  // The search tries what these do not (tp x pp grids, offload with either, every micro-batch and recompute
+  // mode together): point to it rather than say nothing fits (outside sweep 38 F8).
   if (out.empty())
-    out.push_back("nothing fits: neither ZeRO-3, micro_batch 1, full recompute, offload, nor up to 64x the ranks (with "
-                  "a global batch that splits over them): use a smaller model or larger devices");
+    out.push_back("no single change: neither ZeRO-3, micro_batch 1, full recompute, tensor or pipeline parallelism, "
+                  "offload, nor up to 64x the ranks (with a global batch that splits over them); `ztrain --plan "
+                  "--plan.search` ranks every layout of these ranks (tp x pp x dp x micro-batch x recompute x ZeRO x "
+                  "offload together); if it finds none, use a smaller model or larger devices");
   return out;
 }
 

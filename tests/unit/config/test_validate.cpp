@@ -120,7 +120,7 @@ TEST(Derive, TensorParallelDegreeThatDoesNotDivideTheWorldNamesTheValidDegrees) 
   c.parallel.tp = 4;
   std::string msg = error_of([&] { derive(c, 6); });
   EXPECT_NE(msg.find("parallel.tp=4 does not divide the world of 6 rank(s)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("parallel.tp in {1, 2, 3, 6}"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parallel.tp in {1, 2}"), std::string::npos) << msg;  // and the 4 heads: not 3 or 6
 }
 
 TEST(Derive, BatchErrorUnderTensorParallelismSaysOnlyDataParallelRanksCount) {
@@ -151,8 +151,70 @@ TEST(Validate, SequenceParallelNeedsTpToDivideTheTokenRows) {
   c.parallel.sequence_parallel = true;
   std::string msg = error_of([&] { validate(c); });
   EXPECT_NE(msg.find("train.micro_batch x model.seq_len = 64 token rows, which 3 does not divide"), std::string::npos) << msg;
+  // No divisor of train.global_batch=8 makes 16-token rows a multiple of 3: the context lengths that do.
+  EXPECT_NE(msg.find("use model.seq_len=15 or 18, or parallel.sequence_parallel=false"), std::string::npos) << msg;
   c.train.micro_batch = 3;
   EXPECT_EQ(error_of([&] { validate(c); }), "");
+}
+
+// The refusal names values that work (outside sweep 38 F3): the micro-batches that split the rows and
+// divide train.global_batch, and the nearest context lengths at this micro-batch.
+TEST(Validate, SequenceParallelRefusalNamesTheMicroBatchesAndLengthsThatWork) {
+  Config c;
+  c.model.seq_len = 63, c.train.micro_batch = 1, c.train.global_batch = 8;
+  c.parallel.tp = 2, c.parallel.sequence_parallel = true;
+  const std::string msg = error_of([&] { validate(c); });
+  EXPECT_NE(msg.find("use train.micro_batch in {2, 4, 8} (of train.global_batch=8's divisors), or model.seq_len=62 or 64"),
+            std::string::npos) << msg;
+  for (const std::int64_t m : {2, 4, 8}) {
+    Config ok = c;
+    ok.train.micro_batch = m;
+    EXPECT_EQ(error_of([&] { validate(ok); }), "") << m;
+  }
+  for (const std::int64_t t : {62, 64}) {
+    Config ok = c;
+    ok.model.seq_len = t;
+    EXPECT_EQ(error_of([&] { validate(ok); }), "") << t;
+  }
+}
+
+// 8 heads (2 K/V heads) on 3 ranks: the world takes tp in {1, 3}, the model {1, 2}; each refusal names
+// the degrees both take, {1} (outside sweep 38 F3: each named a value the other refused).
+TEST(Derive, GridRefusalsNameTheDegreesTheWorldAndTheModelBothTake) {
+  Config c;
+  c.model.arch = Arch::kLlama, c.model.n_head = 8, c.model.n_kv_head = 2, c.model.n_embd = 128;
+  c.train.global_batch = 6, c.train.micro_batch = 1;
+  EXPECT_EQ(tp_degrees(c.model), (std::vector<std::int64_t>{1, 2}));
+  c.model.n_kv_head = 8;
+  EXPECT_EQ(tp_degrees(c.model), (std::vector<std::int64_t>{1, 2, 4, 8}));  // the MLP's 512 and the heads
+  c.model.n_embd = 96;  // Llama's rule: a SwiGLU width of 256, 12-channel heads
+  EXPECT_EQ(tp_degrees(c.model), (std::vector<std::int64_t>{1, 2, 4, 8}));
+  c.model.ffn_hidden = 12;
+  EXPECT_EQ(tp_degrees(c.model), (std::vector<std::int64_t>{1, 2, 4}));
+  c.model.ffn_hidden = 0, c.model.n_embd = 128, c.model.n_kv_head = 2;
+  EXPECT_EQ(tp_degrees(c.model, 3), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(tp_degrees(c.model, 6), (std::vector<std::int64_t>{1, 2}));
+  c.parallel.tp = 2;
+  std::string msg = error_of([&] { derive(c, 3); });
+  EXPECT_NE(msg.find("parallel.tp=2 does not divide the world of 3 rank(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("use parallel.tp in {1} (the degrees that divide the world and the model's heads"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(", or a multiple of 2 ranks"), std::string::npos) << msg;
+  c.parallel.tp = 3;  // the model refuses it: no "multiple of 3 ranks"
+  msg = error_of([&] { derive(c, 4); });
+  EXPECT_NE(msg.find("use parallel.tp in {1, 2} (the degrees"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("multiple of 3"), std::string::npos) << msg;
+  // pp x tp: other tp at this pp, other pp at this tp, or more ranks; every value passes both rules.
+  c.parallel.tp = 2, c.parallel.pp = 2;
+  msg = error_of([&] { derive(c, 6); });
+  EXPECT_NE(msg.find("parallel.pp=2 x parallel.tp=2 = 4 does not divide the world of 6 rank(s)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("use parallel.tp in {1} at parallel.pp=2 (the degrees that divide the world's 6 ranks / parallel.pp"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find(", parallel.pp in {1, 3} at parallel.tp=2, or a multiple of 4 ranks"), std::string::npos) << msg;
+  for (const auto& [tp, pp] : {std::pair{1, 2}, std::pair{2, 1}, std::pair{2, 3}}) {
+    Config ok = c;
+    ok.parallel.tp = tp, ok.parallel.pp = pp;
+    EXPECT_EQ(error_of([&] { derive(ok, 6); }), "") << tp << " x " << pp;
+  }
 }
 
 TEST(Validate, ProductsOfKeysThatWouldOverflowAreRejected) {

@@ -212,6 +212,10 @@ TEST(TpSplit, DegreeNotDividingTheKvHeadsNamesTheValidDegrees) {
   const std::string heads = error_of([] { check_tp_degree(small_gpt2(), 8); });  // 4 heads
   EXPECT_NE(heads.find("does not divide model.n_head=4"), std::string::npos) << heads;
   EXPECT_NE(heads.find("{1, 2, 4}"), std::string::npos) << heads;
+  // On a known world the degrees named divide it too (outside sweep 38 F3: 3 ranks take tp=1 only).
+  const std::string world = error_of([] { check_tp_degree(small_llama(2), 4, "parallel.tp", 3, "the world of 3 rank(s)"); });
+  EXPECT_NE(world.find("use parallel.tp in {1} (of the model's {1, 2}, those that divide the world of 3 rank(s))"),
+            std::string::npos) << world;
 }
 
 // The vocabulary needs no divisibility: ceil(Vp / tp) rows a rank, the last shard's rows past Vp padding

@@ -126,7 +126,7 @@ TEST(LayoutSearch, RanksOnlyWhatFitsAndRunsAndNamesWhyTheBestRejectedDoesNot) {
   EXPECT_TRUE(bad.out_of_memory);
   EXPECT_GT(bad.memory_bytes, m.capacity_bytes);
   char want[64];
-  std::snprintf(want, sizeof want, "needs %.1f GiB of 80.0", static_cast<double>(bad.memory_bytes) / (1ull << 30));
+  std::snprintf(want, sizeof want, "needs %.1f GiB of 80.0 GiB", static_cast<double>(bad.memory_bytes) / (1ull << 30));
   EXPECT_EQ(bad.rejected, want);
   for (const Candidate& k : r.ranked) EXPECT_TRUE(k.rejected.empty());
   // Full recomputation keeps less than none on the same layout.
