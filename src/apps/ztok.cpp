@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -137,6 +139,22 @@ extern "C" void on_stop_signal(int signal) {
   std::raise(signal);
 }
 
+// Under mpirun a stop is mpirun's: SIGCONT to every rank, a second later SIGTERM, and SIGKILL a second
+// after that, or as soon as a rank ends (its death cuts mpirun's wait short). A rank that died of the
+// SIGTERM at once had rank 0 killed before its handler ran whenever rank 0 was in a long disk write
+// (shard assembly's fsyncs): no line at all (outside sweep 39 F6). So the other ranks, which have no
+// line to write, end a second after the signal: rank 0 ends first, after its line. A launcher that
+// signals every rank itself (srun) waits that second.
+constexpr timespec kOthersEndAfter{1, 0};
+
+extern "C" void on_stop_signal_after_rank_0(int signal) {
+  timespec left = kOthersEndAfter;
+  while (::nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
 void stop_quietly() {
   for (int s : {SIGINT, SIGTERM}) std::signal(s, SIG_DFL);
 }
@@ -231,7 +249,11 @@ int run_ranks(zt::dist::World& world, int argc, char** argv) {
     job = std::make_unique<zt::ztok::ZtokJob>(p.options, group);
   }));
   if (code != zt::kExitOk || p.help) return code;
-  if (world.is_root()) say_what_a_stop_leaves(p.options, false);  // once, not by every rank mpirun signals
+  if (world.is_root()) {
+    say_what_a_stop_leaves(p.options, false);  // once, not by every rank mpirun signals
+  } else {
+    for (int s : {SIGINT, SIGTERM}) std::signal(s, on_stop_signal_after_rank_0);
+  }
   set_deadline(p.options.timeout_s);  // the small agreements from here on; waits use heartbeats
   code = zt::apps::agree_on_startup(world, as_ztok([&] { job->check_shared_view(); }));
   if (code != zt::kExitOk) return code;

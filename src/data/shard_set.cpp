@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -63,11 +64,25 @@ OpenFiles& open_files() {
   static OpenFiles files;
   return files;
 }
+// InputError unless the two shards were tokenized with the same vocabulary (their special ids past it
+// are SpecialsUnion's).
+void check_same_vocabulary_hash(const ShardInfo& first, const ShardInfo& other, const std::string& first_key = "",
+                                const std::string& other_key = "") {
+  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) return;
+  const auto named = [](const ShardInfo& s, const std::string& key) {
+    return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
+  };
+  throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
+                       " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
+                       other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
+                       "the same ztok --vocab"));
+}
+
 // Plain and instruction shards, shards packed for different windows, or tokenized with different
 // vocabularies (the same ids would mean other tokens), do not mix in one stream: one glob's shards, or
-// the corpora of a data.train blend.
+// the corpora of a data.train blend. (Their special ids past the vocabulary: SpecialsUnion.)
 void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
-  check_same_vocabulary(first, other);
+  check_same_vocabulary_hash(first, other);
   if (first.has_loss_mask != other.has_loss_mask)
     throw InputError(cat("shards ", first.path.string(), " and ", other.path.string(), " are of different kinds (",
                          first.has_loss_mask ? "instruction data with" : "plain text without", " a loss_mask, then ",
@@ -79,6 +94,26 @@ void check_same_kind(const ShardInfo& first, const ShardInfo& other) {
                          " tokens; 0: not packed): write them with the same ztok --pack --seq-len"));
 }
 
+// A shard's `specials` record as (name, id) pairs; a record that is not "NAME=ID,..." is a damaged shard.
+std::vector<std::pair<std::string, std::uint64_t>> parse_specials(const std::string& record, const std::string& where) {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  std::stringstream list(record);
+  for (std::string item; std::getline(list, item, ',');) {
+    const std::size_t eq = item.rfind('=');
+    std::uint64_t id = 0;
+    std::size_t used = 0;
+    try {
+      if (eq != std::string::npos && eq > 0 && eq + 1 < item.size()) id = std::stoull(item.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || eq + 1 + used != item.size() || item[eq + 1] == '-')
+      throw InputError(cat("shard ", where, ": attribute specials \"", record, "\" is not NAME=ID,...: write it again "
+                           "with ztok"));
+    out.emplace_back(item.substr(0, eq), id);
+  }
+  return out;
+}
 // An InputError naming `key` when a directory holding some of `paths` has a ztok-progress.json whose
 // run did not finish.
 void check_ztok_finished(const std::vector<std::string>& paths, const std::string& key) {
@@ -113,23 +148,60 @@ void check_ztok_finished(const std::vector<std::string>& paths, const std::strin
 
 void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key,
                            const std::string& other_key) {
+  check_same_vocabulary_hash(first, other, first_key, other_key);
   const auto named = [](const ShardInfo& s, const std::string& key) {
     return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
   };
-  if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) {
-    if (first.tokenizer.specials == other.tokenizer.specials) return;
-    // A shard of an older ztok records no specials: what its declared ids mean is unknown, so it is not
-    // mixed with one that records them either.
-    const auto listed = [](const std::string& s) { return s.empty() ? std::string("none recorded") : s; };
-    throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key), " share a vocabulary but "
-                         "give its special ids past it other meanings (specials ", listed(first.tokenizer.specials),
-                         " and ", listed(other.tokenizer.specials), "; a shard of a ztok before 2026-12 records none): "
-                         "shards read by one model must agree; tokenize them with the same ztok --special list"));
+  SpecialsUnion both;
+  both.add(first.tokenizer.specials, named(first, first_key));
+  both.add(other.tokenizer.specials, named(other, other_key));
+}
+
+namespace {
+constexpr const char* kSpecialsFix =
+    "shards read by one model must give each special token one id and each id one name; tokenize them with the same "
+    "ztok --vocab and --special ids (one list adding specials to another's is fine)";
+}  // namespace
+
+void SpecialsUnion::note(bool recorded, const std::string& record, const std::string& where) {
+  std::string& from = recorded ? some_from_ : none_from_;
+  if (from.empty()) from = where;
+  if (recorded && some_record_.empty()) some_record_ = record;
+  if (none_from_.empty() || some_from_.empty()) return;
+  throw InputError(cat("shards ", some_from_, " and ", none_from_, " share a vocabulary, but the first records the special "
+                       "ids declared past it (", some_record_, ") and the second records none (a shard of a ztok before "
+                       "2026-12 records none, so what its ids past the vocabulary mean is unknown): tokenize them again "
+                       "with this ztok and the same --special ids"));
+}
+
+void SpecialsUnion::add_one(const std::string& name, std::uint64_t id, const std::string& where) {
+  if (const auto it = by_name_.find(name); it != by_name_.end()) {
+    if (it->second.first == id) return;
+    throw InputError(cat("shards ", it->second.second, " and ", where, " share a vocabulary but give the special token ",
+                         name, " two ids (", it->second.first, " in the first, ", id, " in the second): ", kSpecialsFix));
   }
-  throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
-                       " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
-                       other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
-                       "the same ztok --vocab"));
+  if (const auto it = name_of_.find(id); it != name_of_.end())
+    throw InputError(cat("shards ", by_name_.at(it->second).second, " and ", where, " share a vocabulary but give id ", id,
+                         " two names (", it->second, " in the first, ", name, " in the second): ", kSpecialsFix));
+  by_name_.emplace(name, std::make_pair(id, where));
+  name_of_.emplace(id, name);
+}
+
+void SpecialsUnion::add(const std::string& record, const std::string& where) {
+  note(!record.empty(), record, where);
+  for (const auto& [name, id] : parse_specials(record, where)) add_one(name, id, where);
+}
+
+void SpecialsUnion::add(const SpecialsUnion& other) {
+  if (!other.none_from_.empty()) note(false, "", other.none_from_);
+  if (!other.some_from_.empty()) note(true, other.some_record_, other.some_from_);
+  for (const auto& [id, name] : other.name_of_) add_one(name, id, other.by_name_.at(name).second);
+}
+
+std::string SpecialsUnion::text() const {
+  std::string out;
+  for (const auto& [id, name] : name_of_) out += cat(out.empty() ? "" : ",", name, "=", id);
+  return out;
 }
 
 std::vector<std::string> expand_globs(const std::string& patterns, const std::string& key) {
@@ -178,6 +250,7 @@ ShardSet::ShardSet(const std::vector<std::string>& paths, const ShardExpectation
       starts_.push_back(total_);
       total_ += shards_.back().info().n_tokens;
       check_same_kind(shards_.front().info(), shards_.back().info());
+      specials_.add(shards_.back().info().tokenizer.specials, p);
     }
   } catch (...) {
     // No destructor runs for a set that was never made: its shards leave the open-file list here, or
@@ -301,8 +374,32 @@ std::string recorded_chat_template(const std::string& data_train) {
 }
 
 std::string recorded_specials(const std::string& data_train) {
-  const std::optional<ShardInfo> first = first_train_shard(data_train);
-  return first ? first->tokenizer.specials : "";
+  if (data_train.empty()) return "";
+  // Every shard's, not the first's: a corpus made with more --special entries may come later.
+  static std::mutex mutex;
+  static std::map<std::string, std::string> read;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = read.find(data_train); it != read.end()) return it->second;
+  // A shard that cannot be read is the data checks' to name; a conflict is refused here as there.
+  SpecialsUnion all;
+  std::vector<std::string> paths;
+  try {
+    for (const CorpusSpec& spec : parse_blend(data_train, "data.train"))
+      for (std::string& path : expand_globs(spec.glob, "data.train")) paths.push_back(std::move(path));
+  } catch (const Error&) {
+    return "";
+  }
+  for (const std::string& path : paths) {
+    std::string record;
+    try {
+      const std::lock_guard<std::mutex> hdf5(hdf5_read_mutex());
+      record = ShardReader::validate(path).tokenizer.specials;
+    } catch (const Error&) {
+      return "";
+    }
+    all.add(record, path);
+  }
+  return read.emplace(data_train, all.text()).first->second;
 }
 
 std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, const std::string& key,
@@ -312,10 +409,12 @@ std::shared_ptr<const TokenSource> open_shards(const std::string& patterns, cons
 
 std::vector<Corpus> open_corpora(const std::string& value, const std::string& key, const ShardExpectation& expect) {
   std::vector<Corpus> out;
+  SpecialsUnion specials;  // over every corpus: one model reads them all
   for (const CorpusSpec& spec : parse_blend(value, key)) {
     out.push_back({spec, open_shard_set(spec.glob, key, expect)});
     const ShardInfo &first = out.front().shards->first_info(), &other = out.back().shards->first_info();
     check_same_kind(first, other);
+    specials.add(out.back().shards->specials());
   }
   return out;
 }

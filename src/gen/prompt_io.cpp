@@ -43,7 +43,19 @@ std::vector<std::int32_t> encode_text(const std::string& text, const tok::Tokeni
   return as_ids(ids);
 }
 
-PromptLine parse_line(std::string_view text, const std::string& where, const PromptFormat& f, tok::Encoder* encoder) {
+// The chat template's special tokens the tokenizer has no id for, "" when it has them all (or there is
+// no template or tokenizer: the lines say what they lack then).
+std::string missing_specials(const PromptFormat& f) {
+  std::string missing;
+  if (f.tokenizer && f.chat_template)
+    for (const std::string& name : ztok::template_specials(*f.chat_template))
+      if (f.tokenizer->special_id(name) == tok::Vocab::kNone) missing += cat(missing.empty() ? "" : ", ", name);
+  return missing;
+}
+
+// `missing`: missing_specials(f), found once for every line.
+PromptLine parse_line(std::string_view text, const std::string& where, const PromptFormat& f, const std::string& missing,
+                      tok::Encoder* encoder) {
   json record;
   try {
     record = json::parse(text);
@@ -68,6 +80,10 @@ PromptLine parse_line(std::string_view text, const std::string& where, const Pro
   } else {
     if (!f.chat_template)
       bad(where, cat("a messages prompt needs a chat template: ", f.template_hint));
+    if (!missing.empty())
+      throw InputError(cat(where, ": a messages line is rendered with the chat template ", ztok::to_string(*f.chat_template),
+                           ", which writes the special tokens ", missing, ", and the tokenizer has no id for them: ",
+                           f.specials_hint));
     const std::vector<ztok::ChatMessage> messages = ztok::parse_chat_messages(record["messages"], where);
     p.ids = as_ids(ztok::render_chat(*f.chat_template, messages, *f.tokenizer, *encoder, true).ids);
   }
@@ -84,7 +100,6 @@ PromptLine parse_line(std::string_view text, const std::string& where, const Pro
 }  // namespace
 
 std::vector<PromptLine> read_prompts(const std::string& glob, const PromptFormat& format) {
-  if (format.tokenizer && format.chat_template) ztok::check_template_specials(*format.chat_template, *format.tokenizer);
   std::vector<std::string> paths;
   try {
     paths = ztok::expand_inputs({glob});
@@ -92,11 +107,12 @@ std::vector<PromptLine> read_prompts(const std::string& glob, const PromptFormat
     throw InputError(cat(format.source, "=", glob, ": ", e.what(), " (give the JSONL prompt file, or a glob of them)"));
   }
   std::unique_ptr<tok::Encoder> encoder = format.tokenizer ? std::make_unique<tok::Encoder>(*format.tokenizer) : nullptr;
+  const std::string missing = missing_specials(format);
   std::vector<PromptLine> lines;
   for (const std::string& path : paths)
     ztok::for_each_line(path, [&](std::string_view line, std::uint64_t n) {
       if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
-      lines.push_back(parse_line(line, cat(path, ":", n), format, encoder.get()));
+      lines.push_back(parse_line(line, cat(path, ":", n), format, missing, encoder.get()));
     });
   if (lines.empty()) throw InputError(cat(format.source, "=", glob, ": no prompt lines"));
   return lines;

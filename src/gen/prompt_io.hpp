@@ -34,14 +34,19 @@ struct PromptFormat {
   // answer field's name (zgen's flags by default; RL names its keys).
   std::string tokenizer_hint = "give zgen --tokenizer PATH (or prompt_ids)";
   std::string template_hint = "give zgen --chat-template chatml|qwen2.5|qwen3|llama3|llama3.1|llama3.2";
+  // For a messages line whose template writes special tokens the tokenizer does not define.
+  std::string specials_hint = "give each its id with zgen --special NAME=ID (the model's ids, e.g. from its "
+                              "tokenizer.json added_tokens), or give prompt or prompt_ids lines";
   std::string answer_hint = "--answer-field";
   std::string source = "--prompts";  // what names the files, for the error when none is there
 };
 
 // Every non-blank line of the files `glob` names (a path or a glob, each glob's matches in byte order;
 // .gz/.zst too). No such file is an InputError naming format.source; a bad line (not an object, no id,
-// none or two of the prompt fields, a text prompt without a tokenizer, a missing or null reference) is
-// one naming FILE:LINE and the field.
+// none or two of the prompt fields, a text prompt without a tokenizer, a messages line without a chat
+// template or with one whose special tokens the tokenizer lacks, a missing or null reference) is one
+// naming FILE:LINE and the field. Only messages lines need the template: prompt and prompt_ids lines
+// read whatever the tokenizer lacks of it.
 std::vector<PromptLine> read_prompts(const std::string& glob, const PromptFormat& format);
 
 // The chat template whose special tokens the tokenizer has (chatml, then llama3); none without a tokenizer.

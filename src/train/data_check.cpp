@@ -136,7 +136,12 @@ void check_data(const config::Config& c, int rank, int world_size) {
                           "glob(s) without weights (e.g. data.valid=web/valid_*.h5,code/valid_*.h5)"));
   const auto valid = c.data.valid.empty() ? nullptr : data::open_shard_set(c.data.valid, "data.valid", expect);
   // Evaluated by the model data.train trains: its ids must mean the same tokens, with or without data.vocab.
-  if (valid) data::check_same_vocabulary(train.front().shards->first_info(), valid->first_info(), "data.train", "data.valid");
+  if (valid) {
+    data::check_same_vocabulary(train.front().shards->first_info(), valid->first_info(), "data.train", "data.valid");
+    data::SpecialsUnion specials;  // every shard's special ids past the vocabulary: no id with two names
+    for (const data::Corpus& corpus : train) specials.add(corpus.shards->specials());
+    specials.add(valid->specials());
+  }
   if (valid && rank == 0) warn_valid_in_train(train, *valid);
   for (const data::Corpus& corpus : train) {
     check_packing("data.train", *corpus.shards, c.model.seq_len);

@@ -94,17 +94,13 @@ const std::vector<gen::PromptLine>& read_answer_prompts(const config::Config& c,
   const auto key = std::make_tuple(k.glob, k.answer_field, path + "\n" + specials);
   if (const auto it = read.find(key); it != read.end()) return it->second;
   const gen::ChatChoice chat = training_data_template(c, gen::chat_template_of(&tokenizer, path));
-  // ztrain has no --special: name what it can be given instead (ztok's check would ask for --special).
-  if (chat.chat)
-    for (const std::string& name : ztok::template_specials(*chat.chat))
-      if (tokenizer.special_id(name) == tok::Vocab::kNone)
-        throw InputError(cat(k.glob_key, ": the chat template ", ztok::to_string(*chat.chat), " writes ", name,
-                             ", which data.vocab=", path, " does not define and data.train's shards do not record (",
-                             "shards of a ztok before 2026-12 record no --special ids): tokenize the data again with "
-                             "this ztok and its --special list, or set data.vocab to a tokenizer.json that defines it"));
   gen::PromptFormat format{&tokenizer, chat.chat, k.answer_field};
   format.tokenizer_hint = "set data.vocab";
   format.template_hint = chat.why_none;
+  // ztrain has no --special: name what it can be given instead (zgen's hint would ask for --special).
+  format.specials_hint = cat("neither data.vocab=", path, " nor data.train's shards give one (shards of a ztok before ",
+                             "2026-12 record no --special ids): tokenize the data again with this ztok and its --special ",
+                             "list, set data.vocab to a tokenizer.json that defines them, or give prompt or prompt_ids lines");
   format.answer_hint = k.answer_key;
   format.source = k.glob_key;
   return read.emplace(key, gen::read_prompts(k.glob, format)).first->second;

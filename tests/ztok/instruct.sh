@@ -133,4 +133,67 @@ printf '{"id": 1, "messages": [{"role": "user", "content": "Hi there"}], "answer
   fail "answer evaluation on GPT-2 + --special shards: $(tail -n 3 "$work/eval2.log")"
 grep -q '"eval_accuracy"' "$work/m-eval.jsonl" || fail "no eval_accuracy line: $(cat "$work/m-eval.jsonl")"
 echo "ok: answer evaluation with the shards' recorded special ids"
+
+# sft VOCAB_SIZE DATA_TRAIN LOG [KEY=VALUE...]: one step of a tiny model with GPT-2's vocabulary, eval every step
+sft() {
+  local size=$1 train=$2 log=$3; shift 3
+  "$bin/ztrain" --model.n_layer=1 --model.n_head=2 --model.n_embd=16 --model.vocab_size="$size" --model.seq_len=32 \
+    --train.device=cpu --train.threads=1 --data.train="$train" --data.shuffle=false --train.global_batch=2 \
+    --train.micro_batch=1 --train.max_steps=1 --log.eval_every=1 --log.metrics="$work/$log.jsonl" "$@" </dev/null \
+    >"$work/$log.log" 2>&1
+}
+answers=(--log.eval_answer_field=answer --log.eval_answer_rule=exact --log.eval_max_new_tokens=4)
+# Shards whose --special lists differ only by an added special train together, the evaluation rendering
+# with their union (outside sweep 40 NEW-3: refused as "other meanings"); an id given two names is refused.
+"$ztok" -q --vocab "$vocab" --out "$work/packed-u" --format instruct --chat-template chatml "${chatml[@]}" \
+  --special '<|pad|>=50259' --pack --seq-len 32 "$work/t.jsonl" || fail "ztok with an added special"
+"$ztok" -q --vocab "$vocab" --out "$work/packed-w" --format instruct --chat-template chatml "${chatml[@]}" \
+  --special '<|tool|>=50259' --pack --seq-len 32 "$work/t.jsonl" || fail "ztok with another added special"
+sft 50260 "$work/packed-t/train_*.h5,$work/packed-u/train_*.h5" superset --data.vocab="$vocab" \
+  --log.eval_prompts="$work/eval.jsonl" "${answers[@]}" --ckpt.dir="$work/ckpt-superset" ||
+  fail "shards adding a special to another's list: $(tail -n 3 "$work/superset.log")"
+grep -q '"eval_accuracy"' "$work/superset.jsonl" || fail "no eval_accuracy line: $(cat "$work/superset.jsonl")"
+set +e; sft 50260 "0.5:$work/packed-u/train_*.h5,0.5:$work/packed-w/train_*.h5" conflict --data.vocab="$vocab" \
+  --log.eval_prompts="$work/eval.jsonl" "${answers[@]}" --ckpt.dir="$work/ckpt-conflict"
+rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "give id 50259 two names (<|pad|> in the first, <|tool|> in the second)" "$work/conflict.log" ||
+  fail "an id given two names: exit $rc, $(tail -n 2 "$work/conflict.log")"
+set +e; sft 50260 "$work/packed-t/train_*.h5,$work/packed-u/train_*.h5" conflict-valid \
+  --data.valid="$work/packed-w/train_*.h5" --ckpt.dir="$work/ckpt-conflict-valid"
+rc=$?; set -e  # data.valid's first shard agrees with data.train's first, not with its second
+[ $rc -eq 2 ] && grep -q "packed-u/train_000000.h5 and .*packed-w/train_000000.h5 share a vocabulary but give id 50259 two names" \
+  "$work/conflict-valid.log" || fail "data.valid naming an id otherwise: exit $rc, $(tail -n 2 "$work/conflict-valid.log")"
+echo "ok: shards adding a special mix, one naming an id otherwise is refused"
+
+# Only messages lines need the template's specials (outside sweep 39 F10): with data.vocab a GPT-2 directory
+# whose tokenizer_config.json names a ChatML template and plain shards recording no ids, "prompt" lines are
+# evaluated, and a messages line is refused naming its file and line and what ztrain can be given.
+mkdir -p "$work/vocab-tc" "$work/text"
+ln -s "$vocab/encoder.json" "$vocab/vocab.bpe" "$work/vocab-tc/"
+cat >"$work/vocab-tc/tokenizer_config.json" <<'JSON'
+{"chat_template": "{{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}"}
+JSON
+make_corpus "$work/text" 1 200
+"$ztok" -q --vocab "$vocab" --out "$work/plain" "$work/text/"* || fail "ztok plain text"
+printf '{"id": 1, "prompt": "2+2=", "answer": "4"}\n{"id": 2, "prompt_ids": [17, 10], "answer": "4"}\n' >"$work/plain.jsonl"
+sft 50257 "$work/plain/train_*.h5" plain-eval --data.vocab="$work/vocab-tc" --log.eval_prompts="$work/plain.jsonl" \
+  "${answers[@]}" --ckpt.dir="$work/ckpt-plain" || fail "prompt lines without the template's specials: $(tail -n 3 "$work/plain-eval.log")"
+grep -q '"eval_accuracy"' "$work/plain-eval.jsonl" || fail "no eval_accuracy line: $(cat "$work/plain-eval.jsonl")"
+set +e; sft 50257 "$work/plain/train_*.h5" msg-eval --data.vocab="$work/vocab-tc" --log.eval_prompts="$work/eval.jsonl" \
+  "${answers[@]}" --ckpt.dir="$work/ckpt-msg"
+rc=$?; set -e
+refusal="eval.jsonl:1: a messages line is rendered with the chat template qwen2.5, which writes the special tokens"
+refusal+=" <|im_start|>, <|im_end|>, and the tokenizer has no id for them: neither data.vocab="
+[ $rc -eq 2 ] && grep -qF "$refusal" "$work/msg-eval.log" ||
+  fail "a messages line without the template's specials: exit $rc, $(tail -n 2 "$work/msg-eval.log")"
+# zgen alike: --chat-template chatml on GPT-2's vocabulary without --special reads prompt lines.
+"$bin/zgen" --model "$work/ckpt-eval/step_00000001" --tokenizer "$vocab" --chat-template chatml --prompts "$work/plain.jsonl" \
+  --max-new-tokens 2 --device cpu --threads 1 -q --out "$work/zgen-plain.jsonl" 2>"$work/zgen-plain.log" ||
+  fail "zgen prompt lines without the template's specials: $(cat "$work/zgen-plain.log")"
+set +e; "$bin/zgen" --model "$work/ckpt-eval/step_00000001" --tokenizer "$vocab" --chat-template chatml \
+  --prompts "$work/eval.jsonl" --max-new-tokens 2 --device cpu --threads 1 -q --out "$work/zgen-msg.jsonl" 2>"$work/zgen-msg.log"
+rc=$?; set -e
+[ $rc -eq 2 ] && grep -q "eval.jsonl:1: a messages line .* no id for them: give each its id with zgen --special" "$work/zgen-msg.log" ||
+  fail "zgen messages line without the template's specials: exit $rc, $(cat "$work/zgen-msg.log")"
+echo "ok: only messages lines need the chat template's special ids (ztrain and zgen)"
 echo "PASS"

@@ -98,6 +98,35 @@ TEST(PromptFiles, MessagesRenderWithTheModelsOwnTemplate) {
   EXPECT_NE(error_of((dir.path / "p.jsonl").string(), f).find("none ztrain renders"), std::string::npos);
 }
 
+// Only a messages line needs the chat template's special tokens: prompt and prompt_ids lines read with a
+// tokenizer that lacks them, and a messages line is refused naming its file and line, the tokens and the
+// fix the program offers (outside sweep 39 F10: every line was refused up front).
+TEST(PromptFiles, OnlyMessagesLinesNeedTheTemplatesSpecials) {
+  const std::string vocab = tok::testing::vocab_dir_or_empty();
+  if (vocab.empty()) GTEST_SKIP() << "GPT-2 vocabulary unavailable: set ZT_VOCAB or run tools/fetch-vocab.sh";
+  const tok::Tokenizer t(tok::Vocab::load(vocab));  // GPT-2's: <|endoftext|> only
+  const test::TempDir dir("prompt_io");
+  write(dir.path / "plain.jsonl", R"({"id": 1, "prompt": "2+2=", "answer": "4"})" "\n"
+                                  R"({"id": 2, "prompt_ids": [17, 10], "answer": "4"})" "\n");
+  PromptFormat f{&t, ztok::ChatTemplate::kChatml, "answer"};
+  const std::vector<PromptLine> lines = read_prompts((dir.path / "plain.jsonl").string(), f);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1].ids, (std::vector<std::int32_t>{17, 10}));
+  write(dir.path / "mixed.jsonl", R"({"id": 1, "prompt": "2+2=", "answer": "4"})" "\n\n"
+                                  R"({"id": 2, "messages": [{"role": "user", "content": "2+2?"}], "answer": "4"})" "\n");
+  const std::string zgen = error_of((dir.path / "mixed.jsonl").string(), f);
+  EXPECT_NE(zgen.find("mixed.jsonl:3: a messages line is rendered with the chat template chatml"), std::string::npos) << zgen;
+  EXPECT_NE(zgen.find("<|im_start|>, <|im_end|>"), std::string::npos) << zgen;
+  EXPECT_NE(zgen.find("zgen --special NAME=ID"), std::string::npos) << zgen;
+  f.specials_hint = "set data.vocab";
+  const std::string ztrain = error_of((dir.path / "mixed.jsonl").string(), f);
+  EXPECT_NE(ztrain.find("no id for them: set data.vocab"), std::string::npos) << ztrain;
+  EXPECT_EQ(ztrain.find("--special"), std::string::npos) << ztrain;
+  const std::unique_ptr<tok::Tokenizer> chatml = chatml_tokenizer();  // with them, the line renders
+  f.tokenizer = chatml.get();
+  EXPECT_EQ(read_prompts((dir.path / "mixed.jsonl").string(), f).back().ids.front(), 50257);
+}
+
 // A text prompt is encoded as a Hugging Face tokenizer encodes it: a special token's text is that token
 // (a prompt rendered by hand), the vocabulary's own (<|endoftext|>) and declared ones alike.
 TEST(PromptFiles, SpecialTokenTextInAPromptIsThatToken) {
