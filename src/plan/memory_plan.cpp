@@ -339,10 +339,13 @@ std::uint64_t save_bytes(const config::Config& config, std::int64_t world_size) 
   std::uint64_t bytes = 0;
   if (async) {
     bytes = 3 * model / parts / dp + (gathered_parts ? model + 2 * (model / parts) : model);
-  } else {  // the state streamed a slice at a time, and HDF5's chunk and its filtered copy (4 MiB each)
+  } else {  // the state streamed a slice at a time, HDF5's chunk and its filtered copy (4 MiB each), and
+            // the C library's heap that these buffers leave resident, up to as much again and at most 48 MiB
+            // (outside sweep 40 NEW-2: 35-50 MiB above the buffers on one rank, a 58.8M Llama and an 80 MiB one)
     const std::uint64_t unit = largest_unit(*saved) * sizeof(float), tp = static_cast<std::uint64_t>(config.parallel.tp);
     bytes = gathered_parts ? unit + 3 * (unit / tp) : streamed_model_elements(config, *saved) * sizeof(float);
     bytes += std::min<std::uint64_t>(ckpt::kStreamedSliceBytes, model / parts / dp) + (std::uint64_t{8} << 20);
+    bytes += std::min<std::uint64_t>(bytes, std::uint64_t{48} << 20);
   }
   // A unit gathered in fp32 on the device where the master is sharded (ZeRO-3, or mixed precision at 1-2):
   // the engine's transient beside the host copy (on the CPU backend, the host's).
