@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/read_file.hpp"
+#include "data/shard_set.hpp"
 #include "io/dir_probe.hpp"
 #include "io/staged_output.hpp"
 #include "model/device_weights.hpp"
@@ -57,11 +58,14 @@ std::string tokenizer_path(const Options& o, const model::SavedModel& m) {
   return fs::exists(fs::path(o.model) / "tokenizer.json", ec) ? (fs::path(o.model) / "tokenizer.json").string() : "";
 }
 
-std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::string& path) {
+// --special, else on a checkpoint read with its run's tokenizer the special ids its training shards record
+// (ztok --special past the vocabulary: GPT-2's + <|im_start|>=50257 ...), as ztrain's evaluation adds them.
+std::unique_ptr<tok::Tokenizer> load_tokenizer(const Options& o, const std::string& path, const model::SavedModel& m) {
   if (path.empty()) return nullptr;
   tok::VocabularyOptions v;
   std::string specials;
   for (const std::string& s : o.specials) specials += (specials.empty() ? "" : ",") + s;
+  if (specials.empty() && o.tokenizer.empty() && m.checkpoint()) specials = data::recorded_specials(m.config.data.train);
   if (!specials.empty()) v.specials = tok::parse_special_tokens(specials), v.extra_specials = true;
   if (!o.pattern.empty()) v.pattern = tok::pattern_by_name(o.pattern);
   return std::make_unique<tok::Tokenizer>(tok::Tokenizer::load(path, v));
@@ -294,7 +298,7 @@ void prepare(Job& j, const dist::World& world) {
   if (j.o.tp > 1) model::check_tp_degree(shape, j.o.tp, "--tp");
   const std::string tokenizer_file = tokenizer_path(j.o, *j.model);
   refuse_outputs_over_inputs(j.o, *j.model, tokenizer_file);
-  j.tokenizer = load_tokenizer(j.o, tokenizer_file);
+  j.tokenizer = load_tokenizer(j.o, tokenizer_file, *j.model);
   const gen::ChatChoice chat = template_of(j.o, j.tokenizer.get(), tokenizer_file, *j.model);
   j.chat = chat.chat;
   if (j.o.rule && !j.tokenizer) throw ConfigError("--answer-rule reads the samples' text: it needs a tokenizer (--tokenizer)");

@@ -133,6 +133,12 @@ printf '{"id": 1, "messages": [{"role": "user", "content": "Hi there"}], "answer
   fail "answer evaluation on GPT-2 + --special shards: $(tail -n 3 "$work/eval2.log")"
 grep -q '"eval_accuracy"' "$work/m-eval.jsonl" || fail "no eval_accuracy line: $(cat "$work/m-eval.jsonl")"
 echo "ok: answer evaluation with the shards' recorded special ids"
+# zgen on that checkpoint alike, with nothing given: its run's data.vocab, the shards' template and their ids.
+"$bin/zgen" --model "$work/ckpt-eval/step_00000001" --prompts "$work/eval.jsonl" --max-new-tokens 2 --device cpu \
+  --threads 1 -q --out "$work/zgen-recorded.jsonl" 2>"$work/zgen-recorded.log" ||
+  fail "zgen messages prompts with the shards' recorded special ids: $(cat "$work/zgen-recorded.log")"
+grep -q '"token_ids"' "$work/zgen-recorded.jsonl" || fail "zgen wrote no sample: $(cat "$work/zgen-recorded.jsonl")"
+echo "ok: zgen renders messages prompts with the shards' recorded special ids"
 
 # sft VOCAB_SIZE DATA_TRAIN LOG [KEY=VALUE...]: one step of a tiny model with GPT-2's vocabulary, eval every step
 sft() {
