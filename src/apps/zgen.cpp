@@ -109,7 +109,7 @@ std::vector<Sample> generate(Job& j, const dist::World& world) {
   // The groups' shares take different times: a group done early waits for the others as long as they
   // beat (dist::PatientWait), and the gather onto rank 0 then meets every rank at once.
   dist::PatientWait finishing(world, j.o.timeout_s, "waiting for every rank to finish its share of the samples",
-                              cat("--timeout-s=", j.o.timeout_s, " s without a sign of life"));
+                              cat("--timeout-s=", j.o.timeout_s, " s without a sign of life"), j.o.tp);
   e.on_step = [&finishing] { finishing.beat(); };
   gen::Engine engine(*be, local, weights->params(), e);
   const std::vector<gen::Completion> out = engine.run(requests);

@@ -1,5 +1,6 @@
 // Communicator over MPI nonblocking collectives on host buffers. wait() polls MPI_Test (deadline.hpp)
 // so a hung or dead peer becomes a CommError after dist.timeout_s instead of a silent hang.
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <functional>
@@ -10,6 +11,7 @@
 #include "backend/half.hpp"
 #include "dist/communicator.hpp"
 #include "dist/deadline.hpp"
+#include "core/rank_list.hpp"
 #include "dist/mpi_check.hpp"
 #include "dist/world.hpp"
 
@@ -226,15 +228,34 @@ class MpiCommunicator : public Communicator {
     ZT_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     ZT_MPI(MPI_Comm_rank(comm_, &rank_));
     ZT_MPI(MPI_Comm_size(comm_, &size_));
+    members_ = members_words();
+  }
+
+  // " among world ranks 0, 1" for a group smaller than the world (a tensor-parallel group, a stage's data-
+  // parallel ranks): a deadline's message then says where the stopped peer is (outside sweep 40 NEW-1).
+  std::string members_words() const {
+    int world_size = 0;
+    ZT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    if (size_ >= world_size) return "";
+    MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    ZT_MPI(MPI_Comm_group(comm_, &mine));
+    ZT_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    std::vector<int> here(static_cast<std::size_t>(size_)), there(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) here[static_cast<std::size_t>(r)] = r;
+    ZT_MPI(MPI_Group_translate_ranks(mine, size_, here.data(), world, there.data()));
+    MPI_Group_free(&mine), MPI_Group_free(&world);
+    std::sort(there.begin(), there.end());
+    return cat(" among world ranks ", rank_list(there));
   }
 
   std::unique_ptr<MpiWork> start(std::string what) {
     ++stats_.calls;
-    return std::make_unique<MpiWork>(*this, std::move(what));
+    return std::make_unique<MpiWork>(*this, what + members_);
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  std::string members_;
 };
 }  // namespace
 

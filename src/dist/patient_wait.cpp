@@ -1,12 +1,16 @@
 // The patient wait (patient_wait.hpp): heartbeats in a star around rank 0, on a communicator of its own.
-// Every message is one int on tag 0: a beat, an arrival (rank r -> 0), a release (0 -> r). Messages
-// between two ranks arrive in order, so a rank reads every beat a peer sent before that peer's arrival
-// (or release), and no message is left unread when the wait ends.
+// Every message is one int: a beat, an arrival (rank r -> 0), a release (0 -> r). Messages between two
+// ranks arrive in order, so a rank reads every beat a peer sent before that peer's arrival (or release),
+// and no message is left unread when the wait ends well. When it ends on a silent rank, that rank's
+// later messages stay unread; each wait has a tag of its own (the n-th wait of a process, the same on
+// every rank as the waits are collective), so that a later wait, whose duplicated communicator Open MPI
+// may give the same context id, never takes them for its own.
 #include "dist/patient_wait.hpp"
 
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -30,6 +34,8 @@ struct PatientWait::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
   double timeout_s = 0, interval_s = 1;
+  int lockstep = 1;
+  int tag = 0;
   std::string what, limit_words;
   Clock::time_point sent_at;
   std::vector<Clock::time_point> heard;  // rank 0: each rank's last message; the others: rank 0's (heard[0])
@@ -38,7 +44,7 @@ struct PatientWait::Impl {
 
   void send(int kind, int to) {  // fire and forget: the reader reads every message (above)
     MPI_Request request = MPI_REQUEST_NULL;
-    check_mpi(MPI_Isend(&kKinds[kind], 1, MPI_INT, to, 0, comm, &request), "MPI_Isend");
+    check_mpi(MPI_Isend(&kKinds[kind], 1, MPI_INT, to, tag, comm, &request), "MPI_Isend");
     check_mpi(MPI_Request_free(&request), "MPI_Request_free");
   }
 
@@ -46,10 +52,10 @@ struct PatientWait::Impl {
     for (;;) {
       int flag = 0;
       MPI_Status status;
-      check_mpi(MPI_Iprobe(rank == 0 ? MPI_ANY_SOURCE : 0, 0, comm, &flag, &status), "MPI_Iprobe");
+      check_mpi(MPI_Iprobe(rank == 0 ? MPI_ANY_SOURCE : 0, tag, comm, &flag, &status), "MPI_Iprobe");
       if (!flag) return;
       int kind = 0;
-      check_mpi(MPI_Recv(&kind, 1, MPI_INT, status.MPI_SOURCE, 0, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+      check_mpi(MPI_Recv(&kind, 1, MPI_INT, status.MPI_SOURCE, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
       heard[static_cast<std::size_t>(status.MPI_SOURCE)] = Clock::now();
       if (kind == kArrive) arrived[static_cast<std::size_t>(status.MPI_SOURCE)] = 1;
       if (kind == kRelease) released = true;
@@ -80,13 +86,33 @@ struct PatientWait::Impl {
     if (silent.empty()) return;
     throw CommError(cat(what, ": rank", silent.find(',') == std::string::npos ? " " : "s ", silent, " not heard from for ",
                         static_cast<long long>(longest), " s (", limit_words, "): stopped, hung or dead (or waiting in a ",
-                        "collective on one that is); the ranks still working are waited for as long as they answer"));
+                        "collective on one that is", groups_of_silent(), "); the ranks still working are waited for as long ",
+                        "as they answer"));
+  }
+
+  // ": one of tensor-parallel group 0-1's" for each silent rank's group (rank 0 hears every rank, the others
+  // only rank 0: the group is where to look for the stopped one).
+  std::string groups_of_silent() const {
+    if (lockstep <= 1) return "";
+    std::string groups;
+    for (int r = 0; r < size; ++r) {
+      if (rank == 0 ? (r == 0 || arrived[static_cast<std::size_t>(r)]) : r != 0) continue;
+      if (seconds_since(heard[static_cast<std::size_t>(r)]) <= timeout_s) continue;
+      const int first = r / lockstep * lockstep, last = std::min(size, first + lockstep) - 1;
+      const std::string group = cat(first, "-", last);
+      if (groups.find(cat(" ", group, ",")) == std::string::npos && !groups.ends_with(cat(" ", group)))
+        groups += cat(groups.empty() ? "" : ",", " ", group);
+    }
+    return cat(": a rank of tensor-parallel group", groups.find(',') == std::string::npos ? "" : "s", groups);
   }
 };
 
-PatientWait::PatientWait(const World& world, double timeout_s, std::string what, std::string limit_words)
+PatientWait::PatientWait(const World& world, double timeout_s, std::string what, std::string limit_words, int lockstep)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  static std::atomic<int> waits{0};  // MPI guarantees tags up to 32767
+  m.tag = waits.fetch_add(1) % 32767;
+  m.lockstep = lockstep;
   check_mpi(MPI_Comm_dup(*static_cast<const MPI_Comm*>(world.native_comm()), &m.comm), "MPI_Comm_dup");
   m.rank = world.rank(), m.size = world.size();
   m.timeout_s = timeout_s, m.what = std::move(what), m.limit_words = std::move(limit_words);
@@ -118,10 +144,10 @@ void PatientWait::arrive() {
       m.check_silence();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    for (int r = 1; r < m.size; ++r) check_mpi(MPI_Send(&kKinds[kRelease], 1, MPI_INT, r, 0, m.comm), "MPI_Send");
+    for (int r = 1; r < m.size; ++r) check_mpi(MPI_Send(&kKinds[kRelease], 1, MPI_INT, r, m.tag, m.comm), "MPI_Send");
     return;
   }
-  check_mpi(MPI_Send(&kKinds[kArrive], 1, MPI_INT, 0, 0, m.comm), "MPI_Send");
+  check_mpi(MPI_Send(&kKinds[kArrive], 1, MPI_INT, 0, m.tag, m.comm), "MPI_Send");
   while (!m.released) {
     m.read_messages();
     if (m.released) break;

@@ -18,8 +18,11 @@ namespace zt::dist {
 class PatientWait {
  public:
   // Collective over the world: a communicator of its own. what: the wait's name in errors ("zgen's ranks
-  // finishing their samples"); limit_words: what timeout_s is in them ("--timeout-s=600 s").
-  PatientWait(const World& world, double timeout_s, std::string what, std::string limit_words);
+  // finishing their samples"); limit_words: what timeout_s is in them ("--timeout-s=600 s"). lockstep:
+  // the ranks working in collectives together (a tensor-parallel group: consecutive blocks of that many
+  // ranks, dist::Grid's order), named with a silent rank, since a stopped rank's partners fall silent in
+  // the collective they wait in and the ranks that still hear nothing cannot tell which of them stopped.
+  PatientWait(const World& world, double timeout_s, std::string what, std::string limit_words, int lockstep = 1);
   ~PatientWait();
   PatientWait(const PatientWait&) = delete;
   PatientWait& operator=(const PatientWait&) = delete;

@@ -147,19 +147,6 @@ std::pair<std::string, std::string> diagnose(int r, const std::vector<View>& vie
 }
 }  // namespace
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += cat(out.empty() ? "" : ", ", ranks[i]);
-    if (j >= i + 2) out += cat("-", ranks[j]);
-    else if (j == i + 1) out += cat(", ", ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string format_notes(const RankNotes& n) {
   std::ostringstream out;
   out << kMagic << "\nincident " << n.incident << "\nrank " << n.rank << " of " << n.world_size << "\nhost " << n.host

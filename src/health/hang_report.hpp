@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/rank_list.hpp"
 #include "dist/collective_ring.hpp"
 
 namespace zt::health {
@@ -48,7 +49,6 @@ struct HangSummary {
 HangSummary summarize_hang(const std::vector<std::optional<RankNotes>>& notes, const std::vector<std::string>& known,
                            double waited_s);
 
-// "0, 2, 3" or "1-3" for ranks in increasing order.
-std::string rank_list(const std::vector<int>& ranks);
+using zt::rank_list;  // core/rank_list.hpp
 
 }  // namespace zt::health

@@ -56,7 +56,8 @@ AnswerScores AnswerEvaluation::run(backend::Backend& be, const model::ParamTable
     // A rank whose prompts finish early waits for the others while they work, not a collective's
     // dist.timeout_s from its arrival (outside sweep 36 F6: the run aborted, and again at each resume).
     dist::PatientWait finishing(world, config_.dist.timeout_s, "answer evaluation: waiting for every rank to finish its prompts",
-                                cat("dist.timeout_s=", config_.dist.timeout_s, " s without a sign of life"));
+                                cat("dist.timeout_s=", config_.dist.timeout_s, " s without a sign of life"),
+                                static_cast<int>(config_.parallel.tp));
     gen::EngineOptions beating = options;
     beating.on_step = [&finishing] { finishing.beat(); };
     gen::Engine engine(be, table, params, beating);  // its cache and activations go when the evaluation ends

@@ -108,5 +108,26 @@ TEST(PatientWait, WaitsForAWorkingRankAndNamesASilentOne) {
   w.barrier("test: after the silent rank");
 }
 
+// In tensor-parallel groups of 2, a silent rank is named with its group: a stopped rank's partner falls
+// silent too, waiting on it in a collective, and the ranks that hear neither cannot tell which stopped
+// (outside sweep 40 NEW-1: the partner alone was named).
+TEST(PatientWait, NamesTheSilentRanksTensorParallelGroup) {
+  const World& w = test::world();
+  if (w.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int last = w.size() - 1;
+  try {
+    PatientWait wait(w, 0.3, "test wait", "the test's 0.3 s", 2);
+    if (w.rank() == last) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    wait.arrive();
+    ADD_FAILURE() << "rank " << w.rank() << ": a rank silent for 4 x the deadline was waited for";
+  } catch (const CommError& e) {
+    const int silent = w.is_root() ? last : 0, first = silent / 2 * 2;
+    const std::string group = "a rank of tensor-parallel group " + std::to_string(first) + "-" +
+                              std::to_string(std::min(first + 1, last));
+    EXPECT_NE(std::string(e.what()).find(group), std::string::npos) << e.what();
+  }
+  w.barrier("test: after the silent group");
+}
+
 }  // namespace
 }  // namespace zt::dist
