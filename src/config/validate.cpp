@@ -191,25 +191,12 @@ void check_products(const Config& c) {
                 "parameters");
 }
 
-void check_parallel(const ParallelConfig& p, const TrainConfig& t, const ModelConfig& m) {
+void check_parallel(const ParallelConfig& p) {
   if (p.sequence_parallel && p.tp == 1)
     throw ConfigError("parallel.sequence_parallel=true shards activations inside a tensor-parallel group, and "
                       "parallel.tp=1 has none: set parallel.tp > 1 or parallel.sequence_parallel=false");
-  if (p.sequence_parallel && (t.micro_batch * m.seq_len) % p.tp != 0) {
-    // The values that work (outside sweep 38 F3): micro-batches that also divide train.global_batch (any
-    // data-parallel split needs that), and the nearest context lengths at this micro-batch.
-    std::vector<std::int64_t> micro;
-    for (const std::int64_t d : divisors(t.global_batch))
-      if ((d * m.seq_len) % p.tp == 0) micro.push_back(d);
-    const std::int64_t step = p.tp / std::gcd(t.micro_batch, p.tp), lower = m.seq_len / step * step;
-    const std::string lengths = lower > 0 ? cat("model.seq_len=", lower, " or ", lower + step) : cat("model.seq_len=", step);
-    throw ConfigError(cat("parallel.sequence_parallel=true gives each of parallel.tp=", p.tp, " ranks an equal block of a "
-                          "micro-batch's train.micro_batch x model.seq_len = ", t.micro_batch * m.seq_len,
-                          " token rows, which ", p.tp, " does not divide: use ",
-                          micro.empty() ? "" : cat("train.micro_batch in {", join(micro), "} (of train.global_batch=", t.global_batch,
-                                                   "'s divisors), or "),
-                          lengths, ", or parallel.sequence_parallel=false"));
-  }
+  // That tp divides a micro-batch's token rows is derive()'s: the micro-batches that work depend on the
+  // data-parallel split (outside sweep 42 G1).
   const bool interleaved = p.schedule == PipeSchedule::kInterleaved;
   if (interleaved && (p.pp < 2 || p.vpp < 2))
     throw ConfigError(cat("parallel.schedule=interleaved runs parallel.vpp >= 2 model chunks on each of parallel.pp >= 2 "
@@ -351,7 +338,7 @@ void validate(const Config& config) {
   check_products(config);
   check_train(config);
   check_optim(config.optim);
-  check_parallel(config.parallel, config.train, config.model);
+  check_parallel(config.parallel);
   if (config.parallel.pp * config.parallel.vpp <= config.model.n_layer) pipeline_layers(config);  // else derive says it
   check_lora(config);
   check_rl(config);
@@ -416,14 +403,6 @@ Derived derive(const Config& config, std::int64_t world_size) {
   const std::int64_t dp_size = world_size / (tp * pp);
   const std::int64_t global = config.train.global_batch, micro = config.train.micro_batch;
   const std::int64_t per_step = micro * dp_size;  // sequences one forward pass covers over all ranks
-  if (config.rl.enabled()) {  // RL's batches are rl.*'s (rl/batch_rules.hpp checks them, ztrain's start-up)
-    Derived d;
-    d.dp_size = dp_size;
-    const std::int64_t mini = config.rl.mini_batch > 0 ? config.rl.mini_batch : config.rl.batch;
-    d.grad_accum = std::max<std::int64_t>(1, mini * config.rl.group_size / per_step);
-    d.tokens_per_step = mini * config.rl.group_size * config.model.seq_len;
-    return d;
-  }
   // Every batch rule that follows (the split, the interleaved schedule's groups of pp micro-batches,
   // sequence parallelism's token rows): a value suggested below passes all of them, not only the first.
   const bool interleaved = vpp > 1;
@@ -438,6 +417,25 @@ Derived derive(const Config& config, std::int64_t world_size) {
       if (splits(global, m)) ok.push_back(m);
     return ok.empty() ? std::string() : cat(", or train.micro_batch in {", join(ok), "}");
   };
+  if (config.parallel.sequence_parallel && (micro * config.model.seq_len) % tp != 0) {
+    // The values that work (outside sweep 38 F3, 42 G1): the nearest context lengths at this micro-batch,
+    // and the micro-batches that also split train.global_batch over the data-parallel ranks (RL's
+    // batches are rl.*'s: its own rules name them).
+    const std::int64_t step = tp / std::gcd(micro, tp), lower = config.model.seq_len / step * step;
+    throw ConfigError(cat("parallel.sequence_parallel=true gives each of parallel.tp=", tp, " ranks an equal block of a "
+                          "micro-batch's train.micro_batch x model.seq_len = ", micro * config.model.seq_len,
+                          " token rows, which ", tp, " does not divide: use ",
+                          lower > 0 ? cat("model.seq_len=", lower, " or ", lower + step) : cat("model.seq_len=", step),
+                          config.rl.enabled() ? "" : micro_fix(), ", or parallel.sequence_parallel=false"));
+  }
+  if (config.rl.enabled()) {  // RL's batches are rl.*'s (rl/batch_rules.hpp checks them, ztrain's start-up)
+    Derived d;
+    d.dp_size = dp_size;
+    const std::int64_t mini = config.rl.mini_batch > 0 ? config.rl.mini_batch : config.rl.batch;
+    d.grad_accum = std::max<std::int64_t>(1, mini * config.rl.group_size / per_step);
+    d.tokens_per_step = mini * config.rl.group_size * config.model.seq_len;
+    return d;
+  }
   if (global % per_step != 0) {
     const std::int64_t step = interleaved ? per_step * pp : per_step;  // the batches that split at this micro-batch
     const std::int64_t lower = (global / step) * step, upper = lower + step;

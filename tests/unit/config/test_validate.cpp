@@ -143,39 +143,47 @@ TEST(Validate, SequenceParallelWithoutTensorParallelismIsRejected) {
   EXPECT_EQ(error_of([&] { validate(c); }), "");
 }
 
-// Sequence parallelism gives each TP rank an equal block of a micro-batch's B*T token rows.
-TEST(Validate, SequenceParallelNeedsTpToDivideTheTokenRows) {
+// Sequence parallelism gives each TP rank an equal block of a micro-batch's B*T token rows (checked with
+// the world: derive()).
+TEST(Derive, SequenceParallelNeedsTpToDivideTheTokenRows) {
   Config c;
   c.model.n_head = 6, c.model.n_embd = 48, c.model.seq_len = 16;  // the default micro-batch of 4: 64 rows
   c.parallel.tp = 3;
   c.parallel.sequence_parallel = true;
-  std::string msg = error_of([&] { validate(c); });
+  EXPECT_EQ(error_of([&] { validate(c); }), "");
+  std::string msg = error_of([&] { derive(c, 3); });
   EXPECT_NE(msg.find("train.micro_batch x model.seq_len = 64 token rows, which 3 does not divide"), std::string::npos) << msg;
   // No divisor of train.global_batch=8 makes 16-token rows a multiple of 3: the context lengths that do.
   EXPECT_NE(msg.find("use model.seq_len=15 or 18, or parallel.sequence_parallel=false"), std::string::npos) << msg;
-  c.train.micro_batch = 3;
-  EXPECT_EQ(error_of([&] { validate(c); }), "");
+  c.train.micro_batch = 3, c.train.global_batch = 9;
+  EXPECT_EQ(error_of([&] { derive(c, 3); }), "");
 }
 
-// The refusal names values that work (outside sweep 38 F3): the micro-batches that split the rows and
-// divide train.global_batch, and the nearest context lengths at this micro-batch.
-TEST(Validate, SequenceParallelRefusalNamesTheMicroBatchesAndLengthsThatWork) {
+// The refusal names values that work (outside sweep 38 F3, 42 G1): the nearest context lengths at this
+// micro-batch, and the micro-batches that split the rows and train.global_batch over the data-parallel ranks.
+TEST(Derive, SequenceParallelRefusalNamesTheMicroBatchesAndLengthsThatWork) {
   Config c;
   c.model.seq_len = 63, c.train.micro_batch = 1, c.train.global_batch = 8;
   c.parallel.tp = 2, c.parallel.sequence_parallel = true;
-  const std::string msg = error_of([&] { validate(c); });
-  EXPECT_NE(msg.find("use train.micro_batch in {2, 4, 8} (of train.global_batch=8's divisors), or model.seq_len=62 or 64"),
+  std::string msg = error_of([&] { derive(c, 2); });
+  EXPECT_NE(msg.find("use model.seq_len=62 or 64, or train.micro_batch in {2, 4, 8}, or parallel.sequence_parallel=false"),
             std::string::npos) << msg;
   for (const std::int64_t m : {2, 4, 8}) {
     Config ok = c;
     ok.train.micro_batch = m;
-    EXPECT_EQ(error_of([&] { validate(ok); }), "") << m;
+    EXPECT_EQ(error_of([&] { derive(ok, 2); }), "") << m;
   }
   for (const std::int64_t t : {62, 64}) {
     Config ok = c;
     ok.model.seq_len = t;
-    EXPECT_EQ(error_of([&] { validate(ok); }), "") << t;
+    EXPECT_EQ(error_of([&] { derive(ok, 2); }), "") << t;
   }
+  // 6 ranks = tp 2 x 3 data-parallel: only the micro-batches that also split the batch over 3 ranks.
+  c.train.global_batch = 6;
+  msg = error_of([&] { derive(c, 6); });
+  EXPECT_NE(msg.find("or train.micro_batch in {2}, or"), std::string::npos) << msg;
+  c.train.micro_batch = 2;
+  EXPECT_EQ(error_of([&] { derive(c, 6); }), "");
 }
 
 // 8 heads (2 K/V heads) on 3 ranks: the world takes tp in {1, 3}, the model {1, 2}; each refusal names
