@@ -226,6 +226,8 @@ void Checkpointer::save(const ckpt::TrainState& state) {
           rec.files.push_back(units ? ckpt::write_model(dir, part.desc,
                                                         [&units](std::int64_t o, std::int64_t n) { return units->view(o, n); })
                                     : ckpt::write_model(dir, part.desc, part.full->data()));
+      } catch (const CommError&) {
+        throw;  // a peer is silent: joining the other units' gathers would wait a deadline for it each (outside sweep 41 F1)
       } catch (...) {
         failed = std::current_exception();
       }
@@ -250,6 +252,11 @@ void Checkpointer::save(const ckpt::TrainState& state) {
   }
   try {
     p->record = work();
+  } catch (const CommError&) {
+    // A collective of the save's gathers found a peer silent (stopped, dead): agreeing on the failure would
+    // wait another deadline for it; the run's boundary reports the hang and ends the job. step_N.tmp stays
+    // behind, never renamed into place (zckpt verify says so; a resume skips it).
+    throw;
   } catch (const std::exception& e) {  // agreed on in finish(), as a background failure would be
     p->error = e.what();
   }

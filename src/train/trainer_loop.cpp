@@ -156,6 +156,7 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   data_failed_ = flags[2] != 0;
   const bool stop = (flags[0] != 0 || data_failed_) && step_ < last;
   if (!stop && checkpointer_->due(step_, last)) {
+    set_comm_context(cat("the checkpoint of step ", step_));
     checkpointer_->save(train_state());
     if (config_.ckpt.async) background_save_ = step_;
     // A signal during that save: stop right after it (one more agreement; the checkpoint is this step's),
@@ -170,7 +171,10 @@ bool Trainer::at_step_boundary(std::int64_t last) {
   // second full write inside the launcher's grace before its SIGKILL. The step trained meanwhile is
   // trained again on resume.
   kept_background_save_ = stop && !data_failed_ && background_save_ == step_ - 1;
-  if (stop && !kept_background_save_) checkpointer_->save(train_state());
+  if (stop && !kept_background_save_) {
+    set_comm_context(cat("the checkpoint of step ", step_, " before stopping"));
+    checkpointer_->save(train_state());
+  }
   return stop;
 }
 
