@@ -368,7 +368,7 @@ std::uint64_t save_bytes(const config::Config& config, std::int64_t world_size) 
 // 0.5-0.85 x on 2 ranks, 1.7-2.0 x on 4, 2.1-2.2 x on 8; at ZeRO 2-3, though two units at a time are in
 // flight, the heap their scratch leaves grows to 1.2-1.65 x all and up to 4.8 x the largest unit or the bucket
 // (0.7 x on one rank). A LoRA run reduces its adapters' gradients only (outside sweep 27), but at ZeRO-3
-// gathers its frozen base every micro-batch: up to half the base's largest unit measured above the libraries
+// gathers its frozen base every micro-batch (on one rank too): up to half the base's largest unit measured above the libraries
 // (outside sweep 42 G2: 28-30 MiB for a 64 MiB embedding on 2 ranks, plain, NF4 or offloaded), counted as the
 // whole unit. A tied pipeline also sums the embedding's gradient between its first and last stages every step
 // (1.3 x the unit measured).
@@ -380,7 +380,7 @@ std::uint64_t cpu_outside_bytes(const config::Config& config, std::int64_t world
   const auto tp = static_cast<std::uint64_t>(config.parallel.tp);
   const double largest = static_cast<double>(largest_unit(*trained) * sizeof(float) / tp);
   double scratch = 0;
-  if (config.lora.rank > 0 && stage == 3 && dp > 1)
+  if (config.lora.rank > 0 && stage == 3)
     scratch += static_cast<double>(largest_unit(*whole_table(trained->shape())) * sizeof(float) / tp);
   if (config.parallel.pp > 1 && config.lora.rank == 0 && trained->shape().tie_embeddings)  // unit 0: the embedding
     scratch += 1.3 * static_cast<double>(trained->units().front().numel * sizeof(float) / tp);

@@ -129,19 +129,27 @@ void add_offload_fixes(const config::Config& config, std::int64_t world, int thr
 }
 
 // Full recomputation keeps one block output per layer: at long context (Llama at T=8192) the activations
-// are often the largest row. Its first fitting stage here, and the fewest ranks at ZeRO-3 with it.
+// are often the largest row. Its first fitting stage here, at the largest micro-batch that fits there (outside
+// sweep 42 G4: it was tried at the configured one only), and the fewest ranks at ZeRO-3 with it.
 void add_recompute_fixes(const config::Config& config, std::int64_t world, int threads, std::uint64_t capacity,
                          config::Device device, const GenerationLengths& lengths, std::int64_t ranks_on_host,
                          std::vector<std::string>& out) {
   if (config.train.recompute == config::Recompute::kFull) return;
   config::Config c = config;
   c.train.recompute = config::Recompute::kFull;
+  const std::int64_t dp = data_parallel_ranks(config, world);
   for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
     c.train.zero_stage = s;
-    if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
-    out.push_back(cat("train.recompute=full with train.zero_stage=", s));
-    return;
+    for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
+      if (!config.rl.enabled() && config.train.global_batch % (m * dp) != 0) continue;
+      c.train.micro_batch = m;
+      if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+      out.push_back(cat("train.recompute=full with train.zero_stage=", s,
+                        m == config.train.micro_batch ? "" : cat(" train.micro_batch=", m)));
+      return;
+    }
   }
+  c.train.micro_batch = config.train.micro_batch;
   // The most sharding the layout runs with: ZeRO-3, or ZeRO-1 under a pipeline (config::check_pipeline_runs).
   c.train.zero_stage = config.parallel.pp > 1 ? std::max<std::int64_t>(1, config.train.zero_stage) : 3;
   if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths, ranks_on_host); !ranks.empty())
@@ -276,6 +284,14 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
       break;
     }
   }
+  // An asynchronous save copies the shard's state and the whole fp32 model to host memory first; a
+  // synchronous one streams them (outside sweep 42 G5: the fix named was optimizer offload, which only
+  // fitted because offload makes the save synchronous).
+  c = config;
+  c.ckpt.async = false;
+  if (config.ckpt.async && accepted(c, world, device) && plan_memory(c, world, threads, capacity, device, lengths).fits())
+    out.push_back("ckpt.async=false (a synchronous save reads the state slice by slice and writes the model a unit at a "
+                  "time: no host copies of them)");
   c = config;
   c.train.zero_stage = std::max<std::int64_t>(1, config.train.zero_stage);
   if (const std::string ranks = fewest_ranks(c, world, threads, capacity, device, lengths, ranks_on_host); !ranks.empty())

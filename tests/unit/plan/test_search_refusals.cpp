@@ -177,5 +177,28 @@ TEST(PlanFixes, TensorParallelismWithSequenceParallelismOnTheSameRanksIsTried) {
   EXPECT_NE(none.front().find("`ztrain --plan --plan.search` ranks every layout"), std::string::npos) << none.front();
 }
 
+// Full recomputation is offered at the largest micro-batch that fits with it, on the configured layout
+// (outside sweep 42 G4: only the configured micro-batch was tried, so a long-context run was offered
+// tensor parallelism alone), and the fix fits when applied.
+TEST(PlanFixes, FullRecomputationWalksTheMicroBatchDown) {
+  std::vector<std::string> args = llama_args();
+  for (const char* k : {"--model.seq_len=2048", "--train.global_batch=8", "--train.micro_batch=8"}) args.push_back(k);
+  const config::Config c = parsed(args);
+  config::Config smaller = c;  // a capacity where full recompute fits at micro-batch 2 but not at 8
+  smaller.train.recompute = config::Recompute::kFull, smaller.train.micro_batch = 2;
+  const std::uint64_t capacity = plan_memory(smaller, 1, 1, 0, config::Device::kCpu).device_peak() + (1u << 20);
+  smaller.train.micro_batch = 8;
+  ASSERT_FALSE(plan_memory(smaller, 1, 1, capacity, config::Device::kCpu).fits());
+  const std::vector<std::string> fixes = suggestions(c, 1, 1, capacity, config::Device::kCpu);
+  const auto full = std::find_if(fixes.begin(), fixes.end(), [](const std::string& f) { return f.starts_with("train.recompute=full"); });
+  ASSERT_NE(full, fixes.end()) << fixes.front();
+  for (const std::string& w : words(*full))
+    if (w.find('=') != std::string::npos) args.push_back("--" + w);
+  const config::Config applied = parsed(args);
+  EXPECT_EQ(applied.train.recompute, config::Recompute::kFull);
+  EXPECT_LT(applied.train.micro_batch, 8) << *full;
+  EXPECT_TRUE(plan_memory(applied, 1, 1, capacity, config::Device::kCpu).fits()) << *full;
+}
+
 }  // namespace
 }  // namespace zt::plan
