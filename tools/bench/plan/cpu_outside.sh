@@ -42,7 +42,11 @@ for spec in "${specs[@]}"; do
   total=$(grep -o "total (predicted peak) *[0-9.]* MiB" <<<"$plan" | grep -o "[0-9.]* MiB" | grep -o "[0-9.]*")
   step=$(grep -o "a step's peak [0-9.]* MiB" <<<"$plan" | grep -o "[0-9.]*")
   load=$(grep -o "loading (before step 1): .*: [0-9.]* MiB" <<<"$plan" | grep -o "[0-9.]* MiB$" | grep -o "[0-9.]*")
-  hwm=$(/usr/bin/python3 "$root/tools/bench/plan/step_hwm.py" "$work/m.jsonl" -- "${run[@]}" --log.metrics="$work/m.jsonl")
+  if ! hwm=$(/usr/bin/python3 "$root/tools/bench/plan/step_hwm.py" "$work/m.jsonl" -- "${run[@]}" --log.metrics="$work/m.jsonl"); then
+    echo "| $m | $np | $z | $total | | $step | (the run failed) | |"
+    rm -rf "$work/ck" "$work/m.jsonl"
+    continue
+  fi
   rm -rf "$work/ck" "$work/m.jsonl"
   /usr/bin/python3 -c "
 t, s, l, h = $total, $step, ${load:-0}, $hwm
