@@ -76,34 +76,32 @@ struct PatientWait::Impl {
   // Every rank silent past timeout_s, named together: a rank stuck in a collective with a stopped one (its
   // tensor-parallel partner) falls silent too, and rank 0 cannot tell which of them stopped first.
   void check_silence() const {
-    std::string silent;
+    std::vector<int> silent;  // increasing
     double longest = 0;
     for (int r = 0; r < size; ++r) {
       if (rank == 0 ? (r == 0 || arrived[static_cast<std::size_t>(r)]) : r != 0) continue;
       const double s = seconds_since(heard[static_cast<std::size_t>(r)]);
-      if (s > timeout_s) silent += cat(silent.empty() ? "" : ", ", r), longest = std::max(longest, s);
+      if (s > timeout_s) silent.push_back(r), longest = std::max(longest, s);
     }
     if (silent.empty()) return;
-    throw CommError(cat(what, ": rank", silent.find(',') == std::string::npos ? " " : "s ", silent, " not heard from for ",
+    std::string names;
+    for (int r : silent) names += cat(names.empty() ? "" : ", ", r);
+    throw CommError(cat(what, ": rank", silent.size() == 1 ? " " : "s ", names, " not heard from for ",
                         static_cast<long long>(longest), " s (", limit_words, "): stopped, hung or dead (or waiting in a ",
-                        "collective on one that is", groups_of_silent(), "); the ranks still working are waited for as long ",
+                        "collective on one that is", groups_of(silent), "); the ranks still working are waited for as long ",
                         "as they answer"));
   }
 
-  // ": one of tensor-parallel group 0-1's" for each silent rank's group (rank 0 hears every rank, the others
+  // ": a rank of tensor-parallel group 0-1" for the silent ranks' groups (rank 0 hears every rank, the others
   // only rank 0: the group is where to look for the stopped one).
-  std::string groups_of_silent() const {
+  std::string groups_of(const std::vector<int>& silent) const {
     if (lockstep <= 1) return "";
+    std::vector<int> firsts;  // each group's first rank, once (silent is increasing)
+    for (int r : silent)
+      if (firsts.empty() || firsts.back() != r / lockstep * lockstep) firsts.push_back(r / lockstep * lockstep);
     std::string groups;
-    for (int r = 0; r < size; ++r) {
-      if (rank == 0 ? (r == 0 || arrived[static_cast<std::size_t>(r)]) : r != 0) continue;
-      if (seconds_since(heard[static_cast<std::size_t>(r)]) <= timeout_s) continue;
-      const int first = r / lockstep * lockstep, last = std::min(size, first + lockstep) - 1;
-      const std::string group = cat(first, "-", last);
-      if (groups.find(cat(" ", group, ",")) == std::string::npos && !groups.ends_with(cat(" ", group)))
-        groups += cat(groups.empty() ? "" : ",", " ", group);
-    }
-    return cat(": a rank of tensor-parallel group", groups.find(',') == std::string::npos ? "" : "s", groups);
+    for (int first : firsts) groups += cat(groups.empty() ? "" : ", ", first, "-", std::min(size, first + lockstep) - 1);
+    return cat(": a rank of tensor-parallel group", firsts.size() == 1 ? " " : "s ", groups);
   }
 };
 
