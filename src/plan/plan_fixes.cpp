@@ -35,6 +35,26 @@ bool accepted(const config::Config& c, std::int64_t world, config::Device device
   return rl_prompts_deal(c, world / model_ranks);
 }
 
+// The largest micro-batch from c's down that splits train.global_batch over c's data-parallel ranks and
+// with which c fits, left set in c; 0 (c's micro-batch then 1) when none does. Only a micro-batch that
+// splits the step's sequences over the ranks can be taken (derive's first rule, cheap to ask first: the
+// range reaches 2^24); RL's steps are rl.*'s, asked of accepted(). `with_micro` sets what follows the
+// micro-batch (sequence parallelism, where its token rows split over tp).
+std::int64_t largest_fitting_micro_batch(config::Config& c, std::int64_t world, int threads, std::uint64_t capacity,
+                                         config::Device device, const GenerationLengths& lengths,
+                                         const std::function<void(config::Config&)>& with_micro = {}) {
+  const std::int64_t model_ranks = c.parallel.tp * c.parallel.pp;
+  if (world % model_ranks != 0) return 0;
+  const std::int64_t dp = world / model_ranks;
+  for (std::int64_t m = c.train.micro_batch; m >= 1; --m) {
+    if (!c.rl.enabled() && c.train.global_batch % (m * dp) != 0) continue;
+    c.train.micro_batch = m;
+    if (with_micro) with_micro(c);
+    if (accepted(c, world, device) && plan_memory(c, world, threads, capacity, device, lengths).fits()) return m;
+  }
+  return 0;
+}
+
 // The fewest ranks, 2x to 64x `world`, on which `c` fits: keeping train.global_batch where it splits over
 // them, else (not under RL, whose batches are rl.*'s) with the smallest global batch above it that does,
 // which the fix then names (it changes the optimizer step). "" when none fits.
@@ -137,13 +157,10 @@ void add_recompute_fixes(const config::Config& config, std::int64_t world, int t
   if (config.train.recompute == config::Recompute::kFull) return;
   config::Config c = config;
   c.train.recompute = config::Recompute::kFull;
-  const std::int64_t dp = data_parallel_ranks(config, world);
   for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
     c.train.zero_stage = s;
-    for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
-      if (!config.rl.enabled() && config.train.global_batch % (m * dp) != 0) continue;
-      c.train.micro_batch = m;
-      if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+    c.train.micro_batch = config.train.micro_batch;
+    if (const std::int64_t m = largest_fitting_micro_batch(c, world, threads, capacity, device, lengths); m > 0) {
       out.push_back(cat("train.recompute=full with train.zero_stage=", s,
                         m == config.train.micro_batch ? "" : cat(" train.micro_batch=", m)));
       return;
@@ -167,10 +184,9 @@ void add_model_parallel_fixes(const config::Config& config, std::int64_t world, 
   const auto fitting = [&](config::Config c) -> std::string {  // c: the grid set; "" when nothing fits
     const bool new_cut = c.parallel.pp != config.parallel.pp;
     if (new_cut) c.parallel.pp_layers.clear(), c.parallel.vpp = 1, c.parallel.schedule = config::PipeSchedule::kOneFOneB;
-    const std::int64_t dp = world % (c.parallel.tp * c.parallel.pp) == 0 ? world / (c.parallel.tp * c.parallel.pp) : 0;
-    if (dp == 0) return "";
-    // The configured stage first, then the others (a tensor-parallel save gathers the whole model on rank 0,
-    // so a smaller stage may fit where ZeRO-3 does not); a pipeline's at most 1.
+    if (world % (c.parallel.tp * c.parallel.pp) != 0) return "";
+    // The configured stage first, then the others (what a stage saves on the host differs too: a smaller
+    // stage may fit where ZeRO-3 does not); a pipeline's at most 1.
     std::vector<std::int64_t> stages{c.parallel.pp > 1 ? std::min<std::int64_t>(config.train.zero_stage, 1) : config.train.zero_stage};
     for (std::int64_t s = 0; s <= (c.parallel.pp > 1 ? 1 : 3); ++s)
       if (s != stages.front()) stages.push_back(s);
@@ -182,25 +198,25 @@ void add_model_parallel_fixes(const config::Config& config, std::int64_t world, 
         if ((config.train.offload == config::Offload::kNone || stage > 0) &&  // offload is ZeRO's sharded state
             (config.train.offload != config::Offload::kParams || stage == 3))
           tries.emplace_back(rc, stage);
+    const auto sequence_parallel = [](config::Config& k) {
+      k.parallel.sequence_parallel = k.parallel.tp > 1 && (k.train.micro_batch * k.model.seq_len) % k.parallel.tp == 0;
+    };
     for (const auto& [rc, stage] : tries) {
       c.train.recompute = rc;
       c.train.zero_stage = stage;
-      for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
-        if (!config.rl.enabled() && config.train.global_batch % (m * dp) != 0) continue;
-        c.train.micro_batch = m;
-        c.parallel.sequence_parallel = c.parallel.tp > 1 && (m * c.model.seq_len) % c.parallel.tp == 0;
-        if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
-        std::string keys;  // what changes, as the keys that run it
-        const auto key = [&](bool changed, const std::string& k) { keys += changed ? (keys.empty() ? "" : " ") + k : ""; };
-        key(c.parallel.tp != config.parallel.tp, cat("parallel.tp=", c.parallel.tp));
-        key(new_cut, cat("parallel.pp=", c.parallel.pp));
-        key(new_cut && config.parallel.vpp > 1, "parallel.vpp=1 parallel.schedule=1f1b");
-        key(new_cut && !config.parallel.pp_layers.empty(), "parallel.pp_layers=");
-        key(c.parallel.sequence_parallel != config.parallel.sequence_parallel,
-            cat("parallel.sequence_parallel=", c.parallel.sequence_parallel ? "true" : "false"));
-        return cat(keys, " with train.micro_batch=", m, rc != config.train.recompute ? " train.recompute=full" : "",
-                   c.train.zero_stage != config.train.zero_stage ? cat(" train.zero_stage=", c.train.zero_stage) : "");
-      }
+      c.train.micro_batch = config.train.micro_batch;
+      const std::int64_t m = largest_fitting_micro_batch(c, world, threads, capacity, device, lengths, sequence_parallel);
+      if (m == 0) continue;
+      std::string keys;  // what changes, as the keys that run it
+      const auto key = [&](bool changed, const std::string& k) { keys += changed ? (keys.empty() ? "" : " ") + k : ""; };
+      key(c.parallel.tp != config.parallel.tp, cat("parallel.tp=", c.parallel.tp));
+      key(new_cut, cat("parallel.pp=", c.parallel.pp));
+      key(new_cut && config.parallel.vpp > 1, "parallel.vpp=1 parallel.schedule=1f1b");
+      key(new_cut && !config.parallel.pp_layers.empty(), "parallel.pp_layers=");
+      key(c.parallel.sequence_parallel != config.parallel.sequence_parallel,
+          cat("parallel.sequence_parallel=", c.parallel.sequence_parallel ? "true" : "false"));
+      return cat(keys, " with train.micro_batch=", m, rc != config.train.recompute ? " train.recompute=full" : "",
+                 c.train.zero_stage != config.train.zero_stage ? cat(" train.zero_stage=", c.train.zero_stage) : "");
     }
     return "";
   };
@@ -270,19 +286,12 @@ std::vector<std::string> suggestions(const config::Config& config, std::int64_t 
   config::Config c = config;
   // For this stage and each higher one: the largest micro-batch that fits (gradient accumulation keeps
   // train.global_batch).
-  const std::int64_t dp = data_parallel_ranks(config, world);
   for (std::int64_t s = config.train.zero_stage; s <= 3; ++s) {
     c.train.zero_stage = s;
-    for (std::int64_t m = config.train.micro_batch; m >= 1; --m) {
-      // Only a micro-batch that splits the step's sequences over the ranks can be taken (derive's first
-      // rule, cheap to ask first: the range reaches 2^24); RL's steps are rl.*'s, asked of accepted().
-      if (!config.rl.enabled() && config.train.global_batch % (m * dp) != 0) continue;
-      c.train.micro_batch = m;
-      if (!accepted(c, world, device) || !plan_memory(c, world, threads, capacity, device, lengths).fits()) continue;
+    c.train.micro_batch = config.train.micro_batch;
+    if (const std::int64_t m = largest_fitting_micro_batch(c, world, threads, capacity, device, lengths); m > 0)
       out.push_back(cat("train.zero_stage=", s, " with train.micro_batch=", m,
                         m == config.train.micro_batch ? "" : " (the largest that fits at this stage)"));
-      break;
-    }
   }
   // An asynchronous save copies the shard's state and the whole fp32 model to host memory first; a
   // synchronous one streams them (outside sweep 42 G5: the fix named was optimizer offload, which only
