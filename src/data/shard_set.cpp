@@ -64,14 +64,16 @@ OpenFiles& open_files() {
   static OpenFiles files;
   return files;
 }
+// A shard in messages: its path, and the key that named it ("data.valid") where there is one.
+std::string named(const ShardInfo& s, const std::string& key) {
+  return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
+}
+
 // InputError unless the two shards were tokenized with the same vocabulary (their special ids past it
 // are SpecialsUnion's).
 void check_same_vocabulary_hash(const ShardInfo& first, const ShardInfo& other, const std::string& first_key = "",
                                 const std::string& other_key = "") {
   if (first.tokenizer.vocab_hash == other.tokenizer.vocab_hash) return;
-  const auto named = [](const ShardInfo& s, const std::string& key) {
-    return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
-  };
   throw InputError(cat("shards ", named(first, first_key), " and ", named(other, other_key),
                        " were tokenized with different vocabularies (vocab_hash ", first.tokenizer.vocab_hash, " and ",
                        other.tokenizer.vocab_hash, "): shards read by one model must share one; tokenize them with "
@@ -149,9 +151,6 @@ void check_ztok_finished(const std::vector<std::string>& paths, const std::strin
 void check_same_vocabulary(const ShardInfo& first, const ShardInfo& other, const std::string& first_key,
                            const std::string& other_key) {
   check_same_vocabulary_hash(first, other, first_key, other_key);
-  const auto named = [](const ShardInfo& s, const std::string& key) {
-    return cat(s.path.string(), key.empty() ? "" : cat(" (", key, ")"));
-  };
   SpecialsUnion both;
   both.add(first.tokenizer.specials, named(first, first_key));
   both.add(other.tokenizer.specials, named(other, other_key));
